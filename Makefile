@@ -1,0 +1,41 @@
+# augment — run `make help` for the targets.
+GO       ?= go
+VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+LDFLAGS  := -X main.version=$(VERSION)
+BENCHTIME ?= 1x
+
+.PHONY: help build run test race bench fuzz fmt vet check clean
+
+help: ## list targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-8s %s\n", $$1, $$2}'
+
+build: ## build bin/augment
+	$(GO) build -ldflags "$(LDFLAGS)" -o bin/augment ./cmd/augment
+
+run: build ## run the bundled demo pipeline (offline teacher, no server needed); writes out/demo
+	./bin/augment run testdata/demo/pipeline.yaml
+
+test: ## the whole test suite (tests on ../shared/data skip when it is absent)
+	$(GO) test ./...
+
+race: ## the test suite with the race detector
+	$(GO) test -race ./...
+
+bench: build ## benchmarks: ingest→export on a generated ~200k-record dump, teacher layer, parsers
+	$(GO) test -run '^$$' -bench . -benchtime $(BENCHTIME) -benchmem ./stages/... ./verify/ ./translate/
+	./testdata/bench/ingest_export.sh
+
+fuzz: ## run every fuzz target for FUZZTIME each (default 10s)
+	./testdata/fuzz.sh $(or $(FUZZTIME),10s)
+
+fmt: ## gofmt the tree
+	gofmt -w .
+
+vet: ## gofmt check and go vet
+	@test -z "$$(gofmt -l .)" || (gofmt -l .; echo "gofmt needed"; exit 1)
+	$(GO) vet ./...
+
+check: vet test ## vet, then test
+
+clean: ## remove build and run outputs
+	rm -rf bin out

@@ -1,0 +1,72 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"time"
+
+	"github.com/augmentdata/augment/stages/llm/fakellm"
+)
+
+// cmdFakeLLM serves a fake OpenAI-compatible endpoint until interrupted, for
+// dry runs of LLM stages: point teacher.endpoints at http://ADDR/v1.
+func cmdFakeLLM(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("fake-llm", stderr, "[flags]")
+	addr := fs.String("addr", "127.0.0.1:8089", "listen address (loopback by default)")
+	config := fs.String("config", "", "JSON file with the full fake config (script rules, faults); flags override it")
+	var cfg fakellm.Config
+	// A config file is read before the other flags so they can override it.
+	for i, a := range args {
+		if (a == "-config" || a == "--config") && i+1 < len(args) {
+			if err := loadFakeConfig(args[i+1], &cfg); err != nil {
+				return err
+			}
+		}
+	}
+	cfg.RegisterFlags(fs)
+	if err := fs.Parse(args); err != nil {
+		return flagErr(err)
+	}
+	_ = config
+	if fs.NArg() > 0 {
+		return usageError{fmt.Sprintf("fake-llm: unexpected argument %q", fs.Arg(0))}
+	}
+	srv, err := fakellm.New(cfg)
+	if err != nil {
+		return usageError{err.Error()}
+	}
+	ln, err := net.Listen("tcp", *addr)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "fake-llm listening on http://%s/v1 (counters at /fake/counters); Ctrl-C stops it\n", ln.Addr())
+	hs := &http.Server{Handler: srv, ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		<-ctx.Done()
+		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		hs.Shutdown(sctx)
+	}()
+	if err := hs.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}
+
+func loadFakeConfig(path string, cfg *fakellm.Config) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	c, err := fakellm.ParseConfig(b)
+	if err != nil {
+		return usageError{err.Error()}
+	}
+	*cfg = c
+	return nil
+}

@@ -1,0 +1,189 @@
+// Command augment turns public tool-use datasets into verified fine-tuning
+// data for LLaMA-Factory. See README.md.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/augmentdata/augment/stages"
+	"github.com/augmentdata/augment/stages/llm"
+)
+
+// version is set at build time with -ldflags "-X main.version=…".
+var version = "dev"
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+const usage = `augment turns tool-use datasets into verified fine-tuning data.
+
+Usage:
+  augment run [-explain] [-quiet] [-v] pipeline.yaml   run the pipeline (resumes where it stopped)
+  augment check pipeline.yaml                          validate, show what would run, render prompts, estimate cost
+  augment fake-llm [-addr 127.0.0.1:8089] [flags]      serve a fake OpenAI-compatible endpoint for dry runs
+  augment cache stats|ls|get [-dir out] [key]          inspect the request cache of a run
+  augment version                                      print the version
+
+Run "augment <command> -h" for a command's flags.
+
+Exit codes: 0 ok; 1 the run failed (rerun the same command to resume); 2 usage or
+config error; 3 the teacher guard stopped the run (budget or error rate; resumable);
+130 interrupted (resumable).
+`
+
+// Exit codes, mapped from errors in one place: exitCode.
+const (
+	exitOK        = 0
+	exitFailed    = 1
+	exitUsage     = 2
+	exitGuard     = 3
+	exitInterrupt = 130
+)
+
+// usageError marks errors in how augment was invoked.
+type usageError struct{ msg string }
+
+func (e usageError) Error() string { return e.msg }
+
+func run(args []string, stdout, stderr io.Writer) int {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	err := dispatch(ctx, args, stdout, stderr)
+	code := exitCode(ctx, err)
+	if err != nil && !errors.Is(err, flag.ErrHelp) {
+		fmt.Fprintf(stderr, "augment: %v\n", err)
+		switch code {
+		case exitUsage:
+			if _, ok := err.(usageError); ok {
+				fmt.Fprint(stderr, "\n"+usage)
+			}
+		case exitFailed, exitGuard, exitInterrupt:
+			fmt.Fprintln(stderr, "augment: finished work is kept; run the same command again to resume")
+		}
+	}
+	return code
+}
+
+func exitCode(ctx context.Context, err error) int {
+	var cfgErr *stages.ConfigError
+	var uErr usageError
+	switch {
+	case err == nil, errors.Is(err, flag.ErrHelp):
+		return exitOK
+	case errors.As(err, &uErr), errors.As(err, &cfgErr):
+		return exitUsage
+	case ctx.Err() != nil || errors.Is(err, context.Canceled):
+		return exitInterrupt
+	case llm.IsFatal(err):
+		return exitGuard
+	default:
+		return exitFailed
+	}
+}
+
+func dispatch(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return usageError{"no command"}
+	}
+	cmd, args := args[0], args[1:]
+	switch cmd {
+	case "run":
+		return cmdRun(ctx, args, stdout, stderr)
+	case "check":
+		return cmdCheck(ctx, args, stdout, stderr)
+	case "fake-llm":
+		return cmdFakeLLM(ctx, args, stdout, stderr)
+	case "cache":
+		return cmdCache(ctx, args, stdout, stderr)
+	case "version":
+		fmt.Fprintf(stdout, "augment %s\n", version)
+		return nil
+	case "help", "-h", "-help", "--help":
+		fmt.Fprint(stdout, usage)
+		return nil
+	}
+	return usageError{fmt.Sprintf("unknown command %q", cmd)}
+}
+
+func newFlags(name string, stderr io.Writer, synopsis string) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "Usage: augment %s %s\n\nFlags:\n", name, synopsis)
+		fs.PrintDefaults()
+	}
+	return fs
+}
+
+// parse parses flags and returns the single pipeline file argument.
+func parsePipelineArgs(fs *flag.FlagSet, args []string) (string, error) {
+	if err := fs.Parse(args); err != nil {
+		return "", flagErr(err)
+	}
+	if fs.NArg() != 1 {
+		return "", usageError{fmt.Sprintf("%s: want one pipeline file, got %d arguments", fs.Name(), fs.NArg())}
+	}
+	return fs.Arg(0), nil
+}
+
+func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("run", stderr, "[flags] pipeline.yaml")
+	explain := fs.Bool("explain", false, "log why each shard or request is not served from earlier work")
+	quiet := fs.Bool("quiet", false, "no progress output, only warnings and errors")
+	verbose := fs.Bool("v", false, "debug logging (each skipped shard, each retry)")
+	path, err := parsePipelineArgs(fs, args)
+	if err != nil {
+		return err
+	}
+	p, err := stages.Load(path)
+	if err != nil {
+		return err
+	}
+	level := slog.LevelInfo
+	switch {
+	case *verbose:
+		level = slog.LevelDebug
+	case *quiet:
+		level = slog.LevelWarn
+	}
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	o := stages.Options{Version: version, Log: log, Explain: *explain}
+	if !*quiet {
+		o.Progress = stderr
+	}
+	r, err := stages.NewRunner(p, o)
+	if err != nil {
+		return err
+	}
+	rep, err := r.Run(ctx)
+	if cerr := r.Close(); err == nil {
+		err = cerr
+	}
+	if rep != nil {
+		stages.PrintReport(stdout, rep)
+	}
+	return err
+}
+
+func cmdCheck(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("check", stderr, "pipeline.yaml")
+	path, err := parsePipelineArgs(fs, args)
+	if err != nil {
+		return err
+	}
+	p, err := stages.Load(path)
+	if err != nil {
+		return err
+	}
+	return stages.Check(ctx, p, stages.Options{Version: version}, stdout)
+}

@@ -1,0 +1,152 @@
+// Package manifests records what each stage of a run did to which inputs:
+// counts, hashes, the effective config and timings. The runner reads them to
+// skip work that is already done, and people read them to audit a run.
+//
+// Every write is atomic (see File): a manifest on disk always describes
+// outputs that exist in full.
+package manifests
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"sort"
+	"time"
+)
+
+// A Stage manifest describes one stage directory of a run.
+type Stage struct {
+	Name    string `json:"name"`
+	Type    string `json:"type"`
+	Version int    `json:"version"` // the stage implementation's version; a behaviour change bumps it
+	Tool    string `json:"tool"`    // augment version that wrote it
+	// ConfigHash covers the effective stage config (defaults applied), its
+	// prompt templates, the teacher settings it depends on, its version and
+	// the seed. Config is that effective config, for people.
+	ConfigHash string          `json:"config_hash"`
+	Config     json.RawMessage `json:"config"`
+	Plan       string          `json:"plan,omitempty"` // digest of a whole-input plan (sample quotas)
+
+	Shards []Shard `json:"shards"`
+	Totals Counts  `json:"totals"`
+	// LLM holds the teacher accounting of the stage (requests, cache hits,
+	// tokens, errors by class, latency percentiles, cost).
+	LLM   json.RawMessage `json:"llm,omitempty"`
+	Notes []string        `json:"notes,omitempty"` // things a user should know, e.g. what an export style dropped
+
+	Started  time.Time `json:"started"`
+	Finished time.Time `json:"finished,omitzero"`
+	Seconds  float64   `json:"seconds"`
+}
+
+// A Shard is one unit of resume: some input files turned into some outputs.
+type Shard struct {
+	Name    string    `json:"name"`
+	Key     string    `json:"key"` // hash of input hashes, config hash and plan: the shard is done when this matches
+	Inputs  []FileRef `json:"inputs"`
+	Outputs []FileRef `json:"outputs"`
+	Counts
+	Seconds float64 `json:"seconds"`
+}
+
+// A FileRef names a file relative to the run's output directory.
+type FileRef struct {
+	Path   string `json:"path"`
+	SHA256 string `json:"sha256"`
+	Rows   int64  `json:"rows"`
+	Bytes  int64  `json:"bytes"`
+}
+
+// Counts conserve records: In + Added = Out + Rejected + Filtered.
+type Counts struct {
+	In       int64            `json:"in"`
+	Out      int64            `json:"out"`
+	Added    int64            `json:"added"`              // extra records a stage made (negatives, variants)
+	Rejected map[string]int64 `json:"rejected,omitempty"` // by reason; kept in the rejects files
+	Filtered map[string]int64 `json:"filtered,omitempty"` // by reason; dropped on purpose (sample quotas)
+}
+
+// Sum returns the total of a by-reason map.
+func Sum(m map[string]int64) int64 {
+	var n int64
+	for _, v := range m {
+		n += v
+	}
+	return n
+}
+
+// Balanced reports an error when c does not conserve records.
+func (c Counts) Balanced() error {
+	if c.In+c.Added != c.Out+Sum(c.Rejected)+Sum(c.Filtered) {
+		return fmt.Errorf("records not conserved: in %d + added %d != out %d + rejected %d + filtered %d",
+			c.In, c.Added, c.Out, Sum(c.Rejected), Sum(c.Filtered))
+	}
+	return nil
+}
+
+// Add accumulates o into c.
+func (c *Counts) Add(o Counts) {
+	c.In += o.In
+	c.Out += o.Out
+	c.Added += o.Added
+	c.Rejected = addMap(c.Rejected, o.Rejected)
+	c.Filtered = addMap(c.Filtered, o.Filtered)
+}
+
+func addMap(dst, src map[string]int64) map[string]int64 {
+	for k, v := range src {
+		if dst == nil {
+			dst = map[string]int64{}
+		}
+		dst[k] += v
+	}
+	return dst
+}
+
+// Reasons returns the keys of a by-reason map, sorted.
+func Reasons(m map[string]int64) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// Shard returns the shard called name, if recorded.
+func (s *Stage) Shard(name string) (Shard, bool) {
+	for _, sh := range s.Shards {
+		if sh.Name == name {
+			return sh, true
+		}
+	}
+	return Shard{}, false
+}
+
+// Read loads a manifest. A missing file gives (nil, nil).
+func Read[T any](path string) (*T, error) {
+	b, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var v T
+	if err := json.Unmarshal(b, &v); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return &v, nil
+}
+
+// Write stores v as indented JSON at path, atomically.
+func Write(path string, v any) error {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	_, err = WriteFile(path, append(b, '\n'))
+	return err
+}

@@ -1,0 +1,136 @@
+// Package prompts holds the prompt templates of the LLM-backed stages.
+//
+// A template is a txtar archive: its comment describes the prompt, and each
+// file is one chat message whose name is the role ("system", "user",
+// "assistant"; repeat them for few-shot examples) and whose body is a
+// text/template rendered against the stage's data. The built-in templates are
+// embedded from this directory; pipeline.yaml can point a stage at its own
+// file instead.
+package prompts
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"embed"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"os"
+	"strings"
+	"text/template"
+
+	"github.com/rogpeppe/go-internal/txtar"
+
+	"github.com/augmentdata/augment/stages/llm"
+)
+
+//go:embed *.tmpl
+var builtin embed.FS
+
+// A Template renders the messages of one prompt.
+type Template struct {
+	Name string // built-in name or the override's path
+	Hash string // sha256 of the template text; part of every request's cache key
+	Doc  string // the archive comment
+	msgs []part
+}
+
+type part struct {
+	role string
+	tmpl *template.Template
+}
+
+var roles = map[string]bool{"system": true, "user": true, "assistant": true}
+
+// Builtin returns the embedded template name (without the .tmpl suffix).
+func Builtin(name string) (*Template, error) {
+	b, err := builtin.ReadFile(name + ".tmpl")
+	if err != nil {
+		return nil, fmt.Errorf("prompt %q: no such built-in prompt", name)
+	}
+	return Parse(name, b)
+}
+
+// Load returns the template at path if path is set, else the built-in name.
+func Load(name, path string) (*Template, error) {
+	if path == "" {
+		return Builtin(name)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("prompt %q: %w", name, err)
+	}
+	return Parse(path, b)
+}
+
+// Names lists the built-in templates.
+func Names() []string {
+	ents, _ := builtin.ReadDir(".")
+	var names []string
+	for _, e := range ents {
+		names = append(names, strings.TrimSuffix(e.Name(), ".tmpl"))
+	}
+	return names
+}
+
+// Parse parses a template archive.
+func Parse(name string, text []byte) (*Template, error) {
+	a := txtar.Parse(text)
+	sum := sha256.Sum256(text)
+	t := &Template{Name: name, Hash: hex.EncodeToString(sum[:8]), Doc: strings.TrimSpace(string(a.Comment))}
+	if len(a.Files) == 0 {
+		return nil, fmt.Errorf("prompt %s: no messages (want sections like \"-- system --\" and \"-- user --\")", name)
+	}
+	for i, f := range a.Files {
+		if !roles[f.Name] {
+			return nil, fmt.Errorf("prompt %s: section %d is %q; want system, user or assistant", name, i+1, f.Name)
+		}
+		tm, err := template.New(fmt.Sprintf("%s#%d", name, i+1)).Funcs(funcs).Option("missingkey=error").Parse(string(f.Data))
+		if err != nil {
+			return nil, fmt.Errorf("prompt %s: %w", name, err)
+		}
+		t.msgs = append(t.msgs, part{role: f.Name, tmpl: tm})
+	}
+	return t, nil
+}
+
+// Render executes every message of the template against data.
+// Surrounding blank lines of each section are trimmed.
+func (t *Template) Render(data any) ([]llm.Message, error) {
+	out := make([]llm.Message, 0, len(t.msgs))
+	var buf bytes.Buffer
+	for _, p := range t.msgs {
+		buf.Reset()
+		if err := p.tmpl.Execute(&buf, data); err != nil {
+			return nil, fmt.Errorf("prompt %s: %w", t.Name, err)
+		}
+		out = append(out, llm.Message{Role: p.role, Content: strings.TrimSpace(buf.String())})
+	}
+	return out, nil
+}
+
+var funcs = template.FuncMap{
+	// json renders v as compact JSON (raw JSON is kept as is).
+	"json": func(v any) (string, error) {
+		b, err := marshal(v, "")
+		return string(b), err
+	},
+	// pretty renders v as JSON indented by two spaces.
+	"pretty": func(v any) (string, error) {
+		b, err := marshal(v, "  ")
+		return string(b), err
+	},
+	"join": strings.Join,
+	"add":  func(a, b int) int { return a + b },
+}
+
+func marshal(v any, indent string) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", indent)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimRight(buf.Bytes(), "\n"), nil
+}

@@ -1,0 +1,348 @@
+package stages
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"unicode/utf8"
+
+	"github.com/augmentdata/augment/manifests"
+	"github.com/augmentdata/augment/stages/formats"
+	"github.com/augmentdata/augment/stages/llm"
+	"github.com/augmentdata/augment/stages/record"
+	"github.com/augmentdata/augment/stages/toollib"
+	"github.com/augmentdata/augment/verify"
+)
+
+// Check validates a loaded pipeline without doing its work: it says which
+// sources and stages would run or be skipped, renders every prompt against
+// the first input record by passing that record through the stages with the
+// teacher's offline stand-ins (nothing is sent), and estimates the requests
+// and tokens a run would spend.
+func Check(ctx context.Context, p *Pipeline, o Options, w io.Writer) error {
+	if o.Getenv == nil {
+		o.Getenv = os.Getenv
+	}
+	dir, err := filepath.Abs(p.Resolve(p.Output.Dir))
+	if err != nil {
+		return err
+	}
+	r := &Runner{p: p, o: o, dir: dir}
+	fmt.Fprintf(w, "pipeline %s: valid\n", p.Path())
+	fmt.Fprintf(w, "output: %s  seed: %d  teacher: %s %s\n", p.Output.Dir, p.Seed, p.Teacher.Provider, p.Teacher.Model)
+	if p.Teacher.Provider != "offline" && p.Teacher.APIKeyEnv != "" && o.Getenv(p.Teacher.APIKeyEnv) == "" {
+		fmt.Fprintf(w, "warning: teacher.api_key_env names %s, which is not set\n", p.Teacher.APIKeyEnv)
+	}
+
+	// Sources: do they exist, and would ingest redo them?
+	fmt.Fprintln(w, "\nsources:")
+	ingestDir := filepath.Join(dir, "00-ingest")
+	old, err := manifests.Read[manifests.Stage](filepath.Join(ingestDir, "manifest.json"))
+	if err != nil {
+		return err
+	}
+	var rows int64
+	allSourcesCurrent := true
+	var first *record.Record
+	var sampleTools []record.Tool
+	for _, s := range p.Sources {
+		path := p.Resolve(s.Path)
+		fi, err := os.Stat(path)
+		if err != nil {
+			return fmt.Errorf("source %q: %w", s.Name, err)
+		}
+		status := "would ingest (no earlier run)"
+		if prev := r.sourceShards(old, s.Name); len(prev) > 0 {
+			status = "would ingest (dump or settings changed)"
+			sum, err := manifests.HashFile(path)
+			if err != nil {
+				return err
+			}
+			cfg := ingestSettings{Source: s, ShardSize: p.Output.ShardSize, RowGroupRows: p.Output.RowGroupRows, JSONL: p.Output.JSONL}
+			sfp, _, _ := r.fingerprint("ingest", ingestVersion, cfg, nil)
+			if allMatch(prev, shardKey(sfp, "", manifests.FileRef{Path: filepath.Base(path), SHA256: sum}), r) {
+				status = fmt.Sprintf("up to date (%d shards), would be skipped", len(prev))
+				for _, sh := range prev {
+					rows += sh.Out
+				}
+			}
+		}
+		n, rec, tools, err := peekSource(s, path, 1000)
+		if err != nil {
+			return fmt.Errorf("source %q: %w", s.Name, err)
+		}
+		if first == nil {
+			first = rec
+		}
+		sampleTools = append(sampleTools, tools...)
+		if !strings.HasPrefix(status, "up to date") {
+			rows += estimateRows(n, fi.Size(), path)
+			allSourcesCurrent = false
+		}
+		fmt.Fprintf(w, "  %-16s %-8s %9s  %s\n", s.Name, s.Format, humanBytes(fi.Size()), status)
+	}
+	if first == nil {
+		fmt.Fprintln(w, "\nno source has a parseable row in its first 1000: nothing to preview")
+		return nil
+	}
+	lib := toollib.New(sampleTools)
+	if old != nil {
+		for _, s := range old.Shards {
+			for _, o := range s.Outputs {
+				if strings.HasPrefix(filepath.Base(o.Path), "tools-") {
+					r.libRefs = append(r.libRefs, o)
+				}
+			}
+		}
+		if l, err := r.library(); err == nil && len(l.Tools) > 0 {
+			lib = l
+		}
+	}
+
+	fmt.Fprintf(w, "\nstages (previewed on record %s; about %d records enter the first stage):\n", first.ID, rows)
+	recs := []*record.Record{first}
+	upToDate := old != nil && allSourcesCurrent
+	for i := range p.Stages {
+		spec := &p.Stages[i]
+		typ, cfg := spec.config()
+		fmt.Fprintf(w, "  %02d %s (%s)", i+1, spec.Name, typ)
+		if spec.Skip {
+			fmt.Fprintln(w, ": skipped (skip: true)")
+			continue
+		}
+		prev := &previewClient{}
+		env := &Env{Stage: spec.Name, Seed: p.Seed, Dir: p.Dir(), Teacher: prev, Embedder: offlineEmbedder(p),
+			Provider: p.Teacher.Provider, Model: p.Teacher.Model, Capacity: 1,
+			Library: func() (*toollib.Library, error) { return lib, nil }, Log: discardLog()}
+		st, err := cfg.build(env)
+		if err != nil {
+			return fmt.Errorf("stage %s: %w", spec.Name, err)
+		}
+		status := "would run (no earlier run)"
+		fp, _, _ := r.fingerprint(typ, cfg.version(), cfg, env, "library="+r.libraryHash())
+		sm, err := manifests.Read[manifests.Stage](filepath.Join(dir, fmt.Sprintf("%02d-%s", i+1, spec.Name), "manifest.json"))
+		if err != nil {
+			return err
+		}
+		switch {
+		case sm == nil:
+		case sm.ConfigHash != fp:
+			status, upToDate = "would run (settings, prompts or teacher changed)", false
+		case !upToDate:
+			status = "would run where its input changes"
+		default:
+			status = fmt.Sprintf("up to date (%d shards), would be skipped", len(sm.Shards))
+			for _, sh := range sm.Shards {
+				if !r.outputsExist(sh) {
+					status, upToDate = "would run (outputs missing)", false
+					break
+				}
+			}
+		}
+		if _, sink := st.(Sink); !sink && !strings.HasPrefix(status, "up to date") {
+			upToDate = false
+		}
+		fmt.Fprintf(w, ": %s\n", status)
+		if len(recs) == 0 {
+			fmt.Fprintln(w, "     (no record reaches this stage in the preview)")
+			continue
+		}
+		if pl, ok := st.(Planner); ok {
+			if _, err := pl.Plan(ctx, func(yield func(*record.Record) error) error {
+				for _, rec := range recs {
+					if err := yield(rec); err != nil {
+						return err
+					}
+				}
+				return nil
+			}); err != nil {
+				return fmt.Errorf("stage %s: plan: %w", spec.Name, err)
+			}
+		}
+		var next []*record.Record
+		for _, rec := range recs {
+			out, err := st.Process(ctx, rec)
+			switch reason, rejected := rejectReason(err); {
+			case llm.IsFatal(err):
+				fmt.Fprintf(w, "     preview stops here: %v\n", err)
+			case rejected:
+				fmt.Fprintf(w, "     record %s would be rejected: %s (%v)\n", rec.ID, reason, err)
+			case isFilter(err):
+				fmt.Fprintf(w, "     record %s would be filtered: %v\n", rec.ID, err)
+			case err != nil:
+				return fmt.Errorf("stage %s: %w", spec.Name, err)
+			}
+			next = append(next, out...)
+		}
+		prev.print(w, len(recs), rows)
+		if ex, ok := st.(*exporter); ok {
+			for _, rec := range next {
+				if s, ok := ex.samples.Load(rec); ok {
+					b, _ := marshalNoEscape(s)
+					fmt.Fprintf(w, "     sample %s: %s\n", rec.ID, clip(string(b), 600))
+				}
+			}
+			continue // a sink passes its input through
+		}
+		recs = next
+	}
+	return nil
+}
+
+// peekSource parses up to n rows and returns how many rows it read, the
+// first record that parsed and the tools seen.
+func peekSource(s Source, path string, n int) (int, *record.Record, []record.Tool, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return 0, nil, nil, err
+	}
+	defer f.Close()
+	sc := formats.NewScanner(f)
+	var first *record.Record
+	var tools []record.Tool
+	read := 0
+	for read < n {
+		row, idx, err := sc.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return read, first, tools, nil
+		}
+		read++
+		rec, err := formats.Parse(s.Format, s.Name, idx, row)
+		if err != nil {
+			continue
+		}
+		if first == nil {
+			first = rec
+		}
+		tools = append(tools, rec.Tools...)
+	}
+	return read, first, tools, nil
+}
+
+// estimateRows extrapolates a dump's row count from the rows in its first
+// part when the whole file was not read.
+func estimateRows(read int, size int64, path string) int64 {
+	if read < 1000 {
+		return int64(read)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return int64(read)
+	}
+	defer f.Close()
+	sc := formats.NewScanner(f)
+	var bytes int64
+	for i := 0; i < read; i++ {
+		row, _, err := sc.Next()
+		if err != nil {
+			break
+		}
+		bytes += int64(len(row)) + 2
+	}
+	if bytes == 0 {
+		return int64(read)
+	}
+	return int64(float64(read) * float64(size) / float64(bytes))
+}
+
+// previewClient answers with the stages' offline stand-ins and records what
+// would have been sent.
+type previewClient struct {
+	mu       sync.Mutex
+	reqs     []llm.Request
+	answers  []string
+	noAnswer int
+}
+
+func (c *previewClient) Complete(_ context.Context, req llm.Request) (llm.Response, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.reqs = append(c.reqs, req)
+	if req.Offline == nil {
+		c.noAnswer++
+		return llm.Response{}, &llm.FatalError{Reason: "llm_offline_unsupported", Msg: "this stage needs a real teacher model (it has no offline stand-in); its first request is shown above"}
+	}
+	ans, err := req.Offline()
+	if err != nil {
+		return llm.Response{}, err
+	}
+	c.answers = append(c.answers, ans)
+	return llm.Response{Content: ans, FinishReason: "stop", Provider: "preview", Model: "offline"}, nil
+}
+
+// print shows the first request of each prompt and the estimate.
+func (c *previewClient) print(w io.Writer, previewed int, rows int64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.reqs) == 0 {
+		fmt.Fprintln(w, "     no teacher requests")
+		return
+	}
+	prompt, completion := 0, 0
+	seen := map[string]bool{}
+	for i, req := range c.reqs {
+		for _, m := range req.Messages {
+			prompt += verify.Tokens(m.Content)
+		}
+		if i < len(c.answers) {
+			completion += verify.Tokens(c.answers[i])
+		}
+		if seen[req.Template] {
+			continue
+		}
+		seen[req.Template] = true
+		fmt.Fprintf(w, "     request %s (template %s):\n", req.Stage, req.Template)
+		for _, m := range req.Messages {
+			fmt.Fprintf(w, "       [%s] %s\n", m.Role, indent(clip(m.Content, 1200), "         "))
+		}
+	}
+	per := float64(len(c.reqs)) / float64(previewed)
+	fmt.Fprintf(w, "     estimate: %.1f requests per record → about %.0f requests, %.0f prompt and %.0f completion tokens (from the preview record; re-asks not counted)\n",
+		per, per*float64(rows), float64(prompt)/float64(previewed)*float64(rows), float64(completion)/float64(previewed)*float64(rows))
+}
+
+func offlineEmbedder(p *Pipeline) llm.Embedder {
+	e, err := llm.NewEmbedder(llm.EmbedderConfig{Provider: "offline", Dimensions: p.Embedder.Dimensions}, llm.Options{})
+	if err != nil {
+		return nil
+	}
+	return e
+}
+
+// clip shortens s to about n bytes without splitting a character.
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "…"
+}
+
+func discardLog() *slog.Logger { return slog.New(slog.DiscardHandler) }
+
+func indent(s, prefix string) string {
+	return strings.ReplaceAll(s, "\n", "\n"+prefix)
+}
+
+func humanBytes(n int64) string {
+	switch {
+	case n >= 1<<30:
+		return fmt.Sprintf("%.1f GiB", float64(n)/(1<<30))
+	case n >= 1<<20:
+		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+	case n >= 1<<10:
+		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
+	}
+	return fmt.Sprintf("%d B", n)
+}

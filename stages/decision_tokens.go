@@ -1,0 +1,107 @@
+package stages
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/augmentdata/augment/stages/record"
+)
+
+// DecisionTokensConfig is the `decision_tokens:` stage (seed 002, §3.2): every
+// assistant turn starts with a decision token, <|answer|> before a text
+// answer and <|use_tool|> before function calls, so the model decides
+// between answering and calling before it writes anything else.
+//
+// Convention shared with the export stage: the token is written at the start
+// of Message.Content (a call turn without text gets Content = the use-tool
+// token) and the record gets the tag decision_tokens=on. The exporter's
+// inline renderer emits Content, then Reasoning, then the calls, which gives
+// "<|use_tool|>reasoning\n\n[calls]" and "<|answer|>text".
+//
+// The stage is idempotent: a turn that already starts with its token is left
+// alone, and a turn that starts with the other token (say a call turn
+// beginning with the answer token) gets that token replaced, so every
+// assistant turn carries exactly one token, the right one. A record that
+// needs no change is passed on untouched, without a lineage step.
+//
+// The tokens must be added to the tokenizer as special tokens when training
+// (LLaMA-Factory: new_special_tokens), so each is one token as in the paper.
+type DecisionTokensConfig struct {
+	// AnswerToken starts text answers; default "<|answer|>".
+	AnswerToken string `yaml:"answer_token" json:"answer_token"`
+	// UseToolToken starts call turns; default "<|use_tool|>".
+	UseToolToken string `yaml:"use_tool_token" json:"use_tool_token"`
+}
+
+// Default decision tokens (seed 002, Fig 1).
+const (
+	DefaultAnswerToken  = "<|answer|>"
+	DefaultUseToolToken = "<|use_tool|>"
+)
+
+// DecisionTokensTag is the tag key the stage sets to "on".
+const DecisionTokensTag = "decision_tokens"
+
+func (c *DecisionTokensConfig) defaults() {
+	if c.AnswerToken == "" {
+		c.AnswerToken = DefaultAnswerToken
+	}
+	if c.UseToolToken == "" {
+		c.UseToolToken = DefaultUseToolToken
+	}
+}
+
+func (c *DecisionTokensConfig) validate() []string {
+	var probs []string
+	for _, f := range []struct{ key, tok string }{{"answer_token", c.AnswerToken}, {"use_tool_token", c.UseToolToken}} {
+		if strings.TrimSpace(f.tok) != f.tok {
+			probs = append(probs, fmt.Sprintf("%s: %q has surrounding white space", f.key, f.tok))
+		}
+	}
+	if strings.HasPrefix(c.AnswerToken, c.UseToolToken) || strings.HasPrefix(c.UseToolToken, c.AnswerToken) {
+		probs = append(probs, fmt.Sprintf("answer_token %q and use_tool_token %q must differ and neither may be a prefix of the other", c.AnswerToken, c.UseToolToken))
+	}
+	return probs
+}
+
+func (c *DecisionTokensConfig) version() int { return 1 }
+
+func (c *DecisionTokensConfig) build(env *Env) (Stage, error) {
+	return &decisionTokens{answer: c.AnswerToken, useTool: c.UseToolToken, stage: env.Stage}, nil
+}
+
+type decisionTokens struct {
+	answer, useTool string
+	stage           string
+}
+
+// Process prefixes every assistant turn of r with its decision token.
+func (s *decisionTokens) Process(_ context.Context, r *record.Record) ([]*record.Record, error) {
+	var out *record.Record
+	for k, m := range r.Messages {
+		if m.Role != record.RoleAssistant {
+			continue
+		}
+		want, other := s.answer, s.useTool
+		if len(m.Calls) > 0 {
+			want, other = s.useTool, s.answer
+		}
+		if strings.HasPrefix(m.Content, want) {
+			continue
+		}
+		if out == nil {
+			out = r.Clone()
+		}
+		out.Messages[k].Content = want + strings.TrimPrefix(m.Content, other)
+	}
+	if out == nil && r.Tag(DecisionTokensTag) == "on" {
+		return []*record.Record{r}, nil
+	}
+	if out == nil {
+		out = r.Clone()
+	}
+	out.SetTag(DecisionTokensTag, "on")
+	out.AddStep(s.stage, "rule", "")
+	return []*record.Record{out}, nil
+}

@@ -1,0 +1,149 @@
+package stages
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/augmentdata/augment/stages/record"
+)
+
+func buildDecisionTokens(t testing.TB, cfg DecisionTokensConfig) Stage {
+	t.Helper()
+	cfg.defaults()
+	if probs := cfg.validate(); len(probs) > 0 {
+		t.Fatalf("validate: %v", probs)
+	}
+	st, err := cfg.build(fxEnv("decision_tokens", nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+func TestDecisionTokensEveryAssistantTurn(t *testing.T) {
+	st := buildDecisionTokens(t, DecisionTokensConfig{})
+	for _, in := range fxAll() {
+		in.Messages[len(in.Messages)-1].Reasoning = "some reasoning"
+		before := in.Clone()
+		out := processOne(t, st, in)
+		if !equalJSON(t, in, before) {
+			t.Errorf("%s: input modified", in.ID)
+		}
+		if out.Tag(DecisionTokensTag) != "on" {
+			t.Errorf("%s: tag %q", in.ID, out.Tag(DecisionTokensTag))
+		}
+		if len(out.Lineage) != 1 || out.Lineage[0].Provider != "rule" {
+			t.Errorf("%s: lineage %+v", in.ID, out.Lineage)
+		}
+		for k, m := range out.Messages {
+			orig := in.Messages[k]
+			switch {
+			case m.Role != record.RoleAssistant:
+				if m.Content != orig.Content {
+					t.Errorf("%s: messages[%d] (%s) changed", in.ID, k, m.Role)
+				}
+			case len(m.Calls) > 0:
+				if m.Content != DefaultUseToolToken+orig.Content {
+					t.Errorf("%s: call turn %d content %q", in.ID, k, m.Content)
+				}
+			default:
+				if m.Content != DefaultAnswerToken+orig.Content {
+					t.Errorf("%s: answer turn %d content %q", in.ID, k, m.Content)
+				}
+			}
+			if m.Reasoning != orig.Reasoning || len(m.Calls) != len(orig.Calls) {
+				t.Errorf("%s: messages[%d] reasoning or calls changed", in.ID, k)
+			}
+		}
+		// Idempotent: a second pass changes nothing and adds no step.
+		again := processOne(t, st, out)
+		if again != out {
+			t.Errorf("%s: second pass changed the record", in.ID)
+		}
+	}
+}
+
+func TestDecisionTokensCases(t *testing.T) {
+	call := func(content string) record.Message {
+		m := fxCalls("get_weather", `{"location":"Paris"}`)
+		m.Content = content
+		return m
+	}
+	tests := []struct {
+		name string
+		cfg  DecisionTokensConfig
+		in   record.Message
+		want string
+	}{
+		{"empty call turn gets the token alone", DecisionTokensConfig{}, call(""), "<|use_tool|>"},
+		{"text said with calls keeps its text", DecisionTokensConfig{}, call("Let me check."), "<|use_tool|>Let me check."},
+		{"answer", DecisionTokensConfig{}, fxSay("Paris is sunny."), "<|answer|>Paris is sunny."},
+		{"empty answer", DecisionTokensConfig{}, fxSay(""), "<|answer|>"},
+		{"already prefixed answer", DecisionTokensConfig{}, fxSay("<|answer|>Hi"), "<|answer|>Hi"},
+		{"already prefixed call", DecisionTokensConfig{}, call("<|use_tool|>"), "<|use_tool|>"},
+		{"wrong token on a call turn is replaced", DecisionTokensConfig{}, call("<|answer|>"), "<|use_tool|>"},
+		{"wrong token on an answer is replaced", DecisionTokensConfig{}, fxSay("<|use_tool|>Sure."), "<|answer|>Sure."},
+		{"custom tokens", DecisionTokensConfig{AnswerToken: "[ANS]", UseToolToken: "[TOOL]"}, call("x"), "[TOOL]x"},
+		{"custom answer", DecisionTokensConfig{AnswerToken: "[ANS]", UseToolToken: "[TOOL]"}, fxSay("<|answer|>x"), "[ANS]<|answer|>x"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			st := buildDecisionTokens(t, tt.cfg)
+			in := fxRecord("fx:dt", []record.Tool{fxWeather}, fxUser("weather?"), tt.in)
+			out := processOne(t, st, in)
+			if got := out.Messages[1].Content; got != tt.want {
+				t.Errorf("content %q, want %q", got, tt.want)
+			}
+			if twice := processOne(t, st, out); twice.Messages[1].Content != tt.want {
+				t.Errorf("second pass: %q", twice.Messages[1].Content)
+			}
+		})
+	}
+}
+
+// A record already in shape but without the tag only gets the tag.
+func TestDecisionTokensTagOnly(t *testing.T) {
+	st := buildDecisionTokens(t, DecisionTokensConfig{})
+	in := fxRecord("fx:tag", nil, fxUser("hi"), fxSay("<|answer|>hello"))
+	out := processOne(t, st, in)
+	if out == in || out.Tag(DecisionTokensTag) != "on" || out.Messages[1].Content != "<|answer|>hello" || len(out.Lineage) != 1 {
+		t.Errorf("got %+v", out)
+	}
+	noAssistant := fxRecord("fx:user-only", nil, fxUser("hi"))
+	if out := processOne(t, st, noAssistant); out.Tag(DecisionTokensTag) != "on" {
+		t.Error("every record gets the tag")
+	}
+}
+
+func TestDecisionTokensValidate(t *testing.T) {
+	tests := []struct {
+		cfg  DecisionTokensConfig
+		bad  bool
+		want string
+	}{
+		{DecisionTokensConfig{}, false, ""},
+		{DecisionTokensConfig{AnswerToken: "<|x|>", UseToolToken: "<|x|>"}, true, "must differ"},
+		{DecisionTokensConfig{AnswerToken: "<|a", UseToolToken: "<|a|>"}, true, "prefix"},
+		{DecisionTokensConfig{AnswerToken: " <|a|>"}, true, "answer_token"},
+	}
+	for _, tt := range tests {
+		tt.cfg.defaults()
+		probs := tt.cfg.validate()
+		if (len(probs) > 0) != tt.bad || (tt.bad && !strings.Contains(strings.Join(probs, ";"), tt.want)) {
+			t.Errorf("%+v: %v", tt.cfg, probs)
+		}
+	}
+}
+
+func BenchmarkDecisionTokens(b *testing.B) {
+	st := buildDecisionTokens(b, DecisionTokensConfig{})
+	in := fxMultiTurn()
+	ctx := context.Background()
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := st.Process(ctx, in); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -1,0 +1,92 @@
+package formats
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"testing"
+)
+
+// dump builds an input of at least size bytes from the fixture rows, as a
+// JSON array or as JSON Lines.
+func dump(b *testing.B, size int, lines bool) []byte {
+	var rows [][]byte
+	for _, fx := range fixtures {
+		rows = append(rows, fixtureRows(b, fx.file)...)
+	}
+	var buf bytes.Buffer
+	if !lines {
+		buf.WriteString("[\n")
+	}
+	for i := 0; buf.Len() < size; i++ {
+		if i > 0 && !lines {
+			buf.WriteString(",\n")
+		}
+		buf.Write(rows[i%len(rows)])
+		if lines {
+			buf.WriteByte('\n')
+		}
+	}
+	if !lines {
+		buf.WriteString("\n]\n")
+	}
+	return buf.Bytes()
+}
+
+func BenchmarkScanner(b *testing.B) {
+	for _, mode := range []struct {
+		name  string
+		lines bool
+	}{{"array", false}, {"jsonl", true}} {
+		b.Run(mode.name, func(b *testing.B) {
+			data := dump(b, 32<<20, mode.lines)
+			b.SetBytes(int64(len(data)))
+			b.ResetTimer()
+			for range b.N {
+				sc := NewScanner(bytes.NewReader(data))
+				for {
+					_, _, err := sc.Next()
+					if errors.Is(err, io.EOF) {
+						break
+					}
+					if err != nil {
+						b.Fatal(err)
+					}
+				}
+			}
+		})
+	}
+}
+
+func BenchmarkParse(b *testing.B) {
+	for _, fx := range fixtures {
+		b.Run(fx.format, func(b *testing.B) {
+			rows := fixtureRows(b, fx.file)
+			n := 0
+			for _, r := range rows {
+				n += len(r)
+			}
+			b.SetBytes(int64(n))
+			b.ReportAllocs()
+			b.ResetTimer()
+			for range b.N {
+				for i, r := range rows {
+					if _, err := Parse(fx.format, "bench", int64(i), r); err != nil {
+						b.Fatal(err)
+					}
+				}
+			}
+		})
+	}
+}
+
+func BenchmarkParsePyCalls(b *testing.B) {
+	s := `[Tide Table Lookup(harbour="Port Isaac", date="2024-06-02"), ferry.schedule(from_port='Padstow', to_port="Rock", max_results=3, filters={'wheelchair': True, 'ids': [1, 2.5e3, -7]})]`
+	b.SetBytes(int64(len(s)))
+	b.ReportAllocs()
+	for range b.N {
+		if _, err := ParsePyCalls(s); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

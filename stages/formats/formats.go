@@ -1,0 +1,326 @@
+package formats
+
+import (
+	"bytes"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/augmentdata/augment/stages/record"
+)
+
+// Formats lists the supported format names, the values of a source's
+// format: in pipeline.yaml.
+func Formats() []string { return []string{"toolace", "glaive", "xlam", "sharegpt", "openai"} }
+
+// A ParseError says why a row could not become a record. The runner keeps
+// the raw row in the rejects file under Reason.
+type ParseError struct {
+	Reason string // stable snake_case code, e.g. "bad_json", "glaive_truncated_call"
+	Detail string // what and where (turn, byte offset) with a short excerpt
+}
+
+func (e *ParseError) Error() string        { return e.Reason + ": " + e.Detail }
+func (e *ParseError) RejectReason() string { return e.Reason }
+
+func reject(reason, format string, args ...any) *ParseError {
+	return &ParseError{Reason: reason, Detail: fmt.Sprintf(format, args...)}
+}
+
+// Parse turns one raw row (the bytes a Scanner returned) into a record of
+// the given format. The record's ID is source + ":" + index; Lineage is left
+// empty. A row that cannot be read faithfully gives a *ParseError; an
+// unknown format name gives a plain error, since it concerns the whole
+// source rather than the row. Parse keeps no reference to row and is safe
+// for concurrent use.
+func Parse(format, source string, index int64, row []byte) (*record.Record, error) {
+	var parse func(*builder, *jvalue) error
+	switch format {
+	case "toolace":
+		parse = parseToolACE
+	case "glaive":
+		parse = parseGlaive
+	case "xlam":
+		parse = parseXLAM
+	case "sharegpt":
+		parse = parseShareGPT
+	case "openai":
+		parse = parseOpenAI
+	default:
+		return nil, fmt.Errorf("formats: unknown format %q (want one of %s)", format, strings.Join(Formats(), ", "))
+	}
+	row = bytes.Clone(row) // decoded strings point into it (see jparser)
+	v, err := parseJSON(row)
+	if err != nil {
+		return nil, jsonReject("bad_json", "row", row, err)
+	}
+	if v.kind != jObject {
+		return nil, reject("row_not_object", "the row is a JSON %s, want an object", v.kind)
+	}
+	b := &builder{rec: &record.Record{
+		ID:       source + ":" + strconv.FormatInt(index, 10),
+		Source:   source,
+		Format:   format,
+		Row:      index,
+		Tools:    []record.Tool{},
+		Messages: []record.Message{},
+		Tags:     []record.Tag{},
+	}}
+	if err := parse(b, &v); err != nil {
+		return nil, err
+	}
+	if err := b.finish(); err != nil {
+		return nil, err
+	}
+	return b.rec, nil
+}
+
+// A builder collects a record and the repairs made while reading it.
+type builder struct {
+	rec     *record.Record
+	repairs []string
+}
+
+// repair notes that the row was damaged in a known way and fixed; the kinds
+// end up, sorted, in the record's "repairs" tag.
+func (b *builder) repair(kind string) {
+	if !slices.Contains(b.repairs, kind) {
+		b.repairs = append(b.repairs, kind)
+	}
+}
+
+func (b *builder) add(m record.Message) { b.rec.Messages = append(b.rec.Messages, m) }
+
+// last returns the last message, or nil.
+func (b *builder) last() *record.Message {
+	if n := len(b.rec.Messages); n > 0 {
+		return &b.rec.Messages[n-1]
+	}
+	return nil
+}
+
+// finish applies the checks every format shares: duplicate tool
+// definitions, calls to undeclared tools, result names; then the tags.
+func (b *builder) finish() error {
+	r := b.rec
+	if err := b.dedupeTools(); err != nil {
+		return err
+	}
+	if err := b.resolveCallNames(); err != nil {
+		return err
+	}
+	var calls []record.Call
+	for i := range r.Messages {
+		m := &r.Messages[i]
+		switch m.Role {
+		case record.RoleAssistant:
+			calls = m.Calls
+		case record.RoleTool:
+			if len(calls) == 0 || len(m.Results) != len(calls) {
+				return reject("result_count_mismatch", "turn %d holds %d results for %d calls", i, len(m.Results), len(calls))
+			}
+			for j := range m.Results {
+				m.Results[j].Name = calls[j].Name
+			}
+			calls = nil
+		default:
+			calls = nil
+		}
+	}
+	if isChinese(r.Messages) {
+		r.SetTag("lang", "zh")
+	}
+	if len(b.repairs) > 0 {
+		slices.Sort(b.repairs)
+		r.SetTag("repairs", strings.Join(b.repairs, ","))
+	}
+	return nil
+}
+
+// dedupeTools drops exact repeats of a tool definition (repair
+// "duplicate_tool") and rejects a name defined twice differently: the calls
+// could have been meant for either definition, so no checker downstream
+// could hold them to the right one.
+func (b *builder) dedupeTools() error {
+	ts := b.rec.Tools
+	out := ts[:0]
+	for _, t := range ts {
+		dup := false
+		for _, o := range out {
+			if o.Name != t.Name {
+				continue
+			}
+			if o.Description != t.Description || string(o.Parameters) != string(t.Parameters) {
+				return reject("duplicate_tool_conflict", "tool %q is defined twice with different definitions", t.Name)
+			}
+			dup = true
+			break
+		}
+		if dup {
+			b.repair("duplicate_tool")
+			continue
+		}
+		out = append(out, t)
+	}
+	b.rec.Tools = out
+	return nil
+}
+
+// resolveCallNames checks that every call names a listed tool. A call whose
+// name matches exactly one tool once case and the separators '-', '.' and
+// ' ' are ignored (create_to_do_list for create_to-do_list) is renamed to
+// the tool's name (repair "call_name_normalized"); any other unknown name is
+// rejected.
+func (b *builder) resolveCallNames() error {
+	r := b.rec
+	for i := range r.Messages {
+		for j := range r.Messages[i].Calls {
+			c := &r.Messages[i].Calls[j]
+			if _, ok := r.ToolByName(c.Name); ok {
+				continue
+			}
+			key, match, n := nameKey(c.Name), "", 0
+			for _, t := range r.Tools {
+				if nameKey(t.Name) == key && t.Name != match {
+					match = t.Name
+					n++
+				}
+			}
+			if n != 1 {
+				return reject("undeclared_call", "turn %d calls %s, which is not among the %d listed tools", i, excerpt(c.Name), len(r.Tools))
+			}
+			c.Name = match
+			b.repair("call_name_normalized")
+		}
+	}
+	return nil
+}
+
+func nameKey(s string) string {
+	return strings.Map(func(r rune) rune {
+		switch r {
+		case '-', '.', ' ':
+			return '_'
+		}
+		return unicode.ToLower(r)
+	}, s)
+}
+
+// isChinese reports whether the user and assistant text is obviously
+// Chinese: at least two Han characters, at least a third as many as ASCII
+// letters, and (to leave Japanese out) hardly any kana.
+func isChinese(ms []record.Message) bool {
+	han, latin, kana := 0, 0, 0
+	for i := range ms {
+		if ms[i].Role != record.RoleUser && ms[i].Role != record.RoleAssistant {
+			continue
+		}
+		for _, c := range ms[i].Content {
+			switch {
+			case c < utf8.RuneSelf:
+				if c|0x20 >= 'a' && c|0x20 <= 'z' {
+					latin++
+				}
+			case unicode.Is(unicode.Han, c):
+				han++
+			case unicode.In(c, unicode.Hiragana, unicode.Katakana):
+				kana++
+			}
+		}
+	}
+	return han >= 2 && 3*han >= latin && 10*kana < han
+}
+
+// resultText gives a tool result's canonical content: compact JSON when the
+// text is one JSON value, else the text unchanged.
+func resultText(s string) string {
+	t := strings.TrimSpace(s)
+	if t == "" {
+		return s
+	}
+	switch c := t[0]; {
+	case c == '{' || c == '[' || c == '"' || c == '-' || (c >= '0' && c <= '9') || c == 't' || c == 'f' || c == 'n':
+		if v, err := parseJSONString(t); err == nil {
+			return compactString(&v)
+		}
+	}
+	return s
+}
+
+// resultValue gives the canonical content of a result held as a JSON value:
+// a string is taken as text (see resultText), anything else is compacted.
+func resultValue(v *jvalue) string {
+	if v.kind == jString {
+		return resultText(v.str)
+	}
+	return compactString(v)
+}
+
+// objectArguments turns a call's arguments value into a compact JSON
+// object. A JSON string holding an object is decoded (stringArgs reports
+// it); anything else that is not an object is an error.
+func objectArguments(v *jvalue) (args []byte, stringArgs bool, err error) {
+	switch v.kind {
+	case jObject:
+		return compact(v), false, nil
+	case jString:
+		inner, perr := parseJSONString(v.str)
+		if perr != nil {
+			return nil, true, fmt.Errorf("arguments string is not JSON: %v: %s", perr, excerpt(v.str))
+		}
+		if inner.kind != jObject {
+			return nil, true, fmt.Errorf("arguments string holds a JSON %s, want an object", inner.kind)
+		}
+		return compact(&inner), true, nil
+	}
+	return nil, false, fmt.Errorf("arguments are a JSON %s, want an object", v.kind)
+}
+
+// excerpt quotes at most 60 runes of s for error details.
+func excerpt(s string) string {
+	const max = 60
+	if utf8.RuneCountInString(s) <= max {
+		return strconv.Quote(s)
+	}
+	n := 0
+	for i := range s {
+		if n == max {
+			return strconv.Quote(s[:i]) + "…"
+		}
+		n++
+	}
+	return strconv.Quote(s)
+}
+
+// jsonReject builds the reject for JSON text that did not decode: what was
+// being read, the error with its byte offset, and the text around it.
+func jsonReject(reason, what string, text []byte, err error) *ParseError {
+	je, ok := err.(*jsonError)
+	if !ok {
+		return reject(reason, "%s: %v", what, err)
+	}
+	lo := max(0, je.off-30)
+	hi := min(len(text), je.off+30)
+	for lo > 0 && !utf8.RuneStart(text[lo]) {
+		lo--
+	}
+	for hi < len(text) && !utf8.RuneStart(text[hi]) {
+		hi++
+	}
+	return reject(reason, "%s: %s at byte %d near %s", what, je.msg, je.off, strconv.Quote(string(text[lo:hi])))
+}
+
+func turnName(i int) string { return "turn " + strconv.Itoa(i) }
+
+// fieldString reads a string member of a row object; absent or null gives
+// "". A member of another type is rejected with reason.
+func fieldString(v *jvalue, key, reason string) (string, error) {
+	s, ok := v.stringOr(key)
+	if !ok {
+		return "", reject(reason, "%q is a JSON %s, want a string", key, v.get(key).kind)
+	}
+	return s, nil
+}

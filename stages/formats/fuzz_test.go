@@ -1,0 +1,85 @@
+package formats
+
+import (
+	"encoding/json"
+	"errors"
+	"testing"
+)
+
+// fuzzParse checks, for any row: no panic; failures are *ParseError; a
+// record satisfies the invariants later stages rely on and reads the same
+// twice.
+func fuzzParse(f *testing.F, format, fixture string, seeds ...string) {
+	for _, row := range fixtureRows(f, fixture) {
+		f.Add(string(row))
+	}
+	for _, s := range seeds {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, row string) {
+		rec, err := Parse(format, "f", 1, []byte(row))
+		if err != nil {
+			var pe *ParseError
+			if !errors.As(err, &pe) || pe.Reason == "" {
+				t.Fatalf("error %v is not a *ParseError with a reason", err)
+			}
+			return
+		}
+		if err := checkInvariants(rec); err != nil {
+			t.Fatal(err)
+		}
+		a, err := json.Marshal(rec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		again, _ := Parse(format, "f", 1, []byte(row))
+		b, _ := json.Marshal(again)
+		if string(a) != string(b) {
+			t.Fatal("two reads differ")
+		}
+	})
+}
+
+func FuzzParseToolACE(f *testing.F) {
+	fuzzParse(f, "toolace", "toolace.json",
+		taRow(taSystem(taTools), "user", "q", "assistant", `[Tide Table(harbour="Rock"), now()]`, "tool", `[{"name": "now", "results": 1}, {"name": "Tide Table", "results": {}}]`),
+		taRow("x [{\"name\": \"now\"}] y", "user", "q", "assistant", "[now(a=[1, {'b': (2,)}])]"))
+}
+
+func FuzzParseGlaive(f *testing.F) {
+	sys := gLead + gTool + "\n"
+	fuzzParse(f, "glaive", "glaive.jsonl",
+		gRow(sys, "USER: Find Dune.", gCall(`'{"title": "Ender\'s"}'`), `FUNCTION RESPONSE: {"a": 1}`, "ASSISTANT: ok <|endoftext|>"),
+		gRow(sys, "USER: x <|endoftext|>", "USER: y", "ASSISTANT: z <|endoftext|>", "ASSISTANT: w\nAI to= find_book: {\"title\": \"D\"} <|endoftext|>"),
+		gRow(sys, "USER: x", `ASSISTANT: <functioncall> {"name": "find_book", "parameters": {"title": "D"}}} <|endoftext|>`))
+}
+
+func FuzzParseXLAM(f *testing.F) {
+	fuzzParse(f, "xlam", "xlam.json",
+		rowJSON("id", 1, "query", "q", "answers", `[{"name": "bmi", "arguments": "{\"weight\": 1}"}]`, "tools", xTools))
+}
+
+func FuzzParseShareGPT(f *testing.F) {
+	fuzzParse(f, "sharegpt", "sharegpt.json",
+		sRow(sTools, turn{"from": "human", "value": "q"}, turn{"from": "function_call", "value": `[{"name": "hold", "arguments": {"isbn": "1"}}, {"name": "hold", "arguments": {}}]`},
+			turn{"from": "observation", "value": `[{"name": "hold", "content": 1}, 2]`}))
+}
+
+func FuzzParseOpenAI(f *testing.F) {
+	fuzzParse(f, "openai", "openai.jsonl",
+		oRow(msg{"role": "user", "content": "x"}, msg{"role": "assistant", "tool_calls": []msg{oCall("a", "k"), oCall("b", "s")}},
+			msg{"role": "tool", "tool_call_id": "b", "content": "1"}, msg{"role": "tool", "tool_call_id": "a", "content": "2"}))
+}
+
+func TestUnknownFormat(t *testing.T) {
+	_, err := Parse("csv", "s", 0, []byte(`{}`))
+	var pe *ParseError
+	if err == nil || errors.As(err, &pe) {
+		t.Fatalf("got %v, want a plain error", err)
+	}
+	for _, f := range Formats() {
+		if _, err := Parse(f, "s", 0, []byte(`[]`)); !errors.As(err, &pe) || pe.Reason != "row_not_object" {
+			t.Errorf("%s: got %v", f, err)
+		}
+	}
+}

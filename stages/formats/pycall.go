@@ -1,0 +1,630 @@
+package formats
+
+import (
+	"fmt"
+	"strings"
+	"unicode/utf16"
+	"unicode/utf8"
+
+	"github.com/augmentdata/augment/stages/record"
+)
+
+// ParsePyCalls parses calls written in Python-call syntax, as ToolACE's
+// assistant turns hold them: `[Name With Spaces(a="x", n=3), other(x=[1, 2])]`,
+// or one call without the brackets. Names are arbitrary text up to the "(" that
+// opens a keyword-argument list which parses (so "User Feed (Video Posts) V2(…)"
+// works); they may not contain quotes, '=', ',', brackets or braces, or newlines.
+// Arguments must be keyword arguments, each a Python literal: strings in
+// single, double or triple quotes with Python escapes (adjacent literals
+// concatenate), ints and floats (signs, exponents, '_' separators),
+// True/False/None (or true/false/null), lists and tuples (→ arrays) and dicts
+// with string keys (→ objects). Each call's Arguments is a compact JSON object
+// in argument order. Positional arguments, other expressions, repeated keys
+// and an empty list are errors.
+func ParsePyCalls(s string) ([]record.Call, error) {
+	p := pyParser{s: s}
+	p.space()
+	var calls []record.Call
+	if p.peek() == '[' {
+		p.i++
+		p.space()
+		if p.peek() == ']' {
+			return nil, p.fail("empty call list")
+		}
+		for {
+			c, err := p.call(true)
+			if err != nil {
+				return nil, err
+			}
+			calls = append(calls, c)
+			p.space()
+			if p.peek() == ',' {
+				p.i++
+				p.space()
+				if p.peek() == ']' {
+					p.i++
+					break
+				}
+				continue
+			}
+			if p.peek() == ']' {
+				p.i++
+				break
+			}
+			return nil, p.fail("expected , or ] after a call")
+		}
+	} else {
+		c, err := p.call(false)
+		if err != nil {
+			return nil, err
+		}
+		calls = append(calls, c)
+	}
+	p.space()
+	if p.i < len(p.s) {
+		return nil, p.fail("unexpected text after the calls")
+	}
+	return calls, nil
+}
+
+// PrintPyCalls writes calls in the syntax ParsePyCalls reads:
+// `[name(k="v", n=3), other()]`. Strings are double-quoted with JSON's
+// escapes (all valid in Python), true/false/null print as True/False/None,
+// numbers as written. For calls ParsePyCalls returned, parsing the output
+// gives the same calls. Arguments that are not a JSON object are printed
+// verbatim inside the parentheses, and keys or names with characters the
+// syntax cannot hold are printed as they are, so such calls do not parse back.
+func PrintPyCalls(calls []record.Call) string {
+	b := []byte{'['}
+	for i, c := range calls {
+		if i > 0 {
+			b = append(b, ", "...)
+		}
+		b = append(b, c.Name...)
+		b = append(b, '(')
+		v, err := parseJSON(c.Arguments)
+		if err != nil || v.kind != jObject {
+			b = append(b, c.Arguments...)
+		} else {
+			for j, m := range v.elems {
+				if j > 0 {
+					b = append(b, ", "...)
+				}
+				b = append(b, m.key...)
+				b = append(b, '=')
+				b = appendPy(b, &m.val)
+			}
+		}
+		b = append(b, ')')
+	}
+	return string(append(b, ']'))
+}
+
+func appendPy(b []byte, v *jvalue) []byte {
+	switch v.kind {
+	case jNull:
+		return append(b, "None"...)
+	case jTrue:
+		return append(b, "True"...)
+	case jFalse:
+		return append(b, "False"...)
+	case jNumber:
+		return append(b, v.str...)
+	case jString:
+		return appendJSONString(b, v.str)
+	case jArray:
+		b = append(b, '[')
+		for i := range v.elems {
+			if i > 0 {
+				b = append(b, ", "...)
+			}
+			b = appendPy(b, &v.elems[i].val)
+		}
+		return append(b, ']')
+	}
+	b = append(b, '{')
+	for i := range v.elems {
+		if i > 0 {
+			b = append(b, ", "...)
+		}
+		b = appendJSONString(b, v.elems[i].key)
+		b = append(b, ": "...)
+		b = appendPy(b, &v.elems[i].val)
+	}
+	return append(b, '}')
+}
+
+// A pyError says where Python-call text stopped making sense.
+type pyError struct {
+	off int
+	msg string
+}
+
+func (e *pyError) Error() string { return fmt.Sprintf("%s at byte %d", e.msg, e.off) }
+
+type pyParser struct {
+	s     string
+	i     int
+	depth int
+}
+
+func (p *pyParser) fail(msg string) error { return &pyError{off: p.i, msg: msg} }
+
+func (p *pyParser) peek() byte {
+	if p.i < len(p.s) {
+		return p.s[p.i]
+	}
+	return 0
+}
+
+func (p *pyParser) space() {
+	for p.i < len(p.s) {
+		switch p.s[p.i] {
+		case ' ', '\t', '\n', '\r':
+			p.i++
+		default:
+			return
+		}
+	}
+}
+
+// notInName marks bytes a call name cannot hold.
+var notInName = func() (t [256]bool) {
+	for _, c := range "\"'=,[]{}\n\r" {
+		t[c] = true
+	}
+	return t
+}()
+
+// call parses name(kwargs). The name runs to one of the "(" before any byte
+// a name cannot hold; each is tried in turn until the argument list after it
+// parses and is followed by what may follow a call.
+func (p *pyParser) call(inList bool) (record.Call, error) {
+	start := p.i
+	var firstErr error
+	tries := 0
+	for j := start; j < len(p.s) && !notInName[p.s[j]]; j++ {
+		if p.s[j] != '(' {
+			continue
+		}
+		name := strings.TrimSpace(p.s[start:j])
+		if name == "" {
+			break
+		}
+		p.i = j + 1
+		args, err := p.kwargs()
+		if err == nil {
+			save := p.i
+			p.space()
+			next := p.peek()
+			p.i = save
+			if next == 0 && !inList || inList && (next == ',' || next == ']') {
+				return record.Call{Name: name, Arguments: args}, nil
+			}
+			if next == 0 {
+				err = p.fail("unexpected end: the call list has no closing ]")
+			} else {
+				err = p.fail("unexpected text after a call")
+			}
+		}
+		if firstErr == nil {
+			firstErr = err
+		}
+		if tries++; tries == 16 {
+			break
+		}
+	}
+	if firstErr != nil {
+		return record.Call{}, firstErr
+	}
+	p.i = start
+	return record.Call{}, p.fail("expected a call: a name followed by (")
+}
+
+// kwargs parses "k=v, …)" after the opening parenthesis.
+func (p *pyParser) kwargs() ([]byte, error) {
+	obj := jvalue{kind: jObject}
+	for {
+		p.space()
+		if p.peek() == ')' {
+			p.i++
+			return compact(&obj), nil
+		}
+		start := p.i
+		for p.i < len(p.s) && !notInKey[p.s[p.i]] {
+			p.i++
+		}
+		key := p.s[start:p.i]
+		p.space()
+		if key == "" || p.peek() != '=' || strings.HasPrefix(p.s[p.i:], "==") {
+			p.i = start
+			if p.i >= len(p.s) {
+				return nil, p.fail("unexpected end inside an argument list")
+			}
+			return nil, p.fail("expected keyword=value (positional arguments are not allowed)")
+		}
+		if obj.has(key) {
+			p.i = start
+			return nil, p.fail(fmt.Sprintf("argument %q repeated", key))
+		}
+		p.i++
+		v, err := p.value()
+		if err != nil {
+			return nil, err
+		}
+		obj.elems = append(obj.elems, jmember{key: key, val: v})
+		p.space()
+		switch p.peek() {
+		case ',':
+			p.i++
+		case ')':
+		case 0:
+			return nil, p.fail("unexpected end inside an argument list")
+		default:
+			return nil, p.fail("expected , or ) after an argument")
+		}
+	}
+}
+
+// notInKey marks bytes a keyword name cannot hold.
+var notInKey = func() (t [256]bool) {
+	for _, c := range " \t\r\n\"'=,()[]{}:" {
+		t[c] = true
+	}
+	return t
+}()
+
+func (p *pyParser) value() (jvalue, error) {
+	p.space()
+	if p.i >= len(p.s) {
+		return jvalue{}, p.fail("unexpected end: missing value")
+	}
+	switch c := p.s[p.i]; {
+	case c == '"' || c == '\'':
+		var sb strings.Builder
+		for {
+			if err := p.str(&sb); err != nil {
+				return jvalue{}, err
+			}
+			save := p.i
+			p.space()
+			if c := p.peek(); c != '"' && c != '\'' {
+				p.i = save
+				break
+			}
+		}
+		return jstr(sb.String()), nil
+	case c == '[':
+		return p.seq(']')
+	case c == '(':
+		return p.paren()
+	case c == '{':
+		return p.dict()
+	case c == '-' || c == '+' || c == '.' || c >= '0' && c <= '9':
+		return p.number()
+	}
+	start := p.i
+	for p.i < len(p.s) && isIdent(p.s[p.i]) {
+		p.i++
+	}
+	switch p.s[start:p.i] {
+	case "True", "true":
+		return jvalue{kind: jTrue}, nil
+	case "False", "false":
+		return jvalue{kind: jFalse}, nil
+	case "None", "null":
+		return jvalue{kind: jNull}, nil
+	}
+	p.i = start
+	return jvalue{}, p.fail("expected a literal value")
+}
+
+func isIdent(c byte) bool {
+	return c == '_' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c >= 0x80
+}
+
+func (p *pyParser) enter() error {
+	if p.depth++; p.depth > maxDepth {
+		return p.fail("nesting too deep")
+	}
+	return nil
+}
+
+// seq parses a list body up to close; the opening bracket is at p.i.
+func (p *pyParser) seq(close byte) (jvalue, error) {
+	if err := p.enter(); err != nil {
+		return jvalue{}, err
+	}
+	defer func() { p.depth-- }()
+	p.i++
+	arr := jvalue{kind: jArray}
+	for {
+		p.space()
+		if p.peek() == close {
+			p.i++
+			return arr, nil
+		}
+		v, err := p.value()
+		if err != nil {
+			return jvalue{}, err
+		}
+		arr.elems = append(arr.elems, jmember{val: v})
+		p.space()
+		switch p.peek() {
+		case ',':
+			p.i++
+		case close:
+		case 0:
+			return jvalue{}, p.fail("unexpected end inside a list")
+		default:
+			return jvalue{}, p.fail(fmt.Sprintf("expected , or %c in a list", close))
+		}
+	}
+}
+
+// paren parses a tuple, or a parenthesised value.
+func (p *pyParser) paren() (jvalue, error) {
+	if err := p.enter(); err != nil {
+		return jvalue{}, err
+	}
+	defer func() { p.depth-- }()
+	start := p.i
+	p.i++
+	p.space()
+	if p.peek() == ')' {
+		p.i++
+		return jvalue{kind: jArray}, nil
+	}
+	v, err := p.value()
+	if err != nil {
+		return jvalue{}, err
+	}
+	p.space()
+	if p.peek() == ')' {
+		p.i++
+		return v, nil
+	}
+	p.i = start
+	return p.seq(')')
+}
+
+func (p *pyParser) dict() (jvalue, error) {
+	if err := p.enter(); err != nil {
+		return jvalue{}, err
+	}
+	defer func() { p.depth-- }()
+	p.i++
+	obj := jvalue{kind: jObject}
+	for {
+		p.space()
+		if p.peek() == '}' {
+			p.i++
+			return obj, nil
+		}
+		keyAt := p.i
+		k, err := p.value()
+		if err != nil {
+			return jvalue{}, err
+		}
+		if k.kind != jString {
+			p.i = keyAt
+			return jvalue{}, p.fail("dict keys must be strings")
+		}
+		if obj.has(k.str) {
+			p.i = keyAt
+			return jvalue{}, p.fail(fmt.Sprintf("dict key %q repeated", k.str))
+		}
+		p.space()
+		if p.peek() != ':' {
+			return jvalue{}, p.fail("expected : after a dict key")
+		}
+		p.i++
+		v, err := p.value()
+		if err != nil {
+			return jvalue{}, err
+		}
+		obj.elems = append(obj.elems, jmember{key: k.str, val: v})
+		p.space()
+		switch p.peek() {
+		case ',':
+			p.i++
+		case '}':
+		case 0:
+			return jvalue{}, p.fail("unexpected end inside a dict")
+		default:
+			return jvalue{}, p.fail("expected , or } in a dict")
+		}
+	}
+}
+
+// number reads a Python int or float literal and writes it as a JSON
+// number: "+" and "_" dropped, leading zeros trimmed, ".5" → "0.5", "1." → "1.0".
+func (p *pyParser) number() (jvalue, error) {
+	start := p.i
+	var b []byte
+	if c := p.peek(); c == '-' || c == '+' {
+		if c == '-' {
+			b = append(b, '-')
+		}
+		p.i++
+	}
+	digits := func() int {
+		n := 0
+		for p.i < len(p.s) {
+			c := p.s[p.i]
+			if c >= '0' && c <= '9' {
+				b = append(b, c)
+				n++
+			} else if c != '_' || n == 0 || p.i+1 >= len(p.s) || p.s[p.i+1] < '0' || p.s[p.i+1] > '9' {
+				break
+			}
+			p.i++
+		}
+		return n
+	}
+	intAt := len(b)
+	nInt := digits()
+	for nInt > 1 && b[intAt] == '0' {
+		b = append(b[:intAt], b[intAt+1:]...)
+		nInt--
+	}
+	nFrac := 0
+	if p.peek() == '.' {
+		p.i++
+		if nInt == 0 {
+			b = append(b, '0')
+		}
+		b = append(b, '.')
+		if nFrac = digits(); nFrac == 0 {
+			b = append(b, '0')
+		}
+	}
+	if nInt == 0 && nFrac == 0 {
+		p.i = start
+		return jvalue{}, p.fail("invalid number")
+	}
+	if c := p.peek(); c == 'e' || c == 'E' {
+		b = append(b, 'e')
+		p.i++
+		if c := p.peek(); c == '-' || c == '+' {
+			b = append(b, c)
+			p.i++
+		}
+		if digits() == 0 {
+			return jvalue{}, p.fail("invalid number exponent")
+		}
+	}
+	if p.i < len(p.s) && (isIdent(p.s[p.i]) || p.s[p.i] == '.') {
+		return jvalue{}, p.fail("invalid number")
+	}
+	return jvalue{kind: jNumber, str: string(b)}, nil
+}
+
+// str appends one Python string literal (at p.i) to sb.
+func (p *pyParser) str(sb *strings.Builder) error {
+	q := p.s[p.i]
+	triple := strings.HasPrefix(p.s[p.i:], strings.Repeat(string(q), 3))
+	if triple {
+		p.i += 3
+	} else {
+		p.i++
+	}
+	for {
+		if p.i >= len(p.s) {
+			return p.fail("unexpected end inside a string")
+		}
+		c := p.s[p.i]
+		switch {
+		case c == q && (!triple || strings.HasPrefix(p.s[p.i:], strings.Repeat(string(q), 3))):
+			if triple {
+				p.i += 3
+			} else {
+				p.i++
+			}
+			return nil
+		case c == '\\':
+			if err := p.escape(sb); err != nil {
+				return err
+			}
+		case c < utf8.RuneSelf:
+			sb.WriteByte(c)
+			p.i++
+		default:
+			r, n := utf8.DecodeRuneInString(p.s[p.i:])
+			sb.WriteRune(r) // invalid UTF-8 becomes U+FFFD
+			p.i += n
+		}
+	}
+}
+
+// escape decodes one backslash escape at p.i. Unknown escapes keep the
+// backslash, as Python does.
+func (p *pyParser) escape(sb *strings.Builder) error {
+	if p.i+1 >= len(p.s) {
+		p.i++
+		return p.fail("unexpected end inside a string")
+	}
+	e := p.s[p.i+1]
+	p.i += 2
+	switch e {
+	case '\\', '\'', '"':
+		sb.WriteByte(e)
+		return nil
+	case 'a':
+		sb.WriteByte('\a')
+		return nil
+	case 'b':
+		sb.WriteByte('\b')
+		return nil
+	case 'f':
+		sb.WriteByte('\f')
+		return nil
+	case 'n':
+		sb.WriteByte('\n')
+		return nil
+	case 'r':
+		sb.WriteByte('\r')
+		return nil
+	case 't':
+		sb.WriteByte('\t')
+		return nil
+	case 'v':
+		sb.WriteByte('\v')
+		return nil
+	case '\n':
+		return nil // line continuation
+	case 'x', 'u', 'U':
+		n := 2
+		if e == 'u' {
+			n = 4
+		} else if e == 'U' {
+			n = 8
+		}
+		if p.i+n > len(p.s) {
+			return p.fail("truncated \\" + string(e) + " escape")
+		}
+		var r rune
+		for _, c := range []byte(p.s[p.i : p.i+n]) {
+			d, ok := hexDigit(c)
+			if !ok {
+				return p.fail("invalid \\" + string(e) + " escape")
+			}
+			r = r<<4 | d
+		}
+		p.i += n
+		if utf16.IsSurrogate(r) && e == 'u' && strings.HasPrefix(p.s[p.i:], `\u`) && p.i+6 <= len(p.s) {
+			if r2, _, ok := hex4([]byte(p.s[p.i+2 : p.i+6])); ok && utf16.DecodeRune(r, r2) != utf8.RuneError {
+				r = utf16.DecodeRune(r, r2)
+				p.i += 6
+			}
+		}
+		if r > utf8.MaxRune {
+			return p.fail("invalid \\U escape")
+		}
+		sb.WriteRune(r) // lone surrogates become U+FFFD
+		return nil
+	case '0', '1', '2', '3', '4', '5', '6', '7':
+		r := rune(e - '0')
+		for k := 0; k < 2 && p.i < len(p.s) && p.s[p.i] >= '0' && p.s[p.i] <= '7'; k++ {
+			r = r<<3 | rune(p.s[p.i]-'0')
+			p.i++
+		}
+		sb.WriteRune(r)
+		return nil
+	}
+	sb.WriteByte('\\')
+	p.i-- // the escaped byte is read as ordinary text
+	return nil
+}
+
+func hexDigit(c byte) (rune, bool) {
+	switch {
+	case c >= '0' && c <= '9':
+		return rune(c - '0'), true
+	case c >= 'a' && c <= 'f':
+		return rune(c - 'a' + 10), true
+	case c >= 'A' && c <= 'F':
+		return rune(c - 'A' + 10), true
+	}
+	return 0, false
+}

@@ -1,0 +1,360 @@
+package formats
+
+import (
+	"strings"
+
+	"github.com/augmentdata/augment/stages/record"
+)
+
+// parseShareGPT reads LLaMA-Factory's sharegpt rows,
+// {"conversations": [{"from", "value"}], "system"?, "tools"?}, and its "v1"
+// rows, {"messages": [{"role", "content": [{"type", "value"}]}], "tools"}.
+// Roles: human/user, gpt/assistant, function_call, observation/tool/function,
+// system. tools is a JSON text of a list (or a list) of bare or
+// {"type":"function","function":…} tools.
+func parseShareGPT(b *builder, row *jvalue) error {
+	if err := sharegptTools(b, row); err != nil {
+		return err
+	}
+	system, err := fieldString(row, "system", "sharegpt_bad_field")
+	if err != nil {
+		return err
+	}
+	b.rec.System = system
+	conv := row.get("conversations")
+	if conv == nil {
+		conv = row.get("messages")
+	}
+	if conv == nil || conv.kind != jArray {
+		return reject("sharegpt_missing_conversations", "the row has no conversations (or messages) array")
+	}
+	if len(conv.elems) == 0 {
+		return reject("sharegpt_empty_conversation", "the conversation has no turns")
+	}
+	turns := conv.elems
+	for i := 0; i < len(turns); i++ {
+		role, parts, err := sharegptTurn(&turns[i].val, i)
+		if err != nil {
+			return err
+		}
+		switch role {
+		case record.RoleSystem:
+			text, err := partsText(parts, i)
+			if err != nil {
+				return err
+			}
+			if i == 0 {
+				b.rec.System = text // as LLaMA-Factory does: a leading system turn overrides the column
+			} else {
+				b.add(record.Message{Role: record.RoleSystem, Content: text})
+			}
+		case record.RoleUser:
+			text, err := partsText(parts, i)
+			if err != nil {
+				return err
+			}
+			b.add(record.Message{Role: record.RoleUser, Content: text})
+		case record.RoleAssistant:
+			m, err := sharegptAssistant(b, parts, i)
+			if err != nil {
+				return err
+			}
+			b.add(m)
+		case "function_call":
+			text, err := partsText(parts, i)
+			if err != nil {
+				return err
+			}
+			m := record.Message{Role: record.RoleAssistant}
+			if m.Reasoning, m.Calls, err = functionCallValue(b, text, i); err != nil {
+				return err
+			}
+			b.add(m)
+		case record.RoleTool:
+			n, err := sharegptObservations(b, turns[i:], i)
+			if err != nil {
+				return err
+			}
+			i += n - 1
+		}
+	}
+	if len(b.rec.Tools) == 0 {
+		return toolsFromKnownSystem(b)
+	}
+	return nil
+}
+
+// toolsFromKnownSystem takes the tools out of a system text that is one of
+// the known templates (ToolACE's, glaive's), for rows converted from those
+// dumps that left the tools column empty.
+func toolsFromKnownSystem(b *builder) error {
+	sys := b.rec.System
+	if strings.HasPrefix(sys, glaiveLeadIn) || strings.HasPrefix(sys, glaiveNoTools) {
+		return glaiveSystem(b, sys)
+	}
+	tools, rest, known, err := toolaceSystem(sys, false)
+	if err != nil || tools == nil {
+		return err
+	}
+	b.rec.Tools, b.rec.System = tools, rest
+	if known {
+		b.rec.SetTag("system_template", "toolace")
+	}
+	return nil
+}
+
+func sharegptTools(b *builder, row *jvalue) error {
+	v := row.get("tools")
+	if v == nil || v.kind == jNull {
+		return nil
+	}
+	if v.kind == jString {
+		s := strings.TrimSpace(v.str)
+		if s == "" {
+			return nil
+		}
+		d, err := parseJSONString(s)
+		if err != nil {
+			return jsonReject("sharegpt_bad_tools", "tools", []byte(s), err)
+		}
+		v = &d
+	}
+	tools, err := toolsFromArray(v, "tools")
+	if err != nil {
+		return err
+	}
+	b.rec.Tools = tools
+	return nil
+}
+
+// sharegptTurn returns a turn's role (a record role, or "function_call")
+// and its content as parts: a plain string is one text part.
+func sharegptTurn(t *jvalue, i int) (role string, parts []part, err error) {
+	if t.kind != jObject {
+		return "", nil, reject("sharegpt_bad_turn", "turn %d is a JSON %s, want an object", i, t.kind)
+	}
+	from := t.get("from")
+	if from == nil {
+		from = t.get("role")
+	}
+	content := t.get("value")
+	if content == nil {
+		content = t.get("content")
+	}
+	if from == nil || from.kind != jString || content == nil {
+		return "", nil, reject("sharegpt_bad_turn", "turn %d lacks a role (from) or content (value)", i)
+	}
+	switch from.str {
+	case "human", "user":
+		role = record.RoleUser
+	case "gpt", "assistant":
+		role = record.RoleAssistant
+	case "function_call":
+		role = "function_call"
+	case "observation", "tool", "function":
+		role = record.RoleTool
+	case "system":
+		role = record.RoleSystem
+	default:
+		return "", nil, reject("sharegpt_unknown_role", "turn %d has role %s", i, excerpt(from.str))
+	}
+	switch content.kind {
+	case jString:
+		return role, []part{{typ: "text", value: content.str}}, nil
+	case jNull:
+		return role, nil, nil
+	case jArray:
+		parts = make([]part, 0, len(content.elems))
+		for k := range content.elems {
+			p := &content.elems[k].val
+			typ, ok := p.stringOr("type")
+			val := p.get("value")
+			if val == nil {
+				val = p.get("text")
+			}
+			if p.kind != jObject || !ok || val == nil {
+				return "", nil, reject("sharegpt_bad_turn", "turn %d part %d is not {type, value}", i, k)
+			}
+			parts = append(parts, part{typ: typ, value: val.str, json: val})
+		}
+		return role, parts, nil
+	}
+	return "", nil, reject("sharegpt_bad_turn", "turn %d content is a JSON %s", i, content.kind)
+}
+
+// A part is one typed piece of a turn's content (LLaMA-Factory v1).
+type part struct {
+	typ   string
+	value string  // the value when it is a string
+	json  *jvalue // the value as given; nil for plain-string turns
+}
+
+// partsText joins the text parts of a turn that may only hold text.
+func partsText(parts []part, i int) (string, error) {
+	var sb strings.Builder
+	for k, p := range parts {
+		if p.typ != "text" || p.json != nil && p.json.kind != jString {
+			return "", reject("sharegpt_unsupported_content", "turn %d part %d has type %s, want text", i, k, excerpt(p.typ))
+		}
+		if k > 0 {
+			sb.WriteByte('\n')
+		}
+		sb.WriteString(p.value)
+	}
+	return sb.String(), nil
+}
+
+// sharegptAssistant reads a gpt/assistant turn: text, and in v1 rows also
+// reasoning and tool_call parts.
+func sharegptAssistant(b *builder, parts []part, i int) (record.Message, error) {
+	m := record.Message{Role: record.RoleAssistant}
+	var text, reasoning []string
+	for k, p := range parts {
+		if (p.typ == "text" || p.typ == "reasoning") && p.json != nil && p.json.kind != jString {
+			return m, reject("sharegpt_bad_turn", "turn %d part %d: %s value is a JSON %s, want a string", i, k, p.typ, p.json.kind)
+		}
+		switch p.typ {
+		case "text":
+			text = append(text, p.value)
+		case "reasoning":
+			reasoning = append(reasoning, p.value)
+		case "tool_call":
+			var calls []record.Call
+			var err error
+			if p.json != nil && p.json.kind == jObject {
+				calls, err = callsValue(b, p.json, i)
+			} else {
+				_, calls, err = functionCallValue(b, p.value, i)
+			}
+			if err != nil {
+				return m, err
+			}
+			m.Calls = append(m.Calls, calls...)
+		default:
+			return m, reject("sharegpt_unsupported_content", "turn %d part %d has type %s", i, k, excerpt(p.typ))
+		}
+	}
+	m.Content = strings.Join(text, "\n")
+	m.Reasoning = strings.Join(reasoning, "\n")
+	return m, nil
+}
+
+// functionCallValue reads a function_call value: JSON {"name", "arguments"}
+// or a list of them, optionally after a <think>…</think> block, which
+// becomes the turn's reasoning.
+func functionCallValue(b *builder, text string, i int) (reasoning string, calls []record.Call, err error) {
+	t := strings.TrimSpace(text)
+	if rest, ok := strings.CutPrefix(t, "<think>"); ok {
+		if r, after, ok := strings.Cut(rest, "</think>"); ok {
+			reasoning, t = strings.TrimSpace(r), strings.TrimSpace(after)
+		}
+	}
+	v, perr := parseJSONString(t)
+	if perr != nil {
+		return "", nil, jsonReject("sharegpt_bad_function_call", turnName(i)+": function call", []byte(t), perr)
+	}
+	calls, err = callsValue(b, &v, i)
+	return reasoning, calls, err
+}
+
+func callsValue(b *builder, v *jvalue, i int) ([]record.Call, error) {
+	items := []jmember{{val: *v}}
+	if v.kind == jArray {
+		items = v.elems
+	}
+	if len(items) == 0 {
+		return nil, reject("sharegpt_bad_function_call", "turn %d holds an empty list of calls", i)
+	}
+	calls := make([]record.Call, 0, len(items))
+	for k := range items {
+		c, err := jsonCall(nil, &items[k].val)
+		if err != nil {
+			return nil, reject("sharegpt_bad_function_call", "turn %d call %d: %v", i, k, err)
+		}
+		calls = append(calls, c)
+	}
+	return calls, nil
+}
+
+// sharegptObservations reads the observation turn(s) answering the call
+// turn just before them and returns how many turns it used. For k calls:
+// k observation turns give one result each; otherwise a single observation
+// holding a JSON array of k items gives one result per item (the layout our
+// exporter writes, since LLaMA-Factory allows one observation turn); for one
+// call the observation's text is the result. An item {"name", "content"} or
+// {"name", "results"} stands for its content.
+func sharegptObservations(b *builder, turns []jmember, at int) (int, error) {
+	prev := b.last()
+	if prev == nil || prev.Role != record.RoleAssistant || len(prev.Calls) == 0 {
+		return 0, reject("sharegpt_observation_without_call", "turn %d is an observation that follows no function call", at)
+	}
+	k := len(prev.Calls)
+	n := 0
+	for n < len(turns) && n <= k {
+		role, _, err := sharegptTurn(&turns[n].val, at+n)
+		if err != nil || role != record.RoleTool {
+			break
+		}
+		n++
+	}
+	texts := make([]string, 0, k)
+	if n == k || k == 1 {
+		for j := range k {
+			_, parts, _ := sharegptTurn(&turns[j].val, at+j)
+			text, err := partsText(parts, at+j)
+			if err != nil {
+				return 0, err
+			}
+			texts = append(texts, text)
+		}
+		m := record.Message{Role: record.RoleTool, Results: make([]record.Result, k)}
+		for j, t := range texts {
+			m.Results[j] = record.Result{Name: prev.Calls[j].Name, Content: resultText(t)}
+		}
+		b.add(m)
+		return k, nil
+	}
+	_, parts, _ := sharegptTurn(&turns[0].val, at)
+	text, err := partsText(parts, at)
+	if err != nil {
+		return 0, err
+	}
+	v, perr := parseJSONString(strings.TrimSpace(text))
+	if perr != nil || v.kind != jArray || len(v.elems) != k || n != 1 {
+		return 0, reject("sharegpt_observation_count_mismatch",
+			"turn %d: %d observation turn(s) answer %d calls, and the first is not a JSON array of %d results", at, n, k, k)
+	}
+	m := record.Message{Role: record.RoleTool, Results: make([]record.Result, k)}
+	for j := range v.elems {
+		m.Results[j] = record.Result{Name: prev.Calls[j].Name, Content: resultValue(unwrapResult(&v.elems[j].val))}
+	}
+	b.add(m)
+	return 1, nil
+}
+
+// unwrapResult returns the content of a result wrapper, an object with a
+// string "name", one of "content"/"results", and at most "tool_call_id"
+// besides; any other value is the result itself.
+func unwrapResult(v *jvalue) *jvalue {
+	if v.kind != jObject {
+		return v
+	}
+	name := v.get("name")
+	var inner *jvalue
+	for i := range v.elems {
+		switch v.elems[i].key {
+		case "name", "tool_call_id":
+		case "content", "results":
+			if inner != nil {
+				return v
+			}
+			inner = &v.elems[i].val
+		default:
+			return v
+		}
+	}
+	if name == nil || name.kind != jString || inner == nil {
+		return v
+	}
+	return inner
+}

@@ -1,0 +1,81 @@
+package llm
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+)
+
+// correctionPrompt follows a rejected answer when Ask re-asks. It states the
+// problem and asks for a corrected answer, without restating the task.
+const correctionPrompt = "That answer could not be used: %s\nReply again with the complete answer, following the required format exactly and adding nothing else."
+
+// Ask sends req and parses the answer. When the answer was truncated
+// (finish_reason "length") it asks again with the next Attempt number (and,
+// if req.MaxTokens is set, twice the token limit); when parse fails it asks
+// again with the rejected answer and a short correction appended to the
+// conversation. It tries at most attempts times in all (at least once).
+//
+// It returns the parsed value and the response it came from. After the
+// last failed try it returns an *AnswerError whose reason is
+// "llm_truncated", the parse error's own RejectReason() when it has one, or
+// "llm_invalid_answer"; the runner rejects the record. Errors of c itself
+// pass through unchanged: *AnswerError for a request that failed after
+// retries (record rejected), fatal errors (IsFatal) and context errors.
+//
+// Under the offline provider the answer is deterministic, so a failed parse
+// is not retried.
+func Ask[T any](ctx context.Context, c Client, req Request, attempts int, parse func(content string) (T, error)) (T, Response, error) {
+	var zero T
+	attempts = max(1, attempts)
+	cur := req
+	var (
+		resp   Response
+		reason string
+		last   error
+	)
+	for i := range attempts {
+		cur.Attempt = req.Attempt + i
+		var err error
+		resp, err = c.Complete(ctx, cur)
+		if err != nil {
+			return zero, resp, err
+		}
+		if resp.FinishReason == "length" {
+			reason = "llm_truncated"
+			last = fmt.Errorf("answer cut off at the token limit (%d completion tokens)", resp.Usage.CompletionTokens)
+			if cur.MaxTokens > 0 {
+				cur.MaxTokens *= 2
+			}
+		} else {
+			v, perr := parse(resp.Content)
+			if perr == nil {
+				return v, resp, nil
+			}
+			reason, last = "llm_invalid_answer", perr
+			var rr interface{ RejectReason() string }
+			if errors.As(perr, &rr) && rr.RejectReason() != "" {
+				reason = rr.RejectReason()
+			}
+			if resp.Provider == ProviderOffline {
+				return zero, resp, &AnswerError{Reason: reason, Stage: cur.Stage, Slot: cur.Slot, Attempts: i + 1, Err: perr}
+			}
+			cur.Messages = append(slices.Clip(cur.Messages),
+				Message{Role: "assistant", Content: resp.Content},
+				Message{Role: "user", Content: fmt.Sprintf(correctionPrompt, clipText(perr.Error(), 400))})
+		}
+	}
+	return zero, resp, &AnswerError{Reason: reason, Stage: cur.Stage, Slot: cur.Slot, Attempts: attempts, Err: last}
+}
+
+// clipText shortens s to at most n bytes on a rune boundary.
+func clipText(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && s[n]&0xC0 == 0x80 {
+		n--
+	}
+	return s[:n] + "…"
+}

@@ -1,0 +1,167 @@
+package llm
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+)
+
+func decodeStrict(t *testing.T, src string, v any) error {
+	t.Helper()
+	dec := yaml.NewDecoder(strings.NewReader(src))
+	dec.KnownFields(true)
+	return dec.Decode(v)
+}
+
+func TestConfigYAML(t *testing.T) {
+	src := `
+provider: openai
+model: qwen2.5-7b-instruct
+api_key_env: VLLM_KEY
+endpoints:
+  - base_url: http://10.0.0.1:8000/v1
+    max_in_flight: 32
+  - base_url: http://10.0.0.2:8000/v1
+temperature: 0
+timeout: 45s
+retry_max: 1m
+structured_output: json_object
+price_input_per_mtok: 0.5
+price_output_per_mtok: 1.5
+budget: 20
+`
+	var c Config
+	if err := decodeStrict(t, src, &c); err != nil {
+		t.Fatal(err)
+	}
+	c.Defaults()
+	if errs := c.Validate(); len(errs) > 0 {
+		t.Fatalf("valid config rejected: %v", errs)
+	}
+	if c.Temperature == nil || *c.Temperature != 0 {
+		t.Errorf("temperature 0 lost: %v", c.Temperature)
+	}
+	if c.Timeout.D() != 45*time.Second || c.RetryMax.D() != time.Minute {
+		t.Errorf("durations: timeout %s retry_max %s", c.Timeout, c.RetryMax)
+	}
+	if c.Endpoints[1].MaxInFlight != DefaultMaxInFlight || c.Endpoints[0].MaxInFlight != 32 {
+		t.Errorf("max_in_flight defaults: %+v", c.Endpoints)
+	}
+	if c.RetryBase.D() != defaultRetryBase || c.MaxRetries != defaultMaxRetries || c.ErrorWindow != defaultErrorWindow {
+		t.Errorf("defaults not applied: %+v", c)
+	}
+}
+
+func TestConfigYAMLUnknownKey(t *testing.T) {
+	var c Config
+	err := decodeStrict(t, "provider: openai\ntemprature: 0.2\n", &c)
+	if err == nil || !strings.Contains(err.Error(), "temprature") {
+		t.Fatalf("unknown key not reported: %v", err)
+	}
+	err = decodeStrict(t, "timeout: soon\n", &c)
+	if err == nil || !strings.Contains(err.Error(), "invalid duration") {
+		t.Fatalf("bad duration not reported: %v", err)
+	}
+}
+
+func TestConfigDefaultsOffline(t *testing.T) {
+	var c Config
+	c.Defaults()
+	if c.Provider != ProviderOffline || c.StructuredOutput != StructuredJSONSchema {
+		t.Fatalf("defaults: %+v", c)
+	}
+	if errs := c.Validate(); len(errs) > 0 {
+		t.Fatalf("default config invalid: %v", errs)
+	}
+}
+
+func TestConfigValidate(t *testing.T) {
+	f := func(v float64) *float64 { return &v }
+	tests := []struct {
+		name string
+		edit func(*Config)
+		want string // substring of one error
+	}{
+		{"unknown provider", func(c *Config) { c.Provider = "anthropic" }, "teacher.provider: unknown provider"},
+		{"openai without model", func(c *Config) { c.Provider = ProviderOpenAI; c.Endpoints = []Endpoint{{BaseURL: "http://x/v1"}} }, "teacher.model"},
+		{"openai without endpoints", func(c *Config) { c.Provider = ProviderOpenAI; c.Model = "m" }, "teacher.endpoints: provider"},
+		{"bad url", func(c *Config) { c.Endpoints = []Endpoint{{BaseURL: "localhost:8000"}} }, "teacher.endpoints[0].base_url"},
+		{"duplicate url", func(c *Config) {
+			c.Endpoints = []Endpoint{{BaseURL: "http://a/v1"}, {BaseURL: "http://a/v1"}}
+		}, "repeats endpoints[0]"},
+		{"negative in flight", func(c *Config) { c.Endpoints = []Endpoint{{BaseURL: "http://a/v1", MaxInFlight: -1}} }, "max_in_flight"},
+		{"temperature", func(c *Config) { c.Temperature = f(2.5) }, "teacher.temperature"},
+		{"top_p", func(c *Config) { c.TopP = f(0) }, "teacher.top_p"},
+		{"structured", func(c *Config) { c.StructuredOutput = "xml" }, "teacher.structured_output"},
+		{"error rate", func(c *Config) { c.MaxErrorRate = 1.5 }, "teacher.max_error_rate"},
+		{"window", func(c *Config) { c.ErrorWindow = 5; c.MinRequestsForErrorRate = 10 }, "teacher.error_window"},
+		{"retry max", func(c *Config) { c.RetryMax = Duration(time.Millisecond) }, "teacher.retry_max"},
+		{"latency tolerance", func(c *Config) { c.LatencyTolerance = 1.01 }, "teacher.latency_tolerance"},
+		{"budget without prices", func(c *Config) { c.Budget = 5 }, "teacher.budget: a budget needs"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var c Config
+			tt.edit(&c)
+			c.Defaults()
+			errs := c.Validate()
+			var all []string
+			for _, e := range errs {
+				all = append(all, e.Error())
+			}
+			if !strings.Contains(strings.Join(all, "\n"), tt.want) {
+				t.Fatalf("want an error containing %q, got %q", tt.want, all)
+			}
+		})
+	}
+}
+
+func TestEmbedderConfigValidate(t *testing.T) {
+	var c EmbedderConfig
+	c.Defaults()
+	if errs := c.Validate(); len(errs) > 0 || c.Dimensions != defaultOfflineDim {
+		t.Fatalf("default embedder config: %+v %v", c, errs)
+	}
+	c = EmbedderConfig{Provider: ProviderOpenAI}
+	c.Defaults()
+	errs := c.Validate()
+	if len(errs) != 2 {
+		t.Fatalf("want model and endpoints errors, got %v", errs)
+	}
+	if c.Dimensions != 0 {
+		t.Errorf("openai embedder must leave dimensions to the server, got %d", c.Dimensions)
+	}
+}
+
+func TestDurationText(t *testing.T) {
+	var d Duration
+	if err := d.UnmarshalText([]byte("1m30s")); err != nil || d.D() != 90*time.Second {
+		t.Fatalf("got %v %v", d, err)
+	}
+	b, _ := d.MarshalText()
+	if string(b) != "1m30s" {
+		t.Fatalf("marshal: %s", b)
+	}
+	if err := d.UnmarshalText([]byte("90")); err == nil {
+		t.Fatal("a bare number must be rejected (unit missing)")
+	}
+}
+
+func FuzzDurationText(f *testing.F) {
+	for _, s := range []string{"30s", "1h2m", "-5ms", "", "90", "1e9s"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		var d Duration
+		if d.UnmarshalText([]byte(s)) != nil {
+			return
+		}
+		b, _ := d.MarshalText()
+		var e Duration
+		if err := e.UnmarshalText(b); err != nil || e != d {
+			t.Fatalf("round trip %q → %s → %v (%v)", s, b, e, err)
+		}
+	})
+}

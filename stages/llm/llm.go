@@ -1,0 +1,86 @@
+// Package llm is the teacher-model layer: every LLM-backed stage sends its
+// chat completions and embeddings through a Client or Embedder from here.
+package llm
+
+import (
+	"context"
+	"encoding/json"
+)
+
+// A Message is one chat message of a request.
+type Message struct {
+	Role    string `json:"role"`
+	Content string `json:"content"`
+}
+
+// A Request is one chat completion a stage wants answered.
+//
+// Everything that is serialised is part of the cache key, so two requests
+// that would get the same answer from the same model share one cache entry
+// whichever endpoint serves them. Offline is not serialised.
+type Request struct {
+	Stage    string    `json:"stage"`    // stage name and version, e.g. "reason@1"
+	Template string    `json:"template"` // hash of the prompt template(s) used
+	Model    string    `json:"model"`    // "" means the teacher's configured model
+	Messages []Message `json:"messages"`
+	// Sampling settings; nil means the teacher's configured value. A
+	// temperature of 0 is sent as 0 (go-openai would drop it).
+	Temperature *float64 `json:"temperature,omitempty"`
+	TopP        *float64 `json:"top_p,omitempty"`
+	MaxTokens   int      `json:"max_tokens,omitempty"`
+	Seed        *int     `json:"seed,omitempty"`
+	// JSONSchema, when set, asks for a JSON answer matching it (response_format
+	// json_schema where the server supports it). Callers validate locally
+	// regardless.
+	JSONSchema json.RawMessage `json:"json_schema,omitempty"`
+	// Attempt numbers re-asks of the same prompt (0 for the first ask), so a
+	// re-ask is a distinct, separately cached request.
+	Attempt int `json:"attempt,omitempty"`
+
+	// Slot names the logical place of this request in the run, stable across
+	// runs ("<record id>/turn3/call0"); not part of the cache key. When a
+	// request misses the cache, the layer compares it with the last request
+	// seen for the same slot to explain what changed (augment run --explain).
+	Slot string `json:"-"`
+
+	// Offline produces the answer when the provider is "offline": a
+	// deterministic, rule-based stand-in for the teacher written by the stage
+	// that knows the task. Nil means the stage cannot run without a real model.
+	Offline func() (string, error) `json:"-"`
+}
+
+// A Response is a completed chat request.
+type Response struct {
+	Content      string `json:"content"`
+	FinishReason string `json:"finish_reason"` // "stop", "length", …
+	Usage        Usage  `json:"usage"`
+	Provider     string `json:"provider"` // "offline", "openai", …
+	Model        string `json:"model"`    // the model that answered
+	Cached       bool   `json:"-"`        // served from the request cache
+}
+
+// Usage counts tokens as reported by the server.
+type Usage struct {
+	PromptTokens     int `json:"prompt_tokens"`
+	CompletionTokens int `json:"completion_tokens"`
+}
+
+// A Client answers chat requests. Implementations are safe for concurrent use.
+//
+// An error means the request could not be answered after the client's own
+// retries; its class says whether the run should stop (see IsFatal).
+type Client interface {
+	Complete(ctx context.Context, req Request) (Response, error)
+}
+
+// An Embedder turns texts into vectors, one per text, in order.
+// Implementations are safe for concurrent use.
+type Embedder interface {
+	Embed(ctx context.Context, texts []string) ([][]float32, error)
+}
+
+// ClientFunc adapts a function to a Client; handy for tests.
+type ClientFunc func(ctx context.Context, req Request) (Response, error)
+
+// Complete calls f.
+func (f ClientFunc) Complete(ctx context.Context, req Request) (Response, error) { return f(ctx, req) }

@@ -1,0 +1,221 @@
+package llm
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	openai "github.com/sashabaranov/go-openai"
+)
+
+type fakeClock struct{ t time.Time }
+
+func (c *fakeClock) now() time.Time          { return c.t }
+func (c *fakeClock) advance(d time.Duration) { c.t = c.t.Add(d) }
+
+func testPool(t *testing.T, caps ...int) (*pool, *fakeClock) {
+	t.Helper()
+	var eps []Endpoint
+	for i, c := range caps {
+		eps = append(eps, Endpoint{BaseURL: "http://ep" + string(rune('a'+i)), MaxInFlight: c})
+	}
+	p := newPool(poolConfig{breakerFailures: 3, breakerCooldown: 10 * time.Second, latencyTolerance: 2}, eps, func(Endpoint) *openai.Client { return nil })
+	clk := &fakeClock{t: time.Unix(1_000_000, 0)}
+	p.now = clk.now
+	return p, clk
+}
+
+func mustAcquire(t *testing.T, p *pool) ticket {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	tk, err := p.acquire(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tk
+}
+
+func TestPoolOneCutPerBurst(t *testing.T) {
+	p, _ := testPool(t, 8)
+	var burst []ticket
+	for range 8 {
+		burst = append(burst, mustAcquire(t, p))
+	}
+	for _, tk := range burst {
+		p.release(tk, outcome{class: classRateLimited})
+	}
+	e := p.eps[0]
+	if e.cuts != 1 || e.limit != 4 {
+		t.Fatalf("8 429s of one burst: %d cuts, limit %v; want 1 cut to 4", e.cuts, e.limit)
+	}
+	// A 429 for a request sent after the cut is a new burst.
+	tk := mustAcquire(t, p)
+	p.release(tk, outcome{class: classRateLimited})
+	if e.cuts != 2 || e.limit != 2 {
+		t.Fatalf("new burst: %d cuts, limit %v", e.cuts, e.limit)
+	}
+	// Probing back up: about one more slot per limit's worth of successes.
+	for range 200 {
+		p.release(mustAcquire(t, p), outcome{ttfb: 10 * time.Millisecond})
+	}
+	if e.limit != 8 {
+		t.Fatalf("limit after 200 successes: %v, want back at the cap 8", e.limit)
+	}
+}
+
+func TestPoolLatencyBackoff(t *testing.T) {
+	p, _ := testPool(t, 16)
+	e := p.eps[0]
+	for range 100 {
+		p.release(mustAcquire(t, p), outcome{ttfb: 20 * time.Millisecond})
+	}
+	if e.cuts != 0 || e.limit != 16 {
+		t.Fatalf("steady latency cut the limit: %+v", e)
+	}
+	// The server starts queueing: time to first byte triples.
+	for range 30 {
+		p.release(mustAcquire(t, p), outcome{ttfb: 60 * time.Millisecond})
+	}
+	if e.cuts == 0 || e.limit >= 16 {
+		t.Fatalf("climbing latency did not cut: cuts %d limit %v", e.cuts, e.limit)
+	}
+}
+
+func TestPoolRetryAfterPauses(t *testing.T) {
+	p, clk := testPool(t, 4)
+	p.release(mustAcquire(t, p), outcome{class: classRateLimited, retryAfter: 2 * time.Second})
+	p.mu.Lock()
+	_, ok, wakeAt, down := p.pick(nil)
+	p.mu.Unlock()
+	if ok || down || !wakeAt.Equal(clk.now().Add(2*time.Second)) {
+		t.Fatalf("paused endpoint: ok=%v down=%v wake=%v", ok, down, wakeAt.Sub(clk.now()))
+	}
+	clk.advance(2 * time.Second)
+	mustAcquire(t, p)
+}
+
+// pickAvoiding takes a slot, preferring any endpoint but avoid.
+func pickAvoiding(t *testing.T, p *pool, avoid *endpoint) ticket {
+	t.Helper()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	tk, ok, _, _ := p.pick(avoid)
+	if !ok {
+		t.Fatal("no endpoint available")
+	}
+	return tk
+}
+
+func TestPoolBreaker(t *testing.T) {
+	p, clk := testPool(t, 4, 4)
+	dead, live := p.eps[0], p.eps[1]
+	for range 3 {
+		tk := pickAvoiding(t, p, live)
+		if tk.ep != dead {
+			t.Fatal("setup: attempt did not go to the first endpoint")
+		}
+		p.release(tk, outcome{class: classConnection})
+	}
+	if dead.state != breakerOpen || dead.trips != 1 {
+		t.Fatalf("3 connection failures: state %v trips %d", dead.state, dead.trips)
+	}
+	for range 20 {
+		tk := pickAvoiding(t, p, live)
+		if tk.ep == dead {
+			t.Fatal("open endpoint got work")
+		}
+		p.release(tk, outcome{})
+	}
+	// After the cooldown one probe goes to the dead endpoint; while it is
+	// out, no other attempt does. Its failure doubles the cooldown.
+	clk.advance(10 * time.Second)
+	probe := pickAvoiding(t, p, live)
+	if probe.ep != dead || !probe.probe || dead.state != breakerHalfOpen {
+		t.Fatalf("probe %+v state %v", probe, dead.state)
+	}
+	if tk := pickAvoiding(t, p, live); tk.ep != live {
+		t.Fatal("second attempt during the probe went to the half-open endpoint")
+	} else {
+		p.release(tk, outcome{})
+	}
+	p.release(probe, outcome{class: classTimeout})
+	if dead.state != breakerOpen || dead.openUntil.Sub(clk.now()) != 20*time.Second {
+		t.Fatalf("failed probe: state %v reopens in %v", dead.state, dead.openUntil.Sub(clk.now()))
+	}
+	clk.advance(20 * time.Second)
+	probe = pickAvoiding(t, p, live)
+	if probe.ep != dead || !probe.probe {
+		t.Fatalf("second probe: %+v", probe)
+	}
+	p.release(probe, outcome{})
+	if dead.state != breakerClosed || dead.cooldown != 10*time.Second {
+		t.Fatalf("successful probe: state %v cooldown %v", dead.state, dead.cooldown)
+	}
+}
+
+func TestPoolAllDown(t *testing.T) {
+	p, _ := testPool(t, 2)
+	for range 3 {
+		p.release(mustAcquire(t, p), outcome{class: classServer})
+	}
+	if _, err := p.acquire(context.Background(), nil); !errors.Is(err, errUnavailable) {
+		t.Fatalf("all endpoints open: %v", err)
+	}
+}
+
+func TestPoolWaitersAndCap(t *testing.T) {
+	p, _ := testPool(t, 2)
+	a, b := mustAcquire(t, p), mustAcquire(t, p)
+	got := make(chan ticket)
+	go func() {
+		tk, err := p.acquire(context.Background(), nil)
+		if err != nil {
+			t.Error(err)
+		}
+		got <- tk
+	}()
+	// The waiter must not get a slot while both are taken.
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := p.acquire(ctx, nil); !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled acquire: %v", err)
+	}
+	p.release(a, outcome{})
+	c := <-got
+	if p.eps[0].inFlight != 2 {
+		t.Fatalf("in flight %d, want 2", p.eps[0].inFlight)
+	}
+	p.release(b, outcome{})
+	p.release(c, outcome{})
+	if p.eps[0].inFlight != 0 || len(p.waiters) != 0 {
+		t.Fatalf("leak: in flight %d, waiters %d", p.eps[0].inFlight, len(p.waiters))
+	}
+}
+
+func TestHistogram(t *testing.T) {
+	var h histogram
+	for i := 1; i <= 1000; i++ {
+		h.record(time.Duration(i) * time.Millisecond)
+	}
+	l := h.summary()
+	within := func(got, want float64) bool { return got > want*0.96 && got < want*1.04 }
+	if l.Count != 1000 || !within(l.P50, 500) || !within(l.P90, 900) || !within(l.P99, 990) || l.Max != 1000 {
+		t.Fatalf("%+v", l)
+	}
+	for _, us := range []uint64{0, 1, 15, 16, 17, 31, 32, 1000, 1 << 30, 1 << 39, 1<<40 + 5, 1 << 62} {
+		i := histIndex(us)
+		if i < 0 || i >= histBuckets {
+			t.Fatalf("index %d of %d out of range", i, us)
+		}
+		if us < 1<<39 {
+			if v := histValue(i); v < float64(us)*0.96 || v > float64(us)*1.04+1 {
+				t.Errorf("bucket value %v for %d", v, us)
+			}
+		}
+	}
+	if (&histogram{}).summary() != (Latency{}) {
+		t.Error("empty histogram")
+	}
+}

@@ -1,0 +1,211 @@
+package llm
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/augmentdata/augment/stages/llm/fakellm"
+)
+
+// Child-process roles of the test binary, chosen by environment variable.
+const (
+	envKillChild  = "AUGMENT_LLM_TEST_WRITER_DIR" // run a cache writer in this dir until killed
+	envFakeServer = "AUGMENT_LLM_TEST_FAKE"       // serve fakellm with this latency until stdin closes
+)
+
+func killReq(i int) Request {
+	return userReq("kill@1", fmt.Sprint("rec", i), fmt.Sprintf("question %d", i))
+}
+
+// TestCacheSurvivesKill runs a teacher writing answers to the cache in a
+// child process, kills it with SIGKILL mid-run, and checks that the cache
+// file is intact, holds every answer the child had reported durable, and
+// that finishing the run re-sends none of them.
+func TestCacheSurvivesKill(t *testing.T) {
+	if dir := os.Getenv(envKillChild); dir != "" {
+		cacheWriterChild(dir)
+		return
+	}
+	if testing.Short() {
+		t.Skip("spawns a child process")
+	}
+	dir := t.TempDir()
+	cmd := exec.Command(os.Args[0], "-test.run=^TestCacheSurvivesKill$")
+	cmd.Env = append(os.Environ(), envKillChild+"="+dir)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	durable := 0
+	sc := bufio.NewScanner(out)
+	for sc.Scan() {
+		if n, ok := strings.CutPrefix(sc.Text(), "durable "); ok {
+			durable, _ = strconv.Atoi(n)
+			if durable >= 300 {
+				break
+			}
+		}
+	}
+	// Kill while the child keeps sending and committing its next batch.
+	time.Sleep(15 * time.Millisecond)
+	cmd.Process.Signal(syscall.SIGKILL)
+	go io.Copy(io.Discard, out)
+	cmd.Wait()
+	if durable < 300 {
+		t.Fatalf("child reported only %d durable answers before it died", durable)
+	}
+
+	c, err := OpenCache(dir)
+	if err != nil {
+		t.Fatalf("reopening after kill -9: %v", err)
+	}
+	if err := c.Check(); err != nil {
+		t.Fatalf("cache corrupt after kill -9: %v", err)
+	}
+	st, err := c.Stats()
+	c.Close()
+	if err != nil || len(st.Chat) != 1 || st.Chat[0].Entries < int64(durable) {
+		t.Fatalf("after kill: %+v %v; want ≥ %d entries", st, err, durable)
+	}
+
+	// Finish the run: the durable answers are not paid for again.
+	fake, url := startFake(t, fakellm.Config{})
+	s := newTeacher(t, openaiConfig(url), Options{CacheDir: dir}).Stage("kill")
+	total := durable + 100
+	for _, err := range batch(total, 16, func(i int) error {
+		_, err := s.Complete(context.Background(), killReq(i))
+		return err
+	}) {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	sent := int(fake.Counters().Chat)
+	if sent > total-durable {
+		t.Fatalf("resume sent %d requests for %d records, %d of which were durable before the kill", sent, total, durable)
+	}
+	t.Logf("killed after %d durable answers (%d entries on disk); resume sent %d of %d", durable, st.Chat[0].Entries, sent, total)
+}
+
+// cacheWriterChild answers requests through a teacher with a cache in dir,
+// reporting how many are durable after each flush, until killed.
+func cacheWriterChild(dir string) {
+	srv, err := fakellm.New(fakellm.Config{Latency: fakellm.Duration(time.Millisecond)})
+	if err != nil {
+		panic(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		panic(err)
+	}
+	go http.Serve(ln, srv)
+	teacher, err := NewTeacher(openaiConfig("http://"+ln.Addr().String()+"/v1"), Options{CacheDir: dir})
+	if err != nil {
+		panic(err)
+	}
+	s := teacher.Stage("kill")
+	deadline := time.Now().Add(time.Minute) // in case the parent never kills us
+	for from := 0; time.Now().Before(deadline); from += 50 {
+		for _, err := range batch(50, 16, func(i int) error {
+			_, err := s.Complete(context.Background(), killReq(from+i))
+			return err
+		}) {
+			if err != nil {
+				panic(err)
+			}
+		}
+		if err := teacher.Flush(); err != nil {
+			panic(err)
+		}
+		fmt.Printf("durable %d\n", from+50)
+	}
+	os.Exit(1)
+}
+
+// TestFakeServerProcess is not a test: with envFakeServer set it serves
+// fakellm for the benchmarks from a separate process, so the client's CPU
+// can be measured alone.
+func TestFakeServerProcess(t *testing.T) {
+	lat := os.Getenv(envFakeServer)
+	if lat == "" {
+		t.Skip("helper process for benchmarks")
+	}
+	d, err := time.ParseDuration(lat)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := fakellm.New(fakellm.Config{Latency: fakellm.Duration(d)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go (&http.Server{Handler: srv}).Serve(ln)
+	fmt.Printf("addr %s\n", ln.Addr())
+	io.Copy(io.Discard, os.Stdin) // until the parent closes our stdin
+	os.Exit(0)
+}
+
+// startFakeProcess runs fakellm with the given latency in a child process
+// and returns its base URL and a stop function reporting the child's CPU
+// time.
+func startFakeProcess(tb testing.TB, latency time.Duration) (string, func() time.Duration) {
+	tb.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^TestFakeServerProcess$")
+	cmd.Env = append(os.Environ(), envFakeServer+"="+latency.String())
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		tb.Fatal(err)
+	}
+	sc := bufio.NewScanner(out)
+	addr := ""
+	for sc.Scan() {
+		if a, ok := strings.CutPrefix(sc.Text(), "addr "); ok {
+			addr = a
+			break
+		}
+	}
+	if addr == "" {
+		cmd.Process.Kill()
+		tb.Fatal("fake server process did not start")
+	}
+	go io.Copy(io.Discard, out)
+	stopped := false
+	stop := func() time.Duration {
+		if stopped {
+			return 0
+		}
+		stopped = true
+		stdin.Close()
+		cmd.Wait()
+		u := cmd.ProcessState.SysUsage().(*syscall.Rusage)
+		return time.Duration(u.Utime.Nano() + u.Stime.Nano())
+	}
+	tb.Cleanup(func() { stop() })
+	return "http://" + addr + "/v1", stop
+}

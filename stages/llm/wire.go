@@ -1,0 +1,289 @@
+package llm
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"math"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	openai "github.com/sashabaranov/go-openai"
+)
+
+// callMeta travels in an attempt's context to wireTransport, which records
+// what go-openai does not expose (status, Retry-After, time to first byte)
+// and applies what it cannot send (temperature 0).
+type callMeta struct {
+	zeroTemperature bool
+	status          int
+	ttfb            time.Duration
+	retryAfter      time.Duration
+}
+
+type metaKey struct{}
+
+// wireTransport wraps the HTTP transport of one endpoint.
+type wireTransport struct{ base *http.Transport }
+
+func (t wireTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	m, _ := r.Context().Value(metaKey{}).(*callMeta)
+	if m != nil && m.zeroTemperature {
+		var err error
+		if r, err = withZeroTemperature(r); err != nil {
+			return nil, err
+		}
+	}
+	start := time.Now()
+	resp, err := t.base.RoundTrip(r)
+	if m != nil {
+		m.ttfb = time.Since(start)
+		if resp != nil {
+			m.status = resp.StatusCode
+			m.retryAfter = parseRetryAfter(resp.Header, time.Now())
+		}
+	}
+	return resp, err
+}
+
+// withZeroTemperature returns a copy of r whose JSON body carries
+// "temperature":0. go-openai's request type tags Temperature omitempty, so
+// a configured 0 would otherwise not be sent and the server's default
+// (often 1) would apply.
+func withZeroTemperature(r *http.Request) (*http.Request, error) {
+	if r.Body == nil {
+		return r, nil
+	}
+	body, err := io.ReadAll(r.Body)
+	r.Body.Close()
+	if err != nil {
+		return nil, err
+	}
+	i := bytes.IndexByte(body, '{')
+	if i < 0 {
+		return nil, errors.New("chat request body is not a JSON object")
+	}
+	nb := make([]byte, 0, len(body)+16)
+	nb = append(nb, body[:i+1]...)
+	nb = append(nb, `"temperature":0`...)
+	if rest := bytes.TrimLeft(body[i+1:], " \t\r\n"); len(rest) > 0 && rest[0] != '}' {
+		nb = append(nb, ',')
+	}
+	nb = append(nb, body[i+1:]...)
+	r2 := r.Clone(r.Context())
+	r2.Body = io.NopCloser(bytes.NewReader(nb))
+	r2.ContentLength = int64(len(nb))
+	r2.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(nb)), nil }
+	return r2, nil
+}
+
+// parseRetryAfter reads how long the server asks us to wait: retry-after-ms
+// (OpenAI, Azure) or Retry-After in seconds or as an HTTP date. Zero means
+// no usable header.
+func parseRetryAfter(h http.Header, now time.Time) time.Duration {
+	// seconds converts a positive finite number of seconds, clamped to a
+	// day so an absurd header cannot overflow.
+	seconds := func(s float64) time.Duration {
+		if !(s > 0) || math.IsInf(s, 0) {
+			return 0
+		}
+		return time.Duration(min(s, 86400) * float64(time.Second))
+	}
+	if v := h.Get("Retry-After-Ms"); v != "" {
+		if ms, err := strconv.ParseFloat(v, 64); err == nil && seconds(ms/1000) > 0 {
+			return seconds(ms / 1000)
+		}
+	}
+	v := h.Get("Retry-After")
+	if v == "" {
+		return 0
+	}
+	if s, err := strconv.ParseFloat(v, 64); err == nil {
+		return seconds(s)
+	}
+	if t, err := http.ParseTime(v); err == nil && t.After(now) {
+		return t.Sub(now)
+	}
+	return 0
+}
+
+// newOpenAIClient returns a go-openai client for ep whose connection pool
+// keeps enough idle connections for ep's whole in-flight cap, so steady
+// load never pays for new connections.
+func newOpenAIClient(ep Endpoint, apiKey string) (*openai.Client, *http.Transport) {
+	tr := &http.Transport{
+		Proxy:               http.ProxyFromEnvironment,
+		DialContext:         (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		ForceAttemptHTTP2:   true,
+		MaxIdleConns:        0, // no global limit; per host below
+		MaxIdleConnsPerHost: ep.MaxInFlight + 8,
+		IdleConnTimeout:     90 * time.Second,
+		TLSHandshakeTimeout: 10 * time.Second,
+	}
+	cfg := openai.DefaultConfig(apiKey)
+	cfg.BaseURL = strings.TrimRight(ep.BaseURL, "/")
+	cfg.HTTPClient = &http.Client{Transport: wireTransport{base: tr}}
+	return openai.NewClientWithConfig(cfg), tr
+}
+
+type retryPolicy struct {
+	timeout time.Duration // per attempt
+	retries int           // repeats after the first attempt
+	base    time.Duration // backoff of the first retry
+	maxWait time.Duration // cap of backoff and Retry-After
+}
+
+// halt lets a run stop retry loops at once: done is closed and err
+// returns the reason once the run has hit a fatal condition.
+type halt struct {
+	done chan struct{}
+	err  func() error
+}
+
+// attemptFunc performs one HTTP attempt with client within actx.
+type attemptFunc func(actx context.Context, meta *callMeta, client *openai.Client) error
+
+// classCanceled marks an attempt abandoned because the caller's context
+// ended; it says nothing about the endpoint.
+const classCanceled = "canceled"
+
+// run performs attempts of do until one succeeds, the error is not
+// retryable, the retries are used up, ctx ends or the run halts. It returns
+// the number of attempts and, on failure, the class of the last one.
+func (p *pool) run(ctx context.Context, rp retryPolicy, st *stageStats, h halt, do attemptFunc) (attempts int, class string, err error) {
+	var avoid *endpoint
+	for attempt := 0; ; attempt++ {
+		if err := h.err(); err != nil {
+			return attempt, "", err
+		}
+		var retryAfter time.Duration
+		t, aerr := p.acquire(ctx, avoid)
+		switch {
+		case errors.Is(aerr, errUnavailable):
+			class, err = classUnavailable, aerr
+		case aerr != nil:
+			return attempt, "", aerr
+		default:
+			meta := &callMeta{}
+			actx, cancel := context.WithTimeout(context.WithValue(ctx, metaKey{}, meta), rp.timeout)
+			st.sent.Add(1)
+			st.inFlight.Add(1)
+			start := time.Now()
+			err = do(actx, meta, t.ep.client)
+			elapsed := time.Since(start)
+			st.inFlight.Add(-1)
+			switch {
+			case err == nil:
+				cancel()
+				p.release(t, outcome{ttfb: meta.ttfb})
+				st.lat.record(elapsed)
+				return attempt + 1, "", nil
+			case ctx.Err() != nil:
+				cancel()
+				p.release(t, outcome{class: classCanceled})
+				return attempt + 1, "", ctx.Err()
+			}
+			class = classify(err, meta.status, actx)
+			cancel()
+			if class == classRateLimited || class == classServer {
+				retryAfter = meta.retryAfter
+			}
+			p.release(t, outcome{class: class, ttfb: meta.ttfb, retryAfter: retryAfter})
+			avoid = t.ep
+		}
+		st.addError(class)
+		if !retryable(class) || attempt >= rp.retries {
+			return attempt + 1, class, err
+		}
+		st.retries.Add(1)
+		wait := backoff(rp, attempt)
+		if retryAfter > 0 {
+			// Honour the server: at least what it asked (up to maxWait), plus
+			// a little spread so the waiting requests do not return at once.
+			ra := min(retryAfter, rp.maxWait)
+			wait = ra + time.Duration(rand.Int64N(int64(ra/10)+1))
+		}
+		tm := time.NewTimer(wait)
+		select {
+		case <-tm.C:
+		case <-ctx.Done():
+			tm.Stop()
+			return attempt + 1, "", ctx.Err()
+		case <-h.done:
+			tm.Stop()
+			return attempt + 1, "", h.err()
+		}
+	}
+}
+
+// backoff is exponential with equal jitter: half of the step is fixed, half
+// random, so retries spread out but never come back immediately.
+func backoff(rp retryPolicy, attempt int) time.Duration {
+	d := rp.base << min(attempt, 20)
+	if d <= 0 || d > rp.maxWait {
+		d = rp.maxWait
+	}
+	return d/2 + time.Duration(rand.Int64N(int64(d/2)+1))
+}
+
+// buildChat turns an effective request into go-openai's type.
+func buildChat(req Request, format string) openai.ChatCompletionRequest {
+	msgs := make([]openai.ChatCompletionMessage, len(req.Messages))
+	for i, m := range req.Messages {
+		msgs[i] = openai.ChatCompletionMessage{Role: m.Role, Content: m.Content}
+	}
+	c := openai.ChatCompletionRequest{Model: req.Model, Messages: msgs, MaxTokens: req.MaxTokens, Seed: req.Seed}
+	if req.Temperature != nil {
+		c.Temperature = float32(*req.Temperature) // 0 is restored by wireTransport
+	}
+	if req.TopP != nil {
+		c.TopP = float32(*req.TopP)
+	}
+	if len(req.JSONSchema) > 0 {
+		switch format {
+		case StructuredJSONSchema:
+			// Not strict: OpenAI's strict mode rejects schemas outside its
+			// subset, and answers are validated locally anyway.
+			c.ResponseFormat = &openai.ChatCompletionResponseFormat{
+				Type:       openai.ChatCompletionResponseFormatTypeJSONSchema,
+				JSONSchema: &openai.ChatCompletionResponseFormatJSONSchema{Name: "answer", Schema: req.JSONSchema},
+			}
+		case StructuredJSONObject:
+			c.ResponseFormat = &openai.ChatCompletionResponseFormat{Type: openai.ChatCompletionResponseFormatTypeJSONObject}
+		}
+	}
+	return c
+}
+
+var errNoChoices = errors.New("answer has no choices")
+
+// chatAttempt sends c and stores the answer in out.
+func chatAttempt(c openai.ChatCompletionRequest, zeroTemp bool, out *Response) attemptFunc {
+	return func(actx context.Context, meta *callMeta, client *openai.Client) error {
+		meta.zeroTemperature = zeroTemp
+		r, err := client.CreateChatCompletion(actx, c)
+		if err != nil {
+			return err
+		}
+		if len(r.Choices) == 0 {
+			return errNoChoices
+		}
+		model := r.Model
+		if model == "" {
+			model = c.Model
+		}
+		*out = Response{
+			Content:      r.Choices[0].Message.Content,
+			FinishReason: string(r.Choices[0].FinishReason),
+			Usage:        Usage{PromptTokens: r.Usage.PromptTokens, CompletionTokens: r.Usage.CompletionTokens},
+			Provider:     ProviderOpenAI,
+			Model:        model,
+		}
+		return nil
+	}
+}

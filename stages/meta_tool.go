@@ -1,0 +1,816 @@
+package stages
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"sync"
+
+	"github.com/augmentdata/augment/stages/record"
+	"github.com/augmentdata/augment/stages/toollib"
+)
+
+// MetaToolConfig is the `meta_tool:` stage (seed 000, §3.2, A.2, A.4): it
+// turns each dialogue into one Meta-Bench-style variant, open-world (the
+// model must retrieve its tools through the meta_tool function) or
+// closed-world (the tools are listed), simple or hard.
+//
+//	stages:
+//	  - meta_tool:
+//	      open_world_ratio: 0.5
+//	      hard_ratio: 0.5
+//	      result_mode: oracle     # or retrieved
+//	      get_user_input: true
+//
+// # What changes in a record
+//
+// The tools a dialogue calls anywhere are its invoked tools (in order of
+// first call); the other listed tools are unused. Per record, seeded by its
+// ID, the stage draws the world (open with probability open_world_ratio),
+// the difficulty (hard with probability hard_ratio) and, for open-world
+// records with calls, whether the invoked tools stay listed
+// (existing_ratio).
+//
+// Tool list, in this order: meta_tool (open world only, the Fig 4
+// definition); the kept tools; get_user_input last when enabled. Kept are
+// the invoked tools (closed world, or open world with existing tools) and,
+// in hard records, the unused tools plus irrelevant tools from the run's
+// tool library until at least min_tools tools are listed (meta_tool counts,
+// get_user_input does not: Fig 17 lists meta_tool and four unrelated tools).
+// In hard records the kept tools are shuffled, so the position of a tool says
+// nothing about whether it is needed; simple records keep the source order.
+// Names in the final list are unique (a later duplicate name is dropped).
+// No tool added or kept as unused may stand in for an invoked tool: its
+// definition (description and parameters) differs from every invoked
+// tool's, and its similarity to every invoked tool (Algorithm 1, both
+// directions) is at most distractor_max_similarity; unused tools failing
+// this are dropped (an open-world record must not list a twin of the tool
+// it retrieves), and irrelevant tools also do not share a name with any
+// tool of the input.
+//
+// Messages (open world, invoked tools not kept): before the first call of
+// each invoked tool, two turns are inserted: an assistant turn calling
+// meta_tool with arguments {"tool_description": …, "param_description":
+// […]} (the tool's description and its parameters' descriptions in
+// declaration order, see toollib.QueryOf), and a tool turn answering it.
+// A call turn that calls several tools not yet retrieved gets one inserted
+// assistant turn with one meta_tool call per such tool (in the order of
+// their first call in that turn, each tool once) and one tool turn with the
+// results in the same order. Tools already retrieved get no new meta_tool
+// call, so later calls of a tool, and the retrieved tools of a turn mixing
+// old and new ones, go straight to the tool. Inserted turns have no
+// content and no reasoning (the reason stage writes reasoning later).
+//
+// # The meta_tool result format
+//
+// Each meta_tool call's result (record.Result with Name "meta_tool") has as
+// Content compact JSON, without HTML escaping:
+//   - result_mode oracle (the paper's Fig 12): one JSON object, the invoked
+//     tool's definition exactly as the record listed it:
+//     {"name": …, "description": …, "parameters": {…}} plus "response"
+//     when the tool has a response schema;
+//   - result_mode retrieved: a JSON array of such objects, at most top_k:
+//     the invoked tool and the top_k−1 library tools most similar to the
+//     query (Algorithm 1, alpha) that are eligible, in a seeded shuffled
+//     order (a real retriever's ranking would put the oracle tool first
+//     almost always, since the query is written from it; shuffling makes
+//     the model read the definitions). Eligible library tools do not share
+//     a name with a listed tool, an invoked tool or a tool returned by an
+//     earlier meta_tool call of the dialogue with another definition, nor
+//     repeat the invoked tool's definition under another name.
+//
+// Every tool a result returns is available from that turn on; every call
+// of the output names a tool listed or returned by an earlier meta_tool
+// result, and in oracle mode each invoked tool is returned exactly once.
+//
+// get_user_input (seed 000, Fig 6 and 19), when enabled, is listed in every
+// record, and every assistant turn without calls becomes a call turn with
+// the single call get_user_input({}) whose Content keeps the turn's text
+// (the paper's "reason, then <|python_tag|> get_user_input"). No tool turn
+// answers a get_user_input call: the next user turn is its answer, or the
+// dialogue ends.
+//
+// # Tags
+//
+//   - world: open | closed
+//   - difficulty: simple | hard
+//   - category (Meta-Bench, §3.3.1), counting calls other than meta_tool and
+//     get_user_input: chat (none); function_missing (open world, tools
+//     retrieved through meta_tool); function_existing (open world, calls to
+//     listed tools, no meta_tool call); single_call (closed world, exactly
+//     one call); multi_call (closed world, more calls, parallel or in
+//     several turns)
+//   - result_mode: oracle | retrieved, on open-world records only
+//
+// # Rejects
+//
+// meta_tool_reserved_name (the input already lists or calls meta_tool or
+// get_user_input), meta_tool_unknown_call (a call names a tool the record
+// does not list), meta_tool_bad_parameters (an invoked tool's parameters
+// are not a JSON Schema object), meta_tool_few_distractors (the library
+// holds too few eligible irrelevant tools for a hard record), or the
+// embedder's llm_embed_error_* when a tool changed since ingest cannot be
+// embedded. A library that cannot be embedded fails the shard instead.
+//
+// # Scale
+//
+// Hard records and retrieved mode need the library embedded: every library
+// tool's texts are embedded once per run, in requests of 512 texts,
+// through the run's embedder (which caches), and kept in memory as a
+// toollib.Index (memory: distinct texts × dimensions × 4 bytes; the demo
+// data has ~2 distinct texts per tool, so 30k tools take ~120 MB at the
+// offline embedder's 512 dimensions, ~250 MB at 1024). Retrieval ranks the
+// whole library per meta_tool call (exact Algorithm 1, pruned and with
+// shared parameter texts compared once).
+type MetaToolConfig struct {
+	// OpenWorldRatio is the share of records made open-world, in [0, 1];
+	// default 0.5 (seed 000, A.1: half of the training set).
+	OpenWorldRatio *float64 `yaml:"open_world_ratio" json:"open_world_ratio"`
+	// HardRatio is the share of records made hard, in [0, 1]; default 0.5.
+	HardRatio *float64 `yaml:"hard_ratio" json:"hard_ratio"`
+	// ExistingRatio is the share of open-world records with calls whose
+	// invoked tools stay listed next to meta_tool (function_existing), in
+	// [0, 1]; default 0.
+	ExistingRatio float64 `yaml:"existing_ratio" json:"existing_ratio"`
+	// MinTools is the number of tools a hard record lists at least; default
+	// 5 (seed 000, §3.3.1).
+	MinTools int `yaml:"min_tools" json:"min_tools"`
+	// DistractorMaxSimilarity is the highest Algorithm-1 similarity an
+	// irrelevant tool may have to an invoked tool, in (0, 1]; default 0.85.
+	// Models like multilingual-e5 put unrelated texts near 0.7, so keep it
+	// well above that with such an embedder.
+	DistractorMaxSimilarity float64 `yaml:"distractor_max_similarity" json:"distractor_max_similarity"`
+	// ResultMode is "oracle" (default: meta_tool returns the invoked tool)
+	// or "retrieved" (it returns top_k library tools including it).
+	ResultMode string `yaml:"result_mode" json:"result_mode"`
+	// TopK is the number of tools a retrieved-mode result holds; default 5
+	// (the paper's HR@5).
+	TopK int `yaml:"top_k" json:"top_k"`
+	// Alpha weighs tool against parameter descriptions in Algorithm 1, in
+	// [0, 1]; default 0.5 (the paper's setting; its ablation finds
+	// 0.65–0.8 best).
+	Alpha *float64 `yaml:"alpha" json:"alpha"`
+	// GetUserInput lists get_user_input and turns plain-text assistant
+	// turns into get_user_input calls.
+	GetUserInput bool `yaml:"get_user_input" json:"get_user_input,omitempty"`
+}
+
+// Result modes of the meta_tool stage.
+const (
+	MetaToolOracle    = "oracle"
+	MetaToolRetrieved = "retrieved"
+)
+
+// Reject reasons of the meta_tool stage.
+const (
+	MetaToolReservedName     = "meta_tool_reserved_name"
+	MetaToolUnknownCall      = "meta_tool_unknown_call"
+	MetaToolBadParameters    = "meta_tool_bad_parameters"
+	MetaToolFewDistractors   = "meta_tool_few_distractors"
+	metaToolName             = "meta_tool"
+	getUserInputName         = "get_user_input"
+	metaToolEmbedBatch       = 512
+	metaToolDefaultAlpha     = 0.5
+	metaToolDefaultOpenWorld = 0.5
+	metaToolDefaultHard      = 0.5
+)
+
+// metaToolDef is the meta_tool definition of seed 000, Fig 4, with
+// "required" inside "parameters" where JSON Schema wants it.
+var metaToolDef = record.Tool{
+	Name:        metaToolName,
+	Description: "Use this tool when no suitable tool is available in the current list, and an external tool is required to provide an accurate response to the user.",
+	Parameters: json.RawMessage(`{"type":"object","properties":{` +
+		`"tool_description":{"description":"A clear and concise description of the external tool you need to use.","type":"string"},` +
+		`"param_description":{"type":"array","description":"A list of descriptions for each parameter required by the external tool.","items":{"type":"string"}}},` +
+		`"required":["tool_description","param_description"]}`),
+}
+
+// getUserInputDef is the get_user_input definition (seed 000, Fig 6): a
+// function that calls nothing and hands the turn to the user.
+var getUserInputDef = record.Tool{
+	Name:        getUserInputName,
+	Description: "Reply to the user without invoking any other function: answer, ask for missing details, or just talk.",
+	Parameters:  json.RawMessage(`{"type":"object","properties":{}}`),
+}
+
+func ratioOr(p *float64, def float64) float64 {
+	if p == nil {
+		return def
+	}
+	return *p
+}
+
+func (c *MetaToolConfig) defaults() {
+	if c.OpenWorldRatio == nil {
+		c.OpenWorldRatio = new(float64(metaToolDefaultOpenWorld))
+	}
+	if c.HardRatio == nil {
+		c.HardRatio = new(float64(metaToolDefaultHard))
+	}
+	if c.MinTools == 0 {
+		c.MinTools = 5
+	}
+	if c.DistractorMaxSimilarity == 0 {
+		c.DistractorMaxSimilarity = 0.85
+	}
+	if c.ResultMode == "" {
+		c.ResultMode = MetaToolOracle
+	}
+	if c.TopK == 0 {
+		c.TopK = 5
+	}
+	if c.Alpha == nil {
+		c.Alpha = new(float64(metaToolDefaultAlpha))
+	}
+}
+
+func (c *MetaToolConfig) validate() []string {
+	var probs []string
+	unit := func(key string, v float64) {
+		if !(v >= 0 && v <= 1) {
+			probs = append(probs, fmt.Sprintf("%s: %v is outside [0, 1]", key, v))
+		}
+	}
+	unit("open_world_ratio", ratioOr(c.OpenWorldRatio, metaToolDefaultOpenWorld))
+	unit("hard_ratio", ratioOr(c.HardRatio, metaToolDefaultHard))
+	unit("existing_ratio", c.ExistingRatio)
+	unit("alpha", ratioOr(c.Alpha, metaToolDefaultAlpha))
+	if c.MinTools < 1 {
+		probs = append(probs, fmt.Sprintf("min_tools: must be at least 1, got %d", c.MinTools))
+	}
+	if !(c.DistractorMaxSimilarity > 0 && c.DistractorMaxSimilarity <= 1) {
+		probs = append(probs, fmt.Sprintf("distractor_max_similarity: %v is outside (0, 1]", c.DistractorMaxSimilarity))
+	}
+	if c.ResultMode != MetaToolOracle && c.ResultMode != MetaToolRetrieved {
+		probs = append(probs, fmt.Sprintf("result_mode: %q is not one of %s, %s", c.ResultMode, MetaToolOracle, MetaToolRetrieved))
+	}
+	if c.TopK < 1 {
+		probs = append(probs, fmt.Sprintf("top_k: must be at least 1, got %d", c.TopK))
+	}
+	return probs
+}
+
+func (c *MetaToolConfig) version() int { return 1 }
+
+func (c *MetaToolConfig) build(env *Env) (Stage, error) {
+	s := &metaToolStage{
+		cfg:   *c,
+		env:   env,
+		open:  ratioOr(c.OpenWorldRatio, metaToolDefaultOpenWorld),
+		hard:  ratioOr(c.HardRatio, metaToolDefaultHard),
+		alpha: ratioOr(c.Alpha, metaToolDefaultAlpha),
+	}
+	needsLib := c.ResultMode == MetaToolRetrieved || s.hard > 0
+	if needsLib && env.Library == nil {
+		return nil, errors.New("meta_tool: hard records and retrieved results need the run's tool library, and none is available")
+	}
+	if needsLib && env.Embedder == nil {
+		return nil, errors.New("meta_tool: hard records and retrieved results need an embedder, and none is configured")
+	}
+	return s, nil
+}
+
+type metaToolStage struct {
+	cfg               MetaToolConfig
+	env               *Env
+	open, hard, alpha float64
+
+	mu  sync.Mutex
+	lib *metaToolLibrary // nil until first needed
+}
+
+// metaToolLibrary is the run's library with what the stage derives from it
+// once: each tool's Algorithm-1 query and, when first needed, the embedding
+// index.
+type metaToolLibrary struct {
+	lib    *toollib.Library
+	usable []bool // the tool's parameters parse (QueryOf succeeded)
+	qs     []toollib.Query
+
+	ixMu sync.Mutex
+	ix   *toollib.Index
+}
+
+func (s *metaToolStage) library() (*metaToolLibrary, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.lib != nil {
+		return s.lib, nil
+	}
+	lib, err := s.env.Library()
+	if err != nil {
+		return nil, err
+	}
+	ml := &metaToolLibrary{lib: lib, usable: make([]bool, len(lib.Tools)), qs: make([]toollib.Query, len(lib.Tools))}
+	for i, t := range lib.Tools {
+		q, err := toollib.QueryOf(t)
+		ml.usable[i] = err == nil && t.Name != metaToolName && t.Name != getUserInputName
+		ml.qs[i] = q
+	}
+	s.lib = ml
+	return ml, nil
+}
+
+// index embeds the library on first use. A failure is a systemic error;
+// it is not remembered, so the next record tries again.
+func (ml *metaToolLibrary) index(ctx context.Context, e toollib.Embedder) (*toollib.Index, error) {
+	ml.ixMu.Lock()
+	defer ml.ixMu.Unlock()
+	if ml.ix != nil {
+		return ml.ix, nil
+	}
+	ix, err := toollib.NewIndex(ctx, e, ml.qs, metaToolEmbedBatch)
+	if err != nil {
+		// %v, not %w: a library that cannot be embedded is the run's
+		// problem, not the record's, even when the embedder's error would
+		// reject a record.
+		return nil, fmt.Errorf("meta_tool: embedding the tool library: %v", err)
+	}
+	ml.ix = ix
+	return ix, nil
+}
+
+// find returns the library index of a tool with t's exact definition, or -1.
+func (ml *metaToolLibrary) find(t record.Tool) int {
+	for _, i := range ml.lib.Named(t.Name) {
+		if sameDefinition(ml.lib.Tools[i], t) {
+			return i
+		}
+	}
+	return -1
+}
+
+// sameDefinition reports whether two tools describe the same function,
+// whatever their names.
+func sameDefinition(a, b record.Tool) bool {
+	return a.Description == b.Description && bytes.Equal(a.Parameters, b.Parameters)
+}
+
+// metaToolPlan is one record's draw and derived facts.
+type metaToolPlan struct {
+	in       *record.Record
+	rng      *rand.Rand
+	open     bool
+	hard     bool
+	existing bool // open world, invoked tools stay listed
+	invoked  []record.Tool
+	queries  []toollib.Query   // per invoked tool, once needed
+	vecs     []toollib.Vectors // per invoked tool, once needed
+	taken    map[string]bool   // names a library tool may not use
+}
+
+// Process returns the record's open- or closed-world variant (see
+// MetaToolConfig). A nil error always comes with exactly one record.
+func (s *metaToolStage) Process(ctx context.Context, in *record.Record) ([]*record.Record, error) {
+	p := &metaToolPlan{in: in, rng: s.env.Rand(in.ID), taken: map[string]bool{metaToolName: true, getUserInputName: true}}
+	if err := s.collect(p); err != nil {
+		return nil, err
+	}
+	// Draw all three choices for every record, so changing one ratio does
+	// not change the other choices.
+	p.open = p.rng.Float64() < s.open
+	p.hard = p.rng.Float64() < s.hard
+	p.existing = p.rng.Float64() < s.cfg.ExistingRatio && p.open && len(p.invoked) > 0
+	insert := p.open && !p.existing && len(p.invoked) > 0
+	if insert {
+		if err := s.invokedQueries(p); err != nil {
+			return nil, err
+		}
+	}
+	out := in.Clone()
+	tools, err := s.toolList(ctx, p)
+	if err != nil {
+		return nil, err
+	}
+	out.Tools = tools
+	if insert {
+		if out.Messages, err = s.insertMetaCalls(ctx, p, out.Messages); err != nil {
+			return nil, err
+		}
+	}
+	if s.cfg.GetUserInput {
+		for i := range out.Messages {
+			m := &out.Messages[i]
+			if m.Role == record.RoleAssistant && len(m.Calls) == 0 {
+				m.Calls = []record.Call{{Name: getUserInputName, Arguments: json.RawMessage(`{}`)}}
+			}
+		}
+	}
+	world := "closed"
+	if p.open {
+		world = "open"
+		out.SetTag("result_mode", s.cfg.ResultMode)
+	}
+	difficulty := "simple"
+	if p.hard {
+		difficulty = "hard"
+	}
+	out.SetTag("world", world)
+	out.SetTag("difficulty", difficulty)
+	out.SetTag("category", metaToolCategory(out, p.open))
+	out.AddStep(s.env.Stage, "rule", "")
+	return []*record.Record{out}, nil
+}
+
+// collect finds the invoked tools and checks the record can be handled.
+func (s *metaToolStage) collect(p *metaToolPlan) error {
+	for _, t := range p.in.Tools {
+		if t.Name == metaToolName || t.Name == getUserInputName {
+			return Rejectf(MetaToolReservedName, "the record already lists a tool named %q", t.Name)
+		}
+	}
+	seen := map[string]bool{}
+	for i, m := range p.in.Messages {
+		for _, c := range m.Calls {
+			if c.Name == metaToolName || c.Name == getUserInputName {
+				return Rejectf(MetaToolReservedName, "messages[%d] already calls %q", i, c.Name)
+			}
+			if seen[c.Name] {
+				continue
+			}
+			t, ok := p.in.ToolByName(c.Name)
+			if !ok {
+				return Rejectf(MetaToolUnknownCall, "messages[%d] calls %q, which the record does not list", i, c.Name)
+			}
+			seen[c.Name] = true
+			p.invoked = append(p.invoked, t)
+		}
+	}
+	for _, t := range p.in.Tools {
+		p.taken[t.Name] = true
+	}
+	return nil
+}
+
+// invokedQueries computes the invoked tools' queries (the meta_tool
+// arguments and Algorithm 1's input) once per record.
+func (s *metaToolStage) invokedQueries(p *metaToolPlan) error {
+	if p.queries != nil {
+		return nil
+	}
+	qs := make([]toollib.Query, len(p.invoked))
+	for i, t := range p.invoked {
+		q, err := toollib.QueryOf(t)
+		if err != nil {
+			return Rejectf(MetaToolBadParameters, "invoked %v", err)
+		}
+		qs[i] = q
+	}
+	p.queries = qs
+	return nil
+}
+
+// invokedVectors embeds the invoked tools once per record.
+func (s *metaToolStage) invokedVectors(ctx context.Context, p *metaToolPlan, ml *metaToolLibrary, ix *toollib.Index) error {
+	if p.vecs != nil {
+		return nil
+	}
+	if err := s.invokedQueries(p); err != nil {
+		return err
+	}
+	vecs, err := s.vectorsOf(ctx, ml, ix, p.queries, p.invoked)
+	if err != nil {
+		return err
+	}
+	p.vecs = vecs
+	return nil
+}
+
+// vectorsOf returns the vectors of tools (whose queries are qs): from the
+// library index for tools it holds unchanged, else embedded now (a tool
+// changed since ingest, e.g. translated).
+func (s *metaToolStage) vectorsOf(ctx context.Context, ml *metaToolLibrary, ix *toollib.Index, qs []toollib.Query, tools []record.Tool) ([]toollib.Vectors, error) {
+	vecs := make([]toollib.Vectors, len(tools))
+	var missing []int
+	var mq []toollib.Query
+	for i, t := range tools {
+		if j := ml.find(t); j >= 0 {
+			vecs[i] = ix.Vectors(j)
+		} else {
+			missing = append(missing, i)
+			mq = append(mq, qs[i])
+		}
+	}
+	if len(missing) > 0 {
+		vs, err := toollib.Embed(ctx, s.env.Embedder, mq, metaToolEmbedBatch)
+		if err != nil {
+			return nil, fmt.Errorf("meta_tool: embedding the record's tools: %w", err)
+		}
+		for j, i := range missing {
+			vecs[i] = vs[j]
+		}
+	}
+	return vecs, nil
+}
+
+// toolList builds the record's new tool list.
+func (s *metaToolStage) toolList(ctx context.Context, p *metaToolPlan) ([]record.Tool, error) {
+	invoked := map[string]bool{}
+	for _, t := range p.invoked {
+		invoked[t.Name] = true
+	}
+	var tools, unused []record.Tool
+	names := map[string]bool{}
+	for _, t := range p.in.Tools {
+		if names[t.Name] {
+			continue
+		}
+		names[t.Name] = true
+		switch {
+		case invoked[t.Name]:
+			if !p.open || p.existing {
+				tools = append(tools, t.Clone())
+			}
+		case p.hard:
+			unused = append(unused, t.Clone())
+		}
+	}
+	if !p.hard {
+		return s.withSpecialTools(p, tools), nil
+	}
+	var ml *metaToolLibrary
+	var ix *toollib.Index
+	if len(p.invoked) > 0 {
+		var err error
+		if ml, err = s.library(); err != nil {
+			return nil, err
+		}
+		if ix, err = ml.index(ctx, s.env.Embedder); err != nil {
+			return nil, err
+		}
+		if err := s.invokedVectors(ctx, p, ml, ix); err != nil {
+			return nil, err
+		}
+		// Unused tools that could stand in for an invoked tool go: an
+		// open-world record must not list a twin of the tool it retrieves.
+		// A tool whose parameters do not parse is compared by definition
+		// only.
+		var comparable []record.Tool
+		var qs []toollib.Query
+		for _, t := range unused {
+			if q, err := toollib.QueryOf(t); err == nil {
+				comparable = append(comparable, t)
+				qs = append(qs, q)
+			}
+		}
+		vecs, err := s.vectorsOf(ctx, ml, ix, qs, comparable)
+		if err != nil {
+			return nil, err
+		}
+		kept := unused[:0]
+		for _, t := range unused {
+			var v *toollib.Vectors
+			if j := slices.IndexFunc(comparable, func(c record.Tool) bool { return c.Name == t.Name }); j >= 0 {
+				v = &vecs[j]
+			}
+			if !s.standsIn(p, t, v) {
+				kept = append(kept, t)
+			}
+		}
+		unused = kept
+	}
+	tools = append(tools, unused...)
+	listed := len(tools)
+	if p.open {
+		listed++ // meta_tool
+	}
+	extra, err := s.distractors(p, ml, ix, s.cfg.MinTools-listed)
+	if err != nil {
+		return nil, err
+	}
+	tools = append(tools, extra...)
+	p.rng.Shuffle(len(tools), func(i, j int) { tools[i], tools[j] = tools[j], tools[i] })
+	return s.withSpecialTools(p, tools), nil
+}
+
+// withSpecialTools puts meta_tool first (open world) and get_user_input
+// last (when enabled).
+func (s *metaToolStage) withSpecialTools(p *metaToolPlan, tools []record.Tool) []record.Tool {
+	if p.open {
+		tools = append([]record.Tool{metaToolDef.Clone()}, tools...)
+	}
+	if s.cfg.GetUserInput {
+		tools = append(tools, getUserInputDef.Clone())
+	}
+	return tools
+}
+
+// distractors draws need irrelevant tools from the library (see
+// MetaToolConfig for what may not be drawn), seeded by the record. ml and
+// ix are loaded when the record has invoked tools, else nil.
+func (s *metaToolStage) distractors(p *metaToolPlan, ml *metaToolLibrary, ix *toollib.Index, need int) ([]record.Tool, error) {
+	if need <= 0 {
+		return nil, nil
+	}
+	if ml == nil {
+		var err error
+		if ml, err = s.library(); err != nil {
+			return nil, err
+		}
+	}
+	n := len(ml.lib.Tools)
+	// Sample without replacement (a lazy Fisher–Yates shuffle) and give up
+	// after a bounded number of draws: a library this unfit is a reject,
+	// not a reason to scan it whole for every record.
+	budget := min(n, 64+32*need)
+	swapped := map[int]int{}
+	at := func(i int) int {
+		if v, ok := swapped[i]; ok {
+			return v
+		}
+		return i
+	}
+	var out []record.Tool
+	for d := 0; d < budget && len(out) < need; d++ {
+		j := d + p.rng.IntN(n-d)
+		i := at(j)
+		swapped[j] = at(d)
+		t := ml.lib.Tools[i]
+		if !ml.usable[i] || p.taken[t.Name] {
+			continue
+		}
+		var v *toollib.Vectors
+		if ix != nil {
+			vi := ix.Vectors(i)
+			v = &vi
+		}
+		if s.standsIn(p, t, v) {
+			continue
+		}
+		p.taken[t.Name] = true
+		out = append(out, t.Clone())
+	}
+	if len(out) < need {
+		return nil, Rejectf(MetaToolFewDistractors, "a hard record needs %d irrelevant tools and %d draws from the %d-tool library found %d", need, budget, n, len(out))
+	}
+	return out, nil
+}
+
+// standsIn reports whether cand could stand in for an invoked tool: the
+// same definition, or (when its vectors v are known) an Algorithm-1
+// similarity above distractor_max_similarity in either direction.
+func (s *metaToolStage) standsIn(p *metaToolPlan, cand record.Tool, v *toollib.Vectors) bool {
+	for k, t := range p.invoked {
+		if sameDefinition(t, cand) {
+			return true
+		}
+		if v == nil || p.vecs == nil {
+			continue
+		}
+		if toollib.Score(s.alpha, p.vecs[k], *v) > s.cfg.DistractorMaxSimilarity ||
+			toollib.Score(s.alpha, *v, p.vecs[k]) > s.cfg.DistractorMaxSimilarity {
+			return true
+		}
+	}
+	return false
+}
+
+// insertMetaCalls inserts the meta_tool call and result turns before the
+// first call of each invoked tool.
+func (s *metaToolStage) insertMetaCalls(ctx context.Context, p *metaToolPlan, msgs []record.Message) ([]record.Message, error) {
+	index := map[string]int{} // invoked tool name → position in p.invoked
+	for k, t := range p.invoked {
+		index[t.Name] = k
+	}
+	retrieved := map[string]bool{}
+	returned := map[string]int{} // name → library index of a retrieved-mode distractor already returned
+	out := make([]record.Message, 0, len(msgs)+2*len(p.invoked))
+	for _, m := range msgs {
+		if m.Role == record.RoleAssistant {
+			var fresh []int
+			for _, c := range m.Calls {
+				k := index[c.Name]
+				if !retrieved[c.Name] && !slices.Contains(fresh, k) {
+					fresh = append(fresh, k)
+				}
+			}
+			if len(fresh) > 0 {
+				call := record.Message{Role: record.RoleAssistant}
+				res := record.Message{Role: record.RoleTool}
+				for _, k := range fresh {
+					args, err := metaToolJSON(p.queries[k])
+					if err != nil {
+						return nil, err
+					}
+					content, err := s.metaResult(ctx, p, k, returned)
+					if err != nil {
+						return nil, err
+					}
+					call.Calls = append(call.Calls, record.Call{Name: metaToolName, Arguments: args})
+					res.Results = append(res.Results, record.Result{Name: metaToolName, Content: content})
+					retrieved[p.invoked[k].Name] = true
+				}
+				out = append(out, call, res)
+			}
+		}
+		out = append(out, m)
+	}
+	return out, nil
+}
+
+// metaResult is the Content of the result of invoked tool k's meta_tool
+// call (format: see MetaToolConfig).
+func (s *metaToolStage) metaResult(ctx context.Context, p *metaToolPlan, k int, returned map[string]int) (string, error) {
+	target := p.invoked[k]
+	if s.cfg.ResultMode == MetaToolOracle {
+		b, err := metaToolJSON(target)
+		return string(b), err
+	}
+	ml, err := s.library()
+	if err != nil {
+		return "", err
+	}
+	ix, err := ml.index(ctx, s.env.Embedder)
+	if err != nil {
+		return "", err
+	}
+	if err := s.invokedVectors(ctx, p, ml, ix); err != nil {
+		return "", err
+	}
+	// Library tools that may not appear: every tool named like a listed
+	// or invoked tool (the target itself is added explicitly).
+	blocked := map[int]bool{}
+	for name := range p.taken {
+		for _, i := range ml.lib.Named(name) {
+			blocked[i] = true
+		}
+	}
+	keep := func(i int) bool { return ml.usable[i] && !blocked[i] }
+	want := s.cfg.TopK - 1
+	var chosen []int
+	for m := 2*want + 8; want > 0; m *= 2 {
+		hits := ix.Top(s.alpha, p.vecs[k], m, keep)
+		chosen = chosen[:0]
+		names := map[string]bool{}
+		for _, h := range hits {
+			t := ml.lib.Tools[h.Doc]
+			if names[t.Name] || sameDefinition(t, target) {
+				continue
+			}
+			if j, ok := returned[t.Name]; ok && j != h.Doc {
+				continue
+			}
+			names[t.Name] = true
+			chosen = append(chosen, h.Doc)
+			if len(chosen) == want {
+				break
+			}
+		}
+		if len(chosen) == want || len(hits) < m {
+			break
+		}
+	}
+	list := []record.Tool{target}
+	for _, i := range chosen {
+		returned[ml.lib.Tools[i].Name] = i
+		list = append(list, ml.lib.Tools[i])
+	}
+	p.rng.Shuffle(len(list), func(i, j int) { list[i], list[j] = list[j], list[i] })
+	b, err := metaToolJSON(list)
+	return string(b), err
+}
+
+// metaToolJSON is compact JSON without HTML escaping.
+func metaToolJSON(v any) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimRight(buf.Bytes(), "\n"), nil
+}
+
+// metaToolCategory is the Meta-Bench category of a finished record (see
+// MetaToolConfig).
+func metaToolCategory(r *record.Record, open bool) string {
+	calls, meta := 0, 0
+	for _, m := range r.Messages {
+		for _, c := range m.Calls {
+			switch c.Name {
+			case metaToolName:
+				meta++
+			case getUserInputName:
+			default:
+				calls++
+			}
+		}
+	}
+	switch {
+	case calls == 0:
+		return "chat"
+	case open && meta > 0:
+		return "function_missing"
+	case open:
+		return "function_existing"
+	case calls == 1:
+		return "single_call"
+	default:
+		return "multi_call"
+	}
+}

@@ -1,0 +1,1031 @@
+package stages
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"hash/fnv"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/augmentdata/augment/stages/formats"
+	"github.com/augmentdata/augment/stages/record"
+	"github.com/augmentdata/augment/stages/toollib"
+)
+
+// mtEmbedder is a lexical test embedder: each lower-cased word adds 1 to
+// the dimension its hash picks. It counts the texts it embeds.
+type mtEmbedder struct {
+	mu    sync.Mutex
+	texts int
+	calls int
+}
+
+func (e *mtEmbedder) Embed(_ context.Context, texts []string) ([][]float32, error) {
+	e.mu.Lock()
+	e.texts += len(texts)
+	e.calls++
+	e.mu.Unlock()
+	out := make([][]float32, len(texts))
+	for i, t := range texts {
+		v := make([]float32, 256)
+		for _, w := range strings.Fields(strings.ToLower(t)) {
+			h := fnv.New32a()
+			h.Write([]byte(strings.Trim(w, ".,;:!?()\"'")))
+			v[h.Sum32()%256]++
+		}
+		out[i] = v
+	}
+	return out, nil
+}
+
+func mtTool(name, desc string, params ...string) record.Tool {
+	props := make([]string, len(params))
+	for i, p := range params {
+		pn, pd, _ := strings.Cut(p, ":")
+		props[i] = fmt.Sprintf(`%q:{"type":"string","description":%q}`, pn, pd)
+	}
+	schema := `{"type":"object","properties":{` + strings.Join(props, ",") + `}}`
+	return record.Tool{Name: name, Description: desc, Parameters: json.RawMessage(schema)}
+}
+
+var (
+	mtTraffic = record.Tool{Name: "get_traffic_report", Description: "Get the current traffic report",
+		Parameters: json.RawMessage(`{"type":"object","properties":{"location":{"type":"string","description":"The city and state, e.g. Los Angeles, CA"}},"required":["location"]}`)}
+	mtStock   = mtTool("get_stock_price", "Get the latest trading price of a stock", "symbol:The ticker symbol of the company")
+	mtTime    = mtTool("get_local_time", "Get the current local time in a city", "city:Name of the city")
+	mtWeather = mtTool("get_weather", "Get the weather forecast for a location", "location:The place to forecast", "units:celsius or fahrenheit")
+	mtNews    = mtTool("search_news", "Search recent news articles about a topic", "topic:What the articles should be about")
+	mtRecipe  = mtTool("find_recipe", "Find cooking recipes that use given ingredients", "ingredients:Comma separated ingredient list")
+)
+
+// mtLibrary is a small library of unrelated tools plus the fixtures.
+func mtLibrary() []record.Tool {
+	lib := []record.Tool{mtTraffic, mtStock, mtTime, mtWeather, mtNews, mtRecipe}
+	topics := []string{"hotel rooms", "flight tickets", "movie showtimes", "museum tickets", "concert seats",
+		"train schedules", "car rentals", "restaurant tables", "gym classes", "library books",
+		"parking spots", "bike shares", "ferry times", "tennis courts", "yoga sessions"}
+	for i, topic := range topics {
+		lib = append(lib, mtTool(fmt.Sprintf("book_%d", i), "Reserve "+topic+" for a customer",
+			"customer:Full name of the customer", "when:Date of the reservation"))
+	}
+	return lib
+}
+
+func mtEnv(lib []record.Tool, e toollib.Embedder) *Env {
+	l := toollib.New(lib)
+	env := &Env{Stage: "meta_tool", Seed: 42, Dir: ".", Library: func() (*toollib.Library, error) { return l, nil }}
+	if e != nil {
+		env.Embedder = e
+	}
+	return env
+}
+
+func mtBuild(t testing.TB, cfg MetaToolConfig, env *Env) Stage {
+	t.Helper()
+	cfg.defaults()
+	if probs := cfg.validate(); len(probs) > 0 {
+		t.Fatalf("validate: %v", probs)
+	}
+	st, err := cfg.build(env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+func mtUser(s string) record.Message { return record.Message{Role: record.RoleUser, Content: s} }
+func mtSay(s string) record.Message  { return record.Message{Role: record.RoleAssistant, Content: s} }
+
+func mtCalls(pairs ...string) record.Message {
+	m := record.Message{Role: record.RoleAssistant}
+	for i := 0; i+1 < len(pairs); i += 2 {
+		m.Calls = append(m.Calls, record.Call{Name: pairs[i], Arguments: json.RawMessage(pairs[i+1])})
+	}
+	return m
+}
+
+func mtResults(pairs ...string) record.Message {
+	m := record.Message{Role: record.RoleTool}
+	for i := 0; i+1 < len(pairs); i += 2 {
+		m.Results = append(m.Results, record.Result{Name: pairs[i], Content: pairs[i+1]})
+	}
+	return m
+}
+
+func mtRecord(id string, tools []record.Tool, msgs ...record.Message) *record.Record {
+	return &record.Record{ID: id, Source: "mt", Format: "openai", Tools: tools, Messages: msgs}
+}
+
+// mtSingle is seed 000's Fig 11 dialogue with one unused tool.
+func mtSingle(id string) *record.Record {
+	return mtRecord(id, []record.Tool{mtTraffic, mtStock},
+		mtUser("I need to check the traffic situation in Miami, Florida before I head out. Can you help with that?"),
+		mtCalls("get_traffic_report", `{"location":"Miami, Florida"}`),
+		mtResults("get_traffic_report", `{"status":"heavy"}`),
+		mtSay("Traffic in Miami is heavy right now."))
+}
+
+// mtParallel has one turn with three calls, one tool called twice.
+func mtParallel(id string) *record.Record {
+	return mtRecord(id, []record.Tool{mtStock, mtTime, mtTraffic},
+		mtUser("Compare Apple and Microsoft shares, and what time is it in New York?"),
+		mtCalls("get_stock_price", `{"symbol":"AAPL"}`, "get_stock_price", `{"symbol":"MSFT"}`, "get_local_time", `{"city":"New York"}`),
+		mtResults("get_stock_price", `{"price":191.2}`, "get_stock_price", `{"price":402.5}`, "get_local_time", `{"time":"09:41"}`),
+		mtSay("Apple 191.2, Microsoft 402.5; 09:41 in New York."))
+}
+
+// mtMultiTurn calls get_weather, then get_local_time, then get_weather
+// again together with the new get_traffic_report.
+func mtMultiTurn(id string) *record.Record {
+	return mtRecord(id, []record.Tool{mtWeather, mtTime, mtTraffic, mtNews},
+		mtUser("What's the weather in Paris?"),
+		mtCalls("get_weather", `{"location":"Paris"}`),
+		mtResults("get_weather", `{"temp":18}`),
+		mtSay("18 °C in Paris."),
+		mtUser("And the time there?"),
+		mtCalls("get_local_time", `{"city":"Paris"}`),
+		mtResults("get_local_time", `{"time":"15:02"}`),
+		mtSay("15:02."),
+		mtUser("Weather and traffic in Rome?"),
+		mtCalls("get_weather", `{"location":"Rome"}`, "get_traffic_report", `{"location":"Rome"}`),
+		mtResults("get_weather", `{"temp":24}`, "get_traffic_report", `{"status":"light"}`),
+		mtSay("24 °C and light traffic in Rome."))
+}
+
+func mtChat(id string) *record.Record {
+	return mtRecord(id, []record.Tool{mtWeather}, mtUser("Can you explain what NLP is?"), mtSay("NLP is the field of …"))
+}
+
+func mtAll(prefix string) []*record.Record {
+	return []*record.Record{mtSingle(prefix + ":single"), mtParallel(prefix + ":parallel"), mtMultiTurn(prefix + ":multi"), mtChat(prefix + ":chat")}
+}
+
+func mtProcess(t testing.TB, st Stage, r *record.Record) *record.Record {
+	t.Helper()
+	out, err := st.Process(context.Background(), r)
+	if err != nil {
+		t.Fatalf("%s: %v", r.ID, err)
+	}
+	if len(out) != 1 {
+		t.Fatalf("%s: got %d records, want 1", r.ID, len(out))
+	}
+	return out[0]
+}
+
+// mtResultTools reads a meta_tool result: one definition or a list.
+func mtResultTools(t testing.TB, content string) []record.Tool {
+	t.Helper()
+	var list []record.Tool
+	if strings.HasPrefix(content, "[") {
+		if err := json.Unmarshal([]byte(content), &list); err != nil {
+			t.Fatalf("result list %s: %v", content, err)
+		}
+		return list
+	}
+	var one record.Tool
+	if err := json.Unmarshal([]byte(content), &one); err != nil {
+		t.Fatalf("result %s: %v", content, err)
+	}
+	return []record.Tool{one}
+}
+
+func mtInvokedNames(r *record.Record) []string {
+	var names []string
+	for _, m := range r.Messages {
+		for _, c := range m.Calls {
+			if c.Name != metaToolName && c.Name != getUserInputName && !slices.Contains(names, c.Name) {
+				names = append(names, c.Name)
+			}
+		}
+	}
+	return names
+}
+
+// mtCheck asserts every invariant of a meta_tool output against its
+// input (see MetaToolConfig).
+func mtCheck(t *testing.T, cfg MetaToolConfig, in, out *record.Record) {
+	t.Helper()
+	cfg.defaults()
+	world, difficulty, category := out.Tag("world"), out.Tag("difficulty"), out.Tag("category")
+	if world != "open" && world != "closed" || difficulty != "simple" && difficulty != "hard" {
+		t.Fatalf("%s: tags world=%q difficulty=%q", in.ID, world, difficulty)
+	}
+	if (world == "open") != (out.Tag("result_mode") == cfg.ResultMode) {
+		t.Errorf("%s: world %s with result_mode %q", in.ID, world, out.Tag("result_mode"))
+	}
+	invoked := mtInvokedNames(in)
+	listed := map[string]bool{}
+	regular := 0
+	for i, tl := range out.Tools {
+		if listed[tl.Name] {
+			t.Errorf("%s: tool %q listed twice", in.ID, tl.Name)
+		}
+		listed[tl.Name] = true
+		if tl.Name != getUserInputName {
+			regular++
+		}
+		if tl.Name == metaToolName && i != 0 {
+			t.Errorf("%s: meta_tool listed at %d, want first", in.ID, i)
+		}
+	}
+	if listed[getUserInputName] != cfg.GetUserInput {
+		t.Errorf("%s: get_user_input listed = %v", in.ID, listed[getUserInputName])
+	}
+	if listed[metaToolName] != (world == "open") {
+		t.Errorf("%s: meta_tool listed = %v in a %s world", in.ID, listed[metaToolName], world)
+	}
+	if difficulty == "hard" && regular < cfg.MinTools {
+		t.Errorf("%s: hard record lists %d tools, want ≥ %d", in.ID, regular, cfg.MinTools)
+	}
+	if difficulty == "simple" {
+		for _, tl := range in.Tools {
+			if listed[tl.Name] && !slices.Contains(invoked, tl.Name) {
+				t.Errorf("%s: simple record keeps unused tool %q", in.ID, tl.Name)
+			}
+		}
+	}
+	missing := world == "open" && category == "function_missing"
+	for _, name := range invoked {
+		if missing && listed[name] {
+			t.Errorf("%s: invoked tool %q still listed in a function_missing record", in.ID, name)
+		}
+		if !missing && !listed[name] {
+			t.Errorf("%s: invoked tool %q not listed", in.ID, name)
+		}
+	}
+	if difficulty == "hard" {
+		for _, tl := range out.Tools {
+			orig, inInput := in.ToolByName(tl.Name)
+			for _, name := range invoked {
+				inv, _ := in.ToolByName(name)
+				if tl.Name != name && sameDefinition(tl, inv) {
+					t.Errorf("%s: distractor %q repeats invoked %q", in.ID, tl.Name, name)
+				}
+			}
+			if inInput && !sameDefinition(orig, tl) {
+				t.Errorf("%s: tool %q changed definition", in.ID, tl.Name)
+			}
+		}
+	}
+	// Walk the dialogue: every call names an available tool; meta_tool
+	// calls come right before the first call of each invoked tool, once.
+	avail := maps.Clone(listed)
+	metaFor := map[string]int{} // tool → index of its meta_tool call turn
+	metaCalls := 0
+	var stripped []record.Message
+	for i := 0; i < len(out.Messages); i++ {
+		m := out.Messages[i]
+		isMeta := len(m.Calls) > 0 && m.Calls[0].Name == metaToolName
+		for _, c := range m.Calls {
+			if (c.Name == metaToolName) != isMeta {
+				t.Fatalf("%s: messages[%d] mixes meta_tool with other calls", in.ID, i)
+			}
+			if !avail[c.Name] {
+				t.Errorf("%s: messages[%d] calls %q, not available there", in.ID, i, c.Name)
+			}
+		}
+		if !isMeta {
+			if cfg.GetUserInput && len(m.Calls) == 1 && m.Calls[0].Name == getUserInputName {
+				if string(m.Calls[0].Arguments) != "{}" {
+					t.Errorf("%s: get_user_input arguments %s", in.ID, m.Calls[0].Arguments)
+				}
+				m.Calls = nil
+			}
+			stripped = append(stripped, m)
+			continue
+		}
+		if m.Content != "" || m.Reasoning != "" {
+			t.Errorf("%s: inserted meta_tool turn has text", in.ID)
+		}
+		if i+2 >= len(out.Messages) || out.Messages[i+1].Role != record.RoleTool || len(out.Messages[i+1].Results) != len(m.Calls) {
+			t.Fatalf("%s: meta_tool call turn %d is not followed by its results and a call turn", in.ID, i)
+		}
+		next := out.Messages[i+2]
+		for k, c := range m.Calls {
+			metaCalls++
+			keys, _, err := jsonMembers(c.Arguments)
+			if err != nil || !slices.Equal(keys, []string{"tool_description", "param_description"}) {
+				t.Errorf("%s: meta_tool arguments %s: keys %v, %v", in.ID, c.Arguments, keys, err)
+			}
+			q, err := parseMetaToolArgs(c.Arguments)
+			if err != nil {
+				t.Fatalf("%s: %v", in.ID, err)
+			}
+			res := out.Messages[i+1].Results[k]
+			if res.Name != metaToolName {
+				t.Errorf("%s: result name %q", in.ID, res.Name)
+			}
+			tools := mtResultTools(t, res.Content)
+			if cfg.ResultMode == MetaToolOracle && (len(tools) != 1 || strings.HasPrefix(res.Content, "[")) {
+				t.Errorf("%s: oracle result %s, want one object", in.ID, res.Content)
+			}
+			if len(tools) > cfg.TopK {
+				t.Errorf("%s: %d tools returned, top_k %d", in.ID, len(tools), cfg.TopK)
+			}
+			// The call asks for exactly one invoked tool, which the next
+			// turn calls and the result returns unchanged.
+			var target string
+			for _, name := range invoked {
+				def, _ := in.ToolByName(name)
+				if want, _ := toollib.QueryOf(def); want.Description == q.Description && slices.Equal(want.Params, q.Params) {
+					target = name
+				}
+			}
+			if target == "" {
+				t.Fatalf("%s: meta_tool call %s asks for no invoked tool", in.ID, c.Arguments)
+			}
+			if _, dup := metaFor[target]; dup {
+				t.Errorf("%s: meta_tool called twice for %q", in.ID, target)
+			}
+			metaFor[target] = i
+			if !slices.ContainsFunc(next.Calls, func(c record.Call) bool { return c.Name == target }) {
+				t.Errorf("%s: meta_tool for %q not right before a call of it", in.ID, target)
+			}
+			if avail[target] {
+				t.Errorf("%s: %q retrieved after being available", in.ID, target)
+			}
+			def, _ := in.ToolByName(target)
+			found := false
+			names := map[string]bool{}
+			for _, tl := range tools {
+				if names[tl.Name] {
+					t.Errorf("%s: result repeats name %q", in.ID, tl.Name)
+				}
+				names[tl.Name] = true
+				if tl.Name == target {
+					found = sameDefinition(tl, def)
+				} else if listed[tl.Name] || slices.Contains(invoked, tl.Name) {
+					t.Errorf("%s: result returns %q, which clashes with a listed or invoked tool", in.ID, tl.Name)
+				}
+				avail[tl.Name] = true
+			}
+			if !found {
+				t.Errorf("%s: result for %q does not return its definition: %s", in.ID, target, res.Content)
+			}
+		}
+		i++ // the tool turn
+	}
+	if missing != (metaCalls > 0) {
+		t.Errorf("%s: category %s with %d meta_tool calls", in.ID, category, metaCalls)
+	}
+	if missing && metaCalls != len(invoked) {
+		t.Errorf("%s: %d meta_tool calls for %d invoked tools", in.ID, metaCalls, len(invoked))
+	}
+	// Without the inserted turns (and get_user_input) the dialogue is the input's.
+	if !mtEqualMessages(stripped, in.Messages) {
+		t.Errorf("%s: dialogue changed beyond the inserted turns", in.ID)
+	}
+	if want := mtCategory(in, world == "open", missing); category != want {
+		t.Errorf("%s: category %q, want %q", in.ID, category, want)
+	}
+	if n := len(out.Lineage); n == 0 || out.Lineage[n-1] != (record.Step{Stage: "meta_tool", Provider: "rule"}) {
+		t.Errorf("%s: lineage %v", in.ID, out.Lineage)
+	}
+}
+
+func mtCategory(in *record.Record, open, missing bool) string {
+	n := 0
+	for _, m := range in.Messages {
+		n += len(m.Calls)
+	}
+	switch {
+	case n == 0:
+		return "chat"
+	case missing:
+		return "function_missing"
+	case open:
+		return "function_existing"
+	case n == 1:
+		return "single_call"
+	}
+	return "multi_call"
+}
+
+func mtEqualMessages(a, b []record.Message) bool {
+	x, _ := json.Marshal(a)
+	y, _ := json.Marshal(b)
+	return string(x) == string(y)
+}
+
+func mtPtr(f float64) *float64 { return &f }
+
+func TestMetaToolPaperExample(t *testing.T) {
+	// Seed 000 Fig 11 → Fig 12: open world, simple, oracle.
+	st := mtBuild(t, MetaToolConfig{OpenWorldRatio: mtPtr(1), HardRatio: mtPtr(0)}, mtEnv(nil, nil))
+	out := mtProcess(t, st, mtSingle("mt:fig12"))
+	if got := []string{out.Tools[0].Name}; len(out.Tools) != 1 || got[0] != "meta_tool" {
+		t.Fatalf("tools = %v, want [meta_tool]", out.Tools)
+	}
+	var def map[string]any
+	if err := json.Unmarshal(out.Tools[0].Parameters, &def); err != nil || fmt.Sprint(def["required"]) != "[tool_description param_description]" {
+		t.Errorf("meta_tool parameters %s: required must sit inside parameters", out.Tools[0].Parameters)
+	}
+	want := []record.Message{
+		mtUser("I need to check the traffic situation in Miami, Florida before I head out. Can you help with that?"),
+		mtCalls("meta_tool", `{"tool_description":"Get the current traffic report","param_description":["The city and state, e.g. Los Angeles, CA"]}`),
+		mtResults("meta_tool", `{"name":"get_traffic_report","description":"Get the current traffic report","parameters":{"type":"object","properties":{"location":{"type":"string","description":"The city and state, e.g. Los Angeles, CA"}},"required":["location"]}}`),
+		mtCalls("get_traffic_report", `{"location":"Miami, Florida"}`),
+		mtResults("get_traffic_report", `{"status":"heavy"}`),
+		mtSay("Traffic in Miami is heavy right now."),
+	}
+	if !mtEqualMessages(out.Messages, want) {
+		got, _ := json.MarshalIndent(out.Messages, "", " ")
+		t.Errorf("messages:\n%s", got)
+	}
+	for _, kv := range [][2]string{{"world", "open"}, {"difficulty", "simple"}, {"category", "function_missing"}, {"result_mode", "oracle"}} {
+		if out.Tag(kv[0]) != kv[1] {
+			t.Errorf("tag %s = %q, want %q", kv[0], out.Tag(kv[0]), kv[1])
+		}
+	}
+}
+
+func TestMetaToolParallelAndRepeatedCalls(t *testing.T) {
+	st := mtBuild(t, MetaToolConfig{OpenWorldRatio: mtPtr(1), HardRatio: mtPtr(0)}, mtEnv(nil, nil))
+	tests := []struct {
+		name string
+		in   *record.Record
+		// per inserted meta turn, the tools it retrieves
+		want [][]string
+	}{
+		// A turn calling get_stock_price twice and get_local_time once gets
+		// one meta turn with two calls, in first-call order.
+		{"parallel", mtParallel("mt:p"), [][]string{{"get_stock_price", "get_local_time"}}},
+		// get_weather is retrieved once; the last turn mixes it with the
+		// new get_traffic_report, which alone gets a meta_tool call.
+		{"repeated and mixed", mtMultiTurn("mt:m"), [][]string{{"get_weather"}, {"get_local_time"}, {"get_traffic_report"}}},
+		{"single", mtSingle("mt:s"), [][]string{{"get_traffic_report"}}},
+		{"chat", mtChat("mt:c"), nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			out := mtProcess(t, st, tt.in)
+			mtCheck(t, MetaToolConfig{OpenWorldRatio: mtPtr(1), HardRatio: mtPtr(0)}, tt.in, out)
+			var got [][]string
+			for i, m := range out.Messages {
+				if len(m.Calls) == 0 || m.Calls[0].Name != metaToolName {
+					continue
+				}
+				var names []string
+				for _, r := range out.Messages[i+1].Results {
+					names = append(names, mtResultTools(t, r.Content)[0].Name)
+				}
+				got = append(got, names)
+			}
+			if fmt.Sprint(got) != fmt.Sprint(tt.want) {
+				t.Errorf("meta turns retrieve %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestMetaToolClosedWorld(t *testing.T) {
+	cfg := MetaToolConfig{OpenWorldRatio: mtPtr(0), HardRatio: mtPtr(0)}
+	st := mtBuild(t, cfg, mtEnv(nil, nil))
+	for _, in := range mtAll("mt") {
+		out := mtProcess(t, st, in)
+		mtCheck(t, cfg, in, out)
+		if out.Tag("world") != "closed" {
+			t.Errorf("%s: world %s", in.ID, out.Tag("world"))
+		}
+		for _, m := range out.Messages {
+			for _, c := range m.Calls {
+				if c.Name == metaToolName {
+					t.Errorf("%s: closed world calls meta_tool", in.ID)
+				}
+			}
+		}
+	}
+	// Simple closed-world: exactly the invoked tools, in source order.
+	out := mtProcess(t, st, mtMultiTurn("mt:order"))
+	var names []string
+	for _, tl := range out.Tools {
+		names = append(names, tl.Name)
+	}
+	if want := []string{"get_weather", "get_local_time", "get_traffic_report"}; !slices.Equal(names, want) {
+		t.Errorf("tools %v, want %v", names, want)
+	}
+	if got := mtProcess(t, st, mtParallel("mt:cat")).Tag("category"); got != "multi_call" {
+		t.Errorf("parallel category %q, want multi_call", got)
+	}
+	if got := mtProcess(t, st, mtSingle("mt:cat1")).Tag("category"); got != "single_call" {
+		t.Errorf("single category %q, want single_call", got)
+	}
+}
+
+func TestMetaToolFunctionExisting(t *testing.T) {
+	cfg := MetaToolConfig{OpenWorldRatio: mtPtr(1), HardRatio: mtPtr(0), ExistingRatio: 1}
+	st := mtBuild(t, cfg, mtEnv(nil, nil))
+	for _, in := range mtAll("mt") {
+		out := mtProcess(t, st, in)
+		mtCheck(t, cfg, in, out)
+		if in.ID != "mt:chat" && out.Tag("category") != "function_existing" {
+			t.Errorf("%s: category %s", in.ID, out.Tag("category"))
+		}
+	}
+}
+
+func TestMetaToolHard(t *testing.T) {
+	// The library holds, besides unrelated tools, three that could stand in
+	// for get_traffic_report: the same name with another definition, the same
+	// definition under another name, and a near copy. None may be drawn.
+	sameName := mtTool("get_traffic_report", "Traffic jams on a road", "road:Road name")
+	sameDef := mtTraffic
+	sameDef.Name = "traffic_report_v2"
+	near := mtTraffic
+	near.Name = "current_traffic"
+	near.Description = "Get the current traffic report now"
+	lib := append(mtLibrary(), sameName, sameDef, near)
+	e := &mtEmbedder{}
+	for _, open := range []float64{0, 1} {
+		cfg := MetaToolConfig{OpenWorldRatio: mtPtr(open), HardRatio: mtPtr(1), GetUserInput: true}
+		st := mtBuild(t, cfg, mtEnv(lib, e))
+		for i := range 40 {
+			for _, in := range mtAll(fmt.Sprintf("mt%d", i)) {
+				out := mtProcess(t, st, in)
+				mtCheck(t, cfg, in, out)
+				for _, tl := range out.Tools {
+					if tl.Name == "traffic_report_v2" || tl.Name == "current_traffic" || tl.Name == sameName.Name && tl.Description == sameName.Description {
+						if slices.Contains(mtInvokedNames(in), "get_traffic_report") {
+							t.Errorf("%s: distractor %q could stand in for get_traffic_report", in.ID, tl.Name)
+						}
+					}
+				}
+			}
+		}
+	}
+	// The library is embedded once per run (one request: it is smaller
+	// than a batch); the records' tools are in it, so nothing else is.
+	if e.calls != 2 || e.texts > 2*len(lib)*3 {
+		t.Errorf("embedder called %d times for %d texts; want one call per stage", e.calls, e.texts)
+	}
+}
+
+func TestMetaToolHardKeepsUnusedAndShuffles(t *testing.T) {
+	cfg := MetaToolConfig{OpenWorldRatio: mtPtr(0), HardRatio: mtPtr(1)}
+	st := mtBuild(t, cfg, mtEnv(mtLibrary(), &mtEmbedder{}))
+	orders := map[string]bool{}
+	for i := range 30 {
+		in := mtRecord(fmt.Sprintf("mt:%d", i), []record.Tool{mtTraffic, mtStock, mtTime, mtWeather, mtNews, mtRecipe},
+			mtUser("Traffic in Miami?"), mtCalls("get_traffic_report", `{"location":"Miami"}`))
+		out := mtProcess(t, st, in)
+		mtCheck(t, cfg, in, out)
+		var names []string
+		for _, tl := range out.Tools {
+			names = append(names, tl.Name)
+		}
+		if len(names) != 6 {
+			t.Fatalf("tools %v: want the six input tools and no more", names)
+		}
+		orders[strings.Join(names, ",")] = true
+	}
+	if len(orders) < 5 {
+		t.Errorf("hard tool order varies little: %d orders in 30 records", len(orders))
+	}
+}
+
+func TestMetaToolFewDistractors(t *testing.T) {
+	cfg := MetaToolConfig{OpenWorldRatio: mtPtr(0), HardRatio: mtPtr(1)}
+	st := mtBuild(t, cfg, mtEnv([]record.Tool{mtTraffic, mtStock}, &mtEmbedder{}))
+	_, err := st.Process(context.Background(), mtSingle("mt:few"))
+	if reason, ok := rejectReason(err); !ok || reason != MetaToolFewDistractors {
+		t.Fatalf("err = %v, want reject %s", err, MetaToolFewDistractors)
+	}
+}
+
+func TestMetaToolRetrieved(t *testing.T) {
+	lib := mtLibrary()
+	cfg := MetaToolConfig{OpenWorldRatio: mtPtr(1), HardRatio: mtPtr(0.5), ResultMode: MetaToolRetrieved, TopK: 4}
+	st := mtBuild(t, cfg, mtEnv(lib, &mtEmbedder{}))
+	positions := map[int]int{}
+	for i := range 30 {
+		for _, in := range mtAll(fmt.Sprintf("mt%d", i)) {
+			out := mtProcess(t, st, in)
+			mtCheck(t, cfg, in, out)
+			for j, m := range out.Messages {
+				if m.Role != record.RoleTool || len(m.Results) == 0 || m.Results[0].Name != metaToolName {
+					continue
+				}
+				for k, r := range m.Results {
+					tools := mtResultTools(t, r.Content)
+					if !strings.HasPrefix(r.Content, "[") || len(tools) != 4 {
+						t.Errorf("%s: retrieved result %s, want a list of 4", in.ID, r.Content)
+					}
+					target := out.Messages[j-1].Calls[k]
+					q, _ := parseMetaToolArgs(target.Arguments)
+					for p, tl := range tools {
+						if tl.Description == q.Description {
+							positions[p]++
+						}
+					}
+				}
+			}
+		}
+	}
+	if len(positions) < 3 {
+		t.Errorf("the invoked tool sits at positions %v only; the list should be shuffled", positions)
+	}
+}
+
+func TestMetaToolRetrievedRanksBySimilarity(t *testing.T) {
+	// With top_k 2 the one other tool returned is the library's most
+	// similar eligible tool.
+	lib := append(mtLibrary(), mtTool("traffic_cams", "Show traffic camera images for a city", "location:The city and state"))
+	cfg := MetaToolConfig{OpenWorldRatio: mtPtr(1), HardRatio: mtPtr(0), ResultMode: MetaToolRetrieved, TopK: 2}
+	st := mtBuild(t, cfg, mtEnv(lib, &mtEmbedder{}))
+	out := mtProcess(t, st, mtSingle("mt:rank"))
+	var names []string
+	for _, tl := range mtResultTools(t, out.Messages[2].Results[0].Content) {
+		names = append(names, tl.Name)
+	}
+	slices.Sort(names)
+	if want := []string{"get_traffic_report", "traffic_cams"}; !slices.Equal(names, want) {
+		t.Errorf("retrieved %v, want %v", names, want)
+	}
+}
+
+func TestMetaToolGetUserInput(t *testing.T) {
+	cfg := MetaToolConfig{OpenWorldRatio: mtPtr(0), HardRatio: mtPtr(0), GetUserInput: true}
+	st := mtBuild(t, cfg, mtEnv(nil, nil))
+	out := mtProcess(t, st, mtChat("mt:chat"))
+	mtCheck(t, cfg, mtChat("mt:chat"), out)
+	a := out.Messages[1]
+	if len(a.Calls) != 1 || a.Calls[0].Name != getUserInputName || a.Content != "NLP is the field of …" {
+		t.Errorf("assistant turn %+v", a)
+	}
+	if out.Tag("category") != "chat" || len(out.Tools) != 1 || out.Tools[0].Name != getUserInputName {
+		t.Errorf("category %s, tools %v", out.Tag("category"), out.Tools)
+	}
+	if len(out.Messages) != 2 {
+		t.Errorf("no tool turn may follow get_user_input: %d messages", len(out.Messages))
+	}
+}
+
+func TestMetaToolRejects(t *testing.T) {
+	st := mtBuild(t, MetaToolConfig{OpenWorldRatio: mtPtr(1), HardRatio: mtPtr(0)}, mtEnv(nil, nil))
+	badParams := mtTraffic
+	badParams.Parameters = json.RawMessage(`{"properties":[1]}`)
+	tests := []struct {
+		name string
+		in   *record.Record
+		want string
+	}{
+		{"lists meta_tool", mtRecord("r1", []record.Tool{metaToolDef}, mtUser("x")), MetaToolReservedName},
+		{"lists get_user_input", mtRecord("r2", []record.Tool{getUserInputDef}, mtUser("x")), MetaToolReservedName},
+		{"calls meta_tool", mtRecord("r3", []record.Tool{mtTraffic}, mtUser("x"), mtCalls("meta_tool", `{}`)), MetaToolReservedName},
+		{"unknown call", mtRecord("r4", []record.Tool{mtTraffic}, mtUser("x"), mtCalls("nope", `{}`)), MetaToolUnknownCall},
+		{"bad parameters", mtRecord("r5", []record.Tool{badParams}, mtUser("x"), mtCalls("get_traffic_report", `{}`)), MetaToolBadParameters},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := st.Process(context.Background(), tt.in)
+			if reason, ok := rejectReason(err); !ok || reason != tt.want {
+				t.Errorf("err = %v, want reject %s", err, tt.want)
+			}
+		})
+	}
+}
+
+func TestMetaToolRatios(t *testing.T) {
+	tests := []struct {
+		open, hard         float64
+		wantOpen, wantHard [2]int // bounds out of 400
+	}{
+		{0.5, 0.5, [2]int{160, 240}, [2]int{160, 240}},
+		{0, 1, [2]int{0, 0}, [2]int{400, 400}},
+		{1, 0, [2]int{400, 400}, [2]int{0, 0}},
+		{0.2, 0.8, [2]int{50, 110}, [2]int{290, 350}},
+	}
+	for _, tt := range tests {
+		cfg := MetaToolConfig{OpenWorldRatio: mtPtr(tt.open), HardRatio: mtPtr(tt.hard)}
+		st := mtBuild(t, cfg, mtEnv(mtLibrary(), &mtEmbedder{}))
+		open, hard := 0, 0
+		for i := range 100 {
+			for _, in := range mtAll(fmt.Sprintf("mt%d", i)) {
+				out := mtProcess(t, st, in)
+				mtCheck(t, cfg, in, out)
+				if out.Tag("world") == "open" {
+					open++
+				}
+				if out.Tag("difficulty") == "hard" {
+					hard++
+				}
+			}
+		}
+		if open < tt.wantOpen[0] || open > tt.wantOpen[1] || hard < tt.wantHard[0] || hard > tt.wantHard[1] {
+			t.Errorf("open %.1f hard %.1f: got %d open, %d hard of 400", tt.open, tt.hard, open, hard)
+		}
+	}
+}
+
+// TestMetaToolDeterministic: same seed → same bytes; order and concurrency
+// of processing do not matter; another seed changes choices.
+func TestMetaToolDeterministic(t *testing.T) {
+	cfg := MetaToolConfig{ResultMode: MetaToolRetrieved, GetUserInput: true}
+	var ins []*record.Record
+	for i := range 25 {
+		ins = append(ins, mtAll(fmt.Sprintf("mt%d", i))...)
+	}
+	run := func(seed uint64, order []int, parallel bool) map[string]string {
+		env := mtEnv(mtLibrary(), &mtEmbedder{})
+		env.Seed = seed
+		st := mtBuild(t, cfg, env)
+		out := make(map[string]string)
+		var mu sync.Mutex
+		var wg sync.WaitGroup
+		for _, i := range order {
+			do := func() {
+				r := mtProcess(t, st, ins[i])
+				b, _ := json.Marshal(r)
+				mu.Lock()
+				out[r.ID] = string(b)
+				mu.Unlock()
+			}
+			if parallel {
+				wg.Go(do)
+			} else {
+				do()
+			}
+		}
+		wg.Wait()
+		return out
+	}
+	fwd := make([]int, len(ins))
+	rev := make([]int, len(ins))
+	for i := range ins {
+		fwd[i], rev[i] = i, len(ins)-1-i
+	}
+	a := run(42, fwd, false)
+	for name, b := range map[string]map[string]string{"again": run(42, fwd, false), "reversed": run(42, rev, false), "parallel": run(42, rev, true)} {
+		for id, want := range a {
+			if b[id] != want {
+				t.Errorf("%s: %s differs:\n%s\n%s", name, id, want, b[id])
+			}
+		}
+	}
+	c := run(43, fwd, false)
+	diff := 0
+	for id := range a {
+		if a[id] != c[id] {
+			diff++
+		}
+	}
+	if diff == 0 {
+		t.Error("seed 43 gives the same output as seed 42")
+	}
+	// The input is not modified.
+	if ins[0].Tag("world") != "" || len(ins[0].Lineage) != 0 {
+		t.Error("Process changed its input record")
+	}
+}
+
+func TestMetaToolConfig(t *testing.T) {
+	var c MetaToolConfig
+	c.defaults()
+	if *c.OpenWorldRatio != 0.5 || *c.HardRatio != 0.5 || c.MinTools != 5 || c.ResultMode != MetaToolOracle ||
+		c.TopK != 5 || *c.Alpha != 0.5 || c.DistractorMaxSimilarity != 0.85 || c.ExistingRatio != 0 {
+		t.Errorf("defaults: %+v", c)
+	}
+	if probs := c.validate(); len(probs) != 0 {
+		t.Errorf("defaults invalid: %v", probs)
+	}
+	tests := []struct {
+		cfg  MetaToolConfig
+		want string
+	}{
+		{MetaToolConfig{OpenWorldRatio: mtPtr(1.5)}, "open_world_ratio: 1.5 is outside [0, 1]"},
+		{MetaToolConfig{HardRatio: mtPtr(-0.1)}, "hard_ratio"},
+		{MetaToolConfig{ExistingRatio: 2}, "existing_ratio"},
+		{MetaToolConfig{Alpha: mtPtr(1.1)}, "alpha"},
+		{MetaToolConfig{MinTools: -1}, "min_tools"},
+		{MetaToolConfig{DistractorMaxSimilarity: 1.5}, "distractor_max_similarity"},
+		{MetaToolConfig{ResultMode: "best"}, `result_mode: "best" is not one of oracle, retrieved`},
+		{MetaToolConfig{TopK: -2}, "top_k"},
+	}
+	for _, tt := range tests {
+		tt.cfg.defaults()
+		probs := tt.cfg.validate()
+		if len(probs) != 1 || !strings.Contains(probs[0], tt.want) {
+			t.Errorf("%+v: %v, want one problem about %q", tt.cfg, probs, tt.want)
+		}
+	}
+	// Explicit zero ratios are kept, not defaulted.
+	z := MetaToolConfig{OpenWorldRatio: mtPtr(0), HardRatio: mtPtr(0)}
+	z.defaults()
+	if *z.OpenWorldRatio != 0 || *z.HardRatio != 0 {
+		t.Errorf("zero ratios became %v %v", *z.OpenWorldRatio, *z.HardRatio)
+	}
+	// The library is only needed for hard records or retrieved results.
+	if _, err := (&MetaToolConfig{OpenWorldRatio: mtPtr(1), HardRatio: mtPtr(0), ResultMode: MetaToolOracle, TopK: 5, MinTools: 5, Alpha: mtPtr(0.5)}).build(&Env{}); err != nil {
+		t.Errorf("oracle simple without library: %v", err)
+	}
+	if _, err := (&MetaToolConfig{HardRatio: mtPtr(0.5)}).build(&Env{}); err == nil {
+		t.Error("hard records without a library must fail to build")
+	}
+}
+
+// TestMetaToolYAML: the stage decodes from pipeline.yaml strictly.
+func TestMetaToolYAML(t *testing.T) {
+	src := []byte(`
+sources:
+  - path: x.jsonl
+    format: openai
+stages:
+  - meta_tool:
+      open_world_ratio: 0
+      result_mode: retrieved
+      get_user_input: true
+  - noise:
+      threshold: 0.95
+`)
+	p, err := Parse("pipeline.yaml", src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mt := p.Stages[0].MetaTool
+	if mt == nil || *mt.OpenWorldRatio != 0 || mt.ResultMode != MetaToolRetrieved || !mt.GetUserInput || *mt.HardRatio != 0.5 {
+		t.Errorf("meta_tool config %+v", mt)
+	}
+	if n := p.Stages[1].Noise; n == nil || n.Threshold != 0.95 || n.Attempts != 3 {
+		t.Errorf("noise config %+v", n)
+	}
+	_, err = Parse("pipeline.yaml", []byte("sources:\n  - path: x.jsonl\n    format: openai\nstages:\n  - meta_tool:\n      worlds: 2\n"))
+	if err == nil || !strings.Contains(err.Error(), "worlds") {
+		t.Errorf("unknown key: %v", err)
+	}
+}
+
+// mtBenchRecord is a realistic ToolACE-like record: six tools, a parallel
+// turn and a follow-up turn.
+func mtBenchRecord() *record.Record {
+	return mtRecord("bench:0", []record.Tool{mtTraffic, mtStock, mtTime, mtWeather, mtNews, mtRecipe},
+		mtUser("Compare Apple and Microsoft shares, and what time is it in New York?"),
+		mtCalls("get_stock_price", `{"symbol":"AAPL"}`, "get_stock_price", `{"symbol":"MSFT"}`, "get_local_time", `{"city":"New York"}`),
+		mtResults("get_stock_price", `{"price":191.2}`, "get_stock_price", `{"price":402.5}`, "get_local_time", `{"time":"09:41"}`),
+		mtSay("Apple 191.2, Microsoft 402.5; 09:41 in New York."),
+		mtUser("Any news on Apple? And the weather there?"),
+		mtCalls("search_news", `{"topic":"Apple"}`, "get_weather", `{"location":"New York"}`),
+		mtResults("search_news", `[{"title":"Apple ships"}]`, "get_weather", `{"temp":12}`),
+		mtSay("Apple ships; 12 °C."))
+}
+
+// BenchmarkMetaTool processes one realistic record; the library (5,000
+// tools) is embedded before the timer starts.
+func BenchmarkMetaTool(b *testing.B) {
+	lib := mtLibrary()
+	for i := range 5000 {
+		lib = append(lib, mtTool(fmt.Sprintf("tool_%d", i), fmt.Sprintf("Look up item %d in catalogue %d by code", i, i%97),
+			fmt.Sprintf("code:Item code number %d", i%13), "limit:Maximum number of results"))
+	}
+	for _, c := range []struct {
+		name string
+		cfg  MetaToolConfig
+	}{
+		{"open-simple-oracle", MetaToolConfig{OpenWorldRatio: mtPtr(1), HardRatio: mtPtr(0)}},
+		{"open-hard-retrieved", MetaToolConfig{OpenWorldRatio: mtPtr(1), HardRatio: mtPtr(1), ResultMode: MetaToolRetrieved, GetUserInput: true}},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			st := mtBuild(b, c.cfg, mtEnv(lib, &mtEmbedder{}))
+			in := mtBenchRecord()
+			mtProcess(b, st, in) // embeds the library
+			for b.Loop() {
+				if _, err := st.Process(context.Background(), in); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// mtSharedData locates /work/shared/data from the package directory (or
+// AUGMENT_SHARED_DATA) and skips the test when it is absent.
+func mtSharedData(t testing.TB) string {
+	t.Helper()
+	dir := os.Getenv("AUGMENT_SHARED_DATA")
+	if dir == "" {
+		dir = filepath.Join("..", "..", "shared", "data")
+	}
+	if _, err := os.Stat(dir); err != nil {
+		t.Skipf("shared data not found at %s (set AUGMENT_SHARED_DATA): %v", dir, err)
+	}
+	return dir
+}
+
+// mtRealRecords parses the derived demo dumps (JSON arrays) with
+// stages/formats; rows formats rejects are left out.
+func mtRealRecords(t testing.TB) []*record.Record {
+	t.Helper()
+	dir := mtSharedData(t)
+	var out []*record.Record
+	for _, f := range []struct{ file, format string }{
+		{"derived/toolace_format_glaive_toolcall_en_demo.json", "toolace"},
+		{"derived/toolace_format_glaive_toolcall_zh_demo.json", "toolace"},
+		{"derived/glaive_v2_format_glaive_toolcall_en_demo.json", "glaive"},
+		{"derived/xlam_format_glaive_toolcall_en_demo.json", "xlam"},
+	} {
+		b, err := os.ReadFile(filepath.Join(dir, f.file))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var rows []json.RawMessage
+		if err := json.Unmarshal(b, &rows); err != nil {
+			t.Fatalf("%s: %v", f.file, err)
+		}
+		for i, row := range rows {
+			r, err := formats.Parse(f.format, f.format+"_"+filepath.Base(f.file), int64(i), row)
+			if err != nil {
+				continue
+			}
+			out = append(out, r)
+		}
+	}
+	if len(out) < 500 {
+		t.Fatalf("parsed only %d real records", len(out))
+	}
+	return out
+}
+
+// TestMetaToolRealData runs every variant over the demo rows (English and
+// Chinese; ToolACE rows include parallel calls) and checks all invariants;
+// then the offline noise stage rewrites every open-world record's
+// meta_tool calls, all above the threshold under the offline embedder.
+func TestMetaToolRealData(t *testing.T) {
+	recs := mtRealRecords(t)
+	var lib []record.Tool
+	parallel, repeated := 0, 0
+	for _, r := range recs {
+		lib = append(lib, r.Tools...)
+		seen := map[string]bool{}
+		for _, m := range r.Messages {
+			if len(m.Calls) > 1 {
+				parallel++
+			}
+			for _, c := range m.Calls {
+				if seen[c.Name] {
+					repeated++
+				}
+				seen[c.Name] = true
+			}
+		}
+	}
+	t.Logf("%d records, %d library tools, %d parallel call turns, %d repeated calls", len(recs), len(toollib.New(lib).Tools), parallel, repeated)
+	emb := noiseOfflineEmbedder(t)
+	noise := noiseBuild(t, NoiseConfig{}, noiseOffline(), emb)
+	for _, c := range []struct {
+		name string
+		cfg  MetaToolConfig
+	}{
+		{"defaults", MetaToolConfig{}},
+		{"open-hard-retrieved-get_user_input", MetaToolConfig{OpenWorldRatio: mtPtr(1), HardRatio: mtPtr(1), ResultMode: MetaToolRetrieved, GetUserInput: true}},
+		{"simple-existing", MetaToolConfig{OpenWorldRatio: mtPtr(0.5), HardRatio: mtPtr(0), ExistingRatio: 0.3}},
+	} {
+		cfg := c.cfg
+		st := mtBuild(t, cfg, mtEnv(lib, emb))
+		counts := map[string]int{}
+		calls, changed, rejects := 0, 0, map[string]int{}
+		low := 1.0
+		for _, in := range recs {
+			outs, err := st.Process(context.Background(), in)
+			if err != nil {
+				reason, ok := rejectReason(err)
+				if !ok {
+					t.Fatalf("%s: %v", in.ID, err)
+				}
+				rejects[reason]++
+				continue
+			}
+			out := outs[0]
+			mtCheck(t, cfg, in, out)
+			counts[out.Tag("world")+"/"+out.Tag("difficulty")+"/"+out.Tag("category")]++
+			if out.Tag("category") != "function_missing" {
+				continue
+			}
+			noisy := mtProcess(t, noise, out)
+			sim, _ := strconv.ParseFloat(noisy.Tag("noise_similarity"), 64)
+			low = min(low, sim)
+			for i, m := range noisy.Messages {
+				for j, c := range m.Calls {
+					if c.Name == metaToolName {
+						calls++
+						if string(c.Arguments) != string(out.Messages[i].Calls[j].Arguments) {
+							changed++
+						}
+					}
+				}
+			}
+		}
+		t.Logf("%s: %v, rejects %v; noise changed %d of %d meta_tool calls, lowest similarity %.4f", c.name, counts, rejects, changed, calls, low)
+		if len(rejects) > 0 {
+			t.Errorf("real rows rejected: %v", rejects)
+		}
+		if calls > 0 && (low < 0.9 || changed*2 < calls) {
+			t.Errorf("offline noise: %d of %d calls changed, lowest similarity %.4f", changed, calls, low)
+		}
+	}
+}

@@ -1,0 +1,378 @@
+package stages
+
+import (
+	"context"
+	"fmt"
+	"regexp"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/augmentdata/augment/prompts"
+	"github.com/augmentdata/augment/stages/llm"
+	"github.com/augmentdata/augment/stages/record"
+)
+
+// NegativesConfig is the `negatives:` stage (seed 002, §3.2): it makes
+// no-call examples out of records with calls. For a chosen call turn it
+// removes the function(s) that turn calls from the listed tools (the others
+// stay), cuts the dialogue right before that turn, and ends it with a direct
+// answer instead of the calls: the answer token alone (target: token, the
+// paper's cheap form: the model learns to emit <|answer|> and, at inference,
+// goes on to answer) or a teacher-written reply saying the available tools
+// cannot do it (target: teacher).
+//
+//	stages:
+//	  - negatives:
+//	      ratio: 0.1
+//	      target: token
+//
+// A call turn is eligible when none of its functions can still be reached
+// in the cut dialogue: no earlier turn calls them and no earlier meta_tool
+// result returned them (removing them from the tool list would not make them
+// unavailable otherwise), and, unless allow_no_tools is set, at least one
+// listed tool remains. A record is eligible when it has an eligible turn.
+//
+// The stage returns the input record unchanged followed by its negatives
+// (counted as "added"), ordered by the cut position. A negative has the ID
+// "<parent>/neg<k>" where k is the index of the message it replaces (so the
+// ID is stable when per_record changes), the parent's tags plus
+// category=negative, and a lineage step. Which records and turns are used is
+// a seeded choice per record (Env.Rand), independent of order.
+//
+// A negative whose tool list, or whose dialogue's meta_tool results, still
+// offer a function the replaced turn called is a bug: Process returns a
+// systemic error for it instead of writing it.
+type NegativesConfig struct {
+	// Ratio is the share of eligible records that get negatives, in (0, 1];
+	// default 0.1 (seed 002 added 1k negatives to 110k call examples, ~1%).
+	Ratio float64 `yaml:"ratio" json:"ratio"`
+	// PerRecord is the number of negatives made from one record, each from
+	// a different call turn; default 1. Records with fewer eligible turns
+	// get fewer.
+	PerRecord int `yaml:"per_record" json:"per_record"`
+	// Target is "token" (default: the answer is Token alone) or "teacher"
+	// (a reply written by the teacher, prompt prompts/negative_reply.tmpl).
+	Target string `yaml:"target" json:"target"`
+	// Token is the target of target: token; default "<|answer|>", which the
+	// decision_tokens stage recognises and does not prefix again.
+	Token string `yaml:"token" json:"token"`
+	// AllowNoTools also makes negatives whose tool list ends up empty.
+	AllowNoTools bool `yaml:"allow_no_tools" json:"allow_no_tools,omitempty"`
+	// Prompt overrides prompts/negative_reply.tmpl (target: teacher),
+	// relative to pipeline.yaml.
+	Prompt string `yaml:"prompt" json:"prompt,omitempty"`
+	// Attempts is how many times the teacher is asked for one reply before
+	// the record is rejected (default 3).
+	Attempts int `yaml:"attempts" json:"attempts"`
+}
+
+// Negative targets.
+const (
+	NegativeTargetToken   = "token"
+	NegativeTargetTeacher = "teacher"
+)
+
+// Reject reasons for teacher replies that never passed the check.
+const (
+	NegativeReplyEmpty      = "negative_reply_empty"
+	NegativeReplyCallSyntax = "negative_reply_call_syntax"
+	NegativeReplyClaimsCall = "negative_reply_claims_call"
+)
+
+func (c *NegativesConfig) defaults() {
+	if c.Ratio == 0 {
+		c.Ratio = 0.1
+	}
+	if c.PerRecord == 0 {
+		c.PerRecord = 1
+	}
+	if c.Target == "" {
+		c.Target = NegativeTargetToken
+	}
+	if c.Token == "" {
+		c.Token = DefaultAnswerToken
+	}
+	if c.Attempts == 0 {
+		c.Attempts = 3
+	}
+}
+
+func (c *NegativesConfig) validate() []string {
+	var probs []string
+	if !(c.Ratio > 0 && c.Ratio <= 1) {
+		probs = append(probs, fmt.Sprintf("ratio: %v must be in (0, 1]", c.Ratio))
+	}
+	if c.PerRecord < 1 {
+		probs = append(probs, "per_record: must be at least 1")
+	}
+	if c.Target != NegativeTargetToken && c.Target != NegativeTargetTeacher {
+		probs = append(probs, fmt.Sprintf("target: %q is not one of token, teacher", c.Target))
+	}
+	if strings.TrimSpace(c.Token) == "" {
+		probs = append(probs, "token: must not be blank")
+	}
+	if c.Attempts < 1 {
+		probs = append(probs, "attempts: must be at least 1")
+	}
+	if c.Prompt != "" && c.Target != NegativeTargetTeacher {
+		probs = append(probs, "prompt: only used with target: teacher")
+	}
+	return probs
+}
+
+func (c *NegativesConfig) version() int { return 1 }
+
+func (c *NegativesConfig) build(env *Env) (Stage, error) {
+	s := &negatives{cfg: *c, env: env, version: c.version()}
+	if c.Target == NegativeTargetTeacher {
+		if env.Teacher == nil {
+			return nil, fmt.Errorf("negatives: target teacher needs a teacher")
+		}
+		tmpl, err := prompts.Load("negative_reply", resolvePromptPath(env, c.Prompt))
+		if err != nil {
+			return nil, err
+		}
+		s.tmpl = tmpl
+	}
+	return s, nil
+}
+
+type negatives struct {
+	cfg     NegativesConfig
+	env     *Env
+	tmpl    *prompts.Template // target teacher only
+	version int
+}
+
+// Concurrency is the teacher's capacity when replies are written by the
+// teacher, else one worker per CPU.
+func (s *negatives) Concurrency() int {
+	if s.tmpl != nil {
+		return max(1, s.env.Capacity)
+	}
+	return runtime.NumCPU()
+}
+
+// Process returns r followed by its negatives.
+func (s *negatives) Process(ctx context.Context, r *record.Record) ([]*record.Record, error) {
+	turns := negativeTurns(r, s.cfg.AllowNoTools)
+	if len(turns) == 0 {
+		return []*record.Record{r}, nil
+	}
+	rng := s.env.Rand(r.ID)
+	if rng.Float64() >= s.cfg.Ratio {
+		return []*record.Record{r}, nil
+	}
+	perm := rng.Perm(len(turns))
+	chosen := make([]int, 0, min(s.cfg.PerRecord, len(turns)))
+	for _, i := range perm[:min(s.cfg.PerRecord, len(turns))] {
+		chosen = append(chosen, turns[i])
+	}
+	slices.Sort(chosen)
+	out := []*record.Record{r}
+	for _, k := range chosen {
+		neg, err := s.negative(ctx, r, k)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, neg)
+	}
+	return out, nil
+}
+
+// negative builds the negative of r that replaces message k.
+func (s *negatives) negative(ctx context.Context, r *record.Record, k int) (*record.Record, error) {
+	called := calledNames(r.Messages[k])
+	neg := r.Clone()
+	neg.ID = r.ID + "/neg" + strconv.Itoa(k)
+	neg.Tools = slices.DeleteFunc(neg.Tools, func(t record.Tool) bool { return slices.Contains(called, t.Name) })
+	neg.Messages = neg.Messages[:k]
+	if err := assertNegative(neg, called); err != nil {
+		return nil, err
+	}
+	provider, model := "rule", ""
+	answer := s.cfg.Token
+	if s.tmpl != nil {
+		text, resp, err := s.reply(ctx, r, neg)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", neg.ID, err)
+		}
+		answer, provider, model = text, resp.Provider, resp.Model
+	}
+	neg.Messages = append(neg.Messages, record.Message{Role: record.RoleAssistant, Content: answer})
+	neg.SetTag("category", "negative")
+	neg.AddStep(s.env.Stage, provider, model)
+	return neg, nil
+}
+
+// assertNegative checks the invariant of every negative: no function that
+// the replaced turn called is listed or returned by meta_tool in the kept
+// dialogue. A violation is a bug in the eligibility rules, so it is a
+// systemic error, not a reject.
+func assertNegative(neg *record.Record, called []string) error {
+	scope := toolsInScope(neg, len(neg.Messages))
+	for _, name := range called {
+		if _, ok := scope[name]; ok {
+			return fmt.Errorf("negatives: bug: negative %s still offers the called function %q", neg.ID, name)
+		}
+	}
+	return nil
+}
+
+// negativeTurns returns the indices of r's call turns that can become
+// negatives (see NegativesConfig).
+func negativeTurns(r *record.Record, allowNoTools bool) []int {
+	var turns []int
+	seenUser := false
+	calledBefore := map[string]bool{}
+	for k, m := range r.Messages {
+		switch {
+		case m.Role == record.RoleUser:
+			seenUser = true
+		case m.Role == record.RoleAssistant && len(m.Calls) > 0:
+			names := calledNames(m)
+			if seenUser && negativeTurnOK(r, k, names, calledBefore, allowNoTools) {
+				turns = append(turns, k)
+			}
+			for _, n := range names {
+				calledBefore[n] = true
+			}
+		}
+	}
+	return turns
+}
+
+func negativeTurnOK(r *record.Record, k int, names []string, calledBefore map[string]bool, allowNoTools bool) bool {
+	retrieved := retrievedTools(r.Messages[:k])
+	for _, n := range names {
+		if calledBefore[n] || slices.ContainsFunc(retrieved, func(t record.Tool) bool { return t.Name == n }) {
+			return false
+		}
+	}
+	if allowNoTools {
+		return true
+	}
+	for _, t := range r.Tools {
+		if !slices.Contains(names, t.Name) {
+			return true
+		}
+	}
+	return false
+}
+
+// negativePrompt is what prompts/negative_reply.tmpl renders.
+type negativePrompt struct {
+	Tools    string // the tools left in the negative, indented JSON ("[]" when none)
+	Dialogue string // the cut dialogue, one "[ROLE] text" block per message
+}
+
+func (s *negatives) reply(ctx context.Context, parent, neg *record.Record) (string, llm.Response, error) {
+	msgs, err := s.tmpl.Render(negativePrompt{
+		Tools:    promptToolsJSON(neg.Tools),
+		Dialogue: renderDialogue(neg.System, neg.Messages),
+	})
+	if err != nil {
+		return "", llm.Response{}, err
+	}
+	// Every function of the parent counts for the call-syntax check: the
+	// reply must not call the removed ones either.
+	var names []string
+	for _, t := range parent.Tools {
+		names = append(names, t.Name)
+	}
+	for _, m := range parent.Messages {
+		names = append(names, calledNames(m)...)
+	}
+	req := llm.Request{
+		Stage:    "negatives@" + strconv.Itoa(s.version),
+		Template: s.tmpl.Hash,
+		Messages: msgs,
+		Slot:     neg.ID,
+		Offline:  func() (string, error) { return negativeStandIn(neg), nil },
+	}
+	parse := func(content string) (string, error) {
+		text := strings.TrimSpace(content)
+		return text, checkNegativeReply(text, names)
+	}
+	return llm.Ask(ctx, s.env.Teacher, req, s.cfg.Attempts, parse)
+}
+
+// negativeStandIn is the offline reply: a fixed apology naming the tools
+// that are left, if any.
+func negativeStandIn(neg *record.Record) string {
+	if len(neg.Tools) == 0 {
+		return "I'm sorry, but I don't have a tool that can do this, so I can't carry out your request directly. If you tell me more about what you need, I can try to help in another way."
+	}
+	names := make([]string, len(neg.Tools))
+	for i, t := range neg.Tools {
+		names[i] = t.Name
+	}
+	return fmt.Sprintf("I'm sorry, but I can't do that for you here: the tools I have (%s) are not meant for this request. If you tell me more about what you need, I can try to help in another way.", strings.Join(names, ", "))
+}
+
+// callMarkers are substrings that only occur in function-call syntax.
+var callMarkers = []string{"<functioncall>", "<tool_call>", "</tool_call>", "<|python_tag|>", DefaultUseToolToken}
+
+// jsonCallRe matches a JSON call object's keys: "name": … "arguments"/"parameters":.
+var jsonCallRe = regexp.MustCompile(`(?s)"name"\s*:.*"(?:arguments|parameters)"\s*:`)
+
+// claimPhrases are ways of saying a function was (or is being) called;
+// matched case-insensitively.
+var claimPhrases = []string{
+	"i have called", "i've called", "i called", "i'm calling", "i am calling", "let me call", "i will call", "i'll call",
+	"i have used the", "i've used the", "i used the", "let me use the", "i will use the", "i'll use the",
+	"i have invoked", "i've invoked", "i invoked",
+	"i have run the", "i've run the", "i ran the", "i have executed", "i've executed", "i executed",
+	"i have looked up", "i've looked up", "i looked up", "let me look up",
+	"i have checked", "i've checked", "i checked", "let me check",
+	"i have retrieved", "i've retrieved", "i retrieved", "i have fetched", "i've fetched", "i fetched",
+	"the tool returned", "the function returned", "the api returned", "according to the tool", "according to the function",
+	"here are the results", "the results show",
+	"我已经调用", "我已調用", "我调用了", "我調用了", "已调用", "已調用", "让我调用", "讓我調用", "我来调用", "我來調用", "查询结果显示", "查詢結果顯示",
+}
+
+// checkNegativeReply accepts a reply that is not empty, contains no call
+// syntax (call markers, a JSON object with "name" and "arguments" or
+// "parameters", `name(` for any function of the parent record, a reply
+// wrapped in [ ]) and claims no call (claimPhrases).
+func checkNegativeReply(text string, functions []string) error {
+	if text == "" {
+		return Rejectf(NegativeReplyEmpty, "the reply is empty")
+	}
+	for _, m := range callMarkers {
+		if strings.Contains(text, m) {
+			return Rejectf(NegativeReplyCallSyntax, "the reply contains %q", m)
+		}
+	}
+	if jsonCallRe.MatchString(text) {
+		return Rejectf(NegativeReplyCallSyntax, "the reply contains a JSON function call")
+	}
+	if strings.HasPrefix(text, "[") && strings.HasSuffix(text, "]") {
+		return Rejectf(NegativeReplyCallSyntax, "the reply is a bracketed list, the call syntax of ToolACE")
+	}
+	for _, f := range functions {
+		if f == "" {
+			continue
+		}
+		for i := 0; ; {
+			j := strings.Index(text[i:], f)
+			if j < 0 {
+				break
+			}
+			after := strings.TrimLeft(text[i+j+len(f):], " ")
+			if strings.HasPrefix(after, "(") && (i+j == 0 || !isIdentByte(text[i+j-1])) {
+				return Rejectf(NegativeReplyCallSyntax, "the reply calls %q", f)
+			}
+			i += j + len(f)
+		}
+	}
+	lower := strings.ToLower(text)
+	for _, p := range claimPhrases {
+		if strings.Contains(lower, p) {
+			return Rejectf(NegativeReplyClaimsCall, "the reply claims a function call (%q)", p)
+		}
+	}
+	return nil
+}

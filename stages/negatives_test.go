@@ -1,0 +1,433 @@
+package stages
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/augmentdata/augment/stages/llm"
+	"github.com/augmentdata/augment/stages/record"
+)
+
+func buildNegatives(t testing.TB, cfg NegativesConfig, teacher llm.Client) Stage {
+	t.Helper()
+	cfg.defaults()
+	if probs := cfg.validate(); len(probs) > 0 {
+		t.Fatalf("validate: %v", probs)
+	}
+	st, err := cfg.build(fxEnv("negatives", teacher))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+// checkNegatives asserts the invariants of one Process result and returns
+// the negatives.
+func checkNegatives(t *testing.T, in *record.Record, out []*record.Record, wantToken string) []*record.Record {
+	t.Helper()
+	if len(out) == 0 || out[0] != in {
+		t.Fatalf("%s: the input record must come first, unchanged", in.ID)
+	}
+	negs := out[1:]
+	var ks []int
+	for _, neg := range negs {
+		var k int
+		if _, err := fmt.Sscanf(strings.TrimPrefix(neg.ID, in.ID), "/neg%d", &k); err != nil {
+			t.Fatalf("negative ID %q", neg.ID)
+		}
+		ks = append(ks, k)
+		orig := in.Messages[k]
+		if orig.Role != record.RoleAssistant || len(orig.Calls) == 0 {
+			t.Fatalf("%s: cut at messages[%d], which is not a call turn", neg.ID, k)
+		}
+		// Cut right before the call turn, then one direct answer.
+		if len(neg.Messages) != k+1 || !equalJSON(t, neg.Messages[:k], in.Messages[:k]) {
+			t.Errorf("%s: dialogue is not the parent's first %d messages plus the answer", neg.ID, k)
+		}
+		last := neg.Messages[k]
+		if last.Role != record.RoleAssistant || len(last.Calls) != 0 || last.Reasoning != "" {
+			t.Errorf("%s: last turn %+v is not a direct answer", neg.ID, last)
+		}
+		if wantToken != "" && last.Content != wantToken {
+			t.Errorf("%s: answer %q, want %q", neg.ID, last.Content, wantToken)
+		}
+		// Never keep a called function; keep every other tool, in order.
+		called := calledNames(orig)
+		var want []record.Tool
+		for _, tool := range in.Tools {
+			if !slices.Contains(called, tool.Name) {
+				want = append(want, tool)
+			}
+		}
+		if !equalJSON(t, neg.Tools, want) && !(len(want) == 0 && len(neg.Tools) == 0) {
+			t.Errorf("%s: tools %v, want %v", neg.ID, toolNames(neg.Tools), toolNames(want))
+		}
+		for name := range toolsInScope(neg, len(neg.Messages)) {
+			if slices.Contains(called, name) {
+				t.Errorf("%s: still offers %s", neg.ID, name)
+			}
+		}
+		if neg.Tag("category") != "negative" || len(neg.Lineage) != len(in.Lineage)+1 {
+			t.Errorf("%s: tags %v lineage %v", neg.ID, neg.Tags, neg.Lineage)
+		}
+	}
+	if !slices.IsSorted(ks) || len(slices.Compact(slices.Clone(ks))) != len(ks) {
+		t.Errorf("%s: negatives at %v, want distinct and in order", in.ID, ks)
+	}
+	return negs
+}
+
+func toolNames(tools []record.Tool) []string {
+	var out []string
+	for _, t := range tools {
+		out = append(out, t.Name)
+	}
+	return out
+}
+
+func TestNegativeTurns(t *testing.T) {
+	lonely := fxRecord("fx:lonely", []record.Tool{fxTraffic},
+		fxUser("traffic in Miami?"), fxCalls("get_traffic_report", `{"location":"Miami"}`))
+	noUser := fxRecord("fx:nouser", []record.Tool{fxTraffic, fxStock}, fxCalls("get_stock_price", `{"symbol":"X"}`))
+	tests := []struct {
+		name    string
+		r       *record.Record
+		noTools bool
+		want    []int
+	}{
+		{"single", fxSingle(), false, []int{1}},
+		{"parallel", fxParallel(), false, []int{1}},
+		// Turn 3 calls a tool that meta_tool returned in the dialogue: not eligible.
+		{"meta_tool", fxMetaTool(), false, []int{1}},
+		// Turn 9 calls get_weather again, which turn 1 already called.
+		{"repeat call", fxMultiTurn(), false, []int{1, 5}},
+		{"chat", fxChat(), false, nil},
+		{"no tool would remain", lonely, false, nil},
+		{"no tool may remain", lonely, true, []int{1}},
+		{"no user turn before", noUser, false, nil},
+	}
+	for _, tt := range tests {
+		if got := negativeTurns(tt.r, tt.noTools); !slices.Equal(got, tt.want) {
+			t.Errorf("%s: %v, want %v", tt.name, got, tt.want)
+		}
+	}
+}
+
+func TestNegativesTokenTarget(t *testing.T) {
+	st := buildNegatives(t, NegativesConfig{Ratio: 1, PerRecord: 5}, nil)
+	for _, in := range fxAll() {
+		before := in.Clone()
+		out, err := st.Process(context.Background(), in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		negs := checkNegatives(t, in, out, DefaultAnswerToken)
+		if got, want := len(negs), len(negativeTurns(in, false)); got != want {
+			t.Errorf("%s: %d negatives, want %d (every eligible turn)", in.ID, got, want)
+		}
+		if !equalJSON(t, in, before) {
+			t.Errorf("%s: input modified", in.ID)
+		}
+	}
+	out, _ := st.Process(context.Background(), fxParallel())
+	neg := out[1]
+	if neg.ID != "fx:parallel/neg1" || !slices.Equal(toolNames(neg.Tools), []string{"get_traffic_report"}) {
+		t.Errorf("parallel negative %s tools %v", neg.ID, toolNames(neg.Tools))
+	}
+	if neg.Lineage[0] != (record.Step{Stage: "negatives", Provider: "rule"}) {
+		t.Errorf("lineage %+v", neg.Lineage)
+	}
+	custom := buildNegatives(t, NegativesConfig{Ratio: 1, Token: "[NONE]"}, nil)
+	out, _ = custom.Process(context.Background(), fxSingle())
+	checkNegatives(t, out[0], out, "[NONE]")
+}
+
+// per_record picks distinct turns; the choice is seeded per record.
+func TestNegativesPerRecordAndSeed(t *testing.T) {
+	in := fxMultiTurn() // eligible turns 1 and 5
+	one := buildNegatives(t, NegativesConfig{Ratio: 1}, nil)
+	picked := map[string]int{}
+	for i := range 200 {
+		r := in.Clone()
+		r.ID = fmt.Sprintf("fx:multi%d", i)
+		out, err := one.Process(context.Background(), r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		negs := checkNegatives(t, r, out, DefaultAnswerToken)
+		if len(negs) != 1 {
+			t.Fatalf("%s: %d negatives, want 1", r.ID, len(negs))
+		}
+		picked[strings.TrimPrefix(negs[0].ID, r.ID)]++
+		// Same record, same choice.
+		again, _ := one.Process(context.Background(), r.Clone())
+		if again[1].ID != negs[0].ID {
+			t.Fatalf("%s: choice not deterministic", r.ID)
+		}
+	}
+	if picked["/neg1"] < 50 || picked["/neg5"] < 50 {
+		t.Errorf("turn choice is not spread over the eligible turns: %v", picked)
+	}
+	two := buildNegatives(t, NegativesConfig{Ratio: 1, PerRecord: 2}, nil)
+	out, _ := two.Process(context.Background(), in)
+	if negs := checkNegatives(t, in, out, DefaultAnswerToken); len(negs) != 2 {
+		t.Errorf("per_record 2: %d negatives", len(negs))
+	}
+}
+
+// ratio is the share of eligible records that get negatives, and records
+// flow through conserved: in + added = out.
+func TestNegativesRatioAndConservation(t *testing.T) {
+	const n = 4000
+	for _, ratio := range []float64{0.1, 0.5, 1} {
+		st := buildNegatives(t, NegativesConfig{Ratio: ratio, PerRecord: 2}, nil)
+		in, out, added, withNeg, eligible := 0, 0, 0, 0, 0
+		for i := range n {
+			base := fxAll()[i%5]
+			r := base.Clone()
+			r.ID = fmt.Sprintf("%s#%d", base.ID, i)
+			res, err := st.Process(context.Background(), r)
+			if err != nil {
+				t.Fatal(err)
+			}
+			checkNegatives(t, r, res, DefaultAnswerToken)
+			in++
+			out += len(res)
+			added += len(res) - 1
+			if len(negativeTurns(r, false)) > 0 {
+				eligible++
+			}
+			if len(res) > 1 {
+				withNeg++
+			}
+		}
+		if in+added != out {
+			t.Errorf("ratio %v: in %d + added %d != out %d", ratio, in, added, out)
+		}
+		// Binomial: allow five standard deviations.
+		want := ratio * float64(eligible)
+		sd := 5 * math.Sqrt(float64(eligible)*ratio*(1-ratio))
+		if got := float64(withNeg); got < want-sd || got > want+sd {
+			t.Errorf("ratio %v: %d of %d eligible records got negatives, want about %.0f", ratio, withNeg, eligible, want)
+		}
+	}
+}
+
+// Records in any order give the same negatives.
+func TestNegativesOrderIndependent(t *testing.T) {
+	st := buildNegatives(t, NegativesConfig{Ratio: 0.5}, nil)
+	run := func(recs []*record.Record) map[string]string {
+		got := map[string]string{}
+		for _, r := range recs {
+			out, err := st.Process(context.Background(), r)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, o := range out[1:] {
+				got[o.ID] = fmt.Sprint(toolNames(o.Tools), len(o.Messages))
+			}
+		}
+		return got
+	}
+	var recs []*record.Record
+	for i := range 100 {
+		r := fxAll()[i%5]
+		r.ID = fmt.Sprintf("%s#%d", r.ID, i)
+		recs = append(recs, r)
+	}
+	a := run(recs)
+	slices.Reverse(recs)
+	if b := run(recs); fmt.Sprint(a) != fmt.Sprint(b) {
+		t.Errorf("order changed the negatives:\n%v\n%v", a, b)
+	}
+}
+
+func TestNegativeAssertion(t *testing.T) {
+	bad := fxSingle()
+	bad.Messages = bad.Messages[:1]
+	bad.ID = "fx:single/neg1"
+	err := assertNegative(bad, []string{"get_traffic_report"})
+	if err == nil {
+		t.Fatal("a negative that still lists the called function must fail")
+	}
+	if _, isReject := rejectReason(err); isReject {
+		t.Errorf("the violation must be systemic, got a reject: %v", err)
+	}
+	meta := fxMetaTool()
+	meta.Tools = []record.Tool{fxStock}
+	meta.Messages = meta.Messages[:3]
+	if assertNegative(meta, []string{"get_traffic_report"}) == nil {
+		t.Error("a negative whose meta_tool result offers the called function must fail")
+	}
+	good := fxSingle()
+	good.Tools = []record.Tool{fxStock}
+	good.Messages = good.Messages[:1]
+	if err := assertNegative(good, []string{"get_traffic_report"}); err != nil {
+		t.Error(err)
+	}
+}
+
+func TestNegativesTeacherTarget(t *testing.T) {
+	st := buildNegatives(t, NegativesConfig{Ratio: 1, Target: NegativeTargetTeacher}, fxOffline())
+	for _, in := range fxAll() {
+		out, err := st.Process(context.Background(), in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, neg := range checkNegatives(t, in, out, "") {
+			reply := neg.Messages[len(neg.Messages)-1].Content
+			if !strings.HasPrefix(reply, "I'm sorry") {
+				t.Errorf("%s: reply %q", neg.ID, reply)
+			}
+			if neg.Lineage[len(neg.Lineage)-1].Provider != llm.ProviderOffline {
+				t.Errorf("%s: lineage %+v", neg.ID, neg.Lineage)
+			}
+		}
+	}
+	if st.(Concurrent).Concurrency() != 4 {
+		t.Error("a teacher-backed negatives stage runs at the teacher's capacity")
+	}
+}
+
+func TestNegativesTeacherReask(t *testing.T) {
+	good := "Sorry, I can't look up traffic with the tools I have here. A navigation app would show you live traffic for Miami."
+	tests := []struct {
+		name    string
+		answers []string
+		reason  string
+		asks    int
+	}{
+		{"good", []string{good}, "", 1},
+		{"call then good", []string{`[get_traffic_report(location="Miami")]`, good}, "", 2},
+		{"claim then good", []string{"I checked the traffic for you: it is light.", good}, "", 2},
+		{"always empty", []string{" "}, NegativeReplyEmpty, 3},
+		{"always json call", []string{`{"name": "get_traffic_report", "arguments": {"location": "Miami"}}`}, NegativeReplyCallSyntax, 3},
+		{"always claims", []string{"I have called the traffic service and it returned nothing."}, NegativeReplyClaimsCall, 3},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			sc := &fxScript{answers: map[string][]string{"fx:single/neg1": tt.answers}}
+			st := buildNegatives(t, NegativesConfig{Ratio: 1, Target: NegativeTargetTeacher}, sc)
+			out, err := st.Process(context.Background(), fxSingle())
+			if n := sc.count("fx:single/neg1"); n != tt.asks {
+				t.Errorf("asked %d times, want %d", n, tt.asks)
+			}
+			if tt.reason == "" {
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got := out[1].Messages[1].Content; got != good {
+					t.Errorf("reply %q", got)
+				}
+				return
+			}
+			if got, _ := rejectReason(err); got != tt.reason {
+				t.Errorf("reason %q (%v), want %q", got, err, tt.reason)
+			}
+		})
+	}
+	// The request shows the cut dialogue and the remaining tools only.
+	sc := &fxScript{}
+	st := buildNegatives(t, NegativesConfig{Ratio: 1, Target: NegativeTargetTeacher}, sc)
+	if _, err := st.Process(context.Background(), fxSingle()); err != nil {
+		t.Fatal(err)
+	}
+	text := sc.reqs[0].Messages[0].Content
+	if strings.Contains(text, `"get_traffic_report"`) || !strings.Contains(text, `"get_stock_price"`) ||
+		strings.Contains(text, "Miami is heavy") || !strings.Contains(text, "Miami, Florida before I head out") {
+		t.Errorf("prompt:\n%s", text)
+	}
+	if sc.reqs[0].Stage != "negatives@1" || sc.reqs[0].Slot != "fx:single/neg1" {
+		t.Errorf("request %s %s", sc.reqs[0].Stage, sc.reqs[0].Slot)
+	}
+}
+
+func TestCheckNegativeReply(t *testing.T) {
+	fns := []string{"get_traffic_report", "Market Trends API"}
+	tests := []struct {
+		text, reason string
+	}{
+		{"I can't check live traffic with the tools I have. Try a navigation app.", ""},
+		{"The get_traffic_report tool is not available to me.", ""},
+		{"", NegativeReplyEmpty},
+		{`get_traffic_report(location="Miami")`, NegativeReplyCallSyntax},
+		{`Let me try: get_traffic_report (location="Miami")`, NegativeReplyCallSyntax},
+		{`[Market Trends API(trend_type="MARKET_INDEXES")]`, NegativeReplyCallSyntax},
+		{`<functioncall> {"name": "x"}`, NegativeReplyCallSyntax},
+		{`<|python_tag|>[...]`, NegativeReplyCallSyntax},
+		{`{"name": "get_news", "parameters": {}}`, NegativeReplyCallSyntax},
+		{`[1, 2, 3]`, NegativeReplyCallSyntax},
+		{"my_get_traffic_report(x) is a different word", ""},
+		{"I called the service but it failed.", NegativeReplyClaimsCall},
+		{"Let me check that for you.", NegativeReplyClaimsCall},
+		{"According to the tool, traffic is light.", NegativeReplyClaimsCall},
+		{"我已经调用了工具。", NegativeReplyClaimsCall},
+		{"抱歉，我目前的工具無法查詢交通狀況。", ""},
+	}
+	for _, tt := range tests {
+		got, _ := rejectReason(checkNegativeReply(tt.text, fns))
+		if got != tt.reason {
+			t.Errorf("checkNegativeReply(%q) = %q, want %q", tt.text, got, tt.reason)
+		}
+	}
+	for _, r := range fxAll() {
+		neg := r.Clone()
+		neg.Tools = neg.Tools[1:]
+		if err := checkNegativeReply(negativeStandIn(neg), toolNames(r.Tools)); err != nil {
+			t.Errorf("stand-in fails its own check: %v", err)
+		}
+	}
+	if err := checkNegativeReply(negativeStandIn(&record.Record{}), nil); err != nil {
+		t.Error(err)
+	}
+}
+
+func TestNegativesConfig(t *testing.T) {
+	var c NegativesConfig
+	c.defaults()
+	if c.Ratio != 0.1 || c.PerRecord != 1 || c.Target != "token" || c.Token != "<|answer|>" || c.Attempts != 3 || len(c.validate()) > 0 {
+		t.Errorf("defaults %+v %v", c, c.validate())
+	}
+	bad := NegativesConfig{Ratio: 1.5, PerRecord: -1, Target: "llm", Token: " ", Attempts: -1, Prompt: "x.tmpl"}
+	if probs := bad.validate(); len(probs) != 6 {
+		t.Errorf("validate: %v", probs)
+	}
+	teacher := NegativesConfig{Target: NegativeTargetTeacher}
+	teacher.defaults()
+	if _, err := teacher.build(&Env{}); err == nil {
+		t.Error("target teacher without a teacher must fail")
+	}
+}
+
+func FuzzCheckNegativeReply(f *testing.F) {
+	f.Add("I can't do that.", "get_weather")
+	f.Add(`get_weather(city="x")`, "get_weather")
+	f.Add("", "")
+	f.Fuzz(func(t *testing.T, text, fn string) {
+		err := checkNegativeReply(text, []string{fn})
+		if err == nil {
+			return
+		}
+		switch reason, _ := rejectReason(err); reason {
+		case NegativeReplyEmpty, NegativeReplyCallSyntax, NegativeReplyClaimsCall:
+		default:
+			t.Fatalf("checkNegativeReply(%q, %q): %v", text, fn, err)
+		}
+	})
+}
+
+func BenchmarkNegativesToken(b *testing.B) {
+	st := buildNegatives(b, NegativesConfig{Ratio: 1, PerRecord: 2}, nil)
+	in := fxMultiTurn()
+	ctx := context.Background()
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := st.Process(ctx, in); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -1,0 +1,415 @@
+// Package stages is the pipeline: its config (this file), the runner
+// (run.go), and one file per stage type.
+//
+// The data flow of a run, in order:
+//
+//	sources ──ingest──► 00-ingest ──stage 1──► 01-<name> ──stage 2──► … ──export──► NN-export (LLaMA-Factory dir)
+//
+// ingest parses every source with stages/formats into Parquet shards and the
+// run's tool library; each following stage reads the previous stage's shards
+// and writes its own, shard for shard, with a manifest and rejects.
+package stages
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/augmentdata/augment/stages/formats"
+	"github.com/augmentdata/augment/stages/llm"
+)
+
+// Pipeline is a pipeline.yaml file. Zero values mean "default"; Load
+// applies the defaults before anything hashes or prints the config.
+type Pipeline struct {
+	// Seed drives every seeded choice (sampling, variants, negatives); default 1.
+	Seed    uint64   `yaml:"seed"`
+	Output  Output   `yaml:"output"`
+	Sources []Source `yaml:"sources"`
+	// Teacher is the chat model used by LLM-backed stages; the default
+	// provider "offline" answers with deterministic rule-based stand-ins.
+	Teacher  llm.Config         `yaml:"teacher"`
+	Embedder llm.EmbedderConfig `yaml:"embedder"`
+	Stages   []StageSpec        `yaml:"stages"`
+
+	path string // the file it was loaded from
+}
+
+// Output says where and how stage outputs are written.
+type Output struct {
+	// Dir is the run directory, relative to pipeline.yaml; default "out".
+	Dir string `yaml:"dir"`
+	// ShardSize is the number of records per shard, the unit of resume and
+	// of memory use; default 2000.
+	ShardSize int `yaml:"shard_size"`
+	// RowGroupRows is the Parquet row group size; default 1000.
+	RowGroupRows int `yaml:"row_group_rows"`
+	// JSONL also writes a .jsonl mirror next to every Parquet shard.
+	JSONL bool `yaml:"jsonl"`
+}
+
+// A Source is one raw dump to ingest.
+type Source struct {
+	// Name identifies the source in record IDs ("<name>:<row>") and shard
+	// names; default: the file name without extension.
+	Name string `yaml:"name"`
+	// Path of the dump (JSON array or JSON Lines), relative to pipeline.yaml.
+	Path   string `yaml:"path"`
+	Format string `yaml:"format"` // toolace, glaive, xlam, sharegpt, openai
+	// Limit keeps only the first Limit rows (0: all).
+	Limit int64 `yaml:"limit"`
+	// Fraction keeps each row with this probability, seeded by the
+	// pipeline seed and the row's ID (0: keep all).
+	Fraction float64 `yaml:"fraction"`
+}
+
+// A StageSpec is one entry of the stages list. Exactly one of the type
+// fields is set; Name defaults to the type and must be unique.
+type StageSpec struct {
+	Name string `yaml:"name"`
+	// Skip keeps the stage in the file without running it: its input passes
+	// through to the next stage unchanged.
+	Skip bool `yaml:"skip"`
+
+	// Stage types, one field each (see types).
+	Sample *SampleConfig `yaml:"sample,omitempty"`
+	MetaTool *MetaToolConfig `yaml:"meta_tool,omitempty"`
+	Noise    *NoiseConfig    `yaml:"noise,omitempty"`
+	Reason         *ReasonConfig         `yaml:"reason,omitempty"`
+	DecisionTokens *DecisionTokensConfig `yaml:"decision_tokens,omitempty"`
+	Negatives      *NegativesConfig      `yaml:"negatives,omitempty"`
+	ResponseSchema *ResponseSchemaConfig `yaml:"response_schema,omitempty"`
+	Verify         *VerifyConfig         `yaml:"verify,omitempty"`
+	ToolDC         *ToolDCConfig         `yaml:"tool_dc,omitempty"`
+	Export *ExportConfig `yaml:"export,omitempty"`
+
+	line int
+}
+
+// A stageConfig is the settings block of one stage type.
+type stageConfig interface {
+	// defaults fills zero fields with their defaults.
+	defaults()
+	// validate returns what is wrong, one message per problem, naming the field.
+	validate() []string
+	// build makes the stage. It may load prompts and check the teacher.
+	build(env *Env) (Stage, error)
+	// version is bumped whenever the stage's output for the same input changes.
+	version() int
+}
+
+// types lists the stage types in the order documented in the README. The
+// YAML key of each is the name here.
+func (s *StageSpec) types() []namedConfig {
+	return []namedConfig{
+		{"sample", s.Sample},
+		{"meta_tool", s.MetaTool},
+		{"noise", s.Noise},
+		{"reason", s.Reason},
+		{"decision_tokens", s.DecisionTokens},
+		{"negatives", s.Negatives},
+		{"response_schema", s.ResponseSchema},
+		{"verify", s.Verify},
+		{"tool_dc", s.ToolDC},
+		{"export", s.Export},
+	}
+}
+
+type namedConfig struct {
+	name string
+	cfg  stageConfig
+}
+
+// Type returns the stage's type name and its config.
+func (s *StageSpec) config() (string, stageConfig) {
+	for _, t := range s.types() {
+		if !isNil(t.cfg) {
+			return t.name, t.cfg
+		}
+	}
+	return "", nil
+}
+
+// StageTypes lists the stage type names.
+func StageTypes() []string {
+	var s StageSpec
+	var names []string
+	for _, t := range s.types() {
+		names = append(names, t.name)
+	}
+	return names
+}
+
+func isNil(c stageConfig) bool {
+	if c == nil {
+		return true
+	}
+	v := reflect.ValueOf(c)
+	return v.Kind() == reflect.Pointer && v.IsNil()
+}
+
+// ConfigError lists everything wrong with a pipeline file, each problem
+// prefixed with file:line where the line is known.
+type ConfigError struct {
+	Problems []string
+}
+
+func (e *ConfigError) Error() string {
+	if len(e.Problems) == 1 {
+		return e.Problems[0]
+	}
+	return fmt.Sprintf("%d problems:\n  %s", len(e.Problems), strings.Join(e.Problems, "\n  "))
+}
+
+// Load reads, strictly decodes, defaults and validates a pipeline file.
+// Unknown keys, duplicate keys and bad values are reported with file:line.
+func Load(path string) (*Pipeline, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	return Parse(path, b)
+}
+
+// Parse is Load for a file already in memory.
+func Parse(path string, b []byte) (*Pipeline, error) {
+	p := &Pipeline{path: path}
+	dec := yaml.NewDecoder(bytes.NewReader(b))
+	dec.KnownFields(true)
+	if err := dec.Decode(p); err != nil {
+		return nil, &ConfigError{Problems: yamlProblems(path, err)}
+	}
+	// A second, untyped pass only to learn where each list item starts.
+	var doc struct {
+		Sources []yaml.Node `yaml:"sources"`
+		Stages  []yaml.Node `yaml:"stages"`
+		Teacher yaml.Node   `yaml:"teacher"`
+	}
+	_ = yaml.Unmarshal(b, &doc)
+	for i := range p.Stages {
+		if i < len(doc.Stages) {
+			p.Stages[i].line = doc.Stages[i].Line
+		}
+	}
+	p.defaults()
+	var probs []string
+	at := func(line int, format string, args ...any) {
+		msg := fmt.Sprintf(format, args...)
+		if line > 0 {
+			probs = append(probs, fmt.Sprintf("%s:%d: %s", path, line, msg))
+		} else {
+			probs = append(probs, fmt.Sprintf("%s: %s", path, msg))
+		}
+	}
+	if len(p.Sources) == 0 {
+		at(0, "no sources: add at least one under \"sources:\"")
+	}
+	names := map[string]bool{}
+	for i, s := range p.Sources {
+		var node *yaml.Node
+		if i < len(doc.Sources) {
+			node = &doc.Sources[i]
+		}
+		switch {
+		case s.Path == "":
+			at(keyLine(node, "path"), "source %d: path is required", i+1)
+		case !slices.Contains(formats.Formats(), s.Format):
+			at(keyLine(node, "format"), "source %q: format %q is not one of %s", s.Name, s.Format, strings.Join(formats.Formats(), ", "))
+		}
+		if names[s.Name] {
+			at(keyLine(node, "name"), "source name %q is used twice; set distinct names", s.Name)
+		}
+		names[s.Name] = true
+		if s.Limit < 0 {
+			at(keyLine(node, "limit"), "source %q: limit must be ≥ 0", s.Name)
+		}
+		if s.Fraction < 0 || s.Fraction > 1 {
+			at(keyLine(node, "fraction"), "source %q: fraction must be between 0 and 1", s.Name)
+		}
+	}
+	if p.Output.ShardSize < 1 || p.Output.RowGroupRows < 1 {
+		at(0, "output: shard_size and row_group_rows must be positive")
+	}
+	for _, err := range p.Teacher.Validate() {
+		at(doc.Teacher.Line, "teacher: %v", err)
+	}
+	for _, err := range p.Embedder.Validate() {
+		at(0, "embedder: %v", err)
+	}
+	stageNames := map[string]bool{"ingest": true}
+	for i := range p.Stages {
+		s := &p.Stages[i]
+		var set []string
+		for _, t := range s.types() {
+			if !isNil(t.cfg) {
+				set = append(set, t.name)
+			}
+		}
+		if len(set) != 1 {
+			what := "none"
+			if len(set) > 1 {
+				what = strings.Join(set, " and ")
+			}
+			at(s.line, "stage %d: want exactly one stage type (%s), got %s", i+1, strings.Join(StageTypes(), ", "), what)
+			continue
+		}
+		if stageNames[s.Name] {
+			at(s.line, "stage %d: name %q is already used; give it a distinct name:", i+1, s.Name)
+		}
+		stageNames[s.Name] = true
+		_, cfg := s.config()
+		for _, msg := range cfg.validate() {
+			at(s.line, "stage %q: %s", s.Name, msg)
+		}
+	}
+	if len(probs) > 0 {
+		return nil, &ConfigError{Problems: probs}
+	}
+	return p, nil
+}
+
+// keyLine returns the line of key in a mapping node, else the node's line.
+func keyLine(node *yaml.Node, key string) int {
+	if node == nil {
+		return 0
+	}
+	if node.Kind == yaml.MappingNode {
+		for i := 0; i+1 < len(node.Content); i += 2 {
+			if node.Content[i].Value == key {
+				return node.Content[i].Line
+			}
+		}
+	}
+	return node.Line
+}
+
+// yamlProblems turns yaml.v3's errors ("line 6: field rtae not found in type
+// stages.Source") into "pipeline.yaml:6: unknown key rtae in source".
+func yamlProblems(path string, err error) []string {
+	var te *yaml.TypeError
+	msgs := []string{err.Error()}
+	if errors.As(err, &te) {
+		msgs = te.Errors
+	}
+	var out []string
+	for _, m := range msgs {
+		m = strings.TrimPrefix(m, "yaml: ")
+		if rest, ok := strings.CutPrefix(m, "line "); ok {
+			if n, msg, ok := strings.Cut(rest, ": "); ok {
+				out = append(out, fmt.Sprintf("%s:%s: %s", path, n, friendlyYAML(msg)))
+				continue
+			}
+		}
+		out = append(out, fmt.Sprintf("%s: %s", path, friendlyYAML(m)))
+	}
+	return out
+}
+
+func friendlyYAML(msg string) string {
+	// "field rtae not found in type stages.Source"
+	if f, typ, ok := strings.Cut(msg, " not found in type "); ok {
+		return fmt.Sprintf("unknown key %q in %s", strings.TrimPrefix(f, "field "), typeNoun(typ))
+	}
+	return msg
+}
+
+func typeNoun(goType string) string {
+	t := goType[strings.LastIndex(goType, ".")+1:]
+	switch t {
+	case "Pipeline":
+		return "the top level (want seed, output, sources, teacher, embedder, stages)"
+	case "StageSpec":
+		return "a stage (want name, skip, or one stage type: " + strings.Join(StageTypes(), ", ") + ")"
+	}
+	return strings.TrimSuffix(strings.ToLower(t[:1])+t[1:], "config")
+}
+
+func (p *Pipeline) defaults() {
+	if p.Seed == 0 {
+		p.Seed = 1
+	}
+	if p.Output.Dir == "" {
+		p.Output.Dir = "out"
+	}
+	if p.Output.ShardSize == 0 {
+		p.Output.ShardSize = 2000
+	}
+	if p.Output.RowGroupRows == 0 {
+		p.Output.RowGroupRows = 1000
+	}
+	for i := range p.Sources {
+		s := &p.Sources[i]
+		if s.Name == "" {
+			base := filepath.Base(s.Path)
+			s.Name = strings.TrimSuffix(base, filepath.Ext(base))
+		}
+	}
+	p.Teacher.Defaults()
+	p.Embedder.Defaults()
+	for i := range p.Stages {
+		s := &p.Stages[i]
+		name, cfg := s.config()
+		if cfg == nil {
+			continue
+		}
+		if s.Name == "" {
+			s.Name = name
+		}
+		cfg.defaults()
+	}
+}
+
+// Dir is the directory of the pipeline file; relative paths resolve against it.
+func (p *Pipeline) Dir() string { return filepath.Dir(p.path) }
+
+// Path is the pipeline file.
+func (p *Pipeline) Path() string { return p.path }
+
+// Resolve makes a config path absolute against the pipeline file's directory.
+func (p *Pipeline) Resolve(path string) string {
+	if path == "" || filepath.IsAbs(path) {
+		return path
+	}
+	return filepath.Join(p.Dir(), path)
+}
+
+// teacherFingerprint covers the teacher settings that change answers: not
+// endpoints, concurrency, timeouts or prices, so adding a replica or raising
+// a limit reruns nothing.
+func teacherFingerprint(c llm.Config) string {
+	b, _ := json.Marshal(struct {
+		Provider, Model, StructuredOutput string
+		Temperature, TopP                 *float64
+		MaxTokens                         int
+		Seed                              *int
+	}{c.Provider, c.Model, c.StructuredOutput, c.Temperature, c.TopP, c.MaxTokens, c.Seed})
+	return string(b)
+}
+
+// embedderFingerprint covers the embedder settings that change vectors.
+func embedderFingerprint(c llm.EmbedderConfig) string {
+	return fmt.Sprintf("%s/%s/%d", c.Provider, c.Model, c.Dimensions)
+}
+
+// Effective renders the pipeline with every default applied: what the run
+// really uses, written to <output>/config.yaml.
+func (p *Pipeline) Effective() ([]byte, error) {
+	var buf bytes.Buffer
+	enc := yaml.NewEncoder(&buf)
+	enc.SetIndent(2)
+	if err := enc.Encode(p); err != nil {
+		return nil, err
+	}
+	if err := enc.Close(); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}

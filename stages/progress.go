@@ -1,0 +1,144 @@
+package stages
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"sync/atomic"
+	"time"
+
+	"github.com/schollz/progressbar/v3"
+
+	"github.com/augmentdata/augment/stages/llm"
+	"golang.org/x/term"
+)
+
+// progress reports how far a stage is: a progress bar on a terminal, a log
+// line every logEvery otherwise. LLM stages add the teacher's counters.
+type progress struct {
+	bar   *progressbar.ProgressBar
+	n     atomic.Int64
+	stop  chan struct{}
+	ended chan struct{}
+}
+
+const logEvery = 10 * time.Second
+
+// newProgress tracks records out of total.
+func (r *Runner) newProgress(name string, total int64, env *Env) *progress {
+	return r.startProgress(name, total, "records", env)
+}
+
+// newProgressBytes tracks bytes of a dump.
+func (r *Runner) newProgressBytes(name string, size int64) *progress {
+	return r.startProgress(name, size, "bytes", nil)
+}
+
+func (r *Runner) startProgress(name string, total int64, unit string, env *Env) *progress {
+	p := &progress{stop: make(chan struct{}), ended: make(chan struct{})}
+	w := r.o.Progress
+	if w == nil {
+		close(p.ended)
+		return p
+	}
+	if f, ok := w.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
+		opts := []progressbar.Option{
+			progressbar.OptionSetWriter(w),
+			progressbar.OptionSetDescription(name),
+			progressbar.OptionShowCount(),
+			progressbar.OptionSetItsString(unit),
+			progressbar.OptionShowIts(),
+			progressbar.OptionSetPredictTime(true),
+			progressbar.OptionThrottle(200 * time.Millisecond),
+			progressbar.OptionClearOnFinish(),
+		}
+		if unit == "bytes" {
+			opts = append(opts, progressbar.OptionShowBytes(true))
+		}
+		p.bar = progressbar.NewOptions64(total, opts...)
+	}
+	start := time.Now()
+	var last llm.Stats
+	lastAt := start
+	go func() {
+		defer close(p.ended)
+		every := logEvery
+		if p.bar != nil {
+			every = time.Second
+		}
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			select {
+			case <-p.stop:
+				return
+			case <-t.C:
+				n := p.n.Load()
+				extra := ""
+				if env != nil {
+					if s := env.stats(); s != nil {
+						extra = " " + llmProgress(last, *s, time.Since(lastAt).Seconds())
+						last, lastAt = *s, time.Now()
+					}
+				}
+				if p.bar != nil {
+					p.bar.Describe(name + extra)
+					continue
+				}
+				el := time.Since(start).Seconds()
+				rate := float64(n) / el
+				eta := "?"
+				if rate > 0 && total > 0 {
+					eta = (time.Duration(float64(total-n)/rate) * time.Second).Round(time.Second).String()
+				}
+				fmt.Fprintf(w, "progress stage=%q %s=%d/%d rate=%.0f/s eta=%s%s\n", name, unit, n, total, rate, eta, extra)
+			}
+		}
+	}()
+	return p
+}
+
+func (p *progress) add(n int64) {
+	p.n.Add(n)
+	if p.bar != nil {
+		p.bar.Add64(n)
+	}
+}
+
+func (p *progress) done() {
+	select {
+	case <-p.stop:
+	default:
+		close(p.stop)
+	}
+	<-p.ended
+	if p.bar != nil {
+		p.bar.Finish()
+	}
+}
+
+// progressReader counts the bytes read from a dump.
+type progressReader struct {
+	r io.Reader
+	p *progress
+}
+
+func (pr progressReader) Read(b []byte) (int, error) {
+	n, err := pr.r.Read(b)
+	pr.p.add(int64(n))
+	return n, err
+}
+
+// llmProgress describes teacher traffic since the previous snapshot.
+func llmProgress(prev, cur llm.Stats, secs float64) string {
+	if secs <= 0 {
+		secs = 1
+	}
+	sent := float64(cur.Requests-cur.CacheHits-(prev.Requests-prev.CacheHits)) / secs
+	toks := float64(cur.TokensIn+cur.TokensOut-prev.TokensIn-prev.TokensOut) / secs
+	s := fmt.Sprintf("req/s=%.1f tok/s=%.0f in_flight=%d cache_hits=%d failed=%d", sent, toks, cur.InFlight, cur.CacheHits, cur.Failed)
+	if cur.Cost > 0 {
+		s += fmt.Sprintf(" cost=%.2f", cur.Cost)
+	}
+	return s
+}

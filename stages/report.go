@@ -1,0 +1,38 @@
+package stages
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/augmentdata/augment/manifests"
+)
+
+// PrintReport writes a run's summary: one line per stage with its shards and
+// record counts, then the rejects by reason.
+func PrintReport(w io.Writer, rep *Report) {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "stage\tshards run\tskipped\tin\tout\trejected\tfiltered\tadded\trequests\tcache hits\t")
+	for _, s := range rep.Stages {
+		c := s.Counts
+		req, hits := "-", "-"
+		if s.LLM != nil {
+			req, hits = fmt.Sprint(s.LLM.Requests-s.LLM.CacheHits), fmt.Sprint(s.LLM.CacheHits)
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%s\t\n", s.Dir, s.Ran, s.Skipped, c.In, c.Out,
+			manifests.Sum(c.Rejected), manifests.Sum(c.Filtered), c.Added, req, hits)
+	}
+	tw.Flush()
+	for _, s := range rep.Stages {
+		if len(s.Counts.Rejected) == 0 {
+			continue
+		}
+		var parts []string
+		for _, k := range manifests.Reasons(s.Counts.Rejected) {
+			parts = append(parts, fmt.Sprintf("%s=%d", k, s.Counts.Rejected[k]))
+		}
+		fmt.Fprintf(w, "rejected in %s: %s\n", s.Dir, strings.Join(parts, " "))
+	}
+	fmt.Fprintf(w, "output: %s\n", rep.Dir)
+}

@@ -1,0 +1,286 @@
+package stages
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/augmentdata/augment/stages/record"
+)
+
+func schemaOf(content string) string {
+	var buf bytes.Buffer
+	deriveSchema(content).write(&buf)
+	return buf.String()
+}
+
+func TestDeriveSchema(t *testing.T) {
+	tests := []struct {
+		name, in, want string
+	}{
+		{"string", `"ok"`, `{"type":"string"}`},
+		{"integer", `42`, `{"type":"integer"}`},
+		{"negative integer", `-7`, `{"type":"integer"}`},
+		{"number", `4.5`, `{"type":"number"}`},
+		{"exponent is a number", `1e3`, `{"type":"number"}`},
+		{"1.0 is a number", `1.0`, `{"type":"number"}`},
+		{"boolean", `true`, `{"type":"boolean"}`},
+		{"null", `null`, `{"type":"null"}`},
+		{"not JSON", `Temperature: 18C`, `{"type":"string"}`},
+		{"empty", ``, `{"type":"string"}`},
+		{"truncated JSON", `{"a": [1, 2`, `{"type":"string"}`},
+		{"empty object", `{}`, `{"type":"object","properties":{}}`},
+		{"empty array", `[]`, `{"type":"array"}`},
+		{"object keeps key order", `{"b":1,"a":"x","c":null}`,
+			`{"type":"object","properties":{"b":{"type":"integer"},"a":{"type":"string"},"c":{"type":"null"}}}`},
+		{"array items from the first element only", `[{"id":1},{"id":"x","extra":true},3]`,
+			`{"type":"array","items":{"type":"object","properties":{"id":{"type":"integer"}}}}`},
+		{"nested", `{"albums":{"href":"u","items":[{"artists":[{"name":"The Weeknd","popularity":0.9}]}],"meta":[]}}`,
+			`{"type":"object","properties":{"albums":{"type":"object","properties":{"href":{"type":"string"},"items":{"type":"array","items":{"type":"object","properties":{"artists":{"type":"array","items":{"type":"object","properties":{"name":{"type":"string"},"popularity":{"type":"number"}}}}}}},"meta":{"type":"array"}}}}}`},
+		{"array of arrays", `[[1,2],[3]]`, `{"type":"array","items":{"type":"array","items":{"type":"integer"}}}`},
+		{"duplicate key merges", `{"a":null,"a":5}`, `{"type":"object","properties":{"a":{"type":"integer"}}}`},
+		{"escaped key", `{"say \"hi\"<>":1}`, `{"type":"object","properties":{"say \"hi\"<>":{"type":"integer"}}}`},
+		{"surrounding space", "  [true]\n", `{"type":"array","items":{"type":"boolean"}}`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := schemaOf(tt.in)
+			if got != tt.want {
+				t.Errorf("got  %s\nwant %s", got, tt.want)
+			}
+			if !json.Valid([]byte(got)) {
+				t.Errorf("invalid JSON %s", got)
+			}
+		})
+	}
+	deep := strings.Repeat("[", 40) + strings.Repeat("]", 40)
+	got := schemaOf(deep)
+	if n := strings.Count(got, `"array"`); n != maxSchemaDepth+1 {
+		t.Errorf("depth cap: %d array levels in %s", n, got)
+	}
+}
+
+func TestMergeSchema(t *testing.T) {
+	merge := func(contents ...string) string {
+		var n *schemaNode
+		for _, c := range contents {
+			n = mergeSchema(n, deriveSchema(c))
+		}
+		var buf bytes.Buffer
+		n.write(&buf)
+		return buf.String()
+	}
+	tests := []struct {
+		name string
+		in   []string
+		want string
+	}{
+		{"union of properties in first-seen order", []string{`{"a":1,"b":"x"}`, `{"c":true,"a":2}`},
+			`{"type":"object","properties":{"a":{"type":"integer"},"b":{"type":"string"},"c":{"type":"boolean"}}}`},
+		{"integer widens to number", []string{`{"v":1}`, `{"v":1.5}`}, `{"type":"object","properties":{"v":{"type":"number"}}}`},
+		{"number stays number", []string{`1.5`, `1`}, `{"type":"number"}`},
+		{"null gives way", []string{`null`, `{"a":1}`}, `{"type":"object","properties":{"a":{"type":"integer"}}}`},
+		{"null after a type is ignored", []string{`"x"`, `null`}, `{"type":"string"}`},
+		{"conflict: first seen wins", []string{`{"a":"x"}`, `{"a":{"b":1}}`}, `{"type":"object","properties":{"a":{"type":"string"}}}`},
+		{"non-JSON after object keeps the object", []string{`{"a":1}`, `error: timeout`}, `{"type":"object","properties":{"a":{"type":"integer"}}}`},
+		{"empty array then items", []string{`{"l":[]}`, `{"l":[{"x":1}]}`},
+			`{"type":"object","properties":{"l":{"type":"array","items":{"type":"object","properties":{"x":{"type":"integer"}}}}}}`},
+		{"array items merge", []string{`[{"x":1}]`, `[{"y":"s"}]`},
+			`{"type":"array","items":{"type":"object","properties":{"x":{"type":"integer"},"y":{"type":"string"}}}}`},
+	}
+	for _, tt := range tests {
+		if got := merge(tt.in...); got != tt.want {
+			t.Errorf("%s:\n got  %s\n want %s", tt.name, got, tt.want)
+		}
+	}
+}
+
+func runResponseSchema(t testing.TB, cfg ResponseSchemaConfig, recs []*record.Record) (*responseSchemas, string, []*record.Record) {
+	t.Helper()
+	cfg.defaults()
+	st, err := cfg.build(fxEnv("response_schema", nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rs := st.(*responseSchemas)
+	digest, err := rs.Plan(context.Background(), func(yield func(*record.Record) error) error {
+		for _, r := range recs {
+			if err := yield(r); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []*record.Record
+	for _, r := range recs {
+		res, err := rs.Process(context.Background(), r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, res...)
+	}
+	return rs, digest, out
+}
+
+func responseOf(r *record.Record, name string) string {
+	t, _ := r.ToolByName(name)
+	return string(t.Response)
+}
+
+func TestResponseSchemaStage(t *testing.T) {
+	other := fxSingle()
+	other.ID = "fx:single2"
+	other.Messages[2].Results[0].Content = `{"status":"light","updated":"09:00"}`
+	// Same name, different definition: a separate tool.
+	renamed := fxSingle()
+	renamed.ID = "fx:single3"
+	renamed.Tools[0].Description = "Traffic, another provider"
+	renamed.Messages[2].Results[0].Content = `["jam"]`
+	recs := []*record.Record{fxSingle(), other, renamed, fxParallel(), fxMetaTool(), fxMultiTurn(), fxChat()}
+	before := make([]*record.Record, len(recs))
+	for i, r := range recs {
+		before[i] = r.Clone()
+	}
+	_, digest, out := runResponseSchema(t, ResponseSchemaConfig{}, recs)
+	for i, r := range recs {
+		if !equalJSON(t, r, before[i]) {
+			t.Errorf("%s: input modified", r.ID)
+		}
+	}
+	traffic := `{"type":"object","properties":{"status":{"type":"string"},"incidents":{"type":"array","items":{"type":"object","properties":{"road":{"type":"string"},"delay_min":{"type":"integer"}}}},"updated":{"type":"string"}}}`
+	checks := []struct {
+		rec  int
+		tool string
+		want string
+	}{
+		{0, "get_traffic_report", traffic},
+		{1, "get_traffic_report", traffic},
+		{2, "get_traffic_report", `{"type":"array","items":{"type":"string"}}`},
+		{3, "get_stock_price", `{"type":"object","properties":{"price":{"type":"number"}}}`},
+		{3, "get_local_time", `{"type":"object","properties":{"time":{"type":"string"}}}`},
+		{3, "get_traffic_report", traffic}, // listed there, observed elsewhere
+		{0, "get_stock_price", `{"type":"object","properties":{"price":{"type":"number"}}}`},
+		{4, "meta_tool", ""}, // see below
+		{5, "get_weather", `{"type":"object","properties":{"temp":{"type":"number"},"sky":{"type":"string"},"wind":{"type":"object","properties":{"kmh":{"type":"integer"}}}}}`},
+		{6, "get_weather", `{"type":"object","properties":{"temp":{"type":"number"},"sky":{"type":"string"},"wind":{"type":"object","properties":{"kmh":{"type":"integer"}}}}}`},
+	}
+	for _, c := range checks {
+		got := responseOf(out[c.rec], c.tool)
+		if c.tool == "meta_tool" {
+			// meta_tool's results are tool definitions; their schema is
+			// derived like any other tool's.
+			if !strings.HasPrefix(got, `{"type":"object","properties":{`) || !strings.Contains(got, `"name":{"type":"string"}`) {
+				t.Errorf("%s %s: %s", out[c.rec].ID, c.tool, got)
+			}
+			continue
+		}
+		if got != c.want {
+			t.Errorf("%s %s:\n got  %s\n want %s", out[c.rec].ID, c.tool, got, c.want)
+		}
+	}
+	if out[6] == recs[6] {
+		t.Error("fx:chat lists get_weather, whose schema was derived from fx:multi")
+	}
+	if l := out[0].Lineage; len(l) != 1 || l[0].Provider != "rule" {
+		t.Errorf("lineage %+v", l)
+	}
+	// Same input, same digest; changed observations, changed digest.
+	_, again, _ := runResponseSchema(t, ResponseSchemaConfig{}, recs)
+	if again != digest {
+		t.Error("digest not deterministic")
+	}
+	recs[0] = recs[0].Clone()
+	recs[0].Messages[2].Results[0].Content = `{"status":"heavy","extra":1}`
+	if _, changed, _ := runResponseSchema(t, ResponseSchemaConfig{}, recs); changed == digest {
+		t.Error("digest ignores the observations")
+	}
+}
+
+func TestResponseSchemaExisting(t *testing.T) {
+	in := fxSingle()
+	in.Tools[0].Response = json.RawMessage(`{"type":"object"}`)
+	_, _, out := runResponseSchema(t, ResponseSchemaConfig{}, []*record.Record{in})
+	if got := responseOf(out[0], "get_traffic_report"); got != `{"type":"object"}` {
+		t.Errorf("existing schema replaced: %s", got)
+	}
+	if out[0] != in {
+		t.Error("nothing to change, the record must pass through")
+	}
+	_, _, out = runResponseSchema(t, ResponseSchemaConfig{Overwrite: true}, []*record.Record{in})
+	if got := responseOf(out[0], "get_traffic_report"); !strings.Contains(got, "incidents") {
+		t.Errorf("overwrite: %s", got)
+	}
+	// A second pass over its own output changes nothing.
+	_, _, again := runResponseSchema(t, ResponseSchemaConfig{Overwrite: true}, out)
+	if again[0] != out[0] {
+		t.Error("second pass changed the record")
+	}
+}
+
+func TestResponseSchemaNeedsPlan(t *testing.T) {
+	st, _ := (&ResponseSchemaConfig{}).build(fxEnv("response_schema", nil))
+	_, err := st.Process(context.Background(), fxSingle())
+	if err == nil {
+		t.Fatal("Process before Plan must fail")
+	}
+	if _, isReject := rejectReason(err); isReject {
+		t.Error("Process before Plan is a systemic error, not a reject")
+	}
+}
+
+// Results are matched to calls by position within a turn, and by name.
+func TestObserveRecordParallel(t *testing.T) {
+	var got []string
+	observeRecord(fxParallel(), func(key string, n *schemaNode) {
+		name, _, _ := strings.Cut(key, "\x00")
+		var buf bytes.Buffer
+		n.write(&buf)
+		got = append(got, name+" "+buf.String())
+	})
+	want := []string{
+		`get_stock_price {"type":"object","properties":{"price":{"type":"number"}}}`,
+		`get_stock_price {"type":"object","properties":{"price":{"type":"number"}}}`,
+		`get_local_time {"type":"object","properties":{"time":{"type":"string"}}}`,
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("got\n%s", strings.Join(got, "\n"))
+	}
+	unknown := fxRecord("fx:unknown", nil, fxUser("x"), fxCalls("nowhere", `{}`), fxResults("nowhere", `{"a":1}`))
+	observeRecord(unknown, func(key string, _ *schemaNode) { t.Errorf("observed %q without a definition", key) })
+}
+
+func FuzzDeriveSchema(f *testing.F) {
+	f.Add(`{"a":[{"b":1.5}],"c":null}`)
+	f.Add(`not json`)
+	f.Add(`[[[[]]]]`)
+	f.Fuzz(func(t *testing.T, s string) {
+		a, b := schemaOf(s), schemaOf(s)
+		if a != b {
+			t.Fatalf("not deterministic for %q", s)
+		}
+		if !json.Valid([]byte(a)) {
+			t.Fatalf("schema of %q is not JSON: %s", s, a)
+		}
+		var buf bytes.Buffer
+		mergeSchema(deriveSchema(s), deriveSchema(`{"x":1}`)).write(&buf)
+		if !json.Valid(buf.Bytes()) {
+			t.Fatalf("merged schema of %q is not JSON: %s", s, buf.String())
+		}
+	})
+}
+
+func BenchmarkResponseSchema(b *testing.B) {
+	var recs []*record.Record
+	for range 100 {
+		recs = append(recs, fxAll()...)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		runResponseSchema(b, ResponseSchemaConfig{}, recs)
+	}
+}

@@ -1,0 +1,735 @@
+package stages
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/augmentdata/augment/manifests"
+	"github.com/augmentdata/augment/prompts"
+	"github.com/augmentdata/augment/stages/llm"
+	"github.com/augmentdata/augment/stages/record"
+	"github.com/augmentdata/augment/stages/shard"
+	"github.com/augmentdata/augment/stages/toollib"
+)
+
+// Options are the run's settings that are not part of pipeline.yaml.
+type Options struct {
+	Version string       // augment version, written into manifests and Parquet metadata
+	Log     *slog.Logger // progress and skip lines; default discards
+	// Progress receives progress bars when it is a terminal, else periodic
+	// log lines are written; nil disables progress output.
+	Progress io.Writer
+	Explain  bool // log why each shard and request is not served from earlier work
+	Getenv   func(string) string
+}
+
+// A Report summarises what a run did, stage by stage.
+type Report struct {
+	Dir    string
+	Stages []StageReport
+}
+
+// A StageReport is one stage's line of a Report.
+type StageReport struct {
+	Name, Type, Dir string
+	Ran, Skipped    int // shards
+	Counts          manifests.Counts
+	LLM             *llm.Stats
+}
+
+// stageRun is one stage of the run as the runner sees it.
+type stageRun struct {
+	index int
+	name  string
+	typ   string
+	spec  *StageSpec // nil for ingest
+	dir   string     // absolute
+	rel   string     // relative to the run dir, e.g. "02-meta_tool"
+}
+
+// Runner executes a pipeline. It is used once.
+type Runner struct {
+	p       *Pipeline
+	o       Options
+	dir     string // run dir, absolute
+	teacher *llm.Teacher
+	embed   llm.Embedder
+
+	libOnce sync.Once
+	lib     *toollib.Library
+	libErr  error
+	libRefs []manifests.FileRef
+}
+
+// NewRunner prepares a run of p: it opens the request cache and the teacher.
+func NewRunner(p *Pipeline, o Options) (*Runner, error) {
+	if o.Log == nil {
+		o.Log = slog.New(slog.DiscardHandler)
+	}
+	if o.Getenv == nil {
+		o.Getenv = os.Getenv
+	}
+	if o.Version == "" {
+		o.Version = "dev"
+	}
+	dir, err := filepath.Abs(p.Resolve(p.Output.Dir))
+	if err != nil {
+		return nil, err
+	}
+	r := &Runner{p: p, o: o, dir: dir}
+	lo := llm.Options{CacheDir: filepath.Join(dir, "cache"), Getenv: o.Getenv, Log: o.Log, Explain: o.Explain}
+	if r.teacher, err = llm.NewTeacher(p.Teacher, lo); err != nil {
+		return nil, fmt.Errorf("teacher: %w", err)
+	}
+	if r.embed, err = llm.NewEmbedder(p.Embedder, lo); err != nil {
+		r.teacher.Close()
+		return nil, fmt.Errorf("embedder: %w", err)
+	}
+	return r, nil
+}
+
+// Close releases the request cache.
+func (r *Runner) Close() error {
+	err := r.teacher.Close()
+	if c, ok := r.embed.(io.Closer); ok {
+		err = errors.Join(err, c.Close())
+	}
+	return err
+}
+
+// plan lists the stages of the run in order, ingest first.
+func (r *Runner) plan() []stageRun {
+	runs := []stageRun{{index: 0, name: "ingest", typ: "ingest", rel: "00-ingest"}}
+	for i := range r.p.Stages {
+		s := &r.p.Stages[i]
+		typ, _ := s.config()
+		rel := fmt.Sprintf("%02d-%s", i+1, s.Name)
+		runs = append(runs, stageRun{index: i + 1, name: s.Name, typ: typ, spec: s, rel: rel})
+	}
+	for i := range runs {
+		runs[i].dir = filepath.Join(r.dir, runs[i].rel)
+	}
+	return runs
+}
+
+// Run executes every stage in order. A stage whose shards are all up to date
+// is skipped; a failed shard stops the run and nothing of it is visible, so
+// running again resumes where this run stopped.
+func (r *Runner) Run(ctx context.Context) (*Report, error) {
+	if err := os.MkdirAll(r.dir, 0o755); err != nil {
+		return nil, err
+	}
+	if err := r.writeEffectiveConfig(); err != nil {
+		return nil, err
+	}
+	rep := &Report{Dir: r.dir}
+	runs := r.plan()
+	ing, err := r.ingest(ctx, runs[0])
+	rep.Stages = append(rep.Stages, ing.report)
+	if err != nil {
+		return rep, fmt.Errorf("stage ingest: %w", err)
+	}
+	input := ing.outputs
+	for _, sr := range runs[1:] {
+		if sr.spec.Skip {
+			r.o.Log.Info("skip stage", "stage", sr.name, "reason", "skip: true in pipeline.yaml")
+			continue
+		}
+		res, err := r.runStage(ctx, sr, input)
+		rep.Stages = append(rep.Stages, res.report)
+		if err != nil {
+			return rep, fmt.Errorf("stage %s: %w", sr.name, err)
+		}
+		if !res.sink {
+			input = res.outputs
+		}
+	}
+	if err := r.sweepStale(runs); err != nil {
+		return rep, err
+	}
+	return rep, nil
+}
+
+// A shardInput is one Parquet shard handed from a stage to the next.
+type shardInput struct {
+	name string // e.g. "toolace-00000"
+	ref  manifests.FileRef
+}
+
+type stageResult struct {
+	report  StageReport
+	outputs []shardInput
+	sink    bool
+}
+
+// fingerprint hashes everything about a stage, except its input, that can
+// change its output.
+func (r *Runner) fingerprint(typ string, version int, cfg any, env *Env, extra ...string) (string, json.RawMessage, error) {
+	cfgJSON, err := json.Marshal(cfg)
+	if err != nil {
+		return "", nil, err
+	}
+	h := sha256.New()
+	fmt.Fprintf(h, "type=%s\nversion=%d\nseed=%d\nconfig=%s\n", typ, version, r.p.Seed, cfgJSON)
+	if env != nil {
+		for _, name := range slices.Sorted(mapsKeys(env.prompts)) {
+			fmt.Fprintf(h, "prompt %s=%s\n", name, env.prompts[name])
+		}
+		fmt.Fprintf(h, "teacher=%s\nembedder=%s\n", teacherFingerprint(r.p.Teacher), embedderFingerprint(r.p.Embedder))
+	}
+	for _, e := range extra {
+		fmt.Fprintf(h, "%s\n", e)
+	}
+	return hex.EncodeToString(h.Sum(nil)), cfgJSON, nil
+}
+
+func shardKey(fingerprint string, extra string, inputs ...manifests.FileRef) string {
+	h := sha256.New()
+	fmt.Fprintf(h, "%s\n%s\n", fingerprint, extra)
+	for _, in := range inputs {
+		fmt.Fprintf(h, "%s %s\n", in.Path, in.SHA256)
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// newEnv builds the Env of one stage.
+func (r *Runner) newEnv(sr stageRun) *Env {
+	return &Env{
+		Stage:    sr.name,
+		Seed:     r.p.Seed,
+		Dir:      r.p.Dir(),
+		Teacher:  r.teacher.Stage(sr.name),
+		Embedder: r.embed,
+		Provider: r.p.Teacher.Provider,
+		Model:    r.p.Teacher.Model,
+		Capacity: r.teacher.Capacity(),
+		Library:  r.library,
+		Log:      r.o.Log.With("stage", sr.name),
+		prompts:  map[string]string{},
+	}
+}
+
+// library loads the tool library written by ingest.
+func (r *Runner) library() (*toollib.Library, error) {
+	r.libOnce.Do(func() {
+		var tools []record.Tool
+		for _, ref := range r.libRefs {
+			err := shard.ScanJSONL(filepath.Join(r.dir, ref.Path), func(t record.Tool) error {
+				tools = append(tools, t)
+				return nil
+			})
+			if err != nil {
+				r.libErr = fmt.Errorf("tool library: %w", err)
+				return
+			}
+		}
+		r.lib = toollib.New(tools)
+	})
+	return r.lib, r.libErr
+}
+
+// runStage runs one record stage (or sink) over the previous stage's shards.
+func (r *Runner) runStage(ctx context.Context, sr stageRun, inputs []shardInput) (stageResult, error) {
+	typ, cfg := sr.spec.config()
+	res := stageResult{report: StageReport{Name: sr.name, Type: typ, Dir: sr.rel}}
+	if err := os.MkdirAll(sr.dir, 0o755); err != nil {
+		return res, err
+	}
+	if err := manifests.Sweep(sr.dir); err != nil {
+		return res, err
+	}
+	env := r.newEnv(sr)
+	st, err := cfg.build(env)
+	if err != nil {
+		return res, err
+	}
+	sink, isSink := st.(Sink)
+	res.sink = isSink
+	fp, cfgJSON, err := r.fingerprint(typ, cfg.version(), cfg, env, "library="+r.libraryHash())
+	if err != nil {
+		return res, err
+	}
+	mpath := filepath.Join(sr.dir, "manifest.json")
+	old, err := manifests.Read[manifests.Stage](mpath)
+	if err != nil {
+		return res, err
+	}
+	// Decide, shard by shard, what is already done.
+	plan := ""
+	if old != nil && old.ConfigHash == fp {
+		plan = old.Plan
+	}
+	todo := r.pending(sr, old, fp, plan, inputs)
+	if planner, ok := st.(Planner); ok && len(todo) > 0 {
+		digest, err := r.runPlan(ctx, planner, inputs)
+		if err != nil {
+			return res, fmt.Errorf("plan: %w", err)
+		}
+		plan = digest
+		todo = r.pending(sr, old, fp, plan, inputs)
+	}
+	m := &manifests.Stage{
+		Name: sr.name, Type: typ, Version: cfg.version(), Tool: r.o.Version,
+		ConfigHash: fp, Config: cfgJSON, Plan: plan, Started: time.Now().UTC(),
+	}
+	if len(todo) == 0 && old != nil {
+		r.o.Log.Info("skip stage", "stage", sr.name, "shards", len(inputs), "reason", "up to date")
+		res.report.Skipped = len(inputs)
+		res.report.Counts = old.Totals
+		res.outputs = outputsOf(old, inputs)
+		return res, nil
+	}
+	prog := r.newProgress(sr.name, totalRows(inputs), env)
+	defer prog.done()
+	var mu sync.Mutex
+	done := map[string]manifests.Shard{}
+	if old != nil {
+		for _, s := range old.Shards {
+			if _, redo := todo[s.Name]; !redo {
+				done[s.Name] = s
+			}
+		}
+	}
+	save := func() error {
+		m.Shards = m.Shards[:0]
+		m.Totals = manifests.Counts{}
+		for _, in := range inputs {
+			if s, ok := done[in.name]; ok {
+				m.Shards = append(m.Shards, s)
+				m.Totals.Add(s.Counts)
+			}
+		}
+		if stats := env.stats(); stats != nil {
+			m.LLM, _ = json.Marshal(stats)
+		}
+		m.Notes = env.notes()
+		m.Seconds = time.Since(m.Started).Seconds()
+		return manifests.Write(mpath, m)
+	}
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(shardWorkers(st))
+	for _, in := range inputs {
+		key, redo := todo[in.name]
+		if !redo {
+			res.report.Skipped++
+			prog.add(in.ref.Rows)
+			r.o.Log.Debug("skip shard", "stage", sr.name, "shard", in.name, "reason", "up to date")
+			continue
+		}
+		g.Go(func() error {
+			start := time.Now()
+			sh, err := r.runShard(gctx, sr, st, sink, in, prog)
+			if err != nil {
+				return fmt.Errorf("shard %s: %w", in.name, err)
+			}
+			sh.Key, sh.Seconds = key, time.Since(start).Seconds()
+			mu.Lock()
+			defer mu.Unlock()
+			done[in.name] = sh
+			res.report.Ran++
+			r.o.Log.Info("shard done", "stage", sr.name, "shard", in.name, "in", sh.In, "out", sh.Out,
+				"rejected", manifests.Sum(sh.Rejected), "filtered", manifests.Sum(sh.Filtered), "added", sh.Added)
+			return save()
+		})
+	}
+	err = g.Wait()
+	if isSink && err == nil {
+		var shards []manifests.Shard
+		for _, in := range inputs {
+			shards = append(shards, done[in.name])
+		}
+		var notes []string
+		notes, err = sink.Finish(sr.dir, shards)
+		env.note(notes...)
+	}
+	m.Finished = time.Now().UTC()
+	mu.Lock()
+	if serr := save(); err == nil {
+		err = serr
+	}
+	mu.Unlock()
+	res.report.Counts = m.Totals
+	res.report.LLM = env.stats()
+	if err != nil {
+		return res, err
+	}
+	if err := removeUnlisted(sr.dir, m); err != nil {
+		return res, err
+	}
+	res.outputs = outputsOf(m, inputs)
+	return res, nil
+}
+
+// pending returns the shards that must be (re)made, with their new keys.
+func (r *Runner) pending(sr stageRun, old *manifests.Stage, fp, plan string, inputs []shardInput) map[string]string {
+	todo := map[string]string{}
+	for _, in := range inputs {
+		key := shardKey(fp, "plan="+plan, in.ref)
+		if old != nil {
+			if s, ok := old.Shard(in.name); ok && s.Key == key && r.outputsExist(s) {
+				continue
+			}
+			if r.o.Explain {
+				r.o.Log.Info("explain", "stage", sr.name, "shard", in.name, "why", explainShard(old, fp, plan, in))
+			}
+		}
+		todo[in.name] = key
+	}
+	return todo
+}
+
+func explainShard(old *manifests.Stage, fp, plan string, in shardInput) string {
+	s, ok := old.Shard(in.name)
+	switch {
+	case !ok:
+		return "no earlier output for this shard"
+	case old.ConfigHash != fp:
+		return "stage settings changed (config, prompt, teacher, seed, version or tool library)"
+	case old.Plan != plan:
+		return "the stage's whole-input plan changed"
+	case len(s.Inputs) == 0 || s.Inputs[0].SHA256 != in.ref.SHA256:
+		return "input shard content changed"
+	default:
+		return "an output file is missing or changed"
+	}
+}
+
+// outputsExist checks that a recorded shard's outputs are on disk with the
+// recorded sizes. (Hashing them would read every output on every run.)
+func (r *Runner) outputsExist(s manifests.Shard) bool {
+	for _, o := range s.Outputs {
+		fi, err := os.Stat(filepath.Join(r.dir, o.Path))
+		if err != nil || fi.Size() != o.Bytes {
+			return false
+		}
+	}
+	return true
+}
+
+func outputsOf(m *manifests.Stage, inputs []shardInput) []shardInput {
+	var out []shardInput
+	for _, in := range inputs {
+		s, ok := m.Shard(in.name)
+		if !ok {
+			continue
+		}
+		for _, o := range s.Outputs {
+			if strings.HasSuffix(o.Path, ".parquet") {
+				out = append(out, shardInput{name: in.name, ref: o})
+			}
+		}
+	}
+	return out
+}
+
+func totalRows(inputs []shardInput) int64 {
+	var n int64
+	for _, in := range inputs {
+		n += in.ref.Rows
+	}
+	return n
+}
+
+// shardWorkers is how many shards of a stage run at once: LLM stages keep
+// their concurrency inside a shard, CPU stages spread shards over the CPUs.
+func shardWorkers(st Stage) int {
+	if c, ok := st.(Concurrent); ok && c.Concurrency() > runtime.NumCPU() {
+		return 2 // keeps the teacher busy while one shard drains its tail
+	}
+	return runtime.NumCPU()
+}
+
+// runPlan streams every input record to a Planner.
+func (r *Runner) runPlan(ctx context.Context, pl Planner, inputs []shardInput) (string, error) {
+	return pl.Plan(ctx, func(yield func(*record.Record) error) error {
+		for _, in := range inputs {
+			if err := shard.Scan(filepath.Join(r.dir, in.ref.Path), yield); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// runShard processes one input shard and writes its outputs atomically.
+func (r *Runner) runShard(ctx context.Context, sr stageRun, st Stage, sink Sink, in shardInput, prog *progress) (manifests.Shard, error) {
+	recs, err := shard.Read(filepath.Join(r.dir, in.ref.Path))
+	if err != nil {
+		return manifests.Shard{}, err
+	}
+	sh := manifests.Shard{Name: in.name, Inputs: []manifests.FileRef{in.ref}}
+	sh.In = int64(len(recs))
+	outs := make([][]*record.Record, len(recs))
+	errs := make([]error, len(recs))
+	workers := runtime.NumCPU()
+	if c, ok := st.(Concurrent); ok {
+		workers = max(1, c.Concurrency())
+	}
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(workers)
+	for i, rec := range recs {
+		if gctx.Err() != nil {
+			break
+		}
+		g.Go(func() error {
+			out, err := safeProcess(gctx, st, rec)
+			if err != nil {
+				if _, ok := rejectReason(err); !ok && !isFilter(err) {
+					return fmt.Errorf("record %s: %w", rec.ID, err)
+				}
+			}
+			outs[i], errs[i] = out, err
+			prog.add(1)
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return sh, err
+	}
+	if err := ctx.Err(); err != nil {
+		return sh, err
+	}
+	var kept []*record.Record
+	var rejects []shard.Reject
+	for i, rec := range recs {
+		var f *Filter
+		switch {
+		case errors.As(errs[i], &f):
+			sh.Filtered = incr(sh.Filtered, f.Reason)
+		case errs[i] != nil:
+			reason, _ := rejectReason(errs[i])
+			sh.Rejected = incr(sh.Rejected, reason)
+			rejects = append(rejects, shard.Reject{Stage: sr.name, ID: rec.ID, Source: rec.Source, Row: rec.Row,
+				Reason: reason, Detail: errs[i].Error(), Record: rec})
+		default:
+			if len(outs[i]) == 0 {
+				sh.Filtered = incr(sh.Filtered, "empty")
+			}
+			sh.Added += int64(max(0, len(outs[i])-1))
+			kept = append(kept, outs[i]...)
+		}
+	}
+	sh.Out = int64(len(kept))
+	if err := sh.Counts.Balanced(); err != nil {
+		return sh, err
+	}
+	if sink != nil {
+		refs, srejects, err := sink.WriteShard(ctx, sr.dir, in.name, kept)
+		if err != nil {
+			return sh, err
+		}
+		for _, rj := range srejects {
+			sh.Rejected = incr(sh.Rejected, rj.Reason)
+			rejects = append(rejects, rj)
+		}
+		sh.Out -= int64(len(srejects))
+		sh.Outputs = append(sh.Outputs, r.rel(refs)...)
+	} else {
+		refs, err := shard.Write(filepath.Join(sr.dir, "part-"+in.name+".parquet"), kept, r.shardOptions())
+		if err != nil {
+			return sh, err
+		}
+		sh.Outputs = append(sh.Outputs, r.rel(refs)...)
+	}
+	if len(rejects) > 0 {
+		ref, err := shard.WriteRejects(filepath.Join(sr.dir, "rejects-"+in.name+".jsonl"), rejects)
+		if err != nil {
+			return sh, err
+		}
+		sh.Outputs = append(sh.Outputs, r.rel([]manifests.FileRef{ref})...)
+	}
+	return sh, sh.Counts.Balanced()
+}
+
+// safeProcess turns a panic in a stage into a reject, so one bad record
+// cannot take the run down; the panic is a bug and is logged as such.
+func safeProcess(ctx context.Context, st Stage, rec *record.Record) (out []*record.Record, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			buf := make([]byte, 4096)
+			buf = buf[:runtime.Stack(buf, false)]
+			slog.Error("stage panicked (a bug; the record is rejected)", "record", rec.ID, "panic", p, "stack", string(buf))
+			out, err = nil, Rejectf("internal_error", "stage panicked: %v", p)
+		}
+	}()
+	return st.Process(ctx, rec)
+}
+
+func isFilter(err error) bool {
+	var f *Filter
+	return errors.As(err, &f)
+}
+
+func incr(m map[string]int64, k string) map[string]int64 {
+	if m == nil {
+		m = map[string]int64{}
+	}
+	m[k]++
+	return m
+}
+
+func (r *Runner) shardOptions() shard.Options {
+	return shard.Options{Version: r.o.Version, RowGroupRows: r.p.Output.RowGroupRows, JSONL: r.p.Output.JSONL}
+}
+
+// rel rewrites file refs to paths relative to the run dir.
+func (r *Runner) rel(refs []manifests.FileRef) []manifests.FileRef {
+	out := make([]manifests.FileRef, len(refs))
+	for i, ref := range refs {
+		if filepath.IsAbs(ref.Path) {
+			if p, err := filepath.Rel(r.dir, ref.Path); err == nil {
+				ref.Path = filepath.ToSlash(p)
+			}
+		}
+		out[i] = ref
+	}
+	return out
+}
+
+// removeUnlisted deletes data files of a stage dir that its manifest does not
+// list (left by an earlier run with other shards or another dataset name), so
+// that globbing a stage's files never mixes runs.
+func removeUnlisted(dir string, m *manifests.Stage) error {
+	runDir := filepath.Dir(dir)
+	keep := map[string]bool{}
+	for _, s := range m.Shards {
+		for _, o := range s.Outputs {
+			keep[o.Path] = true
+		}
+	}
+	return filepath.WalkDir(dir, func(path string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		base := d.Name()
+		if !strings.HasSuffix(base, ".parquet") && !strings.HasSuffix(base, ".jsonl") {
+			return nil
+		}
+		rel, err := filepath.Rel(runDir, path)
+		if err != nil || keep[filepath.ToSlash(rel)] {
+			return err
+		}
+		return os.Remove(path)
+	})
+}
+
+// sweepStale removes stage directories of earlier runs that this pipeline no
+// longer has (a removed or renamed stage), recognised by their manifest.
+func (r *Runner) sweepStale(runs []stageRun) error {
+	want := map[string]bool{}
+	for _, sr := range runs {
+		want[sr.rel] = true
+	}
+	ents, err := os.ReadDir(r.dir)
+	if err != nil {
+		return err
+	}
+	for _, e := range ents {
+		if !e.IsDir() || want[e.Name()] {
+			continue
+		}
+		if _, err := os.Stat(filepath.Join(r.dir, e.Name(), "manifest.json")); err == nil {
+			r.o.Log.Info("remove stale stage dir", "dir", e.Name())
+			if err := os.RemoveAll(filepath.Join(r.dir, e.Name())); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// writeEffectiveConfig stores the pipeline with its defaults applied.
+func (r *Runner) writeEffectiveConfig() error {
+	b, err := r.p.Effective()
+	if err != nil {
+		return err
+	}
+	_, err = manifests.WriteFile(filepath.Join(r.dir, "config.yaml"), b)
+	return err
+}
+
+func (r *Runner) libraryHash() string {
+	lib, err := r.library()
+	if err != nil {
+		return "error"
+	}
+	return lib.Hash
+}
+
+func mapsKeys[M ~map[K]V, K comparable, V any](m M) func(func(K) bool) {
+	return func(yield func(K) bool) {
+		for k := range m {
+			if !yield(k) {
+				return
+			}
+		}
+	}
+}
+
+// Prompt loads the prompt template name, or the file at override (relative
+// to pipeline.yaml) when set, and records its hash in the stage's
+// fingerprint, so editing a prompt reruns the stage.
+func (e *Env) Prompt(name, override string) (*prompts.Template, error) {
+	if override != "" && !filepath.IsAbs(override) {
+		override = filepath.Join(e.Dir, override)
+	}
+	t, err := prompts.Load(name, override)
+	if err != nil {
+		return nil, err
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.prompts == nil {
+		e.prompts = map[string]string{}
+	}
+	e.prompts[name] = t.Hash
+	return t, nil
+}
+
+// Note records something users should know about the stage's output (what
+// an export style dropped, …); notes end up in the manifest.
+func (e *Env) Note(format string, args ...any) {
+	e.note(fmt.Sprintf(format, args...))
+}
+
+func (e *Env) note(msgs ...string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for _, m := range msgs {
+		if !slices.Contains(e.notesList, m) {
+			e.notesList = append(e.notesList, m)
+		}
+	}
+}
+
+func (e *Env) notes() []string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return slices.Sorted(slices.Values(e.notesList))
+}
+
+func (e *Env) stats() *llm.Stats {
+	if sc, ok := e.Teacher.(interface{ Stats() llm.Stats }); ok {
+		s := sc.Stats()
+		if s.Requests == 0 && s.CacheHits == 0 {
+			return nil
+		}
+		return &s
+	}
+	return nil
+}

@@ -1,0 +1,248 @@
+package stages
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/apache/arrow/go/v17/arrow/memory"
+	"github.com/apache/arrow/go/v17/parquet/file"
+	"github.com/apache/arrow/go/v17/parquet/pqarrow"
+
+	"github.com/augmentdata/augment/manifests"
+	"github.com/augmentdata/augment/stages/shard"
+)
+
+// demoPipeline writes a pipeline over the bundled demo dumps into a temp dir
+// and returns its path. stages is the YAML of the stages list.
+func demoPipeline(t *testing.T, stages string) string {
+	t.Helper()
+	dumps, err := filepath.Abs("../testdata/demo/dumps")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	y := fmt.Sprintf(`seed: 7
+output: {dir: out, shard_size: 3, jsonl: true}
+sources:
+  - {name: toolace, path: %[1]s/toolace.json, format: toolace}
+  - {name: glaive, path: %[1]s/glaive.json, format: glaive}
+  - {name: xlam, path: %[1]s/xlam.json, format: xlam}
+stages:
+%s`, dumps, stages)
+	path := filepath.Join(dir, "pipeline.yaml")
+	if err := os.WriteFile(path, []byte(y), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func runPipeline(t *testing.T, path string) *Report {
+	t.Helper()
+	p, err := Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := NewRunner(p, Options{Version: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	rep, err := r.Run(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rep
+}
+
+// tree hashes every file under dir except the request cache.
+func tree(t *testing.T, dir string) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		rel, _ := filepath.Rel(dir, path)
+		if strings.HasPrefix(rel, "cache") {
+			return nil
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		sum := sha256.Sum256(b)
+		out[rel] = hex.EncodeToString(sum[:])
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+const demoStages = `  - sample:
+      quotas:
+        - {source: glaive, category: chat, n: 1}
+        - {source: glaive}
+        - {source: toolace}
+        - {source: xlam, n: 3}
+  - export: {}
+`
+
+func TestRunConservesAndResumes(t *testing.T) {
+	path := demoPipeline(t, demoStages)
+	rep := runPipeline(t, path)
+	out := filepath.Join(filepath.Dir(path), "out")
+
+	// Every shard of every stage conserves records.
+	for _, s := range rep.Stages {
+		m, err := manifests.Read[manifests.Stage](filepath.Join(out, s.Dir, "manifest.json"))
+		if err != nil || m == nil {
+			t.Fatalf("%s: manifest: %v", s.Dir, err)
+		}
+		var total manifests.Counts
+		for _, sh := range m.Shards {
+			if err := sh.Balanced(); err != nil {
+				t.Errorf("%s shard %s: %v", s.Dir, sh.Name, err)
+			}
+			total.Add(sh.Counts)
+		}
+		if total.In != m.Totals.In || total.Out != m.Totals.Out {
+			t.Errorf("%s: totals %+v do not add up to its shards %+v", s.Dir, m.Totals, total)
+		}
+		if s.Ran == 0 {
+			t.Errorf("%s: first run ran no shard", s.Dir)
+		}
+	}
+	// The sample stage keeps 1 of the 3 glaive chats, the other glaive
+	// records, all toolace records and 3 of 4 xlam records.
+	sample := rep.Stages[1]
+	if got := sample.Counts.Filtered["quota_full"]; got != 3 {
+		t.Errorf("sample filtered %d as quota_full, want 3 (two glaive chats, one xlam)", got)
+	}
+
+	// A rerun does no work and changes no byte.
+	before := tree(t, out)
+	rep2 := runPipeline(t, path)
+	for _, s := range rep2.Stages {
+		if s.Ran != 0 {
+			t.Errorf("rerun: %s ran %d shards, want 0", s.Dir, s.Ran)
+		}
+	}
+	after := tree(t, out)
+	if fmt.Sprint(before) != fmt.Sprint(after) {
+		t.Errorf("rerun changed files:\nbefore %v\nafter  %v", before, after)
+	}
+
+	// A lost output file reruns its shard only.
+	victim := filepath.Join(out, "01-sample", "part-toolace-00000.parquet")
+	if err := os.Remove(victim); err != nil {
+		t.Fatal(err)
+	}
+	rep3 := runPipeline(t, path)
+	if got := rep3.Stages[1].Ran; got != 1 {
+		t.Errorf("after losing one shard, sample ran %d shards, want 1", got)
+	}
+	if got := rep3.Stages[2].Ran; got != 0 {
+		t.Errorf("after losing one sample shard (same bytes rewritten), export ran %d shards, want 0", got)
+	}
+	after3 := tree(t, out)
+	for name, sum := range after {
+		if !strings.HasSuffix(name, "manifest.json") && after3[name] != sum {
+			t.Errorf("rewriting a lost shard changed %s", name)
+		}
+	}
+}
+
+func TestRunConfigChangeRerunsThatStageOnly(t *testing.T) {
+	path := demoPipeline(t, demoStages)
+	runPipeline(t, path)
+	b, _ := os.ReadFile(path)
+	changed := strings.Replace(string(b), "  - export: {}", "  - export: {style: inline, surface: llama3}", 1)
+	if err := os.WriteFile(path, []byte(changed), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	rep := runPipeline(t, path)
+	for _, s := range rep.Stages {
+		want := 0
+		if s.Type == "export" {
+			want = s.Ran + s.Skipped
+			if want == 0 {
+				t.Fatal("export has no shards")
+			}
+		}
+		if s.Ran != want {
+			t.Errorf("%s ran %d shards, want %d", s.Dir, s.Ran, want)
+		}
+	}
+}
+
+func TestRunDeterministic(t *testing.T) {
+	a := demoPipeline(t, demoStages)
+	b := demoPipeline(t, demoStages)
+	runPipeline(t, a)
+	runPipeline(t, b)
+	ta := tree(t, filepath.Join(filepath.Dir(a), "out"))
+	tb := tree(t, filepath.Join(filepath.Dir(b), "out"))
+	for name, sum := range ta {
+		if strings.HasSuffix(name, "manifest.json") {
+			continue // holds timings
+		}
+		if tb[name] != sum {
+			t.Errorf("%s differs between two runs of the same pipeline", name)
+		}
+	}
+	if len(ta) != len(tb) {
+		t.Errorf("runs wrote %d and %d files", len(ta), len(tb))
+	}
+}
+
+// TestShardsReadByArrow reads every Parquet shard of a run with Arrow, a
+// reader independent of the parquet-go writer, and compares row counts and
+// IDs with parquet-go's reading.
+func TestShardsReadByArrow(t *testing.T) {
+	path := demoPipeline(t, demoStages)
+	runPipeline(t, path)
+	out := filepath.Join(filepath.Dir(path), "out")
+	shards, _ := filepath.Glob(filepath.Join(out, "*", "part-*.parquet"))
+	if len(shards) < 5 {
+		t.Fatalf("found %d shards", len(shards))
+	}
+	for _, p := range shards {
+		recs, err := shard.Read(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rdr, err := file.OpenParquetFile(p, false)
+		if err != nil {
+			t.Fatalf("%s: %v", p, err)
+		}
+		fr, err := pqarrow.NewFileReader(rdr, pqarrow.ArrowReadProperties{}, memory.DefaultAllocator)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tbl, err := fr.ReadTable(context.Background())
+		if err != nil {
+			t.Fatalf("%s: %v", p, err)
+		}
+		if tbl.NumRows() != int64(len(recs)) {
+			t.Errorf("%s: arrow reads %d rows, parquet-go %d", p, tbl.NumRows(), len(recs))
+		}
+		sch := tbl.Schema()
+		for _, col := range []string{"tools", "messages", "tags", "lineage"} {
+			f, ok := sch.FieldsByName(col)
+			if !ok || !strings.HasPrefix(f[0].Type.String(), "list<list: struct<") {
+				t.Errorf("%s: column %s is not a list of structs: %v", p, col, f)
+			}
+		}
+		tbl.Release()
+		rdr.Close()
+	}
+}

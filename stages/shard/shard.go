@@ -1,0 +1,416 @@
+// Package shard reads and writes the files a stage hands to the next one:
+// Parquet shards of records (with an optional JSONL mirror), rejects files
+// and arbitrary JSONL outputs.
+//
+// Parquet shards use the record package's struct tags as their schema, so
+// tools, messages, calls, results, tags and lineage are standard 3-level
+// LIST columns of structs that DuckDB, Arrow and pandas read as nested data,
+// and the JSON-text fields carry the JSON logical type.
+//
+// Every file is written atomically through manifests.File: either the whole
+// new file is visible under its final name or nothing is. The same input
+// always gives the same bytes.
+package shard
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/parquet-go/parquet-go"
+	"github.com/parquet-go/parquet-go/compress/zstd"
+
+	"github.com/augmentdata/augment/manifests"
+	"github.com/augmentdata/augment/stages/record"
+)
+
+// DefaultRowGroupRows is the row-group size used when Options.RowGroupRows
+// is zero. A reader holds about one row group in memory at a time.
+const DefaultRowGroupRows = 4096
+
+// Ext and MirrorExt are the file extensions of a shard and its JSONL mirror.
+const (
+	Ext       = ".parquet"
+	MirrorExt = ".jsonl"
+)
+
+// Options control how Write lays out a shard.
+type Options struct {
+	// Version is the augment version; the file's created_by becomes
+	// "augment version <Version>" and the key/value metadata holds
+	// augment.version. Empty means "unknown".
+	Version string
+	// RowGroupRows is the number of records per row group; 0 means
+	// DefaultRowGroupRows. Negative values are an error.
+	RowGroupRows int
+	// JSONL also writes the JSONL mirror at MirrorPath(path).
+	JSONL bool
+}
+
+// Reason codes of *Error, stable for logs, manifests and tests.
+const (
+	ReasonNilRecord      = "nil_record"      // Write got a nil *record.Record
+	ReasonInvalidJSON    = "invalid_json"    // a JSON-text field is not one valid JSON value
+	ReasonInvalidUTF8    = "invalid_utf8"    // a text field is not valid UTF-8
+	ReasonBadOptions     = "bad_options"     // Options out of range
+	ReasonNotParquet     = "not_parquet"     // the file is not a readable Parquet file
+	ReasonSchemaMismatch = "schema_mismatch" // the shard's schema is not record.Record's
+	ReasonCorrupt        = "corrupt_shard"   // pages or values could not be decoded
+	ReasonBadJSON        = "bad_json"        // a value could not be encoded or a JSONL line decoded
+)
+
+// An Error is a failure caused by the data or the file rather than by the
+// system (I/O errors from the OS are returned as they are, wrapped with the
+// path). Reason is one of the Reason* codes.
+type Error struct {
+	Path   string
+	Reason string
+	Row    int64 // the record or line the error is about (0-based), or -1
+	Err    error
+}
+
+func (e *Error) Error() string {
+	if e.Row >= 0 {
+		return fmt.Sprintf("%s: row %d: %s: %v", e.Path, e.Row, e.Reason, e.Err)
+	}
+	return fmt.Sprintf("%s: %s: %v", e.Path, e.Reason, e.Err)
+}
+
+func (e *Error) Unwrap() error { return e.Err }
+
+// RejectReason lets callers classify the error like other rejects.
+func (e *Error) RejectReason() string { return e.Reason }
+
+// MirrorPath returns the path of the JSONL mirror of the shard at path:
+// the ".parquet" suffix (if any) replaced by ".jsonl".
+func MirrorPath(path string) string {
+	return strings.TrimSuffix(path, Ext) + MirrorExt
+}
+
+// zstdCodec is shared by all writers: it pools its encoders and decoders.
+// SpeedFastest measured best for the pipeline's end-to-end throughput (see
+// BenchmarkWrite); the level does not change what readers see.
+var zstdCodec = zstd.Codec{Level: zstd.SpeedFastest}
+
+// createdBy sets the created_by field verbatim; parquet.CreatedBy formats
+// it without the space before "(build …)".
+type createdBy string
+
+func (c createdBy) ConfigureWriter(cfg *parquet.WriterConfig) { cfg.CreatedBy = string(c) }
+
+// schema is the Parquet schema of a shard.
+var schema = parquet.SchemaOf(record.Record{})
+
+// Write writes recs as a Parquet shard at path and, when o.JSONL is set, its
+// JSONL mirror at MirrorPath(path). Zero records give a valid, empty shard.
+//
+// It returns one FileRef per file written (the shard first, then the
+// mirror) with Path exactly as given (the runner makes it relative), the
+// SHA-256 and size of the bytes, and Rows = len(recs). Files are committed
+// only when both were written in full; on error nothing new is visible under
+// either name (if the final rename of the second file fails, the first file
+// may already be replaced, which the runner's manifest does not yet record).
+func Write(path string, recs []*record.Record, o Options) ([]manifests.FileRef, error) {
+	if o.RowGroupRows < 0 {
+		return nil, &Error{Path: path, Reason: ReasonBadOptions, Row: -1, Err: fmt.Errorf("RowGroupRows %d < 0", o.RowGroupRows)}
+	}
+	for i, r := range recs {
+		if r == nil {
+			return nil, &Error{Path: path, Reason: ReasonNilRecord, Row: int64(i), Err: errors.New("nil record")}
+		}
+		if reason, err := Check(r); err != nil {
+			return nil, &Error{Path: path, Reason: reason, Row: int64(i), Err: err}
+		}
+	}
+	pf, err := manifests.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	defer pf.Abort()
+	if err := writeParquet(pf, recs, o); err != nil {
+		return nil, wrapPath(path, err)
+	}
+	refs := []manifests.FileRef{ref(path, pf, len(recs))}
+
+	var jf *manifests.File
+	if o.JSONL {
+		mpath := MirrorPath(path)
+		if jf, err = manifests.Create(mpath); err != nil {
+			return nil, err
+		}
+		defer jf.Abort()
+		if err := encodeJSONL(jf, mpath, recs, mirrorRecord); err != nil {
+			return nil, err
+		}
+		refs = append(refs, ref(mpath, jf, len(recs)))
+		if err := jf.Commit(); err != nil {
+			return nil, err
+		}
+	}
+	if err := pf.Commit(); err != nil {
+		return nil, err
+	}
+	return refs, nil
+}
+
+// Check reports whether r can be written to a shard that every reader
+// accepts: all text is valid UTF-8 (DuckDB refuses a STRING column holding
+// anything else) and Tool.Parameters and Call.Arguments are each one valid
+// JSON value, as is Tool.Response when not empty (DuckDB refuses a shard
+// whose JSON columns hold anything else, including ""). A nil error means
+// writable; otherwise reason is ReasonInvalidUTF8 or ReasonInvalidJSON and
+// the error names the field and the record ID.
+func Check(r *record.Record) (reason string, err error) {
+	bad := func(reason, field string) (string, error) {
+		return reason, fmt.Errorf("record %q: %s", r.ID, field)
+	}
+	for _, s := range [...]struct{ name, v string }{{"id", r.ID}, {"source", r.Source}, {"format", r.Format}, {"system", r.System}} {
+		if !utf8.ValidString(s.v) {
+			return bad(ReasonInvalidUTF8, s.name)
+		}
+	}
+	for i, t := range r.Tools {
+		switch {
+		case !utf8.ValidString(t.Name) || !utf8.ValidString(t.Description):
+			return bad(ReasonInvalidUTF8, fmt.Sprintf("tools[%d] name or description", i))
+		case !json.Valid(t.Parameters):
+			return bad(ReasonInvalidJSON, fmt.Sprintf("tools[%d].parameters", i))
+		case len(t.Response) > 0 && !json.Valid(t.Response):
+			return bad(ReasonInvalidJSON, fmt.Sprintf("tools[%d].response", i))
+		}
+	}
+	for i, m := range r.Messages {
+		if !utf8.ValidString(m.Role) || !utf8.ValidString(m.Content) || !utf8.ValidString(m.Reasoning) {
+			return bad(ReasonInvalidUTF8, fmt.Sprintf("messages[%d] role, content or reasoning", i))
+		}
+		for j, c := range m.Calls {
+			if !utf8.ValidString(c.Name) {
+				return bad(ReasonInvalidUTF8, fmt.Sprintf("messages[%d].calls[%d].name", i, j))
+			}
+			if !json.Valid(c.Arguments) {
+				return bad(ReasonInvalidJSON, fmt.Sprintf("messages[%d].calls[%d].arguments", i, j))
+			}
+		}
+		for j, res := range m.Results {
+			if !utf8.ValidString(res.Name) || !utf8.ValidString(res.Content) {
+				return bad(ReasonInvalidUTF8, fmt.Sprintf("messages[%d].results[%d]", i, j))
+			}
+		}
+	}
+	for i, t := range r.Tags {
+		if !utf8.ValidString(t.Key) || !utf8.ValidString(t.Value) {
+			return bad(ReasonInvalidUTF8, fmt.Sprintf("tags[%d]", i))
+		}
+	}
+	for i, s := range r.Lineage {
+		if !utf8.ValidString(s.Stage) || !utf8.ValidString(s.Provider) || !utf8.ValidString(s.Model) {
+			return bad(ReasonInvalidUTF8, fmt.Sprintf("lineage[%d]", i))
+		}
+	}
+	return "", nil
+}
+
+func ref(path string, f *manifests.File, rows int) manifests.FileRef {
+	return manifests.FileRef{Path: path, SHA256: f.SHA256(), Rows: int64(rows), Bytes: f.Size()}
+}
+
+func wrapPath(path string, err error) error {
+	var e *Error
+	if errors.As(err, &e) {
+		return err
+	}
+	return fmt.Errorf("%s: %w", path, err)
+}
+
+// writeBatch is how many records are handed to the Parquet writer at once.
+const writeBatch = 256
+
+func writeParquet(w io.Writer, recs []*record.Record, o Options) error {
+	rows := int64(o.RowGroupRows)
+	if rows == 0 {
+		rows = DefaultRowGroupRows
+	}
+	version := o.Version
+	if version == "" {
+		version = "unknown"
+	}
+	pw := parquet.NewGenericWriter[record.Record](w,
+		schema,
+		parquet.Compression(&zstdCodec),
+		parquet.DataPageVersion(1), // see guard.go; also the most widely readable
+		parquet.MaxRowsPerRowGroup(rows),
+		createdBy("augment version "+version),
+		parquet.KeyValueMetadata("augment.version", version),
+	)
+	batch := make([]record.Record, 0, min(len(recs), writeBatch))
+	for start := 0; start < len(recs); start += writeBatch {
+		batch = batch[:0]
+		for _, r := range recs[start:min(start+writeBatch, len(recs))] {
+			batch = append(batch, *r)
+		}
+		if _, err := pw.Write(batch); err != nil {
+			return err
+		}
+	}
+	clear(batch[:cap(batch)]) // drop references to the caller's records
+	return pw.Close()
+}
+
+// Read returns all records of the shard at path, in order. Empty lists and
+// empty JSON values come back as nil (see Scan).
+func Read(path string) ([]*record.Record, error) {
+	var out []*record.Record
+	err := scan(path, func(n int64) { out = slices.Grow(out, int(n)) }, func(r *record.Record) error {
+		out = append(out, r)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// Scan calls fn for each record of the shard at path, in order, holding
+// about one row group in memory. Each call gets a freshly allocated record
+// that fn may keep or change. If fn returns an error the scan stops and
+// Scan returns that error unchanged.
+//
+// Nil and empty slices are the same on disk; Scan returns nil for every
+// empty list (tools, messages, calls, results, tags, lineage) and for empty
+// JSON text (Tool.Response), so a record read back equals the record
+// written up to that normalisation (see Normalize).
+//
+// Data errors are *Error: ReasonNotParquet, ReasonSchemaMismatch (the file
+// was not written with this version's record schema) or ReasonCorrupt.
+func Scan(path string, fn func(*record.Record) error) error {
+	return scan(path, nil, fn)
+}
+
+// readBatch is how many records are decoded at once.
+const readBatch = 128
+
+func scan(path string, sized func(rows int64), fn func(*record.Record) error) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	return scanReader(f, st.Size(), path, sized, fn)
+}
+
+func scanReader(f io.ReaderAt, size int64, path string, sized func(rows int64), fn func(*record.Record) error) error {
+	pf, err := openParquet(f, size)
+	if err != nil {
+		return &Error{Path: path, Reason: ReasonNotParquet, Row: -1, Err: err}
+	}
+	if !parquet.EqualNodes(pf.Schema(), schema) {
+		return &Error{Path: path, Reason: ReasonSchemaMismatch, Row: -1,
+			Err: fmt.Errorf("file schema:\n%s\nwant:\n%s", pf.Schema(), schema)}
+	}
+	if err := checkPages(f, size, pf.Metadata()); err != nil {
+		return &Error{Path: path, Reason: ReasonCorrupt, Row: -1, Err: err}
+	}
+	if sized != nil {
+		sized(pf.NumRows())
+	}
+	var row int64
+	buf := make([]record.Record, readBatch)
+	for _, rg := range pf.RowGroups() {
+		if err := scanRowGroup(rg, buf, &row, fn); err != nil {
+			var fe fnError
+			if errors.As(err, &fe) {
+				return fe.err
+			}
+			return &Error{Path: path, Reason: ReasonCorrupt, Row: row, Err: err}
+		}
+	}
+	return nil
+}
+
+// openParquet opens a shard's footer, guarding against damaged footers
+// that make parquet-go exhaust memory (see checkFooter) or panic.
+func openParquet(f io.ReaderAt, size int64) (pf *parquet.File, err error) {
+	if err := checkFooter(f, size); err != nil {
+		return nil, err
+	}
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("decoder panic: %v", p)
+		}
+	}()
+	return parquet.OpenFile(f, size, parquet.SkipBloomFilters(true))
+}
+
+// fnError carries the callback's error through scanRowGroup untouched.
+type fnError struct{ err error }
+
+func (e fnError) Error() string { return e.err.Error() }
+
+func scanRowGroup(rg parquet.RowGroup, buf []record.Record, row *int64, fn func(*record.Record) error) (err error) {
+	// parquet-go panics on some malformed pages instead of returning an
+	// error; a damaged shard must be reported, not crash the run.
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("decoder panic: %v", p)
+		}
+	}()
+	rd := parquet.NewGenericRowGroupReader[record.Record](rg)
+	defer rd.Close()
+	for {
+		clear(buf) // the reader decodes into existing slices; start fresh
+		n, rerr := rd.Read(buf)
+		for i := range buf[:n] {
+			r := new(record.Record)
+			*r = buf[i]
+			Normalize(r)
+			if err := fn(r); err != nil {
+				return fnError{err}
+			}
+			*row++
+		}
+		if rerr == io.EOF {
+			return nil
+		}
+		if rerr != nil {
+			return rerr
+		}
+	}
+}
+
+// Normalize puts r in the form Scan returns: every empty list and empty JSON
+// value nil. Tests compare records after normalising both sides.
+func Normalize(r *record.Record) {
+	r.Tools = nilIfEmpty(r.Tools)
+	for i := range r.Tools {
+		t := &r.Tools[i]
+		t.Parameters = nilIfEmpty(t.Parameters)
+		t.Response = nilIfEmpty(t.Response)
+	}
+	r.Messages = nilIfEmpty(r.Messages)
+	for i := range r.Messages {
+		m := &r.Messages[i]
+		m.Calls = nilIfEmpty(m.Calls)
+		for j := range m.Calls {
+			m.Calls[j].Arguments = nilIfEmpty(m.Calls[j].Arguments)
+		}
+		m.Results = nilIfEmpty(m.Results)
+	}
+	r.Tags = nilIfEmpty(r.Tags)
+	r.Lineage = nilIfEmpty(r.Lineage)
+}
+
+func nilIfEmpty[S ~[]E, E any](s S) S {
+	if len(s) == 0 {
+		return nil
+	}
+	return s
+}

@@ -1,0 +1,139 @@
+package stages
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"log/slog"
+	"math/rand/v2"
+	"sync"
+
+	"github.com/augmentdata/augment/manifests"
+	"github.com/augmentdata/augment/stages/shard"
+
+	"github.com/augmentdata/augment/stages/llm"
+	"github.com/augmentdata/augment/stages/record"
+	"github.com/augmentdata/augment/stages/toollib"
+)
+
+// A Stage transforms records one at a time.
+//
+// Process returns the records to pass on, in a deterministic order:
+//   - usually one, the input possibly changed (Clone it before changing it);
+//   - several when the stage adds records (negatives, variants); the extras are
+//     counted as "added" in the manifest;
+//   - none together with a *Filter error when the stage drops the record on
+//     purpose (sample quotas); it is counted under the filter's reason but not
+//     written anywhere, since the input shard still holds it.
+//
+// A record the stage cannot handle is returned as an error carrying a reject
+// reason (a *Reject, or any error with a RejectReason() string method such as
+// the llm layer's answer errors): the runner writes it to the rejects file
+// with that reason and counts it. Any other error is systemic (budget reached,
+// endpoint dead, context cancelled): the shard fails, nothing of it becomes
+// visible, and the next run redoes it.
+//
+// Process is called concurrently for different records (see Concurrent); it
+// must not depend on the order in which records arrive. Randomness comes from
+// Env.Rand, which is seeded per record.
+type Stage interface {
+	Process(ctx context.Context, r *record.Record) ([]*record.Record, error)
+}
+
+// A Concurrent stage says how many records it wants in flight at once.
+// Stages that do not implement it get one worker per CPU.
+// LLM stages return the teacher's total in-flight capacity.
+type Concurrent interface {
+	Concurrency() int
+}
+
+// A Planner is a stage that must see all of its input before processing any
+// record (sample quotas, dedupe). The runner calls Plan once per run with a
+// function that streams every input record in order; the returned digest
+// identifies the plan and becomes part of every shard's key, so a changed
+// plan reruns the shards.
+type Planner interface {
+	Plan(ctx context.Context, scan func(yield func(*record.Record) error) error) (digest string, err error)
+}
+
+// A Sink is a final stage that writes records in its own format (the
+// LLaMA-Factory export) instead of Parquet shards. Its Process validates and
+// may reject records as usual; WriteShard then writes the kept records of one
+// shard under dir and may still reject records it cannot write (returned as
+// rejects, each counted once). Finish runs after every shard is written and
+// returns notes for the manifest. A sink's input passes through to the next
+// stage, so several exports can follow each other.
+type Sink interface {
+	Stage
+	WriteShard(ctx context.Context, dir, shard string, recs []*record.Record) ([]manifests.FileRef, []shard.Reject, error)
+	Finish(dir string, shards []manifests.Shard) (notes []string, err error)
+}
+
+// Reject is the error a stage returns for a record it cannot handle.
+type Reject struct {
+	Reason string // stable snake_case code, e.g. "no_valid_candidate"
+	Detail string // what exactly was wrong, for people
+}
+
+func (e *Reject) Error() string        { return e.Reason + ": " + e.Detail }
+func (e *Reject) RejectReason() string { return e.Reason }
+
+// Rejectf returns a *Reject with a formatted detail.
+func Rejectf(reason, format string, args ...any) error {
+	return &Reject{Reason: reason, Detail: fmt.Sprintf(format, args...)}
+}
+
+// Filter is the error a stage returns with zero records to drop a record on
+// purpose, e.g. because a sample quota is full.
+type Filter struct{ Reason string }
+
+func (e *Filter) Error() string { return "filtered: " + e.Reason }
+
+// rejectReason reports whether err marks a rejected record, and why.
+func rejectReason(err error) (string, bool) {
+	var rr interface{ RejectReason() string }
+	if errors.As(err, &rr) {
+		return rr.RejectReason(), true
+	}
+	return "", false
+}
+
+// Env is what a stage may use besides its own config. It is built once per
+// stage per run.
+type Env struct {
+	Stage    string // the stage's name in pipeline.yaml
+	Seed     uint64 // the pipeline's seed
+	Dir      string // directory of pipeline.yaml; relative paths in stage configs resolve against it
+	Teacher  llm.Client
+	Embedder llm.Embedder
+	// Provider and Model describe the teacher for lineage entries.
+	Provider, Model string
+	// Capacity is the teacher's total number of requests in flight; LLM
+	// stages return it from Concurrency.
+	Capacity int
+	// Library returns the run's tool library: every distinct tool seen by
+	// ingest. It is loaded on first use.
+	Library func() (*toollib.Library, error)
+	Log     *slog.Logger
+
+	mu        sync.Mutex
+	prompts   map[string]string // prompt name → template hash, see Prompt
+	notesList []string
+}
+
+// Rand returns a generator seeded by the pipeline seed, the stage name and
+// the record ID, so a record's random choices do not depend on which other
+// records exist or in which order they are processed.
+func (e *Env) Rand(id string) *rand.Rand {
+	h := fnv.New64a()
+	var b [8]byte
+	binary.LittleEndian.PutUint64(b[:], e.Seed)
+	h.Write(b[:])
+	h.Write([]byte(e.Stage))
+	h.Write([]byte{0})
+	h.Write([]byte(id))
+	s := h.Sum64()
+	return rand.New(rand.NewPCG(s, s^0x9e3779b97f4a7c15))
+}

@@ -1,0 +1,56 @@
+// Package toollib holds the run's tool library: every distinct tool seen in
+// the ingested sources, and the ways stages search it (Meta-Tool similarity,
+// BM25).
+package toollib
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"slices"
+	"strings"
+
+	"github.com/augmentdata/augment/stages/record"
+)
+
+// A Library is a deduplicated, deterministically ordered set of tools.
+// Tools are sorted by name, then by definition; two tools are the same when
+// name, description and parameters are byte-identical.
+type Library struct {
+	Tools  []record.Tool
+	Hash   string // identifies the library's content; part of the key of stages that use it
+	byName map[string][]int
+}
+
+// New builds a library from tools, dropping exact duplicates.
+func New(tools []record.Tool) *Library {
+	ts := slices.Clone(tools)
+	slices.SortFunc(ts, compare)
+	ts = slices.CompactFunc(ts, func(a, b record.Tool) bool { return compare(a, b) == 0 })
+	l := &Library{Tools: ts, byName: make(map[string][]int, len(ts))}
+	h := sha256.New()
+	for i, t := range ts {
+		l.byName[t.Name] = append(l.byName[t.Name], i)
+		h.Write([]byte(t.Name))
+		h.Write([]byte{0})
+		h.Write([]byte(t.Description))
+		h.Write([]byte{0})
+		h.Write(t.Parameters)
+		h.Write([]byte{0})
+	}
+	l.Hash = hex.EncodeToString(h.Sum(nil)[:12])
+	return l
+}
+
+// Named returns the indexes of the tools called name.
+func (l *Library) Named(name string) []int { return l.byName[name] }
+
+func compare(a, b record.Tool) int {
+	if c := strings.Compare(a.Name, b.Name); c != 0 {
+		return c
+	}
+	if c := strings.Compare(a.Description, b.Description); c != 0 {
+		return c
+	}
+	return bytes.Compare(a.Parameters, b.Parameters)
+}

@@ -1,0 +1,296 @@
+package stages
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/augmentdata/augment/prompts"
+	"github.com/augmentdata/augment/stages/record"
+	"github.com/augmentdata/augment/verify"
+)
+
+// VerifyConfig is the `verify:` stage, a thin adapter over package verify:
+// it runs the configured checkers on every record and rejects (or tags) the
+// records with problems.
+//
+//	stages:
+//	  - verify:
+//	      checks: [roles, calls_resolved, args_schema, judge_hallucination]
+//	      action: reject
+//	      max_tokens: 4096
+//
+// Every configured check runs on every record, in the configured order. A
+// record with problems is rejected with reason "verify:<check>", naming the
+// first check (in configured order) that found one, and the reject's detail
+// lists every problem of every check as a JSON array of verify.Problem
+// objects. With action: tag the record is kept instead and gets the tag
+// "verify.<check>=fail" for each failing check (absent means passed).
+//
+// With count_tokens (default on) every record gets the tag tokens=<n>,
+// verify.RecordTokens' count of the record as the model sees it; max_tokens
+// rejects records above it with reason too_long, whatever the action (the
+// verify reasons come first when a record has problems too).
+//
+// Counters (for the manifest): "check.<name>" is the number of records on
+// which that check found problems, "kind.<kind>" the number of problems of
+// each verify kind (ComplexEval kinds such as param_missing, format kinds,
+// judge_unparseable), and "too_long" the records over max_tokens.
+type VerifyConfig struct {
+	// Checks lists the checkers to run, by name (verify.Checkers); required.
+	Checks []string `yaml:"checks" json:"checks"`
+	// Action is "reject" (default) or "tag".
+	Action string `yaml:"action" json:"action"`
+	// Attempts is how many times a judge is asked for one judgement before
+	// the answer counts as unreadable (a judge_unparseable problem); default 3.
+	Attempts int `yaml:"attempts" json:"attempts"`
+	// Prompts overrides the judges' prompt templates, by template name
+	// (judge_hallucination, judge_consistency, judge_multistep,
+	// judge_completeness, judge_correctness, judge_reask, equiv_value) →
+	// txtar file relative to pipeline.yaml.
+	Prompts map[string]string `yaml:"prompts" json:"prompts,omitempty"`
+	// MinCompleteness and MinCorrectness are the lowest passing scores (1 or
+	// 2) of judge_completeness and judge_correctness; default 2.
+	MinCompleteness int `yaml:"min_completeness" json:"min_completeness"`
+	MinCorrectness  int `yaml:"min_correctness" json:"min_correctness"`
+	// CountTokens sets the tag tokens=<n> on every record; default true.
+	CountTokens *bool `yaml:"count_tokens" json:"count_tokens"`
+	// MaxTokens rejects records with more tokens (reason too_long); 0 means
+	// no limit. Needs count_tokens.
+	MaxTokens int `yaml:"max_tokens" json:"max_tokens,omitempty"`
+}
+
+// Verify stage actions.
+const (
+	VerifyActionReject = "reject"
+	VerifyActionTag    = "tag"
+)
+
+// TooLong is the reject reason of records over max_tokens.
+const TooLong = "too_long"
+
+func (c *VerifyConfig) defaults() {
+	if c.Action == "" {
+		c.Action = VerifyActionReject
+	}
+	if c.Attempts == 0 {
+		c.Attempts = 3
+	}
+	if c.MinCompleteness == 0 {
+		c.MinCompleteness = 2
+	}
+	if c.MinCorrectness == 0 {
+		c.MinCorrectness = 2
+	}
+	if c.CountTokens == nil {
+		on := true
+		c.CountTokens = &on
+	}
+}
+
+func (c *VerifyConfig) validate() []string {
+	var probs []string
+	if len(c.Checks) == 0 {
+		names := make([]string, len(verify.Checkers))
+		for i, ch := range verify.Checkers {
+			names[i] = ch.Name
+		}
+		probs = append(probs, "checks: list at least one of "+strings.Join(names, ", "))
+	}
+	seen := map[string]bool{}
+	for i, name := range c.Checks {
+		if _, ok := verify.Lookup(name); !ok {
+			probs = append(probs, fmt.Sprintf("checks[%d]: unknown check %q", i, name))
+		}
+		if seen[name] {
+			probs = append(probs, fmt.Sprintf("checks[%d]: %q is listed twice", i, name))
+		}
+		seen[name] = true
+	}
+	if c.Action != VerifyActionReject && c.Action != VerifyActionTag {
+		probs = append(probs, fmt.Sprintf("action: %q is not one of reject, tag", c.Action))
+	}
+	if c.Attempts < 1 {
+		probs = append(probs, "attempts: must be at least 1")
+	}
+	known := verify.PromptNames()
+	for _, name := range slices.Sorted(maps.Keys(c.Prompts)) {
+		if !slices.Contains(known, name) {
+			probs = append(probs, fmt.Sprintf("prompts: %q is not one of %s", name, strings.Join(known, ", ")))
+		}
+		if c.Prompts[name] == "" {
+			probs = append(probs, fmt.Sprintf("prompts.%s: path is empty", name))
+		}
+	}
+	if c.MinCompleteness < 1 || c.MinCompleteness > 2 {
+		probs = append(probs, "min_completeness: must be 1 or 2")
+	}
+	if c.MinCorrectness < 1 || c.MinCorrectness > 2 {
+		probs = append(probs, "min_correctness: must be 1 or 2")
+	}
+	if c.MaxTokens < 0 {
+		probs = append(probs, "max_tokens: must be ≥ 0")
+	}
+	if c.MaxTokens > 0 && c.CountTokens != nil && !*c.CountTokens {
+		probs = append(probs, "max_tokens: needs count_tokens: true")
+	}
+	return probs
+}
+
+func (c *VerifyConfig) version() int { return 1 }
+
+func (c *VerifyConfig) build(env *Env) (Stage, error) {
+	s := &verifyStage{cfg: *c, env: env, kinds: map[string]int64{}, checks: map[string]int64{}}
+	for _, name := range c.Checks {
+		ch, ok := verify.Lookup(name)
+		if !ok {
+			return nil, fmt.Errorf("verify: unknown check %q", name)
+		}
+		s.checkers = append(s.checkers, ch)
+		if ch.CheckLLM != nil {
+			s.judges = true
+		}
+	}
+	if s.judges && env.Teacher == nil {
+		return nil, fmt.Errorf("verify: the judges in checks need a teacher")
+	}
+	tmpls := map[string]*prompts.Template{}
+	for _, name := range slices.Sorted(maps.Keys(c.Prompts)) {
+		t, err := prompts.Load(name, resolvePromptPath(env, c.Prompts[name]))
+		if err != nil {
+			return nil, err
+		}
+		tmpls[name] = t
+	}
+	s.llmEnv = verify.LLMEnv{
+		Client:          env.Teacher,
+		Stage:           env.Stage,
+		Prompts:         tmpls,
+		Attempts:        c.Attempts,
+		MinCompleteness: c.MinCompleteness,
+		MinCorrectness:  c.MinCorrectness,
+	}
+	return s, nil
+}
+
+type verifyStage struct {
+	cfg      VerifyConfig
+	env      *Env
+	checkers []*verify.Checker
+	judges   bool // some checker is an LLM judge
+	llmEnv   verify.LLMEnv
+
+	mu     sync.Mutex
+	checks map[string]int64 // check name → records it failed
+	kinds  map[string]int64 // problem kind → problems
+	long   int64            // records over max_tokens
+}
+
+// Concurrency is the teacher's capacity when a judge runs, else one worker
+// per CPU.
+func (s *verifyStage) Concurrency() int {
+	if s.judges {
+		return max(1, s.env.Capacity)
+	}
+	return runtime.NumCPU()
+}
+
+// Counters returns the stage's counts so far (see VerifyConfig).
+func (s *verifyStage) Counters() map[string]int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make(map[string]int64, len(s.checks)+len(s.kinds)+1)
+	for k, v := range s.checks {
+		out["check."+k] = v
+	}
+	for k, v := range s.kinds {
+		out["kind."+k] = v
+	}
+	if s.long > 0 {
+		out[TooLong] = s.long
+	}
+	return out
+}
+
+// Process runs every configured check on r. Errors of an LLM judge that
+// carry a reject reason (the teacher never answered for this record) reject
+// the record; other judge errors are systemic.
+func (s *verifyStage) Process(ctx context.Context, r *record.Record) ([]*record.Record, error) {
+	var problems []verify.Problem
+	var failed []string
+	for _, ch := range s.checkers {
+		var ps []verify.Problem
+		if ch.Check != nil {
+			ps = ch.Check(r)
+		} else {
+			var err error
+			if ps, err = ch.CheckLLM(ctx, s.llmEnv, r); err != nil {
+				return nil, fmt.Errorf("verify %s: %w", ch.Name, err)
+			}
+		}
+		if len(ps) > 0 {
+			failed = append(failed, ch.Name)
+			problems = append(problems, ps...)
+		}
+	}
+	tokens := -1
+	if *s.cfg.CountTokens {
+		tokens = verify.RecordTokens(r)
+	}
+	tooLong := s.cfg.MaxTokens > 0 && tokens > s.cfg.MaxTokens
+	s.count(failed, problems, tooLong)
+
+	if len(failed) > 0 && s.cfg.Action == VerifyActionReject {
+		detail, err := marshalNoEscape(problems)
+		if err != nil {
+			return nil, err
+		}
+		return nil, &Reject{Reason: "verify:" + failed[0], Detail: fmt.Sprintf("%d problem(s): %s", len(problems), detail)}
+	}
+	if tooLong {
+		return nil, Rejectf(TooLong, "%d tokens, more than max_tokens %d", tokens, s.cfg.MaxTokens)
+	}
+	out := r
+	change := func() {
+		if out == r {
+			out = r.Clone()
+		}
+	}
+	if tokens >= 0 && r.Tag("tokens") != strconv.Itoa(tokens) {
+		change()
+		out.SetTag("tokens", strconv.Itoa(tokens))
+	}
+	for _, name := range failed {
+		if r.Tag("verify."+name) != "fail" {
+			change()
+			out.SetTag("verify."+name, "fail")
+		}
+	}
+	if out != r {
+		provider, model := "rule", ""
+		if s.judges {
+			provider, model = s.env.Provider, s.env.Model
+		}
+		out.AddStep(s.env.Stage, provider, model)
+	}
+	return []*record.Record{out}, nil
+}
+
+func (s *verifyStage) count(failed []string, problems []verify.Problem, tooLong bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, name := range failed {
+		s.checks[name]++
+	}
+	for _, p := range problems {
+		s.kinds[p.Kind]++
+	}
+	if tooLong {
+		s.long++
+	}
+}

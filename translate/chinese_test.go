@@ -1,0 +1,120 @@
+package translate
+
+import (
+	"slices"
+	"strings"
+	"testing"
+	"unicode/utf8"
+)
+
+func TestToTaiwan(t *testing.T) {
+	cases := []struct{ in, want string }{
+		{"软件", "軟體"},
+		{"网络", "網路"},
+		{"信息", "資訊"},
+		{"鼠标", "滑鼠"},
+		{"内存", "記憶體"},
+		{"打印机", "印表機"},
+		{"视频", "影片"},
+		{"我需要为John Doe生成一张发票。", "我需要為John Doe生成一張發票。"},
+		{"軟體已經是繁體", "軟體已經是繁體"},
+		{"plain ASCII <b>&</b>", "plain ASCII <b>&</b>"},
+		{"", ""},
+		{"bad \xff utf8 软件", "bad \xff utf8 软件"}, // invalid UTF-8 is left as it is
+	}
+	for _, c := range cases {
+		if got := toTaiwan(c.in); got != c.want {
+			t.Errorf("toTaiwan(%q) = %q, want %q", c.in, got, c.want)
+		}
+	}
+}
+
+// TestToTaiwanRepaired: OpenCC's greedy phrase match keeps 恒 inside 永恒生命
+// (it matches the proper name 恒生); the repair converts it.
+func TestToTaiwanRepaired(t *testing.T) {
+	cases := []struct{ in, plain, repaired string }{
+		{"永恒生命", "永恒生命", "永恆生命"},
+		{"北马里亚纳群岛", "北马里亞納群島", "北馬里亞納群島"},
+		{"软件", "軟體", "軟體"},
+	}
+	for _, c := range cases {
+		if got := toTaiwan(c.in); got != c.plain {
+			t.Errorf("toTaiwan(%q) = %q, want %q", c.in, got, c.plain)
+		}
+		if got := toTaiwanRepaired(c.in); got != c.repaired {
+			t.Errorf("toTaiwanRepaired(%q) = %q, want %q", c.in, got, c.repaired)
+		}
+	}
+}
+
+func TestHasSimplifiedOnly(t *testing.T) {
+	cases := []struct {
+		in   string
+		want rune // 0: none
+	}{
+		{"", 0},
+		{"hello, world", 0},
+		{"軟體與網路", 0},
+		{"软件", '软'},
+		{"軟体", '体'},
+		{"后来", '来'}, // 后 is also Traditional (皇后); 来 is not
+		{"皇后", 0},
+		{"干杯才好", 0}, // 干, 才: shared by both scripts
+		{"白痴", 0},   // 痴 is the Taiwan standard form of 癡
+		{"恒生指數", '恒'},
+		{"abc\xff软", '软'},
+	}
+	for _, c := range cases {
+		r, ok := HasSimplifiedOnly(c.in)
+		if ok != (c.want != 0) || r != c.want {
+			t.Errorf("HasSimplifiedOnly(%q) = %q, %v; want %q", c.in, r, ok, c.want)
+		}
+	}
+}
+
+// TestRepairComplete: every Simplified-only character converts to text
+// without Simplified-only characters, so Convert's output never has any.
+func TestRepairComplete(t *testing.T) {
+	c := mustChinese()
+	if len(c.simplified) < 2000 {
+		t.Fatalf("only %d Simplified-only characters found; the dictionaries did not load fully", len(c.simplified))
+	}
+	var bad []string
+	for r := range c.simplified {
+		if _, ok := HasSimplifiedOnly(toTaiwanRepaired(string(r))); ok {
+			bad = append(bad, string(r))
+		}
+	}
+	slices.Sort(bad)
+	if len(bad) > 0 {
+		t.Errorf("not repaired: %s", strings.Join(bad, " "))
+	}
+}
+
+func FuzzHasSimplifiedOnly(f *testing.F) {
+	for _, s := range []string{"", "软件", "軟體", "永恒生命", "北马里亚纳群岛", "ascii", "\xff\xfe", "皇后来了"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		r, ok := HasSimplifiedOnly(s)
+		if ok && !strings.ContainsRune(s, r) {
+			t.Fatalf("reported %q, which is not in %q", r, s)
+		}
+		if !ok && r != 0 {
+			t.Fatalf("no hit but rune %q", r)
+		}
+		rep := toTaiwanRepaired(s)
+		if !utf8.ValidString(s) {
+			if rep != s {
+				t.Fatalf("invalid UTF-8 was changed")
+			}
+			return
+		}
+		if r, ok := HasSimplifiedOnly(rep); ok {
+			t.Fatalf("toTaiwanRepaired(%q) = %q keeps %q", s, rep, r)
+		}
+		if !hasHan(s) && rep != s {
+			t.Fatalf("text without Han changed: %q → %q", s, rep)
+		}
+	})
+}

@@ -1,0 +1,248 @@
+package translate
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/augmentdata/augment/stages/record"
+)
+
+// sharedData returns the shared data directory: $AUGMENT_SHARED_DATA, or
+// shared/data beside the repository. Tests that need it skip without it.
+func sharedData(t testing.TB, rel string) string {
+	t.Helper()
+	dir := os.Getenv("AUGMENT_SHARED_DATA")
+	if dir == "" {
+		dir = filepath.Join("..", "..", "shared", "data")
+	}
+	p := filepath.Join(dir, rel)
+	if _, err := os.Stat(p); err != nil {
+		t.Skipf("shared data file %s not available (set AUGMENT_SHARED_DATA to the shared data directory): %v", p, err)
+	}
+	return p
+}
+
+// lfRow is one row of a LLaMA-Factory sharegpt file (glaive_toolcall_*_demo.json).
+type lfRow struct {
+	Conversations []struct {
+		From  string `json:"from"`
+		Value string `json:"value"`
+	} `json:"conversations"`
+	Tools string `json:"tools"`
+}
+
+// lfRecord builds a record from a LLaMA-Factory row the simple way: one
+// function_call value is an object or a list of calls, an observation
+// answers the calls before it.
+func lfRecord(t testing.TB, i int, row lfRow) *record.Record {
+	t.Helper()
+	r := &record.Record{ID: "glaive_zh:" + strconv.Itoa(i), Row: int64(i)}
+	if row.Tools != "" {
+		if err := json.Unmarshal([]byte(row.Tools), &r.Tools); err != nil {
+			t.Fatalf("row %d tools: %v", i, err)
+		}
+	}
+	var last []record.Call
+	for _, m := range row.Conversations {
+		switch m.From {
+		case "human":
+			r.Messages = append(r.Messages, record.Message{Role: record.RoleUser, Content: m.Value})
+		case "gpt":
+			r.Messages = append(r.Messages, record.Message{Role: record.RoleAssistant, Content: m.Value})
+		case "function_call":
+			var calls []record.Call
+			v := []byte(strings.TrimSpace(m.Value))
+			if len(v) > 0 && v[0] == '[' {
+				if err := json.Unmarshal(v, &calls); err != nil {
+					t.Fatalf("row %d calls: %v", i, err)
+				}
+			} else {
+				var c record.Call
+				if err := json.Unmarshal(v, &c); err != nil {
+					t.Fatalf("row %d call: %v", i, err)
+				}
+				calls = []record.Call{c}
+			}
+			last = calls
+			r.Messages = append(r.Messages, record.Message{Role: record.RoleAssistant, Calls: calls})
+		case "observation":
+			name := ""
+			if len(last) > 0 {
+				name = last[0].Name
+			}
+			r.Messages = append(r.Messages, record.Message{Role: record.RoleTool, Results: []record.Result{{Name: name, Content: m.Value}}})
+		default:
+			t.Fatalf("row %d: role %q", i, m.From)
+		}
+	}
+	return r
+}
+
+// TestConvertGlaiveZh converts the 300 Simplified Chinese rows of
+// LLaMA-Factory's glaive_toolcall_zh_demo.json and checks the structure
+// lock: tool definitions byte-identical, names, keys, enums, numbers and
+// other locked values unchanged, every free-text value converted, no
+// Simplified-only character left anywhere translatable.
+func TestConvertGlaiveZh(t *testing.T) {
+	b, err := os.ReadFile(sharedData(t, "llamafactory/glaive_toolcall_zh_demo.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rows []lfRow
+	if err := json.Unmarshal(b, &rows); err != nil {
+		t.Fatal(err)
+	}
+	if len(rows) != 300 {
+		t.Fatalf("%d rows, want 300", len(rows))
+	}
+	tr, err := New(Config{Mode: ModeConvert}, nil, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	changedArgs := 0
+	for i, row := range rows {
+		src := lfRecord(t, i, row)
+		out, err := tr.Record(t.Context(), src)
+		if err != nil {
+			t.Errorf("row %d: %v", i, err)
+			continue
+		}
+		if out.Tag("lang") != Lang || out.Lineage[len(out.Lineage)-1] != (record.Step{Stage: "translate", Provider: "rule"}) {
+			t.Errorf("row %d: tags %v lineage %v", i, out.Tags, out.Lineage)
+		}
+		for k := range src.Tools {
+			a, b := src.Tools[k], out.Tools[k]
+			if a.Name != b.Name || a.Description != b.Description || !bytes.Equal(a.Parameters, b.Parameters) {
+				t.Errorf("row %d tool %d changed", i, k)
+			}
+		}
+		for s := range translatable(out) {
+			if c, ok := HasSimplifiedOnly(s.text); ok {
+				t.Errorf("row %d %s: %q keeps %q", i, s.path, s.text, c)
+			}
+		}
+		for k, m := range src.Messages {
+			om := out.Messages[k]
+			if om.Role != m.Role || len(om.Calls) != len(m.Calls) || len(om.Results) != len(m.Results) {
+				t.Fatalf("row %d turn %d: shape changed", i, k)
+			}
+			if om.Content != toTaiwanRepaired(m.Content) {
+				t.Errorf("row %d turn %d: content %q", i, k, om.Content)
+			}
+			for c, call := range m.Calls {
+				oc := om.Calls[c]
+				if oc.Name != call.Name {
+					t.Errorf("row %d: name %q → %q", i, call.Name, oc.Name)
+				}
+				orig, err1 := parseTree(call.Arguments)
+				conv, err2 := parseTree(oc.Arguments)
+				if err1 != nil || err2 != nil {
+					t.Fatalf("row %d: arguments %v %v", i, err1, err2)
+				}
+				w := walker{keyReason: ReasonKeyChanged}
+				w.compare("", orig, conv, callSchema(src, call.Name))
+				if len(w.problems) > 0 {
+					t.Errorf("row %d call %s: %v", i, call.Name, w.problems)
+				}
+				for _, f := range w.free {
+					if f.ans.str != toTaiwanRepaired(f.orig.str) {
+						t.Errorf("row %d %s: %q is not the conversion of %q", i, f.path, f.ans.str, f.orig.str)
+					}
+				}
+				if !bytes.Equal(call.Arguments, oc.Arguments) {
+					changedArgs++
+				}
+			}
+		}
+	}
+	if changedArgs == 0 {
+		t.Error("no argument value was converted")
+	}
+	// A known row, end to end.
+	out := Convert(lfRecord(t, 0, rows[0]))
+	if got := out.Messages[0].Content; got != "我需要為John Doe生成一張發票。他購買了2個蘋果，每個$1，以及3根香蕉，每根$0.5。" {
+		t.Errorf("row 0 user: %q", got)
+	}
+	if got := string(out.Messages[1].Calls[0].Arguments); got != `{"customer_name": "約翰·多伊", "items": [{"name": "蘋果", "quantity": 2, "price": 1}, {"name": "香蕉", "quantity": 3, "price": 0.5}]}` {
+		t.Errorf("row 0 arguments: %s", got)
+	}
+}
+
+// TestConvertLocks: the enum member 意大利 (outside its enum in the source)
+// and a dated ID stay; free text and results are converted; the source is
+// not modified.
+func TestConvertLocks(t *testing.T) {
+	src := &record.Record{
+		ID:     "zh:1",
+		System: "你是一个乐于助人的助手。",
+		Tools: []record.Tool{{Name: "search_recipes", Description: "根据食材搜索食谱",
+			Parameters: json.RawMessage(`{"type":"object","properties":{"ingredients":{"type":"array","items":{"type":"string"}},"cuisine":{"type":"string","enum":["Italian","Mexican"]},"since":{"type":"string","format":"date"}}}`)}},
+		Messages: []record.Message{
+			{Role: "user", Content: "我想用鸡肉做意大利菜，需要软件帮忙吗？"},
+			{Role: "assistant", Reasoning: "用户想要意大利菜谱。", Calls: []record.Call{{Name: "search_recipes", Arguments: json.RawMessage(`{"ingredients": ["鸡肉", "甜椒"], "cuisine": "意大利", "since": "2024年1月1日"}`)}}},
+			{Role: "tool", Results: []record.Result{{Name: "search_recipes", Content: `{"recipes": [{"name": "鸡肉意大利面", "id": "R-1"}]}`}}},
+			{Role: "tool", Results: []record.Result{{Name: "search_recipes", Content: `没有更多结果`}}},
+		},
+	}
+	before, _ := json.Marshal(src)
+	out := Convert(src)
+	if after, _ := json.Marshal(src); !bytes.Equal(before, after) {
+		t.Error("Convert modified its input")
+	}
+	checks := []struct{ got, want string }{
+		{out.System, "你是一個樂於助人的助手。"},
+		{out.Messages[0].Content, "我想用雞肉做義大利菜，需要軟體幫忙嗎？"},
+		{out.Messages[1].Reasoning, "使用者想要義大利菜譜。"},
+		{string(out.Messages[1].Calls[0].Arguments), `{"ingredients": ["雞肉", "甜椒"], "cuisine": "意大利", "since": "2024年1月1日"}`},
+		{out.Messages[2].Results[0].Content, `{"recipes": [{"name": "雞肉義大利麵", "id": "R-1"}]}`},
+		{out.Messages[3].Results[0].Content, "沒有更多結果"},
+		{out.Tools[0].Description, "根据食材搜索食谱"},
+	}
+	for i, c := range checks {
+		if c.got != c.want {
+			t.Errorf("%d: got %q, want %q", i, c.got, c.want)
+		}
+	}
+}
+
+func TestConvertModeRejects(t *testing.T) {
+	tr, err := New(Config{Mode: ModeConvert}, nil, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		name   string
+		r      *record.Record
+		reason string
+	}{
+		{"english", &record.Record{Messages: []record.Message{{Role: "user", Content: "Hello there"}}}, ReasonNotChinese},
+		{"bad arguments", &record.Record{Messages: []record.Message{{Role: "assistant", Calls: []record.Call{{Name: "f", Arguments: json.RawMessage(`[1]`)}}}}}, ReasonSourceInvalid},
+	}
+	for _, c := range cases {
+		_, err := tr.Record(t.Context(), c.r)
+		var rej *Reject
+		if !errors.As(err, &rej) || rej.Reason != c.reason {
+			t.Errorf("%s: error %v, want %s", c.name, err, c.reason)
+		}
+	}
+}
+
+func BenchmarkConvert(b *testing.B) {
+	// The fixture dialogue with its user turn and one argument in
+	// Simplified Chinese: a record of typical size, mostly text to convert.
+	r := loadRecord(b)
+	r.Messages = append(r.Messages, record.Message{Role: "user", Content: "我需要为John Doe生成一张发票。他购买了2个苹果，每个$1，以及3根香蕉，每根$0.5。"})
+	r.Messages[1].Calls[0].Arguments = json.RawMessage(`{"city": "京都", "check_in": "2024-11-22", "guests": 2, "sort_by": "rating", "contact_email": "amy@example.com", "notes": "远离街道的安静房间"}`)
+	r.Messages[0].Content = "我想在京都找一间安静的酒店，两个人，2024-11-22入住，按评分排序，并告诉我那里的天气。我的邮箱是 amy@example.com。"
+	mustChinese()
+	b.ReportAllocs()
+	for b.Loop() {
+		Convert(r)
+	}
+}

@@ -1,0 +1,117 @@
+package translate
+
+import (
+	"cmp"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"math/rand/v2"
+	"slices"
+	"strconv"
+
+	"github.com/augmentdata/augment/stages/record"
+)
+
+// A Stage runs a Translator over a pipeline's records. It has the methods of
+// stages.Stage and stages.Planner; the package does not import stages, so
+// that the pipeline can embed Config.
+type Stage struct {
+	t    *Translator
+	rand func(id string) *rand.Rand
+	// chosen holds the IDs picked by Plan when Config.Count is set; Plan
+	// runs before any Process call and it is read-only afterwards.
+	chosen  map[string]bool
+	planned bool
+}
+
+// NewStage returns the stage for t. rnd returns the generator seeded for a
+// record ID (stages.Env.Rand), so the choice of records depends only on the
+// pipeline seed, the stage name and the ID.
+func NewStage(t *Translator, rnd func(id string) *rand.Rand) *Stage {
+	return &Stage{t: t, rand: rnd}
+}
+
+// Process translates r if it is chosen and passes it on unchanged otherwise
+// (as it does records already tagged lang=zh-TW). A chosen record yields its
+// translation, preceded by r itself when Keep is "both" (the translation's ID
+// then gets the suffix "/zh-TW"). A record that cannot be translated is
+// rejected in both keep modes, so every failure is counted. Errors are
+// those of Translator.Record, plus a systemic one when Count is set and Plan
+// was not called.
+func (s *Stage) Process(ctx context.Context, r *record.Record) ([]*record.Record, error) {
+	ok, err := s.selected(r)
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		return []*record.Record{r}, nil
+	}
+	out, err := s.t.Record(ctx, r)
+	if err != nil {
+		return nil, err
+	}
+	if s.t.cfg.Keep == KeepBoth {
+		out.ID = r.ID + "/" + Lang
+		return []*record.Record{r, out}, nil
+	}
+	return []*record.Record{out}, nil
+}
+
+func (s *Stage) selected(r *record.Record) (bool, error) {
+	if r.Tag("lang") == Lang {
+		return false, nil
+	}
+	if s.t.cfg.Count > 0 {
+		if !s.planned {
+			return false, errors.New("translate: count is set but the stage was not planned (Plan must run before Process)")
+		}
+		return s.chosen[r.ID], nil
+	}
+	if s.t.cfg.Ratio >= 1 {
+		return true, nil
+	}
+	return s.rand(r.ID).Float64() < s.t.cfg.Ratio, nil
+}
+
+// Plan picks the records to translate when Count is set: the Count records
+// (not yet in zh-TW) whose seeded draws are smallest, ties broken by ID, so
+// the choice depends on the seed and the set of IDs, not on their order.
+// The digest names the chosen set. With Ratio, Plan reads nothing and the
+// digest names the ratio.
+func (s *Stage) Plan(ctx context.Context, scan func(yield func(*record.Record) error) error) (string, error) {
+	if s.t.cfg.Count == 0 {
+		return "ratio=" + strconv.FormatFloat(s.t.cfg.Ratio, 'g', -1, 64), nil
+	}
+	type draw struct {
+		key uint64
+		id  string
+	}
+	var draws []draw
+	err := scan(func(r *record.Record) error {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if r.Tag("lang") != Lang {
+			draws = append(draws, draw{s.rand(r.ID).Uint64(), r.ID})
+		}
+		return nil
+	})
+	if err != nil {
+		return "", err
+	}
+	slices.SortFunc(draws, func(a, b draw) int {
+		return cmp.Or(cmp.Compare(a.key, b.key), cmp.Compare(a.id, b.id))
+	})
+	draws = draws[:min(len(draws), s.t.cfg.Count)]
+	slices.SortFunc(draws, func(a, b draw) int { return cmp.Compare(a.id, b.id) })
+	s.chosen = make(map[string]bool, len(draws))
+	h := sha256.New()
+	for _, d := range draws {
+		s.chosen[d.id] = true
+		h.Write([]byte(d.id))
+		h.Write([]byte{0})
+	}
+	s.planned = true
+	return "count=" + strconv.Itoa(s.t.cfg.Count) + ":" + hex.EncodeToString(h.Sum(nil)[:12]), nil
+}

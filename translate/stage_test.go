@@ -1,0 +1,172 @@
+package translate
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"hash/fnv"
+	"math/rand/v2"
+	"slices"
+	"strconv"
+	"testing"
+
+	"github.com/augmentdata/augment/stages/record"
+)
+
+// seeded mimics stages.Env.Rand: a generator per record ID.
+func seeded(seed uint64) func(id string) *rand.Rand {
+	return func(id string) *rand.Rand {
+		h := fnv.New64a()
+		var b [8]byte
+		binary.LittleEndian.PutUint64(b[:], seed)
+		h.Write(b[:])
+		h.Write([]byte(id))
+		s := h.Sum64()
+		return rand.New(rand.NewPCG(s, s))
+	}
+}
+
+func zhRecords(n int) []*record.Record {
+	rs := make([]*record.Record, n)
+	for i := range rs {
+		rs[i] = &record.Record{ID: "zh:" + strconv.Itoa(i), Messages: []record.Message{{Role: "user", Content: "请帮我查一下网络设置"}}}
+	}
+	return rs
+}
+
+func newConvertStage(t *testing.T, cfg Config, seed uint64) *Stage {
+	t.Helper()
+	cfg.Mode = ModeConvert
+	tr, err := New(cfg, nil, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return NewStage(tr, seeded(seed))
+}
+
+func run(t *testing.T, s *Stage, rs []*record.Record) (out []*record.Record) {
+	t.Helper()
+	for _, r := range rs {
+		got, err := s.Process(t.Context(), r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, got...)
+	}
+	return out
+}
+
+func translatedIDs(rs []*record.Record) []string {
+	var ids []string
+	for _, r := range rs {
+		if r.Tag("lang") == Lang {
+			ids = append(ids, r.ID)
+		}
+	}
+	return ids
+}
+
+func TestStageRatio(t *testing.T) {
+	rs := zhRecords(400)
+	a := translatedIDs(run(t, newConvertStage(t, Config{Ratio: 0.25}, 7), rs))
+	if len(a) < 60 || len(a) > 140 {
+		t.Errorf("ratio 0.25 of 400 chose %d", len(a))
+	}
+	// Same seed: same choice, whatever the order of arrival.
+	rev := slices.Clone(rs)
+	slices.Reverse(rev)
+	b := translatedIDs(run(t, newConvertStage(t, Config{Ratio: 0.25}, 7), rev))
+	slices.Sort(a)
+	slices.Sort(b)
+	if !slices.Equal(a, b) {
+		t.Error("choice depends on record order")
+	}
+	c := translatedIDs(run(t, newConvertStage(t, Config{Ratio: 0.25}, 8), rs))
+	slices.Sort(c)
+	if slices.Equal(a, c) {
+		t.Error("choice does not depend on the seed")
+	}
+	all := run(t, newConvertStage(t, Config{}, 7), rs)
+	if len(translatedIDs(all)) != 400 {
+		t.Error("default ratio does not translate everything")
+	}
+}
+
+func TestStageCount(t *testing.T) {
+	rs := zhRecords(50)
+	rs = append(rs, Convert(&record.Record{ID: "done:1", Messages: []record.Message{{Role: "user", Content: "已翻譯"}}}))
+	scan := func(order []*record.Record) func(yield func(*record.Record) error) error {
+		return func(yield func(*record.Record) error) error {
+			for _, r := range order {
+				if err := yield(r); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+	}
+	s := newConvertStage(t, Config{Count: 10}, 3)
+	if _, err := s.Process(t.Context(), rs[0]); err == nil {
+		t.Fatal("count without Plan must be an error")
+	}
+	d1, err := s.Plan(t.Context(), scan(rs))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := run(t, s, rs)
+	if len(out) != len(rs) {
+		t.Errorf("%d records out of %d", len(out), len(rs))
+	}
+	got := translatedIDs(out)
+	if len(got) != 11 || !slices.Contains(got, "done:1") { // 10 chosen + the one already in zh-TW, passed through
+		t.Errorf("translated %v", got)
+	}
+	rev := slices.Clone(rs)
+	slices.Reverse(rev)
+	s2 := newConvertStage(t, Config{Count: 10}, 3)
+	d2, err := s2.Plan(t.Context(), scan(rev))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d1 != d2 {
+		t.Errorf("plan digest depends on order: %s vs %s", d1, d2)
+	}
+	s3 := newConvertStage(t, Config{Count: 100}, 3)
+	if _, err := s3.Plan(t.Context(), scan(rs)); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(translatedIDs(run(t, s3, rs))); n != len(rs) {
+		t.Errorf("count above the input size translated %d of %d", n, len(rs))
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	if _, err := newConvertStage(t, Config{Count: 1}, 3).Plan(ctx, scan(rs)); !errors.Is(err, context.Canceled) {
+		t.Errorf("cancelled plan: %v", err)
+	}
+	if d, err := newConvertStage(t, Config{Ratio: 0.5}, 3).Plan(t.Context(), func(func(*record.Record) error) error {
+		t.Error("ratio mode scanned the input")
+		return nil
+	}); err != nil || d != "ratio=0.5" {
+		t.Errorf("ratio plan: %q %v", d, err)
+	}
+}
+
+func TestStageKeepBoth(t *testing.T) {
+	rs := zhRecords(1)
+	out := run(t, newConvertStage(t, Config{Keep: KeepBoth}, 1), rs)
+	if len(out) != 2 || out[0] != rs[0] || out[1].ID != "zh:0/zh-TW" || out[1].Messages[0].Content != "請幫我查一下網路設定" {
+		t.Fatalf("keep both: %+v", out)
+	}
+	if rs[0].Messages[0].Content != "请帮我查一下网络设置" || rs[0].Tag("lang") != "" {
+		t.Error("the original was modified")
+	}
+}
+
+func TestStageRejectPassesThrough(t *testing.T) {
+	s := newConvertStage(t, Config{Keep: KeepBoth}, 1)
+	_, err := s.Process(t.Context(), &record.Record{ID: "en:1", Messages: []record.Message{{Role: "user", Content: "hello"}}})
+	var rej *Reject
+	if !errors.As(err, &rej) || rej.RejectReason() != ReasonNotChinese {
+		t.Errorf("error %v", err)
+	}
+}

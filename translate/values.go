@@ -1,0 +1,323 @@
+package translate
+
+import (
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+	"unicode"
+)
+
+// A schema is one JSON Schema object of a tool's parameters, decoded
+// loosely; nil means "unknown", which locks nothing by itself.
+type schema = map[string]any
+
+// toolSchema decodes a tool's parameters; a malformed schema counts as
+// unknown (the verify stage reports those).
+func toolSchema(params json.RawMessage) schema {
+	var s schema
+	if json.Unmarshal(params, &s) != nil {
+		return nil
+	}
+	return s
+}
+
+func property(s schema, key string) schema {
+	if props, ok := s["properties"].(map[string]any); ok {
+		if p, ok := props[key].(map[string]any); ok {
+			return p
+		}
+	}
+	if p, ok := s["additionalProperties"].(map[string]any); ok {
+		return p
+	}
+	return nil
+}
+
+func item(s schema, i int) schema {
+	if tuple, ok := s["prefixItems"].([]any); ok && i < len(tuple) {
+		p, _ := tuple[i].(map[string]any)
+		return p
+	}
+	switch it := s["items"].(type) {
+	case map[string]any:
+		return it
+	case []any: // draft-04 tuple form
+		if i < len(it) {
+			p, _ := it[i].(map[string]any)
+			return p
+		}
+	}
+	return nil
+}
+
+// A leafClass says what a translation may do to a string value.
+type leafClass int
+
+const (
+	leafFree   leafClass = iota // free text: may be translated
+	leafLocked                  // identifier, code, number, date, URL, e-mail…: must stay as it is
+	leafEnum                    // a member of the schema's enum: must stay as it is
+)
+
+// classify decides whether the string v, found where the schema s applies,
+// is free text. The rules follow seed 002 §3.4 ("translate arguments only
+// when reasonable"): enum members, values with a declared format, pattern or
+// const, or a non-string type are locked by the schema; otherwise the value
+// itself decides (see lockedText).
+func classify(s schema, v string) leafClass {
+	if enum, ok := s["enum"].([]any); ok && len(enum) > 0 {
+		return leafEnum
+	}
+	if f, ok := s["format"].(string); ok && f != "" {
+		return leafLocked
+	}
+	if p, ok := s["pattern"].(string); ok && p != "" {
+		return leafLocked
+	}
+	if _, ok := s["const"]; ok {
+		return leafLocked
+	}
+	if !allowsString(s["type"]) {
+		return leafLocked
+	}
+	if lockedText(v) {
+		return leafLocked
+	}
+	return leafFree
+}
+
+// allowsString reports whether a schema "type" admits strings; a missing or
+// unusual type admits them.
+func allowsString(t any) bool {
+	switch t := t.(type) {
+	case string:
+		switch t {
+		case "integer", "number", "boolean", "null", "int", "float", "bool":
+			return false
+		}
+		return true
+	case []any:
+		if len(t) == 0 {
+			return true
+		}
+		for _, x := range t {
+			if s, ok := x.(string); ok && allowsString(s) {
+				return true
+			}
+		}
+		return false
+	default:
+		return true
+	}
+}
+
+// lockedText reports whether v looks like something a translation must not
+// touch even without a schema saying so: blank text, text without letters
+// (numbers, dates, times, prices, phone numbers), URLs, e-mail addresses,
+// and text made only of code-like tokens (USD, AAPL, en, snake_case,
+// camelCase, file.txt, v2, a/b). Words and phrases — also single plain
+// words like "chicken" or "Paris" — are free text, left to the teacher's
+// judgement and the equivalence check.
+func lockedText(v string) bool {
+	t := strings.TrimSpace(v)
+	if t == "" || !strings.ContainsFunc(t, unicode.IsLetter) {
+		return true
+	}
+	if strings.Contains(t, "://") || strings.HasPrefix(strings.ToLower(t), "www.") || isEmail(t) {
+		return true
+	}
+	if _, err := strconv.ParseFloat(t, 64); err == nil {
+		return true
+	}
+	for tok := range strings.FieldsSeq(t) {
+		if !codeToken(tok) {
+			return false
+		}
+	}
+	return true
+}
+
+// codeToken reports whether one white-space free token reads as a code or
+// identifier rather than a word.
+func codeToken(tok string) bool {
+	tok = strings.TrimRight(tok, ".,!?;:")
+	if tok == "" || !strings.ContainsFunc(tok, unicode.IsLetter) {
+		return true
+	}
+	ascii := true
+	for _, r := range tok {
+		if r > unicode.MaxASCII {
+			ascii = false
+			break
+		}
+	}
+	if !ascii { // Chinese, accented words…: language, not code
+		return false
+	}
+	if strings.ContainsAny(tok, "0123456789_/\\@#:=&?%{}[]<>|~^$*+()'\";`.") {
+		return true
+	}
+	switch strings.ToLower(tok) {
+	case "true", "false", "null", "none", "nil":
+		return true
+	}
+	letters, upper := 0, 0
+	for i, r := range tok {
+		if unicode.IsLetter(r) {
+			letters++
+		}
+		if unicode.IsUpper(r) {
+			upper++
+			if i > 0 && !strings.ContainsRune("-'", rune(tok[i-1])) {
+				return true // camelCase, iPhone, McDonald-style inner capitals
+			}
+		}
+	}
+	if letters <= 2 { // en, fr, km, kg
+		return true
+	}
+	return upper == letters // USD, NYC, AAPL
+}
+
+func isEmail(t string) bool {
+	at := strings.IndexByte(t, '@')
+	if at <= 0 || strings.ContainsAny(t, " \t\n") || strings.Count(t, "@") != 1 {
+		return false
+	}
+	dot := strings.LastIndexByte(t, '.')
+	return dot > at+1 && dot < len(t)-1
+}
+
+// A problem is one way an answer breaks the locked structure.
+type problem struct {
+	reason string // one of the Reason* codes
+	path   string // where, in the request's naming: conversations[2].tool_calls[0].arguments.city
+	detail string // what, for people and for the teacher's re-ask
+}
+
+func (p problem) String() string {
+	if p.path == "" {
+		return p.detail
+	}
+	return p.path + ": " + p.detail
+}
+
+// A freeLeaf is a free-text string of the source and its counterpart in the
+// answer.
+type freeLeaf struct {
+	path      string
+	orig, ans *node
+}
+
+// A walker compares a source JSON value with its translation under the
+// locking rules, collecting problems and the free-text pairs.
+type walker struct {
+	keyReason string // reason for added or missing object keys
+	problems  []problem
+	free      []freeLeaf
+}
+
+func (w *walker) add(reason, path, format string, args ...any) {
+	w.problems = append(w.problems, problem{reason: reason, path: path, detail: fmt.Sprintf(format, args...)})
+}
+
+// compare walks orig and ans together; s is the schema applying at this
+// point (nil when unknown).
+func (w *walker) compare(path string, orig, ans *node, s schema) {
+	if enum, ok := s["enum"].([]any); ok && len(enum) > 0 {
+		if !sameValue(orig, ans) {
+			w.add(ReasonEnumChanged, path, "enum value %s was changed to %s; enum members must be copied exactly", show(orig), show(ans))
+		}
+		return
+	}
+	if orig.kind != ans.kind && !(isBool(orig.kind) && isBool(ans.kind)) {
+		w.add(ReasonValueChanged, path, "a %s became a %s; keep the value's type", kindName(orig.kind), kindName(ans.kind))
+		return
+	}
+	switch orig.kind {
+	case '{':
+		seen := make(map[string]bool, len(ans.keys))
+		for _, k := range ans.keys {
+			if seen[k] {
+				w.add(w.keyReason, path, "key %q appears twice", k)
+			}
+			seen[k] = true
+		}
+		for i, k := range orig.keys {
+			a := ans.get(k)
+			if a == nil {
+				w.add(w.keyReason, joinKey(path, k), "key %q is missing; keep every key exactly as given", k)
+				continue
+			}
+			w.compare(joinKey(path, k), orig.kids[i], a, property(s, k))
+		}
+		for _, k := range ans.keys {
+			if orig.get(k) == nil {
+				w.add(w.keyReason, joinKey(path, k), "unexpected key %q; keys must not be translated, renamed or added", k)
+			}
+		}
+	case '[':
+		if len(orig.kids) != len(ans.kids) {
+			w.add(ReasonValueChanged, path, "list has %d items, want %d", len(ans.kids), len(orig.kids))
+			return
+		}
+		for i := range orig.kids {
+			w.compare(path+"["+strconv.Itoa(i)+"]", orig.kids[i], ans.kids[i], item(s, i))
+		}
+	case '"':
+		if classify(s, orig.str) == leafFree {
+			w.free = append(w.free, freeLeaf{path: path, orig: orig, ans: ans})
+		} else if orig.str != ans.str {
+			w.add(ReasonValueChanged, path, "%s was changed to %s; identifiers, codes, dates, URLs and e-mail addresses must be copied exactly", show(orig), show(ans))
+		}
+	default:
+		if !sameValue(orig, ans) {
+			w.add(ReasonValueChanged, path, "%s was changed to %s; numbers and booleans must be copied exactly", show(orig), show(ans))
+		}
+	}
+}
+
+func isBool(k byte) bool { return k == 't' || k == 'f' }
+
+// freeStrings calls fn for every free-text string of n (see classify).
+func freeStrings(path string, n *node, s schema, fn func(path string, n *node)) {
+	if enum, ok := s["enum"].([]any); ok && len(enum) > 0 {
+		return
+	}
+	switch n.kind {
+	case '{':
+		for i, k := range n.keys {
+			freeStrings(joinKey(path, k), n.kids[i], property(s, k), fn)
+		}
+	case '[':
+		for i, kid := range n.kids {
+			freeStrings(path+"["+strconv.Itoa(i)+"]", kid, item(s, i), fn)
+		}
+	case '"':
+		if classify(s, n.str) == leafFree {
+			fn(path, n)
+		}
+	}
+}
+
+func joinKey(path, key string) string {
+	if path == "" {
+		return key
+	}
+	return path + "." + key
+}
+
+// show renders a node briefly for messages.
+func show(n *node) string {
+	switch n.kind {
+	case '"':
+		return strconv.Quote(clip(n.str, 60))
+	case '{':
+		return "an object"
+	case '[':
+		return "a list"
+	default:
+		return clip(string(n.raw), 60)
+	}
+}

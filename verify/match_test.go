@@ -1,0 +1,148 @@
+package verify
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+	"testing"
+
+	"github.com/augmentdata/augment/stages/record"
+)
+
+func call(name, args string) record.Call {
+	return record.Call{Name: name, Arguments: json.RawMessage(args)}
+}
+
+func TestMatchCalls(t *testing.T) {
+	tests := []struct {
+		name       string
+		gold, pred []record.Call
+		ok         bool
+		pairs      [][2]int
+		want       []string // kind@path
+	}{
+		{"identical", []record.Call{call("get_weather", `{"city":"Paris"}`)}, []record.Call{call("get_weather", `{"city":"Paris"}`)},
+			true, [][2]int{{0, 0}}, nil},
+		{"key order and white space", []record.Call{call("get_weather", `{"city":"Paris","days":2}`)}, []record.Call{call("get_weather", `{ "days": 2, "city": "Paris" }`)},
+			true, [][2]int{{0, 0}}, nil},
+		{"1 equals 1.0", []record.Call{call("get_weather", `{"city":"Paris","days":2}`)}, []record.Call{call("get_weather", `{"city":"Paris","days":2.0}`)},
+			true, [][2]int{{0, 0}}, nil},
+		{"numeric string where the schema says integer", []record.Call{call("get_weather", `{"city":"Paris","days":2}`)}, []record.Call{call("get_weather", `{"city":"Paris","days":"2"}`)},
+			true, [][2]int{{0, 0}}, nil},
+		{"numeric string where the schema says string", []record.Call{call("get_weather", `{"city":"75001"}`)}, []record.Call{call("get_weather", `{"city":75001}`)},
+			false, nil, []string{"value_error@pred[0].arguments.city"}},
+		{"numeric string for an unknown tool", []record.Call{call("other", `{"n":2}`)}, []record.Call{call("other", `{"n":"2"}`)},
+			false, nil, []string{"value_error@pred[0].arguments.n"}},
+		{"boolean string where the schema says boolean", []record.Call{call("get_weather", `{"city":"Paris","detailed":true}`)}, []record.Call{call("get_weather", `{"city":"Paris","detailed":"True"}`)},
+			true, [][2]int{{0, 0}}, nil},
+		{"free text: case and white space folded", []record.Call{call("get_weather", `{"city":"New York"}`)}, []record.Call{call("get_weather", `{"city":"  new   york "}`)},
+			true, [][2]int{{0, 0}}, nil},
+		{"enum spelled exactly", []record.Call{call("get_weather", `{"city":"Paris","unit":"fahrenheit"}`)}, []record.Call{call("get_weather", `{"city":"Paris","unit":"Fahrenheit"}`)},
+			false, nil, []string{"value_error@pred[0].arguments.unit"}},
+		{"omitted argument equals the default", []record.Call{call("get_weather", `{"city":"Paris","unit":"celsius","days":1}`)}, []record.Call{call("get_weather", `{"city":"Paris"}`)},
+			true, [][2]int{{0, 0}}, nil},
+		{"added argument equals the default", []record.Call{call("get_weather", `{"city":"Paris"}`)}, []record.Call{call("get_weather", `{"city":"Paris","days":1}`)},
+			true, [][2]int{{0, 0}}, nil},
+		{"string default of an integer parameter (ToolACE)", []record.Call{call("Market Trends API", `{"trend_type":"X"}`)}, []record.Call{call("Market Trends API", `{"trend_type":"X","count":5}`)},
+			true, [][2]int{{0, 0}}, nil},
+		{"null equals omitted", []record.Call{call("get_weather", `{"city":"Paris"}`)}, []record.Call{call("get_weather", `{"city":"Paris","tags":null}`)},
+			true, [][2]int{{0, 0}}, nil},
+		{"nested objects and arrays", []record.Call{call("get_weather", `{"city":"P","legs":[{"from":"A","to":"B"}]}`)}, []record.Call{call("get_weather", `{"city":"P","legs":[{"to":"b","from":"a"}]}`)},
+			true, [][2]int{{0, 0}}, nil},
+		{"array order matters", []record.Call{call("get_weather", `{"city":"P","tags":["a","b"]}`)}, []record.Call{call("get_weather", `{"city":"P","tags":["b","a"]}`)},
+			false, nil, []string{"value_error@pred[0].arguments.tags"}},
+		{"parallel calls in another order", []record.Call{call("get_weather", `{"city":"Paris"}`), call("get_weather", `{"city":"Rome"}`), call("get_random_joke", `{}`)},
+			[]record.Call{call("get_random_joke", `{}`), call("get_weather", `{"city":"Rome"}`), call("get_weather", `{"city":"Paris"}`)},
+			true, [][2]int{{0, 2}, {1, 1}, {2, 0}}, nil},
+
+		{"wrong function", []record.Call{call("get_weather", `{"city":"Paris"}`)}, []record.Call{call("get_random_joke", `{}`)},
+			false, nil, []string{"func_error@pred[0].name"}},
+		{"missing parameter", []record.Call{call("get_weather", `{"city":"Paris","days":3}`)}, []record.Call{call("get_weather", `{"city":"Paris"}`)},
+			false, nil, []string{"param_missing@pred[0].arguments.days"}},
+		{"missing parameter that differs from the default", []record.Call{call("get_weather", `{"city":"Paris","unit":"fahrenheit"}`)}, []record.Call{call("get_weather", `{"city":"Paris"}`)},
+			false, nil, []string{"param_missing@pred[0].arguments.unit"}},
+		{"hallucinated unknown parameter", []record.Call{call("get_weather", `{"city":"Paris"}`)}, []record.Call{call("get_weather", `{"city":"Paris","country":"FR"}`)},
+			false, nil, []string{"hallucination@pred[0].arguments.country"}},
+		{"hallucinated declared parameter", []record.Call{call("get_weather", `{"city":"Paris"}`)}, []record.Call{call("get_weather", `{"city":"Paris","days":5}`)},
+			false, nil, []string{"hallucination@pred[0].arguments.days"}},
+		{"wrong value", []record.Call{call("get_weather", `{"city":"Paris"}`)}, []record.Call{call("get_weather", `{"city":"London"}`)},
+			false, nil, []string{"value_error@pred[0].arguments.city"}},
+		{"stop early", []record.Call{call("get_weather", `{"city":"Paris"}`), call("get_weather", `{"city":"Rome"}`)}, []record.Call{call("get_weather", `{"city":"Rome"}`)},
+			false, [][2]int{{1, 0}}, []string{"stop_early@gold[0]"}},
+		{"no prediction", []record.Call{call("get_weather", `{"city":"Paris"}`)}, nil,
+			false, nil, []string{"stop_early@gold[0]"}},
+		{"extra call", []record.Call{call("get_weather", `{"city":"Paris"}`)}, []record.Call{call("get_weather", `{"city":"Paris"}`), call("get_random_joke", `{}`)},
+			false, [][2]int{{0, 0}}, []string{"func_error@pred[1]"}},
+		{"bad predicted JSON", []record.Call{call("get_weather", `{"city":"Paris"}`)}, []record.Call{call("get_weather", `{"city":`)},
+			false, nil, []string{"bad_json@pred[0].arguments"}},
+		{"bad gold JSON", []record.Call{call("get_weather", `[]`)}, []record.Call{call("get_weather", `{"city":"Paris"}`)},
+			false, nil, []string{"bad_json@gold[0].arguments"}},
+		{"several kinds in one pair", []record.Call{call("get_weather", `{"city":"Paris","days":3}`)}, []record.Call{call("get_weather", `{"city":"Rome","x":1}`)},
+			false, nil, []string{"value_error@pred[0].arguments.city", "param_missing@pred[0].arguments.days", "hallucination@pred[0].arguments.x"}},
+		{"nothing on either side", nil, nil, true, nil, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m := MatchCalls(weatherTools, tt.gold, tt.pred)
+			if m.OK != tt.ok || !slices.Equal(m.Pairs, tt.pairs) || !slices.Equal(kinds(m.Problems), tt.want) {
+				t.Fatalf("got ok=%v pairs=%v problems=%v\nwant ok=%v pairs=%v problems=%v\n%v", m.OK, m.Pairs, kinds(m.Problems), tt.ok, tt.pairs, tt.want, m.Problems)
+			}
+			for _, p := range m.Problems {
+				if p.Check != "match" || p.Msg == "" {
+					t.Errorf("bad problem %+v", p)
+				}
+			}
+		})
+	}
+}
+
+// An exact match is never traded for two near matches.
+func TestMatchCallsPrefersExactPairs(t *testing.T) {
+	gold := []record.Call{call("get_weather", `{"city":"Paris","days":2}`), call("get_weather", `{"city":"Rome","days":3}`)}
+	pred := []record.Call{call("get_weather", `{"city":"Rome","days":2}`), call("get_weather", `{"city":"Paris","days":2}`)}
+	m := MatchCalls(weatherTools, gold, pred)
+	if !slices.Equal(m.Pairs, [][2]int{{0, 1}}) {
+		t.Fatalf("pairs %v, want gold 0 with pred 1", m.Pairs)
+	}
+	if want := []string{"value_error@pred[0].arguments.days"}; !slices.Equal(kinds(m.Problems), want) {
+		t.Errorf("problems %v, want %v", kinds(m.Problems), want)
+	}
+}
+
+func TestMatchCallsMessages(t *testing.T) {
+	m := MatchCalls(weatherTools, []record.Call{call("get_weather", `{"city":"Paris"}`)}, []record.Call{call("get_weather", `{"city":"London"}`)})
+	if got, want := m.Problems[0].Msg, `parameter "city" of "get_weather" is "London" where gold has "Paris"`; got != want {
+		t.Errorf("msg %q, want %q", got, want)
+	}
+}
+
+func FuzzMatchCalls(f *testing.F) {
+	f.Add(`{"city":"Paris","days":2}`, `{"city":"paris","days":"2.0"}`, "get_weather", "get_weather")
+	f.Add(`{"legs":[{"from":"A"}]}`, `{"legs":[{"from":"A","to":null}]}`, "get_weather", "x")
+	f.Fuzz(func(t *testing.T, ga, pa, gn, pn string) {
+		gold := []record.Call{call(gn, ga), call("get_weather", `{"city":"Paris"}`)}
+		pred := []record.Call{call(pn, pa)}
+		m := MatchCalls(weatherTools, gold, pred)
+		if m.OK {
+			t.Fatal("one prediction cannot match two gold calls")
+		}
+		self := MatchCalls(weatherTools, gold[:1], gold[:1])
+		if _, err := decodeArgs(json.RawMessage(ga)); err == nil && !self.OK {
+			t.Fatalf("a call does not match itself: %v", self.Problems)
+		}
+	})
+}
+
+func BenchmarkMatchCalls(b *testing.B) {
+	var gold, pred []record.Call
+	for i := range 4 {
+		gold = append(gold, call("get_weather", fmt.Sprintf(`{"city":"City %d","days":%d,"unit":"celsius"}`, i, i+1)))
+		pred = append(pred, call("get_weather", fmt.Sprintf(`{"unit":"celsius","days":%d.0,"city":"city %d"}`, 4-i, 3-i)))
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if m := MatchCalls(weatherTools, gold, pred); !m.OK {
+			b.Fatal(m.Problems)
+		}
+	}
+}

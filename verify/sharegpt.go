@@ -1,0 +1,185 @@
+package verify
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"strings"
+)
+
+// ShareGPT is one LLaMA-Factory training sample in the "sharegpt" format
+// with tool use (dataset_info.json columns {"messages": "conversations",
+// "system": "system", "tools": "tools"}).
+type ShareGPT struct {
+	Conversations []Turn `json:"conversations" parquet:"conversations,list"`
+	System        string `json:"system,omitempty" parquet:"system"`
+	Tools         string `json:"tools" parquet:"tools"` // JSON text of a list of tools; "[]" for none
+}
+
+// A Turn is one message of a ShareGPT sample. From is "system" (first turn
+// only), "human", "gpt", "function_call" or "observation".
+type Turn struct {
+	From  string `json:"from" parquet:"from"`
+	Value string `json:"value" parquet:"value"`
+}
+
+// Reject reasons of samples that break LLaMA-Factory's sharegpt rules; they
+// are the Kind of the Problems of CheckShareGPT.
+const (
+	ReasonLFEmpty           = "lf_empty"             // no turns besides the optional system turn
+	ReasonLFMissingField    = "lf_missing_field"     // a turn without "from", or with an empty value
+	ReasonLFRoleOrder       = "lf_role_order"        // a turn at a position its role may not take
+	ReasonLFOddCount        = "lf_odd_count"         // an odd number of turns after the system turn
+	ReasonLFBadFunctionCall = "lf_bad_function_call" // a function_call value LLaMA-Factory cannot parse
+	ReasonLFBadTools        = "lf_bad_tools"         // tools that are not a JSON list of named tool objects
+)
+
+// CheckShareGPT reports every way s breaks the rules LLaMA-Factory applies
+// to sharegpt samples (SharegptDatasetConverter and the tool formatters,
+// FORMATS.md §4). LLaMA-Factory silently drops samples that break the
+// role or count rules and crashes on bad JSON, so the export rejects a
+// sample with any problem. The rules:
+//   - an optional first turn "system"; then at least one turn (lf_empty);
+//   - counting from 0 after it, even positions are human or observation,
+//     odd positions gpt or function_call (lf_role_order), and the number of
+//     turns is even (lf_odd_count);
+//   - every turn has a role, and a non-blank value except observations,
+//     which may be empty (lf_missing_field);
+//   - a function_call value is JSON: an object with "name" (a non-empty
+//     string) and "arguments" (an object), or a non-empty list of them
+//     (lf_bad_function_call);
+//   - tools is JSON text of a list of objects, each bare {"name", …} or
+//     wrapped {"type": "function", "function": {"name", …}}, with a
+//     non-empty name and, when present, "parameters" an object whose
+//     "properties" is an object (lf_bad_tools).
+//
+// Paths are "conversations[i]" (i counts the system turn) or "tools".
+// None means LLaMA-Factory will train on the sample as it is.
+func CheckShareGPT(s *ShareGPT) []Problem {
+	var out []Problem
+	add := func(kind, path, format string, args ...any) {
+		out = append(out, Problem{Check: "sharegpt", Kind: kind, Path: path, Msg: fmt.Sprintf(format, args...)})
+	}
+	if s == nil {
+		add(ReasonLFEmpty, "conversations", "no sample")
+		return out
+	}
+	off := 0
+	if len(s.Conversations) > 0 && s.Conversations[0].From == "system" {
+		off = 1
+	}
+	turns := s.Conversations[off:]
+	if len(turns) == 0 {
+		add(ReasonLFEmpty, "conversations", "the sample has no turns besides the system prompt")
+	}
+	for k, t := range turns {
+		i := k + off
+		path := indexPath("conversations", i)
+		if t.From == "" {
+			add(ReasonLFMissingField, path, `turn %d has no "from"`, i)
+			continue
+		}
+		want := [2]string{"human", "observation"}
+		if k%2 == 1 {
+			want = [2]string{"gpt", "function_call"}
+		}
+		if t.From != want[0] && t.From != want[1] {
+			add(ReasonLFRoleOrder, path, "turn %d is %q where LLaMA-Factory expects %s or %s", i, t.From, want[0], want[1])
+		}
+		if t.From != "observation" && strings.TrimSpace(t.Value) == "" {
+			add(ReasonLFMissingField, path, "turn %d (%s) has an empty value", i, t.From)
+			continue
+		}
+		if t.From == "function_call" {
+			if err := checkFunctionCall(t.Value); err != "" {
+				add(ReasonLFBadFunctionCall, path, "turn %d: %s", i, err)
+			}
+		}
+	}
+	if len(turns)%2 == 1 {
+		add(ReasonLFOddCount, "conversations", "%d turns after the system prompt; LLaMA-Factory needs an even number (the sample must end on gpt or function_call)", len(turns))
+	}
+	if err := checkTools(s.Tools); err != "" {
+		add(ReasonLFBadTools, "tools", "%s", err)
+	}
+	return out
+}
+
+// checkFunctionCall returns what is wrong with a function_call value, or "".
+func checkFunctionCall(value string) string {
+	var v any
+	if err := json.Unmarshal([]byte(value), &v); err != nil {
+		return fmt.Sprintf("function_call value is not JSON: %v", err)
+	}
+	one := func(v any, what string) string {
+		m, ok := v.(map[string]any)
+		if !ok {
+			return fmt.Sprintf("%s must be a JSON object with \"name\" and \"arguments\", got %s", what, jsonKind(v))
+		}
+		name, ok := m["name"].(string)
+		if !ok || strings.TrimSpace(name) == "" {
+			return fmt.Sprintf("%s has no \"name\" string", what)
+		}
+		args, ok := m["arguments"]
+		if !ok {
+			return fmt.Sprintf("%s (%q) has no \"arguments\"", what, name)
+		}
+		if _, ok := args.(map[string]any); !ok {
+			return fmt.Sprintf("\"arguments\" of %s (%q) must be a JSON object, got %s", what, name, jsonKind(args))
+		}
+		return ""
+	}
+	list, ok := v.([]any)
+	if !ok {
+		return one(v, "the call")
+	}
+	if len(list) == 0 {
+		return "function_call value is an empty list"
+	}
+	for j, c := range list {
+		if err := one(c, fmt.Sprintf("call %d", j)); err != "" {
+			return err
+		}
+	}
+	return ""
+}
+
+// checkTools returns what is wrong with a tools value, or "".
+func checkTools(tools string) string {
+	if strings.TrimSpace(tools) == "" {
+		return `tools is empty; write "[]" for a sample without tools`
+	}
+	var list []json.RawMessage
+	if err := json.Unmarshal([]byte(tools), &list); err != nil || !bytes.HasPrefix(bytes.TrimSpace([]byte(tools)), []byte("[")) {
+		return "tools is not JSON text of a list"
+	}
+	for j, raw := range list {
+		var t map[string]any
+		if err := json.Unmarshal(raw, &t); err != nil || t == nil {
+			return fmt.Sprintf("tool %d is not a JSON object", j)
+		}
+		if typ, _ := t["type"].(string); typ == "function" {
+			if f, ok := t["function"].(map[string]any); ok {
+				t = f
+			} else if _, named := t["name"]; !named {
+				return fmt.Sprintf(`tool %d has "type": "function" but no "function" object`, j)
+			}
+		}
+		name, ok := t["name"].(string)
+		if !ok || strings.TrimSpace(name) == "" {
+			return fmt.Sprintf(`tool %d has no "name" string`, j)
+		}
+		if p, ok := t["parameters"]; ok {
+			pm, ok := p.(map[string]any)
+			if !ok {
+				return fmt.Sprintf(`"parameters" of tool %q must be a JSON object, got %s`, name, jsonKind(p))
+			}
+			if props, ok := pm["properties"]; ok {
+				if _, ok := props.(map[string]any); !ok {
+					return fmt.Sprintf(`"parameters.properties" of tool %q must be a JSON object, got %s`, name, jsonKind(props))
+				}
+			}
+		}
+	}
+	return ""
+}

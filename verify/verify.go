@@ -1,0 +1,150 @@
+package verify
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/augmentdata/augment/stages/record"
+)
+
+// A Problem is one thing wrong with a record, a call or a sample. Problems are
+// data: a checker that finds nothing returns none, and finding problems is
+// never an error.
+type Problem struct {
+	Check string `json:"check"` // the checker's stable name ("roles", "args_schema", "match", "sharegpt", …)
+	// Kind classifies the problem with a stable snake_case code: a ComplexEval
+	// error kind (func_error, param_missing, hallucination, value_error,
+	// stop_early), a format kind (func_not_found, unknown_param, wrong_type,
+	// bad_enum, bad_json, …), a dialogue-shape kind or an LLaMA-Factory rule
+	// (lf_*). doc.go lists them all.
+	Kind string `json:"kind"`
+	Path string `json:"path"` // where, e.g. "messages[3].calls[0].arguments.city"
+	Msg  string `json:"msg"`  // what exactly, for people
+}
+
+func (p Problem) String() string {
+	if p.Path == "" {
+		return p.Check + ": " + p.Kind + ": " + p.Msg
+	}
+	return p.Check + ": " + p.Kind + " at " + p.Path + ": " + p.Msg
+}
+
+// A Checker inspects records for one kind of problem. Exactly one of Check
+// and CheckLLM is set. Neither modifies the record.
+type Checker struct {
+	Name string // stable; used in pipeline.yaml and as the reject reason "verify:<name>"
+	Doc  string // one line
+
+	// Check reports the problems of r; none means r passed.
+	Check func(r *record.Record) []Problem
+
+	// CheckLLM asks a judge model about r. Problems are the judge's findings
+	// (and "judge_unparseable" when no readable answer came within
+	// env.Attempts); an error is systemic (endpoint down, budget spent,
+	// context cancelled) and says nothing about r.
+	CheckLLM func(ctx context.Context, env LLMEnv, r *record.Record) ([]Problem, error)
+}
+
+// Checkers lists every checker in a fixed order: the rule-based ones first,
+// then the LLM judges. Names are unique.
+var Checkers = []*Checker{
+	Roles,
+	CallsResolved,
+	ArgsSchema,
+	MetaToolShape,
+	JudgeHallucination,
+	JudgeConsistency,
+	JudgeMultiStep,
+	JudgeCompleteness,
+	JudgeCorrectness,
+}
+
+// Lookup returns the checker called name.
+func Lookup(name string) (*Checker, bool) {
+	for _, c := range Checkers {
+		if c.Name == name {
+			return c, true
+		}
+	}
+	return nil, false
+}
+
+// Special tool names of the Meta-Tool method (seed 000, Fig 4 and Fig 6).
+const (
+	MetaTool     = "meta_tool"
+	GetUserInput = "get_user_input"
+)
+
+// joinPath appends a key to a dotted path, quoting keys that are not plain
+// identifiers: arguments.city, arguments["departure date"].
+func joinPath(path, key string) string {
+	plain := key != ""
+	for _, r := range key {
+		if !(r == '_' || r == '-' || r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z') {
+			plain = false
+			break
+		}
+	}
+	if plain {
+		if path == "" {
+			return key
+		}
+		return path + "." + key
+	}
+	return path + "[" + strconv.Quote(key) + "]"
+}
+
+func indexPath(path string, i int) string { return path + "[" + strconv.Itoa(i) + "]" }
+
+func msgPath(i int) string { return indexPath("messages", i) }
+
+func callPath(msg, call int) string { return indexPath(msgPath(msg)+".calls", call) }
+
+// prefix prepends p to the path of every problem.
+func prefix(ps []Problem, p string) []Problem {
+	for i := range ps {
+		switch {
+		case ps[i].Path == "":
+			ps[i].Path = p
+		case strings.HasPrefix(ps[i].Path, "["):
+			ps[i].Path = p + ps[i].Path
+		default:
+			ps[i].Path = p + "." + ps[i].Path
+		}
+	}
+	return ps
+}
+
+// show renders a JSON value for a message, shortened to keep messages readable.
+func show(v any) string {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Sprint(v)
+	}
+	return clip(string(b), 80)
+}
+
+func showRaw(b []byte) string { return clip(strings.TrimSpace(string(b)), 80) }
+
+func clip(s string, n int) string {
+	r := []rune(s)
+	if len(r) <= n {
+		return s
+	}
+	return string(r[:n-1]) + "…"
+}
+
+// marshal writes v as compact JSON without HTML escaping.
+func marshal(v any) ([]byte, error) {
+	var b bytes.Buffer
+	e := json.NewEncoder(&b)
+	e.SetEscapeHTML(false)
+	if err := e.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimRight(b.Bytes(), "\n"), nil
+}
