@@ -223,22 +223,37 @@ func (s *noiseStage) rewrite(ctx context.Context, r *record.Record, sl noiseSlot
 	if err != nil {
 		return nil, 0, llm.Response{}, err
 	}
+	// Embed the original first: if the embedder is down, nothing is asked.
+	ov, err := toollib.Embed(ctx, s.env.Embedder, []toollib.Query{orig}, 0)
+	if err != nil {
+		return nil, 0, llm.Response{}, fmt.Errorf("noise: similarity: %w", err)
+	}
+	var embedErr error // the embedder failed: not the answer's fault
+	simTo := func(q toollib.Query) (float64, error) {
+		if embedErr != nil {
+			return 0, embedErr
+		}
+		v, err := toollib.Embed(ctx, s.env.Embedder, []toollib.Query{q}, 0)
+		if err != nil {
+			embedErr = err
+			return 0, err
+		}
+		return toollib.Score(s.alpha, ov[0], v[0]), nil
+	}
 	req := llm.Request{
 		Stage:    "noise@" + strconv.Itoa(s.cfg.version()),
 		Template: s.tmpl.Hash,
 		Messages: msgs,
 		Slot:     fmt.Sprintf("%s/turn%d/call%d", r.ID, sl.msg, sl.call),
-		Offline:  func() (string, error) { return s.standIn(ctx, orig, callJSON) },
+		Offline:  func() (string, error) { return s.standIn(orig, callJSON, simTo) },
 	}
-	var embedErr error // the embedder failed: not the answer's fault
 	parse := func(content string) (noiseAnswer, error) {
 		q, err := parseNoiseAnswer(content, len(orig.Params))
 		if err != nil {
 			return noiseAnswer{}, err
 		}
-		sim, err := toollib.Similarity(ctx, s.env.Embedder, s.alpha, orig, q)
+		sim, err := simTo(q)
 		if err != nil {
-			embedErr = err
 			return noiseAnswer{}, err
 		}
 		if sim < s.cfg.Threshold {
@@ -430,8 +445,9 @@ func noiseStripFence(s string) string {
 	return strings.TrimSpace(s)
 }
 
-// standIn is the offline teacher (see NoiseConfig).
-func (s *noiseStage) standIn(ctx context.Context, orig toollib.Query, callJSON []byte) (string, error) {
+// standIn is the offline teacher (see NoiseConfig); simTo scores a
+// rewrite against the original.
+func (s *noiseStage) standIn(orig toollib.Query, callJSON []byte, simTo func(toollib.Query) (float64, error)) (string, error) {
 	h := fnv.New64a()
 	h.Write(callJSON)
 	seed := h.Sum64()
@@ -444,7 +460,7 @@ func (s *noiseStage) standIn(ctx context.Context, orig toollib.Query, callJSON [
 		if q.Params == nil {
 			q.Params = []string{}
 		}
-		sim, err := toollib.Similarity(ctx, s.env.Embedder, s.alpha, orig, q)
+		sim, err := simTo(q)
 		if err != nil {
 			return "", err
 		}
@@ -511,11 +527,25 @@ var noiseSynonyms = map[string][]string{
 	"指定":          {"给定"},
 	"给定":          {"指定"},
 	"信息":          {"资讯"},
+	"生成":          {"产生"},
+	"产生":          {"生成"},
+	"搜索":          {"查找", "搜寻"},
+	"名称":          {"名字"},
+	"名字":          {"名称"},
+	"位置":          {"地点"},
+	"地点":          {"位置"},
+	"当前":          {"目前"},
+	"目前":          {"当前"},
+	"列表":          {"清单"},
+	"类型":          {"种类"},
+	"数量":          {"数目"},
+	"用户":          {"使用者"},
 }
 
 // paraphrase rewrites text by rule: each synonym-table match is swapped
 // with probability p; a parameter description may lose a leading "The"/"A";
-// the final period is toggled with probability p/2.
+// with probability p/2 a final period ("." or "。") is dropped, or one is
+// added after a final ASCII letter or digit ("."), or Han character ("。").
 func paraphrase(text string, p float64, param bool, rng *rand.Rand) string {
 	var b strings.Builder
 	for i := 0; i < len(text); {
@@ -542,10 +572,16 @@ func paraphrase(text string, p float64, param bool, rng *rand.Rand) string {
 		}
 	}
 	if rng.Float64() < p/2 {
-		if t, ok := strings.CutSuffix(out, "."); ok && !strings.HasSuffix(t, ".") {
-			out = t
-		} else if out != "" && !strings.ContainsAny(out[len(out)-1:], ".!?)") && isWordRune(lastRune(out)) {
+		r := lastRune(out)
+		switch {
+		case r == '.' && !strings.HasSuffix(out, ".."):
+			out = strings.TrimSuffix(out, ".")
+		case r == '。':
+			out = strings.TrimSuffix(out, "。")
+		case r < utf8.RuneSelf && isWordRune(r):
 			out += "."
+		case unicode.Is(unicode.Han, r):
+			out += "。"
 		}
 	}
 	if strings.TrimSpace(out) == "" {

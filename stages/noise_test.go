@@ -390,6 +390,9 @@ func TestNoiseEmbedderFailureIsNotTheAnswers(t *testing.T) {
 	if reason, ok := rejectReason(err); ok {
 		t.Errorf("an embedder failure became reject %q", reason)
 	}
+	if len(teacher.reqs) != 0 {
+		t.Errorf("the teacher was asked %d times with the embedder down", len(teacher.reqs))
+	}
 }
 
 func TestNoiseOfflineStandIn(t *testing.T) {
@@ -450,6 +453,8 @@ func TestParaphrase(t *testing.T) {
 		{"user ID", true, []string{"user identifier", "user identifier."}, false},
 		{"The city and state, e.g. Los Angeles, CA", true, nil, true},
 		{"获取指定城市的天气信息", true, nil, true},
+		// No ASCII period after Chinese text.
+		{"城市", true, []string{"城市", "城市。"}, false},
 	}
 	for _, tt := range tests {
 		got := paraphrase(tt.in, 1, tt.param, rng())

@@ -80,16 +80,17 @@ type StageSpec struct {
 	Skip bool `yaml:"skip"`
 
 	// Stage types, one field each (see types).
-	Sample *SampleConfig `yaml:"sample,omitempty"`
-	MetaTool *MetaToolConfig `yaml:"meta_tool,omitempty"`
-	Noise    *NoiseConfig    `yaml:"noise,omitempty"`
+	Sample         *SampleConfig         `yaml:"sample,omitempty"`
+	MetaTool       *MetaToolConfig       `yaml:"meta_tool,omitempty"`
+	Noise          *NoiseConfig          `yaml:"noise,omitempty"`
 	Reason         *ReasonConfig         `yaml:"reason,omitempty"`
 	DecisionTokens *DecisionTokensConfig `yaml:"decision_tokens,omitempty"`
 	Negatives      *NegativesConfig      `yaml:"negatives,omitempty"`
 	ResponseSchema *ResponseSchemaConfig `yaml:"response_schema,omitempty"`
 	Verify         *VerifyConfig         `yaml:"verify,omitempty"`
 	ToolDC         *ToolDCConfig         `yaml:"tool_dc,omitempty"`
-	Export *ExportConfig `yaml:"export,omitempty"`
+	Translate      *TranslateConfig      `yaml:"translate,omitempty"`
+	Export         *ExportConfig         `yaml:"export,omitempty"`
 
 	line int
 }
@@ -119,6 +120,7 @@ func (s *StageSpec) types() []namedConfig {
 		{"response_schema", s.ResponseSchema},
 		{"verify", s.Verify},
 		{"tool_dc", s.ToolDC},
+		{"translate", s.Translate},
 		{"export", s.Export},
 	}
 }

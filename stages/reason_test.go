@@ -5,10 +5,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 
+	"github.com/augmentdata/augment/stages/formats"
 	"github.com/augmentdata/augment/stages/llm"
 	"github.com/augmentdata/augment/stages/record"
 )
@@ -582,4 +586,179 @@ func BenchmarkReasonOffline(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// fxSharedRecords parses real dumps from /work/shared/data (or
+// AUGMENT_SHARED_DATA) with stages/formats, skipping the test when the data
+// is absent. Rows formats rejects are left out.
+func fxSharedRecords(t testing.TB) []*record.Record {
+	t.Helper()
+	dir := os.Getenv("AUGMENT_SHARED_DATA")
+	if dir == "" {
+		dir = filepath.Join("..", "..", "shared", "data")
+	}
+	if _, err := os.Stat(dir); err != nil {
+		t.Skipf("shared data not found at %s (set AUGMENT_SHARED_DATA): %v", dir, err)
+	}
+	var out []*record.Record
+	for _, f := range []struct{ file, format string }{
+		{"derived/toolace_format_glaive_toolcall_en_demo.json", "toolace"},
+		{"derived/toolace_format_glaive_toolcall_zh_demo.json", "toolace"},
+		{"derived/glaive_v2_format_glaive_toolcall_en_demo.json", "glaive"},
+		{"derived/glaive_v2_format_glaive_toolcall_zh_demo.json", "glaive"},
+		{"derived/xlam_format_glaive_toolcall_en_demo.json", "xlam"},
+		{"derived/xlam_format_glaive_toolcall_zh_demo.json", "xlam"},
+		{"llamafactory/glaive_toolcall_en_demo.json", "sharegpt"},
+		{"glaive/glaive_v2_rows_dataflow.jsonl", "glaive"},
+	} {
+		fh, err := os.Open(filepath.Join(dir, f.file))
+		if err != nil {
+			t.Fatal(err)
+		}
+		sc := formats.NewScanner(fh)
+		for {
+			row, i, err := sc.Next()
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				t.Fatalf("%s: %v", f.file, err)
+			}
+			r, err := formats.Parse(f.format, strings.TrimSuffix(filepath.Base(f.file), filepath.Ext(f.file)), i, row)
+			if err == nil {
+				out = append(out, r)
+			}
+		}
+		fh.Close()
+	}
+	if len(out) < 1000 {
+		t.Fatalf("only %d records parsed from %s", len(out), dir)
+	}
+	return out
+}
+
+// On real rows, every stage of this file set keeps its invariants with the
+// offline teacher: reasoning on every call turn and nowhere else, decision
+// tokens on every assistant turn, negatives that never keep a called
+// function, response schemas that are valid JSON, and the verify stage's
+// counts adding up.
+func TestRecipesOnSharedData(t *testing.T) {
+	recs := fxSharedRecords(t)
+	ctx := context.Background()
+	for _, style := range []string{ReasonStyleMetaTool, ReasonStyleMediaTek} {
+		st := buildReason(t, ReasonConfig{Style: style}, fxOffline())
+		rejects := map[string]int{}
+		calls := 0
+		for _, in := range recs {
+			out, err := st.Process(ctx, in)
+			if err != nil {
+				reason, ok := rejectReason(err)
+				if !ok {
+					t.Fatalf("%s: %v", in.ID, err)
+				}
+				rejects[reason]++
+				continue
+			}
+			for k, m := range out[0].Messages {
+				if isCall := m.Role == record.RoleAssistant && len(m.Calls) > 0; isCall != (m.Reasoning != "") {
+					t.Fatalf("%s: messages[%d] reasoning %q", in.ID, k, m.Reasoning)
+				}
+				if len(m.Calls) > 0 {
+					calls++
+				}
+			}
+		}
+		// The offline stand-in passes the stage's own validation on every
+		// real call turn.
+		if len(rejects) > 0 || calls < 500 {
+			t.Errorf("%s: rejects %v, %d call turns", style, rejects, calls)
+		}
+	}
+
+	dt := buildDecisionTokens(t, DecisionTokensConfig{})
+	for _, in := range recs {
+		out := processOne(t, dt, in)
+		for k, m := range out.Messages {
+			if m.Role != record.RoleAssistant {
+				continue
+			}
+			want := DefaultAnswerToken
+			if len(m.Calls) > 0 {
+				want = DefaultUseToolToken
+			}
+			if !strings.HasPrefix(m.Content, want) || strings.HasPrefix(m.Content, want+want) {
+				t.Fatalf("%s: messages[%d] content %q", in.ID, k, m.Content)
+			}
+		}
+		if processOne(t, dt, out) != out {
+			t.Fatalf("%s: decision tokens not idempotent", in.ID)
+		}
+	}
+
+	neg := buildNegatives(t, NegativesConfig{Ratio: 1, PerRecord: 3}, nil)
+	in, outN, added := 0, 0, 0
+	for _, r := range recs {
+		res, err := neg.Process(ctx, r)
+		if err != nil {
+			t.Fatalf("%s: %v", r.ID, err)
+		}
+		checkNegatives(t, r, res, DefaultAnswerToken)
+		in, outN, added = in+1, outN+len(res), added+len(res)-1
+	}
+	// Most demo rows list one tool only; those need allow_no_tools.
+	if in+added != outN || added < 150 {
+		t.Errorf("negatives: in %d + added %d vs out %d", in, added, outN)
+	}
+	empty := buildNegatives(t, NegativesConfig{Ratio: 1, AllowNoTools: true}, nil)
+	more := 0
+	for _, r := range recs {
+		res, err := empty.Process(ctx, r)
+		if err != nil {
+			t.Fatalf("%s: %v", r.ID, err)
+		}
+		checkNegatives(t, r, res, DefaultAnswerToken)
+		more += len(res) - 1
+	}
+	if more <= added {
+		t.Errorf("allow_no_tools made %d negatives, without it %d", more, added)
+	}
+	t.Logf("negatives: %d (per_record 3), %d with allow_no_tools (per_record 1)", added, more)
+
+	_, _, withSchemas := runResponseSchema(t, ResponseSchemaConfig{}, recs)
+	attached := 0
+	for _, r := range withSchemas {
+		for _, tool := range r.Tools {
+			if len(tool.Response) == 0 {
+				continue
+			}
+			attached++
+			if !json.Valid(tool.Response) {
+				t.Fatalf("%s: %s response schema %s", r.ID, tool.Name, tool.Response)
+			}
+		}
+	}
+	if attached < 300 {
+		t.Errorf("only %d tools got a response schema", attached)
+	}
+
+	vs := buildVerify(t, VerifyConfig{Checks: []string{"roles", "calls_resolved", "args_schema", "meta_tool_shape"}}, nil)
+	rejected := 0
+	for _, r := range recs {
+		if _, err := vs.Process(ctx, r); err != nil {
+			if _, ok := rejectReason(err); !ok {
+				t.Fatal(err)
+			}
+			rejected++
+		}
+	}
+	var failed int64
+	for k, v := range vs.Counters() {
+		if strings.HasPrefix(k, "check.") {
+			failed += v
+		}
+	}
+	if rejected > 0 && failed < int64(rejected) {
+		t.Errorf("verify: %d rejects but check counters %v", rejected, vs.Counters())
+	}
+	t.Logf("%d records; verify rejected %d: %v", len(recs), rejected, vs.Counters())
 }

@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"syscall"
 
 	"github.com/augmentdata/augment/stages"
@@ -141,9 +142,21 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	explain := fs.Bool("explain", false, "log why each shard or request is not served from earlier work")
 	quiet := fs.Bool("quiet", false, "no progress output, only warnings and errors")
 	verbose := fs.Bool("v", false, "debug logging (each skipped shard, each retry)")
+	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile to this file")
 	path, err := parsePipelineArgs(fs, args)
 	if err != nil {
 		return err
+	}
+	if *cpuprofile != "" {
+		f, err := os.Create(*cpuprofile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
 	}
 	p, err := stages.Load(path)
 	if err != nil {

@@ -4,6 +4,9 @@ import (
 	"bytes"
 	"errors"
 	"io"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -88,5 +91,48 @@ func BenchmarkParsePyCalls(b *testing.B) {
 		if _, err := ParsePyCalls(s); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// BenchmarkParseRealData parses the shared dumps (skipped when absent): the
+// same dialogues in each format, so the figures compare the readers.
+func BenchmarkParseRealData(b *testing.B) {
+	dir := sharedData(b)
+	for _, c := range []struct{ format, file string }{
+		{"toolace", "derived/toolace_format_glaive_toolcall_en_demo.json"},
+		{"glaive", "derived/glaive_v2_format_glaive_toolcall_en_demo.json"},
+		{"xlam", "derived/xlam_format_glaive_toolcall_en_demo.json"},
+		{"sharegpt", "llamafactory/glaive_toolcall_en_demo.json"},
+		{"sharegpt-v1", "llamafactory/reason_tool_use_demo_50.jsonl"},
+	} {
+		b.Run(c.format, func(b *testing.B) {
+			data, err := os.ReadFile(filepath.Join(dir, c.file))
+			if err != nil {
+				b.Fatal(err)
+			}
+			var rows [][]byte
+			sc := NewScanner(bytes.NewReader(data))
+			for {
+				row, _, err := sc.Next()
+				if errors.Is(err, io.EOF) {
+					break
+				}
+				if err != nil {
+					b.Fatal(err)
+				}
+				rows = append(rows, bytes.Clone(row))
+			}
+			format := strings.TrimSuffix(c.format, "-v1")
+			b.SetBytes(int64(len(data)))
+			b.ReportAllocs()
+			b.ResetTimer()
+			for range b.N {
+				for i, r := range rows {
+					if _, err := Parse(format, "bench", int64(i), r); err != nil {
+						b.Fatal(err)
+					}
+				}
+			}
+		})
 	}
 }

@@ -218,15 +218,22 @@ func isChinese(ms []record.Message) bool {
 		if ms[i].Role != record.RoleUser && ms[i].Role != record.RoleAssistant {
 			continue
 		}
-		for _, c := range ms[i].Content {
-			switch {
-			case c < utf8.RuneSelf:
+		s := ms[i].Content
+		for j := 0; j < len(s); {
+			c := s[j]
+			if c < utf8.RuneSelf {
 				if c|0x20 >= 'a' && c|0x20 <= 'z' {
 					latin++
 				}
-			case unicode.Is(unicode.Han, c):
+				j++
+				continue
+			}
+			r, n := utf8.DecodeRuneInString(s[j:])
+			j += n
+			switch {
+			case unicode.Is(unicode.Han, r):
 				han++
-			case unicode.In(c, unicode.Hiragana, unicode.Katakana):
+			case unicode.In(r, unicode.Hiragana, unicode.Katakana):
 				kana++
 			}
 		}

@@ -31,6 +31,7 @@ func parseGlaive(b *builder, row *jvalue) error {
 	if err != nil {
 		return err
 	}
+	b.rec.Messages = make([]record.Message, 0, len(turns))
 	for i, t := range turns {
 		var err error
 		switch t.role {

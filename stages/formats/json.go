@@ -123,6 +123,7 @@ func parseJSON(data []byte) (jvalue, error) {
 	p.stack = (*sp)[:0]
 	defer func() {
 		if cap(p.stack) <= 4096 {
+			clear(p.stack[:cap(p.stack)]) // drop references into this text
 			*sp = p.stack[:0]
 			stacks.Put(sp)
 		}
@@ -258,46 +259,31 @@ func (p *jparser) number() (jvalue, error) {
 	return jvalue{kind: jNumber, str: p.view(start, i)}, nil
 }
 
-// strSpecial marks bytes that end the fast path of string decoding.
+// strSpecial marks the bytes that interrupt a run of plain string content.
 var strSpecial = func() (t [256]bool) {
 	for i := range 0x20 {
 		t[i] = true
 	}
 	t['"'], t['\\'] = true, true
-	for i := 0x80; i < 0x100; i++ {
-		t[i] = true
-	}
 	return t
 }()
 
-// string decodes the string starting at the current '"'.
+// string decodes the string starting at the current '"'. Text without
+// escapes is returned as a view of the input (see jparser).
 func (p *jparser) string() (string, error) {
 	d := p.data
 	i := p.pos + 1
-	for i < len(d) && !strSpecial[d[i]] {
-		i++
-	}
-	if i < len(d) && d[i] == '"' {
-		s := p.view(p.pos+1, i)
-		p.pos = i + 1
-		return s, nil
-	}
-	return p.slowString()
-}
-
-// slowString handles escapes, non-ASCII text and errors.
-func (p *jparser) slowString() (string, error) {
-	d := p.data
-	i := p.pos + 1
-	var b []byte
-	plain := i // start of the pending unescaped run
+	var b []byte // decoded text, once an escape has been seen
+	plain := i   // start of the pending run of plain bytes
 	for {
+		for i < len(d) && !strSpecial[d[i]] {
+			i++
+		}
 		if i >= len(d) {
 			p.pos = i
 			return "", p.fail("unexpected end of input inside a string")
 		}
-		c := d[i]
-		switch {
+		switch c := d[i]; {
 		case c == '"':
 			var s string
 			if b == nil {
@@ -314,72 +300,66 @@ func (p *jparser) slowString() (string, error) {
 		case c < 0x20:
 			p.pos = i
 			return "", p.fail("control character inside a string")
-		case c == '\\':
-			if b == nil {
-				b = make([]byte, 0, stringSpan(d, i))
-			}
-			b = append(b, d[plain:i]...)
-			if i+1 >= len(d) {
-				p.pos = i + 1
-				return "", p.fail("unexpected end of input inside a string")
-			}
-			e := d[i+1]
-			i += 2
-			switch e {
-			case '"', '\\', '/':
-				b = append(b, e)
-			case 'b':
-				b = append(b, '\b')
-			case 'f':
-				b = append(b, '\f')
-			case 'n':
-				b = append(b, '\n')
-			case 'r':
-				b = append(b, '\r')
-			case 't':
-				b = append(b, '\t')
-			case '\'':
-				if !p.sqEscape {
-					p.pos = i - 2
-					return "", p.fail(`invalid escape \'`)
-				}
-				p.sawSQ = true
-				b = append(b, '\'')
-			case 'u':
-				r, n, ok := hex4(d[i:])
-				if !ok {
-					p.pos = i
-					if len(d)-i < 4 {
-						return "", p.fail("unexpected end of input inside a string")
-					}
-					return "", p.fail(`invalid \u escape`)
-				}
-				i += n
-				if utf16.IsSurrogate(r) {
-					if i+1 < len(d) && d[i] == '\\' && d[i+1] == 'u' {
-						if r2, n2, ok := hex4(d[i+2:]); ok {
-							if dec := utf16.DecodeRune(r, r2); dec != utf8.RuneError {
-								r = dec
-								i += 2 + n2
-							} else {
-								r = utf8.RuneError
-							}
-						} else {
-							r = utf8.RuneError
-						}
-					} else {
-						r = utf8.RuneError
-					}
-				}
-				b = utf8.AppendRune(b, r)
-			default:
-				p.pos = i - 2
-				return "", p.fail(fmt.Sprintf(`invalid escape \%c`, e))
-			}
-			plain = i
-		default:
-			i++
 		}
+		// A backslash.
+		if b == nil {
+			b = make([]byte, 0, stringSpan(d, i)+(i-plain))
+		}
+		b = append(b, d[plain:i]...)
+		if i+1 >= len(d) {
+			p.pos = i + 1
+			return "", p.fail("unexpected end of input inside a string")
+		}
+		e := d[i+1]
+		i += 2
+		switch e {
+		case '"', '\\', '/':
+			b = append(b, e)
+		case 'b':
+			b = append(b, '\b')
+		case 'f':
+			b = append(b, '\f')
+		case 'n':
+			b = append(b, '\n')
+		case 'r':
+			b = append(b, '\r')
+		case 't':
+			b = append(b, '\t')
+		case '\'':
+			if !p.sqEscape {
+				p.pos = i - 2
+				return "", p.fail(`invalid escape \'`)
+			}
+			p.sawSQ = true
+			b = append(b, '\'')
+		case 'u':
+			r, ok := hex4(d[i:])
+			if !ok {
+				p.pos = i
+				if len(d)-i < 4 {
+					return "", p.fail("unexpected end of input inside a string")
+				}
+				return "", p.fail(`invalid \u escape`)
+			}
+			i += 4
+			if utf16.IsSurrogate(r) {
+				r2, ok := rune(0), false
+				if i+1 < len(d) && d[i] == '\\' && d[i+1] == 'u' {
+					r2, ok = hex4(d[i+2:])
+				}
+				if dec := utf16.DecodeRune(r, r2); ok && dec != utf8.RuneError {
+					r = dec
+					i += 6
+				} else {
+					r = utf8.RuneError
+				}
+			}
+			b = utf8.AppendRune(b, r)
+		default:
+			p.pos = i - 2
+			return "", p.fail(fmt.Sprintf(`invalid escape \%c`, e))
+		}
+		plain = i
 	}
 }
 
@@ -403,24 +383,19 @@ func stringSpan(d []byte, i int) int {
 	}
 }
 
-func hex4(b []byte) (rune, int, bool) {
+func hex4(b []byte) (rune, bool) {
 	if len(b) < 4 {
-		return 0, 0, false
+		return 0, false
 	}
 	var r rune
 	for _, c := range b[:4] {
-		switch {
-		case c >= '0' && c <= '9':
-			r = r<<4 | rune(c-'0')
-		case c >= 'a' && c <= 'f':
-			r = r<<4 | rune(c-'a'+10)
-		case c >= 'A' && c <= 'F':
-			r = r<<4 | rune(c-'A'+10)
-		default:
-			return 0, 0, false
+		d, ok := hexDigit(c)
+		if !ok {
+			return 0, false
 		}
+		r = r<<4 | d
 	}
-	return r, 4, true
+	return r, true
 }
 
 func (p *jparser) array() (jvalue, error) {

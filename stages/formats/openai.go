@@ -23,6 +23,7 @@ func parseOpenAI(b *builder, row *jvalue) error {
 	if len(msgs.elems) == 0 {
 		return reject("openai_empty_messages", "the messages array is empty")
 	}
+	b.rec.Messages = make([]record.Message, 0, len(msgs.elems))
 	var ids []string // tool_call ids of the last assistant turn
 	for i := 0; i < len(msgs.elems); i++ {
 		m := &msgs.elems[i].val

@@ -584,7 +584,7 @@ func (p *pyParser) escape(sb *strings.Builder) error {
 			return p.fail("truncated \\" + string(e) + " escape")
 		}
 		var r rune
-		for _, c := range []byte(p.s[p.i : p.i+n]) {
+		for _, c := range bytesOf(p.s[p.i : p.i+n]) {
 			d, ok := hexDigit(c)
 			if !ok {
 				return p.fail("invalid \\" + string(e) + " escape")
@@ -593,7 +593,7 @@ func (p *pyParser) escape(sb *strings.Builder) error {
 		}
 		p.i += n
 		if utf16.IsSurrogate(r) && e == 'u' && strings.HasPrefix(p.s[p.i:], `\u`) && p.i+6 <= len(p.s) {
-			if r2, _, ok := hex4([]byte(p.s[p.i+2 : p.i+6])); ok && utf16.DecodeRune(r, r2) != utf8.RuneError {
+			if r2, ok := hex4(bytesOf(p.s[p.i+2 : p.i+6])); ok && utf16.DecodeRune(r, r2) != utf8.RuneError {
 				r = utf16.DecodeRune(r, r2)
 				p.i += 6
 			}

@@ -32,6 +32,7 @@ func parseShareGPT(b *builder, row *jvalue) error {
 		return reject("sharegpt_empty_conversation", "the conversation has no turns")
 	}
 	turns := conv.elems
+	b.rec.Messages = make([]record.Message, 0, len(turns))
 	for i := 0; i < len(turns); i++ {
 		role, parts, err := sharegptTurn(&turns[i].val, i)
 		if err != nil {

@@ -40,6 +40,7 @@ func parseToolACE(b *builder, row *jvalue) error {
 	if conv == nil || conv.kind != jArray {
 		return reject("toolace_missing_conversations", "the row has no conversations array")
 	}
+	b.rec.Messages = make([]record.Message, 0, len(conv.elems))
 	for i := range conv.elems {
 		t := &conv.elems[i].val
 		if t.kind != jObject {

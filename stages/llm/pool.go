@@ -257,6 +257,7 @@ func earliest(a, b time.Time) time.Time {
 type outcome struct {
 	class      string        // "" for an answer, else the error class
 	ttfb       time.Duration // time to the response headers (0 if none)
+	tokens     int           // completion tokens of the answer, 0 if unknown
 	retryAfter time.Duration // from a 429 or 503, 0 if absent
 }
 
@@ -281,7 +282,7 @@ func (p *pool) release(t ticket, o outcome) {
 		if e.state != breakerClosed {
 			e.state, e.probing, e.cooldown = breakerClosed, false, p.cfg.breakerCooldown
 		}
-		if p.overloaded(e, o.ttfb) && t.epoch == e.epoch {
+		if p.overloaded(e, o.ttfb, o.tokens) && t.epoch == e.epoch {
 			p.cut(e, 0.75)
 		} else {
 			e.limit = min(float64(e.max), e.limit+1/e.limit)
@@ -325,12 +326,20 @@ func (p *pool) trip(e *endpoint, now time.Time) {
 }
 
 // overloaded feeds a time to first byte into e's averages and reports
-// whether the recent average climbed past the tolerance.
-func (p *pool) overloaded(e *endpoint, ttfb time.Duration) bool {
+// whether the recent average climbed past the tolerance. A non-streaming
+// server sends its headers when the answer is complete, so the time is
+// divided by the answer's length (plus a constant for the prompt's share)
+// to compare answers of different lengths: an overloaded server queues
+// requests and decodes each token more slowly, so this per-token time
+// climbs.
+func (p *pool) overloaded(e *endpoint, ttfb time.Duration, tokens int) bool {
 	if ttfb <= 0 {
 		return false
 	}
 	s := ttfb.Seconds()
+	if tokens > 0 {
+		s /= float64(tokens + 16)
+	}
 	if e.ttfbSamples == 0 {
 		e.shortTTFB, e.longTTFB = s, s
 	}

@@ -68,15 +68,24 @@ func TestPoolOneCutPerBurst(t *testing.T) {
 func TestPoolLatencyBackoff(t *testing.T) {
 	p, _ := testPool(t, 16)
 	e := p.eps[0]
+	perToken := time.Millisecond
 	for range 100 {
-		p.release(mustAcquire(t, p), outcome{ttfb: 20 * time.Millisecond})
+		p.release(mustAcquire(t, p), outcome{ttfb: perToken * (16 + 16), tokens: 16})
 	}
 	if e.cuts != 0 || e.limit != 16 {
 		t.Fatalf("steady latency cut the limit: %+v", e)
 	}
-	// The server starts queueing: time to first byte triples.
+	// Longer answers take longer without any overload: per token the time
+	// is the same, so no cut.
+	for range 100 {
+		p.release(mustAcquire(t, p), outcome{ttfb: perToken * (400 + 16), tokens: 400})
+	}
+	if e.cuts != 0 || e.limit != 16 {
+		t.Fatalf("longer answers were taken for overload: cuts %d limit %v", e.cuts, e.limit)
+	}
+	// The server starts queueing: time per token triples.
 	for range 30 {
-		p.release(mustAcquire(t, p), outcome{ttfb: 60 * time.Millisecond})
+		p.release(mustAcquire(t, p), outcome{ttfb: 3 * perToken * (400 + 16), tokens: 400})
 	}
 	if e.cuts == 0 || e.limit >= 16 {
 		t.Fatalf("climbing latency did not cut: cuts %d limit %v", e.cuts, e.limit)

@@ -24,6 +24,7 @@ type callMeta struct {
 	status          int
 	ttfb            time.Duration
 	retryAfter      time.Duration
+	tokens          int // completion tokens of the answer, set by the attempt
 }
 
 type metaKey struct{}
@@ -180,7 +181,7 @@ func (p *pool) run(ctx context.Context, rp retryPolicy, st *stageStats, h halt, 
 			switch {
 			case err == nil:
 				cancel()
-				p.release(t, outcome{ttfb: meta.ttfb})
+				p.release(t, outcome{ttfb: meta.ttfb, tokens: meta.tokens})
 				st.lat.record(elapsed)
 				return attempt + 1, "", nil
 			case ctx.Err() != nil:
@@ -273,6 +274,7 @@ func chatAttempt(c openai.ChatCompletionRequest, zeroTemp bool, out *Response) a
 		if len(r.Choices) == 0 {
 			return errNoChoices
 		}
+		meta.tokens = r.Usage.CompletionTokens
 		model := r.Model
 		if model == "" {
 			model = c.Model

@@ -1,0 +1,75 @@
+package stages
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/augmentdata/augment/stages/record"
+	"github.com/augmentdata/augment/translate"
+	"github.com/augmentdata/augment/verify"
+)
+
+// TranslateConfig is the `translate:` stage: Traditional Chinese (Taiwan)
+// versions of records with their structure locked (seed 002 §3.4 and App B).
+// The settings are those of package translate: mode (teacher | convert),
+// ratio or count, attempts, prompt, keep (translated | both).
+//
+// In teacher mode every answer is checked — tool definitions byte-identical,
+// same turns and calls, names, keys, enum members and fixed values unchanged,
+// changed free-text arguments equivalent in meaning (verify.Equivalent), no
+// Simplified-only characters after s2twp — and re-asked, then rejected with
+// the failed check as the reason. Convert mode applies OpenCC s2twp only (for
+// Simplified-Chinese sources) and needs no teacher. Teacher mode has no
+// offline stand-in: under provider offline it stops with a clear message.
+type TranslateConfig struct {
+	translate.Config `yaml:",inline"`
+}
+
+func (c *TranslateConfig) defaults()    { c.Config.Defaults() }
+func (c *TranslateConfig) version() int { return translate.Version }
+
+func (c *TranslateConfig) validate() []string {
+	var probs []string
+	for _, err := range c.Config.Validate() {
+		probs = append(probs, err.Error())
+	}
+	return probs
+}
+
+func (c *TranslateConfig) build(env *Env) (Stage, error) {
+	tmpl, err := env.Prompt("translate", c.Prompt)
+	if err != nil {
+		return nil, err
+	}
+	judge := verify.LLMEnv{Client: env.Teacher, Stage: env.Stage}
+	equiv := func(ctx context.Context, param string, a, b json.RawMessage) (bool, error) {
+		return verify.Equivalent(ctx, judge, param, a, b)
+	}
+	cfg := c.Config
+	cfg.Prompt = "" // loaded above, relative to pipeline.yaml
+	t, err := translate.New(cfg, env.Teacher, equiv, tmpl)
+	if err != nil {
+		return nil, fmt.Errorf("translate: %w", err)
+	}
+	return &translator{Stage: translate.NewStage(t, env.Rand), env: env}, nil
+}
+
+// translator adapts translate.Stage: teacher concurrency and the stage's own
+// name in lineage.
+type translator struct {
+	*translate.Stage
+	env *Env
+}
+
+func (t *translator) Concurrency() int { return max(1, t.env.Capacity) }
+
+func (t *translator) Process(ctx context.Context, r *record.Record) ([]*record.Record, error) {
+	out, err := t.Stage.Process(ctx, r)
+	for _, o := range out {
+		if o != r && len(o.Lineage) > 0 && o.Lineage[len(o.Lineage)-1].Stage == "translate" {
+			o.Lineage[len(o.Lineage)-1].Stage = t.env.Stage
+		}
+	}
+	return out, err
+}
