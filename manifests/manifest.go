@@ -66,6 +66,9 @@ type Counts struct {
 	Added    int64            `json:"added"`              // extra records a stage made (negatives, variants)
 	Rejected map[string]int64 `json:"rejected,omitempty"` // by reason; kept in the rejects files
 	Filtered map[string]int64 `json:"filtered,omitempty"` // by reason; dropped on purpose (sample quotas)
+	// Counters are a stage's own counts beyond records, e.g. verify's
+	// problems by check ("check.args_schema") and by kind ("kind.param_missing").
+	Counters map[string]int64 `json:"counters,omitempty"`
 }
 
 // Sum returns the total of a by-reason map.
@@ -93,6 +96,7 @@ func (c *Counts) Add(o Counts) {
 	c.Added += o.Added
 	c.Rejected = addMap(c.Rejected, o.Rejected)
 	c.Filtered = addMap(c.Filtered, o.Filtered)
+	c.Counters = addMap(c.Counters, o.Counters)
 }
 
 func addMap(dst, src map[string]int64) map[string]int64 {

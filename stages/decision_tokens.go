@@ -25,6 +25,10 @@ import (
 // assistant turn carries exactly one token, the right one. A record that
 // needs no change is passed on untouched, without a lineage step.
 //
+// Place the stage after the stages that write assistant turns (reason,
+// negatives), so their prompts show the dialogue without tokens and their
+// new turns get tokens too.
+//
 // The tokens must be added to the tokenizer as special tokens when training
 // (LLaMA-Factory: new_special_tokens), so each is one token as in the paper.
 type DecisionTokensConfig struct {

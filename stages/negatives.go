@@ -41,6 +41,9 @@ import (
 // category=negative, and a lineage step. Which records and turns are used is
 // a seeded choice per record (Env.Rand), independent of order.
 //
+// Run decision_tokens after this stage: it leaves the token target alone and
+// gives teacher replies their answer token.
+//
 // A negative whose tool list, or whose dialogue's meta_tool results, still
 // offer a function the replaced turn called is a bug: Process returns a
 // systemic error for it instead of writing it.
@@ -130,7 +133,7 @@ func (c *NegativesConfig) build(env *Env) (Stage, error) {
 		if env.Teacher == nil {
 			return nil, fmt.Errorf("negatives: target teacher needs a teacher")
 		}
-		tmpl, err := prompts.Load("negative_reply", resolvePromptPath(env, c.Prompt))
+		tmpl, err := env.Prompt("negative_reply", c.Prompt)
 		if err != nil {
 			return nil, err
 		}

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -113,20 +112,11 @@ func (c *ReasonConfig) build(env *Env) (Stage, error) {
 	if env.Teacher == nil {
 		return nil, errors.New("reason: no teacher configured")
 	}
-	tmpl, err := prompts.Load("reason_"+c.Style, resolvePromptPath(env, c.Prompt))
+	tmpl, err := env.Prompt("reason_"+c.Style, c.Prompt)
 	if err != nil {
 		return nil, err
 	}
 	return &reasoner{cfg: *c, env: env, tmpl: tmpl, version: c.version()}, nil
-}
-
-// resolvePromptPath makes a prompt override path absolute against the
-// pipeline's directory; "" stays "" (the built-in prompt).
-func resolvePromptPath(env *Env, path string) string {
-	if path == "" || filepath.IsAbs(path) {
-		return path
-	}
-	return filepath.Join(env.Dir, path)
 }
 
 type reasoner struct {

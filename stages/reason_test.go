@@ -762,3 +762,56 @@ func TestRecipesOnSharedData(t *testing.T) {
 	}
 	t.Logf("%d records; verify rejected %d: %v", len(recs), rejected, vs.Counters())
 }
+
+// The five stage types decode strictly from pipeline.yaml, get their
+// defaults, and report bad values with the yaml key.
+func TestRecipeStagesInPipeline(t *testing.T) {
+	good := `
+sources:
+  - {path: x.json, format: xlam}
+stages:
+  - reason: {style: mediatek, max_chars: 400}
+  - negatives: {ratio: 0.5, target: teacher}
+  - decision_tokens: {}
+  - response_schema: {overwrite: true}
+  - verify:
+      checks: [roles, args_schema]
+      action: tag
+      max_tokens: 4096
+`
+	p, err := Parse("pipeline.yaml", []byte(good))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := p.Stages
+	if len(s) != 5 || s[0].Name != "reason" || s[0].Reason.Style != "mediatek" || s[0].Reason.Attempts != 3 ||
+		s[1].Negatives.PerRecord != 1 || s[1].Negatives.Token != DefaultAnswerToken ||
+		s[2].DecisionTokens.UseToolToken != DefaultUseToolToken || !s[3].ResponseSchema.Overwrite ||
+		s[4].Verify.Action != "tag" || !*s[4].Verify.CountTokens {
+		t.Errorf("decoded %+v", s)
+	}
+	bad := `
+sources:
+  - {path: x.json, format: xlam}
+stages:
+  - reason: {style: cot, temperature: 1}
+`
+	_, err = Parse("pipeline.yaml", []byte(bad))
+	if err == nil || !strings.Contains(err.Error(), "temperature") {
+		t.Errorf("unknown key: %v", err)
+	}
+	invalid := `
+sources:
+  - {path: x.json, format: xlam}
+stages:
+  - reason: {style: cot}
+  - negatives: {ratio: 2}
+  - verify: {checks: [nope]}
+`
+	_, err = Parse("pipeline.yaml", []byte(invalid))
+	for _, want := range []string{`style: "cot"`, "ratio: 2", `unknown check "nope"`} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("error %v lacks %q", err, want)
+		}
+	}
+}

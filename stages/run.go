@@ -480,7 +480,8 @@ func (r *Runner) runShard(ctx context.Context, sr stageRun, st Stage, sink Sink,
 	if c, ok := st.(Concurrent); ok {
 		workers = max(1, c.Concurrency())
 	}
-	g, gctx := errgroup.WithContext(ctx)
+	ctr := &counters{m: map[string]int64{}}
+	g, gctx := errgroup.WithContext(context.WithValue(ctx, countersKey{}, ctr))
 	g.SetLimit(workers)
 	for i, rec := range recs {
 		if gctx.Err() != nil {
@@ -525,6 +526,9 @@ func (r *Runner) runShard(ctx context.Context, sr stageRun, st Stage, sink Sink,
 		}
 	}
 	sh.Out = int64(len(kept))
+	if len(ctr.m) > 0 {
+		sh.Counters = ctr.m
+	}
 	if err := sh.Counts.Balanced(); err != nil {
 		return sh, err
 	}

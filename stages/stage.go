@@ -137,3 +137,22 @@ func (e *Env) Rand(id string) *rand.Rand {
 	s := h.Sum64()
 	return rand.New(rand.NewPCG(s, s^0x9e3779b97f4a7c15))
 }
+
+// Count adds n to the counter key of the shard being processed. The runner
+// keeps the counters per shard and in the stage totals of the manifest, so
+// a stage can report more than kept and rejected records (the verify stage
+// counts problems by check and by kind). Outside a run it does nothing.
+func Count(ctx context.Context, key string, n int64) {
+	if c, ok := ctx.Value(countersKey{}).(*counters); ok {
+		c.mu.Lock()
+		c.m[key] += n
+		c.mu.Unlock()
+	}
+}
+
+type countersKey struct{}
+
+type counters struct {
+	mu sync.Mutex
+	m  map[string]int64
+}

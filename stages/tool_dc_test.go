@@ -191,6 +191,29 @@ func TestToolDCConfig(t *testing.T) {
 	}
 }
 
+// The stage's block in pipeline.yaml decodes strictly and validates with
+// the line of the stage.
+func TestToolDCPipelineYAML(t *testing.T) {
+	const head = "sources: [{path: x.json, format: xlam}]\nstages:\n"
+	p, err := Parse("pipeline.yaml", []byte(head+"  - tool_dc: {grouping: anchor, candidates: 30}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := p.Stages[0]; st.Name != "tool_dc" || st.ToolDC == nil || st.ToolDC.TopK != 5 || st.ToolDC.Candidates != 30 {
+		t.Errorf("stage = %+v", st)
+	}
+	for _, tt := range []struct{ yaml, want string }{
+		{"  - tool_dc: {candidate: 5}\n", `unknown key "candidate"`},
+		{"  - tool_dc: {candidates: 80}\n", "pipeline.yaml:3: stage \"tool_dc\": candidates: 80 is not between 1 and 50"},
+		{"  - tool_dc: {grouping: anchor, top_k: 0, candidates: 3, attempts: -1}\n", "attempts: must be at least 1"},
+	} {
+		_, err := Parse("pipeline.yaml", []byte(head+tt.yaml))
+		if err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%q: error %v, want %q", tt.yaml, err, tt.want)
+		}
+	}
+}
+
 // Requests per kept record: |T| + 1 under enumerate, K + 2 under anchor.
 func TestToolDCRequestCount(t *testing.T) {
 	single := tdcRecord("xlam:1", "What's the weather in Paris?", []record.Tool{tdcWeather, tdcStock}, tdcCall("get_weather", `{"city":"Paris"}`))

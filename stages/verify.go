@@ -8,7 +8,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 
 	"github.com/augmentdata/augment/prompts"
 	"github.com/augmentdata/augment/stages/record"
@@ -37,7 +36,7 @@ import (
 // rejects records above it with reason too_long, whatever the action (the
 // verify reasons come first when a record has problems too).
 //
-// Counters (for the manifest): "check.<name>" is the number of records on
+// Counters (in the manifest, per shard and in the totals): "check.<name>" is the number of records on
 // which that check found problems, "kind.<kind>" the number of problems of
 // each verify kind (ComplexEval kinds such as param_missing, format kinds,
 // judge_unparseable), and "too_long" the records over max_tokens.
@@ -145,7 +144,7 @@ func (c *VerifyConfig) validate() []string {
 func (c *VerifyConfig) version() int { return 1 }
 
 func (c *VerifyConfig) build(env *Env) (Stage, error) {
-	s := &verifyStage{cfg: *c, env: env, kinds: map[string]int64{}, checks: map[string]int64{}}
+	s := &verifyStage{cfg: *c, env: env, countTokens: c.CountTokens == nil || *c.CountTokens}
 	for _, name := range c.Checks {
 		ch, ok := verify.Lookup(name)
 		if !ok {
@@ -161,7 +160,7 @@ func (c *VerifyConfig) build(env *Env) (Stage, error) {
 	}
 	tmpls := map[string]*prompts.Template{}
 	for _, name := range slices.Sorted(maps.Keys(c.Prompts)) {
-		t, err := prompts.Load(name, resolvePromptPath(env, c.Prompts[name]))
+		t, err := env.Prompt(name, c.Prompts[name])
 		if err != nil {
 			return nil, err
 		}
@@ -179,16 +178,12 @@ func (c *VerifyConfig) build(env *Env) (Stage, error) {
 }
 
 type verifyStage struct {
-	cfg      VerifyConfig
-	env      *Env
-	checkers []*verify.Checker
-	judges   bool // some checker is an LLM judge
-	llmEnv   verify.LLMEnv
-
-	mu     sync.Mutex
-	checks map[string]int64 // check name → records it failed
-	kinds  map[string]int64 // problem kind → problems
-	long   int64            // records over max_tokens
+	cfg         VerifyConfig
+	env         *Env
+	checkers    []*verify.Checker
+	judges      bool // some checker is an LLM judge
+	llmEnv      verify.LLMEnv
+	countTokens bool
 }
 
 // Concurrency is the teacher's capacity when a judge runs, else one worker
@@ -198,23 +193,6 @@ func (s *verifyStage) Concurrency() int {
 		return max(1, s.env.Capacity)
 	}
 	return runtime.NumCPU()
-}
-
-// Counters returns the stage's counts so far (see VerifyConfig).
-func (s *verifyStage) Counters() map[string]int64 {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	out := make(map[string]int64, len(s.checks)+len(s.kinds)+1)
-	for k, v := range s.checks {
-		out["check."+k] = v
-	}
-	for k, v := range s.kinds {
-		out["kind."+k] = v
-	}
-	if s.long > 0 {
-		out[TooLong] = s.long
-	}
-	return out
 }
 
 // Process runs every configured check on r. Errors of an LLM judge that
@@ -239,11 +217,11 @@ func (s *verifyStage) Process(ctx context.Context, r *record.Record) ([]*record.
 		}
 	}
 	tokens := -1
-	if *s.cfg.CountTokens {
+	if s.countTokens {
 		tokens = verify.RecordTokens(r)
 	}
 	tooLong := s.cfg.MaxTokens > 0 && tokens > s.cfg.MaxTokens
-	s.count(failed, problems, tooLong)
+	count(ctx, failed, problems, tooLong)
 
 	if len(failed) > 0 && s.cfg.Action == VerifyActionReject {
 		detail, err := marshalNoEscape(problems)
@@ -281,16 +259,15 @@ func (s *verifyStage) Process(ctx context.Context, r *record.Record) ([]*record.
 	return []*record.Record{out}, nil
 }
 
-func (s *verifyStage) count(failed []string, problems []verify.Problem, tooLong bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+// count adds the record's findings to the shard's counters (see VerifyConfig).
+func count(ctx context.Context, failed []string, problems []verify.Problem, tooLong bool) {
 	for _, name := range failed {
-		s.checks[name]++
+		Count(ctx, "check."+name, 1)
 	}
 	for _, p := range problems {
-		s.kinds[p.Kind]++
+		Count(ctx, "kind."+p.Kind, 1)
 	}
 	if tooLong {
-		s.long++
+		Count(ctx, TooLong, 1)
 	}
 }

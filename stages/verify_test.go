@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"maps"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -17,7 +18,7 @@ import (
 	"github.com/augmentdata/augment/verify"
 )
 
-func buildVerify(t testing.TB, cfg VerifyConfig, teacher llm.Client) *verifyStage {
+func buildVerify(t testing.TB, cfg VerifyConfig, teacher llm.Client) countedVerify {
 	t.Helper()
 	cfg.defaults()
 	if probs := cfg.validate(); len(probs) > 0 {
@@ -27,7 +28,24 @@ func buildVerify(t testing.TB, cfg VerifyConfig, teacher llm.Client) *verifyStag
 	if err != nil {
 		t.Fatal(err)
 	}
-	return st.(*verifyStage)
+	return countedVerify{st.(*verifyStage), &counters{m: map[string]int64{}}}
+}
+
+// countedVerify runs a verify stage with its own shard counters, as the
+// runner does, so tests can read what the stage counted.
+type countedVerify struct {
+	*verifyStage
+	c *counters
+}
+
+func (s countedVerify) Process(ctx context.Context, r *record.Record) ([]*record.Record, error) {
+	return s.verifyStage.Process(context.WithValue(ctx, countersKey{}, s.c), r)
+}
+
+func (s countedVerify) Counters() map[string]int64 {
+	s.c.mu.Lock()
+	defer s.c.mu.Unlock()
+	return maps.Clone(s.c.m)
 }
 
 // fxBroken has problems for three checkers: a call to an unlisted function
@@ -204,7 +222,9 @@ func TestVerifyJudges(t *testing.T) {
 	if st.Counters()["kind.judge_unparseable"] != 1 {
 		t.Errorf("counters %v", st.Counters())
 	}
-	boom := llm.ClientFunc(func(context.Context, llm.Request) (llm.Response, error) { return llm.Response{}, errors.New("connection refused") })
+	boom := llm.ClientFunc(func(context.Context, llm.Request) (llm.Response, error) {
+		return llm.Response{}, errors.New("connection refused")
+	})
 	_, err = buildVerify(t, cfg, boom).Process(context.Background(), fxParallel())
 	if _, isReject := rejectReason(err); err == nil || isReject {
 		t.Errorf("a dead teacher must be systemic, got %v", err)
@@ -315,6 +335,7 @@ func BenchmarkVerifyRules(b *testing.B) {
 	st := buildVerify(b, VerifyConfig{Checks: []string{"roles", "calls_resolved", "args_schema", "meta_tool_shape"}}, nil)
 	in := fxMultiTurn()
 	ctx := context.Background()
+	processOne(b, st, in) // loads the BPE tables once
 	b.ReportAllocs()
 	for b.Loop() {
 		if _, err := st.Process(ctx, in); err != nil {

@@ -26,6 +26,7 @@ func TestScripts(t *testing.T) {
 	testscript.Run(t, testscript.Params{
 		Dir:                 "testdata/script",
 		RequireExplicitExec: true,
+		Cmds:                map[string]func(*testscript.TestScript, bool, []string){"lfcheck": lfcheck},
 		Setup: func(env *testscript.Env) error {
 			env.Setenv("DEMO", demo)
 			env.Setenv("SHARED", shared)

@@ -1,7 +1,6 @@
 package formats
 
 import (
-	"bytes"
 	"fmt"
 	"slices"
 	"strconv"
@@ -52,8 +51,7 @@ func Parse(format, source string, index int64, row []byte) (*record.Record, erro
 	default:
 		return nil, fmt.Errorf("formats: unknown format %q (want one of %s)", format, strings.Join(Formats(), ", "))
 	}
-	row = bytes.Clone(row) // decoded strings point into it (see jparser)
-	v, err := parseJSON(row)
+	v, err := parseRow(row)
 	if err != nil {
 		return nil, jsonReject("bad_json", "row", row, err)
 	}
@@ -102,8 +100,9 @@ func (b *builder) last() *record.Message {
 	return nil
 }
 
-// finish applies the checks every format shares: duplicate tool
-// definitions, calls to undeclared tools, result names; then the tags.
+// finish applies the checks every format shares, duplicate tool
+// definitions and calls to undeclared tools, names the results after their
+// calls, and sets the tags.
 func (b *builder) finish() error {
 	r := b.rec
 	if err := b.dedupeTools(); err != nil {
@@ -119,10 +118,9 @@ func (b *builder) finish() error {
 		case record.RoleAssistant:
 			calls = m.Calls
 		case record.RoleTool:
-			if len(calls) == 0 || len(m.Results) != len(calls) {
-				return reject("result_count_mismatch", "turn %d holds %d results for %d calls", i, len(m.Results), len(calls))
-			}
-			for j := range m.Results {
+			// The readers pair results with calls one for one; the names
+			// follow the calls, which resolveCallNames may have renamed.
+			for j := range min(len(m.Results), len(calls)) {
 				m.Results[j].Name = calls[j].Name
 			}
 			calls = nil

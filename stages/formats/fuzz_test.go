@@ -83,3 +83,47 @@ func TestUnknownFormat(t *testing.T) {
 		}
 	}
 }
+
+// checkParsed is the property fuzzParse checks, for targets that build
+// their own rows.
+func checkParsed(t *testing.T, format, row string) {
+	rec, err := Parse(format, "f", 1, []byte(row))
+	if err != nil {
+		var pe *ParseError
+		if !errors.As(err, &pe) || pe.Reason == "" {
+			t.Fatalf("error %v is not a *ParseError with a reason", err)
+		}
+		return
+	}
+	if err := checkInvariants(rec); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// FuzzGlaiveText mutates the system and chat texts themselves, where the
+// glaive reader's own grammar lives.
+func FuzzGlaiveText(f *testing.F) {
+	for _, row := range fixtureRows(f, "glaive.jsonl") {
+		var r struct{ System, Chat string }
+		if err := json.Unmarshal(row, &r); err != nil {
+			f.Fatal(err)
+		}
+		f.Add(r.System, r.Chat)
+	}
+	sys := gLead + gTool + "\n"
+	f.Add(sys, "USER: a <|endoftext|>\n\nUSER: b\n\nASSISTANT: c\n<functioncall> {\"name\": \"find_book\", \"arguments\": '{\"title\": \"it\\'s\"}'}} <|endoftext|>\n\nFUNCTION RESPONSE: {\"a\": [1")
+	f.Add(sys, "USER: x\n\n\nASSISTANT: y\nAI to= find-book: {\"title\": 1} <|endoftext|>\n\n\nFUNCTION RESPONSE: ok\nASSISTANT: z <|endoftext|>")
+	f.Fuzz(func(t *testing.T, system, chat string) {
+		checkParsed(t, "glaive", rowJSON("system", system, "chat", chat))
+	})
+}
+
+// FuzzToolACETurns mutates an assistant value and the tool turn answering it.
+func FuzzToolACETurns(f *testing.F) {
+	f.Add(`[Tide Table(harbour="Rock"), now()]`, `[{"name": "now", "results": 1}, {"name": "Tide Table", "results": {"a": [1]}}]`)
+	f.Add(`[now(x=[1, (2,), {'a': None}])]`, `{"name": "now", "results": "x"}`)
+	f.Add(`[Note (a) b]`, `[]`)
+	f.Fuzz(func(t *testing.T, assistant, tool string) {
+		checkParsed(t, "toolace", taRow(taSystem(taTools), "user", "q", "assistant", assistant, "tool", tool))
+	})
+}

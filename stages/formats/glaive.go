@@ -248,7 +248,7 @@ func glaiveResponse(b *builder, body string, turn int) error {
 		switch {
 		case err == nil:
 			content = compactString(&v)
-		case (body[0] == '{' || body[0] == '[') && err.(*jsonError).eof:
+		case (body[0] == '{' || body[0] == '[') && isEOF(err):
 			return reject("glaive_truncated_response", "turn %d: the JSON response ends early: %s", turn, excerpt(tail(body)))
 		}
 	}
@@ -273,10 +273,13 @@ func parseGlaiveCall(b *builder, text string, turn int) (record.Call, error) {
 		return reject("glaive_bad_call", "turn %d: %s at byte %d of %s", turn, what, p.pos, excerpt(strings.TrimSpace(text)))
 	}
 	valueErr := func(err error, quoted bool) error {
-		je := err.(*jsonError)
-		rest := string(p.data[min(je.off, len(p.data)):])
+		off := p.pos
+		if je, ok := err.(*jsonError); ok {
+			off = je.off
+		}
+		rest := string(p.data[min(off, len(p.data)):])
 		switch {
-		case je.eof:
+		case isEOF(err):
 			return truncated()
 		case strings.HasPrefix(rest, "Infinity") || strings.HasPrefix(rest, "NaN"):
 			return reject("glaive_arguments_nonfinite", "turn %d: %s is not a JSON number: %s", turn, rest[:min(len(rest), 8)], excerpt(strings.TrimSpace(text)))

@@ -50,13 +50,13 @@ tool: find_book={"found":true,"shelf":"B-12"}
 assistant: It is on shelf B-12.
 #system_template=glaive`},
 		{name: "no tools",
-			row: gRow(gNoTools, "USER: What is 2+2?", "ASSISTANT: 4. <|endoftext|>"),
+			row:  gRow(gNoTools, "USER: What is 2+2?", "ASSISTANT: 4. <|endoftext|>"),
 			want: "user: What is 2+2?\nassistant: 4.\n#system_template=glaive_no_tools"},
 		{name: "text after the tool list stays as the system text",
-			row: gRow(sys+"\nBe brief.\n", "USER: Hi", "ASSISTANT: Hi. <|endoftext|>"),
+			row:  gRow(sys+"\nBe brief.\n", "USER: Hi", "ASSISTANT: Hi. <|endoftext|>"),
 			want: "system: Be brief.\ntools: find_book\nuser: Hi\nassistant: Hi.\n#system_template=glaive"},
 		{name: "unknown system text loses only its label",
-			row: gRow("SYSTEM: You are a pirate.\n", "USER: Hi", "ASSISTANT: Arr. <|endoftext|>"),
+			row:  gRow("SYSTEM: You are a pirate.\n", "USER: Hi", "ASSISTANT: Arr. <|endoftext|>"),
 			want: "system: You are a pirate.\nuser: Hi\nassistant: Arr."},
 		{name: "tool with empty parameters", // checked in detail in TestGlaiveToolSchema
 			row:  gRow(gLead+gTool2+"\n", "USER: Joke?", `ASSISTANT: <functioncall> {"name": "get_joke", "arguments": '{}'} <|endoftext|>`, `FUNCTION RESPONSE: {"joke": "..."}`),

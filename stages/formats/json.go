@@ -96,17 +96,25 @@ type jsonError struct {
 
 func (e *jsonError) Error() string { return fmt.Sprintf("%s at byte %d", e.msg, e.off) }
 
+// isEOF reports whether err says the input ended inside a value.
+func isEOF(err error) bool {
+	je, ok := err.(*jsonError)
+	return ok && je.eof
+}
+
 const maxDepth = 512
 
 // A jparser decodes one JSON text. The zero value with data set is ready.
 //
-// Decoded strings without escapes point into data instead of being copied,
-// so data must not change while the values are in use: Parse decodes a
-// private copy of the row, and texts held in strings are immutable anyway.
+// Unless copyStrings is set, decoded strings without escapes point into data
+// instead of being copied, so data must not change while the values are in
+// use: texts held in Go strings are immutable anyway; rows, which the
+// Scanner reuses, are decoded with copyStrings.
 type jparser struct {
-	data  []byte
-	pos   int
-	depth int
+	data        []byte
+	pos         int
+	depth       int
+	copyStrings bool
 	// sqEscape accepts \' inside strings as an apostrophe (glaive's quoted
 	// arguments); sawSQ records that one was seen.
 	sqEscape, sawSQ bool
@@ -117,13 +125,16 @@ type jparser struct {
 
 // parseJSON decodes data, which must hold exactly one JSON value. The
 // values may point into data (see jparser).
-func parseJSON(data []byte) (jvalue, error) {
-	p := jparser{data: data}
+func parseJSON(data []byte) (jvalue, error) { return decode(jparser{data: data}) }
+
+// parseRow decodes a row the caller may reuse: strings are copied.
+func parseRow(row []byte) (jvalue, error) { return decode(jparser{data: row, copyStrings: true}) }
+
+func decode(p jparser) (jvalue, error) {
 	sp := stacks.Get().(*[]jmember)
 	p.stack = (*sp)[:0]
 	defer func() {
 		if cap(p.stack) <= 4096 {
-			clear(p.stack[:cap(p.stack)]) // drop references into this text
 			*sp = p.stack[:0]
 			stacks.Put(sp)
 		}
@@ -150,7 +161,76 @@ func (p *jparser) view(a, b int) string {
 	if a == b {
 		return ""
 	}
+	if p.copyStrings {
+		return string(p.data[a:b])
+	}
 	return unsafe.String(&p.data[a], b-a)
+}
+
+// key decodes an object key; the keys of the known formats are shared
+// constants rather than copies.
+func (p *jparser) key() (string, error) {
+	if p.copyStrings {
+		if end := p.pos + 1 + bytes.IndexByte(p.data[p.pos+1:], '"'); end > p.pos {
+			if k, ok := knownKey(p.data[p.pos+1 : end]); ok {
+				p.pos = end + 1
+				return k, nil
+			}
+		}
+	}
+	return p.string()
+}
+
+func knownKey(b []byte) (string, bool) {
+	switch string(b) { // no allocation: the compiler compares in place
+	case "system":
+		return "system", true
+	case "chat":
+		return "chat", true
+	case "conversations":
+		return "conversations", true
+	case "messages":
+		return "messages", true
+	case "from":
+		return "from", true
+	case "value":
+		return "value", true
+	case "role":
+		return "role", true
+	case "content":
+		return "content", true
+	case "type":
+		return "type", true
+	case "text":
+		return "text", true
+	case "tools":
+		return "tools", true
+	case "name":
+		return "name", true
+	case "description":
+		return "description", true
+	case "parameters":
+		return "parameters", true
+	case "properties":
+		return "properties", true
+	case "required":
+		return "required", true
+	case "arguments":
+		return "arguments", true
+	case "function":
+		return "function", true
+	case "tool_calls":
+		return "tool_calls", true
+	case "tool_call_id":
+		return "tool_call_id", true
+	case "id":
+		return "id", true
+	case "query":
+		return "query", true
+	case "answers":
+		return "answers", true
+	}
+	return "", false
 }
 
 func (p *jparser) fail(msg string) *jsonError {
@@ -398,6 +478,13 @@ func hex4(b []byte) (rune, bool) {
 	return r, true
 }
 
+// pop drops the members stacked since base, clearing them so a pooled
+// stack keeps no references into texts already decoded.
+func (p *jparser) pop(base int) {
+	clear(p.stack[base:])
+	p.stack = p.stack[:base]
+}
+
 func (p *jparser) array() (jvalue, error) {
 	if p.depth++; p.depth > maxDepth {
 		return jvalue{}, p.fail("nesting too deep")
@@ -405,7 +492,7 @@ func (p *jparser) array() (jvalue, error) {
 	defer func() { p.depth-- }()
 	p.pos++ // [
 	base := len(p.stack)
-	defer func() { p.stack = p.stack[:base] }()
+	defer p.pop(base)
 	p.skipSpace()
 	if p.pos < len(p.data) && p.data[p.pos] == ']' {
 		p.pos++
@@ -440,7 +527,7 @@ func (p *jparser) object() (jvalue, error) {
 	defer func() { p.depth-- }()
 	p.pos++ // {
 	base := len(p.stack)
-	defer func() { p.stack = p.stack[:base] }()
+	defer p.pop(base)
 	p.skipSpace()
 	if p.pos < len(p.data) && p.data[p.pos] == '}' {
 		p.pos++
@@ -455,7 +542,7 @@ func (p *jparser) object() (jvalue, error) {
 			return jvalue{}, p.fail("expected a string key in an object")
 		}
 		keyAt := p.pos
-		k, err := p.string()
+		k, err := p.key()
 		if err != nil {
 			return jvalue{}, err
 		}

@@ -36,10 +36,10 @@ func TestParseJSONCompact(t *testing.T) {
 
 func TestParseJSONErrors(t *testing.T) {
 	tests := []struct {
-		in   string
-		msg  string
-		eof  bool
-		off  int
+		in  string
+		msg string
+		eof bool
+		off int
 	}{
 		{`{"a": 1`, "unexpected end of input", true, 7},
 		{`{"a": "b`, "unexpected end of input inside a string", true, 8},

@@ -70,7 +70,8 @@ func normalizeParameters(p, hoisted *jvalue) ([]byte, error) {
 	var s jvalue
 	switch {
 	case isSchema(p):
-		s, _ = normalizeSchema(p)
+		normalizeSchema(p)
+		s = *p
 	case isFlat(p):
 		s = flatParameters(p)
 	default:
@@ -142,13 +143,11 @@ func isFlat(p *jvalue) bool {
 // {"type":"object","properties":{…},"required":[…]}: every parameter whose
 // type is not marked optional is required.
 func flatParameters(p *jvalue) jvalue {
-	props := jvalue{kind: jObject, elems: make([]jmember, 0, len(p.elems))}
-	var req []jmember
-	for _, m := range p.elems {
-		ps, opt := normalizeSchema(&m.val)
-		props.elems = append(props.elems, jmember{key: m.key, val: ps})
-		if !opt {
-			req = append(req, jmember{val: jstr(m.key)})
+	props := jvalue{kind: jObject, elems: p.elems}
+	req := make([]jmember, 0, len(props.elems))
+	for i := range props.elems {
+		if !normalizeSchema(&props.elems[i].val) {
+			req = append(req, jmember{val: jstr(props.elems[i].key)})
 		}
 	}
 	out := jvalue{kind: jObject, elems: []jmember{{key: "type", val: jstr("object")}, {key: "properties", val: props}}}
@@ -158,35 +157,52 @@ func flatParameters(p *jvalue) jvalue {
 	return out
 }
 
-// normalizeSchema rewrites a JSON Schema node and its sub-schemas, keeping
-// member order: types are mapped to JSON Schema names ("dict" → "object",
-// Python annotations such as "List[str]" → "array" with items); an unknown
-// type is dropped; "required": null is dropped. optional reports that the
-// node's type was marked optional (", optional", Optional[…]); when some
-// properties are so marked and the node lists no "required", the others
-// become required.
-func normalizeSchema(v *jvalue) (out jvalue, optional bool) {
+// normalizeSchema rewrites a JSON Schema node and its sub-schemas in place,
+// keeping member order: types are mapped to JSON Schema names ("dict" →
+// "object", Python annotations such as "List[str]" → "array" with items);
+// an unknown type is dropped; "required": null is dropped. optional reports
+// that the node's type was marked optional (", optional", Optional[…]); when
+// some properties are so marked and the node lists no "required", the
+// others become required.
+func normalizeSchema(v *jvalue) (optional bool) {
 	if v.kind != jObject {
-		return *v, false
+		return false
 	}
-	out = jvalue{kind: jObject, elems: make([]jmember, 0, len(v.elems)+1)}
-	hasRequired := false
+	in := v.elems
+	out := in[:0] // written behind the reading position, until it must grow
+	shared := true
+	put := func(read int, ms ...jmember) {
+		if shared && len(out)+len(ms) > read {
+			out = append(make([]jmember, 0, len(in)+len(ms)+1), out...)
+			shared = false
+		}
+		out = append(out, ms...)
+	}
+	hasRequired, anyOptional := false, false
+	hasItems, hasAnyOf := v.has("items"), v.has("anyOf") // read before out overwrites in
 	propsAt := -1
-	var required []jmember
-	anyOptional := false
-	for _, m := range v.elems {
+	var propOptional []bool
+	for i := range in {
+		m := in[i]
 		switch m.key {
 		case "type":
 			switch m.val.kind {
 			case jString:
+				if isJSONType(m.val.str) {
+					break
+				}
+				if m.val.str == "dict" {
+					m.val = jstr("object")
+					break
+				}
 				ms, opt, ok := pyType(m.val.str)
 				optional = optional || opt
-				if !ok {
-					continue
-				}
-				for _, x := range ms {
-					if !v.has(x.key) || x.key == "type" {
-						out.elems = append(out.elems, x)
+				if ok {
+					for _, x := range ms {
+						if x.key == "items" && hasItems || x.key == "anyOf" && hasAnyOf {
+							continue // the schema's own wins
+						}
+						put(i+1, x)
 					}
 				}
 				continue
@@ -200,41 +216,29 @@ func normalizeSchema(v *jvalue) (out jvalue, optional bool) {
 						names.elems = append(names.elems, jmember{val: jstr(t)})
 					}
 				}
-				if len(names.elems) > 0 {
-					out.elems = append(out.elems, jmember{key: "type", val: names})
+				if len(names.elems) == 0 {
+					continue
 				}
-				continue
+				m.val = names
 			}
 		case "properties":
 			if m.val.kind == jObject {
-				props := jvalue{kind: jObject, elems: make([]jmember, len(m.val.elems))}
-				for i, p := range m.val.elems {
-					ps, opt := normalizeSchema(&p.val)
-					props.elems[i] = jmember{key: p.key, val: ps}
-					if opt {
-						anyOptional = true
-					} else {
-						required = append(required, jmember{val: jstr(p.key)})
-					}
+				propOptional = make([]bool, len(m.val.elems))
+				for j := range m.val.elems {
+					propOptional[j] = normalizeSchema(&m.val.elems[j].val)
+					anyOptional = anyOptional || propOptional[j]
 				}
-				propsAt = len(out.elems)
-				out.elems = append(out.elems, jmember{key: m.key, val: props})
-				continue
+				propsAt = len(out)
 			}
 		case "items", "additionalProperties", "not":
 			if m.val.kind == jObject {
-				s, _ := normalizeSchema(&m.val)
-				out.elems = append(out.elems, jmember{key: m.key, val: s})
-				continue
-			}
-			if m.val.kind == jArray {
-				out.elems = append(out.elems, jmember{key: m.key, val: normalizeList(&m.val)})
-				continue
+				normalizeSchema(&m.val)
+			} else if m.val.kind == jArray {
+				normalizeList(&m.val)
 			}
 		case "anyOf", "oneOf", "allOf", "prefixItems":
 			if m.val.kind == jArray {
-				out.elems = append(out.elems, jmember{key: m.key, val: normalizeList(&m.val)})
-				continue
+				normalizeList(&m.val)
 			}
 		case "required":
 			if m.val.kind == jNull {
@@ -242,20 +246,40 @@ func normalizeSchema(v *jvalue) (out jvalue, optional bool) {
 			}
 			hasRequired = true
 		}
-		out.elems = append(out.elems, m)
+		put(i+1, m)
 	}
-	if anyOptional && !hasRequired && len(required) > 0 {
-		out.elems = insertMember(out.elems, propsAt+1, jmember{key: "required", val: jvalue{kind: jArray, elems: required}})
+	if anyOptional && !hasRequired {
+		props := out[propsAt].val
+		var req []jmember
+		for j, p := range props.elems {
+			if !propOptional[j] {
+				req = append(req, jmember{val: jstr(p.key)})
+			}
+		}
+		if len(req) > 0 {
+			if shared {
+				out = append(make([]jmember, 0, len(out)+1), out...)
+			}
+			out = insertMember(out, propsAt+1, jmember{key: "required", val: jvalue{kind: jArray, elems: req}})
+		}
 	}
-	return out, optional
+	v.elems = out
+	return optional
 }
 
-func normalizeList(v *jvalue) jvalue {
-	out := jvalue{kind: jArray, elems: make([]jmember, len(v.elems))}
+func normalizeList(v *jvalue) {
 	for i := range v.elems {
-		out.elems[i].val, _ = normalizeSchema(&v.elems[i].val)
+		normalizeSchema(&v.elems[i].val)
 	}
-	return out
+}
+
+// isJSONType reports whether s is a JSON Schema type name.
+func isJSONType(s string) bool {
+	switch s {
+	case "string", "integer", "number", "boolean", "array", "object", "null":
+		return true
+	}
+	return false
 }
 
 // simpleType maps a bare type name to its JSON Schema name.

@@ -60,6 +60,7 @@ func TestShareGPT(t *testing.T) {
 			want: "tools: get_joke\nuser: Joke?\n#system_template=glaive"},
 
 		{name: "reject: no conversations", row: rowJSON("tools", sTools), reason: "sharegpt_missing_conversations"},
+		{name: "reject: system not a string", row: rowJSON("system", 1, "conversations", []turn{human}), reason: "sharegpt_bad_field"},
 		{name: "reject: empty conversation", row: rowJSON("conversations", []turn{}), reason: "sharegpt_empty_conversation"},
 		{name: "reject: unknown role", row: sRow(sTools, turn{"from": "bot", "value": "x"}), reason: "sharegpt_unknown_role", detail: `"bot"`},
 		{name: "reject: turn without value", row: sRow(sTools, turn{"from": "human"}), reason: "sharegpt_bad_turn"},

@@ -34,6 +34,7 @@ func parseXLAM(b *builder, row *jvalue) error {
 	if answers.kind != jArray {
 		return reject("xlam_bad_answers", "answers is a JSON %s, want an array of calls", answers.kind)
 	}
+	b.rec.Messages = make([]record.Message, 0, 2)
 	b.add(record.Message{Role: record.RoleUser, Content: query})
 	if len(answers.elems) == 0 {
 		return nil

@@ -14,7 +14,7 @@ user: Giveaways for beta and games?
 assistant: -> live_giveaways_by_type{"type":"beta"} -> live_giveaways_by_type{"type":"game"}
 #xlam_id=0`},
 		{name: "answers and tools as arrays, string id, numbers kept",
-			row: rowJSON("id", "x-9", "query", "BMI for 70.0 kg?", "answers", raw(`[{"name": "bmi", "arguments": {"weight": 70.0}}]`), "tools", raw(xTools)),
+			row:  rowJSON("id", "x-9", "query", "BMI for 70.0 kg?", "answers", raw(`[{"name": "bmi", "arguments": {"weight": 70.0}}]`), "tools", raw(xTools)),
 			want: "tools: live_giveaways_by_type, bmi\nuser: BMI for 70.0 kg?\nassistant: -> bmi{\"weight\":70.0}\n#xlam_id=x-9"},
 		{name: "no calls (irrelevance rows)",
 			row:  rowJSON("id", 3, "query", "Tell me a joke", "answers", "[]", "tools", xTools),

@@ -311,7 +311,8 @@ type writer struct {
 	err       error      // first commit failure; every later write fails with it
 	room      *sync.Cond // signalled after each commit (backpressure)
 
-	kick chan struct{}
+	kick chan struct{} // something was queued
+	full chan struct{} // commit now: a full batch, or a flush waits
 	done chan struct{}
 	quit chan struct{}
 }
@@ -326,7 +327,8 @@ type flushWaiter struct {
 const maxQueued = 20000
 
 func newWriter(db *bolt.DB) *writer {
-	w := &writer{db: db, pending: map[string][]byte{}, kick: make(chan struct{}, 1), done: make(chan struct{}), quit: make(chan struct{})}
+	w := &writer{db: db, pending: map[string][]byte{}, done: make(chan struct{}), quit: make(chan struct{}),
+		kick: make(chan struct{}, 1), full: make(chan struct{}, 1)}
 	w.room = sync.NewCond(&w.mu)
 	go w.loop()
 	return w
@@ -347,14 +349,19 @@ func (w *writer) enqueue(puts []put) error {
 		w.pending[pendingKey(p.top, p.sub, p.key)] = p.val
 	}
 	w.seq += uint64(len(puts))
+	full := len(w.queue) >= commitBatch
 	w.mu.Unlock()
-	w.wake()
+	signal(w.kick)
+	if full {
+		signal(w.full)
+	}
 	return nil
 }
 
-func (w *writer) wake() {
+// signal sends on a one-slot channel unless a signal is already pending.
+func signal(ch chan struct{}) {
 	select {
-	case w.kick <- struct{}{}:
+	case ch <- struct{}{}:
 	default:
 	}
 }
@@ -380,7 +387,8 @@ func (w *writer) flush() error {
 	ch := make(chan error, 1)
 	w.waiters = append(w.waiters, flushWaiter{seq: w.seq, ch: ch})
 	w.mu.Unlock()
-	w.wake()
+	signal(w.kick)
+	signal(w.full)
 	return <-ch
 }
 
@@ -391,24 +399,31 @@ func (w *writer) close() error {
 	return err
 }
 
-// commitDelay lets answers accumulate before a commit, so at thousands of
-// answers per second each fsync carries many of them; it is also about the
-// most a kill -9 can lose.
-const commitDelay = 2 * time.Millisecond
+// Answers accumulate for up to commitDelay, or until commitBatch of them
+// are queued, before a commit: at thousands of answers per second each
+// fsync then carries hundreds, and at a few per second the disk is not
+// synced for each. It bounds what a kill -9 can lose to about the answers
+// of the last 10 ms (or the last 256), which a rerun asks again.
+const (
+	commitDelay = 10 * time.Millisecond
+	commitBatch = 256
+)
 
 func (w *writer) loop() {
 	defer close(w.done)
+	timer := time.NewTimer(commitDelay)
+	timer.Stop()
 	for {
 		select {
 		case <-w.kick:
 		case <-w.quit:
 			return
 		}
-		w.mu.Lock()
-		hurry := len(w.waiters) > 0 || len(w.queue) >= 512
-		w.mu.Unlock()
-		if !hurry {
-			time.Sleep(commitDelay)
+		timer.Reset(commitDelay)
+		select {
+		case <-timer.C:
+		case <-w.full:
+			timer.Stop()
 		}
 		for w.commitOnce() {
 		}

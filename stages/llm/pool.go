@@ -45,8 +45,8 @@ type endpoint struct {
 
 	inFlight int
 	// limit is the adaptive concurrency limit, 1 ≤ limit ≤ max. It is cut
-	// multiplicatively on overload (429, timeouts, climbing latency) and
-	// grows by about one per limit's worth of successes.
+	// multiplicatively on overload (429, climbing latency) and grows by
+	// about one per limit's worth of successes.
 	limit float64
 	// epoch increases at every cut; an overload signal from a request sent
 	// before the latest cut belongs to the burst already answered, so it
@@ -76,9 +76,9 @@ type EndpointStats struct {
 	Max      int     `json:"max_in_flight"`
 	Breaker  string  `json:"breaker"` // "closed", "open", "half_open"
 	Sent     int64   `json:"sent"`
-	Failures int64   `json:"failures"`
-	Cuts     int64   `json:"cuts"`  // times the limit was cut for overload
-	Trips    int64   `json:"trips"` // times the breaker opened
+	Failures int64   `json:"failures"` // failed attempts, 429s not counted
+	Cuts     int64   `json:"cuts"`     // times the limit was cut for overload
+	Trips    int64   `json:"trips"`    // times the breaker opened
 }
 
 type poolConfig struct {
@@ -275,8 +275,11 @@ func (p *pool) release(t ticket, o outcome) {
 	}
 	switch {
 	case o.class == classCanceled:
-		// The caller gave up; nothing learnt about the endpoint.
-		e.probing = false
+		// The caller gave up; nothing learnt about the endpoint, and a
+		// probe must be sent again.
+		if t.probe {
+			e.probing = false
+		}
 	case o.class == "":
 		e.fails = 0
 		if e.state != breakerClosed {
@@ -297,9 +300,6 @@ func (p *pool) release(t ticket, o outcome) {
 	case breakerFailure(o.class):
 		e.failures++
 		e.fails++
-		if o.class == classTimeout && t.epoch == e.epoch {
-			p.cut(e, 0.5)
-		}
 		switch {
 		case t.probe:
 			e.cooldown = min(2*e.cooldown, 16*p.cfg.breakerCooldown)

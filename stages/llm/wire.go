@@ -192,7 +192,7 @@ func (p *pool) run(ctx context.Context, rp retryPolicy, st *stageStats, h halt, 
 			class = classify(err, meta.status, actx)
 			cancel()
 			if class == classRateLimited || class == classServer {
-				retryAfter = meta.retryAfter
+				retryAfter = min(meta.retryAfter, rp.maxWait)
 			}
 			p.release(t, outcome{class: class, ttfb: meta.ttfb, retryAfter: retryAfter})
 			avoid = t.ep
@@ -206,8 +206,7 @@ func (p *pool) run(ctx context.Context, rp retryPolicy, st *stageStats, h halt, 
 		if retryAfter > 0 {
 			// Honour the server: at least what it asked (up to maxWait), plus
 			// a little spread so the waiting requests do not return at once.
-			ra := min(retryAfter, rp.maxWait)
-			wait = ra + time.Duration(rand.Int64N(int64(ra/10)+1))
+			wait = retryAfter + time.Duration(rand.Int64N(int64(retryAfter/10)+1))
 		}
 		tm := time.NewTimer(wait)
 		select {

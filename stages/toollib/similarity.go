@@ -334,9 +334,11 @@ func normalize(v []float32) bool {
 // Memory: one float32 vector per distinct non-empty text (descriptions and
 // parameter descriptions; repeated texts such as "The city and state" are
 // stored once), i.e. about distinct_texts × dim × 4 bytes plus 4 bytes per
-// text reference. 30,000 tools with ~4 distinct texts each take ~120k × 1024
-// × 4 B ≈ 490 MB with a 1024-dimensional model (multilingual-e5-large), a
-// quarter of that at 256 dimensions.
+// text reference. The demo data has ~2 distinct texts per tool, so 30,000
+// tools take ~60k × 1024 × 4 B ≈ 250 MB with a 1024-dimensional model
+// (multilingual-e5-large), ~120 MB at 512. While it is built, the texts
+// and a map over them are held as well. Top allocates a scratch array of
+// 4 bytes per distinct text and query parameter.
 type Index struct {
 	tb     textTable
 	desc   []int32 // per tool: row of its description, -1 if empty
