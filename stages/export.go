@@ -51,8 +51,10 @@ type ExportConfig struct {
 	//     syntax]</tool_call> (Tool-DC, seed 003 Fig 11).
 	Surface string `yaml:"surface" json:"surface,omitempty"`
 	// Thoughts keeps reasoning in function_call style as a leading
-	// <think>…</think> (for templates with thought words, e.g. qwen3);
-	// without it reasoning is dropped, and the manifest says so.
+	// <think>…</think>. Only templates with thought words (qwen3 and others)
+	// can train on such samples: LLaMA-Factory strips the block before
+	// parsing the call there, and crashes on it elsewhere. Without it
+	// reasoning is dropped, and the manifest says so.
 	Thoughts bool `yaml:"thoughts" json:"thoughts"`
 	// System is the system prompt of records that have none.
 	System string `yaml:"system" json:"system,omitempty"`
@@ -128,7 +130,7 @@ func (e *exporter) Process(_ context.Context, r *record.Record) ([]*record.Recor
 	if err != nil {
 		return nil, err
 	}
-	v := verify.ShareGPT{System: s.System, Tools: s.Tools}
+	v := verify.ShareGPT{System: s.System, Tools: s.Tools, ThoughtWords: e.cfg.Thoughts}
 	for _, t := range s.Conversations {
 		v.Conversations = append(v.Conversations, verify.Turn{From: t.From, Value: t.Value})
 	}

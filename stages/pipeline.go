@@ -19,6 +19,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
@@ -173,15 +174,100 @@ func (e *ConfigError) Error() string {
 
 // Load reads, strictly decodes, defaults and validates a pipeline file.
 // Unknown keys, duplicate keys and bad values are reported with file:line.
-func Load(path string) (*Pipeline, error) {
+//
+// Each of sets ("teacher.model=qwen", "sources.0.limit=100") overrides one
+// value of the file before it is decoded: a dotted path of keys and list
+// indexes, "=", and a YAML value. A path that does not exist yet is added,
+// so a set can also fill in a key the file leaves out.
+func Load(path string, sets ...string) (*Pipeline, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return nil, err
 	}
+	if len(sets) > 0 {
+		// Report the file's own mistakes with its own line numbers first.
+		if _, err := Parse(path, b); err != nil {
+			return nil, err
+		}
+		if b, err = applySets(b, sets); err != nil {
+			return nil, &ConfigError{Problems: []string{err.Error()}}
+		}
+		p, err := Parse(path+" (with -set)", b)
+		if err != nil {
+			return nil, err
+		}
+		p.path = path
+		return p, nil
+	}
 	return Parse(path, b)
 }
 
-// Parse is Load for a file already in memory.
+// applySets returns the document b with the sets applied.
+func applySets(b []byte, sets []string) ([]byte, error) {
+	var doc yaml.Node
+	if err := yaml.Unmarshal(b, &doc); err != nil {
+		return nil, err
+	}
+	if len(doc.Content) == 0 {
+		doc = yaml.Node{Kind: yaml.DocumentNode, Content: []*yaml.Node{{Kind: yaml.MappingNode, Tag: "!!map"}}}
+	}
+	for _, set := range sets {
+		path, value, ok := strings.Cut(set, "=")
+		if !ok || path == "" {
+			return nil, fmt.Errorf("-set %q: want key.path=value", set)
+		}
+		var v yaml.Node
+		if err := yaml.Unmarshal([]byte(value), &v); err != nil {
+			return nil, fmt.Errorf("-set %q: %v", set, err)
+		}
+		val := &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!null", Value: ""}
+		if len(v.Content) > 0 {
+			val = v.Content[0]
+		}
+		if err := setPath(doc.Content[0], strings.Split(path, "."), val); err != nil {
+			return nil, fmt.Errorf("-set %q: %v", set, err)
+		}
+	}
+	return yaml.Marshal(&doc)
+}
+
+func setPath(n *yaml.Node, keys []string, val *yaml.Node) error {
+	key, rest := keys[0], keys[1:]
+	switch n.Kind {
+	case yaml.MappingNode:
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			if n.Content[i].Value == key {
+				if len(rest) == 0 {
+					n.Content[i+1] = val
+					return nil
+				}
+				return setPath(n.Content[i+1], rest, val)
+			}
+		}
+		child := val
+		if len(rest) > 0 {
+			child = &yaml.Node{Kind: yaml.MappingNode, Tag: "!!map"}
+			if err := setPath(child, rest, val); err != nil {
+				return err
+			}
+		}
+		n.Content = append(n.Content, &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: key}, child)
+		return nil
+	case yaml.SequenceNode:
+		i, err := strconv.Atoi(key)
+		if err != nil || i < 0 || i >= len(n.Content) {
+			return fmt.Errorf("%q is not an index of a list of %d", key, len(n.Content))
+		}
+		if len(rest) == 0 {
+			n.Content[i] = val
+			return nil
+		}
+		return setPath(n.Content[i], rest, val)
+	}
+	return fmt.Errorf("cannot set %q inside a %s value", key, n.Tag)
+}
+
+// Parse decodes a pipeline file already in memory.
 func Parse(path string, b []byte) (*Pipeline, error) {
 	p := &Pipeline{path: path}
 	dec := yaml.NewDecoder(bytes.NewReader(b))
@@ -264,7 +350,7 @@ func Parse(path string, b []byte) (*Pipeline, error) {
 			continue
 		}
 		if stageNames[s.Name] {
-			at(s.line, "stage %d: name %q is already used; give it a distinct name:", i+1, s.Name)
+			at(s.line, "stage %d: name %q is already used; give it a distinct name: key", i+1, s.Name)
 		}
 		stageNames[s.Name] = true
 		_, cfg := s.config()

@@ -14,11 +14,13 @@ import (
 	"github.com/augmentdata/augment/prompts"
 	"github.com/augmentdata/augment/stages/llm"
 	"github.com/augmentdata/augment/stages/record"
+	"github.com/augmentdata/augment/verify"
 )
 
 // ReasonConfig is the `reason:` stage: a teacher writes a short reasoning
 // before every assistant turn that calls functions (meta_tool calls
-// included) and the stage stores it in Message.Reasoning.
+// included) and the stage stores it in Message.Reasoning. Turns that only
+// call get_user_input are replies whose text speaks for itself and get none.
 //
 //	stages:
 //	  - reason:
@@ -133,10 +135,17 @@ func (s *reasoner) Concurrency() int { return max(1, s.env.Capacity) }
 // any turn fails; the error reported is that of the earliest failing turn,
 // so the reject does not depend on which answer arrived first. Errors that
 // are not rejects (fatal teacher errors, cancellation) win over rejects.
+// onlyUserInput reports a turn whose only call is get_user_input: a reply
+// to the user, whose text is its own reasoning (seed 000 Fig 19: the answer,
+// then the get_user_input call), so it gets no distilled reasoning.
+func onlyUserInput(m record.Message) bool {
+	return len(m.Calls) == 1 && m.Calls[0].Name == verify.GetUserInput
+}
+
 func (s *reasoner) Process(ctx context.Context, r *record.Record) ([]*record.Record, error) {
 	var turns []int
 	for k, m := range r.Messages {
-		if m.Role == record.RoleAssistant && len(m.Calls) > 0 && (s.cfg.Overwrite || m.Reasoning == "") {
+		if m.Role == record.RoleAssistant && len(m.Calls) > 0 && !onlyUserInput(m) && (s.cfg.Overwrite || m.Reasoning == "") {
 			turns = append(turns, k)
 		}
 	}

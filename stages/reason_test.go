@@ -815,3 +815,22 @@ stages:
 		}
 	}
 }
+
+// A turn that only calls get_user_input (a reply to the user, seed 000
+// Fig 19) gets no reasoning; the other call turns of the record do.
+func TestReasonSkipsGetUserInputTurns(t *testing.T) {
+	r := fxRecord("fx:gui", []record.Tool{fxWeather},
+		fxUser("Hi there"),
+		record.Message{Role: record.RoleAssistant, Content: "Hello! How can I help?",
+			Calls: []record.Call{{Name: "get_user_input", Arguments: json.RawMessage(`{}`)}}},
+		fxUser("Weather in Paris?"),
+		fxCalls("get_weather", `{"location":"Paris"}`),
+	)
+	out := processOne(t, buildReason(t, ReasonConfig{}, fxOffline()), r)
+	if out.Messages[1].Reasoning != "" {
+		t.Errorf("get_user_input turn got reasoning %q", out.Messages[1].Reasoning)
+	}
+	if out.Messages[3].Reasoning == "" {
+		t.Error("the get_weather turn has no reasoning")
+	}
+}

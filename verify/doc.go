@@ -13,9 +13,9 @@
 //	calls_resolved       every call names an available tool
 //	args_schema          arguments fit the tool's parameters schema
 //	meta_tool_shape      meta_tool calls have exactly their two arguments
-//	judge_hallucination  LLM judge (Meta-Tool Fig 9), per call turn
-//	judge_consistency    LLM judge (Meta-Tool Fig 9), per call turn
-//	judge_multistep      LLM judge (Meta-Tool Fig 9), per call turn
+//	judge_hallucination  LLM judge (Meta-Tool Fig 9), per call turn (not get_user_input replies)
+//	judge_consistency    LLM judge (Meta-Tool Fig 9), per call turn (not get_user_input replies)
+//	judge_multistep      LLM judge (Meta-Tool Fig 9), per call turn (not get_user_input replies)
 //	judge_completeness   LLM judge (ComplexEval Fig 11), per final answer, score 0-2
 //	judge_correctness    LLM judge (ComplexEval Fig 12), per final answer after tool results, score 0-2
 //

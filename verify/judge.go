@@ -291,14 +291,17 @@ type turnData struct {
 	Turn    string // the judged assistant turn, as text
 }
 
-// judgeCallTurns asks judge name about every assistant call turn of r;
-// a "1" becomes a Problem of kind at that turn. offline reports whether the
+// judgeCallTurns asks judge name about every assistant call turn of r
+// except get_user_input replies; a "1" becomes a Problem of kind at that turn. offline reports whether the
 // stand-in finds a problem in turn i.
 func judgeCallTurns(ctx context.Context, env LLMEnv, r *record.Record, name, kind, msg string, offline func(r *record.Record, i int) bool) ([]Problem, error) {
 	var out []Problem
 	for i, m := range r.Messages {
 		if m.Role != record.RoleAssistant || len(m.Calls) == 0 {
 			continue
+		}
+		if len(m.Calls) == 1 && m.Calls[0].Name == GetUserInput {
+			continue // a reply to the user (seed 000 Fig 19), not a tool call to judge
 		}
 		data := turnData{Tools: toolsText(r.Tools), History: renderDialogue(r, 0, i), Turn: renderDialogue(r, i, i+1)}
 		stand := func() (string, error) {

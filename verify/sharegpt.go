@@ -14,6 +14,12 @@ type ShareGPT struct {
 	Conversations []Turn `json:"conversations" parquet:"conversations,list"`
 	System        string `json:"system,omitempty" parquet:"system"`
 	Tools         string `json:"tools" parquet:"tools"` // JSON text of a list of tools; "[]" for none
+	// ThoughtWords says the sample is for a template with thought words
+	// (qwen3 and others: <think>, </think>). LLaMA-Factory then removes the
+	// first <think>…</think> of a function_call value before parsing the
+	// JSON; without thought words the block makes it crash, so it is an
+	// lf_bad_function_call.
+	ThoughtWords bool `json:"-" parquet:"-"`
 }
 
 // A Turn is one message of a ShareGPT sample. From is "system" (first turn
@@ -91,7 +97,11 @@ func CheckShareGPT(s *ShareGPT) []Problem {
 			continue
 		}
 		if t.From == "function_call" {
-			if err := checkFunctionCall(t.Value); err != "" {
+			value := t.Value
+			if s.ThoughtWords {
+				value = stripThought(value)
+			}
+			if err := checkFunctionCall(value); err != "" {
 				add(ReasonLFBadFunctionCall, path, "turn %d: %s", i, err)
 			}
 		}
@@ -103,6 +113,20 @@ func CheckShareGPT(s *ShareGPT) []Problem {
 		add(ReasonLFBadTools, "tools", "%s", err)
 	}
 	return out
+}
+
+// stripThought removes the first <think>…</think>, as LLaMA-Factory's
+// FunctionFormatter does for templates with thought words.
+func stripThought(v string) string {
+	i := strings.Index(v, "<think>")
+	if i < 0 {
+		return v
+	}
+	j := strings.Index(v[i:], "</think>")
+	if j < 0 {
+		return v
+	}
+	return v[:i] + v[i+j+len("</think>"):]
 }
 
 // checkFunctionCall returns what is wrong with a function_call value, or "".

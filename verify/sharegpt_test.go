@@ -163,3 +163,17 @@ func FuzzCheckShareGPT(f *testing.F) {
 		}
 	})
 }
+
+func TestShareGPTThoughtWords(t *testing.T) {
+	s := &ShareGPT{Tools: "[]", Conversations: []Turn{
+		{From: "human", Value: "weather?"},
+		{From: "function_call", Value: `<think>They want the weather.</think>{"name": "w", "arguments": {}}`},
+	}}
+	if ps := CheckShareGPT(s); len(ps) != 1 || ps[0].Kind != ReasonLFBadFunctionCall {
+		t.Errorf("without thought words a <think> block breaks the call: %v", ps)
+	}
+	s.ThoughtWords = true
+	if ps := CheckShareGPT(s); len(ps) != 0 {
+		t.Errorf("with thought words the block is removed before parsing: %v", ps)
+	}
+}

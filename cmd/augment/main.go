@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime/pprof"
+	"strings"
 	"syscall"
 
 	"github.com/augmentdata/augment/stages"
@@ -28,8 +29,8 @@ func main() {
 const usage = `augment turns tool-use datasets into verified fine-tuning data.
 
 Usage:
-  augment run [-explain] [-quiet] [-v] pipeline.yaml   run the pipeline (resumes where it stopped)
-  augment check pipeline.yaml                          validate, show what would run, render prompts, estimate cost
+  augment run [flags] pipeline.yaml                    run the pipeline (resumes where it stopped)
+  augment check [-set k=v …] pipeline.yaml             validate, show what would run, render prompts, estimate cost
   augment fake-llm [-addr 127.0.0.1:8089] [flags]      serve a fake OpenAI-compatible endpoint for dry runs
   augment cache stats|ls|get [-dir out] [key]          inspect the request cache of a run
   augment version                                      print the version
@@ -143,6 +144,8 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	quiet := fs.Bool("quiet", false, "no progress output, only warnings and errors")
 	verbose := fs.Bool("v", false, "debug logging (each skipped shard, each retry)")
 	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile to this file")
+	var sets setFlags
+	fs.Var(&sets, "set", "override a pipeline value: key.path=value (repeatable), e.g. -set teacher.provider=offline")
 	path, err := parsePipelineArgs(fs, args)
 	if err != nil {
 		return err
@@ -158,7 +161,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		}
 		defer pprof.StopCPUProfile()
 	}
-	p, err := stages.Load(path)
+	p, err := stages.Load(path, sets...)
 	if err != nil {
 		return err
 	}
@@ -189,14 +192,22 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 }
 
 func cmdCheck(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("check", stderr, "pipeline.yaml")
+	fs := newFlags("check", stderr, "[-set key.path=value …] pipeline.yaml")
+	var sets setFlags
+	fs.Var(&sets, "set", "override a pipeline value: key.path=value (repeatable)")
 	path, err := parsePipelineArgs(fs, args)
 	if err != nil {
 		return err
 	}
-	p, err := stages.Load(path)
+	p, err := stages.Load(path, sets...)
 	if err != nil {
 		return err
 	}
 	return stages.Check(ctx, p, stages.Options{Version: version}, stdout)
 }
+
+// setFlags collects repeated -set flags.
+type setFlags []string
+
+func (s *setFlags) String() string     { return strings.Join(*s, " ") }
+func (s *setFlags) Set(v string) error { *s = append(*s, v); return nil }

@@ -15,10 +15,15 @@ func TestMain(m *testing.M) {
 }
 
 // TestScripts runs the CLI behaviour specs in testdata/script/*.txtar.
-// Scripts can use $DEMO (the bundled demo dumps) and, when ../shared/data is
-// beside the repo, $SHARED (scripts needing it skip otherwise).
+// Scripts can use $DEMO (the bundled demo), $RECIPES (the example
+// pipelines) and, when ../shared/data is beside the repo, $SHARED (scripts
+// needing it use the [shared] condition).
 func TestScripts(t *testing.T) {
 	demo, err := filepath.Abs("../../testdata/demo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	recipes, err := filepath.Abs("../../testdata/recipes")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -29,6 +34,7 @@ func TestScripts(t *testing.T) {
 		Cmds:                map[string]func(*testscript.TestScript, bool, []string){"lfcheck": lfcheck},
 		Setup: func(env *testscript.Env) error {
 			env.Setenv("DEMO", demo)
+			env.Setenv("RECIPES", recipes)
 			env.Setenv("SHARED", shared)
 			return nil
 		},

@@ -66,8 +66,9 @@
 //     row_not_object; JSON text embedded in a string field that does not
 //     decode is bad_json too. A tool that is not an object or has no name is
 //     bad_tool; parameters that are neither a JSON Schema object nor a flat
-//     parameter map are bad_tool_parameters; a tools value that is not a
-//     list is bad_tools.
+//     parameter map, or whose top level is not an object schema with
+//     properties as an object and required as a list of names, are
+//     bad_tool_parameters; a tools value that is not a list is bad_tools.
 //
 // # toolace
 //
@@ -91,7 +92,8 @@
 // turn; names may hold spaces and punctuation ("Market Trends API",
 // "User Feed (Video Posts) V2"). A bracketed value that starts like a call
 // (a listed tool's name, or an identifier, then "(") but does not parse is
-// toolace_bad_call_syntax; other values are prose.
+// toolace_bad_call_syntax, or toolace_truncated_call when its closing "]"
+// is missing; other values are prose.
 //
 // A tool turn is [{"name", "results"}, …] answering the call turn just
 // before it (otherwise toolace_result_without_call). Results are matched to

@@ -87,3 +87,49 @@ func TestFixtures(t *testing.T) {
 		})
 	}
 }
+
+// TestParseConcurrent reads the fixtures from several goroutines at once
+// (run with -race): Parse shares only its pools.
+func TestParseConcurrent(t *testing.T) {
+	type job struct {
+		format string
+		index  int64
+		row    []byte
+		want   string
+	}
+	var jobs []job
+	for _, fx := range fixtures {
+		for i, row := range fixtureRows(t, fx.file) {
+			rec, err := Parse(fx.format, "c", int64(i), row)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, _ := json.Marshal(rec)
+			jobs = append(jobs, job{fx.format, int64(i), row, string(b)})
+		}
+	}
+	done := make(chan error)
+	for range 4 {
+		go func() {
+			for range 50 {
+				for _, j := range jobs {
+					rec, err := Parse(j.format, "c", j.index, j.row)
+					if err != nil {
+						done <- err
+						return
+					}
+					if b, _ := json.Marshal(rec); string(b) != j.want {
+						done <- errors.New("a concurrent read differs")
+						return
+					}
+				}
+			}
+			done <- nil
+		}()
+	}
+	for range 4 {
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	}
+}

@@ -156,7 +156,7 @@ func parseJSONString(s string) (jvalue, error) { return parseJSON(bytesOf(s)) }
 // bytesOf returns the bytes of s without copying; they must not be changed.
 func bytesOf(s string) []byte { return unsafe.Slice(unsafe.StringData(s), len(s)) }
 
-// view returns data[a:b] as a string without copying.
+// view returns data[a:b] as a string, copied only when copyStrings is set.
 func (p *jparser) view(a, b int) string {
 	if a == b {
 		return ""

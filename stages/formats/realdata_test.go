@@ -231,11 +231,12 @@ func TestRealDataToolACEConverted(t *testing.T) {
 
 // checkInvariants checks what every later stage relies on.
 func checkInvariants(r *record.Record) error {
-	var schema struct {
-		Type       string                     `json:"type"`
-		Properties map[string]json.RawMessage `json:"properties"`
-	}
 	for _, tool := range r.Tools {
+		var schema struct {
+			Type       string                     `json:"type"`
+			Properties map[string]json.RawMessage `json:"properties"`
+			Required   []string                   `json:"required"`
+		}
 		if err := json.Unmarshal(tool.Parameters, &schema); err != nil || schema.Type != "object" || schema.Properties == nil {
 			return fmt.Errorf("tool %s: parameters %s are not an object schema", tool.Name, tool.Parameters)
 		}

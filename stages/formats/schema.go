@@ -83,6 +83,18 @@ func normalizeParameters(p, hoisted *jvalue) ([]byte, error) {
 	} else if t.kind != jString || t.str != "object" {
 		return nil, schemaError("parameters have type " + string(compact(t)) + ", want \"object\"")
 	}
+	if props := s.get("properties"); props != nil && props.kind != jObject {
+		return nil, schemaError("properties are a JSON " + props.kind.String() + ", want an object")
+	}
+	if req := s.get("required"); req != nil {
+		ok := req.kind == jArray
+		for _, e := range req.elems {
+			ok = ok && e.val.kind == jString
+		}
+		if !ok {
+			return nil, schemaError("required is not a list of names: " + string(compact(req)))
+		}
+	}
 	if !s.has("properties") {
 		at := 0
 		for i, m := range s.elems {
@@ -191,8 +203,10 @@ func normalizeSchema(v *jvalue) (optional bool) {
 				if isJSONType(m.val.str) {
 					break
 				}
-				if m.val.str == "dict" {
-					m.val = jstr("object")
+				name, opt := cutOptional(m.val.str)
+				if t, ok := simpleType(name); ok { // "dict", "str, optional" …
+					optional = optional || opt
+					m.val = jstr(t)
 					break
 				}
 				ms, opt, ok := pyType(m.val.str)
@@ -310,16 +324,23 @@ func simpleType(name string) (string, bool) {
 // "items" for element-typed lists, or "anyOf" for unions. ok is false for
 // annotations it does not know; optional reports ", optional" or Optional.
 func pyType(s string) (members []jmember, optional, ok bool) {
-	s = strings.TrimSpace(s)
-	if i := strings.LastIndexByte(s, ','); i >= 0 && strings.EqualFold(strings.TrimSpace(s[i+1:]), "optional") {
-		s, optional = strings.TrimSpace(s[:i]), true
-	}
+	s, optional = cutOptional(s)
 	p := typeParser{s: s}
 	sch, opt, ok := p.expr()
 	if !ok || p.i != len(p.s) {
 		return nil, optional, false
 	}
 	return sch.elems, optional || opt, true
+}
+
+// cutOptional removes xlam's ", optional" suffix and reports whether it
+// was there.
+func cutOptional(s string) (string, bool) {
+	s = strings.TrimSpace(s)
+	if i := strings.LastIndexByte(s, ','); i >= 0 && strings.EqualFold(strings.TrimSpace(s[i+1:]), "optional") {
+		return strings.TrimSpace(s[:i]), true
+	}
+	return s, false
 }
 
 // A typeParser reads a Python type annotation: Name or Name[arg, …].

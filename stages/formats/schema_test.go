@@ -125,6 +125,8 @@ func TestNormalizeToolErrors(t *testing.T) {
 		{`{"name": "f", "parameters": []}`, "bad_tool_parameters", "parameters are a JSON array"},
 		{`{"name": "f", "parameters": {"type": "array", "items": {}}}`, "bad_tool_parameters", `type "array"`},
 		{`{"name": "f", "parameters": {"a": 1}}`, "bad_tool_parameters", "neither a JSON Schema"},
+		{`{"name": "f", "parameters": {"type": "object", "properties": []}}`, "bad_tool_parameters", "properties are a JSON array"},
+		{`{"name": "f", "parameters": {"type": "object", "required": "a"}}`, "bad_tool_parameters", `required is not a list of names: "a"`},
 		{`{"name": "f", "parameters": {"type": "object"}, "required": [1]}`, "bad_tool_parameters", "required holds"},
 	}
 	for _, tt := range tests {

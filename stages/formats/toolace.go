@@ -135,10 +135,17 @@ func joinTrimmed(a, b string) string {
 // toolaceAssistant reads an assistant value: calls when it is a bracketed
 // list that parses as Python calls, else prose. A bracketed value that
 // starts like a call (a listed tool's name, or an identifier, then "(") but
-// does not parse is rejected rather than kept as prose.
+// does not parse, or lacks its closing bracket, is rejected rather than kept
+// as prose.
 func toolaceAssistant(value string, tools []record.Tool, turn int) (record.Message, error) {
 	t := strings.TrimSpace(value)
-	if len(t) < 2 || t[0] != '[' || t[len(t)-1] != ']' {
+	if len(t) < 2 || t[0] != '[' {
+		return record.Message{Role: record.RoleAssistant, Content: value}, nil
+	}
+	if t[len(t)-1] != ']' {
+		if looksLikeCall(t[1:], tools) {
+			return record.Message{}, reject("toolace_truncated_call", "turn %d: a call list without its closing ]: %s", turn, excerpt(t))
+		}
 		return record.Message{Role: record.RoleAssistant, Content: value}, nil
 	}
 	calls, err := ParsePyCalls(t)

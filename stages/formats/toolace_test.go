@@ -76,6 +76,7 @@ tool: Tide Table={"high":"05:12"} | now=12:00
 		{name: "reject: value not a string", row: rowJSON("system", sys, "conversations", []map[string]any{{"from": "user", "value": 3}}), reason: "toolace_bad_turn"},
 		{name: "reject: unknown role", row: taRow(sys, "human", q), reason: "toolace_unknown_role", detail: `"human"`},
 		{name: "reject: unparseable call", row: taRow(sys, "user", q, "assistant", `[Tide Table(harbour=Rock)]`), reason: "toolace_bad_call_syntax", detail: "expected a literal value"},
+		{name: "reject: truncated call list", row: taRow(sys, "user", q, "assistant", `[Tide Table(harbour="Rock", days=3`), reason: "toolace_truncated_call", detail: "closing ]"},
 		{name: "reject: positional argument", row: taRow(sys, "user", q, "assistant", `[get_tides("Rock")]`), reason: "toolace_bad_call_syntax", detail: "positional"},
 		{name: "reject: tool turn without a call", row: taRow(sys, "user", q, "tool", `[{"name": "now", "results": 1}]`), reason: "toolace_result_without_call"},
 		{name: "reject: tool turn after prose", row: taRow(sys, "user", q, "assistant", "Let me see.", "tool", `[]`), reason: "toolace_result_without_call"},

@@ -98,6 +98,9 @@ func openCache(dir string, readOnly bool) (*Cache, error) {
 		Timeout:      2 * time.Second,
 		ReadOnly:     readOnly,
 		FreelistType: bolt.FreelistMapType, // O(1) page allocation in big files
+		// Commits skip writing the free-page list (it is rebuilt by a scan
+		// when the file opens), as etcd does; still safe after a crash.
+		NoFreelistSync: true,
 	})
 	if errors.Is(err, bolt.ErrTimeout) {
 		return nil, fmt.Errorf("llm cache %s is in use by another augment process", path)

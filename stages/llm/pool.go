@@ -46,7 +46,7 @@ type endpoint struct {
 	inFlight int
 	// limit is the adaptive concurrency limit, 1 ≤ limit ≤ max. It is cut
 	// multiplicatively on overload (429, climbing latency) and grows by
-	// about one per limit's worth of successes.
+	// about √max per limit's worth of successes.
 	limit float64
 	// epoch increases at every cut; an overload signal from a request sent
 	// before the latest cut belongs to the burst already answered, so it
@@ -285,10 +285,12 @@ func (p *pool) release(t ticket, o outcome) {
 		if e.state != breakerClosed {
 			e.state, e.probing, e.cooldown = breakerClosed, false, p.cfg.breakerCooldown
 		}
-		if p.overloaded(e, o.ttfb, o.tokens) && t.epoch == e.epoch {
-			p.cut(e, 0.75)
+		if f := p.overload(e, o.ttfb, o.tokens); f < 1 && t.epoch == e.epoch {
+			p.cut(e, f)
 		} else {
-			e.limit = min(float64(e.max), e.limit+1/e.limit)
+			// Probe back up: about √max more slots per limit's worth of
+			// answers, so a cut heals within a few rounds.
+			e.limit = min(float64(e.max), e.limit+math.Sqrt(float64(e.max))/e.limit)
 		}
 	case o.class == classRateLimited:
 		if t.probe {
@@ -325,16 +327,19 @@ func (p *pool) trip(e *endpoint, now time.Time) {
 	e.trips++
 }
 
-// overloaded feeds a time to first byte into e's averages and reports
-// whether the recent average climbed past the tolerance. A non-streaming
-// server sends its headers when the answer is complete, so the time is
-// divided by the answer's length (plus a constant for the prompt's share)
-// to compare answers of different lengths: an overloaded server queues
-// requests and decodes each token more slowly, so this per-token time
-// climbs.
-func (p *pool) overloaded(e *endpoint, ttfb time.Duration, tokens int) bool {
+// overload feeds a time to first byte into e's averages and returns the
+// factor to cut e's limit by: 1 while the recent average stays within the
+// tolerance of the long-run one, else tolerance × long ÷ recent (at least
+// 0.5), so a small climb cuts a little and a steep one halves the limit.
+//
+// A non-streaming server sends its headers when the answer is complete, so
+// the time is divided by the answer's length (plus a constant for the
+// prompt's share) to compare answers of different lengths: an overloaded
+// server queues requests and decodes each token more slowly, so this
+// per-token time climbs.
+func (p *pool) overload(e *endpoint, ttfb time.Duration, tokens int) float64 {
 	if ttfb <= 0 {
-		return false
+		return 1
 	}
 	s := ttfb.Seconds()
 	if tokens > 0 {
@@ -346,8 +351,11 @@ func (p *pool) overloaded(e *endpoint, ttfb time.Duration, tokens int) bool {
 	e.ttfbSamples++
 	e.shortTTFB += 0.1 * (s - e.shortTTFB)
 	e.longTTFB += 0.005 * (s - e.longTTFB)
-	return p.cfg.latencyTolerance > 0 && e.ttfbSamples >= 50 &&
-		e.shortTTFB > p.cfg.latencyTolerance*e.longTTFB
+	tol := p.cfg.latencyTolerance
+	if tol <= 0 || e.ttfbSamples < 50 || e.shortTTFB <= tol*e.longTTFB {
+		return 1
+	}
+	return max(0.5, tol*e.longTTFB/e.shortTTFB)
 }
 
 func (p *pool) cut(e *endpoint, factor float64) {

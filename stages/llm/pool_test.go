@@ -56,7 +56,7 @@ func TestPoolOneCutPerBurst(t *testing.T) {
 	if e.cuts != 2 || e.limit != 2 {
 		t.Fatalf("new burst: %d cuts, limit %v", e.cuts, e.limit)
 	}
-	// Probing back up: about one more slot per limit's worth of successes.
+	// Probing back up: about √max more slots per limit's worth of successes.
 	for range 200 {
 		p.release(mustAcquire(t, p), outcome{ttfb: 10 * time.Millisecond})
 	}

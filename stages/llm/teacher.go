@@ -132,10 +132,10 @@ func apiKey(block, env string, getenv func(string) string) (string, error) {
 // Provider is "offline" or "openai", for lineage entries.
 func (t *Teacher) Provider() string { return t.cfg.Provider }
 
-// Model is the configured model name ("offline" under the offline
-// provider when none is set), for lineage entries.
+// Model is the configured model name, for lineage entries; "offline"
+// under the offline provider, whose answers come from no model.
 func (t *Teacher) Model() string {
-	if t.cfg.Model == "" && t.cfg.Provider == ProviderOffline {
+	if t.cfg.Provider == ProviderOffline {
 		return ProviderOffline
 	}
 	return t.cfg.Model

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -470,4 +471,129 @@ func FuzzRead(f *testing.F) {
 			t.Fatalf("error without a reason: %v", err)
 		}
 	})
+}
+
+// TestRowGroupBytes checks that large records cut row groups by size, so
+// a reader's memory stays bounded.
+func TestRowGroupBytes(t *testing.T) {
+	big := strings.Repeat("0123456789abcdef", 3<<16) // 3 MiB, shared by all records
+	var recs []*record.Record
+	for i := range 30 {
+		recs = append(recs, &record.Record{ID: fmt.Sprint(i), Messages: []record.Message{{Role: record.RoleUser, Content: big}}})
+	}
+	path := filepath.Join(t.TempDir(), "big.parquet")
+	if _, err := Write(path, recs, Options{}); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	st, _ := f.Stat()
+	pf, err := parquet.OpenFile(f, st.Size())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sizes []int64
+	for _, rg := range pf.RowGroups() {
+		sizes = append(sizes, rg.NumRows())
+	}
+	if want := []int64{22, 8}; !slices.Equal(sizes, want) {
+		t.Errorf("row groups of %v rows, want %v", sizes, want)
+	}
+	n := 0
+	if err := Scan(path, func(r *record.Record) error {
+		if r.ID != fmt.Sprint(n) || r.Messages[0].Content != big {
+			t.Fatalf("record %d differs", n)
+		}
+		n++
+		return nil
+	}); err != nil || n != 30 {
+		t.Fatalf("scan: %v after %d records", err, n)
+	}
+}
+
+// TestScanStreams damages the last row group only: Scan must deliver the
+// records of the earlier row groups before reporting the damage, since it
+// decodes one row group at a time.
+func TestScanStreams(t *testing.T) {
+	recs := syntheticRecords(300, 9)
+	path := writeShard(t, recs, Options{RowGroupRows: 100})
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pf, err := parquet.OpenFile(bytes.NewReader(data), int64(len(data)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rgs := pf.Metadata().RowGroups
+	last := rgs[len(rgs)-1].Columns[col.msgContent].MetaData
+	data[last.DataPageOffset+last.TotalCompressedSize-1] ^= 0xff // inside the page body: checksum mismatch
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	want := normalized(recs)
+	n := 0
+	err = Scan(path, func(r *record.Record) error {
+		if !reflect.DeepEqual(r, want[n]) {
+			t.Fatalf("record %d differs", n)
+		}
+		n++
+		return nil
+	})
+	var e *Error
+	if !errors.As(err, &e) || e.Reason != ReasonCorrupt || e.Row != 200 || n != 200 {
+		t.Fatalf("after %d records: %v", n, err)
+	}
+}
+
+// randomShapes returns records whose every list has 0 to 3 elements and
+// whose optional values are present or not at random, to exercise the
+// level handling of the reader.
+func randomShapes(n int, seed uint64) []*record.Record {
+	rng := rand.New(rand.NewPCG(seed, 2))
+	str := func() string { return strings.Repeat("xé", rng.IntN(3)) }
+	js := func() json.RawMessage { return json.RawMessage(fmt.Sprintf(`{"n":%d}`, rng.IntN(100))) }
+	out := make([]*record.Record, n)
+	for i := range out {
+		r := &record.Record{ID: fmt.Sprint(i), Source: str(), Format: str(), Row: rng.Int64(), System: str()}
+		for range rng.IntN(4) {
+			t := record.Tool{Name: str(), Description: str(), Parameters: js()}
+			if rng.IntN(2) == 0 {
+				t.Response = js()
+			}
+			r.Tools = append(r.Tools, t)
+		}
+		for range rng.IntN(4) {
+			m := record.Message{Role: str(), Content: str(), Reasoning: str()}
+			for range rng.IntN(4) {
+				m.Calls = append(m.Calls, record.Call{Name: str(), Arguments: js()})
+			}
+			for range rng.IntN(4) {
+				m.Results = append(m.Results, record.Result{Name: str(), Content: str()})
+			}
+			r.Messages = append(r.Messages, m)
+		}
+		for range rng.IntN(4) {
+			r.Tags = append(r.Tags, record.Tag{Key: str(), Value: str()})
+		}
+		for range rng.IntN(4) {
+			r.Lineage = append(r.Lineage, record.Step{Stage: str(), Provider: str(), Model: str()})
+		}
+		out[i] = r
+	}
+	return out
+}
+
+func TestRoundTripRandomShapes(t *testing.T) {
+	for _, tc := range []struct{ n, rows int }{{200, 1}, {1000, 7}, {2000, 1000}} {
+		recs := randomShapes(tc.n, uint64(tc.rows))
+		got, err := Read(writeShard(t, recs, Options{RowGroupRows: tc.rows}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		assertRecordsEqual(t, got, normalized(recs))
+	}
 }

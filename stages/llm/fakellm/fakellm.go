@@ -8,6 +8,8 @@
 // Faults are chosen from a hash of the seed, the request body and how many
 // times that same body has arrived before, so a run that sends the same
 // requests meets the same faults, and a retried request gets a fresh draw.
+// (The fake keeps one counter per distinct body while faults or jitter are
+// on, about 50 bytes each.)
 package fakellm
 
 import (

@@ -1,0 +1,105 @@
+package shard
+
+import (
+	"io"
+	"path/filepath"
+	"testing"
+
+	"github.com/augmentdata/augment/stages/record"
+)
+
+// forEachSet runs run on each record set: synthetic dialogues and, when
+// the shared data is present, the LLaMA-Factory demos (real en and zh
+// text). MB/s figures are per byte of the records' JSON, the unit of the
+// pipeline's throughput target.
+func forEachSet(b *testing.B, run func(b *testing.B, recs []*record.Record)) {
+	sets := map[string]func(b *testing.B) []*record.Record{
+		"synthetic":    func(*testing.B) []*record.Record { return syntheticRecords(5000, 42) },
+		"llamafactory": func(b *testing.B) []*record.Record { return llamaFactoryRecords(b) },
+	}
+	for _, name := range []string{"synthetic", "llamafactory"} {
+		b.Run(name, func(b *testing.B) {
+			recs := sets[name](b)
+			b.SetBytes(jsonSize(b, recs))
+			b.ReportAllocs()
+			run(b, recs)
+		})
+	}
+}
+
+// BenchmarkWrite measures Write end to end: checks, Parquet encoding with
+// zstd, hashing, fsync and rename.
+func BenchmarkWrite(b *testing.B) {
+	forEachSet(b, func(b *testing.B, recs []*record.Record) {
+		path := filepath.Join(b.TempDir(), "s.parquet")
+		for b.Loop() {
+			if _, err := Write(path, recs, Options{Version: "bench"}); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
+
+// BenchmarkWriteMirror is BenchmarkWrite with the JSONL mirror on.
+func BenchmarkWriteMirror(b *testing.B) {
+	forEachSet(b, func(b *testing.B, recs []*record.Record) {
+		path := filepath.Join(b.TempDir(), "s.parquet")
+		for b.Loop() {
+			if _, err := Write(path, recs, Options{Version: "bench", JSONL: true}); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
+
+// BenchmarkEncode is the Parquet encoding alone, into io.Discard.
+func BenchmarkEncode(b *testing.B) {
+	forEachSet(b, func(b *testing.B, recs []*record.Record) {
+		for b.Loop() {
+			if err := writeParquet(io.Discard, recs, Options{}); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
+
+// BenchmarkRead measures Read of a whole shard (guards included).
+func BenchmarkRead(b *testing.B) {
+	forEachSet(b, func(b *testing.B, recs []*record.Record) {
+		path := filepath.Join(b.TempDir(), "s.parquet")
+		if _, err := Write(path, recs, Options{}); err != nil {
+			b.Fatal(err)
+		}
+		for b.Loop() {
+			if _, err := Read(path); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
+
+// BenchmarkWriteJSONL measures WriteJSONL of records (the export path's
+// encoder).
+func BenchmarkWriteJSONL(b *testing.B) {
+	forEachSet(b, func(b *testing.B, recs []*record.Record) {
+		path := filepath.Join(b.TempDir(), "s.jsonl")
+		for b.Loop() {
+			if _, err := WriteJSONL(path, recs); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
+
+// BenchmarkCheck measures the validation Write does before encoding.
+func BenchmarkCheck(b *testing.B) {
+	forEachSet(b, func(b *testing.B, recs []*record.Record) {
+		for b.Loop() {
+			for _, r := range recs {
+				if _, err := Check(r); err != nil {
+					b.Fatal(err)
+				}
+			}
+		}
+	})
+}
