@@ -350,7 +350,7 @@ func Parse(path string, b []byte) (*Pipeline, error) {
 			continue
 		}
 		if stageNames[s.Name] {
-			at(s.line, "stage %d: name %q is already used; give it a distinct name: key", i+1, s.Name)
+			at(s.line, "stage %d: name %q is already used; give the stage a distinct name: key", i+1, s.Name)
 		}
 		stageNames[s.Name] = true
 		_, cfg := s.config()

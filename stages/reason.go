@@ -108,7 +108,7 @@ func (c *ReasonConfig) validate() []string {
 	return probs
 }
 
-func (c *ReasonConfig) version() int { return 1 }
+func (c *ReasonConfig) version() int { return 2 } // 2: get_user_input replies get no reasoning
 
 func (c *ReasonConfig) build(env *Env) (Stage, error) {
 	if env.Teacher == nil {

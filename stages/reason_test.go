@@ -294,7 +294,7 @@ func TestReasonRequests(t *testing.T) {
 		t.Fatalf("got %d requests, want 3 (one per call turn)", len(sc.reqs))
 	}
 	for _, req := range sc.reqs {
-		if req.Stage != "reason@1" || req.Template == "" || req.Offline == nil {
+		if req.Stage != "reason@2" || req.Template == "" || req.Offline == nil {
 			t.Errorf("request %+v", req)
 		}
 		var k int

@@ -131,12 +131,18 @@ var writerOptions = func() []parquet.WriterOption {
 // Write writes recs as a Parquet shard at path and, when o.JSONL is set, its
 // JSONL mirror at MirrorPath(path). Zero records give a valid, empty shard.
 //
+// Every record must pass Check; otherwise Write returns an *Error
+// (ReasonNilRecord, ReasonInvalidJSON or ReasonInvalidUTF8, Row = the
+// record's index) before creating any file.
+//
 // It returns one FileRef per file written (the shard first, then the
 // mirror) with Path exactly as given (the runner makes it relative), the
-// SHA-256 and size of the bytes, and Rows = len(recs). Files are committed
-// only when both were written in full; on error nothing new is visible under
-// either name (if the final rename of the second file fails, the first file
-// may already be replaced, which the runner's manifest does not yet record).
+// SHA-256 and size of the bytes, and Rows = len(recs). Both files are
+// written in full under temporary names before either is renamed into
+// place, the mirror first: on error the old files stay, except when the
+// shard's own rename fails after the mirror's succeeded (then the new
+// mirror sits beside the old shard; the runner's manifest, written last,
+// records neither).
 func Write(path string, recs []*record.Record, o Options) ([]manifests.FileRef, error) {
 	if o.RowGroupRows < 0 {
 		return nil, &Error{Path: path, Reason: ReasonBadOptions, Row: -1, Err: fmt.Errorf("RowGroupRows %d < 0", o.RowGroupRows)}
@@ -413,11 +419,16 @@ func openParquet(f io.ReaderAt, size int64) (pf *parquet.File, err error) {
 	}
 	defer func() {
 		if p := recover(); p != nil {
-			err = fmt.Errorf("decoder panic: %v", p)
+			err = panicError{p}
 		}
 	}()
 	return parquet.OpenFile(f, size, parquet.SkipBloomFilters(true))
 }
+
+// panicError is a panic of the Parquet decoder turned into an error.
+type panicError struct{ v any }
+
+func (e panicError) Error() string { return fmt.Sprintf("decoder panic: %v", e.v) }
 
 // fnError carries the callback's error through scanRowGroup untouched.
 type fnError struct{ err error }
@@ -429,7 +440,7 @@ func scanRowGroup(rg parquet.RowGroup, d *decoder, row *int64, fn func(*record.R
 	// error; a damaged shard must be reported, not crash the run.
 	defer func() {
 		if p := recover(); p != nil {
-			err = fmt.Errorf("decoder panic: %v", p)
+			err = panicError{p}
 		}
 	}()
 	recs, err := d.decode(rg)
