@@ -189,7 +189,9 @@ func (r *Runner) ingestSource(ctx context.Context, sr stageRun, src Source, path
 	defer prog.done()
 	sc := formats.NewScanner(progressReader{f, prog})
 	g, gctx := errgroup.WithContext(ctx)
-	workers := runtime.NumCPU()
+	// Twice the CPUs: a worker waiting for its shard's fsync leaves its CPU
+	// to another.
+	workers := 2 * runtime.NumCPU()
 	g.SetLimit(workers + 1)
 	var mu sync.Mutex
 	var shards []manifests.Shard

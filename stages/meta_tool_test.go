@@ -310,7 +310,7 @@ func mtCheck(t *testing.T, cfg MetaToolConfig, in, out *record.Record) {
 		next := out.Messages[i+2]
 		for k, c := range m.Calls {
 			metaCalls++
-			keys, _, err := jsonMembers(c.Arguments)
+			keys, _, err := toollib.ObjectMembers(c.Arguments)
 			if err != nil || !slices.Equal(keys, []string{"tool_description", "param_description"}) {
 				t.Errorf("%s: meta_tool arguments %s: keys %v, %v", in.ID, c.Arguments, keys, err)
 			}

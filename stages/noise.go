@@ -286,7 +286,7 @@ func parseNoiseAnswer(content string, wantParams int) (toollib.Query, error) {
 		err := json.Unmarshal([]byte(body), &v)
 		return toollib.Query{}, Rejectf(NoiseInvalidJSON, "the answer is not one JSON value: %v", err)
 	}
-	keys, vals, err := jsonMembers([]byte(body))
+	keys, vals, err := toollib.ObjectMembers([]byte(body))
 	if err != nil {
 		return toollib.Query{}, Rejectf(NoiseBadShape, "the answer: %v", err)
 	}
@@ -308,7 +308,7 @@ func parseNoiseAnswer(content string, wantParams int) (toollib.Query, error) {
 // tool_description (non-empty string) and param_description (array of
 // non-empty strings, wantParams of them unless wantParams < 0).
 func metaToolArguments(raw json.RawMessage, wantParams int) (toollib.Query, error) {
-	keys, vals, err := jsonMembers(raw)
+	keys, vals, err := toollib.ObjectMembers(raw)
 	if err != nil {
 		return toollib.Query{}, err
 	}
@@ -338,62 +338,6 @@ func metaToolArguments(raw json.RawMessage, wantParams int) (toollib.Query, erro
 		return q, fmt.Errorf("param_description has %d entries, the original %d", len(q.Params), wantParams)
 	}
 	return q, nil
-}
-
-// jsonMembers returns a JSON object's keys and values in document order;
-// the error names what else the value is, or a repeated key.
-func jsonMembers(raw []byte) ([]string, []json.RawMessage, error) {
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	tok, err := dec.Token()
-	if err != nil {
-		return nil, nil, err
-	}
-	if d, ok := tok.(json.Delim); !ok || d != '{' {
-		return nil, nil, fmt.Errorf("want a JSON object, got %s", noiseKind(tok))
-	}
-	var keys []string
-	var vals []json.RawMessage
-	for dec.More() {
-		tok, err := dec.Token()
-		if err != nil {
-			return nil, nil, err
-		}
-		key, _ := tok.(string)
-		if indexOf(keys, key) >= 0 {
-			return nil, nil, fmt.Errorf("key %q appears twice", key)
-		}
-		var v json.RawMessage
-		if err := dec.Decode(&v); err != nil {
-			return nil, nil, err
-		}
-		keys = append(keys, key)
-		vals = append(vals, v)
-	}
-	if _, err := dec.Token(); err != nil {
-		return nil, nil, err
-	}
-	if len(bytes.TrimSpace(raw[dec.InputOffset():])) > 0 {
-		return nil, nil, errors.New("trailing data after the object")
-	}
-	return keys, vals, nil
-}
-
-func noiseKind(tok json.Token) string {
-	switch v := tok.(type) {
-	case json.Delim:
-		if v == '[' {
-			return "an array"
-		}
-	case string:
-		return "a string"
-	case float64:
-		return "a number"
-	case bool:
-		return "a boolean"
-	case nil:
-		return "null"
-	}
-	return fmt.Sprint(tok)
 }
 
 // exactKeys reports missing and unexpected keys.

@@ -321,6 +321,7 @@ func (r *Runner) runStage(ctx context.Context, sr stageRun, inputs []shardInput)
 		m.Seconds = time.Since(m.Started).Seconds()
 		return manifests.Write(mpath, m)
 	}
+	lastSave := time.Now()
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(shardWorkers(st))
 	for _, in := range inputs {
@@ -344,6 +345,13 @@ func (r *Runner) runStage(ctx context.Context, sr stageRun, inputs []shardInput)
 			res.report.Ran++
 			r.o.Log.Info("shard done", "stage", sr.name, "shard", in.name, "in", sh.In, "out", sh.Out,
 				"rejected", manifests.Sum(sh.Rejected), "filtered", manifests.Sum(sh.Filtered), "added", sh.Added)
+			// Saving after every shard would cost two fsyncs per shard; a
+			// shard done but not yet recorded is redone by the next run,
+			// with the same bytes (and its LLM answers from the cache).
+			if time.Since(lastSave) < saveEvery {
+				return nil
+			}
+			lastSave = time.Now()
 			return save()
 		})
 	}
@@ -445,13 +453,18 @@ func totalRows(inputs []shardInput) int64 {
 	return n
 }
 
+// saveEvery is how often, at most, a stage's manifest is rewritten while its
+// shards complete.
+const saveEvery = 2 * time.Second
+
 // shardWorkers is how many shards of a stage run at once: LLM stages keep
 // their concurrency inside a shard, CPU stages spread shards over the CPUs.
 func shardWorkers(st Stage) int {
 	if c, ok := st.(Concurrent); ok && c.Concurrency() > runtime.NumCPU() {
 		return 2 // keeps the teacher busy while one shard drains its tail
 	}
-	return runtime.NumCPU()
+	// Twice the CPUs: a shard waiting for its fsync leaves its CPU to another.
+	return 2 * runtime.NumCPU()
 }
 
 // runPlan streams every input record to a Planner.

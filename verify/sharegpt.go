@@ -177,33 +177,71 @@ func checkTools(tools string) string {
 	if err := json.Unmarshal([]byte(tools), &list); err != nil || !bytes.HasPrefix(bytes.TrimSpace([]byte(tools)), []byte("[")) {
 		return "tools is not JSON text of a list"
 	}
+	// Typed decoding with raw nested values: the export checks every
+	// sample, and building maps of whole schemas dominated its profile.
+	type shape struct {
+		Type       string          `json:"type"`
+		Function   json.RawMessage `json:"function"`
+		Name       json.RawMessage `json:"name"`
+		Parameters json.RawMessage `json:"parameters"`
+	}
 	for j, raw := range list {
-		var t map[string]any
-		if err := json.Unmarshal(raw, &t); err != nil || t == nil {
+		var t shape
+		if rawKind(raw) != "object" || json.Unmarshal(raw, &t) != nil {
 			return fmt.Sprintf("tool %d is not a JSON object", j)
 		}
-		if typ, _ := t["type"].(string); typ == "function" {
-			if f, ok := t["function"].(map[string]any); ok {
+		if t.Type == "function" {
+			if rawKind(t.Function) == "object" {
+				var f shape
+				if json.Unmarshal(t.Function, &f) != nil {
+					return fmt.Sprintf(`tool %d has a broken "function" object`, j)
+				}
 				t = f
-			} else if _, named := t["name"]; !named {
+			} else if len(t.Name) == 0 {
 				return fmt.Sprintf(`tool %d has "type": "function" but no "function" object`, j)
 			}
 		}
-		name, ok := t["name"].(string)
-		if !ok || strings.TrimSpace(name) == "" {
+		var name string
+		if json.Unmarshal(t.Name, &name) != nil || strings.TrimSpace(name) == "" {
 			return fmt.Sprintf(`tool %d has no "name" string`, j)
 		}
-		if p, ok := t["parameters"]; ok {
-			pm, ok := p.(map[string]any)
-			if !ok {
-				return fmt.Sprintf(`"parameters" of tool %q must be a JSON object, got %s`, name, jsonKind(p))
-			}
-			if props, ok := pm["properties"]; ok {
-				if _, ok := props.(map[string]any); !ok {
-					return fmt.Sprintf(`"parameters.properties" of tool %q must be a JSON object, got %s`, name, jsonKind(props))
-				}
-			}
+		if len(t.Parameters) == 0 {
+			continue
+		}
+		if k := rawKind(t.Parameters); k != "object" {
+			return fmt.Sprintf(`"parameters" of tool %q must be a JSON object, got %s`, name, k)
+		}
+		var params struct {
+			Properties json.RawMessage `json:"properties"`
+		}
+		if json.Unmarshal(t.Parameters, &params) != nil {
+			return fmt.Sprintf(`"parameters" of tool %q is not a JSON object`, name)
+		}
+		if k := rawKind(params.Properties); len(params.Properties) > 0 && k != "object" {
+			return fmt.Sprintf(`"parameters.properties" of tool %q must be a JSON object, got %s`, name, k)
 		}
 	}
 	return ""
+}
+
+// rawKind names the JSON kind of raw from its first byte, as jsonKind
+// does for decoded values.
+func rawKind(raw json.RawMessage) string {
+	b := bytes.TrimSpace(raw)
+	if len(b) == 0 {
+		return "nothing"
+	}
+	switch b[0] {
+	case '{':
+		return "object"
+	case '[':
+		return "array"
+	case '"':
+		return "string"
+	case 't', 'f':
+		return "boolean"
+	case 'n':
+		return "null"
+	}
+	return "number"
 }

@@ -328,10 +328,10 @@ func errOr(a, b error) error {
 // must have seen at most 1 % more requests over both runs than the clean
 // run sent: the request cache kept what was answered before the kill.
 func TestKillDuringLLMStage(t *testing.T) {
-	const rows = 700
+	const rows = 1200
 	dump := e2eRows(rows)
 	cfg := fakellm.Config{Latency: fakellm.Duration(3 * time.Millisecond)}
-	pipe := e2ePipeline{MaxInFlight: 1, ShardSize: 50}
+	pipe := e2ePipeline{MaxInFlight: 2, ShardSize: 50}
 
 	cleanFake, cleanURL := e2eFake(t, cfg)
 	cleanDir := t.TempDir()

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sync"
 
 	"github.com/parquet-go/parquet-go"
 	"github.com/parquet-go/parquet-go/encoding"
@@ -21,11 +22,11 @@ import (
 
 // leaf column indexes of the shard schema, looked up by path.
 var col = struct {
-	id, source, format, row, system               int
-	toolName, toolDesc, toolParams, toolResp      int
-	msgRole, msgContent, msgReasoning             int
-	callName, callArgs, resName, resContent       int
-	tagKey, tagValue, stepStage, stepProv, stepMd int
+	id, source, format, row, system                      int
+	toolName, toolDesc, toolParams, toolResp             int
+	msgRole, msgContent, msgReasoning                    int
+	callName, callArgs, resName, resContent              int
+	tagKey, tagValue, stepStage, stepProvider, stepModel int
 }{
 	id: leaf("id"), source: leaf("source"), format: leaf("format"), row: leaf("row"), system: leaf("system"),
 	toolName: leaf("tools", "list", "element", "name"), toolDesc: leaf("tools", "list", "element", "description"),
@@ -37,8 +38,8 @@ var col = struct {
 	resName:      leaf("messages", "list", "element", "results", "list", "element", "name"),
 	resContent:   leaf("messages", "list", "element", "results", "list", "element", "content"),
 	tagKey:       leaf("tags", "list", "element", "key"), tagValue: leaf("tags", "list", "element", "value"),
-	stepStage: leaf("lineage", "list", "element", "stage"), stepProv: leaf("lineage", "list", "element", "provider"),
-	stepMd: leaf("lineage", "list", "element", "model"),
+	stepStage: leaf("lineage", "list", "element", "stage"), stepProvider: leaf("lineage", "list", "element", "provider"),
+	stepModel: leaf("lineage", "list", "element", "model"),
 }
 
 func leaf(path ...string) int {
@@ -132,10 +133,12 @@ func readColumn(cc parquet.ColumnChunk, c *column) error {
 }
 
 // decoder assembles the records of one row group; its buffers are reused
-// across row groups.
+// across row groups and, through decoders, across scans.
 type decoder struct {
 	cols []column
 }
+
+var decoders = sync.Pool{New: func() any { return new(decoder) }}
 
 func (d *decoder) decode(rg parquet.RowGroup) ([]record.Record, error) {
 	n := rg.NumRows()
@@ -285,12 +288,15 @@ func (d *decoder) tools(recs []record.Record) error {
 		switch def {
 		case 0:
 			continue
+		case 1: // no response schema
 		case 2:
 			if v >= resp.len() {
 				return errors.New("column tools.response: too few values")
 			}
 			flat[k].Response = resp.raw(v)
 			v++
+		default:
+			return fmt.Errorf("column tools.response: definition level %d", def)
 		}
 		k++
 	}
@@ -325,12 +331,12 @@ func (d *decoder) tags(recs []record.Record) error {
 }
 
 func (d *decoder) lineage(recs []record.Record) error {
-	stage, prov, model := &d.cols[col.stepStage], &d.cols[col.stepProv], &d.cols[col.stepMd]
+	stage, prov, model := &d.cols[col.stepStage], &d.cols[col.stepProvider], &d.cols[col.stepModel]
 	counts, total, err := listShape(stage, len(recs), 1)
 	if err != nil {
 		return fmt.Errorf("lineage: %w", err)
 	}
-	for _, i := range []int{col.stepStage, col.stepProv, col.stepMd} {
+	for _, i := range []int{col.stepStage, col.stepProvider, col.stepModel} {
 		if err := d.required(&d.cols[i], stage, total, i); err != nil {
 			return err
 		}

@@ -398,9 +398,10 @@ func scanReader(f io.ReaderAt, size int64, path string, sized func(rows int64), 
 		sized(pf.NumRows())
 	}
 	var row int64
-	var d decoder
+	d := decoders.Get().(*decoder)
+	defer decoders.Put(d)
 	for _, rg := range pf.RowGroups() {
-		if err := scanRowGroup(rg, &d, &row, fn); err != nil {
+		if err := scanRowGroup(rg, d, &row, fn); err != nil {
 			var fe fnError
 			if errors.As(err, &fe) {
 				return fe.err

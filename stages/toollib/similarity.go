@@ -57,7 +57,7 @@ func QueryOf(t record.Tool) (Query, error) {
 	if len(bytes.TrimSpace(t.Parameters)) == 0 {
 		return q, nil
 	}
-	keys, vals, err := objectMembers(t.Parameters)
+	keys, vals, err := ObjectMembers(t.Parameters)
 	if err != nil {
 		return q, fmt.Errorf("tool %q: parameters: %w", t.Name, err)
 	}
@@ -65,7 +65,7 @@ func QueryOf(t record.Tool) (Query, error) {
 	if i < 0 || string(bytes.TrimSpace(vals[i])) == "null" {
 		return q, nil
 	}
-	names, props, err := objectMembers(vals[i])
+	names, props, err := ObjectMembers(vals[i])
 	if err != nil {
 		return q, fmt.Errorf("tool %q: parameters.properties: %w", t.Name, err)
 	}
@@ -87,9 +87,10 @@ func QueryOf(t record.Tool) (Query, error) {
 	return q, nil
 }
 
-// objectMembers returns the keys and values of a JSON object in document
-// order (encoding/json maps would lose the order).
-func objectMembers(raw []byte) ([]string, []json.RawMessage, error) {
+// ObjectMembers returns the keys and values of a JSON object in document
+// order (encoding/json maps would lose the order). The error says what else
+// the value is, or names a key that appears twice.
+func ObjectMembers(raw []byte) ([]string, []json.RawMessage, error) {
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	tok, err := dec.Token()
 	if err != nil {
@@ -106,6 +107,9 @@ func objectMembers(raw []byte) ([]string, []json.RawMessage, error) {
 			return nil, nil, err
 		}
 		key, _ := tok.(string)
+		if slices.Contains(keys, key) {
+			return nil, nil, fmt.Errorf("key %q appears twice", key)
+		}
 		var v json.RawMessage
 		if err := dec.Decode(&v); err != nil {
 			return nil, nil, err
