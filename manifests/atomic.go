@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 )
 
 // A File is a file being written under a temporary name in its final
@@ -97,18 +98,24 @@ func WriteFile(path string, data []byte) (string, error) {
 	return sum, f.Commit()
 }
 
-// Sweep removes temporary files left in dir by a killed writer.
+// Sweep removes temporary files left by a killed writer anywhere under dir
+// (an export writes into a dataset folder below its stage directory).
 func Sweep(dir string) error {
-	tmps, err := filepath.Glob(filepath.Join(dir, ".tmp-*"))
-	if err != nil {
-		return err
-	}
-	for _, t := range tmps {
-		if err := os.Remove(t); err != nil && !os.IsNotExist(err) {
+	err := filepath.WalkDir(dir, func(path string, d os.DirEntry, err error) error {
+		if err != nil {
 			return err
 		}
+		if !d.IsDir() && strings.HasPrefix(d.Name(), ".tmp-") {
+			if err := os.Remove(path); err != nil && !os.IsNotExist(err) {
+				return err
+			}
+		}
+		return nil
+	})
+	if os.IsNotExist(err) {
+		return nil
 	}
-	return nil
+	return err
 }
 
 // HashFile returns the hex SHA-256 of the file at path.

@@ -309,6 +309,12 @@ func (r *Runner) ingestBatch(src Source, sr stageRun, b rawBatch) (manifests.Sha
 				Source: src.Name, Row: row, Reason: reason, Detail: err.Error(), Raw: string(raw)})
 			continue
 		}
+		if reason, err := shard.Check(rec); err != nil {
+			sh.Rejected = incr(sh.Rejected, reason)
+			rejects = append(rejects, shard.Reject{Stage: sr.name, ID: rec.ID, Source: src.Name, Row: row,
+				Reason: reason, Detail: err.Error(), Raw: string(raw)})
+			continue
+		}
 		rec.AddStep(sr.name, "rule", "")
 		tools = append(tools, rec.Tools...)
 		recs = append(recs, rec)

@@ -65,7 +65,7 @@ var llmrunScript = []fakellm.Rule{{
 
 // llmrunPipeline writes rows and a pipeline running the reason stage and an
 // export against the teacher endpoints into a new temp dir, and returns the
-// pipeline's path. teacher is extra YAML under teacher:, indented by four.
+// pipeline's path. teacher is extra lines under teacher:, each indented by two.
 func llmrunPipeline(t *testing.T, rows []byte, shardSize int, endpoints []llm.Endpoint, teacher string) string {
 	t.Helper()
 	dir := t.TempDir()

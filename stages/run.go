@@ -535,7 +535,18 @@ func (r *Runner) runShard(ctx context.Context, sr stageRun, st Stage, sink Sink,
 				sh.Filtered = incr(sh.Filtered, "empty")
 			}
 			sh.Added += int64(max(0, len(outs[i])-1))
-			kept = append(kept, outs[i]...)
+			for _, o := range outs[i] {
+				// A record Parquet or DuckDB could not hold (text that is not
+				// UTF-8, a JSON column that is not one JSON value) is
+				// rejected here rather than failing the whole shard's write.
+				if reason, err := shard.Check(o); err != nil {
+					sh.Rejected = incr(sh.Rejected, reason)
+					rejects = append(rejects, shard.Reject{Stage: sr.name, ID: o.ID, Source: o.Source, Row: o.Row,
+						Reason: reason, Detail: err.Error(), Record: o})
+					continue
+				}
+				kept = append(kept, o)
+			}
 		}
 	}
 	sh.Out = int64(len(kept))

@@ -161,6 +161,33 @@ func e2eMustRun(t *testing.T, dir string, args ...string) (stdout, stderr string
 	return stdout, stderr
 }
 
+// e2eSignalAt starts augment with args in dir, sends it sig once fake has
+// answered n requests, and returns the ended command and its stderr. The
+// test fails if augment ends before that.
+func e2eSignalAt(t *testing.T, dir string, fake *fakellm.Server, n int64, sig os.Signal, args ...string) (*exec.Cmd, string) {
+	t.Helper()
+	cmd, stdout, stderr := e2eCommand(t, dir, args...)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	tick := time.NewTicker(time.Millisecond)
+	defer tick.Stop()
+	for fake.Counters().Answered < n {
+		select {
+		case err := <-exited:
+			t.Fatalf("augment ended (%v) before %d requests were answered; stdout:\n%s\nstderr:\n%s", err, n, stdout, stderr)
+		case <-tick.C:
+		}
+	}
+	if err := cmd.Process.Signal(sig); err != nil {
+		t.Fatal(err)
+	}
+	<-exited
+	return cmd, stderr.String()
+}
+
 // e2eDataFiles reads every file of a run dir except its manifests (they
 // hold timings), its effective config (it names the endpoint) and the
 // request cache: the files whose bytes must not depend on how the run got
@@ -347,28 +374,7 @@ func TestKillDuringLLMStage(t *testing.T) {
 	dir := t.TempDir()
 	pipe.BaseURL = url
 	pipe.write(t, dir, dump)
-	cmd, stdout, stderr := e2eCommand(t, dir, "run", "-quiet", "pipeline.yaml")
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	killAt := clean.Chat * 2 / 5
-	tick := time.NewTicker(time.Millisecond)
-	for fake.Counters().Answered < killAt {
-		select {
-		case err := <-exited:
-			tick.Stop()
-			t.Fatalf("augment ended (%v) before %d of %d requests were answered; stdout:\n%s\nstderr:\n%s",
-				err, killAt, clean.Chat, stdout, stderr)
-		case <-tick.C:
-		}
-	}
-	tick.Stop()
-	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	<-exited
+	cmd, _ := e2eSignalAt(t, dir, fake, clean.Chat*2/5, syscall.SIGKILL, "run", "-quiet", "pipeline.yaml")
 	if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); !ok || !ws.Signaled() || ws.Signal() != syscall.SIGKILL {
 		t.Fatalf("augment was not killed: %v", cmd.ProcessState)
 	}
@@ -394,6 +400,100 @@ func TestKillDuringLLMStage(t *testing.T) {
 	}
 	e2eIntact(t, out)
 	e2eSameData(t, e2eDataFiles(t, filepath.Join(cleanDir, "out")), e2eDataFiles(t, out))
+}
+
+// TestInterruptDuringLLMStage: Ctrl-C (SIGINT) halfway through the reason
+// stage exits with 130 and says the work is kept; the answers received
+// before it are in the cache, so the rerun repeats at most the requests
+// that were in flight, and the result is that of a run never interrupted.
+func TestInterruptDuringLLMStage(t *testing.T) {
+	const rows = 240
+	dump := e2eRows(rows)
+	cfg := fakellm.Config{Latency: fakellm.Duration(3 * time.Millisecond)}
+	pipe := e2ePipeline{MaxInFlight: 2, ShardSize: 40}
+
+	cleanFake, cleanURL := e2eFake(t, cfg)
+	cleanDir := t.TempDir()
+	pipe.BaseURL = cleanURL
+	pipe.write(t, cleanDir, dump)
+	e2eMustRun(t, cleanDir, "run", "-quiet", "pipeline.yaml")
+	clean := cleanFake.Counters()
+
+	fake, url := e2eFake(t, cfg)
+	dir := t.TempDir()
+	pipe.BaseURL = url
+	pipe.write(t, dir, dump)
+	cmd, stderr := e2eSignalAt(t, dir, fake, clean.Chat/2, os.Interrupt, "run", "-quiet", "pipeline.yaml")
+	if code := cmd.ProcessState.ExitCode(); code != exitInterrupt {
+		t.Fatalf("interrupted run: exit %d (%v), want %d\nstderr:\n%s", code, cmd.ProcessState, exitInterrupt, stderr)
+	}
+	if !strings.Contains(stderr, "finished work is kept; run the same command again to resume") {
+		t.Errorf("interrupted run does not say the work is kept:\n%s", stderr)
+	}
+	atStop := fake.Counters()
+	e2eIntact(t, filepath.Join(dir, "out"))
+
+	e2eMustRun(t, dir, "run", "-quiet", "pipeline.yaml")
+	final := fake.Counters()
+	t.Logf("clean run: %d requests; interrupted run: %d sent, %d answered; resumed run: %d more requests",
+		clean.Chat, atStop.Chat, atStop.Answered, final.Chat-atStop.Chat)
+	if limit := clean.Chat + int64(pipe.MaxInFlight); final.Chat > limit {
+		t.Errorf("the fake saw %d requests over both runs; at most the clean run's %d plus the %d in flight may repeat",
+			final.Chat, clean.Chat, pipe.MaxInFlight)
+	}
+	e2eSameData(t, e2eDataFiles(t, filepath.Join(cleanDir, "out")), e2eDataFiles(t, filepath.Join(dir, "out")))
+}
+
+// TestKilledExportLeavesNoTempFile: a kill -9 while the export writes a
+// data file leaves the writer's temporary file (manifests.Create's
+// ".tmp-part-…") in the dataset folder. The next run must remove it, as it
+// removes those at the top of a stage dir: LLaMA-Factory loads every file of
+// the dataset folder (os.listdir) and refuses one whose extension is not the
+// others' ("File types should be identical", or "Allowed file types" when
+// it comes first), as lfCheckDir does.
+//
+// The kill is reproduced by its effect, a temporary file created by the
+// same function the export writes with and never committed: the few
+// milliseconds of a real kill inside WriteShard cannot be hit reliably.
+func TestKilledExportLeavesNoTempFile(t *testing.T) {
+	const rows = 12
+	_, url := e2eFake(t, fakellm.Config{})
+	dir := t.TempDir()
+	e2ePipeline{BaseURL: url, MaxInFlight: 4, ShardSize: 5}.write(t, dir, e2eRows(rows))
+	e2eMustRun(t, dir, "run", "-quiet", "pipeline.yaml")
+	out := filepath.Join(dir, "out")
+	want := e2eDataFiles(t, out)
+
+	leftovers := map[string]string{}
+	for _, path := range []string{
+		filepath.Join(out, "02-export", "e2e", "part-xlam-00001.jsonl"), // inside the dataset folder
+		filepath.Join(out, "01-reason", "part-xlam-00001.parquet"),      // at the top of a stage dir
+	} {
+		f, err := manifests.Create(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.Write([]byte(`{"conversations": [{"from": "human", "val`)); err != nil {
+			t.Fatal(err)
+		}
+		tmps, _ := filepath.Glob(filepath.Join(filepath.Dir(path), ".tmp-*"))
+		if len(tmps) != 1 {
+			t.Fatalf("want one temporary file next to %s, found %v", path, tmps)
+		}
+		leftovers[tmps[0]] = path
+	}
+
+	e2eMustRun(t, dir, "run", "-quiet", "pipeline.yaml")
+	for tmp, final := range leftovers {
+		if _, err := os.Stat(tmp); err == nil {
+			rel, _ := filepath.Rel(out, tmp)
+			t.Errorf("the rerun left %s, the temporary file of an interrupted write of %s", rel, filepath.Base(final))
+		}
+	}
+	if _, err := lfCheckDir(filepath.Join(out, "02-export")); err != nil {
+		t.Errorf("LLaMA-Factory would not load the export: %v", err)
+	}
+	e2eSameData(t, want, e2eDataFiles(t, out))
 }
 
 // TestRerunSendsNothingAndExplainsMisses: a finished pipeline run again

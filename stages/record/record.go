@@ -45,7 +45,7 @@ type Tool struct {
 	// parameters has {"type":"object","properties":{}}.
 	Parameters json.RawMessage `json:"parameters" parquet:"parameters,json"`
 	// Response is the JSON Schema of the tool's results when known (ATC
-	// response schemas), else empty.
+	// response schemas), else empty (NULL in Parquet).
 	Response json.RawMessage `json:"response,omitempty" parquet:"response,json,optional"`
 }
 

@@ -423,7 +423,7 @@ func openParquet(f io.ReaderAt, size int64) (pf *parquet.File, err error) {
 			err = panicError{p}
 		}
 	}()
-	return parquet.OpenFile(f, size, parquet.SkipBloomFilters(true))
+	return parquet.OpenFile(f, size, parquet.SkipPageIndex(true), parquet.SkipBloomFilters(true))
 }
 
 // panicError is a panic of the Parquet decoder turned into an error.
