@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"unicode/utf8"
 
 	"github.com/parquet-go/parquet-go"
 
@@ -130,7 +131,7 @@ func (e *exporter) Process(_ context.Context, r *record.Record) ([]*record.Recor
 	if err != nil {
 		return nil, err
 	}
-	v := verify.ShareGPT{System: s.System, Tools: s.Tools, ThoughtWords: e.cfg.Thoughts}
+	v := verify.ShareGPT{System: s.System, Tools: s.Tools, ThoughtWords: e.cfg.Thoughts, ToolsChecked: true}
 	for _, t := range s.Conversations {
 		v.Conversations = append(v.Conversations, verify.Turn{From: t.From, Value: t.Value})
 	}
@@ -323,25 +324,58 @@ func observation(results []record.Result) (string, error) {
 	return buf.String(), nil
 }
 
-// exportTool is a tool as LLaMA-Factory's templates print it.
-type exportTool struct {
-	Name        string          `json:"name"`
-	Description string          `json:"description"`
-	Parameters  json.RawMessage `json:"parameters"`
-	Response    json.RawMessage `json:"response,omitempty"`
+// toolsJSON renders tools as LLaMA-Factory's templates print them: a JSON
+// list of {"name", "description", "parameters"[, "response"]}. The schemas
+// are embedded as they are (compact JSON, checked when their shard was
+// written), so only the strings are encoded here. A tool without a name or
+// whose parameters are not a JSON object is an error: LLaMA-Factory's tool
+// formatters would fail on it.
+func toolsJSON(tools []record.Tool) (string, error) {
+	var b bytes.Buffer
+	b.WriteByte('[')
+	for i, t := range tools {
+		if strings.TrimSpace(t.Name) == "" {
+			return "", fmt.Errorf("tool %d has no name", i)
+		}
+		params := bytes.TrimSpace(t.Parameters)
+		if len(params) == 0 {
+			params = []byte(`{"type":"object","properties":{}}`)
+		}
+		if params[0] != '{' {
+			return "", fmt.Errorf("tool %q: parameters are not a JSON object", t.Name)
+		}
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(`{"name":`)
+		writeJSONString(&b, t.Name)
+		b.WriteString(`,"description":`)
+		writeJSONString(&b, t.Description)
+		b.WriteString(`,"parameters":`)
+		b.Write(params)
+		if resp := bytes.TrimSpace(t.Response); len(resp) > 0 {
+			b.WriteString(`,"response":`)
+			b.Write(resp)
+		}
+		b.WriteByte('}')
+	}
+	b.WriteByte(']')
+	return b.String(), nil
 }
 
-func toolsJSON(tools []record.Tool) (string, error) {
-	out := make([]exportTool, len(tools))
-	for i, t := range tools {
-		params := t.Parameters
-		if len(params) == 0 {
-			params = json.RawMessage(`{"type":"object","properties":{}}`)
+// writeJSONString writes s as a JSON string the way encoding/json does
+// without HTML escaping: plain strings directly, others through it.
+func writeJSONString(b *bytes.Buffer, s string) {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c == '"' || c == '\\' || c >= utf8.RuneSelf {
+			q, _ := marshalNoEscape(s)
+			b.Write(q)
+			return
 		}
-		out[i] = exportTool{t.Name, t.Description, params, t.Response}
 	}
-	b, err := marshalNoEscape(out)
-	return string(b), err
+	b.WriteByte('"')
+	b.WriteString(s)
+	b.WriteByte('"')
 }
 
 func marshalNoEscape(v any) ([]byte, error) {

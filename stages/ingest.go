@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -189,15 +190,17 @@ func (r *Runner) ingestSource(ctx context.Context, sr stageRun, src Source, path
 	defer prog.done()
 	sc := formats.NewScanner(progressReader{f, prog})
 	g, gctx := errgroup.WithContext(ctx)
-	// Twice the CPUs: a worker waiting for its shard's fsync leaves its CPU
-	// to another.
-	workers := 2 * runtime.NumCPU()
+	// One more worker than CPUs: a worker waiting for its shard's fsync
+	// leaves its CPU to another. Memory grows with workers × shard size.
+	workers := runtime.NumCPU() + 1
 	g.SetLimit(workers + 1)
 	var mu sync.Mutex
 	var shards []manifests.Shard
-	var tools []record.Tool
+	// Distinct tools only: memory must grow with the number of distinct
+	// tools, not with the number of records.
+	tools := map[string]record.Tool{}
 	in := manifests.FileRef{Path: filepath.Base(path), SHA256: sum}
-	batches := make(chan rawBatch, workers)
+	batches := make(chan rawBatch)
 	g.Go(func() error {
 		defer close(batches)
 		return r.readBatches(gctx, sc, src, batches)
@@ -212,7 +215,9 @@ func (r *Runner) ingestSource(ctx context.Context, sr stageRun, src Source, path
 				sh.Key, sh.Inputs = key, []manifests.FileRef{in}
 				mu.Lock()
 				shards = append(shards, sh)
-				tools = append(tools, ts...)
+				for _, t := range ts {
+					tools[toollib.Key(t)] = t
+				}
 				mu.Unlock()
 			}
 			return nil
@@ -230,7 +235,7 @@ func (r *Runner) ingestSource(ctx context.Context, sr stageRun, src Source, path
 		sh.Key, sh.Inputs = key, []manifests.FileRef{in}
 		shards = append(shards, sh)
 	}
-	lib := toollib.New(tools)
+	lib := toollib.New(slices.Collect(maps.Values(tools)))
 	ref, err := shard.WriteJSONL(filepath.Join(sr.dir, "tools-"+src.Name+".jsonl"), lib.Tools)
 	if err != nil {
 		return nil, err
@@ -341,7 +346,7 @@ func (r *Runner) ingestBatch(src Source, sr stageRun, b rawBatch) (manifests.Sha
 		sh.Outputs = append(sh.Outputs, r.rel([]manifests.FileRef{ref})...)
 	}
 	sh.Seconds = time.Since(start).Seconds()
-	return sh, tools, sh.Counts.Balanced()
+	return sh, toollib.New(tools).Tools, sh.Counts.Balanced()
 }
 
 // keepFraction decides, from the seed and the row's identity only, whether a

@@ -12,6 +12,7 @@ import (
 	"sync"
 
 	"github.com/augmentdata/augment/stages/record"
+	"github.com/augmentdata/augment/stages/toollib"
 )
 
 // ResponseSchemaConfig is the optional `response_schema:` stage (seed 001,
@@ -125,7 +126,7 @@ func (s *responseSchemas) Process(_ context.Context, r *record.Record) ([]*recor
 	}
 	var out *record.Record
 	for i, t := range r.Tools {
-		schema, ok := schemas[toolKey(t)]
+		schema, ok := schemas[toollib.Key(t)]
 		if !ok || (len(t.Response) > 0 && !s.overwrite) || bytes.Equal(t.Response, schema) {
 			continue
 		}
@@ -139,16 +140,6 @@ func (s *responseSchemas) Process(_ context.Context, r *record.Record) ([]*recor
 	}
 	out.AddStep(s.stage, "rule", "")
 	return []*record.Record{out}, nil
-}
-
-// toolKey identifies a tool by name and definition.
-func toolKey(t record.Tool) string {
-	var params bytes.Buffer
-	if json.Compact(&params, t.Parameters) != nil {
-		params.Reset()
-		params.Write(t.Parameters)
-	}
-	return t.Name + "\x00" + t.Description + "\x00" + params.String()
 }
 
 // observeRecord calls see with the tool key and derived schema of every
@@ -172,7 +163,7 @@ func observeRecord(r *record.Record, see func(key string, n *schemaNode)) {
 				if !ok {
 					continue
 				}
-				see(toolKey(t), deriveSchema(res.Content))
+				see(toollib.Key(t), deriveSchema(res.Content))
 			}
 		}
 	}

@@ -539,6 +539,11 @@ func (r *Runner) runShard(ctx context.Context, sr stageRun, st Stage, sink Sink,
 				// A record Parquet or DuckDB could not hold (text that is not
 				// UTF-8, a JSON column that is not one JSON value) is
 				// rejected here rather than failing the whole shard's write.
+				// A sink writes no Parquet and checks what it writes itself.
+				if sink != nil {
+					kept = append(kept, o)
+					continue
+				}
 				if reason, err := shard.Check(o); err != nil {
 					sh.Rejected = incr(sh.Rejected, reason)
 					rejects = append(rejects, shard.Reject{Stage: sr.name, ID: o.ID, Source: o.Source, Row: o.Row,
@@ -612,7 +617,7 @@ func incr(m map[string]int64, k string) map[string]int64 {
 }
 
 func (r *Runner) shardOptions() shard.Options {
-	return shard.Options{Version: r.o.Version, RowGroupRows: r.p.Output.RowGroupRows, JSONL: r.p.Output.JSONL}
+	return shard.Options{Version: r.o.Version, RowGroupRows: r.p.Output.RowGroupRows, JSONL: r.p.Output.JSONL, Checked: true}
 }
 
 // rel rewrites file refs to paths relative to the run dir.

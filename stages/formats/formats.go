@@ -228,7 +228,13 @@ func isChinese(ms []record.Message) bool {
 			}
 			r, n := utf8.DecodeRuneInString(s[j:])
 			j += n
+			// Range tests first: the table lookups are the slow part of
+			// ingest on Chinese text, and most Han characters are in the
+			// main block.
 			switch {
+			case r >= 0x4E00 && r <= 0x9FFF:
+				han++
+			case r < 0x2E80: // below the first Han and kana blocks
 			case unicode.Is(unicode.Han, r):
 				han++
 			case unicode.In(r, unicode.Hiragana, unicode.Katakana):

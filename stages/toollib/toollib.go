@@ -54,3 +54,10 @@ func compare(a, b record.Tool) int {
 	}
 	return bytes.Compare(a.Parameters, b.Parameters)
 }
+
+// Key identifies a tool definition: two tools with the same key are the
+// same tool (name, description and parameters byte-identical; parameters
+// are compact JSON by the record's contract).
+func Key(t record.Tool) string {
+	return t.Name + "\x00" + t.Description + "\x00" + string(t.Parameters)
+}
