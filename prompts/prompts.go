@@ -74,10 +74,16 @@ func Names() []string {
 }
 
 // Parse parses a template archive.
-func Parse(name string, text []byte) (*Template, error) {
+func Parse(name string, text []byte) (t *Template, err error) {
+	defer func() {
+		// txtar.Parse panics on some malformed marker lines ("-- --").
+		if p := recover(); p != nil {
+			t, err = nil, fmt.Errorf("prompt %s: malformed section marker (want lines like \"-- user --\")", name)
+		}
+	}()
 	a := txtar.Parse(text)
 	sum := sha256.Sum256(text)
-	t := &Template{Name: name, Hash: hex.EncodeToString(sum[:8]), Doc: strings.TrimSpace(string(a.Comment))}
+	t = &Template{Name: name, Hash: hex.EncodeToString(sum[:8]), Doc: strings.TrimSpace(string(a.Comment))}
 	if len(a.Files) == 0 {
 		return nil, fmt.Errorf("prompt %s: no messages (want sections like \"-- system --\" and \"-- user --\")", name)
 	}
@@ -112,19 +118,22 @@ func (t *Template) Render(data any) ([]llm.Message, error) {
 var funcs = template.FuncMap{
 	// json renders v as compact JSON (raw JSON is kept as is).
 	"json": func(v any) (string, error) {
-		b, err := marshal(v, "")
+		b, err := JSON(v, "")
 		return string(b), err
 	},
 	// pretty renders v as JSON indented by two spaces.
 	"pretty": func(v any) (string, error) {
-		b, err := marshal(v, "  ")
+		b, err := JSON(v, "  ")
 		return string(b), err
 	},
 	"join": strings.Join,
 	"add":  func(a, b int) int { return a + b },
 }
 
-func marshal(v any, indent string) ([]byte, error) {
+// JSON renders v as prompts and outputs show JSON: without HTML escaping
+// (tool descriptions are full of <, > and &), compact when indent is "",
+// raw JSON kept as it is.
+func JSON(v any, indent string) ([]byte, error) {
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false)

@@ -15,6 +15,7 @@ import (
 	"github.com/parquet-go/parquet-go"
 
 	"github.com/augmentdata/augment/manifests"
+	"github.com/augmentdata/augment/prompts"
 	"github.com/augmentdata/augment/stages/formats"
 	"github.com/augmentdata/augment/stages/record"
 	"github.com/augmentdata/augment/stages/shard"
@@ -378,15 +379,8 @@ func writeJSONString(b *bytes.Buffer, s string) {
 	b.WriteByte('"')
 }
 
-func marshalNoEscape(v any) ([]byte, error) {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		return nil, err
-	}
-	return bytes.TrimRight(buf.Bytes(), "\n"), nil
-}
+// marshalNoEscape is compact JSON without HTML escaping.
+func marshalNoEscape(v any) ([]byte, error) { return prompts.JSON(v, "") }
 
 // WriteShard writes one data file of the dataset folder.
 func (e *exporter) WriteShard(_ context.Context, dir, name string, recs []*record.Record) ([]manifests.FileRef, []shard.Reject, error) {

@@ -693,7 +693,7 @@ func (s *metaToolStage) insertMetaCalls(ctx context.Context, p *metaToolPlan, ms
 				call := record.Message{Role: record.RoleAssistant}
 				res := record.Message{Role: record.RoleTool}
 				for _, k := range fresh {
-					args, err := metaToolJSON(p.queries[k])
+					args, err := marshalNoEscape(p.queries[k])
 					if err != nil {
 						return nil, err
 					}
@@ -718,7 +718,7 @@ func (s *metaToolStage) insertMetaCalls(ctx context.Context, p *metaToolPlan, ms
 func (s *metaToolStage) metaResult(ctx context.Context, p *metaToolPlan, k int, returned map[string]int) (string, error) {
 	target := p.invoked[k]
 	if s.cfg.ResultMode == MetaToolOracle {
-		b, err := metaToolJSON(target)
+		b, err := marshalNoEscape(target)
 		return string(b), err
 	}
 	ml, err := s.library()
@@ -771,19 +771,8 @@ func (s *metaToolStage) metaResult(ctx context.Context, p *metaToolPlan, k int, 
 		list = append(list, ml.lib.Tools[i])
 	}
 	p.rng.Shuffle(len(list), func(i, j int) { list[i], list[j] = list[j], list[i] })
-	b, err := metaToolJSON(list)
+	b, err := marshalNoEscape(list)
 	return string(b), err
-}
-
-// metaToolJSON is compact JSON without HTML escaping.
-func metaToolJSON(v any) ([]byte, error) {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		return nil, err
-	}
-	return bytes.TrimRight(buf.Bytes(), "\n"), nil
 }
 
 // metaToolCategory is the Meta-Bench category of a finished record (see

@@ -215,7 +215,7 @@ func (s *noiseStage) rewrite(ctx context.Context, r *record.Record, sl noiseSlot
 	if err != nil {
 		return nil, 0, llm.Response{}, Rejectf(NoiseBadShape, "the input meta_tool call: %v", err)
 	}
-	callJSON, err := metaToolJSON(noiseCall{Name: metaToolName, Arguments: orig})
+	callJSON, err := marshalNoEscape(noiseCall{Name: metaToolName, Arguments: orig})
 	if err != nil {
 		return nil, 0, llm.Response{}, err
 	}
@@ -268,7 +268,7 @@ func (s *noiseStage) rewrite(ctx context.Context, r *record.Record, sl noiseSlot
 	if err != nil {
 		return nil, 0, resp, err
 	}
-	b, err := metaToolJSON(ans.q)
+	b, err := marshalNoEscape(ans.q)
 	return b, ans.sim, resp, err
 }
 
@@ -409,7 +409,7 @@ func (s *noiseStage) standIn(orig toollib.Query, callJSON []byte, simTo func(too
 			return "", err
 		}
 		if sim >= s.cfg.Threshold {
-			b, err := metaToolJSON(noiseCall{Name: metaToolName, Arguments: q})
+			b, err := marshalNoEscape(noiseCall{Name: metaToolName, Arguments: q})
 			return string(b), err
 		}
 	}

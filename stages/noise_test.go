@@ -176,7 +176,7 @@ func FuzzParseNoiseAnswer(f *testing.F) {
 			return
 		}
 		// An accepted answer survives re-encoding unchanged.
-		b, err := metaToolJSON(noiseCall{Name: metaToolName, Arguments: q})
+		b, err := marshalNoEscape(noiseCall{Name: metaToolName, Arguments: q})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -747,14 +747,8 @@ func tdcToolsJSON(tools []record.Tool) (string, error) {
 		}
 		list[i] = fn{t.Name, t.Description, t.Parameters}
 	}
-	var b bytes.Buffer
-	enc := json.NewEncoder(&b)
-	enc.SetEscapeHTML(false)
-	enc.SetIndent("", "  ")
-	if err := enc.Encode(list); err != nil {
-		return "", err
-	}
-	return strings.TrimSpace(b.String()), nil
+	b, err := prompts.JSON(list, "  ")
+	return string(b), err
 }
 
 // tdcNames renders tool names as the trace lists them: "[a, b]".
@@ -768,11 +762,6 @@ func tdcNames(tools []record.Tool) string {
 
 // tdcJSON renders v for a tag, without HTML escaping.
 func tdcJSON(v any) (string, error) {
-	var b bytes.Buffer
-	enc := json.NewEncoder(&b)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		return "", err
-	}
-	return strings.TrimSpace(b.String()), nil
+	b, err := marshalNoEscape(v)
+	return string(b), err
 }

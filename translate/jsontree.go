@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"strconv"
+
+	"github.com/augmentdata/augment/prompts"
 )
 
 // A node is one JSON value that remembers its key order and, for strings,
@@ -302,9 +304,6 @@ type edit struct {
 // appendString appends s as a JSON string literal without HTML escaping, so
 // Chinese text and <, >, & stay readable.
 func appendString(dst []byte, s string) []byte {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	_ = enc.Encode(s) // encoding a string cannot fail
-	return append(dst, bytes.TrimRight(buf.Bytes(), "\n")...)
+	b, _ := prompts.JSON(s, "") // encoding a string cannot fail
+	return append(dst, b...)
 }

@@ -1,9 +1,9 @@
 package translate
 
 import (
-	"bytes"
 	"encoding/json"
 
+	"github.com/augmentdata/augment/prompts"
 	"github.com/augmentdata/augment/stages/record"
 )
 
@@ -72,16 +72,7 @@ func toWire(r *record.Record) wireRecord {
 }
 
 // encode renders v as JSON without HTML escaping; indent "" is compact.
-func encode(v any, indent string) ([]byte, error) {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	enc.SetIndent("", indent)
-	if err := enc.Encode(v); err != nil {
-		return nil, err
-	}
-	return bytes.TrimRight(buf.Bytes(), "\n"), nil
-}
+func encode(v any, indent string) ([]byte, error) { return prompts.JSON(v, indent) }
 
 // answerSchema is the JSON Schema of the answer for r, sent with the request
 // so servers with structured output generate the locked shape: the same

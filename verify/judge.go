@@ -1,7 +1,6 @@
 package verify
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -456,14 +455,11 @@ func toolsText(tools []record.Tool) string {
 	for i, t := range tools {
 		ts[i] = tool{Name: t.Name, Description: t.Description, Parameters: rawOrString(t.Parameters)}
 	}
-	var b bytes.Buffer
-	e := json.NewEncoder(&b)
-	e.SetEscapeHTML(false)
-	e.SetIndent("", "  ")
-	if err := e.Encode(ts); err != nil {
+	b, err := prompts.JSON(ts, "  ")
+	if err != nil {
 		return "[]"
 	}
-	return strings.TrimRight(b.String(), "\n")
+	return string(b)
 }
 
 // callJSON writes a call as {"name": …, "arguments": …}; arguments that are

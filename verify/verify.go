@@ -1,13 +1,13 @@
 package verify
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"strconv"
 	"strings"
 
+	"github.com/augmentdata/augment/prompts"
 	"github.com/augmentdata/augment/stages/record"
 )
 
@@ -139,12 +139,4 @@ func clip(s string, n int) string {
 }
 
 // marshal writes v as compact JSON without HTML escaping.
-func marshal(v any) ([]byte, error) {
-	var b bytes.Buffer
-	e := json.NewEncoder(&b)
-	e.SetEscapeHTML(false)
-	if err := e.Encode(v); err != nil {
-		return nil, err
-	}
-	return bytes.TrimRight(b.Bytes(), "\n"), nil
-}
+func marshal(v any) ([]byte, error) { return prompts.JSON(v, "") }
