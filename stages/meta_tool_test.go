@@ -100,67 +100,44 @@ func mtBuild(t testing.TB, cfg MetaToolConfig, env *Env) Stage {
 	return st
 }
 
-func mtUser(s string) record.Message { return record.Message{Role: record.RoleUser, Content: s} }
-func mtSay(s string) record.Message  { return record.Message{Role: record.RoleAssistant, Content: s} }
-
-func mtCalls(pairs ...string) record.Message {
-	m := record.Message{Role: record.RoleAssistant}
-	for i := 0; i+1 < len(pairs); i += 2 {
-		m.Calls = append(m.Calls, record.Call{Name: pairs[i], Arguments: json.RawMessage(pairs[i+1])})
-	}
-	return m
-}
-
-func mtResults(pairs ...string) record.Message {
-	m := record.Message{Role: record.RoleTool}
-	for i := 0; i+1 < len(pairs); i += 2 {
-		m.Results = append(m.Results, record.Result{Name: pairs[i], Content: pairs[i+1]})
-	}
-	return m
-}
-
-func mtRecord(id string, tools []record.Tool, msgs ...record.Message) *record.Record {
-	return &record.Record{ID: id, Source: "mt", Format: "openai", Tools: tools, Messages: msgs}
-}
-
 // mtSingle is seed 000's Fig 11 dialogue with one unused tool.
 func mtSingle(id string) *record.Record {
-	return mtRecord(id, []record.Tool{mtTraffic, mtStock},
-		mtUser("I need to check the traffic situation in Miami, Florida before I head out. Can you help with that?"),
-		mtCalls("get_traffic_report", `{"location":"Miami, Florida"}`),
-		mtResults("get_traffic_report", `{"status":"heavy"}`),
-		mtSay("Traffic in Miami is heavy right now."))
+	return fxRecord(id, []record.Tool{mtTraffic, mtStock},
+		fxUser("I need to check the traffic situation in Miami, Florida before I head out. Can you help with that?"),
+		fxCalls("get_traffic_report", `{"location":"Miami, Florida"}`),
+		fxResults("get_traffic_report", `{"status":"heavy"}`),
+		fxSay("Traffic in Miami is heavy right now."))
 }
 
 // mtParallel has one turn with three calls, one tool called twice.
 func mtParallel(id string) *record.Record {
-	return mtRecord(id, []record.Tool{mtStock, mtTime, mtTraffic},
-		mtUser("Compare Apple and Microsoft shares, and what time is it in New York?"),
-		mtCalls("get_stock_price", `{"symbol":"AAPL"}`, "get_stock_price", `{"symbol":"MSFT"}`, "get_local_time", `{"city":"New York"}`),
-		mtResults("get_stock_price", `{"price":191.2}`, "get_stock_price", `{"price":402.5}`, "get_local_time", `{"time":"09:41"}`),
-		mtSay("Apple 191.2, Microsoft 402.5; 09:41 in New York."))
+	return fxRecord(id, []record.Tool{mtStock, mtTime, mtTraffic},
+		fxUser("Compare Apple and Microsoft shares, and what time is it in New York?"),
+		fxCalls("get_stock_price", `{"symbol":"AAPL"}`, "get_stock_price", `{"symbol":"MSFT"}`, "get_local_time", `{"city":"New York"}`),
+		fxResults("get_stock_price", `{"price":191.2}`, "get_stock_price", `{"price":402.5}`, "get_local_time", `{"time":"09:41"}`),
+		fxSay("Apple 191.2, Microsoft 402.5; 09:41 in New York."))
 }
 
 // mtMultiTurn calls get_weather, then get_local_time, then get_weather
 // again together with the new get_traffic_report.
 func mtMultiTurn(id string) *record.Record {
-	return mtRecord(id, []record.Tool{mtWeather, mtTime, mtTraffic, mtNews},
-		mtUser("What's the weather in Paris?"),
-		mtCalls("get_weather", `{"location":"Paris"}`),
-		mtResults("get_weather", `{"temp":18}`),
-		mtSay("18 °C in Paris."),
-		mtUser("And the time there?"),
-		mtCalls("get_local_time", `{"city":"Paris"}`),
-		mtResults("get_local_time", `{"time":"15:02"}`),
-		mtSay("15:02."),
-		mtUser("Weather and traffic in Rome?"),
-		mtCalls("get_weather", `{"location":"Rome"}`, "get_traffic_report", `{"location":"Rome"}`),
-		mtResults("get_weather", `{"temp":24}`, "get_traffic_report", `{"status":"light"}`),
-		mtSay("24 °C and light traffic in Rome."))
+	return fxRecord(id, []record.Tool{mtWeather, mtTime, mtTraffic, mtNews},
+		fxUser("What's the weather in Paris?"),
+		fxCalls("get_weather", `{"location":"Paris"}`),
+		fxResults("get_weather", `{"temp":18}`),
+		fxSay("18 °C in Paris."),
+		fxUser("And the time there?"),
+		fxCalls("get_local_time", `{"city":"Paris"}`),
+		fxResults("get_local_time", `{"time":"15:02"}`),
+		fxSay("15:02."),
+		fxUser("Weather and traffic in Rome?"),
+		fxCalls("get_weather", `{"location":"Rome"}`, "get_traffic_report", `{"location":"Rome"}`),
+		fxResults("get_weather", `{"temp":24}`, "get_traffic_report", `{"status":"light"}`),
+		fxSay("24 °C and light traffic in Rome."))
 }
 
 func mtChat(id string) *record.Record {
-	return mtRecord(id, []record.Tool{mtWeather}, mtUser("Can you explain what NLP is?"), mtSay("NLP is the field of …"))
+	return fxRecord(id, []record.Tool{mtWeather}, fxUser("Can you explain what NLP is?"), fxSay("NLP is the field of …"))
 }
 
 func mtAll(prefix string) []*record.Record {
@@ -428,12 +405,12 @@ func TestMetaToolPaperExample(t *testing.T) {
 		t.Errorf("meta_tool parameters %s: required must sit inside parameters", out.Tools[0].Parameters)
 	}
 	want := []record.Message{
-		mtUser("I need to check the traffic situation in Miami, Florida before I head out. Can you help with that?"),
-		mtCalls("meta_tool", `{"tool_description":"Get the current traffic report","param_description":["The city and state, e.g. Los Angeles, CA"]}`),
-		mtResults("meta_tool", `{"name":"get_traffic_report","description":"Get the current traffic report","parameters":{"type":"object","properties":{"location":{"type":"string","description":"The city and state, e.g. Los Angeles, CA"}},"required":["location"]}}`),
-		mtCalls("get_traffic_report", `{"location":"Miami, Florida"}`),
-		mtResults("get_traffic_report", `{"status":"heavy"}`),
-		mtSay("Traffic in Miami is heavy right now."),
+		fxUser("I need to check the traffic situation in Miami, Florida before I head out. Can you help with that?"),
+		fxCalls("meta_tool", `{"tool_description":"Get the current traffic report","param_description":["The city and state, e.g. Los Angeles, CA"]}`),
+		fxResults("meta_tool", `{"name":"get_traffic_report","description":"Get the current traffic report","parameters":{"type":"object","properties":{"location":{"type":"string","description":"The city and state, e.g. Los Angeles, CA"}},"required":["location"]}}`),
+		fxCalls("get_traffic_report", `{"location":"Miami, Florida"}`),
+		fxResults("get_traffic_report", `{"status":"heavy"}`),
+		fxSay("Traffic in Miami is heavy right now."),
 	}
 	if !mtEqualMessages(out.Messages, want) {
 		got, _ := json.MarshalIndent(out.Messages, "", " ")
@@ -572,8 +549,8 @@ func TestMetaToolHardKeepsUnusedAndShuffles(t *testing.T) {
 	st := mtBuild(t, cfg, mtEnv(mtLibrary(), &mtEmbedder{}))
 	orders := map[string]bool{}
 	for i := range 30 {
-		in := mtRecord(fmt.Sprintf("mt:%d", i), []record.Tool{mtTraffic, mtStock, mtTime, mtWeather, mtNews, mtRecipe},
-			mtUser("Traffic in Miami?"), mtCalls("get_traffic_report", `{"location":"Miami"}`))
+		in := fxRecord(fmt.Sprintf("mt:%d", i), []record.Tool{mtTraffic, mtStock, mtTime, mtWeather, mtNews, mtRecipe},
+			fxUser("Traffic in Miami?"), fxCalls("get_traffic_report", `{"location":"Miami"}`))
 		out := mtProcess(t, st, in)
 		mtCheck(t, cfg, in, out)
 		var names []string
@@ -676,11 +653,11 @@ func TestMetaToolRejects(t *testing.T) {
 		in   *record.Record
 		want string
 	}{
-		{"lists meta_tool", mtRecord("r1", []record.Tool{metaToolDef}, mtUser("x")), MetaToolReservedName},
-		{"lists get_user_input", mtRecord("r2", []record.Tool{getUserInputDef}, mtUser("x")), MetaToolReservedName},
-		{"calls meta_tool", mtRecord("r3", []record.Tool{mtTraffic}, mtUser("x"), mtCalls("meta_tool", `{}`)), MetaToolReservedName},
-		{"unknown call", mtRecord("r4", []record.Tool{mtTraffic}, mtUser("x"), mtCalls("nope", `{}`)), MetaToolUnknownCall},
-		{"bad parameters", mtRecord("r5", []record.Tool{badParams}, mtUser("x"), mtCalls("get_traffic_report", `{}`)), MetaToolBadParameters},
+		{"lists meta_tool", fxRecord("r1", []record.Tool{metaToolDef}, fxUser("x")), MetaToolReservedName},
+		{"lists get_user_input", fxRecord("r2", []record.Tool{getUserInputDef}, fxUser("x")), MetaToolReservedName},
+		{"calls meta_tool", fxRecord("r3", []record.Tool{mtTraffic}, fxUser("x"), fxCalls("meta_tool", `{}`)), MetaToolReservedName},
+		{"unknown call", fxRecord("r4", []record.Tool{mtTraffic}, fxUser("x"), fxCalls("nope", `{}`)), MetaToolUnknownCall},
+		{"bad parameters", fxRecord("r5", []record.Tool{badParams}, fxUser("x"), fxCalls("get_traffic_report", `{}`)), MetaToolBadParameters},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -864,15 +841,15 @@ stages:
 // mtBenchRecord is a realistic ToolACE-like record: six tools, a parallel
 // turn and a follow-up turn.
 func mtBenchRecord() *record.Record {
-	return mtRecord("bench:0", []record.Tool{mtTraffic, mtStock, mtTime, mtWeather, mtNews, mtRecipe},
-		mtUser("Compare Apple and Microsoft shares, and what time is it in New York?"),
-		mtCalls("get_stock_price", `{"symbol":"AAPL"}`, "get_stock_price", `{"symbol":"MSFT"}`, "get_local_time", `{"city":"New York"}`),
-		mtResults("get_stock_price", `{"price":191.2}`, "get_stock_price", `{"price":402.5}`, "get_local_time", `{"time":"09:41"}`),
-		mtSay("Apple 191.2, Microsoft 402.5; 09:41 in New York."),
-		mtUser("Any news on Apple? And the weather there?"),
-		mtCalls("search_news", `{"topic":"Apple"}`, "get_weather", `{"location":"New York"}`),
-		mtResults("search_news", `[{"title":"Apple ships"}]`, "get_weather", `{"temp":12}`),
-		mtSay("Apple ships; 12 °C."))
+	return fxRecord("bench:0", []record.Tool{mtTraffic, mtStock, mtTime, mtWeather, mtNews, mtRecipe},
+		fxUser("Compare Apple and Microsoft shares, and what time is it in New York?"),
+		fxCalls("get_stock_price", `{"symbol":"AAPL"}`, "get_stock_price", `{"symbol":"MSFT"}`, "get_local_time", `{"city":"New York"}`),
+		fxResults("get_stock_price", `{"price":191.2}`, "get_stock_price", `{"price":402.5}`, "get_local_time", `{"time":"09:41"}`),
+		fxSay("Apple 191.2, Microsoft 402.5; 09:41 in New York."),
+		fxUser("Any news on Apple? And the weather there?"),
+		fxCalls("search_news", `{"topic":"Apple"}`, "get_weather", `{"location":"New York"}`),
+		fxResults("search_news", `[{"title":"Apple ships"}]`, "get_weather", `{"temp":12}`),
+		fxSay("Apple ships; 12 °C."))
 }
 
 // BenchmarkMetaTool processes one realistic record; the library (5,000
@@ -903,25 +880,11 @@ func BenchmarkMetaTool(b *testing.B) {
 	}
 }
 
-// mtSharedData locates /work/shared/data from the package directory (or
-// AUGMENT_SHARED_DATA) and skips the test when it is absent.
-func mtSharedData(t testing.TB) string {
-	t.Helper()
-	dir := os.Getenv("AUGMENT_SHARED_DATA")
-	if dir == "" {
-		dir = filepath.Join("..", "..", "shared", "data")
-	}
-	if _, err := os.Stat(dir); err != nil {
-		t.Skipf("shared data not found at %s (set AUGMENT_SHARED_DATA): %v", dir, err)
-	}
-	return dir
-}
-
 // mtRealRecords parses the derived demo dumps (JSON arrays) with
 // stages/formats; rows formats rejects are left out.
 func mtRealRecords(t testing.TB) []*record.Record {
 	t.Helper()
-	dir := mtSharedData(t)
+	dir := sharedData(t)
 	var out []*record.Record
 	for _, f := range []struct{ file, format string }{
 		{"derived/toolace_format_glaive_toolcall_en_demo.json", "toolace"},

@@ -364,7 +364,7 @@ func TestParseMetaToolArgs(t *testing.T) {
 }
 
 func TestNoiseBadInputCall(t *testing.T) {
-	in := mtRecord("noise:bad", nil, mtUser("x"), mtCalls("meta_tool", `{"tool_description":"x"}`))
+	in := fxRecord("noise:bad", nil, fxUser("x"), fxCalls("meta_tool", `{"tool_description":"x"}`))
 	st := noiseBuild(t, NoiseConfig{}, &noiseTeacher{}, &mtEmbedder{})
 	_, err := st.Process(context.Background(), in)
 	if reason, _ := rejectReason(err); reason != NoiseBadShape {

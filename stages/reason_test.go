@@ -593,13 +593,7 @@ func BenchmarkReasonOffline(b *testing.B) {
 // is absent. Rows formats rejects are left out.
 func fxSharedRecords(t testing.TB) []*record.Record {
 	t.Helper()
-	dir := os.Getenv("AUGMENT_SHARED_DATA")
-	if dir == "" {
-		dir = filepath.Join("..", "..", "shared", "data")
-	}
-	if _, err := os.Stat(dir); err != nil {
-		t.Skipf("shared data not found at %s (set AUGMENT_SHARED_DATA): %v", dir, err)
-	}
+	dir := sharedData(t)
 	var out []*record.Record
 	for _, f := range []struct{ file, format string }{
 		{"derived/toolace_format_glaive_toolcall_en_demo.json", "toolace"},

@@ -790,20 +790,6 @@ func BenchmarkToolDCProcess(b *testing.B) {
 	}
 }
 
-// tdcSharedData locates /work/shared/data from the package directory (or
-// AUGMENT_SHARED_DATA) and skips the test when it is absent.
-func tdcSharedData(t testing.TB) string {
-	t.Helper()
-	dir := os.Getenv("AUGMENT_SHARED_DATA")
-	if dir == "" {
-		dir = filepath.Join("..", "..", "shared", "data")
-	}
-	if _, err := os.Stat(dir); err != nil {
-		t.Skipf("shared data not found at %s (set AUGMENT_SHARED_DATA): %v", dir, err)
-	}
-	return dir
-}
-
 // tdcReadDump parses one dump with stages/formats; rows it rejects are
 // left out.
 func tdcReadDump(t testing.TB, path, format string) []*record.Record {
@@ -836,7 +822,7 @@ func tdcReadDump(t testing.TB, path, format string) []*record.Record {
 // calls and the gold tools; the others are filtered (no target turn) or
 // rejected as gold_invalid, never failed.
 func TestToolDCRealData(t *testing.T) {
-	dir := tdcSharedData(t)
+	dir := sharedData(t)
 	for _, d := range []struct{ file, format string }{
 		{"xlam_format_glaive_toolcall_en_demo.json", "xlam"},
 		{"xlam_format_glaive_toolcall_zh_demo.json", "xlam"},
