@@ -6,15 +6,12 @@ import (
 	"fmt"
 	"hash/fnv"
 	"maps"
-	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
 
-	"github.com/augmentdata/augment/stages/formats"
 	"github.com/augmentdata/augment/stages/record"
 	"github.com/augmentdata/augment/stages/toollib"
 )
@@ -880,46 +877,16 @@ func BenchmarkMetaTool(b *testing.B) {
 	}
 }
 
-// mtRealRecords parses the derived demo dumps (JSON arrays) with
-// stages/formats; rows formats rejects are left out.
-func mtRealRecords(t testing.TB) []*record.Record {
-	t.Helper()
-	dir := sharedData(t)
-	var out []*record.Record
-	for _, f := range []struct{ file, format string }{
-		{"derived/toolace_format_glaive_toolcall_en_demo.json", "toolace"},
-		{"derived/toolace_format_glaive_toolcall_zh_demo.json", "toolace"},
-		{"derived/glaive_v2_format_glaive_toolcall_en_demo.json", "glaive"},
-		{"derived/xlam_format_glaive_toolcall_en_demo.json", "xlam"},
-	} {
-		b, err := os.ReadFile(filepath.Join(dir, f.file))
-		if err != nil {
-			t.Fatal(err)
-		}
-		var rows []json.RawMessage
-		if err := json.Unmarshal(b, &rows); err != nil {
-			t.Fatalf("%s: %v", f.file, err)
-		}
-		for i, row := range rows {
-			r, err := formats.Parse(f.format, f.format+"_"+filepath.Base(f.file), int64(i), row)
-			if err != nil {
-				continue
-			}
-			out = append(out, r)
-		}
-	}
-	if len(out) < 500 {
-		t.Fatalf("parsed only %d real records", len(out))
-	}
-	return out
-}
-
 // TestMetaToolRealData runs every variant over the demo rows (English and
 // Chinese; ToolACE rows include parallel calls) and checks all invariants;
 // then the offline noise stage rewrites every open-world record's
 // meta_tool calls, all above the threshold under the offline embedder.
 func TestMetaToolRealData(t *testing.T) {
-	recs := mtRealRecords(t)
+	recs := sharedRecords(t, 500,
+		dump{"derived/toolace_format_glaive_toolcall_en_demo.json", "toolace"},
+		dump{"derived/toolace_format_glaive_toolcall_zh_demo.json", "toolace"},
+		dump{"derived/glaive_v2_format_glaive_toolcall_en_demo.json", "glaive"},
+		dump{"derived/xlam_format_glaive_toolcall_en_demo.json", "xlam"})
 	var lib []record.Tool
 	parallel, repeated := 0, 0
 	for _, r := range recs {

@@ -5,14 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 
-	"github.com/augmentdata/augment/stages/formats"
 	"github.com/augmentdata/augment/stages/llm"
 	"github.com/augmentdata/augment/stages/record"
 )
@@ -588,47 +584,17 @@ func BenchmarkReasonOffline(b *testing.B) {
 	}
 }
 
-// fxSharedRecords parses real dumps from /work/shared/data (or
-// AUGMENT_SHARED_DATA) with stages/formats, skipping the test when the data
-// is absent. Rows formats rejects are left out.
+// fxSharedRecords parses real dumps of every format from ../shared/data.
 func fxSharedRecords(t testing.TB) []*record.Record {
-	t.Helper()
-	dir := sharedData(t)
-	var out []*record.Record
-	for _, f := range []struct{ file, format string }{
-		{"derived/toolace_format_glaive_toolcall_en_demo.json", "toolace"},
-		{"derived/toolace_format_glaive_toolcall_zh_demo.json", "toolace"},
-		{"derived/glaive_v2_format_glaive_toolcall_en_demo.json", "glaive"},
-		{"derived/glaive_v2_format_glaive_toolcall_zh_demo.json", "glaive"},
-		{"derived/xlam_format_glaive_toolcall_en_demo.json", "xlam"},
-		{"derived/xlam_format_glaive_toolcall_zh_demo.json", "xlam"},
-		{"llamafactory/glaive_toolcall_en_demo.json", "sharegpt"},
-		{"glaive/glaive_v2_rows_dataflow.jsonl", "glaive"},
-	} {
-		fh, err := os.Open(filepath.Join(dir, f.file))
-		if err != nil {
-			t.Fatal(err)
-		}
-		sc := formats.NewScanner(fh)
-		for {
-			row, i, err := sc.Next()
-			if err == io.EOF {
-				break
-			}
-			if err != nil {
-				t.Fatalf("%s: %v", f.file, err)
-			}
-			r, err := formats.Parse(f.format, strings.TrimSuffix(filepath.Base(f.file), filepath.Ext(f.file)), i, row)
-			if err == nil {
-				out = append(out, r)
-			}
-		}
-		fh.Close()
-	}
-	if len(out) < 1000 {
-		t.Fatalf("only %d records parsed from %s", len(out), dir)
-	}
-	return out
+	return sharedRecords(t, 1000,
+		dump{"derived/toolace_format_glaive_toolcall_en_demo.json", "toolace"},
+		dump{"derived/toolace_format_glaive_toolcall_zh_demo.json", "toolace"},
+		dump{"derived/glaive_v2_format_glaive_toolcall_en_demo.json", "glaive"},
+		dump{"derived/glaive_v2_format_glaive_toolcall_zh_demo.json", "glaive"},
+		dump{"derived/xlam_format_glaive_toolcall_en_demo.json", "xlam"},
+		dump{"derived/xlam_format_glaive_toolcall_zh_demo.json", "xlam"},
+		dump{"llamafactory/glaive_toolcall_en_demo.json", "sharegpt"},
+		dump{"glaive/glaive_v2_rows_dataflow.jsonl", "glaive"})
 }
 
 // On real rows, every stage of this file set keeps its invariants with the
