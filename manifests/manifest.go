@@ -31,8 +31,9 @@ type Stage struct {
 
 	Shards []Shard `json:"shards"`
 	Totals Counts  `json:"totals"`
-	// LLM holds the teacher accounting of the stage (requests, cache hits,
-	// tokens, errors by class, latency percentiles, cost).
+	// LLM holds the teacher accounting of the stage in the run that last
+	// wrote this manifest (requests, cache hits, tokens, errors by class,
+	// latency percentiles, cost); a resumed run counts only its own traffic.
 	LLM   json.RawMessage `json:"llm,omitempty"`
 	Notes []string        `json:"notes,omitempty"` // things a user should know, e.g. what an export style dropped
 

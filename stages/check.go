@@ -35,7 +35,7 @@ func Check(ctx context.Context, p *Pipeline, o Options, w io.Writer) error {
 	}
 	r := &Runner{p: p, o: o, dir: dir}
 	fmt.Fprintf(w, "pipeline %s: valid\n", p.Path())
-	fmt.Fprintf(w, "output: %s  seed: %d  teacher: %s %s\n", p.Output.Dir, p.Seed, p.Teacher.Provider, p.Teacher.Model)
+	fmt.Fprintf(w, "output: %s  seed: %d  teacher: %s\n", p.Output.Dir, p.Seed, strings.TrimSpace(p.Teacher.Provider+" "+p.Teacher.Model))
 	if p.Teacher.Provider != "offline" && p.Teacher.APIKeyEnv != "" && o.Getenv(p.Teacher.APIKeyEnv) == "" {
 		fmt.Fprintf(w, "warning: teacher.api_key_env names %s, which is not set\n", p.Teacher.APIKeyEnv)
 	}

@@ -318,6 +318,10 @@ func (r *Runner) runStage(ctx context.Context, sr stageRun, inputs []shardInput)
 			m.LLM, _ = json.Marshal(stats)
 		}
 		m.Notes = env.notes()
+		if old != nil && old.ConfigHash == fp {
+			// Shards kept from the earlier run keep their notes.
+			m.Notes = slices.Compact(slices.Sorted(slices.Values(append(m.Notes, old.Notes...))))
+		}
 		m.Seconds = time.Since(m.Started).Seconds()
 		return manifests.Write(mpath, m)
 	}
