@@ -36,15 +36,21 @@ var ErrCacheMiss = errors.New("no cache entry with that key")
 // A Cache is the persistent request cache: answers of chat requests keyed
 // by the canonical request (stage, template hash, model, messages, sampling,
 // schema, attempt — never the endpoint), and embeddings keyed by model and
-// text. It is a single bbolt file: crash-safe (a kill -9 loses at most the
-// answers of the last few milliseconds, never the file), O(log n) lookups
-// without loading it, and readable by `augment cache`.
+// text. It is a bbolt file (O(log n) lookups without loading it, readable by
+// `augment cache`) plus an append-only log beside it (CacheFile +
+// "-log.<generation>").
 //
-// Writes go through a write-behind queue committed in groups, so thousands
-// of answers per second share each fsync; answers still in the queue are
-// visible to lookups. Within a process, caches opened on the same directory
-// share one file handle; another process opening the same directory waits
-// briefly and then fails (bbolt's file lock).
+// Durability: once a write (the answer of a Complete that returned) is
+// accepted, it survives a kill -9 of the process: it is in the log, which
+// the next open replays into the file. The log is not fsync'd; about every
+// second the accumulated answers are committed to the bbolt file (fsync'd)
+// and that log is deleted, so a power loss may lose the answers of the
+// last second or so, never the file's consistency. Answers not yet
+// committed are visible to lookups.
+//
+// Within a process, caches opened on the same directory share one handle;
+// another process opening the same directory waits briefly and then fails
+// (bbolt's file lock, which also guards the logs).
 type Cache struct {
 	sh     *sharedDB
 	mu     sync.Mutex
@@ -69,7 +75,9 @@ var openCaches = struct {
 func OpenCache(dir string) (*Cache, error) { return openCache(dir, false) }
 
 // OpenCacheReadOnly opens an existing cache for inspection. It fails if a
-// running augment process holds the cache.
+// running augment process holds the cache. If a killed run left answers in
+// the cache's log, they are first moved into the file (which needs write
+// access), so they are seen; otherwise nothing is written.
 func OpenCacheReadOnly(dir string) (*Cache, error) { return openCache(dir, true) }
 
 func openCache(dir string, readOnly bool) (*Cache, error) {
@@ -94,46 +102,79 @@ func openCache(dir string, readOnly bool) (*Cache, error) {
 	} else if err := os.MkdirAll(abs, 0o755); err != nil {
 		return nil, fmt.Errorf("llm cache: %w", err)
 	}
-	db, err := bolt.Open(path, 0o644, &bolt.Options{
+	db, err := openDB(path, readOnly)
+	if err != nil {
+		return nil, err
+	}
+	sh := &sharedDB{db: db, path: path, readOnly: readOnly, refs: 1}
+	if readOnly {
+		// A killed run may have left answers in a log: move them into the
+		// file first (as a writer would), so inspection sees them.
+		pending, err := pendingLogs(db, path)
+		if err == nil && pending {
+			db.Close()
+			if err = recoverLogs(path); err == nil {
+				sh.db, err = openDB(path, true)
+			}
+			if err != nil {
+				return nil, err
+			}
+		} else if err != nil {
+			db.Close()
+			return nil, fmt.Errorf("llm cache %s: %w", path, err)
+		}
+	} else if sh.w, err = openWriter(db, path); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("llm cache %s: %w", path, err)
+	}
+	openCaches.m[path] = sh
+	return &Cache{sh: sh}, nil
+}
+
+func openDB(path string, readOnly bool) (*bolt.DB, error) {
+	o := &bolt.Options{
 		Timeout:      2 * time.Second,
 		ReadOnly:     readOnly,
 		FreelistType: bolt.FreelistMapType, // O(1) page allocation in big files
 		// Commits skip writing the free-page list (it is rebuilt by a scan
 		// when the file opens), as etcd does; still safe after a crash.
 		NoFreelistSync: true,
-	})
+	}
+	if !readOnly {
+		// Map address space for a gigabyte up front (it costs no memory),
+		// so a growing file is not remapped: a remap copies every node
+		// the committing transaction touched out of the old map and
+		// makes readers wait.
+		o.InitialMmapSize = 1 << 30
+	}
+	db, err := bolt.Open(path, 0o644, o)
 	if errors.Is(err, bolt.ErrTimeout) {
 		return nil, fmt.Errorf("llm cache %s is in use by another augment process", path)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("llm cache %s: %w", path, err)
 	}
-	if !readOnly {
-		err = db.Update(func(tx *bolt.Tx) error {
-			for _, b := range [][]byte{bucketChat, bucketSlots, bucketEmbed} {
-				if _, err := tx.CreateBucketIfNotExists(b); err != nil {
-					return err
-				}
-			}
-			return nil
-		})
-		if err != nil {
-			db.Close()
-			return nil, fmt.Errorf("llm cache %s: %w", path, err)
-		}
+	return db, nil
+}
+
+// recoverLogs replays the logs of the cache file at path, which needs
+// write access to the directory.
+func recoverLogs(path string) error {
+	db, err := openDB(path, false)
+	if err != nil {
+		return fmt.Errorf("%w (a killed run left answers in the cache's log; reading them needs write access)", err)
 	}
-	sh := &sharedDB{db: db, path: path, readOnly: readOnly, refs: 1}
-	if !readOnly {
-		sh.w = newWriter(db)
+	if _, err = replayLogs(db, path); err != nil {
+		err = fmt.Errorf("llm cache %s: %w", path, err)
 	}
-	openCaches.m[path] = sh
-	return &Cache{sh: sh}, nil
+	return errors.Join(err, db.Close())
 }
 
 // Path is the cache file.
 func (c *Cache) Path() string { return c.sh.path }
 
-// Flush waits until every answer handed to the cache so far is on disk.
+// Flush waits until every answer handed to the cache so far is committed
+// to the bbolt file (fsync'd, so it survives a power loss too).
 func (c *Cache) Flush() error {
 	if c.sh.w == nil {
 		return nil
@@ -141,8 +182,8 @@ func (c *Cache) Flush() error {
 	return c.sh.w.flush()
 }
 
-// Close flushes and releases the cache; the file closes with its last
-// handle in the process.
+// Close flushes and releases the cache; the file closes (and its log is
+// deleted) with its last handle in the process.
 func (c *Cache) Close() error {
 	c.mu.Lock()
 	if c.closed {
@@ -192,7 +233,7 @@ func decodeEntry(v []byte) (resp Response, canon []byte, err error) {
 
 // getChat looks up an answer.
 func (c *Cache) getChat(stage string, key []byte) (Response, bool, error) {
-	v, err := c.get(bucketChat, []byte(stage), key)
+	v, err := c.get(topChat, []byte(stage), key)
 	if err != nil || v == nil {
 		return Response{}, false, err
 	}
@@ -203,24 +244,27 @@ func (c *Cache) getChat(stage string, key []byte) (Response, bool, error) {
 	return resp, true, nil
 }
 
-// putChat queues an answer and points the request's slot at it.
+// putChat stores an answer and points the request's slot at it. When it
+// returns nil both survive a kill of the process.
 func (c *Cache) putChat(stage string, key, canon []byte, resp Response, stageName string, slotKey []byte) error {
 	v, err := encodeEntry(resp, canon)
 	if err != nil {
 		return err
 	}
-	puts := []put{{top: bucketChat, sub: []byte(stage), key: key, val: v}}
+	puts := [2]put{{top: topChat, sub: []byte(stage), key: key, val: v}}
+	n := 1
 	if len(slotKey) > 0 {
 		ref := make([]byte, 0, len(stage)+1+len(key))
 		ref = append(append(append(ref, stage...), 0), key...)
-		puts = append(puts, put{top: bucketSlots, sub: []byte(stageName), key: slotKey, val: ref})
+		puts[1] = put{top: topSlots, sub: []byte(stageName), key: slotKey, val: ref}
+		n = 2
 	}
-	return c.sh.w.enqueue(puts)
+	return c.sh.w.write(puts[:n])
 }
 
 // lastForSlot returns the canonical request last answered for a slot.
 func (c *Cache) lastForSlot(stageName string, slotKey []byte) ([]byte, bool, error) {
-	ref, err := c.get(bucketSlots, []byte(stageName), slotKey)
+	ref, err := c.get(topSlots, []byte(stageName), slotKey)
 	if err != nil || ref == nil {
 		return nil, false, err
 	}
@@ -228,7 +272,7 @@ func (c *Cache) lastForSlot(stageName string, slotKey []byte) ([]byte, bool, err
 	if i < 1 || ref[i] != 0 {
 		return nil, false, errors.New("corrupt cache slot entry")
 	}
-	v, err := c.get(bucketChat, ref[:i], ref[i+1:])
+	v, err := c.get(topChat, ref[:i], ref[i+1:])
 	if err != nil || v == nil {
 		return nil, false, err
 	}
@@ -241,7 +285,7 @@ func embedBucket(model string, dims int) []byte {
 }
 
 func (c *Cache) getEmbedding(model string, dims int, key []byte) ([]float32, bool, error) {
-	v, err := c.get(bucketEmbed, embedBucket(model, dims), key)
+	v, err := c.get(topEmbed, embedBucket(model, dims), key)
 	if err != nil || v == nil {
 		return nil, false, err
 	}
@@ -263,14 +307,14 @@ func (c *Cache) putEmbeddings(model string, dims int, keys [][]byte, vecs [][]fl
 		for j, f := range vecs[i] {
 			binary.LittleEndian.PutUint32(v[4*j:], math.Float32bits(f))
 		}
-		puts[i] = put{top: bucketEmbed, sub: sub, key: k, val: v}
+		puts[i] = put{top: topEmbed, sub: sub, key: k, val: v}
 	}
-	return c.sh.w.enqueue(puts)
+	return c.sh.w.write(puts)
 }
 
-// get returns a copy of the value at top/sub/key, or nil. Queued writes
-// are seen first.
-func (c *Cache) get(top, sub, key []byte) ([]byte, error) {
+// get returns the value at top/sub/key, or nil; the caller must not
+// modify it. Writes not yet committed are seen first.
+func (c *Cache) get(top byte, sub, key []byte) ([]byte, error) {
 	if c.sh.w != nil {
 		if v, ok := c.sh.w.pendingValue(top, sub, key); ok {
 			return v, nil
@@ -278,7 +322,7 @@ func (c *Cache) get(top, sub, key []byte) ([]byte, error) {
 	}
 	var out []byte
 	err := c.sh.db.View(func(tx *bolt.Tx) error {
-		b := tx.Bucket(top)
+		b := tx.Bucket(topBuckets[top])
 		if b == nil {
 			return nil
 		}
@@ -291,207 +335,6 @@ func (c *Cache) get(top, sub, key []byte) ([]byte, error) {
 		return nil
 	})
 	return out, err
-}
-
-// A put is one queued write.
-type put struct{ top, sub, key, val []byte }
-
-func pendingKey(top, sub, key []byte) string {
-	return string(top) + "\x00" + string(sub) + "\x00" + string(key)
-}
-
-// writer commits queued puts in groups: whatever accumulated while the
-// previous commit was syncing goes into the next transaction.
-type writer struct {
-	db *bolt.DB
-
-	mu        sync.Mutex
-	queue     []put
-	pending   map[string][]byte // queued or being committed, for lookups
-	seq       uint64            // puts enqueued so far
-	committed uint64            // puts on disk so far
-	waiters   []flushWaiter
-	err       error      // first commit failure; every later write fails with it
-	room      *sync.Cond // signalled after each commit (backpressure)
-
-	kick chan struct{} // something was queued
-	full chan struct{} // commit now: a full batch, or a flush waits
-	done chan struct{}
-	quit chan struct{}
-}
-
-type flushWaiter struct {
-	seq uint64
-	ch  chan error
-}
-
-// maxQueued bounds the answers waiting for a commit; beyond it enqueue
-// blocks until the disk catches up.
-const maxQueued = 20000
-
-func newWriter(db *bolt.DB) *writer {
-	w := &writer{db: db, pending: map[string][]byte{}, done: make(chan struct{}), quit: make(chan struct{}),
-		kick: make(chan struct{}, 1), full: make(chan struct{}, 1)}
-	w.room = sync.NewCond(&w.mu)
-	go w.loop()
-	return w
-}
-
-func (w *writer) enqueue(puts []put) error {
-	w.mu.Lock()
-	for len(w.queue) >= maxQueued && w.err == nil {
-		w.room.Wait()
-	}
-	if w.err != nil {
-		err := w.err
-		w.mu.Unlock()
-		return err
-	}
-	for _, p := range puts {
-		w.queue = append(w.queue, p)
-		w.pending[pendingKey(p.top, p.sub, p.key)] = p.val
-	}
-	w.seq += uint64(len(puts))
-	full := len(w.queue) >= commitBatch
-	w.mu.Unlock()
-	signal(w.kick)
-	if full {
-		signal(w.full)
-	}
-	return nil
-}
-
-// signal sends on a one-slot channel unless a signal is already pending.
-func signal(ch chan struct{}) {
-	select {
-	case ch <- struct{}{}:
-	default:
-	}
-}
-
-func (w *writer) pendingValue(top, sub, key []byte) ([]byte, bool) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if len(w.pending) == 0 {
-		return nil, false
-	}
-	v, ok := w.pending[pendingKey(top, sub, key)]
-	return v, ok
-}
-
-// flush waits until everything enqueued before the call is on disk.
-func (w *writer) flush() error {
-	w.mu.Lock()
-	if w.err != nil || w.committed >= w.seq {
-		err := w.err
-		w.mu.Unlock()
-		return err
-	}
-	ch := make(chan error, 1)
-	w.waiters = append(w.waiters, flushWaiter{seq: w.seq, ch: ch})
-	w.mu.Unlock()
-	signal(w.kick)
-	signal(w.full)
-	return <-ch
-}
-
-func (w *writer) close() error {
-	err := w.flush()
-	close(w.quit)
-	<-w.done
-	return err
-}
-
-// Answers accumulate for up to commitDelay, or until commitBatch of them
-// are queued, before a commit: at thousands of answers per second each
-// fsync then carries hundreds, and at a few per second the disk is not
-// synced for each. It bounds what a kill -9 can lose to about the answers
-// of the last 10 ms (or the last 256), which a rerun asks again.
-const (
-	commitDelay = 10 * time.Millisecond
-	commitBatch = 256
-)
-
-func (w *writer) loop() {
-	defer close(w.done)
-	timer := time.NewTimer(commitDelay)
-	timer.Stop()
-	for {
-		select {
-		case <-w.kick:
-		case <-w.quit:
-			return
-		}
-		timer.Reset(commitDelay)
-		select {
-		case <-timer.C:
-		case <-w.full:
-			timer.Stop()
-		}
-		for w.commitOnce() {
-		}
-	}
-}
-
-// commitOnce writes the current queue in one transaction and reports
-// whether more arrived meanwhile.
-func (w *writer) commitOnce() bool {
-	w.mu.Lock()
-	batch, upto := w.queue, w.seq
-	w.queue = nil
-	w.mu.Unlock()
-	if len(batch) == 0 {
-		return false
-	}
-	err := w.db.Update(func(tx *bolt.Tx) error {
-		subs := map[string]*bolt.Bucket{}
-		for _, p := range batch {
-			name := string(p.top) + "\x00" + string(p.sub)
-			b := subs[name]
-			if b == nil {
-				var err error
-				if b, err = tx.Bucket(p.top).CreateBucketIfNotExists(p.sub); err != nil {
-					return err
-				}
-				subs[name] = b
-			}
-			if err := b.Put(p.key, p.val); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if err != nil {
-		if w.err == nil {
-			w.err = fmt.Errorf("llm cache write: %w", err)
-		}
-		for _, fw := range w.waiters {
-			fw.ch <- w.err
-		}
-		w.waiters = nil
-		w.room.Broadcast()
-		return false
-	}
-	w.committed = upto
-	for _, p := range batch {
-		k := pendingKey(p.top, p.sub, p.key)
-		if v, ok := w.pending[k]; ok && bytes.Equal(v, p.val) {
-			delete(w.pending, k)
-		}
-	}
-	keep := w.waiters[:0]
-	for _, fw := range w.waiters {
-		if fw.seq <= upto {
-			fw.ch <- nil
-		} else {
-			keep = append(keep, fw)
-		}
-	}
-	w.waiters = keep
-	w.room.Broadcast()
-	return len(w.queue) > 0
 }
 
 // CacheStats describes a cache for `augment cache stats`.

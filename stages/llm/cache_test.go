@@ -38,10 +38,17 @@ func TestCacheConcurrentWritersAndReopen(t *testing.T) {
 					t.Error(err)
 					return
 				}
-				// Queued answers are visible before their commit.
+				// Answers are visible before their commit.
 				if got, ok, err := h.getChat("st@1", key(w, i)); err != nil || !ok || got.Content != resp.Content {
 					t.Errorf("read-your-write: %+v %v %v", got, ok, err)
 					return
+				}
+				// Commits (and log switches) happen while the others write.
+				if i%50 == 49 {
+					if err := h.Flush(); err != nil {
+						t.Error(err)
+						return
+					}
 				}
 			}
 		})
@@ -57,6 +64,9 @@ func TestCacheConcurrentWritersAndReopen(t *testing.T) {
 		t.Fatal("second Close must be a no-op:", err)
 	}
 
+	if logs, err := listLogs(c.Path()); err != nil || len(logs) != 0 {
+		t.Fatalf("logs left after close: %+v %v", logs, err)
+	}
 	r, err := OpenCache(dir)
 	if err != nil {
 		t.Fatal(err)

@@ -134,14 +134,9 @@ func (e *EmbedClient) Embed(ctx context.Context, texts []string) ([][]float32, e
 		batch := todo[from:min(len(todo), from+e.cfg.BatchSize)]
 		bkeys := todoKeys[from:min(len(todo), from+e.cfg.BatchSize)]
 		g.Go(func() error {
-			vecs, err := e.send(gctx, batch)
+			vecs, err := e.send(gctx, batch, bkeys)
 			if err != nil {
 				return err
-			}
-			if e.cache != nil {
-				if err := e.cache.putEmbeddings(e.cfg.Model, e.cfg.Dimensions, bkeys, vecs); err != nil {
-					return err
-				}
 			}
 			mu.Lock()
 			for j, t := range batch {
@@ -159,8 +154,13 @@ func (e *EmbedClient) Embed(ctx context.Context, texts []string) ([][]float32, e
 	return out, nil
 }
 
-func (e *EmbedClient) send(ctx context.Context, batch []string) ([][]float32, error) {
+// send embeds batch and caches the vectors under keys.
+func (e *EmbedClient) send(ctx context.Context, batch []string, keys [][]byte) ([][]float32, error) {
 	var vecs [][]float32
+	var keep func() error
+	if e.cache != nil {
+		keep = func() error { return e.cache.putEmbeddings(e.cfg.Model, e.cfg.Dimensions, keys, vecs) }
+	}
 	attempts, class, err := e.pool.run(ctx, e.rp, e.st, e.halt, func(actx context.Context, _ *callMeta, c *openai.Client) error {
 		r, err := c.CreateEmbeddings(actx, openai.EmbeddingRequestStrings{
 			Input: batch, Model: openai.EmbeddingModel(e.cfg.Model),
@@ -182,7 +182,7 @@ func (e *EmbedClient) send(ctx context.Context, batch []string) ([][]float32, er
 		}
 		e.st.tokIn.Add(int64(r.Usage.PromptTokens))
 		return nil
-	})
+	}, keep)
 	if err != nil {
 		if class == "" {
 			return nil, err

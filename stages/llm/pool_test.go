@@ -228,3 +228,27 @@ func TestHistogram(t *testing.T) {
 		t.Error("empty histogram")
 	}
 }
+
+// A successful attempt's result is kept while its endpoint slot is still
+// held, and an error from keeping it ends the run without a class.
+func TestPoolKeepsBeforeRelease(t *testing.T) {
+	p, _ := testPool(t, 1)
+	rp := retryPolicy{timeout: time.Second, retries: 2, base: time.Millisecond, maxWait: time.Millisecond}
+	h := halt{done: make(chan struct{}), err: func() error { return nil }}
+	ok := func(context.Context, *callMeta, *openai.Client) error { return nil }
+	held := -1
+	keep := func() error {
+		p.mu.Lock()
+		held = p.eps[0].inFlight
+		p.mu.Unlock()
+		return nil
+	}
+	if n, class, err := p.run(context.Background(), rp, newStageStats(), h, ok, keep); n != 1 || class != "" || err != nil || held != 1 {
+		t.Fatalf("attempts %d class %q err %v; slots held while keeping: %d, want 1", n, class, err, held)
+	}
+	diskFull := errors.New("disk full")
+	n, class, err := p.run(context.Background(), rp, newStageStats(), h, ok, func() error { return diskFull })
+	if n != 1 || class != "" || !errors.Is(err, diskFull) || p.eps[0].inFlight != 0 {
+		t.Fatalf("attempts %d class %q err %v in flight %d", n, class, err, p.eps[0].inFlight)
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"net/http"
 	"os"
@@ -29,9 +30,10 @@ func killReq(i int) Request {
 }
 
 // TestCacheSurvivesKill runs a teacher writing answers to the cache in a
-// child process, kills it with SIGKILL mid-run, and checks that the cache
-// file is intact, holds every answer the child had reported durable, and
-// that finishing the run re-sends none of them.
+// child process that commits at random moments, kills it with SIGKILL
+// mid-run, and checks that the cache file is intact, that it holds every
+// answer whose Complete had returned in the child, and that finishing the
+// run re-sends none of them.
 func TestCacheSurvivesKill(t *testing.T) {
 	if dir := os.Getenv(envKillChild); dir != "" {
 		cacheWriterChild(dir)
@@ -51,23 +53,27 @@ func TestCacheSurvivesKill(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	durable := 0
+	answered := map[int]bool{}
 	sc := bufio.NewScanner(out)
-	for sc.Scan() {
-		if n, ok := strings.CutPrefix(sc.Text(), "durable "); ok {
-			durable, _ = strconv.Atoi(n)
-			if durable >= 300 {
-				break
+	read := func(until int) {
+		for len(answered) < until && sc.Scan() {
+			if n, ok := strings.CutPrefix(sc.Text(), "answered "); ok {
+				i, err := strconv.Atoi(n)
+				if err != nil {
+					t.Fatalf("child said %q", sc.Text())
+				}
+				answered[i] = true
 			}
 		}
 	}
-	// Kill while the child keeps sending and committing its next batch.
+	read(300)
+	// Kill while the child keeps sending, writing and committing.
 	time.Sleep(15 * time.Millisecond)
 	cmd.Process.Signal(syscall.SIGKILL)
-	go io.Copy(io.Discard, out)
+	read(math.MaxInt) // what the child reported before it died
 	cmd.Wait()
-	if durable < 300 {
-		t.Fatalf("child reported only %d durable answers before it died", durable)
+	if len(answered) < 300 {
+		t.Fatalf("child reported only %d answers before it died", len(answered))
 	}
 
 	c, err := OpenCache(dir)
@@ -79,14 +85,29 @@ func TestCacheSurvivesKill(t *testing.T) {
 	}
 	st, err := c.Stats()
 	c.Close()
-	if err != nil || len(st.Chat) != 1 || st.Chat[0].Entries < int64(durable) {
-		t.Fatalf("after kill: %+v %v; want ≥ %d entries", st, err, durable)
+	if err != nil || len(st.Chat) != 1 || st.Chat[0].Entries < int64(len(answered)) {
+		t.Fatalf("after kill: %+v %v; want ≥ %d entries", st, err, len(answered))
+	}
+	if logs, err := listLogs(st.Path); err != nil || len(logs) != 0 {
+		t.Fatalf("logs left after replay and close: %v %v", logs, err)
 	}
 
-	// Finish the run: the durable answers are not paid for again.
+	// Every answer the child got is served from the cache.
 	fake, url := startFake(t, fakellm.Config{})
 	s := newTeacher(t, openaiConfig(url), Options{CacheDir: dir}).Stage("kill")
-	total := durable + 100
+	last := 0
+	for i := range answered {
+		resp, err := s.Complete(context.Background(), killReq(i))
+		if err != nil || !resp.Cached {
+			t.Fatalf("answer %d, returned in the child before the kill, is not cached: %+v %v", i, resp, err)
+		}
+		last = max(last, i)
+	}
+	if n := fake.Counters().Chat; n != 0 {
+		t.Fatalf("%d answered requests were sent again", n)
+	}
+	// Finishing the run sends only what the child had not been answered.
+	total := last + 100
 	for _, err := range batch(total, 16, func(i int) error {
 		_, err := s.Complete(context.Background(), killReq(i))
 		return err
@@ -95,15 +116,15 @@ func TestCacheSurvivesKill(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	sent := int(fake.Counters().Chat)
-	if sent > total-durable {
-		t.Fatalf("resume sent %d requests for %d records, %d of which were durable before the kill", sent, total, durable)
+	if sent := int(fake.Counters().Chat); sent > total-len(answered) {
+		t.Fatalf("resume sent %d requests for %d records, %d of which were answered before the kill", sent, total, len(answered))
 	}
-	t.Logf("killed after %d durable answers (%d entries on disk); resume sent %d of %d", durable, st.Chat[0].Entries, sent, total)
+	t.Logf("killed after %d answers (%d entries on disk); resume sent %d of %d", len(answered), st.Chat[0].Entries, fake.Counters().Chat, total)
 }
 
 // cacheWriterChild answers requests through a teacher with a cache in dir,
-// reporting how many are durable after each flush, until killed.
+// printing each answered request as soon as Complete returns, and commits
+// the cache every few milliseconds meanwhile, until killed.
 func cacheWriterChild(dir string) {
 	srv, err := fakellm.New(fakellm.Config{Latency: fakellm.Duration(time.Millisecond)})
 	if err != nil {
@@ -118,21 +139,28 @@ func cacheWriterChild(dir string) {
 	if err != nil {
 		panic(err)
 	}
+	go func() {
+		for {
+			time.Sleep(3 * time.Millisecond)
+			if err := teacher.Flush(); err != nil {
+				panic(err)
+			}
+		}
+	}()
 	s := teacher.Stage("kill")
 	deadline := time.Now().Add(time.Minute) // in case the parent never kills us
 	for from := 0; time.Now().Before(deadline); from += 50 {
 		for _, err := range batch(50, 16, func(i int) error {
 			_, err := s.Complete(context.Background(), killReq(from+i))
+			if err == nil {
+				fmt.Printf("answered %d\n", from+i)
+			}
 			return err
 		}) {
 			if err != nil {
 				panic(err)
 			}
 		}
-		if err := teacher.Flush(); err != nil {
-			panic(err)
-		}
-		fmt.Printf("durable %d\n", from+50)
 	}
 	os.Exit(1)
 }

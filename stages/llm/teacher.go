@@ -23,8 +23,9 @@ import (
 
 // Options are the run-level settings of NewTeacher and NewEmbedder.
 type Options struct {
-	// CacheDir holds the request cache (CacheFile); "" disables caching, so
-	// every run pays again. Teacher and embedder may share a directory.
+	// CacheDir holds the request cache (CacheFile and its log); "" disables
+	// caching, so every run pays again. Teacher and embedder may share a
+	// directory.
 	CacheDir string
 	// Getenv reads the API key; nil means os.Getenv.
 	Getenv func(string) string
@@ -192,7 +193,9 @@ func (t *Teacher) Endpoints() []EndpointStats {
 // Cost is this run's cost over all stages at the configured prices.
 func (t *Teacher) Cost() float64 { return t.prices.cost(t.tokIn.Load(), t.tokOut.Load()) }
 
-// Flush waits until every answer received so far is on disk.
+// Flush waits until every answer received so far is committed to the
+// cache file. (An answer survives a kill of the process as soon as its
+// Complete returns; Flush makes it survive a power loss too.)
 func (t *Teacher) Flush() error {
 	if t.cache == nil {
 		return nil
@@ -351,31 +354,22 @@ func (s *StageClient) complete(ctx context.Context, req Request) (Response, erro
 	if err != nil {
 		return Response{}, err
 	}
-	if t.cache != nil {
-		resp, ok, err := t.cache.getChat(req.Stage, key[:])
-		if err != nil {
-			return Response{}, fmt.Errorf("llm cache read: %w", err)
-		}
-		if ok {
-			s.st.hits.Add(1)
-			resp.Cached = true
-			return resp, nil
-		}
-		if t.explain {
-			s.explainMiss(req, canon)
-		}
-	}
+	// Identical requests in flight share one lookup and one answer.
 	for {
 		leader := false
 		v, err, _ := t.flights.Do(string(key[:]), func() (any, error) {
 			leader = true
 			if t.cache != nil {
-				// An identical request may have been answered between our
-				// lookup and now.
-				if resp, ok, err := t.cache.getChat(req.Stage, key[:]); err == nil && ok {
-					s.st.hits.Add(1)
+				resp, ok, err := t.cache.getChat(req.Stage, key[:])
+				if err != nil {
+					return Response{}, fmt.Errorf("llm cache read: %w", err)
+				}
+				if ok {
 					resp.Cached = true
 					return resp, nil
+				}
+				if t.explain {
+					s.explainMiss(req, canon)
 				}
 			}
 			return s.fetch(ctx, req, canon, key[:])
@@ -384,7 +378,7 @@ func (s *StageClient) complete(ctx context.Context, req Request) (Response, erro
 			continue // the leader's caller gave up; ask again for ourselves
 		}
 		resp, _ := v.(Response)
-		if err == nil && !leader {
+		if err == nil && (resp.Cached || !leader) {
 			s.st.hits.Add(1)
 			resp.Cached = true
 		}
@@ -413,15 +407,26 @@ func (s *StageClient) offline(req Request) (Response, error) {
 	return Response{Content: content, FinishReason: "stop", Provider: ProviderOffline, Model: s.t.Model()}, nil
 }
 
-// fetch sends req and caches the answer.
+// fetch sends req and caches the answer before the endpoint slot is
+// released (see pool.run).
 func (s *StageClient) fetch(ctx context.Context, req Request, canon, key []byte) (Response, error) {
 	t := s.t
 	var resp Response
+	var keep func() error
+	if t.cache != nil {
+		keep = func() error {
+			if err := t.cache.putChat(req.Stage, key, canon, resp, stageName(req.Stage), slotKey(req)); err != nil {
+				return t.stop(&FatalError{Reason: "llm_cache_write", Err: err,
+					Msg: "cannot write the request cache (disk full?); stopping so answers are not paid for twice"})
+			}
+			return nil
+		}
+	}
 	zero := req.Temperature != nil && *req.Temperature == 0
-	attempts, class, err := t.pool.run(ctx, t.rp, s.st, t.halt, chatAttempt(buildChat(req, t.cfg.StructuredOutput), zero, &resp))
+	attempts, class, err := t.pool.run(ctx, t.rp, s.st, t.halt, chatAttempt(buildChat(req, t.cfg.StructuredOutput), zero, &resp), keep)
 	if err != nil {
 		if class == "" {
-			return Response{}, err // context ended or the run stopped
+			return Response{}, err // context ended, the run stopped, or the cache failed
 		}
 		switch class {
 		case classAuth:
@@ -437,12 +442,6 @@ func (s *StageClient) fetch(ctx context.Context, req Request, canon, key []byte)
 		return Response{}, &AnswerError{Reason: "llm_error_" + class, Stage: req.Stage, Slot: req.Slot, Attempts: attempts, Err: err}
 	}
 	t.outcome(false)
-	if t.cache != nil {
-		if err := t.cache.putChat(req.Stage, key, canon, resp, stageName(req.Stage), slotKey(req)); err != nil {
-			return Response{}, t.stop(&FatalError{Reason: "llm_cache_write", Err: err,
-				Msg: "cannot write the request cache (disk full?); stopping so answers are not paid for twice"})
-		}
-	}
 	s.st.addUsage(resp.Model, resp.Usage, t.prices)
 	t.spend(resp.Usage)
 	return resp, nil

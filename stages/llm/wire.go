@@ -43,10 +43,13 @@ func (t wireTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	start := time.Now()
 	resp, err := t.base.RoundTrip(r)
 	if m != nil {
-		m.ttfb = time.Since(start)
+		now := time.Now()
+		m.ttfb = now.Sub(start)
 		if resp != nil {
 			m.status = resp.StatusCode
-			m.retryAfter = parseRetryAfter(resp.Header, time.Now())
+			if resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode >= 500 {
+				m.retryAfter = parseRetryAfter(resp.Header, now)
+			}
 		}
 	}
 	return resp, err
@@ -55,31 +58,41 @@ func (t wireTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 // withZeroTemperature returns a copy of r whose JSON body carries
 // "temperature":0. go-openai's request type tags Temperature omitempty, so
 // a configured 0 would otherwise not be sent and the server's default
-// (often 1) would apply.
+// (often 1) would apply. The body is read once into a buffer sized for the
+// result and the field is inserted in place.
 func withZeroTemperature(r *http.Request) (*http.Request, error) {
 	if r.Body == nil {
 		return r, nil
 	}
-	body, err := io.ReadAll(r.Body)
+	const field = `"temperature":0`
+	size := 512
+	if r.ContentLength > 0 {
+		size = int(r.ContentLength)
+	}
+	body := bytes.NewBuffer(make([]byte, 0, size+len(field)+1+bytes.MinRead))
+	_, err := body.ReadFrom(r.Body)
 	r.Body.Close()
 	if err != nil {
 		return nil, err
 	}
-	i := bytes.IndexByte(body, '{')
+	b := body.Bytes()
+	i := bytes.IndexByte(b, '{')
 	if i < 0 {
 		return nil, errors.New("chat request body is not a JSON object")
 	}
-	nb := make([]byte, 0, len(body)+16)
-	nb = append(nb, body[:i+1]...)
-	nb = append(nb, `"temperature":0`...)
-	if rest := bytes.TrimLeft(body[i+1:], " \t\r\n"); len(rest) > 0 && rest[0] != '}' {
-		nb = append(nb, ',')
+	insert := field
+	if rest := bytes.TrimLeft(b[i+1:], " \t\r\n"); len(rest) > 0 && rest[0] != '}' {
+		insert += ","
 	}
-	nb = append(nb, body[i+1:]...)
-	r2 := r.Clone(r.Context())
-	r2.Body = io.NopCloser(bytes.NewReader(nb))
-	r2.ContentLength = int64(len(nb))
-	r2.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(nb)), nil }
+	n := len(b)
+	b = append(b, insert...) // room for the field; then shift the tail over it
+	copy(b[i+1+len(insert):], b[i+1:n])
+	copy(b[i+1:], insert)
+	r2 := new(http.Request)
+	*r2 = *r // a shallow copy, as Request.WithContext makes
+	r2.Body = io.NopCloser(bytes.NewReader(b))
+	r2.ContentLength = int64(len(b))
+	r2.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(b)), nil }
 	return r2, nil
 }
 
@@ -125,6 +138,8 @@ func newOpenAIClient(ep Endpoint, apiKey string) (*openai.Client, *http.Transpor
 		MaxIdleConnsPerHost: ep.MaxInFlight + 8,
 		IdleConnTimeout:     90 * time.Second,
 		TLSHandshakeTimeout: 10 * time.Second,
+		// Answers are a few kilobytes: not worth the client CPU of gzip.
+		DisableCompression: true,
 	}
 	cfg := openai.DefaultConfig(apiKey)
 	cfg.BaseURL = strings.TrimRight(ep.BaseURL, "/")
@@ -156,7 +171,13 @@ const classCanceled = "canceled"
 // run performs attempts of do until one succeeds, the error is not
 // retryable, the retries are used up, ctx ends or the run halts. It returns
 // the number of attempts and, on failure, the class of the last one.
-func (p *pool) run(ctx context.Context, rp retryPolicy, st *stageStats, h halt, do attemptFunc) (attempts int, class string, err error) {
+//
+// After a successful attempt, keep (if not nil) stores its result while
+// the endpoint slot is still held, so requests sent but not yet stored
+// never outnumber the endpoints' in-flight caps: that is all a killed
+// process can have paid for in vain. An error from keep ends run with
+// that error and class "".
+func (p *pool) run(ctx context.Context, rp retryPolicy, st *stageStats, h halt, do attemptFunc, keep func() error) (attempts int, class string, err error) {
 	var avoid *endpoint
 	for attempt := 0; ; attempt++ {
 		if err := h.err(); err != nil {
@@ -180,10 +201,13 @@ func (p *pool) run(ctx context.Context, rp retryPolicy, st *stageStats, h halt, 
 			st.inFlight.Add(-1)
 			switch {
 			case err == nil:
+				if keep != nil {
+					err = keep()
+				}
 				cancel()
 				p.release(t, outcome{ttfb: meta.ttfb, tokens: meta.tokens})
 				st.lat.record(elapsed)
-				return attempt + 1, "", nil
+				return attempt + 1, "", err
 			case ctx.Err() != nil:
 				cancel()
 				p.release(t, outcome{class: classCanceled})
