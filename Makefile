@@ -2,7 +2,6 @@
 GO       ?= go
 VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS  := -X main.version=$(VERSION)
-BENCHTIME ?= 1x
 
 .PHONY: help build run test race bench fuzz fmt vet check clean
 
@@ -21,8 +20,9 @@ test: ## the whole test suite (tests on ../shared/data skip when it is absent)
 race: ## the test suite with the race detector
 	$(GO) test -race ./...
 
-bench: build ## benchmarks: ingest→export on a generated ~200k-record dump, teacher layer, parsers
-	$(GO) test -run '^$$' -bench . -benchtime $(BENCHTIME) -benchmem ./stages/... ./verify/ ./translate/
+bench: build ## benchmarks: parsers, shards, stages, teacher layer, then ingest→export on a generated ~200k-record dump
+	$(GO) test -run '^$$' -bench . -benchmem ./stages/ ./stages/formats/ ./stages/shard/ ./stages/toollib/ ./verify/ ./translate/
+	$(GO) test -run '^$$' -bench . -benchtime=10000x ./stages/llm/
 	./testdata/bench/ingest_export.sh
 
 fuzz: ## run every fuzz target for FUZZTIME each (default 10s)

@@ -66,7 +66,7 @@ func Check(ctx context.Context, p *Pipeline, o Options, w io.Writer) error {
 			}
 			cfg := ingestSettings{Source: s, ShardSize: p.Output.ShardSize, RowGroupRows: p.Output.RowGroupRows, JSONL: p.Output.JSONL}
 			sfp, _, _ := r.fingerprint("ingest", ingestVersion, cfg, nil)
-			if allMatch(prev, shardKey(sfp, "", manifests.FileRef{Path: filepath.Base(path), SHA256: sum}), r) {
+			if allMatch(prev, sourceKey(sfp, path, sum), r) {
 				status = fmt.Sprintf("up to date (%d shards), would be skipped", len(prev))
 				for _, sh := range prev {
 					rows += sh.Out

@@ -1,6 +1,7 @@
 package stages
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"os"
@@ -214,4 +215,34 @@ func TestExportWritesDatasetDir(t *testing.T) {
 	if err != nil || !strings.Contains(string(b), `"file_name": "demo_parquet"`) || !strings.Contains(string(b), `"formatting": "sharegpt"`) {
 		t.Errorf("dataset_info.json: %s %v", b, err)
 	}
+}
+
+// appendSample and writeJSONString write exactly what encoding/json writes.
+func TestAppendSampleMatchesEncodingJSON(t *testing.T) {
+	strs := []string{"", "plain", `quote " and \ backslash`, "tabs\tand\nnewlines\r", "<html> & co", "潮汐表 🌊",
+		"bell \a and \b \f \x00", "line\u2028sep\u2029", "bad \xff utf8", "mixed é\"\n\u2028"}
+	for _, v := range strs {
+		s := &sample{Conversations: []turn{{"human", v}, {"gpt", v + "!"}}, System: v, Tools: "[" + v + "]"}
+		var got bytes.Buffer
+		appendSample(&got, s)
+		var want bytes.Buffer
+		enc := json.NewEncoder(&want)
+		enc.SetEscapeHTML(false)
+		enc.Encode(s)
+		if got.String() != want.String() {
+			t.Errorf("%q:\n got %s\nwant %s", v, got.String(), want.String())
+		}
+	}
+}
+
+func FuzzWriteJSONString(f *testing.F) {
+	f.Add("a\"b\\c\n\u2028\xff")
+	f.Fuzz(func(t *testing.T, s string) {
+		var got bytes.Buffer
+		writeJSONString(&got, s)
+		want, _ := marshalNoEscape(s)
+		if got.String() != string(want) {
+			t.Fatalf("%q: got %s want %s", s, got.String(), want)
+		}
+	})
 }

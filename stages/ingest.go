@@ -2,7 +2,9 @@ package stages
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/binary"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"hash/fnv"
@@ -69,27 +71,30 @@ func (r *Runner) ingest(ctx context.Context, sr stageRun) (stageResult, error) {
 	for _, cfg := range cfgs {
 		src := cfg.Source
 		path := r.p.Resolve(src.Path)
-		sum, err := manifests.HashFile(path)
-		if err != nil {
-			return res, fmt.Errorf("source %q: %w", src.Name, err)
-		}
 		sfp, _, err := r.fingerprint("ingest", ingestVersion, cfg, nil)
 		if err != nil {
 			return res, err
 		}
-		key := shardKey(sfp, "", manifests.FileRef{Path: filepath.Base(path), SHA256: sum})
-		if prev := r.sourceShards(old, src.Name); len(prev) > 0 && allMatch(prev, key, r) {
-			r.o.Log.Info("skip source", "stage", sr.name, "source", src.Name, "shards", len(prev), "reason", "up to date")
-			m.Shards = append(m.Shards, prev...)
-			res.report.Skipped += len(prev)
-			continue
+		// With earlier output the dump is hashed first, to skip it when
+		// unchanged; otherwise ingest hashes it while reading it.
+		if prev := r.sourceShards(old, src.Name); len(prev) > 0 {
+			sum, err := manifests.HashFile(path)
+			if err != nil {
+				return res, fmt.Errorf("source %q: %w", src.Name, err)
+			}
+			if allMatch(prev, sourceKey(sfp, path, sum), r) {
+				r.o.Log.Info("skip source", "stage", sr.name, "source", src.Name, "shards", len(prev), "reason", "up to date")
+				m.Shards = append(m.Shards, prev...)
+				res.report.Skipped += len(prev)
+				continue
+			}
 		}
 		if r.o.Explain {
 			r.o.Log.Info("explain", "stage", sr.name, "source", src.Name, "why", "no earlier output, or the dump or its settings changed")
 		}
 		changed = true
 		start := time.Now()
-		shards, err := r.ingestSource(ctx, sr, src, path, sum, key)
+		shards, err := r.ingestSource(ctx, sr, src, path, sfp)
 		if err != nil {
 			return res, fmt.Errorf("source %q: %w", src.Name, err)
 		}
@@ -122,6 +127,12 @@ func (r *Runner) ingest(ctx context.Context, sr stageRun) (stageResult, error) {
 		return res, err
 	}
 	return res, removeUnlisted(sr.dir, m)
+}
+
+// sourceKey is the key of every shard of a source: its ingest settings and
+// the dump's content.
+func sourceKey(fingerprint, path, sum string) string {
+	return shardKey(fingerprint, "", manifests.FileRef{Path: filepath.Base(path), SHA256: sum})
 }
 
 func shardNames(m *manifests.Stage) []shardInput {
@@ -176,7 +187,7 @@ type rawBatch struct {
 
 // ingestSource reads one dump, parses and writes its shards. Shards are
 // parsed and written by NumCPU workers while the next rows are read.
-func (r *Runner) ingestSource(ctx context.Context, sr stageRun, src Source, path, sum, key string) ([]manifests.Shard, error) {
+func (r *Runner) ingestSource(ctx context.Context, sr stageRun, src Source, path, fingerprint string) ([]manifests.Shard, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
@@ -188,7 +199,8 @@ func (r *Runner) ingestSource(ctx context.Context, sr stageRun, src Source, path
 	}
 	prog := r.newProgressBytes(sr.name+" "+src.Name, size)
 	defer prog.done()
-	sc := formats.NewScanner(progressReader{f, prog})
+	hash := sha256.New()
+	sc := formats.NewScanner(progressReader{io.TeeReader(f, hash), prog})
 	g, gctx := errgroup.WithContext(ctx)
 	// One more worker than CPUs: a worker waiting for its shard's fsync
 	// leaves its CPU to another. Memory grows with workers × shard size.
@@ -199,7 +211,6 @@ func (r *Runner) ingestSource(ctx context.Context, sr stageRun, src Source, path
 	// Distinct tools only: memory must grow with the number of distinct
 	// tools, not with the number of records.
 	tools := map[string]record.Tool{}
-	in := manifests.FileRef{Path: filepath.Base(path), SHA256: sum}
 	batches := make(chan rawBatch)
 	g.Go(func() error {
 		defer close(batches)
@@ -212,7 +223,6 @@ func (r *Runner) ingestSource(ctx context.Context, sr stageRun, src Source, path
 				if err != nil {
 					return err
 				}
-				sh.Key, sh.Inputs = key, []manifests.FileRef{in}
 				mu.Lock()
 				shards = append(shards, sh)
 				for _, t := range ts {
@@ -226,14 +236,24 @@ func (r *Runner) ingestSource(ctx context.Context, sr stageRun, src Source, path
 	if err := g.Wait(); err != nil {
 		return nil, err
 	}
+	// The key covers the whole dump, also when a limit or broken framing
+	// stopped the reading early.
+	if _, err := io.Copy(hash, f); err != nil {
+		return nil, err
+	}
+	sum := hex.EncodeToString(hash.Sum(nil))
 	slices.SortFunc(shards, func(a, b manifests.Shard) int { return strings.Compare(a.Name, b.Name) })
 	if len(shards) == 0 { // an empty dump still gets one (empty) shard
 		sh, _, err := r.ingestBatch(src, sr, rawBatch{})
 		if err != nil {
 			return nil, err
 		}
-		sh.Key, sh.Inputs = key, []manifests.FileRef{in}
 		shards = append(shards, sh)
+	}
+	key := sourceKey(fingerprint, path, sum)
+	for i := range shards {
+		shards[i].Key = key
+		shards[i].Inputs = []manifests.FileRef{{Path: filepath.Base(path), SHA256: sum, Bytes: size}}
 	}
 	lib := toollib.New(slices.Collect(maps.Values(tools)))
 	ref, err := shard.WriteJSONL(filepath.Join(sr.dir, "tools-"+src.Name+".jsonl"), lib.Tools)
