@@ -410,6 +410,7 @@ func writeJSONString(b *bytes.Buffer, s string) {
 	b.WriteString(s[last:])
 	b.WriteByte('"')
 }
+
 // marshalNoEscape is compact JSON without HTML escaping.
 func marshalNoEscape(v any) ([]byte, error) { return prompts.JSON(v, "") }
 
