@@ -3,6 +3,8 @@ package stages
 import (
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"strings"
 	"text/tabwriter"
 
@@ -19,6 +21,9 @@ func PrintReport(w io.Writer, rep *Report) {
 		req, hits := "-", "-"
 		if s.LLM != nil {
 			req, hits = fmt.Sprint(s.LLM.Requests-s.LLM.CacheHits), fmt.Sprint(s.LLM.CacheHits)
+			if s.LLM.Provider == "offline" {
+				req += " offline" // answered by the stand-ins, nothing sent
+			}
 		}
 		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%s\t\n", s.Dir, s.Ran, s.Skipped, c.In, c.Out,
 			manifests.Sum(c.Rejected), manifests.Sum(c.Filtered), c.Added, req, hits)
@@ -34,5 +39,11 @@ func PrintReport(w io.Writer, rep *Report) {
 		}
 		fmt.Fprintf(w, "rejected in %s: %s\n", s.Dir, strings.Join(parts, " "))
 	}
-	fmt.Fprintf(w, "output: %s\n", rep.Dir)
+	dir := rep.Dir
+	if wd, err := os.Getwd(); err == nil {
+		if rel, err := filepath.Rel(wd, dir); err == nil && !strings.HasPrefix(rel, "..") {
+			dir = rel
+		}
+	}
+	fmt.Fprintf(w, "output: %s\n", dir)
 }
