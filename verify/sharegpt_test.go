@@ -9,7 +9,7 @@ import (
 	"testing"
 )
 
-// sharedData locates /work/shared/data from the package directory (the
+// sharedData locates ../shared/data (beside the repository) from the package directory (the
 // repository's parent), or AUGMENT_SHARED_DATA; tests skip without it.
 func sharedData(t testing.TB, rel string) string {
 	t.Helper()

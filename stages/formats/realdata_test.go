@@ -14,7 +14,7 @@ import (
 	"github.com/augmentdata/augment/stages/record"
 )
 
-// sharedData locates /work/shared/data: $AUGMENT_SHARED_DATA, else the
+// sharedData locates ../shared/data (beside the repository): $AUGMENT_SHARED_DATA, else the
 // repository's sibling shared/data. Tests skip when it is absent (it is not
 // part of the repository).
 func sharedData(t testing.TB) string {

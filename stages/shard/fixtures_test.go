@@ -110,7 +110,7 @@ func syntheticRecords(n int, seed uint64) []*record.Record {
 	return out
 }
 
-// sharedDataDir locates /work/shared/data from the package directory (or
+// sharedDataDir locates ../shared/data (beside the repository) from the package directory (or
 // AUGMENT_SHARED_DATA) and skips the test when it is absent.
 func sharedDataDir(tb testing.TB) string {
 	dir := os.Getenv("AUGMENT_SHARED_DATA")
