@@ -246,3 +246,30 @@ func TestShardsReadByArrow(t *testing.T) {
 		rdr.Close()
 	}
 }
+
+// A pipeline with verify rejects the records it must, and its manifest
+// counts each reason, each check and each problem kind.
+func TestRunVerifyCountsInManifest(t *testing.T) {
+	dir := t.TempDir()
+	tool := `[{"name": "is_prime", "description": "Check primality.", "parameters": {"n": {"description": "The integer", "type": "int"}}}]`
+	rows := fmt.Sprintf(`[
+{"id": 0, "query": "Is 7 prime?", "answers": "[{\"name\": \"is_prime\", \"arguments\": {\"n\": 7}}]", "tools": %[1]q},
+{"id": 1, "query": "Is it prime?", "answers": "[{\"name\": \"is_prime\", \"arguments\": {}}]", "tools": %[1]q},
+{"id": 2, "query": "Is seven prime?", "answers": "[{\"name\": \"is_prime\", \"arguments\": {\"n\": \"seven\"}}]", "tools": %[1]q}
+]`, tool)
+	os.WriteFile(filepath.Join(dir, "x.json"), []byte(rows), 0o644)
+	path := filepath.Join(dir, "pipeline.yaml")
+	os.WriteFile(path, []byte("sources: [{name: x, path: x.json, format: xlam}]\nstages:\n  - verify: {checks: [roles, args_schema]}\n"), 0o644)
+	runPipeline(t, path)
+	m, err := manifests.Read[manifests.Stage](filepath.Join(dir, "out", "01-verify", "manifest.json"))
+	if err != nil || m == nil {
+		t.Fatal(err)
+	}
+	c := m.Totals
+	if c.In != 3 || c.Out != 1 || c.Rejected["verify:args_schema"] != 2 {
+		t.Errorf("counts %+v, want 3 in, 1 out, 2 rejected as verify:args_schema", c)
+	}
+	if c.Counters["check.args_schema"] != 2 || c.Counters["kind.param_missing"] != 1 || c.Counters["kind.wrong_type"] != 1 {
+		t.Errorf("counters %v", c.Counters)
+	}
+}
