@@ -347,7 +347,7 @@ func (r *Runner) runStage(ctx context.Context, sr stageRun, inputs []shardInput)
 			defer mu.Unlock()
 			done[in.name] = sh
 			res.report.Ran++
-			r.o.Log.Info("shard done", "stage", sr.name, "shard", in.name, "in", sh.In, "out", sh.Out,
+			r.o.Log.Debug("shard done", "stage", sr.name, "shard", in.name, "in", sh.In, "out", sh.Out,
 				"rejected", manifests.Sum(sh.Rejected), "filtered", manifests.Sum(sh.Filtered), "added", sh.Added)
 			// Saving after every shard would cost two fsyncs per shard; a
 			// shard done but not yet recorded is redone by the next run,
@@ -380,6 +380,9 @@ func (r *Runner) runStage(ctx context.Context, sr stageRun, inputs []shardInput)
 	if err != nil {
 		return res, err
 	}
+	r.o.Log.Info("stage done", "stage", sr.name, "shards", res.report.Ran, "in", m.Totals.In, "out", m.Totals.Out,
+		"rejected", manifests.Sum(m.Totals.Rejected), "filtered", manifests.Sum(m.Totals.Filtered), "added", m.Totals.Added,
+		"seconds", fmt.Sprintf("%.1f", time.Since(m.Started).Seconds()))
 	if err := removeUnlisted(sr.dir, m); err != nil {
 		return res, err
 	}
