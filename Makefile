@@ -3,7 +3,7 @@ GO       ?= go
 VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS  := -X main.version=$(VERSION)
 
-.PHONY: help build run test race bench fuzz fmt vet check clean
+.PHONY: help build run test race bench fuzz fmt vet lint check clean
 
 help: ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-8s %s\n", $$1, $$2}'
@@ -35,7 +35,10 @@ vet: ## gofmt check and go vet
 	@test -z "$$(gofmt -l .)" || (gofmt -l .; echo "gofmt needed"; exit 1)
 	$(GO) vet ./...
 
-check: vet test ## vet, then test
+lint: ## staticcheck (pinned; fetched by go run)
+	$(GO) run honnef.co/go/tools/cmd/staticcheck@v0.6.1 ./...
+
+check: vet lint test ## vet, lint, then test
 
 clean: ## remove build and run outputs
 	rm -rf bin out

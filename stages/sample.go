@@ -42,8 +42,6 @@ type Quota struct {
 	N        int    `yaml:"n" json:"n"` // 0 keeps every matching record
 }
 
-var categories = []string{"chat", "single_call", "parallel_calls", "multi_turn"}
-
 func (c *SampleConfig) defaults()    {}
 func (c *SampleConfig) version() int { return 1 }
 

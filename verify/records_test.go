@@ -22,7 +22,6 @@ func result(name, content string) record.Result { return record.Result{Name: nam
 
 var metaToolDef = record.Tool{Name: MetaTool, Description: "Use this tool when no suitable tool is available.", Parameters: json.RawMessage(
 	`{"type":"object","properties":{"tool_description":{"type":"string"},"param_description":{"type":"array","items":{"type":"string"}}},"required":["tool_description","param_description"]}`)}
-var userInputDef = record.Tool{Name: GetUserInput, Description: "Not invoke any additional functions.", Parameters: json.RawMessage(`{"type":"object","properties":{}}`)}
 
 func rec(tools []record.Tool, msgs ...record.Message) *record.Record {
 	return &record.Record{ID: "t:0", Tools: tools, Messages: msgs}

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+	bolterrors "go.etcd.io/bbolt/errors"
 )
 
 // CacheFile is the name of the request cache inside the cache directory.
@@ -148,7 +149,7 @@ func openDB(path string, readOnly bool) (*bolt.DB, error) {
 		o.InitialMmapSize = 1 << 30
 	}
 	db, err := bolt.Open(path, 0o644, o)
-	if errors.Is(err, bolt.ErrTimeout) {
+	if errors.Is(err, bolterrors.ErrTimeout) {
 		return nil, fmt.Errorf("llm cache %s is in use by another augment process", path)
 	}
 	if err != nil {
