@@ -82,6 +82,17 @@ func e2eFake(t *testing.T, cfg fakellm.Config) (*fakellm.Server, string) {
 	return fake, hs.URL + "/v1"
 }
 
+// e2eSetup starts a fake teacher with cfg and writes dump and pipe, pointed
+// at it, into a new directory.
+func e2eSetup(t *testing.T, cfg fakellm.Config, pipe e2ePipeline, dump []byte) (*fakellm.Server, string) {
+	t.Helper()
+	fake, url := e2eFake(t, cfg)
+	dir := t.TempDir()
+	pipe.BaseURL = url
+	pipe.write(t, dir, dump)
+	return fake, dir
+}
+
 // e2ePipeline is the reason stage (meta_tool style) and an export over the
 // xlam rows in rows.json, taught by the model at baseURL.
 type e2ePipeline struct {
@@ -362,20 +373,14 @@ func TestKillDuringLLMStage(t *testing.T) {
 	cfg := fakellm.Config{Latency: fakellm.Duration(3 * time.Millisecond)}
 	pipe := e2ePipeline{MaxInFlight: 2, ShardSize: 50}
 
-	cleanFake, cleanURL := e2eFake(t, cfg)
-	cleanDir := t.TempDir()
-	pipe.BaseURL = cleanURL
-	pipe.write(t, cleanDir, dump)
+	cleanFake, cleanDir := e2eSetup(t, cfg, pipe, dump)
 	e2eMustRun(t, cleanDir, "run", "-quiet", "pipeline.yaml")
 	clean := cleanFake.Counters()
 	if clean.Chat != rows {
 		t.Fatalf("clean run sent %d requests for %d rows", clean.Chat, rows)
 	}
 
-	fake, url := e2eFake(t, cfg)
-	dir := t.TempDir()
-	pipe.BaseURL = url
-	pipe.write(t, dir, dump)
+	fake, dir := e2eSetup(t, cfg, pipe, dump)
 	cmd, _ := e2eSignalAt(t, dir, fake, clean.Chat*2/5, syscall.SIGKILL, "run", "-quiet", "pipeline.yaml")
 	if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); !ok || !ws.Signaled() || ws.Signal() != syscall.SIGKILL {
 		t.Fatalf("augment was not killed: %v", cmd.ProcessState)
@@ -415,17 +420,11 @@ func TestInterruptDuringLLMStage(t *testing.T) {
 	cfg := fakellm.Config{Latency: fakellm.Duration(3 * time.Millisecond)}
 	pipe := e2ePipeline{MaxInFlight: 2, ShardSize: 40}
 
-	cleanFake, cleanURL := e2eFake(t, cfg)
-	cleanDir := t.TempDir()
-	pipe.BaseURL = cleanURL
-	pipe.write(t, cleanDir, dump)
+	cleanFake, cleanDir := e2eSetup(t, cfg, pipe, dump)
 	e2eMustRun(t, cleanDir, "run", "-quiet", "pipeline.yaml")
 	clean := cleanFake.Counters()
 
-	fake, url := e2eFake(t, cfg)
-	dir := t.TempDir()
-	pipe.BaseURL = url
-	pipe.write(t, dir, dump)
+	fake, dir := e2eSetup(t, cfg, pipe, dump)
 	cmd, stderr := e2eSignalAt(t, dir, fake, clean.Chat/2, os.Interrupt, "run", "-quiet", "pipeline.yaml")
 	if code := cmd.ProcessState.ExitCode(); code != exitInterrupt {
 		t.Fatalf("interrupted run: exit %d (%v), want %d\nstderr:\n%s", code, cmd.ProcessState, exitInterrupt, stderr)
