@@ -12,6 +12,7 @@ import (
 
 	"github.com/augmentdata/augment/stages/record"
 	"github.com/augmentdata/augment/stages/toollib"
+	"github.com/augmentdata/augment/verify"
 )
 
 // MetaToolConfig is the `meta_tool:` stage (seed 000, §3.2, A.2, A.4): it
@@ -171,8 +172,6 @@ const (
 	MetaToolUnknownCall      = "meta_tool_unknown_call"
 	MetaToolBadParameters    = "meta_tool_bad_parameters"
 	MetaToolFewDistractors   = "meta_tool_few_distractors"
-	metaToolName             = "meta_tool"
-	getUserInputName         = "get_user_input"
 	metaToolEmbedBatch       = 512
 	metaToolDefaultAlpha     = 0.5
 	metaToolDefaultOpenWorld = 0.5
@@ -182,7 +181,7 @@ const (
 // metaToolDef is the meta_tool definition of seed 000, Fig 4, with
 // "required" inside "parameters" where JSON Schema wants it.
 var metaToolDef = record.Tool{
-	Name:        metaToolName,
+	Name:        verify.MetaTool,
 	Description: "Use this tool when no suitable tool is available in the current list, and an external tool is required to provide an accurate response to the user.",
 	Parameters: json.RawMessage(`{"type":"object","properties":{` +
 		`"tool_description":{"description":"A clear and concise description of the external tool you need to use.","type":"string"},` +
@@ -193,7 +192,7 @@ var metaToolDef = record.Tool{
 // getUserInputDef is the get_user_input definition (seed 000, Fig 6): a
 // function that calls nothing and hands the turn to the user.
 var getUserInputDef = record.Tool{
-	Name:        getUserInputName,
+	Name:        verify.GetUserInput,
 	Description: "Reply to the user without invoking any other function: answer, ask for missing details, or just talk.",
 	Parameters:  json.RawMessage(`{"type":"object","properties":{}}`),
 }
@@ -309,7 +308,7 @@ func (s *metaToolStage) library() (*metaToolLibrary, error) {
 	ml := &metaToolLibrary{lib: lib, usable: make([]bool, len(lib.Tools)), qs: make([]toollib.Query, len(lib.Tools))}
 	for i, t := range lib.Tools {
 		q, err := toollib.QueryOf(t)
-		ml.usable[i] = err == nil && t.Name != metaToolName && t.Name != getUserInputName
+		ml.usable[i] = err == nil && t.Name != verify.MetaTool && t.Name != verify.GetUserInput
 		ml.qs[i] = q
 	}
 	s.lib = ml
@@ -367,7 +366,7 @@ type metaToolPlan struct {
 // Process returns the record's open- or closed-world variant (see
 // MetaToolConfig). A nil error always comes with exactly one record.
 func (s *metaToolStage) Process(ctx context.Context, in *record.Record) ([]*record.Record, error) {
-	p := &metaToolPlan{in: in, rng: s.env.Rand(in.ID), taken: map[string]bool{metaToolName: true, getUserInputName: true}}
+	p := &metaToolPlan{in: in, rng: s.env.Rand(in.ID), taken: map[string]bool{verify.MetaTool: true, verify.GetUserInput: true}}
 	if err := s.collect(p); err != nil {
 		return nil, err
 	}
@@ -397,7 +396,7 @@ func (s *metaToolStage) Process(ctx context.Context, in *record.Record) ([]*reco
 		for i := range out.Messages {
 			m := &out.Messages[i]
 			if m.Role == record.RoleAssistant && len(m.Calls) == 0 {
-				m.Calls = []record.Call{{Name: getUserInputName, Arguments: json.RawMessage(`{}`)}}
+				m.Calls = []record.Call{{Name: verify.GetUserInput, Arguments: json.RawMessage(`{}`)}}
 			}
 		}
 	}
@@ -420,14 +419,14 @@ func (s *metaToolStage) Process(ctx context.Context, in *record.Record) ([]*reco
 // collect finds the invoked tools and checks the record can be handled.
 func (s *metaToolStage) collect(p *metaToolPlan) error {
 	for _, t := range p.in.Tools {
-		if t.Name == metaToolName || t.Name == getUserInputName {
+		if t.Name == verify.MetaTool || t.Name == verify.GetUserInput {
 			return Rejectf(MetaToolReservedName, "the record already lists a tool named %q", t.Name)
 		}
 	}
 	seen := map[string]bool{}
 	for i, m := range p.in.Messages {
 		for _, c := range m.Calls {
-			if c.Name == metaToolName || c.Name == getUserInputName {
+			if c.Name == verify.MetaTool || c.Name == verify.GetUserInput {
 				return Rejectf(MetaToolReservedName, "messages[%d] already calls %q", i, c.Name)
 			}
 			if seen[c.Name] {
@@ -701,8 +700,8 @@ func (s *metaToolStage) insertMetaCalls(ctx context.Context, p *metaToolPlan, ms
 					if err != nil {
 						return nil, err
 					}
-					call.Calls = append(call.Calls, record.Call{Name: metaToolName, Arguments: args})
-					res.Results = append(res.Results, record.Result{Name: metaToolName, Content: content})
+					call.Calls = append(call.Calls, record.Call{Name: verify.MetaTool, Arguments: args})
+					res.Results = append(res.Results, record.Result{Name: verify.MetaTool, Content: content})
 					retrieved[p.invoked[k].Name] = true
 				}
 				out = append(out, call, res)
@@ -782,9 +781,9 @@ func metaToolCategory(r *record.Record, open bool) string {
 	for _, m := range r.Messages {
 		for _, c := range m.Calls {
 			switch c.Name {
-			case metaToolName:
+			case verify.MetaTool:
 				meta++
-			case getUserInputName:
+			case verify.GetUserInput:
 			default:
 				calls++
 			}

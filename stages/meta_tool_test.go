@@ -14,6 +14,7 @@ import (
 
 	"github.com/augmentdata/augment/stages/record"
 	"github.com/augmentdata/augment/stages/toollib"
+	"github.com/augmentdata/augment/verify"
 )
 
 // mtEmbedder is a lexical test embedder: each lower-cased word adds 1 to
@@ -174,7 +175,7 @@ func mtInvokedNames(r *record.Record) []string {
 	var names []string
 	for _, m := range r.Messages {
 		for _, c := range m.Calls {
-			if c.Name != metaToolName && c.Name != getUserInputName && !slices.Contains(names, c.Name) {
+			if c.Name != verify.MetaTool && c.Name != verify.GetUserInput && !slices.Contains(names, c.Name) {
 				names = append(names, c.Name)
 			}
 		}
@@ -202,18 +203,18 @@ func mtCheck(t *testing.T, cfg MetaToolConfig, in, out *record.Record) {
 			t.Errorf("%s: tool %q listed twice", in.ID, tl.Name)
 		}
 		listed[tl.Name] = true
-		if tl.Name != getUserInputName {
+		if tl.Name != verify.GetUserInput {
 			regular++
 		}
-		if tl.Name == metaToolName && i != 0 {
+		if tl.Name == verify.MetaTool && i != 0 {
 			t.Errorf("%s: meta_tool listed at %d, want first", in.ID, i)
 		}
 	}
-	if listed[getUserInputName] != cfg.GetUserInput {
-		t.Errorf("%s: get_user_input listed = %v", in.ID, listed[getUserInputName])
+	if listed[verify.GetUserInput] != cfg.GetUserInput {
+		t.Errorf("%s: get_user_input listed = %v", in.ID, listed[verify.GetUserInput])
 	}
-	if listed[metaToolName] != (world == "open") {
-		t.Errorf("%s: meta_tool listed = %v in a %s world", in.ID, listed[metaToolName], world)
+	if listed[verify.MetaTool] != (world == "open") {
+		t.Errorf("%s: meta_tool listed = %v in a %s world", in.ID, listed[verify.MetaTool], world)
 	}
 	if difficulty == "hard" && regular < cfg.MinTools {
 		t.Errorf("%s: hard record lists %d tools, want ≥ %d", in.ID, regular, cfg.MinTools)
@@ -256,9 +257,9 @@ func mtCheck(t *testing.T, cfg MetaToolConfig, in, out *record.Record) {
 	var stripped []record.Message
 	for i := 0; i < len(out.Messages); i++ {
 		m := out.Messages[i]
-		isMeta := len(m.Calls) > 0 && m.Calls[0].Name == metaToolName
+		isMeta := len(m.Calls) > 0 && m.Calls[0].Name == verify.MetaTool
 		for _, c := range m.Calls {
-			if (c.Name == metaToolName) != isMeta {
+			if (c.Name == verify.MetaTool) != isMeta {
 				t.Fatalf("%s: messages[%d] mixes meta_tool with other calls", in.ID, i)
 			}
 			if !avail[c.Name] {
@@ -266,7 +267,7 @@ func mtCheck(t *testing.T, cfg MetaToolConfig, in, out *record.Record) {
 			}
 		}
 		if !isMeta {
-			if cfg.GetUserInput && len(m.Calls) == 1 && m.Calls[0].Name == getUserInputName {
+			if cfg.GetUserInput && len(m.Calls) == 1 && m.Calls[0].Name == verify.GetUserInput {
 				if string(m.Calls[0].Arguments) != "{}" {
 					t.Errorf("%s: get_user_input arguments %s", in.ID, m.Calls[0].Arguments)
 				}
@@ -293,7 +294,7 @@ func mtCheck(t *testing.T, cfg MetaToolConfig, in, out *record.Record) {
 				t.Fatalf("%s: %v", in.ID, err)
 			}
 			res := out.Messages[i+1].Results[k]
-			if res.Name != metaToolName {
+			if res.Name != verify.MetaTool {
 				t.Errorf("%s: result name %q", in.ID, res.Name)
 			}
 			tools := mtResultTools(t, res.Content)
@@ -443,7 +444,7 @@ func TestMetaToolParallelAndRepeatedCalls(t *testing.T) {
 			mtCheck(t, MetaToolConfig{OpenWorldRatio: mtPtr(1), HardRatio: mtPtr(0)}, tt.in, out)
 			var got [][]string
 			for i, m := range out.Messages {
-				if len(m.Calls) == 0 || m.Calls[0].Name != metaToolName {
+				if len(m.Calls) == 0 || m.Calls[0].Name != verify.MetaTool {
 					continue
 				}
 				var names []string
@@ -470,7 +471,7 @@ func TestMetaToolClosedWorld(t *testing.T) {
 		}
 		for _, m := range out.Messages {
 			for _, c := range m.Calls {
-				if c.Name == metaToolName {
+				if c.Name == verify.MetaTool {
 					t.Errorf("%s: closed world calls meta_tool", in.ID)
 				}
 			}
@@ -583,7 +584,7 @@ func TestMetaToolRetrieved(t *testing.T) {
 			out := mtProcess(t, st, in)
 			mtCheck(t, cfg, in, out)
 			for j, m := range out.Messages {
-				if m.Role != record.RoleTool || len(m.Results) == 0 || m.Results[0].Name != metaToolName {
+				if m.Role != record.RoleTool || len(m.Results) == 0 || m.Results[0].Name != verify.MetaTool {
 					continue
 				}
 				for k, r := range m.Results {
@@ -630,10 +631,10 @@ func TestMetaToolGetUserInput(t *testing.T) {
 	out := mtProcess(t, st, mtChat("mt:chat"))
 	mtCheck(t, cfg, mtChat("mt:chat"), out)
 	a := out.Messages[1]
-	if len(a.Calls) != 1 || a.Calls[0].Name != getUserInputName || a.Content != "NLP is the field of …" {
+	if len(a.Calls) != 1 || a.Calls[0].Name != verify.GetUserInput || a.Content != "NLP is the field of …" {
 		t.Errorf("assistant turn %+v", a)
 	}
-	if out.Tag("category") != "chat" || len(out.Tools) != 1 || out.Tools[0].Name != getUserInputName {
+	if out.Tag("category") != "chat" || len(out.Tools) != 1 || out.Tools[0].Name != verify.GetUserInput {
 		t.Errorf("category %s, tools %v", out.Tag("category"), out.Tools)
 	}
 	if len(out.Messages) != 2 {
@@ -941,7 +942,7 @@ func TestMetaToolRealData(t *testing.T) {
 			low = min(low, sim)
 			for i, m := range noisy.Messages {
 				for j, c := range m.Calls {
-					if c.Name == metaToolName {
+					if c.Name == verify.MetaTool {
 						calls++
 						if string(c.Arguments) != string(out.Messages[i].Calls[j].Arguments) {
 							changed++

@@ -19,6 +19,7 @@ import (
 	"github.com/augmentdata/augment/stages/llm"
 	"github.com/augmentdata/augment/stages/record"
 	"github.com/augmentdata/augment/stages/toollib"
+	"github.com/augmentdata/augment/verify"
 )
 
 // NoiseConfig is the `noise:` stage (seed 000, §3.2, A.2–A.3, Fig 7): the
@@ -157,7 +158,7 @@ func (s *noiseStage) Process(ctx context.Context, r *record.Record) ([]*record.R
 			continue
 		}
 		for j, c := range m.Calls {
-			if c.Name == metaToolName {
+			if c.Name == verify.MetaTool {
 				slots = append(slots, noiseSlot{i, j})
 			}
 		}
@@ -215,7 +216,7 @@ func (s *noiseStage) rewrite(ctx context.Context, r *record.Record, sl noiseSlot
 	if err != nil {
 		return nil, 0, llm.Response{}, Rejectf(NoiseBadShape, "the input meta_tool call: %v", err)
 	}
-	callJSON, err := marshalNoEscape(noiseCall{Name: metaToolName, Arguments: orig})
+	callJSON, err := marshalNoEscape(noiseCall{Name: verify.MetaTool, Arguments: orig})
 	if err != nil {
 		return nil, 0, llm.Response{}, err
 	}
@@ -294,7 +295,7 @@ func parseNoiseAnswer(content string, wantParams int) (toollib.Query, error) {
 		return toollib.Query{}, Rejectf(NoiseBadShape, "the answer: %v", err)
 	}
 	var name string
-	if err := json.Unmarshal(vals[indexOf(keys, "name")], &name); err != nil || name != metaToolName {
+	if err := json.Unmarshal(vals[indexOf(keys, "name")], &name); err != nil || name != verify.MetaTool {
 		return toollib.Query{}, Rejectf(NoiseBadShape, "the answer's name is %s, want \"meta_tool\"", bytes.TrimSpace(vals[indexOf(keys, "name")]))
 	}
 	q, err := metaToolArguments(vals[indexOf(keys, "arguments")], wantParams)
@@ -409,7 +410,7 @@ func (s *noiseStage) standIn(orig toollib.Query, callJSON []byte, simTo func(too
 			return "", err
 		}
 		if sim >= s.cfg.Threshold {
-			b, err := marshalNoEscape(noiseCall{Name: metaToolName, Arguments: q})
+			b, err := marshalNoEscape(noiseCall{Name: verify.MetaTool, Arguments: q})
 			return string(b), err
 		}
 	}

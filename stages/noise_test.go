@@ -15,6 +15,7 @@ import (
 	"github.com/augmentdata/augment/stages/llm"
 	"github.com/augmentdata/augment/stages/record"
 	"github.com/augmentdata/augment/stages/toollib"
+	"github.com/augmentdata/augment/verify"
 )
 
 // noiseTeacher answers each slot with its scripted answers in order (the
@@ -94,7 +95,7 @@ func metaSlots(r *record.Record) []string {
 	var slots []string
 	for i, m := range r.Messages {
 		for j, c := range m.Calls {
-			if c.Name == metaToolName {
+			if c.Name == verify.MetaTool {
 				slots = append(slots, fmt.Sprintf("%s/turn%d/call%d", r.ID, i, j))
 			}
 		}
@@ -176,7 +177,7 @@ func FuzzParseNoiseAnswer(f *testing.F) {
 			return
 		}
 		// An accepted answer survives re-encoding unchanged.
-		b, err := marshalNoEscape(noiseCall{Name: metaToolName, Arguments: q})
+		b, err := marshalNoEscape(noiseCall{Name: verify.MetaTool, Arguments: q})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -201,10 +202,10 @@ func TestNoiseAcceptsAndKeepsResults(t *testing.T) {
 	var got []string
 	for i, m := range out.Messages {
 		for j, c := range m.Calls {
-			if c.Name == metaToolName {
+			if c.Name == verify.MetaTool {
 				got = append(got, string(c.Arguments))
 			}
-			if c.Name != metaToolName && string(c.Arguments) != string(in.Messages[i].Calls[j].Arguments) {
+			if c.Name != verify.MetaTool && string(c.Arguments) != string(in.Messages[i].Calls[j].Arguments) {
 				t.Errorf("messages[%d]: a regular call changed", i)
 			}
 		}
@@ -413,7 +414,7 @@ func TestNoiseOfflineStandIn(t *testing.T) {
 			changed := 0
 			for i, m := range out.Messages {
 				for j, c := range m.Calls {
-					if c.Name == metaToolName && string(c.Arguments) != string(in.Messages[i].Calls[j].Arguments) {
+					if c.Name == verify.MetaTool && string(c.Arguments) != string(in.Messages[i].Calls[j].Arguments) {
 						changed++
 					}
 				}

@@ -9,8 +9,9 @@ import (
 
 	"github.com/schollz/progressbar/v3"
 
-	"github.com/augmentdata/augment/stages/llm"
 	"golang.org/x/term"
+
+	"github.com/augmentdata/augment/stages/llm"
 )
 
 // progress reports how far a stage is: a progress bar on a terminal, a log

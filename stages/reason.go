@@ -135,17 +135,10 @@ func (s *reasoner) Concurrency() int { return max(1, s.env.Capacity) }
 // any turn fails; the error reported is that of the earliest failing turn,
 // so the reject does not depend on which answer arrived first. Errors that
 // are not rejects (fatal teacher errors, cancellation) win over rejects.
-// onlyUserInput reports a turn whose only call is get_user_input: a reply
-// to the user, whose text is its own reasoning (seed 000 Fig 19: the answer,
-// then the get_user_input call), so it gets no distilled reasoning.
-func onlyUserInput(m record.Message) bool {
-	return len(m.Calls) == 1 && m.Calls[0].Name == verify.GetUserInput
-}
-
 func (s *reasoner) Process(ctx context.Context, r *record.Record) ([]*record.Record, error) {
 	var turns []int
 	for k, m := range r.Messages {
-		if m.Role == record.RoleAssistant && len(m.Calls) > 0 && !onlyUserInput(m) && (s.cfg.Overwrite || m.Reasoning == "") {
+		if m.Role == record.RoleAssistant && len(m.Calls) > 0 && !verify.Reply(m.Calls) && (s.cfg.Overwrite || m.Reasoning == "") {
 			turns = append(turns, k)
 		}
 	}
@@ -535,7 +528,7 @@ func toolsInScope(r *record.Record, k int) map[string]record.Tool {
 
 // retrievedTools returns the tool definitions that meta_tool results in msgs
 // hand to the assistant, in order. Results that are not definitions are
-// skipped.
+// skipped (verify's calls_resolved reports them).
 func retrievedTools(msgs []record.Message) []record.Tool {
 	var out []record.Tool
 	for _, m := range msgs {
@@ -543,41 +536,13 @@ func retrievedTools(msgs []record.Message) []record.Tool {
 			continue
 		}
 		for _, res := range m.Results {
-			if res.Name != "meta_tool" {
+			if res.Name != verify.MetaTool {
 				continue
 			}
-			out = append(out, parseToolDefs(res.Content)...)
+			if ts, err := verify.RetrievedTools(res.Content); err == nil {
+				out = append(out, ts...)
+			}
 		}
-	}
-	return out
-}
-
-// parseToolDefs reads one tool definition object or a JSON list of them.
-func parseToolDefs(content string) []record.Tool {
-	type def struct {
-		Name        string          `json:"name"`
-		Description string          `json:"description"`
-		Parameters  json.RawMessage `json:"parameters"`
-	}
-	var list []def
-	trimmed := strings.TrimSpace(content)
-	if strings.HasPrefix(trimmed, "[") {
-		if json.Unmarshal([]byte(trimmed), &list) != nil {
-			return nil
-		}
-	} else {
-		var one def
-		if json.Unmarshal([]byte(trimmed), &one) != nil {
-			return nil
-		}
-		list = []def{one}
-	}
-	var out []record.Tool
-	for _, d := range list {
-		if d.Name == "" {
-			continue
-		}
-		out = append(out, record.Tool{Name: d.Name, Description: d.Description, Parameters: d.Parameters})
 	}
 	return out
 }
@@ -719,7 +684,7 @@ func reasonStandIn(r *record.Record, k int) string {
 	// 2. Which function(s) and why.
 	names := calledNames(turn)
 	why := func(n string) string {
-		if n == "meta_tool" {
+		if n == verify.MetaTool {
 			return "none of the functions I have can do this and meta_tool finds one that matches a description"
 		}
 		if d := oneLine(scope[n].Description); d != "" {

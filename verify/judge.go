@@ -299,8 +299,8 @@ func judgeCallTurns(ctx context.Context, env LLMEnv, r *record.Record, name, kin
 		if m.Role != record.RoleAssistant || len(m.Calls) == 0 {
 			continue
 		}
-		if len(m.Calls) == 1 && m.Calls[0].Name == GetUserInput {
-			continue // a reply to the user (seed 000 Fig 19), not a tool call to judge
+		if Reply(m.Calls) {
+			continue
 		}
 		data := turnData{Tools: toolsText(r.Tools), History: renderDialogue(r, 0, i), Turn: renderDialogue(r, i, i+1)}
 		stand := func() (string, error) {

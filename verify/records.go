@@ -50,7 +50,7 @@ func checkRoles(r *record.Record) []Problem {
 			case "tool":
 				add("role_order", i, "a user turn follows a tool turn; the assistant must answer the results first")
 			case "call":
-				if !onlyUserInput(calls) {
+				if !Reply(calls) {
 					add("missing_results", i-1, "the calls of turn %d get no tool turn", i-1)
 				}
 			}
@@ -98,9 +98,11 @@ func checkRoles(r *record.Record) []Problem {
 	return out
 }
 
-// onlyUserInput reports whether every call asks the user (get_user_input),
-// whose answer is the next user turn rather than a tool turn.
-func onlyUserInput(calls []record.Call) bool {
+// Reply reports whether every call of a turn asks the user
+// (get_user_input): such a turn is a reply to the user (seed 000 Fig 6, 19)
+// whose answer is the next user turn rather than a tool turn, and it is not
+// a tool call to reason about or judge.
+func Reply(calls []record.Call) bool {
 	for _, c := range calls {
 		if c.Name != GetUserInput {
 			return false
@@ -225,7 +227,7 @@ func walkTools(r *record.Record, turn func(i int, avail []record.Tool), badResul
 				if name != MetaTool {
 					continue
 				}
-				ts, err := retrievedTools(res.Content)
+				ts, err := RetrievedTools(res.Content)
 				if err != nil {
 					if badResult != nil {
 						badResult(i, j, err)
@@ -245,10 +247,11 @@ func walkTools(r *record.Record, turn func(i int, avail []record.Tool), badResul
 	}
 }
 
-// retrievedTools parses a meta_tool result: one tool definition or a list of
-// them, each bare ({"name", "description", "parameters"}) or wrapped
-// ({"type": "function", "function": {…}}).
-func retrievedTools(content string) ([]record.Tool, error) {
+// RetrievedTools parses a meta_tool result (the Content of a Result named
+// MetaTool): one tool definition or a list of them, each bare
+// ({"name", "description", "parameters"}) or wrapped
+// ({"type": "function", "function": {…}}); the error says what is wrong.
+func RetrievedTools(content string) ([]record.Tool, error) {
 	var raw json.RawMessage
 	if err := json.Unmarshal([]byte(content), &raw); err != nil {
 		return nil, fmt.Errorf("not JSON: %v", err)
