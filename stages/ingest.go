@@ -77,9 +77,9 @@ func (r *Runner) ingest(ctx context.Context, sr stageRun) (stageResult, error) {
 		}
 		// With earlier output the dump is hashed first, to skip it when
 		// unchanged; otherwise ingest hashes it while reading it.
+		sum := ""
 		if prev := r.sourceShards(old, src.Name); len(prev) > 0 {
-			sum, err := manifests.HashFile(path)
-			if err != nil {
+			if sum, err = manifests.HashFile(path); err != nil {
 				return res, fmt.Errorf("source %q: %w", src.Name, err)
 			}
 			if allMatch(prev, sourceKey(sfp, path, sum), r) {
@@ -94,7 +94,7 @@ func (r *Runner) ingest(ctx context.Context, sr stageRun) (stageResult, error) {
 		}
 		changed = true
 		start := time.Now()
-		shards, err := r.ingestSource(ctx, sr, src, path, sfp)
+		shards, err := r.ingestSource(ctx, sr, src, path, sfp, sum)
 		if err != nil {
 			return res, fmt.Errorf("source %q: %w", src.Name, err)
 		}
@@ -187,7 +187,8 @@ type rawBatch struct {
 
 // ingestSource reads one dump, parses and writes its shards. Shards are
 // parsed and written by NumCPU workers while the next rows are read.
-func (r *Runner) ingestSource(ctx context.Context, sr stageRun, src Source, path, fingerprint string) ([]manifests.Shard, error) {
+// sum is the dump's SHA-256 when the caller already hashed it, else "".
+func (r *Runner) ingestSource(ctx context.Context, sr stageRun, src Source, path, fingerprint, sum string) ([]manifests.Shard, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
@@ -199,8 +200,12 @@ func (r *Runner) ingestSource(ctx context.Context, sr stageRun, src Source, path
 	}
 	prog := r.newProgressBytes(sr.name+" "+src.Name, size)
 	defer prog.done()
+	var in io.Reader = f
 	hash := sha256.New()
-	sc := formats.NewScanner(progressReader{io.TeeReader(f, hash), prog})
+	if sum == "" {
+		in = io.TeeReader(f, hash)
+	}
+	sc := formats.NewScanner(progressReader{in, prog})
 	g, gctx := errgroup.WithContext(ctx)
 	// One more worker than CPUs: a worker waiting for its shard's fsync
 	// leaves its CPU to another. Memory grows with workers × shard size.
@@ -236,12 +241,14 @@ func (r *Runner) ingestSource(ctx context.Context, sr stageRun, src Source, path
 	if err := g.Wait(); err != nil {
 		return nil, err
 	}
-	// The key covers the whole dump, also when a limit or broken framing
-	// stopped the reading early.
-	if _, err := io.Copy(hash, f); err != nil {
-		return nil, err
+	if sum == "" {
+		// The key covers the whole dump, also when a limit or broken
+		// framing stopped the reading early.
+		if _, err := io.Copy(hash, f); err != nil {
+			return nil, err
+		}
+		sum = hex.EncodeToString(hash.Sum(nil))
 	}
-	sum := hex.EncodeToString(hash.Sum(nil))
 	slices.SortFunc(shards, func(a, b manifests.Shard) int { return strings.Compare(a.Name, b.Name) })
 	if len(shards) == 0 { // an empty dump still gets one (empty) shard
 		sh, _, err := r.ingestBatch(src, sr, rawBatch{})
