@@ -23,7 +23,8 @@ type progress struct {
 	ended chan struct{}
 }
 
-const logEvery = 10 * time.Second
+// logEvery is the interval of plain progress lines (a variable for tests).
+var logEvery = 10 * time.Second
 
 // newProgress tracks records out of total.
 func (r *Runner) newProgress(name string, total int64, env *Env) *progress {

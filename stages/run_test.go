@@ -1,21 +1,27 @@
 package stages
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/apache/arrow/go/v17/arrow/memory"
 	"github.com/apache/arrow/go/v17/parquet/file"
 	"github.com/apache/arrow/go/v17/parquet/pqarrow"
 
 	"github.com/augmentdata/augment/manifests"
+	"github.com/augmentdata/augment/stages/record"
 	"github.com/augmentdata/augment/stages/shard"
 )
 
@@ -272,4 +278,202 @@ func TestRunVerifyCountsInManifest(t *testing.T) {
 	if c.Counters["check.args_schema"] != 2 || c.Counters["kind.param_missing"] != 1 || c.Counters["kind.wrong_type"] != 1 {
 		t.Errorf("counters %v", c.Counters)
 	}
+}
+
+func readManifest(t *testing.T, out, stage string) *manifests.Stage {
+	t.Helper()
+	m, err := manifests.Read[manifests.Stage](filepath.Join(out, stage, "manifest.json"))
+	if err != nil || m == nil {
+		t.Fatalf("%s: manifest %v", stage, err)
+	}
+	return m
+}
+
+// skip: true keeps a stage in the file but passes its input on: the next
+// stage reads the stage before it, and no directory is made for it.
+func TestRunSkipStage(t *testing.T) {
+	path := demoPipeline(t, "  - sample: {quotas: [{source: xlam}]}\n  - name: never\n    skip: true\n    sample: {quotas: [{source: nothing}]}\n  - export: {}\n")
+	rep := runPipeline(t, path)
+	out := filepath.Join(filepath.Dir(path), "out")
+	if _, err := os.Stat(filepath.Join(out, "02-never")); !os.IsNotExist(err) {
+		t.Errorf("a skipped stage got a directory: %v", err)
+	}
+	last := rep.Stages[len(rep.Stages)-1]
+	if last.Type != "export" || last.Counts.In != 4 || last.Counts.Out != 4 {
+		t.Errorf("export after a skipped stage: %+v, want the 4 xlam records of the sample", last)
+	}
+}
+
+// A source's fraction keeps rows by a seeded draw per row: the same rows for
+// the same seed, counted as filtered, whatever the shard size.
+func TestRunSourceFraction(t *testing.T) {
+	kept := func(shardSize int, seed int) []string {
+		path := demoPipeline(t, "  - export: {}\n")
+		b, _ := os.ReadFile(path)
+		y := strings.Replace(string(b), "format: toolace}", "format: toolace, fraction: 0.5}", 1)
+		y = strings.Replace(y, "seed: 7", fmt.Sprintf("seed: %d", seed), 1)
+		y = strings.Replace(y, "shard_size: 3", fmt.Sprintf("shard_size: %d", shardSize), 1)
+		os.WriteFile(path, []byte(y), 0o644)
+		runPipeline(t, path)
+		m := readManifest(t, filepath.Join(filepath.Dir(path), "out"), "00-ingest")
+		var ids []string
+		for _, sh := range m.Shards {
+			if !strings.HasPrefix(sh.Name, "toolace-") {
+				continue
+			}
+			for _, o := range sh.Outputs {
+				if strings.HasSuffix(o.Path, ".parquet") {
+					recs, err := shard.Read(filepath.Join(filepath.Dir(path), "out", o.Path))
+					if err != nil {
+						t.Fatal(err)
+					}
+					for _, r := range recs {
+						ids = append(ids, r.ID)
+					}
+				}
+			}
+		}
+		if f := m.Totals.Filtered["fraction"]; f == 0 || f+int64(len(ids))+manifests.Sum(m.Totals.Rejected) < 5 {
+			t.Errorf("fraction filtered %d, kept %d: the 5 toolace rows are not all accounted for", f, len(ids))
+		}
+		return ids
+	}
+	a, b := kept(3, 7), kept(50, 7)
+	if fmt.Sprint(a) != fmt.Sprint(b) {
+		t.Errorf("shard size changed the rows kept: %v vs %v", a, b)
+	}
+}
+
+// The sample stage keeps the same records whatever the shard size.
+func TestRunSampleIndependentOfShards(t *testing.T) {
+	ids := func(shardSize string) []string {
+		path := demoPipeline(t, demoStages)
+		b, _ := os.ReadFile(path)
+		os.WriteFile(path, []byte(strings.Replace(string(b), "shard_size: 3", "shard_size: "+shardSize, 1)), 0o644)
+		runPipeline(t, path)
+		files, _ := filepath.Glob(filepath.Join(filepath.Dir(path), "out", "01-sample", "part-*.parquet"))
+		var out []string
+		for _, f := range files {
+			recs, err := shard.Read(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, r := range recs {
+				out = append(out, r.ID)
+			}
+		}
+		slices.Sort(out)
+		return out
+	}
+	if a, b := ids("2"), ids("100"); fmt.Sprint(a) != fmt.Sprint(b) {
+		t.Errorf("sample kept %v with shards of 2, %v with shards of 100", a, b)
+	}
+}
+
+// Outputs of an earlier run that the current one does not list are removed:
+// shards of another shard size, and the directory of a stage no longer in
+// the pipeline.
+func TestRunRemovesStaleOutputs(t *testing.T) {
+	path := demoPipeline(t, demoStages)
+	runPipeline(t, path)
+	out := filepath.Join(filepath.Dir(path), "out")
+	b, _ := os.ReadFile(path)
+	y := strings.Replace(string(b), "shard_size: 3", "shard_size: 100", 1)
+	y = y[:strings.Index(y, "  - export: {}")] // drop the export stage
+	os.WriteFile(path, []byte(y), 0o644)
+	runPipeline(t, path)
+	for _, stage := range []string{"00-ingest", "01-sample"} {
+		m := readManifest(t, out, stage)
+		listed := map[string]bool{"manifest.json": true}
+		for _, sh := range m.Shards {
+			for _, o := range sh.Outputs {
+				listed[filepath.Base(o.Path)] = true
+			}
+		}
+		files, _ := os.ReadDir(filepath.Join(out, stage))
+		for _, f := range files {
+			if !listed[f.Name()] {
+				t.Errorf("%s: %s is left from the earlier run", stage, f.Name())
+			}
+		}
+	}
+	if _, err := os.Stat(filepath.Join(out, "02-export")); !os.IsNotExist(err) {
+		t.Errorf("the removed stage's directory is still there: %v", err)
+	}
+}
+
+// A changed dump is ingested again; an unchanged one is not.
+func TestRunChangedDumpReingests(t *testing.T) {
+	dir := t.TempDir()
+	src, _ := os.ReadFile("../testdata/demo/dumps/xlam.json")
+	os.WriteFile(filepath.Join(dir, "x.json"), src, 0o644)
+	os.WriteFile(filepath.Join(dir, "g.json"), []byte("[]"), 0o644)
+	path := filepath.Join(dir, "pipeline.yaml")
+	os.WriteFile(path, []byte("sources:\n  - {name: x, path: x.json, format: xlam}\n  - {name: g, path: g.json, format: glaive}\nstages:\n  - export: {}\n"), 0o644)
+	runPipeline(t, path)
+	var rows []json.RawMessage
+	json.Unmarshal(src, &rows)
+	b, _ := json.Marshal(rows[:2])
+	os.WriteFile(filepath.Join(dir, "x.json"), b, 0o644)
+	rep := runPipeline(t, path)
+	if ing := rep.Stages[0]; ing.Ran != 1 || ing.Skipped != 1 || ing.Counts.In != 2 {
+		t.Errorf("ingest after one dump changed: %+v, want its one shard redone (2 rows) and the other skipped", ing)
+	}
+}
+
+// panicStage panics on one record.
+type panicStage struct{}
+
+func (panicStage) Process(_ context.Context, r *record.Record) ([]*record.Record, error) {
+	if r.ID == "boom" {
+		panic("bug")
+	}
+	return []*record.Record{r}, nil
+}
+
+// A stage that panics on a record rejects that record (internal_error)
+// instead of taking the run down.
+func TestSafeProcessTurnsPanicsIntoRejects(t *testing.T) {
+	_, err := safeProcess(context.Background(), panicStage{}, &record.Record{ID: "boom"})
+	if reason, ok := rejectReason(err); !ok || reason != "internal_error" {
+		t.Errorf("panic gave %v, want an internal_error reject", err)
+	}
+	if out, err := safeProcess(context.Background(), panicStage{}, &record.Record{ID: "ok"}); err != nil || len(out) != 1 {
+		t.Errorf("a normal record: %v %v", out, err)
+	}
+}
+
+// Without a terminal, progress is written as plain lines at an interval.
+func TestProgressPlainLines(t *testing.T) {
+	defer func(d time.Duration) { logEvery = d }(logEvery)
+	logEvery = 10 * time.Millisecond
+	var buf syncBuffer
+	r := &Runner{o: Options{Progress: &buf}}
+	p := r.newProgress("reason", 100, nil)
+	p.add(40)
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline) && buf.String() == ""; {
+		time.Sleep(5 * time.Millisecond)
+	}
+	p.done()
+	if !strings.Contains(buf.String(), `progress stage="reason" records=40/100`) {
+		t.Errorf("progress output %q", buf.String())
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for the progress goroutine.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
