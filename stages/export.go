@@ -115,14 +115,9 @@ type exporter struct {
 
 // sample is one LLaMA-Factory sharegpt row.
 type sample struct {
-	Conversations []turn `json:"conversations" parquet:"conversations,list"`
-	System        string `json:"system" parquet:"system"`
-	Tools         string `json:"tools" parquet:"tools"`
-}
-
-type turn struct {
-	From  string `json:"from" parquet:"from"`
-	Value string `json:"value" parquet:"value"`
+	Conversations []verify.Turn `json:"conversations" parquet:"conversations,list"`
+	System        string        `json:"system" parquet:"system"`
+	Tools         string        `json:"tools" parquet:"tools"`
 }
 
 // Process renders the record as a sample and checks it against
@@ -132,11 +127,9 @@ func (e *exporter) Process(_ context.Context, r *record.Record) ([]*record.Recor
 	if err != nil {
 		return nil, err
 	}
-	v := verify.ShareGPT{System: s.System, Tools: s.Tools, ThoughtWords: e.cfg.Thoughts, ToolsChecked: true}
-	for _, t := range s.Conversations {
-		v.Conversations = append(v.Conversations, verify.Turn{From: t.From, Value: t.Value})
-	}
-	if probs := verify.CheckShareGPT(&v); len(probs) > 0 {
+	// The tools JSON was rendered by toolsJSON from checked tools; only the
+	// turns need LLaMA-Factory's rules.
+	if probs := verify.CheckTurns(s.Conversations, e.cfg.Thoughts); len(probs) > 0 {
 		msgs := make([]string, len(probs))
 		for i, p := range probs {
 			msgs[i] = p.String()
@@ -180,13 +173,13 @@ func (e *exporter) render(r *record.Record) (*sample, error) {
 			}
 			s.System = m.Content
 		case record.RoleUser:
-			s.Conversations = append(s.Conversations, turn{"human", m.Content})
+			s.Conversations = append(s.Conversations, verify.Turn{From: "human", Value: m.Content})
 		case record.RoleTool:
 			v, err := observation(m.Results)
 			if err != nil {
 				return nil, Rejectf("export_bad_result", "message %d: %v", i, err)
 			}
-			s.Conversations = append(s.Conversations, turn{"observation", v})
+			s.Conversations = append(s.Conversations, verify.Turn{From: "observation", Value: v})
 		case record.RoleAssistant:
 			t, err := e.assistant(m)
 			if err != nil {
@@ -200,7 +193,7 @@ func (e *exporter) render(r *record.Record) (*sample, error) {
 	return s, nil
 }
 
-func (e *exporter) assistant(m record.Message) (turn, error) {
+func (e *exporter) assistant(m record.Message) (verify.Turn, error) {
 	if len(m.Calls) == 0 {
 		text := m.Content
 		if m.Reasoning != "" {
@@ -213,12 +206,12 @@ func (e *exporter) assistant(m record.Message) (turn, error) {
 				e.env.Note("reasoning of text answers is dropped (style function_call without thoughts)")
 			}
 		}
-		return turn{"gpt", text}, nil
+		return verify.Turn{From: "gpt", Value: text}, nil
 	}
 	if e.cfg.Style == "function_call" {
 		v, err := callsJSON(m.Calls, "arguments")
 		if err != nil {
-			return turn{}, err
+			return verify.Turn{}, err
 		}
 		if m.Reasoning != "" {
 			if e.cfg.Thoughts {
@@ -230,24 +223,24 @@ func (e *exporter) assistant(m record.Message) (turn, error) {
 		if strings.TrimSpace(m.Content) != "" {
 			e.env.Note("text said alongside calls is dropped (a function_call turn holds only the calls)")
 		}
-		return turn{"function_call", v}, nil
+		return verify.Turn{From: "function_call", Value: v}, nil
 	}
 	switch e.cfg.Surface {
 	case "llama3":
 		v, err := callsJSON(m.Calls, "parameters")
 		if err != nil {
-			return turn{}, err
+			return verify.Turn{}, err
 		}
-		return turn{"gpt", joinText(m.Content, m.Reasoning) + "<|python_tag|>" + listJSON(v, len(m.Calls))}, nil
+		return verify.Turn{From: "gpt", Value: joinText(m.Content, m.Reasoning) + "<|python_tag|>" + listJSON(v, len(m.Calls))}, nil
 	case "decision":
 		calls := formats.PrintPyCalls(m.Calls)
 		head := m.Content + m.Reasoning
 		if m.Reasoning != "" {
 			head += "\n\n"
 		}
-		return turn{"gpt", head + calls}, nil
+		return verify.Turn{From: "gpt", Value: head + calls}, nil
 	default: // tool_dc
-		return turn{"gpt", m.Content + "<think>" + m.Reasoning + "</think><tool_call>" + formats.PrintPyCalls(m.Calls) + "</tool_call>"}, nil
+		return verify.Turn{From: "gpt", Value: m.Content + "<think>" + m.Reasoning + "</think><tool_call>" + formats.PrintPyCalls(m.Calls) + "</tool_call>"}, nil
 	}
 }
 

@@ -114,10 +114,7 @@ func TestExportStyles(t *testing.T) {
 					t.Errorf("turn %d:\n got %s\nwant %s", i, got, w)
 				}
 			}
-			v := verify.ShareGPT{Tools: s.Tools, ThoughtWords: tt.cfg.Thoughts}
-			for _, c := range s.Conversations {
-				v.Conversations = append(v.Conversations, verify.Turn{From: c.From, Value: c.Value})
-			}
+			v := verify.ShareGPT{Conversations: s.Conversations, Tools: s.Tools, ThoughtWords: tt.cfg.Thoughts}
 			if ps := verify.CheckShareGPT(&v); len(ps) > 0 {
 				t.Errorf("sample breaks LLaMA-Factory's rules: %v", ps)
 			}
@@ -222,7 +219,7 @@ func TestAppendSampleMatchesEncodingJSON(t *testing.T) {
 	strs := []string{"", "plain", `quote " and \ backslash`, "tabs\tand\nnewlines\r", "<html> & co", "潮汐表 🌊",
 		"bell \a and \b \f \x00", "line\u2028sep\u2029", "bad \xff utf8", "mixed é\"\n\u2028"}
 	for _, v := range strs {
-		s := &sample{Conversations: []turn{{"human", v}, {"gpt", v + "!"}}, System: v, Tools: "[" + v + "]"}
+		s := &sample{Conversations: []verify.Turn{{From: "human", Value: v}, {From: "gpt", Value: v + "!"}}, System: v, Tools: "[" + v + "]"}
 		var got bytes.Buffer
 		appendSample(&got, s)
 		var want bytes.Buffer

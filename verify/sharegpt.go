@@ -20,10 +20,6 @@ type ShareGPT struct {
 	// JSON; without thought words the block makes it crash, so it is an
 	// lf_bad_function_call.
 	ThoughtWords bool `json:"-" parquet:"-"`
-	// ToolsChecked says the caller built Tools with a JSON encoder from tools
-	// it checked itself (the exporter does), so CheckShareGPT does not parse
-	// them again; that parse was a tenth of the export's time.
-	ToolsChecked bool `json:"-" parquet:"-"`
 }
 
 // A Turn is one message of a ShareGPT sample. From is "system" (first turn
@@ -66,19 +62,29 @@ const (
 // Paths are "conversations[i]" (i counts the system turn) or "tools".
 // None means LLaMA-Factory will train on the sample as it is.
 func CheckShareGPT(s *ShareGPT) []Problem {
+	if s == nil {
+		return []Problem{{Check: "sharegpt", Kind: ReasonLFEmpty, Path: "conversations", Msg: "no sample"}}
+	}
+	out := CheckTurns(s.Conversations, s.ThoughtWords)
+	if err := checkTools(s.Tools); err != "" {
+		out = append(out, Problem{Check: "sharegpt", Kind: ReasonLFBadTools, Path: "tools", Msg: err})
+	}
+	return out
+}
+
+// CheckTurns applies CheckShareGPT's rules for the conversation alone; a
+// caller that renders tools itself from checked record.Tools (the exporter)
+// uses it to avoid parsing its own tools JSON again.
+func CheckTurns(conversations []Turn, thoughtWords bool) []Problem {
 	var out []Problem
 	add := func(kind, path, format string, args ...any) {
 		out = append(out, Problem{Check: "sharegpt", Kind: kind, Path: path, Msg: fmt.Sprintf(format, args...)})
 	}
-	if s == nil {
-		add(ReasonLFEmpty, "conversations", "no sample")
-		return out
-	}
 	off := 0
-	if len(s.Conversations) > 0 && s.Conversations[0].From == "system" {
+	if len(conversations) > 0 && conversations[0].From == "system" {
 		off = 1
 	}
-	turns := s.Conversations[off:]
+	turns := conversations[off:]
 	if len(turns) == 0 {
 		add(ReasonLFEmpty, "conversations", "the sample has no turns besides the system prompt")
 	}
@@ -102,7 +108,7 @@ func CheckShareGPT(s *ShareGPT) []Problem {
 		}
 		if t.From == "function_call" {
 			value := t.Value
-			if s.ThoughtWords {
+			if thoughtWords {
 				value = stripThought(value)
 			}
 			if err := checkFunctionCall(value); err != "" {
@@ -112,12 +118,6 @@ func CheckShareGPT(s *ShareGPT) []Problem {
 	}
 	if len(turns)%2 == 1 {
 		add(ReasonLFOddCount, "conversations", "%d turns after the system prompt; LLaMA-Factory needs an even number (the sample must end on gpt or function_call)", len(turns))
-	}
-	if s.ToolsChecked {
-		return out
-	}
-	if err := checkTools(s.Tools); err != "" {
-		add(ReasonLFBadTools, "tools", "%s", err)
 	}
 	return out
 }
