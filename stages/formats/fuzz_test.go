@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"errors"
 	"testing"
+
+	"github.com/augmentdata/augment/stages/record"
 )
 
 // fuzzParse checks, for any row: no panic; failures are *ParseError; a
@@ -17,16 +19,9 @@ func fuzzParse(f *testing.F, format, fixture string, seeds ...string) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, row string) {
-		rec, err := Parse(format, "f", 1, []byte(row))
-		if err != nil {
-			var pe *ParseError
-			if !errors.As(err, &pe) || pe.Reason == "" {
-				t.Fatalf("error %v is not a *ParseError with a reason", err)
-			}
+		rec := checkParsed(t, format, row)
+		if rec == nil {
 			return
-		}
-		if err := checkInvariants(rec); err != nil {
-			t.Fatal(err)
 		}
 		a, err := json.Marshal(rec)
 		if err != nil {
@@ -84,20 +79,21 @@ func TestUnknownFormat(t *testing.T) {
 	}
 }
 
-// checkParsed is the property fuzzParse checks, for targets that build
-// their own rows.
-func checkParsed(t *testing.T, format, row string) {
+// checkParsed is the property every parse fuzz target checks: a failure is
+// a *ParseError with a reason; a record (returned) satisfies the invariants.
+func checkParsed(t *testing.T, format, row string) *record.Record {
 	rec, err := Parse(format, "f", 1, []byte(row))
 	if err != nil {
 		var pe *ParseError
 		if !errors.As(err, &pe) || pe.Reason == "" {
 			t.Fatalf("error %v is not a *ParseError with a reason", err)
 		}
-		return
+		return nil
 	}
 	if err := checkInvariants(rec); err != nil {
 		t.Fatal(err)
 	}
+	return rec
 }
 
 // FuzzGlaiveText mutates the system and chat texts themselves, where the

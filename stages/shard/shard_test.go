@@ -127,16 +127,7 @@ func TestReadRecordsAreIndependent(t *testing.T) {
 
 func TestSchema(t *testing.T) {
 	path := writeShard(t, fixtureRecords(), Options{Version: "1.2.3", RowGroupRows: 2})
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	st, _ := f.Stat()
-	pf, err := parquet.OpenFile(f, st.Size())
-	if err != nil {
-		t.Fatal(err)
-	}
+	pf := openShardFile(t, path)
 	md := pf.Metadata()
 	if md.CreatedBy != "augment version 1.2.3" {
 		t.Errorf("created_by = %q", md.CreatedBy)
@@ -486,16 +477,7 @@ func TestRowGroupBytes(t *testing.T) {
 	if _, err := Write(path, recs, Options{}); err != nil {
 		t.Fatal(err)
 	}
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	st, _ := f.Stat()
-	pf, err := parquet.OpenFile(f, st.Size())
-	if err != nil {
-		t.Fatal(err)
-	}
+	pf := openShardFile(t, path)
 	var sizes []int64
 	for _, rg := range pf.RowGroups() {
 		sizes = append(sizes, rg.NumRows())
@@ -597,4 +579,24 @@ func TestRoundTripRandomShapes(t *testing.T) {
 		}
 		assertRecordsEqual(t, got, normalized(recs))
 	}
+}
+
+// openShardFile opens a shard with parquet-go for metadata checks; the file
+// is closed when the test ends.
+func openShardFile(t *testing.T, path string) *parquet.File {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	st, err := f.Stat()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pf, err := parquet.OpenFile(f, st.Size())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pf
 }
