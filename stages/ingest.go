@@ -29,7 +29,7 @@ import (
 
 // ingestVersion is bumped when ingest's output for the same dump changes
 // (it also covers the readers in stages/formats).
-const ingestVersion = 1
+const ingestVersion = 2 // 2: tools returned by meta_tool results count as declared
 
 // ingestSettings is what ingest's output depends on besides the dump bytes.
 type ingestSettings struct {

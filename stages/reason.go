@@ -12,6 +12,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/augmentdata/augment/prompts"
+	"github.com/augmentdata/augment/stages/formats"
 	"github.com/augmentdata/augment/stages/llm"
 	"github.com/augmentdata/augment/stages/record"
 	"github.com/augmentdata/augment/verify"
@@ -539,7 +540,7 @@ func retrievedTools(msgs []record.Message) []record.Tool {
 			if res.Name != verify.MetaTool {
 				continue
 			}
-			if ts, err := verify.RetrievedTools(res.Content); err == nil {
+			if ts, err := formats.MetaToolResult(res.Content); err == nil {
 				out = append(out, ts...)
 			}
 		}

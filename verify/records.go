@@ -1,11 +1,10 @@
 package verify
 
 import (
-	"encoding/json"
-	"errors"
 	"fmt"
 	"strings"
 
+	"github.com/augmentdata/augment/stages/formats"
 	"github.com/augmentdata/augment/stages/record"
 )
 
@@ -227,7 +226,7 @@ func walkTools(r *record.Record, turn func(i int, avail []record.Tool), badResul
 				if name != MetaTool {
 					continue
 				}
-				ts, err := RetrievedTools(res.Content)
+				ts, err := formats.MetaToolResult(res.Content)
 				if err != nil {
 					if badResult != nil {
 						badResult(i, j, err)
@@ -245,56 +244,4 @@ func walkTools(r *record.Record, turn func(i int, avail []record.Tool), badResul
 			calls = nil
 		}
 	}
-}
-
-// RetrievedTools parses a meta_tool result (the Content of a Result named
-// MetaTool): one tool definition or a list of them, each bare
-// ({"name", "description", "parameters"}) or wrapped
-// ({"type": "function", "function": {…}}); the error says what is wrong.
-func RetrievedTools(content string) ([]record.Tool, error) {
-	var raw json.RawMessage
-	if err := json.Unmarshal([]byte(content), &raw); err != nil {
-		return nil, fmt.Errorf("not JSON: %v", err)
-	}
-	var list []json.RawMessage
-	if t := strings.TrimSpace(content); strings.HasPrefix(t, "[") {
-		if err := json.Unmarshal(raw, &list); err != nil {
-			return nil, err
-		}
-		if len(list) == 0 {
-			return nil, errors.New("an empty list")
-		}
-	} else {
-		list = []json.RawMessage{raw}
-	}
-	out := make([]record.Tool, 0, len(list))
-	for _, e := range list {
-		t, err := toolDef(e)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, t)
-	}
-	return out, nil
-}
-
-// toolDef reads one tool definition, bare or wrapped in {"type":"function"}.
-func toolDef(b json.RawMessage) (record.Tool, error) {
-	var t struct {
-		Type       string          `json:"type"`
-		Function   json.RawMessage `json:"function"`
-		Name       *string         `json:"name"`
-		Desc       string          `json:"description"`
-		Parameters json.RawMessage `json:"parameters"`
-	}
-	if err := json.Unmarshal(b, &t); err != nil {
-		return record.Tool{}, fmt.Errorf("a tool must be a JSON object: %v", err)
-	}
-	if t.Name == nil && t.Type == "function" && len(t.Function) > 0 {
-		return toolDef(t.Function)
-	}
-	if t.Name == nil || strings.TrimSpace(*t.Name) == "" {
-		return record.Tool{}, errors.New(`a tool has no "name"`)
-	}
-	return record.Tool{Name: *t.Name, Description: t.Desc, Parameters: t.Parameters}, nil
 }

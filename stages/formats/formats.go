@@ -167,33 +167,72 @@ func (b *builder) dedupeTools() error {
 	return nil
 }
 
-// resolveCallNames checks that every call names a listed tool. A call whose
-// name matches exactly one tool once case and the separators '-', '.' and
-// ' ' are ignored (create_to_do_list for create_to-do_list) is renamed to
-// the tool's name (repair "call_name_normalized"); any other unknown name is
-// rejected.
+// resolveCallNames checks that every call names a tool available at its
+// turn: a listed tool, or one returned by an earlier meta_tool result (see
+// MetaToolResult; augment's own open-world exports). A call whose name
+// matches exactly one available tool once case and the separators '-', '.'
+// and ' ' are ignored (create_to_do_list for create_to-do_list) is renamed
+// to the tool's name (repair "call_name_normalized"); any other unknown name
+// is rejected.
 func (b *builder) resolveCallNames() error {
 	r := b.rec
+	avail := r.Tools
+	shared := true // avail still aliases r.Tools
+	var calls []record.Call
 	for i := range r.Messages {
-		for j := range r.Messages[i].Calls {
-			c := &r.Messages[i].Calls[j]
-			if _, ok := r.ToolByName(c.Name); ok {
-				continue
-			}
-			key, match, n := nameKey(c.Name), "", 0
-			for _, t := range r.Tools {
-				if nameKey(t.Name) == key && t.Name != match {
-					match = t.Name
-					n++
+		m := &r.Messages[i]
+		switch m.Role {
+		case record.RoleAssistant:
+			for j := range m.Calls {
+				if err := b.resolveCall(&m.Calls[j], avail, i); err != nil {
+					return err
 				}
 			}
-			if n != 1 {
-				return reject("undeclared_call", "turn %d calls %s, which is not among the %d listed tools", i, excerpt(c.Name), len(r.Tools))
+			calls = m.Calls
+		case record.RoleTool:
+			for j, res := range m.Results {
+				if j >= len(calls) || calls[j].Name != MetaTool {
+					continue
+				}
+				// A result that returns no definition adds nothing; a
+				// call of the tool it should have returned is rejected.
+				ts, err := MetaToolResult(res.Content)
+				if err != nil {
+					continue
+				}
+				if shared {
+					avail, shared = slices.Clone(avail), false
+				}
+				avail = append(avail, ts...)
 			}
-			c.Name = match
-			b.repair("call_name_normalized")
+			calls = nil
+		default:
+			calls = nil
 		}
 	}
+	return nil
+}
+
+// resolveCall checks one call of turn i against the available tools.
+func (b *builder) resolveCall(c *record.Call, avail []record.Tool, i int) error {
+	if slices.ContainsFunc(avail, func(t record.Tool) bool { return t.Name == c.Name }) {
+		return nil
+	}
+	key, match, n := nameKey(c.Name), "", 0
+	for _, t := range avail {
+		if nameKey(t.Name) == key && t.Name != match {
+			match = t.Name
+			n++
+		}
+	}
+	if n != 1 {
+		if len(avail) > len(b.rec.Tools) {
+			return reject("undeclared_call", "turn %d calls %s, which is neither among the %d listed tools nor returned by meta_tool before", i, excerpt(c.Name), len(b.rec.Tools))
+		}
+		return reject("undeclared_call", "turn %d calls %s, which is not among the %d listed tools", i, excerpt(c.Name), len(b.rec.Tools))
+	}
+	c.Name = match
+	b.repair("call_name_normalized")
 	return nil
 }
 

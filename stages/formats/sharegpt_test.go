@@ -79,3 +79,53 @@ func TestShareGPT(t *testing.T) {
 		{name: "reject: undeclared tool", row: sRow("[]", human, call), reason: "undeclared_call"},
 	})
 }
+
+// TestShareGPTReingestsMetaTool: augment's own open-world exports list
+// meta_tool and call the tools its results return; those count as declared
+// from the result on, in either result format and for parallel retrievals.
+func TestShareGPTReingestsMetaTool(t *testing.T) {
+	metaTools := `[{"name": "meta_tool", "description": "Find a tool", "parameters": {"type": "object", "properties": {"tool_description": {"type": "string"}, "param_description": {"type": "array", "items": {"type": "string"}}}}}, {"name": "get_user_input", "description": "Not invoke any additional functions.", "parameters": {"type": "object", "properties": {}}}]`
+	human := turn{"from": "human", "value": "Traffic in Miami?"}
+	ask := turn{"from": "function_call", "value": `{"name": "meta_tool", "arguments": {"tool_description": "Get the current traffic report", "param_description": ["The city and state"]}}`}
+	askTwo := turn{"from": "function_call", "value": `[{"name": "meta_tool", "arguments": {"tool_description": "traffic", "param_description": []}}, {"name": "meta_tool", "arguments": {"tool_description": "tolls", "param_description": []}}]`}
+	use := turn{"from": "function_call", "value": "<think>I will call get_traffic_report.</think>" + `{"name": "get_traffic_report", "arguments": {"location": "Miami"}}`}
+	useBoth := turn{"from": "function_call", "value": `[{"name": "get_traffic_report", "arguments": {"location": "Miami"}}, {"name": "Get-Tolls", "arguments": {}}]`}
+	obs := turn{"from": "observation", "value": `{"status": "heavy"}`}
+	reply := turn{"from": "function_call", "value": `{"name": "get_user_input", "arguments": {}}`}
+	tolls := `{"name":"get_tolls","description":"Toll prices","parameters":{"type":"object","properties":{}}}`
+	askLine := `assistant: -> meta_tool{"tool_description":"Get the current traffic report","param_description":["The city and state"]}`
+	useLine := `assistant: (I will call get_traffic_report.) -> get_traffic_report{"location":"Miami"}`
+	runParseCases(t, "sharegpt", []parseCase{
+		{name: "paper result (Fig 12)",
+			row: sRow(metaTools, human, ask, turn{"from": "observation", "value": fig12}, use, obs, reply),
+			want: "tools: meta_tool, get_user_input\nuser: Traffic in Miami?\n" + askLine + "\ntool: meta_tool=" + mustCompact(t, fig12) + "\n" +
+				useLine + "\ntool: get_traffic_report={\"status\":\"heavy\"}\nassistant: -> get_user_input{}"},
+		{name: "bare result",
+			row:  sRow(metaTools, human, ask, turn{"from": "observation", "value": mtDef}, use),
+			want: "tools: meta_tool, get_user_input\nuser: Traffic in Miami?\n" + askLine + "\ntool: meta_tool=" + mtDef + "\n" + useLine},
+		{name: "parallel retrieval in one paper tool turn; a returned name normalised",
+			row: sRow(metaTools, human, askTwo, turn{"from": "observation", "value": `[{"name": "meta_tool", "function_id": 0, "results": ` + mtDef + `}, {"name": "meta_tool", "function_id": 1, "results": ` + tolls + `}]`}, useBoth),
+			want: "tools: meta_tool, get_user_input\nuser: Traffic in Miami?\n" +
+				`assistant: -> meta_tool{"tool_description":"traffic","param_description":[]} -> meta_tool{"tool_description":"tolls","param_description":[]}` + "\n" +
+				`tool: meta_tool={"name":"meta_tool","function_id":0,"results":` + mtDef + `} | meta_tool={"name":"meta_tool","function_id":1,"results":` + tolls + "}\n" +
+				`assistant: -> get_traffic_report{"location":"Miami"} -> get_tolls{}` + "\n#repairs=call_name_normalized"},
+		{name: "reject: a call before the result that returns its tool",
+			row: sRow(metaTools, human, use, obs, ask, turn{"from": "observation", "value": fig12}), reason: "undeclared_call", detail: "turn 1"},
+		{name: "reject: a tool the result did not return",
+			row: sRow(metaTools, human, ask, turn{"from": "observation", "value": `[{"name": "meta_tool", "function_id": 0, "results": ` + tolls + `}]`}, use), reason: "undeclared_call", detail: "nor returned by meta_tool"},
+		{name: "reject: a result that is no definition returns nothing",
+			row: sRow(metaTools, human, ask, turn{"from": "observation", "value": `no tool found`}, use), reason: "undeclared_call"},
+		{name: "reject: results only count for meta_tool calls",
+			row: sRow(`[{"name": "lookup", "description": "x", "parameters": {"type": "object", "properties": {}}}]`, human,
+				turn{"from": "function_call", "value": `{"name": "lookup", "arguments": {}}`}, turn{"from": "observation", "value": mtDef}, use), reason: "undeclared_call"},
+	})
+}
+
+func mustCompact(t *testing.T, s string) string {
+	t.Helper()
+	v, err := parseJSONString(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return compactString(&v)
+}
