@@ -8,8 +8,10 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strconv"
 	"sync"
 
+	"github.com/augmentdata/augment/stages/llm"
 	"github.com/augmentdata/augment/stages/record"
 	"github.com/augmentdata/augment/stages/toollib"
 	"github.com/augmentdata/augment/verify"
@@ -25,6 +27,7 @@ import (
 //	      open_world_ratio: 0.5
 //	      hard_ratio: 0.5
 //	      result_mode: oracle     # or retrieved
+//	      result_format: paper    # or bare
 //	      get_user_input: true
 //
 // # What changes in a record
@@ -47,11 +50,14 @@ import (
 // Names in the final list are unique (a later duplicate name is dropped).
 // No tool added or kept as unused may stand in for an invoked tool: its
 // definition (description and parameters) differs from every invoked
-// tool's, and its similarity to every invoked tool (Algorithm 1, both
-// directions) is at most distractor_max_similarity; unused tools failing
-// this are dropped (an open-world record must not list a twin of the tool
-// it retrieves), and irrelevant tools also do not share a name with any
-// tool of the input.
+// tool's, its similarity to every invoked tool (Algorithm 1 with the run's
+// embedder, both directions) is at most distractor_max_similarity, and it is
+// no near-twin of an invoked tool (toollib.NearTwins: names near, such as
+// generate_password and generate_random_password, and descriptions whose
+// offline lexical cosine reaches twin_description_similarity, whatever
+// embedder the run uses); unused tools failing this are dropped (an
+// open-world record must not list a twin of the tool it retrieves), and
+// irrelevant tools also do not share a name with any tool of the input.
 //
 // Messages (open world, invoked tools not kept): before the first call of
 // each invoked tool, two turns are inserted: an assistant turn calling
@@ -69,9 +75,9 @@ import (
 // # The meta_tool result format
 //
 // Each meta_tool call's result (record.Result with Name "meta_tool") has as
-// Content compact JSON, without HTML escaping:
-//   - result_mode oracle (the paper's Fig 12): one JSON object, the invoked
-//     tool's definition exactly as the record listed it:
+// Content compact JSON, without HTML escaping. What it returns:
+//   - result_mode oracle (the paper's Fig 12): the invoked tool's
+//     definition exactly as the record listed it, one JSON object
 //     {"name": …, "description": …, "parameters": {…}} plus "response"
 //     when the tool has a response schema;
 //   - result_mode retrieved: a JSON array of such objects, at most top_k:
@@ -83,6 +89,21 @@ import (
 //     a name with a listed tool, an invoked tool or a tool returned by an
 //     earlier meta_tool call of the dialogue with another definition, nor
 //     repeat the invoked tool's definition under another name.
+//
+// How it is written (result_format):
+//   - paper (default): seed 000 Fig 12's tool turn, a JSON list of
+//     {"name": "meta_tool", "function_id": i, "results": <what it returns>},
+//     one per call of the turn, function_id being the call's position in
+//     the turn. A tool turn holds one Result per call and the exporter
+//     writes a lone result as it is and several as a JSON list of them, so
+//     the Content of a lone meta_tool call's result is the one-element list
+//     [{"name": "meta_tool", "function_id": 0, "results": …}] and that of
+//     each of several calls its own {"name": "meta_tool", "function_id": i,
+//     "results": …}: either way the exported tool turn reads as Fig 12.
+//   - bare: what it returns, as it is.
+//
+// formats.MetaToolResult reads every one of these shapes; calls_resolved,
+// reason, response_schema and the sharegpt reader use it.
 //
 // Every tool a result returns is available from that turn on; every call
 // of the output names a tool listed or returned by an earlier meta_tool
@@ -155,15 +176,29 @@ type MetaToolConfig struct {
 	// [0, 1]; default 0.5 (the paper's setting; its ablation finds
 	// 0.65–0.8 best).
 	Alpha *float64 `yaml:"alpha" json:"alpha"`
+	// ResultFormat is "paper" (default: seed 000 Fig 12's envelope around
+	// each result) or "bare" (the definitions alone); see the result format
+	// above.
+	ResultFormat string `yaml:"result_format" json:"result_format"`
+	// TwinDescriptionSimilarity is the lexical cosine of descriptions from
+	// which a tool whose name is near an invoked tool's counts as its
+	// near-twin and is never listed beside it (toollib.NearTwins), in
+	// [0, 1]; default 0.4 (chosen on ../shared/data: near-twin pairs score
+	// 0.40–1.0 there, related but different tools such as generate_barcode
+	// and generate_qr_code 0.33–0.39). 1 keeps only near-named tools with
+	// identical wording out.
+	TwinDescriptionSimilarity *float64 `yaml:"twin_description_similarity" json:"twin_description_similarity"`
 	// GetUserInput lists get_user_input and turns plain-text assistant
 	// turns into get_user_input calls.
 	GetUserInput bool `yaml:"get_user_input" json:"get_user_input,omitempty"`
 }
 
-// Result modes of the meta_tool stage.
+// Result modes and formats of the meta_tool stage.
 const (
 	MetaToolOracle    = "oracle"
 	MetaToolRetrieved = "retrieved"
+	MetaToolPaper     = "paper"
+	MetaToolBare      = "bare"
 )
 
 // Reject reasons of the meta_tool stage.
@@ -176,26 +211,11 @@ const (
 	metaToolDefaultAlpha     = 0.5
 	metaToolDefaultOpenWorld = 0.5
 	metaToolDefaultHard      = 0.5
+	metaToolDefaultTwin      = 0.4
+	// metaToolTwinDim is the dimension of the offline lexical embedding
+	// that compares descriptions of near-named tools (its default size).
+	metaToolTwinDim = 512
 )
-
-// metaToolDef is the meta_tool definition of seed 000, Fig 4, with
-// "required" inside "parameters" where JSON Schema wants it.
-var metaToolDef = record.Tool{
-	Name:        verify.MetaTool,
-	Description: "Use this tool when no suitable tool is available in the current list, and an external tool is required to provide an accurate response to the user.",
-	Parameters: json.RawMessage(`{"type":"object","properties":{` +
-		`"tool_description":{"description":"A clear and concise description of the external tool you need to use.","type":"string"},` +
-		`"param_description":{"type":"array","description":"A list of descriptions for each parameter required by the external tool.","items":{"type":"string"}}},` +
-		`"required":["tool_description","param_description"]}`),
-}
-
-// getUserInputDef is the get_user_input definition (seed 000, Fig 6): a
-// function that calls nothing and hands the turn to the user.
-var getUserInputDef = record.Tool{
-	Name:        verify.GetUserInput,
-	Description: "Reply to the user without invoking any other function: answer, ask for missing details, or just talk.",
-	Parameters:  json.RawMessage(`{"type":"object","properties":{}}`),
-}
 
 func ratioOr(p *float64, def float64) float64 {
 	if p == nil {
@@ -220,6 +240,12 @@ func (c *MetaToolConfig) defaults() {
 	if c.ResultMode == "" {
 		c.ResultMode = MetaToolOracle
 	}
+	if c.ResultFormat == "" {
+		c.ResultFormat = MetaToolPaper
+	}
+	if c.TwinDescriptionSimilarity == nil {
+		c.TwinDescriptionSimilarity = new(float64(metaToolDefaultTwin))
+	}
 	if c.TopK == 0 {
 		c.TopK = 5
 	}
@@ -239,6 +265,7 @@ func (c *MetaToolConfig) validate() []string {
 	unit("hard_ratio", ratioOr(c.HardRatio, metaToolDefaultHard))
 	unit("existing_ratio", c.ExistingRatio)
 	unit("alpha", ratioOr(c.Alpha, metaToolDefaultAlpha))
+	unit("twin_description_similarity", ratioOr(c.TwinDescriptionSimilarity, metaToolDefaultTwin))
 	if c.MinTools < 1 {
 		probs = append(probs, fmt.Sprintf("min_tools: must be at least 1, got %d", c.MinTools))
 	}
@@ -248,13 +275,18 @@ func (c *MetaToolConfig) validate() []string {
 	if c.ResultMode != MetaToolOracle && c.ResultMode != MetaToolRetrieved {
 		probs = append(probs, fmt.Sprintf("result_mode: %q is not one of %s, %s", c.ResultMode, MetaToolOracle, MetaToolRetrieved))
 	}
+	if c.ResultFormat != MetaToolPaper && c.ResultFormat != MetaToolBare {
+		probs = append(probs, fmt.Sprintf("result_format: %q is not one of %s, %s", c.ResultFormat, MetaToolPaper, MetaToolBare))
+	}
 	if c.TopK < 1 {
 		probs = append(probs, fmt.Sprintf("top_k: must be at least 1, got %d", c.TopK))
 	}
 	return probs
 }
 
-func (c *MetaToolConfig) version() int { return 1 }
+// version 2: results in seed 000 Fig 12's envelope by default, Fig 6's
+// get_user_input description, near-twins of invoked tools never listed.
+func (c *MetaToolConfig) version() int { return 2 }
 
 func (c *MetaToolConfig) build(env *Env) (Stage, error) {
 	s := &metaToolStage{
@@ -263,6 +295,7 @@ func (c *MetaToolConfig) build(env *Env) (Stage, error) {
 		open:  ratioOr(c.OpenWorldRatio, metaToolDefaultOpenWorld),
 		hard:  ratioOr(c.HardRatio, metaToolDefaultHard),
 		alpha: ratioOr(c.Alpha, metaToolDefaultAlpha),
+		twin:  ratioOr(c.TwinDescriptionSimilarity, metaToolDefaultTwin),
 	}
 	needsLib := c.ResultMode == MetaToolRetrieved || s.hard > 0
 	if needsLib && env.Library == nil {
@@ -278,6 +311,7 @@ type metaToolStage struct {
 	cfg               MetaToolConfig
 	env               *Env
 	open, hard, alpha float64
+	twin              float64 // twin_description_similarity
 
 	mu  sync.Mutex
 	lib *metaToolLibrary // nil until first needed
@@ -591,10 +625,10 @@ func (s *metaToolStage) toolList(ctx context.Context, p *metaToolPlan) ([]record
 // last (when enabled).
 func (s *metaToolStage) withSpecialTools(p *metaToolPlan, tools []record.Tool) []record.Tool {
 	if p.open {
-		tools = append([]record.Tool{metaToolDef.Clone()}, tools...)
+		tools = append([]record.Tool{verify.MetaToolDef()}, tools...)
 	}
 	if s.cfg.GetUserInput {
-		tools = append(tools, getUserInputDef.Clone())
+		tools = append(tools, verify.GetUserInputDef())
 	}
 	return tools
 }
@@ -651,11 +685,12 @@ func (s *metaToolStage) distractors(p *metaToolPlan, ml *metaToolLibrary, ix *to
 }
 
 // standsIn reports whether cand could stand in for an invoked tool: the
-// same definition, or (when its vectors v are known) an Algorithm-1
-// similarity above distractor_max_similarity in either direction.
+// same definition, a near-twin (toollib.NearTwins), or (when its vectors v
+// are known) an Algorithm-1 similarity above distractor_max_similarity in
+// either direction.
 func (s *metaToolStage) standsIn(p *metaToolPlan, cand record.Tool, v *toollib.Vectors) bool {
 	for k, t := range p.invoked {
-		if sameDefinition(t, cand) {
+		if sameDefinition(t, cand) || toollib.NearTwins(t, cand, lexicalTwinEmbedding, s.twin) {
 			return true
 		}
 		if v == nil || p.vecs == nil {
@@ -668,6 +703,9 @@ func (s *metaToolStage) standsIn(p *metaToolPlan, cand record.Tool, v *toollib.V
 	}
 	return false
 }
+
+// lexicalTwinEmbedding embeds descriptions for toollib.NearTwins.
+func lexicalTwinEmbedding(text string) []float32 { return llm.LexicalEmbedding(text, metaToolTwinDim) }
 
 // insertMetaCalls inserts the meta_tool call and result turns before the
 // first call of each invoked tool.
@@ -691,7 +729,7 @@ func (s *metaToolStage) insertMetaCalls(ctx context.Context, p *metaToolPlan, ms
 			if len(fresh) > 0 {
 				call := record.Message{Role: record.RoleAssistant}
 				res := record.Message{Role: record.RoleTool}
-				for _, k := range fresh {
+				for id, k := range fresh {
 					args, err := marshalNoEscape(p.queries[k])
 					if err != nil {
 						return nil, err
@@ -699,6 +737,9 @@ func (s *metaToolStage) insertMetaCalls(ctx context.Context, p *metaToolPlan, ms
 					content, err := s.metaResult(ctx, p, k, returned)
 					if err != nil {
 						return nil, err
+					}
+					if s.cfg.ResultFormat == MetaToolPaper {
+						content = paperEnvelope(content, id, len(fresh))
 					}
 					call.Calls = append(call.Calls, record.Call{Name: verify.MetaTool, Arguments: args})
 					res.Results = append(res.Results, record.Result{Name: verify.MetaTool, Content: content})
@@ -712,8 +753,18 @@ func (s *metaToolStage) insertMetaCalls(ctx context.Context, p *metaToolPlan, ms
 	return out, nil
 }
 
-// metaResult is the Content of the result of invoked tool k's meta_tool
-// call (format: see MetaToolConfig).
+// paperEnvelope wraps what the meta_tool call at position id of a turn of
+// n calls returns in seed 000 Fig 12's envelope (see MetaToolConfig).
+func paperEnvelope(returns string, id, n int) string {
+	env := `{"name":"` + verify.MetaTool + `","function_id":` + strconv.Itoa(id) + `,"results":` + returns + `}`
+	if n == 1 {
+		return "[" + env + "]"
+	}
+	return env
+}
+
+// metaResult is what invoked tool k's meta_tool call returns, before
+// result_format applies (see MetaToolConfig).
 func (s *metaToolStage) metaResult(ctx context.Context, p *metaToolPlan, k int, returned map[string]int) (string, error) {
 	target := p.invoked[k]
 	if s.cfg.ResultMode == MetaToolOracle {

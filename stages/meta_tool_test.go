@@ -1,6 +1,7 @@
 package stages
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -12,6 +13,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/augmentdata/augment/stages/formats"
 	"github.com/augmentdata/augment/stages/record"
 	"github.com/augmentdata/augment/stages/toollib"
 	"github.com/augmentdata/augment/verify"
@@ -154,21 +156,45 @@ func mtProcess(t testing.TB, st Stage, r *record.Record) *record.Record {
 	return out[0]
 }
 
-// mtResultTools reads a meta_tool result: one definition or a list.
+// mtResultTools reads a meta_tool result in any of its formats.
 func mtResultTools(t testing.TB, content string) []record.Tool {
 	t.Helper()
-	var list []record.Tool
-	if strings.HasPrefix(content, "[") {
-		if err := json.Unmarshal([]byte(content), &list); err != nil {
-			t.Fatalf("result list %s: %v", content, err)
-		}
-		return list
-	}
-	var one record.Tool
-	if err := json.Unmarshal([]byte(content), &one); err != nil {
+	tools, err := formats.MetaToolResult(content)
+	if err != nil {
 		t.Fatalf("result %s: %v", content, err)
 	}
-	return []record.Tool{one}
+	return tools
+}
+
+// mtReturned is what a meta_tool result returns, without the paper's
+// envelope: the Content in bare format, the envelope's "results" in paper
+// format (where id is the call's position in a turn of n calls).
+func mtReturned(t testing.TB, format, content string, id, n int) string {
+	t.Helper()
+	if format == MetaToolBare {
+		return content
+	}
+	var env struct {
+		Name       string          `json:"name"`
+		FunctionID *int            `json:"function_id"`
+		Results    json.RawMessage `json:"results"`
+	}
+	inner := content
+	if n == 1 {
+		var list []json.RawMessage
+		if err := json.Unmarshal([]byte(content), &list); err != nil || len(list) != 1 {
+			t.Fatalf("paper result of a lone call %s: want a one-element list (%v)", content, err)
+		}
+		inner = string(list[0])
+	}
+	keys, _, err := toollib.ObjectMembers([]byte(inner))
+	if err != nil || !slices.Equal(keys, []string{"name", "function_id", "results"}) || json.Unmarshal([]byte(inner), &env) != nil {
+		t.Fatalf("paper result %s: keys %v, want name, function_id, results (%v)", content, keys, err)
+	}
+	if env.Name != verify.MetaTool || env.FunctionID == nil || *env.FunctionID != id {
+		t.Fatalf("paper result %s: want name meta_tool and function_id %d", content, id)
+	}
+	return string(env.Results)
 }
 
 func mtInvokedNames(r *record.Record) []string {
@@ -298,8 +324,12 @@ func mtCheck(t *testing.T, cfg MetaToolConfig, in, out *record.Record) {
 				t.Errorf("%s: result name %q", in.ID, res.Name)
 			}
 			tools := mtResultTools(t, res.Content)
-			if cfg.ResultMode == MetaToolOracle && (len(tools) != 1 || strings.HasPrefix(res.Content, "[")) {
+			returned := mtReturned(t, cfg.ResultFormat, res.Content, k, len(m.Calls))
+			if cfg.ResultMode == MetaToolOracle && (len(tools) != 1 || strings.HasPrefix(returned, "[")) {
 				t.Errorf("%s: oracle result %s, want one object", in.ID, res.Content)
+			}
+			if cfg.ResultMode == MetaToolRetrieved && !strings.HasPrefix(returned, "[") {
+				t.Errorf("%s: retrieved result %s, want a list", in.ID, res.Content)
 			}
 			if len(tools) > cfg.TopK {
 				t.Errorf("%s: %d tools returned, top_k %d", in.ID, len(tools), cfg.TopK)
@@ -392,7 +422,8 @@ func mtEqualMessages(a, b []record.Message) bool {
 func mtPtr(f float64) *float64 { return &f }
 
 func TestMetaToolPaperExample(t *testing.T) {
-	// Seed 000 Fig 11 → Fig 12: open world, simple, oracle.
+	// Seed 000 Fig 11 → Fig 12: open world, simple, oracle; the result is
+	// Fig 12's tool turn, the definition in the envelope with function_id.
 	st := mtBuild(t, MetaToolConfig{OpenWorldRatio: mtPtr(1), HardRatio: mtPtr(0)}, mtEnv(nil, nil))
 	out := mtProcess(t, st, mtSingle("mt:fig12"))
 	if got := []string{out.Tools[0].Name}; len(out.Tools) != 1 || got[0] != "meta_tool" {
@@ -405,7 +436,7 @@ func TestMetaToolPaperExample(t *testing.T) {
 	want := []record.Message{
 		fxUser("I need to check the traffic situation in Miami, Florida before I head out. Can you help with that?"),
 		fxCalls("meta_tool", `{"tool_description":"Get the current traffic report","param_description":["The city and state, e.g. Los Angeles, CA"]}`),
-		fxResults("meta_tool", `{"name":"get_traffic_report","description":"Get the current traffic report","parameters":{"type":"object","properties":{"location":{"type":"string","description":"The city and state, e.g. Los Angeles, CA"}},"required":["location"]}}`),
+		fxResults("meta_tool", `[{"name":"meta_tool","function_id":0,"results":{"name":"get_traffic_report","description":"Get the current traffic report","parameters":{"type":"object","properties":{"location":{"type":"string","description":"The city and state, e.g. Los Angeles, CA"}},"required":["location"]}}}]`),
 		fxCalls("get_traffic_report", `{"location":"Miami, Florida"}`),
 		fxResults("get_traffic_report", `{"status":"heavy"}`),
 		fxSay("Traffic in Miami is heavy right now."),
@@ -417,6 +448,66 @@ func TestMetaToolPaperExample(t *testing.T) {
 	for _, kv := range [][2]string{{"world", "open"}, {"difficulty", "simple"}, {"category", "function_missing"}, {"result_mode", "oracle"}} {
 		if out.Tag(kv[0]) != kv[1] {
 			t.Errorf("tag %s = %q, want %q", kv[0], out.Tag(kv[0]), kv[1])
+		}
+	}
+	// The exported tool turn is Fig 12's, byte for byte up to JSON spacing.
+	fig12 := `[{"name": "meta_tool", "function_id": 0, "results": {"name": "get_traffic_report", "description": "Get the current traffic report", "parameters": {"type": "object", "properties": {"location": {"type": "string", "description": "The city and state, e.g. Los Angeles, CA"}}, "required": ["location"]}}}]`
+	obs, err := observation(out.Messages[2].Results)
+	if err != nil || obs != mtCompactJSON(t, fig12) {
+		t.Errorf("exported tool turn %s (%v), want Fig 12's %s", obs, err, fig12)
+	}
+}
+
+func mtCompactJSON(t *testing.T, s string) string {
+	t.Helper()
+	var b bytes.Buffer
+	if err := json.Compact(&b, []byte(s)); err != nil {
+		t.Fatal(err)
+	}
+	return b.String()
+}
+
+// TestMetaToolResultFormats: bare results are the definitions alone; paper
+// results of a turn with several meta_tool calls are one envelope each,
+// function_id counting the calls, and their exported tool turn is the list
+// of them; every consumer reads both formats.
+func TestMetaToolResultFormats(t *testing.T) {
+	def := `{"name":"get_traffic_report","description":"Get the current traffic report","parameters":{"type":"object","properties":{"location":{"type":"string","description":"The city and state, e.g. Los Angeles, CA"}},"required":["location"]}}`
+	bare := mtBuild(t, MetaToolConfig{OpenWorldRatio: mtPtr(1), HardRatio: mtPtr(0), ResultFormat: MetaToolBare}, mtEnv(nil, nil))
+	if got := mtProcess(t, bare, mtSingle("mt:bare")).Messages[2].Results[0].Content; got != def {
+		t.Errorf("bare result %s, want %s", got, def)
+	}
+	for _, format := range []string{MetaToolPaper, MetaToolBare} {
+		cfg := MetaToolConfig{OpenWorldRatio: mtPtr(1), HardRatio: mtPtr(0), ResultFormat: format, GetUserInput: true}
+		st := mtBuild(t, cfg, mtEnv(nil, nil))
+		in := mtParallel("mt:par-" + format)
+		out := mtProcess(t, st, in)
+		mtCheck(t, cfg, in, out)
+		res := out.Messages[2].Results
+		obs, err := observation(res)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if format == MetaToolPaper {
+			var turn []struct {
+				Name       string          `json:"name"`
+				FunctionID int             `json:"function_id"`
+				Results    json.RawMessage `json:"results"`
+			}
+			if err := json.Unmarshal([]byte(obs), &turn); err != nil || len(turn) != 2 || turn[0].FunctionID != 0 || turn[1].FunctionID != 1 {
+				t.Errorf("paper tool turn of two meta_tool calls: %s (%v)", obs, err)
+			}
+		}
+		// calls_resolved, args_schema and the reason stage's scope see the
+		// returned tools.
+		for _, c := range []*verify.Checker{verify.CallsResolved, verify.ArgsSchema} {
+			if probs := c.Check(out); len(probs) > 0 {
+				t.Errorf("%s: %s: %v", format, c.Name, probs)
+			}
+		}
+		scope := toolsInScope(out, 3)
+		if _, ok := scope["get_stock_price"]; !ok {
+			t.Errorf("%s: reason scope %v lacks the retrieved get_stock_price", format, slices.Collect(maps.Keys(scope)))
 		}
 	}
 }
@@ -542,6 +633,67 @@ func TestMetaToolHard(t *testing.T) {
 	}
 }
 
+// TestMetaToolHardNeverListsNearTwins: hard records list no near-twin of
+// an invoked tool (issue 17: calculate_loan_repayment beside
+// calculate_loan_payment, generate_random_password beside
+// generate_password), neither drawn from the library nor kept from the
+// record's unused tools, with the offline lexical embedder, under which the
+// twins' Algorithm-1 similarity stays below distractor_max_similarity. A
+// related tool that is no twin (generate_qr_code) stays eligible.
+func TestMetaToolHardNeverListsNearTwins(t *testing.T) {
+	loan := mtTool("calculate_loan_payment", "Calculate the monthly loan payment",
+		"loan_amount:The total loan amount", "interest_rate:The annual interest rate", "loan_term:The loan term in years")
+	loanTwin := mtTool("calculate_loan_repayment", "Calculate the monthly repayment amount of a loan",
+		"principal:The amount borrowed", "rate:Yearly interest in percent", "years:How many years the loan runs")
+	pw := mtTool("generate_password", "Generate a random password", "length:The length of the password")
+	pwTwin := mtTool("generate_random_password", "Generate a random password of a given length and strength",
+		"size:Number of characters", "strength:weak, medium or strong")
+	qr := mtTool("generate_qr_code", "Generate a QR code image for a text", "text:The text to encode")
+	emb := noiseOfflineEmbedder(t)
+	for _, pair := range [][2]record.Tool{{loan, loanTwin}, {pw, pwTwin}} {
+		qa, _ := toollib.QueryOf(pair[0])
+		qb, _ := toollib.QueryOf(pair[1])
+		for _, q := range [][2]toollib.Query{{qa, qb}, {qb, qa}} {
+			if sim, err := toollib.Similarity(t.Context(), emb, 0.5, q[0], q[1]); err != nil || sim > 0.85 {
+				t.Fatalf("%s ~ %s: Algorithm-1 similarity %.3f (%v); the fixture must pass distractor_max_similarity", pair[0].Name, pair[1].Name, sim, err)
+			}
+		}
+	}
+	lib := append(mtLibrary(), loan, loanTwin, pw, pwTwin, qr)
+	twins := map[string]string{loan.Name: loanTwin.Name, pw.Name: pwTwin.Name}
+	qrListed := 0
+	for _, open := range []float64{0, 1} {
+		cfg := MetaToolConfig{OpenWorldRatio: mtPtr(open), HardRatio: mtPtr(1), MinTools: 8}
+		st := mtBuild(t, cfg, mtEnv(lib, emb))
+		for i := range 60 {
+			ins := []*record.Record{
+				fxRecord(fmt.Sprintf("loan:%d", i), []record.Tool{loan, loanTwin},
+					fxUser("What would I pay each month on 200000 at 5% over 30 years?"),
+					fxCalls(loan.Name, `{"loan_amount":"200000","interest_rate":"5","loan_term":"30"}`)),
+				fxRecord(fmt.Sprintf("pw:%d", i), []record.Tool{pw},
+					fxUser("I need a new password, 12 characters."),
+					fxCalls(pw.Name, `{"length":"12"}`)),
+			}
+			for _, in := range ins {
+				out := mtProcess(t, st, in)
+				mtCheck(t, cfg, in, out)
+				invoked := mtInvokedNames(in)[0]
+				for _, tl := range out.Tools {
+					if tl.Name == twins[invoked] {
+						t.Errorf("%s (%s world): lists %s beside the invoked %s", in.ID, out.Tag("world"), tl.Name, invoked)
+					}
+					if tl.Name == qr.Name {
+						qrListed++
+					}
+				}
+			}
+		}
+	}
+	if qrListed == 0 {
+		t.Error("generate_qr_code, related to generate_password but no twin, was never drawn")
+	}
+}
+
 func TestMetaToolHardKeepsUnusedAndShuffles(t *testing.T) {
 	cfg := MetaToolConfig{OpenWorldRatio: mtPtr(0), HardRatio: mtPtr(1)}
 	st := mtBuild(t, cfg, mtEnv(mtLibrary(), &mtEmbedder{}))
@@ -589,7 +741,7 @@ func TestMetaToolRetrieved(t *testing.T) {
 				}
 				for k, r := range m.Results {
 					tools := mtResultTools(t, r.Content)
-					if !strings.HasPrefix(r.Content, "[") || len(tools) != 4 {
+					if !strings.HasPrefix(mtReturned(t, MetaToolPaper, r.Content, k, len(m.Results)), "[") || len(tools) != 4 {
 						t.Errorf("%s: retrieved result %s, want a list of 4", in.ID, r.Content)
 					}
 					target := out.Messages[j-1].Calls[k]
@@ -651,8 +803,8 @@ func TestMetaToolRejects(t *testing.T) {
 		in   *record.Record
 		want string
 	}{
-		{"lists meta_tool", fxRecord("r1", []record.Tool{metaToolDef}, fxUser("x")), MetaToolReservedName},
-		{"lists get_user_input", fxRecord("r2", []record.Tool{getUserInputDef}, fxUser("x")), MetaToolReservedName},
+		{"lists meta_tool", fxRecord("r1", []record.Tool{verify.MetaToolDef()}, fxUser("x")), MetaToolReservedName},
+		{"lists get_user_input", fxRecord("r2", []record.Tool{verify.GetUserInputDef()}, fxUser("x")), MetaToolReservedName},
 		{"calls meta_tool", fxRecord("r3", []record.Tool{mtTraffic}, fxUser("x"), fxCalls("meta_tool", `{}`)), MetaToolReservedName},
 		{"unknown call", fxRecord("r4", []record.Tool{mtTraffic}, fxUser("x"), fxCalls("nope", `{}`)), MetaToolUnknownCall},
 		{"bad parameters", fxRecord("r5", []record.Tool{badParams}, fxUser("x"), fxCalls("get_traffic_report", `{}`)), MetaToolBadParameters},
@@ -764,7 +916,8 @@ func TestMetaToolConfig(t *testing.T) {
 	var c MetaToolConfig
 	c.defaults()
 	if *c.OpenWorldRatio != 0.5 || *c.HardRatio != 0.5 || c.MinTools != 5 || c.ResultMode != MetaToolOracle ||
-		c.TopK != 5 || *c.Alpha != 0.5 || c.DistractorMaxSimilarity != 0.85 || c.ExistingRatio != 0 {
+		c.TopK != 5 || *c.Alpha != 0.5 || c.DistractorMaxSimilarity != 0.85 || c.ExistingRatio != 0 ||
+		c.ResultFormat != MetaToolPaper || *c.TwinDescriptionSimilarity != 0.4 {
 		t.Errorf("defaults: %+v", c)
 	}
 	if probs := c.validate(); len(probs) != 0 {
@@ -781,6 +934,8 @@ func TestMetaToolConfig(t *testing.T) {
 		{MetaToolConfig{MinTools: -1}, "min_tools"},
 		{MetaToolConfig{DistractorMaxSimilarity: 1.5}, "distractor_max_similarity"},
 		{MetaToolConfig{ResultMode: "best"}, `result_mode: "best" is not one of oracle, retrieved`},
+		{MetaToolConfig{ResultFormat: "toolace"}, `result_format: "toolace" is not one of paper, bare`},
+		{MetaToolConfig{TwinDescriptionSimilarity: mtPtr(-0.5)}, "twin_description_similarity"},
 		{MetaToolConfig{TopK: -2}, "top_k"},
 	}
 	for _, tt := range tests {
@@ -958,5 +1113,130 @@ func TestMetaToolRealData(t *testing.T) {
 		if calls > 0 && (low < 0.9 || changed*10 < calls*7) {
 			t.Errorf("offline noise: %d of %d calls changed, lowest similarity %.4f", changed, calls, low)
 		}
+	}
+}
+
+// TestMetaToolTwinsRealData measures the near-twin rule on ../shared/data
+// (LLaMA-Factory's glaive demos in English and Chinese and the derived raw
+// dumps): how many library tools it keeps out per invoked tool beside the
+// rules before it (same definition, Algorithm-1 similarity above
+// distractor_max_similarity with the offline embedder), and that hard
+// records never list a near-twin of an invoked tool, among them the pairs
+// issue 17 found.
+func TestMetaToolTwinsRealData(t *testing.T) {
+	recs := sharedRecords(t, 1000,
+		dump{"llamafactory/glaive_toolcall_en_demo.json", "sharegpt"},
+		dump{"llamafactory/glaive_toolcall_zh_demo.json", "sharegpt"},
+		dump{"derived/toolace_format_glaive_toolcall_en_demo.json", "toolace"},
+		dump{"derived/glaive_v2_format_glaive_toolcall_en_demo.json", "glaive"},
+		dump{"derived/xlam_format_glaive_toolcall_en_demo.json", "xlam"})
+	var all []record.Tool
+	for _, r := range recs {
+		all = append(all, r.Tools...)
+	}
+	lib := toollib.New(all)
+	emb := noiseOfflineEmbedder(t)
+	var cfg MetaToolConfig
+	cfg.defaults()
+	// The pool each invoked tool leaves, under the old rules and with the
+	// near-twin rule added.
+	qs := make([]toollib.Query, len(lib.Tools))
+	for i, tl := range lib.Tools {
+		qs[i], _ = toollib.QueryOf(tl)
+	}
+	vecs, err := toollib.Embed(t.Context(), emb, qs, 512)
+	if err != nil {
+		t.Fatal(err)
+	}
+	invoked := map[int]bool{}
+	for _, r := range recs {
+		for _, m := range r.Messages {
+			for _, c := range m.Calls {
+				if tl, ok := r.ToolByName(c.Name); ok {
+					for _, i := range lib.Named(tl.Name) {
+						if sameDefinition(lib.Tools[i], tl) {
+							invoked[i] = true
+						}
+					}
+				}
+			}
+		}
+	}
+	// Counted in distinct names: the library holds up to 14 definitions
+	// under one name (generate_password), all kept out together.
+	names := map[string]bool{}
+	for _, tl := range lib.Tools {
+		names[tl.Name] = true
+	}
+	oldOut, twinOnly, maxOut := 0, 0, 0
+	pairs := map[string]bool{}
+	for i := range invoked {
+		old, twin := map[string]bool{}, map[string]bool{}
+		for j, c := range lib.Tools {
+			if c.Name == lib.Tools[i].Name {
+				continue
+			}
+			if sameDefinition(lib.Tools[i], c) || toollib.Score(0.5, vecs[i], vecs[j]) > cfg.DistractorMaxSimilarity ||
+				toollib.Score(0.5, vecs[j], vecs[i]) > cfg.DistractorMaxSimilarity {
+				old[c.Name] = true
+			} else if toollib.NearTwins(lib.Tools[i], c, lexicalTwinEmbedding, *cfg.TwinDescriptionSimilarity) {
+				twin[c.Name] = true
+			}
+		}
+		for name := range twin {
+			if !old[name] {
+				twinOnly++
+				pairs[lib.Tools[i].Name+" ~ "+name] = true
+			}
+		}
+		oldOut += len(old)
+		maxOut = max(maxOut, len(old)+len(twin))
+	}
+	n := float64(len(invoked))
+	t.Logf("%d records, library %d tools under %d names, %d invoked definitions: the old rules keep out %.2f names per invoked tool, the near-twin rule %.2f more (%d distinct pairs); at most %d of %d names (%.1f%%) kept out for one tool",
+		len(recs), len(lib.Tools), len(names), len(invoked), float64(oldOut)/n, float64(twinOnly)/n, len(pairs), maxOut, len(names)-1, 100*float64(maxOut)/float64(len(names)-1))
+	t.Logf("pairs only the near-twin rule catches: %v", slices.Sorted(maps.Keys(pairs)))
+	if float64(maxOut) > 0.05*float64(len(names)) {
+		t.Errorf("one invoked tool keeps %d of %d names out: the pool is gutted", maxOut, len(names))
+	}
+	// Hard records, open and closed: no listed tool is a near-twin of an
+	// invoked one; the pairs of issue 17 in particular.
+	known := [][2]string{{"calculate_loan_payment", "calculate_loan_repayment"}, {"generate_password", "generate_random_password"},
+		{"search_recipe", "search_recipes"}, {"create_event", "create_calendar_event"}}
+	hardCfg := MetaToolConfig{HardRatio: mtPtr(1), GetUserInput: true}
+	st := mtBuild(t, hardCfg, mtEnv(all, emb))
+	listed, rejects := 0, map[string]int{}
+	for _, in := range recs {
+		outs, err := st.Process(context.Background(), in)
+		if err != nil {
+			reason, ok := rejectReason(err)
+			if !ok {
+				t.Fatalf("%s: %v", in.ID, err)
+			}
+			rejects[reason]++
+			continue
+		}
+		out := outs[0]
+		for _, name := range mtInvokedNames(in) {
+			inv, _ := in.ToolByName(name)
+			for _, tl := range out.Tools {
+				if tl.Name == name || tl.Name == verify.MetaTool || tl.Name == verify.GetUserInput {
+					continue
+				}
+				listed++
+				if toollib.NearTwins(inv, tl, lexicalTwinEmbedding, *cfg.TwinDescriptionSimilarity) {
+					t.Errorf("%s: lists %s beside its near-twin %s", in.ID, tl.Name, name)
+				}
+				for _, k := range known {
+					if name == k[0] && tl.Name == k[1] || name == k[1] && tl.Name == k[0] {
+						t.Errorf("%s: lists %s beside %s", in.ID, tl.Name, name)
+					}
+				}
+			}
+		}
+	}
+	t.Logf("hard variants: %d tools listed beside invoked ones, rejects %v", listed, rejects)
+	if len(rejects) > 0 {
+		t.Errorf("real rows rejected: %v", rejects)
 	}
 }

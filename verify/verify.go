@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/augmentdata/augment/prompts"
+	"github.com/augmentdata/augment/stages/formats"
 	"github.com/augmentdata/augment/stages/record"
 )
 
@@ -75,9 +76,34 @@ func Lookup(name string) (*Checker, bool) {
 
 // Special tool names of the Meta-Tool method (seed 000, Fig 4 and Fig 6).
 const (
-	MetaTool     = "meta_tool"
+	MetaTool     = formats.MetaTool
 	GetUserInput = "get_user_input"
 )
+
+// MetaToolDef returns the meta_tool definition of seed 000, Fig 4, word for
+// word, with "required" inside "parameters" where JSON Schema wants it (the
+// figure puts it beside them).
+func MetaToolDef() record.Tool {
+	return record.Tool{
+		Name:        MetaTool,
+		Description: "Use this tool when no suitable tool is available in the current list, and an external tool is required to provide an accurate response to the user.",
+		Parameters: json.RawMessage(`{"type":"object","properties":{` +
+			`"tool_description":{"description":"A clear and concise description of the external tool you need to use.","type":"string"},` +
+			`"param_description":{"type":"array","description":"A list of descriptions for each parameter required by the external tool.","items":{"type":"string"}}},` +
+			`"required":["tool_description","param_description"]}`),
+	}
+}
+
+// GetUserInputDef returns the get_user_input definition of seed 000, Fig 6,
+// word for word: a function that invokes nothing and hands the turn to the
+// user.
+func GetUserInputDef() record.Tool {
+	return record.Tool{
+		Name:        GetUserInput,
+		Description: "Not invoke any additional functions.",
+		Parameters:  json.RawMessage(`{"type":"object","properties":{}}`),
+	}
+}
 
 // joinPath appends a key to a dotted path, quoting keys that are not plain
 // identifiers: arguments.city, arguments["departure date"].

@@ -1,0 +1,170 @@
+package toollib
+
+import (
+	"math"
+	"strings"
+	"unicode"
+
+	"github.com/augmentdata/augment/stages/record"
+)
+
+// Near-twins are two tools that do the same thing under slightly different
+// names: calculate_loan_payment and calculate_loan_repayment,
+// generate_password and generate_random_password, search_recipe and
+// search_recipes. A list holding both leaves a model no right choice, so a
+// distractor must not be the near-twin of a tool the dialogue calls. The
+// test is lexical on purpose: it must behave the same whatever embedder the
+// run uses (multilingual-e5 puts unrelated texts near a cosine of 0.7, the
+// offline lexical embedder near 0).
+
+// NearTwins reports whether a and b are near-twins: their names are near
+// (NamesNear) and their descriptions agree: the cosine of the descriptions
+// embedded by embed is at least minDesc, or the descriptions cannot be
+// compared word by word (one is Chinese and the other is not, or one is
+// empty: glaive's demos hold calculate_loan_repayment only in Chinese and
+// calculate_loan_payment in both), so the names alone decide. embed must be
+// deterministic; its vectors need not be normalised. Two tools with the
+// same name are not near-twins (they are the same tool or a name clash,
+// which callers handle by name).
+func NearTwins(a, b record.Tool, embed func(string) []float32, minDesc float64) bool {
+	if a.Name == b.Name || !NamesNear(a.Name, b.Name) {
+		return false
+	}
+	da, db := strings.TrimSpace(a.Description), strings.TrimSpace(b.Description)
+	if da == "" || db == "" || chineseText(da) != chineseText(db) {
+		return true
+	}
+	return cosine(embed(da), embed(db)) >= minDesc
+}
+
+// chineseText reports whether Han characters make up at least a third as
+// much of s as Latin letters do (and there are at least two).
+func chineseText(s string) bool {
+	han, latin := 0, 0
+	for _, r := range s {
+		switch {
+		case unicode.Is(unicode.Han, r):
+			han++
+		case r < unicode.MaxLatin1 && unicode.IsLetter(r):
+			latin++
+		}
+	}
+	return han >= 2 && 3*han >= latin
+}
+
+// NamesNear reports whether two tool names are near-duplicates: every word
+// of the name with fewer words matches a different word of the other.
+// Words are split at anything but letters and digits, at lower-to-upper
+// case changes and at letter/digit changes, lower-cased, and lose an
+// English plural "s". Two words match when they are equal, when the shorter
+// (at least 4 letters) begins or ends the longer and is at most 3 letters
+// shorter (discount/discounted, payment/repayment), or when both have at
+// least 5 letters and one edit (insertion, deletion, substitution) turns one
+// into the other.
+func NamesNear(a, b string) bool {
+	x, y := nameWords(a), nameWords(b)
+	if len(x) == 0 || len(y) == 0 {
+		return false
+	}
+	if len(x) > len(y) {
+		x, y = y, x
+	}
+	return matchWords(x, y, make([]bool, len(y)))
+}
+
+// matchWords reports whether each word of x can be paired with a distinct
+// unused word of y (names have a handful of words; backtracking is cheap).
+func matchWords(x, y []string, used []bool) bool {
+	if len(x) == 0 {
+		return true
+	}
+	for j, w := range y {
+		if !used[j] && wordsMatch(x[0], w) {
+			used[j] = true
+			if matchWords(x[1:], y, used) {
+				return true
+			}
+			used[j] = false
+		}
+	}
+	return false
+}
+
+func wordsMatch(a, b string) bool {
+	if a == b {
+		return true
+	}
+	s, l := []rune(a), []rune(b)
+	if len(s) > len(l) {
+		s, l = l, s
+	}
+	if len(s) >= 4 && len(l)-len(s) <= 3 && (strings.HasPrefix(string(l), string(s)) || strings.HasSuffix(string(l), string(s))) {
+		return true
+	}
+	return len(s) >= 5 && oneEdit(s, l)
+}
+
+// oneEdit reports whether one insertion, deletion or substitution turns s
+// into l (len(s) ≤ len(l)); equal words are handled by the caller.
+func oneEdit(s, l []rune) bool {
+	if len(l)-len(s) > 1 {
+		return false
+	}
+	i := 0
+	for i < len(s) && s[i] == l[i] {
+		i++
+	}
+	if len(s) == len(l) {
+		return string(s[i+1:]) == string(l[i+1:])
+	}
+	return string(s[i:]) == string(l[i+1:])
+}
+
+// nameWords splits a tool name into words (see NamesNear).
+func nameWords(name string) []string {
+	var words []string
+	var cur []rune
+	flush := func() {
+		if len(cur) == 0 {
+			return
+		}
+		w := strings.ToLower(string(cur))
+		if len(w) > 3 && strings.HasSuffix(w, "s") && !strings.HasSuffix(w, "ss") && !strings.HasSuffix(w, "us") {
+			w = w[:len(w)-1]
+		}
+		words = append(words, w)
+		cur = cur[:0]
+	}
+	var last rune
+	for _, r := range name {
+		if !unicode.IsLetter(r) && !unicode.IsDigit(r) {
+			flush()
+			last = r
+			continue
+		}
+		if len(cur) > 0 && (unicode.IsUpper(r) && unicode.IsLower(last) || unicode.IsDigit(r) != unicode.IsDigit(last)) {
+			flush()
+		}
+		cur = append(cur, r)
+		last = r
+	}
+	flush()
+	return words
+}
+
+// cosine of two vectors; 0 when either is empty or zero.
+func cosine(a, b []float32) float64 {
+	if len(a) == 0 || len(a) != len(b) {
+		return 0
+	}
+	var ab, aa, bb float64
+	for i := range a {
+		ab += float64(a[i]) * float64(b[i])
+		aa += float64(a[i]) * float64(a[i])
+		bb += float64(b[i]) * float64(b[i])
+	}
+	if aa == 0 || bb == 0 {
+		return 0
+	}
+	return ab / math.Sqrt(aa*bb)
+}
