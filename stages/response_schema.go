@@ -33,6 +33,13 @@ import (
 // A result that is not JSON gives {"type":"string"}. Nesting deeper than 32
 // levels keeps the type but not the inside.
 //
+// A result in ToolACE's envelope, [{"name": <the tool>, "results": R}] or
+// {"name": <the tool>, "results": R} (optionally with "function_id", as
+// meta_tool results in seed 000 Fig 12), gives the schema of R: the
+// toolace reader unwraps it, but rows converted to sharegpt keep it around
+// the result of a single call, and the tool returns R, not the envelope.
+// A list of several envelopes gives the R of the one named after the tool.
+//
 // Observations are merged per tool, where a tool is identified by its name
 // and definition (description and parameters), because one name can carry
 // different definitions in different records. Merging is deterministic: the
@@ -58,7 +65,7 @@ type ResponseSchemaConfig struct {
 
 func (c *ResponseSchemaConfig) defaults()          {}
 func (c *ResponseSchemaConfig) validate() []string { return nil }
-func (c *ResponseSchemaConfig) version() int       { return 1 }
+func (c *ResponseSchemaConfig) version() int       { return 2 } // 2: envelopes unwrapped
 
 func (c *ResponseSchemaConfig) build(env *Env) (Stage, error) {
 	return &responseSchemas{overwrite: c.Overwrite, stage: env.Stage}, nil
@@ -163,10 +170,67 @@ func observeRecord(r *record.Record, see func(key string, n *schemaNode)) {
 				if !ok {
 					continue
 				}
-				see(toollib.Key(t), deriveSchema(res.Content))
+				see(toollib.Key(t), deriveSchema(unwrapEnvelope(res.Content, name)))
 			}
 		}
 	}
+}
+
+// unwrapEnvelope returns R when content is name's result R in ToolACE's
+// envelope (see ResponseSchemaConfig), else content. In a list of
+// envelopes (rows whose converter dropped a parallel call keep the results
+// of all), the one envelope named after the tool counts.
+func unwrapEnvelope(content, name string) string {
+	text := strings.TrimSpace(content)
+	if text == "" || text[0] != '[' && text[0] != '{' || !strings.Contains(text, `"results"`) {
+		return content
+	}
+	items := []json.RawMessage{json.RawMessage(text)}
+	if text[0] == '[' {
+		if json.Unmarshal([]byte(text), &items) != nil {
+			return content
+		}
+	}
+	var found json.RawMessage
+	for _, it := range items {
+		n, results, ok := envelope(it)
+		if !ok {
+			return content
+		}
+		if n == name {
+			if found != nil {
+				return content
+			}
+			found = results
+		}
+	}
+	if found == nil {
+		return content
+	}
+	return string(found)
+}
+
+// envelope reads {"name": n, "results": r} with at most "function_id"
+// besides.
+func envelope(b json.RawMessage) (name string, results json.RawMessage, ok bool) {
+	keys, vals, err := toollib.ObjectMembers(b)
+	if err != nil {
+		return "", nil, false
+	}
+	for i, k := range keys {
+		switch k {
+		case "name":
+			if json.Unmarshal(vals[i], &name) != nil {
+				return "", nil, false
+			}
+		case "results":
+			results = vals[i]
+		case "function_id":
+		default:
+			return "", nil, false
+		}
+	}
+	return name, results, results != nil
 }
 
 // A schemaNode is a derived schema: a JSON type and, for objects and

@@ -7,7 +7,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/augmentdata/augment/stages/formats"
 	"github.com/augmentdata/augment/stages/record"
+	"github.com/augmentdata/augment/verify"
 )
 
 func schemaOf(content string) string {
@@ -274,6 +276,21 @@ func FuzzDeriveSchema(f *testing.F) {
 	})
 }
 
+// FuzzUnwrapEnvelope: the content itself, or for an envelope named f
+// valid JSON found inside it.
+func FuzzUnwrapEnvelope(f *testing.F) {
+	f.Add(`[{"name":"f","results":{"a":1}}]`)
+	f.Add(`{"name":"f","function_id":0,"results":[1]}`)
+	f.Add(`[{"name":"g","results":1},{"name":"f","results":"x"}]`)
+	f.Add(`[{"name":"f"}]`)
+	f.Fuzz(func(t *testing.T, s string) {
+		got := unwrapEnvelope(s, "f")
+		if got != s && (!json.Valid([]byte(got)) || !strings.Contains(s, strings.TrimSpace(got)[:1])) {
+			t.Fatalf("unwrapEnvelope(%q) = %q", s, got)
+		}
+	})
+}
+
 func BenchmarkResponseSchema(b *testing.B) {
 	var recs []*record.Record
 	for range 100 {
@@ -282,5 +299,73 @@ func BenchmarkResponseSchema(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		runResponseSchema(b, ResponseSchemaConfig{}, recs)
+	}
+}
+
+// TestResponseSchemaToolACEEnvelope: ToolACE rows converted to sharegpt
+// keep the [{"name", "results"}] envelope around a single call's result;
+// read through the sharegpt reader, the tool's schema is that of the
+// results, as for the raw ToolACE row, and the same for a meta_tool result
+// in seed 000 Fig 12's envelope.
+func TestResponseSchemaToolACEEnvelope(t *testing.T) {
+	tools := `[{"name": "Get Zip Code Information", "description": "Details of a US zip code", "parameters": {"type": "object", "properties": {"zip": {"type": "string"}}}}, ` +
+		`{"name": "lookup", "description": "Look something up", "parameters": {"type": "object", "properties": {}}}]`
+	row := func(call, obs string) []byte {
+		b, _ := json.Marshal(map[string]any{"tools": tools, "conversations": []map[string]string{
+			{"from": "human", "value": "Where is 10001?"}, {"from": "function_call", "value": call}, {"from": "observation", "value": obs}, {"from": "gpt", "value": "New York."}}})
+		return b
+	}
+	zip := `{"name": "Get Zip Code Information", "arguments": {"zip": "10001"}}`
+	var recs []*record.Record
+	for i, r := range [][]byte{
+		row(zip, `[{"name": "Get Zip Code Information", "results": {"city": "New York", "latitude": 40.75}}]`),
+		row(zip, `{"name": "Get Zip Code Information", "results": {"city": "New York", "state": "NY"}}`),
+		// A converter that dropped a parallel call left both results.
+		row(zip, `[{"name": "Countries", "results": {"countries": []}}, {"name": "Get Zip Code Information", "results": {"county": "New York"}}]`),
+		// Not an envelope of this tool: a real result that happens to look alike.
+		row(`{"name": "lookup", "arguments": {}}`, `[{"name": "someone else", "results": 3}]`),
+	} {
+		rec, err := formats.Parse("sharegpt", "toolace", int64(i), r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		recs = append(recs, rec)
+	}
+	recs = append(recs, fxRecord("fx:paper", []record.Tool{verify.MetaToolDef()}, fxUser("x"),
+		fxCalls(verify.MetaTool, `{"tool_description":"d","param_description":[]}`),
+		fxResults(verify.MetaTool, `[{"name":"meta_tool","function_id":0,"results":{"name":"f","description":"d","parameters":{"type":"object","properties":{}}}}]`)))
+	_, _, out := runResponseSchema(t, ResponseSchemaConfig{}, recs)
+	if got, want := responseOf(out[0], "Get Zip Code Information"), `{"type":"object","properties":{"city":{"type":"string"},"latitude":{"type":"number"},"state":{"type":"string"},"county":{"type":"string"}}}`; got != want {
+		t.Errorf("zip code schema\n got  %s\n want %s", got, want)
+	}
+	if got, want := responseOf(out[3], "lookup"), `{"type":"array","items":{"type":"object","properties":{"name":{"type":"string"},"results":{"type":"integer"}}}}`; got != want {
+		t.Errorf("look-alike result\n got  %s\n want %s", got, want)
+	}
+	if got, want := responseOf(out[4], verify.MetaTool), `{"type":"object","properties":{"name":{"type":"string"},"description":{"type":"string"},"parameters":{"type":"object","properties":{"type":{"type":"string"},"properties":{"type":"object","properties":{}}}}}}`; got != want {
+		t.Errorf("meta_tool schema\n got  %s\n want %s", got, want)
+	}
+}
+
+// TestResponseSchemaToolACESharegptRealData: on the 100 ToolACE rows
+// converted to sharegpt in ../shared/data, no derived schema is the
+// envelope's.
+func TestResponseSchemaToolACESharegptRealData(t *testing.T) {
+	recs := sharedRecords(t, 10, dump{"toolace/toolace_first100_sharegpt_partially_converted.json", "sharegpt"})
+	_, _, out := runResponseSchema(t, ResponseSchemaConfig{}, recs)
+	derived := 0
+	for _, r := range out {
+		for _, tl := range r.Tools {
+			if len(tl.Response) == 0 {
+				continue
+			}
+			derived++
+			if strings.Contains(string(tl.Response), `"results":{`) {
+				t.Errorf("%s: %s derives the envelope: %s", r.ID, tl.Name, tl.Response)
+			}
+		}
+	}
+	t.Logf("%d records, %d tool schemas derived", len(out), derived)
+	if derived == 0 {
+		t.Error("no schema derived from the real rows")
 	}
 }
