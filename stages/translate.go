@@ -3,6 +3,7 @@ package stages
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 
 	"github.com/augmentdata/augment/stages/record"
@@ -13,7 +14,8 @@ import (
 // TranslateConfig is the `translate:` stage: Traditional Chinese (Taiwan)
 // versions of records with their structure locked (seed 002 §3.4 and App B).
 // The settings are those of package translate: mode (teacher | convert),
-// ratio or count, attempts, prompt, keep (translated | both).
+// ratio or count, attempts, prompt, keep (translated | both), non_chinese
+// (convert mode: pass | filter records without Chinese text).
 //
 // In teacher mode every answer is checked — tool definitions byte-identical,
 // same turns and calls, names, keys, enum members and fixed values unchanged,
@@ -26,8 +28,13 @@ type TranslateConfig struct {
 	translate.Config `yaml:",inline"`
 }
 
-func (c *TranslateConfig) defaults()    { c.Config.Defaults() }
-func (c *TranslateConfig) version() int { return translate.Version }
+func (c *TranslateConfig) defaults() { c.Config.Defaults() }
+
+// version is translate.Version, which is also part of the teacher's request
+// keys, plus the changes of the stage's output that leave teacher answers
+// as they were (so cached translations stay valid): +1 since convert mode
+// passes or filters records without Chinese text instead of rejecting them.
+func (c *TranslateConfig) version() int { return translate.Version + 1 }
 
 func (c *TranslateConfig) validate() []string {
 	var probs []string
@@ -66,6 +73,9 @@ func (t *translator) Concurrency() int { return max(1, t.env.Capacity) }
 
 func (t *translator) Process(ctx context.Context, r *record.Record) ([]*record.Record, error) {
 	out, err := t.Stage.Process(ctx, r)
+	if f, ok := errors.AsType[*translate.Filtered](err); ok {
+		return nil, &Filter{Reason: f.Reason}
+	}
 	for _, o := range out {
 		if o != r && len(o.Lineage) > 0 && o.Lineage[len(o.Lineage)-1].Stage == "translate" {
 			o.Lineage[len(o.Lineage)-1].Stage = t.env.Stage

@@ -36,10 +36,18 @@ func NewStage(t *Translator, rnd func(id string) *rand.Rand) *Stage {
 // (as it does records already tagged lang=zh-TW). A chosen record yields its
 // translation, preceded by r itself when Keep is "both" (the translation's ID
 // then gets the suffix "/zh-TW"). A record that cannot be translated is
-// rejected in both keep modes, so every failure is counted. Errors are
-// those of Translator.Record, plus a systemic one when Count is set and Plan
-// was not called.
+// rejected in both keep modes, so every failure is counted. In convert mode
+// a record without Chinese text is not converted: it passes on unchanged,
+// or with NonChinese "filter" Process returns no record and a *Filtered.
+// Errors are those of Translator.Record, plus a systemic one when Count is
+// set and Plan was not called.
 func (s *Stage) Process(ctx context.Context, r *record.Record) ([]*record.Record, error) {
+	if s.t.cfg.Mode == ModeConvert && r.Tag("lang") != Lang && !hasChinese(r) {
+		if s.t.cfg.NonChinese == NonChineseFilter {
+			return nil, &Filtered{Reason: FilterNotChinese}
+		}
+		return []*record.Record{r}, nil
+	}
 	ok, err := s.selected(r)
 	if err != nil {
 		return nil, err
@@ -75,7 +83,8 @@ func (s *Stage) selected(r *record.Record) (bool, error) {
 }
 
 // Plan picks the records to translate when Count is set: the Count records
-// (not yet in zh-TW) whose seeded draws are smallest, ties broken by ID, so
+// (not yet in zh-TW; in convert mode, with Chinese text) whose seeded draws
+// are smallest, ties broken by ID, so
 // the choice depends on the seed and the set of IDs, not on their order.
 // The digest names the chosen set. With Ratio, Plan reads nothing and the
 // digest names the ratio.
@@ -92,7 +101,7 @@ func (s *Stage) Plan(ctx context.Context, scan func(yield func(*record.Record) e
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		if r.Tag("lang") != Lang {
+		if r.Tag("lang") != Lang && (s.t.cfg.Mode != ModeConvert || hasChinese(r)) {
 			draws = append(draws, draw{s.rand(r.ID).Uint64(), r.ID})
 		}
 		return nil
@@ -114,4 +123,29 @@ func (s *Stage) Plan(ctx context.Context, scan func(yield func(*record.Record) e
 	}
 	s.planned = true
 	return "count=" + strconv.Itoa(s.t.cfg.Count) + ":" + hex.EncodeToString(h.Sum(nil)[:12]), nil
+}
+
+// What convert mode does with records without Chinese text (NonChinese),
+// and the filter reason of those it drops.
+const (
+	NonChinesePass   = "pass"
+	NonChineseFilter = "filter"
+	FilterNotChinese = "not_chinese"
+)
+
+// Filtered is the error Process returns, with no records, for a record it
+// drops on purpose; the pipeline counts it as filtered under Reason.
+type Filtered struct{ Reason string }
+
+func (e *Filtered) Error() string { return "filtered: " + e.Reason }
+
+// hasChinese reports whether any translatable text of r holds Chinese
+// characters: what convert mode needs to have something to convert.
+func hasChinese(r *record.Record) bool {
+	for s := range translatable(r) {
+		if hasHan(s.text) {
+			return true
+		}
+	}
+	return false
 }

@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/augmentdata/augment/stages/record"
@@ -162,11 +163,89 @@ func TestStageKeepBoth(t *testing.T) {
 	}
 }
 
-func TestStageRejectPassesThrough(t *testing.T) {
-	s := newConvertStage(t, Config{Keep: KeepBoth}, 1)
-	_, err := s.Process(t.Context(), &record.Record{ID: "en:1", Messages: []record.Message{{Role: "user", Content: "hello"}}})
+// TestStageConvertMixedInput: in convert mode a record without Chinese
+// text (the English half of a mixed source) is never rejected as
+// translate_not_chinese: it passes on unchanged (non_chinese: pass, the
+// default) or is dropped as filtered (non_chinese: filter); count picks
+// only records with something to convert.
+func TestStageConvertMixedInput(t *testing.T) {
+	en := &record.Record{ID: "en:1", Messages: []record.Message{{Role: "user", Content: "hello"}, {Role: "assistant", Content: "Hi! How can I help?"}}}
+	zh := zhRecords(2)
+	in := []*record.Record{zh[0], en, zh[1]}
+	for _, keep := range []string{KeepTranslated, KeepBoth} {
+		out := run(t, newConvertStage(t, Config{Keep: keep}, 1), in)
+		var ids []string
+		for _, r := range out {
+			ids = append(ids, r.ID)
+		}
+		want := []string{"zh:0", "en:1", "zh:1"}
+		if keep == KeepBoth {
+			want = []string{"zh:0", "zh:0/zh-TW", "en:1", "zh:1", "zh:1/zh-TW"}
+		}
+		if !slices.Equal(ids, want) {
+			t.Errorf("keep %s: ids %v, want %v", keep, ids, want)
+		}
+		for _, r := range out {
+			if r.ID == "en:1" && r != en {
+				t.Errorf("keep %s: the English record was changed: %+v", keep, r)
+			}
+		}
+	}
+	s := newConvertStage(t, Config{NonChinese: NonChineseFilter}, 1)
+	got, err := s.Process(t.Context(), en)
+	var f *Filtered
+	if !errors.As(err, &f) || f.Reason != FilterNotChinese || len(got) != 0 {
+		t.Errorf("filter: %v %v", got, err)
+	}
+	if out := run(t, s, zh); len(out) != 2 || out[0].Tag("lang") != Lang {
+		t.Errorf("filter drops Chinese records too: %v", out)
+	}
+	// count 2 over one English and two Chinese records converts both.
+	c := newConvertStage(t, Config{Count: 2}, 1)
+	_, err = c.Plan(t.Context(), func(yield func(*record.Record) error) error {
+		for _, r := range in {
+			if err := yield(r); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := translatedIDs(run(t, c, in)); !slices.Equal(got, []string{"zh:0", "zh:1"}) {
+		t.Errorf("count 2 converted %v", got)
+	}
+	// Record itself still says why it cannot convert.
 	var rej *Reject
-	if !errors.As(err, &rej) || rej.RejectReason() != ReasonNotChinese {
-		t.Errorf("error %v", err)
+	if _, err := s.t.Record(t.Context(), en); !errors.As(err, &rej) || rej.RejectReason() != ReasonNotChinese {
+		t.Errorf("Record on English text: %v", err)
+	}
+}
+
+func TestNonChineseConfig(t *testing.T) {
+	tests := []struct {
+		cfg  Config
+		want string
+	}{
+		{Config{Mode: ModeConvert, NonChinese: "keep"}, `non_chinese: "keep" is not one of pass, filter`},
+		{Config{Mode: ModeTeacher, NonChinese: NonChinesePass}, "non_chinese: applies to mode convert only"},
+	}
+	for _, tt := range tests {
+		tt.cfg.Defaults()
+		errs := tt.cfg.Validate()
+		if len(errs) != 1 || !strings.Contains(errs[0].Error(), tt.want) {
+			t.Errorf("%+v: %v, want %q", tt.cfg, errs, tt.want)
+		}
+	}
+	c := Config{Mode: ModeConvert}
+	c.Defaults()
+	if c.NonChinese != NonChinesePass || len(c.Validate()) != 0 {
+		t.Errorf("convert default: %+v %v", c, c.Validate())
+	}
+	c = Config{}
+	c.Defaults()
+	if c.NonChinese != "" || len(c.Validate()) != 0 {
+		t.Errorf("teacher default: %+v %v", c, c.Validate())
 	}
 }

@@ -57,7 +57,7 @@ const (
 	ReasonNotEquivalent   = "translate_not_equivalent"   // the judge found a translated argument value not equivalent to the source's
 	ReasonSimplifiedLeft  = "translate_simplified_left"  // a teacher answer keeps Simplified-only characters after s2twp
 	ReasonUntranslated    = "translate_untranslated"     // the teacher left English text untranslated
-	ReasonNotChinese      = "translate_not_chinese"      // convert mode: the record has no Chinese text to convert
+	ReasonNotChinese      = "translate_not_chinese"      // Record in convert mode: the record has no Chinese text to convert (the stage passes or filters such records instead)
 	ReasonSourceInvalid   = "translate_source_invalid"   // the source record's arguments or tool parameters are not valid JSON
 )
 
@@ -85,6 +85,12 @@ type Config struct {
 	// translation, which keeps its ID; or "both": the original goes on
 	// followed by the translation, whose ID gets the suffix "/zh-TW".
 	Keep string `yaml:"keep"`
+	// NonChinese says what convert mode does with a record whose text holds
+	// no Chinese (nothing to convert, e.g. the English half of a mixed
+	// source): "pass" (default) passes it on unchanged, "filter" drops it
+	// (counted as filtered "not_chinese"). Such records are never chosen
+	// for count. Teacher mode translates them and takes no setting.
+	NonChinese string `yaml:"non_chinese,omitempty"`
 }
 
 // Modes and keep policies.
@@ -102,6 +108,9 @@ func (c *Config) Defaults() {
 	}
 	if c.Keep == "" {
 		c.Keep = KeepTranslated
+	}
+	if c.Mode == ModeConvert && c.NonChinese == "" {
+		c.NonChinese = NonChinesePass
 	}
 	if c.Attempts == 0 {
 		// Three answers: a first try and two re-asks carrying the problems
@@ -139,6 +148,12 @@ func (c *Config) Validate() []error {
 	}
 	if c.Attempts < 1 {
 		errs = append(errs, fmt.Errorf("attempts: %d; want at least 1", c.Attempts))
+	}
+	switch {
+	case c.Mode != ModeConvert && c.NonChinese != "":
+		errs = append(errs, errors.New("non_chinese: applies to mode convert only (teacher mode translates every record)"))
+	case c.Mode == ModeConvert && c.NonChinese != NonChinesePass && c.NonChinese != NonChineseFilter:
+		errs = append(errs, fmt.Errorf("non_chinese: %q is not one of pass, filter", c.NonChinese))
 	}
 	if c.Mode == ModeConvert && c.Prompt != "" {
 		errs = append(errs, errors.New("prompt: convert mode asks no teacher, so a prompt is never used"))
@@ -224,11 +239,8 @@ func (t *Translator) Record(ctx context.Context, r *record.Record) (*record.Reco
 	if t.cfg.Mode == ModeConvert {
 		// Convert leaves no Simplified-only character (its character repair
 		// sees to that), so the only way to fail is having nothing to convert.
-		out := Convert(r)
-		for s := range translatable(out) {
-			if hasHan(s.text) {
-				return out, nil
-			}
+		if out := Convert(r); hasChinese(out) {
+			return out, nil
 		}
 		return nil, rejectf(ReasonNotChinese, "no translatable text contains Chinese characters; convert mode only converts Simplified Chinese")
 	}
