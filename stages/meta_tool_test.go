@@ -789,6 +789,9 @@ func TestMetaToolGetUserInput(t *testing.T) {
 	if out.Tag("category") != "chat" || len(out.Tools) != 1 || out.Tools[0].Name != verify.GetUserInput {
 		t.Errorf("category %s, tools %v", out.Tag("category"), out.Tools)
 	}
+	if d := out.Tools[0].Description; d != "Not invoke any additional functions." {
+		t.Errorf("get_user_input description %q, want seed 000 Fig 6's", d)
+	}
 	if len(out.Messages) != 2 {
 		t.Errorf("no tool turn may follow get_user_input: %d messages", len(out.Messages))
 	}
