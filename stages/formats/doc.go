@@ -58,10 +58,12 @@
 //     A name defined twice differently is rejected (duplicate_tool_conflict):
 //     the calls could be meant for either definition, and nothing downstream
 //     could hold them to the right one.
-//   - A call must name a listed tool. A name that matches exactly one tool
-//     when case and the separators '-', '.' and ' ' are ignored is renamed to
-//     that tool (repair call_name_normalized, e.g. create_to_do_list for the
-//     declared create_to-do_list); otherwise undeclared_call.
+//   - A call must name a listed tool, or one returned by an earlier result
+//     of a meta_tool call (MetaToolResult; augment's own open-world
+//     exports). A name that matches exactly one such tool when case and the
+//     separators '-', '.' and ' ' are ignored is renamed to that tool
+//     (repair call_name_normalized, e.g. create_to_do_list for the declared
+//     create_to-do_list); otherwise undeclared_call.
 //   - Rows that are not JSON are bad_json; rows that are not objects,
 //     row_not_object; JSON text embedded in a string field that does not
 //     decode is bad_json too. A tool that is not an object or has no name is
