@@ -509,9 +509,9 @@ func quotedNames(names []string) string { return strings.Join(quoteAll(names), "
 
 // toolsInScope returns the tool definitions usable at message k: the
 // record's tools, plus the definitions returned by meta_tool calls before
-// message k (a meta_tool result's content is one tool definition object or a
-// JSON list of them; see the meta_tool stage). A later definition of a name
-// does not replace an earlier one.
+// message k (read by formats.MetaToolResult, in either result format of the
+// meta_tool stage). A later definition of a name does not replace an
+// earlier one.
 func toolsInScope(r *record.Record, k int) map[string]record.Tool {
 	scope := make(map[string]record.Tool, len(r.Tools))
 	for _, t := range r.Tools {

@@ -69,7 +69,7 @@
 //	result_name      a result named differently from its call
 //	empty_turn       a blank user turn, or an assistant turn with neither text nor calls
 //	bad_ending       the dialogue does not end on an assistant turn
-//	bad_meta_result  a meta_tool result that is not a tool definition (or a list of them)
+//	bad_meta_result  a meta_tool result that is not a tool definition, a list of them, or seed 000 Fig 12's envelope of either
 //
 // Judge kinds:
 //

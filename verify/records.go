@@ -126,7 +126,7 @@ var CallsResolved = &Checker{
 			}
 		}, func(i, j int, err error) {
 			out = append(out, Problem{Check: "calls_resolved", Kind: "bad_meta_result", Path: indexPath(msgPath(i)+".results", j) + ".content",
-				Msg: fmt.Sprintf("the meta_tool result is not a tool definition (a JSON object with a \"name\", or a list of them): %v", err)})
+				Msg: fmt.Sprintf("the meta_tool result is not a tool definition (a JSON object with a \"name\", a list of them, or Fig 12's {\"name\": \"meta_tool\", \"results\": …} envelope): %v", err)})
 		})
 		return out
 	},
