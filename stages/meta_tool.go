@@ -183,10 +183,12 @@ type MetaToolConfig struct {
 	// TwinDescriptionSimilarity is the lexical cosine of descriptions from
 	// which a tool whose name is near an invoked tool's counts as its
 	// near-twin and is never listed beside it (toollib.NearTwins), in
-	// [0, 1]; default 0.4 (chosen on ../shared/data: near-twin pairs score
-	// 0.40–1.0 there, related but different tools such as generate_barcode
-	// and generate_qr_code 0.33–0.39). 1 keeps only near-named tools with
-	// identical wording out.
+	// [0, 1]; default 0.4 (chosen on ../shared/data, descriptions in one
+	// language: near-twin pairs score 0.40–1.0 there, related but different
+	// tools such as generate_barcode and generate_qr_code, or calculate_age
+	// and calculate_age_difference, 0.23–0.39). Near-named tools described
+	// in different languages are near-twins whatever this is. 1 keeps out
+	// only near-named tools worded identically (and those).
 	TwinDescriptionSimilarity *float64 `yaml:"twin_description_similarity" json:"twin_description_similarity"`
 	// GetUserInput lists get_user_input and turns plain-text assistant
 	// turns into get_user_input calls.
