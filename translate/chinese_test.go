@@ -16,6 +16,9 @@ func TestToTaiwan(t *testing.T) {
 		{"内存", "記憶體"},
 		{"打印机", "印表機"},
 		{"视频", "影片"},
+		// Taiwan phrases apply inside one segment of the source, never
+		// across two: 确保|存储 must not become 確|儲存|儲 through 保存→儲存.
+		{"来确保存储在区块链上", "來確保儲存在區塊鏈上"},
 		{"我需要为John Doe生成一张发票。", "我需要為John Doe生成一張發票。"},
 		{"軟體已經是繁體", "軟體已經是繁體"},
 		{"plain ASCII <b>&</b>", "plain ASCII <b>&</b>"},
