@@ -2,7 +2,6 @@ package translate
 
 import (
 	"fmt"
-	"strings"
 	"sync"
 	"unicode"
 	"unicode/utf8"
@@ -14,7 +13,6 @@ import (
 // Simplified-only characters derived from its dictionaries.
 type chinese struct {
 	s2twp *zhconv.Converter
-	t2s   *zhconv.Converter
 	// simplified holds every character that s2t maps to something else and
 	// that is not itself a Traditional form: not a target of any
 	// Simplified→Traditional character mapping, nor of the Taiwan phrase and
@@ -24,18 +22,16 @@ type chinese struct {
 	// repair maps each Simplified-only character to its s2twp conversion on
 	// its own, for the few that phrase matching leaves behind.
 	repair map[rune]string
+	// readBack checks conversions (see intact).
+	readBack *readBack
 }
 
-// loadChinese builds the converters once; the dictionaries are embedded in
+// loadChinese builds the converter once; the dictionaries are embedded in
 // package zhconv, so an error here means a broken build, not bad data.
 var loadChinese = sync.OnceValues(func() (*chinese, error) {
 	s2twp, err := zhconv.S2TWP()
 	if err != nil {
 		return nil, fmt.Errorf("translate: loading OpenCC s2twp: %w", err)
-	}
-	t2s, err := zhconv.T2S()
-	if err != nil {
-		return nil, fmt.Errorf("translate: loading OpenCC t2s: %w", err)
 	}
 	chars, err := zhconv.Entries(zhconv.STCharacters)
 	if err != nil {
@@ -67,7 +63,11 @@ var loadChinese = sync.OnceValues(func() (*chinese, error) {
 			}
 		}
 	}
-	c := &chinese{s2twp: s2twp, t2s: t2s, simplified: make(map[rune]bool), repair: make(map[rune]string)}
+	rb, err := loadReadBack(s2twp)
+	if err != nil {
+		return nil, err
+	}
+	c := &chinese{s2twp: s2twp, simplified: make(map[rune]bool), repair: make(map[rune]string), readBack: rb}
 	for r := range mapped {
 		if traditional[r] {
 			continue
@@ -78,7 +78,7 @@ var loadChinese = sync.OnceValues(func() (*chinese, error) {
 	return c, nil
 })
 
-// mustChinese returns the converters. New loads them first and reports a
+// mustChinese returns the converter. New loads it first and reports a
 // failure as an error, so the panic is reachable only by a broken build of
 // the embedded dictionaries, never by data.
 func mustChinese() *chinese {
@@ -93,33 +93,13 @@ func mustChinese() *chinese {
 // Traditional ones and mainland vocabulary becomes Taiwan usage
 // (软件→軟體, 网络→網路, 信息→資訊). Strings without Han characters are
 // returned as they are, so text that needs no conversion keeps its bytes.
+// It is for comparing strings; text the stage writes goes through
+// convertText, which checks the conversion.
 func toTaiwan(s string) string {
 	if !hasHan(s) || !utf8.ValidString(s) {
 		return s
 	}
 	return mustChinese().s2twp.Convert(s)
-}
-
-// toTaiwanRepaired converts s like toTaiwan and then replaces every
-// Simplified-only character that is still there with its own conversion.
-// OpenCC matches phrases greedily from the left, so a phrase it keeps as a
-// proper name can swallow part of a word: in 永恒生命 it matches 恒生 (Hang
-// Seng) and leaves 恒, which Taiwan writes 恆.
-func toTaiwanRepaired(s string) string {
-	s = toTaiwan(s)
-	if _, ok := HasSimplifiedOnly(s); !ok || !utf8.ValidString(s) {
-		return s
-	}
-	c := mustChinese()
-	var b strings.Builder
-	for _, r := range s {
-		if t, ok := c.repair[r]; ok {
-			b.WriteString(t)
-		} else {
-			b.WriteRune(r)
-		}
-	}
-	return b.String()
 }
 
 // HasSimplifiedOnly returns the first character of s that OpenCC's s2t would

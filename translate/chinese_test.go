@@ -1,6 +1,7 @@
 package translate
 
 import (
+	"github.com/augmentdata/augment/stages/record"
 	"slices"
 	"strings"
 	"testing"
@@ -44,8 +45,8 @@ func TestToTaiwanRepaired(t *testing.T) {
 		if got := toTaiwan(c.in); got != c.plain {
 			t.Errorf("toTaiwan(%q) = %q, want %q", c.in, got, c.plain)
 		}
-		if got := toTaiwanRepaired(c.in); got != c.repaired {
-			t.Errorf("toTaiwanRepaired(%q) = %q, want %q", c.in, got, c.repaired)
+		if got := mustConvert(t, c.in); got != c.repaired {
+			t.Errorf("convertText(%q, repair) = %q, want %q", c.in, got, c.repaired)
 		}
 	}
 }
@@ -84,7 +85,7 @@ func TestRepairComplete(t *testing.T) {
 	}
 	var bad []string
 	for r := range c.simplified {
-		if _, ok := HasSimplifiedOnly(toTaiwanRepaired(string(r))); ok {
+		if _, ok := HasSimplifiedOnly(mustConvert(t, string(r))); ok {
 			bad = append(bad, string(r))
 		}
 	}
@@ -106,7 +107,7 @@ func FuzzHasSimplifiedOnly(f *testing.F) {
 		if !ok && r != 0 {
 			t.Fatalf("no hit but rune %q", r)
 		}
-		rep := toTaiwanRepaired(s)
+		rep := mustConvert(t, s)
 		if !utf8.ValidString(s) {
 			if rep != s {
 				t.Fatalf("invalid UTF-8 was changed")
@@ -114,10 +115,67 @@ func FuzzHasSimplifiedOnly(f *testing.F) {
 			return
 		}
 		if r, ok := HasSimplifiedOnly(rep); ok {
-			t.Fatalf("toTaiwanRepaired(%q) = %q keeps %q", s, rep, r)
+			t.Fatalf("convertText(%q, repair) = %q keeps %q", s, rep, r)
 		}
 		if !hasHan(s) && rep != s {
 			t.Fatalf("text without Han changed: %q → %q", s, rep)
 		}
 	})
+}
+
+func mustConvert(tb testing.TB, s string) string {
+	tb.Helper()
+	out, err := convertText(s, true)
+	if err != nil {
+		tb.Fatalf("convertText(%q): %v", s, err)
+	}
+	return out
+}
+
+func mustConvertRecord(tb testing.TB, r *record.Record) *record.Record {
+	tb.Helper()
+	out, err := Convert(r)
+	if err != nil {
+		tb.Fatalf("Convert(%s): %v", r.ID, err)
+	}
+	return out
+}
+
+// TestIntact: the conversion check accepts OpenCC's conversions, Taiwan
+// phrases included, and rejects the corruption of the former Go port, which
+// matched the Taiwan phrase 保存→儲存 across the segments 确保|存储.
+func TestIntact(t *testing.T) {
+	c := mustChinese()
+	cases := []struct {
+		src, out string
+		ok       bool
+	}{
+		{"来确保存储在区块链上", "來確保儲存在區塊鏈上", true},
+		{"来确保存储在区块链上", "來確儲存儲在區塊鏈上", false},  // 保 lost, 儲 doubled
+		{"来确保存储在区块链上", "來確保存儲在區塊鏈上", true},   // s2t without Taiwan phrases
+		{"来确保存储在区块链上", "來確保儲在區塊鏈上", false},   // a character dropped
+		{"来确保存储在区块链上", "來確保儲存存在區塊鏈上", false}, // a character doubled
+		{"来确保存储在区块链上", "來確保儲存在區塊練上", false},  // 链 → 練: unrelated
+		{"软件和内存", "軟體和記憶體", true},
+		{"用U盘拷贝", "用隨身碟拷貝", true},
+		{"永恒生命", "永恆生命", true}, // the repair
+		{"头发很长", "頭髮很長", true},
+		{"干燥的干部", "乾燥的幹部", true},
+		{"后来", "後來", true},
+		{"皇后", "皇后", true},
+		{"plain text", "plain text", true},
+		{"plain text", "plain test", false},
+	}
+	for _, tc := range cases {
+		segs := c.s2twp.Segments(tc.src)
+		ends := make([]int, len(segs))
+		n := 0
+		for i, s := range segs {
+			n += utf8.RuneCountInString(s.Src)
+			ends[i] = n
+		}
+		if _, got := c.readBack.intact(tc.src, tc.out, ends); got != tc.ok {
+			t.Errorf("intact(%q, %q) = %v, want %v", tc.src, tc.out, got, tc.ok)
+		}
+	}
 }
