@@ -2,6 +2,7 @@ package translate
 
 import (
 	"github.com/augmentdata/augment/stages/record"
+	"github.com/augmentdata/augment/translate/zhconv"
 	"slices"
 	"strings"
 	"testing"
@@ -177,5 +178,48 @@ func TestIntact(t *testing.T) {
 		if _, got := c.readBack.intact(tc.src, tc.out, ends); got != tc.ok {
 			t.Errorf("intact(%q, %q) = %v, want %v", tc.src, tc.out, got, tc.ok)
 		}
+	}
+}
+
+// TestIntactDictionaries: the check accepts the conversion of every key of
+// the Simplified→Traditional dictionaries and of the Simplified form of every
+// Taiwan phrase, alone and between other words, so that it cannot reject a
+// correct conversion for want of a dictionary relation.
+func TestIntactDictionaries(t *testing.T) {
+	t2s, err := zhconv.T2S()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var keys []string
+	for _, name := range []string{zhconv.STPhrases, zhconv.STCharacters} {
+		es, err := zhconv.Entries(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range es {
+			keys = append(keys, e.Key)
+		}
+	}
+	for _, name := range zhconv.TWPhrases {
+		es, err := zhconv.Entries(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range es {
+			keys = append(keys, t2s.Convert(e.Key), e.Key, e.Values[0])
+		}
+	}
+	bad := 0
+	for _, k := range keys {
+		for _, s := range []string{k, "我们" + k + "的数据", k + k} {
+			if _, err := convertText(s, true); err != nil {
+				if bad++; bad <= 20 {
+					t.Error(err)
+				}
+			}
+		}
+	}
+	if bad > 0 {
+		t.Errorf("%d of %d conversions rejected", bad, 3*len(keys))
 	}
 }

@@ -126,7 +126,7 @@ func referenceConvert(t *testing.T, config string, texts []string) []string {
 // ../shared/data (when present beside the repository): every string value
 // with a Han character, also inside strings that hold JSON (tool arguments,
 // results).
-func corpus(t *testing.T) []string {
+func corpus(t testing.TB) []string {
 	t.Helper()
 	set := make(map[string]bool)
 	for _, s := range tricky {
@@ -195,7 +195,7 @@ func hanStrings(v any, set map[string]bool) {
 	}
 }
 
-func repoRoot(t *testing.T) string {
+func repoRoot(t testing.TB) string {
 	t.Helper()
 	dir, err := os.Getwd()
 	if err != nil {

@@ -29,8 +29,10 @@ package zhconv
 
 import (
 	"bufio"
+	"cmp"
 	"embed"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"unicode/utf8"
@@ -95,6 +97,12 @@ func Entries(name string) ([]Entry, error) {
 type Converter struct {
 	seg   *dict
 	chain [][]*dict
+	// segFirst: the first step's first dictionary is the segmentation
+	// dictionary (as in every OpenCC configuration with phrases), so the
+	// segmentation has done that step's phrase matching already: a matched
+	// segment is one key, and inside a run of unmatched characters no key
+	// of it starts anywhere (see convertSegment).
+	segFirst bool
 }
 
 // A source is one dictionary: the union of the entries of its files.
@@ -136,6 +144,7 @@ func build(seg source, chain [][]source) (*Converter, error) {
 				d.add(e.Key, e.Values[0])
 			}
 		}
+		d.freeze()
 		loaded[key] = d
 		return d, nil
 	}
@@ -153,6 +162,7 @@ func build(seg source, chain [][]source) (*Converter, error) {
 		}
 		c.chain = append(c.chain, group)
 	}
+	c.segFirst = len(c.chain) > 0 && c.chain[0][0] == c.seg
 	return c, nil
 }
 
@@ -172,8 +182,8 @@ func (c *Converter) Convert(s string) string {
 	var b strings.Builder
 	b.Grow(len(s) + len(s)/8)
 	var scratch [2][]byte
-	c.segments(s, func(src string) {
-		b.Write(c.convertSegment(src, &scratch))
+	c.segments(s, func(src, val string, matched bool) {
+		b.Write(c.convertSegment(src, val, matched, &scratch))
 	})
 	return b.String()
 }
@@ -186,41 +196,59 @@ func (c *Converter) Segments(s string) []Segment {
 	}
 	var out []Segment
 	var scratch [2][]byte
-	c.segments(s, func(src string) {
-		out = append(out, Segment{Src: src, Out: string(c.convertSegment(src, &scratch))})
+	c.segments(s, func(src, val string, matched bool) {
+		out = append(out, Segment{Src: src, Out: string(c.convertSegment(src, val, matched, &scratch))})
 	})
 	return out
 }
 
 // segments calls yield with each segment of s in order: maximum forward
 // matching over the segmentation dictionary, unmatched characters gathered
-// into runs.
-func (c *Converter) segments(s string, yield func(string)) {
+// into runs. For a matched segment, val is the key's value.
+func (c *Converter) segments(s string, yield func(src, val string, matched bool)) {
 	run := 0 // start of the current run of unmatched characters
 	for i := 0; i < len(s); {
-		n, _, ok := c.seg.longest(s, i)
+		n, v, ok := c.seg.longest(s, i)
 		if !ok {
 			i += runeLen(s, i)
 			continue
 		}
 		if run < i {
-			yield(s[run:i])
+			yield(s[run:i], "", false)
 		}
-		yield(s[i : i+n])
+		yield(s[i:i+n], v, true)
 		i += n
 		run = i
 	}
 	if run < len(s) {
-		yield(s[run:])
+		yield(s[run:], "", false)
 	}
 }
 
 // convertSegment runs seg through the chain. The result is in one of the
 // scratch buffers, valid until the next call.
-func (c *Converter) convertSegment(seg string, scratch *[2][]byte) []byte {
-	cur := append((*scratch)[0][:0], seg...)
+//
+// When the first step starts with the segmentation dictionary, its result
+// is known without matching it again: a matched segment is a whole key (no
+// longer key fits in it) and becomes val; in a run, no key of that
+// dictionary is a prefix of the text at any of its positions (the
+// segmentation looked there, with the rest of the text after it), so only
+// the step's other dictionaries can match.
+func (c *Converter) convertSegment(seg, val string, matched bool, scratch *[2][]byte) []byte {
+	cur := (*scratch)[0][:0]
 	next := (*scratch)[1][:0]
-	for _, group := range c.chain {
+	chain := c.chain
+	switch {
+	case c.segFirst && matched:
+		cur = append(cur, val...)
+		chain = chain[1:]
+	case c.segFirst:
+		cur = convertStep(cur, seg, chain[0][1:])
+		chain = chain[1:]
+	default:
+		cur = append(cur, seg...)
+	}
+	for _, group := range chain {
 		next = convertStep(next[:0], string(cur), group)
 		cur, next = next, cur
 	}
@@ -259,15 +287,28 @@ func runeLen(s string, i int) int {
 }
 
 // dict is a trie over the runes of the keys, for longest-prefix matching.
-// Node 0 is the root; edges are kept in one map keyed by (node, rune).
+// Node 0 is the root. The root's edges for the common CJK blocks are an
+// array, since nearly every lookup starts and most end there; the other
+// edges of node n are kidRune[kidStart[n]:kidStart[n+1]] (sorted) leading
+// to kidNode at the same indexes. add builds the edges in a map; freeze
+// lays them out so.
 type dict struct {
-	edges map[uint64]int32
-	vals  []string // per node; meaningful where isKey is set
-	isKey []bool
+	root     [rootHi - rootLo]int32 // child of the root for runes rootLo..rootHi-1; 0 = none
+	kidStart []int32
+	kidRune  []rune
+	kidNode  []int32
+	vals     []string // per node; meaningful where isKey is set
+	isKey    []bool
 	// first holds, for ASCII bytes, whether some key starts with that byte,
-	// so runs of ASCII text cost no map lookups.
+	// so runs of ASCII text cost no lookups.
 	first [utf8.RuneSelf]bool
+
+	edges map[uint64]int32 // while building
 }
+
+// The range of the root array: CJK radicals to the end of the unified
+// ideographs of the BMP.
+const rootLo, rootHi = 0x2E80, 0xA000
 
 func newDict() *dict {
 	return &dict{edges: make(map[uint64]int32), vals: []string{""}, isKey: []bool{false}}
@@ -296,6 +337,53 @@ func (d *dict) add(key, val string) {
 	}
 }
 
+// freeze lays the edges out for lookups; add may not be called after it.
+func (d *dict) freeze() {
+	type kid struct {
+		r    rune
+		node int32
+	}
+	kids := make([][]kid, len(d.vals))
+	for e, nx := range d.edges {
+		node, r := int32(e>>32), rune(uint32(e))
+		if node == 0 && r >= rootLo && r < rootHi {
+			d.root[r-rootLo] = nx
+			continue
+		}
+		kids[node] = append(kids[node], kid{r, nx})
+	}
+	d.kidStart = make([]int32, len(d.vals)+1)
+	for n, ks := range kids {
+		slices.SortFunc(ks, func(a, b kid) int { return cmp.Compare(a.r, b.r) })
+		for _, k := range ks {
+			d.kidRune = append(d.kidRune, k.r)
+			d.kidNode = append(d.kidNode, k.node)
+		}
+		d.kidStart[n+1] = int32(len(d.kidRune))
+	}
+	d.edges = nil
+}
+
+func (d *dict) child(node int32, r rune) (int32, bool) {
+	if node == 0 && r >= rootLo && r < rootHi {
+		nx := d.root[r-rootLo]
+		return nx, nx != 0
+	}
+	lo, hi := int(d.kidStart[node]), int(d.kidStart[node+1])
+	for lo < hi {
+		m := int(uint(lo+hi) >> 1)
+		switch kr := d.kidRune[m]; {
+		case kr == r:
+			return d.kidNode[m], true
+		case kr < r:
+			lo = m + 1
+		default:
+			hi = m
+		}
+	}
+	return 0, false
+}
+
 // longest returns the byte length and value of the longest key that is a
 // prefix of s[i:], and whether there is one.
 func (d *dict) longest(s string, i int) (n int, val string, ok bool) {
@@ -308,7 +396,7 @@ func (d *dict) longest(s string, i int) (n int, val string, ok bool) {
 		if r >= utf8.RuneSelf {
 			r, size = utf8.DecodeRuneInString(s[j:])
 		}
-		nx, found := d.edges[edge(node, r)]
+		nx, found := d.child(node, r)
 		if !found {
 			break
 		}
@@ -316,6 +404,9 @@ func (d *dict) longest(s string, i int) (n int, val string, ok bool) {
 		j += size
 		if d.isKey[node] {
 			n, val, ok = j-i, d.vals[node], true
+		}
+		if d.kidStart[node] == d.kidStart[node+1] {
+			break // a leaf
 		}
 	}
 	return n, val, ok
