@@ -160,8 +160,11 @@ func FuzzConvert(f *testing.F) {
 	})
 }
 
-// BenchmarkConvert measures s2twp on the Chinese text of the demo's zh dump
-// and the tricky compounds (and ../shared/data's zh files when present).
+// BenchmarkConvert measures s2twp and t2s on the Chinese text of the demo's
+// zh dump and the tricky compounds (and ../shared/data's zh files when
+// present). Besides MB/s of wall time it reports throughput per CPU second
+// (MB/cpu-s, where the platform tells), which a busy shared machine does
+// not distort.
 func BenchmarkConvert(b *testing.B) {
 	text := strings.Join(corpus(b), "\n")
 	chars := utf8.RuneCountInString(text)
@@ -171,10 +174,14 @@ func BenchmarkConvert(b *testing.B) {
 	}{{"s2twp", mustS2TWP(b)}, {"t2s", mustT2S(b)}} {
 		b.Run(bc.name, func(b *testing.B) {
 			b.SetBytes(int64(len(text)))
+			cpu0, ok := cpuTime()
 			for b.Loop() {
 				bc.c.Convert(text)
 			}
 			b.ReportMetric(float64(chars)*float64(b.N)/b.Elapsed().Seconds(), "chars/s")
+			if cpu1, _ := cpuTime(); ok && cpu1 > cpu0 {
+				b.ReportMetric(float64(len(text))*float64(b.N)/(cpu1-cpu0).Seconds()/1e6, "MB/cpu-s")
+			}
 		})
 	}
 }
