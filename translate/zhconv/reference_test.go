@@ -32,19 +32,130 @@ var tricky = []string{
 	"维基百科是一个网络百科全书", "它们并存在于同一个系统中",
 }
 
-// TestReferenceS2TWP compares Converter.Convert with `opencc -c s2twp.json`
-// on every Chinese text of the corpus.
+// TestReferenceS2TWP compares Converter.Convert with the reference's
+// s2twp.json on every Chinese text of the corpus, and again on the
+// reference's output (Traditional text, as teacher answers are), where
+// OpenCC is not always idempotent (萬里→萬裡).
 func TestReferenceS2TWP(t *testing.T) {
-	compareWithReference(t, "s2twp.json", mustS2TWP(t), corpus(t), s2twpKnown)
+	texts := corpus(t)
+	texts = append(texts, referenceConvert(t, "s2twp.json", texts)...)
+	if skip := installedDictionariesDiffer(t, STPhrases, STCharacters, "TWPhrases", TWVariants); skip != "" {
+		t.Skip(skip)
+	}
+	compareWithReference(t, "s2twp.json", mustS2TWP(t), texts, s2twpKnown)
 }
 
 // TestReferenceT2S does the same for t2s, on the corpus and on the
-// reference's s2twp output of it (Traditional text, as t2s sees it in the
-// translate stage's damage check).
+// reference's s2twp output of it (the translate stage reads conversions
+// back with t2s).
 func TestReferenceT2S(t *testing.T) {
 	texts := corpus(t)
-	trad := referenceConvert(t, "s2twp.json", texts)
-	compareWithReference(t, "t2s.json", mustT2S(t), append(texts, trad...), nil)
+	texts = append(texts, referenceConvert(t, "s2twp.json", texts)...)
+	if skip := installedDictionariesDiffer(t, TSPhrases, TSCharacters); skip != "" {
+		t.Skip(skip)
+	}
+	compareWithReference(t, "t2s.json", mustT2S(t), texts, nil)
+}
+
+// TestReferenceAlgorithm runs the reference with our embedded dictionaries
+// (as text dictionaries in configurations like its own), so that it tests
+// the segmentation and the conversion chain whatever release of OpenCC is
+// installed: no difference is allowed.
+func TestReferenceAlgorithm(t *testing.T) {
+	texts := corpus(t)
+	dir := t.TempDir()
+	var tw []byte
+	for _, name := range append([]string{STPhrases, STCharacters, TWVariants, TSPhrases, TSCharacters}, TWPhrases...) {
+		b, err := files.ReadFile("dict/" + name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if slices.Contains(TWPhrases, name) {
+			tw = append(tw, b...)
+			continue
+		}
+		if err := os.WriteFile(filepath.Join(dir, name), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write := func(name, content string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	write("TWPhrases.txt", string(tw))
+	text := func(f string) string { return `{"type": "text", "file": "` + f + `"}` }
+	s2twp := write("s2twp-embedded.json", `{"name": "s2twp, embedded dictionaries",
+		"segmentation": {"type": "mmseg", "dict": `+text("STPhrases.txt")+`},
+		"conversion_chain": [
+			{"dict": {"type": "group", "dicts": [`+text("STPhrases.txt")+`, `+text("STCharacters.txt")+`]}},
+			{"dict": `+text("TWPhrases.txt")+`},
+			{"dict": `+text("TWVariants.txt")+`}]}`)
+	t2s := write("t2s-embedded.json", `{"name": "t2s, embedded dictionaries",
+		"segmentation": {"type": "mmseg", "dict": `+text("TSPhrases.txt")+`},
+		"conversion_chain": [{"dict": {"type": "group", "dicts": [`+text("TSPhrases.txt")+`, `+text("TSCharacters.txt")+`]}}]}`)
+	texts = append(texts, referenceConvert(t, s2twp, texts)...)
+	compareWithReference(t, s2twp, mustS2TWP(t), texts, nil)
+	compareWithReference(t, t2s, mustT2S(t), texts, nil)
+}
+
+// installedDictionariesDiffer compares the installed reference's compiled
+// dictionaries (dumped with opencc_dict) with the embedded ones and returns
+// why the comparison with its stock configurations cannot hold, or "" when
+// they are the same data (or opencc_dict is missing: then the comparison
+// runs and any difference shows).
+func installedDictionariesDiffer(t *testing.T, names ...string) string {
+	t.Helper()
+	dump, err := exec.LookPath("opencc_dict")
+	if err != nil {
+		return ""
+	}
+	bin, _ := exec.LookPath("opencc")
+	share := filepath.Join(filepath.Dir(filepath.Dir(bin)), "share", "opencc")
+	var differ []string
+	for _, name := range names {
+		base := strings.TrimSuffix(name, ".txt")
+		out := filepath.Join(t.TempDir(), base+".txt")
+		cmd := exec.Command(dump, "-i", filepath.Join(share, base+".ocd2"), "-o", out, "-f", "ocd2", "-t", "text")
+		if b, err := cmd.CombinedOutput(); err != nil {
+			t.Logf("opencc_dict %s: %v: %s", base, err, b)
+			return ""
+		}
+		theirs, err := os.ReadFile(out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		files := []string{name}
+		if base == "TWPhrases" {
+			files = TWPhrases
+		}
+		var ours []string
+		for _, f := range files {
+			es, err := Entries(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, e := range es {
+				ours = append(ours, e.Key+"\t"+strings.Join(e.Values, " "))
+			}
+		}
+		var ref []string
+		for _, l := range strings.Split(strings.TrimSpace(string(theirs)), "\n") {
+			ref = append(ref, strings.TrimSuffix(l, "\r"))
+		}
+		slices.Sort(ours)
+		slices.Sort(ref)
+		if !slices.Equal(ours, ref) {
+			differ = append(differ, base)
+		}
+	}
+	if len(differ) == 0 {
+		t.Logf("the installed OpenCC's %s hold the same entries as the embedded dictionaries", strings.Join(names, ", "))
+		return ""
+	}
+	return "the installed OpenCC's dictionaries " + strings.Join(differ, ", ") + " are not the embedded release's (1.1.6), so its stock configurations would differ by data, not by algorithm; TestReferenceAlgorithm compares the algorithm on our dictionaries"
 }
 
 // A known difference is one text on which we differ from the reference on
@@ -58,6 +169,9 @@ type known struct {
 
 var s2twpKnown = map[string]known{}
 
+// compareWithReference converts texts with c and with the reference's
+// configuration config (a name in its data directory or a path) and
+// requires the same output, or a listed difference.
 func compareWithReference(t *testing.T, config string, c *Converter, texts []string, allow map[string]known) {
 	t.Helper()
 	got := referenceConvert(t, config, texts)
@@ -81,7 +195,7 @@ func compareWithReference(t *testing.T, config string, c *Converter, texts []str
 			t.Errorf("%s: known difference on %q no longer seen; remove it", config, src)
 		}
 	}
-	t.Logf("%s: %d of %d texts identical to the reference, %d listed differences", config, same, len(texts), listed)
+	t.Logf("%s: %d of %d texts identical to the reference, %d listed differences", filepath.Base(config), same, len(texts), listed)
 }
 
 // referenceConvert converts texts with the opencc binary in one run: the
