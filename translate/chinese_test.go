@@ -223,3 +223,44 @@ func TestIntactDictionaries(t *testing.T) {
 		t.Errorf("%d of %d conversions rejected", bad, 3*len(keys))
 	}
 }
+
+// FuzzConvertText joins dictionary keys picked by the fuzzer's bytes
+// (phrases that overlap at their joins, as 确保+存储 do) and requires the
+// checked conversion to accept the result and leave no Simplified-only
+// character.
+func FuzzConvertText(f *testing.F) {
+	var words []string
+	for _, name := range append([]string{zhconv.STPhrases}, zhconv.TWPhrases...) {
+		es, err := zhconv.Entries(name)
+		if err != nil {
+			f.Fatal(err)
+		}
+		for _, e := range es {
+			words = append(words, e.Key)
+		}
+	}
+	t2s, err := zhconv.T2S()
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add([]byte{0, 1, 2, 3}, "")
+	f.Add([]byte{200, 17, 99, 4, 250, 3}, " ")
+	f.Fuzz(func(t *testing.T, picks []byte, sep string) {
+		var parts []string
+		for i := 0; i+1 < len(picks); i += 2 {
+			w := words[(int(picks[i])<<8|int(picks[i+1]))*7%len(words)]
+			if picks[i]%3 == 0 {
+				w = t2s.Convert(w) // Simplified form of a Taiwan phrase
+			}
+			parts = append(parts, w)
+		}
+		s := strings.Join(parts, sep)
+		out, err := convertText(s, true)
+		if err != nil {
+			t.Fatalf("%q: %v", s, err)
+		}
+		if r, ok := HasSimplifiedOnly(out); ok && utf8.ValidString(s) {
+			t.Fatalf("convertText(%q) = %q keeps %q", s, out, r)
+		}
+	})
+}
