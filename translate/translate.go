@@ -10,6 +10,9 @@
 // matching, seed 004 §3.1 and Fig 10). Every translated string is normalised
 // with OpenCC s2twp. In "convert" mode no model is involved: the record's
 // translatable text is converted from Simplified Chinese with s2twp only.
+// In both modes the conversion (package zhconv: OpenCC's algorithm and
+// dictionaries) is read back against its source (intact.go), and a damaged
+// one rejects the record.
 //
 // Choices the papers leave open:
 //   - Tool results are translated like the rest of the conversation
