@@ -21,7 +21,7 @@ race: ## the test suite with the race detector
 	$(GO) test -race ./...
 
 bench: build ## benchmarks: parsers, shards, stages, teacher layer, then ingest→export on a generated ~200k-record dump
-	$(GO) test -run '^$$' -bench . -benchmem ./stages/ ./stages/formats/ ./stages/shard/ ./stages/toollib/ ./verify/ ./translate/
+	$(GO) test -run '^$$' -bench . -benchmem ./stages/ ./stages/formats/ ./stages/shard/ ./stages/toollib/ ./verify/ ./translate/...
 	$(GO) test -run '^$$' -bench . -benchtime=10000x ./stages/llm/
 	./testdata/bench/ingest_export.sh
 
