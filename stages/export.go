@@ -93,9 +93,7 @@ func (c *ExportConfig) validate() []string {
 	default:
 		probs = append(probs, fmt.Sprintf("style %q: want function_call or inline", c.Style))
 	}
-	if c.Dataset != "" && (strings.ContainsAny(c.Dataset, `/\`) || c.Dataset == "." || c.Dataset == "..") {
-		probs = append(probs, fmt.Sprintf("dataset %q: must be a plain name", c.Dataset))
-	}
+	// dataset is checked with the other path names by Parse (CheckName).
 	return probs
 }
 

@@ -282,9 +282,11 @@ func Parse(path string, b []byte) (*Pipeline, error) {
 		Teacher yaml.Node   `yaml:"teacher"`
 	}
 	_ = yaml.Unmarshal(b, &doc)
+	stageNodes := make([]*yaml.Node, len(p.Stages))
 	for i := range p.Stages {
 		if i < len(doc.Stages) {
 			p.Stages[i].line = doc.Stages[i].Line
+			stageNodes[i] = &doc.Stages[i]
 		}
 	}
 	p.defaults()
@@ -312,7 +314,13 @@ func Parse(path string, b []byte) (*Pipeline, error) {
 		case !slices.Contains(formats.Formats(), s.Format):
 			at(keyLine(node, "format"), "source %q: format %q is not one of %s", s.Name, s.Format, strings.Join(formats.Formats(), ", "))
 		}
-		if names[s.Name] {
+		if err := CheckName(s.Name); err != nil {
+			if hasKey(node, "name") {
+				at(keyLine(node, "name"), "source %d: name %s", i+1, err)
+			} else {
+				at(keyLine(node, "path"), "source %d: name %s (it comes from the file name: set name:)", i+1, err)
+			}
+		} else if names[s.Name] {
 			at(keyLine(node, "name"), "source name %q is used twice; set distinct names", s.Name)
 		}
 		names[s.Name] = true
@@ -349,6 +357,10 @@ func Parse(path string, b []byte) (*Pipeline, error) {
 			at(s.line, "stage %d: want exactly one stage type (%s), got %s", i+1, strings.Join(StageTypes(), ", "), what)
 			continue
 		}
+		if err := CheckName(s.Name); err != nil {
+			at(keyLine(stageNodes[i], "name"), "stage %d: name %s", i+1, err)
+			continue
+		}
 		if stageNames[s.Name] {
 			at(s.line, "stage %d: name %q is already used; give the stage a distinct name: key", i+1, s.Name)
 		}
@@ -357,11 +369,58 @@ func Parse(path string, b []byte) (*Pipeline, error) {
 		for _, msg := range cfg.validate() {
 			at(s.line, "stage %q: %s", s.Name, msg)
 		}
+		if s.Export != nil && s.Export.Dataset != "" {
+			if err := CheckName(s.Export.Dataset); err != nil {
+				at(s.line, "stage %q: dataset %s", s.Name, err)
+			}
+		}
 	}
 	if len(probs) > 0 {
 		return nil, &ConfigError{Problems: probs}
 	}
 	return p, nil
+}
+
+// MaxNameLen bounds every name that becomes part of a file or directory
+// name (a source, a stage, an export's dataset).
+const MaxNameLen = 100
+
+// CheckName reports whether name may become part of a file or directory
+// name under the output directory: 1 to MaxNameLen ASCII letters, digits,
+// '.', '_' or '-', not starting with a dot (so neither "." nor ".." nor a
+// hidden file). Every name from pipeline.yaml that ends up in a path is
+// checked with it when the file is loaded, and so is any later one (worker
+// IDs): a path separator, "..", a drive letter or a control character in
+// a shared recipe can then never reach outside the output directory.
+func CheckName(name string) error {
+	switch {
+	case name == "":
+		return errors.New("is empty")
+	case len(name) > MaxNameLen:
+		return fmt.Errorf("%q is longer than %d bytes", clip(name, 40), MaxNameLen)
+	}
+	for _, c := range name {
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '.' || c == '_' || c == '-') {
+			return fmt.Errorf("%q holds %q; a name is a plain file name: letters, digits, '.', '_' and '-'", name, c)
+		}
+	}
+	if name[0] == '.' {
+		return fmt.Errorf("%q starts with a dot; a name is a plain file name: letters, digits, '.', '_' and '-'", name)
+	}
+	return nil
+}
+
+// hasKey reports whether the mapping node holds key.
+func hasKey(node *yaml.Node, key string) bool {
+	if node == nil || node.Kind != yaml.MappingNode {
+		return false
+	}
+	for i := 0; i+1 < len(node.Content); i += 2 {
+		if node.Content[i].Value == key {
+			return true
+		}
+	}
+	return false
 }
 
 // keyLine returns the line of key in a mapping node, else the node's line.

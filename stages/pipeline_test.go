@@ -1,10 +1,12 @@
 package stages
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"unicode/utf8"
 )
 
 func TestParseErrors(t *testing.T) {
@@ -22,6 +24,16 @@ func TestParseErrors(t *testing.T) {
 			[]string{"p.yaml:3: stage 1: want exactly one stage type", "got sample and export"}},
 		{"duplicate stage names", "sources: [{path: a, format: xlam}]\nstages:\n  - export: {}\n  - export: {}\n",
 			[]string{"p.yaml:4: stage 2: name \"export\" is already used"}},
+		{"source name escaping the output dir", "output: {dir: o}\nsources:\n  - {name: \"../../../../tmp/escaped\", path: x.json, format: xlam}\n",
+			[]string{"p.yaml:3: source 1: name \"../../../../tmp/escaped\" holds '/'"}},
+		{"source name from a hidden file", "sources:\n  - path: dir/.x.json\n    format: xlam\n",
+			[]string{"p.yaml:2: source 1: name \".x\" starts with a dot", "set name:"}},
+		{"stage name with a slash", "sources: [{path: a, format: xlam}]\nstages:\n  - name: ../../pwn\n    export: {}\n",
+			[]string{"p.yaml:3: stage 1: name \"../../pwn\" holds '/'"}},
+		{"stage name ..", "sources: [{path: a, format: xlam}]\nstages:\n  - {name: .., sample: {}}\n",
+			[]string{"p.yaml:3: stage 1: name \"..\" starts with a dot"}},
+		{"export dataset with a backslash", "sources: [{path: a, format: xlam}]\nstages:\n  - export: {dataset: 'a\\b'}\n",
+			[]string{"p.yaml:3: stage \"export\": dataset \"a\\\\b\" holds '\\\\'"}},
 		{"stage validation names the key", "sources: [{path: a, format: xlam}]\nstages:\n  - export: {style: fancy}\n",
 			[]string{"p.yaml:3: stage \"export\": style \"fancy\""}},
 	}
@@ -37,6 +49,20 @@ func TestParseErrors(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+func TestCheckName(t *testing.T) {
+	for _, ok := range []string{"a", "toolace", "mt_llama", "glaive-v2", "x.json", "A.B-c_9", strings.Repeat("n", MaxNameLen)} {
+		if err := CheckName(ok); err != nil {
+			t.Errorf("CheckName(%q): %v", ok, err)
+		}
+	}
+	for _, bad := range []string{"", ".", "..", ".hidden", "a/b", `a\b`, "../x", "a b", "C:x", "a\x00b", "naïve", "a\nb",
+		strings.Repeat("n", MaxNameLen+1)} {
+		if err := CheckName(bad); err == nil {
+			t.Errorf("CheckName(%q): no error", bad)
+		}
 	}
 }
 
@@ -112,5 +138,48 @@ func FuzzApplySets(f *testing.F) {
 	f.Add([]byte("a: [1, 2]\n"), "a.1.b=[x]")
 	f.Fuzz(func(t *testing.T, doc []byte, set string) {
 		applySets(doc, []string{set})
+	})
+}
+
+// FuzzNames: a source, stage or dataset name passes the loader only when
+// it is a plain name that stays a single path element inside the output
+// directory; a plain name always passes.
+func FuzzNames(f *testing.F) {
+	for _, s := range []string{"a", "../../x", "..", ".", "a/b", `a\b`, "toolace", ".x", "a\x00", "名前", "a..b", "-"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, name string) {
+		if name == "" {
+			return // an empty name means the default one
+		}
+		q, _ := json.Marshal(name) // a JSON string is a YAML double-quoted scalar
+		for _, doc := range []string{
+			"sources:\n  - {name: " + string(q) + ", path: a.json, format: xlam}\n",
+			"sources: [{path: a.json, format: xlam}]\nstages:\n  - {name: " + string(q) + ", response_schema: {}}\n",
+			"sources: [{path: a.json, format: xlam}]\nstages:\n  - export: {dataset: " + string(q) + "}\n",
+		} {
+			_, err := Parse("fuzz.yaml", []byte(doc))
+			plain := CheckName(name) == nil
+			if !plain && !utf8.ValidString(name) {
+				continue // YAML replaces invalid UTF-8: the loaded name differs
+			}
+			if plain != (err == nil) && !(name == "ingest" && strings.Contains(doc, "response_schema")) {
+				t.Fatalf("name %q: plain=%v but Parse: %v\n%s", name, plain, err, doc)
+			}
+			if err == nil {
+				for _, p := range [][2]string{
+					{filepath.Join("out", "00-ingest"), "part-" + name + "-00000.parquet"},
+					{"out", "01-" + name},
+					{filepath.Join("out", "01-export"), name},
+				} {
+					if full := filepath.Join(p[0], p[1]); filepath.Dir(full) != p[0] {
+						t.Fatalf("name %q makes path %q, not a file of %s", name, full, p[0])
+					}
+				}
+				if filepath.Base(name) != name || !filepath.IsLocal(name) {
+					t.Fatalf("name %q accepted but is not one local path element", name)
+				}
+			}
+		}
 	})
 }
