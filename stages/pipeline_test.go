@@ -14,8 +14,20 @@ func TestParseErrors(t *testing.T) {
 		name, yaml string
 		want       []string // substrings, each of one problem
 	}{
-		{"unknown top-level key", "sorces: []\n", []string{"p.yaml:1: unknown key \"sorces\" in the top level"}},
-		{"unknown stage key", "sources: [{path: a, format: xlam}]\nstages:\n  - export: {styel: inline}\n", []string{"p.yaml:3: unknown key \"styel\" in export"}},
+		{"unknown top-level key", "sorces: []\n", []string{"p.yaml:1: unknown key sorces (did you mean sources?)"}},
+		{"unknown stage key", "sources: [{path: a, format: xlam}]\nstages:\n  - export: {styel: inline}\n", []string{"p.yaml:3: unknown key stages[0].export.styel (did you mean style?)"}},
+		{"unknown teacher key names its YAML path", "sources: [{path: a, format: xlam}]\nteacher:\n  provider: offline\n  api_key: sk-123\n",
+			[]string{"p.yaml:4: unknown key teacher.api_key (did you mean api_key_env?)"}},
+		{"unknown key far from any", "sources:\n  - {path: a, format: xlam, zzzz: 1}\n",
+			[]string{"p.yaml:2: unknown key sources[0].zzzz (sources[0] takes name, path, format, limit, fraction"}},
+		{"shard_size has its line", "sources: [{path: a, format: xlam}]\noutput:\n  dir: o\n  shard_size: -5\n",
+			[]string{"p.yaml:4: output.shard_size: must be positive, got -5"}},
+		{"negative max_retries", "sources: [{path: a, format: xlam}]\nteacher:\n  max_retries: -1\nembedder:\n  max_retries: -2\n",
+			[]string{"p.yaml:3: teacher.max_retries: must not be negative", "p.yaml:5: embedder.max_retries: must not be negative"}},
+		{"api_key_env holding a key", "sources: [{path: a, format: xlam}]\nteacher:\n  provider: offline\n  api_key_env: sk-proj-abc123\n",
+			[]string{"p.yaml:4: teacher.api_key_env: must name an environment variable"}},
+		{"a teacher problem has the line of its key", "sources: [{path: a, format: xlam}]\nteacher:\n  provider: openai\n  model: m\n  endpoints:\n    - base_url: 'ftp://u:secret@x/v1?key=k'\n",
+			[]string{"p.yaml:6: teacher.endpoints[0].base_url:", "REDACTED"}},
 		{"duplicate key", "seed: 1\nseed: 2\nsources: [{path: a, format: xlam}]\n", []string{"p.yaml:2", "already"}},
 		{"no sources", "stages: []\n", []string{"no sources"}},
 		{"bad format and fraction, all reported", "sources:\n  - path: a\n    format: csv\n    fraction: 2\n",
@@ -42,6 +54,11 @@ func TestParseErrors(t *testing.T) {
 			_, err := Parse("p.yaml", []byte(tt.yaml))
 			if err == nil {
 				t.Fatal("no error")
+			}
+			for _, secret := range []string{"sk-", "secret", "key=k"} {
+				if strings.Contains(err.Error(), secret) {
+					t.Errorf("error %q repeats a secret", err)
+				}
 			}
 			for _, w := range tt.want {
 				if !strings.Contains(err.Error(), w) {
@@ -84,6 +101,32 @@ func TestParseDefaults(t *testing.T) {
 	}
 	if _, err := Parse("p.yaml", eff); err != nil {
 		t.Errorf("the effective config does not parse again: %v", err)
+	}
+}
+
+// The effective config written to the output dir holds no credential a
+// base_url carried.
+func TestEffectiveRedactsURLs(t *testing.T) {
+	p, err := Parse("p.yaml", []byte("sources: [{path: a, format: xlam}]\nteacher:\n  provider: openai\n  model: m\n"+
+		"  endpoints: [{base_url: 'https://bob:hunter2@gpu1:8000/v1?api-key=s3cr3t'}]\n"+
+		"embedder: {provider: openai, model: e, endpoints: [{base_url: 'http://tok3n@e:1/v1'}]}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	eff, err := p.Effective()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, secret := range []string{"bob", "hunter2", "s3cr3t", "tok3n"} {
+		if strings.Contains(string(eff), secret) {
+			t.Errorf("config.yaml holds %q:\n%s", secret, eff)
+		}
+	}
+	if !strings.Contains(string(eff), "https://REDACTED@gpu1:8000/v1?api-key=REDACTED") {
+		t.Errorf("endpoint not kept, redacted:\n%s", eff)
+	}
+	if p.Teacher.Endpoints[0].BaseURL != "https://bob:hunter2@gpu1:8000/v1?api-key=s3cr3t" {
+		t.Errorf("the run's own config was changed: %s", p.Teacher.Endpoints[0].BaseURL)
 	}
 }
 
