@@ -41,7 +41,9 @@ type Pipeline struct {
 	Embedder llm.EmbedderConfig `yaml:"embedder"`
 	Stages   []StageSpec        `yaml:"stages"`
 
-	path string // the file it was loaded from
+	path  string     // the file it was loaded from
+	label string     // the file as named in messages ("p.yaml (with -set)")
+	root  *yaml.Node // the document decoded, for the lines of keys
 }
 
 // Output says where and how stage outputs are written.
@@ -269,12 +271,13 @@ func setPath(n *yaml.Node, keys []string, val *yaml.Node) error {
 
 // Parse decodes a pipeline file already in memory.
 func Parse(path string, b []byte) (*Pipeline, error) {
-	p := &Pipeline{path: path}
+	p := &Pipeline{path: path, label: path}
 	// An untyped pass to learn where each key is, for messages.
 	var root yaml.Node
 	if yaml.Unmarshal(b, &root) != nil {
 		root = yaml.Node{}
 	}
+	p.root = &root
 	dec := yaml.NewDecoder(bytes.NewReader(b))
 	dec.KnownFields(true)
 	if err := dec.Decode(p); err != nil {
@@ -426,6 +429,16 @@ func hasKey(node *yaml.Node, key string) bool {
 		}
 	}
 	return false
+}
+
+// problem formats one problem of the file, prefixed with file:line of the
+// YAML path key ("sources[0].path") where the file has it.
+func (p *Pipeline) problem(key, format string, args ...any) string {
+	msg := fmt.Sprintf(format, args...)
+	if line := lineOf(p.root, key); line > 0 {
+		return fmt.Sprintf("%s:%d: %s", p.label, line, msg)
+	}
+	return fmt.Sprintf("%s: %s", p.label, msg)
 }
 
 // keyLine returns the line of key in a mapping node, else the node's line.
