@@ -33,7 +33,7 @@ func Check(ctx context.Context, p *Pipeline, o Options, w io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if probs := pathProblems(p); len(probs) > 0 {
+	if probs := append(pathProblems(p), stageProblems(p)...); len(probs) > 0 {
 		return &ConfigError{Problems: probs}
 	}
 	r := &Runner{p: p, o: o, dir: dir}
@@ -405,4 +405,25 @@ func lastStageNote(p *Pipeline) string {
 		return "warning: " + msg
 	}
 	return msg
+}
+
+// stageProblems builds every stage that would run, without running it, so
+// that what only a build checks (a prompt file, a check name) is reported
+// as a config error before anything is written.
+func stageProblems(p *Pipeline) []string {
+	var probs []string
+	for i := range p.Stages {
+		spec := &p.Stages[i]
+		if spec.Skip {
+			continue
+		}
+		_, cfg := spec.config()
+		env := &Env{Stage: spec.Name, Seed: p.Seed, Dir: p.Dir(), Teacher: &previewClient{}, Embedder: offlineEmbedder(p),
+			Provider: p.Teacher.Provider, Model: p.Teacher.Model, Capacity: 1,
+			Library: func() (*toollib.Library, error) { return toollib.New(nil), nil }, Log: discardLog()}
+		if _, err := cfg.build(env); err != nil {
+			probs = append(probs, p.problem(fmt.Sprintf("stages[%d]", i), "stage %q: %v", spec.Name, err))
+		}
+	}
+	return probs
 }

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/augmentdata/augment/manifests"
@@ -87,7 +88,7 @@ func pathProblems(p *Pipeline) []string {
 		if msg := notWritable(dir); msg != "" {
 			probs = append(probs, p.problem("output.dir", "output.dir %s %s", dir, msg))
 		}
-	case errors.Is(err, fs.ErrNotExist):
+	case errors.Is(err, fs.ErrNotExist), errors.Is(err, syscall.ENOTDIR):
 		parent := existingParent(dir)
 		if fi, err := os.Stat(parent); err != nil || !fi.IsDir() {
 			probs = append(probs, p.problem("output.dir", "output.dir %s cannot be created: %s is not a directory", dir, parent))
@@ -104,6 +105,15 @@ func pathProblems(p *Pipeline) []string {
 	for i, s := range p.Sources {
 		if path := p.Resolve(s.Path); within(dir, path) {
 			probs = append(probs, p.problem(fmt.Sprintf("sources[%d].path", i), "source %q (%s) is inside output.dir %s; inputs and outputs must not mix", s.Name, path, dir))
+		}
+	}
+	if ents, err := os.ReadDir(dir); err == nil {
+		for _, e := range ents {
+			if e.Type()&fs.ModeSymlink != 0 {
+				target, _ := os.Readlink(filepath.Join(dir, e.Name()))
+				probs = append(probs, p.problem("output.dir", "output.dir %s holds a link %s (to %s); augment never writes through links: remove it",
+					dir, e.Name(), target))
+			}
 		}
 	}
 	if _, foreign, err := inspectOutput(dir); err == nil && len(foreign) > 0 {
@@ -209,14 +219,11 @@ func isRegular(path string) bool {
 	return err == nil && fi.Mode().IsRegular()
 }
 
-// openOutput checks the output directory, creates it, opens it as the
-// run's confined root, takes its lock and marks it as augment's. Problems
-// with the directory are a *ConfigError, a directory held by another run a
-// *BusyError.
+// openOutput creates the output directory (which pathProblems found
+// fine), opens it as the run's confined root, takes its lock and marks it
+// as augment's. Problems with the directory are a *ConfigError, a
+// directory held by another run a *BusyError.
 func (r *Runner) openOutput() error {
-	if probs := pathProblems(r.p); len(probs) > 0 {
-		return &ConfigError{Problems: probs}
-	}
 	bad := func(format string, args ...any) error {
 		return &ConfigError{Problems: []string{r.p.problem("output.dir", format, args...)}}
 	}

@@ -98,7 +98,9 @@ func NewRunner(p *Pipeline, o Options) (*Runner, error) {
 	if err != nil {
 		return nil, err
 	}
-	if probs := envProblems(p, o.Getenv); len(probs) > 0 {
+	// Everything that can be found before a write is found now, all at once.
+	probs := append(pathProblems(p), envProblems(p, o.Getenv)...)
+	if probs = append(probs, stageProblems(p)...); len(probs) > 0 {
 		return nil, &ConfigError{Problems: probs}
 	}
 	r := &Runner{p: p, o: o, dir: dir}
