@@ -250,3 +250,39 @@ func TestCheckReportsPathProblems(t *testing.T) {
 		t.Error("check created the output dir")
 	}
 }
+
+// Every output, the export's included, is readable by all (0644 less the
+// umask), like a file any tool creates: an export read by a trainer under
+// another account must not fail on permissions.
+func TestOutputsAre0644(t *testing.T) {
+	path := demoPipeline(t, demoStages)
+	runPipeline(t, path)
+	probe := filepath.Join(t.TempDir(), "probe")
+	f, err := os.OpenFile(probe, os.O_CREATE|os.O_WRONLY, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	fi, _ := os.Stat(probe)
+	want := fi.Mode().Perm() // 0644 less this process's umask
+	out := filepath.Join(filepath.Dir(path), "out")
+	n := 0
+	filepath.WalkDir(out, func(p string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		fi, err := d.Info()
+		if err != nil {
+			return err
+		}
+		if fi.Mode().Perm() != want {
+			rel, _ := filepath.Rel(out, p)
+			t.Errorf("%s: mode %v, want %v", rel, fi.Mode().Perm(), want)
+		}
+		n++
+		return nil
+	})
+	if n < 10 {
+		t.Errorf("only %d files checked", n)
+	}
+}
