@@ -264,6 +264,18 @@ func (r *Runner) openOutput() error {
 	return nil
 }
 
+// cacheDir is the request cache's directory in the output directory.
+const cacheDir = "cache"
+
+// openCacheDir creates the request cache's directory and opens it through
+// the output root (a link there pointing out is refused).
+func (r *Runner) openCacheDir() (*os.Root, error) {
+	if err := r.root.MkdirAll(cacheDir); err != nil {
+		return nil, fmt.Errorf("llm cache: %w", err)
+	}
+	return r.root.OpenRoot(cacheDir)
+}
+
 // lockOutput takes the exclusive lock of the output directory, released
 // by Close or by the kernel when the process ends (also after kill -9), and
 // records the holder in the lock file for a second run's message.

@@ -107,7 +107,17 @@ func NewRunner(p *Pipeline, o Options) (*Runner, error) {
 	if err := r.openOutput(); err != nil {
 		return nil, err
 	}
-	lo := llm.Options{CacheDir: filepath.Join(dir, "cache"), Getenv: o.Getenv, Log: o.Log, Explain: o.Explain}
+	// The request cache lives in the output root too: its directory is
+	// opened through it, and the cache keeps its own handle on it.
+	lo := llm.Options{Getenv: o.Getenv, Log: o.Log, Explain: o.Explain}
+	if p.Teacher.Provider != llm.ProviderOffline || p.Embedder.Provider != llm.ProviderOffline {
+		if lo.CacheRoot, err = r.openCacheDir(); err != nil {
+			r.closeOutput()
+			return nil, err
+		}
+		defer lo.CacheRoot.Close()
+		lo.CacheDir = filepath.Join(dir, cacheDir)
+	}
 	if r.teacher, err = llm.NewTeacher(p.Teacher, lo); err != nil {
 		r.closeOutput()
 		return nil, fmt.Errorf("teacher: %w", err)
