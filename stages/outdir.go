@@ -249,7 +249,7 @@ func (r *Runner) openOutput() error {
 		if errors.As(err, &busy) {
 			return err
 		}
-		return bad("output.dir %s is not writable: %v", r.dir, err)
+		return bad("output.dir %s: cannot take its lock: %v", r.dir, err)
 	}
 	r.root, r.lock = root, lock
 	if fi, err := root.Lstat(markerFile); err == nil && fi.Mode().IsRegular() {
