@@ -6,7 +6,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -93,9 +92,7 @@ func (c *ExportConfig) validate() []string {
 	default:
 		probs = append(probs, fmt.Sprintf("style %q: want function_call or inline", c.Style))
 	}
-	if c.Dataset != "" && (strings.ContainsAny(c.Dataset, `/\`) || c.Dataset == "." || c.Dataset == "..") {
-		probs = append(probs, fmt.Sprintf("dataset %q: must be a plain name", c.Dataset))
-	}
+	// dataset is checked with the other path names by Parse (CheckName).
 	return probs
 }
 
@@ -408,7 +405,7 @@ func writeJSONString(b *bytes.Buffer, s string) {
 func marshalNoEscape(v any) ([]byte, error) { return prompts.JSON(v, "") }
 
 // WriteShard writes one data file of the dataset folder.
-func (e *exporter) WriteShard(_ context.Context, dir, name string, recs []*record.Record) ([]manifests.FileRef, []shard.Reject, error) {
+func (e *exporter) WriteShard(_ context.Context, dir *manifests.Root, name string, recs []*record.Record) ([]manifests.FileRef, []shard.Reject, error) {
 	samples := make([]*sample, 0, len(recs))
 	for _, r := range recs {
 		s, ok := e.samples.LoadAndDelete(r)
@@ -417,8 +414,8 @@ func (e *exporter) WriteShard(_ context.Context, dir, name string, recs []*recor
 		}
 		samples = append(samples, s.(*sample))
 	}
-	path := filepath.Join(dir, e.cfg.Dataset, "part-"+name+"."+e.cfg.Format)
-	f, err := manifests.Create(path)
+	file := e.cfg.Dataset + "/part-" + name + "." + e.cfg.Format
+	f, err := dir.Create(file)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -431,7 +428,7 @@ func (e *exporter) WriteShard(_ context.Context, dir, name string, recs []*recor
 	if err != nil {
 		return nil, nil, err
 	}
-	ref := manifests.FileRef{Path: path, SHA256: f.SHA256(), Rows: int64(len(samples)), Bytes: f.Size()}
+	ref := manifests.FileRef{Path: dir.Rel(file), SHA256: f.SHA256(), Rows: int64(len(samples)), Bytes: f.Size()}
 	return []manifests.FileRef{ref}, nil, f.Commit()
 }
 
@@ -483,7 +480,7 @@ func writeSamplesParquet(f *manifests.File, samples []*sample) error {
 }
 
 // Finish writes dataset_info.json, which names the dataset folder.
-func (e *exporter) Finish(dir string, shards []manifests.Shard) ([]string, error) {
+func (e *exporter) Finish(dir *manifests.Root, shards []manifests.Shard) ([]string, error) {
 	info := map[string]any{
 		e.cfg.Dataset: map[string]any{
 			"file_name":  e.cfg.Dataset,
@@ -495,7 +492,7 @@ func (e *exporter) Finish(dir string, shards []manifests.Shard) ([]string, error
 	if err != nil {
 		return nil, err
 	}
-	_, err = manifests.WriteFile(filepath.Join(dir, "dataset_info.json"), append(b, '\n'))
-	notes := []string{fmt.Sprintf("LLaMA-Factory: dataset_dir=%s dataset=%s", filepath.Base(dir), e.cfg.Dataset)}
+	_, err = dir.WriteFile("dataset_info.json", append(b, '\n'))
+	notes := []string{fmt.Sprintf("LLaMA-Factory: dataset_dir=%s dataset=%s", dir.Base(), e.cfg.Dataset)}
 	return notes, err
 }

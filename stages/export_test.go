@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/augmentdata/augment/manifests"
 	"github.com/augmentdata/augment/stages/record"
 	"github.com/augmentdata/augment/verify"
 )
@@ -188,6 +189,11 @@ func TestExportRejects(t *testing.T) {
 // naming a folder of one file type.
 func TestExportWritesDatasetDir(t *testing.T) {
 	dir := t.TempDir()
+	root, err := manifests.OpenRoot(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer root.Close()
 	for _, format := range []string{"jsonl", "parquet"} {
 		e := buildExport(t, ExportConfig{Dataset: "demo_" + format, Format: format})
 		var recs []*record.Record
@@ -197,11 +203,11 @@ func TestExportWritesDatasetDir(t *testing.T) {
 			}
 			recs = append(recs, r)
 		}
-		refs, rejects, err := e.WriteShard(context.Background(), dir, "fx-00000", recs)
+		refs, rejects, err := e.WriteShard(context.Background(), root, "fx-00000", recs)
 		if err != nil || len(rejects) != 0 || len(refs) != 1 || refs[0].Rows != int64(len(recs)) {
 			t.Fatalf("%s: refs %+v rejects %v err %v", format, refs, rejects, err)
 		}
-		if _, err := e.Finish(dir, nil); err != nil {
+		if _, err := e.Finish(root, nil); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := os.Stat(filepath.Join(dir, "demo_"+format, "part-fx-00000."+format)); err != nil {

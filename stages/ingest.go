@@ -46,14 +46,7 @@ type ingestSettings struct {
 // unchanged is skipped as a whole.
 func (r *Runner) ingest(ctx context.Context, sr stageRun) (stageResult, error) {
 	res := stageResult{report: StageReport{Name: sr.name, Type: sr.typ, Dir: sr.rel}}
-	if err := os.MkdirAll(sr.dir, 0o755); err != nil {
-		return res, err
-	}
-	if err := manifests.Sweep(sr.dir); err != nil {
-		return res, err
-	}
-	mpath := filepath.Join(sr.dir, "manifest.json")
-	old, err := manifests.Read[manifests.Stage](mpath)
+	old, err := r.prepareStageDir(sr)
 	if err != nil {
 		return res, err
 	}
@@ -123,10 +116,16 @@ func (r *Runner) ingest(ctx context.Context, sr stageRun) (stageResult, error) {
 	}
 	m.Finished = time.Now().UTC()
 	m.Seconds = m.Finished.Sub(m.Started).Seconds()
-	if err := manifests.Write(mpath, m); err != nil {
-		return res, err
+	// What the earlier manifest named and this one does not goes first: a
+	// kill in between leaves the old manifest, which the next run checks.
+	if old != nil {
+		m.Superseded = superseded(old, func(string) bool { return false })
+		if err := r.removeReplaced(sr, m); err != nil {
+			return res, err
+		}
+		m.Superseded = nil
 	}
-	return res, removeUnlisted(sr.dir, m)
+	return res, sr.out.WriteJSON(manifestFile, m)
 }
 
 // sourceKey is the key of every shard of a source: its ingest settings and
@@ -263,12 +262,12 @@ func (r *Runner) ingestSource(ctx context.Context, sr stageRun, src Source, path
 		shards[i].Inputs = []manifests.FileRef{{Path: filepath.Base(path), SHA256: sum, Bytes: size}}
 	}
 	lib := toollib.New(slices.Collect(maps.Values(tools)))
-	ref, err := shard.WriteJSONL(filepath.Join(sr.dir, "tools-"+src.Name+".jsonl"), lib.Tools)
+	ref, err := shard.WriteJSONL(sr.out, "tools-"+src.Name+".jsonl", lib.Tools)
 	if err != nil {
 		return nil, err
 	}
 	ref.Rows = int64(len(lib.Tools))
-	shards[0].Outputs = append(shards[0].Outputs, r.rel([]manifests.FileRef{ref})...)
+	shards[0].Outputs = append(shards[0].Outputs, ref)
 	return shards, nil
 }
 
@@ -360,17 +359,17 @@ func (r *Runner) ingestBatch(src Source, sr stageRun, b rawBatch) (manifests.Sha
 			Detail: "the dump's framing broke here; the rest of the file was not read: " + b.framing.Error()})
 	}
 	sh.Out = int64(len(recs))
-	refs, err := shard.Write(filepath.Join(sr.dir, "part-"+name+".parquet"), recs, r.shardOptions())
+	refs, err := shard.Write(sr.out, "part-"+name+".parquet", recs, r.shardOptions())
 	if err != nil {
 		return sh, nil, err
 	}
-	sh.Outputs = r.rel(refs)
+	sh.Outputs = refs
 	if len(rejects) > 0 {
-		ref, err := shard.WriteRejects(filepath.Join(sr.dir, "rejects-"+name+".jsonl"), rejects)
+		ref, err := shard.WriteRejects(sr.out, "rejects-"+name+".jsonl", rejects)
 		if err != nil {
 			return sh, nil, err
 		}
-		sh.Outputs = append(sh.Outputs, r.rel([]manifests.FileRef{ref})...)
+		sh.Outputs = append(sh.Outputs, ref)
 	}
 	sh.Seconds = time.Since(start).Seconds()
 	return sh, toollib.New(tools).Tools, sh.Counts.Balanced()
