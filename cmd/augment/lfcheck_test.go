@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 
 	"github.com/rogpeppe/go-internal/testscript"
@@ -13,13 +14,19 @@ import (
 
 // lfcheck is a testscript command: `lfcheck DIR [min]` loads DIR the way
 // LLaMA-Factory loads a dataset_dir (dataset_info.json, then every file of
-// each dataset's folder) and applies its sharegpt rules to every sample. It
-// fails on the first sample LLaMA-Factory would drop or crash on, and when
+// each dataset's folder) and applies, to every sample, its sharegpt
+// converter's rules and then the function and tool formatters of the
+// template named by DIR/train_lora.yaml ("default" without one). It fails
+// on the first sample LLaMA-Factory would drop or crash on, on a
+// get_user_input call whose answer text is missing, on a sample with
+// decision tokens where an answer or a call turn lacks its token, and when
 // fewer than min samples (default 1) were found.
 //
-// It is written from LLaMA-Factory's SharegptDatasetConverter and
-// FunctionFormatter rules, independently of verify.CheckShareGPT (which the
-// exporter uses), so that the two can disagree.
+// It is written from LLaMA-Factory's SharegptDatasetConverter,
+// FunctionFormatter, ToolFormatter and tool utils (data/converter.py,
+// formatter.py, tool_utils.py, template.py at commit ff6d4d1), with its own
+// table of templates, independently of verify.CheckShareGPT and
+// verify.LFTemplate (which the exporter uses), so that the two can disagree.
 func lfcheck(ts *testscript.TestScript, neg bool, args []string) {
 	if len(args) < 1 {
 		ts.Fatalf("usage: lfcheck DIR [min]")
@@ -29,26 +36,86 @@ func lfcheck(ts *testscript.TestScript, neg bool, args []string) {
 	if len(args) > 1 {
 		fmt.Sscan(args[1], &min)
 	}
-	n, err := lfCheckDir(dir)
-	if err == nil && n < min {
-		err = fmt.Errorf("%d samples, want at least %d", n, min)
+	st, err := lfCheckDirStats(dir)
+	if err == nil && st.samples < min {
+		err = fmt.Errorf("%d samples, want at least %d", st.samples, min)
 	}
 	if neg {
 		if err == nil {
-			ts.Fatalf("lfcheck: %d samples all valid, want a failure", n)
+			ts.Fatalf("lfcheck: %d samples all valid, want a failure", st.samples)
 		}
 		return
 	}
 	if err != nil {
 		ts.Fatalf("lfcheck: %v", err)
 	}
-	ts.Logf("lfcheck: %d samples pass LLaMA-Factory's rules", n)
+	ts.Logf("lfcheck: %d samples pass LLaMA-Factory's rules for template %s (%+v)", st.samples, st.template, st)
+}
+
+// lfTemplate is what lfcheck knows of a LLaMA-Factory template.
+type lfTemplate struct {
+	think      [2]string // thought words
+	toolFormat string    // tool utils name
+	words      bool      // the function formatter gets thought and tool-call words (not the Llama2Template class)
+}
+
+var (
+	lfDefaultThink   = [2]string{"<think>\n", "\n</think>\n\n"}
+	lfCheckTemplates = map[string]lfTemplate{
+		"breeze":        {lfDefaultThink, "default", true},
+		"chatml":        {lfDefaultThink, "default", true},
+		"default":       {lfDefaultThink, "default", true},
+		"deepseek3":     {lfDefaultThink, "default", true},
+		"deepseekr1":    {lfDefaultThink, "default", true},
+		"gemma3":        {lfDefaultThink, "default", false},
+		"glm4":          {lfDefaultThink, "glm4", true},
+		"glm4_moe":      {lfDefaultThink, "glm4_moe", true},
+		"glm4_7":        {[2]string{"<think>", "</think>"}, "glm4_moe", true},
+		"llama3":        {lfDefaultThink, "llama3", true},
+		"llama4":        {lfDefaultThink, "llama3", true},
+		"mistral":       {lfDefaultThink, "mistral", false},
+		"mistral_small": {lfDefaultThink, "mistral", true},
+		"phi4":          {lfDefaultThink, "default", true},
+		"qwen":          {lfDefaultThink, "qwen", true},
+		"qwen3":         {lfDefaultThink, "qwen", true},
+		"qwen3_nothink": {lfDefaultThink, "qwen", true},
+		"qwen3_5":       {lfDefaultThink, "qwen3_5", true},
+	}
+	lfToolCallRe = regexp.MustCompile(`(?s)` + regexp.QuoteMeta("<tool_call>") + `(.*?)` + regexp.QuoteMeta("</tool_call>"))
+	lfDecision   = [2]string{"<|answer|>", "<|use_tool|>"}
+)
+
+// lfStats is what lfCheckDirStats saw.
+type lfStats struct {
+	template      string
+	samples       int
+	functionCalls int // function_call turns
+	withText      int // of them, with text before the calls
+	userInput     int // get_user_input calls, each with its answer text
+	thoughts      int // turns with a thought in the template's words
+	decision      int // samples with decision tokens
+	parallel      int // function_call turns with several calls
 }
 
 func lfCheckDir(dir string) (int, error) {
+	st, err := lfCheckDirStats(dir)
+	return st.samples, err
+}
+
+func lfCheckDirStats(dir string) (lfStats, error) {
+	st := lfStats{template: "default"}
+	if b, err := os.ReadFile(filepath.Join(dir, "train_lora.yaml")); err == nil {
+		if m := regexp.MustCompile(`(?m)^template: *(\S+)`).FindSubmatch(b); m != nil {
+			st.template = string(m[1])
+		}
+	}
+	tpl, ok := lfCheckTemplates[st.template]
+	if !ok {
+		return st, fmt.Errorf("template %q is not in lfcheck's table", st.template)
+	}
 	b, err := os.ReadFile(filepath.Join(dir, "dataset_info.json"))
 	if err != nil {
-		return 0, err
+		return st, err
 	}
 	var info map[string]struct {
 		FileName   string            `json:"file_name"`
@@ -56,12 +123,11 @@ func lfCheckDir(dir string) (int, error) {
 		Columns    map[string]string `json:"columns"`
 	}
 	if err := json.Unmarshal(b, &info); err != nil {
-		return 0, fmt.Errorf("dataset_info.json: %w", err)
+		return st, fmt.Errorf("dataset_info.json: %w", err)
 	}
-	total := 0
 	for name, d := range info {
 		if d.Formatting != "sharegpt" {
-			return total, fmt.Errorf("%s: formatting %q", name, d.Formatting)
+			return st, fmt.Errorf("%s: formatting %q", name, d.Formatting)
 		}
 		msgCol, toolsCol := d.Columns["messages"], d.Columns["tools"]
 		if msgCol == "" {
@@ -69,30 +135,28 @@ func lfCheckDir(dir string) (int, error) {
 		}
 		files, err := filepath.Glob(filepath.Join(dir, d.FileName, "*"))
 		if err != nil || len(files) == 0 {
-			return total, fmt.Errorf("%s: no files in %s", name, d.FileName)
+			return st, fmt.Errorf("%s: no files in %s", name, d.FileName)
 		}
 		ext := filepath.Ext(files[0])
 		for _, f := range files {
 			if filepath.Ext(f) != ext {
-				return total, fmt.Errorf("%s: mixed file types %s and %s (LLaMA-Factory loads one type per folder)", name, ext, filepath.Ext(f))
+				return st, fmt.Errorf("%s: mixed file types %s and %s (LLaMA-Factory loads one type per folder)", name, ext, filepath.Ext(f))
 			}
 			if ext != ".jsonl" {
-				return total, fmt.Errorf("%s: lfcheck reads jsonl only, got %s", f, ext)
+				return st, fmt.Errorf("%s: lfcheck reads jsonl only, got %s", f, ext)
 			}
-			n, err := lfCheckFile(f, msgCol, toolsCol)
-			total += n
-			if err != nil {
-				return total, err
+			if err := lfCheckFile(f, msgCol, toolsCol, tpl, &st); err != nil {
+				return st, err
 			}
 		}
 	}
-	return total, nil
+	return st, nil
 }
 
-func lfCheckFile(path, msgCol, toolsCol string) (int, error) {
+func lfCheckFile(path, msgCol, toolsCol string, tpl lfTemplate, st *lfStats) error {
 	f, err := os.Open(path)
 	if err != nil {
-		return 0, err
+		return err
 	}
 	defer f.Close()
 	sc := bufio.NewScanner(f)
@@ -100,22 +164,24 @@ func lfCheckFile(path, msgCol, toolsCol string) (int, error) {
 	n := 0
 	for sc.Scan() {
 		n++
+		st.samples++
 		var row map[string]json.RawMessage
 		if err := json.Unmarshal(sc.Bytes(), &row); err != nil {
-			return n, fmt.Errorf("%s:%d: %v", path, n, err)
+			return fmt.Errorf("%s:%d: %v", path, n, err)
 		}
-		if err := lfCheckSample(row, msgCol, toolsCol); err != nil {
-			return n, fmt.Errorf("%s:%d: %v", path, n, err)
+		if err := lfCheckSample(row, msgCol, toolsCol, tpl, st); err != nil {
+			return fmt.Errorf("%s:%d: %v", path, n, err)
 		}
 	}
-	return n, sc.Err()
+	return sc.Err()
 }
 
-// lfCheckSample applies the converter's rules: optional leading system
+// lfCheckSample applies the converter's rules (optional leading system
 // message; then human|observation at even and gpt|function_call at odd
-// positions; an even, non-zero count; function_call values JSON objects (or
-// lists of them) with name and an object arguments; tools a JSON list.
-func lfCheckSample(row map[string]json.RawMessage, msgCol, toolsCol string) error {
+// positions; an even, non-zero count), the template's function formatter
+// on function_call values, its tool formatter on the tools, and the
+// get_user_input and decision-token rules.
+func lfCheckSample(row map[string]json.RawMessage, msgCol, toolsCol string, tpl lfTemplate, st *lfStats) error {
 	var msgs []map[string]any
 	if err := json.Unmarshal(row[msgCol], &msgs); err != nil {
 		return fmt.Errorf("%s: %v", msgCol, err)
@@ -126,6 +192,11 @@ func lfCheckSample(row map[string]json.RawMessage, msgCol, toolsCol string) erro
 	if len(msgs) == 0 || len(msgs)%2 != 0 {
 		return fmt.Errorf("invalid message count %d", len(msgs))
 	}
+	type said struct {
+		from, text string // text: what the model writes besides thought and calls
+	}
+	var turns []said
+	decision := false
 	for i, m := range msgs {
 		from, ok1 := m["from"].(string)
 		value, ok2 := m["value"].(string)
@@ -137,53 +208,232 @@ func lfCheckSample(row map[string]json.RawMessage, msgCol, toolsCol string) erro
 		if (i%2 == 0 && !even) || (i%2 == 1 && !odd) {
 			return fmt.Errorf("invalid role tag %q at position %d", from, i)
 		}
-		if from == "function_call" {
-			if err := lfCheckCall(value); err != nil {
+		var text string
+		switch from {
+		case "function_call":
+			prefix, names, err := lfFunction(value, tpl)
+			if err != nil {
 				return fmt.Errorf("message %d: %v", i, err)
+			}
+			st.functionCalls++
+			if len(names) > 1 {
+				st.parallel++
+			}
+			thought := lfThought(prefix, tpl)
+			if thought != "" {
+				st.thoughts++
+			}
+			text = strings.TrimSpace(strings.TrimPrefix(prefix, thought))
+			if text != "" {
+				st.withText++
+			}
+			for _, name := range names {
+				if name != "get_user_input" {
+					continue
+				}
+				st.userInput++
+				answer := strings.TrimSpace(strings.TrimPrefix(text, lfDecision[1]))
+				if answer == "" {
+					return fmt.Errorf("message %d: get_user_input without the answer text it stands for", i)
+				}
+			}
+		case "gpt":
+			thought := lfThought(value, tpl)
+			if thought != "" {
+				st.thoughts++
+			}
+			text = strings.TrimPrefix(value, thought)
+		default:
+			continue
+		}
+		if strings.Contains(text, lfDecision[0]) || strings.Contains(text, lfDecision[1]) {
+			decision = true
+		}
+		turns = append(turns, said{from, text})
+	}
+	if decision {
+		st.decision++
+		for i, t := range turns {
+			ok := strings.HasPrefix(t.text, lfDecision[0]) || strings.HasPrefix(t.text, lfDecision[1])
+			if t.from == "function_call" {
+				ok = strings.HasPrefix(t.text, lfDecision[1])
+			}
+			if !ok {
+				return fmt.Errorf("assistant turn %d (%s) of a decision-token sample starts without its token: %.60q", i, t.from, t.text)
 			}
 		}
 	}
 	if toolsCol != "" {
 		var s string
 		if raw, ok := row[toolsCol]; ok && json.Unmarshal(raw, &s) == nil && s != "" {
-			var tools []map[string]any
-			if err := json.Unmarshal([]byte(s), &tools); err != nil {
-				return fmt.Errorf("tools is not a JSON list: %v", err)
+			if err := lfTools(s, tpl); err != nil {
+				return fmt.Errorf("tools: %v", err)
 			}
 		}
 	}
 	return nil
 }
 
-func lfCheckCall(value string) error {
-	// Templates with thought words keep a leading <think>…</think>.
-	if rest, ok := strings.CutPrefix(value, "<think>"); ok {
-		if _, after, ok := strings.Cut(rest, "</think>"); ok {
-			value = after
+// lfThought returns the thought that starts s in the template's words, or "".
+func lfThought(s string, tpl lfTemplate) string {
+	if !strings.HasPrefix(s, tpl.think[0]) {
+		return ""
+	}
+	end := strings.Index(s[len(tpl.think[0]):], tpl.think[1])
+	if end < 0 {
+		return ""
+	}
+	return s[:len(tpl.think[0])+end+len(tpl.think[1])]
+}
+
+// lfFunction does what FunctionFormatter.apply does with a function_call
+// value: the first <tool_call>…</tool_call> block, whose outside is kept
+// before the calls; else the first thought (exact thought words) removed;
+// then json.loads; then the calls' keys and the tool format's limits. It
+// returns the kept text and the call names.
+func lfFunction(value string, tpl lfTemplate) (prefix string, names []string, err error) {
+	jsonPart := value
+	if tpl.words {
+		if m := lfToolCallRe.FindStringSubmatch(value); m != nil {
+			prefix, jsonPart = strings.ReplaceAll(value, m[0], ""), m[1]
+		} else {
+			re := regexp.MustCompile(`(?s)` + regexp.QuoteMeta(tpl.think[0]) + `(.*?)` + regexp.QuoteMeta(tpl.think[1]))
+			if m := re.FindString(value); m != "" {
+				prefix, jsonPart = m, strings.ReplaceAll(value, m, "")
+			}
 		}
 	}
+	dec := json.NewDecoder(strings.NewReader(jsonPart))
+	dec.UseNumber()
 	var v any
-	if err := json.Unmarshal([]byte(strings.TrimSpace(value)), &v); err != nil {
-		return fmt.Errorf("invalid JSON format in function message: %v", err)
+	if err := dec.Decode(&v); err != nil || strings.TrimSpace(jsonPart[dec.InputOffset():]) != "" {
+		return "", nil, fmt.Errorf("invalid JSON format in function message: %.80q", value)
 	}
 	calls, ok := v.([]any)
 	if !ok {
 		calls = []any{v}
 	}
 	if len(calls) == 0 {
-		return fmt.Errorf("empty call list")
+		return "", nil, fmt.Errorf("empty call list")
+	}
+	if len(calls) > 1 && tpl.toolFormat == "glm4" {
+		return "", nil, fmt.Errorf("GLM-4 does not support parallel functions")
 	}
 	for _, c := range calls {
 		m, ok := c.(map[string]any)
 		if !ok {
-			return fmt.Errorf("call is not an object")
+			return "", nil, fmt.Errorf("call is not an object")
 		}
-		if _, ok := m["name"].(string); !ok {
-			return fmt.Errorf("call without a name")
+		name, ok := m["name"].(string)
+		if !ok {
+			return "", nil, fmt.Errorf("call without a name")
 		}
 		if _, ok := m["arguments"].(map[string]any); !ok {
-			return fmt.Errorf("call %v: arguments is not an object", m["name"])
+			return "", nil, fmt.Errorf("call %s: arguments is not an object", name)
+		}
+		names = append(names, name)
+	}
+	return prefix, names, nil
+}
+
+// lfTools does what ToolFormatter.apply does with the tools column: JSON;
+// then, for the default tool format, every tool's parameters.properties
+// read as an object of objects, required as a container, enum joined as
+// strings and items read as an object; glm4 reads every tool's name.
+func lfTools(s string, tpl lfTemplate) error {
+	var v any
+	if err := json.Unmarshal([]byte(s), &v); err != nil {
+		return fmt.Errorf("invalid JSON format in tool description: %v", err)
+	}
+	tools, ok := v.([]any)
+	if !ok {
+		return fmt.Errorf("tools is a %T, not a list", v)
+	}
+	for i, t := range tools {
+		tool, ok := t.(map[string]any)
+		if !ok {
+			return fmt.Errorf("tool %d is not an object", i)
+		}
+		if tool["type"] == "function" {
+			if tool, ok = tool["function"].(map[string]any); !ok {
+				return fmt.Errorf("tool %d: function is not an object", i)
+			}
+		}
+		switch tpl.toolFormat {
+		case "glm4":
+			if _, ok := tool["name"]; !ok {
+				return fmt.Errorf("tool %d has no name", i)
+			}
+		case "default":
+			if err := lfDefaultTool(tool); err != nil {
+				return fmt.Errorf("tool %d: %v", i, err)
+			}
 		}
 	}
 	return nil
+}
+
+func lfDefaultTool(tool map[string]any) error {
+	if _, ok := tool["name"].(string); !ok {
+		return fmt.Errorf("name is not a string")
+	}
+	params, ok := tool["parameters"].(map[string]any)
+	if !ok {
+		return fmt.Errorf("no parameters object")
+	}
+	props, ok := params["properties"].(map[string]any)
+	if !ok {
+		return fmt.Errorf("no parameters.properties object")
+	}
+	if req, ok := params["required"]; ok {
+		switch req.(type) {
+		case []any, string, map[string]any:
+		default:
+			return fmt.Errorf("required is a %T", req)
+		}
+	}
+	for name, p := range props {
+		param, ok := p.(map[string]any)
+		if !ok {
+			return fmt.Errorf("property %s is not an object", name)
+		}
+		if e, ok := param["enum"]; ok && lfTruthy(e) {
+			switch x := e.(type) {
+			case string, map[string]any:
+			case []any:
+				for _, m := range x {
+					if _, ok := m.(string); !ok {
+						return fmt.Errorf("property %s: enum member %v is not a string", name, m)
+					}
+				}
+			default:
+				return fmt.Errorf("property %s: enum is a %T", name, e)
+			}
+		}
+		if it, ok := param["items"]; ok && lfTruthy(it) {
+			if _, ok := it.(map[string]any); !ok {
+				return fmt.Errorf("property %s: items is a %T", name, it)
+			}
+		}
+	}
+	return nil
+}
+
+// lfTruthy is Python's truth of a decoded JSON value.
+func lfTruthy(v any) bool {
+	switch x := v.(type) {
+	case nil:
+		return false
+	case bool:
+		return x
+	case float64:
+		return x != 0
+	case string:
+		return x != ""
+	case []any:
+		return len(x) > 0
+	case map[string]any:
+		return len(x) > 0
+	}
+	return true
 }
