@@ -8,8 +8,11 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"testing"
 
 	"github.com/rogpeppe/go-internal/testscript"
+
+	"github.com/augmentdata/augment/manifests"
 )
 
 // lfcheck is a testscript command: `lfcheck DIR [min]` loads DIR the way
@@ -436,4 +439,188 @@ func lfTruthy(v any) bool {
 		return len(x) > 0
 	}
 	return true
+}
+
+// lfWriteDir writes a one-dataset LLaMA-Factory directory for template
+// holding the given sample lines.
+func lfWriteDir(t *testing.T, template string, samples ...string) string {
+	t.Helper()
+	dir := t.TempDir()
+	files := map[string]string{
+		"dataset_info.json": `{"d": {"file_name": "d", "formatting": "sharegpt", "columns": {"messages": "conversations", "system": "system", "tools": "tools"}}}`,
+		"train_lora.yaml":   "dataset: d\ntemplate: " + template + "\n",
+		"d/part-0.jsonl":    strings.Join(samples, "\n") + "\n",
+	}
+	for name, body := range files {
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(dir, name)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+// lfSample is one sharegpt line of from, value pairs with tools.
+func lfSample(tools string, fv ...string) string {
+	var conv []map[string]string
+	for i := 0; i+1 < len(fv); i += 2 {
+		conv = append(conv, map[string]string{"from": fv[i], "value": fv[i+1]})
+	}
+	b, _ := json.Marshal(map[string]any{"conversations": conv, "system": "", "tools": tools})
+	return string(b)
+}
+
+// The checker catches what crashes LLaMA-Factory's formatters or loses what
+// the model should learn, and passes the forms the export writes (issues
+// 16 and 17).
+func TestLFCheckFormatters(t *testing.T) {
+	tools := `[{"name": "w", "description": "weather", "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}]`
+	call := `{"name": "w", "arguments": {"city": "Paris"}}`
+	two := "[" + call + ", " + call + "]"
+	gui := `{"name": "get_user_input", "arguments": {}}`
+	tests := []struct {
+		name, template, sample, err string
+	}{
+		{"qwen3 thought in its words", "qwen3", lfSample(tools, "human", "q", "function_call", "<think>\nwhy\n</think>\n\n"+call), ""},
+		{"qwen3 thought without the newlines (the demo's old export)", "qwen3", lfSample(tools, "human", "q", "function_call", "<think>why</think>"+call), "invalid JSON format"},
+		{"glm4_7 thought without newlines", "glm4_7", lfSample(tools, "human", "q", "function_call", "<think>why</think>"+call), ""},
+		{"glm4 one call", "glm4", lfSample(tools, "human", "q", "function_call", call, "observation", "sunny", "gpt", "ok"), ""},
+		{"glm4 parallel calls", "glm4", lfSample(tools, "human", "q", "function_call", two, "observation", "[1, 2]", "gpt", "ok"), "parallel"},
+		{"qwen parallel calls", "qwen", lfSample(tools, "human", "q", "function_call", two, "observation", "[1, 2]", "gpt", "ok"), ""},
+		{"get_user_input with its answer", "qwen", lfSample(tools, "human", "q", "function_call", "It is sunny.\n<tool_call>"+gui+"</tool_call>"), ""},
+		{"get_user_input without its answer (the old export)", "qwen", lfSample(tools, "human", "q", "function_call", gui), "without the answer text"},
+		{"text before calls where the template cannot hold it", "mistral", lfSample(tools, "human", "q", "function_call", "It is sunny.\n<tool_call>"+gui+"</tool_call>"), "invalid JSON format"},
+		{"both decision tokens", "qwen", lfSample(tools, "human", "q", "function_call", "<|use_tool|><tool_call>"+call+"</tool_call>", "observation", "sunny", "gpt", "<|answer|>Sunny."), ""},
+		{"use_tool dropped from the call turn (the old export)", "qwen", lfSample(tools, "human", "q", "function_call", call, "observation", "sunny", "gpt", "<|answer|>Sunny."), "without its token"},
+		{"default tool format needs properties", "default", lfSample(`[{"name": "w", "parameters": {"type": "object"}}]`, "human", "q", "gpt", "a"), "properties"},
+		{"qwen tool format does not", "qwen", lfSample(`[{"name": "w", "parameters": {"type": "object"}}]`, "human", "q", "gpt", "a"), ""},
+		{"default tool format joins enum members as strings", "default", lfSample(`[{"name": "w", "parameters": {"type": "object", "properties": {"n": {"enum": [1, 2]}}}}]`, "human", "q", "gpt", "a"), "enum"},
+		{"role order", "qwen", lfSample(tools, "human", "q", "human", "q"), "invalid role tag"},
+	}
+	for _, tt := range tests {
+		_, err := lfCheckDirStats(lfWriteDir(t, tt.template, tt.sample))
+		switch {
+		case tt.err == "" && err != nil:
+			t.Errorf("%s: %v", tt.name, err)
+		case tt.err != "" && (err == nil || !strings.Contains(err.Error(), tt.err)):
+			t.Errorf("%s: %v, want an error with %q", tt.name, err, tt.err)
+		}
+	}
+}
+
+// TestExportRefusesStandIn: the demo's exports hold the offline teacher's
+// stand-in text; without allow_offline the export stops the run with a
+// config error (exit 2) that says so (issue 17, point 3).
+func TestExportRefusesStandIn(t *testing.T) {
+	demo, err := filepath.Abs("../../testdata/demo/pipeline.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	code, _, stderr := e2eAugment(t, dir, "run", "-quiet", "-set", "output.dir="+filepath.Join(dir, "out"),
+		"-set", "stages.5.export.allow_offline=false", demo)
+	if code != 2 || !strings.Contains(stderr, "stand-in output of the offline teacher") || !strings.Contains(stderr, "allow_offline: true") {
+		t.Errorf("exit %d, stderr:\n%s", code, stderr)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "out", "05-mt_llama", "dataset_info.json")); err == nil {
+		t.Error("the refused export wrote dataset_info.json")
+	}
+}
+
+// TestLFCheckRealRows runs the real rows of ../shared/data (LLaMA-Factory's
+// demos, the derived ToolACE/glaive/xlam dumps, glaive rows, converted
+// ToolACE rows) through meta_tool with get_user_input, the offline reason
+// stand-ins and decision tokens, and exports them for several templates.
+// Every export passes the independent checker for its template; the
+// records a template cannot hold are rejected with the rule, not written:
+// glm4 parallel calls (split when results follow them), text beside calls
+// for mistral.
+func TestLFCheckRealRows(t *testing.T) {
+	shared := sharedData()
+	if shared == "" {
+		t.Skip("needs ../shared/data beside the repository (or AUGMENT_SHARED_DATA)")
+	}
+	var y strings.Builder
+	y.WriteString("seed: 3\noutput: {dir: out, shard_size: 500}\nsources:\n")
+	for _, s := range [][3]string{
+		{"lf_en", "llamafactory/glaive_toolcall_en_demo.json", "sharegpt"},
+		{"lf_zh", "llamafactory/glaive_toolcall_zh_demo.json", "sharegpt"},
+		{"lf_reason", "llamafactory/reason_tool_use_demo_50.jsonl", "sharegpt"},
+		{"toolace_en", "derived/toolace_format_glaive_toolcall_en_demo.json", "toolace"},
+		{"glaive_en", "derived/glaive_v2_format_glaive_toolcall_en_demo.json", "glaive"},
+		{"xlam_en", "derived/xlam_format_glaive_toolcall_en_demo.json", "xlam"},
+		{"glaive_rows", "glaive/glaive_v2_rows_dataflow.jsonl", "glaive"},
+		{"toolace_conv", "toolace/toolace_first100_sharegpt_partially_converted.json", "sharegpt"},
+	} {
+		fmt.Fprintf(&y, "  - {name: %s, path: %q, format: %s}\n", s[0], filepath.Join(shared, s[1]), s[2])
+	}
+	y.WriteString(`stages:
+  - meta_tool: {open_world_ratio: 0.5, hard_ratio: 0.5, min_tools: 5, get_user_input: true}
+  - reason: {style: meta_tool}
+  - verify: {checks: [roles]}
+  - {name: qwen3, export: {template: qwen3, thoughts: true, allow_offline: true}}
+  - {name: glm4_split, export: {template: glm4, parallel: split, allow_offline: true}}
+  - {name: glm4, export: {template: glm4, allow_offline: true}}
+  - {name: llama3, export: {template: llama3, allow_offline: true}}
+  - {name: mistral, export: {template: mistral, allow_offline: true}}
+  - {name: default, export: {template: default, allow_offline: true}}
+  - decision_tokens: {}
+  - {name: qwen_decision, export: {template: qwen, allow_offline: true}}
+  - {name: glm47_decision, export: {template: glm4_7, thoughts: true, allow_offline: true}}
+  - {name: inline_decision, export: {style: inline, surface: decision, template: breeze, allow_offline: true}}
+`)
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "pipeline.yaml"), []byte(y.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	e2eMustRun(t, dir, "run", "-quiet", "pipeline.yaml")
+	out := filepath.Join(dir, "out")
+	in := e2eManifest(t, out, "03-verify").Totals.Out
+	stats := map[string]lfStats{}
+	infos, _ := filepath.Glob(filepath.Join(out, "*", "dataset_info.json"))
+	for _, info := range infos {
+		stage := filepath.Base(filepath.Dir(info))
+		st, err := lfCheckDirStats(filepath.Dir(info))
+		if err != nil {
+			t.Errorf("%s: %v", stage, err)
+		}
+		m := e2eManifest(t, out, stage)
+		if int64(st.samples) != m.Totals.Out || m.Totals.Out+manifests.Sum(m.Totals.Rejected) != in {
+			t.Errorf("%s: %d samples checked, manifest %+v, %d in", stage, st.samples, m.Totals, in)
+		}
+		stats[stage] = st
+		t.Logf("%s: %d of %d records; rejected %v; %+v", stage, st.samples, in, m.Totals.Rejected, st)
+	}
+	if len(stats) != 9 {
+		t.Fatalf("%d exports checked, want 9", len(stats))
+	}
+	rejected := func(stage string) map[string]int64 { return e2eManifest(t, out, stage).Totals.Rejected }
+	for _, stage := range []string{"04-qwen3", "07-llama3", "09-default", "11-qwen_decision", "12-glm47_decision", "13-inline_decision"} {
+		if r := rejected(stage); len(r) > 0 {
+			t.Errorf("%s rejected %v", stage, r)
+		}
+	}
+	if st := stats["04-qwen3"]; st.userInput == 0 || st.thoughts == 0 || st.parallel == 0 || st.withText < st.userInput {
+		t.Errorf("qwen3: %+v", st)
+	}
+	glm4, split := rejected("06-glm4"), rejected("05-glm4_split")
+	if len(glm4) != 1 || glm4["lf_template_no_parallel"] == 0 || len(split) != 1 || split["lf_template_no_parallel"] >= glm4["lf_template_no_parallel"] {
+		t.Errorf("glm4 rejected %v; with parallel: split %v", glm4, split)
+	}
+	if stats["05-glm4_split"].parallel != 0 || stats["06-glm4"].parallel != 0 {
+		t.Error("a glm4 export holds parallel calls")
+	}
+	if r := rejected("08-mistral"); len(r) != 1 || r["lf_template_no_call_text"] == 0 {
+		t.Errorf("mistral rejected %v", r)
+	}
+	for _, stage := range []string{"11-qwen_decision", "12-glm47_decision", "13-inline_decision"} {
+		if st := stats[stage]; st.decision != st.samples {
+			t.Errorf("%s: %d of %d samples with decision tokens", stage, st.decision, st.samples)
+		}
+	}
+	if st := stats["11-qwen_decision"]; st.userInput == 0 || st.withText != st.functionCalls {
+		t.Errorf("qwen with decision tokens: %+v", st)
+	}
 }
