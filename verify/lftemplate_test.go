@@ -1,6 +1,9 @@
 package verify
 
 import (
+	"fmt"
+	"os"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -118,4 +121,45 @@ func FuzzLFTemplateReadFunction(f *testing.F) {
 			t.Fatalf("prefix longer than the value")
 		}
 	})
+}
+
+// The README's table of templates is LFTemplates, row for row.
+func TestREADMETemplateTable(t *testing.T) {
+	b, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const open, end = "<!-- lf-templates", "<!-- /lf-templates -->"
+	i, j := strings.Index(string(b), open), strings.Index(string(b), end)
+	if i < 0 || j < i {
+		t.Fatalf("README.md has no %s … %s block", open, end)
+	}
+	lines := strings.Split(strings.TrimSpace(string(b[i:j])), "\n")
+	if len(lines) < 3 {
+		t.Fatalf("README.md template table: %q", lines)
+	}
+	got := strings.Join(lines[3:], "\n")
+	want := strings.Join(templateRows(), "\n")
+	if got != want {
+		t.Errorf("README.md's template table is not verify.LFTemplates; want these rows:\n%s", want)
+	}
+}
+
+func templateRows() []string {
+	yes := func(b bool) string {
+		if b {
+			return "yes"
+		}
+		return "no"
+	}
+	words := func(w [2]string) string {
+		q := func(s string) string { return "`" + strings.Trim(strconv.Quote(s), `"`) + "`" }
+		return q(w[0]) + " … " + q(w[1])
+	}
+	var rows []string
+	for _, tpl := range LFTemplates() {
+		rows = append(rows, fmt.Sprintf("| `%s` | %s | %s | `%s` | %s | %s |", tpl.Name, yes(tpl.Reasoning), words(tpl.ThoughtWords),
+			tpl.ToolFormat, yes(tpl.Parallel()), yes(tpl.CallText)))
+	}
+	return rows
 }
