@@ -6,11 +6,13 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"hash/fnv"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"unicode/utf8"
 
 	"github.com/parquet-go/parquet-go"
@@ -176,6 +178,9 @@ type exporter struct {
 	tpl     *verify.LFTemplate
 	env     *Env
 	samples sync.Map // *record.Record → *sample, from Process to WriteShard
+
+	paramsSeen  sync.Map // FNV-64a of a tool's parameters → checkParams' answer
+	paramsCount atomic.Int64
 }
 
 // sample is one LLaMA-Factory sharegpt row.
@@ -215,12 +220,18 @@ func (e *exporter) Process(ctx context.Context, r *record.Record) ([]*record.Rec
 	if err != nil {
 		return nil, err
 	}
-	// The tools JSON was rendered by toolsJSON from checked tools; only the
-	// default tool format reads more of them than their names.
+	// The tools JSON was rendered by toolsJSON from named tools whose
+	// parameters are objects; only the default tool format reads more of
+	// them, their parameters.
 	probs := verify.CheckTurns(s.Conversations, e.tpl)
-	if e.tpl.ToolFormat == "default" {
-		if err := e.tpl.CheckTools(s.Tools); err != nil {
-			probs = append(probs, verify.Problem{Check: "sharegpt", Kind: verify.ReasonLFBadTools, Path: "tools", Msg: err.Error()})
+	for i, t := range r.Tools {
+		if len(bytes.TrimSpace(t.Parameters)) == 0 {
+			continue // written as {"type":"object","properties":{}}
+		}
+		if msg := e.checkParams(t.Parameters); msg != "" {
+			probs = append(probs, verify.Problem{Check: "sharegpt", Kind: verify.ReasonLFBadTools, Path: "tools",
+				Msg: fmt.Sprintf("tool %d (%s): %s", i, t.Name, msg)})
+			break
 		}
 	}
 	if len(probs) > 0 {
@@ -242,6 +253,33 @@ func (e *exporter) Process(ctx context.Context, r *record.Record) ([]*record.Rec
 	e.samples.Store(r, s)
 	return []*record.Record{r}, nil
 }
+
+// checkParams is the template's CheckToolParams, remembered for up to
+// maxParamsSeen distinct parameter schemas by their 64-bit hash: dumps
+// repeat the same tools across many records, and the check was most of the
+// export's time with the default tool format.
+func (e *exporter) checkParams(params json.RawMessage) string {
+	if e.tpl.ToolFormat != "default" {
+		return ""
+	}
+	h := fnv.New64a()
+	h.Write(params)
+	key := h.Sum64()
+	if msg, ok := e.paramsSeen.Load(key); ok {
+		return msg.(string)
+	}
+	msg := ""
+	if err := e.tpl.CheckToolParams(params); err != nil {
+		msg = err.Error()
+	}
+	if e.paramsCount.Add(1) <= maxParamsSeen {
+		e.paramsSeen.Store(key, msg)
+	}
+	return msg
+}
+
+// maxParamsSeen bounds checkParams' memory (about 64 bytes an entry).
+const maxParamsSeen = 1 << 16
 
 // offlineStage returns the first stage whose lineage entry says the offline
 // teacher made or judged r, or "".

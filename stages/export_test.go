@@ -439,3 +439,29 @@ func withCounters() (context.Context, *counters) {
 	c := &counters{m: map[string]int64{}}
 	return context.WithValue(context.Background(), countersKey{}, c), c
 }
+
+// BenchmarkExportProcess renders and checks real records (../shared/data)
+// for a template with the default tool format and for qwen3 with thoughts.
+func BenchmarkExportProcess(b *testing.B) {
+	recs := fxSharedRecords(b)
+	for _, cfg := range []ExportConfig{{Template: "default"}, {Template: "qwen3", Thoughts: true}} {
+		b.Run(cfg.Template, func(b *testing.B) {
+			cfg.defaults()
+			st, err := cfg.build(fxEnv("export", nil))
+			if err != nil {
+				b.Fatal(err)
+			}
+			e := st.(*exporter)
+			ctx := context.Background()
+			for i := 0; b.Loop(); i++ {
+				r := recs[i%len(recs)]
+				if _, err := e.Process(ctx, r); err != nil {
+					if _, ok := rejectReason(err); !ok {
+						b.Fatal(err)
+					}
+				}
+				e.samples.Delete(r)
+			}
+		})
+	}
+}

@@ -3,6 +3,7 @@ package verify
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 )
@@ -270,39 +271,62 @@ func defaultToolFormat(raw json.RawMessage) string {
 			return `"function" is not an object`
 		}
 	}
-	if rawKind(tool.Parameters) != "object" {
-		return `no "parameters" object`
+	return defaultToolParams(tool.Parameters)
+}
+
+// CheckToolParams reports what the template's tool format cannot render in
+// the parameters of one tool given as a bare {"name", "parameters", …}
+// object with a non-empty name, or nil. Only the default tool format reads
+// the parameters.
+func (t *LFTemplate) CheckToolParams(params json.RawMessage) error {
+	if t.ToolFormat != "default" {
+		return nil
+	}
+	if msg := defaultToolParams(params); msg != "" {
+		return fmt.Errorf("%s (template %s renders tools with the default tool format)", msg, t.Name)
+	}
+	return nil
+}
+
+// defaultToolParams returns what the default tool format cannot render in a
+// tool's parameters, or "": it reads parameters.properties as an object of
+// objects, "required" with the in operator, each property's truthy "enum"
+// joined as strings and truthy "items" as an object. One typed decode: the
+// export checks every sample.
+func defaultToolParams(raw json.RawMessage) string {
+	type prop struct {
+		Enum  json.RawMessage `json:"enum"`
+		Items json.RawMessage `json:"items"`
 	}
 	var params struct {
-		Properties json.RawMessage `json:"properties"`
-		Required   json.RawMessage `json:"required"`
+		Properties map[string]*prop `json:"properties"`
+		Required   json.RawMessage  `json:"required"`
 	}
-	if json.Unmarshal(tool.Parameters, &params) != nil || rawKind(params.Properties) != "object" {
+	if rawKind(raw) != "object" {
+		return `no "parameters" object`
+	}
+	if err := json.Unmarshal(raw, &params); err != nil {
+		var te *json.UnmarshalTypeError
+		if errors.As(err, &te) && strings.HasPrefix(te.Field, "properties.") {
+			return fmt.Sprintf("property %q is not an object", strings.TrimPrefix(te.Field, "properties."))
+		}
+		return `no "parameters.properties" object`
+	}
+	if params.Properties == nil {
 		return `no "parameters.properties" object`
 	}
 	if k := rawKind(params.Required); len(params.Required) > 0 && k != "array" && k != "object" && k != "string" {
 		return fmt.Sprintf(`"parameters.required" is a JSON %s`, k)
 	}
-	var props map[string]json.RawMessage
-	if json.Unmarshal(params.Properties, &props) != nil {
-		return `"parameters.properties" is not an object`
-	}
-	for name, p := range props {
-		if rawKind(p) != "object" {
+	for name, p := range params.Properties {
+		if p == nil {
 			return fmt.Sprintf("property %q is not an object", name)
 		}
-		var prop struct {
-			Enum  json.RawMessage `json:"enum"`
-			Items json.RawMessage `json:"items"`
-		}
-		if json.Unmarshal(p, &prop) != nil {
-			return fmt.Sprintf("property %q is not an object", name)
-		}
-		if truthy(prop.Enum) {
-			switch rawKind(prop.Enum) {
+		if truthy(p.Enum) {
+			switch rawKind(p.Enum) {
 			case "array":
 				var members []json.RawMessage
-				_ = json.Unmarshal(prop.Enum, &members)
+				_ = json.Unmarshal(p.Enum, &members)
 				for _, m := range members {
 					if rawKind(m) != "string" {
 						return fmt.Sprintf("property %q: enum member %s is not a string", name, bytes.TrimSpace(m))
@@ -310,11 +334,11 @@ func defaultToolFormat(raw json.RawMessage) string {
 				}
 			case "string", "object":
 			default:
-				return fmt.Sprintf("property %q: enum is a JSON %s", name, rawKind(prop.Enum))
+				return fmt.Sprintf("property %q: enum is a JSON %s", name, rawKind(p.Enum))
 			}
 		}
-		if truthy(prop.Items) && rawKind(prop.Items) != "object" {
-			return fmt.Sprintf("property %q: items is a JSON %s, not an object", name, rawKind(prop.Items))
+		if truthy(p.Items) && rawKind(p.Items) != "object" {
+			return fmt.Sprintf("property %q: items is a JSON %s, not an object", name, rawKind(p.Items))
 		}
 	}
 	return ""
