@@ -85,6 +85,14 @@ type ExportConfig struct {
 	// summary then say how many samples hold stand-in text. Without it such
 	// a record stops the run with a config error (exit 2).
 	AllowOffline bool `yaml:"allow_offline" json:"allow_offline,omitempty"`
+	// ToolsPlacement says where the tool definitions go: system (default;
+	// LLaMA-Factory's templates render the tools column into the system
+	// turn) or role (style inline only): an OpenAI-messages JSONL whose
+	// first message has the role "tools" and holds the JSON list of
+	// definitions, before the system message (MediaTek, seed 002 Fig 1(b)),
+	// with chat_template.jinja beside it for trainers that take a chat
+	// template (TRL, axolotl); LLaMA-Factory cannot train on it.
+	ToolsPlacement string `yaml:"tools_placement" json:"tools_placement,omitempty"`
 	// Model is the model_name_or_path written into train_lora.yaml;
 	// without it the file leaves it to the command line.
 	Model string `yaml:"model" json:"model,omitempty"`
@@ -107,6 +115,9 @@ func (c *ExportConfig) defaults() {
 	}
 	if c.Parallel == "" {
 		c.Parallel = "reject"
+	}
+	if c.ToolsPlacement == "" {
+		c.ToolsPlacement = "system"
 	}
 }
 
@@ -149,6 +160,15 @@ func (c *ExportConfig) validate() []string {
 		probs = append(probs, fmt.Sprintf("thoughts: template %q does not train thoughts (no reasoning class in LLaMA-Factory); use one of %s, or drop thoughts",
 			c.Template, strings.Join(reasoning, ", ")))
 	}
+	switch c.ToolsPlacement {
+	case "system":
+	case "role":
+		if c.Style != "inline" || c.Format != "jsonl" {
+			probs = append(probs, "tools_placement role needs style inline and format jsonl (its assistant turns are text for a chat template)")
+		}
+	default:
+		probs = append(probs, fmt.Sprintf("tools_placement %q: want system or role", c.ToolsPlacement))
+	}
 	if c.Parallel != "reject" && c.Parallel != "split" {
 		probs = append(probs, fmt.Sprintf("parallel %q: want reject or split", c.Parallel))
 	}
@@ -183,11 +203,13 @@ type exporter struct {
 	paramsCount atomic.Int64
 }
 
-// sample is one LLaMA-Factory sharegpt row.
+// sample is one LLaMA-Factory sharegpt row, or with tools_placement role
+// one OpenAI-messages row (Messages).
 type sample struct {
 	Conversations []verify.Turn `json:"conversations" parquet:"conversations,list"`
 	System        string        `json:"system" parquet:"system"`
 	Tools         string        `json:"tools" parquet:"tools"`
+	Messages      []chatMessage `json:"-" parquet:"-"`
 }
 
 // Counter keys of the export (manifest counters, summed over shards).
@@ -219,6 +241,9 @@ func (e *exporter) Process(ctx context.Context, r *record.Record) ([]*record.Rec
 	s, err := e.render(r)
 	if err != nil {
 		return nil, err
+	}
+	if e.cfg.ToolsPlacement == "role" {
+		return e.roleSample(ctx, r, s, standIn != "")
 	}
 	// The tools JSON was rendered by toolsJSON from named tools whose
 	// parameters are objects; only the default tool format reads more of
@@ -710,9 +735,12 @@ func (e *exporter) WriteShard(_ context.Context, dir, name string, recs []*recor
 		return nil, nil, err
 	}
 	defer f.Abort()
-	if e.cfg.Format == "parquet" {
+	switch {
+	case e.cfg.ToolsPlacement == "role":
+		err = writeMessagesJSONL(f, samples)
+	case e.cfg.Format == "parquet":
 		err = writeSamplesParquet(f, samples)
-	} else {
+	default:
 		err = writeSamplesJSONL(f, samples)
 	}
 	if err != nil {
@@ -777,6 +805,9 @@ func (e *exporter) Finish(dir string, shards []manifests.Shard) ([]string, error
 	for _, sh := range shards {
 		total.Add(sh.Counts)
 	}
+	if e.cfg.ToolsPlacement == "role" {
+		return e.finishRole(dir, total)
+	}
 	st := exportStats{samples: total.Out, standIn: total.Counters[CounterStandIn]}
 	for k, n := range total.Counters {
 		if v, ok := strings.CutPrefix(k, counterCutoff); ok && n > 0 {
@@ -794,7 +825,7 @@ func (e *exporter) Finish(dir string, shards []manifests.Shard) ([]string, error
 	var notes []string
 	if st.standIn > 0 {
 		meta["stand_in_samples"] = st.standIn
-		meta["stand_in"] = "samples holding output of augment's offline teacher: rule-based stand-in text (reasoning, rewordings, negatives) and rule-based judges, not a teacher model's; for trying the pipeline, not for training a model to use"
+		meta["stand_in"] = standInText
 		notes = append(notes, fmt.Sprintf("stand-in data: %d of %d samples hold offline-teacher output (allow_offline: true); dataset_info.json and train_lora.yaml say so", st.standIn, st.samples))
 	}
 	info := map[string]any{
@@ -822,6 +853,10 @@ func (e *exporter) Finish(dir string, shards []manifests.Shard) ([]string, error
 	}
 	return notes, nil
 }
+
+// standInText says what stand-in samples are, in dataset_info.json and
+// card.json.
+const standInText = "samples holding output of augment's offline teacher: rule-based stand-in text (reasoning, rewordings, negatives) and rule-based judges, not a teacher model's; for trying the pipeline, not for training a model to use"
 
 // TrainLoRAFile is the LoRA training config the export writes beside
 // dataset_info.json.

@@ -41,7 +41,7 @@ func PrintReport(w io.Writer, rep *Report) {
 	}
 	for _, s := range rep.Stages {
 		if n := s.Counts.Counters[CounterStandIn]; n > 0 {
-			fmt.Fprintf(w, "stand-in data in %s: %d of %d samples hold offline-teacher text (allow_offline), marked in its dataset_info.json and train_lora.yaml\n",
+			fmt.Fprintf(w, "stand-in data in %s: %d of %d samples hold offline-teacher text (allow_offline), marked as such in the export\n",
 				s.Dir, n, s.Counts.Out)
 		}
 	}
