@@ -122,10 +122,10 @@ type FunctionTurn struct {
 	Calls  []FunctionCall
 }
 
-// A FunctionCall is one parsed call; Arguments is the decoded JSON value.
+// A FunctionCall is one parsed call; Arguments is its JSON object.
 type FunctionCall struct {
 	Name      string
-	Arguments any
+	Arguments json.RawMessage
 }
 
 // errNoParallel marks a value with several calls for a template whose tool
@@ -181,52 +181,52 @@ func firstBlock(s string, words [2]string) (match, inner string, ok bool) {
 	return s[i : start+j+len(words[1])], s[start : start+j], true
 }
 
-// parseCalls parses a JSON call or list of calls.
+// parseCalls parses a JSON call or list of calls as json.loads would take
+// them, into typed values: the export reads every call turn back, and
+// decoding arguments into maps was most of that.
 func parseCalls(s string) ([]FunctionCall, error) {
-	dec := json.NewDecoder(strings.NewReader(s))
-	dec.UseNumber()
-	var v any
-	if err := dec.Decode(&v); err != nil {
+	type shape struct {
+		Name      json.RawMessage `json:"name"`
+		Arguments json.RawMessage `json:"arguments"`
+	}
+	var items []*shape
+	var err error
+	list := strings.HasPrefix(strings.TrimLeft(s, " \t\n\r"), "[")
+	if list {
+		err = json.Unmarshal([]byte(s), &items)
+	} else {
+		items = []*shape{nil}
+		err = json.Unmarshal([]byte(s), &items[0])
+	}
+	var se *json.SyntaxError
+	switch {
+	case errors.As(err, &se):
 		return nil, fmt.Errorf("not JSON (LLaMA-Factory: Invalid JSON format in function message): %v", err)
-	}
-	if rest := strings.TrimLeft(s[dec.InputOffset():], " \t\n\r"); rest != "" {
-		return nil, fmt.Errorf("not JSON (LLaMA-Factory: Invalid JSON format in function message): text after the JSON value: %.40q", rest)
-	}
-	one := func(v any, what string) (FunctionCall, error) {
-		m, ok := v.(map[string]any)
-		if !ok {
-			return FunctionCall{}, fmt.Errorf("%s must be a JSON object with \"name\" and \"arguments\", got %s", what, jsonKind(v))
-		}
-		name, ok := m["name"].(string)
-		if !ok || strings.TrimSpace(name) == "" {
-			return FunctionCall{}, fmt.Errorf("%s has no \"name\" string", what)
-		}
-		args, ok := m["arguments"]
-		if !ok {
-			return FunctionCall{}, fmt.Errorf("%s (%q) has no \"arguments\"", what, name)
-		}
-		if _, ok := args.(map[string]any); !ok {
-			return FunctionCall{}, fmt.Errorf("\"arguments\" of %s (%q) must be a JSON object, got %s", what, name, jsonKind(args))
-		}
-		return FunctionCall{Name: name, Arguments: args}, nil
-	}
-	list, ok := v.([]any)
-	if !ok {
-		c, err := one(v, "the call")
-		if err != nil {
-			return nil, err
-		}
-		return []FunctionCall{c}, nil
-	}
-	if len(list) == 0 {
+	case err != nil:
+		return nil, fmt.Errorf("a call must be a JSON object with \"name\" and \"arguments\": %v", err)
+	case list && len(items) == 0:
 		return nil, fmt.Errorf("function_call value is an empty list")
 	}
-	calls := make([]FunctionCall, len(list))
-	for j, c := range list {
-		var err error
-		if calls[j], err = one(c, fmt.Sprintf("call %d", j)); err != nil {
-			return nil, err
+	calls := make([]FunctionCall, len(items))
+	for j, c := range items {
+		what := "the call"
+		if list {
+			what = fmt.Sprintf("call %d", j)
 		}
+		if c == nil {
+			return nil, fmt.Errorf("%s must be a JSON object with \"name\" and \"arguments\", got null", what)
+		}
+		var name string
+		if rawKind(c.Name) != "string" || json.Unmarshal(c.Name, &name) != nil || strings.TrimSpace(name) == "" {
+			return nil, fmt.Errorf("%s has no \"name\" string", what)
+		}
+		if len(c.Arguments) == 0 {
+			return nil, fmt.Errorf("%s (%q) has no \"arguments\"", what, name)
+		}
+		if k := rawKind(c.Arguments); k != "object" {
+			return nil, fmt.Errorf("\"arguments\" of %s (%q) must be a JSON object, got %s", what, name, k)
+		}
+		calls[j] = FunctionCall{Name: name, Arguments: c.Arguments}
 	}
 	return calls, nil
 }
