@@ -152,3 +152,13 @@ func (e *exporter) finishRole(dir string, total manifests.Counts) ([]string, err
 	_, err = manifests.WriteFile(filepath.Join(dir, "card.json"), append(b, '\n'))
 	return notes, err
 }
+
+// MarshalJSON writes a role-placement sample as its messages row and any
+// other as the sharegpt row (what `augment check` shows).
+func (s *sample) MarshalJSON() ([]byte, error) {
+	if s.Messages != nil {
+		return marshalNoEscape(map[string]any{"messages": s.Messages})
+	}
+	type row sample
+	return marshalNoEscape((*row)(s))
+}
