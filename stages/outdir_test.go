@@ -189,13 +189,14 @@ func TestRunDeletesOnlyItsOwnFiles(t *testing.T) {
 }
 
 // A stage dir removed from the pipeline goes entirely when it holds only
-// augment's files, the export's dataset_info.json included (Files).
+// augment's files, the export's dataset_info.json and train_lora.yaml
+// included (Files).
 func TestStaleExportDirRemoved(t *testing.T) {
 	path := demoPipeline(t, demoStages)
 	runPipeline(t, path)
 	out := filepath.Join(filepath.Dir(path), "out")
-	if m := readManifest(t, out, "02-export"); len(m.Files) != 1 || m.Files[0] != "02-export/dataset_info.json" {
-		t.Errorf("export manifest files %v, want its dataset_info.json", m.Files)
+	if m := readManifest(t, out, "02-export"); strings.Join(m.Files, " ") != "02-export/dataset_info.json 02-export/train_lora.yaml" {
+		t.Errorf("export manifest files %v, want its dataset_info.json and train_lora.yaml", m.Files)
 	}
 	y, _ := os.ReadFile(path)
 	s := string(y)
