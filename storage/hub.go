@@ -244,8 +244,7 @@ const downloadAttempts = 4
 // request; a complete part is checked against the size and the LFS SHA-256
 // the Hub states, then renamed into place.
 func (h *hub) download(ctx context.Context, cache *os.Root, loc Location, info Info) (*os.File, error) {
-	sum := sha256.Sum256([]byte(loc.Repo + "\x00" + info.Pin))
-	key := "hub/" + hex.EncodeToString(sum[:20])
+	key := hubKey(loc, info)
 	if f, err := cache.Open(key); err == nil {
 		if fi, err := f.Stat(); err == nil && fi.Mode().IsRegular() && (info.Size < 0 || fi.Size() == info.Size) {
 			return f, nil
@@ -291,6 +290,12 @@ func (h *hub) download(ctx context.Context, cache *os.Root, loc Location, info I
 		d.Close()
 	}
 	return cache.Open(key)
+}
+
+// hubKey is the cache name of a pinned Hub file.
+func hubKey(loc Location, info Info) string {
+	sum := sha256.Sum256([]byte(loc.Repo + "\x00" + info.Pin))
+	return "hub/" + hex.EncodeToString(sum[:20])
 }
 
 // fetchPart continues the part file from its current size. It reports
