@@ -1,6 +1,8 @@
 package storage
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"strings"
 	"testing"
@@ -102,4 +104,9 @@ func FuzzParse(f *testing.F) {
 			t.Fatalf("Parse(%q): file %q escapes the repository", s, l.File)
 		}
 	})
+}
+
+func sha256hex(b []byte) string {
+	s := sha256.Sum256(b)
+	return hex.EncodeToString(s[:])
 }

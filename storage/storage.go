@@ -171,20 +171,27 @@ func (r *Reader) Sum() (string, error) {
 }
 
 // Progress makes the Reader call f with the number of stored bytes read,
-// as they are read (compressed bytes for a compressed dump). Set it before
-// the first Read.
-func (r *Reader) Progress(f func(n int64)) { r.raw.progress = f }
+// as they are read (compressed bytes for a compressed dump), starting with
+// those read while opening.
+func (r *Reader) Progress(f func(n int64)) {
+	r.raw.progress = f
+	if r.raw.n > 0 {
+		f(r.raw.n)
+	}
+}
 
 // hashReader hashes what is read through it.
 type hashReader struct {
 	r        io.Reader
 	h        hash.Hash
+	n        int64
 	progress func(int64)
 }
 
 func (h *hashReader) Read(p []byte) (int, error) {
 	n, err := h.r.Read(p)
 	h.h.Write(p[:n])
+	h.n += int64(n)
 	if h.progress != nil && n > 0 {
 		h.progress(int64(n))
 	}
