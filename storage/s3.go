@@ -97,6 +97,8 @@ func s3Error(loc Location, err error) error {
 		return &NotFoundError{Loc: loc.String(), Detail: "no such object"}
 	case "NoSuchBucket":
 		return &NotFoundError{Loc: loc.String(), Detail: "no such bucket"}
+	case "PreconditionFailed":
+		return fmt.Errorf("%s: the object changed while the run read it (its ETag is no longer the one checked); run again", loc)
 	case "AccessDenied", "InvalidAccessKeyId", "SignatureDoesNotMatch", "ExpiredToken":
 		return &AuthError{Loc: loc.String(), Detail: resp.Code + ": set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (or AWS_PROFILE) to credentials that may read it"}
 	}
@@ -126,21 +128,29 @@ func (o *Opener) statS3(ctx context.Context, loc Location) (Info, error) {
 }
 
 // openS3 streams the object described by info. The read is conditional on
-// its ETag: an object replaced in between fails the read instead of mixing
-// two versions.
+// its ETag (If-Match): an object replaced in between fails the read
+// instead of mixing two versions.
 func (o *Opener) openS3(ctx context.Context, loc Location, info Info) (io.ReadCloser, error) {
 	c, err := o.s3Client()
 	if err != nil {
 		return nil, err
 	}
 	opts := minio.GetObjectOptions{}
-	if info.version != "" && info.version != "null" {
-		opts.VersionID = info.version
-	} else if err := opts.SetMatchETag(strings.Trim(info.etag, `"`)); err != nil {
+	if err := opts.SetMatchETag(strings.Trim(info.etag, `"`)); err != nil {
 		return nil, err
 	}
 	obj, err := c.GetObject(ctx, loc.Bucket, loc.Key, opts)
 	if err != nil {
+		return nil, s3Error(loc, err)
+	}
+	// Stat sends the GET; its answer must be the pinned object too (a
+	// store that ignores If-Match on reads is caught here).
+	oi, err := obj.Stat()
+	if err == nil && strings.Trim(oi.ETag, `"`) != strings.Trim(info.etag, `"`) {
+		err = minio.ErrorResponse{Code: "PreconditionFailed", StatusCode: http.StatusPreconditionFailed}
+	}
+	if err != nil {
+		obj.Close()
 		return nil, s3Error(loc, err)
 	}
 	return &s3Body{obj: obj, loc: loc}, nil
