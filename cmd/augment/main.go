@@ -69,7 +69,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 				fmt.Fprint(stderr, "\n"+usage)
 			}
 		case exitFailed, exitGuard, exitInterrupt:
-			fmt.Fprintln(stderr, "augment: finished work is kept; run the same command again to resume")
+			var partial *stages.PartialError
+			if !errors.As(err, &partial) { // the same run fails the same way
+				fmt.Fprintln(stderr, "augment: finished work is kept; run the same command again to resume")
+			}
 		}
 	}
 	return code
