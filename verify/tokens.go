@@ -50,7 +50,12 @@ const tokenChunk = 4096
 
 // countChunked counts text in pieces of at most size bytes; forced
 // reports a cut where the pre-tokenizer does not always split.
+//
+// A piece equal to the one before is not counted again: a run of one
+// repeated character is many equal pieces.
 func countChunked(text string, size int) (n int, forced bool) {
+	var last string
+	lastN := 0
 	for text != "" {
 		cut := len(text)
 		if cut > size {
@@ -58,10 +63,13 @@ func countChunked(text string, size int) (n int, forced bool) {
 			cut, ok = safeCut(text, size)
 			forced = forced || !ok
 		}
-		c, err := encoder().Count(text[:cut])
-		if err == nil {
-			n += c
+		if piece := text[:cut]; piece != last {
+			last, lastN = piece, 0
+			if c, err := encoder().Count(piece); err == nil {
+				lastN = c
+			}
 		}
+		n += lastN
 		text = text[cut:]
 	}
 	return n, forced
