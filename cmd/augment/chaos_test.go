@@ -129,8 +129,8 @@ func chaosTempFiles(t *testing.T, dir string) []string {
 // past the client timeout, truncated answers, cut JSON bodies, dropped
 // connections). Each run is killed with SIGKILL at a seeded random number
 // of answers, one of them interrupted with SIGINT instead, and the command
-// is run again until it finishes (a run the error-rate guard stops, exit 3,
-// is resumed the same way). Then:
+// is run again until it finishes (a run the guard stops, exit 3, or that
+// fails with the resume hint, exit 1, is resumed the same way). Then:
 //   - the data files are byte for byte those of a run without faults or
 //     kills (e2eSameData);
 //   - the valid answers the fake gave over all runs are at most those of
@@ -211,8 +211,8 @@ func TestChaosTeacherFaults(t *testing.T) {
 					}
 				case code == 0:
 					finished = true
-				case code == exitGuard:
-					guarded++
+				case code == exitGuard, code == exitFailed && strings.Contains(stderr, "run the same command again to resume"):
+					guarded++ // stopped by the teacher guard, or a failure to resume from
 					unfinished++
 				default:
 					t.Fatalf("run %d: exit %d; stderr:\n%s", runs, code, stderr)
@@ -225,7 +225,7 @@ func TestChaosTeacherFaults(t *testing.T) {
 			wall := time.Since(start)
 			c := fake.Counters()
 			paid := c.Answered - c.Faults[fakellm.FaultTruncate]
-			t.Logf("%.0f%% faults: %d runs (%d SIGKILL, %d SIGINT, %d stopped by the error-rate guard), %d rows; "+
+			t.Logf("%.0f%% faults: %d runs (%d SIGKILL, %d SIGINT, %d stopped by the guard or failed, resumable), %d rows; "+
 				"clean run %d requests in %v; chaos: %d requests, %d valid answers, faults %v, %d in flight at the signals; wall %v",
 				rate*100, runs, killed, interrupted, guarded, rows, clean.Chat, cleanWall.Round(time.Millisecond),
 				c.Chat, paid, c.Faults, inFlightAtKills, wall.Round(time.Millisecond))
@@ -242,7 +242,25 @@ func TestChaosTeacherFaults(t *testing.T) {
 			chaosBalanced(t, out)
 			e2eIntact(t, out)
 			e2eSameData(t, cleanData, e2eDataFiles(t, out))
+			if t.Failed() {
+				chaosLogRejects(t, out)
+			}
 		})
+	}
+}
+
+// chaosLogRejects logs the reason and detail of every rejected record of
+// the run's stages after ingest, to tell why a run's data differ.
+func chaosLogRejects(t *testing.T, out string) {
+	t.Helper()
+	files, _ := filepath.Glob(filepath.Join(out, "0[1-9]-*", "rejects-*.jsonl"))
+	for _, f := range files {
+		b, _ := os.ReadFile(f)
+		for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+			var r struct{ ID, Reason, Detail string }
+			json.Unmarshal([]byte(line), &r)
+			t.Logf("%s: %s %s: %.300s", filepath.Base(filepath.Dir(f)), r.ID, r.Reason, r.Detail)
+		}
 	}
 }
 
