@@ -216,6 +216,7 @@ func peekSource(s Source, path string, n int) (int, *record.Record, []record.Too
 	}
 	defer f.Close()
 	sc := formats.NewScanner(f)
+	sc.SetMaxRowBytes(int(s.MaxRowBytes))
 	var first *record.Record
 	var tools []record.Tool
 	read := 0
@@ -223,6 +224,11 @@ func peekSource(s Source, path string, n int) (int, *record.Record, []record.Too
 		row, idx, err := sc.Next()
 		if errors.Is(err, io.EOF) {
 			break
+		}
+		var bad *formats.RowError
+		if errors.As(err, &bad) { // a row ingest rejects
+			read++
+			continue
 		}
 		if err != nil {
 			return read, first, tools, nil
@@ -255,6 +261,11 @@ func estimateRows(read int, size int64, path string) int64 {
 	var bytes int64
 	for i := 0; i < read; i++ {
 		row, _, err := sc.Next()
+		var bad *formats.RowError
+		if errors.As(err, &bad) {
+			bytes += bad.Bytes + 2
+			continue
+		}
 		if err != nil {
 			break
 		}

@@ -55,7 +55,7 @@ var exitCodes = []struct {
 	meaning string
 }{
 	{exitOK, "ok"},
-	{exitFailed, "the run failed; finished work is kept: run the same command again to resume"},
+	{exitFailed, "the run failed; finished work is kept: run the same command again to resume (without that hint: part of a source could not be read, see `allow_partial`)"},
 	{exitUsage, "usage or config error, found before anything ran: flags, pipeline file, sources, output dir, api_key_env, or the output dir is held by another run"},
 	{exitGuard, "the teacher guard stopped the run (budget reached, error rate too high, credentials refused); resumable"},
 	{exitInterrupt, "interrupted (Ctrl-C, SIGTERM); resumable"},
@@ -89,7 +89,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 				fmt.Fprint(stderr, "\n"+usageText())
 			}
 		case exitFailed, exitGuard, exitInterrupt:
-			fmt.Fprintln(stderr, "augment: finished work is kept; run the same command again to resume")
+			var partial *stages.PartialError
+			if !errors.As(err, &partial) { // the same run fails the same way
+				fmt.Fprintln(stderr, "augment: finished work is kept; run the same command again to resume")
+			}
 		}
 	}
 	return code
