@@ -61,6 +61,9 @@ type Teacher struct {
 	rp      retryPolicy
 	prices  prices
 	flights singleflight.Group
+	// extraBody is teacher.extra_body as compact JSON (keys in order); nil
+	// when there is none.
+	extraBody json.RawMessage
 
 	mu     sync.Mutex
 	stages map[string]*StageClient
@@ -95,6 +98,13 @@ func NewTeacher(cfg Config, o Options) (*Teacher, error) {
 		window: errWindow{ring: make([]bool, cfg.ErrorWindow)},
 	}
 	t.halt = halt{done: make(chan struct{}), err: t.fatalErr}
+	if len(cfg.ExtraBody) > 0 {
+		b, err := marshalNoEscape(cfg.ExtraBody)
+		if err != nil {
+			return nil, fmt.Errorf("teacher.extra_body: %w", err)
+		}
+		t.extraBody = b
+	}
 	if cfg.Provider == ProviderOffline {
 		return t, nil
 	}
@@ -422,8 +432,11 @@ func (s *StageClient) fetch(ctx context.Context, req Request, canon, key []byte)
 			return nil
 		}
 	}
-	zero := req.Temperature != nil && *req.Temperature == 0
-	attempts, class, err := t.pool.run(ctx, t.rp, s.st, t.halt, chatAttempt(buildChat(req, t.cfg.StructuredOutput), zero, &resp), keep)
+	body, err := chatBody(req, t.cfg.StructuredOutput)
+	if err != nil {
+		return Response{}, err
+	}
+	attempts, class, err := t.pool.run(ctx, t.rp, s.st, t.halt, chatAttempt(req.Model, body, &resp), keep)
 	if err != nil {
 		if class == "" {
 			return Response{}, err // context ended, the run stopped, or the cache failed
@@ -466,6 +479,22 @@ func (t *Teacher) effective(req Request, stage string) (Request, error) {
 	}
 	if req.Seed == nil {
 		req.Seed = t.cfg.Seed
+	}
+	if req.MaxCompletionTokens == 0 {
+		req.MaxCompletionTokens = t.cfg.MaxCompletionTokens
+	}
+	if req.ReasoningEffort == "" {
+		req.ReasoningEffort = t.cfg.ReasoningEffort
+	}
+	if req.ExtraBody == nil {
+		req.ExtraBody = t.extraBody
+	}
+	if len(req.ExtraBody) > 0 {
+		var b bytes.Buffer
+		if err := json.Compact(&b, req.ExtraBody); err != nil || b.Len() == 0 || b.Bytes()[0] != '{' {
+			return req, fmt.Errorf("stage %s: request extra body is not a JSON object", req.Stage)
+		}
+		req.ExtraBody = b.Bytes()
 	}
 	if len(req.JSONSchema) > 0 {
 		var b bytes.Buffer
