@@ -36,6 +36,8 @@ type Options struct {
 	// changed since the last answer for the same slot (augment run
 	// --explain), and counts the causes in Stats.MissCauses.
 	Explain bool
+	// BatchDir holds the batch files and state of teacher.mode batch.
+	BatchDir string
 }
 
 func (o *Options) defaults() {
@@ -74,6 +76,8 @@ type Teacher struct {
 
 	tokIn, tokOut atomic.Int64
 	window        errWindow
+
+	batch *batchRun // nil unless teacher.mode is batch
 }
 
 // NewTeacher checks cfg (after Defaults) and connects nothing yet: the
@@ -126,6 +130,15 @@ func NewTeacher(cfg Config, o Options) (*Teacher, error) {
 			return nil, err
 		}
 	}
+	if cfg.Mode == ModeBatch {
+		// Every answer of a batch run comes at the batch price.
+		t.prices.in *= cfg.Batch.PriceFactor
+		t.prices.out *= cfg.Batch.PriceFactor
+		if err := t.openBatch(o.BatchDir, key); err != nil {
+			t.Close()
+			return nil, err
+		}
+	}
 	return t, nil
 }
 
@@ -156,6 +169,11 @@ func (t *Teacher) Model() string {
 // the sum of the endpoints' max_in_flight, or the number of CPUs for the
 // offline provider. LLM stages size their worker pools by it.
 func (t *Teacher) Capacity() int {
+	if t.batch != nil {
+		// Batch mode only writes lines: enough records in flight to keep
+		// the CPUs busy.
+		return 8 * runtime.GOMAXPROCS(0)
+	}
 	if t.pool == nil {
 		return runtime.GOMAXPROCS(0)
 	}
@@ -324,7 +342,13 @@ type StageClient struct {
 func (s *StageClient) Name() string { return s.name }
 
 // Stats returns a snapshot of the stage's traffic.
-func (s *StageClient) Stats() Stats { return s.st.snapshot(s.name, s.t.cfg.Provider, s.t.prices) }
+func (s *StageClient) Stats() Stats {
+	st := s.st.snapshot(s.name, s.t.cfg.Provider, s.t.prices)
+	if s.t.batch != nil {
+		st.Batch = s.t.batch.store.summary(s.name, s.t.cfg.Batch.MaxRounds)
+	}
+	return st
+}
 
 // Complete answers req: from the offline stand-in under provider
 // "offline"; otherwise from the cache, or by sending it (with retries)
@@ -339,7 +363,10 @@ func (s *StageClient) Stats() Stats { return s.st.snapshot(s.name, s.t.cfg.Provi
 func (s *StageClient) Complete(ctx context.Context, req Request) (Response, error) {
 	resp, err := s.complete(ctx, req)
 	s.st.requests.Add(1)
-	if err != nil && ctx.Err() == nil {
+	switch {
+	case IsPending(err):
+		s.st.pending.Add(1)
+	case err != nil && ctx.Err() == nil:
 		s.st.failed.Add(1)
 	}
 	return resp, err
@@ -357,7 +384,7 @@ func (s *StageClient) complete(ctx context.Context, req Request) (Response, erro
 	if err != nil {
 		return Response{}, err
 	}
-	if t.pool == nil {
+	if t.cfg.Provider == ProviderOffline {
 		return s.offline(req)
 	}
 	canon, key, err := t.canonical(req)
@@ -421,6 +448,9 @@ func (s *StageClient) offline(req Request) (Response, error) {
 // released (see pool.run).
 func (s *StageClient) fetch(ctx context.Context, req Request, canon, key []byte) (Response, error) {
 	t := s.t
+	if t.batch != nil {
+		return Response{}, s.enqueue(req, canon, key)
+	}
 	var resp Response
 	var keep func() error
 	if t.cache != nil {
