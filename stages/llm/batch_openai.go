@@ -26,6 +26,7 @@ type openaiProvider struct {
 	base   string // API root, ".../v1"
 	key    string
 	window string
+	token  string // the batch directory's, in uploaded file names
 	client *openai.Client
 	http   *http.Client
 }
@@ -38,11 +39,19 @@ func (p *openaiProvider) submit(ctx context.Context, job *BatchJob, save func() 
 	if job.Remote == nil {
 		job.Remote = &RemoteBatch{}
 	}
-	resumed := job.State == JobUploaded
+	name := p.remoteName(job)
+	uploaded := false
 	if job.State == JobPrepared {
-		id, err := p.upload(ctx, filepath.Join(p.dir, job.InputFile()))
+		// A kill between uploading and saving the file's ID: find it.
+		id, err := p.findFile(ctx, name)
 		if err != nil {
-			return fmt.Errorf("batch job %s: upload: %w", job.ID, err)
+			return fmt.Errorf("batch job %s: list files: %w", job.ID, err)
+		}
+		if id == "" {
+			if id, err = p.upload(ctx, filepath.Join(p.dir, job.InputFile()), name); err != nil {
+				return fmt.Errorf("batch job %s: upload: %w", job.ID, err)
+			}
+			uploaded = true
 		}
 		job.Remote.InputFileID, job.State = id, JobUploaded
 		if err := save(); err != nil {
@@ -50,7 +59,7 @@ func (p *openaiProvider) submit(ctx context.Context, job *BatchJob, save func() 
 		}
 	}
 	var b *openai.Batch
-	if resumed {
+	if !uploaded {
 		// A kill between creating the batch and saving its ID: find it.
 		found, err := p.find(ctx, job)
 		if err != nil {
@@ -73,6 +82,27 @@ func (p *openaiProvider) submit(ctx context.Context, job *BatchJob, save func() 
 	p.record(job, b)
 	job.State = JobSubmitted
 	return save()
+}
+
+// remoteName is the uploaded name of a job's input file: unique to the
+// batch directory and the job.
+func (p *openaiProvider) remoteName(job *BatchJob) string {
+	return "augment-" + p.token + "-" + job.InputFile()
+}
+
+// findFile returns the ID of an uploaded batch input file named name, ""
+// if there is none.
+func (p *openaiProvider) findFile(ctx context.Context, name string) (string, error) {
+	l, err := p.client.ListFiles(ctx)
+	if err != nil {
+		return "", err
+	}
+	for _, f := range l.Files {
+		if f.FileName == name && f.Purpose == string(openai.PurposeBatch) {
+			return f.ID, nil
+		}
+	}
+	return "", nil
 }
 
 // find looks for a batch of job's input file among the account's batches.
@@ -165,7 +195,7 @@ func (p *openaiProvider) download(ctx context.Context, id, path string) error {
 
 // upload sends the file at path to POST /files with purpose "batch",
 // streaming it, and returns the file ID.
-func (p *openaiProvider) upload(ctx context.Context, path string) (string, error) {
+func (p *openaiProvider) upload(ctx context.Context, path, name string) (string, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return "", err
@@ -177,7 +207,7 @@ func (p *openaiProvider) upload(ctx context.Context, path string) (string, error
 		err := mw.WriteField("purpose", string(openai.PurposeBatch))
 		if err == nil {
 			var part io.Writer
-			if part, err = mw.CreateFormFile("file", filepath.Base(path)); err == nil {
+			if part, err = mw.CreateFormFile("file", name); err == nil {
 				if _, err = io.Copy(part, f); err == nil {
 					err = mw.Close()
 				}

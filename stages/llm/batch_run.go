@@ -46,7 +46,7 @@ func (t *Teacher) openBatch(dir, key string) error {
 		client, tr := newOpenAIClient(ep, key)
 		t.trs = append(t.trs, tr)
 		b.prov = &openaiProvider{dir: dir, base: strings.TrimRight(ep.BaseURL, "/"), key: key,
-			window: t.cfg.Batch.CompletionWindow, client: client, http: &http.Client{Transport: tr}}
+			window: t.cfg.Batch.CompletionWindow, token: store.st.Token, client: client, http: &http.Client{Transport: tr}}
 	}
 	if err := b.loadFailures(); err != nil {
 		return err
@@ -113,7 +113,7 @@ func (t *Teacher) BatchStart(ctx context.Context, stage string) error {
 	if t.batch == nil {
 		return nil
 	}
-	if err := t.advance(ctx, stage); err != nil {
+	if err := t.advance(ctx, stage, true); err != nil {
 		return err
 	}
 	return t.waitErr(stage, 0)
@@ -140,7 +140,9 @@ func (t *Teacher) BatchFinish(ctx context.Context, stage string) error {
 			return err
 		}
 	}
-	if err := t.advance(ctx, stage); err != nil {
+	// Submit only: the answers are for the next pass, which a later run
+	// makes after polling.
+	if err := t.advance(ctx, stage, false); err != nil {
 		return err
 	}
 	if len(b.store.openJobs(stage)) == 0 {
@@ -192,9 +194,9 @@ func (b *batchRun) record(sp *spool, cfg Config) ([]string, error) {
 }
 
 // advance takes every open job of stage ("" for all) as far as it can go
-// now: submits prepared ones (within the budget), polls submitted ones,
-// ingests downloaded ones.
-func (t *Teacher) advance(ctx context.Context, stage string) error {
+// now: submits prepared ones (within the budget) and, with poll, polls
+// submitted ones and ingests those that ended.
+func (t *Teacher) advance(ctx context.Context, stage string, poll bool) error {
 	b := t.batch
 	for _, job := range b.store.openJobs(stage) {
 		if err := ctx.Err(); err != nil {
@@ -209,6 +211,9 @@ func (t *Teacher) advance(ctx context.Context, stage string) error {
 				return err
 			}
 			t.log.Info("batch job submitted", "job", job.ID, "stage", job.Stage, "round", job.Round, "requests", job.Requests)
+		}
+		if !poll {
+			continue
 		}
 		if job.State == JobSubmitted {
 			done, err := b.prov.poll(ctx, &job, save)
@@ -267,7 +272,7 @@ func (t *Teacher) PollBatches(ctx context.Context) ([]BatchJob, error) {
 	if t.batch == nil {
 		return nil, errors.New("teacher.mode is not batch")
 	}
-	err := t.advance(ctx, "")
+	err := t.advance(ctx, "", true)
 	return t.batch.store.jobs(nil), err
 }
 

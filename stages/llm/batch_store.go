@@ -1,6 +1,8 @@
 package llm
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -88,10 +90,13 @@ func (j *BatchJob) FailedFile() string { return j.ID + ".failed.jsonl" }
 
 // batchState is the state file.
 type batchState struct {
-	Version int                    `json:"version"`
-	Seq     int                    `json:"seq"` // last job sequence number used
-	Stages  map[string]*stageEpoch `json:"stages"`
-	Jobs    []*BatchJob            `json:"jobs"`
+	Version int `json:"version"`
+	// Token is random, made with the state: it names this batch directory
+	// in uploaded file names, so a resumed upload recognises its own file.
+	Token  string                 `json:"token"`
+	Seq    int                    `json:"seq"` // last job sequence number used
+	Stages map[string]*stageEpoch `json:"stages"`
+	Jobs   []*BatchJob            `json:"jobs"`
 }
 
 const batchStateVersion = 1
@@ -126,6 +131,14 @@ func openBatchStore(dir string) (*batchStore, error) {
 		return nil, err
 	}
 	s := &batchStore{dir: dir, st: st}
+	if st.Token == "" {
+		var b [8]byte
+		rand.Read(b[:])
+		s.st.Token = hex.EncodeToString(b[:])
+		if err := s.save(); err != nil {
+			return nil, err
+		}
+	}
 	if err := os.RemoveAll(filepath.Join(dir, spoolDir)); err != nil {
 		return nil, fmt.Errorf("batch directory: %w", err)
 	}

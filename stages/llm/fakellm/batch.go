@@ -142,6 +142,18 @@ func (s *Server) serveBatchAPI(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case files && r.Method == http.MethodPost && rest == "":
 		s.uploadFile(w, r)
+	case files && r.Method == http.MethodGet && rest == "":
+		s.mu.Lock()
+		list := make([]*fakeFile, 0, len(s.files))
+		for i := 1; i <= s.fileSeq; i++ {
+			if f := s.files[fmt.Sprintf("file-%06d", i)]; f != nil {
+				list = append(list, f)
+			}
+		}
+		b, _ := json.Marshal(map[string]any{"object": "list", "data": list})
+		s.mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		w.Write(b)
 	case files && r.Method == http.MethodGet && len(parts) == 1 && rest != "":
 		s.withFile(w, parts[0], func(f *fakeFile) { writeJSON(w, http.StatusOK, f) })
 	case files && r.Method == http.MethodGet && len(parts) == 2 && parts[1] == "content":

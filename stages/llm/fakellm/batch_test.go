@@ -44,8 +44,8 @@ func upload(t *testing.T, url string, data []byte) string {
 type batchView struct {
 	ID            string
 	Status        string
-	OutputFileID  *string `json:"output_file_id"`
-	ErrorFileID   *string `json:"error_file_id"`
+	OutputFileID  *string       `json:"output_file_id"`
+	ErrorFileID   *string       `json:"error_file_id"`
 	RequestCounts requestCounts `json:"request_counts"`
 }
 
