@@ -3,8 +3,10 @@ package llm
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"unicode/utf8"
 
@@ -155,5 +157,40 @@ func TestExtraBodyAndReasoningOnTheWire(t *testing.T) {
 	r, err := newTeacher(t, openaiConfig(srv.URL+"/v1"), Options{}).Stage("s").Complete(context.Background(), userReq("s@1", "", "capital?"))
 	if err != nil || r.Content != "Paris" || r.Reasoning != "The capital of France is Paris." || r.Model != "r1" {
 		t.Fatalf("got %+v, %v", r, err)
+	}
+}
+
+func TestCheckModels(t *testing.T) {
+	_, url := startFake(t, fakellm.Config{Model: "served", MaxModelLen: 4096})
+	dead := httptest.NewServer(http.NotFoundHandler())
+	defer dead.Close()
+	denied := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, `{"error":{"message":"no"}}`, http.StatusUnauthorized)
+	}))
+	defer denied.Close()
+	tests := []struct {
+		name      string
+		model     string
+		maxTokens int
+		urls      []string
+		want      string // "" for no error
+	}{
+		{"served", "served", 1024, []string{url}, ""},
+		{"absent", "other", 0, []string{url}, `does not serve model "other" (it lists: served)`},
+		{"no room for the prompt", "served", 4096, []string{url}, "context of 4096 tokens"},
+		{"an endpoint without /models is skipped", "served", 0, []string{dead.URL + "/v1", url}, ""},
+		{"refused credentials", "served", 0, []string{denied.URL + "/v1"}, "refused the credentials"},
+	}
+	for _, tt := range tests {
+		cfg := openaiConfig(tt.urls...)
+		cfg.Model, cfg.MaxTokens = tt.model, tt.maxTokens
+		err := newTeacher(t, cfg, Options{}).CheckModels(context.Background())
+		var me *ModelError
+		switch {
+		case tt.want == "" && err != nil:
+			t.Errorf("%s: %v", tt.name, err)
+		case tt.want != "" && (!errors.As(err, &me) || !strings.Contains(err.Error(), tt.want)):
+			t.Errorf("%s: got %v, want %q", tt.name, err, tt.want)
+		}
 	}
 }

@@ -78,6 +78,7 @@ type Teacher struct {
 	window        errWindow
 
 	batch *batchRun // nil unless teacher.mode is batch
+	key   string    // the API key ("" for none); never logged or written
 }
 
 // NewTeacher checks cfg (after Defaults) and connects nothing yet: the
@@ -116,6 +117,7 @@ func NewTeacher(cfg Config, o Options) (*Teacher, error) {
 	if err != nil {
 		return nil, err
 	}
+	t.key = key
 	t.pool = newPool(poolConfig{
 		breakerFailures:  cfg.BreakerFailures,
 		breakerCooldown:  cfg.BreakerCooldown.D(),

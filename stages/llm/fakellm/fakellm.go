@@ -58,6 +58,9 @@ type Config struct {
 	EmbedDim int `json:"embed_dim"`
 	// Record keeps every request (arrival time, fault, body) for Log.
 	Record bool `json:"record"`
+	// MaxModelLen is listed as the model's context length by /models
+	// (vLLM's max_model_len) when set.
+	MaxModelLen int `json:"max_model_len"`
 	// Batch shapes the Files and Batches endpoints (see batch.go).
 	Batch BatchConfig `json:"batch"`
 }
@@ -322,8 +325,11 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case r.Method == http.MethodGet && path == "/fake/counters":
 		writeJSON(w, http.StatusOK, s.Counters())
 	case r.Method == http.MethodGet && strings.HasSuffix(path, "/models"):
-		writeJSON(w, http.StatusOK, map[string]any{"object": "list",
-			"data": []map[string]any{{"id": s.cfg.Model, "object": "model", "owned_by": "fakellm"}}})
+		m := map[string]any{"id": s.cfg.Model, "object": "model", "owned_by": "fakellm"}
+		if s.cfg.MaxModelLen > 0 {
+			m["max_model_len"] = s.cfg.MaxModelLen
+		}
+		writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": []map[string]any{m}})
 	case r.Method == http.MethodPost && strings.HasSuffix(path, "/chat/completions"):
 		s.chat.Add(1)
 		s.serve(w, r, s.answerChat, leave)
