@@ -74,6 +74,8 @@ type Runner struct {
 	lib     *toollib.Library
 	libErr  error
 	libRefs []manifests.FileRef
+
+	check teacherCheck // batch.go
 }
 
 // NewRunner prepares a run of p: it opens the request cache and the teacher.
@@ -92,7 +94,8 @@ func NewRunner(p *Pipeline, o Options) (*Runner, error) {
 		return nil, err
 	}
 	r := &Runner{p: p, o: o, dir: dir}
-	lo := llm.Options{CacheDir: filepath.Join(dir, "cache"), Getenv: o.Getenv, Log: o.Log, Explain: o.Explain}
+	lo := llm.Options{CacheDir: filepath.Join(dir, "cache"), Getenv: o.Getenv, Log: o.Log, Explain: o.Explain,
+		BatchDir: filepath.Join(dir, "batch")}
 	if r.teacher, err = llm.NewTeacher(p.Teacher, lo); err != nil {
 		return nil, fmt.Errorf("teacher: %w", err)
 	}
@@ -294,6 +297,9 @@ func (r *Runner) runStage(ctx context.Context, sr stageRun, inputs []shardInput)
 		res.outputs = outputsOf(old, inputs)
 		return res, nil
 	}
+	if err := r.teacherReady(ctx, sr, st); err != nil { // batch.go
+		return res, err
+	}
 	prog := r.newProgress(sr.name, totalRows(inputs), env)
 	defer prog.done()
 	var mu sync.Mutex
@@ -326,6 +332,7 @@ func (r *Runner) runStage(ctx context.Context, sr stageRun, inputs []shardInput)
 		return manifests.Write(mpath, m)
 	}
 	lastSave := time.Now()
+	pendingShards := 0 // batch mode: shards waiting for batch answers (batch.go)
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(shardWorkers(st))
 	for _, in := range inputs {
@@ -339,6 +346,12 @@ func (r *Runner) runStage(ctx context.Context, sr stageRun, inputs []shardInput)
 		g.Go(func() error {
 			start := time.Now()
 			sh, err := r.runShard(gctx, sr, st, sink, in, prog)
+			if isPending(err) {
+				mu.Lock()
+				pendingShards++
+				mu.Unlock()
+				return nil
+			}
 			if err != nil {
 				return fmt.Errorf("shard %s: %w", in.name, err)
 			}
@@ -360,6 +373,7 @@ func (r *Runner) runStage(ctx context.Context, sr stageRun, inputs []shardInput)
 		})
 	}
 	err = g.Wait()
+	err = r.batchFinish(ctx, sr, err, pendingShards)
 	if isSink && err == nil {
 		var shards []manifests.Shard
 		for _, in := range inputs {
@@ -510,7 +524,7 @@ func (r *Runner) runShard(ctx context.Context, sr stageRun, st Stage, sink Sink,
 		g.Go(func() error {
 			out, err := safeProcess(gctx, st, rec)
 			if err != nil {
-				if _, ok := rejectReason(err); !ok && !isFilter(err) {
+				if _, ok := rejectReason(err); !ok && !isFilter(err) && !isPending(err) {
 					return fmt.Errorf("record %s: %w", rec.ID, err)
 				}
 			}
@@ -523,6 +537,9 @@ func (r *Runner) runShard(ctx context.Context, sr stageRun, st Stage, sink Sink,
 		return sh, err
 	}
 	if err := ctx.Err(); err != nil {
+		return sh, err
+	}
+	if err := pendingIn(errs); err != nil {
 		return sh, err
 	}
 	var kept []*record.Record

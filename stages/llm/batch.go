@@ -167,7 +167,11 @@ type WaitError struct {
 
 func (e *WaitError) Error() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "waiting for batch: stage %s has %d open batch job(s) with %d request(s)", e.Stage, len(e.Jobs), e.Requests)
+	who := "stage " + e.Stage + " has"
+	if e.Stage == "" {
+		who = "there are"
+	}
+	fmt.Fprintf(&b, "waiting for batch: %s %d open batch job(s) with %d request(s)", who, len(e.Jobs), e.Requests)
 	if e.Submitted > 0 {
 		fmt.Fprintf(&b, " (%d submitted now)", e.Submitted)
 	}

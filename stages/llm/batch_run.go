@@ -146,6 +146,12 @@ func (t *Teacher) BatchFinish(ctx context.Context, stage string) error {
 		return err
 	}
 	if len(b.store.openJobs(stage)) == 0 {
+		b.store.mu.Lock()
+		e := b.store.st.Stages[stage]
+		b.store.mu.Unlock()
+		if e == nil || e.Closed {
+			return nil // a stage that never used batches
+		}
 		return b.store.update(func(st *batchState) { st.stage(stage).Closed = true })
 	}
 	return t.waitErr(stage, len(made))
@@ -251,6 +257,15 @@ func (t *Teacher) checkBatchBudget(job BatchJob) error {
 				job.ID, job.EstCost, total, t.cfg.Budget)})
 	}
 	return nil
+}
+
+// WaitErr returns a *WaitError for the open jobs of stage ("" for all
+// stages), nil if there are none or outside batch mode.
+func (t *Teacher) WaitErr(stage string) error {
+	if t.batch == nil {
+		return nil
+	}
+	return t.waitErr(stage, 0)
 }
 
 // waitErr returns a *WaitError for stage's open jobs, nil if none.
