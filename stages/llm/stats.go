@@ -45,6 +45,12 @@ type Stats struct {
 	// of the same slot ("messages", "template", "new_slot", …). Filled only
 	// with Options.Explain.
 	MissCauses map[string]int64 `json:"miss_causes,omitempty"`
+	// PromptBytes counts the bytes of every prompt the stage asked this
+	// run (cache hits included); PrefixShare is the share of them that
+	// repeated an earlier prompt's prefix, the part a server's prefix
+	// cache computes once (see PrefixMeter).
+	PromptBytes int64   `json:"prompt_bytes,omitempty"`
+	PrefixShare float64 `json:"prefix_share,omitempty"`
 	// Pending counts requests written to batch files in this run (batch
 	// mode); Batch sums up the stage's batch jobs of its latest epoch.
 	Pending int64         `json:"pending,omitempty"`

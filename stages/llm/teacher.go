@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net/http"
 	"os"
 	"runtime"
@@ -189,7 +190,7 @@ func (t *Teacher) Stage(name string) *StageClient {
 	defer t.mu.Unlock()
 	s := t.stages[name]
 	if s == nil {
-		s = &StageClient{t: t, name: name, st: newStageStats()}
+		s = &StageClient{t: t, name: name, st: newStageStats(), prefix: NewPrefixMeter()}
 		t.stages[name] = s
 	}
 	return s
@@ -335,9 +336,10 @@ func (t *Teacher) spend(u Usage) {
 
 // A StageClient is a Client whose traffic is accounted to one stage.
 type StageClient struct {
-	t    *Teacher
-	name string
-	st   *stageStats
+	t      *Teacher
+	name   string
+	st     *stageStats
+	prefix *PrefixMeter // every prompt of the stage, answered from the cache or not
 }
 
 // Name is the stage name given to Teacher.Stage.
@@ -346,6 +348,8 @@ func (s *StageClient) Name() string { return s.name }
 // Stats returns a snapshot of the stage's traffic.
 func (s *StageClient) Stats() Stats {
 	st := s.st.snapshot(s.name, s.t.cfg.Provider, s.t.prices)
+	st.PromptBytes, _ = s.prefix.Totals()
+	st.PrefixShare = math.Round(s.prefix.Share()*1000) / 1000
 	if s.t.batch != nil {
 		st.Batch = s.t.batch.store.summary(s.name, s.t.cfg.Batch.MaxRounds)
 	}
@@ -363,6 +367,7 @@ func (s *StageClient) Stats() Stats {
 // (a reject reason) when only this request failed; the context's error;
 // or a plain error for a malformed request (a stage bug).
 func (s *StageClient) Complete(ctx context.Context, req Request) (Response, error) {
+	s.prefix.Observe(req.Messages)
 	resp, err := s.complete(ctx, req)
 	s.st.requests.Add(1)
 	switch {
