@@ -11,6 +11,7 @@ import (
 	"io/fs"
 	"net/http"
 	"os"
+	"slices"
 
 	"github.com/augmentdata/augment/manifests"
 )
@@ -281,7 +282,7 @@ func (t *Teacher) ingest(job *BatchJob) error {
 			failed[r.key] = failedLine{CustomID: hex.EncodeToString(r.key[:]), Class: r.class, Message: r.message}
 			return nil
 		}
-		buf = append(buf[:0], make([]byte, pos.n)...)
+		buf = slices.Grow(buf[:0], pos.n)[:pos.n]
 		if _, err := meta.ReadAt(buf, pos.off); err != nil {
 			return err
 		}

@@ -9,7 +9,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -338,7 +337,7 @@ func (s *batchStore) summary(stage string, maxRounds int) *BatchSummary {
 	return sum
 }
 
-// openJobIDs lists the IDs of stage's open jobs ("" for every stage).
+// openJobs returns the open jobs of stage ("" for every stage).
 func (s *batchStore) openJobs(stage string) []BatchJob {
 	return s.jobs(func(j *BatchJob) bool { return j.Open() && (stage == "" || j.Stage == stage) })
 }
@@ -348,5 +347,5 @@ func jobIDs(jobs []BatchJob) []string {
 	for i, j := range jobs {
 		ids[i] = j.ID
 	}
-	return slices.Clip(ids)
+	return ids
 }
