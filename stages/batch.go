@@ -94,3 +94,18 @@ func (r *Runner) batchFinish(ctx context.Context, sr stageRun, passErr error, pe
 	}
 	return err
 }
+
+// PollBatches advances every open batch job of the run's teacher
+// (`augment batch poll`), through the run's confined output root and under
+// its lock. It returns every job and, while some are still open, a
+// *llm.WaitError.
+func (r *Runner) PollBatches(ctx context.Context) ([]llm.BatchJob, error) {
+	jobs, err := r.teacher.PollBatches(ctx)
+	if err != nil {
+		return jobs, err
+	}
+	return jobs, r.teacher.WaitErr("")
+}
+
+// BatchDir is the OS path of the run's batch directory, for messages.
+func (r *Runner) BatchDir() string { return r.root.Path(batchDir) }

@@ -109,9 +109,10 @@ func NewRunner(p *Pipeline, o Options) (*Runner, error) {
 	if err := r.openOutput(); err != nil {
 		return nil, err
 	}
-	// The request cache lives in the output root too: its directory is
-	// opened through it, and the cache keeps its own handle on it.
-	lo := llm.Options{Getenv: o.Getenv, Log: o.Log, Explain: o.Explain, BatchDir: filepath.Join(dir, "batch")}
+	// The request cache and the batch directory live in the output root
+	// too: the cache's directory is opened through it (the cache keeps its
+	// own handle on it), and the batch files are written through its Sub.
+	lo := llm.Options{Getenv: o.Getenv, Log: o.Log, Explain: o.Explain, BatchRoot: r.root.Sub(batchDir)}
 	if p.Teacher.Provider != llm.ProviderOffline || p.Embedder.Provider != llm.ProviderOffline {
 		if lo.CacheRoot, err = r.openCacheDir(); err != nil {
 			r.closeOutput()

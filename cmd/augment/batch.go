@@ -52,33 +52,42 @@ func cmdBatch(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		if p.Teacher.Mode != llm.ModeBatch {
 			return usageError{"batch poll: the pipeline's teacher.mode is not batch"}
 		}
-		out := p.Resolve(p.Output.Dir)
-		t, err := llm.NewTeacher(p.Teacher, llm.Options{CacheDir: filepath.Join(out, "cache"), BatchDir: filepath.Join(out, "batch")})
+		// Through the runner: the output directory's lock, its confined
+		// root and the request cache opened in it, as a run has them.
+		r, err := stages.NewRunner(p, stages.Options{Version: version})
 		if err != nil {
-			return fmt.Errorf("teacher: %w", err)
+			return err
 		}
-		defer t.Close()
-		for {
-			jobs, err := t.PollBatches(ctx)
-			if err != nil {
-				return err
-			}
-			werr := t.WaitErr("")
-			if werr == nil || !*wait {
-				printBatchJobs(stdout, filepath.Join(out, "batch"), jobs)
-				if werr == nil {
-					fmt.Fprintln(stdout, "no batch job is open: run the pipeline again to continue")
-				}
-				return werr
-			}
-			select {
-			case <-ctx.Done():
-				return ctx.Err()
-			case <-time.After(p.Teacher.Batch.PollInterval.D()):
-			}
+		err = pollBatches(ctx, r, p.Teacher.Batch.PollInterval.D(), *wait, stdout)
+		if cerr := r.Close(); err == nil {
+			err = cerr
 		}
+		return err
 	}
 	return usageError{fmt.Sprintf("batch: unknown subcommand %q (want status or poll)", sub)}
+}
+
+// pollBatches advances the open jobs once or, with wait, every interval
+// until none is open, then lists them.
+func pollBatches(ctx context.Context, r *stages.Runner, interval time.Duration, wait bool, stdout io.Writer) error {
+	for {
+		jobs, err := r.PollBatches(ctx)
+		if err != nil && !llm.IsWaiting(err) {
+			return err
+		}
+		if err == nil || !wait {
+			printBatchJobs(stdout, r.BatchDir(), jobs)
+			if err == nil {
+				fmt.Fprintln(stdout, "no batch job is open: run the pipeline again to continue")
+			}
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(interval):
+		}
+	}
 }
 
 // printBatchJobs writes one line per job and, for open files-mode jobs,

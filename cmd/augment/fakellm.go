@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/augmentdata/augment/manifests"
@@ -93,6 +94,11 @@ func fakeRunBatch(srv *fakellm.Server, in, out string) error {
 	if err := srv.RunBatch(f, &buf); err != nil {
 		return err
 	}
-	_, err = manifests.WriteFile(out, buf.Bytes())
+	root, err := manifests.OpenRoot(filepath.Dir(out))
+	if err != nil {
+		return err
+	}
+	defer root.Close()
+	_, err = root.WriteFile(filepath.Base(out), buf.Bytes())
 	return err
 }

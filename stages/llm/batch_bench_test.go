@@ -27,7 +27,7 @@ import (
 func BenchmarkBatchPrepare(b *testing.B) {
 	dir := b.TempDir()
 	cfg := Config{Provider: ProviderOpenAI, Model: "m", Mode: ModeBatch, Batch: BatchConfig{Provider: BatchFiles}}
-	teacher, err := NewTeacher(cfg, Options{CacheDir: filepath.Join(dir, "cache"), BatchDir: filepath.Join(dir, "batch")})
+	teacher, err := NewTeacher(cfg, Options{CacheDir: filepath.Join(dir, "cache"), BatchRoot: testBatchRoot(b, dir)})
 	if err != nil {
 		b.Fatal(err)
 	}

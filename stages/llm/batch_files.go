@@ -5,8 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
-	"path/filepath"
+
+	"github.com/augmentdata/augment/manifests"
 )
 
 // A batchProvider moves a job from prepared to downloaded. Each method
@@ -27,7 +27,7 @@ type batchProvider interface {
 // file is in the OpenAI batch format that `vllm run-batch` reads, and the
 // job is done when its output file appears next to it.
 type filesProvider struct {
-	dir   string
+	root  *manifests.Root // the batch directory
 	model string
 }
 
@@ -37,7 +37,7 @@ func (p filesProvider) submit(_ context.Context, job *BatchJob, save func() erro
 }
 
 func (p filesProvider) poll(_ context.Context, job *BatchJob, save func() error) (bool, error) {
-	_, err := os.Stat(filepath.Join(p.dir, job.OutputFile()))
+	_, err := p.root.Stat(job.OutputFile())
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		return false, nil
@@ -55,8 +55,8 @@ func (p filesProvider) hint(jobs []BatchJob) string {
 	if len(jobs) == 0 {
 		return ""
 	}
-	in := filepath.Join(p.dir, jobs[0].InputFile())
-	out := filepath.Join(p.dir, jobs[0].OutputFile())
+	in := p.root.Path(jobs[0].InputFile())
+	out := p.root.Path(jobs[0].OutputFile())
 	more := ""
 	if len(jobs) > 1 {
 		more = fmt.Sprintf(" (and likewise for the other %d input files)", len(jobs)-1)

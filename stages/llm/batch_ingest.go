@@ -10,7 +10,6 @@ import (
 	"io"
 	"io/fs"
 	"net/http"
-	"os"
 	"slices"
 
 	"github.com/augmentdata/augment/manifests"
@@ -178,10 +177,11 @@ type metaPos struct {
 	done bool
 }
 
-// readMetaIndex indexes a sidecar by custom_id; keys lists them in file
-// order.
-func readMetaIndex(path string) (map[[32]byte]*metaPos, [][32]byte, error) {
-	f, err := os.Open(path)
+// readMetaIndex indexes the sidecar name of root by custom_id; keys lists
+// them in file order.
+func readMetaIndex(root *manifests.Root, name string) (map[[32]byte]*metaPos, [][32]byte, error) {
+	path := root.Path(name)
+	f, err := root.Open(name)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -224,10 +224,10 @@ func readMetaIndex(path string) (map[[32]byte]*metaPos, [][32]byte, error) {
 	}
 }
 
-// scanBatchFile calls fn for every line of the file at path; a missing
-// file has no lines. Lines longer than maxBatchLine go to fn as nil.
-func scanBatchFile(path string, fn func(line []byte) error) error {
-	f, err := os.Open(path)
+// scanBatchFile calls fn for every line of the file name of root; a
+// missing file has no lines. Lines longer than maxBatchLine go to fn as nil.
+func scanBatchFile(root *manifests.Root, name string, fn func(line []byte) error) error {
+	f, err := root.Open(name)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil
 	}
@@ -257,11 +257,11 @@ func scanBatchFile(path string, fn func(line []byte) error) error {
 // idempotent: a run killed half-way ingests the job again.
 func (t *Teacher) ingest(job *BatchJob) error {
 	b := t.batch
-	idx, keys, err := readMetaIndex(b.store.path(job.MetaFile()))
+	idx, keys, err := readMetaIndex(b.store.root, job.MetaFile())
 	if err != nil {
 		return fmt.Errorf("batch job %s: %w", job.ID, err)
 	}
-	meta, err := os.Open(b.store.path(job.MetaFile()))
+	meta, err := b.store.root.Open(job.MetaFile())
 	if err != nil {
 		return fmt.Errorf("batch job %s: %w", job.ID, err)
 	}
@@ -302,7 +302,7 @@ func (t *Teacher) ingest(job *BatchJob) error {
 		return nil
 	}
 	for _, name := range []string{job.OutputFile(), job.ErrorFile()} {
-		err := scanBatchFile(b.store.path(name), func(line []byte) error {
+		err := scanBatchFile(b.store.root, name, func(line []byte) error {
 			r, err := parseBatchOutput(line, t.cfg.Model)
 			if line == nil || err != nil {
 				job.Malformed++
@@ -340,7 +340,7 @@ func (t *Teacher) ingest(job *BatchJob) error {
 		out.Write(append(line, '\n'))
 		b.addFailure(k, fl)
 	}
-	if _, err := manifests.WriteFile(b.store.path(job.FailedFile()), out.Bytes()); err != nil {
+	if _, err := b.store.root.WriteFile(job.FailedFile(), out.Bytes()); err != nil {
 		return fmt.Errorf("batch job %s: %w", job.ID, err)
 	}
 	if err := t.cache.Flush(); err != nil {
@@ -358,7 +358,7 @@ func (t *Teacher) ingest(job *BatchJob) error {
 // loadFailures reads the failed files of every done job.
 func (b *batchRun) loadFailures() error {
 	for _, j := range b.store.jobs(func(j *BatchJob) bool { return j.State == JobDone }) {
-		err := scanBatchFile(b.store.path(j.FailedFile()), func(line []byte) error {
+		err := scanBatchFile(b.store.root, j.FailedFile(), func(line []byte) error {
 			var fl failedLine
 			var key [32]byte
 			if line == nil || json.Unmarshal(line, &fl) != nil || len(fl.CustomID) != 64 {

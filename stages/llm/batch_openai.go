@@ -7,8 +7,6 @@ import (
 	"io"
 	"mime/multipart"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strings"
 
 	openai "github.com/sashabaranov/go-openai"
@@ -22,8 +20,8 @@ import (
 // is streamed from disk by hand, since go-openai builds the whole
 // multipart body (up to 200 MB) in memory.
 type openaiProvider struct {
-	dir    string
-	base   string // API root, ".../v1"
+	root   *manifests.Root // the batch directory
+	base   string          // API root, ".../v1"
 	key    string
 	window string
 	token  string // the batch directory's, in uploaded file names
@@ -48,7 +46,7 @@ func (p *openaiProvider) submit(ctx context.Context, job *BatchJob, save func() 
 			return fmt.Errorf("batch job %s: list files: %w", job.ID, err)
 		}
 		if id == "" {
-			if id, err = p.upload(ctx, filepath.Join(p.dir, job.InputFile()), name); err != nil {
+			if id, err = p.upload(ctx, job.InputFile(), name); err != nil {
 				return fmt.Errorf("batch job %s: upload: %w", job.ID, err)
 			}
 			uploaded = true
@@ -163,7 +161,7 @@ func (p *openaiProvider) poll(ctx context.Context, job *BatchJob, save func() er
 		if f.id == "" {
 			continue
 		}
-		if err := p.download(ctx, f.id, filepath.Join(p.dir, f.name)); err != nil {
+		if err := p.download(ctx, f.id, f.name); err != nil {
 			return false, fmt.Errorf("batch job %s: download %s: %w", job.ID, f.id, err)
 		}
 	}
@@ -175,14 +173,15 @@ func (p *openaiProvider) hint([]BatchJob) string {
 	return "run augment again (or `augment batch poll`) once the batches have finished"
 }
 
-// download streams a file's content to path, atomically.
-func (p *openaiProvider) download(ctx context.Context, id, path string) error {
+// download streams a file's content to the file name of the batch
+// directory, atomically.
+func (p *openaiProvider) download(ctx context.Context, id, name string) error {
 	content, err := p.client.GetFileContent(ctx, id)
 	if err != nil {
 		return err
 	}
 	defer content.Close()
-	f, err := manifests.Create(path)
+	f, err := p.root.Create(name)
 	if err != nil {
 		return err
 	}
@@ -193,10 +192,11 @@ func (p *openaiProvider) download(ctx context.Context, id, path string) error {
 	return f.Commit()
 }
 
-// upload sends the file at path to POST /files with purpose "batch",
-// streaming it, and returns the file ID.
-func (p *openaiProvider) upload(ctx context.Context, path, name string) (string, error) {
-	f, err := os.Open(path)
+// upload sends the file local of the batch directory to POST /files with
+// purpose "batch" under the name name, streaming it, and returns the file
+// ID.
+func (p *openaiProvider) upload(ctx context.Context, local, name string) (string, error) {
+	f, err := p.root.Open(local)
 	if err != nil {
 		return "", err
 	}

@@ -5,11 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/augmentdata/augment/manifests"
 )
 
 // batchRun is a teacher's batch mode: the store, the provider, the spools
@@ -24,28 +24,28 @@ type batchRun struct {
 	failures map[[32]byte]batchFailure
 }
 
-// openBatch sets up batch mode in dir, with the API key for provider
-// openai.
-func (t *Teacher) openBatch(dir, key string) error {
-	if dir == "" {
+// openBatch sets up batch mode in the batch directory root, with the API
+// key for provider openai.
+func (t *Teacher) openBatch(root *manifests.Root, key string) error {
+	if root == nil {
 		return errors.New("teacher.mode batch needs a batch directory")
 	}
 	if t.cache == nil {
 		return errors.New("teacher.mode batch needs the request cache: answers reach the stages through it")
 	}
-	store, err := openBatchStore(dir)
+	store, err := openBatchStore(root)
 	if err != nil {
 		return err
 	}
 	b := &batchRun{cfg: t.cfg.Batch, store: store, spools: map[string]*spool{}, failures: map[[32]byte]batchFailure{}}
 	switch t.cfg.Batch.Provider {
 	case BatchFiles:
-		b.prov = filesProvider{dir: dir, model: t.cfg.Model}
+		b.prov = filesProvider{root: root, model: t.cfg.Model}
 	default:
 		ep := t.cfg.Endpoints[0]
 		client, tr := newOpenAIClient(ep, key)
 		t.trs = append(t.trs, tr)
-		b.prov = &openaiProvider{dir: dir, base: strings.TrimRight(ep.BaseURL, "/"), key: key,
+		b.prov = &openaiProvider{root: root, base: strings.TrimRight(ep.BaseURL, "/"), key: key,
 			window: t.cfg.Batch.CompletionWindow, token: store.st.Token, client: client, http: &http.Client{Transport: tr}}
 	}
 	if err := b.loadFailures(); err != nil {
@@ -99,7 +99,7 @@ func (b *batchRun) spool(t *Teacher, stage string) (*spool, error) {
 		return nil, t.stop(&FatalError{Reason: "llm_batch_rounds",
 			Msg: fmt.Sprintf("stopping the run: stage %s still has unanswered requests after %d batch rounds (teacher.batch.max_rounds); see `augment batch status`, raise the limit and rerun", stage, b.cfg.MaxRounds)})
 	}
-	sp := newSpool(b.store.dir, stage, e.Epoch, round, b.cfg.MaxRequests, b.cfg.MaxBytes)
+	sp := newSpool(b.store.root, stage, e.Epoch, round, b.cfg.MaxRequests, b.cfg.MaxBytes)
 	b.spools[stage] = sp
 	return sp, nil
 }
@@ -178,8 +178,8 @@ func (b *batchRun) record(sp *spool, cfg Config) ([]string, error) {
 			EstTokens: p.estTokens, Created: now, Updated: now,
 		}
 		j.EstCost = (float64(p.estTokens)*cfg.PriceInputPerMTok + float64(p.maxOutToken)*cfg.PriceOutputPerMTok) / 1e6 * cfg.Batch.PriceFactor
-		for _, mv := range [][2]string{{p.inPath, j.InputFile()}, {p.metaPath, j.MetaFile()}} {
-			if err := os.Rename(mv[0], filepath.Join(b.store.dir, mv[1])); err != nil {
+		for _, mv := range [][2]string{{p.inName, j.InputFile()}, {p.metaName, j.MetaFile()}} {
+			if err := b.store.root.Rename(mv[0], mv[1]); err != nil {
 				return nil, fmt.Errorf("batch: %w", err)
 			}
 		}

@@ -6,8 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"os"
-	"path/filepath"
+	"path"
 	"sync"
 
 	"github.com/augmentdata/augment/manifests"
@@ -27,7 +26,8 @@ const chatURL = "/v1/chat/completions"
 type spool struct {
 	stage        string
 	epoch, round int
-	dir          string
+	root         *manifests.Root // the batch directory
+	dir          string          // the pass's folder in root
 	maxRequests  int
 	maxBytes     int64
 
@@ -42,17 +42,17 @@ type spool struct {
 type spoolPart struct {
 	in, meta    *manifests.File
 	inW, metaW  *bufio.Writer
-	inPath      string
-	metaPath    string
+	inName      string // in the batch directory
+	metaName    string
 	requests    int
 	bytes       int64
 	estTokens   int64
 	maxOutToken int64 // sum of the requests' output token limits
 }
 
-func newSpool(dir, stage string, epoch, round, maxRequests int, maxBytes int64) *spool {
+func newSpool(root *manifests.Root, stage string, epoch, round, maxRequests int, maxBytes int64) *spool {
 	return &spool{
-		stage: stage, epoch: epoch, round: round, dir: filepath.Join(dir, spoolDir, jobStem(stage)),
+		stage: stage, epoch: epoch, round: round, root: root, dir: path.Join(spoolDir, jobStem(stage)),
 		maxRequests: maxRequests, maxBytes: maxBytes, seen: map[uint64]struct{}{},
 	}
 }
@@ -134,14 +134,14 @@ func (sp *spool) fail(err error) error {
 func (sp *spool) startLocked() error {
 	n := len(sp.parts) + 1
 	p := &spoolPart{
-		inPath:   filepath.Join(sp.dir, fmt.Sprintf("part-%04d.input.jsonl", n)),
-		metaPath: filepath.Join(sp.dir, fmt.Sprintf("part-%04d.meta.jsonl", n)),
+		inName:   path.Join(sp.dir, fmt.Sprintf("part-%04d.input.jsonl", n)),
+		metaName: path.Join(sp.dir, fmt.Sprintf("part-%04d.meta.jsonl", n)),
 	}
 	var err error
-	if p.in, err = manifests.Create(p.inPath); err != nil {
+	if p.in, err = sp.root.Create(p.inName); err != nil {
 		return sp.fail(err)
 	}
-	if p.meta, err = manifests.Create(p.metaPath); err != nil {
+	if p.meta, err = sp.root.Create(p.metaName); err != nil {
 		p.in.Abort()
 		return sp.fail(err)
 	}
@@ -191,5 +191,5 @@ func (sp *spool) discard() {
 		sp.cur.meta.Abort()
 		sp.cur = nil
 	}
-	os.RemoveAll(sp.dir)
+	sp.root.RemoveAll(sp.dir)
 }

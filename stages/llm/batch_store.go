@@ -7,8 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"time"
@@ -110,26 +108,27 @@ type stageEpoch struct {
 }
 
 // batchStore is the batch directory: the state in memory, saved
-// atomically (temp file, fsync, rename) after every change.
+// atomically (temp file, fsync, rename) after every change. Every file of
+// the directory is created, renamed, removed and read through root.
 type batchStore struct {
-	dir string
-	mu  sync.Mutex
-	st  batchState
+	root *manifests.Root
+	mu   sync.Mutex
+	st   batchState
 }
 
-// openBatchStore opens (creating) the batch directory dir, and removes
+// openBatchStore opens (creating) the batch directory root, and removes
 // what an interrupted run left behind: the spool of an unfinished stage
 // pass and job files that no recorded job names (written just before a
 // kill, before the state recorded them).
-func openBatchStore(dir string) (*batchStore, error) {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+func openBatchStore(root *manifests.Root) (*batchStore, error) {
+	if err := root.MkdirAll("."); err != nil {
 		return nil, fmt.Errorf("batch directory: %w", err)
 	}
-	st, err := readBatchState(dir)
+	st, err := readBatchState(root)
 	if err != nil {
 		return nil, err
 	}
-	s := &batchStore{dir: dir, st: st}
+	s := &batchStore{root: root, st: st}
 	if st.Token == "" {
 		var b [8]byte
 		rand.Read(b[:])
@@ -138,17 +137,17 @@ func openBatchStore(dir string) (*batchStore, error) {
 			return nil, err
 		}
 	}
-	if err := os.RemoveAll(filepath.Join(dir, spoolDir)); err != nil {
+	if err := root.RemoveAll(spoolDir); err != nil {
 		return nil, fmt.Errorf("batch directory: %w", err)
 	}
-	if err := manifests.Sweep(dir); err != nil {
+	if err := root.Sweep("."); err != nil {
 		return nil, fmt.Errorf("batch directory: %w", err)
 	}
 	known := map[string]bool{}
 	for _, j := range st.Jobs {
 		known[j.ID] = true
 	}
-	ents, err := os.ReadDir(dir)
+	ents, err := root.ReadDir(".")
 	if err != nil {
 		return nil, fmt.Errorf("batch directory: %w", err)
 	}
@@ -159,7 +158,7 @@ func openBatchStore(dir string) (*batchStore, error) {
 		}
 		id, _, _ := strings.Cut(name, ".")
 		if !known[id] && jobIDSeq(id) > st.Seq {
-			if err := os.Remove(filepath.Join(dir, name)); err != nil {
+			if err := root.Remove(name); err != nil {
 				return nil, fmt.Errorf("batch directory: %w", err)
 			}
 		}
@@ -181,9 +180,18 @@ func jobIDSeq(id string) int {
 }
 
 // ReadBatchJobs returns the jobs recorded in the batch directory dir, in
-// the order they were made; none if there is no state yet.
+// the order they were made; none if there is no directory or no state yet.
+// It only reads.
 func ReadBatchJobs(dir string) ([]BatchJob, error) {
-	st, err := readBatchState(dir)
+	root, err := manifests.OpenRoot(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("batch directory: %w", err)
+	}
+	defer root.Close()
+	st, err := readBatchState(root)
 	if err != nil {
 		return nil, err
 	}
@@ -194,9 +202,9 @@ func ReadBatchJobs(dir string) ([]BatchJob, error) {
 	return out, nil
 }
 
-func readBatchState(dir string) (batchState, error) {
+func readBatchState(root *manifests.Root) (batchState, error) {
 	st := batchState{Version: batchStateVersion, Stages: map[string]*stageEpoch{}}
-	b, err := os.ReadFile(filepath.Join(dir, BatchStateFile))
+	b, err := root.ReadFile(BatchStateFile)
 	if errors.Is(err, fs.ErrNotExist) {
 		return st, nil
 	}
@@ -204,10 +212,10 @@ func readBatchState(dir string) (batchState, error) {
 		return st, fmt.Errorf("batch state: %w", err)
 	}
 	if err := json.Unmarshal(b, &st); err != nil {
-		return st, fmt.Errorf("batch state %s: %w", filepath.Join(dir, BatchStateFile), err)
+		return st, fmt.Errorf("batch state %s: %w", root.Path(BatchStateFile), err)
 	}
 	if st.Version != batchStateVersion {
-		return st, fmt.Errorf("batch state %s: version %d, this augment reads %d", filepath.Join(dir, BatchStateFile), st.Version, batchStateVersion)
+		return st, fmt.Errorf("batch state %s: version %d, this augment reads %d", root.Path(BatchStateFile), st.Version, batchStateVersion)
 	}
 	if st.Stages == nil {
 		st.Stages = map[string]*stageEpoch{}
@@ -221,7 +229,7 @@ func (s *batchStore) save() error {
 	if err != nil {
 		return err
 	}
-	if _, err := manifests.WriteFile(filepath.Join(s.dir, BatchStateFile), append(b, '\n')); err != nil {
+	if _, err := s.root.WriteFile(BatchStateFile, append(b, '\n')); err != nil {
 		return fmt.Errorf("batch state: %w", err)
 	}
 	return nil
@@ -271,9 +279,6 @@ func (s *batchStore) setJob(j BatchJob) error {
 		st.Jobs = append(st.Jobs, &j)
 	})
 }
-
-// path is a file of the batch directory.
-func (s *batchStore) path(name string) string { return filepath.Join(s.dir, name) }
 
 // jobStem turns a stage name into the part of a job ID before the
 // sequence number: letters, digits, '_' and '.' are kept, anything else

@@ -24,15 +24,29 @@ func batchFake(t *testing.T, bc fakellm.BatchConfig) (*fakellm.Server, string) {
 
 // batchRig is a run directory and the teacher config of a batch-mode run.
 type batchRig struct {
-	cfg Config
-	o   Options
+	cfg      Config
+	o        Options
+	batchDir string // o.BatchRoot's OS path, for the test's own reads
 }
 
 func newBatchRig(t *testing.T, url, provider string) *batchRig {
 	dir := t.TempDir()
 	cfg := openaiConfig(url)
 	cfg.Mode, cfg.Batch.Provider = ModeBatch, provider
-	return &batchRig{cfg: cfg, o: Options{CacheDir: filepath.Join(dir, "cache"), BatchDir: filepath.Join(dir, "batch")}}
+	return &batchRig{cfg: cfg, o: Options{CacheDir: filepath.Join(dir, "cache"), BatchRoot: testBatchRoot(t, dir)},
+		batchDir: filepath.Join(dir, "batch")}
+}
+
+// testBatchRoot opens dir as a confined root, as a run opens its output
+// directory, and returns the Root of its batch folder.
+func testBatchRoot(t testing.TB, dir string) *manifests.Root {
+	t.Helper()
+	root, err := manifests.OpenRoot(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { root.Close() })
+	return root.Sub("batch")
 }
 
 func questions(n int) []Request {
@@ -96,7 +110,7 @@ func (r *batchRig) untilDone(t *testing.T, reqs []Request, n int) (passResult, i
 
 func (r *batchRig) jobs(t *testing.T) []BatchJob {
 	t.Helper()
-	jobs, err := ReadBatchJobs(r.o.BatchDir)
+	jobs, err := ReadBatchJobs(r.batchDir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -166,7 +180,7 @@ func TestBatchRoundTripOpenAI(t *testing.T) {
 		t.Fatalf("fake: %+v", c)
 	}
 	// The batch lines carry the bytes the online mode sends.
-	in, err := os.ReadFile(filepath.Join(rig.o.BatchDir, rig.jobs(t)[0].InputFile()))
+	in, err := os.ReadFile(filepath.Join(rig.batchDir, rig.jobs(t)[0].InputFile()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -182,15 +196,15 @@ func TestBatchRoundTripOpenAI(t *testing.T) {
 }
 
 // rewriteJob changes a recorded job, as a kill at that point leaves it.
-func rewriteJob(t *testing.T, dir string, edit func(j *BatchJob)) {
+func rewriteJob(t *testing.T, root *manifests.Root, edit func(j *BatchJob)) {
 	t.Helper()
-	st, err := readBatchState(dir)
+	st, err := readBatchState(root)
 	if err != nil {
 		t.Fatal(err)
 	}
 	edit(st.Jobs[0])
 	b, _ := json.Marshal(st)
-	if _, err := manifests.WriteFile(filepath.Join(dir, BatchStateFile), b); err != nil {
+	if _, err := root.WriteFile(BatchStateFile, b); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -209,17 +223,17 @@ func TestBatchResumeAtEveryState(t *testing.T) {
 		downloads int64
 	}{
 		{"after upload, before its ID was saved", func(t *testing.T, rig *batchRig) {
-			rewriteJob(t, rig.o.BatchDir, func(j *BatchJob) { j.State, j.Remote = JobPrepared, nil })
+			rewriteJob(t, rig.o.BatchRoot, func(j *BatchJob) { j.State, j.Remote = JobPrepared, nil })
 		}, false, 1},
 		{"after creating the batch, before its ID was saved", func(t *testing.T, rig *batchRig) {
-			rewriteJob(t, rig.o.BatchDir, func(j *BatchJob) { j.State, j.Remote.BatchID, j.Remote.Status = JobUploaded, "", "" })
+			rewriteJob(t, rig.o.BatchRoot, func(j *BatchJob) { j.State, j.Remote.BatchID, j.Remote.Status = JobUploaded, "", "" })
 		}, false, 1},
 		{"after download, before it was recorded", func(t *testing.T, rig *batchRig) {
-			rewriteJob(t, rig.o.BatchDir, func(j *BatchJob) { j.State = JobSubmitted })
+			rewriteJob(t, rig.o.BatchRoot, func(j *BatchJob) { j.State = JobSubmitted })
 			os.RemoveAll(rig.o.CacheDir)
 		}, true, 2},
 		{"while ingesting", func(t *testing.T, rig *batchRig) {
-			rewriteJob(t, rig.o.BatchDir, func(j *BatchJob) { j.State = JobDownloaded })
+			rewriteJob(t, rig.o.BatchRoot, func(j *BatchJob) { j.State = JobDownloaded })
 			os.RemoveAll(rig.o.CacheDir)
 		}, true, 1},
 		{"in the stage pass", func(t *testing.T, rig *batchRig) {
@@ -232,7 +246,7 @@ func TestBatchResumeAtEveryState(t *testing.T) {
 				t.Fatal(err)
 			}
 			teacher.Close()
-			if _, err := os.Stat(filepath.Join(rig.o.BatchDir, spoolDir)); err != nil {
+			if _, err := os.Stat(filepath.Join(rig.batchDir, spoolDir)); err != nil {
 				t.Fatal("no spool written")
 			}
 		}, true, 1},
@@ -259,7 +273,7 @@ func TestBatchResumeAtEveryState(t *testing.T) {
 			if c := fake.BatchCounters(); c.Uploads != 1 || c.Batches != 1 || c.Downloads != tt.downloads {
 				t.Fatalf("fake: %+v", c)
 			}
-			if _, err := os.Stat(filepath.Join(rig.o.BatchDir, spoolDir)); !errors.Is(err, os.ErrNotExist) {
+			if _, err := os.Stat(filepath.Join(rig.batchDir, spoolDir)); !errors.Is(err, os.ErrNotExist) {
 				t.Fatalf("spool left: %v", err)
 			}
 			if jobs := rig.jobs(t); len(jobs) != 1 || jobs[0].State != JobDone || jobs[0].Answered != 4 {
@@ -385,7 +399,7 @@ func TestBatchSplitsFiles(t *testing.T) {
 	jobs := rig.jobs(t)
 	total := 0
 	for _, j := range jobs {
-		b, err := os.ReadFile(filepath.Join(rig.o.BatchDir, j.InputFile()))
+		b, err := os.ReadFile(filepath.Join(rig.batchDir, j.InputFile()))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -417,7 +431,7 @@ func TestBatchFilesRoundTrip(t *testing.T) {
 		t.Fatal("no output yet, but the run went on")
 	}
 	for _, j := range rig.jobs(t) {
-		in, err := os.Open(filepath.Join(rig.o.BatchDir, j.InputFile()))
+		in, err := os.Open(filepath.Join(rig.batchDir, j.InputFile()))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -426,7 +440,7 @@ func TestBatchFilesRoundTrip(t *testing.T) {
 			t.Fatal(err)
 		}
 		in.Close()
-		if _, err := manifests.WriteFile(filepath.Join(rig.o.BatchDir, j.OutputFile()), out.Bytes()); err != nil {
+		if _, err := rig.o.BatchRoot.WriteFile(j.OutputFile(), out.Bytes()); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -20,6 +20,8 @@ import (
 
 	openai "github.com/sashabaranov/go-openai"
 	"golang.org/x/sync/singleflight"
+
+	"github.com/augmentdata/augment/manifests"
 )
 
 // Options are the run-level settings of NewTeacher and NewEmbedder.
@@ -41,8 +43,11 @@ type Options struct {
 	// changed since the last answer for the same slot (augment run
 	// --explain), and counts the causes in Stats.MissCauses.
 	Explain bool
-	// BatchDir holds the batch files and state of teacher.mode batch.
-	BatchDir string
+	// BatchRoot is the batch directory of teacher.mode batch, opened by the
+	// caller (a run's is <output>/batch inside its confined output root):
+	// the batch files and state are created, renamed, removed and read only
+	// through it.
+	BatchRoot *manifests.Root
 }
 
 func (o *Options) defaults() {
@@ -139,7 +144,7 @@ func NewTeacher(cfg Config, o Options) (*Teacher, error) {
 		// Every answer of a batch run comes at the batch price.
 		t.prices.in *= cfg.Batch.PriceFactor
 		t.prices.out *= cfg.Batch.PriceFactor
-		if err := t.openBatch(o.BatchDir, key); err != nil {
+		if err := t.openBatch(o.BatchRoot, key); err != nil {
 			t.Close()
 			return nil, err
 		}
