@@ -543,3 +543,24 @@ func FuzzParseBatchOutput(f *testing.F) {
 		}
 	})
 }
+
+// The batch directory is reached only through the output's confined root:
+// a link planted in its place that points out of the output directory
+// stops batch mode before anything is written there.
+func TestBatchDirLinkOutRefused(t *testing.T) {
+	_, url := batchFake(t, fakellm.BatchConfig{})
+	dir, outside := t.TempDir(), t.TempDir()
+	if err := os.Symlink(outside, filepath.Join(dir, "batch")); err != nil {
+		t.Skip("no symlinks:", err)
+	}
+	cfg := openaiConfig(url)
+	cfg.Mode, cfg.Batch.Provider = ModeBatch, BatchFiles
+	teacher, err := NewTeacher(cfg, Options{CacheDir: filepath.Join(dir, "cache"), BatchRoot: testBatchRoot(t, dir)})
+	if err == nil {
+		teacher.Close()
+		t.Fatal("batch mode opened through a link pointing out of the output directory")
+	}
+	if ents, _ := os.ReadDir(outside); len(ents) != 0 {
+		t.Fatalf("written outside the output directory: %v", ents)
+	}
+}
