@@ -100,6 +100,9 @@ stages:
 // llmrunFake starts cfg on loopback.
 func llmrunFake(t *testing.T, cfg fakellm.Config) (*fakellm.Server, string) {
 	t.Helper()
+	if cfg.Model == "" {
+		cfg.Model = "fake-teacher" // listed by /models, which the run checks
+	}
 	fake, err := fakellm.New(cfg)
 	if err != nil {
 		t.Fatal(err)

@@ -267,6 +267,9 @@ func (r *Runner) openOutput() error {
 // cacheDir is the request cache's directory in the output directory.
 const cacheDir = "cache"
 
+// batchDir is teacher.mode batch's directory in the output directory.
+const batchDir = "batch"
+
 // openCacheDir creates the request cache's directory and opens it through
 // the output root (a link there pointing out is refused).
 func (r *Runner) openCacheDir() (*os.Root, error) {

@@ -759,7 +759,12 @@ func teacherFingerprint(c llm.Config) string {
 		Temperature, TopP                 *float64
 		MaxTokens                         int
 		Seed                              *int
-	}{c.Provider, c.Model, c.StructuredOutput, c.Temperature, c.TopP, c.MaxTokens, c.Seed})
+		// Omitted when unset, so fingerprints of runs without them stay.
+		MaxCompletionTokens int            `json:",omitempty"`
+		ReasoningEffort     string         `json:",omitempty"`
+		ExtraBody           map[string]any `json:",omitempty"`
+	}{c.Provider, c.Model, c.StructuredOutput, c.Temperature, c.TopP, c.MaxTokens, c.Seed,
+		c.MaxCompletionTokens, c.ReasoningEffort, c.ExtraBody})
 	return string(b)
 }
 

@@ -73,6 +73,9 @@ func e2eFake(t *testing.T, cfg fakellm.Config) (*fakellm.Server, string) {
 	if cfg.Script == nil {
 		cfg.Script = e2eScript
 	}
+	if cfg.Model == "" {
+		cfg.Model = "fake-teacher" // listed by /models, which the run checks
+	}
 	fake, err := fakellm.New(cfg)
 	if err != nil {
 		t.Fatal(err)
