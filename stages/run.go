@@ -130,14 +130,16 @@ func (r *Runner) plan() []stageRun {
 // Run executes every stage in order. A stage whose shards are all up to date
 // is skipped; a failed shard stops the run and nothing of it is visible, so
 // running again resumes where this run stopped.
-func (r *Runner) Run(ctx context.Context) (*Report, error) {
+func (r *Runner) Run(ctx context.Context) (rep *Report, err error) {
+	// report: report.html, and a dataset card in each export dir (stages/report.go).
+	defer func() { err = r.writeReport(err) }()
 	if err := os.MkdirAll(r.dir, 0o755); err != nil {
 		return nil, err
 	}
 	if err := r.writeEffectiveConfig(); err != nil {
 		return nil, err
 	}
-	rep := &Report{Dir: r.dir}
+	rep = &Report{Dir: r.dir}
 	runs := r.plan()
 	ing, err := r.ingest(ctx, runs[0])
 	rep.Stages = append(rep.Stages, ing.report)

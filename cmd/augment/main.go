@@ -33,6 +33,7 @@ Usage:
   augment check [-set k=v …] pipeline.yaml             validate, show what would run, render prompts, estimate cost
   augment fake-llm [-addr 127.0.0.1:8089] [flags]      serve a fake OpenAI-compatible endpoint for dry runs
   augment cache stats|ls|get [-dir out] [key]          inspect the request cache of a run
+  augment report [out]                                 write out/report.html and each export's dataset card
   augment version                                      print the version
 
 Run "augment <command> -h" for a command's flags.
@@ -107,6 +108,8 @@ func dispatch(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return cmdFakeLLM(ctx, args, stdout, stderr)
 	case "cache":
 		return cmdCache(ctx, args, stdout, stderr)
+	case "report":
+		return cmdReport(ctx, args, stdout, stderr)
 	case "version":
 		fmt.Fprintf(stdout, "augment %s\n", version)
 		return nil
