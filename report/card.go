@@ -258,8 +258,12 @@ func (r *Run) cardProse(b *bytes.Buffer, i int, ex exportSettings, d *Dist, exam
 			continue
 		}
 		c := s.Manifest.Totals
+		settings := code(compactJSON(s.Manifest.Config))
+		if s.Type == "ingest" {
+			settings = "the sources above"
+		}
 		w("| %s | %s | %s | %d | %d | %d | %d | %d | %s |\n", s.Dir, s.Name, s.Type, c.In, c.Out,
-			manifests.Sum(c.Rejected), manifests.Sum(c.Filtered), c.Added, code(compactJSON(s.Manifest.Config)))
+			manifests.Sum(c.Rejected), manifests.Sum(c.Filtered), c.Added, settings)
 	}
 	w("\n")
 	var reasons bytes.Buffer
@@ -344,12 +348,12 @@ func (r *Run) cardProse(b *bytes.Buffer, i int, ex exportSettings, d *Dist, exam
 	}
 
 	w("## Training with LLaMA-Factory\n\nThis directory is a LLaMA-Factory `dataset_dir`. Its `dataset_info.json` entry:\n\n```json\n")
-	info, _ := json.MarshalIndent(map[string]any{ex.Dataset: map[string]any{
-		"file_name": ex.Dataset, "formatting": "sharegpt",
-		"columns": map[string]string{"messages": "conversations", "system": "system", "tools": "tools"},
-	}}, "", "  ")
+	info, err := os.ReadFile(filepath.Join(r.Dir, st.Dir, "dataset_info.json"))
+	if err != nil {
+		info = []byte("(dataset_info.json is missing: run the export again)\n")
+	}
 	b.Write(info)
-	w("\n```\n\nA LoRA run (`llamafactory-cli train lora.yaml`):\n\n```yaml\n")
+	w("```\n\nA LoRA run (`llamafactory-cli train lora.yaml`):\n\n```yaml\n")
 	template, note := "llama3", ""
 	switch {
 	case ex.Style == "function_call" && ex.Thoughts:
@@ -359,8 +363,8 @@ func (r *Run) cardProse(b *bytes.Buffer, i int, ex exportSettings, d *Dist, exam
 	case ex.Style == "inline" && ex.Surface == "tool_dc":
 		template = "qwen"
 	}
-	w("model_name_or_path: <base model>\nstage: sft\ndo_train: true\nfinetuning_type: lora\ntemplate: %s\ndataset_dir: %s\ndataset: %s\ncutoff_len: %d\n%s```\n",
-		template, filepath.Base(st.Dir), ex.Dataset, cutoff(t.P99), note)
+	w("model_name_or_path: <base model>\nstage: sft\ndo_train: true\nfinetuning_type: lora\ntemplate: %s\ndataset_dir: <path to this directory, %s>\ndataset: %s\ncutoff_len: %d  # covers the p99 token length, %d\n%s```\n",
+		template, st.Dir, ex.Dataset, cutoff(t.P99), t.P99, note)
 }
 
 // cutoff suggests a cutoff_len that keeps at least 99 % of samples whole.

@@ -70,6 +70,12 @@ type Source struct {
 	// Fraction keeps each row with this probability, seeded by the
 	// pipeline seed and the row's ID (0: keep all).
 	Fraction float64 `yaml:"fraction"`
+	// License is the dump's license as its publisher declares it, as a
+	// Hugging Face license id (apache-2.0, cc-by-4.0, …); Revision names the
+	// dump's version (a dataset commit or release). Both go into the dataset
+	// card of every export and change no output, so no fingerprint has them.
+	License  string `yaml:"license" json:"-"`
+	Revision string `yaml:"revision" json:"-"`
 }
 
 // A StageSpec is one entry of the stages list. Exactly one of the type
