@@ -341,7 +341,7 @@ Teacher: {{.Run.Config.Teacher.Provider}}{{with .Models}} ({{.}}){{end}}.</p>
 {{end}}</table>{{end}}
 
 <h2 id="distributions">Distributions</h2>
-{{if .DistStage}}<p class="meta">Over the {{.DistRecords}} records of <code>{{.DistStage}}</code>, the input of the exports.</p>
+{{if .DistStage}}<p class="meta" id="dist-records">Over the {{.DistRecords}} records of <code>{{.DistStage}}</code>, the input of the exports.</p>
 <div class="charts">{{range .Charts}}<div><h3>{{.Title}}</h3>{{with .Note}}<p class="note">{{.}}</p>{{end}}{{.SVG}}</div>
 {{end}}</div>{{else}}<p class="empty">No stage has written records yet.</p>{{end}}
 
