@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"go.yaml.in/yaml/v3"
 
@@ -233,4 +234,64 @@ func stageDirs(t *testing.T, out string) []string {
 func atoi(s string) int64 {
 	n, _ := strconv.ParseInt(s, 10, 64)
 	return n
+}
+
+// TestRunInProgress: the report reads a run whose later stages have no
+// manifest yet and whose current stage has no finish time; cards are
+// written only for finished exports whose input is still what they read.
+func TestRunInProgress(t *testing.T) {
+	out := runPipeline(t, demo)
+	if b, err := os.ReadFile(filepath.Join(out, report.HTMLFile)); err != nil || !bytes.Contains(b, []byte("8 of 8 stages done")) {
+		t.Fatalf("the run wrote no complete report.html: %v", err)
+	}
+	mpath := filepath.Join(out, "06-mt_llama", "manifest.json")
+	m, err := manifests.Read[manifests.Stage](mpath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Finished = time.Time{}
+	if err := manifests.Write(mpath, m); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"07-sharegpt/manifest.json", "06-mt_llama/README.md", "07-sharegpt/README.md"} {
+		if err := os.Remove(filepath.Join(out, f)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	run, err := report.Load(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := run.Stages[6].Status; s != report.StatusRunning {
+		t.Errorf("06: %s", s)
+	}
+	if s := run.Stages[7].Status; s != report.StatusPending {
+		t.Errorf("07: %s", s)
+	}
+	if cards, err := run.WriteCards(); err != nil || len(cards) != 0 {
+		t.Errorf("cards of unfinished exports: %v %v", cards, err)
+	}
+	b, err := run.HTML()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"6 of 8 stages done", "06-mt_llama has no finish time", `class="l status-pending">pending`} {
+		if !bytes.Contains(b, []byte(want)) {
+			t.Errorf("report lacks %q", want)
+		}
+	}
+
+	// An export whose input shard was rewritten since gets no card.
+	m.Finished = m.Started
+	if err := manifests.Write(mpath, m); err != nil {
+		t.Fatal(err)
+	}
+	in := filepath.Join(out, m.Shards[0].Inputs[0].Path)
+	if err := os.WriteFile(in, []byte("changed"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	run, _ = report.Load(out)
+	if cards, err := run.WriteCards(); err != nil || len(cards) != 0 {
+		t.Errorf("card of an export whose input changed: %v %v", cards, err)
+	}
 }
