@@ -141,7 +141,7 @@ func (r *Run) Card(i int) ([]byte, error) {
 	if ex.Dataset == "" {
 		ex.Dataset = "augment_" + st.Name
 	}
-	dist, err := ExportDist(r.Dir, st)
+	dist, err := r.ExportDist(st)
 	if err != nil {
 		return nil, err
 	}

@@ -1,12 +1,19 @@
 package report
 
 import (
+	"crypto/sha256"
 	"encoding/json"
+	"fmt"
+	"hash/fnv"
+	"math"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
 	"unicode"
+
+	"golang.org/x/sync/errgroup"
 
 	"github.com/augmentdata/augment/manifests"
 	"github.com/augmentdata/augment/stages/record"
@@ -32,8 +39,10 @@ type Dist struct {
 	Tools        IntHist `json:"tools_per_record"`
 	CallsPerTurn IntHist `json:"calls_per_turn"`
 	Turns        IntHist `json:"turns"`
-	// Tokens are the records' token lengths (the verify stage's tokens tag,
-	// else counted the same way, o200k).
+	// Tokens are the records' token lengths: the verify stage's tokens tag,
+	// else counted the same way (o200k) on a seeded sample of at most
+	// tokenSample records, since counting costs far more than reading
+	// (Tokens.Count says how many were counted).
 	Tokens Percentiles `json:"tokens"`
 	// NoiseSimilarity counts the noise stage's similarity tags by bin of
 	// 0.01 ("0.93" holds [0.93, 0.94)).
@@ -43,6 +52,23 @@ type Dist struct {
 	VerifyFail Counts `json:"verify_fail,omitempty"`
 
 	tokens []int
+	// sampleBelow: a record without a tokens tag is counted when the hash
+	// of its ID is below it.
+	sampleBelow uint64
+}
+
+// tokenSample is about how many records without a tokens tag Collect
+// counts the tokens of.
+const tokenSample = 5000
+
+// sampled reports whether the record id is in the token sample.
+func (d *Dist) sampled(id string) bool {
+	if d.sampleBelow == math.MaxUint64 {
+		return true
+	}
+	h := fnv.New64a()
+	h.Write([]byte(id))
+	return h.Sum64() < d.sampleBelow
 }
 
 // Counts are counts by key.
@@ -120,7 +146,7 @@ func percentiles(vs []int) Percentiles {
 }
 
 func newDist() *Dist {
-	return &Dist{Source: Counts{}, Category: Counts{}, World: Counts{}, Difficulty: Counts{}, Lang: Counts{},
+	return &Dist{sampleBelow: math.MaxUint64, Source: Counts{}, Category: Counts{}, World: Counts{}, Difficulty: Counts{}, Lang: Counts{},
 		Tools: IntHist{}, CallsPerTurn: IntHist{}, Turns: IntHist{}, NoiseSimilarity: Counts{}, VerifyFail: Counts{}}
 }
 
@@ -152,11 +178,11 @@ func (d *Dist) add(r *record.Record) {
 		}
 	}
 	d.Turns[turns]++
-	n, err := strconv.Atoi(r.Tag("tokens"))
-	if err != nil {
-		n = verify.RecordTokens(r)
+	if n, err := strconv.Atoi(r.Tag("tokens")); err == nil {
+		d.tokens = append(d.tokens, n)
+	} else if d.sampled(r.ID) {
+		d.tokens = append(d.tokens, verify.RecordTokens(r))
 	}
-	d.tokens = append(d.tokens, n)
 	if v, err := strconv.ParseFloat(r.Tag("noise_similarity"), 64); err == nil {
 		d.NoiseSimilarity[strconv.FormatFloat(float64(int(v*100+1e-9))/100, 'f', 2, 64)]++
 	}
@@ -206,23 +232,60 @@ func Lang(r *record.Record) string {
 	return "und"
 }
 
-// Collect streams the Parquet shards refs (relative to the run dir) and
-// returns their distributions, leaving out records whose ID is in skip.
+// Collect reads the Parquet shards refs (relative to the run dir), one
+// shard per CPU at a time, and returns their distributions, leaving out
+// records whose ID is in skip.
 func Collect(runDir string, refs []manifests.FileRef, skip map[string]bool) (*Dist, error) {
-	d := newDist()
+	var rows int64
 	for _, ref := range refs {
-		err := shard.Scan(filepath.Join(runDir, ref.Path), func(r *record.Record) error {
-			if !skip[r.ID] {
-				d.add(r)
-			}
-			return nil
+		rows += ref.Rows
+	}
+	below := uint64(math.MaxUint64)
+	if rows > tokenSample {
+		below = uint64(float64(math.MaxUint64) * tokenSample / float64(rows))
+	}
+	parts := make([]*Dist, len(refs))
+	var g errgroup.Group
+	g.SetLimit(runtime.GOMAXPROCS(0))
+	for i, ref := range refs {
+		g.Go(func() error {
+			d := newDist()
+			d.sampleBelow = below
+			parts[i] = d
+			return shard.Scan(filepath.Join(runDir, ref.Path), func(r *record.Record) error {
+				if !skip[r.ID] {
+					d.add(r)
+				}
+				return nil
+			})
 		})
-		if err != nil {
-			return nil, err
-		}
+	}
+	if err := g.Wait(); err != nil {
+		return nil, err
+	}
+	d := newDist()
+	for _, p := range parts {
+		d.merge(p)
 	}
 	d.finish()
 	return d, nil
+}
+
+// merge adds o's counts to d.
+func (d *Dist) merge(o *Dist) {
+	d.Records += o.Records
+	for _, m := range []struct{ dst, src Counts }{{d.Source, o.Source}, {d.Category, o.Category}, {d.World, o.World},
+		{d.Difficulty, o.Difficulty}, {d.Lang, o.Lang}, {d.NoiseSimilarity, o.NoiseSimilarity}, {d.VerifyFail, o.VerifyFail}} {
+		for k, v := range m.src {
+			m.dst[k] += v
+		}
+	}
+	for _, h := range []struct{ dst, src IntHist }{{d.Tools, o.Tools}, {d.CallsPerTurn, o.CallsPerTurn}, {d.Turns, o.Turns}} {
+		for k, v := range h.src {
+			h.dst[k] += v
+		}
+	}
+	d.tokens = append(d.tokens, o.tokens...)
 }
 
 // A RejectLine is one line of a rejects file, with the rejected record or
@@ -286,11 +349,11 @@ func rejectedIDs(runDir string, s *Stage) (map[string]bool, error) {
 
 // ExportDist returns the distributions of the records an export stage
 // wrote: its input shards less the records it rejected.
-func ExportDist(runDir string, s *Stage) (*Dist, error) {
+func (r *Run) ExportDist(s *Stage) (*Dist, error) {
 	if s.Manifest == nil {
 		return newDist(), nil
 	}
-	skip, err := rejectedIDs(runDir, s)
+	skip, err := rejectedIDs(r.Dir, s)
 	if err != nil {
 		return nil, err
 	}
@@ -302,5 +365,31 @@ func ExportDist(runDir string, s *Stage) (*Dist, error) {
 			}
 		}
 	}
-	return Collect(runDir, refs, skip)
+	return r.Collect(refs, skip)
+}
+
+// Collect is the package's Collect over the run directory, remembered for
+// the same shards and skip set (the report and each export's card often
+// read the same records).
+func (r *Run) Collect(refs []manifests.FileRef, skip map[string]bool) (*Dist, error) {
+	h := sha256.New()
+	for _, ref := range refs {
+		fmt.Fprintf(h, "%s %s\n", ref.Path, ref.SHA256)
+	}
+	for _, id := range slices.Sorted(keysOf(skip)) {
+		fmt.Fprintf(h, "skip %s\n", id)
+	}
+	key := string(h.Sum(nil))
+	if d, ok := r.collected[key]; ok {
+		return d, nil
+	}
+	d, err := Collect(r.Dir, refs, skip)
+	if err != nil {
+		return nil, err
+	}
+	if r.collected == nil {
+		r.collected = map[string]*Dist{}
+	}
+	r.collected[key] = d
+	return d, nil
 }

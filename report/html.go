@@ -133,7 +133,7 @@ func (r *Run) HTML() ([]byte, error) {
 
 	// Distributions of the last stage's records.
 	if fs := r.Final(); fs != nil {
-		d, err := Collect(r.Dir, fs.Parquet(), nil)
+		d, err := r.Collect(fs.Parquet(), nil)
 		if err != nil {
 			return nil, err
 		}

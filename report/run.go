@@ -36,6 +36,8 @@ type Run struct {
 	Config     Config
 	ConfigHash string
 	Stages     []Stage // in run order, ingest first
+
+	collected map[string]*Dist // see Run.Collect
 }
 
 // Config is the part of the effective config.yaml the report uses.
