@@ -314,6 +314,9 @@ func (r *Run) cardProse(b *bytes.Buffer, i int, ex exportSettings, d *Dist, exam
 	w("## Lengths\n\nTokens per sample (o200k BPE over system, tools and turns; the verify stage's `tokens` tag where present):\n\n")
 	w("| samples | min | p50 | p90 | p99 | max | total |\n|---:|---:|---:|---:|---:|---:|---:|\n")
 	w("| %d | %d | %d | %d | %d | %d | %d |\n\n", t.Count, t.Min, t.P50, t.P90, t.P99, t.Max, t.Sum)
+	if t.Count < d.Records {
+		w("Without a tokens tag, tokens were counted on a seeded sample of %d of the %d samples.\n\n", t.Count, d.Records)
+	}
 	w("Tools listed per sample: mean %.2f. Turns per sample: mean %.2f. Calls per calling turn: mean %.2f.\n\n",
 		d.Tools.Mean(), d.Turns.Mean(), d.CallsPerTurn.Mean())
 

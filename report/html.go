@@ -154,7 +154,11 @@ func (r *Run) HTML() ([]byte, error) {
 		add("Calls per calling turn", fmt.Sprintf("mean %.2f", d.CallsPerTurn.Mean()), vbars("calls_per_turn", intBars(d.CallsPerTurn)))
 		add("Turns per sample", fmt.Sprintf("mean %.2f; system messages not counted", d.Turns.Mean()), vbars("turns", intBars(d.Turns)))
 		t := d.Tokens
-		add("Token length", fmt.Sprintf("o200k; p50 %d, p90 %d, p99 %d, max %d", t.P50, t.P90, t.P99, t.Max), vbars("tokens", valueBars(d.TokenValues())))
+		tnote := fmt.Sprintf("o200k; p50 %d, p90 %d, p99 %d, max %d", t.P50, t.P90, t.P99, t.Max)
+		if t.Count < d.Records {
+			tnote += fmt.Sprintf("; counted on a seeded sample of %d records (no tokens tag)", t.Count)
+		}
+		add("Token length", tnote, vbars("tokens", valueBars(d.TokenValues())))
 		if len(d.NoiseSimilarity) > 0 {
 			var nb []bar
 			for _, k := range slices.Sorted(keysOf(d.NoiseSimilarity)) {

@@ -51,7 +51,7 @@ func hbars(name string, bars []bar, unit string) template.HTML {
 			title = fmt.Sprintf("%s: %s%s", b.Label, num(b.Value), unit)
 		}
 		fmt.Fprintf(&s, `<g data-label="%s"><title>%s</title><text class="label" x="%d" y="%d" text-anchor="end">%s</text>`,
-			html.EscapeString(b.Label), html.EscapeString(title), labelWidth-6, y+14, html.EscapeString(clip(b.Label, 26)))
+			html.EscapeString(b.Label), html.EscapeString(title), labelWidth-6, y+14, html.EscapeString(clip(b.Label, 24)))
 		parts := b.Parts
 		if len(parts) == 0 {
 			parts = []float64{b.Value}
