@@ -39,7 +39,7 @@ type cardMeta struct {
 	Configs         []cardConfig `yaml:"configs"`
 	DatasetInfo     cardInfo     `yaml:"dataset_info"`
 	AugmentVersion  string       `yaml:"augment_version"`
-	AugmentConfig   string       `yaml:"augment_config_sha256,omitempty"`
+	AugmentConfig   string       `yaml:"augment_config_sha256"`
 	AugmentSeed     uint64       `yaml:"augment_seed"`
 	AugmentStageDir string       `yaml:"augment_stage"`
 }
@@ -172,7 +172,7 @@ func (r *Run) Card(i int) ([]byte, error) {
 			DatasetSize: bytesOut,
 		},
 		AugmentVersion:  st.Manifest.Tool,
-		AugmentConfig:   r.ConfigHash,
+		AugmentConfig:   r.ConfigHashUpTo(i),
 		AugmentSeed:     r.Config.Seed,
 		AugmentStageDir: st.Dir,
 	}
@@ -222,11 +222,8 @@ func (r *Run) cardProse(b *bytes.Buffer, i int, ex exportSettings, d *Dist, exam
 	}
 	w("%d tool-use dialogues in LLaMA-Factory's sharegpt format (%s files, style %s), made by augment %s from %d source(s) through %d stage(s). ",
 		examples, ex.Format, style, st.Manifest.Tool, len(r.Config.Sources), i)
-	w("Everything below is written by augment from the run's manifests; the effective pipeline is `config.yaml` in the run directory")
-	if r.ConfigHash != "" {
-		w(" (sha256 `%s`, seed %d)", r.ConfigHash, r.Config.Seed)
-	}
-	w(".\n\n")
+	w("Everything below is written by augment from the run's manifests. The effective pipeline is `config.yaml` in the run directory (seed %d); its config hash, `%s`, covers every setting up to this export that changes the data (not endpoints, prices or paths), so equal hashes over equal dumps give equal data.\n\n",
+		r.Config.Seed, r.ConfigHashUpTo(i))
 	if provider := r.Config.Teacher.Provider; provider == "offline" && r.usedTeacher(i) {
 		w("**Teacher: offline stand-in.** The texts LLM stages added were written by augment's deterministic rule-based stand-ins, not by a model; every such record says `\"provider\": \"offline\"` in its lineage. Use this dataset to try a pipeline, not to train.\n\n")
 	}
@@ -321,12 +318,21 @@ func (r *Run) cardProse(b *bytes.Buffer, i int, ex exportSettings, d *Dist, exam
 		d.Tools.Mean(), d.Turns.Mean(), d.CallsPerTurn.Mean())
 
 	w("## Teacher\n\n")
-	models := r.Models()
-	w("Provider `%s`", r.Config.Teacher.Provider)
-	if len(models) > 0 {
-		w(", model %s", code(strings.Join(models, ", ")))
+	w("Configured: provider `%s`", r.Config.Teacher.Provider)
+	if m := r.Config.Teacher.Model; m != "" {
+		w(", model `%s`", m)
 	}
 	w(".")
+	if len(d.Teacher) == 0 {
+		w(" No exported sample was changed by the teacher.\n\n")
+	} else {
+		w(" Exported samples a teacher wrote into, by stage, from their lineage:\n\n| stage | provider | model | samples |\n|---|---|---|---:|\n")
+		for _, k := range slices.Sorted(keysOf(d.Teacher)) {
+			f := strings.SplitN(k, " ", 3)
+			w("| %s | %s | %s | %d |\n", f[0], f[1], code(f[2]), d.Teacher[k])
+		}
+		w("\n")
+	}
 	var rows bytes.Buffer
 	var cost float64
 	for _, s := range r.Stages[:i+1] {
@@ -337,10 +343,8 @@ func (r *Run) cardProse(b *bytes.Buffer, i int, ex exportSettings, d *Dist, exam
 		cost += l.Cost
 		fmt.Fprintf(&rows, "| %s | %d | %d | %d | %d | %d | %.4f |\n", s.Dir, l.Requests, l.CacheHits, l.Failed, l.TokensIn, l.TokensOut, l.Cost)
 	}
-	if rows.Len() == 0 {
-		w(" No stage up to this export asked the teacher.\n\n")
-	} else {
-		w(" Traffic as recorded by the run that last wrote each stage (a resumed run counts only its own requests; cache hits cost nothing):\n\n")
+	if rows.Len() > 0 {
+		w("### Traffic and cost\n\nRun accounting, as recorded by the run that last wrote each stage: a resumed run counts only its own requests, and cache hits cost nothing, so these figures (unlike the rest of this card) depend on how the run got here.\n\n")
 		w("| stage | requests | cache hits | failed | tokens in | tokens out | cost |\n|---|---:|---:|---:|---:|---:|---:|\n")
 		b.Write(rows.Bytes())
 		w("\nTotal cost: %.4f", cost)

@@ -50,6 +50,9 @@ type Dist struct {
 	// VerifyFail counts records tagged verify.<check>=fail (verify with
 	// action: tag).
 	VerifyFail Counts `json:"verify_fail,omitempty"`
+	// Teacher counts the records each stage changed with a teacher, by
+	// "stage provider model" from their lineage (rule steps left out).
+	Teacher Counts `json:"teacher,omitempty"`
 
 	tokens []int
 	// sampleBelow: a record without a tokens tag is counted when the hash
@@ -147,7 +150,7 @@ func percentiles(vs []int) Percentiles {
 
 func newDist() *Dist {
 	return &Dist{sampleBelow: math.MaxUint64, Source: Counts{}, Category: Counts{}, World: Counts{}, Difficulty: Counts{}, Lang: Counts{},
-		Tools: IntHist{}, CallsPerTurn: IntHist{}, Turns: IntHist{}, NoiseSimilarity: Counts{}, VerifyFail: Counts{}}
+		Tools: IntHist{}, CallsPerTurn: IntHist{}, Turns: IntHist{}, NoiseSimilarity: Counts{}, VerifyFail: Counts{}, Teacher: Counts{}}
 }
 
 // add counts one record.
@@ -186,6 +189,11 @@ func (d *Dist) add(r *record.Record) {
 	if v, err := strconv.ParseFloat(r.Tag("noise_similarity"), 64); err == nil {
 		d.NoiseSimilarity[strconv.FormatFloat(float64(int(v*100+1e-9))/100, 'f', 2, 64)]++
 	}
+	for _, s := range r.Lineage {
+		if s.Provider != "rule" {
+			d.Teacher[s.Stage+" "+s.Provider+" "+s.Model]++
+		}
+	}
 	for _, t := range r.Tags {
 		if check, ok := strings.CutPrefix(t.Key, "verify."); ok && t.Value == "fail" {
 			d.VerifyFail[check]++
@@ -195,11 +203,7 @@ func (d *Dist) add(r *record.Record) {
 
 func (d *Dist) finish() {
 	d.Tokens = percentiles(d.tokens)
-	for _, m := range []Counts{d.World, d.Difficulty, d.NoiseSimilarity, d.VerifyFail} {
-		if len(m) == 0 {
-			clear(m)
-		}
-	}
+
 }
 
 // TokenValues are the token lengths, in record order.
@@ -275,7 +279,8 @@ func Collect(runDir string, refs []manifests.FileRef, skip map[string]bool) (*Di
 func (d *Dist) merge(o *Dist) {
 	d.Records += o.Records
 	for _, m := range []struct{ dst, src Counts }{{d.Source, o.Source}, {d.Category, o.Category}, {d.World, o.World},
-		{d.Difficulty, o.Difficulty}, {d.Lang, o.Lang}, {d.NoiseSimilarity, o.NoiseSimilarity}, {d.VerifyFail, o.VerifyFail}} {
+		{d.Difficulty, o.Difficulty}, {d.Lang, o.Lang}, {d.NoiseSimilarity, o.NoiseSimilarity}, {d.VerifyFail, o.VerifyFail},
+		{d.Teacher, o.Teacher}} {
 		for k, v := range m.src {
 			m.dst[k] += v
 		}

@@ -184,6 +184,15 @@ func TestDemoCards(t *testing.T) {
 			}
 		})
 	}
+	// The same pipeline run elsewhere gives the same cards.
+	other := runPipeline(t, demo)
+	for _, dir := range []string{"06-mt_llama", "07-sharegpt"} {
+		a, _ := os.ReadFile(filepath.Join(out, dir, report.CardFile))
+		b, _ := os.ReadFile(filepath.Join(other, dir, report.CardFile))
+		if !bytes.Equal(a, b) {
+			t.Errorf("%s: the card differs between two runs of the demo", dir)
+		}
+	}
 	// Rewriting the cards from the run directory gives the same bytes.
 	before, _ := os.ReadFile(filepath.Join(out, "06-mt_llama", report.CardFile))
 	run, err := report.Load(out)

@@ -251,6 +251,23 @@ func (r *Run) RecordStage(i int) *Stage {
 	return nil
 }
 
+// ConfigHashUpTo is the sha256 (hex) of the stage fingerprints of stages
+// 0..i, in order: each covers its stage's effective settings, prompt
+// templates, the teacher settings that change answers, the seed, the
+// stage's version and (for ingest) the sources, but not endpoints, prices or
+// the output directory. Equal hashes and equal dumps give equal data.
+func (r *Run) ConfigHashUpTo(i int) string {
+	h := sha256.New()
+	for _, s := range r.Stages[:i+1] {
+		if s.Manifest != nil {
+			fmt.Fprintf(h, "%s %s\n", s.Dir, s.Manifest.ConfigHash)
+		} else {
+			fmt.Fprintf(h, "%s %s\n", s.Dir, s.Status)
+		}
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
 // Final is the last stage with Parquet records: what the exports read.
 func (r *Run) Final() *Stage { return r.RecordStage(len(r.Stages)) }
 

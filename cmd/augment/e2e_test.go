@@ -199,11 +199,12 @@ func e2eSignalAt(t *testing.T, dir string, fake *fakellm.Server, n int64, sig os
 	return cmd, stderr.String()
 }
 
-// e2eDataFiles reads every file of a run dir except its manifests (they
-// hold timings), its effective config (it names the endpoint) and the
-// request cache: the files whose bytes must not depend on how the run got
-// there. Leftover temporary files count as data, so they show up as
-// differences.
+// e2eDataFiles reads every file of a run dir except its manifests and
+// report.html (they hold timings), its effective config (it names the
+// endpoint) and the request cache: the files whose bytes must not depend on
+// how the run got there. Dataset cards are read without their run
+// accounting (teacher traffic and cost). Leftover temporary files count as
+// data, so they show up as differences.
 func e2eDataFiles(t *testing.T, dir string) map[string][]byte {
 	t.Helper()
 	out := map[string][]byte{}
@@ -216,10 +217,13 @@ func e2eDataFiles(t *testing.T, dir string) map[string][]byte {
 		switch {
 		case d.IsDir() && rel == "cache":
 			return filepath.SkipDir
-		case d.IsDir(), d.Name() == "manifest.json", rel == "config.yaml":
+		case d.IsDir(), d.Name() == "manifest.json", rel == "config.yaml", rel == "report.html":
 			return nil
 		}
 		b, err := os.ReadFile(path)
+		if d.Name() == "README.md" {
+			b = withoutAccounting(b)
+		}
 		out[rel] = b
 		return err
 	})
@@ -227,6 +231,19 @@ func e2eDataFiles(t *testing.T, dir string) map[string][]byte {
 		t.Fatal(err)
 	}
 	return out
+}
+
+// withoutAccounting cuts a dataset card's run accounting section.
+func withoutAccounting(card []byte) []byte {
+	i := bytes.Index(card, []byte("### Traffic and cost\n"))
+	if i < 0 {
+		return card
+	}
+	j := bytes.Index(card[i:], []byte("\n## "))
+	if j < 0 {
+		return card[:i]
+	}
+	return append(card[:i:i], card[i+j+1:]...)
 }
 
 // e2eSameData reports every difference between two runs' data files.
