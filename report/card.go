@@ -344,7 +344,7 @@ func (r *Run) cardProse(b *bytes.Buffer, i int, ex exportSettings, d *Dist, exam
 		fmt.Fprintf(&rows, "| %s | %d | %d | %d | %d | %d | %.4f |\n", s.Dir, l.Requests, l.CacheHits, l.Failed, l.TokensIn, l.TokensOut, l.Cost)
 	}
 	if rows.Len() > 0 {
-		w("### Traffic and cost\n\nRun accounting, as recorded by the run that last wrote each stage: a resumed run counts only its own requests, and cache hits cost nothing, so these figures (unlike the rest of this card) depend on how the run got here.\n\n")
+		w(accountingHeading + "\nRun accounting, as recorded by the run that last wrote each stage: a resumed run counts only its own requests, and cache hits cost nothing, so these figures (unlike the rest of this card) depend on how the run got here.\n\n")
 		w("| stage | requests | cache hits | failed | tokens in | tokens out | cost |\n|---|---:|---:|---:|---:|---:|---:|\n")
 		b.Write(rows.Bytes())
 		w("\nTotal cost: %.4f", cost)
@@ -445,6 +445,25 @@ func pct(n, total int64) string {
 		return "-"
 	}
 	return fmt.Sprintf("%.1f %%", 100*float64(n)/float64(total))
+}
+
+// accountingHeading starts the card's run accounting section.
+const accountingHeading = "### Traffic and cost\n"
+
+// WithoutAccounting returns a card without its run accounting section (the
+// teacher traffic and cost of the runs that wrote each stage): the part of
+// the card that the same pipeline over the same dumps always writes the
+// same, however the run got there.
+func WithoutAccounting(card []byte) []byte {
+	i := bytes.Index(card, []byte(accountingHeading))
+	if i < 0 {
+		return card
+	}
+	j := bytes.Index(card[i:], []byte("\n## "))
+	if j < 0 {
+		return card[:i:i]
+	}
+	return append(card[:i:i], card[i+j+1:]...)
 }
 
 // WriteCards writes the dataset card of every finished export stage whose

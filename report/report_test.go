@@ -184,6 +184,7 @@ func TestDemoCards(t *testing.T) {
 			}
 		})
 	}
+	before, _ := os.ReadFile(filepath.Join(out, "06-mt_llama", report.CardFile))
 	// The same pipeline run elsewhere gives the same cards.
 	other := runPipeline(t, demo)
 	for _, dir := range []string{"06-mt_llama", "07-sharegpt"} {
@@ -193,8 +194,10 @@ func TestDemoCards(t *testing.T) {
 			t.Errorf("%s: the card differs between two runs of the demo", dir)
 		}
 	}
+	if c := string(report.WithoutAccounting(before)); strings.Contains(c, "Traffic and cost") || !strings.Contains(c, "## The mix") || !strings.Contains(c, "## Training with LLaMA-Factory") {
+		t.Errorf("WithoutAccounting cut the wrong part:\n%s", c)
+	}
 	// Rewriting the cards from the run directory gives the same bytes.
-	before, _ := os.ReadFile(filepath.Join(out, "06-mt_llama", report.CardFile))
 	run, err := report.Load(out)
 	if err != nil {
 		t.Fatal(err)

@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/augmentdata/augment/manifests"
+	"github.com/augmentdata/augment/report"
 	"github.com/augmentdata/augment/stages/llm"
 	"github.com/augmentdata/augment/stages/llm/fakellm"
 	"github.com/augmentdata/augment/stages/shard"
@@ -222,7 +223,7 @@ func e2eDataFiles(t *testing.T, dir string) map[string][]byte {
 		}
 		b, err := os.ReadFile(path)
 		if d.Name() == "README.md" {
-			b = withoutAccounting(b)
+			b = report.WithoutAccounting(b)
 		}
 		out[rel] = b
 		return err
@@ -231,19 +232,6 @@ func e2eDataFiles(t *testing.T, dir string) map[string][]byte {
 		t.Fatal(err)
 	}
 	return out
-}
-
-// withoutAccounting cuts a dataset card's run accounting section.
-func withoutAccounting(card []byte) []byte {
-	i := bytes.Index(card, []byte("### Traffic and cost\n"))
-	if i < 0 {
-		return card
-	}
-	j := bytes.Index(card[i:], []byte("\n## "))
-	if j < 0 {
-		return card[:i]
-	}
-	return append(card[:i:i], card[i+j+1:]...)
 }
 
 // e2eSameData reports every difference between two runs' data files.
