@@ -481,8 +481,8 @@ func (r *Run) WriteCards() ([]string, error) {
 		if err != nil {
 			return written, err
 		}
-		rel := filepath.Join(st.Dir, CardFile)
-		if _, err := manifests.WriteFile(filepath.Join(r.Dir, rel), b); err != nil {
+		rel := st.Dir + "/" + CardFile
+		if err := r.writeFile(rel, b); err != nil {
 			return written, err
 		}
 		written = append(written, rel)

@@ -291,8 +291,7 @@ func (r *Run) WriteHTML() error {
 	if err != nil {
 		return err
 	}
-	_, err = manifests.WriteFile(filepath.Join(r.Dir, HTMLFile), b)
-	return err
+	return r.writeFile(HTMLFile, b)
 }
 
 var pageTmpl = template.Must(template.New("page").Parse(`<!DOCTYPE html>

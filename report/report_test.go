@@ -3,6 +3,7 @@ package report_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -262,7 +263,7 @@ func TestRunInProgress(t *testing.T) {
 		t.Fatal(err)
 	}
 	m.Finished = time.Time{}
-	if err := manifests.Write(mpath, m); err != nil {
+	if err := writeJSON(mpath, m); err != nil {
 		t.Fatal(err)
 	}
 	for _, f := range []string{"07-sharegpt/manifest.json", "06-mt_llama/README.md", "07-sharegpt/README.md"} {
@@ -295,7 +296,7 @@ func TestRunInProgress(t *testing.T) {
 
 	// An export whose input shard was rewritten since gets no card.
 	m.Finished = m.Started
-	if err := manifests.Write(mpath, m); err != nil {
+	if err := writeJSON(mpath, m); err != nil {
 		t.Fatal(err)
 	}
 	in := filepath.Join(out, m.Shards[0].Inputs[0].Path)
@@ -306,4 +307,12 @@ func TestRunInProgress(t *testing.T) {
 	if cards, err := run.WriteCards(); err != nil || len(cards) != 0 {
 		t.Errorf("card of an export whose input changed: %v %v", cards, err)
 	}
+}
+
+func writeJSON(path string, v any) error {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, b, 0o644)
 }

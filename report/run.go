@@ -271,6 +271,18 @@ func (r *Run) ConfigHashUpTo(i int) string {
 // Final is the last stage with Parquet records: what the exports read.
 func (r *Run) Final() *Stage { return r.RecordStage(len(r.Stages)) }
 
+// writeFile writes data to name (slash-separated, relative to the run
+// directory) atomically.
+func (r *Run) writeFile(name string, data []byte) error {
+	root, err := manifests.OpenRoot(r.Dir)
+	if err != nil {
+		return err
+	}
+	defer root.Close()
+	_, err = root.WriteFile(name, data)
+	return err
+}
+
 // Teacher sums the teacher accounting of every stage.
 func (r *Run) Teacher() (total llm.Stats, ok bool) {
 	for _, s := range r.Stages {
