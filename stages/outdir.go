@@ -3,6 +3,7 @@ package stages
 import (
 	"errors"
 	"fmt"
+	"github.com/augmentdata/augment/report"
 	"io"
 	"io/fs"
 	"os"
@@ -197,7 +198,7 @@ func inspectOutput(dir string) (legacy bool, foreign []string, err error) {
 		name := e.Name()
 		switch {
 		case name == stateDir && e.IsDir():
-		case name == "cache" && e.IsDir(), name == "config.yaml" && e.Type().IsRegular():
+		case name == "cache" && e.IsDir(), name == "config.yaml" && e.Type().IsRegular(), name == report.HTMLFile && e.Type().IsRegular():
 			ours = append(ours, name)
 		case stageDirName.MatchString(name) && e.IsDir() && isRegular(filepath.Join(dir, name, manifestFile)):
 			stages++

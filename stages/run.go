@@ -25,6 +25,7 @@ import (
 
 	"github.com/augmentdata/augment/manifests"
 	"github.com/augmentdata/augment/prompts"
+	"github.com/augmentdata/augment/report"
 	"github.com/augmentdata/augment/stages/llm"
 	"github.com/augmentdata/augment/stages/record"
 	"github.com/augmentdata/augment/stages/shard"
@@ -721,6 +722,15 @@ func owned(m *manifests.Stage) map[string]bool {
 	}
 	for _, f := range m.Files {
 		files[f] = true
+	}
+	if m.Type == "export" {
+		// The dataset card writeReport puts in the export dir after the run.
+		for f := range files {
+			if dir, _, ok := strings.Cut(f, "/"); ok {
+				files[dir+"/"+report.CardFile] = true
+				break
+			}
+		}
 	}
 	return files
 }
