@@ -3,7 +3,6 @@ package stages
 import (
 	"errors"
 	"fmt"
-	"github.com/augmentdata/augment/report"
 	"io"
 	"io/fs"
 	"os"
@@ -13,6 +12,7 @@ import (
 	"time"
 
 	"github.com/augmentdata/augment/manifests"
+	"github.com/augmentdata/augment/report"
 	"github.com/augmentdata/augment/stages/llm"
 )
 
