@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/augmentdata/augment/manifests"
+	"github.com/augmentdata/augment/report"
 	"github.com/augmentdata/augment/stages/llm"
 	"github.com/augmentdata/augment/stages/llm/fakellm"
 )
@@ -147,10 +148,13 @@ func llmrunDataFiles(t *testing.T, dir string) map[string][]byte {
 		switch {
 		case d.IsDir() && (rel == "cache" || rel == ".augment"):
 			return filepath.SkipDir
-		case d.IsDir(), d.Name() == "manifest.json", rel == "config.yaml":
+		case d.IsDir(), d.Name() == "manifest.json", rel == "config.yaml", rel == report.HTMLFile:
 			return nil
 		}
 		b, err := os.ReadFile(path)
+		if d.Name() == report.CardFile {
+			b = report.WithoutAccounting(b) // the card's run accounting counts retries
+		}
 		out[rel] = b
 		return err
 	})

@@ -79,6 +79,12 @@ type Source struct {
 	// cannot be read (the manifest's "unread"); otherwise that fails the
 	// run. It does not change ingest's output, so it is not in its key.
 	AllowPartial bool `yaml:"allow_partial" json:"-"`
+	// License is the dump's license as its publisher declares it, as a
+	// Hugging Face license id (apache-2.0, cc-by-4.0, …); Revision names the
+	// dump's version (a dataset commit or release). Both go into the dataset
+	// card of every export and change no output, so no fingerprint has them.
+	License  string `yaml:"license" json:"-"`
+	Revision string `yaml:"revision" json:"-"`
 }
 
 // A StageSpec is one entry of the stages list. Exactly one of the type

@@ -25,6 +25,7 @@ import (
 
 	"github.com/augmentdata/augment/manifests"
 	"github.com/augmentdata/augment/prompts"
+	"github.com/augmentdata/augment/report"
 	"github.com/augmentdata/augment/stages/llm"
 	"github.com/augmentdata/augment/stages/record"
 	"github.com/augmentdata/augment/stages/shard"
@@ -171,7 +172,9 @@ func (r *Runner) plan() []stageRun {
 // Run executes every stage in order. A stage whose shards are all up to date
 // is skipped; a failed shard stops the run and nothing of it is visible, so
 // running again resumes where this run stopped.
-func (r *Runner) Run(ctx context.Context) (*Report, error) {
+func (r *Runner) Run(ctx context.Context) (rep *Report, err error) {
+	// report: report.html, and a dataset card in each export dir (stages/report.go).
+	defer func() { err = r.writeReport(err) }()
 	if msg, warn := lastStage(r.p); warn {
 		r.o.Log.Warn(msg)
 	} else if msg != "" {
@@ -180,7 +183,7 @@ func (r *Runner) Run(ctx context.Context) (*Report, error) {
 	if err := r.writeEffectiveConfig(); err != nil {
 		return nil, err
 	}
-	rep := &Report{Dir: r.dir}
+	rep = &Report{Dir: r.dir}
 	runs := r.plan()
 	ing, err := r.ingest(ctx, runs[0])
 	rep.Stages = append(rep.Stages, ing.report)
@@ -736,6 +739,15 @@ func owned(m *manifests.Stage) map[string]bool {
 	}
 	for _, f := range m.Files {
 		files[f] = true
+	}
+	if m.Type == "export" {
+		// The dataset card writeReport puts in the export dir after the run.
+		for f := range files {
+			if dir, _, ok := strings.Cut(f, "/"); ok {
+				files[dir+"/"+report.CardFile] = true
+				break
+			}
+		}
 	}
 	return files
 }

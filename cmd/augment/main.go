@@ -34,6 +34,9 @@ Usage:
   augment fake-llm [-addr 127.0.0.1:8089] [flags]      serve a fake OpenAI-compatible endpoint for dry runs
   augment cache stats|ls|get [-dir out] [key]          inspect the request cache of a run
   augment batch status [-dir out] | poll pipeline.yaml list or advance the batch jobs of teacher.mode batch
+  augment report [out]                                 write out/report.html and each export's dataset card
+  augment show ID [-stage S] [-json] out               one record's way through the stages, or as stage S holds it
+  augment stats [-json] [out]                          per-stage counts, rejects, mix, lengths, teacher usage
   augment version                                      print the version
 
 Run "augment <command> -h" for a command's flags.
@@ -140,6 +143,12 @@ func dispatch(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return cmdCache(ctx, args, stdout, stderr)
 	case "batch":
 		return cmdBatch(ctx, args, stdout, stderr)
+	case "report":
+		return cmdReport(ctx, args, stdout, stderr)
+	case "show":
+		return cmdShow(ctx, args, stdout, stderr)
+	case "stats":
+		return cmdStats(ctx, args, stdout, stderr)
 	case "version":
 		fmt.Fprintf(stdout, "augment %s\n", version)
 		return nil
