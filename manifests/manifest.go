@@ -57,7 +57,20 @@ type Shard struct {
 	Inputs  []FileRef `json:"inputs"`
 	Outputs []FileRef `json:"outputs"`
 	Counts
+	// Unread is the part of a source's dump ingest could not read (on the
+	// source's first shard); nil when the whole dump was read.
+	Unread  *Unread `json:"unread,omitempty"`
 	Seconds float64 `json:"seconds"`
+}
+
+// Unread describes the end of a dump that could not be read: from byte
+// Offset on, Bytes bytes, about Rows rows (estimated from the average row
+// size before; 0 when no row came before), and why.
+type Unread struct {
+	Offset int64  `json:"offset"`
+	Bytes  int64  `json:"bytes"`
+	Rows   int64  `json:"rows_estimated"`
+	Reason string `json:"reason"`
 }
 
 // A FileRef names a file relative to the run's output directory.

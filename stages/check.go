@@ -216,6 +216,7 @@ func peekSource(s Source, path string, n int) (int, *record.Record, []record.Too
 	}
 	defer f.Close()
 	sc := formats.NewScanner(f)
+	sc.SetMaxRowBytes(int(s.MaxRowBytes))
 	var first *record.Record
 	var tools []record.Tool
 	read := 0
@@ -223,6 +224,11 @@ func peekSource(s Source, path string, n int) (int, *record.Record, []record.Too
 		row, idx, err := sc.Next()
 		if errors.Is(err, io.EOF) {
 			break
+		}
+		var bad *formats.RowError
+		if errors.As(err, &bad) { // a row ingest rejects
+			read++
+			continue
 		}
 		if err != nil {
 			return read, first, tools, nil
@@ -255,6 +261,11 @@ func estimateRows(read int, size int64, path string) int64 {
 	var bytes int64
 	for i := 0; i < read; i++ {
 		row, _, err := sc.Next()
+		var bad *formats.RowError
+		if errors.As(err, &bad) {
+			bytes += bad.Bytes + 2
+			continue
+		}
 		if err != nil {
 			break
 		}
@@ -317,9 +328,15 @@ func (c *previewClient) print(w io.Writer, previewed int, rows int64) {
 			fmt.Fprintf(w, "       [%s] %s\n", m.Role, indent(clip(m.Content, 1200), "         "))
 		}
 	}
+	prefix := llm.NewPrefixMeter()
+	for _, req := range c.reqs {
+		prefix.Observe(req.Messages)
+	}
 	per := float64(len(c.reqs)) / float64(previewed)
 	fmt.Fprintf(w, "     estimate: %.1f requests per record → about %.0f requests, %.0f prompt and %.0f completion tokens (from the preview record; re-asks not counted)\n",
 		per, per*float64(rows), float64(prompt)/float64(previewed)*float64(rows), float64(completion)/float64(previewed)*float64(rows))
+	fmt.Fprintf(w, "     prefix share: %.2f of the preview's prompt bytes repeat the start of an earlier prompt (what a server's prefix cache computes once; a run's manifest gives the stage's own figure as llm.prefix_share)\n",
+		prefix.Share())
 }
 
 func offlineEmbedder(p *Pipeline) llm.Embedder {

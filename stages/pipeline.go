@@ -72,6 +72,19 @@ type Source struct {
 	// Fraction keeps each row with this probability, seeded by the
 	// pipeline seed and the row's ID (0: keep all).
 	Fraction float64 `yaml:"fraction"`
+	// (issue 8, ingest) MaxRowBytes bounds one row; a longer row is
+	// rejected as row_too_large without being held (default 16 MiB).
+	MaxRowBytes int64 `yaml:"max_row_bytes"`
+	// (issue 8, ingest) AllowPartial lets a run go on when part of the dump
+	// cannot be read (the manifest's "unread"); otherwise that fails the
+	// run. It does not change ingest's output, so it is not in its key.
+	AllowPartial bool `yaml:"allow_partial" json:"-"`
+	// License is the dump's license as its publisher declares it, as a
+	// Hugging Face license id (apache-2.0, cc-by-4.0, …); Revision names the
+	// dump's version (a dataset commit or release). Both go into the dataset
+	// card of every export and change no output, so no fingerprint has them.
+	License  string `yaml:"license" json:"-"`
+	Revision string `yaml:"revision" json:"-"`
 }
 
 // A StageSpec is one entry of the stages list. Exactly one of the type
@@ -335,6 +348,9 @@ func Parse(path string, b []byte) (*Pipeline, error) {
 		}
 		if s.Fraction < 0 || s.Fraction > 1 {
 			at(keyLine(node, "fraction"), "source %q: fraction must be between 0 and 1", s.Name)
+		}
+		if s.MaxRowBytes < 0 || s.MaxRowBytes > 1<<30 { // (issue 8, ingest)
+			at(keyLine(node, "max_row_bytes"), "source %q: max_row_bytes must be between 0 (default, 16 MiB) and 1 GiB", s.Name)
 		}
 	}
 	if p.Output.ShardSize < 1 {
@@ -707,6 +723,9 @@ func (p *Pipeline) defaults() {
 			base := filepath.Base(s.Path)
 			s.Name = strings.TrimSuffix(base, filepath.Ext(base))
 		}
+		if s.MaxRowBytes == 0 { // (issue 8, ingest)
+			s.MaxRowBytes = formats.DefaultMaxRowBytes
+		}
 	}
 	p.Teacher.Defaults()
 	p.Embedder.Defaults()
@@ -746,7 +765,12 @@ func teacherFingerprint(c llm.Config) string {
 		Temperature, TopP                 *float64
 		MaxTokens                         int
 		Seed                              *int
-	}{c.Provider, c.Model, c.StructuredOutput, c.Temperature, c.TopP, c.MaxTokens, c.Seed})
+		// Omitted when unset, so fingerprints of runs without them stay.
+		MaxCompletionTokens int            `json:",omitempty"`
+		ReasoningEffort     string         `json:",omitempty"`
+		ExtraBody           map[string]any `json:",omitempty"`
+	}{c.Provider, c.Model, c.StructuredOutput, c.Temperature, c.TopP, c.MaxTokens, c.Seed,
+		c.MaxCompletionTokens, c.ReasoningEffort, c.ExtraBody})
 	return string(b)
 }
 
