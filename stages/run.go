@@ -30,6 +30,7 @@ import (
 	"github.com/augmentdata/augment/stages/record"
 	"github.com/augmentdata/augment/stages/shard"
 	"github.com/augmentdata/augment/stages/toollib"
+	"github.com/augmentdata/augment/storage"
 )
 
 // Options are the run's settings that are not part of pipeline.yaml.
@@ -83,6 +84,9 @@ type Runner struct {
 	libErr  error
 	libRefs []manifests.FileRef
 
+	src      *storage.Opener // opens the sources, local or remote
+	srcCache *os.Root        // its cache directory, when a source is remote
+
 	check teacherCheck // batch.go
 }
 
@@ -102,12 +106,17 @@ func NewRunner(p *Pipeline, o Options) (*Runner, error) {
 		return nil, err
 	}
 	// Everything that can be found before a write is found now, all at once.
-	probs := append(pathProblems(p), envProblems(p, o.Getenv)...)
+	src := newOpener(p, o)
+	probs := append(pathProblems(p, src), envProblems(p, o.Getenv)...)
 	if probs = append(probs, stageProblems(p)...); len(probs) > 0 {
 		return nil, &ConfigError{Problems: probs}
 	}
-	r := &Runner{p: p, o: o, dir: dir}
+	r := &Runner{p: p, o: o, dir: dir, src: src}
 	if err := r.openOutput(); err != nil {
+		return nil, err
+	}
+	if err := r.openSourcesCache(); err != nil {
+		r.closeOutput()
 		return nil, err
 	}
 	// The request cache and the batch directory live in the output root
@@ -145,6 +154,9 @@ func (r *Runner) Close() error {
 
 func (r *Runner) closeOutput() error {
 	err := r.root.Close()
+	if r.srcCache != nil {
+		err = errors.Join(err, r.srcCache.Close())
+	}
 	if r.lock != nil {
 		err = errors.Join(err, r.lock.Close())
 	}

@@ -514,7 +514,7 @@ func half(h uint16) float32 {
 
 // parquetJSONL streams the rows of a Parquet file as JSON Lines. Closing
 // the reader stops the conversion.
-func parquetJSONL(ctx context.Context, ra io.ReaderAt, size int64) (io.ReadCloser, error) {
+func parquetJSONL(ctx context.Context, ra io.ReaderAt, size int64) (*parquetReader, error) {
 	f, err := parquet.OpenFile(ra, size, parquet.SkipBloomFilters(true), parquet.SkipPageIndex(true))
 	if err != nil {
 		return nil, fmt.Errorf("not a readable Parquet file: %w", err)
@@ -528,7 +528,13 @@ func parquetJSONL(ctx context.Context, ra io.ReaderAt, size int64) (io.ReadClose
 	go func() {
 		pw.CloseWithError(writeRows(ctx, f, root, col, pw))
 	}()
-	return pr, nil
+	return &parquetReader{PipeReader: pr, rows: f.NumRows()}, nil
+}
+
+// parquetReader reads the JSON Lines of a Parquet file's rows.
+type parquetReader struct {
+	*io.PipeReader
+	rows int64
 }
 
 func writeRows(ctx context.Context, f *parquet.File, root *pnode, ncols int, out io.Writer) error {

@@ -135,6 +135,9 @@ func (o *Opener) Stat(ctx context.Context, path string) (Info, error) {
 // the SHA-256 of the stored bytes, which is what identifies the dump.
 type Reader struct {
 	Info
+	// Rows is the number of rows when the format states it (Parquet),
+	// else -1.
+	Rows    int64
 	r       io.Reader
 	raw     *hashReader // the stored bytes as they stream, hashed
 	sum     string      // known up front (Parquet files are hashed apart)
@@ -212,7 +215,7 @@ func (o *Opener) Open(ctx context.Context, path string) (*Reader, error) {
 	if err != nil {
 		return nil, err
 	}
-	rd := &Reader{Info: info}
+	rd := &Reader{Info: info, Rows: -1}
 	var src io.ReadCloser
 	var file *os.File // the stored bytes as a local file, when they are one
 	switch loc.Kind {
@@ -343,6 +346,7 @@ func (o *Opener) openParquet(ctx context.Context, rd *Reader, r io.Reader, file 
 	}
 	rd.closers = append(rd.closers, pr)
 	rd.r = pr
+	rd.Rows = pr.rows
 	return nil
 }
 
