@@ -1,0 +1,98 @@
+package stages
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/johannesboyne/gofakes3"
+	"github.com/johannesboyne/gofakes3/backend/s3mem"
+	"github.com/minio/minio-go/v7"
+	"github.com/minio/minio-go/v7/pkg/credentials"
+
+	"github.com/augmentdata/augment/storage/fakehub"
+)
+
+// benchDump is an xlam dump of n distinct rows (about 420 bytes each).
+func benchDump(n int) []byte {
+	var b bytes.Buffer
+	for i := range n {
+		fmt.Fprintf(&b, `{"id":%d,"query":"What is the weather in city number %d, and convert %d USD to EUR?",`+
+			`"answers":"[{\"name\": \"get_weather\", \"arguments\": {\"city\": \"c%d\"}}, {\"name\": \"convert\", \"arguments\": {\"amount\": %d, \"from\": \"USD\", \"to\": \"EUR\"}}]",`+
+			`"tools":"[{\"name\": \"get_weather\", \"description\": \"Weather of a city\", \"parameters\": {\"city\": {\"type\": \"str\", \"description\": \"the city\"}}}, `+
+			`{\"name\": \"convert\", \"description\": \"Convert money\", \"parameters\": {\"amount\": {\"type\": \"int\"}, \"from\": {\"type\": \"str\"}, \"to\": {\"type\": \"str\"}}}]"}`+"\n",
+			i, i, i%1000, i, i%1000)
+	}
+	return b.Bytes()
+}
+
+// benchIngest runs ingest alone on the source at path, b.N times into
+// fresh output directories, and reports the dump's bytes per second.
+func benchIngest(b *testing.B, path string, size int, extra string) {
+	dir := b.TempDir()
+	y := fmt.Sprintf("seed: 1\n%soutput: {dir: out, shard_size: 2000}\nsources:\n  - {name: xlam, path: %q, format: xlam}\n", extra, path)
+	pf := filepath.Join(dir, "pipeline.yaml")
+	if err := os.WriteFile(pf, []byte(y), 0o644); err != nil {
+		b.Fatal(err)
+	}
+	b.SetBytes(int64(size))
+	for i := 0; b.Loop(); i++ {
+		p, err := Load(pf, fmt.Sprintf("output.dir=out%d", i))
+		if err != nil {
+			b.Fatal(err)
+		}
+		r, err := NewRunner(p, Options{Version: "bench"})
+		if err != nil {
+			b.Fatal(err)
+		}
+		rep, err := r.Run(context.Background())
+		r.Close()
+		if err != nil {
+			b.Fatal(err)
+		}
+		if rep.Stages[0].Counts.Out == 0 {
+			b.Fatal("no records")
+		}
+		os.RemoveAll(filepath.Join(dir, fmt.Sprintf("out%d", i)))
+	}
+}
+
+// BenchmarkIngestSource compares ingest of the same dump from the local
+// disk, from an S3 server on loopback (gofakes3), and from a loopback Hub
+// (downloaded into the run's cache, then read).
+func BenchmarkIngestSource(b *testing.B) {
+	dump := benchDump(30000)
+	dir := b.TempDir()
+	local := filepath.Join(dir, "xlam.jsonl")
+	if err := os.WriteFile(local, dump, 0o644); err != nil {
+		b.Fatal(err)
+	}
+	b.Run("local", func(b *testing.B) { benchIngest(b, local, len(dump), "") })
+
+	be := s3mem.New()
+	be.CreateBucket("dumps")
+	srv := httptest.NewServer(gofakes3.New(be).Server())
+	defer srv.Close()
+	b.Setenv("AWS_ACCESS_KEY_ID", "bench")
+	b.Setenv("AWS_SECRET_ACCESS_KEY", "bench")
+	c, err := minio.New(srv.Listener.Addr().String(), &minio.Options{Creds: credentials.NewStaticV4("bench", "bench", ""), Region: "us-east-1"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if _, err := c.PutObject(context.Background(), "dumps", "xlam.jsonl", bytes.NewReader(dump), int64(len(dump)), minio.PutObjectOptions{}); err != nil {
+		b.Fatal(err)
+	}
+	b.Run("s3", func(b *testing.B) {
+		benchIngest(b, "s3://dumps/xlam.jsonl", len(dump), fmt.Sprintf("storage: {s3: {endpoint: %q, region: us-east-1}}\n", srv.URL))
+	})
+
+	hub := fakehub.New()
+	defer hub.Close()
+	hub.Commit("org/bench", "main", map[string][]byte{"xlam.jsonl": dump})
+	b.Setenv("HF_ENDPOINT", hub.URL)
+	b.Run("hub", func(b *testing.B) { benchIngest(b, "hf://datasets/org/bench/xlam.jsonl", len(dump), "") })
+}
