@@ -27,8 +27,8 @@ import (
 //     (LFS) one, whose headers X-Linked-Size and X-Linked-Etag give the
 //     file's size and SHA-256. Range requests are honoured.
 //   - HF_ENDPOINT replaces https://huggingface.co (a mirror); HF_TOKEN,
-//     when set, is sent as a bearer token (to the Hub's host only: the HTTP
-//     client drops it on a redirect to another host).
+//     when set, is sent as a bearer token, to the Hub's host only (it is
+//     dropped on a redirect to another host, such as the CDN).
 
 const defaultHubEndpoint = "https://huggingface.co"
 
@@ -54,7 +54,17 @@ func newHub(o Options) *hub {
 	return &hub{
 		endpoint: ep,
 		token:    o.Getenv("HF_TOKEN"),
-		follow:   &http.Client{Transport: o.Transport},
+		follow: &http.Client{Transport: o.Transport, CheckRedirect: func(req *http.Request, via []*http.Request) error {
+			if len(via) >= 10 {
+				return errors.New("stopped after 10 redirects")
+			}
+			// The token is for the Hub: not for the CDN host a file
+			// redirects to (Go would keep it for a subdomain).
+			if req.URL.Host != via[0].URL.Host {
+				req.Header.Del("Authorization")
+			}
+			return nil
+		}},
 		noFollow: &http.Client{Transport: o.Transport, CheckRedirect: func(*http.Request, []*http.Request) error {
 			return http.ErrUseLastResponse
 		}},

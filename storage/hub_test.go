@@ -133,7 +133,7 @@ func TestHubTokenAndErrors(t *testing.T) {
 	hub := fakehub.New()
 	defer hub.Close()
 	hub.Token = "hf_secret"
-	hub.Commit("o/private", "main", map[string][]byte{"x.jsonl": []byte("{}\n")})
+	hub.Commit("o/private", "main", map[string][]byte{"x.jsonl": []byte("{}\n"), "big.jsonl.gz": gz(t, []byte("{}\n"))})
 	ctx := context.Background()
 
 	_, err := hubOpener(t, hub, nil).Stat(ctx, "hf://datasets/o/private/x.jsonl")
@@ -156,10 +156,24 @@ func TestHubTokenAndErrors(t *testing.T) {
 	if _, err := o.Stat(ctx, "hf://datasets/o/private/x.jsonl@nobranch"); !errors.As(err, &nf) || !strings.Contains(err.Error(), `revision "nobranch" not found`) {
 		t.Errorf("missing revision: %v", err)
 	}
+	o.SetCache(cacheRoot(t))
+	if got, _ := readAll(t, o, "hf://datasets/o/private/big.jsonl.gz"); got != "{}\n" {
+		t.Errorf("LFS file with the token: read %q", got)
+	}
+	cdn := 0
 	for _, r := range hub.Requests() {
 		if strings.Contains(r.Path, "secret") {
 			t.Errorf("the token leaked into a URL: %s", r.Path)
 		}
+		if strings.HasPrefix(r.Path, "/cdn/") {
+			cdn++
+			if r.Auth {
+				t.Errorf("the token was sent to the CDN host: %+v", r)
+			}
+		}
+	}
+	if cdn == 0 {
+		t.Error("no CDN request made")
 	}
 }
 

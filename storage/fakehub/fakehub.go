@@ -3,7 +3,7 @@
 // URLs that serve small files directly and redirect large (LFS) ones to a
 // CDN path with X-Linked-Size/X-Linked-Etag, ETags, Range requests, 401
 // without the token when one is required, and a way to cut a download off
-// in the middle.
+// in the middle. The CDN answers on a second port, so it is another host.
 package fakehub
 
 import (
@@ -32,6 +32,9 @@ type Request struct {
 // Server is the fake Hub. Its zero value is not usable: call New.
 type Server struct {
 	*httptest.Server
+	// CDN serves the LFS files the resolve URLs redirect to, on a host of
+	// its own (another port), as the real CDN is another host.
+	CDN *httptest.Server
 	// Token, when set, is required as "Bearer <Token>" by the API and the
 	// resolve URLs (the CDN paths need none, as signed URLs).
 	Token string
@@ -50,7 +53,14 @@ func New() *Server {
 	s := &Server{branches: map[string]map[string]string{}, trees: map[string]map[string]map[string]string{},
 		blobs: map[string][]byte{}, lfs: map[string]bool{}, cut: map[string]int64{}}
 	s.Server = httptest.NewServer(http.HandlerFunc(s.serve))
+	s.CDN = httptest.NewServer(http.HandlerFunc(s.serve))
 	return s
+}
+
+// Close stops both servers.
+func (s *Server) Close() {
+	s.Server.Close()
+	s.CDN.Close()
 }
 
 // Commit adds a commit to repo ("owner/name") holding files (path →
@@ -183,7 +193,7 @@ func (s *Server) resolve(w http.ResponseWriter, r *http.Request, repo, rev, file
 		w.Header().Set("X-Linked-Size", strconv.Itoa(len(body)))
 		w.Header().Set("X-Linked-Etag", `"`+key+`"`)
 		w.Header().Set("ETag", `"`+key+`"`)
-		w.Header().Set("Location", s.URL+"/cdn/"+key)
+		w.Header().Set("Location", s.CDN.URL+"/cdn/"+key)
 		w.WriteHeader(http.StatusFound)
 		return
 	}
