@@ -292,6 +292,20 @@ func TestRemoteSourcesIngestLikeLocalFiles(t *testing.T) {
 		}
 	})
 
+	t.Run("hub check", func(t *testing.T) {
+		// check previews remote sources (main now has the 16 rows of the
+		// moved branch) and writes nothing.
+		stdout, _ := e2eMustRun(t, dir, "check", "-set", "output.dir=out-hubcheck", "hub.yaml")
+		for _, want := range []string{"xlam ", "toolace ", "glaive ", "previewed on record xlam:0; about 16 records"} {
+			if !strings.Contains(stdout, want) {
+				t.Errorf("check output lacks %q:\n%s", want, stdout)
+			}
+		}
+		if _, err := os.Stat(filepath.Join(dir, "out-hubcheck")); err == nil {
+			t.Error("check wrote an output dir")
+		}
+	})
+
 	t.Run("hub parquet conversion", func(t *testing.T) {
 		rev := "@refs/convert/parquet"
 		got := ingestFiles(t, remoteRun(t, dir, "hubpq", [3]string{"hf://datasets/org/tools/default/xlam/0000.parquet" + rev,
