@@ -97,22 +97,35 @@ func (r *Runner) openSourcesCache() error {
 }
 
 // sourceSum returns the SHA-256 of a source's stored bytes, for deciding
-// whether its earlier shards are still current. A remote source pinned
-// exactly as in the earlier run (same Hub commit, same S3 ETag) keeps the
-// recorded hash without being read again; anything else is read and
-// hashed.
+// whether its earlier shards are still current, or "" when it is cheaper to
+// hash the dump while ingesting it. Local files are hashed. For a remote
+// source, in order: the hash the store states (Hub LFS files: no download);
+// the recorded hash when the source is pinned exactly as in the earlier run
+// (same Hub commit, same S3 ETag); a Hub file's hash after downloading it
+// into the cache (ingest then reads the cached copy); for an S3 object that
+// changed, "" (it is read once, by ingest).
 func (r *Runner) sourceSum(ctx context.Context, p string, prev []manifests.Shard) (string, error) {
-	if !storage.IsRemote(p) {
+	loc, err := storage.Parse(p)
+	if err != nil {
+		return "", err
+	}
+	if loc.Kind == storage.Local {
 		return manifests.HashFile(p)
 	}
 	info, err := r.src.Stat(ctx, p)
 	if err != nil {
 		return "", err
 	}
+	if sum := info.StatedSHA256(); sum != "" {
+		return sum, nil
+	}
 	if len(prev) > 0 && len(prev[0].Inputs) == 1 {
 		if in := prev[0].Inputs[0]; in.Source == info.Pin && in.SHA256 != "" {
 			return in.SHA256, nil
 		}
+	}
+	if loc.Kind == storage.S3 {
+		return "", nil
 	}
 	rd, err := r.src.Open(ctx, p)
 	if err != nil {

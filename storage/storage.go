@@ -91,6 +91,11 @@ type Info struct {
 	hubURL        string // Hub: the resolve URL at the pinned commit
 }
 
+// StatedSHA256 is the SHA-256 of the stored bytes as the store states it
+// (the Hub, for LFS files), hex, or "" when it states none. A download is
+// checked against it.
+func (i Info) StatedSHA256() string { return i.sha256 }
+
 // A NotFoundError says a source does not exist.
 type NotFoundError struct{ Loc, Detail string }
 

@@ -9,6 +9,8 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"net/http/httptest"
@@ -341,6 +343,26 @@ func TestRemoteSourcesIngestLikeLocalFiles(t *testing.T) {
 		paths := [3]string{"s3://dumps/v1/xlam.jsonl.gz", "s3://dumps/v1/toolace.parquet", "s3://dumps/v1/glaive.json.zst"}
 		got := ingestFiles(t, remoteRun(t, dir, "s3", paths, fmt.Sprintf("storage: {s3: {endpoint: %q}}\n", srv.URL)))
 		sameIngest(t, "s3", want, got)
+		// Again: every object has the ETag pinned last time, nothing is
+		// read; a replaced object is read again.
+		if _, stderr := e2eMustRun(t, dir, "run", "s3.yaml"); strings.Count(stderr, "skip source") != 3 {
+			t.Errorf("rerun did not skip the 3 sources:\n%s", stderr)
+		}
+		var regz bytes.Buffer // the same rows, compressed otherwise
+		zw, _ := gzip.NewWriterLevel(&regz, gzip.BestSpeed)
+		zw.Write(files["xlam.jsonl"])
+		zw.Close()
+		if _, err := c.PutObject(context.Background(), "dumps", "v1/xlam.jsonl.gz", bytes.NewReader(regz.Bytes()), int64(regz.Len()), minio.PutObjectOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if _, stderr := e2eMustRun(t, dir, "run", "s3.yaml"); strings.Count(stderr, "skip source") != 2 {
+			t.Errorf("after replacing one object, want 2 sources skipped:\n%s", stderr)
+		}
+		m := e2eManifest(t, filepath.Join(dir, "out-s3"), "00-ingest")
+		if sh, _ := m.Shard("xlam-00000"); sh.Inputs[0].SHA256 != sha256Hex(regz.Bytes()) || !strings.HasPrefix(sh.Inputs[0].Source, "s3://dumps/v1/xlam.jsonl.gz#etag=") {
+			t.Errorf("replaced object recorded as %+v", sh.Inputs[0])
+		}
+		sameIngest(t, "s3 after replacing an object with the same rows", want, ingestFiles(t, filepath.Join(dir, "out-s3")))
 		// The endpoint may come from the environment instead.
 		t.Setenv("AWS_ENDPOINT_URL", srv.URL)
 		got = ingestFiles(t, remoteRun(t, dir, "s3env", paths, ""))
@@ -358,4 +380,9 @@ func TestRemoteSourcesIngestLikeLocalFiles(t *testing.T) {
 			t.Errorf("gs://: exit %d, stderr:\n%s", code, stderr)
 		}
 	})
+}
+
+func sha256Hex(b []byte) string {
+	s := sha256.Sum256(b)
+	return hex.EncodeToString(s[:])
 }
