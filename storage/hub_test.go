@@ -65,7 +65,7 @@ func count(reqs []fakehub.Request, f func(fakehub.Request) bool) int {
 	return n
 }
 
-func gz(t *testing.T, b []byte) []byte {
+func gz(t testing.TB, b []byte) []byte {
 	var buf bytes.Buffer
 	w := gzip.NewWriter(&buf)
 	w.Write(b)

@@ -5,21 +5,24 @@ import (
 	"context"
 	"errors"
 	"io"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/johannesboyne/gofakes3"
 	"github.com/johannesboyne/gofakes3/backend/s3mem"
 	"github.com/klauspost/compress/zstd"
-	"github.com/minio/minio-go/v7"
 )
 
 // s3Server starts gofakes3 on loopback with a bucket "data" and returns an
-// Opener configured for it through storage.s3.endpoint.
-func s3Server(t testing.TB) (*httptest.Server, *Opener) {
+// Opener configured for it through storage.s3.endpoint, and a function that
+// stores an object (straight into the server's backend: minio-go uploads
+// large objects with a chunked encoding gofakes3 v1.2.0 stores as is).
+func s3Server(t testing.TB) (*httptest.Server, *Opener, func(key string, b []byte)) {
 	t.Helper()
 	be := s3mem.New()
 	if err := be.CreateBucket("data"); err != nil {
@@ -31,18 +34,13 @@ func s3Server(t testing.TB) (*httptest.Server, *Opener) {
 	t.Setenv("AWS_ACCESS_KEY_ID", "test-key")
 	t.Setenv("AWS_SECRET_ACCESS_KEY", "test-secret")
 	o := New(Options{S3: S3Config{Endpoint: srv.URL, Region: "us-east-1"}, Getenv: func(string) string { return "" }})
-	return srv, o
-}
-
-func put(t testing.TB, o *Opener, key string, b []byte) {
-	t.Helper()
-	c, err := o.s3Client()
-	if err != nil {
-		t.Fatal(err)
+	put := func(key string, b []byte) {
+		t.Helper()
+		if _, err := be.PutObject("data", key, map[string]string{"Last-Modified": time.Now().UTC().Format(http.TimeFormat)}, bytes.NewReader(b), int64(len(b)), nil); err != nil {
+			t.Fatal(err)
+		}
 	}
-	if _, err := c.PutObject(context.Background(), "data", key, bytes.NewReader(b), int64(len(b)), minio.PutObjectOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	return srv, o, put
 }
 
 func zst(t testing.TB, b []byte) []byte {
@@ -54,13 +52,13 @@ func zst(t testing.TB, b []byte) []byte {
 }
 
 func TestS3Sources(t *testing.T) {
-	_, o := s3Server(t)
+	_, o, put := s3Server(t)
 	jsonl := []byte(`{"id":1,"query":"q","answers":"[]","tools":"[]"}` + "\n" + `{"id":2,"query":"r","answers":"[]","tools":"[]"}` + "\n")
-	put(t, o, "dumps/x.jsonl", jsonl)
-	put(t, o, "dumps/x.jsonl.gz", gz(t, jsonl))
-	put(t, o, "dumps/x.jsonl.zst", zst(t, jsonl))
-	put(t, o, "dumps/x.parquet", writeParquet(t, []xlamRow{{1, "q", "[]", "[]"}, {2, "r", "[]", "[]"}}))
-	put(t, o, "dumps/x.parquet.gz", gz(t, writeParquet(t, []xlamRow{{1, "q", "[]", "[]"}, {2, "r", "[]", "[]"}})))
+	put("dumps/x.jsonl", jsonl)
+	put("dumps/x.jsonl.gz", gz(t, jsonl))
+	put("dumps/x.jsonl.zst", zst(t, jsonl))
+	put("dumps/x.parquet", writeParquet(t, []xlamRow{{1, "q", "[]", "[]"}, {2, "r", "[]", "[]"}}))
+	put("dumps/x.parquet.gz", gz(t, writeParquet(t, []xlamRow{{1, "q", "[]", "[]"}, {2, "r", "[]", "[]"}})))
 	for _, withCache := range []bool{false, true} {
 		if withCache {
 			o.SetCache(cacheRoot(t))
@@ -78,7 +76,7 @@ func TestS3Sources(t *testing.T) {
 }
 
 func TestS3Errors(t *testing.T) {
-	_, o := s3Server(t)
+	_, o, _ := s3Server(t)
 	ctx := context.Background()
 	var nf *NotFoundError
 	if _, err := o.Stat(ctx, "s3://data/missing.jsonl"); !errors.As(err, &nf) || !strings.Contains(err.Error(), "no such object") {
@@ -101,14 +99,14 @@ func TestS3Errors(t *testing.T) {
 // An object replaced after it was checked is not read half old, half new:
 // the read is bound to the ETag the run pinned.
 func TestS3ReadIsPinnedToETag(t *testing.T) {
-	_, o := s3Server(t)
-	put(t, o, "x.jsonl", []byte("{\"v\":1}\n"))
+	_, o, put := s3Server(t)
+	put("x.jsonl", []byte("{\"v\":1}\n"))
 	ctx := context.Background()
 	info, err := o.Stat(ctx, "s3://data/x.jsonl")
 	if err != nil {
 		t.Fatal(err)
 	}
-	put(t, o, "x.jsonl", []byte("{\"v\":2}\n"))
+	put("x.jsonl", []byte("{\"v\":2}\n"))
 	loc, _ := Parse("s3://data/x.jsonl")
 	r, err := o.openS3(ctx, loc, info)
 	if err == nil {
@@ -122,8 +120,8 @@ func TestS3ReadIsPinnedToETag(t *testing.T) {
 
 // The endpoint may come from AWS_ENDPOINT_URL as with the AWS tools.
 func TestS3EndpointFromEnvironment(t *testing.T) {
-	srv, o := s3Server(t)
-	put(t, o, "x.jsonl", []byte("{}\n"))
+	srv, _, put := s3Server(t)
+	put("x.jsonl", []byte("{}\n"))
 	env := map[string]string{"AWS_ENDPOINT_URL": srv.URL, "AWS_REGION": "us-east-1"}
 	o2 := New(Options{Getenv: func(k string) string { return env[k] }})
 	if got, _ := readAll(t, o2, "s3://data/x.jsonl"); got != "{}\n" {
@@ -133,8 +131,8 @@ func TestS3EndpointFromEnvironment(t *testing.T) {
 
 // Spooled Parquet files are removed when the reader is closed.
 func TestS3ParquetSpoolRemoved(t *testing.T) {
-	_, o := s3Server(t)
-	put(t, o, "x.parquet", writeParquet(t, []xlamRow{{ID: 1}}))
+	_, o, put := s3Server(t)
+	put("x.parquet", writeParquet(t, []xlamRow{{ID: 1}}))
 	cache := cacheRoot(t)
 	o.SetCache(cache)
 	readAll(t, o, "s3://data/x.parquet")
