@@ -82,6 +82,7 @@ type StageSpec struct {
 
 	// Stage types, one field each (see types).
 	Sample         *SampleConfig         `yaml:"sample,omitempty"`
+	Dedup          *DedupConfig          `yaml:"dedup,omitempty"`
 	MetaTool       *MetaToolConfig       `yaml:"meta_tool,omitempty"`
 	Noise          *NoiseConfig          `yaml:"noise,omitempty"`
 	Reason         *ReasonConfig         `yaml:"reason,omitempty"`
@@ -113,6 +114,7 @@ type stageConfig interface {
 func (s *StageSpec) types() []namedConfig {
 	return []namedConfig{
 		{"sample", s.Sample},
+		{"dedup", s.Dedup},
 		{"meta_tool", s.MetaTool},
 		{"noise", s.Noise},
 		{"reason", s.Reason},
