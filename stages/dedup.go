@@ -39,7 +39,9 @@ import (
 //     estimated similarity to a cluster member already in the bucket
 //     reaches the threshold.
 //
-// Clusters are the connected components of those pairs. The kept member of a
+// Clusters are the connected components of those pairs, so two members of
+// one cluster can be less similar than the threshold when others link them
+// (template repeats chain this way). The kept member of a
 // cluster is the one whose source comes first in prefer (sources not listed
 // come after the listed ones), then the one with the smallest hash of the
 // pipeline seed and its ID: the choice depends on neither input order, shard
@@ -584,8 +586,12 @@ func (d *deduper) Process(ctx context.Context, r *record.Record) ([]*record.Reco
 			return nil, Rejectf(ReasonDuplicate, "duplicate_of=%s (the same normalised %s)", keeper, strings.Join(d.cfg.Fields, " and "))
 		}
 		Count(ctx, "removed.near", 1)
-		return nil, Rejectf(ReasonNearDuplicate, "duplicate_of=%s (estimated Jaccard similarity %.2f of %s %d-grams of %s, threshold %.2f)",
-			keeper, float64(e.sim)/100, d.cfg.Shingle, d.cfg.NGram, strings.Join(d.cfg.Fields, " and "), d.cfg.Threshold)
+		via := ""
+		if float64(e.sim)/100 < d.cfg.Threshold {
+			via = ", joined through other members of the cluster"
+		}
+		return nil, Rejectf(ReasonNearDuplicate, "duplicate_of=%s (estimated Jaccard similarity %.2f of %s %d-grams of %s, threshold %.2f%s)",
+			keeper, float64(e.sim)/100, d.cfg.Shingle, d.cfg.NGram, strings.Join(d.cfg.Fields, " and "), d.cfg.Threshold, via)
 	}
 	if i, ok := slices.BinarySearchFunc(d.keepers, rk, func(e keeperEntry, k uint64) int { return cmp.Compare(e.rank, k) }); ok {
 		size := d.keepers[i].size
