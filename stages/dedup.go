@@ -215,10 +215,33 @@ type dedupTable struct {
 	rank  []uint64
 	exact []uint64 // 0: no text in the chosen fields
 	src   []uint16
-	sig   []byte // size bytes per record; all zero when hasSig is false
-	has   []bool // has a signature
+	sig   [][]byte // size bytes per record, in chunks of sigChunk records; zero for records without text
+	size  int
 	ids   []byte // IDs back to back
 	idEnd []uint32
+}
+
+// sigChunk is the number of signatures per allocation: the table grows by
+// whole chunks, so it holds no spare capacity beyond the last one.
+const sigChunk = 1 << 14
+
+func (t *dedupTable) appendSig(sig []byte) {
+	for len(sig) > 0 {
+		last := len(t.sig) - 1
+		if last < 0 || len(t.sig[last]) == cap(t.sig[last]) {
+			t.sig = append(t.sig, make([]byte, 0, sigChunk*t.size))
+			last++
+		}
+		n := min(len(sig), cap(t.sig[last])-len(t.sig[last]))
+		t.sig[last] = append(t.sig[last], sig[:n]...)
+		sig = sig[n:]
+	}
+}
+
+// sigOf returns record i's signature.
+func (t *dedupTable) sigOf(i int) []byte {
+	c, o := i/sigChunk, i%sigChunk*t.size
+	return t.sig[c][o : o+t.size]
 }
 
 func (t *dedupTable) id(i int) string {
@@ -241,12 +264,11 @@ type dedupSigned struct {
 	rank  []uint64
 	exact []uint64
 	sig   []byte
-	has   []bool
 }
 
 func (d *deduper) sign(b *dedupBatch, size int) *dedupSigned {
 	out := &dedupSigned{b: b, rank: make([]uint64, len(b.recs)), exact: make([]uint64, len(b.recs)),
-		sig: make([]byte, size*len(b.recs)), has: make([]bool, len(b.recs))}
+		sig: make([]byte, size*len(b.recs))}
 	w := &near.Words{Chars: d.mh != nil && d.mh.Shingle == near.ShingleChar}
 	var mins []uint64
 	for i, r := range b.recs {
@@ -260,7 +282,8 @@ func (d *deduper) sign(b *dedupBatch, size int) *dedupSigned {
 			out.exact[i] = 1
 		}
 		if d.mh != nil {
-			out.has[i], mins = d.mh.Sign(w, out.sig[i*size:(i+1)*size], mins)
+			// A text with a word has a shingle: the signature exists.
+			_, mins = d.mh.Sign(w, out.sig[i*size:(i+1)*size], mins)
 		}
 	}
 	return out
@@ -278,7 +301,7 @@ func (d *deduper) Plan(ctx context.Context, scan func(yield func(*record.Record)
 	if d.mh != nil {
 		size = d.mh.Size()
 	}
-	t := &dedupTable{}
+	t := &dedupTable{size: size}
 	sources := map[string]uint16{}
 	var srcNames []string
 
@@ -303,8 +326,9 @@ func (d *deduper) Plan(ctx context.Context, scan func(yield func(*record.Record)
 			t.rank = append(t.rank, s.rank...)
 			t.exact = append(t.exact, s.exact...)
 			t.src = append(t.src, s.b.src...)
-			t.sig = append(t.sig, s.sig...)
-			t.has = append(t.has, s.has...)
+			if size > 0 {
+				t.appendSig(s.sig)
+			}
 			for _, r := range s.b.recs {
 				t.ids = append(t.ids, r.ID...)
 				t.idEnd = append(t.idEnd, uint32(len(t.ids)))
@@ -350,10 +374,6 @@ func (d *deduper) Plan(ctx context.Context, scan func(yield func(*record.Record)
 // cluster groups the table's records and keeps the plan.
 func (d *deduper) cluster(t *dedupTable, srcNames []string) (string, error) {
 	n := len(t.rank)
-	size := 0
-	if d.mh != nil {
-		size = d.mh.Size()
-	}
 	// Preference of each source: its place in prefer, unlisted last.
 	prio := make([]int, len(srcNames))
 	for i, s := range srcNames {
@@ -396,7 +416,7 @@ func (d *deduper) cluster(t *dedupTable, srcNames []string) (string, error) {
 		}
 		return 0
 	}
-	sigOf := func(pos uint32) []byte { i := int(perm[pos]); return t.sig[i*size : (i+1)*size] }
+	sigOf := func(pos uint32) []byte { return t.sigOf(int(perm[pos])) }
 
 	parent := make([]int32, n)
 	for i := range parent {
@@ -472,7 +492,7 @@ func (d *deduper) cluster(t *dedupTable, srcNames []string) (string, error) {
 		for band := range d.mh.Bands {
 			entries = entries[:0]
 			for pos := range n {
-				if i := perm[pos]; t.has[i] {
+				if i := perm[pos]; t.exact[i] != 0 {
 					entries = append(entries, entry{key: d.mh.BandKey(sigOf(uint32(pos)), band), grp: group(i), pos: uint32(pos)})
 				}
 			}
@@ -514,7 +534,7 @@ func (d *deduper) cluster(t *dedupTable, srcNames []string) (string, error) {
 		switch {
 		case r.exact:
 			r.sim = 100
-		case t.has[ri] && t.has[pi]:
+		case d.mh != nil && t.exact[ri] != 0 && t.exact[pi] != 0:
 			r.sim = uint8(near.Similarity(sigOf(uint32(root)), sigOf(uint32(pos)))*100 + 0.5)
 		}
 		rem = append(rem, r)

@@ -6,9 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"os"
+	"runtime"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/augmentdata/augment/stages/near"
 	"github.com/augmentdata/augment/stages/record"
@@ -329,5 +333,97 @@ func TestSizeRange(t *testing.T) {
 		if got := sizeRange(n); got != want {
 			t.Errorf("sizeRange(%d) = %s, want %s", n, got, want)
 		}
+	}
+}
+
+// dedupStream yields n generated records, about one in ten a planted copy
+// (exact, reworded or reordered) of an earlier one, without holding them.
+func dedupStream(n int) func(yield func(*record.Record) error) error {
+	return func(yield func(*record.Record) error) error {
+		r := rand.New(rand.NewPCG(1, 1))
+		vocab := make([]string, 5000)
+		for i := range vocab {
+			vocab[i] = synthWord(r)
+		}
+		var recent []*record.Record
+		kinds := []string{plantExact, plantReworded, plantReordered}
+		for i := range n {
+			var rec *record.Record
+			if len(recent) > 0 && r.IntN(10) == 0 {
+				rec = plant(r, recent[r.IntN(len(recent))], kinds[i%3], "planted", i)
+			} else {
+				ws := make([]string, 30+r.IntN(16))
+				for j := range ws {
+					ws[j] = vocab[r.IntN(len(vocab))]
+				}
+				rec = &record.Record{ID: fmt.Sprintf("gen:%d", i), Source: "gen", Row: int64(i),
+					Messages: []record.Message{
+						{Role: record.RoleUser, Content: strings.Join(ws, " ")},
+						{Role: record.RoleAssistant, Calls: []record.Call{{Name: "lookup_" + vocab[r.IntN(len(vocab))],
+							Arguments: json.RawMessage(fmt.Sprintf(`{"alpha":%q,"beta":%d,"gamma":%q}`, vocab[r.IntN(len(vocab))], r.IntN(100000), vocab[r.IntN(len(vocab))]))}}},
+						{Role: record.RoleTool, Results: []record.Result{{Name: "lookup", Content: `{"ok":true}`}}},
+						{Role: record.RoleAssistant, Content: "Done."},
+					}}
+				if len(recent) < 1000 {
+					recent = append(recent, rec)
+				} else {
+					recent[r.IntN(len(recent))] = rec
+				}
+			}
+			if err := yield(rec); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+}
+
+// cpuTime is the CPU time the process used so far (user and system): on a
+// shared machine, records per CPU-second say more than records per second.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// BenchmarkDedup plans and processes generated records (AUGMENT_DEDUP_N,
+// default 1,000,000) and reports records/s over both and the live heap per
+// record at Plan's peak (signatures, hashes, IDs, sort entries).
+func BenchmarkDedup(b *testing.B) {
+	n := 1_000_000
+	if s := os.Getenv("AUGMENT_DEDUP_N"); s != "" {
+		fmt.Sscan(s, &n)
+	}
+	for b.Loop() {
+		var ms runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&ms)
+		base := ms.HeapAlloc
+		var peak uint64
+		dedupPeakHook = func() {
+			runtime.GC()
+			runtime.ReadMemStats(&ms)
+			peak = ms.HeapAlloc - base
+		}
+		d := buildDedup(b, DedupConfig{}, 1)
+		start, cpu0 := time.Now(), cpuTime()
+		if _, err := d.Plan(context.Background(), dedupStream(n)); err != nil {
+			b.Fatal(err)
+		}
+		dedupPeakHook = nil
+		removed := 0
+		err := dedupStream(n)(func(r *record.Record) error {
+			if _, err := d.Process(context.Background(), r); err != nil {
+				removed++
+			}
+			return nil
+		})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.ReportMetric(float64(n)/time.Since(start).Seconds(), "records/s")
+		b.ReportMetric(float64(n)/(cpuTime()-cpu0).Seconds(), "records/cpu-s")
+		b.ReportMetric(float64(peak)/float64(n), "peak-bytes/record")
+		b.ReportMetric(float64(removed), "removed")
 	}
 }

@@ -12,9 +12,9 @@ const (
 	ShingleChar = "char"
 )
 
-// A MinHash makes signatures of Bands×Rows one-byte values: for each of the
-// Bands×Rows hash functions, the minimum over the text's shingles, of which
-// one byte is kept (b-bit MinHash with b = 8). A byte is enough to estimate
+// A MinHash makes signatures of Bands×Rows one-byte values: for each of
+// Bands×Rows hash functions (simulated, see Sign), the minimum over the
+// text's shingles, of which one byte is kept (b-bit MinHash with b = 8). A byte is enough to estimate
 // Jaccard similarity (two signatures agree on a position with probability
 // J + (1-J)/256, corrected for in Similarity) and keeps a signature at
 // Bands×Rows bytes; the Rows bytes of a band are its LSH key. Two texts become
@@ -29,7 +29,7 @@ type MinHash struct {
 	Bands   int
 	Rows    int // at most 8: a band's key is one uint64
 
-	a, b []uint64 // the hash functions x ↦ a·x + b (mod 2⁶⁴), a odd
+	seed uint64 // of the one hash function
 }
 
 // NewMinHash returns the MinHash of the given shape; seed picks its hash
@@ -43,17 +43,7 @@ func NewMinHash(shingle string, n, bands, rows int, seed uint64) (*MinHash, erro
 	case bands < 1 || rows < 1 || rows > 8:
 		return nil, fmt.Errorf("%d bands of %d rows: want bands ≥ 1 and 1 ≤ rows ≤ 8", bands, rows)
 	}
-	m := &MinHash{Shingle: shingle, N: n, Bands: bands, Rows: rows}
-	k := bands * rows
-	m.a, m.b = make([]uint64, k), make([]uint64, k)
-	s := Mix(seed ^ 0x6d696e68617368) // "minhash"
-	for i := range k {
-		s = Mix(s + 0x9e3779b97f4a7c15)
-		m.a[i] = s | 1
-		s = Mix(s + 0x9e3779b97f4a7c15)
-		m.b[i] = s
-	}
-	return m, nil
+	return &MinHash{Shingle: shingle, N: n, Bands: bands, Rows: rows, seed: Mix(seed ^ 0x6d696e68617368)}, nil // "minhash"
 }
 
 // Size is the length of a signature in bytes.
@@ -101,6 +91,14 @@ func (m *MinHash) Shingles(w *Words, fn func(uint64)) {
 // Sign writes the signature of w into sig (Size bytes) and reports whether
 // w had any shingle; an empty text has no signature. mins is scratch space
 // of Size values (allocated when too short) and is returned for reuse.
+//
+// The K = Size hash functions are simulated by one-permutation hashing with
+// optimal densification (Li, Owen & Zhang 2012; Shrivastava 2017): each
+// shingle is hashed once, its hash picks one of K bins and the bin keeps its
+// minimum; an empty bin (a text with few shingles) copies the bin found by
+// probing a fixed sequence of bins, the same for every text. The agreement
+// of two signatures on a bin estimates Jaccard similarity as K separate
+// minima would, at the cost of one hash per shingle instead of K.
 func (m *MinHash) Sign(w *Words, sig []byte, mins []uint64) (bool, []uint64) {
 	k := m.Size()
 	if cap(mins) < k {
@@ -111,30 +109,34 @@ func (m *MinHash) Sign(w *Words, sig []byte, mins []uint64) (bool, []uint64) {
 		mins[i] = math.MaxUint64
 	}
 	some := false
-	a, b := m.a[:len(mins)], m.b[:len(mins)]
+	seed := m.seed
 	m.Shingles(w, func(x uint64) {
 		some = true
-		m.update(mins, a, b, x)
+		v := Mix(x ^ seed)
+		bin := (v >> 32) * uint64(k) >> 32
+		if low := v & 0xffffffff; low < mins[bin] {
+			mins[bin] = low
+		}
 	})
 	if !some {
 		return false, mins
 	}
-	// The minimum is decided by the high bits; bits 32–39 are as good as
-	// uniform and equal whenever the minimising shingle is the same.
 	for i, v := range mins {
-		sig[i] = byte(v >> 32)
-	}
-	return true, mins
-}
-
-// update folds shingle x into the minima.
-func (m *MinHash) update(mins, a, b []uint64, x uint64) {
-	a, b = a[:len(mins)], b[:len(mins)]
-	for i := range mins {
-		if v := a[i]*x + b[i]; v < mins[i] {
-			mins[i] = v
+		if v != math.MaxUint64 {
+			sig[i] = byte(v)
+			continue
+		}
+		// Optimal densification: probe bins in an order fixed by (seed,
+		// i, attempt) until a filled one; one exists since some is true.
+		for attempt := uint64(1); ; attempt++ {
+			j := (Mix(seed^uint64(i)<<32^attempt) >> 32) * uint64(k) >> 32
+			if mins[j] != math.MaxUint64 {
+				sig[i] = byte(mins[j])
+				break
+			}
 		}
 	}
+	return true, mins
 }
 
 // BandKey is the LSH key of band i of sig: its Rows bytes.
