@@ -152,6 +152,8 @@ type benchIndex struct {
 	items []indexedItem
 	grams map[uint64][]int32 // n-gram → items holding it (each item once)
 	exact map[uint64][]int32 // exact key → items
+	// anyCalls: some item has calls, so records' calls are worth reading.
+	anyCalls bool
 }
 
 type indexedItem struct {
@@ -201,6 +203,7 @@ func (ix *benchIndex) add(bench string, it benchItem) {
 	})
 	item := indexedItem{bench: bench, id: it.ID, grams: int32(len(seen)), withCalls: len(it.Calls) > 0}
 	ix.items = append(ix.items, item)
+	ix.anyCalls = ix.anyCalls || item.withCalls
 	if w.Len() > 0 {
 		ix.exact[exactKey(w.Sum(), it.Calls)] = append(ix.exact[exactKey(w.Sum(), it.Calls)], k)
 	}
@@ -239,14 +242,19 @@ func (ix *benchIndex) hits(r *record.Record) []benchHit {
 
 // match finds the items hit by a record whose compared words are hs.
 func (ix *benchIndex) match(hs []uint64, r *record.Record) []benchHit {
-	shared := map[int32]int{}
-	seen := map[uint64]bool{}
+	// Most n-grams hit nothing: keep only those that do, once each.
+	var hitGrams []uint64
+	var shared map[int32]int
 	near.NGrams(hs, ix.n, func(g uint64) {
-		if seen[g] {
+		items := ix.grams[g]
+		if len(items) == 0 || slices.Contains(hitGrams, g) {
 			return
 		}
-		seen[g] = true
-		for _, k := range ix.grams[g] {
+		hitGrams = append(hitGrams, g)
+		if shared == nil {
+			shared = map[int32]int{}
+		}
+		for _, k := range items {
 			shared[k]++
 		}
 	})
@@ -271,7 +279,7 @@ func (ix *benchIndex) match(hs []uint64, r *record.Record) []benchHit {
 			}
 		}
 		keys := []uint64{user}
-		if len(calls) > 0 {
+		if len(calls) > 0 && ix.anyCalls {
 			keys = append(keys, exactKey(user, calls))
 		}
 		for _, key := range keys {

@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/augmentdata/augment/stages/record"
 )
@@ -266,5 +267,35 @@ func TestDecontaminateConfig(t *testing.T) {
 	c.Benchmarks[0].Path = "missing.txt"
 	if _, err := c.build(&Env{Dir: dir}); err == nil {
 		t.Error("a missing benchmark file must fail the build")
+	}
+}
+
+// BenchmarkDecontaminate checks generated records against a generated
+// 10,000-item BFCL file, on one goroutine (the runner spreads records over
+// the CPUs).
+func BenchmarkDecontaminate(b *testing.B) {
+	r := rand.New(rand.NewPCG(5, 6))
+	var lines []string
+	for i := range 10000 {
+		ws := make([]string, 15+r.IntN(30))
+		for j := range ws {
+			ws[j] = synthWord(r)
+		}
+		lines = append(lines, bfclLine(fmt.Sprintf("simple_%d", i), strings.Join(ws, " ")))
+	}
+	dir := b.TempDir()
+	os.WriteFile(filepath.Join(dir, "bfcl.json"), []byte(strings.Join(lines, "\n")), 0o644)
+	ix := buildDecon(b, DecontaminateConfig{Benchmarks: []BenchmarkFile{{Name: "bfcl", Path: "bfcl.json", Format: BenchBFCL}}}, dir)
+	const n = 100_000
+	var recs []*record.Record
+	dedupStream(n)(func(r *record.Record) error { recs = append(recs, r); return nil })
+	b.ResetTimer()
+	for b.Loop() {
+		start, cpu0 := time.Now(), cpuTime()
+		for _, r := range recs {
+			ix.Process(context.Background(), r)
+		}
+		b.ReportMetric(float64(n)/time.Since(start).Seconds(), "records/s")
+		b.ReportMetric(float64(n)/(cpuTime()-cpu0).Seconds(), "records/cpu-s")
 	}
 }
