@@ -1,0 +1,340 @@
+// Package hftok counts tokens with a Hugging Face tokenizer.json of the
+// byte-level BPE family (GPT-2 style: Llama 3 and 3.1, Qwen 2 and 2.5,
+// Qwen 3, Mistral's Tekken-less BPE models …), read from a local file, so
+// that lengths are the student model's and not an approximation.
+//
+// Supported pieces of a tokenizer.json (anything else is an error at Load,
+// never a silent miscount):
+//
+//   - normalizer: null or NFC;
+//   - pre_tokenizer: ByteLevel (with or without its own GPT-2 regex), or a
+//     Sequence of Split (a regex pattern, behavior Isolated, not inverted)
+//     then ByteLevel without regex;
+//   - model: BPE over the byte-level alphabet, merges as "a b" strings or
+//     [a, b] pairs, ignore_merges (a piece that is a whole vocabulary entry
+//     is one token, as Llama 3's tokenizer does);
+//   - added_tokens: matched in the text before anything else, each one
+//     token (as the tokenizers library does by default).
+//
+// Post-processors (BOS and EOS) are not applied: Count counts text, and the
+// chat template's own tokens are the caller's business (see verify).
+package hftok
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/dlclark/regexp2/v2"
+	"golang.org/x/text/unicode/norm"
+)
+
+// gpt2Pattern is the split of a ByteLevel pre-tokenizer with use_regex.
+const gpt2Pattern = `'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+`
+
+// A Tokenizer counts tokens. It is safe for concurrent use.
+type Tokenizer struct {
+	nfc    bool
+	split  *regexp2.Regexp
+	vocab  map[string]int
+	ranks  map[string]int // "a\x00b" → merge rank
+	ignore bool           // ignore_merges
+	added  []string       // added token contents, longest first
+	first  [256]bool      // first bytes of added tokens
+
+	mu    sync.RWMutex
+	cache map[string]int // pre-tokenized piece → its token count
+}
+
+type fileJSON struct {
+	Normalizer   *struct{ Type string } `json:"normalizer"`
+	PreTokenizer *preJSON               `json:"pre_tokenizer"`
+	Model        struct {
+		Type         string            `json:"type"`
+		Vocab        map[string]int    `json:"vocab"`
+		Merges       []json.RawMessage `json:"merges"`
+		IgnoreMerges bool              `json:"ignore_merges"`
+		ByteFallback bool              `json:"byte_fallback"`
+	} `json:"model"`
+	AddedTokens []struct {
+		Content string `json:"content"`
+	} `json:"added_tokens"`
+}
+
+type preJSON struct {
+	Type          string    `json:"type"`
+	Pretokenizers []preJSON `json:"pretokenizers"`
+	Pattern       *struct {
+		Regex  *string `json:"Regex"`
+		String *string `json:"String"`
+	} `json:"pattern"`
+	Behavior       string `json:"behavior"`
+	Invert         bool   `json:"invert"`
+	UseRegex       *bool  `json:"use_regex"`
+	AddPrefixSpace bool   `json:"add_prefix_space"`
+}
+
+// Load reads a tokenizer.json.
+func Load(path string) (*Tokenizer, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	t, err := Parse(b)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return t, nil
+}
+
+// Parse reads a tokenizer.json already in memory.
+func Parse(b []byte) (*Tokenizer, error) {
+	var f fileJSON
+	if err := json.Unmarshal(b, &f); err != nil {
+		return nil, err
+	}
+	t := &Tokenizer{vocab: f.Model.Vocab, ignore: f.Model.IgnoreMerges, cache: map[string]int{}}
+	if f.Normalizer != nil {
+		switch f.Normalizer.Type {
+		case "NFC":
+			t.nfc = true
+		default:
+			return nil, fmt.Errorf("normalizer %q is not supported (null or NFC)", f.Normalizer.Type)
+		}
+	}
+	if f.Model.Type != "BPE" {
+		return nil, fmt.Errorf("model type %q is not supported (BPE)", f.Model.Type)
+	}
+	if f.Model.ByteFallback {
+		return nil, errors.New("byte_fallback BPE (SentencePiece style) is not supported: only byte-level BPE")
+	}
+	pattern, err := splitPattern(f.PreTokenizer)
+	if err != nil {
+		return nil, err
+	}
+	if t.split, err = regexp2.Compile(pattern, regexp2.None); err != nil {
+		return nil, fmt.Errorf("pre_tokenizer pattern: %w", err)
+	}
+	t.ranks = make(map[string]int, len(f.Model.Merges))
+	for i, m := range f.Model.Merges {
+		var a, b string
+		var s string
+		var pair []string
+		switch {
+		case json.Unmarshal(m, &s) == nil:
+			var ok bool
+			if a, b, ok = strings.Cut(s, " "); !ok {
+				return nil, fmt.Errorf("merge %d %q: want two tokens", i, s)
+			}
+		case json.Unmarshal(m, &pair) == nil && len(pair) == 2:
+			a, b = pair[0], pair[1]
+		default:
+			return nil, fmt.Errorf("merge %d: want \"a b\" or [a, b]", i)
+		}
+		if _, dup := t.ranks[a+"\x00"+b]; !dup {
+			t.ranks[a+"\x00"+b] = i
+		}
+	}
+	for _, a := range f.AddedTokens {
+		if a.Content != "" {
+			t.added = append(t.added, a.Content)
+			t.first[a.Content[0]] = true
+		}
+	}
+	slices.SortFunc(t.added, func(x, y string) int { return len(y) - len(x) })
+	return t, nil
+}
+
+// splitPattern returns the regex the pre-tokenizer splits text with.
+func splitPattern(p *preJSON) (string, error) {
+	if p == nil {
+		return "", errors.New("no pre_tokenizer: not a byte-level BPE")
+	}
+	switch p.Type {
+	case "ByteLevel":
+		if p.AddPrefixSpace {
+			return "", errors.New("ByteLevel add_prefix_space is not supported")
+		}
+		if p.UseRegex == nil || *p.UseRegex {
+			return gpt2Pattern, nil
+		}
+		return "", errors.New("ByteLevel without regex and without a Split before it")
+	case "Sequence":
+		if len(p.Pretokenizers) == 2 && p.Pretokenizers[0].Type == "Split" && p.Pretokenizers[1].Type == "ByteLevel" {
+			s, bl := p.Pretokenizers[0], p.Pretokenizers[1]
+			if bl.AddPrefixSpace || (bl.UseRegex != nil && *bl.UseRegex) {
+				return "", errors.New("ByteLevel after Split must have use_regex false and no prefix space")
+			}
+			if s.Behavior != "Isolated" || s.Invert || s.Pattern == nil {
+				return "", fmt.Errorf("Split with behavior %q, invert %v is not supported", s.Behavior, s.Invert)
+			}
+			if s.Pattern.Regex != nil {
+				return *s.Pattern.Regex, nil
+			}
+			if s.Pattern.String != nil {
+				return regexp2.Escape(*s.Pattern.String), nil
+			}
+		}
+	}
+	return "", fmt.Errorf("pre_tokenizer %q is not supported (ByteLevel, or Split then ByteLevel)", p.Type)
+}
+
+// Count returns the number of tokens of text, without BOS or EOS.
+func (t *Tokenizer) Count(text string) int {
+	n := 0
+	t.eachSegment(text, func(seg string, added bool) {
+		if added {
+			n++
+			return
+		}
+		n += t.countText(seg)
+	})
+	return n
+}
+
+// Tokens returns the tokens of text, for tests and debugging.
+func (t *Tokenizer) Tokens(text string) []string {
+	var out []string
+	t.eachSegment(text, func(seg string, added bool) {
+		if added {
+			out = append(out, seg)
+			return
+		}
+		t.eachPiece(seg, func(p string) { out = append(out, t.bpe(p)...) })
+	})
+	return out
+}
+
+// ID returns the vocabulary ID of a token (added tokens included when they
+// are in the vocabulary).
+func (t *Tokenizer) ID(token string) (int, bool) {
+	id, ok := t.vocab[token]
+	return id, ok
+}
+
+// eachSegment splits text at added tokens (longest match first).
+func (t *Tokenizer) eachSegment(text string, fn func(seg string, added bool)) {
+	start := 0
+	for i := 0; i < len(text); i++ {
+		if !t.first[text[i]] {
+			continue
+		}
+		for _, a := range t.added {
+			if strings.HasPrefix(text[i:], a) {
+				if i > start {
+					fn(text[start:i], false)
+				}
+				fn(a, true)
+				i += len(a) - 1
+				start = i + 1
+				break
+			}
+		}
+	}
+	if start < len(text) {
+		fn(text[start:], false)
+	}
+}
+
+func (t *Tokenizer) countText(seg string) int {
+	n := 0
+	t.eachPiece(seg, func(p string) {
+		t.mu.RLock()
+		c, ok := t.cache[p]
+		t.mu.RUnlock()
+		if !ok {
+			c = len(t.bpe(p))
+			t.mu.Lock()
+			if len(t.cache) > 1<<20 {
+				t.cache = map[string]int{}
+			}
+			t.cache[p] = c
+			t.mu.Unlock()
+		}
+		n += c
+	})
+	return n
+}
+
+// eachPiece normalises seg and calls fn with each pre-tokenized piece in
+// the byte-level alphabet.
+func (t *Tokenizer) eachPiece(seg string, fn func(string)) {
+	if t.nfc {
+		seg = norm.NFC.String(seg)
+	}
+	runes := []rune(seg)
+	emit := func(a, b int) {
+		if a < b {
+			fn(byteLevel(string(runes[a:b])))
+		}
+	}
+	pos := 0
+	m, err := t.split.FindRunesMatch(runes)
+	for err == nil && m != nil {
+		emit(pos, m.RuneIndex) // a gap the pattern did not match is a piece too
+		emit(m.RuneIndex, m.RuneIndex+m.RuneLength)
+		pos = m.RuneIndex + m.RuneLength
+		m, err = t.split.FindNextMatch(m)
+	}
+	emit(pos, len(runes))
+}
+
+// byteToRune is GPT-2's reversible map of bytes to printable characters:
+// printable Latin-1 bytes map to themselves, the others to 256 upwards in
+// byte order.
+var byteToRune = func() [256]rune {
+	var m [256]rune
+	next := rune(256)
+	for b := range 256 {
+		if (b >= '!' && b <= '~') || (b >= 0xa1 && b <= 0xac) || (b >= 0xae && b <= 0xff) {
+			m[b] = rune(b)
+		} else {
+			m[b] = next
+			next++
+		}
+	}
+	return m
+}()
+
+func byteLevel(s string) string {
+	var sb strings.Builder
+	sb.Grow(2 * len(s))
+	for i := 0; i < len(s); i++ {
+		sb.WriteRune(byteToRune[s[i]])
+	}
+	return sb.String()
+}
+
+// bpe splits one byte-level piece into tokens: with ignore_merges a piece
+// in the vocabulary is one token; else, from single characters, the
+// adjacent pair of lowest merge rank (leftmost among equals) is merged
+// until no pair has a rank.
+func (t *Tokenizer) bpe(piece string) []string {
+	if t.ignore {
+		if _, ok := t.vocab[piece]; ok {
+			return []string{piece}
+		}
+	}
+	syms := make([]string, 0, len(piece))
+	for _, r := range piece {
+		syms = append(syms, string(r))
+	}
+	for len(syms) > 1 {
+		best, at := -1, -1
+		for i := 0; i+1 < len(syms); i++ {
+			if r, ok := t.ranks[syms[i]+"\x00"+syms[i+1]]; ok && (best < 0 || r < best) {
+				best, at = r, i
+			}
+		}
+		if at < 0 {
+			break
+		}
+		syms[at] += syms[at+1]
+		syms = slices.Delete(syms, at+1, at+2)
+	}
+	return syms
+}
