@@ -129,4 +129,3 @@ func recordTexts(r *record.Record) (string, []string) {
 	}
 	return system, texts
 }
-
