@@ -337,8 +337,9 @@ func TestSizeRange(t *testing.T) {
 }
 
 // dedupStream yields n generated records, about one in ten a planted copy
-// (exact, reworded or reordered) of an earlier one, without holding them.
-func dedupStream(n int) func(yield func(*record.Record) error) error {
+// (exact, reworded or reordered) of an earlier one, without holding them;
+// planted, when not nil, is set to the number of copies.
+func dedupStream(n int, planted *int) func(yield func(*record.Record) error) error {
 	return func(yield func(*record.Record) error) error {
 		r := rand.New(rand.NewPCG(1, 1))
 		vocab := make([]string, 5000)
@@ -350,7 +351,14 @@ func dedupStream(n int) func(yield func(*record.Record) error) error {
 		for i := range n {
 			var rec *record.Record
 			if len(recent) > 0 && r.IntN(10) == 0 {
-				rec = plant(r, recent[r.IntN(len(recent))], kinds[i%3], "planted", i)
+				k := r.IntN(len(recent))
+				rec = plant(r, recent[k], kinds[i%3], "planted", i)
+				// One copy per original, so every cluster is a pair and
+				// a perfect run removes exactly the planted count.
+				recent = slices.Delete(recent, k, k+1)
+				if planted != nil {
+					*planted++
+				}
 			} else {
 				ws := make([]string, 30+r.IntN(16))
 				for j := range ws {
@@ -407,12 +415,13 @@ func BenchmarkDedup(b *testing.B) {
 		}
 		d := buildDedup(b, DedupConfig{}, 1)
 		start, cpu0 := time.Now(), cpuTime()
-		if _, err := d.Plan(context.Background(), dedupStream(n)); err != nil {
+		planted := 0
+		if _, err := d.Plan(context.Background(), dedupStream(n, &planted)); err != nil {
 			b.Fatal(err)
 		}
 		dedupPeakHook = nil
 		removed := 0
-		err := dedupStream(n)(func(r *record.Record) error {
+		err := dedupStream(n, nil)(func(r *record.Record) error {
 			if _, err := d.Process(context.Background(), r); err != nil {
 				removed++
 			}
@@ -425,5 +434,6 @@ func BenchmarkDedup(b *testing.B) {
 		b.ReportMetric(float64(n)/(cpuTime()-cpu0).Seconds(), "records/cpu-s")
 		b.ReportMetric(float64(peak)/float64(n), "peak-bytes/record")
 		b.ReportMetric(float64(removed), "removed")
+		b.ReportMetric(float64(planted), "planted")
 	}
 }
