@@ -1,6 +1,7 @@
 package stages
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -8,7 +9,10 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/augmentdata/augment/manifests"
+	"github.com/augmentdata/augment/stages/record"
 	"github.com/augmentdata/augment/stages/shard"
 )
 
@@ -154,4 +158,72 @@ func TestRunCleanPlanted(t *testing.T) {
 			}
 		}
 	}
+}
+
+// BenchmarkDedupStage times the dedup stage in a real run: N generated
+// records (AUGMENT_DEDUP_STAGE_N, default 200,000; one in ten a planted
+// copy) are ingested from an xlam dump first, untimed; then the pipeline
+// with dedup runs, ingest up to date, so the time is dedup's: Plan's scan of
+// the Parquet shards, signing, clustering, and every shard read, filtered
+// and written again.
+func BenchmarkDedupStage(b *testing.B) {
+	n := 200_000
+	if s := os.Getenv("AUGMENT_DEDUP_STAGE_N"); s != "" {
+		fmt.Sscan(s, &n)
+	}
+	dir := b.TempDir()
+	f, err := os.Create(filepath.Join(dir, "gen.json"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	f.WriteString("[")
+	i := 0
+	err = dedupStream(n, nil)(func(r *record.Record) error {
+		c := r.Messages[1].Calls[0]
+		answers, _ := json.Marshal([]map[string]any{{"name": c.Name, "arguments": json.RawMessage(c.Arguments)}})
+		tools, _ := json.Marshal([]map[string]any{{"name": c.Name, "description": "Look something up.",
+			"parameters": map[string]any{"alpha": map[string]string{"type": "str"}, "beta": map[string]string{"type": "int"}, "gamma": map[string]string{"type": "str"}}}})
+		row, _ := json.Marshal(map[string]any{"id": i, "query": r.Messages[0].Content, "answers": string(answers), "tools": string(tools)})
+		if i > 0 {
+			f.WriteString(",\n")
+		}
+		i++
+		_, err := f.Write(row)
+		return err
+	})
+	f.WriteString("]\n")
+	if err != nil || f.Close() != nil {
+		b.Fatal(err)
+	}
+	base := "output: {dir: out, shard_size: 5000}\nsources:\n  - {name: gen, path: gen.json, format: xlam}\nstages:\n"
+	os.WriteFile(filepath.Join(dir, "pipeline.yaml"), []byte(base+"  - sample: {quotas: [{source: gen}]}\n"), 0o644)
+	runPipelineTB(b, filepath.Join(dir, "pipeline.yaml"))
+	for b.Loop() {
+		os.RemoveAll(filepath.Join(dir, "out", "01-dedup"))
+		os.WriteFile(filepath.Join(dir, "pipeline.yaml"), []byte(base+"  - dedup: {}\n"), 0o644)
+		start, cpu0 := time.Now(), cpuTime()
+		rep := runPipelineTB(b, filepath.Join(dir, "pipeline.yaml"))
+		b.ReportMetric(float64(n)/time.Since(start).Seconds(), "records/s")
+		b.ReportMetric(float64(n)/(cpuTime()-cpu0).Seconds(), "records/cpu-s")
+		b.ReportMetric(float64(manifests.Sum(rep.Stages[1].Counts.Rejected)), "removed")
+	}
+}
+
+// runPipelineTB is runPipeline for benchmarks.
+func runPipelineTB(tb testing.TB, path string) *Report {
+	tb.Helper()
+	p, err := Load(path)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	r, err := NewRunner(p, Options{Version: "test"})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer r.Close()
+	rep, err := r.Run(context.Background())
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return rep
 }

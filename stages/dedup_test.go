@@ -444,3 +444,17 @@ func BenchmarkDedup(b *testing.B) {
 		b.ReportMetric(float64(planted), "planted")
 	}
 }
+
+// FuzzCallText: the fast argument reader writes what encoding/json's path
+// writes, for any bytes.
+func FuzzCallText(f *testing.F) {
+	for _, s := range []string{`{"b":{"y":1,"x":[true,null]},"a":"v"}`, `{"a":"\u00e9\n","a":2}`, `[1, -2.5e3, "x"]`, `{"a":01}`, `{"a":"` + "\xff" + `"}`, `"s" x`, ` {} `, `{"k": [[[]]], "j": {}}`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, args []byte) {
+		c := record.Call{Name: "f", Arguments: args}
+		if fast, slow := callText(c), callTextSlow(c); fast != slow {
+			t.Fatalf("%q: fast %q, slow %q", args, fast, slow)
+		}
+	})
+}

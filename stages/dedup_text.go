@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/augmentdata/augment/stages/near"
 	"github.com/augmentdata/augment/stages/record"
@@ -103,17 +104,214 @@ func addRecordText(w *near.Words, r *record.Record, f textFields) {
 // they are.
 func callText(c record.Call) string {
 	var sb strings.Builder
+	sb.Grow(len(c.Name) + len(c.Arguments))
+	sb.WriteString(c.Name)
+	p := jsonText{data: c.Arguments}
+	if p.value(&sb) && p.end() {
+		return sb.String()
+	}
+	// Not JSON as far as the fast reader goes (it knows no deep nesting):
+	// encoding/json decides.
+	return callTextSlow(c)
+}
+
+// callTextSlow is callText through encoding/json.
+func callTextSlow(c record.Call) string {
+	var sb strings.Builder
 	sb.WriteString(c.Name)
 	dec := json.NewDecoder(bytes.NewReader(c.Arguments))
 	dec.UseNumber()
 	var v any
-	if err := dec.Decode(&v); err != nil {
+	if err := dec.Decode(&v); err != nil || dec.More() {
 		sb.WriteByte(' ')
 		sb.Write(c.Arguments)
 		return sb.String()
 	}
 	writeSorted(&sb, v)
 	return sb.String()
+}
+
+// jsonText writes a JSON value as callText does, without building it: a
+// small reader for the compact JSON of call arguments. It reports false
+// for anything it does not read exactly as encoding/json would (invalid
+// JSON, nesting deeper than 64), and the caller falls back.
+type jsonText struct {
+	data  []byte
+	i     int
+	depth int
+}
+
+func (p *jsonText) space() {
+	for p.i < len(p.data) && (p.data[p.i] == ' ' || p.data[p.i] == '\t' || p.data[p.i] == '\n' || p.data[p.i] == '\r') {
+		p.i++
+	}
+}
+
+func (p *jsonText) end() bool { p.space(); return p.i == len(p.data) }
+
+func (p *jsonText) value(sb *strings.Builder) bool {
+	p.space()
+	if p.i >= len(p.data) {
+		return false
+	}
+	switch c := p.data[p.i]; {
+	case c == '{':
+		return p.object(sb)
+	case c == '[':
+		return p.array(sb)
+	case c == '"':
+		s, ok := p.str()
+		if ok {
+			sb.WriteByte(' ')
+			sb.WriteString(s)
+		}
+		return ok
+	case c == 't' || c == 'f' || c == 'n':
+		for _, w := range []string{"true", "false", "null"} {
+			if strings.HasPrefix(string(p.data[p.i:min(len(p.data), p.i+5)]), w) {
+				p.i += len(w)
+				sb.WriteByte(' ')
+				sb.WriteString(w)
+				return true
+			}
+		}
+		return false
+	default:
+		start := p.i
+		for p.i < len(p.data) && strings.IndexByte("+-0123456789.eE", p.data[p.i]) >= 0 {
+			p.i++
+		}
+		num := p.data[start:p.i]
+		if len(num) == 0 || !json.Valid(num) {
+			return false
+		}
+		sb.WriteByte(' ')
+		sb.Write(num)
+		return true
+	}
+}
+
+// str reads a string; only strings with escapes go through encoding/json.
+func (p *jsonText) str() (string, bool) {
+	start := p.i
+	p.i++
+	escaped := false
+	for p.i < len(p.data) {
+		switch c := p.data[p.i]; {
+		case c == '\\':
+			escaped = true
+			p.i += 2
+			continue
+		case c == '"':
+			p.i++
+			raw := p.data[start:p.i]
+			if !escaped {
+				if !utf8.Valid(raw) {
+					return "", false // encoding/json would replace bad bytes
+				}
+				return string(raw[1 : len(raw)-1]), true
+			}
+			var s string
+			if json.Unmarshal(raw, &s) != nil {
+				return "", false
+			}
+			return s, true
+		case c < 0x20:
+			return "", false
+		}
+		p.i++
+	}
+	return "", false
+}
+
+func (p *jsonText) array(sb *strings.Builder) bool {
+	if p.depth++; p.depth > 64 {
+		return false
+	}
+	defer func() { p.depth-- }()
+	p.i++
+	p.space()
+	if p.i < len(p.data) && p.data[p.i] == ']' {
+		p.i++
+		return true
+	}
+	for {
+		if !p.value(sb) {
+			return false
+		}
+		p.space()
+		if p.i >= len(p.data) {
+			return false
+		}
+		switch p.data[p.i] {
+		case ',':
+			p.i++
+		case ']':
+			p.i++
+			return true
+		default:
+			return false
+		}
+	}
+}
+
+func (p *jsonText) object(sb *strings.Builder) bool {
+	if p.depth++; p.depth > 64 {
+		return false
+	}
+	defer func() { p.depth-- }()
+	p.i++
+	type member struct{ key, text string }
+	var members []member
+	p.space()
+	if p.i < len(p.data) && p.data[p.i] == '}' {
+		p.i++
+		return true
+	}
+	for {
+		p.space()
+		if p.i >= len(p.data) || p.data[p.i] != '"' {
+			return false
+		}
+		k, ok := p.str()
+		if !ok {
+			return false
+		}
+		p.space()
+		if p.i >= len(p.data) || p.data[p.i] != ':' {
+			return false
+		}
+		p.i++
+		var v strings.Builder
+		if !p.value(&v) {
+			return false
+		}
+		// A repeated key: encoding/json keeps the last value.
+		if j := slices.IndexFunc(members, func(m member) bool { return m.key == k }); j >= 0 {
+			members = slices.Delete(members, j, j+1)
+		}
+		members = append(members, member{k, v.String()})
+		p.space()
+		if p.i >= len(p.data) {
+			return false
+		}
+		if p.data[p.i] == ',' {
+			p.i++
+			continue
+		}
+		if p.data[p.i] != '}' {
+			return false
+		}
+		p.i++
+		break
+	}
+	slices.SortFunc(members, func(a, b member) int { return strings.Compare(a.key, b.key) })
+	for _, m := range members {
+		sb.WriteByte(' ')
+		sb.WriteString(m.key)
+		sb.WriteString(m.text)
+	}
+	return true
 }
 
 func writeSorted(sb *strings.Builder, v any) {
