@@ -40,15 +40,22 @@ const gpt2Pattern = `'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]
 type Tokenizer struct {
 	nfc    bool
 	split  *regexp2.Regexp
+	digits int // > 0: the pattern is one splitFast knows
 	vocab  map[string]int
-	ranks  map[string]int // "a\x00b" → merge rank
-	ignore bool           // ignore_merges
-	added  []string       // added token contents, longest first
-	first  [256]bool      // first bytes of added tokens
+	ranks  map[string]int   // "a\x00b" → merge rank
+	merges map[uint64]merge // ID pair → rank and merged ID, when every merge is in the vocabulary
+	byteID [256]int32       // vocabulary ID of each byte's character, -1 if absent
+	tokens []string         // ID → token, for Tokens
+	ignore bool             // ignore_merges
+	added  []string         // added token contents, longest first
+	first  [256]bool        // first bytes of added tokens
 
 	mu    sync.RWMutex
-	cache map[string]int // pre-tokenized piece → its token count
+	cache map[string]int // pre-tokenized piece (raw text) → its token count
 }
+
+// A merge is a BPE rule as IDs.
+type merge struct{ rank, id int32 }
 
 type fileJSON struct {
 	Normalizer   *struct{ Type string } `json:"normalizer"`
@@ -119,6 +126,7 @@ func Parse(b []byte) (*Tokenizer, error) {
 	if t.split, err = regexp2.Compile(pattern, regexp2.None); err != nil {
 		return nil, fmt.Errorf("pre_tokenizer pattern: %w", err)
 	}
+	t.digits, _ = fastDigits(pattern)
 	t.ranks = make(map[string]int, len(f.Model.Merges))
 	for i, m := range f.Model.Merges {
 		var a, b string
@@ -139,6 +147,7 @@ func Parse(b []byte) (*Tokenizer, error) {
 			t.ranks[a+"\x00"+b] = i
 		}
 	}
+	t.indexIDs()
 	for _, a := range f.AddedTokens {
 		if a.Content != "" {
 			t.added = append(t.added, a.Content)
@@ -147,6 +156,96 @@ func Parse(b []byte) (*Tokenizer, error) {
 	}
 	slices.SortFunc(t.added, func(x, y string) int { return len(y) - len(x) })
 	return t, nil
+}
+
+// indexIDs prepares the ID form of the merges, used when every byte's
+// character and every merge result is in the vocabulary (as in any sound
+// byte-level BPE); otherwise bpe works on strings.
+func (t *Tokenizer) indexIDs() {
+	maxID := 0
+	for _, id := range t.vocab {
+		maxID = max(maxID, id)
+	}
+	t.tokens = make([]string, maxID+1)
+	for tok, id := range t.vocab {
+		if id >= 0 {
+			t.tokens[id] = tok
+		}
+	}
+	for b := range 256 {
+		id, ok := t.vocab[string(byteToRune[b])]
+		if !ok {
+			return
+		}
+		t.byteID[b] = int32(id)
+	}
+	merges := make(map[uint64]merge, len(t.ranks))
+	for key, rank := range t.ranks {
+		a, b, _ := strings.Cut(key, "\x00")
+		ia, oka := t.vocab[a]
+		ib, okb := t.vocab[b]
+		im, okm := t.vocab[a+b]
+		if !oka || !okb || !okm {
+			return
+		}
+		merges[uint64(ia)<<32|uint64(ib)] = merge{int32(rank), int32(im)}
+	}
+	t.merges = merges
+}
+
+// bpeIDs is bpe on IDs, over the raw bytes of a piece.
+func (t *Tokenizer) bpeIDs(raw string) []int32 {
+	ids := make([]int32, len(raw))
+	for i := 0; i < len(raw); i++ {
+		ids[i] = t.byteID[raw[i]]
+	}
+	for len(ids) > 1 {
+		best, at := merge{rank: -1}, -1
+		for i := 0; i+1 < len(ids); i++ {
+			if m, ok := t.merges[uint64(ids[i])<<32|uint64(ids[i+1])]; ok && (at < 0 || m.rank < best.rank) {
+				best, at = m, i
+			}
+		}
+		if at < 0 {
+			break
+		}
+		ids[at] = best.id
+		ids = slices.Delete(ids, at+1, at+2)
+	}
+	return ids
+}
+
+// pieceTokens returns the tokens of a raw piece.
+func (t *Tokenizer) pieceTokens(raw string) []string {
+	if t.merges == nil {
+		return t.bpe(byteLevel(raw))
+	}
+	if t.ignore {
+		if bl := byteLevel(raw); t.hasToken(bl) {
+			return []string{bl}
+		}
+	}
+	ids := t.bpeIDs(raw)
+	out := make([]string, len(ids))
+	for i, id := range ids {
+		out[i] = t.tokens[id]
+	}
+	return out
+}
+
+func (t *Tokenizer) hasToken(tok string) bool { _, ok := t.vocab[tok]; return ok }
+
+// pieceCount is len(pieceTokens(raw)) without building strings.
+func (t *Tokenizer) pieceCount(raw string) int {
+	if t.merges == nil {
+		return len(t.bpe(byteLevel(raw)))
+	}
+	if t.ignore {
+		if _, ok := t.vocab[byteLevel(raw)]; ok {
+			return 1
+		}
+	}
+	return len(t.bpeIDs(raw))
 }
 
 // splitPattern returns the regex the pre-tokenizer splits text with.
@@ -204,7 +303,7 @@ func (t *Tokenizer) Tokens(text string) []string {
 			out = append(out, seg)
 			return
 		}
-		t.eachPiece(seg, func(p string) { out = append(out, t.bpe(p)...) })
+		t.eachPiece(seg, func(p string) { out = append(out, t.pieceTokens(p)...) })
 	})
 	return out
 }
@@ -247,12 +346,12 @@ func (t *Tokenizer) countText(seg string) int {
 		c, ok := t.cache[p]
 		t.mu.RUnlock()
 		if !ok {
-			c = len(t.bpe(p))
+			c = t.pieceCount(p)
 			t.mu.Lock()
 			if len(t.cache) > 1<<20 {
 				t.cache = map[string]int{}
 			}
-			t.cache[p] = c
+			t.cache[strings.Clone(p)] = c
 			t.mu.Unlock()
 		}
 		n += c
@@ -260,16 +359,20 @@ func (t *Tokenizer) countText(seg string) int {
 	return n
 }
 
-// eachPiece normalises seg and calls fn with each pre-tokenized piece in
-// the byte-level alphabet.
+// eachPiece normalises seg and calls fn with each pre-tokenized piece, as
+// raw text (byteLevel maps it to the BPE alphabet).
 func (t *Tokenizer) eachPiece(seg string, fn func(string)) {
-	if t.nfc {
+	if t.nfc && !norm.NFC.IsNormalString(seg) {
 		seg = norm.NFC.String(seg)
+	}
+	if t.digits > 0 {
+		splitFast(seg, t.digits, func(a, b int) { fn(seg[a:b]) })
+		return
 	}
 	runes := []rune(seg)
 	emit := func(a, b int) {
 		if a < b {
-			fn(byteLevel(string(runes[a:b])))
+			fn(string(runes[a:b]))
 		}
 	}
 	pos := 0

@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -85,4 +86,34 @@ console.log(JSON.stringify(texts.map(t => tok.encode(t, { add_special_tokens: fa
 			}
 		})
 	}
+}
+
+// BenchmarkCount counts a tool-use record's worth of text with the real
+// Llama 3.1 tokenizer (when AUGMENT_TOKENIZER_NODE_MODULES is set), cold
+// (every piece new) and warm (pieces cached, as across a dataset).
+func BenchmarkCount(b *testing.B) {
+	nm := os.Getenv("AUGMENT_TOKENIZER_NODE_MODULES")
+	if nm == "" {
+		b.Skip("AUGMENT_TOKENIZER_NODE_MODULES not set")
+	}
+	tok, err := Load(filepath.Join(nm, "@lenml", "tokenizer-llama3_1", "models", "tokenizer.json"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	text := strings.Join(referenceTexts, "\n")
+	b.Run("warm", func(b *testing.B) {
+		b.SetBytes(int64(len(text)))
+		for b.Loop() {
+			tok.Count(text)
+		}
+	})
+	b.Run("cold", func(b *testing.B) {
+		b.SetBytes(int64(len(text)))
+		for b.Loop() {
+			tok.mu.Lock()
+			tok.cache = map[string]int{}
+			tok.mu.Unlock()
+			tok.Count(text)
+		}
+	})
 }
