@@ -31,7 +31,8 @@
 // [Equivalent] decides whether two argument values mean the same, by rules
 // and then by the equiv_value judge. [CheckShareGPT] applies LLaMA-Factory's
 // sharegpt rules to an export sample. [Tokens] and [RecordTokens] count
-// tokens offline.
+// tokens offline (o200k); [StudentTokens] counts them with the student
+// model's tokenizer (package hftok) inside its chat template's framing.
 //
 // # Problem kinds
 //
