@@ -178,7 +178,7 @@ func BenchmarkDedupStage(b *testing.B) {
 	}
 	f.WriteString("[")
 	i := 0
-	err = dedupStream(n, nil)(func(r *record.Record) error {
+	err = dedupStream(n, nil, nil)(func(r *record.Record) error {
 		c := r.Messages[1].Calls[0]
 		answers, _ := json.Marshal([]map[string]any{{"name": c.Name, "arguments": json.RawMessage(c.Arguments)}})
 		tools, _ := json.Marshal([]map[string]any{{"name": c.Name, "description": "Look something up.",

@@ -288,7 +288,7 @@ func BenchmarkDecontaminate(b *testing.B) {
 	ix := buildDecon(b, DecontaminateConfig{Benchmarks: []BenchmarkFile{{Name: "bfcl", Path: "bfcl.json", Format: BenchBFCL}}}, dir)
 	const n = 100_000
 	var recs []*record.Record
-	dedupStream(n, nil)(func(r *record.Record) error { recs = append(recs, r); return nil })
+	dedupStream(n, nil, nil)(func(r *record.Record) error { recs = append(recs, r); return nil })
 	b.ResetTimer()
 	for b.Loop() {
 		start, cpu0 := time.Now(), cpuTime()
