@@ -269,7 +269,7 @@ func splitPattern(p *preJSON) (string, error) {
 				return "", errors.New("ByteLevel after Split must have use_regex false and no prefix space")
 			}
 			if s.Behavior != "Isolated" || s.Invert || s.Pattern == nil {
-				return "", fmt.Errorf("Split with behavior %q, invert %v is not supported", s.Behavior, s.Invert)
+				return "", fmt.Errorf("pre_tokenizer Split with behavior %q, invert %v is not supported", s.Behavior, s.Invert)
 			}
 			if s.Pattern.Regex != nil {
 				return *s.Pattern.Regex, nil
