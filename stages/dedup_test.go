@@ -476,3 +476,32 @@ func FuzzCallText(f *testing.F) {
 		}
 	})
 }
+
+// TestDedupRealReencoded: the shared data holds LLaMA-Factory's glaive demo
+// dialogues re-encoded as raw glaive and as raw ToolACE rows. Across the two
+// readers every glaive-format record is an exact duplicate of its ToolACE
+// twin (kept, as preferred); within one source the demo's own repeats are
+// found, as many in each encoding.
+func TestDedupRealReencoded(t *testing.T) {
+	for _, lang := range []string{"en", "zh"} {
+		toolace, glaive := "toolace_format_glaive_toolcall_"+lang+"_demo", "glaive_v2_format_glaive_toolcall_"+lang+"_demo"
+		recs := sharedRecords(t, 590, dump{"derived/" + toolace + ".json", "toolace"}, dump{"derived/" + glaive + ".json", "glaive"})
+		across, _ := dedupRun(t, buildDedup(t, DedupConfig{Mode: DedupExact, Prefer: []string{toolace}}, 1), recs)
+		within, _ := dedupRun(t, buildDedup(t, DedupConfig{Mode: DedupExact, Scope: ScopeWithin}, 1), recs)
+		perSource := map[string]int{}
+		for _, r := range recs {
+			if r.Source == glaive && !strings.HasPrefix(across[r.ID], toolace+":") {
+				t.Errorf("%s: kept or kept the wrong twin: %q", r.ID, across[r.ID])
+			}
+			if k, ok := within[r.ID]; ok {
+				if !strings.HasPrefix(k, r.Source+":") {
+					t.Errorf("scope within: %s duplicate of %s", r.ID, k)
+				}
+				perSource[r.Source]++
+			}
+		}
+		if perSource[toolace] == 0 || perSource[toolace] != perSource[glaive] {
+			t.Errorf("%s: repeats within each encoding %v, want equal and some", lang, perSource)
+		}
+	}
+}
