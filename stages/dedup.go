@@ -445,16 +445,42 @@ func (d *deduper) cluster(t *dedupTable, srcNames []string) (string, error) {
 		pos uint32
 	}
 	entries := make([]entry, 0, n)
+	scratch := make([]entry, n)
+	// sortEntries orders entries by group, then key, then position: a
+	// stable radix sort over 16-bit digits (entries are filled in position
+	// order), skipping digits all entries share.
+	var counts [1 << 16]int
 	sortEntries := func() {
-		slices.SortFunc(entries, func(a, b entry) int {
-			if c := cmp.Compare(a.key, b.key); c != 0 {
-				return c
+		src, dst := entries, scratch[:len(entries)]
+		for pass := range 5 {
+			digit := func(e *entry) int {
+				if pass == 4 {
+					return int(e.grp)
+				}
+				return int(e.key >> (16 * pass) & 0xffff)
 			}
-			if c := cmp.Compare(a.grp, b.grp); c != 0 {
-				return c
+			counts = [1 << 16]int{}
+			for i := range src {
+				counts[digit(&src[i])]++
 			}
-			return cmp.Compare(a.pos, b.pos)
-		})
+			if len(src) == 0 || counts[digit(&src[0])] == len(src) {
+				continue
+			}
+			sum := 0
+			for i, c := range counts {
+				counts[i] = sum
+				sum += c
+			}
+			for i := range src {
+				k := digit(&src[i])
+				dst[counts[k]] = src[i]
+				counts[k]++
+			}
+			src, dst = dst, src
+		}
+		if len(src) > 0 && &src[0] != &entries[0] {
+			copy(entries, src)
+		}
 	}
 	// runs calls fn for each run of entries with equal key and group.
 	runs := func(fn func(run []entry)) {
