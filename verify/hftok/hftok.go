@@ -21,6 +21,7 @@
 package hftok
 
 import (
+	"container/heap"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -199,6 +200,14 @@ func (t *Tokenizer) bpeIDs(raw string) []int32 {
 	for i := 0; i < len(raw); i++ {
 		ids[i] = t.byteID[raw[i]]
 	}
+	if len(ids) > shortPiece {
+		return t.bpeHeap(ids)
+	}
+	return t.bpeRescan(ids)
+}
+
+// bpeRescan merges by rescanning the pairs after every merge.
+func (t *Tokenizer) bpeRescan(ids []int32) []int32 {
 	for len(ids) > 1 {
 		best, at := merge{rank: -1}, -1
 		for i := 0; i+1 < len(ids); i++ {
@@ -213,6 +222,85 @@ func (t *Tokenizer) bpeIDs(raw string) []int32 {
 		ids = slices.Delete(ids, at+1, at+2)
 	}
 	return ids
+}
+
+// maxCached is the longest piece the count cache keeps: words repeat,
+// long runs rarely do, and the cache's memory stays bounded (a million
+// entries of at most this many bytes).
+const maxCached = 64
+
+// shortPiece is the length up to which a piece is merged by rescanning
+// (quadratic, fastest for words); longer pieces (a long run of letters or
+// symbols: base64, minified data) go through bpeHeap.
+const shortPiece = 48
+
+// bpeHeap merges like bpeIDs in O(m log m): the candidate pairs wait in a
+// heap ordered by (rank, position); a popped pair that no longer exists (a
+// neighbour merged first) is skipped. The leftmost pair of the lowest rank
+// merges first, as in the rescanning loop.
+func (t *Tokenizer) bpeHeap(ids []int32) []int32 {
+	n := len(ids)
+	next, prev := make([]int32, n), make([]int32, n)
+	for i := range n {
+		next[i], prev[i] = int32(i+1), int32(i-1)
+	}
+	next[n-1] = -1
+	h := &pairHeap{}
+	push := func(i int32) {
+		if i < 0 || next[i] < 0 {
+			return
+		}
+		j := next[i]
+		if m, ok := t.merges[uint64(ids[i])<<32|uint64(ids[j])]; ok {
+			heap.Push(h, pairAt{rank: m.rank, pos: i, left: ids[i], right: ids[j], id: m.id})
+		}
+	}
+	for i := range n - 1 {
+		push(int32(i))
+	}
+	for h.Len() > 0 {
+		p := heap.Pop(h).(pairAt)
+		j := next[p.pos]
+		if ids[p.pos] != p.left || j < 0 || ids[j] != p.right {
+			continue // stale: a neighbour merged first
+		}
+		ids[p.pos] = p.id
+		ids[j] = -1
+		next[p.pos] = next[j]
+		if next[j] >= 0 {
+			prev[next[j]] = p.pos
+		}
+		push(prev[p.pos])
+		push(p.pos)
+	}
+	out := ids[:0]
+	for i := int32(0); i >= 0; i = next[i] {
+		out = append(out, ids[i])
+	}
+	return out
+}
+
+// pairAt is a candidate merge of the symbols at pos and its successor.
+type pairAt struct {
+	rank, pos, left, right, id int32
+}
+
+type pairHeap []pairAt
+
+func (h pairHeap) Len() int { return len(h) }
+func (h pairHeap) Less(i, j int) bool {
+	if h[i].rank != h[j].rank {
+		return h[i].rank < h[j].rank
+	}
+	return h[i].pos < h[j].pos
+}
+func (h pairHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
+func (h *pairHeap) Push(x any)   { *h = append(*h, x.(pairAt)) }
+func (h *pairHeap) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return x
 }
 
 // pieceTokens returns the tokens of a raw piece.
@@ -342,6 +430,10 @@ func (t *Tokenizer) eachSegment(text string, fn func(seg string, added bool)) {
 func (t *Tokenizer) countText(seg string) int {
 	n := 0
 	t.eachPiece(seg, func(p string) {
+		if len(p) > maxCached {
+			n += t.pieceCount(p)
+			return
+		}
 		t.mu.RLock()
 		c, ok := t.cache[p]
 		t.mu.RUnlock()
@@ -412,7 +504,9 @@ func byteLevel(s string) string {
 	return sb.String()
 }
 
-// bpe splits one byte-level piece into tokens: with ignore_merges a piece
+// bpe splits one byte-level piece into tokens (the string form, for a
+// vocabulary that lacks a merge result or a byte, which no sound byte-level
+// BPE does; it rescans, quadratic in the piece's length): with ignore_merges a piece
 // in the vocabulary is one token; else, from single characters, the
 // adjacent pair of lowest merge rank (leftmost among equals) is merged
 // until no pair has a rank.

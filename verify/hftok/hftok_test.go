@@ -1,9 +1,12 @@
 package hftok
 
 import (
+	"encoding/json"
+	"math/rand/v2"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestTiny checks a hand-made tokenizer whose tokens follow from its merges
@@ -80,4 +83,63 @@ func FuzzTokens(f *testing.F) {
 			t.Fatal("text without tokens")
 		}
 	})
+}
+
+// synthTokenizer is a byte-level BPE with every byte and merges over a, b,
+// c that overlap and chain, to compare the two merge loops.
+func synthTokenizer(t testing.TB) *Tokenizer {
+	vocab := map[string]int{}
+	for b := range 256 {
+		vocab[string(byteToRune[b])] = b
+	}
+	merges := []string{"a b", "b c", "c c", "ab c", "cc cc", "a a", "aa a", "bc a", "ab ab", "cccc c"}
+	for _, m := range merges {
+		a, b, _ := strings.Cut(m, " ")
+		vocab[a+b] = len(vocab)
+	}
+	js, _ := json.Marshal(map[string]any{
+		"pre_tokenizer": map[string]any{"type": "ByteLevel", "add_prefix_space": false, "use_regex": true},
+		"model":         map[string]any{"type": "BPE", "vocab": vocab, "merges": merges},
+	})
+	tok, err := Parse(js)
+	if err != nil || tok.merges == nil {
+		t.Fatalf("synthetic tokenizer: %v", err)
+	}
+	return tok
+}
+
+// TestBPEHeapEqualsRescan: the heap merge gives the rescanning merge's
+// tokens on long random pieces.
+func TestBPEHeapEqualsRescan(t *testing.T) {
+	tok := synthTokenizer(t)
+	r := rand.New(rand.NewPCG(1, 2))
+	for range 500 {
+		b := make([]byte, 1+r.IntN(300))
+		for i := range b {
+			b[i] = "abc"[r.IntN(3)]
+		}
+		ids := func() []int32 {
+			out := make([]int32, len(b))
+			for i, c := range b {
+				out[i] = tok.byteID[c]
+			}
+			return out
+		}
+		if h, s := tok.bpeHeap(ids()), tok.bpeRescan(ids()); !slices.Equal(h, s) {
+			t.Fatalf("%s: heap %v, rescan %v", b, h, s)
+		}
+	}
+}
+
+// A long run without a split point costs O(m log m), not O(m²).
+func TestBPELongPiece(t *testing.T) {
+	tok := synthTokenizer(t)
+	long := strings.Repeat("abcab", 200_000) // 1 MB of letters: one piece
+	start := time.Now()
+	if n := tok.Count(long); n == 0 {
+		t.Fatal("no tokens")
+	}
+	if d := time.Since(start); d > 20*time.Second {
+		t.Errorf("1 MB piece took %v", d)
+	}
 }
