@@ -243,14 +243,17 @@ func (ix *benchIndex) hits(r *record.Record) []benchHit {
 // match finds the items hit by a record whose compared words are hs.
 func (ix *benchIndex) match(hs []uint64, r *record.Record) []benchHit {
 	// Most n-grams hit nothing: keep only those that do, once each.
-	var hitGrams []uint64
+	var hitGrams map[uint64]bool
 	var shared map[int32]int
 	near.NGrams(hs, ix.n, func(g uint64) {
 		items := ix.grams[g]
-		if len(items) == 0 || slices.Contains(hitGrams, g) {
+		if len(items) == 0 || hitGrams[g] {
 			return
 		}
-		hitGrams = append(hitGrams, g)
+		if hitGrams == nil {
+			hitGrams = map[uint64]bool{}
+		}
+		hitGrams[g] = true
 		if shared == nil {
 			shared = map[int32]int{}
 		}
