@@ -3,7 +3,7 @@ GO       ?= go
 VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS  := -X main.version=$(VERSION)
 
-.PHONY: help build run test race bench fuzz fmt vet lint check clean
+.PHONY: help build run test race bench fuzz chaos fmt vet lint check clean
 
 help: ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-8s %s\n", $$1, $$2}'
@@ -21,12 +21,15 @@ race: ## the test suite with the race detector
 	$(GO) test -race ./...
 
 bench: build ## benchmarks: parsers, shards, stages (dedup of 1M records), teacher layer, then ingest→export on a generated ~200k-record dump
-	$(GO) test -run '^$$' -bench . -benchmem ./stages/ ./stages/formats/ ./stages/shard/ ./stages/toollib/ ./stages/near/ ./verify/ ./verify/hftok/ ./translate/
+	$(GO) test -run '^$$' -bench . -benchmem ./stages/ ./stages/formats/ ./stages/shard/ ./stages/toollib/ ./stages/near/ ./verify/ ./verify/hftok/ ./translate/...
 	$(GO) test -run '^$$' -bench . -benchtime=10000x ./stages/llm/
 	./testdata/bench/ingest_export.sh
 
 fuzz: ## run every fuzz target for FUZZTIME each (default 10s)
 	./testdata/fuzz.sh $(or $(FUZZTIME),10s)
+
+chaos: build ## the chaos suite's full form against bin/augment: teacher faults (20%, 60%) with kills and resumes, damaged dumps, a 50 MB row (its short form runs in make test)
+	AUGMENT_CHAOS=full AUGMENT_BIN=$(CURDIR)/bin/augment $(GO) test -count=1 -v -timeout 60m -run '^TestChaos' ./cmd/augment/
 
 fmt: ## gofmt the tree
 	gofmt -w .

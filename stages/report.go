@@ -9,6 +9,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/augmentdata/augment/manifests"
+	"github.com/augmentdata/augment/report"
 )
 
 // PrintReport writes a run's summary: one line per stage with its shards and
@@ -39,6 +40,12 @@ func PrintReport(w io.Writer, rep *Report) {
 		}
 		fmt.Fprintf(w, "rejected in %s: %s\n", s.Dir, strings.Join(parts, " "))
 	}
+	for _, s := range rep.Stages {
+		if n := s.Counts.Counters[CounterStandIn]; n > 0 {
+			fmt.Fprintf(w, "stand-in data in %s: %d of %d samples hold offline-teacher text (allow_offline), marked as such in the export\n",
+				s.Dir, n, s.Counts.Out)
+		}
+	}
 	dir := rep.Dir
 	if wd, err := os.Getwd(); err == nil {
 		if rel, err := filepath.Rel(wd, dir); err == nil && !strings.HasPrefix(rel, "..") {
@@ -46,4 +53,31 @@ func PrintReport(w io.Writer, rep *Report) {
 		}
 	}
 	fmt.Fprintf(w, "output: %s\n", dir)
+}
+
+// writeReport writes the run's report.html and, when the run succeeded, the
+// dataset card of each export directory (package report). It returns the
+// run's error, joined with its own after a successful run; after a failed
+// run its error is only logged.
+func (r *Runner) writeReport(runErr error) error {
+	err := func() error {
+		run, err := report.Load(r.dir)
+		if err != nil {
+			return err
+		}
+		if runErr == nil {
+			if _, err := run.WriteCards(); err != nil {
+				return err
+			}
+		}
+		return run.WriteHTML()
+	}()
+	switch {
+	case err == nil:
+		return runErr
+	case runErr != nil:
+		r.o.Log.Warn("report not written", "err", err)
+		return runErr
+	}
+	return fmt.Errorf("report: %w", err)
 }

@@ -203,7 +203,7 @@ func TestToolDCPipelineYAML(t *testing.T) {
 		t.Errorf("stage = %+v", st)
 	}
 	for _, tt := range []struct{ yaml, want string }{
-		{"  - tool_dc: {candidate: 5}\n", `unknown key "candidate"`},
+		{"  - tool_dc: {candidate: 5}\n", `unknown key stages[0].tool_dc.candidate (did you mean candidates?)`},
 		{"  - tool_dc: {candidates: 80}\n", "pipeline.yaml:3: stage \"tool_dc\": candidates: 80 is not between 1 and 50"},
 		{"  - tool_dc: {grouping: anchor, top_k: 0, candidates: 3, attempts: -1}\n", "attempts: must be at least 1"},
 	} {
@@ -321,7 +321,7 @@ func TestToolDCTraceOracle(t *testing.T) {
 	// Request shape: temperature 0 is explicit, the stage is versioned, one
 	// tool per Try prompt, only the valid tool in the Retry prompt.
 	for _, req := range client.reqs {
-		if req.Temperature == nil || *req.Temperature != 0 || req.Stage != "tool_dc@1" || req.Template == "" {
+		if req.Temperature == nil || *req.Temperature != 0 || req.Stage != "tool_dc@2" || req.Template == "" {
 			t.Errorf("request %s: temperature %v stage %q template %q", req.Slot, req.Temperature, req.Stage, req.Template)
 		}
 		sys := req.Messages[0].Content

@@ -1,6 +1,7 @@
 package llm
 
 import (
+	"encoding/json"
 	"fmt"
 	"math"
 	"net/url"
@@ -48,6 +49,20 @@ type Config struct {
 	MaxTokens   int      `yaml:"max_tokens" json:"max_tokens,omitempty"` // 0: server default
 	Seed        *int     `yaml:"seed" json:"seed,omitempty"`
 
+	// MaxCompletionTokens, when set, is sent as max_completion_tokens (what
+	// OpenAI's reasoning models take instead of max_tokens; it bounds the
+	// reasoning and the answer together). ReasoningEffort ("low", "medium",
+	// "high", …) is sent as reasoning_effort. Both are part of the cache key.
+	MaxCompletionTokens int    `yaml:"max_completion_tokens" json:"max_completion_tokens,omitempty"`
+	ReasoningEffort     string `yaml:"reasoning_effort" json:"reasoning_effort,omitempty"`
+	// ExtraBody is merged verbatim into every chat request body: a server's
+	// own parameters such as vLLM's top_k, min_p, repetition_penalty,
+	// chat_template_kwargs ({enable_thinking: false} for Qwen3) or
+	// guided_json / structured_outputs. It is part of the cache key. It may
+	// not set a field augment sets itself (model, messages, sampling,
+	// token limits, response_format).
+	ExtraBody map[string]any `yaml:"extra_body" json:"extra_body,omitempty"`
+
 	// StructuredOutput says how requests that carry a JSON schema ask for
 	// JSON: "json_schema" (default), "json_object" or "none". Answers are
 	// validated locally in every mode.
@@ -57,7 +72,7 @@ type Config struct {
 	Timeout Duration `yaml:"timeout" json:"timeout"`
 	// MaxRetries is how many times a request is retried after a timeout,
 	// connection error, 408, 429 or 5xx (default 6; other 4xx are not
-	// retried). A negative value means no retries.
+	// retried). It must not be negative.
 	MaxRetries int `yaml:"max_retries" json:"max_retries"`
 	// RetryBase and RetryMax shape the jittered exponential backoff between
 	// retries (defaults 500ms and 30s). RetryMax also caps how long a
@@ -95,6 +110,12 @@ type Config struct {
 	// paid for is in the cache) once this run's cost reaches it. Zero means
 	// no budget. Needs prices.
 	Budget float64 `yaml:"budget" json:"budget,omitempty"`
+
+	// Mode is "online" (default: each request is sent when a stage asks) or
+	// "batch" (cache misses are collected into batch files, see Batch and
+	// batch.go; the run stops until the answers are in).
+	Mode  string      `yaml:"mode" json:"mode"`
+	Batch BatchConfig `yaml:"batch" json:"batch"`
 }
 
 // An Endpoint is one server of the model.
@@ -133,6 +154,10 @@ func (c *Config) Defaults() {
 	if c.StructuredOutput == "" {
 		c.StructuredOutput = StructuredJSONSchema
 	}
+	if c.Mode == "" {
+		c.Mode = ModeOnline
+	}
+	c.Batch.defaults()
 	for i := range c.Endpoints {
 		if c.Endpoints[i].MaxInFlight == 0 {
 			c.Endpoints[i].MaxInFlight = DefaultMaxInFlight
@@ -176,13 +201,37 @@ func (c *Config) Validate() []error {
 		if c.Model == "" {
 			bad("model", "provider %q needs a model name", c.Provider)
 		}
-		if len(c.Endpoints) == 0 {
+		// Batch files run by the user need no endpoint (one is still used,
+		// when given, to check the model).
+		if len(c.Endpoints) == 0 && !(c.Mode == ModeBatch && c.Batch.Provider == BatchFiles) {
 			bad("endpoints", "provider %q needs at least one endpoint with a base_url", c.Provider)
 		}
 	default:
 		bad("provider", "unknown provider %q (want %q or %q)", c.Provider, ProviderOffline, ProviderOpenAI)
 	}
 	errs = append(errs, validateEndpoints("teacher", c.Endpoints)...)
+	errs = append(errs, validateCommon("teacher", c.APIKeyEnv, c.MaxRetries)...)
+	switch c.Mode {
+	case ModeOnline:
+	case ModeBatch:
+		if c.Provider != ProviderOpenAI {
+			bad("mode", "batch mode needs provider %q (the offline stand-ins answer at once)", ProviderOpenAI)
+		}
+		errs = append(errs, c.Batch.validate()...)
+	default:
+		bad("mode", "unknown mode %q (want %q or %q)", c.Mode, ModeOnline, ModeBatch)
+	}
+	if c.MaxCompletionTokens < 0 {
+		bad("max_completion_tokens", "must not be negative, got %d", c.MaxCompletionTokens)
+	}
+	for _, k := range sortedKeys(c.ExtraBody) {
+		if reservedBodyFields[k] {
+			bad("extra_body."+k, "is set by augment itself; use the teacher setting or the stage's own instead")
+		}
+	}
+	if _, err := json.Marshal(c.ExtraBody); err != nil {
+		bad("extra_body", "cannot be written as JSON: %v", err)
+	}
 	if c.Temperature != nil && (*c.Temperature < 0 || *c.Temperature > 2 || math.IsNaN(*c.Temperature)) {
 		bad("temperature", "%v is outside [0, 2]", *c.Temperature)
 	}
@@ -249,10 +298,10 @@ func validateEndpoints(block string, eps []Endpoint) []error {
 		case ep.BaseURL == "":
 			errs = append(errs, fmt.Errorf("%s.base_url: missing", field))
 		case err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "":
-			errs = append(errs, fmt.Errorf("%s.base_url: %q is not an http(s) URL", field, ep.BaseURL))
+			errs = append(errs, fmt.Errorf("%s.base_url: %q is not an http(s) URL", field, RedactURL(ep.BaseURL)))
 		}
 		if j, dup := seen[ep.BaseURL]; dup && ep.BaseURL != "" {
-			errs = append(errs, fmt.Errorf("%s.base_url: %q repeats endpoints[%d]", field, ep.BaseURL, j))
+			errs = append(errs, fmt.Errorf("%s.base_url: %q repeats endpoints[%d]", field, RedactURL(ep.BaseURL), j))
 		}
 		seen[ep.BaseURL] = i
 		if ep.MaxInFlight < 1 {
@@ -329,6 +378,7 @@ func (c *EmbedderConfig) Validate() []error {
 		bad("provider", "unknown provider %q (want %q or %q)", c.Provider, ProviderOffline, ProviderOpenAI)
 	}
 	errs = append(errs, validateEndpoints("embedder", c.Endpoints)...)
+	errs = append(errs, validateCommon("embedder", c.APIKeyEnv, c.MaxRetries)...)
 	if c.BatchSize < 1 || c.BatchSize > 2048 {
 		bad("batch_size", "%d is outside [1, 2048]", c.BatchSize)
 	}
@@ -373,4 +423,57 @@ func setDuration(d *Duration, def time.Duration) {
 	if *d == 0 {
 		*d = Duration(def)
 	}
+}
+
+// validateCommon checks the settings the teacher and embedder blocks share.
+// api_key_env must name a variable: a value that is not a variable name is
+// most likely the key itself, which is never repeated in the message.
+func validateCommon(block, apiKeyEnv string, maxRetries int) []error {
+	var errs []error
+	if apiKeyEnv != "" && !isEnvName(apiKeyEnv) {
+		errs = append(errs, fmt.Errorf("%s.api_key_env: must name an environment variable (letters, digits and _), "+
+			"not hold the key; the value given is not shown", block))
+	}
+	if maxRetries < 0 {
+		errs = append(errs, fmt.Errorf("%s.max_retries: must not be negative, got %d", block, maxRetries))
+	}
+	return errs
+}
+
+func isEnvName(s string) bool {
+	if s == "" || len(s) > 128 || '0' <= s[0] && s[0] <= '9' {
+		return false
+	}
+	for _, c := range []byte(s) {
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_') {
+			return false
+		}
+	}
+	return true
+}
+
+// RedactURL returns u with its credentials hidden: the user info and
+// every query value are replaced by "REDACTED", so a base_url such as
+// https://user:token@host/v1?api-key=… can be logged, written to
+// config.yaml or a manifest. A string that does not parse as a URL is
+// hidden whole.
+func RedactURL(u string) string {
+	p, err := url.Parse(u)
+	if err != nil {
+		return "REDACTED (not a URL)"
+	}
+	if p.User != nil {
+		p.User = url.User("REDACTED")
+	}
+	if p.RawQuery != "" {
+		q := p.Query()
+		for k := range q {
+			q[k] = []string{"REDACTED"}
+		}
+		p.RawQuery = q.Encode()
+	}
+	if p.Fragment != "" {
+		p.Fragment = "REDACTED"
+	}
+	return p.String()
 }
