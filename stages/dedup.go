@@ -35,9 +35,10 @@ import (
 //   - near duplicates when the Jaccard similarity of their shingle sets
 //     (character or word n-grams of the text) reaches threshold, as
 //     estimated from MinHash signatures (near.MinHash): records sharing an
-//     LSH band are candidates, and a candidate joins a cluster when its
-//     estimated similarity to a cluster member already in the bucket
-//     reaches the threshold.
+//     LSH band's bucket are candidates. In a bucket, taken in keeping order,
+//     each record is compared with the bucket's leaders (records that
+//     matched no earlier leader, at most dedupMaxLeaders) and pairs with
+//     the first whose estimated similarity reaches the threshold.
 //
 // Clusters are the connected components of those pairs, so two members of
 // one cluster can be less similar than the threshold when others link them
