@@ -420,83 +420,9 @@ func (d *deduper) cluster(t *dedupTable, srcNames []string) (string, error) {
 	}
 	sigOf := func(pos uint32) []byte { return t.sigOf(int(perm[pos])) }
 
-	parent := make([]int32, n)
-	for i := range parent {
-		parent[i] = int32(i)
-	}
-	find := func(x int32) int32 {
-		for parent[x] != x {
-			parent[x] = parent[parent[x]]
-			x = parent[x]
-		}
-		return x
-	}
-	union := func(a, b int32) {
-		ra, rb := find(a), find(b)
-		switch {
-		case ra < rb:
-			parent[rb] = ra
-		case rb < ra:
-			parent[ra] = rb
-		}
-	}
-
-	type entry struct {
-		key uint64
-		grp uint16
-		pos uint32
-	}
-	entries := make([]entry, 0, n)
-	scratch := make([]entry, n)
-	// sortEntries orders entries by group, then key, then position: a
-	// stable radix sort over 16-bit digits (entries are filled in position
-	// order), skipping digits all entries share.
-	var counts [1 << 16]int
-	sortEntries := func() {
-		src, dst := entries, scratch[:len(entries)]
-		for pass := range 5 {
-			digit := func(e *entry) int {
-				if pass == 4 {
-					return int(e.grp)
-				}
-				return int(e.key >> (16 * pass) & 0xffff)
-			}
-			counts = [1 << 16]int{}
-			for i := range src {
-				counts[digit(&src[i])]++
-			}
-			if len(src) == 0 || counts[digit(&src[0])] == len(src) {
-				continue
-			}
-			sum := 0
-			for i, c := range counts {
-				counts[i] = sum
-				sum += c
-			}
-			for i := range src {
-				k := digit(&src[i])
-				dst[counts[k]] = src[i]
-				counts[k]++
-			}
-			src, dst = dst, src
-		}
-		if len(src) > 0 && &src[0] != &entries[0] {
-			copy(entries, src)
-		}
-	}
-	// runs calls fn for each run of entries with equal key and group.
-	runs := func(fn func(run []entry)) {
-		for i := 0; i < len(entries); {
-			j := i + 1
-			for j < len(entries) && entries[j].key == entries[i].key && entries[j].grp == entries[i].grp {
-				j++
-			}
-			if j-i > 1 {
-				fn(entries[i:j])
-			}
-			i = j
-		}
-	}
+	uf := newUnionFind(n)
+	entries := make([]bucketEntry, 0, n)
+	scratch := make([]bucketEntry, n)
 	if dedupPeakHook != nil {
 		entries = entries[:n]
 		dedupPeakHook()
@@ -505,13 +431,13 @@ func (d *deduper) cluster(t *dedupTable, srcNames []string) (string, error) {
 	if d.cfg.Mode != DedupNear {
 		for pos := range n {
 			if i := perm[pos]; t.exact[i] != 0 {
-				entries = append(entries, entry{key: t.exact[i], grp: group(i), pos: uint32(pos)})
+				entries = append(entries, bucketEntry{key: t.exact[i], grp: group(i), pos: uint32(pos)})
 			}
 		}
-		sortEntries()
-		runs(func(run []entry) {
+		sortBuckets(entries, scratch)
+		eachBucket(entries, func(run []bucketEntry) {
 			for _, e := range run[1:] {
-				union(int32(run[0].pos), int32(e.pos))
+				uf.union(run[0].pos, e.pos)
 			}
 		})
 	}
@@ -521,17 +447,17 @@ func (d *deduper) cluster(t *dedupTable, srcNames []string) (string, error) {
 			entries = entries[:0]
 			for pos := range n {
 				if i := perm[pos]; t.exact[i] != 0 {
-					entries = append(entries, entry{key: d.mh.BandKey(sigOf(uint32(pos)), band), grp: group(i), pos: uint32(pos)})
+					entries = append(entries, bucketEntry{key: d.mh.BandKey(sigOf(uint32(pos)), band), grp: group(i), pos: uint32(pos)})
 				}
 			}
-			sortEntries()
-			runs(func(run []entry) {
+			sortBuckets(entries, scratch)
+			eachBucket(entries, func(run []bucketEntry) {
 				leaders = leaders[:0]
 				for _, e := range run {
 					joined := false
 					for _, l := range leaders {
-						if find(int32(l)) == find(int32(e.pos)) || near.Similarity(sigOf(l), sigOf(e.pos)) >= d.cfg.Threshold {
-							union(int32(l), int32(e.pos))
+						if uf.find(l) == uf.find(e.pos) || near.Similarity(sigOf(l), sigOf(e.pos)) >= d.cfg.Threshold {
+							uf.union(l, e.pos)
 							joined = true
 							break
 						}
@@ -543,7 +469,7 @@ func (d *deduper) cluster(t *dedupTable, srcNames []string) (string, error) {
 			})
 		}
 	}
-	entries = nil
+	entries, scratch = nil, nil
 
 	// The decisions: every record that is not its cluster's root is removed.
 	type removed struct {
@@ -553,7 +479,7 @@ func (d *deduper) cluster(t *dedupTable, srcNames []string) (string, error) {
 	}
 	var rem []removed
 	for pos := range n {
-		root := find(int32(pos))
+		root := uf.find(uint32(pos))
 		if int(root) == pos {
 			continue
 		}
@@ -651,6 +577,97 @@ func (d *deduper) Process(ctx context.Context, r *record.Record) ([]*record.Reco
 		Count(ctx, "unchecked_no_text", 1)
 	}
 	return []*record.Record{r}, nil
+}
+
+// unionFind joins record positions into clusters; a cluster's root is its
+// smallest position, the record it keeps.
+type unionFind []uint32
+
+func newUnionFind(n int) unionFind {
+	uf := make(unionFind, n)
+	for i := range uf {
+		uf[i] = uint32(i)
+	}
+	return uf
+}
+
+func (uf unionFind) find(x uint32) uint32 {
+	for uf[x] != x {
+		uf[x] = uf[uf[x]] // path halving
+		x = uf[x]
+	}
+	return x
+}
+
+func (uf unionFind) union(a, b uint32) {
+	ra, rb := uf.find(a), uf.find(b)
+	switch {
+	case ra < rb:
+		uf[rb] = ra
+	case rb < ra:
+		uf[ra] = rb
+	}
+}
+
+// A bucketEntry places a record (by position) in a bucket: an exact-text
+// hash or an LSH band key, within a group (its source with scope: within).
+type bucketEntry struct {
+	key uint64
+	grp uint16
+	pos uint32
+}
+
+// sortBuckets orders entries by group, then key, keeping the order of equal
+// ones (entries are filled in position order): a stable radix sort over
+// 16-bit digits, skipping digits all entries share. scratch holds at least
+// len(entries).
+func sortBuckets(entries, scratch []bucketEntry) {
+	var counts [1 << 16]int
+	src, dst := entries, scratch[:len(entries)]
+	for pass := range 5 {
+		digit := func(e *bucketEntry) int {
+			if pass == 4 {
+				return int(e.grp)
+			}
+			return int(e.key >> (16 * pass) & 0xffff)
+		}
+		counts = [1 << 16]int{}
+		for i := range src {
+			counts[digit(&src[i])]++
+		}
+		if len(src) == 0 || counts[digit(&src[0])] == len(src) {
+			continue
+		}
+		sum := 0
+		for i, c := range counts {
+			counts[i] = sum
+			sum += c
+		}
+		for i := range src {
+			k := digit(&src[i])
+			dst[counts[k]] = src[i]
+			counts[k]++
+		}
+		src, dst = dst, src
+	}
+	if len(src) > 0 && &src[0] != &entries[0] {
+		copy(entries, src)
+	}
+}
+
+// eachBucket calls fn for each run of sorted entries with equal key and
+// group that holds more than one entry.
+func eachBucket(entries []bucketEntry, fn func(run []bucketEntry)) {
+	for i := 0; i < len(entries); {
+		j := i + 1
+		for j < len(entries) && entries[j].key == entries[i].key && entries[j].grp == entries[i].grp {
+			j++
+		}
+		if j-i > 1 {
+			fn(entries[i:j])
+		}
+		i = j
+	}
 }
 
 // sizeRange names the power-of-two range holding n ≥ 2: "2", "3-4", "5-8", ….

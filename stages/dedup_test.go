@@ -505,3 +505,34 @@ func TestDedupRealReencoded(t *testing.T) {
 		}
 	}
 }
+
+// TestSortBuckets: the radix sort orders by group then key and keeps the
+// position order of equal entries, as a stable comparison sort does.
+func TestSortBuckets(t *testing.T) {
+	r := rand.New(rand.NewPCG(8, 8))
+	for _, n := range []int{0, 1, 2, 100, 5000} {
+		entries := make([]bucketEntry, n)
+		for i := range entries {
+			// Few distinct keys and groups, so equal entries are common;
+			// keys differing only in high digits test every pass.
+			entries[i] = bucketEntry{key: uint64(r.IntN(4)) << (16 * uint(r.IntN(4))), grp: uint16(r.IntN(3)), pos: uint32(i)}
+		}
+		want := slices.Clone(entries)
+		slices.SortStableFunc(want, func(a, b bucketEntry) int {
+			if a.grp != b.grp {
+				return int(a.grp) - int(b.grp)
+			}
+			if a.key != b.key {
+				if a.key < b.key {
+					return -1
+				}
+				return 1
+			}
+			return 0
+		})
+		sortBuckets(entries, make([]bucketEntry, n))
+		if !slices.Equal(entries, want) {
+			t.Errorf("n=%d: radix order differs", n)
+		}
+	}
+}
