@@ -106,6 +106,8 @@ type StageSpec struct {
 
 	// Stage types, one field each (see types).
 	Sample         *SampleConfig         `yaml:"sample,omitempty"`
+	Dedup          *DedupConfig          `yaml:"dedup,omitempty"`
+	Decontaminate  *DecontaminateConfig  `yaml:"decontaminate,omitempty"`
 	MetaTool       *MetaToolConfig       `yaml:"meta_tool,omitempty"`
 	Noise          *NoiseConfig          `yaml:"noise,omitempty"`
 	Reason         *ReasonConfig         `yaml:"reason,omitempty"`
@@ -137,6 +139,8 @@ type stageConfig interface {
 func (s *StageSpec) types() []namedConfig {
 	return []namedConfig{
 		{"sample", s.Sample},
+		{"dedup", s.Dedup},
+		{"decontaminate", s.Decontaminate},
 		{"meta_tool", s.MetaTool},
 		{"noise", s.Noise},
 		{"reason", s.Reason},
