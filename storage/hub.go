@@ -382,8 +382,11 @@ func rangeStart(cr string) (int64, bool) {
 		return 0, false
 	}
 	first, _, ok := strings.Cut(rest, "-")
+	if !ok || first == "" || strings.Trim(first, "0123456789") != "" {
+		return 0, false
+	}
 	n, err := strconv.ParseInt(first, 10, 64)
-	return n, ok && err == nil
+	return n, err == nil
 }
 
 // verify checks a complete part against what the Hub stated.

@@ -300,3 +300,43 @@ func TestHubStreamsWithoutCache(t *testing.T) {
 		}
 	}
 }
+
+func TestHubHeaderParsers(t *testing.T) {
+	for cr, want := range map[string]int64{"bytes 100-199/200": 100, "bytes 0-0/1": 0, "bytes */200": -1, "items 1-2/3": -1, "": -1, "bytes -5-6/7": -1, "bytes +5-6/7": -1} {
+		got, ok := rangeStart(cr)
+		if want < 0 {
+			if ok {
+				t.Errorf("rangeStart(%q) = %d, true; want not ok", cr, got)
+			}
+			continue
+		}
+		if !ok || got != want {
+			t.Errorf("rangeStart(%q) = %d, %v; want %d", cr, got, ok, want)
+		}
+	}
+	for in, want := range map[string]string{`"abc"`: "abc", `W/"abc"`: "abc", ` "abc" `: "abc", "abc": "abc"} {
+		if got := normalizeETag(in); got != want {
+			t.Errorf("normalizeETag(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+// FuzzRangeStart: any Content-Range parses or is refused, without panic;
+// an accepted one names a non-negative first byte, which is n, and the same
+// header written with n in canonical form parses to n again.
+func FuzzRangeStart(f *testing.F) {
+	f.Add("bytes 100-199/200")
+	f.Add("bytes */200")
+	f.Add("bytes 007-9/10")
+	f.Fuzz(func(t *testing.T, cr string) {
+		n, ok := rangeStart(cr)
+		if !ok {
+			return
+		}
+		_, rest, _ := strings.Cut(strings.TrimPrefix(cr, "bytes "), "-")
+		again, ok2 := rangeStart("bytes " + strconv.FormatInt(n, 10) + "-" + rest)
+		if n < 0 || !ok2 || again != n {
+			t.Fatalf("rangeStart(%q) = %d; canonical form gives %d, %v", cr, n, again, ok2)
+		}
+	})
+}
