@@ -352,6 +352,8 @@ func indent(s, prefix string) string {
 
 func humanBytes(n int64) string {
 	switch {
+	case n < 0:
+		return "size unknown"
 	case n >= 1<<30:
 		return fmt.Sprintf("%.1f GiB", float64(n)/(1<<30))
 	case n >= 1<<20:

@@ -16,6 +16,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 )
 
 // The Hugging Face Hub, as huggingface_hub talks to it:
@@ -268,6 +269,8 @@ func (h *hub) download(ctx context.Context, cache *os.Root, loc Location, info I
 		return nil, err
 	}
 	part := key + ".part"
+	start := time.Now()
+	h.log.Info("hub download", "file", info.Pin, "bytes", info.Size)
 	var last error
 	for attempt := 1; attempt <= downloadAttempts; attempt++ {
 		done, err := h.fetchPart(ctx, cache, part, loc, info)
@@ -295,6 +298,7 @@ func (h *hub) download(ctx context.Context, cache *os.Root, loc Location, info I
 	if err := cache.Rename(part, key); err != nil {
 		return nil, err
 	}
+	h.log.Info("hub download done", "file", info.Pin, "seconds", fmt.Sprintf("%.1f", time.Since(start).Seconds()))
 	if d, err := cache.Open("hub"); err == nil {
 		d.Sync()
 		d.Close()
