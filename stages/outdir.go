@@ -44,7 +44,13 @@ func (e *BusyError) Error() string {
 }
 
 // outputDir is the run's output directory, absolute.
+// For an output on object storage it is the local working copy.
 func (p *Pipeline) outputDir() (string, error) {
+	if loc, remote, err := storage.OutputLocation(p.Output.Dir); err != nil {
+		return "", err
+	} else if remote {
+		return workDir(p, loc)
+	}
 	return filepath.Abs(p.Resolve(p.Output.Dir))
 }
 
@@ -87,6 +93,9 @@ func pathProblems(p *Pipeline, src *storage.Opener) []string {
 	dir, err := p.outputDir()
 	if err != nil {
 		return append(probs, p.problem("output.dir", "output.dir: %v", err))
+	}
+	if msg := remoteOutputProblem(p, src); msg != "" {
+		probs = append(probs, msg)
 	}
 	fi, err := os.Stat(dir)
 	switch {

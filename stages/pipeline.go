@@ -58,7 +58,13 @@ type StorageConfig struct {
 // Output says where and how stage outputs are written.
 type Output struct {
 	// Dir is the run directory, relative to pipeline.yaml; default "out".
+	// It may be s3://bucket/prefix: the run then works in WorkDir and keeps
+	// the prefix a copy of it (see storage.Mirror).
 	Dir string `yaml:"dir"`
+	// WorkDir is the local working copy of an output on object storage,
+	// relative to pipeline.yaml; default a folder per bucket and prefix in
+	// the user's cache directory ($XDG_CACHE_HOME/augment/…).
+	WorkDir string `yaml:"work_dir"`
 	// ShardSize is the number of records per shard, the unit of resume and
 	// of memory use; default 2000.
 	ShardSize int `yaml:"shard_size"`
@@ -368,8 +374,10 @@ func Parse(path string, b []byte) (*Pipeline, error) {
 			at(keyLine(node, "max_row_bytes"), "source %q: max_row_bytes must be between 0 (default, 16 MiB) and 1 GiB", s.Name)
 		}
 	}
-	if storage.IsRemote(p.Output.Dir) {
-		at(lineOf(&root, "output.dir"), "output.dir %s: outputs on object storage are not supported yet; sources may be remote (s3://, hf://datasets/), output.dir is a local directory", p.Output.Dir)
+	if _, remote, err := storage.OutputLocation(p.Output.Dir); err != nil {
+		at(lineOf(&root, "output.dir"), "output.dir: %v", err)
+	} else if !remote && p.Output.WorkDir != "" {
+		at(lineOf(&root, "output.work_dir"), "output.work_dir is for an output.dir on object storage (s3://); %s is local", p.Output.Dir)
 	}
 	for _, msg := range p.Storage.S3.Validate() {
 		at(lineOf(&root, "storage.s3.endpoint"), "%s", msg)

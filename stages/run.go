@@ -84,8 +84,10 @@ type Runner struct {
 	libErr  error
 	libRefs []manifests.FileRef
 
-	src      *storage.Opener // opens the sources, local or remote
-	srcCache *os.Root        // its cache directory, when a source is remote
+	src        *storage.Opener // opens the sources, local or remote
+	srcCache   *os.Root        // its cache directory, when a source is remote
+	mirror     *storage.Mirror // keeps an output on object storage in step
+	mirrorRoot *os.Root        // the mirror's handle on the output directory
 
 	check teacherCheck // batch.go
 }
@@ -116,6 +118,10 @@ func NewRunner(p *Pipeline, o Options) (*Runner, error) {
 		return nil, err
 	}
 	if err := r.openSourcesCache(); err != nil {
+		r.closeOutput()
+		return nil, err
+	}
+	if err := r.openMirror(); err != nil {
 		r.closeOutput()
 		return nil, err
 	}
@@ -153,7 +159,8 @@ func (r *Runner) Close() error {
 }
 
 func (r *Runner) closeOutput() error {
-	err := r.root.Close()
+	err := r.closeMirror()
+	err = errors.Join(err, r.root.Close())
 	if r.srcCache != nil {
 		err = errors.Join(err, r.srcCache.Close())
 	}

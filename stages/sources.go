@@ -2,10 +2,14 @@ package stages
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"path"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -145,4 +149,73 @@ func (c *countingReader) Read(p []byte) (int, error) {
 	n, err := c.r.Read(p)
 	c.n += int64(n)
 	return n, err
+}
+
+// workDir is the local working copy of an output on object storage:
+// output.work_dir, or a folder per bucket and prefix in the user's cache
+// directory.
+func workDir(p *Pipeline, loc storage.Location) (string, error) {
+	if p.Output.WorkDir != "" {
+		return filepath.Abs(p.Resolve(p.Output.WorkDir))
+	}
+	base, err := os.UserCacheDir()
+	if err != nil {
+		return "", fmt.Errorf("output.work_dir is not set and there is no user cache directory: %w", err)
+	}
+	sum := sha256.Sum256([]byte(loc.Key))
+	return filepath.Join(base, "augment", "work", loc.Bucket+"-"+hex.EncodeToString(sum[:6])), nil
+}
+
+// remoteOutputProblem checks that an output on object storage can be
+// listed and holds only augment's objects.
+func remoteOutputProblem(p *Pipeline, op *storage.Opener) string {
+	loc, remote, err := storage.OutputLocation(p.Output.Dir)
+	if err != nil || !remote {
+		return ""
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), statTimeout)
+	defer cancel()
+	if err := op.CheckOutput(ctx, loc); err != nil {
+		return p.problem("output.dir", "output.dir: %v", err)
+	}
+	return ""
+}
+
+// openMirror makes an output on object storage follow the local working
+// copy: what the prefix holds and the copy lacks is fetched first (a run
+// resumed on another machine), then every file the run commits is
+// uploaded.
+func (r *Runner) openMirror() error {
+	loc, remote, err := storage.OutputLocation(r.p.Output.Dir)
+	if err != nil || !remote {
+		return err
+	}
+	local, err := r.root.OpenRoot(".")
+	if err != nil {
+		return err
+	}
+	m, err := r.src.NewMirror(loc, local)
+	if err != nil {
+		local.Close()
+		return err
+	}
+	r.mirror, r.mirrorRoot = m, local
+	if err := m.Pull(context.Background()); err != nil {
+		return fmt.Errorf("output.dir %s: %w", r.p.Output.Dir, err)
+	}
+	r.root = r.root.Observe(m)
+	return nil
+}
+
+// closeMirror uploads what is left and releases the mirror.
+func (r *Runner) closeMirror() error {
+	if r.mirror == nil {
+		return nil
+	}
+	err := r.mirror.Close()
+	r.mirror = nil
+	if err != nil {
+		err = fmt.Errorf("output.dir %s: %w (the local copy %s is complete; running again uploads the rest)", r.p.Output.Dir, err, r.dir)
+	}
+	return errors.Join(err, r.mirrorRoot.Close())
 }

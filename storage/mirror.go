@@ -112,16 +112,28 @@ func mirrored(name string) bool {
 		!strings.HasPrefix(base, ".tmp-")
 }
 
-// CheckOutput reports whether the bucket of an S3 output exists and may be
-// listed.
+// CheckOutput reports whether the prefix of an S3 output can be listed and
+// is augment's: empty, or holding augment's marker (.augment/output-dir),
+// as a local output directory must be.
 func (o *Opener) CheckOutput(ctx context.Context, loc Location) error {
 	c, err := o.s3Client()
 	if err != nil {
 		return err
 	}
-	for obj := range c.ListObjects(ctx, loc.Bucket, minio.ListObjectsOptions{Prefix: loc.Key + "/", MaxKeys: 1}) {
+	m := &Mirror{loc: loc}
+	what := m.String()
+	for obj := range c.ListObjects(ctx, loc.Bucket, minio.ListObjectsOptions{Prefix: m.object(""), MaxKeys: 1}) {
 		if obj.Err != nil {
-			return s3Error(loc, obj.Err)
+			if err := s3Error(loc, obj.Err); !errors.As(err, new(*NotFoundError)) {
+				return err
+			}
+			return fmt.Errorf("%s: no such bucket", what)
+		}
+		if _, err := c.StatObject(ctx, loc.Bucket, m.object(".augment/output-dir"), minio.StatObjectOptions{}); err != nil {
+			if minio.ToErrorResponse(err).Code == "NoSuchKey" {
+				return fmt.Errorf("%s holds objects augment did not write (%s …); set output.dir to a new or empty prefix", what, obj.Key)
+			}
+			return s3Error(loc, err)
 		}
 		break
 	}

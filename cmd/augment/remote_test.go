@@ -386,3 +386,76 @@ func sha256Hex(b []byte) string {
 	s := sha256.Sum256(b)
 	return hex.EncodeToString(s[:])
 }
+
+// An output on S3: the demo run with output.dir s3://… leaves in the bucket
+// the same data files as a local run, manifests included; a run on another
+// machine (a fresh working copy) pulls it and has nothing left to do; a
+// prefix holding objects augment did not write is refused.
+func TestRemoteOutputOnS3(t *testing.T) {
+	demo, err := filepath.Abs("../../testdata/demo/pipeline.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	e2eMustRun(t, dir, "run", "-quiet", "-set", "output.dir="+filepath.Join(dir, "local"), demo)
+	want := e2eDataFiles(t, filepath.Join(dir, "local"))
+
+	be := s3mem.New()
+	be.CreateBucket("runs")
+	srv := httptest.NewServer(gofakes3.New(be).Server())
+	defer srv.Close()
+	t.Setenv("AWS_ACCESS_KEY_ID", "test-key")
+	t.Setenv("AWS_SECRET_ACCESS_KEY", "test-secret")
+	t.Setenv("AWS_REGION", "us-east-1")
+	t.Setenv("AWS_ENDPOINT_URL", srv.URL)
+	c, err := minio.New(strings.TrimPrefix(srv.URL, "http://"), &minio.Options{Creds: credentials.NewStaticV4("test-key", "test-secret", ""), Region: "us-east-1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bucket := func(prefix string) map[string][]byte {
+		t.Helper()
+		got := filepath.Join(t.TempDir(), "bucket")
+		for obj := range c.ListObjects(context.Background(), "runs", minio.ListObjectsOptions{Prefix: prefix, Recursive: true}) {
+			if obj.Err != nil {
+				t.Fatal(obj.Err)
+			}
+			p := filepath.Join(got, filepath.FromSlash(strings.TrimPrefix(obj.Key, prefix)))
+			os.MkdirAll(filepath.Dir(p), 0o755)
+			if err := c.FGetObject(context.Background(), "runs", obj.Key, p, minio.GetObjectOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return e2eDataFiles(t, got)
+	}
+
+	_, stderr := e2eMustRun(t, dir, "run", "-set", "output.dir=s3://runs/demo/r1", "-set", "output.work_dir="+filepath.Join(dir, "work-a"), demo)
+	if !strings.Contains(stderr, "output mirrored to object storage") {
+		t.Errorf("no mirror line in:\n%s", stderr)
+	}
+	e2eSameData(t, want, bucket("demo/r1/"))
+	if _, err := c.StatObject(context.Background(), "runs", "demo/r1/06-mt_llama/manifest.json", minio.StatObjectOptions{}); err != nil {
+		t.Errorf("no manifest in the bucket: %v", err)
+	}
+	if _, err := c.StatObject(context.Background(), "runs", "demo/r1/.augment/lock", minio.StatObjectOptions{}); err == nil {
+		t.Error("the local lock file was uploaded")
+	}
+
+	// Another machine: a fresh working copy starts from the bucket.
+	_, stderr = e2eMustRun(t, dir, "run", "-set", "output.dir=s3://runs/demo/r1", "-set", "output.work_dir="+filepath.Join(dir, "work-b"), demo)
+	if !strings.Contains(stderr, "output pulled from object storage") || strings.Contains(stderr, "shard done") {
+		t.Errorf("the second machine did not resume from the bucket:\n%s", stderr)
+	}
+	if n := strings.Count(stderr, "skip stage"); n < 7 {
+		t.Errorf("%d stages skipped on the second machine, want all:\n%s", n, stderr)
+	}
+	e2eSameData(t, want, bucket("demo/r1/"))
+
+	// A prefix that is not augment's is refused before anything is written.
+	if _, err := c.PutObject(context.Background(), "runs", "theirs/data.csv", strings.NewReader("a,b"), 3, minio.PutObjectOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	code, _, stderr := e2eAugment(t, dir, "run", "-set", "output.dir=s3://runs/theirs", "-set", "output.work_dir="+filepath.Join(dir, "work-c"), demo)
+	if code != 2 || !strings.Contains(stderr, "holds objects augment did not write") {
+		t.Errorf("foreign prefix: exit %d\n%s", code, stderr)
+	}
+}
