@@ -18,7 +18,9 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/johannesboyne/gofakes3"
 	"github.com/johannesboyne/gofakes3/backend/s3mem"
@@ -27,6 +29,7 @@ import (
 	"github.com/minio/minio-go/v7/pkg/credentials"
 	"github.com/parquet-go/parquet-go"
 
+	"github.com/augmentdata/augment/stages/llm/fakellm"
 	"github.com/augmentdata/augment/storage/fakehub"
 )
 
@@ -458,4 +461,59 @@ func TestRemoteOutputOnS3(t *testing.T) {
 	if code != 2 || !strings.Contains(stderr, "holds objects augment did not write") {
 		t.Errorf("foreign prefix: exit %d\n%s", code, stderr)
 	}
+}
+
+// kill -9 in the middle of an LLM stage with the output on S3, resumed on
+// another machine (a fresh working copy), then run again on the first
+// machine (a stale copy): the bucket ends with the clean run's bytes.
+func TestKillWithOutputOnS3(t *testing.T) {
+	const rows = 600
+	dump := e2eRows(rows)
+	cfg := fakellm.Config{Latency: fakellm.Duration(3 * time.Millisecond)}
+	pipe := e2ePipeline{MaxInFlight: 2, ShardSize: 50}
+	cleanFake, cleanDir := e2eSetup(t, cfg, pipe, dump)
+	e2eMustRun(t, cleanDir, "run", "-quiet", "pipeline.yaml")
+	want := e2eDataFiles(t, filepath.Join(cleanDir, "out"))
+
+	be := s3mem.New()
+	be.CreateBucket("runs")
+	srv := httptest.NewServer(gofakes3.New(be).Server())
+	defer srv.Close()
+	t.Setenv("AWS_ACCESS_KEY_ID", "test-key")
+	t.Setenv("AWS_SECRET_ACCESS_KEY", "test-secret")
+	t.Setenv("AWS_REGION", "us-east-1")
+	t.Setenv("AWS_ENDPOINT_URL", srv.URL)
+	c, err := minio.New(strings.TrimPrefix(srv.URL, "http://"), &minio.Options{Creds: credentials.NewStaticV4("test-key", "test-secret", ""), Region: "us-east-1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bucket := func() map[string][]byte {
+		t.Helper()
+		got := filepath.Join(t.TempDir(), "bucket")
+		for obj := range c.ListObjects(context.Background(), "runs", minio.ListObjectsOptions{Prefix: "k/", Recursive: true}) {
+			p := filepath.Join(got, filepath.FromSlash(strings.TrimPrefix(obj.Key, "k/")))
+			if err := c.FGetObject(context.Background(), "runs", obj.Key, p, minio.GetObjectOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return e2eDataFiles(t, got)
+	}
+	fake, dir := e2eSetup(t, cfg, pipe, dump)
+	on := func(work string) []string {
+		return []string{"run", "-quiet", "-set", "output.dir=s3://runs/k", "-set", "output.work_dir=" + filepath.Join(dir, work), "pipeline.yaml"}
+	}
+	cmd, _ := e2eSignalAt(t, dir, fake, cleanFake.Counters().Chat*2/5, syscall.SIGKILL, on("work-a")...)
+	if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); !ok || !ws.Signaled() {
+		t.Fatalf("augment was not killed: %v", cmd.ProcessState)
+	}
+	atKill := fake.Counters().Chat
+	e2eMustRun(t, dir, on("work-b")...)
+	e2eSameData(t, want, bucket())
+	resumed := fake.Counters().Chat - atKill
+	e2eMustRun(t, dir, on("work-a")...)
+	e2eSameData(t, want, bucket())
+	if again := fake.Counters().Chat - atKill - resumed; again != 0 {
+		t.Errorf("the stale machine asked the teacher %d more times", again)
+	}
+	t.Logf("clean run: %d requests; killed at %d; resumed elsewhere: %d more", cleanFake.Counters().Chat, atKill, resumed)
 }
