@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -94,4 +95,59 @@ func BenchmarkIngestSource(b *testing.B) {
 	hub.Commit("org/bench", "main", map[string][]byte{"xlam.jsonl": dump})
 	b.Setenv("HF_ENDPOINT", hub.URL)
 	b.Run("hub", func(b *testing.B) { benchIngest(b, "hf://datasets/org/bench/xlam.jsonl", len(dump), "") })
+}
+
+var benchRuns atomic.Int64
+
+// BenchmarkChainOutput runs ingest, meta_tool, verify and an export (the
+// offline teacher: deterministic) on 6000 rows with the output on the local
+// disk and on an S3 server on loopback (gofakes3; the run works in a local
+// copy and mirrors every committed file). MB/s are of the dump.
+func BenchmarkChainOutput(b *testing.B) {
+	dump := benchDump(6000)
+	dir := b.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "xlam.jsonl"), dump, 0o644); err != nil {
+		b.Fatal(err)
+	}
+	be := s3mem.New()
+	be.CreateBucket("runs")
+	srv := httptest.NewServer(gofakes3.New(be).Server())
+	defer srv.Close()
+	b.Setenv("AWS_ACCESS_KEY_ID", "bench")
+	b.Setenv("AWS_SECRET_ACCESS_KEY", "bench")
+	y := fmt.Sprintf("seed: 1\nstorage: {s3: {endpoint: %q, region: us-east-1}}\noutput: {dir: out, shard_size: 1000}\n"+
+		"sources:\n  - {name: xlam, path: xlam.jsonl, format: xlam}\n"+
+		"stages:\n  - meta_tool: {open_world_ratio: 0.5, min_tools: 3}\n  - verify: {checks: [roles, calls_resolved, args_schema]}\n"+
+		"  - export: {dataset: bench, allow_offline: true}\n", srv.URL)
+	pf := filepath.Join(dir, "pipeline.yaml")
+	if err := os.WriteFile(pf, []byte(y), 0o644); err != nil {
+		b.Fatal(err)
+	}
+	for _, where := range []string{"local", "s3"} {
+		b.Run(where, func(b *testing.B) {
+			b.SetBytes(int64(len(dump)))
+			for b.Loop() {
+				i := benchRuns.Add(1) // every run starts afresh
+				sets := []string{fmt.Sprintf("output.dir=%s/out%d", dir, i)}
+				if where == "s3" {
+					sets = []string{fmt.Sprintf("output.dir=s3://runs/r%d", i), fmt.Sprintf("output.work_dir=%s/work%d", dir, i)}
+				}
+				p, err := Load(pf, sets...)
+				if err != nil {
+					b.Fatal(err)
+				}
+				r, err := NewRunner(p, Options{Version: "bench"})
+				if err != nil {
+					b.Fatal(err)
+				}
+				_, err = r.Run(context.Background())
+				if cerr := r.Close(); err == nil {
+					err = cerr
+				}
+				if err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
 }
