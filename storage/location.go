@@ -4,6 +4,7 @@
 // the place, a dump may be gzip- or zstd-compressed or a Parquet file; Open
 // hands ingest the rows as JSON (an array or JSON Lines), so the format
 // readers in stages/formats never see where or how the rows were stored.
+// A Mirror keeps an output directory's copy in S3 (output.dir: s3://…).
 //
 // Credentials come from the environment only: the standard AWS chain for
 // S3 (AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY/AWS_SESSION_TOKEN, the shared

@@ -13,6 +13,14 @@ import (
 	"github.com/minio/minio-go/v7/pkg/credentials"
 )
 
+// S3 goes through minio-go rather than gocloud.dev/blob with the AWS SDK:
+// measured on this project's machines, a program streaming one object
+// builds to 11.3 MB with minio-go and 31.1 MB with gocloud's s3blob (8.5 MB
+// for a bare net/http one), in 14 s against 43 s from a cold cache (59
+// against 291 packages), and both read from gofakes3 on loopback at 1.5-2.2
+// GB/s. gocloud's gcsblob alone would add about 31 MB more, so gs:// and
+// azblob:// are refused rather than linked in.
+
 // S3Config is the pipeline's storage.s3 block: where S3 is, never how to
 // sign in (credentials come from the environment only).
 type S3Config struct {
