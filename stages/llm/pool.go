@@ -130,10 +130,24 @@ type ticket struct {
 	probe bool
 }
 
+// errHalted is returned by acquire when the run has stopped (see halt).
+var errHalted = errors.New("the run has stopped")
+
+// recheckEvery bounds every wait in acquire: a waiter looks at the
+// endpoints again at least this often even if no release wakes it, so a
+// missed wake-up can delay an attempt but never park it for good.
+const recheckEvery = time.Second
+
 // acquire waits for a free slot on a healthy endpoint, preferring one other
 // than avoid (the endpoint of the previous failed attempt). It returns
-// errUnavailable at once when every endpoint's breaker is open.
-func (p *pool) acquire(ctx context.Context, avoid *endpoint) (ticket, error) {
+// errUnavailable at once when every endpoint's breaker is open, and
+// errHalted as soon as halted is closed.
+//
+// Waiters are woken, oldest first, when slots free up, and all of them
+// when a breaker changes state; besides, each wait ends by the time an
+// endpoint may take work again (Retry-After pause or cooldown over) or
+// after recheckEvery, whichever comes first.
+func (p *pool) acquire(ctx context.Context, avoid *endpoint, halted <-chan struct{}) (ticket, error) {
 	for {
 		p.mu.Lock()
 		t, ok, wakeAt, down := p.pick(avoid)
@@ -149,24 +163,24 @@ func (p *pool) acquire(ctx context.Context, avoid *endpoint) (ticket, error) {
 		p.waiters = append(p.waiters, w)
 		p.mu.Unlock()
 
-		var tm *time.Timer
-		var timer <-chan time.Time
+		wait := recheckEvery
 		if !wakeAt.IsZero() {
-			tm = time.NewTimer(max(wakeAt.Sub(p.now()), time.Millisecond))
-			timer = tm.C
+			wait = min(wait, max(wakeAt.Sub(p.now()), time.Millisecond))
 		}
+		tm := time.NewTimer(wait)
 		var err error
 		select {
 		case <-w:
-		case <-timer:
+		case <-tm.C:
 			p.dropWaiter(w)
 		case <-ctx.Done():
 			p.dropWaiter(w)
 			err = ctx.Err()
+		case <-halted:
+			p.dropWaiter(w)
+			err = errHalted
 		}
-		if tm != nil {
-			tm.Stop()
-		}
+		tm.Stop()
 		if err != nil {
 			return ticket{}, err
 		}
@@ -270,6 +284,7 @@ func (p *pool) release(t ticket, o outcome) {
 	e.inFlight--
 	e.sem.Release(1)
 	now := p.now()
+	state := e.state
 	if o.retryAfter > 0 {
 		e.pausedUntil = laterOf(e.pausedUntil, now.Add(o.retryAfter))
 	}
@@ -317,6 +332,13 @@ func (p *pool) release(t ticket, o outcome) {
 		if t.probe {
 			e.state, e.probing = breakerClosed, false
 		}
+	}
+	if e.state != state || t.probe {
+		// The breaker moved (or a probe slot came free): every waiter
+		// decides anew, to take a slot, wait for a cooldown's end or give
+		// up when every endpoint is out of rotation.
+		p.signal(len(p.waiters))
+		return
 	}
 	p.signal(p.freeSlots())
 }

@@ -30,7 +30,7 @@ func mustAcquire(t *testing.T, p *pool) ticket {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
-	tk, err := p.acquire(ctx, nil)
+	tk, err := p.acquire(ctx, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -169,7 +169,7 @@ func TestPoolAllDown(t *testing.T) {
 	for range 3 {
 		p.release(mustAcquire(t, p), outcome{class: classServer})
 	}
-	if _, err := p.acquire(context.Background(), nil); !errors.Is(err, errUnavailable) {
+	if _, err := p.acquire(context.Background(), nil, nil); !errors.Is(err, errUnavailable) {
 		t.Fatalf("all endpoints open: %v", err)
 	}
 }
@@ -179,7 +179,7 @@ func TestPoolWaitersAndCap(t *testing.T) {
 	a, b := mustAcquire(t, p), mustAcquire(t, p)
 	got := make(chan ticket)
 	go func() {
-		tk, err := p.acquire(context.Background(), nil)
+		tk, err := p.acquire(context.Background(), nil, nil)
 		if err != nil {
 			t.Error(err)
 		}
@@ -188,7 +188,7 @@ func TestPoolWaitersAndCap(t *testing.T) {
 	// The waiter must not get a slot while both are taken.
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if _, err := p.acquire(ctx, nil); !errors.Is(err, context.Canceled) {
+	if _, err := p.acquire(ctx, nil, nil); !errors.Is(err, context.Canceled) {
 		t.Fatalf("cancelled acquire: %v", err)
 	}
 	p.release(a, outcome{})
@@ -250,5 +250,98 @@ func TestPoolKeepsBeforeRelease(t *testing.T) {
 	n, class, err := p.run(context.Background(), rp, newStageStats(), h, ok, func() error { return diskFull })
 	if n != 1 || class != "" || !errors.Is(err, diskFull) || p.eps[0].inFlight != 0 {
 		t.Fatalf("attempts %d class %q err %v in flight %d", n, class, err, p.eps[0].inFlight)
+	}
+}
+
+// Waiters parked while a half-open endpoint's probe is out must not be
+// forgotten when the probe fails and the breaker opens again (issue 18:
+// every worker parked in acquire with nothing in flight). Each waiter must
+// come back within bounded time: with a slot once the endpoint is
+// probed again, or with errUnavailable while every breaker is open.
+func TestPoolWaitersSurviveAFailedProbe(t *testing.T) {
+	p := newPool(poolConfig{breakerFailures: 2, breakerCooldown: 20 * time.Millisecond}, []Endpoint{{BaseURL: "http://a", MaxInFlight: 4}},
+		func(Endpoint) *openai.Client { return nil })
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	never := make(chan struct{})
+	// closed → open
+	for range 2 {
+		tk, err := p.acquire(ctx, nil, never)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p.release(tk, outcome{class: classServer})
+	}
+	if e := p.eps[0]; e.state != breakerOpen {
+		t.Fatalf("after 2 failures: %v", e.state)
+	}
+	// open → half-open: the probe goes out.
+	time.Sleep(25 * time.Millisecond)
+	probe, err := p.acquire(ctx, nil, never)
+	if err != nil || !probe.probe {
+		t.Fatalf("probe: %+v %v", probe, err)
+	}
+	// Waiters arrive while the probe is in flight.
+	const waiters = 8
+	type result struct {
+		tk  ticket
+		err error
+	}
+	results := make(chan result, waiters)
+	for range waiters {
+		go func() {
+			tk, err := p.acquire(ctx, nil, never)
+			results <- result{tk, err}
+		}()
+	}
+	for {
+		p.mu.Lock()
+		n := len(p.waiters)
+		p.mu.Unlock()
+		if n == waiters {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	// The probe fails: half-open → open.
+	p.release(probe, outcome{class: classTimeout})
+	if e := p.eps[0]; e.state != breakerOpen {
+		t.Fatalf("after the failed probe: %v", e.state)
+	}
+	deadline := time.After(10 * time.Second)
+	for i := range waiters {
+		select {
+		case r := <-results:
+			switch {
+			case r.err == nil:
+				p.release(r.tk, outcome{})
+			case errors.Is(r.err, errUnavailable):
+			default:
+				t.Fatalf("waiter: %v", r.err)
+			}
+		case <-deadline:
+			t.Fatalf("%d of %d waiters still parked 10s after the failed probe (cooldown 40ms)", waiters-i, waiters)
+		}
+	}
+}
+
+// A halted run wakes its waiters at once.
+func TestPoolAcquireStopsOnHalt(t *testing.T) {
+	p, _ := testPool(t, 1)
+	mustAcquire(t, p)
+	halted := make(chan struct{})
+	done := make(chan error)
+	go func() {
+		_, err := p.acquire(context.Background(), nil, halted)
+		done <- err
+	}()
+	close(halted)
+	select {
+	case err := <-done:
+		if !errors.Is(err, errHalted) {
+			t.Fatalf("halted acquire: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("acquire ignored the halt")
 	}
 }

@@ -184,8 +184,10 @@ func (p *pool) run(ctx context.Context, rp retryPolicy, st *stageStats, h halt, 
 			return attempt, "", err
 		}
 		var retryAfter time.Duration
-		t, aerr := p.acquire(ctx, avoid)
+		t, aerr := p.acquire(ctx, avoid, h.done)
 		switch {
+		case errors.Is(aerr, errHalted):
+			return attempt, "", h.err()
 		case errors.Is(aerr, errUnavailable):
 			class, err = classUnavailable, aerr
 		case aerr != nil:
