@@ -85,6 +85,8 @@ type poolConfig struct {
 	breakerFailures  int
 	breakerCooldown  time.Duration
 	latencyTolerance float64 // ≤ 0 disables the latency signal
+	// redact cleans the errors of failed attempts (see pool.run).
+	redact redactor
 }
 
 // A pool spreads attempts over endpoints: the least loaded healthy one

@@ -61,6 +61,7 @@ type Teacher struct {
 	rp      retryPolicy
 	prices  prices
 	flights singleflight.Group
+	redact  redactor // removes the key from server text before it is kept
 
 	mu     sync.Mutex
 	stages map[string]*StageClient
@@ -102,10 +103,12 @@ func NewTeacher(cfg Config, o Options) (*Teacher, error) {
 	if err != nil {
 		return nil, err
 	}
+	t.redact = newRedactor(key)
 	t.pool = newPool(poolConfig{
 		breakerFailures:  cfg.BreakerFailures,
 		breakerCooldown:  cfg.BreakerCooldown.D(),
 		latencyTolerance: cfg.LatencyTolerance,
+		redact:           t.redact,
 	}, cfg.Endpoints, func(ep Endpoint) *openai.Client {
 		c, tr := newOpenAIClient(ep, key)
 		t.trs = append(t.trs, tr)
@@ -423,7 +426,14 @@ func (s *StageClient) fetch(ctx context.Context, req Request, canon, key []byte)
 		}
 	}
 	zero := req.Temperature != nil && *req.Temperature == 0
-	attempts, class, err := t.pool.run(ctx, t.rp, s.st, t.halt, chatAttempt(buildChat(req, t.cfg.StructuredOutput), zero, &resp), keep)
+	do := chatAttempt(buildChat(req, t.cfg.StructuredOutput), zero, &resp)
+	attempts, class, err := t.pool.run(ctx, t.rp, s.st, t.halt, func(actx context.Context, meta *callMeta, c *openai.Client) error {
+		err := do(actx, meta, c)
+		// An answer that quotes the key (a server echoing its request)
+		// must not reach the cache or the data.
+		resp.Content = t.redact.literal(resp.Content)
+		return err
+	}, keep)
 	if err != nil {
 		if class == "" {
 			return Response{}, err // context ended, the run stopped, or the cache failed

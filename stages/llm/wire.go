@@ -170,7 +170,9 @@ const classCanceled = "canceled"
 
 // run performs attempts of do until one succeeds, the error is not
 // retryable, the retries are used up, ctx ends or the run halts. It returns
-// the number of attempts and, on failure, the class of the last one.
+// the number of attempts and, on failure, the class of the last one; the
+// error of a failed attempt has its credentials redacted (it quotes what
+// the server sent).
 //
 // After a successful attempt, keep (if not nil) stores its result while
 // the endpoint slot is still held, so requests sent but not yet stored
@@ -216,6 +218,7 @@ func (p *pool) run(ctx context.Context, rp retryPolicy, st *stageStats, h halt, 
 				return attempt + 1, "", ctx.Err()
 			}
 			class = classify(err, meta.status, actx)
+			err = p.cfg.redact.err(err)
 			cancel()
 			if class == classRateLimited || class == classServer {
 				retryAfter = min(meta.retryAfter, rp.maxWait)
