@@ -6,6 +6,7 @@ package stages
 import (
 	"bytes"
 	"context"
+	"errors"
 	"io/fs"
 	"log/slog"
 	"os"
@@ -13,6 +14,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/augmentdata/augment/manifests"
 	"github.com/augmentdata/augment/stages/llm"
 	"github.com/augmentdata/augment/stages/llm/fakellm"
 )
@@ -81,4 +83,73 @@ func TestTeacherKeyNeverReachesDisk(t *testing.T) {
 	if strings.Contains(log, key) {
 		t.Error("the log holds the API key")
 	}
+}
+
+// A teacher outage stops the run with the error-rate stop; shards that
+// finished during the outage hold records rejected as llm_error_server or
+// llm_error_unavailable. Those rejects are not final (issue 8): resumed
+// against the recovered server, the run ends with the same data as a
+// clean run, and no answer received before the outage is paid for again.
+func TestResumeAfterOutageMatchesCleanRun(t *testing.T) {
+	const rows = 120
+	dump := llmrunRows(rows)
+	// max_in_flight above the CPU count keeps two shards running at once
+	// (shardWorkers), each with all its records in flight, so several
+	// shards finish with every record rejected before the run stops.
+	endpoints := func(url string) []llm.Endpoint { return []llm.Endpoint{{BaseURL: url + "/v1", MaxInFlight: 64}} }
+	teacher := "  max_retries: 2\n  retry_base: 1ms\n  retry_max: 4ms\n  breaker_cooldown: 20ms\n  max_error_rate: 0.5"
+
+	clean, cleanURL := llmrunFake(t, fakellm.Config{Script: llmrunScript})
+	cleanPath := llmrunPipeline(t, dump, 5, endpoints(cleanURL), teacher)
+	if _, log, err := faultRun(t, cleanPath, nil); err != nil {
+		t.Fatalf("clean run: %v\n%s", err, log)
+	}
+	paid := clean.Counters().Answered
+
+	const before = 40
+	fake, url := llmrunFake(t, fakellm.Config{Script: llmrunScript, Faults: fakellm.Faults{DownAfter: before}})
+	path := llmrunPipeline(t, dump, 5, endpoints(url), teacher)
+	_, log, err := faultRun(t, path, nil)
+	var fe *llm.FatalError
+	if !errors.As(err, &fe) || fe.Reason != "llm_error_rate" {
+		t.Fatalf("outage run: want the error-rate stop (exit 3), got %v\n%s", err, log)
+	}
+	out := filepath.Join(filepath.Dir(path), "out")
+	m, err := manifests.Read[manifests.Stage](filepath.Join(out, "01-reason", "manifest.json"))
+	if err != nil || m == nil {
+		t.Fatalf("reason manifest after the stop: %v", err)
+	}
+	kept := 0
+	for _, sh := range m.Shards {
+		if transientRejects(sh.Rejected) > 0 {
+			kept++
+			if sh.Key != "" {
+				t.Errorf("shard %s with transient rejects %v is recorded as done", sh.Name, sh.Rejected)
+			}
+		}
+	}
+	if kept == 0 {
+		t.Fatalf("no shard finished during the outage (shards %d); the test does not exercise the resume", len(m.Shards))
+	}
+	answered := fake.Counters().Answered
+	if answered != before {
+		t.Fatalf("answered %d before the outage, want %d", answered, before)
+	}
+
+	// The server is back.
+	if err := fake.SetFaults(fakellm.Faults{}); err != nil {
+		t.Fatal(err)
+	}
+	chatBefore := fake.Counters().Chat
+	if _, log, err := faultRun(t, path, nil); err != nil {
+		t.Fatalf("resumed run: %v\n%s", err, log)
+	}
+	c := fake.Counters()
+	if c.Answered != paid || c.Chat-chatBefore != paid-before {
+		t.Errorf("answers paid over both runs: %d (resume sent %d), a clean run pays %d", c.Answered, c.Chat-chatBefore, paid)
+	}
+	t.Logf("shards kept undone after the stop: %d of %d recorded; answers: %d before the outage, %d on resume, %d in a clean run",
+		kept, len(m.Shards), before, c.Answered-before, paid)
+	llmrunConserved(t, out)
+	llmrunSameData(t, llmrunDataFiles(t, filepath.Join(filepath.Dir(cleanPath), "out")), llmrunDataFiles(t, out))
 }

@@ -343,6 +343,15 @@ func (r *Runner) runStage(ctx context.Context, sr stageRun, inputs []shardInput)
 				return fmt.Errorf("shard %s: %w", in.name, err)
 			}
 			sh.Key, sh.Seconds = key, time.Since(start).Seconds()
+			if n := transientRejects(sh.Rejected); n > 0 {
+				// A teacher failure that may pass is not a final outcome:
+				// the shard is recorded (later stages read its outputs) but
+				// not as done, so the next run makes it again, its answers
+				// so far from the cache (issue 8).
+				sh.Key = ""
+				r.o.Log.Warn("records rejected for a passing teacher failure; run again to retry them",
+					"stage", sr.name, "shard", in.name, "records", n)
+			}
 			mu.Lock()
 			defer mu.Unlock()
 			done[in.name] = sh
@@ -419,9 +428,23 @@ func explainShard(old *manifests.Stage, fp, plan string, in shardInput) string {
 		return "the stage's whole-input plan changed"
 	case len(s.Inputs) == 0 || s.Inputs[0].SHA256 != in.ref.SHA256:
 		return "input shard content changed"
+	case s.Key == "":
+		return "records were rejected for a passing teacher failure (timeout, 429, 5xx, …)"
 	default:
 		return "an output file is missing or changed"
 	}
+}
+
+// transientRejects counts the records of rejected whose reason is a
+// teacher failure that may pass (llm.Transient).
+func transientRejects(rejected map[string]int64) int64 {
+	var n int64
+	for reason, k := range rejected {
+		if llm.Transient(reason) {
+			n += k
+		}
+	}
+	return n
 }
 
 // outputsExist checks that a recorded shard's outputs are on disk with the

@@ -101,6 +101,22 @@ func retryable(class string) bool {
 	return false
 }
 
+// Transient reports whether a reject reason names a teacher or embedder
+// failure that may pass: "llm_error_<class>" or "llm_embed_error_<class>"
+// for a retryable class (timeout, connection, 429, 5xx, an unreadable
+// answer, every endpoint out of rotation). Such a reject is never a final
+// outcome: the runner makes its shard again on the next run, when the
+// answers already received come from the cache and only the failed
+// requests are sent again. Other reasons (a 400, an answer that fails the
+// stage's checks) give the same result every time.
+func Transient(reason string) bool {
+	class, ok := strings.CutPrefix(reason, "llm_error_")
+	if !ok {
+		class, ok = strings.CutPrefix(reason, "llm_embed_error_")
+	}
+	return ok && retryable(class)
+}
+
 // breakerFailure reports whether class says the endpoint itself is unwell
 // (as opposed to rate limiting us or rejecting this request).
 func breakerFailure(class string) bool {
