@@ -3,6 +3,7 @@ package llm
 import (
 	"context"
 	"errors"
+	"math/rand/v2"
 	"testing"
 	"time"
 
@@ -65,30 +66,61 @@ func TestPoolOneCutPerBurst(t *testing.T) {
 	}
 }
 
+// wave sends k requests at once (so the i-th goes out with i in flight)
+// and answers them in order, each after lat(i) with tokens completion
+// tokens.
+func wave(t *testing.T, p *pool, k int, lat func(inflight int) (time.Duration, int)) {
+	t.Helper()
+	var tks []ticket
+	for range k {
+		tks = append(tks, mustAcquire(t, p))
+	}
+	for _, tk := range tks {
+		d, tokens := lat(tk.inflight)
+		p.release(tk, outcome{ttfb: d, tokens: tokens})
+	}
+}
+
 func TestPoolLatencyBackoff(t *testing.T) {
 	p, _ := testPool(t, 16)
 	e := p.eps[0]
 	perToken := time.Millisecond
-	for range 100 {
-		p.release(mustAcquire(t, p), outcome{ttfb: perToken * (16 + 16), tokens: 16})
+	sizes := []int{16, 3, 9, 1, 12, 6, 16, 2}
+	waves := func(n int, lat func(inflight int) (time.Duration, int)) {
+		for i := range n {
+			wave(t, p, min(sizes[i%len(sizes)], int(e.limit)), lat)
+		}
 	}
+	waves(20, func(int) (time.Duration, int) { return perToken * (16 + 16), 16 })
 	if e.cuts != 0 || e.limit != 16 {
 		t.Fatalf("steady latency cut the limit: %+v", e)
 	}
 	// Longer answers take longer without any overload: per token the time
 	// is the same, so no cut.
-	for range 100 {
-		p.release(mustAcquire(t, p), outcome{ttfb: perToken * (400 + 16), tokens: 400})
-	}
+	waves(20, func(int) (time.Duration, int) { return perToken * (400 + 16), 400 })
 	if e.cuts != 0 || e.limit != 16 {
 		t.Fatalf("longer answers were taken for overload: cuts %d limit %v", e.cuts, e.limit)
 	}
-	// The server starts queueing: time per token triples.
-	for range 30 {
-		p.release(mustAcquire(t, p), outcome{ttfb: 3 * perToken * (400 + 16), tokens: 400})
+	// A server with flat latency, 90 ms give or take 10, whatever the load,
+	// and answers from 4 to 500 tokens: per token the time varies
+	// fiftyfold, but not with the load. Nothing to back off from (issue 18:
+	// this cut the limit to a third of the ceiling).
+	rng := rand.New(rand.NewPCG(1, 2))
+	waves(400, func(int) (time.Duration, int) {
+		return 80*time.Millisecond + time.Duration(rng.Int64N(int64(20*time.Millisecond))), 4 + rng.IntN(497)
+	})
+	if e.cuts != 0 || e.limit != 16 {
+		t.Fatalf("jitter was taken for overload: cuts %d limit %v", e.cuts, e.limit)
 	}
-	if e.cuts == 0 || e.limit >= 16 {
-		t.Fatalf("climbing latency did not cut: cuts %d limit %v", e.cuts, e.limit)
+	// The server starts queueing: each request waits for those sent before
+	// it, so time per token climbs with the number in flight.
+	lowest := e.limit
+	waves(30, func(inflight int) (time.Duration, int) {
+		lowest = min(lowest, e.limit)
+		return time.Duration(inflight) * 20 * perToken * (400 + 16), 400
+	})
+	if e.cuts == 0 || lowest > 8 {
+		t.Fatalf("latency climbing with the load did not cut: cuts %d, lowest limit %v", e.cuts, lowest)
 	}
 }
 

@@ -839,3 +839,38 @@ func TestFailedProbesDoNotParkCallers(t *testing.T) {
 			fake.Counters().Chat, s.Stats(), s.t.Endpoints())
 	}
 }
+
+// The latency signal end to end: a server that serves four requests at a
+// time and queues the rest gets its limit cut; one whose latency only
+// jitters, with answers of very different lengths, does not.
+func TestLatencyBackoffFollowsTheQueue(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		fake fakellm.Config
+		cut  bool
+	}{
+		{"queue", fakellm.Config{Latency: fakellm.Duration(10 * time.Millisecond), Capacity: 4}, true},
+		{"jitter", fakellm.Config{Latency: fakellm.Duration(5 * time.Millisecond), Jitter: fakellm.Duration(20 * time.Millisecond)}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, url := startFake(t, tc.fake)
+			cfg := openaiConfig(url)
+			cfg.Endpoints[0].MaxInFlight = 32
+			teacher := newTeacher(t, cfg, Options{})
+			s := teacher.Stage("s")
+			for _, err := range batch(800, 32, func(i int) error {
+				_, err := s.Complete(context.Background(), userReq("s@1", "", fmt.Sprint(i, strings.Repeat(" word", (i*37)%300))))
+				return err
+			}) {
+				if err != nil {
+					t.Fatal(err)
+				}
+			}
+			ep := teacher.Endpoints()[0]
+			t.Logf("%s: %d cuts, limit %v at the end", tc.name, ep.Cuts, ep.Limit)
+			if (ep.Cuts > 0) != tc.cut {
+				t.Fatalf("%s: %d cuts", tc.name, ep.Cuts)
+			}
+		})
+	}
+}
