@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -152,4 +153,38 @@ func TestResumeAfterOutageMatchesCleanRun(t *testing.T) {
 		kept, len(m.Shards), before, c.Answered-before, paid)
 	llmrunConserved(t, out)
 	llmrunSameData(t, llmrunDataFiles(t, filepath.Join(filepath.Dir(cleanPath), "out")), llmrunDataFiles(t, out))
+}
+
+// augment check counts only the rows a source's limit and fraction let
+// through (issue 18: 165,191 requests predicted for a 5,000-row limit).
+func TestCheckEstimateHonoursLimit(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "rows.json"), llmrunRows(3000), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		source string
+		want   string
+	}{
+		{"{name: xlam, path: rows.json, format: xlam}", `(?s)about (29|30)\d\d records.*about (29|30)\d\d requests`}, // extrapolated from the first 1000 rows
+		{"{name: xlam, path: rows.json, format: xlam, limit: 120}", `(?s)about 120 records.*about 120 requests`},
+		{"{name: xlam, path: rows.json, format: xlam, limit: 120, fraction: 0.5}", `(?s)about 60 records.*about 60 requests`},
+	} {
+		y := "output: {dir: out}\nsources:\n  - " + tc.source + "\nstages:\n  - reason: {style: meta_tool}\n"
+		path := filepath.Join(dir, "pipeline.yaml")
+		if err := os.WriteFile(path, []byte(y), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		p, err := Load(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out bytes.Buffer
+		if err := Check(context.Background(), p, Options{}, &out); err != nil {
+			t.Fatal(err)
+		}
+		if !regexp.MustCompile(tc.want).MatchString(out.String()) {
+			t.Errorf("%s: want %q in\n%s", tc.source, tc.want, out.String())
+		}
+	}
 }
