@@ -18,6 +18,9 @@ import (
 	"github.com/augmentdata/augment/manifests"
 	"github.com/augmentdata/augment/stages/llm"
 	"github.com/augmentdata/augment/stages/llm/fakellm"
+	"github.com/augmentdata/augment/stages/record"
+	"github.com/augmentdata/augment/stages/shard"
+	"github.com/augmentdata/augment/verify"
 )
 
 // faultRun runs the pipeline at path with getenv; the log is returned.
@@ -186,5 +189,67 @@ func TestCheckEstimateHonoursLimit(t *testing.T) {
 		if !regexp.MustCompile(tc.want).MatchString(out.String()) {
 			t.Errorf("%s: want %q in\n%s", tc.source, tc.want, out.String())
 		}
+	}
+}
+
+// One call turn, one ask: when the teacher's answers pass the reason
+// stage's checks, it sends exactly one request per call turn, with or
+// without meta_tool turns added before it (issue 18 asked why 3 asks per
+// xlam record were seen; with passing answers there is one per call turn,
+// and three only when every answer fails the checks, attempts: 3).
+func TestReasonAsksOncePerCallTurn(t *testing.T) {
+	for _, tc := range []struct{ name, stages string }{
+		{"reason", "  - reason: {style: meta_tool}\n"},
+		{"meta_tool+reason", "  - meta_tool: {open_world_ratio: 0.5, hard_ratio: 0.5, min_tools: 5, get_user_input: true}\n  - reason: {style: meta_tool}\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fake, url := llmrunFake(t, fakellm.Config{Script: llmrunScript})
+			path := llmrunPipeline(t, llmrunRows(150), 50, []llm.Endpoint{{BaseURL: url + "/v1", MaxInFlight: 8}}, "")
+			b, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			y := strings.Replace(string(b), "  - reason: {style: meta_tool}\n", tc.stages, 1)
+			if err := os.WriteFile(path, []byte(y), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if _, log, err := faultRun(t, path, nil); err != nil {
+				t.Fatalf("%v\n%s", err, log)
+			}
+			out := filepath.Join(filepath.Dir(path), "out")
+			ms := llmrunConserved(t, out)
+			// Count the call turns that enter the reason stage.
+			in := "00-ingest"
+			if _, ok := ms["01-meta_tool"]; ok {
+				in = "01-meta_tool"
+			}
+			parts, _ := filepath.Glob(filepath.Join(out, in, "part-*.parquet"))
+			turns, records := 0, 0
+			for _, p := range parts {
+				err := shard.Scan(p, func(r *record.Record) error {
+					records++
+					for _, m := range r.Messages {
+						if m.Role == record.RoleAssistant && len(m.Calls) > 0 && !verify.Reply(m.Calls) {
+							turns++
+						}
+					}
+					return nil
+				})
+				if err != nil {
+					t.Fatal(err)
+				}
+			}
+			reason := ms["01-reason"]
+			if reason == nil {
+				reason = ms["02-reason"]
+			}
+			if reason.Totals.Out != int64(records) || turns == 0 {
+				t.Fatalf("reason: %+v of %d records", reason.Totals, records)
+			}
+			if c := fake.Counters(); c.Chat != int64(turns) {
+				t.Errorf("%d asks for %d call turns in %d records", c.Chat, turns, records)
+			}
+			t.Logf("%d records, %d call turns, %d asks", records, turns, fake.Counters().Chat)
+		})
 	}
 }
