@@ -14,6 +14,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/augmentdata/augment/manifests"
 	"github.com/augmentdata/augment/stages/llm"
@@ -251,5 +252,73 @@ func TestReasonAsksOncePerCallTurn(t *testing.T) {
 			}
 			t.Logf("%d records, %d call turns, %d asks", records, turns, fake.Counters().Chat)
 		})
+	}
+}
+
+// At 60 % injected faults (429 with Retry-After, 500/502/503, hangs past
+// the client timeout, truncated and unreadable answers, dropped
+// connections) every run finishes or stops cleanly, within bounded time:
+// with the error-rate stop, or done but for records rejected for failures
+// that may pass (both exit 3). Rerun until it finishes, the data is
+// byte-identical to a clean run's and no answer is paid twice beyond
+// what was in flight at each stop (issue 18: the run hung for good at
+// 129/261 with nothing in flight).
+func TestSixtyPercentFaultsResumeToCleanData(t *testing.T) {
+	const rows = 150
+	dump := llmrunRows(rows)
+	teacher := "  timeout: 200ms\n  max_retries: 6\n  retry_base: 2ms\n  retry_max: 40ms\n  breaker_cooldown: 30ms"
+	endpoints := func(url string) []llm.Endpoint { return []llm.Endpoint{{BaseURL: url + "/v1", MaxInFlight: 8}} }
+
+	clean, cleanURL := llmrunFake(t, fakellm.Config{Script: llmrunScript, Latency: fakellm.Duration(time.Millisecond)})
+	cleanPath := llmrunPipeline(t, dump, 30, endpoints(cleanURL), teacher)
+	if _, log, err := faultRun(t, cleanPath, nil); err != nil {
+		t.Fatalf("clean run: %v\n%s", err, log)
+	}
+
+	fake, url := llmrunFake(t, fakellm.Config{
+		Script: llmrunScript, Latency: fakellm.Duration(time.Millisecond), Seed: 5,
+		Faults: fakellm.Faults{
+			RateLimit: 0.1, RetryAfter: fakellm.Duration(20 * time.Millisecond), ServerError: 0.2, Hang: 0.05,
+			Truncate: 0.05, InvalidJSON: 0.1, Drop: 0.1,
+		},
+	})
+	path := llmrunPipeline(t, dump, 30, endpoints(url), teacher)
+	stops := 0
+	for run := 1; ; run++ {
+		if run > 20 {
+			t.Fatalf("not finished after 20 runs")
+		}
+		done := make(chan error, 1)
+		var log string
+		go func() {
+			var err error
+			_, log, err = faultRun(t, path, nil)
+			done <- err
+		}()
+		var err error
+		select {
+		case err = <-done:
+		case <-time.After(3 * time.Minute):
+			t.Fatalf("run %d neither finished nor stopped in 3 minutes: %+v", run, fake.Counters())
+		}
+		if err == nil {
+			t.Logf("finished after %d runs (%d resumable stops); fake %+v; clean run: %d requests", run, stops, fake.Counters(), clean.Counters().Chat)
+			break
+		}
+		var fe *llm.FatalError
+		if !errors.As(err, &fe) || (fe.Reason != "llm_error_rate" && fe.Reason != "llm_transient_rejects") {
+			t.Fatalf("run %d: want success or a resumable teacher stop, got %v\n%s", run, err, log)
+		}
+		t.Logf("run %d: %s", run, fe.Reason)
+		stops++
+	}
+	out := filepath.Join(filepath.Dir(path), "out")
+	llmrunConserved(t, out)
+	llmrunSameData(t, llmrunDataFiles(t, filepath.Join(filepath.Dir(cleanPath), "out")), llmrunDataFiles(t, out))
+	// Answers paid: the clean run's, the truncated ones (asked again by
+	// design) and at most what was in flight at each stop.
+	c := fake.Counters()
+	if max := clean.Counters().Answered + c.Faults[fakellm.FaultTruncate] + int64(stops*8); c.Answered > max {
+		t.Errorf("%d answers paid, want at most %d", c.Answered, max)
 	}
 }

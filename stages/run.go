@@ -15,6 +15,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -69,6 +70,10 @@ type Runner struct {
 	dir     string // run dir, absolute
 	teacher *llm.Teacher
 	embed   llm.Embedder
+
+	// transient counts records this run rejected for a teacher failure
+	// that may pass; Run reports them as a resumable stop.
+	transient atomic.Int64
 
 	libOnce sync.Once
 	lib     *toollib.Library
@@ -161,6 +166,11 @@ func (r *Runner) Run(ctx context.Context) (*Report, error) {
 	}
 	if err := r.sweepStale(runs); err != nil {
 		return rep, err
+	}
+	if n := r.transient.Load(); n > 0 {
+		return rep, &llm.FatalError{Reason: "llm_transient_rejects", Msg: fmt.Sprintf(
+			"%d records were rejected for teacher failures that may pass (timeouts, 429, 5xx, unreadable answers, endpoints out of rotation; counts by reason in the manifests); everything else is done — run the same command again to retry just those records",
+			n)}
 	}
 	return rep, nil
 }
@@ -349,6 +359,7 @@ func (r *Runner) runStage(ctx context.Context, sr stageRun, inputs []shardInput)
 				// not as done, so the next run makes it again, its answers
 				// so far from the cache (issue 8).
 				sh.Key = ""
+				r.transient.Add(n)
 				r.o.Log.Warn("records rejected for a passing teacher failure; run again to retry them",
 					"stage", sr.name, "shard", in.name, "records", n)
 			}

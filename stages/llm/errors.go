@@ -55,7 +55,11 @@ func (e *AnswerError) Unwrap() error { return e.Err }
 // needs a real teacher under provider offline. Every answer received so far
 // is in the cache, so a rerun resumes where this one stopped.
 type FatalError struct {
-	Reason string // stable snake_case code: "llm_budget_reached", "llm_error_rate", "llm_auth", "llm_model_not_found", "llm_offline_unsupported"
+	// Reason is a stable snake_case code: "llm_budget_reached",
+	// "llm_error_rate", "llm_auth", "llm_model_not_found",
+	// "llm_offline_unsupported", or "llm_transient_rejects" (the runner: the
+	// run is done but for records rejected for failures that may pass).
+	Reason string
 	Msg    string // what happened and what to do, for people
 	Err    error  // underlying error, if any
 }
