@@ -3,7 +3,7 @@ GO       ?= go
 VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS  := -X main.version=$(VERSION)
 
-.PHONY: help build run test race bench fuzz fmt vet lint check clean
+.PHONY: help build run test race bench fuzz chaos fmt vet lint check clean
 
 help: ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-8s %s\n", $$1, $$2}'
@@ -24,6 +24,10 @@ bench: build ## benchmarks: parsers, shards, stages, teacher layer, then ingest�
 	$(GO) test -run '^$$' -bench . -benchmem ./stages/ ./stages/formats/ ./stages/shard/ ./stages/toollib/ ./verify/ ./translate/
 	$(GO) test -run '^$$' -bench . -benchtime=10000x ./stages/llm/
 	./testdata/bench/ingest_export.sh
+
+chaos: ## teacher fault suite, 3 times: 60 % faults resumed to clean bytes, outage → exit 3 → resume, failed probes, key echo
+	$(GO) test -count=3 -run 'SixtyPercent|Outage|KeyNever|FailedProbes|WaitersSurvive|Redact|Transient' ./stages/ ./stages/llm/
+	$(GO) test -count=1 -run 'TestScripts/teacher_outage' ./cmd/augment/
 
 fuzz: ## run every fuzz target for FUZZTIME each (default 10s)
 	./testdata/fuzz.sh $(or $(FUZZTIME),10s)
