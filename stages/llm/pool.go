@@ -45,8 +45,8 @@ type endpoint struct {
 
 	inFlight int
 	// limit is the adaptive concurrency limit, 1 ≤ limit ≤ max. It is cut
-	// multiplicatively on overload (429, climbing latency) and grows by
-	// about √max per limit's worth of successes.
+	// multiplicatively on overload (429, latency rising with load) and
+	// grows by about √max per limit's worth of successes.
 	limit float64
 	// epoch increases at every cut; an overload signal from a request sent
 	// before the latest cut belongs to the burst already answered, so it
