@@ -21,16 +21,16 @@ race: ## the test suite with the race detector
 	$(GO) test -race ./...
 
 bench: build ## benchmarks: parsers, shards, stages, teacher layer, then ingest→export on a generated ~200k-record dump
-	$(GO) test -run '^$$' -bench . -benchmem ./stages/ ./stages/formats/ ./stages/shard/ ./stages/toollib/ ./verify/ ./translate/
+	$(GO) test -run '^$$' -bench . -benchmem ./stages/ ./stages/formats/ ./stages/shard/ ./stages/toollib/ ./verify/ ./translate/...
 	$(GO) test -run '^$$' -bench . -benchtime=10000x ./stages/llm/
 	./testdata/bench/ingest_export.sh
 
-chaos: ## teacher fault suite, 3 times: 60 % faults resumed to clean bytes, outage → exit 3 → resume, failed probes, key echo
-	$(GO) test -count=3 -run 'SixtyPercent|Outage|KeyNever|FailedProbes|WaitersSurvive|Redact|Transient' ./stages/ ./stages/llm/
-	$(GO) test -count=1 -run 'TestScripts/teacher_outage' ./cmd/augment/
-
 fuzz: ## run every fuzz target for FUZZTIME each (default 10s)
 	./testdata/fuzz.sh $(or $(FUZZTIME),10s)
+
+chaos: build ## the chaos suite's full form against bin/augment: teacher faults (20%, 60%) with kills and resumes, damaged dumps, a 50 MB row (its short form runs in make test)
+	AUGMENT_CHAOS=full AUGMENT_BIN=$(CURDIR)/bin/augment $(GO) test -count=1 -v -timeout 60m -run '^TestChaos' ./cmd/augment/
+	$(GO) test -count=3 -run 'SixtyPercent|Outage|KeyNever|FailedProbes|WaitersSurvive' ./stages/ ./stages/llm/
 
 fmt: ## gofmt the tree
 	gofmt -w .

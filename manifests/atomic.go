@@ -1,40 +1,166 @@
 package manifests
 
 import (
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"hash"
 	"io"
+	"io/fs"
 	"os"
+	"path"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 )
+
+// A Root is the directory every file of a run is created, renamed and
+// deleted through. It is an os.Root: no name given to its methods can reach
+// outside the directory, neither by ".." nor by a symbolic link planted in
+// the tree, so a hostile name in a shared pipeline file or a link left in an
+// output directory cannot make a run write or delete anything elsewhere.
+// (A link inside the tree that points inside it is followed; one that points
+// out is an error; a file that is itself a link is replaced by Commit, never
+// written through.)
+//
+// Names are slash-separated and relative to the Root. Sub returns a Root for
+// a folder of the same tree (a stage directory); Rel turns a name of a Sub
+// into the path relative to the top directory, which is what FileRefs hold.
+// Methods are safe for concurrent use.
+type Root struct {
+	r      *os.Root
+	prefix string   // the folder of this Root inside the top one, "" for the top
+	top    string   // the top directory as the OS names it, for messages
+	log    *written // set by Track
+}
+
+// written collects the files committed through a tracked Root.
+type written struct {
+	mu    sync.Mutex
+	names []string
+}
+
+// OpenRoot opens dir, which must be an existing directory, as a Root.
+func OpenRoot(dir string) (*Root, error) {
+	r, err := os.OpenRoot(dir)
+	if err != nil {
+		return nil, err
+	}
+	return &Root{r: r, top: dir}, nil
+}
+
+// Close releases the directory. Only the top Root is closed; Subs share it.
+func (r *Root) Close() error {
+	if r.prefix != "" {
+		return nil
+	}
+	return r.r.Close()
+}
+
+// Sub returns the Root of the folder name below r (which need not exist
+// yet; MkdirAll(".") on the Sub creates it).
+func (r *Root) Sub(name string) *Root {
+	return &Root{r: r.r, prefix: r.Rel(name), top: r.top, log: r.log}
+}
+
+// Track returns r as a Root that records every file committed through it
+// or its Subs, for Written.
+func (r *Root) Track() *Root {
+	t := *r
+	t.log = &written{}
+	return &t
+}
+
+// Written lists the files committed through a tracked Root, as paths
+// relative to the top directory, sorted; nil for an untracked Root.
+func (r *Root) Written() []string {
+	if r.log == nil {
+		return nil
+	}
+	r.log.mu.Lock()
+	defer r.log.mu.Unlock()
+	return slices.Compact(slices.Sorted(slices.Values(r.log.names)))
+}
+
+// Rel returns name, relative to r, as a path relative to the top directory.
+func (r *Root) Rel(name string) string {
+	return path.Join(r.prefix, filepath.ToSlash(name))
+}
+
+// Path returns the OS path of name, for messages and for readers.
+func (r *Root) Path(name string) string {
+	return filepath.Join(r.top, filepath.FromSlash(r.Rel(name)))
+}
+
+// Base is the last element of r's folder ("06-mt_llama").
+func (r *Root) Base() string { return path.Base(r.Rel(".")) }
+
+// MkdirAll creates the folder name and its parents as needed.
+func (r *Root) MkdirAll(name string) error { return r.r.MkdirAll(r.Rel(name), 0o755) }
+
+// OpenFile opens name as os.OpenFile does, confined to the tree. It is for
+// files that are not written atomically (a lock file); data files go
+// through Create.
+func (r *Root) OpenFile(name string, flag int, perm os.FileMode) (*os.File, error) {
+	return r.r.OpenFile(r.Rel(name), flag, perm)
+}
+
+// OpenRoot opens the folder name as an os.Root of its own (for a component
+// that keeps its files there, such as the request cache).
+func (r *Root) OpenRoot(name string) (*os.Root, error) { return r.r.OpenRoot(r.Rel(name)) }
+
+// ReadFile reads name.
+func (r *Root) ReadFile(name string) ([]byte, error) { return r.r.ReadFile(r.Rel(name)) }
+
+// ReadDir lists the folder name, sorted by file name.
+func (r *Root) ReadDir(name string) ([]fs.DirEntry, error) { return fs.ReadDir(r.r.FS(), r.Rel(name)) }
+
+// Stat describes name, following links inside the tree.
+func (r *Root) Stat(name string) (fs.FileInfo, error) { return r.r.Stat(r.Rel(name)) }
+
+// Lstat describes name itself, not what a link points to.
+func (r *Root) Lstat(name string) (fs.FileInfo, error) { return r.r.Lstat(r.Rel(name)) }
+
+// Remove deletes the file or empty folder name (a link itself, never its
+// target).
+func (r *Root) Remove(name string) error { return r.r.Remove(r.Rel(name)) }
 
 // A File is a file being written under a temporary name in its final
 // directory. Nothing is visible under the final name until Commit, which
 // syncs the data, renames the file into place and syncs the directory, so a
 // crash or kill -9 leaves either the old file or the new one, never a part.
 // Temporary files are named ".tmp-*" and are removed by Abort or by Sweep.
+// Files are created with mode 0644 (less the umask).
 type File struct {
 	f    *os.File
-	path string
+	r    *os.Root
+	tmp  string // names inside r
+	name string
+	path string // for messages
+	log  *written
 	h    hash.Hash
 	n    int64
 	done bool
 }
 
-// Create starts writing path. The directory is created if needed.
-func Create(path string) (*File, error) {
-	dir := filepath.Dir(path)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+// Create starts writing name. Its folder is created if needed.
+func (r *Root) Create(name string) (*File, error) {
+	rel := r.Rel(name)
+	if err := r.r.MkdirAll(path.Dir(rel), 0o755); err != nil {
 		return nil, err
 	}
-	f, err := os.CreateTemp(dir, ".tmp-"+filepath.Base(path)+"-*")
+	var rnd [8]byte
+	rand.Read(rnd[:])
+	tmp := path.Join(path.Dir(rel), ".tmp-"+path.Base(rel)+"-"+hex.EncodeToString(rnd[:]))
+	f, err := r.r.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644)
 	if err != nil {
 		return nil, err
 	}
-	return &File{f: f, path: path, h: sha256.New()}, nil
+	return &File{f: f, r: r.r, tmp: tmp, name: rel, path: r.Path(name), log: r.log, h: sha256.New()}, nil
 }
 
 // Write writes p and feeds the content hash.
@@ -51,27 +177,32 @@ func (a *File) Size() int64 { return a.n }
 // SHA256 is the hex digest of the bytes written so far.
 func (a *File) SHA256() string { return hex.EncodeToString(a.h.Sum(nil)) }
 
-// Commit makes the file visible under its final name.
+// Commit makes the file visible under its final name. Whatever had that
+// name (a file, or a link planted there) is replaced.
 func (a *File) Commit() error {
 	if a.done {
 		return fmt.Errorf("%s: already committed or aborted", a.path)
 	}
 	a.done = true
-	name := a.f.Name()
 	if err := a.f.Sync(); err != nil {
 		a.f.Close()
-		os.Remove(name)
+		a.r.Remove(a.tmp)
 		return err
 	}
 	if err := a.f.Close(); err != nil {
-		os.Remove(name)
+		a.r.Remove(a.tmp)
 		return err
 	}
-	if err := os.Rename(name, a.path); err != nil {
-		os.Remove(name)
+	if err := a.r.Rename(a.tmp, a.name); err != nil {
+		a.r.Remove(a.tmp)
 		return err
 	}
-	return syncDir(filepath.Dir(a.path))
+	if a.log != nil {
+		a.log.mu.Lock()
+		a.log.names = append(a.log.names, a.name)
+		a.log.mu.Unlock()
+	}
+	return syncDir(a.r, path.Dir(a.name))
 }
 
 // Abort discards the file. It is safe to call after Commit (it does nothing).
@@ -81,12 +212,12 @@ func (a *File) Abort() {
 	}
 	a.done = true
 	a.f.Close()
-	os.Remove(a.f.Name())
+	a.r.Remove(a.tmp)
 }
 
-// WriteFile writes data to path atomically and returns its SHA-256.
-func WriteFile(path string, data []byte) (string, error) {
-	f, err := Create(path)
+// WriteFile writes data to name atomically and returns its SHA-256.
+func (r *Root) WriteFile(name string, data []byte) (string, error) {
+	f, err := r.Create(name)
 	if err != nil {
 		return "", err
 	}
@@ -98,24 +229,67 @@ func WriteFile(path string, data []byte) (string, error) {
 	return sum, f.Commit()
 }
 
-// Sweep removes temporary files left by a killed writer anywhere under dir
-// (an export writes into a dataset folder below its stage directory).
-func Sweep(dir string) error {
-	err := filepath.WalkDir(dir, func(path string, d os.DirEntry, err error) error {
+// WriteJSON stores v as indented JSON at name, atomically.
+func (r *Root) WriteJSON(name string, v any) error {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	_, err = r.WriteFile(name, append(b, '\n'))
+	return err
+}
+
+// ReadJSON loads the JSON file name of r. A missing file gives (nil, nil).
+func ReadJSON[T any](r *Root, name string) (*T, error) {
+	b, err := r.ReadFile(name)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var v T
+	if err := json.Unmarshal(b, &v); err != nil {
+		return nil, fmt.Errorf("%s: %w", r.Path(name), err)
+	}
+	return &v, nil
+}
+
+// Sweep removes temporary files left by a killed writer anywhere under the
+// folder name (an export writes into a dataset folder below its stage
+// directory). Links are not followed.
+func (r *Root) Sweep(name string) error {
+	err := fs.WalkDir(r.r.FS(), r.Rel(name), func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
-		if !d.IsDir() && strings.HasPrefix(d.Name(), ".tmp-") {
-			if err := os.Remove(path); err != nil && !os.IsNotExist(err) {
+		if !d.IsDir() && isTemp(d.Name()) {
+			if err := r.r.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
 				return err
 			}
 		}
 		return nil
 	})
-	if os.IsNotExist(err) {
+	if errors.Is(err, fs.ErrNotExist) {
 		return nil
 	}
 	return err
+}
+
+// isTemp reports whether a file name is one Create gives its temporary
+// files: ".tmp-<name>-<hex digits>".
+func isTemp(name string) bool {
+	rest, ok := strings.CutPrefix(name, ".tmp-")
+	i := strings.LastIndexByte(rest, '-')
+	if !ok || i < 1 || i == len(rest)-1 {
+		return false
+	}
+	for _, c := range rest[i+1:] {
+		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
+			return false
+		}
+	}
+	return true
 }
 
 // HashFile returns the hex SHA-256 of the file at path.
@@ -132,8 +306,8 @@ func HashFile(path string) (string, error) {
 	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
+func syncDir(r *os.Root, dir string) error {
+	d, err := r.Open(dir)
 	if err != nil {
 		return err
 	}

@@ -36,6 +36,14 @@ type Stage struct {
 	// latency percentiles, cost); a resumed run counts only its own traffic.
 	LLM   json.RawMessage `json:"llm,omitempty"`
 	Notes []string        `json:"notes,omitempty"` // things a user should know, e.g. what an export style dropped
+	// Files are the stage's files besides its shards' outputs (an export's
+	// dataset_info.json), relative to the run's output directory.
+	Files []string `json:"files,omitempty"`
+	// Superseded are files earlier runs of the stage wrote that this run
+	// may no longer list (the outputs of shards it redoes); when the stage
+	// finishes, those its shards and Files do not list are deleted. It is
+	// kept while the stage runs, so a killed run leaves nothing unnamed.
+	Superseded []string `json:"superseded,omitempty"`
 
 	Started  time.Time `json:"started"`
 	Finished time.Time `json:"finished,omitzero"`
@@ -49,7 +57,20 @@ type Shard struct {
 	Inputs  []FileRef `json:"inputs"`
 	Outputs []FileRef `json:"outputs"`
 	Counts
+	// Unread is the part of a source's dump ingest could not read (on the
+	// source's first shard); nil when the whole dump was read.
+	Unread  *Unread `json:"unread,omitempty"`
 	Seconds float64 `json:"seconds"`
+}
+
+// Unread describes the end of a dump that could not be read: from byte
+// Offset on, Bytes bytes, about Rows rows (estimated from the average row
+// size before; 0 when no row came before), and why.
+type Unread struct {
+	Offset int64  `json:"offset"`
+	Bytes  int64  `json:"bytes"`
+	Rows   int64  `json:"rows_estimated"`
+	Reason string `json:"reason"`
 }
 
 // A FileRef names a file relative to the run's output directory.
@@ -144,14 +165,4 @@ func Read[T any](path string) (*T, error) {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	return &v, nil
-}
-
-// Write stores v as indented JSON at path, atomically.
-func Write(path string, v any) error {
-	b, err := json.MarshalIndent(v, "", "  ")
-	if err != nil {
-		return err
-	}
-	_, err = WriteFile(path, append(b, '\n'))
-	return err
 }

@@ -30,15 +30,27 @@ func Check(ctx context.Context, p *Pipeline, o Options, w io.Writer) error {
 	if o.Getenv == nil {
 		o.Getenv = os.Getenv
 	}
-	dir, err := filepath.Abs(p.Resolve(p.Output.Dir))
+	dir, err := p.outputDir()
 	if err != nil {
 		return err
 	}
+	if probs := append(pathProblems(p), stageProblems(p)...); len(probs) > 0 {
+		return &ConfigError{Problems: probs}
+	}
 	r := &Runner{p: p, o: o, dir: dir}
+	if fi, err := os.Stat(dir); err == nil && fi.IsDir() {
+		if r.root, err = manifests.OpenRoot(dir); err != nil {
+			return err
+		}
+		defer r.root.Close()
+	}
 	fmt.Fprintf(w, "pipeline %s: valid\n", p.Path())
 	fmt.Fprintf(w, "output: %s  seed: %d  teacher: %s\n", p.Output.Dir, p.Seed, strings.TrimSpace(p.Teacher.Provider+" "+p.Teacher.Model))
-	if p.Teacher.Provider != "offline" && p.Teacher.APIKeyEnv != "" && o.Getenv(p.Teacher.APIKeyEnv) == "" {
-		fmt.Fprintf(w, "warning: teacher.api_key_env names %s, which is not set\n", p.Teacher.APIKeyEnv)
+	for _, msg := range envProblems(p, o.Getenv) {
+		fmt.Fprintf(w, "warning: %s (a run needs it)\n", msg)
+	}
+	if msg := lastStageNote(p); msg != "" {
+		fmt.Fprintf(w, "%s\n", msg)
 	}
 
 	// Sources: do they exist, and would ingest redo them?
@@ -205,6 +217,7 @@ func peekSource(s Source, path string, n int) (int, *record.Record, []record.Too
 	}
 	defer f.Close()
 	sc := formats.NewScanner(f)
+	sc.SetMaxRowBytes(int(s.MaxRowBytes))
 	var first *record.Record
 	var tools []record.Tool
 	read := 0
@@ -212,6 +225,11 @@ func peekSource(s Source, path string, n int) (int, *record.Record, []record.Too
 		row, idx, err := sc.Next()
 		if errors.Is(err, io.EOF) {
 			break
+		}
+		var bad *formats.RowError
+		if errors.As(err, &bad) { // a row ingest rejects
+			read++
+			continue
 		}
 		if err != nil {
 			return read, first, tools, nil
@@ -256,6 +274,11 @@ func estimateRows(read int, size int64, path string) int64 {
 	var bytes int64
 	for i := 0; i < read; i++ {
 		row, _, err := sc.Next()
+		var bad *formats.RowError
+		if errors.As(err, &bad) {
+			bytes += bad.Bytes + 2
+			continue
+		}
 		if err != nil {
 			break
 		}
@@ -358,4 +381,73 @@ func humanBytes(n int64) string {
 		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
 	}
 	return fmt.Sprintf("%d B", n)
+}
+
+// lastStage says where a run's final records are when they do not end in
+// an export: warn is set when stages follow the last export (their records
+// are written as shards but never exported), else msg says where the data
+// is for a pipeline without an export; "" when the last stage that runs is
+// an export.
+func lastStage(p *Pipeline) (msg string, warn bool) {
+	lastExport, last := -1, -1
+	for i := range p.Stages {
+		s := &p.Stages[i]
+		if s.Skip {
+			continue
+		}
+		last = i
+		if s.Export != nil {
+			lastExport = i
+		}
+	}
+	dir := func(i int) string {
+		if i < 0 {
+			return filepath.Join(p.Output.Dir, "00-ingest")
+		}
+		return filepath.Join(p.Output.Dir, fmt.Sprintf("%02d-%s", i+1, p.Stages[i].Name))
+	}
+	switch {
+	case last == lastExport && last >= 0:
+		return "", false
+	case lastExport < 0:
+		return fmt.Sprintf("no export stage: the final records are the Parquet shards in %s", dir(last)), false
+	}
+	var after []string
+	for i := lastExport + 1; i <= last; i++ {
+		if !p.Stages[i].Skip {
+			after = append(after, p.Stages[i].Name)
+		}
+	}
+	return fmt.Sprintf("stages after the last export (%s) are not exported: end the pipeline with an export, "+
+		"or read their records from %s", strings.Join(after, ", "), dir(last)), true
+}
+
+// lastStageNote is lastStage as a line of augment check.
+func lastStageNote(p *Pipeline) string {
+	msg, warn := lastStage(p)
+	if warn {
+		return "warning: " + msg
+	}
+	return msg
+}
+
+// stageProblems builds every stage that would run, without running it, so
+// that what only a build checks (a prompt file, a check name) is reported
+// as a config error before anything is written.
+func stageProblems(p *Pipeline) []string {
+	var probs []string
+	for i := range p.Stages {
+		spec := &p.Stages[i]
+		if spec.Skip {
+			continue
+		}
+		_, cfg := spec.config()
+		env := &Env{Stage: spec.Name, Seed: p.Seed, Dir: p.Dir(), Teacher: &previewClient{}, Embedder: offlineEmbedder(p),
+			Provider: p.Teacher.Provider, Model: p.Teacher.Model, Capacity: 1,
+			Library: func() (*toollib.Library, error) { return toollib.New(nil), nil }, Log: discardLog()}
+		if _, err := cfg.build(env); err != nil {
+			probs = append(probs, p.problem(fmt.Sprintf("stages[%d]", i), "stage %q: %v", spec.Name, err))
+		}
+	}
+	return probs
 }

@@ -6,10 +6,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"path/filepath"
+	"hash/fnv"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"unicode/utf8"
 
 	"github.com/parquet-go/parquet-go"
@@ -23,23 +25,36 @@ import (
 )
 
 // ExportConfig is the `export:` stage: it writes a directory LLaMA-Factory
-// can use as its dataset_dir as is — dataset_info.json plus one folder of
+// can use as its dataset_dir as is — dataset_info.json, one folder of
 // sharegpt files (conversations of human / gpt / function_call / observation
-// turns, system, and tools as a JSON string of a list).
+// turns, system, and tools as a JSON string of a list) and train_lora.yaml,
+// a LoRA run on it.
 //
-// Every sample is checked against LLaMA-Factory's rules before it is written
-// (verify.CheckShareGPT); a record that would make a sample LLaMA-Factory
+// Samples are written for one LLaMA-Factory template (Template) and every
+// sample is checked against LLaMA-Factory's rules for it before it is
+// written (the converter's role rules and a simulation of the template's
+// function and tool formatters, verify.CheckTurns and
+// verify.LFTemplate); a record that would make a sample LLaMA-Factory
 // silently drops or crashes on is rejected with the rule it breaks instead.
+// Text said with calls (a get_user_input answer, a decision token) is
+// written before the calls where the template renders it, and the check
+// proves the formatter reads it back; where the template cannot hold it the
+// record is rejected (lf_template_no_call_text), never cut silently.
 type ExportConfig struct {
 	// Dataset is the dataset's name in dataset_info.json and its folder;
 	// default "augment_<stage name>".
 	Dataset string `yaml:"dataset" json:"dataset"`
 	// Format of the data files: jsonl (default) or parquet.
 	Format string `yaml:"format" json:"format"`
+	// Template is the LLaMA-Factory template the data is for (its
+	// `template:`), one of verify.LFTemplateNames; default "default".
+	Template string `yaml:"template" json:"template"`
 	// Style of assistant call turns:
 	//   function_call (default): function_call turns holding JSON
 	//     {"name","arguments"} (a list for parallel calls), rendered by the
-	//     trainer's template; results are observation turns.
+	//     template's tool format; results are observation turns. Text said
+	//     with the calls goes before them inside the template's tool-call
+	//     words: "<text><tool_call>{…}</tool_call>".
 	//   inline: the calls are written into gpt turns as text in the chosen
 	//     Surface, for MT-LLaMA-style and Decision-Token data.
 	Style string `yaml:"style" json:"style"`
@@ -52,12 +67,34 @@ type ExportConfig struct {
 	//   tool_dc: <think>reasoning</think><tool_call>[calls in Python-call
 	//     syntax]</tool_call> (Tool-DC, seed 003 Fig 11).
 	Surface string `yaml:"surface" json:"surface,omitempty"`
-	// Thoughts keeps reasoning in function_call style as a leading
-	// <think>…</think>. Only templates with thought words (qwen3 and others)
-	// can train on such samples: LLaMA-Factory strips the block before
-	// parsing the call there, and crashes on it elsewhere. Without it
-	// reasoning is dropped, and the manifest says so.
+	// Thoughts keeps reasoning in function_call style as a leading thought
+	// in the template's thought words (qwen3: "<think>\n…\n</think>\n\n").
+	// Only templates of a reasoning class train thoughts; for others it is a
+	// config error. Without it reasoning is dropped, and the manifest says so.
 	Thoughts bool `yaml:"thoughts" json:"thoughts"`
+	// Parallel says what to do with a turn of parallel calls when the
+	// template's tool format takes one call per turn (glm4): reject
+	// (default; reason lf_template_no_parallel) or split it into one call
+	// and one observation after another, when its results answer the calls
+	// one by one.
+	Parallel string `yaml:"parallel" json:"parallel,omitempty"`
+	// AllowOffline lets records holding output of the offline teacher (its
+	// rule-based stand-ins, provider "offline" in their lineage) be
+	// exported; dataset_info.json, train_lora.yaml, the manifest and the run
+	// summary then say how many samples hold stand-in text. Without it such
+	// a record stops the run with a config error (exit 2).
+	AllowOffline bool `yaml:"allow_offline" json:"allow_offline,omitempty"`
+	// ToolsPlacement says where the tool definitions go: system (default;
+	// LLaMA-Factory's templates render the tools column into the system
+	// turn) or role (style inline only): an OpenAI-messages JSONL whose
+	// first message has the role "tools" and holds the JSON list of
+	// definitions, before the system message (MediaTek, seed 002 Fig 1(b)),
+	// with chat_template.jinja beside it for trainers that take a chat
+	// template (TRL, axolotl); LLaMA-Factory cannot train on it.
+	ToolsPlacement string `yaml:"tools_placement" json:"tools_placement,omitempty"`
+	// Model is the model_name_or_path written into train_lora.yaml;
+	// without it the file leaves it to the command line.
+	Model string `yaml:"model" json:"model,omitempty"`
 	// System is the system prompt of records that have none.
 	System string `yaml:"system" json:"system,omitempty"`
 }
@@ -72,9 +109,20 @@ func (c *ExportConfig) defaults() {
 	if c.Style == "inline" && c.Surface == "" {
 		c.Surface = "llama3"
 	}
+	if c.Template == "" {
+		c.Template = "default"
+	}
+	if c.Parallel == "" {
+		c.Parallel = "reject"
+	}
+	if c.ToolsPlacement == "" {
+		c.ToolsPlacement = "system"
+	}
 }
 
-func (c *ExportConfig) version() int { return 1 }
+// version 2: samples for a named template (thought words, text with calls,
+// tool format checks), train_lora.yaml, stand-in marks.
+func (c *ExportConfig) version() int { return 2 }
 
 func (c *ExportConfig) validate() []string {
 	var probs []string
@@ -90,11 +138,42 @@ func (c *ExportConfig) validate() []string {
 		if !slices.Contains([]string{"llama3", "decision", "tool_dc"}, c.Surface) {
 			probs = append(probs, fmt.Sprintf("surface %q: want llama3, decision or tool_dc", c.Surface))
 		}
+		if c.Thoughts {
+			probs = append(probs, "thoughts applies to style function_call only (inline surfaces write reasoning themselves)")
+		}
 	default:
 		probs = append(probs, fmt.Sprintf("style %q: want function_call or inline", c.Style))
 	}
-	if c.Dataset != "" && (strings.ContainsAny(c.Dataset, `/\`) || c.Dataset == "." || c.Dataset == "..") {
-		probs = append(probs, fmt.Sprintf("dataset %q: must be a plain name", c.Dataset))
+	tpl, ok := verify.LookupLFTemplate(c.Template)
+	switch {
+	case !ok:
+		probs = append(probs, fmt.Sprintf("template %q: want one of %s (LLaMA-Factory's template names; see the README's table)",
+			c.Template, strings.Join(verify.LFTemplateNames(), ", ")))
+	case c.Thoughts && c.Style == "function_call" && !tpl.Reasoning:
+		var reasoning []string
+		for _, t := range verify.LFTemplates() {
+			if t.Reasoning {
+				reasoning = append(reasoning, t.Name)
+			}
+		}
+		probs = append(probs, fmt.Sprintf("thoughts: template %q does not train thoughts (no reasoning class in LLaMA-Factory); use one of %s, or drop thoughts",
+			c.Template, strings.Join(reasoning, ", ")))
+	}
+	switch c.ToolsPlacement {
+	case "system":
+	case "role":
+		if c.Style != "inline" || c.Format != "jsonl" {
+			probs = append(probs, "tools_placement role needs style inline and format jsonl (its assistant turns are text for a chat template)")
+		}
+	default:
+		probs = append(probs, fmt.Sprintf("tools_placement %q: want system or role", c.ToolsPlacement))
+	}
+	if c.Parallel != "reject" && c.Parallel != "split" {
+		probs = append(probs, fmt.Sprintf("parallel %q: want reject or split", c.Parallel))
+	}
+	// dataset is checked with the other path names by Parse (CheckName).
+	if strings.ContainsAny(c.Model, "\n\r") {
+		probs = append(probs, "model: must be one line")
 	}
 	return probs
 }
@@ -104,40 +183,167 @@ func (c *ExportConfig) build(env *Env) (Stage, error) {
 	if e.cfg.Dataset == "" {
 		e.cfg.Dataset = "augment_" + env.Stage
 	}
+	var ok bool
+	if e.tpl, ok = verify.LookupLFTemplate(e.cfg.Template); !ok {
+		return nil, fmt.Errorf("export: unknown template %q", e.cfg.Template)
+	}
 	return e, nil
 }
 
 type exporter struct {
 	cfg     ExportConfig
+	tpl     *verify.LFTemplate
 	env     *Env
 	samples sync.Map // *record.Record → *sample, from Process to WriteShard
+
+	paramsSeen  sync.Map // FNV-64a of a tool's parameters → checkParams' answer
+	paramsCount atomic.Int64
 }
 
-// sample is one LLaMA-Factory sharegpt row.
+// sample is one LLaMA-Factory sharegpt row, or with tools_placement role
+// one OpenAI-messages row (Messages).
 type sample struct {
 	Conversations []verify.Turn `json:"conversations" parquet:"conversations,list"`
 	System        string        `json:"system" parquet:"system"`
 	Tools         string        `json:"tools" parquet:"tools"`
+	Messages      []chatMessage `json:"-" parquet:"-"`
 }
 
+// Counter keys of the export (manifest counters, summed over shards).
+const (
+	// CounterStandIn counts samples holding offline-teacher output.
+	CounterStandIn = "standin_samples"
+	// counterCutoff + "<n>" counts samples whose measured tokens (the verify
+	// stage's tokens tag) with a quarter of margin fit in n, a power of two.
+	counterCutoff = "cutoff_len_"
+	// counterToken + "<token>" counts samples with that decision token.
+	counterToken = "special_token_"
+)
+
+// ReasonLFNoCallText: the template renders a function_call turn as its
+// calls alone, and the turn has text (an answer beside get_user_input, a
+// decision token) that would be lost.
+const ReasonLFNoCallText = "lf_template_no_call_text"
+
 // Process renders the record as a sample and checks it against
-// LLaMA-Factory's rules.
-func (e *exporter) Process(_ context.Context, r *record.Record) ([]*record.Record, error) {
+// LLaMA-Factory's rules for the template.
+func (e *exporter) Process(ctx context.Context, r *record.Record) ([]*record.Record, error) {
+	standIn := offlineStage(r)
+	if standIn != "" && !e.cfg.AllowOffline {
+		return nil, &ConfigError{Problems: []string{fmt.Sprintf(
+			"export %q: record %s holds stand-in output of the offline teacher (stage %s): rule-based text, not a teacher's. "+
+				"Run with a real teacher, or set allow_offline: true on this export to write it marked as stand-in data",
+			e.env.Stage, r.ID, standIn)}}
+	}
 	s, err := e.render(r)
 	if err != nil {
 		return nil, err
 	}
-	// The tools JSON was rendered by toolsJSON from checked tools; only the
-	// turns need LLaMA-Factory's rules.
-	if probs := verify.CheckTurns(s.Conversations, e.cfg.Thoughts); len(probs) > 0 {
+	if e.cfg.ToolsPlacement == "role" {
+		return e.roleSample(ctx, r, s, standIn != "")
+	}
+	// The tools JSON was rendered by toolsJSON from named tools whose
+	// parameters are objects; only the default tool format reads more of
+	// them, their parameters.
+	probs := verify.CheckTurns(s.Conversations, e.tpl)
+	for i, t := range r.Tools {
+		if len(bytes.TrimSpace(t.Parameters)) == 0 {
+			continue // written as {"type":"object","properties":{}}
+		}
+		if msg := e.checkParams(t.Parameters); msg != "" {
+			probs = append(probs, verify.Problem{Check: "sharegpt", Kind: verify.ReasonLFBadTools, Path: "tools",
+				Msg: fmt.Sprintf("tool %d (%s): %s", i, t.Name, msg)})
+			break
+		}
+	}
+	if len(probs) > 0 {
 		msgs := make([]string, len(probs))
 		for i, p := range probs {
 			msgs[i] = p.String()
 		}
 		return nil, Rejectf(probs[0].Kind, "%s", strings.Join(msgs, "; "))
 	}
+	if standIn != "" {
+		Count(ctx, CounterStandIn, 1)
+	}
+	if n, err := strconv.Atoi(r.Tag("tokens")); err == nil && n > 0 {
+		Count(ctx, counterCutoff+strconv.Itoa(cutoffFor(n)), 1)
+	}
+	for _, tok := range decisionTokensOf(r) {
+		Count(ctx, counterToken+tok, 1)
+	}
 	e.samples.Store(r, s)
 	return []*record.Record{r}, nil
+}
+
+// checkParams is the template's CheckToolParams, remembered for up to
+// maxParamsSeen distinct parameter schemas by their 64-bit hash: dumps
+// repeat the same tools across many records, and the check was most of the
+// export's time with the default tool format.
+func (e *exporter) checkParams(params json.RawMessage) string {
+	if e.tpl.ToolFormat != "default" {
+		return ""
+	}
+	h := fnv.New64a()
+	h.Write(params)
+	key := h.Sum64()
+	if msg, ok := e.paramsSeen.Load(key); ok {
+		return msg.(string)
+	}
+	msg := ""
+	if err := e.tpl.CheckToolParams(params); err != nil {
+		msg = err.Error()
+	}
+	if e.paramsCount.Add(1) <= maxParamsSeen {
+		e.paramsSeen.Store(key, msg)
+	}
+	return msg
+}
+
+// maxParamsSeen bounds checkParams' memory (about 64 bytes an entry).
+const maxParamsSeen = 1 << 16
+
+// offlineStage returns the first stage whose lineage entry says the offline
+// teacher made or judged r, or "".
+func offlineStage(r *record.Record) string {
+	for _, st := range r.Lineage {
+		if st.Provider == "offline" {
+			return st.Stage
+		}
+	}
+	return ""
+}
+
+// cutoffFor is the smallest power of two, at least 1024, that holds n
+// tokens and a quarter more (verify counts o200k tokens and no template
+// framing; the trained model's tokenizer differs by 10–20 %).
+func cutoffFor(n int) int {
+	c := 1024
+	for c < n+n/4 {
+		c *= 2
+	}
+	return c
+}
+
+// decisionTokensOf returns the <|…|> tokens that start r's assistant turns
+// when the decision_tokens stage ran on it, once each, sorted.
+func decisionTokensOf(r *record.Record) []string {
+	if r.Tag(DecisionTokensTag) != "on" {
+		return nil
+	}
+	var toks []string
+	for _, m := range r.Messages {
+		if m.Role != record.RoleAssistant || !strings.HasPrefix(m.Content, "<|") {
+			continue
+		}
+		if end := strings.Index(m.Content, "|>"); end > 2 && !strings.ContainsAny(m.Content[:end], " \t\n") {
+			if tok := m.Content[:end+2]; !slices.Contains(toks, tok) {
+				toks = append(toks, tok)
+			}
+		}
+	}
+	slices.Sort(toks)
+	return toks
 }
 
 // render turns a record into a sample.
@@ -165,7 +371,8 @@ func (e *exporter) render(r *record.Record) (*sample, error) {
 	if last < len(msgs)-1 {
 		e.env.Note("trailing user or tool turns after the last assistant turn are cut (they have no target)")
 	}
-	for i, m := range msgs[:last+1] {
+	for i := 0; i <= last; i++ {
+		m := msgs[i]
 		switch m.Role {
 		case record.RoleSystem:
 			if i != 0 || len(s.Conversations) > 0 {
@@ -181,9 +388,18 @@ func (e *exporter) render(r *record.Record) (*sample, error) {
 			}
 			s.Conversations = append(s.Conversations, verify.Turn{From: "observation", Value: v})
 		case record.RoleAssistant:
+			if len(m.Calls) > 1 && e.cfg.Style == "function_call" && !e.tpl.Parallel() {
+				turns, used, err := e.split(msgs, i, last)
+				if err != nil {
+					return nil, err
+				}
+				s.Conversations = append(s.Conversations, turns...)
+				i += used
+				continue
+			}
 			t, err := e.assistant(m)
 			if err != nil {
-				return nil, Rejectf("export_bad_call", "message %d: %v", i, err)
+				return nil, err
 			}
 			s.Conversations = append(s.Conversations, t)
 		default:
@@ -193,12 +409,61 @@ func (e *exporter) render(r *record.Record) (*sample, error) {
 	return s, nil
 }
 
+// split writes the parallel calls of msgs[i] one by one for a template that
+// takes one call per turn: call, its result, next call, …; the turn's text
+// and reasoning go with the first call. It needs the tool turn after
+// msgs[i] to hold one result per call, in the calls' order; the results are
+// taken from it even when it is cut as trailing (the last call then ends
+// the sample). used is how many messages after i it consumed.
+func (e *exporter) split(msgs []record.Message, i, last int) (turns []verify.Turn, used int, err error) {
+	m := msgs[i]
+	if e.cfg.Parallel != "split" {
+		return nil, 0, Rejectf(verify.ReasonLFNoParallel, "message %d: %d parallel calls; template %s renders one call per turn (set parallel: split to write them one after another)",
+			i, len(m.Calls), e.tpl.Name)
+	}
+	var res []record.Result
+	if i+1 < len(msgs) && msgs[i+1].Role == record.RoleTool {
+		res = msgs[i+1].Results
+	}
+	if len(res) != len(m.Calls) {
+		return nil, 0, Rejectf(verify.ReasonLFNoParallel, "message %d: %d parallel calls answered by %d results; they cannot be split into one call and its result at a time (template %s)",
+			i, len(m.Calls), len(res), e.tpl.Name)
+	}
+	for k, c := range m.Calls {
+		if res[k].Name != "" && res[k].Name != c.Name {
+			return nil, 0, Rejectf(verify.ReasonLFNoParallel, "message %d: result %d is %s's, call %d is %s; the results do not follow the calls (template %s)",
+				i, k, res[k].Name, k, c.Name, e.tpl.Name)
+		}
+	}
+	for k, c := range m.Calls {
+		one := record.Message{Role: record.RoleAssistant, Calls: []record.Call{c}}
+		if k == 0 {
+			one.Content, one.Reasoning = m.Content, m.Reasoning
+		}
+		t, err := e.assistant(one)
+		if err != nil {
+			return nil, 0, err
+		}
+		turns = append(turns, t)
+		if k < len(m.Calls)-1 || i+1 <= last {
+			turns = append(turns, verify.Turn{From: "observation", Value: res[k].Content})
+		}
+	}
+	e.env.Note("parallel calls are split into one call and its result at a time (template %s takes one call per turn)", e.tpl.Name)
+	if i+1 <= last {
+		return turns, 1, nil
+	}
+	return turns, 0, nil
+}
+
 func (e *exporter) assistant(m record.Message) (verify.Turn, error) {
 	if len(m.Calls) == 0 {
 		text := m.Content
 		if m.Reasoning != "" {
 			switch {
-			case e.cfg.Style == "function_call" && e.cfg.Thoughts, e.cfg.Surface == "tool_dc":
+			case e.cfg.Style == "function_call" && e.cfg.Thoughts:
+				text = e.tpl.Thought(m.Reasoning) + text
+			case e.cfg.Surface == "tool_dc":
 				text = "<think>" + m.Reasoning + "</think>" + text
 			case e.cfg.Style == "inline":
 				text = joinText(m.Reasoning, text)
@@ -209,27 +474,13 @@ func (e *exporter) assistant(m record.Message) (verify.Turn, error) {
 		return verify.Turn{From: "gpt", Value: text}, nil
 	}
 	if e.cfg.Style == "function_call" {
-		v, err := callsJSON(m.Calls, "arguments")
-		if err != nil {
-			return verify.Turn{}, err
-		}
-		if m.Reasoning != "" {
-			if e.cfg.Thoughts {
-				v = "<think>" + m.Reasoning + "</think>" + v
-			} else {
-				e.env.Note("reasoning before calls is dropped (style function_call without thoughts; set thoughts: true for templates that support them)")
-			}
-		}
-		if strings.TrimSpace(m.Content) != "" {
-			e.env.Note("text said alongside calls is dropped (a function_call turn holds only the calls)")
-		}
-		return verify.Turn{From: "function_call", Value: v}, nil
+		return e.functionCall(m)
 	}
 	switch e.cfg.Surface {
 	case "llama3":
 		v, err := callsJSON(m.Calls, "parameters")
 		if err != nil {
-			return verify.Turn{}, err
+			return verify.Turn{}, Rejectf("export_bad_call", "%v", err)
 		}
 		return verify.Turn{From: "gpt", Value: joinText(m.Content, m.Reasoning) + "<|python_tag|>" + listJSON(v, len(m.Calls))}, nil
 	case "decision":
@@ -242,6 +493,64 @@ func (e *exporter) assistant(m record.Message) (verify.Turn, error) {
 	default: // tool_dc
 		return verify.Turn{From: "gpt", Value: m.Content + "<think>" + m.Reasoning + "</think><tool_call>" + formats.PrintPyCalls(m.Calls) + "</tool_call>"}, nil
 	}
+}
+
+// functionCall writes a call turn as a function_call value for the
+// template: the thought (with thoughts), then the turn's text, then the
+// calls as JSON — bare when there is no text, else inside the template's
+// tool-call words, outside which LLaMA-Factory keeps the text before the
+// rendered calls. The text and calls are separated by a newline unless the
+// text ends in a special token (a decision token). The value is then read
+// back as the template's function formatter reads it; a value that does not
+// give back exactly the thought, the text and the calls is rejected, so no
+// answer or decision token is lost on the way to training.
+func (e *exporter) functionCall(m record.Message) (verify.Turn, error) {
+	js, err := callsJSON(m.Calls, "arguments")
+	if err != nil {
+		return verify.Turn{}, Rejectf("export_bad_call", "%v", err)
+	}
+	thought := ""
+	if m.Reasoning != "" {
+		if e.cfg.Thoughts {
+			thought = e.tpl.Thought(m.Reasoning)
+		} else {
+			e.env.Note("reasoning before calls is dropped (style function_call without thoughts; set thoughts: true with a reasoning template)")
+		}
+	}
+	text := m.Content
+	if strings.TrimSpace(text) == "" {
+		text = ""
+	}
+	value, prefix := thought+js, thought
+	if text != "" {
+		if !e.tpl.CallText {
+			return verify.Turn{}, Rejectf(ReasonLFNoCallText, "template %s renders a function_call turn as its calls alone: the text said with them (%.60q) would be lost; use a template with tool-call words or style inline",
+				e.tpl.Name, text)
+		}
+		sep := "\n"
+		if strings.HasSuffix(text, "|>") {
+			sep = ""
+		}
+		prefix = thought + text + sep
+		value = prefix + e.tpl.ToolCallWords[0] + js + e.tpl.ToolCallWords[1]
+	}
+	ft, err := e.tpl.ReadFunction(value)
+	if err != nil {
+		kind := verify.ReasonLFBadFunctionCall
+		if len(m.Calls) > 1 && !e.tpl.Parallel() {
+			kind = verify.ReasonLFNoParallel
+		}
+		return verify.Turn{}, Rejectf(kind, "template %s: %v", e.tpl.Name, err)
+	}
+	same := ft.Prefix == prefix && len(ft.Calls) == len(m.Calls)
+	for k := 0; same && k < len(ft.Calls); k++ {
+		same = ft.Calls[k].Name == m.Calls[k].Name
+	}
+	if !same {
+		return verify.Turn{}, Rejectf(verify.ReasonLFBadFunctionCall, "template %s reads the call turn back as %q before %d calls, not as written (the text or reasoning holds the template's own words)",
+			e.tpl.Name, ft.Prefix, len(ft.Calls))
+	}
+	return verify.Turn{From: "function_call", Value: value}, nil
 }
 
 // joinText joins non-empty parts with a space.
@@ -408,7 +717,7 @@ func writeJSONString(b *bytes.Buffer, s string) {
 func marshalNoEscape(v any) ([]byte, error) { return prompts.JSON(v, "") }
 
 // WriteShard writes one data file of the dataset folder.
-func (e *exporter) WriteShard(_ context.Context, dir, name string, recs []*record.Record) ([]manifests.FileRef, []shard.Reject, error) {
+func (e *exporter) WriteShard(_ context.Context, dir *manifests.Root, name string, recs []*record.Record) ([]manifests.FileRef, []shard.Reject, error) {
 	samples := make([]*sample, 0, len(recs))
 	for _, r := range recs {
 		s, ok := e.samples.LoadAndDelete(r)
@@ -417,21 +726,24 @@ func (e *exporter) WriteShard(_ context.Context, dir, name string, recs []*recor
 		}
 		samples = append(samples, s.(*sample))
 	}
-	path := filepath.Join(dir, e.cfg.Dataset, "part-"+name+"."+e.cfg.Format)
-	f, err := manifests.Create(path)
+	file := e.cfg.Dataset + "/part-" + name + "." + e.cfg.Format
+	f, err := dir.Create(file)
 	if err != nil {
 		return nil, nil, err
 	}
 	defer f.Abort()
-	if e.cfg.Format == "parquet" {
+	switch {
+	case e.cfg.ToolsPlacement == "role":
+		err = writeMessagesJSONL(f, samples)
+	case e.cfg.Format == "parquet":
 		err = writeSamplesParquet(f, samples)
-	} else {
+	default:
 		err = writeSamplesJSONL(f, samples)
 	}
 	if err != nil {
 		return nil, nil, err
 	}
-	ref := manifests.FileRef{Path: path, SHA256: f.SHA256(), Rows: int64(len(samples)), Bytes: f.Size()}
+	ref := manifests.FileRef{Path: dir.Rel(file), SHA256: f.SHA256(), Rows: int64(len(samples)), Bytes: f.Size()}
 	return []manifests.FileRef{ref}, nil, f.Commit()
 }
 
@@ -482,20 +794,119 @@ func writeSamplesParquet(f *manifests.File, samples []*sample) error {
 	return w.Close()
 }
 
-// Finish writes dataset_info.json, which names the dataset folder.
-func (e *exporter) Finish(dir string, shards []manifests.Shard) ([]string, error) {
+// Finish writes dataset_info.json, which names the dataset folder (and,
+// under "augment", which LLaMA-Factory ignores, the template and how many
+// samples hold stand-in text), and train_lora.yaml.
+func (e *exporter) Finish(dir *manifests.Root, shards []manifests.Shard) ([]string, error) {
+	var total manifests.Counts
+	for _, sh := range shards {
+		total.Add(sh.Counts)
+	}
+	if e.cfg.ToolsPlacement == "role" {
+		return e.finishRole(dir, total)
+	}
+	st := exportStats{samples: total.Out, standIn: total.Counters[CounterStandIn]}
+	for k, n := range total.Counters {
+		if v, ok := strings.CutPrefix(k, counterCutoff); ok && n > 0 {
+			if c, err := strconv.Atoi(v); err == nil && c > st.cutoff {
+				st.cutoff = c
+			}
+			st.measured += n
+		}
+		if tok, ok := strings.CutPrefix(k, counterToken); ok && n > 0 {
+			st.tokens = append(st.tokens, tok)
+		}
+	}
+	slices.Sort(st.tokens)
+	meta := map[string]any{"template": e.cfg.Template, "samples": st.samples}
+	var notes []string
+	if st.standIn > 0 {
+		meta["stand_in_samples"] = st.standIn
+		meta["stand_in"] = standInText
+		notes = append(notes, fmt.Sprintf("stand-in data: %d of %d samples hold offline-teacher output (allow_offline: true); dataset_info.json and train_lora.yaml say so", st.standIn, st.samples))
+	}
 	info := map[string]any{
 		e.cfg.Dataset: map[string]any{
 			"file_name":  e.cfg.Dataset,
 			"formatting": "sharegpt",
 			"columns":    map[string]string{"messages": "conversations", "system": "system", "tools": "tools"},
+			"augment":    meta,
 		},
 	}
 	b, err := json.MarshalIndent(info, "", "  ")
 	if err != nil {
 		return nil, err
 	}
-	_, err = manifests.WriteFile(filepath.Join(dir, "dataset_info.json"), append(b, '\n'))
-	notes := []string{fmt.Sprintf("LLaMA-Factory: dataset_dir=%s dataset=%s", filepath.Base(dir), e.cfg.Dataset)}
-	return notes, err
+	if _, err = dir.WriteFile("dataset_info.json", append(b, '\n')); err != nil {
+		return nil, err
+	}
+	if _, err = dir.WriteFile(TrainLoRAFile, e.trainLoRA(st)); err != nil {
+		return nil, err
+	}
+	notes = append(notes, fmt.Sprintf("LLaMA-Factory: dataset_dir=%s dataset=%s template=%s; train with: cd %s && llamafactory-cli train %s",
+		dir.Base(), e.cfg.Dataset, e.cfg.Template, dir.Base(), TrainLoRAFile))
+	if st.measured < st.samples {
+		notes = append(notes, fmt.Sprintf("cutoff_len: %d of %d samples have a measured token count (verify's tokens tag); train_lora.yaml's cutoff_len covers those only", st.measured, st.samples))
+	}
+	return notes, nil
+}
+
+// standInText says what stand-in samples are, in dataset_info.json and
+// card.json.
+const standInText = "samples holding output of augment's offline teacher: rule-based stand-in text (reasoning, rewordings, negatives) and rule-based judges, not a teacher model's; for trying the pipeline, not for training a model to use"
+
+// TrainLoRAFile is the LoRA training config the export writes beside
+// dataset_info.json.
+const TrainLoRAFile = "train_lora.yaml"
+
+// exportStats is what Finish learns from the shards' counters.
+type exportStats struct {
+	samples, standIn, measured int64
+	cutoff                     int      // 0 when no sample was measured
+	tokens                     []string // decision tokens seen
+}
+
+// trainLoRA writes a LoRA SFT config for llamafactory-cli train, to be run
+// from the export directory (dataset_dir "."). Keys are LLaMA-Factory's
+// (hparams at ff6d4d1): add_special_tokens registers the decision tokens as
+// special tokens (and turns on resize_vocab), enable_thinking is written
+// for reasoning templates (true when thoughts are exported).
+func (e *exporter) trainLoRA(st exportStats) []byte {
+	var b bytes.Buffer
+	w := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }
+	w("# LoRA SFT on the %s dataset of this directory, written by augment's export.\n", e.cfg.Dataset)
+	w("# Run from this directory: llamafactory-cli train %s\n", TrainLoRAFile)
+	if st.standIn > 0 {
+		w("# STAND-IN DATA: %d of %d samples hold output of augment's offline teacher (rule-based\n", st.standIn, st.samples)
+		w("# text, not a teacher model's): fine for trying the run, not for a model you mean to use.\n")
+	}
+	w("\n### model\n")
+	if e.cfg.Model != "" {
+		w("model_name_or_path: %s\n", yamlString(e.cfg.Model))
+	} else {
+		w("# model_name_or_path: not set (export.model); give it on the command line: model_name_or_path=…\n")
+	}
+	if len(st.tokens) > 0 {
+		w("add_special_tokens: %s\n", yamlString(strings.Join(st.tokens, ",")))
+	}
+	w("\n### method\nstage: sft\ndo_train: true\nfinetuning_type: lora\nlora_rank: 8\nlora_target: all\n")
+	w("\n### dataset\ndataset_dir: .\ndataset: %s\ntemplate: %s\n", yamlString(e.cfg.Dataset), e.cfg.Template)
+	if e.tpl.Reasoning {
+		w("enable_thinking: %t\n", e.cfg.Thoughts)
+	}
+	if st.cutoff > 0 {
+		w("cutoff_len: %d\n", st.cutoff)
+	} else {
+		w("# cutoff_len: not measured (run a verify stage, which counts tokens, before the export)\n")
+	}
+	w("preprocessing_num_workers: 8\n")
+	w("\n### output\noutput_dir: saves/%s-lora\nlogging_steps: 10\nsave_steps: 500\nplot_loss: true\noverwrite_output_dir: true\nreport_to: none\n", e.cfg.Dataset)
+	w("\n### train\nper_device_train_batch_size: 1\ngradient_accumulation_steps: 8\nlearning_rate: 1.0e-4\nnum_train_epochs: 3.0\nlr_scheduler_type: cosine\nwarmup_ratio: 0.1\nbf16: true\n")
+	return b.Bytes()
+}
+
+// yamlString quotes s as a YAML double-quoted scalar (JSON string syntax).
+func yamlString(s string) string {
+	q, _ := marshalNoEscape(s)
+	return string(q)
 }

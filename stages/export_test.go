@@ -4,11 +4,14 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
+	"github.com/augmentdata/augment/manifests"
 	"github.com/augmentdata/augment/stages/record"
 	"github.com/augmentdata/augment/verify"
 )
@@ -67,8 +70,13 @@ func TestExportStyles(t *testing.T) {
 			"gpt|Traffic in Miami is heavy right now: expect 20 minutes of delay on I-95.",
 		},
 	}, {
-		name: "function_call with thoughts",
-		cfg:  ExportConfig{Thoughts: true},
+		name: "function_call with thoughts in qwen3's thought words",
+		cfg:  ExportConfig{Thoughts: true, Template: "qwen3"},
+		rec:  single,
+		want: []string{"", "function_call|<think>\nYou want traffic. I will use get_traffic_report.\n</think>\n\n" + `{"name": "get_traffic_report", "arguments": {"location":"Miami, Florida"}}`, "", ""},
+	}, {
+		name: "function_call with thoughts in glm4_7's thought words",
+		cfg:  ExportConfig{Thoughts: true, Template: "glm4_7"},
 		rec:  single,
 		want: []string{"", `function_call|<think>You want traffic. I will use get_traffic_report.</think>{"name": "get_traffic_report", "arguments": {"location":"Miami, Florida"}}`, "", ""},
 	}, {
@@ -114,7 +122,8 @@ func TestExportStyles(t *testing.T) {
 					t.Errorf("turn %d:\n got %s\nwant %s", i, got, w)
 				}
 			}
-			v := verify.ShareGPT{Conversations: s.Conversations, Tools: s.Tools, ThoughtWords: tt.cfg.Thoughts}
+			tpl, _ := verify.LookupLFTemplate(tt.cfg.Template)
+			v := verify.ShareGPT{Conversations: s.Conversations, Tools: s.Tools, Template: tpl}
 			if ps := verify.CheckShareGPT(&v); len(ps) > 0 {
 				t.Errorf("sample breaks LLaMA-Factory's rules: %v", ps)
 			}
@@ -188,6 +197,11 @@ func TestExportRejects(t *testing.T) {
 // naming a folder of one file type.
 func TestExportWritesDatasetDir(t *testing.T) {
 	dir := t.TempDir()
+	root, err := manifests.OpenRoot(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer root.Close()
 	for _, format := range []string{"jsonl", "parquet"} {
 		e := buildExport(t, ExportConfig{Dataset: "demo_" + format, Format: format})
 		var recs []*record.Record
@@ -197,11 +211,11 @@ func TestExportWritesDatasetDir(t *testing.T) {
 			}
 			recs = append(recs, r)
 		}
-		refs, rejects, err := e.WriteShard(context.Background(), dir, "fx-00000", recs)
+		refs, rejects, err := e.WriteShard(context.Background(), root, "fx-00000", recs)
 		if err != nil || len(rejects) != 0 || len(refs) != 1 || refs[0].Rows != int64(len(recs)) {
 			t.Fatalf("%s: refs %+v rejects %v err %v", format, refs, rejects, err)
 		}
-		if _, err := e.Finish(dir, nil); err != nil {
+		if _, err := e.Finish(root, nil); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := os.Stat(filepath.Join(dir, "demo_"+format, "part-fx-00000."+format)); err != nil {
@@ -242,4 +256,217 @@ func FuzzWriteJSONString(f *testing.F) {
 			t.Fatalf("%q: got %s want %s", s, got.String(), want)
 		}
 	})
+}
+
+// Issue 16: the demo's thoughts: true export wrote <think>…</think>, which
+// qwen3's function formatter cannot read (its thought words have newlines);
+// for qwen3 the export now writes them, and a template without a reasoning
+// class refuses thoughts.
+func TestExportThoughtsForTemplate(t *testing.T) {
+	qwen3, _ := verify.LookupLFTemplate("qwen3")
+	old := `<think>You want traffic.</think>{"name": "get_traffic_report", "arguments": {"location":"Miami, Florida"}}`
+	if _, err := qwen3.ReadFunction(old); err == nil {
+		t.Fatal("the old thought form must fail qwen3's function formatter")
+	}
+	s := exportOne(t, buildExport(t, ExportConfig{Thoughts: true, Template: "qwen3"}), withReasoning(fxSingle(), "You want traffic."))
+	ft, err := qwen3.ReadFunction(s.Conversations[1].Value)
+	if err != nil || ft.Prefix != "<think>\nYou want traffic.\n</think>\n\n" || len(ft.Calls) != 1 {
+		t.Errorf("qwen3 reads %q as %+v, %v", s.Conversations[1].Value, ft, err)
+	}
+	for _, cfg := range []ExportConfig{{Thoughts: true}, {Thoughts: true, Template: "qwen"}, {Thoughts: true, Template: "mistral"}} {
+		cfg.defaults()
+		if probs := cfg.validate(); len(probs) != 1 || !strings.Contains(probs[0], "does not train thoughts") {
+			t.Errorf("%+v: %v", cfg, probs)
+		}
+	}
+}
+
+// Issue 16: glm4's tool format raises on parallel calls. The export rejects
+// them (lf_template_no_parallel) or, with parallel: split, writes one call
+// and its result at a time.
+func TestExportParallelForGLM4(t *testing.T) {
+	glm4, _ := verify.LookupLFTemplate("glm4")
+	// What the export wrote before: one function_call turn with a list.
+	old := exportOne(t, buildExport(t, ExportConfig{}), fxParallel())
+	if _, err := glm4.ReadFunction(old.Conversations[1].Value); err == nil {
+		t.Fatal("a list of calls must fail glm4's function formatter")
+	}
+	_, err := buildExport(t, ExportConfig{Template: "glm4"}).Process(context.Background(), fxParallel())
+	if reason, _ := rejectReason(err); reason != verify.ReasonLFNoParallel {
+		t.Errorf("parallel: reject gave %v", err)
+	}
+	split := buildExport(t, ExportConfig{Template: "glm4", Parallel: "split"})
+	s := exportOne(t, split, fxParallel())
+	var got []string
+	for _, c := range s.Conversations {
+		got = append(got, c.From+"|"+c.Value)
+	}
+	want := []string{
+		"human|Compare the share prices of Apple and Microsoft, and what time is it in New York?",
+		`function_call|{"name": "get_stock_price", "arguments": {"symbol":"AAPL"}}`, `observation|{"price":191.2}`,
+		`function_call|{"name": "get_stock_price", "arguments": {"symbol":"MSFT"}}`, `observation|{"price":402.5}`,
+		`function_call|{"name": "get_local_time", "arguments": {"city":"New York"}}`, `observation|{"time":"09:41"}`,
+		"gpt|Apple trades at 191.2 and Microsoft at 402.5; it is 09:41 in New York.",
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("split:\n%s", strings.Join(got, "\n"))
+	}
+	if ps := verify.CheckShareGPT(&verify.ShareGPT{Conversations: s.Conversations, Tools: s.Tools, Template: glm4}); len(ps) > 0 {
+		t.Errorf("split sample: %v", ps)
+	}
+	// A dialogue ending on the parallel calls ends on the last one.
+	r := fxParallel()
+	r.Messages = r.Messages[:3]
+	s = exportOne(t, split, r)
+	if n := len(s.Conversations); n != 6 || s.Conversations[n-1].From != "function_call" {
+		t.Errorf("split at the end: %+v", s.Conversations)
+	}
+	// Results that do not answer the calls one by one cannot be split.
+	r = fxParallel()
+	r.Messages[2].Results = r.Messages[2].Results[:2]
+	if _, err := split.Process(context.Background(), r); err == nil {
+		t.Error("split with missing results must be rejected")
+	}
+}
+
+// Issue 17 points 1 and 2: the text of a get_user_input turn and decision
+// tokens stay in function_call exports, before the calls inside the
+// template's tool-call words, and the template's formatter reads them
+// back; a template that renders calls alone rejects such a turn.
+func TestExportCallText(t *testing.T) {
+	gui := fxRecord("fx:gui", []record.Tool{verify.GetUserInputDef()},
+		fxUser("What is NLP?"),
+		record.Message{Role: record.RoleAssistant, Content: "NLP is the field of computing that handles human language.",
+			Calls: []record.Call{{Name: verify.GetUserInput, Arguments: json.RawMessage(`{}`)}}},
+		fxUser("Thanks"),
+		record.Message{Role: record.RoleAssistant, Content: "<|use_tool|>You are welcome.",
+			Calls: []record.Call{{Name: verify.GetUserInput, Arguments: json.RawMessage(`{}`)}}})
+	tok := fxSingle()
+	tok.Messages[1].Content = "<|use_tool|>"
+	tok.Messages[3].Content = "<|answer|>" + tok.Messages[3].Content
+	tok.SetTag(DecisionTokensTag, "on")
+	tests := []struct {
+		tpl  string
+		rec  *record.Record
+		turn int
+		want string
+	}{
+		{"qwen", gui, 1, "NLP is the field of computing that handles human language.\n" + `<tool_call>{"name": "get_user_input", "arguments": {}}</tool_call>`},
+		{"llama3", gui, 3, `<|use_tool|>You are welcome.` + "\n" + `<tool_call>{"name": "get_user_input", "arguments": {}}</tool_call>`},
+		{"qwen3", tok, 1, `<|use_tool|><tool_call>{"name": "get_traffic_report", "arguments": {"location":"Miami, Florida"}}</tool_call>`},
+		{"glm4", tok, 3, "<|answer|>Traffic in Miami is heavy right now: expect 20 minutes of delay on I-95."},
+	}
+	for _, tt := range tests {
+		tpl, _ := verify.LookupLFTemplate(tt.tpl)
+		s := exportOne(t, buildExport(t, ExportConfig{Template: tt.tpl}), tt.rec)
+		if got := s.Conversations[tt.turn].Value; got != tt.want {
+			t.Errorf("%s %s turn %d:\n got %q\nwant %q", tt.tpl, tt.rec.ID, tt.turn, got, tt.want)
+		}
+		if ps := verify.CheckShareGPT(&verify.ShareGPT{Conversations: s.Conversations, Tools: s.Tools, Template: tpl}); len(ps) > 0 {
+			t.Errorf("%s: %v", tt.tpl, ps)
+		}
+		for i, m := range tt.rec.Messages {
+			if m.Role != record.RoleAssistant || len(m.Calls) == 0 {
+				continue
+			}
+			ft, err := tpl.ReadFunction(s.Conversations[i].Value)
+			if err != nil || !strings.Contains(ft.Prefix, strings.TrimSpace(m.Content)) {
+				t.Errorf("%s turn %d: the formatter keeps %q before the calls, want %q (%v)", tt.tpl, i, ft.Prefix, m.Content, err)
+			}
+		}
+	}
+	for _, name := range []string{"mistral", "gemma3"} {
+		_, err := buildExport(t, ExportConfig{Template: name}).Process(context.Background(), gui)
+		if reason, _ := rejectReason(err); reason != ReasonLFNoCallText {
+			t.Errorf("%s: %v, want %s", name, err, ReasonLFNoCallText)
+		}
+	}
+	// Text that holds the template's own tool-call words cannot be read
+	// back as written: rejected, not written wrong.
+	bad := gui.Clone()
+	bad.Messages[1].Content = "Use <tool_call>x</tool_call> tags."
+	_, err := buildExport(t, ExportConfig{Template: "qwen"}).Process(context.Background(), bad)
+	if reason, _ := rejectReason(err); reason != verify.ReasonLFBadFunctionCall {
+		t.Errorf("text with tool-call words: %v", err)
+	}
+}
+
+// Issue 17 point 3: a record made with the offline teacher stops the export
+// with a config error unless allow_offline is set; then the export counts
+// it and dataset_info.json and train_lora.yaml say so.
+func TestExportStandIn(t *testing.T) {
+	r := fxSingle()
+	r.AddStep("reason", "offline", "offline")
+	r.SetTag("tokens", "900")
+	_, err := buildExport(t, ExportConfig{}).Process(context.Background(), r)
+	var cfgErr *ConfigError
+	if !errors.As(err, &cfgErr) || !strings.Contains(err.Error(), "allow_offline") {
+		t.Fatalf("stand-in record without allow_offline: %v", err)
+	}
+	e := buildExport(t, ExportConfig{AllowOffline: true, Template: "qwen3", Thoughts: true, Model: "Qwen/Qwen3-8B"})
+	ctx, ctr := withCounters()
+	tok := fxSingle()
+	tok.Messages[1].Content = "<|use_tool|>"
+	tok.Messages[3].Content = "<|answer|>ok"
+	tok.SetTag(DecisionTokensTag, "on")
+	tok.SetTag("tokens", "3000")
+	for _, rec := range []*record.Record{r, tok} {
+		if _, err := e.Process(ctx, rec); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dir, root := tempRoot(t)
+	notes, err := e.Finish(root, []manifests.Shard{{Counts: manifests.Counts{In: 2, Out: 2, Counters: ctr.m}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, _ := os.ReadFile(filepath.Join(dir, "dataset_info.json"))
+	train, _ := os.ReadFile(filepath.Join(dir, TrainLoRAFile))
+	for _, want := range []string{`"stand_in_samples": 1`, `"template": "qwen3"`, `"samples": 2`} {
+		if !strings.Contains(string(info), want) {
+			t.Errorf("dataset_info.json lacks %s:\n%s", want, info)
+		}
+	}
+	for _, want := range []string{"STAND-IN DATA: 1 of 2 samples", `model_name_or_path: "Qwen/Qwen3-8B"`, "template: qwen3\n",
+		"enable_thinking: true\n", "cutoff_len: 4096\n", `add_special_tokens: "<|answer|>,<|use_tool|>"`, "dataset_dir: .\n"} {
+		if !strings.Contains(string(train), want) {
+			t.Errorf("train_lora.yaml lacks %q:\n%s", want, train)
+		}
+	}
+	if !slices.ContainsFunc(notes, func(n string) bool { return strings.HasPrefix(n, "stand-in data: 1 of 2 samples") }) {
+		t.Errorf("notes: %v", notes)
+	}
+}
+
+// withCounters returns a context whose Count calls land in the returned
+// counters, as the runner's do.
+func withCounters() (context.Context, *counters) {
+	c := &counters{m: map[string]int64{}}
+	return context.WithValue(context.Background(), countersKey{}, c), c
+}
+
+// BenchmarkExportProcess renders and checks real records (../shared/data)
+// for a template with the default tool format and for qwen3 with thoughts.
+func BenchmarkExportProcess(b *testing.B) {
+	recs := fxSharedRecords(b)
+	for _, cfg := range []ExportConfig{{Template: "default"}, {Template: "qwen3", Thoughts: true}} {
+		b.Run(cfg.Template, func(b *testing.B) {
+			cfg.defaults()
+			st, err := cfg.build(fxEnv("export", nil))
+			if err != nil {
+				b.Fatal(err)
+			}
+			e := st.(*exporter)
+			ctx := context.Background()
+			for i := 0; b.Loop(); i++ {
+				r := recs[i%len(recs)]
+				if _, err := e.Process(ctx, r); err != nil {
+					if _, ok := rejectReason(err); !ok {
+						b.Fatal(err)
+					}
+				}
+				e.samples.Delete(r)
+			}
+		})
+	}
 }

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/augmentdata/augment/manifests"
 	"github.com/augmentdata/augment/stages/formats"
 	"github.com/augmentdata/augment/stages/record"
 )
@@ -60,4 +61,16 @@ func sharedRecords(t testing.TB, min int, dumps ...dump) []*record.Record {
 		t.Fatalf("only %d records parsed from %s", len(out), dir)
 	}
 	return out
+}
+
+// tempRoot is a fresh temporary directory and the confined root on it.
+func tempRoot(t *testing.T) (string, *manifests.Root) {
+	t.Helper()
+	dir := t.TempDir()
+	root, err := manifests.OpenRoot(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { root.Close() })
+	return dir, root
 }

@@ -29,7 +29,10 @@ import (
 
 // ingestVersion is bumped when ingest's output for the same dump changes
 // (it also covers the readers in stages/formats).
-const ingestVersion = 2 // 2: tools returned by meta_tool results count as declared
+// 3: a broken JSON Lines line or array element costs one row, not the rest
+// of the dump; rows over max_row_bytes are row_too_large; U+FFFD
+// replacements are tagged.
+const ingestVersion = 3
 
 // ingestSettings is what ingest's output depends on besides the dump bytes.
 type ingestSettings struct {
@@ -46,14 +49,7 @@ type ingestSettings struct {
 // unchanged is skipped as a whole.
 func (r *Runner) ingest(ctx context.Context, sr stageRun) (stageResult, error) {
 	res := stageResult{report: StageReport{Name: sr.name, Type: sr.typ, Dir: sr.rel}}
-	if err := os.MkdirAll(sr.dir, 0o755); err != nil {
-		return res, err
-	}
-	if err := manifests.Sweep(sr.dir); err != nil {
-		return res, err
-	}
-	mpath := filepath.Join(sr.dir, "manifest.json")
-	old, err := manifests.Read[manifests.Stage](mpath)
+	old, err := r.prepareStageDir(sr)
 	if err != nil {
 		return res, err
 	}
@@ -68,6 +64,7 @@ func (r *Runner) ingest(ctx context.Context, sr stageRun) (stageResult, error) {
 	m := &manifests.Stage{Name: sr.name, Type: sr.typ, Version: ingestVersion, Tool: r.o.Version,
 		ConfigHash: fp, Config: cfgJSON, Started: time.Now().UTC()}
 	changed := old == nil || old.ConfigHash != fp
+	var partial *PartialError // the first source with an unread part that does not allow it
 	for _, cfg := range cfgs {
 		src := cfg.Source
 		path := r.p.Resolve(src.Path)
@@ -86,6 +83,7 @@ func (r *Runner) ingest(ctx context.Context, sr stageRun) (stageResult, error) {
 				r.o.Log.Info("skip source", "stage", sr.name, "source", src.Name, "shards", len(prev), "reason", "up to date")
 				m.Shards = append(m.Shards, prev...)
 				res.report.Skipped += len(prev)
+				partial = r.checkSource(src, prev, partial)
 				continue
 			}
 		}
@@ -107,6 +105,7 @@ func (r *Runner) ingest(ctx context.Context, sr stageRun) (stageResult, error) {
 			"seconds", fmt.Sprintf("%.1f", time.Since(start).Seconds()))
 		m.Shards = append(m.Shards, shards...)
 		res.report.Ran += len(shards)
+		partial = r.checkSource(src, shards, partial)
 	}
 	for _, s := range m.Shards {
 		m.Totals.Add(s.Counts)
@@ -119,14 +118,60 @@ func (r *Runner) ingest(ctx context.Context, sr stageRun) (stageResult, error) {
 	res.report.Counts = m.Totals
 	res.outputs = outputsOf(m, shardNames(m))
 	if !changed {
-		return res, nil
+		return res, partialErr(partial)
+	}
+	for _, s := range m.Shards {
+		if s.Unread != nil {
+			name, _, _ := cutShardIndex(s.Name)
+			m.Notes = append(m.Notes, fmt.Sprintf("source %s: %s", name, unreadText(*s.Unread)))
+		}
 	}
 	m.Finished = time.Now().UTC()
 	m.Seconds = m.Finished.Sub(m.Started).Seconds()
-	if err := manifests.Write(mpath, m); err != nil {
+	// What the earlier manifest named and this one does not goes first: a
+	// kill in between leaves the old manifest, which the next run checks.
+	if old != nil {
+		m.Superseded = superseded(old, func(string) bool { return false })
+		if err := r.removeReplaced(sr, m); err != nil {
+			return res, err
+		}
+		m.Superseded = nil
+	}
+	if err := sr.out.WriteJSON(manifestFile, m); err != nil {
 		return res, err
 	}
-	return res, removeUnlisted(sr.dir, m)
+	return res, partialErr(partial)
+}
+
+// partialErr returns p as an error, nil when p is nil.
+func partialErr(p *PartialError) error {
+	if p == nil {
+		return nil
+	}
+	return p
+}
+
+// checkSource warns about a source that gave no rows or could not be read
+// to its end, and returns partial, or the source's PartialError when it is
+// the first and the source does not allow it.
+func (r *Runner) checkSource(src Source, shards []manifests.Shard, partial *PartialError) *PartialError {
+	var in int64
+	for _, s := range shards {
+		in += s.In
+	}
+	if in == 0 && (len(shards) == 0 || shards[0].Unread == nil) {
+		r.o.Log.Warn(fmt.Sprintf("source %s: 0 rows", src.Name), "path", src.Path)
+	}
+	if len(shards) == 0 || shards[0].Unread == nil {
+		return partial
+	}
+	u := *shards[0].Unread
+	r.o.Log.Warn(fmt.Sprintf("source %s: the dump could not be read to its end", src.Name), "path", src.Path,
+		"unread_bytes", u.Bytes, "unread_rows_estimated", u.Rows, "offset", u.Offset, "reason", u.Reason, "allow_partial", src.AllowPartial)
+	if partial == nil && !src.AllowPartial {
+		partial = &PartialError{Source: src.Name, Unread: u}
+	}
+	return partial
 }
 
 // sourceKey is the key of every shard of a source: its ingest settings and
@@ -178,11 +223,38 @@ func allMatch(shards []manifests.Shard, key string, r *Runner) bool {
 // rawBatch is up to ShardSize consecutive raw rows of one source.
 type rawBatch struct {
 	index int // shard number
-	rows  [][]byte
+	rows  []rawRow
 	first int64 // row index of rows[0]
-	// framing is set when the dump's framing broke after these rows; it is
-	// kept as one rejected row and ends the source.
-	framing error
+}
+
+// A rawRow is one row's bytes, or a row the scanner could not frame (bad
+// set, text its raw bytes or their start).
+type rawRow struct {
+	text []byte
+	bad  *formats.RowError
+}
+
+// A PartialError says that part of a source's dump could not be read and
+// the source does not set allow_partial. Ingest's output and manifest
+// (with the unread part) are written; running again fails the same way
+// until the dump is repaired or allow_partial is set, so it is not a
+// failure to resume from.
+type PartialError struct {
+	Source string
+	Unread manifests.Unread
+}
+
+func (e *PartialError) Error() string {
+	return fmt.Sprintf("source %q: %s; repair the dump, or set allow_partial: true on the source to go on without that part",
+		e.Source, unreadText(e.Unread))
+}
+
+func unreadText(u manifests.Unread) string {
+	rows := fmt.Sprintf("about %d rows", u.Rows)
+	if u.Rows == 0 && u.Offset == 0 {
+		rows = "rows unknown"
+	}
+	return fmt.Sprintf("%d bytes (%s) from byte offset %d were not read: %s", u.Bytes, rows, u.Offset, u.Reason)
 }
 
 // ingestSource reads one dump, parses and writes its shards. Shards are
@@ -206,6 +278,7 @@ func (r *Runner) ingestSource(ctx context.Context, sr stageRun, src Source, path
 		in = io.TeeReader(f, hash)
 	}
 	sc := formats.NewScanner(progressReader{in, prog})
+	sc.SetMaxRowBytes(int(src.MaxRowBytes))
 	g, gctx := errgroup.WithContext(ctx)
 	// One more worker than CPUs: a worker waiting for its shard's fsync
 	// leaves its CPU to another. Memory grows with workers × shard size.
@@ -217,9 +290,13 @@ func (r *Runner) ingestSource(ctx context.Context, sr stageRun, src Source, path
 	// tools, not with the number of records.
 	tools := map[string]record.Tool{}
 	batches := make(chan rawBatch)
+	var unread *formats.ScanError
+	var read int64 // rows read before unread
 	g.Go(func() error {
 		defer close(batches)
-		return r.readBatches(gctx, sc, src, batches)
+		var err error
+		read, unread, err = r.readBatches(gctx, sc, src, batches)
+		return err
 	})
 	for range workers {
 		g.Go(func() error {
@@ -257,24 +334,32 @@ func (r *Runner) ingestSource(ctx context.Context, sr stageRun, src Source, path
 		}
 		shards = append(shards, sh)
 	}
+	if unread != nil {
+		u := manifests.Unread{Offset: unread.Offset, Bytes: max(0, size-unread.Offset), Reason: unread.Msg}
+		if read > 0 && unread.Offset > 0 && u.Bytes > 0 {
+			u.Rows = max(1, (u.Bytes*read+unread.Offset-1)/unread.Offset)
+		}
+		shards[0].Unread = &u
+	}
 	key := sourceKey(fingerprint, path, sum)
 	for i := range shards {
 		shards[i].Key = key
 		shards[i].Inputs = []manifests.FileRef{{Path: filepath.Base(path), SHA256: sum, Bytes: size}}
 	}
 	lib := toollib.New(slices.Collect(maps.Values(tools)))
-	ref, err := shard.WriteJSONL(filepath.Join(sr.dir, "tools-"+src.Name+".jsonl"), lib.Tools)
+	ref, err := shard.WriteJSONL(sr.out, "tools-"+src.Name+".jsonl", lib.Tools)
 	if err != nil {
 		return nil, err
 	}
 	ref.Rows = int64(len(lib.Tools))
-	shards[0].Outputs = append(shards[0].Outputs, r.rel([]manifests.FileRef{ref})...)
+	shards[0].Outputs = append(shards[0].Outputs, ref)
 	return shards, nil
 }
 
 // readBatches cuts the dump into raw batches. Rows are copied: the scanner
-// reuses its buffer.
-func (r *Runner) readBatches(ctx context.Context, sc *formats.Scanner, src Source, out chan<- rawBatch) error {
+// reuses its buffer. It returns the rows read and, when the scanner had to
+// stop early, its *formats.ScanError (the rest of the dump is unread).
+func (r *Runner) readBatches(ctx context.Context, sc *formats.Scanner, src Source, out chan<- rawBatch) (int64, *formats.ScanError, error) {
 	b := rawBatch{}
 	send := func() error {
 		select {
@@ -286,33 +371,39 @@ func (r *Runner) readBatches(ctx context.Context, sc *formats.Scanner, src Sourc
 		return nil
 	}
 	var read int64
+	var unread *formats.ScanError
 	for src.Limit == 0 || read < src.Limit {
 		row, idx, err := sc.Next()
 		if errors.Is(err, io.EOF) {
 			break
 		}
-		if err != nil {
-			b.framing = err
-			if len(b.rows) == 0 {
-				b.first = read
-			}
-			return send()
+		var bad *formats.RowError
+		switch {
+		case errors.As(err, &unread):
+		case errors.As(err, &bad):
+			bad.Raw = slices.Clone(bad.Raw)
+			row = bad.Raw
+		case err != nil:
+			return read, nil, err
+		}
+		if unread != nil {
+			break
 		}
 		if len(b.rows) == 0 {
 			b.first = idx
 		}
-		b.rows = append(b.rows, slices.Clone(row))
+		b.rows = append(b.rows, rawRow{text: slices.Clone(row), bad: bad})
 		read++
 		if len(b.rows) == r.p.Output.ShardSize {
 			if err := send(); err != nil {
-				return err
+				return read, nil, err
 			}
 		}
 	}
 	if len(b.rows) > 0 {
-		return send()
+		return read, unread, send()
 	}
-	return nil
+	return read, unread, nil
 }
 
 // ingestBatch parses one batch into a shard.
@@ -323,11 +414,17 @@ func (r *Runner) ingestBatch(src Source, sr stageRun, b rawBatch) (manifests.Sha
 	var recs []*record.Record
 	var rejects []shard.Reject
 	var tools []record.Tool
-	for i, raw := range b.rows {
-		row := b.first + int64(i)
+	for i, rr := range b.rows {
+		row, raw := b.first+int64(i), rr.text
 		sh.In++
 		if src.Fraction > 0 && !keepFraction(r.p.Seed, src.Name, row, src.Fraction) {
 			sh.Filtered = incr(sh.Filtered, "fraction")
+			continue
+		}
+		if rr.bad != nil {
+			sh.Rejected = incr(sh.Rejected, rr.bad.Reason)
+			rejects = append(rejects, shard.Reject{Stage: sr.name, ID: fmt.Sprintf("%s:%d", src.Name, row),
+				Source: src.Name, Row: row, Reason: rr.bad.Reason, Detail: rr.bad.Error(), Raw: string(raw)})
 			continue
 		}
 		rec, err := formats.Parse(src.Format, src.Name, row, raw)
@@ -348,29 +445,26 @@ func (r *Runner) ingestBatch(src Source, sr stageRun, b rawBatch) (manifests.Sha
 			continue
 		}
 		rec.AddStep(sr.name, "rule", "")
+		if rp := rec.Tag("repairs"); rp != "" {
+			for _, kind := range strings.Split(rp, ",") {
+				sh.Counters = incr(sh.Counters, "repair."+kind)
+			}
+		}
 		tools = append(tools, rec.Tools...)
 		recs = append(recs, rec)
 	}
-	if b.framing != nil {
-		row := b.first + int64(len(b.rows))
-		sh.In++
-		sh.Rejected = incr(sh.Rejected, "bad_framing")
-		rejects = append(rejects, shard.Reject{Stage: sr.name, ID: fmt.Sprintf("%s:%d", src.Name, row),
-			Source: src.Name, Row: row, Reason: "bad_framing",
-			Detail: "the dump's framing broke here; the rest of the file was not read: " + b.framing.Error()})
-	}
 	sh.Out = int64(len(recs))
-	refs, err := shard.Write(filepath.Join(sr.dir, "part-"+name+".parquet"), recs, r.shardOptions())
+	refs, err := shard.Write(sr.out, "part-"+name+".parquet", recs, r.shardOptions())
 	if err != nil {
 		return sh, nil, err
 	}
-	sh.Outputs = r.rel(refs)
+	sh.Outputs = refs
 	if len(rejects) > 0 {
-		ref, err := shard.WriteRejects(filepath.Join(sr.dir, "rejects-"+name+".jsonl"), rejects)
+		ref, err := shard.WriteRejects(sr.out, "rejects-"+name+".jsonl", rejects)
 		if err != nil {
 			return sh, nil, err
 		}
-		sh.Outputs = append(sh.Outputs, r.rel([]manifests.FileRef{ref})...)
+		sh.Outputs = append(sh.Outputs, ref)
 	}
 	sh.Seconds = time.Since(start).Seconds()
 	return sh, toollib.New(tools).Tools, sh.Counts.Balanced()

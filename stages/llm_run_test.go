@@ -142,7 +142,7 @@ func llmrunDataFiles(t *testing.T, dir string) map[string][]byte {
 		rel, _ := filepath.Rel(dir, path)
 		rel = filepath.ToSlash(rel)
 		switch {
-		case d.IsDir() && rel == "cache":
+		case d.IsDir() && (rel == "cache" || rel == ".augment"):
 			return filepath.SkipDir
 		case d.IsDir(), d.Name() == "manifest.json", rel == "config.yaml":
 			return nil

@@ -41,7 +41,9 @@ type Pipeline struct {
 	Embedder llm.EmbedderConfig `yaml:"embedder"`
 	Stages   []StageSpec        `yaml:"stages"`
 
-	path string // the file it was loaded from
+	path  string     // the file it was loaded from
+	label string     // the file as named in messages ("p.yaml (with -set)")
+	root  *yaml.Node // the document decoded, for the lines of keys
 }
 
 // Output says where and how stage outputs are written.
@@ -70,6 +72,13 @@ type Source struct {
 	// Fraction keeps each row with this probability, seeded by the
 	// pipeline seed and the row's ID (0: keep all).
 	Fraction float64 `yaml:"fraction"`
+	// (issue 8, ingest) MaxRowBytes bounds one row; a longer row is
+	// rejected as row_too_large without being held (default 16 MiB).
+	MaxRowBytes int64 `yaml:"max_row_bytes"`
+	// (issue 8, ingest) AllowPartial lets a run go on when part of the dump
+	// cannot be read (the manifest's "unread"); otherwise that fails the
+	// run. It does not change ingest's output, so it is not in its key.
+	AllowPartial bool `yaml:"allow_partial" json:"-"`
 }
 
 // A StageSpec is one entry of the stages list. Exactly one of the type
@@ -269,22 +278,28 @@ func setPath(n *yaml.Node, keys []string, val *yaml.Node) error {
 
 // Parse decodes a pipeline file already in memory.
 func Parse(path string, b []byte) (*Pipeline, error) {
-	p := &Pipeline{path: path}
+	p := &Pipeline{path: path, label: path}
+	// An untyped pass to learn where each key is, for messages.
+	var root yaml.Node
+	if yaml.Unmarshal(b, &root) != nil {
+		root = yaml.Node{}
+	}
+	p.root = &root
 	dec := yaml.NewDecoder(bytes.NewReader(b))
 	dec.KnownFields(true)
 	if err := dec.Decode(p); err != nil {
-		return nil, &ConfigError{Problems: yamlProblems(path, err)}
+		return nil, &ConfigError{Problems: yamlProblems(path, err, &root)}
 	}
-	// A second, untyped pass only to learn where each list item starts.
 	var doc struct {
 		Sources []yaml.Node `yaml:"sources"`
 		Stages  []yaml.Node `yaml:"stages"`
-		Teacher yaml.Node   `yaml:"teacher"`
 	}
-	_ = yaml.Unmarshal(b, &doc)
+	_ = root.Decode(&doc)
+	stageNodes := make([]*yaml.Node, len(p.Stages))
 	for i := range p.Stages {
 		if i < len(doc.Stages) {
 			p.Stages[i].line = doc.Stages[i].Line
+			stageNodes[i] = &doc.Stages[i]
 		}
 	}
 	p.defaults()
@@ -312,7 +327,13 @@ func Parse(path string, b []byte) (*Pipeline, error) {
 		case !slices.Contains(formats.Formats(), s.Format):
 			at(keyLine(node, "format"), "source %q: format %q is not one of %s", s.Name, s.Format, strings.Join(formats.Formats(), ", "))
 		}
-		if names[s.Name] {
+		if err := CheckName(s.Name); err != nil {
+			if hasKey(node, "name") {
+				at(keyLine(node, "name"), "source %d: name %s", i+1, err)
+			} else {
+				at(keyLine(node, "path"), "source %d: name %s (it comes from the file name: set name:)", i+1, err)
+			}
+		} else if names[s.Name] {
 			at(keyLine(node, "name"), "source name %q is used twice; set distinct names", s.Name)
 		}
 		names[s.Name] = true
@@ -322,15 +343,20 @@ func Parse(path string, b []byte) (*Pipeline, error) {
 		if s.Fraction < 0 || s.Fraction > 1 {
 			at(keyLine(node, "fraction"), "source %q: fraction must be between 0 and 1", s.Name)
 		}
+		if s.MaxRowBytes < 0 || s.MaxRowBytes > 1<<30 { // (issue 8, ingest)
+			at(keyLine(node, "max_row_bytes"), "source %q: max_row_bytes must be between 0 (default, 16 MiB) and 1 GiB", s.Name)
+		}
 	}
-	if p.Output.ShardSize < 1 || p.Output.RowGroupRows < 1 {
-		at(0, "output: shard_size and row_group_rows must be positive")
+	if p.Output.ShardSize < 1 {
+		at(lineOf(&root, "output.shard_size"), "output.shard_size: must be positive, got %d", p.Output.ShardSize)
 	}
-	for _, err := range p.Teacher.Validate() {
-		at(doc.Teacher.Line, "teacher: %v", err)
+	if p.Output.RowGroupRows < 1 {
+		at(lineOf(&root, "output.row_group_rows"), "output.row_group_rows: must be positive, got %d", p.Output.RowGroupRows)
 	}
-	for _, err := range p.Embedder.Validate() {
-		at(0, "embedder: %v", err)
+	// The llm blocks' problems start with their YAML path ("teacher.max_retries: …").
+	for _, err := range append(p.Teacher.Validate(), p.Embedder.Validate()...) {
+		field, _, _ := strings.Cut(err.Error(), ":")
+		at(lineOf(&root, field), "%v", err)
 	}
 	stageNames := map[string]bool{"ingest": true}
 	for i := range p.Stages {
@@ -349,6 +375,10 @@ func Parse(path string, b []byte) (*Pipeline, error) {
 			at(s.line, "stage %d: want exactly one stage type (%s), got %s", i+1, strings.Join(StageTypes(), ", "), what)
 			continue
 		}
+		if err := CheckName(s.Name); err != nil {
+			at(keyLine(stageNodes[i], "name"), "stage %d: name %s", i+1, err)
+			continue
+		}
 		if stageNames[s.Name] {
 			at(s.line, "stage %d: name %q is already used; give the stage a distinct name: key", i+1, s.Name)
 		}
@@ -357,11 +387,68 @@ func Parse(path string, b []byte) (*Pipeline, error) {
 		for _, msg := range cfg.validate() {
 			at(s.line, "stage %q: %s", s.Name, msg)
 		}
+		if s.Export != nil && s.Export.Dataset != "" {
+			if err := CheckName(s.Export.Dataset); err != nil {
+				at(s.line, "stage %q: dataset %s", s.Name, err)
+			}
+		}
 	}
 	if len(probs) > 0 {
 		return nil, &ConfigError{Problems: probs}
 	}
 	return p, nil
+}
+
+// MaxNameLen bounds every name that becomes part of a file or directory
+// name (a source, a stage, an export's dataset).
+const MaxNameLen = 100
+
+// CheckName reports whether name may become part of a file or directory
+// name under the output directory: 1 to MaxNameLen ASCII letters, digits,
+// '.', '_' or '-', not starting with a dot (so neither "." nor ".." nor a
+// hidden file). Every name from pipeline.yaml that ends up in a path is
+// checked with it when the file is loaded, and so is any later one (worker
+// IDs): a path separator, "..", a drive letter or a control character in
+// a shared recipe can then never reach outside the output directory.
+func CheckName(name string) error {
+	switch {
+	case name == "":
+		return errors.New("is empty")
+	case len(name) > MaxNameLen:
+		return fmt.Errorf("%q is longer than %d bytes", clip(name, 40), MaxNameLen)
+	}
+	for _, c := range name {
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '.' || c == '_' || c == '-') {
+			return fmt.Errorf("%q holds %q; a name is a plain file name: letters, digits, '.', '_' and '-'", name, c)
+		}
+	}
+	if name[0] == '.' {
+		return fmt.Errorf("%q starts with a dot; a name is a plain file name: letters, digits, '.', '_' and '-'", name)
+	}
+	return nil
+}
+
+// hasKey reports whether the mapping node holds key.
+func hasKey(node *yaml.Node, key string) bool {
+	if node == nil || node.Kind != yaml.MappingNode {
+		return false
+	}
+	for i := 0; i+1 < len(node.Content); i += 2 {
+		if node.Content[i].Value == key {
+			return true
+		}
+	}
+	return false
+}
+
+// problem formats one problem of the file, prefixed with file:line of the
+// YAML path key ("sources[0].path") where the file has it.
+func (p *Pipeline) problem(key, format string, args ...any) string {
+	msg := fmt.Sprintf(format, args...)
+	if line := lineOf(p.root, key); line > 0 {
+		return fmt.Sprintf("%s:%d: %s", p.label, line, msg)
+	}
+	return fmt.Sprintf("%s: %s", p.label, msg)
 }
 
 // keyLine returns the line of key in a mapping node, else the node's line.
@@ -380,8 +467,10 @@ func keyLine(node *yaml.Node, key string) int {
 }
 
 // yamlProblems turns yaml.v3's errors ("line 6: field rtae not found in type
-// stages.Source") into "pipeline.yaml:6: unknown key rtae in source".
-func yamlProblems(path string, err error) []string {
+// stages.Source") into "pipeline.yaml:6: unknown key sources[0].rtae (did
+// you mean rate?)": the key's YAML path, not a Go type. root is the
+// document's node tree, or nil when it does not parse.
+func yamlProblems(path string, err error, root *yaml.Node) []string {
 	var te *yaml.TypeError
 	msgs := []string{err.Error()}
 	if errors.As(err, &te) {
@@ -392,32 +481,221 @@ func yamlProblems(path string, err error) []string {
 		m = strings.TrimPrefix(m, "yaml: ")
 		if rest, ok := strings.CutPrefix(m, "line "); ok {
 			if n, msg, ok := strings.Cut(rest, ": "); ok {
-				out = append(out, fmt.Sprintf("%s:%s: %s", path, n, friendlyYAML(msg)))
+				line, _ := strconv.Atoi(n)
+				out = append(out, fmt.Sprintf("%s:%s: %s", path, n, friendlyYAML(msg, root, line)))
 				continue
 			}
 		}
-		out = append(out, fmt.Sprintf("%s: %s", path, friendlyYAML(m)))
+		out = append(out, fmt.Sprintf("%s: %s", path, friendlyYAML(m, root, 0)))
 	}
 	return out
 }
 
-func friendlyYAML(msg string) string {
+func friendlyYAML(msg string, root *yaml.Node, line int) string {
 	// "field rtae not found in type stages.Source"
-	if f, typ, ok := strings.Cut(msg, " not found in type "); ok {
-		return fmt.Sprintf("unknown key %q in %s", strings.TrimPrefix(f, "field "), typeNoun(typ))
+	f, _, ok := strings.Cut(msg, " not found in type ")
+	if !ok {
+		return msg
 	}
-	return msg
+	key := strings.TrimPrefix(f, "field ")
+	at := findKey(root, line, key, "")
+	if at == "" {
+		return fmt.Sprintf("unknown key %q", key)
+	}
+	parent := strings.TrimSuffix(strings.TrimSuffix(at, key), ".")
+	known := yamlKeys(reflect.TypeFor[Pipeline](), parent)
+	if s := closest(key, known); s != "" {
+		return fmt.Sprintf("unknown key %s (did you mean %s?)", at, s)
+	}
+	where := parent
+	if where == "" {
+		where = "the top level"
+	}
+	return fmt.Sprintf("unknown key %s (%s takes %s)", at, where, strings.Join(known, ", "))
 }
 
-func typeNoun(goType string) string {
-	t := goType[strings.LastIndex(goType, ".")+1:]
-	switch t {
-	case "Pipeline":
-		return "the top level (want seed, output, sources, teacher, embedder, stages)"
-	case "StageSpec":
-		return "a stage (want name, skip, or one stage type: " + strings.Join(StageTypes(), ", ") + ")"
+// findKey returns the YAML path ("teacher.api_key", "stages[1].export.x")
+// of the mapping key named key on line, or "".
+func findKey(n *yaml.Node, line int, key, prefix string) string {
+	if n == nil {
+		return ""
 	}
-	return strings.TrimSuffix(strings.ToLower(t[:1])+t[1:], "config")
+	switch n.Kind {
+	case yaml.DocumentNode:
+		for _, c := range n.Content {
+			if p := findKey(c, line, key, prefix); p != "" {
+				return p
+			}
+		}
+	case yaml.MappingNode:
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			k, v := n.Content[i], n.Content[i+1]
+			p := k.Value
+			if prefix != "" {
+				p = prefix + "." + k.Value
+			}
+			if k.Line == line && k.Value == key {
+				return p
+			}
+			if q := findKey(v, line, key, p); q != "" {
+				return q
+			}
+		}
+	case yaml.SequenceNode:
+		for i, c := range n.Content {
+			if p := findKey(c, line, key, fmt.Sprintf("%s[%d]", prefix, i)); p != "" {
+				return p
+			}
+		}
+	}
+	return ""
+}
+
+// lineOf returns the line of the deepest node of a YAML path
+// ("teacher.endpoints[0].base_url") that exists in root, 0 when none does.
+func lineOf(root *yaml.Node, path string) int {
+	n := root
+	if n != nil && n.Kind == yaml.DocumentNode && len(n.Content) > 0 {
+		n = n.Content[0]
+	}
+	line := 0
+	for _, seg := range pathSegments(path) {
+		if n == nil {
+			break
+		}
+		var next *yaml.Node
+		if i, err := strconv.Atoi(seg); err == nil && n.Kind == yaml.SequenceNode {
+			if i >= 0 && i < len(n.Content) {
+				next = n.Content[i]
+				line = next.Line
+			}
+		} else if n.Kind == yaml.MappingNode {
+			for j := 0; j+1 < len(n.Content); j += 2 {
+				if n.Content[j].Value == seg {
+					next = n.Content[j+1]
+					line = n.Content[j].Line
+					break
+				}
+			}
+		}
+		n = next
+	}
+	return line
+}
+
+// pathSegments splits "a.b[2].c" into a, b, 2, c.
+func pathSegments(path string) []string {
+	var segs []string
+	for _, part := range strings.Split(path, ".") {
+		name, rest, _ := strings.Cut(part, "[")
+		if name != "" {
+			segs = append(segs, name)
+		}
+		for rest != "" {
+			var idx string
+			idx, rest, _ = strings.Cut(rest, "]")
+			segs = append(segs, idx)
+			rest = strings.TrimPrefix(rest, "[")
+		}
+	}
+	return segs
+}
+
+// yamlKeys lists the keys a YAML path of t takes (indexes skipped), in
+// declaration order; nil when the path does not lead to a mapping.
+func yamlKeys(t reflect.Type, path string) []string {
+	for _, seg := range pathSegments(path) {
+		for t.Kind() == reflect.Pointer || t.Kind() == reflect.Slice {
+			t = t.Elem()
+		}
+		if _, err := strconv.Atoi(seg); err == nil {
+			continue
+		}
+		if t.Kind() != reflect.Struct {
+			return nil
+		}
+		f, ok := fieldByKey(t, seg)
+		if !ok {
+			return nil
+		}
+		t = f.Type
+	}
+	for t.Kind() == reflect.Pointer || t.Kind() == reflect.Slice {
+		t = t.Elem()
+	}
+	if t.Kind() != reflect.Struct {
+		return nil
+	}
+	var keys []string
+	for f := range t.Fields() {
+		if k := yamlKey(f); k != "" {
+			keys = append(keys, k)
+		}
+	}
+	return keys
+}
+
+func fieldByKey(t reflect.Type, key string) (reflect.StructField, bool) {
+	for f := range t.Fields() {
+		if yamlKey(f) == key {
+			return f, true
+		}
+	}
+	return reflect.StructField{}, false
+}
+
+func yamlKey(f reflect.StructField) string {
+	if !f.IsExported() {
+		return ""
+	}
+	k, _, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+	if k == "-" {
+		return ""
+	}
+	if k == "" {
+		k = strings.ToLower(f.Name)
+	}
+	return k
+}
+
+// closest returns the known key a mistyped key most likely meant: one a
+// prefix of the other (api_key, api_key_env) or within a small edit
+// distance; "" when none is near.
+func closest(key string, known []string) string {
+	best, bestD := "", 3
+	if len(key) <= 3 {
+		bestD = 2
+	}
+	for _, k := range known {
+		if len(key) >= 3 && (strings.HasPrefix(k, key) || strings.HasPrefix(key, k)) {
+			return k
+		}
+		if d := editDistance(key, k); d < bestD {
+			best, bestD = k, d
+		}
+	}
+	return best
+}
+
+// editDistance is the Levenshtein distance of two short strings, in bytes.
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
 }
 
 func (p *Pipeline) defaults() {
@@ -438,6 +716,9 @@ func (p *Pipeline) defaults() {
 		if s.Name == "" {
 			base := filepath.Base(s.Path)
 			s.Name = strings.TrimSuffix(base, filepath.Ext(base))
+		}
+		if s.MaxRowBytes == 0 { // (issue 8, ingest)
+			s.MaxRowBytes = formats.DefaultMaxRowBytes
 		}
 	}
 	p.Teacher.Defaults()
@@ -488,16 +769,31 @@ func embedderFingerprint(c llm.EmbedderConfig) string {
 }
 
 // Effective renders the pipeline with every default applied: what the run
-// really uses, written to <output>/config.yaml.
+// really uses, written to <output>/config.yaml. Credentials a base_url may
+// hold (user info, query values) are redacted.
 func (p *Pipeline) Effective() ([]byte, error) {
+	q := *p
+	q.Teacher.Endpoints = redactEndpoints(p.Teacher.Endpoints)
+	q.Embedder.Endpoints = redactEndpoints(p.Embedder.Endpoints)
 	var buf bytes.Buffer
 	enc := yaml.NewEncoder(&buf)
 	enc.SetIndent(2)
-	if err := enc.Encode(p); err != nil {
+	if err := enc.Encode(&q); err != nil {
 		return nil, err
 	}
 	if err := enc.Close(); err != nil {
 		return nil, err
 	}
 	return buf.Bytes(), nil
+}
+
+func redactEndpoints(eps []llm.Endpoint) []llm.Endpoint {
+	if eps == nil {
+		return nil
+	}
+	out := slices.Clone(eps)
+	for i := range out {
+		out[i].BaseURL = llm.RedactURL(out[i].BaseURL)
+	}
+	return out
 }

@@ -1,10 +1,12 @@
 package stages
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"unicode/utf8"
 )
 
 func TestParseErrors(t *testing.T) {
@@ -12,8 +14,20 @@ func TestParseErrors(t *testing.T) {
 		name, yaml string
 		want       []string // substrings, each of one problem
 	}{
-		{"unknown top-level key", "sorces: []\n", []string{"p.yaml:1: unknown key \"sorces\" in the top level"}},
-		{"unknown stage key", "sources: [{path: a, format: xlam}]\nstages:\n  - export: {styel: inline}\n", []string{"p.yaml:3: unknown key \"styel\" in export"}},
+		{"unknown top-level key", "sorces: []\n", []string{"p.yaml:1: unknown key sorces (did you mean sources?)"}},
+		{"unknown stage key", "sources: [{path: a, format: xlam}]\nstages:\n  - export: {styel: inline}\n", []string{"p.yaml:3: unknown key stages[0].export.styel (did you mean style?)"}},
+		{"unknown teacher key names its YAML path", "sources: [{path: a, format: xlam}]\nteacher:\n  provider: offline\n  api_key: sk-123\n",
+			[]string{"p.yaml:4: unknown key teacher.api_key (did you mean api_key_env?)"}},
+		{"unknown key far from any", "sources:\n  - {path: a, format: xlam, zzzz: 1}\n",
+			[]string{"p.yaml:2: unknown key sources[0].zzzz (sources[0] takes name, path, format, limit, fraction"}},
+		{"shard_size has its line", "sources: [{path: a, format: xlam}]\noutput:\n  dir: o\n  shard_size: -5\n",
+			[]string{"p.yaml:4: output.shard_size: must be positive, got -5"}},
+		{"negative max_retries", "sources: [{path: a, format: xlam}]\nteacher:\n  max_retries: -1\nembedder:\n  max_retries: -2\n",
+			[]string{"p.yaml:3: teacher.max_retries: must not be negative", "p.yaml:5: embedder.max_retries: must not be negative"}},
+		{"api_key_env holding a key", "sources: [{path: a, format: xlam}]\nteacher:\n  provider: offline\n  api_key_env: sk-proj-abc123\n",
+			[]string{"p.yaml:4: teacher.api_key_env: must name an environment variable"}},
+		{"a teacher problem has the line of its key", "sources: [{path: a, format: xlam}]\nteacher:\n  provider: openai\n  model: m\n  endpoints:\n    - base_url: 'ftp://u:secret@x/v1?key=k'\n",
+			[]string{"p.yaml:6: teacher.endpoints[0].base_url:", "REDACTED"}},
 		{"duplicate key", "seed: 1\nseed: 2\nsources: [{path: a, format: xlam}]\n", []string{"p.yaml:2", "already"}},
 		{"no sources", "stages: []\n", []string{"no sources"}},
 		{"bad format and fraction, all reported", "sources:\n  - path: a\n    format: csv\n    fraction: 2\n",
@@ -22,6 +36,16 @@ func TestParseErrors(t *testing.T) {
 			[]string{"p.yaml:3: stage 1: want exactly one stage type", "got sample and export"}},
 		{"duplicate stage names", "sources: [{path: a, format: xlam}]\nstages:\n  - export: {}\n  - export: {}\n",
 			[]string{"p.yaml:4: stage 2: name \"export\" is already used"}},
+		{"source name escaping the output dir", "output: {dir: o}\nsources:\n  - {name: \"../../../../tmp/escaped\", path: x.json, format: xlam}\n",
+			[]string{"p.yaml:3: source 1: name \"../../../../tmp/escaped\" holds '/'"}},
+		{"source name from a hidden file", "sources:\n  - path: dir/.x.json\n    format: xlam\n",
+			[]string{"p.yaml:2: source 1: name \".x\" starts with a dot", "set name:"}},
+		{"stage name with a slash", "sources: [{path: a, format: xlam}]\nstages:\n  - name: ../../pwn\n    export: {}\n",
+			[]string{"p.yaml:3: stage 1: name \"../../pwn\" holds '/'"}},
+		{"stage name ..", "sources: [{path: a, format: xlam}]\nstages:\n  - {name: .., sample: {}}\n",
+			[]string{"p.yaml:3: stage 1: name \"..\" starts with a dot"}},
+		{"export dataset with a backslash", "sources: [{path: a, format: xlam}]\nstages:\n  - export: {dataset: 'a\\b'}\n",
+			[]string{"p.yaml:3: stage \"export\": dataset \"a\\\\b\" holds '\\\\'"}},
 		{"stage validation names the key", "sources: [{path: a, format: xlam}]\nstages:\n  - export: {style: fancy}\n",
 			[]string{"p.yaml:3: stage \"export\": style \"fancy\""}},
 	}
@@ -31,12 +55,31 @@ func TestParseErrors(t *testing.T) {
 			if err == nil {
 				t.Fatal("no error")
 			}
+			for _, secret := range []string{"sk-", "secret", "key=k"} {
+				if strings.Contains(err.Error(), secret) {
+					t.Errorf("error %q repeats a secret", err)
+				}
+			}
 			for _, w := range tt.want {
 				if !strings.Contains(err.Error(), w) {
 					t.Errorf("error %q does not say %q", err, w)
 				}
 			}
 		})
+	}
+}
+
+func TestCheckName(t *testing.T) {
+	for _, ok := range []string{"a", "toolace", "mt_llama", "glaive-v2", "x.json", "A.B-c_9", strings.Repeat("n", MaxNameLen)} {
+		if err := CheckName(ok); err != nil {
+			t.Errorf("CheckName(%q): %v", ok, err)
+		}
+	}
+	for _, bad := range []string{"", ".", "..", ".hidden", "a/b", `a\b`, "../x", "a b", "C:x", "a\x00b", "naïve", "a\nb",
+		strings.Repeat("n", MaxNameLen+1)} {
+		if err := CheckName(bad); err == nil {
+			t.Errorf("CheckName(%q): no error", bad)
+		}
 	}
 }
 
@@ -58,6 +101,32 @@ func TestParseDefaults(t *testing.T) {
 	}
 	if _, err := Parse("p.yaml", eff); err != nil {
 		t.Errorf("the effective config does not parse again: %v", err)
+	}
+}
+
+// The effective config written to the output dir holds no credential a
+// base_url carried.
+func TestEffectiveRedactsURLs(t *testing.T) {
+	p, err := Parse("p.yaml", []byte("sources: [{path: a, format: xlam}]\nteacher:\n  provider: openai\n  model: m\n"+
+		"  endpoints: [{base_url: 'https://bob:hunter2@gpu1:8000/v1?api-key=s3cr3t'}]\n"+
+		"embedder: {provider: openai, model: e, endpoints: [{base_url: 'http://tok3n@e:1/v1'}]}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	eff, err := p.Effective()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, secret := range []string{"bob", "hunter2", "s3cr3t", "tok3n"} {
+		if strings.Contains(string(eff), secret) {
+			t.Errorf("config.yaml holds %q:\n%s", secret, eff)
+		}
+	}
+	if !strings.Contains(string(eff), "https://REDACTED@gpu1:8000/v1?api-key=REDACTED") {
+		t.Errorf("endpoint not kept, redacted:\n%s", eff)
+	}
+	if p.Teacher.Endpoints[0].BaseURL != "https://bob:hunter2@gpu1:8000/v1?api-key=s3cr3t" {
+		t.Errorf("the run's own config was changed: %s", p.Teacher.Endpoints[0].BaseURL)
 	}
 }
 
@@ -112,5 +181,48 @@ func FuzzApplySets(f *testing.F) {
 	f.Add([]byte("a: [1, 2]\n"), "a.1.b=[x]")
 	f.Fuzz(func(t *testing.T, doc []byte, set string) {
 		applySets(doc, []string{set})
+	})
+}
+
+// FuzzNames: a source, stage or dataset name passes the loader only when
+// it is a plain name that stays a single path element inside the output
+// directory; a plain name always passes.
+func FuzzNames(f *testing.F) {
+	for _, s := range []string{"a", "../../x", "..", ".", "a/b", `a\b`, "toolace", ".x", "a\x00", "名前", "a..b", "-"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, name string) {
+		if name == "" {
+			return // an empty name means the default one
+		}
+		q, _ := json.Marshal(name) // a JSON string is a YAML double-quoted scalar
+		for _, doc := range []string{
+			"sources:\n  - {name: " + string(q) + ", path: a.json, format: xlam}\n",
+			"sources: [{path: a.json, format: xlam}]\nstages:\n  - {name: " + string(q) + ", response_schema: {}}\n",
+			"sources: [{path: a.json, format: xlam}]\nstages:\n  - export: {dataset: " + string(q) + "}\n",
+		} {
+			_, err := Parse("fuzz.yaml", []byte(doc))
+			plain := CheckName(name) == nil
+			if !plain && !utf8.ValidString(name) {
+				continue // YAML replaces invalid UTF-8: the loaded name differs
+			}
+			if plain != (err == nil) && !(name == "ingest" && strings.Contains(doc, "response_schema")) {
+				t.Fatalf("name %q: plain=%v but Parse: %v\n%s", name, plain, err, doc)
+			}
+			if err == nil {
+				for _, p := range [][2]string{
+					{filepath.Join("out", "00-ingest"), "part-" + name + "-00000.parquet"},
+					{"out", "01-" + name},
+					{filepath.Join("out", "01-export"), name},
+				} {
+					if full := filepath.Join(p[0], p[1]); filepath.Dir(full) != p[0] {
+						t.Fatalf("name %q makes path %q, not a file of %s", name, full, p[0])
+					}
+				}
+				if filepath.Base(name) != name || !filepath.IsLocal(name) {
+					t.Fatalf("name %q accepted but is not one local path element", name)
+				}
+			}
+		}
 	})
 }

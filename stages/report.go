@@ -39,6 +39,12 @@ func PrintReport(w io.Writer, rep *Report) {
 		}
 		fmt.Fprintf(w, "rejected in %s: %s\n", s.Dir, strings.Join(parts, " "))
 	}
+	for _, s := range rep.Stages {
+		if n := s.Counts.Counters[CounterStandIn]; n > 0 {
+			fmt.Fprintf(w, "stand-in data in %s: %d of %d samples hold offline-teacher text (allow_offline), marked as such in the export\n",
+				s.Dir, n, s.Counts.Out)
+		}
+	}
 	dir := rep.Dir
 	if wd, err := os.Getwd(); err == nil {
 		if rel, err := filepath.Rel(wd, dir); err == nil && !strings.HasPrefix(rel, "..") {

@@ -8,9 +8,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
+	"maps"
 	"os"
+	"path"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"slices"
 	"strings"
@@ -58,16 +62,19 @@ type stageRun struct {
 	index int
 	name  string
 	typ   string
-	spec  *StageSpec // nil for ingest
-	dir   string     // absolute
-	rel   string     // relative to the run dir, e.g. "02-meta_tool"
+	spec  *StageSpec      // nil for ingest
+	dir   string          // absolute, for reading
+	rel   string          // relative to the run dir, e.g. "02-meta_tool"
+	out   *manifests.Root // the stage directory: every write goes through it
 }
 
 // Runner executes a pipeline. It is used once.
 type Runner struct {
 	p       *Pipeline
 	o       Options
-	dir     string // run dir, absolute
+	dir     string          // run dir, absolute
+	root    *manifests.Root // the run dir, confined; nil in Check when it does not exist
+	lock    *os.File        // holds the run dir's lock
 	teacher *llm.Teacher
 	embed   llm.Embedder
 
@@ -92,27 +99,55 @@ func NewRunner(p *Pipeline, o Options) (*Runner, error) {
 	if o.Version == "" {
 		o.Version = "dev"
 	}
-	dir, err := filepath.Abs(p.Resolve(p.Output.Dir))
+	dir, err := p.outputDir()
 	if err != nil {
 		return nil, err
 	}
+	// Everything that can be found before a write is found now, all at once.
+	probs := append(pathProblems(p), envProblems(p, o.Getenv)...)
+	if probs = append(probs, stageProblems(p)...); len(probs) > 0 {
+		return nil, &ConfigError{Problems: probs}
+	}
 	r := &Runner{p: p, o: o, dir: dir}
-	lo := llm.Options{CacheDir: filepath.Join(dir, "cache"), Getenv: o.Getenv, Log: o.Log, Explain: o.Explain}
+	if err := r.openOutput(); err != nil {
+		return nil, err
+	}
+	// The request cache lives in the output root too: its directory is
+	// opened through it, and the cache keeps its own handle on it.
+	lo := llm.Options{Getenv: o.Getenv, Log: o.Log, Explain: o.Explain}
+	if p.Teacher.Provider != llm.ProviderOffline || p.Embedder.Provider != llm.ProviderOffline {
+		if lo.CacheRoot, err = r.openCacheDir(); err != nil {
+			r.closeOutput()
+			return nil, err
+		}
+		defer lo.CacheRoot.Close()
+		lo.CacheDir = filepath.Join(dir, cacheDir)
+	}
 	if r.teacher, err = llm.NewTeacher(p.Teacher, lo); err != nil {
+		r.closeOutput()
 		return nil, fmt.Errorf("teacher: %w", err)
 	}
 	if r.embed, err = llm.NewEmbedder(p.Embedder, lo); err != nil {
 		r.teacher.Close()
+		r.closeOutput()
 		return nil, fmt.Errorf("embedder: %w", err)
 	}
 	return r, nil
 }
 
-// Close releases the request cache.
+// Close releases the request cache and the output directory's lock.
 func (r *Runner) Close() error {
 	err := r.teacher.Close()
 	if c, ok := r.embed.(io.Closer); ok {
 		err = errors.Join(err, c.Close())
+	}
+	return errors.Join(err, r.closeOutput())
+}
+
+func (r *Runner) closeOutput() error {
+	err := r.root.Close()
+	if r.lock != nil {
+		err = errors.Join(err, r.lock.Close())
 	}
 	return err
 }
@@ -128,6 +163,9 @@ func (r *Runner) plan() []stageRun {
 	}
 	for i := range runs {
 		runs[i].dir = filepath.Join(r.dir, runs[i].rel)
+		if r.root != nil {
+			runs[i].out = r.root.Sub(runs[i].rel)
+		}
 	}
 	return runs
 }
@@ -136,8 +174,10 @@ func (r *Runner) plan() []stageRun {
 // is skipped; a failed shard stops the run and nothing of it is visible, so
 // running again resumes where this run stopped.
 func (r *Runner) Run(ctx context.Context) (*Report, error) {
-	if err := os.MkdirAll(r.dir, 0o755); err != nil {
-		return nil, err
+	if msg, warn := lastStage(r.p); warn {
+		r.o.Log.Warn(msg)
+	} else if msg != "" {
+		r.o.Log.Info(msg)
 	}
 	if err := r.writeEffectiveConfig(); err != nil {
 		return nil, err
@@ -257,10 +297,8 @@ func (r *Runner) library() (*toollib.Library, error) {
 func (r *Runner) runStage(ctx context.Context, sr stageRun, inputs []shardInput) (stageResult, error) {
 	typ, cfg := sr.spec.config()
 	res := stageResult{report: StageReport{Name: sr.name, Type: typ, Dir: sr.rel}}
-	if err := os.MkdirAll(sr.dir, 0o755); err != nil {
-		return res, err
-	}
-	if err := manifests.Sweep(sr.dir); err != nil {
+	old, err := r.prepareStageDir(sr)
+	if err != nil {
 		return res, err
 	}
 	env := r.newEnv(sr)
@@ -271,11 +309,6 @@ func (r *Runner) runStage(ctx context.Context, sr stageRun, inputs []shardInput)
 	sink, isSink := st.(Sink)
 	res.sink = isSink
 	fp, cfgJSON, err := r.fingerprint(typ, cfg.version(), cfg, env, "library="+r.libraryHash())
-	if err != nil {
-		return res, err
-	}
-	mpath := filepath.Join(sr.dir, "manifest.json")
-	old, err := manifests.Read[manifests.Stage](mpath)
 	if err != nil {
 		return res, err
 	}
@@ -296,6 +329,10 @@ func (r *Runner) runStage(ctx context.Context, sr stageRun, inputs []shardInput)
 	m := &manifests.Stage{
 		Name: sr.name, Type: typ, Version: cfg.version(), Tool: r.o.Version,
 		ConfigHash: fp, Config: cfgJSON, Plan: plan, Started: time.Now().UTC(),
+		Superseded: superseded(old, func(shard string) bool {
+			_, redo := todo[shard]
+			return !redo && slices.ContainsFunc(inputs, func(in shardInput) bool { return in.name == shard })
+		}),
 	}
 	if len(todo) == 0 && old != nil {
 		r.o.Log.Info("skip stage", "stage", sr.name, "shards", len(inputs), "reason", "up to date")
@@ -333,7 +370,7 @@ func (r *Runner) runStage(ctx context.Context, sr stageRun, inputs []shardInput)
 			m.Notes = slices.Compact(slices.Sorted(slices.Values(append(m.Notes, old.Notes...))))
 		}
 		m.Seconds = time.Since(m.Started).Seconds()
-		return manifests.Write(mpath, m)
+		return sr.out.WriteJSON(manifestFile, m)
 	}
 	lastSave := time.Now()
 	g, gctx := errgroup.WithContext(ctx)
@@ -386,13 +423,23 @@ func (r *Runner) runStage(ctx context.Context, sr stageRun, inputs []shardInput)
 			shards = append(shards, done[in.name])
 		}
 		var notes []string
-		notes, err = sink.Finish(sr.dir, shards)
+		fin := sr.out.Track()
+		notes, err = sink.Finish(fin, shards)
+		m.Files = fin.Written()
 		env.note(notes...)
 	}
 	m.Finished = time.Now().UTC()
 	mu.Lock()
 	if serr := save(); err == nil {
 		err = serr
+	}
+	if err == nil && len(m.Superseded) > 0 {
+		// Delete what earlier runs wrote and this one no longer lists, then
+		// record that nothing is left to delete.
+		if err = r.removeReplaced(sr, m); err == nil {
+			m.Superseded = nil
+			err = save()
+		}
 	}
 	mu.Unlock()
 	res.report.Counts = m.Totals
@@ -403,9 +450,6 @@ func (r *Runner) runStage(ctx context.Context, sr stageRun, inputs []shardInput)
 	r.o.Log.Info("stage done", "stage", sr.name, "shards", res.report.Ran, "in", m.Totals.In, "out", m.Totals.Out,
 		"rejected", manifests.Sum(m.Totals.Rejected), "filtered", manifests.Sum(m.Totals.Filtered), "added", m.Totals.Added,
 		"seconds", fmt.Sprintf("%.1f", time.Since(m.Started).Seconds()))
-	if err := removeUnlisted(sr.dir, m); err != nil {
-		return res, err
-	}
 	res.outputs = outputsOf(m, inputs)
 	return res, nil
 }
@@ -458,12 +502,16 @@ func transientRejects(rejected map[string]int64) int64 {
 	return n
 }
 
-// outputsExist checks that a recorded shard's outputs are on disk with the
-// recorded sizes. (Hashing them would read every output on every run.)
+// outputsExist checks that a recorded shard's outputs are on disk, as
+// regular files (a link is never the run's own output), with the recorded
+// sizes. (Hashing them would read every output on every run.)
 func (r *Runner) outputsExist(s manifests.Shard) bool {
+	if r.root == nil {
+		return false
+	}
 	for _, o := range s.Outputs {
-		fi, err := os.Stat(filepath.Join(r.dir, o.Path))
-		if err != nil || fi.Size() != o.Bytes {
+		fi, err := r.root.Lstat(o.Path)
+		if err != nil || !fi.Mode().IsRegular() || fi.Size() != o.Bytes {
 			return false
 		}
 	}
@@ -603,7 +651,7 @@ func (r *Runner) runShard(ctx context.Context, sr stageRun, st Stage, sink Sink,
 		return sh, err
 	}
 	if sink != nil {
-		refs, srejects, err := sink.WriteShard(ctx, sr.dir, in.name, kept)
+		refs, srejects, err := sink.WriteShard(ctx, sr.out, in.name, kept)
 		if err != nil {
 			return sh, err
 		}
@@ -612,20 +660,20 @@ func (r *Runner) runShard(ctx context.Context, sr stageRun, st Stage, sink Sink,
 			rejects = append(rejects, rj)
 		}
 		sh.Out -= int64(len(srejects))
-		sh.Outputs = append(sh.Outputs, r.rel(refs)...)
+		sh.Outputs = append(sh.Outputs, refs...)
 	} else {
-		refs, err := shard.Write(filepath.Join(sr.dir, "part-"+in.name+".parquet"), kept, r.shardOptions())
+		refs, err := shard.Write(sr.out, "part-"+in.name+".parquet", kept, r.shardOptions())
 		if err != nil {
 			return sh, err
 		}
-		sh.Outputs = append(sh.Outputs, r.rel(refs)...)
+		sh.Outputs = append(sh.Outputs, refs...)
 	}
 	if len(rejects) > 0 {
-		ref, err := shard.WriteRejects(filepath.Join(sr.dir, "rejects-"+in.name+".jsonl"), rejects)
+		ref, err := shard.WriteRejects(sr.out, "rejects-"+in.name+".jsonl", rejects)
 		if err != nil {
 			return sh, err
 		}
-		sh.Outputs = append(sh.Outputs, r.rel([]manifests.FileRef{ref})...)
+		sh.Outputs = append(sh.Outputs, ref)
 	}
 	return sh, sh.Counts.Balanced()
 }
@@ -661,67 +709,139 @@ func (r *Runner) shardOptions() shard.Options {
 	return shard.Options{Version: r.o.Version, RowGroupRows: r.p.Output.RowGroupRows, JSONL: r.p.Output.JSONL, Checked: true}
 }
 
-// rel rewrites file refs to paths relative to the run dir.
-func (r *Runner) rel(refs []manifests.FileRef) []manifests.FileRef {
-	out := make([]manifests.FileRef, len(refs))
-	for i, ref := range refs {
-		if filepath.IsAbs(ref.Path) {
-			if p, err := filepath.Rel(r.dir, ref.Path); err == nil {
-				ref.Path = filepath.ToSlash(p)
+// manifestFile is the manifest of a stage directory.
+const manifestFile = "manifest.json"
+
+// prepareStageDir creates a stage's directory, removes the temporary files
+// a killed run left there and returns its manifest (nil when none).
+func (r *Runner) prepareStageDir(sr stageRun) (*manifests.Stage, error) {
+	if err := sr.out.MkdirAll("."); err != nil {
+		return nil, err
+	}
+	if err := sr.out.Sweep("."); err != nil {
+		return nil, err
+	}
+	return manifests.ReadJSON[manifests.Stage](sr.out, manifestFile)
+}
+
+// superseded lists the files of the earlier manifest old that the run may
+// stop listing: the outputs of its shards the run does not keep as they are
+// (redone or gone), its Files, and what it had not yet deleted itself.
+func superseded(old *manifests.Stage, kept func(shard string) bool) []string {
+	if old == nil {
+		return nil
+	}
+	files := slices.Clone(old.Superseded)
+	files = append(files, old.Files...)
+	for _, s := range old.Shards {
+		if !kept(s.Name) {
+			for _, o := range s.Outputs {
+				files = append(files, o.Path)
 			}
 		}
-		out[i] = ref
 	}
-	return out
+	return slices.Compact(slices.Sorted(slices.Values(files)))
 }
 
-// removeUnlisted deletes data files of a stage dir that its manifest does not
-// list (left by an earlier run with other shards or another dataset name), so
-// that globbing a stage's files never mixes runs.
-func removeUnlisted(dir string, m *manifests.Stage) error {
-	runDir := filepath.Dir(dir)
-	keep := map[string]bool{}
+// owned lists every file a stage manifest names as the stage's own.
+func owned(m *manifests.Stage) map[string]bool {
+	files := map[string]bool{}
 	for _, s := range m.Shards {
 		for _, o := range s.Outputs {
-			keep[o.Path] = true
+			files[o.Path] = true
 		}
 	}
-	return filepath.WalkDir(dir, func(path string, d os.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
-			return err
-		}
-		base := d.Name()
-		if !strings.HasSuffix(base, ".parquet") && !strings.HasSuffix(base, ".jsonl") {
-			return nil
-		}
-		rel, err := filepath.Rel(runDir, path)
-		if err != nil || keep[filepath.ToSlash(rel)] {
-			return err
-		}
-		return os.Remove(path)
-	})
+	for _, f := range m.Files {
+		files[f] = true
+	}
+	return files
 }
 
-// sweepStale removes stage directories of earlier runs that this pipeline no
-// longer has (a removed or renamed stage), recognised by their manifest.
+// removeReplaced deletes the files of m.Superseded that m no longer lists
+// (outputs of an earlier run with other shards or another dataset name),
+// so that globbing a stage's files never mixes runs. Files the manifests do
+// not name are never touched.
+func (r *Runner) removeReplaced(sr stageRun, m *manifests.Stage) error {
+	keep := owned(m)
+	var drop []string
+	for _, f := range m.Superseded {
+		if !keep[f] {
+			drop = append(drop, f)
+		}
+	}
+	return r.removeOwned(sr.rel, drop)
+}
+
+// removeOwned deletes files (paths relative to the run dir) of the stage
+// directory stage, then the folders below it they leave empty. A path
+// outside the stage directory is skipped: a manifest is a file anybody can
+// edit, and it may name only the stage's own files.
+func (r *Runner) removeOwned(stage string, files []string) error {
+	dirs := map[string]bool{}
+	for _, f := range files {
+		rest, ok := strings.CutPrefix(f, stage+"/")
+		if !ok || !filepath.IsLocal(rest) {
+			r.o.Log.Warn("not deleting a file outside its stage directory", "stage", stage, "file", f)
+			continue
+		}
+		if err := r.root.Remove(f); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+		for d := path.Dir(f); d != stage; d = path.Dir(d) {
+			dirs[d] = true
+		}
+	}
+	// Deepest first; a folder still holding other files stays.
+	for _, d := range slices.SortedFunc(maps.Keys(dirs), func(a, b string) int {
+		return strings.Count(b, "/") - strings.Count(a, "/")
+	}) {
+		r.root.Remove(d)
+	}
+	return nil
+}
+
+// stageDirName matches a stage directory: "02-meta_tool".
+var stageDirName = regexp.MustCompile(`^[0-9]{2,}-(.+)$`)
+
+// sweepStale removes stage directories of earlier runs that this pipeline
+// no longer has (a removed or renamed stage), recognised by their manifest:
+// it deletes the files the manifest names, then the folders left empty. A
+// directory that still holds files augment did not write is kept, with a
+// warning.
 func (r *Runner) sweepStale(runs []stageRun) error {
 	want := map[string]bool{}
 	for _, sr := range runs {
 		want[sr.rel] = true
 	}
-	ents, err := os.ReadDir(r.dir)
+	ents, err := r.root.ReadDir(".")
 	if err != nil {
 		return err
 	}
 	for _, e := range ents {
-		if !e.IsDir() || want[e.Name()] {
+		sub := stageDirName.FindStringSubmatch(e.Name())
+		if !e.IsDir() || want[e.Name()] || sub == nil {
 			continue
 		}
-		if _, err := os.Stat(filepath.Join(r.dir, e.Name(), "manifest.json")); err == nil {
-			r.o.Log.Info("remove stale stage dir", "dir", e.Name())
-			if err := os.RemoveAll(filepath.Join(r.dir, e.Name())); err != nil {
-				return err
+		m, err := manifests.ReadJSON[manifests.Stage](r.root.Sub(e.Name()), manifestFile)
+		if err != nil || m == nil || m.Name != sub[1] {
+			continue // not a stage directory augment wrote
+		}
+		r.o.Log.Info("remove stale stage dir", "dir", e.Name())
+		files := append(slices.Sorted(maps.Keys(owned(m))), m.Superseded...)
+		if err := r.removeOwned(e.Name(), files); err != nil {
+			return err
+		}
+		// The manifest goes last: until then a rerun finds the directory again.
+		if err := r.root.Remove(e.Name() + "/" + manifestFile); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+		if err := r.root.Remove(e.Name()); err != nil {
+			left, _ := r.root.ReadDir(e.Name())
+			var names []string
+			for _, l := range left {
+				names = append(names, l.Name())
 			}
+			r.o.Log.Warn("stale stage dir kept: it holds files augment did not write", "dir", e.Name(), "files", strings.Join(names, ", "))
 		}
 	}
 	return nil
@@ -733,7 +853,7 @@ func (r *Runner) writeEffectiveConfig() error {
 	if err != nil {
 		return err
 	}
-	_, err = manifests.WriteFile(filepath.Join(r.dir, "config.yaml"), b)
+	_, err = r.root.WriteFile("config.yaml", b)
 	return err
 }
 

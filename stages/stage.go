@@ -61,14 +61,17 @@ type Planner interface {
 // A Sink is a final stage that writes records in its own format (the
 // LLaMA-Factory export) instead of Parquet shards. Its Process validates and
 // may reject records as usual; WriteShard then writes the kept records of one
-// shard under dir and may still reject records it cannot write (returned as
-// rejects, each counted once). Finish runs after every shard is written and
-// returns notes for the manifest. A sink's input passes through to the next
-// stage, so several exports can follow each other.
+// shard under dir, the stage's directory, and may still reject records it
+// cannot write (returned as rejects, each counted once). Finish runs after
+// every shard is written and returns notes for the manifest. A sink's input
+// passes through to the next stage, so several exports can follow each other.
+//
+// A sink writes only through dir (a confined root: no name leads outside
+// the stage directory) and returns FileRefs with dir.Rel paths.
 type Sink interface {
 	Stage
-	WriteShard(ctx context.Context, dir, shard string, recs []*record.Record) ([]manifests.FileRef, []shard.Reject, error)
-	Finish(dir string, shards []manifests.Shard) (notes []string, err error)
+	WriteShard(ctx context.Context, dir *manifests.Root, shard string, recs []*record.Record) ([]manifests.FileRef, []shard.Reject, error)
+	Finish(dir *manifests.Root, shards []manifests.Shard) (notes []string, err error)
 }
 
 // Reject is the error a stage returns for a record it cannot handle.

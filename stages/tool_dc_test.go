@@ -203,7 +203,7 @@ func TestToolDCPipelineYAML(t *testing.T) {
 		t.Errorf("stage = %+v", st)
 	}
 	for _, tt := range []struct{ yaml, want string }{
-		{"  - tool_dc: {candidate: 5}\n", `unknown key "candidate"`},
+		{"  - tool_dc: {candidate: 5}\n", `unknown key stages[0].tool_dc.candidate (did you mean candidates?)`},
 		{"  - tool_dc: {candidates: 80}\n", "pipeline.yaml:3: stage \"tool_dc\": candidates: 80 is not between 1 and 50"},
 		{"  - tool_dc: {grouping: anchor, top_k: 0, candidates: 3, attempts: -1}\n", "attempts: must be at least 1"},
 	} {

@@ -22,8 +22,10 @@ import (
 // changed free-text arguments equivalent in meaning (verify.Equivalent), no
 // Simplified-only characters after s2twp — and re-asked, then rejected with
 // the failed check as the reason. Convert mode applies OpenCC s2twp only (for
-// Simplified-Chinese sources) and needs no teacher. Teacher mode has no
-// offline stand-in: under provider offline it stops with a clear message.
+// Simplified-Chinese sources) and needs no teacher. In both modes every
+// conversion must read back to its source (translate_conversion_damaged).
+// Teacher mode has no offline stand-in: under provider offline it stops
+// with a clear message.
 type TranslateConfig struct {
 	translate.Config `yaml:",inline"`
 }
@@ -33,8 +35,11 @@ func (c *TranslateConfig) defaults() { c.Config.Defaults() }
 // version is translate.Version, which is also part of the teacher's request
 // keys, plus the changes of the stage's output that leave teacher answers
 // as they were (so cached translations stay valid): +1 since convert mode
-// passes or filters records without Chinese text instead of rejecting them.
-func (c *TranslateConfig) version() int { return translate.Version + 1 }
+// passes or filters records without Chinese text instead of rejecting them;
+// +2 since s2twp segments as OpenCC does (Taiwan phrases never across
+// segments), with OpenCC 1.1.6's dictionaries, and damaged conversions are
+// rejected.
+func (c *TranslateConfig) version() int { return translate.Version + 2 }
 
 func (c *TranslateConfig) validate() []string {
 	var probs []string

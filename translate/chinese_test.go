@@ -1,6 +1,8 @@
 package translate
 
 import (
+	"github.com/augmentdata/augment/stages/record"
+	"github.com/augmentdata/augment/translate/zhconv"
 	"slices"
 	"strings"
 	"testing"
@@ -16,6 +18,9 @@ func TestToTaiwan(t *testing.T) {
 		{"内存", "記憶體"},
 		{"打印机", "印表機"},
 		{"视频", "影片"},
+		// Taiwan phrases apply inside one segment of the source, never
+		// across two: 确保|存储 must not become 確|儲存|儲 through 保存→儲存.
+		{"来确保存储在区块链上", "來確保儲存在區塊鏈上"},
 		{"我需要为John Doe生成一张发票。", "我需要為John Doe生成一張發票。"},
 		{"軟體已經是繁體", "軟體已經是繁體"},
 		{"plain ASCII <b>&</b>", "plain ASCII <b>&</b>"},
@@ -41,8 +46,8 @@ func TestToTaiwanRepaired(t *testing.T) {
 		if got := toTaiwan(c.in); got != c.plain {
 			t.Errorf("toTaiwan(%q) = %q, want %q", c.in, got, c.plain)
 		}
-		if got := toTaiwanRepaired(c.in); got != c.repaired {
-			t.Errorf("toTaiwanRepaired(%q) = %q, want %q", c.in, got, c.repaired)
+		if got := mustConvert(t, c.in); got != c.repaired {
+			t.Errorf("convertText(%q, repair) = %q, want %q", c.in, got, c.repaired)
 		}
 	}
 }
@@ -81,7 +86,7 @@ func TestRepairComplete(t *testing.T) {
 	}
 	var bad []string
 	for r := range c.simplified {
-		if _, ok := HasSimplifiedOnly(toTaiwanRepaired(string(r))); ok {
+		if _, ok := HasSimplifiedOnly(mustConvert(t, string(r))); ok {
 			bad = append(bad, string(r))
 		}
 	}
@@ -103,7 +108,7 @@ func FuzzHasSimplifiedOnly(f *testing.F) {
 		if !ok && r != 0 {
 			t.Fatalf("no hit but rune %q", r)
 		}
-		rep := toTaiwanRepaired(s)
+		rep := mustConvert(t, s)
 		if !utf8.ValidString(s) {
 			if rep != s {
 				t.Fatalf("invalid UTF-8 was changed")
@@ -111,10 +116,151 @@ func FuzzHasSimplifiedOnly(f *testing.F) {
 			return
 		}
 		if r, ok := HasSimplifiedOnly(rep); ok {
-			t.Fatalf("toTaiwanRepaired(%q) = %q keeps %q", s, rep, r)
+			t.Fatalf("convertText(%q, repair) = %q keeps %q", s, rep, r)
 		}
 		if !hasHan(s) && rep != s {
 			t.Fatalf("text without Han changed: %q → %q", s, rep)
+		}
+	})
+}
+
+func mustConvert(tb testing.TB, s string) string {
+	tb.Helper()
+	out, err := convertText(s, true)
+	if err != nil {
+		tb.Fatalf("convertText(%q): %v", s, err)
+	}
+	return out
+}
+
+func mustConvertRecord(tb testing.TB, r *record.Record) *record.Record {
+	tb.Helper()
+	out, err := Convert(r)
+	if err != nil {
+		tb.Fatalf("Convert(%s): %v", r.ID, err)
+	}
+	return out
+}
+
+// TestIntact: the conversion check accepts OpenCC's conversions, Taiwan
+// phrases included, and rejects the corruption of the former Go port, which
+// matched the Taiwan phrase 保存→儲存 across the segments 确保|存储.
+func TestIntact(t *testing.T) {
+	c := mustChinese()
+	cases := []struct {
+		src, out string
+		ok       bool
+	}{
+		{"来确保存储在区块链上", "來確保儲存在區塊鏈上", true},
+		{"来确保存储在区块链上", "來確儲存儲在區塊鏈上", false},  // 保 lost, 儲 doubled
+		{"来确保存储在区块链上", "來確保存儲在區塊鏈上", true},   // s2t without Taiwan phrases
+		{"来确保存储在区块链上", "來確保儲在區塊鏈上", false},   // a character dropped
+		{"来确保存储在区块链上", "來確保儲存存在區塊鏈上", false}, // a character doubled
+		{"来确保存储在区块链上", "來確保儲存在區塊練上", false},  // 链 → 練: unrelated
+		{"软件和内存", "軟體和記憶體", true},
+		{"用U盘拷贝", "用隨身碟拷貝", true},
+		{"永恒生命", "永恆生命", true}, // the repair
+		{"头发很长", "頭髮很長", true},
+		{"干燥的干部", "乾燥的幹部", true},
+		{"后来", "後來", true},
+		{"皇后", "皇后", true},
+		{"plain text", "plain text", true},
+		{"plain text", "plain test", false},
+	}
+	for _, tc := range cases {
+		segs := c.s2twp.Segments(tc.src)
+		ends := make([]int, len(segs))
+		n := 0
+		for i, s := range segs {
+			n += utf8.RuneCountInString(s.Src)
+			ends[i] = n
+		}
+		if _, got := c.readBack.intact(tc.src, tc.out, ends); got != tc.ok {
+			t.Errorf("intact(%q, %q) = %v, want %v", tc.src, tc.out, got, tc.ok)
+		}
+	}
+}
+
+// TestIntactDictionaries: the check accepts the conversion of every key of
+// the Simplified→Traditional dictionaries and of the Simplified form of every
+// Taiwan phrase, alone and between other words, so that it cannot reject a
+// correct conversion for want of a dictionary relation.
+func TestIntactDictionaries(t *testing.T) {
+	t2s, err := zhconv.T2S()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var keys []string
+	for _, name := range []string{zhconv.STPhrases, zhconv.STCharacters} {
+		es, err := zhconv.Entries(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range es {
+			keys = append(keys, e.Key)
+		}
+	}
+	for _, name := range zhconv.TWPhrases {
+		es, err := zhconv.Entries(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range es {
+			keys = append(keys, t2s.Convert(e.Key), e.Key, e.Values[0])
+		}
+	}
+	bad := 0
+	for _, k := range keys {
+		for _, s := range []string{k, "我们" + k + "的数据", k + k} {
+			if _, err := convertText(s, true); err != nil {
+				if bad++; bad <= 20 {
+					t.Error(err)
+				}
+			}
+		}
+	}
+	if bad > 0 {
+		t.Errorf("%d of %d conversions rejected", bad, 3*len(keys))
+	}
+}
+
+// FuzzConvertText joins dictionary keys picked by the fuzzer's bytes
+// (phrases that overlap at their joins, as 确保+存储 do) and requires the
+// checked conversion to accept the result and leave no Simplified-only
+// character.
+func FuzzConvertText(f *testing.F) {
+	var words []string
+	for _, name := range append([]string{zhconv.STPhrases}, zhconv.TWPhrases...) {
+		es, err := zhconv.Entries(name)
+		if err != nil {
+			f.Fatal(err)
+		}
+		for _, e := range es {
+			words = append(words, e.Key)
+		}
+	}
+	t2s, err := zhconv.T2S()
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add([]byte{0, 1, 2, 3}, "")
+	f.Add([]byte{200, 17, 99, 4, 250, 3}, " ")
+	f.Fuzz(func(t *testing.T, picks []byte, sep string) {
+		var parts []string
+		for i := 0; i+1 < len(picks); i += 2 {
+			w := words[(int(picks[i])<<8|int(picks[i+1]))*7%len(words)]
+			if picks[i]%3 == 0 {
+				w = t2s.Convert(w) // Simplified form of a Taiwan phrase
+			}
+			parts = append(parts, w)
+		}
+		s := strings.Join(parts, sep)
+		out, err := convertText(s, true)
+		if err != nil {
+			t.Fatalf("%q: %v", s, err)
+		}
+		if r, ok := HasSimplifiedOnly(out); ok && utf8.ValidString(s) {
+			t.Fatalf("convertText(%q) = %q keeps %q", s, out, r)
 		}
 	})
 }

@@ -10,48 +10,62 @@ import (
 
 // Convert returns a clone of r with every translatable string converted from
 // Simplified Chinese to Taiwan usage by OpenCC s2twp (with the character
-// repair of toTaiwanRepaired, since no teacher can be asked): the system prompt,
+// repair of convertText, since no teacher can be asked): the system prompt,
 // message text and reasoning, free-text argument values, and free-text values
 // of tool results (plain-text results as a whole). Tool definitions, function
 // names, argument keys, enum members and locked values (see classify) keep
 // their bytes; so does all JSON around a converted string. The clone is
 // tagged lang=zh-TW with a rule lineage step. Arguments or results that are
-// not valid JSON are left as they are (Record rejects such sources).
-func Convert(r *record.Record) *record.Record {
+// not valid JSON are left as they are (Record rejects such sources). A
+// conversion that does not read back to its source gives a *Reject with
+// ReasonConversionDamaged.
+func Convert(r *record.Record) (*record.Record, error) {
 	out := r.Clone()
-	out.System = toTaiwanRepaired(out.System)
+	var err error
+	conv := func(s string) string {
+		if err != nil {
+			return s
+		}
+		var c string
+		c, err = convertText(s, true)
+		return c
+	}
+	out.System = conv(out.System)
 	for i := range out.Messages {
 		m := &out.Messages[i]
-		m.Content = toTaiwanRepaired(m.Content)
-		m.Reasoning = toTaiwanRepaired(m.Reasoning)
+		m.Content = conv(m.Content)
+		m.Reasoning = conv(m.Reasoning)
 		for j := range m.Calls {
 			c := &m.Calls[j]
-			c.Arguments = convertJSON(c.Arguments, callSchema(r, c.Name))
+			c.Arguments = convertJSON(c.Arguments, callSchema(r, c.Name), conv)
 		}
 		for j := range m.Results {
 			res := &m.Results[j]
 			if isStructured(res.Content) {
-				res.Content = string(convertJSON([]byte(res.Content), resultSchema(r, res.Name)))
+				res.Content = string(convertJSON([]byte(res.Content), resultSchema(r, res.Name), conv))
 			} else {
-				res.Content = toTaiwanRepaired(res.Content)
+				res.Content = conv(res.Content)
 			}
 		}
 	}
+	if err != nil {
+		return nil, err
+	}
 	out.SetTag("lang", Lang)
 	out.AddStep("translate", "rule", "")
-	return out
+	return out, nil
 }
 
-// convertJSON converts the free-text strings of a JSON value in place of
-// their literals.
-func convertJSON(b []byte, s schema) []byte {
+// convertJSON converts the free-text strings of a JSON value with conv in
+// place of their literals.
+func convertJSON(b []byte, s schema, conv func(string) string) []byte {
 	n, err := parseTree(b)
 	if err != nil {
 		return b
 	}
 	var edits []edit
 	freeStrings("", n, s, func(_ string, leaf *node) {
-		if c := toTaiwanRepaired(leaf.str); c != leaf.str {
+		if c := conv(leaf.str); c != leaf.str {
 			edits = append(edits, edit{start: leaf.start, end: leaf.end, value: c})
 		}
 	})

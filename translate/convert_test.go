@@ -132,7 +132,7 @@ func TestConvertGlaiveZh(t *testing.T) {
 			if om.Role != m.Role || len(om.Calls) != len(m.Calls) || len(om.Results) != len(m.Results) {
 				t.Fatalf("row %d turn %d: shape changed", i, k)
 			}
-			if om.Content != toTaiwanRepaired(m.Content) {
+			if om.Content != mustConvert(t, m.Content) {
 				t.Errorf("row %d turn %d: content %q", i, k, om.Content)
 			}
 			for c, call := range m.Calls {
@@ -151,7 +151,7 @@ func TestConvertGlaiveZh(t *testing.T) {
 					t.Errorf("row %d call %s: %v", i, call.Name, w.problems)
 				}
 				for _, f := range w.free {
-					if f.ans.str != toTaiwanRepaired(f.orig.str) {
+					if f.ans.str != mustConvert(t, f.orig.str) {
 						t.Errorf("row %d %s: %q is not the conversion of %q", i, f.path, f.ans.str, f.orig.str)
 					}
 				}
@@ -165,7 +165,7 @@ func TestConvertGlaiveZh(t *testing.T) {
 		t.Error("no argument value was converted")
 	}
 	// A known row, end to end.
-	out := Convert(lfRecord(t, 0, rows[0]))
+	out := mustConvertRecord(t, lfRecord(t, 0, rows[0]))
 	if got := out.Messages[0].Content; got != "我需要為John Doe生成一張發票。他購買了2個蘋果，每個$1，以及3根香蕉，每根$0.5。" {
 		t.Errorf("row 0 user: %q", got)
 	}
@@ -191,7 +191,7 @@ func TestConvertLocks(t *testing.T) {
 		},
 	}
 	before, _ := json.Marshal(src)
-	out := Convert(src)
+	out := mustConvertRecord(t, src)
 	if after, _ := json.Marshal(src); !bytes.Equal(before, after) {
 		t.Error("Convert modified its input")
 	}
@@ -240,9 +240,16 @@ func BenchmarkConvert(b *testing.B) {
 	r.Messages = append(r.Messages, record.Message{Role: "user", Content: "我需要为John Doe生成一张发票。他购买了2个苹果，每个$1，以及3根香蕉，每根$0.5。"})
 	r.Messages[1].Calls[0].Arguments = json.RawMessage(`{"city": "京都", "check_in": "2024-11-22", "guests": 2, "sort_by": "rating", "contact_email": "amy@example.com", "notes": "远离街道的安静房间"}`)
 	r.Messages[0].Content = "我想在京都找一间安静的酒店，两个人，2024-11-22入住，按评分排序，并告诉我那里的天气。我的邮箱是 amy@example.com。"
-	mustChinese()
+	mustConvertRecord(b, r)
+	size := 0
+	for s := range translatable(r) {
+		size += len(s.text)
+	}
+	b.SetBytes(int64(size))
 	b.ReportAllocs()
 	for b.Loop() {
-		Convert(r)
+		if _, err := Convert(r); err != nil {
+			b.Fatal(err)
+		}
 	}
 }

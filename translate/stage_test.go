@@ -95,7 +95,7 @@ func TestStageRatio(t *testing.T) {
 
 func TestStageCount(t *testing.T) {
 	rs := zhRecords(50)
-	rs = append(rs, Convert(&record.Record{ID: "done:1", Messages: []record.Message{{Role: "user", Content: "已翻譯"}}}))
+	rs = append(rs, mustConvertRecord(t, &record.Record{ID: "done:1", Messages: []record.Message{{Role: "user", Content: "已翻譯"}}}))
 	scan := func(order []*record.Record) func(yield func(*record.Record) error) error {
 		return func(yield func(*record.Record) error) error {
 			for _, r := range order {

@@ -181,7 +181,10 @@ func (c *checker) check(ctx context.Context, resp llm.Response) (*record.Record,
 		return nil, probs, nil
 	}
 
-	out := c.build(a, calls, results)
+	out, err := c.build(a, calls, results)
+	if err != nil {
+		return nil, nil, err
+	}
 	for s := range translatable(out) {
 		if ch, ok := HasSimplifiedOnly(s.text); ok {
 			add(ReasonSimplifiedLeft, s.path, "%q keeps the Simplified-only character %q even after s2twp conversion; write it in Traditional characters", clip(s.text, 40), ch)
@@ -275,42 +278,56 @@ func pairCost(origName, ansName string, w walker) float64 {
 }
 
 // build makes the translated record: a clone of the source whose text
-// fields and free-text strings are the answer's, converted with s2twp.
-func (c *checker) build(a *answer, calls [][]callPair, results [][][]freeLeaf) *record.Record {
+// fields and free-text strings are the answer's, converted with s2twp. A
+// damaged conversion (see intact.go) gives a *Reject: the converter's
+// fault, not the teacher's, so it is not re-asked.
+func (c *checker) build(a *answer, calls [][]callPair, results [][][]freeLeaf) (*record.Record, error) {
+	var err error
+	conv := func(s string) string {
+		if err != nil {
+			return s
+		}
+		var v string
+		v, err = convertText(s, false)
+		return v
+	}
 	out := c.src.Clone()
 	if out.System != "" {
-		out.System = toTaiwan(*a.system)
+		out.System = conv(*a.system)
 	}
 	for i := range out.Messages {
 		m := &out.Messages[i]
 		at := a.turns[i]
 		if m.Content != "" {
-			m.Content = toTaiwan(*at.content)
+			m.Content = conv(*at.content)
 		}
 		if m.Reasoning != "" {
-			m.Reasoning = toTaiwan(*at.reasoning)
+			m.Reasoning = conv(*at.reasoning)
 		}
 		for j := range m.Calls {
-			m.Calls[j].Arguments = spliceFree(m.Calls[j].Arguments, calls[i][j].free)
+			m.Calls[j].Arguments = spliceFree(m.Calls[j].Arguments, calls[i][j].free, conv)
 		}
 		for j := range m.Results {
 			res := &m.Results[j]
 			if isStructured(res.Content) {
-				res.Content = string(spliceFree([]byte(res.Content), results[i][j]))
+				res.Content = string(spliceFree([]byte(res.Content), results[i][j], conv))
 			} else {
-				res.Content = toTaiwan(at.results[j].content.str)
+				res.Content = conv(at.results[j].content.str)
 			}
 		}
 	}
-	return out
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
 }
 
 // spliceFree writes the converted answer strings over the source's free-text
 // literals.
-func spliceFree(src []byte, free []freeLeaf) []byte {
+func spliceFree(src []byte, free []freeLeaf, conv func(string) string) []byte {
 	var edits []edit
 	for _, f := range free {
-		if v := toTaiwan(f.ans.str); v != f.orig.str {
+		if v := conv(f.ans.str); v != f.orig.str {
 			edits = append(edits, edit{start: f.orig.start, end: f.orig.end, value: v})
 		}
 	}

@@ -10,6 +10,9 @@
 // matching, seed 004 §3.1 and Fig 10). Every translated string is normalised
 // with OpenCC s2twp. In "convert" mode no model is involved: the record's
 // translatable text is converted from Simplified Chinese with s2twp only.
+// In both modes the conversion (package zhconv: OpenCC's algorithm and
+// dictionaries) is read back against its source (intact.go), and a damaged
+// one rejects the record.
 //
 // Choices the papers leave open:
 //   - Tool results are translated like the rest of the conversation
@@ -44,21 +47,22 @@ const Lang = "zh-TW"
 
 // Reject reasons. Every record the stage gives up on carries one of these.
 const (
-	ReasonInvalidJSON     = "translate_invalid_json"     // the answer is not the requested JSON object
-	ReasonToolsChanged    = "translate_tools_changed"    // the answer's "functions" differ from the source's
-	ReasonTurnsChanged    = "translate_turns_changed"    // turns added, dropped, reordered, or a role or text field lost
-	ReasonCallDropped     = "translate_call_dropped"     // a call turn has fewer calls than the source
-	ReasonCallAdded       = "translate_call_added"       // a call turn has more calls than the source
-	ReasonFunctionRenamed = "translate_function_renamed" // a call's function name differs from the source's
-	ReasonKeyChanged      = "translate_key_changed"      // an argument key was renamed, dropped or added
-	ReasonEnumChanged     = "translate_enum_changed"     // an enum member was translated or replaced
-	ReasonValueChanged    = "translate_value_changed"    // a locked value (number, boolean, date, ID, URL, e-mail, code) changed, or a value's type or list length
-	ReasonResultsChanged  = "translate_results_changed"  // a tool turn's results changed in number, names or keys
-	ReasonNotEquivalent   = "translate_not_equivalent"   // the judge found a translated argument value not equivalent to the source's
-	ReasonSimplifiedLeft  = "translate_simplified_left"  // a teacher answer keeps Simplified-only characters after s2twp
-	ReasonUntranslated    = "translate_untranslated"     // the teacher left English text untranslated
-	ReasonNotChinese      = "translate_not_chinese"      // Record in convert mode: the record has no Chinese text to convert (the stage passes or filters such records instead)
-	ReasonSourceInvalid   = "translate_source_invalid"   // the source record's arguments or tool parameters are not valid JSON
+	ReasonInvalidJSON       = "translate_invalid_json"       // the answer is not the requested JSON object
+	ReasonToolsChanged      = "translate_tools_changed"      // the answer's "functions" differ from the source's
+	ReasonTurnsChanged      = "translate_turns_changed"      // turns added, dropped, reordered, or a role or text field lost
+	ReasonCallDropped       = "translate_call_dropped"       // a call turn has fewer calls than the source
+	ReasonCallAdded         = "translate_call_added"         // a call turn has more calls than the source
+	ReasonFunctionRenamed   = "translate_function_renamed"   // a call's function name differs from the source's
+	ReasonKeyChanged        = "translate_key_changed"        // an argument key was renamed, dropped or added
+	ReasonEnumChanged       = "translate_enum_changed"       // an enum member was translated or replaced
+	ReasonValueChanged      = "translate_value_changed"      // a locked value (number, boolean, date, ID, URL, e-mail, code) changed, or a value's type or list length
+	ReasonResultsChanged    = "translate_results_changed"    // a tool turn's results changed in number, names or keys
+	ReasonNotEquivalent     = "translate_not_equivalent"     // the judge found a translated argument value not equivalent to the source's
+	ReasonSimplifiedLeft    = "translate_simplified_left"    // a teacher answer keeps Simplified-only characters after s2twp
+	ReasonUntranslated      = "translate_untranslated"       // the teacher left English text untranslated
+	ReasonNotChinese        = "translate_not_chinese"        // Record in convert mode: the record has no Chinese text to convert (the stage passes or filters such records instead)
+	ReasonSourceInvalid     = "translate_source_invalid"     // the source record's arguments or tool parameters are not valid JSON
+	ReasonConversionDamaged = "translate_conversion_damaged" // the s2twp conversion of a text does not read back to it: a character dropped, doubled or replaced outside a Taiwan phrase substitution (see intact.go)
 )
 
 // Config is the `translate:` block of a pipeline stage. Zero values mean
@@ -238,8 +242,13 @@ func (t *Translator) Record(ctx context.Context, r *record.Record) (*record.Reco
 	}
 	if t.cfg.Mode == ModeConvert {
 		// Convert leaves no Simplified-only character (its character repair
-		// sees to that), so the only way to fail is having nothing to convert.
-		if out := Convert(r); hasChinese(out) {
+		// sees to that), so it fails only on a damaged conversion or when
+		// there is nothing to convert.
+		out, err := Convert(r)
+		if err != nil {
+			return nil, err
+		}
+		if hasChinese(out) {
 			return out, nil
 		}
 		return nil, rejectf(ReasonNotChinese, "no translatable text contains Chinese characters; convert mode only converts Simplified Chinese")

@@ -556,3 +556,41 @@ func TestTranslateConcurrent(t *testing.T) {
 		}
 	}
 }
+
+// withBrokenReadBack makes the conversion check know no relation between
+// characters, so that every conversion that changes a character counts as
+// damaged: it tests that a damaged conversion rejects the record in both
+// modes (the real check accepts every conversion of the real data).
+func withBrokenReadBack(t *testing.T) {
+	t.Helper()
+	broken := *mustChinese()
+	broken.readBack = &readBack{}
+	saved := loadChinese
+	loadChinese = func() (*chinese, error) { return &broken, nil }
+	t.Cleanup(func() { loadChinese = saved })
+}
+
+func TestConversionDamagedRejects(t *testing.T) {
+	withBrokenReadBack(t)
+	conv, err := New(Config{Mode: ModeConvert}, nil, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := &record.Record{ID: "zh:1", Messages: []record.Message{{Role: "user", Content: "来确保存储在区块链上"}}}
+	_, err = conv.Record(t.Context(), src)
+	var rej *Reject
+	if !errors.As(err, &rej) || rej.Reason != ReasonConversionDamaged || !strings.Contains(rej.Detail, "来确保存储") {
+		t.Errorf("convert mode: error %v, want reject %s", err, ReasonConversionDamaged)
+	}
+
+	ans := okAnswer(t)
+	turn(ans, 0)["content"] = "請用软件查詢"
+	f := &teacher{answers: []string{mustJSON(t, ans)}}
+	_, err = newTeacher(t, Config{}, f, &judge{}).Record(t.Context(), loadRecord(t))
+	if !errors.As(err, &rej) || rej.Reason != ReasonConversionDamaged {
+		t.Errorf("teacher mode: error %v, want reject %s", err, ReasonConversionDamaged)
+	}
+	if len(f.requests) != 1 {
+		t.Errorf("teacher mode: %d requests; a damaged conversion is not the teacher's to fix", len(f.requests))
+	}
+}

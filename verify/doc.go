@@ -30,7 +30,10 @@
 // (BFCL/ComplexEval style, parallel calls paired by [Hungarian]).
 // [Equivalent] decides whether two argument values mean the same, by rules
 // and then by the equiv_value judge. [CheckShareGPT] applies LLaMA-Factory's
-// sharegpt rules to an export sample. [Tokens] and [RecordTokens] count
+// sharegpt rules to an export sample, for the template it is written for:
+// [LFTemplate] holds what augment knows of LLaMA-Factory's common templates
+// (thought words, tool format, parallel calls, text with calls) and
+// simulates their function and tool formatters. [Tokens] and [RecordTokens] count
 // tokens offline.
 //
 // # Problem kinds
@@ -83,5 +86,5 @@
 // LLaMA-Factory kinds (CheckShareGPT; also the export's reject reasons):
 //
 //	lf_empty, lf_missing_field, lf_role_order, lf_odd_count,
-//	lf_bad_function_call, lf_bad_tools
+//	lf_bad_function_call, lf_template_no_parallel, lf_bad_tools
 package verify

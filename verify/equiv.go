@@ -6,10 +6,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
-	"sync"
 	"unicode"
 
-	"github.com/longbridgeapp/opencc"
+	"github.com/augmentdata/augment/translate/zhconv"
 )
 
 // Equivalent decides whether two argument values mean the same thing
@@ -98,21 +97,19 @@ func sameButStrings(a, b any) bool {
 }
 
 // foldText maps full-width ASCII to ASCII and Traditional Chinese characters
-// to Simplified ones, so that spellings that differ only so compare equal.
+// to Simplified ones (OpenCC t2s), so that spellings that differ only so
+// compare equal. Should the embedded dictionaries not load (a broken build),
+// Chinese text is compared as written.
 func foldText(s string) string {
 	s = foldWidth(s)
 	if !hasHan(s) {
 		return s
 	}
-	cc := t2s()
-	if cc == nil {
-		return s
-	}
-	out, err := cc.Convert(s)
+	cc, err := zhconv.T2S()
 	if err != nil {
 		return s
 	}
-	return out
+	return cc.Convert(s)
 }
 
 func hasHan(s string) bool {
@@ -123,17 +120,6 @@ func hasHan(s string) bool {
 	}
 	return false
 }
-
-// t2s returns the Traditional-to-Simplified converter, loaded on first use
-// from the dictionaries embedded in the opencc module; nil if they cannot be
-// loaded, in which case Chinese text is compared as written.
-var t2s = sync.OnceValue(func() *opencc.OpenCC {
-	cc, err := opencc.New("t2s")
-	if err != nil {
-		return nil
-	}
-	return cc
-})
 
 // parseEqual reads an equiv_value answer: the JSON object
 // {"is_equal": true|false, "reason": "…"}, optionally inside one ```json

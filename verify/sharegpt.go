@@ -14,12 +14,10 @@ type ShareGPT struct {
 	Conversations []Turn `json:"conversations" parquet:"conversations,list"`
 	System        string `json:"system,omitempty" parquet:"system"`
 	Tools         string `json:"tools" parquet:"tools"` // JSON text of a list of tools; "[]" for none
-	// ThoughtWords says the sample is for a template with thought words
-	// (qwen3 and others: <think>, </think>). LLaMA-Factory then removes the
-	// first <think>…</think> of a function_call value before parsing the
-	// JSON; without thought words the block makes it crash, so it is an
-	// lf_bad_function_call.
-	ThoughtWords bool `json:"-" parquet:"-"`
+	// Template is the LLaMA-Factory template the sample is for; its
+	// function formatter and tool format are simulated. Nil means the
+	// "default" template.
+	Template *LFTemplate `json:"-" parquet:"-"`
 }
 
 // A Turn is one message of a ShareGPT sample. From is "system" (first turn
@@ -36,28 +34,34 @@ const (
 	ReasonLFMissingField    = "lf_missing_field"     // a turn without "from", or with an empty value
 	ReasonLFRoleOrder       = "lf_role_order"        // a turn at a position its role may not take
 	ReasonLFOddCount        = "lf_odd_count"         // an odd number of turns after the system turn
-	ReasonLFBadFunctionCall = "lf_bad_function_call" // a function_call value LLaMA-Factory cannot parse
-	ReasonLFBadTools        = "lf_bad_tools"         // tools that are not a JSON list of named tool objects
+	ReasonLFBadFunctionCall = "lf_bad_function_call" // a function_call value the template's function formatter cannot read
+	ReasonLFNoParallel      = "lf_template_no_parallel"
+	ReasonLFBadTools        = "lf_bad_tools" // tools the template's tool formatter cannot read
 )
 
 // CheckShareGPT reports every way s breaks the rules LLaMA-Factory applies
-// to sharegpt samples (SharegptDatasetConverter and the tool formatters,
-// FORMATS.md §4). LLaMA-Factory silently drops samples that break the
-// role or count rules and crashes on bad JSON, so the export rejects a
-// sample with any problem. The rules:
+// to sharegpt samples (SharegptDatasetConverter, then the template's
+// function and tool formatters, FORMATS.md §4 and LFTemplate).
+// LLaMA-Factory silently drops samples that break the role or count rules
+// and crashes on the rest, so the export rejects a sample with any problem.
+// The rules:
 //   - an optional first turn "system"; then at least one turn (lf_empty);
 //   - counting from 0 after it, even positions are human or observation,
 //     odd positions gpt or function_call (lf_role_order), and the number of
 //     turns is even (lf_odd_count);
 //   - every turn has a role, and a non-blank value except observations,
 //     which may be empty (lf_missing_field);
-//   - a function_call value is JSON: an object with "name" (a non-empty
-//     string) and "arguments" (an object), or a non-empty list of them
-//     (lf_bad_function_call);
+//   - a function_call value reads as the template's function formatter
+//     reads it (LFTemplate.ReadFunction: thought words and tool-call words
+//     as the template has them, then JSON): an object with "name" (a
+//     non-empty string) and "arguments" (an object), or a non-empty list of
+//     them (lf_bad_function_call); a list of several only where the
+//     template's tool format takes parallel calls (lf_template_no_parallel);
 //   - tools is JSON text of a list of objects, each bare {"name", …} or
 //     wrapped {"type": "function", "function": {"name", …}}, with a
 //     non-empty name and, when present, "parameters" an object whose
-//     "properties" is an object (lf_bad_tools).
+//     "properties" is an object, and what the template's tool format reads
+//     (LFTemplate.CheckTools) (lf_bad_tools).
 //
 // Paths are "conversations[i]" (i counts the system turn) or "tools".
 // None means LLaMA-Factory will train on the sample as it is.
@@ -65,17 +69,24 @@ func CheckShareGPT(s *ShareGPT) []Problem {
 	if s == nil {
 		return []Problem{{Check: "sharegpt", Kind: ReasonLFEmpty, Path: "conversations", Msg: "no sample"}}
 	}
-	out := CheckTurns(s.Conversations, s.ThoughtWords)
-	if err := checkTools(s.Tools); err != "" {
-		out = append(out, Problem{Check: "sharegpt", Kind: ReasonLFBadTools, Path: "tools", Msg: err})
+	tpl := s.Template
+	if tpl == nil {
+		tpl, _ = LookupLFTemplate("default")
+	}
+	out := CheckTurns(s.Conversations, tpl)
+	if err := tpl.CheckTools(s.Tools); err != nil {
+		out = append(out, Problem{Check: "sharegpt", Kind: ReasonLFBadTools, Path: "tools", Msg: err.Error()})
 	}
 	return out
 }
 
-// CheckTurns applies CheckShareGPT's rules for the conversation alone; a
-// caller that renders tools itself from checked record.Tools (the exporter)
-// uses it to avoid parsing its own tools JSON again.
-func CheckTurns(conversations []Turn, thoughtWords bool) []Problem {
+// CheckTurns applies CheckShareGPT's rules for the conversation alone, for
+// template tpl (nil: "default"); a caller that checks the tools itself uses
+// it to avoid parsing them again.
+func CheckTurns(conversations []Turn, tpl *LFTemplate) []Problem {
+	if tpl == nil {
+		tpl, _ = LookupLFTemplate("default")
+	}
 	var out []Problem
 	add := func(kind, path, format string, args ...any) {
 		out = append(out, Problem{Check: "sharegpt", Kind: kind, Path: path, Msg: fmt.Sprintf(format, args...)})
@@ -107,12 +118,12 @@ func CheckTurns(conversations []Turn, thoughtWords bool) []Problem {
 			continue
 		}
 		if t.From == "function_call" {
-			value := t.Value
-			if thoughtWords {
-				value = stripThought(value)
-			}
-			if err := checkFunctionCall(value); err != "" {
-				add(ReasonLFBadFunctionCall, path, "turn %d: %s", i, err)
+			if _, err := tpl.ReadFunction(t.Value); err != nil {
+				kind := ReasonLFBadFunctionCall
+				if _, ok := err.(errNoParallel); ok {
+					kind = ReasonLFNoParallel
+				}
+				add(kind, path, "turn %d: %v", i, err)
 			}
 		}
 	}
@@ -120,59 +131,6 @@ func CheckTurns(conversations []Turn, thoughtWords bool) []Problem {
 		add(ReasonLFOddCount, "conversations", "%d turns after the system prompt; LLaMA-Factory needs an even number (the sample must end on gpt or function_call)", len(turns))
 	}
 	return out
-}
-
-// stripThought removes the first <think>…</think>, as LLaMA-Factory's
-// FunctionFormatter does for templates with thought words.
-func stripThought(v string) string {
-	i := strings.Index(v, "<think>")
-	if i < 0 {
-		return v
-	}
-	j := strings.Index(v[i:], "</think>")
-	if j < 0 {
-		return v
-	}
-	return v[:i] + v[i+j+len("</think>"):]
-}
-
-// checkFunctionCall returns what is wrong with a function_call value, or "".
-func checkFunctionCall(value string) string {
-	var v any
-	if err := json.Unmarshal([]byte(value), &v); err != nil {
-		return fmt.Sprintf("function_call value is not JSON: %v", err)
-	}
-	one := func(v any, what string) string {
-		m, ok := v.(map[string]any)
-		if !ok {
-			return fmt.Sprintf("%s must be a JSON object with \"name\" and \"arguments\", got %s", what, jsonKind(v))
-		}
-		name, ok := m["name"].(string)
-		if !ok || strings.TrimSpace(name) == "" {
-			return fmt.Sprintf("%s has no \"name\" string", what)
-		}
-		args, ok := m["arguments"]
-		if !ok {
-			return fmt.Sprintf("%s (%q) has no \"arguments\"", what, name)
-		}
-		if _, ok := args.(map[string]any); !ok {
-			return fmt.Sprintf("\"arguments\" of %s (%q) must be a JSON object, got %s", what, name, jsonKind(args))
-		}
-		return ""
-	}
-	list, ok := v.([]any)
-	if !ok {
-		return one(v, "the call")
-	}
-	if len(list) == 0 {
-		return "function_call value is an empty list"
-	}
-	for j, c := range list {
-		if err := one(c, fmt.Sprintf("call %d", j)); err != "" {
-			return err
-		}
-	}
-	return ""
 }
 
 // checkTools returns what is wrong with a tools value, or "".

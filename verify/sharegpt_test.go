@@ -164,16 +164,33 @@ func FuzzCheckShareGPT(f *testing.F) {
 	})
 }
 
+// The demo's thoughts: true export wrote <think>…</think> without the
+// newlines of the default thought words, which qwen3 needs: LLaMA-Factory
+// then fails to parse the call. glm4_7's words have no newlines.
 func TestShareGPTThoughtWords(t *testing.T) {
+	qwen3, _ := LookupLFTemplate("qwen3")
+	glm47, _ := LookupLFTemplate("glm4_7")
+	call := `{"name": "w", "arguments": {}}`
 	s := &ShareGPT{Tools: "[]", Conversations: []Turn{
 		{From: "human", Value: "weather?"},
-		{From: "function_call", Value: `<think>They want the weather.</think>{"name": "w", "arguments": {}}`},
+		{From: "function_call", Value: "<think>They want the weather.</think>" + call},
 	}}
-	if ps := CheckShareGPT(s); len(ps) != 1 || ps[0].Kind != ReasonLFBadFunctionCall {
-		t.Errorf("without thought words a <think> block breaks the call: %v", ps)
-	}
-	s.ThoughtWords = true
-	if ps := CheckShareGPT(s); len(ps) != 0 {
-		t.Errorf("with thought words the block is removed before parsing: %v", ps)
+	for _, tt := range []struct {
+		tpl   *LFTemplate
+		value string
+		ok    bool
+	}{
+		{nil, "<think>They want the weather.</think>" + call, false},
+		{qwen3, "<think>They want the weather.</think>" + call, false},
+		{qwen3, qwen3.Thought("They want the weather.") + call, true},
+		{glm47, "<think>They want the weather.</think>" + call, true},
+		{glm47, qwen3.Thought("They want the weather.") + call, true},
+	} {
+		s.Template = tt.tpl
+		s.Conversations[1].Value = tt.value
+		ps := CheckShareGPT(s)
+		if tt.ok != (len(ps) == 0) || !tt.ok && ps[0].Kind != ReasonLFBadFunctionCall {
+			t.Errorf("%v %q: %v", tt.tpl, tt.value, ps)
+		}
 	}
 }

@@ -3,6 +3,8 @@ package verify
 import (
 	"encoding/json"
 	"sync"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/tiktoken-go/tokenizer"
 
@@ -30,15 +32,96 @@ var encoder = sync.OnceValue(func() tokenizer.Codec {
 // Tokens counts the tokens of text in the o200k_base encoding. Special-token
 // text such as "<|endoftext|>" is counted as ordinary text. Safe for
 // concurrent use; the first call loads the tables.
+//
+// The text is counted in pieces of at most tokenChunk bytes, so time is
+// linear in its length and memory bounded whatever the text (the encoder
+// itself is superlinear on long texts, and very much so on long runs
+// without a space: a 50 MB row took seconds per megabyte). The pieces are
+// cut where the encoding's pre-tokenizer always splits (see safeCut), so
+// the count is exact, except inside a run of more than tokenChunk bytes
+// without such a place (one long word, number or symbol run), where a cut
+// every tokenChunk bytes may shift the count by a token.
 func Tokens(text string) int {
-	if text == "" {
-		return 0
-	}
-	n, err := encoder().Count(text)
-	if err != nil {
-		return 0
-	}
+	n, _ := countChunked(text, tokenChunk)
 	return n
+}
+
+const tokenChunk = 4096
+
+// countChunked counts text in pieces of at most size bytes; forced
+// reports a cut where the pre-tokenizer does not always split.
+//
+// A piece equal to the one before is not counted again: a run of one
+// repeated character is many equal pieces.
+func countChunked(text string, size int) (n int, forced bool) {
+	var last string
+	lastN := 0
+	for text != "" {
+		cut := len(text)
+		if cut > size {
+			var ok bool
+			cut, ok = safeCut(text, size)
+			forced = forced || !ok
+		}
+		if piece := text[:cut]; piece != last {
+			last, lastN = piece, 0
+			if c, err := encoder().Count(piece); err == nil {
+				lastN = c
+			}
+		}
+		n += lastN
+		text = text[cut:]
+	}
+	return n, forced
+}
+
+// safeCut returns where to cut text, which is longer than size: the last
+// place before size, and after its start, before which o200k_base's
+// pre-tokenizer always ends a piece and after which it always starts one,
+// so that counting the two parts apart counts the same tokens (ok). The
+// places are, with a the character before and b the one after:
+//   - b is a space and a is not white space: a piece holds a space only at
+//     its start, and a piece ending at a stops the same way at a space as at
+//     the end of the text;
+//   - a is a letter or digit and b is neither white space, nor a letter,
+//     digit or combining mark, nor an apostrophe (which may start a
+//     contraction suffix: 's, 't, …): a letter or digit run stops there;
+//   - a is '\n' and b is neither white space nor '/' (a symbol run's piece
+//     takes the line breaks and slashes that follow it).
+//
+// Without such a place, the text starts with a run longer than size that
+// the pre-tokenizer keeps as one piece; the cut is the last character
+// boundary before size, and ok is false.
+func safeCut(text string, size int) (cut int, ok bool) {
+	for i := size; i > 0; {
+		if !utf8.RuneStart(text[i]) {
+			i--
+			continue
+		}
+		a, n := utf8.DecodeLastRuneInString(text[:i])
+		b, _ := utf8.DecodeRuneInString(text[i:])
+		if cutBetween(a, b) {
+			return i, true
+		}
+		i -= n
+	}
+	i := size
+	for i > 1 && !utf8.RuneStart(text[i]) {
+		i--
+	}
+	return i, false
+}
+
+func cutBetween(a, b rune) bool {
+	switch {
+	case b == ' ':
+		return !unicode.IsSpace(a)
+	case unicode.IsLetter(a) || unicode.IsNumber(a):
+		return !unicode.IsSpace(b) && !unicode.IsLetter(b) && !unicode.IsNumber(b) && !unicode.Is(unicode.M, b) && b != '\''
+	case a == '\n':
+		return !unicode.IsSpace(b) && b != '/'
+	}
+	return false
 }
 
 // Per-message framing of chat templates (role header and end marker) and

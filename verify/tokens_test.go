@@ -2,6 +2,7 @@ package verify
 
 import (
 	"encoding/json"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -95,5 +96,78 @@ func BenchmarkRecordTokens(b *testing.B) {
 	b.ResetTimer()
 	for b.Loop() {
 		RecordTokens(r)
+	}
+}
+
+// tokenTexts are texts whose pre-tokenization has edges: contractions,
+// case changes, digits, symbol runs with line breaks and slashes, marks,
+// Chinese with and without punctuation, several kinds of white space.
+var tokenTexts = []string{
+	"The quick brown fox's tail, it'll be fine. I'd've said so!! 12345678 apples/pears\n\n  next line\r\n\tTabbed",
+	"getWeatherByCity(\"Paris\", days=3) => {\"ok\": true, \"temps\": [12.5, -3, 1e9]}\n/* comment */ //x\n/path/to/file",
+	"敏捷的棕色狐狸跳过了懒狗。今天天气很好，我们去公园散步吧！「引号」和《书名》……结束",
+	"e\u0301te\u0301 cafe\u0301! n\u0303o — “quotes” ‘single’ it’s x'y 'quoted' ''",
+	"a\u00a0b\u3000c\u2028d\u0085e\vf\fg   \n \n  h .\n/ x\n\n/y",
+	strings.Repeat("word ", 50) + strings.Repeat("x", 300) + "." + strings.Repeat("9", 50) + "!" + strings.Repeat("!?", 40),
+}
+
+// TestTokensChunkedExact: counting in pieces cut by safeCut gives exactly
+// the count of the whole text whenever no cut was forced.
+func TestTokensChunkedExact(t *testing.T) {
+	for _, text := range tokenTexts {
+		whole, err := encoder().Count(text)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, size := range []int{8, 16, 33, 64, 200} {
+			n, forced := countChunked(text, size)
+			if !forced && n != whole {
+				t.Errorf("size %d: %d tokens in pieces, %d whole, for %.40q", size, n, whole, text)
+			}
+			if forced && (n < whole-len(text)/size-1 || n > whole+len(text)/size+1) {
+				t.Errorf("size %d, forced: %d tokens in pieces, %d whole: more than a token per cut", size, n, whole)
+			}
+		}
+		if n, forced := countChunked(text, 16); !forced && n != Tokens(text) {
+			t.Errorf("Tokens differs from the whole count for %.40q", text)
+		}
+	}
+	if _, forced := countChunked(strings.Repeat("ab cd, ", 1000), 64); forced {
+		t.Error("ordinary text needed a forced cut")
+	}
+}
+
+// FuzzTokensChunked: for any text, pieces without a forced cut count the
+// same as the whole.
+func FuzzTokensChunked(f *testing.F) {
+	for _, s := range tokenTexts {
+		f.Add(s, uint8(16))
+	}
+	f.Fuzz(func(t *testing.T, text string, size uint8) {
+		sz := int(size%64) + 4
+		whole, err := encoder().Count(text)
+		if err != nil {
+			t.Skip()
+		}
+		if n, forced := countChunked(text, sz); !forced && n != whole {
+			t.Fatalf("size %d: %d tokens in pieces, %d whole", sz, n, whole)
+		}
+	})
+}
+
+// BenchmarkTokensLong: time per byte stays flat as a text grows, also for a
+// run of one repeated character (a 50 MB row was quadratic).
+func BenchmarkTokensLong(b *testing.B) {
+	Tokens("warm up")
+	for _, kind := range []struct{ name, unit string }{{"repeated", "a"}, {"prose", "The weather in Paris is sunny, 21 degrees. "}, {"chinese", "今天天气很好，我们去公园。"}} {
+		for _, size := range []int{64 << 10, 1 << 20, 8 << 20} {
+			text := strings.Repeat(kind.unit, size/len(kind.unit))
+			b.Run(fmt.Sprintf("%s/%dKiB", kind.name, size>>10), func(b *testing.B) {
+				b.SetBytes(int64(len(text)))
+				for b.Loop() {
+					Tokens(text)
+				}
+			})
+		}
 	}
 }

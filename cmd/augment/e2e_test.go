@@ -214,7 +214,7 @@ func e2eDataFiles(t *testing.T, dir string) map[string][]byte {
 		rel, _ := filepath.Rel(dir, path)
 		rel = filepath.ToSlash(rel)
 		switch {
-		case d.IsDir() && rel == "cache":
+		case d.IsDir() && (rel == "cache" || rel == ".augment"):
 			return filepath.SkipDir
 		case d.IsDir(), d.Name() == "manifest.json", rel == "config.yaml":
 			return nil
@@ -447,7 +447,7 @@ func TestInterruptDuringLLMStage(t *testing.T) {
 }
 
 // TestKilledExportLeavesNoTempFile: a kill -9 while the export writes a
-// data file leaves the writer's temporary file (manifests.Create's
+// data file leaves the writer's temporary file (manifests.Root.Create's
 // ".tmp-part-…") in the dataset folder. The next run must remove it, as it
 // removes those at the top of a stage dir: LLaMA-Factory loads every file of
 // the dataset folder (os.listdir) and refuses one whose extension is not the
@@ -466,12 +466,18 @@ func TestKilledExportLeavesNoTempFile(t *testing.T) {
 	out := filepath.Join(dir, "out")
 	want := e2eDataFiles(t, out)
 
+	root, err := manifests.OpenRoot(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer root.Close()
 	leftovers := map[string]string{}
-	for _, path := range []string{
-		filepath.Join(out, "02-export", "e2e", "part-xlam-00001.jsonl"), // inside the dataset folder
-		filepath.Join(out, "01-reason", "part-xlam-00001.parquet"),      // at the top of a stage dir
+	for _, name := range []string{
+		"02-export/e2e/part-xlam-00001.jsonl", // inside the dataset folder
+		"01-reason/part-xlam-00001.parquet",   // at the top of a stage dir
 	} {
-		f, err := manifests.Create(path)
+		path := root.Path(name)
+		f, err := root.Create(name)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -37,12 +37,11 @@ Usage:
 
 Run "augment <command> -h" for a command's flags.
 
-Exit codes: 0 ok; 1 the run failed (rerun the same command to resume); 2 usage or
-config error; 3 the teacher guard stopped the run (budget or error rate; resumable);
-130 interrupted (resumable).
 `
 
-// Exit codes, mapped from errors in one place: exitCode.
+// Exit codes, mapped from errors in one place: exitCode. exitCodes is the
+// table printed by the usage text and in the README ("Exit codes"), which
+// TestREADMEExitCodes keeps equal to it.
 const (
 	exitOK        = 0
 	exitFailed    = 1
@@ -50,6 +49,27 @@ const (
 	exitGuard     = 3
 	exitInterrupt = 130
 )
+
+var exitCodes = []struct {
+	code    int
+	meaning string
+}{
+	{exitOK, "ok"},
+	{exitFailed, "the run failed; finished work is kept: run the same command again to resume (without that hint: part of a source could not be read, see `allow_partial`)"},
+	{exitUsage, "usage or config error, found before anything ran: flags, pipeline file, sources, output dir, api_key_env, or the output dir is held by another run"},
+	{exitGuard, "the teacher guard stopped the run (budget reached, error rate too high, credentials refused); resumable"},
+	{exitInterrupt, "interrupted (Ctrl-C, SIGTERM); resumable"},
+}
+
+// usageText is usage with the exit codes.
+func usageText() string {
+	var b strings.Builder
+	b.WriteString(usage + "Exit codes:\n")
+	for _, e := range exitCodes {
+		fmt.Fprintf(&b, "  %3d  %s\n", e.code, e.meaning)
+	}
+	return b.String()
+}
 
 // usageError marks errors in how augment was invoked.
 type usageError struct{ msg string }
@@ -66,10 +86,13 @@ func run(args []string, stdout, stderr io.Writer) int {
 		switch code {
 		case exitUsage:
 			if _, ok := err.(usageError); ok {
-				fmt.Fprint(stderr, "\n"+usage)
+				fmt.Fprint(stderr, "\n"+usageText())
 			}
 		case exitFailed, exitGuard, exitInterrupt:
-			fmt.Fprintln(stderr, "augment: finished work is kept; run the same command again to resume")
+			var partial *stages.PartialError
+			if !errors.As(err, &partial) { // the same run fails the same way
+				fmt.Fprintln(stderr, "augment: finished work is kept; run the same command again to resume")
+			}
 		}
 	}
 	return code
@@ -77,11 +100,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 
 func exitCode(ctx context.Context, err error) int {
 	var cfgErr *stages.ConfigError
+	var busy *stages.BusyError
 	var uErr usageError
 	switch {
 	case err == nil, errors.Is(err, flag.ErrHelp):
 		return exitOK
-	case errors.As(err, &uErr), errors.As(err, &cfgErr):
+	case errors.As(err, &uErr), errors.As(err, &cfgErr), errors.As(err, &busy):
 		return exitUsage
 	case ctx.Err() != nil || errors.Is(err, context.Canceled):
 		return exitInterrupt
@@ -94,7 +118,7 @@ func exitCode(ctx context.Context, err error) int {
 
 func dispatch(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
-		fmt.Fprint(stderr, usage)
+		fmt.Fprint(stderr, usageText())
 		return usageError{"no command"}
 	}
 	cmd, args := args[0], args[1:]
@@ -111,7 +135,7 @@ func dispatch(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		fmt.Fprintf(stdout, "augment %s\n", version)
 		return nil
 	case "help", "-h", "-help", "--help":
-		fmt.Fprint(stdout, usage)
+		fmt.Fprint(stdout, usageText())
 		return nil
 	}
 	return usageError{fmt.Sprintf("unknown command %q", cmd)}

@@ -1,8 +1,11 @@
 package main
 
 import (
+	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strconv"
 	"testing"
 
 	"github.com/rogpeppe/go-internal/testscript"
@@ -31,7 +34,7 @@ func TestScripts(t *testing.T) {
 	testscript.Run(t, testscript.Params{
 		Dir:                 "testdata/script",
 		RequireExplicitExec: true,
-		Cmds:                map[string]func(*testscript.TestScript, bool, []string){"lfcheck": lfcheck},
+		Cmds:                map[string]func(*testscript.TestScript, bool, []string){"lfcheck": lfcheck, "status": status},
 		Setup: func(env *testscript.Env) error {
 			env.Setenv("DEMO", demo)
 			env.Setenv("RECIPES", recipes)
@@ -45,6 +48,30 @@ func TestScripts(t *testing.T) {
 			return false, nil
 		},
 	})
+}
+
+// status is a testscript command: `status N prog args…` runs prog like
+// exec and fails unless it exits with status N; stdout and stderr are kept
+// for the commands that follow, as after exec.
+func status(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) < 2 {
+		ts.Fatalf("usage: status N prog [args…]")
+	}
+	want, err := strconv.Atoi(args[0])
+	if err != nil {
+		ts.Fatalf("status: %v", err)
+	}
+	got := 0
+	if err := ts.Exec(args[1], args[2:]...); err != nil {
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) {
+			ts.Fatalf("status: %v", err)
+		}
+		got = ee.ExitCode()
+	}
+	if got != want {
+		ts.Fatalf("%s exited with status %d, want %d", args[1], got, want)
+	}
 }
 
 // sharedData locates ../shared/data beside the repository, or

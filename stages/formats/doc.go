@@ -7,11 +7,18 @@
 // # Dumps
 //
 // A dump is a JSON array of objects or JSON Lines; the first non-space byte
-// decides (a UTF-8 byte order mark is skipped). Blank lines in JSON Lines
-// are skipped and not counted. The Scanner checks framing only: a truncated
-// array, text between elements, a trailing comma, a non-object element, two
-// rows on one line or a line ending inside a string stop the scan with a
-// *ScanError naming the row and byte offset.
+// decides ('[' for an array; a UTF-8 byte order mark is skipped). Blank
+// lines in JSON Lines are skipped and not counted. The Scanner checks
+// framing only, and damage costs as little as the framing allows: in JSON
+// Lines each line is its own frame (a line that is not one object is one
+// rejected row, bad_json, with its line number; reading goes on at the next
+// line); in an array, a broken element is skipped up to the next element
+// when the layout learned from the elements before (the same separator,
+// holding a line break) makes that unambiguous (bad_framing); a row longer
+// than the row limit is row_too_large and is never held whole. What cannot
+// be skipped (a truncated array, text after it, a broken element in a
+// compact array) stops the scan with a *ScanError naming the row and the
+// byte offset from which the dump is not read.
 //
 // # Canonical form
 //
@@ -47,6 +54,10 @@
 //     system_template=toolace|glaive|glaive_no_tools when a known template
 //     was recognised and removed; xlam_id for xlam rows; repairs=<kinds,
 //     sorted, comma-separated> when the row was damaged and repaired.
+//     Every format: a string holding invalid UTF-8 has each bad sequence
+//     replaced by U+FFFD (repair invalid_utf8), and a \u escape of half a
+//     surrogate pair decodes as U+FFFD (repair lone_surrogate); ingest
+//     counts each kind as repair.<kind>.
 //
 // Dialogues are kept as they are: a dialogue may end on a call (a third of
 // ToolACE does) or on a user turn (glaive); turns are neither dropped nor

@@ -51,7 +51,7 @@ func Parse(format, source string, index int64, row []byte) (*record.Record, erro
 	default:
 		return nil, fmt.Errorf("formats: unknown format %q (want one of %s)", format, strings.Join(Formats(), ", "))
 	}
-	v, err := parseRow(row)
+	v, jp, err := parseRow(row)
 	if err != nil {
 		return nil, jsonReject("bad_json", "row", row, err)
 	}
@@ -67,6 +67,12 @@ func Parse(format, source string, index int64, row []byte) (*record.Record, erro
 		Messages: []record.Message{},
 		Tags:     []record.Tag{},
 	}}
+	if jp.badUTF8 {
+		b.repair("invalid_utf8")
+	}
+	if jp.loneSurrogate {
+		b.repair("lone_surrogate")
+	}
 	if err := parse(b, &v); err != nil {
 		return nil, err
 	}

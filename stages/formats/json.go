@@ -121,16 +121,26 @@ type jparser struct {
 	// stack collects the members of the containers being decoded; each
 	// finished container copies its own into an exactly sized slice.
 	stack []jmember
+	// badUTF8 and loneSurrogate record that a string held invalid UTF-8
+	// or a \u escape of half a surrogate pair, decoded as U+FFFD.
+	badUTF8, loneSurrogate bool
 }
 
 // parseJSON decodes data, which must hold exactly one JSON value. The
 // values may point into data (see jparser).
-func parseJSON(data []byte) (jvalue, error) { return decode(jparser{data: data}) }
+func parseJSON(data []byte) (jvalue, error) { return decode(&jparser{data: data}) }
+
+// rowRepairs says which repairs decoding a row made.
+type rowRepairs struct{ badUTF8, loneSurrogate bool }
 
 // parseRow decodes a row the caller may reuse: strings are copied.
-func parseRow(row []byte) (jvalue, error) { return decode(jparser{data: row, copyStrings: true}) }
+func parseRow(row []byte) (jvalue, rowRepairs, error) {
+	p := jparser{data: row, copyStrings: true}
+	v, err := decode(&p)
+	return v, rowRepairs{p.badUTF8, p.loneSurrogate}, err
+}
 
-func decode(p jparser) (jvalue, error) {
+func decode(p *jparser) (jvalue, error) {
 	sp := stacks.Get().(*[]jmember)
 	p.stack = (*sp)[:0]
 	defer func() {
@@ -375,6 +385,7 @@ func (p *jparser) string() (string, error) {
 			p.pos = i + 1
 			if !utf8.ValidString(s) {
 				s = strings.ToValidUTF8(s, "\uFFFD")
+				p.badUTF8 = true
 			}
 			return s, nil
 		case c < 0x20:
@@ -432,6 +443,7 @@ func (p *jparser) string() (string, error) {
 					i += 6
 				} else {
 					r = utf8.RuneError
+					p.loneSurrogate = true
 				}
 			}
 			b = utf8.AppendRune(b, r)

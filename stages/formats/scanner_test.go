@@ -4,13 +4,15 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"strings"
 	"testing"
 	"testing/iotest"
 )
 
-// scanAll returns every row and the final error (nil at a clean EOF).
+// scanAll returns every row and the final error (nil at a clean EOF). A
+// row the scanner skipped is listed as "!reason@line:raw".
 func scanAll(s *Scanner) ([]string, error) {
 	var rows []string
 	for {
@@ -18,7 +20,13 @@ func scanAll(s *Scanner) ([]string, error) {
 		if errors.Is(err, io.EOF) {
 			return rows, nil
 		}
-		if err != nil {
+		var re *RowError
+		if errors.As(err, &re) {
+			if re.Row != i {
+				return rows, errors.New("row error index differs from the returned index")
+			}
+			row = []byte(fmt.Sprintf("!%s@%d:%s", re.Reason, re.Line, re.Raw))
+		} else if err != nil {
 			return rows, err
 		}
 		if i != int64(len(rows)) {
@@ -30,7 +38,7 @@ func scanAll(s *Scanner) ([]string, error) {
 
 // newTinyScanner uses a small buffer so rows cross refills and grow it.
 func newTinyScanner(r io.Reader) *Scanner {
-	return &Scanner{r: r, buf: make([]byte, 7)}
+	return &Scanner{r: r, buf: make([]byte, 7), maxRow: DefaultMaxRowBytes}
 }
 
 func TestScanner(t *testing.T) {
@@ -71,6 +79,8 @@ func TestScanner(t *testing.T) {
 	}
 }
 
+// TestScannerErrors: damage that cannot be skipped ends the scan with a
+// sticky *ScanError at the offset from which nothing is read.
 func TestScannerErrors(t *testing.T) {
 	tests := []struct {
 		name   string
@@ -80,7 +90,6 @@ func TestScannerErrors(t *testing.T) {
 		offset int64
 		msg    string
 	}{
-		{"not JSON", "hello", 0, 0, 0, "neither a JSON array nor JSON Lines"},
 		{"truncated array", `[{"a":1},{"b":`, 1, 1, 9, "ends inside the row"},
 		{"array not closed", `[{"a":1}`, 1, 1, 8, "before the array's closing ]"},
 		{"array not closed after comma", `[{"a":1},`, 1, 1, 9, "ends after a comma"},
@@ -90,11 +99,11 @@ func TestScannerErrors(t *testing.T) {
 		{"trailing comma", `[{"a":1},]`, 1, 1, 9, "trailing comma"},
 		{"element not an object", `[{"a":1}, 7]`, 1, 1, 10, "must be an object, found '7'"},
 		{"data after the array", `[{"a":1}] {"b":2}`, 1, 1, 10, "after the array's closing ]"},
-		{"unbalanced", `[{"a":[1}]`, 0, 0, 8, "unbalanced '}'"},
-		{"lines: two rows on one line", `{"a":1} {"b":2}`, 1, 1, 8, "after row 0 on the same line"},
-		{"lines: line ends inside a string", "{\"a\":\"x\n{\"b\":2}\n", 0, 0, 7, "line ends inside a string"},
-		{"lines: truncated last row", "{\"a\":1}\n{\"b\":{\"c\":2}\n", 1, 1, 8, "ends inside the row"},
-		{"lines: non-object row", "{\"a\":1}\n[1]\n", 1, 1, 8, "must be an object"},
+		{"unbalanced", `[{"a":[1}]`, 0, 0, 1, "unbalanced '}'"},
+		{"compact layout: no safe resume", `[{"a":1},{"b":[1},{"c":3}]`, 1, 1, 9, "layout gives no safe place"},
+		{"mixed separators", "[{\"a\":1},\n{\"b\":2}, {\"c\":[}, {\"d\":4}]", 2, 2, 19, "layout gives no safe place"},
+		{"no next element", "[\n{\"a\":1},\n{\"b\":2},\n{\"c\":", 2, 2, 20, "no element follows"},
+		{"indent 0: nested lines look like elements", "[\n{\n\"a\": [\n{\n\"x\": 1\n}\n]\n},\n{\n\"b\": [\n{\"y\": 1\n]\n},\n{\"c\": 3}\n]", 1, 1, 27, "layout gives no safe place"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -109,6 +118,70 @@ func TestScannerErrors(t *testing.T) {
 				}
 				if _, _, again := sc.Next(); again != err {
 					t.Fatalf("error not sticky: %v then %v", err, again)
+				}
+			}
+		})
+	}
+}
+
+// TestScannerSkips: a broken JSON Lines line, an array element that the
+// layout lets the scanner skip, and a row over the limit each cost one row.
+func TestScannerSkips(t *testing.T) {
+	deep := `{"a":` + strings.Repeat("[", 600) + strings.Repeat("]", 600) + `}`
+	long := `{"a":"` + strings.Repeat(`x\"`, 40) + `"}`
+	tests := []struct {
+		name   string
+		in     string
+		maxRow int
+		want   []string
+	}{
+		{"lines: two objects on one line", "{\"a\":1} {\"b\":2}\n{\"c\":3}", 0,
+			[]string{`{"a":1} {"b":2}`, `{"c":3}`}},
+		{"lines: text and non-objects are rows for Parse", "hello\n[1]\n{\"a\":1}\n", 0,
+			[]string{"hello", "[1]", `{"a":1}`}},
+		{"lines: line ends inside a string", "{\"a\":\"x\n{\"b\":2}\n", 0,
+			[]string{`!bad_json@1:{"a":"x`, `{"b":2}`}},
+		{"lines: CRLF line cut inside a string", "{\"a\":\"x\r\n{\"b\":2}\r\n", 0,
+			[]string{`!bad_json@1:{"a":"x`, `{"b":2}`}},
+		{"lines: line cut after a value", "{\"a\":1}\n{\"b\":{\"c\":2\n{\"d\":3}\n\n{\"e\":4}\n", 0,
+			[]string{`{"a":1}`, `!bad_json@2:{"b":{"c":2`, `{"d":3}`, `{"e":4}`}},
+		{"lines: line cut after a comma in an object", "{\"a\":1,\n{\"d\":3}\n", 0,
+			[]string{`!bad_json@1:{"a":1,`, `{"d":3}`}},
+		{"lines: line cut after a comma in an array", "{\"a\":[1,\n{\"d\":3}\n{\"e\":4}\n", 0,
+			[]string{`!bad_json@1:{"a":[1,`, `{"d":3}`, `{"e":4}`}},
+		{"lines: unbalanced", "{\"a\":1]}\n{\"b\":2}", 0,
+			[]string{`!bad_json@1:{"a":1]}`, `{"b":2}`}},
+		{"lines: 600 deep", deep + "\n{\"b\":1}\n", 0,
+			[]string{"!bad_json@1:" + deep, `{"b":1}`}},
+		{"lines: truncated last line", "{\"a\":1}\n{\"b\":{\"c\":2}", 0,
+			[]string{`{"a":1}`, `!bad_json@2:{"b":{"c":2}`}},
+		{"lines: pretty-printed object, then a cut line", "{\n \"a\": [\n  1\n ]\n}\n{\"b\":\n", 0,
+			[]string{"{\n \"a\": [\n  1\n ]\n}", `!bad_json@6:{"b":`}},
+		{"lines: row over the limit", long + "\n{\"b\":2}\n", 50,
+			[]string{"!row_too_large@1:" + long[:50], `{"b":2}`}},
+		{"lines: text line over the limit", strings.Repeat("z", 80) + "\n{\"b\":2}\n", 50,
+			[]string{"!row_too_large@1:" + strings.Repeat("z", 50), `{"b":2}`}},
+		{"array: element over the limit", "[" + long + ",{\"b\":2}]", 50,
+			[]string{"!row_too_large@1:" + long[:50], `{"b":2}`}},
+		{"array, one element per line: cut element", "[\n{\"a\":1},\n{\"b\":[1,\n{\"c\":3},\n{\"d\":4}\n]\n", 0,
+			[]string{`{"a":1}`, `!bad_framing@3:{"b":[1`, `{"c":3}`, `{"d":4}`}},
+		{"array, indent 2: cut element", "[\n  {\n    \"a\": 1\n  },\n  {\n    \"b\": \"tru\n  },\n  {\n    \"c\": [\n      {\"x\": 1},\n      {\"y\": 2}\n    ]\n  }\n]\n", 0,
+			[]string{"{\n    \"a\": 1\n  }", "!bad_framing@5:{\n    \"b\": \"tru\n  }", "{\n    \"c\": [\n      {\"x\": 1},\n      {\"y\": 2}\n    ]\n  }"}},
+		{"array: text between elements", "[\n{\"a\":1},\n{\"b\":2} x,\n{\"c\":3}\n]", 0,
+			[]string{`{"a":1}`, `{"b":2}`, `!bad_framing@3:x`, `{"c":3}`}},
+		{"array: element not an object", "[\n{\"a\":1},\n{\"b\":2},\n7,\n{\"c\":3}\n]", 0,
+			[]string{`{"a":1}`, `{"b":2}`, `!bad_framing@4:7`, `{"c":3}`}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			for _, sc := range []*Scanner{NewScanner(strings.NewReader(tt.in)), newTinyScanner(iotest.OneByteReader(strings.NewReader(tt.in)))} {
+				sc.SetMaxRowBytes(tt.maxRow)
+				got, err := scanAll(sc)
+				if err != nil {
+					t.Fatalf("rows %q, error %v", got, err)
+				}
+				if strings.Join(got, "\x00") != strings.Join(tt.want, "\x00") {
+					t.Fatalf("got  %q\nwant %q", got, tt.want)
 				}
 			}
 		})
@@ -158,48 +231,97 @@ func TestScannerLargeRows(t *testing.T) {
 	}
 }
 
-// FuzzScanner checks the scanner against encoding/json on arrays of
-// objects: the same rows when the input is valid, never a panic otherwise,
-// and the same result whatever the read sizes.
+// FuzzScanner checks the scanner against encoding/json: the same rows for
+// a valid array of objects and for valid JSON Lines, never a panic
+// otherwise, only *RowError and *ScanError for damage, and the same result
+// whatever the read sizes, also with a small row limit.
 func FuzzScanner(f *testing.F) {
-	for _, s := range []string{`[{"a":1},{"b":"}\""}]`, "{\"a\":1}\n\n{\"b\":[{}]}\n", `[{"a":1},`, `[]`, "\xEF\xBB\xBF[{}]", `{"a":"\\"}`} {
+	for _, s := range []string{`[{"a":1},{"b":"}\""}]`, "{\"a\":1}\n\n{\"b\":[{}]}\n", `[{"a":1},`, `[]`, "\xEF\xBB\xBF[{}]", `{"a":"\\"}`,
+		"{\"a\":1\n{\"b\":2}\n", "[\n  {\"a\":1},\n  {\"b\":[},\n  {\"c\":3}\n]", `[{"a":"x\\\\\"y"},{"b":2}]`} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
-		rows, err := scanAll(NewScanner(strings.NewReader(s)))
-		var se *ScanError
-		if err != nil && !errors.As(err, &se) {
-			t.Fatalf("error %v is not a *ScanError", err)
-		}
-		rows2, err2 := scanAll(newTinyScanner(iotest.OneByteReader(strings.NewReader(s))))
-		if strings.Join(rows, "\x00") != strings.Join(rows2, "\x00") || (err == nil) != (err2 == nil) || err != nil && err.Error() != err2.Error() {
-			t.Fatalf("read sizes change the result: %q %v vs %q %v", rows, err, rows2, err2)
-		}
-		var ref []json.RawMessage
-		if json.Unmarshal([]byte(s), &ref) == nil && strings.HasPrefix(strings.TrimSpace(s), "[") {
-			objects := true
-			for _, r := range ref {
-				objects = objects && len(r) > 0 && r[0] == '{'
+		var first []string
+		var firstErr error
+		for i, maxRow := range []int{0, 0, 16, 16} {
+			var sc *Scanner
+			if i%2 == 0 {
+				sc = NewScanner(strings.NewReader(s))
+			} else {
+				sc = newTinyScanner(iotest.OneByteReader(strings.NewReader(s)))
 			}
-			if !objects {
-				return
+			sc.SetMaxRowBytes(maxRow)
+			rows, err := scanAll(sc)
+			var se *ScanError
+			if err != nil && !errors.As(err, &se) {
+				t.Fatalf("error %v is not a *ScanError", err)
 			}
-			if err != nil {
-				t.Fatalf("valid array rejected: %v", err)
+			if i%2 == 0 {
+				first, firstErr = rows, err
+			} else if strings.Join(rows, "\x00") != strings.Join(first, "\x00") || (err == nil) != (firstErr == nil) || err != nil && err.Error() != firstErr.Error() {
+				t.Fatalf("read sizes change the result (limit %d): %q %v vs %q %v", maxRow, first, firstErr, rows, err)
 			}
-			if len(rows) != len(ref) {
-				t.Fatalf("%d rows, encoding/json finds %d", len(rows), len(ref))
+			if maxRow != 0 {
+				continue
 			}
-			for i := range rows {
-				if rows[i] != string(ref[i]) {
-					t.Fatalf("row %d: %q vs %q", i, rows[i], ref[i])
+			array := strings.HasPrefix(strings.TrimLeft(strings.TrimPrefix(s, "\xEF\xBB\xBF"), " \t\r\n"), "[")
+			for _, r := range rows {
+				if array && r[0] != '!' && (r[0] != '{' || r[len(r)-1] != '}') {
+					t.Fatalf("row %q is not framed as an object", r)
 				}
 			}
-		}
-		for _, r := range rows {
-			if r[0] != '{' || r[len(r)-1] != '}' {
-				t.Fatalf("row %q is not framed as an object", r)
+			if array {
+				checkArray(t, s, rows, err)
+			} else {
+				checkLines(t, s, rows, err)
 			}
 		}
 	})
+}
+
+// checkArray: a valid array of objects gives encoding/json's elements.
+func checkArray(t *testing.T, s string, rows []string, err error) {
+	var ref []json.RawMessage
+	if json.Unmarshal([]byte(s), &ref) != nil {
+		return
+	}
+	for _, r := range ref {
+		if len(r) == 0 || r[0] != '{' {
+			return
+		}
+	}
+	if err != nil {
+		t.Fatalf("valid array rejected: %v", err)
+	}
+	if len(rows) != len(ref) {
+		t.Fatalf("%d rows, encoding/json finds %d", len(rows), len(ref))
+	}
+	for i := range rows {
+		if rows[i] != string(ref[i]) {
+			t.Fatalf("row %d: %q vs %q", i, rows[i], ref[i])
+		}
+	}
+}
+
+// checkLines: JSON Lines whose every non-blank line is one JSON object give
+// those lines; any input gives no sticky error.
+func checkLines(t *testing.T, s string, rows []string, err error) {
+	if err != nil {
+		t.Fatalf("JSON Lines gave a sticky error: %v", err)
+	}
+	var want []string
+	for _, l := range strings.Split(strings.TrimPrefix(s, "\xEF\xBB\xBF"), "\n") {
+		l = strings.Trim(l, " \t\r")
+		if l == "" {
+			continue
+		}
+		var m map[string]json.RawMessage
+		if l[0] != '{' || json.Unmarshal([]byte(l), &m) != nil || strings.ContainsAny(l, "\v\f\u0085\u00a0") {
+			return
+		}
+		want = append(want, l)
+	}
+	if strings.Join(rows, "\x00") != strings.Join(want, "\x00") {
+		t.Fatalf("JSON Lines: got %q, want %q", rows, want)
+	}
 }

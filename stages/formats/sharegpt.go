@@ -67,7 +67,7 @@ func parseShareGPT(b *builder, row *jvalue) error {
 				return err
 			}
 			m := record.Message{Role: record.RoleAssistant}
-			if m.Reasoning, m.Calls, err = functionCallValue(b, text, i); err != nil {
+			if m.Reasoning, m.Content, m.Calls, err = functionCallValue(b, text, i); err != nil {
 				return err
 			}
 			b.add(m)
@@ -225,7 +225,7 @@ func sharegptAssistant(b *builder, parts []part, i int) (record.Message, error) 
 			if p.json != nil && p.json.kind == jObject {
 				calls, err = callsValue(b, p.json, i)
 			} else {
-				_, calls, err = functionCallValue(b, p.value, i)
+				_, _, calls, err = functionCallValue(b, p.value, i)
 			}
 			if err != nil {
 				return m, err
@@ -241,21 +241,32 @@ func sharegptAssistant(b *builder, parts []part, i int) (record.Message, error) 
 }
 
 // functionCallValue reads a function_call value: JSON {"name", "arguments"}
-// or a list of them, optionally after a <think>…</think> block, which
-// becomes the turn's reasoning.
-func functionCallValue(b *builder, text string, i int) (reasoning string, calls []record.Call, err error) {
+// or a list of them, optionally after a <think>…</think> block (with or
+// without the newlines of LLaMA-Factory's default thought words), which
+// becomes the turn's reasoning. When the calls are inside a
+// <tool_call>…</tool_call> block, the text outside it is what the turn
+// says with the calls (augment's export writes an answer beside
+// get_user_input, or a decision token, there).
+func functionCallValue(b *builder, text string, i int) (reasoning, content string, calls []record.Call, err error) {
 	t := strings.TrimSpace(text)
 	if rest, ok := strings.CutPrefix(t, "<think>"); ok {
 		if r, after, ok := strings.Cut(rest, "</think>"); ok {
 			reasoning, t = strings.TrimSpace(r), strings.TrimSpace(after)
 		}
 	}
+	if start := strings.Index(t, "<tool_call>"); start >= 0 {
+		inner := t[start+len("<tool_call>"):]
+		if end := strings.Index(inner, "</tool_call>"); end >= 0 {
+			content = strings.TrimSpace(t[:start] + inner[end+len("</tool_call>"):])
+			t = strings.TrimSpace(inner[:end])
+		}
+	}
 	v, perr := parseJSONString(t)
 	if perr != nil {
-		return "", nil, jsonReject("sharegpt_bad_function_call", turnName(i)+": function call", []byte(t), perr)
+		return "", "", nil, jsonReject("sharegpt_bad_function_call", turnName(i)+": function call", []byte(t), perr)
 	}
 	calls, err = callsValue(b, &v, i)
-	return reasoning, calls, err
+	return reasoning, content, calls, err
 }
 
 func callsValue(b *builder, v *jvalue, i int) ([]record.Call, error) {

@@ -61,6 +61,7 @@ type Cache struct {
 type sharedDB struct {
 	db       *bolt.DB
 	path     string
+	files    cachePath
 	readOnly bool
 	refs     int // guarded by openCaches.mu
 	w        *writer
@@ -71,17 +72,44 @@ var openCaches = struct {
 	m map[string]*sharedDB
 }{m: map[string]*sharedDB{}}
 
+// A cachePath is the cache file in its directory, which the cache opens as
+// an os.Root: the file and its logs are reached only through it, so no
+// link planted in the directory leads a write or a delete outside it.
+type cachePath struct {
+	root *os.Root
+	path string // the cache file as the OS names it, for messages
+}
+
+// in is the OS path of a file of the cache directory, for messages.
+func (c cachePath) in(name string) string { return filepath.Join(filepath.Dir(c.path), name) }
+
 // OpenCache opens (creating if needed) the cache in dir for reading and
 // writing.
-func OpenCache(dir string) (*Cache, error) { return openCache(dir, false) }
+func OpenCache(dir string) (*Cache, error) { return openCache(dir, nil, false) }
+
+// OpenCacheIn is OpenCache on a directory the caller already opened as an
+// os.Root (the run's output root confines it); dir names it in messages.
+// The cache keeps its own handle: the caller may close root.
+func OpenCacheIn(root *os.Root, dir string) (*Cache, error) { return openCache(dir, root, false) }
+
+// openCache opens the cache o names; nil when caching is off.
+func (o Options) openCache() (*Cache, error) {
+	switch {
+	case o.CacheRoot != nil:
+		return OpenCacheIn(o.CacheRoot, o.CacheDir)
+	case o.CacheDir != "":
+		return OpenCache(o.CacheDir)
+	}
+	return nil, nil
+}
 
 // OpenCacheReadOnly opens an existing cache for inspection. It fails if a
 // running augment process holds the cache. If a killed run left answers in
 // the cache's log, they are first moved into the file (which needs write
 // access), so they are seen; otherwise nothing is written.
-func OpenCacheReadOnly(dir string) (*Cache, error) { return openCache(dir, true) }
+func OpenCacheReadOnly(dir string) (*Cache, error) { return openCache(dir, nil, true) }
 
-func openCache(dir string, readOnly bool) (*Cache, error) {
+func openCache(dir string, in *os.Root, readOnly bool) (*Cache, error) {
 	abs, err := filepath.Abs(dir)
 	if err != nil {
 		return nil, fmt.Errorf("llm cache: %w", err)
@@ -100,40 +128,60 @@ func openCache(dir string, readOnly bool) (*Cache, error) {
 		if _, err := os.Stat(path); err != nil {
 			return nil, fmt.Errorf("llm cache: %w", err)
 		}
-	} else if err := os.MkdirAll(abs, 0o755); err != nil {
+	} else if in == nil {
+		if err := os.MkdirAll(abs, 0o755); err != nil {
+			return nil, fmt.Errorf("llm cache: %w", err)
+		}
+	}
+	files := cachePath{path: path}
+	if in != nil {
+		files.root, err = in.OpenRoot(".")
+	} else {
+		files.root, err = os.OpenRoot(abs)
+	}
+	if err != nil {
 		return nil, fmt.Errorf("llm cache: %w", err)
 	}
-	db, err := openDB(path, readOnly)
+	db, err := openDB(files, readOnly)
 	if err != nil {
+		files.root.Close()
 		return nil, err
 	}
-	sh := &sharedDB{db: db, path: path, readOnly: readOnly, refs: 1}
+	sh := &sharedDB{db: db, path: path, files: files, readOnly: readOnly, refs: 1}
 	if readOnly {
 		// A killed run may have left answers in a log: move them into the
 		// file first (as a writer would), so inspection sees them.
-		pending, err := pendingLogs(db, path)
+		pending, err := pendingLogs(db, files)
 		if err == nil && pending {
 			db.Close()
-			if err = recoverLogs(path); err == nil {
-				sh.db, err = openDB(path, true)
+			if err = recoverLogs(files); err == nil {
+				sh.db, err = openDB(files, true)
 			}
 			if err != nil {
+				files.root.Close()
 				return nil, err
 			}
 		} else if err != nil {
 			db.Close()
+			files.root.Close()
 			return nil, fmt.Errorf("llm cache %s: %w", path, err)
 		}
-	} else if sh.w, err = openWriter(db, path); err != nil {
+	} else if sh.w, err = openWriter(db, files); err != nil {
 		db.Close()
+		files.root.Close()
 		return nil, fmt.Errorf("llm cache %s: %w", path, err)
 	}
 	openCaches.m[path] = sh
 	return &Cache{sh: sh}, nil
 }
 
-func openDB(path string, readOnly bool) (*bolt.DB, error) {
+func openDB(files cachePath, readOnly bool) (*bolt.DB, error) {
+	path := files.path
 	o := &bolt.Options{
+		// The file is opened through the cache directory's root.
+		OpenFile: func(_ string, flag int, perm os.FileMode) (*os.File, error) {
+			return files.root.OpenFile(CacheFile, flag, perm)
+		},
 		Timeout:      2 * time.Second,
 		ReadOnly:     readOnly,
 		FreelistType: bolt.FreelistMapType, // O(1) page allocation in big files
@@ -158,15 +206,15 @@ func openDB(path string, readOnly bool) (*bolt.DB, error) {
 	return db, nil
 }
 
-// recoverLogs replays the logs of the cache file at path, which needs
-// write access to the directory.
-func recoverLogs(path string) error {
-	db, err := openDB(path, false)
+// recoverLogs replays the logs of the cache file, which needs write
+// access to the directory.
+func recoverLogs(files cachePath) error {
+	db, err := openDB(files, false)
 	if err != nil {
 		return fmt.Errorf("%w (a killed run left answers in the cache's log; reading them needs write access)", err)
 	}
-	if _, err = replayLogs(db, path); err != nil {
-		err = fmt.Errorf("llm cache %s: %w", path, err)
+	if _, err = replayLogs(db, files); err != nil {
+		err = fmt.Errorf("llm cache %s: %w", files.path, err)
 	}
 	return errors.Join(err, db.Close())
 }
@@ -204,7 +252,7 @@ func (c *Cache) Close() error {
 	if c.sh.w != nil {
 		err = c.sh.w.close()
 	}
-	return errors.Join(err, c.sh.db.Close())
+	return errors.Join(err, c.sh.db.Close(), c.sh.files.root.Close())
 }
 
 // An entry's value: uvarint length of the response JSON, the response

@@ -64,7 +64,7 @@ func TestCacheConcurrentWritersAndReopen(t *testing.T) {
 		t.Fatal("second Close must be a no-op:", err)
 	}
 
-	if logs, err := listLogs(c.Path()); err != nil || len(logs) != 0 {
+	if logs, err := listLogs(cachePathOf(t, c.Path())); err != nil || len(logs) != 0 {
 		t.Fatalf("logs left after close: %+v %v", logs, err)
 	}
 	r, err := OpenCache(dir)

@@ -7,8 +7,8 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
+	"io/fs"
 	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -175,18 +175,21 @@ func logPath(cacheFile string, gen uint64) string {
 	return fmt.Sprintf("%s-log.%016x", cacheFile, gen)
 }
 
+// logName is the name of a log in the cache directory.
+func logName(gen uint64) string { return logPath(CacheFile, gen) }
+
 type logFile struct {
 	gen  uint64
-	path string
+	name string // in the cache directory
 }
 
 // listLogs returns the cache file's logs in generation order.
-func listLogs(cacheFile string) ([]logFile, error) {
-	entries, err := os.ReadDir(filepath.Dir(cacheFile))
+func listLogs(cacheFile cachePath) ([]logFile, error) {
+	entries, err := fs.ReadDir(cacheFile.root.FS(), ".")
 	if err != nil {
 		return nil, err
 	}
-	prefix := filepath.Base(cacheFile) + "-log."
+	prefix := CacheFile + "-log."
 	var out []logFile
 	for _, e := range entries {
 		hex, ok := strings.CutPrefix(e.Name(), prefix)
@@ -197,7 +200,7 @@ func listLogs(cacheFile string) ([]logFile, error) {
 		if err != nil {
 			continue
 		}
-		out = append(out, logFile{gen: gen, path: filepath.Join(filepath.Dir(cacheFile), e.Name())})
+		out = append(out, logFile{gen: gen, name: e.Name()})
 	}
 	slices.SortFunc(out, func(a, b logFile) int { return cmpUint(a.gen, b.gen) })
 	return out, nil
@@ -225,7 +228,7 @@ func logApplied(tx *bolt.Tx) uint64 {
 
 // pendingLogs reports whether logs hold answers the file may lack; only a
 // process with write access can move them in.
-func pendingLogs(db *bolt.DB, cacheFile string) (bool, error) {
+func pendingLogs(db *bolt.DB, cacheFile cachePath) (bool, error) {
 	logs, err := listLogs(cacheFile)
 	if err != nil || len(logs) == 0 {
 		return false, err
@@ -235,7 +238,7 @@ func pendingLogs(db *bolt.DB, cacheFile string) (bool, error) {
 		return false, err
 	}
 	for _, lf := range logs {
-		if fi, err := os.Stat(lf.path); err == nil && lf.gen > applied && fi.Size() > int64(len(logMagic)) {
+		if fi, err := cacheFile.root.Lstat(lf.name); err == nil && lf.gen > applied && fi.Size() > int64(len(logMagic)) {
 			return true, nil
 		}
 	}
@@ -249,7 +252,7 @@ const replayBatch = 50000
 // generation into the file, deletes all logs, and returns the generation
 // the next log takes. Replaying the same log twice (a kill during replay)
 // writes the same values again.
-func replayLogs(db *bolt.DB, cacheFile string) (uint64, error) {
+func replayLogs(db *bolt.DB, cacheFile cachePath) (uint64, error) {
 	logs, err := listLogs(cacheFile)
 	if err != nil {
 		return 0, err
@@ -271,19 +274,19 @@ func replayLogs(db *bolt.DB, cacheFile string) (uint64, error) {
 	for _, lf := range logs {
 		next = max(next, lf.gen+1)
 		if lf.gen > applied {
-			if err := replayLog(db, lf); err != nil {
+			if err := replayLog(db, cacheFile, lf); err != nil {
 				return 0, err
 			}
 		}
-		if err := os.Remove(lf.path); err != nil {
+		if err := cacheFile.root.Remove(lf.name); err != nil {
 			return 0, err
 		}
 	}
 	return next, nil
 }
 
-func replayLog(db *bolt.DB, lf logFile) error {
-	f, err := os.Open(lf.path)
+func replayLog(db *bolt.DB, cacheFile cachePath, lf logFile) error {
+	f, err := cacheFile.root.Open(lf.name)
 	if err != nil {
 		return err
 	}
@@ -300,7 +303,7 @@ func replayLog(db *bolt.DB, lf logFile) error {
 				break
 			}
 			if err != nil {
-				return fmt.Errorf("log %s: record at byte %d: %w (move the file away to open the cache without it)", lf.path, offset, err)
+				return fmt.Errorf("log %s: record at byte %d: %w (move the file away to open the cache without it)", cacheFile.in(lf.name), offset, err)
 			}
 			offset += int64(recordSize(puts))
 			batch = append(batch, puts...)
@@ -312,7 +315,7 @@ func replayLog(db *bolt.DB, lf logFile) error {
 			}
 		}
 	case !strings.HasPrefix(logMagic, string(magic[:n])) && strings.Trim(string(magic[:n]), "\x00") != "":
-		return fmt.Errorf("log %s is not an augment cache log (move it away to open the cache)", lf.path)
+		return fmt.Errorf("log %s is not an augment cache log (move it away to open the cache)", cacheFile.in(lf.name))
 	}
 	// Otherwise the header itself is cut short or zeroed: nothing of this
 	// log reached the disk before a power loss.
@@ -369,14 +372,14 @@ func applyPuts(tx *bolt.Tx, puts []put) error {
 }
 
 // createLog creates the (empty) log of generation gen.
-func createLog(cacheFile string, gen uint64) (*os.File, error) {
-	f, err := os.OpenFile(logPath(cacheFile, gen), os.O_WRONLY|os.O_CREATE|os.O_EXCL|os.O_APPEND, 0o644)
+func createLog(cacheFile cachePath, gen uint64) (*os.File, error) {
+	f, err := cacheFile.root.OpenFile(logName(gen), os.O_WRONLY|os.O_CREATE|os.O_EXCL|os.O_APPEND, 0o644)
 	if err != nil {
 		return nil, err
 	}
 	if _, err := f.WriteString(logMagic); err != nil {
 		f.Close()
-		os.Remove(f.Name())
+		cacheFile.root.Remove(logName(gen))
 		return nil, err
 	}
 	return f, nil
@@ -388,7 +391,7 @@ func createLog(cacheFile string, gen uint64) (*os.File, error) {
 // log for the writes that arrive meanwhile.
 type writer struct {
 	db        *bolt.DB
-	cacheFile string
+	cacheFile cachePath
 
 	mu        sync.Mutex
 	log       *os.File // current log; nil once closed
@@ -432,7 +435,7 @@ var errCacheClosed = errors.New("llm cache is closed")
 
 // openWriter replays what earlier processes left in their logs and starts
 // a fresh log.
-func openWriter(db *bolt.DB, cacheFile string) (*writer, error) {
+func openWriter(db *bolt.DB, cacheFile cachePath) (*writer, error) {
 	gen, err := replayLogs(db, cacheFile)
 	if err != nil {
 		return nil, err
@@ -555,7 +558,7 @@ func (w *writer) close() error {
 	}
 	f.Close()
 	if err == nil {
-		os.Remove(f.Name())
+		w.cacheFile.root.Remove(logName(gen))
 	}
 	w.finish(batch, upto, err)
 	return err
@@ -612,7 +615,7 @@ func (w *writer) commitOnce() bool {
 	err = w.commit(batch, gen)
 	old.Close()
 	if err == nil {
-		os.Remove(old.Name())
+		w.cacheFile.root.Remove(logName(gen))
 	}
 	w.finish(batch, upto, err)
 

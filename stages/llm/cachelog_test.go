@@ -25,7 +25,7 @@ func chatPut(stage, text string) put {
 // element of records, then tail (damage) verbatim.
 func writeLog(t *testing.T, dir string, gen uint64, tail []byte, records ...[]put) {
 	t.Helper()
-	f, err := createLog(filepath.Join(dir, CacheFile), gen)
+	f, err := createLog(cachePathOf(t, filepath.Join(dir, CacheFile)), gen)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -106,7 +106,7 @@ func TestCacheReplaysLogs(t *testing.T) {
 	if prev, ok, err := c.lastForSlot("s", slot.key); err != nil || !ok || !bytes.Contains(prev, []byte(`"s@1"`)) {
 		t.Errorf("slot from the log: %q %v %v", prev, ok, err)
 	}
-	logs, err := listLogs(c.Path())
+	logs, err := listLogs(cachePathOf(t, c.Path()))
 	if err != nil || len(logs) != 1 || logs[0].gen != 5 {
 		t.Fatalf("after replay want only the new log 5, got %+v %v", logs, err)
 	}
@@ -150,7 +150,7 @@ func TestCacheReadOnlySeesLoggedAnswers(t *testing.T) {
 	if err != nil || e.Response.Content != "logged" {
 		t.Fatalf("get %+v %v", e, err)
 	}
-	if logs, err := listLogs(r.Path()); err != nil || len(logs) != 0 {
+	if logs, err := listLogs(cachePathOf(t, r.Path())); err != nil || len(logs) != 0 {
 		t.Fatalf("logs %+v %v", logs, err)
 	}
 }

@@ -57,7 +57,7 @@ type Config struct {
 	Timeout Duration `yaml:"timeout" json:"timeout"`
 	// MaxRetries is how many times a request is retried after a timeout,
 	// connection error, 408, 429 or 5xx (default 6; other 4xx are not
-	// retried). A negative value means no retries.
+	// retried). It must not be negative.
 	MaxRetries int `yaml:"max_retries" json:"max_retries"`
 	// RetryBase and RetryMax shape the jittered exponential backoff between
 	// retries (defaults 500ms and 30s). RetryMax also caps how long a
@@ -186,6 +186,7 @@ func (c *Config) Validate() []error {
 		bad("provider", "unknown provider %q (want %q or %q)", c.Provider, ProviderOffline, ProviderOpenAI)
 	}
 	errs = append(errs, validateEndpoints("teacher", c.Endpoints)...)
+	errs = append(errs, validateCommon("teacher", c.APIKeyEnv, c.MaxRetries)...)
 	if c.Temperature != nil && (*c.Temperature < 0 || *c.Temperature > 2 || math.IsNaN(*c.Temperature)) {
 		bad("temperature", "%v is outside [0, 2]", *c.Temperature)
 	}
@@ -252,10 +253,10 @@ func validateEndpoints(block string, eps []Endpoint) []error {
 		case ep.BaseURL == "":
 			errs = append(errs, fmt.Errorf("%s.base_url: missing", field))
 		case err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "":
-			errs = append(errs, fmt.Errorf("%s.base_url: %q is not an http(s) URL", field, ep.BaseURL))
+			errs = append(errs, fmt.Errorf("%s.base_url: %q is not an http(s) URL", field, RedactURL(ep.BaseURL)))
 		}
 		if j, dup := seen[ep.BaseURL]; dup && ep.BaseURL != "" {
-			errs = append(errs, fmt.Errorf("%s.base_url: %q repeats endpoints[%d]", field, ep.BaseURL, j))
+			errs = append(errs, fmt.Errorf("%s.base_url: %q repeats endpoints[%d]", field, RedactURL(ep.BaseURL), j))
 		}
 		seen[ep.BaseURL] = i
 		if ep.MaxInFlight < 1 {
@@ -332,6 +333,7 @@ func (c *EmbedderConfig) Validate() []error {
 		bad("provider", "unknown provider %q (want %q or %q)", c.Provider, ProviderOffline, ProviderOpenAI)
 	}
 	errs = append(errs, validateEndpoints("embedder", c.Endpoints)...)
+	errs = append(errs, validateCommon("embedder", c.APIKeyEnv, c.MaxRetries)...)
 	if c.BatchSize < 1 || c.BatchSize > 2048 {
 		bad("batch_size", "%d is outside [1, 2048]", c.BatchSize)
 	}
@@ -376,4 +378,57 @@ func setDuration(d *Duration, def time.Duration) {
 	if *d == 0 {
 		*d = Duration(def)
 	}
+}
+
+// validateCommon checks the settings the teacher and embedder blocks share.
+// api_key_env must name a variable: a value that is not a variable name is
+// most likely the key itself, which is never repeated in the message.
+func validateCommon(block, apiKeyEnv string, maxRetries int) []error {
+	var errs []error
+	if apiKeyEnv != "" && !isEnvName(apiKeyEnv) {
+		errs = append(errs, fmt.Errorf("%s.api_key_env: must name an environment variable (letters, digits and _), "+
+			"not hold the key; the value given is not shown", block))
+	}
+	if maxRetries < 0 {
+		errs = append(errs, fmt.Errorf("%s.max_retries: must not be negative, got %d", block, maxRetries))
+	}
+	return errs
+}
+
+func isEnvName(s string) bool {
+	if s == "" || len(s) > 128 || '0' <= s[0] && s[0] <= '9' {
+		return false
+	}
+	for _, c := range []byte(s) {
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_') {
+			return false
+		}
+	}
+	return true
+}
+
+// RedactURL returns u with its credentials hidden: the user info and
+// every query value are replaced by "REDACTED", so a base_url such as
+// https://user:token@host/v1?api-key=… can be logged, written to
+// config.yaml or a manifest. A string that does not parse as a URL is
+// hidden whole.
+func RedactURL(u string) string {
+	p, err := url.Parse(u)
+	if err != nil {
+		return "REDACTED (not a URL)"
+	}
+	if p.User != nil {
+		p.User = url.User("REDACTED")
+	}
+	if p.RawQuery != "" {
+		q := p.Query()
+		for k := range q {
+			q[k] = []string{"REDACTED"}
+		}
+		p.RawQuery = q.Encode()
+	}
+	if p.Fragment != "" {
+		p.Fragment = "REDACTED"
+	}
+	return p.String()
 }

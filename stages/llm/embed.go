@@ -60,10 +60,8 @@ func NewEmbedder(cfg EmbedderConfig, o Options) (*EmbedClient, error) {
 			e.trs = append(e.trs, tr)
 			return c
 		})
-	if o.CacheDir != "" {
-		if e.cache, err = OpenCache(o.CacheDir); err != nil {
-			return nil, err
-		}
+	if e.cache, err = o.openCache(); err != nil {
+		return nil, err
 	}
 	return e, nil
 }

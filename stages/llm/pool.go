@@ -514,7 +514,7 @@ func (p *pool) stats() []EndpointStats {
 	out := make([]EndpointStats, len(p.eps))
 	for i, e := range p.eps {
 		out[i] = EndpointStats{
-			BaseURL: e.url, InFlight: e.inFlight, Limit: math.Round(e.limit*100) / 100, Max: e.max,
+			BaseURL: RedactURL(e.url), InFlight: e.inFlight, Limit: math.Round(e.limit*100) / 100, Max: e.max,
 			Breaker: e.state.String(), Sent: e.sent, Failures: e.failures, Cuts: e.cuts, Trips: e.trips,
 		}
 	}

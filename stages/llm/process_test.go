@@ -89,7 +89,7 @@ func TestCacheSurvivesKill(t *testing.T) {
 	if err != nil || len(st.Chat) != 1 || st.Chat[0].Entries < int64(len(answered)) {
 		t.Fatalf("after kill: %+v %v; want ≥ %d entries", st, err, len(answered))
 	}
-	if logs, err := listLogs(st.Path); err != nil || len(logs) != 0 {
+	if logs, err := listLogs(cachePathOf(t, st.Path)); err != nil || len(logs) != 0 {
 		t.Fatalf("logs left after replay and close: %v %v", logs, err)
 	}
 

@@ -27,6 +27,10 @@ type Options struct {
 	// caching, so every run pays again. Teacher and embedder may share a
 	// directory.
 	CacheDir string
+	// CacheRoot, when set, is CacheDir opened by the caller as an os.Root
+	// (a run opens it inside its confined output root); the cache reaches
+	// its files only through it.
+	CacheRoot *os.Root
 	// Getenv reads the API key; nil means os.Getenv.
 	Getenv func(string) string
 	// Log receives cache-miss explanations, breaker and stop events; nil
@@ -114,10 +118,8 @@ func NewTeacher(cfg Config, o Options) (*Teacher, error) {
 		t.trs = append(t.trs, tr)
 		return c
 	})
-	if o.CacheDir != "" {
-		if t.cache, err = OpenCache(o.CacheDir); err != nil {
-			return nil, err
-		}
+	if t.cache, err = o.openCache(); err != nil {
+		return nil, err
 	}
 	return t, nil
 }

@@ -33,7 +33,7 @@ func BenchmarkWrite(b *testing.B) {
 	forEachSet(b, func(b *testing.B, recs []*record.Record) {
 		path := filepath.Join(b.TempDir(), "s.parquet")
 		for b.Loop() {
-			if _, err := Write(path, recs, Options{Version: "bench"}); err != nil {
+			if _, err := writeAt(b, path, recs, Options{Version: "bench"}); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -45,7 +45,7 @@ func BenchmarkWriteMirror(b *testing.B) {
 	forEachSet(b, func(b *testing.B, recs []*record.Record) {
 		path := filepath.Join(b.TempDir(), "s.parquet")
 		for b.Loop() {
-			if _, err := Write(path, recs, Options{Version: "bench", JSONL: true}); err != nil {
+			if _, err := writeAt(b, path, recs, Options{Version: "bench", JSONL: true}); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -67,7 +67,7 @@ func BenchmarkEncode(b *testing.B) {
 func BenchmarkRead(b *testing.B) {
 	forEachSet(b, func(b *testing.B, recs []*record.Record) {
 		path := filepath.Join(b.TempDir(), "s.parquet")
-		if _, err := Write(path, recs, Options{}); err != nil {
+		if _, err := writeAt(b, path, recs, Options{}); err != nil {
 			b.Fatal(err)
 		}
 		for b.Loop() {
@@ -84,7 +84,7 @@ func BenchmarkWriteJSONL(b *testing.B) {
 	forEachSet(b, func(b *testing.B, recs []*record.Record) {
 		path := filepath.Join(b.TempDir(), "s.jsonl")
 		for b.Loop() {
-			if _, err := WriteJSONL(path, recs); err != nil {
+			if _, err := writeJSONLAt(b, path, recs); err != nil {
 				b.Fatal(err)
 			}
 		}

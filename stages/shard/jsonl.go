@@ -28,13 +28,13 @@ type Reject struct {
 	Record *record.Record `json:"record,omitempty"`
 }
 
-// WriteRejects writes rows as a JSONL rejects file at path, atomically, one
+// WriteRejects writes rows as a JSONL rejects file name in dir, atomically, one
 // reject per line in the given order. An empty rows still writes an empty
 // file, so a rerun of a shard always replaces an older rejects file and the
 // manifest can name and hash it. Records are written like the JSONL mirror.
-// The FileRef's Path is path as given.
-func WriteRejects(path string, rows []Reject) (manifests.FileRef, error) {
-	return writeJSONL(path, rows, func(r Reject) Reject {
+// The FileRef's Path is relative to dir's top directory (dir.Rel).
+func WriteRejects(dir *manifests.Root, name string, rows []Reject) (manifests.FileRef, error) {
+	return writeJSONL(dir, name, rows, func(r Reject) Reject {
 		if r.Record != nil {
 			r.Record = mirrorRecord(r.Record)
 		}
@@ -42,27 +42,28 @@ func WriteRejects(path string, rows []Reject) (manifests.FileRef, error) {
 	})
 }
 
-// WriteJSONL writes rows as JSON Lines at path, atomically: one value per
+// WriteJSONL writes rows as JSON Lines to name in dir, atomically: one value per
 // line, encoding/json's encoding with HTML escaping off (tool descriptions
 // hold <, > and &) and json.RawMessage embedded as compact JSON. An empty
-// rows writes an empty file. The FileRef's Path is path as given.
+// rows writes an empty file. The FileRef's Path is relative to dir's top
+// directory (dir.Rel).
 //
 // A value that cannot be encoded gives an *Error with ReasonBadJSON and
 // the row's index; nothing is written then.
-func WriteJSONL[T any](path string, rows []T) (manifests.FileRef, error) {
-	return writeJSONL(path, rows, nil)
+func WriteJSONL[T any](dir *manifests.Root, name string, rows []T) (manifests.FileRef, error) {
+	return writeJSONL(dir, name, rows, nil)
 }
 
-func writeJSONL[T any](path string, rows []T, prep func(T) T) (manifests.FileRef, error) {
-	f, err := manifests.Create(path)
+func writeJSONL[T any](dir *manifests.Root, name string, rows []T, prep func(T) T) (manifests.FileRef, error) {
+	f, err := dir.Create(name)
 	if err != nil {
 		return manifests.FileRef{}, err
 	}
 	defer f.Abort()
-	if err := encodeJSONL(f, path, rows, prep); err != nil {
+	if err := encodeJSONL(f, dir.Path(name), rows, prep); err != nil {
 		return manifests.FileRef{}, err
 	}
-	r := ref(path, f, len(rows))
+	r := ref(dir.Rel(name), f, len(rows))
 	if err := f.Commit(); err != nil {
 		return manifests.FileRef{}, err
 	}

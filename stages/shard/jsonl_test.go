@@ -25,7 +25,7 @@ func TestWriteRejects(t *testing.T) {
 			Detail: "call to get_x, not in tools", Record: rec},
 	}
 	path := filepath.Join(dir, "rejects-00000.jsonl")
-	ref, err := WriteRejects(path, rows)
+	ref, err := writeRejectsAt(t, path, rows)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -36,7 +36,7 @@ func TestWriteRejects(t *testing.T) {
 	if string(got) != want {
 		t.Errorf("rejects file:\n%s\nwant:\n%s", got, want)
 	}
-	if ref.Path != path || ref.Rows != 2 || ref.Bytes != int64(len(want)) || len(ref.SHA256) != 64 {
+	if ref.Path != filepath.Base(path) || ref.Rows != 2 || ref.Bytes != int64(len(want)) || len(ref.SHA256) != 64 {
 		t.Errorf("ref = %+v", ref)
 	}
 	if rec.Tools != nil || rec.Tags != nil {
@@ -57,10 +57,10 @@ func TestWriteRejects(t *testing.T) {
 // writes (an empty file), replacing any older one.
 func TestWriteRejectsEmpty(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "rejects.jsonl")
-	if _, err := WriteRejects(path, []Reject{{Stage: "s", Reason: "r"}}); err != nil {
+	if _, err := writeRejectsAt(t, path, []Reject{{Stage: "s", Reason: "r"}}); err != nil {
 		t.Fatal(err)
 	}
-	ref, err := WriteRejects(path, nil)
+	ref, err := writeRejectsAt(t, path, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,7 +86,7 @@ func TestWriteJSONL(t *testing.T) {
 		{Conversations: []map[string]string{{"from": "human", "value": "a<b>&c"}, {"from": "gpt", "value": "ok"}}, Tools: `[{"name":"f"}]`},
 		{Conversations: []map[string]string{{"value": "\u2028 line sep", "from": "human"}}, Extra: json.RawMessage("{ \"k\" :\n [1, 2] }")},
 	}
-	ref, err := WriteJSONL(path, rows)
+	ref, err := writeJSONLAt(t, path, rows)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -107,14 +107,14 @@ func TestWriteJSONLBadValue(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "out.jsonl")
 	rows := []sample{{Tools: "ok"}, {Extra: json.RawMessage(`{"unterminated":`)}}
-	_, err := WriteJSONL(path, rows)
+	_, err := writeJSONLAt(t, path, rows)
 	var e *Error
 	if !errors.As(err, &e) || e.Reason != ReasonBadJSON || e.Row != 1 {
 		t.Fatalf("err = %v", err)
 	}
 	assertNoFiles(t, dir)
 
-	if _, err := WriteJSONL(filepath.Join(dir, "ch.jsonl"), []any{make(chan int)}); reasonOf(err) != ReasonBadJSON {
+	if _, err := writeJSONLAt(t, filepath.Join(dir, "ch.jsonl"), []any{make(chan int)}); reasonOf(err) != ReasonBadJSON {
 		t.Errorf("unsupported type: %v", err)
 	}
 	assertNoFiles(t, dir)

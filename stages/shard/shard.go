@@ -131,22 +131,25 @@ var writerOptions = func() []parquet.WriterOption {
 	return opts
 }()
 
-// Write writes recs as a Parquet shard at path and, when o.JSONL is set, its
-// JSONL mirror at MirrorPath(path). Zero records give a valid, empty shard.
+// Write writes recs as a Parquet shard named name in dir and, when o.JSONL
+// is set, its JSONL mirror MirrorPath(name) beside it. Zero records give a
+// valid, empty shard. Every file goes through dir (a confined root), so
+// name cannot lead outside it.
 //
 // Every record must pass Check; otherwise Write returns an *Error
 // (ReasonNilRecord, ReasonInvalidJSON or ReasonInvalidUTF8, Row = the
 // record's index) before creating any file.
 //
 // It returns one FileRef per file written (the shard first, then the
-// mirror) with Path exactly as given (the runner makes it relative), the
+// mirror) with Path relative to dir's top directory (dir.Rel), the
 // SHA-256 and size of the bytes, and Rows = len(recs). Both files are
 // written in full under temporary names before either is renamed into
 // place, the mirror first: on error the old files stay, except when the
 // shard's own rename fails after the mirror's succeeded (then the new
 // mirror sits beside the old shard; the runner's manifest, written last,
 // records neither).
-func Write(path string, recs []*record.Record, o Options) ([]manifests.FileRef, error) {
+func Write(dir *manifests.Root, name string, recs []*record.Record, o Options) ([]manifests.FileRef, error) {
+	path := dir.Path(name)
 	if o.RowGroupRows < 0 {
 		return nil, &Error{Path: path, Reason: ReasonBadOptions, Row: -1, Err: fmt.Errorf("RowGroupRows %d < 0", o.RowGroupRows)}
 	}
@@ -161,7 +164,7 @@ func Write(path string, recs []*record.Record, o Options) ([]manifests.FileRef, 
 			return nil, &Error{Path: path, Reason: reason, Row: int64(i), Err: err}
 		}
 	}
-	pf, err := manifests.Create(path)
+	pf, err := dir.Create(name)
 	if err != nil {
 		return nil, err
 	}
@@ -169,19 +172,19 @@ func Write(path string, recs []*record.Record, o Options) ([]manifests.FileRef, 
 	if err := writeParquet(pf, recs, o); err != nil {
 		return nil, wrapPath(path, err)
 	}
-	refs := []manifests.FileRef{ref(path, pf, len(recs))}
+	refs := []manifests.FileRef{ref(dir.Rel(name), pf, len(recs))}
 
 	var jf *manifests.File
 	if o.JSONL {
-		mpath := MirrorPath(path)
-		if jf, err = manifests.Create(mpath); err != nil {
+		mname := MirrorPath(name)
+		if jf, err = dir.Create(mname); err != nil {
 			return nil, err
 		}
 		defer jf.Abort()
-		if err := encodeJSONL(jf, mpath, recs, mirrorRecord); err != nil {
+		if err := encodeJSONL(jf, dir.Path(mname), recs, mirrorRecord); err != nil {
 			return nil, err
 		}
-		refs = append(refs, ref(mpath, jf, len(recs)))
+		refs = append(refs, ref(dir.Rel(mname), jf, len(recs)))
 		if err := jf.Commit(); err != nil {
 			return nil, err
 		}

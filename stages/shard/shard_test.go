@@ -23,7 +23,7 @@ import (
 func writeShard(t *testing.T, recs []*record.Record, o Options) string {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "part-00000.parquet")
-	if _, err := Write(path, recs, o); err != nil {
+	if _, err := writeAt(t, path, recs, o); err != nil {
 		t.Fatalf("Write: %v", err)
 	}
 	arrowCheck(t, path, recs)
@@ -179,7 +179,7 @@ func TestDeterministic(t *testing.T) {
 	var refs [2][]manifests.FileRef
 	for i, name := range []string{"a.parquet", "b.parquet"} {
 		var err error
-		if refs[i], err = Write(filepath.Join(dir, name), recs, Options{Version: "v", RowGroupRows: 128, JSONL: true}); err != nil {
+		if refs[i], err = writeAt(t, filepath.Join(dir, name), recs, Options{Version: "v", RowGroupRows: 128, JSONL: true}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -197,29 +197,31 @@ func TestDeterministic(t *testing.T) {
 
 func TestWriteRefs(t *testing.T) {
 	recs := fixtureRecords()
-	path := filepath.Join(t.TempDir(), "s.parquet")
-	refs, err := Write(path, recs, Options{JSONL: true})
+	dir := t.TempDir()
+	root := rootOf(t, filepath.Join(dir, "x"))
+	refs, err := Write(root.Sub("stage"), "s.parquet", recs, Options{JSONL: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(refs) != 2 || refs[0].Path != path || refs[1].Path != MirrorPath(path) {
+	// Paths are relative to the top of the root, whatever Sub wrote them.
+	if len(refs) != 2 || refs[0].Path != "stage/s.parquet" || refs[1].Path != "stage/s.jsonl" {
 		t.Fatalf("refs = %+v", refs)
 	}
 	for _, r := range refs {
-		sum, err := manifests.HashFile(r.Path)
+		sum, err := manifests.HashFile(filepath.Join(dir, r.Path))
 		if err != nil {
 			t.Fatal(err)
 		}
-		st, _ := os.Stat(r.Path)
+		st, _ := os.Stat(filepath.Join(dir, r.Path))
 		if r.SHA256 != sum || r.Bytes != st.Size() || r.Rows != int64(len(recs)) {
 			t.Errorf("ref %+v; file sha %s size %d", r, sum, st.Size())
 		}
 	}
-	refs, err = Write(filepath.Join(t.TempDir(), "s.parquet"), recs, Options{})
+	refs, err = Write(root, "s.parquet", recs, Options{})
 	if err != nil || len(refs) != 1 {
 		t.Fatalf("without JSONL: %v %+v", err, refs)
 	}
-	if _, err := os.Stat(MirrorPath(refs[0].Path)); !os.IsNotExist(err) {
+	if _, err := os.Stat(filepath.Join(dir, MirrorPath(refs[0].Path))); !os.IsNotExist(err) {
 		t.Errorf("mirror written without Options.JSONL: %v", err)
 	}
 }
@@ -230,7 +232,7 @@ func TestWriteRefs(t *testing.T) {
 func TestMirror(t *testing.T) {
 	recs := fixtureRecords()
 	path := filepath.Join(t.TempDir(), "s.parquet")
-	if _, err := Write(path, recs, Options{JSONL: true}); err != nil {
+	if _, err := writeAt(t, path, recs, Options{JSONL: true}); err != nil {
 		t.Fatal(err)
 	}
 	b, err := os.ReadFile(MirrorPath(path))
@@ -307,7 +309,7 @@ func TestWriteRejectsBadRecords(t *testing.T) {
 			r := valid()
 			tc.mutate(r)
 			path := filepath.Join(t.TempDir(), "s.parquet")
-			_, err := Write(path, []*record.Record{valid(), r}, Options{JSONL: true})
+			_, err := writeAt(t, path, []*record.Record{valid(), r}, Options{JSONL: true})
 			if reasonOf(err) != tc.reason {
 				t.Fatalf("err = %v, want reason %s", err, tc.reason)
 			}
@@ -319,13 +321,13 @@ func TestWriteRejectsBadRecords(t *testing.T) {
 		})
 	}
 	t.Run("nil record", func(t *testing.T) {
-		_, err := Write(filepath.Join(t.TempDir(), "s.parquet"), []*record.Record{valid(), nil}, Options{})
+		_, err := writeAt(t, filepath.Join(t.TempDir(), "s.parquet"), []*record.Record{valid(), nil}, Options{})
 		if reasonOf(err) != ReasonNilRecord {
 			t.Fatalf("err = %v", err)
 		}
 	})
 	t.Run("negative row group size", func(t *testing.T) {
-		_, err := Write(filepath.Join(t.TempDir(), "s.parquet"), nil, Options{RowGroupRows: -1})
+		_, err := writeAt(t, filepath.Join(t.TempDir(), "s.parquet"), nil, Options{RowGroupRows: -1})
 		if reasonOf(err) != ReasonBadOptions {
 			t.Fatalf("err = %v", err)
 		}
@@ -350,14 +352,14 @@ func assertNoFiles(t *testing.T, dir string) {
 func TestWriteAtomic(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "s.parquet")
-	if _, err := Write(path, fixtureRecords()[:1], Options{}); err != nil {
+	if _, err := writeAt(t, path, fixtureRecords()[:1], Options{}); err != nil {
 		t.Fatal(err)
 	}
 	old, _ := os.ReadFile(path)
 	if err := os.Mkdir(MirrorPath(path), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Write(path, syntheticRecords(50, 4), Options{JSONL: true}); err == nil {
+	if _, err := writeAt(t, path, syntheticRecords(50, 4), Options{JSONL: true}); err == nil {
 		t.Fatal("Write succeeded although the mirror's name is a directory")
 	}
 	now, _ := os.ReadFile(path)
@@ -474,7 +476,7 @@ func TestRowGroupBytes(t *testing.T) {
 		recs = append(recs, &record.Record{ID: fmt.Sprint(i), Messages: []record.Message{{Role: record.RoleUser, Content: big}}})
 	}
 	path := filepath.Join(t.TempDir(), "big.parquet")
-	if _, err := Write(path, recs, Options{}); err != nil {
+	if _, err := writeAt(t, path, recs, Options{}); err != nil {
 		t.Fatal(err)
 	}
 	pf := openShardFile(t, path)

@@ -191,6 +191,8 @@ func (h *scoreHeap) Pop() any {
 //     adjacent characters (bigram), in reading order: "天气预报" gives
 //     天, 天气, 气, 气预, 预, 预报, 报. Chinese is written without spaces, and
 //     unigrams plus bigrams is the usual dictionary-free way to index it.
+//     Han-script characters that are not letters (the Kangxi and CJK
+//     radicals, 〇 and the Suzhou numerals) separate words like punctuation.
 //
 // There is no stemming and no stop-word list.
 func Tokenize(text string) []string {
@@ -206,7 +208,7 @@ func Tokenize(text string) []string {
 	}
 	for i, r := range text {
 		switch {
-		case unicode.Is(unicode.Han, r):
+		case unicode.Is(unicode.Han, r) && unicode.IsLetter(r):
 			flushWord(i)
 			if prevHan >= 0 {
 				out = append(out, string([]rune{prevHan, r}))

@@ -32,6 +32,7 @@ func TestTokenize(t *testing.T) {
 		{"获取 新闻", []string{"获", "获取", "取", "新", "新闻", "闻"}}, // no bigram across a space
 		{"股票，价格", []string{"股", "股票", "票", "价", "价格", "格"}},
 		{"1990年5月", []string{"1990", "年", "5", "月"}},
+		{"天\u2f3a气〇〇", []string{"天", "气"}}, // Han-script symbols (a Kangxi radical, 〇) separate
 	}
 	for _, tt := range tests {
 		got := Tokenize(tt.in)
@@ -172,7 +173,7 @@ func TestBM25SearchMatchesRank(t *testing.T) {
 }
 
 func FuzzTokenize(f *testing.F) {
-	for _, s := range []string{"", "getWeatherByCity", "天气预报 API", "a_b-c", "\xff\xfe", "Ǆemo ǅ", "1990年5月15日"} {
+	for _, s := range []string{"", "getWeatherByCity", "天气预报 API", "a_b-c", "\xff\xfe", "Ǆemo ǅ", "1990年5月15日", "\u2f3a", "々〆"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {

@@ -1,0 +1,216 @@
+package stages
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"testing"
+
+	"github.com/augmentdata/augment/manifests"
+	"github.com/augmentdata/augment/stages/shard"
+)
+
+// oaRow is one valid openai-format row whose user text is text.
+func oaRow(text string) string {
+	b, _ := json.Marshal(map[string]any{"messages": []map[string]string{
+		{"role": "user", "content": text}, {"role": "assistant", "content": "ok " + text}}})
+	return string(b)
+}
+
+// ingestRun is one run over a single dump; the log is kept.
+type ingestRun struct {
+	out  string
+	err  error
+	log  string
+	m    *manifests.Stage
+	rejs []shard.Reject
+}
+
+// runIngest writes dump as the only source (openai format, the given extra
+// source settings) and runs ingest then an export.
+func runIngest(t *testing.T, dir, dump, ext, extra string) ingestRun {
+	t.Helper()
+	if err := os.WriteFile(filepath.Join(dir, "dump."+ext), []byte(dump), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	y := fmt.Sprintf("seed: 1\noutput: {dir: out, shard_size: 4, jsonl: true}\nsources:\n  - {name: src, path: dump.%s, format: openai%s}\nstages:\n  - export: {}\n", ext, extra)
+	path := filepath.Join(dir, "pipeline.yaml")
+	if err := os.WriteFile(path, []byte(y), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p, err := Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var log syncBuffer
+	r, err := NewRunner(p, Options{Version: "test", Log: slog.New(slog.NewTextHandler(&log, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, run := r.Run(context.Background())
+	r.Close()
+	res := ingestRun{out: filepath.Join(dir, "out"), err: run, log: log.String()}
+	res.m = readManifest(t, res.out, "00-ingest")
+	for _, sh := range res.m.Shards {
+		if err := sh.Counts.Balanced(); err != nil {
+			t.Errorf("shard %s: %v", sh.Name, err)
+		}
+		for _, o := range sh.Outputs {
+			if strings.HasPrefix(filepath.Base(o.Path), "rejects-") {
+				res.rejs = append(res.rejs, readRejects(t, filepath.Join(res.out, o.Path))...)
+			}
+		}
+	}
+	return res
+}
+
+func readRejects(t *testing.T, path string) []shard.Reject {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var out []shard.Reject
+	sc := bufio.NewScanner(f)
+	sc.Buffer(nil, 1<<26)
+	for sc.Scan() {
+		var r shard.Reject
+		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+// TestIngestDamage: damage in a dump costs the rows it touches, each kept
+// as a reject with its line and raw bytes; what cannot be read is reported
+// in the manifest and fails the run unless allow_partial is set.
+func TestIngestDamage(t *testing.T) {
+	rows := func(n int) []string {
+		var out []string
+		for i := range n {
+			out = append(out, oaRow(fmt.Sprintf("row %d", i)))
+		}
+		return out
+	}
+	r6 := rows(6)
+	deep := `{"messages":` + strings.Repeat("[", 600) + strings.Repeat("]", 600) + `}`
+	indent := func(rs []string) string { // json.dump(indent=2)-like layout
+		var parts []string
+		for _, r := range rs {
+			var v any
+			json.Unmarshal([]byte(r), &v)
+			b, _ := json.MarshalIndent(v, "  ", "  ")
+			parts = append(parts, "  "+string(b))
+		}
+		return "[\n" + strings.Join(parts, ",\n") + "\n]\n"
+	}
+	brokenIndent := strings.Replace(indent(r6), `"content": "row 2"`, `"content": "row 2`, 1)
+	tests := []struct {
+		name, dump, ext, extra string
+		in, out                int64
+		rejected               map[string]int64
+		rejectLine             string // in the detail of the first reject
+		partial                bool
+	}{
+		{name: "jsonl: line cut short in the middle", ext: "jsonl",
+			dump: strings.Join(r6[:2], "\n") + "\n" + r6[2][:20] + "\n" + strings.Join(r6[3:], "\n") + "\n",
+			in:   6, out: 5, rejected: map[string]int64{"bad_json": 1}, rejectLine: "line 3,"},
+		{name: "jsonl: 600-deep line in the middle", ext: "jsonl",
+			dump: strings.Join(r6[:3], "\n") + "\n" + deep + "\n" + strings.Join(r6[3:], "\n") + "\n",
+			in:   7, out: 6, rejected: map[string]int64{"bad_json": 1}, rejectLine: "line 4,"},
+		{name: "jsonl: row over max_row_bytes", ext: "jsonl", extra: ", max_row_bytes: 300",
+			dump: r6[0] + "\n" + oaRow(strings.Repeat("x", 1000)) + "\n" + r6[1] + "\n",
+			in:   3, out: 2, rejected: map[string]int64{"row_too_large": 1}, rejectLine: "line 2,"},
+		{name: "array, indent 2: broken element skipped", ext: "json", dump: brokenIndent,
+			in: 6, out: 5, rejected: map[string]int64{"bad_framing": 1}},
+		{name: "compact array cut in the middle: partial", ext: "json",
+			dump: "[" + strings.Join(r6[:3], ",") + "," + r6[3][:25] + "," + strings.Join(r6[4:], ",") + "]",
+			in:   3, out: 3, partial: true},
+		{name: "truncated array: partial", ext: "json", dump: "[" + strings.Join(r6[:3], ",") + "," + r6[3][:25],
+			in: 3, out: 3, partial: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			res := runIngest(t, t.TempDir(), tt.dump, tt.ext, tt.extra)
+			c := res.m.Totals
+			if c.In != tt.in || c.Out != tt.out || fmt.Sprint(c.Rejected) != fmt.Sprint(tt.rejected) {
+				t.Errorf("in %d out %d rejected %v; want in %d out %d rejected %v", c.In, c.Out, c.Rejected, tt.in, tt.out, tt.rejected)
+			}
+			if len(res.rejs) != int(manifests.Sum(tt.rejected)) {
+				t.Fatalf("%d rejects kept, want %d", len(res.rejs), manifests.Sum(tt.rejected))
+			}
+			for _, rj := range res.rejs {
+				if rj.Raw == "" || !strings.Contains(tt.dump, rj.Raw) {
+					t.Errorf("reject %s: raw %.80q is not a piece of the dump", rj.ID, rj.Raw)
+				}
+			}
+			if tt.rejectLine != "" && !strings.Contains(res.rejs[0].Detail, tt.rejectLine) {
+				t.Errorf("reject detail %q does not name %q", res.rejs[0].Detail, tt.rejectLine)
+			}
+			u := res.m.Shards[0].Unread
+			var pe *PartialError
+			if !tt.partial {
+				if res.err != nil || u != nil {
+					t.Fatalf("run error %v, unread %+v", res.err, u)
+				}
+				return
+			}
+			if !errors.As(res.err, &pe) || u == nil {
+				t.Fatalf("run error %v, unread %+v; want a PartialError and the unread part in the manifest", res.err, u)
+			}
+			if want := int64(len(tt.dump)) - u.Offset; u.Bytes != want || u.Bytes == 0 || u.Rows < 1 || u.Rows > 4 {
+				t.Errorf("unread %+v: want %d bytes and 1–4 rows", u, want)
+			}
+			if !strings.Contains(res.log, "level=WARN") || !strings.Contains(res.log, "could not be read to its end") {
+				t.Errorf("no WARN line for the unread part:\n%s", res.log)
+			}
+			if _, err := os.Stat(filepath.Join(res.out, "01-export")); !os.IsNotExist(err) {
+				t.Errorf("a stage ran on a partial source: %v", err)
+			}
+			// The same run fails the same way, also when ingest is up to date.
+			dir := filepath.Dir(res.out)
+			if again := runIngest(t, dir, tt.dump, tt.ext, tt.extra); !errors.As(again.err, &pe) {
+				t.Errorf("second run: %v, want the PartialError again", again.err)
+			}
+			// allow_partial lets the run go on; the manifest still says what was not read.
+			ok := runIngest(t, dir, tt.dump, tt.ext, tt.extra+", allow_partial: true")
+			if ok.err != nil || ok.m.Shards[0].Unread == nil || !strings.Contains(ok.log, "could not be read to its end") {
+				t.Errorf("allow_partial: error %v, unread %+v", ok.err, ok.m.Shards[0].Unread)
+			}
+			if _, err := os.Stat(filepath.Join(ok.out, "01-export")); err != nil {
+				t.Errorf("allow_partial: export did not run: %v", err)
+			}
+		})
+	}
+}
+
+// TestIngestRepairsCountedAndEmptySourceWarns: a U+FFFD replacement is a
+// counted repair; a source without rows is a WARN line.
+func TestIngestRepairsCountedAndEmptySourceWarns(t *testing.T) {
+	dump := oaRow("fine") + "\n" + strings.Replace(oaRow("caf\u00e9"), "\u00e9", "\xe9", 1) + "\n"
+	res := runIngest(t, t.TempDir(), dump, "jsonl", "")
+	if res.err != nil {
+		t.Fatal(res.err)
+	}
+	if got := res.m.Totals.Counters["repair.invalid_utf8"]; got != 1 || res.m.Totals.Out != 2 {
+		t.Errorf("counters %v, out %d; want repair.invalid_utf8=1 and both rows", res.m.Totals.Counters, res.m.Totals.Out)
+	}
+	if strings.Contains(res.log, "0 rows") {
+		t.Errorf("0 rows warned for a source with rows:\n%s", res.log)
+	}
+	empty := runIngest(t, t.TempDir(), "\n\n", "jsonl", "")
+	if empty.err != nil || !bytes.Contains([]byte(empty.log), []byte(`level=WARN msg="source src: 0 rows"`)) {
+		t.Errorf("empty source: error %v, log:\n%s", empty.err, empty.log)
+	}
+}

@@ -1,0 +1,5 @@
+//go:build unix && !linux
+
+package stages
+
+func virtualFS(string) string { return "" }
