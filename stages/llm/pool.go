@@ -60,7 +60,7 @@ type endpoint struct {
 	cooldown  time.Duration
 	probing   bool
 
-	// load relates the time to first byte to the number in flight when
+	// load relates the latency of answers to the number in flight when
 	// each request was sent and to the answer's length: only a rise that
 	// follows the load is overload.
 	load loadStats
@@ -273,7 +273,7 @@ func earliest(a, b time.Time) time.Time {
 // An outcome is what one attempt observed.
 type outcome struct {
 	class      string        // "" for an answer, else the error class
-	ttfb       time.Duration // time to the response headers (0 if none)
+	latency    time.Duration // from sending to the decoded answer (answers only)
 	tokens     int           // completion tokens of the answer, 0 if unknown
 	retryAfter time.Duration // from a 429 or 503, 0 if absent
 }
@@ -303,7 +303,7 @@ func (p *pool) release(t ticket, o outcome) {
 		if e.state != breakerClosed {
 			e.state, e.probing, e.cooldown = breakerClosed, false, p.cfg.breakerCooldown
 		}
-		if f := p.overload(e, o.ttfb, o.tokens, t.inflight); f < 1 && t.epoch == e.epoch {
+		if f := p.overload(e, o.latency, o.tokens, t.inflight); f < 1 && t.epoch == e.epoch {
 			p.cut(e, f)
 		} else {
 			// Probe back up: about √max more slots per limit's worth of
@@ -352,8 +352,9 @@ func (p *pool) trip(e *endpoint, now time.Time) {
 	e.trips++
 }
 
-// overload feeds an answer's time to first byte, its length and the number
-// of requests in flight at the endpoint when it was sent (x) into e's
+// overload feeds an answer's latency (sending to decoded answer: a server
+// may send its headers before the answer is ready), its length and the
+// number of requests in flight at the endpoint when it was sent (x) into e's
 // statistics, and returns the factor to cut e's limit by (1: no cut).
 //
 // Over the last hundred or so answers it fits latency = a + b·x + c·tokens
@@ -372,12 +373,12 @@ func (p *pool) trip(e *endpoint, now time.Time) {
 // a server shared with others) cuts nothing (issue 18: jitter cut the
 // limit to a third of the ceiling). The cut aims at the x where the fit
 // gives tolerance × the no-load latency, at most halving the limit.
-func (p *pool) overload(e *endpoint, ttfb time.Duration, tokens, inflight int) float64 {
-	if ttfb <= 0 {
+func (p *pool) overload(e *endpoint, latency time.Duration, tokens, inflight int) float64 {
+	if latency <= 0 {
 		return 1
 	}
 	c := &e.load
-	c.add(float64(inflight), float64(tokens), ttfb.Seconds())
+	c.add(float64(inflight), float64(tokens), latency.Seconds())
 	tol := p.cfg.latencyTolerance
 	if tol <= 0 || c.n < minFit || c.spread() < 1 || c.queueCorrelation() < minQueueCorrelation {
 		return 1

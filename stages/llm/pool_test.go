@@ -59,7 +59,7 @@ func TestPoolOneCutPerBurst(t *testing.T) {
 	}
 	// Probing back up: about √max more slots per limit's worth of successes.
 	for range 200 {
-		p.release(mustAcquire(t, p), outcome{ttfb: 10 * time.Millisecond})
+		p.release(mustAcquire(t, p), outcome{latency: 10 * time.Millisecond})
 	}
 	if e.limit != 8 {
 		t.Fatalf("limit after 200 successes: %v, want back at the cap 8", e.limit)
@@ -77,7 +77,7 @@ func wave(t *testing.T, p *pool, k int, lat func(inflight int) (time.Duration, i
 	}
 	for _, tk := range tks {
 		d, tokens := lat(tk.inflight)
-		p.release(tk, outcome{ttfb: d, tokens: tokens})
+		p.release(tk, outcome{latency: d, tokens: tokens})
 	}
 }
 

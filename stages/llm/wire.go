@@ -17,12 +17,10 @@ import (
 )
 
 // callMeta travels in an attempt's context to wireTransport, which records
-// what go-openai does not expose (status, Retry-After, time to first byte)
-// and applies what it cannot send (temperature 0).
+// what go-openai does not expose (status, Retry-After) and applies what it cannot send (temperature 0).
 type callMeta struct {
 	zeroTemperature bool
 	status          int
-	ttfb            time.Duration
 	retryAfter      time.Duration
 	tokens          int // completion tokens of the answer, set by the attempt
 }
@@ -40,11 +38,9 @@ func (t wireTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 			return nil, err
 		}
 	}
-	start := time.Now()
 	resp, err := t.base.RoundTrip(r)
 	if m != nil {
 		now := time.Now()
-		m.ttfb = now.Sub(start)
 		if resp != nil {
 			m.status = resp.StatusCode
 			if resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode >= 500 {
@@ -209,7 +205,7 @@ func (p *pool) run(ctx context.Context, rp retryPolicy, st *stageStats, h halt, 
 					err = keep()
 				}
 				cancel()
-				p.release(t, outcome{ttfb: meta.ttfb, tokens: meta.tokens})
+				p.release(t, outcome{latency: elapsed, tokens: meta.tokens})
 				st.lat.record(elapsed)
 				return attempt + 1, "", err
 			case ctx.Err() != nil:
@@ -223,7 +219,7 @@ func (p *pool) run(ctx context.Context, rp retryPolicy, st *stageStats, h halt, 
 			if class == classRateLimited || class == classServer {
 				retryAfter = min(meta.retryAfter, rp.maxWait)
 			}
-			p.release(t, outcome{class: class, ttfb: meta.ttfb, retryAfter: retryAfter})
+			p.release(t, outcome{class: class, retryAfter: retryAfter})
 			avoid = t.ep
 		}
 		st.addError(class)
