@@ -179,7 +179,9 @@ func BenchmarkCachePut(b *testing.B) {
 // (issue 18: 0.35 of it at 256 in flight while the latency signal cut on
 // jitter). On a small machine the client and the fake share the cores, and
 // at 512 in flight the CPU itself becomes the queue: latency then does
-// rise with the number in flight.
+// rise with the number in flight. headers=first has the fake send its
+// response headers at once and the answer 80–100 ms later, as some
+// servers do; the time to the headers says nothing about the load there.
 //
 // The three clients (bare, teacher, teacher with latency_tolerance -1)
 // take turns, rounds windows of b.N/rounds requests each, so that load
@@ -190,11 +192,17 @@ func BenchmarkCachePut(b *testing.B) {
 // limit at the end.
 func BenchmarkFlatLatency(b *testing.B) {
 	const rounds = 4
-	for _, inflight := range []int{64, 256, 512} {
-		b.Run(fmt.Sprintf("inflight=%d", inflight), func(b *testing.B) {
-			url, _ := startFakeProcessConfig(b, fakellm.Config{
-				Latency: fakellm.Duration(80 * time.Millisecond), Jitter: fakellm.Duration(20 * time.Millisecond),
-			})
+	for _, bench := range []struct {
+		headers  string
+		inflight int
+	}{{"with-answer", 64}, {"with-answer", 256}, {"with-answer", 512}, {"first", 256}} {
+		inflight := bench.inflight
+		b.Run(fmt.Sprintf("headers=%s/inflight=%d", bench.headers, inflight), func(b *testing.B) {
+			fake := fakellm.Config{Latency: fakellm.Duration(80 * time.Millisecond), Jitter: fakellm.Duration(20 * time.Millisecond)}
+			if bench.headers == "first" {
+				fake.TTFB = fakellm.Duration(time.Millisecond) // headers at once, the answer 80–100 ms later
+			}
+			url, _ := startFakeProcessConfig(b, fake)
 			text := func(tag string, i int) string {
 				return fmt.Sprintf("%s %d %s", tag, i, strings.Repeat("word ", (i*37)%400))
 			}
