@@ -20,8 +20,8 @@ test: ## the whole test suite (tests on ../shared/data skip when it is absent)
 race: ## the test suite with the race detector
 	$(GO) test -race ./...
 
-bench: build ## benchmarks: parsers, shards, stages, teacher layer, then ingest→export on a generated ~200k-record dump
-	$(GO) test -run '^$$' -bench . -benchmem ./stages/ ./stages/formats/ ./stages/shard/ ./stages/toollib/ ./verify/ ./translate/...
+bench: build ## benchmarks: parsers, shards, stages (dedup of 1M records), teacher layer, then ingest→export on a generated ~200k-record dump
+	$(GO) test -run '^$$' -bench . -benchmem ./stages/ ./stages/formats/ ./stages/shard/ ./stages/toollib/ ./stages/near/ ./verify/ ./verify/hftok/ ./translate/...
 	$(GO) test -run '^$$' -bench . -benchtime=10000x ./stages/llm/
 	./testdata/bench/ingest_export.sh
 

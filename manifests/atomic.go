@@ -129,6 +129,22 @@ func (r *Root) Lstat(name string) (fs.FileInfo, error) { return r.r.Lstat(r.Rel(
 // target).
 func (r *Root) Remove(name string) error { return r.r.Remove(r.Rel(name)) }
 
+// RemoveAll deletes name and everything below it (links themselves, never
+// their targets); a missing name is no error.
+func (r *Root) RemoveAll(name string) error { return r.r.RemoveAll(r.Rel(name)) }
+
+// Rename moves the file oldname to newname within the tree (replacing a
+// file there) and syncs newname's folder, so the move survives a crash.
+func (r *Root) Rename(oldname, newname string) error {
+	if err := r.r.Rename(r.Rel(oldname), r.Rel(newname)); err != nil {
+		return err
+	}
+	return syncDir(r.r, path.Dir(r.Rel(newname)))
+}
+
+// Open opens name for reading.
+func (r *Root) Open(name string) (*os.File, error) { return r.r.Open(r.Rel(name)) }
+
 // A File is a file being written under a temporary name in its final
 // directory. Nothing is visible under the final name until Commit, which
 // syncs the data, renames the file into place and syncs the directory, so a

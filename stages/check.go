@@ -341,9 +341,15 @@ func (c *previewClient) print(w io.Writer, previewed int, rows int64) {
 			fmt.Fprintf(w, "       [%s] %s\n", m.Role, indent(clip(m.Content, 1200), "         "))
 		}
 	}
+	prefix := llm.NewPrefixMeter()
+	for _, req := range c.reqs {
+		prefix.Observe(req.Messages)
+	}
 	per := float64(len(c.reqs)) / float64(previewed)
 	fmt.Fprintf(w, "     estimate: %.1f requests per record → about %.0f requests, %.0f prompt and %.0f completion tokens (from the preview record; re-asks not counted)\n",
 		per, per*float64(rows), float64(prompt)/float64(previewed)*float64(rows), float64(completion)/float64(previewed)*float64(rows))
+	fmt.Fprintf(w, "     prefix share: %.2f of the preview's prompt bytes repeat the start of an earlier prompt (what a server's prefix cache computes once; a run's manifest gives the stage's own figure as llm.prefix_share)\n",
+		prefix.Share())
 }
 
 func offlineEmbedder(p *Pipeline) llm.Embedder {

@@ -94,15 +94,27 @@ func TestTeacherKeyNeverReachesDisk(t *testing.T) {
 // finished during the outage hold records rejected as llm_error_server or
 // llm_error_unavailable. Those rejects are not final (issue 8): resumed
 // against the recovered server, the run ends with the same data as a
-// clean run, and no answer received before the outage is paid for again.
+// clean run (the dataset card included), and no answer received before
+// the outage is paid for again. With max_error_rate 1 the outage does not
+// stop the run: it ends, export written, with the resumable stop for
+// records left to retry, and the resume again reaches the clean bytes.
 func TestResumeAfterOutageMatchesCleanRun(t *testing.T) {
+	for _, tc := range []struct {
+		maxErrorRate string
+		stop         string
+	}{{"0.5", "llm_error_rate"}, {"1", "llm_transient_rejects"}} {
+		t.Run("max_error_rate="+tc.maxErrorRate, func(t *testing.T) { resumeAfterOutage(t, tc.maxErrorRate, tc.stop) })
+	}
+}
+
+func resumeAfterOutage(t *testing.T, maxErrorRate, stop string) {
 	const rows = 120
 	dump := llmrunRows(rows)
 	// max_in_flight above the CPU count keeps two shards running at once
 	// (shardWorkers), each with all its records in flight, so several
 	// shards finish with every record rejected before the run stops.
 	endpoints := func(url string) []llm.Endpoint { return []llm.Endpoint{{BaseURL: url + "/v1", MaxInFlight: 64}} }
-	teacher := "  max_retries: 2\n  retry_base: 1ms\n  retry_max: 4ms\n  breaker_cooldown: 20ms\n  max_error_rate: 0.5"
+	teacher := "  max_retries: 2\n  retry_base: 1ms\n  retry_max: 4ms\n  breaker_cooldown: 20ms\n  max_error_rate: " + maxErrorRate
 
 	clean, cleanURL := llmrunFake(t, fakellm.Config{Script: llmrunScript})
 	cleanPath := llmrunPipeline(t, dump, 5, endpoints(cleanURL), teacher)
@@ -116,8 +128,8 @@ func TestResumeAfterOutageMatchesCleanRun(t *testing.T) {
 	path := llmrunPipeline(t, dump, 5, endpoints(url), teacher)
 	_, log, err := faultRun(t, path, nil)
 	var fe *llm.FatalError
-	if !errors.As(err, &fe) || fe.Reason != "llm_error_rate" {
-		t.Fatalf("outage run: want the error-rate stop (exit 3), got %v\n%s", err, log)
+	if !errors.As(err, &fe) || fe.Reason != stop {
+		t.Fatalf("outage run: want the resumable stop %s (exit 3), got %v\n%s", stop, err, log)
 	}
 	out := filepath.Join(filepath.Dir(path), "out")
 	m, err := manifests.Read[manifests.Stage](filepath.Join(out, "01-reason", "manifest.json"))

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/augmentdata/augment/manifests"
+	"github.com/augmentdata/augment/report"
 	"github.com/augmentdata/augment/stages/llm"
 	"github.com/augmentdata/augment/stages/llm/fakellm"
 )
@@ -100,6 +101,9 @@ stages:
 // llmrunFake starts cfg on loopback.
 func llmrunFake(t *testing.T, cfg fakellm.Config) (*fakellm.Server, string) {
 	t.Helper()
+	if cfg.Model == "" {
+		cfg.Model = "fake-teacher" // listed by /models, which the run checks
+	}
 	fake, err := fakellm.New(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -144,10 +148,13 @@ func llmrunDataFiles(t *testing.T, dir string) map[string][]byte {
 		switch {
 		case d.IsDir() && (rel == "cache" || rel == ".augment"):
 			return filepath.SkipDir
-		case d.IsDir(), d.Name() == "manifest.json", rel == "config.yaml":
+		case d.IsDir(), d.Name() == "manifest.json", rel == "config.yaml", rel == report.HTMLFile:
 			return nil
 		}
 		b, err := os.ReadFile(path)
+		if d.Name() == report.CardFile {
+			b = report.WithoutAccounting(b) // the card's run accounting counts retries
+		}
 		out[rel] = b
 		return err
 	})

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/augmentdata/augment/manifests"
+	"github.com/augmentdata/augment/report"
 	"github.com/augmentdata/augment/stages/llm"
 )
 
@@ -197,7 +198,7 @@ func inspectOutput(dir string) (legacy bool, foreign []string, err error) {
 		name := e.Name()
 		switch {
 		case name == stateDir && e.IsDir():
-		case name == "cache" && e.IsDir(), name == "config.yaml" && e.Type().IsRegular():
+		case name == "cache" && e.IsDir(), name == "config.yaml" && e.Type().IsRegular(), name == report.HTMLFile && e.Type().IsRegular():
 			ours = append(ours, name)
 		case stageDirName.MatchString(name) && e.IsDir() && isRegular(filepath.Join(dir, name, manifestFile)):
 			stages++
@@ -266,6 +267,9 @@ func (r *Runner) openOutput() error {
 
 // cacheDir is the request cache's directory in the output directory.
 const cacheDir = "cache"
+
+// batchDir is teacher.mode batch's directory in the output directory.
+const batchDir = "batch"
 
 // openCacheDir creates the request cache's directory and opens it through
 // the output root (a link there pointing out is refused).

@@ -79,6 +79,12 @@ type Source struct {
 	// cannot be read (the manifest's "unread"); otherwise that fails the
 	// run. It does not change ingest's output, so it is not in its key.
 	AllowPartial bool `yaml:"allow_partial" json:"-"`
+	// License is the dump's license as its publisher declares it, as a
+	// Hugging Face license id (apache-2.0, cc-by-4.0, …); Revision names the
+	// dump's version (a dataset commit or release). Both go into the dataset
+	// card of every export and change no output, so no fingerprint has them.
+	License  string `yaml:"license" json:"-"`
+	Revision string `yaml:"revision" json:"-"`
 }
 
 // A StageSpec is one entry of the stages list. Exactly one of the type
@@ -91,6 +97,8 @@ type StageSpec struct {
 
 	// Stage types, one field each (see types).
 	Sample         *SampleConfig         `yaml:"sample,omitempty"`
+	Dedup          *DedupConfig          `yaml:"dedup,omitempty"`
+	Decontaminate  *DecontaminateConfig  `yaml:"decontaminate,omitempty"`
 	MetaTool       *MetaToolConfig       `yaml:"meta_tool,omitempty"`
 	Noise          *NoiseConfig          `yaml:"noise,omitempty"`
 	Reason         *ReasonConfig         `yaml:"reason,omitempty"`
@@ -122,6 +130,8 @@ type stageConfig interface {
 func (s *StageSpec) types() []namedConfig {
 	return []namedConfig{
 		{"sample", s.Sample},
+		{"dedup", s.Dedup},
+		{"decontaminate", s.Decontaminate},
 		{"meta_tool", s.MetaTool},
 		{"noise", s.Noise},
 		{"reason", s.Reason},
@@ -759,7 +769,12 @@ func teacherFingerprint(c llm.Config) string {
 		Temperature, TopP                 *float64
 		MaxTokens                         int
 		Seed                              *int
-	}{c.Provider, c.Model, c.StructuredOutput, c.Temperature, c.TopP, c.MaxTokens, c.Seed})
+		// Omitted when unset, so fingerprints of runs without them stay.
+		MaxCompletionTokens int            `json:",omitempty"`
+		ReasoningEffort     string         `json:",omitempty"`
+		ExtraBody           map[string]any `json:",omitempty"`
+	}{c.Provider, c.Model, c.StructuredOutput, c.Temperature, c.TopP, c.MaxTokens, c.Seed,
+		c.MaxCompletionTokens, c.ReasoningEffort, c.ExtraBody})
 	return string(b)
 }
 

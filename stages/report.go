@@ -9,6 +9,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/augmentdata/augment/manifests"
+	"github.com/augmentdata/augment/report"
 )
 
 // PrintReport writes a run's summary: one line per stage with its shards and
@@ -52,4 +53,31 @@ func PrintReport(w io.Writer, rep *Report) {
 		}
 	}
 	fmt.Fprintf(w, "output: %s\n", dir)
+}
+
+// writeReport writes the run's report.html and, when the run succeeded, the
+// dataset card of each export directory (package report). It returns the
+// run's error, joined with its own after a successful run; after a failed
+// run its error is only logged.
+func (r *Runner) writeReport(runErr error) error {
+	err := func() error {
+		run, err := report.Load(r.dir)
+		if err != nil {
+			return err
+		}
+		if runErr == nil {
+			if _, err := run.WriteCards(); err != nil {
+				return err
+			}
+		}
+		return run.WriteHTML()
+	}()
+	switch {
+	case err == nil:
+		return runErr
+	case runErr != nil:
+		r.o.Log.Warn("report not written", "err", err)
+		return runErr
+	}
+	return fmt.Errorf("report: %w", err)
 }

@@ -26,6 +26,7 @@ import (
 
 	"github.com/augmentdata/augment/manifests"
 	"github.com/augmentdata/augment/prompts"
+	"github.com/augmentdata/augment/report"
 	"github.com/augmentdata/augment/stages/llm"
 	"github.com/augmentdata/augment/stages/record"
 	"github.com/augmentdata/augment/stages/shard"
@@ -86,6 +87,8 @@ type Runner struct {
 	lib     *toollib.Library
 	libErr  error
 	libRefs []manifests.FileRef
+
+	check teacherCheck // batch.go
 }
 
 // NewRunner prepares a run of p: it opens the request cache and the teacher.
@@ -112,9 +115,10 @@ func NewRunner(p *Pipeline, o Options) (*Runner, error) {
 	if err := r.openOutput(); err != nil {
 		return nil, err
 	}
-	// The request cache lives in the output root too: its directory is
-	// opened through it, and the cache keeps its own handle on it.
-	lo := llm.Options{Getenv: o.Getenv, Log: o.Log, Explain: o.Explain}
+	// The request cache and the batch directory live in the output root
+	// too: the cache's directory is opened through it (the cache keeps its
+	// own handle on it), and the batch files are written through its Sub.
+	lo := llm.Options{Getenv: o.Getenv, Log: o.Log, Explain: o.Explain, BatchRoot: r.root.Sub(batchDir)}
 	if p.Teacher.Provider != llm.ProviderOffline || p.Embedder.Provider != llm.ProviderOffline {
 		if lo.CacheRoot, err = r.openCacheDir(); err != nil {
 			r.closeOutput()
@@ -173,7 +177,9 @@ func (r *Runner) plan() []stageRun {
 // Run executes every stage in order. A stage whose shards are all up to date
 // is skipped; a failed shard stops the run and nothing of it is visible, so
 // running again resumes where this run stopped.
-func (r *Runner) Run(ctx context.Context) (*Report, error) {
+func (r *Runner) Run(ctx context.Context) (rep *Report, err error) {
+	// report: report.html, and a dataset card in each export dir (stages/report.go).
+	defer func() { err = r.writeReport(err) }()
 	if msg, warn := lastStage(r.p); warn {
 		r.o.Log.Warn(msg)
 	} else if msg != "" {
@@ -182,7 +188,7 @@ func (r *Runner) Run(ctx context.Context) (*Report, error) {
 	if err := r.writeEffectiveConfig(); err != nil {
 		return nil, err
 	}
-	rep := &Report{Dir: r.dir}
+	rep = &Report{Dir: r.dir}
 	runs := r.plan()
 	ing, err := r.ingest(ctx, runs[0])
 	rep.Stages = append(rep.Stages, ing.report)
@@ -341,6 +347,9 @@ func (r *Runner) runStage(ctx context.Context, sr stageRun, inputs []shardInput)
 		res.outputs = outputsOf(old, inputs)
 		return res, nil
 	}
+	if err := r.teacherReady(ctx, sr, st); err != nil { // batch.go
+		return res, err
+	}
 	prog := r.newProgress(sr.name, totalRows(inputs), env)
 	defer prog.done()
 	var mu sync.Mutex
@@ -366,13 +375,20 @@ func (r *Runner) runStage(ctx context.Context, sr stageRun, inputs []shardInput)
 		}
 		m.Notes = env.notes()
 		if old != nil && old.ConfigHash == fp {
-			// Shards kept from the earlier run keep their notes.
-			m.Notes = slices.Compact(slices.Sorted(slices.Values(append(m.Notes, old.Notes...))))
+			// Shards kept from the earlier run keep their notes; the earlier
+			// Finish's notes give way to this run's (a resume must end with
+			// a clean run's notes and dataset card).
+			kept := old.Notes
+			if m.FinishNotes != nil {
+				kept = slices.DeleteFunc(slices.Clone(kept), func(n string) bool { return slices.Contains(old.FinishNotes, n) })
+			}
+			m.Notes = slices.Compact(slices.Sorted(slices.Values(append(m.Notes, kept...))))
 		}
 		m.Seconds = time.Since(m.Started).Seconds()
 		return sr.out.WriteJSON(manifestFile, m)
 	}
 	lastSave := time.Now()
+	pendingShards := 0 // batch mode: shards waiting for batch answers (batch.go)
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(shardWorkers(st))
 	for _, in := range inputs {
@@ -386,6 +402,12 @@ func (r *Runner) runStage(ctx context.Context, sr stageRun, inputs []shardInput)
 		g.Go(func() error {
 			start := time.Now()
 			sh, err := r.runShard(gctx, sr, st, sink, in, prog)
+			if isPending(err) {
+				mu.Lock()
+				pendingShards++
+				mu.Unlock()
+				return nil
+			}
 			if err != nil {
 				return fmt.Errorf("shard %s: %w", in.name, err)
 			}
@@ -417,6 +439,7 @@ func (r *Runner) runStage(ctx context.Context, sr stageRun, inputs []shardInput)
 		})
 	}
 	err = g.Wait()
+	err = r.batchFinish(ctx, sr, err, pendingShards)
 	if isSink && err == nil {
 		var shards []manifests.Shard
 		for _, in := range inputs {
@@ -427,6 +450,9 @@ func (r *Runner) runStage(ctx context.Context, sr stageRun, inputs []shardInput)
 		notes, err = sink.Finish(fin, shards)
 		m.Files = fin.Written()
 		env.note(notes...)
+		// Not nil once Finish ran, even without notes: the earlier
+		// Finish's notes then go (see save).
+		m.FinishNotes = append([]string{}, slices.Sorted(slices.Values(notes))...)
 	}
 	m.Finished = time.Now().UTC()
 	mu.Lock()
@@ -592,7 +618,7 @@ func (r *Runner) runShard(ctx context.Context, sr stageRun, st Stage, sink Sink,
 		g.Go(func() error {
 			out, err := safeProcess(gctx, st, rec)
 			if err != nil {
-				if _, ok := rejectReason(err); !ok && !isFilter(err) {
+				if _, ok := rejectReason(err); !ok && !isFilter(err) && !isPending(err) {
 					return fmt.Errorf("record %s: %w", rec.ID, err)
 				}
 			}
@@ -605,6 +631,9 @@ func (r *Runner) runShard(ctx context.Context, sr stageRun, st Stage, sink Sink,
 		return sh, err
 	}
 	if err := ctx.Err(); err != nil {
+		return sh, err
+	}
+	if err := pendingIn(errs); err != nil {
 		return sh, err
 	}
 	var kept []*record.Record
@@ -753,6 +782,15 @@ func owned(m *manifests.Stage) map[string]bool {
 	}
 	for _, f := range m.Files {
 		files[f] = true
+	}
+	if m.Type == "export" {
+		// The dataset card writeReport puts in the export dir after the run.
+		for f := range files {
+			if dir, _, ok := strings.Cut(f, "/"); ok {
+				files[dir+"/"+report.CardFile] = true
+				break
+			}
+		}
 	}
 	return files
 }

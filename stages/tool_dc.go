@@ -198,7 +198,9 @@ func (c *ToolDCConfig) validate() []string {
 	return probs
 }
 
-func (c *ToolDCConfig) version() int { return 1 }
+// version 2: the prompts list tools as compact JSON (a quarter fewer
+// prompt bytes, and a larger share of them a cached prefix).
+func (c *ToolDCConfig) version() int { return 2 }
 
 func (c *ToolDCConfig) build(env *Env) (Stage, error) {
 	if env.Teacher == nil {
@@ -239,7 +241,7 @@ func (s *toolDC) Concurrency() int { return max(1, s.env.Capacity) }
 
 // toolDCPrompt is what the Try and Retry templates render.
 type toolDCPrompt struct {
-	Tools    string // the group's tools as an indented JSON list of {name, description, parameters}
+	Tools    string // the group's tools as a compact JSON list of {name, description, parameters}
 	Question string // the request: the user turn, or a transcript of the turns before the target
 	Context  string // the record's system text, possibly empty
 }
@@ -731,24 +733,33 @@ func (s *toolDC) renderTrace(candidates, valid, final string) (system, body stri
 	return system, body, nil
 }
 
-// tdcToolsJSON renders tools as the indented JSON list the prompts show, in the
-// OpenAI function shape; a tool whose parameters are not JSON rejects the
-// record.
+// tdcToolsJSON renders tools as the JSON list the prompts show, in the
+// OpenAI function shape, one compact object per line; a tool whose
+// parameters are not JSON rejects the record.
 func tdcToolsJSON(tools []record.Tool) (string, error) {
 	type fn struct {
 		Name        string          `json:"name"`
 		Description string          `json:"description"`
 		Parameters  json.RawMessage `json:"parameters"`
 	}
-	list := make([]fn, len(tools))
+	var b strings.Builder
+	b.WriteString("[")
 	for i, t := range tools {
 		if !json.Valid(t.Parameters) {
 			return "", Rejectf(ToolDCBadToolSchema, "parameters of tool %q are not JSON", t.Name)
 		}
-		list[i] = fn{t.Name, t.Description, t.Parameters}
+		line, err := prompts.JSON(fn{t.Name, t.Description, t.Parameters}, "")
+		if err != nil {
+			return "", err
+		}
+		if i > 0 {
+			b.WriteString(",")
+		}
+		b.WriteString("\n")
+		b.Write(line)
 	}
-	b, err := prompts.JSON(list, "  ")
-	return string(b), err
+	b.WriteString("\n]")
+	return b.String(), nil
 }
 
 // tdcNames renders tool names as the trace lists them: "[a, b]".

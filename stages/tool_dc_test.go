@@ -321,7 +321,7 @@ func TestToolDCTraceOracle(t *testing.T) {
 	// Request shape: temperature 0 is explicit, the stage is versioned, one
 	// tool per Try prompt, only the valid tool in the Retry prompt.
 	for _, req := range client.reqs {
-		if req.Temperature == nil || *req.Temperature != 0 || req.Stage != "tool_dc@1" || req.Template == "" {
+		if req.Temperature == nil || *req.Temperature != 0 || req.Stage != "tool_dc@2" || req.Template == "" {
 			t.Errorf("request %s: temperature %v stage %q template %q", req.Slot, req.Temperature, req.Stage, req.Template)
 		}
 		sys := req.Messages[0].Content

@@ -62,6 +62,17 @@ type VerifyConfig struct {
 	// MaxTokens rejects records with more tokens (reason too_long); 0 means
 	// no limit. Needs count_tokens.
 	MaxTokens int `yaml:"max_tokens" json:"max_tokens,omitempty"`
+	// Tokenizer is the student model's Hugging Face tokenizer.json (a
+	// byte-level BPE: Llama 3.x, Qwen 2.5/3), relative to pipeline.yaml;
+	// when set, tokens are counted with it (verify.StudentTokens) instead of
+	// o200k, so max_tokens matches the trainer's cutoff_len.
+	Tokenizer string `yaml:"tokenizer" json:"tokenizer,omitempty"`
+	// ChatTemplate is the framing counted with Tokenizer: llama3, chatml
+	// (Qwen) or none (default).
+	ChatTemplate string `yaml:"chat_template" json:"chat_template,omitempty"`
+	// TokenizerSHA256 is filled in when the stage is built, so a changed
+	// tokenizer file changes the config hash.
+	TokenizerSHA256 string `yaml:"-" json:"tokenizer_sha256,omitempty"`
 }
 
 // Verify stage actions.
@@ -89,6 +100,9 @@ func (c *VerifyConfig) defaults() {
 	if c.CountTokens == nil {
 		on := true
 		c.CountTokens = &on
+	}
+	if c.Tokenizer != "" && c.ChatTemplate == "" {
+		c.ChatTemplate = verify.TemplateNone
 	}
 }
 
@@ -138,6 +152,12 @@ func (c *VerifyConfig) validate() []string {
 	if c.MaxTokens > 0 && c.CountTokens != nil && !*c.CountTokens {
 		probs = append(probs, "max_tokens: needs count_tokens: true")
 	}
+	if c.ChatTemplate != "" && !slices.Contains(verify.Templates, c.ChatTemplate) {
+		probs = append(probs, fmt.Sprintf("chat_template: %q is not one of %s", c.ChatTemplate, strings.Join(verify.Templates, ", ")))
+	}
+	if c.ChatTemplate != "" && c.Tokenizer == "" {
+		probs = append(probs, "chat_template: needs tokenizer")
+	}
 	return probs
 }
 
@@ -145,6 +165,14 @@ func (c *VerifyConfig) version() int { return 4 } // 2: judges skip get_user_inp
 
 func (c *VerifyConfig) build(env *Env) (Stage, error) {
 	s := &verifyStage{cfg: *c, env: env, countTokens: c.CountTokens == nil || *c.CountTokens}
+	if c.Tokenizer != "" {
+		tok, sum, err := loadTokenizer(env.Dir, c.Tokenizer)
+		if err != nil {
+			return nil, fmt.Errorf("verify: tokenizer: %w", err)
+		}
+		s.student, c.TokenizerSHA256 = tok, sum
+		s.cfg.TokenizerSHA256 = sum
+	}
 	for _, name := range c.Checks {
 		ch, ok := verify.Lookup(name)
 		if !ok {
@@ -184,6 +212,7 @@ type verifyStage struct {
 	judges      bool // some checker is an LLM judge
 	llmEnv      verify.LLMEnv
 	countTokens bool
+	student     verify.Counter // the student's tokenizer, when configured
 }
 
 // Concurrency is the teacher's capacity when a judge runs, else one worker
@@ -217,7 +246,13 @@ func (s *verifyStage) Process(ctx context.Context, r *record.Record) ([]*record.
 		}
 	}
 	tokens := -1
-	if s.countTokens {
+	switch {
+	case s.countTokens && s.student != nil:
+		var err error
+		if tokens, err = verify.StudentTokens(r, s.student, s.cfg.ChatTemplate); err != nil {
+			return nil, err
+		}
+	case s.countTokens:
 		tokens = verify.RecordTokens(r)
 	}
 	tooLong := s.cfg.MaxTokens > 0 && tokens > s.cfg.MaxTokens

@@ -34,7 +34,8 @@
 // [LFTemplate] holds what augment knows of LLaMA-Factory's common templates
 // (thought words, tool format, parallel calls, text with calls) and
 // simulates their function and tool formatters. [Tokens] and [RecordTokens] count
-// tokens offline.
+// tokens offline (o200k); [StudentTokens] counts them with the student
+// model's tokenizer (package hftok) inside its chat template's framing.
 //
 // # Problem kinds
 //

@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/augmentdata/augment/manifests"
+	"github.com/augmentdata/augment/report"
 	"github.com/augmentdata/augment/stages/llm"
 	"github.com/augmentdata/augment/stages/llm/fakellm"
 	"github.com/augmentdata/augment/stages/shard"
@@ -72,6 +73,9 @@ func e2eFake(t *testing.T, cfg fakellm.Config) (*fakellm.Server, string) {
 	t.Helper()
 	if cfg.Script == nil {
 		cfg.Script = e2eScript
+	}
+	if cfg.Model == "" {
+		cfg.Model = "fake-teacher" // listed by /models, which the run checks
 	}
 	fake, err := fakellm.New(cfg)
 	if err != nil {
@@ -199,11 +203,12 @@ func e2eSignalAt(t *testing.T, dir string, fake *fakellm.Server, n int64, sig os
 	return cmd, stderr.String()
 }
 
-// e2eDataFiles reads every file of a run dir except its manifests (they
-// hold timings), its effective config (it names the endpoint) and the
-// request cache: the files whose bytes must not depend on how the run got
-// there. Leftover temporary files count as data, so they show up as
-// differences.
+// e2eDataFiles reads every file of a run dir except its manifests and
+// report.html (they hold timings), its effective config (it names the
+// endpoint) and the request cache: the files whose bytes must not depend on
+// how the run got there. Dataset cards are read without their run
+// accounting (teacher traffic and cost). Leftover temporary files count as
+// data, so they show up as differences.
 func e2eDataFiles(t *testing.T, dir string) map[string][]byte {
 	t.Helper()
 	out := map[string][]byte{}
@@ -216,10 +221,13 @@ func e2eDataFiles(t *testing.T, dir string) map[string][]byte {
 		switch {
 		case d.IsDir() && (rel == "cache" || rel == ".augment"):
 			return filepath.SkipDir
-		case d.IsDir(), d.Name() == "manifest.json", rel == "config.yaml":
+		case d.IsDir(), d.Name() == "manifest.json", rel == "config.yaml", rel == "report.html":
 			return nil
 		}
 		b, err := os.ReadFile(path)
+		if d.Name() == "README.md" {
+			b = report.WithoutAccounting(b)
+		}
 		out[rel] = b
 		return err
 	})

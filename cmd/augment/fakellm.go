@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -8,8 +9,10 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"time"
 
+	"github.com/augmentdata/augment/manifests"
 	"github.com/augmentdata/augment/stages/llm/fakellm"
 )
 
@@ -19,6 +22,8 @@ func cmdFakeLLM(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	fs := newFlags("fake-llm", stderr, "[flags]")
 	addr := fs.String("addr", "127.0.0.1:8089", "listen address (loopback by default)")
 	config := fs.String("config", "", "JSON file with the full fake config (script rules, faults); flags override it")
+	runBatch := fs.String("run-batch", "", "answer this OpenAI batch input file offline, as `vllm run-batch` would, write -o and exit")
+	batchOut := fs.String("o", "", "the output file of -run-batch")
 	var cfg fakellm.Config
 	// A config file is read before the other flags so they can override it.
 	for i, a := range args {
@@ -39,6 +44,9 @@ func cmdFakeLLM(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	srv, err := fakellm.New(cfg)
 	if err != nil {
 		return usageError{err.Error()}
+	}
+	if *runBatch != "" {
+		return fakeRunBatch(srv, *runBatch, *batchOut)
 	}
 	ln, err := net.Listen("tcp", *addr)
 	if err != nil {
@@ -69,4 +77,28 @@ func loadFakeConfig(path string, cfg *fakellm.Config) error {
 	}
 	*cfg = c
 	return nil
+}
+
+// fakeRunBatch is the fake as an offline batch runner: every line of the
+// input file answered into the output file (written atomically).
+func fakeRunBatch(srv *fakellm.Server, in, out string) error {
+	if out == "" {
+		return usageError{"fake-llm -run-batch: want -o OUTPUT"}
+	}
+	f, err := os.Open(in)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	var buf bytes.Buffer
+	if err := srv.RunBatch(f, &buf); err != nil {
+		return err
+	}
+	root, err := manifests.OpenRoot(filepath.Dir(out))
+	if err != nil {
+		return err
+	}
+	defer root.Close()
+	_, err = root.WriteFile(filepath.Base(out), buf.Bytes())
+	return err
 }

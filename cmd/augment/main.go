@@ -33,6 +33,10 @@ Usage:
   augment check [-set k=v …] pipeline.yaml             validate, show what would run, render prompts, estimate cost
   augment fake-llm [-addr 127.0.0.1:8089] [flags]      serve a fake OpenAI-compatible endpoint for dry runs
   augment cache stats|ls|get [-dir out] [key]          inspect the request cache of a run
+  augment batch status [-dir out] | poll pipeline.yaml list or advance the batch jobs of teacher.mode batch
+  augment report [out]                                 write out/report.html and each export's dataset card
+  augment show ID [-stage S] [-json] out               one record's way through the stages, or as stage S holds it
+  augment stats [-json] [out]                          per-stage counts, rejects, mix, lengths, teacher usage
   augment version                                      print the version
 
 Run "augment <command> -h" for a command's flags.
@@ -47,6 +51,7 @@ const (
 	exitFailed    = 1
 	exitUsage     = 2
 	exitGuard     = 3
+	exitWaiting   = 4
 	exitInterrupt = 130
 )
 
@@ -58,6 +63,7 @@ var exitCodes = []struct {
 	{exitFailed, "the run failed; finished work is kept: run the same command again to resume (without that hint: part of a source could not be read, see `allow_partial`)"},
 	{exitUsage, "usage or config error, found before anything ran: flags, pipeline file, sources, output dir, api_key_env, or the output dir is held by another run"},
 	{exitGuard, "the teacher guard stopped the run (budget reached, error rate too high, credentials refused), or it is done but for records a passing teacher failure rejected; resumable: a rerun asks again for what is missing"},
+	{exitWaiting, "waiting for batch answers (teacher.mode batch): finished work is kept; run the same command again once the batches are done"},
 	{exitInterrupt, "interrupted (Ctrl-C, SIGTERM); resumable"},
 }
 
@@ -93,6 +99,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 			if !errors.As(err, &partial) { // the same run fails the same way
 				fmt.Fprintln(stderr, "augment: finished work is kept; run the same command again to resume")
 			}
+		case exitWaiting:
+			fmt.Fprintln(stderr, "augment: finished work is kept; run the same command again once the batches are done (augment batch status shows them)")
 		}
 	}
 	return code
@@ -109,6 +117,8 @@ func exitCode(ctx context.Context, err error) int {
 		return exitUsage
 	case ctx.Err() != nil || errors.Is(err, context.Canceled):
 		return exitInterrupt
+	case llm.IsWaiting(err):
+		return exitWaiting
 	case llm.IsFatal(err):
 		return exitGuard
 	default:
@@ -131,6 +141,14 @@ func dispatch(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return cmdFakeLLM(ctx, args, stdout, stderr)
 	case "cache":
 		return cmdCache(ctx, args, stdout, stderr)
+	case "batch":
+		return cmdBatch(ctx, args, stdout, stderr)
+	case "report":
+		return cmdReport(ctx, args, stdout, stderr)
+	case "show":
+		return cmdShow(ctx, args, stdout, stderr)
+	case "stats":
+		return cmdStats(ctx, args, stdout, stderr)
 	case "version":
 		fmt.Fprintf(stdout, "augment %s\n", version)
 		return nil

@@ -1,6 +1,7 @@
 package llm
 
 import (
+	"encoding/json"
 	"fmt"
 	"math"
 	"net/url"
@@ -47,6 +48,20 @@ type Config struct {
 	TopP        *float64 `yaml:"top_p" json:"top_p,omitempty"`
 	MaxTokens   int      `yaml:"max_tokens" json:"max_tokens,omitempty"` // 0: server default
 	Seed        *int     `yaml:"seed" json:"seed,omitempty"`
+
+	// MaxCompletionTokens, when set, is sent as max_completion_tokens (what
+	// OpenAI's reasoning models take instead of max_tokens; it bounds the
+	// reasoning and the answer together). ReasoningEffort ("low", "medium",
+	// "high", …) is sent as reasoning_effort. Both are part of the cache key.
+	MaxCompletionTokens int    `yaml:"max_completion_tokens" json:"max_completion_tokens,omitempty"`
+	ReasoningEffort     string `yaml:"reasoning_effort" json:"reasoning_effort,omitempty"`
+	// ExtraBody is merged verbatim into every chat request body: a server's
+	// own parameters such as vLLM's top_k, min_p, repetition_penalty,
+	// chat_template_kwargs ({enable_thinking: false} for Qwen3) or
+	// guided_json / structured_outputs. It is part of the cache key. It may
+	// not set a field augment sets itself (model, messages, sampling,
+	// token limits, response_format).
+	ExtraBody map[string]any `yaml:"extra_body" json:"extra_body,omitempty"`
 
 	// StructuredOutput says how requests that carry a JSON schema ask for
 	// JSON: "json_schema" (default), "json_object" or "none". Answers are
@@ -98,6 +113,12 @@ type Config struct {
 	// paid for is in the cache) once this run's cost reaches it. Zero means
 	// no budget. Needs prices.
 	Budget float64 `yaml:"budget" json:"budget,omitempty"`
+
+	// Mode is "online" (default: each request is sent when a stage asks) or
+	// "batch" (cache misses are collected into batch files, see Batch and
+	// batch.go; the run stops until the answers are in).
+	Mode  string      `yaml:"mode" json:"mode"`
+	Batch BatchConfig `yaml:"batch" json:"batch"`
 }
 
 // An Endpoint is one server of the model.
@@ -136,6 +157,10 @@ func (c *Config) Defaults() {
 	if c.StructuredOutput == "" {
 		c.StructuredOutput = StructuredJSONSchema
 	}
+	if c.Mode == "" {
+		c.Mode = ModeOnline
+	}
+	c.Batch.defaults()
 	for i := range c.Endpoints {
 		if c.Endpoints[i].MaxInFlight == 0 {
 			c.Endpoints[i].MaxInFlight = DefaultMaxInFlight
@@ -179,7 +204,9 @@ func (c *Config) Validate() []error {
 		if c.Model == "" {
 			bad("model", "provider %q needs a model name", c.Provider)
 		}
-		if len(c.Endpoints) == 0 {
+		// Batch files run by the user need no endpoint (one is still used,
+		// when given, to check the model).
+		if len(c.Endpoints) == 0 && !(c.Mode == ModeBatch && c.Batch.Provider == BatchFiles) {
 			bad("endpoints", "provider %q needs at least one endpoint with a base_url", c.Provider)
 		}
 	default:
@@ -187,6 +214,27 @@ func (c *Config) Validate() []error {
 	}
 	errs = append(errs, validateEndpoints("teacher", c.Endpoints)...)
 	errs = append(errs, validateCommon("teacher", c.APIKeyEnv, c.MaxRetries)...)
+	switch c.Mode {
+	case ModeOnline:
+	case ModeBatch:
+		if c.Provider != ProviderOpenAI {
+			bad("mode", "batch mode needs provider %q (the offline stand-ins answer at once)", ProviderOpenAI)
+		}
+		errs = append(errs, c.Batch.validate()...)
+	default:
+		bad("mode", "unknown mode %q (want %q or %q)", c.Mode, ModeOnline, ModeBatch)
+	}
+	if c.MaxCompletionTokens < 0 {
+		bad("max_completion_tokens", "must not be negative, got %d", c.MaxCompletionTokens)
+	}
+	for _, k := range sortedKeys(c.ExtraBody) {
+		if reservedBodyFields[k] {
+			bad("extra_body."+k, "is set by augment itself; use the teacher setting or the stage's own instead")
+		}
+	}
+	if _, err := json.Marshal(c.ExtraBody); err != nil {
+		bad("extra_body", "cannot be written as JSON: %v", err)
+	}
 	if c.Temperature != nil && (*c.Temperature < 0 || *c.Temperature > 2 || math.IsNaN(*c.Temperature)) {
 		bad("temperature", "%v is outside [0, 2]", *c.Temperature)
 	}

@@ -54,6 +54,33 @@ budget: 20
 	}
 }
 
+func TestConfigYAMLBatch(t *testing.T) {
+	src := `
+provider: openai
+model: Qwen/Qwen3-8B
+mode: batch
+batch: {provider: files, max_requests: 1000}
+extra_body:
+  top_k: 20
+  chat_template_kwargs: {enable_thinking: false}
+`
+	var c Config
+	if err := decodeStrict(t, src, &c); err != nil {
+		t.Fatal(err)
+	}
+	c.Defaults()
+	if errs := c.Validate(); len(errs) > 0 {
+		t.Fatalf("a files-mode batch needs no endpoint, got %v", errs)
+	}
+	if c.Batch.MaxRequests != 1000 || c.Batch.MaxBytes != defaultBatchMaxBytes || c.Batch.PriceFactor != 0.5 {
+		t.Errorf("batch defaults: %+v", c.Batch)
+	}
+	b, err := marshalNoEscape(c.ExtraBody)
+	if err != nil || string(b) != `{"chat_template_kwargs":{"enable_thinking":false},"top_k":20}` {
+		t.Errorf("extra_body as JSON: %s, %v", b, err)
+	}
+}
+
 func TestConfigYAMLUnknownKey(t *testing.T) {
 	var c Config
 	err := decodeStrict(t, "provider: openai\ntemprature: 0.2\n", &c)
@@ -100,6 +127,16 @@ func TestConfigValidate(t *testing.T) {
 		{"retry max", func(c *Config) { c.RetryMax = Duration(time.Millisecond) }, "teacher.retry_max"},
 		{"latency tolerance", func(c *Config) { c.LatencyTolerance = 1.01 }, "teacher.latency_tolerance"},
 		{"budget without prices", func(c *Config) { c.Budget = 5 }, "teacher.budget: a budget needs"},
+		{"unknown mode", func(c *Config) { c.Mode = "bulk" }, "teacher.mode: unknown mode"},
+		{"batch offline", func(c *Config) { c.Mode = ModeBatch }, "teacher.mode: batch mode needs provider"},
+		{"batch provider", func(c *Config) { c.Mode, c.Batch.Provider = ModeBatch, "s3" }, "teacher.batch.provider"},
+		{"batch price factor", func(c *Config) { c.Batch.PriceFactor = 2; c.Mode = ModeBatch }, "teacher.batch.price_factor"},
+		{"batch rounds", func(c *Config) { c.Batch.MaxRounds = -1; c.Mode = ModeBatch }, "teacher.batch.max_rounds"},
+		{"files mode still needs a model", func(c *Config) {
+			c.Provider, c.Mode, c.Batch.Provider = ProviderOpenAI, ModeBatch, BatchFiles
+		}, "teacher.model"},
+		{"extra body sets a field of augment's", func(c *Config) { c.ExtraBody = map[string]any{"temperature": 1} }, "teacher.extra_body.temperature"},
+		{"max completion tokens", func(c *Config) { c.MaxCompletionTokens = -1 }, "teacher.max_completion_tokens"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -29,6 +29,14 @@ type Request struct {
 	TopP        *float64 `json:"top_p,omitempty"`
 	MaxTokens   int      `json:"max_tokens,omitempty"`
 	Seed        *int     `json:"seed,omitempty"`
+	// MaxCompletionTokens and ReasoningEffort are sent as
+	// max_completion_tokens and reasoning_effort when set (OpenAI's
+	// reasoning models); 0 and "" mean the teacher's configured values.
+	MaxCompletionTokens int    `json:"max_completion_tokens,omitempty"`
+	ReasoningEffort     string `json:"reasoning_effort,omitempty"`
+	// ExtraBody is a JSON object merged into the request body (server
+	// specific parameters); nil means the teacher's extra_body.
+	ExtraBody json.RawMessage `json:"extra_body,omitempty"`
 	// JSONSchema, when set, asks for a JSON answer matching it (response_format
 	// json_schema where the server supports it). Callers validate locally
 	// regardless.
@@ -51,7 +59,11 @@ type Request struct {
 
 // A Response is a completed chat request.
 type Response struct {
-	Content      string `json:"content"`
+	Content string `json:"content"`
+	// Reasoning is the model's thinking when the server returns it apart
+	// from the answer (reasoning_content or reasoning: vLLM's reasoning
+	// parsers, DeepSeek-R1, Qwen3, gpt-oss). It is never part of Content.
+	Reasoning    string `json:"reasoning,omitempty"`
 	FinishReason string `json:"finish_reason"` // "stop", "length", …
 	Usage        Usage  `json:"usage"`
 	Provider     string `json:"provider"` // "offline", "openai", …

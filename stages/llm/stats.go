@@ -45,6 +45,16 @@ type Stats struct {
 	// of the same slot ("messages", "template", "new_slot", …). Filled only
 	// with Options.Explain.
 	MissCauses map[string]int64 `json:"miss_causes,omitempty"`
+	// PromptBytes counts the bytes of every prompt the stage asked this
+	// run (cache hits included); PrefixShare is the share of them that
+	// repeated an earlier prompt's prefix, the part a server's prefix
+	// cache computes once (see PrefixMeter).
+	PromptBytes int64   `json:"prompt_bytes,omitempty"`
+	PrefixShare float64 `json:"prefix_share,omitempty"`
+	// Pending counts requests written to batch files in this run (batch
+	// mode); Batch sums up the stage's batch jobs of its latest epoch.
+	Pending int64         `json:"pending,omitempty"`
+	Batch   *BatchSummary `json:"batch,omitempty"`
 }
 
 // ModelUsage is the traffic of one model within a stage.
@@ -77,7 +87,7 @@ func (s Stats) ProjectedCost(done float64) float64 {
 
 // stageStats is the live, concurrently updated form of Stats.
 type stageStats struct {
-	requests, hits, sent, retries, inFlight, failed, tokIn, tokOut atomic.Int64
+	requests, hits, sent, retries, inFlight, failed, tokIn, tokOut, pending atomic.Int64
 
 	mu     sync.Mutex
 	errors map[string]int64
@@ -129,6 +139,7 @@ func (s *stageStats) snapshot(stage, provider string, p prices) Stats {
 		Retries:   s.retries.Load(),
 		InFlight:  s.inFlight.Load(),
 		Failed:    s.failed.Load(),
+		Pending:   s.pending.Load(),
 		TokensIn:  s.tokIn.Load(),
 		TokensOut: s.tokOut.Load(),
 		Latency:   s.lat.summary(),

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net/http"
 	"os"
 	"runtime"
@@ -19,6 +20,8 @@ import (
 
 	openai "github.com/sashabaranov/go-openai"
 	"golang.org/x/sync/singleflight"
+
+	"github.com/augmentdata/augment/manifests"
 )
 
 // Options are the run-level settings of NewTeacher and NewEmbedder.
@@ -40,6 +43,11 @@ type Options struct {
 	// changed since the last answer for the same slot (augment run
 	// --explain), and counts the causes in Stats.MissCauses.
 	Explain bool
+	// BatchRoot is the batch directory of teacher.mode batch, opened by the
+	// caller (a run's is <output>/batch inside its confined output root):
+	// the batch files and state are created, renamed, removed and read only
+	// through it.
+	BatchRoot *manifests.Root
 }
 
 func (o *Options) defaults() {
@@ -66,6 +74,9 @@ type Teacher struct {
 	prices  prices
 	flights singleflight.Group
 	redact  redactor // removes the key from server text before it is kept
+	// extraBody is teacher.extra_body as compact JSON (keys in order); nil
+	// when there is none.
+	extraBody json.RawMessage
 
 	mu     sync.Mutex
 	stages map[string]*StageClient
@@ -76,6 +87,9 @@ type Teacher struct {
 
 	tokIn, tokOut atomic.Int64
 	window        errWindow
+
+	batch *batchRun // nil unless teacher.mode is batch
+	key   string    // the API key ("" for none); never logged or written
 }
 
 // NewTeacher checks cfg (after Defaults) and connects nothing yet: the
@@ -100,6 +114,13 @@ func NewTeacher(cfg Config, o Options) (*Teacher, error) {
 		window: errWindow{ring: make([]bool, cfg.ErrorWindow)},
 	}
 	t.halt = halt{done: make(chan struct{}), err: t.fatalErr}
+	if len(cfg.ExtraBody) > 0 {
+		b, err := marshalNoEscape(cfg.ExtraBody)
+		if err != nil {
+			return nil, fmt.Errorf("teacher.extra_body: %w", err)
+		}
+		t.extraBody = b
+	}
 	if cfg.Provider == ProviderOffline {
 		return t, nil
 	}
@@ -107,6 +128,7 @@ func NewTeacher(cfg Config, o Options) (*Teacher, error) {
 	if err != nil {
 		return nil, err
 	}
+	t.key = key
 	t.redact = newRedactor(key)
 	t.pool = newPool(poolConfig{
 		breakerFailures:  cfg.BreakerFailures,
@@ -120,6 +142,15 @@ func NewTeacher(cfg Config, o Options) (*Teacher, error) {
 	})
 	if t.cache, err = o.openCache(); err != nil {
 		return nil, err
+	}
+	if cfg.Mode == ModeBatch {
+		// Every answer of a batch run comes at the batch price.
+		t.prices.in *= cfg.Batch.PriceFactor
+		t.prices.out *= cfg.Batch.PriceFactor
+		if err := t.openBatch(o.BatchRoot, key); err != nil {
+			t.Close()
+			return nil, err
+		}
 	}
 	return t, nil
 }
@@ -151,6 +182,11 @@ func (t *Teacher) Model() string {
 // the sum of the endpoints' max_in_flight, or the number of CPUs for the
 // offline provider. LLM stages size their worker pools by it.
 func (t *Teacher) Capacity() int {
+	if t.batch != nil {
+		// Batch mode only writes lines: enough records in flight to keep
+		// the CPUs busy.
+		return 8 * runtime.GOMAXPROCS(0)
+	}
 	if t.pool == nil {
 		return runtime.GOMAXPROCS(0)
 	}
@@ -164,7 +200,7 @@ func (t *Teacher) Stage(name string) *StageClient {
 	defer t.mu.Unlock()
 	s := t.stages[name]
 	if s == nil {
-		s = &StageClient{t: t, name: name, st: newStageStats()}
+		s = &StageClient{t: t, name: name, st: newStageStats(), prefix: NewPrefixMeter()}
 		t.stages[name] = s
 	}
 	return s
@@ -310,16 +346,25 @@ func (t *Teacher) spend(u Usage) {
 
 // A StageClient is a Client whose traffic is accounted to one stage.
 type StageClient struct {
-	t    *Teacher
-	name string
-	st   *stageStats
+	t      *Teacher
+	name   string
+	st     *stageStats
+	prefix *PrefixMeter // every prompt of the stage, answered from the cache or not
 }
 
 // Name is the stage name given to Teacher.Stage.
 func (s *StageClient) Name() string { return s.name }
 
 // Stats returns a snapshot of the stage's traffic.
-func (s *StageClient) Stats() Stats { return s.st.snapshot(s.name, s.t.cfg.Provider, s.t.prices) }
+func (s *StageClient) Stats() Stats {
+	st := s.st.snapshot(s.name, s.t.cfg.Provider, s.t.prices)
+	st.PromptBytes, _ = s.prefix.Totals()
+	st.PrefixShare = math.Round(s.prefix.Share()*1000) / 1000
+	if s.t.batch != nil {
+		st.Batch = s.t.batch.store.summary(s.name, s.t.cfg.Batch.MaxRounds)
+	}
+	return st
+}
 
 // Complete answers req: from the offline stand-in under provider
 // "offline"; otherwise from the cache, or by sending it (with retries)
@@ -332,9 +377,13 @@ func (s *StageClient) Stats() Stats { return s.st.snapshot(s.name, s.t.cfg.Provi
 // (a reject reason) when only this request failed; the context's error;
 // or a plain error for a malformed request (a stage bug).
 func (s *StageClient) Complete(ctx context.Context, req Request) (Response, error) {
+	s.prefix.Observe(req.Messages)
 	resp, err := s.complete(ctx, req)
 	s.st.requests.Add(1)
-	if err != nil && ctx.Err() == nil {
+	switch {
+	case IsPending(err):
+		s.st.pending.Add(1)
+	case err != nil && ctx.Err() == nil:
 		s.st.failed.Add(1)
 	}
 	return resp, err
@@ -352,7 +401,7 @@ func (s *StageClient) complete(ctx context.Context, req Request) (Response, erro
 	if err != nil {
 		return Response{}, err
 	}
-	if t.pool == nil {
+	if t.cfg.Provider == ProviderOffline {
 		return s.offline(req)
 	}
 	canon, key, err := t.canonical(req)
@@ -416,6 +465,9 @@ func (s *StageClient) offline(req Request) (Response, error) {
 // released (see pool.run).
 func (s *StageClient) fetch(ctx context.Context, req Request, canon, key []byte) (Response, error) {
 	t := s.t
+	if t.batch != nil {
+		return Response{}, s.enqueue(req, canon, key)
+	}
 	var resp Response
 	var keep func() error
 	if t.cache != nil {
@@ -427,13 +479,17 @@ func (s *StageClient) fetch(ctx context.Context, req Request, canon, key []byte)
 			return nil
 		}
 	}
-	zero := req.Temperature != nil && *req.Temperature == 0
-	do := chatAttempt(buildChat(req, t.cfg.StructuredOutput), zero, &resp)
+	body, err := chatBody(req, t.cfg.StructuredOutput)
+	if err != nil {
+		return Response{}, err
+	}
+	do := chatAttempt(req.Model, body, &resp)
 	attempts, class, err := t.pool.run(ctx, t.rp, s.st, t.halt, func(actx context.Context, meta *callMeta, c *openai.Client) error {
 		err := do(actx, meta, c)
 		// An answer that quotes the key (a server echoing its request)
 		// must not reach the cache or the data.
 		resp.Content = t.redact.literal(resp.Content)
+		resp.Reasoning = t.redact.literal(resp.Reasoning)
 		return err
 	}, keep)
 	if err != nil {
@@ -478,6 +534,22 @@ func (t *Teacher) effective(req Request, stage string) (Request, error) {
 	}
 	if req.Seed == nil {
 		req.Seed = t.cfg.Seed
+	}
+	if req.MaxCompletionTokens == 0 {
+		req.MaxCompletionTokens = t.cfg.MaxCompletionTokens
+	}
+	if req.ReasoningEffort == "" {
+		req.ReasoningEffort = t.cfg.ReasoningEffort
+	}
+	if req.ExtraBody == nil {
+		req.ExtraBody = t.extraBody
+	}
+	if len(req.ExtraBody) > 0 {
+		var b bytes.Buffer
+		if err := json.Compact(&b, req.ExtraBody); err != nil || b.Len() == 0 || b.Bytes()[0] != '{' {
+			return req, fmt.Errorf("stage %s: request extra body is not a JSON object", req.Stage)
+		}
+		req.ExtraBody = b.Bytes()
 	}
 	if len(req.JSONSchema) > 0 {
 		var b bytes.Buffer

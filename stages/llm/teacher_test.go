@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -657,68 +656,6 @@ func TestClassify(t *testing.T) {
 			t.Errorf("classify(%v, %d) = %s, want %s", tt.err, tt.status, got, tt.want)
 		}
 	}
-}
-
-func TestWithZeroTemperature(t *testing.T) {
-	tests := []struct{ in, want string }{
-		{`{"model":"m","messages":[]}`, `{"temperature":0,"model":"m","messages":[]}`},
-		{`{}`, `{"temperature":0}`},
-		{` { } `, ` {"temperature":0 } `},
-		{"\n{\n\"a\":1}", "\n{\"temperature\":0,\n\"a\":1}"},
-		{`[1]`, ""},
-		{``, ""},
-	}
-	for _, tt := range tests {
-		for _, sized := range []bool{true, false} {
-			r, _ := http.NewRequest("POST", "http://x/v1/chat/completions", strings.NewReader(tt.in))
-			if !sized {
-				r.ContentLength = -1
-			}
-			r2, err := withZeroTemperature(r)
-			if tt.want == "" {
-				if err == nil {
-					t.Errorf("%q: no error", tt.in)
-				}
-				continue
-			}
-			if err != nil {
-				t.Fatalf("%q: %v", tt.in, err)
-			}
-			got, _ := io.ReadAll(r2.Body)
-			again, _ := r2.GetBody()
-			replay, _ := io.ReadAll(again)
-			if string(got) != tt.want || string(replay) != tt.want || r2.ContentLength != int64(len(tt.want)) || r2.Header.Get("X") != r.Header.Get("X") {
-				t.Errorf("%q (sized %v): got %q, replay %q, length %d; want %q", tt.in, sized, got, replay, r2.ContentLength, tt.want)
-			}
-		}
-	}
-}
-
-func FuzzWithZeroTemperature(f *testing.F) {
-	f.Add(`{"model":"m"}`)
-	f.Add(` {}`)
-	f.Add(`{"temperature":0.5}`)
-	f.Fuzz(func(t *testing.T, body string) {
-		var obj map[string]json.RawMessage
-		if json.Unmarshal([]byte(body), &obj) != nil || obj == nil {
-			return
-		}
-		r, _ := http.NewRequest("POST", "http://x/", strings.NewReader(body))
-		r2, err := withZeroTemperature(r)
-		if err != nil {
-			t.Fatalf("%q: %v", body, err)
-		}
-		got, _ := io.ReadAll(r2.Body)
-		// The result is the same object plus "temperature":0 (go-openai
-		// omits temperature exactly when it is 0, so no duplicate arises).
-		var out map[string]json.RawMessage
-		if err := json.Unmarshal(got, &out); err != nil || len(out) < len(obj) {
-			t.Fatalf("%q → %q: %v", body, got, err)
-		}
-		if _, had := obj["temperature"]; !had && string(out["temperature"]) != "0" {
-			t.Fatalf("%q → %q: no temperature 0", body, got)
-		}
-	})
 }
 
 // When an answer cannot be written to the cache the run stops, so it is

@@ -17,12 +17,15 @@ import (
 )
 
 // callMeta travels in an attempt's context to wireTransport, which records
-// what go-openai does not expose (status, Retry-After) and applies what it cannot send (temperature 0).
+// what go-openai does not expose (status, Retry-After), sends the body
+// augment built (see chatBody) and keeps a copy of the answer's body for
+// decodeChat.
 type callMeta struct {
-	zeroTemperature bool
-	status          int
-	retryAfter      time.Duration
-	tokens          int // completion tokens of the answer, set by the attempt
+	body       []byte        // request body to send instead of go-openai's; nil: as is
+	answer     *bytes.Buffer // receives the response body when not nil
+	status     int
+	retryAfter time.Duration
+	tokens     int // completion tokens of the answer, set by the attempt
 }
 
 type metaKey struct{}
@@ -32,11 +35,8 @@ type wireTransport struct{ base *http.Transport }
 
 func (t wireTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	m, _ := r.Context().Value(metaKey{}).(*callMeta)
-	if m != nil && m.zeroTemperature {
-		var err error
-		if r, err = withZeroTemperature(r); err != nil {
-			return nil, err
-		}
+	if m != nil && m.body != nil {
+		r = withBody(r, m.body)
 	}
 	resp, err := t.base.RoundTrip(r)
 	if m != nil {
@@ -46,50 +46,32 @@ func (t wireTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 			if resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode >= 500 {
 				m.retryAfter = parseRetryAfter(resp.Header, now)
 			}
+			if m.answer != nil && resp.StatusCode/100 == 2 {
+				m.answer.Reset()
+				resp.Body = teeBody{Reader: io.TeeReader(resp.Body, m.answer), Closer: resp.Body}
+			}
 		}
 	}
 	return resp, err
 }
 
-// withZeroTemperature returns a copy of r whose JSON body carries
-// "temperature":0. go-openai's request type tags Temperature omitempty, so
-// a configured 0 would otherwise not be sent and the server's default
-// (often 1) would apply. The body is read once into a buffer sized for the
-// result and the field is inserted in place.
-func withZeroTemperature(r *http.Request) (*http.Request, error) {
-	if r.Body == nil {
-		return r, nil
+type teeBody struct {
+	io.Reader
+	io.Closer
+}
+
+// withBody returns a shallow copy of r (as Request.WithContext makes) that
+// sends body.
+func withBody(r *http.Request, body []byte) *http.Request {
+	if r.Body != nil {
+		r.Body.Close()
 	}
-	const field = `"temperature":0`
-	size := 512
-	if r.ContentLength > 0 {
-		size = int(r.ContentLength)
-	}
-	body := bytes.NewBuffer(make([]byte, 0, size+len(field)+1+bytes.MinRead))
-	_, err := body.ReadFrom(r.Body)
-	r.Body.Close()
-	if err != nil {
-		return nil, err
-	}
-	b := body.Bytes()
-	i := bytes.IndexByte(b, '{')
-	if i < 0 {
-		return nil, errors.New("chat request body is not a JSON object")
-	}
-	insert := field
-	if rest := bytes.TrimLeft(b[i+1:], " \t\r\n"); len(rest) > 0 && rest[0] != '}' {
-		insert += ","
-	}
-	n := len(b)
-	b = append(b, insert...) // room for the field; then shift the tail over it
-	copy(b[i+1+len(insert):], b[i+1:n])
-	copy(b[i+1:], insert)
 	r2 := new(http.Request)
-	*r2 = *r // a shallow copy, as Request.WithContext makes
-	r2.Body = io.NopCloser(bytes.NewReader(b))
-	r2.ContentLength = int64(len(b))
-	r2.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(b)), nil }
-	return r2, nil
+	*r2 = *r
+	r2.Body = io.NopCloser(bytes.NewReader(body))
+	r2.ContentLength = int64(len(body))
+	r2.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
+	return r2
 }
 
 // parseRetryAfter reads how long the server asks us to wait: retry-after-ms
@@ -256,60 +238,23 @@ func backoff(rp retryPolicy, attempt int) time.Duration {
 	return d/2 + time.Duration(rand.Int64N(int64(d/2)+1))
 }
 
-// buildChat turns an effective request into go-openai's type.
-func buildChat(req Request, format string) openai.ChatCompletionRequest {
-	msgs := make([]openai.ChatCompletionMessage, len(req.Messages))
-	for i, m := range req.Messages {
-		msgs[i] = openai.ChatCompletionMessage{Role: m.Role, Content: m.Content}
-	}
-	c := openai.ChatCompletionRequest{Model: req.Model, Messages: msgs, MaxTokens: req.MaxTokens, Seed: req.Seed}
-	if req.Temperature != nil {
-		c.Temperature = float32(*req.Temperature) // 0 is restored by wireTransport
-	}
-	if req.TopP != nil {
-		c.TopP = float32(*req.TopP)
-	}
-	if len(req.JSONSchema) > 0 {
-		switch format {
-		case StructuredJSONSchema:
-			// Not strict: OpenAI's strict mode rejects schemas outside its
-			// subset, and answers are validated locally anyway.
-			c.ResponseFormat = &openai.ChatCompletionResponseFormat{
-				Type:       openai.ChatCompletionResponseFormatTypeJSONSchema,
-				JSONSchema: &openai.ChatCompletionResponseFormatJSONSchema{Name: "answer", Schema: req.JSONSchema},
-			}
-		case StructuredJSONObject:
-			c.ResponseFormat = &openai.ChatCompletionResponseFormat{Type: openai.ChatCompletionResponseFormatTypeJSONObject}
-		}
-	}
-	return c
-}
-
-var errNoChoices = errors.New("answer has no choices")
-
-// chatAttempt sends c and stores the answer in out.
-func chatAttempt(c openai.ChatCompletionRequest, zeroTemp bool, out *Response) attemptFunc {
+// chatAttempt sends body (built by chatBody for the model) and stores the
+// decoded answer in out.
+func chatAttempt(model string, body []byte, out *Response) attemptFunc {
 	return func(actx context.Context, meta *callMeta, client *openai.Client) error {
-		meta.zeroTemperature = zeroTemp
-		r, err := client.CreateChatCompletion(actx, c)
+		var answer bytes.Buffer
+		meta.body, meta.answer = body, &answer
+		// go-openai sends the request and classifies errors; the body it
+		// would encode is replaced by ours in wireTransport.
+		if _, err := client.CreateChatCompletion(actx, openai.ChatCompletionRequest{Model: model}); err != nil {
+			return err
+		}
+		r, err := decodeChat(answer.Bytes(), model)
 		if err != nil {
 			return err
 		}
-		if len(r.Choices) == 0 {
-			return errNoChoices
-		}
 		meta.tokens = r.Usage.CompletionTokens
-		model := r.Model
-		if model == "" {
-			model = c.Model
-		}
-		*out = Response{
-			Content:      r.Choices[0].Message.Content,
-			FinishReason: string(r.Choices[0].FinishReason),
-			Usage:        Usage{PromptTokens: r.Usage.PromptTokens, CompletionTokens: r.Usage.CompletionTokens},
-			Provider:     ProviderOpenAI,
-			Model:        model,
-		}
+		*out = r
 		return nil
 	}
 }

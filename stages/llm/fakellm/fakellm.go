@@ -65,6 +65,11 @@ type Config struct {
 	EmbedDim int `json:"embed_dim"`
 	// Record keeps every request (arrival time, fault, body) for Log.
 	Record bool `json:"record"`
+	// MaxModelLen is listed as the model's context length by /models
+	// (vLLM's max_model_len) when set.
+	MaxModelLen int `json:"max_model_len"`
+	// Batch shapes the Files and Batches endpoints (see batch.go).
+	Batch BatchConfig `json:"batch"`
 }
 
 // A Rule maps matching chat requests to an answer.
@@ -208,6 +213,19 @@ func (c *Config) Validate() error {
 			break
 		}
 	}
+	for i, o := range c.Batch.Outcomes {
+		switch o {
+		case "", OutcomeCompleted, OutcomeFailed, OutcomeExpired, OutcomeCancelled:
+		default:
+			errs = append(errs, fmt.Errorf("batch.outcomes[%d]: unknown outcome %q", i, o))
+		}
+	}
+	if b := c.Batch.ErrorShare; b < 0 || b > 1 || math.IsNaN(b) {
+		errs = append(errs, fmt.Errorf("batch.error_share: %v is outside [0, 1]", b))
+	}
+	if c.Batch.Steps != nil && *c.Batch.Steps < 0 {
+		errs = append(errs, errors.New("batch.steps must not be negative"))
+	}
 	for i, r := range c.Script {
 		if (r.Contains == "") == (r.Regexp == "") {
 			errs = append(errs, fmt.Errorf("script[%d]: set exactly one of contains and regexp", i))
@@ -243,8 +261,8 @@ type Counters struct {
 }
 
 // Server is the fake, an http.Handler. Paths ending in /chat/completions,
-// /embeddings and /models are served; GET /fake/counters returns Counters
-// as JSON.
+// /embeddings and /models are served, and the Files and Batches endpoints
+// (batch.go); GET /fake/counters returns Counters as JSON.
 type Server struct {
 	cfg   Config
 	slots chan struct{} // Capacity tokens; nil without a capacity
@@ -258,6 +276,13 @@ type Server struct {
 	faults   map[string]int64
 	occur    map[uint64]uint64 // arrivals per body hash
 	log      []Seen
+
+	// Files and Batches endpoints (batch.go).
+	files             map[string]*fakeFile
+	batches           map[string]*fakeBatch
+	batchList         []*fakeBatch // in creation order
+	fileSeq, batchSeq int
+	bc                BatchCounters
 }
 
 // New returns a fake serving cfg, or cfg's problems.
@@ -368,14 +393,19 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case r.Method == http.MethodGet && path == "/fake/counters":
 		writeJSON(w, http.StatusOK, s.Counters())
 	case r.Method == http.MethodGet && strings.HasSuffix(path, "/models"):
-		writeJSON(w, http.StatusOK, map[string]any{"object": "list",
-			"data": []map[string]any{{"id": s.cfg.Model, "object": "model", "owned_by": "fakellm"}}})
+		m := map[string]any{"id": s.cfg.Model, "object": "model", "owned_by": "fakellm"}
+		if s.cfg.MaxModelLen > 0 {
+			m["max_model_len"] = s.cfg.MaxModelLen
+		}
+		writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": []map[string]any{m}})
 	case r.Method == http.MethodPost && strings.HasSuffix(path, "/chat/completions"):
 		s.chat.Add(1)
 		s.serve(w, r, s.answerChat, leave)
 	case r.Method == http.MethodPost && strings.HasSuffix(path, "/embeddings"):
 		s.embeddings.Add(1)
 		s.serve(w, r, s.answerEmbeddings, leave)
+	case isBatchAPI(path):
+		s.serveBatchAPI(w, r)
 	default:
 		writeError(w, http.StatusNotFound, "not_found", "no such endpoint: "+r.Method+" "+path)
 	}

@@ -1,0 +1,122 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"path/filepath"
+	"text/tabwriter"
+	"time"
+
+	"github.com/augmentdata/augment/stages"
+	"github.com/augmentdata/augment/stages/llm"
+)
+
+// cmdBatch lists (status) or advances (poll) the batch jobs of a run in
+// teacher.mode batch.
+func cmdBatch(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 {
+		return usageError{"batch: want a subcommand: status or poll"}
+	}
+	sub, args := args[0], args[1:]
+	switch sub {
+	case "status":
+		fs := newFlags("batch status", stderr, "[-dir out]")
+		dir := fs.String("dir", "out", "the run's output directory (pipeline.yaml's output.dir)")
+		if err := fs.Parse(args); err != nil {
+			return flagErr(err)
+		}
+		if fs.NArg() > 0 {
+			return usageError{fmt.Sprintf("batch status: unexpected argument %q", fs.Arg(0))}
+		}
+		bdir := filepath.Join(*dir, "batch")
+		jobs, err := llm.ReadBatchJobs(bdir)
+		if err != nil {
+			return err
+		}
+		printBatchJobs(stdout, bdir, jobs)
+		return nil
+	case "poll":
+		fs := newFlags("batch poll", stderr, "[-wait] [-set key.path=value …] pipeline.yaml")
+		wait := fs.Bool("wait", false, "keep polling (every teacher.batch.poll_interval) until no job is open")
+		var sets setFlags
+		fs.Var(&sets, "set", "override a pipeline value: key.path=value (repeatable)")
+		path, err := parsePipelineArgs(fs, args)
+		if err != nil {
+			return err
+		}
+		p, err := stages.Load(path, sets...)
+		if err != nil {
+			return err
+		}
+		if p.Teacher.Mode != llm.ModeBatch {
+			return usageError{"batch poll: the pipeline's teacher.mode is not batch"}
+		}
+		// Through the runner: the output directory's lock, its confined
+		// root and the request cache opened in it, as a run has them.
+		r, err := stages.NewRunner(p, stages.Options{Version: version})
+		if err != nil {
+			return err
+		}
+		err = pollBatches(ctx, r, p.Teacher.Batch.PollInterval.D(), *wait, stdout)
+		if cerr := r.Close(); err == nil {
+			err = cerr
+		}
+		return err
+	}
+	return usageError{fmt.Sprintf("batch: unknown subcommand %q (want status or poll)", sub)}
+}
+
+// pollBatches advances the open jobs once or, with wait, every interval
+// until none is open, then lists them.
+func pollBatches(ctx context.Context, r *stages.Runner, interval time.Duration, wait bool, stdout io.Writer) error {
+	for {
+		jobs, err := r.PollBatches(ctx)
+		if err != nil && !llm.IsWaiting(err) {
+			return err
+		}
+		if err == nil || !wait {
+			printBatchJobs(stdout, r.BatchDir(), jobs)
+			if err == nil {
+				fmt.Fprintln(stdout, "no batch job is open: run the pipeline again to continue")
+			}
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(interval):
+		}
+	}
+}
+
+// printBatchJobs writes one line per job and, for open files-mode jobs,
+// where the runner's input and output are.
+func printBatchJobs(w io.Writer, dir string, jobs []llm.BatchJob) {
+	if len(jobs) == 0 {
+		fmt.Fprintf(w, "no batch jobs in %s\n", dir)
+		return
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "job\tstage\tround\tprovider\tstate\tremote\trequests\tanswered\tfailed\tmissing\tcost")
+	open := 0
+	for _, j := range jobs {
+		remote := "-"
+		if j.Remote != nil && j.Remote.Status != "" {
+			remote = j.Remote.Status
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t%.4f\n", j.ID, j.Stage, j.Round, j.Provider, j.State, remote,
+			j.Requests, j.Answered, j.Failed, j.Missing, j.Cost)
+		if j.Open() {
+			open++
+		}
+	}
+	tw.Flush()
+	for _, j := range jobs {
+		if j.Open() && j.Provider == llm.BatchFiles {
+			fmt.Fprintf(w, "waiting for %s (write it when the runner is done with %s)\n",
+				filepath.Join(dir, j.OutputFile()), filepath.Join(dir, j.InputFile()))
+		}
+	}
+	fmt.Fprintf(w, "%d job(s), %d open\n", len(jobs), open)
+}

@@ -1,0 +1,51 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"path/filepath"
+
+	"github.com/augmentdata/augment/report"
+)
+
+// cmdReport writes a run's report.html and the dataset card of each
+// finished export, from what the run directory holds (also while the run
+// is in progress).
+func cmdReport(_ context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("report", stderr, "[out]")
+	if err := fs.Parse(args); err != nil {
+		return flagErr(err)
+	}
+	dir, err := runDirArg(fs.Args(), "report")
+	if err != nil {
+		return err
+	}
+	run, err := report.Load(dir)
+	if err != nil {
+		return err
+	}
+	cards, err := run.WriteCards()
+	if err != nil {
+		return err
+	}
+	if err := run.WriteHTML(); err != nil {
+		return err
+	}
+	for _, c := range cards {
+		fmt.Fprintf(stdout, "card: %s\n", filepath.Join(dir, c))
+	}
+	fmt.Fprintf(stdout, "report: %s\n", filepath.Join(dir, report.HTMLFile))
+	return nil
+}
+
+// runDirArg returns the one run directory argument (default "out").
+func runDirArg(args []string, cmd string) (string, error) {
+	switch len(args) {
+	case 0:
+		return "out", nil
+	case 1:
+		return args[0], nil
+	}
+	return "", usageError{fmt.Sprintf("%s: want one run directory, got %d arguments", cmd, len(args))}
+}

@@ -1,0 +1,143 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/augmentdata/augment/report"
+	"github.com/augmentdata/augment/stages/record"
+)
+
+// cmdShow prints one record's journey through the stages, one record as a
+// stage holds it, or the records of a stage whose tags match.
+func cmdShow(_ context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("show", stderr, "[-stage S] [-tag key=value …] [-n N] [-json] [ID] out")
+	stage := fs.String("stage", "", "show the record as this stage holds it (dir, name or number), not its journey")
+	asJSON := fs.Bool("json", false, "write JSON (for scripts)")
+	n := fs.Int("n", 5, "with -stage and no ID: show at most N records")
+	var tags setFlags
+	fs.Var(&tags, "tag", "with -stage and no ID: only records with this tag, key=value or key=* (repeatable)")
+	pos, err := parseInterspersed(fs, args)
+	if err != nil {
+		return err
+	}
+	var id, dir string
+	switch len(pos) {
+	case 1:
+		dir = pos[0]
+	case 2:
+		id, dir = pos[0], pos[1]
+	default:
+		return usageError{fmt.Sprintf("show: want [ID] and the run directory, got %d arguments", len(pos))}
+	}
+	if id == "" && *stage == "" {
+		return usageError{"show: want a record ID, or -stage to list a stage's records"}
+	}
+	where := map[string]string{}
+	for _, t := range tags {
+		k, v, ok := strings.Cut(t, "=")
+		if !ok || k == "" {
+			return usageError{fmt.Sprintf("show: -tag %q: want key=value", t)}
+		}
+		where[k] = v
+	}
+	run, err := report.Load(dir)
+	if err != nil {
+		return err
+	}
+	enc := json.NewEncoder(stdout)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", "  ")
+	if *stage == "" {
+		j, err := run.Journey(id)
+		if err != nil {
+			return err
+		}
+		if *asJSON {
+			return enc.Encode(j)
+		}
+		report.PrintJourney(stdout, j)
+		return nil
+	}
+	st, err := run.Stage(*stage)
+	if err != nil {
+		return err
+	}
+	if st.Sink() {
+		return usageError{fmt.Sprintf("show: %s is an export (no records of its own); show the ID without -stage to find its sample", st.Dir)}
+	}
+	shown := 0
+	err = run.Records(st, where, func(r *record.Record) bool {
+		if id != "" && r.ID != id {
+			return true
+		}
+		if *asJSON {
+			enc.Encode(r)
+		} else {
+			if shown > 0 {
+				fmt.Fprintln(stdout)
+			}
+			report.PrintRecord(stdout, r)
+		}
+		shown++
+		return id == "" && shown < *n
+	})
+	if err != nil {
+		return err
+	}
+	if shown == 0 {
+		if id != "" {
+			return fmt.Errorf("no record %q in %s (run augment show %s %s for where it went)", id, st.Dir, id, dir)
+		}
+		return fmt.Errorf("no record in %s matches", st.Dir)
+	}
+	return nil
+}
+
+// cmdStats prints a run's tables: stages, rejects, the mix and lengths of
+// the final records, the teacher's traffic.
+func cmdStats(_ context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("stats", stderr, "[-json] [out]")
+	asJSON := fs.Bool("json", false, "write JSON (for scripts)")
+	pos, err := parseInterspersed(fs, args)
+	if err != nil {
+		return err
+	}
+	dir, err := runDirArg(pos, "stats")
+	if err != nil {
+		return err
+	}
+	run, err := report.Load(dir)
+	if err != nil {
+		return err
+	}
+	st, err := run.Stats()
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		return st.WriteJSON(stdout)
+	}
+	st.Print(stdout)
+	return nil
+}
+
+// parseInterspersed parses flags that may come before, between or after the
+// positional arguments (augment show ID -stage S out) and returns those.
+func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, flagErr(err)
+		}
+		if fs.NArg() == 0 {
+			return pos, nil
+		}
+		pos = append(pos, fs.Arg(0))
+		args = fs.Args()[1:]
+	}
+}

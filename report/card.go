@@ -1,0 +1,505 @@
+package report
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/augmentdata/augment/manifests"
+)
+
+// CardFile is the dataset card's file name in an export directory.
+const CardFile = "README.md"
+
+// exportSettings are the export settings the card uses, from the stage's
+// manifest.
+type exportSettings struct {
+	Dataset  string `json:"dataset"`
+	Format   string `json:"format"`
+	Style    string `json:"style"`
+	Surface  string `json:"surface"`
+	Thoughts bool   `json:"thoughts"`
+}
+
+// cardMeta is the card's YAML front matter, in the Hugging Face dataset card
+// format (field order as the Hub writes it).
+type cardMeta struct {
+	PrettyName      string       `yaml:"pretty_name"`
+	License         any          `yaml:"license"`
+	Language        []string     `yaml:"language,omitempty"`
+	TaskCategories  []string     `yaml:"task_categories"`
+	SizeCategories  []string     `yaml:"size_categories"`
+	Tags            []string     `yaml:"tags"`
+	Configs         []cardConfig `yaml:"configs"`
+	DatasetInfo     cardInfo     `yaml:"dataset_info"`
+	AugmentVersion  string       `yaml:"augment_version"`
+	AugmentConfig   string       `yaml:"augment_config_sha256"`
+	AugmentSeed     uint64       `yaml:"augment_seed"`
+	AugmentStageDir string       `yaml:"augment_stage"`
+}
+
+type cardConfig struct {
+	ConfigName string          `yaml:"config_name"`
+	DataFiles  []cardDataFiles `yaml:"data_files"`
+	Default    bool            `yaml:"default"`
+}
+
+type cardDataFiles struct {
+	Split string `yaml:"split"`
+	Path  string `yaml:"path"`
+}
+
+type cardInfo struct {
+	Features    []cardFeature `yaml:"features"`
+	Splits      []cardSplit   `yaml:"splits"`
+	DatasetSize int64         `yaml:"dataset_size"`
+}
+
+type cardFeature struct {
+	Name  string        `yaml:"name"`
+	Dtype string        `yaml:"dtype,omitempty"`
+	List  []cardFeature `yaml:"list,omitempty"`
+}
+
+type cardSplit struct {
+	Name        string `yaml:"name"`
+	NumBytes    int64  `yaml:"num_bytes"`
+	NumExamples int64  `yaml:"num_examples"`
+}
+
+// sizeCategory is the Hub's size bucket for n examples.
+func sizeCategory(n int64) string {
+	bounds := []struct {
+		max  int64
+		name string
+	}{{1e3, "n<1K"}, {1e4, "1K<n<10K"}, {1e5, "10K<n<100K"}, {1e6, "100K<n<1M"}, {1e7, "1M<n<10M"},
+		{1e8, "10M<n<100M"}, {1e9, "100M<n<1B"}}
+	for _, b := range bounds {
+		if n < b.max {
+			return b.name
+		}
+	}
+	return "n>1T"
+}
+
+// hubLanguage maps a lang tag to the code the Hub's language field takes.
+func hubLanguage(lang string) string {
+	l, _, _ := strings.Cut(strings.ToLower(lang), "-")
+	return l
+}
+
+// stageTags are card tags for the recipes a stage type implements.
+var stageTags = map[string]string{
+	"meta_tool": "meta-tool", "reason": "reasoning", "decision_tokens": "decision-tokens",
+	"negatives": "negative-samples", "translate": "traditional-chinese", "tool_dc": "tool-dc",
+	"response_schema": "response-schema",
+}
+
+// Licenses returns the licenses declared by the sources, sorted and
+// distinct, with "unknown" for any source that declares none.
+func (r *Run) Licenses() []string {
+	seen := map[string]bool{}
+	for _, s := range r.Config.Sources {
+		l := strings.TrimSpace(s.License)
+		if l == "" {
+			l = "unknown"
+		}
+		seen[l] = true
+	}
+	if len(seen) == 0 {
+		seen["unknown"] = true
+	}
+	return slices.Sorted(keysOf(seen))
+}
+
+func keysOf[V any](m map[string]V) func(func(string) bool) {
+	return func(yield func(string) bool) {
+		for k := range m {
+			if !yield(k) {
+				return
+			}
+		}
+	}
+}
+
+// Card renders the dataset card of the export stage at index i of the run.
+func (r *Run) Card(i int) ([]byte, error) {
+	st := &r.Stages[i]
+	if st.Manifest == nil {
+		return nil, fmt.Errorf("%s: no manifest", st.Dir)
+	}
+	var ex exportSettings
+	if err := json.Unmarshal(st.Manifest.Config, &ex); err != nil {
+		return nil, fmt.Errorf("%s: export settings: %w", st.Dir, err)
+	}
+	if ex.Dataset == "" {
+		ex.Dataset = "augment_" + st.Name
+	}
+	dist, err := r.ExportDist(st)
+	if err != nil {
+		return nil, err
+	}
+	var bytesOut int64
+	for _, sh := range st.Manifest.Shards {
+		for _, o := range sh.Outputs {
+			if strings.HasPrefix(o.Path, st.Dir+"/"+ex.Dataset+"/") {
+				bytesOut += o.Bytes
+			}
+		}
+	}
+	examples := st.Manifest.Totals.Out
+
+	meta := cardMeta{
+		PrettyName:     ex.Dataset,
+		TaskCategories: []string{"text-generation"},
+		SizeCategories: []string{sizeCategory(examples)},
+		Tags:           []string{"function-calling", "tool-use", "synthetic", "llama-factory", "augment"},
+		Configs: []cardConfig{{ConfigName: "default", Default: true,
+			DataFiles: []cardDataFiles{{Split: "train", Path: ex.Dataset + "/part-*." + ex.Format}}}},
+		DatasetInfo: cardInfo{
+			Features: []cardFeature{
+				{Name: "conversations", List: []cardFeature{{Name: "from", Dtype: "string"}, {Name: "value", Dtype: "string"}}},
+				{Name: "system", Dtype: "string"},
+				{Name: "tools", Dtype: "string"},
+			},
+			Splits:      []cardSplit{{Name: "train", NumBytes: bytesOut, NumExamples: examples}},
+			DatasetSize: bytesOut,
+		},
+		AugmentVersion:  st.Manifest.Tool,
+		AugmentConfig:   r.ConfigHashUpTo(i),
+		AugmentSeed:     r.Config.Seed,
+		AugmentStageDir: st.Dir,
+	}
+	if lic := r.Licenses(); len(lic) == 1 {
+		meta.License = lic[0]
+	} else {
+		meta.License = lic
+	}
+	langs := map[string]bool{}
+	for l := range dist.Lang {
+		if l != "und" {
+			langs[hubLanguage(l)] = true
+		}
+	}
+	meta.Language = slices.Sorted(keysOf(langs))
+	extra := map[string]bool{}
+	for _, s := range r.Stages[:i] {
+		if t, ok := stageTags[s.Type]; ok && s.Status != StatusSkipped {
+			extra[t] = true
+		}
+	}
+	meta.Tags = append(meta.Tags, slices.Sorted(keysOf(extra))...)
+
+	var b bytes.Buffer
+	b.WriteString("---\n")
+	enc := yaml.NewEncoder(&b)
+	enc.SetIndent(2)
+	if err := enc.Encode(meta); err != nil {
+		return nil, err
+	}
+	enc.Close()
+	b.WriteString("---\n\n")
+	r.cardProse(&b, i, ex, dist, examples)
+	return b.Bytes(), nil
+}
+
+func (r *Run) cardProse(b *bytes.Buffer, i int, ex exportSettings, d *Dist, examples int64) {
+	st := &r.Stages[i]
+	w := func(format string, args ...any) { fmt.Fprintf(b, format, args...) }
+	w("# %s\n\n", ex.Dataset)
+	style := ex.Style
+	if ex.Style == "inline" {
+		style += ", surface " + ex.Surface
+	}
+	if ex.Thoughts {
+		style += ", with thoughts"
+	}
+	w("%d tool-use dialogues in LLaMA-Factory's sharegpt format (%s files, style %s), made by augment %s from %d source(s) through %d stage(s). ",
+		examples, ex.Format, style, st.Manifest.Tool, len(r.Config.Sources), i)
+	w("Everything below is written by augment from the run's manifests. The effective pipeline is `config.yaml` in the run directory (seed %d); its config hash, `%s`, covers every setting up to this export that changes the data (not endpoints, prices or paths), so equal hashes over equal dumps give equal data.\n\n",
+		r.Config.Seed, r.ConfigHashUpTo(i))
+	if provider := r.Config.Teacher.Provider; provider == "offline" && r.usedTeacher(i) {
+		w("**Teacher: offline stand-in.** The texts LLM stages added were written by augment's deterministic rule-based stand-ins, not by a model; every such record says `\"provider\": \"offline\"` in its lineage. Use this dataset to try a pipeline, not to train.\n\n")
+	}
+
+	w("## Sources\n\n| source | format | license | revision | dump sha256 | rows read | kept | rejected |\n|---|---|---|---|---|---:|---:|---:|\n")
+	perSource := r.sourceCounts()
+	for _, s := range r.Config.Sources {
+		c := perSource[s.Name]
+		lic := s.License
+		if lic == "" {
+			lic = "not declared"
+		}
+		rev := s.Revision
+		if rev == "" {
+			rev = "-"
+		}
+		w("| %s | %s | %s | %s | %s | %d | %d | %d |\n", s.Name, s.Format, lic, rev, code(c.sha), c.In, c.Out, manifests.Sum(c.Rejected))
+	}
+	if slices.Contains(r.Licenses(), "unknown") {
+		w("\nA source without a declared license makes this card's license `unknown`: set `license:` (an SPDX-style id such as `apache-2.0`) on each source in pipeline.yaml.\n")
+	}
+	w("\n")
+
+	w("## Stages\n\nCounts conserve records: in + added = out + rejected + filtered.\n\n")
+	w("| dir | stage | type | in | out | rejected | filtered | added | settings |\n|---|---|---|---:|---:|---:|---:|---:|---|\n")
+	for _, s := range r.Stages[:i+1] {
+		if s.Manifest == nil {
+			w("| %s | %s | %s | | | | | | %s |\n", s.Dir, s.Name, s.Type, s.Status)
+			continue
+		}
+		c := s.Manifest.Totals
+		settings := code(compactJSON(s.Manifest.Config))
+		if s.Type == "ingest" {
+			settings = "the sources above"
+		}
+		w("| %s | %s | %s | %d | %d | %d | %d | %d | %s |\n", s.Dir, s.Name, s.Type, c.In, c.Out,
+			manifests.Sum(c.Rejected), manifests.Sum(c.Filtered), c.Added, settings)
+	}
+	w("\n")
+	var reasons bytes.Buffer
+	for _, s := range r.Stages[:i+1] {
+		if s.Manifest == nil {
+			continue
+		}
+		for _, what := range []struct {
+			kind string
+			m    map[string]int64
+		}{{"rejected", s.Manifest.Totals.Rejected}, {"filtered", s.Manifest.Totals.Filtered}} {
+			for _, k := range manifests.Reasons(what.m) {
+				fmt.Fprintf(&reasons, "| %s | %s | `%s` | %d |\n", s.Dir, what.kind, k, what.m[k])
+			}
+		}
+	}
+	if reasons.Len() > 0 {
+		w("### Rejected and filtered records\n\nRejected records are kept with their reason in each stage's `rejects-*.jsonl`; filtered ones were dropped on purpose (sample quotas).\n\n| stage | | reason | records |\n|---|---|---|---:|\n")
+		b.Write(reasons.Bytes())
+		w("\n")
+	}
+	for _, s := range r.Stages[:i+1] {
+		if s.Manifest != nil && len(s.Manifest.Notes) > 0 && s.Dir == st.Dir {
+			w("Notes of this export:\n\n")
+			for _, n := range s.Manifest.Notes {
+				w("- %s\n", n)
+			}
+			w("\n")
+		}
+	}
+
+	w("## The mix\n\nOver the %d exported samples.\n\n", d.Records)
+	for _, mix := range []struct {
+		name string
+		c    Counts
+	}{{"source", d.Source}, {"category", d.Category}, {"world", d.World}, {"difficulty", d.Difficulty}, {"lang", d.Lang}} {
+		if len(mix.c) == 0 {
+			continue
+		}
+		w("| %s | samples | share |\n|---|---:|---:|\n", mix.name)
+		for _, k := range mix.c.Keys() {
+			w("| %s | %d | %s |\n", k, mix.c[k], pct(mix.c[k], d.Records))
+		}
+		w("\n")
+	}
+
+	t := d.Tokens
+	w("## Lengths\n\nTokens per sample (o200k BPE over system, tools and turns; the verify stage's `tokens` tag where present):\n\n")
+	w("| samples | min | p50 | p90 | p99 | max | total |\n|---:|---:|---:|---:|---:|---:|---:|\n")
+	w("| %d | %d | %d | %d | %d | %d | %d |\n\n", t.Count, t.Min, t.P50, t.P90, t.P99, t.Max, t.Sum)
+	if t.Count < d.Records {
+		w("Without a tokens tag, tokens were counted on a seeded sample of %d of the %d samples.\n\n", t.Count, d.Records)
+	}
+	w("Tools listed per sample: mean %.2f. Turns per sample: mean %.2f. Calls per calling turn: mean %.2f.\n\n",
+		d.Tools.Mean(), d.Turns.Mean(), d.CallsPerTurn.Mean())
+
+	w("## Teacher\n\n")
+	w("Configured: provider `%s`", r.Config.Teacher.Provider)
+	if m := r.Config.Teacher.Model; m != "" {
+		w(", model `%s`", m)
+	}
+	w(".")
+	if len(d.Teacher) == 0 {
+		w(" No exported sample was changed by the teacher.\n\n")
+	} else {
+		w(" Exported samples a teacher wrote into, by stage, from their lineage:\n\n| stage | provider | model | samples |\n|---|---|---|---:|\n")
+		for _, k := range slices.Sorted(keysOf(d.Teacher)) {
+			f := strings.SplitN(k, " ", 3)
+			w("| %s | %s | %s | %d |\n", f[0], f[1], code(f[2]), d.Teacher[k])
+		}
+		w("\n")
+	}
+	var rows bytes.Buffer
+	var cost float64
+	for _, s := range r.Stages[:i+1] {
+		if s.LLM == nil {
+			continue
+		}
+		l := s.LLM
+		cost += l.Cost
+		fmt.Fprintf(&rows, "| %s | %d | %d | %d | %d | %d | %.4f |\n", s.Dir, l.Requests, l.CacheHits, l.Failed, l.TokensIn, l.TokensOut, l.Cost)
+	}
+	if rows.Len() > 0 {
+		w(accountingHeading + "\nRun accounting, as recorded by the run that last wrote each stage: a resumed run counts only its own requests, and cache hits cost nothing, so these figures (unlike the rest of this card) depend on how the run got here.\n\n")
+		w("| stage | requests | cache hits | failed | tokens in | tokens out | cost |\n|---|---:|---:|---:|---:|---:|---:|\n")
+		b.Write(rows.Bytes())
+		w("\nTotal cost: %.4f", cost)
+		if r.Config.Teacher.PriceInput == 0 && r.Config.Teacher.PriceOutput == 0 {
+			w(" (no prices configured: set teacher.price_input_per_mtok and price_output_per_mtok)")
+		}
+		w(".\n\n")
+	}
+
+	w("## Training with LLaMA-Factory\n\nThis directory is a LLaMA-Factory `dataset_dir`. Its `dataset_info.json` entry:\n\n```json\n")
+	info, err := os.ReadFile(filepath.Join(r.Dir, st.Dir, "dataset_info.json"))
+	if err != nil {
+		info = []byte("(dataset_info.json is missing: run the export again)\n")
+	}
+	b.Write(info)
+	w("```\n\nA LoRA run (`llamafactory-cli train lora.yaml`):\n\n```yaml\n")
+	template, note := "llama3", ""
+	switch {
+	case ex.Style == "function_call" && ex.Thoughts:
+		template, note = "qwen3", "# thoughts: true needs a template with thought words (qwen3 and others)\n"
+	case ex.Style == "inline" && ex.Surface == "decision":
+		note = "new_special_tokens: \"<|answer|>,<|use_tool|>\"\n"
+	case ex.Style == "inline" && ex.Surface == "tool_dc":
+		template = "qwen"
+	}
+	w("model_name_or_path: <base model>\nstage: sft\ndo_train: true\nfinetuning_type: lora\ntemplate: %s\ndataset_dir: <path to this directory, %s>\ndataset: %s\ncutoff_len: %d  # covers the p99 token length, %d\n%s```\n",
+		template, st.Dir, ex.Dataset, cutoff(t.P99), t.P99, note)
+}
+
+// cutoff suggests a cutoff_len that keeps at least 99 % of samples whole.
+func cutoff(p99 int) int {
+	n := 1024
+	for n < p99+64 {
+		n *= 2
+	}
+	return n
+}
+
+// usedTeacher reports whether a stage up to i asked the teacher.
+func (r *Run) usedTeacher(i int) bool {
+	for _, s := range r.Stages[:i] {
+		if s.LLM != nil {
+			return true
+		}
+	}
+	return false
+}
+
+type sourceCount struct {
+	manifests.Counts
+	sha string
+}
+
+// sourceCounts sums ingest's shards per source ("<source>-00000" …).
+func (r *Run) sourceCounts() map[string]*sourceCount {
+	out := map[string]*sourceCount{}
+	if len(r.Stages) == 0 || r.Stages[0].Manifest == nil {
+		return out
+	}
+	for _, sh := range r.Stages[0].Manifest.Shards {
+		i := strings.LastIndexByte(sh.Name, '-')
+		if i < 0 {
+			continue
+		}
+		name := sh.Name[:i]
+		c := out[name]
+		if c == nil {
+			c = &sourceCount{}
+			out[name] = c
+		}
+		c.Add(sh.Counts)
+		if c.sha == "" && len(sh.Inputs) > 0 {
+			c.sha = sh.Inputs[0].SHA256
+		}
+	}
+	return out
+}
+
+func compactJSON(raw json.RawMessage) string {
+	var b bytes.Buffer
+	if err := json.Compact(&b, raw); err != nil {
+		return string(raw)
+	}
+	return b.String()
+}
+
+// code renders s as a Markdown code span ("-" when empty).
+func code(s string) string {
+	if s == "" {
+		return "-"
+	}
+	s = strings.ReplaceAll(s, "|", `\|`)
+	return "`" + s + "`"
+}
+
+func pct(n, total int64) string {
+	if total == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.1f %%", 100*float64(n)/float64(total))
+}
+
+// accountingHeading starts the card's run accounting section.
+const accountingHeading = "### Traffic and cost\n"
+
+// WithoutAccounting returns a card without its run accounting section (the
+// teacher traffic and cost of the runs that wrote each stage): the part of
+// the card that the same pipeline over the same dumps always writes the
+// same, however the run got there.
+func WithoutAccounting(card []byte) []byte {
+	i := bytes.Index(card, []byte(accountingHeading))
+	if i < 0 {
+		return card
+	}
+	j := bytes.Index(card[i:], []byte("\n## "))
+	if j < 0 {
+		return card[:i:i]
+	}
+	return append(card[:i:i], card[i+j+1:]...)
+}
+
+// WriteCards writes the dataset card of every finished export stage whose
+// input shards are still the ones it exported (an export made before its
+// input was rewritten gets no card until it runs again). It returns the
+// cards written, relative to the run dir.
+func (r *Run) WriteCards() ([]string, error) {
+	var written []string
+	for i := range r.Stages {
+		st := &r.Stages[i]
+		if !st.Sink() || st.Status != StatusDone || !r.inputsCurrent(st) {
+			continue
+		}
+		b, err := r.Card(i)
+		if err != nil {
+			return written, err
+		}
+		rel := st.Dir + "/" + CardFile
+		if err := r.writeFile(rel, b); err != nil {
+			return written, err
+		}
+		written = append(written, rel)
+	}
+	return written, nil
+}
+
+// inputsCurrent reports whether the stage's input shards are on disk with
+// the sizes its manifest recorded.
+func (r *Run) inputsCurrent(st *Stage) bool {
+	for _, sh := range st.Manifest.Shards {
+		for _, in := range sh.Inputs {
+			fi, err := os.Stat(filepath.Join(r.Dir, in.Path))
+			if err != nil || fi.Size() != in.Bytes {
+				return false
+			}
+		}
+	}
+	return true
+}

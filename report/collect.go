@@ -1,0 +1,400 @@
+package report
+
+import (
+	"crypto/sha256"
+	"encoding/json"
+	"fmt"
+	"hash/fnv"
+	"math"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"unicode"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/augmentdata/augment/manifests"
+	"github.com/augmentdata/augment/stages/record"
+	"github.com/augmentdata/augment/stages/shard"
+	"github.com/augmentdata/augment/verify"
+)
+
+// Dist holds the distributions of a set of records. It is built by
+// streaming the records once; memory grows with the number of distinct
+// values, plus one int per record for the token lengths.
+type Dist struct {
+	Records int64 `json:"records"`
+	// The mix: counts by source, category tag (else the record's shape),
+	// world, difficulty and language.
+	Source     Counts `json:"source"`
+	Category   Counts `json:"category"`
+	World      Counts `json:"world,omitempty"`
+	Difficulty Counts `json:"difficulty,omitempty"`
+	Lang       Counts `json:"lang"`
+	// Tools is tools listed per record, CallsPerTurn calls per assistant
+	// turn that calls, Turns non-system messages per record, CallTurns
+	// assistant turns that call.
+	Tools        IntHist `json:"tools_per_record"`
+	CallsPerTurn IntHist `json:"calls_per_turn"`
+	Turns        IntHist `json:"turns"`
+	// Tokens are the records' token lengths: the verify stage's tokens tag,
+	// else counted the same way (o200k) on a seeded sample of at most
+	// tokenSample records, since counting costs far more than reading
+	// (Tokens.Count says how many were counted).
+	Tokens Percentiles `json:"tokens"`
+	// NoiseSimilarity counts the noise stage's similarity tags by bin of
+	// 0.01 ("0.93" holds [0.93, 0.94)).
+	NoiseSimilarity Counts `json:"noise_similarity,omitempty"`
+	// VerifyFail counts records tagged verify.<check>=fail (verify with
+	// action: tag).
+	VerifyFail Counts `json:"verify_fail,omitempty"`
+	// Teacher counts the records each stage changed with a teacher, by
+	// "stage provider model" from their lineage (rule steps left out).
+	Teacher Counts `json:"teacher,omitempty"`
+
+	tokens []int
+	// sampleBelow: a record without a tokens tag is counted when the hash
+	// of its ID is below it.
+	sampleBelow uint64
+}
+
+// tokenSample is about how many records without a tokens tag Collect
+// counts the tokens of.
+const tokenSample = 5000
+
+// sampled reports whether the record id is in the token sample.
+func (d *Dist) sampled(id string) bool {
+	if d.sampleBelow == math.MaxUint64 {
+		return true
+	}
+	h := fnv.New64a()
+	h.Write([]byte(id))
+	return h.Sum64() < d.sampleBelow
+}
+
+// Counts are counts by key.
+type Counts map[string]int64
+
+// Keys returns the keys sorted by count, largest first, then by name.
+func (c Counts) Keys() []string {
+	keys := make([]string, 0, len(c))
+	for k := range c {
+		keys = append(keys, k)
+	}
+	slices.SortFunc(keys, func(a, b string) int {
+		if c[a] != c[b] {
+			if c[a] > c[b] {
+				return -1
+			}
+			return 1
+		}
+		return strings.Compare(a, b)
+	})
+	return keys
+}
+
+// IntHist counts integer values; JSON keys are the values.
+type IntHist map[int]int64
+
+// Values returns the values present, ascending.
+func (h IntHist) Values() []int {
+	vs := make([]int, 0, len(h))
+	for v := range h {
+		vs = append(vs, v)
+	}
+	slices.Sort(vs)
+	return vs
+}
+
+// Mean is the mean value.
+func (h IntHist) Mean() float64 {
+	var n, sum int64
+	for v, c := range h {
+		n += c
+		sum += int64(v) * c
+	}
+	if n == 0 {
+		return 0
+	}
+	return float64(sum) / float64(n)
+}
+
+// Percentiles summarise a list of values (nearest-rank percentiles).
+type Percentiles struct {
+	Count int64 `json:"count"`
+	Min   int   `json:"min"`
+	P50   int   `json:"p50"`
+	P90   int   `json:"p90"`
+	P99   int   `json:"p99"`
+	Max   int   `json:"max"`
+	Sum   int64 `json:"sum"`
+}
+
+func percentiles(vs []int) Percentiles {
+	if len(vs) == 0 {
+		return Percentiles{}
+	}
+	s := slices.Sorted(slices.Values(vs))
+	at := func(p float64) int {
+		i := int(p*float64(len(s))+0.999999) - 1
+		return s[min(max(i, 0), len(s)-1)]
+	}
+	var sum int64
+	for _, v := range s {
+		sum += int64(v)
+	}
+	return Percentiles{Count: int64(len(s)), Min: s[0], P50: at(0.5), P90: at(0.9), P99: at(0.99), Max: s[len(s)-1], Sum: sum}
+}
+
+func newDist() *Dist {
+	return &Dist{sampleBelow: math.MaxUint64, Source: Counts{}, Category: Counts{}, World: Counts{}, Difficulty: Counts{}, Lang: Counts{},
+		Tools: IntHist{}, CallsPerTurn: IntHist{}, Turns: IntHist{}, NoiseSimilarity: Counts{}, VerifyFail: Counts{}, Teacher: Counts{}}
+}
+
+// add counts one record.
+func (d *Dist) add(r *record.Record) {
+	d.Records++
+	d.Source[r.Source]++
+	cat := r.Tag("category")
+	if cat == "" {
+		cat = r.Category()
+	}
+	d.Category[cat]++
+	if v := r.Tag("world"); v != "" {
+		d.World[v]++
+	}
+	if v := r.Tag("difficulty"); v != "" {
+		d.Difficulty[v]++
+	}
+	d.Lang[Lang(r)]++
+	d.Tools[len(r.Tools)]++
+	turns := 0
+	for _, m := range r.Messages {
+		if m.Role == record.RoleSystem {
+			continue
+		}
+		turns++
+		if m.Role == record.RoleAssistant && len(m.Calls) > 0 {
+			d.CallsPerTurn[len(m.Calls)]++
+		}
+	}
+	d.Turns[turns]++
+	if n, err := strconv.Atoi(r.Tag("tokens")); err == nil {
+		d.tokens = append(d.tokens, n)
+	} else if d.sampled(r.ID) {
+		d.tokens = append(d.tokens, verify.RecordTokens(r))
+	}
+	if v, err := strconv.ParseFloat(r.Tag("noise_similarity"), 64); err == nil {
+		d.NoiseSimilarity[strconv.FormatFloat(float64(int(v*100+1e-9))/100, 'f', 2, 64)]++
+	}
+	for _, s := range r.Lineage {
+		if s.Provider != "rule" {
+			d.Teacher[s.Stage+" "+s.Provider+" "+s.Model]++
+		}
+	}
+	for _, t := range r.Tags {
+		if check, ok := strings.CutPrefix(t.Key, "verify."); ok && t.Value == "fail" {
+			d.VerifyFail[check]++
+		}
+	}
+}
+
+func (d *Dist) finish() {
+	d.Tokens = percentiles(d.tokens)
+
+}
+
+// TokenValues are the token lengths, in record order.
+func (d *Dist) TokenValues() []int { return d.tokens }
+
+// Lang is the record's language: its lang tag (set by ingest for Chinese
+// text and by translate), else "en" when its user turns are written in
+// Latin script (the supported sources are English datasets), else "und".
+func Lang(r *record.Record) string {
+	if v := r.Tag("lang"); v != "" {
+		return v
+	}
+	var latin, other int
+	for _, m := range r.Messages {
+		if m.Role != record.RoleUser {
+			continue
+		}
+		for _, c := range m.Content {
+			switch {
+			case c < unicode.MaxASCII && unicode.IsLetter(c), unicode.Is(unicode.Latin, c):
+				latin++
+			case unicode.IsLetter(c):
+				other++
+			}
+		}
+	}
+	if latin > 0 && latin >= 4*other {
+		return "en"
+	}
+	return "und"
+}
+
+// Collect reads the Parquet shards refs (relative to the run dir), one
+// shard per CPU at a time, and returns their distributions, leaving out
+// records whose ID is in skip.
+func Collect(runDir string, refs []manifests.FileRef, skip map[string]bool) (*Dist, error) {
+	var rows int64
+	for _, ref := range refs {
+		rows += ref.Rows
+	}
+	below := uint64(math.MaxUint64)
+	if rows > tokenSample {
+		below = uint64(float64(math.MaxUint64) * tokenSample / float64(rows))
+	}
+	parts := make([]*Dist, len(refs))
+	var g errgroup.Group
+	g.SetLimit(runtime.GOMAXPROCS(0))
+	for i, ref := range refs {
+		g.Go(func() error {
+			d := newDist()
+			d.sampleBelow = below
+			parts[i] = d
+			return shard.Scan(filepath.Join(runDir, ref.Path), func(r *record.Record) error {
+				if !skip[r.ID] {
+					d.add(r)
+				}
+				return nil
+			})
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return nil, err
+	}
+	d := newDist()
+	for _, p := range parts {
+		d.merge(p)
+	}
+	d.finish()
+	return d, nil
+}
+
+// merge adds o's counts to d.
+func (d *Dist) merge(o *Dist) {
+	d.Records += o.Records
+	for _, m := range []struct{ dst, src Counts }{{d.Source, o.Source}, {d.Category, o.Category}, {d.World, o.World},
+		{d.Difficulty, o.Difficulty}, {d.Lang, o.Lang}, {d.NoiseSimilarity, o.NoiseSimilarity}, {d.VerifyFail, o.VerifyFail},
+		{d.Teacher, o.Teacher}} {
+		for k, v := range m.src {
+			m.dst[k] += v
+		}
+	}
+	for _, h := range []struct{ dst, src IntHist }{{d.Tools, o.Tools}, {d.CallsPerTurn, o.CallsPerTurn}, {d.Turns, o.Turns}} {
+		for k, v := range h.src {
+			h.dst[k] += v
+		}
+	}
+	d.tokens = append(d.tokens, o.tokens...)
+}
+
+// A RejectLine is one line of a rejects file, with the rejected record or
+// raw row left as JSON text.
+type RejectLine struct {
+	Stage  string          `json:"stage"`
+	ID     string          `json:"id"`
+	Source string          `json:"source"`
+	Row    int64           `json:"row"`
+	Reason string          `json:"reason"`
+	Detail string          `json:"detail"`
+	Raw    string          `json:"raw,omitempty"`
+	Record json.RawMessage `json:"record,omitempty"`
+}
+
+// ScanRejects calls fn for every line of the stage's rejects files, in
+// manifest order.
+func ScanRejects(runDir string, s *Stage, fn func(RejectLine) error) error {
+	for _, ref := range s.Rejects() {
+		if err := shard.ScanJSONL(filepath.Join(runDir, ref.Path), fn); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// RejectSamples returns the first reject of each reason of the stage.
+func RejectSamples(runDir string, s *Stage) (map[string]RejectLine, error) {
+	out := map[string]RejectLine{}
+	want := len(s.Totals().Rejected)
+	err := ScanRejects(runDir, s, func(rl RejectLine) error {
+		if _, ok := out[rl.Reason]; !ok {
+			out[rl.Reason] = rl
+			if len(out) == want {
+				return errStop
+			}
+		}
+		return nil
+	})
+	if err == errStop {
+		err = nil
+	}
+	return out, err
+}
+
+type stopError struct{}
+
+func (stopError) Error() string { return "stop" }
+
+var errStop error = stopError{}
+
+// rejectedIDs returns the IDs a stage rejected.
+func rejectedIDs(runDir string, s *Stage) (map[string]bool, error) {
+	ids := map[string]bool{}
+	err := ScanRejects(runDir, s, func(rl RejectLine) error {
+		ids[rl.ID] = true
+		return nil
+	})
+	return ids, err
+}
+
+// ExportDist returns the distributions of the records an export stage
+// wrote: its input shards less the records it rejected.
+func (r *Run) ExportDist(s *Stage) (*Dist, error) {
+	if s.Manifest == nil {
+		return newDist(), nil
+	}
+	skip, err := rejectedIDs(r.Dir, s)
+	if err != nil {
+		return nil, err
+	}
+	var refs []manifests.FileRef
+	for _, sh := range s.Manifest.Shards {
+		for _, in := range sh.Inputs {
+			if strings.HasSuffix(in.Path, ".parquet") {
+				refs = append(refs, in)
+			}
+		}
+	}
+	return r.Collect(refs, skip)
+}
+
+// Collect is the package's Collect over the run directory, remembered for
+// the same shards and skip set (the report and each export's card often
+// read the same records).
+func (r *Run) Collect(refs []manifests.FileRef, skip map[string]bool) (*Dist, error) {
+	h := sha256.New()
+	for _, ref := range refs {
+		fmt.Fprintf(h, "%s %s\n", ref.Path, ref.SHA256)
+	}
+	for _, id := range slices.Sorted(keysOf(skip)) {
+		fmt.Fprintf(h, "skip %s\n", id)
+	}
+	key := string(h.Sum(nil))
+	if d, ok := r.collected[key]; ok {
+		return d, nil
+	}
+	d, err := Collect(r.Dir, refs, skip)
+	if err != nil {
+		return nil, err
+	}
+	if r.collected == nil {
+		r.collected = map[string]*Dist{}
+	}
+	r.collected[key] = d
+	return d, nil
+}

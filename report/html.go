@@ -1,0 +1,365 @@
+package report
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"html/template"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/augmentdata/augment/manifests"
+)
+
+// HTMLFile is the report's file name in the run directory.
+const HTMLFile = "report.html"
+
+// maxSample caps the text of one reject sample shown in the report.
+const maxSample = 64 << 10
+
+type htmlStage struct {
+	*Stage
+	Shards                             int
+	In, Out, Rejected, Filtered, Added int64
+	Seconds                            string
+	Started                            string
+}
+
+type htmlReject struct {
+	Stage, Reason string
+	Count         int64
+	ID, Detail    string
+	Sample        string // pretty JSON
+	Clipped       bool
+}
+
+type htmlChart struct {
+	Title, Note string
+	SVG         template.HTML
+}
+
+type htmlLLM struct {
+	Dir                                        string
+	Requests, CacheHits, Sent, Retries, Failed int64
+	TokensIn, TokensOut                        int64
+	P50, P90, P99, Max                         string
+	Cost                                       string
+	Errors                                     string
+}
+
+type htmlPage struct {
+	Title        string
+	Run          *Run
+	Status       string
+	Versions     string
+	Models       string
+	Stages       []htmlStage
+	Funnel       template.HTML
+	RejectChart  template.HTML
+	Rejects      []htmlReject
+	DistStage    string
+	DistRecords  int64
+	Tokens       Percentiles
+	Charts       []htmlChart
+	Checks       []htmlChart
+	LLM          []htmlLLM
+	TeacherChart []htmlChart
+	TotalCost    string
+}
+
+// HTML renders the report page.
+func (r *Run) HTML() ([]byte, error) {
+	p := &htmlPage{Title: "augment report: " + filepath.Base(r.Dir), Run: r}
+	versions := map[string]bool{}
+	done, running := 0, ""
+	var funnel []bar
+	for i := range r.Stages {
+		s := &r.Stages[i]
+		hs := htmlStage{Stage: s}
+		if m := s.Manifest; m != nil {
+			c := m.Totals
+			hs.Shards, hs.In, hs.Out, hs.Added = len(m.Shards), c.In, c.Out, c.Added
+			hs.Rejected, hs.Filtered = manifests.Sum(c.Rejected), manifests.Sum(c.Filtered)
+			hs.Seconds = fmt.Sprintf("%.1f", m.Seconds)
+			hs.Started = m.Started.UTC().Format(time.DateTime)
+			versions[m.Tool] = true
+			funnel = append(funnel, bar{Label: s.Dir, Value: float64(c.In + c.Added),
+				Parts: []float64{float64(c.Out), float64(hs.Rejected), float64(hs.Filtered)},
+				Title: fmt.Sprintf("%s: in %d + added %d → out %d, rejected %d, filtered %d", s.Dir, c.In, c.Added, c.Out, hs.Rejected, hs.Filtered)})
+		}
+		switch s.Status {
+		case StatusDone:
+			done++
+		case StatusRunning:
+			if running == "" {
+				running = s.Dir
+			}
+		}
+		p.Stages = append(p.Stages, hs)
+	}
+	p.Status = fmt.Sprintf("%d of %d stages done", done, len(r.Stages))
+	if running != "" {
+		p.Status += "; " + running + " has no finish time (running now, or stopped part way: rerun to resume)"
+	}
+	p.Versions = strings.Join(slices.Sorted(keysOf(versions)), ", ")
+	p.Models = strings.Join(r.Models(), ", ")
+	p.Funnel = hbars("funnel", funnel, "")
+
+	// Rejects by stage and reason, with the first record of each.
+	var rbars []bar
+	for i := range r.Stages {
+		s := &r.Stages[i]
+		rej := s.Totals().Rejected
+		if len(rej) == 0 {
+			continue
+		}
+		samples, err := RejectSamples(r.Dir, s)
+		if err != nil {
+			return nil, err
+		}
+		for _, reason := range Counts(rej).Keys() {
+			rbars = append(rbars, bar{Label: s.Name + ": " + reason, Value: float64(rej[reason])})
+			hr := htmlReject{Stage: s.Dir, Reason: reason, Count: rej[reason]}
+			if rl, ok := samples[reason]; ok {
+				hr.ID, hr.Detail = rl.ID, rl.Detail
+				hr.Sample, hr.Clipped = prettySample(rl)
+			}
+			p.Rejects = append(p.Rejects, hr)
+		}
+	}
+	p.RejectChart = hbars("rejects", rbars, "")
+
+	// Distributions of the last stage's records.
+	if fs := r.Final(); fs != nil {
+		d, err := r.Collect(fs.Parquet(), nil)
+		if err != nil {
+			return nil, err
+		}
+		p.DistStage, p.DistRecords, p.Tokens = fs.Dir, d.Records, d.Tokens
+		add := func(title, note string, svg template.HTML) {
+			p.Charts = append(p.Charts, htmlChart{Title: title, Note: note, SVG: svg})
+		}
+		add("Category", "the category tag, else the dialogue's shape", hbars("category", countBars(d.Category), ""))
+		add("Source", "", hbars("source", countBars(d.Source), ""))
+		add("Language", "the lang tag, else en for Latin-script user turns", hbars("lang", countBars(d.Lang), ""))
+		if len(d.World) > 0 {
+			add("World (meta_tool)", "", hbars("world", countBars(d.World), ""))
+		}
+		if len(d.Difficulty) > 0 {
+			add("Difficulty (meta_tool)", "", hbars("difficulty", countBars(d.Difficulty), ""))
+		}
+		add("Tools per sample", fmt.Sprintf("mean %.2f", d.Tools.Mean()), vbars("tools", intBars(d.Tools)))
+		add("Calls per calling turn", fmt.Sprintf("mean %.2f", d.CallsPerTurn.Mean()), vbars("calls_per_turn", intBars(d.CallsPerTurn)))
+		add("Turns per sample", fmt.Sprintf("mean %.2f; system messages not counted", d.Turns.Mean()), vbars("turns", intBars(d.Turns)))
+		t := d.Tokens
+		tnote := fmt.Sprintf("o200k; p50 %d, p90 %d, p99 %d, max %d", t.P50, t.P90, t.P99, t.Max)
+		if t.Count < d.Records {
+			tnote += fmt.Sprintf("; counted on a seeded sample of %d records (no tokens tag)", t.Count)
+		}
+		add("Token length", tnote, vbars("tokens", valueBars(d.TokenValues())))
+		if len(d.NoiseSimilarity) > 0 {
+			var nb []bar
+			for _, k := range slices.Sorted(keysOf(d.NoiseSimilarity)) {
+				nb = append(nb, bar{Label: k, Value: float64(d.NoiseSimilarity[k])})
+			}
+			add("Noise similarity", "lowest Algorithm-1 similarity of a record's reworded meta_tool calls, bins of 0.01", vbars("noise_similarity", nb))
+		}
+		if len(d.VerifyFail) > 0 {
+			add("Kept records tagged verify.<check>=fail", "verify with action: tag", hbars("verify_tagged", countBars(d.VerifyFail), ""))
+		}
+	}
+
+	// Verify checks and LLM judges: records failing each check.
+	for i := range r.Stages {
+		s := &r.Stages[i]
+		if s.Type != "verify" || s.Manifest == nil {
+			continue
+		}
+		var cfg struct {
+			Checks []string `json:"checks"`
+		}
+		_ = json.Unmarshal(s.Manifest.Config, &cfg)
+		c := s.Manifest.Totals
+		var cb, kb []bar
+		for _, name := range cfg.Checks {
+			fail := c.Counters["check."+name]
+			cb = append(cb, bar{Label: name, Value: float64(c.In), Parts: []float64{float64(c.In - fail), float64(fail)},
+				Title: fmt.Sprintf("%s: %d of %d records pass, %d fail", name, c.In-fail, c.In, fail)})
+		}
+		for _, k := range manifests.Reasons(c.Counters) {
+			if kind, ok := strings.CutPrefix(k, "kind."); ok {
+				kb = append(kb, bar{Label: kind, Value: float64(c.Counters[k])})
+			}
+		}
+		p.Checks = append(p.Checks, htmlChart{Title: s.Dir + ": records passing (dark) and failing (light) each check and judge",
+			SVG: hbars("checks_"+s.Name, cb, "")})
+		if len(kb) > 0 {
+			p.Checks = append(p.Checks, htmlChart{Title: s.Dir + ": problems by kind", SVG: hbars("kinds_"+s.Name, kb, "")})
+		}
+	}
+
+	// Teacher traffic.
+	var reqBars, latBars []bar
+	var costPts []point
+	var cum float64
+	var t0 time.Time
+	for i := range r.Stages {
+		s := &r.Stages[i]
+		if s.LLM == nil {
+			continue
+		}
+		l := s.LLM
+		h := htmlLLM{Dir: s.Dir, Requests: l.Requests, CacheHits: l.CacheHits, Sent: l.Sent, Retries: l.Retries, Failed: l.Failed,
+			TokensIn: l.TokensIn, TokensOut: l.TokensOut, Cost: fmt.Sprintf("%.4f", l.Cost),
+			P50: num(l.Latency.P50), P90: num(l.Latency.P90), P99: num(l.Latency.P99), Max: num(l.Latency.Max)}
+		var errs []string
+		for _, k := range manifests.Reasons(l.Errors) {
+			errs = append(errs, fmt.Sprintf("%s=%d", k, l.Errors[k]))
+		}
+		h.Errors = strings.Join(errs, " ")
+		p.LLM = append(p.LLM, h)
+		reqBars = append(reqBars, bar{Label: s.Dir, Value: float64(l.Requests),
+			Parts: []float64{float64(l.Requests - l.CacheHits), float64(l.CacheHits)},
+			Title: fmt.Sprintf("%s: %d requests, %d answered from the cache", s.Dir, l.Requests, l.CacheHits)})
+		if l.Latency.Count > 0 {
+			latBars = append(latBars, bar{Label: s.Dir, Value: l.Latency.P99,
+				Parts: []float64{l.Latency.P50, l.Latency.P90 - l.Latency.P50, l.Latency.P99 - l.Latency.P90},
+				Title: fmt.Sprintf("%s: p50 %s ms, p90 %s ms, p99 %s ms", s.Dir, num(l.Latency.P50), num(l.Latency.P90), num(l.Latency.P99))})
+		}
+		m := s.Manifest
+		if t0.IsZero() || m.Started.Before(t0) {
+			t0 = m.Started
+		}
+		end := m.Finished
+		if end.IsZero() {
+			end = m.Started.Add(time.Duration(m.Seconds * float64(time.Second)))
+		}
+		if len(costPts) == 0 {
+			costPts = append(costPts, point{X: float64(m.Started.UnixMilli()), Y: 0, Label: s.Dir + " started: 0"})
+		}
+		cum += l.Cost
+		costPts = append(costPts, point{X: float64(end.UnixMilli()), Y: cum, Label: fmt.Sprintf("%s done: %.4f so far", s.Dir, cum)})
+	}
+	for i := range costPts {
+		costPts[i].X = (costPts[i].X - float64(t0.UnixMilli())) / 1000
+	}
+	if len(p.LLM) > 0 {
+		total, _ := r.Teacher()
+		p.TotalCost = fmt.Sprintf("%.4f", total.Cost)
+		p.TeacherChart = append(p.TeacherChart,
+			htmlChart{Title: "Requests: sent (dark) and answered from the cache (light)", SVG: hbars("requests", reqBars, "")},
+			htmlChart{Title: "Latency p50 / p90 / p99 (ms)", Note: "answered HTTP attempts; none for the offline stand-in", SVG: hbars("latency", latBars, " ms")})
+		costNote := "cumulative cost at the end of each teacher stage"
+		if total.Cost == 0 {
+			costNote += "; zero: no prices configured, or only cache hits and offline answers"
+		}
+		p.TeacherChart = append(p.TeacherChart, htmlChart{Title: "Cost over time", Note: costNote, SVG: line("cost", costPts, " s", "")})
+	}
+
+	var b bytes.Buffer
+	if err := pageTmpl.Execute(&b, p); err != nil {
+		return nil, err
+	}
+	return b.Bytes(), nil
+}
+
+// prettySample renders a reject for people: the reject line indented, its
+// raw row (for ingest rejects) parsed as JSON when it is JSON.
+func prettySample(rl RejectLine) (string, bool) {
+	raw := rl.Raw
+	rl.Raw = ""
+	b, _ := json.MarshalIndent(rl, "", "  ")
+	s := string(b)
+	if raw != "" {
+		var buf bytes.Buffer
+		if json.Indent(&buf, []byte(raw), "", "  ") == nil {
+			raw = buf.String()
+		}
+		s += "\n\nraw row as read:\n" + raw
+	}
+	if len(s) > maxSample {
+		return s[:maxSample], true
+	}
+	return s, false
+}
+
+// WriteHTML writes report.html into the run directory, atomically.
+func (r *Run) WriteHTML() error {
+	b, err := r.HTML()
+	if err != nil {
+		return err
+	}
+	return r.writeFile(HTMLFile, b)
+}
+
+var pageTmpl = template.Must(template.New("page").Parse(`<!DOCTYPE html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>{{.Title}}</title>
+<style>
+body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",sans-serif;margin:0 auto;max-width:1100px;padding:16px 24px;color:#1d2430;background:#fff}
+h1{font-size:22px;margin:8px 0}h2{font-size:18px;margin:28px 0 8px;border-bottom:1px solid #dde2ea;padding-bottom:4px}h3{font-size:14px;margin:16px 0 4px}
+table{border-collapse:collapse;margin:8px 0}td,th{padding:3px 8px;border-bottom:1px solid #edf0f4;text-align:right;white-space:nowrap}
+td:first-child,th:first-child,td.l,th.l{text-align:left}th{font-weight:600;background:#f6f8fa}
+.meta{color:#566070}.note{color:#566070;font-size:12px;margin:0 0 4px}code{font-size:12px}
+.charts{display:flex;flex-wrap:wrap;gap:8px 24px}.charts>div{flex:0 0 auto}
+svg.chart{display:block;max-width:100%;height:auto}
+svg .bar{fill:#3b6fd4}svg .bar2{fill:#e0703a}svg .bar3{fill:#b9c3d3}svg .label{font-size:11px;fill:#3a4452}svg .value{font-size:11px;fill:#566070}
+svg .axis{stroke:#9aa5b5;stroke-width:1}svg .line{fill:none;stroke:#3b6fd4;stroke-width:2}
+.legend span{display:inline-block;width:10px;height:10px;margin:0 4px 0 12px;vertical-align:middle}
+details{margin:2px 0}summary{cursor:pointer;color:#3b6fd4}pre.record{background:#f6f8fa;border:1px solid #dde2ea;padding:8px;max-height:420px;overflow:auto;font-size:12px;white-space:pre-wrap;word-break:break-word;text-align:left}
+.status-done{color:#237a3b}.status-running{color:#b86e00}.status-pending,.status-skipped{color:#8a93a3}
+.empty{color:#8a93a3;font-style:italic}
+</style>
+</head>
+<body>
+<h1>{{.Title}}</h1>
+<p class="meta" id="status">{{.Status}}.
+{{with .Versions}}augment {{.}}.{{end}}
+{{with .Run.ConfigHash}}Config sha256 <code>{{.}}</code>, seed {{$.Run.Config.Seed}}.{{end}}
+Teacher: {{.Run.Config.Teacher.Provider}}{{with .Models}} ({{.}}){{end}}.</p>
+
+<h2 id="funnel">Records through the stages</h2>
+<p class="legend note"><span style="background:#3b6fd4"></span>out<span style="background:#e0703a"></span>rejected<span style="background:#b9c3d3"></span>filtered — the bar is in + added</p>
+{{.Funnel}}
+<table id="stages">
+<tr><th>dir</th><th class="l">type</th><th class="l">status</th><th>shards</th><th>in</th><th>out</th><th>rejected</th><th>filtered</th><th>added</th><th>seconds</th><th class="l">started (UTC)</th></tr>
+{{range .Stages}}<tr data-stage="{{.Dir}}"><td>{{.Dir}}</td><td class="l">{{.Type}}</td><td class="l status-{{.Status}}">{{.Status}}</td>
+{{if .Manifest}}<td data-field="shards">{{.Shards}}</td><td data-field="in">{{.In}}</td><td data-field="out">{{.Out}}</td><td data-field="rejected">{{.Rejected}}</td><td data-field="filtered">{{.Filtered}}</td><td data-field="added">{{.Added}}</td><td>{{.Seconds}}</td><td class="l">{{.Started}}</td>
+{{else}}<td colspan="8"></td>{{end}}</tr>
+{{end}}</table>
+
+<h2 id="rejects">Rejected records</h2>
+{{.RejectChart}}
+{{if .Rejects}}<p class="note">Click a sample to see the record as the stage got it (ingest rejects show the raw row).</p>
+<table id="reject-table">
+<tr><th>stage</th><th class="l">reason</th><th>records</th><th class="l">sample</th></tr>
+{{range .Rejects}}<tr data-stage="{{.Stage}}" data-reason="{{.Reason}}"><td>{{.Stage}}</td><td class="l"><code>{{.Reason}}</code></td><td data-field="count">{{.Count}}</td>
+<td class="l">{{if .Sample}}<details class="reject"><summary>{{.ID}}</summary><p class="note">{{.Detail}}</p><pre class="record">{{.Sample}}{{if .Clipped}}
+… (cut; the whole reject is in the stage's rejects-*.jsonl){{end}}</pre></details>{{end}}</td></tr>
+{{end}}</table>{{end}}
+
+<h2 id="distributions">Distributions</h2>
+{{if .DistStage}}<p class="meta" id="dist-records">Over the {{.DistRecords}} records of <code>{{.DistStage}}</code>, the input of the exports.</p>
+<div class="charts">{{range .Charts}}<div><h3>{{.Title}}</h3>{{with .Note}}<p class="note">{{.}}</p>{{end}}{{.SVG}}</div>
+{{end}}</div>{{else}}<p class="empty">No stage has written records yet.</p>{{end}}
+
+{{if .Checks}}<h2 id="checks">Checks and judges</h2>
+<div class="charts">{{range .Checks}}<div><h3>{{.Title}}</h3>{{.SVG}}</div>
+{{end}}</div>{{end}}
+
+<h2 id="teacher">Teacher</h2>
+{{if .LLM}}<table id="llm">
+<tr><th>stage</th><th>requests</th><th>cache hits</th><th>sent</th><th>retries</th><th>failed</th><th>tokens in</th><th>tokens out</th><th>p50 ms</th><th>p90 ms</th><th>p99 ms</th><th>cost</th><th class="l">errors</th></tr>
+{{range .LLM}}<tr data-stage="{{.Dir}}"><td>{{.Dir}}</td><td data-field="requests">{{.Requests}}</td><td data-field="cache_hits">{{.CacheHits}}</td><td>{{.Sent}}</td><td>{{.Retries}}</td><td data-field="failed">{{.Failed}}</td><td>{{.TokensIn}}</td><td>{{.TokensOut}}</td><td>{{.P50}}</td><td>{{.P90}}</td><td>{{.P99}}</td><td data-field="cost">{{.Cost}}</td><td class="l">{{.Errors}}</td></tr>
+{{end}}</table>
+<p class="meta">Total cost {{.TotalCost}}. Each stage's traffic is that of the run that last wrote its manifest.</p>
+<div class="charts">{{range .TeacherChart}}<div><h3>{{.Title}}</h3>{{with .Note}}<p class="note">{{.}}</p>{{end}}{{.SVG}}</div>
+{{end}}</div>{{else}}<p class="empty">No stage has asked the teacher.</p>{{end}}
+</body>
+</html>
+`))

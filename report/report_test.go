@@ -1,0 +1,318 @@
+package report_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/augmentdata/augment/manifests"
+	"github.com/augmentdata/augment/report"
+	"github.com/augmentdata/augment/stages"
+)
+
+// runPipeline runs the pipeline file with sets into a fresh directory and
+// returns it.
+func runPipeline(t *testing.T, path string, sets ...string) string {
+	t.Helper()
+	out := t.TempDir()
+	p, err := stages.Load(path, append([]string{"output.dir=" + out}, sets...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := stages.NewRunner(p, stages.Options{Version: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if _, err := r.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+const demo = "../testdata/demo/pipeline.yaml"
+
+// card is the YAML front matter of a dataset card, as the Hub reads it.
+type card struct {
+	PrettyName     string   `yaml:"pretty_name"`
+	License        any      `yaml:"license"`
+	Language       []string `yaml:"language"`
+	TaskCategories []string `yaml:"task_categories"`
+	SizeCategories []string `yaml:"size_categories"`
+	Tags           []string `yaml:"tags"`
+	Configs        []struct {
+		ConfigName string `yaml:"config_name"`
+		DataFiles  []struct {
+			Split, Path string
+		} `yaml:"data_files"`
+	} `yaml:"configs"`
+	DatasetInfo struct {
+		Features []struct {
+			Name  string
+			Dtype string
+			List  []struct{ Name, Dtype string }
+		}
+		Splits []struct {
+			Name        string
+			NumBytes    int64 `yaml:"num_bytes"`
+			NumExamples int64 `yaml:"num_examples"`
+		}
+		DatasetSize int64 `yaml:"dataset_size"`
+	} `yaml:"dataset_info"`
+	AugmentVersion string `yaml:"augment_version"`
+	AugmentConfig  string `yaml:"augment_config_sha256"`
+}
+
+// readCard splits a card into its front matter, and its
+// Markdown body.
+func readCard(t *testing.T, path string) (card, string) {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rest, ok := bytes.CutPrefix(b, []byte("---\n"))
+	if !ok {
+		t.Fatalf("%s does not start with YAML front matter", path)
+	}
+	front, body, ok := bytes.Cut(rest, []byte("\n---\n"))
+	if !ok {
+		t.Fatalf("%s: front matter not closed", path)
+	}
+	var c card
+	var all map[string]any
+	if err := yaml.Unmarshal(front, &all); err != nil {
+		t.Fatalf("front matter is not YAML: %v", err)
+	}
+	for _, k := range []string{"configs", "dataset_info", "language", "license", "task_categories", "size_categories", "tags"} {
+		if _, ok := all[k]; !ok {
+			t.Errorf("front matter has no %s", k)
+		}
+	}
+	if err := yaml.Unmarshal(front, &c); err != nil {
+		t.Fatal(err)
+	}
+	return c, string(body)
+}
+
+func TestDemoCards(t *testing.T) {
+	out := runPipeline(t, demo)
+	for _, dir := range []string{"06-mt_llama", "07-sharegpt"} {
+		t.Run(dir, func(t *testing.T) {
+			m, err := manifests.Read[manifests.Stage](filepath.Join(out, dir, "manifest.json"))
+			if err != nil || m == nil {
+				t.Fatal(m, err)
+			}
+			c, body := readCard(t, filepath.Join(out, dir, report.CardFile))
+			if c.License != "unknown" {
+				t.Errorf("license %v: the demo's sources declare none", c.License)
+			}
+			if len(c.Language) != 1 || c.Language[0] != "en" {
+				t.Errorf("language %v", c.Language)
+			}
+			if c.SizeCategories[0] != "n<1K" || c.TaskCategories[0] != "text-generation" {
+				t.Errorf("categories %v %v", c.SizeCategories, c.TaskCategories)
+			}
+			for _, tag := range []string{"function-calling", "meta-tool"} {
+				if !strings.Contains(strings.Join(c.Tags, ","), tag) {
+					t.Errorf("tags %v lack %s", c.Tags, tag)
+				}
+			}
+			// configs point at the data files, which exist and are all of them.
+			glob := filepath.Join(out, dir, c.Configs[0].DataFiles[0].Path)
+			files, _ := filepath.Glob(glob)
+			var size int64
+			for _, f := range files {
+				fi, _ := os.Stat(f)
+				size += fi.Size()
+			}
+			var want int64
+			for _, sh := range m.Shards {
+				for _, o := range sh.Outputs {
+					want += o.Bytes
+				}
+			}
+			if len(files) != len(m.Shards) || size != want || c.DatasetInfo.DatasetSize != want {
+				t.Errorf("data_files %s: %d files, %d bytes; card says %d bytes; manifest %d shards, %d bytes",
+					glob, len(files), size, c.DatasetInfo.DatasetSize, len(m.Shards), want)
+			}
+			if s := c.DatasetInfo.Splits; len(s) != 1 || s[0].NumExamples != m.Totals.Out || s[0].NumExamples != 12 {
+				t.Errorf("splits %+v, manifest out %d", s, m.Totals.Out)
+			}
+			f := c.DatasetInfo.Features
+			if len(f) != 3 || f[0].Name != "conversations" || len(f[0].List) != 2 || f[1].Dtype != "string" {
+				t.Errorf("features %+v", f)
+			}
+			if c.AugmentVersion != "test" || len(c.AugmentConfig) != 64 || !strings.Contains(body, c.AugmentConfig) {
+				t.Errorf("version %q, config %q", c.AugmentVersion, c.AugmentConfig)
+			}
+			// The stage table's counts equal every stage's manifest.
+			for _, st := range stageDirs(t, out) {
+				if st > dir {
+					if strings.Contains(body, "| "+st+" |") {
+						t.Errorf("the card of %s lists later stage %s", dir, st)
+					}
+					continue
+				}
+				sm, _ := manifests.Read[manifests.Stage](filepath.Join(out, st, "manifest.json"))
+				c := sm.Totals
+				row := regexp.MustCompile(`(?m)^\| ` + st + ` \| [^|]+ \| [^|]+ \| (\d+) \| (\d+) \| (\d+) \| (\d+) \| (\d+) \|`).FindStringSubmatch(body)
+				if row == nil {
+					t.Errorf("no stage row for %s", st)
+					continue
+				}
+				got := []int64{atoi(row[1]), atoi(row[2]), atoi(row[3]), atoi(row[4]), atoi(row[5])}
+				want := []int64{c.In, c.Out, manifests.Sum(c.Rejected), manifests.Sum(c.Filtered), c.Added}
+				if !slices.Equal(got, want) {
+					t.Errorf("%s: card %v, manifest %v", st, got, want)
+				}
+			}
+			for _, want := range []string{"`glaive_arguments_not_json` | 1", "`quota_full` | 1", "offline stand-in",
+				"| glaive | glaive | not declared |", `"file_name": "augment_`, "dataset: augment_", "| 04-reason | 20 | 0 |"} {
+				if !strings.Contains(body, want) {
+					t.Errorf("card lacks %q", want)
+				}
+			}
+		})
+	}
+	before, _ := os.ReadFile(filepath.Join(out, "06-mt_llama", report.CardFile))
+	// The same pipeline run elsewhere gives the same cards.
+	other := runPipeline(t, demo)
+	for _, dir := range []string{"06-mt_llama", "07-sharegpt"} {
+		a, _ := os.ReadFile(filepath.Join(out, dir, report.CardFile))
+		b, _ := os.ReadFile(filepath.Join(other, dir, report.CardFile))
+		if !bytes.Equal(a, b) {
+			t.Errorf("%s: the card differs between two runs of the demo", dir)
+		}
+	}
+	if c := string(report.WithoutAccounting(before)); strings.Contains(c, "Traffic and cost") || !strings.Contains(c, "## The mix") || !strings.Contains(c, "## Training with LLaMA-Factory") {
+		t.Errorf("WithoutAccounting cut the wrong part:\n%s", c)
+	}
+	// Rewriting the cards from the run directory gives the same bytes.
+	run, err := report.Load(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := run.WriteCards(); err != nil {
+		t.Fatal(err)
+	}
+	after, _ := os.ReadFile(filepath.Join(out, "06-mt_llama", report.CardFile))
+	if !bytes.Equal(before, after) {
+		t.Error("the card changed when written again from the same run")
+	}
+}
+
+// TestCardLicenses: the licenses declared on the sources reach the card.
+func TestCardLicenses(t *testing.T) {
+	out := runPipeline(t, demo, "sources.0.license=apache-2.0", "sources.1.license=apache-2.0",
+		"sources.2.license=cc-by-4.0", "sources.2.revision=v1.0")
+	c, body := readCard(t, filepath.Join(out, "06-mt_llama", report.CardFile))
+	lic, ok := c.License.([]any)
+	if !ok || len(lic) != 2 || lic[0] != "apache-2.0" || lic[1] != "cc-by-4.0" {
+		t.Errorf("license %v", c.License)
+	}
+	if !strings.Contains(body, "| xlam | xlam | cc-by-4.0 | v1.0 |") {
+		t.Error("the sources table lacks xlam's license and revision")
+	}
+	out = runPipeline(t, demo, "sources.0.license=apache-2.0", "sources.1.license=apache-2.0", "sources.2.license=apache-2.0")
+	if c, _ := readCard(t, filepath.Join(out, "07-sharegpt", report.CardFile)); c.License != "apache-2.0" {
+		t.Errorf("one license for all sources: %v", c.License)
+	}
+}
+
+func stageDirs(t *testing.T, out string) []string {
+	ents, err := os.ReadDir(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dirs []string
+	for _, e := range ents {
+		if e.IsDir() && regexp.MustCompile(`^\d\d-`).MatchString(e.Name()) {
+			dirs = append(dirs, e.Name())
+		}
+	}
+	return dirs
+}
+
+func atoi(s string) int64 {
+	n, _ := strconv.ParseInt(s, 10, 64)
+	return n
+}
+
+// TestRunInProgress: the report reads a run whose later stages have no
+// manifest yet and whose current stage has no finish time; cards are
+// written only for finished exports whose input is still what they read.
+func TestRunInProgress(t *testing.T) {
+	out := runPipeline(t, demo)
+	if b, err := os.ReadFile(filepath.Join(out, report.HTMLFile)); err != nil || !bytes.Contains(b, []byte("8 of 8 stages done")) {
+		t.Fatalf("the run wrote no complete report.html: %v", err)
+	}
+	mpath := filepath.Join(out, "06-mt_llama", "manifest.json")
+	m, err := manifests.Read[manifests.Stage](mpath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Finished = time.Time{}
+	if err := writeJSON(mpath, m); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"07-sharegpt/manifest.json", "06-mt_llama/README.md", "07-sharegpt/README.md"} {
+		if err := os.Remove(filepath.Join(out, f)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	run, err := report.Load(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := run.Stages[6].Status; s != report.StatusRunning {
+		t.Errorf("06: %s", s)
+	}
+	if s := run.Stages[7].Status; s != report.StatusPending {
+		t.Errorf("07: %s", s)
+	}
+	if cards, err := run.WriteCards(); err != nil || len(cards) != 0 {
+		t.Errorf("cards of unfinished exports: %v %v", cards, err)
+	}
+	b, err := run.HTML()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"6 of 8 stages done", "06-mt_llama has no finish time", `class="l status-pending">pending`} {
+		if !bytes.Contains(b, []byte(want)) {
+			t.Errorf("report lacks %q", want)
+		}
+	}
+
+	// An export whose input shard was rewritten since gets no card.
+	m.Finished = m.Started
+	if err := writeJSON(mpath, m); err != nil {
+		t.Fatal(err)
+	}
+	in := filepath.Join(out, m.Shards[0].Inputs[0].Path)
+	if err := os.WriteFile(in, []byte("changed"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	run, _ = report.Load(out)
+	if cards, err := run.WriteCards(); err != nil || len(cards) != 0 {
+		t.Errorf("card of an export whose input changed: %v %v", cards, err)
+	}
+}
+
+func writeJSON(path string, v any) error {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, b, 0o644)
+}

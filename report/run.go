@@ -1,0 +1,333 @@
+// Package report reads a run directory — its effective config.yaml, the
+// stage manifests, shards and rejects — and presents it: a Hugging Face
+// dataset card for each export directory (card.go), a self-contained HTML
+// report (html.go), terminal tables (stats.go) and one record's journey
+// through the stages (show.go).
+//
+// It needs nothing but the run directory, so it works on a finished run, on
+// a run in progress (manifests are rewritten as shards finish) and on a
+// copy of the outputs without the pipeline file.
+package report
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/augmentdata/augment/manifests"
+	"github.com/augmentdata/augment/stages/llm"
+)
+
+// A Run is a run directory as read from disk.
+type Run struct {
+	Dir string
+	// Config is the effective config.yaml; ConfigHash its sha256 (hex).
+	// Both are zero when the directory has no config.yaml.
+	Config     Config
+	ConfigHash string
+	Stages     []Stage // in run order, ingest first
+
+	collected map[string]*Dist // see Run.Collect
+}
+
+// Config is the part of the effective config.yaml the report uses.
+type Config struct {
+	Seed    uint64         `yaml:"seed"`
+	Sources []SourceConfig `yaml:"sources"`
+	Teacher struct {
+		Provider    string  `yaml:"provider"`
+		Model       string  `yaml:"model"`
+		PriceInput  float64 `yaml:"price_input_per_mtok"`
+		PriceOutput float64 `yaml:"price_output_per_mtok"`
+		Budget      float64 `yaml:"budget"`
+	} `yaml:"teacher"`
+	Embedder struct {
+		Provider string `yaml:"provider"`
+		Model    string `yaml:"model"`
+	} `yaml:"embedder"`
+	Stages []map[string]any `yaml:"stages"`
+}
+
+// SourceConfig is one source of config.yaml.
+type SourceConfig struct {
+	Name     string  `yaml:"name"`
+	Path     string  `yaml:"path"`
+	Format   string  `yaml:"format"`
+	License  string  `yaml:"license"`
+	Revision string  `yaml:"revision"`
+	Limit    int64   `yaml:"limit"`
+	Fraction float64 `yaml:"fraction"`
+}
+
+// Stage states.
+const (
+	StatusDone    = "done"    // the manifest says the stage finished
+	StatusRunning = "running" // a manifest without a finish time: running now, or stopped part way
+	StatusPending = "pending" // no manifest yet
+	StatusSkipped = "skipped" // skip: true in pipeline.yaml
+)
+
+// A Stage is one stage directory of a run.
+type Stage struct {
+	Dir      string // e.g. "03-noise"
+	Name     string
+	Type     string
+	Status   string
+	Manifest *manifests.Stage // nil when pending or skipped
+	LLM      *llm.Stats       // the teacher accounting in the manifest, if any
+}
+
+// Sink reports whether the stage writes its own format instead of Parquet
+// shards (an export).
+func (s *Stage) Sink() bool { return s.Type == "export" }
+
+// Totals returns the stage's counts so far (zero without a manifest).
+func (s *Stage) Totals() manifests.Counts {
+	if s.Manifest == nil {
+		return manifests.Counts{}
+	}
+	return s.Manifest.Totals
+}
+
+var stageDir = regexp.MustCompile(`^([0-9]{2})-(.+)$`)
+
+// Load reads the run directory dir. Stages come from config.yaml when it is
+// there (so stages not started yet are listed as pending), else from the
+// numbered directories holding a manifest.
+func Load(dir string) (*Run, error) {
+	fi, err := os.Stat(dir)
+	if err != nil {
+		return nil, err
+	}
+	if !fi.IsDir() {
+		return nil, fmt.Errorf("%s is not a directory", dir)
+	}
+	run := &Run{Dir: dir}
+	b, err := os.ReadFile(filepath.Join(dir, "config.yaml"))
+	switch {
+	case err == nil:
+		if err := yaml.Unmarshal(b, &run.Config); err != nil {
+			return nil, fmt.Errorf("%s: %w", filepath.Join(dir, "config.yaml"), err)
+		}
+		h := sha256.Sum256(b)
+		run.ConfigHash = hex.EncodeToString(h[:])
+	case !errors.Is(err, fs.ErrNotExist):
+		return nil, err
+	}
+	if run.ConfigHash != "" {
+		run.Stages = append(run.Stages, Stage{Dir: "00-ingest", Name: "ingest", Type: "ingest"})
+		for i, s := range run.Config.Stages {
+			name, _ := s["name"].(string)
+			st := Stage{Dir: fmt.Sprintf("%02d-%s", i+1, name), Name: name, Type: stageType(s)}
+			if skip, _ := s["skip"].(bool); skip {
+				st.Status = StatusSkipped
+			}
+			run.Stages = append(run.Stages, st)
+		}
+	} else {
+		ents, err := os.ReadDir(dir)
+		if err != nil {
+			return nil, err
+		}
+		for _, e := range ents {
+			m := stageDir.FindStringSubmatch(e.Name())
+			if !e.IsDir() || m == nil {
+				continue
+			}
+			if _, err := os.Stat(filepath.Join(dir, e.Name(), "manifest.json")); err == nil {
+				run.Stages = append(run.Stages, Stage{Dir: e.Name(), Name: m[2]})
+			}
+		}
+		if len(run.Stages) == 0 {
+			return nil, fmt.Errorf("%s holds no run: no config.yaml and no stage manifest", dir)
+		}
+	}
+	for i := range run.Stages {
+		st := &run.Stages[i]
+		if st.Status == StatusSkipped {
+			continue
+		}
+		m, err := manifests.Read[manifests.Stage](filepath.Join(dir, st.Dir, "manifest.json"))
+		if err != nil {
+			return nil, err
+		}
+		st.Manifest = m
+		switch {
+		case m == nil:
+			st.Status = StatusPending
+			continue
+		case m.Finished.IsZero():
+			st.Status = StatusRunning
+		default:
+			st.Status = StatusDone
+		}
+		if st.Type == "" {
+			st.Type = m.Type
+		}
+		if len(m.LLM) > 0 {
+			var s llm.Stats
+			if err := json.Unmarshal(m.LLM, &s); err == nil {
+				st.LLM = &s
+			}
+		}
+	}
+	return run, nil
+}
+
+// stageType is the one key of a stage entry that is not name or skip.
+func stageType(s map[string]any) string {
+	for k := range s {
+		if k != "name" && k != "skip" {
+			return k
+		}
+	}
+	return ""
+}
+
+// Stage returns the stage whose directory, name or number is key
+// ("03-noise", "noise" or "3").
+func (r *Run) Stage(key string) (*Stage, error) {
+	for i := range r.Stages {
+		s := &r.Stages[i]
+		if s.Dir == key || s.Name == key || strings.TrimLeft(s.Dir[:2], "0") == strings.TrimLeft(key, "0") && key != "" {
+			return s, nil
+		}
+	}
+	var names []string
+	for _, s := range r.Stages {
+		names = append(names, s.Dir)
+	}
+	return nil, fmt.Errorf("no stage %q in %s (stages: %s)", key, r.Dir, strings.Join(names, ", "))
+}
+
+// Parquet lists the stage's Parquet shards (relative to the run dir) in
+// manifest order.
+func (s *Stage) Parquet() []manifests.FileRef {
+	return s.outputs(".parquet", "part-")
+}
+
+// Rejects lists the stage's rejects files in manifest order.
+func (s *Stage) Rejects() []manifests.FileRef {
+	return s.outputs(".jsonl", "rejects-")
+}
+
+func (s *Stage) outputs(ext, prefix string) []manifests.FileRef {
+	if s.Manifest == nil {
+		return nil
+	}
+	var out []manifests.FileRef
+	for _, sh := range s.Manifest.Shards {
+		for _, o := range sh.Outputs {
+			base := filepath.Base(o.Path)
+			if strings.HasSuffix(base, ext) && strings.HasPrefix(base, prefix) {
+				out = append(out, o)
+			}
+		}
+	}
+	return out
+}
+
+// RecordStage returns the last stage before index i (exclusive) that wrote
+// Parquet records: the input of stage i. Skipped stages and sinks pass
+// their input through.
+func (r *Run) RecordStage(i int) *Stage {
+	for j := min(i, len(r.Stages)) - 1; j >= 0; j-- {
+		s := &r.Stages[j]
+		if s.Sink() || s.Status == StatusSkipped || s.Manifest == nil {
+			continue
+		}
+		return s
+	}
+	return nil
+}
+
+// ConfigHashUpTo is the sha256 (hex) of the stage fingerprints of stages
+// 0..i, in order: each covers its stage's effective settings, prompt
+// templates, the teacher settings that change answers, the seed, the
+// stage's version and (for ingest) the sources, but not endpoints, prices or
+// the output directory. Equal hashes and equal dumps give equal data.
+func (r *Run) ConfigHashUpTo(i int) string {
+	h := sha256.New()
+	for _, s := range r.Stages[:i+1] {
+		if s.Manifest != nil {
+			fmt.Fprintf(h, "%s %s\n", s.Dir, s.Manifest.ConfigHash)
+		} else {
+			fmt.Fprintf(h, "%s %s\n", s.Dir, s.Status)
+		}
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// Final is the last stage with Parquet records: what the exports read.
+func (r *Run) Final() *Stage { return r.RecordStage(len(r.Stages)) }
+
+// writeFile writes data to name (slash-separated, relative to the run
+// directory) atomically.
+func (r *Run) writeFile(name string, data []byte) error {
+	root, err := manifests.OpenRoot(r.Dir)
+	if err != nil {
+		return err
+	}
+	defer root.Close()
+	_, err = root.WriteFile(name, data)
+	return err
+}
+
+// Teacher sums the teacher accounting of every stage.
+func (r *Run) Teacher() (total llm.Stats, ok bool) {
+	for _, s := range r.Stages {
+		if s.LLM == nil {
+			continue
+		}
+		ok = true
+		total.Provider = s.LLM.Provider
+		total.Requests += s.LLM.Requests
+		total.CacheHits += s.LLM.CacheHits
+		total.Sent += s.LLM.Sent
+		total.Retries += s.LLM.Retries
+		total.Failed += s.LLM.Failed
+		total.TokensIn += s.LLM.TokensIn
+		total.TokensOut += s.LLM.TokensOut
+		total.Cost += s.LLM.Cost
+		for k, v := range s.LLM.Errors {
+			if total.Errors == nil {
+				total.Errors = map[string]int64{}
+			}
+			total.Errors[k] += v
+		}
+	}
+	return total, ok
+}
+
+// Models lists the teacher models that answered in any stage, sorted; the
+// configured model when no stage recorded one.
+func (r *Run) Models() []string {
+	seen := map[string]bool{}
+	for _, s := range r.Stages {
+		if s.LLM != nil {
+			for m := range s.LLM.Models {
+				seen[m] = true
+			}
+		}
+	}
+	if len(seen) == 0 && r.Config.Teacher.Model != "" {
+		seen[r.Config.Teacher.Model] = true
+	}
+	return slices.Sorted(func(yield func(string) bool) {
+		for k := range seen {
+			if !yield(k) {
+				return
+			}
+		}
+	})
+}

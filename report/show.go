@@ -1,0 +1,517 @@
+package report
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/augmentdata/augment/stages/record"
+	"github.com/augmentdata/augment/stages/shard"
+)
+
+// Journey states of a record at one stage.
+const (
+	StepKept     = "kept"     // in the stage's output
+	StepRejected = "rejected" // in the stage's rejects, with its reason
+	StepFiltered = "filtered" // dropped on purpose (not written anywhere)
+	StepExported = "exported" // written by an export
+	StepAbsent   = "absent"   // not there, and not there before either
+	StepNotRun   = "not run"  // the stage is pending or skipped
+)
+
+// A Journey is one record's way through the stages of a run.
+type Journey struct {
+	ID    string `json:"id"`
+	Steps []Step `json:"steps"`
+}
+
+// A Step is the record at one stage.
+type Step struct {
+	Stage  string         `json:"stage"` // the stage directory
+	Status string         `json:"status"`
+	Shard  string         `json:"shard,omitempty"`
+	Record *record.Record `json:"record,omitempty"`
+	Reject *RejectLine    `json:"reject,omitempty"`
+	// Changes say how the record differs from the previous stage's.
+	Changes []string `json:"changes,omitempty"`
+	// Added lists the records the stage derived from this one (IDs
+	// "<id>/…").
+	Added []string `json:"added,omitempty"`
+	// Filtered lists the stage's filter reasons (filtered records are not
+	// written anywhere, so which reason applied is not known).
+	Filtered []string `json:"filtered,omitempty"`
+	// File, Line and Sample locate an exported sample (Line is 1-based; the
+	// sample is read back for JSONL exports).
+	File   string          `json:"file,omitempty"`
+	Line   int             `json:"line,omitempty"`
+	Sample json.RawMessage `json:"sample,omitempty"`
+}
+
+// sourceOf is the source part of a record ID ("glaive:3/neg1" → "glaive").
+func sourceOf(id string) string {
+	src, _, _ := strings.Cut(id, ":")
+	return src
+}
+
+// shardName is a Parquet shard's name: "03-noise/part-glaive-00000.parquet"
+// → "glaive-00000".
+func shardName(path string) string {
+	return strings.TrimSuffix(strings.TrimPrefix(filepath.Base(path), "part-"), filepath.Ext(path))
+}
+
+// found is a record located in a stage's shards.
+type found struct {
+	rec   *record.Record
+	shard string // shard name
+	index int    // position in the shard
+	added []string
+}
+
+// find looks for id in the stage's Parquet shards of its source.
+func (r *Run) find(st *Stage, id string) (*found, error) {
+	src := sourceOf(id)
+	var f *found
+	for _, ref := range st.Parquet() {
+		name := shardName(ref.Path)
+		if !strings.HasPrefix(name, src+"-") {
+			continue
+		}
+		i := 0
+		err := shard.Scan(filepath.Join(r.Dir, ref.Path), func(rec *record.Record) error {
+			switch {
+			case rec.ID == id:
+				if f == nil {
+					f = &found{}
+				}
+				f.rec, f.shard, f.index = rec, name, i
+			case strings.HasPrefix(rec.ID, id+"/"):
+				if f == nil {
+					f = &found{}
+				}
+				f.added = append(f.added, rec.ID)
+			}
+			i++
+			return nil
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+	return f, nil
+}
+
+// findReject looks for id in the stage's rejects.
+func (r *Run) findReject(st *Stage, id string) (*RejectLine, error) {
+	var out *RejectLine
+	err := ScanRejects(r.Dir, st, func(rl RejectLine) error {
+		if rl.ID == id {
+			out = &rl
+			return errStop
+		}
+		return nil
+	})
+	if errors.Is(err, errStop) {
+		err = nil
+	}
+	return out, err
+}
+
+// Journey follows the record id through every stage.
+func (r *Run) Journey(id string) (*Journey, error) {
+	j := &Journey{ID: id}
+	var prev *found
+	for i := range r.Stages {
+		st := &r.Stages[i]
+		step := Step{Stage: st.Dir}
+		switch {
+		case st.Manifest == nil:
+			step.Status = StepNotRun
+		case st.Sink():
+			if err := r.exportStep(st, id, prev, &step); err != nil {
+				return nil, err
+			}
+		default:
+			f, err := r.find(st, id)
+			if err != nil {
+				return nil, err
+			}
+			if f != nil && f.rec != nil {
+				step.Status, step.Record, step.Shard = StepKept, f.rec, f.shard
+				if prev != nil && prev.rec != nil {
+					step.Changes = Diff(prev.rec, f.rec)
+					for _, a := range f.added {
+						if !slices.Contains(prev.added, a) {
+							step.Added = append(step.Added, a)
+						}
+					}
+				} else {
+					step.Added = f.added
+				}
+				prev = f
+				break
+			}
+			rj, err := r.findReject(st, id)
+			if err != nil {
+				return nil, err
+			}
+			switch {
+			case rj != nil:
+				step.Status, step.Reject = StepRejected, rj
+			case prev != nil && prev.rec != nil:
+				step.Status, step.Filtered = StepFiltered, Counts(st.Manifest.Totals.Filtered).Keys()
+			default:
+				step.Status = StepAbsent
+			}
+			prev = nil
+		}
+		j.Steps = append(j.Steps, step)
+	}
+	for _, s := range j.Steps {
+		if s.Status != StepAbsent && s.Status != StepNotRun {
+			return j, nil
+		}
+	}
+	return j, fmt.Errorf("no record %q in any stage of %s", id, r.Dir)
+}
+
+// exportStep locates id's sample in an export: the export writes its input
+// shard's records, less those it rejects, in order, to one file per shard.
+func (r *Run) exportStep(st *Stage, id string, prev *found, step *Step) error {
+	rj, err := r.findReject(st, id)
+	if err != nil {
+		return err
+	}
+	if rj != nil {
+		step.Status, step.Reject = StepRejected, rj
+		return nil
+	}
+	if prev == nil || prev.rec == nil {
+		step.Status = StepAbsent
+		return nil
+	}
+	rejected, err := rejectedIDs(r.Dir, st)
+	if err != nil {
+		return err
+	}
+	sh, ok := st.Manifest.Shard(prev.shard)
+	if !ok || len(sh.Inputs) == 0 {
+		step.Status = StepAbsent
+		return nil
+	}
+	line := 0
+	err = shard.Scan(filepath.Join(r.Dir, sh.Inputs[0].Path), func(rec *record.Record) error {
+		if !rejected[rec.ID] {
+			line++
+		}
+		if rec.ID == id {
+			return errStop
+		}
+		return nil
+	})
+	if err != nil && !errors.Is(err, errStop) {
+		return err
+	}
+	step.Status, step.Shard, step.Line = StepExported, prev.shard, line
+	for _, o := range sh.Outputs {
+		if strings.Contains(filepath.Base(o.Path), "part-") {
+			step.File = o.Path
+		}
+	}
+	if strings.HasSuffix(step.File, ".jsonl") {
+		step.Sample, err = readLine(filepath.Join(r.Dir, step.File), line)
+	}
+	return err
+}
+
+// readLine returns line n (1-based) of a file.
+func readLine(path string, n int) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	br := bufio.NewReaderSize(f, 1<<20)
+	for i := 1; ; i++ {
+		b, err := br.ReadBytes('\n')
+		if i == n {
+			return bytes.TrimRight(b, "\n"), nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%s has no line %d", path, n)
+		}
+	}
+}
+
+// Diff says, one line each, how b differs from a: system prompt, tools
+// added or removed or changed, turns added, removed or changed (aligned by
+// a longest common subsequence), tags and lineage.
+func Diff(a, b *record.Record) []string {
+	var out []string
+	if a.System != b.System {
+		out = append(out, "~ system: "+clip(oneLine(b.System), 100))
+	}
+	at, bt := map[string]string{}, map[string]string{}
+	for _, t := range a.Tools {
+		at[t.Name] = toolSig(t)
+	}
+	for _, t := range b.Tools {
+		bt[t.Name] = toolSig(t)
+		switch old, ok := at[t.Name]; {
+		case !ok:
+			out = append(out, "+ tool "+t.Name)
+		case old != bt[t.Name]:
+			out = append(out, "~ tool "+t.Name+" (definition changed)")
+		}
+	}
+	for _, t := range a.Tools {
+		if _, ok := bt[t.Name]; !ok {
+			out = append(out, "- tool "+t.Name)
+		}
+	}
+	out = append(out, diffTurns(a.Messages, b.Messages)...)
+	for _, t := range b.Tags {
+		switch old := a.Tag(t.Key); {
+		case old == "" && !hasTag(a, t.Key):
+			out = append(out, fmt.Sprintf("+ tag %s=%s", t.Key, t.Value))
+		case old != t.Value:
+			out = append(out, fmt.Sprintf("~ tag %s=%s (was %s)", t.Key, t.Value, old))
+		}
+	}
+	for _, t := range a.Tags {
+		if !hasTag(b, t.Key) {
+			out = append(out, fmt.Sprintf("- tag %s=%s", t.Key, t.Value))
+		}
+	}
+	if len(b.Lineage) > len(a.Lineage) {
+		for _, s := range b.Lineage[len(a.Lineage):] {
+			l := "+ lineage " + s.Stage + " (" + s.Provider
+			if s.Model != "" && s.Model != s.Provider {
+				l += ", " + s.Model
+			}
+			out = append(out, l+")")
+		}
+	}
+	return out
+}
+
+func hasTag(r *record.Record, key string) bool {
+	return slices.ContainsFunc(r.Tags, func(t record.Tag) bool { return t.Key == key })
+}
+
+func toolSig(t record.Tool) string {
+	return t.Description + "\x00" + string(t.Parameters) + "\x00" + string(t.Response)
+}
+
+func msgSig(m record.Message) string {
+	b, _ := json.Marshal(m)
+	return string(b)
+}
+
+// diffTurns aligns two message lists by their longest common subsequence;
+// a removed and an added turn of the same role at the same place read as
+// one changed turn.
+func diffTurns(a, b []record.Message) []string {
+	n, m := len(a), len(b)
+	lcs := make([][]int, n+1)
+	for i := range lcs {
+		lcs[i] = make([]int, m+1)
+	}
+	for i := n - 1; i >= 0; i-- {
+		for j := m - 1; j >= 0; j-- {
+			if msgSig(a[i]) == msgSig(b[j]) {
+				lcs[i][j] = lcs[i+1][j+1] + 1
+			} else {
+				lcs[i][j] = max(lcs[i+1][j], lcs[i][j+1])
+			}
+		}
+	}
+	var out []string
+	i, j := 0, 0
+	for i < n || j < m {
+		switch {
+		case i < n && j < m && msgSig(a[i]) == msgSig(b[j]):
+			i, j = i+1, j+1
+		case i < n && j < m && a[i].Role == b[j].Role && lcs[i+1][j+1] == lcs[i][j]:
+			out = append(out, fmt.Sprintf("~ turn %d %s: %s", j, b[j].Role, changedParts(a[i], b[j])))
+			i, j = i+1, j+1
+		case j < m && (i == n || lcs[i][j+1] >= lcs[i+1][j]):
+			out = append(out, fmt.Sprintf("+ turn %d %s", j, TurnSummary(b[j])))
+			j++
+		default:
+			out = append(out, fmt.Sprintf("- turn %d %s", i, TurnSummary(a[i])))
+			i++
+		}
+	}
+	return out
+}
+
+func changedParts(a, b record.Message) string {
+	var parts []string
+	if a.Content != b.Content {
+		parts = append(parts, "content "+quote(b.Content))
+	}
+	if a.Reasoning != b.Reasoning {
+		parts = append(parts, "reasoning "+quote(b.Reasoning))
+	}
+	if msgSig(record.Message{Calls: a.Calls}) != msgSig(record.Message{Calls: b.Calls}) {
+		parts = append(parts, "calls "+callsText(b.Calls))
+	}
+	if msgSig(record.Message{Results: a.Results}) != msgSig(record.Message{Results: b.Results}) {
+		parts = append(parts, "results "+resultsText(b.Results))
+	}
+	return strings.Join(parts, "; ")
+}
+
+// TurnSummary is one line about a message: its role and what it holds.
+func TurnSummary(m record.Message) string {
+	var parts []string
+	if m.Reasoning != "" {
+		parts = append(parts, "reasoning "+quote(m.Reasoning))
+	}
+	if m.Content != "" || len(m.Calls) == 0 && len(m.Results) == 0 {
+		parts = append(parts, quote(m.Content))
+	}
+	if len(m.Calls) > 0 {
+		parts = append(parts, "calls "+callsText(m.Calls))
+	}
+	if len(m.Results) > 0 {
+		parts = append(parts, "results "+resultsText(m.Results))
+	}
+	return m.Role + ": " + strings.Join(parts, "; ")
+}
+
+func callsText(calls []record.Call) string {
+	var s []string
+	for _, c := range calls {
+		s = append(s, c.Name+clip(string(c.Arguments), 80))
+	}
+	return strings.Join(s, ", ")
+}
+
+func resultsText(rs []record.Result) string {
+	var s []string
+	for _, r := range rs {
+		s = append(s, r.Name+" → "+clip(oneLine(r.Content), 80))
+	}
+	return strings.Join(s, ", ")
+}
+
+func quote(s string) string { return fmt.Sprintf("%q", clip(oneLine(s), 100)) }
+
+func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
+
+// PrintJourney writes a journey for people.
+func PrintJourney(w io.Writer, j *Journey) {
+	fmt.Fprintf(w, "%s\n", j.ID)
+	first := true // the first stage holding the record shows it whole
+	gone := false // rejected or filtered: later stages cannot have it
+	for _, s := range j.Steps {
+		if gone && s.Status == StepAbsent {
+			continue
+		}
+		gone = gone || s.Status == StepRejected || s.Status == StepFiltered
+		head := fmt.Sprintf("%-14s %-9s", s.Stage, s.Status)
+		switch s.Status {
+		case StepKept:
+			if !first && len(s.Changes) == 0 {
+				head += " unchanged"
+			}
+		case StepRejected:
+			head += " " + s.Reject.Reason + ": " + clip(oneLine(s.Reject.Detail), 160)
+		case StepFiltered:
+			head += " by the stage's filter (" + strings.Join(s.Filtered, ", ") + ")"
+		case StepExported:
+			head += fmt.Sprintf(" %s line %d", s.File, s.Line)
+		}
+		fmt.Fprintln(w, strings.TrimRight(head, " "))
+		if s.Status == StepKept && first {
+			first = false
+			r := s.Record
+			fmt.Fprintf(w, "%15s source %s row %d (%s), %d tools, %d turns, shard %s\n", "", r.Source, r.Row, r.Format, len(r.Tools), len(r.Messages), s.Shard)
+			for i, m := range r.Messages {
+				fmt.Fprintf(w, "%15s turn %d %s\n", "", i, TurnSummary(m))
+			}
+		}
+		for _, c := range s.Changes {
+			fmt.Fprintf(w, "%15s %s\n", "", c)
+		}
+		for _, a := range s.Added {
+			fmt.Fprintf(w, "%15s + record %s\n", "", a)
+		}
+		if len(s.Sample) > 0 {
+			fmt.Fprintf(w, "%15s %s\n", "", clip(string(s.Sample), 300))
+		}
+	}
+}
+
+// PrintRecord writes one record for people: tools, turns, tags, lineage.
+func PrintRecord(w io.Writer, r *record.Record) {
+	fmt.Fprintf(w, "%s  source %s row %d (%s)\n", r.ID, r.Source, r.Row, r.Format)
+	if r.System != "" {
+		fmt.Fprintf(w, "  system: %s\n", clip(oneLine(r.System), 200))
+	}
+	for _, t := range r.Tools {
+		fmt.Fprintf(w, "  tool %s: %s\n", t.Name, clip(oneLine(t.Description), 100))
+	}
+	for i, m := range r.Messages {
+		fmt.Fprintf(w, "  [%d] %s\n", i, m.Role)
+		if m.Reasoning != "" {
+			fmt.Fprintf(w, "      reasoning: %s\n", m.Reasoning)
+		}
+		if m.Content != "" {
+			fmt.Fprintf(w, "      %s\n", strings.ReplaceAll(m.Content, "\n", "\n      "))
+		}
+		for _, c := range m.Calls {
+			fmt.Fprintf(w, "      call %s %s\n", c.Name, c.Arguments)
+		}
+		for _, res := range m.Results {
+			fmt.Fprintf(w, "      result %s: %s\n", res.Name, clip(oneLine(res.Content), 300))
+		}
+	}
+	var tags []string
+	for _, t := range r.Tags {
+		tags = append(tags, t.Key+"="+t.Value)
+	}
+	fmt.Fprintf(w, "  tags: %s\n", strings.Join(tags, " "))
+	var steps []string
+	for _, s := range r.Lineage {
+		steps = append(steps, s.Stage+"("+s.Provider+")")
+	}
+	fmt.Fprintf(w, "  lineage: %s\n", strings.Join(steps, " → "))
+}
+
+// Records calls fn for each record of the stage whose tags include every
+// key=value of where (a value "*" matches any value of the key), in shard
+// order, until fn returns false.
+func (r *Run) Records(st *Stage, where map[string]string, fn func(*record.Record) bool) error {
+	err := func() error {
+		for _, ref := range st.Parquet() {
+			err := shard.Scan(filepath.Join(r.Dir, ref.Path), func(rec *record.Record) error {
+				for k, v := range where {
+					if !hasTag(rec, k) || v != "*" && rec.Tag(k) != v {
+						return nil
+					}
+				}
+				if !fn(rec) {
+					return errStop
+				}
+				return nil
+			})
+			if err != nil {
+				return err
+			}
+		}
+		return nil
+	}()
+	if errors.Is(err, errStop) {
+		return nil
+	}
+	return err
+}

@@ -1,0 +1,196 @@
+package report
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/augmentdata/augment/manifests"
+	"github.com/augmentdata/augment/stages/llm"
+)
+
+// Stats are a run's tables: `augment stats` prints them or writes them as
+// JSON.
+type Stats struct {
+	Dir          string       `json:"dir"`
+	ConfigSHA256 string       `json:"config_sha256,omitempty"`
+	Seed         uint64       `json:"seed"`
+	Stages       []StageStats `json:"stages"`
+	// Records are the distributions of the last stage with records (Final),
+	// the input of the exports.
+	Final   string     `json:"final,omitempty"`
+	Records *Dist      `json:"records,omitempty"`
+	Teacher *llm.Stats `json:"teacher,omitempty"` // summed over the stages
+}
+
+// StageStats is one stage's line of Stats.
+type StageStats struct {
+	Dir    string `json:"dir"`
+	Name   string `json:"name"`
+	Type   string `json:"type"`
+	Status string `json:"status"`
+	Shards int    `json:"shards"`
+	manifests.Counts
+	Seconds float64    `json:"seconds"`
+	LLM     *llm.Stats `json:"llm,omitempty"`
+}
+
+// Stats reads the counts of every stage and the distributions of the final
+// stage's records.
+func (r *Run) Stats() (*Stats, error) {
+	s := &Stats{Dir: r.Dir, ConfigSHA256: r.ConfigHash, Seed: r.Config.Seed}
+	for _, st := range r.Stages {
+		ss := StageStats{Dir: st.Dir, Name: st.Name, Type: st.Type, Status: st.Status, Counts: st.Totals(), LLM: st.LLM}
+		if st.Manifest != nil {
+			ss.Shards, ss.Seconds = len(st.Manifest.Shards), st.Manifest.Seconds
+		}
+		s.Stages = append(s.Stages, ss)
+	}
+	if fs := r.Final(); fs != nil {
+		d, err := r.Collect(fs.Parquet(), nil)
+		if err != nil {
+			return nil, err
+		}
+		s.Final, s.Records = fs.Dir, d
+	}
+	if t, ok := r.Teacher(); ok {
+		s.Teacher = &t
+	}
+	return s, nil
+}
+
+// WriteJSON writes the stats as indented JSON.
+func (s *Stats) WriteJSON(w io.Writer) error {
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", "  ")
+	return enc.Encode(s)
+}
+
+// barWidth is the width of the longest bar of a terminal distribution.
+const barWidth = 30
+
+// Print writes the stats as terminal tables and bars.
+func (s *Stats) Print(w io.Writer) {
+	done := 0
+	for _, st := range s.Stages {
+		if st.Status == StatusDone {
+			done++
+		}
+	}
+	fmt.Fprintf(w, "run %s: %d of %d stages done", s.Dir, done, len(s.Stages))
+	if s.ConfigSHA256 != "" {
+		fmt.Fprintf(w, "; config sha256 %s, seed %d", s.ConfigSHA256[:12], s.Seed)
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintln(w)
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "stage\tstatus\tshards\tin\tout\trejected\tfiltered\tadded\tseconds\t")
+	for _, st := range s.Stages {
+		if st.Status == StatusPending || st.Status == StatusSkipped {
+			fmt.Fprintf(tw, "%s\t%s\t\t\t\t\t\t\t\t\n", st.Dir, st.Status)
+			continue
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%.1f\t\n", st.Dir, st.Status, st.Shards, st.In, st.Out,
+			manifests.Sum(st.Rejected), manifests.Sum(st.Filtered), st.Added, st.Seconds)
+	}
+	tw.Flush()
+
+	var reasons [][]string
+	for _, st := range s.Stages {
+		for _, k := range Counts(st.Rejected).Keys() {
+			reasons = append(reasons, []string{st.Dir, "rejected", k, fmt.Sprint(st.Rejected[k])})
+		}
+		for _, k := range Counts(st.Filtered).Keys() {
+			reasons = append(reasons, []string{st.Dir, "filtered", k, fmt.Sprint(st.Filtered[k])})
+		}
+	}
+	if len(reasons) > 0 {
+		fmt.Fprintln(w, "\nrejected and filtered")
+		tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+		for _, r := range reasons {
+			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\n", r[0], r[1], r[2], r[3])
+		}
+		tw.Flush()
+	}
+
+	if d := s.Records; d != nil {
+		fmt.Fprintf(w, "\nrecords of %s: %d\n", s.Final, d.Records)
+		for _, mix := range []struct {
+			name string
+			c    Counts
+		}{{"source", d.Source}, {"category", d.Category}, {"world", d.World}, {"difficulty", d.Difficulty}, {"lang", d.Lang},
+			{"noise_similarity", d.NoiseSimilarity}, {"verify fail tags", d.VerifyFail}} {
+			if len(mix.c) == 0 {
+				continue
+			}
+			fmt.Fprintf(w, "  %s\n", mix.name)
+			keys := mix.c.Keys()
+			if mix.name == "noise_similarity" {
+				slices.Sort(keys)
+			}
+			printBars(w, keys, func(k string) int64 { return mix.c[k] }, d.Records)
+		}
+		for _, h := range []struct {
+			name string
+			h    IntHist
+		}{{"tools per record", d.Tools}, {"calls per calling turn", d.CallsPerTurn}, {"turns per record", d.Turns}} {
+			fmt.Fprintf(w, "  %s (mean %.2f)\n", h.name, h.h.Mean())
+			var keys []string
+			var total int64
+			for _, b := range intBars(h.h) {
+				keys = append(keys, b.Label)
+				total += int64(b.Value)
+			}
+			vals := map[string]int64{}
+			for _, b := range intBars(h.h) {
+				vals[b.Label] = int64(b.Value)
+			}
+			printBars(w, keys, func(k string) int64 { return vals[k] }, total)
+		}
+		t := d.Tokens
+		fmt.Fprintf(w, "  tokens: min %d  p50 %d  p90 %d  p99 %d  max %d  total %d\n", t.Min, t.P50, t.P90, t.P99, t.Max, t.Sum)
+	}
+
+	var llmRows []StageStats
+	for _, st := range s.Stages {
+		if st.LLM != nil {
+			llmRows = append(llmRows, st)
+		}
+	}
+	if len(llmRows) > 0 {
+		fmt.Fprintf(w, "\nteacher (%s)\n", s.Teacher.Provider)
+		tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprintln(tw, "stage\trequests\tcache hits\tfailed\tretries\ttokens in\ttokens out\tp50 ms\tp99 ms\tcost\t")
+		for _, st := range llmRows {
+			l := st.LLM
+			fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%s\t%.4f\t\n", st.Dir, l.Requests, l.CacheHits, l.Failed, l.Retries,
+				l.TokensIn, l.TokensOut, num(l.Latency.P50), num(l.Latency.P99), l.Cost)
+		}
+		t := s.Teacher
+		fmt.Fprintf(tw, "total\t%d\t%d\t%d\t%d\t%d\t%d\t\t\t%.4f\t\n", t.Requests, t.CacheHits, t.Failed, t.Retries, t.TokensIn, t.TokensOut, t.Cost)
+		tw.Flush()
+	}
+}
+
+// printBars writes one line per key: the key, its count, its share of
+// total and a bar.
+func printBars(w io.Writer, keys []string, count func(string) int64, total int64) {
+	var maxN int64
+	width := 16
+	for _, k := range keys {
+		maxN = max(maxN, count(k))
+		width = max(width, len([]rune(k)))
+	}
+	for _, k := range keys {
+		n := count(k)
+		bar := 0
+		if maxN > 0 {
+			bar = int((n*barWidth + maxN - 1) / maxN)
+		}
+		fmt.Fprintf(w, "    %-*s %7d %7s  %s\n", width, k, n, pct(n, total), strings.Repeat("█", bar))
+	}
+}

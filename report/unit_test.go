@@ -1,0 +1,132 @@
+package report
+
+import (
+	"encoding/json"
+	"slices"
+	"testing"
+
+	"github.com/augmentdata/augment/stages/record"
+)
+
+func TestPercentiles(t *testing.T) {
+	tests := []struct {
+		in   []int
+		want Percentiles
+	}{
+		{nil, Percentiles{}},
+		{[]int{7}, Percentiles{Count: 1, Min: 7, P50: 7, P90: 7, P99: 7, Max: 7, Sum: 7}},
+		{[]int{4, 1, 3, 2}, Percentiles{Count: 4, Min: 1, P50: 2, P90: 4, P99: 4, Max: 4, Sum: 10}},
+		// 1..100: nearest rank.
+		{seq(1, 100), Percentiles{Count: 100, Min: 1, P50: 50, P90: 90, P99: 99, Max: 100, Sum: 5050}},
+	}
+	for _, tt := range tests {
+		if got := percentiles(tt.in); got != tt.want {
+			t.Errorf("percentiles(%v) = %+v, want %+v", tt.in, got, tt.want)
+		}
+	}
+}
+
+func seq(a, b int) []int {
+	var out []int
+	for i := a; i <= b; i++ {
+		out = append(out, i)
+	}
+	return out
+}
+
+func TestSizeCategory(t *testing.T) {
+	for n, want := range map[int64]string{0: "n<1K", 999: "n<1K", 1000: "1K<n<10K", 60000: "10K<n<100K", 200000: "100K<n<1M", 5e6: "1M<n<10M"} {
+		if got := sizeCategory(n); got != want {
+			t.Errorf("sizeCategory(%d) = %s, want %s", n, got, want)
+		}
+	}
+}
+
+func TestLang(t *testing.T) {
+	user := func(s string) *record.Record {
+		return &record.Record{Messages: []record.Message{{Role: record.RoleUser, Content: s}, {Role: record.RoleAssistant, Content: "好的"}}}
+	}
+	tagged := user("hello")
+	tagged.SetTag("lang", "zh-TW")
+	tests := []struct {
+		r    *record.Record
+		want string
+	}{
+		{tagged, "zh-TW"},
+		{user("What's the weather in Paris?"), "en"},
+		{user("Ça coûte combien ?"), "en"}, // Latin script: counted as en (documented)
+		{user("今天天氣如何？"), "und"},
+		{user("12345"), "und"},
+	}
+	for _, tt := range tests {
+		if got := Lang(tt.r); got != tt.want {
+			t.Errorf("Lang(%q) = %s, want %s", tt.r.Messages[0].Content, got, tt.want)
+		}
+	}
+	if hubLanguage("zh-TW") != "zh" || hubLanguage("en") != "en" {
+		t.Error("hubLanguage")
+	}
+}
+
+func TestIntBars(t *testing.T) {
+	b := intBars(IntHist{1: 2, 3: 1})
+	if len(b) != 3 || b[1].Label != "2" || b[1].Value != 0 || b[2].Value != 1 {
+		t.Errorf("gaps are empty bars: %+v", b)
+	}
+	// A wide range is binned; every value is counted once.
+	h := IntHist{}
+	for _, v := range []int{10, 500, 501, 999, 4000} {
+		h[v]++
+	}
+	var total float64
+	bars := intBars(h)
+	for _, x := range bars {
+		total += x.Value
+	}
+	if total != 5 || len(bars) > 24 || bars[len(bars)-1].Value == 0 {
+		t.Errorf("binned: total %v, %d bins: %+v", total, len(bars), bars)
+	}
+}
+
+func msg(role, content string, calls ...string) record.Message {
+	m := record.Message{Role: role, Content: content}
+	for _, c := range calls {
+		m.Calls = append(m.Calls, record.Call{Name: c, Arguments: json.RawMessage(`{}`)})
+	}
+	return m
+}
+
+func TestDiff(t *testing.T) {
+	a := &record.Record{
+		Tools:    []record.Tool{{Name: "f", Parameters: json.RawMessage(`{}`)}, {Name: "g", Parameters: json.RawMessage(`{}`)}},
+		Messages: []record.Message{msg("user", "hi"), msg("assistant", "", "f"), msg("assistant", "done")},
+		Tags:     []record.Tag{{Key: "a", Value: "1"}, {Key: "b", Value: "2"}},
+		Lineage:  []record.Step{{Stage: "ingest", Provider: "rule"}},
+	}
+	b := a.Clone()
+	b.Tools = []record.Tool{a.Tools[0], {Name: "meta_tool", Parameters: json.RawMessage(`{}`)}}
+	b.Messages = []record.Message{msg("user", "hi"), msg("assistant", "", "meta_tool"), msg("tool", ""), msg("assistant", "", "f"), msg("assistant", "done!")}
+	b.Messages[2].Results = []record.Result{{Name: "meta_tool", Content: "ok"}}
+	b.SetTag("b", "3")
+	b.SetTag("c", "4")
+	b.Tags = slices.DeleteFunc(b.Tags, func(t record.Tag) bool { return t.Key == "a" })
+	b.AddStep("meta_tool", "rule", "")
+	got := Diff(a, b)
+	want := []string{
+		"+ tool meta_tool",
+		"- tool g",
+		`+ turn 1 assistant: calls meta_tool{}`,
+		`+ turn 2 tool: results meta_tool → ok`,
+		`~ turn 4 assistant: content "done!"`,
+		"~ tag b=3 (was 2)",
+		"+ tag c=4",
+		"- tag a=1",
+		"+ lineage meta_tool (rule)",
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("Diff:\n%q\nwant\n%q", got, want)
+	}
+	if d := Diff(a, a.Clone()); len(d) != 0 {
+		t.Errorf("no change: %q", d)
+	}
+}

@@ -1,0 +1,301 @@
+package stages
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/augmentdata/augment/stages/record"
+)
+
+func TestReadBenchmark(t *testing.T) {
+	for _, tc := range []struct {
+		name, format, in string
+		want             string // items as id=turn|turn;…
+		err              string
+	}{
+		{"bfcl turns", BenchBFCL,
+			`{"id": "simple_0", "question": [{"role": "user", "content": "Find the area of a triangle."}], "function": []}`,
+			"simple_0=Find the area of a triangle.", ""},
+		{"bfcl turn lists, system and assistant left out", BenchBFCL,
+			`{"id": "multi_turn_base_1", "question": [[{"role": "system", "content": "S"}, {"role": "user", "content": "A"}], [{"role": "user", "content": "B"}]]}`,
+			"multi_turn_base_1=A|B", ""},
+		{"bfcl string question, numeric id, blank lines", BenchBFCL,
+			"\n{\"id\": 7, \"question\": \"Q?\"}\n\n{\"question\": \"R\"}\n",
+			"7=Q?;b:4=R", ""},
+		{"bfcl bad json names the line", BenchBFCL, "{\"id\":\"a\",\"question\":\"x\"}\n{oops", "", "line 2"},
+		{"bfcl no question", BenchBFCL, `{"id": "a"}`, "", `line 1: no "question"`},
+		{"bfcl question of numbers", BenchBFCL, `{"id": "a", "question": [1]}`, "", "line 1: question"},
+		{"bfcl too deep", BenchBFCL, `{"id": "a", "question": [[[["x"]]]]}`, "", "deeper"},
+		{"text", BenchText, "first line\n\n  second line  \n", "b:1=first line;b:3=second line", ""},
+		{"sharegpt", BenchShareGPT,
+			`{"conversations": [{"from": "human", "value": "Weather in Paris?"}, {"from": "function_call", "value": "{\"name\": \"w\", \"arguments\": {\"city\": \"Paris\"}}"}, {"from": "observation", "value": "{}"}, {"from": "gpt", "value": "Sunny."}], "tools": "[{\"name\": \"w\", \"description\": \"d\", \"parameters\": {\"type\": \"object\", \"properties\": {\"city\": {\"type\": \"string\"}}}}]"}`,
+			"b:0=Weather in Paris?+w", ""},
+		{"openai bad row", BenchOpenAI, `[{"messages": 3}]`, "", "item 0"},
+		{"unknown format", "csv", "a", "", "not one of"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			items, err := readBenchmark(strings.NewReader(tc.in), "b", tc.format)
+			if tc.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.err) {
+					t.Fatalf("err = %v, want %q", err, tc.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, it := range items {
+				s := it.ID + "=" + strings.Join(it.User, "|")
+				for _, c := range it.Calls {
+					s += "+" + c.Name
+				}
+				got = append(got, s)
+			}
+			if g := strings.Join(got, ";"); g != tc.want {
+				t.Errorf("got %q, want %q", g, tc.want)
+			}
+		})
+	}
+}
+
+// FuzzReadBenchmark: the readers never panic, and what they accept reads
+// the same twice, every item with an ID.
+func FuzzReadBenchmark(f *testing.F) {
+	f.Add([]byte(`{"id": "simple_0", "question": [[{"role": "user", "content": "x"}]]}`), uint8(0))
+	f.Add([]byte("line one\nline two\n"), uint8(3))
+	f.Add([]byte(`[{"conversations": [{"from": "human", "value": "hi"}, {"from": "gpt", "value": "yo"}]}]`), uint8(1))
+	f.Add([]byte(`{"messages": [{"role": "user", "content": "hi"}]}`), uint8(2))
+	f.Fuzz(func(t *testing.T, data []byte, k uint8) {
+		format := benchFormats[int(k)%len(benchFormats)]
+		a, err := readBenchmark(bytes.NewReader(data), "b", format)
+		if err != nil {
+			return
+		}
+		b, err := readBenchmark(bytes.NewReader(data), "b", format)
+		if err != nil || fmt.Sprint(a) != fmt.Sprint(b) {
+			t.Fatalf("second read differs: %v", err)
+		}
+		for _, it := range a {
+			if it.ID == "" {
+				t.Fatal("item without ID")
+			}
+		}
+	})
+}
+
+func bfclLine(id, question string) string {
+	b, _ := json.Marshal(map[string]any{"id": id, "question": [][]map[string]string{{{"role": "user", "content": question}}}, "function": []any{}})
+	return string(b)
+}
+
+// leakSet is distinct records with planted leaks of a benchmark, and the
+// benchmark: a BFCL file of long questions and a text file of short ones.
+// want maps each leaking record to the item it leaks.
+func leakSet(t *testing.T, n int) (recs []*record.Record, dir string, want map[string]string) {
+	r := rand.New(rand.NewPCG(11, 12))
+	for i := range n {
+		recs = append(recs, synthRecord(r, "src", i))
+	}
+	sentence := func(k int) string {
+		ws := make([]string, k)
+		for i := range ws {
+			ws[i] = synthWord(r)
+		}
+		return strings.Join(ws, " ")
+	}
+	want = map[string]string{}
+	var bfcl, text []string
+	for i := range 300 {
+		q := strings.ToUpper(sentence(20)[:1]) + sentence(20)[1:] + "?"
+		bfcl = append(bfcl, bfclLine(fmt.Sprintf("simple_%d", i), q))
+		short := sentence(6)
+		text = append(text, short)
+		if i%10 != 0 {
+			continue
+		}
+		// Leaks: the question inside a longer query, lowercased without
+		// punctuation; a record that is the short item exactly.
+		long := recs[i].Clone()
+		long.Messages[0].Content = "Hello there. " + strings.ToLower(strings.TrimSuffix(q, "?")) + " thanks a lot"
+		want[long.ID] = fmt.Sprintf("simple_%d", i)
+		recs[i] = long
+		exact := recs[i+1].Clone()
+		exact.Messages[0].Content = strings.ToUpper(short) + "!"
+		want[exact.ID] = fmt.Sprintf("text:%d", i+1)
+		recs[i+1] = exact
+	}
+	// Near misses that must not hit: 12 words of a question (no 13-gram),
+	// and a short item inside a longer query (not exact).
+	miss := recs[n-1].Clone()
+	var q struct {
+		Question [][]map[string]string `json:"question"`
+	}
+	json.Unmarshal([]byte(bfcl[5]), &q)
+	miss.Messages[0].Content = strings.Join(strings.Fields(q.Question[0][0]["content"])[:12], " ")
+	recs[n-1] = miss
+	miss2 := recs[n-2].Clone()
+	miss2.Messages[0].Content = "Please " + text[7] + " now"
+	recs[n-2] = miss2
+
+	dir = t.TempDir()
+	os.WriteFile(filepath.Join(dir, "bfcl.json"), []byte(strings.Join(bfcl, "\n")+"\n"), 0o644)
+	os.WriteFile(filepath.Join(dir, "short.txt"), []byte(strings.Join(text, "\n")+"\n"), 0o644)
+	return recs, dir, want
+}
+
+func buildDecon(t testing.TB, cfg DecontaminateConfig, dir string) *benchIndex {
+	t.Helper()
+	cfg.defaults()
+	if probs := cfg.validate(); len(probs) > 0 {
+		t.Fatal(probs)
+	}
+	st, err := cfg.build(&Env{Stage: "decontaminate", Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st.(*benchIndex)
+}
+
+func deconRun(t testing.TB, ix *benchIndex, recs []*record.Record) map[string][]benchHit {
+	t.Helper()
+	got := map[string][]benchHit{}
+	for _, r := range recs {
+		_, err := ix.Process(context.Background(), r)
+		var rj *Reject
+		if errors.As(err, &rj) {
+			_, js, _ := strings.Cut(rj.Detail, ": ")
+			var hits []benchHit
+			if err := json.Unmarshal([]byte(js), &hits); err != nil {
+				t.Fatalf("%s: detail %q: %v", r.ID, rj.Detail, err)
+			}
+			got[r.ID] = hits
+		} else if err != nil {
+			t.Fatal(err)
+		}
+	}
+	return got
+}
+
+// TestDecontaminatePlanted: every planted leak is found with the item it
+// leaks, near misses and distinct records are not (precision and recall 1).
+func TestDecontaminatePlanted(t *testing.T) {
+	recs, dir, want := leakSet(t, 2000)
+	ix := buildDecon(t, DecontaminateConfig{Benchmarks: []BenchmarkFile{
+		{Name: "bfcl", Path: "bfcl.json", Format: BenchBFCL}, {Name: "text", Path: "short.txt", Format: BenchText}}}, dir)
+	got := deconRun(t, ix, recs)
+	for id, item := range want {
+		hits := got[id]
+		if len(hits) != 1 || hits[0].Item != item {
+			t.Errorf("%s: hits %+v, want %s", id, hits, item)
+		}
+	}
+	for id, hits := range got {
+		if _, ok := want[id]; !ok {
+			t.Errorf("%s: not a leak, hits %+v", id, hits)
+		}
+	}
+	if len(want) != 60 {
+		t.Fatalf("planted %d leaks", len(want))
+	}
+}
+
+func TestDecontaminateThresholdAndCalls(t *testing.T) {
+	dir := t.TempDir()
+	q := "one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen"
+	os.WriteFile(filepath.Join(dir, "b.jsonl"), []byte(bfclLine("x", q)+"\n"), 0o644)
+	chat := `{"messages": [{"role": "user", "content": "Weather in Paris?"}, {"role": "assistant", "content": "", "tool_calls": [{"type": "function", "function": {"name": "w", "arguments": "{\"city\": \"Paris\", \"unit\": \"c\"}"}}]}], "tools": [{"type": "function", "function": {"name": "w", "parameters": {"type": "object", "properties": {"city": {"type": "string"}, "unit": {"type": "string"}}}}}]}`
+	os.WriteFile(filepath.Join(dir, "o.jsonl"), []byte(chat+"\n"), 0o644)
+	rec := func(id, user string, args string) *record.Record {
+		r := &record.Record{ID: id, Messages: []record.Message{{Role: record.RoleUser, Content: user}}}
+		if args != "" {
+			r.Messages = append(r.Messages, record.Message{Role: record.RoleAssistant, Calls: []record.Call{{Name: "w", Arguments: json.RawMessage(args)}}})
+		}
+		return r
+	}
+	recs := []*record.Record{
+		rec("first13", "one two three four five six seven eight nine ten eleven twelve thirteen", ""), // 1 of 4 n-grams
+		rec("all", q, ""),
+		rec("same-call-reordered", "weather in paris", `{"unit": "c", "city": "Paris"}`),
+		rec("other-call", "Weather in Paris?", `{"city": "Lyon", "unit": "c"}`),
+		rec("no-call", "Weather in Paris?", ""),
+	}
+	bench := []BenchmarkFile{{Name: "b", Path: "b.jsonl", Format: BenchBFCL}, {Name: "o", Path: "o.jsonl", Format: BenchOpenAI}}
+	any1 := deconRun(t, buildDecon(t, DecontaminateConfig{Benchmarks: bench}, dir), recs)
+	half := deconRun(t, buildDecon(t, DecontaminateConfig{Benchmarks: slices.Clone(bench), Threshold: 0.5}, dir), recs)
+	keys := func(m map[string][]benchHit) string { return strings.Join(slices.Sorted(mapsKeys(m)), ",") }
+	if k := keys(any1); k != "all,first13,same-call-reordered" {
+		t.Errorf("threshold 0: hits %s", k)
+	}
+	if k := keys(half); k != "all,same-call-reordered" {
+		t.Errorf("threshold 0.5: hits %s", k)
+	}
+	if h := any1["first13"]; len(h) != 1 || h[0].Shared != 1 || h[0].Of != 4 || h[0].Kind != "ngram" {
+		t.Errorf("first13: %+v", h)
+	}
+	if h := any1["same-call-reordered"]; len(h) != 1 || h[0].Kind != "exact" || h[0].Item != "o:0" {
+		t.Errorf("same-call-reordered: %+v", h)
+	}
+}
+
+func TestDecontaminateConfig(t *testing.T) {
+	c := DecontaminateConfig{Benchmarks: []BenchmarkFile{{Path: "x/bfcl_simple.json", Format: "bfcl"}, {Path: "y/bfcl_simple.json", Format: "xml"}}, NGram: -1, Threshold: 2}
+	c.defaults()
+	probs := strings.Join(c.validate(), "; ")
+	for _, want := range []string{`format "xml"`, `name "bfcl_simple" is used twice`, "ngram", "threshold"} {
+		if !strings.Contains(probs, want) {
+			t.Errorf("problems %q lack %q", probs, want)
+		}
+	}
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "b.txt"), []byte("hello world\n"), 0o644)
+	c = DecontaminateConfig{Benchmarks: []BenchmarkFile{{Path: "b.txt", Format: "text"}}}
+	c.defaults()
+	if _, err := c.build(&Env{Dir: dir}); err != nil || c.Benchmarks[0].SHA256 == "" {
+		t.Errorf("build: %v, sha %q", err, c.Benchmarks[0].SHA256)
+	}
+	c.Benchmarks[0].Path = "missing.txt"
+	if _, err := c.build(&Env{Dir: dir}); err == nil {
+		t.Error("a missing benchmark file must fail the build")
+	}
+}
+
+// BenchmarkDecontaminate checks generated records against a generated
+// 10,000-item BFCL file, on one goroutine (the runner spreads records over
+// the CPUs).
+func BenchmarkDecontaminate(b *testing.B) {
+	r := rand.New(rand.NewPCG(5, 6))
+	var lines []string
+	for i := range 10000 {
+		ws := make([]string, 15+r.IntN(30))
+		for j := range ws {
+			ws[j] = synthWord(r)
+		}
+		lines = append(lines, bfclLine(fmt.Sprintf("simple_%d", i), strings.Join(ws, " ")))
+	}
+	dir := b.TempDir()
+	os.WriteFile(filepath.Join(dir, "bfcl.json"), []byte(strings.Join(lines, "\n")), 0o644)
+	ix := buildDecon(b, DecontaminateConfig{Benchmarks: []BenchmarkFile{{Name: "bfcl", Path: "bfcl.json", Format: BenchBFCL}}}, dir)
+	const n = 100_000
+	var recs []*record.Record
+	dedupStream(n, nil, nil)(func(r *record.Record) error { recs = append(recs, r); return nil })
+	b.ResetTimer()
+	for b.Loop() {
+		start, cpu0 := time.Now(), cpuTime()
+		for _, r := range recs {
+			ix.Process(context.Background(), r)
+		}
+		b.ReportMetric(float64(n)/time.Since(start).Seconds(), "records/s")
+		b.ReportMetric(float64(n)/(cpuTime()-cpu0).Seconds(), "records/cpu-s")
+	}
+}

@@ -1,0 +1,256 @@
+package llm
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"mime/multipart"
+	"net/http"
+	"strings"
+
+	openai "github.com/sashabaranov/go-openai"
+
+	"github.com/augmentdata/augment/manifests"
+)
+
+// openaiProvider runs jobs on the OpenAI Batch API: upload the input file
+// (purpose "batch"), create the batch, poll it, download its output and
+// error files. Batches and file contents go through go-openai; the upload
+// is streamed from disk by hand, since go-openai builds the whole
+// multipart body (up to 200 MB) in memory.
+type openaiProvider struct {
+	root   *manifests.Root // the batch directory
+	base   string          // API root, ".../v1"
+	key    string
+	window string
+	token  string // the batch directory's, in uploaded file names
+	client *openai.Client
+	http   *http.Client
+}
+
+// jobMetadataKey tags each batch with its job, so a resumed submit can
+// recognise a batch it created before a kill.
+const jobMetadataKey = "augment_job"
+
+func (p *openaiProvider) submit(ctx context.Context, job *BatchJob, save func() error) error {
+	if job.Remote == nil {
+		job.Remote = &RemoteBatch{}
+	}
+	name := p.remoteName(job)
+	uploaded := false
+	if job.State == JobPrepared {
+		// A kill between uploading and saving the file's ID: find it.
+		id, err := p.findFile(ctx, name)
+		if err != nil {
+			return fmt.Errorf("batch job %s: list files: %w", job.ID, err)
+		}
+		if id == "" {
+			if id, err = p.upload(ctx, job.InputFile(), name); err != nil {
+				return fmt.Errorf("batch job %s: upload: %w", job.ID, err)
+			}
+			uploaded = true
+		}
+		job.Remote.InputFileID, job.State = id, JobUploaded
+		if err := save(); err != nil {
+			return err
+		}
+	}
+	var b *openai.Batch
+	if !uploaded {
+		// A kill between creating the batch and saving its ID: find it.
+		found, err := p.find(ctx, job)
+		if err != nil {
+			return fmt.Errorf("batch job %s: list batches: %w", job.ID, err)
+		}
+		b = found
+	}
+	if b == nil {
+		created, err := p.client.CreateBatch(ctx, openai.CreateBatchRequest{
+			InputFileID:      job.Remote.InputFileID,
+			Endpoint:         openai.BatchEndpointChatCompletions,
+			CompletionWindow: p.window,
+			Metadata:         map[string]any{jobMetadataKey: job.ID},
+		})
+		if err != nil {
+			return fmt.Errorf("batch job %s: create batch: %w", job.ID, err)
+		}
+		b = &created.Batch
+	}
+	p.record(job, b)
+	job.State = JobSubmitted
+	return save()
+}
+
+// remoteName is the uploaded name of a job's input file: unique to the
+// batch directory and the job.
+func (p *openaiProvider) remoteName(job *BatchJob) string {
+	return "augment-" + p.token + "-" + job.InputFile()
+}
+
+// findFile returns the ID of an uploaded batch input file named name, ""
+// if there is none.
+func (p *openaiProvider) findFile(ctx context.Context, name string) (string, error) {
+	l, err := p.client.ListFiles(ctx)
+	if err != nil {
+		return "", err
+	}
+	for _, f := range l.Files {
+		if f.FileName == name && f.Purpose == string(openai.PurposeBatch) {
+			return f.ID, nil
+		}
+	}
+	return "", nil
+}
+
+// find looks for a batch of job's input file among the account's batches.
+func (p *openaiProvider) find(ctx context.Context, job *BatchJob) (*openai.Batch, error) {
+	var after *string
+	limit := 100
+	for page := 0; page < 100; page++ {
+		l, err := p.client.ListBatch(ctx, after, &limit)
+		if err != nil {
+			return nil, err
+		}
+		for i := range l.Data {
+			if l.Data[i].InputFileID == job.Remote.InputFileID {
+				return &l.Data[i], nil
+			}
+		}
+		if !l.HasMore || l.LastID == "" {
+			return nil, nil
+		}
+		after = &l.LastID
+	}
+	return nil, nil
+}
+
+func (p *openaiProvider) record(job *BatchJob, b *openai.Batch) {
+	r := job.Remote
+	r.BatchID, r.Status = b.ID, b.Status
+	if b.OutputFileID != nil {
+		r.OutputFileID = *b.OutputFileID
+	}
+	if b.ErrorFileID != nil {
+		r.ErrorFileID = *b.ErrorFileID
+	}
+	r.Total, r.Completed, r.FailedCount = b.RequestCounts.Total, b.RequestCounts.Completed, b.RequestCounts.Failed
+	if b.Errors != nil && len(b.Errors.Data) > 0 {
+		var msgs []string
+		for _, e := range b.Errors.Data {
+			msgs = append(msgs, strings.TrimSpace(e.Code+" "+e.Message))
+		}
+		job.Note = clipText(strings.Join(msgs, "; "), 400)
+	}
+}
+
+func (p *openaiProvider) poll(ctx context.Context, job *BatchJob, save func() error) (bool, error) {
+	b, err := p.client.RetrieveBatch(ctx, job.Remote.BatchID)
+	if err != nil {
+		return false, fmt.Errorf("batch job %s: retrieve batch %s: %w", job.ID, job.Remote.BatchID, err)
+	}
+	p.record(job, &b.Batch)
+	switch b.Status {
+	case "completed", "expired", "failed", "cancelled":
+	default: // validating, in_progress, finalizing, cancelling
+		return false, save()
+	}
+	// Ended: the output and error files hold whatever finished (an expired
+	// batch's finished part too).
+	for _, f := range []struct{ id, name string }{{job.Remote.OutputFileID, job.OutputFile()}, {job.Remote.ErrorFileID, job.ErrorFile()}} {
+		if f.id == "" {
+			continue
+		}
+		if err := p.download(ctx, f.id, f.name); err != nil {
+			return false, fmt.Errorf("batch job %s: download %s: %w", job.ID, f.id, err)
+		}
+	}
+	job.State = JobDownloaded
+	return true, save()
+}
+
+func (p *openaiProvider) hint([]BatchJob) string {
+	return "run augment again (or `augment batch poll`) once the batches have finished"
+}
+
+// download streams a file's content to the file name of the batch
+// directory, atomically.
+func (p *openaiProvider) download(ctx context.Context, id, name string) error {
+	content, err := p.client.GetFileContent(ctx, id)
+	if err != nil {
+		return err
+	}
+	defer content.Close()
+	f, err := p.root.Create(name)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(f, content); err != nil {
+		f.Abort()
+		return err
+	}
+	return f.Commit()
+}
+
+// upload sends the file local of the batch directory to POST /files with
+// purpose "batch" under the name name, streaming it, and returns the file
+// ID.
+func (p *openaiProvider) upload(ctx context.Context, local, name string) (string, error) {
+	f, err := p.root.Open(local)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	pr, pw := io.Pipe()
+	mw := multipart.NewWriter(pw)
+	go func() {
+		err := mw.WriteField("purpose", string(openai.PurposeBatch))
+		if err == nil {
+			var part io.Writer
+			if part, err = mw.CreateFormFile("file", name); err == nil {
+				if _, err = io.Copy(part, f); err == nil {
+					err = mw.Close()
+				}
+			}
+		}
+		pw.CloseWithError(err)
+	}()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, p.base+"/files", pr)
+	if err != nil {
+		pr.Close()
+		return "", err
+	}
+	req.Header.Set("Content-Type", mw.FormDataContentType())
+	if p.key != "" {
+		req.Header.Set("Authorization", "Bearer "+p.key)
+	}
+	resp, err := p.http.Do(req)
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if err != nil {
+		return "", err
+	}
+	if resp.StatusCode/100 != 2 {
+		code, msg := errorCodeMessage(extractError(body))
+		return "", fmt.Errorf("status %d: %s", resp.StatusCode, strings.TrimSpace(code+" "+msg))
+	}
+	var file openai.File
+	if err := json.Unmarshal(body, &file); err != nil || file.ID == "" {
+		return "", fmt.Errorf("the file upload answer has no file id: %s", clipText(string(body), 200))
+	}
+	return file.ID, nil
+}
+
+// extractError returns the "error" member of an error body, or the body.
+func extractError(body []byte) json.RawMessage {
+	var e struct {
+		Error json.RawMessage `json:"error"`
+	}
+	if json.Unmarshal(body, &e) == nil && len(e.Error) > 0 {
+		return e.Error
+	}
+	return body
+}

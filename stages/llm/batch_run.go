@@ -1,0 +1,308 @@
+package llm
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/augmentdata/augment/manifests"
+)
+
+// batchRun is a teacher's batch mode: the store, the provider, the spools
+// of the stage passes under way and what failed batches said.
+type batchRun struct {
+	cfg   BatchConfig
+	store *batchStore
+	prov  batchProvider
+
+	mu       sync.Mutex
+	spools   map[string]*spool // by stage name
+	failures map[[32]byte]batchFailure
+}
+
+// openBatch sets up batch mode in the batch directory root, with the API
+// key for provider openai.
+func (t *Teacher) openBatch(root *manifests.Root, key string) error {
+	if root == nil {
+		return errors.New("teacher.mode batch needs a batch directory")
+	}
+	if t.cache == nil {
+		return errors.New("teacher.mode batch needs the request cache: answers reach the stages through it")
+	}
+	store, err := openBatchStore(root)
+	if err != nil {
+		return err
+	}
+	b := &batchRun{cfg: t.cfg.Batch, store: store, spools: map[string]*spool{}, failures: map[[32]byte]batchFailure{}}
+	switch t.cfg.Batch.Provider {
+	case BatchFiles:
+		b.prov = filesProvider{root: root, model: t.cfg.Model}
+	default:
+		ep := t.cfg.Endpoints[0]
+		client, tr := newOpenAIClient(ep, key)
+		t.trs = append(t.trs, tr)
+		b.prov = &openaiProvider{root: root, base: strings.TrimRight(ep.BaseURL, "/"), key: key,
+			window: t.cfg.Batch.CompletionWindow, token: store.st.Token, client: client, http: &http.Client{Transport: tr}}
+	}
+	if err := b.loadFailures(); err != nil {
+		return err
+	}
+	t.batch = b
+	return nil
+}
+
+// BatchMode reports whether cache misses become batch requests.
+func (t *Teacher) BatchMode() bool { return t.batch != nil }
+
+// enqueue answers a cache miss in batch mode: a request that failed in
+// earlier batches with no attempts left is rejected (*AnswerError); any
+// other goes into the stage pass's batch files (*PendingError).
+func (s *StageClient) enqueue(req Request, canon, key []byte) error {
+	t, b := s.t, s.t.batch
+	if f, ok := b.failure(key); ok && (!batchRetryable(f.class) || f.n >= b.cfg.MaxAttempts) {
+		return &AnswerError{Reason: "llm_error_" + f.class, Stage: req.Stage, Slot: req.Slot, Attempts: f.n,
+			Err: fmt.Errorf("no answer in %d batch(es): %s", f.n, f.message)}
+	}
+	sp, err := b.spool(t, s.name)
+	if err != nil {
+		return err
+	}
+	body, err := chatBody(req, t.cfg.StructuredOutput)
+	if err != nil {
+		return err
+	}
+	if err := sp.add(req, key, canon, body, max(req.MaxTokens, req.MaxCompletionTokens)); err != nil {
+		return err
+	}
+	return &PendingError{Stage: req.Stage, Slot: req.Slot}
+}
+
+// spool returns the stage pass's spool, starting the stage's next round.
+func (b *batchRun) spool(t *Teacher, stage string) (*spool, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if sp := b.spools[stage]; sp != nil {
+		return sp, nil
+	}
+	b.store.mu.Lock()
+	e := *b.store.st.stage(stage)
+	b.store.mu.Unlock()
+	if e.Closed {
+		e.Epoch, e.Rounds = e.Epoch+1, 0
+	}
+	round := e.Rounds + 1
+	if round > b.cfg.MaxRounds {
+		return nil, t.stop(&FatalError{Reason: "llm_batch_rounds",
+			Msg: fmt.Sprintf("stopping the run: stage %s still has unanswered requests after %d batch rounds (teacher.batch.max_rounds); see `augment batch status`, raise the limit and rerun", stage, b.cfg.MaxRounds)})
+	}
+	sp := newSpool(b.store.root, stage, e.Epoch, round, b.cfg.MaxRequests, b.cfg.MaxBytes)
+	b.spools[stage] = sp
+	return sp, nil
+}
+
+// BatchStart prepares a stage's pass in batch mode: it submits the
+// stage's jobs left unsubmitted, polls the open ones and brings the
+// answers of those that ended into the cache. While jobs of the stage are
+// still open it returns a *WaitError, and the pass must not run (it would
+// ask their requests again). Outside batch mode it does nothing.
+func (t *Teacher) BatchStart(ctx context.Context, stage string) error {
+	if t.batch == nil {
+		return nil
+	}
+	if err := t.advance(ctx, stage, true); err != nil {
+		return err
+	}
+	return t.waitErr(stage, 0)
+}
+
+// BatchFinish ends a stage's pass in batch mode: the requests it
+// collected become jobs (one per file), which are submitted. It returns a
+// *WaitError when the stage has open jobs, nil when the pass asked for
+// nothing (the stage is complete; its rounds start again at 1 next time).
+// Outside batch mode it does nothing.
+func (t *Teacher) BatchFinish(ctx context.Context, stage string) error {
+	b := t.batch
+	if b == nil {
+		return nil
+	}
+	b.mu.Lock()
+	sp := b.spools[stage]
+	delete(b.spools, stage)
+	b.mu.Unlock()
+	var made []string
+	if sp != nil {
+		var err error
+		if made, err = b.record(sp, t.cfg); err != nil {
+			return err
+		}
+	}
+	// Submit only: the answers are for the next pass, which a later run
+	// makes after polling.
+	if err := t.advance(ctx, stage, false); err != nil {
+		return err
+	}
+	if len(b.store.openJobs(stage)) == 0 {
+		b.store.mu.Lock()
+		e := b.store.st.Stages[stage]
+		b.store.mu.Unlock()
+		if e == nil || e.Closed {
+			return nil // a stage that never used batches
+		}
+		return b.store.update(func(st *batchState) { st.stage(stage).Closed = true })
+	}
+	return t.waitErr(stage, len(made))
+}
+
+// record turns a sealed spool into prepared jobs.
+func (b *batchRun) record(sp *spool, cfg Config) ([]string, error) {
+	defer sp.discard()
+	parts, err := sp.seal()
+	if err != nil || len(parts) == 0 {
+		return nil, err
+	}
+	b.store.mu.Lock()
+	defer b.store.mu.Unlock()
+	st := &b.store.st
+	seq := st.Seq
+	now := time.Now().UTC().Truncate(time.Second)
+	var jobs []*BatchJob
+	for _, p := range parts {
+		seq++
+		j := &BatchJob{
+			ID: fmt.Sprintf("%s-%04d", jobStem(sp.stage), seq), Stage: sp.stage, Epoch: sp.epoch, Round: sp.round,
+			Provider: cfg.Batch.Provider, State: JobPrepared, Requests: p.requests, Bytes: p.bytes,
+			EstTokens: p.estTokens, Created: now, Updated: now,
+		}
+		j.EstCost = (float64(p.estTokens)*cfg.PriceInputPerMTok + float64(p.maxOutToken)*cfg.PriceOutputPerMTok) / 1e6 * cfg.Batch.PriceFactor
+		for _, mv := range [][2]string{{p.inName, j.InputFile()}, {p.metaName, j.MetaFile()}} {
+			if err := b.store.root.Rename(mv[0], mv[1]); err != nil {
+				return nil, fmt.Errorf("batch: %w", err)
+			}
+		}
+		jobs = append(jobs, j)
+	}
+	st.Seq = seq
+	e := st.stage(sp.stage)
+	e.Epoch, e.Rounds, e.Closed = sp.epoch, sp.round, false
+	st.Jobs = append(st.Jobs, jobs...)
+	if err := b.store.save(); err != nil {
+		return nil, err
+	}
+	var ids []string
+	for _, j := range jobs {
+		ids = append(ids, j.ID)
+	}
+	return ids, nil
+}
+
+// advance takes every open job of stage ("" for all) as far as it can go
+// now: submits prepared ones (within the budget) and, with poll, polls
+// submitted ones and ingests those that ended.
+func (t *Teacher) advance(ctx context.Context, stage string, poll bool) error {
+	b := t.batch
+	for _, job := range b.store.openJobs(stage) {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		save := func() error { return b.store.setJob(job) }
+		if job.State == JobPrepared || job.State == JobUploaded {
+			if err := t.checkBatchBudget(job); err != nil {
+				return err
+			}
+			if err := b.prov.submit(ctx, &job, save); err != nil {
+				return err
+			}
+			t.log.Info("batch job submitted", "job", job.ID, "stage", job.Stage, "round", job.Round, "requests", job.Requests)
+		}
+		if !poll {
+			continue
+		}
+		if job.State == JobSubmitted {
+			done, err := b.prov.poll(ctx, &job, save)
+			if err != nil {
+				return err
+			}
+			if !done {
+				continue
+			}
+		}
+		if job.State == JobDownloaded {
+			if err := t.ingest(&job); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// checkBatchBudget stops the run before a job is submitted whose
+// estimated cost, with this run's cost and the estimates of the jobs
+// already out, would pass the budget. The job stays prepared: a rerun
+// with a larger budget submits it.
+func (t *Teacher) checkBatchBudget(job BatchJob) error {
+	if t.cfg.Budget <= 0 {
+		return nil
+	}
+	out := 0.0
+	for _, j := range t.batch.store.jobs(func(j *BatchJob) bool { return j.State == JobSubmitted || j.State == JobDownloaded }) {
+		out += j.EstCost
+	}
+	if total := t.Cost() + out + job.EstCost; total > t.cfg.Budget {
+		return t.stop(&FatalError{Reason: "llm_budget_reached",
+			Msg: fmt.Sprintf("stopping the run: submitting batch job %s (estimated %.4f at batch prices) would bring this run's teacher cost to about %.4f, over teacher.budget %.2f; the job stays prepared — raise the budget and rerun to submit it",
+				job.ID, job.EstCost, total, t.cfg.Budget)})
+	}
+	return nil
+}
+
+// WaitErr returns a *WaitError for the open jobs of stage ("" for all
+// stages), nil if there are none or outside batch mode.
+func (t *Teacher) WaitErr(stage string) error {
+	if t.batch == nil {
+		return nil
+	}
+	return t.waitErr(stage, 0)
+}
+
+// waitErr returns a *WaitError for stage's open jobs, nil if none.
+func (t *Teacher) waitErr(stage string, submitted int) error {
+	open := t.batch.store.openJobs(stage)
+	if len(open) == 0 {
+		return nil
+	}
+	w := &WaitError{Stage: stage, Jobs: jobIDs(open), Submitted: submitted, Hint: t.batch.prov.hint(open)}
+	for _, j := range open {
+		w.Requests += j.Requests
+	}
+	return w
+}
+
+// PollBatches advances every open job (`augment batch poll`) and returns
+// all jobs.
+func (t *Teacher) PollBatches(ctx context.Context) ([]BatchJob, error) {
+	if t.batch == nil {
+		return nil, errors.New("teacher.mode is not batch")
+	}
+	err := t.advance(ctx, "", true)
+	return t.batch.store.jobs(nil), err
+}
+
+// BatchJobs returns every recorded job; none outside batch mode.
+func (t *Teacher) BatchJobs() []BatchJob {
+	if t.batch == nil {
+		return nil
+	}
+	return t.batch.store.jobs(nil)
+}
+
+// BatchHint says what the user has to do for the open jobs, if anything.
+func (t *Teacher) BatchHint() string {
+	if t.batch == nil {
+		return ""
+	}
+	return t.batch.prov.hint(t.batch.store.openJobs(""))
+}

@@ -1,0 +1,566 @@
+package llm
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/augmentdata/augment/manifests"
+	"github.com/augmentdata/augment/stages/llm/fakellm"
+)
+
+// batchFake is a fake whose answers name the question, and a base URL.
+func batchFake(t *testing.T, bc fakellm.BatchConfig) (*fakellm.Server, string) {
+	t.Helper()
+	return startFake(t, fakellm.Config{Record: true, Batch: bc,
+		Script: []fakellm.Rule{{Regexp: `question (\d+)`, Answer: "answer to $1"}}})
+}
+
+// batchRig is a run directory and the teacher config of a batch-mode run.
+type batchRig struct {
+	cfg      Config
+	o        Options
+	batchDir string // o.BatchRoot's OS path, for the test's own reads
+}
+
+func newBatchRig(t *testing.T, url, provider string) *batchRig {
+	dir := t.TempDir()
+	cfg := openaiConfig(url)
+	cfg.Mode, cfg.Batch.Provider = ModeBatch, provider
+	return &batchRig{cfg: cfg, o: Options{CacheDir: filepath.Join(dir, "cache"), BatchRoot: testBatchRoot(t, dir)},
+		batchDir: filepath.Join(dir, "batch")}
+}
+
+// testBatchRoot opens dir as a confined root, as a run opens its output
+// directory, and returns the Root of its batch folder.
+func testBatchRoot(t testing.TB, dir string) *manifests.Root {
+	t.Helper()
+	root, err := manifests.OpenRoot(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { root.Close() })
+	return root.Sub("batch")
+}
+
+func questions(n int) []Request {
+	reqs := make([]Request, n)
+	for i := range reqs {
+		reqs[i] = userReq("s@1", fmt.Sprintf("r%d", i), fmt.Sprintf("question %d", i))
+	}
+	return reqs
+}
+
+// passResult is what one stage pass of a run saw.
+type passResult struct {
+	resps []Response
+	errs  []error
+	wait  error // from BatchStart (then nothing was asked) or BatchFinish
+	stats Stats
+}
+
+// pass is one run of a stage in a new process: the runner's batch
+// protocol around one Complete per request.
+func (r *batchRig) pass(t *testing.T, reqs []Request) passResult {
+	t.Helper()
+	teacher, err := NewTeacher(r.cfg, r.o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer teacher.Close()
+	ctx := context.Background()
+	var res passResult
+	if res.wait = teacher.BatchStart(ctx, "s"); res.wait != nil {
+		if !IsWaiting(res.wait) {
+			t.Fatalf("BatchStart: %v", res.wait)
+		}
+		return res
+	}
+	s := teacher.Stage("s")
+	res.resps, res.errs = make([]Response, len(reqs)), make([]error, len(reqs))
+	for i, req := range reqs {
+		res.resps[i], res.errs[i] = s.Complete(ctx, req)
+	}
+	res.wait = teacher.BatchFinish(ctx, "s")
+	if res.wait != nil && !IsWaiting(res.wait) {
+		t.Fatalf("BatchFinish: %v", res.wait)
+	}
+	res.stats = s.Stats()
+	return res
+}
+
+// untilDone runs passes until one asks nothing new, at most n.
+func (r *batchRig) untilDone(t *testing.T, reqs []Request, n int) (passResult, int) {
+	t.Helper()
+	for i := 1; i <= n; i++ {
+		res := r.pass(t, reqs)
+		if res.wait == nil {
+			return res, i
+		}
+	}
+	t.Fatalf("not done after %d passes", n)
+	return passResult{}, 0
+}
+
+func (r *batchRig) jobs(t *testing.T) []BatchJob {
+	t.Helper()
+	jobs, err := ReadBatchJobs(r.batchDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return jobs
+}
+
+// onlineAnswers asks reqs online.
+func onlineAnswers(t *testing.T, url string, reqs []Request) []Response {
+	s := newTeacher(t, openaiConfig(url), Options{}).Stage("s")
+	out := make([]Response, len(reqs))
+	for i, req := range reqs {
+		var err error
+		if out[i], err = s.Complete(context.Background(), req); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return out
+}
+
+// The OpenAI Batch API round trip: the first run submits one batch of the
+// distinct requests and stops waiting; runs while the batch is open ask
+// nothing; the run after it ends gets every answer from the cache, the
+// same answers (and request bodies) as the online mode.
+func TestBatchRoundTripOpenAI(t *testing.T) {
+	steps := 2
+	fake, url := batchFake(t, fakellm.BatchConfig{Steps: &steps})
+	rig := newBatchRig(t, url, BatchOpenAI)
+	reqs := append(questions(5), questions(1)...) // a repeat is written once
+
+	first := rig.pass(t, reqs)
+	var w *WaitError
+	if !errors.As(first.wait, &w) || w.Submitted != 1 || w.Requests != 5 || len(w.Jobs) != 1 {
+		t.Fatalf("first pass: %v", first.wait)
+	}
+	for i, err := range first.errs {
+		if !IsPending(err) {
+			t.Fatalf("request %d: %v", i, err)
+		}
+	}
+	if first.stats.Pending != 6 || first.stats.Failed != 0 || first.stats.Batch == nil || first.stats.Batch.Rounds != 1 {
+		t.Fatalf("stats: %+v %+v", first.stats, first.stats.Batch)
+	}
+	if c := fake.BatchCounters(); c.Uploads != 1 || c.Batches != 1 || c.Requests != 5 || fake.Counters().Chat != 0 {
+		t.Fatalf("fake saw %+v, %d chat requests", c, fake.Counters().Chat)
+	}
+	// validating → in_progress → finalizing: each run polls once and waits.
+	for range 2 {
+		if res := rig.pass(t, reqs); !IsWaiting(res.wait) || res.resps != nil {
+			t.Fatalf("open batch: %+v", res)
+		}
+	}
+	last := rig.pass(t, reqs)
+	if last.wait != nil {
+		t.Fatalf("last pass: %v", last.wait)
+	}
+	online := onlineAnswers(t, url, reqs)
+	for i, r := range last.resps {
+		if last.errs[i] != nil || !r.Cached || r.Content != fmt.Sprintf("answer to %d", i%5) {
+			t.Fatalf("answer %d: %+v %v", i, r, last.errs[i])
+		}
+		o := online[i]
+		if r.Content != o.Content || r.Provider != o.Provider || r.Model != o.Model || r.FinishReason != o.FinishReason {
+			t.Fatalf("answer %d differs from online: %+v vs %+v", i, r, o)
+		}
+	}
+	if c := fake.BatchCounters(); c.Batches != 1 || c.Answered != 5 {
+		t.Fatalf("fake: %+v", c)
+	}
+	// The batch lines carry the bytes the online mode sends.
+	in, err := os.ReadFile(filepath.Join(rig.batchDir, rig.jobs(t)[0].InputFile()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, seen := range fake.Log() {
+		if !bytes.Contains(in, append(append([]byte(`"body":`), seen.Body...), '}', '\n')) {
+			t.Fatalf("online body not in the batch file: %s", seen.Body)
+		}
+	}
+	jobs := rig.jobs(t)
+	if len(jobs) != 1 || jobs[0].State != JobDone || jobs[0].Answered != 5 || jobs[0].Remote.Status != "completed" {
+		t.Fatalf("jobs: %+v", jobs)
+	}
+}
+
+// rewriteJob changes a recorded job, as a kill at that point leaves it.
+func rewriteJob(t *testing.T, root *manifests.Root, edit func(j *BatchJob)) {
+	t.Helper()
+	st, err := readBatchState(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	edit(st.Jobs[0])
+	b, _ := json.Marshal(st)
+	if _, err := root.WriteFile(BatchStateFile, b); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A run killed at any point of a job's life resumes it: never a second
+// upload or batch for the same job, every answer in the end.
+func TestBatchResumeAtEveryState(t *testing.T) {
+	zero := 0
+	reqs := questions(4)
+	tests := []struct {
+		name string
+		// kill rewrites the state after the first pass (job submitted)
+		// or, with done, after the job is done.
+		kill      func(t *testing.T, rig *batchRig)
+		afterDone bool
+		downloads int64
+	}{
+		{"after upload, before its ID was saved", func(t *testing.T, rig *batchRig) {
+			rewriteJob(t, rig.o.BatchRoot, func(j *BatchJob) { j.State, j.Remote = JobPrepared, nil })
+		}, false, 1},
+		{"after creating the batch, before its ID was saved", func(t *testing.T, rig *batchRig) {
+			rewriteJob(t, rig.o.BatchRoot, func(j *BatchJob) { j.State, j.Remote.BatchID, j.Remote.Status = JobUploaded, "", "" })
+		}, false, 1},
+		{"after download, before it was recorded", func(t *testing.T, rig *batchRig) {
+			rewriteJob(t, rig.o.BatchRoot, func(j *BatchJob) { j.State = JobSubmitted })
+			os.RemoveAll(rig.o.CacheDir)
+		}, true, 2},
+		{"while ingesting", func(t *testing.T, rig *batchRig) {
+			rewriteJob(t, rig.o.BatchRoot, func(j *BatchJob) { j.State = JobDownloaded })
+			os.RemoveAll(rig.o.CacheDir)
+		}, true, 1},
+		{"in the stage pass", func(t *testing.T, rig *batchRig) {
+			// A pass killed before BatchFinish leaves a spool only.
+			teacher, err := NewTeacher(rig.cfg, rig.o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := teacher.Stage("s").Complete(context.Background(), userReq("s@1", "x", "question 99")); !IsPending(err) {
+				t.Fatal(err)
+			}
+			teacher.Close()
+			if _, err := os.Stat(filepath.Join(rig.batchDir, spoolDir)); err != nil {
+				t.Fatal("no spool written")
+			}
+		}, true, 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			fake, url := batchFake(t, fakellm.BatchConfig{Steps: &zero})
+			rig := newBatchRig(t, url, BatchOpenAI)
+			if res := rig.pass(t, reqs); !IsWaiting(res.wait) {
+				t.Fatal(res.wait)
+			}
+			if tt.afterDone {
+				if res := rig.pass(t, reqs); res.wait != nil {
+					t.Fatal(res.wait)
+				}
+			}
+			tt.kill(t, rig)
+			res, _ := rig.untilDone(t, reqs, 3)
+			for i, r := range res.resps {
+				if res.errs[i] != nil || r.Content != fmt.Sprintf("answer to %d", i) {
+					t.Fatalf("answer %d: %+v %v", i, r, res.errs[i])
+				}
+			}
+			if c := fake.BatchCounters(); c.Uploads != 1 || c.Batches != 1 || c.Downloads != tt.downloads {
+				t.Fatalf("fake: %+v", c)
+			}
+			if _, err := os.Stat(filepath.Join(rig.batchDir, spoolDir)); !errors.Is(err, os.ErrNotExist) {
+				t.Fatalf("spool left: %v", err)
+			}
+			if jobs := rig.jobs(t); len(jobs) != 1 || jobs[0].State != JobDone || jobs[0].Answered != 4 {
+				t.Fatalf("jobs: %+v", jobs)
+			}
+		})
+	}
+}
+
+// Failed, expired and partly failed batches resubmit only what is missing,
+// in a new round; a request that keeps failing is rejected after
+// max_attempts batches, one the server refuses at once.
+func TestBatchFailuresAndRounds(t *testing.T) {
+	zero := 0
+	tests := []struct {
+		name     string
+		bc       fakellm.BatchConfig
+		attempts int
+		rounds   int
+		reasons  map[string]int // reject reasons and counts
+		batches  int64
+	}{
+		{"expired then completed", fakellm.BatchConfig{Outcomes: []string{"expired"}}, 3, 2, nil, 2},
+		{"failed then completed", fakellm.BatchConfig{Outcomes: []string{"failed"}}, 3, 2, nil, 2},
+		{"cancelled then completed", fakellm.BatchConfig{Outcomes: []string{"cancelled"}}, 3, 2, nil, 2},
+		{"partial server errors, bounded", fakellm.BatchConfig{ErrorShare: 0.5}, 2, 2, map[string]int{"llm_error_server": -1}, 2},
+		{"refused requests are rejected at once", fakellm.BatchConfig{BadRequest: "question 3"}, 3, 1, map[string]int{"llm_error_bad_request": 1}, 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tt.bc.Steps = &zero
+			fake, url := batchFake(t, tt.bc)
+			rig := newBatchRig(t, url, BatchOpenAI)
+			rig.cfg.Batch.MaxAttempts = tt.attempts
+			reqs := questions(8)
+			res, _ := rig.untilDone(t, reqs, 2*tt.rounds+2)
+			reasons := map[string]int{}
+			for i, err := range res.errs {
+				var ae *AnswerError
+				switch {
+				case err == nil:
+					if res.resps[i].Content != fmt.Sprintf("answer to %d", i) {
+						t.Fatalf("answer %d: %+v", i, res.resps[i])
+					}
+				case errors.As(err, &ae):
+					reasons[ae.Reason]++
+				default:
+					t.Fatalf("request %d: %v", i, err)
+				}
+			}
+			for r, n := range tt.reasons {
+				if n < 0 && reasons[r] == 0 || n > 0 && reasons[r] != n {
+					t.Fatalf("rejects %v, want %v", reasons, tt.reasons)
+				}
+			}
+			if tt.reasons == nil && len(reasons) > 0 {
+				t.Fatalf("rejects %v", reasons)
+			}
+			sum := rig.jobs(t)
+			rounds := 0
+			for _, j := range sum {
+				rounds = max(rounds, j.Round)
+			}
+			if rounds != tt.rounds || fake.BatchCounters().Batches != tt.batches {
+				t.Fatalf("rounds %d (want %d), batches %d (want %d): %+v", rounds, tt.rounds, fake.BatchCounters().Batches, tt.batches, sum)
+			}
+			// The second round held only what the first did not answer.
+			if len(sum) > 1 && sum[1].Requests != sum[0].Failed+sum[0].Missing {
+				t.Fatalf("round 2 has %d requests, round 1 left %d+%d", sum[1].Requests, sum[0].Failed, sum[0].Missing)
+			}
+		})
+	}
+}
+
+// A stage that keeps asking new questions after each answer stops at
+// max_rounds with a clear fatal error.
+func TestBatchMaxRounds(t *testing.T) {
+	zero := 0
+	_, url := batchFake(t, fakellm.BatchConfig{Steps: &zero})
+	rig := newBatchRig(t, url, BatchOpenAI)
+	rig.cfg.Batch.MaxRounds = 2
+	for round := 1; round <= 2; round++ {
+		reqs := questions(round) // each round asks one more
+		if res := rig.pass(t, reqs); !IsWaiting(res.wait) {
+			t.Fatalf("round %d: %v", round, res.wait)
+		}
+	}
+	teacher, err := NewTeacher(rig.cfg, rig.o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer teacher.Close()
+	if err := teacher.BatchStart(context.Background(), "s"); err != nil {
+		t.Fatal(err)
+	}
+	s := teacher.Stage("s")
+	for _, req := range questions(2) {
+		if _, err := s.Complete(context.Background(), req); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, err = s.Complete(context.Background(), questions(3)[2])
+	var fe *FatalError
+	if !errors.As(err, &fe) || fe.Reason != "llm_batch_rounds" || !strings.Contains(err.Error(), "max_rounds") {
+		t.Fatalf("third round: %v", err)
+	}
+}
+
+// Request sets larger than a file's limits are split; every file keeps
+// within them.
+func TestBatchSplitsFiles(t *testing.T) {
+	_, url := batchFake(t, fakellm.BatchConfig{})
+	rig := newBatchRig(t, url, BatchFiles)
+	rig.cfg.Batch.MaxRequests = 3
+	rig.cfg.Batch.MaxBytes = 1 << 10
+	reqs := questions(20)
+	for i := range reqs {
+		reqs[i].Messages[0].Content = strings.Repeat("x", 150)
+	}
+	if res := rig.pass(t, reqs); !IsWaiting(res.wait) {
+		t.Fatal(res.wait)
+	}
+	jobs := rig.jobs(t)
+	total := 0
+	for _, j := range jobs {
+		b, err := os.ReadFile(filepath.Join(rig.batchDir, j.InputFile()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		lines := bytes.Count(b, []byte("\n"))
+		if lines != j.Requests || lines > 3 || int64(len(b)) > 1<<10 || int64(len(b)) != j.Bytes {
+			t.Fatalf("job %s: %d lines, %d bytes, recorded %+v", j.ID, lines, len(b), j)
+		}
+		total += lines
+	}
+	if total != 20 || len(jobs) < 7 {
+		t.Fatalf("%d requests in %d files", total, len(jobs))
+	}
+}
+
+// Files mode: augment writes the OpenAI batch files, a runner (here the
+// fake's RunBatch, as vllm run-batch would) writes the outputs beside
+// them, and the next run takes the answers in.
+func TestBatchFilesRoundTrip(t *testing.T) {
+	fake, url := batchFake(t, fakellm.BatchConfig{})
+	rig := newBatchRig(t, url, BatchFiles)
+	rig.cfg.Endpoints = nil // no server needed
+	reqs := questions(6)
+	first := rig.pass(t, reqs)
+	var w *WaitError
+	if !errors.As(first.wait, &w) || !strings.Contains(w.Hint, "vllm run-batch -i ") || w.Requests != 6 {
+		t.Fatalf("first pass: %v", first.wait)
+	}
+	if res := rig.pass(t, reqs); !IsWaiting(res.wait) {
+		t.Fatal("no output yet, but the run went on")
+	}
+	for _, j := range rig.jobs(t) {
+		in, err := os.Open(filepath.Join(rig.batchDir, j.InputFile()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out bytes.Buffer
+		if err := fake.RunBatch(in, &out); err != nil {
+			t.Fatal(err)
+		}
+		in.Close()
+		if _, err := rig.o.BatchRoot.WriteFile(j.OutputFile(), out.Bytes()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	last := rig.pass(t, reqs)
+	if last.wait != nil {
+		t.Fatal(last.wait)
+	}
+	online := onlineAnswers(t, url, reqs)
+	for i, r := range last.resps {
+		if last.errs[i] != nil || r.Content != online[i].Content || r.Model != online[i].Model || r.Provider != online[i].Provider {
+			t.Fatalf("answer %d: %+v vs online %+v (%v)", i, r, online[i], last.errs[i])
+		}
+	}
+}
+
+// The budget covers submitted batches: a job whose estimate would pass it
+// is not submitted and stays prepared; a larger budget submits it.
+func TestBatchBudget(t *testing.T) {
+	zero := 0
+	fake, url := batchFake(t, fakellm.BatchConfig{Steps: &zero})
+	rig := newBatchRig(t, url, BatchOpenAI)
+	rig.cfg.PriceInputPerMTok, rig.cfg.PriceOutputPerMTok, rig.cfg.MaxTokens = 1, 1, 1000
+	rig.cfg.Budget = 0.001 // 4 requests × 1000 output tokens × $1/M × 0.5 = 0.002
+	teacher, err := NewTeacher(rig.cfg, rig.o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := teacher.Stage("s")
+	for _, req := range questions(4) {
+		s.Complete(context.Background(), req)
+	}
+	err = teacher.BatchFinish(context.Background(), "s")
+	teacher.Close()
+	var fe *FatalError
+	if !errors.As(err, &fe) || fe.Reason != "llm_budget_reached" || fake.BatchCounters().Uploads != 0 {
+		t.Fatalf("got %v, %+v", err, fake.BatchCounters())
+	}
+	if jobs := rig.jobs(t); len(jobs) != 1 || jobs[0].State != JobPrepared || jobs[0].EstCost < 0.002 {
+		t.Fatalf("jobs %+v", jobs)
+	}
+	rig.cfg.Budget = 1
+	res, _ := rig.untilDone(t, questions(4), 3)
+	if res.stats.Batch == nil || res.stats.Batch.Answered != 4 || res.stats.Cost <= 0 || res.stats.Cost != res.stats.Batch.Cost {
+		t.Fatalf("stats %+v %+v", res.stats, res.stats.Batch)
+	}
+	if jobs := rig.jobs(t); jobs[0].Cost <= 0 {
+		t.Fatalf("no batch cost recorded: %+v", jobs[0])
+	}
+}
+
+func TestParseBatchOutput(t *testing.T) {
+	id := strings.Repeat("ab", 32)
+	tests := []struct {
+		name, line string
+		class      string
+		content    string
+		bad        bool
+	}{
+		{"answer", `{"id":"x","custom_id":"` + id + `","response":{"status_code":200,"request_id":"r","body":{"model":"m","choices":[{"message":{"content":"hi","reasoning_content":"t"},"finish_reason":"stop"}]}},"error":null}`, "", "hi", false},
+		{"error object (expired)", `{"custom_id":"` + id + `","response":null,"error":{"code":"batch_expired","message":"window ended"}}`, classExpired, "", false},
+		{"status 500", `{"custom_id":"` + id + `","response":{"status_code":500,"body":{"error":{"message":"boom"}}},"error":null}`, classServer, "", false},
+		{"status 400", `{"custom_id":"` + id + `","response":{"status_code":400,"body":{"error":{"message":"bad"}}}}`, classBadRequest, "", false},
+		{"vLLM error with number code", `{"custom_id":"` + id + `","response":{"status_code":400,"body":null},"error":{"code":400,"message":"bad"}}`, classBadRequest, "", false},
+		{"unknown error code", `{"custom_id":"` + id + `","error":"something"}`, classBatchError, "", false},
+		{"200 that is no completion", `{"custom_id":"` + id + `","response":{"status_code":200,"body":{"choices":[]}}}`, classInvalid, "", false},
+		{"foreign custom_id", `{"custom_id":"request-1","response":{"status_code":200,"body":{}}}`, "", "", true},
+		{"not hex", `{"custom_id":"` + strings.Repeat("zz", 32) + `"}`, "", "", true},
+		{"not json", `{"custom_id":`, "", "", true},
+	}
+	for _, tt := range tests {
+		r, err := parseBatchOutput([]byte(tt.line), "m")
+		if (err != nil) != tt.bad {
+			t.Errorf("%s: error %v", tt.name, err)
+			continue
+		}
+		if tt.bad {
+			continue
+		}
+		if r.class != tt.class || r.resp.Content != tt.content || (tt.class != "" && r.message == "") {
+			t.Errorf("%s: got %+v", tt.name, r)
+		}
+	}
+}
+
+func FuzzParseBatchOutput(f *testing.F) {
+	id := strings.Repeat("01", 32)
+	f.Add(`{"custom_id":"` + id + `","response":{"status_code":200,"body":{"choices":[{"message":{"content":"x"}}]}}}`)
+	f.Add(`{"custom_id":"` + id + `","error":{"code":"batch_expired","message":"m"}}`)
+	f.Add(`{"custom_id":"` + id + `","response":{"status_code":429}}`)
+	f.Fuzz(func(t *testing.T, line string) {
+		r, err := parseBatchOutput([]byte(line), "m")
+		if err != nil {
+			return
+		}
+		if r.class == "" && (r.resp.Provider != ProviderOpenAI || r.resp.Model == "") {
+			t.Fatalf("an answer without provider or model: %+v", r)
+		}
+		if r.class != "" && r.message == "" {
+			t.Fatalf("a failure without a message: %+v", r)
+		}
+	})
+}
+
+// The batch directory is reached only through the output's confined root:
+// a link planted in its place that points out of the output directory
+// stops batch mode before anything is written there.
+func TestBatchDirLinkOutRefused(t *testing.T) {
+	_, url := batchFake(t, fakellm.BatchConfig{})
+	dir, outside := t.TempDir(), t.TempDir()
+	if err := os.Symlink(outside, filepath.Join(dir, "batch")); err != nil {
+		t.Skip("no symlinks:", err)
+	}
+	cfg := openaiConfig(url)
+	cfg.Mode, cfg.Batch.Provider = ModeBatch, BatchFiles
+	teacher, err := NewTeacher(cfg, Options{CacheDir: filepath.Join(dir, "cache"), BatchRoot: testBatchRoot(t, dir)})
+	if err == nil {
+		teacher.Close()
+		t.Fatal("batch mode opened through a link pointing out of the output directory")
+	}
+	if ents, _ := os.ReadDir(outside); len(ents) != 0 {
+		t.Fatalf("written outside the output directory: %v", ents)
+	}
+}

@@ -1,0 +1,111 @@
+package llm
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+)
+
+// A ModelError says the teacher's endpoints cannot serve the configured
+// model: it is not among the models an endpoint lists, or its context
+// cannot hold the configured token limit. It is a configuration error
+// (the CLI exits 2), found before any request is sent.
+type ModelError struct {
+	Problems []string
+}
+
+func (e *ModelError) Error() string { return strings.Join(e.Problems, "; ") }
+
+// modelList is the answer of GET /models (OpenAI; vLLM adds max_model_len).
+type modelList struct {
+	Data []struct {
+		ID          string `json:"id"`
+		MaxModelLen int    `json:"max_model_len"`
+	} `json:"data"`
+}
+
+// CheckModels asks every endpoint which models it serves (GET /models)
+// and returns a *ModelError when one does not list teacher.model, or when
+// its context length (vLLM's max_model_len) is not larger than the
+// configured max_tokens / max_completion_tokens. An endpoint that cannot
+// be asked (down, or without the route) is skipped with a warning: the
+// run's own retries and breakers deal with it. The offline provider has
+// nothing to check.
+func (t *Teacher) CheckModels(ctx context.Context) error {
+	if t.cfg.Provider == ProviderOffline || len(t.cfg.Endpoints) == 0 {
+		return nil
+	}
+	client := &http.Client{Timeout: 30 * time.Second}
+	limit := max(t.cfg.MaxTokens, t.cfg.MaxCompletionTokens)
+	var probs []string
+	for _, ep := range t.cfg.Endpoints {
+		base := strings.TrimRight(ep.BaseURL, "/")
+		list, status, err := t.listModels(ctx, client, base)
+		switch {
+		case ctx.Err() != nil:
+			return ctx.Err()
+		case status == http.StatusUnauthorized || status == http.StatusForbidden:
+			probs = append(probs, fmt.Sprintf("%s/models refused the credentials (HTTP %d); check the key in the variable named by teacher.api_key_env", base, status))
+			continue
+		case err != nil:
+			t.log.Warn("cannot check the teacher model on an endpoint", "endpoint", base, "error", err)
+			continue
+		}
+		var ids []string
+		found := false
+		for _, m := range list.Data {
+			ids = append(ids, m.ID)
+			if m.ID != t.cfg.Model {
+				continue
+			}
+			found = true
+			if m.MaxModelLen > 0 && limit >= m.MaxModelLen {
+				probs = append(probs, fmt.Sprintf("%s serves %s with a context of %d tokens, which a token limit of %d leaves no room for the prompt in; lower teacher.max_tokens", base, m.ID, m.MaxModelLen, limit))
+			}
+		}
+		if !found {
+			slices.Sort(ids)
+			probs = append(probs, fmt.Sprintf("%s does not serve model %q (it lists: %s); check teacher.model (vLLM: the --served-model-name)", base, t.cfg.Model, strings.Join(clipList(ids, 8), ", ")))
+		}
+	}
+	if len(probs) > 0 {
+		return &ModelError{Problems: probs}
+	}
+	return nil
+}
+
+func (t *Teacher) listModels(ctx context.Context, client *http.Client, base string) (modelList, int, error) {
+	var list modelList
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/models", nil)
+	if err != nil {
+		return list, 0, err
+	}
+	if t.key != "" {
+		req.Header.Set("Authorization", "Bearer "+t.key)
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return list, 0, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 8<<20))
+	if err != nil {
+		return list, resp.StatusCode, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return list, resp.StatusCode, fmt.Errorf("GET %s/models: HTTP %d", base, resp.StatusCode)
+	}
+	if err := json.Unmarshal(body, &list); err != nil {
+		return list, resp.StatusCode, fmt.Errorf("GET %s/models: %w", base, err)
+	}
+	if list.Data == nil {
+		return list, resp.StatusCode, errors.New("GET " + base + "/models: no data list")
+	}
+	return list, resp.StatusCode, nil
+}
