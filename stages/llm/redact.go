@@ -82,14 +82,18 @@ func (r redactor) literal(s string) string {
 	return s
 }
 
-// err returns err with its message redacted. The result keeps nothing of
-// the original error but its text, so no caller can unwrap the unredacted
-// server message.
+// err returns err with its message redacted: err itself when there was
+// nothing to redact, else an error that keeps nothing of the original but
+// its redacted text, so no caller can unwrap the server's message.
 func (r redactor) err(err error) error {
 	if err == nil {
 		return nil
 	}
-	return &serverError{msg: r.text(err.Error())}
+	msg := err.Error()
+	if red := r.text(msg); red != msg {
+		return &serverError{msg: red}
+	}
+	return err
 }
 
 // A serverError is a failed attempt's error with credentials removed.
