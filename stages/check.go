@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -94,7 +95,7 @@ func Check(ctx context.Context, p *Pipeline, o Options, w io.Writer) error {
 		}
 		sampleTools = append(sampleTools, tools...)
 		if !strings.HasPrefix(status, "up to date") {
-			rows += estimateRows(n, fi.Size(), path)
+			rows += sourceRows(s, estimateRows(n, fi.Size(), path))
 			allSourcesCurrent = false
 		}
 		fmt.Fprintf(w, "  %-16s %-8s %9s  %s\n", s.Name, s.Format, humanBytes(fi.Size()), status)
@@ -244,6 +245,18 @@ func peekSource(s Source, path string, n int) (int, *record.Record, []record.Too
 		tools = append(tools, rec.Tools...)
 	}
 	return read, first, tools, nil
+}
+
+// sourceRows is how many of a dump's rows rows ingest keeps: the first
+// limit of them, each kept with probability fraction.
+func sourceRows(s Source, rows int64) int64 {
+	if s.Limit > 0 {
+		rows = min(rows, s.Limit)
+	}
+	if s.Fraction > 0 {
+		rows = int64(math.Round(float64(rows) * s.Fraction))
+	}
+	return rows
 }
 
 // estimateRows extrapolates a dump's row count from the rows in its first
