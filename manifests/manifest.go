@@ -36,6 +36,10 @@ type Stage struct {
 	// latency percentiles, cost); a resumed run counts only its own traffic.
 	LLM   json.RawMessage `json:"llm,omitempty"`
 	Notes []string        `json:"notes,omitempty"` // things a user should know, e.g. what an export style dropped
+	// FinishNotes are the notes of Notes that a sink's Finish gave: its
+	// view of the whole stage (sample counts, …), which the next run's
+	// Finish replaces rather than adds to.
+	FinishNotes []string `json:"finish_notes,omitempty"`
 	// Files are the stage's files besides its shards' outputs (an export's
 	// dataset_info.json), relative to the run's output directory.
 	Files []string `json:"files,omitempty"`

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -96,7 +97,7 @@ func Check(ctx context.Context, p *Pipeline, o Options, w io.Writer) error {
 		}
 		sampleTools = append(sampleTools, tools...)
 		if !strings.HasPrefix(status, "up to date") {
-			rows += estimate
+			rows += sourceRows(s, estimate)
 			allSourcesCurrent = false
 		}
 		fmt.Fprintf(w, "  %-16s %-8s %9s  %s\n", s.Name, s.Format, humanBytes(info.Size), status)
@@ -261,6 +262,18 @@ func peekSource(ctx context.Context, op *storage.Opener, s Source, path string, 
 	}
 	decoded := float64(f.Size) * float64(in.n) / float64(stored)
 	return first, tools, int64(float64(read) * decoded / float64(rowBytes)), nil
+}
+
+// sourceRows is how many of a dump's rows rows ingest keeps: the first
+// limit of them, each kept with probability fraction.
+func sourceRows(s Source, rows int64) int64 {
+	if s.Limit > 0 {
+		rows = min(rows, s.Limit)
+	}
+	if s.Fraction > 0 {
+		rows = int64(math.Round(float64(rows) * s.Fraction))
+	}
+	return rows
 }
 
 // previewClient answers with the stages' offline stand-ins and records what

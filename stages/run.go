@@ -19,6 +19,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -78,6 +79,10 @@ type Runner struct {
 	lock    *os.File        // holds the run dir's lock
 	teacher *llm.Teacher
 	embed   llm.Embedder
+
+	// transient counts records this run rejected for a teacher failure
+	// that may pass; Run reports them as a resumable stop.
+	transient atomic.Int64
 
 	libOnce sync.Once
 	lib     *toollib.Library
@@ -226,6 +231,11 @@ func (r *Runner) Run(ctx context.Context) (rep *Report, err error) {
 	}
 	if err := r.sweepStale(runs); err != nil {
 		return rep, err
+	}
+	if n := r.transient.Load(); n > 0 {
+		return rep, &llm.FatalError{Reason: "llm_transient_rejects", Msg: fmt.Sprintf(
+			"%d records were rejected for teacher failures that may pass (timeouts, 429, 5xx, unreadable answers, endpoints out of rotation; counts by reason in the manifests); everything else is done — run the same command again to retry just those records",
+			n)}
 	}
 	return rep, nil
 }
@@ -384,8 +394,14 @@ func (r *Runner) runStage(ctx context.Context, sr stageRun, inputs []shardInput)
 		}
 		m.Notes = env.notes()
 		if old != nil && old.ConfigHash == fp {
-			// Shards kept from the earlier run keep their notes.
-			m.Notes = slices.Compact(slices.Sorted(slices.Values(append(m.Notes, old.Notes...))))
+			// Shards kept from the earlier run keep their notes; the earlier
+			// Finish's notes give way to this run's (a resume must end with
+			// a clean run's notes and dataset card).
+			kept := old.Notes
+			if m.FinishNotes != nil {
+				kept = slices.DeleteFunc(slices.Clone(kept), func(n string) bool { return slices.Contains(old.FinishNotes, n) })
+			}
+			m.Notes = slices.Compact(slices.Sorted(slices.Values(append(m.Notes, kept...))))
 		}
 		m.Seconds = time.Since(m.Started).Seconds()
 		return sr.out.WriteJSON(manifestFile, m)
@@ -415,6 +431,16 @@ func (r *Runner) runStage(ctx context.Context, sr stageRun, inputs []shardInput)
 				return fmt.Errorf("shard %s: %w", in.name, err)
 			}
 			sh.Key, sh.Seconds = key, time.Since(start).Seconds()
+			if n := transientRejects(sh.Rejected); n > 0 {
+				// A teacher failure that may pass is not a final outcome:
+				// the shard is recorded (later stages read its outputs) but
+				// not as done, so the next run makes it again, its answers
+				// so far from the cache (issue 8).
+				sh.Key = ""
+				r.transient.Add(n)
+				r.o.Log.Warn("records rejected for a passing teacher failure; run again to retry them",
+					"stage", sr.name, "shard", in.name, "records", n)
+			}
 			mu.Lock()
 			defer mu.Unlock()
 			done[in.name] = sh
@@ -443,6 +469,9 @@ func (r *Runner) runStage(ctx context.Context, sr stageRun, inputs []shardInput)
 		notes, err = sink.Finish(fin, shards)
 		m.Files = fin.Written()
 		env.note(notes...)
+		// Not nil once Finish ran, even without notes: the earlier
+		// Finish's notes then go (see save).
+		m.FinishNotes = append([]string{}, slices.Sorted(slices.Values(notes))...)
 	}
 	m.Finished = time.Now().UTC()
 	mu.Lock()
@@ -499,9 +528,23 @@ func explainShard(old *manifests.Stage, fp, plan string, in shardInput) string {
 		return "the stage's whole-input plan changed"
 	case len(s.Inputs) == 0 || s.Inputs[0].SHA256 != in.ref.SHA256:
 		return "input shard content changed"
+	case s.Key == "":
+		return "records were rejected for a passing teacher failure (timeout, 429, 5xx, …)"
 	default:
 		return "an output file is missing or changed"
 	}
+}
+
+// transientRejects counts the records of rejected whose reason is a
+// teacher failure that may pass (llm.Transient).
+func transientRejects(rejected map[string]int64) int64 {
+	var n int64
+	for reason, k := range rejected {
+		if llm.Transient(reason) {
+			n += k
+		}
+	}
+	return n
 }
 
 // outputsExist checks that a recorded shard's outputs are on disk, as
