@@ -340,9 +340,14 @@ type reasonValidator struct {
 }
 
 func newReasonValidator(r *record.Record, k int, maxChars int) *reasonValidator {
-	turn := r.Messages[k]
+	return newCallsValidator(r.Messages[k].Calls, toolsInScope(r, k), maxChars)
+}
+
+// newCallsValidator checks a reasoning for calls, whose tools are looked up
+// in scope; maxChars is the cap per call.
+func newCallsValidator(calls []record.Call, scope map[string]record.Tool, maxChars int) *reasonValidator {
+	turn := record.Message{Calls: calls}
 	v := &reasonValidator{names: calledNames(turn), defined: map[string]bool{}, limit: maxChars * len(turn.Calls)}
-	scope := toolsInScope(r, k)
 	for _, name := range v.names {
 		if t, ok := scope[name]; ok {
 			schemaPropertyNames(t.Parameters, v.defined)

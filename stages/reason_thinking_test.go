@@ -6,8 +6,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/augmentdata/augment/stages/formats"
 	"github.com/augmentdata/augment/stages/llm"
 	"github.com/augmentdata/augment/stages/llm/fakellm"
+	"github.com/augmentdata/augment/stages/record"
 )
 
 // fakeTeacher serves rules from fakellm through the real llm layer (a fresh
@@ -99,5 +101,84 @@ func TestReasonSourceConfig(t *testing.T) {
 	cfg.defaults()
 	if _, err := cfg.build(fxEnv("reason", fxOffline())); err == nil || !strings.Contains(err.Error(), "offline") {
 		t.Errorf("source thinking under the offline provider: %v", err)
+	}
+}
+
+// tool_dc trace thinking: the turn's reasoning is the Retry answer's
+// thinking, checked like reason's; an answer without thinking is never
+// used as one, and the default trace is unchanged.
+func TestToolDCTraceThinking(t *testing.T) {
+	const thinking = `Paris is named, and get_weather takes city, so I call get_weather with city "Paris".`
+	answer := `[get_weather(city="Paris")]`
+	tests := []struct {
+		name     string
+		trace    string
+		rule     fakellm.Rule
+		attempts int
+		want     string // "" = rejected with reason
+		reason   string
+	}{
+		{"trace answer keeps the template", "", fakellm.Rule{Contains: "weather in Paris", Answer: answer, Reasoning: thinking}, 0, "1. Candidate Selection:", ""},
+		{"trace thinking", SourceThinking, fakellm.Rule{Contains: "weather in Paris", Answer: answer, Reasoning: thinking}, 0, thinking, ""},
+		{"no thinking", SourceThinking, fakellm.Rule{Contains: "weather in Paris", Answer: answer}, 1, "", ReasonNoThinking},
+		{"thinking misses the function", SourceThinking, fakellm.Rule{Contains: "weather in Paris", Answer: answer, Reasoning: "It is about Paris."}, 1, "", ReasonMissingFunction},
+		{"thinking invents a parameter", SourceThinking, fakellm.Rule{Contains: "weather in Paris", Answer: answer, Reasoning: `get_weather(town="Paris")`}, 1, "", ReasonInventedParameter},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			teacher, fake := fakeTeacher(t, []fakellm.Rule{tt.rule})
+			env := tdcEnv(teacher.Stage("tool_dc"), tdcLibrary(100), teacher.Capacity())
+			env.Provider = llm.ProviderOpenAI
+			st := tdcBuild(t, ToolDCConfig{Grouping: ToolDCAnchor, Trace: tt.trace, Attempts: tt.attempts}, env)
+			rec := tdcRecord("xlam:42", "What is the weather in Paris right now?", []record.Tool{tdcWeather, tdcStock},
+				tdcCall("get_weather", `{"city":"Paris"}`))
+			out, err := st.Process(context.Background(), rec)
+			if tt.want == "" {
+				if got, _ := rejectReason(err); got != tt.reason {
+					t.Fatalf("reject reason %q (%v), want %q", got, err, tt.reason)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := fake.Counters().Chat; got != 7 {
+				t.Errorf("server saw %d requests, want K + 2 = 7", got)
+			}
+			turn := out[0].Messages[1]
+			if !strings.HasPrefix(turn.Reasoning, tt.want) {
+				t.Errorf("reasoning %q, want it to start with %q", turn.Reasoning, tt.want)
+			}
+			if tt.trace == SourceThinking && (out[0].System != "" || out[0].Tag("tool_dc") != "thinking") {
+				t.Errorf("system %q, tag %q: the trace template was used", out[0].System, out[0].Tag("tool_dc"))
+			}
+			if formats.PrintPyCalls(turn.Calls) != answer {
+				t.Errorf("calls %s", formats.PrintPyCalls(turn.Calls))
+			}
+		})
+	}
+}
+
+func TestToolDCTraceConfig(t *testing.T) {
+	for _, tt := range []struct {
+		cfg  ToolDCConfig
+		want string
+	}{
+		{ToolDCConfig{Trace: "thoughts"}, "trace:"},
+		{ToolDCConfig{MaxChars: 100}, "max_chars: applies"},
+		{ToolDCConfig{Trace: SourceThinking, MaxChars: -1}, "max_chars: must"},
+	} {
+		tt.cfg.defaults()
+		if probs := tt.cfg.validate(); len(probs) != 1 || !strings.HasPrefix(probs[0], tt.want) {
+			t.Errorf("%+v: problems %q, want %q", tt.cfg, probs, tt.want)
+		}
+	}
+	cfg := ToolDCConfig{Trace: SourceThinking}
+	cfg.defaults()
+	if cfg.MaxChars != toolDCDefaultThinkingChars {
+		t.Errorf("default max_chars %d", cfg.MaxChars)
+	}
+	if _, err := cfg.build(tdcEnv(fxOffline(), tdcLibrary(10), 2)); err == nil || !strings.Contains(err.Error(), "offline") {
+		t.Errorf("trace thinking under the offline provider: %v", err)
 	}
 }
