@@ -110,7 +110,7 @@ func NewTeacher(cfg Config, o Options) (*Teacher, error) {
 		return nil, errors.Join(errs...)
 	}
 	t := &Teacher{
-		cfg:     cfg,
+		cfg:         cfg,
 		log:         o.Log,
 		explain:     o.Explain,
 		countTokens: o.CountTokens,
