@@ -2,6 +2,7 @@ package stages
 
 import (
 	"context"
+	"maps"
 	"net/http/httptest"
 	"strings"
 	"testing"
@@ -181,4 +182,55 @@ func TestToolDCTraceConfig(t *testing.T) {
 	if _, err := cfg.build(tdcEnv(fxOffline(), tdcLibrary(10), 2)); err == nil || !strings.Contains(err.Error(), "offline") {
 		t.Errorf("trace thinking under the offline provider: %v", err)
 	}
+}
+
+// The reason prompts share all that can be shared, in both styles: two
+// records with different tools share the instructions up to their tool
+// lists, and two turns of one record share everything up to the later
+// turn's own part (instructions, tools, the dialogue before the earlier
+// turn). This is the ceiling llm.prefix_share can reach for a stage whose
+// records each bring their own tools (see the mt-llama figures in the
+// report of issue 10).
+func TestReasonPromptPrefixOrder(t *testing.T) {
+	for _, style := range []string{ReasonStyleMetaTool, ReasonStyleMediaTek} {
+		sc := &fxScript{}
+		st := buildReason(t, ReasonConfig{Style: style}, sc)
+		for _, r := range []*record.Record{fxSingle(), fxMultiTurn()} {
+			if _, err := st.Process(context.Background(), r); err != nil {
+				t.Fatal(err)
+			}
+		}
+		prompts := map[string]string{}
+		for _, req := range sc.reqs {
+			var b strings.Builder
+			for _, m := range req.Messages {
+				b.WriteString(m.Role + "\n" + m.Content + "\x00")
+			}
+			prompts[req.Slot] = b.String()
+		}
+		single, turn1, turn5 := prompts["fx:single/turn1"], prompts["fx:multi/turn1"], prompts["fx:multi/turn5"]
+		if single == "" || turn1 == "" || turn5 == "" {
+			t.Fatalf("%s: prompts %v", style, maps.Keys(prompts))
+		}
+		toolsAt := strings.Index(single, `"name": "`+fxSingle().Tools[0].Name+`"`)
+		if toolsAt < 500 {
+			t.Fatalf("%s: the tools start at %d", style, toolsAt)
+		}
+		if got := commonPrefix(single, turn1); got < toolsAt-8 {
+			t.Errorf("%s: records share %d bytes, want the %d bytes of instructions before the tools", style, got, toolsAt)
+		}
+		// Turn 5 repeats turn 1's tools and the user message before it.
+		history := strings.Index(turn1, "What's the weather in Paris?") + len("What's the weather in Paris?")
+		if got := commonPrefix(turn1, turn5); got < history {
+			t.Errorf("%s: turns of one record share %d bytes, want at least the %d up to the first user message", style, got, history)
+		}
+	}
+}
+
+func commonPrefix(a, b string) int {
+	n := 0
+	for n < len(a) && n < len(b) && a[n] == b[n] {
+		n++
+	}
+	return n
 }
