@@ -309,12 +309,14 @@ func (c *previewClient) print(w io.Writer, previewed int, rows int64) {
 		fmt.Fprintln(w, "     no teacher requests")
 		return
 	}
-	prompt, completion := 0, 0
+	prompt, completion, longest := 0, 0, 0
 	seen := map[string]bool{}
 	for i, req := range c.reqs {
+		n := 0
 		for _, m := range req.Messages {
-			prompt += verify.Tokens(m.Content)
+			n += verify.Tokens(m.Content)
 		}
+		prompt, longest = prompt+n, max(longest, n)
 		if i < len(c.answers) {
 			completion += verify.Tokens(c.answers[i])
 		}
@@ -336,6 +338,7 @@ func (c *previewClient) print(w io.Writer, previewed int, rows int64) {
 		per, per*float64(rows), float64(prompt)/float64(previewed)*float64(rows), float64(completion)/float64(previewed)*float64(rows))
 	fmt.Fprintf(w, "     prefix share: %.2f of the preview's prompt bytes repeat the start of an earlier prompt (what a server's prefix cache computes once; a run's manifest gives the stage's own figure as llm.prefix_share)\n",
 		prefix.Share())
+	fmt.Fprintf(w, "     longest prompt: about %d tokens; with teacher.max_tokens it must fit the served context (max_model_len), which a run checks for every prompt before sending it\n", longest)
 }
 
 func offlineEmbedder(p *Pipeline) llm.Embedder {

@@ -27,6 +27,7 @@ import (
 //	  - reason:
 //	      style: meta_tool      # or mediatek
 //	      max_chars: 600
+//	      source: answer        # or thinking
 //
 // Styles:
 //   - meta_tool (seed 000, A.2, Fig 8 and Fig 13): three sentences addressed
@@ -45,8 +46,19 @@ import (
 // Every answer is validated (see reasonProblem) and re-asked up to attempts
 // times; a record whose answers never pass is rejected with the reason of the
 // last failure: reason_empty, reason_bad_json (mediatek), reason_too_long,
-// reason_missing_function or reason_invented_parameter (or an llm_* reason
+// reason_missing_function, reason_invented_parameter or reason_no_thinking
+// (source thinking) (or an llm_* reason
 // for a request the teacher never answered).
+//
+// Source "thinking" distils a reasoning model's own thinking instead of its
+// answer: the same prompt is sent, and the reasoning stored is the thinking
+// the server returns apart from the answer (Response.Reasoning, from
+// reasoning_content or reasoning), under the same checks; the answer itself
+// is ignored. An answer without thinking is reason_no_thinking (re-asked
+// like any failed check) and is never taken as the thinking. The mediatek
+// style's JSON applies to the answer, so with source thinking the
+// thinking is checked as plain text. The offline provider has no thinking,
+// so this source needs a real teacher.
 //
 // Records without call turns pass through unchanged, and so do call turns
 // that already carry reasoning unless overwrite is set.
@@ -66,7 +78,17 @@ type ReasonConfig struct {
 	// Overwrite replaces reasoning that a call turn already has (e.g. from
 	// the source or an earlier stage); by default such turns are kept.
 	Overwrite bool `yaml:"overwrite" json:"overwrite,omitempty"`
+	// Source is where the reasoning comes from: "answer" (the default,
+	// also when empty: the teacher's answer) or "thinking" (the teacher's own thinking, for
+	// reasoning models).
+	Source string `yaml:"source" json:"source,omitempty"`
 }
+
+// Sources of distilled reasoning (reason's source, tool_dc's trace).
+const (
+	SourceAnswer   = "answer"
+	SourceThinking = "thinking"
+)
 
 // Reasoning styles.
 const (
@@ -81,6 +103,7 @@ const (
 	ReasonTooLong           = "reason_too_long"
 	ReasonMissingFunction   = "reason_missing_function"
 	ReasonInventedParameter = "reason_invented_parameter"
+	ReasonNoThinking        = "reason_no_thinking"
 )
 
 func (c *ReasonConfig) defaults() {
@@ -106,6 +129,9 @@ func (c *ReasonConfig) validate() []string {
 	if c.MaxChars < 1 {
 		probs = append(probs, "max_chars: must be positive")
 	}
+	if c.Source != "" && c.Source != SourceAnswer && c.Source != SourceThinking {
+		probs = append(probs, fmt.Sprintf("source: %q is not one of %s, %s", c.Source, SourceAnswer, SourceThinking))
+	}
 	return probs
 }
 
@@ -114,6 +140,9 @@ func (c *ReasonConfig) version() int { return 2 } // 2: get_user_input replies g
 func (c *ReasonConfig) build(env *Env) (Stage, error) {
 	if env.Teacher == nil {
 		return nil, errors.New("reason: no teacher configured")
+	}
+	if c.Source == SourceThinking && env.Provider == llm.ProviderOffline {
+		return nil, errors.New("reason: source thinking needs a teacher that returns its thinking (reasoning_content); the offline provider has none")
 	}
 	tmpl, err := env.Prompt("reason_"+c.Style, c.Prompt)
 	if err != nil {
@@ -220,11 +249,16 @@ func (s *reasoner) ask(ctx context.Context, r *record.Record, k int) (string, ll
 		req.JSONSchema = json.RawMessage(`{"type":"object","properties":{"reason":{"type":"string"}},"required":["reason"],"additionalProperties":false}`)
 	}
 	v := newReasonValidator(r, k, s.cfg.MaxChars)
-	parse := func(content string) (string, error) {
-		text := strings.TrimSpace(content)
-		if s.cfg.Style == ReasonStyleMediaTek {
+	parse := func(resp llm.Response) (string, error) {
+		text := strings.TrimSpace(resp.Content)
+		switch {
+		case s.cfg.Source == SourceThinking:
+			if text = strings.TrimSpace(resp.Reasoning); text == "" {
+				return "", Rejectf(ReasonNoThinking, "the teacher returned no thinking (reasoning_content) with its answer")
+			}
+		case s.cfg.Style == ReasonStyleMediaTek:
 			var err error
-			if text, err = parseReasonJSON(content); err != nil {
+			if text, err = parseReasonJSON(resp.Content); err != nil {
 				return "", err
 			}
 		}
@@ -233,7 +267,7 @@ func (s *reasoner) ask(ctx context.Context, r *record.Record, k int) (string, ll
 		}
 		return text, nil
 	}
-	return llm.Ask(ctx, s.env.Teacher, req, s.cfg.Attempts, parse)
+	return llm.AskResponse(ctx, s.env.Teacher, req, s.cfg.Attempts, parse)
 }
 
 // parseReasonJSON reads a mediatek answer: one JSON object with the single
@@ -306,9 +340,14 @@ type reasonValidator struct {
 }
 
 func newReasonValidator(r *record.Record, k int, maxChars int) *reasonValidator {
-	turn := r.Messages[k]
+	return newCallsValidator(r.Messages[k].Calls, toolsInScope(r, k), maxChars)
+}
+
+// newCallsValidator checks a reasoning for calls, whose tools are looked up
+// in scope; maxChars is the cap per call.
+func newCallsValidator(calls []record.Call, scope map[string]record.Tool, maxChars int) *reasonValidator {
+	turn := record.Message{Calls: calls}
 	v := &reasonValidator{names: calledNames(turn), defined: map[string]bool{}, limit: maxChars * len(turn.Calls)}
-	scope := toolsInScope(r, k)
 	for _, name := range v.names {
 		if t, ok := scope[name]; ok {
 			schemaPropertyNames(t.Parameters, v.defined)

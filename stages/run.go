@@ -32,6 +32,7 @@ import (
 	"github.com/augmentdata/augment/stages/shard"
 	"github.com/augmentdata/augment/stages/toollib"
 	"github.com/augmentdata/augment/storage"
+	"github.com/augmentdata/augment/verify"
 )
 
 // Options are the run's settings that are not part of pipeline.yaml.
@@ -133,7 +134,7 @@ func NewRunner(p *Pipeline, o Options) (*Runner, error) {
 	// The request cache and the batch directory live in the output root
 	// too: the cache's directory is opened through it (the cache keeps its
 	// own handle on it), and the batch files are written through its Sub.
-	lo := llm.Options{Getenv: o.Getenv, Log: o.Log, Explain: o.Explain, BatchRoot: r.root.Sub(batchDir)}
+	lo := llm.Options{Getenv: o.Getenv, Log: o.Log, Explain: o.Explain, BatchRoot: r.root.Sub(batchDir), CountTokens: verify.Tokens}
 	if p.Teacher.Provider != llm.ProviderOffline || p.Embedder.Provider != llm.ProviderOffline {
 		if lo.CacheRoot, err = r.openCacheDir(); err != nil {
 			r.closeOutput()

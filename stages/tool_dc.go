@@ -82,7 +82,19 @@ import (
 // any. The exporter's tool_dc surface renders the turn as
 // <think>reasoning</think><tool_call>[calls]</tool_call>.
 //
-// Tags: tool_dc=trace; tool_dc.grouping; tool_dc.tools (|T|);
+// With trace: thinking (for reasoning models) the turn's Reasoning is instead
+// the Retry answer's own thinking (Response.Reasoning, from
+// reasoning_content), checked as the reason stage checks a reasoning
+// against the Retry calls (reason_no_thinking, reason_empty,
+// reason_too_long over max_chars per call, reason_missing_function,
+// reason_invented_parameter; the valid tools define the parameters); a
+// failing thinking is re-asked like a Retry answer that does not parse, and
+// the last failure's reason rejects the record. The thinking is never taken
+// from the answer, the trace template is not used, and the record's system
+// prompt is kept as it is. The offline provider has no thinking, so this
+// needs a real teacher.
+//
+// Tags: tool_dc=trace (tool_dc=thinking with trace: thinking); tool_dc.grouping; tool_dc.tools (|T|);
 // tool_dc.requests (requests this record made, re-asks included, whether
 // the cache or the teacher answered them);
 // tool_dc.candidates (JSON list of the Try calls, {"name","arguments"}, in
@@ -121,7 +133,20 @@ type ToolDCConfig struct {
 	TryPrompt   string `yaml:"try_prompt" json:"try_prompt,omitempty"`
 	RetryPrompt string `yaml:"retry_prompt" json:"retry_prompt,omitempty"`
 	TracePrompt string `yaml:"trace_prompt" json:"trace_prompt,omitempty"`
+	// Trace is where the turn's reasoning comes from: "answer" (the
+	// default, also when empty: the trace template rendered from the
+	// Try → Check → Retry outcome) or "thinking" (the Retry answer's own
+	// thinking).
+	Trace string `yaml:"trace" json:"trace,omitempty"`
+	// MaxChars caps the thinking per Retry call with trace: thinking
+	// (default 2000 characters); only for trace thinking.
+	MaxChars int `yaml:"max_chars" json:"max_chars,omitempty"`
 }
+
+// toolDCDefaultThinkingChars is the default cap per call on a Retry's
+// thinking: reasoning models think at more length than the reason stage's
+// three sentences.
+const toolDCDefaultThinkingChars = 2000
 
 // Groupings of the Try step.
 const (
@@ -167,6 +192,9 @@ func (c *ToolDCConfig) defaults() {
 	if c.Attempts == 0 {
 		c.Attempts = 2
 	}
+	if c.Trace == SourceThinking && c.MaxChars == 0 {
+		c.MaxChars = toolDCDefaultThinkingChars
+	}
 }
 
 func (c *ToolDCConfig) validate() []string {
@@ -195,6 +223,18 @@ func (c *ToolDCConfig) validate() []string {
 	if c.Attempts < 1 {
 		probs = append(probs, "attempts: must be at least 1")
 	}
+	switch c.Trace {
+	case "", SourceAnswer:
+		if c.MaxChars != 0 {
+			probs = append(probs, "max_chars: applies to trace thinking only")
+		}
+	case SourceThinking:
+		if c.MaxChars < 1 {
+			probs = append(probs, "max_chars: must be positive")
+		}
+	default:
+		probs = append(probs, fmt.Sprintf("trace: %q is not one of %s, %s", c.Trace, SourceAnswer, SourceThinking))
+	}
 	return probs
 }
 
@@ -208,6 +248,9 @@ func (c *ToolDCConfig) build(env *Env) (Stage, error) {
 	}
 	if env.Library == nil {
 		return nil, errors.New("tool_dc: no tool library to draw distractors from")
+	}
+	if c.Trace == SourceThinking && env.Provider == llm.ProviderOffline {
+		return nil, errors.New("tool_dc: trace thinking needs a teacher that returns its thinking (reasoning_content); the offline provider has none")
 	}
 	s := &toolDC{cfg: *c, env: env, stage: fmt.Sprintf("tool_dc@%d", c.version())}
 	var err error
@@ -357,10 +400,11 @@ func (s *toolDC) Process(ctx context.Context, r *record.Record) ([]*record.Recor
 		}
 	}
 
-	calls, resp, err := s.retryCalls(ctx, client, r.ID, valid, gold, question, r.System)
+	retry, resp, err := s.retryCalls(ctx, client, r.ID, valid, gold, question, r.System)
 	if err != nil {
 		return nil, fmt.Errorf("retry: %w", err)
 	}
+	calls := retry.calls
 	if len(calls) == 0 {
 		return nil, Rejectf(ToolDCRetryNoCall, "the Retry over %s made no call", tdcNames(valid))
 	}
@@ -372,9 +416,12 @@ func (s *toolDC) Process(ctx context.Context, r *record.Record) ([]*record.Recor
 		return nil, Rejectf(ToolDCRetryMismatch, "Retry %s does not match the gold calls: %s", formats.PrintPyCalls(calls), strings.Join(msgs, "; "))
 	}
 
-	system, body, err := s.renderTrace(formats.PrintPyCalls(candidates), tdcNames(valid), formats.PrintPyCalls(calls))
-	if err != nil {
-		return nil, err
+	system, body, tag := "", retry.thinking, "thinking"
+	if s.cfg.Trace != SourceThinking {
+		if system, body, err = s.renderTrace(formats.PrintPyCalls(candidates), tdcNames(valid), formats.PrintPyCalls(calls)); err != nil {
+			return nil, err
+		}
+		tag = "trace"
 	}
 	out := r.Clone()
 	out.Messages = out.Messages[:k+1]
@@ -402,7 +449,7 @@ func (s *toolDC) Process(ctx context.Context, r *record.Record) ([]*record.Recor
 	if err != nil {
 		return nil, err
 	}
-	out.SetTag("tool_dc", "trace")
+	out.SetTag("tool_dc", tag)
 	out.SetTag("tool_dc.grouping", s.cfg.Grouping)
 	out.SetTag("tool_dc.tools", strconv.Itoa(len(cands)))
 	out.SetTag("tool_dc.requests", strconv.FormatInt(requests.Load(), 10))
@@ -640,18 +687,39 @@ func (s *toolDC) tryGroup(ctx context.Context, c llm.Client, g tdcGroup, gold []
 }
 
 // retryCalls sends the Retry request over the valid tools.
-func (s *toolDC) retryCalls(ctx context.Context, c llm.Client, id string, valid []record.Tool, gold []record.Call, question, system string) ([]record.Call, llm.Response, error) {
+func (s *toolDC) retryCalls(ctx context.Context, c llm.Client, id string, valid []record.Tool, gold []record.Call, question, system string) (tdcRetry, llm.Response, error) {
 	req, err := s.request(s.retry, id+"/retry", valid, question, system, gold)
 	if err != nil {
-		return nil, llm.Response{}, err
+		return tdcRetry{}, llm.Response{}, err
 	}
-	return llm.Ask(ctx, c, req, s.cfg.Attempts, func(content string) ([]record.Call, error) {
-		calls, err := parseToolDCAnswer(content)
+	scope := make(map[string]record.Tool, len(valid))
+	for _, t := range valid {
+		scope[t.Name] = t
+	}
+	return llm.AskResponse(ctx, c, req, s.cfg.Attempts, func(resp llm.Response) (tdcRetry, error) {
+		calls, err := parseToolDCAnswer(resp.Content)
 		if err != nil {
-			return nil, Rejectf(ToolDCRetryBadSyntax, "%v", err)
+			return tdcRetry{}, Rejectf(ToolDCRetryBadSyntax, "%v", err)
 		}
-		return calls, nil
+		if s.cfg.Trace != SourceThinking || len(calls) == 0 {
+			return tdcRetry{calls: calls}, nil
+		}
+		thinking := strings.TrimSpace(resp.Reasoning)
+		if thinking == "" {
+			return tdcRetry{}, Rejectf(ReasonNoThinking, "the teacher returned no thinking (reasoning_content) with its Retry answer")
+		}
+		if err := newCallsValidator(calls, scope, s.cfg.MaxChars).check(thinking); err != nil {
+			return tdcRetry{}, err
+		}
+		return tdcRetry{calls: calls, thinking: thinking}, nil
 	})
+}
+
+// A tdcRetry is a parsed Retry answer: its calls and, with trace thinking,
+// the checked thinking that came with them.
+type tdcRetry struct {
+	calls    []record.Call
+	thinking string
 }
 
 // request builds a Try or Retry request over tools. Its offline stand-in is

@@ -110,10 +110,11 @@ func exitCode(ctx context.Context, err error) int {
 	var cfgErr *stages.ConfigError
 	var busy *stages.BusyError
 	var uErr usageError
+	var modelErr *llm.ModelError // also a stage's prompt too long for the served context
 	switch {
 	case err == nil, errors.Is(err, flag.ErrHelp):
 		return exitOK
-	case errors.As(err, &uErr), errors.As(err, &cfgErr), errors.As(err, &busy):
+	case errors.As(err, &uErr), errors.As(err, &cfgErr), errors.As(err, &busy), errors.As(err, &modelErr):
 		return exitUsage
 	case ctx.Err() != nil || errors.Is(err, context.Canceled):
 		return exitInterrupt

@@ -27,6 +27,14 @@ const correctionPrompt = "That answer could not be used: %s\nReply again with th
 // Under the offline provider the answer is deterministic, so a failed parse
 // is not retried.
 func Ask[T any](ctx context.Context, c Client, req Request, attempts int, parse func(content string) (T, error)) (T, Response, error) {
+	return AskResponse(ctx, c, req, attempts, func(r Response) (T, error) { return parse(r.Content) })
+}
+
+// AskResponse is Ask with a parse that sees the whole response, for stages
+// that read the model's thinking (Response.Reasoning) rather than, or as
+// well as, its answer. Truncation, re-asks and errors behave as in Ask; a
+// re-ask still appends the answer (Content), never the thinking.
+func AskResponse[T any](ctx context.Context, c Client, req Request, attempts int, parse func(Response) (T, error)) (T, Response, error) {
 	var zero T
 	attempts = max(1, attempts)
 	cur := req
@@ -49,7 +57,7 @@ func Ask[T any](ctx context.Context, c Client, req Request, attempts int, parse 
 				cur.MaxTokens *= 2
 			}
 		} else {
-			v, perr := parse(resp.Content)
+			v, perr := parse(resp)
 			if perr == nil {
 				return v, resp, nil
 			}

@@ -14,8 +14,9 @@ import (
 
 // A ModelError says the teacher's endpoints cannot serve the configured
 // model: it is not among the models an endpoint lists, or its context
-// cannot hold the configured token limit. It is a configuration error
-// (the CLI exits 2), found before any request is sent.
+// cannot hold the configured token limit, or cannot hold a stage's prompt
+// and that limit. It is a configuration error (the CLI exits 2), found
+// before the request concerned is sent.
 type ModelError struct {
 	Problems []string
 }
@@ -37,6 +38,12 @@ type modelList struct {
 // be asked (down, or without the route) is skipped with a warning: the
 // run's own retries and breakers deal with it. The offline provider has
 // nothing to check.
+//
+// The smallest context length listed is kept: from then on every request
+// that is not answered from the cache is checked before it is sent (see
+// fits), and one whose prompt and token limit do not fit stops the run
+// (a *FatalError wrapping a *ModelError) naming the stage, the prompt's
+// size and the context.
 func (t *Teacher) CheckModels(ctx context.Context) error {
 	if t.cfg.Provider == ProviderOffline || len(t.cfg.Endpoints) == 0 {
 		return nil
@@ -44,6 +51,7 @@ func (t *Teacher) CheckModels(ctx context.Context) error {
 	client := &http.Client{Timeout: 30 * time.Second}
 	limit := max(t.cfg.MaxTokens, t.cfg.MaxCompletionTokens)
 	var probs []string
+	served := 0
 	for _, ep := range t.cfg.Endpoints {
 		base := strings.TrimRight(ep.BaseURL, "/")
 		list, status, err := t.listModels(ctx, client, base)
@@ -65,6 +73,9 @@ func (t *Teacher) CheckModels(ctx context.Context) error {
 				continue
 			}
 			found = true
+			if m.MaxModelLen > 0 && (served == 0 || m.MaxModelLen < served) {
+				served = m.MaxModelLen
+			}
 			if m.MaxModelLen > 0 && limit >= m.MaxModelLen {
 				probs = append(probs, fmt.Sprintf("%s serves %s with a context of %d tokens, which a token limit of %d leaves no room for the prompt in; lower teacher.max_tokens", base, m.ID, m.MaxModelLen, limit))
 			}
@@ -77,7 +88,47 @@ func (t *Teacher) CheckModels(ctx context.Context) error {
 	if len(probs) > 0 {
 		return &ModelError{Problems: probs}
 	}
+	t.contextLen.Store(int64(served))
 	return nil
+}
+
+// messageOverhead is what a chat template adds per message (role markers,
+// separators), in tokens: a generous figure for Llama 3, Qwen and ChatML.
+const messageOverhead = 8
+
+// fits checks that req's prompt and the configured token limit fit the
+// served context length found by CheckModels (nothing is checked before
+// it, or when no endpoint lists one). Tokens are at most bytes, so most
+// prompts are cleared without counting; the others are counted with
+// Options.CountTokens (an estimate: the served model's tokenizer may
+// differ).
+func (t *Teacher) fits(req Request) error {
+	ctxLen := int(t.contextLen.Load())
+	if ctxLen == 0 {
+		return nil
+	}
+	limit := max(t.cfg.MaxTokens, t.cfg.MaxCompletionTokens)
+	n := len(req.Messages) * messageOverhead
+	bytes := n
+	for _, m := range req.Messages {
+		bytes += len(m.Content)
+	}
+	if bytes+limit <= ctxLen {
+		return nil
+	}
+	for _, m := range req.Messages {
+		if t.countTokens != nil {
+			n += t.countTokens(m.Content)
+		} else {
+			n += (len(m.Content) + 3) / 4
+		}
+	}
+	if n+limit <= ctxLen {
+		return nil
+	}
+	return t.stop(&FatalError{Reason: "llm_context_exceeded", Msg: "stopping the run before the request is sent", Err: &ModelError{Problems: []string{fmt.Sprintf(
+		"stage %s: a prompt of about %d tokens (%d bytes, slot %s) and the token limit of %d do not fit the context of %d tokens (max_model_len) that %s is served with; serve a longer context, lower teacher.max_tokens or shorten the stage's input",
+		req.Stage, n, bytes-len(req.Messages)*messageOverhead, req.Slot, limit, ctxLen, t.cfg.Model)}}})
 }
 
 func (t *Teacher) listModels(ctx context.Context, client *http.Client, base string) (modelList, int, error) {

@@ -48,6 +48,9 @@ type Options struct {
 	// the batch files and state are created, renamed, removed and read only
 	// through it.
 	BatchRoot *manifests.Root
+	// CountTokens estimates the tokens of a prompt's text for the context
+	// check (see CheckModels); nil counts four bytes as a token.
+	CountTokens func(string) int
 }
 
 func (o *Options) defaults() {
@@ -90,6 +93,11 @@ type Teacher struct {
 
 	batch *batchRun // nil unless teacher.mode is batch
 	key   string    // the API key ("" for none); never logged or written
+
+	// contextLen is the smallest context length (max_model_len) that an
+	// endpoint lists for the model, found by CheckModels; 0 when unknown.
+	contextLen  atomic.Int64
+	countTokens func(string) int
 }
 
 // NewTeacher checks cfg (after Defaults) and connects nothing yet: the
@@ -102,9 +110,10 @@ func NewTeacher(cfg Config, o Options) (*Teacher, error) {
 		return nil, errors.Join(errs...)
 	}
 	t := &Teacher{
-		cfg:     cfg,
-		log:     o.Log,
-		explain: o.Explain,
+		cfg:         cfg,
+		log:         o.Log,
+		explain:     o.Explain,
+		countTokens: o.CountTokens,
 		rp: retryPolicy{
 			timeout: cfg.Timeout.D(), retries: max(0, cfg.MaxRetries),
 			base: cfg.RetryBase.D(), maxWait: cfg.RetryMax.D(),
@@ -465,6 +474,9 @@ func (s *StageClient) offline(req Request) (Response, error) {
 // released (see pool.run).
 func (s *StageClient) fetch(ctx context.Context, req Request, canon, key []byte) (Response, error) {
 	t := s.t
+	if err := t.fits(req); err != nil {
+		return Response{}, err
+	}
 	if t.batch != nil {
 		return Response{}, s.enqueue(req, canon, key)
 	}

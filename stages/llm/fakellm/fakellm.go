@@ -77,6 +77,10 @@ type Rule struct {
 	Contains string `json:"contains"` // substring of the last user message
 	Regexp   string `json:"regexp"`   // or a regular expression; Answer may use $1…
 	Answer   string `json:"answer"`
+	// Reasoning, when set, is served as the answer's reasoning_content, as
+	// a reasoning model behind vLLM's reasoning parser returns its
+	// thinking; Regexp rules may use $1… in it too.
+	Reasoning string `json:"reasoning"`
 	// FinishReason overrides "stop" (e.g. "length").
 	FinishReason string `json:"finish_reason"`
 	re           *regexp.Regexp
@@ -604,6 +608,9 @@ type chatRequest struct {
 type chatMessage struct {
 	Role    string `json:"role"`
 	Content string `json:"content"`
+	// ReasoningContent is the thinking of a reasoning model, apart from
+	// the answer (vLLM's reasoning parsers, DeepSeek-R1).
+	ReasoningContent string `json:"reasoning_content,omitempty"`
 }
 
 type chatChoice struct {
@@ -668,18 +675,19 @@ func (s *Server) answerChat(body []byte, draw uint64, truncate bool) (any, error
 			last = text
 		}
 	}
-	answer, finish := last, "stop"
+	answer, thinking, finish := last, "", "stop"
 	for _, rule := range s.cfg.Script {
 		if rule.re != nil {
 			if m := rule.re.FindStringSubmatchIndex(last); m != nil {
 				answer = string(rule.re.ExpandString(nil, rule.Answer, last, m))
+				thinking = string(rule.re.ExpandString(nil, rule.Reasoning, last, m))
 			} else {
 				continue
 			}
 		} else if !strings.Contains(last, rule.Contains) {
 			continue
 		} else {
-			answer = rule.Answer
+			answer, thinking = rule.Answer, rule.Reasoning
 		}
 		if rule.FinishReason != "" {
 			finish = rule.FinishReason
@@ -696,10 +704,10 @@ func (s *Server) answerChat(body []byte, draw uint64, truncate bool) (any, error
 	if model == "" {
 		model = s.cfg.Model
 	}
-	completion := tokens(answer)
+	completion := tokens(thinking) + tokens(answer)
 	return chatResponse{
 		ID: fmt.Sprintf("chatcmpl-%016x", draw), Object: "chat.completion", Model: model,
-		Choices: []chatChoice{{Message: chatMessage{Role: "assistant", Content: answer}, FinishReason: finish}},
+		Choices: []chatChoice{{Message: chatMessage{Role: "assistant", Content: answer, ReasoningContent: thinking}, FinishReason: finish}},
 		Usage:   usage{PromptTokens: prompt, CompletionTokens: completion, TotalTokens: prompt + completion},
 	}, nil
 }
