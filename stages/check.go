@@ -13,6 +13,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/augmentdata/augment/manifests"
+	"github.com/augmentdata/augment/stages/contract"
 	"github.com/augmentdata/augment/stages/formats"
 	"github.com/augmentdata/augment/stages/llm"
 	"github.com/augmentdata/augment/stages/record"
@@ -180,14 +181,14 @@ func Check(ctx context.Context, p *Pipeline, o Options, w io.Writer) error {
 		var next []*record.Record
 		for _, rec := range recs {
 			out, err := st.Process(ctx, rec)
-			switch reason, rejected := rejectReason(err); {
+			switch kind, reason := contract.Classify(len(out), err); {
 			case llm.IsFatal(err):
 				fmt.Fprintf(w, "     preview stops here: %v\n", err)
-			case rejected:
+			case kind == contract.Rejected:
 				fmt.Fprintf(w, "     record %s would be rejected: %s (%v)\n", rec.ID, reason, err)
-			case isFilter(err):
+			case kind == contract.Filtered && err != nil:
 				fmt.Fprintf(w, "     record %s would be filtered: %v\n", rec.ID, err)
-			case err != nil:
+			case kind == contract.Stop:
 				return fmt.Errorf("stage %s: %w", spec.Name, err)
 			}
 			next = append(next, out...)

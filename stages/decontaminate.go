@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/augmentdata/augment/stages/contract"
 	"github.com/augmentdata/augment/stages/near"
 	"github.com/augmentdata/augment/stages/record"
 )
@@ -320,5 +321,5 @@ func (ix *benchIndex) Process(ctx context.Context, r *record.Record) ([]*record.
 	if err != nil {
 		return nil, err
 	}
-	return nil, &Reject{Reason: ReasonContaminated, Detail: fmt.Sprintf("%d hit(s) in %s: %s", len(hits), strings.Join(benches, ", "), detail)}
+	return nil, &contract.Reject{Reason: ReasonContaminated, Detail: fmt.Sprintf("%d hit(s) in %s: %s", len(hits), strings.Join(benches, ", "), detail)}
 }

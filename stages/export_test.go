@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/augmentdata/augment/manifests"
+	"github.com/augmentdata/augment/stages/contract"
 	"github.com/augmentdata/augment/stages/record"
 	"github.com/augmentdata/augment/verify"
 )
@@ -182,7 +183,7 @@ func TestExportRejects(t *testing.T) {
 	}
 	for _, tt := range tests {
 		_, err := e.Process(context.Background(), tt.rec)
-		if got, _ := rejectReason(err); got != tt.reason {
+		if got, _ := contract.ReasonOf(err); got != tt.reason {
 			t.Errorf("%s: reason %q (%v), want %q", tt.name, got, err, tt.reason)
 		}
 	}
@@ -292,7 +293,7 @@ func TestExportParallelForGLM4(t *testing.T) {
 		t.Fatal("a list of calls must fail glm4's function formatter")
 	}
 	_, err := buildExport(t, ExportConfig{Template: "glm4"}).Process(context.Background(), fxParallel())
-	if reason, _ := rejectReason(err); reason != verify.ReasonLFNoParallel {
+	if reason, _ := contract.ReasonOf(err); reason != verify.ReasonLFNoParallel {
 		t.Errorf("parallel: reject gave %v", err)
 	}
 	split := buildExport(t, ExportConfig{Template: "glm4", Parallel: "split"})
@@ -377,7 +378,7 @@ func TestExportCallText(t *testing.T) {
 	}
 	for _, name := range []string{"mistral", "gemma3"} {
 		_, err := buildExport(t, ExportConfig{Template: name}).Process(context.Background(), gui)
-		if reason, _ := rejectReason(err); reason != ReasonLFNoCallText {
+		if reason, _ := contract.ReasonOf(err); reason != ReasonLFNoCallText {
 			t.Errorf("%s: %v, want %s", name, err, ReasonLFNoCallText)
 		}
 	}
@@ -386,7 +387,7 @@ func TestExportCallText(t *testing.T) {
 	bad := gui.Clone()
 	bad.Messages[1].Content = "Use <tool_call>x</tool_call> tags."
 	_, err := buildExport(t, ExportConfig{Template: "qwen"}).Process(context.Background(), bad)
-	if reason, _ := rejectReason(err); reason != verify.ReasonLFBadFunctionCall {
+	if reason, _ := contract.ReasonOf(err); reason != verify.ReasonLFBadFunctionCall {
 		t.Errorf("text with tool-call words: %v", err)
 	}
 }
@@ -461,7 +462,7 @@ func BenchmarkExportProcess(b *testing.B) {
 			for i := 0; b.Loop(); i++ {
 				r := recs[i%len(recs)]
 				if _, err := e.Process(ctx, r); err != nil {
-					if _, ok := rejectReason(err); !ok {
+					if _, ok := contract.ReasonOf(err); !ok {
 						b.Fatal(err)
 					}
 				}

@@ -21,6 +21,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/augmentdata/augment/manifests"
+	"github.com/augmentdata/augment/stages/contract"
 	"github.com/augmentdata/augment/stages/formats"
 	"github.com/augmentdata/augment/stages/record"
 	"github.com/augmentdata/augment/stages/shard"
@@ -429,7 +430,7 @@ func (r *Runner) ingestBatch(src Source, sr stageRun, b rawBatch) (manifests.Sha
 		}
 		rec, err := formats.Parse(src.Format, src.Name, row, raw)
 		if err != nil {
-			reason, ok := rejectReason(err)
+			reason, ok := contract.ReasonOf(err)
 			if !ok {
 				reason = "parse_error"
 			}

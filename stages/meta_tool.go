@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"sync"
 
+	"github.com/augmentdata/augment/stages/contract"
 	"github.com/augmentdata/augment/stages/llm"
 	"github.com/augmentdata/augment/stages/record"
 	"github.com/augmentdata/augment/stages/toollib"
@@ -361,10 +362,9 @@ func (ml *metaToolLibrary) index(ctx context.Context, e toollib.Embedder) (*tool
 	}
 	ix, err := toollib.NewIndex(ctx, e, ml.qs, metaToolEmbedBatch)
 	if err != nil {
-		// %v, not %w: a library that cannot be embedded is the run's
-		// problem, not the record's, even when the embedder's error would
-		// reject a record.
-		return nil, fmt.Errorf("meta_tool: embedding the tool library: %v", err)
+		// A library that cannot be embedded is the run's problem, not the
+		// record's, even when the embedder's error would reject a record.
+		return nil, contract.Fatal(fmt.Errorf("meta_tool: embedding the tool library: %w", err))
 	}
 	ml.ix = ix
 	return ix, nil
@@ -456,21 +456,21 @@ func (s *metaToolStage) Process(ctx context.Context, in *record.Record) ([]*reco
 func (s *metaToolStage) collect(p *metaToolPlan) error {
 	for _, t := range p.in.Tools {
 		if t.Name == verify.MetaTool || t.Name == verify.GetUserInput {
-			return Rejectf(MetaToolReservedName, "the record already lists a tool named %q", t.Name)
+			return contract.Rejectf(MetaToolReservedName, "the record already lists a tool named %q", t.Name)
 		}
 	}
 	seen := map[string]bool{}
 	for i, m := range p.in.Messages {
 		for _, c := range m.Calls {
 			if c.Name == verify.MetaTool || c.Name == verify.GetUserInput {
-				return Rejectf(MetaToolReservedName, "messages[%d] already calls %q", i, c.Name)
+				return contract.Rejectf(MetaToolReservedName, "messages[%d] already calls %q", i, c.Name)
 			}
 			if seen[c.Name] {
 				continue
 			}
 			t, ok := p.in.ToolByName(c.Name)
 			if !ok {
-				return Rejectf(MetaToolUnknownCall, "messages[%d] calls %q, which the record does not list", i, c.Name)
+				return contract.Rejectf(MetaToolUnknownCall, "messages[%d] calls %q, which the record does not list", i, c.Name)
 			}
 			seen[c.Name] = true
 			p.invoked = append(p.invoked, t)
@@ -492,7 +492,7 @@ func (s *metaToolStage) invokedQueries(p *metaToolPlan) error {
 	for i, t := range p.invoked {
 		q, err := toollib.QueryOf(t)
 		if err != nil {
-			return Rejectf(MetaToolBadParameters, "invoked %v", err)
+			return contract.Rejectf(MetaToolBadParameters, "invoked %v", err)
 		}
 		qs[i] = q
 	}
@@ -681,7 +681,7 @@ func (s *metaToolStage) distractors(p *metaToolPlan, ml *metaToolLibrary, ix *to
 		out = append(out, t.Clone())
 	}
 	if len(out) < need {
-		return nil, Rejectf(MetaToolFewDistractors, "a hard record needs %d irrelevant tools and %d draws from the %d-tool library found %d", need, budget, n, len(out))
+		return nil, contract.Rejectf(MetaToolFewDistractors, "a hard record needs %d irrelevant tools and %d draws from the %d-tool library found %d", need, budget, n, len(out))
 	}
 	return out, nil
 }

@@ -13,6 +13,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/augmentdata/augment/stages/contract"
 	"github.com/augmentdata/augment/stages/formats"
 	"github.com/augmentdata/augment/stages/record"
 	"github.com/augmentdata/augment/stages/toollib"
@@ -721,7 +722,7 @@ func TestMetaToolFewDistractors(t *testing.T) {
 	cfg := MetaToolConfig{OpenWorldRatio: mtPtr(0), HardRatio: mtPtr(1)}
 	st := mtBuild(t, cfg, mtEnv([]record.Tool{mtTraffic, mtStock}, &mtEmbedder{}))
 	_, err := st.Process(context.Background(), mtSingle("mt:few"))
-	if reason, ok := rejectReason(err); !ok || reason != MetaToolFewDistractors {
+	if reason, ok := contract.ReasonOf(err); !ok || reason != MetaToolFewDistractors {
 		t.Fatalf("err = %v, want reject %s", err, MetaToolFewDistractors)
 	}
 }
@@ -815,7 +816,7 @@ func TestMetaToolRejects(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			_, err := st.Process(context.Background(), tt.in)
-			if reason, ok := rejectReason(err); !ok || reason != tt.want {
+			if reason, ok := contract.ReasonOf(err); !ok || reason != tt.want {
 				t.Errorf("err = %v, want reject %s", err, tt.want)
 			}
 		})
@@ -1082,7 +1083,7 @@ func TestMetaToolRealData(t *testing.T) {
 		for _, in := range recs {
 			outs, err := st.Process(context.Background(), in)
 			if err != nil {
-				reason, ok := rejectReason(err)
+				reason, ok := contract.ReasonOf(err)
 				if !ok {
 					t.Fatalf("%s: %v", in.ID, err)
 				}
@@ -1212,7 +1213,7 @@ func TestMetaToolTwinsRealData(t *testing.T) {
 	for _, in := range recs {
 		outs, err := st.Process(context.Background(), in)
 		if err != nil {
-			reason, ok := rejectReason(err)
+			reason, ok := contract.ReasonOf(err)
 			if !ok {
 				t.Fatalf("%s: %v", in.ID, err)
 			}

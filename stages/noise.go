@@ -16,6 +16,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/augmentdata/augment/prompts"
+	"github.com/augmentdata/augment/stages/contract"
 	"github.com/augmentdata/augment/stages/llm"
 	"github.com/augmentdata/augment/stages/record"
 	"github.com/augmentdata/augment/stages/toollib"
@@ -183,7 +184,7 @@ func (s *noiseStage) Process(ctx context.Context, r *record.Record) ([]*record.R
 			continue
 		}
 		err = fmt.Errorf("messages[%d].calls[%d]: %w", slots[k].msg, slots[k].call, err)
-		if _, ok := rejectReason(err); !ok {
+		if _, ok := contract.ReasonOf(err); !ok {
 			return nil, err
 		}
 		if reject == nil {
@@ -214,7 +215,7 @@ type noiseAnswer struct {
 func (s *noiseStage) rewrite(ctx context.Context, r *record.Record, sl noiseSlot) (json.RawMessage, float64, llm.Response, error) {
 	orig, err := parseMetaToolArgs(r.Messages[sl.msg].Calls[sl.call].Arguments)
 	if err != nil {
-		return nil, 0, llm.Response{}, Rejectf(NoiseBadShape, "the input meta_tool call: %v", err)
+		return nil, 0, llm.Response{}, contract.Rejectf(NoiseBadShape, "the input meta_tool call: %v", err)
 	}
 	callJSON, err := marshalNoEscape(noiseCall{Name: verify.MetaTool, Arguments: orig})
 	if err != nil {
@@ -258,7 +259,7 @@ func (s *noiseStage) rewrite(ctx context.Context, r *record.Record, sl noiseSlot
 			return noiseAnswer{}, err
 		}
 		if sim < s.cfg.Threshold {
-			return noiseAnswer{}, Rejectf(NoiseLowSimilarity, "similarity %.4f to the original is below %.4f", sim, s.cfg.Threshold)
+			return noiseAnswer{}, contract.Rejectf(NoiseLowSimilarity, "similarity %.4f to the original is below %.4f", sim, s.cfg.Threshold)
 		}
 		return noiseAnswer{q, sim}, nil
 	}
@@ -285,22 +286,22 @@ func parseNoiseAnswer(content string, wantParams int) (toollib.Query, error) {
 	if !json.Valid([]byte(body)) {
 		var v any
 		err := json.Unmarshal([]byte(body), &v)
-		return toollib.Query{}, Rejectf(NoiseInvalidJSON, "the answer is not one JSON value: %v", err)
+		return toollib.Query{}, contract.Rejectf(NoiseInvalidJSON, "the answer is not one JSON value: %v", err)
 	}
 	keys, vals, err := toollib.ObjectMembers([]byte(body))
 	if err != nil {
-		return toollib.Query{}, Rejectf(NoiseBadShape, "the answer: %v", err)
+		return toollib.Query{}, contract.Rejectf(NoiseBadShape, "the answer: %v", err)
 	}
 	if err := exactKeys(keys, "name", "arguments"); err != nil {
-		return toollib.Query{}, Rejectf(NoiseBadShape, "the answer: %v", err)
+		return toollib.Query{}, contract.Rejectf(NoiseBadShape, "the answer: %v", err)
 	}
 	var name string
 	if err := json.Unmarshal(vals[indexOf(keys, "name")], &name); err != nil || name != verify.MetaTool {
-		return toollib.Query{}, Rejectf(NoiseBadShape, "the answer's name is %s, want \"meta_tool\"", bytes.TrimSpace(vals[indexOf(keys, "name")]))
+		return toollib.Query{}, contract.Rejectf(NoiseBadShape, "the answer's name is %s, want \"meta_tool\"", bytes.TrimSpace(vals[indexOf(keys, "name")]))
 	}
 	q, err := metaToolArguments(vals[indexOf(keys, "arguments")], wantParams)
 	if err != nil {
-		return toollib.Query{}, Rejectf(NoiseBadShape, "the answer's arguments: %v", err)
+		return toollib.Query{}, contract.Rejectf(NoiseBadShape, "the answer's arguments: %v", err)
 	}
 	return q, nil
 }

@@ -237,14 +237,14 @@ func applySets(b []byte, sets []string) ([]byte, error) {
 		}
 		var v yaml.Node
 		if err := yaml.Unmarshal([]byte(value), &v); err != nil {
-			return nil, fmt.Errorf("-set %q: %v", set, err)
+			return nil, fmt.Errorf("-set %q: %w", set, err)
 		}
 		val := &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!null", Value: ""}
 		if len(v.Content) > 0 {
 			val = v.Content[0]
 		}
 		if err := setPath(doc.Content[0], strings.Split(path, "."), val); err != nil {
-			return nil, fmt.Errorf("-set %q: %v", set, err)
+			return nil, fmt.Errorf("-set %q: %w", set, err)
 		}
 	}
 	return yaml.Marshal(&doc)

@@ -12,6 +12,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/augmentdata/augment/prompts"
+	"github.com/augmentdata/augment/stages/contract"
 	"github.com/augmentdata/augment/stages/formats"
 	"github.com/augmentdata/augment/stages/llm"
 	"github.com/augmentdata/augment/stages/record"
@@ -162,7 +163,7 @@ func (s *reasoner) Process(ctx context.Context, r *record.Record) ([]*record.Rec
 			continue
 		}
 		err = fmt.Errorf("messages[%d]: %w", turns[i], err)
-		if _, ok := rejectReason(err); !ok {
+		if _, ok := contract.ReasonOf(err); !ok {
 			return nil, err
 		}
 		if reject == nil {
@@ -246,13 +247,13 @@ func parseReasonJSON(content string) (string, error) {
 		Reason *string `json:"reason"`
 	}
 	if err := dec.Decode(&v); err != nil {
-		return "", Rejectf(ReasonBadJSON, "answer is not a JSON object with the single key \"reason\": %v", err)
+		return "", contract.Rejectf(ReasonBadJSON, "answer is not a JSON object with the single key \"reason\": %v", err)
 	}
 	if dec.More() {
-		return "", Rejectf(ReasonBadJSON, "answer has text after the JSON object")
+		return "", contract.Rejectf(ReasonBadJSON, "answer has text after the JSON object")
 	}
 	if v.Reason == nil {
-		return "", Rejectf(ReasonBadJSON, "answer has no \"reason\" key")
+		return "", contract.Rejectf(ReasonBadJSON, "answer has no \"reason\" key")
 	}
 	return strings.TrimSpace(*v.Reason), nil
 }
@@ -327,15 +328,15 @@ func newReasonValidator(r *record.Record, k int, maxChars int) *reasonValidator 
 
 func (v *reasonValidator) check(text string) error {
 	if strings.TrimSpace(text) == "" {
-		return Rejectf(ReasonEmpty, "the reasoning is empty")
+		return contract.Rejectf(ReasonEmpty, "the reasoning is empty")
 	}
 	if n := utf8.RuneCountInString(text); n > v.limit {
-		return Rejectf(ReasonTooLong, "the reasoning has %d characters; the cap for this turn is %d", n, v.limit)
+		return contract.Rejectf(ReasonTooLong, "the reasoning has %d characters; the cap for this turn is %d", n, v.limit)
 	}
 	lower := strings.ToLower(text)
 	for _, name := range v.names {
 		if !strings.Contains(lower, strings.ToLower(name)) {
-			return Rejectf(ReasonMissingFunction, "the reasoning does not name the called function %q", name)
+			return contract.Rejectf(ReasonMissingFunction, "the reasoning does not name the called function %q", name)
 		}
 	}
 	scrubbed := text
@@ -346,7 +347,7 @@ func (v *reasonValidator) check(text string) error {
 	}
 	for _, p := range paramMentions(scrubbed) {
 		if !v.defined[p] {
-			return Rejectf(ReasonInventedParameter, "the reasoning mentions parameter %q, which %s does not define", p, strings.Join(quoteAll(v.names), " / "))
+			return contract.Rejectf(ReasonInventedParameter, "the reasoning mentions parameter %q, which %s does not define", p, strings.Join(quoteAll(v.names), " / "))
 		}
 	}
 	return nil

@@ -26,6 +26,7 @@ import (
 	"github.com/augmentdata/augment/manifests"
 	"github.com/augmentdata/augment/prompts"
 	"github.com/augmentdata/augment/report"
+	"github.com/augmentdata/augment/stages/contract"
 	"github.com/augmentdata/augment/stages/llm"
 	"github.com/augmentdata/augment/stages/record"
 	"github.com/augmentdata/augment/stages/shard"
@@ -574,10 +575,8 @@ func (r *Runner) runShard(ctx context.Context, sr stageRun, st Stage, sink Sink,
 		}
 		g.Go(func() error {
 			out, err := safeProcess(gctx, st, rec)
-			if err != nil {
-				if _, ok := rejectReason(err); !ok && !isFilter(err) && !isPending(err) {
-					return fmt.Errorf("record %s: %w", rec.ID, err)
-				}
+			if kind, _ := contract.Classify(len(out), err); kind == contract.Stop && !isPending(err) {
+				return fmt.Errorf("record %s: %w", rec.ID, err)
 			}
 			outs[i], errs[i] = out, err
 			prog.add(1)
@@ -596,19 +595,14 @@ func (r *Runner) runShard(ctx context.Context, sr stageRun, st Stage, sink Sink,
 	var kept []*record.Record
 	var rejects []shard.Reject
 	for i, rec := range recs {
-		var f *Filter
-		switch {
-		case errors.As(errs[i], &f):
-			sh.Filtered = incr(sh.Filtered, f.Reason)
-		case errs[i] != nil:
-			reason, _ := rejectReason(errs[i])
+		switch kind, reason := contract.Classify(len(outs[i]), errs[i]); kind {
+		case contract.Filtered:
+			sh.Filtered = incr(sh.Filtered, reason)
+		case contract.Rejected:
 			sh.Rejected = incr(sh.Rejected, reason)
 			rejects = append(rejects, shard.Reject{Stage: sr.name, ID: rec.ID, Source: rec.Source, Row: rec.Row,
 				Reason: reason, Detail: errs[i].Error(), Record: rec})
 		default:
-			if len(outs[i]) == 0 {
-				sh.Filtered = incr(sh.Filtered, "empty")
-			}
 			sh.Added += int64(max(0, len(outs[i])-1))
 			for _, o := range outs[i] {
 				// A record Parquet or DuckDB could not hold (text that is not
@@ -672,15 +666,10 @@ func safeProcess(ctx context.Context, st Stage, rec *record.Record) (out []*reco
 			buf := make([]byte, 4096)
 			buf = buf[:runtime.Stack(buf, false)]
 			slog.Error("stage panicked (a bug; the record is rejected)", "record", rec.ID, "panic", p, "stack", string(buf))
-			out, err = nil, Rejectf("internal_error", "stage panicked: %v", p)
+			out, err = nil, contract.Rejectf("internal_error", "stage panicked: %v", p)
 		}
 	}()
 	return st.Process(ctx, rec)
-}
-
-func isFilter(err error) bool {
-	var f *Filter
-	return errors.As(err, &f)
 }
 
 func incr(m map[string]int64, k string) map[string]int64 {

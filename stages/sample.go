@@ -10,6 +10,7 @@ import (
 	"hash/fnv"
 	"slices"
 
+	"github.com/augmentdata/augment/stages/contract"
 	"github.com/augmentdata/augment/stages/record"
 )
 
@@ -156,11 +157,11 @@ func (s *sampler) Process(_ context.Context, r *record.Record) ([]*record.Record
 	case q < 0 && s.cfg.KeepUnmatched:
 		return []*record.Record{r}, nil
 	case q < 0:
-		return nil, &Filter{Reason: "unmatched"}
+		return nil, &contract.Filter{Reason: "unmatched"}
 	case s.keep[r.ID]:
 		return []*record.Record{r}, nil
 	default:
-		return nil, &Filter{Reason: "quota_full"}
+		return nil, &contract.Filter{Reason: "quota_full"}
 	}
 }
 

@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 
 	"github.com/augmentdata/augment/prompts"
+	"github.com/augmentdata/augment/stages/contract"
 	"github.com/augmentdata/augment/stages/formats"
 	"github.com/augmentdata/augment/stages/llm"
 	"github.com/augmentdata/augment/stages/record"
@@ -269,7 +270,7 @@ type tdcTry struct {
 func (s *toolDC) Process(ctx context.Context, r *record.Record) ([]*record.Record, error) {
 	k := toolDCTarget(r.Messages)
 	if k < 0 {
-		return nil, &Filter{Reason: ToolDCNoTargetTurn}
+		return nil, &contract.Filter{Reason: ToolDCNoTargetTurn}
 	}
 	gold := r.Messages[k].Calls
 	own, err := tdcDistinctTools(r.Tools)
@@ -278,7 +279,7 @@ func (s *toolDC) Process(ctx context.Context, r *record.Record) ([]*record.Recor
 	}
 	for i, c := range gold {
 		if ps := verify.CheckCall(own, c); len(ps) > 0 {
-			return nil, Rejectf(ToolDCGoldInvalid, "gold call %d (%s): %s", i, c.Name, ps[0].Msg)
+			return nil, contract.Rejectf(ToolDCGoldInvalid, "gold call %d (%s): %s", i, c.Name, ps[0].Msg)
 		}
 	}
 	rng := s.env.Rand(r.ID)
@@ -315,7 +316,7 @@ func (s *toolDC) Process(ctx context.Context, r *record.Record) ([]*record.Recor
 			continue
 		}
 		err := fmt.Errorf("try %s: %w", groups[i].slot, t.err)
-		if _, ok := rejectReason(err); !ok {
+		if _, ok := contract.ReasonOf(err); !ok {
 			return nil, err
 		}
 		if reject == nil {
@@ -349,11 +350,11 @@ func (s *toolDC) Process(ctx context.Context, r *record.Record) ([]*record.Recor
 		}
 	}
 	if len(valid) == 0 {
-		return nil, Rejectf(ToolDCNoValidCandidate, "%d Try requests gave %d candidate calls, none passed the check", len(groups), len(candidates))
+		return nil, contract.Rejectf(ToolDCNoValidCandidate, "%d Try requests gave %d candidate calls, none passed the check", len(groups), len(candidates))
 	}
 	for _, c := range gold {
 		if !validName[c.Name] {
-			return nil, Rejectf(ToolDCMissedGoldTool, "gold function %q is not among the valid tools %s", c.Name, tdcNames(valid))
+			return nil, contract.Rejectf(ToolDCMissedGoldTool, "gold function %q is not among the valid tools %s", c.Name, tdcNames(valid))
 		}
 	}
 
@@ -362,14 +363,14 @@ func (s *toolDC) Process(ctx context.Context, r *record.Record) ([]*record.Recor
 		return nil, fmt.Errorf("retry: %w", err)
 	}
 	if len(calls) == 0 {
-		return nil, Rejectf(ToolDCRetryNoCall, "the Retry over %s made no call", tdcNames(valid))
+		return nil, contract.Rejectf(ToolDCRetryNoCall, "the Retry over %s made no call", tdcNames(valid))
 	}
 	if m := verify.MatchCalls(cands, gold, calls); !m.OK {
 		var msgs []string
 		for _, p := range m.Problems {
 			msgs = append(msgs, p.Kind+": "+p.Msg)
 		}
-		return nil, Rejectf(ToolDCRetryMismatch, "Retry %s does not match the gold calls: %s", formats.PrintPyCalls(calls), strings.Join(msgs, "; "))
+		return nil, contract.Rejectf(ToolDCRetryMismatch, "Retry %s does not match the gold calls: %s", formats.PrintPyCalls(calls), strings.Join(msgs, "; "))
 	}
 
 	system, body, err := s.renderTrace(formats.PrintPyCalls(candidates), tdcNames(valid), formats.PrintPyCalls(calls))
@@ -479,7 +480,7 @@ func tdcDistinctTools(tools []record.Tool) ([]record.Tool, error) {
 		key := tdcDefKey(t)
 		if prev, ok := byName[t.Name]; ok {
 			if prev != key {
-				return nil, Rejectf(ToolDCAmbiguousTool, "two different tools are named %q", t.Name)
+				return nil, contract.Rejectf(ToolDCAmbiguousTool, "two different tools are named %q", t.Name)
 			}
 			continue
 		}
@@ -648,7 +649,7 @@ func (s *toolDC) retryCalls(ctx context.Context, c llm.Client, id string, valid 
 	return llm.Ask(ctx, c, req, s.cfg.Attempts, func(content string) ([]record.Call, error) {
 		calls, err := parseToolDCAnswer(content)
 		if err != nil {
-			return nil, Rejectf(ToolDCRetryBadSyntax, "%v", err)
+			return nil, contract.Rejectf(ToolDCRetryBadSyntax, "%v", err)
 		}
 		return calls, nil
 	})
@@ -746,7 +747,7 @@ func tdcToolsJSON(tools []record.Tool) (string, error) {
 	b.WriteString("[")
 	for i, t := range tools {
 		if !json.Valid(t.Parameters) {
-			return "", Rejectf(ToolDCBadToolSchema, "parameters of tool %q are not JSON", t.Name)
+			return "", contract.Rejectf(ToolDCBadToolSchema, "parameters of tool %q are not JSON", t.Name)
 		}
 		line, err := prompts.JSON(fn{t.Name, t.Description, t.Parameters}, "")
 		if err != nil {

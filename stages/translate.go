@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/augmentdata/augment/stages/contract"
 	"github.com/augmentdata/augment/stages/record"
 	"github.com/augmentdata/augment/translate"
 	"github.com/augmentdata/augment/verify"
@@ -79,7 +80,7 @@ func (t *translator) Concurrency() int { return max(1, t.env.Capacity) }
 func (t *translator) Process(ctx context.Context, r *record.Record) ([]*record.Record, error) {
 	out, err := t.Stage.Process(ctx, r)
 	if f, ok := errors.AsType[*translate.Filtered](err); ok {
-		return nil, &Filter{Reason: f.Reason}
+		return nil, &contract.Filter{Reason: f.Reason}
 	}
 	for _, o := range out {
 		if o != r && len(o.Lineage) > 0 && o.Lineage[len(o.Lineage)-1].Stage == "translate" {

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/augmentdata/augment/prompts"
+	"github.com/augmentdata/augment/stages/contract"
 	"github.com/augmentdata/augment/stages/record"
 	"github.com/augmentdata/augment/verify"
 )
@@ -263,10 +264,10 @@ func (s *verifyStage) Process(ctx context.Context, r *record.Record) ([]*record.
 		if err != nil {
 			return nil, err
 		}
-		return nil, &Reject{Reason: "verify:" + failed[0], Detail: fmt.Sprintf("%d problem(s): %s", len(problems), detail)}
+		return nil, &contract.Reject{Reason: "verify:" + failed[0], Detail: fmt.Sprintf("%d problem(s): %s", len(problems), detail)}
 	}
 	if tooLong {
-		return nil, Rejectf(TooLong, "%d tokens, more than max_tokens %d", tokens, s.cfg.MaxTokens)
+		return nil, contract.Rejectf(TooLong, "%d tokens, more than max_tokens %d", tokens, s.cfg.MaxTokens)
 	}
 	out := r
 	change := func() {

@@ -17,7 +17,7 @@ import (
 // their bytes; so does all JSON around a converted string. The clone is
 // tagged lang=zh-TW with a rule lineage step. Arguments or results that are
 // not valid JSON are left as they are (Record rejects such sources). A
-// conversion that does not read back to its source gives a *Reject with
+// conversion that does not read back to its source gives a *contract.Reject with
 // ReasonConversionDamaged.
 func Convert(r *record.Record) (*record.Record, error) {
 	out := r.Clone()

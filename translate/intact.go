@@ -203,7 +203,7 @@ func (rb *readBack) relatedRun(src, key []rune) bool {
 // characters that phrase matching left behind are converted one by one
 // (OpenCC keeps the proper name 恒生 inside 永恒生命, leaving 恒, which
 // Taiwan writes 恆). Strings without Han characters, or not valid UTF-8, are
-// returned as they are. A damaged conversion gives a *Reject with
+// returned as they are. A damaged conversion gives a *contract.Reject with
 // ReasonConversionDamaged.
 func convertText(s string, repair bool) (string, error) {
 	if !hasHan(s) || !utf8.ValidString(s) {

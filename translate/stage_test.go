@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/augmentdata/augment/stages/contract"
 	"github.com/augmentdata/augment/stages/record"
 )
 
@@ -217,7 +218,7 @@ func TestStageConvertMixedInput(t *testing.T) {
 		t.Errorf("count 2 converted %v", got)
 	}
 	// Record itself still says why it cannot convert.
-	var rej *Reject
+	var rej *contract.Reject
 	if _, err := s.t.Record(t.Context(), en); !errors.As(err, &rej) || rej.RejectReason() != ReasonNotChinese {
 		t.Errorf("Record on English text: %v", err)
 	}

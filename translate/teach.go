@@ -8,6 +8,7 @@ import (
 	"strings"
 	"unicode"
 
+	"github.com/augmentdata/augment/stages/contract"
 	"github.com/augmentdata/augment/stages/llm"
 	"github.com/augmentdata/augment/stages/record"
 	"github.com/augmentdata/augment/verify"
@@ -71,7 +72,7 @@ func (t *Translator) teach(ctx context.Context, r *record.Record) (*record.Recor
 			feedback = append(feedback, p.String())
 		}
 	}
-	return nil, &Reject{
+	return nil, &contract.Reject{
 		Reason: last[0].reason,
 		Detail: fmt.Sprintf("no acceptable answer in %d attempt(s); last answer: %s", t.cfg.Attempts, joinProblems(last)),
 	}
@@ -279,7 +280,7 @@ func pairCost(origName, ansName string, w walker) float64 {
 
 // build makes the translated record: a clone of the source whose text
 // fields and free-text strings are the answer's, converted with s2twp. A
-// damaged conversion (see intact.go) gives a *Reject: the converter's
+// damaged conversion (see intact.go) gives a *contract.Reject: the converter's
 // fault, not the teacher's, so it is not re-asked.
 func (c *checker) build(a *answer, calls [][]callPair, results [][][]freeLeaf) (*record.Record, error) {
 	var err error

@@ -217,7 +217,7 @@ func strictObject(answer string, v any) error {
 	d := json.NewDecoder(strings.NewReader(s))
 	d.UseNumber()
 	if err := d.Decode(v); err != nil {
-		return fmt.Errorf("the answer is not a valid JSON object: %v", err)
+		return fmt.Errorf("the answer is not a valid JSON object: %w", err)
 	}
 	if strings.TrimSpace(s[d.InputOffset():]) != "" {
 		return errors.New("the answer has text after the JSON object")

@@ -2,8 +2,8 @@ package llm
 
 import (
 	"context"
-	"errors"
 	"fmt"
+	"github.com/augmentdata/augment/stages/contract"
 	"slices"
 )
 
@@ -54,9 +54,8 @@ func Ask[T any](ctx context.Context, c Client, req Request, attempts int, parse 
 				return v, resp, nil
 			}
 			reason, last = "llm_invalid_answer", perr
-			var rr interface{ RejectReason() string }
-			if errors.As(perr, &rr) && rr.RejectReason() != "" {
-				reason = rr.RejectReason()
+			if r, ok := contract.ReasonOf(perr); ok && r != "" {
+				reason = r
 			}
 			if resp.Provider == ProviderOffline {
 				return zero, resp, &AnswerError{Reason: reason, Stage: cur.Stage, Slot: cur.Slot, Attempts: i + 1, Err: perr}

@@ -22,6 +22,7 @@ import (
 	"golang.org/x/sync/singleflight"
 
 	"github.com/augmentdata/augment/manifests"
+	"github.com/augmentdata/augment/stages/contract"
 )
 
 // Options are the run-level settings of NewTeacher and NewEmbedder.
@@ -449,8 +450,7 @@ func (s *StageClient) offline(req Request) (Response, error) {
 	}
 	content, err := req.Offline()
 	if err != nil {
-		var rr interface{ RejectReason() string }
-		if errors.As(err, &rr) {
+		if _, ok := contract.ReasonOf(err); ok {
 			return Response{}, err
 		}
 		return Response{}, &AnswerError{Reason: "llm_offline_failed", Stage: req.Stage, Slot: req.Slot, Attempts: 1, Err: err}
