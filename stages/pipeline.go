@@ -12,7 +12,6 @@ package stages
 
 import (
 	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -758,29 +757,6 @@ func (p *Pipeline) Resolve(path string) string {
 		return path
 	}
 	return filepath.Join(p.Dir(), path)
-}
-
-// teacherFingerprint covers the teacher settings that change answers: not
-// endpoints, concurrency, timeouts or prices, so adding a replica or raising
-// a limit reruns nothing.
-func teacherFingerprint(c llm.Config) string {
-	b, _ := json.Marshal(struct {
-		Provider, Model, StructuredOutput string
-		Temperature, TopP                 *float64
-		MaxTokens                         int
-		Seed                              *int
-		// Omitted when unset, so fingerprints of runs without them stay.
-		MaxCompletionTokens int            `json:",omitempty"`
-		ReasoningEffort     string         `json:",omitempty"`
-		ExtraBody           map[string]any `json:",omitempty"`
-	}{c.Provider, c.Model, c.StructuredOutput, c.Temperature, c.TopP, c.MaxTokens, c.Seed,
-		c.MaxCompletionTokens, c.ReasoningEffort, c.ExtraBody})
-	return string(b)
-}
-
-// embedderFingerprint covers the embedder settings that change vectors.
-func embedderFingerprint(c llm.EmbedderConfig) string {
-	return fmt.Sprintf("%s/%s/%d", c.Provider, c.Model, c.Dimensions)
 }
 
 // Effective renders the pipeline with every default applied: what the run

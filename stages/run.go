@@ -237,7 +237,7 @@ func (r *Runner) fingerprint(typ string, version int, cfg any, env *Env, extra .
 		for _, name := range slices.Sorted(mapsKeys(env.prompts)) {
 			fmt.Fprintf(h, "prompt %s=%s\n", name, env.prompts[name])
 		}
-		fmt.Fprintf(h, "teacher=%s\nembedder=%s\n", teacherFingerprint(r.p.Teacher), embedderFingerprint(r.p.Embedder))
+		fmt.Fprintf(h, "teacher=%s\nembedder=%s\n", r.p.Teacher.Fingerprint(), r.p.Embedder.Fingerprint())
 	}
 	for _, e := range extra {
 		fmt.Fprintf(h, "%s\n", e)
