@@ -7,7 +7,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"io"
 	"maps"
 	"os"
@@ -474,14 +473,10 @@ func (r *Runner) ingestBatch(src Source, sr stageRun, b rawBatch) (manifests.Sha
 // keepFraction decides, from the seed and the row's identity only, whether a
 // row survives a source's fraction.
 func keepFraction(seed uint64, source string, row int64, fraction float64) bool {
-	h := fnv.New64a()
-	var b [16]byte
-	binary.LittleEndian.PutUint64(b[:8], seed)
-	binary.LittleEndian.PutUint64(b[8:], uint64(row))
-	h.Write(b[:])
-	h.Write([]byte(source))
 	if fraction >= 1 {
 		return true
 	}
-	return float64(h.Sum64()>>11)/float64(1<<53) < fraction
+	var b [8]byte
+	binary.LittleEndian.PutUint64(b[:], uint64(row))
+	return float64(seedHash(seed, string(b[:]), source)>>11)/float64(1<<53) < fraction
 }

@@ -1,7 +1,6 @@
 package stages
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -373,17 +372,11 @@ func (ml *metaToolLibrary) index(ctx context.Context, e toollib.Embedder) (*tool
 // find returns the library index of a tool with t's exact definition, or -1.
 func (ml *metaToolLibrary) find(t record.Tool) int {
 	for _, i := range ml.lib.Named(t.Name) {
-		if sameDefinition(ml.lib.Tools[i], t) {
+		if toollib.SameDefinition(ml.lib.Tools[i], t) {
 			return i
 		}
 	}
 	return -1
-}
-
-// sameDefinition reports whether two tools describe the same function,
-// whatever their names.
-func sameDefinition(a, b record.Tool) bool {
-	return a.Description == b.Description && bytes.Equal(a.Parameters, b.Parameters)
 }
 
 // metaToolPlan is one record's draw and derived facts.
@@ -692,7 +685,7 @@ func (s *metaToolStage) distractors(p *metaToolPlan, ml *metaToolLibrary, ix *to
 // either direction.
 func (s *metaToolStage) standsIn(p *metaToolPlan, cand record.Tool, v *toollib.Vectors) bool {
 	for k, t := range p.invoked {
-		if sameDefinition(t, cand) || toollib.NearTwins(t, cand, lexicalTwinEmbedding, s.twin) {
+		if toollib.SameDefinition(t, cand) || toollib.NearTwins(t, cand, lexicalTwinEmbedding, s.twin) {
 			return true
 		}
 		if v == nil || p.vecs == nil {
@@ -801,7 +794,7 @@ func (s *metaToolStage) metaResult(ctx context.Context, p *metaToolPlan, k int, 
 		names := map[string]bool{}
 		for _, h := range hits {
 			t := ml.lib.Tools[h.Doc]
-			if names[t.Name] || sameDefinition(t, target) {
+			if names[t.Name] || toollib.SameDefinition(t, target) {
 				continue
 			}
 			if j, ok := returned[t.Name]; ok && j != h.Doc {

@@ -267,11 +267,11 @@ func mtCheck(t *testing.T, cfg MetaToolConfig, in, out *record.Record) {
 			orig, inInput := in.ToolByName(tl.Name)
 			for _, name := range invoked {
 				inv, _ := in.ToolByName(name)
-				if tl.Name != name && sameDefinition(tl, inv) {
+				if tl.Name != name && toollib.SameDefinition(tl, inv) {
 					t.Errorf("%s: distractor %q repeats invoked %q", in.ID, tl.Name, name)
 				}
 			}
-			if inInput && !sameDefinition(orig, tl) {
+			if inInput && !toollib.SameDefinition(orig, tl) {
 				t.Errorf("%s: tool %q changed definition", in.ID, tl.Name)
 			}
 		}
@@ -366,7 +366,7 @@ func mtCheck(t *testing.T, cfg MetaToolConfig, in, out *record.Record) {
 				}
 				names[tl.Name] = true
 				if tl.Name == target {
-					found = sameDefinition(tl, def)
+					found = toollib.SameDefinition(tl, def)
 				} else if listed[tl.Name] || slices.Contains(invoked, tl.Name) {
 					t.Errorf("%s: result returns %q, which clashes with a listed or invoked tool", in.ID, tl.Name)
 				}
@@ -1158,7 +1158,7 @@ func TestMetaToolTwinsRealData(t *testing.T) {
 			for _, c := range m.Calls {
 				if tl, ok := r.ToolByName(c.Name); ok {
 					for _, i := range lib.Named(tl.Name) {
-						if sameDefinition(lib.Tools[i], tl) {
+						if toollib.SameDefinition(lib.Tools[i], tl) {
 							invoked[i] = true
 						}
 					}
@@ -1180,7 +1180,7 @@ func TestMetaToolTwinsRealData(t *testing.T) {
 			if c.Name == lib.Tools[i].Name {
 				continue
 			}
-			if sameDefinition(lib.Tools[i], c) || toollib.Score(0.5, vecs[i], vecs[j]) > cfg.DistractorMaxSimilarity ||
+			if toollib.SameDefinition(lib.Tools[i], c) || toollib.Score(0.5, vecs[i], vecs[j]) > cfg.DistractorMaxSimilarity ||
 				toollib.Score(0.5, vecs[j], vecs[i]) > cfg.DistractorMaxSimilarity {
 				old[c.Name] = true
 			} else if toollib.NearTwins(lib.Tools[i], c, lexicalTwinEmbedding, *cfg.TwinDescriptionSimilarity) {

@@ -282,7 +282,7 @@ func parseMetaToolArgs(raw json.RawMessage) (toollib.Query, error) {
 // parseNoiseAnswer checks a teacher's answer (see NoiseConfig) and returns
 // the rewritten arguments; wantParams is the original's parameter count.
 func parseNoiseAnswer(content string, wantParams int) (toollib.Query, error) {
-	body := noiseStripFence(content)
+	body := stripCodeFence(content)
 	if !json.Valid([]byte(body)) {
 		var v any
 		err := json.Unmarshal([]byte(body), &v)
@@ -373,22 +373,6 @@ func indexOf(list []string, s string) int {
 		}
 	}
 	return -1
-}
-
-// noiseStripFence returns the body of a ``` fenced block (language tag
-// dropped) if s is one, else s trimmed.
-func noiseStripFence(s string) string {
-	s = strings.TrimSpace(s)
-	if len(s) < 6 || !strings.HasPrefix(s, "```") || !strings.HasSuffix(s, "```") {
-		return s
-	}
-	s = strings.TrimSuffix(s[3:], "```")
-	if nl := strings.IndexByte(s, '\n'); nl >= 0 {
-		s = s[nl+1:]
-	} else {
-		return strings.TrimSpace(s)
-	}
-	return strings.TrimSpace(s)
 }
 
 // standIn is the offline teacher (see NoiseConfig); simTo scores a

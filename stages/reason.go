@@ -258,20 +258,6 @@ func parseReasonJSON(content string) (string, error) {
 	return strings.TrimSpace(*v.Reason), nil
 }
 
-// stripCodeFence returns the body of a ``` fenced block if s is one (the
-// language tag after the opening fence is dropped), else s trimmed.
-func stripCodeFence(s string) string {
-	s = strings.TrimSpace(s)
-	if !strings.HasPrefix(s, "```") || !strings.HasSuffix(s, "```") || len(s) < 6 {
-		return s
-	}
-	s = strings.TrimSuffix(s[3:], "```")
-	if nl := strings.IndexByte(s, '\n'); nl >= 0 {
-		s = s[nl+1:]
-	}
-	return strings.TrimSpace(s)
-}
-
 func reasonJSON(text string) string {
 	b, _ := marshalNoEscape(map[string]string{"reason": text})
 	return string(b)
@@ -547,96 +533,6 @@ func retrievedTools(msgs []record.Message) []record.Tool {
 		}
 	}
 	return out
-}
-
-// promptToolsJSON renders tools as an indented JSON list in the OpenAI function
-// shape (the response schema is left out: the teacher does not need it).
-func promptToolsJSON(tools []record.Tool) string {
-	type fn struct {
-		Name        string          `json:"name"`
-		Description string          `json:"description"`
-		Parameters  json.RawMessage `json:"parameters"`
-	}
-	list := make([]fn, len(tools))
-	for i, t := range tools {
-		p := t.Parameters
-		if !json.Valid(p) {
-			p = json.RawMessage(`{}`)
-		}
-		list[i] = fn{t.Name, t.Description, p}
-	}
-	return indentJSON(list)
-}
-
-// promptCallsJSON renders calls as an indented JSON list of {"name", "arguments"}.
-func promptCallsJSON(calls []record.Call) string {
-	type call struct {
-		Name      string          `json:"name"`
-		Arguments json.RawMessage `json:"arguments"`
-	}
-	list := make([]call, len(calls))
-	for i, c := range calls {
-		list[i] = call{c.Name, validJSONOr(c.Arguments, "{}")}
-	}
-	return indentJSON(list)
-}
-
-func validJSONOr(b json.RawMessage, fallback string) json.RawMessage {
-	if len(b) == 0 || !json.Valid(b) {
-		return json.RawMessage(fallback)
-	}
-	return b
-}
-
-func indentJSON(v any) string {
-	b, err := marshalNoEscape(v)
-	if err != nil {
-		return "[]"
-	}
-	var buf bytes.Buffer
-	if json.Indent(&buf, b, "", "  ") != nil {
-		return string(b)
-	}
-	return buf.String()
-}
-
-// renderDialogue renders a system prompt (if not empty) and messages for a
-// prompt, one block per message: "[SYSTEM] …", "[USER] …", "[ASSISTANT] …",
-// "[ASSISTANT CALLS] [json]", "[TOOL RESULT name] …". Reasoning is not shown.
-func renderDialogue(system string, msgs []record.Message) string {
-	var b strings.Builder
-	block := func(label, text string) {
-		if b.Len() > 0 {
-			b.WriteString("\n\n")
-		}
-		b.WriteString("[" + label + "] " + strings.TrimSpace(text))
-	}
-	if strings.TrimSpace(system) != "" {
-		block("SYSTEM", system)
-	}
-	for _, m := range msgs {
-		switch m.Role {
-		case record.RoleAssistant:
-			if m.Content != "" || len(m.Calls) == 0 {
-				block("ASSISTANT", m.Content)
-			}
-			if len(m.Calls) > 0 {
-				c := promptCallsJSON(m.Calls)
-				var compact bytes.Buffer
-				if json.Compact(&compact, []byte(c)) == nil {
-					c = compact.String()
-				}
-				block("ASSISTANT CALLS", c)
-			}
-		case record.RoleTool:
-			for _, res := range m.Results {
-				block("TOOL RESULT "+res.Name, res.Content)
-			}
-		default:
-			block(strings.ToUpper(m.Role), m.Content)
-		}
-	}
-	return b.String()
 }
 
 // reasonStandIn writes the offline stand-in reasoning for call turn k in the

@@ -4,10 +4,8 @@ import (
 	"container/heap"
 	"context"
 	"crypto/sha256"
-	"encoding/binary"
 	"encoding/hex"
 	"fmt"
-	"hash/fnv"
 	"slices"
 
 	"github.com/augmentdata/augment/stages/contract"
@@ -90,14 +88,7 @@ func (s *sampler) quotaOf(r *record.Record) int {
 	return -1
 }
 
-func (s *sampler) rank(id string) uint64 {
-	h := fnv.New64a()
-	var b [8]byte
-	binary.LittleEndian.PutUint64(b[:], s.seed)
-	h.Write(b[:])
-	h.Write([]byte(id))
-	return h.Sum64()
-}
+func (s *sampler) rank(id string) uint64 { return seedHash(s.seed, id) }
 
 // Plan keeps, per quota, the n smallest ranks seen (a bounded max-heap), so
 // memory grows with the quotas, not with the input.

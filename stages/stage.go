@@ -94,15 +94,23 @@ type Env struct {
 // the record ID, so a record's random choices do not depend on which other
 // records exist or in which order they are processed.
 func (e *Env) Rand(id string) *rand.Rand {
+	s := seedHash(e.Seed, e.Stage, "\x00", id)
+	return rand.New(rand.NewPCG(s, s^0x9e3779b97f4a7c15))
+}
+
+// seedHash is the one recipe for a choice that must depend on the pipeline
+// seed and a record's (or row's) identity only, never on order or on which
+// other records exist: FNV-1a over the seed as 8 little-endian bytes, then
+// parts as they are. Env.Rand, a source's fraction and sample ranks use it.
+func seedHash(seed uint64, parts ...string) uint64 {
 	h := fnv.New64a()
 	var b [8]byte
-	binary.LittleEndian.PutUint64(b[:], e.Seed)
+	binary.LittleEndian.PutUint64(b[:], seed)
 	h.Write(b[:])
-	h.Write([]byte(e.Stage))
-	h.Write([]byte{0})
-	h.Write([]byte(id))
-	s := h.Sum64()
-	return rand.New(rand.NewPCG(s, s^0x9e3779b97f4a7c15))
+	for _, p := range parts {
+		h.Write([]byte(p))
+	}
+	return h.Sum64()
 }
 
 // Count adds n to the counter key of the shard being processed. The runner

@@ -1,9 +1,7 @@
 package stages
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -477,7 +475,7 @@ func tdcDistinctTools(tools []record.Tool) ([]record.Tool, error) {
 	var out []record.Tool
 	byName := map[string]string{}
 	for _, t := range tools {
-		key := tdcDefKey(t)
+		key := toollib.DefKey(t)
 		if prev, ok := byName[t.Name]; ok {
 			if prev != key {
 				return nil, contract.Rejectf(ToolDCAmbiguousTool, "two different tools are named %q", t.Name)
@@ -488,16 +486,6 @@ func tdcDistinctTools(tools []record.Tool) ([]record.Tool, error) {
 		out = append(out, t)
 	}
 	return out, nil
-}
-
-// tdcDefKey identifies a tool's definition apart from its name.
-func tdcDefKey(t record.Tool) string {
-	var b bytes.Buffer
-	if json.Compact(&b, t.Parameters) != nil {
-		b.Reset()
-		b.Write(t.Parameters)
-	}
-	return t.Description + "\x00" + b.String()
 }
 
 // candidateSet returns T, shuffled (see ToolDCConfig).
@@ -547,14 +535,14 @@ func tdcDistractors(lib *toollib.Library, set []record.Tool, need int, rng *rand
 	defs := map[string]bool{}
 	for _, t := range set {
 		names[t.Name] = true
-		defs[tdcDefKey(t)] = true
+		defs[toollib.DefKey(t)] = true
 	}
 	var picked []record.Tool
 	tried := map[int]bool{}
 	consider := func(i int) {
 		tried[i] = true
 		t := lib.Tools[i]
-		key := tdcDefKey(t)
+		key := toollib.DefKey(t)
 		if names[t.Name] || defs[key] {
 			return
 		}
@@ -659,7 +647,7 @@ func (s *toolDC) retryCalls(ctx context.Context, c llm.Client, id string, valid 
 // the oracle: it answers with the gold calls of the listed tools, in gold
 // order, or [] when none is listed.
 func (s *toolDC) request(t *prompts.Template, slot string, tools []record.Tool, question, system string, gold []record.Call) (llm.Request, error) {
-	list, err := tdcToolsJSON(tools)
+	list, err := promptToolLines(tools, ToolDCBadToolSchema)
 	if err != nil {
 		return llm.Request{}, err
 	}
@@ -732,35 +720,6 @@ func (s *toolDC) renderTrace(candidates, valid, final string) (system, body stri
 		return "", "", fmt.Errorf("prompt %s: no assistant section, or it renders empty; it is the reasoning of the trace", s.trace.Name)
 	}
 	return system, body, nil
-}
-
-// tdcToolsJSON renders tools as the JSON list the prompts show, in the
-// OpenAI function shape, one compact object per line; a tool whose
-// parameters are not JSON rejects the record.
-func tdcToolsJSON(tools []record.Tool) (string, error) {
-	type fn struct {
-		Name        string          `json:"name"`
-		Description string          `json:"description"`
-		Parameters  json.RawMessage `json:"parameters"`
-	}
-	var b strings.Builder
-	b.WriteString("[")
-	for i, t := range tools {
-		if !json.Valid(t.Parameters) {
-			return "", contract.Rejectf(ToolDCBadToolSchema, "parameters of tool %q are not JSON", t.Name)
-		}
-		line, err := prompts.JSON(fn{t.Name, t.Description, t.Parameters}, "")
-		if err != nil {
-			return "", err
-		}
-		if i > 0 {
-			b.WriteString(",")
-		}
-		b.WriteString("\n")
-		b.Write(line)
-	}
-	b.WriteString("\n]")
-	return b.String(), nil
 }
 
 // tdcNames renders tool names as the trace lists them: "[a, b]".
