@@ -194,13 +194,14 @@ func Check(ctx context.Context, p *Pipeline, o Options, w io.Writer) error {
 			next = append(next, out...)
 		}
 		prev.print(w, len(recs), rows)
-		if ex, ok := st.(*exporter); ok {
+		if pv, ok := st.(Previewer); ok {
 			for _, rec := range next {
-				if s, ok := ex.samples.Load(rec); ok {
-					b, _ := marshalNoEscape(s)
-					fmt.Fprintf(w, "     sample %s: %s\n", rec.ID, clip(string(b), 600))
+				if s, ok := pv.Preview(rec); ok {
+					fmt.Fprintf(w, "     sample %s: %s\n", rec.ID, clip(s, 600))
 				}
 			}
+		}
+		if _, ok := st.(Sink); ok {
 			continue // a sink passes its input through
 		}
 		recs = next

@@ -277,6 +277,16 @@ func (e *exporter) Process(ctx context.Context, r *record.Record) ([]*record.Rec
 	return []*record.Record{r}, nil
 }
 
+// Preview returns the sample Process rendered for r, as one JSON line.
+func (e *exporter) Preview(r *record.Record) (string, bool) {
+	s, ok := e.samples.Load(r)
+	if !ok {
+		return "", false
+	}
+	b, err := marshalNoEscape(s)
+	return string(b), err == nil
+}
+
 // checkParams is the template's CheckToolParams, remembered for up to
 // maxParamsSeen distinct parameter schemas by their 64-bit hash: dumps
 // repeat the same tools across many records, and the check was most of the

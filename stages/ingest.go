@@ -410,20 +410,17 @@ func (r *Runner) readBatches(ctx context.Context, sc *formats.Scanner, src Sourc
 func (r *Runner) ingestBatch(src Source, sr stageRun, b rawBatch) (manifests.Shard, []record.Tool, error) {
 	start := time.Now()
 	name := fmt.Sprintf("%s-%05d", src.Name, b.index)
-	sh := manifests.Shard{Name: name}
-	var recs []*record.Record
-	var rejects []shard.Reject
+	o := &shardOut{sh: manifests.Shard{Name: name}}
 	var tools []record.Tool
 	for i, rr := range b.rows {
 		row, raw := b.first+int64(i), rr.text
-		sh.In++
+		o.sh.In++
 		if src.Fraction > 0 && !keepFraction(r.p.Seed, src.Name, row, src.Fraction) {
-			sh.Filtered = incr(sh.Filtered, "fraction")
+			o.filter("fraction")
 			continue
 		}
 		if rr.bad != nil {
-			sh.Rejected = incr(sh.Rejected, rr.bad.Reason)
-			rejects = append(rejects, shard.Reject{Stage: sr.name, ID: fmt.Sprintf("%s:%d", src.Name, row),
+			o.reject(shard.Reject{Stage: sr.name, ID: fmt.Sprintf("%s:%d", src.Name, row),
 				Source: src.Name, Row: row, Reason: rr.bad.Reason, Detail: rr.bad.Error(), Raw: string(raw)})
 			continue
 		}
@@ -433,41 +430,27 @@ func (r *Runner) ingestBatch(src Source, sr stageRun, b rawBatch) (manifests.Sha
 			if !ok {
 				reason = "parse_error"
 			}
-			sh.Rejected = incr(sh.Rejected, reason)
-			rejects = append(rejects, shard.Reject{Stage: sr.name, ID: fmt.Sprintf("%s:%d", src.Name, row),
+			o.reject(shard.Reject{Stage: sr.name, ID: fmt.Sprintf("%s:%d", src.Name, row),
 				Source: src.Name, Row: row, Reason: reason, Detail: err.Error(), Raw: string(raw)})
 			continue
 		}
 		if reason, err := shard.Check(rec); err != nil {
-			sh.Rejected = incr(sh.Rejected, reason)
-			rejects = append(rejects, shard.Reject{Stage: sr.name, ID: rec.ID, Source: src.Name, Row: row,
+			o.reject(shard.Reject{Stage: sr.name, ID: rec.ID, Source: src.Name, Row: row,
 				Reason: reason, Detail: err.Error(), Raw: string(raw)})
 			continue
 		}
 		rec.AddStep(sr.name, "rule", "")
 		if rp := rec.Tag("repairs"); rp != "" {
 			for _, kind := range strings.Split(rp, ",") {
-				sh.Counters = incr(sh.Counters, "repair."+kind)
+				o.sh.Counters = incr(o.sh.Counters, "repair."+kind)
 			}
 		}
 		tools = append(tools, rec.Tools...)
-		recs = append(recs, rec)
+		o.keep(rec)
 	}
-	sh.Out = int64(len(recs))
-	refs, err := shard.Write(sr.out, "part-"+name+".parquet", recs, r.shardOptions())
-	if err != nil {
-		return sh, nil, err
-	}
-	sh.Outputs = refs
-	if len(rejects) > 0 {
-		ref, err := shard.WriteRejects(sr.out, "rejects-"+name+".jsonl", rejects)
-		if err != nil {
-			return sh, nil, err
-		}
-		sh.Outputs = append(sh.Outputs, ref)
-	}
+	sh, err := r.writeShard(context.Background(), sr, nil, o)
 	sh.Seconds = time.Since(start).Seconds()
-	return sh, toollib.New(tools).Tools, sh.Counts.Balanced()
+	return sh, toollib.New(tools).Tools, err
 }
 
 // keepFraction decides, from the seed and the row's identity only, whether a

@@ -558,8 +558,8 @@ func (r *Runner) runShard(ctx context.Context, sr stageRun, st Stage, sink Sink,
 	if err != nil {
 		return manifests.Shard{}, err
 	}
-	sh := manifests.Shard{Name: in.name, Inputs: []manifests.FileRef{in.ref}}
-	sh.In = int64(len(recs))
+	o := &shardOut{sh: manifests.Shard{Name: in.name, Inputs: []manifests.FileRef{in.ref}}}
+	o.sh.In = int64(len(recs))
 	outs := make([][]*record.Record, len(recs))
 	errs := make([]error, len(recs))
 	workers := runtime.NumCPU()
@@ -584,78 +584,45 @@ func (r *Runner) runShard(ctx context.Context, sr stageRun, st Stage, sink Sink,
 		})
 	}
 	if err := g.Wait(); err != nil {
-		return sh, err
+		return o.sh, err
 	}
 	if err := ctx.Err(); err != nil {
-		return sh, err
+		return o.sh, err
 	}
 	if err := pendingIn(errs); err != nil {
-		return sh, err
+		return o.sh, err
 	}
-	var kept []*record.Record
-	var rejects []shard.Reject
 	for i, rec := range recs {
 		switch kind, reason := contract.Classify(len(outs[i]), errs[i]); kind {
 		case contract.Filtered:
-			sh.Filtered = incr(sh.Filtered, reason)
+			o.filter(reason)
 		case contract.Rejected:
-			sh.Rejected = incr(sh.Rejected, reason)
-			rejects = append(rejects, shard.Reject{Stage: sr.name, ID: rec.ID, Source: rec.Source, Row: rec.Row,
+			o.reject(shard.Reject{Stage: sr.name, ID: rec.ID, Source: rec.Source, Row: rec.Row,
 				Reason: reason, Detail: errs[i].Error(), Record: rec})
 		default:
-			sh.Added += int64(max(0, len(outs[i])-1))
-			for _, o := range outs[i] {
+			o.sh.Added += int64(max(0, len(outs[i])-1))
+			for _, out := range outs[i] {
 				// A record Parquet or DuckDB could not hold (text that is not
 				// UTF-8, a JSON column that is not one JSON value) is
 				// rejected here rather than failing the whole shard's write.
 				// A sink writes no Parquet and checks what it writes itself.
 				if sink != nil {
-					kept = append(kept, o)
+					o.keep(out)
 					continue
 				}
-				if reason, err := shard.Check(o); err != nil {
-					sh.Rejected = incr(sh.Rejected, reason)
-					rejects = append(rejects, shard.Reject{Stage: sr.name, ID: o.ID, Source: o.Source, Row: o.Row,
-						Reason: reason, Detail: err.Error(), Record: o})
+				if reason, err := shard.Check(out); err != nil {
+					o.reject(shard.Reject{Stage: sr.name, ID: out.ID, Source: out.Source, Row: out.Row,
+						Reason: reason, Detail: err.Error(), Record: out})
 					continue
 				}
-				kept = append(kept, o)
+				o.keep(out)
 			}
 		}
 	}
-	sh.Out = int64(len(kept))
 	if len(ctr.m) > 0 {
-		sh.Counters = ctr.m
+		o.sh.Counters = ctr.m
 	}
-	if err := sh.Counts.Balanced(); err != nil {
-		return sh, err
-	}
-	if sink != nil {
-		refs, srejects, err := sink.WriteShard(ctx, sr.out, in.name, kept)
-		if err != nil {
-			return sh, err
-		}
-		for _, rj := range srejects {
-			sh.Rejected = incr(sh.Rejected, rj.Reason)
-			rejects = append(rejects, rj)
-		}
-		sh.Out -= int64(len(srejects))
-		sh.Outputs = append(sh.Outputs, refs...)
-	} else {
-		refs, err := shard.Write(sr.out, "part-"+in.name+".parquet", kept, r.shardOptions())
-		if err != nil {
-			return sh, err
-		}
-		sh.Outputs = append(sh.Outputs, refs...)
-	}
-	if len(rejects) > 0 {
-		ref, err := shard.WriteRejects(sr.out, "rejects-"+in.name+".jsonl", rejects)
-		if err != nil {
-			return sh, err
-		}
-		sh.Outputs = append(sh.Outputs, ref)
-	}
-	return sh, sh.Counts.Balanced()
+	return r.writeShard(ctx, sr, sink, o)
 }
 
 // safeProcess turns a panic in a stage into a reject, so one bad record

@@ -67,6 +67,12 @@ type Sink interface {
 	Finish(dir *manifests.Root, shards []manifests.Shard) (notes []string, err error)
 }
 
+// A Previewer is a sink that shows what it would write for a record its
+// Process passed: augment check prints it under the stage.
+type Previewer interface {
+	Preview(r *record.Record) (line string, ok bool)
+}
+
 // Env is what a stage may use besides its own config. It is built once per
 // stage per run.
 type Env struct {
