@@ -130,9 +130,7 @@ func Check(ctx context.Context, p *Pipeline, o Options, w io.Writer) error {
 			continue
 		}
 		prev := &previewClient{}
-		env := &Env{Stage: spec.Name, Seed: p.Seed, Dir: p.Dir(), Teacher: prev, Embedder: offlineEmbedder(p),
-			Provider: p.Teacher.Provider, Model: p.Teacher.Model, Capacity: 1,
-			Library: func() (*toollib.Library, error) { return lib, nil }, Log: discardLog()}
+		env := previewEnv(p, spec.Name, prev, lib)
 		st, err := cfg.build(env)
 		if err != nil {
 			return fmt.Errorf("stage %s: %w", spec.Name, err)
@@ -341,6 +339,16 @@ func (c *previewClient) print(w io.Writer, previewed int, rows int64) {
 		prefix.Share())
 }
 
+// previewEnv is the Env of stage name when nothing is sent: augment check
+// and config validation build stages with it. The teacher is a previewClient
+// (the offline stand-ins), the embedder the offline one, the library lib.
+// A run's Env is Runner.newEnv.
+func previewEnv(p *Pipeline, name string, teacher *previewClient, lib *toollib.Library) *Env {
+	return &Env{Stage: name, Seed: p.Seed, Dir: p.Dir(), Teacher: teacher, Embedder: offlineEmbedder(p),
+		Provider: p.Teacher.Provider, Model: p.Teacher.Model, Capacity: 1,
+		Library: func() (*toollib.Library, error) { return lib, nil }, Log: discardLog()}
+}
+
 func offlineEmbedder(p *Pipeline) llm.Embedder {
 	e, err := llm.NewEmbedder(llm.EmbedderConfig{Provider: "offline", Dimensions: p.Embedder.Dimensions}, llm.Options{})
 	if err != nil {
@@ -437,9 +445,7 @@ func stageProblems(p *Pipeline) []string {
 			continue
 		}
 		_, cfg := spec.config()
-		env := &Env{Stage: spec.Name, Seed: p.Seed, Dir: p.Dir(), Teacher: &previewClient{}, Embedder: offlineEmbedder(p),
-			Provider: p.Teacher.Provider, Model: p.Teacher.Model, Capacity: 1,
-			Library: func() (*toollib.Library, error) { return toollib.New(nil), nil }, Log: discardLog()}
+		env := previewEnv(p, spec.Name, &previewClient{}, toollib.New(nil))
 		if _, err := cfg.build(env); err != nil {
 			probs = append(probs, p.problem(fmt.Sprintf("stages[%d]", i), "stage %q: %v", spec.Name, err))
 		}

@@ -254,7 +254,7 @@ func shardKey(fingerprint string, extra string, inputs ...manifests.FileRef) str
 	return hex.EncodeToString(h.Sum(nil))
 }
 
-// newEnv builds the Env of one stage.
+// newEnv builds the Env of one stage of a run (augment check's is previewEnv).
 func (r *Runner) newEnv(sr stageRun) *Env {
 	return &Env{
 		Stage:    sr.name,
