@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/augmentdata/augment/jsonout"
 	"github.com/augmentdata/augment/stages/contract"
 	"github.com/augmentdata/augment/stages/near"
 	"github.com/augmentdata/augment/stages/record"
@@ -317,7 +318,7 @@ func (ix *benchIndex) Process(ctx context.Context, r *record.Record) ([]*record.
 			Count(ctx, "hits."+h.Benchmark, 1)
 		}
 	}
-	detail, err := marshalNoEscape(hits)
+	detail, err := jsonout.Marshal(hits)
 	if err != nil {
 		return nil, err
 	}

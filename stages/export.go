@@ -16,8 +16,8 @@ import (
 
 	"github.com/parquet-go/parquet-go"
 
+	"github.com/augmentdata/augment/jsonout"
 	"github.com/augmentdata/augment/manifests"
-	"github.com/augmentdata/augment/prompts"
 	"github.com/augmentdata/augment/stages/contract"
 	"github.com/augmentdata/augment/stages/formats"
 	"github.com/augmentdata/augment/stages/record"
@@ -283,7 +283,7 @@ func (e *exporter) Preview(r *record.Record) (string, bool) {
 	if !ok {
 		return "", false
 	}
-	b, err := marshalNoEscape(s)
+	b, err := jsonout.Marshal(s)
 	return string(b), err == nil
 }
 
@@ -595,7 +595,7 @@ func callsJSON(calls []record.Call, argsKey string) (string, error) {
 		if i > 0 {
 			buf.WriteString(", ")
 		}
-		name, _ := marshalNoEscape(c.Name)
+		name, _ := jsonout.Marshal(c.Name)
 		args := c.Arguments
 		if len(bytes.TrimSpace(args)) == 0 {
 			args = json.RawMessage("{}")
@@ -628,7 +628,7 @@ func observation(results []record.Result) (string, error) {
 			buf.WriteString(c)
 			continue
 		}
-		b, err := marshalNoEscape(res.Content)
+		b, err := jsonout.Marshal(res.Content)
 		if err != nil {
 			return "", err
 		}
@@ -714,7 +714,7 @@ func writeJSONString(b *bytes.Buffer, s string) {
 		r, n := utf8.DecodeRuneInString(s[i:])
 		if c < 0x20 || r == utf8.RuneError && n == 1 || r == '\u2028' || r == '\u2029' {
 			b.Truncate(start)
-			q, _ := marshalNoEscape(s)
+			q, _ := jsonout.Marshal(s)
 			b.Write(q)
 			return
 		}
@@ -723,9 +723,6 @@ func writeJSONString(b *bytes.Buffer, s string) {
 	b.WriteString(s[last:])
 	b.WriteByte('"')
 }
-
-// marshalNoEscape is compact JSON without HTML escaping.
-func marshalNoEscape(v any) ([]byte, error) { return prompts.JSON(v, "") }
 
 // WriteShard writes one data file of the dataset folder.
 func (e *exporter) WriteShard(_ context.Context, dir *manifests.Root, name string, recs []*record.Record) ([]manifests.FileRef, []shard.Reject, error) {
@@ -918,6 +915,6 @@ func (e *exporter) trainLoRA(st exportStats) []byte {
 
 // yamlString quotes s as a YAML double-quoted scalar (JSON string syntax).
 func yamlString(s string) string {
-	q, _ := marshalNoEscape(s)
+	q, _ := jsonout.Marshal(s)
 	return string(q)
 }

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/augmentdata/augment/jsonout"
 	"github.com/augmentdata/augment/manifests"
 	"github.com/augmentdata/augment/stages/contract"
 	"github.com/augmentdata/augment/stages/record"
@@ -157,8 +158,8 @@ func (e *exporter) finishRole(dir *manifests.Root, total manifests.Counts) ([]st
 // other as the sharegpt row (what `augment check` shows).
 func (s *sample) MarshalJSON() ([]byte, error) {
 	if s.Messages != nil {
-		return marshalNoEscape(map[string]any{"messages": s.Messages})
+		return jsonout.Marshal(map[string]any{"messages": s.Messages})
 	}
 	type row sample
-	return marshalNoEscape((*row)(s))
+	return jsonout.Marshal((*row)(s))
 }

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/augmentdata/augment/jsonout"
 	"github.com/augmentdata/augment/manifests"
 	"github.com/augmentdata/augment/stages/contract"
 	"github.com/augmentdata/augment/stages/record"
@@ -155,7 +156,7 @@ func TestExportToolsJSON(t *testing.T) {
 		}
 		want = append(want, tool{t.Name, t.Description, p, t.Response})
 	}
-	wb, _ := marshalNoEscape(want)
+	wb, _ := jsonout.Marshal(want)
 	if got != string(wb) {
 		t.Errorf("tools JSON\n got %s\nwant %s", got, wb)
 	}
@@ -252,7 +253,7 @@ func FuzzWriteJSONString(f *testing.F) {
 	f.Fuzz(func(t *testing.T, s string) {
 		var got bytes.Buffer
 		writeJSONString(&got, s)
-		want, _ := marshalNoEscape(s)
+		want, _ := jsonout.Marshal(s)
 		if got.String() != string(want) {
 			t.Fatalf("%q: got %s want %s", s, got.String(), want)
 		}

@@ -10,7 +10,7 @@ import (
 	"encoding/json"
 	"strings"
 
-	"github.com/augmentdata/augment/prompts"
+	"github.com/augmentdata/augment/jsonout"
 	"github.com/augmentdata/augment/stages/contract"
 	"github.com/augmentdata/augment/stages/record"
 )
@@ -72,7 +72,7 @@ func validJSONOr(b json.RawMessage, fallback string) json.RawMessage {
 }
 
 func indentJSON(v any) string {
-	b, err := marshalNoEscape(v)
+	b, err := jsonout.Marshal(v)
 	if err != nil {
 		return "[]"
 	}
@@ -132,7 +132,7 @@ func promptToolLines(tools []record.Tool, reason string) (string, error) {
 		if !json.Valid(t.Parameters) {
 			return "", contract.Rejectf(reason, "parameters of tool %q are not JSON", t.Name)
 		}
-		line, err := prompts.JSON(promptTool{t.Name, t.Description, t.Parameters}, "")
+		line, err := jsonout.Marshal(promptTool{t.Name, t.Description, t.Parameters})
 		if err != nil {
 			return "", err
 		}

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"sync"
 
+	"github.com/augmentdata/augment/jsonout"
 	"github.com/augmentdata/augment/stages/contract"
 	"github.com/augmentdata/augment/stages/llm"
 	"github.com/augmentdata/augment/stages/record"
@@ -725,7 +726,7 @@ func (s *metaToolStage) insertMetaCalls(ctx context.Context, p *metaToolPlan, ms
 				call := record.Message{Role: record.RoleAssistant}
 				res := record.Message{Role: record.RoleTool}
 				for id, k := range fresh {
-					args, err := marshalNoEscape(p.queries[k])
+					args, err := jsonout.Marshal(p.queries[k])
 					if err != nil {
 						return nil, err
 					}
@@ -763,7 +764,7 @@ func paperEnvelope(returns string, id, n int) string {
 func (s *metaToolStage) metaResult(ctx context.Context, p *metaToolPlan, k int, returned map[string]int) (string, error) {
 	target := p.invoked[k]
 	if s.cfg.ResultMode == MetaToolOracle {
-		b, err := marshalNoEscape(target)
+		b, err := jsonout.Marshal(target)
 		return string(b), err
 	}
 	ml, err := s.library()
@@ -816,7 +817,7 @@ func (s *metaToolStage) metaResult(ctx context.Context, p *metaToolPlan, k int, 
 		list = append(list, ml.lib.Tools[i])
 	}
 	p.rng.Shuffle(len(list), func(i, j int) { list[i], list[j] = list[j], list[i] })
-	b, err := marshalNoEscape(list)
+	b, err := jsonout.Marshal(list)
 	return string(b), err
 }
 

@@ -15,6 +15,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/augmentdata/augment/jsonout"
 	"github.com/augmentdata/augment/prompts"
 	"github.com/augmentdata/augment/stages/contract"
 	"github.com/augmentdata/augment/stages/llm"
@@ -217,7 +218,7 @@ func (s *noiseStage) rewrite(ctx context.Context, r *record.Record, sl noiseSlot
 	if err != nil {
 		return nil, 0, llm.Response{}, contract.Rejectf(NoiseBadShape, "the input meta_tool call: %v", err)
 	}
-	callJSON, err := marshalNoEscape(noiseCall{Name: verify.MetaTool, Arguments: orig})
+	callJSON, err := jsonout.Marshal(noiseCall{Name: verify.MetaTool, Arguments: orig})
 	if err != nil {
 		return nil, 0, llm.Response{}, err
 	}
@@ -270,7 +271,7 @@ func (s *noiseStage) rewrite(ctx context.Context, r *record.Record, sl noiseSlot
 	if err != nil {
 		return nil, 0, resp, err
 	}
-	b, err := marshalNoEscape(ans.q)
+	b, err := jsonout.Marshal(ans.q)
 	return b, ans.sim, resp, err
 }
 
@@ -395,7 +396,7 @@ func (s *noiseStage) standIn(orig toollib.Query, callJSON []byte, simTo func(too
 			return "", err
 		}
 		if sim >= s.cfg.Threshold {
-			b, err := marshalNoEscape(noiseCall{Name: verify.MetaTool, Arguments: q})
+			b, err := jsonout.Marshal(noiseCall{Name: verify.MetaTool, Arguments: q})
 			return string(b), err
 		}
 	}

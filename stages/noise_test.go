@@ -12,6 +12,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/augmentdata/augment/jsonout"
 	"github.com/augmentdata/augment/stages/contract"
 	"github.com/augmentdata/augment/stages/llm"
 	"github.com/augmentdata/augment/stages/record"
@@ -178,7 +179,7 @@ func FuzzParseNoiseAnswer(f *testing.F) {
 			return
 		}
 		// An accepted answer survives re-encoding unchanged.
-		b, err := marshalNoEscape(noiseCall{Name: verify.MetaTool, Arguments: q})
+		b, err := jsonout.Marshal(noiseCall{Name: verify.MetaTool, Arguments: q})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"unicode/utf8"
 
+	"github.com/augmentdata/augment/jsonout"
 	"github.com/augmentdata/augment/prompts"
 	"github.com/augmentdata/augment/stages/contract"
 	"github.com/augmentdata/augment/stages/formats"
@@ -259,7 +260,7 @@ func parseReasonJSON(content string) (string, error) {
 }
 
 func reasonJSON(text string) string {
-	b, _ := marshalNoEscape(map[string]string{"reason": text})
+	b, _ := jsonout.Marshal(map[string]string{"reason": text})
 	return string(b)
 }
 

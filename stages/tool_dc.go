@@ -10,6 +10,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/augmentdata/augment/jsonout"
 	"github.com/augmentdata/augment/prompts"
 	"github.com/augmentdata/augment/stages/contract"
 	"github.com/augmentdata/augment/stages/formats"
@@ -733,6 +734,6 @@ func tdcNames(tools []record.Tool) string {
 
 // tdcJSON renders v for a tag, without HTML escaping.
 func tdcJSON(v any) (string, error) {
-	b, err := marshalNoEscape(v)
+	b, err := jsonout.Marshal(v)
 	return string(b), err
 }

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/augmentdata/augment/jsonout"
 	"github.com/augmentdata/augment/prompts"
 	"github.com/augmentdata/augment/stages/contract"
 	"github.com/augmentdata/augment/stages/record"
@@ -260,7 +261,7 @@ func (s *verifyStage) Process(ctx context.Context, r *record.Record) ([]*record.
 	count(ctx, failed, problems, tooLong)
 
 	if len(failed) > 0 && s.cfg.Action == VerifyActionReject {
-		detail, err := marshalNoEscape(problems)
+		detail, err := jsonout.Marshal(problems)
 		if err != nil {
 			return nil, err
 		}

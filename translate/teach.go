@@ -8,6 +8,7 @@ import (
 	"strings"
 	"unicode"
 
+	"github.com/augmentdata/augment/jsonout"
 	"github.com/augmentdata/augment/stages/contract"
 	"github.com/augmentdata/augment/stages/llm"
 	"github.com/augmentdata/augment/stages/record"
@@ -27,7 +28,7 @@ const maxFeedback = 8
 // teach runs the ask–check–re-ask loop for one record.
 func (t *Translator) teach(ctx context.Context, r *record.Record) (*record.Record, error) {
 	w := toWire(r)
-	fb, err := encode(w.Functions, "")
+	fb, err := jsonout.MarshalIndent(w.Functions, "")
 	if err != nil {
 		return nil, rejectf(ReasonSourceInvalid, "functions cannot be encoded: %v", err)
 	}

@@ -12,6 +12,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/augmentdata/augment/jsonout"
 	"github.com/augmentdata/augment/stages/contract"
 	"github.com/augmentdata/augment/stages/llm"
 	"github.com/augmentdata/augment/stages/record"
@@ -47,7 +48,7 @@ func okAnswer(t testing.TB) map[string]any {
 
 func mustJSON(t testing.TB, v any) string {
 	t.Helper()
-	b, err := encode(v, "")
+	b, err := jsonout.MarshalIndent(v, "")
 	if err != nil {
 		t.Fatal(err)
 	}

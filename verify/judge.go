@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/augmentdata/augment/jsonout"
 	"github.com/augmentdata/augment/prompts"
 	"github.com/augmentdata/augment/stages/llm"
 	"github.com/augmentdata/augment/stages/record"
@@ -455,7 +456,7 @@ func toolsText(tools []record.Tool) string {
 	for i, t := range tools {
 		ts[i] = tool{Name: t.Name, Description: t.Description, Parameters: rawOrString(t.Parameters)}
 	}
-	b, err := prompts.JSON(ts, "  ")
+	b, err := jsonout.MarshalIndent(ts, "  ")
 	if err != nil {
 		return "[]"
 	}
@@ -469,7 +470,7 @@ func callJSON(c record.Call) string {
 	if !json.Valid(c.Arguments) {
 		args = string(c.Arguments)
 	}
-	b, err := marshal(struct {
+	b, err := jsonout.Marshal(struct {
 		Name      string `json:"name"`
 		Arguments any    `json:"arguments"`
 	}{c.Name, args})

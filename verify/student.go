@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/augmentdata/augment/jsonout"
 	"github.com/augmentdata/augment/stages/record"
 )
 
@@ -104,7 +105,7 @@ func recordTexts(r *record.Record) (string, []string) {
 		for i, t := range r.Tools {
 			ts[i] = tool{Name: t.Name, Description: t.Description, Parameters: rawOrString(t.Parameters)}
 		}
-		if b, err := marshal(ts); err == nil {
+		if b, err := jsonout.Marshal(ts); err == nil {
 			if system != "" {
 				system += "\n\n"
 			}

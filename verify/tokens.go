@@ -8,6 +8,7 @@ import (
 
 	"github.com/tiktoken-go/tokenizer"
 
+	"github.com/augmentdata/augment/jsonout"
 	"github.com/augmentdata/augment/stages/record"
 )
 
@@ -153,7 +154,7 @@ func RecordTokens(r *record.Record) int {
 		for i, t := range r.Tools {
 			ts[i] = tool{Name: t.Name, Description: t.Description, Parameters: rawOrString(t.Parameters)}
 		}
-		if b, err := marshal(ts); err == nil {
+		if b, err := jsonout.Marshal(ts); err == nil {
 			if system != "" {
 				system += "\n\n"
 			}

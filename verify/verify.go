@@ -7,7 +7,6 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/augmentdata/augment/prompts"
 	"github.com/augmentdata/augment/stages/formats"
 	"github.com/augmentdata/augment/stages/record"
 )
@@ -165,4 +164,3 @@ func clip(s string, n int) string {
 }
 
 // marshal writes v as compact JSON without HTML escaping.
-func marshal(v any) ([]byte, error) { return prompts.JSON(v, "") }

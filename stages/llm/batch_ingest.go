@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"slices"
 
+	"github.com/augmentdata/augment/jsonout"
 	"github.com/augmentdata/augment/manifests"
 )
 
@@ -336,7 +337,7 @@ func (t *Teacher) ingest(job *BatchJob) error {
 		if !ok {
 			continue
 		}
-		line, _ := marshalNoEscape(fl)
+		line, _ := jsonout.Marshal(fl)
 		out.Write(append(line, '\n'))
 		b.addFailure(k, fl)
 	}

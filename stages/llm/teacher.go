@@ -21,6 +21,7 @@ import (
 	openai "github.com/sashabaranov/go-openai"
 	"golang.org/x/sync/singleflight"
 
+	"github.com/augmentdata/augment/jsonout"
 	"github.com/augmentdata/augment/manifests"
 	"github.com/augmentdata/augment/stages/contract"
 )
@@ -115,7 +116,7 @@ func NewTeacher(cfg Config, o Options) (*Teacher, error) {
 	}
 	t.halt = halt{done: make(chan struct{}), err: t.fatalErr}
 	if len(cfg.ExtraBody) > 0 {
-		b, err := marshalNoEscape(cfg.ExtraBody)
+		b, err := jsonout.Marshal(cfg.ExtraBody)
 		if err != nil {
 			return nil, fmt.Errorf("teacher.extra_body: %w", err)
 		}
