@@ -30,6 +30,9 @@ func Check(ctx context.Context, p *Pipeline, o Options, w io.Writer) error {
 	if o.Getenv == nil {
 		o.Getenv = os.Getenv
 	}
+	if o.Log == nil {
+		o.Log = discardLog()
+	}
 	dir, err := p.outputDir()
 	if err != nil {
 		return err
@@ -121,6 +124,10 @@ func Check(ctx context.Context, p *Pipeline, o Options, w io.Writer) error {
 	fmt.Fprintf(w, "\nstages (previewed on record %s; about %d records enter the first stage):\n", first.ID, rows)
 	recs := []*record.Record{first}
 	upToDate := old != nil && allSourcesCurrent
+	var inputs []shardInput // what the earlier run gave the stage, as a run would see it
+	if old != nil {
+		inputs = outputsOf(old, shardNames(old))
+	}
 	for i := range p.Stages {
 		spec := &p.Stages[i]
 		typ, cfg := spec.config()
@@ -147,14 +154,15 @@ func Check(ctx context.Context, p *Pipeline, o Options, w io.Writer) error {
 			status, upToDate = "would run (settings, prompts or teacher changed)", false
 		case !upToDate:
 			status = "would run where its input changes"
+		case len(r.pending(stageRun{name: spec.Name}, sm, fp, sm.Plan, inputs)) > 0:
+			status, upToDate = "would run (outputs missing)", false
 		default:
 			status = fmt.Sprintf("up to date (%d shards), would be skipped", len(sm.Shards))
-			for _, sh := range sm.Shards {
-				if !r.outputsExist(sh) {
-					status, upToDate = "would run (outputs missing)", false
-					break
-				}
-			}
+		}
+		if sm != nil {
+			inputs = outputsOf(sm, inputs)
+		} else {
+			inputs = nil
 		}
 		if _, sink := st.(Sink); !sink && !strings.HasPrefix(status, "up to date") {
 			upToDate = false
