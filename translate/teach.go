@@ -64,7 +64,7 @@ func (t *Translator) teach(ctx context.Context, r *record.Record) (*record.Recor
 		}
 		if len(probs) == 0 {
 			out.SetTag("lang", Lang)
-			out.AddStep("translate", resp.Provider, resp.Model)
+			out.AddStep(t.stepName(), resp.Provider, resp.Model)
 			return out, nil
 		}
 		last = probs

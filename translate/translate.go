@@ -185,6 +185,7 @@ type Translator struct {
 	client llm.Client
 	equiv  EquivFunc
 	tmpl   *prompts.Template
+	step   string // the stage name lineage steps carry (see NewStage)
 }
 
 // New returns a Translator for cfg (defaults applied and validated here).
@@ -238,7 +239,7 @@ func (t *Translator) Record(ctx context.Context, r *record.Record) (*record.Reco
 		// Convert leaves no Simplified-only character (its character repair
 		// sees to that), so it fails only on a damaged conversion or when
 		// there is nothing to convert.
-		out, err := Convert(r)
+		out, err := convert(r, t.stepName())
 		if err != nil {
 			return nil, err
 		}
@@ -248,6 +249,15 @@ func (t *Translator) Record(ctx context.Context, r *record.Record) (*record.Reco
 		return nil, rejectf(ReasonNotChinese, "no translatable text contains Chinese characters; convert mode only converts Simplified Chinese")
 	}
 	return t.teach(ctx, r)
+}
+
+// stepName is the stage name of the lineage steps t adds: the stage's name
+// in pipeline.yaml, or "translate" outside a pipeline.
+func (t *Translator) stepName() string {
+	if t.step == "" {
+		return "translate"
+	}
+	return t.step
 }
 
 // langName is how the prompt names the target language.
