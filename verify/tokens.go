@@ -143,6 +143,26 @@ const (
 // a slight underestimate for those templates.
 func RecordTokens(r *record.Record) int {
 	n := tokensReply
+	system := systemText(r)
+	if system != "" {
+		n += tokensPerMessage + Tokens(record.RoleSystem) + Tokens(system)
+	}
+	for _, m := range r.Messages {
+		n += tokensPerMessage + Tokens(m.Role) + Tokens(m.Content) + Tokens(m.Reasoning)
+		for _, c := range m.Calls {
+			n += Tokens(callJSON(c))
+		}
+		for _, res := range m.Results {
+			n += Tokens(res.Content)
+		}
+	}
+	return n
+}
+
+// systemText is the text of a record's system message as a chat template
+// shows it: the system prompt, then the tools as a compact JSON list of
+// {name, description, parameters}.
+func systemText(r *record.Record) string {
 	system := r.System
 	if len(r.Tools) > 0 {
 		type tool struct {
@@ -161,19 +181,7 @@ func RecordTokens(r *record.Record) int {
 			system += string(b)
 		}
 	}
-	if system != "" {
-		n += tokensPerMessage + Tokens(record.RoleSystem) + Tokens(system)
-	}
-	for _, m := range r.Messages {
-		n += tokensPerMessage + Tokens(m.Role) + Tokens(m.Content) + Tokens(m.Reasoning)
-		for _, c := range m.Calls {
-			n += Tokens(callJSON(c))
-		}
-		for _, res := range m.Results {
-			n += Tokens(res.Content)
-		}
-	}
-	return n
+	return system
 }
 
 // rawOrString keeps valid JSON as it is and turns anything else into a JSON
