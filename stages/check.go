@@ -10,8 +10,8 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"unicode/utf8"
 
+	"github.com/augmentdata/augment/clip"
 	"github.com/augmentdata/augment/manifests"
 	"github.com/augmentdata/augment/stages/contract"
 	"github.com/augmentdata/augment/stages/formats"
@@ -203,7 +203,7 @@ func Check(ctx context.Context, p *Pipeline, o Options, w io.Writer) error {
 		if pv, ok := st.(Previewer); ok {
 			for _, rec := range next {
 				if s, ok := pv.Preview(rec); ok {
-					fmt.Fprintf(w, "     sample %s: %s\n", rec.ID, clip(s, 600))
+					fmt.Fprintf(w, "     sample %s: %s\n", rec.ID, clip.Bytes(s, 600))
 				}
 			}
 		}
@@ -333,7 +333,7 @@ func (c *previewClient) print(w io.Writer, previewed int, rows int64) {
 		seen[req.Template] = true
 		fmt.Fprintf(w, "     request %s (template %s):\n", req.Stage, req.Template)
 		for _, m := range req.Messages {
-			fmt.Fprintf(w, "       [%s] %s\n", m.Role, indent(clip(m.Content, 1200), "         "))
+			fmt.Fprintf(w, "       [%s] %s\n", m.Role, indent(clip.Bytes(m.Content, 1200), "         "))
 		}
 	}
 	prefix := llm.NewPrefixMeter()
@@ -363,17 +363,6 @@ func offlineEmbedder(p *Pipeline) llm.Embedder {
 		return nil
 	}
 	return e
-}
-
-// clip shortens s to about n bytes without splitting a character.
-func clip(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n] + "…"
 }
 
 func discardLog() *slog.Logger { return slog.New(slog.DiscardHandler) }

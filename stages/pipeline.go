@@ -23,6 +23,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/augmentdata/augment/clip"
 	"github.com/augmentdata/augment/stages/formats"
 	"github.com/augmentdata/augment/stages/llm"
 )
@@ -424,7 +425,7 @@ func CheckName(name string) error {
 	case name == "":
 		return errors.New("is empty")
 	case len(name) > MaxNameLen:
-		return fmt.Errorf("%q is longer than %d bytes", clip(name, 40), MaxNameLen)
+		return fmt.Errorf("%q is longer than %d bytes", clip.Bytes(name, 40), MaxNameLen)
 	}
 	for _, c := range name {
 		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '.' || c == '_' || c == '-') {

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/augmentdata/augment/clip"
 	"github.com/augmentdata/augment/translate/zhconv"
 )
 
@@ -228,7 +229,7 @@ func convertText(s string, repair bool) (string, error) {
 		rs := []rune(s)
 		from := max(0, at-8)
 		return "", rejectf(ReasonConversionDamaged, "the s2twp conversion of %q does not read back to the source at %q (after %q): %q",
-			clip(s, 40), string(rs[at:min(len(rs), at+8)]), string(rs[from:at]), clip(out, 60))
+			clip.Runes(s, 40), string(rs[at:min(len(rs), at+8)]), string(rs[from:at]), clip.Runes(out, 60))
 	}
 	return out, nil
 }

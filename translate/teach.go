@@ -8,6 +8,7 @@ import (
 	"strings"
 	"unicode"
 
+	"github.com/augmentdata/augment/clip"
 	"github.com/augmentdata/augment/jsonout"
 	"github.com/augmentdata/augment/stages/contract"
 	"github.com/augmentdata/augment/stages/llm"
@@ -189,7 +190,7 @@ func (c *checker) check(ctx context.Context, resp llm.Response) (*record.Record,
 	}
 	for s := range translatable(out) {
 		if ch, ok := HasSimplifiedOnly(s.text); ok {
-			add(ReasonSimplifiedLeft, s.path, "%q keeps the Simplified-only character %q even after s2twp conversion; write it in Traditional characters", clip(s.text, 40), ch)
+			add(ReasonSimplifiedLeft, s.path, "%q keeps the Simplified-only character %q even after s2twp conversion; write it in Traditional characters", clip.Runes(s.text, 40), ch)
 		}
 	}
 	c.untranslated(add, out)
@@ -342,7 +343,7 @@ func spliceFree(src []byte, free []freeLeaf, conv func(string) string) []byte {
 func (c *checker) untranslated(add func(reason, path, format string, args ...any), out *record.Record) {
 	check := func(path, orig, got string) {
 		if !hasHan(orig) && words(orig) >= 3 && !hasHan(got) {
-			add(ReasonUntranslated, path, "%q was not translated into Traditional Chinese", clip(got, 40))
+			add(ReasonUntranslated, path, "%q was not translated into Traditional Chinese", clip.Runes(got, 40))
 		}
 	}
 	check("system", c.src.System, out.System)
@@ -394,7 +395,7 @@ func (c *checker) judge(ctx context.Context, calls [][]callPair) ([]problem, err
 				}
 				if !ok {
 					probs = append(probs, problem{reason: ReasonNotEquivalent, path: f.path,
-						detail: fmt.Sprintf("%q does not mean the same as the original %q; translate the value faithfully or keep it unchanged", clip(got, 60), clip(f.orig.str, 60))})
+						detail: fmt.Sprintf("%q does not mean the same as the original %q; translate the value faithfully or keep it unchanged", clip.Runes(got, 60), clip.Runes(f.orig.str, 60))})
 				}
 			}
 		}

@@ -263,14 +263,6 @@ func (t *Translator) stepName() string {
 // langName is how the prompt names the target language.
 const langName = "Traditional Chinese as written in Taiwan (zh-TW)"
 
-func clip(s string, n int) string {
-	rs := []rune(s)
-	if len(rs) <= n {
-		return s
-	}
-	return string(rs[:n-1]) + "…"
-}
-
 func joinProblems(ps []problem) string {
 	parts := make([]string, len(ps))
 	for i, p := range ps {

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/augmentdata/augment/clip"
 	"github.com/augmentdata/augment/jsonout"
 	"github.com/augmentdata/augment/prompts"
 	"github.com/augmentdata/augment/stages/llm"
@@ -397,7 +398,7 @@ func judgeAnswers(ctx context.Context, env LLMEnv, r *record.Record, name, kind,
 			return nil, err
 		case s.score < pass:
 			out = append(out, Problem{Check: name, Kind: kind, Path: msgPath(x.answer),
-				Msg: fmt.Sprintf("%s scored %d, below %d: %s", what, s.score, pass, clip(s.reason, 200))})
+				Msg: fmt.Sprintf("%s scored %d, below %d: %s", what, s.score, pass, clip.Runes(s.reason, 200))})
 		}
 	}
 	return out, nil
@@ -415,7 +416,7 @@ func renderDialogue(r *record.Record, from, to int) string {
 	line := func(who, text string) {
 		b.WriteString(who)
 		b.WriteString(": ")
-		b.WriteString(clip(strings.TrimSpace(text), 3000))
+		b.WriteString(clip.Runes(strings.TrimSpace(text), 3000))
 		b.WriteString("\n")
 	}
 	if from == 0 && strings.TrimSpace(r.System) != "" {

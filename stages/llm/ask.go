@@ -3,6 +3,7 @@ package llm
 import (
 	"context"
 	"fmt"
+	"github.com/augmentdata/augment/clip"
 	"github.com/augmentdata/augment/stages/contract"
 	"slices"
 )
@@ -62,19 +63,8 @@ func Ask[T any](ctx context.Context, c Client, req Request, attempts int, parse 
 			}
 			cur.Messages = append(slices.Clip(cur.Messages),
 				Message{Role: "assistant", Content: resp.Content},
-				Message{Role: "user", Content: fmt.Sprintf(correctionPrompt, clipText(perr.Error(), 400))})
+				Message{Role: "user", Content: fmt.Sprintf(correctionPrompt, clip.Bytes(perr.Error(), 400))})
 		}
 	}
 	return zero, resp, &AnswerError{Reason: reason, Stage: cur.Stage, Slot: cur.Slot, Attempts: attempts, Err: last}
-}
-
-// clipText shortens s to at most n bytes on a rune boundary.
-func clipText(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && s[n]&0xC0 == 0x80 {
-		n--
-	}
-	return s[:n] + "…"
 }
