@@ -141,7 +141,7 @@ func (p *openaiProvider) record(job *BatchJob, b *openai.Batch) {
 		for _, e := range b.Errors.Data {
 			msgs = append(msgs, strings.TrimSpace(e.Code+" "+e.Message))
 		}
-		job.Note = clip.Bytes(strings.Join(msgs, "; "), 400)
+		job.Note = clip.Bytes(newRedactor(p.key).text(strings.Join(msgs, "; ")), 400)
 	}
 }
 
