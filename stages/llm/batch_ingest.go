@@ -121,19 +121,8 @@ const (
 // batchFailureClass names the class of a failed batch line, from its
 // status code when it has one, else from the error code.
 func batchFailureClass(status int, code string) string {
-	switch {
-	case status == http.StatusTooManyRequests:
-		return classRateLimited
-	case status == http.StatusRequestTimeout:
-		return classTimeout408
-	case status == http.StatusUnauthorized || status == http.StatusForbidden:
-		return classAuth
-	case status == http.StatusNotFound:
-		return classNotFound
-	case status >= 500:
-		return classServer
-	case status >= 400:
-		return classBadRequest
+	if class := statusClass(status); class != "" {
+		return class
 	}
 	switch code {
 	case "batch_expired":
