@@ -13,7 +13,6 @@ import (
 	"crypto/sha256"
 	"embed"
 	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	"os"
 	"strings"
@@ -21,6 +20,7 @@ import (
 
 	"github.com/rogpeppe/go-internal/txtar"
 
+	"github.com/augmentdata/augment/jsonout"
 	"github.com/augmentdata/augment/stages/llm"
 )
 
@@ -118,28 +118,14 @@ func (t *Template) Render(data any) ([]llm.Message, error) {
 var funcs = template.FuncMap{
 	// json renders v as compact JSON (raw JSON is kept as is).
 	"json": func(v any) (string, error) {
-		b, err := JSON(v, "")
+		b, err := jsonout.Marshal(v)
 		return string(b), err
 	},
 	// pretty renders v as JSON indented by two spaces.
 	"pretty": func(v any) (string, error) {
-		b, err := JSON(v, "  ")
+		b, err := jsonout.MarshalIndent(v, "  ")
 		return string(b), err
 	},
 	"join": strings.Join,
 	"add":  func(a, b int) int { return a + b },
-}
-
-// JSON renders v as prompts and outputs show JSON: without HTML escaping
-// (tool descriptions are full of <, > and &), compact when indent is "",
-// raw JSON kept as it is.
-func JSON(v any, indent string) ([]byte, error) {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	enc.SetIndent("", indent)
-	if err := enc.Encode(v); err != nil {
-		return nil, err
-	}
-	return bytes.TrimRight(buf.Bytes(), "\n"), nil
 }

@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/augmentdata/augment/clip"
 	"github.com/augmentdata/augment/stages/record"
 	"github.com/augmentdata/augment/stages/shard"
 )
@@ -255,7 +256,7 @@ func readLine(path string, n int) ([]byte, error) {
 func Diff(a, b *record.Record) []string {
 	var out []string
 	if a.System != b.System {
-		out = append(out, "~ system: "+clip(oneLine(b.System), 100))
+		out = append(out, "~ system: "+clip.Runes(oneLine(b.System), 100))
 	}
 	at, bt := map[string]string{}, map[string]string{}
 	for _, t := range a.Tools {
@@ -390,7 +391,7 @@ func TurnSummary(m record.Message) string {
 func callsText(calls []record.Call) string {
 	var s []string
 	for _, c := range calls {
-		s = append(s, c.Name+clip(string(c.Arguments), 80))
+		s = append(s, c.Name+clip.Runes(string(c.Arguments), 80))
 	}
 	return strings.Join(s, ", ")
 }
@@ -398,12 +399,12 @@ func callsText(calls []record.Call) string {
 func resultsText(rs []record.Result) string {
 	var s []string
 	for _, r := range rs {
-		s = append(s, r.Name+" → "+clip(oneLine(r.Content), 80))
+		s = append(s, r.Name+" → "+clip.Runes(oneLine(r.Content), 80))
 	}
 	return strings.Join(s, ", ")
 }
 
-func quote(s string) string { return fmt.Sprintf("%q", clip(oneLine(s), 100)) }
+func quote(s string) string { return fmt.Sprintf("%q", clip.Runes(oneLine(s), 100)) }
 
 func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
 
@@ -424,7 +425,7 @@ func PrintJourney(w io.Writer, j *Journey) {
 				head += " unchanged"
 			}
 		case StepRejected:
-			head += " " + s.Reject.Reason + ": " + clip(oneLine(s.Reject.Detail), 160)
+			head += " " + s.Reject.Reason + ": " + clip.Runes(oneLine(s.Reject.Detail), 160)
 		case StepFiltered:
 			head += " by the stage's filter (" + strings.Join(s.Filtered, ", ") + ")"
 		case StepExported:
@@ -446,7 +447,7 @@ func PrintJourney(w io.Writer, j *Journey) {
 			fmt.Fprintf(w, "%15s + record %s\n", "", a)
 		}
 		if len(s.Sample) > 0 {
-			fmt.Fprintf(w, "%15s %s\n", "", clip(string(s.Sample), 300))
+			fmt.Fprintf(w, "%15s %s\n", "", clip.Runes(string(s.Sample), 300))
 		}
 	}
 }
@@ -455,10 +456,10 @@ func PrintJourney(w io.Writer, j *Journey) {
 func PrintRecord(w io.Writer, r *record.Record) {
 	fmt.Fprintf(w, "%s  source %s row %d (%s)\n", r.ID, r.Source, r.Row, r.Format)
 	if r.System != "" {
-		fmt.Fprintf(w, "  system: %s\n", clip(oneLine(r.System), 200))
+		fmt.Fprintf(w, "  system: %s\n", clip.Runes(oneLine(r.System), 200))
 	}
 	for _, t := range r.Tools {
-		fmt.Fprintf(w, "  tool %s: %s\n", t.Name, clip(oneLine(t.Description), 100))
+		fmt.Fprintf(w, "  tool %s: %s\n", t.Name, clip.Runes(oneLine(t.Description), 100))
 	}
 	for i, m := range r.Messages {
 		fmt.Fprintf(w, "  [%d] %s\n", i, m.Role)
@@ -472,7 +473,7 @@ func PrintRecord(w io.Writer, r *record.Record) {
 			fmt.Fprintf(w, "      call %s %s\n", c.Name, c.Arguments)
 		}
 		for _, res := range m.Results {
-			fmt.Fprintf(w, "      result %s: %s\n", res.Name, clip(oneLine(res.Content), 300))
+			fmt.Fprintf(w, "      result %s: %s\n", res.Name, clip.Runes(oneLine(res.Content), 300))
 		}
 	}
 	var tags []string

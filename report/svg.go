@@ -2,6 +2,7 @@ package report
 
 import (
 	"fmt"
+	"github.com/augmentdata/augment/clip"
 	"html"
 	"html/template"
 	"math"
@@ -51,7 +52,7 @@ func hbars(name string, bars []bar, unit string) template.HTML {
 			title = fmt.Sprintf("%s: %s%s", b.Label, num(b.Value), unit)
 		}
 		fmt.Fprintf(&s, `<g data-label="%s"><title>%s</title><text class="label" x="%d" y="%d" text-anchor="end">%s</text>`,
-			html.EscapeString(b.Label), html.EscapeString(title), labelWidth-6, y+14, html.EscapeString(clip(b.Label, 24)))
+			html.EscapeString(b.Label), html.EscapeString(title), labelWidth-6, y+14, html.EscapeString(clip.Runes(b.Label, 24)))
 		parts := b.Parts
 		if len(parts) == 0 {
 			parts = []float64{b.Value}
@@ -114,7 +115,7 @@ func vbars(name string, bars []bar) template.HTML {
 			fmt.Fprintf(&s, `<text class="value" x="%.1f" y="%.1f" text-anchor="middle">%s</text>`, x+bw/2, float64(base)-bh-3, num(b.Value))
 		}
 		if i%every == 0 {
-			fmt.Fprintf(&s, `<text class="label" x="%.1f" y="%d" text-anchor="middle">%s</text>`, x+bw/2, base+14, html.EscapeString(clip(b.Label, 10)))
+			fmt.Fprintf(&s, `<text class="label" x="%.1f" y="%d" text-anchor="middle">%s</text>`, x+bw/2, base+14, html.EscapeString(clip.Runes(b.Label, 10)))
 		}
 		s.WriteString(`</g>`)
 	}
@@ -182,14 +183,6 @@ func num(v float64) string {
 		return strconv.FormatInt(int64(v), 10)
 	}
 	return strings.TrimRight(strings.TrimRight(strconv.FormatFloat(v, 'f', 4, 64), "0"), ".")
-}
-
-func clip(s string, n int) string {
-	r := []rune(s)
-	if len(r) <= n {
-		return s
-	}
-	return string(r[:n-1]) + "…"
 }
 
 // countBars turns counts into bars, largest first.

@@ -11,9 +11,10 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"unicode/utf8"
 
+	"github.com/augmentdata/augment/clip"
 	"github.com/augmentdata/augment/manifests"
+	"github.com/augmentdata/augment/stages/contract"
 	"github.com/augmentdata/augment/stages/formats"
 	"github.com/augmentdata/augment/stages/llm"
 	"github.com/augmentdata/augment/stages/record"
@@ -30,6 +31,9 @@ import (
 func Check(ctx context.Context, p *Pipeline, o Options, w io.Writer) error {
 	if o.Getenv == nil {
 		o.Getenv = os.Getenv
+	}
+	if o.Log == nil {
+		o.Log = discardLog()
 	}
 	dir, err := p.outputDir()
 	if err != nil {
@@ -123,6 +127,10 @@ func Check(ctx context.Context, p *Pipeline, o Options, w io.Writer) error {
 	fmt.Fprintf(w, "\nstages (previewed on record %s; about %d records enter the first stage):\n", first.ID, rows)
 	recs := []*record.Record{first}
 	upToDate := old != nil && allSourcesCurrent
+	var inputs []shardInput // what the earlier run gave the stage, as a run would see it
+	if old != nil {
+		inputs = outputsOf(old, shardNames(old))
+	}
 	for i := range p.Stages {
 		spec := &p.Stages[i]
 		typ, cfg := spec.config()
@@ -132,9 +140,7 @@ func Check(ctx context.Context, p *Pipeline, o Options, w io.Writer) error {
 			continue
 		}
 		prev := &previewClient{}
-		env := &Env{Stage: spec.Name, Seed: p.Seed, Dir: p.Dir(), Teacher: prev, Embedder: offlineEmbedder(p),
-			Provider: p.Teacher.Provider, Model: p.Teacher.Model, Capacity: 1,
-			Library: func() (*toollib.Library, error) { return lib, nil }, Log: discardLog()}
+		env := previewEnv(p, spec.Name, prev, lib)
 		st, err := cfg.build(env)
 		if err != nil {
 			return fmt.Errorf("stage %s: %w", spec.Name, err)
@@ -151,14 +157,15 @@ func Check(ctx context.Context, p *Pipeline, o Options, w io.Writer) error {
 			status, upToDate = "would run (settings, prompts or teacher changed)", false
 		case !upToDate:
 			status = "would run where its input changes"
+		case len(r.pending(stageRun{name: spec.Name}, sm, fp, sm.Plan, inputs)) > 0:
+			status, upToDate = "would run (outputs missing)", false
 		default:
 			status = fmt.Sprintf("up to date (%d shards), would be skipped", len(sm.Shards))
-			for _, sh := range sm.Shards {
-				if !r.outputsExist(sh) {
-					status, upToDate = "would run (outputs missing)", false
-					break
-				}
-			}
+		}
+		if sm != nil {
+			inputs = outputsOf(sm, inputs)
+		} else {
+			inputs = nil
 		}
 		if _, sink := st.(Sink); !sink && !strings.HasPrefix(status, "up to date") {
 			upToDate = false
@@ -183,26 +190,27 @@ func Check(ctx context.Context, p *Pipeline, o Options, w io.Writer) error {
 		var next []*record.Record
 		for _, rec := range recs {
 			out, err := st.Process(ctx, rec)
-			switch reason, rejected := rejectReason(err); {
+			switch kind, reason := contract.Classify(len(out), err); {
 			case llm.IsFatal(err):
 				fmt.Fprintf(w, "     preview stops here: %v\n", err)
-			case rejected:
+			case kind == contract.Rejected:
 				fmt.Fprintf(w, "     record %s would be rejected: %s (%v)\n", rec.ID, reason, err)
-			case isFilter(err):
+			case kind == contract.Filtered && err != nil:
 				fmt.Fprintf(w, "     record %s would be filtered: %v\n", rec.ID, err)
-			case err != nil:
+			case kind == contract.Stop:
 				return fmt.Errorf("stage %s: %w", spec.Name, err)
 			}
 			next = append(next, out...)
 		}
 		prev.print(w, len(recs), rows)
-		if ex, ok := st.(*exporter); ok {
+		if pv, ok := st.(Previewer); ok {
 			for _, rec := range next {
-				if s, ok := ex.samples.Load(rec); ok {
-					b, _ := marshalNoEscape(s)
-					fmt.Fprintf(w, "     sample %s: %s\n", rec.ID, clip(string(b), 600))
+				if s, ok := pv.Preview(rec); ok {
+					fmt.Fprintf(w, "     sample %s: %s\n", rec.ID, clip.Bytes(s, 600))
 				}
 			}
+		}
+		if _, ok := st.(Sink); ok {
 			continue // a sink passes its input through
 		}
 		recs = next
@@ -326,7 +334,7 @@ func (c *previewClient) print(w io.Writer, previewed int, rows int64) {
 		seen[req.Template] = true
 		fmt.Fprintf(w, "     request %s (template %s):\n", req.Stage, req.Template)
 		for _, m := range req.Messages {
-			fmt.Fprintf(w, "       [%s] %s\n", m.Role, indent(clip(m.Content, 1200), "         "))
+			fmt.Fprintf(w, "       [%s] %s\n", m.Role, indent(clip.Bytes(m.Content, 1200), "         "))
 		}
 	}
 	prefix := llm.NewPrefixMeter()
@@ -341,23 +349,22 @@ func (c *previewClient) print(w io.Writer, previewed int, rows int64) {
 	fmt.Fprintf(w, "     longest prompt: about %d tokens; with teacher.max_tokens it must fit the served context (max_model_len), which a run checks for every prompt before sending it\n", longest)
 }
 
+// previewEnv is the Env of stage name when nothing is sent: augment check
+// and config validation build stages with it. The teacher is a previewClient
+// (the offline stand-ins), the embedder the offline one, the library lib.
+// A run's Env is Runner.newEnv.
+func previewEnv(p *Pipeline, name string, teacher *previewClient, lib *toollib.Library) *Env {
+	return &Env{Stage: name, Seed: p.Seed, Dir: p.Dir(), Teacher: teacher, Embedder: offlineEmbedder(p),
+		Provider: p.Teacher.Provider, Model: p.Teacher.Model, Capacity: 1,
+		Library: func() (*toollib.Library, error) { return lib, nil }, Log: discardLog()}
+}
+
 func offlineEmbedder(p *Pipeline) llm.Embedder {
 	e, err := llm.NewEmbedder(llm.EmbedderConfig{Provider: "offline", Dimensions: p.Embedder.Dimensions}, llm.Options{})
 	if err != nil {
 		return nil
 	}
 	return e
-}
-
-// clip shortens s to about n bytes without splitting a character.
-func clip(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n] + "…"
 }
 
 func discardLog() *slog.Logger { return slog.New(slog.DiscardHandler) }
@@ -439,9 +446,7 @@ func stageProblems(p *Pipeline) []string {
 			continue
 		}
 		_, cfg := spec.config()
-		env := &Env{Stage: spec.Name, Seed: p.Seed, Dir: p.Dir(), Teacher: &previewClient{}, Embedder: offlineEmbedder(p),
-			Provider: p.Teacher.Provider, Model: p.Teacher.Model, Capacity: 1,
-			Library: func() (*toollib.Library, error) { return toollib.New(nil), nil }, Log: discardLog()}
+		env := previewEnv(p, spec.Name, &previewClient{}, toollib.New(nil))
 		if _, err := cfg.build(env); err != nil {
 			probs = append(probs, p.problem(fmt.Sprintf("stages[%d]", i), "stage %q: %v", spec.Name, err))
 		}

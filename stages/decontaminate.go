@@ -13,6 +13,8 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/augmentdata/augment/jsonout"
+	"github.com/augmentdata/augment/stages/contract"
 	"github.com/augmentdata/augment/stages/near"
 	"github.com/augmentdata/augment/stages/record"
 )
@@ -316,9 +318,9 @@ func (ix *benchIndex) Process(ctx context.Context, r *record.Record) ([]*record.
 			Count(ctx, "hits."+h.Benchmark, 1)
 		}
 	}
-	detail, err := marshalNoEscape(hits)
+	detail, err := jsonout.Marshal(hits)
 	if err != nil {
 		return nil, err
 	}
-	return nil, &Reject{Reason: ReasonContaminated, Detail: fmt.Sprintf("%d hit(s) in %s: %s", len(hits), strings.Join(benches, ", "), detail)}
+	return nil, &contract.Reject{Reason: ReasonContaminated, Detail: fmt.Sprintf("%d hit(s) in %s: %s", len(hits), strings.Join(benches, ", "), detail)}
 }

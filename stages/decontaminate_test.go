@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/augmentdata/augment/stages/contract"
 	"github.com/augmentdata/augment/stages/record"
 )
 
@@ -172,7 +173,7 @@ func deconRun(t testing.TB, ix *benchIndex, recs []*record.Record) map[string][]
 	got := map[string][]benchHit{}
 	for _, r := range recs {
 		_, err := ix.Process(context.Background(), r)
-		var rj *Reject
+		var rj *contract.Reject
 		if errors.As(err, &rj) {
 			_, js, _ := strings.Cut(rj.Detail, ": ")
 			var hits []benchHit

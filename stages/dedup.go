@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/augmentdata/augment/stages/contract"
 	"github.com/augmentdata/augment/stages/near"
 	"github.com/augmentdata/augment/stages/record"
 )
@@ -557,14 +558,14 @@ func (d *deduper) Process(ctx context.Context, r *record.Record) ([]*record.Reco
 		keeper := d.keepers[e.keeper].id
 		if e.exact {
 			Count(ctx, "removed.exact", 1)
-			return nil, Rejectf(ReasonDuplicate, "duplicate_of=%s (the same normalised %s)", keeper, strings.Join(d.cfg.Fields, " and "))
+			return nil, contract.Rejectf(ReasonDuplicate, "duplicate_of=%s (the same normalised %s)", keeper, strings.Join(d.cfg.Fields, " and "))
 		}
 		Count(ctx, "removed.near", 1)
 		via := ""
 		if float64(e.sim)/100 < d.cfg.Threshold {
 			via = ", joined through other members of the cluster"
 		}
-		return nil, Rejectf(ReasonNearDuplicate, "duplicate_of=%s (estimated Jaccard similarity %.2f of %s %d-grams of %s, threshold %.2f%s)",
+		return nil, contract.Rejectf(ReasonNearDuplicate, "duplicate_of=%s (estimated Jaccard similarity %.2f of %s %d-grams of %s, threshold %.2f%s)",
 			keeper, float64(e.sim)/100, d.cfg.Shingle, d.cfg.NGram, strings.Join(d.cfg.Fields, " and "), d.cfg.Threshold, via)
 	}
 	if i, ok := slices.BinarySearchFunc(d.keepers, rk, func(e keeperEntry, k uint64) int { return cmp.Compare(e.rank, k) }); ok {

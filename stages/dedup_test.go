@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/augmentdata/augment/stages/contract"
 	"github.com/augmentdata/augment/stages/near"
 	"github.com/augmentdata/augment/stages/record"
 )
@@ -145,7 +146,7 @@ func dedupRun(t testing.TB, d *deduper, recs []*record.Record) (map[string]strin
 	removed, reasons := map[string]string{}, map[string]string{}
 	for _, r := range recs {
 		out, err := d.Process(context.Background(), r)
-		var rj *Reject
+		var rj *contract.Reject
 		switch {
 		case errors.As(err, &rj):
 			keeper, _, _ := strings.Cut(strings.TrimPrefix(rj.Detail, "duplicate_of="), " ")
@@ -436,7 +437,7 @@ func BenchmarkDedup(b *testing.B) {
 		removed := map[string]string{}
 		pairs := map[string]string{}
 		err := dedupStream(n, nil, func(c, o string) { pairs[c] = o })(func(r *record.Record) error {
-			var rj *Reject
+			var rj *contract.Reject
 			if _, err := d.Process(context.Background(), r); errors.As(err, &rj) {
 				keeper, _, _ := strings.Cut(strings.TrimPrefix(rj.Detail, "duplicate_of="), " ")
 				removed[r.ID] = keeper

@@ -16,8 +16,9 @@ import (
 
 	"github.com/parquet-go/parquet-go"
 
+	"github.com/augmentdata/augment/jsonout"
 	"github.com/augmentdata/augment/manifests"
-	"github.com/augmentdata/augment/prompts"
+	"github.com/augmentdata/augment/stages/contract"
 	"github.com/augmentdata/augment/stages/formats"
 	"github.com/augmentdata/augment/stages/record"
 	"github.com/augmentdata/augment/stages/shard"
@@ -261,7 +262,7 @@ func (e *exporter) Process(ctx context.Context, r *record.Record) ([]*record.Rec
 		for i, p := range probs {
 			msgs[i] = p.String()
 		}
-		return nil, Rejectf(probs[0].Kind, "%s", strings.Join(msgs, "; "))
+		return nil, contract.Rejectf(probs[0].Kind, "%s", strings.Join(msgs, "; "))
 	}
 	if standIn != "" {
 		Count(ctx, CounterStandIn, 1)
@@ -274,6 +275,16 @@ func (e *exporter) Process(ctx context.Context, r *record.Record) ([]*record.Rec
 	}
 	e.samples.Store(r, s)
 	return []*record.Record{r}, nil
+}
+
+// Preview returns the sample Process rendered for r, as one JSON line.
+func (e *exporter) Preview(r *record.Record) (string, bool) {
+	s, ok := e.samples.Load(r)
+	if !ok {
+		return "", false
+	}
+	b, err := jsonout.Marshal(s)
+	return string(b), err == nil
 }
 
 // checkParams is the template's CheckToolParams, remembered for up to
@@ -354,7 +365,7 @@ func (e *exporter) render(r *record.Record) (*sample, error) {
 	}
 	tools, err := toolsJSON(r.Tools)
 	if err != nil {
-		return nil, Rejectf("export_bad_tool", "%v", err)
+		return nil, contract.Rejectf("export_bad_tool", "%v", err)
 	}
 	s.Tools = tools
 	msgs := r.Messages
@@ -366,7 +377,7 @@ func (e *exporter) render(r *record.Record) (*sample, error) {
 		}
 	}
 	if last < 0 {
-		return nil, Rejectf("export_no_assistant_turn", "the dialogue has no assistant turn to learn")
+		return nil, contract.Rejectf("export_no_assistant_turn", "the dialogue has no assistant turn to learn")
 	}
 	if last < len(msgs)-1 {
 		e.env.Note("trailing user or tool turns after the last assistant turn are cut (they have no target)")
@@ -376,7 +387,7 @@ func (e *exporter) render(r *record.Record) (*sample, error) {
 		switch m.Role {
 		case record.RoleSystem:
 			if i != 0 || len(s.Conversations) > 0 {
-				return nil, Rejectf("export_system_inside", "message %d: system message inside the dialogue", i)
+				return nil, contract.Rejectf("export_system_inside", "message %d: system message inside the dialogue", i)
 			}
 			s.System = m.Content
 		case record.RoleUser:
@@ -384,7 +395,7 @@ func (e *exporter) render(r *record.Record) (*sample, error) {
 		case record.RoleTool:
 			v, err := observation(m.Results)
 			if err != nil {
-				return nil, Rejectf("export_bad_result", "message %d: %v", i, err)
+				return nil, contract.Rejectf("export_bad_result", "message %d: %v", i, err)
 			}
 			s.Conversations = append(s.Conversations, verify.Turn{From: "observation", Value: v})
 		case record.RoleAssistant:
@@ -403,7 +414,7 @@ func (e *exporter) render(r *record.Record) (*sample, error) {
 			}
 			s.Conversations = append(s.Conversations, t)
 		default:
-			return nil, Rejectf("export_bad_role", "message %d: role %q", i, m.Role)
+			return nil, contract.Rejectf("export_bad_role", "message %d: role %q", i, m.Role)
 		}
 	}
 	return s, nil
@@ -418,7 +429,7 @@ func (e *exporter) render(r *record.Record) (*sample, error) {
 func (e *exporter) split(msgs []record.Message, i, last int) (turns []verify.Turn, used int, err error) {
 	m := msgs[i]
 	if e.cfg.Parallel != "split" {
-		return nil, 0, Rejectf(verify.ReasonLFNoParallel, "message %d: %d parallel calls; template %s renders one call per turn (set parallel: split to write them one after another)",
+		return nil, 0, contract.Rejectf(verify.ReasonLFNoParallel, "message %d: %d parallel calls; template %s renders one call per turn (set parallel: split to write them one after another)",
 			i, len(m.Calls), e.tpl.Name)
 	}
 	var res []record.Result
@@ -426,12 +437,12 @@ func (e *exporter) split(msgs []record.Message, i, last int) (turns []verify.Tur
 		res = msgs[i+1].Results
 	}
 	if len(res) != len(m.Calls) {
-		return nil, 0, Rejectf(verify.ReasonLFNoParallel, "message %d: %d parallel calls answered by %d results; they cannot be split into one call and its result at a time (template %s)",
+		return nil, 0, contract.Rejectf(verify.ReasonLFNoParallel, "message %d: %d parallel calls answered by %d results; they cannot be split into one call and its result at a time (template %s)",
 			i, len(m.Calls), len(res), e.tpl.Name)
 	}
 	for k, c := range m.Calls {
 		if res[k].Name != "" && res[k].Name != c.Name {
-			return nil, 0, Rejectf(verify.ReasonLFNoParallel, "message %d: result %d is %s's, call %d is %s; the results do not follow the calls (template %s)",
+			return nil, 0, contract.Rejectf(verify.ReasonLFNoParallel, "message %d: result %d is %s's, call %d is %s; the results do not follow the calls (template %s)",
 				i, k, res[k].Name, k, c.Name, e.tpl.Name)
 		}
 	}
@@ -480,7 +491,7 @@ func (e *exporter) assistant(m record.Message) (verify.Turn, error) {
 	case "llama3":
 		v, err := callsJSON(m.Calls, "parameters")
 		if err != nil {
-			return verify.Turn{}, Rejectf("export_bad_call", "%v", err)
+			return verify.Turn{}, contract.Rejectf("export_bad_call", "%v", err)
 		}
 		return verify.Turn{From: "gpt", Value: joinText(m.Content, m.Reasoning) + "<|python_tag|>" + listJSON(v, len(m.Calls))}, nil
 	case "decision":
@@ -507,7 +518,7 @@ func (e *exporter) assistant(m record.Message) (verify.Turn, error) {
 func (e *exporter) functionCall(m record.Message) (verify.Turn, error) {
 	js, err := callsJSON(m.Calls, "arguments")
 	if err != nil {
-		return verify.Turn{}, Rejectf("export_bad_call", "%v", err)
+		return verify.Turn{}, contract.Rejectf("export_bad_call", "%v", err)
 	}
 	thought := ""
 	if m.Reasoning != "" {
@@ -524,7 +535,7 @@ func (e *exporter) functionCall(m record.Message) (verify.Turn, error) {
 	value, prefix := thought+js, thought
 	if text != "" {
 		if !e.tpl.CallText {
-			return verify.Turn{}, Rejectf(ReasonLFNoCallText, "template %s renders a function_call turn as its calls alone: the text said with them (%.60q) would be lost; use a template with tool-call words or style inline",
+			return verify.Turn{}, contract.Rejectf(ReasonLFNoCallText, "template %s renders a function_call turn as its calls alone: the text said with them (%.60q) would be lost; use a template with tool-call words or style inline",
 				e.tpl.Name, text)
 		}
 		sep := "\n"
@@ -540,14 +551,14 @@ func (e *exporter) functionCall(m record.Message) (verify.Turn, error) {
 		if len(m.Calls) > 1 && !e.tpl.Parallel() {
 			kind = verify.ReasonLFNoParallel
 		}
-		return verify.Turn{}, Rejectf(kind, "template %s: %v", e.tpl.Name, err)
+		return verify.Turn{}, contract.Rejectf(kind, "template %s: %v", e.tpl.Name, err)
 	}
 	same := ft.Prefix == prefix && len(ft.Calls) == len(m.Calls)
 	for k := 0; same && k < len(ft.Calls); k++ {
 		same = ft.Calls[k].Name == m.Calls[k].Name
 	}
 	if !same {
-		return verify.Turn{}, Rejectf(verify.ReasonLFBadFunctionCall, "template %s reads the call turn back as %q before %d calls, not as written (the text or reasoning holds the template's own words)",
+		return verify.Turn{}, contract.Rejectf(verify.ReasonLFBadFunctionCall, "template %s reads the call turn back as %q before %d calls, not as written (the text or reasoning holds the template's own words)",
 			e.tpl.Name, ft.Prefix, len(ft.Calls))
 	}
 	return verify.Turn{From: "function_call", Value: value}, nil
@@ -584,7 +595,7 @@ func callsJSON(calls []record.Call, argsKey string) (string, error) {
 		if i > 0 {
 			buf.WriteString(", ")
 		}
-		name, _ := marshalNoEscape(c.Name)
+		name, _ := jsonout.Marshal(c.Name)
 		args := c.Arguments
 		if len(bytes.TrimSpace(args)) == 0 {
 			args = json.RawMessage("{}")
@@ -617,7 +628,7 @@ func observation(results []record.Result) (string, error) {
 			buf.WriteString(c)
 			continue
 		}
-		b, err := marshalNoEscape(res.Content)
+		b, err := jsonout.Marshal(res.Content)
 		if err != nil {
 			return "", err
 		}
@@ -703,7 +714,7 @@ func writeJSONString(b *bytes.Buffer, s string) {
 		r, n := utf8.DecodeRuneInString(s[i:])
 		if c < 0x20 || r == utf8.RuneError && n == 1 || r == '\u2028' || r == '\u2029' {
 			b.Truncate(start)
-			q, _ := marshalNoEscape(s)
+			q, _ := jsonout.Marshal(s)
 			b.Write(q)
 			return
 		}
@@ -712,9 +723,6 @@ func writeJSONString(b *bytes.Buffer, s string) {
 	b.WriteString(s[last:])
 	b.WriteByte('"')
 }
-
-// marshalNoEscape is compact JSON without HTML escaping.
-func marshalNoEscape(v any) ([]byte, error) { return prompts.JSON(v, "") }
 
 // WriteShard writes one data file of the dataset folder.
 func (e *exporter) WriteShard(_ context.Context, dir *manifests.Root, name string, recs []*record.Record) ([]manifests.FileRef, []shard.Reject, error) {
@@ -907,6 +915,6 @@ func (e *exporter) trainLoRA(st exportStats) []byte {
 
 // yamlString quotes s as a YAML double-quoted scalar (JSON string syntax).
 func yamlString(s string) string {
-	q, _ := marshalNoEscape(s)
+	q, _ := jsonout.Marshal(s)
 	return string(q)
 }

@@ -8,7 +8,9 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/augmentdata/augment/jsonout"
 	"github.com/augmentdata/augment/manifests"
+	"github.com/augmentdata/augment/stages/contract"
 	"github.com/augmentdata/augment/stages/record"
 )
 
@@ -63,10 +65,10 @@ func (e *exporter) roleSample(ctx context.Context, r *record.Record, s *sample, 
 	for i, t := range s.Conversations {
 		name, ok := role[t.From]
 		if !ok {
-			return nil, Rejectf("export_bad_role", "turn %d: %q has no role in a messages row", i, t.From)
+			return nil, contract.Rejectf("export_bad_role", "turn %d: %q has no role in a messages row", i, t.From)
 		}
 		if name != "tool" && strings.TrimSpace(t.Value) == "" {
-			return nil, Rejectf("export_empty_turn", "turn %d (%s) is empty", i, name)
+			return nil, contract.Rejectf("export_empty_turn", "turn %d (%s) is empty", i, name)
 		}
 		msgs = append(msgs, chatMessage{name, t.Value})
 	}
@@ -156,8 +158,8 @@ func (e *exporter) finishRole(dir *manifests.Root, total manifests.Counts) ([]st
 // other as the sharegpt row (what `augment check` shows).
 func (s *sample) MarshalJSON() ([]byte, error) {
 	if s.Messages != nil {
-		return marshalNoEscape(map[string]any{"messages": s.Messages})
+		return jsonout.Marshal(map[string]any{"messages": s.Messages})
 	}
 	type row sample
-	return marshalNoEscape((*row)(s))
+	return jsonout.Marshal((*row)(s))
 }

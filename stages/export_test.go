@@ -11,7 +11,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/augmentdata/augment/jsonout"
 	"github.com/augmentdata/augment/manifests"
+	"github.com/augmentdata/augment/stages/contract"
 	"github.com/augmentdata/augment/stages/record"
 	"github.com/augmentdata/augment/verify"
 )
@@ -154,7 +156,7 @@ func TestExportToolsJSON(t *testing.T) {
 		}
 		want = append(want, tool{t.Name, t.Description, p, t.Response})
 	}
-	wb, _ := marshalNoEscape(want)
+	wb, _ := jsonout.Marshal(want)
 	if got != string(wb) {
 		t.Errorf("tools JSON\n got %s\nwant %s", got, wb)
 	}
@@ -182,7 +184,7 @@ func TestExportRejects(t *testing.T) {
 	}
 	for _, tt := range tests {
 		_, err := e.Process(context.Background(), tt.rec)
-		if got, _ := rejectReason(err); got != tt.reason {
+		if got, _ := contract.ReasonOf(err); got != tt.reason {
 			t.Errorf("%s: reason %q (%v), want %q", tt.name, got, err, tt.reason)
 		}
 	}
@@ -251,7 +253,7 @@ func FuzzWriteJSONString(f *testing.F) {
 	f.Fuzz(func(t *testing.T, s string) {
 		var got bytes.Buffer
 		writeJSONString(&got, s)
-		want, _ := marshalNoEscape(s)
+		want, _ := jsonout.Marshal(s)
 		if got.String() != string(want) {
 			t.Fatalf("%q: got %s want %s", s, got.String(), want)
 		}
@@ -292,7 +294,7 @@ func TestExportParallelForGLM4(t *testing.T) {
 		t.Fatal("a list of calls must fail glm4's function formatter")
 	}
 	_, err := buildExport(t, ExportConfig{Template: "glm4"}).Process(context.Background(), fxParallel())
-	if reason, _ := rejectReason(err); reason != verify.ReasonLFNoParallel {
+	if reason, _ := contract.ReasonOf(err); reason != verify.ReasonLFNoParallel {
 		t.Errorf("parallel: reject gave %v", err)
 	}
 	split := buildExport(t, ExportConfig{Template: "glm4", Parallel: "split"})
@@ -377,7 +379,7 @@ func TestExportCallText(t *testing.T) {
 	}
 	for _, name := range []string{"mistral", "gemma3"} {
 		_, err := buildExport(t, ExportConfig{Template: name}).Process(context.Background(), gui)
-		if reason, _ := rejectReason(err); reason != ReasonLFNoCallText {
+		if reason, _ := contract.ReasonOf(err); reason != ReasonLFNoCallText {
 			t.Errorf("%s: %v, want %s", name, err, ReasonLFNoCallText)
 		}
 	}
@@ -386,7 +388,7 @@ func TestExportCallText(t *testing.T) {
 	bad := gui.Clone()
 	bad.Messages[1].Content = "Use <tool_call>x</tool_call> tags."
 	_, err := buildExport(t, ExportConfig{Template: "qwen"}).Process(context.Background(), bad)
-	if reason, _ := rejectReason(err); reason != verify.ReasonLFBadFunctionCall {
+	if reason, _ := contract.ReasonOf(err); reason != verify.ReasonLFBadFunctionCall {
 		t.Errorf("text with tool-call words: %v", err)
 	}
 }
@@ -461,7 +463,7 @@ func BenchmarkExportProcess(b *testing.B) {
 			for i := 0; b.Loop(); i++ {
 				r := recs[i%len(recs)]
 				if _, err := e.Process(ctx, r); err != nil {
-					if _, ok := rejectReason(err); !ok {
+					if _, ok := contract.ReasonOf(err); !ok {
 						b.Fatal(err)
 					}
 				}

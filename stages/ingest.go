@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"io"
 	"maps"
 	"path/filepath"
@@ -18,6 +17,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/augmentdata/augment/manifests"
+	"github.com/augmentdata/augment/stages/contract"
 	"github.com/augmentdata/augment/stages/formats"
 	"github.com/augmentdata/augment/stages/record"
 	"github.com/augmentdata/augment/stages/shard"
@@ -409,77 +409,56 @@ func (r *Runner) readBatches(ctx context.Context, sc *formats.Scanner, src Sourc
 func (r *Runner) ingestBatch(src Source, sr stageRun, b rawBatch) (manifests.Shard, []record.Tool, error) {
 	start := time.Now()
 	name := fmt.Sprintf("%s-%05d", src.Name, b.index)
-	sh := manifests.Shard{Name: name}
-	var recs []*record.Record
-	var rejects []shard.Reject
+	o := &shardOut{sh: manifests.Shard{Name: name}}
 	var tools []record.Tool
 	for i, rr := range b.rows {
 		row, raw := b.first+int64(i), rr.text
-		sh.In++
+		o.sh.In++
 		if src.Fraction > 0 && !keepFraction(r.p.Seed, src.Name, row, src.Fraction) {
-			sh.Filtered = incr(sh.Filtered, "fraction")
+			o.filter("fraction")
 			continue
 		}
 		if rr.bad != nil {
-			sh.Rejected = incr(sh.Rejected, rr.bad.Reason)
-			rejects = append(rejects, shard.Reject{Stage: sr.name, ID: fmt.Sprintf("%s:%d", src.Name, row),
+			o.reject(shard.Reject{Stage: sr.name, ID: fmt.Sprintf("%s:%d", src.Name, row),
 				Source: src.Name, Row: row, Reason: rr.bad.Reason, Detail: rr.bad.Error(), Raw: string(raw)})
 			continue
 		}
 		rec, err := formats.Parse(src.Format, src.Name, row, raw)
 		if err != nil {
-			reason, ok := rejectReason(err)
+			reason, ok := contract.ReasonOf(err)
 			if !ok {
 				reason = "parse_error"
 			}
-			sh.Rejected = incr(sh.Rejected, reason)
-			rejects = append(rejects, shard.Reject{Stage: sr.name, ID: fmt.Sprintf("%s:%d", src.Name, row),
+			o.reject(shard.Reject{Stage: sr.name, ID: fmt.Sprintf("%s:%d", src.Name, row),
 				Source: src.Name, Row: row, Reason: reason, Detail: err.Error(), Raw: string(raw)})
 			continue
 		}
 		if reason, err := shard.Check(rec); err != nil {
-			sh.Rejected = incr(sh.Rejected, reason)
-			rejects = append(rejects, shard.Reject{Stage: sr.name, ID: rec.ID, Source: src.Name, Row: row,
+			o.reject(shard.Reject{Stage: sr.name, ID: rec.ID, Source: src.Name, Row: row,
 				Reason: reason, Detail: err.Error(), Raw: string(raw)})
 			continue
 		}
 		rec.AddStep(sr.name, "rule", "")
 		if rp := rec.Tag("repairs"); rp != "" {
 			for _, kind := range strings.Split(rp, ",") {
-				sh.Counters = incr(sh.Counters, "repair."+kind)
+				o.sh.Counters = incr(o.sh.Counters, "repair."+kind)
 			}
 		}
 		tools = append(tools, rec.Tools...)
-		recs = append(recs, rec)
+		o.keep(rec)
 	}
-	sh.Out = int64(len(recs))
-	refs, err := shard.Write(sr.out, "part-"+name+".parquet", recs, r.shardOptions())
-	if err != nil {
-		return sh, nil, err
-	}
-	sh.Outputs = refs
-	if len(rejects) > 0 {
-		ref, err := shard.WriteRejects(sr.out, "rejects-"+name+".jsonl", rejects)
-		if err != nil {
-			return sh, nil, err
-		}
-		sh.Outputs = append(sh.Outputs, ref)
-	}
+	sh, err := r.writeShard(context.Background(), sr, nil, o)
 	sh.Seconds = time.Since(start).Seconds()
-	return sh, toollib.New(tools).Tools, sh.Counts.Balanced()
+	return sh, toollib.New(tools).Tools, err
 }
 
 // keepFraction decides, from the seed and the row's identity only, whether a
 // row survives a source's fraction.
 func keepFraction(seed uint64, source string, row int64, fraction float64) bool {
-	h := fnv.New64a()
-	var b [16]byte
-	binary.LittleEndian.PutUint64(b[:8], seed)
-	binary.LittleEndian.PutUint64(b[8:], uint64(row))
-	h.Write(b[:])
-	h.Write([]byte(source))
 	if fraction >= 1 {
 		return true
 	}
-	return float64(h.Sum64()>>11)/float64(1<<53) < fraction
+	var b [8]byte
+	binary.LittleEndian.PutUint64(b[:], uint64(row))
+	return float64(seedHash(seed, string(b[:]), source)>>11)/float64(1<<53) < fraction
 }

@@ -1,7 +1,6 @@
 package stages
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -11,6 +10,8 @@ import (
 	"strconv"
 	"sync"
 
+	"github.com/augmentdata/augment/jsonout"
+	"github.com/augmentdata/augment/stages/contract"
 	"github.com/augmentdata/augment/stages/llm"
 	"github.com/augmentdata/augment/stages/record"
 	"github.com/augmentdata/augment/stages/toollib"
@@ -361,10 +362,9 @@ func (ml *metaToolLibrary) index(ctx context.Context, e toollib.Embedder) (*tool
 	}
 	ix, err := toollib.NewIndex(ctx, e, ml.qs, metaToolEmbedBatch)
 	if err != nil {
-		// %v, not %w: a library that cannot be embedded is the run's
-		// problem, not the record's, even when the embedder's error would
-		// reject a record.
-		return nil, fmt.Errorf("meta_tool: embedding the tool library: %v", err)
+		// A library that cannot be embedded is the run's problem, not the
+		// record's, even when the embedder's error would reject a record.
+		return nil, contract.Fatal(fmt.Errorf("meta_tool: embedding the tool library: %w", err))
 	}
 	ml.ix = ix
 	return ix, nil
@@ -373,17 +373,11 @@ func (ml *metaToolLibrary) index(ctx context.Context, e toollib.Embedder) (*tool
 // find returns the library index of a tool with t's exact definition, or -1.
 func (ml *metaToolLibrary) find(t record.Tool) int {
 	for _, i := range ml.lib.Named(t.Name) {
-		if sameDefinition(ml.lib.Tools[i], t) {
+		if toollib.SameDefinition(ml.lib.Tools[i], t) {
 			return i
 		}
 	}
 	return -1
-}
-
-// sameDefinition reports whether two tools describe the same function,
-// whatever their names.
-func sameDefinition(a, b record.Tool) bool {
-	return a.Description == b.Description && bytes.Equal(a.Parameters, b.Parameters)
 }
 
 // metaToolPlan is one record's draw and derived facts.
@@ -456,21 +450,21 @@ func (s *metaToolStage) Process(ctx context.Context, in *record.Record) ([]*reco
 func (s *metaToolStage) collect(p *metaToolPlan) error {
 	for _, t := range p.in.Tools {
 		if t.Name == verify.MetaTool || t.Name == verify.GetUserInput {
-			return Rejectf(MetaToolReservedName, "the record already lists a tool named %q", t.Name)
+			return contract.Rejectf(MetaToolReservedName, "the record already lists a tool named %q", t.Name)
 		}
 	}
 	seen := map[string]bool{}
 	for i, m := range p.in.Messages {
 		for _, c := range m.Calls {
 			if c.Name == verify.MetaTool || c.Name == verify.GetUserInput {
-				return Rejectf(MetaToolReservedName, "messages[%d] already calls %q", i, c.Name)
+				return contract.Rejectf(MetaToolReservedName, "messages[%d] already calls %q", i, c.Name)
 			}
 			if seen[c.Name] {
 				continue
 			}
 			t, ok := p.in.ToolByName(c.Name)
 			if !ok {
-				return Rejectf(MetaToolUnknownCall, "messages[%d] calls %q, which the record does not list", i, c.Name)
+				return contract.Rejectf(MetaToolUnknownCall, "messages[%d] calls %q, which the record does not list", i, c.Name)
 			}
 			seen[c.Name] = true
 			p.invoked = append(p.invoked, t)
@@ -492,7 +486,7 @@ func (s *metaToolStage) invokedQueries(p *metaToolPlan) error {
 	for i, t := range p.invoked {
 		q, err := toollib.QueryOf(t)
 		if err != nil {
-			return Rejectf(MetaToolBadParameters, "invoked %v", err)
+			return contract.Rejectf(MetaToolBadParameters, "invoked %v", err)
 		}
 		qs[i] = q
 	}
@@ -681,7 +675,7 @@ func (s *metaToolStage) distractors(p *metaToolPlan, ml *metaToolLibrary, ix *to
 		out = append(out, t.Clone())
 	}
 	if len(out) < need {
-		return nil, Rejectf(MetaToolFewDistractors, "a hard record needs %d irrelevant tools and %d draws from the %d-tool library found %d", need, budget, n, len(out))
+		return nil, contract.Rejectf(MetaToolFewDistractors, "a hard record needs %d irrelevant tools and %d draws from the %d-tool library found %d", need, budget, n, len(out))
 	}
 	return out, nil
 }
@@ -692,7 +686,7 @@ func (s *metaToolStage) distractors(p *metaToolPlan, ml *metaToolLibrary, ix *to
 // either direction.
 func (s *metaToolStage) standsIn(p *metaToolPlan, cand record.Tool, v *toollib.Vectors) bool {
 	for k, t := range p.invoked {
-		if sameDefinition(t, cand) || toollib.NearTwins(t, cand, lexicalTwinEmbedding, s.twin) {
+		if toollib.SameDefinition(t, cand) || toollib.NearTwins(t, cand, lexicalTwinEmbedding, s.twin) {
 			return true
 		}
 		if v == nil || p.vecs == nil {
@@ -732,7 +726,7 @@ func (s *metaToolStage) insertMetaCalls(ctx context.Context, p *metaToolPlan, ms
 				call := record.Message{Role: record.RoleAssistant}
 				res := record.Message{Role: record.RoleTool}
 				for id, k := range fresh {
-					args, err := marshalNoEscape(p.queries[k])
+					args, err := jsonout.Marshal(p.queries[k])
 					if err != nil {
 						return nil, err
 					}
@@ -770,7 +764,7 @@ func paperEnvelope(returns string, id, n int) string {
 func (s *metaToolStage) metaResult(ctx context.Context, p *metaToolPlan, k int, returned map[string]int) (string, error) {
 	target := p.invoked[k]
 	if s.cfg.ResultMode == MetaToolOracle {
-		b, err := marshalNoEscape(target)
+		b, err := jsonout.Marshal(target)
 		return string(b), err
 	}
 	ml, err := s.library()
@@ -801,7 +795,7 @@ func (s *metaToolStage) metaResult(ctx context.Context, p *metaToolPlan, k int, 
 		names := map[string]bool{}
 		for _, h := range hits {
 			t := ml.lib.Tools[h.Doc]
-			if names[t.Name] || sameDefinition(t, target) {
+			if names[t.Name] || toollib.SameDefinition(t, target) {
 				continue
 			}
 			if j, ok := returned[t.Name]; ok && j != h.Doc {
@@ -823,7 +817,7 @@ func (s *metaToolStage) metaResult(ctx context.Context, p *metaToolPlan, k int, 
 		list = append(list, ml.lib.Tools[i])
 	}
 	p.rng.Shuffle(len(list), func(i, j int) { list[i], list[j] = list[j], list[i] })
-	b, err := marshalNoEscape(list)
+	b, err := jsonout.Marshal(list)
 	return string(b), err
 }
 

@@ -13,6 +13,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/augmentdata/augment/stages/contract"
 	"github.com/augmentdata/augment/stages/formats"
 	"github.com/augmentdata/augment/stages/record"
 	"github.com/augmentdata/augment/stages/toollib"
@@ -266,11 +267,11 @@ func mtCheck(t *testing.T, cfg MetaToolConfig, in, out *record.Record) {
 			orig, inInput := in.ToolByName(tl.Name)
 			for _, name := range invoked {
 				inv, _ := in.ToolByName(name)
-				if tl.Name != name && sameDefinition(tl, inv) {
+				if tl.Name != name && toollib.SameDefinition(tl, inv) {
 					t.Errorf("%s: distractor %q repeats invoked %q", in.ID, tl.Name, name)
 				}
 			}
-			if inInput && !sameDefinition(orig, tl) {
+			if inInput && !toollib.SameDefinition(orig, tl) {
 				t.Errorf("%s: tool %q changed definition", in.ID, tl.Name)
 			}
 		}
@@ -365,7 +366,7 @@ func mtCheck(t *testing.T, cfg MetaToolConfig, in, out *record.Record) {
 				}
 				names[tl.Name] = true
 				if tl.Name == target {
-					found = sameDefinition(tl, def)
+					found = toollib.SameDefinition(tl, def)
 				} else if listed[tl.Name] || slices.Contains(invoked, tl.Name) {
 					t.Errorf("%s: result returns %q, which clashes with a listed or invoked tool", in.ID, tl.Name)
 				}
@@ -721,7 +722,7 @@ func TestMetaToolFewDistractors(t *testing.T) {
 	cfg := MetaToolConfig{OpenWorldRatio: mtPtr(0), HardRatio: mtPtr(1)}
 	st := mtBuild(t, cfg, mtEnv([]record.Tool{mtTraffic, mtStock}, &mtEmbedder{}))
 	_, err := st.Process(context.Background(), mtSingle("mt:few"))
-	if reason, ok := rejectReason(err); !ok || reason != MetaToolFewDistractors {
+	if reason, ok := contract.ReasonOf(err); !ok || reason != MetaToolFewDistractors {
 		t.Fatalf("err = %v, want reject %s", err, MetaToolFewDistractors)
 	}
 }
@@ -815,7 +816,7 @@ func TestMetaToolRejects(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			_, err := st.Process(context.Background(), tt.in)
-			if reason, ok := rejectReason(err); !ok || reason != tt.want {
+			if reason, ok := contract.ReasonOf(err); !ok || reason != tt.want {
 				t.Errorf("err = %v, want reject %s", err, tt.want)
 			}
 		})
@@ -1082,7 +1083,7 @@ func TestMetaToolRealData(t *testing.T) {
 		for _, in := range recs {
 			outs, err := st.Process(context.Background(), in)
 			if err != nil {
-				reason, ok := rejectReason(err)
+				reason, ok := contract.ReasonOf(err)
 				if !ok {
 					t.Fatalf("%s: %v", in.ID, err)
 				}
@@ -1157,7 +1158,7 @@ func TestMetaToolTwinsRealData(t *testing.T) {
 			for _, c := range m.Calls {
 				if tl, ok := r.ToolByName(c.Name); ok {
 					for _, i := range lib.Named(tl.Name) {
-						if sameDefinition(lib.Tools[i], tl) {
+						if toollib.SameDefinition(lib.Tools[i], tl) {
 							invoked[i] = true
 						}
 					}
@@ -1179,7 +1180,7 @@ func TestMetaToolTwinsRealData(t *testing.T) {
 			if c.Name == lib.Tools[i].Name {
 				continue
 			}
-			if sameDefinition(lib.Tools[i], c) || toollib.Score(0.5, vecs[i], vecs[j]) > cfg.DistractorMaxSimilarity ||
+			if toollib.SameDefinition(lib.Tools[i], c) || toollib.Score(0.5, vecs[i], vecs[j]) > cfg.DistractorMaxSimilarity ||
 				toollib.Score(0.5, vecs[j], vecs[i]) > cfg.DistractorMaxSimilarity {
 				old[c.Name] = true
 			} else if toollib.NearTwins(lib.Tools[i], c, lexicalTwinEmbedding, *cfg.TwinDescriptionSimilarity) {
@@ -1212,7 +1213,7 @@ func TestMetaToolTwinsRealData(t *testing.T) {
 	for _, in := range recs {
 		outs, err := st.Process(context.Background(), in)
 		if err != nil {
-			reason, ok := rejectReason(err)
+			reason, ok := contract.ReasonOf(err)
 			if !ok {
 				t.Fatalf("%s: %v", in.ID, err)
 			}

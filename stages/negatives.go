@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/augmentdata/augment/prompts"
+	"github.com/augmentdata/augment/stages/contract"
 	"github.com/augmentdata/augment/stages/llm"
 	"github.com/augmentdata/augment/stages/record"
 )
@@ -342,18 +343,18 @@ var claimPhrases = []string{
 // wrapped in [ ]) and claims no call (claimPhrases).
 func checkNegativeReply(text string, functions []string) error {
 	if text == "" {
-		return Rejectf(NegativeReplyEmpty, "the reply is empty")
+		return contract.Rejectf(NegativeReplyEmpty, "the reply is empty")
 	}
 	for _, m := range callMarkers {
 		if strings.Contains(text, m) {
-			return Rejectf(NegativeReplyCallSyntax, "the reply contains %q", m)
+			return contract.Rejectf(NegativeReplyCallSyntax, "the reply contains %q", m)
 		}
 	}
 	if jsonCallRe.MatchString(text) {
-		return Rejectf(NegativeReplyCallSyntax, "the reply contains a JSON function call")
+		return contract.Rejectf(NegativeReplyCallSyntax, "the reply contains a JSON function call")
 	}
 	if strings.HasPrefix(text, "[") && strings.HasSuffix(text, "]") {
-		return Rejectf(NegativeReplyCallSyntax, "the reply is a bracketed list, the call syntax of ToolACE")
+		return contract.Rejectf(NegativeReplyCallSyntax, "the reply is a bracketed list, the call syntax of ToolACE")
 	}
 	for _, f := range functions {
 		if f == "" {
@@ -366,7 +367,7 @@ func checkNegativeReply(text string, functions []string) error {
 			}
 			after := strings.TrimLeft(text[i+j+len(f):], " ")
 			if strings.HasPrefix(after, "(") && (i+j == 0 || !isIdentByte(text[i+j-1])) {
-				return Rejectf(NegativeReplyCallSyntax, "the reply calls %q", f)
+				return contract.Rejectf(NegativeReplyCallSyntax, "the reply calls %q", f)
 			}
 			i += j + len(f)
 		}
@@ -374,7 +375,7 @@ func checkNegativeReply(text string, functions []string) error {
 	lower := strings.ToLower(text)
 	for _, p := range claimPhrases {
 		if strings.Contains(lower, p) {
-			return Rejectf(NegativeReplyClaimsCall, "the reply claims a function call (%q)", p)
+			return contract.Rejectf(NegativeReplyClaimsCall, "the reply claims a function call (%q)", p)
 		}
 	}
 	return nil

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/augmentdata/augment/stages/contract"
 	"github.com/augmentdata/augment/stages/llm"
 	"github.com/augmentdata/augment/stages/record"
 )
@@ -254,7 +255,7 @@ func TestNegativeAssertion(t *testing.T) {
 	if err == nil {
 		t.Fatal("a negative that still lists the called function must fail")
 	}
-	if _, isReject := rejectReason(err); isReject {
+	if _, isReject := contract.ReasonOf(err); isReject {
 		t.Errorf("the violation must be systemic, got a reject: %v", err)
 	}
 	meta := fxMetaTool()
@@ -325,7 +326,7 @@ func TestNegativesTeacherReask(t *testing.T) {
 				}
 				return
 			}
-			if got, _ := rejectReason(err); got != tt.reason {
+			if got, _ := contract.ReasonOf(err); got != tt.reason {
 				t.Errorf("reason %q (%v), want %q", got, err, tt.reason)
 			}
 		})
@@ -369,7 +370,7 @@ func TestCheckNegativeReply(t *testing.T) {
 		{"抱歉，我目前的工具無法查詢交通狀況。", ""},
 	}
 	for _, tt := range tests {
-		got, _ := rejectReason(checkNegativeReply(tt.text, fns))
+		got, _ := contract.ReasonOf(checkNegativeReply(tt.text, fns))
 		if got != tt.reason {
 			t.Errorf("checkNegativeReply(%q) = %q, want %q", tt.text, got, tt.reason)
 		}
@@ -412,7 +413,7 @@ func FuzzCheckNegativeReply(f *testing.F) {
 		if err == nil {
 			return
 		}
-		switch reason, _ := rejectReason(err); reason {
+		switch reason, _ := contract.ReasonOf(err); reason {
 		case NegativeReplyEmpty, NegativeReplyCallSyntax, NegativeReplyClaimsCall:
 		default:
 			t.Fatalf("checkNegativeReply(%q, %q): %v", text, fn, err)

@@ -15,7 +15,9 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/augmentdata/augment/jsonout"
 	"github.com/augmentdata/augment/prompts"
+	"github.com/augmentdata/augment/stages/contract"
 	"github.com/augmentdata/augment/stages/llm"
 	"github.com/augmentdata/augment/stages/record"
 	"github.com/augmentdata/augment/stages/toollib"
@@ -183,7 +185,7 @@ func (s *noiseStage) Process(ctx context.Context, r *record.Record) ([]*record.R
 			continue
 		}
 		err = fmt.Errorf("messages[%d].calls[%d]: %w", slots[k].msg, slots[k].call, err)
-		if _, ok := rejectReason(err); !ok {
+		if _, ok := contract.ReasonOf(err); !ok {
 			return nil, err
 		}
 		if reject == nil {
@@ -214,9 +216,9 @@ type noiseAnswer struct {
 func (s *noiseStage) rewrite(ctx context.Context, r *record.Record, sl noiseSlot) (json.RawMessage, float64, llm.Response, error) {
 	orig, err := parseMetaToolArgs(r.Messages[sl.msg].Calls[sl.call].Arguments)
 	if err != nil {
-		return nil, 0, llm.Response{}, Rejectf(NoiseBadShape, "the input meta_tool call: %v", err)
+		return nil, 0, llm.Response{}, contract.Rejectf(NoiseBadShape, "the input meta_tool call: %v", err)
 	}
-	callJSON, err := marshalNoEscape(noiseCall{Name: verify.MetaTool, Arguments: orig})
+	callJSON, err := jsonout.Marshal(noiseCall{Name: verify.MetaTool, Arguments: orig})
 	if err != nil {
 		return nil, 0, llm.Response{}, err
 	}
@@ -258,7 +260,7 @@ func (s *noiseStage) rewrite(ctx context.Context, r *record.Record, sl noiseSlot
 			return noiseAnswer{}, err
 		}
 		if sim < s.cfg.Threshold {
-			return noiseAnswer{}, Rejectf(NoiseLowSimilarity, "similarity %.4f to the original is below %.4f", sim, s.cfg.Threshold)
+			return noiseAnswer{}, contract.Rejectf(NoiseLowSimilarity, "similarity %.4f to the original is below %.4f", sim, s.cfg.Threshold)
 		}
 		return noiseAnswer{q, sim}, nil
 	}
@@ -269,7 +271,7 @@ func (s *noiseStage) rewrite(ctx context.Context, r *record.Record, sl noiseSlot
 	if err != nil {
 		return nil, 0, resp, err
 	}
-	b, err := marshalNoEscape(ans.q)
+	b, err := jsonout.Marshal(ans.q)
 	return b, ans.sim, resp, err
 }
 
@@ -281,26 +283,26 @@ func parseMetaToolArgs(raw json.RawMessage) (toollib.Query, error) {
 // parseNoiseAnswer checks a teacher's answer (see NoiseConfig) and returns
 // the rewritten arguments; wantParams is the original's parameter count.
 func parseNoiseAnswer(content string, wantParams int) (toollib.Query, error) {
-	body := noiseStripFence(content)
+	body := stripCodeFence(content)
 	if !json.Valid([]byte(body)) {
 		var v any
 		err := json.Unmarshal([]byte(body), &v)
-		return toollib.Query{}, Rejectf(NoiseInvalidJSON, "the answer is not one JSON value: %v", err)
+		return toollib.Query{}, contract.Rejectf(NoiseInvalidJSON, "the answer is not one JSON value: %v", err)
 	}
 	keys, vals, err := toollib.ObjectMembers([]byte(body))
 	if err != nil {
-		return toollib.Query{}, Rejectf(NoiseBadShape, "the answer: %v", err)
+		return toollib.Query{}, contract.Rejectf(NoiseBadShape, "the answer: %v", err)
 	}
 	if err := exactKeys(keys, "name", "arguments"); err != nil {
-		return toollib.Query{}, Rejectf(NoiseBadShape, "the answer: %v", err)
+		return toollib.Query{}, contract.Rejectf(NoiseBadShape, "the answer: %v", err)
 	}
 	var name string
 	if err := json.Unmarshal(vals[indexOf(keys, "name")], &name); err != nil || name != verify.MetaTool {
-		return toollib.Query{}, Rejectf(NoiseBadShape, "the answer's name is %s, want \"meta_tool\"", bytes.TrimSpace(vals[indexOf(keys, "name")]))
+		return toollib.Query{}, contract.Rejectf(NoiseBadShape, "the answer's name is %s, want \"meta_tool\"", bytes.TrimSpace(vals[indexOf(keys, "name")]))
 	}
 	q, err := metaToolArguments(vals[indexOf(keys, "arguments")], wantParams)
 	if err != nil {
-		return toollib.Query{}, Rejectf(NoiseBadShape, "the answer's arguments: %v", err)
+		return toollib.Query{}, contract.Rejectf(NoiseBadShape, "the answer's arguments: %v", err)
 	}
 	return q, nil
 }
@@ -374,22 +376,6 @@ func indexOf(list []string, s string) int {
 	return -1
 }
 
-// noiseStripFence returns the body of a ``` fenced block (language tag
-// dropped) if s is one, else s trimmed.
-func noiseStripFence(s string) string {
-	s = strings.TrimSpace(s)
-	if len(s) < 6 || !strings.HasPrefix(s, "```") || !strings.HasSuffix(s, "```") {
-		return s
-	}
-	s = strings.TrimSuffix(s[3:], "```")
-	if nl := strings.IndexByte(s, '\n'); nl >= 0 {
-		s = s[nl+1:]
-	} else {
-		return strings.TrimSpace(s)
-	}
-	return strings.TrimSpace(s)
-}
-
 // standIn is the offline teacher (see NoiseConfig); simTo scores a
 // rewrite against the original.
 func (s *noiseStage) standIn(orig toollib.Query, callJSON []byte, simTo func(toollib.Query) (float64, error)) (string, error) {
@@ -410,7 +396,7 @@ func (s *noiseStage) standIn(orig toollib.Query, callJSON []byte, simTo func(too
 			return "", err
 		}
 		if sim >= s.cfg.Threshold {
-			b, err := marshalNoEscape(noiseCall{Name: verify.MetaTool, Arguments: q})
+			b, err := jsonout.Marshal(noiseCall{Name: verify.MetaTool, Arguments: q})
 			return string(b), err
 		}
 	}

@@ -12,6 +12,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/augmentdata/augment/jsonout"
+	"github.com/augmentdata/augment/stages/contract"
 	"github.com/augmentdata/augment/stages/llm"
 	"github.com/augmentdata/augment/stages/record"
 	"github.com/augmentdata/augment/stages/toollib"
@@ -154,7 +156,7 @@ func TestParseNoiseAnswer(t *testing.T) {
 				}
 				return
 			}
-			reason, ok := rejectReason(err)
+			reason, ok := contract.ReasonOf(err)
 			if !ok || reason != tt.want || !strings.Contains(err.Error(), tt.detail) {
 				t.Errorf("err = %v, want %s containing %q", err, tt.want, tt.detail)
 			}
@@ -171,13 +173,13 @@ func FuzzParseNoiseAnswer(f *testing.F) {
 	f.Fuzz(func(t *testing.T, s string, n int) {
 		q, err := parseNoiseAnswer(s, n)
 		if err != nil {
-			if _, ok := rejectReason(err); !ok {
+			if _, ok := contract.ReasonOf(err); !ok {
 				t.Fatalf("error without a reject reason: %v", err)
 			}
 			return
 		}
 		// An accepted answer survives re-encoding unchanged.
-		b, err := marshalNoEscape(noiseCall{Name: verify.MetaTool, Arguments: q})
+		b, err := jsonout.Marshal(noiseCall{Name: verify.MetaTool, Arguments: q})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -281,7 +283,7 @@ func TestNoiseRejects(t *testing.T) {
 			teacher := &noiseTeacher{answers: map[string][]string{slot: tt.answers}}
 			st := noiseBuild(t, NoiseConfig{Attempts: 2}, teacher, &mtEmbedder{})
 			_, err := st.Process(context.Background(), in)
-			if reason, ok := rejectReason(err); !ok || reason != tt.want {
+			if reason, ok := contract.ReasonOf(err); !ok || reason != tt.want {
 				t.Fatalf("err = %v, want reject %s", err, tt.want)
 			}
 			if n := len(teacher.asked(slot)); n != 2 {
@@ -301,7 +303,7 @@ func TestNoiseEarliestCallDecides(t *testing.T) {
 	st := noiseBuild(t, NoiseConfig{Attempts: 1}, teacher, &mtEmbedder{})
 	for range 5 {
 		_, err := st.Process(context.Background(), in)
-		if reason, _ := rejectReason(err); reason != NoiseInvalidJSON || !strings.HasPrefix(err.Error(), "messages[7].calls[0]") {
+		if reason, _ := contract.ReasonOf(err); reason != NoiseInvalidJSON || !strings.HasPrefix(err.Error(), "messages[7].calls[0]") {
 			t.Fatalf("err = %v, want the earlier call's noise_invalid_json", err)
 		}
 	}
@@ -368,7 +370,7 @@ func TestNoiseBadInputCall(t *testing.T) {
 	in := fxRecord("noise:bad", nil, fxUser("x"), fxCalls("meta_tool", `{"tool_description":"x"}`))
 	st := noiseBuild(t, NoiseConfig{}, &noiseTeacher{}, &mtEmbedder{})
 	_, err := st.Process(context.Background(), in)
-	if reason, _ := rejectReason(err); reason != NoiseBadShape {
+	if reason, _ := contract.ReasonOf(err); reason != NoiseBadShape {
 		t.Errorf("err = %v, want %s", err, NoiseBadShape)
 	}
 }
@@ -388,7 +390,7 @@ func TestNoiseEmbedderFailureIsNotTheAnswers(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "embedder down") {
 		t.Fatalf("err = %v", err)
 	}
-	if reason, ok := rejectReason(err); ok {
+	if reason, ok := contract.ReasonOf(err); ok {
 		t.Errorf("an embedder failure became reject %q", reason)
 	}
 	if len(teacher.reqs) != 0 {

@@ -12,7 +12,6 @@ package stages
 
 import (
 	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -24,6 +23,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/augmentdata/augment/clip"
 	"github.com/augmentdata/augment/stages/formats"
 	"github.com/augmentdata/augment/stages/llm"
 	"github.com/augmentdata/augment/storage"
@@ -252,14 +252,14 @@ func applySets(b []byte, sets []string) ([]byte, error) {
 		}
 		var v yaml.Node
 		if err := yaml.Unmarshal([]byte(value), &v); err != nil {
-			return nil, fmt.Errorf("-set %q: %v", set, err)
+			return nil, fmt.Errorf("-set %q: %w", set, err)
 		}
 		val := &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!null", Value: ""}
 		if len(v.Content) > 0 {
 			val = v.Content[0]
 		}
 		if err := setPath(doc.Content[0], strings.Split(path, "."), val); err != nil {
-			return nil, fmt.Errorf("-set %q: %v", set, err)
+			return nil, fmt.Errorf("-set %q: %w", set, err)
 		}
 	}
 	return yaml.Marshal(&doc)
@@ -450,7 +450,7 @@ func CheckName(name string) error {
 	case name == "":
 		return errors.New("is empty")
 	case len(name) > MaxNameLen:
-		return fmt.Errorf("%q is longer than %d bytes", clip(name, 40), MaxNameLen)
+		return fmt.Errorf("%q is longer than %d bytes", clip.Bytes(name, 40), MaxNameLen)
 	}
 	for _, c := range name {
 		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '.' || c == '_' || c == '-') {
@@ -783,29 +783,6 @@ func (p *Pipeline) Resolve(path string) string {
 		return path
 	}
 	return filepath.Join(p.Dir(), path)
-}
-
-// teacherFingerprint covers the teacher settings that change answers: not
-// endpoints, concurrency, timeouts or prices, so adding a replica or raising
-// a limit reruns nothing.
-func teacherFingerprint(c llm.Config) string {
-	b, _ := json.Marshal(struct {
-		Provider, Model, StructuredOutput string
-		Temperature, TopP                 *float64
-		MaxTokens                         int
-		Seed                              *int
-		// Omitted when unset, so fingerprints of runs without them stay.
-		MaxCompletionTokens int            `json:",omitempty"`
-		ReasoningEffort     string         `json:",omitempty"`
-		ExtraBody           map[string]any `json:",omitempty"`
-	}{c.Provider, c.Model, c.StructuredOutput, c.Temperature, c.TopP, c.MaxTokens, c.Seed,
-		c.MaxCompletionTokens, c.ReasoningEffort, c.ExtraBody})
-	return string(b)
-}
-
-// embedderFingerprint covers the embedder settings that change vectors.
-func embedderFingerprint(c llm.EmbedderConfig) string {
-	return fmt.Sprintf("%s/%s/%d", c.Provider, c.Model, c.Dimensions)
 }
 
 // Effective renders the pipeline with every default applied: what the run

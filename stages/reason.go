@@ -11,7 +11,9 @@ import (
 	"sync"
 	"unicode/utf8"
 
+	"github.com/augmentdata/augment/jsonout"
 	"github.com/augmentdata/augment/prompts"
+	"github.com/augmentdata/augment/stages/contract"
 	"github.com/augmentdata/augment/stages/formats"
 	"github.com/augmentdata/augment/stages/llm"
 	"github.com/augmentdata/augment/stages/record"
@@ -191,7 +193,7 @@ func (s *reasoner) Process(ctx context.Context, r *record.Record) ([]*record.Rec
 			continue
 		}
 		err = fmt.Errorf("messages[%d]: %w", turns[i], err)
-		if _, ok := rejectReason(err); !ok {
+		if _, ok := contract.ReasonOf(err); !ok {
 			return nil, err
 		}
 		if reject == nil {
@@ -254,7 +256,7 @@ func (s *reasoner) ask(ctx context.Context, r *record.Record, k int) (string, ll
 		switch {
 		case s.cfg.Source == SourceThinking:
 			if text = strings.TrimSpace(resp.Reasoning); text == "" {
-				return "", Rejectf(ReasonNoThinking, "the teacher returned no thinking (reasoning_content) with its answer")
+				return "", contract.Rejectf(ReasonNoThinking, "the teacher returned no thinking (reasoning_content) with its answer")
 			}
 		case s.cfg.Style == ReasonStyleMediaTek:
 			var err error
@@ -280,33 +282,19 @@ func parseReasonJSON(content string) (string, error) {
 		Reason *string `json:"reason"`
 	}
 	if err := dec.Decode(&v); err != nil {
-		return "", Rejectf(ReasonBadJSON, "answer is not a JSON object with the single key \"reason\": %v", err)
+		return "", contract.Rejectf(ReasonBadJSON, "answer is not a JSON object with the single key \"reason\": %v", err)
 	}
 	if dec.More() {
-		return "", Rejectf(ReasonBadJSON, "answer has text after the JSON object")
+		return "", contract.Rejectf(ReasonBadJSON, "answer has text after the JSON object")
 	}
 	if v.Reason == nil {
-		return "", Rejectf(ReasonBadJSON, "answer has no \"reason\" key")
+		return "", contract.Rejectf(ReasonBadJSON, "answer has no \"reason\" key")
 	}
 	return strings.TrimSpace(*v.Reason), nil
 }
 
-// stripCodeFence returns the body of a ``` fenced block if s is one (the
-// language tag after the opening fence is dropped), else s trimmed.
-func stripCodeFence(s string) string {
-	s = strings.TrimSpace(s)
-	if !strings.HasPrefix(s, "```") || !strings.HasSuffix(s, "```") || len(s) < 6 {
-		return s
-	}
-	s = strings.TrimSuffix(s[3:], "```")
-	if nl := strings.IndexByte(s, '\n'); nl >= 0 {
-		s = s[nl+1:]
-	}
-	return strings.TrimSpace(s)
-}
-
 func reasonJSON(text string) string {
-	b, _ := marshalNoEscape(map[string]string{"reason": text})
+	b, _ := jsonout.Marshal(map[string]string{"reason": text})
 	return string(b)
 }
 
@@ -366,15 +354,15 @@ func newCallsValidator(calls []record.Call, scope map[string]record.Tool, maxCha
 
 func (v *reasonValidator) check(text string) error {
 	if strings.TrimSpace(text) == "" {
-		return Rejectf(ReasonEmpty, "the reasoning is empty")
+		return contract.Rejectf(ReasonEmpty, "the reasoning is empty")
 	}
 	if n := utf8.RuneCountInString(text); n > v.limit {
-		return Rejectf(ReasonTooLong, "the reasoning has %d characters; the cap for this turn is %d", n, v.limit)
+		return contract.Rejectf(ReasonTooLong, "the reasoning has %d characters; the cap for this turn is %d", n, v.limit)
 	}
 	lower := strings.ToLower(text)
 	for _, name := range v.names {
 		if !strings.Contains(lower, strings.ToLower(name)) {
-			return Rejectf(ReasonMissingFunction, "the reasoning does not name the called function %q", name)
+			return contract.Rejectf(ReasonMissingFunction, "the reasoning does not name the called function %q", name)
 		}
 	}
 	scrubbed := text
@@ -385,7 +373,7 @@ func (v *reasonValidator) check(text string) error {
 	}
 	for _, p := range paramMentions(scrubbed) {
 		if !v.defined[p] {
-			return Rejectf(ReasonInventedParameter, "the reasoning mentions parameter %q, which %s does not define", p, strings.Join(quoteAll(v.names), " / "))
+			return contract.Rejectf(ReasonInventedParameter, "the reasoning mentions parameter %q, which %s does not define", p, strings.Join(quoteAll(v.names), " / "))
 		}
 	}
 	return nil
@@ -585,96 +573,6 @@ func retrievedTools(msgs []record.Message) []record.Tool {
 		}
 	}
 	return out
-}
-
-// promptToolsJSON renders tools as an indented JSON list in the OpenAI function
-// shape (the response schema is left out: the teacher does not need it).
-func promptToolsJSON(tools []record.Tool) string {
-	type fn struct {
-		Name        string          `json:"name"`
-		Description string          `json:"description"`
-		Parameters  json.RawMessage `json:"parameters"`
-	}
-	list := make([]fn, len(tools))
-	for i, t := range tools {
-		p := t.Parameters
-		if !json.Valid(p) {
-			p = json.RawMessage(`{}`)
-		}
-		list[i] = fn{t.Name, t.Description, p}
-	}
-	return indentJSON(list)
-}
-
-// promptCallsJSON renders calls as an indented JSON list of {"name", "arguments"}.
-func promptCallsJSON(calls []record.Call) string {
-	type call struct {
-		Name      string          `json:"name"`
-		Arguments json.RawMessage `json:"arguments"`
-	}
-	list := make([]call, len(calls))
-	for i, c := range calls {
-		list[i] = call{c.Name, validJSONOr(c.Arguments, "{}")}
-	}
-	return indentJSON(list)
-}
-
-func validJSONOr(b json.RawMessage, fallback string) json.RawMessage {
-	if len(b) == 0 || !json.Valid(b) {
-		return json.RawMessage(fallback)
-	}
-	return b
-}
-
-func indentJSON(v any) string {
-	b, err := marshalNoEscape(v)
-	if err != nil {
-		return "[]"
-	}
-	var buf bytes.Buffer
-	if json.Indent(&buf, b, "", "  ") != nil {
-		return string(b)
-	}
-	return buf.String()
-}
-
-// renderDialogue renders a system prompt (if not empty) and messages for a
-// prompt, one block per message: "[SYSTEM] …", "[USER] …", "[ASSISTANT] …",
-// "[ASSISTANT CALLS] [json]", "[TOOL RESULT name] …". Reasoning is not shown.
-func renderDialogue(system string, msgs []record.Message) string {
-	var b strings.Builder
-	block := func(label, text string) {
-		if b.Len() > 0 {
-			b.WriteString("\n\n")
-		}
-		b.WriteString("[" + label + "] " + strings.TrimSpace(text))
-	}
-	if strings.TrimSpace(system) != "" {
-		block("SYSTEM", system)
-	}
-	for _, m := range msgs {
-		switch m.Role {
-		case record.RoleAssistant:
-			if m.Content != "" || len(m.Calls) == 0 {
-				block("ASSISTANT", m.Content)
-			}
-			if len(m.Calls) > 0 {
-				c := promptCallsJSON(m.Calls)
-				var compact bytes.Buffer
-				if json.Compact(&compact, []byte(c)) == nil {
-					c = compact.String()
-				}
-				block("ASSISTANT CALLS", c)
-			}
-		case record.RoleTool:
-			for _, res := range m.Results {
-				block("TOOL RESULT "+res.Name, res.Content)
-			}
-		default:
-			block(strings.ToUpper(m.Role), m.Content)
-		}
-	}
-	return b.String()
 }
 
 // reasonStandIn writes the offline stand-in reasoning for call turn k in the

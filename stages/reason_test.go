@@ -9,6 +9,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/augmentdata/augment/stages/contract"
 	"github.com/augmentdata/augment/stages/llm"
 	"github.com/augmentdata/augment/stages/record"
 )
@@ -374,7 +375,7 @@ func TestReasonValidator(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			err := newReasonValidator(tt.r, tt.k, 600).check(tt.text)
-			got, _ := rejectReason(err)
+			got, _ := contract.ReasonOf(err)
 			if err != nil && got == "" {
 				t.Fatalf("error without reason: %v", err)
 			}
@@ -429,7 +430,7 @@ func TestParseReasonJSON(t *testing.T) {
 			t.Errorf("parseReasonJSON(%q) = %q, %v", tt.in, got, err)
 		}
 		if err != nil {
-			if r, _ := rejectReason(err); r != ReasonBadJSON {
+			if r, _ := contract.ReasonOf(err); r != ReasonBadJSON {
 				t.Errorf("parseReasonJSON(%q): reason %q", tt.in, r)
 			}
 		}
@@ -480,7 +481,7 @@ func TestReasonReaskAndReject(t *testing.T) {
 				}
 				return
 			}
-			if got, _ := rejectReason(err); got != tt.reason {
+			if got, _ := contract.ReasonOf(err); got != tt.reason {
 				t.Errorf("reject reason %q (%v), want %q", got, err, tt.reason)
 			}
 			if !strings.Contains(err.Error(), "messages[1]") {
@@ -500,14 +501,14 @@ func TestReasonParallelTurnErrors(t *testing.T) {
 	st := buildReason(t, ReasonConfig{Attempts: 1}, sc)
 	for range 20 {
 		_, err := st.Process(context.Background(), fxMultiTurn())
-		if got, _ := rejectReason(err); got != ReasonMissingFunction || !strings.Contains(err.Error(), "messages[5]") {
+		if got, _ := contract.ReasonOf(err); got != ReasonMissingFunction || !strings.Contains(err.Error(), "messages[5]") {
 			t.Fatalf("got %v, want the reject of messages[5]", err)
 		}
 	}
 	fatal := &llm.FatalError{Reason: "llm_budget_reached", Msg: "budget reached"}
 	st = buildReason(t, ReasonConfig{}, &fxScript{err: fatal})
 	_, err := st.Process(context.Background(), fxMultiTurn())
-	if _, isReject := rejectReason(err); isReject || !llm.IsFatal(err) {
+	if _, isReject := contract.ReasonOf(err); isReject || !llm.IsFatal(err) {
 		t.Errorf("fatal teacher error became %v", err)
 	}
 }
@@ -540,7 +541,7 @@ func FuzzReasonValidator(f *testing.F) {
 		for _, k := range []int{1, 3} {
 			err := newReasonValidator(r, k, 600).check(text)
 			if err != nil {
-				if reason, ok := rejectReason(err); !ok || !strings.HasPrefix(reason, "reason_") {
+				if reason, ok := contract.ReasonOf(err); !ok || !strings.HasPrefix(reason, "reason_") {
 					t.Fatalf("check(%q): %v", text, err)
 				}
 			}
@@ -560,7 +561,7 @@ func FuzzParseReasonJSON(f *testing.F) {
 	f.Fuzz(func(t *testing.T, s string) {
 		got, err := parseReasonJSON(s)
 		if err != nil {
-			if reason, _ := rejectReason(err); reason != ReasonBadJSON {
+			if reason, _ := contract.ReasonOf(err); reason != ReasonBadJSON {
 				t.Fatalf("parseReasonJSON(%q): %v", s, err)
 			}
 			return
@@ -612,7 +613,7 @@ func TestRecipesOnSharedData(t *testing.T) {
 		for _, in := range recs {
 			out, err := st.Process(ctx, in)
 			if err != nil {
-				reason, ok := rejectReason(err)
+				reason, ok := contract.ReasonOf(err)
 				if !ok {
 					t.Fatalf("%s: %v", in.ID, err)
 				}
@@ -705,7 +706,7 @@ func TestRecipesOnSharedData(t *testing.T) {
 	rejected := 0
 	for _, r := range recs {
 		if _, err := vs.Process(ctx, r); err != nil {
-			if _, ok := rejectReason(err); !ok {
+			if _, ok := contract.ReasonOf(err); !ok {
 				t.Fatal(err)
 			}
 			rejected++

@@ -2,6 +2,7 @@ package stages
 
 import (
 	"context"
+	"github.com/augmentdata/augment/stages/contract"
 	"maps"
 	"net/http/httptest"
 	"strings"
@@ -77,7 +78,7 @@ func TestReasonSourceThinking(t *testing.T) {
 				t.Errorf("server saw %d requests, want %d", got, tt.answers)
 			}
 			if tt.want == "" {
-				if got, _ := rejectReason(err); got != tt.reason {
+				if got, _ := contract.ReasonOf(err); got != tt.reason {
 					t.Fatalf("reject reason %q (%v), want %q", got, err, tt.reason)
 				}
 				return
@@ -135,7 +136,7 @@ func TestToolDCTraceThinking(t *testing.T) {
 				tdcCall("get_weather", `{"city":"Paris"}`))
 			out, err := st.Process(context.Background(), rec)
 			if tt.want == "" {
-				if got, _ := rejectReason(err); got != tt.reason {
+				if got, _ := contract.ReasonOf(err); got != tt.reason {
 					t.Fatalf("reject reason %q (%v), want %q", got, err, tt.reason)
 				}
 				return

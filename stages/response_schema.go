@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/augmentdata/augment/jsonout"
 	"github.com/augmentdata/augment/stages/record"
 	"github.com/augmentdata/augment/stages/toollib"
 )
@@ -362,7 +363,7 @@ func (n *schemaNode) write(buf *bytes.Buffer) {
 			if i > 0 {
 				buf.WriteByte(',')
 			}
-			key, _ := marshalNoEscape(k)
+			key, _ := jsonout.Marshal(k)
 			buf.Write(key)
 			buf.WriteByte(':')
 			n.props[k].write(buf)

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/augmentdata/augment/stages/contract"
 	"github.com/augmentdata/augment/stages/formats"
 	"github.com/augmentdata/augment/stages/record"
 	"github.com/augmentdata/augment/verify"
@@ -230,7 +231,7 @@ func TestResponseSchemaNeedsPlan(t *testing.T) {
 	if err == nil {
 		t.Fatal("Process before Plan must fail")
 	}
-	if _, isReject := rejectReason(err); isReject {
+	if _, isReject := contract.ReasonOf(err); isReject {
 		t.Error("Process before Plan is a systemic error, not a reject")
 	}
 }

@@ -27,6 +27,7 @@ import (
 	"github.com/augmentdata/augment/manifests"
 	"github.com/augmentdata/augment/prompts"
 	"github.com/augmentdata/augment/report"
+	"github.com/augmentdata/augment/stages/contract"
 	"github.com/augmentdata/augment/stages/llm"
 	"github.com/augmentdata/augment/stages/record"
 	"github.com/augmentdata/augment/stages/shard"
@@ -266,7 +267,7 @@ func (r *Runner) fingerprint(typ string, version int, cfg any, env *Env, extra .
 		for _, name := range slices.Sorted(mapsKeys(env.prompts)) {
 			fmt.Fprintf(h, "prompt %s=%s\n", name, env.prompts[name])
 		}
-		fmt.Fprintf(h, "teacher=%s\nembedder=%s\n", teacherFingerprint(r.p.Teacher), embedderFingerprint(r.p.Embedder))
+		fmt.Fprintf(h, "teacher=%s\nembedder=%s\n", r.p.Teacher.Fingerprint(), r.p.Embedder.Fingerprint())
 	}
 	for _, e := range extra {
 		fmt.Fprintf(h, "%s\n", e)
@@ -283,7 +284,7 @@ func shardKey(fingerprint string, extra string, inputs ...manifests.FileRef) str
 	return hex.EncodeToString(h.Sum(nil))
 }
 
-// newEnv builds the Env of one stage.
+// newEnv builds the Env of one stage of a run (augment check's is previewEnv).
 func (r *Runner) newEnv(sr stageRun) *Env {
 	return &Env{
 		Stage:    sr.name,
@@ -620,8 +621,8 @@ func (r *Runner) runShard(ctx context.Context, sr stageRun, st Stage, sink Sink,
 	if err != nil {
 		return manifests.Shard{}, err
 	}
-	sh := manifests.Shard{Name: in.name, Inputs: []manifests.FileRef{in.ref}}
-	sh.In = int64(len(recs))
+	o := &shardOut{sh: manifests.Shard{Name: in.name, Inputs: []manifests.FileRef{in.ref}}}
+	o.sh.In = int64(len(recs))
 	outs := make([][]*record.Record, len(recs))
 	errs := make([]error, len(recs))
 	workers := runtime.NumCPU()
@@ -637,10 +638,8 @@ func (r *Runner) runShard(ctx context.Context, sr stageRun, st Stage, sink Sink,
 		}
 		g.Go(func() error {
 			out, err := safeProcess(gctx, st, rec)
-			if err != nil {
-				if _, ok := rejectReason(err); !ok && !isFilter(err) && !isPending(err) {
-					return fmt.Errorf("record %s: %w", rec.ID, err)
-				}
+			if kind, _ := contract.Classify(len(out), err); kind == contract.Stop && !isPending(err) {
+				return fmt.Errorf("record %s: %w", rec.ID, err)
 			}
 			outs[i], errs[i] = out, err
 			prog.add(1)
@@ -648,83 +647,45 @@ func (r *Runner) runShard(ctx context.Context, sr stageRun, st Stage, sink Sink,
 		})
 	}
 	if err := g.Wait(); err != nil {
-		return sh, err
+		return o.sh, err
 	}
 	if err := ctx.Err(); err != nil {
-		return sh, err
+		return o.sh, err
 	}
 	if err := pendingIn(errs); err != nil {
-		return sh, err
+		return o.sh, err
 	}
-	var kept []*record.Record
-	var rejects []shard.Reject
 	for i, rec := range recs {
-		var f *Filter
-		switch {
-		case errors.As(errs[i], &f):
-			sh.Filtered = incr(sh.Filtered, f.Reason)
-		case errs[i] != nil:
-			reason, _ := rejectReason(errs[i])
-			sh.Rejected = incr(sh.Rejected, reason)
-			rejects = append(rejects, shard.Reject{Stage: sr.name, ID: rec.ID, Source: rec.Source, Row: rec.Row,
+		switch kind, reason := contract.Classify(len(outs[i]), errs[i]); kind {
+		case contract.Filtered:
+			o.filter(reason)
+		case contract.Rejected:
+			o.reject(shard.Reject{Stage: sr.name, ID: rec.ID, Source: rec.Source, Row: rec.Row,
 				Reason: reason, Detail: errs[i].Error(), Record: rec})
 		default:
-			if len(outs[i]) == 0 {
-				sh.Filtered = incr(sh.Filtered, "empty")
-			}
-			sh.Added += int64(max(0, len(outs[i])-1))
-			for _, o := range outs[i] {
+			o.sh.Added += int64(max(0, len(outs[i])-1))
+			for _, out := range outs[i] {
 				// A record Parquet or DuckDB could not hold (text that is not
 				// UTF-8, a JSON column that is not one JSON value) is
 				// rejected here rather than failing the whole shard's write.
 				// A sink writes no Parquet and checks what it writes itself.
 				if sink != nil {
-					kept = append(kept, o)
+					o.keep(out)
 					continue
 				}
-				if reason, err := shard.Check(o); err != nil {
-					sh.Rejected = incr(sh.Rejected, reason)
-					rejects = append(rejects, shard.Reject{Stage: sr.name, ID: o.ID, Source: o.Source, Row: o.Row,
-						Reason: reason, Detail: err.Error(), Record: o})
+				if reason, err := shard.Check(out); err != nil {
+					o.reject(shard.Reject{Stage: sr.name, ID: out.ID, Source: out.Source, Row: out.Row,
+						Reason: reason, Detail: err.Error(), Record: out})
 					continue
 				}
-				kept = append(kept, o)
+				o.keep(out)
 			}
 		}
 	}
-	sh.Out = int64(len(kept))
 	if len(ctr.m) > 0 {
-		sh.Counters = ctr.m
+		o.sh.Counters = ctr.m
 	}
-	if err := sh.Counts.Balanced(); err != nil {
-		return sh, err
-	}
-	if sink != nil {
-		refs, srejects, err := sink.WriteShard(ctx, sr.out, in.name, kept)
-		if err != nil {
-			return sh, err
-		}
-		for _, rj := range srejects {
-			sh.Rejected = incr(sh.Rejected, rj.Reason)
-			rejects = append(rejects, rj)
-		}
-		sh.Out -= int64(len(srejects))
-		sh.Outputs = append(sh.Outputs, refs...)
-	} else {
-		refs, err := shard.Write(sr.out, "part-"+in.name+".parquet", kept, r.shardOptions())
-		if err != nil {
-			return sh, err
-		}
-		sh.Outputs = append(sh.Outputs, refs...)
-	}
-	if len(rejects) > 0 {
-		ref, err := shard.WriteRejects(sr.out, "rejects-"+in.name+".jsonl", rejects)
-		if err != nil {
-			return sh, err
-		}
-		sh.Outputs = append(sh.Outputs, ref)
-	}
-	return sh, sh.Counts.Balanced()
+	return r.writeShard(ctx, sr, sink, o)
 }
 
 // safeProcess turns a panic in a stage into a reject, so one bad record
@@ -735,15 +696,10 @@ func safeProcess(ctx context.Context, st Stage, rec *record.Record) (out []*reco
 			buf := make([]byte, 4096)
 			buf = buf[:runtime.Stack(buf, false)]
 			slog.Error("stage panicked (a bug; the record is rejected)", "record", rec.ID, "panic", p, "stack", string(buf))
-			out, err = nil, Rejectf("internal_error", "stage panicked: %v", p)
+			out, err = nil, contract.Rejectf("internal_error", "stage panicked: %v", p)
 		}
 	}()
 	return st.Process(ctx, rec)
-}
-
-func isFilter(err error) bool {
-	var f *Filter
-	return errors.As(err, &f)
 }
 
 func incr(m map[string]int64, k string) map[string]int64 {

@@ -22,6 +22,7 @@ import (
 
 	"github.com/augmentdata/augment/manifests"
 	"github.com/augmentdata/augment/report"
+	"github.com/augmentdata/augment/stages/contract"
 	"github.com/augmentdata/augment/stages/record"
 	"github.com/augmentdata/augment/stages/shard"
 )
@@ -436,7 +437,7 @@ func (panicStage) Process(_ context.Context, r *record.Record) ([]*record.Record
 // instead of taking the run down.
 func TestSafeProcessTurnsPanicsIntoRejects(t *testing.T) {
 	_, err := safeProcess(context.Background(), panicStage{}, &record.Record{ID: "boom"})
-	if reason, ok := rejectReason(err); !ok || reason != "internal_error" {
+	if reason, ok := contract.ReasonOf(err); !ok || reason != "internal_error" {
 		t.Errorf("panic gave %v, want an internal_error reject", err)
 	}
 	if out, err := safeProcess(context.Background(), panicStage{}, &record.Record{ID: "ok"}); err != nil || len(out) != 1 {

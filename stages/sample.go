@@ -4,12 +4,11 @@ import (
 	"container/heap"
 	"context"
 	"crypto/sha256"
-	"encoding/binary"
 	"encoding/hex"
 	"fmt"
-	"hash/fnv"
 	"slices"
 
+	"github.com/augmentdata/augment/stages/contract"
 	"github.com/augmentdata/augment/stages/record"
 )
 
@@ -89,14 +88,7 @@ func (s *sampler) quotaOf(r *record.Record) int {
 	return -1
 }
 
-func (s *sampler) rank(id string) uint64 {
-	h := fnv.New64a()
-	var b [8]byte
-	binary.LittleEndian.PutUint64(b[:], s.seed)
-	h.Write(b[:])
-	h.Write([]byte(id))
-	return h.Sum64()
-}
+func (s *sampler) rank(id string) uint64 { return seedHash(s.seed, id) }
 
 // Plan keeps, per quota, the n smallest ranks seen (a bounded max-heap), so
 // memory grows with the quotas, not with the input.
@@ -156,11 +148,11 @@ func (s *sampler) Process(_ context.Context, r *record.Record) ([]*record.Record
 	case q < 0 && s.cfg.KeepUnmatched:
 		return []*record.Record{r}, nil
 	case q < 0:
-		return nil, &Filter{Reason: "unmatched"}
+		return nil, &contract.Filter{Reason: "unmatched"}
 	case s.keep[r.ID]:
 		return []*record.Record{r}, nil
 	default:
-		return nil, &Filter{Reason: "quota_full"}
+		return nil, &contract.Filter{Reason: "quota_full"}
 	}
 }
 

@@ -3,8 +3,6 @@ package stages
 import (
 	"context"
 	"encoding/binary"
-	"errors"
-	"fmt"
 	"hash/fnv"
 	"log/slog"
 	"math/rand/v2"
@@ -20,20 +18,15 @@ import (
 
 // A Stage transforms records one at a time.
 //
-// Process returns the records to pass on, in a deterministic order:
-//   - usually one, the input possibly changed (Clone it before changing it);
-//   - several when the stage adds records (negatives, variants); the extras are
-//     counted as "added" in the manifest;
-//   - none together with a *Filter error when the stage drops the record on
-//     purpose (sample quotas); it is counted under the filter's reason but not
-//     written anywhere, since the input shard still holds it.
-//
-// A record the stage cannot handle is returned as an error carrying a reject
-// reason (a *Reject, or any error with a RejectReason() string method such as
-// the llm layer's answer errors): the runner writes it to the rejects file
-// with that reason and counts it. Any other error is systemic (budget reached,
-// endpoint dead, context cancelled): the shard fails, nothing of it becomes
-// visible, and the next run redoes it.
+// Process returns the records to pass on, in a deterministic order: usually
+// one, the input possibly changed (Clone it before changing it); several when
+// the stage adds records (negatives, variants). What the runner makes of the
+// records and the error is the rule of package contract (contract.Classify):
+// kept, filtered (no records, or a *contract.Filter), rejected (an error with
+// a reject reason, e.g. contract.Rejectf) or the run stops (any other error:
+// budget reached, endpoint dead, context cancelled; the shard fails, nothing
+// of it becomes visible, and the next run redoes it). A filtered record is
+// not written anywhere, since the input shard still holds it.
 //
 // Process is called concurrently for different records (see Concurrent); it
 // must not depend on the order in which records arrive. Randomness comes from
@@ -74,33 +67,10 @@ type Sink interface {
 	Finish(dir *manifests.Root, shards []manifests.Shard) (notes []string, err error)
 }
 
-// Reject is the error a stage returns for a record it cannot handle.
-type Reject struct {
-	Reason string // stable snake_case code, e.g. "no_valid_candidate"
-	Detail string // what exactly was wrong, for people
-}
-
-func (e *Reject) Error() string        { return e.Reason + ": " + e.Detail }
-func (e *Reject) RejectReason() string { return e.Reason }
-
-// Rejectf returns a *Reject with a formatted detail.
-func Rejectf(reason, format string, args ...any) error {
-	return &Reject{Reason: reason, Detail: fmt.Sprintf(format, args...)}
-}
-
-// Filter is the error a stage returns with zero records to drop a record on
-// purpose, e.g. because a sample quota is full.
-type Filter struct{ Reason string }
-
-func (e *Filter) Error() string { return "filtered: " + e.Reason }
-
-// rejectReason reports whether err marks a rejected record, and why.
-func rejectReason(err error) (string, bool) {
-	var rr interface{ RejectReason() string }
-	if errors.As(err, &rr) {
-		return rr.RejectReason(), true
-	}
-	return "", false
+// A Previewer is a sink that shows what it would write for a record its
+// Process passed: augment check prints it under the stage.
+type Previewer interface {
+	Preview(r *record.Record) (line string, ok bool)
 }
 
 // Env is what a stage may use besides its own config. It is built once per
@@ -130,15 +100,23 @@ type Env struct {
 // the record ID, so a record's random choices do not depend on which other
 // records exist or in which order they are processed.
 func (e *Env) Rand(id string) *rand.Rand {
+	s := seedHash(e.Seed, e.Stage, "\x00", id)
+	return rand.New(rand.NewPCG(s, s^0x9e3779b97f4a7c15))
+}
+
+// seedHash is the one recipe for a choice that must depend on the pipeline
+// seed and a record's (or row's) identity only, never on order or on which
+// other records exist: FNV-1a over the seed as 8 little-endian bytes, then
+// parts as they are. Env.Rand, a source's fraction and sample ranks use it.
+func seedHash(seed uint64, parts ...string) uint64 {
 	h := fnv.New64a()
 	var b [8]byte
-	binary.LittleEndian.PutUint64(b[:], e.Seed)
+	binary.LittleEndian.PutUint64(b[:], seed)
 	h.Write(b[:])
-	h.Write([]byte(e.Stage))
-	h.Write([]byte{0})
-	h.Write([]byte(id))
-	s := h.Sum64()
-	return rand.New(rand.NewPCG(s, s^0x9e3779b97f4a7c15))
+	for _, p := range parts {
+		h.Write([]byte(p))
+	}
+	return h.Sum64()
 }
 
 // Count adds n to the counter key of the shard being processed. The runner

@@ -1,9 +1,7 @@
 package stages
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -12,7 +10,9 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/augmentdata/augment/jsonout"
 	"github.com/augmentdata/augment/prompts"
+	"github.com/augmentdata/augment/stages/contract"
 	"github.com/augmentdata/augment/stages/formats"
 	"github.com/augmentdata/augment/stages/llm"
 	"github.com/augmentdata/augment/stages/record"
@@ -312,7 +312,7 @@ type tdcTry struct {
 func (s *toolDC) Process(ctx context.Context, r *record.Record) ([]*record.Record, error) {
 	k := toolDCTarget(r.Messages)
 	if k < 0 {
-		return nil, &Filter{Reason: ToolDCNoTargetTurn}
+		return nil, &contract.Filter{Reason: ToolDCNoTargetTurn}
 	}
 	gold := r.Messages[k].Calls
 	own, err := tdcDistinctTools(r.Tools)
@@ -321,7 +321,7 @@ func (s *toolDC) Process(ctx context.Context, r *record.Record) ([]*record.Recor
 	}
 	for i, c := range gold {
 		if ps := verify.CheckCall(own, c); len(ps) > 0 {
-			return nil, Rejectf(ToolDCGoldInvalid, "gold call %d (%s): %s", i, c.Name, ps[0].Msg)
+			return nil, contract.Rejectf(ToolDCGoldInvalid, "gold call %d (%s): %s", i, c.Name, ps[0].Msg)
 		}
 	}
 	rng := s.env.Rand(r.ID)
@@ -358,7 +358,7 @@ func (s *toolDC) Process(ctx context.Context, r *record.Record) ([]*record.Recor
 			continue
 		}
 		err := fmt.Errorf("try %s: %w", groups[i].slot, t.err)
-		if _, ok := rejectReason(err); !ok {
+		if _, ok := contract.ReasonOf(err); !ok {
 			return nil, err
 		}
 		if reject == nil {
@@ -392,11 +392,11 @@ func (s *toolDC) Process(ctx context.Context, r *record.Record) ([]*record.Recor
 		}
 	}
 	if len(valid) == 0 {
-		return nil, Rejectf(ToolDCNoValidCandidate, "%d Try requests gave %d candidate calls, none passed the check", len(groups), len(candidates))
+		return nil, contract.Rejectf(ToolDCNoValidCandidate, "%d Try requests gave %d candidate calls, none passed the check", len(groups), len(candidates))
 	}
 	for _, c := range gold {
 		if !validName[c.Name] {
-			return nil, Rejectf(ToolDCMissedGoldTool, "gold function %q is not among the valid tools %s", c.Name, tdcNames(valid))
+			return nil, contract.Rejectf(ToolDCMissedGoldTool, "gold function %q is not among the valid tools %s", c.Name, tdcNames(valid))
 		}
 	}
 
@@ -406,14 +406,14 @@ func (s *toolDC) Process(ctx context.Context, r *record.Record) ([]*record.Recor
 	}
 	calls := retry.calls
 	if len(calls) == 0 {
-		return nil, Rejectf(ToolDCRetryNoCall, "the Retry over %s made no call", tdcNames(valid))
+		return nil, contract.Rejectf(ToolDCRetryNoCall, "the Retry over %s made no call", tdcNames(valid))
 	}
 	if m := verify.MatchCalls(cands, gold, calls); !m.OK {
 		var msgs []string
 		for _, p := range m.Problems {
 			msgs = append(msgs, p.Kind+": "+p.Msg)
 		}
-		return nil, Rejectf(ToolDCRetryMismatch, "Retry %s does not match the gold calls: %s", formats.PrintPyCalls(calls), strings.Join(msgs, "; "))
+		return nil, contract.Rejectf(ToolDCRetryMismatch, "Retry %s does not match the gold calls: %s", formats.PrintPyCalls(calls), strings.Join(msgs, "; "))
 	}
 
 	system, body, tag := "", retry.thinking, "thinking"
@@ -523,10 +523,10 @@ func tdcDistinctTools(tools []record.Tool) ([]record.Tool, error) {
 	var out []record.Tool
 	byName := map[string]string{}
 	for _, t := range tools {
-		key := tdcDefKey(t)
+		key := toollib.DefKey(t)
 		if prev, ok := byName[t.Name]; ok {
 			if prev != key {
-				return nil, Rejectf(ToolDCAmbiguousTool, "two different tools are named %q", t.Name)
+				return nil, contract.Rejectf(ToolDCAmbiguousTool, "two different tools are named %q", t.Name)
 			}
 			continue
 		}
@@ -534,16 +534,6 @@ func tdcDistinctTools(tools []record.Tool) ([]record.Tool, error) {
 		out = append(out, t)
 	}
 	return out, nil
-}
-
-// tdcDefKey identifies a tool's definition apart from its name.
-func tdcDefKey(t record.Tool) string {
-	var b bytes.Buffer
-	if json.Compact(&b, t.Parameters) != nil {
-		b.Reset()
-		b.Write(t.Parameters)
-	}
-	return t.Description + "\x00" + b.String()
 }
 
 // candidateSet returns T, shuffled (see ToolDCConfig).
@@ -593,14 +583,14 @@ func tdcDistractors(lib *toollib.Library, set []record.Tool, need int, rng *rand
 	defs := map[string]bool{}
 	for _, t := range set {
 		names[t.Name] = true
-		defs[tdcDefKey(t)] = true
+		defs[toollib.DefKey(t)] = true
 	}
 	var picked []record.Tool
 	tried := map[int]bool{}
 	consider := func(i int) {
 		tried[i] = true
 		t := lib.Tools[i]
-		key := tdcDefKey(t)
+		key := toollib.DefKey(t)
 		if names[t.Name] || defs[key] {
 			return
 		}
@@ -699,14 +689,14 @@ func (s *toolDC) retryCalls(ctx context.Context, c llm.Client, id string, valid 
 	return llm.AskResponse(ctx, c, req, s.cfg.Attempts, func(resp llm.Response) (tdcRetry, error) {
 		calls, err := parseToolDCAnswer(resp.Content)
 		if err != nil {
-			return tdcRetry{}, Rejectf(ToolDCRetryBadSyntax, "%v", err)
+			return tdcRetry{}, contract.Rejectf(ToolDCRetryBadSyntax, "%v", err)
 		}
 		if s.cfg.Trace != SourceThinking || len(calls) == 0 {
 			return tdcRetry{calls: calls}, nil
 		}
 		thinking := strings.TrimSpace(resp.Reasoning)
 		if thinking == "" {
-			return tdcRetry{}, Rejectf(ReasonNoThinking, "the teacher returned no thinking (reasoning_content) with its Retry answer")
+			return tdcRetry{}, contract.Rejectf(ReasonNoThinking, "the teacher returned no thinking (reasoning_content) with its Retry answer")
 		}
 		if err := newCallsValidator(calls, scope, s.cfg.MaxChars).check(thinking); err != nil {
 			return tdcRetry{}, err
@@ -726,7 +716,7 @@ type tdcRetry struct {
 // the oracle: it answers with the gold calls of the listed tools, in gold
 // order, or [] when none is listed.
 func (s *toolDC) request(t *prompts.Template, slot string, tools []record.Tool, question, system string, gold []record.Call) (llm.Request, error) {
-	list, err := tdcToolsJSON(tools)
+	list, err := promptToolLines(tools, ToolDCBadToolSchema)
 	if err != nil {
 		return llm.Request{}, err
 	}
@@ -801,35 +791,6 @@ func (s *toolDC) renderTrace(candidates, valid, final string) (system, body stri
 	return system, body, nil
 }
 
-// tdcToolsJSON renders tools as the JSON list the prompts show, in the
-// OpenAI function shape, one compact object per line; a tool whose
-// parameters are not JSON rejects the record.
-func tdcToolsJSON(tools []record.Tool) (string, error) {
-	type fn struct {
-		Name        string          `json:"name"`
-		Description string          `json:"description"`
-		Parameters  json.RawMessage `json:"parameters"`
-	}
-	var b strings.Builder
-	b.WriteString("[")
-	for i, t := range tools {
-		if !json.Valid(t.Parameters) {
-			return "", Rejectf(ToolDCBadToolSchema, "parameters of tool %q are not JSON", t.Name)
-		}
-		line, err := prompts.JSON(fn{t.Name, t.Description, t.Parameters}, "")
-		if err != nil {
-			return "", err
-		}
-		if i > 0 {
-			b.WriteString(",")
-		}
-		b.WriteString("\n")
-		b.Write(line)
-	}
-	b.WriteString("\n]")
-	return b.String(), nil
-}
-
 // tdcNames renders tool names as the trace lists them: "[a, b]".
 func tdcNames(tools []record.Tool) string {
 	names := make([]string, len(tools))
@@ -841,6 +802,6 @@ func tdcNames(tools []record.Tool) string {
 
 // tdcJSON renders v for a tag, without HTML escaping.
 func tdcJSON(v any) (string, error) {
-	b, err := marshalNoEscape(v)
+	b, err := jsonout.Marshal(v)
 	return string(b), err
 }

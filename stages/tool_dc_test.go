@@ -15,6 +15,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/augmentdata/augment/stages/contract"
 	"github.com/augmentdata/augment/stages/formats"
 	"github.com/augmentdata/augment/stages/llm"
 	"github.com/augmentdata/augment/stages/llm/fakellm"
@@ -143,7 +144,7 @@ func tdcRun(t *testing.T, st Stage, r *record.Record) *record.Record {
 
 func tdcWantReject(t *testing.T, err error, reason string) {
 	t.Helper()
-	got, ok := rejectReason(err)
+	got, ok := contract.ReasonOf(err)
 	if !ok || got != reason {
 		t.Fatalf("error = %v, want a reject with reason %s", err, reason)
 	}
@@ -523,7 +524,7 @@ func TestToolDCTarget(t *testing.T) {
 	st := tdcBuild(t, ToolDCConfig{Candidates: 3}, tdcEnv(client, tdcLibrary(10), 2))
 	chat := &record.Record{ID: "g:1", Tools: []record.Tool{tdcWeather}, Messages: []record.Message{u("hi"), a("hello")}}
 	_, err := st.Process(context.Background(), chat)
-	var f *Filter
+	var f *contract.Filter
 	if !errors.As(err, &f) || f.Reason != ToolDCNoTargetTurn {
 		t.Errorf("chat record: error %v, want filter %s", err, ToolDCNoTargetTurn)
 	}
@@ -746,7 +747,7 @@ func TestToolDCTeacherErrors(t *testing.T) {
 				tdcWantReject(t, err, tt.reason)
 				return
 			}
-			if _, ok := rejectReason(err); ok || !llm.IsFatal(err) {
+			if _, ok := contract.ReasonOf(err); ok || !llm.IsFatal(err) {
 				t.Errorf("error = %v, want a fatal, non-reject error", err)
 			}
 		})
@@ -844,8 +845,8 @@ func TestToolDCRealData(t *testing.T) {
 			for _, r := range recs {
 				before := client.count()
 				outs, err := st.Process(context.Background(), r)
-				var f *Filter
-				switch reason, rejected := rejectReason(err); {
+				var f *contract.Filter
+				switch reason, rejected := contract.ReasonOf(err); {
 				case errors.As(err, &f):
 					if f.Reason != ToolDCNoTargetTurn || toolDCTarget(r.Messages) >= 0 {
 						t.Errorf("%s: filtered as %s", r.ID, f.Reason)

@@ -3,10 +3,8 @@ package stages
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 
-	"github.com/augmentdata/augment/stages/record"
 	"github.com/augmentdata/augment/translate"
 	"github.com/augmentdata/augment/verify"
 )
@@ -64,27 +62,13 @@ func (c *TranslateConfig) build(env *Env) (Stage, error) {
 	if err != nil {
 		return nil, fmt.Errorf("translate: %w", err)
 	}
-	return &translator{Stage: translate.NewStage(t, env.Rand), env: env}, nil
+	return &translator{Stage: translate.NewStage(t, env.Stage, env.Rand), env: env}, nil
 }
 
-// translator adapts translate.Stage: teacher concurrency and the stage's own
-// name in lineage.
+// translator gives translate.Stage the teacher's concurrency.
 type translator struct {
 	*translate.Stage
 	env *Env
 }
 
 func (t *translator) Concurrency() int { return max(1, t.env.Capacity) }
-
-func (t *translator) Process(ctx context.Context, r *record.Record) ([]*record.Record, error) {
-	out, err := t.Stage.Process(ctx, r)
-	if f, ok := errors.AsType[*translate.Filtered](err); ok {
-		return nil, &Filter{Reason: f.Reason}
-	}
-	for _, o := range out {
-		if o != r && len(o.Lineage) > 0 && o.Lineage[len(o.Lineage)-1].Stage == "translate" {
-			o.Lineage[len(o.Lineage)-1].Stage = t.env.Stage
-		}
-	}
-	return out, err
-}

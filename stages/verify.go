@@ -9,7 +9,9 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/augmentdata/augment/jsonout"
 	"github.com/augmentdata/augment/prompts"
+	"github.com/augmentdata/augment/stages/contract"
 	"github.com/augmentdata/augment/stages/record"
 	"github.com/augmentdata/augment/verify"
 )
@@ -259,14 +261,14 @@ func (s *verifyStage) Process(ctx context.Context, r *record.Record) ([]*record.
 	count(ctx, failed, problems, tooLong)
 
 	if len(failed) > 0 && s.cfg.Action == VerifyActionReject {
-		detail, err := marshalNoEscape(problems)
+		detail, err := jsonout.Marshal(problems)
 		if err != nil {
 			return nil, err
 		}
-		return nil, &Reject{Reason: "verify:" + failed[0], Detail: fmt.Sprintf("%d problem(s): %s", len(problems), detail)}
+		return nil, &contract.Reject{Reason: "verify:" + failed[0], Detail: fmt.Sprintf("%d problem(s): %s", len(problems), detail)}
 	}
 	if tooLong {
-		return nil, Rejectf(TooLong, "%d tokens, more than max_tokens %d", tokens, s.cfg.MaxTokens)
+		return nil, contract.Rejectf(TooLong, "%d tokens, more than max_tokens %d", tokens, s.cfg.MaxTokens)
 	}
 	out := r
 	change := func() {

@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/augmentdata/augment/prompts"
+	"github.com/augmentdata/augment/stages/contract"
 	"github.com/augmentdata/augment/stages/llm"
 	"github.com/augmentdata/augment/stages/record"
 	"github.com/augmentdata/augment/verify"
@@ -84,7 +85,7 @@ func TestVerifyRejectsWithEveryProblem(t *testing.T) {
 				t.Fatalf("fixture: failing checks %v, want roles, calls_resolved and args_schema", failing)
 			}
 			_, err := st.Process(context.Background(), fxBroken())
-			var rej *Reject
+			var rej *contract.Reject
 			if !errors.As(err, &rej) {
 				t.Fatalf("got %v, want a reject", err)
 			}
@@ -151,7 +152,7 @@ func TestVerifyMaxTokens(t *testing.T) {
 	n := verify.RecordTokens(in)
 	st := buildVerify(t, VerifyConfig{Checks: []string{"roles"}, MaxTokens: n - 1}, nil)
 	_, err := st.Process(context.Background(), in)
-	if got, _ := rejectReason(err); got != TooLong {
+	if got, _ := contract.ReasonOf(err); got != TooLong {
 		t.Errorf("got %v, want %s", err, TooLong)
 	}
 	if st.Counters()[TooLong] != 1 {
@@ -162,7 +163,7 @@ func TestVerifyMaxTokens(t *testing.T) {
 	// Problems win over length.
 	st = buildVerify(t, VerifyConfig{Checks: []string{"roles"}, MaxTokens: 1}, nil)
 	_, err = st.Process(context.Background(), fxBroken())
-	if got, _ := rejectReason(err); got != "verify:roles" {
+	if got, _ := contract.ReasonOf(err); got != "verify:roles" {
 		t.Errorf("got %v, want verify:roles", err)
 	}
 	// Length rejects in tag mode too.
@@ -211,12 +212,12 @@ func TestVerifyJudges(t *testing.T) {
 	}
 	st = buildVerify(t, cfg, answer("1"))
 	_, err := st.Process(context.Background(), fxParallel())
-	if got, _ := rejectReason(err); got != "verify:judge_hallucination" {
+	if got, _ := contract.ReasonOf(err); got != "verify:judge_hallucination" {
 		t.Errorf("judge said 1: %v", err)
 	}
 	st = buildVerify(t, VerifyConfig{Checks: cfg.Checks, Attempts: 2}, answer("maybe"))
 	_, err = st.Process(context.Background(), fxParallel())
-	if got, _ := rejectReason(err); got != "verify:judge_hallucination" || !strings.Contains(err.Error(), "judge_unparseable") {
+	if got, _ := contract.ReasonOf(err); got != "verify:judge_hallucination" || !strings.Contains(err.Error(), "judge_unparseable") {
 		t.Errorf("unreadable judge: %v", err)
 	}
 	if st.Counters()["kind.judge_unparseable"] != 1 {
@@ -226,14 +227,14 @@ func TestVerifyJudges(t *testing.T) {
 		return llm.Response{}, errors.New("connection refused")
 	})
 	_, err = buildVerify(t, cfg, boom).Process(context.Background(), fxParallel())
-	if _, isReject := rejectReason(err); err == nil || isReject {
+	if _, isReject := contract.ReasonOf(err); err == nil || isReject {
 		t.Errorf("a dead teacher must be systemic, got %v", err)
 	}
 	timeout := llm.ClientFunc(func(context.Context, llm.Request) (llm.Response, error) {
 		return llm.Response{}, &llm.AnswerError{Reason: "llm_error_timeout", Attempts: 7}
 	})
 	_, err = buildVerify(t, cfg, timeout).Process(context.Background(), fxParallel())
-	if got, _ := rejectReason(err); got != "llm_error_timeout" {
+	if got, _ := contract.ReasonOf(err); got != "llm_error_timeout" {
 		t.Errorf("an unanswered request rejects the record: %v", err)
 	}
 	// Offline stand-ins answer when the teacher is the offline provider.

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/augmentdata/augment/stages/contract"
 	"github.com/augmentdata/augment/stages/record"
 	"github.com/augmentdata/augment/verify"
 	"github.com/augmentdata/augment/verify/hftok"
@@ -43,7 +44,7 @@ func TestVerifyStudentTokenizer(t *testing.T) {
 	}
 	c.MaxTokens = 6
 	st, _ = c.build(&Env{Stage: "verify", Dir: dir})
-	var rj *Reject
+	var rj *contract.Reject
 	if _, err := st.Process(context.Background(), r); !errors.As(err, &rj) || rj.Reason != TooLong {
 		t.Errorf("max_tokens 6: %v", err)
 	}

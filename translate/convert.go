@@ -17,9 +17,12 @@ import (
 // their bytes; so does all JSON around a converted string. The clone is
 // tagged lang=zh-TW with a rule lineage step. Arguments or results that are
 // not valid JSON are left as they are (Record rejects such sources). A
-// conversion that does not read back to its source gives a *Reject with
+// conversion that does not read back to its source gives a *contract.Reject with
 // ReasonConversionDamaged.
-func Convert(r *record.Record) (*record.Record, error) {
+func Convert(r *record.Record) (*record.Record, error) { return convert(r, "translate") }
+
+// convert is Convert with the lineage step named step.
+func convert(r *record.Record, step string) (*record.Record, error) {
 	out := r.Clone()
 	var err error
 	conv := func(s string) string {
@@ -52,7 +55,7 @@ func Convert(r *record.Record) (*record.Record, error) {
 		return nil, err
 	}
 	out.SetTag("lang", Lang)
-	out.AddStep("translate", "rule", "")
+	out.AddStep(step, "rule", "")
 	return out, nil
 }
 

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/augmentdata/augment/stages/contract"
 	"github.com/augmentdata/augment/stages/record"
 )
 
@@ -226,7 +227,7 @@ func TestConvertModeRejects(t *testing.T) {
 	}
 	for _, c := range cases {
 		_, err := tr.Record(t.Context(), c.r)
-		var rej *Reject
+		var rej *contract.Reject
 		if !errors.As(err, &rej) || rej.Reason != c.reason {
 			t.Errorf("%s: error %v, want %s", c.name, err, c.reason)
 		}

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/augmentdata/augment/clip"
 	"github.com/augmentdata/augment/translate/zhconv"
 )
 
@@ -203,7 +204,7 @@ func (rb *readBack) relatedRun(src, key []rune) bool {
 // characters that phrase matching left behind are converted one by one
 // (OpenCC keeps the proper name 恒生 inside 永恒生命, leaving 恒, which
 // Taiwan writes 恆). Strings without Han characters, or not valid UTF-8, are
-// returned as they are. A damaged conversion gives a *Reject with
+// returned as they are. A damaged conversion gives a *contract.Reject with
 // ReasonConversionDamaged.
 func convertText(s string, repair bool) (string, error) {
 	if !hasHan(s) || !utf8.ValidString(s) {
@@ -228,7 +229,7 @@ func convertText(s string, repair bool) (string, error) {
 		rs := []rune(s)
 		from := max(0, at-8)
 		return "", rejectf(ReasonConversionDamaged, "the s2twp conversion of %q does not read back to the source at %q (after %q): %q",
-			clip(s, 40), string(rs[at:min(len(rs), at+8)]), string(rs[from:at]), clip(out, 60))
+			clip.Runes(s, 40), string(rs[at:min(len(rs), at+8)]), string(rs[from:at]), clip.Runes(out, 60))
 	}
 	return out, nil
 }

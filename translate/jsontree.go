@@ -6,7 +6,7 @@ import (
 	"errors"
 	"strconv"
 
-	"github.com/augmentdata/augment/prompts"
+	"github.com/augmentdata/augment/jsonout"
 )
 
 // A node is one JSON value that remembers its key order and, for strings,
@@ -304,6 +304,6 @@ type edit struct {
 // appendString appends s as a JSON string literal without HTML escaping, so
 // Chinese text and <, >, & stay readable.
 func appendString(dst []byte, s string) []byte {
-	b, _ := prompts.JSON(s, "") // encoding a string cannot fail
+	b, _ := jsonout.Marshal(s) // encoding a string cannot fail
 	return append(dst, b...)
 }

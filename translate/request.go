@@ -3,7 +3,7 @@ package translate
 import (
 	"encoding/json"
 
-	"github.com/augmentdata/augment/prompts"
+	"github.com/augmentdata/augment/jsonout"
 	"github.com/augmentdata/augment/stages/record"
 )
 
@@ -72,8 +72,6 @@ func toWire(r *record.Record) wireRecord {
 }
 
 // encode renders v as JSON without HTML escaping; indent "" is compact.
-func encode(v any, indent string) ([]byte, error) { return prompts.JSON(v, indent) }
-
 // answerSchema is the JSON Schema of the answer for r, sent with the request
 // so servers with structured output generate the locked shape: the same
 // number of turns with the same roles, text fields only where the source has
@@ -133,7 +131,7 @@ func answerSchema(w wireRecord) json.RawMessage {
 		props["system"] = str
 		required = append(required, "system")
 	}
-	b, _ := encode(map[string]any{ // maps of plain values always encode; keys come out sorted
+	b, _ := jsonout.MarshalIndent(map[string]any{ // maps of plain values always encode; keys come out sorted
 		"$schema": "https://json-schema.org/draft/2020-12/schema",
 		"type":    "object", "additionalProperties": false, "required": required, "properties": props,
 	}, "")

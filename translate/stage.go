@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 
+	"github.com/augmentdata/augment/stages/contract"
 	"github.com/augmentdata/augment/stages/record"
 )
 
@@ -25,10 +26,12 @@ type Stage struct {
 	planned bool
 }
 
-// NewStage returns the stage for t. rnd returns the generator seeded for a
-// record ID (stages.Env.Rand), so the choice of records depends only on the
-// pipeline seed, the stage name and the ID.
-func NewStage(t *Translator, rnd func(id string) *rand.Rand) *Stage {
+// NewStage returns the stage for t, named name in pipeline.yaml: the
+// lineage step of every translation carries that name. rnd returns the
+// generator seeded for a record ID (stages.Env.Rand), so the choice of
+// records depends only on the pipeline seed, the stage name and the ID.
+func NewStage(t *Translator, name string, rnd func(id string) *rand.Rand) *Stage {
+	t.step = name
 	return &Stage{t: t, rand: rnd}
 }
 
@@ -38,13 +41,14 @@ func NewStage(t *Translator, rnd func(id string) *rand.Rand) *Stage {
 // then gets the suffix "/zh-TW"). A record that cannot be translated is
 // rejected in both keep modes, so every failure is counted. In convert mode
 // a record without Chinese text is not converted: it passes on unchanged,
-// or with NonChinese "filter" Process returns no record and a *Filtered.
+// or with NonChinese "filter" Process returns no record and a
+// *contract.Filter.
 // Errors are those of Translator.Record, plus a systemic one when Count is
 // set and Plan was not called.
 func (s *Stage) Process(ctx context.Context, r *record.Record) ([]*record.Record, error) {
 	if s.t.cfg.Mode == ModeConvert && r.Tag("lang") != Lang && !hasChinese(r) {
 		if s.t.cfg.NonChinese == NonChineseFilter {
-			return nil, &Filtered{Reason: FilterNotChinese}
+			return nil, &contract.Filter{Reason: FilterNotChinese}
 		}
 		return []*record.Record{r}, nil
 	}
@@ -132,12 +136,6 @@ const (
 	NonChineseFilter = "filter"
 	FilterNotChinese = "not_chinese"
 )
-
-// Filtered is the error Process returns, with no records, for a record it
-// drops on purpose; the pipeline counts it as filtered under Reason.
-type Filtered struct{ Reason string }
-
-func (e *Filtered) Error() string { return "filtered: " + e.Reason }
 
 // hasChinese reports whether any translatable text of r holds Chinese
 // characters: what convert mode needs to have something to convert.

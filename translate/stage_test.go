@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/augmentdata/augment/stages/contract"
 	"github.com/augmentdata/augment/stages/record"
 )
 
@@ -42,7 +43,7 @@ func newConvertStage(t *testing.T, cfg Config, seed uint64) *Stage {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return NewStage(tr, seeded(seed))
+	return NewStage(tr, "translate", seeded(seed))
 }
 
 func run(t *testing.T, s *Stage, rs []*record.Record) (out []*record.Record) {
@@ -193,7 +194,7 @@ func TestStageConvertMixedInput(t *testing.T) {
 	}
 	s := newConvertStage(t, Config{NonChinese: NonChineseFilter}, 1)
 	got, err := s.Process(t.Context(), en)
-	var f *Filtered
+	var f *contract.Filter
 	if !errors.As(err, &f) || f.Reason != FilterNotChinese || len(got) != 0 {
 		t.Errorf("filter: %v %v", got, err)
 	}
@@ -217,7 +218,7 @@ func TestStageConvertMixedInput(t *testing.T) {
 		t.Errorf("count 2 converted %v", got)
 	}
 	// Record itself still says why it cannot convert.
-	var rej *Reject
+	var rej *contract.Reject
 	if _, err := s.t.Record(t.Context(), en); !errors.As(err, &rej) || rej.RejectReason() != ReasonNotChinese {
 		t.Errorf("Record on English text: %v", err)
 	}
@@ -247,5 +248,22 @@ func TestNonChineseConfig(t *testing.T) {
 	c.Defaults()
 	if c.NonChinese != "" || len(c.Validate()) != 0 {
 		t.Errorf("teacher default: %+v %v", c, c.Validate())
+	}
+}
+
+// A translation's lineage step carries the stage's name in pipeline.yaml.
+func TestStageNamesLineage(t *testing.T) {
+	tr, err := New(Config{Mode: ModeConvert}, nil, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := NewStage(tr, "to_taiwan", seeded(1))
+	for _, r := range run(t, s, zhRecords(2)) {
+		if n := len(r.Lineage); n == 0 || r.Lineage[n-1].Stage != "to_taiwan" {
+			t.Errorf("%s: lineage %+v, want a last step of stage to_taiwan", r.ID, r.Lineage)
+		}
+	}
+	if out, err := Convert(zhRecords(1)[0]); err != nil || out.Lineage[len(out.Lineage)-1].Stage != "translate" {
+		t.Errorf("Convert outside a stage: %+v, %v", out, err)
 	}
 }

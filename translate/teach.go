@@ -8,6 +8,9 @@ import (
 	"strings"
 	"unicode"
 
+	"github.com/augmentdata/augment/clip"
+	"github.com/augmentdata/augment/jsonout"
+	"github.com/augmentdata/augment/stages/contract"
 	"github.com/augmentdata/augment/stages/llm"
 	"github.com/augmentdata/augment/stages/record"
 	"github.com/augmentdata/augment/verify"
@@ -26,7 +29,7 @@ const maxFeedback = 8
 // teach runs the ask–check–re-ask loop for one record.
 func (t *Translator) teach(ctx context.Context, r *record.Record) (*record.Record, error) {
 	w := toWire(r)
-	fb, err := encode(w.Functions, "")
+	fb, err := jsonout.MarshalIndent(w.Functions, "")
 	if err != nil {
 		return nil, rejectf(ReasonSourceInvalid, "functions cannot be encoded: %v", err)
 	}
@@ -62,7 +65,7 @@ func (t *Translator) teach(ctx context.Context, r *record.Record) (*record.Recor
 		}
 		if len(probs) == 0 {
 			out.SetTag("lang", Lang)
-			out.AddStep("translate", resp.Provider, resp.Model)
+			out.AddStep(t.stepName(), resp.Provider, resp.Model)
 			return out, nil
 		}
 		last = probs
@@ -71,7 +74,7 @@ func (t *Translator) teach(ctx context.Context, r *record.Record) (*record.Recor
 			feedback = append(feedback, p.String())
 		}
 	}
-	return nil, &Reject{
+	return nil, &contract.Reject{
 		Reason: last[0].reason,
 		Detail: fmt.Sprintf("no acceptable answer in %d attempt(s); last answer: %s", t.cfg.Attempts, joinProblems(last)),
 	}
@@ -187,7 +190,7 @@ func (c *checker) check(ctx context.Context, resp llm.Response) (*record.Record,
 	}
 	for s := range translatable(out) {
 		if ch, ok := HasSimplifiedOnly(s.text); ok {
-			add(ReasonSimplifiedLeft, s.path, "%q keeps the Simplified-only character %q even after s2twp conversion; write it in Traditional characters", clip(s.text, 40), ch)
+			add(ReasonSimplifiedLeft, s.path, "%q keeps the Simplified-only character %q even after s2twp conversion; write it in Traditional characters", clip.Runes(s.text, 40), ch)
 		}
 	}
 	c.untranslated(add, out)
@@ -279,7 +282,7 @@ func pairCost(origName, ansName string, w walker) float64 {
 
 // build makes the translated record: a clone of the source whose text
 // fields and free-text strings are the answer's, converted with s2twp. A
-// damaged conversion (see intact.go) gives a *Reject: the converter's
+// damaged conversion (see intact.go) gives a *contract.Reject: the converter's
 // fault, not the teacher's, so it is not re-asked.
 func (c *checker) build(a *answer, calls [][]callPair, results [][][]freeLeaf) (*record.Record, error) {
 	var err error
@@ -340,7 +343,7 @@ func spliceFree(src []byte, free []freeLeaf, conv func(string) string) []byte {
 func (c *checker) untranslated(add func(reason, path, format string, args ...any), out *record.Record) {
 	check := func(path, orig, got string) {
 		if !hasHan(orig) && words(orig) >= 3 && !hasHan(got) {
-			add(ReasonUntranslated, path, "%q was not translated into Traditional Chinese", clip(got, 40))
+			add(ReasonUntranslated, path, "%q was not translated into Traditional Chinese", clip.Runes(got, 40))
 		}
 	}
 	check("system", c.src.System, out.System)
@@ -392,7 +395,7 @@ func (c *checker) judge(ctx context.Context, calls [][]callPair) ([]problem, err
 				}
 				if !ok {
 					probs = append(probs, problem{reason: ReasonNotEquivalent, path: f.path,
-						detail: fmt.Sprintf("%q does not mean the same as the original %q; translate the value faithfully or keep it unchanged", clip(got, 60), clip(f.orig.str, 60))})
+						detail: fmt.Sprintf("%q does not mean the same as the original %q; translate the value faithfully or keep it unchanged", clip.Runes(got, 60), clip.Runes(f.orig.str, 60))})
 				}
 			}
 		}

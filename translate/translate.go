@@ -34,6 +34,7 @@ import (
 	"strings"
 
 	"github.com/augmentdata/augment/prompts"
+	"github.com/augmentdata/augment/stages/contract"
 	"github.com/augmentdata/augment/stages/llm"
 	"github.com/augmentdata/augment/stages/record"
 )
@@ -172,17 +173,10 @@ func (c *Config) Validate() []error {
 // RejectReason rejects the record; any other error is systemic.
 type EquivFunc func(ctx context.Context, param string, orig, translated json.RawMessage) (bool, error)
 
-// Reject is the error Record returns for a record it gives up on.
-type Reject struct {
-	Reason string // one of the Reason* codes
-	Detail string
-}
-
-func (e *Reject) Error() string        { return e.Reason + ": " + e.Detail }
-func (e *Reject) RejectReason() string { return e.Reason }
-
-func rejectf(reason, format string, args ...any) *Reject {
-	return &Reject{Reason: reason, Detail: fmt.Sprintf(format, args...)}
+// rejectf returns the *contract.Reject Record returns for a record it gives
+// up on; reason is one of the Reason* codes.
+func rejectf(reason, format string, args ...any) *contract.Reject {
+	return &contract.Reject{Reason: reason, Detail: fmt.Sprintf(format, args...)}
 }
 
 // A Translator translates records. It is safe for concurrent use.
@@ -191,6 +185,7 @@ type Translator struct {
 	client llm.Client
 	equiv  EquivFunc
 	tmpl   *prompts.Template
+	step   string // the stage name lineage steps carry (see NewStage)
 }
 
 // New returns a Translator for cfg (defaults applied and validated here).
@@ -233,7 +228,7 @@ func New(cfg Config, client llm.Client, equiv EquivFunc, tmpl *prompts.Template)
 // r tagged lang=zh-TW with a lineage step, whose tool definitions, function
 // names, argument keys and locked values are r's own bytes. A record whose
 // answers never passed the checks (or, in convert mode, one without Chinese
-// text) gives a *Reject. Any
+// text) gives a *contract.Reject. Any
 // other error — context, a fatal teacher error, an error of the equivalence
 // judge without a reject reason — is systemic and passed through.
 func (t *Translator) Record(ctx context.Context, r *record.Record) (*record.Record, error) {
@@ -244,7 +239,7 @@ func (t *Translator) Record(ctx context.Context, r *record.Record) (*record.Reco
 		// Convert leaves no Simplified-only character (its character repair
 		// sees to that), so it fails only on a damaged conversion or when
 		// there is nothing to convert.
-		out, err := Convert(r)
+		out, err := convert(r, t.stepName())
 		if err != nil {
 			return nil, err
 		}
@@ -256,16 +251,17 @@ func (t *Translator) Record(ctx context.Context, r *record.Record) (*record.Reco
 	return t.teach(ctx, r)
 }
 
+// stepName is the stage name of the lineage steps t adds: the stage's name
+// in pipeline.yaml, or "translate" outside a pipeline.
+func (t *Translator) stepName() string {
+	if t.step == "" {
+		return "translate"
+	}
+	return t.step
+}
+
 // langName is how the prompt names the target language.
 const langName = "Traditional Chinese as written in Taiwan (zh-TW)"
-
-func clip(s string, n int) string {
-	rs := []rune(s)
-	if len(rs) <= n {
-		return s
-	}
-	return string(rs[:n-1]) + "…"
-}
 
 func joinProblems(ps []problem) string {
 	parts := make([]string, len(ps))

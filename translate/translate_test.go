@@ -12,6 +12,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/augmentdata/augment/jsonout"
+	"github.com/augmentdata/augment/stages/contract"
 	"github.com/augmentdata/augment/stages/llm"
 	"github.com/augmentdata/augment/stages/record"
 )
@@ -46,7 +48,7 @@ func okAnswer(t testing.TB) map[string]any {
 
 func mustJSON(t testing.TB, v any) string {
 	t.Helper()
-	b, err := encode(v, "")
+	b, err := jsonout.MarshalIndent(v, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -302,9 +304,9 @@ func TestTranslateRejects(t *testing.T) {
 			if out != nil {
 				t.Fatalf("accepted a broken answer")
 			}
-			var rej *Reject
+			var rej *contract.Reject
 			if !errors.As(err, &rej) {
-				t.Fatalf("error %v is not a *Reject", err)
+				t.Fatalf("error %v is not a *contract.Reject", err)
 			}
 			if rej.Reason != c.reason {
 				t.Errorf("reason %q, want %q (%s)", rej.Reason, c.reason, rej.Detail)
@@ -357,7 +359,7 @@ func TestTranslateReaskExhausted(t *testing.T) {
 	args(bad, 1, 1)["unit"] = "攝氏"
 	f := &teacher{answers: []string{mustJSON(t, bad)}}
 	_, err := newTeacher(t, Config{}, f, &judge{}).Record(t.Context(), loadRecord(t))
-	var rej *Reject
+	var rej *contract.Reject
 	if !errors.As(err, &rej) || rej.RejectReason() != ReasonEnumChanged {
 		t.Fatalf("error %v, want reject %s", err, ReasonEnumChanged)
 	}
@@ -430,7 +432,7 @@ func TestTranslateTruncatedAnswer(t *testing.T) {
 	a := mustJSON(t, okAnswer(t))
 	f := &teacher{answers: []string{a[:len(a)/2]}, finish: "length"}
 	_, err := newTeacher(t, Config{Attempts: 1}, f, &judge{}).Record(t.Context(), loadRecord(t))
-	var rej *Reject
+	var rej *contract.Reject
 	if !errors.As(err, &rej) || rej.Reason != ReasonInvalidJSON || !strings.Contains(rej.Detail, "token limit") {
 		t.Fatalf("error %v", err)
 	}
@@ -456,7 +458,7 @@ func TestTranslateSystemicErrors(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = tr.Record(t.Context(), loadRecord(t))
-	var rej *Reject
+	var rej *contract.Reject
 	if !errors.Is(err, down) || errors.As(err, &rej) {
 		t.Errorf("judge error: got %v", err)
 	}
@@ -467,7 +469,7 @@ func TestTranslateSourceInvalid(t *testing.T) {
 	src.Messages[5].Calls[0].Arguments = json.RawMessage(`{"hotel_id": `)
 	f := &teacher{answers: []string{"{}"}}
 	_, err := newTeacher(t, Config{}, f, &judge{}).Record(t.Context(), src)
-	var rej *Reject
+	var rej *contract.Reject
 	if !errors.As(err, &rej) || rej.Reason != ReasonSourceInvalid || len(f.requests) != 0 {
 		t.Fatalf("error %v after %d requests", err, len(f.requests))
 	}
@@ -578,7 +580,7 @@ func TestConversionDamagedRejects(t *testing.T) {
 	}
 	src := &record.Record{ID: "zh:1", Messages: []record.Message{{Role: "user", Content: "来确保存储在区块链上"}}}
 	_, err = conv.Record(t.Context(), src)
-	var rej *Reject
+	var rej *contract.Reject
 	if !errors.As(err, &rej) || rej.Reason != ReasonConversionDamaged || !strings.Contains(rej.Detail, "来确保存储") {
 		t.Errorf("convert mode: error %v, want reject %s", err, ReasonConversionDamaged)
 	}

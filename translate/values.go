@@ -3,6 +3,7 @@ package translate
 import (
 	"encoding/json"
 	"fmt"
+	"github.com/augmentdata/augment/clip"
 	"strconv"
 	"strings"
 	"unicode"
@@ -312,12 +313,12 @@ func joinKey(path, key string) string {
 func show(n *node) string {
 	switch n.kind {
 	case '"':
-		return strconv.Quote(clip(n.str, 60))
+		return strconv.Quote(clip.Runes(n.str, 60))
 	case '{':
 		return "an object"
 	case '[':
 		return "a list"
 	default:
-		return clip(string(n.raw), 60)
+		return clip.Runes(string(n.raw), 60)
 	}
 }

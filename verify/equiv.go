@@ -65,35 +65,13 @@ var equivRules = rules{anyNumericString: true, fold: foldText}
 // everything except some string leaves (numbers and booleans compared
 // leniently), so that only a judge of meaning can tell them apart.
 func sameButStrings(a, b any) bool {
-	switch x := a.(type) {
-	case string:
-		_, ok := b.(string)
-		return ok
-	case []any:
-		y, ok := b.([]any)
-		if !ok || len(x) != len(y) {
-			return false
+	return sameTree(a, b, func(a, b any) bool {
+		if _, ok := a.(string); ok {
+			_, ok := b.(string)
+			return ok
 		}
-		for i := range x {
-			if !sameButStrings(x[i], y[i]) {
-				return false
-			}
-		}
-		return true
-	case map[string]any:
-		y, ok := b.(map[string]any)
-		if !ok || len(x) != len(y) {
-			return false
-		}
-		for k, v := range x {
-			w, ok := y[k]
-			if !ok || !sameButStrings(v, w) {
-				return false
-			}
-		}
-		return true
-	}
-	return valueEqual(nil, a, b, equivRules)
+		return valueEqual(nil, a, b, equivRules)
+	})
 }
 
 // foldText maps full-width ASCII to ASCII and Traditional Chinese characters

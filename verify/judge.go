@@ -9,6 +9,8 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/augmentdata/augment/clip"
+	"github.com/augmentdata/augment/jsonout"
 	"github.com/augmentdata/augment/prompts"
 	"github.com/augmentdata/augment/stages/llm"
 	"github.com/augmentdata/augment/stages/record"
@@ -217,7 +219,7 @@ func strictObject(answer string, v any) error {
 	d := json.NewDecoder(strings.NewReader(s))
 	d.UseNumber()
 	if err := d.Decode(v); err != nil {
-		return fmt.Errorf("the answer is not a valid JSON object: %v", err)
+		return fmt.Errorf("the answer is not a valid JSON object: %w", err)
 	}
 	if strings.TrimSpace(s[d.InputOffset():]) != "" {
 		return errors.New("the answer has text after the JSON object")
@@ -396,7 +398,7 @@ func judgeAnswers(ctx context.Context, env LLMEnv, r *record.Record, name, kind,
 			return nil, err
 		case s.score < pass:
 			out = append(out, Problem{Check: name, Kind: kind, Path: msgPath(x.answer),
-				Msg: fmt.Sprintf("%s scored %d, below %d: %s", what, s.score, pass, clip(s.reason, 200))})
+				Msg: fmt.Sprintf("%s scored %d, below %d: %s", what, s.score, pass, clip.Runes(s.reason, 200))})
 		}
 	}
 	return out, nil
@@ -414,7 +416,7 @@ func renderDialogue(r *record.Record, from, to int) string {
 	line := func(who, text string) {
 		b.WriteString(who)
 		b.WriteString(": ")
-		b.WriteString(clip(strings.TrimSpace(text), 3000))
+		b.WriteString(clip.Runes(strings.TrimSpace(text), 3000))
 		b.WriteString("\n")
 	}
 	if from == 0 && strings.TrimSpace(r.System) != "" {
@@ -455,7 +457,7 @@ func toolsText(tools []record.Tool) string {
 	for i, t := range tools {
 		ts[i] = tool{Name: t.Name, Description: t.Description, Parameters: rawOrString(t.Parameters)}
 	}
-	b, err := prompts.JSON(ts, "  ")
+	b, err := jsonout.MarshalIndent(ts, "  ")
 	if err != nil {
 		return "[]"
 	}
@@ -469,7 +471,7 @@ func callJSON(c record.Call) string {
 	if !json.Valid(c.Arguments) {
 		args = string(c.Arguments)
 	}
-	b, err := marshal(struct {
+	b, err := jsonout.Marshal(struct {
 		Name      string `json:"name"`
 		Arguments any    `json:"arguments"`
 	}{c.Name, args})

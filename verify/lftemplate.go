@@ -201,9 +201,9 @@ func parseCalls(s string) ([]FunctionCall, error) {
 	var se *json.SyntaxError
 	switch {
 	case errors.As(err, &se):
-		return nil, fmt.Errorf("not JSON (LLaMA-Factory: Invalid JSON format in function message): %v", err)
+		return nil, fmt.Errorf("not JSON (LLaMA-Factory: Invalid JSON format in function message): %w", err)
 	case err != nil:
-		return nil, fmt.Errorf("a call must be a JSON object with \"name\" and \"arguments\": %v", err)
+		return nil, fmt.Errorf("a call must be a JSON object with \"name\" and \"arguments\": %w", err)
 	case list && len(items) == 0:
 		return nil, fmt.Errorf("function_call value is an empty list")
 	}
@@ -248,8 +248,8 @@ func (t *LFTemplate) CheckTools(tools string) error {
 		return err
 	}
 	for j, raw := range list {
-		if err := defaultToolFormat(raw); err != "" {
-			return fmt.Errorf("tool %d: %s (template %s renders tools with the default tool format)", j, err, t.Name)
+		if msg := defaultToolFormat(raw); msg != "" {
+			return fmt.Errorf("tool %d: %s (template %s renders tools with the default tool format)", j, msg, t.Name)
 		}
 	}
 	return nil

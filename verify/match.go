@@ -361,25 +361,36 @@ func squash(s string) string {
 // jsonEqual reports whether two decoded JSON values are the same value
 // (numbers by value, everything else exactly).
 func jsonEqual(a, b any) bool {
+	return sameTree(a, b, func(a, b any) bool {
+		switch x := a.(type) {
+		case nil:
+			return b == nil
+		case bool:
+			y, ok := b.(bool)
+			return ok && x == y
+		case string:
+			y, ok := b.(string)
+			return ok && x == y
+		case json.Number:
+			y, ok := b.(json.Number)
+			return ok && numberEqual(x, y)
+		}
+		return false
+	})
+}
+
+// sameTree reports whether decoded JSON values a and b have the same shape
+// (arrays of the same length, objects with the same keys) and every pair of
+// leaves (values that are neither) satisfies leaf.
+func sameTree(a, b any, leaf func(a, b any) bool) bool {
 	switch x := a.(type) {
-	case nil:
-		return b == nil
-	case bool:
-		y, ok := b.(bool)
-		return ok && x == y
-	case string:
-		y, ok := b.(string)
-		return ok && x == y
-	case json.Number:
-		y, ok := b.(json.Number)
-		return ok && numberEqual(x, y)
 	case []any:
 		y, ok := b.([]any)
 		if !ok || len(x) != len(y) {
 			return false
 		}
 		for i := range x {
-			if !jsonEqual(x[i], y[i]) {
+			if !sameTree(x[i], y[i], leaf) {
 				return false
 			}
 		}
@@ -391,11 +402,11 @@ func jsonEqual(a, b any) bool {
 		}
 		for k, v := range x {
 			w, ok := y[k]
-			if !ok || !jsonEqual(v, w) {
+			if !ok || !sameTree(v, w, leaf) {
 				return false
 			}
 		}
 		return true
 	}
-	return false
+	return leaf(a, b)
 }

@@ -13,6 +13,7 @@ import (
 	"sync"
 	"unicode/utf8"
 
+	"github.com/augmentdata/augment/clip"
 	"github.com/augmentdata/augment/stages/record"
 )
 
@@ -354,7 +355,7 @@ func (c *callCheck) value(s *schema, v any, path string) {
 		for i, e := range s.enum {
 			alts[i] = show(e)
 		}
-		c.add("bad_enum", path, "%s of %q must be one of %s; got %s", param(path), c.fn, clip(strings.Join(alts, ", "), 200), show(v))
+		c.add("bad_enum", path, "%s of %q must be one of %s; got %s", param(path), c.fn, clip.Runes(strings.Join(alts, ", "), 200), show(v))
 		return
 	}
 	switch x := v.(type) {

@@ -93,24 +93,7 @@ func StudentTokens(r *record.Record, tok Counter, template string) (int, error) 
 // (compact JSON {name, arguments}) joined by newlines, a tool turn's results
 // joined by newlines, others their content.
 func recordTexts(r *record.Record) (string, []string) {
-	system := r.System
-	if len(r.Tools) > 0 {
-		type tool struct {
-			Name        string `json:"name"`
-			Description string `json:"description"`
-			Parameters  any    `json:"parameters"`
-		}
-		ts := make([]tool, len(r.Tools))
-		for i, t := range r.Tools {
-			ts[i] = tool{Name: t.Name, Description: t.Description, Parameters: rawOrString(t.Parameters)}
-		}
-		if b, err := marshal(ts); err == nil {
-			if system != "" {
-				system += "\n\n"
-			}
-			system += string(b)
-		}
-	}
+	system := systemText(r)
 	texts := make([]string, len(r.Messages))
 	for i, m := range r.Messages {
 		var parts []string

@@ -8,6 +8,7 @@ import (
 
 	"github.com/tiktoken-go/tokenizer"
 
+	"github.com/augmentdata/augment/jsonout"
 	"github.com/augmentdata/augment/stages/record"
 )
 
@@ -142,24 +143,7 @@ const (
 // a slight underestimate for those templates.
 func RecordTokens(r *record.Record) int {
 	n := tokensReply
-	system := r.System
-	if len(r.Tools) > 0 {
-		type tool struct {
-			Name        string `json:"name"`
-			Description string `json:"description"`
-			Parameters  any    `json:"parameters"`
-		}
-		ts := make([]tool, len(r.Tools))
-		for i, t := range r.Tools {
-			ts[i] = tool{Name: t.Name, Description: t.Description, Parameters: rawOrString(t.Parameters)}
-		}
-		if b, err := marshal(ts); err == nil {
-			if system != "" {
-				system += "\n\n"
-			}
-			system += string(b)
-		}
-	}
+	system := systemText(r)
 	if system != "" {
 		n += tokensPerMessage + Tokens(record.RoleSystem) + Tokens(system)
 	}
@@ -173,6 +157,31 @@ func RecordTokens(r *record.Record) int {
 		}
 	}
 	return n
+}
+
+// systemText is the text of a record's system message as a chat template
+// shows it: the system prompt, then the tools as a compact JSON list of
+// {name, description, parameters}.
+func systemText(r *record.Record) string {
+	system := r.System
+	if len(r.Tools) > 0 {
+		type tool struct {
+			Name        string `json:"name"`
+			Description string `json:"description"`
+			Parameters  any    `json:"parameters"`
+		}
+		ts := make([]tool, len(r.Tools))
+		for i, t := range r.Tools {
+			ts[i] = tool{Name: t.Name, Description: t.Description, Parameters: rawOrString(t.Parameters)}
+		}
+		if b, err := jsonout.Marshal(ts); err == nil {
+			if system != "" {
+				system += "\n\n"
+			}
+			system += string(b)
+		}
+	}
+	return system
 }
 
 // rawOrString keeps valid JSON as it is and turns anything else into a JSON

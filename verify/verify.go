@@ -7,7 +7,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/augmentdata/augment/prompts"
+	"github.com/augmentdata/augment/clip"
 	"github.com/augmentdata/augment/stages/formats"
 	"github.com/augmentdata/augment/stages/record"
 )
@@ -151,18 +151,9 @@ func show(v any) string {
 	if err != nil {
 		return fmt.Sprint(v)
 	}
-	return clip(string(b), 80)
+	return clip.Runes(string(b), 80)
 }
 
-func showRaw(b []byte) string { return clip(strings.TrimSpace(string(b)), 80) }
-
-func clip(s string, n int) string {
-	r := []rune(s)
-	if len(r) <= n {
-		return s
-	}
-	return string(r[:n-1]) + "…"
-}
+func showRaw(b []byte) string { return clip.Runes(strings.TrimSpace(string(b)), 80) }
 
 // marshal writes v as compact JSON without HTML escaping.
-func marshal(v any) ([]byte, error) { return prompts.JSON(v, "") }

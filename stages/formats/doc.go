@@ -1,6 +1,6 @@
 // Package formats reads raw tool-use dataset dumps into canonical records
 // (stages/record): a Scanner splits a dump into rows, Parse turns one row of
-// a given format into a *record.Record or a *ParseError whose Reason is a
+// a given format into a *record.Record or a *contract.Reject whose Reason is a
 // stable snake_case code, and ParsePyCalls/PrintPyCalls read and write the
 // Python-call syntax ToolACE uses.
 //

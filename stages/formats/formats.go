@@ -8,6 +8,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/augmentdata/augment/stages/contract"
 	"github.com/augmentdata/augment/stages/record"
 )
 
@@ -15,23 +16,15 @@ import (
 // format: in pipeline.yaml.
 func Formats() []string { return []string{"toolace", "glaive", "xlam", "sharegpt", "openai"} }
 
-// A ParseError says why a row could not become a record. The runner keeps
-// the raw row in the rejects file under Reason.
-type ParseError struct {
-	Reason string // stable snake_case code, e.g. "bad_json", "glaive_truncated_call"
-	Detail string // what and where (turn, byte offset) with a short excerpt
-}
-
-func (e *ParseError) Error() string        { return e.Reason + ": " + e.Detail }
-func (e *ParseError) RejectReason() string { return e.Reason }
-
-func reject(reason, format string, args ...any) *ParseError {
-	return &ParseError{Reason: reason, Detail: fmt.Sprintf(format, args...)}
+// reject returns the *contract.Reject a row that cannot become a record
+// gives; the runner keeps the raw row in the rejects file under reason.
+func reject(reason, format string, args ...any) *contract.Reject {
+	return &contract.Reject{Reason: reason, Detail: fmt.Sprintf(format, args...)}
 }
 
 // Parse turns one raw row (the bytes a Scanner returned) into a record of
 // the given format. The record's ID is source + ":" + index; Lineage is left
-// empty. A row that cannot be read faithfully gives a *ParseError; an
+// empty. A row that cannot be read faithfully gives a *contract.Reject; an
 // unknown format name gives a plain error, since it concerns the whole
 // source rather than the row. Parse keeps no reference to row and is safe
 // for concurrent use.
@@ -325,7 +318,7 @@ func objectArguments(v *jvalue) (args []byte, stringArgs bool, err error) {
 	case jString:
 		inner, perr := parseJSONString(v.str)
 		if perr != nil {
-			return nil, true, fmt.Errorf("arguments string is not JSON: %v: %s", perr, excerpt(v.str))
+			return nil, true, fmt.Errorf("arguments string is not JSON: %w: %s", perr, excerpt(v.str))
 		}
 		if inner.kind != jObject {
 			return nil, true, fmt.Errorf("arguments string holds a JSON %s, want an object", inner.kind)
@@ -353,7 +346,7 @@ func excerpt(s string) string {
 
 // jsonReject builds the reject for JSON text that did not decode: what was
 // being read, the error with its byte offset, and the text around it.
-func jsonReject(reason, what string, text []byte, err error) *ParseError {
+func jsonReject(reason, what string, text []byte, err error) *contract.Reject {
 	je, ok := err.(*jsonError)
 	if !ok {
 		return reject(reason, "%s: %v", what, err)

@@ -5,10 +5,11 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/augmentdata/augment/stages/contract"
 	"github.com/augmentdata/augment/stages/record"
 )
 
-// fuzzParse checks, for any row: no panic; failures are *ParseError; a
+// fuzzParse checks, for any row: no panic; failures are *contract.Reject; a
 // record satisfies the invariants later stages rely on and reads the same
 // twice.
 func fuzzParse(f *testing.F, format, fixture string, seeds ...string) {
@@ -68,7 +69,7 @@ func FuzzParseOpenAI(f *testing.F) {
 
 func TestUnknownFormat(t *testing.T) {
 	_, err := Parse("csv", "s", 0, []byte(`{}`))
-	var pe *ParseError
+	var pe *contract.Reject
 	if err == nil || errors.As(err, &pe) {
 		t.Fatalf("got %v, want a plain error", err)
 	}
@@ -80,13 +81,13 @@ func TestUnknownFormat(t *testing.T) {
 }
 
 // checkParsed is the property every parse fuzz target checks: a failure is
-// a *ParseError with a reason; a record (returned) satisfies the invariants.
+// a *contract.Reject with a reason; a record (returned) satisfies the invariants.
 func checkParsed(t *testing.T, format, row string) *record.Record {
 	rec, err := Parse(format, "f", 1, []byte(row))
 	if err != nil {
-		var pe *ParseError
+		var pe *contract.Reject
 		if !errors.As(err, &pe) || pe.Reason == "" {
-			t.Fatalf("error %v is not a *ParseError with a reason", err)
+			t.Fatalf("error %v is not a *contract.Reject with a reason", err)
 		}
 		return nil
 	}

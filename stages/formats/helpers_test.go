@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/augmentdata/augment/stages/contract"
 	"github.com/augmentdata/augment/stages/record"
 )
 
@@ -91,7 +92,7 @@ func runParseCases(t *testing.T, format string, cases []parseCase) {
 		t.Run(tt.name, func(t *testing.T) {
 			rec, err := Parse(format, "src", 7, []byte(tt.row))
 			if tt.reason != "" {
-				var pe *ParseError
+				var pe *contract.Reject
 				if !errors.As(err, &pe) {
 					t.Fatalf("got %v, want reject %s", err, tt.reason)
 				}

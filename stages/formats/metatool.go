@@ -28,7 +28,7 @@ const MetaTool = "meta_tool"
 func MetaToolResult(content string) ([]record.Tool, error) {
 	v, err := parseJSONString(content)
 	if err != nil {
-		return nil, fmt.Errorf("not JSON: %v", err)
+		return nil, fmt.Errorf("not JSON: %w", err)
 	}
 	var out []record.Tool
 	if err := metaToolValue(&v, &out, 0); err != nil {

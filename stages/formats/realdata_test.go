@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/augmentdata/augment/stages/contract"
 	"github.com/augmentdata/augment/stages/record"
 )
 
@@ -59,9 +60,9 @@ func readFile(t testing.TB, path, format string) []parsed {
 		}
 		rec, err := Parse(format, "src", i, row)
 		if err != nil {
-			var pe *ParseError
+			var pe *contract.Reject
 			if !errors.As(err, &pe) {
-				t.Fatalf("%s row %d: error is not a *ParseError: %v", path, i, err)
+				t.Fatalf("%s row %d: error is not a *contract.Reject: %v", path, i, err)
 			}
 			out = append(out, parsed{reason: pe.Reason, err: err})
 			continue

@@ -1,6 +1,7 @@
 package formats
 
 import (
+	"github.com/augmentdata/augment/stages/contract"
 	"strings"
 	"testing"
 )
@@ -135,7 +136,7 @@ func TestNormalizeToolErrors(t *testing.T) {
 			t.Fatal(err)
 		}
 		_, err = normalizeTool(&v, 0)
-		pe, ok := err.(*ParseError)
+		pe, ok := err.(*contract.Reject)
 		if !ok || pe.Reason != tt.reason || !strings.Contains(pe.Detail, tt.detail) {
 			t.Errorf("%s: got %v, want %s containing %q", tt.in, err, tt.reason, tt.detail)
 		}

@@ -2,8 +2,9 @@ package llm
 
 import (
 	"context"
-	"errors"
 	"fmt"
+	"github.com/augmentdata/augment/clip"
+	"github.com/augmentdata/augment/stages/contract"
 	"slices"
 )
 
@@ -62,28 +63,16 @@ func AskResponse[T any](ctx context.Context, c Client, req Request, attempts int
 				return v, resp, nil
 			}
 			reason, last = "llm_invalid_answer", perr
-			var rr interface{ RejectReason() string }
-			if errors.As(perr, &rr) && rr.RejectReason() != "" {
-				reason = rr.RejectReason()
+			if r, ok := contract.ReasonOf(perr); ok && r != "" {
+				reason = r
 			}
 			if resp.Provider == ProviderOffline {
 				return zero, resp, &AnswerError{Reason: reason, Stage: cur.Stage, Slot: cur.Slot, Attempts: i + 1, Err: perr}
 			}
 			cur.Messages = append(slices.Clip(cur.Messages),
 				Message{Role: "assistant", Content: resp.Content},
-				Message{Role: "user", Content: fmt.Sprintf(correctionPrompt, clipText(perr.Error(), 400))})
+				Message{Role: "user", Content: fmt.Sprintf(correctionPrompt, clip.Bytes(perr.Error(), 400))})
 		}
 	}
 	return zero, resp, &AnswerError{Reason: reason, Stage: cur.Stage, Slot: cur.Slot, Attempts: attempts, Err: last}
-}
-
-// clipText shortens s to at most n bytes on a rune boundary.
-func clipText(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && s[n]&0xC0 == 0x80 {
-		n--
-	}
-	return s[:n] + "…"
 }

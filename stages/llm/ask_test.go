@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/augmentdata/augment/stages/contract"
 	"strings"
 	"testing"
 )
@@ -162,7 +163,7 @@ func TestAskPassesClientErrorsThrough(t *testing.T) {
 	if !IsFatal(fmt.Errorf("shard 3: %w", fatal)) {
 		t.Error("IsFatal must see through wrapping")
 	}
-	var rr interface{ RejectReason() string }
+	var rr contract.Rejecter
 	if errors.As(fatal, &rr) {
 		t.Error("a fatal error must not carry a reject reason, or the runner would reject a record instead of stopping")
 	}
@@ -184,7 +185,7 @@ func TestOfflineTeacher(t *testing.T) {
 	}
 
 	_, err = s.Complete(context.Background(), Request{Offline: func() (string, error) { return "", reasonErr{"noise_no_candidate"} }})
-	var rr interface{ RejectReason() string }
+	var rr contract.Rejecter
 	if !errors.As(err, &rr) || rr.RejectReason() != "noise_no_candidate" || IsFatal(err) {
 		t.Fatalf("stand-in reject must pass through: %v", err)
 	}

@@ -12,6 +12,8 @@ import (
 	"net/http"
 	"slices"
 
+	"github.com/augmentdata/augment/clip"
+	"github.com/augmentdata/augment/jsonout"
 	"github.com/augmentdata/augment/manifests"
 )
 
@@ -49,10 +51,10 @@ func parseBatchOutput(line []byte, model string) (batchResult, error) {
 	}
 	var r batchResult
 	if len(l.CustomID) != 64 {
-		return r, fmt.Errorf("custom_id %q is not one of augment's (64 hex digits)", clipText(l.CustomID, 80))
+		return r, fmt.Errorf("custom_id %q is not one of augment's (64 hex digits)", clip.Bytes(l.CustomID, 80))
 	}
 	if _, err := hex.Decode(r.key[:], []byte(l.CustomID)); err != nil {
-		return r, fmt.Errorf("custom_id %q is not hex", clipText(l.CustomID, 80))
+		return r, fmt.Errorf("custom_id %q is not hex", clip.Bytes(l.CustomID, 80))
 	}
 	status := 0
 	if l.Response != nil {
@@ -98,13 +100,13 @@ func errorCodeMessage(raw json.RawMessage) (code, msg string) {
 		if json.Unmarshal(e.Code, &code) != nil {
 			code = string(bytes.Trim(e.Code, `"`))
 		}
-		return code, clipText(e.Message, 400)
+		return code, clip.Bytes(e.Message, 400)
 	}
 	var s string
 	if json.Unmarshal(raw, &s) == nil {
-		return "", clipText(s, 400)
+		return "", clip.Bytes(s, 400)
 	}
-	return "", clipText(string(raw), 400)
+	return "", clip.Bytes(string(raw), 400)
 }
 
 // Failure classes only batches have; "llm_error_" + class is the reject
@@ -119,19 +121,8 @@ const (
 // batchFailureClass names the class of a failed batch line, from its
 // status code when it has one, else from the error code.
 func batchFailureClass(status int, code string) string {
-	switch {
-	case status == http.StatusTooManyRequests:
-		return classRateLimited
-	case status == http.StatusRequestTimeout:
-		return classTimeout408
-	case status == http.StatusUnauthorized || status == http.StatusForbidden:
-		return classAuth
-	case status == http.StatusNotFound:
-		return classNotFound
-	case status >= 500:
-		return classServer
-	case status >= 400:
-		return classBadRequest
+	if class := statusClass(status); class != "" {
+		return class
 	}
 	switch code {
 	case "batch_expired":
@@ -337,7 +328,7 @@ func (t *Teacher) ingest(job *BatchJob) error {
 		if !ok {
 			continue
 		}
-		line, _ := marshalNoEscape(fl)
+		line, _ := jsonout.Marshal(fl)
 		out.Write(append(line, '\n'))
 		b.addFailure(k, fl)
 	}

@@ -11,6 +11,7 @@ import (
 
 	openai "github.com/sashabaranov/go-openai"
 
+	"github.com/augmentdata/augment/clip"
 	"github.com/augmentdata/augment/manifests"
 )
 
@@ -140,7 +141,7 @@ func (p *openaiProvider) record(job *BatchJob, b *openai.Batch) {
 		for _, e := range b.Errors.Data {
 			msgs = append(msgs, strings.TrimSpace(e.Code+" "+e.Message))
 		}
-		job.Note = clipText(newRedactor(p.key).text(strings.Join(msgs, "; ")), 400)
+		job.Note = clip.Bytes(newRedactor(p.key).text(strings.Join(msgs, "; ")), 400)
 	}
 }
 
@@ -239,7 +240,7 @@ func (p *openaiProvider) upload(ctx context.Context, local, name string) (string
 	}
 	var file openai.File
 	if err := json.Unmarshal(body, &file); err != nil || file.ID == "" {
-		return "", fmt.Errorf("the file upload answer has no file id: %s", clipText(string(body), 200))
+		return "", fmt.Errorf("the file upload answer has no file id: %s", clip.Bytes(string(body), 200))
 	}
 	return file.ID, nil
 }

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/augmentdata/augment/jsonout"
 	"go.yaml.in/yaml/v3"
 )
 
@@ -75,7 +76,7 @@ extra_body:
 	if c.Batch.MaxRequests != 1000 || c.Batch.MaxBytes != defaultBatchMaxBytes || c.Batch.PriceFactor != 0.5 {
 		t.Errorf("batch defaults: %+v", c.Batch)
 	}
-	b, err := marshalNoEscape(c.ExtraBody)
+	b, err := jsonout.Marshal(c.ExtraBody)
 	if err != nil || string(b) != `{"chat_template_kwargs":{"enable_thinking":false},"top_k":20}` {
 		t.Errorf("extra_body as JSON: %s, %v", b, err)
 	}

@@ -143,19 +143,8 @@ func classify(err error, status int, attemptCtx context.Context) string {
 	case errors.As(err, &reqErr) && reqErr.HTTPStatusCode != 0:
 		status = reqErr.HTTPStatusCode
 	}
-	switch {
-	case status == http.StatusTooManyRequests:
-		return classRateLimited
-	case status == http.StatusRequestTimeout:
-		return classTimeout408
-	case status == http.StatusUnauthorized || status == http.StatusForbidden:
-		return classAuth
-	case status == http.StatusNotFound:
-		return classNotFound
-	case status >= 500:
-		return classServer
-	case status >= 400:
-		return classBadRequest
+	if class := statusClass(status); class != "" {
+		return class
 	}
 	if errors.Is(err, context.DeadlineExceeded) || errors.Is(attemptCtx.Err(), context.DeadlineExceeded) {
 		return classTimeout
@@ -171,4 +160,24 @@ func classify(err error, status int, attemptCtx context.Context) string {
 	// Anything else that failed before a status arrived: refused, reset,
 	// EOF on a dropped connection, TLS failures.
 	return classConnection
+}
+
+// statusClass is the failure class an HTTP error status says, for online
+// attempts and batch lines alike, or "" for a status below 400.
+func statusClass(status int) string {
+	switch {
+	case status == http.StatusTooManyRequests:
+		return classRateLimited
+	case status == http.StatusRequestTimeout:
+		return classTimeout408
+	case status == http.StatusUnauthorized || status == http.StatusForbidden:
+		return classAuth
+	case status == http.StatusNotFound:
+		return classNotFound
+	case status >= 500:
+		return classServer
+	case status >= 400:
+		return classBadRequest
+	}
+	return ""
 }

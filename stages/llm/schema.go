@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/augmentdata/augment/stages/contract"
 	"github.com/santhosh-tekuri/jsonschema/v6"
 )
 
@@ -45,41 +46,31 @@ func CompileSchema(doc []byte) (*Schema, error) {
 // JSON is the compacted schema document, for Request.JSONSchema.
 func (s *Schema) JSON() json.RawMessage { return s.raw }
 
-// A ParseError says why an answer is not the JSON the stage asked for.
-// Its reason is "llm_invalid_json" (no JSON value found, or it does not
-// fit the Go type) or "llm_schema_mismatch" (valid JSON that breaks the
-// schema).
-type ParseError struct {
-	Reason string
-	Err    error
-}
-
-func (e *ParseError) Error() string        { return e.Reason + ": " + e.Err.Error() }
-func (e *ParseError) RejectReason() string { return e.Reason }
-func (e *ParseError) Unwrap() error        { return e.Err }
-
 // ParseJSON returns a parser for Ask that takes the JSON value out of an
 // answer, checks it against s (nil skips the check) and decodes it into T.
 // It accepts a bare JSON value, one inside a ``` fence, and ignores a
-// leading <think>…</think> block and text around the value.
+// leading <think>…</think> block and text around the value. Its errors are
+// *contract.Reject with reason "llm_invalid_json" (no JSON value found, or
+// it does not fit the Go type) or "llm_schema_mismatch" (valid JSON that
+// breaks the schema), wrapping the cause.
 func ParseJSON[T any](s *Schema) func(content string) (T, error) {
 	return func(content string) (T, error) {
 		var out T
 		raw, err := ExtractJSON(content)
 		if err != nil {
-			return out, &ParseError{Reason: "llm_invalid_json", Err: err}
+			return out, &contract.Reject{Reason: "llm_invalid_json", Err: err}
 		}
 		if s != nil {
 			inst, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
 			if err != nil {
-				return out, &ParseError{Reason: "llm_invalid_json", Err: err}
+				return out, &contract.Reject{Reason: "llm_invalid_json", Err: err}
 			}
 			if err := s.compiled.Validate(inst); err != nil {
-				return out, &ParseError{Reason: "llm_schema_mismatch", Err: err}
+				return out, &contract.Reject{Reason: "llm_schema_mismatch", Err: err}
 			}
 		}
 		if err := json.Unmarshal(raw, &out); err != nil {
-			return out, &ParseError{Reason: "llm_invalid_json", Err: err}
+			return out, &contract.Reject{Reason: "llm_invalid_json", Err: err}
 		}
 		return out, nil
 	}

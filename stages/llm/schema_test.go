@@ -3,6 +3,7 @@ package llm
 import (
 	"encoding/json"
 	"errors"
+	"github.com/augmentdata/augment/stages/contract"
 	"testing"
 )
 
@@ -98,7 +99,7 @@ func TestParseJSON(t *testing.T) {
 			}
 			continue
 		}
-		var pe *ParseError
+		var pe *contract.Reject
 		if !errors.As(err, &pe) || pe.RejectReason() != tt.reason {
 			t.Errorf("%s: want %s, got %v", tt.in, tt.reason, err)
 		}

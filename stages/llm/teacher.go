@@ -21,7 +21,9 @@ import (
 	openai "github.com/sashabaranov/go-openai"
 	"golang.org/x/sync/singleflight"
 
+	"github.com/augmentdata/augment/jsonout"
 	"github.com/augmentdata/augment/manifests"
+	"github.com/augmentdata/augment/stages/contract"
 )
 
 // Options are the run-level settings of NewTeacher and NewEmbedder.
@@ -124,7 +126,7 @@ func NewTeacher(cfg Config, o Options) (*Teacher, error) {
 	}
 	t.halt = halt{done: make(chan struct{}), err: t.fatalErr}
 	if len(cfg.ExtraBody) > 0 {
-		b, err := marshalNoEscape(cfg.ExtraBody)
+		b, err := jsonout.Marshal(cfg.ExtraBody)
 		if err != nil {
 			return nil, fmt.Errorf("teacher.extra_body: %w", err)
 		}
@@ -461,8 +463,7 @@ func (s *StageClient) offline(req Request) (Response, error) {
 	}
 	content, err := req.Offline()
 	if err != nil {
-		var rr interface{ RejectReason() string }
-		if errors.As(err, &rr) {
+		if _, ok := contract.ReasonOf(err); ok {
 			return Response{}, err
 		}
 		return Response{}, &AnswerError{Reason: "llm_offline_failed", Stage: req.Stage, Slot: req.Slot, Attempts: 1, Err: err}

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/augmentdata/augment/stages/contract"
 	"github.com/augmentdata/augment/stages/llm/fakellm"
 )
 
@@ -207,7 +208,7 @@ func faultyBatch(t *testing.T, faults fakellm.Faults, classes []string, strictPe
 		if err == nil {
 			continue
 		}
-		var rr interface{ RejectReason() string }
+		var rr contract.Rejecter
 		if !errors.As(err, &rr) || IsFatal(err) {
 			t.Fatalf("request %d ended in a non-reject error: %v", i, err)
 		}

@@ -7,6 +7,7 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"slices"
 	"strings"
 
@@ -60,4 +61,29 @@ func compare(a, b record.Tool) int {
 // are compact JSON by the record's contract).
 func Key(t record.Tool) string {
 	return t.Name + "\x00" + t.Description + "\x00" + string(t.Parameters)
+}
+
+// DefKey identifies what a tool does apart from its name: two tools with the
+// same DefKey describe the same function, whatever they are called. Unlike
+// Key it does not rely on compact parameters: a tool built by hand with
+// spaces in its schema is the same definition as its compact twin.
+func DefKey(t record.Tool) string {
+	return t.Description + "\x00" + string(compactJSON(t.Parameters))
+}
+
+// SameDefinition reports whether a and b describe the same function,
+// whatever their names (their DefKeys are equal).
+func SameDefinition(a, b record.Tool) bool {
+	return a.Description == b.Description &&
+		(bytes.Equal(a.Parameters, b.Parameters) || bytes.Equal(compactJSON(a.Parameters), compactJSON(b.Parameters)))
+}
+
+// compactJSON returns b without insignificant white space, or b itself
+// when it is not JSON.
+func compactJSON(b []byte) []byte {
+	var c bytes.Buffer
+	if json.Compact(&c, b) != nil {
+		return b
+	}
+	return c.Bytes()
 }

@@ -662,7 +662,7 @@ func tokens(s string) int { return (len(s) + 3) / 4 }
 func (s *Server) answerChat(body []byte, draw uint64, truncate bool) (any, error) {
 	var req chatRequest
 	if err := json.Unmarshal(body, &req); err != nil {
-		return nil, fmt.Errorf("request body is not a chat completion request: %v", err)
+		return nil, fmt.Errorf("request body is not a chat completion request: %w", err)
 	}
 	if len(req.Messages) == 0 {
 		return nil, errors.New("messages must not be empty")
@@ -745,7 +745,7 @@ type embeddingResponse struct {
 func (s *Server) answerEmbeddings(body []byte, _ uint64, _ bool) (any, error) {
 	var req embeddingRequest
 	if err := json.Unmarshal(body, &req); err != nil {
-		return nil, fmt.Errorf("request body is not an embeddings request: %v", err)
+		return nil, fmt.Errorf("request body is not an embeddings request: %w", err)
 	}
 	var inputs []string
 	if err := json.Unmarshal(req.Input, &inputs); err != nil {

@@ -1,0 +1,68 @@
+package stages
+
+import (
+	"context"
+
+	"github.com/augmentdata/augment/manifests"
+	"github.com/augmentdata/augment/stages/record"
+	"github.com/augmentdata/augment/stages/shard"
+)
+
+// A shardOut gathers what became of one shard's records, for ingest and for
+// every stage alike: the records kept, the rejects, and their counts in the
+// shard's manifest entry. writeShard then writes it.
+type shardOut struct {
+	sh      manifests.Shard
+	kept    []*record.Record
+	rejects []shard.Reject
+}
+
+// reject counts rj under its reason and keeps it for the rejects file.
+func (o *shardOut) reject(rj shard.Reject) {
+	o.sh.Rejected = incr(o.sh.Rejected, rj.Reason)
+	o.rejects = append(o.rejects, rj)
+}
+
+// filter counts a record dropped on purpose.
+func (o *shardOut) filter(reason string) { o.sh.Filtered = incr(o.sh.Filtered, reason) }
+
+// keep passes rec on.
+func (o *shardOut) keep(rec *record.Record) { o.kept = append(o.kept, rec) }
+
+// writeShard writes a shard's outputs under the stage directory: the kept
+// records through the sink (which may still reject some), or else as the
+// Parquet shard part-<name>.parquet; then the rejects, if any, as
+// rejects-<name>.jsonl. It completes the entry's Out and Outputs and
+// checks that the counts balance before and after writing.
+func (r *Runner) writeShard(ctx context.Context, sr stageRun, sink Sink, o *shardOut) (manifests.Shard, error) {
+	sh := &o.sh
+	sh.Out = int64(len(o.kept))
+	if err := sh.Counts.Balanced(); err != nil {
+		return *sh, err
+	}
+	if sink != nil {
+		refs, srejects, err := sink.WriteShard(ctx, sr.out, sh.Name, o.kept)
+		if err != nil {
+			return *sh, err
+		}
+		for _, rj := range srejects {
+			o.reject(rj)
+		}
+		sh.Out -= int64(len(srejects))
+		sh.Outputs = append(sh.Outputs, refs...)
+	} else {
+		refs, err := shard.Write(sr.out, "part-"+sh.Name+".parquet", o.kept, r.shardOptions())
+		if err != nil {
+			return *sh, err
+		}
+		sh.Outputs = append(sh.Outputs, refs...)
+	}
+	if len(o.rejects) > 0 {
+		ref, err := shard.WriteRejects(sr.out, "rejects-"+sh.Name+".jsonl", o.rejects)
+		if err != nil {
+			return *sh, err
+		}
+		sh.Outputs = append(sh.Outputs, ref)
+	}
+	return *sh, sh.Counts.Balanced()
+}
