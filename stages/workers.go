@@ -55,7 +55,8 @@ type Worker struct {
 	// Wait is how long a worker waits for another worker's result (the
 	// ingest manifest, a stage's barrier) before it fails; 0 means 24h.
 	Wait time.Duration
-	// Poll is the interval between looks at the shared files; 0 means 1s.
+	// Poll is the longest interval between looks at the shared files
+	// (the first ones come sooner); 0 means 1s.
 	Poll time.Duration
 }
 
@@ -429,6 +430,7 @@ func (r *Runner) poll(ctx context.Context, what string, ready func() (bool, erro
 	}
 	deadline := time.Now().Add(wait)
 	logged := false
+	pause := min(50*time.Millisecond, every) // short waits end soon, long ones poll every Poll
 	for {
 		ok, err := ready()
 		if ok || err != nil {
@@ -444,8 +446,9 @@ func (r *Runner) poll(ctx context.Context, what string, ready func() (bool, erro
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
-		case <-time.After(every):
+		case <-time.After(pause):
 		}
+		pause = min(2*pause, every)
 	}
 }
 
