@@ -125,6 +125,7 @@ func NewRunner(p *Pipeline, o Options) (*Runner, error) {
 		}
 		defer lo.CacheRoot.Close()
 		lo.CacheDir = filepath.Join(dir, cacheDir)
+		lo.CacheSegment = r.cacheSegment() // workers.go
 	}
 	if r.teacher, err = llm.NewTeacher(p.Teacher, lo); err != nil {
 		r.closeOutput()

@@ -201,6 +201,15 @@ func (r *Runner) saveStage(sr stageRun, m *manifests.Stage) error {
 	return r.root.WriteJSON(name, m)
 }
 
+// cacheSegment is the request cache segment this process writes: its
+// own as a worker, the main cache file ("") alone.
+func (r *Runner) cacheSegment() string {
+	if w := r.o.Worker; w != nil {
+		return fmt.Sprintf("worker-%d-of-%d", w.Index, w.Count)
+	}
+	return ""
+}
+
 // A workerPart is one worker's part of a stage manifest.
 type workerPart struct {
 	index, count int
