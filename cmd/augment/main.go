@@ -33,6 +33,7 @@ Usage:
   augment run --worker I/N pipeline.yaml               run as worker I of N sharing output.dir (also JOB_COMPLETION_INDEX
                                                        with --workers N, SLURM_ARRAY_TASK_ID); then augment merge
   augment merge [-set k=v …] pipeline.yaml             after the workers: stage manifests, exports' index files, report
+  augment status [out]                                 per-stage progress over all workers sharing a run
   augment check [-set k=v …] pipeline.yaml             validate, show what would run, render prompts, estimate cost
   augment fake-llm [-addr 127.0.0.1:8089] [flags]      serve a fake OpenAI-compatible endpoint for dry runs
   augment cache stats|ls|get [-dir out] [key]          inspect the request cache of a run
@@ -142,6 +143,8 @@ func dispatch(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return cmdCheck(ctx, args, stdout, stderr)
 	case "merge":
 		return cmdMerge(ctx, args, stdout, stderr)
+	case "status":
+		return cmdStatus(ctx, args, stdout, stderr)
 	case "fake-llm":
 		return cmdFakeLLM(ctx, args, stdout, stderr)
 	case "cache":

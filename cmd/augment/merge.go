@@ -87,3 +87,26 @@ func cmdMerge(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	return err
 }
+
+// cmdStatus shows how far each stage of an output directory is over all
+// workers sharing the run; it reads files only and can watch a running run.
+func cmdStatus(_ context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("status", stderr, "[out]")
+	if err := fs.Parse(args); err != nil {
+		return flagErr(err)
+	}
+	dir := "out"
+	switch fs.NArg() {
+	case 0:
+	case 1:
+		dir = fs.Arg(0)
+	default:
+		return usageError{"status: want at most one output dir"}
+	}
+	sts, err := stages.Status(dir)
+	if err != nil {
+		return err
+	}
+	stages.PrintStatus(stdout, sts)
+	return nil
+}

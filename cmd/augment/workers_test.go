@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"strings"
 	"sync"
@@ -182,6 +183,10 @@ func TestWorkersSameBytes(t *testing.T) {
 				t.Errorf("merge ran shards the workers had done:\n%s", out)
 			}
 			sameOutputs(t, filepath.Join(one.dir, "out"), filepath.Join(w.dir, "out"))
+			st, err := w.cmd(nil, "status", "out").CombinedOutput()
+			if err != nil || !regexp.MustCompile(`07-sharegpt +15/15 +12 +12 .* merged`).Match(st) {
+				t.Fatalf("status: %v\n%s", err, st)
+			}
 		})
 	}
 }
@@ -203,6 +208,11 @@ func TestWorkersFailedWorkerRerun(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), "did not finish") {
 			t.Fatalf("a worker without its peer: want a wait error, got %v", err)
 		}
+	}
+	// status shows the stage the two stopped at, with each worker's part.
+	st, err := w.cmd(nil, "status", "out").CombinedOutput()
+	if err != nil || !regexp.MustCompile(`01-sample +10/15 .* w0/3 5 done, w2/3 5 done`).Match(st) {
+		t.Fatalf("status: %v\n%s", err, st)
 	}
 	kill := w.cmd(envs[1], w.args("run")...)
 	if err := kill.Start(); err != nil {
