@@ -4,6 +4,8 @@
 # bottleneck: augment fake-llm answers each request after LATENCY, and each
 # process has max_in_flight IN_FLIGHT (a worker adds its own capacity, as a
 # pod with its own endpoint quota would). Prints wall seconds per run.
+# OFFLINE=1 uses the offline teacher instead: the chain is CPU-bound, and
+# 3 workers on one machine share its cores.
 #   testdata/bench/workers.sh            # needs bin/augment (make build) and ../shared/data
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -32,11 +34,15 @@ pipeline() {
     echo "output: {dir: out, shard_size: 25, jsonl: true}"
     echo "sources:"
     for ((i = 0; i < $2; i++)); do echo "  - {name: s$i, path: $work/copy$i.json, format: toolace}"; done
-    echo "teacher: {provider: openai, model: fake-teacher, endpoints: [{base_url: \"$url\", max_in_flight: $IN_FLIGHT}]}"
+    if [[ -n "${OFFLINE:-}" ]]; then
+      echo "teacher: {provider: offline}"
+    else
+      echo "teacher: {provider: openai, model: fake-teacher, endpoints: [{base_url: \"$url\", max_in_flight: $IN_FLIGHT}]}"
+    fi
     echo "stages:"
     echo "  - reason: {style: meta_tool}"
     echo "  - verify: {checks: [roles, calls_resolved]}"
-    echo "  - export: {dataset: bench}"
+    echo "  - export: {dataset: bench, allow_offline: true}"
   } >"$1/pipeline.yaml"
 }
 now() { date +%s.%N; }
@@ -55,7 +61,11 @@ t0=$(now); (cd "$work/one-1x" && "$AUGMENT" run -quiet pipeline.yaml >/dev/null)
 )
 t3=$(now)
 records=$(jq '.totals.out' "$work/one-1x/out/00-ingest/manifest.json")
-echo "teacher latency $LATENCY, max_in_flight $IN_FLIGHT per process, $records records per copy of the dump"
+if [[ -n "${OFFLINE:-}" ]]; then
+  echo "offline teacher (CPU-bound), $(nproc) CPUs, $records records per copy of the dump"
+else
+  echo "teacher latency $LATENCY, max_in_flight $IN_FLIGHT per process, $records records per copy of the dump"
+fi
 echo "1 process,  1x input: $(secs "$t0" "$t1") s"
 echo "1 process,  3x input: $(secs "$t1" "$t2") s"
 echo "3 workers,  3x input: $(secs "$t2" "$t3") s (workers and merge)"
