@@ -38,7 +38,8 @@ import (
 //   - After each stage the workers wait for each other (a barrier on those
 //     files, polled with a deadline): a shard's entry counts once its key is
 //     the key of the shard's (merged) input under the stage's settings and
-//     plan, and its outputs exist. A Planner stage (sample quotas, dedup,
+//     plan, and its outputs exist; an entry of an earlier run (manifest.json,
+//     another worker count) with that key counts as well. A Planner stage (sample quotas, dedup,
 //     response_schema) is planned by every worker from the complete merged
 //     input, so the plan digest is the same in every worker.
 //   - A sink (export) writes its shards in the workers; its Finish (the
@@ -300,7 +301,11 @@ func (r *Runner) sharedOld(sr stageRun) (*manifests.Stage, error) {
 		}
 	}
 	slices.SortFunc(out.Shards, func(a, b manifests.Shard) int { return cmp.Compare(a.Name, b.Name) })
-	out.LLM = sumLLM(parts, out.ConfigHash)
+	// The teacher accounting of the workers' run; when they asked nothing
+	// (all done before), that of the run that did, as one process keeps it.
+	if out.LLM = sumLLM(parts, out.ConfigHash); out.LLM == nil && mj != nil {
+		out.LLM = mj.LLM
+	}
 	out.Notes = slices.Compact(slices.Sorted(slices.Values(out.Notes)))
 	out.Superseded = slices.Compact(slices.Sorted(slices.Values(out.Superseded)))
 	return &out, nil
@@ -520,35 +525,39 @@ func (r *Runner) waitIngest(ctx context.Context, sr stageRun) (stageResult, erro
 }
 
 // waitStage is the barrier after a stage: it waits until every shard of
-// inputs has an entry, in the part of the worker that owns it, made from
-// that input under the stage's settings and plan (its key) with its
-// outputs in place, and returns the stage's outputs for all shards.
+// inputs has an entry made from that input under the stage's settings and
+// plan (its key) with its outputs in place, and returns the stage's outputs
+// for all shards. The entry is usually in the part of the worker that owns
+// the shard; one in manifest.json or in a part of another worker count
+// (an earlier run) with the same key is the same work, done before.
 func (r *Runner) waitStage(ctx context.Context, sr stageRun, res stageResult, inputs []shardInput) ([]shardInput, error) {
-	w := r.o.Worker
 	merged := &manifests.Stage{}
 	err := r.poll(ctx, "stage "+sr.name, func() (bool, error) {
-		parts, err := r.workerParts(sr.rel, w.Count)
+		parts, err := r.workerParts(sr.rel, 0)
 		if err != nil {
 			return false, err
 		}
-		got := map[string]manifests.Shard{}
+		all := make([]*manifests.Stage, 0, len(parts)+1)
 		for _, p := range parts {
-			if p.m.ConfigHash != res.fp || p.m.Plan != res.plan {
-				continue
-			}
-			for _, s := range p.m.Shards {
-				if shardOwner(s.Name, w.Count) == p.index {
-					got[s.Name] = s
-				}
-			}
+			all = append(all, p.m)
+		}
+		if mj, _ := manifests.ReadJSON[manifests.Stage](sr.out, manifestFile); mj != nil {
+			all = append(all, mj)
 		}
 		merged.Shards = merged.Shards[:0]
 		for _, in := range inputs {
-			s, ok := got[in.name]
-			if !ok || s.Key != shardKey(res.fp, "plan="+res.plan, in.ref) || !r.outputsExist(s) {
+			key := shardKey(res.fp, "plan="+res.plan, in.ref)
+			found := false
+			for _, m := range all {
+				if s, ok := m.Shard(in.name); ok && s.Key == key && r.outputsExist(s) {
+					merged.Shards = append(merged.Shards, s)
+					found = true
+					break
+				}
+			}
+			if !found {
 				return false, nil
 			}
-			merged.Shards = append(merged.Shards, s)
 		}
 		return true, nil
 	})

@@ -341,3 +341,43 @@ func withoutTimings(t *testing.T, name string, b []byte) []byte {
 	out, _ := json.MarshalIndent(m, "", "  ")
 	return out
 }
+
+// TestWorkersRerunOtherCount: after 3 workers and the merge, 2 workers, then
+// one process, find every shard done (whoever made it) and run none, and the
+// output stays that of one process.
+func TestWorkersRerunOtherCount(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the CLI and runs many processes")
+	}
+	one := newWorkerRun(t, "one")
+	one.must(one.cmd(nil, one.args("run")...))
+	w := newWorkerRun(t, "workers")
+	merge := func() {
+		out, err := w.cmd(nil, w.args("merge")...).CombinedOutput()
+		if err != nil || strings.Contains(string(out), "not finished by the workers") {
+			t.Fatalf("merge: %v\n%s", err, out)
+		}
+	}
+	for _, err := range w.workers([][]string{{"SLURM_ARRAY_TASK_ID=0"}, {"SLURM_ARRAY_TASK_ID=1"}, {"SLURM_ARRAY_TASK_ID=2"}}, "-workers", "3") {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	merge()
+	// The workers pass the barriers on the earlier run's entries: they
+	// need not even run at once.
+	ranNothing := regexp.MustCompile(`(?m)^ +[0-9]{2}-\S+ +0 +[0-9]+ `)
+	for i := range 2 {
+		out, err := w.cmd(nil, w.args("run", "-worker", fmt.Sprintf("%d/2", i), "-worker-wait", "30s")...).Output()
+		if err != nil || len(ranNothing.FindAll(out, -1)) != 8 {
+			t.Fatalf("worker %d/2 ran shards again (%v):\n%s", i, err, out)
+		}
+	}
+	merge()
+	sameOutputs(t, filepath.Join(one.dir, "out"), filepath.Join(w.dir, "out"))
+	out, err := w.cmd(nil, w.args("run")...).Output()
+	if err != nil || len(ranNothing.FindAll(out, -1)) != 8 {
+		t.Fatalf("one process after the workers ran shards again (%v):\n%s", err, out)
+	}
+	sameOutputs(t, filepath.Join(one.dir, "out"), filepath.Join(w.dir, "out"))
+}
