@@ -21,7 +21,7 @@ race: ## the test suite with the race detector
 	$(GO) test -race ./...
 
 bench: build ## benchmarks: parsers, shards, stages (dedup of 1M records), teacher layer, then ingest→export on a generated ~200k-record dump
-	$(GO) test -run '^$$' -bench . -benchmem ./stages/ ./stages/formats/ ./stages/shard/ ./stages/toollib/ ./stages/near/ ./verify/ ./verify/hftok/ ./translate/...
+	$(GO) test -run '^$$' -bench . -benchmem ./storage/ ./stages/ ./stages/formats/ ./stages/shard/ ./stages/toollib/ ./stages/near/ ./verify/ ./verify/hftok/ ./translate/...
 	$(GO) test -run '^$$' -bench . -benchtime=10000x ./stages/llm/
 	./testdata/bench/ingest_export.sh
 
@@ -30,6 +30,7 @@ fuzz: ## run every fuzz target for FUZZTIME each (default 10s)
 
 chaos: build ## the chaos suite's full form against bin/augment: teacher faults (20%, 60%) with kills and resumes, damaged dumps, a 50 MB row (its short form runs in make test)
 	AUGMENT_CHAOS=full AUGMENT_BIN=$(CURDIR)/bin/augment $(GO) test -count=1 -v -timeout 60m -run '^TestChaos' ./cmd/augment/
+	$(GO) test -count=3 -run 'SixtyPercent|Outage|KeyNever|FailedProbes|WaitersSurvive' ./stages/ ./stages/llm/
 
 fmt: ## gofmt the tree
 	gofmt -w .

@@ -36,6 +36,10 @@ type Stage struct {
 	// latency percentiles, cost); a resumed run counts only its own traffic.
 	LLM   json.RawMessage `json:"llm,omitempty"`
 	Notes []string        `json:"notes,omitempty"` // things a user should know, e.g. what an export style dropped
+	// FinishNotes are the notes of Notes that a sink's Finish gave: its
+	// view of the whole stage (sample counts, …), which the next run's
+	// Finish replaces rather than adds to.
+	FinishNotes []string `json:"finish_notes,omitempty"`
 	// Files are the stage's files besides its shards' outputs (an export's
 	// dataset_info.json), relative to the run's output directory.
 	Files []string `json:"files,omitempty"`
@@ -79,6 +83,11 @@ type FileRef struct {
 	SHA256 string `json:"sha256"`
 	Rows   int64  `json:"rows"`
 	Bytes  int64  `json:"bytes"`
+	// Source is set on an ingest input read from object storage or the
+	// Hub: exactly what was read, "hf://datasets/OWNER/NAME/PATH@<commit>"
+	// or "s3://bucket/key#etag=<etag>". A later run that finds the same
+	// pin reuses SHA256 instead of reading the dump again.
+	Source string `json:"source,omitempty"`
 }
 
 // Counts conserve records: In + Added = Out + Rejected + Filtered.

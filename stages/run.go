@@ -19,6 +19,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -30,6 +31,7 @@ import (
 	"github.com/augmentdata/augment/stages/record"
 	"github.com/augmentdata/augment/stages/shard"
 	"github.com/augmentdata/augment/stages/toollib"
+	"github.com/augmentdata/augment/storage"
 )
 
 // Options are the run's settings that are not part of pipeline.yaml.
@@ -82,10 +84,19 @@ type Runner struct {
 	teacher *llm.Teacher
 	embed   llm.Embedder
 
+	// transient counts records this run rejected for a teacher failure
+	// that may pass; Run reports them as a resumable stop.
+	transient atomic.Int64
+
 	libOnce sync.Once
 	lib     *toollib.Library
 	libErr  error
 	libRefs []manifests.FileRef
+
+	src        *storage.Opener // opens the sources, local or remote
+	srcCache   *os.Root        // its cache directory, when a source is remote
+	mirror     *storage.Mirror // keeps an output on object storage in step
+	mirrorRoot *os.Root        // the mirror's handle on the output directory
 
 	check teacherCheck // batch.go
 }
@@ -106,12 +117,22 @@ func NewRunner(p *Pipeline, o Options) (*Runner, error) {
 		return nil, err
 	}
 	// Everything that can be found before a write is found now, all at once.
-	probs := append(pathProblems(p), envProblems(p, o.Getenv)...)
+	src := newOpener(p, o)
+	probs := append(pathProblems(p, src), envProblems(p, o.Getenv)...)
+	probs = append(probs, workerProblems(p, o)...) // workers.go
 	if probs = append(probs, stageProblems(p)...); len(probs) > 0 {
 		return nil, &ConfigError{Problems: probs}
 	}
-	r := &Runner{p: p, o: o, dir: dir}
+	r := &Runner{p: p, o: o, dir: dir, src: src}
 	if err := r.openOutput(); err != nil {
+		return nil, err
+	}
+	if err := r.openSourcesCache(); err != nil {
+		r.closeOutput()
+		return nil, err
+	}
+	if err := r.openMirror(); err != nil {
+		r.closeOutput()
 		return nil, err
 	}
 	// The request cache and the batch directory live in the output root
@@ -149,7 +170,11 @@ func (r *Runner) Close() error {
 }
 
 func (r *Runner) closeOutput() error {
-	err := r.root.Close()
+	err := r.closeMirror()
+	err = errors.Join(err, r.root.Close())
+	if r.srcCache != nil {
+		err = errors.Join(err, r.srcCache.Close())
+	}
 	if r.lock != nil {
 		err = errors.Join(err, r.lock.Close())
 	}
@@ -215,6 +240,11 @@ func (r *Runner) Run(ctx context.Context) (rep *Report, err error) {
 	}
 	if err := r.sweepStale(runs); err != nil {
 		return rep, err
+	}
+	if n := r.transient.Load(); n > 0 {
+		return rep, &llm.FatalError{Reason: "llm_transient_rejects", Msg: fmt.Sprintf(
+			"%d records were rejected for teacher failures that may pass (timeouts, 429, 5xx, unreadable answers, endpoints out of rotation; counts by reason in the manifests); everything else is done — run the same command again to retry just those records",
+			n)}
 	}
 	return rep, nil
 }
@@ -379,8 +409,14 @@ func (r *Runner) runStage(ctx context.Context, sr stageRun, inputs []shardInput)
 		}
 		m.Notes = env.notes()
 		if old != nil && old.ConfigHash == fp {
-			// Shards kept from the earlier run keep their notes.
-			m.Notes = slices.Compact(slices.Sorted(slices.Values(append(m.Notes, old.Notes...))))
+			// Shards kept from the earlier run keep their notes; the earlier
+			// Finish's notes give way to this run's (a resume must end with
+			// a clean run's notes and dataset card).
+			kept := old.Notes
+			if m.FinishNotes != nil {
+				kept = slices.DeleteFunc(slices.Clone(kept), func(n string) bool { return slices.Contains(old.FinishNotes, n) })
+			}
+			m.Notes = slices.Compact(slices.Sorted(slices.Values(append(m.Notes, kept...))))
 		}
 		m.Seconds = time.Since(m.Started).Seconds()
 		return r.saveStage(sr, m) // workers.go: manifest.json, or this worker's part
@@ -413,6 +449,16 @@ func (r *Runner) runStage(ctx context.Context, sr stageRun, inputs []shardInput)
 				return fmt.Errorf("shard %s: %w", in.name, err)
 			}
 			sh.Key, sh.Seconds = key, time.Since(start).Seconds()
+			if n := transientRejects(sh.Rejected); n > 0 {
+				// A teacher failure that may pass is not a final outcome:
+				// the shard is recorded (later stages read its outputs) but
+				// not as done, so the next run makes it again, its answers
+				// so far from the cache (issue 8).
+				sh.Key = ""
+				r.transient.Add(n)
+				r.o.Log.Warn("records rejected for a passing teacher failure; run again to retry them",
+					"stage", sr.name, "shard", in.name, "records", n)
+			}
 			mu.Lock()
 			defer mu.Unlock()
 			done[in.name] = sh
@@ -441,6 +487,9 @@ func (r *Runner) runStage(ctx context.Context, sr stageRun, inputs []shardInput)
 		notes, err = sink.Finish(fin, shards)
 		m.Files = fin.Written()
 		env.note(notes...)
+		// Not nil once Finish ran, even without notes: the earlier
+		// Finish's notes then go (see save).
+		m.FinishNotes = append([]string{}, slices.Sorted(slices.Values(notes))...)
 	}
 	m.Finished = time.Now().UTC()
 	mu.Lock()
@@ -500,9 +549,23 @@ func explainShard(old *manifests.Stage, fp, plan string, in shardInput) string {
 		return "the stage's whole-input plan changed"
 	case len(s.Inputs) == 0 || s.Inputs[0].SHA256 != in.ref.SHA256:
 		return "input shard content changed"
+	case s.Key == "":
+		return "records were rejected for a passing teacher failure (timeout, 429, 5xx, …)"
 	default:
 		return "an output file is missing or changed"
 	}
+}
+
+// transientRejects counts the records of rejected whose reason is a
+// teacher failure that may pass (llm.Transient).
+func transientRejects(rejected map[string]int64) int64 {
+	var n int64
+	for reason, k := range rejected {
+		if llm.Transient(reason) {
+			n += k
+		}
+	}
+	return n
 }
 
 // outputsExist checks that a recorded shard's outputs are on disk, as

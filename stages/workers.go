@@ -18,6 +18,7 @@ import (
 
 	"github.com/augmentdata/augment/manifests"
 	"github.com/augmentdata/augment/stages/llm"
+	"github.com/augmentdata/augment/storage"
 )
 
 // Workers: one run shared by N processes (a Kubernetes Indexed Job, a Slurm
@@ -200,6 +201,19 @@ func (r *Runner) saveStage(sr stageRun, m *manifests.Stage) error {
 		return err
 	}
 	return r.root.WriteJSON(name, m)
+}
+
+// workerProblems reports what the pipeline cannot do as one of several
+// workers (or their merge): an output on object storage is kept in step
+// by one process's mirror (storage.Mirror), not by several.
+func workerProblems(p *Pipeline, o Options) []string {
+	if o.Worker == nil && !o.Merge {
+		return nil
+	}
+	if _, remote, _ := storage.OutputLocation(p.Output.Dir); remote {
+		return []string{p.problem("output.dir", "output.dir %s is on object storage, which workers (--worker, augment merge) do not support yet: give them a shared file system (a ReadWriteMany volume, NFS, Lustre) as output.dir", p.Output.Dir)}
+	}
+	return nil
 }
 
 // cacheSegment is the request cache segment this process writes: its
@@ -472,23 +486,35 @@ func (r *Runner) poll(ctx context.Context, what string, ready func() (bool, erro
 func (r *Runner) waitIngest(ctx context.Context, sr stageRun) (stageResult, error) {
 	res := stageResult{report: StageReport{Name: sr.name, Type: sr.typ, Dir: sr.rel}}
 	cfgs := make([]ingestSettings, len(r.p.Sources))
-	keys := make([]string, len(r.p.Sources))
+	sfps := make([]string, len(r.p.Sources))
 	for i, s := range r.p.Sources {
 		cfgs[i] = ingestSettings{Source: s, ShardSize: r.p.Output.ShardSize, RowGroupRows: r.p.Output.RowGroupRows, JSONL: r.p.Output.JSONL}
-		sfp, _, err := r.fingerprint("ingest", ingestVersion, cfgs[i], nil)
-		if err != nil {
+		var err error
+		if sfps[i], _, err = r.fingerprint("ingest", ingestVersion, cfgs[i], nil); err != nil {
 			return res, err
 		}
-		path := r.p.Resolve(s.Path)
-		sum, err := manifests.HashFile(path)
-		if err != nil {
-			return res, fmt.Errorf("source %q: %w", s.Name, err)
-		}
-		keys[i] = sourceKey(sfp, path, sum)
 	}
 	fp, _, err := r.fingerprint("ingest", ingestVersion, cfgs, nil)
 	if err != nil {
 		return res, err
+	}
+	// A dump's hash, as ingest finds it (sourceSum: a local file hashed, a
+	// remote one by its stated or pinned hash), once per recorded input.
+	sums := map[string]string{}
+	sum := func(i int, prev []manifests.Shard) (string, error) {
+		path := r.p.Resolve(r.p.Sources[i].Path)
+		memo := path
+		if len(prev) > 0 && len(prev[0].Inputs) == 1 {
+			memo += "\x00" + prev[0].Inputs[0].Source + "\x00" + prev[0].Inputs[0].SHA256
+		}
+		if s, ok := sums[memo]; ok {
+			return s, nil
+		}
+		s, err := r.sourceSum(ctx, path, prev)
+		if err == nil {
+			sums[memo] = s
+		}
+		return s, err
 	}
 	var m *manifests.Stage
 	err = r.poll(ctx, "ingest (worker 0)", func() (bool, error) {
@@ -497,7 +523,15 @@ func (r *Runner) waitIngest(ctx context.Context, sr stageRun) (stageResult, erro
 			return false, nil
 		}
 		for i, s := range r.p.Sources {
-			if prev := r.sourceShards(m, s.Name); len(prev) == 0 || !allMatch(prev, keys[i], r) {
+			prev := r.sourceShards(m, s.Name)
+			if len(prev) == 0 {
+				return false, nil
+			}
+			h, err := sum(i, prev)
+			if err != nil {
+				return false, fmt.Errorf("source %q: %w", s.Name, err)
+			}
+			if !allMatch(prev, sourceKey(sfps[i], r.p.Resolve(s.Path), h), r) {
 				return false, nil
 			}
 		}

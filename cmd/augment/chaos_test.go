@@ -155,7 +155,7 @@ func TestChaosTeacherFaults(t *testing.T) {
 	// exhaust them (60 %: 0.6^21 per request, 0.1^8 per truncated call
 	// turn), so any record they leave rejected is a finding. With the
 	// reason stage's default 3 attempts, one in about 1000 call turns at
-	// 60 % ends as llm_truncated (issue 2).
+	// 60 % ends as llm_truncated, a final reject (the answer was cut off).
 	pipe := e2ePipeline{MaxInFlight: maxInFlight, ShardSize: shardSize, Teacher: teacher, Reason: ", attempts: 8"}
 	cfg := fakellm.Config{Latency: fakellm.Duration(2 * time.Millisecond)}
 
@@ -197,9 +197,6 @@ func TestChaosTeacherFaults(t *testing.T) {
 				}
 				code, sent, inFlight, hung, stderr := chaosSignalAt(t, dir, fake, at, signal)
 				if hung {
-					if rate > 0.5 {
-						t.Skipf("issue 18 (teacher pool hang): run %d made no request for %v at %.0f%% faults; stderr:\n%s", runs, chaosStall, rate*100, stderr)
-					}
 					t.Fatalf("run %d made no request for %v; stderr:\n%s", runs, chaosStall, stderr)
 				}
 				switch {
@@ -247,19 +244,12 @@ func TestChaosTeacherFaults(t *testing.T) {
 			chaosBalanced(t, out)
 			e2eIntact(t, out)
 			// A record the teacher failed on transiently (its retries spent,
-			// e.g. while the breaker had every endpoint out of rotation)
-			// must not stay rejected: issue 2, fixed in the teacher layer.
-			// Until then such rejects, and only they, turn the comparison
-			// into a skip that says so; every other check has run.
-			if rejs := chaosRejects(t, out); len(rejs) > 0 {
-				transient := !t.Failed() && len(chaosRejects(t, filepath.Join(cleanDir, "out"))) == 0
-				for _, r := range rejs {
-					t.Logf("rejected: %s", r)
-					transient = transient && (strings.Contains(r, " llm_truncated: ") || strings.Contains(r, " llm_error_"))
-				}
-				if transient {
-					t.Skipf("issue 2 (a transient teacher failure is a final reject): %d record(s) rejected after their retries, so the data cannot equal the clean run's", len(rejs))
-				}
+			// e.g. while the breaker had every endpoint out of rotation) is
+			// not a final reject: the run ends with exit 3 and the next one
+			// asks again (issue 8 point 2). Rejects left are logged to help
+			// read a difference.
+			for _, r := range chaosRejects(t, out) {
+				t.Logf("rejected: %s", r)
 			}
 			e2eSameData(t, cleanData, e2eDataFiles(t, out))
 		})

@@ -279,7 +279,7 @@ func (t *Teacher) ingest(job *BatchJob) error {
 		pos.done = true
 		if r.class != "" {
 			job.Failed++
-			failed[r.key] = failedLine{CustomID: hex.EncodeToString(r.key[:]), Class: r.class, Message: r.message}
+			failed[r.key] = failedLine{CustomID: hex.EncodeToString(r.key[:]), Class: r.class, Message: t.redact.text(r.message)}
 			return nil
 		}
 		buf = slices.Grow(buf[:0], pos.n)[:pos.n]
@@ -291,6 +291,7 @@ func (t *Teacher) ingest(job *BatchJob) error {
 			return fmt.Errorf("%s: %w", job.MetaFile(), err)
 		}
 		req := Request{Slot: m.Slot, Attempt: m.Attempt}
+		r.resp.Content, r.resp.Reasoning = t.redact.literal(r.resp.Content), t.redact.literal(r.resp.Reasoning)
 		if err := t.cache.putChat(m.Stage, r.key[:], m.Canon, r.resp, stageName(m.Stage), slotKey(req)); err != nil {
 			return t.stop(&FatalError{Reason: "llm_cache_write", Err: err,
 				Msg: "cannot write the request cache (disk full?); batch answers stay on disk and are read again by the next run"})

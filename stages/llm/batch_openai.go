@@ -140,7 +140,7 @@ func (p *openaiProvider) record(job *BatchJob, b *openai.Batch) {
 		for _, e := range b.Errors.Data {
 			msgs = append(msgs, strings.TrimSpace(e.Code+" "+e.Message))
 		}
-		job.Note = clipText(strings.Join(msgs, "; "), 400)
+		job.Note = clipText(newRedactor(p.key).text(strings.Join(msgs, "; ")), 400)
 	}
 }
 

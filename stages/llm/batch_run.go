@@ -214,7 +214,7 @@ func (t *Teacher) advance(ctx context.Context, stage string, poll bool) error {
 				return err
 			}
 			if err := b.prov.submit(ctx, &job, save); err != nil {
-				return err
+				return t.redact.err(err) // it may quote the server
 			}
 			t.log.Info("batch job submitted", "job", job.ID, "stage", job.Stage, "round", job.Round, "requests", job.Requests)
 		}
@@ -224,7 +224,7 @@ func (t *Teacher) advance(ctx context.Context, stage string, poll bool) error {
 		if job.State == JobSubmitted {
 			done, err := b.prov.poll(ctx, &job, save)
 			if err != nil {
-				return err
+				return t.redact.err(err)
 			}
 			if !done {
 				continue

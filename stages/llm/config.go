@@ -96,10 +96,13 @@ type Config struct {
 	BreakerFailures int      `yaml:"breaker_failures" json:"breaker_failures"`
 	BreakerCooldown Duration `yaml:"breaker_cooldown" json:"breaker_cooldown"`
 
-	// LatencyTolerance: an endpoint's concurrency is cut when its recent
-	// time to first byte exceeds this multiple of its long-run average,
-	// which is how a self-hosted server that queues instead of answering
-	// 429 shows overload (default 2; a negative value disables the check).
+	// LatencyTolerance: an endpoint's concurrency is cut when the latency
+	// of its answers rises with the number of requests in flight (a clear
+	// correlation, answers of equal length compared) and, at the current
+	// number, exceeds this multiple of the latency the fit gives with
+	// nothing in flight: that is how a self-hosted server that queues instead of
+	// answering 429 shows overload. Latency that only jitters cuts nothing
+	// (default 2; a negative value disables the check).
 	LatencyTolerance float64 `yaml:"latency_tolerance" json:"latency_tolerance"`
 
 	// Prices in currency units per million tokens; zero means unknown

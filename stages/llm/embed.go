@@ -54,7 +54,7 @@ func NewEmbedder(cfg EmbedderConfig, o Options) (*EmbedClient, error) {
 	if err != nil {
 		return nil, err
 	}
-	e.pool = newPool(poolConfig{breakerFailures: defaultBreakerFailures, breakerCooldown: defaultBreakerCooldown, latencyTolerance: -1},
+	e.pool = newPool(poolConfig{breakerFailures: defaultBreakerFailures, breakerCooldown: defaultBreakerCooldown, latencyTolerance: -1, redact: newRedactor(key)},
 		cfg.Endpoints, func(ep Endpoint) *openai.Client {
 			c, tr := newOpenAIClient(ep, key)
 			e.trs = append(e.trs, tr)

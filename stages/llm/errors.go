@@ -55,7 +55,11 @@ func (e *AnswerError) Unwrap() error { return e.Err }
 // needs a real teacher under provider offline. Every answer received so far
 // is in the cache, so a rerun resumes where this one stopped.
 type FatalError struct {
-	Reason string // stable snake_case code: "llm_budget_reached", "llm_error_rate", "llm_auth", "llm_model_not_found", "llm_offline_unsupported"
+	// Reason is a stable snake_case code: "llm_budget_reached",
+	// "llm_error_rate", "llm_auth", "llm_model_not_found",
+	// "llm_offline_unsupported", or "llm_transient_rejects" (the runner: the
+	// run is done but for records rejected for failures that may pass).
+	Reason string
 	Msg    string // what happened and what to do, for people
 	Err    error  // underlying error, if any
 }
@@ -99,6 +103,22 @@ func retryable(class string) bool {
 		return true
 	}
 	return false
+}
+
+// Transient reports whether a reject reason names a teacher or embedder
+// failure that may pass: "llm_error_<class>" or "llm_embed_error_<class>"
+// for a retryable class (timeout, connection, 429, 5xx, an unreadable
+// answer, every endpoint out of rotation). Such a reject is never a final
+// outcome: the runner makes its shard again on the next run, when the
+// answers already received come from the cache and only the failed
+// requests are sent again. Other reasons (a 400, an answer that fails the
+// stage's checks) give the same result every time.
+func Transient(reason string) bool {
+	class, ok := strings.CutPrefix(reason, "llm_error_")
+	if !ok {
+		class, ok = strings.CutPrefix(reason, "llm_embed_error_")
+	}
+	return ok && retryable(class)
 }
 
 // breakerFailure reports whether class says the endpoint itself is unwell

@@ -45,8 +45,8 @@ type endpoint struct {
 
 	inFlight int
 	// limit is the adaptive concurrency limit, 1 ≤ limit ≤ max. It is cut
-	// multiplicatively on overload (429, climbing latency) and grows by
-	// about √max per limit's worth of successes.
+	// multiplicatively on overload (429, latency rising with load) and
+	// grows by about √max per limit's worth of successes.
 	limit float64
 	// epoch increases at every cut; an overload signal from a request sent
 	// before the latest cut belongs to the burst already answered, so it
@@ -60,10 +60,10 @@ type endpoint struct {
 	cooldown  time.Duration
 	probing   bool
 
-	// Time to first byte, exponentially weighted: short reacts within a few
-	// requests, long over a few hundred.
-	shortTTFB, longTTFB float64
-	ttfbSamples         int
+	// load relates the latency of answers to the number in flight when
+	// each request was sent and to the answer's length: only a rise that
+	// follows the load is overload.
+	load loadStats
 
 	sent, failures, cuts, trips int64
 }
@@ -85,6 +85,8 @@ type poolConfig struct {
 	breakerFailures  int
 	breakerCooldown  time.Duration
 	latencyTolerance float64 // ≤ 0 disables the latency signal
+	// redact cleans the errors of failed attempts (see pool.run).
+	redact redactor
 }
 
 // A pool spreads attempts over endpoints: the least loaded healthy one
@@ -125,15 +127,30 @@ func (p *pool) capacity() int {
 
 // A ticket is one attempt's claim on an endpoint.
 type ticket struct {
-	ep    *endpoint
-	epoch uint64
-	probe bool
+	ep       *endpoint
+	epoch    uint64
+	probe    bool
+	inflight int // requests in flight at ep with this one
 }
+
+// errHalted is returned by acquire when the run has stopped (see halt).
+var errHalted = errors.New("the run has stopped")
+
+// recheckEvery bounds every wait in acquire: a waiter looks at the
+// endpoints again at least this often even if no release wakes it, so a
+// missed wake-up can delay an attempt but never park it for good.
+const recheckEvery = time.Second
 
 // acquire waits for a free slot on a healthy endpoint, preferring one other
 // than avoid (the endpoint of the previous failed attempt). It returns
-// errUnavailable at once when every endpoint's breaker is open.
-func (p *pool) acquire(ctx context.Context, avoid *endpoint) (ticket, error) {
+// errUnavailable at once when every endpoint's breaker is open, and
+// errHalted as soon as halted is closed.
+//
+// Waiters are woken, oldest first, when slots free up, and all of them
+// when a breaker changes state; besides, each wait ends by the time an
+// endpoint may take work again (Retry-After pause or cooldown over) or
+// after recheckEvery, whichever comes first.
+func (p *pool) acquire(ctx context.Context, avoid *endpoint, halted <-chan struct{}) (ticket, error) {
 	for {
 		p.mu.Lock()
 		t, ok, wakeAt, down := p.pick(avoid)
@@ -149,24 +166,24 @@ func (p *pool) acquire(ctx context.Context, avoid *endpoint) (ticket, error) {
 		p.waiters = append(p.waiters, w)
 		p.mu.Unlock()
 
-		var tm *time.Timer
-		var timer <-chan time.Time
+		wait := recheckEvery
 		if !wakeAt.IsZero() {
-			tm = time.NewTimer(max(wakeAt.Sub(p.now()), time.Millisecond))
-			timer = tm.C
+			wait = min(wait, max(wakeAt.Sub(p.now()), time.Millisecond))
 		}
+		tm := time.NewTimer(wait)
 		var err error
 		select {
 		case <-w:
-		case <-timer:
+		case <-tm.C:
 			p.dropWaiter(w)
 		case <-ctx.Done():
 			p.dropWaiter(w)
 			err = ctx.Err()
+		case <-halted:
+			p.dropWaiter(w)
+			err = errHalted
 		}
-		if tm != nil {
-			tm.Stop()
-		}
+		tm.Stop()
 		if err != nil {
 			return ticket{}, err
 		}
@@ -239,7 +256,7 @@ func (p *pool) pick(avoid *endpoint) (t ticket, ok bool, wakeAt time.Time, down 
 	}
 	best.inFlight++
 	best.sent++
-	t = ticket{ep: best, epoch: best.epoch}
+	t = ticket{ep: best, epoch: best.epoch, inflight: best.inFlight}
 	if best.state == breakerHalfOpen {
 		best.probing, t.probe = true, true
 	}
@@ -256,7 +273,7 @@ func earliest(a, b time.Time) time.Time {
 // An outcome is what one attempt observed.
 type outcome struct {
 	class      string        // "" for an answer, else the error class
-	ttfb       time.Duration // time to the response headers (0 if none)
+	latency    time.Duration // from sending to the decoded answer (answers only)
 	tokens     int           // completion tokens of the answer, 0 if unknown
 	retryAfter time.Duration // from a 429 or 503, 0 if absent
 }
@@ -270,6 +287,7 @@ func (p *pool) release(t ticket, o outcome) {
 	e.inFlight--
 	e.sem.Release(1)
 	now := p.now()
+	state := e.state
 	if o.retryAfter > 0 {
 		e.pausedUntil = laterOf(e.pausedUntil, now.Add(o.retryAfter))
 	}
@@ -285,7 +303,7 @@ func (p *pool) release(t ticket, o outcome) {
 		if e.state != breakerClosed {
 			e.state, e.probing, e.cooldown = breakerClosed, false, p.cfg.breakerCooldown
 		}
-		if f := p.overload(e, o.ttfb, o.tokens); f < 1 && t.epoch == e.epoch {
+		if f := p.overload(e, o.latency, o.tokens, t.inflight); f < 1 && t.epoch == e.epoch {
 			p.cut(e, f)
 		} else {
 			// Probe back up: about √max more slots per limit's worth of
@@ -318,6 +336,13 @@ func (p *pool) release(t ticket, o outcome) {
 			e.state, e.probing = breakerClosed, false
 		}
 	}
+	if e.state != state || t.probe {
+		// The breaker moved (or a probe slot came free): every waiter
+		// decides anew, to take a slot, wait for a cooldown's end or give
+		// up when every endpoint is out of rotation.
+		p.signal(len(p.waiters))
+		return
+	}
 	p.signal(p.freeSlots())
 }
 
@@ -327,35 +352,128 @@ func (p *pool) trip(e *endpoint, now time.Time) {
 	e.trips++
 }
 
-// overload feeds a time to first byte into e's averages and returns the
-// factor to cut e's limit by: 1 while the recent average stays within the
-// tolerance of the long-run one, else tolerance × long ÷ recent (at least
-// 0.5), so a small climb cuts a little and a steep one halves the limit.
+// overload feeds an answer's latency (sending to decoded answer: a server
+// may send its headers before the answer is ready), its length and the
+// number of requests in flight at the endpoint when it was sent (x) into e's
+// statistics, and returns the factor to cut e's limit by (1: no cut).
 //
-// A non-streaming server sends its headers when the answer is complete, so
-// the time is divided by the answer's length (plus a constant for the
-// prompt's share) to compare answers of different lengths: an overloaded
-// server queues requests and decodes each token more slowly, so this
-// per-token time climbs.
-func (p *pool) overload(e *endpoint, ttfb time.Duration, tokens int) float64 {
-	if ttfb <= 0 {
+// Over the last hundred or so answers it fits latency = a + b·x + c·tokens
+// and cuts only when the latency rises with the number in flight (a real
+// queue: a server that cannot batch more answers later the more it is
+// sent), namely when
+//
+//   - x varied (standard deviation at least 1) and the partial correlation
+//     of latency with x, the length held constant, is at least
+//     minQueueCorrelation, and
+//   - the fitted latency at this x, for an answer of mean length, exceeds
+//     the tolerance times the fitted latency with nothing in flight.
+//
+// Latency that climbs or jitters without following x (a flat server's
+// noise, answers of different lengths, a slow moment of the client or of
+// a server shared with others) cuts nothing (issue 18: jitter cut the
+// limit to a third of the ceiling). The cut aims at the x where the fit
+// gives tolerance × the no-load latency, at most halving the limit.
+func (p *pool) overload(e *endpoint, latency time.Duration, tokens, inflight int) float64 {
+	if latency <= 0 {
 		return 1
 	}
-	s := ttfb.Seconds()
-	if tokens > 0 {
-		s /= float64(tokens + 16)
-	}
-	if e.ttfbSamples == 0 {
-		e.shortTTFB, e.longTTFB = s, s
-	}
-	e.ttfbSamples++
-	e.shortTTFB += 0.1 * (s - e.shortTTFB)
-	e.longTTFB += 0.005 * (s - e.longTTFB)
+	c := &e.load
+	c.add(float64(inflight), float64(tokens), latency.Seconds())
 	tol := p.cfg.latencyTolerance
-	if tol <= 0 || e.ttfbSamples < 50 || e.shortTTFB <= tol*e.longTTFB {
+	if tol <= 0 || c.n < minFit || c.spread() < 1 || c.queueCorrelation() < minQueueCorrelation {
 		return 1
 	}
-	return max(0.5, tol*e.longTTFB/e.shortTTFB)
+	b := c.loadSlope()
+	x := float64(inflight)
+	now := c.my + b*(x-c.mx) // fitted latency at this load, mean length
+	idle := c.my - b*c.mx    // … with nothing in flight
+	if b <= 0 || now <= tol*max(idle, 0) {
+		return 1
+	}
+	// now(x*) = tol·idle at x* = (tol−1)·idle/b.
+	target := (tol - 1) * max(idle, 0) / b
+	return min(1, max(0.5, target/x))
+}
+
+// minQueueCorrelation is the correlation between requests in flight and
+// latency from which a rise counts as a queue. Between independent series
+// the correlation over about a hundred samples stays within ±0.3 nearly
+// always.
+const minQueueCorrelation = 0.5
+
+// minFit is how many answers the fit needs before it is used.
+const minFit = 50
+
+// loadStats keeps exponentially weighted means, variances and covariances
+// of the number in flight (x), the answer's tokens (t) and the latency
+// (y), each new answer weighing correlationAlpha.
+type loadStats struct {
+	n          int
+	mx, mt, my float64
+	xx, tt, yy float64
+	xt, xy, ty float64
+}
+
+const correlationAlpha = 1.0 / 64
+
+func (c *loadStats) add(x, t, y float64) {
+	if c.n == 0 {
+		c.mx, c.mt, c.my = x, t, y
+	}
+	c.n++
+	a := correlationAlpha
+	dx, dt, dy := x-c.mx, t-c.mt, y-c.my
+	c.mx += a * dx
+	c.mt += a * dt
+	c.my += a * dy
+	upd := func(v *float64, d float64) { *v = (1 - a) * (*v + a*d) }
+	upd(&c.xx, dx*dx)
+	upd(&c.tt, dt*dt)
+	upd(&c.yy, dy*dy)
+	upd(&c.xt, dx*dt)
+	upd(&c.xy, dx*dy)
+	upd(&c.ty, dt*dy)
+}
+
+// spread is the standard deviation of the number in flight.
+func (c *loadStats) spread() float64 { return math.Sqrt(c.xx) }
+
+// lengthVaries reports whether the answers' lengths vary independently
+// enough of x to be held constant in the fit.
+func (c *loadStats) lengthVaries() bool {
+	return c.tt > 0 && c.xx*c.tt-c.xt*c.xt > 1e-9*c.xx*c.tt
+}
+
+// loadSlope is b, the fitted latency per request in flight.
+func (c *loadStats) loadSlope() float64 {
+	if c.xx <= 0 {
+		return 0
+	}
+	if !c.lengthVaries() {
+		return c.xy / c.xx
+	}
+	return (c.xy*c.tt - c.ty*c.xt) / (c.xx*c.tt - c.xt*c.xt)
+}
+
+// queueCorrelation is the partial correlation of latency with the number
+// in flight, the answer's length held constant; 0 when undefined.
+func (c *loadStats) queueCorrelation() float64 {
+	r := func(cov, va, vb float64) float64 {
+		if va <= 0 || vb <= 0 {
+			return 0
+		}
+		return cov / math.Sqrt(va*vb)
+	}
+	rxy := r(c.xy, c.xx, c.yy)
+	if !c.lengthVaries() {
+		return rxy
+	}
+	rxt, rty := r(c.xt, c.xx, c.tt), r(c.ty, c.tt, c.yy)
+	d := (1 - rxt*rxt) * (1 - rty*rty)
+	if d <= 1e-12 {
+		return 0
+	}
+	return (rxy - rxt*rty) / math.Sqrt(d)
 }
 
 func (p *pool) cut(e *endpoint, factor float64) {

@@ -3,6 +3,7 @@ package llm
 import (
 	"context"
 	"errors"
+	"math/rand/v2"
 	"testing"
 	"time"
 
@@ -30,7 +31,7 @@ func mustAcquire(t *testing.T, p *pool) ticket {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
-	tk, err := p.acquire(ctx, nil)
+	tk, err := p.acquire(ctx, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,10 +59,25 @@ func TestPoolOneCutPerBurst(t *testing.T) {
 	}
 	// Probing back up: about √max more slots per limit's worth of successes.
 	for range 200 {
-		p.release(mustAcquire(t, p), outcome{ttfb: 10 * time.Millisecond})
+		p.release(mustAcquire(t, p), outcome{latency: 10 * time.Millisecond})
 	}
 	if e.limit != 8 {
 		t.Fatalf("limit after 200 successes: %v, want back at the cap 8", e.limit)
+	}
+}
+
+// wave sends k requests at once (so the i-th goes out with i in flight)
+// and answers them in order, each after lat(i) with tokens completion
+// tokens.
+func wave(t *testing.T, p *pool, k int, lat func(inflight int) (time.Duration, int)) {
+	t.Helper()
+	var tks []ticket
+	for range k {
+		tks = append(tks, mustAcquire(t, p))
+	}
+	for _, tk := range tks {
+		d, tokens := lat(tk.inflight)
+		p.release(tk, outcome{latency: d, tokens: tokens})
 	}
 }
 
@@ -69,26 +85,42 @@ func TestPoolLatencyBackoff(t *testing.T) {
 	p, _ := testPool(t, 16)
 	e := p.eps[0]
 	perToken := time.Millisecond
-	for range 100 {
-		p.release(mustAcquire(t, p), outcome{ttfb: perToken * (16 + 16), tokens: 16})
+	sizes := []int{16, 3, 9, 1, 12, 6, 16, 2}
+	waves := func(n int, lat func(inflight int) (time.Duration, int)) {
+		for i := range n {
+			wave(t, p, min(sizes[i%len(sizes)], int(e.limit)), lat)
+		}
 	}
+	waves(20, func(int) (time.Duration, int) { return perToken * (16 + 16), 16 })
 	if e.cuts != 0 || e.limit != 16 {
 		t.Fatalf("steady latency cut the limit: %+v", e)
 	}
 	// Longer answers take longer without any overload: per token the time
 	// is the same, so no cut.
-	for range 100 {
-		p.release(mustAcquire(t, p), outcome{ttfb: perToken * (400 + 16), tokens: 400})
-	}
+	waves(20, func(int) (time.Duration, int) { return perToken * (400 + 16), 400 })
 	if e.cuts != 0 || e.limit != 16 {
 		t.Fatalf("longer answers were taken for overload: cuts %d limit %v", e.cuts, e.limit)
 	}
-	// The server starts queueing: time per token triples.
-	for range 30 {
-		p.release(mustAcquire(t, p), outcome{ttfb: 3 * perToken * (400 + 16), tokens: 400})
+	// A server with flat latency, 90 ms give or take 10, whatever the load,
+	// and answers from 4 to 500 tokens: per token the time varies
+	// fiftyfold, but not with the load. Nothing to back off from (issue 18:
+	// this cut the limit to a third of the ceiling).
+	rng := rand.New(rand.NewPCG(1, 2))
+	waves(400, func(int) (time.Duration, int) {
+		return 80*time.Millisecond + time.Duration(rng.Int64N(int64(20*time.Millisecond))), 4 + rng.IntN(497)
+	})
+	if e.cuts != 0 || e.limit != 16 {
+		t.Fatalf("jitter was taken for overload: cuts %d limit %v", e.cuts, e.limit)
 	}
-	if e.cuts == 0 || e.limit >= 16 {
-		t.Fatalf("climbing latency did not cut: cuts %d limit %v", e.cuts, e.limit)
+	// The server starts queueing: each request waits for those sent before
+	// it, so time per token climbs with the number in flight.
+	lowest := e.limit
+	waves(30, func(inflight int) (time.Duration, int) {
+		lowest = min(lowest, e.limit)
+		return time.Duration(inflight) * 20 * perToken * (400 + 16), 400
+	})
+	if e.cuts == 0 || lowest > 8 {
+		t.Fatalf("latency climbing with the load did not cut: cuts %d, lowest limit %v", e.cuts, lowest)
 	}
 }
 
@@ -169,7 +201,7 @@ func TestPoolAllDown(t *testing.T) {
 	for range 3 {
 		p.release(mustAcquire(t, p), outcome{class: classServer})
 	}
-	if _, err := p.acquire(context.Background(), nil); !errors.Is(err, errUnavailable) {
+	if _, err := p.acquire(context.Background(), nil, nil); !errors.Is(err, errUnavailable) {
 		t.Fatalf("all endpoints open: %v", err)
 	}
 }
@@ -179,7 +211,7 @@ func TestPoolWaitersAndCap(t *testing.T) {
 	a, b := mustAcquire(t, p), mustAcquire(t, p)
 	got := make(chan ticket)
 	go func() {
-		tk, err := p.acquire(context.Background(), nil)
+		tk, err := p.acquire(context.Background(), nil, nil)
 		if err != nil {
 			t.Error(err)
 		}
@@ -188,7 +220,7 @@ func TestPoolWaitersAndCap(t *testing.T) {
 	// The waiter must not get a slot while both are taken.
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if _, err := p.acquire(ctx, nil); !errors.Is(err, context.Canceled) {
+	if _, err := p.acquire(ctx, nil, nil); !errors.Is(err, context.Canceled) {
 		t.Fatalf("cancelled acquire: %v", err)
 	}
 	p.release(a, outcome{})
@@ -250,5 +282,98 @@ func TestPoolKeepsBeforeRelease(t *testing.T) {
 	n, class, err := p.run(context.Background(), rp, newStageStats(), h, ok, func() error { return diskFull })
 	if n != 1 || class != "" || !errors.Is(err, diskFull) || p.eps[0].inFlight != 0 {
 		t.Fatalf("attempts %d class %q err %v in flight %d", n, class, err, p.eps[0].inFlight)
+	}
+}
+
+// Waiters parked while a half-open endpoint's probe is out must not be
+// forgotten when the probe fails and the breaker opens again (issue 18:
+// every worker parked in acquire with nothing in flight). Each waiter must
+// come back within bounded time: with a slot once the endpoint is
+// probed again, or with errUnavailable while every breaker is open.
+func TestPoolWaitersSurviveAFailedProbe(t *testing.T) {
+	p := newPool(poolConfig{breakerFailures: 2, breakerCooldown: 20 * time.Millisecond}, []Endpoint{{BaseURL: "http://a", MaxInFlight: 4}},
+		func(Endpoint) *openai.Client { return nil })
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	never := make(chan struct{})
+	// closed → open
+	for range 2 {
+		tk, err := p.acquire(ctx, nil, never)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p.release(tk, outcome{class: classServer})
+	}
+	if e := p.eps[0]; e.state != breakerOpen {
+		t.Fatalf("after 2 failures: %v", e.state)
+	}
+	// open → half-open: the probe goes out.
+	time.Sleep(25 * time.Millisecond)
+	probe, err := p.acquire(ctx, nil, never)
+	if err != nil || !probe.probe {
+		t.Fatalf("probe: %+v %v", probe, err)
+	}
+	// Waiters arrive while the probe is in flight.
+	const waiters = 8
+	type result struct {
+		tk  ticket
+		err error
+	}
+	results := make(chan result, waiters)
+	for range waiters {
+		go func() {
+			tk, err := p.acquire(ctx, nil, never)
+			results <- result{tk, err}
+		}()
+	}
+	for {
+		p.mu.Lock()
+		n := len(p.waiters)
+		p.mu.Unlock()
+		if n == waiters {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	// The probe fails: half-open → open.
+	p.release(probe, outcome{class: classTimeout})
+	if e := p.eps[0]; e.state != breakerOpen {
+		t.Fatalf("after the failed probe: %v", e.state)
+	}
+	deadline := time.After(10 * time.Second)
+	for i := range waiters {
+		select {
+		case r := <-results:
+			switch {
+			case r.err == nil:
+				p.release(r.tk, outcome{})
+			case errors.Is(r.err, errUnavailable):
+			default:
+				t.Fatalf("waiter: %v", r.err)
+			}
+		case <-deadline:
+			t.Fatalf("%d of %d waiters still parked 10s after the failed probe (cooldown 40ms)", waiters-i, waiters)
+		}
+	}
+}
+
+// A halted run wakes its waiters at once.
+func TestPoolAcquireStopsOnHalt(t *testing.T) {
+	p, _ := testPool(t, 1)
+	mustAcquire(t, p)
+	halted := make(chan struct{})
+	done := make(chan error)
+	go func() {
+		_, err := p.acquire(context.Background(), nil, halted)
+		done <- err
+	}()
+	close(halted)
+	select {
+	case err := <-done:
+		if !errors.Is(err, errHalted) {
+			t.Fatalf("halted acquire: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("acquire ignored the halt")
 	}
 }

@@ -3,6 +3,7 @@ package llm
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"math"
@@ -22,7 +23,7 @@ import (
 // Child-process roles of the test binary, chosen by environment variable.
 const (
 	envKillChild  = "AUGMENT_LLM_TEST_WRITER_DIR" // run a cache writer in this dir until killed
-	envFakeServer = "AUGMENT_LLM_TEST_FAKE"       // serve fakellm with this latency until stdin closes
+	envFakeServer = "AUGMENT_LLM_TEST_FAKE"       // serve fakellm with this config (JSON) until stdin closes
 )
 
 func killReq(i int) Request {
@@ -169,15 +170,15 @@ func cacheWriterChild(dir string) {
 // fakellm for the benchmarks from a separate process, so the client's CPU
 // can be measured alone.
 func TestFakeServerProcess(t *testing.T) {
-	lat := os.Getenv(envFakeServer)
-	if lat == "" {
+	js := os.Getenv(envFakeServer)
+	if js == "" {
 		t.Skip("helper process for benchmarks")
 	}
-	d, err := time.ParseDuration(lat)
+	cfg, err := fakellm.ParseConfig([]byte(js))
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := fakellm.New(fakellm.Config{Latency: fakellm.Duration(d)})
+	srv, err := fakellm.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -195,11 +196,20 @@ func TestFakeServerProcess(t *testing.T) {
 // and returns its base URL and a stop function reporting the child's CPU
 // time.
 func startFakeProcess(tb testing.TB, latency time.Duration) (string, func() time.Duration) {
+	return startFakeProcessConfig(tb, fakellm.Config{Latency: fakellm.Duration(latency)})
+}
+
+// startFakeProcessConfig is startFakeProcess with a whole fake config.
+func startFakeProcessConfig(tb testing.TB, cfg fakellm.Config) (string, func() time.Duration) {
 	tb.Helper()
+	js, err := json.Marshal(cfg)
+	if err != nil {
+		tb.Fatal(err)
+	}
 	cmd := exec.Command(os.Args[0], "-test.run=^TestFakeServerProcess$")
 	// The fake shares the two cores with the client under test; a lazier
 	// garbage collector keeps its share small.
-	cmd.Env = append(os.Environ(), envFakeServer+"="+latency.String(), "GOGC=400")
+	cmd.Env = append(os.Environ(), envFakeServer+"="+string(js), "GOGC=400")
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		tb.Fatal(err)

@@ -76,6 +76,7 @@ type Teacher struct {
 	rp      retryPolicy
 	prices  prices
 	flights singleflight.Group
+	redact  redactor // removes the key from server text before it is kept
 	// extraBody is teacher.extra_body as compact JSON (keys in order); nil
 	// when there is none.
 	extraBody json.RawMessage
@@ -131,10 +132,12 @@ func NewTeacher(cfg Config, o Options) (*Teacher, error) {
 		return nil, err
 	}
 	t.key = key
+	t.redact = newRedactor(key)
 	t.pool = newPool(poolConfig{
 		breakerFailures:  cfg.BreakerFailures,
 		breakerCooldown:  cfg.BreakerCooldown.D(),
 		latencyTolerance: cfg.LatencyTolerance,
+		redact:           t.redact,
 	}, cfg.Endpoints, func(ep Endpoint) *openai.Client {
 		c, tr := newOpenAIClient(ep, key)
 		t.trs = append(t.trs, tr)
@@ -483,7 +486,15 @@ func (s *StageClient) fetch(ctx context.Context, req Request, canon, key []byte)
 	if err != nil {
 		return Response{}, err
 	}
-	attempts, class, err := t.pool.run(ctx, t.rp, s.st, t.halt, chatAttempt(req.Model, body, &resp), keep)
+	do := chatAttempt(req.Model, body, &resp)
+	attempts, class, err := t.pool.run(ctx, t.rp, s.st, t.halt, func(actx context.Context, meta *callMeta, c *openai.Client) error {
+		err := do(actx, meta, c)
+		// An answer that quotes the key (a server echoing its request)
+		// must not reach the cache or the data.
+		resp.Content = t.redact.literal(resp.Content)
+		resp.Reasoning = t.redact.literal(resp.Reasoning)
+		return err
+	}, keep)
 	if err != nil {
 		if class == "" {
 			return Response{}, err // context ended, the run stopped, or the cache failed

@@ -686,3 +686,128 @@ func TestCacheWriteFailureStopsTheRun(t *testing.T) {
 		t.Fatalf("slot leaked: %+v", eps[0])
 	}
 }
+
+// At a 60 % fault rate the teacher either answers every request or stops
+// the run with the error-rate stop; it never parks its callers (issue 18:
+// the reason stage sat at 129/261 with nothing in flight for 13 minutes).
+func TestSixtyPercentFaultsFinishOrStop(t *testing.T) {
+	for _, seed := range []uint64{1, 2, 3, 4} {
+		t.Run(fmt.Sprint("seed=", seed), func(t *testing.T) {
+			_, url := startFake(t, fakellm.Config{
+				Latency: fakellm.Duration(20 * time.Millisecond), Seed: seed,
+				Faults: fakellm.Faults{
+					ServerError: 0.2, Drop: 0.1, InvalidJSON: 0.05, RateLimit: 0.05, Hang: 0.2,
+					RetryAfter: fakellm.Duration(10 * time.Millisecond),
+				},
+			})
+			cfg := openaiConfig(url)
+			cfg.Endpoints[0].MaxInFlight = 8
+			cfg.Timeout = Duration(200 * time.Millisecond)
+			cfg.BreakerCooldown = Duration(30 * time.Millisecond)
+			s := newTeacher(t, cfg, Options{}).Stage("s")
+			const n = 261
+			done := make(chan []error)
+			go func() {
+				done <- batch(n, 16, func(i int) error {
+					_, err := s.Complete(context.Background(), userReq("s@1", "", fmt.Sprint("record ", i)))
+					return err
+				})
+			}()
+			var errs []error
+			select {
+			case errs = <-done:
+			case <-time.After(time.Minute):
+				t.Fatalf("still running after a minute: %+v", s.Stats())
+			}
+			answered, rejected, stopped := 0, 0, 0
+			for _, err := range errs {
+				var ae *AnswerError
+				var fe *FatalError
+				switch {
+				case err == nil:
+					answered++
+				case errors.As(err, &fe) && fe.Reason == "llm_error_rate":
+					stopped++
+				case errors.As(err, &ae):
+					rejected++
+				default:
+					t.Fatalf("unexpected error: %v", err)
+				}
+			}
+			t.Logf("answered %d, rejected %d, stopped %d; %+v", answered, rejected, stopped, s.Stats().Errors)
+			if answered+rejected != n && stopped == 0 {
+				t.Fatalf("neither finished nor stopped")
+			}
+		})
+	}
+}
+
+// A server that fails every request after 40 ms: the breaker opens, its
+// probes fail, and callers that arrive while a probe is out wait for it.
+// When the probe fails they must not be forgotten (issue 18: every worker
+// parked in pool.acquire, nothing in flight): every request ends, as a
+// reject after its retries.
+func TestFailedProbesDoNotParkCallers(t *testing.T) {
+	fake, url := startFake(t, fakellm.Config{Faults: fakellm.Faults{ServerError: 1, Delay: fakellm.Duration(40 * time.Millisecond)}})
+	cfg := openaiConfig(url)
+	cfg.Endpoints[0].MaxInFlight = 4
+	cfg.BreakerFailures = 2
+	cfg.BreakerCooldown = Duration(20 * time.Millisecond)
+	cfg.MaxRetries = 30
+	cfg.RetryBase, cfg.RetryMax = Duration(time.Millisecond), Duration(4*time.Millisecond)
+	s := newTeacher(t, cfg, Options{}).Stage("s")
+	done := make(chan []error)
+	go func() {
+		done <- batch(12, 12, func(i int) error {
+			_, err := s.Complete(context.Background(), userReq("s@1", "", fmt.Sprint(i)))
+			return err
+		})
+	}()
+	select {
+	case errs := <-done:
+		for _, err := range errs {
+			var ae *AnswerError
+			if !errors.As(err, &ae) {
+				t.Fatalf("want a reject after retries, got %v", err)
+			}
+		}
+	case <-time.After(time.Minute):
+		t.Fatalf("callers still waiting after a minute; %d requests reached the server; %+v %+v",
+			fake.Counters().Chat, s.Stats(), s.t.Endpoints())
+	}
+}
+
+// The latency signal end to end: a server that serves four requests at a
+// time and queues the rest gets its limit cut; one whose latency only
+// jitters, with answers of very different lengths, does not.
+func TestLatencyBackoffFollowsTheQueue(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		fake fakellm.Config
+		cut  bool
+	}{
+		{"queue", fakellm.Config{Latency: fakellm.Duration(10 * time.Millisecond), Capacity: 4}, true},
+		{"jitter", fakellm.Config{Latency: fakellm.Duration(5 * time.Millisecond), Jitter: fakellm.Duration(20 * time.Millisecond)}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, url := startFake(t, tc.fake)
+			cfg := openaiConfig(url)
+			cfg.Endpoints[0].MaxInFlight = 32
+			teacher := newTeacher(t, cfg, Options{})
+			s := teacher.Stage("s")
+			for _, err := range batch(800, 32, func(i int) error {
+				_, err := s.Complete(context.Background(), userReq("s@1", "", fmt.Sprint(i, strings.Repeat(" word", (i*37)%300))))
+				return err
+			}) {
+				if err != nil {
+					t.Fatal(err)
+				}
+			}
+			ep := teacher.Endpoints()[0]
+			t.Logf("%s: %d cuts, limit %v at the end", tc.name, ep.Cuts, ep.Limit)
+			if (ep.Cuts > 0) != tc.cut {
+				t.Fatalf("%s: %d cuts", tc.name, ep.Cuts)
+			}
+		})
+	}
+}

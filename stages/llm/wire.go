@@ -17,14 +17,13 @@ import (
 )
 
 // callMeta travels in an attempt's context to wireTransport, which records
-// what go-openai does not expose (status, Retry-After, time to first byte),
-// sends the body augment built (see chatBody) and keeps a copy of the
-// answer's body for decodeChat.
+// what go-openai does not expose (status, Retry-After), sends the body
+// augment built (see chatBody) and keeps a copy of the answer's body for
+// decodeChat.
 type callMeta struct {
 	body       []byte        // request body to send instead of go-openai's; nil: as is
 	answer     *bytes.Buffer // receives the response body when not nil
 	status     int
-	ttfb       time.Duration
 	retryAfter time.Duration
 	tokens     int // completion tokens of the answer, set by the attempt
 }
@@ -39,11 +38,9 @@ func (t wireTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	if m != nil && m.body != nil {
 		r = withBody(r, m.body)
 	}
-	start := time.Now()
 	resp, err := t.base.RoundTrip(r)
 	if m != nil {
 		now := time.Now()
-		m.ttfb = now.Sub(start)
 		if resp != nil {
 			m.status = resp.StatusCode
 			if resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode >= 500 {
@@ -151,7 +148,9 @@ const classCanceled = "canceled"
 
 // run performs attempts of do until one succeeds, the error is not
 // retryable, the retries are used up, ctx ends or the run halts. It returns
-// the number of attempts and, on failure, the class of the last one.
+// the number of attempts and, on failure, the class of the last one; the
+// error of a failed attempt has its credentials redacted (it quotes what
+// the server sent).
 //
 // After a successful attempt, keep (if not nil) stores its result while
 // the endpoint slot is still held, so requests sent but not yet stored
@@ -165,8 +164,10 @@ func (p *pool) run(ctx context.Context, rp retryPolicy, st *stageStats, h halt, 
 			return attempt, "", err
 		}
 		var retryAfter time.Duration
-		t, aerr := p.acquire(ctx, avoid)
+		t, aerr := p.acquire(ctx, avoid, h.done)
 		switch {
+		case errors.Is(aerr, errHalted):
+			return attempt, "", h.err()
 		case errors.Is(aerr, errUnavailable):
 			class, err = classUnavailable, aerr
 		case aerr != nil:
@@ -186,7 +187,7 @@ func (p *pool) run(ctx context.Context, rp retryPolicy, st *stageStats, h halt, 
 					err = keep()
 				}
 				cancel()
-				p.release(t, outcome{ttfb: meta.ttfb, tokens: meta.tokens})
+				p.release(t, outcome{latency: elapsed, tokens: meta.tokens})
 				st.lat.record(elapsed)
 				return attempt + 1, "", err
 			case ctx.Err() != nil:
@@ -195,11 +196,12 @@ func (p *pool) run(ctx context.Context, rp retryPolicy, st *stageStats, h halt, 
 				return attempt + 1, "", ctx.Err()
 			}
 			class = classify(err, meta.status, actx)
+			err = p.cfg.redact.err(err)
 			cancel()
 			if class == classRateLimited || class == classServer {
 				retryAfter = min(meta.retryAfter, rp.maxWait)
 			}
-			p.release(t, outcome{class: class, ttfb: meta.ttfb, retryAfter: retryAfter})
+			p.release(t, outcome{class: class, retryAfter: retryAfter})
 			avoid = t.ep
 		}
 		st.addError(class)

@@ -1,9 +1,11 @@
 // Package fakellm is a fake OpenAI-compatible server for tests, benchmarks
 // and demos (`augment fake-llm`): chat completions and embeddings with
-// scripted or echoed answers, configurable latency, and deterministic fault
-// injection (429 with Retry-After, 5xx, hangs, truncated answers, invalid
-// JSON bodies, dropped connections). It counts the requests it sees and the
-// peak number in flight.
+// scripted or echoed answers, configurable latency, a bounded number of
+// requests served at once (the rest queue, as on a busy inference server),
+// and deterministic fault injection (429 with Retry-After, 5xx, hangs,
+// truncated answers, invalid JSON bodies, dropped connections, 400s that
+// echo the request's credentials, an outage after a number of requests).
+// It counts the requests it sees and the peak number in flight.
 //
 // Faults are chosen from a hash of the seed, the request body and how many
 // times that same body has arrived before, so a run that sends the same
@@ -46,6 +48,11 @@ type Config struct {
 	Latency Duration `json:"latency"`
 	Jitter  Duration `json:"jitter"`
 	TTFB    Duration `json:"ttfb"`
+	// Capacity, when positive, is how many requests are served at once; the
+	// others wait in arrival order before their latency starts, so latency
+	// grows with the number in flight beyond it, as on an inference server
+	// whose batch is full. Zero serves every request at once.
+	Capacity int `json:"capacity"`
 	// Script answers chat requests whose last user message matches a rule,
 	// first match wins; other requests get the message echoed back.
 	Script []Rule `json:"script"`
@@ -86,6 +93,17 @@ type Faults struct {
 	Truncate    float64  `json:"truncate"`     // half the answer, finish_reason "length"
 	InvalidJSON float64  `json:"invalid_json"` // 200 with a body cut mid-JSON
 	Drop        float64  `json:"drop"`         // connection closed without an answer
+	// EchoAuth answers 400 with a message quoting the request's
+	// Authorization and api-key headers, as a careless proxy does.
+	EchoAuth float64 `json:"echo_auth"`
+	// Delay is how long a 429, 5xx, 400 or dropped connection takes to
+	// come (default at once), as a server that fails after working on the
+	// request for a while.
+	Delay Duration `json:"delay"`
+	// DownAfter, when positive, makes every chat and embeddings request
+	// after the first DownAfter (counted from New or SetFaults) answer 503:
+	// a server that went down.
+	DownAfter int64 `json:"down_after"`
 }
 
 type faultRate struct {
@@ -98,6 +116,7 @@ func (f Faults) rates() []faultRate {
 	return []faultRate{
 		{FaultRateLimit, f.RateLimit}, {FaultServerError, f.ServerError}, {FaultHang, f.Hang},
 		{FaultTruncate, f.Truncate}, {FaultInvalidJSON, f.InvalidJSON}, {FaultDrop, f.Drop},
+		{FaultEchoAuth, f.EchoAuth},
 	}
 }
 
@@ -110,6 +129,8 @@ const (
 	FaultTruncate    = "truncate"
 	FaultInvalidJSON = "invalid_json"
 	FaultDrop        = "drop"
+	FaultEchoAuth    = "echo_auth"
+	FaultDown        = "down" // after Faults.DownAfter requests
 )
 
 // Duration is a time.Duration written "1.5s" in JSON.
@@ -160,6 +181,10 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.Float64Var(&c.Faults.Truncate, "fault-truncate", c.Faults.Truncate, "share of answers cut short (finish_reason length)")
 	fs.Float64Var(&c.Faults.InvalidJSON, "fault-invalid-json", c.Faults.InvalidJSON, "share of answers with a broken JSON body")
 	fs.Float64Var(&c.Faults.Drop, "fault-drop", c.Faults.Drop, "share of connections closed without an answer")
+	fs.Float64Var(&c.Faults.EchoAuth, "fault-echo-auth", c.Faults.EchoAuth, "share of requests answered 400 quoting their Authorization header")
+	fs.DurationVar((*time.Duration)(&c.Faults.Delay), "fault-delay", c.Faults.Delay.D(), "time before a fault answer is sent")
+	fs.Int64Var(&c.Faults.DownAfter, "down-after", c.Faults.DownAfter, "answer 503 to every request after this many (0: never)")
+	fs.IntVar(&c.Capacity, "capacity", c.Capacity, "requests served at once, the rest queue (0: no limit)")
 }
 
 // Validate reports what is wrong with c.
@@ -176,7 +201,13 @@ func (c *Config) Validate() error {
 	if sum > 1+1e-9 {
 		errs = append(errs, fmt.Errorf("faults: shares add up to %v > 1", sum))
 	}
-	for _, d := range []Duration{c.Latency, c.Jitter, c.TTFB, f.RetryAfter, f.HangFor} {
+	if f.DownAfter < 0 {
+		errs = append(errs, errors.New("faults.down_after must not be negative"))
+	}
+	if c.Capacity < 0 {
+		errs = append(errs, errors.New("capacity must not be negative"))
+	}
+	for _, d := range []Duration{c.Latency, c.Jitter, c.TTFB, f.RetryAfter, f.HangFor, f.Delay} {
 		if d < 0 {
 			errs = append(errs, errors.New("durations must not be negative"))
 			break
@@ -233,15 +264,18 @@ type Counters struct {
 // /embeddings and /models are served, and the Files and Batches endpoints
 // (batch.go); GET /fake/counters returns Counters as JSON.
 type Server struct {
-	cfg Config
+	cfg   Config
+	slots chan struct{} // Capacity tokens; nil without a capacity
 
 	requests, chat, embeddings, answered atomic.Int64
 	inFlight, peak                       atomic.Int64
+	served                               atomic.Int64 // chat and embeddings requests, for DownAfter
 
-	mu     sync.Mutex
-	faults map[string]int64
-	occur  map[uint64]uint64 // arrivals per body hash
-	log    []Seen
+	mu       sync.Mutex
+	cfgFault Faults // the current faults (SetFaults), under mu
+	faults   map[string]int64
+	occur    map[uint64]uint64 // arrivals per body hash
+	log      []Seen
 
 	// Files and Batches endpoints (batch.go).
 	files             map[string]*fakeFile
@@ -274,7 +308,41 @@ func New(cfg Config) (*Server, error) {
 			cfg.Script[i].re = regexp.MustCompile(cfg.Script[i].Regexp)
 		}
 	}
-	return &Server{cfg: cfg, faults: map[string]int64{}, occur: map[uint64]uint64{}}, nil
+	s := &Server{cfg: cfg, cfgFault: cfg.Faults, faults: map[string]int64{}, occur: map[uint64]uint64{}}
+	if cfg.Capacity > 0 {
+		s.slots = make(chan struct{}, cfg.Capacity)
+	}
+	return s, nil
+}
+
+// SetFaults replaces the fault settings from now on (a server that goes
+// down or recovers while a client runs). Unset RetryAfter and HangFor take
+// their defaults.
+func (s *Server) SetFaults(f Faults) error {
+	c := s.cfg
+	c.Faults = f
+	if err := c.Validate(); err != nil {
+		return err
+	}
+	if f.RetryAfter == 0 {
+		f.RetryAfter = Duration(time.Second)
+	}
+	if f.HangFor == 0 {
+		f.HangFor = Duration(10 * time.Minute)
+	}
+	s.mu.Lock()
+	s.cfgFault = f
+	if f.DownAfter > 0 {
+		s.served.Store(0)
+	}
+	s.mu.Unlock()
+	return nil
+}
+
+func (s *Server) currentFaults() Faults {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.cfgFault
 }
 
 // Counters returns a snapshot of the totals.
@@ -358,7 +426,11 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, answer answerer, 
 	h := fnv.New64a()
 	h.Write(body)
 	bodyHash := h.Sum64()
-	fault, draw := s.draw(bodyHash)
+	faults := s.currentFaults()
+	fault, draw := s.draw(faults, bodyHash)
+	if n := s.served.Add(1); faults.DownAfter > 0 && n > faults.DownAfter {
+		fault = FaultDown
+	}
 	if s.cfg.Record {
 		s.mu.Lock()
 		s.log = append(s.log, Seen{At: time.Now(), Path: r.URL.Path, Fault: fault, BodyHash: bodyHash, Body: body})
@@ -371,8 +443,22 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, answer answerer, 
 	}
 	ctx := r.Context()
 	switch fault {
+	case FaultRateLimit, FaultServerError, FaultDown, FaultEchoAuth, FaultDrop:
+		if !sleep(ctx, faults.Delay.D()) {
+			return
+		}
+	}
+	switch fault {
+	case FaultDown:
+		writeError(w, http.StatusServiceUnavailable, "server_error", "the server is down")
+		return
+	case FaultEchoAuth:
+		// Quotes the credentials back, as some gateways do in their errors.
+		writeError(w, http.StatusBadRequest, "invalid_request_error", fmt.Sprintf(
+			"malformed request (headers: Authorization: %s, api-key: %s)", r.Header.Get("Authorization"), r.Header.Get("Api-Key")))
+		return
 	case FaultRateLimit:
-		ra := s.cfg.Faults.RetryAfter.D()
+		ra := faults.RetryAfter.D()
 		w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(ra.Seconds()))))
 		if ra%time.Second != 0 {
 			w.Header().Set("Retry-After-Ms", strconv.FormatInt(ra.Milliseconds(), 10))
@@ -392,7 +478,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, answer answerer, 
 		}
 		return
 	case FaultHang:
-		t := time.NewTimer(s.cfg.Faults.HangFor.D())
+		t := time.NewTimer(faults.HangFor.D())
 		defer t.Stop()
 		select {
 		case <-ctx.Done():
@@ -421,6 +507,15 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, answer answerer, 
 	}
 	if fault == FaultInvalidJSON {
 		out = out[:len(out)/2]
+	}
+	if s.slots != nil {
+		// Wait for a place in the batch; the latency starts once served.
+		select {
+		case s.slots <- struct{}{}:
+			defer func() { <-s.slots }()
+		case <-ctx.Done():
+			return
+		}
 	}
 	total := s.cfg.Latency.D()
 	if s.cfg.Jitter > 0 {
@@ -453,8 +548,8 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, answer answerer, 
 
 // draw picks the fault of a request from the seed, its body hash and its
 // arrival count, and returns the 64-bit draw for other choices.
-func (s *Server) draw(bodyHash uint64) (string, uint64) {
-	rates := s.cfg.Faults.rates()
+func (s *Server) draw(f Faults, bodyHash uint64) (string, uint64) {
+	rates := f.rates()
 	active := s.cfg.Jitter > 0
 	for _, r := range rates {
 		active = active || r.rate > 0

@@ -4,11 +4,14 @@ import (
 	"bytes"
 	"encoding/json"
 	"flag"
+	"fmt"
 	"io"
 	"math"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -286,4 +289,71 @@ func FuzzParseConfig(f *testing.F) {
 			t.Fatal("nil server without error")
 		}
 	})
+}
+
+func TestEchoAuthDelayAndDown(t *testing.T) {
+	s, hs := newServer(t, Config{Faults: Faults{EchoAuth: 1, Delay: Duration(30 * time.Millisecond)}})
+	body := `{"messages":[{"role":"user","content":"hi"}]}`
+	req, _ := http.NewRequest(http.MethodPost, hs.URL+"/v1/chat/completions", strings.NewReader(body))
+	req.Header.Set("Authorization", "Bearer sk-secret-123")
+	start := time.Now()
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 400 || !strings.Contains(string(b), "Bearer sk-secret-123") {
+		t.Errorf("echo_auth: %d %s", resp.StatusCode, b)
+	}
+	if d := time.Since(start); d < 30*time.Millisecond {
+		t.Errorf("fault came after %v, before its delay", d)
+	}
+	if s.Counters().Faults[FaultEchoAuth] != 1 {
+		t.Errorf("counters %+v", s.Counters())
+	}
+
+	// Down after two requests; healed by SetFaults.
+	if err := s.SetFaults(Faults{DownAfter: 2}); err != nil {
+		t.Fatal(err)
+	}
+	var codes []int
+	for range 4 {
+		code, _, _ := chat(t, hs.URL, "hello", 0)
+		codes = append(codes, code)
+	}
+	if fmt.Sprint(codes) != "[200 200 503 503]" {
+		t.Errorf("down_after 2: %v", codes)
+	}
+	if err := s.SetFaults(Faults{}); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, _ := chat(t, hs.URL, "hello", 0); code != 200 {
+		t.Errorf("after recovery: %d", code)
+	}
+	if err := s.SetFaults(Faults{Drop: 2}); err == nil {
+		t.Error("SetFaults accepted a share above 1")
+	}
+}
+
+// With a capacity, requests beyond it queue: latency grows with the number
+// in flight.
+func TestCapacityQueues(t *testing.T) {
+	const latency = 40 * time.Millisecond
+	_, hs := newServer(t, Config{Latency: Duration(latency), Capacity: 2})
+	var wg sync.WaitGroup
+	took := make([]time.Duration, 6)
+	for i := range took {
+		wg.Go(func() {
+			start := time.Now()
+			chat(t, hs.URL, fmt.Sprint("q", i), 0)
+			took[i] = time.Since(start)
+		})
+	}
+	wg.Wait()
+	slices.Sort(took)
+	// Served two at a time: the last pair waits for two pairs before it.
+	if took[0] < latency || took[5] < 3*latency {
+		t.Errorf("latencies %v with capacity 2 and latency %v", took, latency)
+	}
 }
