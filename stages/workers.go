@@ -442,6 +442,10 @@ func (r *Runner) runWorker(ctx context.Context) (*Report, error) {
 			return rep, fmt.Errorf("stage %s: %w", sr.name, err)
 		}
 	}
+	if n := r.transient.Load(); n > 0 {
+		return rep, &llm.FatalError{Reason: "llm_transient_rejects", Msg: fmt.Sprintf(
+			"worker %s: %d records were rejected for teacher failures that may pass (counts by reason in the manifests); run the worker again, or augment merge, to retry just those records", w, n)}
+	}
 	return rep, nil
 }
 
@@ -583,7 +587,7 @@ func (r *Runner) waitStage(ctx context.Context, sr stageRun, res stageResult, in
 			key := shardKey(res.fp, "plan="+res.plan, in.ref)
 			found := false
 			for _, m := range all {
-				if s, ok := m.Shard(in.name); ok && s.Key == key && r.outputsExist(s) {
+				if s, ok := m.Shard(in.name); ok && (s.Key == key || retryLater(m, s, res, in)) && r.outputsExist(s) {
 					merged.Shards = append(merged.Shards, s)
 					found = true
 					break
@@ -596,6 +600,15 @@ func (r *Runner) waitStage(ctx context.Context, sr stageRun, res stageResult, in
 		return true, nil
 	})
 	return outputsOf(merged, inputs), err
+}
+
+// retryLater reports whether s is a shard made from in under the stage's
+// settings and plan but recorded without its key, because some of its
+// records were rejected for a teacher failure that may pass: later stages
+// read it, as in one process, and a rerun (or the merge) makes it again.
+func retryLater(m *manifests.Stage, s manifests.Shard, res stageResult, in shardInput) bool {
+	return s.Key == "" && m.ConfigHash == res.fp && m.Plan == res.plan &&
+		len(s.Inputs) == 1 && s.Inputs[0].Path == in.ref.Path && s.Inputs[0].SHA256 == in.ref.SHA256
 }
 
 // lockWorker takes this worker's own lock file in the output directory, so
