@@ -354,7 +354,6 @@ func (r *Runner) runStage(ctx context.Context, sr stageRun, inputs []shardInput)
 	}
 	todo := r.pending(sr, old, fp, plan, inputs)
 	if planner, ok := st.(Planner); ok && (len(todo) > 0 || r.o.Worker != nil) { // workers.go: a worker cannot see others' todo
-
 		digest, err := r.runPlan(ctx, planner, inputs)
 		if err != nil {
 			return res, fmt.Errorf("plan: %w", err)
