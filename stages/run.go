@@ -45,6 +45,10 @@ type Options struct {
 	Progress io.Writer
 	Explain  bool // log why each shard and request is not served from earlier work
 	Getenv   func(string) string
+	// Worker makes this process one of several sharing the run; Merge
+	// makes the run adopt their work (see workers.go). Hooks: "workers.go".
+	Worker *Worker
+	Merge  bool
 }
 
 // A Report summarises what a run did, stage by stage.
@@ -117,6 +121,7 @@ func NewRunner(p *Pipeline, o Options) (*Runner, error) {
 	// Everything that can be found before a write is found now, all at once.
 	src := newOpener(p, o)
 	probs := append(pathProblems(p, src), envProblems(p, o.Getenv)...)
+	probs = append(probs, workerProblems(p, o)...) // workers.go
 	if probs = append(probs, stageProblems(p)...); len(probs) > 0 {
 		return nil, &ConfigError{Problems: probs}
 	}
@@ -143,6 +148,7 @@ func NewRunner(p *Pipeline, o Options) (*Runner, error) {
 		}
 		defer lo.CacheRoot.Close()
 		lo.CacheDir = filepath.Join(dir, cacheDir)
+		lo.CacheSegment = r.cacheSegment() // workers.go
 	}
 	if r.teacher, err = llm.NewTeacher(p.Teacher, lo); err != nil {
 		r.closeOutput()
@@ -199,6 +205,9 @@ func (r *Runner) plan() []stageRun {
 // is skipped; a failed shard stops the run and nothing of it is visible, so
 // running again resumes where this run stopped.
 func (r *Runner) Run(ctx context.Context) (rep *Report, err error) {
+	if r.o.Worker != nil { // workers.go
+		return r.runWorker(ctx)
+	}
 	// report: report.html, and a dataset card in each export dir (stages/report.go).
 	defer func() { err = r.writeReport(err) }()
 	if msg, warn := lastStage(r.p); warn {
@@ -249,9 +258,10 @@ type shardInput struct {
 }
 
 type stageResult struct {
-	report  StageReport
-	outputs []shardInput
-	sink    bool
+	report   StageReport
+	outputs  []shardInput
+	sink     bool
+	fp, plan string // the stage's fingerprint and plan digest (workers.go: the barrier checks keys)
 }
 
 // fingerprint hashes everything about a stage, except its input, that can
@@ -345,7 +355,7 @@ func (r *Runner) runStage(ctx context.Context, sr stageRun, inputs []shardInput)
 		plan = old.Plan
 	}
 	todo := r.pending(sr, old, fp, plan, inputs)
-	if planner, ok := st.(Planner); ok && len(todo) > 0 {
+	if planner, ok := st.(Planner); ok && (len(todo) > 0 || r.o.Worker != nil) { // workers.go: a worker cannot see others' todo
 		digest, err := r.runPlan(ctx, planner, inputs)
 		if err != nil {
 			return res, fmt.Errorf("plan: %w", err)
@@ -353,6 +363,7 @@ func (r *Runner) runStage(ctx context.Context, sr stageRun, inputs []shardInput)
 		plan = digest
 		todo = r.pending(sr, old, fp, plan, inputs)
 	}
+	res.fp, res.plan = fp, plan // workers.go
 	m := &manifests.Stage{
 		Name: sr.name, Type: typ, Version: cfg.version(), Tool: r.o.Version,
 		ConfigHash: fp, Config: cfgJSON, Plan: plan, Started: time.Now().UTC(),
@@ -361,7 +372,10 @@ func (r *Runner) runStage(ctx context.Context, sr stageRun, inputs []shardInput)
 			return !redo && slices.ContainsFunc(inputs, func(in shardInput) bool { return in.name == shard })
 		}),
 	}
-	if len(todo) == 0 && old != nil {
+	if r.o.Merge && old != nil { // workers.go: the workers' teacher accounting
+		m.LLM = old.LLM
+	}
+	if len(todo) == 0 && old != nil && r.o.Worker == nil && !r.o.Merge { // workers.go: they always write their manifest
 		r.o.Log.Info("skip stage", "stage", sr.name, "shards", len(inputs), "reason", "up to date")
 		res.report.Skipped = len(inputs)
 		res.report.Counts = old.Totals
@@ -377,7 +391,7 @@ func (r *Runner) runStage(ctx context.Context, sr stageRun, inputs []shardInput)
 	done := map[string]manifests.Shard{}
 	if old != nil {
 		for _, s := range old.Shards {
-			if _, redo := todo[s.Name]; !redo {
+			if _, redo := todo[s.Name]; !redo && r.mine(s.Name) { // workers.go
 				done[s.Name] = s
 			}
 		}
@@ -406,13 +420,16 @@ func (r *Runner) runStage(ctx context.Context, sr stageRun, inputs []shardInput)
 			m.Notes = slices.Compact(slices.Sorted(slices.Values(append(m.Notes, kept...))))
 		}
 		m.Seconds = time.Since(m.Started).Seconds()
-		return sr.out.WriteJSON(manifestFile, m)
+		return r.saveStage(sr, m) // workers.go: manifest.json, or this worker's part
 	}
 	lastSave := time.Now()
 	pendingShards := 0 // batch mode: shards waiting for batch answers (batch.go)
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(shardWorkers(st))
 	for _, in := range inputs {
+		if !r.mine(in.name) { // workers.go
+			continue
+		}
 		key, redo := todo[in.name]
 		if !redo {
 			res.report.Skipped++
@@ -461,7 +478,7 @@ func (r *Runner) runStage(ctx context.Context, sr stageRun, inputs []shardInput)
 	}
 	err = g.Wait()
 	err = r.batchFinish(ctx, sr, err, pendingShards)
-	if isSink && err == nil {
+	if isSink && err == nil && r.o.Worker == nil { // workers.go: Finish runs in the merge
 		var shards []manifests.Shard
 		for _, in := range inputs {
 			shards = append(shards, done[in.name])
@@ -480,7 +497,7 @@ func (r *Runner) runStage(ctx context.Context, sr stageRun, inputs []shardInput)
 	if serr := save(); err == nil {
 		err = serr
 	}
-	if err == nil && len(m.Superseded) > 0 {
+	if err == nil && len(m.Superseded) > 0 && r.o.Worker == nil { // workers.go: the merge deletes
 		// Delete what earlier runs wrote and this one no longer lists, then
 		// record that nothing is left to delete.
 		if err = r.removeReplaced(sr, m); err == nil {
@@ -505,6 +522,9 @@ func (r *Runner) runStage(ctx context.Context, sr stageRun, inputs []shardInput)
 func (r *Runner) pending(sr stageRun, old *manifests.Stage, fp, plan string, inputs []shardInput) map[string]string {
 	todo := map[string]string{}
 	for _, in := range inputs {
+		if !r.mine(in.name) { // workers.go
+			continue
+		}
 		key := shardKey(fp, "plan="+plan, in.ref)
 		if old != nil {
 			if s, ok := old.Shard(in.name); ok && s.Key == key && r.outputsExist(s) {
@@ -723,8 +743,14 @@ func (r *Runner) prepareStageDir(sr stageRun) (*manifests.Stage, error) {
 	if err := sr.out.MkdirAll("."); err != nil {
 		return nil, err
 	}
+	if r.o.Worker != nil && sr.spec != nil { // workers.go: others write here; the merge sweeps
+		return r.sharedOld(sr)
+	}
 	if err := sr.out.Sweep("."); err != nil {
 		return nil, err
+	}
+	if r.o.Merge && sr.spec != nil { // workers.go
+		return r.sharedOld(sr)
 	}
 	return manifests.ReadJSON[manifests.Stage](sr.out, manifestFile)
 }

@@ -30,6 +30,10 @@ const usage = `augment turns tool-use datasets into verified fine-tuning data.
 
 Usage:
   augment run [flags] pipeline.yaml                    run the pipeline (resumes where it stopped)
+  augment run --worker I/N pipeline.yaml               run as worker I of N sharing output.dir (also JOB_COMPLETION_INDEX
+                                                       with --workers N, SLURM_ARRAY_TASK_ID); then augment merge
+  augment merge [-set k=v …] pipeline.yaml             after the workers: stage manifests, exports' index files, report
+  augment status [out]                                 per-stage progress over all workers sharing a run
   augment check [-set k=v …] pipeline.yaml             validate, show what would run, render prompts, estimate cost
   augment fake-llm [-addr 127.0.0.1:8089] [flags]      serve a fake OpenAI-compatible endpoint for dry runs
   augment cache stats|ls|get [-dir out] [key]          inspect the request cache of a run
@@ -138,6 +142,10 @@ func dispatch(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return cmdRun(ctx, args, stdout, stderr)
 	case "check":
 		return cmdCheck(ctx, args, stdout, stderr)
+	case "merge":
+		return cmdMerge(ctx, args, stdout, stderr)
+	case "status":
+		return cmdStatus(ctx, args, stdout, stderr)
 	case "fake-llm":
 		return cmdFakeLLM(ctx, args, stdout, stderr)
 	case "cache":
@@ -189,7 +197,12 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile to this file")
 	var sets setFlags
 	fs.Var(&sets, "set", "override a pipeline value: key.path=value (repeatable), e.g. -set teacher.provider=offline")
+	wf := workerFlags(fs) // merge.go
 	path, err := parsePipelineArgs(fs, args)
+	if err != nil {
+		return err
+	}
+	worker, err := wf.detect()
 	if err != nil {
 		return err
 	}
@@ -216,7 +229,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		level = slog.LevelWarn
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
-	o := stages.Options{Version: version, Log: log, Explain: *explain}
+	o := stages.Options{Version: version, Log: log, Explain: *explain, Worker: worker}
 	if !*quiet {
 		o.Progress = stderr
 	}
