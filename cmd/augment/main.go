@@ -186,6 +186,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	quiet := fs.Bool("quiet", false, "no progress output, only warnings and errors")
 	verbose := fs.Bool("v", false, "debug logging (each skipped shard, each retry)")
 	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile to this file")
+	metricsAddr := fs.String("metrics-addr", "", "serve Prometheus metrics at http://ADDR/metrics during the run (e.g. 127.0.0.1:9464; port 0 picks one, printed to stderr)")
 	var sets setFlags
 	fs.Var(&sets, "set", "override a pipeline value: key.path=value (repeatable), e.g. -set teacher.provider=offline")
 	path, err := parsePipelineArgs(fs, args)
@@ -222,6 +223,14 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	r, err := stages.NewRunner(p, o)
 	if err != nil {
 		return err
+	}
+	if *metricsAddr != "" {
+		stop, err := serveMetrics(*metricsAddr, r.MetricsHandler(), stderr)
+		if err != nil {
+			r.Close()
+			return err
+		}
+		defer stop()
 	}
 	rep, err := r.Run(ctx)
 	if cerr := r.Close(); err == nil {
