@@ -9,68 +9,14 @@ import (
 	"math"
 	"os"
 	"path/filepath"
-	"regexp"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 
+	"github.com/augmentdata/augment/internal/promtext"
 	"github.com/augmentdata/augment/report"
 	"github.com/augmentdata/augment/stages/llm"
 	"github.com/augmentdata/augment/stages/llm/fakellm"
 )
-
-// parseExposition reads Prometheus text exposition format strictly enough
-// to catch a malformed line: every sample belongs to a family declared by
-// # HELP and # TYPE before it. It returns the samples keyed by
-// `name{label="value",...}` as written.
-func parseExposition(t testing.TB, text string) map[string]float64 {
-	t.Helper()
-	sample := regexp.MustCompile(`^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{(?:[a-zA-Z_][a-zA-Z0-9_]*="(?:[^"\\\n]|\\.)*",?)*\})? (\S+)$`)
-	types := map[string]string{}
-	helps := map[string]bool{}
-	out := map[string]float64{}
-	for i, line := range strings.Split(strings.TrimSuffix(text, "\n"), "\n") {
-		switch {
-		case strings.HasPrefix(line, "# HELP "):
-			f := strings.SplitN(line, " ", 4)
-			if len(f) < 4 || f[3] == "" {
-				t.Fatalf("line %d: HELP without text: %q", i+1, line)
-			}
-			helps[f[2]] = true
-		case strings.HasPrefix(line, "# TYPE "):
-			f := strings.Fields(line)
-			if len(f) != 4 || !strings.Contains(" counter gauge summary histogram untyped ", " "+f[3]+" ") {
-				t.Fatalf("line %d: bad TYPE: %q", i+1, line)
-			}
-			if _, dup := types[f[2]]; dup {
-				t.Fatalf("line %d: family %s declared twice", i+1, f[2])
-			}
-			types[f[2]] = f[3]
-		default:
-			m := sample.FindStringSubmatch(line)
-			if m == nil {
-				t.Fatalf("line %d: not a sample: %q", i+1, line)
-			}
-			if types[m[1]] == "" || !helps[m[1]] {
-				t.Fatalf("line %d: sample of undeclared family %s", i+1, m[1])
-			}
-			if types[m[1]] == "counter" && !strings.HasSuffix(m[1], "_total") && !strings.HasSuffix(m[1], "_count") {
-				t.Errorf("counter %s should end in _total", m[1])
-			}
-			v, err := strconv.ParseFloat(m[3], 64)
-			if err != nil {
-				t.Fatalf("line %d: value: %v", i+1, err)
-			}
-			key := m[1] + m[2]
-			if _, dup := out[key]; dup {
-				t.Fatalf("line %d: sample %s twice", i+1, key)
-			}
-			out[key] = v
-		}
-	}
-	return out
-}
 
 func TestMetricsEqualManifests(t *testing.T) {
 	// Rows of Town0003 and Town0004 get a reasoning that names no function,
@@ -105,7 +51,11 @@ func TestMetricsEqualManifests(t *testing.T) {
 	if err := r.WriteMetrics(&text); err != nil {
 		t.Fatal(err)
 	}
-	got := parseExposition(t, text.String())
+	parsed, err := promtext.Parse(text.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := parsed.Samples
 
 	run, err := report.Load(filepath.Join(filepath.Dir(path), "out"))
 	if err != nil {
@@ -170,7 +120,7 @@ func TestMetricsEqualManifests(t *testing.T) {
 	if n := int64(got["augment_teacher_requests_total"+reason]); n != fake.Counters().Chat || n == 0 {
 		t.Errorf("requests %d, the fake counted %d", n, fake.Counters().Chat)
 	}
-	if n := sumPrefix(got, `augment_stage_rejected_records{stage="reason",`); n == 0 {
+	if n := parsed.Sum(`augment_stage_rejected_records{stage="reason",`); n == 0 {
 		t.Errorf("no rejects of the reason stage in the metrics:\n%s", text.String())
 	}
 	if got["augment_teacher_cost_total"+reason] <= 0 || got[`augment_stage_records{stage="ingest",kind="out"}`] != 60 {
@@ -188,19 +138,11 @@ func TestMetricsLabelEscaping(t *testing.T) {
 	if b.String() != want {
 		t.Errorf("got\n%s\nwant\n%s", b.String(), want)
 	}
-	got := parseExposition(t, b.String())
-	if got[`x_total{reason="a\"b\\c\nd"}`] != 2.5 {
-		t.Errorf("parsed %v", got)
+	got, err := promtext.Parse(b.String())
+	if err != nil {
+		t.Fatal(err)
 	}
-}
-
-// sumPrefix adds the samples whose key starts with prefix.
-func sumPrefix(samples map[string]float64, prefix string) float64 {
-	var n float64
-	for k, v := range samples {
-		if strings.HasPrefix(k, prefix) {
-			n += v
-		}
+	if got.Samples[`x_total{reason="a\"b\\c\nd"}`] != 2.5 {
+		t.Errorf("parsed %v", got.Samples)
 	}
-	return n
 }
