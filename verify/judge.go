@@ -44,6 +44,18 @@ type LLMEnv struct {
 	// (only fully complete and correct answers pass).
 	MinCompleteness int
 	MinCorrectness  int
+	// Judged, when set, is told every judgement a judge made: judge is
+	// its name, value its answer — "0" or "1" (a problem found) for the
+	// Meta-Tool judges, the score "0", "1" or "2" for the ComplexEval
+	// ones, or "unparseable" when no readable answer came. The verify stage
+	// counts them so the report can plot each judge's scores.
+	Judged func(ctx context.Context, judge, value string)
+}
+
+func (env LLMEnv) judged(ctx context.Context, judge, value string) {
+	if env.Judged != nil {
+		env.Judged(ctx, judge, value)
+	}
 }
 
 func (env LLMEnv) attempts() int {
@@ -93,6 +105,10 @@ func (env LLMEnv) template(name string) (*prompts.Template, error) {
 // ReasonUnparseable is the reject reason, and the Problem kind, of a
 // judgement for which no readable answer came within LLMEnv.Attempts asks.
 const ReasonUnparseable = "judge_unparseable"
+
+// JudgedUnparseable is the value LLMEnv.Judged gets for a judgement
+// without a readable answer.
+const JudgedUnparseable = "unparseable"
 
 // parseError marks an answer a judge could not read; llm.Ask re-asks and
 // finally reports ReasonUnparseable.
@@ -311,14 +327,18 @@ func judgeCallTurns(ctx context.Context, env LLMEnv, r *record.Record, name, kin
 		}
 		bad, err := ask(ctx, env, name, slotFor(env, r, name, i), data, stand, parseBinary)
 		if ae, ok := unparseable(err); ok {
+			env.judged(ctx, name, JudgedUnparseable)
 			out = append(out, Problem{Check: name, Kind: ReasonUnparseable, Path: msgPath(i), Msg: ae.Error()})
 			continue
 		}
-		switch {
-		case err != nil:
+		if err != nil {
 			return nil, err
-		case bad:
+		}
+		if bad {
+			env.judged(ctx, name, "1")
 			out = append(out, Problem{Check: name, Kind: kind, Path: msgPath(i), Msg: fmt.Sprintf("%s answered 1: %s", name, msg)})
+		} else {
+			env.judged(ctx, name, "0")
 		}
 	}
 	return out, nil
@@ -388,13 +408,15 @@ func judgeAnswers(ctx context.Context, env LLMEnv, r *record.Record, name, kind,
 		}
 		s, err := ask(ctx, env, name, slotFor(env, r, name, x.answer), data, stand, parseScore)
 		if ae, ok := unparseable(err); ok {
+			env.judged(ctx, name, JudgedUnparseable)
 			out = append(out, Problem{Check: name, Kind: ReasonUnparseable, Path: msgPath(x.answer), Msg: ae.Error()})
 			continue
 		}
-		switch {
-		case err != nil:
+		if err != nil {
 			return nil, err
-		case s.score < pass:
+		}
+		env.judged(ctx, name, strconv.Itoa(s.score))
+		if s.score < pass {
 			out = append(out, Problem{Check: name, Kind: kind, Path: msgPath(x.answer),
 				Msg: fmt.Sprintf("%s scored %d, below %d: %s", what, s.score, pass, clip(s.reason, 200))})
 		}
