@@ -248,7 +248,8 @@ func strictObject(answer string, v any) error {
 // turn costs one request per judge.
 var (
 	JudgeHallucination = &Checker{
-		Name: "judge_hallucination",
+		Name:    "judge_hallucination",
+		Answers: []string{"0", "1"},
 		Doc: "LLM judge (Meta-Tool): a call turn uses a tool or an argument value the dialogue never mentioned. " +
 			"Offline stand-in: a called tool not available at that point, or an argument value that occurs nowhere before " +
 			"the turn, even approximately, and is not the parameter's default or enum value; a number also counts as found " +
@@ -260,7 +261,8 @@ var (
 		},
 	}
 	JudgeConsistency = &Checker{
-		Name: "judge_consistency",
+		Name:    "judge_consistency",
+		Answers: []string{"0", "1"},
 		Doc: "LLM judge (Meta-Tool): a call turn contradicts the dialogue before it, e.g. a value the user gave is written wrongly. " +
 			"Offline stand-in: an argument string that is a near miss (small edit distance, not exact) of text in the dialogue, " +
 			"or reasoning that names another listed tool instead of the one called.",
@@ -270,7 +272,8 @@ var (
 		},
 	}
 	JudgeMultiStep = &Checker{
-		Name: "judge_multistep",
+		Name:    "judge_multistep",
+		Answers: []string{"0", "1"},
 		Doc: "LLM judge (Meta-Tool): a call turn lacks reasoning that analyses the request, names the tool and sets its parameters. " +
 			"Offline stand-in: reasoning present that names every called tool and, for calls with arguments, at least one " +
 			"parameter name or value.",
@@ -280,7 +283,8 @@ var (
 		},
 	}
 	JudgeCompleteness = &Checker{
-		Name: "judge_completeness",
+		Name:    "judge_completeness",
+		Answers: []string{"0", "1", "2"},
 		Doc: "LLM judge (ComplexEval): the final answer to a user request addresses all of it (score 0-2, below LLMEnv.MinCompleteness fails). " +
 			"Offline stand-in: 2 when each tool result of the exchange is reflected in the answer (one of its values appears), " +
 			"1 when some are, 0 when none; answers without tool results score 2 when non-empty.",
@@ -289,7 +293,8 @@ var (
 		},
 	}
 	JudgeCorrectness = &Checker{
-		Name: "judge_correctness",
+		Name:    "judge_correctness",
+		Answers: []string{"0", "1", "2"},
 		Doc: "LLM judge (ComplexEval): a final answer agrees with the tool results before it (score 0-2, below LLMEnv.MinCorrectness fails); " +
 			"answers without tool results in their exchange are not judged. Offline stand-in: the numbers in the answer " +
 			"(other than 0-10) must occur in the tool results, user turns or system prompt: 2 all, 1 some, 0 none.",
