@@ -137,7 +137,7 @@ func writeTeacherMetrics(m *metricWriter, stats []llm.Stats) {
 			m.sample("augment_teacher_latency_seconds", []string{"stage", s.Stage, "quantile", q.q}, q.v/1000)
 		}
 	}
-	counter("augment_teacher_latency_count", "Answered teacher attempts the latency quantiles are taken over.",
+	counter("augment_teacher_latency_observations_total", "Answered teacher attempts the latency quantiles are taken over.",
 		func(s llm.Stats) float64 { return float64(s.Latency.Count) })
 }
 

@@ -9,6 +9,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -56,6 +57,11 @@ func TestMetricsEqualManifests(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := parsed.Samples
+	for name, f := range parsed.Families {
+		if f.Type == "counter" && !strings.HasSuffix(name, "_total") {
+			t.Errorf("counter %s does not end in _total", name)
+		}
+	}
 
 	run, err := report.Load(filepath.Join(filepath.Dir(path), "out"))
 	if err != nil {
@@ -88,7 +94,7 @@ func TestMetricsEqualManifests(t *testing.T) {
 		want["augment_teacher_failed_total"+lbl] = float64(s.Failed)
 		want["augment_teacher_cost_total"+lbl] = s.Cost
 		want["augment_teacher_in_flight"+lbl] = 0
-		want["augment_teacher_latency_count"+lbl] = float64(s.Latency.Count)
+		want["augment_teacher_latency_observations_total"+lbl] = float64(s.Latency.Count)
 		want[fmt.Sprintf(`augment_teacher_tokens_total{stage="%s",direction="in"}`, st.Name)] = float64(s.TokensIn)
 		want[fmt.Sprintf(`augment_teacher_tokens_total{stage="%s",direction="out"}`, st.Name)] = float64(s.TokensOut)
 		for q, v := range map[string]float64{"0.5": s.Latency.P50, "0.9": s.Latency.P90, "0.99": s.Latency.P99, "1": s.Latency.Max} {

@@ -118,7 +118,7 @@ func TestRunServesMetrics(t *testing.T) {
 	if f := s["augment_teacher_in_flight"+lbl]; f < 0 || f > maxInFlight {
 		t.Errorf("in flight %v, cap %d", f, maxInFlight)
 	}
-	if n := s["augment_teacher_latency_count"+lbl]; n < 10 || s[`augment_teacher_latency_seconds{stage="reason",quantile="0.5"}`] < 0.015 {
+	if n := s["augment_teacher_latency_observations_total"+lbl]; n < 10 || s[`augment_teacher_latency_seconds{stage="reason",quantile="0.5"}`] < 0.015 {
 		t.Errorf("latency count %v, p50 %vs; the fake answers after 15ms", n, s[`augment_teacher_latency_seconds{stage="reason",quantile="0.5"}`])
 	}
 	// Ingest has finished before the teacher stage starts: its counts are final.
