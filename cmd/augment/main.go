@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"os"
 	"os/signal"
 	"runtime/pprof"
@@ -220,17 +221,22 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if !*quiet {
 		o.Progress = stderr
 	}
+	var metrics net.Listener
+	if *metricsAddr != "" {
+		// Bound before the run dir is touched: a bad address changes nothing.
+		if metrics, err = net.Listen("tcp", *metricsAddr); err != nil {
+			return &stages.ConfigError{Problems: []string{"-metrics-addr: " + err.Error()}}
+		}
+	}
 	r, err := stages.NewRunner(p, o)
 	if err != nil {
+		if metrics != nil {
+			metrics.Close()
+		}
 		return err
 	}
-	if *metricsAddr != "" {
-		stop, err := serveMetrics(*metricsAddr, r.MetricsHandler(), stderr)
-		if err != nil {
-			r.Close()
-			return err
-		}
-		defer stop()
+	if metrics != nil {
+		defer serveMetrics(metrics, r.MetricsHandler(), stderr)()
 	}
 	rep, err := r.Run(ctx)
 	if cerr := r.Close(); err == nil {

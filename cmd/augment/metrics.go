@@ -9,13 +9,9 @@ import (
 	"time"
 )
 
-// serveMetrics serves h at http://addr/metrics until stop is called, and
-// writes the bound address to stderr (so port 0 can be found).
-func serveMetrics(addr string, h http.Handler, stderr io.Writer) (stop func(), err error) {
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return nil, fmt.Errorf("-metrics-addr: %w", err)
-	}
+// serveMetrics serves h at /metrics on ln until stop is called, and writes
+// the bound address to stderr (so port 0 can be found).
+func serveMetrics(ln net.Listener, h http.Handler, stderr io.Writer) (stop func()) {
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", h)
 	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
@@ -25,5 +21,5 @@ func serveMetrics(addr string, h http.Handler, stderr io.Writer) (stop func(), e
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
 		hs.Shutdown(ctx)
-	}, nil
+	}
 }
