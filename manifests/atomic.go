@@ -36,6 +36,19 @@ type Root struct {
 	prefix string   // the folder of this Root inside the top one, "" for the top
 	top    string   // the top directory as the OS names it, for messages
 	log    *written // set by Track
+	obs    Observer // set by Observe
+}
+
+// An Observer is told, after the fact and in order, of every file a Root
+// (or a Sub of it) committed, renamed or removed, by its path relative to
+// the top directory: a mirror of the tree in object storage uploads and
+// deletes as told. Its methods must be safe for concurrent use and should
+// not block for long.
+type Observer interface {
+	// Committed says name now has new content.
+	Committed(name string)
+	// Removed says name, and everything below it for a folder, is gone.
+	Removed(name string)
 }
 
 // written collects the files committed through a tracked Root.
@@ -64,7 +77,7 @@ func (r *Root) Close() error {
 // Sub returns the Root of the folder name below r (which need not exist
 // yet; MkdirAll(".") on the Sub creates it).
 func (r *Root) Sub(name string) *Root {
-	return &Root{r: r.r, prefix: r.Rel(name), top: r.top, log: r.log}
+	return &Root{r: r.r, prefix: r.Rel(name), top: r.top, log: r.log, obs: r.obs}
 }
 
 // Track returns r as a Root that records every file committed through it
@@ -72,6 +85,14 @@ func (r *Root) Sub(name string) *Root {
 func (r *Root) Track() *Root {
 	t := *r
 	t.log = &written{}
+	return &t
+}
+
+// Observe returns r as a Root that tells o of every change made through it
+// or its Subs.
+func (r *Root) Observe(o Observer) *Root {
+	t := *r
+	t.obs = o
 	return &t
 }
 
@@ -127,11 +148,27 @@ func (r *Root) Lstat(name string) (fs.FileInfo, error) { return r.r.Lstat(r.Rel(
 
 // Remove deletes the file or empty folder name (a link itself, never its
 // target).
-func (r *Root) Remove(name string) error { return r.r.Remove(r.Rel(name)) }
+func (r *Root) Remove(name string) error {
+	if err := r.r.Remove(r.Rel(name)); err != nil {
+		return err
+	}
+	if r.obs != nil {
+		r.obs.Removed(r.Rel(name))
+	}
+	return nil
+}
 
 // RemoveAll deletes name and everything below it (links themselves, never
 // their targets); a missing name is no error.
-func (r *Root) RemoveAll(name string) error { return r.r.RemoveAll(r.Rel(name)) }
+func (r *Root) RemoveAll(name string) error {
+	if err := r.r.RemoveAll(r.Rel(name)); err != nil {
+		return err
+	}
+	if r.obs != nil {
+		r.obs.Removed(r.Rel(name))
+	}
+	return nil
+}
 
 // Rename moves the file oldname to newname within the tree (replacing a
 // file there) and syncs newname's folder, so the move survives a crash.
@@ -139,7 +176,14 @@ func (r *Root) Rename(oldname, newname string) error {
 	if err := r.r.Rename(r.Rel(oldname), r.Rel(newname)); err != nil {
 		return err
 	}
-	return syncDir(r.r, path.Dir(r.Rel(newname)))
+	if err := syncDir(r.r, path.Dir(r.Rel(newname))); err != nil {
+		return err
+	}
+	if r.obs != nil {
+		r.obs.Committed(r.Rel(newname))
+		r.obs.Removed(r.Rel(oldname))
+	}
+	return nil
 }
 
 // Open opens name for reading.
@@ -158,6 +202,7 @@ type File struct {
 	name string
 	path string // for messages
 	log  *written
+	obs  Observer
 	h    hash.Hash
 	n    int64
 	done bool
@@ -176,7 +221,7 @@ func (r *Root) Create(name string) (*File, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &File{f: f, r: r.r, tmp: tmp, name: rel, path: r.Path(name), log: r.log, h: sha256.New()}, nil
+	return &File{f: f, r: r.r, tmp: tmp, name: rel, path: r.Path(name), log: r.log, obs: r.obs, h: sha256.New()}, nil
 }
 
 // Write writes p and feeds the content hash.
@@ -218,7 +263,13 @@ func (a *File) Commit() error {
 		a.log.names = append(a.log.names, a.name)
 		a.log.mu.Unlock()
 	}
-	return syncDir(a.r, path.Dir(a.name))
+	if err := syncDir(a.r, path.Dir(a.name)); err != nil {
+		return err
+	}
+	if a.obs != nil {
+		a.obs.Committed(a.name)
+	}
+	return nil
 }
 
 // Abort discards the file. It is safe to call after Commit (it does nothing).

@@ -83,6 +83,11 @@ type FileRef struct {
 	SHA256 string `json:"sha256"`
 	Rows   int64  `json:"rows"`
 	Bytes  int64  `json:"bytes"`
+	// Source is set on an ingest input read from object storage or the
+	// Hub: exactly what was read, "hf://datasets/OWNER/NAME/PATH@<commit>"
+	// or "s3://bucket/key#etag=<etag>". A later run that finds the same
+	// pin reuses SHA256 instead of reading the dump again.
+	Source string `json:"source,omitempty"`
 }
 
 // Counts conserve records: In + Added = Out + Rejected + Filtered.

@@ -18,6 +18,7 @@ import (
 	"github.com/augmentdata/augment/stages/llm"
 	"github.com/augmentdata/augment/stages/record"
 	"github.com/augmentdata/augment/stages/toollib"
+	"github.com/augmentdata/augment/storage"
 	"github.com/augmentdata/augment/verify"
 )
 
@@ -34,10 +35,11 @@ func Check(ctx context.Context, p *Pipeline, o Options, w io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if probs := append(pathProblems(p), stageProblems(p)...); len(probs) > 0 {
+	src := newOpener(p, o)
+	if probs := append(pathProblems(p, src), stageProblems(p)...); len(probs) > 0 {
 		return &ConfigError{Problems: probs}
 	}
-	r := &Runner{p: p, o: o, dir: dir}
+	r := &Runner{p: p, o: o, dir: dir, src: src}
 	if fi, err := os.Stat(dir); err == nil && fi.IsDir() {
 		if r.root, err = manifests.OpenRoot(dir); err != nil {
 			return err
@@ -66,14 +68,14 @@ func Check(ctx context.Context, p *Pipeline, o Options, w io.Writer) error {
 	var sampleTools []record.Tool
 	for _, s := range p.Sources {
 		path := p.Resolve(s.Path)
-		fi, err := os.Stat(path)
+		info, err := r.src.Stat(ctx, path)
 		if err != nil {
 			return fmt.Errorf("source %q: %w", s.Name, err)
 		}
 		status := "would ingest (no earlier run)"
 		if prev := r.sourceShards(old, s.Name); len(prev) > 0 {
 			status = "would ingest (dump or settings changed)"
-			sum, err := manifests.HashFile(path)
+			sum, err := r.sourceSum(ctx, path, prev)
 			if err != nil {
 				return err
 			}
@@ -86,7 +88,7 @@ func Check(ctx context.Context, p *Pipeline, o Options, w io.Writer) error {
 				}
 			}
 		}
-		n, rec, tools, err := peekSource(s, path, 1000)
+		rec, tools, estimate, err := peekSource(ctx, r.src, s, path, 1000)
 		if err != nil {
 			return fmt.Errorf("source %q: %w", s.Name, err)
 		}
@@ -95,10 +97,10 @@ func Check(ctx context.Context, p *Pipeline, o Options, w io.Writer) error {
 		}
 		sampleTools = append(sampleTools, tools...)
 		if !strings.HasPrefix(status, "up to date") {
-			rows += sourceRows(s, estimateRows(n, fi.Size(), path))
+			rows += sourceRows(s, estimate)
 			allSourcesCurrent = false
 		}
-		fmt.Fprintf(w, "  %-16s %-8s %9s  %s\n", s.Name, s.Format, humanBytes(fi.Size()), status)
+		fmt.Fprintf(w, "  %-16s %-8s %9s  %s\n", s.Name, s.Format, humanBytes(info.Size), status)
 	}
 	if first == nil {
 		fmt.Fprintln(w, "\nno source has a parseable row in its first 1000: nothing to preview")
@@ -208,33 +210,41 @@ func Check(ctx context.Context, p *Pipeline, o Options, w io.Writer) error {
 	return nil
 }
 
-// peekSource parses up to n rows and returns how many rows it read, the
-// first record that parsed and the tools seen.
-func peekSource(s Source, path string, n int) (int, *record.Record, []record.Tool, error) {
-	f, err := os.Open(path)
+// peekSource parses up to n rows and returns the first record that parsed,
+// the tools seen and the dump's row count: exact when the whole dump was
+// read (or is Parquet), else extrapolated from the bytes of the rows read,
+// the stored size and, for a compressed dump, the compression ratio so far.
+func peekSource(ctx context.Context, op *storage.Opener, s Source, path string, n int) (*record.Record, []record.Tool, int64, error) {
+	f, err := op.Open(ctx, path)
 	if err != nil {
-		return 0, nil, nil, err
+		return nil, nil, 0, err
 	}
 	defer f.Close()
-	sc := formats.NewScanner(f)
+	var stored int64
+	f.Progress(func(k int64) { stored += k })
+	in := &countingReader{r: f}
+	sc := formats.NewScanner(in)
 	sc.SetMaxRowBytes(int(s.MaxRowBytes))
 	var first *record.Record
 	var tools []record.Tool
 	read := 0
+	var rowBytes int64
 	for read < n {
 		row, idx, err := sc.Next()
 		if errors.Is(err, io.EOF) {
-			break
+			return first, tools, int64(read), nil
 		}
 		var bad *formats.RowError
 		if errors.As(err, &bad) { // a row ingest rejects
 			read++
+			rowBytes += bad.Bytes + 2
 			continue
 		}
 		if err != nil {
-			return read, first, tools, nil
+			return first, tools, int64(read), nil
 		}
 		read++
+		rowBytes += int64(len(row)) + 2
 		rec, err := formats.Parse(s.Format, s.Name, idx, row)
 		if err != nil {
 			continue
@@ -244,7 +254,14 @@ func peekSource(s Source, path string, n int) (int, *record.Record, []record.Too
 		}
 		tools = append(tools, rec.Tools...)
 	}
-	return read, first, tools, nil
+	if f.Rows >= 0 {
+		return first, tools, f.Rows, nil
+	}
+	if rowBytes == 0 || stored == 0 || f.Size <= 0 {
+		return first, tools, int64(read), nil
+	}
+	decoded := float64(f.Size) * float64(in.n) / float64(stored)
+	return first, tools, int64(float64(read) * decoded / float64(rowBytes)), nil
 }
 
 // sourceRows is how many of a dump's rows rows ingest keeps: the first
@@ -257,37 +274,6 @@ func sourceRows(s Source, rows int64) int64 {
 		rows = int64(math.Round(float64(rows) * s.Fraction))
 	}
 	return rows
-}
-
-// estimateRows extrapolates a dump's row count from the rows in its first
-// part when the whole file was not read.
-func estimateRows(read int, size int64, path string) int64 {
-	if read < 1000 {
-		return int64(read)
-	}
-	f, err := os.Open(path)
-	if err != nil {
-		return int64(read)
-	}
-	defer f.Close()
-	sc := formats.NewScanner(f)
-	var bytes int64
-	for i := 0; i < read; i++ {
-		row, _, err := sc.Next()
-		var bad *formats.RowError
-		if errors.As(err, &bad) {
-			bytes += bad.Bytes + 2
-			continue
-		}
-		if err != nil {
-			break
-		}
-		bytes += int64(len(row)) + 2
-	}
-	if bytes == 0 {
-		return int64(read)
-	}
-	return int64(float64(read) * float64(size) / float64(bytes))
 }
 
 // previewClient answers with the stages' offline stand-ins and records what
@@ -379,6 +365,8 @@ func indent(s, prefix string) string {
 
 func humanBytes(n int64) string {
 	switch {
+	case n < 0:
+		return "size unknown"
 	case n >= 1<<30:
 		return fmt.Sprintf("%.1f GiB", float64(n)/(1<<30))
 	case n >= 1<<20:

@@ -2,15 +2,12 @@ package stages
 
 import (
 	"context"
-	"crypto/sha256"
 	"encoding/binary"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"hash/fnv"
 	"io"
 	"maps"
-	"os"
 	"path/filepath"
 	"runtime"
 	"slices"
@@ -76,7 +73,7 @@ func (r *Runner) ingest(ctx context.Context, sr stageRun) (stageResult, error) {
 		// unchanged; otherwise ingest hashes it while reading it.
 		sum := ""
 		if prev := r.sourceShards(old, src.Name); len(prev) > 0 {
-			if sum, err = manifests.HashFile(path); err != nil {
+			if sum, err = r.sourceSum(ctx, path, prev); err != nil {
 				return res, fmt.Errorf("source %q: %w", src.Name, err)
 			}
 			if allMatch(prev, sourceKey(sfp, path, sum), r) {
@@ -261,23 +258,19 @@ func unreadText(u manifests.Unread) string {
 // parsed and written by NumCPU workers while the next rows are read.
 // sum is the dump's SHA-256 when the caller already hashed it, else "".
 func (r *Runner) ingestSource(ctx context.Context, sr stageRun, src Source, path, fingerprint, sum string) ([]manifests.Shard, error) {
-	f, err := os.Open(path)
+	// The dump, wherever it is stored, decompressed; Parquet rows arrive
+	// as JSON Lines. Progress counts stored bytes.
+	f, err := r.src.Open(ctx, path)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	var size int64
-	if fi, err := f.Stat(); err == nil {
-		size = fi.Size()
-	}
+	size := f.Size
 	prog := r.newProgressBytes(sr.name+" "+src.Name, size)
 	defer prog.done()
-	var in io.Reader = f
-	hash := sha256.New()
-	if sum == "" {
-		in = io.TeeReader(f, hash)
-	}
-	sc := formats.NewScanner(progressReader{in, prog})
+	f.Progress(prog.add)
+	in := &countingReader{r: f}
+	sc := formats.NewScanner(in)
 	sc.SetMaxRowBytes(int(src.MaxRowBytes))
 	g, gctx := errgroup.WithContext(ctx)
 	// One more worker than CPUs: a worker waiting for its shard's fsync
@@ -318,13 +311,19 @@ func (r *Runner) ingestSource(ctx context.Context, sr stageRun, src Source, path
 	if err := g.Wait(); err != nil {
 		return nil, err
 	}
+	if unread != nil {
+		// Offsets are in the decoded rows: count the rest of them.
+		if _, err := io.Copy(io.Discard, in); err != nil {
+			return nil, err
+		}
+		size = in.n
+	}
 	if sum == "" {
 		// The key covers the whole dump, also when a limit or broken
 		// framing stopped the reading early.
-		if _, err := io.Copy(hash, f); err != nil {
+		if sum, err = f.Sum(); err != nil {
 			return nil, err
 		}
-		sum = hex.EncodeToString(hash.Sum(nil))
 	}
 	slices.SortFunc(shards, func(a, b manifests.Shard) int { return strings.Compare(a.Name, b.Name) })
 	if len(shards) == 0 { // an empty dump still gets one (empty) shard
@@ -344,7 +343,7 @@ func (r *Runner) ingestSource(ctx context.Context, sr stageRun, src Source, path
 	key := sourceKey(fingerprint, path, sum)
 	for i := range shards {
 		shards[i].Key = key
-		shards[i].Inputs = []manifests.FileRef{{Path: filepath.Base(path), SHA256: sum, Bytes: size}}
+		shards[i].Inputs = []manifests.FileRef{{Path: filepath.Base(path), SHA256: sum, Bytes: f.Size, Source: f.Pin}}
 	}
 	lib := toollib.New(slices.Collect(maps.Values(tools)))
 	ref, err := shard.WriteJSONL(sr.out, "tools-"+src.Name+".jsonl", lib.Tools)

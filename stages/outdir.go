@@ -14,6 +14,7 @@ import (
 	"github.com/augmentdata/augment/manifests"
 	"github.com/augmentdata/augment/report"
 	"github.com/augmentdata/augment/stages/llm"
+	"github.com/augmentdata/augment/storage"
 )
 
 // The output directory belongs to augment: a run writes only there, only
@@ -43,7 +44,13 @@ func (e *BusyError) Error() string {
 }
 
 // outputDir is the run's output directory, absolute.
+// For an output on object storage it is the local working copy.
 func (p *Pipeline) outputDir() (string, error) {
+	if loc, remote, err := storage.OutputLocation(p.Output.Dir); err != nil {
+		return "", err
+	} else if remote {
+		return workDir(p, loc)
+	}
 	return filepath.Abs(p.Resolve(p.Output.Dir))
 }
 
@@ -52,9 +59,15 @@ func (p *Pipeline) outputDir() (string, error) {
 // output directory that cannot be created or written; one that holds the
 // pipeline file or a source, or files augment did not write. Each problem
 // has the file:line of its key.
-func pathProblems(p *Pipeline) []string {
+func pathProblems(p *Pipeline, src *storage.Opener) []string {
 	var probs []string
 	for i, s := range p.Sources {
+		if storage.IsRemote(s.Path) {
+			if msg := remoteSourceProblem(p, src, i, s); msg != "" {
+				probs = append(probs, msg)
+			}
+			continue
+		}
 		key := fmt.Sprintf("sources[%d].path", i)
 		path := p.Resolve(s.Path)
 		fi, err := os.Stat(path)
@@ -81,6 +94,9 @@ func pathProblems(p *Pipeline) []string {
 	if err != nil {
 		return append(probs, p.problem("output.dir", "output.dir: %v", err))
 	}
+	if msg := remoteOutputProblem(p, src); msg != "" {
+		probs = append(probs, msg)
+	}
 	fi, err := os.Stat(dir)
 	switch {
 	case err == nil && !fi.IsDir():
@@ -104,7 +120,7 @@ func pathProblems(p *Pipeline) []string {
 		probs = append(probs, p.problem("output.dir", "output.dir %s holds the pipeline file %s; give the outputs a directory of their own (e.g. output.dir: out)", dir, p.Path()))
 	}
 	for i, s := range p.Sources {
-		if path := p.Resolve(s.Path); within(dir, path) {
+		if path := p.Resolve(s.Path); !storage.IsRemote(path) && within(dir, path) {
 			probs = append(probs, p.problem(fmt.Sprintf("sources[%d].path", i), "source %q (%s) is inside output.dir %s; inputs and outputs must not mix", s.Name, path, dir))
 		}
 	}

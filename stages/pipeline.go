@@ -26,6 +26,7 @@ import (
 
 	"github.com/augmentdata/augment/stages/formats"
 	"github.com/augmentdata/augment/stages/llm"
+	"github.com/augmentdata/augment/storage"
 )
 
 // Pipeline is a pipeline.yaml file. Zero values mean "default"; Load
@@ -40,16 +41,30 @@ type Pipeline struct {
 	Teacher  llm.Config         `yaml:"teacher"`
 	Embedder llm.EmbedderConfig `yaml:"embedder"`
 	Stages   []StageSpec        `yaml:"stages"`
+	// Storage says where remote sources are served from, never how to
+	// sign in: credentials come from the environment only.
+	Storage StorageConfig `yaml:"storage"`
 
 	path  string     // the file it was loaded from
 	label string     // the file as named in messages ("p.yaml (with -set)")
 	root  *yaml.Node // the document decoded, for the lines of keys
 }
 
+// StorageConfig is the storage block (see package storage).
+type StorageConfig struct {
+	S3 storage.S3Config `yaml:"s3"`
+}
+
 // Output says where and how stage outputs are written.
 type Output struct {
 	// Dir is the run directory, relative to pipeline.yaml; default "out".
+	// It may be s3://bucket/prefix: the run then works in WorkDir and keeps
+	// the prefix a copy of it (see storage.Mirror).
 	Dir string `yaml:"dir"`
+	// WorkDir is the local working copy of an output on object storage,
+	// relative to pipeline.yaml; default a folder per bucket and prefix in
+	// the user's cache directory ($XDG_CACHE_HOME/augment/…).
+	WorkDir string `yaml:"work_dir"`
 	// ShardSize is the number of records per shard, the unit of resume and
 	// of memory use; default 2000.
 	ShardSize int `yaml:"shard_size"`
@@ -334,6 +349,8 @@ func Parse(path string, b []byte) (*Pipeline, error) {
 		switch {
 		case s.Path == "":
 			at(keyLine(node, "path"), "source %d: path is required", i+1)
+		case storage.IsRemote(s.Path) && parseErr(s.Path) != nil:
+			at(keyLine(node, "path"), "source %d: %v", i+1, parseErr(s.Path))
 		case !slices.Contains(formats.Formats(), s.Format):
 			at(keyLine(node, "format"), "source %q: format %q is not one of %s", s.Name, s.Format, strings.Join(formats.Formats(), ", "))
 		}
@@ -356,6 +373,14 @@ func Parse(path string, b []byte) (*Pipeline, error) {
 		if s.MaxRowBytes < 0 || s.MaxRowBytes > 1<<30 { // (issue 8, ingest)
 			at(keyLine(node, "max_row_bytes"), "source %q: max_row_bytes must be between 0 (default, 16 MiB) and 1 GiB", s.Name)
 		}
+	}
+	if _, remote, err := storage.OutputLocation(p.Output.Dir); err != nil {
+		at(lineOf(&root, "output.dir"), "output.dir: %v", err)
+	} else if !remote && p.Output.WorkDir != "" {
+		at(lineOf(&root, "output.work_dir"), "output.work_dir is for an output.dir on object storage (s3://); %s is local", p.Output.Dir)
+	}
+	for _, msg := range p.Storage.S3.Validate() {
+		at(lineOf(&root, "storage.s3.endpoint"), "%s", msg)
 	}
 	if p.Output.ShardSize < 1 {
 		at(lineOf(&root, "output.shard_size"), "output.shard_size: must be positive, got %d", p.Output.ShardSize)
@@ -724,8 +749,7 @@ func (p *Pipeline) defaults() {
 	for i := range p.Sources {
 		s := &p.Sources[i]
 		if s.Name == "" {
-			base := filepath.Base(s.Path)
-			s.Name = strings.TrimSuffix(base, filepath.Ext(base))
+			s.Name = defaultSourceName(s.Path)
 		}
 		if s.MaxRowBytes == 0 { // (issue 8, ingest)
 			s.MaxRowBytes = formats.DefaultMaxRowBytes
@@ -752,9 +776,10 @@ func (p *Pipeline) Dir() string { return filepath.Dir(p.path) }
 // Path is the pipeline file.
 func (p *Pipeline) Path() string { return p.path }
 
-// Resolve makes a config path absolute against the pipeline file's directory.
+// Resolve makes a config path absolute against the pipeline file's
+// directory; a URL (s3://, hf://) is returned as it is.
 func (p *Pipeline) Resolve(path string) string {
-	if path == "" || filepath.IsAbs(path) {
+	if path == "" || filepath.IsAbs(path) || storage.IsRemote(path) {
 		return path
 	}
 	return filepath.Join(p.Dir(), path)

@@ -2,7 +2,6 @@ package stages
 
 import (
 	"fmt"
-	"io"
 	"os"
 	"sync/atomic"
 	"time"
@@ -117,18 +116,6 @@ func (p *progress) done() {
 	if p.bar != nil {
 		p.bar.Finish()
 	}
-}
-
-// progressReader counts the bytes read from a dump.
-type progressReader struct {
-	r io.Reader
-	p *progress
-}
-
-func (pr progressReader) Read(b []byte) (int, error) {
-	n, err := pr.r.Read(b)
-	pr.p.add(int64(n))
-	return n, err
 }
 
 // llmProgress describes teacher traffic since the previous snapshot: sent

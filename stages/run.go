@@ -31,6 +31,7 @@ import (
 	"github.com/augmentdata/augment/stages/record"
 	"github.com/augmentdata/augment/stages/shard"
 	"github.com/augmentdata/augment/stages/toollib"
+	"github.com/augmentdata/augment/storage"
 )
 
 // Options are the run's settings that are not part of pipeline.yaml.
@@ -88,6 +89,11 @@ type Runner struct {
 	libErr  error
 	libRefs []manifests.FileRef
 
+	src        *storage.Opener // opens the sources, local or remote
+	srcCache   *os.Root        // its cache directory, when a source is remote
+	mirror     *storage.Mirror // keeps an output on object storage in step
+	mirrorRoot *os.Root        // the mirror's handle on the output directory
+
 	check teacherCheck // batch.go
 }
 
@@ -107,12 +113,21 @@ func NewRunner(p *Pipeline, o Options) (*Runner, error) {
 		return nil, err
 	}
 	// Everything that can be found before a write is found now, all at once.
-	probs := append(pathProblems(p), envProblems(p, o.Getenv)...)
+	src := newOpener(p, o)
+	probs := append(pathProblems(p, src), envProblems(p, o.Getenv)...)
 	if probs = append(probs, stageProblems(p)...); len(probs) > 0 {
 		return nil, &ConfigError{Problems: probs}
 	}
-	r := &Runner{p: p, o: o, dir: dir}
+	r := &Runner{p: p, o: o, dir: dir, src: src}
 	if err := r.openOutput(); err != nil {
+		return nil, err
+	}
+	if err := r.openSourcesCache(); err != nil {
+		r.closeOutput()
+		return nil, err
+	}
+	if err := r.openMirror(); err != nil {
+		r.closeOutput()
 		return nil, err
 	}
 	// The request cache and the batch directory live in the output root
@@ -149,7 +164,11 @@ func (r *Runner) Close() error {
 }
 
 func (r *Runner) closeOutput() error {
-	err := r.root.Close()
+	err := r.closeMirror()
+	err = errors.Join(err, r.root.Close())
+	if r.srcCache != nil {
+		err = errors.Join(err, r.srcCache.Close())
+	}
 	if r.lock != nil {
 		err = errors.Join(err, r.lock.Close())
 	}

@@ -1,0 +1,281 @@
+package storage
+
+import (
+	"bytes"
+	"context"
+	"crypto/md5"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/minio/minio-go/v7"
+
+	"github.com/augmentdata/augment/manifests"
+)
+
+// recorder notes when each request to the store started and ended.
+type recorder struct {
+	base http.RoundTripper
+	mu   sync.Mutex
+	reqs []recorded
+}
+
+type recorded struct {
+	method, path string
+	start, end   time.Time
+}
+
+func (r *recorder) RoundTrip(req *http.Request) (*http.Response, error) {
+	start := time.Now()
+	resp, err := r.base.RoundTrip(req)
+	r.mu.Lock()
+	r.reqs = append(r.reqs, recorded{req.Method, req.URL.Path, start, time.Now()})
+	r.mu.Unlock()
+	return resp, err
+}
+
+// bucketFiles reads every object under prefix.
+func bucketFiles(t *testing.T, o *Opener, prefix string) map[string]string {
+	t.Helper()
+	c, _ := o.s3Client()
+	out := map[string]string{}
+	for obj := range c.ListObjects(context.Background(), "data", minio.ListObjectsOptions{Prefix: prefix, Recursive: true}) {
+		if obj.Err != nil {
+			t.Fatal(obj.Err)
+		}
+		r, err := c.GetObject(context.Background(), "data", obj.Key, minio.GetObjectOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := io.ReadAll(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[strings.TrimPrefix(obj.Key, prefix)] = string(b)
+	}
+	return out
+}
+
+func localFiles(t *testing.T, dir string) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		rel, _ := filepath.Rel(dir, p)
+		b, _ := os.ReadFile(p)
+		out[filepath.ToSlash(rel)] = string(b)
+		return nil
+	})
+	return out
+}
+
+func mirrorOf(t *testing.T, o *Opener, dir, url string) (*Mirror, *manifests.Root) {
+	t.Helper()
+	root, err := manifests.OpenRoot(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { root.Close() })
+	local, err := os.OpenRoot(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { local.Close() })
+	loc, ok, err := OutputLocation(url)
+	if err != nil || !ok {
+		t.Fatal(url, ok, err)
+	}
+	m, err := o.NewMirror(loc, local)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Pull(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return m, root.Observe(m)
+}
+
+func TestMirrorUploadsInCommitOrder(t *testing.T) {
+	_, o, _ := s3Server(t)
+	rec := &recorder{base: o.o.Transport}
+	o = New(Options{S3: o.o.S3, Transport: rec, Getenv: func(string) string { return "" }})
+	dir := t.TempDir()
+	m, root := mirrorOf(t, o, dir, "s3://data/runs/r1/")
+	st := root.Sub("00-ingest")
+	for i := range 12 {
+		if _, err := st.WriteFile(fmt.Sprintf("part-%02d.parquet", i), bytes.Repeat([]byte{byte(i)}, 200<<10)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := st.WriteFile("manifest.json", []byte(`{"shards":12}`)); err != nil {
+		t.Fatal(err)
+	}
+	st.WriteFile("part-99.parquet", []byte("late"))
+	st.WriteFile("gone.jsonl", []byte("x"))
+	if err := st.Remove("gone.jsonl"); err != nil {
+		t.Fatal(err)
+	}
+	root.Sub("06-export/data").WriteFile("a.jsonl", []byte("a"))
+	if err := root.RemoveAll("06-export"); err != nil {
+		t.Fatal(err)
+	}
+	root.WriteFile("config.yaml", []byte("seed: 1\n"))
+	os.MkdirAll(filepath.Join(dir, "cache", "sources", "hub"), 0o755)
+	os.WriteFile(filepath.Join(dir, "cache", "sources", "hub", "big"), []byte("download"), 0o644)
+	os.WriteFile(filepath.Join(dir, "cache", "chat.db"), []byte("cache"), 0o644) // written outside the Root
+	os.MkdirAll(filepath.Join(dir, ".augment"), 0o755)
+	os.WriteFile(filepath.Join(dir, ".augment", "lock"), []byte("pid"), 0o644)
+	if err := m.Close(); err != nil {
+		t.Fatal(err)
+	}
+	got := bucketFiles(t, o, "runs/r1/")
+	want := localFiles(t, dir)
+	delete(want, ".augment/lock")
+	delete(want, "cache/sources/hub/big")
+	if len(got) != len(want) || len(want) != 16 {
+		t.Errorf("bucket holds %v\nwant %v", slices.Sorted(mapKeys(got)), slices.Sorted(mapKeys(want)))
+	}
+	for name, w := range want {
+		if got[name] != w {
+			t.Errorf("%s: %d bytes in the bucket, %d local", name, len(got[name]), len(w))
+		}
+	}
+	// The manifest went up after every part committed before it.
+	var manifestStart time.Time
+	for _, r := range rec.reqs {
+		if r.method == "PUT" && strings.HasSuffix(r.path, "/00-ingest/manifest.json") {
+			manifestStart = r.start
+		}
+	}
+	for _, r := range rec.reqs {
+		if r.method == "PUT" && strings.Contains(r.path, "/part-") && !strings.Contains(r.path, "part-99") && r.end.After(manifestStart) {
+			t.Errorf("%s ended after the manifest's upload started", r.path)
+		}
+	}
+}
+
+// A run resumed on another machine starts from the bucket; files committed
+// locally but never uploaded (a killed run) go up when the mirror starts.
+func TestMirrorPullAndCatchUp(t *testing.T) {
+	_, o, _ := s3Server(t)
+	first := t.TempDir()
+	m, root := mirrorOf(t, o, first, "s3://data/out")
+	root.Sub("00-ingest").WriteFile("part-a.parquet", bytes.Repeat([]byte("a"), 20<<20)) // two parts
+	root.Sub("00-ingest").WriteFile("manifest.json", []byte("{}"))
+	if err := m.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// Committed with no mirror running, as by a run killed before upload.
+	os.WriteFile(filepath.Join(first, "00-ingest", "part-b.parquet"), []byte("b"), 0o644)
+
+	second := t.TempDir()
+	m2, _ := mirrorOf(t, o, second, "s3://data/out")
+	if err := m2.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if got := localFiles(t, second); len(got) != 2 || len(got["00-ingest/part-a.parquet"]) != 20<<20 {
+		t.Errorf("pulled %d files", len(got))
+	}
+	m3, _ := mirrorOf(t, o, first, "s3://data/out") // the first machine again
+	if err := m3.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if got := bucketFiles(t, o, "out/"); got["00-ingest/part-b.parquet"] != "b" || len(got) != 3 {
+		t.Errorf("after catching up the bucket holds %v", slices.Sorted(mapKeys(got)))
+	}
+}
+
+// refuser answers every PUT with 403 AccessDenied while on.
+type refuser struct {
+	base http.RoundTripper
+	on   atomic.Bool
+}
+
+func (r *refuser) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req.Method == "PUT" && r.on.Load() {
+		body := `<?xml version="1.0" encoding="UTF-8"?><Error><Code>AccessDenied</Code><Message>denied</Message></Error>`
+		return &http.Response{StatusCode: 403, Status: "403 Forbidden", Header: http.Header{"Content-Type": {"application/xml"}},
+			Body: io.NopCloser(strings.NewReader(body)), ContentLength: int64(len(body)), Request: req}, nil
+	}
+	return r.base.RoundTrip(req)
+}
+
+// A failed upload fails Close, and what it left behind goes up with the
+// next mirror of the same directory.
+func TestMirrorFailureThenCatchUp(t *testing.T) {
+	_, o, _ := s3Server(t)
+	ref := &refuser{base: o.o.Transport}
+	o = New(Options{S3: o.o.S3, Transport: ref, Getenv: func(string) string { return "" }})
+	dir := t.TempDir()
+	m, root := mirrorOf(t, o, dir, "s3://data/out")
+	ref.on.Store(true)
+	root.WriteFile("x.jsonl", []byte("x"))
+	root.WriteFile("manifest.json", []byte("{}"))
+	err := m.Close()
+	if err == nil || !strings.Contains(err.Error(), "AccessDenied") && !strings.Contains(err.Error(), "denied") {
+		t.Fatalf("Close after refused uploads: %v", err)
+	}
+	if got := bucketFiles(t, o, "out/"); len(got) != 0 {
+		t.Errorf("bucket holds %v after refused uploads", slices.Sorted(mapKeys(got)))
+	}
+	ref.on.Store(false)
+	m2, _ := mirrorOf(t, o, dir, "s3://data/out")
+	if err := m2.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if got := bucketFiles(t, o, "out/"); got["x.jsonl"] != "x" || got["manifest.json"] != "{}" {
+		t.Errorf("after catching up the bucket holds %v", got)
+	}
+}
+
+func TestLocalETag(t *testing.T) {
+	data := bytes.Repeat([]byte("abc"), 7<<20) // 21 MiB
+	one := md5.Sum(data)
+	if got, _ := localETag(bytes.NewReader(data), 0, 0); got != hex.EncodeToString(one[:]) {
+		t.Errorf("single part: %s", got)
+	}
+	p1, p2 := md5.Sum(data[:16<<20]), md5.Sum(data[16<<20:])
+	all := md5.Sum(append(p1[:], p2[:]...))
+	want := hex.EncodeToString(all[:]) + "-2"
+	if got, _ := localETag(bytes.NewReader(data), 16<<20, 2); got != want {
+		t.Errorf("two parts: %s, want %s", got, want)
+	}
+	if ps := partSizes(int64(len(data)), 2); !slices.Contains(ps, 16<<20) {
+		t.Errorf("part sizes %v lack ours", ps)
+	}
+}
+
+func TestOutputLocation(t *testing.T) {
+	for in, want := range map[string]string{"s3://b-1": "s3://b-1", "s3://b-1/": "s3://b-1", "s3://b-1/runs/r1/": "s3://b-1/runs/r1", "out": ""} {
+		loc, ok, err := OutputLocation(in)
+		if err != nil || ok != (want != "") {
+			t.Errorf("OutputLocation(%q) = %v, %v", in, ok, err)
+			continue
+		}
+		if ok {
+			got := "s3://" + loc.Bucket
+			if loc.Key != "" {
+				got += "/" + loc.Key
+			}
+			if got != want {
+				t.Errorf("OutputLocation(%q) = %s, want %s", in, got, want)
+			}
+		}
+	}
+	for _, bad := range []string{"hf://datasets/o/n/x", "gs://b/x", "s3://B/x"} {
+		if _, _, err := OutputLocation(bad); err == nil {
+			t.Errorf("OutputLocation(%q): no error", bad)
+		}
+	}
+}

@@ -1,0 +1,387 @@
+package storage
+
+import (
+	"bufio"
+	"bytes"
+	"compress/gzip"
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"hash"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/klauspost/compress/zstd"
+	"github.com/minio/minio-go/v7"
+)
+
+// Options configure an Opener.
+type Options struct {
+	// Getenv reads the environment (HF_TOKEN, HF_ENDPOINT, AWS_*); default
+	// os.Getenv. The AWS credential chain reads the process environment
+	// itself.
+	Getenv func(string) string
+	S3     S3Config
+	// Transport carries the Hub's and S3's requests; default a clone of
+	// http.DefaultTransport.
+	Transport http.RoundTripper
+	Log       *slog.Logger
+}
+
+// An Opener opens the sources of one run. It resolves each Hub revision
+// once (a moving branch is pinned to the commit it had when first asked)
+// and keeps Hub downloads and spooled files in its cache directory. It is
+// safe for concurrent use.
+type Opener struct {
+	o     Options
+	hub   *hub
+	cache *os.Root // nil: nothing is written (augment check)
+
+	s3Once sync.Once
+	s3     *minio.Client
+	s3Err  error
+}
+
+// New returns an Opener that writes nothing until SetCache is called.
+func New(o Options) *Opener {
+	if o.Getenv == nil {
+		o.Getenv = os.Getenv
+	}
+	if o.Log == nil {
+		o.Log = slog.New(slog.DiscardHandler)
+	}
+	if o.Transport == nil {
+		t := http.DefaultTransport.(*http.Transport).Clone()
+		t.ResponseHeaderTimeout = 2 * time.Minute
+		o.Transport = t
+	}
+	return &Opener{o: o, hub: newHub(o)}
+}
+
+// SetCache gives the Opener a directory of its own for Hub downloads
+// (resumed when interrupted, reused by later runs) and for remote Parquet
+// files, which need random access. Every file is created through root.
+func (o *Opener) SetCache(root *os.Root) { o.cache = root }
+
+func (o *Opener) s3Client() (*minio.Client, error) {
+	o.s3Once.Do(func() { o.s3, o.s3Err = newS3(o.o.S3, o.o.Getenv, o.o.Transport) })
+	return o.s3, o.s3Err
+}
+
+// Info describes a stored dump.
+type Info struct {
+	Name string // the file name, e.g. "train.jsonl.gz"
+	Size int64  // stored bytes (compressed, for a compressed dump); -1 when unknown
+	// Pin identifies exactly what is read, for the manifest: for the Hub
+	// "hf://datasets/OWNER/NAME/PATH@<commit>", for S3
+	// "s3://bucket/key#etag=<etag>[&version=<id>]"; "" for a local file,
+	// whose identity is its content hash.
+	Pin string
+
+	etag, version string // S3: what the read must match
+	sha256        string // Hub LFS files: the content hash the Hub states
+	hubURL        string // Hub: the resolve URL at the pinned commit
+}
+
+// StatedSHA256 is the SHA-256 of the stored bytes as the store states it
+// (the Hub, for LFS files), hex, or "" when it states none. A download is
+// checked against it.
+func (i Info) StatedSHA256() string { return i.sha256 }
+
+// A NotFoundError says a source does not exist.
+type NotFoundError struct{ Loc, Detail string }
+
+func (e *NotFoundError) Error() string { return e.Loc + ": " + e.Detail }
+
+// An AuthError says the store refused access; Detail says which credential
+// to set.
+type AuthError struct{ Loc, Detail string }
+
+func (e *AuthError) Error() string { return e.Loc + ": access denied: " + e.Detail }
+
+// Stat describes the dump at path (a local path or a URL, see Parse)
+// without reading it. For a Hub file it resolves the revision (once per
+// Opener) and asks the Hub for the file's size and hashes.
+func (o *Opener) Stat(ctx context.Context, path string) (Info, error) {
+	loc, err := Parse(path)
+	if err != nil {
+		return Info{}, err
+	}
+	switch loc.Kind {
+	case S3:
+		return o.statS3(ctx, loc)
+	case Hub:
+		return o.hub.stat(ctx, loc)
+	}
+	fi, err := os.Stat(loc.Path)
+	if errors.Is(err, os.ErrNotExist) {
+		return Info{}, &NotFoundError{Loc: loc.Path, Detail: "does not exist"}
+	}
+	if err != nil {
+		return Info{}, err
+	}
+	if fi.IsDir() {
+		return Info{}, fmt.Errorf("%s is a directory; path names one dump file", loc.Path)
+	}
+	return Info{Name: loc.Name(), Size: fi.Size()}, nil
+}
+
+// A Reader is an opened dump: reading it gives the rows as a JSON array or
+// JSON Lines, decompressed, and a Parquet file's rows as JSON Lines, one
+// object per row with the file's columns as keys in schema order. Sum gives
+// the SHA-256 of the stored bytes, which is what identifies the dump.
+type Reader struct {
+	Info
+	// Rows is the number of rows when the format states it (Parquet),
+	// else -1.
+	Rows    int64
+	r       io.Reader
+	raw     *hashReader // the stored bytes as they stream, hashed
+	sum     string      // known up front (Parquet files are hashed apart)
+	closers []io.Closer
+}
+
+func (r *Reader) Read(p []byte) (int, error) { return r.r.Read(p) }
+
+// Close releases the dump and anything spooled for it.
+func (r *Reader) Close() error {
+	var err error
+	for i := len(r.closers) - 1; i >= 0; i-- {
+		err = errors.Join(err, r.closers[i].Close())
+	}
+	r.closers = nil
+	return err
+}
+
+// Sum reads whatever of the stored bytes is left unread and returns their
+// SHA-256 as hex. Call it after reading as much as needed; the Reader is
+// not readable afterwards.
+func (r *Reader) Sum() (string, error) {
+	if r.sum != "" {
+		return r.sum, nil
+	}
+	if _, err := io.Copy(io.Discard, r.raw); err != nil {
+		return "", err
+	}
+	r.sum = hex.EncodeToString(r.raw.h.Sum(nil))
+	if r.Info.sha256 != "" && r.sum != r.Info.sha256 {
+		return "", fmt.Errorf("%s: content hash %s differs from the %s the Hub states", r.Name, r.sum, r.Info.sha256)
+	}
+	return r.sum, nil
+}
+
+// Progress makes the Reader call f with the number of stored bytes read,
+// as they are read (compressed bytes for a compressed dump), starting with
+// those read while opening.
+func (r *Reader) Progress(f func(n int64)) {
+	r.raw.progress = f
+	if r.raw.n > 0 {
+		f(r.raw.n)
+	}
+}
+
+// hashReader hashes what is read through it.
+type hashReader struct {
+	r        io.Reader
+	h        hash.Hash
+	n        int64
+	progress func(int64)
+}
+
+func (h *hashReader) Read(p []byte) (int, error) {
+	n, err := h.r.Read(p)
+	h.h.Write(p[:n])
+	h.n += int64(n)
+	if h.progress != nil && n > 0 {
+		h.progress(int64(n))
+	}
+	return n, err
+}
+
+// Open opens the dump at path for reading. Hub files are downloaded into
+// the cache first (resuming an interrupted download) when the Opener has
+// one, else streamed; S3 objects are streamed. Compression is recognised
+// by magic bytes (gzip, zstd), Parquet by its "PAR1" header; a name ending
+// in .gz, .zst or .parquet whose bytes say otherwise is an error.
+func (o *Opener) Open(ctx context.Context, path string) (*Reader, error) {
+	loc, err := Parse(path)
+	if err != nil {
+		return nil, err
+	}
+	info, err := o.Stat(ctx, path)
+	if err != nil {
+		return nil, err
+	}
+	rd := &Reader{Info: info, Rows: -1}
+	var src io.ReadCloser
+	var file *os.File // the stored bytes as a local file, when they are one
+	switch loc.Kind {
+	case Local:
+		file, err = os.Open(loc.Path)
+		src = file
+	case S3:
+		src, err = o.openS3(ctx, loc, info)
+	case Hub:
+		if o.cache != nil {
+			file, err = o.hub.download(ctx, o.cache, loc, info)
+			src = file
+		} else {
+			src, err = o.hub.stream(ctx, loc, info)
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	rd.closers = append(rd.closers, src)
+	if err := o.decode(ctx, rd, src, file); err != nil {
+		rd.Close()
+		return nil, err
+	}
+	return rd, nil
+}
+
+var (
+	gzipMagic    = []byte{0x1f, 0x8b}
+	zstdMagic    = []byte{0x28, 0xb5, 0x2f, 0xfd}
+	parquetMagic = []byte("PAR1")
+)
+
+// decode sets rd.r to the rows of the stored bytes src (file when they are
+// a local file).
+func (o *Opener) decode(ctx context.Context, rd *Reader, src io.Reader, file *os.File) error {
+	rd.raw = &hashReader{r: src, h: sha256.New()}
+	br := bufio.NewReaderSize(rd.raw, 64<<10)
+	head, _ := br.Peek(4)
+	name := strings.ToLower(rd.Name)
+	claims := func(ext string, magic []byte) error {
+		if strings.HasSuffix(name, ext) && !bytes.HasPrefix(head, magic) {
+			return fmt.Errorf("%s: the name says %s but the content is not (it starts with %q)", rd.Name, ext, head)
+		}
+		return nil
+	}
+	var r io.Reader = br
+	switch {
+	case bytes.HasPrefix(head, gzipMagic):
+		zr, err := gzip.NewReader(br)
+		if err != nil {
+			return fmt.Errorf("%s: %w", rd.Name, err)
+		}
+		rd.closers = append(rd.closers, zr)
+		r = zr
+	case bytes.HasPrefix(head, zstdMagic):
+		zr, err := zstd.NewReader(br, zstd.WithDecoderConcurrency(1), zstd.WithDecoderLowmem(true))
+		if err != nil {
+			return fmt.Errorf("%s: %w", rd.Name, err)
+		}
+		rd.closers = append(rd.closers, zr.IOReadCloser())
+		r = zr
+	case bytes.HasPrefix(head, parquetMagic):
+		if file != nil {
+			return o.openParquet(ctx, rd, nil, file)
+		}
+		return o.openParquet(ctx, rd, br, nil)
+	default:
+		for _, c := range []struct {
+			ext   string
+			magic []byte
+		}{{".gz", gzipMagic}, {".zst", zstdMagic}, {".parquet", parquetMagic}} {
+			if err := claims(c.ext, c.magic); err != nil {
+				return err
+			}
+		}
+		rd.r = r
+		return nil
+	}
+	// A compressed Parquet file (x.parquet.gz) is decompressed into the
+	// cache, then read as Parquet.
+	inner := bufio.NewReader(r)
+	if h, _ := inner.Peek(4); bytes.HasPrefix(h, parquetMagic) {
+		return o.openParquet(ctx, rd, inner, nil)
+	}
+	if strings.HasSuffix(strings.TrimSuffix(strings.TrimSuffix(name, ".gz"), ".zst"), ".parquet") {
+		return fmt.Errorf("%s: the name says .parquet but the decompressed content is not Parquet", rd.Name)
+	}
+	rd.r = inner
+	return nil
+}
+
+// openParquet makes rd read the rows of the Parquet file whose bytes are
+// r. Parquet needs random access: a local file is read in place; anything
+// else is first copied into the cache (or, without a cache, a temporary
+// file), hashing it on the way.
+func (o *Opener) openParquet(ctx context.Context, rd *Reader, r io.Reader, file *os.File) error {
+	var ra io.ReaderAt
+	var size int64
+	if file != nil && r == nil {
+		// The stored file itself: hash it apart, read it in place.
+		h := sha256.New()
+		if _, err := io.Copy(h, io.NewSectionReader(file, 0, rd.Size)); err != nil {
+			return err
+		}
+		rd.sum = hex.EncodeToString(h.Sum(nil))
+		if rd.Info.sha256 != "" && rd.sum != rd.Info.sha256 {
+			return fmt.Errorf("%s: content hash %s differs from the %s the Hub states", rd.Name, rd.sum, rd.Info.sha256)
+		}
+		ra, size = file, rd.Size
+	} else {
+		f, remove, err := o.spool()
+		if err != nil {
+			return err
+		}
+		rd.closers = append(rd.closers, closerFunc(remove), f)
+		if size, err = io.Copy(f, r); err != nil {
+			return fmt.Errorf("%s: %w", rd.Name, err)
+		}
+		if _, err := rd.Sum(); err != nil { // the stored bytes were all read
+			return err
+		}
+		ra = f
+	}
+	pr, err := parquetJSONL(ctx, ra, size)
+	if err != nil {
+		return fmt.Errorf("%s: %w", rd.Name, err)
+	}
+	rd.closers = append(rd.closers, pr)
+	rd.r = pr
+	rd.Rows = pr.rows
+	return nil
+}
+
+// spool creates a scratch file for a Parquet file being made local, in the
+// cache when there is one, and returns a function that removes it.
+func (o *Opener) spool() (*os.File, func() error, error) {
+	if o.cache == nil {
+		f, err := os.CreateTemp("", "augment-spool-*.parquet")
+		if err != nil {
+			return nil, nil, err
+		}
+		return f, func() error { return os.Remove(f.Name()) }, nil
+	}
+	if err := o.cache.MkdirAll("spool", 0o755); err != nil {
+		return nil, nil, err
+	}
+	name := "spool/" + randomName()
+	f, err := o.cache.OpenFile(name, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return nil, nil, err
+	}
+	return f, func() error { return o.cache.Remove(name) }, nil
+}
+
+func randomName() string {
+	var b [12]byte
+	rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+type closerFunc func() error
+
+func (f closerFunc) Close() error { return f() }
