@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"os"
 	"os/signal"
 	"runtime/pprof"
@@ -195,6 +196,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	quiet := fs.Bool("quiet", false, "no progress output, only warnings and errors")
 	verbose := fs.Bool("v", false, "debug logging (each skipped shard, each retry)")
 	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile to this file")
+	metricsAddr := fs.String("metrics-addr", "", "serve Prometheus metrics at http://ADDR/metrics during the run (e.g. 127.0.0.1:9464; port 0 picks one, printed to stderr)")
 	var sets setFlags
 	fs.Var(&sets, "set", "override a pipeline value: key.path=value (repeatable), e.g. -set teacher.provider=offline")
 	wf := workerFlags(fs) // merge.go
@@ -233,9 +235,22 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if !*quiet {
 		o.Progress = stderr
 	}
+	var metrics net.Listener
+	if *metricsAddr != "" {
+		// Bound before the run dir is touched: a bad address changes nothing.
+		if metrics, err = net.Listen("tcp", *metricsAddr); err != nil {
+			return &stages.ConfigError{Problems: []string{"-metrics-addr: " + err.Error()}}
+		}
+	}
 	r, err := stages.NewRunner(p, o)
 	if err != nil {
+		if metrics != nil {
+			metrics.Close()
+		}
 		return err
+	}
+	if metrics != nil {
+		defer serveMetrics(metrics, r.MetricsHandler(), stderr)()
 	}
 	rep, err := r.Run(ctx)
 	if cerr := r.Close(); err == nil {
