@@ -225,30 +225,53 @@ func (r *Runner) Run(ctx context.Context) (rep *Report, err error) {
 	if err != nil {
 		return rep, fmt.Errorf("stage ingest: %w", err)
 	}
-	input := ing.outputs
-	for _, sr := range runs[1:] {
+	err = r.runStages(ctx, rep, runs, ing.outputs, func(_ int, _ stageRun, res stageResult, input []shardInput) ([]shardInput, error) {
+		if res.sink {
+			return input, nil
+		}
+		return res.outputs, nil
+	})
+	if err != nil {
+		return rep, err
+	}
+	if err := r.sweepStale(runs); err != nil {
+		return rep, err
+	}
+	return rep, r.transientErr("everything else is done — run the same command again to retry just those records")
+}
+
+// runStages runs the stages after ingest in order, from input, the ingest's
+// shards. next gives the following stage's input from a stage's result: its
+// outputs in one process; after the barrier, every worker's, for a worker.
+func (r *Runner) runStages(ctx context.Context, rep *Report, runs []stageRun, input []shardInput,
+	next func(i int, sr stageRun, res stageResult, input []shardInput) ([]shardInput, error)) error {
+	for i, sr := range runs[1:] {
 		if sr.spec.Skip {
 			r.o.Log.Info("skip stage", "stage", sr.name, "reason", "skip: true in pipeline.yaml")
 			continue
 		}
 		res, err := r.runStage(ctx, sr, input)
 		rep.Stages = append(rep.Stages, res.report)
+		if err == nil {
+			input, err = next(i, sr, res, input)
+		}
 		if err != nil {
-			return rep, fmt.Errorf("stage %s: %w", sr.name, err)
-		}
-		if !res.sink {
-			input = res.outputs
+			return fmt.Errorf("stage %s: %w", sr.name, err)
 		}
 	}
-	if err := r.sweepStale(runs); err != nil {
-		return rep, err
+	return nil
+}
+
+// transientErr is the run's stop when records were rejected for teacher
+// failures that may pass (exit 3); what tells the user what to do next.
+func (r *Runner) transientErr(what string) error {
+	n := r.transient.Load()
+	if n == 0 {
+		return nil
 	}
-	if n := r.transient.Load(); n > 0 {
-		return rep, &llm.FatalError{Reason: "llm_transient_rejects", Msg: fmt.Sprintf(
-			"%d records were rejected for teacher failures that may pass (timeouts, 429, 5xx, unreadable answers, endpoints out of rotation; counts by reason in the manifests); everything else is done — run the same command again to retry just those records",
-			n)}
-	}
-	return rep, nil
+	return &llm.FatalError{Reason: "llm_transient_rejects", Msg: fmt.Sprintf(
+		"%d records were rejected for teacher failures that may pass (timeouts, 429, 5xx, unreadable answers, endpoints out of rotation; counts by reason in the manifests); %s",
+		n, what)}
 }
 
 // A shardInput is one Parquet shard handed from a stage to the next.

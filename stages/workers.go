@@ -424,29 +424,16 @@ func (r *Runner) runWorker(ctx context.Context) (*Report, error) {
 	if err != nil {
 		return rep, fmt.Errorf("stage ingest: %w", err)
 	}
-	input := ing.outputs
-	for i, sr := range runs[1:] {
-		if sr.spec.Skip {
-			r.o.Log.Info("skip stage", "stage", sr.name, "reason", "skip: true in pipeline.yaml")
-			continue
-		}
-		res, err := r.runStage(ctx, sr, input)
-		rep.Stages = append(rep.Stages, res.report)
-		if err != nil {
-			return rep, fmt.Errorf("stage %s: %w", sr.name, err)
-		}
+	err = r.runStages(ctx, rep, runs, ing.outputs, func(i int, sr stageRun, res stageResult, input []shardInput) ([]shardInput, error) {
 		if res.sink || !slices.ContainsFunc(runs[i+2:], func(s stageRun) bool { return !s.spec.Skip }) {
-			continue // nothing reads its outputs in this process
+			return input, nil // nothing reads its outputs in this process
 		}
-		if input, err = r.waitStage(ctx, sr, res, input); err != nil {
-			return rep, fmt.Errorf("stage %s: %w", sr.name, err)
-		}
+		return r.waitStage(ctx, sr, res, input)
+	})
+	if err != nil {
+		return rep, err
 	}
-	if n := r.transient.Load(); n > 0 {
-		return rep, &llm.FatalError{Reason: "llm_transient_rejects", Msg: fmt.Sprintf(
-			"worker %s: %d records were rejected for teacher failures that may pass (counts by reason in the manifests); run the worker again, or augment merge, to retry just those records", w, n)}
-	}
-	return rep, nil
+	return rep, r.transientErr(fmt.Sprintf("worker %s: run the worker again, or augment merge, to retry just those records", w))
 }
 
 // poll calls ready until it reports true, ctx ends or the worker's wait
