@@ -245,7 +245,9 @@ func (e *exporter) Process(ctx context.Context, r *record.Record) ([]*record.Rec
 	// The tools JSON was rendered by toolsJSON from named tools whose
 	// parameters are objects; only the default tool format reads more of
 	// them, their parameters.
-	probs := verify.CheckTurns(s.Conversations, e.tpl)
+	// Every function_call turn was read back as the template reads it
+	// when it was written (functionCall).
+	probs := verify.CheckTurnOrder(s.Conversations, e.tpl)
 	for i, t := range r.Tools {
 		if len(bytes.TrimSpace(t.Parameters)) == 0 {
 			continue // written as {"type":"object","properties":{}}
@@ -534,6 +536,9 @@ func (e *exporter) functionCall(m record.Message) (verify.Turn, error) {
 		prefix = thought + text + sep
 		value = prefix + e.tpl.ToolCallWords[0] + js + e.tpl.ToolCallWords[1]
 	}
+	if e.readsBack(value, prefix, js, m.Calls) {
+		return verify.Turn{From: "function_call", Value: value}, nil
+	}
 	ft, err := e.tpl.ReadFunction(value)
 	if err != nil {
 		kind := verify.ReasonLFBadFunctionCall
@@ -551,6 +556,26 @@ func (e *exporter) functionCall(m record.Message) (verify.Turn, error) {
 			e.tpl.Name, ft.Prefix, len(ft.Calls))
 	}
 	return verify.Turn{From: "function_call", Value: value}, nil
+}
+
+// readsBack reports, without parsing JSON, that the template's function
+// formatter reads value back as prefix before calls: when the part it parses
+// is exactly js, the JSON callsJSON wrote of calls (names as JSON strings,
+// arguments checked to be JSON objects), the parse gives back the calls as
+// written, so ReadFunction would find them, unless a name is blank or not
+// UTF-8 (JSON replaces such bytes) or the calls are parallel for a template
+// that takes one. Those, and any other split, go through ReadFunction.
+func (e *exporter) readsBack(value, prefix, js string, calls []record.Call) bool {
+	gotPrefix, jsonPart := e.tpl.SplitFunction(value)
+	if gotPrefix != prefix || jsonPart != js || len(calls) > 1 && !e.tpl.Parallel() {
+		return false
+	}
+	for _, c := range calls {
+		if strings.TrimSpace(c.Name) == "" || !utf8.ValidString(c.Name) {
+			return false
+		}
+	}
+	return true
 }
 
 // joinText joins non-empty parts with a space.
@@ -584,7 +609,6 @@ func callsJSON(calls []record.Call, argsKey string) (string, error) {
 		if i > 0 {
 			buf.WriteString(", ")
 		}
-		name, _ := marshalNoEscape(c.Name)
 		args := c.Arguments
 		if len(bytes.TrimSpace(args)) == 0 {
 			args = json.RawMessage("{}")
@@ -592,7 +616,13 @@ func callsJSON(calls []record.Call, argsKey string) (string, error) {
 		if !json.Valid(args) || bytes.TrimSpace(args)[0] != '{' {
 			return "", fmt.Errorf("call %d (%s): arguments are not a JSON object", i, c.Name)
 		}
-		fmt.Fprintf(&buf, `{"name": %s, "%s": %s}`, name, argsKey, args)
+		buf.WriteString(`{"name": `)
+		writeJSONString(&buf, c.Name)
+		buf.WriteString(`, "`)
+		buf.WriteString(argsKey)
+		buf.WriteString(`": `)
+		buf.Write(args)
+		buf.WriteByte('}')
 	}
 	if len(calls) > 1 {
 		buf.WriteByte(']')
