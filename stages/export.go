@@ -701,12 +701,17 @@ func toolsJSON(tools []record.Tool) (string, error) {
 // (control characters other than \n \r \t, U+2028/U+2029, invalid UTF-8)
 // through encoding/json.
 func writeJSONString(b *bytes.Buffer, s string) {
+	if !utf8.ValidString(s) {
+		q, _ := marshalNoEscape(s)
+		b.Write(q)
+		return
+	}
 	start := b.Len()
 	b.WriteByte('"')
 	last := 0
 	for i := 0; i < len(s); {
 		c := s[i]
-		if c >= 0x20 && c != '"' && c != '\\' && c < utf8.RuneSelf {
+		if jsonPlain[c] {
 			i++
 			continue
 		}
@@ -722,26 +727,37 @@ func writeJSONString(b *bytes.Buffer, s string) {
 			esc = `\r`
 		case '\t':
 			esc = `\t`
-		}
-		if esc != "" {
-			b.WriteString(s[last:i])
-			b.WriteString(esc)
+		case 0xE2: // U+2028 and U+2029 are E2 80 A8 and E2 80 A9
+			if i+2 < len(s) && s[i+1] == 0x80 && (s[i+2] == 0xA8 || s[i+2] == 0xA9) {
+				break
+			}
 			i++
-			last = i
 			continue
 		}
-		r, n := utf8.DecodeRuneInString(s[i:])
-		if c < 0x20 || r == utf8.RuneError && n == 1 || r == '\u2028' || r == '\u2029' {
+		if esc == "" { // another control character, U+2028 or U+2029
 			b.Truncate(start)
 			q, _ := marshalNoEscape(s)
 			b.Write(q)
 			return
 		}
-		i += n
+		b.WriteString(s[last:i])
+		b.WriteString(esc)
+		i++
+		last = i
 	}
 	b.WriteString(s[last:])
 	b.WriteByte('"')
 }
+
+// jsonPlain marks the bytes of valid UTF-8 text that writeJSONString
+// copies as they are: all but '"', '\\', control characters and 0xE2 (the
+// lead byte of U+2028 and U+2029, which encoding/json escapes).
+var jsonPlain = func() (t [256]bool) {
+	for c := 0x20; c < 256; c++ {
+		t[c] = c != '"' && c != '\\' && c != 0xE2
+	}
+	return t
+}()
 
 // marshalNoEscape is compact JSON without HTML escaping.
 func marshalNoEscape(v any) ([]byte, error) { return prompts.JSON(v, "") }
