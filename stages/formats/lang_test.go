@@ -26,7 +26,7 @@ func TestIsChinese(t *testing.T) {
 		{"letters in another turn", []record.Message{msg(u, strings.Repeat("abc ", 10)), msg(a, "台北")}, false},
 		{"han in another turn", []record.Message{msg(u, "ok"), msg(a, "台北台北")}, true},
 		{"japanese", []record.Message{msg(u, "東京はどこですか。ひらがなとカタカナ")}, false},
-		{"a little kana", []record.Message{msg(u, strings.Repeat("北京", 10) + "の")}, true},
+		{"a little kana", []record.Message{msg(u, strings.Repeat("北京", 10)+"の")}, true},
 		{"tool and system turns do not count", []record.Message{msg(record.RoleSystem, "你好你好"), msg(record.RoleTool, "台北"), msg(u, "hi")}, false},
 		{"rare han block", []record.Message{msg(u, "\U00020000\U00020001")}, true},
 		{"accents are not letters here", []record.Message{msg(u, "台北 éé")}, true},
