@@ -48,6 +48,12 @@ func main() {
 	profile := flag.String("cpuprofile", "", "write augment's CPU profile of the first round of each format to DIR/<format>.pprof")
 	flag.Parse()
 	b := &bench{mb: *mb, rounds: *rounds, shared: *shared, py: *py, profile: *profile}
+	if b.py != "" {
+		if _, err := exec.LookPath(b.py); err != nil {
+			fmt.Fprintf(os.Stderr, "bench: no %s (%v): measuring augment alone\n", b.py, err)
+			b.py = ""
+		}
+	}
 	var err error
 	if b.bin, err = filepath.Abs(*bin); err == nil {
 		b.script, err = filepath.Abs(*script)
