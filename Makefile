@@ -20,7 +20,7 @@ test: ## the whole test suite (tests on ../shared/data skip when it is absent)
 race: ## the test suite with the race detector
 	$(GO) test -race ./...
 
-bench: build ## benchmarks: parsers, shards, stages (dedup of 1M records), teacher layer, then ingest→export on a generated ~200k-record dump
+bench: build ## benchmarks: parsers, shards, stages (dedup of 1M records), teacher layer, then the deterministic chain on 100 MB dumps per format beside a plain Python script (testdata/bench)
 	$(GO) test -run '^$$' -bench . -benchmem ./storage/ ./stages/ ./stages/formats/ ./stages/shard/ ./stages/toollib/ ./stages/near/ ./verify/ ./verify/hftok/ ./translate/...
 	$(GO) test -run '^$$' -bench . -benchtime=10000x ./stages/llm/
 	./testdata/bench/ingest_export.sh

@@ -3,6 +3,7 @@ package stages
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/augmentdata/augment/stages/record"
@@ -95,7 +96,7 @@ func (s *decisionTokens) Process(_ context.Context, r *record.Record) ([]*record
 			continue
 		}
 		if out == nil {
-			out = r.Clone()
+			out = changed(r)
 		}
 		out.Messages[k].Content = want + strings.TrimPrefix(m.Content, other)
 	}
@@ -103,9 +104,21 @@ func (s *decisionTokens) Process(_ context.Context, r *record.Record) ([]*record
 		return []*record.Record{r}, nil
 	}
 	if out == nil {
-		out = r.Clone()
+		out = changed(r)
 	}
 	out.SetTag(DecisionTokensTag, "on")
 	out.AddStep(s.stage, "rule", "")
 	return []*record.Record{out}, nil
+}
+
+// changed copies what the stage changes of r — its list of messages (their
+// Content), its tags and its lineage — and shares the rest (tools, calls,
+// results), which neither the stage nor the runner changes: a deep Clone
+// was most of the stage's work.
+func changed(r *record.Record) *record.Record {
+	c := *r
+	c.Messages = slices.Clone(r.Messages)
+	c.Tags = slices.Clone(r.Tags)
+	c.Lineage = slices.Clip(r.Lineage) // AddStep appends to a copy
+	return &c
 }

@@ -246,7 +246,9 @@ func (e *exporter) Process(ctx context.Context, r *record.Record) ([]*record.Rec
 	// The tools JSON was rendered by toolsJSON from named tools whose
 	// parameters are objects; only the default tool format reads more of
 	// them, their parameters.
-	probs := verify.CheckTurns(s.Conversations, e.tpl)
+	// Every function_call turn was read back as the template reads it
+	// when it was written (functionCall).
+	probs := verify.CheckTurnOrder(s.Conversations, e.tpl)
 	for i, t := range r.Tools {
 		if len(bytes.TrimSpace(t.Parameters)) == 0 {
 			continue // written as {"type":"object","properties":{}}
@@ -545,6 +547,9 @@ func (e *exporter) functionCall(m record.Message) (verify.Turn, error) {
 		prefix = thought + text + sep
 		value = prefix + e.tpl.ToolCallWords[0] + js + e.tpl.ToolCallWords[1]
 	}
+	if e.readsBack(value, prefix, js, m.Calls) {
+		return verify.Turn{From: "function_call", Value: value}, nil
+	}
 	ft, err := e.tpl.ReadFunction(value)
 	if err != nil {
 		kind := verify.ReasonLFBadFunctionCall
@@ -562,6 +567,26 @@ func (e *exporter) functionCall(m record.Message) (verify.Turn, error) {
 			e.tpl.Name, ft.Prefix, len(ft.Calls))
 	}
 	return verify.Turn{From: "function_call", Value: value}, nil
+}
+
+// readsBack reports, without parsing JSON, that the template's function
+// formatter reads value back as prefix before calls: when the part it parses
+// is exactly js, the JSON callsJSON wrote of calls (names as JSON strings,
+// arguments checked to be JSON objects), the parse gives back the calls as
+// written, so ReadFunction would find them, unless a name is blank or not
+// UTF-8 (JSON replaces such bytes) or the calls are parallel for a template
+// that takes one. Those, and any other split, go through ReadFunction.
+func (e *exporter) readsBack(value, prefix, js string, calls []record.Call) bool {
+	gotPrefix, jsonPart := e.tpl.SplitFunction(value)
+	if gotPrefix != prefix || jsonPart != js || len(calls) > 1 && !e.tpl.Parallel() {
+		return false
+	}
+	for _, c := range calls {
+		if strings.TrimSpace(c.Name) == "" || !utf8.ValidString(c.Name) {
+			return false
+		}
+	}
+	return true
 }
 
 // joinText joins non-empty parts with a space.
@@ -595,15 +620,20 @@ func callsJSON(calls []record.Call, argsKey string) (string, error) {
 		if i > 0 {
 			buf.WriteString(", ")
 		}
-		name, _ := jsonout.Marshal(c.Name)
 		args := c.Arguments
 		if len(bytes.TrimSpace(args)) == 0 {
 			args = json.RawMessage("{}")
 		}
-		if !json.Valid(args) || bytes.TrimSpace(args)[0] != '{' {
+		if !shard.ValidJSON(args) || bytes.TrimSpace(args)[0] != '{' {
 			return "", fmt.Errorf("call %d (%s): arguments are not a JSON object", i, c.Name)
 		}
-		fmt.Fprintf(&buf, `{"name": %s, "%s": %s}`, name, argsKey, args)
+		buf.WriteString(`{"name": `)
+		writeJSONString(&buf, c.Name)
+		buf.WriteString(`, "`)
+		buf.WriteString(argsKey)
+		buf.WriteString(`": `)
+		buf.Write(args)
+		buf.WriteByte('}')
 	}
 	if len(calls) > 1 {
 		buf.WriteByte(']')
@@ -624,7 +654,7 @@ func observation(results []record.Result) (string, error) {
 			buf.WriteString(", ")
 		}
 		c := strings.TrimSpace(res.Content)
-		if json.Valid([]byte(c)) && c != "" {
+		if c != "" && shard.ValidJSON([]byte(c)) {
 			buf.WriteString(c)
 			continue
 		}
@@ -682,12 +712,17 @@ func toolsJSON(tools []record.Tool) (string, error) {
 // (control characters other than \n \r \t, U+2028/U+2029, invalid UTF-8)
 // through encoding/json.
 func writeJSONString(b *bytes.Buffer, s string) {
+	if !utf8.ValidString(s) {
+		q, _ := jsonout.Marshal(s)
+		b.Write(q)
+		return
+	}
 	start := b.Len()
 	b.WriteByte('"')
 	last := 0
 	for i := 0; i < len(s); {
 		c := s[i]
-		if c >= 0x20 && c != '"' && c != '\\' && c < utf8.RuneSelf {
+		if jsonPlain[c] {
 			i++
 			continue
 		}
@@ -703,26 +738,37 @@ func writeJSONString(b *bytes.Buffer, s string) {
 			esc = `\r`
 		case '\t':
 			esc = `\t`
-		}
-		if esc != "" {
-			b.WriteString(s[last:i])
-			b.WriteString(esc)
+		case 0xE2: // U+2028 and U+2029 are E2 80 A8 and E2 80 A9
+			if i+2 < len(s) && s[i+1] == 0x80 && (s[i+2] == 0xA8 || s[i+2] == 0xA9) {
+				break
+			}
 			i++
-			last = i
 			continue
 		}
-		r, n := utf8.DecodeRuneInString(s[i:])
-		if c < 0x20 || r == utf8.RuneError && n == 1 || r == '\u2028' || r == '\u2029' {
+		if esc == "" { // another control character, U+2028 or U+2029
 			b.Truncate(start)
 			q, _ := jsonout.Marshal(s)
 			b.Write(q)
 			return
 		}
-		i += n
+		b.WriteString(s[last:i])
+		b.WriteString(esc)
+		i++
+		last = i
 	}
 	b.WriteString(s[last:])
 	b.WriteByte('"')
 }
+
+// jsonPlain marks the bytes of valid UTF-8 text that writeJSONString
+// copies as they are: all but '"', '\\', control characters and 0xE2 (the
+// lead byte of U+2028 and U+2029, which encoding/json escapes).
+var jsonPlain = func() (t [256]bool) {
+	for c := 0x20; c < 256; c++ {
+		t[c] = c != '"' && c != '\\' && c != 0xE2
+	}
+	return t
+}()
 
 // WriteShard writes one data file of the dataset folder.
 func (e *exporter) WriteShard(_ context.Context, dir *manifests.Root, name string, recs []*record.Record) ([]manifests.FileRef, []shard.Reject, error) {

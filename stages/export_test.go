@@ -472,3 +472,33 @@ func BenchmarkExportProcess(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkAppendSample encodes the samples of real records (../shared/data)
+// as the jsonl export writes them; MB/s are of the JSON written.
+func BenchmarkAppendSample(b *testing.B) {
+	recs := fxSharedRecords(b)
+	st, err := (&ExportConfig{Template: "default"}).build(fxEnv("export", nil))
+	if err != nil {
+		b.Fatal(err)
+	}
+	e := st.(*exporter)
+	var samples []*sample
+	var size int64
+	var buf bytes.Buffer
+	for _, r := range recs {
+		if s, err := e.render(r); err == nil {
+			samples = append(samples, s)
+			buf.Reset()
+			appendSample(&buf, s)
+			size += int64(buf.Len())
+		}
+	}
+	b.SetBytes(size)
+	b.ReportAllocs()
+	for b.Loop() {
+		for _, s := range samples {
+			buf.Reset()
+			appendSample(&buf, s)
+		}
+	}
+}

@@ -327,6 +327,7 @@ type metaToolLibrary struct {
 	lib    *toollib.Library
 	usable []bool // the tool's parameters parse (QueryOf succeeded)
 	qs     []toollib.Query
+	qok    []bool // QueryOf succeeded
 
 	ixMu sync.Mutex
 	ix   *toollib.Index
@@ -342,14 +343,32 @@ func (s *metaToolStage) library() (*metaToolLibrary, error) {
 	if err != nil {
 		return nil, err
 	}
-	ml := &metaToolLibrary{lib: lib, usable: make([]bool, len(lib.Tools)), qs: make([]toollib.Query, len(lib.Tools))}
+	ml := &metaToolLibrary{lib: lib, usable: make([]bool, len(lib.Tools)), qs: make([]toollib.Query, len(lib.Tools)),
+		qok: make([]bool, len(lib.Tools))}
 	for i, t := range lib.Tools {
 		q, err := toollib.QueryOf(t)
 		ml.usable[i] = err == nil && t.Name != verify.MetaTool && t.Name != verify.GetUserInput
-		ml.qs[i] = q
+		ml.qs[i], ml.qok[i] = q, err == nil
 	}
 	s.lib = ml
 	return ml, nil
+}
+
+// queryOf is toollib.QueryOf(t), taken from the library when it is loaded
+// and holds t's exact definition (QueryOf reads only the description and
+// the parameters, which sameDefinition compares): parsing the same
+// parameters again for every record was most of the stage's own CPU. The
+// query is shared; callers do not change it.
+func (s *metaToolStage) queryOf(t record.Tool) (toollib.Query, error) {
+	s.mu.Lock()
+	ml := s.lib
+	s.mu.Unlock()
+	if ml != nil {
+		if i := ml.find(t); i >= 0 && ml.qok[i] {
+			return ml.qs[i], nil
+		}
+	}
+	return toollib.QueryOf(t)
 }
 
 // index embeds the library on first use. A failure is a systemic error;
@@ -484,7 +503,7 @@ func (s *metaToolStage) invokedQueries(p *metaToolPlan) error {
 	}
 	qs := make([]toollib.Query, len(p.invoked))
 	for i, t := range p.invoked {
-		q, err := toollib.QueryOf(t)
+		q, err := s.queryOf(t)
 		if err != nil {
 			return contract.Rejectf(MetaToolBadParameters, "invoked %v", err)
 		}
@@ -582,7 +601,7 @@ func (s *metaToolStage) toolList(ctx context.Context, p *metaToolPlan) ([]record
 		var comparable []record.Tool
 		var qs []toollib.Query
 		for _, t := range unused {
-			if q, err := toollib.QueryOf(t); err == nil {
+			if q, err := s.queryOf(t); err == nil {
 				comparable = append(comparable, t)
 				qs = append(qs, q)
 			}

@@ -674,18 +674,24 @@ func (r *Runner) runShard(ctx context.Context, sr stageRun, st Stage, sink Sink,
 	}
 	ctr := &counters{m: map[string]int64{}}
 	g, gctx := errgroup.WithContext(context.WithValue(ctx, countersKey{}, ctr))
-	g.SetLimit(workers)
-	for i, rec := range recs {
-		if gctx.Err() != nil {
-			break
-		}
+	// A fixed set of workers takes the records in turn: a goroutine per
+	// record cost a stack grown anew for each (a tenth of a cheap stage).
+	var next atomic.Int64
+	for range min(workers, len(recs)) {
 		g.Go(func() error {
-			out, err := safeProcess(gctx, st, rec)
-			if kind, _ := contract.Classify(len(out), err); kind == contract.Stop && !isPending(err) {
-				return fmt.Errorf("record %s: %w", rec.ID, err)
+			for gctx.Err() == nil {
+				i := int(next.Add(1) - 1)
+				if i >= len(recs) {
+					return nil
+				}
+				rec := recs[i]
+				out, err := safeProcess(gctx, st, rec)
+				if kind, _ := contract.Classify(len(out), err); kind == contract.Stop && !isPending(err) {
+					return fmt.Errorf("record %s: %w", rec.ID, err)
+				}
+				outs[i], errs[i] = out, err
+				prog.add(1)
 			}
-			outs[i], errs[i] = out, err
-			prog.add(1)
 			return nil
 		})
 	}

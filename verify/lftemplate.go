@@ -143,17 +143,8 @@ func (e errNoParallel) Error() string {
 // LLaMA-Factory where its tool formats differ), an empty list, or parallel
 // calls for a template that takes one call.
 func (t *LFTemplate) ReadFunction(value string) (FunctionTurn, error) {
-	var ft FunctionTurn
-	jsonPart := value
-	if t.CallText {
-		if match, inner, ok := firstBlock(value, t.ToolCallWords); ok {
-			ft.Prefix = strings.ReplaceAll(value, match, "")
-			jsonPart = inner
-		} else if match, _, ok := firstBlock(value, t.ThoughtWords); ok {
-			ft.Prefix = match
-			jsonPart = strings.ReplaceAll(value, match, "")
-		}
-	}
+	prefix, jsonPart := t.SplitFunction(value)
+	ft := FunctionTurn{Prefix: prefix}
 	calls, err := parseCalls(jsonPart)
 	if err != nil {
 		return ft, err
@@ -163,6 +154,21 @@ func (t *LFTemplate) ReadFunction(value string) (FunctionTurn, error) {
 	}
 	ft.Calls = calls
 	return ft, nil
+}
+
+// SplitFunction is the first step of ReadFunction: it cuts a function_call
+// value into the text the formatter keeps before the calls (Prefix) and the
+// part it parses as the JSON of the calls.
+func (t *LFTemplate) SplitFunction(value string) (prefix, jsonPart string) {
+	jsonPart = value
+	if t.CallText {
+		if match, inner, ok := firstBlock(value, t.ToolCallWords); ok {
+			return strings.ReplaceAll(value, match, ""), inner
+		} else if match, _, ok := firstBlock(value, t.ThoughtWords); ok {
+			return match, strings.ReplaceAll(value, match, "")
+		}
+	}
+	return "", jsonPart
 }
 
 // firstBlock finds the first open…close block of s as Python's re.search

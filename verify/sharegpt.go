@@ -84,6 +84,17 @@ func CheckShareGPT(s *ShareGPT) []Problem {
 // template tpl (nil: "default"); a caller that checks the tools itself uses
 // it to avoid parsing them again.
 func CheckTurns(conversations []Turn, tpl *LFTemplate) []Problem {
+	return checkTurns(conversations, tpl, true)
+}
+
+// CheckTurnOrder is CheckTurns without reading the function_call values
+// back: for a caller that wrote them and has read each one with
+// tpl.ReadFunction already (the export), so each is read once.
+func CheckTurnOrder(conversations []Turn, tpl *LFTemplate) []Problem {
+	return checkTurns(conversations, tpl, false)
+}
+
+func checkTurns(conversations []Turn, tpl *LFTemplate, readCalls bool) []Problem {
 	if tpl == nil {
 		tpl, _ = LookupLFTemplate("default")
 	}
@@ -117,7 +128,7 @@ func CheckTurns(conversations []Turn, tpl *LFTemplate) []Problem {
 			add(ReasonLFMissingField, path, "turn %d (%s) has an empty value", i, t.From)
 			continue
 		}
-		if t.From == "function_call" {
+		if t.From == "function_call" && readCalls {
 			if _, err := tpl.ReadFunction(t.Value); err != nil {
 				kind := ReasonLFBadFunctionCall
 				if _, ok := err.(errNoParallel); ok {

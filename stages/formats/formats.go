@@ -247,20 +247,18 @@ func nameKey(s string) string {
 
 // isChinese reports whether the user and assistant text is obviously
 // Chinese: at least two Han characters, at least a third as many as ASCII
-// letters, and (to leave Japanese out) hardly any kana.
+// letters, and (to leave Japanese out) hardly any kana. Han characters are
+// counted first, skipping ASCII-only texts whole; the letters are counted
+// only when there are two Han characters (most dumps are mostly English).
 func isChinese(ms []record.Message) bool {
-	han, latin, kana := 0, 0, 0
+	han, kana := 0, 0
 	for i := range ms {
-		if ms[i].Role != record.RoleUser && ms[i].Role != record.RoleAssistant {
+		if ms[i].Role != record.RoleUser && ms[i].Role != record.RoleAssistant || asciiOnly(ms[i].Content) {
 			continue
 		}
 		s := ms[i].Content
 		for j := 0; j < len(s); {
-			c := s[j]
-			if c < utf8.RuneSelf {
-				if c|0x20 >= 'a' && c|0x20 <= 'z' {
-					latin++
-				}
+			if s[j] < utf8.RuneSelf {
 				j++
 				continue
 			}
@@ -280,7 +278,31 @@ func isChinese(ms []record.Message) bool {
 			}
 		}
 	}
-	return han >= 2 && 3*han >= latin && 10*kana < han
+	if han < 2 || 10*kana >= han {
+		return false
+	}
+	latin := 0
+	for i := range ms {
+		if ms[i].Role != record.RoleUser && ms[i].Role != record.RoleAssistant {
+			continue
+		}
+		s := ms[i].Content
+		for j := 0; j < len(s); j++ {
+			if c := s[j] | 0x20; c >= 'a' && c <= 'z' {
+				latin++
+			}
+		}
+	}
+	return 3*han >= latin
+}
+
+// asciiOnly reports whether s holds no byte outside ASCII.
+func asciiOnly(s string) bool {
+	var or byte
+	for j := 0; j < len(s); j++ {
+		or |= s[j]
+	}
+	return or < utf8.RuneSelf
 }
 
 // resultText gives a tool result's canonical content: compact JSON when the

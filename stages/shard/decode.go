@@ -53,28 +53,50 @@ func leaf(path ...string) int {
 // column holds one leaf column of a row group: its levels (nil for the
 // required top-level columns), and its non-null values, byte arrays as
 // data[offs[i]:offs[i+1]].
+//
+// The values handed out share one copy of the column's bytes per row group
+// (strs or raws, made on first use): one allocation per column instead of
+// one per value, which was most of Read's allocations. The records of a row
+// group are read, used and dropped together, so the shared copy lives about
+// as long as separate ones would.
 type column struct {
 	rep, def []byte
 	data     []byte
 	offs     []uint32
 	ints     []int64
+
+	strs   string // data as one string, for str
+	raws   []byte // a copy of data, for raw
+	copied bool   // strs or raws is made
 }
 
 func (c *column) reset() {
 	c.rep, c.def, c.data, c.ints = c.rep[:0], c.def[:0], c.data[:0], c.ints[:0]
 	c.offs = append(c.offs[:0], 0)
+	c.strs, c.raws, c.copied = "", nil, false
 }
 
 func (c *column) len() int { return len(c.offs) - 1 }
 
-func (c *column) str(i int) string { return string(c.data[c.offs[i]:c.offs[i+1]]) }
+// str returns value i as a string.
+func (c *column) str(i int) string {
+	if !c.copied {
+		c.strs, c.copied = string(c.data), true
+	}
+	return c.strs[c.offs[i]:c.offs[i+1]]
+}
 
-// raw returns a copy of value i, nil when empty.
+// raw returns value i as its own slice (its capacity ends with it, so an
+// append never reaches the next value), nil when empty.
 func (c *column) raw(i int) json.RawMessage {
-	if c.offs[i] == c.offs[i+1] {
+	a, b := c.offs[i], c.offs[i+1]
+	if a == b {
 		return nil
 	}
-	return bytes.Clone(c.data[c.offs[i]:c.offs[i+1]])
+	if !c.copied {
+		c.raws, c.copied = bytes.Clone(c.data), true
+	}
+	return c.raws[a:b:b]
 }
 
 func readColumn(cc parquet.ColumnChunk, c *column) error {

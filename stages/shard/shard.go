@@ -13,7 +13,6 @@
 package shard
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -215,9 +214,9 @@ func Check(r *record.Record) (reason string, err error) {
 		switch {
 		case !utf8.ValidString(t.Name) || !utf8.ValidString(t.Description):
 			return bad(ReasonInvalidUTF8, fmt.Sprintf("tools[%d] name or description", i))
-		case !json.Valid(t.Parameters):
+		case !ValidJSON(t.Parameters):
 			return bad(ReasonInvalidJSON, fmt.Sprintf("tools[%d].parameters", i))
-		case len(t.Response) > 0 && !json.Valid(t.Response):
+		case len(t.Response) > 0 && !ValidJSON(t.Response):
 			return bad(ReasonInvalidJSON, fmt.Sprintf("tools[%d].response", i))
 		}
 	}
@@ -229,7 +228,7 @@ func Check(r *record.Record) (reason string, err error) {
 			if !utf8.ValidString(c.Name) {
 				return bad(ReasonInvalidUTF8, fmt.Sprintf("messages[%d].calls[%d].name", i, j))
 			}
-			if !json.Valid(c.Arguments) {
+			if !ValidJSON(c.Arguments) {
 				return bad(ReasonInvalidJSON, fmt.Sprintf("messages[%d].calls[%d].arguments", i, j))
 			}
 		}

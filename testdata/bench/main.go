@@ -1,13 +1,23 @@
-// Command bench measures ingest→export throughput and peak memory of the
-// augment binary on a synthetic dump built from the real rows in
-// ../shared/data/derived: `make bench` runs it.
+// Command bench measures the deterministic chain of the augment binary on
+// generated dumps, side by side with a plain Python script doing the same
+// conversion (convert.py beside this file): `make bench` runs it.
 //
-// It writes one dump per raw format (ToolACE, glaive, xlam; JSON arrays, as
-// the datasets ship), each row a real row with its user turns marked by the
-// copy number so no two rows are identical, then runs `augment run` on an
-// ingest → export pipeline as a child process and reports input MB/s and the
-// child's peak RSS. With -double it repeats with twice the rows, to show
-// that memory stays flat as the input grows.
+// For each raw format (glaive, toolace, xlam; JSON arrays, as the datasets
+// ship) it writes a dump of about -mb megabytes from the real rows in
+// ../shared/data/derived, each row's user text marked with its copy number
+// so no two rows are identical. Then, for -rounds rounds, alternating which
+// goes first (the machine is shared, so A/B alternation spreads other load
+// over both), it runs
+//
+//   - augment: ingest → decision_tokens → export (jsonl), as a child process;
+//   - python: convert.py on the same dump, single core;
+//
+// and reports, per format, the median wall time, input MB/s, the CPU seconds
+// (user+sys) per input MB — the fair figure on a loaded machine — and the
+// child's peak RSS. With -double it runs augment once more on a dump twice
+// the size, to show that memory stays flat; with -full it runs the fuller
+// chain ingest → meta_tool → decision_tokens → negatives → export. The last
+// table holds the figures against the floors of issue 15.
 package main
 
 import (
@@ -18,115 +28,371 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
 )
 
 func main() {
-	records := flag.Int("records", 200_000, "records in the synthetic dump (split over the three formats)")
-	double := flag.Bool("double", true, "also run with twice the records")
+	mb := flag.Float64("mb", 100, "size of each format's dump in MB")
+	rounds := flag.Int("rounds", 3, "A/B rounds per format (medians are reported)")
+	double := flag.Bool("double", true, "also run augment on dumps twice the size (peak RSS must stay flat)")
+	full := flag.Bool("full", true, "also run the fuller chain ingest → meta_tool → decision_tokens → negatives → export")
 	bin := flag.String("augment", "bin/augment", "augment binary")
+	py := flag.String("python", "python3", "Python interpreter for convert.py (empty: skip the baseline)")
+	script := flag.String("script", "testdata/bench/convert.py", "the Python baseline")
 	shared := flag.String("shared", "../shared/data", "the shared data directory")
-	work := flag.String("work", "", "work directory (default: a temp dir, removed afterwards)")
+	only := flag.String("formats", "glaive,toolace,xlam", "formats to measure, comma-separated")
+	work := flag.String("work", "", "work directory, kept afterwards (default: a temp dir, removed as the run goes)")
+	profile := flag.String("cpuprofile", "", "write augment's CPU profile of the first round of each format to DIR/<format>.pprof")
 	flag.Parse()
-	if err := run(*records, *double, *bin, *shared, *work); err != nil {
+	b := &bench{mb: *mb, rounds: *rounds, shared: *shared, py: *py, profile: *profile}
+	if b.py != "" {
+		if _, err := exec.LookPath(b.py); err != nil {
+			fmt.Fprintf(os.Stderr, "bench: no %s (%v): measuring augment alone\n", b.py, err)
+			b.py = ""
+		}
+	}
+	var err error
+	if b.bin, err = filepath.Abs(*bin); err == nil {
+		b.script, err = filepath.Abs(*script)
+	}
+	if err == nil && b.profile != "" {
+		b.profile, err = filepath.Abs(b.profile)
+	}
+	if err == nil {
+		err = b.run(strings.Split(*only, ","), *double, *full, *work)
+	}
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
 	}
 }
 
-type format struct{ name, file, key string }
+type format struct{ name, file string }
 
 var formats = []format{
-	{"toolace", "toolace_format_glaive_toolcall_%s_demo.json", "conversations"},
-	{"glaive", "glaive_v2_format_glaive_toolcall_%s_demo.json", "chat"},
-	{"xlam", "xlam_format_glaive_toolcall_%s_demo.json", "query"},
+	{"glaive", "glaive_v2_format_glaive_toolcall_%s_demo.json"},
+	{"toolace", "toolace_format_glaive_toolcall_%s_demo.json"},
+	{"xlam", "xlam_format_glaive_toolcall_%s_demo.json"},
 }
 
-func run(records int, double bool, bin, shared, work string) error {
-	if _, err := os.Stat(filepath.Join(shared, "derived")); err != nil {
-		return fmt.Errorf("needs %s/derived (the shared data): %w", shared, err)
+type bench struct {
+	mb                      float64
+	rounds                  int
+	bin, script, py, shared string
+	profile                 string
+	keep                    bool // keep each format's dumps and outputs (-work given)
+	printed                 bool
+}
+
+// A run is one measured child process.
+type run struct {
+	wall, cpu float64 // seconds; cpu is user+sys
+	rss       int64   // peak, KiB
+}
+
+// summary is one format's line of the last table.
+type summary struct {
+	format                string
+	mb, mbDouble          float64
+	augment, python       run
+	double, full          run
+	linesSame, linesTotal int
+}
+
+const (
+	chainShort = "decision_tokens → export"
+	chainFull  = "meta_tool → decision_tokens → negatives → export"
+)
+
+func (b *bench) run(only []string, double, full bool, work string) error {
+	if _, err := os.Stat(filepath.Join(b.shared, "derived")); err != nil {
+		return fmt.Errorf("needs %s/derived (the shared data): %w", b.shared, err)
 	}
-	abin, err := filepath.Abs(bin)
-	if err != nil {
-		return err
-	}
+	var err error
+	b.keep = work != ""
 	if work == "" {
 		if work, err = os.MkdirTemp("", "augment-bench-"); err != nil {
 			return err
 		}
 		defer os.RemoveAll(work)
 	}
-	sizes := []int{records}
-	if double {
-		sizes = append(sizes, 2*records)
-	}
-	fmt.Printf("%-9s %10s %9s %8s %9s %12s\n", "records", "input MB", "seconds", "MB/s", "records/s", "peak RSS MiB")
-	for _, n := range sizes {
-		dir := filepath.Join(work, fmt.Sprint(n))
-		bytes, err := generate(shared, dir, n)
-		if err != nil {
+	if b.profile != "" {
+		if err := os.MkdirAll(b.profile, 0o755); err != nil {
 			return err
 		}
-		secs, rss, err := measure(abin, dir)
-		if err != nil {
-			return err
-		}
-		mb := float64(bytes) / 1e6
-		fmt.Printf("%-9d %10.1f %9.1f %8.1f %9.0f %12.0f\n", n, mb, secs, mb/secs, float64(n)/secs, float64(rss)/1024)
 	}
+	var sums []summary
+	for _, f := range formats {
+		if !slices.Contains(only, f.name) {
+			continue
+		}
+		s, err := b.format(f, work, double, full)
+		if err != nil {
+			return fmt.Errorf("%s: %w", f.name, err)
+		}
+		sums = append(sums, s)
+	}
+	b.verdict(sums, double, full)
 	return nil
 }
 
-// generate writes the three dumps and the pipeline; it returns the dumps'
-// total size.
-func generate(shared, dir string, n int) (int64, error) {
+// format measures one format and returns its medians.
+func (b *bench) format(f format, work string, double, full bool) (summary, error) {
+	s := summary{format: f.name}
+	dir := filepath.Join(work, f.name)
+	size, err := generate(b.shared, dir, f, int64(b.mb*1e6))
+	if err != nil {
+		return s, err
+	}
+	s.mb = float64(size) / 1e6
+	if err := writePipelines(dir, f.name); err != nil {
+		return s, err
+	}
+	var ours, theirs []run
+	for i := range b.rounds {
+		steps := []func() error{
+			func() error {
+				r, err := b.augment(dir, "short.yaml", i == 0)
+				ours = append(ours, r)
+				b.line(f.name, chainShort, s.mb, "augment", r)
+				return err
+			},
+		}
+		if b.py != "" {
+			steps = append(steps, func() error {
+				r, err := b.python(dir, f.name)
+				theirs = append(theirs, r)
+				b.line(f.name, chainShort, s.mb, "python", r)
+				return err
+			})
+		}
+		if i%2 == 1 {
+			slices.Reverse(steps)
+		}
+		for _, step := range steps {
+			if err := step(); err != nil {
+				return s, err
+			}
+		}
+	}
+	s.augment, s.python = median(ours), median(theirs)
+	if b.py != "" {
+		same, total, err := compareLines(filepath.Join(dir, "out", "02-export", "augment_export"), filepath.Join(dir, "python.jsonl"))
+		if err != nil {
+			return s, err
+		}
+		s.linesSame, s.linesTotal = same, total
+	}
+	if full {
+		r, err := b.augment(dir, "full.yaml", false)
+		if err != nil {
+			return s, err
+		}
+		s.full = r
+		b.line(f.name, chainFull, s.mb, "augment", r)
+	}
+	if double {
+		ddir := filepath.Join(work, f.name+"-2x")
+		size, err := generate(b.shared, ddir, f, int64(2*b.mb*1e6))
+		if err != nil {
+			return s, err
+		}
+		s.mbDouble = float64(size) / 1e6
+		if err := writePipelines(ddir, f.name); err != nil {
+			return s, err
+		}
+		r, err := b.augment(ddir, "short.yaml", false)
+		if err != nil {
+			return s, err
+		}
+		s.double = r
+		b.line(f.name, chainShort, s.mbDouble, "augment", r)
+		if !b.keep {
+			os.RemoveAll(ddir)
+		}
+	}
+	if !b.keep {
+		os.RemoveAll(dir)
+	}
+	return s, nil
+}
+
+func (b *bench) line(format, chain string, mb float64, tool string, r run) {
+	if !b.printed {
+		fmt.Printf("%-8s %-48s %8s %-8s %7s %7s %7s %9s %8s\n", "format", "chain after ingest", "input MB", "tool", "wall s", "MB/s", "CPU s", "CPU ms/MB", "RSS MiB")
+		b.printed = true
+	}
+	fmt.Printf("%-8s %-48s %8.1f %-8s %7.2f %7.1f %7.2f %9.2f %8.0f\n", format, chain, mb, tool, r.wall, mb/r.wall, r.cpu, 1000*r.cpu/mb, float64(r.rss)/1024)
+}
+
+// verdict prints the table of issue 15 with its floors.
+func (b *bench) verdict(sums []summary, double, full bool) {
+	fmt.Println()
+	fmt.Printf("medians of %d rounds; floors: ≥ 100 MB/s, ≥ 5× Python's wall, CPU ≤ 0.5× Python's, RSS ≤ 512 MiB and flat at 2×, full chain ≥ 60 MB/s\n", b.rounds)
+	fmt.Printf("%-8s %12s %14s %16s %22s %12s %14s %14s\n", "dump", "augment MB/s", "vs Python wall", "CPU ÷ Python CPU", "peak RSS MiB (Python)", "RSS at 2×", "full MB/s", "same lines")
+	for _, s := range sums {
+		mark := func(ok bool) string {
+			if ok {
+				return " "
+			}
+			return "!"
+		}
+		rate := s.mb / s.augment.wall
+		cell := func(v float64, format string, ok bool) string { return fmt.Sprintf(format, v) + mark(ok) }
+		speed, cpu, same, py := "-", "-", "-", "-"
+		if s.python.wall > 0 {
+			speed = cell(s.python.wall/s.augment.wall, "%.1f×", s.python.wall/s.augment.wall >= 5)
+			cpu = cell(s.augment.cpu/s.python.cpu, "%.2f", s.augment.cpu/s.python.cpu <= 0.5)
+			same = fmt.Sprintf("%d/%d", s.linesSame, s.linesTotal)
+			py = fmt.Sprintf("%.0f", float64(s.python.rss)/1024)
+		}
+		rss := cell(float64(s.augment.rss)/1024, "%.0f", s.augment.rss <= 512<<10)
+		dbl, fullRate := "-", "-"
+		if double {
+			dbl = cell(float64(s.double.rss)/1024, "%.0f", s.double.rss <= 512<<10 && float64(s.double.rss) <= 1.25*float64(s.augment.rss))
+		}
+		if full {
+			fullRate = cell(s.mb/s.full.wall, "%.1f", s.mb/s.full.wall >= 60)
+		}
+		fmt.Printf("%-8s %12s %14s %16s %22s %12s %14s %14s\n", s.format, cell(rate, "%.1f", rate >= 100), speed, cpu,
+			rss+" ("+py+")", dbl, fullRate, same)
+	}
+	fmt.Println("! marks a figure below its floor; same lines: output lines equal byte for byte between augment and the script")
+}
+
+func median(rs []run) run {
+	if len(rs) == 0 {
+		return run{}
+	}
+	pick := func(f func(run) float64) float64 {
+		v := make([]float64, len(rs))
+		for i, r := range rs {
+			v[i] = f(r)
+		}
+		slices.Sort(v)
+		return v[len(v)/2]
+	}
+	return run{
+		wall: pick(func(r run) float64 { return r.wall }),
+		cpu:  pick(func(r run) float64 { return r.cpu }),
+		rss:  int64(pick(func(r run) float64 { return float64(r.rss) })),
+	}
+}
+
+// writePipelines writes short.yaml and full.yaml for the dump of format in
+// dir. Both write to out/, which each run starts without.
+func writePipelines(dir, format string) error {
+	head := fmt.Sprintf("seed: 1\noutput: {dir: out, shard_size: 5000}\nsources:\n  - {name: %s, path: %s.json, format: %s}\nstages:\n", format, format, format)
+	short := head + "  - decision_tokens: {}\n  - export: {format: jsonl}\n"
+	full := head + "  - meta_tool: {}\n  - decision_tokens: {}\n  - negatives: {target: token}\n  - export: {format: jsonl}\n"
+	if err := os.WriteFile(filepath.Join(dir, "short.yaml"), []byte(short), 0o644); err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(dir, "full.yaml"), []byte(full), 0o644)
+}
+
+// augment runs one pipeline from scratch.
+func (b *bench) augment(dir, pipeline string, profile bool) (run, error) {
+	if err := os.RemoveAll(filepath.Join(dir, "out")); err != nil {
+		return run{}, err
+	}
+	args := []string{"run", "-quiet"}
+	if profile && b.profile != "" {
+		args = append(args, "-cpuprofile", filepath.Join(b.profile, filepath.Base(dir)+".pprof"))
+	}
+	return measure(dir, nil, b.bin, append(args, pipeline)...)
+}
+
+// python runs the baseline script on the dump.
+func (b *bench) python(dir, format string) (run, error) {
+	return measure(dir, []string{"PYTHONHASHSEED=0"}, b.py, b.script, format, format+".json", "python.jsonl")
+}
+
+// measure runs a command and returns its wall time, CPU time and peak RSS.
+func measure(dir string, env []string, name string, args ...string) (run, error) {
+	cmd := exec.Command(name, args...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), env...)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	start := time.Now()
+	if err := cmd.Run(); err != nil {
+		return run{}, fmt.Errorf("%s %s: %w\n%s", name, strings.Join(args, " "), err, stderr.String())
+	}
+	r := run{wall: time.Since(start).Seconds()}
+	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
+		r.rss = ru.Maxrss
+		r.cpu = time.Duration(ru.Utime.Nano() + ru.Stime.Nano()).Seconds()
+	}
+	return r, nil
+}
+
+// compareLines counts the lines of the script's output that augment's
+// export also holds (as a multiset: a row one side rejects or skips does not
+// shift the others).
+func compareLines(exportDir, pyOut string) (same, total int, err error) {
+	files, err := filepath.Glob(filepath.Join(exportDir, "part-*.jsonl"))
+	if err != nil {
+		return 0, 0, err
+	}
+	ours := map[string]int{}
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			return 0, 0, err
+		}
+		for _, l := range strings.SplitAfter(string(b), "\n") {
+			ours[l]++
+		}
+	}
+	theirs, err := os.ReadFile(pyOut)
+	if err != nil {
+		return 0, 0, err
+	}
+	for _, l := range strings.SplitAfter(string(theirs), "\n") {
+		if l == "" {
+			continue
+		}
+		total++
+		if ours[l] > 0 {
+			ours[l]--
+			same++
+		}
+	}
+	return same, total, nil
+}
+
+// generate writes the dump of format f, about size bytes, into dir and
+// returns its size. Rows cycle through the real rows (en and zh), each
+// copy's user text marked with its copy number.
+func generate(shared, dir string, f format, size int64) (int64, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return 0, err
 	}
-	var total int64
-	pipeline := "seed: 1\noutput: {dir: out, shard_size: 5000}\nsources:\n"
-	for i, f := range formats {
-		var rows []map[string]any
-		for _, lang := range []string{"en", "zh"} {
-			b, err := os.ReadFile(filepath.Join(shared, "derived", fmt.Sprintf(f.file, lang)))
-			if err != nil {
-				return 0, err
-			}
-			var part []map[string]any
-			if err := json.Unmarshal(b, &part); err != nil {
-				return 0, err
-			}
-			rows = append(rows, part...)
-		}
-		want := n / len(formats)
-		if i == 0 {
-			want += n % len(formats)
-		}
-		path := filepath.Join(dir, f.name+".json")
-		size, err := writeDump(path, rows, want, f)
+	var rows []map[string]any
+	for _, lang := range []string{"en", "zh"} {
+		b, err := os.ReadFile(filepath.Join(shared, "derived", fmt.Sprintf(f.file, lang)))
 		if err != nil {
 			return 0, err
 		}
-		total += size
-		pipeline += fmt.Sprintf("  - {name: %s, path: %s.json, format: %s}\n", f.name, f.name, f.name)
+		var part []map[string]any
+		if err := json.Unmarshal(b, &part); err != nil {
+			return 0, err
+		}
+		rows = append(rows, part...)
 	}
-	pipeline += "stages:\n  - export: {}\n"
-	return total, os.WriteFile(filepath.Join(dir, "pipeline.yaml"), []byte(pipeline), 0o644)
-}
-
-// writeDump writes want rows cycling through rows, each copy's user text
-// marked with its copy number.
-func writeDump(path string, rows []map[string]any, want int, f format) (int64, error) {
-	out, err := os.Create(path)
+	out, err := os.Create(filepath.Join(dir, f.name+".json"))
 	if err != nil {
 		return 0, err
 	}
 	defer out.Close()
 	w := bufio.NewWriterSize(out, 1<<20)
 	w.WriteString("[\n")
-	for i := range want {
+	written := int64(2)
+	for i := 0; written < size; i++ {
 		row := rows[i%len(rows)]
 		mark := fmt.Sprintf(" (#%d)", i)
 		c := map[string]any{}
@@ -156,8 +422,10 @@ func writeDump(path string, rows []map[string]any, want int, f format) (int64, e
 		}
 		if i > 0 {
 			w.WriteString(",\n")
+			written += 2
 		}
 		w.Write(b)
+		written += int64(len(b))
 	}
 	w.WriteString("\n]\n")
 	if err := w.Flush(); err != nil {
@@ -168,22 +436,4 @@ func writeDump(path string, rows []map[string]any, want int, f format) (int64, e
 		return 0, err
 	}
 	return fi.Size(), nil
-}
-
-// measure runs the pipeline once and returns wall seconds and the child's
-// peak RSS in KiB.
-func measure(bin, dir string) (float64, int64, error) {
-	cmd := exec.Command(bin, "run", "-quiet", "pipeline.yaml")
-	cmd.Dir = dir
-	cmd.Stderr = os.Stderr
-	start := time.Now()
-	if err := cmd.Run(); err != nil {
-		return 0, 0, fmt.Errorf("augment run: %w", err)
-	}
-	secs := time.Since(start).Seconds()
-	ru, _ := cmd.ProcessState.SysUsage().(*syscall.Rusage)
-	if ru == nil {
-		return secs, 0, nil
-	}
-	return secs, ru.Maxrss, nil
 }

@@ -1,0 +1,39 @@
+package formats
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/augmentdata/augment/stages/record"
+)
+
+func TestIsChinese(t *testing.T) {
+	msg := func(role, s string) record.Message { return record.Message{Role: role, Content: s} }
+	u, a := record.RoleUser, record.RoleAssistant
+	tests := []struct {
+		name string
+		ms   []record.Message
+		want bool
+	}{
+		{"empty", nil, false},
+		{"english", []record.Message{msg(u, "What is the weather?"), msg(a, "Sunny.")}, false},
+		{"chinese", []record.Message{msg(u, "你好，请介绍一下台北。"), msg(a, "台北是台湾的最大城市。")}, true},
+		{"one han", []record.Message{msg(u, "台 is a character")}, false},
+		{"two han, few letters", []record.Message{msg(u, "台北 ok")}, true},
+		// 2 Han against 7 letters: 3*2 < 7.
+		{"two han, many letters", []record.Message{msg(u, "台北 is great")}, false},
+		// Letters of an ASCII-only turn count against the Han of another.
+		{"letters in another turn", []record.Message{msg(u, strings.Repeat("abc ", 10)), msg(a, "台北")}, false},
+		{"han in another turn", []record.Message{msg(u, "ok"), msg(a, "台北台北")}, true},
+		{"japanese", []record.Message{msg(u, "東京はどこですか。ひらがなとカタカナ")}, false},
+		{"a little kana", []record.Message{msg(u, strings.Repeat("北京", 10)+"の")}, true},
+		{"tool and system turns do not count", []record.Message{msg(record.RoleSystem, "你好你好"), msg(record.RoleTool, "台北"), msg(u, "hi")}, false},
+		{"rare han block", []record.Message{msg(u, "\U00020000\U00020001")}, true},
+		{"accents are not letters here", []record.Message{msg(u, "台北 éé")}, true},
+	}
+	for _, tt := range tests {
+		if got := isChinese(tt.ms); got != tt.want {
+			t.Errorf("%s: isChinese = %v, want %v", tt.name, got, tt.want)
+		}
+	}
+}
