@@ -408,6 +408,19 @@ func (r *Runner) runStage(ctx context.Context, sr stageRun, inputs []shardInput)
 		m.Seconds = time.Since(m.Started).Seconds()
 		return sr.out.WriteJSON(manifestFile, m)
 	}
+	// The shards to redo that the manifest on disk lists leave it before
+	// their files are rewritten: a run killed after a shard's rename and
+	// before the next save must not leave the manifest naming bytes that
+	// are gone (a redone shard's bytes may differ: one with transient
+	// rejects, say). Their old files stay in Superseded until the run ends.
+	if old != nil && slices.ContainsFunc(old.Shards, func(s manifests.Shard) bool {
+		_, redo := todo[s.Name]
+		return redo
+	}) {
+		if err := save(); err != nil {
+			return res, err
+		}
+	}
 	lastSave := time.Now()
 	pendingShards := 0 // batch mode: shards waiting for batch answers (batch.go)
 	g, gctx := errgroup.WithContext(ctx)
