@@ -6,6 +6,7 @@ package stages
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -421,4 +422,51 @@ func staleListing(out, stage string) string {
 		return ""
 	}
 	return msg
+}
+
+// A run killed after writing a shard with transient rejects and before
+// recording it leaves a rejects file no manifest lists yet. The next run,
+// making that shard without rejects, deletes it: the output then holds
+// only what a clean run writes.
+func TestUnrecordedRejectsFileDoesNotOutliveTheRedo(t *testing.T) {
+	dump := llmrunRows(120)
+	teacher := "  max_retries: 2\n  retry_base: 1ms\n  retry_max: 4ms\n  breaker_cooldown: 20ms\n  max_error_rate: 1"
+	endpoints := func(url string) []llm.Endpoint { return []llm.Endpoint{{BaseURL: url + "/v1", MaxInFlight: 64}} }
+	_, cleanURL := llmrunFake(t, fakellm.Config{Script: llmrunScript})
+	cleanPath := llmrunPipeline(t, dump, 5, endpoints(cleanURL), teacher)
+	if _, log, err := faultRun(t, cleanPath, nil); err != nil {
+		t.Fatalf("clean run: %v\n%s", err, log)
+	}
+	fake, url := llmrunFake(t, fakellm.Config{Script: llmrunScript, Faults: fakellm.Faults{DownAfter: 40}})
+	path := llmrunPipeline(t, dump, 5, endpoints(url), teacher)
+	if _, log, err := faultRun(t, path, nil); err == nil {
+		t.Fatalf("outage run: want a resumable stop\n%s", log)
+	}
+	// What a kill before the save leaves: the shards with transient
+	// rejects written but not in the manifest.
+	out := filepath.Join(filepath.Dir(path), "out")
+	mpath := filepath.Join(out, "01-reason", "manifest.json")
+	m, err := manifests.Read[manifests.Stage](mpath)
+	if err != nil || m == nil {
+		t.Fatalf("reason manifest: %v", err)
+	}
+	n := len(m.Shards)
+	m.Shards = slices.DeleteFunc(m.Shards, func(s manifests.Shard) bool { return s.Key == "" })
+	if len(m.Shards) == n {
+		t.Fatal("no shard with transient rejects; the test does not exercise the redo")
+	}
+	b, err := json.Marshal(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(mpath, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := fake.SetFaults(fakellm.Faults{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, log, err := faultRun(t, path, nil); err != nil {
+		t.Fatalf("resumed run: %v\n%s", err, log)
+	}
+	llmrunSameData(t, llmrunDataFiles(t, filepath.Join(filepath.Dir(cleanPath), "out")), llmrunDataFiles(t, out))
 }
