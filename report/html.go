@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/augmentdata/augment/manifests"
+	"github.com/augmentdata/augment/verify"
 )
 
 // HTMLFile is the report's file name in the run directory.
@@ -198,6 +199,12 @@ func (r *Run) HTML() ([]byte, error) {
 		if len(kb) > 0 {
 			p.Checks = append(p.Checks, htmlChart{Title: s.Dir + ": problems by kind", SVG: hbars("kinds_"+s.Name, kb, "")})
 		}
+		for _, name := range cfg.Checks {
+			if sb := judgeBars(name, c.Counters); sb != nil {
+				p.Checks = append(p.Checks, htmlChart{Title: s.Dir + ": " + name + " answers" + judgeMeaning(name),
+					SVG: vbars("judge_scores_"+s.Name+"_"+name, sb)})
+			}
+		}
 	}
 
 	// Teacher traffic.
@@ -363,3 +370,37 @@ Teacher: {{.Run.Config.Teacher.Provider}}{{with .Models}} ({{.}}){{end}}.</p>
 </body>
 </html>
 `))
+
+// judgeBars is the histogram of an LLM judge's answers from verify's
+// "judge.<judge>=<value>" counters: a bin per answer the judge can give,
+// and one for unreadable answers when there were any; nil for a rule check
+// or a manifest without the counters (made before they were kept).
+func judgeBars(name string, counters map[string]int64) []bar {
+	ch, ok := verify.Lookup(name)
+	if !ok || len(ch.Answers) == 0 {
+		return nil
+	}
+	var bars []bar
+	var total int64
+	for _, a := range append(slices.Clone(ch.Answers), verify.JudgedUnparseable) {
+		n, seen := counters["judge."+name+"="+a]
+		total += n
+		if a == verify.JudgedUnparseable && !seen {
+			continue
+		}
+		bars = append(bars, bar{Label: a, Value: float64(n), Title: fmt.Sprintf("%s answered %s: %d times", name, a, n)})
+	}
+	if total == 0 {
+		return nil
+	}
+	return bars
+}
+
+// judgeMeaning says what a judge's answers mean, for a chart's title.
+func judgeMeaning(name string) string {
+	ch, _ := verify.Lookup(name)
+	if len(ch.Answers) == 2 {
+		return " (0: no problem, 1: problem found), per judged call turn"
+	}
+	return " (score 0–2, higher is better), per judged final answer"
+}

@@ -109,8 +109,8 @@ func vbars(name string, bars []bar) template.HTML {
 		if title == "" {
 			title = fmt.Sprintf("%s: %s", b.Label, num(b.Value))
 		}
-		fmt.Fprintf(&s, `<g><title>%s</title><rect class="bar" x="%.1f" y="%.1f" width="%.1f" height="%.1f" data-value="%s"></rect>`,
-			html.EscapeString(title), x+1, float64(base)-bh, math.Max(bw-2, 1), bh, num(b.Value))
+		fmt.Fprintf(&s, `<g data-label="%s"><title>%s</title><rect class="bar" x="%.1f" y="%.1f" width="%.1f" height="%.1f" data-value="%s"></rect>`,
+			html.EscapeString(b.Label), html.EscapeString(title), x+1, float64(base)-bh, math.Max(bw-2, 1), bh, num(b.Value))
 		if b.Value > 0 && bw >= 18 {
 			fmt.Fprintf(&s, `<text class="value" x="%.1f" y="%.1f" text-anchor="middle">%s</text>`, x+bw/2, float64(base)-bh-3, num(b.Value))
 		}

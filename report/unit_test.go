@@ -130,3 +130,37 @@ func TestDiff(t *testing.T) {
 		t.Errorf("no change: %q", d)
 	}
 }
+
+func TestJudgeBars(t *testing.T) {
+	counters := map[string]int64{
+		"check.judge_completeness":             4,
+		"judge.judge_completeness=0":           1,
+		"judge.judge_completeness=2":           7,
+		"judge.judge_completeness=unparseable": 3,
+		"judge.judge_hallucination=1":          2,
+		"judge.judge_hallucination=0":          5,
+	}
+	type bin struct {
+		label string
+		n     float64
+	}
+	for _, tc := range []struct {
+		judge string
+		want  []bin // nil: no chart
+	}{
+		{"judge_completeness", []bin{{"0", 1}, {"1", 0}, {"2", 7}, {"unparseable", 3}}},
+		{"judge_hallucination", []bin{{"0", 5}, {"1", 2}}},
+		{"judge_correctness", nil}, // configured but no counters (an older manifest)
+		{"roles", nil},             // a rule check
+	} {
+		t.Run(tc.judge, func(t *testing.T) {
+			var got []bin
+			for _, b := range judgeBars(tc.judge, counters) {
+				got = append(got, bin{b.Label, b.Value})
+			}
+			if !slices.Equal(got, tc.want) {
+				t.Errorf("got %v, want %v", got, tc.want)
+			}
+		})
+	}
+}

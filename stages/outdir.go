@@ -259,7 +259,11 @@ func (r *Runner) openOutput() error {
 		root.Close()
 		return bad("output.dir %s is not writable: %v", r.dir, err)
 	}
-	lock, err := lockOutput(root)
+	lockFn := lockOutput
+	if r.o.Worker != nil { // workers.go: a worker's own lock
+		lockFn = r.lockWorker
+	}
+	lock, err := lockFn(root)
 	if err != nil {
 		root.Close()
 		var busy *BusyError

@@ -78,7 +78,7 @@ func (r *Runner) startProgress(name string, total int64, unit string, env *Env) 
 				extra := ""
 				if env != nil {
 					if s := env.stats(); s != nil {
-						extra = " " + llmProgress(last, *s, time.Since(lastAt).Seconds())
+						extra = " " + llmProgress(last, *s, time.Since(lastAt).Seconds(), n, total)
 						last, lastAt = *s, time.Now()
 					}
 				}
@@ -118,8 +118,11 @@ func (p *progress) done() {
 	}
 }
 
-// llmProgress describes teacher traffic since the previous snapshot.
-func llmProgress(prev, cur llm.Stats, secs float64) string {
+// llmProgress describes teacher traffic since the previous snapshot: sent
+// requests and tokens per second over secs, and, with prices configured, the
+// cost so far and the cost projected for the whole stage from the share of
+// its records done (done of total).
+func llmProgress(prev, cur llm.Stats, secs float64, done, total int64) string {
 	if secs <= 0 {
 		secs = 1
 	}
@@ -128,6 +131,9 @@ func llmProgress(prev, cur llm.Stats, secs float64) string {
 	s := fmt.Sprintf("req/s=%.1f tok/s=%.0f in_flight=%d cache_hits=%d failed=%d", sent, toks, cur.InFlight, cur.CacheHits, cur.Failed)
 	if cur.Cost > 0 {
 		s += fmt.Sprintf(" cost=%.2f", cur.Cost)
+		if done > 0 && total > 0 {
+			s += fmt.Sprintf(" projected=%.2f", cur.ProjectedCost(min(float64(done)/float64(total), 1)))
+		}
 	}
 	return s
 }

@@ -45,6 +45,10 @@ type Options struct {
 	Progress io.Writer
 	Explain  bool // log why each shard and request is not served from earlier work
 	Getenv   func(string) string
+	// Worker makes this process one of several sharing the run; Merge
+	// makes the run adopt their work (see workers.go). Hooks: "workers.go".
+	Worker *Worker
+	Merge  bool
 }
 
 // A Report summarises what a run did, stage by stage.
@@ -117,6 +121,7 @@ func NewRunner(p *Pipeline, o Options) (*Runner, error) {
 	// Everything that can be found before a write is found now, all at once.
 	src := newOpener(p, o)
 	probs := append(pathProblems(p, src), envProblems(p, o.Getenv)...)
+	probs = append(probs, workerProblems(p, o)...) // workers.go
 	if probs = append(probs, stageProblems(p)...); len(probs) > 0 {
 		return nil, &ConfigError{Problems: probs}
 	}
@@ -143,6 +148,7 @@ func NewRunner(p *Pipeline, o Options) (*Runner, error) {
 		}
 		defer lo.CacheRoot.Close()
 		lo.CacheDir = filepath.Join(dir, cacheDir)
+		lo.CacheSegment = r.cacheSegment() // workers.go
 	}
 	if r.teacher, err = llm.NewTeacher(p.Teacher, lo); err != nil {
 		r.closeOutput()
@@ -199,6 +205,9 @@ func (r *Runner) plan() []stageRun {
 // is skipped; a failed shard stops the run and nothing of it is visible, so
 // running again resumes where this run stopped.
 func (r *Runner) Run(ctx context.Context) (rep *Report, err error) {
+	if r.o.Worker != nil { // workers.go
+		return r.runWorker(ctx)
+	}
 	// report: report.html, and a dataset card in each export dir (stages/report.go).
 	defer func() { err = r.writeReport(err) }()
 	if msg, warn := lastStage(r.p); warn {
@@ -216,30 +225,53 @@ func (r *Runner) Run(ctx context.Context) (rep *Report, err error) {
 	if err != nil {
 		return rep, fmt.Errorf("stage ingest: %w", err)
 	}
-	input := ing.outputs
-	for _, sr := range runs[1:] {
+	err = r.runStages(ctx, rep, runs, ing.outputs, func(_ int, _ stageRun, res stageResult, input []shardInput) ([]shardInput, error) {
+		if res.sink {
+			return input, nil
+		}
+		return res.outputs, nil
+	})
+	if err != nil {
+		return rep, err
+	}
+	if err := r.sweepStale(runs); err != nil {
+		return rep, err
+	}
+	return rep, r.transientErr("everything else is done — run the same command again to retry just those records")
+}
+
+// runStages runs the stages after ingest in order, from input, the ingest's
+// shards. next gives the following stage's input from a stage's result: its
+// outputs in one process; after the barrier, every worker's, for a worker.
+func (r *Runner) runStages(ctx context.Context, rep *Report, runs []stageRun, input []shardInput,
+	next func(i int, sr stageRun, res stageResult, input []shardInput) ([]shardInput, error)) error {
+	for i, sr := range runs[1:] {
 		if sr.spec.Skip {
 			r.o.Log.Info("skip stage", "stage", sr.name, "reason", "skip: true in pipeline.yaml")
 			continue
 		}
 		res, err := r.runStage(ctx, sr, input)
 		rep.Stages = append(rep.Stages, res.report)
+		if err == nil {
+			input, err = next(i, sr, res, input)
+		}
 		if err != nil {
-			return rep, fmt.Errorf("stage %s: %w", sr.name, err)
-		}
-		if !res.sink {
-			input = res.outputs
+			return fmt.Errorf("stage %s: %w", sr.name, err)
 		}
 	}
-	if err := r.sweepStale(runs); err != nil {
-		return rep, err
+	return nil
+}
+
+// transientErr is the run's stop when records were rejected for teacher
+// failures that may pass (exit 3); what tells the user what to do next.
+func (r *Runner) transientErr(what string) error {
+	n := r.transient.Load()
+	if n == 0 {
+		return nil
 	}
-	if n := r.transient.Load(); n > 0 {
-		return rep, &llm.FatalError{Reason: "llm_transient_rejects", Msg: fmt.Sprintf(
-			"%d records were rejected for teacher failures that may pass (timeouts, 429, 5xx, unreadable answers, endpoints out of rotation; counts by reason in the manifests); everything else is done — run the same command again to retry just those records",
-			n)}
-	}
-	return rep, nil
+	return &llm.FatalError{Reason: "llm_transient_rejects", Msg: fmt.Sprintf(
+		"%d records were rejected for teacher failures that may pass (timeouts, 429, 5xx, unreadable answers, endpoints out of rotation; counts by reason in the manifests); %s",
+		n, what)}
 }
 
 // A shardInput is one Parquet shard handed from a stage to the next.
@@ -249,9 +281,10 @@ type shardInput struct {
 }
 
 type stageResult struct {
-	report  StageReport
-	outputs []shardInput
-	sink    bool
+	report   StageReport
+	outputs  []shardInput
+	sink     bool
+	fp, plan string // the stage's fingerprint and plan digest (workers.go: the barrier checks keys)
 }
 
 // fingerprint hashes everything about a stage, except its input, that can
@@ -345,7 +378,7 @@ func (r *Runner) runStage(ctx context.Context, sr stageRun, inputs []shardInput)
 		plan = old.Plan
 	}
 	todo := r.pending(sr, old, fp, plan, inputs)
-	if planner, ok := st.(Planner); ok && len(todo) > 0 {
+	if planner, ok := st.(Planner); ok && (len(todo) > 0 || r.o.Worker != nil) { // workers.go: a worker cannot see others' todo
 		digest, err := r.runPlan(ctx, planner, inputs)
 		if err != nil {
 			return res, fmt.Errorf("plan: %w", err)
@@ -353,6 +386,7 @@ func (r *Runner) runStage(ctx context.Context, sr stageRun, inputs []shardInput)
 		plan = digest
 		todo = r.pending(sr, old, fp, plan, inputs)
 	}
+	res.fp, res.plan = fp, plan // workers.go
 	m := &manifests.Stage{
 		Name: sr.name, Type: typ, Version: cfg.version(), Tool: r.o.Version,
 		ConfigHash: fp, Config: cfgJSON, Plan: plan, Started: time.Now().UTC(),
@@ -361,7 +395,10 @@ func (r *Runner) runStage(ctx context.Context, sr stageRun, inputs []shardInput)
 			return !redo && slices.ContainsFunc(inputs, func(in shardInput) bool { return in.name == shard })
 		}),
 	}
-	if len(todo) == 0 && old != nil {
+	if r.o.Merge && old != nil { // workers.go: the workers' teacher accounting
+		m.LLM = old.LLM
+	}
+	if len(todo) == 0 && old != nil && r.o.Worker == nil && !r.o.Merge { // workers.go: they always write their manifest
 		if len(old.Superseded) > 0 {
 			// An earlier run recorded every shard but stopped before
 			// deleting what it replaced.
@@ -388,7 +425,7 @@ func (r *Runner) runStage(ctx context.Context, sr stageRun, inputs []shardInput)
 	done := map[string]manifests.Shard{}
 	if old != nil {
 		for _, s := range old.Shards {
-			if _, redo := todo[s.Name]; !redo {
+			if _, redo := todo[s.Name]; !redo && r.mine(s.Name) { // workers.go
 				done[s.Name] = s
 			}
 		}
@@ -417,7 +454,7 @@ func (r *Runner) runStage(ctx context.Context, sr stageRun, inputs []shardInput)
 			m.Notes = slices.Compact(slices.Sorted(slices.Values(append(m.Notes, kept...))))
 		}
 		m.Seconds = time.Since(m.Started).Seconds()
-		return sr.out.WriteJSON(manifestFile, m)
+		return r.saveStage(sr, m) // workers.go: manifest.json, or this worker's part
 	}
 	// Before any shard is written, the manifest on disk drops the shards
 	// to redo: a run killed after a shard's rename and before the next save
@@ -427,7 +464,9 @@ func (r *Runner) runStage(ctx context.Context, sr stageRun, inputs []shardInput)
 	// file each shard may write: a shard a killed run wrote with rejects
 	// and the next run makes without any leaves none behind.
 	for name := range todo {
-		m.Superseded = append(m.Superseded, sr.rel+"/rejects-"+name+".jsonl")
+		if r.mine(name) { // workers.go
+			m.Superseded = append(m.Superseded, sr.rel+"/rejects-"+name+".jsonl")
+		}
 	}
 	m.Superseded = slices.Compact(slices.Sorted(slices.Values(m.Superseded)))
 	if err := save(); err != nil {
@@ -438,6 +477,9 @@ func (r *Runner) runStage(ctx context.Context, sr stageRun, inputs []shardInput)
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(shardWorkers(st))
 	for _, in := range inputs {
+		if !r.mine(in.name) { // workers.go
+			continue
+		}
 		key, redo := todo[in.name]
 		if !redo {
 			res.report.Skipped++
@@ -486,7 +528,7 @@ func (r *Runner) runStage(ctx context.Context, sr stageRun, inputs []shardInput)
 	}
 	err = g.Wait()
 	err = r.batchFinish(ctx, sr, err, pendingShards)
-	if isSink && err == nil {
+	if isSink && err == nil && r.o.Worker == nil { // workers.go: Finish runs in the merge
 		var shards []manifests.Shard
 		for _, in := range inputs {
 			shards = append(shards, done[in.name])
@@ -505,7 +547,7 @@ func (r *Runner) runStage(ctx context.Context, sr stageRun, inputs []shardInput)
 	if serr := save(); err == nil {
 		err = serr
 	}
-	if err == nil && len(m.Superseded) > 0 {
+	if err == nil && len(m.Superseded) > 0 && r.o.Worker == nil { // workers.go: the merge deletes
 		// Delete what earlier runs wrote and this one no longer lists, then
 		// record that nothing is left to delete.
 		if err = r.removeReplaced(sr, m); err == nil {
@@ -530,6 +572,9 @@ func (r *Runner) runStage(ctx context.Context, sr stageRun, inputs []shardInput)
 func (r *Runner) pending(sr stageRun, old *manifests.Stage, fp, plan string, inputs []shardInput) map[string]string {
 	todo := map[string]string{}
 	for _, in := range inputs {
+		if !r.mine(in.name) { // workers.go
+			continue
+		}
 		key := shardKey(fp, "plan="+plan, in.ref)
 		if old != nil {
 			if s, ok := old.Shard(in.name); ok && s.Key == key && r.outputsExist(s) {
@@ -748,8 +793,14 @@ func (r *Runner) prepareStageDir(sr stageRun) (*manifests.Stage, error) {
 	if err := sr.out.MkdirAll("."); err != nil {
 		return nil, err
 	}
+	if r.o.Worker != nil && sr.spec != nil { // workers.go: others write here; the merge sweeps
+		return r.sharedOld(sr)
+	}
 	if err := sr.out.Sweep("."); err != nil {
 		return nil, err
+	}
+	if r.o.Merge && sr.spec != nil { // workers.go
+		return r.sharedOld(sr)
 	}
 	return manifests.ReadJSON[manifests.Stage](sr.out, manifestFile)
 }

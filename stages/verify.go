@@ -41,7 +41,10 @@ import (
 // Counters (in the manifest, per shard and in the totals): "check.<name>" is the number of records on
 // which that check found problems, "kind.<kind>" the number of problems of
 // each verify kind (ComplexEval kinds such as param_missing, format kinds,
-// judge_unparseable), and "too_long" the records over max_tokens.
+// judge_unparseable), "too_long" the records over max_tokens, and
+// "judge.<judge>=<value>" the judgements of each LLM judge by answer (0/1 for
+// the Meta-Tool judges, the score 0–2 for the ComplexEval ones, or
+// "unparseable"; see verify.LLMEnv.Judged) — the report's score histograms.
 type VerifyConfig struct {
 	// Checks lists the checkers to run, by name (verify.Checkers); required.
 	Checks []string `yaml:"checks" json:"checks"`
@@ -203,6 +206,9 @@ func (c *VerifyConfig) build(env *Env) (Stage, error) {
 		Attempts:        c.Attempts,
 		MinCompleteness: c.MinCompleteness,
 		MinCorrectness:  c.MinCorrectness,
+		Judged: func(ctx context.Context, judge, value string) {
+			Count(ctx, "judge."+judge+"="+value, 1)
+		},
 	}
 	return s, nil
 }

@@ -344,3 +344,54 @@ func BenchmarkVerifyRules(b *testing.B) {
 		}
 	}
 }
+
+// Every judgement is counted by judge and answer, for the report's score
+// histograms: one per call turn for the Meta-Tool judges, one per final
+// answer for the ComplexEval ones.
+func TestVerifyCountsJudgements(t *testing.T) {
+	// Hallucination says 1 (a problem), completeness scores 1; correctness
+	// gets no readable answer.
+	client := llm.ClientFunc(func(_ context.Context, req llm.Request) (llm.Response, error) {
+		text := req.Messages[len(req.Messages)-1].Content
+		a := "0"
+		switch {
+		case strings.Contains(text, "address") || strings.Contains(strings.ToLower(text), "complete"):
+			a = `{"score": 1, "reason": "partly"}`
+		case strings.Contains(strings.ToLower(text), "correct"):
+			a = "no idea"
+		default:
+			a = "1"
+		}
+		return llm.Response{Content: a, FinishReason: "stop", Provider: "fake", Model: "judge"}, nil
+	})
+	st := buildVerify(t, VerifyConfig{Checks: []string{"judge_hallucination", "judge_completeness", "judge_correctness"}, Attempts: 1, Action: VerifyActionTag}, client)
+	for range 3 {
+		processOne(t, st, fxParallel())
+	}
+	c := st.Counters()
+	got := map[string]int64{}
+	for k, v := range c {
+		if strings.HasPrefix(k, "judge.") {
+			got[k] = v
+		}
+	}
+	turns := int64(countCallTurns(fxParallel()))
+	want := map[string]int64{
+		"judge.judge_hallucination=1":         3 * turns,
+		"judge.judge_completeness=1":          3,
+		"judge.judge_correctness=unparseable": 3,
+	}
+	if !maps.Equal(got, want) {
+		t.Errorf("judgement counters %v, want %v (all counters %v)", got, want, c)
+	}
+}
+
+func countCallTurns(r *record.Record) int {
+	n := 0
+	for _, m := range r.Messages {
+		if m.Role == record.RoleAssistant && len(m.Calls) > 0 {
+			n++
+		}
+	}
+	return n
+}

@@ -46,6 +46,18 @@ type LLMEnv struct {
 	// (only fully complete and correct answers pass).
 	MinCompleteness int
 	MinCorrectness  int
+	// Judged, when set, is told every judgement a judge made: judge is
+	// its name, value its answer — "0" or "1" (a problem found) for the
+	// Meta-Tool judges, the score "0", "1" or "2" for the ComplexEval
+	// ones, or "unparseable" when no readable answer came. The verify stage
+	// counts them so the report can plot each judge's scores.
+	Judged func(ctx context.Context, judge, value string)
+}
+
+func (env LLMEnv) judged(ctx context.Context, judge, value string) {
+	if env.Judged != nil {
+		env.Judged(ctx, judge, value)
+	}
 }
 
 func (env LLMEnv) attempts() int {
@@ -95,6 +107,10 @@ func (env LLMEnv) template(name string) (*prompts.Template, error) {
 // ReasonUnparseable is the reject reason, and the Problem kind, of a
 // judgement for which no readable answer came within LLMEnv.Attempts asks.
 const ReasonUnparseable = "judge_unparseable"
+
+// JudgedUnparseable is the value LLMEnv.Judged gets for a judgement
+// without a readable answer.
+const JudgedUnparseable = "unparseable"
 
 // parseError marks an answer a judge could not read; llm.Ask re-asks and
 // finally reports ReasonUnparseable.
@@ -234,7 +250,8 @@ func strictObject(answer string, v any) error {
 // turn costs one request per judge.
 var (
 	JudgeHallucination = &Checker{
-		Name: "judge_hallucination",
+		Name:    "judge_hallucination",
+		Answers: []string{"0", "1"},
 		Doc: "LLM judge (Meta-Tool): a call turn uses a tool or an argument value the dialogue never mentioned. " +
 			"Offline stand-in: a called tool not available at that point, or an argument value that occurs nowhere before " +
 			"the turn, even approximately, and is not the parameter's default or enum value; a number also counts as found " +
@@ -246,7 +263,8 @@ var (
 		},
 	}
 	JudgeConsistency = &Checker{
-		Name: "judge_consistency",
+		Name:    "judge_consistency",
+		Answers: []string{"0", "1"},
 		Doc: "LLM judge (Meta-Tool): a call turn contradicts the dialogue before it, e.g. a value the user gave is written wrongly. " +
 			"Offline stand-in: an argument string that is a near miss (small edit distance, not exact) of text in the dialogue, " +
 			"or reasoning that names another listed tool instead of the one called.",
@@ -256,7 +274,8 @@ var (
 		},
 	}
 	JudgeMultiStep = &Checker{
-		Name: "judge_multistep",
+		Name:    "judge_multistep",
+		Answers: []string{"0", "1"},
 		Doc: "LLM judge (Meta-Tool): a call turn lacks reasoning that analyses the request, names the tool and sets its parameters. " +
 			"Offline stand-in: reasoning present that names every called tool and, for calls with arguments, at least one " +
 			"parameter name or value.",
@@ -266,7 +285,8 @@ var (
 		},
 	}
 	JudgeCompleteness = &Checker{
-		Name: "judge_completeness",
+		Name:    "judge_completeness",
+		Answers: []string{"0", "1", "2"},
 		Doc: "LLM judge (ComplexEval): the final answer to a user request addresses all of it (score 0-2, below LLMEnv.MinCompleteness fails). " +
 			"Offline stand-in: 2 when each tool result of the exchange is reflected in the answer (one of its values appears), " +
 			"1 when some are, 0 when none; answers without tool results score 2 when non-empty.",
@@ -275,7 +295,8 @@ var (
 		},
 	}
 	JudgeCorrectness = &Checker{
-		Name: "judge_correctness",
+		Name:    "judge_correctness",
+		Answers: []string{"0", "1", "2"},
 		Doc: "LLM judge (ComplexEval): a final answer agrees with the tool results before it (score 0-2, below LLMEnv.MinCorrectness fails); " +
 			"answers without tool results in their exchange are not judged. Offline stand-in: the numbers in the answer " +
 			"(other than 0-10) must occur in the tool results, user turns or system prompt: 2 all, 1 some, 0 none.",
@@ -313,14 +334,18 @@ func judgeCallTurns(ctx context.Context, env LLMEnv, r *record.Record, name, kin
 		}
 		bad, err := ask(ctx, env, name, slotFor(env, r, name, i), data, stand, parseBinary)
 		if ae, ok := unparseable(err); ok {
+			env.judged(ctx, name, JudgedUnparseable)
 			out = append(out, Problem{Check: name, Kind: ReasonUnparseable, Path: msgPath(i), Msg: ae.Error()})
 			continue
 		}
-		switch {
-		case err != nil:
+		if err != nil {
 			return nil, err
-		case bad:
+		}
+		if bad {
+			env.judged(ctx, name, "1")
 			out = append(out, Problem{Check: name, Kind: kind, Path: msgPath(i), Msg: fmt.Sprintf("%s answered 1: %s", name, msg)})
+		} else {
+			env.judged(ctx, name, "0")
 		}
 	}
 	return out, nil
@@ -390,13 +415,15 @@ func judgeAnswers(ctx context.Context, env LLMEnv, r *record.Record, name, kind,
 		}
 		s, err := ask(ctx, env, name, slotFor(env, r, name, x.answer), data, stand, parseScore)
 		if ae, ok := unparseable(err); ok {
+			env.judged(ctx, name, JudgedUnparseable)
 			out = append(out, Problem{Check: name, Kind: ReasonUnparseable, Path: msgPath(x.answer), Msg: ae.Error()})
 			continue
 		}
-		switch {
-		case err != nil:
+		if err != nil {
 			return nil, err
-		case s.score < pass:
+		}
+		env.judged(ctx, name, strconv.Itoa(s.score))
+		if s.score < pass {
 			out = append(out, Problem{Check: name, Kind: kind, Path: msgPath(x.answer),
 				Msg: fmt.Sprintf("%s scored %d, below %d: %s", what, s.score, pass, clip.Runes(s.reason, 200))})
 		}

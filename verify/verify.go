@@ -48,6 +48,11 @@ type Checker struct {
 	// env.Attempts); an error is systemic (endpoint down, budget spent,
 	// context cancelled) and says nothing about r.
 	CheckLLM func(ctx context.Context, env LLMEnv, r *record.Record) ([]Problem, error)
+
+	// Answers lists, in order, the readable answers an LLM judge gives
+	// (LLMEnv.Judged's values besides JudgedUnparseable): the bins of its
+	// score histogram. Nil for rule checks.
+	Answers []string
 }
 
 // Checkers lists every checker in a fixed order: the rule-based ones first,

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"os"
 	"os/signal"
 	"runtime/pprof"
@@ -30,6 +31,10 @@ const usage = `augment turns tool-use datasets into verified fine-tuning data.
 
 Usage:
   augment run [flags] pipeline.yaml                    run the pipeline (resumes where it stopped)
+  augment run --worker I/N pipeline.yaml               run as worker I of N sharing output.dir (also JOB_COMPLETION_INDEX
+                                                       with --workers N, SLURM_ARRAY_TASK_ID); then augment merge
+  augment merge [-set k=v …] pipeline.yaml             after the workers: stage manifests, exports' index files, report
+  augment status [out]                                 per-stage progress over all workers sharing a run
   augment check [-set k=v …] pipeline.yaml             validate, show what would run, render prompts, estimate cost
   augment fake-llm [-addr 127.0.0.1:8089] [flags]      serve a fake OpenAI-compatible endpoint for dry runs
   augment cache stats|ls|get [-dir out] [key]          inspect the request cache of a run
@@ -138,6 +143,10 @@ func dispatch(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return cmdRun(ctx, args, stdout, stderr)
 	case "check":
 		return cmdCheck(ctx, args, stdout, stderr)
+	case "merge":
+		return cmdMerge(ctx, args, stdout, stderr)
+	case "status":
+		return cmdStatus(ctx, args, stdout, stderr)
 	case "fake-llm":
 		return cmdFakeLLM(ctx, args, stdout, stderr)
 	case "cache":
@@ -187,9 +196,15 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	quiet := fs.Bool("quiet", false, "no progress output, only warnings and errors")
 	verbose := fs.Bool("v", false, "debug logging (each skipped shard, each retry)")
 	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile to this file")
+	metricsAddr := fs.String("metrics-addr", "", "serve Prometheus metrics at http://ADDR/metrics during the run (e.g. 127.0.0.1:9464; port 0 picks one, printed to stderr)")
 	var sets setFlags
 	fs.Var(&sets, "set", "override a pipeline value: key.path=value (repeatable), e.g. -set teacher.provider=offline")
+	wf := workerFlags(fs) // merge.go
 	path, err := parsePipelineArgs(fs, args)
+	if err != nil {
+		return err
+	}
+	worker, err := wf.detect()
 	if err != nil {
 		return err
 	}
@@ -216,13 +231,26 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		level = slog.LevelWarn
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
-	o := stages.Options{Version: version, Log: log, Explain: *explain}
+	o := stages.Options{Version: version, Log: log, Explain: *explain, Worker: worker}
 	if !*quiet {
 		o.Progress = stderr
 	}
+	var metrics net.Listener
+	if *metricsAddr != "" {
+		// Bound before the run dir is touched: a bad address changes nothing.
+		if metrics, err = net.Listen("tcp", *metricsAddr); err != nil {
+			return &stages.ConfigError{Problems: []string{"-metrics-addr: " + err.Error()}}
+		}
+	}
 	r, err := stages.NewRunner(p, o)
 	if err != nil {
+		if metrics != nil {
+			metrics.Close()
+		}
 		return err
+	}
+	if metrics != nil {
+		defer serveMetrics(metrics, r.MetricsHandler(), stderr)()
 	}
 	rep, err := r.Run(ctx)
 	if cerr := r.Close(); err == nil {

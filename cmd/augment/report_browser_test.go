@@ -3,8 +3,10 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"image/png"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -20,6 +22,7 @@ import (
 
 	"github.com/augmentdata/augment/manifests"
 	"github.com/augmentdata/augment/report"
+	"github.com/augmentdata/augment/verify"
 )
 
 // chromium returns the browser the report tests drive: $AUGMENT_CHROMIUM,
@@ -104,6 +107,7 @@ type page struct {
 		Count             float64
 	}
 	LLM         []map[string]any
+	Judges      map[string]map[string]float64 // chart → answer → count
 	Empty       []string
 	DetailsOpen int
 }
@@ -126,6 +130,11 @@ const readPage = `(() => {
   for (const g of document.querySelectorAll('svg[data-chart=funnel] g[data-label]')) {
     const v = c => { const r = g.querySelector('rect.' + c); return r ? Number(r.dataset.value) : 0; };
     p.funnel.push({label: g.dataset.label, out: v('bar'), rej: v('bar2'), filtered: v('bar3')});
+  }
+  p.judges = {};
+  for (const s of document.querySelectorAll('svg[data-chart^=judge_scores_]')) {
+    const h = p.judges[s.dataset.chart] = {};
+    for (const g of s.querySelectorAll('g[data-label]')) h[g.dataset.label] = Number(g.querySelector('rect.bar').dataset.value);
   }
   p.tokenSum = [...document.querySelectorAll('svg[data-chart=tokens] rect.bar')].reduce((a, r) => a + Number(r.dataset.value), 0);
   const d = document.querySelector('#dist-records'); p.distText = d ? d.textContent : '';
@@ -269,6 +278,56 @@ func checkReportPage(t *testing.T, bctx context.Context, dir, name string) {
 		if err != nil || st.LLM == nil || row["requests"] != float64(st.LLM.Requests) || row["cache_hits"] != float64(st.LLM.CacheHits) {
 			t.Errorf("teacher row %v: manifest %+v %v", row, st.LLM, err)
 		}
+	}
+
+	// Each LLM judge of a verify stage has a histogram of its answers whose
+	// bars are the manifest's judge.<judge>=<answer> counters.
+	judgeCharts := 0
+	for _, st := range run.Stages {
+		if st.Type != "verify" || st.Manifest == nil {
+			continue
+		}
+		var cfg struct {
+			Checks []string `json:"checks"`
+		}
+		if err := json.Unmarshal(st.Manifest.Config, &cfg); err != nil {
+			t.Fatal(err)
+		}
+		counters := st.Manifest.Totals.Counters
+		for _, judge := range cfg.Checks {
+			ch, _ := verify.Lookup(judge)
+			if len(ch.Answers) == 0 {
+				continue
+			}
+			chart := "judge_scores_" + st.Name + "_" + judge
+			got, ok := p.Judges[chart]
+			if !ok {
+				t.Errorf("no %s histogram (charts %v)", chart, charts)
+				continue
+			}
+			judgeCharts++
+			t.Logf("%s: %v", chart, got)
+			want := map[string]float64{}
+			for k, v := range counters {
+				if a, ok := strings.CutPrefix(k, "judge."+judge+"="); ok {
+					want[a] = float64(v)
+				}
+			}
+			for _, a := range ch.Answers {
+				if _, ok := want[a]; !ok {
+					want[a] = 0 // every answer has its bin
+				}
+			}
+			if !maps.Equal(got, want) {
+				t.Errorf("%s: page %v, manifest %v", chart, got, want)
+			}
+			if charts[chart] == 0 {
+				t.Errorf("%s: no bar drawn", chart)
+			}
+		}
+	}
+	if name == "mt-llama" && judgeCharts != 3 {
+		t.Errorf("mt-llama runs three judges: %d histograms", judgeCharts)
 	}
 
 	// Clicking a reject's sample reveals the record; before, it is hidden.

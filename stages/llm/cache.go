@@ -2,6 +2,7 @@ package llm
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
@@ -56,6 +57,9 @@ type Cache struct {
 	sh     *sharedDB
 	mu     sync.Mutex
 	closed bool
+	// others are other segments of the cache (segments.go), opened
+	// read-only and looked up after this one.
+	others []*Cache
 }
 
 type sharedDB struct {
@@ -77,7 +81,8 @@ var openCaches = struct {
 // link planted in the directory leads a write or a delete outside it.
 type cachePath struct {
 	root *os.Root
-	path string // the cache file as the OS names it, for messages
+	path string        // the cache file as the OS names it, for messages
+	wait time.Duration // how long to wait for another process's lock; 0 means 2s
 }
 
 // in is the OS path of a file of the cache directory, for messages.
@@ -92,17 +97,6 @@ func OpenCache(dir string) (*Cache, error) { return openCache(dir, nil, false) }
 // The cache keeps its own handle: the caller may close root.
 func OpenCacheIn(root *os.Root, dir string) (*Cache, error) { return openCache(dir, root, false) }
 
-// openCache opens the cache o names; nil when caching is off.
-func (o Options) openCache() (*Cache, error) {
-	switch {
-	case o.CacheRoot != nil:
-		return OpenCacheIn(o.CacheRoot, o.CacheDir)
-	case o.CacheDir != "":
-		return OpenCache(o.CacheDir)
-	}
-	return nil, nil
-}
-
 // OpenCacheReadOnly opens an existing cache for inspection. It fails if a
 // running augment process holds the cache. If a killed run left answers in
 // the cache's log, they are first moved into the file (which needs write
@@ -110,6 +104,10 @@ func (o Options) openCache() (*Cache, error) {
 func OpenCacheReadOnly(dir string) (*Cache, error) { return openCache(dir, nil, true) }
 
 func openCache(dir string, in *os.Root, readOnly bool) (*Cache, error) {
+	return openCacheWait(dir, in, readOnly, 0)
+}
+
+func openCacheWait(dir string, in *os.Root, readOnly bool, wait time.Duration) (*Cache, error) {
 	abs, err := filepath.Abs(dir)
 	if err != nil {
 		return nil, fmt.Errorf("llm cache: %w", err)
@@ -133,7 +131,7 @@ func openCache(dir string, in *os.Root, readOnly bool) (*Cache, error) {
 			return nil, fmt.Errorf("llm cache: %w", err)
 		}
 	}
-	files := cachePath{path: path}
+	files := cachePath{path: path, wait: wait}
 	if in != nil {
 		files.root, err = in.OpenRoot(".")
 	} else {
@@ -182,7 +180,7 @@ func openDB(files cachePath, readOnly bool) (*bolt.DB, error) {
 		OpenFile: func(_ string, flag int, perm os.FileMode) (*os.File, error) {
 			return files.root.OpenFile(CacheFile, flag, perm)
 		},
-		Timeout:      2 * time.Second,
+		Timeout:      cmp.Or(files.wait, 2*time.Second),
 		ReadOnly:     readOnly,
 		FreelistType: bolt.FreelistMapType, // O(1) page allocation in big files
 		// Commits skip writing the free-page list (it is rebuilt by a scan
@@ -241,18 +239,22 @@ func (c *Cache) Close() error {
 	}
 	c.closed = true
 	c.mu.Unlock()
+	var others error
+	for _, o := range c.others {
+		others = errors.Join(others, o.Close())
+	}
 	openCaches.Lock()
 	defer openCaches.Unlock()
 	c.sh.refs--
 	if c.sh.refs > 0 {
-		return c.Flush()
+		return errors.Join(others, c.Flush())
 	}
 	delete(openCaches.m, c.sh.path)
 	var err error
 	if c.sh.w != nil {
 		err = c.sh.w.close()
 	}
-	return errors.Join(err, c.sh.db.Close(), c.sh.files.root.Close())
+	return errors.Join(others, err, c.sh.db.Close(), c.sh.files.root.Close())
 }
 
 // An entry's value: uvarint length of the response JSON, the response
@@ -364,6 +366,17 @@ func (c *Cache) putEmbeddings(model string, dims int, keys [][]byte, vecs [][]fl
 // get returns the value at top/sub/key, or nil; the caller must not
 // modify it. Writes not yet committed are seen first.
 func (c *Cache) get(top byte, sub, key []byte) ([]byte, error) {
+	v, err := c.getOwn(top, sub, key)
+	for _, o := range c.others {
+		if v != nil || err != nil {
+			break
+		}
+		v, err = o.getOwn(top, sub, key)
+	}
+	return v, err
+}
+
+func (c *Cache) getOwn(top byte, sub, key []byte) ([]byte, error) {
 	if c.sh.w != nil {
 		if v, ok := c.sh.w.pendingValue(top, sub, key); ok {
 			return v, nil

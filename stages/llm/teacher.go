@@ -36,6 +36,9 @@ type Options struct {
 	// (a run opens it inside its confined output root); the cache reaches
 	// its files only through it.
 	CacheRoot *os.Root
+	// CacheSegment, when set, is the segment of CacheDir this process
+	// writes (a worker's, see segments.go); lookups see every segment.
+	CacheSegment string
 	// Getenv reads the API key; nil means os.Getenv.
 	Getenv func(string) string
 	// Log receives cache-miss explanations, breaker and stop events; nil

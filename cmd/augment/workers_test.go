@@ -1,0 +1,383 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// buildAugment builds the CLI once per test binary, for tests that run
+// several augment processes at once.
+var buildAugment = sync.OnceValues(func() (string, error) {
+	dir, err := os.MkdirTemp("", "augment-bin-")
+	if err != nil {
+		return "", err
+	}
+	bin := filepath.Join(dir, "augment")
+	cmd := exec.Command(filepath.Join(runtime.GOROOT(), "bin", "go"), "build", "-o", bin, ".")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("go build: %v\n%s", err, out)
+	}
+	return bin, nil
+})
+
+// workerRun is a copy of the demo pipeline with its own output dir.
+type workerRun struct {
+	t    *testing.T
+	bin  string
+	dir  string
+	sets []string
+}
+
+func newWorkerRun(t *testing.T, name string) *workerRun {
+	t.Helper()
+	bin, err := buildAugment()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(t.TempDir(), name)
+	demo := filepath.Join("..", "..", "testdata", "demo")
+	if err := os.CopyFS(filepath.Join(dir, "dumps"), os.DirFS(filepath.Join(demo, "dumps"))); err != nil {
+		t.Fatal(err)
+	}
+	p, err := os.ReadFile(filepath.Join(demo, "pipeline.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "pipeline.yaml"), p, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// One record per shard: 15 shards to deal out.
+	return &workerRun{t: t, bin: bin, dir: dir, sets: []string{"-set", "output.dir=out", "-set", "output.shard_size=1"}}
+}
+
+// cmd is augment with args, in the run's dir, with env added to an
+// environment cleared of the engines' variables.
+func (w *workerRun) cmd(env []string, args ...string) *exec.Cmd {
+	cmd := exec.Command(w.bin, args...)
+	cmd.Dir = w.dir
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "JOB_COMPLETION_INDEX=") && !strings.HasPrefix(kv, "SLURM_") {
+			cmd.Env = append(cmd.Env, kv)
+		}
+	}
+	cmd.Env = append(cmd.Env, env...)
+	return cmd
+}
+
+func (w *workerRun) args(cmd string, extra ...string) []string {
+	args := append([]string{cmd, "-quiet"}, w.sets...)
+	return append(append(args, extra...), "pipeline.yaml")
+}
+
+// workers starts one process per environment and waits for all; it
+// returns each process's error.
+func (w *workerRun) workers(envs [][]string, extra ...string) []error {
+	errs := make([]error, len(envs))
+	outs := make([]bytes.Buffer, len(envs))
+	var wg sync.WaitGroup
+	for i, env := range envs {
+		cmd := w.cmd(env, w.args("run", extra...)...)
+		cmd.Stdout, cmd.Stderr = &outs[i], &outs[i]
+		wg.Go(func() {
+			if err := cmd.Run(); err != nil {
+				errs[i] = fmt.Errorf("worker %v: %v\n%s", env, err, outs[i].String())
+			}
+		})
+	}
+	wg.Wait()
+	return errs
+}
+
+func (w *workerRun) must(cmd *exec.Cmd) {
+	w.t.Helper()
+	if out, err := cmd.CombinedOutput(); err != nil {
+		w.t.Fatalf("%v: %v\n%s", cmd.Args, err, out)
+	}
+}
+
+// engineEnvs are the variables the engines set for n workers: a Kubernetes Indexed Job, a Slurm array counted from 0, and
+// one counted from 1 without SLURM_ARRAY_TASK_COUNT.
+func engineEnvs(flavor string, n int) ([][]string, []string) {
+	envs := make([][]string, n)
+	var extra []string
+	for i := range n {
+		switch flavor {
+		case "kubernetes":
+			envs[i] = []string{fmt.Sprintf("JOB_COMPLETION_INDEX=%d", i)}
+		case "slurm":
+			envs[i] = []string{fmt.Sprintf("SLURM_ARRAY_TASK_ID=%d", i), fmt.Sprintf("SLURM_ARRAY_TASK_COUNT=%d", n),
+				"SLURM_ARRAY_TASK_MIN=0", fmt.Sprintf("SLURM_ARRAY_TASK_MAX=%d", n-1), "SLURM_ARRAY_JOB_ID=77"}
+		case "slurm-from-1":
+			envs[i] = []string{fmt.Sprintf("SLURM_ARRAY_TASK_ID=%d", i+1), "SLURM_ARRAY_TASK_MIN=1", fmt.Sprintf("SLURM_ARRAY_TASK_MAX=%d", n)}
+		}
+	}
+	if flavor == "kubernetes" {
+		extra = []string{"-workers", fmt.Sprint(n)}
+	}
+	return envs, extra
+}
+
+// TestWorkersSameBytes runs the demo pipeline (a sample planner, LLM stages
+// with the offline teacher, two exports) as one process and as N worker
+// processes plus augment merge, with the variables each engine sets, and
+// wants the same output files.
+func TestWorkersSameBytes(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the CLI and runs many processes")
+	}
+	one := newWorkerRun(t, "one")
+	one.must(one.cmd(nil, one.args("run")...))
+	for _, tc := range []struct {
+		n      int
+		flavor string
+	}{{1, "flag"}, {2, "kubernetes"}, {3, "slurm"}, {7, "slurm-from-1"}, {3, "flag"}} {
+		t.Run(fmt.Sprintf("%s-%d", tc.flavor, tc.n), func(t *testing.T) {
+			w := newWorkerRun(t, "workers")
+			envs, extra := engineEnvs(tc.flavor, tc.n)
+			if tc.flavor == "flag" {
+				// The flag form: one process per index, no engine variables.
+				var errs []error
+				var mu sync.Mutex
+				var wg sync.WaitGroup
+				for i := range tc.n {
+					wg.Go(func() {
+						out, err := w.cmd(nil, w.args("run", "-worker", fmt.Sprintf("%d/%d", i, tc.n))...).CombinedOutput()
+						if err != nil {
+							mu.Lock()
+							errs = append(errs, fmt.Errorf("worker %d: %v\n%s", i, err, out))
+							mu.Unlock()
+						}
+					})
+				}
+				wg.Wait()
+				for _, err := range errs {
+					t.Fatal(err)
+				}
+			} else {
+				for _, err := range w.workers(envs, extra...) {
+					if err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			// Before the merge the exports have their samples but no index.
+			if _, err := os.Stat(filepath.Join(w.dir, "out", "07-sharegpt", "dataset_info.json")); err == nil {
+				t.Errorf("dataset_info.json written before augment merge")
+			}
+			out, err := w.cmd(nil, w.args("merge")...).CombinedOutput()
+			if err != nil {
+				t.Fatalf("merge: %v\n%s", err, out)
+			}
+			if strings.Contains(string(out), "not finished by the workers") {
+				t.Errorf("merge ran shards the workers had done:\n%s", out)
+			}
+			sameOutputs(t, filepath.Join(one.dir, "out"), filepath.Join(w.dir, "out"))
+			st, err := w.cmd(nil, "status", "out").CombinedOutput()
+			if err != nil || !regexp.MustCompile(`07-sharegpt +15/15 +12 +12 .* merged`).Match(st) {
+				t.Fatalf("status: %v\n%s", err, st)
+			}
+		})
+	}
+}
+
+// TestWorkersFailedWorkerRerun: two of three workers run while the third
+// is missing (it crashed): they give up at the barrier after their wait.
+// The third is killed partway, then all three run again, resume, and the
+// merge gives the bytes of one process.
+func TestWorkersFailedWorkerRerun(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the CLI and runs many processes")
+	}
+	one := newWorkerRun(t, "one")
+	one.must(one.cmd(nil, one.args("run")...))
+	w := newWorkerRun(t, "workers")
+	envs, _ := engineEnvs("slurm", 3)
+	errs := w.workers([][]string{envs[0], envs[2]}, "-worker-wait", "2s")
+	for _, err := range errs {
+		if err == nil || !strings.Contains(err.Error(), "did not finish") {
+			t.Fatalf("a worker without its peer: want a wait error, got %v", err)
+		}
+	}
+	// status shows the stage the two stopped at, with each worker's part.
+	st, err := w.cmd(nil, "status", "out").CombinedOutput()
+	if err != nil || !regexp.MustCompile(`01-sample +10/15 .* w0/3 5 done, w2/3 5 done`).Match(st) {
+		t.Fatalf("status: %v\n%s", err, st)
+	}
+	kill := w.cmd(envs[1], w.args("run")...)
+	if err := kill.Start(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(300 * time.Millisecond)
+	kill.Process.Kill()
+	kill.Wait()
+	for _, err := range w.workers(envs) {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	w.must(w.cmd(nil, w.args("merge")...))
+	sameOutputs(t, filepath.Join(one.dir, "out"), filepath.Join(w.dir, "out"))
+}
+
+// TestWorkersDetect covers the flag and the engines' variables.
+func TestWorkersDetect(t *testing.T) {
+	for _, tc := range []struct {
+		flag    string
+		workers int
+		env     map[string]string
+		want    string // "I/N", "" for alone, "error"
+	}{
+		{"", 0, nil, ""},
+		{"2/5", 0, nil, "2/5"},
+		{"5/5", 0, nil, "error"},
+		{"1/3", 4, nil, "error"},
+		{"x", 0, nil, "error"},
+		{"", 4, map[string]string{"JOB_COMPLETION_INDEX": "3"}, "3/4"},
+		{"", 0, map[string]string{"JOB_COMPLETION_INDEX": "3"}, "error"},
+		{"", 4, map[string]string{"JOB_COMPLETION_INDEX": "4"}, "error"},
+		{"", 0, map[string]string{"SLURM_ARRAY_TASK_ID": "2", "SLURM_ARRAY_TASK_COUNT": "3"}, "2/3"},
+		{"", 0, map[string]string{"SLURM_ARRAY_TASK_ID": "5", "SLURM_ARRAY_TASK_MIN": "4", "SLURM_ARRAY_TASK_MAX": "7"}, "1/4"},
+		{"", 0, map[string]string{"SLURM_ARRAY_TASK_ID": "5"}, "error"},
+		{"", 8, map[string]string{"SLURM_ARRAY_TASK_ID": "5"}, "5/8"},
+		{"", 8, map[string]string{"SLURM_ARRAY_TASK_ID": "5", "SLURM_ARRAY_TASK_COUNT": "6"}, "error"},
+		{"", 3, nil, "error"},
+	} {
+		o := &workerOpts{worker: &tc.flag, workers: &tc.workers, wait: new(time.Duration), getenv: func(k string) string { return tc.env[k] }}
+		w, err := o.detect()
+		got := ""
+		switch {
+		case err != nil:
+			got = "error"
+		case w != nil:
+			got = w.String()
+		}
+		if got != tc.want {
+			t.Errorf("flag %q workers %d env %v: got %s (%v), want %s", tc.flag, tc.workers, tc.env, got, err, tc.want)
+		}
+	}
+}
+
+// sameOutputs compares two output dirs file by file: the same names, the
+// same bytes, except augment's state dir (.augment), report.html (it shows
+// when each stage ran) and the manifests' timings and teacher accounting.
+func sameOutputs(t *testing.T, a, b string) {
+	t.Helper()
+	files := func(root string) map[string][]byte {
+		m := map[string][]byte{}
+		err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+			if err != nil {
+				return err
+			}
+			rel, _ := filepath.Rel(root, path)
+			if d.IsDir() {
+				if rel == ".augment" {
+					return filepath.SkipDir
+				}
+				return nil
+			}
+			if rel == "report.html" {
+				return nil
+			}
+			body, err := os.ReadFile(path)
+			if err != nil {
+				return err
+			}
+			if filepath.Base(rel) == "manifest.json" {
+				body = withoutTimings(t, rel, body)
+			}
+			m[filepath.ToSlash(rel)] = body
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	fa, fb := files(a), files(b)
+	if len(fa) < 20 {
+		t.Fatalf("only %d files in %s", len(fa), a)
+	}
+	for name, body := range fa {
+		other, ok := fb[name]
+		switch {
+		case !ok:
+			t.Errorf("%s: missing in the workers' output", name)
+		case !bytes.Equal(body, other):
+			t.Errorf("%s differs:\none process:\n%.2000s\nworkers:\n%.2000s", name, body, other)
+		}
+	}
+	for name := range fb {
+		if _, ok := fa[name]; !ok {
+			t.Errorf("%s: only in the workers' output", name)
+		}
+	}
+}
+
+func withoutTimings(t *testing.T, name string, b []byte) []byte {
+	var m map[string]any
+	if err := json.Unmarshal(b, &m); err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+	delete(m, "started")
+	delete(m, "finished")
+	delete(m, "seconds")
+	delete(m, "llm")
+	if shards, ok := m["shards"].([]any); ok {
+		for _, s := range shards {
+			delete(s.(map[string]any), "seconds")
+		}
+	}
+	out, _ := json.MarshalIndent(m, "", "  ")
+	return out
+}
+
+// TestWorkersRerunOtherCount: after 3 workers and the merge, 2 workers, then
+// one process, find every shard done (whoever made it) and run none, and the
+// output stays that of one process.
+func TestWorkersRerunOtherCount(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the CLI and runs many processes")
+	}
+	one := newWorkerRun(t, "one")
+	one.must(one.cmd(nil, one.args("run")...))
+	w := newWorkerRun(t, "workers")
+	merge := func() {
+		out, err := w.cmd(nil, w.args("merge")...).CombinedOutput()
+		if err != nil || strings.Contains(string(out), "not finished by the workers") {
+			t.Fatalf("merge: %v\n%s", err, out)
+		}
+	}
+	for _, err := range w.workers([][]string{{"SLURM_ARRAY_TASK_ID=0"}, {"SLURM_ARRAY_TASK_ID=1"}, {"SLURM_ARRAY_TASK_ID=2"}}, "-workers", "3") {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	merge()
+	// The workers pass the barriers on the earlier run's entries: they
+	// need not even run at once.
+	ranNothing := regexp.MustCompile(`(?m)^ +[0-9]{2}-\S+ +0 +[0-9]+ `)
+	for i := range 2 {
+		out, err := w.cmd(nil, w.args("run", "-worker", fmt.Sprintf("%d/2", i), "-worker-wait", "30s")...).Output()
+		if err != nil || len(ranNothing.FindAll(out, -1)) != 8 {
+			t.Fatalf("worker %d/2 ran shards again (%v):\n%s", i, err, out)
+		}
+	}
+	merge()
+	sameOutputs(t, filepath.Join(one.dir, "out"), filepath.Join(w.dir, "out"))
+	out, err := w.cmd(nil, w.args("run")...).Output()
+	if err != nil || len(ranNothing.FindAll(out, -1)) != 8 {
+		t.Fatalf("one process after the workers ran shards again (%v):\n%s", err, out)
+	}
+	sameOutputs(t, filepath.Join(one.dir, "out"), filepath.Join(w.dir, "out"))
+}

@@ -1,0 +1,172 @@
+package stages
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/augmentdata/augment/manifests"
+)
+
+// A StageStatus is how far one stage of an output directory is, over every
+// worker that shares the run (augment status).
+type StageStatus struct {
+	Dir    string // "02-meta_tool"
+	Shards int    // shards of the run (ingest's), 0 when ingest has not finished
+	Done   int    // shards with an entry in the stage manifest or a worker's part
+	Counts manifests.Counts
+	// Merged says manifest.json is the stage's newest record (a run as one
+	// process, or augment merge after the workers).
+	Merged  bool
+	Workers []WorkerStatus // the parts of the newest worker count, by index
+}
+
+// A WorkerStatus is one worker's part of a stage.
+type WorkerStatus struct {
+	Index, Count int
+	Done         int  // shards in its part
+	Finished     bool // its part is final (the worker finished the stage)
+}
+
+// Status reads the stage manifests and the workers' parts of the output
+// directory dir. It writes nothing and takes no lock, so it can watch a
+// running run; each file it reads is whole (they are replaced atomically).
+func Status(dir string) ([]StageStatus, error) {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	stageDirs := map[string]bool{}
+	for _, e := range ents {
+		if e.IsDir() && stageDirName.MatchString(e.Name()) {
+			stageDirs[e.Name()] = true
+		}
+	}
+	wents, _ := os.ReadDir(filepath.Join(dir, filepath.FromSlash(workersDir)))
+	for _, e := range wents {
+		if e.IsDir() && stageDirName.MatchString(e.Name()) {
+			stageDirs[e.Name()] = true
+		}
+	}
+	if len(stageDirs) == 0 {
+		return nil, fmt.Errorf("%s holds no stage directories (not an augment output dir, or nothing ran yet)", dir)
+	}
+	total := 0
+	if ing, err := manifests.Read[manifests.Stage](filepath.Join(dir, "00-ingest", manifestFile)); err == nil && ing != nil {
+		total = len(ing.Shards)
+	}
+	var out []StageStatus
+	for _, rel := range slices.Sorted(func(yield func(string) bool) {
+		for d := range stageDirs {
+			if !yield(d) {
+				return
+			}
+		}
+	}) {
+		st, err := stageStatus(dir, rel)
+		if err != nil {
+			return nil, err
+		}
+		st.Shards = total
+		out = append(out, st)
+	}
+	return out, nil
+}
+
+func stageStatus(dir, rel string) (StageStatus, error) {
+	st := StageStatus{Dir: rel}
+	mj, err := manifests.Read[manifests.Stage](filepath.Join(dir, rel, manifestFile))
+	if err != nil {
+		return st, err
+	}
+	var parts []workerPart
+	wdir := filepath.Join(dir, filepath.FromSlash(workersDir), rel)
+	ents, err := os.ReadDir(wdir)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return st, err
+	}
+	for _, e := range ents {
+		sub := workerFileName.FindStringSubmatch(e.Name())
+		if sub == nil {
+			continue
+		}
+		m, err := manifests.Read[manifests.Stage](filepath.Join(wdir, e.Name()))
+		if err != nil || m == nil {
+			continue
+		}
+		i, _ := strconv.Atoi(sub[1])
+		n, _ := strconv.Atoi(sub[2])
+		parts = append(parts, workerPart{index: i, count: n, m: m})
+	}
+	newest := -1
+	for i, p := range parts {
+		if newest < 0 || p.m.Started.After(parts[newest].m.Started) {
+			newest = i
+		}
+	}
+	var recs []*manifests.Stage
+	st.Merged = mj != nil && (newest < 0 || !mj.Started.Before(parts[newest].m.Started))
+	if st.Merged {
+		recs = append(recs, mj)
+	} else if newest >= 0 {
+		n, fp := parts[newest].count, parts[newest].m.ConfigHash
+		for _, p := range parts {
+			if p.count != n || p.m.ConfigHash != fp {
+				continue
+			}
+			st.Workers = append(st.Workers, WorkerStatus{Index: p.index, Count: p.count, Done: len(p.m.Shards), Finished: !p.m.Finished.IsZero()})
+			recs = append(recs, p.m)
+		}
+		slices.SortFunc(st.Workers, func(a, b WorkerStatus) int { return a.Index - b.Index })
+	}
+	seen := map[string]bool{}
+	for _, m := range recs {
+		for _, s := range m.Shards {
+			if !seen[s.Name] {
+				seen[s.Name] = true
+				st.Done++
+				st.Counts.Add(s.Counts)
+			}
+		}
+	}
+	return st, nil
+}
+
+// PrintStatus writes a Status as a table: per stage, the shards done over
+// all workers, the records so far, and each worker's part ("w1 4 done":
+// worker 1 finished the stage with 4 shards; "w2 3…": still running).
+func PrintStatus(w io.Writer, sts []StageStatus) {
+	tw := tabwriter.NewWriter(w, 2, 8, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "stage\tshards done\tin\tout\trejected\tfiltered\t state\t")
+	for _, s := range sts {
+		total := "?"
+		if s.Shards > 0 {
+			total = strconv.Itoa(s.Shards)
+		}
+		state := " merged"
+		if !s.Merged {
+			var ws []string
+			for _, p := range s.Workers {
+				mark := "…"
+				if p.Finished {
+					mark = " done"
+				}
+				ws = append(ws, fmt.Sprintf("w%d/%d %d%s", p.Index, p.Count, p.Done, mark))
+			}
+			state = " " + strings.Join(ws, ", ")
+			if len(ws) == 0 {
+				state = " -"
+			}
+		}
+		fmt.Fprintf(tw, "%s\t%d/%s\t%d\t%d\t%d\t%d\t%s\t\n", s.Dir, s.Done, total, s.Counts.In, s.Counts.Out,
+			manifests.Sum(s.Counts.Rejected), manifests.Sum(s.Counts.Filtered), state)
+	}
+	tw.Flush()
+}

@@ -1,0 +1,621 @@
+package stages
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"io/fs"
+	"os"
+	"path"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/augmentdata/augment/manifests"
+	"github.com/augmentdata/augment/stages/llm"
+	"github.com/augmentdata/augment/storage"
+)
+
+// Workers: one run shared by N processes (a Kubernetes Indexed Job, a Slurm
+// job array, or N local processes) over one output directory on a shared
+// file system.
+//
+// The contract:
+//   - Ingest runs in worker 0 only (it cuts the dumps into shards and collects
+//     the tool library, both of which need the whole dump); the other workers
+//     wait for its manifest and check it against the dumps they hash
+//     themselves (shard keys), so a stale manifest is never taken for a fresh one.
+//   - Every later stage's shards are dealt to the workers by shardOwner, the
+//     same deal for every stage; a worker processes only its own shards and
+//     writes its part of the stage manifest to
+//     .augment/workers/<stage dir>/<I>-of-<N>.json (never the stage's
+//     manifest.json). It deletes nothing: other workers write in the same
+//     directories.
+//   - After each stage the workers wait for each other (a barrier on those
+//     files, polled with a deadline): a shard's entry counts once its key is
+//     the key of the shard's (merged) input under the stage's settings and
+//     plan, and its outputs exist; an entry of an earlier run (manifest.json,
+//     another worker count) with that key counts as well. A Planner stage (sample quotas, dedup,
+//     response_schema) is planned by every worker from the complete merged
+//     input, so the plan digest is the same in every worker.
+//   - A sink (export) writes its shards in the workers; its Finish (the
+//     dataset_info.json that names every file) runs in `augment merge`.
+//   - `augment merge` is a normal run whose earlier work is the union of the
+//     worker manifests: every shard is found done, and it writes each stage's
+//     manifest.json, the sinks' Finish, report.html and the dataset cards,
+//     and removes what earlier runs left, as one process would. Shards no
+//     worker finished are run by the merge itself.
+
+// A Worker is this process's place among the processes sharing a run.
+type Worker struct {
+	Index, Count int
+	// Wait is how long a worker waits for another worker's result (the
+	// ingest manifest, a stage's barrier) before it fails; 0 means 24h.
+	Wait time.Duration
+	// Poll is the longest interval between looks at the shared files
+	// (the first ones come sooner); 0 means 1s.
+	Poll time.Duration
+}
+
+func (w *Worker) String() string { return fmt.Sprintf("%d/%d", w.Index, w.Count) }
+
+// ParseWorker parses "I/N" (0 ≤ I < N).
+func ParseWorker(s string) (*Worker, error) {
+	a, b, ok := strings.Cut(s, "/")
+	i, err1 := strconv.Atoi(a)
+	n, err2 := strconv.Atoi(b)
+	if !ok || err1 != nil || err2 != nil || n < 1 || i < 0 || i >= n {
+		return nil, fmt.Errorf("worker %q: want I/N with 0 <= I < N, e.g. 0/4", s)
+	}
+	return &Worker{Index: i, Count: n}, nil
+}
+
+// DetectWorker returns this process's Worker from the --worker flag (I/N)
+// or the environment the engines set: JOB_COMPLETION_INDEX (a Kubernetes
+// Indexed Job, which does not tell the pod the total: workers gives it) or
+// SLURM_ARRAY_TASK_ID with SLURM_ARRAY_TASK_COUNT, or with
+// SLURM_ARRAY_TASK_MIN/MAX (a Slurm job array; the index is counted from
+// MIN). It returns nil when the process runs alone.
+func DetectWorker(flag string, workers int, getenv func(string) string) (*Worker, error) {
+	if flag != "" {
+		w, err := ParseWorker(flag)
+		if err == nil && workers > 0 && workers != w.Count {
+			err = fmt.Errorf("--worker %s and --workers %d disagree", flag, workers)
+		}
+		return w, err
+	}
+	envInt := func(name string) (int, bool, error) {
+		v := strings.TrimSpace(getenv(name))
+		if v == "" {
+			return 0, false, nil
+		}
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			return 0, true, fmt.Errorf("%s=%q is not a number", name, v)
+		}
+		return n, true, nil
+	}
+	check := func(i, n int, from string) (*Worker, error) {
+		if n < 1 || i < 0 || i >= n {
+			return nil, fmt.Errorf("%s: worker index %d is not in 0..%d", from, i, n-1)
+		}
+		return &Worker{Index: i, Count: n}, nil
+	}
+	if i, ok, err := envInt("JOB_COMPLETION_INDEX"); ok || err != nil {
+		if err != nil {
+			return nil, err
+		}
+		if workers < 1 {
+			return nil, errors.New("JOB_COMPLETION_INDEX is set (a Kubernetes Indexed Job) but the number of workers is not: pass --workers N (the Job's completions)")
+		}
+		return check(i, workers, "JOB_COMPLETION_INDEX")
+	}
+	if id, ok, err := envInt("SLURM_ARRAY_TASK_ID"); ok || err != nil {
+		if err != nil {
+			return nil, err
+		}
+		lo, hasMin, err := envInt("SLURM_ARRAY_TASK_MIN")
+		if err != nil {
+			return nil, err
+		}
+		n, hasCount, err := envInt("SLURM_ARRAY_TASK_COUNT")
+		if err != nil {
+			return nil, err
+		}
+		if !hasCount {
+			hi, hasMax, err := envInt("SLURM_ARRAY_TASK_MAX")
+			if err != nil {
+				return nil, err
+			}
+			if hasMax {
+				n, hasCount = hi-lo+1, true
+			}
+		}
+		if workers > 0 {
+			if hasCount && n != workers {
+				return nil, fmt.Errorf("--workers %d but the Slurm array has %d tasks", workers, n)
+			}
+			n, hasCount = workers, true
+		}
+		if !hasCount {
+			return nil, errors.New("SLURM_ARRAY_TASK_ID is set but neither SLURM_ARRAY_TASK_COUNT nor SLURM_ARRAY_TASK_MAX: pass --workers N")
+		}
+		if !hasMin {
+			lo = 0
+		}
+		return check(id-lo, n, "SLURM_ARRAY_TASK_ID")
+	}
+	if workers > 0 {
+		return nil, errors.New("--workers N needs a worker index: --worker I/N, JOB_COMPLETION_INDEX or SLURM_ARRAY_TASK_ID")
+	}
+	return nil, nil
+}
+
+// shardOwner deals shards to n workers: round robin over a source's shard
+// numbers ("toolace-00012"), from a start that depends on the source's
+// name, so every worker gets a near-equal share of every source. The deal
+// depends on the shard name only, so it is the same in every stage.
+func shardOwner(shardName string, n int) int {
+	if n <= 1 {
+		return 0
+	}
+	src, idx, ok := cutShardIndex(shardName)
+	i, err := strconv.ParseUint(idx, 10, 64)
+	h := fnv.New64a()
+	if !ok || err != nil {
+		h.Write([]byte(shardName))
+		return int(h.Sum64() % uint64(n))
+	}
+	h.Write([]byte(src))
+	return int((h.Sum64()%uint64(n) + i%uint64(n)) % uint64(n))
+}
+
+// mine reports whether this process processes the shard (always, alone).
+func (r *Runner) mine(shardName string) bool {
+	w := r.o.Worker
+	return w == nil || shardOwner(shardName, w.Count) == w.Index
+}
+
+// workersDir holds the workers' parts of the stage manifests.
+const workersDir = stateDir + "/workers"
+
+var workerFileName = regexp.MustCompile(`^([0-9]+)-of-([0-9]+)\.json$`)
+
+func workerManifest(stageRel string, w *Worker) string {
+	return fmt.Sprintf("%s/%s/%d-of-%d.json", workersDir, stageRel, w.Index, w.Count)
+}
+
+// saveStage writes a stage's manifest: manifest.json in the stage
+// directory, or this worker's part of it.
+func (r *Runner) saveStage(sr stageRun, m *manifests.Stage) error {
+	if r.o.Worker == nil {
+		return sr.out.WriteJSON(manifestFile, m)
+	}
+	name := workerManifest(sr.rel, r.o.Worker)
+	if err := r.root.MkdirAll(path.Dir(name)); err != nil {
+		return err
+	}
+	return r.root.WriteJSON(name, m)
+}
+
+// workerProblems reports what the pipeline cannot do as one of several
+// workers (or their merge): an output on object storage is kept in step
+// by one process's mirror (storage.Mirror), not by several.
+func workerProblems(p *Pipeline, o Options) []string {
+	if o.Worker == nil && !o.Merge {
+		return nil
+	}
+	if _, remote, _ := storage.OutputLocation(p.Output.Dir); remote {
+		return []string{p.problem("output.dir", "output.dir %s is on object storage, which workers (--worker, augment merge) do not support yet: give them a shared file system (a ReadWriteMany volume, NFS, Lustre) as output.dir", p.Output.Dir)}
+	}
+	return nil
+}
+
+// cacheSegment is the request cache segment this process writes: its
+// own as a worker, the main cache file ("") alone.
+func (r *Runner) cacheSegment() string {
+	if w := r.o.Worker; w != nil {
+		return fmt.Sprintf("worker-%d-of-%d", w.Index, w.Count)
+	}
+	return ""
+}
+
+// A workerPart is one worker's part of a stage manifest.
+type workerPart struct {
+	index, count int
+	m            *manifests.Stage
+}
+
+// workerParts reads the worker manifests of a stage; count 0 reads those
+// of every worker count, else those of count workers only. A file being
+// replaced is read whole (writes are atomic); an unreadable one is skipped
+// (another look finds it again).
+func (r *Runner) workerParts(stageRel string, count int) ([]workerPart, error) {
+	dir := workersDir + "/" + stageRel
+	ents, err := r.root.ReadDir(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var parts []workerPart
+	for _, e := range ents {
+		sub := workerFileName.FindStringSubmatch(e.Name())
+		if sub == nil || !e.Type().IsRegular() {
+			continue
+		}
+		i, _ := strconv.Atoi(sub[1])
+		n, _ := strconv.Atoi(sub[2])
+		if count > 0 && n != count {
+			continue
+		}
+		m, err := manifests.ReadJSON[manifests.Stage](r.root, dir+"/"+e.Name())
+		if err != nil || m == nil {
+			continue
+		}
+		parts = append(parts, workerPart{index: i, count: n, m: m})
+	}
+	return parts, nil
+}
+
+// sharedOld is a stage's earlier work when several processes share the
+// run: its manifest.json and every worker's part, newest first, as one
+// manifest. A shard comes from the newest manifest that has it; the other
+// manifests' outputs for it, their Superseded and the Files of
+// manifest.json become Superseded (deleted by the merge unless still
+// named). Notes are the union of the manifests of the newest settings.
+func (r *Runner) sharedOld(sr stageRun) (*manifests.Stage, error) {
+	mj, err := manifests.ReadJSON[manifests.Stage](sr.out, manifestFile)
+	if err != nil {
+		return nil, err
+	}
+	parts, err := r.workerParts(sr.rel, 0)
+	if err != nil {
+		return nil, err
+	}
+	if len(parts) == 0 {
+		return mj, nil
+	}
+	all := make([]*manifests.Stage, 0, len(parts)+1)
+	for _, p := range parts {
+		all = append(all, p.m)
+	}
+	if mj != nil {
+		all = append(all, mj)
+	}
+	slices.SortStableFunc(all, func(a, b *manifests.Stage) int { return b.Started.Compare(a.Started) })
+	out := *all[0]
+	out.Shards, out.Notes, out.Superseded, out.Files = nil, nil, nil, nil
+	if mj != nil {
+		out.Files = mj.Files
+	}
+	seen := map[string]manifests.Shard{}
+	for _, m := range all {
+		if m.ConfigHash == out.ConfigHash {
+			out.Notes = append(out.Notes, m.Notes...)
+		}
+		out.Superseded = append(out.Superseded, m.Superseded...)
+		for _, s := range m.Shards {
+			if first, ok := seen[s.Name]; ok {
+				if !slices.Equal(first.Outputs, s.Outputs) {
+					for _, o := range s.Outputs {
+						out.Superseded = append(out.Superseded, o.Path)
+					}
+				}
+				continue
+			}
+			seen[s.Name] = s
+			out.Shards = append(out.Shards, s)
+		}
+	}
+	slices.SortFunc(out.Shards, func(a, b manifests.Shard) int { return cmp.Compare(a.Name, b.Name) })
+	// The teacher accounting of the workers' run; when they asked nothing
+	// (all done before), that of the run that did, as one process keeps it.
+	if out.LLM = sumLLM(parts, out.ConfigHash); out.LLM == nil && mj != nil {
+		out.LLM = mj.LLM
+	}
+	out.Notes = slices.Compact(slices.Sorted(slices.Values(out.Notes)))
+	out.Superseded = slices.Compact(slices.Sorted(slices.Values(out.Superseded)))
+	return &out, nil
+}
+
+// sumLLM adds up the teacher accounting of the worker parts of the
+// newest worker count under settings fp. Latency quantiles cannot be
+// merged from summaries: they are the busiest worker's (Count and Max are
+// exact).
+func sumLLM(parts []workerPart, fp string) json.RawMessage {
+	newest := -1
+	var at time.Time
+	for i, p := range parts {
+		if p.m.ConfigHash == fp && (newest < 0 || p.m.Started.After(at)) {
+			newest, at = i, p.m.Started
+		}
+	}
+	if newest < 0 {
+		return nil
+	}
+	var sum *llm.Stats
+	for _, p := range parts {
+		var s llm.Stats
+		if p.count != parts[newest].count || p.m.ConfigHash != fp || len(p.m.LLM) == 0 || json.Unmarshal(p.m.LLM, &s) != nil {
+			continue
+		}
+		if sum == nil {
+			sum = &s
+			continue
+		}
+		bytes := float64(sum.PromptBytes + s.PromptBytes)
+		if bytes > 0 {
+			sum.PrefixShare = (sum.PrefixShare*float64(sum.PromptBytes) + s.PrefixShare*float64(s.PromptBytes)) / bytes
+		}
+		sum.Requests += s.Requests
+		sum.CacheHits += s.CacheHits
+		sum.Sent += s.Sent
+		sum.Retries += s.Retries
+		sum.Failed += s.Failed
+		sum.TokensIn += s.TokensIn
+		sum.TokensOut += s.TokensOut
+		sum.Cost += s.Cost
+		sum.PromptBytes += s.PromptBytes
+		sum.Pending += s.Pending
+		sum.Errors = addCounts(sum.Errors, s.Errors)
+		sum.MissCauses = addCounts(sum.MissCauses, s.MissCauses)
+		for m, u := range s.Models {
+			if sum.Models == nil {
+				sum.Models = map[string]llm.ModelUsage{}
+			}
+			t := sum.Models[m]
+			t.Requests += u.Requests
+			t.TokensIn += u.TokensIn
+			t.TokensOut += u.TokensOut
+			t.Cost += u.Cost
+			sum.Models[m] = t
+		}
+		lat := sum.Latency
+		if s.Latency.Count > lat.Count {
+			lat = s.Latency
+		}
+		lat.Count = sum.Latency.Count + s.Latency.Count
+		lat.Max = max(sum.Latency.Max, s.Latency.Max)
+		sum.Latency = lat
+	}
+	if sum == nil {
+		return nil
+	}
+	sum.InFlight = 0
+	b, _ := json.Marshal(sum)
+	return b
+}
+
+func addCounts(dst, src map[string]int64) map[string]int64 {
+	for k, v := range src {
+		if dst == nil {
+			dst = map[string]int64{}
+		}
+		dst[k] += v
+	}
+	return dst
+}
+
+// runWorker is Run for one of several workers (see the contract above).
+func (r *Runner) runWorker(ctx context.Context) (*Report, error) {
+	w := r.o.Worker
+	if w.Index == 0 {
+		if err := r.writeEffectiveConfig(); err != nil {
+			return nil, err
+		}
+	}
+	rep := &Report{Dir: r.dir}
+	runs := r.plan()
+	var ing stageResult
+	var err error
+	if w.Index == 0 {
+		ing, err = r.ingest(ctx, runs[0])
+	} else {
+		ing, err = r.waitIngest(ctx, runs[0])
+	}
+	rep.Stages = append(rep.Stages, ing.report)
+	if err != nil {
+		return rep, fmt.Errorf("stage ingest: %w", err)
+	}
+	err = r.runStages(ctx, rep, runs, ing.outputs, func(i int, sr stageRun, res stageResult, input []shardInput) ([]shardInput, error) {
+		if res.sink || !slices.ContainsFunc(runs[i+2:], func(s stageRun) bool { return !s.spec.Skip }) {
+			return input, nil // nothing reads its outputs in this process
+		}
+		return r.waitStage(ctx, sr, res, input)
+	})
+	if err != nil {
+		return rep, err
+	}
+	return rep, r.transientErr(fmt.Sprintf("worker %s: run the worker again, or augment merge, to retry just those records", w))
+}
+
+// poll calls ready until it reports true, ctx ends or the worker's wait
+// deadline passes.
+func (r *Runner) poll(ctx context.Context, what string, ready func() (bool, error)) error {
+	w := r.o.Worker
+	wait, every := w.Wait, w.Poll
+	if wait <= 0 {
+		wait = 24 * time.Hour
+	}
+	if every <= 0 {
+		every = time.Second
+	}
+	deadline := time.Now().Add(wait)
+	logged := false
+	pause := min(50*time.Millisecond, every) // short waits end soon, long ones poll every Poll
+	for {
+		ok, err := ready()
+		if ok || err != nil {
+			return err
+		}
+		if !logged {
+			r.o.Log.Info("waiting for the other workers", "worker", w.String(), "for", what)
+			logged = true
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("worker %s: waited %s for %s; the workers that own the missing shards did not finish (run them again, or run augment merge to finish their part in one process)", w, wait, what)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(pause):
+		}
+		pause = min(2*pause, every)
+	}
+}
+
+// waitIngest waits for worker 0's ingest manifest to describe the current
+// dumps under the current settings (each worker hashes the dumps itself),
+// then reads it as ingest would have made it.
+func (r *Runner) waitIngest(ctx context.Context, sr stageRun) (stageResult, error) {
+	res := stageResult{report: StageReport{Name: sr.name, Type: sr.typ, Dir: sr.rel}}
+	cfgs := make([]ingestSettings, len(r.p.Sources))
+	sfps := make([]string, len(r.p.Sources))
+	for i, s := range r.p.Sources {
+		cfgs[i] = ingestSettings{Source: s, ShardSize: r.p.Output.ShardSize, RowGroupRows: r.p.Output.RowGroupRows, JSONL: r.p.Output.JSONL}
+		var err error
+		if sfps[i], _, err = r.fingerprint("ingest", ingestVersion, cfgs[i], nil); err != nil {
+			return res, err
+		}
+	}
+	fp, _, err := r.fingerprint("ingest", ingestVersion, cfgs, nil)
+	if err != nil {
+		return res, err
+	}
+	// A dump's hash, as ingest finds it (sourceSum: a local file hashed, a
+	// remote one by its stated or pinned hash), once per recorded input.
+	sums := map[string]string{}
+	sum := func(i int, prev []manifests.Shard) (string, error) {
+		path := r.p.Resolve(r.p.Sources[i].Path)
+		memo := path
+		if len(prev) > 0 && len(prev[0].Inputs) == 1 {
+			memo += "\x00" + prev[0].Inputs[0].Source + "\x00" + prev[0].Inputs[0].SHA256
+		}
+		if s, ok := sums[memo]; ok {
+			return s, nil
+		}
+		s, err := r.sourceSum(ctx, path, prev)
+		if err == nil {
+			sums[memo] = s
+		}
+		return s, err
+	}
+	var m *manifests.Stage
+	err = r.poll(ctx, "ingest (worker 0)", func() (bool, error) {
+		m, _ = manifests.ReadJSON[manifests.Stage](sr.out, manifestFile)
+		if m == nil || m.ConfigHash != fp {
+			return false, nil
+		}
+		for i, s := range r.p.Sources {
+			prev := r.sourceShards(m, s.Name)
+			if len(prev) == 0 {
+				return false, nil
+			}
+			h, err := sum(i, prev)
+			if err != nil {
+				return false, fmt.Errorf("source %q: %w", s.Name, err)
+			}
+			if !allMatch(prev, sourceKey(sfps[i], r.p.Resolve(s.Path), h), r) {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+	if err != nil {
+		return res, err
+	}
+	var partial *PartialError
+	for _, s := range r.p.Sources {
+		prev := r.sourceShards(m, s.Name)
+		res.report.Skipped += len(prev)
+		partial = r.checkSource(s, prev, partial)
+	}
+	for _, s := range m.Shards {
+		for _, o := range s.Outputs {
+			if strings.HasPrefix(path.Base(o.Path), "tools-") {
+				r.libRefs = append(r.libRefs, o)
+			}
+		}
+	}
+	res.report.Counts = m.Totals
+	res.outputs = outputsOf(m, shardNames(m))
+	return res, partialErr(partial)
+}
+
+// waitStage is the barrier after a stage: it waits until every shard of
+// inputs has an entry made from that input under the stage's settings and
+// plan (its key) with its outputs in place, and returns the stage's outputs
+// for all shards. The entry is usually in the part of the worker that owns
+// the shard; one in manifest.json or in a part of another worker count
+// (an earlier run) with the same key is the same work, done before.
+func (r *Runner) waitStage(ctx context.Context, sr stageRun, res stageResult, inputs []shardInput) ([]shardInput, error) {
+	merged := &manifests.Stage{}
+	err := r.poll(ctx, "stage "+sr.name, func() (bool, error) {
+		parts, err := r.workerParts(sr.rel, 0)
+		if err != nil {
+			return false, err
+		}
+		all := make([]*manifests.Stage, 0, len(parts)+1)
+		for _, p := range parts {
+			all = append(all, p.m)
+		}
+		if mj, _ := manifests.ReadJSON[manifests.Stage](sr.out, manifestFile); mj != nil {
+			all = append(all, mj)
+		}
+		merged.Shards = merged.Shards[:0]
+		for _, in := range inputs {
+			key := shardKey(res.fp, "plan="+res.plan, in.ref)
+			found := false
+			for _, m := range all {
+				if s, ok := m.Shard(in.name); ok && (s.Key == key || retryLater(m, s, res, in)) && r.outputsExist(s) {
+					merged.Shards = append(merged.Shards, s)
+					found = true
+					break
+				}
+			}
+			if !found {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+	return outputsOf(merged, inputs), err
+}
+
+// retryLater reports whether s is a shard made from in under the stage's
+// settings and plan but recorded without its key, because some of its
+// records were rejected for a teacher failure that may pass: later stages
+// read it, as in one process, and a rerun (or the merge) makes it again.
+func retryLater(m *manifests.Stage, s manifests.Shard, res stageResult, in shardInput) bool {
+	return s.Key == "" && m.ConfigHash == res.fp && m.Plan == res.plan &&
+		len(s.Inputs) == 1 && s.Inputs[0].Path == in.ref.Path && s.Inputs[0].SHA256 == in.ref.SHA256
+}
+
+// lockWorker takes this worker's own lock file in the output directory, so
+// that two processes cannot run as the same worker on one host. Workers
+// take no shared lock: flock is unreliable on some shared file systems
+// (NFS, Lustre), and workers never write the same file.
+func (r *Runner) lockWorker(root *manifests.Root) (*os.File, error) {
+	w := r.o.Worker
+	f, err := root.OpenFile(fmt.Sprintf("%s/lock-worker-%d-of-%d", stateDir, w.Index, w.Count), os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	held, err := tryLock(f)
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	if held {
+		f.Close()
+		return nil, &BusyError{Dir: root.Path("."), Holder: "worker " + w.String()}
+	}
+	return f, nil
+}
