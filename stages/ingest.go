@@ -88,6 +88,9 @@ func (r *Runner) ingest(ctx context.Context, sr stageRun) (stageResult, error) {
 			r.o.Log.Info("explain", "stage", sr.name, "source", src.Name, "why", "no earlier output, or the dump or its settings changed")
 		}
 		changed = true
+		if err := r.forgetShards(sr, old, r.sourceShards(old, src.Name)); err != nil {
+			return res, err
+		}
 		start := time.Now()
 		shards, err := r.ingestSource(ctx, sr, src, path, sfp, sum)
 		if err != nil {
@@ -138,6 +141,28 @@ func (r *Runner) ingest(ctx context.Context, sr stageRun) (stageResult, error) {
 		return res, err
 	}
 	return res, partialErr(partial)
+}
+
+// forgetShards rewrites the earlier manifest old on disk without the shards
+// gone, which are about to be made again, before their files are rewritten:
+// a kill in between must not leave the manifest naming bytes that are no
+// longer there. Their files move to old's Superseded, so that the run's end
+// still deletes those it does not write again.
+func (r *Runner) forgetShards(sr stageRun, old *manifests.Stage, gone []manifests.Shard) error {
+	if old == nil || len(gone) == 0 {
+		return nil
+	}
+	names := map[string]bool{}
+	for _, s := range gone {
+		names[s.Name] = true
+	}
+	old.Superseded = superseded(&manifests.Stage{Superseded: old.Superseded, Shards: gone}, func(string) bool { return false })
+	old.Shards = slices.DeleteFunc(old.Shards, func(s manifests.Shard) bool { return names[s.Name] })
+	old.Totals = manifests.Counts{}
+	for _, s := range old.Shards {
+		old.Totals.Add(s.Counts)
+	}
+	return sr.out.WriteJSON(manifestFile, old)
 }
 
 // partialErr returns p as an error, nil when p is nil.

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"testing"
@@ -212,5 +213,45 @@ func TestIngestRepairsCountedAndEmptySourceWarns(t *testing.T) {
 	empty := runIngest(t, t.TempDir(), "\n\n", "jsonl", "")
 	if empty.err != nil || !bytes.Contains([]byte(empty.log), []byte(`level=WARN msg="source src: 0 rows"`)) {
 		t.Errorf("empty source: error %v, log:\n%s", empty.err, empty.log)
+	}
+}
+
+// A source whose dump changed is ingested again over its earlier shards'
+// file names; at no instant may the ingest manifest on disk name those
+// files with the earlier bytes (a kill would leave it so).
+func TestIngestRedoNeverListsOldBytes(t *testing.T) {
+	dir := t.TempDir()
+	dump := func(prefix string) string {
+		var b strings.Builder
+		for i := range 400 {
+			b.WriteString(oaRow(fmt.Sprintf("%s %d", prefix, i)) + "\n")
+		}
+		return b.String()
+	}
+	if first := runIngest(t, dir, dump("first"), "jsonl", ""); first.err != nil {
+		t.Fatalf("first run: %v\n%s", first.err, first.log)
+	}
+	stop, watched := make(chan struct{}), make(chan []string)
+	go func() {
+		var bad []string
+		for {
+			select {
+			case <-stop:
+				watched <- bad
+				return
+			default:
+			}
+			if msg := staleListing(filepath.Join(dir, "out"), "00-ingest"); msg != "" && !slices.Contains(bad, msg) {
+				bad = append(bad, msg)
+			}
+		}
+	}()
+	second := runIngest(t, dir, dump("second"), "jsonl", "")
+	close(stop)
+	if second.err != nil {
+		t.Fatalf("second run: %v\n%s", second.err, second.log)
+	}
+	for _, msg := range <-watched {
+		t.Error(msg)
 	}
 }

@@ -6,12 +6,15 @@ package stages
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -333,4 +336,137 @@ func TestSixtyPercentFaultsResumeToCleanData(t *testing.T) {
 	if max := clean.Counters().Answered + c.Faults[fakellm.FaultTruncate] + int64(stops*8); c.Answered > max {
 		t.Errorf("%d answers paid, want at most %d", c.Answered, max)
 	}
+}
+
+// A shard redone because it held transient rejects gets new bytes. At no
+// instant of the resumed run may a stage manifest on disk name a file
+// whose bytes differ (a kill would leave it so): the manifest drops the
+// shard before its files are rewritten. The test watches the output dir
+// while the resume runs; before the fix the manifest still listed the old
+// bytes until its next save.
+func TestRedoneShardNeverListedWithOldBytes(t *testing.T) {
+	dump := llmrunRows(120)
+	teacher := "  max_retries: 2\n  retry_base: 1ms\n  retry_max: 4ms\n  breaker_cooldown: 20ms\n  max_error_rate: 1"
+	fake, url := llmrunFake(t, fakellm.Config{Script: llmrunScript, Faults: fakellm.Faults{DownAfter: 40}})
+	path := llmrunPipeline(t, dump, 5, []llm.Endpoint{{BaseURL: url + "/v1", MaxInFlight: 64}}, teacher)
+	_, log, err := faultRun(t, path, nil)
+	var fe *llm.FatalError
+	if !errors.As(err, &fe) || fe.Reason != "llm_transient_rejects" {
+		t.Fatalf("outage run: want the resumable stop llm_transient_rejects, got %v\n%s", err, log)
+	}
+	out := filepath.Join(filepath.Dir(path), "out")
+	m, err := manifests.Read[manifests.Stage](filepath.Join(out, "01-reason", "manifest.json"))
+	if err != nil || m == nil || !slices.ContainsFunc(m.Shards, func(s manifests.Shard) bool { return s.Key == "" && len(s.Outputs) > 0 }) {
+		t.Fatalf("no shard recorded with transient rejects and outputs after the outage (%v); the test does not exercise the redo", err)
+	}
+	if err := fake.SetFaults(fakellm.Faults{}); err != nil {
+		t.Fatal(err)
+	}
+
+	stop, watched := make(chan struct{}), make(chan []string)
+	go func() {
+		var bad []string
+		checks := 0
+		for {
+			select {
+			case <-stop:
+				if checks == 0 {
+					bad = append(bad, "the watcher never looked")
+				}
+				watched <- bad
+				return
+			default:
+			}
+			for _, stage := range []string{"01-reason", "02-export"} {
+				if msg := staleListing(out, stage); msg != "" && !slices.Contains(bad, msg) {
+					bad = append(bad, msg)
+				}
+			}
+			checks++
+		}
+	}()
+	_, log, err = faultRun(t, path, nil)
+	close(stop)
+	if err != nil {
+		t.Fatalf("resumed run: %v\n%s", err, log)
+	}
+	for _, msg := range <-watched {
+		t.Error(msg)
+	}
+	llmrunConserved(t, out)
+}
+
+// staleListing returns what the manifest of stage under out lists with
+// other bytes than the disk holds, "" when nothing. A manifest rewritten
+// while its files are hashed is looked at again later.
+func staleListing(out, stage string) string {
+	mpath := filepath.Join(out, stage, "manifest.json")
+	before, err := os.ReadFile(mpath)
+	if err != nil {
+		return ""
+	}
+	m, err := manifests.Read[manifests.Stage](mpath)
+	if err != nil || m == nil {
+		return ""
+	}
+	var msg string
+	for _, sh := range m.Shards {
+		for _, o := range sh.Outputs {
+			if sum, err := manifests.HashFile(filepath.Join(out, o.Path)); err != nil || sum != o.SHA256 {
+				msg = fmt.Sprintf("%s/manifest.json listed %s (sha256 %.12s) while the disk held %.12s %v", stage, o.Path, o.SHA256, sum, err)
+				break
+			}
+		}
+	}
+	if after, err := os.ReadFile(mpath); msg == "" || err != nil || !bytes.Equal(before, after) {
+		return ""
+	}
+	return msg
+}
+
+// A run killed after writing a shard with transient rejects and before
+// recording it leaves a rejects file no manifest lists yet. The next run,
+// making that shard without rejects, deletes it: the output then holds
+// only what a clean run writes.
+func TestUnrecordedRejectsFileDoesNotOutliveTheRedo(t *testing.T) {
+	dump := llmrunRows(120)
+	teacher := "  max_retries: 2\n  retry_base: 1ms\n  retry_max: 4ms\n  breaker_cooldown: 20ms\n  max_error_rate: 1"
+	endpoints := func(url string) []llm.Endpoint { return []llm.Endpoint{{BaseURL: url + "/v1", MaxInFlight: 64}} }
+	_, cleanURL := llmrunFake(t, fakellm.Config{Script: llmrunScript})
+	cleanPath := llmrunPipeline(t, dump, 5, endpoints(cleanURL), teacher)
+	if _, log, err := faultRun(t, cleanPath, nil); err != nil {
+		t.Fatalf("clean run: %v\n%s", err, log)
+	}
+	fake, url := llmrunFake(t, fakellm.Config{Script: llmrunScript, Faults: fakellm.Faults{DownAfter: 40}})
+	path := llmrunPipeline(t, dump, 5, endpoints(url), teacher)
+	if _, log, err := faultRun(t, path, nil); err == nil {
+		t.Fatalf("outage run: want a resumable stop\n%s", log)
+	}
+	// What a kill before the save leaves: the shards with transient
+	// rejects written but not in the manifest.
+	out := filepath.Join(filepath.Dir(path), "out")
+	mpath := filepath.Join(out, "01-reason", "manifest.json")
+	m, err := manifests.Read[manifests.Stage](mpath)
+	if err != nil || m == nil {
+		t.Fatalf("reason manifest: %v", err)
+	}
+	n := len(m.Shards)
+	m.Shards = slices.DeleteFunc(m.Shards, func(s manifests.Shard) bool { return s.Key == "" })
+	if len(m.Shards) == n {
+		t.Fatal("no shard with transient rejects; the test does not exercise the redo")
+	}
+	b, err := json.Marshal(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(mpath, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := fake.SetFaults(fakellm.Faults{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, log, err := faultRun(t, path, nil); err != nil {
+		t.Fatalf("resumed run: %v\n%s", err, log)
+	}
+	llmrunSameData(t, llmrunDataFiles(t, filepath.Join(filepath.Dir(cleanPath), "out")), llmrunDataFiles(t, out))
 }

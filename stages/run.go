@@ -399,6 +399,17 @@ func (r *Runner) runStage(ctx context.Context, sr stageRun, inputs []shardInput)
 		m.LLM = old.LLM
 	}
 	if len(todo) == 0 && old != nil && r.o.Worker == nil && !r.o.Merge { // workers.go: they always write their manifest
+		if len(old.Superseded) > 0 {
+			// An earlier run recorded every shard but stopped before
+			// deleting what it replaced.
+			if err := r.removeReplaced(sr, old); err != nil {
+				return res, err
+			}
+			old.Superseded = nil
+			if err := sr.out.WriteJSON(manifestFile, old); err != nil {
+				return res, err
+			}
+		}
 		r.o.Log.Info("skip stage", "stage", sr.name, "shards", len(inputs), "reason", "up to date")
 		res.report.Skipped = len(inputs)
 		res.report.Counts = old.Totals
@@ -444,6 +455,22 @@ func (r *Runner) runStage(ctx context.Context, sr stageRun, inputs []shardInput)
 		}
 		m.Seconds = time.Since(m.Started).Seconds()
 		return r.saveStage(sr, m) // workers.go: manifest.json, or this worker's part
+	}
+	// Before any shard is written, the manifest on disk drops the shards
+	// to redo: a run killed after a shard's rename and before the next save
+	// must not leave the manifest naming bytes that are gone (a redone
+	// shard's bytes may differ: one with transient rejects, say). Their
+	// old files stay in Superseded until the run ends, with the rejects
+	// file each shard may write: a shard a killed run wrote with rejects
+	// and the next run makes without any leaves none behind.
+	for name := range todo {
+		if r.mine(name) { // workers.go
+			m.Superseded = append(m.Superseded, sr.rel+"/rejects-"+name+".jsonl")
+		}
+	}
+	m.Superseded = slices.Compact(slices.Sorted(slices.Values(m.Superseded)))
+	if err := save(); err != nil {
+		return res, err
 	}
 	lastSave := time.Now()
 	pendingShards := 0 // batch mode: shards waiting for batch answers (batch.go)
