@@ -443,3 +443,71 @@ func TestChaosDamagedDumps(t *testing.T) {
 		}
 	})
 }
+
+// TestChaosDiskFull: the output dir on a tmpfs too small for the run. The
+// run fails cleanly (exit 1, nothing partial under a final name, every
+// manifest balanced); once the disk has room, the same command finishes
+// with a clean run's bytes. It needs root and mount(8): skipped otherwise.
+func TestChaosDiskFull(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to mount a small tmpfs for the output dir")
+	}
+	if _, err := exec.LookPath("mount"); err != nil {
+		t.Skip("mount(8) not found")
+	}
+	var rows []string
+	for i := range 3000 {
+		rows = append(rows, chaosRow(i, fmt.Sprintf("question %d about a full disk", i)))
+	}
+	dump := []byte(strings.Join(rows, "\n") + "\n")
+	setup := func(dir string) {
+		if err := os.WriteFile(filepath.Join(dir, "d.jsonl"), dump, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		chaosIngestPipeline(t, dir, "d.jsonl", "", "")
+	}
+
+	clean := t.TempDir()
+	setup(clean)
+	if code, stdout, stderr, _ := chaosRun(t, clean, "run", "-quiet", "pipeline.yaml"); code != 0 {
+		t.Fatalf("clean run: exit %d\n%s\n%s", code, stdout, stderr)
+	}
+
+	dir := t.TempDir()
+	setup(dir)
+	out := filepath.Join(dir, "out")
+	if err := os.Mkdir(out, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", out).CombinedOutput(); err != nil {
+		t.Skipf("cannot mount a tmpfs here: %v %s", err, b)
+	}
+	t.Cleanup(func() { exec.Command("umount", out).Run() })
+
+	code, stdout, stderr, _ := chaosRun(t, dir, "run", "-quiet", "pipeline.yaml")
+	if code != 1 || !strings.Contains(stderr, "no space left on device") {
+		t.Fatalf("full disk: exit %d, want 1 with ENOSPC\n%s\n%s", code, stdout, stderr)
+	}
+	e2eIntact(t, out)
+	chaosBalanced(t, out)
+
+	if b, err := exec.Command("mount", "-o", "remount,size=64m", out).CombinedOutput(); err != nil {
+		t.Fatalf("remount: %v %s", err, b)
+	}
+	if code, stdout, stderr, _ := chaosRun(t, dir, "run", "-quiet", "pipeline.yaml"); code != 0 {
+		t.Fatalf("resumed run: exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	e2eIntact(t, out)
+	chaosBalanced(t, out)
+	want, got := e2eDataFiles(t, filepath.Join(clean, "out")), e2eDataFiles(t, out)
+	for name, b := range want {
+		if !bytes.Equal(got[name], b) {
+			t.Errorf("%s differs from the clean run's", name)
+		}
+	}
+	for name := range got {
+		if _, ok := want[name]; !ok {
+			t.Errorf("%s: not in the clean run", name)
+		}
+	}
+}
