@@ -122,20 +122,24 @@ func (o *Opener) CheckOutput(ctx context.Context, loc Location) error {
 	}
 	m := &Mirror{loc: loc}
 	what := m.String()
-	for obj := range c.ListObjects(ctx, loc.Bucket, minio.ListObjectsOptions{Prefix: m.object(""), MaxKeys: 1}) {
-		if obj.Err != nil {
-			if err := s3Error(loc, obj.Err); !errors.As(err, new(*NotFoundError)) {
-				return err
-			}
-			return fmt.Errorf("%s: no such bucket", what)
+	// The first object, if any, tells: cancelling stops the listing there.
+	lctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	obj, ok := <-c.ListObjects(lctx, loc.Bucket, minio.ListObjectsOptions{Prefix: m.object(""), MaxKeys: 1})
+	if !ok {
+		return nil
+	}
+	if obj.Err != nil {
+		if err := s3Error(loc, obj.Err); !errors.As(err, new(*NotFoundError)) {
+			return err
 		}
-		if _, err := c.StatObject(ctx, loc.Bucket, m.object(".augment/output-dir"), minio.StatObjectOptions{}); err != nil {
-			if minio.ToErrorResponse(err).Code == "NoSuchKey" {
-				return fmt.Errorf("%s holds objects augment did not write (%s …); set output.dir to a new or empty prefix", what, obj.Key)
-			}
-			return s3Error(loc, err)
+		return fmt.Errorf("%s: no such bucket", what)
+	}
+	if _, err := c.StatObject(ctx, loc.Bucket, m.object(".augment/output-dir"), minio.StatObjectOptions{}); err != nil {
+		if minio.ToErrorResponse(err).Code == "NoSuchKey" {
+			return fmt.Errorf("%s holds objects augment did not write (%s …); set output.dir to a new or empty prefix", what, obj.Key)
 		}
-		break
+		return s3Error(loc, err)
 	}
 	return nil
 }

@@ -387,7 +387,7 @@ func (a *assembler) integer(lt format.LogicalTypeValue, ct *deprecated.Converted
 		a.str(time.Unix(0, 0).UTC().Add(d).Format("15:04:05.999999999"))
 		return nil
 	case *format.TimestampType:
-		ts := time.Unix(0, 0).UTC()
+		var ts time.Time
 		switch unitOf(t.Unit) {
 		case time.Millisecond:
 			ts = time.UnixMilli(i)

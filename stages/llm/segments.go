@@ -57,8 +57,8 @@ func (o Options) openCache() (*Cache, error) {
 		if err := root.MkdirAll(rel, 0o755); err != nil {
 			return nil, err
 		}
-		seg, err := root.OpenRoot(rel)
-		if err != nil {
+		var seg *os.Root
+		if seg, err = root.OpenRoot(rel); err != nil {
 			return nil, err
 		}
 		defer seg.Close()
