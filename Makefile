@@ -30,7 +30,7 @@ fuzz: ## run every fuzz target for FUZZTIME each (default 10s)
 
 chaos: build ## the chaos suite's full form against bin/augment: teacher faults (20%, 60%) with kills and resumes, damaged dumps, a 50 MB row (its short form runs in make test)
 	AUGMENT_CHAOS=full AUGMENT_BIN=$(CURDIR)/bin/augment $(GO) test -count=1 -v -timeout 60m -run '^TestChaos' ./cmd/augment/
-	$(GO) test -count=3 -run 'SixtyPercent|Outage|KeyNever|FailedProbes|WaitersSurvive' ./stages/ ./stages/llm/
+	AUGMENT_LOAD_TESTS=1 $(GO) test -count=3 -run 'SixtyPercent|Outage|KeyNever|FailedProbes|WaitersSurvive|LatencyBackoffFollowsTheQueue' ./stages/ ./stages/llm/
 
 fmt: ## gofmt the tree
 	gofmt -w .

@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -791,6 +792,12 @@ func TestLatencyBackoffFollowsTheQueue(t *testing.T) {
 		{"jitter", fakellm.Config{Latency: fakellm.Duration(5 * time.Millisecond), Jitter: fakellm.Duration(20 * time.Millisecond)}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			if tc.cut && os.Getenv("AUGMENT_LOAD_TESTS") == "" {
+				// Seeing the queue needs in-flight counts that vary while
+				// latency is measured; on a loaded machine the 32 callers
+				// can stay in flight throughout, and there is no signal.
+				t.Skip("set AUGMENT_LOAD_TESTS=1 (make chaos does) for the queueing case: it needs an unloaded machine")
+			}
 			_, url := startFake(t, tc.fake)
 			cfg := openaiConfig(url)
 			cfg.Endpoints[0].MaxInFlight = 32
