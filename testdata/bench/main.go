@@ -28,6 +28,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime/debug"
 	"slices"
 	"strings"
 	"syscall"
@@ -313,6 +314,7 @@ func (b *bench) python(dir, format string) (run, error) {
 
 // measure runs a command and returns its wall time, CPU time and peak RSS.
 func measure(dir string, env []string, name string, args ...string) (run, error) {
+	resetPeakRSS()
 	cmd := exec.Command(name, args...)
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), env...)
@@ -328,6 +330,15 @@ func measure(dir string, env []string, name string, args ...string) (run, error)
 		r.cpu = time.Duration(ru.Utime.Nano() + ru.Stime.Nano()).Seconds()
 	}
 	return r, nil
+}
+
+// resetPeakRSS lowers this process's recorded peak RSS to its current RSS.
+// A child's peak RSS (rusage maxrss) counts the memory of the process that
+// started it, as it was up to the exec: without this, the memory this
+// program used generating a dump would show as the child's.
+func resetPeakRSS() {
+	debug.FreeOSMemory()
+	os.WriteFile("/proc/self/clear_refs", []byte("5"), 0) // Linux: reset VmHWM; elsewhere nothing
 }
 
 // compareLines counts the lines of the script's output that augment's
