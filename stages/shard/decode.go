@@ -177,6 +177,14 @@ func (d *decoder) decode(rg parquet.RowGroup) ([]record.Record, error) {
 			return nil, fmt.Errorf("column %v: %w", schema.Columns()[i], err)
 		}
 	}
+	// The records own the columns' copies from here on; the pooled decoder
+	// must not keep them alive.
+	defer func() {
+		for i := range d.cols {
+			c := &d.cols[i]
+			c.strs, c.raws, c.copied = "", nil, false
+		}
+	}()
 	recs := make([]record.Record, n)
 	if err := d.scalars(recs); err != nil {
 		return nil, err

@@ -17,17 +17,22 @@
 // child's peak RSS. With -double it runs augment once more on a dump twice
 // the size, to show that memory stays flat; with -full it runs the fuller
 // chain ingest → meta_tool → decision_tokens → negatives → export. The last
-// table holds the figures against the floors of issue 15.
+// table holds the figures against the floors of issue 15. With -baseline
+// (an earlier augment binary) it alternates that one too, for before/after
+// figures, and says whether both exports have the same bytes.
 package main
 
 import (
 	"bufio"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"flag"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime/debug"
 	"slices"
 	"strings"
 	"syscall"
@@ -46,8 +51,16 @@ func main() {
 	only := flag.String("formats", "glaive,toolace,xlam", "formats to measure, comma-separated")
 	work := flag.String("work", "", "work directory, kept afterwards (default: a temp dir, removed as the run goes)")
 	profile := flag.String("cpuprofile", "", "write augment's CPU profile of the first round of each format to DIR/<format>.pprof")
+	baseline := flag.String("baseline", "", "an earlier augment binary to alternate with -augment on the short chain (before/after), its export bytes compared")
 	flag.Parse()
 	b := &bench{mb: *mb, rounds: *rounds, shared: *shared, py: *py, profile: *profile}
+	if *baseline != "" {
+		var err error
+		if b.baseline, err = filepath.Abs(*baseline); err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			os.Exit(1)
+		}
+	}
 	if b.py != "" {
 		if _, err := exec.LookPath(b.py); err != nil {
 			fmt.Fprintf(os.Stderr, "bench: no %s (%v): measuring augment alone\n", b.py, err)
@@ -82,6 +95,7 @@ type bench struct {
 	mb                      float64
 	rounds                  int
 	bin, script, py, shared string
+	baseline                string // an earlier augment, or ""
 	profile                 string
 	keep                    bool // keep each format's dumps and outputs (-work given)
 	printed                 bool
@@ -98,6 +112,8 @@ type summary struct {
 	format                string
 	mb, mbDouble          float64
 	augment, python       run
+	baseline              run
+	sameAsBaseline        bool // the export bytes equal the baseline's
 	double, full          run
 	linesSame, linesTotal int
 }
@@ -151,7 +167,7 @@ func (b *bench) format(f format, work string, double, full bool) (summary, error
 	if err := writePipelines(dir, f.name); err != nil {
 		return s, err
 	}
-	var ours, theirs []run
+	var ours, theirs, base []run
 	for i := range b.rounds {
 		steps := []func() error{
 			func() error {
@@ -160,6 +176,14 @@ func (b *bench) format(f format, work string, double, full bool) (summary, error
 				b.line(f.name, chainShort, s.mb, "augment", r)
 				return err
 			},
+		}
+		if b.baseline != "" {
+			steps = append(steps, func() error {
+				r, err := b.runIn(b.baseline, dir, "short.yaml", "out-baseline", false)
+				base = append(base, r)
+				b.line(f.name, chainShort, s.mb, "baseline", r)
+				return err
+			})
 		}
 		if b.py != "" {
 			steps = append(steps, func() error {
@@ -178,7 +202,18 @@ func (b *bench) format(f format, work string, double, full bool) (summary, error
 			}
 		}
 	}
-	s.augment, s.python = median(ours), median(theirs)
+	s.augment, s.python, s.baseline = median(ours), median(theirs), median(base)
+	if b.baseline != "" {
+		ours, err := exportHash(filepath.Join(dir, "out", "02-export"))
+		if err != nil {
+			return s, err
+		}
+		theirs, err := exportHash(filepath.Join(dir, "out-baseline", "02-export"))
+		if err != nil {
+			return s, err
+		}
+		s.sameAsBaseline = ours == theirs
+	}
 	if b.py != "" {
 		same, total, err := compareLines(filepath.Join(dir, "out", "02-export", "augment_export"), filepath.Join(dir, "python.jsonl"))
 		if err != nil {
@@ -261,6 +296,15 @@ func (b *bench) verdict(sums []summary, double, full bool) {
 			rss+" ("+py+")", dbl, fullRate, same)
 	}
 	fmt.Println("! marks a figure below its floor; same lines: output lines equal byte for byte between augment and the script")
+	if b.baseline == "" {
+		return
+	}
+	fmt.Println()
+	fmt.Printf("against the baseline %s (short chain, medians):\n", b.baseline)
+	fmt.Printf("%-8s %16s %16s %12s %14s\n", "dump", "CPU s baseline", "CPU s augment", "CPU ratio", "same export")
+	for _, s := range sums {
+		fmt.Printf("%-8s %16.2f %16.2f %12.2f %14v\n", s.format, s.baseline.cpu, s.augment.cpu, s.augment.cpu/s.baseline.cpu, s.sameAsBaseline)
+	}
 }
 
 func median(rs []run) run {
@@ -296,14 +340,38 @@ func writePipelines(dir, format string) error {
 
 // augment runs one pipeline from scratch.
 func (b *bench) augment(dir, pipeline string, profile bool) (run, error) {
-	if err := os.RemoveAll(filepath.Join(dir, "out")); err != nil {
+	return b.runIn(b.bin, dir, pipeline, "out", profile)
+}
+
+// runIn runs one pipeline from scratch with the augment binary bin, writing
+// to the output dir out.
+func (b *bench) runIn(bin, dir, pipeline, out string, profile bool) (run, error) {
+	if err := os.RemoveAll(filepath.Join(dir, out)); err != nil {
 		return run{}, err
 	}
-	args := []string{"run", "-quiet"}
+	args := []string{"run", "-quiet", "-set", "output.dir=" + out}
 	if profile && b.profile != "" {
 		args = append(args, "-cpuprofile", filepath.Join(b.profile, filepath.Base(dir)+".pprof"))
 	}
-	return measure(dir, nil, b.bin, append(args, pipeline)...)
+	return measure(dir, nil, bin, append(args, pipeline)...)
+}
+
+// exportHash hashes the export's data files in name order.
+func exportHash(exportDir string) (string, error) {
+	files, err := filepath.Glob(filepath.Join(exportDir, "augment_export", "part-*.jsonl"))
+	if err != nil || len(files) == 0 {
+		return "", fmt.Errorf("no export in %s (%v)", exportDir, err)
+	}
+	slices.Sort(files)
+	h := sha256.New()
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			return "", err
+		}
+		h.Write(b)
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
 // python runs the baseline script on the dump.
@@ -313,6 +381,7 @@ func (b *bench) python(dir, format string) (run, error) {
 
 // measure runs a command and returns its wall time, CPU time and peak RSS.
 func measure(dir string, env []string, name string, args ...string) (run, error) {
+	resetPeakRSS()
 	cmd := exec.Command(name, args...)
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), env...)
@@ -328,6 +397,15 @@ func measure(dir string, env []string, name string, args ...string) (run, error)
 		r.cpu = time.Duration(ru.Utime.Nano() + ru.Stime.Nano()).Seconds()
 	}
 	return r, nil
+}
+
+// resetPeakRSS lowers this process's recorded peak RSS to its current RSS.
+// A child's peak RSS (rusage maxrss) counts the memory of the process that
+// started it, as it was up to the exec: without this, the memory this
+// program used generating a dump would show as the child's.
+func resetPeakRSS() {
+	debug.FreeOSMemory()
+	os.WriteFile("/proc/self/clear_refs", []byte("5"), 0) // Linux: reset VmHWM; elsewhere nothing
 }
 
 // compareLines counts the lines of the script's output that augment's
