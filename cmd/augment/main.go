@@ -190,6 +190,16 @@ func parsePipelineArgs(fs *flag.FlagSet, args []string) (string, error) {
 	return fs.Arg(0), nil
 }
 
+// loadPipeline parses a command's flags and loads its one pipeline file
+// with the -set overrides.
+func loadPipeline(fs *flag.FlagSet, args []string, sets setFlags) (*stages.Pipeline, error) {
+	path, err := parsePipelineArgs(fs, args)
+	if err != nil {
+		return nil, err
+	}
+	return stages.Load(path, sets...)
+}
+
 func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("run", stderr, "[flags] pipeline.yaml")
 	explain := fs.Bool("explain", false, "log why each shard or request is not served from earlier work")
@@ -266,11 +276,7 @@ func cmdCheck(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs := newFlags("check", stderr, "[-set key.path=value …] pipeline.yaml")
 	var sets setFlags
 	fs.Var(&sets, "set", "override a pipeline value: key.path=value (repeatable)")
-	path, err := parsePipelineArgs(fs, args)
-	if err != nil {
-		return err
-	}
-	p, err := stages.Load(path, sets...)
+	p, err := loadPipeline(fs, args, sets)
 	if err != nil {
 		return err
 	}

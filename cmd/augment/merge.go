@@ -50,11 +50,7 @@ func cmdMerge(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	quiet := fs.Bool("quiet", false, "no progress output, only warnings and errors")
 	var sets setFlags
 	fs.Var(&sets, "set", "override a pipeline value: key.path=value (repeatable); use the workers' values")
-	path, err := parsePipelineArgs(fs, args)
-	if err != nil {
-		return err
-	}
-	p, err := stages.Load(path, sets...)
+	p, err := loadPipeline(fs, args, sets)
 	if err != nil {
 		return err
 	}
