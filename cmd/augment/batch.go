@@ -41,7 +41,7 @@ func cmdBatch(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		wait := fs.Bool("wait", false, "keep polling (every teacher.batch.poll_interval) until no job is open")
 		var sets setFlags
 		fs.Var(&sets, "set", "override a pipeline value: key.path=value (repeatable)")
-		p, err := loadPipeline(fs, args, sets)
+		p, err := loadPipeline(fs, args, &sets)
 		if err != nil {
 			return err
 		}

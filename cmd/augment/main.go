@@ -191,13 +191,13 @@ func parsePipelineArgs(fs *flag.FlagSet, args []string) (string, error) {
 }
 
 // loadPipeline parses a command's flags and loads its one pipeline file
-// with the -set overrides.
-func loadPipeline(fs *flag.FlagSet, args []string, sets setFlags) (*stages.Pipeline, error) {
+// with the -set overrides (sets is filled by the parse, hence a pointer).
+func loadPipeline(fs *flag.FlagSet, args []string, sets *setFlags) (*stages.Pipeline, error) {
 	path, err := parsePipelineArgs(fs, args)
 	if err != nil {
 		return nil, err
 	}
-	return stages.Load(path, sets...)
+	return stages.Load(path, *sets...)
 }
 
 func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -276,7 +276,7 @@ func cmdCheck(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs := newFlags("check", stderr, "[-set key.path=value …] pipeline.yaml")
 	var sets setFlags
 	fs.Var(&sets, "set", "override a pipeline value: key.path=value (repeatable)")
-	p, err := loadPipeline(fs, args, sets)
+	p, err := loadPipeline(fs, args, &sets)
 	if err != nil {
 		return err
 	}

@@ -50,7 +50,7 @@ func cmdMerge(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	quiet := fs.Bool("quiet", false, "no progress output, only warnings and errors")
 	var sets setFlags
 	fs.Var(&sets, "set", "override a pipeline value: key.path=value (repeatable); use the workers' values")
-	p, err := loadPipeline(fs, args, sets)
+	p, err := loadPipeline(fs, args, &sets)
 	if err != nil {
 		return err
 	}
