@@ -476,7 +476,9 @@ func (s *Scanner) learnSep(gap, at int64) {
 	if s.ambiguous {
 		return
 	}
-	if gap < s.base { // dropped by peekAt: too long to be a layout
+	// A separator longer than the row limit is not a layout; peekAt may
+	// have dropped it, depending on the read sizes, so its length decides.
+	if at-gap > int64(s.maxRow) {
 		s.ambiguous = true
 		return
 	}
@@ -547,20 +549,30 @@ func (s *Scanner) resync(from int64, why string) error {
 	}
 	s.head = s.idx(from)
 	line := s.lineAt(s.head)
+	// The next element must start within the row limit after from: the
+	// outcome depends on the bytes only, never on how much a read brought
+	// (a match further on is not looked for, even when already buffered).
 	pat := append(bytes.Clone(s.sep), '{')
+	last := from + int64(s.maxRow) // the last offset the separator may start at
+	tooFar := func() error {
+		return s.fail(from, "%s; no next element within max_row_bytes (%d), so the rest of the array is not read", why, s.maxRow)
+	}
 	at := from + 1
 	for {
 		i := s.idx(at)
 		if k := bytes.Index(s.buf[i:s.end], pat); k >= 0 {
 			at += int64(k)
+			if at > last {
+				return tooFar()
+			}
 			break
 		}
 		at = max(at, s.abs(s.end)-int64(len(pat)-1))
+		if at > last {
+			return tooFar()
+		}
 		if s.eof {
 			return s.fail(from, "%s; no element follows, so the rest of the array is not read", why)
-		}
-		if s.abs(s.end)-from > int64(s.maxRow) {
-			return s.fail(from, "%s; no next element within max_row_bytes (%d), so the rest of the array is not read", why, s.maxRow)
 		}
 		if _, err := s.fill(); err != nil {
 			return err

@@ -188,6 +188,63 @@ func TestScannerSkips(t *testing.T) {
 	}
 }
 
+// chunkReader returns at most n bytes a read.
+type chunkReader struct {
+	r io.Reader
+	n int
+}
+
+func (c chunkReader) Read(p []byte) (int, error) { return c.r.Read(p[:min(len(p), c.n)]) }
+
+// TestScannerReadSizes: with a small row limit, skipping a broken array
+// element depends on the bytes only, not on how much each read brings (the
+// scanner once looked further for the next element when a read had
+// buffered it, and learnt a separator longer than the limit only then).
+func TestScannerReadSizes(t *testing.T) {
+	tests := []struct {
+		name   string
+		in     string
+		rows   []string
+		offset int64  // of the *ScanError, when msg is set
+		msg    string // the *ScanError's message, "" for none
+	}{
+		{"next element just within the limit", "[\n{},\n{\"a\":]xxxxxxxxx},\n{\"b\":1}]",
+			[]string{"{}", `!bad_framing@3:{"a":]xxxxxxxxx}`, `{"b":1}`}, 0, ""},
+		{"next element one byte beyond the limit", "[\n{},\n{\"a\":]xxxxxxxxxx},\n{\"b\":1}]",
+			[]string{"{}"}, 6, "unbalanced ']'; no next element within max_row_bytes (16)"},
+		{"next element beyond the limit, then a cut element", "[\n{},\n{\"a\":]xxxxxxxxxxxxxxxxxxxxxxx},\n{\"b\":",
+			[]string{"{}"}, 6, "unbalanced ']'; no next element within max_row_bytes (16)"},
+		{"separator longer than the limit", "[{}\n                        ,{}\n                        ,{\"a\":]},{}]",
+			[]string{"{}", "{}"}, 57, "unbalanced ']'; the rest of the array is not read (its layout gives no safe place"},
+		{"compact layout: no resync", "[{} , {\"\"0[}0000000", []string{"{}"}, 6, "unbalanced '}'; the rest of the array is not read"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			readers := []func(string) *Scanner{
+				func(s string) *Scanner { return NewScanner(strings.NewReader(s)) },
+				func(s string) *Scanner { return newTinyScanner(iotest.OneByteReader(strings.NewReader(s))) },
+			}
+			for n := 2; n <= 9; n++ {
+				readers = append(readers, func(s string) *Scanner { return newTinyScanner(chunkReader{strings.NewReader(s), n}) })
+			}
+			for k, newScanner := range readers {
+				sc := newScanner(tt.in)
+				sc.SetMaxRowBytes(16)
+				rows, err := scanAll(sc)
+				var se *ScanError
+				switch {
+				case strings.Join(rows, "\x00") != strings.Join(tt.rows, "\x00"):
+					t.Fatalf("reader %d: got %q, want %q (error %v)", k, rows, tt.rows, err)
+				case tt.msg == "" && err != nil:
+					t.Fatalf("reader %d: %v", k, err)
+				case tt.msg != "" && (!errors.As(err, &se) || se.Offset != tt.offset || !strings.Contains(se.Msg, tt.msg)):
+					t.Fatalf("reader %d: got error %v, want offset %d %q", k, err, tt.offset, tt.msg)
+				}
+			}
+		})
+	}
+}
+
 func TestScannerReaderError(t *testing.T) {
 	boom := errors.New("disk on fire")
 	sc := NewScanner(io.MultiReader(strings.NewReader(`[{"a":1},{"b"`), iotest.ErrReader(boom)))
