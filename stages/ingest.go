@@ -29,7 +29,10 @@ import (
 // 3: a broken JSON Lines line or array element costs one row, not the rest
 // of the dump; rows over max_row_bytes are row_too_large; U+FFFD
 // replacements are tagged.
-const ingestVersion = 3
+// 4: skipping a broken array element looks for the next element within
+// max_row_bytes only, whatever a read brought (the result no longer
+// depends on read sizes).
+const ingestVersion = 4
 
 // ingestSettings is what ingest's output depends on besides the dump bytes.
 type ingestSettings struct {

@@ -35,12 +35,14 @@ const RowExcerptBytes = 64 << 10
 //     objects) as long as each line break falls where JSON allows one.
 //   - JSON array: a broken element is skipped up to the next top-level
 //     element when the separator between the elements read so far is
-//     always the same and holds a line break that no element's own lines
-//     repeat (json.dump with indent, one element per line): such a
-//     separator cannot occur inside a string or deeper in an element. The
-//     skipped text is one *RowError with reason bad_framing. Without such a
-//     layout, or when no next element follows within the row limit, the
-//     scan stops with a *ScanError: the rest of the dump is not read.
+//     always the same, no longer than the row limit, and holds a line
+//     break that no element's own lines repeat (json.dump with indent, one
+//     element per line): such a separator cannot occur inside a string or
+//     deeper in an element. The skipped text is one *RowError with reason
+//     bad_framing. Without such a layout, or when the next element does
+//     not start within the row limit after the damage, the scan stops with
+//     a *ScanError: the rest of the dump is not read. What is skipped
+//     depends on the bytes only, never on the read sizes.
 //   - A row longer than the limit is one *RowError with reason
 //     row_too_large, holding its first RowExcerptBytes; the scan goes on
 //     after it without ever holding it whole.
