@@ -58,6 +58,9 @@ func Check(ctx context.Context, p *Pipeline, o Options, w io.Writer) error {
 	if msg := lastStageNote(p); msg != "" {
 		fmt.Fprintf(w, "%s\n", msg)
 	}
+	for _, msg := range offlineExportWarnings(p) {
+		fmt.Fprintf(w, "warning: %s\n", msg)
+	}
 
 	// Sources: do they exist, and would ingest redo them?
 	fmt.Fprintln(w, "\nsources:")
@@ -433,6 +436,41 @@ func lastStageNote(p *Pipeline) string {
 		return "warning: " + msg
 	}
 	return msg
+}
+
+// offlineExportWarnings: under the offline teacher, an export without
+// allow_offline that follows a stage writing the teacher's answers would
+// stop a run with a config error (exit 2) at the first record holding the
+// stand-in text. check's preview cannot show that (its stand-in answers
+// are not marked offline), so it says so here, once per such export.
+func offlineExportWarnings(p *Pipeline) []string {
+	if p.Teacher.Provider != llm.ProviderOffline {
+		return nil
+	}
+	var msgs []string
+	writer := "" // the first stage before here that writes the teacher's answers
+	for i := range p.Stages {
+		spec := &p.Stages[i]
+		if spec.Skip {
+			continue
+		}
+		if spec.Export != nil && writer != "" && !spec.Export.AllowOffline {
+			msgs = append(msgs, p.problem(fmt.Sprintf("stages[%d]", i),
+				"the teacher is offline, so stage %q writes stand-in text, which export %q refuses: a run stops there with exit 2. "+
+					"Set allow_offline: true on export %q (-set stages.%d.export.allow_offline=true) to export it marked as stand-in data, or configure a real teacher",
+				writer, spec.Name, spec.Name, i))
+			continue
+		}
+		if writer != "" {
+			continue
+		}
+		_, cfg := spec.config()
+		st, err := cfg.build(previewEnv(p, spec.Name, &previewClient{}, toollib.New(nil)))
+		if tw, ok := st.(teacherWriter); err == nil && ok && tw.writesTeacherText() {
+			writer = spec.Name
+		}
+	}
+	return msgs
 }
 
 // stageProblems builds every stage that would run, without running it, so

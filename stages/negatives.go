@@ -152,6 +152,9 @@ type negatives struct {
 
 // Concurrency is the teacher's capacity when replies are written by the
 // teacher, else one worker per CPU.
+// writesTeacherText: only target teacher asks the teacher for the answer.
+func (s *negatives) writesTeacherText() bool { return s.tmpl != nil }
+
 func (s *negatives) Concurrency() int {
 	if s.tmpl != nil {
 		return max(1, s.env.Capacity)

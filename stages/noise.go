@@ -140,6 +140,8 @@ type noiseStage struct {
 
 func (s *noiseStage) Concurrency() int { return max(1, s.env.Capacity) }
 
+func (s *noiseStage) writesTeacherText() bool { return true }
+
 // noiseCall is a meta_tool call as the prompt shows it and the answer must
 // give it back.
 type noiseCall struct {

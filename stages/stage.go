@@ -42,6 +42,14 @@ type Concurrent interface {
 	Concurrency() int
 }
 
+// A teacherWriter is a stage whose output records hold the teacher's
+// answers, their lineage step naming the teacher's provider: under the
+// offline provider its stand-in text, which export refuses unless
+// allow_offline is set. check warns of that (offlineExportWarnings).
+type teacherWriter interface {
+	writesTeacherText() bool
+}
+
 // A Planner is a stage that must see all of its input before processing any
 // record (sample quotas, dedupe). The runner calls Plan once per run with a
 // function that streams every input record in order; the returned digest

@@ -282,6 +282,8 @@ type toolDC struct {
 // themselves sent in parallel under the same bound.
 func (s *toolDC) Concurrency() int { return max(1, s.env.Capacity) }
 
+func (s *toolDC) writesTeacherText() bool { return true }
+
 // toolDCPrompt is what the Try and Retry templates render.
 type toolDCPrompt struct {
 	Tools    string // the group's tools as a compact JSON list of {name, description, parameters}

@@ -232,6 +232,10 @@ func (s *verifyStage) Concurrency() int {
 	return runtime.NumCPU()
 }
 
+// writesTeacherText: a judge's verdict is the teacher's (the lineage step
+// names its provider).
+func (s *verifyStage) writesTeacherText() bool { return s.judges }
+
 // Process runs every configured check on r. Errors of an LLM judge that
 // carry a reject reason (the teacher never answered for this record) reject
 // the record; other judge errors are systemic.
