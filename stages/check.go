@@ -149,6 +149,7 @@ func Check(ctx context.Context, p *Pipeline, o Options, w io.Writer) error {
 			return fmt.Errorf("stage %s: %w", spec.Name, err)
 		}
 		status := "would run (no earlier run)"
+		_, sink := st.(Sink)
 		fp, _, _ := r.fingerprint(typ, cfg.version(), cfg, env, "library="+r.libraryHash())
 		sm, err := manifests.Read[manifests.Stage](filepath.Join(dir, fmt.Sprintf("%02d-%s", i+1, spec.Name), "manifest.json"))
 		if err != nil {
@@ -162,6 +163,8 @@ func Check(ctx context.Context, p *Pipeline, o Options, w io.Writer) error {
 			status = "would run where its input changes"
 		case len(r.pending(stageRun{name: spec.Name}, sm, fp, sm.Plan, inputs)) > 0:
 			status, upToDate = "would run (outputs missing)", false
+		case sink && !r.finishDone(sm):
+			status = fmt.Sprintf("would finish (%d shards up to date; its last run stopped before writing the files of the whole export)", len(sm.Shards))
 		default:
 			status = fmt.Sprintf("up to date (%d shards), would be skipped", len(sm.Shards))
 		}
@@ -170,7 +173,7 @@ func Check(ctx context.Context, p *Pipeline, o Options, w io.Writer) error {
 		} else {
 			inputs = nil
 		}
-		if _, sink := st.(Sink); !sink && !strings.HasPrefix(status, "up to date") {
+		if !sink && !strings.HasPrefix(status, "up to date") {
 			upToDate = false
 		}
 		fmt.Fprintf(w, ": %s\n", status)

@@ -398,7 +398,8 @@ func (r *Runner) runStage(ctx context.Context, sr stageRun, inputs []shardInput)
 	if r.o.Merge && old != nil { // workers.go: the workers' teacher accounting
 		m.LLM = old.LLM
 	}
-	if len(todo) == 0 && old != nil && r.o.Worker == nil && !r.o.Merge { // workers.go: they always write their manifest
+	if len(todo) == 0 && old != nil && r.o.Worker == nil && !r.o.Merge && // workers.go: they always write their manifest
+		(!isSink || r.finishDone(old)) { // a run killed before the sink's Finish: run it now
 		if len(old.Superseded) > 0 {
 			// An earlier run recorded every shard but stopped before
 			// deleting what it replaced.
@@ -528,6 +529,7 @@ func (r *Runner) runStage(ctx context.Context, sr stageRun, inputs []shardInput)
 	}
 	err = g.Wait()
 	err = r.batchFinish(ctx, sr, err, pendingShards)
+	finished := true
 	if isSink && err == nil && r.o.Worker == nil { // workers.go: Finish runs in the merge
 		var shards []manifests.Shard
 		for _, in := range inputs {
@@ -536,13 +538,16 @@ func (r *Runner) runStage(ctx context.Context, sr stageRun, inputs []shardInput)
 		var notes []string
 		fin := sr.out.Track()
 		notes, err = sink.Finish(fin, shards)
+		finished = err == nil // else the next run runs Finish again (finishDone)
 		m.Files = fin.Written()
 		env.note(notes...)
 		// Not nil once Finish ran, even without notes: the earlier
 		// Finish's notes then go (see save).
 		m.FinishNotes = append([]string{}, slices.Sorted(slices.Values(notes))...)
 	}
-	m.Finished = time.Now().UTC()
+	if finished {
+		m.Finished = time.Now().UTC()
+	}
 	mu.Lock()
 	if serr := save(); err == nil {
 		err = serr
@@ -566,6 +571,22 @@ func (r *Runner) runStage(ctx context.Context, sr stageRun, inputs []shardInput)
 		"seconds", fmt.Sprintf("%.1f", time.Since(m.Started).Seconds()))
 	res.outputs = outputsOf(m, inputs)
 	return res, nil
+}
+
+// finishDone reports whether a sink's Finish completed in the run that
+// wrote m (it is finished only then) and its files are still there: a run
+// killed after the last shard was recorded and before Finish leaves m not
+// finished, and the next run then runs Finish without redoing any shard.
+func (r *Runner) finishDone(m *manifests.Stage) bool {
+	if m.Finished.IsZero() || r.root == nil {
+		return false
+	}
+	for _, f := range m.Files {
+		if fi, err := r.root.Lstat(f); err != nil || !fi.Mode().IsRegular() {
+			return false
+		}
+	}
+	return true
 }
 
 // pending returns the shards that must be (re)made, with their new keys.
