@@ -2,20 +2,28 @@
 # Runs every fuzz target of the module for the given time each (default 10s).
 # Targets are discovered with `go test -list '^Fuzz'` in every package, so a
 # new target runs without being listed here. Every target runs even when an
-# earlier one fails; the failures are listed at the end and the exit status
-# is non-zero when there was any.
+# earlier one fails; the failures are listed at the end, each with the new
+# failing input the fuzzer wrote (printed, so that a CI log is enough to make
+# it a seed). Exit status: 0 all passed; 1 a target failed (a new input found
+# by chance, or a seed failing); 2 the targets could not be found (listing or
+# building failed, or none found), which does not depend on chance.
 # Usage: testdata/fuzz.sh [duration]
 set -uo pipefail
 cd "$(dirname "$0")/.."
 t="${1:-10s}"
 failed=()
+unlisted=0
 n=0
+# New failing inputs are the corpus files written after this stamp.
+stamp=$(mktemp) || exit 2
+trap 'rm -f "$stamp"' EXIT
 pkgs=$(go list ./...) || exit 2
 for pkg in $pkgs; do
 	# The test binary lists its targets; packages without tests list none.
 	if ! out=$(go test "$pkg" -run '^$' -list '^Fuzz' 2>&1); then
 		echo "$out" >&2
 		failed+=("$pkg (listing the targets failed)")
+		unlisted=1
 		continue
 	fi
 	targets=$(grep '^Fuzz' <<<"$out") || true
@@ -24,16 +32,22 @@ for pkg in $pkgs; do
 		echo "== $pkg $f ($t)"
 		if ! go test "$pkg" -run '^$' -fuzz "^$f\$" -fuzztime "$t"; then
 			failed+=("$pkg $f")
+			find . -path '*/testdata/fuzz/*' -type f -newer "$stamp" -print | while read -r in; do
+				echo "fuzz: new failing input $in:"
+				cat "$in"
+			done
+			touch "$stamp"
 		fi
 	done
 done
 if [ "$n" -eq 0 ]; then
 	echo "fuzz: no fuzz targets found" >&2
-	exit 1
+	exit 2
 fi
 if [ "${#failed[@]}" -gt 0 ]; then
 	echo "fuzz: ${#failed[@]} of $n targets failed:" >&2
 	printf '  %s\n' "${failed[@]}" >&2
+	[ "$unlisted" -eq 1 ] && exit 2
 	exit 1
 fi
 echo "fuzz: all $n targets passed"
