@@ -258,8 +258,9 @@ func planSavers(t testing.TB) []PlanSaver {
 	return []PlanSaver{dst.(PlanSaver), &sampler{cfg: &SampleConfig{Quotas: []Quota{{N: 1}}}}, &responseSchemas{}}
 }
 
-// FuzzPlanFile: a plan file of any bytes is either refused or loads into a
-// plan that saves and loads again to the same bytes; nothing panics.
+// FuzzPlanFile: a plan file (or a bare payload) of any bytes is either
+// refused or loads into a plan that saves and loads again to the same
+// bytes; nothing panics.
 func FuzzPlanFile(f *testing.F) {
 	var p planWriter
 	p.uint(1)
@@ -279,10 +280,12 @@ func FuzzPlanFile(f *testing.F) {
 	s.str("b")
 	f.Add(encodePlan(planHeader{Type: "sample", Key: "k", Digest: "d"}, s.b))
 	f.Add([]byte(planMagic + "{}\nsha256 00\n"))
+	f.Add(p.b)
+	f.Add(s.b)
 	f.Fuzz(func(t *testing.T, b []byte) {
 		_, payload, err := decodePlan(b)
 		if err != nil {
-			return
+			payload = b // the checksum stops random bytes; feed them to the loaders as they are
 		}
 		for _, ps := range planSavers(t) {
 			if ps.LoadPlan(bytes.NewReader(payload)) != nil {
