@@ -12,6 +12,8 @@ import (
 	"io"
 	"io/fs"
 	"path/filepath"
+	"runtime"
+	"sync"
 	"time"
 
 	"github.com/augmentdata/augment/manifests"
@@ -194,16 +196,108 @@ func (r *Runner) stagePlan(ctx context.Context, sr stageRun, pl Planner, typ, fp
 	return out, nil
 }
 
-// runPlan streams every input record to a Planner.
+// runPlan streams every input record to a Planner, in input order, the
+// shards read planReadAhead at a time.
 func (r *Runner) runPlan(ctx context.Context, pl Planner, inputs []shardInput) (string, error) {
+	paths := make([]string, len(inputs))
+	for i, in := range inputs {
+		paths[i] = filepath.Join(r.dir, in.ref.Path)
+	}
 	return pl.Plan(ctx, func(yield func(*record.Record) error) error {
-		for _, in := range inputs {
-			if err := shard.Scan(filepath.Join(r.dir, in.ref.Path), yield); err != nil {
+		return scanShards(ctx, paths, planReadAhead(), yield)
+	})
+}
+
+// planReadAhead is how many shards a plan's scan reads at once: decoding
+// Parquet was the single-threaded part of a dedup plan (issue 11).
+func planReadAhead() int { return max(2, runtime.NumCPU()) }
+
+// planScanBatch is how many records a shard reader hands over at once.
+const planScanBatch = 256
+
+// scanShards calls yield for every record of the shards at paths, in
+// order, as one shard.Scan after the other would, while up to ahead shards
+// are decoded at once. Each reader holds at most a few batches that the
+// consumer has not taken, so memory stays bounded by ahead, not by the
+// shards' sizes. An error of yield or of a read stops every reader; the
+// first in record order is returned, and scanShards returns only when its
+// readers have stopped.
+func scanShards(ctx context.Context, paths []string, ahead int, yield func(*record.Record) error) error {
+	if ahead <= 1 || len(paths) <= 1 {
+		for _, p := range paths {
+			if err := shard.Scan(p, yield); err != nil {
 				return err
 			}
 		}
 		return nil
-	})
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	type batch struct {
+		recs []*record.Record
+		err  error
+	}
+	// queue holds each shard's channel in input order; its capacity and
+	// the one being drained bound the readers at work.
+	queue := make(chan chan batch, ahead-1)
+	var readers sync.WaitGroup
+	dealt := make(chan struct{})
+	defer func() {
+		cancel()
+		<-dealt
+		readers.Wait()
+	}()
+	go func() {
+		defer close(dealt)
+		defer close(queue)
+		for _, p := range paths {
+			ch := make(chan batch, 4)
+			select {
+			case queue <- ch:
+			case <-ctx.Done():
+				return
+			}
+			readers.Go(func() {
+				defer close(ch)
+				send := func(b batch) bool {
+					select {
+					case ch <- b:
+						return true
+					case <-ctx.Done():
+						return false
+					}
+				}
+				var cur []*record.Record
+				err := shard.Scan(p, func(r *record.Record) error {
+					cur = append(cur, r)
+					if len(cur) == planScanBatch {
+						if !send(batch{recs: cur}) {
+							return ctx.Err()
+						}
+						cur = make([]*record.Record, 0, planScanBatch)
+					}
+					return nil
+				})
+				if err != nil {
+					send(batch{err: err})
+				} else if len(cur) > 0 {
+					send(batch{recs: cur})
+				}
+			})
+		}
+	}()
+	for ch := range queue {
+		for b := range ch {
+			if b.err != nil {
+				return b.err
+			}
+			for _, r := range b.recs {
+				if err := yield(r); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	return ctx.Err()
 }
 
 // planWriter builds a plan payload: unsigned varints and length-prefixed

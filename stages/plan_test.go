@@ -304,3 +304,60 @@ func FuzzPlanFile(f *testing.F) {
 		}
 	})
 }
+
+// TestScanShardsInOrder: reading several shards at once yields what
+// reading them one after the other does, in the same order; a damaged
+// shard's error, a yield error and a cancelled context stop the scan.
+func TestScanShardsInOrder(t *testing.T) {
+	dir := t.TempDir()
+	root, err := manifests.OpenRoot(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer root.Close()
+	var paths, want []string
+	for s, n := range []int{3, 0, 700, 1, 513, 256, 40} {
+		var recs []*record.Record
+		for i := range n {
+			id := fmt.Sprintf("s%d-%d", s, i)
+			recs = append(recs, &record.Record{ID: id, Source: "x", Messages: []record.Message{{Role: "user", Content: id}}})
+			want = append(want, id)
+		}
+		name := fmt.Sprintf("part-%d.parquet", s)
+		if _, err := shard.Write(root, name, recs, shard.Options{RowGroupRows: 100}); err != nil {
+			t.Fatal(err)
+		}
+		paths = append(paths, filepath.Join(dir, name))
+	}
+	for _, ahead := range []int{1, 2, 3, 8} {
+		var got []string
+		err := scanShards(t.Context(), paths, ahead, func(r *record.Record) error {
+			got = append(got, r.ID)
+			return nil
+		})
+		if err != nil || !slices.Equal(got, want) {
+			t.Errorf("ahead %d: %d records (%v), want %d in order", ahead, len(got), err, len(want))
+		}
+	}
+	stop := fmt.Errorf("enough")
+	n := 0
+	if err := scanShards(t.Context(), paths, 3, func(*record.Record) error {
+		if n++; n == 800 {
+			return stop
+		}
+		return nil
+	}); err != stop || n != 800 {
+		t.Errorf("yield error: got %v after %d records", err, n)
+	}
+	bad := slices.Clone(paths)
+	bad[3] = filepath.Join(dir, "missing.parquet")
+	n = 0
+	if err := scanShards(t.Context(), bad, 3, func(*record.Record) error { n++; return nil }); err == nil || n != 703 {
+		t.Errorf("missing shard: %v after %d records, want an error after the 703 before it", err, n)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	if err := scanShards(ctx, paths, 3, func(*record.Record) error { return nil }); err == nil {
+		t.Error("a cancelled scan returned no error")
+	}
+}
