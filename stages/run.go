@@ -121,7 +121,8 @@ func NewRunner(p *Pipeline, o Options) (*Runner, error) {
 	// Everything that can be found before a write is found now, all at once.
 	src := newOpener(p, o)
 	probs := append(pathProblems(p, src), envProblems(p, o.Getenv)...)
-	probs = append(probs, workerProblems(p, o)...) // workers.go
+	probs = append(probs, workerProblems(p, o)...)      // workers.go
+	probs = append(probs, batchWorkerProblems(p, o)...) // batch.go
 	if probs = append(probs, stageProblems(p)...); len(probs) > 0 {
 		return nil, &ConfigError{Problems: probs}
 	}
