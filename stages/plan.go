@@ -140,6 +140,13 @@ func (r *Runner) stagePlan(ctx context.Context, sr stageRun, pl Planner, typ, fp
 	key := planKey(fp, inputs)
 	name := sr.rel + "/" + planFile
 	out := planOutcome{files: []string{name}}
+	warned := false // a waiting worker warns once, not at every look
+	warn := func(msg string, err error) {
+		if !warned {
+			r.o.Log.Warn(msg, "stage", sr.name, "file", name, "err", err)
+			warned = true
+		}
+	}
 	load := func() (bool, error) {
 		b, err := sr.out.ReadFile(planFile)
 		if errors.Is(err, fs.ErrNotExist) {
@@ -150,14 +157,14 @@ func (r *Runner) stagePlan(ctx context.Context, sr stageRun, pl Planner, typ, fp
 		}
 		h, payload, err := decodePlan(b)
 		if err != nil {
-			r.o.Log.Warn("unreadable plan file; the plan is made again", "stage", sr.name, "file", name, "err", err)
+			warn("unreadable plan file, not used", err)
 			return false, nil
 		}
 		if h.Key != key || h.Type != typ {
 			return false, nil // an earlier run's plan, of other inputs or settings
 		}
 		if err := ps.LoadPlan(bytes.NewReader(payload)); err != nil {
-			r.o.Log.Warn("plan file not loaded; the plan is made again", "stage", sr.name, "file", name, "err", err)
+			warn("plan file not loaded", err)
 			return false, nil
 		}
 		out.digest, out.source = h.Digest, "loaded"
