@@ -28,6 +28,9 @@ type Stage struct {
 	ConfigHash string          `json:"config_hash"`
 	Config     json.RawMessage `json:"config"`
 	Plan       string          `json:"plan,omitempty"` // digest of a whole-input plan (sample quotas)
+	// PlanSource, in a worker's part of a stage manifest, says whether
+	// that worker "computed" the stage's plan or "loaded" it.
+	PlanSource string `json:"plan_source,omitempty"`
 
 	Shards []Shard `json:"shards"`
 	Totals Counts  `json:"totals"`

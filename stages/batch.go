@@ -19,6 +19,18 @@ import (
 // submits them as batches and the run stops waiting; the next run picks up
 // where this one stopped, with the answers in the cache.
 
+// batchWorkerProblems refuses batch mode for a worker: the batch
+// directory's state file (the open jobs, their requests and rounds) is
+// kept by one process, and N workers would each rewrite it with their own
+// jobs only. The batch API already spreads the work, so a batch run is one
+// process; workers use teacher.mode online.
+func batchWorkerProblems(p *Pipeline, o Options) []string {
+	if o.Worker == nil || p.Teacher.Mode != llm.ModeBatch {
+		return nil
+	}
+	return []string{p.problem("teacher.mode", "teacher.mode batch does not run as several workers (--worker, JOB_COMPLETION_INDEX, SLURM_ARRAY_TASK_ID): the batch jobs are kept by one process; run `augment run` and `augment batch poll` as one process (the provider spreads the batch), or use teacher.mode online with workers")}
+}
+
 // pendingShardError marks a shard holding records that wait for batch
 // answers; the shard is not committed.
 type pendingShardError struct{ records int }

@@ -5,7 +5,9 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
+	"io"
 	"runtime"
 	"slices"
 	"strconv"
@@ -681,4 +683,75 @@ func sizeRange(n int) string {
 		hi *= 2
 	}
 	return strconv.Itoa(hi/2+1) + "-" + strconv.Itoa(hi)
+}
+
+// SavePlan writes the decisions Process needs: the kept members of
+// clusters, the removed records and the records without text, each by
+// rank in ascending order.
+func (d *deduper) SavePlan(w io.Writer) error {
+	if !d.planned {
+		return errors.New("dedup: no plan to save")
+	}
+	var p planWriter
+	p.uint(uint64(len(d.keepers)))
+	for _, k := range d.keepers {
+		p.u64(k.rank)
+		p.str(k.id)
+		p.uint(uint64(k.size))
+	}
+	p.uint(uint64(len(d.dups)))
+	for _, e := range d.dups {
+		p.u64(e.rank)
+		p.uint(uint64(e.keeper))
+		flags := uint64(e.sim) << 1
+		if e.exact {
+			flags |= 1
+		}
+		p.uint(flags)
+	}
+	p.uint(uint64(len(d.noText)))
+	for _, r := range d.noText {
+		p.u64(r)
+	}
+	return p.flush(w)
+}
+
+// LoadPlan reads what SavePlan wrote and checks what Process relies on:
+// ranks in ascending order, keepers that exist.
+func (d *deduper) LoadPlan(r io.Reader) error {
+	p, err := newPlanReader(r)
+	if err != nil {
+		return err
+	}
+	ascending := func(i int, prev, rank uint64) bool { return i == 0 || prev < rank }
+	keepers := make([]keeperEntry, p.count())
+	for i := range keepers {
+		k := keeperEntry{rank: p.u64(), id: p.str(), size: int32(min(p.uint(), 1<<31-1))}
+		if p.err == nil && !ascending(i, keepers[max(i-1, 0)].rank, k.rank) {
+			return errors.New("dedup plan: keepers out of order")
+		}
+		keepers[i] = k
+	}
+	dups := make([]dupEntry, p.count())
+	for i := range dups {
+		e := dupEntry{rank: p.u64()}
+		keeper, flags := p.uint(), p.uint()
+		if p.err == nil && (keeper >= uint64(len(keepers)) || flags>>1 > 100 || !ascending(i, dups[max(i-1, 0)].rank, e.rank)) {
+			return errors.New("dedup plan: a removed record is out of order or names no keeper")
+		}
+		e.keeper, e.sim, e.exact = int32(keeper), uint8(flags>>1), flags&1 == 1
+		dups[i] = e
+	}
+	noText := make([]uint64, p.count())
+	for i := range noText {
+		noText[i] = p.u64()
+		if p.err == nil && !ascending(i, noText[max(i-1, 0)], noText[i]) {
+			return errors.New("dedup plan: records without text out of order")
+		}
+	}
+	if err := p.done(); err != nil {
+		return err
+	}
+	d.dups, d.keepers, d.noText, d.planned = dups, keepers, noText, true
+	return nil
 }

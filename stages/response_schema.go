@@ -7,6 +7,8 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"io"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -376,4 +378,41 @@ func (n *schemaNode) write(buf *bytes.Buffer) {
 		}
 	}
 	buf.WriteByte('}')
+}
+
+// SavePlan writes the derived schemas in tool key order.
+func (s *responseSchemas) SavePlan(w io.Writer) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.planned {
+		return errors.New("response_schema: no plan to save")
+	}
+	var p planWriter
+	p.uint(uint64(len(s.schemas)))
+	for _, k := range slices.Sorted(maps.Keys(s.schemas)) {
+		p.str(k)
+		p.bytes(s.schemas[k])
+	}
+	return p.flush(w)
+}
+
+// LoadPlan reads what SavePlan wrote.
+func (s *responseSchemas) LoadPlan(r io.Reader) error {
+	p, err := newPlanReader(r)
+	if err != nil {
+		return err
+	}
+	n := p.count()
+	schemas := make(map[string]json.RawMessage, n)
+	for range n {
+		k := p.str()
+		schemas[k] = json.RawMessage(p.bytes())
+	}
+	if err := p.done(); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	s.schemas, s.planned = schemas, true
+	s.mu.Unlock()
+	return nil
 }

@@ -121,7 +121,8 @@ func NewRunner(p *Pipeline, o Options) (*Runner, error) {
 	// Everything that can be found before a write is found now, all at once.
 	src := newOpener(p, o)
 	probs := append(pathProblems(p, src), envProblems(p, o.Getenv)...)
-	probs = append(probs, workerProblems(p, o)...) // workers.go
+	probs = append(probs, workerProblems(p, o)...)      // workers.go
+	probs = append(probs, batchWorkerProblems(p, o)...) // batch.go
 	if probs = append(probs, stageProblems(p)...); len(probs) > 0 {
 		return nil, &ConfigError{Problems: probs}
 	}
@@ -378,18 +379,19 @@ func (r *Runner) runStage(ctx context.Context, sr stageRun, inputs []shardInput)
 		plan = old.Plan
 	}
 	todo := r.pending(sr, old, fp, plan, inputs)
-	if planner, ok := st.(Planner); ok && (len(todo) > 0 || r.o.Worker != nil) { // workers.go: a worker cannot see others' todo
-		digest, err := r.runPlan(ctx, planner, inputs)
-		if err != nil {
+	// plan.go: a plan is computed once, saved, and loaded by workers and reruns.
+	var planned planOutcome
+	if planner, ok := st.(Planner); ok && (len(todo) > 0 || r.o.Worker != nil || r.o.Merge) { // workers.go: a worker cannot see others' todo
+		if planned, err = r.stagePlan(ctx, sr, planner, typ, fp, inputs); err != nil {
 			return res, fmt.Errorf("plan: %w", err)
 		}
-		plan = digest
+		plan = planned.digest
 		todo = r.pending(sr, old, fp, plan, inputs)
 	}
 	res.fp, res.plan = fp, plan // workers.go
 	m := &manifests.Stage{
 		Name: sr.name, Type: typ, Version: cfg.version(), Tool: r.o.Version,
-		ConfigHash: fp, Config: cfgJSON, Plan: plan, Started: time.Now().UTC(),
+		ConfigHash: fp, Config: cfgJSON, Plan: plan, Files: planned.files, Started: time.Now().UTC(),
 		Superseded: superseded(old, func(shard string) bool {
 			_, redo := todo[shard]
 			return !redo && slices.ContainsFunc(inputs, func(in shardInput) bool { return in.name == shard })
@@ -397,6 +399,9 @@ func (r *Runner) runStage(ctx context.Context, sr stageRun, inputs []shardInput)
 	}
 	if r.o.Merge && old != nil { // workers.go: the workers' teacher accounting
 		m.LLM = old.LLM
+	}
+	if r.o.Worker != nil { // workers.go: which worker made the plan
+		m.PlanSource = planned.source
 	}
 	if len(todo) == 0 && old != nil && r.o.Worker == nil && !r.o.Merge && // workers.go: they always write their manifest
 		(!isSink || r.finishDone(old)) { // a run killed before the sink's Finish: run it now
@@ -539,7 +544,7 @@ func (r *Runner) runStage(ctx context.Context, sr stageRun, inputs []shardInput)
 		fin := sr.out.Track()
 		notes, err = sink.Finish(fin, shards)
 		finished = err == nil // else the next run runs Finish again (finishDone)
-		m.Files = fin.Written()
+		m.Files = append(slices.Clone(planned.files), fin.Written()...)
 		env.note(notes...)
 		// Not nil once Finish ran, even without notes: the earlier
 		// Finish's notes then go (see save).
@@ -692,18 +697,6 @@ func shardWorkers(st Stage) int {
 	}
 	// Twice the CPUs: a shard waiting for its fsync leaves its CPU to another.
 	return 2 * runtime.NumCPU()
-}
-
-// runPlan streams every input record to a Planner.
-func (r *Runner) runPlan(ctx context.Context, pl Planner, inputs []shardInput) (string, error) {
-	return pl.Plan(ctx, func(yield func(*record.Record) error) error {
-		for _, in := range inputs {
-			if err := shard.Scan(filepath.Join(r.dir, in.ref.Path), yield); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
 }
 
 // runShard processes one input shard and writes its outputs atomically.

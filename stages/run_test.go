@@ -387,6 +387,9 @@ func TestRunRemovesStaleOutputs(t *testing.T) {
 	for _, stage := range []string{"00-ingest", "01-sample"} {
 		m := readManifest(t, out, stage)
 		listed := map[string]bool{"manifest.json": true}
+		for _, f := range m.Files { // a planner's plan.bin
+			listed[filepath.Base(f)] = true
+		}
 		for _, sh := range m.Shards {
 			for _, o := range sh.Outputs {
 				listed[filepath.Base(o.Path)] = true

@@ -5,7 +5,10 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
+	"io"
+	"maps"
 	"slices"
 
 	"github.com/augmentdata/augment/stages/contract"
@@ -181,4 +184,35 @@ func (h *rankHeap) Pop() any {
 	x := old[len(old)-1]
 	*h = old[:len(old)-1]
 	return x
+}
+
+// SavePlan writes the chosen record IDs in order.
+func (s *sampler) SavePlan(w io.Writer) error {
+	if s.keep == nil {
+		return errors.New("sample: no plan to save")
+	}
+	var p planWriter
+	p.uint(uint64(len(s.keep)))
+	for _, id := range slices.Sorted(maps.Keys(s.keep)) {
+		p.str(id)
+	}
+	return p.flush(w)
+}
+
+// LoadPlan reads what SavePlan wrote.
+func (s *sampler) LoadPlan(r io.Reader) error {
+	p, err := newPlanReader(r)
+	if err != nil {
+		return err
+	}
+	n := p.count()
+	keep := make(map[string]bool, n)
+	for range n {
+		keep[p.str()] = true
+	}
+	if err := p.done(); err != nil {
+		return err
+	}
+	s.keep = keep
+	return nil
 }

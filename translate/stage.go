@@ -4,8 +4,11 @@ import (
 	"cmp"
 	"context"
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"errors"
+	"io"
+	"maps"
 	"math/rand/v2"
 	"slices"
 	"strconv"
@@ -146,4 +149,57 @@ func hasChinese(r *record.Record) bool {
 		}
 	}
 	return false
+}
+
+// SavePlan writes the chosen IDs in order (stages.PlanSaver): a count,
+// then each ID, every number an unsigned varint and each ID preceded by its
+// length. With Ratio there is nothing to save.
+func (s *Stage) SavePlan(w io.Writer) error {
+	if s.t.cfg.Count == 0 {
+		return nil
+	}
+	if !s.planned {
+		return errors.New("translate: no plan to save")
+	}
+	b := binary.AppendUvarint(nil, uint64(len(s.chosen)))
+	for _, id := range slices.Sorted(maps.Keys(s.chosen)) {
+		b = binary.AppendUvarint(b, uint64(len(id)))
+		b = append(b, id...)
+	}
+	_, err := w.Write(b)
+	return err
+}
+
+// LoadPlan reads what SavePlan wrote.
+func (s *Stage) LoadPlan(r io.Reader) error {
+	b, err := io.ReadAll(r)
+	if err != nil {
+		return err
+	}
+	if s.t.cfg.Count == 0 {
+		if len(b) > 0 {
+			return errors.New("translate: a plan of chosen records, but count is not set")
+		}
+		return nil
+	}
+	bad := errors.New("translate: truncated or corrupt plan")
+	n, k := binary.Uvarint(b)
+	if k <= 0 || n > uint64(len(b)) {
+		return bad
+	}
+	b = b[k:]
+	chosen := make(map[string]bool, n)
+	for range n {
+		l, k := binary.Uvarint(b)
+		if k <= 0 || l > uint64(len(b)-k) {
+			return bad
+		}
+		chosen[string(b[k:k+int(l)])] = true
+		b = b[k+int(l):]
+	}
+	if len(b) > 0 {
+		return bad
+	}
+	s.chosen, s.planned = chosen, true
+	return nil
 }

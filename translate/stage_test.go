@@ -267,3 +267,44 @@ func TestStageNamesLineage(t *testing.T) {
 		t.Errorf("Convert outside a stage: %+v, %v", out, err)
 	}
 }
+
+// TestStageSaveLoadPlan: a stage loaded from a saved plan chooses the
+// records the planned one chose; a corrupt or mismatched plan is refused.
+func TestStageSaveLoadPlan(t *testing.T) {
+	rs := zhRecords(40)
+	s := newConvertStage(t, Config{Count: 7}, 3)
+	if _, err := s.Plan(t.Context(), func(yield func(*record.Record) error) error {
+		for _, r := range rs {
+			if err := yield(r); err != nil {
+				return err
+			}
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	var saved strings.Builder
+	if err := s.SavePlan(&saved); err != nil {
+		t.Fatal(err)
+	}
+	l := newConvertStage(t, Config{Count: 7}, 3)
+	if err := l.LoadPlan(strings.NewReader(saved.String())); err != nil {
+		t.Fatal(err)
+	}
+	a, b := translatedIDs(run(t, s, rs)), translatedIDs(run(t, l, rs))
+	if len(a) != 7 || !slices.Equal(a, b) {
+		t.Errorf("planned chose %v, loaded %v", a, b)
+	}
+	var again strings.Builder
+	if err := l.SavePlan(&again); err != nil || again.String() != saved.String() {
+		t.Errorf("saved again differs (%v)", err)
+	}
+	for _, bad := range []string{"", saved.String()[:len(saved.String())-1], saved.String() + "x", "\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff"} {
+		if err := newConvertStage(t, Config{Count: 7}, 3).LoadPlan(strings.NewReader(bad)); err == nil {
+			t.Errorf("plan %q loaded", bad)
+		}
+	}
+	if err := newConvertStage(t, Config{Ratio: 0.5}, 3).LoadPlan(strings.NewReader(saved.String())); err == nil {
+		t.Error("a plan of chosen records loaded into a ratio stage")
+	}
+}

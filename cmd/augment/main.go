@@ -37,7 +37,7 @@ Usage:
   augment status [out]                                 per-stage progress over all workers sharing a run
   augment check [-set k=v …] pipeline.yaml             validate, show what would run, render prompts, estimate cost
   augment fake-llm [-addr 127.0.0.1:8089] [flags]      serve a fake OpenAI-compatible endpoint for dry runs
-  augment cache stats|ls|get [-dir out] [key]          inspect the request cache of a run
+  augment cache stats|ls|get|verify [-dir out] [key]   inspect the request cache of a run (every worker segment)
   augment batch status [-dir out] | poll pipeline.yaml list or advance the batch jobs of teacher.mode batch
   augment report [out]                                 write out/report.html and each export's dataset card
   augment show ID [-stage S] [-json] out               one record's way through the stages, or as stage S holds it

@@ -131,11 +131,16 @@ func engineEnvs(flavor string, n int) ([][]string, []string) {
 // with the offline teacher, two exports) as one process and as N worker
 // processes plus augment merge, with the variables each engine sets, and
 // wants the same output files.
+//
+// The pipeline gets two more planner stages (dedup, response_schema) after
+// sample: each whole-input plan is computed once, by worker 0, and loaded
+// by the others and by the merge.
 func TestWorkersSameBytes(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the CLI and runs many processes")
 	}
 	one := newWorkerRun(t, "one")
+	one.withPlanners()
 	one.must(one.cmd(nil, one.args("run")...))
 	for _, tc := range []struct {
 		n      int
@@ -143,6 +148,7 @@ func TestWorkersSameBytes(t *testing.T) {
 	}{{1, "flag"}, {2, "kubernetes"}, {3, "slurm"}, {7, "slurm-from-1"}, {3, "flag"}} {
 		t.Run(fmt.Sprintf("%s-%d", tc.flavor, tc.n), func(t *testing.T) {
 			w := newWorkerRun(t, "workers")
+			w.withPlanners()
 			envs, extra := engineEnvs(tc.flavor, tc.n)
 			if tc.flavor == "flag" {
 				// The flag form: one process per index, no engine variables.
@@ -171,8 +177,15 @@ func TestWorkersSameBytes(t *testing.T) {
 				}
 			}
 			// Before the merge the exports have their samples but no index.
-			if _, err := os.Stat(filepath.Join(w.dir, "out", "07-sharegpt", "dataset_info.json")); err == nil {
+			if _, err := os.Stat(filepath.Join(w.dir, "out", "09-sharegpt", "dataset_info.json")); err == nil {
 				t.Errorf("dataset_info.json written before augment merge")
+			}
+			// Each plan was computed once, by worker 0.
+			for _, stage := range []string{"01-sample", "02-dedup", "03-response_schema"} {
+				if got := planSources(t, w.dir, stage, tc.n); got[0] != "computed" || strings.Count(fmt.Sprint(got), "computed") != 1 ||
+					strings.Count(fmt.Sprint(got), "loaded") != tc.n-1 {
+					t.Errorf("%s: plan sources by worker %v; want computed by worker 0 and loaded by the %d others", stage, got, tc.n-1)
+				}
 			}
 			out, err := w.cmd(nil, w.args("merge")...).CombinedOutput()
 			if err != nil {
@@ -183,11 +196,46 @@ func TestWorkersSameBytes(t *testing.T) {
 			}
 			sameOutputs(t, filepath.Join(one.dir, "out"), filepath.Join(w.dir, "out"))
 			st, err := w.cmd(nil, "status", "out").CombinedOutput()
-			if err != nil || !regexp.MustCompile(`07-sharegpt +15/15 +12 +12 .* merged`).Match(st) {
+			if err != nil || !regexp.MustCompile(`09-sharegpt +15/15 +[0-9]+ +[0-9]+ .* merged`).Match(st) {
 				t.Fatalf("status: %v\n%s", err, st)
 			}
 		})
 	}
+}
+
+// withPlanners adds the dedup and response_schema planners after sample.
+func (w *workerRun) withPlanners() {
+	w.t.Helper()
+	name := filepath.Join(w.dir, "pipeline.yaml")
+	p, err := os.ReadFile(name)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	p = bytes.Replace(p, []byte("  - meta_tool:"), []byte("  - dedup: {fields: [tools]}\n  - response_schema: {}\n  - meta_tool:"), 1)
+	if err := os.WriteFile(name, p, 0o644); err != nil {
+		w.t.Fatal(err)
+	}
+}
+
+// planSources reads how each of n workers got a stage's plan, from their
+// parts of the stage manifest: index → "computed" or "loaded".
+func planSources(t *testing.T, dir, stage string, n int) map[int]string {
+	t.Helper()
+	got := map[int]string{}
+	for i := range n {
+		b, err := os.ReadFile(filepath.Join(dir, "out", ".augment", "workers", stage, fmt.Sprintf("%d-of-%d.json", i, n)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var m struct {
+			PlanSource string `json:"plan_source"`
+		}
+		if err := json.Unmarshal(b, &m); err != nil {
+			t.Fatal(err)
+		}
+		got[i] = m.PlanSource
+	}
+	return got
 }
 
 // TestWorkersFailedWorkerRerun: two of three workers run while the third
@@ -371,6 +419,10 @@ func TestWorkersRerunOtherCount(t *testing.T) {
 		if err != nil || len(ranNothing.FindAll(out, -1)) != 8 {
 			t.Fatalf("worker %d/2 ran shards again (%v):\n%s", i, err, out)
 		}
+	}
+	// The sample plan the 3 workers saved serves the 2.
+	if got := planSources(t, w.dir, "01-sample", 2); fmt.Sprint(got) != "map[0:loaded 1:loaded]" {
+		t.Errorf("2 workers after 3: plan sources %v, want both loaded", got)
 	}
 	merge()
 	sameOutputs(t, filepath.Join(one.dir, "out"), filepath.Join(w.dir, "out"))

@@ -111,3 +111,32 @@ func (o Options) peekSegments(root *os.Root, own string) []*Cache {
 	}
 	return others
 }
+
+// A CacheSegment is one cache file of a cache directory: its main file
+// ("main") or a worker's segment ("worker-0-of-3").
+type CacheSegment struct {
+	Name string
+	Dir  string // the directory holding its CacheFile
+}
+
+// CacheSegments lists the cache files of the cache directory dir that
+// exist: the main file first, then the segments in name order.
+func CacheSegments(dir string) ([]CacheSegment, error) {
+	var out []CacheSegment
+	if _, err := os.Stat(filepath.Join(dir, CacheFile)); err == nil {
+		out = append(out, CacheSegment{Name: "main", Dir: dir})
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return nil, err
+	}
+	ents, err := os.ReadDir(filepath.Join(dir, segmentsDir))
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return nil, err
+	}
+	for _, e := range ents { // ReadDir sorts by name
+		seg := filepath.Join(dir, segmentsDir, e.Name())
+		if _, err := os.Stat(filepath.Join(seg, CacheFile)); e.IsDir() && err == nil {
+			out = append(out, CacheSegment{Name: e.Name(), Dir: seg})
+		}
+	}
+	return out, nil
+}
