@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/augmentdata/augment/jsontree"
 	"github.com/augmentdata/augment/stages/record"
 )
 
@@ -89,7 +90,7 @@ func TestParsePyCallsErrors(t *testing.T) {
 		{`["f"(x=1)]`, "expected a call"},
 		{`[f(x==1)]`, "positional"},
 		{`[f(x="\u12")]`, `invalid \u escape`},
-		{`[f(x=` + strings.Repeat("[", maxDepth+1), "nesting too deep"},
+		{`[f(x=` + strings.Repeat("[", jsontree.MaxDepth+1), "nesting too deep"},
 	}
 	for _, tt := range tests {
 		_, err := ParsePyCalls(tt.in)
@@ -143,8 +144,8 @@ func FuzzParsePyCalls(f *testing.F) {
 			return
 		}
 		for _, c := range calls {
-			v, err := parseJSON(c.Arguments)
-			if err != nil || v.kind != jObject || string(compact(&v)) != string(c.Arguments) {
+			v, err := jsontree.Parse(c.Arguments)
+			if err != nil || v.Kind != jsontree.Object || string(jsontree.Compact(&v)) != string(c.Arguments) {
 				t.Fatalf("arguments %q are not a compact JSON object", c.Arguments)
 			}
 		}
