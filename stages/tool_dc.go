@@ -570,47 +570,28 @@ func (s *toolDC) candidateSet(own []record.Tool, gold []record.Call, rng *rand.R
 }
 
 // tdcDistractors draws up to need tools from lib at random, none sharing a
-// name or a definition with a tool of set or with each other. It samples
-// indexes with rejection first (cheap on a large library) and falls back to
-// a scan from a random start, so it finds every eligible tool when the
-// library is small.
+// name or a definition with a tool of set or with each other; the draw
+// (toollib.DrawAll) searches a small library whole.
 func tdcDistractors(lib *toollib.Library, set []record.Tool, need int, rng *rand.Rand) []record.Tool {
-	n := len(lib.Tools)
-	if n == 0 || need <= 0 {
-		return nil
-	}
 	names := map[string]bool{}
 	defs := map[string]bool{}
 	for _, t := range set {
 		names[t.Name] = true
 		defs[toollib.DefKey(t)] = true
 	}
-	var picked []record.Tool
-	tried := map[int]bool{}
-	consider := func(i int) {
-		tried[i] = true
+	drawn := toollib.DrawAll(rng, len(lib.Tools), need, 4*need+32, func(i int) bool {
 		t := lib.Tools[i]
 		key := toollib.DefKey(t)
 		if names[t.Name] || defs[key] {
-			return
+			return false
 		}
 		names[t.Name] = true
 		defs[key] = true
-		picked = append(picked, t)
-	}
-	for range 4*need + 32 {
-		if len(picked) == need || len(tried) == n {
-			return picked
-		}
-		if i := rng.IntN(n); !tried[i] {
-			consider(i)
-		}
-	}
-	start := rng.IntN(n)
-	for j := 0; j < n && len(picked) < need; j++ {
-		if i := (start + j) % n; !tried[i] {
-			consider(i)
-		}
+		return true
+	})
+	picked := make([]record.Tool, len(drawn))
+	for k, i := range drawn {
+		picked[k] = lib.Tools[i]
 	}
 	return picked
 }
