@@ -11,8 +11,8 @@ import (
 // An answer is the teacher's JSON object, parsed but not yet compared with
 // the source.
 type answer struct {
-	functions *jsontree.Value   // nil when missing
-	system    *string // nil when missing
+	functions *jsontree.Value // nil when missing
+	system    *string         // nil when missing
 	turns     []answerTurn
 }
 

@@ -3,8 +3,8 @@ package translate
 import (
 	"errors"
 
-	"github.com/augmentdata/augment/jsontree"
 	"github.com/augmentdata/augment/jsonout"
+	"github.com/augmentdata/augment/jsontree"
 )
 
 // Translation rewrites only string literals (splice), so everything else —

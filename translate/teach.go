@@ -8,9 +8,9 @@ import (
 	"strings"
 	"unicode"
 
-	"github.com/augmentdata/augment/jsontree"
 	"github.com/augmentdata/augment/clip"
 	"github.com/augmentdata/augment/jsonout"
+	"github.com/augmentdata/augment/jsontree"
 	"github.com/augmentdata/augment/stages/contract"
 	"github.com/augmentdata/augment/stages/llm"
 	"github.com/augmentdata/augment/stages/record"
@@ -85,7 +85,7 @@ func (t *Translator) teach(ctx context.Context, r *record.Record) (*record.Recor
 type checker struct {
 	t         *Translator
 	src       *record.Record
-	functions *jsontree.Value           // the "functions" value as sent
+	functions *jsontree.Value // the "functions" value as sent
 	judged    map[string]bool // equivalence verdicts, reused across attempts
 }
 

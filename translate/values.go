@@ -3,8 +3,8 @@ package translate
 import (
 	"encoding/json"
 	"fmt"
-	"github.com/augmentdata/augment/jsontree"
 	"github.com/augmentdata/augment/clip"
+	"github.com/augmentdata/augment/jsontree"
 	"strconv"
 	"strings"
 	"unicode"
