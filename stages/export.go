@@ -14,12 +14,12 @@ import (
 	"sync/atomic"
 	"unicode/utf8"
 
+	"github.com/augmentdata/augment/pycall"
 	"github.com/parquet-go/parquet-go"
 
 	"github.com/augmentdata/augment/jsonout"
 	"github.com/augmentdata/augment/manifests"
 	"github.com/augmentdata/augment/stages/contract"
-	"github.com/augmentdata/augment/stages/formats"
 	"github.com/augmentdata/augment/stages/record"
 	"github.com/augmentdata/augment/stages/shard"
 	"github.com/augmentdata/augment/verify"
@@ -497,14 +497,14 @@ func (e *exporter) assistant(m record.Message) (verify.Turn, error) {
 		}
 		return verify.Turn{From: "gpt", Value: joinText(m.Content, m.Reasoning) + "<|python_tag|>" + listJSON(v, len(m.Calls))}, nil
 	case "decision":
-		calls := formats.PrintPyCalls(m.Calls)
+		calls := pycall.Print(m.Calls)
 		head := m.Content + m.Reasoning
 		if m.Reasoning != "" {
 			head += "\n\n"
 		}
 		return verify.Turn{From: "gpt", Value: head + calls}, nil
 	default: // tool_dc
-		return verify.Turn{From: "gpt", Value: m.Content + "<think>" + m.Reasoning + "</think><tool_call>" + formats.PrintPyCalls(m.Calls) + "</tool_call>"}, nil
+		return verify.Turn{From: "gpt", Value: m.Content + "<think>" + m.Reasoning + "</think><tool_call>" + pycall.Print(m.Calls) + "</tool_call>"}, nil
 	}
 }
 

@@ -12,8 +12,8 @@ import (
 
 	"github.com/augmentdata/augment/jsonout"
 	"github.com/augmentdata/augment/prompts"
+	"github.com/augmentdata/augment/pycall"
 	"github.com/augmentdata/augment/stages/contract"
-	"github.com/augmentdata/augment/stages/formats"
 	"github.com/augmentdata/augment/stages/llm"
 	"github.com/augmentdata/augment/stages/record"
 	"github.com/augmentdata/augment/stages/toollib"
@@ -376,7 +376,7 @@ func (s *toolDC) Process(ctx context.Context, r *record.Record) ([]*record.Recor
 	validName := map[string]bool{}
 	for _, t := range tries {
 		for _, c := range t.calls {
-			if key := formats.PrintPyCalls([]record.Call{c}); !seen[key] {
+			if key := pycall.Print([]record.Call{c}); !seen[key] {
 				seen[key] = true
 				candidates = append(candidates, c)
 			}
@@ -413,12 +413,12 @@ func (s *toolDC) Process(ctx context.Context, r *record.Record) ([]*record.Recor
 		for _, p := range m.Problems {
 			msgs = append(msgs, p.Kind+": "+p.Msg)
 		}
-		return nil, contract.Rejectf(ToolDCRetryMismatch, "Retry %s does not match the gold calls: %s", formats.PrintPyCalls(calls), strings.Join(msgs, "; "))
+		return nil, contract.Rejectf(ToolDCRetryMismatch, "Retry %s does not match the gold calls: %s", pycall.Print(calls), strings.Join(msgs, "; "))
 	}
 
 	system, body, tag := "", retry.thinking, "thinking"
 	if s.cfg.Trace != SourceThinking {
-		if system, body, err = s.renderTrace(formats.PrintPyCalls(candidates), tdcNames(valid), formats.PrintPyCalls(calls)); err != nil {
+		if system, body, err = s.renderTrace(pycall.Print(candidates), tdcNames(valid), pycall.Print(calls)); err != nil {
 			return nil, err
 		}
 		tag = "trace"
@@ -440,7 +440,7 @@ func (s *toolDC) Process(ctx context.Context, r *record.Record) ([]*record.Recor
 	for i, t := range valid {
 		validList[i] = t.Name
 	}
-	// ParsePyCalls gives JSON arguments, so these encode; an error is a bug.
+	// pycall.Parse gives JSON arguments, so these encode; an error is a bug.
 	candTag, err := tdcJSON(candidates)
 	if err != nil {
 		return nil, fmt.Errorf("tool_dc: candidate calls: %w", err)
@@ -726,7 +726,7 @@ func (s *toolDC) request(t *prompts.Template, slot string, tools []record.Tool, 
 			if len(calls) == 0 {
 				return "[]", nil
 			}
-			return formats.PrintPyCalls(calls), nil
+			return pycall.Print(calls), nil
 		},
 	}, nil
 }
@@ -748,7 +748,7 @@ func parseToolDCAnswer(content string) ([]record.Call, error) {
 	if s == "" || s == "[]" {
 		return nil, nil
 	}
-	return formats.ParsePyCalls(s)
+	return pycall.Parse(s)
 }
 
 // renderTrace renders the trace template: the system text (may be empty)

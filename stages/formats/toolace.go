@@ -4,6 +4,7 @@ import (
 	"strings"
 
 	"github.com/augmentdata/augment/jsontree"
+	"github.com/augmentdata/augment/pycall"
 	"github.com/augmentdata/augment/stages/record"
 )
 
@@ -149,7 +150,7 @@ func toolaceAssistant(value string, tools []record.Tool, turn int) (record.Messa
 		}
 		return record.Message{Role: record.RoleAssistant, Content: value}, nil
 	}
-	calls, err := ParsePyCalls(t)
+	calls, err := pycall.Parse(t)
 	if err == nil {
 		return record.Message{Role: record.RoleAssistant, Calls: calls}, nil
 	}

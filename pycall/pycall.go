@@ -1,4 +1,10 @@
-package formats
+// Package pycall reads and writes calls in Python-call syntax, as ToolACE's
+// assistant turns and Tool-DC's traces hold them:
+// `[Name With Spaces(a="x", n=3), other(x=[1, 2], d={'k': None})]`.
+// Parse reads it into calls with compact JSON arguments (numbers written
+// back as JSON numbers, ".5" as "0.5" and "7." as "7.0"); Print writes calls
+// back, so parsing Print's output gives the same calls.
+package pycall
 
 import (
 	"fmt"
@@ -10,7 +16,7 @@ import (
 	"github.com/augmentdata/augment/stages/record"
 )
 
-// ParsePyCalls parses calls written in Python-call syntax, as ToolACE's
+// Parse parses calls written in Python-call syntax, as ToolACE's
 // assistant turns hold them: `[Name With Spaces(a="x", n=3), other(x=[1, 2])]`,
 // or one call without the brackets. Names are arbitrary text up to the "(" that
 // opens a keyword-argument list which parses (so "User Feed (Video Posts) V2(…)"
@@ -22,7 +28,7 @@ import (
 // with string keys (→ objects). Each call's Arguments is a compact JSON object
 // in argument order. Positional arguments, other expressions, repeated keys
 // and an empty list are errors.
-func ParsePyCalls(s string) ([]record.Call, error) {
+func Parse(s string) ([]record.Call, error) {
 	p := pyParser{s: s}
 	p.space()
 	var calls []record.Call
@@ -68,14 +74,14 @@ func ParsePyCalls(s string) ([]record.Call, error) {
 	return calls, nil
 }
 
-// PrintPyCalls writes calls in the syntax ParsePyCalls reads:
+// Print writes calls in the syntax Parse reads:
 // `[name(k="v", n=3), other()]`. Strings are double-quoted with JSON's
 // escapes (all valid in Python), true/false/null print as True/False/None,
-// numbers as written. For calls ParsePyCalls returned, parsing the output
+// numbers as written. For calls Parse returned, parsing the output
 // gives the same calls. Arguments that are not a JSON object are printed
 // verbatim inside the parentheses, and keys or names with characters the
 // syntax cannot hold are printed as they are, so such calls do not parse back.
-func PrintPyCalls(calls []record.Call) string {
+func Print(calls []record.Call) string {
 	b := []byte{'['}
 	for i, c := range calls {
 		if i > 0 {
