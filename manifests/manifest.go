@@ -2,7 +2,7 @@
 // counts, hashes, the effective config and timings. The runner reads them to
 // skip work that is already done, and people read them to audit a run.
 //
-// Every write is atomic (see File): a manifest on disk always describes
+// Every write is atomic (atomicfs): a manifest on disk always describes
 // outputs that exist in full.
 package manifests
 

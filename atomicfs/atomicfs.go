@@ -1,4 +1,10 @@
-package manifests
+// Package atomicfs is where a run's files are written: a Root confines
+// every name to one directory tree (an os.Root), and each file is written
+// atomically (a temporary file, fsync, rename, fsync of the folder), with
+// its SHA-256 taken on the way, so a crash leaves the old file or the new
+// one, never a part. Observers (the object-storage mirror) are told of each
+// change.
+package atomicfs
 
 import (
 	"crypto/rand"
@@ -29,7 +35,7 @@ import (
 //
 // Names are slash-separated and relative to the Root. Sub returns a Root for
 // a folder of the same tree (a stage directory); Rel turns a name of a Sub
-// into the path relative to the top directory, which is what FileRefs hold.
+// into the path relative to the top directory, which is what manifests' FileRefs hold.
 // Methods are safe for concurrent use.
 type Root struct {
 	r      *os.Root
