@@ -315,6 +315,19 @@ func (r *Root) WriteJSON(name string, v any) error {
 // ReadJSON loads the JSON file name of r. A missing file gives (nil, nil).
 func ReadJSON[T any](r *Root, name string) (*T, error) {
 	b, err := r.ReadFile(name)
+	return decodeJSON[T](b, err, r.Path(name))
+}
+
+// ReadJSONFile is ReadJSON for a file named by its OS path, outside any
+// Root (a run directory read by status and report commands).
+func ReadJSONFile[T any](path string) (*T, error) {
+	b, err := os.ReadFile(path)
+	return decodeJSON[T](b, err, path)
+}
+
+// decodeJSON decodes the content b of the file at path, read with error
+// err; a missing file gives (nil, nil).
+func decodeJSON[T any](b []byte, err error, path string) (*T, error) {
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}
@@ -323,7 +336,7 @@ func ReadJSON[T any](r *Root, name string) (*T, error) {
 	}
 	var v T
 	if err := json.Unmarshal(b, &v); err != nil {
-		return nil, fmt.Errorf("%s: %w", r.Path(name), err)
+		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	return &v, nil
 }

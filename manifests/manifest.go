@@ -8,12 +8,11 @@ package manifests
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io/fs"
-	"os"
 	"sort"
 	"time"
+
+	"github.com/augmentdata/augment/atomicfs"
 )
 
 // A Stage manifest describes one stage directory of a run.
@@ -161,17 +160,4 @@ func (s *Stage) Shard(name string) (Shard, bool) {
 }
 
 // Read loads a manifest. A missing file gives (nil, nil).
-func Read[T any](path string) (*T, error) {
-	b, err := os.ReadFile(path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	var v T
-	if err := json.Unmarshal(b, &v); err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	return &v, nil
-}
+func Read[T any](path string) (*T, error) { return atomicfs.ReadJSONFile[T](path) }

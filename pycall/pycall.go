@@ -8,6 +8,7 @@ package pycall
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 	"unicode/utf16"
 	"unicode/utf8"
@@ -622,25 +623,6 @@ func (p *pyParser) escape(sb *strings.Builder) error {
 
 // hexRune decodes the hexadecimal digits of s.
 func hexRune(s string) (rune, bool) {
-	var r rune
-	for i := range len(s) {
-		d, ok := hexDigit(s[i])
-		if !ok {
-			return 0, false
-		}
-		r = r<<4 | d
-	}
-	return r, true
-}
-
-func hexDigit(c byte) (rune, bool) {
-	switch {
-	case c >= '0' && c <= '9':
-		return rune(c - '0'), true
-	case c >= 'a' && c <= 'f':
-		return rune(c - 'a' + 10), true
-	case c >= 'A' && c <= 'F':
-		return rune(c - 'A' + 10), true
-	}
-	return 0, false
+	n, err := strconv.ParseUint(s, 16, 32)
+	return rune(n), err == nil
 }
