@@ -293,33 +293,32 @@ func (p *Parser) SkipSpace() {
 	}
 }
 
-func (p *Parser) value() (v Value, err error) {
+// value decodes the value at Pos. Each kind's decoder records where the
+// value starts (Value.off) as it builds it.
+func (p *Parser) value() (Value, error) {
 	p.SkipSpace()
 	if p.Pos >= len(p.Data) {
 		return Value{}, p.fail("unexpected end of input")
 	}
-	at := uint32(p.Pos)
 	switch c := p.Data[p.Pos]; {
 	case c == '{':
-		v, err = p.object()
+		return p.object()
 	case c == '[':
-		v, err = p.array()
+		return p.array()
 	case c == '"':
-		v.Kind = String
-		v.Str, err = p.ReadString()
+		at := uint32(p.Pos)
+		s, err := p.ReadString()
+		return Value{Kind: String, off: at, Str: s}, err
 	case c == 't':
-		v, err = p.literal("true", True)
+		return p.literal("true", True)
 	case c == 'f':
-		v, err = p.literal("false", False)
+		return p.literal("false", False)
 	case c == 'n':
-		v, err = p.literal("null", Null)
+		return p.literal("null", Null)
 	case c == '-' || (c >= '0' && c <= '9'):
-		v, err = p.number()
-	default:
-		return Value{}, p.fail(fmt.Sprintf("unexpected character %q", rune(p.Data[p.Pos])))
+		return p.number()
 	}
-	v.off = at
-	return v, err
+	return Value{}, p.fail(fmt.Sprintf("unexpected character %q", rune(p.Data[p.Pos])))
 }
 
 func (p *Parser) literal(word string, k Kind) (Value, error) {
@@ -334,8 +333,9 @@ func (p *Parser) literal(word string, k Kind) (Value, error) {
 	if string(p.Data[p.Pos:end]) != word {
 		return Value{}, p.fail("invalid literal")
 	}
+	at := uint32(p.Pos)
 	p.Pos = end
-	return Value{Kind: k}, nil
+	return Value{Kind: k, off: at}, nil
 }
 
 func (p *Parser) number() (Value, error) {
@@ -385,7 +385,7 @@ func (p *Parser) number() (Value, error) {
 		}
 	}
 	p.Pos = i
-	return Value{Kind: Number, Str: p.view(start, i)}, nil
+	return Value{Kind: Number, off: uint32(start), Str: p.view(start, i)}, nil
 }
 
 // strSpecial marks the bytes that interrupt a run of plain string content.
@@ -553,13 +553,14 @@ func (p *Parser) array() (Value, error) {
 		return Value{}, p.fail("nesting too deep")
 	}
 	defer func() { p.depth-- }()
+	at := uint32(p.Pos)
 	p.Pos++ // [
 	base := len(p.stack)
 	defer p.pop(base)
 	p.SkipSpace()
 	if p.Pos < len(p.Data) && p.Data[p.Pos] == ']' {
 		p.Pos++
-		return Value{Kind: Array}, nil
+		return Value{Kind: Array, off: at}, nil
 	}
 	for {
 		e, err := p.value()
@@ -576,7 +577,7 @@ func (p *Parser) array() (Value, error) {
 			p.Pos++
 		case ']':
 			p.Pos++
-			return Value{Kind: Array, Elems: slices.Clone(p.stack[base:])}, nil
+			return Value{Kind: Array, off: at, Elems: slices.Clone(p.stack[base:])}, nil
 		default:
 			return Value{}, p.fail("expected , or ] in an array")
 		}
@@ -588,13 +589,14 @@ func (p *Parser) object() (Value, error) {
 		return Value{}, p.fail("nesting too deep")
 	}
 	defer func() { p.depth-- }()
+	at := uint32(p.Pos)
 	p.Pos++ // {
 	base := len(p.stack)
 	defer p.pop(base)
 	p.SkipSpace()
 	if p.Pos < len(p.Data) && p.Data[p.Pos] == '}' {
 		p.Pos++
-		return Value{Kind: Object}, nil
+		return Value{Kind: Object, off: at}, nil
 	}
 	for {
 		p.SkipSpace()
@@ -639,7 +641,7 @@ func (p *Parser) object() (Value, error) {
 			p.Pos++
 		case '}':
 			p.Pos++
-			return Value{Kind: Object, Elems: slices.Clone(p.stack[base:])}, nil
+			return Value{Kind: Object, off: at, Elems: slices.Clone(p.stack[base:])}, nil
 		default:
 			return Value{}, p.fail("expected , or } in an object")
 		}
