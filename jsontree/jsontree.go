@@ -39,7 +39,8 @@ const (
 type Value struct {
 	Kind Kind
 	// off is where the value's text starts in the text it was decoded
-	// from (see Span); it sits in what would be padding after Kind.
+	// from (Parser.Spans; see Span); it sits in what would be padding
+	// after Kind.
 	off   uint32
 	Str   string   // String: decoded text; Number: the literal
 	Elems []Member // Array: elements (Key unused); Object: members in order
@@ -143,6 +144,9 @@ type Parser struct {
 	// DuplicateKeys accepts an object key that occurs twice, as
 	// encoding/json does; by default it is an error.
 	DuplicateKeys bool
+	// Spans records where each value starts, for Value.Span. It is off by
+	// default: the store costs the readers several per cent.
+	Spans bool
 	// BadUTF8 and LoneSurrogate record that a string held invalid UTF-8
 	// (each run of invalid bytes decoded as one U+FFFD) or a \u escape of
 	// half a surrogate pair (decoded as U+FFFD).
@@ -293,6 +297,14 @@ func (p *Parser) SkipSpace() {
 	}
 }
 
+// at is the offset of Pos recorded in a value: Pos with Spans, else 0.
+func (p *Parser) at() uint32 {
+	if p.Spans {
+		return uint32(p.Pos)
+	}
+	return 0
+}
+
 // value decodes the value at Pos. Each kind's decoder records where the
 // value starts (Value.off) as it builds it.
 func (p *Parser) value() (Value, error) {
@@ -306,7 +318,7 @@ func (p *Parser) value() (Value, error) {
 	case c == '[':
 		return p.array()
 	case c == '"':
-		at := uint32(p.Pos)
+		at := p.at()
 		s, err := p.ReadString()
 		return Value{Kind: String, off: at, Str: s}, err
 	case c == 't':
@@ -333,7 +345,7 @@ func (p *Parser) literal(word string, k Kind) (Value, error) {
 	if string(p.Data[p.Pos:end]) != word {
 		return Value{}, p.fail("invalid literal")
 	}
-	at := uint32(p.Pos)
+	at := p.at()
 	p.Pos = end
 	return Value{Kind: k, off: at}, nil
 }
@@ -385,7 +397,11 @@ func (p *Parser) number() (Value, error) {
 		}
 	}
 	p.Pos = i
-	return Value{Kind: Number, off: uint32(start), Str: p.view(start, i)}, nil
+	var at uint32
+	if p.Spans {
+		at = uint32(start)
+	}
+	return Value{Kind: Number, off: at, Str: p.view(start, i)}, nil
 }
 
 // strSpecial marks the bytes that interrupt a run of plain string content.
@@ -553,7 +569,7 @@ func (p *Parser) array() (Value, error) {
 		return Value{}, p.fail("nesting too deep")
 	}
 	defer func() { p.depth-- }()
-	at := uint32(p.Pos)
+	at := p.at()
 	p.Pos++ // [
 	base := len(p.stack)
 	defer p.pop(base)
@@ -589,7 +605,7 @@ func (p *Parser) object() (Value, error) {
 		return Value{}, p.fail("nesting too deep")
 	}
 	defer func() { p.depth-- }()
-	at := uint32(p.Pos)
+	at := p.at()
 	p.Pos++ // {
 	base := len(p.stack)
 	defer p.pop(base)
@@ -768,9 +784,10 @@ func AppendString(b []byte, s string) []byte {
 	return append(b, '"')
 }
 
-// Span returns where v's text lies in src, the text v was decoded from:
-// src[start:end] is the literal, quotes included for a string, brackets for
-// an array or object. Values built rather than decoded have no span.
+// Span returns where v's text lies in src, the text v was decoded from by
+// a Parser with Spans set: src[start:end] is the literal, quotes included
+// for a string, brackets for an array or object. Values built rather than
+// decoded, or decoded without Spans, have no span.
 func (v *Value) Span(src []byte) (start, end int) {
 	start = int(v.off)
 	switch v.Kind {

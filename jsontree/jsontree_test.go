@@ -119,7 +119,8 @@ func FuzzParseJSON(f *testing.F) {
 
 func TestSpans(t *testing.T) {
 	src := []byte(` {"z": 1.50, "a": "x\"y", "m": [true, null, {"k": false}], "e": {}} `)
-	v, err := Parse(src)
+	p := Parser{Data: src, Spans: true}
+	v, err := p.Parse()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -202,7 +203,7 @@ func FuzzSpans(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, s string) {
 		src := []byte(s)
-		p := Parser{Data: src, DuplicateKeys: true}
+		p := Parser{Data: src, DuplicateKeys: true, Spans: true}
 		v, err := p.Parse()
 		if err != nil {
 			return

@@ -17,7 +17,7 @@ var errNotJSON = errors.New("not valid JSON")
 // may repeat, as encoding/json allows: the answer checks report them. The
 // tree's strings may point into b, which must not change while it is used.
 func parseTree(b []byte) (*jsontree.Value, error) {
-	p := jsontree.Parser{Data: b, DuplicateKeys: true}
+	p := jsontree.Parser{Data: b, DuplicateKeys: true, Spans: true}
 	v, err := p.Parse()
 	if err != nil {
 		return nil, errNotJSON
