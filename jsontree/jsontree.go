@@ -122,8 +122,9 @@ func IsEOF(err error) bool {
 // MaxDepth is how deeply arrays and objects may nest.
 const MaxDepth = 512
 
-// maxText is the longest text a Parser takes: spans are 32-bit offsets.
-const maxText = math.MaxUint32
+// maxSpanText is the longest text a Parser with Spans takes: spans are
+// 32-bit offsets.
+const maxSpanText = math.MaxUint32
 
 // A Parser decodes JSON text. The zero value with Data set is ready; Parse
 // reads Data as one JSON value, while Value, ReadString and SkipSpace read
@@ -190,8 +191,8 @@ func (p *Parser) Parse() (Value, error) {
 // Value decodes the JSON value at Pos (after white space) and leaves Pos
 // just after it.
 func (p *Parser) Value() (Value, error) {
-	if len(p.Data) > maxText {
-		return Value{}, &Error{Off: 0, Msg: "text longer than 4 GiB"}
+	if p.Spans && uint64(len(p.Data)) > maxSpanText {
+		return Value{}, &Error{Off: 0, Msg: "text longer than 4 GiB, too long for spans"}
 	}
 	return p.value()
 }
