@@ -287,6 +287,7 @@ func (p *Parser) fail(msg string) *Error {
 	return &Error{Off: p.Pos, Msg: msg, EOF: p.Pos >= len(p.Data)}
 }
 
+// SkipSpace moves Pos past JSON white space.
 func (p *Parser) SkipSpace() {
 	for p.Pos < len(p.Data) {
 		switch p.Data[p.Pos] {
@@ -414,8 +415,8 @@ var strSpecial = func() (t [256]bool) {
 	return t
 }()
 
-// string decodes the string starting at the current '"'. Text without
-// escapes is returned as a view of the input (see Parser).
+// ReadString decodes the string literal starting at Pos (its '"'). Text
+// without escapes is returned as a view of the input (see Parser).
 func (p *Parser) ReadString() (string, error) {
 	d := p.Data
 	i := p.Pos + 1
