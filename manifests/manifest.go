@@ -2,18 +2,17 @@
 // counts, hashes, the effective config and timings. The runner reads them to
 // skip work that is already done, and people read them to audit a run.
 //
-// Every write is atomic (see File): a manifest on disk always describes
+// Every write is atomic (atomicfs): a manifest on disk always describes
 // outputs that exist in full.
 package manifests
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io/fs"
-	"os"
 	"sort"
 	"time"
+
+	"github.com/augmentdata/augment/atomicfs"
 )
 
 // A Stage manifest describes one stage directory of a run.
@@ -164,17 +163,4 @@ func (s *Stage) Shard(name string) (Shard, bool) {
 }
 
 // Read loads a manifest. A missing file gives (nil, nil).
-func Read[T any](path string) (*T, error) {
-	b, err := os.ReadFile(path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	var v T
-	if err := json.Unmarshal(b, &v); err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	return &v, nil
-}
+func Read[T any](path string) (*T, error) { return atomicfs.ReadJSONFile[T](path) }

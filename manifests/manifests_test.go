@@ -3,119 +3,19 @@ package manifests
 import (
 	"os"
 	"path/filepath"
-	"slices"
 	"testing"
+
+	"github.com/augmentdata/augment/atomicfs"
 )
 
-func openRoot(t *testing.T, dir string) *Root {
+func openRoot(t *testing.T, dir string) *atomicfs.Root {
 	t.Helper()
-	r, err := OpenRoot(dir)
+	r, err := atomicfs.OpenRoot(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { r.Close() })
 	return r
-}
-
-func TestFileCommitAndAbort(t *testing.T) {
-	dir := t.TempDir()
-	r := openRoot(t, dir)
-	path := filepath.Join(dir, "sub", "a.txt")
-	f, err := r.Create("sub/a.txt")
-	if err != nil {
-		t.Fatal(err)
-	}
-	f.Write([]byte("hello"))
-	if _, err := os.Stat(path); !os.IsNotExist(err) {
-		t.Fatal("the file is visible before Commit")
-	}
-	sum := f.SHA256()
-	if err := f.Commit(); err != nil {
-		t.Fatal(err)
-	}
-	if got, _ := HashFile(path); got != sum || f.Size() != 5 {
-		t.Errorf("hash %s, want %s; size %d", got, sum, f.Size())
-	}
-	if fi, err := os.Stat(path); err != nil || fi.Mode().Perm()&0o044 != 0o044 {
-		t.Errorf("mode %v: outputs are readable by all (0644), %v", fi.Mode(), err)
-	}
-	g, _ := r.Sub("sub").Create("a.txt")
-	g.Write([]byte("other"))
-	g.Abort()
-	if b, _ := os.ReadFile(path); string(b) != "hello" {
-		t.Errorf("an aborted write replaced the file: %q", b)
-	}
-	if tmps, _ := filepath.Glob(filepath.Join(dir, "sub", ".tmp-*")); len(tmps) != 0 {
-		t.Errorf("abort left %v", tmps)
-	}
-	if err := f.Commit(); err == nil {
-		t.Error("a second Commit must fail")
-	}
-}
-
-// Names that lead outside the root, by ".." or through a link planted in
-// the tree, are refused; a link at the final name is replaced, never
-// written through.
-func TestRootConfines(t *testing.T) {
-	outside := t.TempDir()
-	dir := t.TempDir()
-	r := openRoot(t, dir)
-	victim := filepath.Join(outside, "victim.txt")
-	os.WriteFile(victim, []byte("mine"), 0o644)
-	if _, err := r.Create("../" + filepath.Base(outside) + "/victim.txt"); err == nil {
-		t.Error(".. out of the root accepted")
-	}
-	if _, err := r.Sub("../x").WriteFile("a", nil); err == nil {
-		t.Error("a Sub out of the root accepted")
-	}
-	os.Symlink(outside, filepath.Join(dir, "stage"))
-	if _, err := r.WriteFile("stage/victim.txt", []byte("pwned")); err == nil {
-		t.Error("a write through a linked folder pointing out accepted")
-	}
-	if err := r.Remove("stage/victim.txt"); err == nil {
-		t.Error("a delete through a linked folder pointing out accepted")
-	}
-	os.Symlink(victim, filepath.Join(dir, "part.jsonl"))
-	if _, err := r.WriteFile("part.jsonl", []byte("new")); err != nil {
-		t.Fatal(err)
-	}
-	if b, _ := os.ReadFile(victim); string(b) != "mine" {
-		t.Errorf("written through a link: the outside file holds %q", b)
-	}
-	if fi, err := os.Lstat(filepath.Join(dir, "part.jsonl")); err != nil || !fi.Mode().IsRegular() {
-		t.Errorf("the link was not replaced by the file: %v %v", fi, err)
-	}
-	if err := r.Sweep("stage"); err == nil {
-		t.Error("a sweep through a linked folder pointing out accepted")
-	}
-}
-
-// A killed writer leaves .tmp- files; Sweep removes them at any depth and
-// nothing else.
-func TestSweep(t *testing.T) {
-	dir := t.TempDir()
-	for _, p := range []string{"a/.tmp-x.jsonl-0a1b", "a/b/.tmp-y-123", "a/keep.jsonl", ".tmp-z-f", "a/.tmp-notes", "a/.tmp-x-yz"} {
-		os.MkdirAll(filepath.Dir(filepath.Join(dir, p)), 0o755)
-		os.WriteFile(filepath.Join(dir, p), nil, 0o644)
-	}
-	r := openRoot(t, dir)
-	if err := r.Sweep("."); err != nil {
-		t.Fatal(err)
-	}
-	var left []string
-	filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
-		if !d.IsDir() {
-			rel, _ := filepath.Rel(dir, p)
-			left = append(left, filepath.ToSlash(rel))
-		}
-		return nil
-	})
-	if want := []string{"a/.tmp-notes", "a/.tmp-x-yz", "a/keep.jsonl"}; !slices.Equal(left, want) {
-		t.Errorf("left %v, want %v", left, want)
-	}
-	if err := r.Sweep("missing"); err != nil {
-		t.Errorf("sweeping a missing dir: %v", err)
-	}
 }
 
 func TestCounts(t *testing.T) {
@@ -145,7 +45,7 @@ func TestReadWrite(t *testing.T) {
 	if err := openRoot(t, dir).WriteJSON("m.json", want); err != nil {
 		t.Fatal(err)
 	}
-	if got, err := ReadJSON[Stage](openRoot(t, dir), "m.json"); err != nil || got.Name != "s" {
+	if got, err := atomicfs.ReadJSON[Stage](openRoot(t, dir), "m.json"); err != nil || got.Name != "s" {
 		t.Fatalf("ReadJSON: %+v, %v", got, err)
 	}
 	got, err := Read[Stage](path)

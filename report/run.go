@@ -24,6 +24,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/augmentdata/augment/atomicfs"
 	"github.com/augmentdata/augment/manifests"
 	"github.com/augmentdata/augment/stages/llm"
 )
@@ -274,7 +275,7 @@ func (r *Run) Final() *Stage { return r.RecordStage(len(r.Stages)) }
 // writeFile writes data to name (slash-separated, relative to the run
 // directory) atomically.
 func (r *Run) writeFile(name string, data []byte) error {
-	root, err := manifests.OpenRoot(r.Dir)
+	root, err := atomicfs.OpenRoot(r.Dir)
 	if err != nil {
 		return err
 	}

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/augmentdata/augment/atomicfs"
 	"github.com/augmentdata/augment/clip"
 	"github.com/augmentdata/augment/manifests"
 	"github.com/augmentdata/augment/stages/contract"
@@ -45,7 +46,7 @@ func Check(ctx context.Context, p *Pipeline, o Options, w io.Writer) error {
 	}
 	r := &Runner{p: p, o: o, dir: dir, src: src}
 	if fi, err := os.Stat(dir); err == nil && fi.IsDir() {
-		if r.root, err = manifests.OpenRoot(dir); err != nil {
+		if r.root, err = atomicfs.OpenRoot(dir); err != nil {
 			return err
 		}
 		defer r.root.Close()

@@ -14,12 +14,13 @@ import (
 	"sync/atomic"
 	"unicode/utf8"
 
+	"github.com/augmentdata/augment/atomicfs"
+	"github.com/augmentdata/augment/pycall"
 	"github.com/parquet-go/parquet-go"
 
 	"github.com/augmentdata/augment/jsonout"
 	"github.com/augmentdata/augment/manifests"
 	"github.com/augmentdata/augment/stages/contract"
-	"github.com/augmentdata/augment/stages/formats"
 	"github.com/augmentdata/augment/stages/record"
 	"github.com/augmentdata/augment/stages/shard"
 	"github.com/augmentdata/augment/verify"
@@ -497,14 +498,14 @@ func (e *exporter) assistant(m record.Message) (verify.Turn, error) {
 		}
 		return verify.Turn{From: "gpt", Value: joinText(m.Content, m.Reasoning) + "<|python_tag|>" + listJSON(v, len(m.Calls))}, nil
 	case "decision":
-		calls := formats.PrintPyCalls(m.Calls)
+		calls := pycall.Print(m.Calls)
 		head := m.Content + m.Reasoning
 		if m.Reasoning != "" {
 			head += "\n\n"
 		}
 		return verify.Turn{From: "gpt", Value: head + calls}, nil
 	default: // tool_dc
-		return verify.Turn{From: "gpt", Value: m.Content + "<think>" + m.Reasoning + "</think><tool_call>" + formats.PrintPyCalls(m.Calls) + "</tool_call>"}, nil
+		return verify.Turn{From: "gpt", Value: m.Content + "<think>" + m.Reasoning + "</think><tool_call>" + pycall.Print(m.Calls) + "</tool_call>"}, nil
 	}
 }
 
@@ -771,7 +772,7 @@ var jsonPlain = func() (t [256]bool) {
 }()
 
 // WriteShard writes one data file of the dataset folder.
-func (e *exporter) WriteShard(_ context.Context, dir *manifests.Root, name string, recs []*record.Record) ([]manifests.FileRef, []shard.Reject, error) {
+func (e *exporter) WriteShard(_ context.Context, dir *atomicfs.Root, name string, recs []*record.Record) ([]manifests.FileRef, []shard.Reject, error) {
 	samples := make([]*sample, 0, len(recs))
 	for _, r := range recs {
 		s, ok := e.samples.LoadAndDelete(r)
@@ -801,7 +802,7 @@ func (e *exporter) WriteShard(_ context.Context, dir *manifests.Root, name strin
 	return []manifests.FileRef{ref}, nil, f.Commit()
 }
 
-func writeSamplesJSONL(f *manifests.File, samples []*sample) error {
+func writeSamplesJSONL(f *atomicfs.File, samples []*sample) error {
 	w := bufio.NewWriterSize(f, 1<<20)
 	var b bytes.Buffer
 	for _, s := range samples {
@@ -836,7 +837,7 @@ func appendSample(b *bytes.Buffer, s *sample) {
 	b.WriteString("}\n")
 }
 
-func writeSamplesParquet(f *manifests.File, samples []*sample) error {
+func writeSamplesParquet(f *atomicfs.File, samples []*sample) error {
 	w := parquet.NewGenericWriter[sample](f, parquet.Compression(&parquet.Zstd), parquet.MaxRowsPerRowGroup(1000))
 	rows := make([]sample, len(samples))
 	for i, s := range samples {
@@ -851,7 +852,7 @@ func writeSamplesParquet(f *manifests.File, samples []*sample) error {
 // Finish writes dataset_info.json, which names the dataset folder (and,
 // under "augment", which LLaMA-Factory ignores, the template and how many
 // samples hold stand-in text), and train_lora.yaml.
-func (e *exporter) Finish(dir *manifests.Root, shards []manifests.Shard) ([]string, error) {
+func (e *exporter) Finish(dir *atomicfs.Root, shards []manifests.Shard) ([]string, error) {
 	var total manifests.Counts
 	for _, sh := range shards {
 		total.Add(sh.Counts)

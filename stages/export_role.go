@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/augmentdata/augment/atomicfs"
 	"github.com/augmentdata/augment/jsonout"
 	"github.com/augmentdata/augment/manifests"
 	"github.com/augmentdata/augment/stages/contract"
@@ -102,7 +103,7 @@ func spacedJSON(compact string) string {
 	return b.String()
 }
 
-func writeMessagesJSONL(f *manifests.File, samples []*sample) error {
+func writeMessagesJSONL(f *atomicfs.File, samples []*sample) error {
 	w := bufio.NewWriterSize(f, 1<<20)
 	var b bytes.Buffer
 	for _, s := range samples {
@@ -128,7 +129,7 @@ func writeMessagesJSONL(f *manifests.File, samples []*sample) error {
 
 // finishRole writes chat_template.jinja and card.json (what the folder
 // holds, the template file, how many samples hold stand-in text).
-func (e *exporter) finishRole(dir *manifests.Root, total manifests.Counts) ([]string, error) {
+func (e *exporter) finishRole(dir *atomicfs.Root, total manifests.Counts) ([]string, error) {
 	if _, err := dir.WriteFile(ChatTemplateFile, []byte(ChatTemplate)); err != nil {
 		return nil, err
 	}

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/augmentdata/augment/atomicfs"
 	"github.com/augmentdata/augment/jsonout"
 	"github.com/augmentdata/augment/manifests"
 	"github.com/augmentdata/augment/stages/contract"
@@ -199,7 +200,7 @@ func TestExportRejects(t *testing.T) {
 // naming a folder of one file type.
 func TestExportWritesDatasetDir(t *testing.T) {
 	dir := t.TempDir()
-	root, err := manifests.OpenRoot(dir)
+	root, err := atomicfs.OpenRoot(dir)
 	if err != nil {
 		t.Fatal(err)
 	}

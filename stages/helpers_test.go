@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/augmentdata/augment/manifests"
+	"github.com/augmentdata/augment/atomicfs"
 	"github.com/augmentdata/augment/stages/formats"
 	"github.com/augmentdata/augment/stages/record"
 )
@@ -64,10 +64,10 @@ func sharedRecords(t testing.TB, min int, dumps ...dump) []*record.Record {
 }
 
 // tempRoot is a fresh temporary directory and the confined root on it.
-func tempRoot(t *testing.T) (string, *manifests.Root) {
+func tempRoot(t *testing.T) (string, *atomicfs.Root) {
 	t.Helper()
 	dir := t.TempDir()
-	root, err := manifests.OpenRoot(dir)
+	root, err := atomicfs.OpenRoot(dir)
 	if err != nil {
 		t.Fatal(err)
 	}

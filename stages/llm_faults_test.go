@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/augmentdata/augment/atomicfs"
 	"github.com/augmentdata/augment/manifests"
 	"github.com/augmentdata/augment/stages/llm"
 	"github.com/augmentdata/augment/stages/llm/fakellm"
@@ -412,7 +413,7 @@ func staleListing(out, stage string) string {
 	var msg string
 	for _, sh := range m.Shards {
 		for _, o := range sh.Outputs {
-			if sum, err := manifests.HashFile(filepath.Join(out, o.Path)); err != nil || sum != o.SHA256 {
+			if sum, err := atomicfs.HashFile(filepath.Join(out, o.Path)); err != nil || sum != o.SHA256 {
 				msg = fmt.Sprintf("%s/manifest.json listed %s (sha256 %.12s) while the disk held %.12s %v", stage, o.Path, o.SHA256, sum, err)
 				break
 			}

@@ -662,25 +662,13 @@ func (s *metaToolStage) distractors(p *metaToolPlan, ml *metaToolLibrary, ix *to
 		}
 	}
 	n := len(ml.lib.Tools)
-	// Sample without replacement (a lazy Fisher–Yates shuffle) and give up
-	// after a bounded number of draws: a library this unfit is a reject,
-	// not a reason to scan it whole for every record.
+	// Give up after a bounded number of draws: a library this unfit is a
+	// reject, not a reason to scan it whole for every record.
 	budget := min(n, 64+32*need)
-	swapped := map[int]int{}
-	at := func(i int) int {
-		if v, ok := swapped[i]; ok {
-			return v
-		}
-		return i
-	}
-	var out []record.Tool
-	for d := 0; d < budget && len(out) < need; d++ {
-		j := d + p.rng.IntN(n-d)
-		i := at(j)
-		swapped[j] = at(d)
+	drawn := toollib.DrawSample(p.rng, n, need, budget, func(i int) bool {
 		t := ml.lib.Tools[i]
 		if !ml.usable[i] || p.taken[t.Name] {
-			continue
+			return false
 		}
 		var v *toollib.Vectors
 		if ix != nil {
@@ -688,13 +676,17 @@ func (s *metaToolStage) distractors(p *metaToolPlan, ml *metaToolLibrary, ix *to
 			v = &vi
 		}
 		if s.standsIn(p, t, v) {
-			continue
+			return false
 		}
 		p.taken[t.Name] = true
-		out = append(out, t.Clone())
+		return true
+	})
+	if len(drawn) < need {
+		return nil, contract.Rejectf(MetaToolFewDistractors, "a hard record needs %d irrelevant tools and %d draws from the %d-tool library found %d", need, budget, n, len(drawn))
 	}
-	if len(out) < need {
-		return nil, contract.Rejectf(MetaToolFewDistractors, "a hard record needs %d irrelevant tools and %d draws from the %d-tool library found %d", need, budget, n, len(out))
+	out := make([]record.Tool, len(drawn))
+	for k, i := range drawn {
+		out[k] = ml.lib.Tools[i].Clone()
 	}
 	return out, nil
 }

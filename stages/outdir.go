@@ -11,14 +11,14 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/augmentdata/augment/manifests"
+	"github.com/augmentdata/augment/atomicfs"
 	"github.com/augmentdata/augment/report"
 	"github.com/augmentdata/augment/stages/llm"
 	"github.com/augmentdata/augment/storage"
 )
 
 // The output directory belongs to augment: a run writes only there, only
-// through one confined root (manifests.Root), refuses a directory that holds
+// through one confined root (atomicfs.Root), refuses a directory that holds
 // files it did not write, and holds an exclusive lock on it while it runs.
 const (
 	stateDir   = ".augment"            // augment's own bookkeeping in the output directory
@@ -251,7 +251,7 @@ func (r *Runner) openOutput() error {
 	if err := os.MkdirAll(r.dir, 0o755); err != nil {
 		return bad("output.dir %s cannot be created: %v", r.dir, err)
 	}
-	root, err := manifests.OpenRoot(r.dir)
+	root, err := atomicfs.OpenRoot(r.dir)
 	if err != nil {
 		return bad("output.dir %s cannot be opened: %v", r.dir, err)
 	}
@@ -303,7 +303,7 @@ func (r *Runner) openCacheDir() (*os.Root, error) {
 // lockOutput takes the exclusive lock of the output directory, released
 // by Close or by the kernel when the process ends (also after kill -9), and
 // records the holder in the lock file for a second run's message.
-func lockOutput(root *manifests.Root) (*os.File, error) {
+func lockOutput(root *atomicfs.Root) (*os.File, error) {
 	f, err := root.OpenFile(lockFile, os.O_RDWR|os.O_CREATE, 0o644)
 	if err != nil {
 		return nil, err

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/augmentdata/augment/manifests"
+	"github.com/augmentdata/augment/atomicfs"
 )
 
 // newRunner loads path and prepares a run, or returns why not.
@@ -250,7 +250,7 @@ func TestCheckReportsPathProblems(t *testing.T) {
 	if err := Check(context.Background(), p, Options{}, new(strings.Builder)); !errors.As(err, &ce) || !strings.Contains(err.Error(), "missing.json does not exist") {
 		t.Errorf("check with a missing source: %v", err)
 	}
-	if _, err := manifests.OpenRoot(filepath.Join(filepath.Dir(path), "out")); err == nil {
+	if _, err := atomicfs.OpenRoot(filepath.Join(filepath.Dir(path), "out")); err == nil {
 		t.Error("check created the output dir")
 	}
 }

@@ -2,13 +2,13 @@ package stages
 
 import (
 	"context"
+	"github.com/augmentdata/augment/pycall"
 	"github.com/augmentdata/augment/stages/contract"
 	"maps"
 	"net/http/httptest"
 	"strings"
 	"testing"
 
-	"github.com/augmentdata/augment/stages/formats"
 	"github.com/augmentdata/augment/stages/llm"
 	"github.com/augmentdata/augment/stages/llm/fakellm"
 	"github.com/augmentdata/augment/stages/record"
@@ -154,8 +154,8 @@ func TestToolDCTraceThinking(t *testing.T) {
 			if tt.trace == SourceThinking && (out[0].System != "" || out[0].Tag("tool_dc") != "thinking") {
 				t.Errorf("system %q, tag %q: the trace template was used", out[0].System, out[0].Tag("tool_dc"))
 			}
-			if formats.PrintPyCalls(turn.Calls) != answer {
-				t.Errorf("calls %s", formats.PrintPyCalls(turn.Calls))
+			if pycall.Print(turn.Calls) != answer {
+				t.Errorf("calls %s", pycall.Print(turn.Calls))
 			}
 		})
 	}

@@ -24,6 +24,7 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
+	"github.com/augmentdata/augment/atomicfs"
 	"github.com/augmentdata/augment/manifests"
 	"github.com/augmentdata/augment/prompts"
 	"github.com/augmentdata/augment/report"
@@ -70,19 +71,19 @@ type stageRun struct {
 	index int
 	name  string
 	typ   string
-	spec  *StageSpec      // nil for ingest
-	dir   string          // absolute, for reading
-	rel   string          // relative to the run dir, e.g. "02-meta_tool"
-	out   *manifests.Root // the stage directory: every write goes through it
+	spec  *StageSpec     // nil for ingest
+	dir   string         // absolute, for reading
+	rel   string         // relative to the run dir, e.g. "02-meta_tool"
+	out   *atomicfs.Root // the stage directory: every write goes through it
 }
 
 // Runner executes a pipeline. It is used once.
 type Runner struct {
 	p       *Pipeline
 	o       Options
-	dir     string          // run dir, absolute
-	root    *manifests.Root // the run dir, confined; nil in Check when it does not exist
-	lock    *os.File        // holds the run dir's lock
+	dir     string         // run dir, absolute
+	root    *atomicfs.Root // the run dir, confined; nil in Check when it does not exist
+	lock    *os.File       // holds the run dir's lock
 	teacher *llm.Teacher
 	embed   llm.Embedder
 
@@ -822,7 +823,7 @@ func (r *Runner) prepareStageDir(sr stageRun) (*manifests.Stage, error) {
 	if r.o.Merge && sr.spec != nil { // workers.go
 		return r.sharedOld(sr)
 	}
-	return manifests.ReadJSON[manifests.Stage](sr.out, manifestFile)
+	return atomicfs.ReadJSON[manifests.Stage](sr.out, manifestFile)
 }
 
 // superseded lists the files of the earlier manifest old that the run may
@@ -932,7 +933,7 @@ func (r *Runner) sweepStale(runs []stageRun) error {
 		if !e.IsDir() || want[e.Name()] || sub == nil {
 			continue
 		}
-		m, err := manifests.ReadJSON[manifests.Stage](r.root.Sub(e.Name()), manifestFile)
+		m, err := atomicfs.ReadJSON[manifests.Stage](r.root.Sub(e.Name()), manifestFile)
 		if err != nil || m == nil || m.Name != sub[1] {
 			continue // not a stage directory augment wrote
 		}

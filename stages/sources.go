@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/augmentdata/augment/atomicfs"
 	"github.com/augmentdata/augment/manifests"
 	"github.com/augmentdata/augment/storage"
 )
@@ -114,7 +115,7 @@ func (r *Runner) sourceSum(ctx context.Context, p string, prev []manifests.Shard
 		return "", err
 	}
 	if loc.Kind == storage.Local {
-		return manifests.HashFile(p)
+		return atomicfs.HashFile(p)
 	}
 	info, err := r.src.Stat(ctx, p)
 	if err != nil {

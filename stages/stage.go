@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"sync"
 
+	"github.com/augmentdata/augment/atomicfs"
 	"github.com/augmentdata/augment/manifests"
 	"github.com/augmentdata/augment/stages/shard"
 
@@ -71,8 +72,8 @@ type Planner interface {
 // the stage directory) and returns FileRefs with dir.Rel paths.
 type Sink interface {
 	Stage
-	WriteShard(ctx context.Context, dir *manifests.Root, shard string, recs []*record.Record) ([]manifests.FileRef, []shard.Reject, error)
-	Finish(dir *manifests.Root, shards []manifests.Shard) (notes []string, err error)
+	WriteShard(ctx context.Context, dir *atomicfs.Root, shard string, recs []*record.Record) ([]manifests.FileRef, []shard.Reject, error)
+	Finish(dir *atomicfs.Root, shards []manifests.Shard) (notes []string, err error)
 }
 
 // A Previewer is a sink that shows what it would write for a record its

@@ -12,8 +12,8 @@ import (
 
 	"github.com/augmentdata/augment/jsonout"
 	"github.com/augmentdata/augment/prompts"
+	"github.com/augmentdata/augment/pycall"
 	"github.com/augmentdata/augment/stages/contract"
-	"github.com/augmentdata/augment/stages/formats"
 	"github.com/augmentdata/augment/stages/llm"
 	"github.com/augmentdata/augment/stages/record"
 	"github.com/augmentdata/augment/stages/toollib"
@@ -378,7 +378,7 @@ func (s *toolDC) Process(ctx context.Context, r *record.Record) ([]*record.Recor
 	validName := map[string]bool{}
 	for _, t := range tries {
 		for _, c := range t.calls {
-			if key := formats.PrintPyCalls([]record.Call{c}); !seen[key] {
+			if key := pycall.Print([]record.Call{c}); !seen[key] {
 				seen[key] = true
 				candidates = append(candidates, c)
 			}
@@ -415,12 +415,12 @@ func (s *toolDC) Process(ctx context.Context, r *record.Record) ([]*record.Recor
 		for _, p := range m.Problems {
 			msgs = append(msgs, p.Kind+": "+p.Msg)
 		}
-		return nil, contract.Rejectf(ToolDCRetryMismatch, "Retry %s does not match the gold calls: %s", formats.PrintPyCalls(calls), strings.Join(msgs, "; "))
+		return nil, contract.Rejectf(ToolDCRetryMismatch, "Retry %s does not match the gold calls: %s", pycall.Print(calls), strings.Join(msgs, "; "))
 	}
 
 	system, body, tag := "", retry.thinking, "thinking"
 	if s.cfg.Trace != SourceThinking {
-		if system, body, err = s.renderTrace(formats.PrintPyCalls(candidates), tdcNames(valid), formats.PrintPyCalls(calls)); err != nil {
+		if system, body, err = s.renderTrace(pycall.Print(candidates), tdcNames(valid), pycall.Print(calls)); err != nil {
 			return nil, err
 		}
 		tag = "trace"
@@ -442,7 +442,7 @@ func (s *toolDC) Process(ctx context.Context, r *record.Record) ([]*record.Recor
 	for i, t := range valid {
 		validList[i] = t.Name
 	}
-	// ParsePyCalls gives JSON arguments, so these encode; an error is a bug.
+	// pycall.Parse gives JSON arguments, so these encode; an error is a bug.
 	candTag, err := tdcJSON(candidates)
 	if err != nil {
 		return nil, fmt.Errorf("tool_dc: candidate calls: %w", err)
@@ -572,47 +572,28 @@ func (s *toolDC) candidateSet(own []record.Tool, gold []record.Call, rng *rand.R
 }
 
 // tdcDistractors draws up to need tools from lib at random, none sharing a
-// name or a definition with a tool of set or with each other. It samples
-// indexes with rejection first (cheap on a large library) and falls back to
-// a scan from a random start, so it finds every eligible tool when the
-// library is small.
+// name or a definition with a tool of set or with each other; the draw
+// (toollib.DrawAll) searches a small library whole.
 func tdcDistractors(lib *toollib.Library, set []record.Tool, need int, rng *rand.Rand) []record.Tool {
-	n := len(lib.Tools)
-	if n == 0 || need <= 0 {
-		return nil
-	}
 	names := map[string]bool{}
 	defs := map[string]bool{}
 	for _, t := range set {
 		names[t.Name] = true
 		defs[toollib.DefKey(t)] = true
 	}
-	var picked []record.Tool
-	tried := map[int]bool{}
-	consider := func(i int) {
-		tried[i] = true
+	drawn := toollib.DrawAll(rng, len(lib.Tools), need, 4*need+32, func(i int) bool {
 		t := lib.Tools[i]
 		key := toollib.DefKey(t)
 		if names[t.Name] || defs[key] {
-			return
+			return false
 		}
 		names[t.Name] = true
 		defs[key] = true
-		picked = append(picked, t)
-	}
-	for range 4*need + 32 {
-		if len(picked) == need || len(tried) == n {
-			return picked
-		}
-		if i := rng.IntN(n); !tried[i] {
-			consider(i)
-		}
-	}
-	start := rng.IntN(n)
-	for j := 0; j < n && len(picked) < need; j++ {
-		if i := (start + j) % n; !tried[i] {
-			consider(i)
-		}
+		return true
+	})
+	picked := make([]record.Tool, len(drawn))
+	for k, i := range drawn {
+		picked[k] = lib.Tools[i]
 	}
 	return picked
 }
@@ -747,7 +728,7 @@ func (s *toolDC) request(t *prompts.Template, slot string, tools []record.Tool, 
 			if len(calls) == 0 {
 				return "[]", nil
 			}
-			return formats.PrintPyCalls(calls), nil
+			return pycall.Print(calls), nil
 		},
 	}, nil
 }
@@ -769,7 +750,7 @@ func parseToolDCAnswer(content string) ([]record.Call, error) {
 	if s == "" || s == "[]" {
 		return nil, nil
 	}
-	return formats.ParsePyCalls(s)
+	return pycall.Parse(s)
 }
 
 // renderTrace renders the trace template: the system text (may be empty)

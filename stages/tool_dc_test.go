@@ -15,6 +15,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/augmentdata/augment/pycall"
 	"github.com/augmentdata/augment/stages/contract"
 	"github.com/augmentdata/augment/stages/formats"
 	"github.com/augmentdata/augment/stages/llm"
@@ -409,7 +410,7 @@ func TestToolDCCheck(t *testing.T) {
 				t.Errorf("valid %q lacks the gold tool", valid)
 			}
 			// The trace states the same lists.
-			wantCands := formats.PrintPyCalls(cands)
+			wantCands := pycall.Print(cands)
 			var validTools []record.Tool
 			for _, tl := range out.Tools {
 				if slices.Contains(valid, tl.Name) {
@@ -577,7 +578,7 @@ func TestToolDCMatchTolerance(t *testing.T) {
 			client := &tdcClient{answer: tdcScripted(nil, tt.retry)}
 			st := tdcBuild(t, ToolDCConfig{Candidates: 3}, tdcEnv(client, tdcLibrary(10), 2))
 			out := tdcRun(t, st, tt.r)
-			if got := formats.PrintPyCalls(out.Messages[1].Calls); got != tt.retry {
+			if got := pycall.Print(out.Messages[1].Calls); got != tt.retry {
 				t.Errorf("calls = %s, want the Retry's %s", got, tt.retry)
 			}
 			if out.Lineage[0].Provider != "scripted" {
@@ -886,13 +887,13 @@ func TestToolDCRealData(t *testing.T) {
 				key := func(cs []record.Call) []string {
 					var ks []string
 					for _, c := range cs {
-						ks = append(ks, formats.PrintPyCalls([]record.Call{c}))
+						ks = append(ks, pycall.Print([]record.Call{c}))
 					}
 					slices.Sort(ks)
 					return slices.Compact(ks)
 				}
 				if !slices.Equal(key(cands), key(gold)) {
-					t.Errorf("%s: candidates %s, want the gold calls %s", r.ID, out.Tag("tool_dc.candidates"), formats.PrintPyCalls(gold))
+					t.Errorf("%s: candidates %s, want the gold calls %s", r.ID, out.Tag("tool_dc.candidates"), pycall.Print(gold))
 				}
 				var valid, goldNames []string
 				if err := json.Unmarshal([]byte(out.Tag("tool_dc.valid")), &valid); err != nil {
@@ -906,7 +907,7 @@ func TestToolDCRealData(t *testing.T) {
 				if !slices.Equal(valid, slices.Compact(goldNames)) {
 					t.Errorf("%s: valid %q, want the gold tools %q", r.ID, valid, goldNames)
 				}
-				if !strings.Contains(out.Messages[target].Reasoning, "filled in: "+formats.PrintPyCalls(cands)+".") {
+				if !strings.Contains(out.Messages[target].Reasoning, "filled in: "+pycall.Print(cands)+".") {
 					t.Errorf("%s: reasoning does not list the candidates", r.ID)
 				}
 			}

@@ -16,6 +16,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/augmentdata/augment/atomicfs"
 	"github.com/augmentdata/augment/manifests"
 	"github.com/augmentdata/augment/stages/llm"
 	"github.com/augmentdata/augment/storage"
@@ -255,7 +256,7 @@ func (r *Runner) workerParts(stageRel string, count int) ([]workerPart, error) {
 		if count > 0 && n != count {
 			continue
 		}
-		m, err := manifests.ReadJSON[manifests.Stage](r.root, dir+"/"+e.Name())
+		m, err := atomicfs.ReadJSON[manifests.Stage](r.root, dir+"/"+e.Name())
 		if err != nil || m == nil {
 			continue
 		}
@@ -271,7 +272,7 @@ func (r *Runner) workerParts(stageRel string, count int) ([]workerPart, error) {
 // manifest.json become Superseded (deleted by the merge unless still
 // named). Notes are the union of the manifests of the newest settings.
 func (r *Runner) sharedOld(sr stageRun) (*manifests.Stage, error) {
-	mj, err := manifests.ReadJSON[manifests.Stage](sr.out, manifestFile)
+	mj, err := atomicfs.ReadJSON[manifests.Stage](sr.out, manifestFile)
 	if err != nil {
 		return nil, err
 	}
@@ -509,7 +510,7 @@ func (r *Runner) waitIngest(ctx context.Context, sr stageRun) (stageResult, erro
 	}
 	var m *manifests.Stage
 	err = r.poll(ctx, "ingest (worker 0)", func() (bool, error) {
-		m, _ = manifests.ReadJSON[manifests.Stage](sr.out, manifestFile)
+		m, _ = atomicfs.ReadJSON[manifests.Stage](sr.out, manifestFile)
 		if m == nil || m.ConfigHash != fp {
 			return false, nil
 		}
@@ -566,7 +567,7 @@ func (r *Runner) waitStage(ctx context.Context, sr stageRun, res stageResult, in
 		for _, p := range parts {
 			all = append(all, p.m)
 		}
-		if mj, _ := manifests.ReadJSON[manifests.Stage](sr.out, manifestFile); mj != nil {
+		if mj, _ := atomicfs.ReadJSON[manifests.Stage](sr.out, manifestFile); mj != nil {
 			all = append(all, mj)
 		}
 		merged.Shards = merged.Shards[:0]
@@ -602,7 +603,7 @@ func retryLater(m *manifests.Stage, s manifests.Shard, res stageResult, in shard
 // that two processes cannot run as the same worker on one host. Workers
 // take no shared lock: flock is unreliable on some shared file systems
 // (NFS, Lustre), and workers never write the same file.
-func (r *Runner) lockWorker(root *manifests.Root) (*os.File, error) {
+func (r *Runner) lockWorker(root *atomicfs.Root) (*os.File, error) {
 	w := r.o.Worker
 	f, err := root.OpenFile(fmt.Sprintf("%s/lock-worker-%d-of-%d", stateDir, w.Index, w.Count), os.O_RDWR|os.O_CREATE, 0o644)
 	if err != nil {

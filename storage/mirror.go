@@ -48,7 +48,7 @@ const mirrorPartSize = 16 << 20
 const mirrorUploads = 4
 
 // A Mirror mirrors a local directory into an S3 prefix. It implements
-// manifests.Observer.
+// atomicfs.Observer.
 type Mirror struct {
 	c      *minio.Client
 	loc    Location // Key is the prefix, without a trailing slash
@@ -372,11 +372,11 @@ func (m *Mirror) isSynced(name string) bool {
 	return m.synced[name]
 }
 
-// Committed queues the upload of name (manifests.Observer).
+// Committed queues the upload of name (atomicfs.Observer).
 func (m *Mirror) Committed(name string) { m.enqueue(mirrorOp{name: name}) }
 
 // Removed queues the deletion of name and anything below it
-// (manifests.Observer).
+// (atomicfs.Observer).
 func (m *Mirror) Removed(name string) { m.enqueue(mirrorOp{name: name, remove: true}) }
 
 func (m *Mirror) enqueue(op mirrorOp) {

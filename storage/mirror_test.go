@@ -17,9 +17,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/augmentdata/augment/atomicfs"
 	"github.com/minio/minio-go/v7"
-
-	"github.com/augmentdata/augment/manifests"
 )
 
 // recorder notes when each request to the store started and ended.
@@ -80,9 +79,9 @@ func localFiles(t *testing.T, dir string) map[string]string {
 	return out
 }
 
-func mirrorOf(t *testing.T, o *Opener, dir, url string) (*Mirror, *manifests.Root) {
+func mirrorOf(t *testing.T, o *Opener, dir, url string) (*Mirror, *atomicfs.Root) {
 	t.Helper()
-	root, err := manifests.OpenRoot(dir)
+	root, err := atomicfs.OpenRoot(dir)
 	if err != nil {
 		t.Fatal(err)
 	}

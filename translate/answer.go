@@ -4,13 +4,15 @@ import (
 	"bytes"
 	"fmt"
 	"strings"
+
+	"github.com/augmentdata/augment/jsontree"
 )
 
 // An answer is the teacher's JSON object, parsed but not yet compared with
 // the source.
 type answer struct {
-	functions *node   // nil when missing
-	system    *string // nil when missing
+	functions *jsontree.Value // nil when missing
+	system    *string         // nil when missing
 	turns     []answerTurn
 }
 
@@ -25,12 +27,12 @@ type answerTurn struct {
 
 type answerCall struct {
 	name string
-	args *node // a JSON object
+	args *jsontree.Value // a JSON object
 }
 
 type answerResult struct {
 	name    string
-	content *node // any JSON value
+	content *jsontree.Value // any JSON value
 }
 
 // parseAnswer reads the teacher's answer: one JSON object with the keys of
@@ -45,8 +47,8 @@ func parseAnswer(b []byte) (*answer, *problem) {
 	if err != nil {
 		return nil, &problem{reason: ReasonInvalidJSON, detail: "the answer is not valid JSON; answer with the JSON object only"}
 	}
-	if root.kind != '{' {
-		return nil, &problem{reason: ReasonInvalidJSON, detail: fmt.Sprintf("the answer is a JSON %s, want an object", kindName(root.kind))}
+	if root.Kind != jsontree.Object {
+		return nil, &problem{reason: ReasonInvalidJSON, detail: fmt.Sprintf("the answer is a JSON %s, want an object", root.Kind)}
 	}
 	bad := func(path, format string, args ...any) (*answer, *problem) {
 		return nil, &problem{reason: ReasonInvalidJSON, path: path, detail: fmt.Sprintf(format, args...)}
@@ -55,26 +57,26 @@ func parseAnswer(b []byte) (*answer, *problem) {
 		return bad("", "key %q appears twice", k)
 	}
 	a := &answer{}
-	for i, k := range root.keys {
-		v := root.kids[i]
+	for i := range root.Elems {
+		k, v := root.Elems[i].Key, &root.Elems[i].Val
 		switch k {
 		case "functions":
-			if v.kind != '[' {
-				return bad("functions", "want a list, got a %s", kindName(v.kind))
+			if v.Kind != jsontree.Array {
+				return bad("functions", "want a list, got a %s", v.Kind)
 			}
 			a.functions = v
 		case "system":
-			if v.kind != '"' {
-				return bad("system", "want a string, got a %s", kindName(v.kind))
+			if v.Kind != jsontree.String {
+				return bad("system", "want a string, got a %s", v.Kind)
 			}
-			a.system = &v.str
+			a.system = &v.Str
 		case "conversations":
-			if v.kind != '[' {
-				return bad("conversations", "want a list, got a %s", kindName(v.kind))
+			if v.Kind != jsontree.Array {
+				return bad("conversations", "want a list, got a %s", v.Kind)
 			}
-			a.turns = make([]answerTurn, len(v.kids))
-			for j, t := range v.kids {
-				if p := parseTurn(turnPath(j), t, &a.turns[j]); p != nil {
+			a.turns = make([]answerTurn, len(v.Elems))
+			for j := range v.Elems {
+				if p := parseTurn(turnPath(j), &v.Elems[j].Val, &a.turns[j]); p != nil {
 					return nil, p
 				}
 			}
@@ -82,60 +84,60 @@ func parseAnswer(b []byte) (*answer, *problem) {
 			return bad("", "unexpected key %q; keep the keys of the given JSON", k)
 		}
 	}
-	if root.get("conversations") == nil {
+	if root.Get("conversations") == nil {
 		return bad("", `the key "conversations" is missing`)
 	}
 	return a, nil
 }
 
-func parseTurn(path string, t *node, out *answerTurn) *problem {
+func parseTurn(path string, t *jsontree.Value, out *answerTurn) *problem {
 	bad := func(p, format string, args ...any) *problem {
 		return &problem{reason: ReasonInvalidJSON, path: p, detail: fmt.Sprintf(format, args...)}
 	}
-	if t.kind != '{' {
-		return bad(path, "want an object, got a %s", kindName(t.kind))
+	if t.Kind != jsontree.Object {
+		return bad(path, "want an object, got a %s", t.Kind)
 	}
 	if k, dup := duplicateKey(t); dup {
 		return bad(path, "key %q appears twice", k)
 	}
-	for i, k := range t.keys {
-		v := t.kids[i]
+	for i := range t.Elems {
+		k, v := t.Elems[i].Key, &t.Elems[i].Val
 		switch k {
 		case "role", "content", "reasoning":
-			if v.kind != '"' {
-				return bad(path+"."+k, "want a string, got a %s", kindName(v.kind))
+			if v.Kind != jsontree.String {
+				return bad(path+"."+k, "want a string, got a %s", v.Kind)
 			}
 			switch k {
 			case "role":
-				out.role = v.str
+				out.role = v.Str
 			case "content":
-				out.content = &v.str
+				out.content = &v.Str
 			default:
-				out.reasoning = &v.str
+				out.reasoning = &v.Str
 			}
 		case "tool_calls":
-			if v.kind != '[' {
-				return bad(path+".tool_calls", "want a list, got a %s", kindName(v.kind))
+			if v.Kind != jsontree.Array {
+				return bad(path+".tool_calls", "want a list, got a %s", v.Kind)
 			}
 			out.hasCalls = true
-			for j, c := range v.kids {
+			for j := range v.Elems {
 				cp := fmt.Sprintf("%s.tool_calls[%d]", path, j)
-				name, rest, p := namedObject(cp, c, "arguments")
+				name, rest, p := namedObject(cp, &v.Elems[j].Val, "arguments")
 				if p != nil {
 					return p
 				}
-				if rest.kind != '{' {
-					return bad(cp+".arguments", "want an object, got a %s", kindName(rest.kind))
+				if rest.Kind != jsontree.Object {
+					return bad(cp+".arguments", "want an object, got a %s", rest.Kind)
 				}
 				out.calls = append(out.calls, answerCall{name: name, args: rest})
 			}
 		case "results":
-			if v.kind != '[' {
-				return bad(path+".results", "want a list, got a %s", kindName(v.kind))
+			if v.Kind != jsontree.Array {
+				return bad(path+".results", "want a list, got a %s", v.Kind)
 			}
 			out.hasResults = true
-			for j, r := range v.kids {
-				name, rest, p := namedObject(fmt.Sprintf("%s.results[%d]", path, j), r, "content")
+			for j := range v.Elems {
+				name, rest, p := namedObject(fmt.Sprintf("%s.results[%d]", path, j), &v.Elems[j].Val, "content")
 				if p != nil {
 					return p
 				}
@@ -145,48 +147,46 @@ func parseTurn(path string, t *node, out *answerTurn) *problem {
 			return bad(path, "unexpected key %q", k)
 		}
 	}
-	if t.get("role") == nil {
+	if t.Get("role") == nil {
 		return bad(path, `the key "role" is missing`)
 	}
 	return nil
 }
 
 // namedObject reads {"name": string, <other>: any} and nothing else.
-func namedObject(path string, n *node, other string) (string, *node, *problem) {
-	bad := func(format string, args ...any) (string, *node, *problem) {
+func namedObject(path string, n *jsontree.Value, other string) (string, *jsontree.Value, *problem) {
+	bad := func(format string, args ...any) (string, *jsontree.Value, *problem) {
 		return "", nil, &problem{reason: ReasonInvalidJSON, path: path, detail: fmt.Sprintf(format, args...)}
 	}
-	if n.kind != '{' {
-		return bad("want an object, got a %s", kindName(n.kind))
+	if n.Kind != jsontree.Object {
+		return bad("want an object, got a %s", n.Kind)
 	}
-	if len(n.keys) != 2 {
-		return bad(`want exactly the keys "name" and %q, got %s`, other, strings.Join(quoteAll(n.keys), ", "))
+	name, rest := n.Get("name"), n.Get(other)
+	if len(n.Elems) != 2 || name == nil || rest == nil {
+		return bad(`want exactly the keys "name" and %q, got %s`, other, strings.Join(quotedKeys(n), ", "))
 	}
-	name, rest := n.get("name"), n.get(other)
-	if name == nil || rest == nil {
-		return bad(`want exactly the keys "name" and %q, got %s`, other, strings.Join(quoteAll(n.keys), ", "))
+	if name.Kind != jsontree.String {
+		return bad(`"name" must be a string, got a %s`, name.Kind)
 	}
-	if name.kind != '"' {
-		return bad(`"name" must be a string, got a %s`, kindName(name.kind))
-	}
-	return name.str, rest, nil
+	return name.Str, rest, nil
 }
 
-func duplicateKey(n *node) (string, bool) {
-	for i, k := range n.keys {
-		for _, k2 := range n.keys[:i] {
-			if k == k2 {
-				return k, true
+func duplicateKey(n *jsontree.Value) (string, bool) {
+	for i, m := range n.Elems {
+		for _, m2 := range n.Elems[:i] {
+			if m.Key == m2.Key {
+				return m.Key, true
 			}
 		}
 	}
 	return "", false
 }
 
-func quoteAll(ks []string) []string {
-	out := make([]string, len(ks))
-	for i, k := range ks {
-		out[i] = fmt.Sprintf("%q", k)
+// quotedKeys lists an object's keys quoted, or "none".
+func quotedKeys(n *jsontree.Value) []string {
+	out := make([]string, len(n.Elems))
+	for i, m := range n.Elems {
+		out[i] = fmt.Sprintf("%q", m.Key)
 	}
 	if len(out) == 0 {
 		return []string{"none"}

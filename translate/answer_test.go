@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/augmentdata/augment/jsontree"
 	"github.com/santhosh-tekuri/jsonschema/v6"
 )
 
@@ -77,12 +78,12 @@ func FuzzParseAnswer(f *testing.F) {
 		if err != nil {
 			t.Fatalf("parsed an answer that is not JSON: %q", b)
 		}
-		if n := root.get("conversations"); n == nil || len(n.kids) != len(a.turns) {
+		if n := root.Get("conversations"); n == nil || len(n.Elems) != len(a.turns) {
 			t.Fatalf("turn count differs from the JSON")
 		}
 		for _, turn := range a.turns {
 			for _, c := range turn.calls {
-				if c.args == nil || c.args.kind != '{' {
+				if c.args == nil || c.args.Kind != jsontree.Object {
 					t.Fatalf("call without an argument object")
 				}
 			}

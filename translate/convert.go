@@ -5,6 +5,7 @@ import (
 	"iter"
 	"strconv"
 
+	"github.com/augmentdata/augment/jsontree"
 	"github.com/augmentdata/augment/stages/record"
 )
 
@@ -67,9 +68,9 @@ func convertJSON(b []byte, s schema, conv func(string) string) []byte {
 		return b
 	}
 	var edits []edit
-	freeStrings("", n, s, func(_ string, leaf *node) {
-		if c := conv(leaf.str); c != leaf.str {
-			edits = append(edits, edit{start: leaf.start, end: leaf.end, value: c})
+	freeStrings("", n, s, func(_ string, leaf *jsontree.Value) {
+		if c := conv(leaf.Str); c != leaf.Str {
+			edits = append(edits, stringEdit(b, leaf, c))
 		}
 	})
 	return splice(b, edits)
@@ -135,8 +136,8 @@ func translatable(r *record.Record) iter.Seq[text] {
 					continue
 				}
 				stop := false
-				freeStrings(callPath(i, j)+".arguments", n, callSchema(r, c.Name), func(path string, leaf *node) {
-					stop = stop || !yield(text{path, leaf.str})
+				freeStrings(callPath(i, j)+".arguments", n, callSchema(r, c.Name), func(path string, leaf *jsontree.Value) {
+					stop = stop || !yield(text{path, leaf.Str})
 				})
 				if stop {
 					return
@@ -155,8 +156,8 @@ func translatable(r *record.Record) iter.Seq[text] {
 					continue
 				}
 				stop := false
-				freeStrings(p, n, resultSchema(r, res.Name), func(path string, leaf *node) {
-					stop = stop || !yield(text{path, leaf.str})
+				freeStrings(p, n, resultSchema(r, res.Name), func(path string, leaf *jsontree.Value) {
+					stop = stop || !yield(text{path, leaf.Str})
 				})
 				if stop {
 					return
@@ -177,7 +178,7 @@ func checkSource(r *record.Record) error {
 	for i, m := range r.Messages {
 		for j, c := range m.Calls {
 			n, err := parseTree(c.Arguments)
-			if err != nil || n.kind != '{' {
+			if err != nil || n.Kind != jsontree.Object {
 				return rejectf(ReasonSourceInvalid, "%s: arguments are not a JSON object", callPath(i, j))
 			}
 		}

@@ -152,8 +152,8 @@ func TestConvertGlaiveZh(t *testing.T) {
 					t.Errorf("row %d call %s: %v", i, call.Name, w.problems)
 				}
 				for _, f := range w.free {
-					if f.ans.str != mustConvert(t, f.orig.str) {
-						t.Errorf("row %d %s: %q is not the conversion of %q", i, f.path, f.ans.str, f.orig.str)
+					if f.ans.Str != mustConvert(t, f.orig.Str) {
+						t.Errorf("row %d %s: %q is not the conversion of %q", i, f.path, f.ans.Str, f.orig.Str)
 					}
 				}
 				if !bytes.Equal(call.Arguments, oc.Arguments) {

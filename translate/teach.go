@@ -10,6 +10,7 @@ import (
 
 	"github.com/augmentdata/augment/clip"
 	"github.com/augmentdata/augment/jsonout"
+	"github.com/augmentdata/augment/jsontree"
 	"github.com/augmentdata/augment/stages/contract"
 	"github.com/augmentdata/augment/stages/llm"
 	"github.com/augmentdata/augment/stages/record"
@@ -84,7 +85,7 @@ func (t *Translator) teach(ctx context.Context, r *record.Record) (*record.Recor
 type checker struct {
 	t         *Translator
 	src       *record.Record
-	functions *node           // the "functions" value as sent
+	functions *jsontree.Value // the "functions" value as sent
 	judged    map[string]bool // equivalence verdicts, reused across attempts
 }
 
@@ -113,7 +114,7 @@ func (c *checker) check(ctx context.Context, resp llm.Response) (*record.Record,
 
 	if a.functions == nil {
 		add(ReasonToolsChanged, "functions", `"functions" is missing; copy it unchanged`)
-	} else if !sameValue(c.functions, a.functions) {
+	} else if !jsontree.Equal(c.functions, a.functions) {
 		add(ReasonToolsChanged, "functions", "%s; copy \"functions\" exactly as given, untranslated", functionsDiff(c.functions, a.functions))
 	}
 	switch {
@@ -165,8 +166,8 @@ func (c *checker) check(ctx context.Context, resp llm.Response) (*record.Record,
 				continue
 			}
 			if !isStructured(res.Content) {
-				if ar.content.kind != '"' {
-					add(ReasonResultsChanged, rp+".content", "want a string, got a %s", kindName(ar.content.kind))
+				if ar.content.Kind != jsontree.String {
+					add(ReasonResultsChanged, rp+".content", "want a string, got a %s", ar.content.Kind)
 				}
 				continue
 			}
@@ -273,7 +274,7 @@ func pairCost(origName, ansName string, w walker) float64 {
 		}
 	}
 	for _, f := range w.free {
-		if f.ans.kind == '"' && toTaiwan(f.ans.str) != toTaiwan(f.orig.str) {
+		if f.ans.Kind == jsontree.String && toTaiwan(f.ans.Str) != toTaiwan(f.orig.Str) {
 			cost++
 		}
 	}
@@ -315,7 +316,7 @@ func (c *checker) build(a *answer, calls [][]callPair, results [][][]freeLeaf) (
 			if isStructured(res.Content) {
 				res.Content = string(spliceFree([]byte(res.Content), results[i][j], conv))
 			} else {
-				res.Content = conv(at.results[j].content.str)
+				res.Content = conv(at.results[j].content.Str)
 			}
 		}
 	}
@@ -330,8 +331,8 @@ func (c *checker) build(a *answer, calls [][]callPair, results [][][]freeLeaf) (
 func spliceFree(src []byte, free []freeLeaf, conv func(string) string) []byte {
 	var edits []edit
 	for _, f := range free {
-		if v := conv(f.ans.str); v != f.orig.str {
-			edits = append(edits, edit{start: f.orig.start, end: f.orig.end, value: v})
+		if v := conv(f.ans.Str); v != f.orig.Str {
+			edits = append(edits, stringEdit(src, f.orig, v))
 		}
 	}
 	return splice(src, edits)
@@ -377,15 +378,15 @@ func (c *checker) judge(ctx context.Context, calls [][]callPair) ([]problem, err
 	for i, turn := range calls {
 		for j, pair := range turn {
 			for _, f := range pair.free {
-				orig, got := toTaiwan(f.orig.str), toTaiwan(f.ans.str)
+				orig, got := toTaiwan(f.orig.Str), toTaiwan(f.ans.Str)
 				if orig == got {
 					continue
 				}
 				param := pair.ans.name + "." + strings.TrimPrefix(f.path, callPath(i, j)+".arguments.")
-				key := param + "\x00" + f.orig.str + "\x00" + got
+				key := param + "\x00" + f.orig.Str + "\x00" + got
 				ok, seen := c.judged[key]
 				if !seen {
-					a, _ := json.Marshal(f.orig.str)
+					a, _ := json.Marshal(f.orig.Str)
 					b, _ := json.Marshal(got)
 					var err error
 					if ok, err = c.t.equiv(ctx, param, a, b); err != nil {
@@ -395,7 +396,7 @@ func (c *checker) judge(ctx context.Context, calls [][]callPair) ([]problem, err
 				}
 				if !ok {
 					probs = append(probs, problem{reason: ReasonNotEquivalent, path: f.path,
-						detail: fmt.Sprintf("%q does not mean the same as the original %q; translate the value faithfully or keep it unchanged", clip.Runes(got, 60), clip.Runes(f.orig.str, 60))})
+						detail: fmt.Sprintf("%q does not mean the same as the original %q; translate the value faithfully or keep it unchanged", clip.Runes(got, 60), clip.Runes(f.orig.Str, 60))})
 				}
 			}
 		}
@@ -404,15 +405,15 @@ func (c *checker) judge(ctx context.Context, calls [][]callPair) ([]problem, err
 }
 
 // functionsDiff says briefly how the answer's functions differ.
-func functionsDiff(sent, got *node) string {
-	if len(sent.kids) != len(got.kids) {
-		return fmt.Sprintf("%d functions, want %d", len(got.kids), len(sent.kids))
+func functionsDiff(sent, got *jsontree.Value) string {
+	if len(sent.Elems) != len(got.Elems) {
+		return fmt.Sprintf("%d functions, want %d", len(got.Elems), len(sent.Elems))
 	}
-	for i := range sent.kids {
-		if !sameValue(sent.kids[i], got.kids[i]) {
+	for i := range sent.Elems {
+		if !jsontree.Equal(&sent.Elems[i].Val, &got.Elems[i].Val) {
 			name := ""
-			if n := sent.kids[i].get("name"); n != nil {
-				name = n.str
+			if n := sent.Elems[i].Val.Get("name"); n != nil {
+				name = n.Str
 			}
 			return fmt.Sprintf("functions[%d] (%s) was changed", i, name)
 		}

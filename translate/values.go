@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"github.com/augmentdata/augment/clip"
+	"github.com/augmentdata/augment/jsontree"
 	"strconv"
 	"strings"
 	"unicode"
@@ -208,7 +209,7 @@ func (p problem) String() string {
 // answer.
 type freeLeaf struct {
 	path      string
-	orig, ans *node
+	orig, ans *jsontree.Value
 }
 
 // A walker compares a source JSON value with its translation under the
@@ -225,78 +226,80 @@ func (w *walker) add(reason, path, format string, args ...any) {
 
 // compare walks orig and ans together; s is the schema applying at this
 // point (nil when unknown).
-func (w *walker) compare(path string, orig, ans *node, s schema) {
+func (w *walker) compare(path string, orig, ans *jsontree.Value, s schema) {
 	if enum, ok := s["enum"].([]any); ok && len(enum) > 0 {
-		if !sameValue(orig, ans) {
+		if !jsontree.Equal(orig, ans) {
 			w.add(ReasonEnumChanged, path, "enum value %s was changed to %s; enum members must be copied exactly", show(orig), show(ans))
 		}
 		return
 	}
-	if orig.kind != ans.kind && !(isBool(orig.kind) && isBool(ans.kind)) {
-		w.add(ReasonValueChanged, path, "a %s became a %s; keep the value's type", kindName(orig.kind), kindName(ans.kind))
+	if orig.Kind != ans.Kind && !(isBool(orig.Kind) && isBool(ans.Kind)) {
+		w.add(ReasonValueChanged, path, "a %s became a %s; keep the value's type", orig.Kind, ans.Kind)
 		return
 	}
-	switch orig.kind {
-	case '{':
-		seen := make(map[string]bool, len(ans.keys))
-		for _, k := range ans.keys {
-			if seen[k] {
-				w.add(w.keyReason, path, "key %q appears twice", k)
+	switch orig.Kind {
+	case jsontree.Object:
+		seen := make(map[string]bool, len(ans.Elems))
+		for _, m := range ans.Elems {
+			if seen[m.Key] {
+				w.add(w.keyReason, path, "key %q appears twice", m.Key)
 			}
-			seen[k] = true
+			seen[m.Key] = true
 		}
-		for i, k := range orig.keys {
-			a := ans.get(k)
+		for i := range orig.Elems {
+			k := orig.Elems[i].Key
+			a := ans.Get(k)
 			if a == nil {
 				w.add(w.keyReason, joinKey(path, k), "key %q is missing; keep every key exactly as given", k)
 				continue
 			}
-			w.compare(joinKey(path, k), orig.kids[i], a, property(s, k))
+			w.compare(joinKey(path, k), &orig.Elems[i].Val, a, property(s, k))
 		}
-		for _, k := range ans.keys {
-			if orig.get(k) == nil {
+		for _, m := range ans.Elems {
+			if k := m.Key; orig.Get(k) == nil {
 				w.add(w.keyReason, joinKey(path, k), "unexpected key %q; keys must not be translated, renamed or added", k)
 			}
 		}
-	case '[':
-		if len(orig.kids) != len(ans.kids) {
-			w.add(ReasonValueChanged, path, "list has %d items, want %d", len(ans.kids), len(orig.kids))
+	case jsontree.Array:
+		if len(orig.Elems) != len(ans.Elems) {
+			w.add(ReasonValueChanged, path, "list has %d items, want %d", len(ans.Elems), len(orig.Elems))
 			return
 		}
-		for i := range orig.kids {
-			w.compare(path+"["+strconv.Itoa(i)+"]", orig.kids[i], ans.kids[i], item(s, i))
+		for i := range orig.Elems {
+			w.compare(path+"["+strconv.Itoa(i)+"]", &orig.Elems[i].Val, &ans.Elems[i].Val, item(s, i))
 		}
-	case '"':
-		if classify(s, orig.str) == leafFree {
+	case jsontree.String:
+		if classify(s, orig.Str) == leafFree {
 			w.free = append(w.free, freeLeaf{path: path, orig: orig, ans: ans})
-		} else if orig.str != ans.str {
+		} else if orig.Str != ans.Str {
 			w.add(ReasonValueChanged, path, "%s was changed to %s; identifiers, codes, dates, URLs and e-mail addresses must be copied exactly", show(orig), show(ans))
 		}
 	default:
-		if !sameValue(orig, ans) {
+		if !jsontree.Equal(orig, ans) {
 			w.add(ReasonValueChanged, path, "%s was changed to %s; numbers and booleans must be copied exactly", show(orig), show(ans))
 		}
 	}
 }
 
-func isBool(k byte) bool { return k == 't' || k == 'f' }
+func isBool(k jsontree.Kind) bool { return k == jsontree.True || k == jsontree.False }
 
 // freeStrings calls fn for every free-text string of n (see classify).
-func freeStrings(path string, n *node, s schema, fn func(path string, n *node)) {
+func freeStrings(path string, n *jsontree.Value, s schema, fn func(path string, n *jsontree.Value)) {
 	if enum, ok := s["enum"].([]any); ok && len(enum) > 0 {
 		return
 	}
-	switch n.kind {
-	case '{':
-		for i, k := range n.keys {
-			freeStrings(joinKey(path, k), n.kids[i], property(s, k), fn)
+	switch n.Kind {
+	case jsontree.Object:
+		for i := range n.Elems {
+			k := n.Elems[i].Key
+			freeStrings(joinKey(path, k), &n.Elems[i].Val, property(s, k), fn)
 		}
-	case '[':
-		for i, kid := range n.kids {
-			freeStrings(path+"["+strconv.Itoa(i)+"]", kid, item(s, i), fn)
+	case jsontree.Array:
+		for i := range n.Elems {
+			freeStrings(path+"["+strconv.Itoa(i)+"]", &n.Elems[i].Val, item(s, i), fn)
 		}
-	case '"':
-		if classify(s, n.str) == leafFree {
+	case jsontree.String:
+		if classify(s, n.Str) == leafFree {
 			fn(path, n)
 		}
 	}
@@ -310,15 +313,15 @@ func joinKey(path, key string) string {
 }
 
 // show renders a node briefly for messages.
-func show(n *node) string {
-	switch n.kind {
-	case '"':
-		return strconv.Quote(clip.Runes(n.str, 60))
-	case '{':
+func show(n *jsontree.Value) string {
+	switch n.Kind {
+	case jsontree.String:
+		return strconv.Quote(clip.Runes(n.Str, 60))
+	case jsontree.Object:
 		return "an object"
-	case '[':
+	case jsontree.Array:
 		return "a list"
-	default:
-		return clip.Runes(string(n.raw), 60)
+	default: // a number's literal, true, false or null
+		return clip.Runes(string(jsontree.AppendCompact(nil, n)), 60)
 	}
 }

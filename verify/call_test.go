@@ -180,3 +180,37 @@ func BenchmarkCheckCall(b *testing.B) {
 		}
 	}
 }
+
+// TestCheckCallAnswerSchema holds the cases of the JSON-Schema validator
+// stages/llm had (library-backed, without a production user, removed): the
+// one validator must give the same verdicts.
+func TestCheckCallAnswerSchema(t *testing.T) {
+	tools := []record.Tool{{Name: "answer", Parameters: json.RawMessage(`{
+		"type": "object",
+		"properties": {
+			"name": {"type": "string", "minLength": 1},
+			"unit": {"enum": ["celsius", "fahrenheit"]}
+		},
+		"required": ["name", "unit"],
+		"additionalProperties": false
+	}`)}}
+	tests := []struct {
+		args string
+		want []string // kind@path
+	}{
+		{`{"name":"get_weather","unit":"celsius"}`, nil},
+		{`{"name":"x","unit":"fahrenheit"}`, nil},
+		{`{"name":"x","unit":"kelvin"}`, []string{"bad_enum@arguments.unit"}},
+		{`{"name":"x"}`, []string{"param_missing@arguments.unit"}},
+		{`{"name":"x","unit":"celsius","extra":1}`, []string{"unknown_param@arguments.extra"}},
+		{`{"name":"","unit":"celsius"}`, []string{"constraint@arguments.name"}},
+		{`{"name":"x","unit":`, []string{"bad_json@arguments"}},
+		{`no json here`, []string{"bad_json@arguments"}},
+	}
+	for _, tt := range tests {
+		got := kinds(CheckCall(tools, record.Call{Name: "answer", Arguments: json.RawMessage(tt.args)}))
+		if !slices.Equal(got, tt.want) && !(len(got) == 0 && len(tt.want) == 0) {
+			t.Errorf("%s: got %v, want %v", tt.args, got, tt.want)
+		}
+	}
+}

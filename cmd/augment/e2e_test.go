@@ -22,6 +22,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/augmentdata/augment/atomicfs"
 	"github.com/augmentdata/augment/manifests"
 	"github.com/augmentdata/augment/report"
 	"github.com/augmentdata/augment/stages/llm"
@@ -344,7 +345,7 @@ func e2eIntact(t *testing.T, out string) int {
 			}
 			for _, sh := range m.Shards {
 				for _, o := range sh.Outputs {
-					sum, err := manifests.HashFile(filepath.Join(out, o.Path))
+					sum, err := atomicfs.HashFile(filepath.Join(out, o.Path))
 					fi, serr := os.Stat(filepath.Join(out, o.Path))
 					if err != nil || serr != nil || sum != o.SHA256 || fi.Size() != o.Bytes {
 						t.Errorf("%s lists %s (%d bytes, sha256 %.12s), on disk: %v %v", rel, o.Path, o.Bytes, o.SHA256, sum, errOr(err, serr))
@@ -455,7 +456,7 @@ func TestInterruptDuringLLMStage(t *testing.T) {
 }
 
 // TestKilledExportLeavesNoTempFile: a kill -9 while the export writes a
-// data file leaves the writer's temporary file (manifests.Root.Create's
+// data file leaves the writer's temporary file (atomicfs.Root.Create's
 // ".tmp-part-…") in the dataset folder. The next run must remove it, as it
 // removes those at the top of a stage dir: LLaMA-Factory loads every file of
 // the dataset folder (os.listdir) and refuses one whose extension is not the
@@ -474,7 +475,7 @@ func TestKilledExportLeavesNoTempFile(t *testing.T) {
 	out := filepath.Join(dir, "out")
 	want := e2eDataFiles(t, out)
 
-	root, err := manifests.OpenRoot(out)
+	root, err := atomicfs.OpenRoot(out)
 	if err != nil {
 		t.Fatal(err)
 	}

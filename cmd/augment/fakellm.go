@@ -12,7 +12,7 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/augmentdata/augment/manifests"
+	"github.com/augmentdata/augment/atomicfs"
 	"github.com/augmentdata/augment/stages/llm/fakellm"
 )
 
@@ -94,7 +94,7 @@ func fakeRunBatch(srv *fakellm.Server, in, out string) error {
 	if err := srv.RunBatch(f, &buf); err != nil {
 		return err
 	}
-	root, err := manifests.OpenRoot(filepath.Dir(out))
+	root, err := atomicfs.OpenRoot(filepath.Dir(out))
 	if err != nil {
 		return err
 	}

@@ -83,17 +83,6 @@ func BenchmarkParse(b *testing.B) {
 	}
 }
 
-func BenchmarkParsePyCalls(b *testing.B) {
-	s := `[Tide Table Lookup(harbour="Port Isaac", date="2024-06-02"), ferry.schedule(from_port='Padstow', to_port="Rock", max_results=3, filters={'wheelchair': True, 'ids': [1, 2.5e3, -7]})]`
-	b.SetBytes(int64(len(s)))
-	b.ReportAllocs()
-	for range b.N {
-		if _, err := ParsePyCalls(s); err != nil {
-			b.Fatal(err)
-		}
-	}
-}
-
 // BenchmarkParseRealData parses the shared dumps (skipped when absent): the
 // same dialogues in each format, so the figures compare the readers.
 func BenchmarkParseRealData(b *testing.B) {

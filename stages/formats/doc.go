@@ -1,8 +1,8 @@
 // Package formats reads raw tool-use dataset dumps into canonical records
 // (stages/record): a Scanner splits a dump into rows, Parse turns one row of
 // a given format into a *record.Record or a *contract.Reject whose Reason is a
-// stable snake_case code, and ParsePyCalls/PrintPyCalls read and write the
-// Python-call syntax ToolACE uses.
+// stable snake_case code. ToolACE's Python-call syntax is read by package
+// pycall, JSON by package jsontree.
 //
 // # Dumps
 //
@@ -247,17 +247,5 @@
 // openai_empty_messages, openai_bad_message, openai_unknown_role,
 // openai_unsupported_content, openai_bad_tools, openai_bad_tool_call,
 // openai_result_without_call, openai_tool_result_mismatch.
-//
-// # Python-call syntax
-//
-// ParsePyCalls reads "[Name With Spaces(a=\"x\", n=3), other(x=[1, 2],
-// d={'k': None})]" or a single call without brackets. A name runs to the "("
-// that opens an argument list that parses, so names may hold spaces and
-// parentheses. Only keyword arguments; values are Python literals: strings
-// in single, double or triple quotes with Python escapes (adjacent literals
-// concatenate), ints and floats (signs, exponents, '_' separators; written
-// back as JSON numbers, ".5" as "0.5" and "7." as "7.0"), True/False/None
-// (and true/false/null), lists and tuples (arrays), dicts with string keys
-// (objects). PrintPyCalls writes the same syntax back, so parsing its output
-// gives the same calls.
+
 package formats

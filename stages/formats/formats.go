@@ -8,6 +8,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/augmentdata/augment/jsontree"
 	"github.com/augmentdata/augment/stages/contract"
 	"github.com/augmentdata/augment/stages/record"
 )
@@ -29,7 +30,7 @@ func reject(reason, format string, args ...any) *contract.Reject {
 // source rather than the row. Parse keeps no reference to row and is safe
 // for concurrent use.
 func Parse(format, source string, index int64, row []byte) (*record.Record, error) {
-	var parse func(*builder, *jvalue) error
+	var parse func(*builder, *jsontree.Value) error
 	switch format {
 	case "toolace":
 		parse = parseToolACE
@@ -44,12 +45,14 @@ func Parse(format, source string, index int64, row []byte) (*record.Record, erro
 	default:
 		return nil, fmt.Errorf("formats: unknown format %q (want one of %s)", format, strings.Join(Formats(), ", "))
 	}
-	v, jp, err := parseRow(row)
+	// The Scanner reuses row, so strings are copied out of it.
+	jp := jsontree.Parser{Data: row, CopyStrings: true}
+	v, err := jp.Parse()
 	if err != nil {
 		return nil, jsonReject("bad_json", "row", row, err)
 	}
-	if v.kind != jObject {
-		return nil, reject("row_not_object", "the row is a JSON %s, want an object", v.kind)
+	if v.Kind != jsontree.Object {
+		return nil, reject("row_not_object", "the row is a JSON %s, want an object", v.Kind)
 	}
 	b := &builder{rec: &record.Record{
 		ID:       source + ":" + strconv.FormatInt(index, 10),
@@ -60,10 +63,10 @@ func Parse(format, source string, index int64, row []byte) (*record.Record, erro
 		Messages: []record.Message{},
 		Tags:     []record.Tag{},
 	}}
-	if jp.badUTF8 {
+	if jp.BadUTF8 {
 		b.repair("invalid_utf8")
 	}
-	if jp.loneSurrogate {
+	if jp.LoneSurrogate {
 		b.repair("lone_surrogate")
 	}
 	if err := parse(b, &v); err != nil {
@@ -314,8 +317,8 @@ func resultText(s string) string {
 	}
 	switch c := t[0]; {
 	case c == '{' || c == '[' || c == '"' || c == '-' || (c >= '0' && c <= '9') || c == 't' || c == 'f' || c == 'n':
-		if v, err := parseJSONString(t); err == nil {
-			return compactString(&v)
+		if v, err := jsontree.ParseString(t); err == nil {
+			return jsontree.CompactString(&v)
 		}
 	}
 	return s
@@ -323,31 +326,31 @@ func resultText(s string) string {
 
 // resultValue gives the canonical content of a result held as a JSON value:
 // a string is taken as text (see resultText), anything else is compacted.
-func resultValue(v *jvalue) string {
-	if v.kind == jString {
-		return resultText(v.str)
+func resultValue(v *jsontree.Value) string {
+	if v.Kind == jsontree.String {
+		return resultText(v.Str)
 	}
-	return compactString(v)
+	return jsontree.CompactString(v)
 }
 
 // objectArguments turns a call's arguments value into a compact JSON
 // object. A JSON string holding an object is decoded (stringArgs reports
 // it); anything else that is not an object is an error.
-func objectArguments(v *jvalue) (args []byte, stringArgs bool, err error) {
-	switch v.kind {
-	case jObject:
-		return compact(v), false, nil
-	case jString:
-		inner, perr := parseJSONString(v.str)
+func objectArguments(v *jsontree.Value) (args []byte, stringArgs bool, err error) {
+	switch v.Kind {
+	case jsontree.Object:
+		return jsontree.Compact(v), false, nil
+	case jsontree.String:
+		inner, perr := jsontree.ParseString(v.Str)
 		if perr != nil {
-			return nil, true, fmt.Errorf("arguments string is not JSON: %w: %s", perr, excerpt(v.str))
+			return nil, true, fmt.Errorf("arguments string is not JSON: %w: %s", perr, excerpt(v.Str))
 		}
-		if inner.kind != jObject {
-			return nil, true, fmt.Errorf("arguments string holds a JSON %s, want an object", inner.kind)
+		if inner.Kind != jsontree.Object {
+			return nil, true, fmt.Errorf("arguments string holds a JSON %s, want an object", inner.Kind)
 		}
-		return compact(&inner), true, nil
+		return jsontree.Compact(&inner), true, nil
 	}
-	return nil, false, fmt.Errorf("arguments are a JSON %s, want an object", v.kind)
+	return nil, false, fmt.Errorf("arguments are a JSON %s, want an object", v.Kind)
 }
 
 // excerpt quotes at most 60 runes of s for error details.
@@ -369,29 +372,29 @@ func excerpt(s string) string {
 // jsonReject builds the reject for JSON text that did not decode: what was
 // being read, the error with its byte offset, and the text around it.
 func jsonReject(reason, what string, text []byte, err error) *contract.Reject {
-	je, ok := err.(*jsonError)
+	je, ok := err.(*jsontree.Error)
 	if !ok {
 		return reject(reason, "%s: %v", what, err)
 	}
-	lo := max(0, je.off-30)
-	hi := min(len(text), je.off+30)
+	lo := max(0, je.Off-30)
+	hi := min(len(text), je.Off+30)
 	for lo > 0 && !utf8.RuneStart(text[lo]) {
 		lo--
 	}
 	for hi < len(text) && !utf8.RuneStart(text[hi]) {
 		hi++
 	}
-	return reject(reason, "%s: %s at byte %d near %s", what, je.msg, je.off, strconv.Quote(string(text[lo:hi])))
+	return reject(reason, "%s: %s at byte %d near %s", what, je.Msg, je.Off, strconv.Quote(string(text[lo:hi])))
 }
 
 func turnName(i int) string { return "turn " + strconv.Itoa(i) }
 
 // fieldString reads a string member of a row object; absent or null gives
 // "". A member of another type is rejected with reason.
-func fieldString(v *jvalue, key, reason string) (string, error) {
-	s, ok := v.stringOr(key)
+func fieldString(v *jsontree.Value, key, reason string) (string, error) {
+	s, ok := v.StringOr(key)
 	if !ok {
-		return "", reject(reason, "%q is a JSON %s, want a string", key, v.get(key).kind)
+		return "", reject(reason, "%q is a JSON %s, want a string", key, v.Get(key).Kind)
 	}
 	return s, nil
 }

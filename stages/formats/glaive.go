@@ -3,6 +3,7 @@ package formats
 import (
 	"strings"
 
+	"github.com/augmentdata/augment/jsontree"
 	"github.com/augmentdata/augment/stages/record"
 )
 
@@ -15,13 +16,13 @@ const (
 )
 
 // parseGlaive reads glaive-function-calling-v2's {"system": "…", "chat": "…"}.
-func parseGlaive(b *builder, row *jvalue) error {
+func parseGlaive(b *builder, row *jsontree.Value) error {
 	sys, err := fieldString(row, "system", "glaive_bad_field")
 	if err != nil {
 		return err
 	}
-	chat, ok := row.stringOr("chat")
-	if !ok || !row.has("chat") {
+	chat, ok := row.StringOr("chat")
+	if !ok || !row.Has("chat") {
 		return reject("glaive_bad_field", "the row has no chat string")
 	}
 	if err := glaiveSystem(b, sys); err != nil {
@@ -57,15 +58,15 @@ func glaiveSystem(b *builder, sys string) error {
 	switch {
 	case strings.HasPrefix(sys, glaiveLeadIn):
 		text := sys[len(glaiveLeadIn):]
-		p := jparser{data: bytesOf(text)}
+		p := jsontree.StringParser(text)
 		for {
-			p.skipSpace()
-			if p.pos >= len(p.data) || p.data[p.pos] != '{' {
+			p.SkipSpace()
+			if p.Pos >= len(p.Data) || p.Data[p.Pos] != '{' {
 				break
 			}
-			v, err := p.value()
+			v, err := p.Value()
 			if err != nil {
-				return jsonReject("glaive_bad_tool_json", "tool definition in the system text", p.data, err)
+				return jsonReject("glaive_bad_tool_json", "tool definition in the system text", p.Data, err)
 			}
 			t, err := normalizeTool(&v, len(b.rec.Tools))
 			if err != nil {
@@ -73,7 +74,7 @@ func glaiveSystem(b *builder, sys string) error {
 			}
 			b.rec.Tools = append(b.rec.Tools, t)
 		}
-		rest := strings.TrimSpace(text[p.pos:])
+		rest := strings.TrimSpace(text[p.Pos:])
 		if rest != "" && strings.ContainsRune(",[]{}", rune(rest[0])) {
 			return reject("glaive_bad_tool_json", "tool definitions are followed by %s", excerpt(rest))
 		}
@@ -244,11 +245,11 @@ func glaiveResponse(b *builder, body string, turn int) error {
 	}
 	content := body
 	if body != "" {
-		v, err := parseJSONString(body)
+		v, err := jsontree.ParseString(body)
 		switch {
 		case err == nil:
-			content = compactString(&v)
-		case (body[0] == '{' || body[0] == '[') && isEOF(err):
+			content = jsontree.CompactString(&v)
+		case (body[0] == '{' || body[0] == '[') && jsontree.IsEOF(err):
 			return reject("glaive_truncated_response", "turn %d: the JSON response ends early: %s", turn, excerpt(tail(body)))
 		}
 	}
@@ -265,96 +266,96 @@ func glaiveResponse(b *builder, body string, turn int) error {
 // ("parameters_key"); no arguments at all ("missing_arguments", read as {});
 // extra closing braces after the call ("extra_closing_brace").
 func parseGlaiveCall(b *builder, text string, turn int) (record.Call, error) {
-	p := jparser{data: bytesOf(text)}
+	p := jsontree.StringParser(text)
 	truncated := func() error {
 		return reject("glaive_truncated_call", "turn %d: the call ends early: %s", turn, excerpt(tail(strings.TrimSpace(text))))
 	}
 	bad := func(what string) error {
-		return reject("glaive_bad_call", "turn %d: %s at byte %d of %s", turn, what, p.pos, excerpt(strings.TrimSpace(text)))
+		return reject("glaive_bad_call", "turn %d: %s at byte %d of %s", turn, what, p.Pos, excerpt(strings.TrimSpace(text)))
 	}
 	valueErr := func(err error, quoted bool) error {
-		off := p.pos
-		if je, ok := err.(*jsonError); ok {
-			off = je.off
+		off := p.Pos
+		if je, ok := err.(*jsontree.Error); ok {
+			off = je.Off
 		}
-		rest := string(p.data[min(off, len(p.data)):])
+		rest := string(p.Data[min(off, len(p.Data)):])
 		switch {
-		case isEOF(err):
+		case jsontree.IsEOF(err):
 			return truncated()
 		case strings.HasPrefix(rest, "Infinity") || strings.HasPrefix(rest, "NaN"):
 			return reject("glaive_arguments_nonfinite", "turn %d: %s is not a JSON number: %s", turn, rest[:min(len(rest), 8)], excerpt(strings.TrimSpace(text)))
 		case quoted:
-			return jsonReject("glaive_arguments_not_json", turnName(turn)+": quoted arguments", p.data, err)
+			return jsonReject("glaive_arguments_not_json", turnName(turn)+": quoted arguments", p.Data, err)
 		}
-		return jsonReject("glaive_bad_call", turnName(turn)+": call", p.data, err)
+		return jsonReject("glaive_bad_call", turnName(turn)+": call", p.Data, err)
 	}
-	p.skipSpace()
-	if p.pos >= len(p.data) {
+	p.SkipSpace()
+	if p.Pos >= len(p.Data) {
 		return record.Call{}, truncated()
 	}
-	if p.data[p.pos] != '{' {
+	if p.Data[p.Pos] != '{' {
 		return record.Call{}, bad("expected {")
 	}
-	p.pos++
+	p.Pos++
 	var name string
 	var args []byte
 	haveName, haveArgs := false, false
 	for {
-		p.skipSpace()
-		if p.pos >= len(p.data) {
+		p.SkipSpace()
+		if p.Pos >= len(p.Data) {
 			return record.Call{}, truncated()
 		}
-		if p.data[p.pos] == '}' && !haveName && !haveArgs {
-			p.pos++
+		if p.Data[p.Pos] == '}' && !haveName && !haveArgs {
+			p.Pos++
 			break
 		}
-		if p.data[p.pos] != '"' {
+		if p.Data[p.Pos] != '"' {
 			return record.Call{}, bad("expected a key")
 		}
-		key, err := p.string()
+		key, err := p.ReadString()
 		if err != nil {
 			return record.Call{}, valueErr(err, false)
 		}
-		p.skipSpace()
-		if p.pos >= len(p.data) {
+		p.SkipSpace()
+		if p.Pos >= len(p.Data) {
 			return record.Call{}, truncated()
 		}
-		if p.data[p.pos] != ':' {
+		if p.Data[p.Pos] != ':' {
 			return record.Call{}, bad("expected :")
 		}
-		p.pos++
-		p.skipSpace()
-		if p.pos >= len(p.data) {
+		p.Pos++
+		p.SkipSpace()
+		if p.Pos >= len(p.Data) {
 			return record.Call{}, truncated()
 		}
-		quoted := p.data[p.pos] == '\''
-		var v jvalue
+		quoted := p.Data[p.Pos] == '\''
+		var v jsontree.Value
 		if quoted {
-			p.pos++
-			p.sqEscape = true
-			v, err = p.value()
-			p.sqEscape = false
+			p.Pos++
+			p.SingleQuoteEscape = true
+			v, err = p.Value()
+			p.SingleQuoteEscape = false
 			if err != nil {
 				return record.Call{}, valueErr(err, true)
 			}
-			p.skipSpace()
-			if p.pos >= len(p.data) {
+			p.SkipSpace()
+			if p.Pos >= len(p.Data) {
 				return record.Call{}, truncated()
 			}
-			if p.data[p.pos] != '\'' {
+			if p.Data[p.Pos] != '\'' {
 				return record.Call{}, jsonReject("glaive_arguments_not_json", turnName(turn)+": quoted arguments",
-					p.data, &jsonError{off: p.pos, msg: "text after the JSON value inside the quotes"})
+					p.Data, &jsontree.Error{Off: p.Pos, Msg: "text after the JSON value inside the quotes"})
 			}
-			p.pos++
-		} else if v, err = p.value(); err != nil {
+			p.Pos++
+		} else if v, err = p.Value(); err != nil {
 			return record.Call{}, valueErr(err, false)
 		}
 		switch key {
 		case "name":
-			if v.kind != jString || v.str == "" {
+			if v.Kind != jsontree.String || v.Str == "" {
 				return record.Call{}, bad("the name is not a non-empty string")
 			}
-			name, haveName = v.str, true
+			name, haveName = v.Str, true
 		case "arguments", "parameters":
 			if haveArgs {
 				return record.Call{}, bad("both arguments and parameters")
@@ -367,28 +368,28 @@ func parseGlaiveCall(b *builder, text string, turn int) (record.Call, error) {
 				return record.Call{}, reject("glaive_arguments_not_object", "turn %d: %v", turn, err)
 			}
 			switch {
-			case !quoted && v.kind == jObject:
+			case !quoted && v.Kind == jsontree.Object:
 				b.repair("bare_object_arguments")
 			case !quoted && fromString:
 				b.repair("string_arguments")
 			}
 			args, haveArgs = a, true
 		}
-		p.skipSpace()
-		if p.pos >= len(p.data) {
+		p.SkipSpace()
+		if p.Pos >= len(p.Data) {
 			return record.Call{}, truncated()
 		}
-		if p.data[p.pos] == ',' {
-			p.pos++
+		if p.Data[p.Pos] == ',' {
+			p.Pos++
 			continue
 		}
-		if p.data[p.pos] == '}' {
-			p.pos++
+		if p.Data[p.Pos] == '}' {
+			p.Pos++
 			break
 		}
 		return record.Call{}, bad("expected , or }")
 	}
-	if rest := strings.TrimSpace(text[p.pos:]); rest != "" {
+	if rest := strings.TrimSpace(text[p.Pos:]); rest != "" {
 		if strings.Trim(rest, "}") != "" {
 			return record.Call{}, reject("glaive_text_after_call", "turn %d: %s follows the call", turn, excerpt(rest))
 		}
@@ -401,7 +402,7 @@ func parseGlaiveCall(b *builder, text string, turn int) (record.Call, error) {
 		args = []byte("{}")
 		b.repair("missing_arguments")
 	}
-	if p.sawSQ {
+	if p.SawSingleQuote {
 		b.repair("escaped_apostrophe")
 	}
 	return record.Call{Name: name, Arguments: args}, nil
@@ -424,9 +425,9 @@ func aiToCall(body string) (text string, call record.Call, ok bool) {
 	if name == "" || strings.ContainsAny(name, " \t\n{}\"'") {
 		return "", call, false
 	}
-	v, err := parseJSONString(rest[colon+1:])
-	if err != nil || v.kind != jObject {
+	v, err := jsontree.ParseString(rest[colon+1:])
+	if err != nil || v.Kind != jsontree.Object {
 		return "", call, false
 	}
-	return strings.TrimSpace(body[:i]), record.Call{Name: name, Arguments: compact(&v)}, true
+	return strings.TrimSpace(body[:i]), record.Call{Name: name, Arguments: jsontree.Compact(&v)}, true
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/augmentdata/augment/jsontree"
 	"github.com/augmentdata/augment/stages/record"
 )
 
@@ -26,7 +27,7 @@ const MetaTool = "meta_tool"
 // error says what is wrong; an envelope named other than meta_tool, an
 // empty list or a definition without a name are errors.
 func MetaToolResult(content string) ([]record.Tool, error) {
-	v, err := parseJSONString(content)
+	v, err := jsontree.ParseString(content)
 	if err != nil {
 		return nil, fmt.Errorf("not JSON: %w", err)
 	}
@@ -38,19 +39,19 @@ func MetaToolResult(content string) ([]record.Tool, error) {
 }
 
 // metaToolValue appends the definitions of v, at envelope nesting depth.
-func metaToolValue(v *jvalue, out *[]record.Tool, depth int) error {
-	switch v.kind {
-	case jArray:
-		if len(v.elems) == 0 {
+func metaToolValue(v *jsontree.Value, out *[]record.Tool, depth int) error {
+	switch v.Kind {
+	case jsontree.Array:
+		if len(v.Elems) == 0 {
 			return errors.New("an empty list")
 		}
-		for i := range v.elems {
-			if err := metaToolValue(&v.elems[i].val, out, depth); err != nil {
+		for i := range v.Elems {
+			if err := metaToolValue(&v.Elems[i].Val, out, depth); err != nil {
 				return err
 			}
 		}
 		return nil
-	case jObject:
+	case jsontree.Object:
 		if inner, ok, err := metaToolEnvelope(v); err != nil {
 			return err
 		} else if ok {
@@ -66,19 +67,19 @@ func metaToolValue(v *jvalue, out *[]record.Tool, depth int) error {
 		*out = append(*out, t)
 		return nil
 	}
-	return fmt.Errorf("a JSON %s, want a tool definition, a list of them, or a meta_tool envelope", v.kind)
+	return fmt.Errorf("a JSON %s, want a tool definition, a list of them, or a meta_tool envelope", v.Kind)
 }
 
 // metaToolEnvelope reports whether v is a Fig 12 envelope: "results" with
 // at most "name" and "function_id" besides; it returns the results. An
 // envelope naming another function is an error.
-func metaToolEnvelope(v *jvalue) (*jvalue, bool, error) {
-	var results *jvalue
-	for i := range v.elems {
-		switch v.elems[i].key {
+func metaToolEnvelope(v *jsontree.Value) (*jsontree.Value, bool, error) {
+	var results *jsontree.Value
+	for i := range v.Elems {
+		switch v.Elems[i].Key {
 		case "name", "function_id":
 		case "results":
-			results = &v.elems[i].val
+			results = &v.Elems[i].Val
 		default:
 			return nil, false, nil
 		}
@@ -86,7 +87,7 @@ func metaToolEnvelope(v *jvalue) (*jvalue, bool, error) {
 	if results == nil {
 		return nil, false, nil
 	}
-	if name, ok := v.stringOr("name"); !ok || name != MetaTool && name != "" {
+	if name, ok := v.StringOr("name"); !ok || name != MetaTool && name != "" {
 		return nil, false, fmt.Errorf("an envelope of %s, want %q", excerpt(name), MetaTool)
 	}
 	return results, true, nil

@@ -3,6 +3,7 @@ package formats
 import (
 	"strings"
 
+	"github.com/augmentdata/augment/jsontree"
 	"github.com/augmentdata/augment/stages/record"
 )
 
@@ -12,25 +13,25 @@ import (
 // The run of tool messages after an assistant turn answers its tool_calls,
 // matched by tool_call_id when every message has a known one, else in order.
 // A leading system (or developer) message is the record's System.
-func parseOpenAI(b *builder, row *jvalue) error {
+func parseOpenAI(b *builder, row *jsontree.Value) error {
 	if err := openaiTools(b, row); err != nil {
 		return err
 	}
-	msgs := row.get("messages")
-	if msgs == nil || msgs.kind != jArray {
+	msgs := row.Get("messages")
+	if msgs == nil || msgs.Kind != jsontree.Array {
 		return reject("openai_missing_messages", "the row has no messages array")
 	}
-	if len(msgs.elems) == 0 {
+	if len(msgs.Elems) == 0 {
 		return reject("openai_empty_messages", "the messages array is empty")
 	}
-	b.rec.Messages = make([]record.Message, 0, len(msgs.elems))
+	b.rec.Messages = make([]record.Message, 0, len(msgs.Elems))
 	var ids []string // tool_call ids of the last assistant turn
-	for i := 0; i < len(msgs.elems); i++ {
-		m := &msgs.elems[i].val
-		if m.kind != jObject {
-			return reject("openai_bad_message", "message %d is a JSON %s, want an object", i, m.kind)
+	for i := 0; i < len(msgs.Elems); i++ {
+		m := &msgs.Elems[i].Val
+		if m.Kind != jsontree.Object {
+			return reject("openai_bad_message", "message %d is a JSON %s, want an object", i, m.Kind)
 		}
-		role, ok := m.stringOr("role")
+		role, ok := m.StringOr("role")
 		if !ok || role == "" {
 			return reject("openai_bad_message", "message %d has no role", i)
 		}
@@ -55,7 +56,7 @@ func parseOpenAI(b *builder, row *jvalue) error {
 			}
 			b.add(msg)
 		case "tool", "function":
-			n, err := openaiResults(b, msgs.elems[i:], ids, i)
+			n, err := openaiResults(b, msgs.Elems[i:], ids, i)
 			if err != nil {
 				return err
 			}
@@ -67,18 +68,18 @@ func parseOpenAI(b *builder, row *jvalue) error {
 	return nil
 }
 
-func openaiTools(b *builder, row *jvalue) error {
-	v := row.get("tools")
-	if v == nil || v.kind == jNull {
-		v = row.get("functions") // the API's older name
+func openaiTools(b *builder, row *jsontree.Value) error {
+	v := row.Get("tools")
+	if v == nil || v.Kind == jsontree.Null {
+		v = row.Get("functions") // the API's older name
 	}
-	if v == nil || v.kind == jNull {
+	if v == nil || v.Kind == jsontree.Null {
 		return nil
 	}
-	if v.kind == jString {
-		d, err := parseJSONString(v.str)
+	if v.Kind == jsontree.String {
+		d, err := jsontree.ParseString(v.Str)
 		if err != nil {
-			return jsonReject("openai_bad_tools", "tools", []byte(v.str), err)
+			return jsonReject("openai_bad_tools", "tools", []byte(v.Str), err)
 		}
 		v = &d
 	}
@@ -92,61 +93,61 @@ func openaiTools(b *builder, row *jvalue) error {
 
 // openaiContent returns a message's text: a string, null, or a list of
 // {"type": "text", "text"} parts (joined by newlines).
-func openaiContent(m *jvalue, i int) (string, error) {
-	c := m.get("content")
+func openaiContent(m *jsontree.Value, i int) (string, error) {
+	c := m.Get("content")
 	switch {
-	case c == nil || c.kind == jNull:
+	case c == nil || c.Kind == jsontree.Null:
 		return "", nil
-	case c.kind == jString:
-		return c.str, nil
-	case c.kind == jArray:
-		texts := make([]string, 0, len(c.elems))
-		for k := range c.elems {
-			p := &c.elems[k].val
-			typ, _ := p.stringOr("type")
-			t := p.get("text")
-			if typ != "text" || t == nil || t.kind != jString {
+	case c.Kind == jsontree.String:
+		return c.Str, nil
+	case c.Kind == jsontree.Array:
+		texts := make([]string, 0, len(c.Elems))
+		for k := range c.Elems {
+			p := &c.Elems[k].Val
+			typ, _ := p.StringOr("type")
+			t := p.Get("text")
+			if typ != "text" || t == nil || t.Kind != jsontree.String {
 				return "", reject("openai_unsupported_content", "message %d part %d is not a text part", i, k)
 			}
-			texts = append(texts, t.str)
+			texts = append(texts, t.Str)
 		}
 		return strings.Join(texts, "\n"), nil
 	}
-	return "", reject("openai_bad_message", "message %d content is a JSON %s", i, c.kind)
+	return "", reject("openai_bad_message", "message %d content is a JSON %s", i, c.Kind)
 }
 
 // openaiAssistant reads an assistant message's calls (tool_calls, or the
 // older single function_call) and reasoning (reasoning_content or
 // reasoning). ids are the calls' tool_call ids ("" where absent).
-func openaiAssistant(m *jvalue, content string, i int) (record.Message, []string, error) {
+func openaiAssistant(m *jsontree.Value, content string, i int) (record.Message, []string, error) {
 	msg := record.Message{Role: record.RoleAssistant, Content: content}
 	for _, key := range []string{"reasoning_content", "reasoning"} {
-		if r, ok := m.stringOr(key); ok && r != "" {
+		if r, ok := m.StringOr(key); ok && r != "" {
 			msg.Reasoning = r
 			break
 		}
 	}
 	var ids []string
-	if tc := m.get("tool_calls"); tc != nil && tc.kind != jNull {
-		if tc.kind != jArray {
-			return msg, nil, reject("openai_bad_tool_call", "message %d: tool_calls is a JSON %s", i, tc.kind)
+	if tc := m.Get("tool_calls"); tc != nil && tc.Kind != jsontree.Null {
+		if tc.Kind != jsontree.Array {
+			return msg, nil, reject("openai_bad_tool_call", "message %d: tool_calls is a JSON %s", i, tc.Kind)
 		}
-		for k := range tc.elems {
-			t := &tc.elems[k].val
-			fn := t.get("function")
-			if t.kind != jObject || fn == nil {
+		for k := range tc.Elems {
+			t := &tc.Elems[k].Val
+			fn := t.Get("function")
+			if t.Kind != jsontree.Object || fn == nil {
 				return msg, nil, reject("openai_bad_tool_call", "message %d tool call %d has no function", i, k)
 			}
 			c, err := jsonCall(nil, fn)
 			if err != nil {
 				return msg, nil, reject("openai_bad_tool_call", "message %d tool call %d: %v", i, k, err)
 			}
-			id, _ := t.stringOr("id")
+			id, _ := t.StringOr("id")
 			msg.Calls = append(msg.Calls, c)
 			ids = append(ids, id)
 		}
 	}
-	if fc := m.get("function_call"); fc != nil && fc.kind != jNull && len(msg.Calls) == 0 {
+	if fc := m.Get("function_call"); fc != nil && fc.Kind != jsontree.Null && len(msg.Calls) == 0 {
 		c, err := jsonCall(nil, fc)
 		if err != nil {
 			return msg, nil, reject("openai_bad_tool_call", "message %d function_call: %v", i, err)
@@ -158,14 +159,14 @@ func openaiAssistant(m *jvalue, content string, i int) (record.Message, []string
 
 // openaiResults reads the run of tool messages at msgs[0:] answering the
 // last assistant turn, and returns its length.
-func openaiResults(b *builder, msgs []jmember, ids []string, at int) (int, error) {
+func openaiResults(b *builder, msgs []jsontree.Member, ids []string, at int) (int, error) {
 	prev := b.last()
 	if prev == nil || prev.Role != record.RoleAssistant || len(prev.Calls) == 0 {
 		return 0, reject("openai_result_without_call", "message %d is a tool message that follows no tool call", at)
 	}
 	n := 0
 	for n < len(msgs) {
-		r, _ := msgs[n].val.stringOr("role")
+		r, _ := msgs[n].Val.StringOr("role")
 		if r != "tool" && r != "function" {
 			break
 		}
@@ -177,7 +178,7 @@ func openaiResults(b *builder, msgs []jmember, ids []string, at int) (int, error
 	}
 	byID := true
 	for j := range n {
-		id, _ := msgs[j].val.stringOr("tool_call_id")
+		id, _ := msgs[j].Val.StringOr("tool_call_id")
 		if id == "" || !containsOnce(ids, id) {
 			byID = false
 		}
@@ -185,13 +186,13 @@ func openaiResults(b *builder, msgs []jmember, ids []string, at int) (int, error
 	out := record.Message{Role: record.RoleTool, Results: make([]record.Result, k)}
 	filled := make([]bool, k)
 	for j := range n {
-		content, err := openaiContent(&msgs[j].val, at+j)
+		content, err := openaiContent(&msgs[j].Val, at+j)
 		if err != nil {
 			return 0, err
 		}
 		slot := j
 		if byID {
-			id, _ := msgs[j].val.stringOr("tool_call_id")
+			id, _ := msgs[j].Val.StringOr("tool_call_id")
 			for s, cid := range ids {
 				if cid == id {
 					slot = s

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/augmentdata/augment/jsontree"
 	"github.com/augmentdata/augment/stages/contract"
 	"github.com/augmentdata/augment/stages/record"
 )
@@ -129,21 +130,21 @@ func callsString(cs []record.Call) string {
 // in their fraction (2.50 → 2.5, 25.00 → 25), so texts that differ only in
 // how a number was spelled compare equal. Other texts are returned as they are.
 func canonNumbers(s string) string {
-	v, err := parseJSONString(s)
+	v, err := jsontree.ParseString(s)
 	if err != nil {
 		return s
 	}
-	var walk func(v *jvalue)
-	walk = func(v *jvalue) {
-		if v.kind == jNumber && strings.Contains(v.str, ".") && !strings.ContainsAny(v.str, "eE") {
-			v.str = strings.TrimSuffix(strings.TrimRight(v.str, "0"), ".")
+	var walk func(v *jsontree.Value)
+	walk = func(v *jsontree.Value) {
+		if v.Kind == jsontree.Number && strings.Contains(v.Str, ".") && !strings.ContainsAny(v.Str, "eE") {
+			v.Str = strings.TrimSuffix(strings.TrimRight(v.Str, "0"), ".")
 		}
-		for i := range v.elems {
-			walk(&v.elems[i].val)
+		for i := range v.Elems {
+			walk(&v.Elems[i].Val)
 		}
 	}
 	walk(&v)
-	return string(compact(&v))
+	return string(jsontree.Compact(&v))
 }
 
 func withCanonResults(r *record.Record) *record.Record {
@@ -367,18 +368,18 @@ func sameShape(a, b []byte) error {
 		} `json:"items"`
 	}
 	shape := func(raw []byte) (string, error) {
-		v, err := parseJSON(raw)
+		v, err := jsontree.Parse(raw)
 		if err != nil {
 			return "", err
 		}
 		var s string
-		if props := v.get("properties"); props != nil {
-			for _, m := range props.elems {
+		if props := v.Get("properties"); props != nil {
+			for _, m := range props.Elems {
 				var p prop
-				if err := json.Unmarshal(compact(&m.val), &p); err != nil {
+				if err := json.Unmarshal(jsontree.Compact(&m.Val), &p); err != nil {
 					return "", err
 				}
-				s += m.key + ":" + p.Type
+				s += m.Key + ":" + p.Type
 				if p.Items != nil {
 					s += "/" + p.Items.Type
 				}
@@ -386,9 +387,9 @@ func sameShape(a, b []byte) error {
 			}
 		}
 		var req []string
-		if r := v.get("required"); r != nil {
-			for _, e := range r.elems {
-				req = append(req, e.val.str)
+		if r := v.Get("required"); r != nil {
+			for _, e := range r.Elems {
+				req = append(req, e.Val.Str)
 			}
 		}
 		slices.Sort(req)

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io"
 	"slices"
+
+	"github.com/augmentdata/augment/jsontree"
 )
 
 // DefaultMaxRowBytes is the row limit of a new Scanner (see SetMaxRowBytes).
@@ -739,8 +741,8 @@ func (s *Scanner) object() (objScan, error) {
 			}
 			continue
 		case '{', '[':
-			if len(s.stack) >= maxDepth {
-				return s.brk(&o, first, start, fmt.Sprintf("nesting deeper than %d", maxDepth), s.abs(p), s.abs(p))
+			if len(s.stack) >= jsontree.MaxDepth {
+				return s.brk(&o, first, start, fmt.Sprintf("nesting deeper than %d", jsontree.MaxDepth), s.abs(p), s.abs(p))
 			}
 			s.stack = append(s.stack, c)
 		default: // '}' or ']'

@@ -3,6 +3,7 @@ package formats
 import (
 	"strings"
 
+	"github.com/augmentdata/augment/jsontree"
 	"github.com/augmentdata/augment/stages/record"
 )
 
@@ -11,13 +12,13 @@ const emptyParameters = `{"type":"object","properties":{}}`
 
 // toolsFromArray normalises a JSON array of tool definitions (see
 // normalizeTool); what names the array in error details.
-func toolsFromArray(v *jvalue, what string) ([]record.Tool, error) {
-	if v.kind != jArray {
-		return nil, reject("bad_tools", "%s is a JSON %s, want an array of tools", what, v.kind)
+func toolsFromArray(v *jsontree.Value, what string) ([]record.Tool, error) {
+	if v.Kind != jsontree.Array {
+		return nil, reject("bad_tools", "%s is a JSON %s, want an array of tools", what, v.Kind)
 	}
-	tools := make([]record.Tool, 0, len(v.elems))
-	for i := range v.elems {
-		t, err := normalizeTool(&v.elems[i].val, i)
+	tools := make([]record.Tool, 0, len(v.Elems))
+	for i := range v.Elems {
+		t, err := normalizeTool(&v.Elems[i].Val, i)
 		if err != nil {
 			return nil, err
 		}
@@ -32,22 +33,22 @@ func toolsFromArray(v *jvalue, what string) ([]record.Tool, error) {
 // map of parameters (flatParameters); a stray tool-level "required": null is
 // dropped and a tool-level "required" list moves into parameters when they
 // have none.
-func normalizeTool(v *jvalue, i int) (record.Tool, error) {
-	if v.kind != jObject {
-		return record.Tool{}, reject("bad_tool", "tool %d is a JSON %s, want an object", i, v.kind)
+func normalizeTool(v *jsontree.Value, i int) (record.Tool, error) {
+	if v.Kind != jsontree.Object {
+		return record.Tool{}, reject("bad_tool", "tool %d is a JSON %s, want an object", i, v.Kind)
 	}
-	if fn := v.get("function"); fn != nil && fn.kind == jObject && !v.has("name") {
+	if fn := v.Get("function"); fn != nil && fn.Kind == jsontree.Object && !v.Has("name") {
 		v = fn
 	}
-	name, ok := v.stringOr("name")
+	name, ok := v.StringOr("name")
 	if !ok || name == "" {
 		return record.Tool{}, reject("bad_tool", "tool %d has no name", i)
 	}
-	desc, ok := v.stringOr("description")
+	desc, ok := v.StringOr("description")
 	if !ok {
-		return record.Tool{}, reject("bad_tool", "tool %s: description is a JSON %s, want a string", excerpt(name), v.get("description").kind)
+		return record.Tool{}, reject("bad_tool", "tool %s: description is a JSON %s, want a string", excerpt(name), v.Get("description").Kind)
 	}
-	params, err := normalizeParameters(v.get("parameters"), v.get("required"))
+	params, err := normalizeParameters(v.Get("parameters"), v.Get("required"))
 	if err != nil {
 		return record.Tool{}, reject("bad_tool_parameters", "tool %s: %v", excerpt(name), err)
 	}
@@ -60,14 +61,14 @@ func (e schemaError) Error() string { return string(e) }
 
 // normalizeParameters gives the compact canonical parameter schema. hoisted
 // is a tool-level "required" member, or nil.
-func normalizeParameters(p, hoisted *jvalue) ([]byte, error) {
-	if p == nil || p.kind == jNull {
+func normalizeParameters(p, hoisted *jsontree.Value) ([]byte, error) {
+	if p == nil || p.Kind == jsontree.Null {
 		return []byte(emptyParameters), nil
 	}
-	if p.kind != jObject {
-		return nil, schemaError("parameters are a JSON " + p.kind.String() + ", want an object")
+	if p.Kind != jsontree.Object {
+		return nil, schemaError("parameters are a JSON " + p.Kind.String() + ", want an object")
 	}
-	var s jvalue
+	var s jsontree.Value
 	switch {
 	case isSchema(p):
 		normalizeSchema(p)
@@ -78,45 +79,45 @@ func normalizeParameters(p, hoisted *jvalue) ([]byte, error) {
 		return nil, schemaError("parameters are neither a JSON Schema nor a map of parameter objects")
 	}
 	// The top level must be an object schema with properties.
-	if t := s.get("type"); t == nil {
-		s.elems = append([]jmember{{key: "type", val: jstr("object")}}, s.elems...)
-	} else if t.kind != jString || t.str != "object" {
-		return nil, schemaError("parameters have type " + string(compact(t)) + ", want \"object\"")
+	if t := s.Get("type"); t == nil {
+		s.Elems = append([]jsontree.Member{{Key: "type", Val: jsontree.NewString("object")}}, s.Elems...)
+	} else if t.Kind != jsontree.String || t.Str != "object" {
+		return nil, schemaError("parameters have type " + string(jsontree.Compact(t)) + ", want \"object\"")
 	}
-	if props := s.get("properties"); props != nil && props.kind != jObject {
-		return nil, schemaError("properties are a JSON " + props.kind.String() + ", want an object")
+	if props := s.Get("properties"); props != nil && props.Kind != jsontree.Object {
+		return nil, schemaError("properties are a JSON " + props.Kind.String() + ", want an object")
 	}
-	if req := s.get("required"); req != nil {
-		ok := req.kind == jArray
-		for _, e := range req.elems {
-			ok = ok && e.val.kind == jString
+	if req := s.Get("required"); req != nil {
+		ok := req.Kind == jsontree.Array
+		for _, e := range req.Elems {
+			ok = ok && e.Val.Kind == jsontree.String
 		}
 		if !ok {
-			return nil, schemaError("required is not a list of names: " + string(compact(req)))
+			return nil, schemaError("required is not a list of names: " + string(jsontree.Compact(req)))
 		}
 	}
-	if !s.has("properties") {
+	if !s.Has("properties") {
 		at := 0
-		for i, m := range s.elems {
-			if m.key == "type" {
+		for i, m := range s.Elems {
+			if m.Key == "type" {
 				at = i + 1
 			}
 		}
-		s.elems = insertMember(s.elems, at, jmember{key: "properties", val: jvalue{kind: jObject}})
+		s.Elems = insertMember(s.Elems, at, jsontree.Member{Key: "properties", Val: jsontree.Value{Kind: jsontree.Object}})
 	}
-	if hoisted != nil && hoisted.kind == jArray && len(hoisted.elems) > 0 && !s.has("required") {
-		for _, e := range hoisted.elems {
-			if e.val.kind != jString {
-				return nil, schemaError("tool-level required holds a JSON " + e.val.kind.String())
+	if hoisted != nil && hoisted.Kind == jsontree.Array && len(hoisted.Elems) > 0 && !s.Has("required") {
+		for _, e := range hoisted.Elems {
+			if e.Val.Kind != jsontree.String {
+				return nil, schemaError("tool-level required holds a JSON " + e.Val.Kind.String())
 			}
 		}
-		s.elems = append(s.elems, jmember{key: "required", val: *hoisted})
+		s.Elems = append(s.Elems, jsontree.Member{Key: "required", Val: *hoisted})
 	}
-	return compact(&s), nil
+	return jsontree.Compact(&s), nil
 }
 
-func insertMember(ms []jmember, at int, m jmember) []jmember {
-	ms = append(ms, jmember{})
+func insertMember(ms []jsontree.Member, at int, m jsontree.Member) []jsontree.Member {
+	ms = append(ms, jsontree.Member{})
 	copy(ms[at+1:], ms[at:])
 	ms[at] = m
 	return ms
@@ -125,16 +126,16 @@ func insertMember(ms []jmember, at int, m jmember) []jmember {
 // isSchema reports whether an object reads as a JSON Schema: a "type" given
 // as a string or list, or "properties" that map names to objects. xlam's flat
 // maps have neither (a parameter called "type" maps to an object).
-func isSchema(p *jvalue) bool {
-	if t := p.get("type"); t != nil && (t.kind == jString || t.kind == jArray) {
+func isSchema(p *jsontree.Value) bool {
+	if t := p.Get("type"); t != nil && (t.Kind == jsontree.String || t.Kind == jsontree.Array) {
 		return true
 	}
-	props := p.get("properties")
-	if props == nil || props.kind != jObject {
+	props := p.Get("properties")
+	if props == nil || props.Kind != jsontree.Object {
 		return false
 	}
-	for _, m := range props.elems {
-		if m.val.kind != jObject {
+	for _, m := range props.Elems {
+		if m.Val.Kind != jsontree.Object {
 			return false
 		}
 	}
@@ -142,9 +143,9 @@ func isSchema(p *jvalue) bool {
 }
 
 // isFlat reports whether every member of p is an object (one per parameter).
-func isFlat(p *jvalue) bool {
-	for _, m := range p.elems {
-		if m.val.kind != jObject {
+func isFlat(p *jsontree.Value) bool {
+	for _, m := range p.Elems {
+		if m.Val.Kind != jsontree.Object {
 			return false
 		}
 	}
@@ -154,17 +155,17 @@ func isFlat(p *jvalue) bool {
 // flatParameters converts xlam's {param: {description, type, default}} into
 // {"type":"object","properties":{…},"required":[…]}: every parameter whose
 // type is not marked optional is required.
-func flatParameters(p *jvalue) jvalue {
-	props := jvalue{kind: jObject, elems: p.elems}
-	req := make([]jmember, 0, len(props.elems))
-	for i := range props.elems {
-		if !normalizeSchema(&props.elems[i].val) {
-			req = append(req, jmember{val: jstr(props.elems[i].key)})
+func flatParameters(p *jsontree.Value) jsontree.Value {
+	props := jsontree.Value{Kind: jsontree.Object, Elems: p.Elems}
+	req := make([]jsontree.Member, 0, len(props.Elems))
+	for i := range props.Elems {
+		if !normalizeSchema(&props.Elems[i].Val) {
+			req = append(req, jsontree.Member{Val: jsontree.NewString(props.Elems[i].Key)})
 		}
 	}
-	out := jvalue{kind: jObject, elems: []jmember{{key: "type", val: jstr("object")}, {key: "properties", val: props}}}
+	out := jsontree.Value{Kind: jsontree.Object, Elems: []jsontree.Member{{Key: "type", Val: jsontree.NewString("object")}, {Key: "properties", Val: props}}}
 	if len(req) > 0 {
-		out.elems = append(out.elems, jmember{key: "required", val: jvalue{kind: jArray, elems: req}})
+		out.Elems = append(out.Elems, jsontree.Member{Key: "required", Val: jsontree.Value{Kind: jsontree.Array, Elems: req}})
 	}
 	return out
 }
@@ -176,86 +177,86 @@ func flatParameters(p *jvalue) jvalue {
 // that the node's type was marked optional (", optional", Optional[…]); when
 // some properties are so marked and the node lists no "required", the
 // others become required.
-func normalizeSchema(v *jvalue) (optional bool) {
-	if v.kind != jObject {
+func normalizeSchema(v *jsontree.Value) (optional bool) {
+	if v.Kind != jsontree.Object {
 		return false
 	}
-	in := v.elems
+	in := v.Elems
 	out := in[:0] // written behind the reading position, until it must grow
 	shared := true
-	put := func(read int, ms ...jmember) {
+	put := func(read int, ms ...jsontree.Member) {
 		if shared && len(out)+len(ms) > read {
-			out = append(make([]jmember, 0, len(in)+len(ms)+1), out...)
+			out = append(make([]jsontree.Member, 0, len(in)+len(ms)+1), out...)
 			shared = false
 		}
 		out = append(out, ms...)
 	}
 	hasRequired, anyOptional := false, false
-	hasItems, hasAnyOf := v.has("items"), v.has("anyOf") // read before out overwrites in
+	hasItems, hasAnyOf := v.Has("items"), v.Has("anyOf") // read before out overwrites in
 	propsAt := -1
 	var propOptional []bool
 	for i := range in {
 		m := in[i]
-		switch m.key {
+		switch m.Key {
 		case "type":
-			switch m.val.kind {
-			case jString:
-				if isJSONType(m.val.str) {
+			switch m.Val.Kind {
+			case jsontree.String:
+				if isJSONType(m.Val.Str) {
 					break
 				}
-				name, opt := cutOptional(m.val.str)
+				name, opt := cutOptional(m.Val.Str)
 				if t, ok := simpleType(name); ok { // "dict", "str, optional" …
 					optional = optional || opt
-					m.val = jstr(t)
+					m.Val = jsontree.NewString(t)
 					break
 				}
-				ms, opt, ok := pyType(m.val.str)
+				ms, opt, ok := pyType(m.Val.Str)
 				optional = optional || opt
 				if ok {
 					for _, x := range ms {
-						if x.key == "items" && hasItems || x.key == "anyOf" && hasAnyOf {
+						if x.Key == "items" && hasItems || x.Key == "anyOf" && hasAnyOf {
 							continue // the schema's own wins
 						}
 						put(i+1, x)
 					}
 				}
 				continue
-			case jArray:
-				names := jvalue{kind: jArray}
-				for _, e := range m.val.elems {
-					if e.val.kind != jString {
+			case jsontree.Array:
+				names := jsontree.Value{Kind: jsontree.Array}
+				for _, e := range m.Val.Elems {
+					if e.Val.Kind != jsontree.String {
 						continue
 					}
-					if t, ok := simpleType(e.val.str); ok {
-						names.elems = append(names.elems, jmember{val: jstr(t)})
+					if t, ok := simpleType(e.Val.Str); ok {
+						names.Elems = append(names.Elems, jsontree.Member{Val: jsontree.NewString(t)})
 					}
 				}
-				if len(names.elems) == 0 {
+				if len(names.Elems) == 0 {
 					continue
 				}
-				m.val = names
+				m.Val = names
 			}
 		case "properties":
-			if m.val.kind == jObject {
-				propOptional = make([]bool, len(m.val.elems))
-				for j := range m.val.elems {
-					propOptional[j] = normalizeSchema(&m.val.elems[j].val)
+			if m.Val.Kind == jsontree.Object {
+				propOptional = make([]bool, len(m.Val.Elems))
+				for j := range m.Val.Elems {
+					propOptional[j] = normalizeSchema(&m.Val.Elems[j].Val)
 					anyOptional = anyOptional || propOptional[j]
 				}
 				propsAt = len(out)
 			}
 		case "items", "additionalProperties", "not":
-			if m.val.kind == jObject {
-				normalizeSchema(&m.val)
-			} else if m.val.kind == jArray {
-				normalizeList(&m.val)
+			if m.Val.Kind == jsontree.Object {
+				normalizeSchema(&m.Val)
+			} else if m.Val.Kind == jsontree.Array {
+				normalizeList(&m.Val)
 			}
 		case "anyOf", "oneOf", "allOf", "prefixItems":
-			if m.val.kind == jArray {
-				normalizeList(&m.val)
+			if m.Val.Kind == jsontree.Array {
+				normalizeList(&m.Val)
 			}
 		case "required":
-			if m.val.kind == jNull {
+			if m.Val.Kind == jsontree.Null {
 				continue
 			}
 			hasRequired = true
@@ -263,27 +264,27 @@ func normalizeSchema(v *jvalue) (optional bool) {
 		put(i+1, m)
 	}
 	if anyOptional && !hasRequired {
-		props := out[propsAt].val
-		var req []jmember
-		for j, p := range props.elems {
+		props := out[propsAt].Val
+		var req []jsontree.Member
+		for j, p := range props.Elems {
 			if !propOptional[j] {
-				req = append(req, jmember{val: jstr(p.key)})
+				req = append(req, jsontree.Member{Val: jsontree.NewString(p.Key)})
 			}
 		}
 		if len(req) > 0 {
 			if shared {
-				out = append(make([]jmember, 0, len(out)+1), out...)
+				out = append(make([]jsontree.Member, 0, len(out)+1), out...)
 			}
-			out = insertMember(out, propsAt+1, jmember{key: "required", val: jvalue{kind: jArray, elems: req}})
+			out = insertMember(out, propsAt+1, jsontree.Member{Key: "required", Val: jsontree.Value{Kind: jsontree.Array, Elems: req}})
 		}
 	}
-	v.elems = out
+	v.Elems = out
 	return optional
 }
 
-func normalizeList(v *jvalue) {
-	for i := range v.elems {
-		normalizeSchema(&v.elems[i].val)
+func normalizeList(v *jsontree.Value) {
+	for i := range v.Elems {
+		normalizeSchema(&v.Elems[i].Val)
 	}
 }
 
@@ -323,14 +324,14 @@ func simpleType(name string) (string, bool) {
 // "Optional[str]"). members is what replaces the "type" member: "type" with
 // "items" for element-typed lists, or "anyOf" for unions. ok is false for
 // annotations it does not know; optional reports ", optional" or Optional.
-func pyType(s string) (members []jmember, optional, ok bool) {
+func pyType(s string) (members []jsontree.Member, optional, ok bool) {
 	s, optional = cutOptional(s)
 	p := typeParser{s: s}
 	sch, opt, ok := p.expr()
 	if !ok || p.i != len(p.s) {
 		return nil, optional, false
 	}
-	return sch.elems, optional || opt, true
+	return sch.Elems, optional || opt, true
 }
 
 // cutOptional removes xlam's ", optional" suffix and reports whether it
@@ -357,7 +358,7 @@ func (p *typeParser) space() {
 
 // expr returns the schema of one annotation; opt reports Optional[…] or a
 // Union with None.
-func (p *typeParser) expr() (sch jvalue, opt, ok bool) {
+func (p *typeParser) expr() (sch jsontree.Value, opt, ok bool) {
 	p.space()
 	start := p.i
 	for p.i < len(p.s) {
@@ -375,7 +376,7 @@ func (p *typeParser) expr() (sch jvalue, opt, ok bool) {
 	if name == "" {
 		return sch, false, false
 	}
-	var args []jvalue
+	var args []jsontree.Value
 	var argOpt []bool
 	ellipsis := false
 	p.space()
@@ -409,8 +410,8 @@ func (p *typeParser) expr() (sch jvalue, opt, ok bool) {
 			return sch, false, false
 		}
 	}
-	obj := func(ms ...jmember) jvalue { return jvalue{kind: jObject, elems: ms} }
-	typ := func(t string) jmember { return jmember{key: "type", val: jstr(t)} }
+	obj := func(ms ...jsontree.Member) jsontree.Value { return jsontree.Value{Kind: jsontree.Object, Elems: ms} }
+	typ := func(t string) jsontree.Member { return jsontree.Member{Key: "type", Val: jsontree.NewString(t)} }
 	lower := strings.ToLower(name)
 	switch lower {
 	case "optional":
@@ -419,22 +420,22 @@ func (p *typeParser) expr() (sch jvalue, opt, ok bool) {
 		}
 		return args[0], true, true
 	case "union":
-		var alts []jmember
+		var alts []jsontree.Member
 		for i, a := range args {
-			if t := a.get("type"); t != nil && t.kind == jString && t.str == "null" {
+			if t := a.Get("type"); t != nil && t.Kind == jsontree.String && t.Str == "null" {
 				opt = true
 				continue
 			}
 			opt = opt || argOpt[i]
-			alts = append(alts, jmember{val: a})
+			alts = append(alts, jsontree.Member{Val: a})
 		}
 		switch len(alts) {
 		case 0:
 			return sch, false, false
 		case 1:
-			return alts[0].val, opt, true
+			return alts[0].Val, opt, true
 		}
-		return obj(jmember{key: "anyOf", val: jvalue{kind: jArray, elems: alts}}), opt, true
+		return obj(jsontree.Member{Key: "anyOf", Val: jsontree.Value{Kind: jsontree.Array, Elems: alts}}), opt, true
 	case "any":
 		return obj(), false, true
 	}
@@ -447,13 +448,13 @@ func (p *typeParser) expr() (sch jvalue, opt, ok bool) {
 		items := args[0]
 		same := true
 		for _, a := range args[1:] {
-			if string(compact(&a)) != string(compact(&items)) {
+			if string(jsontree.Compact(&a)) != string(jsontree.Compact(&items)) {
 				same = false
 			}
 		}
 		if lower != "tuple" || ellipsis || same {
-			if len(items.elems) > 0 && (lower == "tuple" || len(args) == 1) {
-				sch.elems = append(sch.elems, jmember{key: "items", val: items})
+			if len(items.Elems) > 0 && (lower == "tuple" || len(args) == 1) {
+				sch.Elems = append(sch.Elems, jsontree.Member{Key: "items", Val: items})
 			}
 		}
 	}

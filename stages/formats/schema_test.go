@@ -1,6 +1,7 @@
 package formats
 
 import (
+	"github.com/augmentdata/augment/jsontree"
 	"github.com/augmentdata/augment/stages/contract"
 	"strings"
 	"testing"
@@ -45,8 +46,8 @@ func TestPyType(t *testing.T) {
 			t.Errorf("%q: not understood", tt.in)
 			continue
 		}
-		v := jvalue{kind: jObject, elems: ms}
-		if got := string(compact(&v)); got != tt.want || opt != tt.optional {
+		v := jsontree.Value{Kind: jsontree.Object, Elems: ms}
+		if got := string(jsontree.Compact(&v)); got != tt.want || opt != tt.optional {
 			t.Errorf("%q: got %s optional=%v, want %s optional=%v", tt.in, got, opt, tt.want, tt.optional)
 		}
 	}
@@ -101,7 +102,7 @@ func TestNormalizeTool(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			v, err := parseJSONString(tt.in)
+			v, err := jsontree.ParseString(tt.in)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -131,7 +132,7 @@ func TestNormalizeToolErrors(t *testing.T) {
 		{`{"name": "f", "parameters": {"type": "object"}, "required": [1]}`, "bad_tool_parameters", "required holds"},
 	}
 	for _, tt := range tests {
-		v, err := parseJSONString(tt.in)
+		v, err := jsontree.ParseString(tt.in)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -3,6 +3,7 @@ package formats
 import (
 	"strings"
 
+	"github.com/augmentdata/augment/jsontree"
 	"github.com/augmentdata/augment/stages/record"
 )
 
@@ -12,7 +13,7 @@ import (
 // Roles: human/user, gpt/assistant, function_call, observation/tool/function,
 // system. tools is a JSON text of a list (or a list) of bare or
 // {"type":"function","function":…} tools.
-func parseShareGPT(b *builder, row *jvalue) error {
+func parseShareGPT(b *builder, row *jsontree.Value) error {
 	if err := sharegptTools(b, row); err != nil {
 		return err
 	}
@@ -21,20 +22,20 @@ func parseShareGPT(b *builder, row *jvalue) error {
 		return err
 	}
 	b.rec.System = system
-	conv := row.get("conversations")
+	conv := row.Get("conversations")
 	if conv == nil {
-		conv = row.get("messages")
+		conv = row.Get("messages")
 	}
-	if conv == nil || conv.kind != jArray {
+	if conv == nil || conv.Kind != jsontree.Array {
 		return reject("sharegpt_missing_conversations", "the row has no conversations (or messages) array")
 	}
-	if len(conv.elems) == 0 {
+	if len(conv.Elems) == 0 {
 		return reject("sharegpt_empty_conversation", "the conversation has no turns")
 	}
-	turns := conv.elems
+	turns := conv.Elems
 	b.rec.Messages = make([]record.Message, 0, len(turns))
 	for i := 0; i < len(turns); i++ {
-		role, parts, err := sharegptTurn(&turns[i].val, i)
+		role, parts, err := sharegptTurn(&turns[i].Val, i)
 		if err != nil {
 			return err
 		}
@@ -104,17 +105,17 @@ func toolsFromKnownSystem(b *builder) error {
 	return nil
 }
 
-func sharegptTools(b *builder, row *jvalue) error {
-	v := row.get("tools")
-	if v == nil || v.kind == jNull {
+func sharegptTools(b *builder, row *jsontree.Value) error {
+	v := row.Get("tools")
+	if v == nil || v.Kind == jsontree.Null {
 		return nil
 	}
-	if v.kind == jString {
-		s := strings.TrimSpace(v.str)
+	if v.Kind == jsontree.String {
+		s := strings.TrimSpace(v.Str)
 		if s == "" {
 			return nil
 		}
-		d, err := parseJSONString(s)
+		d, err := jsontree.ParseString(s)
 		if err != nil {
 			return jsonReject("sharegpt_bad_tools", "tools", []byte(s), err)
 		}
@@ -130,22 +131,22 @@ func sharegptTools(b *builder, row *jvalue) error {
 
 // sharegptTurn returns a turn's role (a record role, or "function_call")
 // and its content as parts: a plain string is one text part.
-func sharegptTurn(t *jvalue, i int) (role string, parts []part, err error) {
-	if t.kind != jObject {
-		return "", nil, reject("sharegpt_bad_turn", "turn %d is a JSON %s, want an object", i, t.kind)
+func sharegptTurn(t *jsontree.Value, i int) (role string, parts []part, err error) {
+	if t.Kind != jsontree.Object {
+		return "", nil, reject("sharegpt_bad_turn", "turn %d is a JSON %s, want an object", i, t.Kind)
 	}
-	from := t.get("from")
+	from := t.Get("from")
 	if from == nil {
-		from = t.get("role")
+		from = t.Get("role")
 	}
-	content := t.get("value")
+	content := t.Get("value")
 	if content == nil {
-		content = t.get("content")
+		content = t.Get("content")
 	}
-	if from == nil || from.kind != jString || content == nil {
+	if from == nil || from.Kind != jsontree.String || content == nil {
 		return "", nil, reject("sharegpt_bad_turn", "turn %d lacks a role (from) or content (value)", i)
 	}
-	switch from.str {
+	switch from.Str {
 	case "human", "user":
 		role = record.RoleUser
 	case "gpt", "assistant":
@@ -157,44 +158,44 @@ func sharegptTurn(t *jvalue, i int) (role string, parts []part, err error) {
 	case "system":
 		role = record.RoleSystem
 	default:
-		return "", nil, reject("sharegpt_unknown_role", "turn %d has role %s", i, excerpt(from.str))
+		return "", nil, reject("sharegpt_unknown_role", "turn %d has role %s", i, excerpt(from.Str))
 	}
-	switch content.kind {
-	case jString:
-		return role, []part{{typ: "text", value: content.str}}, nil
-	case jNull:
+	switch content.Kind {
+	case jsontree.String:
+		return role, []part{{typ: "text", value: content.Str}}, nil
+	case jsontree.Null:
 		return role, nil, nil
-	case jArray:
-		parts = make([]part, 0, len(content.elems))
-		for k := range content.elems {
-			p := &content.elems[k].val
-			typ, ok := p.stringOr("type")
-			val := p.get("value")
+	case jsontree.Array:
+		parts = make([]part, 0, len(content.Elems))
+		for k := range content.Elems {
+			p := &content.Elems[k].Val
+			typ, ok := p.StringOr("type")
+			val := p.Get("value")
 			if val == nil {
-				val = p.get("text")
+				val = p.Get("text")
 			}
-			if p.kind != jObject || !ok || val == nil {
+			if p.Kind != jsontree.Object || !ok || val == nil {
 				return "", nil, reject("sharegpt_bad_turn", "turn %d part %d is not {type, value}", i, k)
 			}
-			parts = append(parts, part{typ: typ, value: val.str, json: val})
+			parts = append(parts, part{typ: typ, value: val.Str, json: val})
 		}
 		return role, parts, nil
 	}
-	return "", nil, reject("sharegpt_bad_turn", "turn %d content is a JSON %s", i, content.kind)
+	return "", nil, reject("sharegpt_bad_turn", "turn %d content is a JSON %s", i, content.Kind)
 }
 
 // A part is one typed piece of a turn's content (LLaMA-Factory v1).
 type part struct {
 	typ   string
-	value string  // the value when it is a string
-	json  *jvalue // the value as given; nil for plain-string turns
+	value string          // the value when it is a string
+	json  *jsontree.Value // the value as given; nil for plain-string turns
 }
 
 // partsText joins the text parts of a turn that may only hold text.
 func partsText(parts []part, i int) (string, error) {
 	var sb strings.Builder
 	for k, p := range parts {
-		if p.typ != "text" || p.json != nil && p.json.kind != jString {
+		if p.typ != "text" || p.json != nil && p.json.Kind != jsontree.String {
 			return "", reject("sharegpt_unsupported_content", "turn %d part %d has type %s, want text", i, k, excerpt(p.typ))
 		}
 		if k > 0 {
@@ -211,8 +212,8 @@ func sharegptAssistant(b *builder, parts []part, i int) (record.Message, error) 
 	m := record.Message{Role: record.RoleAssistant}
 	var text, reasoning []string
 	for k, p := range parts {
-		if (p.typ == "text" || p.typ == "reasoning") && p.json != nil && p.json.kind != jString {
-			return m, reject("sharegpt_bad_turn", "turn %d part %d: %s value is a JSON %s, want a string", i, k, p.typ, p.json.kind)
+		if (p.typ == "text" || p.typ == "reasoning") && p.json != nil && p.json.Kind != jsontree.String {
+			return m, reject("sharegpt_bad_turn", "turn %d part %d: %s value is a JSON %s, want a string", i, k, p.typ, p.json.Kind)
 		}
 		switch p.typ {
 		case "text":
@@ -222,7 +223,7 @@ func sharegptAssistant(b *builder, parts []part, i int) (record.Message, error) 
 		case "tool_call":
 			var calls []record.Call
 			var err error
-			if p.json != nil && p.json.kind == jObject {
+			if p.json != nil && p.json.Kind == jsontree.Object {
 				calls, err = callsValue(b, p.json, i)
 			} else {
 				_, _, calls, err = functionCallValue(b, p.value, i)
@@ -261,7 +262,7 @@ func functionCallValue(b *builder, text string, i int) (reasoning, content strin
 			t = strings.TrimSpace(inner[:end])
 		}
 	}
-	v, perr := parseJSONString(t)
+	v, perr := jsontree.ParseString(t)
 	if perr != nil {
 		return "", "", nil, jsonReject("sharegpt_bad_function_call", turnName(i)+": function call", []byte(t), perr)
 	}
@@ -269,17 +270,17 @@ func functionCallValue(b *builder, text string, i int) (reasoning, content strin
 	return reasoning, content, calls, err
 }
 
-func callsValue(b *builder, v *jvalue, i int) ([]record.Call, error) {
-	items := []jmember{{val: *v}}
-	if v.kind == jArray {
-		items = v.elems
+func callsValue(b *builder, v *jsontree.Value, i int) ([]record.Call, error) {
+	items := []jsontree.Member{{Val: *v}}
+	if v.Kind == jsontree.Array {
+		items = v.Elems
 	}
 	if len(items) == 0 {
 		return nil, reject("sharegpt_bad_function_call", "turn %d holds an empty list of calls", i)
 	}
 	calls := make([]record.Call, 0, len(items))
 	for k := range items {
-		c, err := jsonCall(nil, &items[k].val)
+		c, err := jsonCall(nil, &items[k].Val)
 		if err != nil {
 			return nil, reject("sharegpt_bad_function_call", "turn %d call %d: %v", i, k, err)
 		}
@@ -295,7 +296,7 @@ func callsValue(b *builder, v *jvalue, i int) ([]record.Call, error) {
 // exporter writes, since LLaMA-Factory allows one observation turn); for one
 // call the observation's text is the result. An item {"name", "content"} or
 // {"name", "results"} stands for its content.
-func sharegptObservations(b *builder, turns []jmember, at int) (int, error) {
+func sharegptObservations(b *builder, turns []jsontree.Member, at int) (int, error) {
 	prev := b.last()
 	if prev == nil || prev.Role != record.RoleAssistant || len(prev.Calls) == 0 {
 		return 0, reject("sharegpt_observation_without_call", "turn %d is an observation that follows no function call", at)
@@ -303,7 +304,7 @@ func sharegptObservations(b *builder, turns []jmember, at int) (int, error) {
 	k := len(prev.Calls)
 	n := 0
 	for n < len(turns) && n <= k {
-		role, _, err := sharegptTurn(&turns[n].val, at+n)
+		role, _, err := sharegptTurn(&turns[n].Val, at+n)
 		if err != nil || role != record.RoleTool {
 			break
 		}
@@ -312,7 +313,7 @@ func sharegptObservations(b *builder, turns []jmember, at int) (int, error) {
 	texts := make([]string, 0, k)
 	if n == k || k == 1 {
 		for j := range k {
-			_, parts, _ := sharegptTurn(&turns[j].val, at+j)
+			_, parts, _ := sharegptTurn(&turns[j].Val, at+j)
 			text, err := partsText(parts, at+j)
 			if err != nil {
 				return 0, err
@@ -326,19 +327,19 @@ func sharegptObservations(b *builder, turns []jmember, at int) (int, error) {
 		b.add(m)
 		return k, nil
 	}
-	_, parts, _ := sharegptTurn(&turns[0].val, at)
+	_, parts, _ := sharegptTurn(&turns[0].Val, at)
 	text, err := partsText(parts, at)
 	if err != nil {
 		return 0, err
 	}
-	v, perr := parseJSONString(strings.TrimSpace(text))
-	if perr != nil || v.kind != jArray || len(v.elems) != k || n != 1 {
+	v, perr := jsontree.ParseString(strings.TrimSpace(text))
+	if perr != nil || v.Kind != jsontree.Array || len(v.Elems) != k || n != 1 {
 		return 0, reject("sharegpt_observation_count_mismatch",
 			"turn %d: %d observation turn(s) answer %d calls, and the first is not a JSON array of %d results", at, n, k, k)
 	}
 	m := record.Message{Role: record.RoleTool, Results: make([]record.Result, k)}
-	for j := range v.elems {
-		m.Results[j] = record.Result{Name: prev.Calls[j].Name, Content: resultValue(unwrapResult(&v.elems[j].val))}
+	for j := range v.Elems {
+		m.Results[j] = record.Result{Name: prev.Calls[j].Name, Content: resultValue(unwrapResult(&v.Elems[j].Val))}
 	}
 	b.add(m)
 	return 1, nil
@@ -347,25 +348,25 @@ func sharegptObservations(b *builder, turns []jmember, at int) (int, error) {
 // unwrapResult returns the content of a result wrapper, an object with a
 // string "name", one of "content"/"results", and at most "tool_call_id"
 // besides; any other value is the result itself.
-func unwrapResult(v *jvalue) *jvalue {
-	if v.kind != jObject {
+func unwrapResult(v *jsontree.Value) *jsontree.Value {
+	if v.Kind != jsontree.Object {
 		return v
 	}
-	name := v.get("name")
-	var inner *jvalue
-	for i := range v.elems {
-		switch v.elems[i].key {
+	name := v.Get("name")
+	var inner *jsontree.Value
+	for i := range v.Elems {
+		switch v.Elems[i].Key {
 		case "name", "tool_call_id":
 		case "content", "results":
 			if inner != nil {
 				return v
 			}
-			inner = &v.elems[i].val
+			inner = &v.Elems[i].Val
 		default:
 			return v
 		}
 	}
-	if name == nil || name.kind != jString || inner == nil {
+	if name == nil || name.Kind != jsontree.String || inner == nil {
 		return v
 	}
 	return inner

@@ -1,6 +1,10 @@
 package formats
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/augmentdata/augment/jsontree"
+)
 
 const sTools = `[{"name": "hold", "description": "Hold a book", "parameters": {"type": "object", "properties": {"isbn": {"type": "string"}}, "required": ["isbn"]}}]`
 
@@ -126,9 +130,9 @@ func TestShareGPTReingestsMetaTool(t *testing.T) {
 
 func mustCompact(t *testing.T, s string) string {
 	t.Helper()
-	v, err := parseJSONString(s)
+	v, err := jsontree.ParseString(s)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return compactString(&v)
+	return jsontree.CompactString(&v)
 }

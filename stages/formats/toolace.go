@@ -3,6 +3,8 @@ package formats
 import (
 	"strings"
 
+	"github.com/augmentdata/augment/jsontree"
+	"github.com/augmentdata/augment/pycall"
 	"github.com/augmentdata/augment/stages/record"
 )
 
@@ -23,7 +25,7 @@ const (
 )
 
 // parseToolACE reads {"system": "…tools…", "conversations": [{"from", "value"}]}.
-func parseToolACE(b *builder, row *jvalue) error {
+func parseToolACE(b *builder, row *jsontree.Value) error {
 	sys, err := fieldString(row, "system", "toolace_bad_system")
 	if err != nil {
 		return err
@@ -36,18 +38,18 @@ func parseToolACE(b *builder, row *jvalue) error {
 	if known {
 		b.rec.SetTag("system_template", "toolace")
 	}
-	conv := row.get("conversations")
-	if conv == nil || conv.kind != jArray {
+	conv := row.Get("conversations")
+	if conv == nil || conv.Kind != jsontree.Array {
 		return reject("toolace_missing_conversations", "the row has no conversations array")
 	}
-	b.rec.Messages = make([]record.Message, 0, len(conv.elems))
-	for i := range conv.elems {
-		t := &conv.elems[i].val
-		if t.kind != jObject {
-			return reject("toolace_bad_turn", "turn %d is a JSON %s, want an object", i, t.kind)
+	b.rec.Messages = make([]record.Message, 0, len(conv.Elems))
+	for i := range conv.Elems {
+		t := &conv.Elems[i].Val
+		if t.Kind != jsontree.Object {
+			return reject("toolace_bad_turn", "turn %d is a JSON %s, want an object", i, t.Kind)
 		}
-		from, ok1 := t.stringOr("from")
-		value, ok2 := t.stringOr("value")
+		from, ok1 := t.StringOr("from")
+		value, ok2 := t.StringOr("value")
 		if !ok1 || !ok2 {
 			return reject("toolace_bad_turn", "turn %d: from and value must be strings", i)
 		}
@@ -84,7 +86,7 @@ func toolaceSystem(sys string, loose bool) (tools []record.Tool, rest string, kn
 		if j := strings.Index(sys[i+len(toolaceOpen):], toolaceClose); j >= 0 {
 			j += i + len(toolaceOpen)
 			list := sys[i+len(toolaceOpen) : j]
-			v, perr := parseJSONString(list)
+			v, perr := jsontree.ParseString(list)
 			if perr != nil {
 				return nil, "", false, jsonReject("toolace_bad_tools_json", "tool list in the system text", []byte(list), perr)
 			}
@@ -110,15 +112,15 @@ func toolaceSystem(sys string, loose bool) (tools []record.Tool, rest string, kn
 	if start < 0 {
 		return nil, "", false, reject("toolace_missing_tools", "the system text holds no tool list: %s", excerpt(sys))
 	}
-	p := jparser{data: bytesOf(sys[start:])}
-	v, perr := p.value()
+	p := jsontree.StringParser(sys[start:])
+	v, perr := p.Value()
 	if perr != nil {
-		return nil, "", false, jsonReject("toolace_bad_tools_json", "tool list in the system text", p.data, perr)
+		return nil, "", false, jsonReject("toolace_bad_tools_json", "tool list in the system text", p.Data, perr)
 	}
 	if tools, err = toolsFromArray(&v, "the tool list in the system text"); err != nil {
 		return nil, "", false, err
 	}
-	return tools, joinTrimmed(sys[:start], sys[start+p.pos:]), false, nil
+	return tools, joinTrimmed(sys[:start], sys[start+p.Pos:]), false, nil
 }
 
 func joinTrimmed(a, b string) string {
@@ -148,7 +150,7 @@ func toolaceAssistant(value string, tools []record.Tool, turn int) (record.Messa
 		}
 		return record.Message{Role: record.RoleAssistant, Content: value}, nil
 	}
-	calls, err := ParsePyCalls(t)
+	calls, err := pycall.Parse(t)
 	if err == nil {
 		return record.Message{Role: record.RoleAssistant, Calls: calls}, nil
 	}
@@ -183,26 +185,26 @@ func toolaceResults(b *builder, value string, turn int) (record.Message, error) 
 	if prev == nil || prev.Role != record.RoleAssistant || len(prev.Calls) == 0 {
 		return record.Message{}, reject("toolace_result_without_call", "turn %d is a tool turn that follows no call turn", turn)
 	}
-	v, err := parseJSONString(value)
+	v, err := jsontree.ParseString(value)
 	if err != nil {
 		return record.Message{}, jsonReject("toolace_bad_tool_turn", turnName(turn), []byte(value), err)
 	}
-	if v.kind == jObject && len(prev.Calls) == 1 {
-		v = jvalue{kind: jArray, elems: []jmember{{val: v}}}
+	if v.Kind == jsontree.Object && len(prev.Calls) == 1 {
+		v = jsontree.Value{Kind: jsontree.Array, Elems: []jsontree.Member{{Val: v}}}
 	}
-	if v.kind != jArray {
-		return record.Message{}, reject("toolace_bad_tool_turn", "turn %d is a JSON %s, want an array of {name, results}", turn, v.kind)
+	if v.Kind != jsontree.Array {
+		return record.Message{}, reject("toolace_bad_tool_turn", "turn %d is a JSON %s, want an array of {name, results}", turn, v.Kind)
 	}
 	type item struct {
 		name string
-		val  *jvalue
+		val  *jsontree.Value
 	}
-	items := make([]item, len(v.elems))
-	for k := range v.elems {
-		e := &v.elems[k].val
-		name, ok := e.stringOr("name")
-		res := e.get("results")
-		if e.kind != jObject || !ok || res == nil {
+	items := make([]item, len(v.Elems))
+	for k := range v.Elems {
+		e := &v.Elems[k].Val
+		name, ok := e.StringOr("name")
+		res := e.Get("results")
+		if e.Kind != jsontree.Object || !ok || res == nil {
 			return record.Message{}, reject("toolace_bad_tool_turn", "turn %d item %d is not {name, results}", turn, k)
 		}
 		items[k] = item{name, res}

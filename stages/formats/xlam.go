@@ -1,6 +1,7 @@
 package formats
 
 import (
+	"github.com/augmentdata/augment/jsontree"
 	"github.com/augmentdata/augment/stages/record"
 )
 
@@ -8,16 +9,16 @@ import (
 // "tools"}, where answers and tools are JSON texts held in strings (actual
 // arrays are accepted too). The record is one user turn and, when answers
 // holds calls, one assistant turn with all of them; xlam has no results.
-func parseXLAM(b *builder, row *jvalue) error {
-	switch id := row.get("id"); {
-	case id == nil || id.kind == jNull:
-	case id.kind == jString || id.kind == jNumber:
-		b.rec.SetTag("xlam_id", id.str)
+func parseXLAM(b *builder, row *jsontree.Value) error {
+	switch id := row.Get("id"); {
+	case id == nil || id.Kind == jsontree.Null:
+	case id.Kind == jsontree.String || id.Kind == jsontree.Number:
+		b.rec.SetTag("xlam_id", id.Str)
 	default:
-		return reject("xlam_bad_field", "id is a JSON %s, want a number or string", id.kind)
+		return reject("xlam_bad_field", "id is a JSON %s, want a number or string", id.Kind)
 	}
-	query, ok := row.stringOr("query")
-	if !ok || !row.has("query") {
+	query, ok := row.StringOr("query")
+	if !ok || !row.Has("query") {
 		return reject("xlam_bad_field", "the row has no query string")
 	}
 	tools, err := embeddedJSON(row, "tools", "xlam")
@@ -31,17 +32,17 @@ func parseXLAM(b *builder, row *jvalue) error {
 	if err != nil {
 		return err
 	}
-	if answers.kind != jArray {
-		return reject("xlam_bad_answers", "answers is a JSON %s, want an array of calls", answers.kind)
+	if answers.Kind != jsontree.Array {
+		return reject("xlam_bad_answers", "answers is a JSON %s, want an array of calls", answers.Kind)
 	}
 	b.rec.Messages = make([]record.Message, 0, 2)
 	b.add(record.Message{Role: record.RoleUser, Content: query})
-	if len(answers.elems) == 0 {
+	if len(answers.Elems) == 0 {
 		return nil
 	}
 	m := record.Message{Role: record.RoleAssistant}
-	for i := range answers.elems {
-		c, err := jsonCall(b, &answers.elems[i].val)
+	for i := range answers.Elems {
+		c, err := jsonCall(b, &answers.Elems[i].Val)
 		if err != nil {
 			return reject("xlam_bad_answers", "call %d: %v", i, err)
 		}
@@ -53,21 +54,21 @@ func parseXLAM(b *builder, row *jvalue) error {
 
 // embeddedJSON returns the member key decoded: a string holding JSON is
 // decoded, an array or object is taken as it is.
-func embeddedJSON(row *jvalue, key, format string) (jvalue, error) {
-	v := row.get(key)
+func embeddedJSON(row *jsontree.Value, key, format string) (jsontree.Value, error) {
+	v := row.Get(key)
 	switch {
-	case v == nil || v.kind == jNull:
-		return jvalue{}, reject(format+"_bad_field", "the row has no %s", key)
-	case v.kind == jString:
-		d, err := parseJSONString(v.str)
+	case v == nil || v.Kind == jsontree.Null:
+		return jsontree.Value{}, reject(format+"_bad_field", "the row has no %s", key)
+	case v.Kind == jsontree.String:
+		d, err := jsontree.ParseString(v.Str)
 		if err != nil {
-			return jvalue{}, jsonReject("bad_json", key, []byte(v.str), err)
+			return jsontree.Value{}, jsonReject("bad_json", key, []byte(v.Str), err)
 		}
 		return d, nil
-	case v.kind == jArray || v.kind == jObject:
+	case v.Kind == jsontree.Array || v.Kind == jsontree.Object:
 		return *v, nil
 	}
-	return jvalue{}, reject(format+"_bad_field", "%s is a JSON %s, want JSON text or an array", key, v.kind)
+	return jsontree.Value{}, reject(format+"_bad_field", "%s is a JSON %s, want JSON text or an array", key, v.Kind)
 }
 
 type callError string
@@ -77,15 +78,15 @@ func (e callError) Error() string { return string(e) }
 // jsonCall reads {"name": "…", "arguments": {…}}. Arguments held in a JSON
 // string are decoded (repair "string_arguments"); missing arguments are an
 // error.
-func jsonCall(b *builder, v *jvalue) (record.Call, error) {
-	if v.kind != jObject {
-		return record.Call{}, callError("a call is a JSON " + v.kind.String() + ", want {name, arguments}")
+func jsonCall(b *builder, v *jsontree.Value) (record.Call, error) {
+	if v.Kind != jsontree.Object {
+		return record.Call{}, callError("a call is a JSON " + v.Kind.String() + ", want {name, arguments}")
 	}
-	name, ok := v.stringOr("name")
+	name, ok := v.StringOr("name")
 	if !ok || name == "" {
 		return record.Call{}, callError("the call has no name")
 	}
-	a := v.get("arguments")
+	a := v.Get("arguments")
 	if a == nil {
 		return record.Call{}, callError("call " + excerpt(name) + " has no arguments")
 	}

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 
-	"github.com/augmentdata/augment/manifests"
+	"github.com/augmentdata/augment/atomicfs"
 )
 
 // A batchProvider moves a job from prepared to downloaded. Each method
@@ -27,7 +27,7 @@ type batchProvider interface {
 // file is in the OpenAI batch format that `vllm run-batch` reads, and the
 // job is done when its output file appears next to it.
 type filesProvider struct {
-	root  *manifests.Root // the batch directory
+	root  *atomicfs.Root // the batch directory
 	model string
 }
 

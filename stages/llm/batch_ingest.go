@@ -12,9 +12,9 @@ import (
 	"net/http"
 	"slices"
 
+	"github.com/augmentdata/augment/atomicfs"
 	"github.com/augmentdata/augment/clip"
 	"github.com/augmentdata/augment/jsonout"
-	"github.com/augmentdata/augment/manifests"
 )
 
 // maxBatchLine bounds one line of a batch output file; a longer line is
@@ -170,7 +170,7 @@ type metaPos struct {
 
 // readMetaIndex indexes the sidecar name of root by custom_id; keys lists
 // them in file order.
-func readMetaIndex(root *manifests.Root, name string) (map[[32]byte]*metaPos, [][32]byte, error) {
+func readMetaIndex(root *atomicfs.Root, name string) (map[[32]byte]*metaPos, [][32]byte, error) {
 	path := root.Path(name)
 	f, err := root.Open(name)
 	if err != nil {
@@ -217,7 +217,7 @@ func readMetaIndex(root *manifests.Root, name string) (map[[32]byte]*metaPos, []
 
 // scanBatchFile calls fn for every line of the file name of root; a
 // missing file has no lines. Lines longer than maxBatchLine go to fn as nil.
-func scanBatchFile(root *manifests.Root, name string, fn func(line []byte) error) error {
+func scanBatchFile(root *atomicfs.Root, name string, fn func(line []byte) error) error {
 	f, err := root.Open(name)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil

@@ -11,8 +11,8 @@ import (
 
 	openai "github.com/sashabaranov/go-openai"
 
+	"github.com/augmentdata/augment/atomicfs"
 	"github.com/augmentdata/augment/clip"
-	"github.com/augmentdata/augment/manifests"
 )
 
 // openaiProvider runs jobs on the OpenAI Batch API: upload the input file
@@ -21,8 +21,8 @@ import (
 // is streamed from disk by hand, since go-openai builds the whole
 // multipart body (up to 200 MB) in memory.
 type openaiProvider struct {
-	root   *manifests.Root // the batch directory
-	base   string          // API root, ".../v1"
+	root   *atomicfs.Root // the batch directory
+	base   string         // API root, ".../v1"
 	key    string
 	window string
 	token  string // the batch directory's, in uploaded file names

@@ -9,7 +9,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/augmentdata/augment/manifests"
+	"github.com/augmentdata/augment/atomicfs"
 )
 
 // batchRun is a teacher's batch mode: the store, the provider, the spools
@@ -26,7 +26,7 @@ type batchRun struct {
 
 // openBatch sets up batch mode in the batch directory root, with the API
 // key for provider openai.
-func (t *Teacher) openBatch(root *manifests.Root, key string) error {
+func (t *Teacher) openBatch(root *atomicfs.Root, key string) error {
 	if root == nil {
 		return errors.New("teacher.mode batch needs a batch directory")
 	}

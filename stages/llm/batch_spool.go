@@ -9,7 +9,7 @@ import (
 	"path"
 	"sync"
 
-	"github.com/augmentdata/augment/manifests"
+	"github.com/augmentdata/augment/atomicfs"
 )
 
 // spoolDir holds the batch files of the stage pass under way; a new
@@ -26,8 +26,8 @@ const chatURL = "/v1/chat/completions"
 type spool struct {
 	stage        string
 	epoch, round int
-	root         *manifests.Root // the batch directory
-	dir          string          // the pass's folder in root
+	root         *atomicfs.Root // the batch directory
+	dir          string         // the pass's folder in root
 	maxRequests  int
 	maxBytes     int64
 
@@ -40,7 +40,7 @@ type spool struct {
 
 // A spoolPart is one future batch file and its metadata sidecar.
 type spoolPart struct {
-	in, meta    *manifests.File
+	in, meta    *atomicfs.File
 	inW, metaW  *bufio.Writer
 	inName      string // in the batch directory
 	metaName    string
@@ -50,7 +50,7 @@ type spoolPart struct {
 	maxOutToken int64 // sum of the requests' output token limits
 }
 
-func newSpool(root *manifests.Root, stage string, epoch, round, maxRequests int, maxBytes int64) *spool {
+func newSpool(root *atomicfs.Root, stage string, epoch, round, maxRequests int, maxBytes int64) *spool {
 	return &spool{
 		stage: stage, epoch: epoch, round: round, root: root, dir: path.Join(spoolDir, jobStem(stage)),
 		maxRequests: maxRequests, maxBytes: maxBytes, seen: map[uint64]struct{}{},

@@ -11,7 +11,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/augmentdata/augment/manifests"
+	"github.com/augmentdata/augment/atomicfs"
 )
 
 // BatchStateFile is the name of the batch state inside the batch directory.
@@ -111,7 +111,7 @@ type stageEpoch struct {
 // atomically (temp file, fsync, rename) after every change. Every file of
 // the directory is created, renamed, removed and read through root.
 type batchStore struct {
-	root *manifests.Root
+	root *atomicfs.Root
 	mu   sync.Mutex
 	st   batchState
 }
@@ -120,7 +120,7 @@ type batchStore struct {
 // what an interrupted run left behind: the spool of an unfinished stage
 // pass and job files that no recorded job names (written just before a
 // kill, before the state recorded them).
-func openBatchStore(root *manifests.Root) (*batchStore, error) {
+func openBatchStore(root *atomicfs.Root) (*batchStore, error) {
 	if err := root.MkdirAll("."); err != nil {
 		return nil, fmt.Errorf("batch directory: %w", err)
 	}
@@ -183,7 +183,7 @@ func jobIDSeq(id string) int {
 // the order they were made; none if there is no directory or no state yet.
 // It only reads.
 func ReadBatchJobs(dir string) ([]BatchJob, error) {
-	root, err := manifests.OpenRoot(dir)
+	root, err := atomicfs.OpenRoot(dir)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}
@@ -202,7 +202,7 @@ func ReadBatchJobs(dir string) ([]BatchJob, error) {
 	return out, nil
 }
 
-func readBatchState(root *manifests.Root) (batchState, error) {
+func readBatchState(root *atomicfs.Root) (batchState, error) {
 	st := batchState{Version: batchStateVersion, Stages: map[string]*stageEpoch{}}
 	b, err := root.ReadFile(BatchStateFile)
 	if errors.Is(err, fs.ErrNotExist) {

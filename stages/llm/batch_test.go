@@ -11,7 +11,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/augmentdata/augment/manifests"
+	"github.com/augmentdata/augment/atomicfs"
 	"github.com/augmentdata/augment/stages/llm/fakellm"
 )
 
@@ -39,9 +39,9 @@ func newBatchRig(t *testing.T, url, provider string) *batchRig {
 
 // testBatchRoot opens dir as a confined root, as a run opens its output
 // directory, and returns the Root of its batch folder.
-func testBatchRoot(t testing.TB, dir string) *manifests.Root {
+func testBatchRoot(t testing.TB, dir string) *atomicfs.Root {
 	t.Helper()
-	root, err := manifests.OpenRoot(dir)
+	root, err := atomicfs.OpenRoot(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -196,7 +196,7 @@ func TestBatchRoundTripOpenAI(t *testing.T) {
 }
 
 // rewriteJob changes a recorded job, as a kill at that point leaves it.
-func rewriteJob(t *testing.T, root *manifests.Root, edit func(j *BatchJob)) {
+func rewriteJob(t *testing.T, root *atomicfs.Root, edit func(j *BatchJob)) {
 	t.Helper()
 	st, err := readBatchState(root)
 	if err != nil {

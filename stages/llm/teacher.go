@@ -21,8 +21,8 @@ import (
 	openai "github.com/sashabaranov/go-openai"
 	"golang.org/x/sync/singleflight"
 
+	"github.com/augmentdata/augment/atomicfs"
 	"github.com/augmentdata/augment/jsonout"
-	"github.com/augmentdata/augment/manifests"
 	"github.com/augmentdata/augment/stages/contract"
 )
 
@@ -52,7 +52,7 @@ type Options struct {
 	// caller (a run's is <output>/batch inside its confined output root):
 	// the batch files and state are created, renamed, removed and read only
 	// through it.
-	BatchRoot *manifests.Root
+	BatchRoot *atomicfs.Root
 	// CountTokens estimates the tokens of a prompt's text for the context
 	// check (see CheckModels); nil counts four bytes as a token.
 	CountTokens func(string) int

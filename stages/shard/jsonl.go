@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 
+	"github.com/augmentdata/augment/atomicfs"
 	"github.com/augmentdata/augment/manifests"
 	"github.com/augmentdata/augment/stages/record"
 )
@@ -33,7 +34,7 @@ type Reject struct {
 // file, so a rerun of a shard always replaces an older rejects file and the
 // manifest can name and hash it. Records are written like the JSONL mirror.
 // The FileRef's Path is relative to dir's top directory (dir.Rel).
-func WriteRejects(dir *manifests.Root, name string, rows []Reject) (manifests.FileRef, error) {
+func WriteRejects(dir *atomicfs.Root, name string, rows []Reject) (manifests.FileRef, error) {
 	return writeJSONL(dir, name, rows, func(r Reject) Reject {
 		if r.Record != nil {
 			r.Record = mirrorRecord(r.Record)
@@ -50,11 +51,11 @@ func WriteRejects(dir *manifests.Root, name string, rows []Reject) (manifests.Fi
 //
 // A value that cannot be encoded gives an *Error with ReasonBadJSON and
 // the row's index; nothing is written then.
-func WriteJSONL[T any](dir *manifests.Root, name string, rows []T) (manifests.FileRef, error) {
+func WriteJSONL[T any](dir *atomicfs.Root, name string, rows []T) (manifests.FileRef, error) {
 	return writeJSONL(dir, name, rows, nil)
 }
 
-func writeJSONL[T any](dir *manifests.Root, name string, rows []T, prep func(T) T) (manifests.FileRef, error) {
+func writeJSONL[T any](dir *atomicfs.Root, name string, rows []T, prep func(T) T) (manifests.FileRef, error) {
 	f, err := dir.Create(name)
 	if err != nil {
 		return manifests.FileRef{}, err

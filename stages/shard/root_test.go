@@ -4,15 +4,16 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/augmentdata/augment/atomicfs"
 	"github.com/augmentdata/augment/manifests"
 	"github.com/augmentdata/augment/stages/record"
 )
 
 // The tests write by OS path; these open a root on the file's directory.
 
-func rootOf(tb testing.TB, path string) *manifests.Root {
+func rootOf(tb testing.TB, path string) *atomicfs.Root {
 	tb.Helper()
-	r, err := manifests.OpenRoot(filepath.Dir(path))
+	r, err := atomicfs.OpenRoot(filepath.Dir(path))
 	if err != nil {
 		tb.Fatal(err)
 	}

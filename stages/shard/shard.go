@@ -7,7 +7,7 @@
 // LIST columns of structs that DuckDB, Arrow and pandas read as nested data,
 // and the JSON-text fields carry the JSON logical type.
 //
-// Every file is written atomically through manifests.File: either the whole
+// Every file is written atomically through atomicfs.File: either the whole
 // new file is visible under its final name or nothing is. The same input
 // always gives the same bytes.
 package shard
@@ -21,6 +21,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/augmentdata/augment/atomicfs"
 	"github.com/parquet-go/parquet-go"
 	"github.com/parquet-go/parquet-go/compress/zstd"
 
@@ -147,7 +148,7 @@ var writerOptions = func() []parquet.WriterOption {
 // shard's own rename fails after the mirror's succeeded (then the new
 // mirror sits beside the old shard; the runner's manifest, written last,
 // records neither).
-func Write(dir *manifests.Root, name string, recs []*record.Record, o Options) ([]manifests.FileRef, error) {
+func Write(dir *atomicfs.Root, name string, recs []*record.Record, o Options) ([]manifests.FileRef, error) {
 	path := dir.Path(name)
 	if o.RowGroupRows < 0 {
 		return nil, &Error{Path: path, Reason: ReasonBadOptions, Row: -1, Err: fmt.Errorf("RowGroupRows %d < 0", o.RowGroupRows)}
@@ -173,7 +174,7 @@ func Write(dir *manifests.Root, name string, recs []*record.Record, o Options) (
 	}
 	refs := []manifests.FileRef{ref(dir.Rel(name), pf, len(recs))}
 
-	var jf *manifests.File
+	var jf *atomicfs.File
 	if o.JSONL {
 		mname := MirrorPath(name)
 		if jf, err = dir.Create(mname); err != nil {
@@ -251,7 +252,7 @@ func Check(r *record.Record) (reason string, err error) {
 	return "", nil
 }
 
-func ref(path string, f *manifests.File, rows int) manifests.FileRef {
+func ref(path string, f *atomicfs.File, rows int) manifests.FileRef {
 	return manifests.FileRef{Path: path, SHA256: f.SHA256(), Rows: int64(rows), Bytes: f.Size()}
 }
 

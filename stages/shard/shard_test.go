@@ -13,6 +13,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/augmentdata/augment/atomicfs"
 	"github.com/parquet-go/parquet-go"
 
 	"github.com/augmentdata/augment/manifests"
@@ -208,7 +209,7 @@ func TestWriteRefs(t *testing.T) {
 		t.Fatalf("refs = %+v", refs)
 	}
 	for _, r := range refs {
-		sum, err := manifests.HashFile(filepath.Join(dir, r.Path))
+		sum, err := atomicfs.HashFile(filepath.Join(dir, r.Path))
 		if err != nil {
 			t.Fatal(err)
 		}

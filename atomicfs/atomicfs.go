@@ -1,4 +1,10 @@
-package manifests
+// Package atomicfs is where a run's files are written: a Root confines
+// every name to one directory tree (an os.Root), and each file is written
+// atomically (a temporary file, fsync, rename, fsync of the folder), with
+// its SHA-256 taken on the way, so a crash leaves the old file or the new
+// one, never a part. Observers (the object-storage mirror) are told of each
+// change.
+package atomicfs
 
 import (
 	"crypto/rand"
@@ -29,7 +35,7 @@ import (
 //
 // Names are slash-separated and relative to the Root. Sub returns a Root for
 // a folder of the same tree (a stage directory); Rel turns a name of a Sub
-// into the path relative to the top directory, which is what FileRefs hold.
+// into the path relative to the top directory, which is what manifests' FileRefs hold.
 // Methods are safe for concurrent use.
 type Root struct {
 	r      *os.Root
@@ -309,6 +315,19 @@ func (r *Root) WriteJSON(name string, v any) error {
 // ReadJSON loads the JSON file name of r. A missing file gives (nil, nil).
 func ReadJSON[T any](r *Root, name string) (*T, error) {
 	b, err := r.ReadFile(name)
+	return decodeJSON[T](b, err, r.Path(name))
+}
+
+// ReadJSONFile is ReadJSON for a file named by its OS path, outside any
+// Root (a run directory read by status and report commands).
+func ReadJSONFile[T any](path string) (*T, error) {
+	b, err := os.ReadFile(path)
+	return decodeJSON[T](b, err, path)
+}
+
+// decodeJSON decodes the content b of the file at path, read with error
+// err; a missing file gives (nil, nil).
+func decodeJSON[T any](b []byte, err error, path string) (*T, error) {
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}
@@ -317,7 +336,7 @@ func ReadJSON[T any](r *Root, name string) (*T, error) {
 	}
 	var v T
 	if err := json.Unmarshal(b, &v); err != nil {
-		return nil, fmt.Errorf("%s: %w", r.Path(name), err)
+		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	return &v, nil
 }

@@ -1,13 +1,14 @@
-package formats
+package pycall
 
 import (
 	"strings"
 	"testing"
 
+	"github.com/augmentdata/augment/jsontree"
 	"github.com/augmentdata/augment/stages/record"
 )
 
-func TestParsePyCalls(t *testing.T) {
+func TestParse(t *testing.T) {
 	tests := []struct {
 		name, in string
 		want     []string // "name|arguments"
@@ -39,7 +40,7 @@ line''')]`, []string{`f|{"a":"x \"y\" z","b":"abc","c":"multi\nline"}`}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			calls, err := ParsePyCalls(tt.in)
+			calls, err := Parse(tt.in)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -57,15 +58,15 @@ line''')]`, []string{`f|{"a":"x \"y\" z","b":"abc","c":"multi\nline"}`}},
 				t.Fatalf("got  %q\nwant %q", got, tt.want)
 			}
 			// Printing and parsing again gives the same calls.
-			again, err := ParsePyCalls(PrintPyCalls(calls))
+			again, err := Parse(Print(calls))
 			if err != nil || !sameCalls(calls, again) {
-				t.Fatalf("round trip of %s: %v %v", PrintPyCalls(calls), again, err)
+				t.Fatalf("round trip of %s: %v %v", Print(calls), again, err)
 			}
 		})
 	}
 }
 
-func TestParsePyCallsErrors(t *testing.T) {
+func TestParseErrors(t *testing.T) {
 	tests := []struct{ in, msg string }{
 		{``, "expected a call"},
 		{`[]`, "empty call list"},
@@ -89,26 +90,26 @@ func TestParsePyCallsErrors(t *testing.T) {
 		{`["f"(x=1)]`, "expected a call"},
 		{`[f(x==1)]`, "positional"},
 		{`[f(x="\u12")]`, `invalid \u escape`},
-		{`[f(x=` + strings.Repeat("[", maxDepth+1), "nesting too deep"},
+		{`[f(x=` + strings.Repeat("[", jsontree.MaxDepth+1), "nesting too deep"},
 	}
 	for _, tt := range tests {
-		_, err := ParsePyCalls(tt.in)
+		_, err := Parse(tt.in)
 		if err == nil || !strings.Contains(err.Error(), tt.msg) {
 			t.Errorf("%q: error %v, want %q", tt.in, err, tt.msg)
 		}
 	}
 }
 
-func TestPrintPyCalls(t *testing.T) {
+func TestPrint(t *testing.T) {
 	calls := []record.Call{
 		{Name: "Tide Table", Arguments: []byte(`{"harbour":"Port \"Isaac\"","days":[1,2.50],"opts":{"a":null,"b":true},"note":"ünï\n"}`)},
 		{Name: "now", Arguments: []byte(`{}`)},
 	}
 	want := `[Tide Table(harbour="Port \"Isaac\"", days=[1, 2.50], opts={"a": None, "b": True}, note="ünï\n"), now()]`
-	if got := PrintPyCalls(calls); got != want {
+	if got := Print(calls); got != want {
 		t.Fatalf("got  %s\nwant %s", got, want)
 	}
-	if got := PrintPyCalls([]record.Call{{Name: "f", Arguments: []byte(`[1]`)}}); got != `[f([1])]` {
+	if got := Print([]record.Call{{Name: "f", Arguments: []byte(`[1]`)}}); got != `[f([1])]` {
 		t.Fatalf("non-object arguments: %s", got)
 	}
 }
@@ -125,9 +126,9 @@ func sameCalls(a, b []record.Call) bool {
 	return true
 }
 
-// FuzzParsePyCalls: never panics; whatever parses prints and parses back
+// FuzzParse: never panics; whatever parses prints and parses back
 // to the same calls, with arguments that are compact JSON objects.
-func FuzzParsePyCalls(f *testing.F) {
+func FuzzParse(f *testing.F) {
 	for _, s := range []string{
 		`[Market Trends API(trend_type="MARKET_INDEXES", country="us")]`,
 		`[User Feed (Video Posts) V2(user_id="42")]`,
@@ -138,18 +139,18 @@ func FuzzParsePyCalls(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
-		calls, err := ParsePyCalls(s)
+		calls, err := Parse(s)
 		if err != nil {
 			return
 		}
 		for _, c := range calls {
-			v, err := parseJSON(c.Arguments)
-			if err != nil || v.kind != jObject || string(compact(&v)) != string(c.Arguments) {
+			v, err := jsontree.Parse(c.Arguments)
+			if err != nil || v.Kind != jsontree.Object || string(jsontree.Compact(&v)) != string(c.Arguments) {
 				t.Fatalf("arguments %q are not a compact JSON object", c.Arguments)
 			}
 		}
-		printed := PrintPyCalls(calls)
-		again, err := ParsePyCalls(printed)
+		printed := Print(calls)
+		again, err := Parse(printed)
 		if err != nil {
 			t.Fatalf("printed %q does not parse: %v", printed, err)
 		}
@@ -157,4 +158,15 @@ func FuzzParsePyCalls(f *testing.F) {
 			t.Fatalf("round trip changed the calls: %q", printed)
 		}
 	})
+}
+
+func BenchmarkParse(b *testing.B) {
+	s := `[Tide Table Lookup(harbour="Port Isaac", date="2024-06-02"), ferry.schedule(from_port='Padstow', to_port="Rock", max_results=3, filters={'wheelchair': True, 'ids': [1, 2.5e3, -7]})]`
+	b.SetBytes(int64(len(s)))
+	b.ReportAllocs()
+	for range b.N {
+		if _, err := Parse(s); err != nil {
+			b.Fatal(err)
+		}
+	}
 }

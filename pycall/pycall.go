@@ -1,15 +1,23 @@
-package formats
+// Package pycall reads and writes calls in Python-call syntax, as ToolACE's
+// assistant turns and Tool-DC's traces hold them:
+// `[Name With Spaces(a="x", n=3), other(x=[1, 2], d={'k': None})]`.
+// Parse reads it into calls with compact JSON arguments (numbers written
+// back as JSON numbers, ".5" as "0.5" and "7." as "7.0"); Print writes calls
+// back, so parsing Print's output gives the same calls.
+package pycall
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 	"unicode/utf16"
 	"unicode/utf8"
 
+	"github.com/augmentdata/augment/jsontree"
 	"github.com/augmentdata/augment/stages/record"
 )
 
-// ParsePyCalls parses calls written in Python-call syntax, as ToolACE's
+// Parse parses calls written in Python-call syntax, as ToolACE's
 // assistant turns hold them: `[Name With Spaces(a="x", n=3), other(x=[1, 2])]`,
 // or one call without the brackets. Names are arbitrary text up to the "(" that
 // opens a keyword-argument list which parses (so "User Feed (Video Posts) V2(…)"
@@ -21,7 +29,7 @@ import (
 // with string keys (→ objects). Each call's Arguments is a compact JSON object
 // in argument order. Positional arguments, other expressions, repeated keys
 // and an empty list are errors.
-func ParsePyCalls(s string) ([]record.Call, error) {
+func Parse(s string) ([]record.Call, error) {
 	p := pyParser{s: s}
 	p.space()
 	var calls []record.Call
@@ -67,14 +75,14 @@ func ParsePyCalls(s string) ([]record.Call, error) {
 	return calls, nil
 }
 
-// PrintPyCalls writes calls in the syntax ParsePyCalls reads:
+// Print writes calls in the syntax Parse reads:
 // `[name(k="v", n=3), other()]`. Strings are double-quoted with JSON's
 // escapes (all valid in Python), true/false/null print as True/False/None,
-// numbers as written. For calls ParsePyCalls returned, parsing the output
+// numbers as written. For calls Parse returned, parsing the output
 // gives the same calls. Arguments that are not a JSON object are printed
 // verbatim inside the parentheses, and keys or names with characters the
 // syntax cannot hold are printed as they are, so such calls do not parse back.
-func PrintPyCalls(calls []record.Call) string {
+func Print(calls []record.Call) string {
 	b := []byte{'['}
 	for i, c := range calls {
 		if i > 0 {
@@ -82,17 +90,17 @@ func PrintPyCalls(calls []record.Call) string {
 		}
 		b = append(b, c.Name...)
 		b = append(b, '(')
-		v, err := parseJSON(c.Arguments)
-		if err != nil || v.kind != jObject {
+		v, err := jsontree.Parse(c.Arguments)
+		if err != nil || v.Kind != jsontree.Object {
 			b = append(b, c.Arguments...)
 		} else {
-			for j, m := range v.elems {
+			for j, m := range v.Elems {
 				if j > 0 {
 					b = append(b, ", "...)
 				}
-				b = append(b, m.key...)
+				b = append(b, m.Key...)
 				b = append(b, '=')
-				b = appendPy(b, &m.val)
+				b = appendPy(b, &m.Val)
 			}
 		}
 		b = append(b, ')')
@@ -100,36 +108,36 @@ func PrintPyCalls(calls []record.Call) string {
 	return string(append(b, ']'))
 }
 
-func appendPy(b []byte, v *jvalue) []byte {
-	switch v.kind {
-	case jNull:
+func appendPy(b []byte, v *jsontree.Value) []byte {
+	switch v.Kind {
+	case jsontree.Null:
 		return append(b, "None"...)
-	case jTrue:
+	case jsontree.True:
 		return append(b, "True"...)
-	case jFalse:
+	case jsontree.False:
 		return append(b, "False"...)
-	case jNumber:
-		return append(b, v.str...)
-	case jString:
-		return appendJSONString(b, v.str)
-	case jArray:
+	case jsontree.Number:
+		return append(b, v.Str...)
+	case jsontree.String:
+		return jsontree.AppendString(b, v.Str)
+	case jsontree.Array:
 		b = append(b, '[')
-		for i := range v.elems {
+		for i := range v.Elems {
 			if i > 0 {
 				b = append(b, ", "...)
 			}
-			b = appendPy(b, &v.elems[i].val)
+			b = appendPy(b, &v.Elems[i].Val)
 		}
 		return append(b, ']')
 	}
 	b = append(b, '{')
-	for i := range v.elems {
+	for i := range v.Elems {
 		if i > 0 {
 			b = append(b, ", "...)
 		}
-		b = appendJSONString(b, v.elems[i].key)
+		b = jsontree.AppendString(b, v.Elems[i].Key)
 		b = append(b, ": "...)
-		b = appendPy(b, &v.elems[i].val)
+		b = appendPy(b, &v.Elems[i].Val)
 	}
 	return append(b, '}')
 }
@@ -223,12 +231,12 @@ func (p *pyParser) call(inList bool) (record.Call, error) {
 
 // kwargs parses "k=v, …)" after the opening parenthesis.
 func (p *pyParser) kwargs() ([]byte, error) {
-	obj := jvalue{kind: jObject}
+	obj := jsontree.Value{Kind: jsontree.Object}
 	for {
 		p.space()
 		if p.peek() == ')' {
 			p.i++
-			return compact(&obj), nil
+			return jsontree.Compact(&obj), nil
 		}
 		start := p.i
 		for p.i < len(p.s) && !notInKey[p.s[p.i]] {
@@ -243,7 +251,7 @@ func (p *pyParser) kwargs() ([]byte, error) {
 			}
 			return nil, p.fail("expected keyword=value (positional arguments are not allowed)")
 		}
-		if obj.has(key) {
+		if obj.Has(key) {
 			p.i = start
 			return nil, p.fail(fmt.Sprintf("argument %q repeated", key))
 		}
@@ -252,7 +260,7 @@ func (p *pyParser) kwargs() ([]byte, error) {
 		if err != nil {
 			return nil, err
 		}
-		obj.elems = append(obj.elems, jmember{key: key, val: v})
+		obj.Elems = append(obj.Elems, jsontree.Member{Key: key, Val: v})
 		p.space()
 		switch p.peek() {
 		case ',':
@@ -274,17 +282,17 @@ var notInKey = func() (t [256]bool) {
 	return t
 }()
 
-func (p *pyParser) value() (jvalue, error) {
+func (p *pyParser) value() (jsontree.Value, error) {
 	p.space()
 	if p.i >= len(p.s) {
-		return jvalue{}, p.fail("unexpected end: missing value")
+		return jsontree.Value{}, p.fail("unexpected end: missing value")
 	}
 	switch c := p.s[p.i]; {
 	case c == '"' || c == '\'':
 		var sb strings.Builder
 		for {
 			if err := p.str(&sb); err != nil {
-				return jvalue{}, err
+				return jsontree.Value{}, err
 			}
 			save := p.i
 			p.space()
@@ -293,7 +301,7 @@ func (p *pyParser) value() (jvalue, error) {
 				break
 			}
 		}
-		return jstr(sb.String()), nil
+		return jsontree.NewString(sb.String()), nil
 	case c == '[':
 		return p.seq(']')
 	case c == '(':
@@ -309,14 +317,14 @@ func (p *pyParser) value() (jvalue, error) {
 	}
 	switch p.s[start:p.i] {
 	case "True", "true":
-		return jvalue{kind: jTrue}, nil
+		return jsontree.Value{Kind: jsontree.True}, nil
 	case "False", "false":
-		return jvalue{kind: jFalse}, nil
+		return jsontree.Value{Kind: jsontree.False}, nil
 	case "None", "null":
-		return jvalue{kind: jNull}, nil
+		return jsontree.Value{Kind: jsontree.Null}, nil
 	}
 	p.i = start
-	return jvalue{}, p.fail("expected a literal value")
+	return jsontree.Value{}, p.fail("expected a literal value")
 }
 
 func isIdent(c byte) bool {
@@ -324,20 +332,20 @@ func isIdent(c byte) bool {
 }
 
 func (p *pyParser) enter() error {
-	if p.depth++; p.depth > maxDepth {
+	if p.depth++; p.depth > jsontree.MaxDepth {
 		return p.fail("nesting too deep")
 	}
 	return nil
 }
 
 // seq parses a list body up to close; the opening bracket is at p.i.
-func (p *pyParser) seq(close byte) (jvalue, error) {
+func (p *pyParser) seq(close byte) (jsontree.Value, error) {
 	if err := p.enter(); err != nil {
-		return jvalue{}, err
+		return jsontree.Value{}, err
 	}
 	defer func() { p.depth-- }()
 	p.i++
-	arr := jvalue{kind: jArray}
+	arr := jsontree.Value{Kind: jsontree.Array}
 	for {
 		p.space()
 		if p.peek() == close {
@@ -346,26 +354,26 @@ func (p *pyParser) seq(close byte) (jvalue, error) {
 		}
 		v, err := p.value()
 		if err != nil {
-			return jvalue{}, err
+			return jsontree.Value{}, err
 		}
-		arr.elems = append(arr.elems, jmember{val: v})
+		arr.Elems = append(arr.Elems, jsontree.Member{Val: v})
 		p.space()
 		switch p.peek() {
 		case ',':
 			p.i++
 		case close:
 		case 0:
-			return jvalue{}, p.fail("unexpected end inside a list")
+			return jsontree.Value{}, p.fail("unexpected end inside a list")
 		default:
-			return jvalue{}, p.fail(fmt.Sprintf("expected , or %c in a list", close))
+			return jsontree.Value{}, p.fail(fmt.Sprintf("expected , or %c in a list", close))
 		}
 	}
 }
 
 // paren parses a tuple, or a parenthesised value.
-func (p *pyParser) paren() (jvalue, error) {
+func (p *pyParser) paren() (jsontree.Value, error) {
 	if err := p.enter(); err != nil {
-		return jvalue{}, err
+		return jsontree.Value{}, err
 	}
 	defer func() { p.depth-- }()
 	start := p.i
@@ -373,11 +381,11 @@ func (p *pyParser) paren() (jvalue, error) {
 	p.space()
 	if p.peek() == ')' {
 		p.i++
-		return jvalue{kind: jArray}, nil
+		return jsontree.Value{Kind: jsontree.Array}, nil
 	}
 	v, err := p.value()
 	if err != nil {
-		return jvalue{}, err
+		return jsontree.Value{}, err
 	}
 	p.space()
 	if p.peek() == ')' {
@@ -388,13 +396,13 @@ func (p *pyParser) paren() (jvalue, error) {
 	return p.seq(')')
 }
 
-func (p *pyParser) dict() (jvalue, error) {
+func (p *pyParser) dict() (jsontree.Value, error) {
 	if err := p.enter(); err != nil {
-		return jvalue{}, err
+		return jsontree.Value{}, err
 	}
 	defer func() { p.depth-- }()
 	p.i++
-	obj := jvalue{kind: jObject}
+	obj := jsontree.Value{Kind: jsontree.Object}
 	for {
 		p.space()
 		if p.peek() == '}' {
@@ -404,42 +412,42 @@ func (p *pyParser) dict() (jvalue, error) {
 		keyAt := p.i
 		k, err := p.value()
 		if err != nil {
-			return jvalue{}, err
+			return jsontree.Value{}, err
 		}
-		if k.kind != jString {
+		if k.Kind != jsontree.String {
 			p.i = keyAt
-			return jvalue{}, p.fail("dict keys must be strings")
+			return jsontree.Value{}, p.fail("dict keys must be strings")
 		}
-		if obj.has(k.str) {
+		if obj.Has(k.Str) {
 			p.i = keyAt
-			return jvalue{}, p.fail(fmt.Sprintf("dict key %q repeated", k.str))
+			return jsontree.Value{}, p.fail(fmt.Sprintf("dict key %q repeated", k.Str))
 		}
 		p.space()
 		if p.peek() != ':' {
-			return jvalue{}, p.fail("expected : after a dict key")
+			return jsontree.Value{}, p.fail("expected : after a dict key")
 		}
 		p.i++
 		v, err := p.value()
 		if err != nil {
-			return jvalue{}, err
+			return jsontree.Value{}, err
 		}
-		obj.elems = append(obj.elems, jmember{key: k.str, val: v})
+		obj.Elems = append(obj.Elems, jsontree.Member{Key: k.Str, Val: v})
 		p.space()
 		switch p.peek() {
 		case ',':
 			p.i++
 		case '}':
 		case 0:
-			return jvalue{}, p.fail("unexpected end inside a dict")
+			return jsontree.Value{}, p.fail("unexpected end inside a dict")
 		default:
-			return jvalue{}, p.fail("expected , or } in a dict")
+			return jsontree.Value{}, p.fail("expected , or } in a dict")
 		}
 	}
 }
 
 // number reads a Python int or float literal and writes it as a JSON
 // number: "+" and "_" dropped, leading zeros trimmed, ".5" → "0.5", "1." → "1.0".
-func (p *pyParser) number() (jvalue, error) {
+func (p *pyParser) number() (jsontree.Value, error) {
 	start := p.i
 	var b []byte
 	if c := p.peek(); c == '-' || c == '+' {
@@ -481,7 +489,7 @@ func (p *pyParser) number() (jvalue, error) {
 	}
 	if nInt == 0 && nFrac == 0 {
 		p.i = start
-		return jvalue{}, p.fail("invalid number")
+		return jsontree.Value{}, p.fail("invalid number")
 	}
 	if c := p.peek(); c == 'e' || c == 'E' {
 		b = append(b, 'e')
@@ -491,13 +499,13 @@ func (p *pyParser) number() (jvalue, error) {
 			p.i++
 		}
 		if digits() == 0 {
-			return jvalue{}, p.fail("invalid number exponent")
+			return jsontree.Value{}, p.fail("invalid number exponent")
 		}
 	}
 	if p.i < len(p.s) && (isIdent(p.s[p.i]) || p.s[p.i] == '.') {
-		return jvalue{}, p.fail("invalid number")
+		return jsontree.Value{}, p.fail("invalid number")
 	}
-	return jvalue{kind: jNumber, str: string(b)}, nil
+	return jsontree.Value{Kind: jsontree.Number, Str: string(b)}, nil
 }
 
 // str appends one Python string literal (at p.i) to sb.
@@ -583,17 +591,13 @@ func (p *pyParser) escape(sb *strings.Builder) error {
 		if p.i+n > len(p.s) {
 			return p.fail("truncated \\" + string(e) + " escape")
 		}
-		var r rune
-		for _, c := range bytesOf(p.s[p.i : p.i+n]) {
-			d, ok := hexDigit(c)
-			if !ok {
-				return p.fail("invalid \\" + string(e) + " escape")
-			}
-			r = r<<4 | d
+		r, ok := hexRune(p.s[p.i : p.i+n])
+		if !ok {
+			return p.fail("invalid \\" + string(e) + " escape")
 		}
 		p.i += n
 		if utf16.IsSurrogate(r) && e == 'u' && strings.HasPrefix(p.s[p.i:], `\u`) && p.i+6 <= len(p.s) {
-			if r2, ok := hex4(bytesOf(p.s[p.i+2 : p.i+6])); ok && utf16.DecodeRune(r, r2) != utf8.RuneError {
+			if r2, ok := hexRune(p.s[p.i+2 : p.i+6]); ok && utf16.DecodeRune(r, r2) != utf8.RuneError {
 				r = utf16.DecodeRune(r, r2)
 				p.i += 6
 			}
@@ -617,14 +621,8 @@ func (p *pyParser) escape(sb *strings.Builder) error {
 	return nil
 }
 
-func hexDigit(c byte) (rune, bool) {
-	switch {
-	case c >= '0' && c <= '9':
-		return rune(c - '0'), true
-	case c >= 'a' && c <= 'f':
-		return rune(c - 'a' + 10), true
-	case c >= 'A' && c <= 'F':
-		return rune(c - 'A' + 10), true
-	}
-	return 0, false
+// hexRune decodes the hexadecimal digits of s.
+func hexRune(s string) (rune, bool) {
+	n, err := strconv.ParseUint(s, 16, 32)
+	return rune(n), err == nil
 }

@@ -1,0 +1,902 @@
+// Package jsontree decodes JSON into an order-preserving tree and prints it
+// back. It is augment's one JSON parser for text whose key order, number
+// spelling or byte positions matter: the dump readers (stages/formats) and
+// translate, which rewrites string literals in place through spans.
+//
+// encoding/json is not used there because it loses object key order (Go
+// maps) and would make the readers decode twice (once for the row, once more
+// for every embedded JSON text).
+package jsontree
+
+import (
+	"bytes"
+	"fmt"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"unicode/utf16"
+	"unicode/utf8"
+	"unsafe"
+)
+
+// A Kind is the type of a JSON value.
+type Kind uint8
+
+const (
+	Null Kind = iota
+	False
+	True
+	Number
+	String
+	Array
+	Object
+)
+
+// A Value is a decoded JSON value. Objects keep their members in source
+// order; numbers keep their literal text, so 1.0 stays 1.0.
+type Value struct {
+	Kind Kind
+	// off is where the value's text starts in the text it was decoded
+	// from (Parser.Spans; see Span); it sits in what would be padding
+	// after Kind.
+	off   uint32
+	Str   string   // String: decoded text; Number: the literal
+	Elems []Member // Array: elements (Key unused); Object: members in order
+}
+
+// A Member is an object member or, with Key unused, an array element.
+type Member struct {
+	Key string
+	Val Value
+}
+
+// NewString returns a string value.
+func NewString(s string) Value { return Value{Kind: String, Str: s} }
+
+// Get returns the member called key of an object, or nil. With duplicate
+// keys (Parser.DuplicateKeys) it returns the first.
+func (v *Value) Get(key string) *Value {
+	if v.Kind != Object {
+		return nil
+	}
+	for i := range v.Elems {
+		if v.Elems[i].Key == key {
+			return &v.Elems[i].Val
+		}
+	}
+	return nil
+}
+
+// Has reports whether an object has a member called key.
+func (v *Value) Has(key string) bool { return v.Get(key) != nil }
+
+// StringOr returns the string member key of an object; ok is false when the
+// member exists but is not a string. A missing or null member gives "", true.
+func (v *Value) StringOr(key string) (s string, ok bool) {
+	m := v.Get(key)
+	switch {
+	case m == nil || m.Kind == Null:
+		return "", true
+	case m.Kind == String:
+		return m.Str, true
+	}
+	return "", false
+}
+
+// String names the kind for messages: "null", "boolean", "number",
+// "string", "array" or "object".
+func (k Kind) String() string {
+	switch k {
+	case Null:
+		return "null"
+	case False, True:
+		return "boolean"
+	case Number:
+		return "number"
+	case String:
+		return "string"
+	case Array:
+		return "array"
+	}
+	return "object"
+}
+
+// An Error says where and why decoding failed. EOF marks input that ended
+// inside a value (truncation).
+type Error struct {
+	Off int // byte offset in the text
+	Msg string
+	EOF bool
+}
+
+func (e *Error) Error() string { return fmt.Sprintf("%s at byte %d", e.Msg, e.Off) }
+
+// IsEOF reports whether err says the input ended inside a value.
+func IsEOF(err error) bool {
+	je, ok := err.(*Error)
+	return ok && je.EOF
+}
+
+// MaxDepth is how deeply arrays and objects may nest.
+const MaxDepth = 512
+
+// maxSpanText is the longest text a Parser with Spans takes: spans are
+// 32-bit offsets.
+const maxSpanText = math.MaxUint32
+
+// A Parser decodes JSON text. The zero value with Data set is ready; Parse
+// reads Data as one JSON value, while Value, ReadString and SkipSpace read
+// at Pos, for callers that read a JSON value inside other text.
+//
+// Unless CopyStrings is set, decoded strings without escapes point into
+// Data instead of being copied, so Data must not change while the values
+// are in use: texts held in Go strings are immutable anyway; rows, which
+// a scanner reuses, are decoded with CopyStrings.
+type Parser struct {
+	Data []byte
+	Pos  int
+	// CopyStrings copies decoded strings out of Data (see above).
+	CopyStrings bool
+	// SingleQuoteEscape accepts \' inside strings as an apostrophe
+	// (glaive's quoted arguments); SawSingleQuote records that one was seen.
+	SingleQuoteEscape, SawSingleQuote bool
+	// DuplicateKeys accepts an object key that occurs twice, as
+	// encoding/json does; by default it is an error.
+	DuplicateKeys bool
+	// Spans records where each value starts, for Value.Span. It is off by
+	// default: the store costs the readers several per cent.
+	Spans bool
+	// BadUTF8 and LoneSurrogate record that a string held invalid UTF-8
+	// (each run of invalid bytes decoded as one U+FFFD) or a \u escape of
+	// half a surrogate pair (decoded as U+FFFD).
+	BadUTF8, LoneSurrogate bool
+
+	depth int
+	// stack collects the members of the containers being decoded; each
+	// finished container copies its own into an exactly sized slice.
+	stack []Member
+}
+
+// Parse decodes data, which must hold exactly one JSON value. The values
+// may point into data (see Parser).
+func Parse(data []byte) (Value, error) {
+	p := Parser{Data: data}
+	return p.Parse()
+}
+
+// Parse decodes Data from Pos to its end, which must hold exactly one JSON
+// value (white space around it allowed).
+func (p *Parser) Parse() (Value, error) {
+	sp := stacks.Get().(*[]Member)
+	p.stack = (*sp)[:0]
+	defer func() {
+		if cap(p.stack) <= 4096 {
+			*sp = p.stack[:0]
+			stacks.Put(sp)
+		}
+	}()
+	v, err := p.Value()
+	if err != nil {
+		return v, err
+	}
+	p.SkipSpace()
+	if p.Pos < len(p.Data) {
+		return v, p.fail("unexpected data after the JSON value")
+	}
+	return v, nil
+}
+
+// Value decodes the JSON value at Pos (after white space) and leaves Pos
+// just after it.
+func (p *Parser) Value() (Value, error) {
+	if p.Spans && uint64(len(p.Data)) > maxSpanText {
+		return Value{}, &Error{Off: 0, Msg: "text longer than 4 GiB, too long for spans"}
+	}
+	return p.value()
+}
+
+// ParseString is Parse for text held in a string, without copying it.
+func ParseString(s string) (Value, error) { return Parse(bytesOf(s)) }
+
+// StringParser returns a Parser reading s without copying it.
+func StringParser(s string) Parser { return Parser{Data: bytesOf(s)} }
+
+// bytesOf returns the bytes of s without copying; they must not be changed.
+func bytesOf(s string) []byte { return unsafe.Slice(unsafe.StringData(s), len(s)) }
+
+// view returns data[a:b] as a string, copied only when copyStrings is set.
+func (p *Parser) view(a, b int) string {
+	if a == b {
+		return ""
+	}
+	if p.CopyStrings {
+		return string(p.Data[a:b])
+	}
+	return unsafe.String(&p.Data[a], b-a)
+}
+
+// key decodes an object key; the keys of the known formats are shared
+// constants rather than copies.
+func (p *Parser) key() (string, error) {
+	if p.CopyStrings {
+		if end := p.Pos + 1 + bytes.IndexByte(p.Data[p.Pos+1:], '"'); end > p.Pos {
+			if k, ok := knownKey(p.Data[p.Pos+1 : end]); ok {
+				p.Pos = end + 1
+				return k, nil
+			}
+		}
+	}
+	return p.ReadString()
+}
+
+func knownKey(b []byte) (string, bool) {
+	switch string(b) { // no allocation: the compiler compares in place
+	case "system":
+		return "system", true
+	case "chat":
+		return "chat", true
+	case "conversations":
+		return "conversations", true
+	case "messages":
+		return "messages", true
+	case "from":
+		return "from", true
+	case "value":
+		return "value", true
+	case "role":
+		return "role", true
+	case "content":
+		return "content", true
+	case "type":
+		return "type", true
+	case "text":
+		return "text", true
+	case "tools":
+		return "tools", true
+	case "name":
+		return "name", true
+	case "description":
+		return "description", true
+	case "parameters":
+		return "parameters", true
+	case "properties":
+		return "properties", true
+	case "required":
+		return "required", true
+	case "arguments":
+		return "arguments", true
+	case "function":
+		return "function", true
+	case "tool_calls":
+		return "tool_calls", true
+	case "tool_call_id":
+		return "tool_call_id", true
+	case "id":
+		return "id", true
+	case "query":
+		return "query", true
+	case "answers":
+		return "answers", true
+	}
+	return "", false
+}
+
+func (p *Parser) fail(msg string) *Error {
+	return &Error{Off: p.Pos, Msg: msg, EOF: p.Pos >= len(p.Data)}
+}
+
+// SkipSpace moves Pos past JSON white space.
+func (p *Parser) SkipSpace() {
+	for p.Pos < len(p.Data) {
+		switch p.Data[p.Pos] {
+		case ' ', '\t', '\n', '\r':
+			p.Pos++
+		default:
+			return
+		}
+	}
+}
+
+// at is the offset of Pos recorded in a value: Pos with Spans, else 0.
+func (p *Parser) at() uint32 {
+	if p.Spans {
+		return uint32(p.Pos)
+	}
+	return 0
+}
+
+// value decodes the value at Pos. Each kind's decoder records where the
+// value starts (Value.off) as it builds it.
+func (p *Parser) value() (Value, error) {
+	p.SkipSpace()
+	if p.Pos >= len(p.Data) {
+		return Value{}, p.fail("unexpected end of input")
+	}
+	switch c := p.Data[p.Pos]; {
+	case c == '{':
+		return p.object()
+	case c == '[':
+		return p.array()
+	case c == '"':
+		at := p.at()
+		s, err := p.ReadString()
+		return Value{Kind: String, off: at, Str: s}, err
+	case c == 't':
+		return p.literal("true", True)
+	case c == 'f':
+		return p.literal("false", False)
+	case c == 'n':
+		return p.literal("null", Null)
+	case c == '-' || (c >= '0' && c <= '9'):
+		return p.number()
+	}
+	return Value{}, p.fail(fmt.Sprintf("unexpected character %q", rune(p.Data[p.Pos])))
+}
+
+func (p *Parser) literal(word string, k Kind) (Value, error) {
+	end := p.Pos + len(word)
+	if end > len(p.Data) {
+		if string(p.Data[p.Pos:]) == word[:len(p.Data)-p.Pos] {
+			p.Pos = len(p.Data)
+			return Value{}, p.fail("unexpected end of input")
+		}
+		return Value{}, p.fail("invalid literal")
+	}
+	if string(p.Data[p.Pos:end]) != word {
+		return Value{}, p.fail("invalid literal")
+	}
+	at := p.at()
+	p.Pos = end
+	return Value{Kind: k, off: at}, nil
+}
+
+func (p *Parser) number() (Value, error) {
+	start := p.Pos
+	d := p.Data
+	i := p.Pos
+	if i < len(d) && d[i] == '-' {
+		i++
+	}
+	switch {
+	case i >= len(d):
+		p.Pos = i
+		return Value{}, p.fail("unexpected end of input")
+	case d[i] == '0':
+		i++
+	case d[i] >= '1' && d[i] <= '9':
+		for i < len(d) && d[i] >= '0' && d[i] <= '9' {
+			i++
+		}
+	default:
+		p.Pos = i
+		return Value{}, p.fail("invalid number")
+	}
+	if i < len(d) && d[i] == '.' {
+		i++
+		j := i
+		for i < len(d) && d[i] >= '0' && d[i] <= '9' {
+			i++
+		}
+		if i == j {
+			p.Pos = i
+			return Value{}, p.fail("invalid number")
+		}
+	}
+	if i < len(d) && (d[i] == 'e' || d[i] == 'E') {
+		i++
+		if i < len(d) && (d[i] == '+' || d[i] == '-') {
+			i++
+		}
+		j := i
+		for i < len(d) && d[i] >= '0' && d[i] <= '9' {
+			i++
+		}
+		if i == j {
+			p.Pos = i
+			return Value{}, p.fail("invalid number")
+		}
+	}
+	p.Pos = i
+	var at uint32
+	if p.Spans {
+		at = uint32(start)
+	}
+	return Value{Kind: Number, off: at, Str: p.view(start, i)}, nil
+}
+
+// strSpecial marks the bytes that interrupt a run of plain string content.
+var strSpecial = func() (t [256]bool) {
+	for i := range 0x20 {
+		t[i] = true
+	}
+	t['"'], t['\\'] = true, true
+	return t
+}()
+
+// ReadString decodes the string literal starting at Pos (its '"'). Text
+// without escapes is returned as a view of the input (see Parser).
+func (p *Parser) ReadString() (string, error) {
+	d := p.Data
+	i := p.Pos + 1
+	var b []byte // decoded text, once an escape has been seen
+	plain := i   // start of the pending run of plain bytes
+	for {
+		for i < len(d) && !strSpecial[d[i]] {
+			i++
+		}
+		if i >= len(d) {
+			p.Pos = i
+			return "", p.fail("unexpected end of input inside a string")
+		}
+		switch c := d[i]; {
+		case c == '"':
+			var s string
+			if b == nil {
+				s = p.view(plain, i)
+			} else {
+				b = append(b, d[plain:i]...)
+				s = unsafe.String(unsafe.SliceData(b), len(b))
+			}
+			p.Pos = i + 1
+			if !utf8.ValidString(s) {
+				s = strings.ToValidUTF8(s, "\uFFFD")
+				p.BadUTF8 = true
+			}
+			return s, nil
+		case c < 0x20:
+			p.Pos = i
+			return "", p.fail("control character inside a string")
+		}
+		// A backslash.
+		if b == nil {
+			b = make([]byte, 0, stringSpan(d, i)+(i-plain))
+		}
+		b = append(b, d[plain:i]...)
+		if i+1 >= len(d) {
+			p.Pos = i + 1
+			return "", p.fail("unexpected end of input inside a string")
+		}
+		e := d[i+1]
+		i += 2
+		switch e {
+		case '"', '\\', '/':
+			b = append(b, e)
+		case 'b':
+			b = append(b, '\b')
+		case 'f':
+			b = append(b, '\f')
+		case 'n':
+			b = append(b, '\n')
+		case 'r':
+			b = append(b, '\r')
+		case 't':
+			b = append(b, '\t')
+		case '\'':
+			if !p.SingleQuoteEscape {
+				p.Pos = i - 2
+				return "", p.fail(`invalid escape \'`)
+			}
+			p.SawSingleQuote = true
+			b = append(b, '\'')
+		case 'u':
+			r, ok := hex4(d[i:])
+			if !ok {
+				p.Pos = i
+				if len(d)-i < 4 {
+					return "", p.fail("unexpected end of input inside a string")
+				}
+				return "", p.fail(`invalid \u escape`)
+			}
+			i += 4
+			if utf16.IsSurrogate(r) {
+				r2, ok := rune(0), false
+				if i+1 < len(d) && d[i] == '\\' && d[i+1] == 'u' {
+					r2, ok = hex4(d[i+2:])
+				}
+				if dec := utf16.DecodeRune(r, r2); ok && dec != utf8.RuneError {
+					r = dec
+					i += 6
+				} else {
+					r = utf8.RuneError
+					p.LoneSurrogate = true
+				}
+			}
+			b = utf8.AppendRune(b, r)
+		default:
+			p.Pos = i - 2
+			return "", p.fail(fmt.Sprintf(`invalid escape \%c`, e))
+		}
+		plain = i
+	}
+}
+
+// stringSpan returns an upper bound of the bytes left in the string whose
+// content continues at d[i]: the distance to its closing quote, or to the end.
+func stringSpan(d []byte, i int) int {
+	for j := i; ; {
+		q := bytes.IndexByte(d[j:], '"')
+		if q < 0 {
+			return len(d) - i
+		}
+		q += j
+		k := q
+		for k > i && d[k-1] == '\\' {
+			k--
+		}
+		if (q-k)%2 == 0 {
+			return q - i
+		}
+		j = q + 1
+	}
+}
+
+func hex4(b []byte) (rune, bool) {
+	if len(b) < 4 {
+		return 0, false
+	}
+	var r rune
+	for _, c := range b[:4] {
+		d, ok := hexDigit(c)
+		if !ok {
+			return 0, false
+		}
+		r = r<<4 | d
+	}
+	return r, true
+}
+
+func hexDigit(c byte) (rune, bool) {
+	switch {
+	case c >= '0' && c <= '9':
+		return rune(c - '0'), true
+	case c >= 'a' && c <= 'f':
+		return rune(c - 'a' + 10), true
+	case c >= 'A' && c <= 'F':
+		return rune(c - 'A' + 10), true
+	}
+	return 0, false
+}
+
+// pop drops the members stacked since base, clearing them so a pooled
+// stack keeps no references into texts already decoded.
+func (p *Parser) pop(base int) {
+	clear(p.stack[base:])
+	p.stack = p.stack[:base]
+}
+
+func (p *Parser) array() (Value, error) {
+	if p.depth++; p.depth > MaxDepth {
+		return Value{}, p.fail("nesting too deep")
+	}
+	defer func() { p.depth-- }()
+	at := p.at()
+	p.Pos++ // [
+	base := len(p.stack)
+	defer p.pop(base)
+	p.SkipSpace()
+	if p.Pos < len(p.Data) && p.Data[p.Pos] == ']' {
+		p.Pos++
+		return Value{Kind: Array, off: at}, nil
+	}
+	for {
+		e, err := p.value()
+		if err != nil {
+			return Value{}, err
+		}
+		p.stack = append(p.stack, Member{Val: e})
+		p.SkipSpace()
+		if p.Pos >= len(p.Data) {
+			return Value{}, p.fail("unexpected end of input inside an array")
+		}
+		switch p.Data[p.Pos] {
+		case ',':
+			p.Pos++
+		case ']':
+			p.Pos++
+			return Value{Kind: Array, off: at, Elems: slices.Clone(p.stack[base:])}, nil
+		default:
+			return Value{}, p.fail("expected , or ] in an array")
+		}
+	}
+}
+
+func (p *Parser) object() (Value, error) {
+	if p.depth++; p.depth > MaxDepth {
+		return Value{}, p.fail("nesting too deep")
+	}
+	defer func() { p.depth-- }()
+	at := p.at()
+	p.Pos++ // {
+	base := len(p.stack)
+	defer p.pop(base)
+	p.SkipSpace()
+	if p.Pos < len(p.Data) && p.Data[p.Pos] == '}' {
+		p.Pos++
+		return Value{Kind: Object, off: at}, nil
+	}
+	for {
+		p.SkipSpace()
+		if p.Pos >= len(p.Data) {
+			return Value{}, p.fail("unexpected end of input inside an object")
+		}
+		if p.Data[p.Pos] != '"' {
+			return Value{}, p.fail("expected a string key in an object")
+		}
+		keyAt := p.Pos
+		k, err := p.key()
+		if err != nil {
+			return Value{}, err
+		}
+		if !p.DuplicateKeys {
+			for _, m := range p.stack[base:] {
+				if m.Key == k {
+					p.Pos = keyAt
+					return Value{}, p.fail(fmt.Sprintf("duplicate key %q", k))
+				}
+			}
+		}
+		p.SkipSpace()
+		if p.Pos >= len(p.Data) {
+			return Value{}, p.fail("unexpected end of input inside an object")
+		}
+		if p.Data[p.Pos] != ':' {
+			return Value{}, p.fail("expected : after an object key")
+		}
+		p.Pos++
+		e, err := p.value()
+		if err != nil {
+			return Value{}, err
+		}
+		p.stack = append(p.stack, Member{Key: k, Val: e})
+		p.SkipSpace()
+		if p.Pos >= len(p.Data) {
+			return Value{}, p.fail("unexpected end of input inside an object")
+		}
+		switch p.Data[p.Pos] {
+		case ',':
+			p.Pos++
+		case '}':
+			p.Pos++
+			return Value{Kind: Object, off: at, Elems: slices.Clone(p.stack[base:])}, nil
+		default:
+			return Value{}, p.fail("expected , or } in an object")
+		}
+	}
+}
+
+// AppendCompact appends v as compact JSON: no insignificant space, members
+// in their order, strings escaped by AppendString, numbers as written.
+func AppendCompact(b []byte, v *Value) []byte {
+	switch v.Kind {
+	case Null:
+		return append(b, "null"...)
+	case False:
+		return append(b, "false"...)
+	case True:
+		return append(b, "true"...)
+	case Number:
+		return append(b, v.Str...)
+	case String:
+		return AppendString(b, v.Str)
+	case Array:
+		b = append(b, '[')
+		for i := range v.Elems {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = AppendCompact(b, &v.Elems[i].Val)
+		}
+		return append(b, ']')
+	}
+	b = append(b, '{')
+	for i := range v.Elems {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = AppendString(b, v.Elems[i].Key)
+		b = append(b, ':')
+		b = AppendCompact(b, &v.Elems[i].Val)
+	}
+	return append(b, '}')
+}
+
+// compact returns v as compact JSON in a new, exactly sized slice.
+func Compact(v *Value) []byte {
+	bp := scratch.Get().(*[]byte)
+	b := AppendCompact((*bp)[:0], v)
+	out := slices.Clone(b)
+	if cap(b) <= 1<<20 {
+		*bp = b
+		scratch.Put(bp)
+	}
+	return out
+}
+
+// CompactString is compact as a string, sharing the new slice's memory.
+func CompactString(v *Value) string {
+	b := Compact(v)
+	if len(b) == 0 {
+		return ""
+	}
+	return unsafe.String(&b[0], len(b))
+}
+
+var stacks = sync.Pool{New: func() any { s := make([]Member, 0, 64); return &s }}
+
+var scratch = sync.Pool{New: func() any { b := make([]byte, 0, 4096); return &b }}
+
+// needsEscape marks ASCII bytes that AppendString escapes.
+var needsEscape = func() (t [256]bool) {
+	for i := range 0x20 {
+		t[i] = true
+	}
+	t['"'], t['\\'] = true, true
+	return t
+}()
+
+// AppendString appends s as a JSON string. Only '"', '\\' and control
+// characters are escaped; other text, including non-ASCII, is written as
+// UTF-8 (invalid bytes become U+FFFD). This is the package's one canonical
+// spelling, so equal values always compact to equal bytes.
+func AppendString(b []byte, s string) []byte {
+	b = append(b, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			if !needsEscape[c] {
+				i++
+				continue
+			}
+			b = append(b, s[start:i]...)
+			switch c {
+			case '"', '\\':
+				b = append(b, '\\', c)
+			case '\n':
+				b = append(b, '\\', 'n')
+			case '\r':
+				b = append(b, '\\', 'r')
+			case '\t':
+				b = append(b, '\\', 't')
+			case '\b':
+				b = append(b, '\\', 'b')
+			case '\f':
+				b = append(b, '\\', 'f')
+			default:
+				b = append(b, `\u00`...)
+				b = append(b, "0123456789abcdef"[c>>4], "0123456789abcdef"[c&0xf])
+			}
+			i++
+			start = i
+			continue
+		}
+		r, n := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && n == 1 {
+			b = append(b, s[start:i]...)
+			b = append(b, "\uFFFD"...)
+			i++
+			start = i
+			continue
+		}
+		i += n
+	}
+	b = append(b, s[start:]...)
+	return append(b, '"')
+}
+
+// Span returns where v's text lies in src, the text v was decoded from by
+// a Parser with Spans set: src[start:end] is the literal, quotes included
+// for a string, brackets for an array or object. Values built rather than
+// decoded, or decoded without Spans, have no span.
+func (v *Value) Span(src []byte) (start, end int) {
+	start = int(v.off)
+	switch v.Kind {
+	case Null, True:
+		return start, start + 4
+	case False:
+		return start, start + 5
+	case Number:
+		return start, start + len(v.Str)
+	case String:
+		return start, stringEnd(src, start)
+	}
+	depth := 0
+	for i := start; i < len(src); i++ {
+		switch src[i] {
+		case '"':
+			i = stringEnd(src, i) - 1
+		case '[', '{':
+			depth++
+		case ']', '}':
+			if depth--; depth == 0 {
+				return start, i + 1
+			}
+		}
+	}
+	return start, len(src)
+}
+
+// stringEnd returns the offset just after the string literal that starts
+// at src[i] (its opening quote).
+func stringEnd(src []byte, i int) int {
+	for i++; i < len(src); i++ {
+		switch src[i] {
+		case '\\':
+			i++
+		case '"':
+			return i + 1
+		}
+	}
+	return len(src)
+}
+
+// Equal reports whether a and b are the same JSON value: objects with the
+// same members in any order (the n-th occurrence of a repeated key pairs
+// with the n-th in the other), arrays element by element, numbers by value
+// (1, 1.0 and 1e0 are equal), strings by content.
+func Equal(a, b *Value) bool {
+	if a.Kind != b.Kind {
+		return false
+	}
+	switch a.Kind {
+	case Object:
+		if len(a.Elems) != len(b.Elems) {
+			return false
+		}
+		for i := range a.Elems {
+			k := a.Elems[i].Key
+			n := 0
+			for _, m := range a.Elems[:i] {
+				if m.Key == k {
+					n++
+				}
+			}
+			bv := b.nth(k, n)
+			if bv == nil || !Equal(&a.Elems[i].Val, bv) {
+				return false
+			}
+		}
+		return true
+	case Array:
+		if len(a.Elems) != len(b.Elems) {
+			return false
+		}
+		for i := range a.Elems {
+			if !Equal(&a.Elems[i].Val, &b.Elems[i].Val) {
+				return false
+			}
+		}
+		return true
+	case String:
+		return a.Str == b.Str
+	case Number:
+		return sameNumber(a.Str, b.Str)
+	}
+	return true
+}
+
+// nth returns the value of the n-th (0-based) occurrence of key in an
+// object, or nil.
+func (v *Value) nth(key string, n int) *Value {
+	for i := range v.Elems {
+		if v.Elems[i].Key == key {
+			if n == 0 {
+				return &v.Elems[i].Val
+			}
+			n--
+		}
+	}
+	return nil
+}
+
+// sameNumber compares two JSON number literals by value.
+func sameNumber(a, b string) bool {
+	if a == b {
+		return true
+	}
+	x, err1 := strconv.ParseFloat(a, 64)
+	y, err2 := strconv.ParseFloat(b, 64)
+	return err1 == nil && err2 == nil && x == y
+}

@@ -1,0 +1,225 @@
+package jsontree
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+)
+
+func TestParseJSONCompact(t *testing.T) {
+	tests := []struct {
+		name, in, want string
+	}{
+		{"key order kept", `{"b": 1, "a": {"z": true, "y": null}}`, `{"b":1,"a":{"z":true,"y":null}}`},
+		{"number literals kept", `[1.0, -0, 1e5, 2.50E-3, 12345678901234567890]`, `[1.0,-0,1e5,2.50E-3,12345678901234567890]`},
+		{"escapes decoded and re-escaped canonically", `"a\/b \u00e9 \"q\" \\ \n\t\u0001"`, `"a/b é \"q\" \\ \n\t\u0001"`},
+		{"non-ASCII kept raw", `{"城市": "台北"}`, `{"城市":"台北"}`},
+		{"HTML characters not escaped", `"<a&b>"`, `"<a&b>"`},
+		{"surrogate pair", `"\ud83d\ude00"`, `"😀"`},
+		{"lone surrogate", `"\ud83d!"`, `"` + "\uFFFD" + `!"`},
+		{"invalid UTF-8 replaced", "\"a\xffb\"", `"a` + "\uFFFD" + `b"`},
+		{"white space everywhere", " \n\t{ \"a\" :\r\n [ 1 , 2 ] } \n", `{"a":[1,2]}`},
+		{"empty containers", `{"a":{},"b":[]}`, `{"a":{},"b":[]}`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			v, err := ParseString(tt.in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := string(Compact(&v)); got != tt.want {
+				t.Errorf("got %s, want %s", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestParseJSONErrors(t *testing.T) {
+	tests := []struct {
+		in  string
+		msg string
+		eof bool
+		off int
+	}{
+		{`{"a": 1`, "unexpected end of input", true, 7},
+		{`{"a": "b`, "unexpected end of input inside a string", true, 8},
+		{`[1, 2,]`, "unexpected character", false, 6},
+		{`{"a" 1}`, "expected :", false, 5},
+		{`{"a": 1, "a": 2}`, `duplicate key "a"`, false, 9},
+		{`{"a": Infinity}`, "unexpected character", false, 6},
+		{`{"a": 01}`, "expected , or }", false, 7},
+		{`{"a": 1.}`, "invalid number", false, 8},
+		{`"tab	inside"`, "control character", false, 4},
+		{`"bad \x escape"`, `invalid escape \x`, false, 5},
+		{`"it\'s"`, `invalid escape \'`, false, 3},
+		{`{"a": tru`, "unexpected end of input", true, 9},
+		{`{"a": 1} x`, "unexpected data after", false, 9},
+		{``, "unexpected end of input", true, 0},
+		{strings.Repeat("[", MaxDepth+1), "nesting too deep", false, MaxDepth},
+	}
+	for _, tt := range tests {
+		_, err := ParseString(tt.in)
+		je, ok := err.(*Error)
+		if !ok {
+			t.Errorf("%q: error %v, want a *Error", tt.in, err)
+			continue
+		}
+		if !strings.Contains(je.Msg, tt.msg) || je.EOF != tt.eof || je.Off != tt.off {
+			t.Errorf("%q: got %q eof=%v off=%d, want %q eof=%v off=%d", tt.in, je.Msg, je.EOF, je.Off, tt.msg, tt.eof, tt.off)
+		}
+	}
+}
+
+func TestSingleQuoteEscapeOption(t *testing.T) {
+	p := Parser{Data: []byte(`{"t": "it\'s"}`), SingleQuoteEscape: true}
+	v, err := p.Value()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := string(Compact(&v)); got != `{"t":"it's"}` || !p.SawSingleQuote {
+		t.Errorf("got %s sawSQ=%v", got, p.SawSingleQuote)
+	}
+}
+
+// FuzzParseJSON checks the decoder against encoding/json: both accept the
+// same texts (except duplicate keys, which we refuse) and compacting is
+// stable.
+func FuzzParseJSON(f *testing.F) {
+	for _, s := range []string{`{"a":[1,2.5e3,"x\u00e9"]}`, `[true,false,null]`, `"\ud83d\ude00"`, `{"a":1,"a":2}`, `-0.0e+1`, `{"a" :{ }}`} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		v, err := ParseString(s)
+		std := json.Valid([]byte(s))
+		if err != nil {
+			if _, ok := err.(*Error); !ok {
+				t.Fatalf("error type %T", err)
+			}
+			if std && !strings.Contains(err.Error(), "duplicate key") && !strings.Contains(err.Error(), "nesting") {
+				t.Fatalf("encoding/json accepts %q, we say %v", s, err)
+			}
+			return
+		}
+		if !std {
+			t.Fatalf("we accept %q, encoding/json does not", s)
+		}
+		c := Compact(&v)
+		if !json.Valid(c) {
+			t.Fatalf("compact output %q is not valid JSON", c)
+		}
+		v2, err := Parse(c)
+		if err != nil {
+			t.Fatalf("compact output %q does not re-parse: %v", c, err)
+		}
+		if c2 := Compact(&v2); string(c2) != string(c) {
+			t.Fatalf("compact not stable: %q then %q", c, c2)
+		}
+	})
+}
+
+func TestSpans(t *testing.T) {
+	src := []byte(` {"z": 1.50, "a": "x\"y", "m": [true, null, {"k": false}], "e": {}} `)
+	p := Parser{Data: src, Spans: true}
+	v, err := p.Parse()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var keys []string
+	for _, m := range v.Elems {
+		keys = append(keys, m.Key)
+	}
+	if strings.Join(keys, ",") != "z,a,m,e" {
+		t.Errorf("keys %q: source order lost", keys)
+	}
+	spans := []struct {
+		v    *Value
+		want string
+	}{
+		{&v, `{"z": 1.50, "a": "x\"y", "m": [true, null, {"k": false}], "e": {}}`},
+		{v.Get("z"), `1.50`},
+		{v.Get("a"), `"x\"y"`},
+		{v.Get("m"), `[true, null, {"k": false}]`},
+		{&v.Get("m").Elems[0].Val, `true`},
+		{&v.Get("m").Elems[1].Val, `null`},
+		{v.Get("m").Elems[2].Val.Get("k"), `false`},
+		{v.Get("e"), `{}`},
+	}
+	for _, s := range spans {
+		a, b := s.v.Span(src)
+		if got := string(src[a:b]); got != s.want {
+			t.Errorf("span %q, want %q", got, s.want)
+		}
+	}
+	if a, b := v.Get("a").Span(src); a != 18 || b != 24 {
+		t.Errorf("string span %d:%d, want 18:24", a, b)
+	}
+}
+
+func TestDuplicateKeysOption(t *testing.T) {
+	p := Parser{Data: []byte(`{"a": 1, "a": 2}`), DuplicateKeys: true}
+	v, err := p.Parse()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(v.Elems) != 2 || v.Get("a").Str != "1" {
+		t.Errorf("got %s", Compact(&v))
+	}
+}
+
+func TestEqual(t *testing.T) {
+	cases := []struct {
+		a, b string
+		want bool
+	}{
+		{`{"a":1,"b":[1,2]}`, `{"b":[1,2],"a":1.0}`, true},
+		{`{"a":1}`, `{"a":1,"b":2}`, false},
+		{`[1,2]`, `[2,1]`, false},
+		{`"x"`, `"\u0078"`, true},
+		{`true`, `false`, false},
+		{`1`, `"1"`, false},
+		{`null`, `null`, true},
+		{`1e2`, `100`, true},
+		{`{"a":1,"a":2}`, `{"a":1,"a":2}`, true},
+		{`{"a":1,"a":2}`, `{"a":2,"a":1}`, false},
+	}
+	for _, c := range cases {
+		pa := Parser{Data: []byte(c.a), DuplicateKeys: true}
+		pb := Parser{Data: []byte(c.b), DuplicateKeys: true}
+		a, err1 := pa.Parse()
+		b, err2 := pb.Parse()
+		if err1 != nil || err2 != nil {
+			t.Fatal(err1, err2)
+		}
+		if got := Equal(&a, &b); got != c.want {
+			t.Errorf("Equal(%s, %s) = %v", c.a, c.b, got)
+		}
+	}
+}
+
+// FuzzSpans: every value's span re-parses to an equal value.
+func FuzzSpans(f *testing.F) {
+	for _, s := range []string{`{"a":[1,"x\"]",{"b":null}],"c":"\ud83d\ude00"}`, ` [ true , -1.5e3 ] `, `"s"`} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		src := []byte(s)
+		p := Parser{Data: src, DuplicateKeys: true, Spans: true}
+		v, err := p.Parse()
+		if err != nil {
+			return
+		}
+		var walk func(v *Value)
+		walk = func(v *Value) {
+			a, b := v.Span(src)
+			q := Parser{Data: src[a:b], DuplicateKeys: true}
+			w, err := q.Parse()
+			if err != nil || !Equal(v, &w) {
+				t.Fatalf("span %q of %q: %v", src[a:b], s, err)
+			}
+			for i := range v.Elems {
+				walk(&v.Elems[i].Val)
+			}
+		}
+		walk(&v)
+	})
+}
