@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/augmentdata/augment/atomicfs"
 	"github.com/augmentdata/augment/manifests"
 	"github.com/augmentdata/augment/stages/record"
 	"github.com/augmentdata/augment/stages/shard"
@@ -311,7 +312,7 @@ func FuzzPlanFile(f *testing.F) {
 // shard's error, a yield error and a cancelled context stop the scan.
 func TestScanShardsInOrder(t *testing.T) {
 	dir := t.TempDir()
-	root, err := manifests.OpenRoot(dir)
+	root, err := atomicfs.OpenRoot(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -369,7 +370,7 @@ func TestScanShardsInOrder(t *testing.T) {
 // and records per CPU-second.
 func BenchmarkPlanScan(b *testing.B) {
 	dir := b.TempDir()
-	root, err := manifests.OpenRoot(dir)
+	root, err := atomicfs.OpenRoot(dir)
 	if err != nil {
 		b.Fatal(err)
 	}

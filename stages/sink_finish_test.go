@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/augmentdata/augment/atomicfs"
 	"github.com/augmentdata/augment/manifests"
 	"github.com/augmentdata/augment/report"
 )
@@ -31,7 +32,7 @@ func TestSinkFinishAfterKill(t *testing.T) {
 	path := demoPipeline(t, demoStages)
 	runPipeline(t, path)
 	out := filepath.Join(filepath.Dir(path), "out")
-	root, err := manifests.OpenRoot(out)
+	root, err := atomicfs.OpenRoot(out)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -82,7 +83,7 @@ func TestSinkFinishAfterKill(t *testing.T) {
 
 	// The manifest as the run's last save before Finish leaves it: every
 	// shard recorded, no Finish notes or files, not finished.
-	m, err := manifests.ReadJSON[manifests.Stage](root, "02-export/manifest.json")
+	m, err := atomicfs.ReadJSON[manifests.Stage](root, "02-export/manifest.json")
 	if err != nil {
 		t.Fatal(err)
 	}
