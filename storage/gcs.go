@@ -214,7 +214,7 @@ func (s *gcsStore) put(ctx context.Context, loc Location, f *os.File, size int64
 	if size <= mirrorPartSize {
 		resp, err = s.do(ctx, func() (*http.Request, error) {
 			body, ctype, n := gcsMultipart(meta, io.NewSectionReader(f, 0, size), size)
-			req, err := http.NewRequest("POST", upload+"?uploadType=multipart", body)
+			req, err := http.NewRequest("POST", upload+"?uploadType=multipart&name="+url.QueryEscape(loc.Key), body)
 			if err == nil {
 				req.Header.Set("Content-Type", ctype)
 				req.ContentLength = n
@@ -257,7 +257,7 @@ func gcsMultipart(meta []byte, data io.Reader, size int64) (io.Reader, string, i
 // chunks; it returns the answer to the last one.
 func (s *gcsStore) resumable(ctx context.Context, loc Location, upload string, meta []byte, f *os.File, size int64) (*http.Response, error) {
 	resp, err := s.do(ctx, func() (*http.Request, error) {
-		req, err := http.NewRequest("POST", upload+"?uploadType=resumable", bytes.NewReader(meta))
+		req, err := http.NewRequest("POST", upload+"?uploadType=resumable&name="+url.QueryEscape(loc.Key), bytes.NewReader(meta))
 		if err == nil {
 			req.Header.Set("Content-Type", "application/json; charset=UTF-8")
 			req.Header.Set("X-Upload-Content-Type", "application/octet-stream")

@@ -28,15 +28,15 @@ type recorder struct {
 }
 
 type recorded struct {
-	method, path string
-	start, end   time.Time
+	method, path, query string
+	start, end          time.Time
 }
 
 func (r *recorder) RoundTrip(req *http.Request) (*http.Response, error) {
 	start := time.Now()
 	resp, err := r.base.RoundTrip(req)
 	r.mu.Lock()
-	r.reqs = append(r.reqs, recorded{req.Method, req.URL.Path, start, time.Now()})
+	r.reqs = append(r.reqs, recorded{req.Method, req.URL.Path, req.URL.RawQuery, start, time.Now()})
 	r.mu.Unlock()
 	return resp, err
 }
