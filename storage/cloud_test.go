@@ -36,7 +36,7 @@ func (c cloud) url(key string) string { return c.scheme + "://data/" + key }
 
 func azureCloud(t *testing.T) cloud {
 	az := cloudtest.StartAzurite(t)
-	az.CreateContainer(t, "data")
+	az.CreateBucket(t, "data")
 	return cloud{scheme: "azblob", endpoint: az.Endpoint, env: map[string]string{"AZURE_STORAGE_CONNECTION_STRING": az.ConnectionString},
 		put: func(key string, b []byte) { az.Put(t, "data", key, b) }}
 }

@@ -11,7 +11,10 @@ import (
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/base64"
+	"encoding/json"
+	"encoding/xml"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/url"
@@ -125,8 +128,8 @@ func StartAzurite(t testing.TB) *Azurite {
 	return &Azurite{Endpoint: ep, ConnectionString: "DefaultEndpointsProtocol=http;AccountName=devstoreaccount1;AccountKey=" + AzuriteKey + ";BlobEndpoint=" + ep + ";"}
 }
 
-// CreateContainer makes a container.
-func (a *Azurite) CreateContainer(t testing.TB, name string) {
+// CreateBucket makes a container.
+func (a *Azurite) CreateBucket(t testing.TB, name string) {
 	t.Helper()
 	a.do(t, "PUT", "/"+name+"?restype=container", nil, http.StatusCreated)
 }
@@ -140,7 +143,7 @@ func (a *Azurite) Put(t testing.TB, container, key string, b []byte) {
 // do sends a request signed with the emulator's key (the Shared Key
 // scheme, written here apart from package storage's so the test does not
 // check the client with itself).
-func (a *Azurite) do(t testing.TB, method, pathQuery string, body []byte, want int, hdr ...string) {
+func (a *Azurite) do(t testing.TB, method, pathQuery string, body []byte, want int, hdr ...string) []byte {
 	t.Helper()
 	req, err := http.NewRequestWithContext(context.Background(), method, a.Endpoint+pathQuery, bytes.NewReader(body))
 	if err != nil {
@@ -181,10 +184,46 @@ func (a *Azurite) do(t testing.TB, method, pathQuery string, body []byte, want i
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
+	var b bytes.Buffer
+	b.ReadFrom(resp.Body)
 	if resp.StatusCode != want {
-		var b bytes.Buffer
-		b.ReadFrom(resp.Body)
 		t.Fatalf("Azurite %s %s: %s %s", method, pathQuery, resp.Status, b.String())
+	}
+	return b.Bytes()
+}
+
+// Download copies every blob under prefix into dir, the prefix cut off.
+func (a *Azurite) Download(t testing.TB, container, prefix, dir string) {
+	t.Helper()
+	var list struct {
+		Names      []string `xml:"Blobs>Blob>Name"`
+		NextMarker string   `xml:"NextMarker"`
+	}
+	body := a.do(t, "GET", "/"+container+"?restype=container&comp=list&prefix="+url.QueryEscape(prefix), nil, http.StatusOK)
+	if err := xml.Unmarshal(body, &list); err != nil || list.NextMarker != "" {
+		t.Fatalf("Azurite list: %v (more than one page: %v)", err, list.NextMarker != "")
+	}
+	for _, name := range list.Names {
+		write(t, dir, strings.TrimPrefix(name, prefix), a.do(t, "GET", "/"+container+"/"+escapePath(name), nil, http.StatusOK))
+	}
+}
+
+func escapePath(name string) string {
+	parts := strings.Split(name, "/")
+	for i, p := range parts {
+		parts[i] = url.PathEscape(p)
+	}
+	return strings.Join(parts, "/")
+}
+
+func write(t testing.TB, dir, name string, b []byte) {
+	t.Helper()
+	p := filepath.Join(dir, filepath.FromSlash(name))
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(p, b, 0o644); err != nil {
+		t.Fatal(err)
 	}
 }
 
@@ -238,5 +277,35 @@ func (g *FakeGCS) Put(t testing.TB, bucket, key string, b []byte) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("fake-gcs-server: put %s: %s", key, resp.Status)
+	}
+}
+
+// Download copies every object under prefix into dir, the prefix cut off.
+func (g *FakeGCS) Download(t testing.TB, bucket, prefix, dir string) {
+	t.Helper()
+	get := func(u string) []byte {
+		resp, err := http.Get(u)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		if err != nil || resp.StatusCode != http.StatusOK {
+			t.Fatalf("fake-gcs-server GET %s: %s %v", u, resp.Status, err)
+		}
+		return b
+	}
+	base := "http://" + g.Host + "/storage/v1/b/" + bucket + "/o"
+	var list struct {
+		Items []struct {
+			Name string `json:"name"`
+		} `json:"items"`
+		NextPageToken string `json:"nextPageToken"`
+	}
+	if err := json.Unmarshal(get(base+"?prefix="+url.QueryEscape(prefix)), &list); err != nil || list.NextPageToken != "" {
+		t.Fatalf("fake-gcs-server list: %v (more than one page: %v)", err, list.NextPageToken != "")
+	}
+	for _, it := range list.Items {
+		write(t, dir, strings.TrimPrefix(it.Name, prefix), get(base+"/"+url.PathEscape(it.Name)+"?alt=media"))
 	}
 }
