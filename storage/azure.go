@@ -318,7 +318,11 @@ func (s *azureStore) put(ctx context.Context, loc Location, f *os.File, size int
 	}
 	if size <= mirrorPartSize {
 		return check(s.do(ctx, func() (*http.Request, error) {
-			req, err := s.newRequest("PUT", loc.Bucket, loc.Key, nil, io.NewSectionReader(f, 0, size))
+			var body io.Reader = io.NewSectionReader(f, 0, size)
+			if size == 0 {
+				body = http.NoBody // not a chunked upload of unknown length
+			}
+			req, err := s.newRequest("PUT", loc.Bucket, loc.Key, nil, body)
 			if err == nil {
 				req.ContentLength = size
 				req.Header.Set("x-ms-blob-type", "BlockBlob")

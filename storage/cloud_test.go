@@ -211,6 +211,7 @@ func testCloudMirror(t *testing.T, c cloud) {
 	for i := range 6 {
 		st.WriteFile(fmt.Sprintf("part-%02d.parquet", i), bytes.Repeat([]byte{byte(i)}, 100<<10))
 	}
+	st.WriteFile("rejects-empty.jsonl", nil)
 	st.WriteFile("manifest.json", []byte(`{"shards":7}`))
 	root.Sub("06-export/data").WriteFile("a.jsonl", []byte("a"))
 	if err := root.RemoveAll("06-export"); err != nil {
@@ -228,7 +229,7 @@ func testCloudMirror(t *testing.T, c cloud) {
 	got := storeFiles(t, o, at)
 	want := localFiles(t, first)
 	delete(want, ".augment/lock")
-	if len(got) != len(want) || len(want) != 8 {
+	if len(got) != len(want) || len(want) != 9 {
 		t.Errorf("store holds %v\nwant %v", slices.Sorted(mapKeys(got)), slices.Sorted(mapKeys(want)))
 	}
 	for name, w := range want {
@@ -260,7 +261,7 @@ func testCloudMirror(t *testing.T, c cloud) {
 	if err := m2.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if got := localFiles(t, second); len(got) != 8 || got["00-ingest/part-big.parquet"] != string(big) {
+	if got := localFiles(t, second); len(got) != 9 || got["00-ingest/part-big.parquet"] != string(big) {
 		t.Errorf("pulled %d files", len(got))
 	}
 	// A file committed with no mirror running (a killed run) goes up
@@ -271,7 +272,7 @@ func testCloudMirror(t *testing.T, c cloud) {
 	if err := m3.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if got := storeFiles(t, o, at); got["00-ingest/part-late.parquet"] != "late" || len(got) != 9 {
+	if got := storeFiles(t, o, at); got["00-ingest/part-late.parquet"] != "late" || len(got) != 10 {
 		t.Errorf("after catching up the store holds %v", slices.Sorted(mapKeys(got)))
 	}
 	for _, r := range rec.reqs {
