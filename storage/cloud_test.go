@@ -34,14 +34,14 @@ func (c cloud) opener(transport http.RoundTripper) *Opener {
 
 func (c cloud) url(key string) string { return c.scheme + "://data/" + key }
 
-func azureCloud(t *testing.T) cloud {
+func azureCloud(t testing.TB) cloud {
 	az := cloudtest.StartAzurite(t)
 	az.CreateBucket(t, "data")
 	return cloud{scheme: "azblob", endpoint: az.Endpoint, env: map[string]string{"AZURE_STORAGE_CONNECTION_STRING": az.ConnectionString},
 		put: func(key string, b []byte) { az.Put(t, "data", key, b) }}
 }
 
-func gcsCloud(t *testing.T) cloud {
+func gcsCloud(t testing.TB) cloud {
 	g := cloudtest.StartFakeGCS(t)
 	g.CreateBucket(t, "data")
 	return cloud{scheme: "gs", env: map[string]string{"STORAGE_EMULATOR_HOST": g.Host},
@@ -64,7 +64,7 @@ func TestCloud(t *testing.T) {
 	}
 	for _, c := range []struct {
 		name  string
-		start func(*testing.T) cloud
+		start func(testing.TB) cloud
 	}{{"azblob", azureCloud}, {"gs", gcsCloud}} {
 		t.Run(c.name, func(t *testing.T) {
 			cl := c.start(t)
