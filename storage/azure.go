@@ -97,13 +97,13 @@ func newAzure(cfg AzureConfig, getenv func(string) string, transport http.RoundT
 	}
 	if ep == "" {
 		if account == "" {
-			return nil, fmt.Errorf("Azure Blob Storage: no account; set %s", azureCreds)
+			return nil, fmt.Errorf("azblob: no Azure storage account; set %s", azureCreds)
 		}
 		ep = "https://" + account + ".blob.core.windows.net"
 	}
 	u, err := checkEndpoint(ep, azureCreds)
 	if err != nil {
-		return nil, fmt.Errorf("Azure endpoint: %w", err)
+		return nil, fmt.Errorf("azblob endpoint: %w", err)
 	}
 	if account == "" { // https://ACCOUNT.blob…, or http://host:port/ACCOUNT (emulators)
 		account, _, _ = strings.Cut(u.Host, ".")
@@ -115,12 +115,12 @@ func newAzure(cfg AzureConfig, getenv func(string) string, transport http.RoundT
 	switch {
 	case key != "":
 		if s.key, err = base64.StdEncoding.DecodeString(key); err != nil {
-			return nil, errors.New("Azure Blob Storage: the account key is not base64")
+			return nil, errors.New("azblob: the account key is not base64")
 		}
 		s.sign = s.signSharedKey
 	case sas != "":
 		if s.sas, err = url.ParseQuery(strings.TrimPrefix(sas, "?")); err != nil {
-			return nil, errors.New("Azure Blob Storage: the SAS token is not a query string")
+			return nil, errors.New("azblob: the SAS token is not a query string")
 		}
 	}
 	return s, nil
