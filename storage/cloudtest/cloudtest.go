@@ -81,7 +81,7 @@ func start(t testing.TB, port int, name string, args ...string) {
 		cmd.Process.Kill()
 		<-exited
 	})
-	deadline := time.Now().Add(60 * time.Second)
+	deadline := time.Now().Add(3 * time.Minute) // Azurite takes tens of seconds on a loaded machine
 	for {
 		resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/", port))
 		if err == nil {
@@ -94,7 +94,7 @@ func start(t testing.TB, port int, name string, args ...string) {
 		default:
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("%s did not answer on port %d within a minute: %s", filepath.Base(name), port, out.String())
+			t.Fatalf("%s did not answer on port %d within 3 minutes: %s", filepath.Base(name), port, out.String())
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
