@@ -8,6 +8,7 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
+	"encoding/json"
 	"encoding/xml"
 	"errors"
 	"fmt"
@@ -20,13 +21,15 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"golang.org/x/oauth2"
 )
 
 // Azure Blob Storage through its REST API (block blobs): Get Blob with
 // Range and If-Match, Put Blob for small objects and Put Block + Put Block
 // List for large ones (the blob appears when the list is committed), List
-// Blobs and Delete Blob, signed with the account's Shared Key or a SAS
-// token.
+// Blobs and Delete Blob, signed with the account's Shared Key, a SAS token,
+// or a Microsoft Entra token got by workload identity.
 
 // AzureConfig is the pipeline's storage.azure block: where the account's
 // blob service is, never how to sign in.
@@ -68,7 +71,9 @@ type azureStore struct {
 // SharedAccessSignature, BlobEndpoint or DefaultEndpointsProtocol and
 // EndpointSuffix; UseDevelopmentStorage=true for Azurite's defaults), else
 // AZURE_STORAGE_ACCOUNT with AZURE_STORAGE_KEY or AZURE_STORAGE_SAS_TOKEN
-// (with neither, requests go anonymous: public containers).
+// (with neither: a workload identity's token when AZURE_FEDERATED_TOKEN_FILE,
+// AZURE_CLIENT_ID and AZURE_TENANT_ID are set, as on AKS; else anonymous
+// requests, for public containers).
 func newAzure(cfg AzureConfig, getenv func(string) string, transport http.RoundTripper) (*azureStore, error) {
 	s := &azureStore{rest: rest{hc: &http.Client{Transport: transport}}}
 	account, key, sas, ep := getenv("AZURE_STORAGE_ACCOUNT"), getenv("AZURE_STORAGE_KEY"), getenv("AZURE_STORAGE_SAS_TOKEN"), ""
@@ -122,8 +127,62 @@ func newAzure(cfg AzureConfig, getenv func(string) string, transport http.RoundT
 		if s.sas, err = url.ParseQuery(strings.TrimPrefix(sas, "?")); err != nil {
 			return nil, errors.New("azblob: the SAS token is not a query string")
 		}
+	case getenv("AZURE_FEDERATED_TOKEN_FILE") != "" && getenv("AZURE_CLIENT_ID") != "" && getenv("AZURE_TENANT_ID") != "":
+		ts := oauth2.ReuseTokenSource(nil, &workloadIdentity{hc: s.hc, getenv: getenv})
+		s.sign = func(req *http.Request) error {
+			tok, err := ts.Token()
+			if err != nil {
+				return &AuthError{Loc: req.URL.Host, Detail: "workload identity (AZURE_FEDERATED_TOKEN_FILE, AZURE_CLIENT_ID, AZURE_TENANT_ID): " + err.Error()}
+			}
+			req.Header.Set("Authorization", "Bearer "+tok.AccessToken)
+			return nil
+		}
 	}
 	return s, nil
+}
+
+// workloadIdentity gets Microsoft Entra tokens for Azure Storage with a
+// federated credential, as AKS workload identity sets it up: the
+// Kubernetes service account token in AZURE_FEDERATED_TOKEN_FILE (read
+// anew for each token: it is rotated) is exchanged at AZURE_AUTHORITY_HOST
+// (default login.microsoftonline.com) for tenant AZURE_TENANT_ID and
+// application AZURE_CLIENT_ID.
+type workloadIdentity struct {
+	hc     *http.Client
+	getenv func(string) string
+}
+
+func (w *workloadIdentity) Token() (*oauth2.Token, error) {
+	assertion, err := os.ReadFile(w.getenv("AZURE_FEDERATED_TOKEN_FILE"))
+	if err != nil {
+		return nil, fmt.Errorf("reading AZURE_FEDERATED_TOKEN_FILE: %w", err)
+	}
+	authority := w.getenv("AZURE_AUTHORITY_HOST")
+	if authority == "" {
+		authority = "https://login.microsoftonline.com/"
+	}
+	u := strings.TrimRight(authority, "/") + "/" + url.PathEscape(w.getenv("AZURE_TENANT_ID")) + "/oauth2/v2.0/token"
+	form := url.Values{"grant_type": {"client_credentials"}, "client_id": {w.getenv("AZURE_CLIENT_ID")},
+		"scope":                 {"https://storage.azure.com/.default"},
+		"client_assertion_type": {"urn:ietf:params:oauth:client-assertion-type:jwt-bearer"},
+		"client_assertion":      {strings.TrimSpace(string(assertion))}}
+	resp, err := w.hc.PostForm(u, form)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	var body struct {
+		AccessToken string `json:"access_token"`
+		ExpiresIn   int64  `json:"expires_in"`
+		Error       string `json:"error"`
+		Description string `json:"error_description"`
+	}
+	if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&body); err != nil || resp.StatusCode != http.StatusOK || body.AccessToken == "" {
+		return nil, fmt.Errorf("the token endpoint answered %s %s %s", resp.Status, body.Error, strings.SplitN(body.Description, "\n", 2)[0])
+	}
+	// Renewed a minute before it expires (ReuseTokenSource renews 10 s
+	// before Expiry).
+	return &oauth2.Token{AccessToken: body.AccessToken, TokenType: "Bearer", Expiry: time.Now().Add(time.Duration(body.ExpiresIn)*time.Second - 50*time.Second)}, nil
 }
 
 // azuriteKey is the well-known account key of Azure's storage emulators

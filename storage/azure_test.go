@@ -1,8 +1,15 @@
 package storage
 
 import (
+	"context"
+	"errors"
+	"io"
 	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 )
 
@@ -101,4 +108,56 @@ func FuzzConnectionString(f *testing.F) {
 			}
 		}
 	})
+}
+
+// Workload identity (AKS): the federated token file is exchanged at the
+// authority for a storage token, sent as a bearer token and reused; a
+// refused exchange is an AuthError.
+func TestAzureWorkloadIdentity(t *testing.T) {
+	var exchanges atomic.Int32
+	authority := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		r.ParseForm()
+		if r.URL.Path != "/tenant-1/oauth2/v2.0/token" || r.Form.Get("client_id") != "app-1" || r.Form.Get("client_assertion") != "k8s-sa-token" ||
+			r.Form.Get("scope") != "https://storage.azure.com/.default" || r.Form.Get("grant_type") != "client_credentials" {
+			w.WriteHeader(http.StatusUnauthorized)
+			io.WriteString(w, `{"error":"invalid_client","error_description":"AADSTS700016: no such application"}`)
+			return
+		}
+		exchanges.Add(1)
+		io.WriteString(w, `{"token_type":"Bearer","expires_in":3599,"access_token":"entra-token"}`)
+	}))
+	defer authority.Close()
+	var auths []string
+	blob := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		auths = append(auths, r.Header.Get("Authorization"))
+		if r.Header.Get("Authorization") != "Bearer entra-token" || r.URL.Path != "/data/x.jsonl" {
+			w.Header().Set("x-ms-error-code", "NoAuthenticationInformation")
+			w.WriteHeader(http.StatusUnauthorized)
+			return
+		}
+		w.Header().Set("ETag", `"0x8DC"`)
+		w.Header().Set("Content-Length", "3")
+	}))
+	defer blob.Close()
+	dir := t.TempDir()
+	tokenFile := filepath.Join(dir, "token")
+	os.WriteFile(tokenFile, []byte("k8s-sa-token\n"), 0o600)
+	env := map[string]string{"AZURE_STORAGE_ACCOUNT": "acct", "AZURE_STORAGE_SERVICE_ENDPOINT": blob.URL,
+		"AZURE_FEDERATED_TOKEN_FILE": tokenFile, "AZURE_CLIENT_ID": "app-1", "AZURE_TENANT_ID": "tenant-1", "AZURE_AUTHORITY_HOST": authority.URL + "/"}
+	o := New(Options{Getenv: func(k string) string { return env[k] }})
+	for range 2 {
+		info, err := o.Stat(context.Background(), "azblob://data/x.jsonl")
+		if err != nil || info.Pin != `azblob://data/x.jsonl#etag=0x8DC` || info.Size != 3 {
+			t.Fatalf("stat: %+v, %v", info, err)
+		}
+	}
+	if exchanges.Load() != 1 || len(auths) != 2 || auths[1] != "Bearer entra-token" {
+		t.Errorf("%d exchanges, authorization %q", exchanges.Load(), auths)
+	}
+	env["AZURE_CLIENT_ID"] = "app-2"
+	o = New(Options{Getenv: func(k string) string { return env[k] }})
+	var auth *AuthError
+	if _, err := o.Stat(context.Background(), "azblob://data/x.jsonl"); !errors.As(err, &auth) || !strings.Contains(err.Error(), "AADSTS700016") || strings.Contains(err.Error(), "k8s-sa-token") {
+		t.Errorf("refused exchange: %v", err)
+	}
 }
