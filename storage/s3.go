@@ -25,7 +25,7 @@ import (
 // against 291 packages), and both read from gofakes3 on loopback at 1.5-2.2
 // GB/s. gocloud's gcsblob alone would add about 31 MB more and Azure's SDK
 // (azblob) 8.7 MB (10.3 MB with azidentity) to augment's 49 MB, so gs://
-// and azblob:// are small REST clients of our own (gcs.go, azure.go: 0.5 MB
+// and azblob:// are small REST clients of our own (gcs.go, azure.go: 0.52 MB
 // with golang.org/x/oauth2/google for Google's credentials).
 
 // S3Config is the pipeline's storage.s3 block: where S3 is, never how to
