@@ -52,13 +52,15 @@ type Pipeline struct {
 
 // StorageConfig is the storage block (see package storage).
 type StorageConfig struct {
-	S3 storage.S3Config `yaml:"s3"`
+	S3    storage.S3Config    `yaml:"s3"`
+	GCS   storage.GCSConfig   `yaml:"gcs"`
+	Azure storage.AzureConfig `yaml:"azure"`
 }
 
 // Output says where and how stage outputs are written.
 type Output struct {
 	// Dir is the run directory, relative to pipeline.yaml; default "out".
-	// It may be s3://bucket/prefix: the run then works in WorkDir and keeps
+	// It may be s3://bucket/prefix (or gs://, azblob://): the run then works in WorkDir and keeps
 	// the prefix a copy of it (see storage.Mirror).
 	Dir string `yaml:"dir"`
 	// WorkDir is the local working copy of an output on object storage,
@@ -377,10 +379,16 @@ func Parse(path string, b []byte) (*Pipeline, error) {
 	if _, remote, err := storage.OutputLocation(p.Output.Dir); err != nil {
 		at(lineOf(&root, "output.dir"), "output.dir: %v", err)
 	} else if !remote && p.Output.WorkDir != "" {
-		at(lineOf(&root, "output.work_dir"), "output.work_dir is for an output.dir on object storage (s3://); %s is local", p.Output.Dir)
+		at(lineOf(&root, "output.work_dir"), "output.work_dir is for an output.dir on object storage (s3://, gs://, azblob://); %s is local", p.Output.Dir)
 	}
 	for _, msg := range p.Storage.S3.Validate() {
 		at(lineOf(&root, "storage.s3.endpoint"), "%s", msg)
+	}
+	for _, msg := range p.Storage.GCS.Validate() {
+		at(lineOf(&root, "storage.gcs.endpoint"), "%s", msg)
+	}
+	for _, msg := range p.Storage.Azure.Validate() {
+		at(lineOf(&root, "storage.azure.endpoint"), "%s", msg)
 	}
 	if p.Output.ShardSize < 1 {
 		at(lineOf(&root, "output.shard_size"), "output.shard_size: must be positive, got %d", p.Output.ShardSize)

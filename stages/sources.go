@@ -18,7 +18,8 @@ import (
 	"github.com/augmentdata/augment/storage"
 )
 
-// Sources may be local files or remote (s3://, hf://datasets/); package
+// Sources may be local files or remote (s3://, gs://, azblob://,
+// hf://datasets/); package
 // storage opens them all and hands ingest decoded rows, so this file only
 // wires it to the runner.
 
@@ -48,15 +49,15 @@ func defaultSourceName(p string) string {
 	return strings.TrimSuffix(base, path.Ext(base))
 }
 
-// newOpener returns the run's source opener: S3 settings from the
-// pipeline, the Hub's token and endpoint and AWS settings from the
-// environment.
+// newOpener returns the run's source opener: object storage endpoints from
+// the pipeline, the Hub's token and endpoint and the stores' credentials
+// from the environment.
 func newOpener(p *Pipeline, o Options) *storage.Opener {
 	getenv := o.Getenv
 	if getenv == nil {
 		getenv = func(string) string { return "" }
 	}
-	return storage.New(storage.Options{Getenv: getenv, S3: p.Storage.S3, Log: o.Log})
+	return storage.New(storage.Options{Getenv: getenv, S3: p.Storage.S3, GCS: p.Storage.GCS, Azure: p.Storage.Azure, Log: o.Log})
 }
 
 // remoteSourceProblem checks that a remote source exists and may be read,
@@ -106,9 +107,10 @@ func (r *Runner) openSourcesCache() error {
 // hash the dump while ingesting it. Local files are hashed. For a remote
 // source, in order: the hash the store states (Hub LFS files: no download);
 // the recorded hash when the source is pinned exactly as in the earlier run
-// (same Hub commit, same S3 ETag); a Hub file's hash after downloading it
-// into the cache (ingest then reads the cached copy); for an S3 object that
-// changed, "" (it is read once, by ingest).
+// (same Hub commit, same S3 or Azure ETag, same GCS generation); a Hub
+// file's hash after downloading it into the cache (ingest then reads the
+// cached copy); for an object in object storage that changed, "" (it is
+// read once, by ingest).
 func (r *Runner) sourceSum(ctx context.Context, p string, prev []manifests.Shard) (string, error) {
 	loc, err := storage.Parse(p)
 	if err != nil {
@@ -129,7 +131,7 @@ func (r *Runner) sourceSum(ctx context.Context, p string, prev []manifests.Shard
 			return in.SHA256, nil
 		}
 	}
-	if loc.Kind == storage.S3 {
+	if loc.Kind.IsBlob() {
 		return "", nil
 	}
 	rd, err := r.src.Open(ctx, p)
@@ -164,7 +166,11 @@ func workDir(p *Pipeline, loc storage.Location) (string, error) {
 		return "", fmt.Errorf("output.work_dir is not set and there is no user cache directory: %w", err)
 	}
 	sum := sha256.Sum256([]byte(loc.Key))
-	return filepath.Join(base, "augment", "work", loc.Bucket+"-"+hex.EncodeToString(sum[:6])), nil
+	name := loc.Bucket // S3's work dirs keep the name they had before gs:// and azblob://
+	if loc.Kind != storage.S3 {
+		name = loc.Kind.Scheme() + "-" + loc.Bucket
+	}
+	return filepath.Join(base, "augment", "work", name+"-"+hex.EncodeToString(sum[:6])), nil
 }
 
 // remoteOutputProblem checks that an output on object storage can be

@@ -13,7 +13,8 @@ import (
 
 // BenchmarkRead reads one 32 MiB JSON Lines dump through Open, as ingest
 // does: from the local disk, from gofakes3 on loopback (streamed), from
-// the loopback Hub (downloaded into a fresh cache, then read), and gzip-
+// the loopback Hub (downloaded into a fresh cache, then read), from
+// Azurite and fake-gcs-server on loopback (streamed), and gzip-
 // and zstd-compressed from the local disk. MB/s are of the decoded rows.
 func BenchmarkRead(b *testing.B) {
 	var buf bytes.Buffer
@@ -51,6 +52,17 @@ func BenchmarkRead(b *testing.B) {
 		_, o, put := s3Server(b)
 		put("x.jsonl", dump)
 		read(b, o, "s3://data/x.jsonl", nil)
+	})
+	// Azurite and fake-gcs-server, when installed (see package cloudtest).
+	b.Run("azblob", func(b *testing.B) {
+		c := azureCloud(b)
+		c.put("x.jsonl", dump)
+		read(b, c.opener(nil), c.url("x.jsonl"), nil)
+	})
+	b.Run("gs", func(b *testing.B) {
+		c := gcsCloud(b)
+		c.put("x.jsonl", dump)
+		read(b, c.opener(nil), c.url("x.jsonl"), nil)
 	})
 	b.Run("hub", func(b *testing.B) {
 		hub := fakehub.New()

@@ -201,7 +201,7 @@ func (h *hub) stat(ctx context.Context, loc Location) (Info, error) {
 	if c := resp.Header.Get("X-Repo-Commit"); c != "" && c != commit {
 		return Info{}, fmt.Errorf("%s: the Hub served commit %s, not the pinned %s", loc, c, commit)
 	}
-	info := Info{Name: loc.Name(), Size: -1, etag: resp.Header.Get("ETag"), hubURL: u}
+	info := Info{Name: loc.Name(), Size: -1, hubURL: u}
 	size := resp.Header.Get("X-Linked-Size")
 	if size == "" {
 		size = resp.Header.Get("Content-Length")

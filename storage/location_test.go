@@ -45,8 +45,16 @@ func TestParse(t *testing.T) {
 		{in: "hf://datasets/o/n/x@a/../b", err: "not a revision"},
 		{in: "hf://datasets/-o/n/x", err: "not a repository"},
 		{in: "hf://datasets/o/n@a%zz/x", err: "revision"},
-		{in: "gs://bucket/x.json", err: "Google Cloud Storage are not supported"},
-		{in: "azblob://c/x.json", err: "Azure Blob Storage are not supported"},
+		{in: "gs://my_bucket.v2/dumps/x.jsonl", want: Location{Kind: GCS, Bucket: "my_bucket.v2", Key: "dumps/x.jsonl"}},
+		{in: "gs://bucket", err: "naming one object"},
+		{in: "gs://Bucket/x", err: "not a GCS bucket name"},
+		{in: "gs://b/x", err: "not a GCS bucket name"},
+		{in: "azblob://dumps-1/a/b.json", want: Location{Kind: Azure, Bucket: "dumps-1", Key: "a/b.json"}},
+		{in: "azblob://dumps--1/a", err: "not an Azure container name"},
+		{in: "azblob://dumps_1/a", err: "not an Azure container name"},
+		{in: "azblob://dumps/", err: "naming one object"},
+		{in: "gcs://bucket/x.json", err: "gcs:// URLs (write gs://bucket/key) are not supported"},
+		{in: "az://c/x.json", err: "write azblob://container/key"},
 		{in: "https://example.com/x.json", err: "not supported"},
 		{in: "ftp://h/x", err: `scheme "ftp" is not supported`},
 		{in: "", err: "empty path"},
@@ -62,8 +70,8 @@ func TestParse(t *testing.T) {
 			t.Errorf("Parse(%q) = %+v, %v; want %+v", tc.in, got, err, tc.want)
 		}
 	}
-	if _, err := Parse("gs://b/k"); !errors.Is(err, ErrUnsupported) {
-		t.Errorf("gs:// error %v does not wrap ErrUnsupported", err)
+	if _, err := Parse("gcs://b/k"); !errors.Is(err, ErrUnsupported) {
+		t.Errorf("gcs:// error %v does not wrap ErrUnsupported", err)
 	}
 }
 
@@ -72,6 +80,8 @@ func TestLocationName(t *testing.T) {
 		"data/x.jsonl":            "x.jsonl",
 		"x.json":                  "x.json",
 		"s3://b-1/a/b/c.jsonl.gz": "c.jsonl.gz",
+		"gs://b-1/a/c.json":       "c.json",
+		"azblob://c-1/d.parquet":  "d.parquet",
 		"hf://datasets/o/n/d/t.parquet@refs/convert/parquet": "t.parquet",
 	} {
 		l, err := Parse(in)
@@ -85,7 +95,8 @@ func TestLocationName(t *testing.T) {
 // form that parses to the same location.
 func FuzzParse(f *testing.F) {
 	for _, s := range []string{"x.json", "s3://bucket/k", "hf://datasets/o/n/p@r", "hf://datasets/o/n@r%2Fx/p",
-		"hf://datasets/o/n/a/b.parquet@refs/convert/parquet", "gs://b/k", "s3://b/", "hf://datasets/o/n/a@b@c"} {
+		"hf://datasets/o/n/a/b.parquet@refs/convert/parquet", "gs://b/k", "s3://b/", "hf://datasets/o/n/a@b@c",
+		"gs://b_1.x/k/l", "azblob://c-1/k", "azblob://$web/index.json"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {

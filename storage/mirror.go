@@ -2,8 +2,6 @@ package storage
 
 import (
 	"context"
-	"crypto/md5"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -15,11 +13,10 @@ import (
 	"strings"
 	"sync"
 	"time"
-
-	"github.com/minio/minio-go/v7"
 )
 
-// A run whose output.dir is s3://bucket/prefix works in a local directory
+// A run whose output.dir is on object storage (s3://bucket/prefix,
+// gs://bucket/prefix, azblob://container/prefix) works in a local directory
 // (output.work_dir) exactly as with a local output, and a Mirror keeps the
 // prefix a copy of it:
 //
@@ -33,8 +30,9 @@ import (
 //     holds back every one after it, as does a deletion. Since a run commits
 //     a stage's files before the manifest that names them, the prefix, like
 //     the local directory, never has a manifest naming a file it lacks.
-//     Each object is written whole by one PUT (or a multipart upload
-//     completed at once), so a shard appears whole or not at all.
+//     Each object is written whole by one PUT (or a multipart, resumable or
+//     block upload completed at once: see blobStore.put), so a shard
+//     appears whole or not at all.
 //   - Close, after the run, uploads what is still out of step (the request
 //     cache, closed by then, and anything a failed upload left behind).
 //
@@ -47,10 +45,10 @@ const mirrorPartSize = 16 << 20
 // mirrorUploads is how many uploads run at once.
 const mirrorUploads = 4
 
-// A Mirror mirrors a local directory into an S3 prefix. It implements
-// atomicfs.Observer.
+// A Mirror mirrors a local directory into a prefix of object storage. It
+// implements atomicfs.Observer.
 type Mirror struct {
-	c      *minio.Client
+	s      blobStore
 	loc    Location // Key is the prefix, without a trailing slash
 	local  *os.Root
 	log    *slog.Logger
@@ -74,25 +72,28 @@ type mirrorOp struct {
 }
 
 // OutputLocation parses an output.dir on object storage ("s3://bucket" or
-// "s3://bucket/prefix", a trailing slash allowed). ok is false for a local
-// path; a URL that cannot hold outputs is an error.
+// "s3://bucket/prefix", a trailing slash allowed; gs:// and azblob:// the
+// same). ok is false for a local path; a URL that cannot hold outputs is an
+// error.
 func OutputLocation(dir string) (loc Location, ok bool, err error) {
 	if !IsRemote(dir) {
 		return Location{}, false, nil
 	}
 	trimmed := strings.TrimRight(dir, "/")
-	if b, found := strings.CutPrefix(strings.ToLower(trimmed), "s3://"); found && !strings.Contains(b, "/") {
-		trimmed += "/" + "x" // a whole bucket: parse as an object, then drop the key
-		loc, err = Parse(trimmed)
-		loc.Key = ""
-		return loc, err == nil, err
+	for _, sch := range []string{"s3://", "gs://", "azblob://"} {
+		if b, found := strings.CutPrefix(strings.ToLower(trimmed), sch); found && !strings.Contains(b, "/") {
+			trimmed += "/" + "x" // a whole bucket: parse as an object, then drop the key
+			loc, err = Parse(trimmed)
+			loc.Key = ""
+			return loc, err == nil, err
+		}
 	}
 	loc, err = Parse(trimmed)
 	if err != nil {
 		return Location{}, false, err
 	}
-	if loc.Kind != S3 {
-		return Location{}, false, fmt.Errorf("%s: outputs go to a local directory or s3:// (the Hub is read here, not written)", dir)
+	if !loc.Kind.IsBlob() {
+		return Location{}, false, fmt.Errorf("%s: outputs go to a local directory, s3://, gs:// or azblob:// (the Hub is read here, not written)", dir)
 	}
 	return loc, true, nil
 }
@@ -112,47 +113,49 @@ func mirrored(name string) bool {
 		!strings.HasPrefix(base, ".tmp-")
 }
 
-// CheckOutput reports whether the prefix of an S3 output can be listed and
-// is augment's: empty, or holding augment's marker (.augment/output-dir),
-// as a local output directory must be.
+// CheckOutput reports whether the prefix of an output on object storage
+// can be listed and is augment's: empty, or holding augment's marker
+// (.augment/output-dir), as a local output directory must be.
 func (o *Opener) CheckOutput(ctx context.Context, loc Location) error {
-	c, err := o.s3Client()
+	s, err := o.store(loc.Kind)
 	if err != nil {
 		return err
 	}
 	m := &Mirror{loc: loc}
 	what := m.String()
-	// The first object, if any, tells: cancelling stops the listing there.
-	lctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	obj, ok := <-c.ListObjects(lctx, loc.Bucket, minio.ListObjectsOptions{Prefix: m.object(""), MaxKeys: 1})
-	if !ok {
-		return nil
-	}
-	if obj.Err != nil {
-		if err := s3Error(loc, obj.Err); !errors.As(err, new(*NotFoundError)) {
+	// The first object, if any, tells.
+	for obj, err := range s.list(ctx, loc.Bucket, m.object(""), 1) {
+		if err != nil {
+			if !errors.As(err, new(*NotFoundError)) {
+				return err
+			}
+			return fmt.Errorf("%s: no such bucket", what)
+		}
+		if _, err := s.stat(ctx, m.at(".augment/output-dir")); err != nil {
+			if errors.As(err, new(*NotFoundError)) {
+				return fmt.Errorf("%s holds objects augment did not write (%s …); set output.dir to a new or empty prefix", what, obj.Key)
+			}
 			return err
 		}
-		return fmt.Errorf("%s: no such bucket", what)
-	}
-	if _, err := c.StatObject(ctx, loc.Bucket, m.object(".augment/output-dir"), minio.StatObjectOptions{}); err != nil {
-		if minio.ToErrorResponse(err).Code == "NoSuchKey" {
-			return fmt.Errorf("%s holds objects augment did not write (%s …); set output.dir to a new or empty prefix", what, obj.Key)
-		}
-		return s3Error(loc, err)
+		break
 	}
 	return nil
 }
 
-// NewMirror returns a Mirror of local into the S3 location loc (from
-// OutputLocation). Nothing moves until Pull.
+// at is the location of a local name.
+func (m *Mirror) at(name string) Location {
+	return Location{Kind: m.loc.Kind, Bucket: m.loc.Bucket, Key: m.object(name)}
+}
+
+// NewMirror returns a Mirror of local into the object storage location
+// loc (from OutputLocation). Nothing moves until Pull.
 func (o *Opener) NewMirror(loc Location, local *os.Root) (*Mirror, error) {
-	c, err := o.s3Client()
+	s, err := o.store(loc.Kind)
 	if err != nil {
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	m := &Mirror{c: c, loc: loc, local: local, log: o.o.Log, ctx: ctx, cancel: cancel,
+	m := &Mirror{s: s, loc: loc, local: local, log: o.o.Log, ctx: ctx, cancel: cancel,
 		ops: make(chan mirrorOp, 1024), done: make(chan struct{}), synced: map[string]bool{}}
 	go m.run()
 	return m, nil
@@ -161,11 +164,11 @@ func (o *Opener) NewMirror(loc Location, local *os.Root) (*Mirror, error) {
 // Pull makes the local directory hold what the prefix holds, then queues
 // the uploads of what the prefix lacks (data files before manifests).
 func (m *Mirror) Pull(ctx context.Context) error {
-	remote := map[string]minio.ObjectInfo{}
+	remote := map[string]blobObject{}
 	prefix := m.object("")
-	for obj := range m.c.ListObjects(ctx, m.loc.Bucket, minio.ListObjectsOptions{Prefix: prefix, Recursive: true}) {
-		if obj.Err != nil {
-			return s3Error(m.loc, obj.Err)
+	for obj, err := range m.s.list(ctx, m.loc.Bucket, prefix, 0) {
+		if err != nil {
+			return err
 		}
 		name := strings.TrimPrefix(obj.Key, prefix)
 		if !fs.ValidPath(name) || name == "." || !mirrored(name) {
@@ -176,7 +179,7 @@ func (m *Mirror) Pull(ctx context.Context) error {
 	fetched := 0
 	for _, name := range slices.Sorted(mapKeys(remote)) {
 		obj := remote[name]
-		same, err := m.sameAsLocal(name, obj.Size, obj.ETag)
+		same, err := m.sameAsLocal(name, obj)
 		if err != nil {
 			return err
 		}
@@ -241,9 +244,8 @@ func mapKeys[V any](m map[string]V) func(func(string) bool) {
 }
 
 // sameAsLocal reports whether the local file name has the object's size
-// and, for an object uploaded in one PUT, its MD5 (the ETag); a multipart
-// ETag is computed the way the store does, from the parts' MD5s.
-func (m *Mirror) sameAsLocal(name string, size int64, etag string) (bool, error) {
+// and content hash (blobStore.same).
+func (m *Mirror) sameAsLocal(name string, obj blobObject) (bool, error) {
 	f, err := m.local.Open(name)
 	if errors.Is(err, fs.ErrNotExist) {
 		return false, nil
@@ -253,81 +255,18 @@ func (m *Mirror) sameAsLocal(name string, size int64, etag string) (bool, error)
 	}
 	defer f.Close()
 	fi, err := f.Stat()
-	if err != nil || !fi.Mode().IsRegular() || fi.Size() != size {
+	if err != nil || !fi.Mode().IsRegular() || fi.Size() != obj.Size {
 		return false, err
 	}
-	etag = strings.Trim(etag, `"`)
-	parts := 0
-	if i := strings.IndexByte(etag, '-'); i >= 0 {
-		fmt.Sscanf(etag[i+1:], "%d", &parts)
-	}
-	if parts == 0 {
-		local, err := localETag(f, size, 0)
-		return err == nil && local == etag, err
-	}
-	// The part size is not stored: try the ones uploads use.
-	for _, ps := range partSizes(size, parts) {
-		if _, err := f.Seek(0, io.SeekStart); err != nil {
-			return false, err
-		}
-		local, err := localETag(f, ps, parts)
-		if err != nil {
-			return false, err
-		}
-		if local == etag {
-			return true, nil
-		}
-	}
-	return false, nil
-}
-
-// partSizes lists plausible part sizes of a size-byte upload in parts parts:
-// ours, the smallest whole MiB that gives that many parts, and common
-// defaults.
-func partSizes(size int64, parts int) []int64 {
-	var out []int64
-	even := ((size+int64(parts)-1)/int64(parts) + (1<<20 - 1)) &^ (1<<20 - 1)
-	for _, ps := range []int64{mirrorPartSize, even, 5 << 20, 8 << 20, 64 << 20} {
-		if ps > 0 && int((size+ps-1)/ps) == parts && !slices.Contains(out, ps) {
-			out = append(out, ps)
-		}
-	}
-	return out
-}
-
-// localETag is S3's ETag of content uploaded in parts of partSize bytes
-// (the last shorter), parts of them, or in one PUT when parts is 0.
-func localETag(r io.Reader, partSize int64, parts int) (string, error) {
-	if parts == 0 {
-		h := md5.New()
-		if _, err := io.Copy(h, r); err != nil {
-			return "", err
-		}
-		return hex.EncodeToString(h.Sum(nil)), nil
-	}
-	all := md5.New()
-	for {
-		h := md5.New()
-		n, err := io.CopyN(h, r, partSize)
-		if n > 0 {
-			all.Write(h.Sum(nil))
-		}
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			return "", err
-		}
-	}
-	return fmt.Sprintf("%s-%d", hex.EncodeToString(all.Sum(nil)), parts), nil
+	return m.s.same(f, obj)
 }
 
 // download writes an object into the local directory, atomically.
-func (m *Mirror) download(ctx context.Context, name string, obj minio.ObjectInfo) error {
+func (m *Mirror) download(ctx context.Context, name string, obj blobObject) error {
 	if err := m.local.MkdirAll(path.Dir(name), 0o755); err != nil {
 		return err
 	}
-	body, err := m.c.GetObject(ctx, m.loc.Bucket, obj.Key, minio.GetObjectOptions{})
+	body, err := m.s.open(ctx, m.at(name), obj, 0)
 	if err != nil {
 		return err
 	}
@@ -480,12 +419,7 @@ func (m *Mirror) upload(name string) error {
 	if !fi.Mode().IsRegular() {
 		return nil
 	}
-	// DisableContentSha256: the payload is not signed chunk by chunk (TLS
-	// protects it; S3-compatible test servers mis-store the chunked form).
-	_, err = m.c.PutObject(m.ctx, m.loc.Bucket, m.object(name), f, fi.Size(), minio.PutObjectOptions{
-		PartSize: mirrorPartSize, NumThreads: 1, DisableContentSha256: true,
-		ContentType: "application/octet-stream"})
-	if err != nil {
+	if err := m.s.put(m.ctx, m.at(name), f, fi.Size()); err != nil {
 		return err
 	}
 	m.markSynced(name, true)
@@ -494,15 +428,14 @@ func (m *Mirror) upload(name string) error {
 
 // remove deletes the object name and, for a folder, every object below it.
 func (m *Mirror) remove(name string) error {
-	key := m.object(name)
-	if err := m.c.RemoveObject(m.ctx, m.loc.Bucket, key, minio.RemoveObjectOptions{}); err != nil && minio.ToErrorResponse(err).Code != "NoSuchKey" {
+	if err := m.s.remove(m.ctx, m.at(name)); err != nil {
 		return err
 	}
-	for obj := range m.c.ListObjects(m.ctx, m.loc.Bucket, minio.ListObjectsOptions{Prefix: key + "/", Recursive: true}) {
-		if obj.Err != nil {
-			return obj.Err
+	for obj, err := range m.s.list(m.ctx, m.loc.Bucket, m.object(name)+"/", 0) {
+		if err != nil {
+			return err
 		}
-		if err := m.c.RemoveObject(m.ctx, m.loc.Bucket, obj.Key, minio.RemoveObjectOptions{}); err != nil && minio.ToErrorResponse(err).Code != "NoSuchKey" {
+		if err := m.s.remove(m.ctx, Location{Kind: m.loc.Kind, Bucket: m.loc.Bucket, Key: obj.Key}); err != nil {
 			return err
 		}
 	}
@@ -531,7 +464,7 @@ func (m *Mirror) Close() error {
 // String is the prefix as a URL.
 func (m *Mirror) String() string {
 	if m.loc.Key == "" {
-		return "s3://" + m.loc.Bucket
+		return m.loc.Kind.Scheme() + "://" + m.loc.Bucket
 	}
-	return "s3://" + m.loc.Bucket + "/" + m.loc.Key
+	return m.loc.Kind.Scheme() + "://" + m.loc.Bucket + "/" + m.loc.Key
 }

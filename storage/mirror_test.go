@@ -18,7 +18,6 @@ import (
 	"time"
 
 	"github.com/augmentdata/augment/atomicfs"
-	"github.com/minio/minio-go/v7"
 )
 
 // recorder notes when each request to the store started and ended.
@@ -29,37 +28,48 @@ type recorder struct {
 }
 
 type recorded struct {
-	method, path string
-	start, end   time.Time
+	method, path, query string
+	start, end          time.Time
 }
 
 func (r *recorder) RoundTrip(req *http.Request) (*http.Response, error) {
 	start := time.Now()
 	resp, err := r.base.RoundTrip(req)
 	r.mu.Lock()
-	r.reqs = append(r.reqs, recorded{req.Method, req.URL.Path, start, time.Now()})
+	r.reqs = append(r.reqs, recorded{req.Method, req.URL.Path, req.URL.RawQuery, start, time.Now()})
 	r.mu.Unlock()
 	return resp, err
 }
 
-// bucketFiles reads every object under prefix.
+// bucketFiles reads every object under prefix of the S3 bucket "data".
 func bucketFiles(t *testing.T, o *Opener, prefix string) map[string]string {
+	return storeFiles(t, o, Location{Kind: S3, Bucket: "data", Key: prefix})
+}
+
+// storeFiles reads every object under the prefix at.Key of at's bucket,
+// through the store's own client.
+func storeFiles(t *testing.T, o *Opener, at Location) map[string]string {
 	t.Helper()
-	c, _ := o.s3Client()
+	s, err := o.store(at.Kind)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
 	out := map[string]string{}
-	for obj := range c.ListObjects(context.Background(), "data", minio.ListObjectsOptions{Prefix: prefix, Recursive: true}) {
-		if obj.Err != nil {
-			t.Fatal(obj.Err)
+	for obj, err := range s.list(ctx, at.Bucket, at.Key, 0) {
+		if err != nil {
+			t.Fatal(err)
 		}
-		r, err := c.GetObject(context.Background(), "data", obj.Key, minio.GetObjectOptions{})
+		r, err := s.open(ctx, Location{Kind: at.Kind, Bucket: at.Bucket, Key: obj.Key}, obj, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
 		b, err := io.ReadAll(r)
+		r.Close()
 		if err != nil {
 			t.Fatal(err)
 		}
-		out[strings.TrimPrefix(obj.Key, prefix)] = string(b)
+		out[strings.TrimPrefix(obj.Key, at.Key)] = string(b)
 	}
 	return out
 }
@@ -256,14 +266,15 @@ func TestLocalETag(t *testing.T) {
 }
 
 func TestOutputLocation(t *testing.T) {
-	for in, want := range map[string]string{"s3://b-1": "s3://b-1", "s3://b-1/": "s3://b-1", "s3://b-1/runs/r1/": "s3://b-1/runs/r1", "out": ""} {
+	for in, want := range map[string]string{"s3://b-1": "s3://b-1", "s3://b-1/": "s3://b-1", "s3://b-1/runs/r1/": "s3://b-1/runs/r1", "out": "",
+		"gs://b_1/runs/": "gs://b_1/runs", "azblob://c-1": "azblob://c-1", "azblob://c-1/r/": "azblob://c-1/r"} {
 		loc, ok, err := OutputLocation(in)
 		if err != nil || ok != (want != "") {
 			t.Errorf("OutputLocation(%q) = %v, %v", in, ok, err)
 			continue
 		}
 		if ok {
-			got := "s3://" + loc.Bucket
+			got := loc.Kind.Scheme() + "://" + loc.Bucket
 			if loc.Key != "" {
 				got += "/" + loc.Key
 			}
@@ -272,7 +283,7 @@ func TestOutputLocation(t *testing.T) {
 			}
 		}
 	}
-	for _, bad := range []string{"hf://datasets/o/n/x", "gs://b/x", "s3://B/x"} {
+	for _, bad := range []string{"hf://datasets/o/n/x", "gcs://bbb/x", "s3://B/x", "gs://B/x", "azblob://a_b"} {
 		if _, _, err := OutputLocation(bad); err == nil {
 			t.Errorf("OutputLocation(%q): no error", bad)
 		}

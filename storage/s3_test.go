@@ -85,8 +85,8 @@ func TestS3Errors(t *testing.T) {
 	if _, err := o.Stat(ctx, "s3://nobucket/x.jsonl"); !errors.As(err, &nf) {
 		t.Errorf("missing bucket: %v", err)
 	}
-	if _, err := o.Stat(ctx, "gs://b/x.jsonl"); !errors.Is(err, ErrUnsupported) {
-		t.Errorf("gs://: %v", err)
+	if _, err := o.Stat(ctx, "gcs://b/x.jsonl"); !errors.Is(err, ErrUnsupported) {
+		t.Errorf("gcs://: %v", err)
 	}
 	if p := (S3Config{Endpoint: "http://user:pw@127.0.0.1:9000"}).Validate(); len(p) != 1 || !strings.Contains(p[0], "credentials come from the environment only") {
 		t.Errorf("endpoint with credentials: %q", p)
@@ -108,7 +108,7 @@ func TestS3ReadIsPinnedToETag(t *testing.T) {
 	}
 	put("x.jsonl", []byte("{\"v\":2}\n"))
 	loc, _ := Parse("s3://data/x.jsonl")
-	r, err := o.openS3(ctx, loc, info)
+	r, err := o.openBlob(ctx, loc, info)
 	if err == nil {
 		_, err = io.ReadAll(r)
 		r.Close()

@@ -20,16 +20,17 @@ import (
 	"time"
 
 	"github.com/klauspost/compress/zstd"
-	"github.com/minio/minio-go/v7"
 )
 
 // Options configure an Opener.
 type Options struct {
-	// Getenv reads the environment (HF_TOKEN, HF_ENDPOINT, AWS_*); default
-	// os.Getenv. The AWS credential chain reads the process environment
-	// itself.
+	// Getenv reads the environment (HF_TOKEN, HF_ENDPOINT, AWS_*, AZURE_*,
+	// STORAGE_EMULATOR_HOST); default os.Getenv. The AWS and Google
+	// credential chains read the process environment themselves.
 	Getenv func(string) string
 	S3     S3Config
+	GCS    GCSConfig
+	Azure  AzureConfig
 	// Transport carries the Hub's and S3's requests; default a clone of
 	// http.DefaultTransport.
 	Transport http.RoundTripper
@@ -45,9 +46,8 @@ type Opener struct {
 	hub   *hub
 	cache *os.Root // nil: nothing is written (augment check)
 
-	s3Once sync.Once
-	s3     *minio.Client
-	s3Err  error
+	storeMu sync.Mutex
+	stores  map[Kind]blobStore // by kind, made when first needed
 }
 
 // New returns an Opener that writes nothing until SetCache is called.
@@ -71,24 +71,21 @@ func New(o Options) *Opener {
 // files, which need random access. Every file is created through root.
 func (o *Opener) SetCache(root *os.Root) { o.cache = root }
 
-func (o *Opener) s3Client() (*minio.Client, error) {
-	o.s3Once.Do(func() { o.s3, o.s3Err = newS3(o.o.S3, o.o.Getenv, o.o.Transport) })
-	return o.s3, o.s3Err
-}
-
 // Info describes a stored dump.
 type Info struct {
 	Name string // the file name, e.g. "train.jsonl.gz"
 	Size int64  // stored bytes (compressed, for a compressed dump); -1 when unknown
 	// Pin identifies exactly what is read, for the manifest: for the Hub
 	// "hf://datasets/OWNER/NAME/PATH@<commit>", for S3
-	// "s3://bucket/key#etag=<etag>[&version=<id>]"; "" for a local file,
-	// whose identity is its content hash.
+	// "s3://bucket/key#etag=<etag>[&version=<id>]", for GCS
+	// "gs://bucket/key#generation=<n>", for Azure
+	// "azblob://container/key#etag=<etag>"; "" for a local file, whose
+	// identity is its content hash.
 	Pin string
 
-	etag, version string // S3: what the read must match
-	sha256        string // Hub LFS files: the content hash the Hub states
-	hubURL        string // Hub: the resolve URL at the pinned commit
+	obj    blobObject // object storage: what the read must match
+	sha256 string     // Hub LFS files: the content hash the Hub states
+	hubURL string     // Hub: the resolve URL at the pinned commit
 }
 
 // StatedSHA256 is the SHA-256 of the stored bytes as the store states it
@@ -116,8 +113,8 @@ func (o *Opener) Stat(ctx context.Context, path string) (Info, error) {
 		return Info{}, err
 	}
 	switch loc.Kind {
-	case S3:
-		return o.statS3(ctx, loc)
+	case S3, GCS, Azure:
+		return o.statBlob(ctx, loc)
 	case Hub:
 		return o.hub.stat(ctx, loc)
 	}
@@ -227,8 +224,8 @@ func (o *Opener) Open(ctx context.Context, path string) (*Reader, error) {
 	case Local:
 		file, err = os.Open(loc.Path)
 		src = file
-	case S3:
-		src, err = o.openS3(ctx, loc, info)
+	case S3, GCS, Azure:
+		src, err = o.openBlob(ctx, loc, info)
 	case Hub:
 		if o.cache != nil {
 			file, err = o.hub.download(ctx, o.cache, loc, info)

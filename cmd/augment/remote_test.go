@@ -377,10 +377,10 @@ func TestRemoteSourcesIngestLikeLocalFiles(t *testing.T) {
 	})
 
 	t.Run("unsupported scheme", func(t *testing.T) {
-		writeRemotePipeline(t, dir, "gs", [3]string{"gs://b/xlam.jsonl", hubPaths[1], hubPaths[2]}, "")
-		code, _, stderr := e2eAugment(t, dir, "run", "-quiet", "gs.yaml")
-		if code != 2 || !strings.Contains(stderr, "Google Cloud Storage are not supported") {
-			t.Errorf("gs://: exit %d, stderr:\n%s", code, stderr)
+		writeRemotePipeline(t, dir, "ftp", [3]string{"ftp://b/xlam.jsonl", hubPaths[1], hubPaths[2]}, "")
+		code, _, stderr := e2eAugment(t, dir, "run", "-quiet", "ftp.yaml")
+		if code != 2 || !strings.Contains(stderr, `scheme "ftp" is not supported`) {
+			t.Errorf("ftp://: exit %d, stderr:\n%s", code, stderr)
 		}
 	})
 }

@@ -1,0 +1,200 @@
+package storage
+
+import (
+	"context"
+	"crypto/md5"
+	"errors"
+	"fmt"
+	"io"
+	"iter"
+	"os"
+	"strings"
+)
+
+// A blobStore is one object store (S3, Google Cloud Storage, Azure Blob
+// Storage) as the Opener and the Mirror use it. Every implementation keeps
+// the same contracts, so neither grows per-store branches:
+//
+//   - stat and list describe objects; stat of a missing object or bucket
+//     returns a *NotFoundError, a refusal an *AuthError.
+//   - open streams an object from byte off (a range request) and only the
+//     version obj describes (its ETag or generation): an object replaced
+//     since fails with an error saying so, instead of mixing two versions.
+//   - put writes an object whole or not at all: one request for small
+//     files, else a multipart (S3), resumable (GCS) or block (Azure) upload
+//     that becomes visible only when it is completed, holding one part in
+//     memory at most.
+//   - remove deletes an object; a missing one is not an error.
+//   - same reports whether local bytes equal obj's, by the content hash the
+//     store keeps (MD5 in all three), reading the local bytes.
+type blobStore interface {
+	stat(ctx context.Context, loc Location) (blobObject, error)
+	open(ctx context.Context, loc Location, obj blobObject, off int64) (io.ReadCloser, error)
+	put(ctx context.Context, loc Location, f *os.File, size int64) error
+	list(ctx context.Context, bucket, prefix string, max int) iter.Seq2[blobObject, error]
+	remove(ctx context.Context, loc Location) error
+	same(local io.ReadSeeker, obj blobObject) (bool, error)
+}
+
+// A blobObject describes one stored object.
+type blobObject struct {
+	Key  string
+	Size int64
+	// ETag is what a read is bound to: S3's and Azure's ETag, GCS's
+	// generation.
+	ETag string
+	// Version is S3's version ID on a versioned bucket, else "".
+	Version string
+	// MD5 is the content's MD5 as the store states it, hex; "" when it
+	// states none (S3 multipart uploads: see s3Store.same).
+	MD5 string
+}
+
+// pin is what the manifest records of a stored object: its URL and what
+// the read was bound to.
+func (b blobObject) pin(loc Location) string {
+	p := loc.String()
+	switch loc.Kind {
+	case GCS:
+		return p + "#generation=" + b.ETag
+	case S3:
+		p += "#etag=" + strings.Trim(b.ETag, `"`)
+		if b.Version != "" && b.Version != "null" {
+			p += "&version=" + b.Version
+		}
+		return p
+	}
+	return p + "#etag=" + strings.Trim(b.ETag, `"`)
+}
+
+// errObjectChanged is wrapped by the error of a read whose object was
+// replaced since it was pinned.
+var errObjectChanged = errors.New("the object changed while the run read it (its version is no longer the one checked); run again")
+
+func errChanged(loc Location) error { return fmt.Errorf("%s: %w", loc, errObjectChanged) }
+
+// store returns the client of loc's kind, made once per Opener.
+func (o *Opener) store(k Kind) (blobStore, error) {
+	o.storeMu.Lock()
+	defer o.storeMu.Unlock()
+	if s, ok := o.stores[k]; ok {
+		return s, nil
+	}
+	var s blobStore
+	var err error
+	switch k {
+	case S3:
+		s, err = newS3(o.o.S3, o.o.Getenv, o.o.Transport)
+	case GCS:
+		s, err = newGCS(o.o.GCS, o.o.Getenv, o.o.Transport)
+	case Azure:
+		s, err = newAzure(o.o.Azure, o.o.Getenv, o.o.Transport)
+	default:
+		err = fmt.Errorf("kind %d is not object storage", k)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if o.stores == nil {
+		o.stores = map[Kind]blobStore{}
+	}
+	o.stores[k] = s
+	return s, nil
+}
+
+// statBlob describes an object. The pin names the object and its version,
+// so a run reads exactly the object it checked.
+func (o *Opener) statBlob(ctx context.Context, loc Location) (Info, error) {
+	s, err := o.store(loc.Kind)
+	if err != nil {
+		return Info{}, err
+	}
+	obj, err := s.stat(ctx, loc)
+	if err != nil {
+		return Info{}, err
+	}
+	return Info{Name: loc.Name(), Size: obj.Size, Pin: obj.pin(loc), obj: obj}, nil
+}
+
+// blobReadTries is how many times a stream cut off mid-object is resumed
+// (a range request from where it stopped, bound to the same version).
+const blobReadTries = 4
+
+// openBlob streams the object described by info, resuming a stream that
+// breaks off.
+func (o *Opener) openBlob(ctx context.Context, loc Location, info Info) (io.ReadCloser, error) {
+	s, err := o.store(loc.Kind)
+	if err != nil {
+		return nil, err
+	}
+	body, err := s.open(ctx, loc, info.obj, 0)
+	if err != nil {
+		return nil, err
+	}
+	return &resumingBody{ctx: ctx, s: s, loc: loc, obj: info.obj, body: body, log: o.o.Log.Warn}, nil
+}
+
+// resumingBody reads an object, reopening it at the offset reached when
+// the connection fails (the store's answer to a changed object, or a
+// refusal, is not retried).
+type resumingBody struct {
+	ctx   context.Context
+	s     blobStore
+	loc   Location
+	obj   blobObject
+	body  io.ReadCloser
+	off   int64
+	tries int
+	log   func(msg string, args ...any)
+}
+
+func (r *resumingBody) Read(p []byte) (int, error) {
+	for {
+		n, err := r.body.Read(p)
+		r.off += int64(n)
+		if err == nil || err == io.EOF {
+			if err == io.EOF && r.obj.Size >= 0 && r.off != r.obj.Size {
+				err = io.ErrUnexpectedEOF
+			} else {
+				return n, err
+			}
+		}
+		if n > 0 {
+			return n, nil // the error comes back on the next Read
+		}
+		var nf *NotFoundError
+		var auth *AuthError
+		if r.tries+1 >= blobReadTries || r.ctx.Err() != nil || errors.As(err, &nf) || errors.As(err, &auth) || errors.Is(err, errObjectChanged) {
+			return 0, err
+		}
+		r.tries++
+		r.log("object storage read cut off; resuming", "object", r.loc.String(), "offset", r.off, "error", err)
+		r.body.Close()
+		body, oerr := r.s.open(r.ctx, r.loc, r.obj, r.off)
+		if oerr != nil {
+			r.body = io.NopCloser(strings.NewReader(""))
+			return 0, oerr
+		}
+		r.body = body
+	}
+}
+
+func (r *resumingBody) Close() error { return r.body.Close() }
+
+// localMD5 is the hex MD5 of what is left of r.
+func localMD5(r io.Reader) (string, error) {
+	h := md5.New()
+	if _, err := io.Copy(h, r); err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("%x", h.Sum(nil)), nil
+}
+
+// sameMD5 compares local bytes with a stated MD5 (hex).
+func sameMD5(local io.Reader, stated string) (bool, error) {
+	if stated == "" {
+		return false, nil
+	}
+	got, err := localMD5(local)
+	return err == nil && got == stated, err
+}
