@@ -58,6 +58,7 @@ type Dist struct {
 	// sampleBelow: a record without a tokens tag is counted when the hash
 	// of its ID is below it.
 	sampleBelow uint64
+	memo        *verify.TokenMemo
 }
 
 // tokenSample is about how many records without a tokens tag Collect
@@ -184,7 +185,7 @@ func (d *Dist) add(r *record.Record) {
 	if n, err := strconv.Atoi(r.Tag("tokens")); err == nil {
 		d.tokens = append(d.tokens, n)
 	} else if d.sampled(r.ID) {
-		d.tokens = append(d.tokens, verify.RecordTokens(r))
+		d.tokens = append(d.tokens, d.memo.RecordTokens(r))
 	}
 	if v, err := strconv.ParseFloat(r.Tag("noise_similarity"), 64); err == nil {
 		d.NoiseSimilarity[strconv.FormatFloat(float64(int(v*100+1e-9))/100, 'f', 2, 64)]++
@@ -236,10 +237,11 @@ func Lang(r *record.Record) string {
 	return "und"
 }
 
-// Collect reads the Parquet shards refs (relative to the run dir), one
+// collect reads the Parquet shards refs (relative to the run dir), one
 // shard per CPU at a time, and returns their distributions, leaving out
-// records whose ID is in skip.
-func Collect(runDir string, refs []manifests.FileRef, skip map[string]bool) (*Dist, error) {
+// records whose ID is in skip. Token counts go through memo: the sample is
+// chosen by record ID, so each stage's sample holds the same records.
+func collect(runDir string, refs []manifests.FileRef, skip map[string]bool, memo *verify.TokenMemo) (*Dist, error) {
 	var rows int64
 	for _, ref := range refs {
 		rows += ref.Rows
@@ -254,7 +256,7 @@ func Collect(runDir string, refs []manifests.FileRef, skip map[string]bool) (*Di
 	for i, ref := range refs {
 		g.Go(func() error {
 			d := newDist()
-			d.sampleBelow = below
+			d.sampleBelow, d.memo = below, memo
 			parts[i] = d
 			return shard.Scan(filepath.Join(runDir, ref.Path), func(r *record.Record) error {
 				if !skip[r.ID] {
@@ -388,7 +390,7 @@ func (r *Run) Collect(refs []manifests.FileRef, skip map[string]bool) (*Dist, er
 	if d, ok := r.collected[key]; ok {
 		return d, nil
 	}
-	d, err := Collect(r.Dir, refs, skip)
+	d, err := collect(r.Dir, refs, skip, &r.tokens)
 	if err != nil {
 		return nil, err
 	}

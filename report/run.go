@@ -27,6 +27,7 @@ import (
 	"github.com/augmentdata/augment/atomicfs"
 	"github.com/augmentdata/augment/manifests"
 	"github.com/augmentdata/augment/stages/llm"
+	"github.com/augmentdata/augment/verify"
 )
 
 // A Run is a run directory as read from disk.
@@ -39,6 +40,7 @@ type Run struct {
 	Stages     []Stage // in run order, ingest first
 
 	collected map[string]*Dist // see Run.Collect
+	tokens    verify.TokenMemo // the token counts of every Collect
 }
 
 // Config is the part of the effective config.yaml the report uses.

@@ -2,6 +2,7 @@ package verify
 
 import (
 	"encoding/json"
+	"strings"
 	"sync"
 	"unicode"
 	"unicode/utf8"
@@ -141,23 +142,74 @@ const (
 // reply primer adds tokensReply. Template-specific wrappers (Llama 3's
 // tool preamble, Qwen's <tool_call> tags) are not counted, so the figure is
 // a slight underestimate for those templates.
-func RecordTokens(r *record.Record) int {
+func RecordTokens(r *record.Record) int { return recordTokens(r, Tokens) }
+
+func recordTokens(r *record.Record, count func(string) int) int {
 	n := tokensReply
 	system := systemText(r)
 	if system != "" {
-		n += tokensPerMessage + Tokens(record.RoleSystem) + Tokens(system)
+		n += tokensPerMessage + count(record.RoleSystem) + count(system)
 	}
 	for _, m := range r.Messages {
-		n += tokensPerMessage + Tokens(m.Role) + Tokens(m.Content) + Tokens(m.Reasoning)
+		n += tokensPerMessage + count(m.Role) + count(m.Content) + count(m.Reasoning)
 		for _, c := range m.Calls {
-			n += Tokens(callJSON(c))
+			n += count(callJSON(c))
 		}
 		for _, res := range m.Results {
-			n += Tokens(res.Content)
+			n += count(res.Content)
 		}
 	}
 	return n
 }
+
+// A TokenMemo counts like Tokens and RecordTokens and remembers the count
+// of each text it saw, for callers that count the same texts again and
+// again: a run's report counts a sample of each stage's records, the same
+// records (sampled by ID) with mostly the same texts at every stage, and
+// records of one dataset share their tool lists. It keeps a copy of each
+// text up to memoTextMax bytes, memoBudget bytes in all; longer texts, and
+// texts once the budget is spent, are counted every time. The zero value
+// is ready; safe for concurrent use.
+type TokenMemo struct {
+	mu     sync.Mutex
+	counts map[string]int
+	used   int
+}
+
+const (
+	memoTextMax = 64 << 10
+	memoBudget  = 64 << 20
+)
+
+// Tokens is Tokens(text), remembered (by a nil memo: not remembered).
+func (t *TokenMemo) Tokens(text string) int {
+	if t == nil || len(text) > memoTextMax {
+		return Tokens(text)
+	}
+	t.mu.Lock()
+	n, ok := t.counts[text]
+	t.mu.Unlock()
+	if ok {
+		return n
+	}
+	n = Tokens(text)
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.used+len(text) <= memoBudget {
+		if t.counts == nil {
+			t.counts = map[string]int{}
+		}
+		if _, ok := t.counts[text]; !ok {
+			// A copy: the text may live in a buffer its owner reuses.
+			t.counts[strings.Clone(text)] = n
+			t.used += len(text)
+		}
+	}
+	return n
+}
+
+// RecordTokens is RecordTokens(r), its texts' counts remembered.
+func (t *TokenMemo) RecordTokens(r *record.Record) int { return recordTokens(r, t.Tokens) }
 
 // systemText is the text of a record's system message as a chat template
 // shows it: the system prompt, then the tools as a compact JSON list of

@@ -171,3 +171,36 @@ func BenchmarkTokensLong(b *testing.B) {
 		}
 	}
 }
+
+// TestTokenMemoCountsAsTokens: a memo's counts are Tokens' and
+// RecordTokens', remembered or not (long texts, a spent budget, nil).
+func TestTokenMemoCountsAsTokens(t *testing.T) {
+	texts := []string{"", "hello world", `{"name": "get_weather", "arguments": {"city": "Paris"}}`,
+		"来确保存储在区块链上", strings.Repeat("ab ", memoTextMax/2)}
+	var memo TokenMemo
+	var none *TokenMemo
+	for round := 0; round < 2; round++ {
+		for _, s := range texts {
+			if got, want := memo.Tokens(s), Tokens(s); got != want {
+				t.Fatalf("round %d: memo.Tokens(%.20q) = %d, Tokens = %d", round, s, got, want)
+			}
+			if got, want := none.Tokens(s), Tokens(s); got != want {
+				t.Fatalf("nil memo: %d, want %d", got, want)
+			}
+		}
+	}
+	if len(memo.counts) != len(texts)-1 {
+		t.Fatalf("memo holds %d texts, want %d (the long one is not kept)", len(memo.counts), len(texts)-1)
+	}
+	r := &record.Record{System: "You call tools.", Tools: []record.Tool{{Name: "f", Description: "d", Parameters: []byte(`{"type":"object"}`)}},
+		Messages: []record.Message{{Role: record.RoleUser, Content: "hi"}, {Role: record.RoleAssistant, Calls: []record.Call{{Name: "f", Arguments: []byte(`{"a":1}`)}}}}}
+	for range 2 {
+		if got, want := memo.RecordTokens(r), RecordTokens(r); got != want {
+			t.Fatalf("memo.RecordTokens = %d, RecordTokens = %d", got, want)
+		}
+	}
+	full := TokenMemo{used: memoBudget}
+	if full.Tokens("new text") != Tokens("new text") || len(full.counts) != 0 {
+		t.Fatal("a memo whose budget is spent must count without keeping")
+	}
+}
