@@ -192,22 +192,20 @@ func (c *ExportConfig) build(env *Env) (Stage, error) {
 }
 
 type exporter struct {
-	cfg     ExportConfig
-	tpl     *verify.LFTemplate
-	env     *Env
-	samples sync.Map // *record.Record → *sample, from Process to WriteShard
+	cfg ExportConfig
+	tpl *verify.LFTemplate
+	env *Env
 
 	paramsSeen  sync.Map // FNV-64a of a tool's parameters → checkParams' answer
 	paramsCount atomic.Int64
 }
 
-// sample is one LLaMA-Factory sharegpt row, or with tools_placement role
-// one OpenAI-messages row (Messages).
+// sample is one LLaMA-Factory sharegpt row (tools_placement role turns it
+// into an OpenAI-messages row, see roleSample).
 type sample struct {
 	Conversations []verify.Turn `json:"conversations" parquet:"conversations,list"`
 	System        string        `json:"system" parquet:"system"`
 	Tools         string        `json:"tools" parquet:"tools"`
-	Messages      []chatMessage `json:"-" parquet:"-"`
 }
 
 // Counter keys of the export (manifest counters, summed over shards).
@@ -275,18 +273,34 @@ func (e *exporter) Process(ctx context.Context, r *record.Record) ([]*record.Rec
 	for _, tok := range decisionTokensOf(r) {
 		Count(ctx, counterToken+tok, 1)
 	}
-	e.samples.Store(r, s)
-	return []*record.Record{r}, nil
+	if e.cfg.Format == "parquet" {
+		return rendered(r, s), nil
+	}
+	var b bytes.Buffer
+	appendSample(&b, s)
+	return rendered(r, b.Bytes()), nil
+}
+
+// rendered returns r carrying what Process made of it for WriteShard: the
+// sample's JSON line (jsonl formats) or the *sample (parquet). It is a
+// shallow copy of r, so the input record stays as it was and a later
+// export sets its own rendering.
+func rendered(r *record.Record, v any) []*record.Record {
+	out := *r
+	out.Rendered = v
+	return []*record.Record{&out}
 }
 
 // Preview returns the sample Process rendered for r, as one JSON line.
 func (e *exporter) Preview(r *record.Record) (string, bool) {
-	s, ok := e.samples.Load(r)
-	if !ok {
-		return "", false
+	switch v := r.Rendered.(type) {
+	case []byte:
+		return string(bytes.TrimSuffix(v, []byte("\n"))), true
+	case *sample:
+		b, err := jsonout.Marshal(v)
+		return string(b), err == nil
 	}
-	b, err := jsonout.Marshal(s)
-	return string(b), err == nil
+	return "", false
 }
 
 // checkParams is the template's CheckToolParams, remembered for up to
@@ -770,48 +784,56 @@ var jsonPlain = func() (t [256]bool) {
 	return t
 }()
 
-// WriteShard writes one data file of the dataset folder.
+// WriteShard writes one data file of the dataset folder from the records
+// Process returned (each carries its rendering in Rendered).
 func (e *exporter) WriteShard(_ context.Context, dir *manifests.Root, name string, recs []*record.Record) ([]manifests.FileRef, []shard.Reject, error) {
-	samples := make([]*sample, 0, len(recs))
-	for _, r := range recs {
-		s, ok := e.samples.LoadAndDelete(r)
-		if !ok {
-			return nil, nil, fmt.Errorf("export: record %s was not rendered", r.ID)
-		}
-		samples = append(samples, s.(*sample))
-	}
 	file := e.cfg.Dataset + "/part-" + name + "." + e.cfg.Format
 	f, err := dir.Create(file)
 	if err != nil {
 		return nil, nil, err
 	}
 	defer f.Abort()
-	switch {
-	case e.cfg.ToolsPlacement == "role":
-		err = writeMessagesJSONL(f, samples)
-	case e.cfg.Format == "parquet":
-		err = writeSamplesParquet(f, samples)
-	default:
-		err = writeSamplesJSONL(f, samples)
+	if e.cfg.Format == "parquet" {
+		err = e.writeParquet(f, recs)
+	} else {
+		err = writeLines(f, recs)
 	}
 	if err != nil {
 		return nil, nil, err
 	}
-	ref := manifests.FileRef{Path: dir.Rel(file), SHA256: f.SHA256(), Rows: int64(len(samples)), Bytes: f.Size()}
+	ref := manifests.FileRef{Path: dir.Rel(file), SHA256: f.SHA256(), Rows: int64(len(recs)), Bytes: f.Size()}
 	return []manifests.FileRef{ref}, nil, f.Commit()
 }
 
-func writeSamplesJSONL(f *manifests.File, samples []*sample) error {
+// writeLines writes the JSON lines Process rendered.
+func writeLines(f *manifests.File, recs []*record.Record) error {
 	w := bufio.NewWriterSize(f, 1<<20)
-	var b bytes.Buffer
-	for _, s := range samples {
-		b.Reset()
-		appendSample(&b, s)
-		if _, err := w.Write(b.Bytes()); err != nil {
+	for _, r := range recs {
+		line, ok := r.Rendered.([]byte)
+		if !ok {
+			return fmt.Errorf("export: record %s was not rendered", r.ID)
+		}
+		if _, err := w.Write(line); err != nil {
 			return err
 		}
 	}
 	return w.Flush()
+}
+
+func (e *exporter) writeParquet(f *manifests.File, recs []*record.Record) error {
+	rows := make([]sample, len(recs))
+	for i, r := range recs {
+		s, ok := r.Rendered.(*sample)
+		if !ok {
+			return fmt.Errorf("export: record %s was not rendered", r.ID)
+		}
+		rows[i] = *s
+	}
+	w := parquet.NewGenericWriter[sample](f, parquet.Compression(&parquet.Zstd), parquet.MaxRowsPerRowGroup(1000))
+	if _, err := w.Write(rows); err != nil {
+		return err
+	}
+	return w.Close()
 }
 
 // appendSample writes s as one JSON line, byte for byte what encoding/json
@@ -834,18 +856,6 @@ func appendSample(b *bytes.Buffer, s *sample) {
 	b.WriteString(`,"tools":`)
 	writeJSONString(b, s.Tools)
 	b.WriteString("}\n")
-}
-
-func writeSamplesParquet(f *manifests.File, samples []*sample) error {
-	w := parquet.NewGenericWriter[sample](f, parquet.Compression(&parquet.Zstd), parquet.MaxRowsPerRowGroup(1000))
-	rows := make([]sample, len(samples))
-	for i, s := range samples {
-		rows[i] = *s
-	}
-	if _, err := w.Write(rows); err != nil {
-		return err
-	}
-	return w.Close()
 }
 
 // Finish writes dataset_info.json, which names the dataset folder (and,
