@@ -158,6 +158,49 @@ func Score(alpha float64, q, v Vectors) float64 {
 	return alpha*float64(dot(q.Desc, v.Desc)) + (1-alpha)*paramScore(q.Params, v.Params)
 }
 
+// Scores returns Score(alpha, a, b) and Score(alpha, b, a), exactly, with
+// every cosine computed once: the description cosine is symmetric and the
+// two parameter scores average the row and the column maxima of the same
+// cosines.
+func Scores(alpha float64, a, b Vectors) (ab, ba float64) {
+	d := alpha * float64(dot(a.Desc, b.Desc))
+	pa, pb := len(a.Params), len(b.Params)
+	switch {
+	case pa == 0 && pb == 0:
+		return d + (1 - alpha), d + (1 - alpha)
+	case pa == 0 || pb == 0:
+		return d, d
+	}
+	var buf [64]float32
+	m := buf[:0]
+	if pa*pb > len(buf) {
+		m = make([]float32, 0, pa*pb)
+	}
+	for _, x := range a.Params {
+		for _, y := range b.Params {
+			m = append(m, dot(x, y))
+		}
+	}
+	var sum float64
+	for i := range pa {
+		best := float32(math.Inf(-1))
+		for _, c := range m[i*pb : (i+1)*pb] {
+			best = max(best, c)
+		}
+		sum += float64(best)
+	}
+	ab = d + (1-alpha)*(sum/float64(pa))
+	sum = 0
+	for j := range pb {
+		best := float32(math.Inf(-1))
+		for i := range pa {
+			best = max(best, m[i*pb+j])
+		}
+		sum += float64(best)
+	}
+	return ab, d + (1-alpha)*(sum/float64(pb))
+}
+
 func paramScore(q, v [][]float32) float64 {
 	switch {
 	case len(q) == 0 && len(v) == 0:
@@ -451,12 +494,34 @@ func (ix *Index) Top(alpha float64, q Vectors, k int, keep func(tool int) bool) 
 		}
 		cands = append(cands, cand{int32(i), dot(q.Desc, ix.tb.vector(ix.desc[i]))})
 	}
-	slices.SortFunc(cands, func(a, b cand) int {
+	// Candidates are taken best first (by description cosine, then lower
+	// index), and usually only a few are: a heap, built in linear time,
+	// gives them in the order a full sort would, without sorting them all.
+	before := func(a, b cand) bool {
 		if c := cmp.Compare(b.st, a.st); c != 0 {
-			return c
+			return c < 0
 		}
-		return cmp.Compare(a.tool, b.tool)
-	})
+		return a.tool < b.tool
+	}
+	down := func(i int) {
+		for {
+			m := 2*i + 1
+			if m >= len(cands) {
+				return
+			}
+			if r := m + 1; r < len(cands) && before(cands[r], cands[m]) {
+				m = r
+			}
+			if !before(cands[m], cands[i]) {
+				return
+			}
+			cands[i], cands[m] = cands[m], cands[i]
+			i = m
+		}
+	}
+	for i := len(cands)/2 - 1; i >= 0; i-- {
+		down(i)
+	}
 	ahead := func(a, b Hit) bool { return a.Score > b.Score || a.Score == b.Score && a.Doc < b.Doc }
 	memo := make([]float32, len(q.Params)*len(ix.tb.zero))
 	for i := range memo {
@@ -466,7 +531,11 @@ func (ix *Index) Top(alpha float64, q Vectors, k int, keep func(tool int) bool) 
 	// rounding (the cosine of a unit vector with itself can exceed 1).
 	maxParam := (1 - alpha) * (1 + 1e-4)
 	hits := make([]Hit, 0, k+1)
-	for _, c := range cands {
+	for len(cands) > 0 {
+		c := cands[0]
+		cands[0] = cands[len(cands)-1]
+		cands = cands[:len(cands)-1]
+		down(0)
 		if len(hits) == k && alpha*float64(c.st)+maxParam < hits[k-1].Score {
 			break // sorted by description cosine: no later tool can do better
 		}
