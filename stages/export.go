@@ -724,15 +724,17 @@ func toolsJSON(tools []record.Tool) (string, error) {
 // writeJSONString writes s as a JSON string exactly as encoding/json does
 // without HTML escaping; the common cases are written directly, rare ones
 // (control characters other than \n \r \t, U+2028/U+2029, invalid UTF-8)
-// through encoding/json.
+// through encoding/json. It appends to the buffer's free space in one
+// piece: a Write per escape was most of its time on tool lists, which are
+// JSON text full of quotes.
 func writeJSONString(b *bytes.Buffer, s string) {
 	if !utf8.ValidString(s) {
 		q, _ := jsonout.Marshal(s)
 		b.Write(q)
 		return
 	}
-	start := b.Len()
-	b.WriteByte('"')
+	b.Grow(len(s) + len(s)/8 + 2)
+	dst := append(b.AvailableBuffer(), '"')
 	last := 0
 	for i := 0; i < len(s); {
 		c := s[i]
@@ -740,18 +742,18 @@ func writeJSONString(b *bytes.Buffer, s string) {
 			i++
 			continue
 		}
-		var esc string
+		var esc byte
 		switch c {
 		case '"':
-			esc = `\"`
+			esc = '"'
 		case '\\':
-			esc = `\\`
+			esc = '\\'
 		case '\n':
-			esc = `\n`
+			esc = 'n'
 		case '\r':
-			esc = `\r`
+			esc = 'r'
 		case '\t':
-			esc = `\t`
+			esc = 't'
 		case 0xE2: // U+2028 and U+2029 are E2 80 A8 and E2 80 A9
 			if i+2 < len(s) && s[i+1] == 0x80 && (s[i+2] == 0xA8 || s[i+2] == 0xA9) {
 				break
@@ -759,19 +761,18 @@ func writeJSONString(b *bytes.Buffer, s string) {
 			i++
 			continue
 		}
-		if esc == "" { // another control character, U+2028 or U+2029
-			b.Truncate(start)
+		if esc == 0 { // another control character, U+2028 or U+2029
 			q, _ := jsonout.Marshal(s)
 			b.Write(q)
 			return
 		}
-		b.WriteString(s[last:i])
-		b.WriteString(esc)
+		dst = append(dst, s[last:i]...)
+		dst = append(dst, '\\', esc)
 		i++
 		last = i
 	}
-	b.WriteString(s[last:])
-	b.WriteByte('"')
+	dst = append(dst, s[last:]...)
+	b.Write(append(dst, '"'))
 }
 
 // jsonPlain marks the bytes of valid UTF-8 text that writeJSONString
