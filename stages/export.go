@@ -841,6 +841,11 @@ func (e *exporter) writeParquet(f *manifests.File, recs []*record.Record) error 
 // writes without HTML escaping (the test holds it to that); by hand, because
 // encoding the samples was a tenth of ingest→export.
 func appendSample(b *bytes.Buffer, s *sample) {
+	n := 64 + len(s.System) + len(s.Tools) + len(s.Tools)/4
+	for _, t := range s.Conversations {
+		n += 24 + len(t.Value) + len(t.Value)/16
+	}
+	b.Grow(n)
 	b.WriteString(`{"conversations":[`)
 	for i, t := range s.Conversations {
 		if i > 0 {
