@@ -535,3 +535,17 @@ func TestScoresBothWays(t *testing.T) {
 		}
 	}
 }
+
+// orderedBits orders float32s as cmp.Compare does (Top's sort key).
+func TestOrderedBits(t *testing.T) {
+	nan := float32(math.NaN())
+	vals := []float32{nan, -nan, float32(math.Inf(-1)), -1, -0.5, -math.SmallestNonzeroFloat32, float32(math.Copysign(0, -1)), 0,
+		math.SmallestNonzeroFloat32, 0.5, 0.99999994, 1, 1.0001, math.MaxFloat32, float32(math.Inf(1))}
+	for _, a := range vals {
+		for _, b := range vals {
+			if got, want := cmp.Compare(orderedBits(a), orderedBits(b)), cmp.Compare(a, b); got != want {
+				t.Errorf("%v vs %v: orderedBits compare %d, cmp.Compare %d", a, b, got, want)
+			}
+		}
+	}
+}
