@@ -273,18 +273,15 @@ func (e *exporter) Process(ctx context.Context, r *record.Record) ([]*record.Rec
 	for _, tok := range decisionTokensOf(r) {
 		Count(ctx, counterToken+tok, 1)
 	}
-	if e.cfg.Format == "parquet" {
-		return rendered(r, s), nil
-	}
-	var b bytes.Buffer
-	appendSample(&b, s)
-	return rendered(r, b.Bytes()), nil
+	return rendered(r, s), nil
 }
 
 // rendered returns r carrying what Process made of it for WriteShard: the
-// sample's JSON line (jsonl formats) or the *sample (parquet). It is a
-// shallow copy of r, so the input record stays as it was and a later
-// export sets its own rendering.
+// *sample, or with tools_placement role its JSON line. It is a shallow
+// copy of r, so the input record stays as it was and a later export sets
+// its own rendering. (Samples are encoded in WriteShard into one reused
+// buffer: a line allocated per record in Process cost more CPU, in
+// allocation and GC, than the encoding itself.)
 func rendered(r *record.Record, v any) []*record.Record {
 	out := *r
 	out.Rendered = v
@@ -806,11 +803,17 @@ func (e *exporter) WriteShard(_ context.Context, dir *manifests.Root, name strin
 	return []manifests.FileRef{ref}, nil, f.Commit()
 }
 
-// writeLines writes the JSON lines Process rendered.
+// writeLines writes the samples Process rendered as JSON lines.
 func writeLines(f *manifests.File, recs []*record.Record) error {
 	w := bufio.NewWriterSize(f, 1<<20)
+	var b bytes.Buffer
 	for _, r := range recs {
 		line, ok := r.Rendered.([]byte)
+		if s, isSample := r.Rendered.(*sample); isSample {
+			b.Reset()
+			appendSample(&b, s)
+			line, ok = b.Bytes(), true
+		}
 		if !ok {
 			return fmt.Errorf("export: record %s was not rendered", r.ID)
 		}
