@@ -58,9 +58,9 @@ type Planner interface {
 // as it was); WriteShard then gets exactly the records Process returned for
 // one shard, in order, writes them under dir, the stage's directory, and may
 // still reject records it cannot write (returned as rejects, each counted
-// once). Finish runs after
-// every shard is written and returns notes for the manifest. A sink's input
-// passes through to the next stage, so several exports can follow each other.
+// once). Finish runs after every shard is written and returns notes for the
+// manifest. A sink's input (not its output) passes through to the next stage,
+// so several exports can follow each other.
 //
 // A sink writes only through dir (a confined root: no name leads outside
 // the stage directory) and returns FileRefs with dir.Rel paths.
