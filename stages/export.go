@@ -14,12 +14,12 @@ import (
 	"sync/atomic"
 	"unicode/utf8"
 
-	"github.com/augmentdata/augment/atomicfs"
-	"github.com/augmentdata/augment/pycall"
 	"github.com/parquet-go/parquet-go"
 
+	"github.com/augmentdata/augment/atomicfs"
 	"github.com/augmentdata/augment/jsonout"
 	"github.com/augmentdata/augment/manifests"
+	"github.com/augmentdata/augment/pycall"
 	"github.com/augmentdata/augment/stages/contract"
 	"github.com/augmentdata/augment/stages/record"
 	"github.com/augmentdata/augment/stages/shard"
@@ -193,22 +193,20 @@ func (c *ExportConfig) build(env *Env) (Stage, error) {
 }
 
 type exporter struct {
-	cfg     ExportConfig
-	tpl     *verify.LFTemplate
-	env     *Env
-	samples sync.Map // *record.Record → *sample, from Process to WriteShard
+	cfg ExportConfig
+	tpl *verify.LFTemplate
+	env *Env
 
 	paramsSeen  sync.Map // FNV-64a of a tool's parameters → checkParams' answer
 	paramsCount atomic.Int64
 }
 
-// sample is one LLaMA-Factory sharegpt row, or with tools_placement role
-// one OpenAI-messages row (Messages).
+// sample is one LLaMA-Factory sharegpt row (tools_placement role turns it
+// into an OpenAI-messages row, see roleSample).
 type sample struct {
 	Conversations []verify.Turn `json:"conversations" parquet:"conversations,list"`
 	System        string        `json:"system" parquet:"system"`
 	Tools         string        `json:"tools" parquet:"tools"`
-	Messages      []chatMessage `json:"-" parquet:"-"`
 }
 
 // Counter keys of the export (manifest counters, summed over shards).
@@ -276,18 +274,31 @@ func (e *exporter) Process(ctx context.Context, r *record.Record) ([]*record.Rec
 	for _, tok := range decisionTokensOf(r) {
 		Count(ctx, counterToken+tok, 1)
 	}
-	e.samples.Store(r, s)
-	return []*record.Record{r}, nil
+	return rendered(r, s), nil
+}
+
+// rendered returns r carrying what Process made of it for WriteShard: the
+// *sample, or with tools_placement role its JSON line. It is a shallow
+// copy of r, so the input record stays as it was and a later export sets
+// its own rendering. (Samples are encoded in WriteShard into one reused
+// buffer: a line allocated per record in Process cost more CPU, in
+// allocation and GC, than the encoding itself.)
+func rendered(r *record.Record, v any) []*record.Record {
+	out := *r
+	out.Rendered = v
+	return []*record.Record{&out}
 }
 
 // Preview returns the sample Process rendered for r, as one JSON line.
 func (e *exporter) Preview(r *record.Record) (string, bool) {
-	s, ok := e.samples.Load(r)
-	if !ok {
-		return "", false
+	switch v := r.Rendered.(type) {
+	case []byte:
+		return string(bytes.TrimSuffix(v, []byte("\n"))), true
+	case *sample:
+		b, err := jsonout.Marshal(v)
+		return string(b), err == nil
 	}
-	b, err := jsonout.Marshal(s)
-	return string(b), err == nil
+	return "", false
 }
 
 // checkParams is the template's CheckToolParams, remembered for up to
@@ -711,15 +722,17 @@ func toolsJSON(tools []record.Tool) (string, error) {
 // writeJSONString writes s as a JSON string exactly as encoding/json does
 // without HTML escaping; the common cases are written directly, rare ones
 // (control characters other than \n \r \t, U+2028/U+2029, invalid UTF-8)
-// through encoding/json.
+// through encoding/json. It appends to the buffer's free space in one
+// piece: a Write per escape was most of its time on tool lists, which are
+// JSON text full of quotes.
 func writeJSONString(b *bytes.Buffer, s string) {
 	if !utf8.ValidString(s) {
 		q, _ := jsonout.Marshal(s)
 		b.Write(q)
 		return
 	}
-	start := b.Len()
-	b.WriteByte('"')
+	b.Grow(len(s) + len(s)/8 + 2)
+	dst := append(b.AvailableBuffer(), '"')
 	last := 0
 	for i := 0; i < len(s); {
 		c := s[i]
@@ -727,18 +740,18 @@ func writeJSONString(b *bytes.Buffer, s string) {
 			i++
 			continue
 		}
-		var esc string
+		var esc byte
 		switch c {
 		case '"':
-			esc = `\"`
+			esc = '"'
 		case '\\':
-			esc = `\\`
+			esc = '\\'
 		case '\n':
-			esc = `\n`
+			esc = 'n'
 		case '\r':
-			esc = `\r`
+			esc = 'r'
 		case '\t':
-			esc = `\t`
+			esc = 't'
 		case 0xE2: // U+2028 and U+2029 are E2 80 A8 and E2 80 A9
 			if i+2 < len(s) && s[i+1] == 0x80 && (s[i+2] == 0xA8 || s[i+2] == 0xA9) {
 				break
@@ -746,19 +759,18 @@ func writeJSONString(b *bytes.Buffer, s string) {
 			i++
 			continue
 		}
-		if esc == "" { // another control character, U+2028 or U+2029
-			b.Truncate(start)
+		if esc == 0 { // another control character, U+2028 or U+2029
 			q, _ := jsonout.Marshal(s)
 			b.Write(q)
 			return
 		}
-		b.WriteString(s[last:i])
-		b.WriteString(esc)
+		dst = append(dst, s[last:i]...)
+		dst = append(dst, '\\', esc)
 		i++
 		last = i
 	}
-	b.WriteString(s[last:])
-	b.WriteByte('"')
+	dst = append(dst, s[last:]...)
+	b.Write(append(dst, '"'))
 }
 
 // jsonPlain marks the bytes of valid UTF-8 text that writeJSONString
@@ -771,54 +783,73 @@ var jsonPlain = func() (t [256]bool) {
 	return t
 }()
 
-// WriteShard writes one data file of the dataset folder.
+// WriteShard writes one data file of the dataset folder from the records
+// Process returned (each carries its rendering in Rendered).
 func (e *exporter) WriteShard(_ context.Context, dir *atomicfs.Root, name string, recs []*record.Record) ([]manifests.FileRef, []shard.Reject, error) {
-	samples := make([]*sample, 0, len(recs))
-	for _, r := range recs {
-		s, ok := e.samples.LoadAndDelete(r)
-		if !ok {
-			return nil, nil, fmt.Errorf("export: record %s was not rendered", r.ID)
-		}
-		samples = append(samples, s.(*sample))
-	}
 	file := e.cfg.Dataset + "/part-" + name + "." + e.cfg.Format
 	f, err := dir.Create(file)
 	if err != nil {
 		return nil, nil, err
 	}
 	defer f.Abort()
-	switch {
-	case e.cfg.ToolsPlacement == "role":
-		err = writeMessagesJSONL(f, samples)
-	case e.cfg.Format == "parquet":
-		err = writeSamplesParquet(f, samples)
-	default:
-		err = writeSamplesJSONL(f, samples)
+	if e.cfg.Format == "parquet" {
+		err = e.writeParquet(f, recs)
+	} else {
+		err = writeLines(f, recs)
 	}
 	if err != nil {
 		return nil, nil, err
 	}
-	ref := manifests.FileRef{Path: dir.Rel(file), SHA256: f.SHA256(), Rows: int64(len(samples)), Bytes: f.Size()}
+	ref := manifests.FileRef{Path: dir.Rel(file), SHA256: f.SHA256(), Rows: int64(len(recs)), Bytes: f.Size()}
 	return []manifests.FileRef{ref}, nil, f.Commit()
 }
 
-func writeSamplesJSONL(f *atomicfs.File, samples []*sample) error {
+// writeLines writes the samples Process rendered as JSON lines.
+func writeLines(f *atomicfs.File, recs []*record.Record) error {
 	w := bufio.NewWriterSize(f, 1<<20)
 	var b bytes.Buffer
-	for _, s := range samples {
-		b.Reset()
-		appendSample(&b, s)
-		if _, err := w.Write(b.Bytes()); err != nil {
+	for _, r := range recs {
+		line, ok := r.Rendered.([]byte)
+		if s, isSample := r.Rendered.(*sample); isSample {
+			b.Reset()
+			appendSample(&b, s)
+			line, ok = b.Bytes(), true
+		}
+		if !ok {
+			return fmt.Errorf("export: record %s was not rendered", r.ID)
+		}
+		if _, err := w.Write(line); err != nil {
 			return err
 		}
 	}
 	return w.Flush()
 }
 
+func (e *exporter) writeParquet(f *atomicfs.File, recs []*record.Record) error {
+	rows := make([]sample, len(recs))
+	for i, r := range recs {
+		s, ok := r.Rendered.(*sample)
+		if !ok {
+			return fmt.Errorf("export: record %s was not rendered", r.ID)
+		}
+		rows[i] = *s
+	}
+	w := parquet.NewGenericWriter[sample](f, parquet.Compression(&parquet.Zstd), parquet.MaxRowsPerRowGroup(1000))
+	if _, err := w.Write(rows); err != nil {
+		return err
+	}
+	return w.Close()
+}
+
 // appendSample writes s as one JSON line, byte for byte what encoding/json
 // writes without HTML escaping (the test holds it to that); by hand, because
 // encoding the samples was a tenth of ingest→export.
 func appendSample(b *bytes.Buffer, s *sample) {
+	n := 64 + len(s.System) + len(s.Tools) + len(s.Tools)/4
+	for _, t := range s.Conversations {
+		n += 24 + len(t.Value) + len(t.Value)/16
+	}
+	b.Grow(n)
 	b.WriteString(`{"conversations":[`)
 	for i, t := range s.Conversations {
 		if i > 0 {
@@ -835,18 +866,6 @@ func appendSample(b *bytes.Buffer, s *sample) {
 	b.WriteString(`,"tools":`)
 	writeJSONString(b, s.Tools)
 	b.WriteString("}\n")
-}
-
-func writeSamplesParquet(f *atomicfs.File, samples []*sample) error {
-	w := parquet.NewGenericWriter[sample](f, parquet.Compression(&parquet.Zstd), parquet.MaxRowsPerRowGroup(1000))
-	rows := make([]sample, len(samples))
-	for i, s := range samples {
-		rows[i] = *s
-	}
-	if _, err := w.Write(rows); err != nil {
-		return err
-	}
-	return w.Close()
 }
 
 // Finish writes dataset_info.json, which names the dataset folder (and,

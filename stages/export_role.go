@@ -1,7 +1,6 @@
 package stages
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -9,7 +8,6 @@ import (
 	"strings"
 
 	"github.com/augmentdata/augment/atomicfs"
-	"github.com/augmentdata/augment/jsonout"
 	"github.com/augmentdata/augment/manifests"
 	"github.com/augmentdata/augment/stages/contract"
 	"github.com/augmentdata/augment/stages/record"
@@ -76,8 +74,9 @@ func (e *exporter) roleSample(ctx context.Context, r *record.Record, s *sample, 
 	if standIn {
 		Count(ctx, CounterStandIn, 1)
 	}
-	e.samples.Store(r, &sample{Messages: msgs})
-	return []*record.Record{r}, nil
+	var b bytes.Buffer
+	appendMessages(&b, msgs)
+	return rendered(r, b.Bytes()), nil
 }
 
 // spacedJSON rewrites compact JSON with a space after every ':' and ','
@@ -103,28 +102,20 @@ func spacedJSON(compact string) string {
 	return b.String()
 }
 
-func writeMessagesJSONL(f *atomicfs.File, samples []*sample) error {
-	w := bufio.NewWriterSize(f, 1<<20)
-	var b bytes.Buffer
-	for _, s := range samples {
-		b.Reset()
-		b.WriteString(`{"messages":[`)
-		for i, m := range s.Messages {
-			if i > 0 {
-				b.WriteByte(',')
-			}
-			b.WriteString(`{"role":`)
-			writeJSONString(&b, m.Role)
-			b.WriteString(`,"content":`)
-			writeJSONString(&b, m.Content)
-			b.WriteByte('}')
+// appendMessages writes a role-placement row as one JSON line.
+func appendMessages(b *bytes.Buffer, msgs []chatMessage) {
+	b.WriteString(`{"messages":[`)
+	for i, m := range msgs {
+		if i > 0 {
+			b.WriteByte(',')
 		}
-		b.WriteString("]}\n")
-		if _, err := w.Write(b.Bytes()); err != nil {
-			return err
-		}
+		b.WriteString(`{"role":`)
+		writeJSONString(b, m.Role)
+		b.WriteString(`,"content":`)
+		writeJSONString(b, m.Content)
+		b.WriteByte('}')
 	}
-	return w.Flush()
+	b.WriteString("]}\n")
 }
 
 // finishRole writes chat_template.jinja and card.json (what the folder
@@ -153,14 +144,4 @@ func (e *exporter) finishRole(dir *atomicfs.Root, total manifests.Counts) ([]str
 	}
 	_, err = dir.WriteFile("card.json", append(b, '\n'))
 	return notes, err
-}
-
-// MarshalJSON writes a role-placement sample as its messages row and any
-// other as the sharegpt row (what `augment check` shows).
-func (s *sample) MarshalJSON() ([]byte, error) {
-	if s.Messages != nil {
-		return jsonout.Marshal(map[string]any{"messages": s.Messages})
-	}
-	type row sample
-	return jsonout.Marshal((*row)(s))
 }

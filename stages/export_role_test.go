@@ -30,11 +30,15 @@ const fig1b = `<s><|im_start|>tools\n[{"name": "get_current_weather", "descripti
 func TestExportToolsRole(t *testing.T) {
 	e := buildExport(t, ExportConfig{Style: "inline", Surface: "decision", ToolsPlacement: "role"})
 	r := fig1Record()
-	if _, err := e.Process(context.Background(), r); err != nil {
+	out, err := e.Process(context.Background(), r)
+	if err != nil {
 		t.Fatal(err)
 	}
-	v, _ := e.samples.Load(r)
-	msgs := v.(*sample).Messages
+	var rendered struct{ Messages []chatMessage }
+	if err := json.Unmarshal(out[0].Rendered.([]byte), &rendered); err != nil {
+		t.Fatal(err)
+	}
+	msgs := rendered.Messages
 	var roles []string
 	for _, m := range msgs {
 		roles = append(roles, m.Role)
@@ -43,7 +47,7 @@ func TestExportToolsRole(t *testing.T) {
 		t.Fatalf("messages: %+v", msgs)
 	}
 	dir, root := tempRoot(t)
-	refs, _, err := e.WriteShard(context.Background(), root, "fig-00000", []*record.Record{r})
+	refs, _, err := e.WriteShard(context.Background(), root, "fig-00000", out)
 	if err != nil || len(refs) != 1 {
 		t.Fatal(refs, err)
 	}

@@ -35,14 +35,35 @@ func buildExport(t *testing.T, cfg ExportConfig) *exporter {
 // exportOne renders r and returns its sample's turns as "from: value" lines.
 func exportOne(t *testing.T, e *exporter, r *record.Record) *sample {
 	t.Helper()
-	if _, err := e.Process(context.Background(), r); err != nil {
+	out, err := e.Process(context.Background(), r)
+	if err != nil {
 		t.Fatalf("%s: %v", r.ID, err)
 	}
-	s, ok := e.samples.Load(r)
-	if !ok {
-		t.Fatal("no sample stored")
+	if len(out) != 1 {
+		t.Fatalf("%s: %d records out", r.ID, len(out))
 	}
-	return s.(*sample)
+	return renderedSample(t, out[0])
+}
+
+// renderedSample is the sample Process rendered into r.Rendered: the
+// *sample itself (parquet) or read back from its JSON line (jsonl).
+func renderedSample(t *testing.T, r *record.Record) *sample {
+	t.Helper()
+	switch v := r.Rendered.(type) {
+	case *sample:
+		return v
+	case []byte:
+		var s sample
+		if !bytes.HasSuffix(v, []byte("\n")) || bytes.Count(v, []byte("\n")) != 1 {
+			t.Fatalf("%s: not one JSON line: %q", r.ID, v)
+		}
+		if err := json.Unmarshal(v, &s); err != nil {
+			t.Fatalf("%s: %v in %s", r.ID, err, v)
+		}
+		return &s
+	}
+	t.Fatalf("%s: no rendering carried (%T)", r.ID, r.Rendered)
+	return nil
 }
 
 func withReasoning(r *record.Record, text string) *record.Record {
@@ -209,10 +230,14 @@ func TestExportWritesDatasetDir(t *testing.T) {
 		e := buildExport(t, ExportConfig{Dataset: "demo_" + format, Format: format})
 		var recs []*record.Record
 		for _, r := range fxAll() {
-			if _, err := e.Process(context.Background(), r); err != nil {
+			out, err := e.Process(context.Background(), r)
+			if err != nil {
 				t.Fatal(err)
 			}
-			recs = append(recs, r)
+			if out[0] == r || r.Rendered != nil {
+				t.Fatal("Process changed its input record instead of returning a copy carrying the sample")
+			}
+			recs = append(recs, out...)
 		}
 		refs, rejects, err := e.WriteShard(context.Background(), root, "fx-00000", recs)
 		if err != nil || len(rejects) != 0 || len(refs) != 1 || refs[0].Rows != int64(len(recs)) {
@@ -468,7 +493,6 @@ func BenchmarkExportProcess(b *testing.B) {
 						b.Fatal(err)
 					}
 				}
-				e.samples.Delete(r)
 			}
 		})
 	}

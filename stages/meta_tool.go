@@ -703,8 +703,7 @@ func (s *metaToolStage) standsIn(p *metaToolPlan, cand record.Tool, v *toollib.V
 		if v == nil || p.vecs == nil {
 			continue
 		}
-		if toollib.Score(s.alpha, p.vecs[k], *v) > s.cfg.DistractorMaxSimilarity ||
-			toollib.Score(s.alpha, *v, p.vecs[k]) > s.cfg.DistractorMaxSimilarity {
+		if kv, vk := toollib.Scores(s.alpha, p.vecs[k], *v); kv > s.cfg.DistractorMaxSimilarity || vk > s.cfg.DistractorMaxSimilarity {
 			return true
 		}
 	}

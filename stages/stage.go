@@ -62,11 +62,14 @@ type Planner interface {
 
 // A Sink is a final stage that writes records in its own format (the
 // LLaMA-Factory export) instead of Parquet shards. Its Process validates and
-// may reject records as usual; WriteShard then writes the kept records of one
-// shard under dir, the stage's directory, and may still reject records it
-// cannot write (returned as rejects, each counted once). Finish runs after
-// every shard is written and returns notes for the manifest. A sink's input
-// passes through to the next stage, so several exports can follow each other.
+// may reject records as usual, and returns each kept record carrying what it
+// made of it in Record.Rendered (a shallow copy of its input: the input stays
+// as it was); WriteShard then gets exactly the records Process returned for
+// one shard, in order, writes them under dir, the stage's directory, and may
+// still reject records it cannot write (returned as rejects, each counted
+// once). Finish runs after every shard is written and returns notes for the
+// manifest. A sink's input (not its output) passes through to the next stage,
+// so several exports can follow each other.
 //
 // A sink writes only through dir (a confined root: no name leads outside
 // the stage directory) and returns FileRefs with dir.Rel paths.

@@ -34,6 +34,14 @@ type Record struct {
 	Messages []Message `json:"messages" parquet:"messages,list"`
 	Tags     []Tag     `json:"tags" parquet:"tags,list"`       // sorted by key; see Tag
 	Lineage  []Step    `json:"lineage" parquet:"lineage,list"` // one entry per stage that changed or made the record
+
+	// Rendered is what a sink's Process made of the record for its own
+	// WriteShard of the same shard (the export's sample): it travels with
+	// the record instead of being parked in the sink. It is no part of the
+	// schema (never stored in shards, mirrors or rejects), only the sink
+	// that set it reads it, and Clone drops it (a changed record is not
+	// what was rendered).
+	Rendered any `json:"-" parquet:"-"`
 }
 
 // A Tool is one function the assistant may call, in the OpenAI function shape.
@@ -132,6 +140,7 @@ func (r *Record) ToolByName(name string) (Tool, bool) {
 // Clone returns a deep copy of r.
 func (r *Record) Clone() *Record {
 	c := *r
+	c.Rendered = nil
 	c.Tools = make([]Tool, len(r.Tools))
 	for i, t := range r.Tools {
 		c.Tools[i] = t.Clone()

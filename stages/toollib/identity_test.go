@@ -1,6 +1,7 @@
 package toollib
 
 import (
+	"bytes"
 	"encoding/json"
 	"testing"
 
@@ -36,5 +37,31 @@ func TestToolIdentity(t *testing.T) {
 				t.Errorf("same DefKey = %v, want %v", got, tc.sameDefKy)
 			}
 		})
+	}
+}
+
+// SameDefinition's scan for compact parameters gives the answer of
+// comparing the compacted JSON, for compact, spaced, escaped and invalid
+// parameters alike.
+func TestSameDefinitionCompactScan(t *testing.T) {
+	params := []string{
+		`{"type":"object","properties":{}}`,
+		`{"type": "object", "properties": {}}`,
+		`{"type":"object","properties":{"a":{"type":"string","description":"the city and state"}}}`,
+		`{"type":"object","properties":{"a":{"type":"string","description":"the city and  state"}}}`,
+		`{"type":"object", "properties":{"a":{"type":"string","description":"the city and state"}}}`,
+		`{"type":"object","properties":{"a":{"description":"say \"hi there\" \\ ok"}}}`,
+		`{"type":"object","properties":{"a":{"description":"say \"hi there\" \\ ok"} }}`,
+		"{\"a\":\n1}", `{"a":1}`, `{"a":"x y`, `{"a": "x y`, `not json`, `not  json`, ``, ` `,
+	}
+	for _, p := range params {
+		for _, q := range params {
+			a := record.Tool{Name: "a", Description: "d", Parameters: []byte(p)}
+			b := record.Tool{Name: "b", Description: "d", Parameters: []byte(q)}
+			want := bytes.Equal(compactJSON(a.Parameters), compactJSON(b.Parameters))
+			if got := SameDefinition(a, b); got != want {
+				t.Errorf("SameDefinition(%q, %q) = %v, want %v", p, q, got, want)
+			}
+		}
 	}
 }

@@ -500,3 +500,52 @@ func BenchmarkIndexTop30k(b *testing.B) {
 		})
 	}
 }
+
+// Scores gives exactly Score in both directions, for every shape of
+// parameter lists (none, one side empty, more than its stack buffer holds).
+func TestScoresBothWays(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 8))
+	vec := func() []float32 {
+		v := make([]float32, 16)
+		for i := range v {
+			v[i] = float32(rng.NormFloat64())
+		}
+		normalize(v)
+		return v
+	}
+	vectors := func(params int) Vectors {
+		v := Vectors{Desc: vec()}
+		for range params {
+			v.Params = append(v.Params, vec())
+		}
+		return v
+	}
+	for _, n := range [][2]int{{0, 0}, {0, 3}, {2, 0}, {1, 1}, {3, 5}, {9, 8}, {12, 1}} {
+		for range 20 {
+			a, b := vectors(n[0]), vectors(n[1])
+			for _, alpha := range []float64{0, 0.5, 0.7, 1} {
+				ab, ba := Scores(alpha, a, b)
+				if want := Score(alpha, a, b); ab != want {
+					t.Fatalf("%v alpha %v: Scores a→b %v, Score %v", n, alpha, ab, want)
+				}
+				if want := Score(alpha, b, a); ba != want {
+					t.Fatalf("%v alpha %v: Scores b→a %v, Score %v", n, alpha, ba, want)
+				}
+			}
+		}
+	}
+}
+
+// orderedBits orders float32s as cmp.Compare does (Top's sort key).
+func TestOrderedBits(t *testing.T) {
+	nan := float32(math.NaN())
+	vals := []float32{nan, -nan, float32(math.Inf(-1)), -1, -0.5, -math.SmallestNonzeroFloat32, float32(math.Copysign(0, -1)), 0,
+		math.SmallestNonzeroFloat32, 0.5, 0.99999994, 1, 1.0001, math.MaxFloat32, float32(math.Inf(1))}
+	for _, a := range vals {
+		for _, b := range vals {
+			if got, want := cmp.Compare(orderedBits(a), orderedBits(b)), cmp.Compare(a, b); got != want {
+				t.Errorf("%v vs %v: orderedBits compare %d, cmp.Compare %d", a, b, got, want)
+			}
+		}
+	}
+}

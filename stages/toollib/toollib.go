@@ -74,8 +74,33 @@ func DefKey(t record.Tool) string {
 // SameDefinition reports whether a and b describe the same function,
 // whatever their names (their DefKeys are equal).
 func SameDefinition(a, b record.Tool) bool {
-	return a.Description == b.Description &&
-		(bytes.Equal(a.Parameters, b.Parameters) || bytes.Equal(compactJSON(a.Parameters), compactJSON(b.Parameters)))
+	switch {
+	case a.Description != b.Description:
+		return false
+	case bytes.Equal(a.Parameters, b.Parameters):
+		return true
+	case compact(a.Parameters) && compact(b.Parameters):
+		return false // compacting changes neither (the common case: records hold compact JSON)
+	}
+	return bytes.Equal(compactJSON(a.Parameters), compactJSON(b.Parameters))
+}
+
+// compact reports whether b has no white space outside JSON strings, so
+// that compactJSON(b) is b: a scan without the allocation and the JSON
+// scanner of json.Compact.
+func compact(b []byte) bool {
+	in := false
+	for i := 0; i < len(b); i++ {
+		switch c := b[i]; {
+		case in && c == '\\':
+			i++
+		case c == '"':
+			in = !in
+		case !in && (c == ' ' || c == '\t' || c == '\n' || c == '\r'):
+			return false
+		}
+	}
+	return true
 }
 
 // compactJSON returns b without insignificant white space, or b itself

@@ -4,6 +4,7 @@ import (
 	"math"
 	"strings"
 	"unicode"
+	"unicode/utf8"
 
 	"github.com/augmentdata/augment/stages/record"
 )
@@ -94,6 +95,13 @@ func wordsMatch(a, b string) bool {
 	if a == b {
 		return true
 	}
+	if ascii(a) && ascii(b) {
+		return wordsMatchASCII(a, b)
+	}
+	return wordsMatchRunes(a, b)
+}
+
+func wordsMatchRunes(a, b string) bool {
 	s, l := []rune(a), []rune(b)
 	if len(s) > len(l) {
 		s, l = l, s
@@ -102,6 +110,38 @@ func wordsMatch(a, b string) bool {
 		return true
 	}
 	return len(s) >= 5 && oneEdit(s, l)
+}
+
+// wordsMatchASCII is wordsMatch for ASCII words, where bytes are runes:
+// the same tests without converting the words (names are mostly ASCII, and
+// distractor drawing compares many).
+func wordsMatchASCII(s, l string) bool {
+	if len(s) > len(l) {
+		s, l = l, s
+	}
+	if len(s) >= 4 && len(l)-len(s) <= 3 && (strings.HasPrefix(l, s) || strings.HasSuffix(l, s)) {
+		return true
+	}
+	if len(s) < 5 || len(l)-len(s) > 1 {
+		return false
+	}
+	i := 0
+	for i < len(s) && s[i] == l[i] {
+		i++
+	}
+	if len(s) == len(l) {
+		return s[i+1:] == l[i+1:]
+	}
+	return s[i:] == l[i+1:]
+}
+
+func ascii(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] >= utf8.RuneSelf {
+			return false
+		}
+	}
+	return true
 }
 
 // oneEdit reports whether one insertion, deletion or substitution turns s

@@ -82,3 +82,19 @@ func TestNearTwins(t *testing.T) {
 		}
 	}
 }
+
+// The ASCII path of wordsMatch answers as the rune path does.
+func TestWordsMatchASCII(t *testing.T) {
+	words := []string{"pay", "payment", "repayment", "payments", "paymen", "paymant", "discount", "discounted", "recipe",
+		"recipes", "search", "serch", "searches", "loan", "loans", "abcde", "abcdf", "abcdef", "xabcde", "bcde", "get", "gets", "a", ""}
+	for _, a := range words {
+		for _, b := range words {
+			if a == b {
+				continue
+			}
+			if got, want := wordsMatchASCII(a, b), wordsMatchRunes(a, b); got != want {
+				t.Errorf("%q, %q: ASCII path %v, rune path %v", a, b, got, want)
+			}
+		}
+	}
+}
