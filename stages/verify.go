@@ -166,7 +166,7 @@ func (c *VerifyConfig) validate() []string {
 	return probs
 }
 
-func (c *VerifyConfig) version() int { return 4 } // 2: judges skip get_user_input replies; 3: meta_tool results read in Fig 12's envelope too; 4: token counts in 4 KiB pieces (a forced cut in a longer run may shift max_tokens by one)
+func (c *VerifyConfig) version() int { return 5 } // 2: judges skip get_user_input replies; 3: meta_tool results read in Fig 12's envelope too; 4: token counts in 4 KiB pieces (a forced cut in a longer run may shift max_tokens by one); 5: a judge answer's keys match case-sensitively
 
 func (c *VerifyConfig) build(env *Env) (Stage, error) {
 	s := &verifyStage{cfg: *c, env: env, countTokens: c.CountTokens == nil || *c.CountTokens}

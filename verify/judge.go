@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 	"strconv"
 	"strings"
 	"sync"
@@ -214,7 +215,10 @@ type scored struct {
 }
 
 // strictObject decodes answer, which must be one JSON object and nothing
-// else, optionally wrapped in a single Markdown code fence (``` or ```json).
+// else, optionally wrapped in a single Markdown code fence (``` or ```json),
+// into v, a pointer to a struct. Its keys are matched exactly: a key that
+// differs from a field's name in case only is an error (encoding/json would
+// take it for the field).
 func strictObject(answer string, v any) error {
 	s := strings.TrimSpace(answer)
 	if rest, ok := strings.CutPrefix(s, "```"); ok {
@@ -239,6 +243,19 @@ func strictObject(answer string, v any) error {
 	}
 	if strings.TrimSpace(s[d.InputOffset():]) != "" {
 		return errors.New("the answer has text after the JSON object")
+	}
+	var keys map[string]json.RawMessage
+	if err := json.Unmarshal([]byte(s[:d.InputOffset()]), &keys); err != nil {
+		return fmt.Errorf("the answer is not a valid JSON object: %w", err)
+	}
+	t := reflect.TypeOf(v).Elem()
+	for i := range t.NumField() {
+		name, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ",")
+		for k := range keys {
+			if k != name && strings.EqualFold(k, name) {
+				return fmt.Errorf("the answer has the key %q, not %q (keys are case-sensitive)", k, name)
+			}
+		}
 	}
 	return nil
 }

@@ -251,6 +251,7 @@ func TestParseAnswers(t *testing.T) {
 		{`{"is_equal": true, "reason": "same city"}`, true, true},
 		{"```json\n{\"is_equal\": false, \"reason\": \"no\"}\n```", false, true},
 		{`{"is_equal": "true"}`, false, false}, {`{"equal": true}`, false, false}, {`true`, false, false},
+		{`{"is_equAl": true}`, false, false}, {`{"Is_Equal": false, "is_equal": true}`, false, false}, // keys are case-sensitive (fuzz)
 	} {
 		got, err := parseEqual(tt.in)
 		if (err == nil) != tt.ok || got != tt.eq {
