@@ -63,14 +63,18 @@ type Mirror struct {
 	closed bool         // under sendMu
 
 	mu     sync.Mutex
-	synced map[string]bool // local names known equal to their object
-	err    error           // the first failure
+	synced map[string]string // local names known equal to their object, with its ETag ("" when unknown)
+	err    error             // the first failure
+
+	snapping sync.Map // names with a Snapshot queued or running
+	lease    *Lease   // held while the mirror writes (Lock)
 }
 
 type mirrorOp struct {
-	name   string
-	remove bool
-	flush  chan struct{} // closed once every operation before it is done
+	name     string
+	remove   bool
+	flush    chan struct{}           // closed once every operation before it is done
+	snapshot func(io.Writer) error // writes the content to upload as name (Snapshot)
 }
 
 // OutputLocation parses an output.dir on object storage ("s3://bucket" or
@@ -105,11 +109,22 @@ func (m *Mirror) object(name string) string {
 	return m.loc.Key + "/" + name
 }
 
-// mirrored reports whether a local name belongs in the prefix.
+// mirrored reports whether a local name belongs in the prefix: not the
+// local lock files (.augment/lock, .augment/lock-worker-…), the leases
+// that stand for them in the prefix (lease.go), Hub downloads or
+// temporary files.
 func mirrored(name string) bool {
 	base := path.Base(name)
-	return name != ".augment/lock" && !strings.HasPrefix(name, "cache/sources/") && name != "cache/sources" &&
+	return !strings.HasPrefix(name, ".augment/lock") && !strings.HasPrefix(name, leasePrefix) &&
+		!strings.HasPrefix(name, "cache/sources/") && name != "cache/sources" &&
 		!strings.HasPrefix(base, ".tmp-")
+}
+
+// isManifest reports whether name is a manifest: a stage's manifest.json
+// or a worker's part of one (.augment/workers/…). A manifest names files
+// committed before it, so it is uploaded after them.
+func isManifest(name string) bool {
+	return path.Base(name) == "manifest.json" || strings.HasPrefix(name, ".augment/workers/")
 }
 
 // CheckOutput reports whether the prefix of an S3 output can be listed and
@@ -122,22 +137,28 @@ func (o *Opener) CheckOutput(ctx context.Context, loc Location) error {
 	}
 	m := &Mirror{loc: loc}
 	what := m.String()
-	// The first object, if any, tells: cancelling stops the listing there.
-	lctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	obj, ok := <-c.ListObjects(lctx, loc.Bucket, minio.ListObjectsOptions{Prefix: m.object(""), MaxKeys: 1})
-	if !ok {
-		return nil
-	}
-	if obj.Err != nil {
-		if err := s3Error(loc, obj.Err); !errors.As(err, new(*NotFoundError)) {
-			return err
+	// The top-level names tell. Objects under .augment/ alone (a lease,
+	// the marker) are augment's: workers starting together take their
+	// leases before the first of them has uploaded anything.
+	var foreign string
+	for obj := range c.ListObjects(ctx, loc.Bucket, minio.ListObjectsOptions{Prefix: m.object("")}) {
+		if obj.Err != nil {
+			if err := s3Error(loc, obj.Err); !errors.As(err, new(*NotFoundError)) {
+				return err
+			}
+			return fmt.Errorf("%s: no such bucket", what)
 		}
-		return fmt.Errorf("%s: no such bucket", what)
+		if name := strings.TrimPrefix(obj.Key, m.object("")); name != ".augment/" {
+			foreign = obj.Key
+			break
+		}
+	}
+	if foreign == "" {
+		return nil
 	}
 	if _, err := c.StatObject(ctx, loc.Bucket, m.object(".augment/output-dir"), minio.StatObjectOptions{}); err != nil {
 		if minio.ToErrorResponse(err).Code == "NoSuchKey" {
-			return fmt.Errorf("%s holds objects augment did not write (%s …); set output.dir to a new or empty prefix", what, obj.Key)
+			return fmt.Errorf("%s holds objects augment did not write (%s …); set output.dir to a new or empty prefix", what, foreign)
 		}
 		return s3Error(loc, err)
 	}
@@ -153,7 +174,7 @@ func (o *Opener) NewMirror(loc Location, local *os.Root) (*Mirror, error) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	m := &Mirror{c: c, loc: loc, local: local, log: o.o.Log, ctx: ctx, cancel: cancel,
-		ops: make(chan mirrorOp, 1024), done: make(chan struct{}), synced: map[string]bool{}}
+		ops: make(chan mirrorOp, 1024), done: make(chan struct{}), synced: map[string]string{}}
 	go m.run()
 	return m, nil
 }
@@ -181,19 +202,91 @@ func (m *Mirror) Pull(ctx context.Context) error {
 			return err
 		}
 		if same {
-			m.markSynced(name, true)
+			m.markSynced(name, obj.ETag)
 			continue
+		}
+		if path.Base(name) == cacheDBName && m.exists(name) {
+			// Both hold answers: the local cache file is kept, the
+			// object joins it as a segment of its own (looked up, never
+			// written), so no answer paid for is lost either way.
+			name = fmt.Sprintf("cache/segments/pulled-%.12s/%s", strings.Trim(obj.ETag, `"`), cacheDBName)
+			if same, err := m.sameAsLocal(name, obj.Size, obj.ETag); err != nil || same {
+				continue
+			}
+			if err := m.download(ctx, name, obj); err != nil {
+				return fmt.Errorf("%s: %w", m.loc.Bucket+"/"+obj.Key, err)
+			}
+			fetched++
+			continue // not synced: it goes up under its own name
 		}
 		if err := m.download(ctx, name, obj); err != nil {
 			return fmt.Errorf("%s: %w", m.loc.Bucket+"/"+obj.Key, err)
 		}
-		m.markSynced(name, true)
+		m.markSynced(name, obj.ETag)
 		fetched++
 	}
 	if fetched > 0 {
 		m.log.Info("output pulled from object storage", "dir", m.String(), "files", fetched)
 	}
 	return m.catchUp(false)
+}
+
+// cacheDBName is the request cache's file (llm.CacheFile), in the cache
+// directory and in each of its segments.
+const cacheDBName = "llm-cache.db"
+
+func (m *Mirror) exists(name string) bool {
+	_, err := m.local.Stat(name)
+	return err == nil
+}
+
+// Fetch brings into the local directory what other processes sharing the
+// prefix (the workers of one run) published under dir, a folder relative
+// to it ("" for all), and keep accepts (nil: everything): every object the
+// local copy lacks, or holds at an ETag since replaced. A local file this
+// mirror has not uploaded yet (this process's own, newer) is kept. Each
+// download is checked against the object's size and, for one uploaded in
+// a single PUT, its MD5 (the ETag), and lands whole (rename). Objects are
+// fetched data first, manifests last, so a fetched manifest never names a
+// file this fetch skipped.
+func (m *Mirror) Fetch(ctx context.Context, dir string, keep func(name string) bool) error {
+	prefix := m.object("")
+	under := prefix
+	if dir != "" && dir != "." {
+		under = m.object(strings.Trim(dir, "/") + "/")
+	}
+	var data, manifests []minio.ObjectInfo
+	for obj := range m.c.ListObjects(ctx, m.loc.Bucket, minio.ListObjectsOptions{Prefix: under, Recursive: true}) {
+		if obj.Err != nil {
+			return s3Error(m.loc, obj.Err)
+		}
+		name := strings.TrimPrefix(obj.Key, prefix)
+		if !fs.ValidPath(name) || name == "." || !mirrored(name) || keep != nil && !keep(name) {
+			continue
+		}
+		if isManifest(name) {
+			manifests = append(manifests, obj)
+		} else {
+			data = append(data, obj)
+		}
+	}
+	for _, obj := range append(data, manifests...) {
+		name := strings.TrimPrefix(obj.Key, prefix)
+		m.mu.Lock()
+		etag, synced := m.synced[name]
+		m.mu.Unlock()
+		switch {
+		case synced && etag == strings.Trim(obj.ETag, `"`):
+			continue // the same object as the local file
+		case !synced && m.exists(name):
+			continue // committed here, not uploaded yet: ours wins
+		}
+		if err := m.download(ctx, name, obj); err != nil {
+			return fmt.Errorf("%s: %w", m.loc.Bucket+"/"+obj.Key, err)
+		}
+		m.markSynced(name, obj.ETag)
+	}
+	return nil
 }
 
 // catchUp queues an upload of every local file not known to be in step,
@@ -322,12 +415,18 @@ func localETag(r io.Reader, partSize int64, parts int) (string, error) {
 	return fmt.Sprintf("%s-%d", hex.EncodeToString(all.Sum(nil)), parts), nil
 }
 
-// download writes an object into the local directory, atomically.
+// download writes an object into the local directory, atomically, after
+// checking its size and, when the ETag is the MD5 of the bytes (a single
+// PUT), its MD5.
 func (m *Mirror) download(ctx context.Context, name string, obj minio.ObjectInfo) error {
 	if err := m.local.MkdirAll(path.Dir(name), 0o755); err != nil {
 		return err
 	}
-	body, err := m.c.GetObject(ctx, m.loc.Bucket, obj.Key, minio.GetObjectOptions{})
+	opts := minio.GetObjectOptions{}
+	if etag := strings.Trim(obj.ETag, `"`); etag != "" {
+		opts.SetMatchETag(etag) // the object listed, not a newer one
+	}
+	body, err := m.c.GetObject(ctx, m.loc.Bucket, obj.Key, opts)
 	if err != nil {
 		return err
 	}
@@ -337,9 +436,15 @@ func (m *Mirror) download(ctx context.Context, name string, obj minio.ObjectInfo
 	if err != nil {
 		return err
 	}
-	n, err := io.Copy(f, body)
-	if err == nil && n != obj.Size {
+	h := md5.New()
+	n, err := io.Copy(io.MultiWriter(f, h), body)
+	etag := strings.Trim(obj.ETag, `"`)
+	switch {
+	case err != nil:
+	case n != obj.Size:
 		err = fmt.Errorf("got %d of %d bytes", n, obj.Size)
+	case len(etag) == 32 && hex.EncodeToString(h.Sum(nil)) != etag:
+		err = fmt.Errorf("the bytes received do not have the object's MD5 %s", etag)
 	}
 	if err == nil {
 		err = f.Sync()
@@ -356,20 +461,24 @@ func (m *Mirror) download(ctx context.Context, name string, obj minio.ObjectInfo
 	return err
 }
 
-func (m *Mirror) markSynced(name string, ok bool) {
+// markSynced records that the local file name is the object with etag.
+func (m *Mirror) markSynced(name, etag string) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if ok {
-		m.synced[name] = true
-	} else {
-		delete(m.synced, name)
-	}
+	m.synced[name] = strings.Trim(etag, `"`)
+}
+
+func (m *Mirror) unsync(name string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.synced, name)
 }
 
 func (m *Mirror) isSynced(name string) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return m.synced[name]
+	_, ok := m.synced[name]
+	return ok
 }
 
 // Committed queues the upload of name (manifests.Observer).
@@ -384,7 +493,9 @@ func (m *Mirror) enqueue(op mirrorOp) {
 		if !mirrored(op.name) {
 			return
 		}
-		m.markSynced(op.name, false)
+		if op.snapshot == nil {
+			m.unsync(op.name)
+		}
 	}
 	m.sendMu.RLock()
 	defer m.sendMu.RUnlock()
@@ -405,7 +516,7 @@ func (m *Mirror) flush() {
 // barrier reports whether op must wait for every operation queued before
 // it and hold back every one after it.
 func barrier(op mirrorOp) bool {
-	return op.flush != nil || op.remove || path.Base(op.name) == "manifest.json"
+	return op.flush != nil || op.remove || isManifest(op.name)
 }
 
 // run carries out the queued operations.
@@ -450,12 +561,18 @@ func (m *Mirror) do(op mirrorOp) {
 		return
 	}
 	if m.failed() {
+		if op.snapshot != nil {
+			m.snapping.Delete(op.name)
+		}
 		return // what is left is uploaded by the next run's Pull
 	}
 	var err error
-	if op.remove {
+	switch {
+	case op.snapshot != nil:
+		err = m.putSnapshot(op.name, op.snapshot)
+	case op.remove:
 		err = m.remove(op.name)
-	} else {
+	default:
 		err = m.upload(op.name)
 	}
 	if err != nil {
@@ -482,14 +599,73 @@ func (m *Mirror) upload(name string) error {
 	}
 	// DisableContentSha256: the payload is not signed chunk by chunk (TLS
 	// protects it; S3-compatible test servers mis-store the chunked form).
-	_, err = m.c.PutObject(m.ctx, m.loc.Bucket, m.object(name), f, fi.Size(), minio.PutObjectOptions{
-		PartSize: mirrorPartSize, NumThreads: 1, DisableContentSha256: true,
-		ContentType: "application/octet-stream"})
+	info, err := m.put(name, f, fi.Size())
 	if err != nil {
 		return err
 	}
-	m.markSynced(name, true)
+	m.markSynced(name, info.ETag)
 	return nil
+}
+
+// put uploads size bytes of r as the object of name.
+func (m *Mirror) put(name string, r io.Reader, size int64) (minio.UploadInfo, error) {
+	// DisableContentSha256: the payload is not signed chunk by chunk (TLS
+	// protects it; S3-compatible test servers mis-store the chunked form).
+	return m.c.PutObject(m.ctx, m.loc.Bucket, m.object(name), r, size, minio.PutObjectOptions{
+		PartSize: mirrorPartSize, NumThreads: 1, DisableContentSha256: true,
+		ContentType: "application/octet-stream"})
+}
+
+// Upload copies the local file name to its object now, before anything
+// queued (the output directory's marker, which must be in the prefix
+// before any other file of the run).
+func (m *Mirror) Upload(name string) error {
+	if err := m.upload(name); err != nil {
+		return fmt.Errorf("%s: %w", name, err)
+	}
+	return nil
+}
+
+// Snapshot queues the upload, as the object of name, of what write writes:
+// a consistent copy of a file that is open and changing (the request
+// cache), which the mirror otherwise uploads only at Close. A snapshot of
+// name queued or running makes this one a no-op: snapshots of a busy file
+// run back to back, never piling up. The copy is spooled into a temporary
+// file of the local directory (not mirrored) and uploaded whole.
+func (m *Mirror) Snapshot(name string, write func(io.Writer) error) {
+	if !mirrored(name) {
+		return
+	}
+	if _, busy := m.snapping.LoadOrStore(name, true); busy {
+		return
+	}
+	m.enqueue(mirrorOp{name: name, snapshot: write})
+}
+
+func (m *Mirror) putSnapshot(name string, write func(io.Writer) error) error {
+	defer m.snapping.Delete(name)
+	if err := m.local.MkdirAll(path.Dir(name), 0o755); err != nil {
+		return err
+	}
+	tmp := path.Join(path.Dir(name), ".tmp-snapshot-"+path.Base(name)+"-"+randomName()[:16])
+	f, err := m.local.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return err
+	}
+	defer m.local.Remove(tmp)
+	defer f.Close()
+	if err := write(f); err != nil {
+		return err
+	}
+	size, err := f.Seek(0, io.SeekCurrent)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		return err
+	}
+	_, err = m.put(name, f, size)
+	return err
 }
 
 // remove deletes the object name and, for a folder, every object below it.
@@ -521,6 +697,9 @@ func (m *Mirror) Close() error {
 	close(m.ops)
 	m.sendMu.Unlock()
 	<-m.done
+	if m.lease != nil {
+		err = errors.Join(err, m.lease.release())
+	}
 	m.cancel()
 	m.mu.Lock()
 	defer m.mu.Unlock()
