@@ -73,7 +73,7 @@ type Mirror struct {
 type mirrorOp struct {
 	name     string
 	remove   bool
-	flush    chan struct{}           // closed once every operation before it is done
+	flush    chan struct{}         // closed once every operation before it is done
 	snapshot func(io.Writer) error // writes the content to upload as name (Snapshot)
 }
 
