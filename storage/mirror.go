@@ -1,6 +1,7 @@
 package storage
 
 import (
+	"cmp"
 	"context"
 	"crypto/md5"
 	"encoding/hex"
@@ -67,14 +68,15 @@ type Mirror struct {
 	err    error             // the first failure
 
 	snapping sync.Map // names with a Snapshot queued or running
+	snapped  sync.Map // name → time.Time the last Snapshot of name was queued
 	lease    *Lease   // held while the mirror writes (Lock)
 }
 
 type mirrorOp struct {
 	name     string
 	remove   bool
-	flush    chan struct{}         // closed once every operation before it is done
-	snapshot func(io.Writer) error // writes the content to upload as name (Snapshot)
+	flush    chan struct{}                 // closed once every operation before it is done
+	snapshot func(io.Writer) (bool, error) // writes the content to upload as name (Snapshot)
 }
 
 // OutputLocation parses an output.dir on object storage ("s3://bucket" or
@@ -213,16 +215,17 @@ func (m *Mirror) Pull(ctx context.Context) error {
 			if same, err := m.sameAsLocal(name, obj.Size, obj.ETag); err != nil || same {
 				continue
 			}
-			if err := m.download(ctx, name, obj); err != nil {
+			if _, err := m.download(ctx, name, obj); err != nil {
 				return fmt.Errorf("%s: %w", m.loc.Bucket+"/"+obj.Key, err)
 			}
 			fetched++
 			continue // not synced: it goes up under its own name
 		}
-		if err := m.download(ctx, name, obj); err != nil {
+		etag, err := m.download(ctx, name, obj)
+		if err != nil {
 			return fmt.Errorf("%s: %w", m.loc.Bucket+"/"+obj.Key, err)
 		}
-		m.markSynced(name, obj.ETag)
+		m.markSynced(name, etag)
 		fetched++
 	}
 	if fetched > 0 {
@@ -281,10 +284,11 @@ func (m *Mirror) Fetch(ctx context.Context, dir string, keep func(name string) b
 		case !synced && m.exists(name):
 			continue // committed here, not uploaded yet: ours wins
 		}
-		if err := m.download(ctx, name, obj); err != nil {
+		etag, err := m.download(ctx, name, obj)
+		if err != nil {
 			return fmt.Errorf("%s: %w", m.loc.Bucket+"/"+obj.Key, err)
 		}
-		m.markSynced(name, obj.ETag)
+		m.markSynced(name, etag)
 	}
 	return nil
 }
@@ -415,34 +419,36 @@ func localETag(r io.Reader, partSize int64, parts int) (string, error) {
 	return fmt.Sprintf("%s-%d", hex.EncodeToString(all.Sum(nil)), parts), nil
 }
 
-// download writes an object into the local directory, atomically, after
-// checking its size and, when the ETag is the MD5 of the bytes (a single
-// PUT), its MD5.
-func (m *Mirror) download(ctx context.Context, name string, obj minio.ObjectInfo) error {
+// download writes an object into the local directory, atomically, and
+// returns its ETag. The object may have been replaced since it was listed
+// (another worker rewrote its part of a manifest): what is written is the
+// version the GET returned, checked against that version's size and, when
+// its ETag is the MD5 of the bytes (a single PUT), its MD5.
+func (m *Mirror) download(ctx context.Context, name string, obj minio.ObjectInfo) (string, error) {
 	if err := m.local.MkdirAll(path.Dir(name), 0o755); err != nil {
-		return err
+		return "", err
 	}
-	opts := minio.GetObjectOptions{}
-	if etag := strings.Trim(obj.ETag, `"`); etag != "" {
-		opts.SetMatchETag(etag) // the object listed, not a newer one
-	}
-	body, err := m.c.GetObject(ctx, m.loc.Bucket, obj.Key, opts)
+	body, err := m.c.GetObject(ctx, m.loc.Bucket, obj.Key, minio.GetObjectOptions{})
 	if err != nil {
-		return err
+		return "", err
 	}
 	defer body.Close()
+	info, err := body.Stat()
+	if err != nil {
+		return "", err
+	}
 	tmp := path.Join(path.Dir(name), ".tmp-"+path.Base(name)+"-"+randomName()[:16])
 	f, err := m.local.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
 	if err != nil {
-		return err
+		return "", err
 	}
 	h := md5.New()
 	n, err := io.Copy(io.MultiWriter(f, h), body)
-	etag := strings.Trim(obj.ETag, `"`)
+	etag := strings.Trim(info.ETag, `"`)
 	switch {
 	case err != nil:
-	case n != obj.Size:
-		err = fmt.Errorf("got %d of %d bytes", n, obj.Size)
+	case n != info.Size:
+		err = fmt.Errorf("got %d of %d bytes", n, info.Size)
 	case len(etag) == 32 && hex.EncodeToString(h.Sum(nil)) != etag:
 		err = fmt.Errorf("the bytes received do not have the object's MD5 %s", etag)
 	}
@@ -458,7 +464,7 @@ func (m *Mirror) download(ctx context.Context, name string, obj minio.ObjectInfo
 	if err != nil {
 		m.local.Remove(tmp)
 	}
-	return err
+	return etag, err
 }
 
 // markSynced records that the local file name is the object with etag.
@@ -629,20 +635,25 @@ func (m *Mirror) Upload(name string) error {
 // Snapshot queues the upload, as the object of name, of what write writes:
 // a consistent copy of a file that is open and changing (the request
 // cache), which the mirror otherwise uploads only at Close. A snapshot of
-// name queued or running makes this one a no-op: snapshots of a busy file
-// run back to back, never piling up. The copy is spooled into a temporary
-// file of the local directory (not mirrored) and uploaded whole.
-func (m *Mirror) Snapshot(name string, write func(io.Writer) error) {
+// name queued or running, or one queued less than every ago, makes this
+// one a no-op: snapshots of a busy file never pile up. The copy is spooled
+// into a temporary file of the local directory (not mirrored) and uploaded
+// whole; write returning false uploads nothing.
+func (m *Mirror) Snapshot(name string, every time.Duration, write func(io.Writer) (bool, error)) {
 	if !mirrored(name) {
+		return
+	}
+	if at, ok := m.snapped.Load(name); ok && time.Since(at.(time.Time)) < every {
 		return
 	}
 	if _, busy := m.snapping.LoadOrStore(name, true); busy {
 		return
 	}
+	m.snapped.Store(name, time.Now())
 	m.enqueue(mirrorOp{name: name, snapshot: write})
 }
 
-func (m *Mirror) putSnapshot(name string, write func(io.Writer) error) error {
+func (m *Mirror) putSnapshot(name string, write func(io.Writer) (bool, error)) error {
 	defer m.snapping.Delete(name)
 	if err := m.local.MkdirAll(path.Dir(name), 0o755); err != nil {
 		return err
@@ -654,7 +665,7 @@ func (m *Mirror) putSnapshot(name string, write func(io.Writer) error) error {
 	}
 	defer m.local.Remove(tmp)
 	defer f.Close()
-	if err := write(f); err != nil {
+	if ok, err := write(f); err != nil || !ok {
 		return err
 	}
 	size, err := f.Seek(0, io.SeekCurrent)
@@ -705,6 +716,22 @@ func (m *Mirror) Close() error {
 	defer m.mu.Unlock()
 	m.log.Info("output mirrored to object storage", "dir", m.String(), "seconds", fmt.Sprintf("%.1f", time.Since(start).Seconds()))
 	return errors.Join(err, m.err)
+}
+
+// Discard stops the mirror without uploading anything more (the run did
+// not get the prefix's lease). It holds no lease.
+func (m *Mirror) Discard() {
+	m.sendMu.Lock()
+	if !m.closed {
+		m.closed = true
+		m.mu.Lock()
+		m.err = cmp.Or(m.err, errors.New("discarded"))
+		m.mu.Unlock()
+		close(m.ops)
+	}
+	m.sendMu.Unlock()
+	<-m.done
+	m.cancel()
 }
 
 // String is the prefix as a URL.

@@ -1,0 +1,186 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/johannesboyne/gofakes3"
+	"github.com/johannesboyne/gofakes3/backend/s3mem"
+	"github.com/minio/minio-go/v7"
+	"github.com/minio/minio-go/v7/pkg/credentials"
+)
+
+// s3Loopback starts an S3 server (gofakes3) on loopback with a bucket
+// "runs", points the environment the augment processes inherit at it, and
+// returns a client of it.
+func s3Loopback(t *testing.T) *minio.Client {
+	t.Helper()
+	be := s3mem.New()
+	if err := be.CreateBucket("runs"); err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(gofakes3.New(be).Server())
+	t.Cleanup(srv.Close)
+	t.Setenv("AWS_ACCESS_KEY_ID", "test-key")
+	t.Setenv("AWS_SECRET_ACCESS_KEY", "test-secret")
+	t.Setenv("AWS_REGION", "us-east-1")
+	t.Setenv("AWS_ENDPOINT_URL", srv.URL)
+	c, err := minio.New(strings.TrimPrefix(srv.URL, "http://"), &minio.Options{Creds: credentials.NewStaticV4("test-key", "test-secret", ""), Region: "us-east-1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// downloadPrefix copies every object under bucket runs, prefix, into a new
+// directory.
+func downloadPrefix(t *testing.T, c *minio.Client, prefix string) string {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "bucket")
+	for obj := range c.ListObjects(context.Background(), "runs", minio.ListObjectsOptions{Prefix: prefix, Recursive: true}) {
+		if obj.Err != nil {
+			t.Fatal(obj.Err)
+		}
+		if err := c.FGetObject(context.Background(), "runs", obj.Key, filepath.Join(dir, filepath.FromSlash(strings.TrimPrefix(obj.Key, prefix))), minio.GetObjectOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+// exitCodeOf is the exit code of a finished command.
+func exitCodeOf(err error) int {
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		return ee.ExitCode()
+	}
+	if err != nil {
+		return -1
+	}
+	return 0
+}
+
+// sameConfig wants the effective config.yaml of the S3 run (got) to be
+// the local run's but for output.dir and output.work_dir, and then puts
+// the local one in its place for sameOutputs.
+func sameConfig(t *testing.T, local, got string) {
+	t.Helper()
+	strip := func(dir string) []byte {
+		b, err := os.ReadFile(filepath.Join(dir, "config.yaml"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var keep []string
+		for _, l := range strings.Split(string(b), "\n") {
+			if !strings.HasPrefix(l, "  dir: ") && !strings.HasPrefix(l, "  work_dir: ") {
+				keep = append(keep, l)
+			}
+		}
+		return []byte(strings.Join(keep, "\n"))
+	}
+	if a, b := strip(local), strip(got); !bytes.Equal(a, b) {
+		t.Errorf("config.yaml differs beyond output.dir and output.work_dir:\n%s\n---\n%s", a, b)
+	}
+	b, _ := os.ReadFile(filepath.Join(local, "config.yaml"))
+	if err := os.WriteFile(filepath.Join(got, "config.yaml"), b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestWorkersOnS3SameBytes: the demo pipeline as 3 worker processes (a
+// Kubernetes Indexed Job's variables) with output.dir on an S3 server,
+// each with its own working copy, then augment merge on a fourth: the
+// prefix holds the bytes of one local process. Killed: worker 1 is killed
+// (SIGKILL) once it has published part of its work and rerun on a fresh
+// working copy (its machine is lost) while the others wait for it at a
+// barrier; meanwhile a second worker 0 and a single run on the same
+// prefix are refused (exit 2) naming the lease's holder.
+func TestWorkersOnS3SameBytes(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the CLI and runs many processes")
+	}
+	one := newWorkerRun(t, "one")
+	one.must(one.cmd(nil, one.args("run")...))
+	c := s3Loopback(t)
+	for _, kill := range []bool{false, true} {
+		name := map[bool]string{false: "clean", true: "killed"}[kill]
+		t.Run(name, func(t *testing.T) {
+			w := newWorkerRun(t, "workers")
+			w.sets = append(w.sets, "-set", "output.dir=s3://runs/"+name, "-set", "output.work_dir="+filepath.Join(w.dir, "work"))
+			envs, extra := engineEnvs("kubernetes", 3)
+			if !kill {
+				for _, err := range w.workers(envs, append(extra, "-worker-wait", "20s")...) {
+					if err != nil {
+						t.Error(err)
+					}
+				}
+				if t.Failed() {
+					t.FailNow()
+				}
+			} else {
+				victim := w.cmd(envs[1], w.args("run", extra...)...)
+				if err := victim.Start(); err != nil {
+					t.Fatal(err)
+				}
+				others := make(chan []error, 1)
+				go func() { others <- w.workers([][]string{envs[0], envs[2]}, extra...) }()
+				// Kill worker 1 once its part of the first stage after ingest is in the prefix.
+				deadline := time.Now().Add(time.Minute)
+				for {
+					_, err := c.StatObject(context.Background(), "runs", name+"/.augment/workers/01-sample/1-of-3.json", minio.StatObjectOptions{})
+					if err == nil {
+						break
+					}
+					if time.Now().After(deadline) {
+						victim.Process.Kill()
+						t.Fatalf("worker 1 published nothing in a minute: %v", err)
+					}
+					time.Sleep(20 * time.Millisecond)
+				}
+				victim.Process.Kill()
+				victim.Wait()
+				// The two others hold their leases: a second worker 0 and a
+				// single run are refused at once, naming the holder.
+				out, err := w.cmd(envs[0], w.args("run", extra...)...).CombinedOutput()
+				if exitCodeOf(err) != 2 || !strings.Contains(string(out), "in use by another augment run (worker-0-of-3: host ") {
+					t.Errorf("a second worker 0: exit %d\n%s", exitCodeOf(err), out)
+				}
+				out, err = w.cmd(nil, w.args("run", "-set", "output.work_dir="+filepath.Join(w.dir, "alone"))...).CombinedOutput()
+				if exitCodeOf(err) != 2 || !strings.Contains(string(out), "in use by another augment run (worker-") {
+					t.Errorf("a single run beside the workers: exit %d\n%s", exitCodeOf(err), out)
+				}
+				// Worker 1 again, on another machine: a fresh working copy.
+				out, err = w.cmd(envs[1], w.args("run", append(extra, "-set", "output.work_dir="+filepath.Join(w.dir, "elsewhere"))...)...).CombinedOutput()
+				if err != nil {
+					t.Fatalf("worker 1 rerun: %v\n%s", err, out)
+				}
+				if !strings.Contains(string(out), "output pulled from object storage") {
+					t.Errorf("worker 1 rerun did not start from the prefix:\n%s", out)
+				}
+				for _, err := range <-others {
+					if err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			out, err := w.cmd(nil, w.args("merge", "-set", "output.work_dir="+filepath.Join(w.dir, "merge"))...).CombinedOutput()
+			if err != nil || strings.Contains(string(out), "not finished by the workers") {
+				t.Fatalf("merge: %v\n%s", err, out)
+			}
+			got := downloadPrefix(t, c, name+"/")
+			sameConfig(t, filepath.Join(one.dir, "out"), got)
+			sameOutputs(t, filepath.Join(one.dir, "out"), got)
+			for obj := range c.ListObjects(context.Background(), "runs", minio.ListObjectsOptions{Prefix: name + "/.augment/lease-", Recursive: true}) {
+				t.Errorf("lease left behind: %s", obj.Key)
+			}
+		})
+	}
+}
