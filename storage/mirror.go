@@ -428,15 +428,13 @@ func (m *Mirror) download(ctx context.Context, name string, obj minio.ObjectInfo
 	if err := m.local.MkdirAll(path.Dir(name), 0o755); err != nil {
 		return "", err
 	}
-	body, err := m.c.GetObject(ctx, m.loc.Bucket, obj.Key, minio.GetObjectOptions{})
+	// One GET, whose headers describe its body (minio.Object may stat
+	// and read in two requests, which a replaced object tells apart).
+	body, info, _, err := minio.Core{Client: m.c}.GetObject(ctx, m.loc.Bucket, obj.Key, minio.GetObjectOptions{})
 	if err != nil {
 		return "", err
 	}
 	defer body.Close()
-	info, err := body.Stat()
-	if err != nil {
-		return "", err
-	}
 	tmp := path.Join(path.Dir(name), ".tmp-"+path.Base(name)+"-"+randomName()[:16])
 	f, err := m.local.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
 	if err != nil {

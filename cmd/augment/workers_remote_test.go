@@ -116,8 +116,9 @@ func TestWorkersOnS3SameBytes(t *testing.T) {
 			w := newWorkerRun(t, "workers")
 			w.sets = append(w.sets, "-set", "output.dir=s3://runs/"+name, "-set", "output.work_dir="+filepath.Join(w.dir, "work"))
 			envs, extra := engineEnvs("kubernetes", 3)
+			extra = append(extra, "-worker-wait", "2m") // a failure ends the test, not a day later
 			if !kill {
-				for _, err := range w.workers(envs, append(extra, "-worker-wait", "20s")...) {
+				for _, err := range w.workers(envs, extra...) {
 					if err != nil {
 						t.Error(err)
 					}
@@ -147,9 +148,10 @@ func TestWorkersOnS3SameBytes(t *testing.T) {
 				}
 				victim.Process.Kill()
 				victim.Wait()
-				// The two others hold their leases: a second worker 0 and a
-				// single run are refused at once, naming the holder.
-				out, err := w.cmd(envs[0], w.args("run", extra...)...).CombinedOutput()
+				// The two others hold their leases: a second worker 0 (on
+				// another machine: the local lock would stop it on this one)
+				// and a single run are refused at once, naming the holder.
+				out, err := w.cmd(envs[0], w.args("run", append(extra, "-set", "output.work_dir="+filepath.Join(w.dir, "twin"))...)...).CombinedOutput()
 				if exitCodeOf(err) != 2 || !strings.Contains(string(out), "in use by another augment run (worker-0-of-3: host ") {
 					t.Errorf("a second worker 0: exit %d\n%s", exitCodeOf(err), out)
 				}

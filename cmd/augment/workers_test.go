@@ -75,7 +75,7 @@ func (w *workerRun) cmd(env []string, args ...string) *exec.Cmd {
 }
 
 func (w *workerRun) args(cmd string, extra ...string) []string {
-	args := append([]string{cmd}, w.sets...)
+	args := append([]string{cmd, "-quiet"}, w.sets...)
 	return append(append(args, extra...), "pipeline.yaml")
 }
 
