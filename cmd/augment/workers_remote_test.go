@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -183,6 +184,52 @@ func TestWorkersOnS3SameBytes(t *testing.T) {
 			for obj := range c.ListObjects(context.Background(), "runs", minio.ListObjectsOptions{Prefix: name + "/.augment/lease-", Recursive: true}) {
 				t.Errorf("lease left behind: %s", obj.Key)
 			}
+			if !kill {
+				readCommandsOnS3(t, one, w, c, "s3://runs/"+name)
+			}
 		})
+	}
+}
+
+// readCommandsOnS3: status, stats, show and report read an output on S3
+// as they read the same output in a local directory; report writes its
+// files back into the prefix.
+func readCommandsOnS3(t *testing.T, one, w *workerRun, c *minio.Client, url string) {
+	t.Helper()
+	st, err := w.cmd(nil, "status", url).CombinedOutput()
+	if err != nil || !regexp.MustCompile(`07-sharegpt +15/15 +12 +12 .* merged`).Match(st) {
+		t.Errorf("status %s: %v\n%s", url, err, st)
+	}
+	if got, err := w.cmd(nil, "stats", url).CombinedOutput(); err != nil || !strings.Contains(string(got), "run "+url+": 8 of 8 stages done") {
+		t.Errorf("stats %s: %v\n%s", url, err, got)
+	}
+	// The same figures as the local run's, but for timings, the dir, the
+	// config hash (it records output.dir) and the prefix share of the
+	// teacher accounting (merged over workers, weighted).
+	seconds := regexp.MustCompile(`"(seconds|dir|config_sha256|prefix_share)": [^,\n]*`)
+	for _, args := range [][]string{{"stats", "-json"}, {"show", "-stage", "01-sample", "-n", "2"}, {"show", "toolace:3"}} {
+		want, err := one.cmd(nil, append(args, "out")...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("%v out: %v\n%s", args, err, want)
+		}
+		got, err := w.cmd(nil, append(args, url)...).CombinedOutput()
+		if err != nil || !bytes.Equal(seconds.ReplaceAll(got, nil), seconds.ReplaceAll(want, nil)) {
+			t.Errorf("%v %s: %v\n%.3000s\nwant (local):\n%.3000s", args, url, err, got, want)
+		}
+	}
+	bucket := strings.TrimPrefix(url, "s3://runs/") + "/"
+	if err := c.RemoveObject(context.Background(), "runs", bucket+"report.html", minio.RemoveObjectOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	out, err := w.cmd(nil, "report", url).CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "report: "+url+"/report.html") {
+		t.Errorf("report %s: %v\n%s", url, err, out)
+	}
+	if _, err := c.StatObject(context.Background(), "runs", bucket+"report.html", minio.StatObjectOptions{}); err != nil {
+		t.Errorf("report did not write report.html into the prefix: %v", err)
+	}
+	out, err = w.cmd(nil, "status", "s3://runs/nothing-here").CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "s3://runs/nothing-here holds no stage directories") {
+		t.Errorf("status of an empty prefix: %v\n%s", err, out)
 	}
 }
