@@ -39,8 +39,10 @@ import (
 const (
 	leasePrefix = ".augment/lease-"
 	leaseTTL    = 2 * time.Minute
-	leaseRenew  = 30 * time.Second
 )
+
+// leaseRenew is how often a held lease is renewed (a variable for tests).
+var leaseRenew = 30 * time.Second
 
 // A LeaseHeldError says another process holds the lease an output on
 // object storage needs.
