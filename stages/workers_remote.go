@@ -30,9 +30,10 @@ import (
 //     "run", which no worker lease may be held alongside. A lease held by a
 //     live process is a *BusyError at once (exit 2), as the local lock.
 //   - The request cache segment the process writes is uploaded as the run
-//     goes (a consistent snapshot, at most every cacheShareEvery when a
-//     stage's manifest is saved), not only when the run ends, so a worker
-//     on a lost machine loses at most the answers of the last interval.
+//     goes (a consistent snapshot when a stage's manifest is saved, at
+//     most every cacheShareEvery and a tenth of the time), not only when
+//     the run ends, so a worker on a lost machine loses at most the
+//     answers of the last interval.
 //   - augment merge pulls the whole prefix (as any run on object storage
 //     does), so it finds the workers' parts, and its manifests, exports and
 //     report go up through its mirror.
@@ -98,8 +99,9 @@ func (r *Runner) lockPrefix(m *storage.Mirror) error {
 }
 
 // cacheShareEvery is how often, at most, the request cache goes up to an
-// output on object storage while the run goes on.
-const cacheShareEvery = 10 * time.Second
+// output on object storage while the run goes on (and at most a tenth of
+// the time: a cache that takes 10 s to upload goes up every 100 s).
+const cacheShareEvery = 2 * time.Second
 
 // shareCache queues a snapshot of this process's request cache (its
 // segment, for a worker) for upload to an output on object storage.

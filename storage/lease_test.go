@@ -161,4 +161,3 @@ func TestLeaseLostStopsWrites(t *testing.T) {
 		t.Errorf("the new holder's lease was touched: %q", files[".augment/lease-run.json"])
 	}
 }
-

@@ -68,7 +68,7 @@ type Mirror struct {
 	err    error             // the first failure
 
 	snapping sync.Map // names with a Snapshot queued or running
-	snapped  sync.Map // name → time.Time the last Snapshot of name was queued
+	snapped  sync.Map // name → snapTimes of its last Snapshot
 	lease    *Lease   // held while the mirror writes (Lock)
 }
 
@@ -633,22 +633,33 @@ func (m *Mirror) Upload(name string) error {
 // Snapshot queues the upload, as the object of name, of what write writes:
 // a consistent copy of a file that is open and changing (the request
 // cache), which the mirror otherwise uploads only at Close. A snapshot of
-// name queued or running, or one queued less than every ago, makes this
-// one a no-op: snapshots of a busy file never pile up. The copy is spooled
+// name queued or running, or one queued less than every ago (or less
+// than ten times the last one's upload time: a big file takes at most a
+// tenth of the time), makes this one a no-op: snapshots never pile up. The copy is spooled
 // into a temporary file of the local directory (not mirrored) and uploaded
 // whole; write returning false uploads nothing.
 func (m *Mirror) Snapshot(name string, every time.Duration, write func(io.Writer) (bool, error)) {
 	if !mirrored(name) {
 		return
 	}
-	if at, ok := m.snapped.Load(name); ok && time.Since(at.(time.Time)) < every {
-		return
+	if v, ok := m.snapped.Load(name); ok {
+		last := v.(snapTimes)
+		if time.Since(last.queued) < max(every, 10*last.took) {
+			return
+		}
 	}
 	if _, busy := m.snapping.LoadOrStore(name, true); busy {
 		return
 	}
-	m.snapped.Store(name, time.Now())
+	m.snapped.Store(name, snapTimes{queued: time.Now()})
 	m.enqueue(mirrorOp{name: name, snapshot: write})
+}
+
+// snapTimes is when the last snapshot of a file was queued and how long
+// its upload took.
+type snapTimes struct {
+	queued time.Time
+	took   time.Duration
 }
 
 func (m *Mirror) putSnapshot(name string, write func(io.Writer) (bool, error)) error {
@@ -673,7 +684,11 @@ func (m *Mirror) putSnapshot(name string, write func(io.Writer) (bool, error)) e
 	if _, err := f.Seek(0, io.SeekStart); err != nil {
 		return err
 	}
+	start := time.Now()
 	_, err = m.put(name, f, size)
+	if v, ok := m.snapped.Load(name); ok {
+		m.snapped.Store(name, snapTimes{queued: v.(snapTimes).queued, took: time.Since(start)})
+	}
 	return err
 }
 
