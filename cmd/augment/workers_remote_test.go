@@ -4,12 +4,14 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -22,7 +24,7 @@ import (
 // s3Loopback starts an S3 server (gofakes3) on loopback with a bucket
 // "runs", points the environment the augment processes inherit at it, and
 // returns a client of it.
-func s3Loopback(t *testing.T) *minio.Client {
+func s3Loopback(t testing.TB) *minio.Client {
 	t.Helper()
 	be := s3mem.New()
 	if err := be.CreateBucket("runs"); err != nil {
@@ -231,5 +233,86 @@ func readCommandsOnS3(t *testing.T, one, w *workerRun, c *minio.Client, url stri
 	out, err = w.cmd(nil, "status", "s3://runs/nothing-here").CombinedOutput()
 	if err == nil || !strings.Contains(string(out), "s3://runs/nothing-here holds no stage directories") {
 		t.Errorf("status of an empty prefix: %v\n%s", err, out)
+	}
+}
+
+// BenchmarkChainS3Workers: the deterministic chain ingest → meta_tool →
+// decision_tokens → negatives → export on 60,000 xlam rows (12 shards), as
+// one process on a local output dir, one on an S3 output (gofakes3 on
+// loopback, in this process), and 3 worker processes plus augment merge on
+// an S3 output. It reports the wall seconds per op and the CPU seconds
+// (user+system) of the augment processes (not of the S3 server).
+//
+//	go test ./cmd/augment -run '^$' -bench ChainS3Workers -benchtime 3x
+func BenchmarkChainS3Workers(b *testing.B) {
+	bin, err := buildAugment()
+	if err != nil {
+		b.Fatal(err)
+	}
+	s3Loopback(b)
+	dir := b.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "xlam.json"), e2eRows(60000), 0o644); err != nil {
+		b.Fatal(err)
+	}
+	pipe := "seed: 1\noutput: {dir: out, shard_size: 5000}\nsources:\n  - {name: xlam, path: xlam.json, format: xlam}\nstages:\n" +
+		"  - meta_tool: {}\n  - decision_tokens: {}\n  - negatives: {target: token}\n  - export: {format: jsonl}\n"
+	if err := os.WriteFile(filepath.Join(dir, "pipeline.yaml"), []byte(pipe), 0o644); err != nil {
+		b.Fatal(err)
+	}
+	run := func(env []string, args ...string) (*exec.Cmd, error) {
+		cmd := exec.Command(bin, args...)
+		cmd.Dir = dir
+		cmd.Env = append(os.Environ(), env...)
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			err = fmt.Errorf("%v: %v\n%s", args, err, out)
+		}
+		return cmd, err
+	}
+	cpu := func(cmds ...*exec.Cmd) time.Duration {
+		var d time.Duration
+		for _, c := range cmds {
+			d += c.ProcessState.UserTime() + c.ProcessState.SystemTime()
+		}
+		return d
+	}
+	for _, mode := range []string{"local-1", "s3-1", "s3-3workers"} {
+		b.Run(mode, func(b *testing.B) {
+			var spent time.Duration
+			for i := range b.N {
+				out := fmt.Sprintf("%s-%d", mode, i)
+				sets := []string{"-quiet", "-set", "output.dir=" + filepath.Join(dir, out)}
+				if mode != "local-1" {
+					sets = []string{"-quiet", "-set", "output.dir=s3://runs/" + out, "-set", "output.work_dir=" + filepath.Join(dir, "work-"+out)}
+				}
+				switch mode {
+				case "local-1", "s3-1":
+					cmd, err := run(nil, append(append([]string{"run"}, sets...), "pipeline.yaml")...)
+					if err != nil {
+						b.Fatal(err)
+					}
+					spent += cpu(cmd)
+				default:
+					cmds := make([]*exec.Cmd, 3)
+					errs := make([]error, 3)
+					var wg sync.WaitGroup
+					for w := range 3 {
+						wg.Go(func() {
+							cmds[w], errs[w] = run([]string{fmt.Sprintf("JOB_COMPLETION_INDEX=%d", w)}, append(append([]string{"run", "-workers", "3"}, sets...), "pipeline.yaml")...)
+						})
+					}
+					wg.Wait()
+					if err := errors.Join(errs...); err != nil {
+						b.Fatal(err)
+					}
+					merge, err := run(nil, append(append([]string{"merge"}, sets...), "-set", "output.work_dir="+filepath.Join(dir, "merge-"+out), "pipeline.yaml")...)
+					if err != nil {
+						b.Fatal(err)
+					}
+					spent += cpu(append(cmds, merge)...)
+				}
+			}
+			b.ReportMetric(spent.Seconds()/float64(b.N), "cpu-s/op")
+		})
 	}
 }
