@@ -12,6 +12,7 @@ import (
 	"regexp"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -19,6 +20,9 @@ import (
 	"github.com/johannesboyne/gofakes3/backend/s3mem"
 	"github.com/minio/minio-go/v7"
 	"github.com/minio/minio-go/v7/pkg/credentials"
+
+	"github.com/augmentdata/augment/stages/llm"
+	"github.com/augmentdata/augment/stages/llm/fakellm"
 )
 
 // s3Loopback starts an S3 server (gofakes3) on loopback with a bucket
@@ -315,4 +319,52 @@ func BenchmarkChainS3Workers(b *testing.B) {
 			b.ReportMetric(spent.Seconds()/float64(b.N), "cpu-s/op")
 		})
 	}
+}
+
+// A run on an S3 output killed (SIGKILL) in the middle of an LLM stage
+// has already put its request cache into the prefix (a snapshot taken as
+// the run went, not at its end), and a run resumed on another machine asks
+// the teacher for none of the answers in it.
+func TestCacheReachesS3BeforeTheRunEnds(t *testing.T) {
+	const rows = 600
+	dump := e2eRows(rows)
+	cfg := fakellm.Config{Latency: fakellm.Duration(10 * time.Millisecond)}
+	pipe := e2ePipeline{MaxInFlight: 1, ShardSize: 50}
+	c := s3Loopback(t)
+	fake, dir := e2eSetup(t, cfg, pipe, dump)
+	on := func(work string) []string {
+		return []string{"run", "-quiet", "-set", "output.dir=s3://runs/cache", "-set", "output.work_dir=" + filepath.Join(dir, work), "pipeline.yaml"}
+	}
+	// About 4 s into the reason stage (one request at a time, 10 ms each).
+	cmd, _ := e2eSignalAt(t, dir, fake, 400, syscall.SIGKILL, on("work-a")...)
+	if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); !ok || !ws.Signaled() {
+		t.Fatalf("augment was not killed: %v", cmd.ProcessState)
+	}
+	atKill := fake.Counters().Chat
+	snap := filepath.Join(t.TempDir(), "cache")
+	if err := c.FGetObject(context.Background(), "runs", "cache/cache/llm-cache.db", filepath.Join(snap, llm.CacheFile), minio.GetObjectOptions{}); err != nil {
+		t.Fatalf("no request cache in the prefix after the kill: %v", err)
+	}
+	cache, err := llm.OpenCacheReadOnly(snap)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := cache.Stats()
+	cache.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var saved int64
+	for _, n := range st.Chat {
+		saved += n.Entries
+	}
+	if saved == 0 {
+		t.Fatalf("the prefix's cache holds no answer of the %d the killed run paid for", atKill)
+	}
+	e2eMustRun(t, dir, on("work-b")...)
+	resumed := fake.Counters().Chat - atKill
+	if resumed > rows-saved {
+		t.Errorf("the resumed run asked %d times; with %d answers in the prefix's cache it needs at most %d", resumed, saved, rows-saved)
+	}
+	t.Logf("killed after %d requests with %d answers in the prefix; resumed elsewhere: %d more (of %d)", atKill, saved, resumed, rows)
 }
