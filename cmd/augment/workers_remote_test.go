@@ -167,7 +167,10 @@ func TestWorkersOnS3SameBytes(t *testing.T) {
 					t.Errorf("a single run beside the workers: exit %d\n%s", exitCodeOf(err), out)
 				}
 				// Worker 1 again, on another machine: a fresh working copy.
-				out, err = w.cmd(envs[1], w.args("run", append(extra, "-set", "output.work_dir="+filepath.Join(w.dir, "elsewhere"))...)...).CombinedOutput()
+				// (Without -quiet, to see where it started from.)
+				rerun := append(append([]string{"run"}, w.sets...), extra...)
+				rerun = append(rerun, "-set", "output.work_dir="+filepath.Join(w.dir, "elsewhere"), "pipeline.yaml")
+				out, err = w.cmd(envs[1], rerun...).CombinedOutput()
 				if err != nil {
 					t.Fatalf("worker 1 rerun: %v\n%s", err, out)
 				}
