@@ -12,6 +12,7 @@ import (
 	"regexp"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -243,6 +244,8 @@ func readCommandsOnS3(t *testing.T, one, w *workerRun, c *minio.Client, url stri
 	}
 }
 
+var benchRuns atomic.Int64
+
 // BenchmarkChainS3Workers: the deterministic chain ingest → meta_tool →
 // decision_tokens → negatives → export on 60,000 xlam rows (12 shards), as
 // one process on a local output dir, one on an S3 output (gofakes3 on
@@ -286,8 +289,10 @@ func BenchmarkChainS3Workers(b *testing.B) {
 	for _, mode := range []string{"local-1", "s3-1", "s3-3workers"} {
 		b.Run(mode, func(b *testing.B) {
 			var spent time.Duration
-			for i := range b.N {
-				out := fmt.Sprintf("%s-%d", mode, i)
+			for range b.N {
+				// A new output every time: testing runs a benchmark with
+				// N=1 before N=2, and a rerun would find all done.
+				out := fmt.Sprintf("%s-%d", mode, benchRuns.Add(1))
 				sets := []string{"-quiet", "-set", "output.dir=" + filepath.Join(dir, out)}
 				if mode != "local-1" {
 					sets = []string{"-quiet", "-set", "output.dir=s3://runs/" + out, "-set", "output.work_dir=" + filepath.Join(dir, "work-"+out)}
