@@ -143,7 +143,9 @@ func (o *Opener) CheckOutput(ctx context.Context, loc Location) error {
 	// the marker) are augment's: workers starting together take their
 	// leases before the first of them has uploaded anything.
 	var foreign string
-	for obj := range c.ListObjects(ctx, loc.Bucket, minio.ListObjectsOptions{Prefix: m.object("")}) {
+	lctx, cancel := context.WithCancel(ctx) // stops the listing at a break
+	defer cancel()
+	for obj := range c.ListObjects(lctx, loc.Bucket, minio.ListObjectsOptions{Prefix: m.object("")}) {
 		if obj.Err != nil {
 			if err := s3Error(loc, obj.Err); !errors.As(err, new(*NotFoundError)) {
 				return err
