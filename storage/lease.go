@@ -99,8 +99,10 @@ func (m *Mirror) Lock(ctx context.Context, name string, conflicts ...string) err
 	if err := l.acquire(ctx); err != nil {
 		return err
 	}
+	lctx, cancel := context.WithCancel(ctx) // stops a listing left early
+	defer cancel()
 	for _, c := range conflicts {
-		for obj := range m.c.ListObjects(ctx, m.loc.Bucket, minio.ListObjectsOptions{Prefix: m.object(leasePrefix + c), Recursive: true}) {
+		for obj := range m.c.ListObjects(lctx, m.loc.Bucket, minio.ListObjectsOptions{Prefix: m.object(leasePrefix + c), Recursive: true}) {
 			if obj.Err != nil {
 				l.release()
 				return s3Error(m.loc, obj.Err)
