@@ -12,7 +12,8 @@ import (
 	"github.com/augmentdata/augment/storage"
 )
 
-// Workers over an output on object storage (output.dir: s3://…). The
+// Workers over an output on object storage (output.dir: s3://, gs://,
+// azblob://…; the same on each, through storage.Mirror). The
 // contract of workers.go holds unchanged; what differs is where the
 // workers meet:
 //
@@ -25,7 +26,7 @@ import (
 //     barrier) it first fetches what they published under the stage's
 //     directory and its worker parts (sharedOutput.Fetch), so the barrier
 //     reads the same files as on a shared file system.
-//   - The prefix is locked by leases (storage.Lease, conditional PUTs): a
+//   - The prefix is locked by leases (storage.Lease, conditional writes): a
 //     worker holds worker-I-of-N, one process or augment merge holds
 //     "run", which no worker lease may be held alongside. A lease held by a
 //     live process is a *BusyError at once (exit 2), as the local lock.

@@ -99,7 +99,7 @@ func cmdStatus(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	default:
 		return usageError{"status: want at most one output dir"}
 	}
-	rd, err := openRunDir(ctx, dir, manifestsOnly, stderr) // remote_dir.go: also s3://
+	rd, err := openRunDir(ctx, dir, manifestsOnly, stderr) // remote_dir.go: also s3://, gs://, azblob://
 	if err != nil {
 		return err
 	}

@@ -16,12 +16,13 @@ import (
 )
 
 // A runDir is the run directory a read command (status, stats, show,
-// report) works on. For an output on object storage (s3://bucket/prefix)
-// it is a temporary local copy of the objects the command reads; close
-// uploads what the command wrote there (report.html, the dataset cards)
-// when asked to, and removes the copy. The S3 endpoint and credentials
-// come from the environment (AWS_ENDPOINT_URL, AWS_ACCESS_KEY_ID, …), as
-// there is no pipeline file to read storage.s3 from.
+// report) works on. For an output on object storage (s3://, gs:// or
+// azblob:// bucket/prefix) it is a temporary local copy of the objects the
+// command reads; close uploads what the command wrote there (report.html,
+// the dataset cards) when asked to, and removes the copy. The store's
+// endpoint and credentials come from the environment (AWS_ENDPOINT_URL,
+// STORAGE_EMULATOR_HOST, AZURE_STORAGE_CONNECTION_STRING, …), as there is
+// no pipeline file to read storage.s3/gcs/azure from.
 type runDir struct {
 	Dir  string // local: read and write here
 	Name string // as the user gave it, for messages
@@ -48,7 +49,7 @@ func openRunDir(ctx context.Context, arg string, keep func(string) bool, stderr 
 	if err := op.CheckOutput(ctx, loc); err != nil {
 		return nil, err
 	}
-	tmp, err := os.MkdirTemp("", "augment-s3-")
+	tmp, err := os.MkdirTemp("", "augment-remote-")
 	if err != nil {
 		return nil, err
 	}

@@ -20,7 +20,7 @@ func cmdReport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err != nil {
 		return err
 	}
-	rd, err := openRunDir(ctx, dir, outputFiles, stderr) // remote_dir.go: also s3://, written back
+	rd, err := openRunDir(ctx, dir, outputFiles, stderr) // remote_dir.go: also s3://, gs://, azblob://, written back
 	if err != nil {
 		return err
 	}

@@ -45,7 +45,7 @@ func cmdShow(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		}
 		where[k] = v
 	}
-	rd, err := openRunDir(ctx, dir, outputFiles, stderr) // remote_dir.go: also s3://
+	rd, err := openRunDir(ctx, dir, outputFiles, stderr) // remote_dir.go: also s3://, gs://, azblob://
 	if err != nil {
 		return err
 	}
@@ -118,7 +118,7 @@ func cmdStats(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
-	rd, err := openRunDir(ctx, dir, outputFiles, stderr) // remote_dir.go: also s3://
+	rd, err := openRunDir(ctx, dir, outputFiles, stderr) // remote_dir.go: also s3://, gs://, azblob://
 	if err != nil {
 		return err
 	}
