@@ -3,6 +3,8 @@ package storage
 import (
 	"bytes"
 	"context"
+	"crypto/md5"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -65,6 +67,7 @@ func TestCloud(t *testing.T) {
 		{"conditional put", testCloudConditionalPut},
 		{"lease", testCloudLease},
 		{"fetch", testCloudFetch},
+		{"pull keeps both caches", testCloudPullKeepsBothCaches},
 	}
 	for _, c := range []struct {
 		name  string
@@ -467,5 +470,32 @@ func testCloudFetch(t *testing.T, c cloud) {
 	}
 	if err := errors.Join(a.Close(), b.Close()); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// Two machines' request caches: the second keeps its own and gets the
+// first's as a segment named by its content, as on S3.
+func testCloudPullKeepsBothCaches(t *testing.T, c cloud) {
+	o := c.opener(nil)
+	for i, answers := range []string{"answers of machine A", "answers of machine B"} {
+		dir := t.TempDir()
+		os.MkdirAll(filepath.Join(dir, "cache"), 0o755)
+		os.WriteFile(filepath.Join(dir, "cache", "llm-cache.db"), []byte(answers), 0o644)
+		m, _ := mirrorOf(t, o, dir, c.url("caches"))
+		if err := m.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if i == 0 {
+			continue
+		}
+		got := localFiles(t, dir)
+		sum := md5.Sum([]byte("answers of machine A"))
+		pulled := "cache/segments/pulled-" + hex.EncodeToString(sum[:])[:12] + "/llm-cache.db"
+		if got["cache/llm-cache.db"] != answers || got[pulled] != "answers of machine A" {
+			t.Fatalf("machine B holds %v", got)
+		}
+		if b := storeFiles(t, o, Location{Kind: m.loc.Kind, Bucket: "data", Key: "caches/"}); b[pulled] != "answers of machine A" || b["cache/llm-cache.db"] != answers {
+			t.Errorf("the store holds %v", b)
+		}
 	}
 }

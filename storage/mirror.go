@@ -220,8 +220,11 @@ func (m *Mirror) Pull(ctx context.Context) error {
 		if path.Base(name) == cacheDBName && m.exists(name) {
 			// Both hold answers: the local cache file is kept, the
 			// object joins it as a segment of its own (looked up, never
-			// written), so no answer paid for is lost either way.
-			name = fmt.Sprintf("cache/segments/pulled-%.12s/%s", strings.Trim(obj.ETag, `"`), cacheDBName)
+			// written), so no answer paid for is lost either way. It is
+			// named by its content (MD5) where the store states it, else
+			// by its ETag (S3 multipart), never by a GCS generation's
+			// leading digits, which two versions may share.
+			name = fmt.Sprintf("cache/segments/pulled-%.12s/%s", cmp.Or(obj.MD5, strings.Trim(obj.ETag, `"`)), cacheDBName)
 			if same, err := m.sameAsLocal(name, obj); err != nil || same {
 				continue
 			}
