@@ -393,9 +393,10 @@ func (s *azureStore) put(ctx context.Context, loc Location, f io.ReaderAt, size 
 			return fmt.Errorf("%s: %w", loc, err)
 		}
 		if resp.StatusCode != http.StatusCreated {
-			if cond.set() && (resp.StatusCode == http.StatusPreconditionFailed || resp.StatusCode == http.StatusConflict ||
+			if cond.set() && (resp.StatusCode == http.StatusPreconditionFailed ||
+				resp.StatusCode == http.StatusConflict && resp.Header.Get("x-ms-error-code") == "BlobAlreadyExists" ||
 				cond.match != "" && resp.StatusCode == http.StatusNotFound) {
-				resp.Body.Close() // 409: BlobAlreadyExists
+				resp.Body.Close()
 				return fmt.Errorf("%s: %w", loc, errConditionFailed)
 			}
 			return s.azureError(loc, resp)

@@ -58,7 +58,8 @@ type blobObject struct {
 	// MD5 is the content's MD5 as the store states it, hex; "" when it
 	// states none (S3 multipart uploads: see s3Store.same).
 	MD5 string
-	// Modified is when the store last wrote the object (set by get).
+	// Modified is when the store last wrote the object (always set by
+	// get; by the others where the answer says).
 	Modified time.Time
 }
 
