@@ -179,7 +179,14 @@ func (r *Runner) stagePlan(ctx context.Context, sr stageRun, pl Planner, typ, fp
 	if w := r.o.Worker; w != nil && w.Index != 0 {
 		// Worker 0 makes the plan; a stale file (another input) is
 		// replaced once it has.
-		err := r.poll(ctx, "the plan of stage "+sr.name+" (worker 0 makes it)", load)
+		err := r.poll(ctx, "the plan of stage "+sr.name+" (worker 0 makes it)", func() (bool, error) {
+			// On object storage, worker 0's plan is fetched first
+			// (workers_remote.go).
+			if err := r.shared().Fetch(ctx, sr.rel, func(n string) bool { return n == name }); err != nil {
+				return false, err
+			}
+			return load()
+		})
 		if err == nil {
 			r.o.Log.Info("plan loaded", "stage", sr.name, "file", name)
 		}

@@ -119,10 +119,10 @@ func NewRunner(p *Pipeline, o Options) (*Runner, error) {
 	if err != nil {
 		return nil, err
 	}
+	dir = workerWorkDir(p, o, dir) // workers_remote.go
 	// Everything that can be found before a write is found now, all at once.
 	src := newOpener(p, o)
 	probs := append(pathProblems(p, src), envProblems(p, o.Getenv)...)
-	probs = append(probs, workerProblems(p, o)...)      // workers.go
 	probs = append(probs, batchWorkerProblems(p, o)...) // batch.go
 	if probs = append(probs, stageProblems(p)...); len(probs) > 0 {
 		return nil, &ConfigError{Problems: probs}

@@ -206,7 +206,17 @@ func (r *Runner) openMirror() error {
 		local.Close()
 		return err
 	}
+	if err := r.lockPrefix(m); err != nil { // workers_remote.go
+		m.Discard()
+		local.Close()
+		return err
+	}
 	r.mirror, r.mirrorRoot = m, local
+	// The marker first: a prefix with other objects and no marker is
+	// refused as not augment's.
+	if err := m.Upload(markerFile); err != nil {
+		return fmt.Errorf("output.dir %s: %w", r.p.Output.Dir, err)
+	}
 	if err := m.Pull(context.Background()); err != nil {
 		return fmt.Errorf("output.dir %s: %w", r.p.Output.Dir, err)
 	}

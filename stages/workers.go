@@ -19,12 +19,11 @@ import (
 	"github.com/augmentdata/augment/atomicfs"
 	"github.com/augmentdata/augment/manifests"
 	"github.com/augmentdata/augment/stages/llm"
-	"github.com/augmentdata/augment/storage"
 )
 
 // Workers: one run shared by N processes (a Kubernetes Indexed Job, a Slurm
 // job array, or N local processes) over one output directory on a shared
-// file system.
+// file system, or one prefix on object storage (workers_remote.go).
 //
 // The contract:
 //   - Ingest runs in worker 0 only (it cuts the dumps into shards and collects
@@ -195,26 +194,15 @@ func workerManifest(stageRel string, w *Worker) string {
 // directory, or this worker's part of it.
 func (r *Runner) saveStage(sr stageRun, m *manifests.Stage) error {
 	if r.o.Worker == nil {
+		defer r.shareCache() // workers_remote.go
 		return sr.out.WriteJSON(manifestFile, m)
 	}
 	name := workerManifest(sr.rel, r.o.Worker)
 	if err := r.root.MkdirAll(path.Dir(name)); err != nil {
 		return err
 	}
+	defer r.shareCache() // workers_remote.go
 	return r.root.WriteJSON(name, m)
-}
-
-// workerProblems reports what the pipeline cannot do as one of several
-// workers (or their merge): an output on object storage is kept in step
-// by one process's mirror (storage.Mirror), not by several.
-func workerProblems(p *Pipeline, o Options) []string {
-	if o.Worker == nil && !o.Merge {
-		return nil
-	}
-	if _, remote, _ := storage.OutputLocation(p.Output.Dir); remote {
-		return []string{p.problem("output.dir", "output.dir %s is on object storage, which workers (--worker, augment merge) do not support yet: give them a shared file system (a ReadWriteMany volume, NFS, Lustre) as output.dir", p.Output.Dir)}
-	}
-	return nil
 }
 
 // cacheSegment is the request cache segment this process writes: its
@@ -510,6 +498,9 @@ func (r *Runner) waitIngest(ctx context.Context, sr stageRun) (stageResult, erro
 	}
 	var m *manifests.Stage
 	err = r.poll(ctx, "ingest (worker 0)", func() (bool, error) {
+		if err := r.shared().Fetch(ctx, sr.rel, nil); err != nil { // workers_remote.go
+			return false, err
+		}
 		m, _ = atomicfs.ReadJSON[manifests.Stage](sr.out, manifestFile)
 		if m == nil || m.ConfigHash != fp {
 			return false, nil
@@ -559,6 +550,9 @@ func (r *Runner) waitIngest(ctx context.Context, sr stageRun) (stageResult, erro
 func (r *Runner) waitStage(ctx context.Context, sr stageRun, res stageResult, inputs []shardInput) ([]shardInput, error) {
 	merged := &manifests.Stage{}
 	err := r.poll(ctx, "stage "+sr.name, func() (bool, error) {
+		if err := r.fetchStage(ctx, sr.rel); err != nil { // workers_remote.go
+			return false, err
+		}
 		parts, err := r.workerParts(sr.rel, 0)
 		if err != nil {
 			return false, err

@@ -319,11 +319,29 @@ func (s *azureStore) stat(ctx context.Context, loc Location) (blobObject, error)
 		return blobObject{}, s.azureError(loc, resp)
 	}
 	resp.Body.Close()
+	return azureObject(loc, resp), nil
+}
+
+// azureObject describes the blob of an answer to HEAD or a whole GET.
+func azureObject(loc Location, resp *http.Response) blobObject {
 	obj := blobObject{Key: loc.Key, Size: resp.ContentLength, ETag: resp.Header.Get("ETag")}
 	if b, err := base64.StdEncoding.DecodeString(resp.Header.Get("Content-MD5")); err == nil && len(b) == md5.Size {
 		obj.MD5 = hex.EncodeToString(b)
 	}
-	return obj, nil
+	obj.Modified, _ = http.ParseTime(resp.Header.Get("Last-Modified"))
+	return obj
+}
+
+// get is one GET of the whole blob, whose headers describe its body.
+func (s *azureStore) get(ctx context.Context, loc Location) (io.ReadCloser, blobObject, error) {
+	resp, err := s.do(ctx, func() (*http.Request, error) { return s.newRequest("GET", loc.Bucket, loc.Key, nil, nil) })
+	if err != nil {
+		return nil, blobObject{}, fmt.Errorf("%s: %w", loc, err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		return nil, blobObject{}, s.azureError(loc, resp)
+	}
+	return resp.Body, azureObject(loc, resp), nil
 }
 
 // open reads the pinned version only (If-Match), from off on.
@@ -357,26 +375,39 @@ func (s *azureStore) open(ctx context.Context, loc Location, obj blobObject, off
 
 // put uploads by one Put Blob up to mirrorPartSize, else by Put Block of
 // each part and one Put Block List, which makes the blob appear whole.
-// The content's MD5 is stated: Put Blob checks it, and both store it.
-func (s *azureStore) put(ctx context.Context, loc Location, f *os.File, size int64) error {
+// The content's MD5 is stated: Put Blob checks it, and both store it. A
+// condition is If-None-Match: * or If-Match on Put Blob.
+func (s *azureStore) put(ctx context.Context, loc Location, f io.ReaderAt, size int64, cond putCond) (blobObject, error) {
+	if err := checkCond(loc, size, cond); err != nil {
+		return blobObject{}, err
+	}
 	sum, err := localMD5(io.NewSectionReader(f, 0, size))
 	if err != nil {
-		return err
+		return blobObject{}, err
 	}
 	raw, _ := hex.DecodeString(sum)
 	b64 := base64.StdEncoding.EncodeToString(raw)
+	var stored blobObject
 	check := func(resp *http.Response, err error) error {
 		if err != nil {
 			return fmt.Errorf("%s: %w", loc, err)
 		}
 		if resp.StatusCode != http.StatusCreated {
+			if cond.set() && (resp.StatusCode == http.StatusPreconditionFailed ||
+				resp.StatusCode == http.StatusConflict && resp.Header.Get("x-ms-error-code") == "BlobAlreadyExists" ||
+				cond.match != "" && resp.StatusCode == http.StatusNotFound) {
+				resp.Body.Close()
+				return fmt.Errorf("%s: %w", loc, errConditionFailed)
+			}
 			return s.azureError(loc, resp)
 		}
 		resp.Body.Close()
+		stored = blobObject{Key: loc.Key, Size: size, ETag: resp.Header.Get("ETag"), MD5: sum}
+		stored.Modified, _ = http.ParseTime(resp.Header.Get("Last-Modified"))
 		return nil
 	}
 	if size <= mirrorPartSize {
-		return check(s.do(ctx, func() (*http.Request, error) {
+		err := check(s.do(ctx, func() (*http.Request, error) {
 			var body io.Reader = io.NewSectionReader(f, 0, size)
 			if size == 0 {
 				body = http.NoBody // not a chunked upload of unknown length
@@ -387,9 +418,16 @@ func (s *azureStore) put(ctx context.Context, loc Location, f *os.File, size int
 				req.Header.Set("x-ms-blob-type", "BlockBlob")
 				req.Header.Set("Content-Type", "application/octet-stream")
 				req.Header.Set("Content-MD5", b64)
+				switch {
+				case cond.absent:
+					req.Header.Set("If-None-Match", "*")
+				case cond.match != "":
+					req.Header.Set("If-Match", `"`+strings.Trim(cond.match, `"`)+`"`)
+				}
 			}
 			return req, err
 		}))
+		return stored, err
 	}
 	var list bytes.Buffer
 	list.WriteString(`<?xml version="1.0" encoding="utf-8"?><BlockList>`)
@@ -404,11 +442,11 @@ func (s *azureStore) put(ctx context.Context, loc Location, f *os.File, size int
 			}
 			return req, err
 		})); err != nil {
-			return err
+			return blobObject{}, err
 		}
 	}
 	list.WriteString("</BlockList>")
-	return check(s.do(ctx, func() (*http.Request, error) {
+	err = check(s.do(ctx, func() (*http.Request, error) {
 		req, err := s.newRequest("PUT", loc.Bucket, loc.Key, url.Values{"comp": {"blocklist"}}, bytes.NewReader(list.Bytes()))
 		if err == nil {
 			req.ContentLength = int64(list.Len())
@@ -418,6 +456,7 @@ func (s *azureStore) put(ctx context.Context, loc Location, f *os.File, size int
 		}
 		return req, err
 	}))
+	return stored, err
 }
 
 func (s *azureStore) list(ctx context.Context, container, prefix string, max int) iter.Seq2[blobObject, error] {

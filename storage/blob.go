@@ -7,8 +7,8 @@ import (
 	"fmt"
 	"io"
 	"iter"
-	"os"
 	"strings"
+	"time"
 )
 
 // A blobStore is one object store (S3, Google Cloud Storage, Azure Blob
@@ -20,17 +20,27 @@ import (
 //   - open streams an object from byte off (a range request) and only the
 //     version obj describes (its ETag or generation): an object replaced
 //     since fails with an error saying so, instead of mixing two versions.
+//   - get reads an object whole at whatever version is current and
+//     describes the version its bytes are (size, ETag, MD5, Modified), from
+//     the very answer that carries them (or, for GCS, from the metadata the
+//     read is then bound to): an object replaced meanwhile is not mixed up
+//     with its successor.
 //   - put writes an object whole or not at all: one request for small
 //     files, else a multipart (S3), resumable (GCS) or block (Azure) upload
 //     that becomes visible only when it is completed, holding one part in
-//     memory at most.
+//     memory at most. It returns the stored version (ETag). With a
+//     condition (cond, up to mirrorPartSize bytes) it is a compare-and-swap
+//     the store decides: create only if absent, or replace only if the
+//     object is still at a version; one that fails is an error wrapping
+//     errConditionFailed.
 //   - remove deletes an object; a missing one is not an error.
 //   - same reports whether local bytes equal obj's, by the content hash the
 //     store keeps (MD5 in all three), reading the local bytes.
 type blobStore interface {
 	stat(ctx context.Context, loc Location) (blobObject, error)
 	open(ctx context.Context, loc Location, obj blobObject, off int64) (io.ReadCloser, error)
-	put(ctx context.Context, loc Location, f *os.File, size int64) error
+	get(ctx context.Context, loc Location) (io.ReadCloser, blobObject, error)
+	put(ctx context.Context, loc Location, r io.ReaderAt, size int64, cond putCond) (blobObject, error)
 	list(ctx context.Context, bucket, prefix string, max int) iter.Seq2[blobObject, error]
 	remove(ctx context.Context, loc Location) error
 	same(local io.ReadSeeker, obj blobObject) (bool, error)
@@ -48,6 +58,36 @@ type blobObject struct {
 	// MD5 is the content's MD5 as the store states it, hex; "" when it
 	// states none (S3 multipart uploads: see s3Store.same).
 	MD5 string
+	// Modified is when the store last wrote the object (always set by
+	// get; by the others where the answer says).
+	Modified time.Time
+}
+
+// A putCond makes a put conditional on the object's current version.
+type putCond struct {
+	absent bool   // only if no object exists
+	match  string // only if the object's ETag (GCS: generation) is still this
+}
+
+// anyVersion is an unconditional put; ifAbsent creates only.
+var anyVersion, ifAbsent = putCond{}, putCond{absent: true}
+
+// ifMatch replaces only the version etag.
+func ifMatch(etag string) putCond { return putCond{match: etag} }
+
+func (c putCond) set() bool { return c.absent || c.match != "" }
+
+// errConditionFailed is wrapped by the error of a conditional put whose
+// condition the store found false (or, replacing, whose object is gone).
+var errConditionFailed = errors.New("the object is not at the version the write was conditional on")
+
+// checkCond refuses a condition on an upload of several requests (the
+// stores decide conditions per request).
+func checkCond(loc Location, size int64, cond putCond) error {
+	if cond.set() && size > mirrorPartSize {
+		return fmt.Errorf("%s: a conditional write of %d bytes (at most %d)", loc, size, mirrorPartSize)
+	}
+	return nil
 }
 
 // pin is what the manifest records of a stored object: its URL and what

@@ -3,6 +3,8 @@ package storage
 import (
 	"bytes"
 	"context"
+	"crypto/md5"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -11,6 +13,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -61,6 +64,10 @@ func TestCloud(t *testing.T) {
 		{"read resumes with range", testCloudReadResumesWithRange},
 		{"mirror", testCloudMirror},
 		{"check output", testCloudCheckOutput},
+		{"conditional put", testCloudConditionalPut},
+		{"lease", testCloudLease},
+		{"fetch", testCloudFetch},
+		{"pull keeps both caches", testCloudPullKeepsBothCaches},
 	}
 	for _, c := range []struct {
 		name  string
@@ -320,5 +327,175 @@ func testAzureRefusedCredentials(t *testing.T, c cloud) {
 	o = New(Options{Getenv: func(k string) string { return env[k] }})
 	if got, _ := readAll(t, o, "azblob://data/auth/x.jsonl"); got != "{}\n" {
 		t.Errorf("account + key from the environment: read %q", got)
+	}
+}
+
+// The store decides a conditional put: create only if absent, replace
+// only at the version given (also: not a deleted object); get returns
+// the version its bytes are, with when it was written.
+func testCloudConditionalPut(t *testing.T, c cloud) {
+	o := c.opener(nil)
+	s, err := o.store(mustParse(t, c.url("cas/x")).Kind)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	loc := mustParse(t, c.url("cas/x"))
+	put := func(b string, cond putCond) (blobObject, error) {
+		return s.put(ctx, loc, strings.NewReader(b), int64(len(b)), cond)
+	}
+	v1, err := put("one", ifAbsent)
+	if err != nil || v1.ETag == "" {
+		t.Fatalf("create: %+v %v", v1, err)
+	}
+	if _, err := put("two", ifAbsent); !errors.Is(err, errConditionFailed) {
+		t.Fatalf("create over an object: %v", err)
+	}
+	v2, err := put("two", ifMatch(v1.ETag))
+	if err != nil || v2.ETag == v1.ETag {
+		t.Fatalf("replace at the version: %+v %v", v2, err)
+	}
+	if _, err := put("three", ifMatch(v1.ETag)); !errors.Is(err, errConditionFailed) {
+		t.Fatalf("replace at an old version: %v", err)
+	}
+	body, got, err := s.get(ctx, loc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(body)
+	body.Close()
+	if string(b) != "two" || strings.Trim(got.ETag, `"`) != strings.Trim(v2.ETag, `"`) || got.Size != 3 || got.MD5 == "" ||
+		time.Since(got.Modified).Abs() > time.Minute {
+		t.Errorf("get: %q %+v, want the second version %+v", b, got, v2)
+	}
+	if err := s.remove(ctx, loc); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := put("four", ifMatch(v2.ETag)); !errors.Is(err, errConditionFailed) {
+		t.Fatalf("replace a deleted object: %v", err)
+	}
+}
+
+func mustParse(t *testing.T, u string) Location {
+	t.Helper()
+	loc, err := Parse(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return loc
+}
+
+// Leases on the store: of processes asking at once exactly one gets a
+// lease; a run's lease and a worker's exclude each other; a holder whose
+// lease is overwritten stops writing; released, no lease is left.
+func testCloudLease(t *testing.T, c cloud) {
+	o := c.opener(nil)
+	ctx := context.Background()
+	prefix := c.url("leased")
+	var got []*Mirror
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for range 6 {
+		m := newTestMirror(t, o, prefix)
+		wg.Go(func() {
+			err := m.Lock(ctx, "worker-0-of-2", "run")
+			var held *LeaseHeldError
+			switch {
+			case err == nil:
+				mu.Lock()
+				got = append(got, m)
+				mu.Unlock()
+			case !errors.As(err, &held) || !strings.Contains(held.Holder, "worker-0-of-2: host "):
+				t.Errorf("want a LeaseHeldError naming the holder, got %v", err)
+			}
+		})
+	}
+	wg.Wait()
+	if len(got) != 1 {
+		t.Fatalf("%d processes got the lease, want 1", len(got))
+	}
+	var held *LeaseHeldError
+	if err := newTestMirror(t, o, prefix).Lock(ctx, "run", "worker-"); !errors.As(err, &held) || held.Dir != prefix {
+		t.Fatalf("a run beside a worker: %v", err)
+	}
+	if err := got[0].Close(); err != nil {
+		t.Fatal(err)
+	}
+	if left := storeFiles(t, o, mustParse(t, c.url("leased/x"))); len(left) != 0 {
+		t.Fatalf("left in the prefix: %v", left)
+	}
+
+	old := leaseRenew
+	leaseRenew = 50 * time.Millisecond
+	t.Cleanup(func() { leaseRenew = old })
+	m, root := mirrorOf(t, o, t.TempDir(), prefix)
+	if err := m.Lock(ctx, "run"); err != nil {
+		t.Fatal(err)
+	}
+	c.put("leased/.augment/lease-run.json", []byte(`{"name":"run","host":"elsewhere","pid":9}`))
+	deadline := time.Now().Add(5 * time.Second)
+	for !m.failed() && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	root.WriteFile("late.jsonl", []byte("x"))
+	if err := m.Close(); err == nil || !strings.Contains(err.Error(), "lost the lease") {
+		t.Fatalf("Close after losing the lease: %v", err)
+	}
+	files := storeFiles(t, o, Location{Kind: m.loc.Kind, Bucket: "data", Key: "leased/"})
+	if _, ok := files["late.jsonl"]; ok || !strings.Contains(files[".augment/lease-run.json"], "elsewhere") {
+		t.Errorf("after the lease was lost the prefix holds %v", files)
+	}
+}
+
+// Fetch between two mirrors of one prefix: what one published reaches
+// the other, a replaced object is fetched again.
+func testCloudFetch(t *testing.T, c cloud) {
+	o := c.opener(nil)
+	a, rootA := mirrorOf(t, o, t.TempDir(), c.url("shared"))
+	dirB := t.TempDir()
+	b, _ := mirrorOf(t, o, dirB, c.url("shared"))
+	rootA.Sub("01-x").WriteFile("part-a.parquet", []byte("a1"))
+	rootA.WriteFile(".augment/workers/01-x/0-of-2.json", []byte(`{"v":1}`))
+	a.flush()
+	if err := b.Fetch(context.Background(), "", nil); err != nil {
+		t.Fatal(err)
+	}
+	rootA.WriteFile(".augment/workers/01-x/0-of-2.json", []byte(`{"v":2}`))
+	a.flush()
+	if err := b.Fetch(context.Background(), ".augment/workers", nil); err != nil {
+		t.Fatal(err)
+	}
+	if got := localFiles(t, dirB); got["01-x/part-a.parquet"] != "a1" || got[".augment/workers/01-x/0-of-2.json"] != `{"v":2}` {
+		t.Fatalf("after Fetch B holds %v", got)
+	}
+	if err := errors.Join(a.Close(), b.Close()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Two machines' request caches: the second keeps its own and gets the
+// first's as a segment named by its content, as on S3.
+func testCloudPullKeepsBothCaches(t *testing.T, c cloud) {
+	o := c.opener(nil)
+	for i, answers := range []string{"answers of machine A", "answers of machine B"} {
+		dir := t.TempDir()
+		os.MkdirAll(filepath.Join(dir, "cache"), 0o755)
+		os.WriteFile(filepath.Join(dir, "cache", "llm-cache.db"), []byte(answers), 0o644)
+		m, _ := mirrorOf(t, o, dir, c.url("caches"))
+		if err := m.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if i == 0 {
+			continue
+		}
+		got := localFiles(t, dir)
+		sum := md5.Sum([]byte("answers of machine A"))
+		pulled := "cache/segments/pulled-" + hex.EncodeToString(sum[:])[:12] + "/llm-cache.db"
+		if got["cache/llm-cache.db"] != answers || got[pulled] != "answers of machine A" {
+			t.Fatalf("machine B holds %v", got)
+		}
+		if b := storeFiles(t, o, Location{Kind: m.loc.Kind, Bucket: "data", Key: "caches/"}); b[pulled] != "answers of machine A" || b["cache/llm-cache.db"] != answers {
+			t.Errorf("the store holds %v", b)
+		}
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"iter"
@@ -14,9 +15,9 @@ import (
 	"net/http"
 	"net/textproto"
 	"net/url"
-	"os"
 	"strconv"
 	"strings"
+	"time"
 
 	"golang.org/x/oauth2"
 	"golang.org/x/oauth2/google"
@@ -101,6 +102,7 @@ type gcsObj struct {
 	Size       string `json:"size"`
 	Generation string `json:"generation"`
 	MD5Hash    string `json:"md5Hash"`
+	Updated    string `json:"updated"`
 }
 
 func (g gcsObj) object() (blobObject, error) {
@@ -109,6 +111,7 @@ func (g gcsObj) object() (blobObject, error) {
 		return blobObject{}, fmt.Errorf("object %s: size %q", g.Name, g.Size)
 	}
 	obj := blobObject{Key: g.Name, Size: size, ETag: g.Generation}
+	obj.Modified, _ = time.Parse(time.RFC3339Nano, g.Updated)
 	if b, err := base64.StdEncoding.DecodeString(g.MD5Hash); err == nil && len(b) == md5.Size {
 		obj.MD5 = hex.EncodeToString(b)
 	}
@@ -147,7 +150,7 @@ func gcsError(loc Location, resp *http.Response) error {
 	return fmt.Errorf("%s: GCS answered %s: %s", loc, resp.Status, msg)
 }
 
-func (s *gcsStore) get(ctx context.Context, loc Location, u string, v any) error {
+func (s *gcsStore) getJSON(ctx context.Context, loc Location, u string, v any) error {
 	resp, err := s.do(ctx, func() (*http.Request, error) { return http.NewRequest("GET", u, nil) })
 	if err != nil {
 		return fmt.Errorf("%s: %w", loc, err)
@@ -164,7 +167,7 @@ func (s *gcsStore) get(ctx context.Context, loc Location, u string, v any) error
 
 func (s *gcsStore) stat(ctx context.Context, loc Location) (blobObject, error) {
 	var g gcsObj
-	if err := s.get(ctx, loc, s.objectURL(loc), &g); err != nil {
+	if err := s.getJSON(ctx, loc, s.objectURL(loc), &g); err != nil {
 		return blobObject{}, err
 	}
 	return g.object()
@@ -198,23 +201,51 @@ func (s *gcsStore) open(ctx context.Context, loc Location, obj blobObject, off i
 	return resp.Body, nil
 }
 
+// get reads the object's metadata, then its bytes bound to that
+// generation (ifGenerationMatch); a generation replaced in between is
+// read again, from its metadata.
+func (s *gcsStore) get(ctx context.Context, loc Location) (io.ReadCloser, blobObject, error) {
+	for try := 1; ; try++ {
+		obj, err := s.stat(ctx, loc)
+		if err != nil {
+			return nil, blobObject{}, err
+		}
+		body, err := s.open(ctx, loc, obj, 0)
+		if errors.Is(err, errObjectChanged) && try < blobReadTries {
+			continue
+		}
+		return body, obj, err
+	}
+}
+
 // put uploads in one multipart request up to mirrorPartSize, else by a
 // resumable upload in chunks of mirrorPartSize (a multiple of the 256 KiB
 // the service wants), the object appearing when the last chunk is in.
-// Both state the content's MD5, which the service checks.
-func (s *gcsStore) put(ctx context.Context, loc Location, f *os.File, size int64) error {
+// Both state the content's MD5, which the service checks. A condition is
+// ifGenerationMatch: 0 (no live object) or the generation.
+func (s *gcsStore) put(ctx context.Context, loc Location, f io.ReaderAt, size int64, cond putCond) (blobObject, error) {
+	if err := checkCond(loc, size, cond); err != nil {
+		return blobObject{}, err
+	}
 	sum, err := localMD5(io.NewSectionReader(f, 0, size))
 	if err != nil {
-		return err
+		return blobObject{}, err
 	}
 	raw, _ := hex.DecodeString(sum)
 	meta, _ := json.Marshal(map[string]string{"name": loc.Key, "md5Hash": base64.StdEncoding.EncodeToString(raw), "contentType": "application/octet-stream"})
 	upload := s.ep + "/upload/storage/v1/b/" + url.PathEscape(loc.Bucket) + "/o"
 	var resp *http.Response
 	if size <= mirrorPartSize {
+		q := url.Values{"uploadType": {"multipart"}, "name": {loc.Key}}
+		switch {
+		case cond.absent:
+			q.Set("ifGenerationMatch", "0")
+		case cond.match != "":
+			q.Set("ifGenerationMatch", cond.match)
+		}
 		resp, err = s.do(ctx, func() (*http.Request, error) {
 			body, ctype, n := gcsMultipart(meta, io.NewSectionReader(f, 0, size), size)
-			req, err := http.NewRequest("POST", upload+"?uploadType=multipart&name="+url.QueryEscape(loc.Key), body)
+			req, err := http.NewRequest("POST", upload+"?"+q.Encode(), body)
 			if err == nil {
 				req.Header.Set("Content-Type", ctype)
 				req.ContentLength = n
@@ -225,20 +256,25 @@ func (s *gcsStore) put(ctx context.Context, loc Location, f *os.File, size int64
 		resp, err = s.resumable(ctx, loc, upload, meta, f, size)
 	}
 	if err != nil {
-		return fmt.Errorf("%s: %w", loc, err)
+		return blobObject{}, fmt.Errorf("%s: %w", loc, err)
+	}
+	if cond.set() && resp.StatusCode == http.StatusPreconditionFailed {
+		resp.Body.Close()
+		return blobObject{}, fmt.Errorf("%s: %w", loc, errConditionFailed)
 	}
 	if resp.StatusCode != http.StatusOK && resp.StatusCode != http.StatusCreated {
-		return gcsError(loc, resp)
+		return blobObject{}, gcsError(loc, resp)
 	}
 	defer resp.Body.Close()
 	var g gcsObj
 	if err := json.NewDecoder(resp.Body).Decode(&g); err != nil {
-		return fmt.Errorf("%s: GCS answer: %w", loc, err)
+		return blobObject{}, fmt.Errorf("%s: GCS answer: %w", loc, err)
 	}
-	if obj, err := g.object(); err != nil || obj.Size != size || obj.MD5 != "" && obj.MD5 != sum {
-		return fmt.Errorf("%s: the stored object (size %s, MD5 %s) is not what was sent (%d bytes, MD5 %s)", loc, g.Size, obj.MD5, size, sum)
+	obj, err := g.object()
+	if err != nil || obj.Size != size || obj.MD5 != "" && obj.MD5 != sum {
+		return blobObject{}, fmt.Errorf("%s: the stored object (size %s, MD5 %s) is not what was sent (%d bytes, MD5 %s)", loc, g.Size, obj.MD5, size, sum)
 	}
-	return nil
+	return obj, nil
 }
 
 // gcsMultipart is a multipart/related body: the metadata, then the bytes.
@@ -255,7 +291,7 @@ func gcsMultipart(meta []byte, data io.Reader, size int64) (io.Reader, string, i
 
 // resumable starts a resumable upload session and sends the file in
 // chunks; it returns the answer to the last one.
-func (s *gcsStore) resumable(ctx context.Context, loc Location, upload string, meta []byte, f *os.File, size int64) (*http.Response, error) {
+func (s *gcsStore) resumable(ctx context.Context, loc Location, upload string, meta []byte, f io.ReaderAt, size int64) (*http.Response, error) {
 	resp, err := s.do(ctx, func() (*http.Request, error) {
 		req, err := http.NewRequest("POST", upload+"?uploadType=resumable&name="+url.QueryEscape(loc.Key), bytes.NewReader(meta))
 		if err == nil {
@@ -315,7 +351,7 @@ func (s *gcsStore) list(ctx context.Context, bucket, prefix string, max int) ite
 				Items         []gcsObj `json:"items"`
 				NextPageToken string   `json:"nextPageToken"`
 			}
-			if err := s.get(ctx, loc, s.ep+"/storage/v1/b/"+url.PathEscape(bucket)+"/o?"+q.Encode(), &page); err != nil {
+			if err := s.getJSON(ctx, loc, s.ep+"/storage/v1/b/"+url.PathEscape(bucket)+"/o?"+q.Encode(), &page); err != nil {
 				yield(blobObject{}, err)
 				return
 			}

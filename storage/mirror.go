@@ -1,6 +1,7 @@
 package storage
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -47,6 +48,10 @@ const mirrorUploads = 4
 
 // A Mirror mirrors a local directory into a prefix of object storage. It
 // implements atomicfs.Observer.
+//
+// Several processes may share one prefix (the workers of a run): each
+// mirrors its own local copy, takes its lease of the prefix (Lock,
+// lease.go) and brings in what the others published (Fetch).
 type Mirror struct {
 	s      blobStore
 	loc    Location // Key is the prefix, without a trailing slash
@@ -61,14 +66,19 @@ type Mirror struct {
 	closed bool         // under sendMu
 
 	mu     sync.Mutex
-	synced map[string]bool // local names known equal to their object
-	err    error           // the first failure
+	synced map[string]string // local names known equal to their object, with its ETag ("" when unknown)
+	err    error             // the first failure
+
+	snapping sync.Map // names with a Snapshot queued or running
+	snapped  sync.Map // name → snapTimes of its last Snapshot
+	lease    *Lease   // held while the mirror writes (Lock)
 }
 
 type mirrorOp struct {
-	name   string
-	remove bool
-	flush  chan struct{} // closed once every operation before it is done
+	name     string
+	remove   bool
+	flush    chan struct{}                 // closed once every operation before it is done
+	snapshot func(io.Writer) (bool, error) // writes the content to upload as name (Snapshot)
 }
 
 // OutputLocation parses an output.dir on object storage ("s3://bucket" or
@@ -106,11 +116,22 @@ func (m *Mirror) object(name string) string {
 	return m.loc.Key + "/" + name
 }
 
-// mirrored reports whether a local name belongs in the prefix.
+// mirrored reports whether a local name belongs in the prefix: not the
+// local lock files (.augment/lock, .augment/lock-worker-…), the leases
+// that stand for them in the prefix (lease.go), Hub downloads or
+// temporary files.
 func mirrored(name string) bool {
 	base := path.Base(name)
-	return name != ".augment/lock" && !strings.HasPrefix(name, "cache/sources/") && name != "cache/sources" &&
+	return !strings.HasPrefix(name, ".augment/lock") && !strings.HasPrefix(name, leasePrefix) &&
+		!strings.HasPrefix(name, "cache/sources/") && name != "cache/sources" &&
 		!strings.HasPrefix(base, ".tmp-")
+}
+
+// isManifest reports whether name is a manifest: a stage's manifest.json
+// or a worker's part of one (.augment/workers/…). A manifest names files
+// committed before it, so it is uploaded after them.
+func isManifest(name string) bool {
+	return path.Base(name) == "manifest.json" || strings.HasPrefix(name, ".augment/workers/")
 }
 
 // CheckOutput reports whether the prefix of an output on object storage
@@ -123,21 +144,30 @@ func (o *Opener) CheckOutput(ctx context.Context, loc Location) error {
 	}
 	m := &Mirror{loc: loc}
 	what := m.String()
-	// The first object, if any, tells.
-	for obj, err := range s.list(ctx, loc.Bucket, m.object(""), 1) {
+	// The first object outside .augment/ tells. Objects under .augment/
+	// alone (a lease, the marker) are augment's: workers starting together
+	// take their leases before the first of them has uploaded anything.
+	var foreign string
+	for obj, err := range s.list(ctx, loc.Bucket, m.object(""), 0) {
 		if err != nil {
 			if !errors.As(err, new(*NotFoundError)) {
 				return err
 			}
 			return fmt.Errorf("%s: no such bucket", what)
 		}
-		if _, err := s.stat(ctx, m.at(".augment/output-dir")); err != nil {
-			if errors.As(err, new(*NotFoundError)) {
-				return fmt.Errorf("%s holds objects augment did not write (%s …); set output.dir to a new or empty prefix", what, obj.Key)
-			}
-			return err
+		if !strings.HasPrefix(strings.TrimPrefix(obj.Key, m.object("")), ".augment/") {
+			foreign = obj.Key
+			break
 		}
-		break
+	}
+	if foreign == "" {
+		return nil
+	}
+	if _, err := s.stat(ctx, m.at(".augment/output-dir")); err != nil {
+		if errors.As(err, new(*NotFoundError)) {
+			return fmt.Errorf("%s holds objects augment did not write (%s …); set output.dir to a new or empty prefix", what, foreign)
+		}
+		return err
 	}
 	return nil
 }
@@ -156,7 +186,7 @@ func (o *Opener) NewMirror(loc Location, local *os.Root) (*Mirror, error) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	m := &Mirror{s: s, loc: loc, local: local, log: o.o.Log, ctx: ctx, cancel: cancel,
-		ops: make(chan mirrorOp, 1024), done: make(chan struct{}), synced: map[string]bool{}}
+		ops: make(chan mirrorOp, 1024), done: make(chan struct{}), synced: map[string]string{}}
 	go m.run()
 	return m, nil
 }
@@ -184,19 +214,96 @@ func (m *Mirror) Pull(ctx context.Context) error {
 			return err
 		}
 		if same {
-			m.markSynced(name, true)
+			m.markSynced(name, obj.ETag)
 			continue
 		}
-		if err := m.download(ctx, name, obj); err != nil {
+		if path.Base(name) == cacheDBName && m.exists(name) {
+			// Both hold answers: the local cache file is kept, the
+			// object joins it as a segment of its own (looked up, never
+			// written), so no answer paid for is lost either way. It is
+			// named by its content (MD5) where the store states it, else
+			// by its ETag (S3 multipart), never by a GCS generation's
+			// leading digits, which two versions may share.
+			name = fmt.Sprintf("cache/segments/pulled-%.12s/%s", cmp.Or(obj.MD5, strings.Trim(obj.ETag, `"`)), cacheDBName)
+			if same, err := m.sameAsLocal(name, obj); err != nil || same {
+				continue
+			}
+			if _, err := m.download(ctx, name, obj); err != nil {
+				return fmt.Errorf("%s: %w", m.loc.Bucket+"/"+obj.Key, err)
+			}
+			fetched++
+			continue // not synced: it goes up under its own name
+		}
+		got, err := m.download(ctx, name, obj)
+		if err != nil {
 			return fmt.Errorf("%s: %w", m.loc.Bucket+"/"+obj.Key, err)
 		}
-		m.markSynced(name, true)
+		m.markSynced(name, got.ETag)
 		fetched++
 	}
 	if fetched > 0 {
 		m.log.Info("output pulled from object storage", "dir", m.String(), "files", fetched)
 	}
 	return m.catchUp(false)
+}
+
+// cacheDBName is the request cache's file (llm.CacheFile), in the cache
+// directory and in each of its segments.
+const cacheDBName = "llm-cache.db"
+
+func (m *Mirror) exists(name string) bool {
+	_, err := m.local.Stat(name)
+	return err == nil
+}
+
+// Fetch brings into the local directory what other processes sharing the
+// prefix (the workers of one run) published under dir, a folder relative
+// to it ("" for all), and keep accepts (nil: everything): every object the
+// local copy lacks, or holds at an ETag since replaced. A local file this
+// mirror has not uploaded yet (this process's own, newer) is kept. Each
+// download is checked against the size and content hash of the version
+// the GET returned (see download), and lands whole (rename). Objects are
+// fetched data first, manifests last, so a fetched manifest never names a
+// file this fetch skipped.
+func (m *Mirror) Fetch(ctx context.Context, dir string, keep func(name string) bool) error {
+	prefix := m.object("")
+	under := prefix
+	if dir != "" && dir != "." {
+		under = m.object(strings.Trim(dir, "/") + "/")
+	}
+	var data, manifests []blobObject
+	for obj, err := range m.s.list(ctx, m.loc.Bucket, under, 0) {
+		if err != nil {
+			return err
+		}
+		name := strings.TrimPrefix(obj.Key, prefix)
+		if !fs.ValidPath(name) || name == "." || !mirrored(name) || keep != nil && !keep(name) {
+			continue
+		}
+		if isManifest(name) {
+			manifests = append(manifests, obj)
+		} else {
+			data = append(data, obj)
+		}
+	}
+	for _, obj := range append(data, manifests...) {
+		name := strings.TrimPrefix(obj.Key, prefix)
+		m.mu.Lock()
+		etag, synced := m.synced[name]
+		m.mu.Unlock()
+		switch {
+		case synced && etag == strings.Trim(obj.ETag, `"`):
+			continue // the same object as the local file
+		case !synced && m.exists(name):
+			continue // committed here, not uploaded yet: ours wins
+		}
+		got, err := m.download(ctx, name, obj)
+		if err != nil {
+			return fmt.Errorf("%s: %w", m.loc.Bucket+"/"+obj.Key, err)
+		}
+		m.markSynced(name, got.ETag)
+	}
+	return nil
 }
 
 // catchUp queues an upload of every local file not known to be in step,
@@ -217,7 +324,7 @@ func (m *Mirror) catchUp(withCache bool) error {
 		if !d.Type().IsRegular() || !mirrored(p) || m.isSynced(p) {
 			return nil
 		}
-		if path.Base(p) == "manifest.json" {
+		if isManifest(p) {
 			manifests = append(manifests, p)
 		} else {
 			data = append(data, p)
@@ -261,24 +368,33 @@ func (m *Mirror) sameAsLocal(name string, obj blobObject) (bool, error) {
 	return m.s.same(f, obj)
 }
 
-// download writes an object into the local directory, atomically.
-func (m *Mirror) download(ctx context.Context, name string, obj blobObject) error {
+// download writes an object into the local directory, atomically, and
+// returns the version it wrote. The object may have been replaced since
+// it was listed as obj (another worker rewrote its part of a manifest):
+// what is written is the version the GET returned (blobStore.get),
+// checked against that version's size and content hash (blobStore.same:
+// the MD5 the store states, or S3's multipart ETag for the part sizes
+// uploads use).
+func (m *Mirror) download(ctx context.Context, name string, obj blobObject) (blobObject, error) {
 	if err := m.local.MkdirAll(path.Dir(name), 0o755); err != nil {
-		return err
+		return blobObject{}, err
 	}
-	body, err := m.s.open(ctx, m.at(name), obj, 0)
+	body, got, err := m.s.get(ctx, Location{Kind: m.loc.Kind, Bucket: m.loc.Bucket, Key: obj.Key})
 	if err != nil {
-		return err
+		return blobObject{}, err
 	}
 	defer body.Close()
 	tmp := path.Join(path.Dir(name), ".tmp-"+path.Base(name)+"-"+randomName()[:16])
-	f, err := m.local.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	f, err := m.local.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644)
 	if err != nil {
-		return err
+		return blobObject{}, err
 	}
 	n, err := io.Copy(f, body)
-	if err == nil && n != obj.Size {
-		err = fmt.Errorf("got %d of %d bytes", n, obj.Size)
+	if err == nil && n != got.Size {
+		err = fmt.Errorf("got %d of %d bytes", n, got.Size)
+	}
+	if err == nil {
+		err = m.check(f, got)
 	}
 	if err == nil {
 		err = f.Sync()
@@ -292,23 +408,46 @@ func (m *Mirror) download(ctx context.Context, name string, obj blobObject) erro
 	if err != nil {
 		m.local.Remove(tmp)
 	}
-	return err
+	return got, err
 }
 
-func (m *Mirror) markSynced(name string, ok bool) {
+// check compares the bytes of f with the content hash of obj: a
+// mismatch is an error when the store states the object's MD5; an object
+// whose hash cannot be computed here (an S3 multipart upload in parts of a
+// size none of ours) is checked by its size only, with a warning.
+func (m *Mirror) check(f *os.File, obj blobObject) error {
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		return err
+	}
+	same, err := m.s.same(f, obj)
+	switch {
+	case err != nil || same:
+		return err
+	case obj.MD5 != "":
+		return fmt.Errorf("the bytes received do not have the object's MD5 %s", obj.MD5)
+	}
+	m.log.Warn("object storage: an object's content hash could not be checked (size checked only)", "object", obj.Key, "etag", obj.ETag)
+	return nil
+}
+
+// markSynced records that the local file name is the object with etag.
+func (m *Mirror) markSynced(name, etag string) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if ok {
-		m.synced[name] = true
-	} else {
-		delete(m.synced, name)
-	}
+	m.synced[name] = strings.Trim(etag, `"`)
+}
+
+func (m *Mirror) unsync(name string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.synced, name)
 }
 
 func (m *Mirror) isSynced(name string) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return m.synced[name]
+	_, ok := m.synced[name]
+	return ok
 }
 
 // Committed queues the upload of name (atomicfs.Observer).
@@ -323,7 +462,9 @@ func (m *Mirror) enqueue(op mirrorOp) {
 		if !mirrored(op.name) {
 			return
 		}
-		m.markSynced(op.name, false)
+		if op.snapshot == nil {
+			m.unsync(op.name)
+		}
 	}
 	m.sendMu.RLock()
 	defer m.sendMu.RUnlock()
@@ -344,7 +485,7 @@ func (m *Mirror) flush() {
 // barrier reports whether op must wait for every operation queued before
 // it and hold back every one after it.
 func barrier(op mirrorOp) bool {
-	return op.flush != nil || op.remove || path.Base(op.name) == "manifest.json"
+	return op.flush != nil || op.remove || isManifest(op.name)
 }
 
 // run carries out the queued operations.
@@ -389,12 +530,18 @@ func (m *Mirror) do(op mirrorOp) {
 		return
 	}
 	if m.failed() {
+		if op.snapshot != nil {
+			m.snapping.Delete(op.name)
+		}
 		return // what is left is uploaded by the next run's Pull
 	}
 	var err error
-	if op.remove {
+	switch {
+	case op.snapshot != nil:
+		err = m.putSnapshot(op.name, op.snapshot)
+	case op.remove:
 		err = m.remove(op.name)
-	} else {
+	default:
 		err = m.upload(op.name)
 	}
 	if err != nil {
@@ -419,11 +566,81 @@ func (m *Mirror) upload(name string) error {
 	if !fi.Mode().IsRegular() {
 		return nil
 	}
-	if err := m.s.put(m.ctx, m.at(name), f, fi.Size()); err != nil {
+	obj, err := m.s.put(m.ctx, m.at(name), f, fi.Size(), anyVersion)
+	if err != nil {
 		return err
 	}
-	m.markSynced(name, true)
+	m.markSynced(name, obj.ETag)
 	return nil
+}
+
+// Upload copies the local file name to its object now, before anything
+// queued (the output directory's marker, which must be in the prefix
+// before any other file of the run).
+func (m *Mirror) Upload(name string) error {
+	if err := m.upload(name); err != nil {
+		return fmt.Errorf("%s: %w", name, err)
+	}
+	return nil
+}
+
+// Snapshot queues the upload, as the object of name, of what write writes:
+// a consistent copy of a file that is open and changing (the request
+// cache), which the mirror otherwise uploads only at Close. A snapshot of
+// name queued or running, or one queued less than every ago (or less
+// than ten times the last one's upload time: a big file takes at most a
+// tenth of the time), makes this one a no-op: snapshots never pile up.
+// The copy is spooled into a temporary file of the local directory (not
+// mirrored) and uploaded whole; write returning false uploads nothing.
+func (m *Mirror) Snapshot(name string, every time.Duration, write func(io.Writer) (bool, error)) {
+	if !mirrored(name) {
+		return
+	}
+	if v, ok := m.snapped.Load(name); ok {
+		last := v.(snapTimes)
+		if time.Since(last.queued) < max(every, 10*last.took) {
+			return
+		}
+	}
+	if _, busy := m.snapping.LoadOrStore(name, true); busy {
+		return
+	}
+	m.snapped.Store(name, snapTimes{queued: time.Now()})
+	m.enqueue(mirrorOp{name: name, snapshot: write})
+}
+
+// snapTimes is when the last snapshot of a file was queued and how long
+// its upload took.
+type snapTimes struct {
+	queued time.Time
+	took   time.Duration
+}
+
+func (m *Mirror) putSnapshot(name string, write func(io.Writer) (bool, error)) error {
+	defer m.snapping.Delete(name)
+	if err := m.local.MkdirAll(path.Dir(name), 0o755); err != nil {
+		return err
+	}
+	tmp := path.Join(path.Dir(name), ".tmp-snapshot-"+path.Base(name)+"-"+randomName()[:16])
+	f, err := m.local.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return err
+	}
+	defer m.local.Remove(tmp)
+	defer f.Close()
+	if ok, err := write(f); err != nil || !ok {
+		return err
+	}
+	size, err := f.Seek(0, io.SeekCurrent)
+	if err != nil {
+		return err
+	}
+	start := time.Now()
+	_, err = m.s.put(m.ctx, m.at(name), f, size, anyVersion)
+	if v, ok := m.snapped.Load(name); ok {
+		m.snapped.Store(name, snapTimes{queued: v.(snapTimes).queued, took: time.Since(start)})
+	}
+	return err
 }
 
 // remove deletes the object name and, for a folder, every object below it.
@@ -454,11 +671,30 @@ func (m *Mirror) Close() error {
 	close(m.ops)
 	m.sendMu.Unlock()
 	<-m.done
+	if m.lease != nil {
+		err = errors.Join(err, m.lease.release())
+	}
 	m.cancel()
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.log.Info("output mirrored to object storage", "dir", m.String(), "seconds", fmt.Sprintf("%.1f", time.Since(start).Seconds()))
 	return errors.Join(err, m.err)
+}
+
+// Discard stops the mirror without uploading anything more (the run did
+// not get the prefix's lease). It holds no lease.
+func (m *Mirror) Discard() {
+	m.sendMu.Lock()
+	if !m.closed {
+		m.closed = true
+		m.mu.Lock()
+		m.err = cmp.Or(m.err, errors.New("discarded"))
+		m.mu.Unlock()
+		close(m.ops)
+	}
+	m.sendMu.Unlock()
+	<-m.done
+	m.cancel()
 }
 
 // String is the prefix as a URL.

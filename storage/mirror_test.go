@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/md5"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -287,5 +288,110 @@ func TestOutputLocation(t *testing.T) {
 		if _, _, err := OutputLocation(bad); err == nil {
 			t.Errorf("OutputLocation(%q): no error", bad)
 		}
+	}
+}
+
+// Two workers' mirrors of one prefix: Fetch brings one what the other
+// published, data before manifests, fetches a replaced object again, and
+// keeps a local file not uploaded yet.
+func TestMirrorFetchFromOtherWorkers(t *testing.T) {
+	_, o, _ := s3Server(t)
+	a, rootA := mirrorOf(t, o, t.TempDir(), "s3://data/run")
+	dirB := t.TempDir()
+	b, _ := mirrorOf(t, o, dirB, "s3://data/run")
+	rootA.Sub("01-x").WriteFile("part-a.parquet", []byte("a1"))
+	rootA.WriteFile(".augment/workers/01-x/0-of-2.json", []byte(`{"v":1}`))
+	a.flush()
+	// B committed a file of the same name and has not uploaded it.
+	os.MkdirAll(filepath.Join(dirB, "01-x"), 0o755)
+	os.WriteFile(filepath.Join(dirB, "01-x", "mine.jsonl"), []byte("b's own"), 0o644)
+	rootA.Sub("01-x").WriteFile("mine.jsonl", []byte("a's"))
+	a.flush()
+	for _, dir := range []string{".augment/workers/01-x", "01-x"} {
+		if err := b.Fetch(context.Background(), dir, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := localFiles(t, dirB)
+	if got["01-x/part-a.parquet"] != "a1" || got[".augment/workers/01-x/0-of-2.json"] != `{"v":1}` || got["01-x/mine.jsonl"] != "b's own" {
+		t.Fatalf("after Fetch B holds %v", got)
+	}
+	// A replaces its part: B's next Fetch gets the new one; keep filters.
+	rootA.WriteFile(".augment/workers/01-x/0-of-2.json", []byte(`{"v":2}`))
+	rootA.Sub("01-x").WriteFile("part-b.parquet", []byte("b1"))
+	a.flush()
+	if err := b.Fetch(context.Background(), "", func(name string) bool { return strings.HasSuffix(name, ".json") }); err != nil {
+		t.Fatal(err)
+	}
+	got = localFiles(t, dirB)
+	if got[".augment/workers/01-x/0-of-2.json"] != `{"v":2}` || got["01-x/part-b.parquet"] != "" {
+		t.Errorf("after a filtered Fetch B holds %v", got)
+	}
+	if err := errors.Join(a.Close(), b.Close()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A snapshot uploads what its writer writes, at most once per interval
+// while one is pending, and nothing when the writer has nothing.
+func TestMirrorSnapshot(t *testing.T) {
+	_, o, _ := s3Server(t)
+	m, _ := mirrorOf(t, o, t.TempDir(), "s3://data/snap")
+	n := 0
+	write := func(content string) func(w io.Writer) (bool, error) {
+		return func(w io.Writer) (bool, error) {
+			n++
+			_, err := io.WriteString(w, content)
+			return true, err
+		}
+	}
+	m.Snapshot("cache/llm-cache.db", time.Hour, write("first"))
+	m.flush()
+	m.Snapshot("cache/llm-cache.db", time.Hour, write("too soon"))
+	m.flush()
+	if got := bucketFiles(t, o, "snap/"); got["cache/llm-cache.db"] != "first" || n != 1 {
+		t.Fatalf("bucket %v after %d snapshots", got, n)
+	}
+	m.Snapshot("cache/segments/w/llm-cache.db", 0, func(io.Writer) (bool, error) { return false, nil })
+	m.flush()
+	if got := bucketFiles(t, o, "snap/"); len(got) != 1 {
+		t.Errorf("a snapshot with nothing to write uploaded: %v", got)
+	}
+	if err := m.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A request cache in the prefix that differs from the local one (another
+// machine paid for answers too) joins it as a segment of its own: neither
+// copy's answers are lost.
+func TestMirrorPullKeepsBothCaches(t *testing.T) {
+	_, o, _ := s3Server(t)
+	first := t.TempDir()
+	os.MkdirAll(filepath.Join(first, "cache"), 0o755)
+	os.WriteFile(filepath.Join(first, "cache", "llm-cache.db"), []byte("answers of machine A"), 0o644)
+	m, _ := mirrorOf(t, o, first, "s3://data/c")
+	if err := m.Close(); err != nil {
+		t.Fatal(err)
+	}
+	second := t.TempDir()
+	os.MkdirAll(filepath.Join(second, "cache"), 0o755)
+	os.WriteFile(filepath.Join(second, "cache", "llm-cache.db"), []byte("answers of machine B"), 0o644)
+	m2, _ := mirrorOf(t, o, second, "s3://data/c")
+	if err := m2.Close(); err != nil {
+		t.Fatal(err)
+	}
+	got := localFiles(t, second)
+	var pulled []string
+	for name, b := range got {
+		if strings.HasPrefix(name, "cache/segments/pulled-") && strings.HasSuffix(name, "/llm-cache.db") && b == "answers of machine A" {
+			pulled = append(pulled, name)
+		}
+	}
+	if got["cache/llm-cache.db"] != "answers of machine B" || len(pulled) != 1 {
+		t.Fatalf("machine B holds %v", got)
+	}
+	if b := bucketFiles(t, o, "c/"); b[pulled[0]] != "answers of machine A" || b["cache/llm-cache.db"] != "answers of machine B" {
+		t.Errorf("bucket holds %v", b)
 	}
 }

@@ -10,7 +10,6 @@ import (
 	"iter"
 	"net/http"
 	"net/url"
-	"os"
 	"slices"
 	"strings"
 
@@ -131,7 +130,7 @@ func s3Error(loc Location, err error) error {
 }
 
 func s3Object(oi minio.ObjectInfo) blobObject {
-	obj := blobObject{Key: oi.Key, Size: oi.Size, ETag: oi.ETag, Version: oi.VersionID}
+	obj := blobObject{Key: oi.Key, Size: oi.Size, ETag: oi.ETag, Version: oi.VersionID, Modified: oi.LastModified}
 	if e := strings.Trim(oi.ETag, `"`); len(e) == 32 { // one PUT: the ETag is the MD5
 		obj.MD5 = e
 	}
@@ -175,6 +174,17 @@ func (s *s3Store) open(ctx context.Context, loc Location, obj blobObject, off in
 	return &s3Body{obj: o, loc: loc}, nil
 }
 
+// get is one GET, whose headers describe its body (minio.Object may stat
+// and read in two requests, which a replaced object tells apart).
+func (s *s3Store) get(ctx context.Context, loc Location) (io.ReadCloser, blobObject, error) {
+	body, oi, _, err := minio.Core{Client: s.c}.GetObject(ctx, loc.Bucket, loc.Key, minio.GetObjectOptions{})
+	if err != nil {
+		return nil, blobObject{}, s3Error(loc, err)
+	}
+	oi.Key = loc.Key
+	return body, s3Object(oi), nil
+}
+
 // s3Body maps the errors of a streaming read to ours.
 type s3Body struct {
 	obj *minio.Object
@@ -192,17 +202,36 @@ func (b *s3Body) Read(p []byte) (int, error) {
 func (b *s3Body) Close() error { return b.obj.Close() }
 
 // put writes one PUT up to mirrorPartSize, else a multipart upload in parts
-// of that size, completed at once.
-func (s *s3Store) put(ctx context.Context, loc Location, f *os.File, size int64) error {
+// of that size, completed at once. A condition is If-None-Match: * or
+// If-Match on the PUT.
+func (s *s3Store) put(ctx context.Context, loc Location, r io.ReaderAt, size int64, cond putCond) (blobObject, error) {
+	if err := checkCond(loc, size, cond); err != nil {
+		return blobObject{}, err
+	}
 	// DisableContentSha256: the payload is not signed chunk by chunk (TLS
 	// protects it; S3-compatible test servers mis-store the chunked form).
-	_, err := s.c.PutObject(ctx, loc.Bucket, loc.Key, f, size, minio.PutObjectOptions{
-		PartSize: mirrorPartSize, NumThreads: 1, DisableContentSha256: true,
-		ContentType: "application/octet-stream"})
-	if err != nil {
-		return s3Error(loc, err)
+	opts := minio.PutObjectOptions{PartSize: mirrorPartSize, NumThreads: 1, DisableContentSha256: true,
+		ContentType: "application/octet-stream"}
+	switch {
+	case cond.absent:
+		opts.SetMatchETagExcept("*")
+	case cond.match != "":
+		opts.SetMatchETag(strings.Trim(cond.match, `"`))
 	}
-	return nil
+	info, err := s.c.PutObject(ctx, loc.Bucket, loc.Key, io.NewSectionReader(r, 0, size), size, opts)
+	if err != nil {
+		resp := minio.ToErrorResponse(err)
+		if cond.set() && (resp.Code == "PreconditionFailed" || resp.StatusCode == http.StatusPreconditionFailed ||
+			cond.match != "" && resp.Code == "NoSuchKey") {
+			return blobObject{}, fmt.Errorf("%s: %w", loc, errConditionFailed)
+		}
+		return blobObject{}, s3Error(loc, err)
+	}
+	obj := blobObject{Key: loc.Key, Size: size, ETag: info.ETag, Version: info.VersionID, Modified: info.LastModified}
+	if e := strings.Trim(info.ETag, `"`); len(e) == 32 {
+		obj.MD5 = e
+	}
+	return obj, nil
 }
 
 func (s *s3Store) list(ctx context.Context, bucket, prefix string, max int) iter.Seq2[blobObject, error] {

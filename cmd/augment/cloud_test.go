@@ -9,6 +9,7 @@ package main
 import (
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -48,6 +49,7 @@ func TestCloudEndToEnd(t *testing.T) {
 			t.Run("sources", func(t *testing.T) { cloudSources(t, c.scheme, srv) })
 			t.Run("output", func(t *testing.T) { cloudOutput(t, c.scheme, srv) })
 			t.Run("kill and resume", func(t *testing.T) { cloudKill(t, c.scheme, srv) })
+			t.Run("workers", func(t *testing.T) { cloudWorkers(t, c.scheme, srv) })
 		})
 	}
 }
@@ -162,4 +164,41 @@ func cloudKill(t *testing.T, scheme string, srv cloudServer) {
 		t.Errorf("the stale machine asked the teacher %d more times", again)
 	}
 	t.Logf("clean run: %d requests; killed at %d; resumed elsewhere: %d more", cleanFake.Counters().Chat, atKill, resumed)
+}
+
+// cloudWorkers: the demo pipeline as 3 worker processes (a Kubernetes
+// Indexed Job's variables) with output.dir on the store, each with its
+// own working copy, then augment merge: the prefix holds the bytes of one
+// local process, no lease is left, and status reads the prefix.
+func cloudWorkers(t *testing.T, scheme string, srv cloudServer) {
+	if testing.Short() {
+		t.Skip("builds the CLI and runs many processes")
+	}
+	one := newWorkerRun(t, "one")
+	one.must(one.cmd(nil, one.args("run")...))
+	w := newWorkerRun(t, "workers")
+	url := scheme + "://runs/workers"
+	w.sets = append(w.sets, "-set", "output.dir="+url, "-set", "output.work_dir="+filepath.Join(w.dir, "work"))
+	envs, extra := engineEnvs("kubernetes", 3)
+	extra = append(extra, "-worker-wait", "2m") // a failure ends the test, not a day later
+	for _, err := range w.workers(envs, extra...) {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	out, err := w.cmd(nil, w.args("merge", "-set", "output.work_dir="+filepath.Join(w.dir, "merge"))...).CombinedOutput()
+	if err != nil || strings.Contains(string(out), "not finished by the workers") {
+		t.Fatalf("merge: %v\n%s", err, out)
+	}
+	got := filepath.Join(t.TempDir(), "bucket")
+	srv.Download(t, "runs", "workers/", got)
+	if leases, _ := filepath.Glob(filepath.Join(got, ".augment", "lease-*")); len(leases) > 0 {
+		t.Errorf("leases left behind: %v", leases)
+	}
+	sameConfig(t, filepath.Join(one.dir, "out"), got)
+	sameOutputs(t, filepath.Join(one.dir, "out"), got)
+	st, err := w.cmd(nil, "status", url).CombinedOutput()
+	if err != nil || !regexp.MustCompile(`07-sharegpt +15/15 +12 +12 .* merged`).Match(st) {
+		t.Errorf("status %s: %v\n%s", url, err, st)
+	}
 }

@@ -43,6 +43,7 @@ Usage:
   augment show ID [-stage S] [-json] out               one record's way through the stages, or as stage S holds it
   augment stats [-json] [out]                          per-stage counts, rejects, mix, lengths, teacher usage
   augment version                                      print the version
+  (status, stats, show and report also read an output on S3: s3://bucket/prefix)
 
 Run "augment <command> -h" for a command's flags.
 

@@ -86,7 +86,7 @@ func cmdMerge(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 
 // cmdStatus shows how far each stage of an output directory is over all
 // workers sharing the run; it reads files only and can watch a running run.
-func cmdStatus(_ context.Context, args []string, stdout, stderr io.Writer) error {
+func cmdStatus(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("status", stderr, "[out]")
 	if err := fs.Parse(args); err != nil {
 		return flagErr(err)
@@ -99,9 +99,14 @@ func cmdStatus(_ context.Context, args []string, stdout, stderr io.Writer) error
 	default:
 		return usageError{"status: want at most one output dir"}
 	}
-	sts, err := stages.Status(dir)
+	rd, err := openRunDir(ctx, dir, manifestsOnly, stderr) // remote_dir.go: also s3://, gs://, azblob://
 	if err != nil {
 		return err
+	}
+	defer rd.close(false)
+	sts, err := stages.Status(rd.Dir)
+	if err != nil {
+		return rd.err(err)
 	}
 	stages.PrintStatus(stdout, sts)
 	return nil

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"path/filepath"
 
 	"github.com/augmentdata/augment/report"
 )
@@ -12,7 +11,7 @@ import (
 // cmdReport writes a run's report.html and the dataset card of each
 // finished export, from what the run directory holds (also while the run
 // is in progress).
-func cmdReport(_ context.Context, args []string, stdout, stderr io.Writer) error {
+func cmdReport(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("report", stderr, "[out]")
 	if err := fs.Parse(args); err != nil {
 		return flagErr(err)
@@ -21,21 +20,30 @@ func cmdReport(_ context.Context, args []string, stdout, stderr io.Writer) error
 	if err != nil {
 		return err
 	}
-	run, err := report.Load(dir)
+	rd, err := openRunDir(ctx, dir, outputFiles, stderr) // remote_dir.go: also s3://, gs://, azblob://, written back
 	if err != nil {
 		return err
+	}
+	run, err := report.Load(rd.Dir)
+	if err != nil {
+		rd.close(false)
+		return rd.err(err)
 	}
 	cards, err := run.WriteCards()
-	if err != nil {
-		return err
+	if err == nil {
+		err = run.WriteHTML()
 	}
-	if err := run.WriteHTML(); err != nil {
+	if err != nil {
+		rd.close(false)
+		return rd.err(err)
+	}
+	if err := rd.close(true); err != nil {
 		return err
 	}
 	for _, c := range cards {
-		fmt.Fprintf(stdout, "card: %s\n", filepath.Join(dir, c))
+		fmt.Fprintf(stdout, "card: %s\n", rd.path(c))
 	}
-	fmt.Fprintf(stdout, "report: %s\n", filepath.Join(dir, report.HTMLFile))
+	fmt.Fprintf(stdout, "report: %s\n", rd.path(report.HTMLFile))
 	return nil
 }
 

@@ -14,7 +14,7 @@ import (
 
 // cmdShow prints one record's journey through the stages, one record as a
 // stage holds it, or the records of a stage whose tags match.
-func cmdShow(_ context.Context, args []string, stdout, stderr io.Writer) error {
+func cmdShow(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("show", stderr, "[-stage S] [-tag key=value …] [-n N] [-json] [ID] out")
 	stage := fs.String("stage", "", "show the record as this stage holds it (dir, name or number), not its journey")
 	asJSON := fs.Bool("json", false, "write JSON (for scripts)")
@@ -45,10 +45,17 @@ func cmdShow(_ context.Context, args []string, stdout, stderr io.Writer) error {
 		}
 		where[k] = v
 	}
-	run, err := report.Load(dir)
+	rd, err := openRunDir(ctx, dir, outputFiles, stderr) // remote_dir.go: also s3://, gs://, azblob://
 	if err != nil {
 		return err
 	}
+	defer rd.close(false)
+	run, err := report.Load(rd.Dir)
+	if err != nil {
+		return rd.err(err)
+	}
+	stdout, flush := rd.output(stdout)
+	defer flush()
 	enc := json.NewEncoder(stdout)
 	enc.SetEscapeHTML(false)
 	enc.SetIndent("", "  ")
@@ -100,7 +107,7 @@ func cmdShow(_ context.Context, args []string, stdout, stderr io.Writer) error {
 
 // cmdStats prints a run's tables: stages, rejects, the mix and lengths of
 // the final records, the teacher's traffic.
-func cmdStats(_ context.Context, args []string, stdout, stderr io.Writer) error {
+func cmdStats(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("stats", stderr, "[-json] [out]")
 	asJSON := fs.Bool("json", false, "write JSON (for scripts)")
 	pos, err := parseInterspersed(fs, args)
@@ -111,14 +118,21 @@ func cmdStats(_ context.Context, args []string, stdout, stderr io.Writer) error 
 	if err != nil {
 		return err
 	}
-	run, err := report.Load(dir)
+	rd, err := openRunDir(ctx, dir, outputFiles, stderr) // remote_dir.go: also s3://, gs://, azblob://
 	if err != nil {
 		return err
+	}
+	defer rd.close(false)
+	run, err := report.Load(rd.Dir)
+	if err != nil {
+		return rd.err(err)
 	}
 	st, err := run.Stats()
 	if err != nil {
-		return err
+		return rd.err(err)
 	}
+	stdout, flush := rd.output(stdout)
+	defer flush()
 	if *asJSON {
 		return st.WriteJSON(stdout)
 	}

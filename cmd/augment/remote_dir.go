@@ -1,0 +1,113 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path"
+	"path/filepath"
+	"strings"
+
+	"github.com/augmentdata/augment/storage"
+)
+
+// A runDir is the run directory a read command (status, stats, show,
+// report) works on. For an output on object storage (s3://, gs:// or
+// azblob:// bucket/prefix) it is a temporary local copy of the objects the
+// command reads; close uploads what the command wrote there (report.html,
+// the dataset cards) when asked to, and removes the copy. The store's
+// endpoint and credentials come from the environment (AWS_ENDPOINT_URL,
+// STORAGE_EMULATOR_HOST, AZURE_STORAGE_CONNECTION_STRING, …), as there is
+// no pipeline file to read storage.s3/gcs/azure from.
+type runDir struct {
+	Dir  string // local: read and write here
+	Name string // as the user gave it, for messages
+	m    *storage.Mirror
+	root *os.Root
+}
+
+// Which objects a command reads: the manifests (and the workers' parts),
+// or everything but the request cache and batch files.
+func manifestsOnly(name string) bool { return strings.HasSuffix(name, ".json") }
+func outputFiles(name string) bool {
+	return !strings.HasPrefix(name, "cache/") && !strings.HasPrefix(name, "batch/")
+}
+
+func openRunDir(ctx context.Context, arg string, keep func(string) bool, stderr io.Writer) (*runDir, error) {
+	loc, remote, err := storage.OutputLocation(arg)
+	if err != nil {
+		return nil, usageError{err.Error()}
+	}
+	if !remote {
+		return &runDir{Dir: arg, Name: arg}, nil
+	}
+	op := storage.New(storage.Options{Log: slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))})
+	if err := op.CheckOutput(ctx, loc); err != nil {
+		return nil, err
+	}
+	tmp, err := os.MkdirTemp("", "augment-remote-")
+	if err != nil {
+		return nil, err
+	}
+	root, err := os.OpenRoot(tmp)
+	if err != nil {
+		os.RemoveAll(tmp)
+		return nil, err
+	}
+	rd := &runDir{Dir: tmp, Name: strings.TrimRight(arg, "/"), root: root}
+	if rd.m, err = op.NewMirror(loc, root); err == nil {
+		err = rd.m.Fetch(ctx, "", keep)
+	}
+	if err != nil {
+		rd.close(false)
+		return nil, fmt.Errorf("%s: %w", arg, err)
+	}
+	return rd, nil
+}
+
+// path is name inside the run directory as the user sees it.
+func (rd *runDir) path(name string) string {
+	if rd.m == nil {
+		return filepath.Join(rd.Dir, name)
+	}
+	return rd.Name + "/" + path.Clean(filepath.ToSlash(name))
+}
+
+// err names the run directory as the user gave it in an error.
+func (rd *runDir) err(err error) error {
+	if err == nil || rd.m == nil {
+		return err
+	}
+	return errors.New(strings.ReplaceAll(err.Error(), rd.Dir, rd.Name))
+}
+
+// output is w for a command's output; on object storage it is held back
+// and written by flush with the local copy's path replaced by the URL.
+func (rd *runDir) output(w io.Writer) (io.Writer, func()) {
+	if rd.m == nil {
+		return w, func() {}
+	}
+	var buf bytes.Buffer
+	return &buf, func() { io.WriteString(w, strings.ReplaceAll(buf.String(), rd.Dir, rd.Name)) }
+}
+
+// close uploads what was written into the copy (upload) and removes it.
+func (rd *runDir) close(upload bool) error {
+	if rd.m == nil && rd.root == nil {
+		return nil
+	}
+	var err error
+	if rd.m != nil {
+		if upload {
+			err = rd.m.Close()
+		} else {
+			rd.m.Discard()
+		}
+	}
+	rd.root.Close()
+	return errors.Join(err, os.RemoveAll(rd.Dir))
+}
