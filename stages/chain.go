@@ -44,6 +44,9 @@ import (
 //     the input's commit and keeps its earlier output when the key matches,
 //     as it would alone.
 
+// fuseGroups lets tests run every stage alone, to compare.
+var fuseGroups = true
+
 // A pass is one stage's pass over its input shards in this run.
 type pass struct {
 	index  int // in the runs after ingest, for runStages' next

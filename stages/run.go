@@ -250,7 +250,7 @@ func (r *Runner) Run(ctx context.Context) (rep *Report, err error) {
 // batch mode (their barriers and stops are per stage).
 func (r *Runner) runStages(ctx context.Context, rep *Report, runs []stageRun, input []shardInput,
 	next func(i int, sr stageRun, res stageResult, input []shardInput) ([]shardInput, error)) error {
-	fuse := r.o.Worker == nil && !r.o.Merge && !r.teacher.BatchMode() // workers.go, batch.go
+	fuse := fuseGroups && r.o.Worker == nil && !r.o.Merge && !r.teacher.BatchMode() // workers.go, batch.go
 	var group []*pass
 	// flush runs the group, then hands its stages' results on in order.
 	flush := func() error {
