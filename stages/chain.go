@@ -285,8 +285,11 @@ func (r *Runner) startWrite(ctx context.Context, g *group, p *pass, name, key st
 		g.mu.Lock()
 		in := p.inputs[p.at[name]]
 		g.mu.Unlock()
-		if key == "" {
+		if key == "" { // processed before its input was committed (see runChain)
 			key = shardKey(p.res.fp, "plan="+p.res.plan, in.ref)
+			if r.o.Explain && p.old != nil {
+				r.o.Log.Info("explain", "stage", p.sr.name, "shard", name, "why", explainShard(p.old, p.res.fp, p.res.plan, in))
+			}
 		}
 		o.sh.Inputs = []manifests.FileRef{in.ref}
 		sh, err := r.writeShard(ctx, p.sr, p.sink, o)
