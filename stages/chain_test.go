@@ -1,12 +1,19 @@
 package stages
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 
+	"github.com/augmentdata/augment/manifests"
 	"github.com/augmentdata/augment/report"
 )
 
@@ -45,12 +52,13 @@ func TestGroupMatchesStagesAlone(t *testing.T) {
 				s.Ran, s.Skipped, s.Counts.In, s.Counts.Out, a.Ran, a.Skipped, a.Counts.In, a.Counts.Out)
 		}
 	}
-	sameOutputs(t, filepath.Join(filepath.Dir(grouped), "out"), filepath.Join(filepath.Dir(alone), "out"))
+	sameOutputs(t, filepath.Join(filepath.Dir(grouped), "out"), filepath.Join(filepath.Dir(alone), "out"), true)
 }
 
 // sameOutputs compares two run directories: every file byte for byte,
-// manifests without their timings.
-func sameOutputs(t *testing.T, a, b string) {
+// manifests without their timings and, unless accounting, without their
+// teacher accounting (nor the dataset cards, which show it).
+func sameOutputs(t *testing.T, a, b string, accounting bool) {
 	t.Helper()
 	ta, tb := tree(t, a), tree(t, b)
 	if len(ta) != len(tb) {
@@ -59,8 +67,9 @@ func sameOutputs(t *testing.T, a, b string) {
 	for name, sum := range ta {
 		switch {
 		case name == report.HTMLFile:
+		case !accounting && filepath.Base(name) == report.CardFile:
 		case strings.HasSuffix(name, "manifest.json"):
-			if ma, mb := untimed(t, filepath.Join(a, name)), untimed(t, filepath.Join(b, name)); ma != mb {
+			if ma, mb := untimed(t, filepath.Join(a, name), accounting), untimed(t, filepath.Join(b, name), accounting); ma != mb {
 				t.Errorf("%s differs:\n%s\n%s", name, ma, mb)
 			}
 		case tb[name] != sum:
@@ -69,8 +78,9 @@ func sameOutputs(t *testing.T, a, b string) {
 	}
 }
 
-// untimed returns a manifest's JSON without the fields that hold times.
-func untimed(t *testing.T, path string) string {
+// untimed returns a manifest's JSON without the fields that hold times
+// and, unless accounting, without the teacher's accounting.
+func untimed(t *testing.T, path string, accounting bool) string {
 	t.Helper()
 	b, err := os.ReadFile(path)
 	if err != nil {
@@ -87,6 +97,9 @@ func untimed(t *testing.T, path string) string {
 			for _, k := range []string{"started", "finished", "seconds"} {
 				delete(v, k)
 			}
+			if !accounting {
+				delete(v, "llm")
+			}
 			for _, e := range v {
 				strip(e)
 			}
@@ -99,4 +112,101 @@ func untimed(t *testing.T, path string) string {
 	strip(v)
 	out, _ := json.Marshal(v)
 	return string(out)
+}
+
+// cancelOn is a log handler that cancels a run at its n-th "shard done"
+// line of stage.
+type cancelOn struct {
+	stage  string
+	n      *atomic.Int64
+	cancel context.CancelFunc
+}
+
+func (h cancelOn) Enabled(context.Context, slog.Level) bool { return true }
+func (h cancelOn) Handle(_ context.Context, rec slog.Record) error {
+	if rec.Message != "shard done" {
+		return nil
+	}
+	rec.Attrs(func(a slog.Attr) bool {
+		if a.Key == "stage" && a.Value.String() == h.stage && h.n.Add(-1) == 0 {
+			h.cancel()
+		}
+		return true
+	})
+	return nil
+}
+func (h cancelOn) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h cancelOn) WithGroup(string) slog.Handler      { return h }
+
+// TestGroupKilledResumesToCleanRun stops a grouped run in the middle of
+// its groups, checks that no manifest records a shard whose input the
+// stage before does not record, and resumes it to the bytes of a clean run.
+func TestGroupKilledResumesToCleanRun(t *testing.T) {
+	for _, at := range []struct {
+		stage string
+		n     int64
+	}{{"negatives", 1}, {"verify", 3}, {"export", 2}, {"export_inline", 1}} {
+		t.Run(fmt.Sprintf("%s-%d", at.stage, at.n), func(t *testing.T) {
+			clean := demoPipeline(t, chainStages)
+			killed := demoPipeline(t, chainStages)
+			runPipeline(t, clean)
+
+			p, err := Load(killed)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			n := &atomic.Int64{}
+			n.Store(at.n)
+			r, err := NewRunner(p, Options{Version: "test", Log: slog.New(cancelOn{stage: at.stage, n: n, cancel: cancel})})
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = r.Run(ctx)
+			r.Close()
+			if !errors.Is(err, context.Canceled) {
+				t.Fatalf("stopped run: %v, want context.Canceled", err)
+			}
+			out := filepath.Join(filepath.Dir(killed), "out")
+			stageOrder(t, out)
+			runPipeline(t, killed)
+			// A resumed run's teacher accounting covers its own requests.
+			sameOutputs(t, filepath.Join(filepath.Dir(clean), "out"), out, false)
+		})
+	}
+}
+
+// stageOrder checks, for each stage directory of a run in order, that every
+// shard its manifest records has its input recorded by the stage before.
+func stageOrder(t *testing.T, out string) {
+	t.Helper()
+	dirs, _ := filepath.Glob(filepath.Join(out, "[0-9][0-9]-*"))
+	slices.Sort(dirs)
+	var prev *manifests.Stage
+	for _, d := range dirs {
+		m, err := manifests.Read[manifests.Stage](filepath.Join(d, "manifest.json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m == nil {
+			prev = nil
+			continue
+		}
+		if prev != nil && prev.Type != "export" { // a sink's input passes through: compare with what it read
+			for _, s := range m.Shards {
+				ps, ok := prev.Shard(s.Name)
+				if !ok {
+					t.Errorf("%s records shard %s, which %s does not", m.Name, s.Name, prev.Name)
+					continue
+				}
+				if ref, ok := parquetOf(ps); !ok || len(s.Inputs) != 1 || s.Inputs[0] != ref {
+					t.Errorf("%s shard %s: input %v is not %s's output", m.Name, s.Name, s.Inputs, prev.Name)
+				}
+			}
+		}
+		if m.Type != "export" {
+			prev = m
+		}
+	}
 }
