@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -150,11 +151,21 @@ type group struct {
 // them in stage order. Its error names the stage that failed.
 func (r *Runner) runGroup(ctx context.Context, passes []*pass) error {
 	g := &group{passes: passes, lastSave: time.Now()}
-	limit := 0
+	limit, active := 0, 0
 	for _, p := range passes {
-		if !p.upToDate && (limit == 0 || shardWorkers(p.st) < limit) {
+		if p.upToDate {
+			continue
+		}
+		active++
+		if limit == 0 || shardWorkers(p.st) < limit {
 			limit = shardWorkers(p.st)
 		}
+	}
+	if active > 1 {
+		// A chain already overlaps its writes with its processing, and
+		// holds a shard of each stage: one chain per CPU keeps memory
+		// where one stage alone had it.
+		limit = min(limit, runtime.NumCPU())
 	}
 	var err error
 	if limit > 0 {
