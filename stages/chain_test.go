@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/augmentdata/augment/manifests"
 	"github.com/augmentdata/augment/report"
@@ -208,5 +209,71 @@ func stageOrder(t *testing.T, out string) {
 		if m.Type != "export" {
 			prev = m
 		}
+	}
+}
+
+// BenchmarkGroupedChain runs ingest → meta_tool → decision_tokens → negatives →
+// export over the demo dumps repeated to about 24,000 records, with the
+// stages grouped and alone; cpu-ms/op is the process's user+sys time (the
+// fair figure on a shared machine).
+func BenchmarkGroupedChain(b *testing.B) {
+	dumps, err := filepath.Abs("../testdata/demo/dumps")
+	if err != nil {
+		b.Fatal(err)
+	}
+	dir := b.TempDir()
+	var sources strings.Builder
+	for _, f := range []string{"glaive", "toolace", "xlam"} {
+		raw, err := os.ReadFile(filepath.Join(dumps, f+".json"))
+		if err != nil {
+			b.Fatal(err)
+		}
+		var rows []json.RawMessage
+		if err := json.Unmarshal(raw, &rows); err != nil {
+			b.Fatal(err)
+		}
+		var many []json.RawMessage
+		for len(many) < 8000 {
+			many = append(many, rows...)
+		}
+		out, _ := json.Marshal(many)
+		if err := os.WriteFile(filepath.Join(dir, f+".json"), out, 0o644); err != nil {
+			b.Fatal(err)
+		}
+		fmt.Fprintf(&sources, "  - {name: %s, path: %s.json, format: %s}\n", f, f, f)
+	}
+	for _, grouped := range []bool{true, false} {
+		name := map[bool]string{true: "grouped", false: "alone"}[grouped]
+		b.Run(name, func(b *testing.B) {
+			fuseGroups = grouped
+			defer func() { fuseGroups = true }()
+			var cpu time.Duration
+			for i := 0; b.Loop(); i++ {
+				y := fmt.Sprintf("seed: 1\noutput: {dir: out-%s-%d, shard_size: 2000}\nsources:\n%sstages:\n"+
+					"  - meta_tool: {}\n  - decision_tokens: {}\n  - negatives: {target: token}\n  - export: {format: jsonl}\n",
+					name, i, sources.String())
+				path := filepath.Join(dir, fmt.Sprintf("%s-%d.yaml", name, i))
+				if err := os.WriteFile(path, []byte(y), 0o644); err != nil {
+					b.Fatal(err)
+				}
+				p, err := Load(path)
+				if err != nil {
+					b.Fatal(err)
+				}
+				r, err := NewRunner(p, Options{Version: "bench"})
+				if err != nil {
+					b.Fatal(err)
+				}
+				before := cpuTime()
+				_, err = r.Run(context.Background())
+				cpu += cpuTime() - before
+				r.Close()
+				if err != nil {
+					b.Fatal(err)
+				}
+				os.RemoveAll(filepath.Join(dir, fmt.Sprintf("out-%s-%d", name, i)))
+			}
+			b.ReportMetric(float64(cpu.Milliseconds())/float64(b.N), "cpu-ms/op")
+		})
 	}
 }
