@@ -24,7 +24,8 @@ import (
 // back the Parquet shard just written. Every stage still writes its own
 // shard and rejects, with the same bytes as when it runs alone, and its
 // manifest is its own. Writing a shard (encoding, compressing, hashing,
-// fsync) runs beside the next stage's processing of the same shard.
+// fsync) runs beside the next stage's processing of the same shard; a group
+// of several stages runs one chain per CPU (a stage alone: shardWorkers).
 //
 // The rules that make a group's run the same as its stages run one after
 // the other:
