@@ -567,7 +567,10 @@ func (r *Runner) closePass(ctx context.Context, p *pass, failed error) error {
 	defer p.prog.done()
 	sr, m, env, res := p.sr, p.m, p.env, &p.res
 	err := r.batchFinish(ctx, sr, failed, p.pendingShards)
-	finished := true
+	// A sink is finished only once its Finish succeeded: a group whose
+	// later stage failed leaves it unfinished too, and the next run runs
+	// Finish then (finishDone). A worker's sink finishes in the merge.
+	finished := p.sink == nil || r.o.Worker != nil
 	if p.sink != nil && err == nil && r.o.Worker == nil { // workers.go: Finish runs in the merge
 		var shards []manifests.Shard
 		for _, in := range p.inputs {
