@@ -245,23 +245,71 @@ func (r *Runner) Run(ctx context.Context) (rep *Report, err error) {
 // runStages runs the stages after ingest in order, from input, the ingest's
 // shards. next gives the following stage's input from a stage's result: its
 // outputs in one process; after the barrier, every worker's, for a worker.
+//
+// Consecutive stages run as one group, shard by shard (runGroup): a stage
+// joins the group of the stage before it unless it is a Planner (its plan
+// needs all of its input first), or the run is a worker's, a merge or in
+// batch mode (their barriers and stops are per stage).
 func (r *Runner) runStages(ctx context.Context, rep *Report, runs []stageRun, input []shardInput,
 	next func(i int, sr stageRun, res stageResult, input []shardInput) ([]shardInput, error)) error {
+	fuse := fuseGroups && r.o.Worker == nil && !r.o.Merge && !r.teacher.BatchMode() // workers.go, batch.go
+	var group []*pass
+	// flush runs the group, then hands its stages' results on in order.
+	flush := func() error {
+		if len(group) == 0 {
+			return nil
+		}
+		err := r.runGroup(ctx, group)
+		for _, p := range group {
+			rep.Stages = append(rep.Stages, p.res.report)
+		}
+		for _, p := range group {
+			if err != nil {
+				break
+			}
+			if input, err = next(p.index, p.sr, p.res, p.inputs); err != nil {
+				err = fmt.Errorf("stage %s: %w", p.sr.name, err)
+			}
+		}
+		group = nil
+		return err
+	}
 	for i, sr := range runs[1:] {
 		if sr.spec.Skip {
 			r.o.Log.Info("skip stage", "stage", sr.name, "reason", "skip: true in pipeline.yaml")
 			continue
 		}
-		res, err := r.runStage(ctx, sr, input)
-		rep.Stages = append(rep.Stages, res.report)
-		if err == nil {
-			input, err = next(i, sr, res, input)
-		}
+		env, st, err := r.buildStage(sr)
 		if err != nil {
-			return fmt.Errorf("stage %s: %w", sr.name, err)
+			ferr := flush()
+			typ, _ := sr.spec.config()
+			rep.Stages = append(rep.Stages, StageReport{Name: sr.name, Type: typ, Dir: sr.rel})
+			return errors.Join(ferr, fmt.Errorf("stage %s: %w", sr.name, err))
 		}
+		_, planner := st.(Planner)
+		if !fuse || planner {
+			if err := flush(); err != nil {
+				return err
+			}
+		}
+		in := input
+		if len(group) > 0 {
+			in = group[len(group)-1].handed()
+		}
+		p, err := r.openPass(ctx, sr, env, st, in)
+		p.index = i
+		if err != nil {
+			// The stages before it end first, as they would have alone.
+			ferr := flush()
+			rep.Stages = append(rep.Stages, p.res.report)
+			return errors.Join(ferr, fmt.Errorf("stage %s: %w", sr.name, err))
+		}
+		if len(group) > 0 {
+			group[len(group)-1].next = p
+		}
+		group = append(group, p)
 	}
-	return nil
+	return flush()
 }
 
 // transientErr is the run's stop when records were rejected for teacher
@@ -355,54 +403,77 @@ func (r *Runner) library() (*toollib.Library, error) {
 	return r.lib, r.libErr
 }
 
-// runStage runs one record stage (or sink) over the previous stage's shards.
-func (r *Runner) runStage(ctx context.Context, sr stageRun, inputs []shardInput) (stageResult, error) {
-	typ, cfg := sr.spec.config()
-	res := stageResult{report: StageReport{Name: sr.name, Type: typ, Dir: sr.rel}}
-	old, err := r.prepareStageDir(sr)
-	if err != nil {
-		return res, err
-	}
+// buildStage makes the stage sr from its config, with its Env.
+func (r *Runner) buildStage(sr stageRun) (*Env, Stage, error) {
+	_, cfg := sr.spec.config()
 	env := r.newEnv(sr)
 	st, err := cfg.build(env)
-	if err != nil {
-		return res, err
+	return env, st, err
+}
+
+// openPass prepares the pass of the built stage st over inputs: it decides
+// which shards are up to date, runs a Planner's plan and, before any shard
+// is written, records on disk that the shards to redo are not done. An
+// input whose ref is still empty is one the stage before remakes in the
+// same group (see runGroup): it is redone unless, once that stage has
+// committed it, the earlier output still matches.
+func (r *Runner) openPass(ctx context.Context, sr stageRun, env *Env, st Stage, inputs []shardInput) (*pass, error) {
+	typ, cfg := sr.spec.config()
+	p := &pass{sr: sr, st: st, env: env, inputs: inputs, at: map[string]int{}, done: map[string]manifests.Shard{}}
+	for i, in := range inputs {
+		p.at[in.name] = i
 	}
+	res := &p.res
+	*res = stageResult{report: StageReport{Name: sr.name, Type: typ, Dir: sr.rel}}
+	old, err := r.prepareStageDir(sr)
+	if err != nil {
+		return p, err
+	}
+	p.old = old
 	sink, isSink := st.(Sink)
-	res.sink = isSink
+	p.sink, res.sink = sink, isSink
 	fp, cfgJSON, err := r.fingerprint(typ, cfg.version(), cfg, env, "library="+r.libraryHash())
 	if err != nil {
-		return res, err
+		return p, err
 	}
 	// Decide, shard by shard, what is already done.
 	plan := ""
 	if old != nil && old.ConfigHash == fp {
 		plan = old.Plan
 	}
-	todo := r.pending(sr, old, fp, plan, inputs)
-	// plan.go: a plan is computed once, saved, and loaded by workers and reruns.
-	var planned planOutcome
+	known := slices.DeleteFunc(slices.Clone(inputs), func(in shardInput) bool { return in.ref.Path == "" })
+	todo := r.pending(sr, old, fp, plan, known)
+	// plan.go: a plan is computed once, saved, and loaded by workers and
+	// reruns. A Planner starts a group of its own (runStages): its inputs
+	// are all known here.
 	if planner, ok := st.(Planner); ok && (len(todo) > 0 || r.o.Worker != nil || r.o.Merge) { // workers.go: a worker cannot see others' todo
-		if planned, err = r.stagePlan(ctx, sr, planner, typ, fp, inputs); err != nil {
-			return res, fmt.Errorf("plan: %w", err)
+		if p.planned, err = r.stagePlan(ctx, sr, planner, typ, fp, inputs); err != nil {
+			return p, fmt.Errorf("plan: %w", err)
 		}
-		plan = planned.digest
-		todo = r.pending(sr, old, fp, plan, inputs)
+		plan = p.planned.digest
+		todo = r.pending(sr, old, fp, plan, known)
 	}
+	for _, in := range inputs {
+		if in.ref.Path == "" && r.mine(in.name) { // remade upstream: the key waits for its ref
+			todo[in.name] = ""
+		}
+	}
+	p.todo = todo
 	res.fp, res.plan = fp, plan // workers.go
 	m := &manifests.Stage{
 		Name: sr.name, Type: typ, Version: cfg.version(), Tool: r.o.Version,
-		ConfigHash: fp, Config: cfgJSON, Plan: plan, Files: planned.files, Started: time.Now().UTC(),
+		ConfigHash: fp, Config: cfgJSON, Plan: plan, Files: p.planned.files, Started: time.Now().UTC(),
 		Superseded: superseded(old, func(shard string) bool {
 			_, redo := todo[shard]
 			return !redo && slices.ContainsFunc(inputs, func(in shardInput) bool { return in.name == shard })
 		}),
 	}
+	p.m = m
 	if r.o.Merge && old != nil { // workers.go: the workers' teacher accounting
 		m.LLM = old.LLM
 	}
 	if r.o.Worker != nil { // workers.go: which worker made the plan
-		m.PlanSource = planned.source
+		m.PlanSource = p.planned.source
 	}
 	if len(todo) == 0 && old != nil && r.o.Worker == nil && !r.o.Merge && // workers.go: they always write their manifest
 		(!isSink || r.finishDone(old)) { // a run killed before the sink's Finish: run it now
@@ -410,58 +481,30 @@ func (r *Runner) runStage(ctx context.Context, sr stageRun, inputs []shardInput)
 			// An earlier run recorded every shard but stopped before
 			// deleting what it replaced.
 			if err := r.removeReplaced(sr, old); err != nil {
-				return res, err
+				return p, err
 			}
 			old.Superseded = nil
 			if err := sr.out.WriteJSON(manifestFile, old); err != nil {
-				return res, err
+				return p, err
 			}
 		}
 		r.o.Log.Info("skip stage", "stage", sr.name, "shards", len(inputs), "reason", "up to date")
 		res.report.Skipped = len(inputs)
 		res.report.Counts = old.Totals
 		res.outputs = outputsOf(old, inputs)
-		return res, nil
+		p.upToDate = true
+		return p, nil
 	}
 	if err := r.teacherReady(ctx, sr, st); err != nil { // batch.go
-		return res, err
+		return p, err
 	}
-	prog := r.newProgress(sr.name, totalRows(inputs), env)
-	defer prog.done()
-	var mu sync.Mutex
-	done := map[string]manifests.Shard{}
+	p.prog = r.newProgress(sr.name, totalRows(inputs), env)
 	if old != nil {
 		for _, s := range old.Shards {
 			if _, redo := todo[s.Name]; !redo && r.mine(s.Name) { // workers.go
-				done[s.Name] = s
+				p.done[s.Name] = s
 			}
 		}
-	}
-	save := func() error {
-		m.Shards = m.Shards[:0]
-		m.Totals = manifests.Counts{}
-		for _, in := range inputs {
-			if s, ok := done[in.name]; ok {
-				m.Shards = append(m.Shards, s)
-				m.Totals.Add(s.Counts)
-			}
-		}
-		if stats := env.stats(); stats != nil {
-			m.LLM, _ = json.Marshal(stats)
-		}
-		m.Notes = env.notes()
-		if old != nil && old.ConfigHash == fp {
-			// Shards kept from the earlier run keep their notes; the earlier
-			// Finish's notes give way to this run's (a resume must end with
-			// a clean run's notes and dataset card).
-			kept := old.Notes
-			if m.FinishNotes != nil {
-				kept = slices.DeleteFunc(slices.Clone(kept), func(n string) bool { return slices.Contains(old.FinishNotes, n) })
-			}
-			m.Notes = slices.Compact(slices.Sorted(slices.Values(append(m.Notes, kept...))))
-		}
-		m.Seconds = time.Since(m.Started).Seconds()
-		return r.saveStage(sr, m) // workers.go: manifest.json, or this worker's part
 	}
 	// Before any shard is written, the manifest on disk drops the shards
 	// to redo: a run killed after a shard's rename and before the next save
@@ -476,76 +519,68 @@ func (r *Runner) runStage(ctx context.Context, sr stageRun, inputs []shardInput)
 		}
 	}
 	m.Superseded = slices.Compact(slices.Sorted(slices.Values(m.Superseded)))
-	if err := save(); err != nil {
-		return res, err
+	if err := r.savePass(p); err != nil {
+		p.prog.done()
+		return p, err
 	}
-	lastSave := time.Now()
-	pendingShards := 0 // batch mode: shards waiting for batch answers (batch.go)
-	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(shardWorkers(st))
-	for _, in := range inputs {
-		if !r.mine(in.name) { // workers.go
-			continue
+	return p, nil
+}
+
+// savePass writes p's manifest with the shards done so far. Its caller
+// holds the group's lock, or is alone.
+func (r *Runner) savePass(p *pass) error {
+	m, old, env := p.m, p.old, p.env
+	m.Shards = m.Shards[:0]
+	m.Totals = manifests.Counts{}
+	for _, in := range p.inputs {
+		if s, ok := p.done[in.name]; ok {
+			m.Shards = append(m.Shards, s)
+			m.Totals.Add(s.Counts)
 		}
-		key, redo := todo[in.name]
-		if !redo {
-			res.report.Skipped++
-			prog.add(in.ref.Rows)
-			r.o.Log.Debug("skip shard", "stage", sr.name, "shard", in.name, "reason", "up to date")
-			continue
-		}
-		g.Go(func() error {
-			start := time.Now()
-			sh, err := r.runShard(gctx, sr, st, sink, in, prog)
-			if isPending(err) {
-				mu.Lock()
-				pendingShards++
-				mu.Unlock()
-				return nil
-			}
-			if err != nil {
-				return fmt.Errorf("shard %s: %w", in.name, err)
-			}
-			sh.Key, sh.Seconds = key, time.Since(start).Seconds()
-			if n := transientRejects(sh.Rejected); n > 0 {
-				// A teacher failure that may pass is not a final outcome:
-				// the shard is recorded (later stages read its outputs) but
-				// not as done, so the next run makes it again, its answers
-				// so far from the cache (issue 8).
-				sh.Key = ""
-				r.transient.Add(n)
-				r.o.Log.Warn("records rejected for a passing teacher failure; run again to retry them",
-					"stage", sr.name, "shard", in.name, "records", n)
-			}
-			mu.Lock()
-			defer mu.Unlock()
-			done[in.name] = sh
-			res.report.Ran++
-			r.o.Log.Debug("shard done", "stage", sr.name, "shard", in.name, "in", sh.In, "out", sh.Out,
-				"rejected", manifests.Sum(sh.Rejected), "filtered", manifests.Sum(sh.Filtered), "added", sh.Added)
-			// Saving after every shard would cost two fsyncs per shard; a
-			// shard done but not yet recorded is redone by the next run,
-			// with the same bytes (and its LLM answers from the cache).
-			if time.Since(lastSave) < saveEvery {
-				return nil
-			}
-			lastSave = time.Now()
-			return save()
-		})
 	}
-	err = g.Wait()
-	err = r.batchFinish(ctx, sr, err, pendingShards)
-	finished := true
-	if isSink && err == nil && r.o.Worker == nil { // workers.go: Finish runs in the merge
+	if stats := env.stats(); stats != nil {
+		m.LLM, _ = json.Marshal(stats)
+	}
+	m.Notes = env.notes()
+	if old != nil && old.ConfigHash == m.ConfigHash {
+		// Shards kept from the earlier run keep their notes; the earlier
+		// Finish's notes give way to this run's (a resume must end with
+		// a clean run's notes and dataset card).
+		kept := old.Notes
+		if m.FinishNotes != nil {
+			kept = slices.DeleteFunc(slices.Clone(kept), func(n string) bool { return slices.Contains(old.FinishNotes, n) })
+		}
+		m.Notes = slices.Compact(slices.Sorted(slices.Values(append(m.Notes, kept...))))
+	}
+	m.Seconds = time.Since(m.Started).Seconds()
+	return r.saveStage(p.sr, m) // workers.go: manifest.json, or this worker's part
+}
+
+// closePass ends p once no shard of its group is running: failed is the
+// group's error, if any. In batch mode the pass's requests are submitted;
+// a sink's Finish runs; the manifest is saved and what it replaced is
+// deleted. It returns failed, or the first error of its own.
+func (r *Runner) closePass(ctx context.Context, p *pass, failed error) error {
+	if p.upToDate {
+		return failed
+	}
+	defer p.prog.done()
+	sr, m, env, res := p.sr, p.m, p.env, &p.res
+	err := r.batchFinish(ctx, sr, failed, p.pendingShards)
+	// A sink is finished only once its Finish succeeded: a group whose
+	// later stage failed leaves it unfinished too, and the next run runs
+	// Finish then (finishDone). A worker's sink finishes in the merge.
+	finished := p.sink == nil || r.o.Worker != nil
+	if p.sink != nil && err == nil && r.o.Worker == nil { // workers.go: Finish runs in the merge
 		var shards []manifests.Shard
-		for _, in := range inputs {
-			shards = append(shards, done[in.name])
+		for _, in := range p.inputs {
+			shards = append(shards, p.done[in.name])
 		}
 		var notes []string
 		fin := sr.out.Track()
-		notes, err = sink.Finish(fin, shards)
+		notes, err = p.sink.Finish(fin, shards)
 		finished = err == nil // else the next run runs Finish again (finishDone)
-		m.Files = append(slices.Clone(planned.files), fin.Written()...)
+		m.Files = append(slices.Clone(p.planned.files), fin.Written()...)
 		env.note(notes...)
 		// Not nil once Finish ran, even without notes: the earlier
 		// Finish's notes then go (see save).
@@ -554,8 +589,7 @@ func (r *Runner) runStage(ctx context.Context, sr stageRun, inputs []shardInput)
 	if finished {
 		m.Finished = time.Now().UTC()
 	}
-	mu.Lock()
-	if serr := save(); err == nil {
+	if serr := r.savePass(p); err == nil {
 		err = serr
 	}
 	if err == nil && len(m.Superseded) > 0 && r.o.Worker == nil { // workers.go: the merge deletes
@@ -563,20 +597,19 @@ func (r *Runner) runStage(ctx context.Context, sr stageRun, inputs []shardInput)
 		// record that nothing is left to delete.
 		if err = r.removeReplaced(sr, m); err == nil {
 			m.Superseded = nil
-			err = save()
+			err = r.savePass(p)
 		}
 	}
-	mu.Unlock()
 	res.report.Counts = m.Totals
 	res.report.LLM = env.stats()
 	if err != nil {
-		return res, err
+		return err
 	}
 	r.o.Log.Info("stage done", "stage", sr.name, "shards", res.report.Ran, "in", m.Totals.In, "out", m.Totals.Out,
 		"rejected", manifests.Sum(m.Totals.Rejected), "filtered", manifests.Sum(m.Totals.Filtered), "added", m.Totals.Added,
 		"seconds", fmt.Sprintf("%.1f", time.Since(m.Started).Seconds()))
-	res.outputs = outputsOf(m, inputs)
-	return res, nil
+	res.outputs = outputsOf(m, p.inputs)
+	return nil
 }
 
 // finishDone reports whether a sink's Finish completed in the run that
@@ -700,13 +733,11 @@ func shardWorkers(st Stage) int {
 	return 2 * runtime.NumCPU()
 }
 
-// runShard processes one input shard and writes its outputs atomically.
-func (r *Runner) runShard(ctx context.Context, sr stageRun, st Stage, sink Sink, in shardInput, prog *progress) (manifests.Shard, error) {
-	recs, err := shard.Read(filepath.Join(r.dir, in.ref.Path))
-	if err != nil {
-		return manifests.Shard{}, err
-	}
-	o := &shardOut{sh: manifests.Shard{Name: in.name, Inputs: []manifests.FileRef{in.ref}}}
+// processShard runs p's stage over recs, the records of its input shard
+// name, and sorts what became of them into a shardOut for writeShard.
+func (r *Runner) processShard(ctx context.Context, p *pass, name string, recs []*record.Record) (*shardOut, error) {
+	sr, st, sink := p.sr, p.st, p.sink
+	o := &shardOut{sh: manifests.Shard{Name: name}}
 	o.sh.In = int64(len(recs))
 	outs := make([][]*record.Record, len(recs))
 	errs := make([]error, len(recs))
@@ -732,19 +763,19 @@ func (r *Runner) runShard(ctx context.Context, sr stageRun, st Stage, sink Sink,
 					return fmt.Errorf("record %s: %w", rec.ID, err)
 				}
 				outs[i], errs[i] = out, err
-				prog.add(1)
+				p.prog.add(1)
 			}
 			return nil
 		})
 	}
 	if err := g.Wait(); err != nil {
-		return o.sh, err
+		return o, err
 	}
 	if err := ctx.Err(); err != nil {
-		return o.sh, err
+		return o, err
 	}
 	if err := pendingIn(errs); err != nil {
-		return o.sh, err
+		return o, err
 	}
 	for i, rec := range recs {
 		switch kind, reason := contract.Classify(len(outs[i]), errs[i]); kind {
@@ -776,7 +807,7 @@ func (r *Runner) runShard(ctx context.Context, sr stageRun, st Stage, sink Sink,
 	if len(ctr.m) > 0 {
 		o.sh.Counters = ctr.m
 	}
-	return r.writeShard(ctx, sr, sink, o)
+	return o, nil
 }
 
 // safeProcess turns a panic in a stage into a reject, so one bad record

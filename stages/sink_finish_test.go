@@ -105,3 +105,96 @@ func TestSinkFinishAfterKill(t *testing.T) {
 	}
 	rerun("train_lora.yaml lost")
 }
+
+// TestSinkFinishAfterGroupFailed: a sink inside a group whose shards are
+// all recorded, closed with the error of a later stage of its group, never
+// ran its Finish; its manifest must not say finished, so that the next run
+// runs Finish (no shard again) instead of skipping the sink as up to date.
+func TestSinkFinishAfterGroupFailed(t *testing.T) {
+	path := demoPipeline(t, demoStages)
+	runPipeline(t, path)
+	out := filepath.Join(filepath.Dir(path), "out")
+	want, err := manifests.Read[manifests.Stage](filepath.Join(out, "02-export", "manifest.json"))
+	if err != nil || want == nil || len(want.Files) == 0 {
+		t.Fatalf("export manifest %+v, %v: want Finish files", want, err)
+	}
+	for _, f := range want.Files {
+		if err := os.Remove(filepath.Join(out, f)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Remove(filepath.Join(out, "02-export", "manifest.json")); err != nil {
+		t.Fatal(err)
+	}
+
+	// The export's pass alone: every shard through runChain, then closed
+	// as runGroup closes it when a stage after it failed.
+	p, err := Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := NewRunner(p, Options{Version: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runs := r.plan()
+	ctx := context.Background()
+	if _, err := r.ingest(ctx, runs[0]); err != nil { // up to date; it finds the tool library
+		t.Fatal(err)
+	}
+	sample, err := manifests.Read[manifests.Stage](filepath.Join(out, runs[1].rel, "manifest.json"))
+	if err != nil || sample == nil {
+		t.Fatalf("sample manifest: %v", err)
+	}
+	var inputs []shardInput
+	for _, s := range sample.Shards {
+		if ref, ok := parquetOf(s); ok {
+			inputs = append(inputs, shardInput{name: s.Name, ref: ref})
+		}
+	}
+	env, st, err := r.buildStage(runs[2])
+	if err != nil {
+		t.Fatal(err)
+	}
+	sp, err := r.openPass(ctx, runs[2], env, st, inputs)
+	if err != nil || sp.upToDate || sp.sink == nil {
+		t.Fatalf("open export pass: up to date %v, sink %v, %v", sp.upToDate, sp.sink != nil, err)
+	}
+	g := &group{passes: []*pass{sp}, lastSave: time.Now()}
+	for _, in := range inputs {
+		if err := r.runChain(ctx, g, in.name); err != nil {
+			t.Fatal(err)
+		}
+	}
+	later := fmt.Errorf("stage after export: failed")
+	if err := r.closePass(ctx, sp, later); err != later {
+		t.Fatalf("closePass: %v, want the group's error", err)
+	}
+	r.Close()
+	m, err := manifests.Read[manifests.Stage](filepath.Join(out, "02-export", "manifest.json"))
+	if err != nil || m == nil {
+		t.Fatalf("export manifest: %v", err)
+	}
+	if len(m.Shards) != len(inputs) || !m.Finished.IsZero() {
+		t.Fatalf("export manifest records %d of %d shards, finished %v: want all, not finished", len(m.Shards), len(inputs), m.Finished)
+	}
+
+	rep := runPipeline(t, path)
+	for _, s := range rep.Stages {
+		if s.Ran != 0 {
+			t.Errorf("%s ran %d shards, want 0 (only the export's Finish is missing)", s.Dir, s.Ran)
+		}
+	}
+	m, err = manifests.Read[manifests.Stage](filepath.Join(out, "02-export", "manifest.json"))
+	if err != nil || m == nil {
+		t.Fatalf("export manifest: %v", err)
+	}
+	if m.Finished.IsZero() || !slices.Equal(m.Files, want.Files) {
+		t.Errorf("after the rerun: finished %v, files %q; want finished, files %q", m.Finished, m.Files, want.Files)
+	}
+	for _, f := range want.Files {
+		if _, err := os.Stat(filepath.Join(out, f)); err != nil {
+			t.Errorf("after the rerun: %v", err)
+		}
+	}
+}

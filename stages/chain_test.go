@@ -1,0 +1,279 @@
+package stages
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/augmentdata/augment/manifests"
+	"github.com/augmentdata/augment/report"
+)
+
+// chainStages is a pipeline whose stages form groups: deterministic and
+// offline-teacher stages, a sink inside a group (its input passes
+// through), and a Planner that starts a new group.
+const chainStages = `  - meta_tool: {}
+  - decision_tokens: {}
+  - negatives: {target: token}
+  - verify: {checks: [roles, calls_resolved, args_schema, meta_tool_shape]}
+  - export: {}
+  - name: reason
+    reason: {}
+  - dedup: {}
+  - name: export_inline
+    export: {style: inline, surface: llama3, allow_offline: true, dataset: inline}
+`
+
+// TestGroupMatchesStagesAlone runs the same pipeline with consecutive
+// stages grouped (records handed on in memory) and with every stage alone
+// (each reading its input shards back): every file has the same bytes,
+// manifests up to their timings.
+func TestGroupMatchesStagesAlone(t *testing.T) {
+	grouped := demoPipeline(t, chainStages)
+	alone := demoPipeline(t, chainStages)
+	repG := runPipeline(t, grouped)
+	fuseGroups = false
+	repA := runPipeline(t, alone)
+	fuseGroups = true
+	if len(repG.Stages) != len(repA.Stages) {
+		t.Fatalf("grouped run reported %d stages, alone %d", len(repG.Stages), len(repA.Stages))
+	}
+	for i, s := range repG.Stages {
+		if a := repA.Stages[i]; s.Ran != a.Ran || s.Skipped != a.Skipped || s.Counts.In != a.Counts.In || s.Counts.Out != a.Counts.Out {
+			t.Errorf("%s: grouped ran %d skipped %d in %d out %d; alone %d %d %d %d", s.Dir,
+				s.Ran, s.Skipped, s.Counts.In, s.Counts.Out, a.Ran, a.Skipped, a.Counts.In, a.Counts.Out)
+		}
+	}
+	sameOutputs(t, filepath.Join(filepath.Dir(grouped), "out"), filepath.Join(filepath.Dir(alone), "out"), true)
+}
+
+// sameOutputs compares two run directories: every file byte for byte,
+// manifests without their timings and, unless accounting, without their
+// teacher accounting (nor the dataset cards, which show it).
+func sameOutputs(t *testing.T, a, b string, accounting bool) {
+	t.Helper()
+	ta, tb := tree(t, a), tree(t, b)
+	if len(ta) != len(tb) {
+		t.Errorf("runs wrote %d and %d files", len(ta), len(tb))
+	}
+	for name, sum := range ta {
+		switch {
+		case name == report.HTMLFile:
+		case !accounting && filepath.Base(name) == report.CardFile:
+		case strings.HasSuffix(name, "manifest.json"):
+			if ma, mb := untimed(t, filepath.Join(a, name), accounting), untimed(t, filepath.Join(b, name), accounting); ma != mb {
+				t.Errorf("%s differs:\n%s\n%s", name, ma, mb)
+			}
+		case tb[name] != sum:
+			t.Errorf("%s differs", name)
+		}
+	}
+}
+
+// untimed returns a manifest's JSON without the fields that hold times
+// and, unless accounting, without the teacher's accounting.
+func untimed(t *testing.T, path string, accounting bool) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var v any
+	if err := json.Unmarshal(b, &v); err != nil {
+		t.Fatal(err)
+	}
+	var strip func(v any)
+	strip = func(v any) {
+		switch v := v.(type) {
+		case map[string]any:
+			for _, k := range []string{"started", "finished", "seconds"} {
+				delete(v, k)
+			}
+			if !accounting {
+				delete(v, "llm")
+			}
+			for _, e := range v {
+				strip(e)
+			}
+		case []any:
+			for _, e := range v {
+				strip(e)
+			}
+		}
+	}
+	strip(v)
+	out, _ := json.Marshal(v)
+	return string(out)
+}
+
+// cancelOn is a log handler that cancels a run at its n-th "shard done"
+// line of stage.
+type cancelOn struct {
+	stage  string
+	n      *atomic.Int64
+	cancel context.CancelFunc
+}
+
+func (h cancelOn) Enabled(context.Context, slog.Level) bool { return true }
+func (h cancelOn) Handle(_ context.Context, rec slog.Record) error {
+	if rec.Message != "shard done" {
+		return nil
+	}
+	rec.Attrs(func(a slog.Attr) bool {
+		if a.Key == "stage" && a.Value.String() == h.stage && h.n.Add(-1) == 0 {
+			h.cancel()
+		}
+		return true
+	})
+	return nil
+}
+func (h cancelOn) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h cancelOn) WithGroup(string) slog.Handler      { return h }
+
+// TestGroupKilledResumesToCleanRun stops a grouped run in the middle of
+// its groups, checks that no manifest records a shard whose input the
+// stage before does not record, and resumes it to the bytes of a clean run.
+func TestGroupKilledResumesToCleanRun(t *testing.T) {
+	for _, at := range []struct {
+		stage string
+		n     int64
+	}{{"negatives", 1}, {"verify", 3}, {"export", 2}, {"export_inline", 1}} {
+		t.Run(fmt.Sprintf("%s-%d", at.stage, at.n), func(t *testing.T) {
+			clean := demoPipeline(t, chainStages)
+			killed := demoPipeline(t, chainStages)
+			runPipeline(t, clean)
+
+			p, err := Load(killed)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			n := &atomic.Int64{}
+			n.Store(at.n)
+			r, err := NewRunner(p, Options{Version: "test", Log: slog.New(cancelOn{stage: at.stage, n: n, cancel: cancel})})
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = r.Run(ctx)
+			r.Close()
+			if !errors.Is(err, context.Canceled) {
+				t.Fatalf("stopped run: %v, want context.Canceled", err)
+			}
+			out := filepath.Join(filepath.Dir(killed), "out")
+			stageOrder(t, out)
+			runPipeline(t, killed)
+			// A resumed run's teacher accounting covers its own requests.
+			sameOutputs(t, filepath.Join(filepath.Dir(clean), "out"), out, false)
+		})
+	}
+}
+
+// stageOrder checks, for each stage directory of a run in order, that every
+// shard its manifest records has its input recorded by the stage before.
+func stageOrder(t *testing.T, out string) {
+	t.Helper()
+	dirs, _ := filepath.Glob(filepath.Join(out, "[0-9][0-9]-*"))
+	slices.Sort(dirs)
+	var prev *manifests.Stage
+	for _, d := range dirs {
+		m, err := manifests.Read[manifests.Stage](filepath.Join(d, "manifest.json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m == nil {
+			prev = nil
+			continue
+		}
+		if prev != nil && prev.Type != "export" { // a sink's input passes through: compare with what it read
+			for _, s := range m.Shards {
+				ps, ok := prev.Shard(s.Name)
+				if !ok {
+					t.Errorf("%s records shard %s, which %s does not", m.Name, s.Name, prev.Name)
+					continue
+				}
+				if ref, ok := parquetOf(ps); !ok || len(s.Inputs) != 1 || s.Inputs[0] != ref {
+					t.Errorf("%s shard %s: input %v is not %s's output", m.Name, s.Name, s.Inputs, prev.Name)
+				}
+			}
+		}
+		if m.Type != "export" {
+			prev = m
+		}
+	}
+}
+
+// BenchmarkGroupedChain runs ingest → meta_tool → decision_tokens → negatives →
+// export over the demo dumps repeated to about 24,000 records, with the
+// stages grouped and alone; cpu-ms/op is the process's user+sys time (the
+// fair figure on a shared machine).
+func BenchmarkGroupedChain(b *testing.B) {
+	dumps, err := filepath.Abs("../testdata/demo/dumps")
+	if err != nil {
+		b.Fatal(err)
+	}
+	dir := b.TempDir()
+	var sources strings.Builder
+	for _, f := range []string{"glaive", "toolace", "xlam"} {
+		raw, err := os.ReadFile(filepath.Join(dumps, f+".json"))
+		if err != nil {
+			b.Fatal(err)
+		}
+		var rows []json.RawMessage
+		if err := json.Unmarshal(raw, &rows); err != nil {
+			b.Fatal(err)
+		}
+		var many []json.RawMessage
+		for len(many) < 8000 {
+			many = append(many, rows...)
+		}
+		out, _ := json.Marshal(many)
+		if err := os.WriteFile(filepath.Join(dir, f+".json"), out, 0o644); err != nil {
+			b.Fatal(err)
+		}
+		fmt.Fprintf(&sources, "  - {name: %s, path: %s.json, format: %s}\n", f, f, f)
+	}
+	for _, grouped := range []bool{true, false} {
+		name := map[bool]string{true: "grouped", false: "alone"}[grouped]
+		b.Run(name, func(b *testing.B) {
+			fuseGroups = grouped
+			defer func() { fuseGroups = true }()
+			var cpu time.Duration
+			for i := 0; b.Loop(); i++ {
+				y := fmt.Sprintf("seed: 1\noutput: {dir: out-%s-%d, shard_size: 2000}\nsources:\n%sstages:\n"+
+					"  - meta_tool: {}\n  - decision_tokens: {}\n  - negatives: {target: token}\n  - export: {format: jsonl}\n",
+					name, i, sources.String())
+				path := filepath.Join(dir, fmt.Sprintf("%s-%d.yaml", name, i))
+				if err := os.WriteFile(path, []byte(y), 0o644); err != nil {
+					b.Fatal(err)
+				}
+				p, err := Load(path)
+				if err != nil {
+					b.Fatal(err)
+				}
+				r, err := NewRunner(p, Options{Version: "bench"})
+				if err != nil {
+					b.Fatal(err)
+				}
+				before := cpuTime()
+				_, err = r.Run(context.Background())
+				cpu += cpuTime() - before
+				r.Close()
+				if err != nil {
+					b.Fatal(err)
+				}
+				os.RemoveAll(filepath.Join(dir, fmt.Sprintf("out-%s-%d", name, i)))
+			}
+			b.ReportMetric(float64(cpu.Milliseconds())/float64(b.N), "cpu-ms/op")
+		})
+	}
+}
