@@ -32,10 +32,17 @@ for pkg in $pkgs; do
 		echo "== $pkg $f ($t)"
 		if ! go test "$pkg" -run '^$' -fuzz "^$f\$" -fuzztime "$t"; then
 			failed+=("$pkg $f")
-			find . -path '*/testdata/fuzz/*' -type f -newer "$stamp" -print | while read -r in; do
+			inputs=$(find . -path '*/testdata/fuzz/*' -type f -newer "$stamp" -print)
+			for in in $inputs; do
 				echo "fuzz: new failing input $in:"
 				cat "$in"
 			done
+			if [ -z "$inputs" ]; then
+				# The engine failed without an input to blame, e.g.
+				# "context deadline exceeded" when a worker is starved
+				# on a loaded machine: no defect of the code under test.
+				echo "fuzz: $pkg $f failed without a failing input (the fuzzing engine's own error, above)"
+			fi
 			touch "$stamp"
 		fi
 	done
