@@ -46,13 +46,7 @@ const azureCreds = "AZURE_STORAGE_CONNECTION_STRING, or AZURE_STORAGE_ACCOUNT wi
 // Validate returns what is wrong with the block, one message per problem,
 // each starting with its YAML path.
 func (c AzureConfig) Validate() []string {
-	if c.Endpoint == "" {
-		return nil
-	}
-	if _, err := checkEndpoint(c.Endpoint, azureCreds); err != nil {
-		return []string{"storage.azure.endpoint: " + err.Error()}
-	}
-	return nil
+	return endpointProblems("storage.azure.endpoint", c.Endpoint, azureCreds)
 }
 
 // azureVersion is the REST API version requests ask for.

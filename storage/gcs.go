@@ -45,13 +45,7 @@ const gcsCreds = "GOOGLE_APPLICATION_CREDENTIALS, gcloud auth application-defaul
 // Validate returns what is wrong with the block, one message per problem,
 // each starting with its YAML path.
 func (c GCSConfig) Validate() []string {
-	if c.Endpoint == "" {
-		return nil
-	}
-	if _, err := checkEndpoint(c.Endpoint, gcsCreds); err != nil {
-		return []string{"storage.gcs.endpoint: " + err.Error()}
-	}
-	return nil
+	return endpointProblems("storage.gcs.endpoint", c.Endpoint, gcsCreds)
 }
 
 type gcsStore struct {

@@ -66,6 +66,19 @@ func readError(resp *http.Response) string {
 	return strings.TrimSpace(string(b))
 }
 
+// endpointProblems is the Validate of a storage block whose only setting
+// is an endpoint (storage.gcs, storage.azure): what checkEndpoint finds,
+// under the key's YAML path; an empty endpoint means the default.
+func endpointProblems(key, endpoint, creds string) []string {
+	if endpoint == "" {
+		return nil
+	}
+	if _, err := checkEndpoint(endpoint, creds); err != nil {
+		return []string{key + ": " + err.Error()}
+	}
+	return nil
+}
+
 // checkEndpoint checks an endpoint URL from the pipeline or the
 // environment: http(s), a host, no user or password (credentials come from
 // the environment only). A path is kept (Azurite's path-style endpoints
