@@ -125,3 +125,52 @@ func BenchmarkParseRealData(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkParseDumps parses the rows the bench harness (testdata/bench)
+// builds its dumps from, the shared en and zh dialogues of each format, and
+// reports besides wall time the process CPU time per MB of rows (cpu-ms/MB),
+// the steadier figure on a machine shared with other work.
+func BenchmarkParseDumps(b *testing.B) {
+	dir := sharedData(b)
+	for _, format := range []string{"glaive", "toolace", "xlam"} {
+		b.Run(format, func(b *testing.B) {
+			var rows [][]byte
+			n := 0
+			for _, lang := range []string{"en", "zh"} {
+				name := format
+				if format == "glaive" {
+					name = "glaive_v2"
+				}
+				data, err := os.ReadFile(filepath.Join(dir, "derived", name+"_format_glaive_toolcall_"+lang+"_demo.json"))
+				if err != nil {
+					b.Fatal(err)
+				}
+				sc := NewScanner(bytes.NewReader(data))
+				for {
+					row, _, err := sc.Next()
+					if errors.Is(err, io.EOF) {
+						break
+					}
+					if err != nil {
+						b.Fatal(err)
+					}
+					rows = append(rows, bytes.Clone(row))
+					n += len(row)
+				}
+			}
+			b.SetBytes(int64(n))
+			b.ReportAllocs()
+			b.ResetTimer()
+			cpu0 := cpuTime()
+			for range b.N {
+				for i, r := range rows {
+					// A few shared rows are rejected, as in a real run.
+					Parse(format, "bench", int64(i), r)
+				}
+			}
+			if cpu := cpuTime() - cpu0; cpu > 0 {
+				b.ReportMetric(cpu.Seconds()*1e3/(float64(n)*float64(b.N)/1e6), "cpu-ms/MB")
+			}
+		})
+	}
+}
