@@ -155,8 +155,14 @@ type Parser struct {
 
 	depth int
 	// stack collects the members of the containers being decoded; each
-	// finished container copies its own into an exactly sized slice.
+	// finished container copies its own into the slab. high is the most of
+	// stack used, cleared when Parse gives the (pooled) stack back.
 	stack []Member
+	high  int
+
+	// Arena, when set, holds the members of the decoded containers (see
+	// Arena); else each container's members are a slice of their own.
+	Arena *Arena
 }
 
 // Parse decodes data, which must hold exactly one JSON value. The values
@@ -170,22 +176,22 @@ func Parse(data []byte) (Value, error) {
 // value (white space around it allowed).
 func (p *Parser) Parse() (Value, error) {
 	sp := stacks.Get().(*[]Member)
-	p.stack = (*sp)[:0]
-	defer func() {
-		if cap(p.stack) <= 4096 {
-			*sp = p.stack[:0]
-			stacks.Put(sp)
-		}
-	}()
+	p.stack, p.high = (*sp)[:0], 0
 	v, err := p.Value()
-	if err != nil {
-		return v, err
+	if err == nil {
+		p.SkipSpace()
+		if p.Pos < len(p.Data) {
+			err = p.fail("unexpected data after the JSON value")
+		}
 	}
-	p.SkipSpace()
-	if p.Pos < len(p.Data) {
-		return v, p.fail("unexpected data after the JSON value")
+	if cap(p.stack) <= 4096 {
+		// Cleared, so the pool keeps no references into decoded texts.
+		clear(p.stack[:p.high])
+		*sp = p.stack[:0]
+		stacks.Put(sp)
 	}
-	return v, nil
+	p.stack = nil
+	return v, err
 }
 
 // Value decodes the JSON value at Pos (after white space) and leaves Pos
@@ -559,22 +565,98 @@ func hexDigit(c byte) (rune, bool) {
 	return 0, false
 }
 
-// pop drops the members stacked since base, clearing them so a pooled
-// stack keeps no references into texts already decoded.
-func (p *Parser) pop(base int) {
-	clear(p.stack[base:])
-	p.stack = p.stack[:base]
+// push stacks a member of the container being decoded.
+func (p *Parser) push(m Member) {
+	p.stack = append(p.stack, m)
+	if len(p.stack) > p.high {
+		p.high = len(p.stack)
+	}
 }
 
+// members moves the members stacked since base into a slice of their own
+// (or of the Arena) and returns them, with capacity equal to their number:
+// appending to Elems reallocates instead of overwriting a neighbour.
+func (p *Parser) members(base int) []Member {
+	var out []Member
+	if p.Arena != nil {
+		out = p.Arena.alloc(len(p.stack) - base)
+		copy(out, p.stack[base:])
+	} else {
+		out = slices.Clone(p.stack[base:])
+	}
+	p.stack = p.stack[:base]
+	return out
+}
+
+// An Arena holds the members of many decoded containers in a few blocks,
+// reused after Reset: a caller that decodes text after text, each tree
+// dropped before the next, then allocates almost nothing for trees. An
+// Arena is not safe for concurrent use.
+type Arena struct {
+	blocks [][]Member
+	cur    int      // the block being filled
+	free   []Member // its unused part
+}
+
+// arenaBlock is how many members an Arena block holds (32 KiB); longer
+// member lists get a slice of their own.
+const arenaBlock = 512
+
+// arenaKeep is how many blocks Reset keeps for reuse.
+const arenaKeep = 16
+
+func (a *Arena) alloc(n int) []Member {
+	if n > arenaBlock {
+		return make([]Member, n)
+	}
+	if n > len(a.free) {
+		if len(a.blocks) > 0 {
+			a.cur++
+		}
+		if a.cur == len(a.blocks) {
+			a.blocks = append(a.blocks, make([]Member, arenaBlock))
+		}
+		a.free = a.blocks[a.cur]
+	}
+	out := a.free[:n:n]
+	a.free = a.free[n:]
+	return out
+}
+
+// Reset makes the Arena's blocks free for new trees. Every Value decoded
+// with it so far must be out of use: their members will be overwritten.
+func (a *Arena) Reset() {
+	if len(a.blocks) == 0 {
+		return
+	}
+	// Cleared, so the blocks keep no references into decoded texts.
+	for _, b := range a.blocks[:a.cur] {
+		clear(b)
+	}
+	clear(a.blocks[a.cur][:arenaBlock-len(a.free)])
+	if len(a.blocks) > arenaKeep {
+		clear(a.blocks[arenaKeep:])
+		a.blocks = a.blocks[:arenaKeep]
+	}
+	a.cur, a.free = 0, a.blocks[0]
+}
+
+// array decodes an array; in either outcome it leaves the stack as it
+// found it.
 func (p *Parser) array() (Value, error) {
 	if p.depth++; p.depth > MaxDepth {
 		return Value{}, p.fail("nesting too deep")
 	}
-	defer func() { p.depth-- }()
+	base := len(p.stack)
+	v, err := p.arrayBody(base)
+	p.depth--
+	p.stack = p.stack[:base]
+	return v, err
+}
+
+func (p *Parser) arrayBody(base int) (Value, error) {
 	at := p.at()
 	p.Pos++ // [
-	base := len(p.stack)
-	defer p.pop(base)
 	p.SkipSpace()
 	if p.Pos < len(p.Data) && p.Data[p.Pos] == ']' {
 		p.Pos++
@@ -585,7 +667,7 @@ func (p *Parser) array() (Value, error) {
 		if err != nil {
 			return Value{}, err
 		}
-		p.stack = append(p.stack, Member{Val: e})
+		p.push(Member{Val: e})
 		p.SkipSpace()
 		if p.Pos >= len(p.Data) {
 			return Value{}, p.fail("unexpected end of input inside an array")
@@ -595,22 +677,29 @@ func (p *Parser) array() (Value, error) {
 			p.Pos++
 		case ']':
 			p.Pos++
-			return Value{Kind: Array, off: at, Elems: slices.Clone(p.stack[base:])}, nil
+			return Value{Kind: Array, off: at, Elems: p.members(base)}, nil
 		default:
 			return Value{}, p.fail("expected , or ] in an array")
 		}
 	}
 }
 
+// object decodes an object; in either outcome it leaves the stack as it
+// found it.
 func (p *Parser) object() (Value, error) {
 	if p.depth++; p.depth > MaxDepth {
 		return Value{}, p.fail("nesting too deep")
 	}
-	defer func() { p.depth-- }()
+	base := len(p.stack)
+	v, err := p.objectBody(base)
+	p.depth--
+	p.stack = p.stack[:base]
+	return v, err
+}
+
+func (p *Parser) objectBody(base int) (Value, error) {
 	at := p.at()
 	p.Pos++ // {
-	base := len(p.stack)
-	defer p.pop(base)
 	p.SkipSpace()
 	if p.Pos < len(p.Data) && p.Data[p.Pos] == '}' {
 		p.Pos++
@@ -649,7 +738,7 @@ func (p *Parser) object() (Value, error) {
 		if err != nil {
 			return Value{}, err
 		}
-		p.stack = append(p.stack, Member{Key: k, Val: e})
+		p.push(Member{Key: k, Val: e})
 		p.SkipSpace()
 		if p.Pos >= len(p.Data) {
 			return Value{}, p.fail("unexpected end of input inside an object")
@@ -659,7 +748,7 @@ func (p *Parser) object() (Value, error) {
 			p.Pos++
 		case '}':
 			p.Pos++
-			return Value{Kind: Object, off: at, Elems: slices.Clone(p.stack[base:])}, nil
+			return Value{Kind: Object, off: at, Elems: p.members(base)}, nil
 		default:
 			return Value{}, p.fail("expected , or } in an object")
 		}

@@ -104,6 +104,11 @@ func FuzzParseJSON(f *testing.F) {
 			t.Fatalf("we accept %q, encoding/json does not", s)
 		}
 		c := Compact(&v)
+		fuzzArena.Reset()
+		ap := Parser{Data: []byte(s), Arena: &fuzzArena}
+		if av, err := ap.Parse(); err != nil || string(Compact(&av)) != string(c) {
+			t.Fatalf("with an arena: %v, %q; without: %q", err, Compact(&av), c)
+		}
 		if !json.Valid(c) {
 			t.Fatalf("compact output %q is not valid JSON", c)
 		}
@@ -222,4 +227,65 @@ func FuzzSpans(f *testing.F) {
 		}
 		walk(&v)
 	})
+}
+
+// fuzzArena is reused across fuzz inputs, as the readers reuse theirs.
+var fuzzArena Arena
+
+func TestArena(t *testing.T) {
+	big := "[" + strings.Repeat("1,", arenaBlock) + "2]" // longer than a block
+	texts := []string{
+		`{"a":[1,{"b":[true,null]}],"c":"d"}`,
+		`[[],[{}],[[1,2],[3]]]`,
+		big,
+		strings.Repeat(`{"k":[1,2,3],"l":{"m":"n"}},`, 300) + "0", // several blocks, then an error
+		`{"x":{"y":{"z":[1]}}}`,
+	}
+	var a Arena
+	for round := range 3 { // the second and third reuse the blocks
+		var trees []Value
+		var want []string
+		for _, s := range texts {
+			plain, perr := ParseString(s)
+			p := Parser{Data: []byte(s), Arena: &a}
+			v, err := p.Parse()
+			if (err == nil) != (perr == nil) {
+				t.Fatalf("round %d %.30q: error %v with the arena, %v without", round, s, err, perr)
+			}
+			if err != nil {
+				continue
+			}
+			trees = append(trees, v)
+			want = append(want, string(Compact(&plain)))
+		}
+		// Growing one tree's member list must not overwrite another's.
+		for i := range trees {
+			if trees[i].Kind == Object || trees[i].Kind == Array {
+				trees[i].Elems = append(trees[i].Elems, Member{Key: "new", Val: NewString("v")})
+				if len(trees[i].Elems[0].Val.Elems) > 0 {
+					e := &trees[i].Elems[0].Val
+					e.Elems = append(e.Elems, Member{Key: "new2", Val: NewString("w")})
+				}
+			}
+		}
+		for i := range trees {
+			if trees[i].Kind != Object && trees[i].Kind != Array {
+				continue
+			}
+			tr := trees[i]
+			tr.Elems = tr.Elems[:len(tr.Elems)-1]
+			if len(tr.Elems[0].Val.Elems) > 0 {
+				e := tr.Elems[0].Val
+				e.Elems = e.Elems[:len(e.Elems)-1]
+				tr.Elems = append([]Member{{Key: tr.Elems[0].Key, Val: e}}, tr.Elems[1:]...)
+			}
+			if got := string(Compact(&tr)); got != want[i] {
+				t.Fatalf("round %d tree %d: got %.80s, want %.80s", round, i, got, want[i])
+			}
+		}
+		a.Reset()
+	}
+	if len(a.blocks) > arenaKeep {
+		t.Errorf("Reset kept %d blocks, want at most %d", len(a.blocks), arenaKeep)
+	}
 }
