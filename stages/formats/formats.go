@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"unicode"
 	"unicode/utf8"
 
@@ -45,8 +46,15 @@ func Parse(format, source string, index int64, row []byte) (*record.Record, erro
 	default:
 		return nil, fmt.Errorf("formats: unknown format %q (want one of %s)", format, strings.Join(Formats(), ", "))
 	}
+	// The trees of the row and of the JSON texts inside it are decoded
+	// into one arena, reused by the next Parse: no record keeps a Value.
+	arena := arenas.Get().(*jsontree.Arena)
+	defer func() {
+		arena.Reset()
+		arenas.Put(arena)
+	}()
 	// The Scanner reuses row, so strings are copied out of it.
-	jp := jsontree.Parser{Data: row, CopyStrings: true}
+	jp := jsontree.Parser{Data: row, CopyStrings: true, Arena: arena}
 	v, err := jp.Parse()
 	if err != nil {
 		return nil, jsonReject("bad_json", "row", row, err)
@@ -54,7 +62,7 @@ func Parse(format, source string, index int64, row []byte) (*record.Record, erro
 	if v.Kind != jsontree.Object {
 		return nil, reject("row_not_object", "the row is a JSON %s, want an object", v.Kind)
 	}
-	b := &builder{rec: &record.Record{
+	b := &builder{arena: arena, rec: &record.Record{
 		ID:       source + ":" + strconv.FormatInt(index, 10),
 		Source:   source,
 		Format:   format,
@@ -82,6 +90,23 @@ func Parse(format, source string, index int64, row []byte) (*record.Record, erro
 type builder struct {
 	rec     *record.Record
 	repairs []string
+	arena   *jsontree.Arena // for the trees decoded while reading the row
+}
+
+var arenas = sync.Pool{New: func() any { return new(jsontree.Arena) }}
+
+// parser returns a Parser reading s, without copying it, into the
+// builder's arena: its values are valid until Parse returns.
+func (b *builder) parser(s string) jsontree.Parser {
+	p := jsontree.StringParser(s)
+	p.Arena = b.arena
+	return p
+}
+
+// parse decodes s, which must hold one JSON value, like parser.
+func (b *builder) parse(s string) (jsontree.Value, error) {
+	p := b.parser(s)
+	return p.Parse()
 }
 
 // repair notes that the row was damaged in a known way and fixed; the kinds

@@ -58,7 +58,7 @@ func glaiveSystem(b *builder, sys string) error {
 	switch {
 	case strings.HasPrefix(sys, glaiveLeadIn):
 		text := sys[len(glaiveLeadIn):]
-		p := jsontree.StringParser(text)
+		p := b.parser(text)
 		for {
 			p.SkipSpace()
 			if p.Pos >= len(p.Data) || p.Data[p.Pos] != '{' {
@@ -245,7 +245,7 @@ func glaiveResponse(b *builder, body string, turn int) error {
 	}
 	content := body
 	if body != "" {
-		v, err := jsontree.ParseString(body)
+		v, err := b.parse(body)
 		switch {
 		case err == nil:
 			content = jsontree.CompactString(&v)
@@ -266,7 +266,7 @@ func glaiveResponse(b *builder, body string, turn int) error {
 // ("parameters_key"); no arguments at all ("missing_arguments", read as {});
 // extra closing braces after the call ("extra_closing_brace").
 func parseGlaiveCall(b *builder, text string, turn int) (record.Call, error) {
-	p := jsontree.StringParser(text)
+	p := b.parser(text)
 	truncated := func() error {
 		return reject("glaive_truncated_call", "turn %d: the call ends early: %s", turn, excerpt(tail(strings.TrimSpace(text))))
 	}

@@ -245,16 +245,20 @@ func normalizeSchema(v *jsontree.Value) (optional bool) {
 				}
 				propsAt = len(out)
 			}
+		// The sub-schemas are rewritten through in[i], which out has not
+		// overwritten yet: taking m's address would move every m to the heap.
 		case "items", "additionalProperties", "not":
 			if m.Val.Kind == jsontree.Object {
-				normalizeSchema(&m.Val)
+				normalizeSchema(&in[i].Val)
 			} else if m.Val.Kind == jsontree.Array {
-				normalizeList(&m.Val)
+				normalizeList(&in[i].Val)
 			}
+			m.Val = in[i].Val
 		case "anyOf", "oneOf", "allOf", "prefixItems":
 			if m.Val.Kind == jsontree.Array {
-				normalizeList(&m.Val)
+				normalizeList(&in[i].Val)
 			}
+			m.Val = in[i].Val
 		case "required":
 			if m.Val.Kind == jsontree.Null {
 				continue

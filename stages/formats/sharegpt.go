@@ -94,7 +94,7 @@ func toolsFromKnownSystem(b *builder) error {
 	if strings.HasPrefix(sys, glaiveLeadIn) || strings.HasPrefix(sys, glaiveNoTools) {
 		return glaiveSystem(b, sys)
 	}
-	tools, rest, known, err := toolaceSystem(sys, false)
+	tools, rest, known, err := toolaceSystem(b, sys, false)
 	if err != nil || tools == nil {
 		return err
 	}

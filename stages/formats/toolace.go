@@ -30,7 +30,7 @@ func parseToolACE(b *builder, row *jsontree.Value) error {
 	if err != nil {
 		return err
 	}
-	tools, system, known, err := toolaceSystem(sys, true)
+	tools, system, known, err := toolaceSystem(b, sys, true)
 	if err != nil {
 		return err
 	}
@@ -81,12 +81,12 @@ func parseToolACE(b *builder, row *jsontree.Value) error {
 // that the text around the list was exactly the fixed template, which is
 // then dropped: it only makes sense with ToolACE's call syntax. Other text
 // is kept, trimmed.
-func toolaceSystem(sys string, loose bool) (tools []record.Tool, rest string, known bool, err error) {
+func toolaceSystem(b *builder, sys string, loose bool) (tools []record.Tool, rest string, known bool, err error) {
 	if i := strings.Index(sys, toolaceOpen); i >= 0 {
 		if j := strings.Index(sys[i+len(toolaceOpen):], toolaceClose); j >= 0 {
 			j += i + len(toolaceOpen)
 			list := sys[i+len(toolaceOpen) : j]
-			v, perr := jsontree.ParseString(list)
+			v, perr := b.parse(list)
 			if perr != nil {
 				return nil, "", false, jsonReject("toolace_bad_tools_json", "tool list in the system text", []byte(list), perr)
 			}
@@ -112,7 +112,7 @@ func toolaceSystem(sys string, loose bool) (tools []record.Tool, rest string, kn
 	if start < 0 {
 		return nil, "", false, reject("toolace_missing_tools", "the system text holds no tool list: %s", excerpt(sys))
 	}
-	p := jsontree.StringParser(sys[start:])
+	p := b.parser(sys[start:])
 	v, perr := p.Value()
 	if perr != nil {
 		return nil, "", false, jsonReject("toolace_bad_tools_json", "tool list in the system text", p.Data, perr)
@@ -185,7 +185,7 @@ func toolaceResults(b *builder, value string, turn int) (record.Message, error) 
 	if prev == nil || prev.Role != record.RoleAssistant || len(prev.Calls) == 0 {
 		return record.Message{}, reject("toolace_result_without_call", "turn %d is a tool turn that follows no call turn", turn)
 	}
-	v, err := jsontree.ParseString(value)
+	v, err := b.parse(value)
 	if err != nil {
 		return record.Message{}, jsonReject("toolace_bad_tool_turn", turnName(turn), []byte(value), err)
 	}

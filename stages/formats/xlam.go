@@ -21,14 +21,14 @@ func parseXLAM(b *builder, row *jsontree.Value) error {
 	if !ok || !row.Has("query") {
 		return reject("xlam_bad_field", "the row has no query string")
 	}
-	tools, err := embeddedJSON(row, "tools", "xlam")
+	tools, err := embeddedJSON(b, row, "tools", "xlam")
 	if err != nil {
 		return err
 	}
 	if b.rec.Tools, err = toolsFromArray(&tools, "tools"); err != nil {
 		return err
 	}
-	answers, err := embeddedJSON(row, "answers", "xlam")
+	answers, err := embeddedJSON(b, row, "answers", "xlam")
 	if err != nil {
 		return err
 	}
@@ -54,13 +54,13 @@ func parseXLAM(b *builder, row *jsontree.Value) error {
 
 // embeddedJSON returns the member key decoded: a string holding JSON is
 // decoded, an array or object is taken as it is.
-func embeddedJSON(row *jsontree.Value, key, format string) (jsontree.Value, error) {
+func embeddedJSON(b *builder, row *jsontree.Value, key, format string) (jsontree.Value, error) {
 	v := row.Get(key)
 	switch {
 	case v == nil || v.Kind == jsontree.Null:
 		return jsontree.Value{}, reject(format+"_bad_field", "the row has no %s", key)
 	case v.Kind == jsontree.String:
-		d, err := jsontree.ParseString(v.Str)
+		d, err := b.parse(v.Str)
 		if err != nil {
 			return jsontree.Value{}, jsonReject("bad_json", key, []byte(v.Str), err)
 		}
