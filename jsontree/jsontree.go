@@ -10,8 +10,10 @@ package jsontree
 
 import (
 	"bytes"
+	"encoding/binary"
 	"fmt"
 	"math"
+	"math/bits"
 	"slices"
 	"strconv"
 	"strings"
@@ -421,47 +423,85 @@ var strSpecial = func() (t [256]bool) {
 	return t
 }()
 
+const (
+	lsb = 0x0101010101010101 // the low bit of each byte of a word
+	msb = 0x8080808080808080 // the high bit of each byte
+)
+
+// plainRun returns the offset of the first byte at or after d[i] that ends
+// a run of plain string content ('"', '\\' or a control character), or
+// len(d), and the OR of the bytes it read (a superset of the run's), whose
+// high bit says whether the run may hold non-ASCII bytes. It reads eight
+// bytes at a time: in each word it flags the bytes equal to '"' or '\\'
+// (zero after an XOR) and those below 0x20; a borrow can only make a false
+// flag above a true one, so the lowest flag is exact.
+func plainRun(d []byte, i int) (int, uint64) {
+	var seen uint64
+	for ; i+8 <= len(d); i += 8 {
+		w := binary.LittleEndian.Uint64(d[i:])
+		seen |= w
+		q := w ^ (lsb * '"')
+		bs := w ^ (lsb * '\\')
+		if m := ((q - lsb) &^ q | (bs - lsb) &^ bs | (w - lsb*0x20) &^ w) & msb; m != 0 {
+			return i + bits.TrailingZeros64(m)>>3, seen
+		}
+	}
+	for ; i < len(d) && !strSpecial[d[i]]; i++ {
+		seen |= uint64(d[i])
+	}
+	return i, seen
+}
+
 // ReadString decodes the string literal starting at Pos (its '"'). Text
 // without escapes is returned as a view of the input (see Parser).
 func (p *Parser) ReadString() (string, error) {
 	d := p.Data
 	i := p.Pos + 1
-	var b []byte // decoded text, once an escape has been seen
-	plain := i   // start of the pending run of plain bytes
+	var sp *[]byte // the pooled buffer b comes from, once an escape has been seen
+	var b []byte   // decoded text
+	plain := i     // start of the pending run of plain bytes
+	var seen uint64
 	for {
-		for i < len(d) && !strSpecial[d[i]] {
-			i++
-		}
+		var run uint64
+		i, run = plainRun(d, i)
+		seen |= run
 		if i >= len(d) {
 			p.Pos = i
+			putScratch(sp, b)
 			return "", p.fail("unexpected end of input inside a string")
 		}
 		switch c := d[i]; {
 		case c == '"':
 			var s string
-			if b == nil {
+			if sp == nil {
 				s = p.view(plain, i)
 			} else {
 				b = append(b, d[plain:i]...)
-				s = unsafe.String(unsafe.SliceData(b), len(b))
+				s = string(b)
+				putScratch(sp, b)
 			}
 			p.Pos = i + 1
-			if !utf8.ValidString(s) {
+			// Only text with a byte outside ASCII can be invalid UTF-8.
+			if seen&msb != 0 && !utf8.ValidString(s) {
 				s = strings.ToValidUTF8(s, "\uFFFD")
 				p.BadUTF8 = true
 			}
 			return s, nil
 		case c < 0x20:
 			p.Pos = i
+			putScratch(sp, b)
 			return "", p.fail("control character inside a string")
 		}
-		// A backslash.
-		if b == nil {
-			b = make([]byte, 0, stringSpan(d, i)+(i-plain))
+		// A backslash. The text is decoded into a pooled buffer, copied
+		// out at the closing quote.
+		if sp == nil {
+			sp = scratch.Get().(*[]byte)
+			b = (*sp)[:0]
 		}
 		b = append(b, d[plain:i]...)
 		if i+1 >= len(d) {
 			p.Pos = i + 1
+			putScratch(sp, b)
 			return "", p.fail("unexpected end of input inside a string")
 		}
 		e := d[i+1]
@@ -482,6 +522,7 @@ func (p *Parser) ReadString() (string, error) {
 		case '\'':
 			if !p.SingleQuoteEscape {
 				p.Pos = i - 2
+				putScratch(sp, b)
 				return "", p.fail(`invalid escape \'`)
 			}
 			p.SawSingleQuote = true
@@ -490,6 +531,7 @@ func (p *Parser) ReadString() (string, error) {
 			r, ok := hex4(d[i:])
 			if !ok {
 				p.Pos = i
+				putScratch(sp, b)
 				if len(d)-i < 4 {
 					return "", p.fail("unexpected end of input inside a string")
 				}
@@ -512,29 +554,19 @@ func (p *Parser) ReadString() (string, error) {
 			b = utf8.AppendRune(b, r)
 		default:
 			p.Pos = i - 2
+			putScratch(sp, b)
 			return "", p.fail(fmt.Sprintf(`invalid escape \%c`, e))
 		}
 		plain = i
 	}
 }
 
-// stringSpan returns an upper bound of the bytes left in the string whose
-// content continues at d[i]: the distance to its closing quote, or to the end.
-func stringSpan(d []byte, i int) int {
-	for j := i; ; {
-		q := bytes.IndexByte(d[j:], '"')
-		if q < 0 {
-			return len(d) - i
-		}
-		q += j
-		k := q
-		for k > i && d[k-1] == '\\' {
-			k--
-		}
-		if (q-k)%2 == 0 {
-			return q - i
-		}
-		j = q + 1
+// putScratch gives a buffer from the scratch pool back, grown to b, unless
+// it is nil or has grown past 1 MiB.
+func putScratch(sp *[]byte, b []byte) {
+	if sp != nil && cap(b) <= 1<<20 {
+		*sp = b[:0]
+		scratch.Put(sp)
 	}
 }
 

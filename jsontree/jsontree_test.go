@@ -289,3 +289,92 @@ func TestArena(t *testing.T) {
 		t.Errorf("Reset kept %d blocks, want at most %d", len(a.blocks), arenaKeep)
 	}
 }
+
+// TestReadStringPositions puts each kind of special content at every offset
+// of strings of several lengths, so that it falls at each byte of the
+// eight-byte words ReadString scans, and after the string's end too.
+func TestReadStringPositions(t *testing.T) {
+	tokens := []struct {
+		name, raw, want   string
+		bad, lone, errant bool
+	}{
+		{name: "escaped quote", raw: `\"`, want: `"`},
+		{name: "escaped backslash", raw: `\\`, want: `\`},
+		{name: "newline escape", raw: `\n`, want: "\n"},
+		{name: "unicode escape", raw: `\u00e9`, want: "é"},
+		{name: "surrogate pair", raw: `\ud83d\ude00`, want: "😀"},
+		{name: "lone surrogate", raw: `\udc00`, want: "\uFFFD", lone: true},
+		{name: "two-byte UTF-8", raw: "é", want: "é"},
+		{name: "three-byte UTF-8", raw: "台北", want: "台北"},
+		{name: "four-byte UTF-8", raw: "😀", want: "😀"},
+		{name: "invalid byte", raw: "\xff", want: "\uFFFD", bad: true},
+		{name: "truncated sequence", raw: "\xe5\x8f", want: "\uFFFD", bad: true},
+		{name: "DEL is plain", raw: "\x7f", want: "\x7f"},
+		{name: "space is plain", raw: " ", want: " "},
+		{name: "byte 0x1f", raw: "\x1f", errant: true},
+		{name: "tab unescaped", raw: "\t", errant: true},
+		{name: "NUL", raw: "\x00", errant: true},
+	}
+	for _, tok := range tokens {
+		t.Run(tok.name, func(t *testing.T) {
+			for n := range 20 {
+				for at := 0; at <= n; at++ {
+					pre, post := strings.Repeat("a", at), strings.Repeat("b", n-at)
+					// Text after the closing quote sits in the same words.
+					for _, after := range []string{"", `"`, "\\", "\xff", "\x01", "é,1]"} {
+						in := `"` + pre + tok.raw + post + `"` + after
+						p := Parser{Data: []byte(in)}
+						s, err := p.ReadString()
+						if tok.errant {
+							if err == nil {
+								t.Fatalf("%q: no error", in)
+							}
+							continue
+						}
+						if err != nil {
+							t.Fatalf("%q: %v", in, err)
+						}
+						if want := pre + tok.want + post; s != want || p.Pos != len(in)-len(after) {
+							t.Fatalf("%q: got %q at %d, want %q at %d", in, s, p.Pos, want, len(in)-len(after))
+						}
+						if p.BadUTF8 != tok.bad || p.LoneSurrogate != tok.lone {
+							t.Fatalf("%q: BadUTF8 %v LoneSurrogate %v, want %v %v", in, p.BadUTF8, p.LoneSurrogate, tok.bad, tok.lone)
+						}
+					}
+				}
+			}
+		})
+	}
+}
+
+// FuzzReadString checks ReadString against encoding/json on string
+// literals that encoding/json decodes the same way (valid UTF-8, no lone
+// surrogates).
+func FuzzReadString(f *testing.F) {
+	for _, s := range []string{`"abc"`, `"a\"b\\c\/d"`, `"\u00e9\ud83d\ude00 台北 0123456789abcdef"`, "\"\x7f\x1f\"", `"\udc00"`, "\"\xff\""} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, in string) {
+		p := Parser{Data: []byte(in)}
+		if len(in) == 0 || in[0] != '"' {
+			return
+		}
+		s, err := p.ReadString()
+		var want string
+		werr := json.Unmarshal([]byte(in[:max(p.Pos, 1)]), &want)
+		switch {
+		case err != nil:
+			if p.Pos <= len(in) && werr == nil && json.Valid([]byte(in[:p.Pos])) && !strings.Contains(err.Error(), "escape") {
+				t.Fatalf("%q: we fail (%v), encoding/json decodes %q", in, err, want)
+			}
+		case p.BadUTF8 || p.LoneSurrogate:
+			if !strings.Contains(s, "\uFFFD") {
+				t.Fatalf("%q: repaired text %q has no U+FFFD", in, s)
+			}
+		case werr != nil:
+			t.Fatalf("%q: we decode %q, encoding/json fails: %v", in, s, werr)
+		case s != want:
+			t.Fatalf("%q: we decode %q, encoding/json %q", in, s, want)
+		}
+	})
+}
