@@ -442,7 +442,7 @@ func plainRun(d []byte, i int) (int, uint64) {
 		seen |= w
 		q := w ^ (lsb * '"')
 		bs := w ^ (lsb * '\\')
-		if m := ((q - lsb) &^ q | (bs - lsb) &^ bs | (w - lsb*0x20) &^ w) & msb; m != 0 {
+		if m := ((q-lsb)&^q | (bs-lsb)&^bs | (w-lsb*0x20)&^w) & msb; m != 0 {
 			return i + bits.TrailingZeros64(m)>>3, seen
 		}
 	}
