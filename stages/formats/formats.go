@@ -276,34 +276,14 @@ func nameKey(s string) string {
 // isChinese reports whether the user and assistant text is obviously
 // Chinese: at least two Han characters, at least a third as many as ASCII
 // letters, and (to leave Japanese out) hardly any kana. Han characters are
-// counted first, skipping ASCII-only texts whole; the letters are counted
-// only when there are two Han characters (most dumps are mostly English).
+// counted first; the letters are counted only when there are two Han
+// characters (most dumps are mostly English).
 func isChinese(ms []record.Message) bool {
 	han, kana := 0, 0
 	for i := range ms {
-		if ms[i].Role != record.RoleUser && ms[i].Role != record.RoleAssistant || asciiOnly(ms[i].Content) {
-			continue
-		}
-		s := ms[i].Content
-		for j := 0; j < len(s); {
-			if s[j] < utf8.RuneSelf {
-				j++
-				continue
-			}
-			r, n := utf8.DecodeRuneInString(s[j:])
-			j += n
-			// Range tests first: the table lookups are the slow part of
-			// ingest on Chinese text, and most Han characters are in the
-			// main block.
-			switch {
-			case r >= 0x4E00 && r <= 0x9FFF:
-				han++
-			case r < 0x2E80: // below the first Han and kana blocks
-			case unicode.Is(unicode.Han, r):
-				han++
-			case unicode.In(r, unicode.Hiragana, unicode.Katakana):
-				kana++
-			}
+		if ms[i].Role == record.RoleUser || ms[i].Role == record.RoleAssistant {
+			h, k := countHan(ms[i].Content)
+			han, kana = han+h, kana+k
 		}
 	}
 	if han < 2 || 10*kana >= han {
@@ -324,13 +304,43 @@ func isChinese(ms []record.Message) bool {
 	return 3*han >= latin
 }
 
-// asciiOnly reports whether s holds no byte outside ASCII.
-func asciiOnly(s string) bool {
-	var or byte
-	for j := 0; j < len(s); j++ {
-		or |= s[j]
+// countHan counts the Han and the kana characters of s. ASCII is skipped
+// eight bytes at a time, and the main Han block (U+4E00–U+9FFF, three bytes
+// led by 0xE4–0xE9, after 0xE4 only from 0xB8) is counted without decoding:
+// the table lookups are the slow part on Chinese text.
+func countHan(s string) (han, kana int) {
+	for j := 0; j < len(s); {
+		if j+8 <= len(s) {
+			w := uint64(s[j]) | uint64(s[j+1])<<8 | uint64(s[j+2])<<16 | uint64(s[j+3])<<24 |
+				uint64(s[j+4])<<32 | uint64(s[j+5])<<40 | uint64(s[j+6])<<48 | uint64(s[j+7])<<56
+			if w&0x8080808080808080 == 0 {
+				j += 8
+				continue
+			}
+		}
+		c := s[j]
+		if c < utf8.RuneSelf {
+			j++
+			continue
+		}
+		if c >= 0xE4 && c <= 0xE9 && j+2 < len(s) && s[j+1]&0xC0 == 0x80 && s[j+2]&0xC0 == 0x80 && (c != 0xE4 || s[j+1] >= 0xB8) {
+			han++
+			j += 3
+			continue
+		}
+		r, n := utf8.DecodeRuneInString(s[j:])
+		j += n
+		switch {
+		case r >= 0x4E00 && r <= 0x9FFF:
+			han++
+		case r < 0x2E80: // below the first Han and kana blocks
+		case unicode.Is(unicode.Han, r):
+			han++
+		case unicode.In(r, unicode.Hiragana, unicode.Katakana):
+			kana++
+		}
 	}
-	return or < utf8.RuneSelf
+	return han, kana
 }
 
 // resultText gives a tool result's canonical content: compact JSON when the

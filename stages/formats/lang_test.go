@@ -3,6 +3,7 @@ package formats
 import (
 	"strings"
 	"testing"
+	"unicode"
 
 	"github.com/augmentdata/augment/stages/record"
 )
@@ -34,6 +35,32 @@ func TestIsChinese(t *testing.T) {
 	for _, tt := range tests {
 		if got := isChinese(tt.ms); got != tt.want {
 			t.Errorf("%s: isChinese = %v, want %v", tt.name, got, tt.want)
+		}
+	}
+}
+
+// TestCountHan checks the undecoded count of the main Han block against
+// decoding every rune, at the block's edges and around ASCII words.
+func TestCountHan(t *testing.T) {
+	slow := func(s string) (han, kana int) {
+		for _, r := range s {
+			switch {
+			case unicode.Is(unicode.Han, r):
+				han++
+			case unicode.In(r, unicode.Hiragana, unicode.Katakana):
+				kana++
+			}
+		}
+		return han, kana
+	}
+	for _, s := range []string{
+		"", "abc", "一", "\u4dff\u4e00\u9fff\ua000", "\u4fff\u5000", "\u3fff\u4000", "丁七 abcdefgh 万丈三上下丌不与丏",
+		"abcdefg台", "abcdefgh台北", "台\xe4\xb8", "\xe5\x8f", "\xe9\xbf", "x\xe4\xb8\x80", "ひらがなカタカナ漢字",
+		"\U00020000\U0002A6DF", "\u3400\u4dbf", "éééééééé台", strings.Repeat("台北ab", 9),
+	} {
+		h, k := countHan(s)
+		if wh, wk := slow(s); h != wh || k != wk {
+			t.Errorf("%q: han %d kana %d, want %d %d", s, h, k, wh, wk)
 		}
 	}
 }
