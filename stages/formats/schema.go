@@ -157,13 +157,17 @@ func isFlat(p *jsontree.Value) bool {
 // type is not marked optional is required.
 func flatParameters(p *jsontree.Value) jsontree.Value {
 	props := jsontree.Value{Kind: jsontree.Object, Elems: p.Elems}
-	req := make([]jsontree.Member, 0, len(props.Elems))
+	// One allocation: the three members of the result, then the names.
+	buf := make([]jsontree.Member, 3+len(props.Elems))
+	req := buf[3:3:len(buf)]
 	for i := range props.Elems {
 		if !normalizeSchema(&props.Elems[i].Val) {
 			req = append(req, jsontree.Member{Val: jsontree.NewString(props.Elems[i].Key)})
 		}
 	}
-	out := jsontree.Value{Kind: jsontree.Object, Elems: []jsontree.Member{{Key: "type", Val: jsontree.NewString("object")}, {Key: "properties", Val: props}}}
+	buf[0] = jsontree.Member{Key: "type", Val: jsontree.NewString("object")}
+	buf[1] = jsontree.Member{Key: "properties", Val: props}
+	out := jsontree.Value{Kind: jsontree.Object, Elems: buf[0:2:3]}
 	if len(req) > 0 {
 		out.Elems = append(out.Elems, jsontree.Member{Key: "required", Val: jsontree.Value{Kind: jsontree.Array, Elems: req}})
 	}
