@@ -865,6 +865,17 @@ func AppendString(b []byte, s string) []byte {
 	b = append(b, '"')
 	start := 0
 	for i := 0; i < len(s); {
+		// Eight bytes at a time over ASCII that needs no escape (see
+		// plainRun; here a high bit also stops the skip).
+		if i+8 <= len(s) {
+			w := load64(s, i)
+			q := w ^ (lsb * '"')
+			bs := w ^ (lsb * '\\')
+			if ((q-lsb)&^q|(bs-lsb)&^bs|(w-lsb*0x20)&^w|w)&msb == 0 {
+				i += 8
+				continue
+			}
+		}
 		c := s[i]
 		if c < utf8.RuneSelf {
 			if !needsEscape[c] {
@@ -905,6 +916,13 @@ func AppendString(b []byte, s string) []byte {
 	}
 	b = append(b, s[start:]...)
 	return append(b, '"')
+}
+
+// load64 returns s[i:i+8] as a little-endian word.
+func load64(s string, i int) uint64 {
+	s = s[i : i+8]
+	return uint64(s[0]) | uint64(s[1])<<8 | uint64(s[2])<<16 | uint64(s[3])<<24 |
+		uint64(s[4])<<32 | uint64(s[5])<<40 | uint64(s[6])<<48 | uint64(s[7])<<56
 }
 
 // Span returns where v's text lies in src, the text v was decoded from by

@@ -2,8 +2,10 @@ package jsontree
 
 import (
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
+	"unicode/utf8"
 )
 
 func TestParseJSONCompact(t *testing.T) {
@@ -375,6 +377,71 @@ func FuzzReadString(f *testing.F) {
 			t.Fatalf("%q: we decode %q, encoding/json fails: %v", in, s, werr)
 		case s != want:
 			t.Fatalf("%q: we decode %q, encoding/json %q", in, s, want)
+		}
+	})
+}
+
+// appendStringRef is AppendString one byte at a time, the reference for
+// its word-at-a-time skip.
+func appendStringRef(b []byte, s string) []byte {
+	b = append(b, '"')
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			switch {
+			case c == '"' || c == '\\':
+				b = append(b, '\\', c)
+			case c == '\n':
+				b = append(b, `\n`...)
+			case c == '\r':
+				b = append(b, `\r`...)
+			case c == '\t':
+				b = append(b, `\t`...)
+			case c == '\b':
+				b = append(b, `\b`...)
+			case c == '\f':
+				b = append(b, `\f`...)
+			case c < 0x20:
+				b = append(b, fmt.Sprintf(`\u%04x`, c)...)
+			default:
+				b = append(b, c)
+			}
+			i++
+			continue
+		}
+		r, n := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && n == 1 {
+			b = append(b, "\uFFFD"...)
+		} else {
+			b = append(b, s[i:i+n]...)
+		}
+		i += n
+	}
+	return append(b, '"')
+}
+
+// TestAppendStringPositions puts each byte that needs care at every offset
+// of strings of several lengths (each byte of the skipped words).
+func TestAppendStringPositions(t *testing.T) {
+	for _, tok := range []string{`"`, `\`, "\n", "\x01", "\x1f", "\x7f", " ", "é", "台北", "😀", "\xff", "\xe5\x8f", "\u2028"} {
+		for n := range 20 {
+			for at := 0; at <= n; at++ {
+				s := strings.Repeat("a", at) + tok + strings.Repeat("b", n-at)
+				if got, want := string(AppendString(nil, s)), string(appendStringRef(nil, s)); got != want {
+					t.Fatalf("%q: got %s, want %s", s, got, want)
+				}
+			}
+		}
+	}
+}
+
+func FuzzAppendString(f *testing.F) {
+	for _, s := range []string{"plain ascii text", "a\"b\\c\nd\x01e", "台北 and é", "\xff\xfe", "0123456789abcdef\x00"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		if got, want := string(AppendString(nil, s)), string(appendStringRef(nil, s)); got != want {
+			t.Fatalf("%q: got %s, want %s", s, got, want)
 		}
 	})
 }
