@@ -2,6 +2,7 @@ package formats
 
 import (
 	"fmt"
+	"math/bits"
 	"slices"
 	"strconv"
 	"strings"
@@ -291,17 +292,42 @@ func isChinese(ms []record.Message) bool {
 	}
 	latin := 0
 	for i := range ms {
-		if ms[i].Role != record.RoleUser && ms[i].Role != record.RoleAssistant {
-			continue
-		}
-		s := ms[i].Content
-		for j := 0; j < len(s); j++ {
-			if c := s[j] | 0x20; c >= 'a' && c <= 'z' {
-				latin++
-			}
+		if ms[i].Role == record.RoleUser || ms[i].Role == record.RoleAssistant {
+			latin += countLatin(ms[i].Content)
 		}
 	}
 	return 3*han >= latin
+}
+
+const (
+	lsb = 0x0101010101010101 // the low bit of each byte of a word
+	msb = 0x8080808080808080 // the high bit of each byte
+)
+
+// load64 returns s[i:i+8] as a little-endian word.
+func load64(s string, i int) uint64 {
+	s = s[i : i+8]
+	return uint64(s[0]) | uint64(s[1])<<8 | uint64(s[2])<<16 | uint64(s[3])<<24 |
+		uint64(s[4])<<32 | uint64(s[5])<<40 | uint64(s[6])<<48 | uint64(s[7])<<56
+}
+
+// countLatin counts the ASCII letters of s, eight bytes at a time: each
+// byte, its high bit cleared and lowered by |0x20, is a letter when adding
+// 0x1F carries into the high bit (≥ 'a') and adding 0x05 does not (≤ 'z');
+// bytes outside ASCII are masked out. No addition crosses a byte.
+func countLatin(s string) int {
+	n, j := 0, 0
+	for ; j+8 <= len(s); j += 8 {
+		w := load64(s, j)
+		y := w&^msb | lsb*0x20
+		n += bits.OnesCount64((y + lsb*0x1F) &^ (y + lsb*0x05) &^ w & msb)
+	}
+	for ; j < len(s); j++ {
+		if c := s[j] | 0x20; c >= 'a' && c <= 'z' {
+			n++
+		}
+	}
+	return n
 }
 
 // countHan counts the Han and the kana characters of s. ASCII is skipped
@@ -310,17 +336,11 @@ func isChinese(ms []record.Message) bool {
 // the table lookups are the slow part on Chinese text.
 func countHan(s string) (han, kana int) {
 	for j := 0; j < len(s); {
-		if j+8 <= len(s) {
-			w := uint64(s[j]) | uint64(s[j+1])<<8 | uint64(s[j+2])<<16 | uint64(s[j+3])<<24 |
-				uint64(s[j+4])<<32 | uint64(s[j+5])<<40 | uint64(s[j+6])<<48 | uint64(s[j+7])<<56
-			if w&0x8080808080808080 == 0 {
-				j += 8
-				continue
-			}
-		}
 		c := s[j]
 		if c < utf8.RuneSelf {
-			j++
+			// ASCII: skip the words of it that follow.
+			for j++; j+8 <= len(s) && load64(s, j)&msb == 0; j += 8 {
+			}
 			continue
 		}
 		if c >= 0xE4 && c <= 0xE9 && j+2 < len(s) && s[j+1]&0xC0 == 0x80 && s[j+2]&0xC0 == 0x80 && (c != 0xE4 || s[j+1] >= 0xB8) {

@@ -42,17 +42,7 @@ func TestIsChinese(t *testing.T) {
 // TestCountHan checks the undecoded count of the main Han block against
 // decoding every rune, at the block's edges and around ASCII words.
 func TestCountHan(t *testing.T) {
-	slow := func(s string) (han, kana int) {
-		for _, r := range s {
-			switch {
-			case unicode.Is(unicode.Han, r):
-				han++
-			case unicode.In(r, unicode.Hiragana, unicode.Katakana):
-				kana++
-			}
-		}
-		return han, kana
-	}
+	slow := refCountHan
 	for _, s := range []string{
 		"", "abc", "一", "\u4dff\u4e00\u9fff\ua000", "\u4fff\u5000", "\u3fff\u4000", "丁七 abcdefgh 万丈三上下丌不与丏",
 		"abcdefg台", "abcdefgh台北", "台\xe4\xb8", "\xe5\x8f", "\xe9\xbf", "x\xe4\xb8\x80", "ひらがなカタカナ漢字",
@@ -63,4 +53,57 @@ func TestCountHan(t *testing.T) {
 			t.Errorf("%q: han %d kana %d, want %d %d", s, h, k, wh, wk)
 		}
 	}
+}
+
+func TestCountLatin(t *testing.T) {
+	slow := refCountLatin
+	all := make([]byte, 256)
+	for i := range all {
+		all[i] = byte(i)
+	}
+	for _, s := range []string{"", "abc", "ABCDEFGHIJKLMNOPQRSTUVWXYZ abcdefghijklmnopqrstuvwxyz", "@[`{@[`{@[`{", string(all), "台北 is great, éé", strings.Repeat("Zz9 台", 7)} {
+		for k := range min(len(s), 9) { // every alignment
+			if got, want := countLatin(s[k:]), slow(s[k:]); got != want {
+				t.Errorf("%q: %d letters, want %d", s[k:], got, want)
+			}
+		}
+	}
+}
+
+// refCountHan and refCountLatin are the plain loops countHan and
+// countLatin must agree with.
+func refCountHan(s string) (han, kana int) {
+	for _, r := range s {
+		switch {
+		case unicode.Is(unicode.Han, r):
+			han++
+		case unicode.In(r, unicode.Hiragana, unicode.Katakana):
+			kana++
+		}
+	}
+	return han, kana
+}
+
+func refCountLatin(s string) (n int) {
+	for j := 0; j < len(s); j++ {
+		if c := s[j] | 0x20; c >= 'a' && c <= 'z' {
+			n++
+		}
+	}
+	return n
+}
+
+func FuzzCountText(f *testing.F) {
+	for _, s := range []string{"台北 is great", "東京はどこですか", "\xe4\xb8\x80\xe4\xb7\xbf", "plain ascii words here"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		h, k := countHan(s)
+		if wh, wk := refCountHan(s); h != wh || k != wk {
+			t.Fatalf("%q: han %d kana %d, want %d %d", s, h, k, wh, wk)
+		}
+		if n, want := countLatin(s), refCountLatin(s); n != want {
+			t.Fatalf("%q: %d letters, want %d", s, n, want)
+		}
+	})
 }
