@@ -32,19 +32,7 @@ func reject(reason, format string, args ...any) *contract.Reject {
 // source rather than the row. Parse keeps no reference to row and is safe
 // for concurrent use.
 func Parse(format, source string, index int64, row []byte) (*record.Record, error) {
-	var parse func(*builder, *jsontree.Value) error
-	switch format {
-	case "toolace":
-		parse = parseToolACE
-	case "glaive":
-		parse = parseGlaive
-	case "xlam":
-		parse = parseXLAM
-	case "sharegpt":
-		parse = parseShareGPT
-	case "openai":
-		parse = parseOpenAI
-	default:
+	if !slices.Contains(Formats(), format) {
 		return nil, fmt.Errorf("formats: unknown format %q (want one of %s)", format, strings.Join(Formats(), ", "))
 	}
 	// The trees of the row and of the JSON texts inside it are decoded
@@ -78,7 +66,21 @@ func Parse(format, source string, index int64, row []byte) (*record.Record, erro
 	if jp.LoneSurrogate {
 		b.repair("lone_surrogate")
 	}
-	if err := parse(b, &v); err != nil {
+	// Called directly rather than through a func value, so that the row's
+	// tree and the builder can stay on the stack.
+	switch format {
+	case "toolace":
+		err = parseToolACE(b, &v)
+	case "glaive":
+		err = parseGlaive(b, &v)
+	case "xlam":
+		err = parseXLAM(b, &v)
+	case "sharegpt":
+		err = parseShareGPT(b, &v)
+	case "openai":
+		err = parseOpenAI(b, &v)
+	}
+	if err != nil {
 		return nil, err
 	}
 	if err := b.finish(); err != nil {
