@@ -865,16 +865,19 @@ func AppendString(b []byte, s string) []byte {
 	b = append(b, '"')
 	start := 0
 	for i := 0; i < len(s); {
-		// Eight bytes at a time over ASCII that needs no escape (see
-		// plainRun; here a high bit also stops the skip).
+		// Eight bytes at a time over ASCII that needs no escape, up to
+		// the first byte that does or is not ASCII (see plainRun; here a
+		// high bit also stops the skip, and the lowest flag is exact).
 		if i+8 <= len(s) {
 			w := load64(s, i)
 			q := w ^ (lsb * '"')
 			bs := w ^ (lsb * '\\')
-			if ((q-lsb)&^q|(bs-lsb)&^bs|(w-lsb*0x20)&^w|w)&msb == 0 {
+			m := ((q-lsb)&^q | (bs-lsb)&^bs | (w-lsb*0x20)&^w | w) & msb
+			if m == 0 {
 				i += 8
 				continue
 			}
+			i += bits.TrailingZeros64(m) >> 3
 		}
 		c := s[i]
 		if c < utf8.RuneSelf {
@@ -904,15 +907,25 @@ func AppendString(b []byte, s string) []byte {
 			start = i
 			continue
 		}
-		r, n := utf8.DecodeRuneInString(s[i:])
-		if r == utf8.RuneError && n == 1 {
-			b = append(b, s[start:i]...)
-			b = append(b, "\uFFFD"...)
-			i++
-			start = i
-			continue
+		// Text outside ASCII, rune by rune while it lasts (a word check
+		// per rune would only fail).
+		for i < len(s) && s[i] >= utf8.RuneSelf {
+			// Three-byte runes (most CJK) led by 0xE1–0xEC or 0xEE–0xEF
+			// are valid with any two continuation bytes.
+			if c := s[i]; c >= 0xE1 && c <= 0xEF && c != 0xED && i+2 < len(s) && s[i+1]&0xC0 == 0x80 && s[i+2]&0xC0 == 0x80 {
+				i += 3
+				continue
+			}
+			r, n := utf8.DecodeRuneInString(s[i:])
+			if r == utf8.RuneError && n == 1 {
+				b = append(b, s[start:i]...)
+				b = append(b, "\uFFFD"...)
+				i++
+				start = i
+				continue
+			}
+			i += n
 		}
-		i += n
 	}
 	b = append(b, s[start:]...)
 	return append(b, '"')

@@ -423,7 +423,8 @@ func appendStringRef(b []byte, s string) []byte {
 // TestAppendStringPositions puts each byte that needs care at every offset
 // of strings of several lengths (each byte of the skipped words).
 func TestAppendStringPositions(t *testing.T) {
-	for _, tok := range []string{`"`, `\`, "\n", "\x01", "\x1f", "\x7f", " ", "é", "台北", "😀", "\xff", "\xe5\x8f", "\u2028"} {
+	for _, tok := range []string{`"`, `\`, "\n", "\x01", "\x1f", "\x7f", " ", "é", "台北", "😀", "\xff", "\xe5\x8f", "\u2028",
+		"\xed\xa0\x80", "\xe0\x80\x80", "\xe0\xa0\x80", "\xef\xbf\xbf", "\xe1\x80", "台\xe1", "台\n北", "\xe1\x80\xc0"} {
 		for n := range 20 {
 			for at := 0; at <= n; at++ {
 				s := strings.Repeat("a", at) + tok + strings.Repeat("b", n-at)
