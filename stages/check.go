@@ -87,7 +87,7 @@ func Check(ctx context.Context, p *Pipeline, o Options, w io.Writer) error {
 			if err != nil {
 				return err
 			}
-			cfg := ingestSettings{Source: s, ShardSize: p.Output.ShardSize, RowGroupRows: p.Output.RowGroupRows, JSONL: p.Output.JSONL}
+			cfg := ingestSettingsOf(p.Output, s)
 			sfp, _, _ := r.fingerprint("ingest", ingestVersion, cfg, nil)
 			if allMatch(prev, sourceKey(sfp, path, sum), r) {
 				status = fmt.Sprintf("up to date (%d shards), would be skipped", len(prev))

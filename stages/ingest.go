@@ -40,6 +40,12 @@ type ingestSettings struct {
 	ShardSize    int    `json:"shard_size"`
 	RowGroupRows int    `json:"row_group_rows"`
 	JSONL        bool   `json:"jsonl"`
+	Compression  string `json:"compression"`
+}
+
+// ingestSettingsOf returns source s's settings under output o.
+func ingestSettingsOf(o Output, s Source) ingestSettings {
+	return ingestSettings{Source: s, ShardSize: o.ShardSize, RowGroupRows: o.RowGroupRows, JSONL: o.JSONL, Compression: o.Compression}
 }
 
 // ingest parses every source into shards of at most ShardSize records
@@ -55,7 +61,7 @@ func (r *Runner) ingest(ctx context.Context, sr stageRun) (stageResult, error) {
 	}
 	cfgs := make([]ingestSettings, len(r.p.Sources))
 	for i, s := range r.p.Sources {
-		cfgs[i] = ingestSettings{Source: s, ShardSize: r.p.Output.ShardSize, RowGroupRows: r.p.Output.RowGroupRows, JSONL: r.p.Output.JSONL}
+		cfgs[i] = ingestSettingsOf(r.p.Output, s)
 	}
 	fp, cfgJSON, err := r.fingerprint("ingest", ingestVersion, cfgs, nil)
 	if err != nil {

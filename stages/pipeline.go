@@ -26,6 +26,7 @@ import (
 	"github.com/augmentdata/augment/clip"
 	"github.com/augmentdata/augment/stages/formats"
 	"github.com/augmentdata/augment/stages/llm"
+	"github.com/augmentdata/augment/stages/shard"
 	"github.com/augmentdata/augment/storage"
 )
 
@@ -74,6 +75,9 @@ type Output struct {
 	RowGroupRows int `yaml:"row_group_rows"`
 	// JSONL also writes a .jsonl mirror next to every Parquet shard.
 	JSONL bool `yaml:"jsonl"`
+	// Compression is the codec of the Parquet shards' pages, one of
+	// shard.Compressions; default shard.DefaultCompression (snappy).
+	Compression string `yaml:"compression"`
 }
 
 // A Source is one raw dump to ingest.
@@ -395,6 +399,9 @@ func Parse(path string, b []byte) (*Pipeline, error) {
 	}
 	if p.Output.RowGroupRows < 1 {
 		at(lineOf(&root, "output.row_group_rows"), "output.row_group_rows: must be positive, got %d", p.Output.RowGroupRows)
+	}
+	if !slices.Contains(shard.Compressions, p.Output.Compression) {
+		at(lineOf(&root, "output.compression"), "output.compression: %q is not one of %s", p.Output.Compression, strings.Join(shard.Compressions, ", "))
 	}
 	// The llm blocks' problems start with their YAML path ("teacher.max_retries: …").
 	for _, err := range append(p.Teacher.Validate(), p.Embedder.Validate()...) {
@@ -753,6 +760,9 @@ func (p *Pipeline) defaults() {
 	}
 	if p.Output.RowGroupRows == 0 {
 		p.Output.RowGroupRows = 1000
+	}
+	if p.Output.Compression == "" {
+		p.Output.Compression = shard.DefaultCompression
 	}
 	for i := range p.Sources {
 		s := &p.Sources[i]

@@ -22,6 +22,8 @@ func TestParseErrors(t *testing.T) {
 			[]string{"p.yaml:2: unknown key sources[0].zzzz (sources[0] takes name, path, format, limit, fraction"}},
 		{"shard_size has its line", "sources: [{path: a, format: xlam}]\noutput:\n  dir: o\n  shard_size: -5\n",
 			[]string{"p.yaml:4: output.shard_size: must be positive, got -5"}},
+		{"unknown compression has its line", "sources: [{path: a, format: xlam}]\noutput:\n  dir: o\n  compression: lz4\n",
+			[]string{`p.yaml:4: output.compression: "lz4" is not one of snappy, zstd, none`}},
 		{"negative max_retries", "sources: [{path: a, format: xlam}]\nteacher:\n  max_retries: -1\nembedder:\n  max_retries: -2\n",
 			[]string{"p.yaml:3: teacher.max_retries: must not be negative", "p.yaml:5: embedder.max_retries: must not be negative"}},
 		{"api_key_env holding a key", "sources: [{path: a, format: xlam}]\nteacher:\n  provider: offline\n  api_key_env: sk-proj-abc123\n",
@@ -89,14 +91,14 @@ func TestParseDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	if p.Seed != 1 || p.Output.Dir != "out" || p.Output.ShardSize != 2000 || p.Sources[0].Name != "toolace" ||
-		p.Stages[0].Name != "export" || p.Stages[0].Export.Style != "function_call" || p.Teacher.Provider != "offline" {
+		p.Stages[0].Name != "export" || p.Stages[0].Export.Style != "function_call" || p.Teacher.Provider != "offline" || p.Output.Compression != "snappy" {
 		t.Errorf("defaults not applied: %+v", p)
 	}
 	if got := p.Resolve("x.json"); got != filepath.Join("dir", "x.json") {
 		t.Errorf("Resolve: %s", got)
 	}
 	eff, err := p.Effective()
-	if err != nil || !strings.Contains(string(eff), "shard_size: 2000") || strings.Contains(string(eff), "sample:") {
+	if err != nil || !strings.Contains(string(eff), "shard_size: 2000") || !strings.Contains(string(eff), "compression: snappy") || strings.Contains(string(eff), "sample:") {
 		t.Errorf("effective config: %v\n%s", err, eff)
 	}
 	if _, err := Parse("p.yaml", eff); err != nil {

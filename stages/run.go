@@ -833,7 +833,8 @@ func incr(m map[string]int64, k string) map[string]int64 {
 }
 
 func (r *Runner) shardOptions() shard.Options {
-	return shard.Options{Version: r.o.Version, RowGroupRows: r.p.Output.RowGroupRows, JSONL: r.p.Output.JSONL, Checked: true}
+	return shard.Options{Version: r.o.Version, RowGroupRows: r.p.Output.RowGroupRows, JSONL: r.p.Output.JSONL,
+		Compression: r.p.Output.Compression, Checked: true}
 }
 
 // manifestFile is the manifest of a stage directory.

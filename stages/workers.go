@@ -468,7 +468,7 @@ func (r *Runner) waitIngest(ctx context.Context, sr stageRun) (stageResult, erro
 	cfgs := make([]ingestSettings, len(r.p.Sources))
 	sfps := make([]string, len(r.p.Sources))
 	for i, s := range r.p.Sources {
-		cfgs[i] = ingestSettings{Source: s, ShardSize: r.p.Output.ShardSize, RowGroupRows: r.p.Output.RowGroupRows, JSONL: r.p.Output.JSONL}
+		cfgs[i] = ingestSettingsOf(r.p.Output, s)
 		var err error
 		if sfps[i], _, err = r.fingerprint("ingest", ingestVersion, cfgs[i], nil); err != nil {
 			return res, err

@@ -1,6 +1,7 @@
 package shard
 
 import (
+	"bytes"
 	"io"
 	"path/filepath"
 	"testing"
@@ -102,4 +103,40 @@ func BenchmarkCheck(b *testing.B) {
 			}
 		}
 	})
+}
+
+// BenchmarkCodecs measures each compression codec: encoding (with the
+// file's size per input byte as "size/json") and reading the file back.
+func BenchmarkCodecs(b *testing.B) {
+	for _, c := range Compressions {
+		b.Run(c, func(b *testing.B) {
+			o := Options{Compression: c}
+			forEachSet(b, func(b *testing.B, recs []*record.Record) {
+				n := jsonSize(b, recs)
+				var buf bytes.Buffer
+				if err := writeParquet(&buf, recs, o); err != nil {
+					b.Fatal(err)
+				}
+				b.Run("encode", func(b *testing.B) {
+					b.SetBytes(n)
+					for b.Loop() {
+						if err := writeParquet(io.Discard, recs, o); err != nil {
+							b.Fatal(err)
+						}
+					}
+					b.ReportMetric(float64(buf.Len())/float64(n), "size/json")
+				})
+				b.Run("read", func(b *testing.B) {
+					b.SetBytes(n)
+					data := buf.Bytes()
+					for b.Loop() {
+						err := scanReader(bytes.NewReader(data), int64(len(data)), "bench", nil, func(*record.Record) error { return nil })
+						if err != nil {
+							b.Fatal(err)
+						}
+					}
+				})
+			})
+		})
+	}
 }

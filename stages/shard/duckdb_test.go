@@ -80,33 +80,37 @@ func TestDuckDB(t *testing.T) {
 			return llamaFactoryRecords(t)
 		},
 	}
+	// Every codec with every set, DefaultCompression ("") included.
+	codecs := map[string]string{"": "SNAPPY", CompressionSnappy: "SNAPPY", CompressionZstd: "ZSTD", CompressionNone: "UNCOMPRESSED"}
 	for _, name := range []string{"fixtures", "synthetic", "llamafactory"} {
-		t.Run(name, func(t *testing.T) {
-			recs := cases[name](t)
-			path := writeShard(t, recs, Options{Version: "duck", RowGroupRows: 256})
-			cmd := exec.Command(node, script, path)
-			cmd.Env = append(os.Environ(), "AUGMENT_DUCKDB_NODE_MODULES="+modules)
-			var stderr strings.Builder
-			cmd.Stderr = &stderr
-			stdout, err := cmd.Output()
-			if err != nil {
-				t.Fatalf("duckdb_check.mjs: %v\n%s", err, stderr.String())
-			}
-			var got duckdbOut
-			if err := json.Unmarshal(stdout, &got); err != nil {
-				t.Fatalf("duckdb_check.mjs output: %v", err)
-			}
-			checkDuckDB(t, &got, recs)
-		})
+		for _, c := range append([]string{""}, Compressions...) {
+			t.Run(name+"/"+c, func(t *testing.T) {
+				recs := cases[name](t)
+				path := writeShard(t, recs, Options{Version: "duck", RowGroupRows: 256, Compression: c})
+				cmd := exec.Command(node, script, path)
+				cmd.Env = append(os.Environ(), "AUGMENT_DUCKDB_NODE_MODULES="+modules)
+				var stderr strings.Builder
+				cmd.Stderr = &stderr
+				stdout, err := cmd.Output()
+				if err != nil {
+					t.Fatalf("duckdb_check.mjs: %v\n%s", err, stderr.String())
+				}
+				var got duckdbOut
+				if err := json.Unmarshal(stdout, &got); err != nil {
+					t.Fatalf("duckdb_check.mjs output: %v", err)
+				}
+				checkDuckDB(t, &got, recs, codecs[c])
+			})
+		}
 	}
 }
 
-func checkDuckDB(t *testing.T, got *duckdbOut, recs []*record.Record) {
+func checkDuckDB(t *testing.T, got *duckdbOut, recs []*record.Record, codec string) {
 	t.Helper()
 	if !reflect.DeepEqual(got.Types, duckdbTypes) {
 		t.Errorf("DESCRIBE:\n got %v\nwant %v", got.Types, duckdbTypes)
 	}
-	if !reflect.DeepEqual(got.Compression, []string{"ZSTD"}) {
+	if !reflect.DeepEqual(got.Compression, []string{codec}) {
 		t.Errorf("codecs %v", got.Compression)
 	}
 	if len(got.Records) != len(recs) {

@@ -55,6 +55,10 @@ func TestRoundTrip(t *testing.T) {
 		{"fixtures one row per group", fixtureRecords(), Options{Version: "test", RowGroupRows: 1}},
 		{"synthetic several groups", syntheticRecords(1000, 1), Options{RowGroupRows: 300}},
 		{"empty", nil, Options{}},
+		{"zstd", syntheticRecords(500, 2), Options{Compression: CompressionZstd, RowGroupRows: 200}},
+		{"uncompressed", syntheticRecords(500, 3), Options{Compression: CompressionNone, RowGroupRows: 200}},
+		{"fixtures zstd", fixtureRecords(), Options{Compression: CompressionZstd}},
+		{"fixtures uncompressed", fixtureRecords(), Options{Compression: CompressionNone}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			want := normalized(tc.recs)
@@ -141,7 +145,7 @@ func TestSchema(t *testing.T) {
 	}
 	for _, rg := range md.RowGroups {
 		for _, c := range rg.Columns {
-			if got := c.MetaData.Codec.String(); got != "ZSTD" {
+			if got := c.MetaData.Codec.String(); got != "SNAPPY" { // DefaultCompression
 				t.Errorf("column %v codec %s", c.MetaData.PathInSchema, got)
 			}
 		}
@@ -329,6 +333,12 @@ func TestWriteRejectsBadRecords(t *testing.T) {
 	})
 	t.Run("negative row group size", func(t *testing.T) {
 		_, err := writeAt(t, filepath.Join(t.TempDir(), "s.parquet"), nil, Options{RowGroupRows: -1})
+		if reasonOf(err) != ReasonBadOptions {
+			t.Fatalf("err = %v", err)
+		}
+	})
+	t.Run("unknown compression", func(t *testing.T) {
+		_, err := writeAt(t, filepath.Join(t.TempDir(), "s.parquet"), nil, Options{Compression: "lz4_raw"})
 		if reasonOf(err) != ReasonBadOptions {
 			t.Fatalf("err = %v", err)
 		}

@@ -2,8 +2,11 @@ package shard
 
 import (
 	"encoding/json"
+	"math/rand/v2"
 	"strings"
 	"testing"
+
+	"github.com/augmentdata/augment/stages/record"
 )
 
 // validCases are inputs on every branch of ValidJSON; the test checks each
@@ -52,30 +55,68 @@ func BenchmarkValidJSON(b *testing.B) {
 		valid func([]byte) bool
 	}{{"ValidJSON", ValidJSON}, {"json.Valid", json.Valid}} {
 		b.Run(impl.name, func(b *testing.B) {
-			recs := syntheticRecords(2000, 42)
-			var fields [][]byte
-			var size int64
-			for _, r := range recs {
-				for _, t := range r.Tools {
-					fields = append(fields, t.Parameters)
-				}
-				for _, m := range r.Messages {
-					for _, c := range m.Calls {
-						fields = append(fields, c.Arguments)
+			forEachSet(b, func(b *testing.B, recs []*record.Record) {
+				var fields [][]byte
+				var size int64
+				for _, r := range recs {
+					for _, t := range r.Tools {
+						fields = append(fields, t.Parameters)
+					}
+					for _, m := range r.Messages {
+						for _, c := range m.Calls {
+							fields = append(fields, c.Arguments)
+						}
 					}
 				}
-			}
-			for _, f := range fields {
-				size += int64(len(f))
-			}
-			b.SetBytes(size)
-			for b.Loop() {
 				for _, f := range fields {
-					if !impl.valid(f) {
-						b.Fatal("invalid")
+					size += int64(len(f))
+				}
+				b.SetBytes(size)
+				for b.Loop() {
+					for _, f := range fields {
+						if !impl.valid(f) {
+							b.Fatal("invalid")
+						}
 					}
 				}
-			}
+			})
 		})
+	}
+}
+
+// TestSpecialIn holds the word-at-a-time test to plainByte: every byte
+// value at every position of words of plain bytes, and random words.
+func TestSpecialIn(t *testing.T) {
+	slow := func(w uint64) bool {
+		for k := range 8 {
+			if !plainByte[byte(w>>(8*k))] {
+				return true
+			}
+		}
+		return false
+	}
+	for _, fill := range []byte{'a', 0x20, 0x7f, 0x80, 0xff, '"' + 1, '\\' - 1} {
+		for pos := range 8 {
+			for c := range 256 {
+				var w uint64
+				for k := range 8 {
+					b := fill
+					if k == pos {
+						b = byte(c)
+					}
+					w |= uint64(b) << (8 * k)
+				}
+				if got, want := specialIn(w), slow(w); got != want {
+					t.Fatalf("specialIn(%#016x) = %v, want %v", w, got, want)
+				}
+			}
+		}
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	for range 1_000_000 {
+		w := rng.Uint64()
+		if got, want := specialIn(w), slow(w); got != want {
+			t.Fatalf("specialIn(%#016x) = %v, want %v", w, got, want)
+		}
 	}
 }
