@@ -327,7 +327,8 @@ type metaToolLibrary struct {
 	lib    *toollib.Library
 	usable []bool // the tool's parameters parse (QueryOf succeeded)
 	qs     []toollib.Query
-	qok    []bool // QueryOf succeeded
+	qok    []bool         // QueryOf succeeded
+	twins  []toollib.Twin // per tool, for near-twin tests of distractors
 
 	ixMu sync.Mutex
 	ix   *toollib.Index
@@ -344,11 +345,12 @@ func (s *metaToolStage) library() (*metaToolLibrary, error) {
 		return nil, err
 	}
 	ml := &metaToolLibrary{lib: lib, usable: make([]bool, len(lib.Tools)), qs: make([]toollib.Query, len(lib.Tools)),
-		qok: make([]bool, len(lib.Tools))}
+		qok: make([]bool, len(lib.Tools)), twins: make([]toollib.Twin, len(lib.Tools))}
 	for i, t := range lib.Tools {
 		q, err := toollib.QueryOf(t)
 		ml.usable[i] = err == nil && t.Name != verify.MetaTool && t.Name != verify.GetUserInput
 		ml.qs[i], ml.qok[i] = q, err == nil
+		ml.twins[i] = toollib.NewTwin(t)
 	}
 	s.lib = ml
 	return ml, nil
@@ -390,14 +392,7 @@ func (ml *metaToolLibrary) index(ctx context.Context, e toollib.Embedder) (*tool
 }
 
 // find returns the library index of a tool with t's exact definition, or -1.
-func (ml *metaToolLibrary) find(t record.Tool) int {
-	for _, i := range ml.lib.Named(t.Name) {
-		if toollib.SameDefinition(ml.lib.Tools[i], t) {
-			return i
-		}
-	}
-	return -1
-}
+func (ml *metaToolLibrary) find(t record.Tool) int { return ml.lib.Find(t) }
 
 // metaToolPlan is one record's draw and derived facts.
 type metaToolPlan struct {
@@ -409,6 +404,7 @@ type metaToolPlan struct {
 	invoked  []record.Tool
 	queries  []toollib.Query   // per invoked tool, once needed
 	vecs     []toollib.Vectors // per invoked tool, once needed
+	twins    []toollib.Twin    // per invoked tool, once needed
 	taken    map[string]bool   // names a library tool may not use
 }
 
@@ -612,13 +608,14 @@ func (s *metaToolStage) toolList(ctx context.Context, p *metaToolPlan) ([]record
 		}
 		kept := unused[:0]
 		for _, t := range unused {
-			var v *toollib.Vectors
-			if j := slices.IndexFunc(comparable, func(c record.Tool) bool { return c.Name == t.Name }); j >= 0 {
-				v = &vecs[j]
+			tw := toollib.NewTwin(t)
+			if s.twinOfInvoked(p, t, &tw) {
+				continue
 			}
-			if !s.standsIn(p, t, v) {
-				kept = append(kept, t)
+			if j := slices.IndexFunc(comparable, func(c record.Tool) bool { return c.Name == t.Name }); j >= 0 && s.likeInvoked(p, vecs[j]) {
+				continue
 			}
+			kept = append(kept, t)
 		}
 		unused = kept
 	}
@@ -667,15 +664,10 @@ func (s *metaToolStage) distractors(p *metaToolPlan, ml *metaToolLibrary, ix *to
 	budget := min(n, 64+32*need)
 	drawn := toollib.DrawSample(p.rng, n, need, budget, func(i int) bool {
 		t := ml.lib.Tools[i]
-		if !ml.usable[i] || p.taken[t.Name] {
+		if !ml.usable[i] || p.taken[t.Name] || s.twinOfInvoked(p, t, &ml.twins[i]) {
 			return false
 		}
-		var v *toollib.Vectors
-		if ix != nil {
-			vi := ix.Vectors(i)
-			v = &vi
-		}
-		if s.standsIn(p, t, v) {
+		if ix != nil && s.likeInvoked(p, ix.Vectors(i)) {
 			return false
 		}
 		p.taken[t.Name] = true
@@ -691,19 +683,35 @@ func (s *metaToolStage) distractors(p *metaToolPlan, ml *metaToolLibrary, ix *to
 	return out, nil
 }
 
-// standsIn reports whether cand could stand in for an invoked tool: the
-// same definition, a near-twin (toollib.NearTwins), or (when its vectors v
-// are known) an Algorithm-1 similarity above distractor_max_similarity in
-// either direction.
-func (s *metaToolStage) standsIn(p *metaToolPlan, cand record.Tool, v *toollib.Vectors) bool {
+// A tool could stand in for an invoked tool when it has the same
+// definition, is a near-twin (toollib.NearTwins), or (when its vectors are
+// known) has an Algorithm-1 similarity above distractor_max_similarity in
+// either direction. The tests without vectors come first: they decide
+// most candidates they reject, and the vectors cost a lookup.
+
+// twinOfInvoked reports whether cand, prepared as tw, has the definition of
+// an invoked tool or is the near-twin of one.
+func (s *metaToolStage) twinOfInvoked(p *metaToolPlan, cand record.Tool, tw *toollib.Twin) bool {
+	if p.twins == nil {
+		p.twins = make([]toollib.Twin, len(p.invoked))
+		for k, t := range p.invoked {
+			p.twins[k] = toollib.NewTwin(t)
+		}
+	}
 	for k, t := range p.invoked {
-		if toollib.SameDefinition(t, cand) || toollib.NearTwins(t, cand, lexicalTwinEmbedding, s.twin) {
+		if toollib.SameDefinition(t, cand) || p.twins[k].Near(tw, lexicalTwinEmbedding, s.twin) {
 			return true
 		}
-		if v == nil || p.vecs == nil {
-			continue
-		}
-		if kv, vk := toollib.Scores(s.alpha, p.vecs[k], *v); kv > s.cfg.DistractorMaxSimilarity || vk > s.cfg.DistractorMaxSimilarity {
+	}
+	return false
+}
+
+// likeInvoked reports whether a tool with vectors v is more similar to an
+// invoked tool than distractor_max_similarity allows, in either direction
+// (false until the invoked tools' vectors are known).
+func (s *metaToolStage) likeInvoked(p *metaToolPlan, v toollib.Vectors) bool {
+	for k := range p.vecs {
+		if toollib.ScoresExceed(s.alpha, p.vecs[k], v, s.cfg.DistractorMaxSimilarity) {
 			return true
 		}
 	}

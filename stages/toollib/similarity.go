@@ -200,6 +200,28 @@ func Scores(alpha float64, a, b Vectors) (ab, ba float64) {
 	return ab, d + (1-alpha)*(sum/float64(pb))
 }
 
+// ScoresExceed reports whether Score(alpha, a, b) or Score(alpha, b, a)
+// exceeds limit: exactly what Scores' two values say, for vectors of unit
+// length as Embed and Index make them. The parameter cosines are skipped
+// when the description cosine alone keeps both scores at or below limit (a
+// parameter score is at most 1, plus float32 rounding far below the margin
+// used here): a distractor draw tests every candidate against every
+// invoked tool, and most candidates are unrelated.
+func ScoresExceed(alpha float64, a, b Vectors, limit float64) bool {
+	if len(a.Params) > 0 && len(b.Params) > 0 {
+		if d := alpha * float64(dot(a.Desc, b.Desc)); d+(1-alpha)*paramBound <= limit {
+			return false
+		}
+	}
+	ab, ba := Scores(alpha, a, b)
+	return ab > limit || ba > limit
+}
+
+// paramBound is above any parameter score of unit vectors: a float32 dot
+// product of two unit vectors exceeds 1 by rounding only, by less than
+// 1e-4 even at thousands of dimensions.
+const paramBound = 1.01
+
 func paramScore(q, v [][]float32) float64 {
 	switch {
 	case len(q) == 0 && len(v) == 0:
