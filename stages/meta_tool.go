@@ -426,7 +426,7 @@ func (s *metaToolStage) Process(ctx context.Context, in *record.Record) ([]*reco
 			return nil, err
 		}
 	}
-	out := in.Clone()
+	out := changed(in) // the lists it changes are new; tools, calls and results are shared
 	tools, err := s.toolList(ctx, p)
 	if err != nil {
 		return nil, err
@@ -568,10 +568,10 @@ func (s *metaToolStage) toolList(ctx context.Context, p *metaToolPlan) ([]record
 		switch {
 		case invoked[t.Name]:
 			if !p.open || p.existing {
-				tools = append(tools, t.Clone())
+				tools = append(tools, t)
 			}
 		case p.hard:
-			unused = append(unused, t.Clone())
+			unused = append(unused, t)
 		}
 	}
 	if !p.hard {
@@ -678,7 +678,7 @@ func (s *metaToolStage) distractors(p *metaToolPlan, ml *metaToolLibrary, ix *to
 	}
 	out := make([]record.Tool, len(drawn))
 	for k, i := range drawn {
-		out[k] = ml.lib.Tools[i].Clone()
+		out[k] = ml.lib.Tools[i] // shared, as every tool of a record: no stage changes a tool in place
 	}
 	return out, nil
 }
