@@ -117,9 +117,16 @@ func (s *decisionTokens) Process(_ context.Context, r *record.Record) ([]*record
 // the runner changes in place: a deep Clone was most of such a stage's
 // work. Like Clone it drops Rendered. Tags get room for a few more.
 func changed(r *record.Record) *record.Record {
+	c := relabelled(r)
+	c.Messages = slices.Clone(r.Messages)
+	return c
+}
+
+// relabelled is changed without the copy of the messages, for a stage
+// that replaces the list of messages when it changes it.
+func relabelled(r *record.Record) *record.Record {
 	c := *r
 	c.Rendered = nil
-	c.Messages = slices.Clone(r.Messages)
 	c.Tags = append(make([]record.Tag, 0, len(r.Tags)+4), r.Tags...)
 	c.Lineage = slices.Clip(r.Lineage) // AddStep appends to a copy
 	return &c

@@ -1,6 +1,7 @@
 package stages
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -9,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 
 	"github.com/augmentdata/augment/jsonout"
 	"github.com/augmentdata/augment/stages/contract"
@@ -329,6 +331,9 @@ type metaToolLibrary struct {
 	qs     []toollib.Query
 	qok    []bool         // QueryOf succeeded
 	twins  []toollib.Twin // per tool, for near-twin tests of distractors
+	// encoded holds, per tool once first needed, its meta_tool arguments
+	// and oracle result as the stage writes them.
+	encoded []atomic.Pointer[metaToolEncoded]
 
 	ixMu sync.Mutex
 	ix   *toollib.Index
@@ -345,7 +350,8 @@ func (s *metaToolStage) library() (*metaToolLibrary, error) {
 		return nil, err
 	}
 	ml := &metaToolLibrary{lib: lib, usable: make([]bool, len(lib.Tools)), qs: make([]toollib.Query, len(lib.Tools)),
-		qok: make([]bool, len(lib.Tools)), twins: make([]toollib.Twin, len(lib.Tools))}
+		qok: make([]bool, len(lib.Tools)), twins: make([]toollib.Twin, len(lib.Tools)),
+		encoded: make([]atomic.Pointer[metaToolEncoded], len(lib.Tools))}
 	for i, t := range lib.Tools {
 		q, err := toollib.QueryOf(t)
 		ml.usable[i] = err == nil && t.Name != verify.MetaTool && t.Name != verify.GetUserInput
@@ -362,15 +368,47 @@ func (s *metaToolStage) library() (*metaToolLibrary, error) {
 // parameters again for every record was most of the stage's own CPU. The
 // query is shared; callers do not change it.
 func (s *metaToolStage) queryOf(t record.Tool) (toollib.Query, error) {
+	q, _, _, err := s.queryAt(t)
+	return q, err
+}
+
+// queryAt is queryOf, also returning the library it took the query from
+// and the tool's index there (nil and -1 when it computed the query).
+func (s *metaToolStage) queryAt(t record.Tool) (toollib.Query, *metaToolLibrary, int, error) {
 	s.mu.Lock()
 	ml := s.lib
 	s.mu.Unlock()
 	if ml != nil {
 		if i := ml.find(t); i >= 0 && ml.qok[i] {
-			return ml.qs[i], nil
+			return ml.qs[i], ml, i, nil
 		}
 	}
-	return toollib.QueryOf(t)
+	q, err := toollib.QueryOf(t)
+	return q, nil, -1, err
+}
+
+// metaToolEncoded is a library tool's meta_tool arguments and oracle
+// result, encoded once for every record that retrieves it.
+type metaToolEncoded struct {
+	args    []byte // jsonout of its query
+	tool    string // jsonout of the tool
+	argsErr error
+	toolErr error
+}
+
+// encodedAt returns library tool i's encodings, making them on first use
+// (two records racing make the same bytes; either is kept).
+func (ml *metaToolLibrary) encodedAt(i int) *metaToolEncoded {
+	if e := ml.encoded[i].Load(); e != nil {
+		return e
+	}
+	e := &metaToolEncoded{}
+	e.args, e.argsErr = jsonout.Marshal(ml.qs[i])
+	var b []byte
+	b, e.toolErr = jsonout.Marshal(ml.lib.Tools[i])
+	e.tool = string(b)
+	ml.encoded[i].Store(e)
+	return e
 }
 
 // index embeds the library on first use. A failure is a systemic error;
@@ -403,6 +441,8 @@ type metaToolPlan struct {
 	existing bool // open world, invoked tools stay listed
 	invoked  []record.Tool
 	queries  []toollib.Query   // per invoked tool, once needed
+	queryLib *metaToolLibrary  // the library queries came from, if any
+	queryAt  []int             // per invoked tool, its index in queryLib, or -1
 	vecs     []toollib.Vectors // per invoked tool, once needed
 	twins    []toollib.Twin    // per invoked tool, once needed
 	taken    map[string]bool   // names a library tool may not use
@@ -426,7 +466,9 @@ func (s *metaToolStage) Process(ctx context.Context, in *record.Record) ([]*reco
 			return nil, err
 		}
 	}
-	out := changed(in) // the lists it changes are new; tools, calls and results are shared
+	// The lists the stage changes are new (messages only once changed);
+	// tools, calls and results are shared.
+	out := relabelled(in)
 	tools, err := s.toolList(ctx, p)
 	if err != nil {
 		return nil, err
@@ -438,6 +480,9 @@ func (s *metaToolStage) Process(ctx context.Context, in *record.Record) ([]*reco
 		}
 	}
 	if s.cfg.GetUserInput {
+		if !insert {
+			out.Messages = slices.Clone(out.Messages)
+		}
 		for i := range out.Messages {
 			m := &out.Messages[i]
 			if m.Role == record.RoleAssistant && len(m.Calls) == 0 {
@@ -498,14 +543,18 @@ func (s *metaToolStage) invokedQueries(p *metaToolPlan) error {
 		return nil
 	}
 	qs := make([]toollib.Query, len(p.invoked))
+	at := make([]int, len(p.invoked))
 	for i, t := range p.invoked {
-		q, err := s.queryOf(t)
+		q, ml, j, err := s.queryAt(t)
 		if err != nil {
 			return contract.Rejectf(MetaToolBadParameters, "invoked %v", err)
 		}
-		qs[i] = q
+		qs[i], at[i] = q, j
+		if ml != nil {
+			p.queryLib = ml
+		}
 	}
-	p.queries = qs
+	p.queries, p.queryAt = qs, at
 	return nil
 }
 
@@ -744,7 +793,7 @@ func (s *metaToolStage) insertMetaCalls(ctx context.Context, p *metaToolPlan, ms
 				call := record.Message{Role: record.RoleAssistant}
 				res := record.Message{Role: record.RoleTool}
 				for id, k := range fresh {
-					args, err := jsonout.Marshal(p.queries[k])
+					args, err := p.argsJSON(k)
 					if err != nil {
 						return nil, err
 					}
@@ -767,6 +816,16 @@ func (s *metaToolStage) insertMetaCalls(ctx context.Context, p *metaToolPlan, ms
 	return out, nil
 }
 
+// argsJSON is the arguments of invoked tool k's meta_tool call: its query
+// as JSON, encoded once per library tool.
+func (p *metaToolPlan) argsJSON(k int) (json.RawMessage, error) {
+	if i := p.queryAt[k]; i >= 0 {
+		e := p.queryLib.encodedAt(i)
+		return e.args, e.argsErr
+	}
+	return jsonout.Marshal(p.queries[k])
+}
+
 // paperEnvelope wraps what the meta_tool call at position id of a turn of
 // n calls returns in seed 000 Fig 12's envelope (see MetaToolConfig).
 func paperEnvelope(returns string, id, n int) string {
@@ -782,6 +841,15 @@ func paperEnvelope(returns string, id, n int) string {
 func (s *metaToolStage) metaResult(ctx context.Context, p *metaToolPlan, k int, returned map[string]int) (string, error) {
 	target := p.invoked[k]
 	if s.cfg.ResultMode == MetaToolOracle {
+		if i := p.queryAt[k]; i >= 0 {
+			// The library's tool has the same name and description; its
+			// encoding is target's when parameters and response have the
+			// same bytes too.
+			if u := p.queryLib.lib.Tools[i]; bytes.Equal(u.Parameters, target.Parameters) && bytes.Equal(u.Response, target.Response) {
+				e := p.queryLib.encodedAt(i)
+				return e.tool, e.toolErr
+			}
+		}
 		b, err := jsonout.Marshal(target)
 		return string(b), err
 	}
