@@ -429,6 +429,17 @@ func (ml *metaToolLibrary) index(ctx context.Context, e toollib.Embedder) (*tool
 	return ix, nil
 }
 
+// twinOf is toollib.NewTwin(t), taken from a library tool of the same name
+// and description (all a Twin reads) when there is one.
+func (ml *metaToolLibrary) twinOf(t record.Tool) toollib.Twin {
+	for _, i := range ml.lib.Named(t.Name) {
+		if ml.lib.Tools[i].Description == t.Description {
+			return ml.twins[i]
+		}
+	}
+	return toollib.NewTwin(t)
+}
+
 // find returns the library index of a tool with t's exact definition, or -1.
 func (ml *metaToolLibrary) find(t record.Tool) int { return ml.lib.Find(t) }
 
@@ -657,7 +668,7 @@ func (s *metaToolStage) toolList(ctx context.Context, p *metaToolPlan) ([]record
 		}
 		kept := unused[:0]
 		for _, t := range unused {
-			tw := toollib.NewTwin(t)
+			tw := ml.twinOf(t)
 			if s.twinOfInvoked(p, t, &tw) {
 				continue
 			}
@@ -744,7 +755,11 @@ func (s *metaToolStage) twinOfInvoked(p *metaToolPlan, cand record.Tool, tw *too
 	if p.twins == nil {
 		p.twins = make([]toollib.Twin, len(p.invoked))
 		for k, t := range p.invoked {
-			p.twins[k] = toollib.NewTwin(t)
+			if p.queryLib != nil && p.queryAt[k] >= 0 {
+				p.twins[k] = p.queryLib.twins[p.queryAt[k]] // the same name and description
+			} else {
+				p.twins[k] = toollib.NewTwin(t)
+			}
 		}
 	}
 	for k, t := range p.invoked {

@@ -402,7 +402,8 @@ func normalize(v []float32) bool {
 // Memory: one float32 vector per distinct non-empty text (descriptions and
 // parameter descriptions; repeated texts such as "The city and state" are
 // stored once), i.e. about distinct_texts × dim × 4 bytes plus 4 bytes per
-// text reference. The demo data has ~2 distinct texts per tool, so 30,000
+// text reference and 24 per parameter reference (its vector's slice, so
+// that Vectors allocates nothing). The demo data has ~2 distinct texts per tool, so 30,000
 // tools take ~60k × 1024 × 4 B ≈ 250 MB with a 1024-dimensional model
 // (multilingual-e5-large), ~120 MB at 512. While it is built, the texts
 // and a map over them are held as well. Top allocates a scratch array of
@@ -412,6 +413,7 @@ type Index struct {
 	desc   []int32 // per tool: row of its description, -1 if empty
 	pstart []int32 // per tool i: its parameter rows are prow[pstart[i]:pstart[i+1]]
 	prow   []int32
+	pvec   [][]float32 // the vector of each of prow, for Vectors without allocating
 }
 
 // NewIndex embeds qs (typically QueryOf of every library tool, in library
@@ -428,6 +430,10 @@ func NewIndex(ctx context.Context, e Embedder, qs []Query, batch int) (*Index, e
 	if err := ix.tb.embed(ctx, e, batch); err != nil {
 		return nil, err
 	}
+	ix.pvec = make([][]float32, len(ix.prow))
+	for j, r := range ix.prow {
+		ix.pvec[j] = ix.tb.vector(r)
+	}
 	return ix, nil
 }
 
@@ -438,12 +444,8 @@ func (ix *Index) Len() int { return len(ix.desc) }
 // not be changed.
 func (ix *Index) Vectors(i int) Vectors {
 	v := Vectors{Desc: ix.tb.vector(ix.desc[i])}
-	rows := ix.prow[ix.pstart[i]:ix.pstart[i+1]]
-	if len(rows) > 0 {
-		v.Params = make([][]float32, len(rows))
-		for j, r := range rows {
-			v.Params[j] = ix.tb.vector(r)
-		}
+	if a, b := ix.pstart[i], ix.pstart[i+1]; b > a {
+		v.Params = ix.pvec[a:b:b]
 	}
 	return v
 }
