@@ -209,6 +209,7 @@ func (w *write) wait() error {
 // runChain takes shard name through every pass of the group in order.
 func (r *Runner) runChain(ctx context.Context, g *group, name string) (err error) {
 	var recs []*record.Record // the pass's input records, when the pass before handed them on
+	checked := false          // recs passed shard.Check (kept by a pass before, in memory)
 	var prev *write           // the last write started for this shard
 	defer func() {
 		if werr := prev.wait(); err == nil {
@@ -217,7 +218,7 @@ func (r *Runner) runChain(ctx context.Context, g *group, name string) (err error
 	}()
 	for _, p := range g.passes {
 		if p.upToDate {
-			recs = nil
+			recs, checked = nil, false
 			continue
 		}
 		start := time.Now()
@@ -249,7 +250,7 @@ func (r *Runner) runChain(ctx context.Context, g *group, name string) (err error
 			g.mu.Unlock()
 			p.prog.add(in.ref.Rows)
 			r.o.Log.Debug("skip shard", "stage", p.sr.name, "shard", name, "reason", "up to date")
-			recs = nil
+			recs, checked = nil, false
 			continue
 		}
 		if recs == nil {
@@ -262,8 +263,9 @@ func (r *Runner) runChain(ctx context.Context, g *group, name string) (err error
 			if recs, err = shard.Read(filepath.Join(r.dir, in.ref.Path)); err != nil {
 				return fmt.Errorf("stage %s: shard %s: %w", p.sr.name, name, err)
 			}
+			checked = false
 		}
-		o, err := r.processShard(ctx, p, name, recs)
+		o, err := r.processShard(ctx, p, name, recs, checked)
 		if isPending(err) {
 			g.mu.Lock()
 			p.pendingShards++
@@ -279,9 +281,9 @@ func (r *Runner) runChain(ctx context.Context, g *group, name string) (err error
 			for _, rec := range o.kept {
 				normalize(rec)
 			}
-			recs = o.kept
+			recs, checked = o.kept, true
 		} else {
-			recs = nil
+			recs, checked = nil, false
 		}
 		prev = r.startWrite(ctx, g, p, name, key, o, prev, start)
 	}

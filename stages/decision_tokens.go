@@ -111,14 +111,23 @@ func (s *decisionTokens) Process(_ context.Context, r *record.Record) ([]*record
 	return []*record.Record{out}, nil
 }
 
-// changed copies what the stage changes of r — its list of messages (their
-// Content), its tags and its lineage — and shares the rest (tools, calls,
-// results), which neither the stage nor the runner changes: a deep Clone
-// was most of the stage's work.
+// changed copies what a rule stage changes of r — its list of messages
+// (their Content, their lists of calls), its tags and its lineage — and
+// shares the rest (tools, calls, results), which neither such a stage nor
+// the runner changes in place: a deep Clone was most of such a stage's
+// work. Like Clone it drops Rendered. Tags get room for a few more.
 func changed(r *record.Record) *record.Record {
-	c := *r
+	c := relabelled(r)
 	c.Messages = slices.Clone(r.Messages)
-	c.Tags = slices.Clone(r.Tags)
+	return c
+}
+
+// relabelled is changed without the copy of the messages, for a stage
+// that replaces the list of messages when it changes it.
+func relabelled(r *record.Record) *record.Record {
+	c := *r
+	c.Rendered = nil
+	c.Tags = append(make([]record.Tag, 0, len(r.Tags)+4), r.Tags...)
 	c.Lineage = slices.Clip(r.Lineage) // AddStep appends to a copy
 	return &c
 }

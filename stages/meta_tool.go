@@ -1,6 +1,7 @@
 package stages
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -9,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 
 	"github.com/augmentdata/augment/jsonout"
 	"github.com/augmentdata/augment/stages/contract"
@@ -327,7 +329,11 @@ type metaToolLibrary struct {
 	lib    *toollib.Library
 	usable []bool // the tool's parameters parse (QueryOf succeeded)
 	qs     []toollib.Query
-	qok    []bool // QueryOf succeeded
+	qok    []bool         // QueryOf succeeded
+	twins  []toollib.Twin // per tool, for near-twin tests of distractors
+	// encoded holds, per tool once first needed, its meta_tool arguments
+	// and oracle result as the stage writes them.
+	encoded []atomic.Pointer[metaToolEncoded]
 
 	ixMu sync.Mutex
 	ix   *toollib.Index
@@ -344,11 +350,13 @@ func (s *metaToolStage) library() (*metaToolLibrary, error) {
 		return nil, err
 	}
 	ml := &metaToolLibrary{lib: lib, usable: make([]bool, len(lib.Tools)), qs: make([]toollib.Query, len(lib.Tools)),
-		qok: make([]bool, len(lib.Tools))}
+		qok: make([]bool, len(lib.Tools)), twins: make([]toollib.Twin, len(lib.Tools)),
+		encoded: make([]atomic.Pointer[metaToolEncoded], len(lib.Tools))}
 	for i, t := range lib.Tools {
 		q, err := toollib.QueryOf(t)
 		ml.usable[i] = err == nil && t.Name != verify.MetaTool && t.Name != verify.GetUserInput
 		ml.qs[i], ml.qok[i] = q, err == nil
+		ml.twins[i] = toollib.NewTwin(t)
 	}
 	s.lib = ml
 	return ml, nil
@@ -360,15 +368,47 @@ func (s *metaToolStage) library() (*metaToolLibrary, error) {
 // parameters again for every record was most of the stage's own CPU. The
 // query is shared; callers do not change it.
 func (s *metaToolStage) queryOf(t record.Tool) (toollib.Query, error) {
+	q, _, _, err := s.queryAt(t)
+	return q, err
+}
+
+// queryAt is queryOf, also returning the library it took the query from
+// and the tool's index there (nil and -1 when it computed the query).
+func (s *metaToolStage) queryAt(t record.Tool) (toollib.Query, *metaToolLibrary, int, error) {
 	s.mu.Lock()
 	ml := s.lib
 	s.mu.Unlock()
 	if ml != nil {
 		if i := ml.find(t); i >= 0 && ml.qok[i] {
-			return ml.qs[i], nil
+			return ml.qs[i], ml, i, nil
 		}
 	}
-	return toollib.QueryOf(t)
+	q, err := toollib.QueryOf(t)
+	return q, nil, -1, err
+}
+
+// metaToolEncoded is a library tool's meta_tool arguments and oracle
+// result, encoded once for every record that retrieves it.
+type metaToolEncoded struct {
+	args    []byte // jsonout of its query
+	tool    string // jsonout of the tool
+	argsErr error
+	toolErr error
+}
+
+// encodedAt returns library tool i's encodings, making them on first use
+// (two records racing make the same bytes; either is kept).
+func (ml *metaToolLibrary) encodedAt(i int) *metaToolEncoded {
+	if e := ml.encoded[i].Load(); e != nil {
+		return e
+	}
+	e := &metaToolEncoded{}
+	e.args, e.argsErr = jsonout.Marshal(ml.qs[i])
+	var b []byte
+	b, e.toolErr = jsonout.Marshal(ml.lib.Tools[i])
+	e.tool = string(b)
+	ml.encoded[i].Store(e)
+	return e
 }
 
 // index embeds the library on first use. A failure is a systemic error;
@@ -389,15 +429,19 @@ func (ml *metaToolLibrary) index(ctx context.Context, e toollib.Embedder) (*tool
 	return ix, nil
 }
 
-// find returns the library index of a tool with t's exact definition, or -1.
-func (ml *metaToolLibrary) find(t record.Tool) int {
+// twinOf is toollib.NewTwin(t), taken from a library tool of the same name
+// and description (all a Twin reads) when there is one.
+func (ml *metaToolLibrary) twinOf(t record.Tool) toollib.Twin {
 	for _, i := range ml.lib.Named(t.Name) {
-		if toollib.SameDefinition(ml.lib.Tools[i], t) {
-			return i
+		if ml.lib.Tools[i].Description == t.Description {
+			return ml.twins[i]
 		}
 	}
-	return -1
+	return toollib.NewTwin(t)
 }
+
+// find returns the library index of a tool with t's exact definition, or -1.
+func (ml *metaToolLibrary) find(t record.Tool) int { return ml.lib.Find(t) }
 
 // metaToolPlan is one record's draw and derived facts.
 type metaToolPlan struct {
@@ -408,7 +452,10 @@ type metaToolPlan struct {
 	existing bool // open world, invoked tools stay listed
 	invoked  []record.Tool
 	queries  []toollib.Query   // per invoked tool, once needed
+	queryLib *metaToolLibrary  // the library queries came from, if any
+	queryAt  []int             // per invoked tool, its index in queryLib, or -1
 	vecs     []toollib.Vectors // per invoked tool, once needed
+	twins    []toollib.Twin    // per invoked tool, once needed
 	taken    map[string]bool   // names a library tool may not use
 }
 
@@ -430,7 +477,9 @@ func (s *metaToolStage) Process(ctx context.Context, in *record.Record) ([]*reco
 			return nil, err
 		}
 	}
-	out := in.Clone()
+	// The lists the stage changes are new (messages only once changed);
+	// tools, calls and results are shared.
+	out := relabelled(in)
 	tools, err := s.toolList(ctx, p)
 	if err != nil {
 		return nil, err
@@ -442,6 +491,9 @@ func (s *metaToolStage) Process(ctx context.Context, in *record.Record) ([]*reco
 		}
 	}
 	if s.cfg.GetUserInput {
+		if !insert {
+			out.Messages = slices.Clone(out.Messages)
+		}
 		for i := range out.Messages {
 			m := &out.Messages[i]
 			if m.Role == record.RoleAssistant && len(m.Calls) == 0 {
@@ -502,14 +554,18 @@ func (s *metaToolStage) invokedQueries(p *metaToolPlan) error {
 		return nil
 	}
 	qs := make([]toollib.Query, len(p.invoked))
+	at := make([]int, len(p.invoked))
 	for i, t := range p.invoked {
-		q, err := s.queryOf(t)
+		q, ml, j, err := s.queryAt(t)
 		if err != nil {
 			return contract.Rejectf(MetaToolBadParameters, "invoked %v", err)
 		}
-		qs[i] = q
+		qs[i], at[i] = q, j
+		if ml != nil {
+			p.queryLib = ml
+		}
 	}
-	p.queries = qs
+	p.queries, p.queryAt = qs, at
 	return nil
 }
 
@@ -572,10 +628,10 @@ func (s *metaToolStage) toolList(ctx context.Context, p *metaToolPlan) ([]record
 		switch {
 		case invoked[t.Name]:
 			if !p.open || p.existing {
-				tools = append(tools, t.Clone())
+				tools = append(tools, t)
 			}
 		case p.hard:
-			unused = append(unused, t.Clone())
+			unused = append(unused, t)
 		}
 	}
 	if !p.hard {
@@ -612,13 +668,14 @@ func (s *metaToolStage) toolList(ctx context.Context, p *metaToolPlan) ([]record
 		}
 		kept := unused[:0]
 		for _, t := range unused {
-			var v *toollib.Vectors
-			if j := slices.IndexFunc(comparable, func(c record.Tool) bool { return c.Name == t.Name }); j >= 0 {
-				v = &vecs[j]
+			tw := ml.twinOf(t)
+			if s.twinOfInvoked(p, t, &tw) {
+				continue
 			}
-			if !s.standsIn(p, t, v) {
-				kept = append(kept, t)
+			if j := slices.IndexFunc(comparable, func(c record.Tool) bool { return c.Name == t.Name }); j >= 0 && s.likeInvoked(p, vecs[j]) {
+				continue
 			}
+			kept = append(kept, t)
 		}
 		unused = kept
 	}
@@ -667,15 +724,10 @@ func (s *metaToolStage) distractors(p *metaToolPlan, ml *metaToolLibrary, ix *to
 	budget := min(n, 64+32*need)
 	drawn := toollib.DrawSample(p.rng, n, need, budget, func(i int) bool {
 		t := ml.lib.Tools[i]
-		if !ml.usable[i] || p.taken[t.Name] {
+		if !ml.usable[i] || p.taken[t.Name] || s.twinOfInvoked(p, t, &ml.twins[i]) {
 			return false
 		}
-		var v *toollib.Vectors
-		if ix != nil {
-			vi := ix.Vectors(i)
-			v = &vi
-		}
-		if s.standsIn(p, t, v) {
+		if ix != nil && s.likeInvoked(p, ix.Vectors(i)) {
 			return false
 		}
 		p.taken[t.Name] = true
@@ -686,24 +738,44 @@ func (s *metaToolStage) distractors(p *metaToolPlan, ml *metaToolLibrary, ix *to
 	}
 	out := make([]record.Tool, len(drawn))
 	for k, i := range drawn {
-		out[k] = ml.lib.Tools[i].Clone()
+		out[k] = ml.lib.Tools[i] // shared, as every tool of a record: no stage changes a tool in place
 	}
 	return out, nil
 }
 
-// standsIn reports whether cand could stand in for an invoked tool: the
-// same definition, a near-twin (toollib.NearTwins), or (when its vectors v
-// are known) an Algorithm-1 similarity above distractor_max_similarity in
-// either direction.
-func (s *metaToolStage) standsIn(p *metaToolPlan, cand record.Tool, v *toollib.Vectors) bool {
+// A tool could stand in for an invoked tool when it has the same
+// definition, is a near-twin (toollib.NearTwins), or (when its vectors are
+// known) has an Algorithm-1 similarity above distractor_max_similarity in
+// either direction. The tests without vectors come first: they decide
+// most candidates they reject, and the vectors cost a lookup.
+
+// twinOfInvoked reports whether cand, prepared as tw, has the definition of
+// an invoked tool or is the near-twin of one.
+func (s *metaToolStage) twinOfInvoked(p *metaToolPlan, cand record.Tool, tw *toollib.Twin) bool {
+	if p.twins == nil {
+		p.twins = make([]toollib.Twin, len(p.invoked))
+		for k, t := range p.invoked {
+			if p.queryLib != nil && p.queryAt[k] >= 0 {
+				p.twins[k] = p.queryLib.twins[p.queryAt[k]] // the same name and description
+			} else {
+				p.twins[k] = toollib.NewTwin(t)
+			}
+		}
+	}
 	for k, t := range p.invoked {
-		if toollib.SameDefinition(t, cand) || toollib.NearTwins(t, cand, lexicalTwinEmbedding, s.twin) {
+		if toollib.SameDefinition(t, cand) || p.twins[k].Near(tw, lexicalTwinEmbedding, s.twin) {
 			return true
 		}
-		if v == nil || p.vecs == nil {
-			continue
-		}
-		if kv, vk := toollib.Scores(s.alpha, p.vecs[k], *v); kv > s.cfg.DistractorMaxSimilarity || vk > s.cfg.DistractorMaxSimilarity {
+	}
+	return false
+}
+
+// likeInvoked reports whether a tool with vectors v is more similar to an
+// invoked tool than distractor_max_similarity allows, in either direction
+// (false until the invoked tools' vectors are known).
+func (s *metaToolStage) likeInvoked(p *metaToolPlan, v toollib.Vectors) bool {
+	for k := range p.vecs {
+		if toollib.ScoresExceed(s.alpha, p.vecs[k], v, s.cfg.DistractorMaxSimilarity) {
 			return true
 		}
 	}
@@ -736,7 +808,7 @@ func (s *metaToolStage) insertMetaCalls(ctx context.Context, p *metaToolPlan, ms
 				call := record.Message{Role: record.RoleAssistant}
 				res := record.Message{Role: record.RoleTool}
 				for id, k := range fresh {
-					args, err := jsonout.Marshal(p.queries[k])
+					args, err := p.argsJSON(k)
 					if err != nil {
 						return nil, err
 					}
@@ -759,6 +831,16 @@ func (s *metaToolStage) insertMetaCalls(ctx context.Context, p *metaToolPlan, ms
 	return out, nil
 }
 
+// argsJSON is the arguments of invoked tool k's meta_tool call: its query
+// as JSON, encoded once per library tool.
+func (p *metaToolPlan) argsJSON(k int) (json.RawMessage, error) {
+	if i := p.queryAt[k]; i >= 0 {
+		e := p.queryLib.encodedAt(i)
+		return e.args, e.argsErr
+	}
+	return jsonout.Marshal(p.queries[k])
+}
+
 // paperEnvelope wraps what the meta_tool call at position id of a turn of
 // n calls returns in seed 000 Fig 12's envelope (see MetaToolConfig).
 func paperEnvelope(returns string, id, n int) string {
@@ -774,6 +856,15 @@ func paperEnvelope(returns string, id, n int) string {
 func (s *metaToolStage) metaResult(ctx context.Context, p *metaToolPlan, k int, returned map[string]int) (string, error) {
 	target := p.invoked[k]
 	if s.cfg.ResultMode == MetaToolOracle {
+		if i := p.queryAt[k]; i >= 0 {
+			// The library's tool has the same name and description; its
+			// encoding is target's when parameters and response have the
+			// same bytes too.
+			if u := p.queryLib.lib.Tools[i]; bytes.Equal(u.Parameters, target.Parameters) && bytes.Equal(u.Response, target.Response) {
+				e := p.queryLib.encodedAt(i)
+				return e.tool, e.toolErr
+			}
+		}
 		b, err := jsonout.Marshal(target)
 		return string(b), err
 	}

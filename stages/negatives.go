@@ -164,12 +164,16 @@ func (s *negatives) Concurrency() int {
 
 // Process returns r followed by its negatives.
 func (s *negatives) Process(ctx context.Context, r *record.Record) ([]*record.Record, error) {
-	turns := negativeTurns(r, s.cfg.AllowNoTools)
-	if len(turns) == 0 {
-		return []*record.Record{r}, nil
-	}
+	// The record's draw comes before its eligible turns: the draw is the
+	// first use of the record's own rng either way, and with the default
+	// ratio nine records in ten are not chosen and need no search of
+	// their turns (which reads every meta_tool result).
 	rng := s.env.Rand(r.ID)
 	if rng.Float64() >= s.cfg.Ratio {
+		return []*record.Record{r}, nil
+	}
+	turns := negativeTurns(r, s.cfg.AllowNoTools)
+	if len(turns) == 0 {
 		return []*record.Record{r}, nil
 	}
 	perm := rng.Perm(len(turns))
@@ -229,32 +233,37 @@ func assertNegative(neg *record.Record, called []string) error {
 }
 
 // negativeTurns returns the indices of r's call turns that can become
-// negatives (see NegativesConfig).
+// negatives (see NegativesConfig). Messages are read once, in order: the
+// names called and the tools meta_tool returned so far are kept as the scan
+// goes.
 func negativeTurns(r *record.Record, allowNoTools bool) []int {
 	var turns []int
 	seenUser := false
-	calledBefore := map[string]bool{}
+	unavailable := map[string]bool{} // called before, or returned by an earlier meta_tool result
 	for k, m := range r.Messages {
 		switch {
 		case m.Role == record.RoleUser:
 			seenUser = true
 		case m.Role == record.RoleAssistant && len(m.Calls) > 0:
 			names := calledNames(m)
-			if seenUser && negativeTurnOK(r, k, names, calledBefore, allowNoTools) {
+			if seenUser && negativeTurnOK(r, names, unavailable, allowNoTools) {
 				turns = append(turns, k)
 			}
 			for _, n := range names {
-				calledBefore[n] = true
+				unavailable[n] = true
+			}
+		case m.Role == record.RoleTool:
+			for _, t := range retrievedTools(r.Messages[k : k+1]) {
+				unavailable[t.Name] = true
 			}
 		}
 	}
 	return turns
 }
 
-func negativeTurnOK(r *record.Record, k int, names []string, calledBefore map[string]bool, allowNoTools bool) bool {
-	retrieved := retrievedTools(r.Messages[:k])
+func negativeTurnOK(r *record.Record, names []string, unavailable map[string]bool, allowNoTools bool) bool {
 	for _, n := range names {
-		if calledBefore[n] || slices.ContainsFunc(retrieved, func(t record.Tool) bool { return t.Name == n }) {
+		if unavailable[n] {
 			return false
 		}
 	}

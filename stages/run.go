@@ -735,7 +735,10 @@ func shardWorkers(st Stage) int {
 
 // processShard runs p's stage over recs, the records of its input shard
 // name, and sorts what became of them into a shardOut for writeShard.
-func (r *Runner) processShard(ctx context.Context, p *pass, name string, recs []*record.Record) (*shardOut, error) {
+// checked says recs passed shard.Check already (kept by the pass before and
+// handed on in memory): a record the stage returns as it was given (the
+// same pointer; a stage changes only a copy) is not checked again.
+func (r *Runner) processShard(ctx context.Context, p *pass, name string, recs []*record.Record, checked bool) (*shardOut, error) {
 	sr, st, sink := p.sr, p.st, p.sink
 	o := &shardOut{sh: manifests.Shard{Name: name}}
 	o.sh.In = int64(len(recs))
@@ -791,7 +794,7 @@ func (r *Runner) processShard(ctx context.Context, p *pass, name string, recs []
 				// UTF-8, a JSON column that is not one JSON value) is
 				// rejected here rather than failing the whole shard's write.
 				// A sink writes no Parquet and checks what it writes itself.
-				if sink != nil {
+				if sink != nil || checked && out == rec {
 					o.keep(out)
 					continue
 				}

@@ -65,3 +65,50 @@ func TestSameDefinitionCompactScan(t *testing.T) {
 		}
 	}
 }
+
+// TestFind: Library.Find is the first tool of the name with SameDefinition,
+// whichever of the library and the probe is written with white space.
+func TestFind(t *testing.T) {
+	tool := func(name, desc, params string) record.Tool {
+		return record.Tool{Name: name, Description: desc, Parameters: json.RawMessage(params)}
+	}
+	const (
+		p1       = `{"type":"object","properties":{"city":{"type":"string"}}}`
+		p1spaced = `{"type": "object", "properties": {"city": {"type": "string"}}}`
+		p2       = `{"type":"object"}`
+		p2spaced = `{ "type":"object" }`
+		p3       = `{"type":"object","properties":{"a b":{"type":"string"}}}`
+	)
+	var all []record.Tool
+	for _, name := range []string{"get_weather", "weather"} {
+		for _, desc := range []string{"Weather now", "Weather later", ""} {
+			for _, p := range []string{p1, p1spaced, p2, p2spaced, p3, `not json`} {
+				all = append(all, tool(name, desc, p))
+			}
+		}
+	}
+	// Libraries of every subset of the variants of one name would be too
+	// many: take seeded subsets.
+	for seed := range uint64(200) {
+		rng := seeded(seed)
+		var tools []record.Tool
+		for _, tl := range all {
+			if rng.IntN(3) == 0 {
+				tools = append(tools, tl)
+			}
+		}
+		lib := New(tools)
+		for _, probe := range append(all, tool("other", "x", p1)) {
+			want := -1
+			for _, i := range lib.Named(probe.Name) {
+				if SameDefinition(lib.Tools[i], probe) {
+					want = i
+					break
+				}
+			}
+			if got := lib.Find(probe); got != want {
+				t.Fatalf("seed %d: Find(%s %q %s) = %d, want %d", seed, probe.Name, probe.Description, probe.Parameters, got, want)
+			}
+		}
+	}
+}

@@ -200,6 +200,28 @@ func Scores(alpha float64, a, b Vectors) (ab, ba float64) {
 	return ab, d + (1-alpha)*(sum/float64(pb))
 }
 
+// ScoresExceed reports whether Score(alpha, a, b) or Score(alpha, b, a)
+// exceeds limit: exactly what Scores' two values say, for vectors of unit
+// length as Embed and Index make them. The parameter cosines are skipped
+// when the description cosine alone keeps both scores at or below limit (a
+// parameter score is at most 1, plus float32 rounding far below the margin
+// used here): a distractor draw tests every candidate against every
+// invoked tool, and most candidates are unrelated.
+func ScoresExceed(alpha float64, a, b Vectors, limit float64) bool {
+	if len(a.Params) > 0 && len(b.Params) > 0 {
+		if d := alpha * float64(dot(a.Desc, b.Desc)); d+(1-alpha)*paramBound <= limit {
+			return false
+		}
+	}
+	ab, ba := Scores(alpha, a, b)
+	return ab > limit || ba > limit
+}
+
+// paramBound is above any parameter score of unit vectors: a float32 dot
+// product of two unit vectors exceeds 1 by rounding only, by less than
+// 1e-4 even at thousands of dimensions.
+const paramBound = 1.01
+
 func paramScore(q, v [][]float32) float64 {
 	switch {
 	case len(q) == 0 && len(v) == 0:
@@ -380,7 +402,8 @@ func normalize(v []float32) bool {
 // Memory: one float32 vector per distinct non-empty text (descriptions and
 // parameter descriptions; repeated texts such as "The city and state" are
 // stored once), i.e. about distinct_texts × dim × 4 bytes plus 4 bytes per
-// text reference. The demo data has ~2 distinct texts per tool, so 30,000
+// text reference and 24 per parameter reference (its vector's slice, so
+// that Vectors allocates nothing). The demo data has ~2 distinct texts per tool, so 30,000
 // tools take ~60k × 1024 × 4 B ≈ 250 MB with a 1024-dimensional model
 // (multilingual-e5-large), ~120 MB at 512. While it is built, the texts
 // and a map over them are held as well. Top allocates a scratch array of
@@ -390,6 +413,7 @@ type Index struct {
 	desc   []int32 // per tool: row of its description, -1 if empty
 	pstart []int32 // per tool i: its parameter rows are prow[pstart[i]:pstart[i+1]]
 	prow   []int32
+	pvec   [][]float32 // the vector of each of prow, for Vectors without allocating
 }
 
 // NewIndex embeds qs (typically QueryOf of every library tool, in library
@@ -406,6 +430,10 @@ func NewIndex(ctx context.Context, e Embedder, qs []Query, batch int) (*Index, e
 	if err := ix.tb.embed(ctx, e, batch); err != nil {
 		return nil, err
 	}
+	ix.pvec = make([][]float32, len(ix.prow))
+	for j, r := range ix.prow {
+		ix.pvec[j] = ix.tb.vector(r)
+	}
 	return ix, nil
 }
 
@@ -416,12 +444,8 @@ func (ix *Index) Len() int { return len(ix.desc) }
 // not be changed.
 func (ix *Index) Vectors(i int) Vectors {
 	v := Vectors{Desc: ix.tb.vector(ix.desc[i])}
-	rows := ix.prow[ix.pstart[i]:ix.pstart[i+1]]
-	if len(rows) > 0 {
-		v.Params = make([][]float32, len(rows))
-		for j, r := range rows {
-			v.Params[j] = ix.tb.vector(r)
-		}
+	if a, b := ix.pstart[i], ix.pstart[i+1]; b > a {
+		v.Params = ix.pvec[a:b:b]
 	}
 	return v
 }

@@ -549,3 +549,33 @@ func TestOrderedBits(t *testing.T) {
 		}
 	}
 }
+
+// TestScoresExceed: ScoresExceed says what Scores' values say, for every
+// pair of tools of random indexes (unrelated and related texts, a tool
+// against itself), with limits at, just above and just below the scores.
+func TestScoresExceed(t *testing.T) {
+	for _, shared := range []float64{0, 0.7, 0.95} {
+		ix, _ := randomIndex(t, 120, 16, shared, 11)
+		for _, alpha := range []float64{0, 0.35, 0.5, 0.8, 1} {
+			skipped := 0
+			for i := range ix.Len() {
+				for j := i; j < ix.Len(); j++ {
+					a, b := ix.Vectors(i), ix.Vectors(j)
+					ab, ba := Scores(alpha, a, b)
+					hi := max(ab, ba)
+					for _, limit := range []float64{hi, math.Nextafter(hi, 2), math.Nextafter(hi, -2), 0.85, 0.5, 0.99, 1} {
+						if got, want := ScoresExceed(alpha, a, b, limit), ab > limit || ba > limit; got != want {
+							t.Fatalf("shared %v alpha %v tools %d, %d limit %v: ScoresExceed = %v, Scores %v, %v", shared, alpha, i, j, limit, got, ab, ba)
+						}
+					}
+					if len(a.Params) > 0 && len(b.Params) > 0 && alpha*float64(dot(a.Desc, b.Desc))+(1-alpha)*paramBound <= 0.85 {
+						skipped++
+					}
+				}
+			}
+			if shared == 0 && alpha == 0.5 && skipped == 0 {
+				t.Error("no pair took the short path: the test does not cover it")
+			}
+		}
+	}
+}

@@ -18,9 +18,10 @@ import (
 // Tools are sorted by name, then by definition; two tools are the same when
 // name, description and parameters are byte-identical.
 type Library struct {
-	Tools  []record.Tool
-	Hash   string // identifies the library's content; part of the key of stages that use it
-	byName map[string][]int
+	Tools   []record.Tool
+	Hash    string // identifies the library's content; part of the key of stages that use it
+	byName  map[string][]int
+	compact []bool // per tool: its parameters hold no white space outside strings
 }
 
 // New builds a library from tools, dropping exact duplicates.
@@ -28,10 +29,11 @@ func New(tools []record.Tool) *Library {
 	ts := slices.Clone(tools)
 	slices.SortFunc(ts, compare)
 	ts = slices.CompactFunc(ts, func(a, b record.Tool) bool { return compare(a, b) == 0 })
-	l := &Library{Tools: ts, byName: make(map[string][]int, len(ts))}
+	l := &Library{Tools: ts, byName: make(map[string][]int, len(ts)), compact: make([]bool, len(ts))}
 	h := sha256.New()
 	for i, t := range ts {
 		l.byName[t.Name] = append(l.byName[t.Name], i)
+		l.compact[i] = compact(t.Parameters)
 		h.Write([]byte(t.Name))
 		h.Write([]byte{0})
 		h.Write([]byte(t.Description))
@@ -45,6 +47,44 @@ func New(tools []record.Tool) *Library {
 
 // Named returns the indexes of the tools called name.
 func (l *Library) Named(name string) []int { return l.byName[name] }
+
+// Find returns the index of the first tool called t.Name with t's
+// definition (SameDefinition), or -1. The usual case, t itself in the
+// library with compact parameters, costs no scan of t's parameters.
+func (l *Library) Find(t record.Tool) int {
+	named := l.byName[t.Name]
+	for _, i := range named {
+		u := l.Tools[i]
+		switch {
+		case u.Description != t.Description:
+			continue
+		case !l.compact[i]:
+			// A tool written with white space may equal t once compacted,
+			// whatever comes later: the general rule decides.
+			return l.find(named, t)
+		case bytes.Equal(u.Parameters, t.Parameters):
+			// Every tool before it of that description is compact and
+			// differs from t, which is compact too: none is t's definition.
+			return i
+		}
+	}
+	// Every tool of that name and description is compact and none equals
+	// t: a compact t is none of them.
+	if compact(t.Parameters) {
+		return -1
+	}
+	return l.find(named, t)
+}
+
+// find is Find by SameDefinition, tool by tool.
+func (l *Library) find(named []int, t record.Tool) int {
+	for _, i := range named {
+		if SameDefinition(l.Tools[i], t) {
+			return i
+		}
+	}
+	return -1
+}
 
 func compare(a, b record.Tool) int {
 	if c := strings.Compare(a.Name, b.Name); c != 0 {

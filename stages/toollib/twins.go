@@ -28,10 +28,31 @@ import (
 // same name are not near-twins (they are the same tool or a name clash,
 // which callers handle by name).
 func NearTwins(a, b record.Tool, embed func(string) []float32, minDesc float64) bool {
-	if a.Name == b.Name || !NamesNear(a.Name, b.Name) {
+	ta, tb := NewTwin(a), NewTwin(b)
+	return ta.Near(&tb, embed, minDesc)
+}
+
+// A Twin is a tool prepared for many near-twin tests: its name is split
+// into words once (a distractor draw tests every candidate against every
+// invoked tool, and splitting both names again for each pair was most of
+// its work).
+type Twin struct {
+	name, desc string
+	words      []string
+}
+
+// NewTwin prepares t for Near.
+func NewTwin(t record.Tool) Twin {
+	return Twin{name: t.Name, desc: t.Description, words: nameWords(t.Name)}
+}
+
+// Near reports whether the tools a and b were prepared from are near-twins:
+// NearTwins of them, with the same arguments.
+func (a *Twin) Near(b *Twin, embed func(string) []float32, minDesc float64) bool {
+	if a.name == b.name || !wordsNear(a.words, b.words) {
 		return false
 	}
-	da, db := strings.TrimSpace(a.Description), strings.TrimSpace(b.Description)
+	da, db := strings.TrimSpace(a.desc), strings.TrimSpace(b.desc)
 	if da == "" || db == "" || chineseText(da) != chineseText(db) {
 		return true
 	}
@@ -63,14 +84,23 @@ func chineseText(s string) bool {
 // least 5 letters and one edit (insertion, deletion, substitution) turns one
 // into the other.
 func NamesNear(a, b string) bool {
-	x, y := nameWords(a), nameWords(b)
+	return wordsNear(nameWords(a), nameWords(b))
+}
+
+// wordsNear is NamesNear of two names split into the words x and y.
+func wordsNear(x, y []string) bool {
 	if len(x) == 0 || len(y) == 0 {
 		return false
 	}
 	if len(x) > len(y) {
 		x, y = y, x
 	}
-	return matchWords(x, y, make([]bool, len(y)))
+	var buf [16]bool
+	used := buf[:0]
+	if len(y) > len(buf) {
+		used = make([]bool, 0, len(y))
+	}
+	return matchWords(x, y, used[:len(y)])
 }
 
 // matchWords reports whether each word of x can be paired with a distinct

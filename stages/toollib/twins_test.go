@@ -1,6 +1,7 @@
 package toollib
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -97,4 +98,64 @@ func TestWordsMatchASCII(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestTwinNear: a prepared Twin answers as NearTwins for every pair of a
+// set of names and descriptions, with one Twin reused for many pairs.
+func TestTwinNear(t *testing.T) {
+	names := []string{"calculate_loan_payment", "calculate_loan_repayment", "generate_password", "generate_random_password",
+		"search_recipe", "search_recipes", "getColor", "get_colour", "search_books", "search_movies", "tool2", "tool_2", "", "__", "计算贷款"}
+	descs := []string{"Generate a random password", "Generate a password of a given length", "生成一个随机密码", ""}
+	embed := wordsVec(map[string]int{})
+	var tools []record.Tool
+	for _, n := range names {
+		for _, d := range descs {
+			tools = append(tools, record.Tool{Name: n, Description: d})
+		}
+	}
+	twins := make([]Twin, len(tools))
+	for i, tl := range tools {
+		twins[i] = NewTwin(tl)
+	}
+	for i, a := range tools {
+		for j, b := range tools {
+			for _, min := range []float64{0, 0.4, 1} {
+				if got, want := twins[i].Near(&twins[j], embed, min), NearTwins(a, b, embed, min); got != want {
+					t.Fatalf("Twin(%q %q).Near(%q %q, %v) = %v, NearTwins %v", a.Name, a.Description, b.Name, b.Description, min, got, want)
+				}
+			}
+		}
+	}
+}
+
+// BenchmarkTwins tests one invoked tool against 1,000 library names, as a
+// distractor draw does: NearTwins splits both names for every pair, a
+// prepared Twin splits each name once.
+func BenchmarkTwins(b *testing.B) {
+	inv := record.Tool{Name: "calculate_loan_payment", Description: "Calculate the monthly payment of a loan"}
+	var lib []record.Tool
+	for i := range 1000 {
+		lib = append(lib, record.Tool{Name: fmt.Sprintf("get_item_%d_details", i), Description: "Look up an item"})
+	}
+	embed := wordsVec(map[string]int{})
+	b.Run("NearTwins", func(b *testing.B) {
+		for b.Loop() {
+			for _, c := range lib {
+				NearTwins(inv, c, embed, 0.4)
+			}
+		}
+	})
+	b.Run("Twin", func(b *testing.B) {
+		twins := make([]Twin, len(lib))
+		for i, c := range lib {
+			twins[i] = NewTwin(c)
+		}
+		b.ResetTimer()
+		for b.Loop() {
+			ti := NewTwin(inv)
+			for i := range twins {
+				ti.Near(&twins[i], embed, 0.4)
+			}
+		}
+	})
 }

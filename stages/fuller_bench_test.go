@@ -1,0 +1,73 @@
+package stages
+
+import (
+	"context"
+	"testing"
+
+	"github.com/augmentdata/augment/stages/record"
+)
+
+// fullerBenchRecords are the demo rows of the three raw formats (English
+// and Chinese) as ingest makes them, and the library of their tools.
+func fullerBenchRecords(b *testing.B) ([]*record.Record, []record.Tool) {
+	recs := sharedRecords(b, 500,
+		dump{"derived/glaive_v2_format_glaive_toolcall_en_demo.json", "glaive"},
+		dump{"derived/glaive_v2_format_glaive_toolcall_zh_demo.json", "glaive"},
+		dump{"derived/toolace_format_glaive_toolcall_en_demo.json", "toolace"},
+		dump{"derived/toolace_format_glaive_toolcall_zh_demo.json", "toolace"},
+		dump{"derived/xlam_format_glaive_toolcall_en_demo.json", "xlam"},
+		dump{"derived/xlam_format_glaive_toolcall_zh_demo.json", "xlam"})
+	var lib []record.Tool
+	for _, r := range recs {
+		lib = append(lib, r.Tools...)
+	}
+	return recs, lib
+}
+
+// BenchmarkFullerStages runs each deterministic stage of the fuller chain
+// (meta_tool → decision_tokens → negatives, default settings, the offline
+// embedder) over the demo rows, each stage on the previous stage's output as
+// in a run; an op is one pass of one stage over all rows. cpu-ns/record is
+// the process's user+sys time per record.
+func BenchmarkFullerStages(b *testing.B) {
+	recs, lib := fullerBenchRecords(b)
+	ctx := context.Background()
+	mt := mtBuild(b, MetaToolConfig{}, mtEnv(lib, noiseOfflineEmbedder(b)))
+	dt := buildDecisionTokens(b, DecisionTokensConfig{})
+	neg := buildNegatives(b, NegativesConfig{Target: NegativeTargetToken}, nil)
+	run := func(b *testing.B, st Stage, in []*record.Record) []*record.Record {
+		var out []*record.Record
+		for _, r := range in {
+			o, err := st.Process(ctx, r)
+			if err != nil {
+				continue // rejects (meta_tool_few_distractors …) are no part of the next stage's input
+			}
+			out = append(out, o...)
+		}
+		return out
+	}
+	afterMT := run(b, mt, recs) // also embeds the library
+	afterDT := run(b, dt, afterMT)
+	for _, c := range []struct {
+		name string
+		st   Stage
+		in   []*record.Record
+	}{
+		{"meta_tool", mt, recs},
+		{"decision_tokens", dt, afterMT},
+		{"negatives", neg, afterDT},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			b.ReportAllocs()
+			before := cpuTime()
+			for b.Loop() {
+				run(b, c.st, c.in)
+			}
+			cpu := cpuTime() - before
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(c.in)), "ns/record")
+			// The process's CPU time (GC included), the fair figure on a
+			// shared machine.
+			b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N*len(c.in)), "cpu-ns/record")
+		})
+	}
+}
