@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"hash/fnv"
+	"math/bits"
 	"slices"
 	"strconv"
 	"strings"
@@ -735,9 +736,21 @@ func writeJSONString(b *bytes.Buffer, s string) {
 	dst := append(b.AvailableBuffer(), '"')
 	last := 0
 	for i := 0; i < len(s); {
+		// Eight bytes at a time up to the first that is not plain ASCII.
+		if i+8 <= len(s) {
+			m := specialBytes8(s[i : i+8])
+			if m == 0 {
+				i += 8
+				continue
+			}
+			i += bits.TrailingZeros64(m) / 8
+		}
 		c := s[i]
 		if jsonPlain[c] {
 			i++
+			for i < len(s) && s[i] >= utf8.RuneSelf && jsonPlain[s[i]] { // the rest of a non-ASCII run
+				i++
+			}
 			continue
 		}
 		var esc byte
@@ -771,6 +784,19 @@ func writeJSONString(b *bytes.Buffer, s string) {
 	}
 	dst = append(dst, s[last:]...)
 	b.Write(append(dst, '"'))
+}
+
+// specialBytes8 tests the eight bytes of s together, as one 64-bit word:
+// the lowest byte whose high bit is set in the result is the first that is
+// not plain ASCII for writeJSONString (a control character, '"', '\\' or a
+// byte of a non-ASCII character); 0 when all are plain. (The bits above
+// that byte may be wrong: a borrow runs upward.)
+func specialBytes8(s string) uint64 {
+	w := uint64(s[0]) | uint64(s[1])<<8 | uint64(s[2])<<16 | uint64(s[3])<<24 |
+		uint64(s[4])<<32 | uint64(s[5])<<40 | uint64(s[6])<<48 | uint64(s[7])<<56
+	const ones, highs = 0x0101010101010101, 0x8080808080808080
+	below := func(v, n uint64) uint64 { return (v - n*ones) & ^v & highs } // bytes below n (< 0x80)
+	return w&highs | below(w, 0x20) | below(w^'"'*ones, 1) | below(w^'\\'*ones, 1)
 }
 
 // jsonPlain marks the bytes of valid UTF-8 text that writeJSONString

@@ -274,8 +274,24 @@ func TestAppendSampleMatchesEncodingJSON(t *testing.T) {
 	}
 }
 
+// TestWriteJSONStringBlocks: each byte that needs care, at every place of
+// the eight-byte blocks writeJSONString tests together.
+func TestWriteJSONStringBlocks(t *testing.T) {
+	for _, special := range []string{"\"", "\\", "\n", "\x01", "\x1f", "\x7f", " ", "\u2028", "\u2029", "\u2027", "é", "\xff", "<&>", "\"\"", "\x00\"", "中\n"} {
+		for at := 0; at <= 20; at++ {
+			v := strings.Repeat("a", at) + special + strings.Repeat("b", 20-at)
+			var got bytes.Buffer
+			writeJSONString(&got, v)
+			if want, _ := jsonout.Marshal(v); got.String() != string(want) {
+				t.Errorf("%q: got %s want %s", v, got.String(), want)
+			}
+		}
+	}
+}
+
 func FuzzWriteJSONString(f *testing.F) {
 	f.Add("a\"b\\c\n\u2028\xff")
+	f.Add(`{"type":"object","properties":{"city":{"type":"string","description":"The city"}}} and some plain text to fill blocks`)
 	f.Fuzz(func(t *testing.T, s string) {
 		var got bytes.Buffer
 		writeJSONString(&got, s)
