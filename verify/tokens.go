@@ -9,7 +9,6 @@ import (
 
 	"github.com/tiktoken-go/tokenizer"
 
-	"github.com/augmentdata/augment/jsonout"
 	"github.com/augmentdata/augment/stages/record"
 )
 
@@ -294,25 +293,27 @@ func (t *TokenMemo) RecordTokens(r *record.Record) int { return recordTokens(r, 
 // shows it: the system prompt, then the tools as a compact JSON list of
 // {name, description, parameters}.
 func systemText(r *record.Record) string {
-	system := r.System
-	if len(r.Tools) > 0 {
-		type tool struct {
-			Name        string `json:"name"`
-			Description string `json:"description"`
-			Parameters  any    `json:"parameters"`
-		}
-		ts := make([]tool, len(r.Tools))
-		for i, t := range r.Tools {
-			ts[i] = tool{Name: t.Name, Description: t.Description, Parameters: rawOrString(t.Parameters)}
-		}
-		if b, err := jsonout.Marshal(ts); err == nil {
-			if system != "" {
-				system += "\n\n"
-			}
-			system += string(b)
-		}
+	if len(r.Tools) == 0 {
+		return r.System
 	}
-	return system
+	b := make([]byte, 0, len(r.System)+2+64*len(r.Tools))
+	if r.System != "" {
+		b = append(append(b, r.System...), "\n\n"...)
+	}
+	b = append(b, '[')
+	for i, t := range r.Tools {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, `{"name":`...)
+		b = appendJSONString(b, t.Name)
+		b = append(b, `,"description":`...)
+		b = appendJSONString(b, t.Description)
+		b = append(b, `,"parameters":`...)
+		b = appendRawOrString(b, t.Parameters)
+		b = append(b, '}')
+	}
+	return string(append(b, ']'))
 }
 
 // rawOrString keeps valid JSON as it is and turns anything else into a JSON
