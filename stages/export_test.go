@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/augmentdata/augment/atomicfs"
@@ -263,7 +264,7 @@ func TestAppendSampleMatchesEncodingJSON(t *testing.T) {
 	for _, v := range strs {
 		s := &sample{Conversations: []verify.Turn{{From: "human", Value: v}, {From: "gpt", Value: v + "!"}}, System: v, Tools: "[" + v + "]"}
 		var got bytes.Buffer
-		appendSample(&got, s)
+		appendSample(&got, s, nil)
 		var want bytes.Buffer
 		enc := json.NewEncoder(&want)
 		enc.SetEscapeHTML(false)
@@ -271,6 +272,45 @@ func TestAppendSampleMatchesEncodingJSON(t *testing.T) {
 		if got.String() != want.String() {
 			t.Errorf("%q:\n got %s\nwant %s", v, got.String(), want.String())
 		}
+	}
+}
+
+// TestQuoteMemo: strings written through a quoteMemo, remembered or not
+// (short, new, seen, over the budget), are writeJSONString's bytes.
+func TestQuoteMemo(t *testing.T) {
+	long := `[{"name":"get_weather","description":"Weather <now> & \"later\"\n","parameters":{"type":"object"}}]` + strings.Repeat(" pad", 40)
+	strs := []string{"", "short \"x\"", long, long + "\u2028", long + "\xff", strings.Repeat("潮汐", 100)}
+	var q quoteMemo
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(func() {
+			for round := range 3 {
+				for _, s := range strs {
+					var got, want bytes.Buffer
+					got.WriteString("prefix ")
+					q.write(&got, s)
+					want.WriteString("prefix ")
+					writeJSONString(&want, s)
+					if got.String() != want.String() {
+						t.Errorf("round %d: %.30q: got %s want %s", round, s, got.String(), want.String())
+					}
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if len(q.m) != 4 {
+		t.Errorf("memo holds %d strings, want the 4 long ones", len(q.m))
+	}
+	full := quoteMemo{used: quoteMemoBudget}
+	var got bytes.Buffer
+	if full.write(&got, long); len(full.m) != 0 || got.Len() == 0 {
+		t.Errorf("over the budget: %d remembered, %d bytes written", len(full.m), got.Len())
+	}
+	var none *quoteMemo
+	got.Reset()
+	if none.write(&got, long); got.Len() == 0 {
+		t.Error("nil memo wrote nothing")
 	}
 }
 
@@ -530,7 +570,7 @@ func BenchmarkAppendSample(b *testing.B) {
 		if s, err := e.render(r); err == nil {
 			samples = append(samples, s)
 			buf.Reset()
-			appendSample(&buf, s)
+			appendSample(&buf, s, nil)
 			size += int64(buf.Len())
 		}
 	}
@@ -539,7 +579,7 @@ func BenchmarkAppendSample(b *testing.B) {
 	for b.Loop() {
 		for _, s := range samples {
 			buf.Reset()
-			appendSample(&buf, s)
+			appendSample(&buf, s, nil)
 		}
 	}
 }
