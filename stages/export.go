@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"hash/fnv"
@@ -201,6 +202,7 @@ type exporter struct {
 	paramsSeen  sync.Map // FNV-64a of a tool's parameters → checkParams' answer
 	paramsCount atomic.Int64
 	quoted      quoteMemo // the tools strings of samples, as JSON strings
+	tools       toolsMemo // toolsJSON's answers
 }
 
 // sample is one LLaMA-Factory sharegpt row (tools_placement role turns it
@@ -379,7 +381,7 @@ func (e *exporter) render(r *record.Record) (*sample, error) {
 	if s.System == "" {
 		s.System = e.cfg.System
 	}
-	tools, err := toolsJSON(r.Tools)
+	tools, err := e.tools.json(r.Tools)
 	if err != nil {
 		return nil, contract.Rejectf("export_bad_tool", "%v", err)
 	}
@@ -719,6 +721,63 @@ func toolsJSON(tools []record.Tool) (string, error) {
 	}
 	b.WriteByte(']')
 	return b.String(), nil
+}
+
+// A toolsMemo remembers toolsJSON's answers by the tools' text, up to
+// toolsMemoBudget bytes of keys and answers: samples of one dataset repeat
+// their tool lists, and rendering them was half of Process. The zero value
+// is ready; safe for concurrent use.
+type toolsMemo struct {
+	mu   sync.Mutex
+	m    map[string]string
+	used int
+}
+
+const toolsMemoBudget = 32 << 20
+
+// json is toolsJSON(tools), remembered.
+func (t *toolsMemo) json(tools []record.Tool) (string, error) {
+	if len(tools) == 0 {
+		return "[]", nil
+	}
+	// The key holds every field toolsJSON reads, each after its length, so
+	// no two tool lists share a key.
+	n := 0
+	for _, tl := range tools {
+		n += 4*binary.MaxVarintLen64 + len(tl.Name) + len(tl.Description) + len(tl.Parameters) + len(tl.Response)
+	}
+	key := make([]byte, 0, n)
+	for _, tl := range tools {
+		key = appendField(key, tl.Name)
+		key = appendField(key, tl.Description)
+		key = appendField(key, tl.Parameters)
+		key = appendField(key, tl.Response)
+	}
+	t.mu.Lock()
+	v, ok := t.m[string(key)]
+	t.mu.Unlock()
+	if ok {
+		return v, nil
+	}
+	v, err := toolsJSON(tools)
+	if err != nil {
+		return "", err
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if _, ok := t.m[string(key)]; !ok && t.used+len(key)+len(v) <= toolsMemoBudget {
+		if t.m == nil {
+			t.m = map[string]string{}
+		}
+		t.m[string(key)] = v
+		t.used += len(key) + len(v)
+	}
+	return v, nil
+}
+
+// appendField appends f's length, then f.
+func appendField[T ~string | ~[]byte](key []byte, f T) []byte {
+	return append(binary.AppendUvarint(key, uint64(len(f))), f...)
 }
 
 // writeJSONString writes s as a JSON string exactly as encoding/json does

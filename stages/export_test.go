@@ -275,6 +275,35 @@ func TestAppendSampleMatchesEncodingJSON(t *testing.T) {
 	}
 }
 
+// TestToolsMemo: remembered answers are toolsJSON's, for lists that differ
+// in one field only or in where one field ends and the next starts, and
+// errors are not remembered.
+func TestToolsMemo(t *testing.T) {
+	lists := [][]record.Tool{
+		nil,
+		{{Name: "a", Description: "d", Parameters: json.RawMessage(`{"type":"object"}`)}},
+		{{Name: "a", Description: "d", Parameters: json.RawMessage(`{"type":"object"}`), Response: json.RawMessage(`{"r":1}`)}},
+		{{Name: "ad", Description: "", Parameters: json.RawMessage(`{"type":"object"}`)}},
+		{{Name: "a", Description: "d"}, {Name: "b", Description: "<&>\"x\"\n"}},
+		{{Name: "a", Description: "d"}},
+		{{Name: " ", Description: "d"}},
+		{{Name: "x", Parameters: json.RawMessage(`[]`)}},
+	}
+	var m toolsMemo
+	for round := range 2 {
+		for i, tools := range lists {
+			got, gotErr := m.json(tools)
+			want, wantErr := toolsJSON(tools)
+			if got != want || (gotErr == nil) != (wantErr == nil) {
+				t.Errorf("round %d, list %d: got %s, %v; want %s, %v", round, i, got, gotErr, want, wantErr)
+			}
+		}
+	}
+	if len(m.m) != 5 {
+		t.Errorf("memo holds %d lists, want the 5 good non-empty ones", len(m.m))
+	}
+}
+
 // TestQuoteMemo: strings written through a quoteMemo, remembered or not
 // (short, new, seen, over the budget), are writeJSONString's bytes.
 func TestQuoteMemo(t *testing.T) {
