@@ -400,6 +400,7 @@ func (e *exporter) render(r *record.Record) (*sample, error) {
 	if last < len(msgs)-1 {
 		e.env.Note("trailing user or tool turns after the last assistant turn are cut (they have no target)")
 	}
+	s.Conversations = make([]verify.Turn, 0, last+1)
 	for i := 0; i <= last; i++ {
 		m := msgs[i]
 		switch m.Role {
