@@ -797,9 +797,23 @@ func writeJSONString(b *bytes.Buffer, s string) {
 	dst := append(b.AvailableBuffer(), '"')
 	last := 0
 	for i := 0; i < len(s); {
-		// Eight bytes at a time up to the first that is not plain ASCII.
+		// Eight bytes at a time, as one 64-bit word (the compiler loads them
+		// at once), up to the first that is not plain ASCII: the lowest byte
+		// of m with its high bit set is the first control character, '"',
+		// '\\' or byte of a non-ASCII character (the bits above it may be
+		// wrong, as a borrow runs upward).
 		if i+8 <= len(s) {
-			m := specialBytes8(s[i : i+8])
+			v := s[i : i+8]
+			w := uint64(v[0]) | uint64(v[1])<<8 | uint64(v[2])<<16 | uint64(v[3])<<24 |
+				uint64(v[4])<<32 | uint64(v[5])<<40 | uint64(v[6])<<48 | uint64(v[7])<<56
+			if w&0x8080808080808080 == 0x8080808080808080 { // eight bytes of non-ASCII characters
+				if e := w ^ 0xE2E2E2E2E2E2E2E2; (e-0x0101010101010101)&^e&0x8080808080808080 == 0 { // none is 0xE2
+					i += 8
+					continue
+				}
+			}
+			q, bs := w^0x2222222222222222, w^0x5c5c5c5c5c5c5c5c // '"' and '\\' bytes become 0
+			m := (w | (w-0x2020202020202020)&^w | (q-0x0101010101010101)&^q | (bs-0x0101010101010101)&^bs) & 0x8080808080808080
 			if m == 0 {
 				i += 8
 				continue
@@ -809,7 +823,7 @@ func writeJSONString(b *bytes.Buffer, s string) {
 		c := s[i]
 		if jsonPlain[c] {
 			i++
-			for i < len(s) && s[i] >= utf8.RuneSelf && jsonPlain[s[i]] { // the rest of a non-ASCII run
+			for i < len(s) && s[i] >= utf8.RuneSelf && s[i] != 0xE2 { // the rest of a non-ASCII character or run
 				i++
 			}
 			continue
@@ -845,19 +859,6 @@ func writeJSONString(b *bytes.Buffer, s string) {
 	}
 	dst = append(dst, s[last:]...)
 	b.Write(append(dst, '"'))
-}
-
-// specialBytes8 tests the eight bytes of s together, as one 64-bit word:
-// the lowest byte whose high bit is set in the result is the first that is
-// not plain ASCII for writeJSONString (a control character, '"', '\\' or a
-// byte of a non-ASCII character); 0 when all are plain. (The bits above
-// that byte may be wrong: a borrow runs upward.)
-func specialBytes8(s string) uint64 {
-	w := uint64(s[0]) | uint64(s[1])<<8 | uint64(s[2])<<16 | uint64(s[3])<<24 |
-		uint64(s[4])<<32 | uint64(s[5])<<40 | uint64(s[6])<<48 | uint64(s[7])<<56
-	const ones, highs = 0x0101010101010101, 0x8080808080808080
-	below := func(v, n uint64) uint64 { return (v - n*ones) & ^v & highs } // bytes below n (< 0x80)
-	return w&highs | below(w, 0x20) | below(w^'"'*ones, 1) | below(w^'\\'*ones, 1)
 }
 
 // jsonPlain marks the bytes of valid UTF-8 text that writeJSONString

@@ -346,7 +346,7 @@ func TestQuoteMemo(t *testing.T) {
 // TestWriteJSONStringBlocks: each byte that needs care, at every place of
 // the eight-byte blocks writeJSONString tests together.
 func TestWriteJSONStringBlocks(t *testing.T) {
-	for _, special := range []string{"\"", "\\", "\n", "\x01", "\x1f", "\x7f", " ", "\u2028", "\u2029", "\u2027", "é", "\xff", "<&>", "\"\"", "\x00\"", "中\n"} {
+	for _, special := range []string{"\"", "\\", "\n", "\x01", "\x1f", "\x7f", " ", "\u2028", "\u2029", "\u2027", "é", "\xff", "<&>", "\"\"", "\x00\"", "中\n", "中文中文中文\u2028中文中文\u2029", "中文中文中文中文\x01"} {
 		for at := 0; at <= 20; at++ {
 			v := strings.Repeat("a", at) + special + strings.Repeat("b", 20-at)
 			var got bytes.Buffer
