@@ -1,8 +1,6 @@
 package verify
 
 import (
-	"unicode/utf8"
-
 	"github.com/augmentdata/augment/jsonout"
 	"github.com/augmentdata/augment/stages/shard"
 )
@@ -13,21 +11,6 @@ import (
 // counting a record whose texts were counted before
 // (TestJSONTextMatchesJsonout holds them to jsonout's bytes).
 
-// appendJSONString appends s as jsonout.Marshal writes a string.
-func appendJSONString(dst []byte, s string) []byte {
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if c < 0x20 || c == '"' || c == '\\' || c == 0xE2 || c >= utf8.RuneSelf && !utf8.ValidString(s[i:]) {
-			// Escapes, U+2028/U+2029 or bad UTF-8: as encoding/json has it.
-			q, _ := jsonout.Marshal(s)
-			return append(dst, q...)
-		}
-	}
-	dst = append(dst, '"')
-	dst = append(dst, s...)
-	return append(dst, '"')
-}
-
 // appendRawOrString appends raw as jsonout.Marshal writes rawOrString(raw):
 // {} when it is empty, valid JSON compacted (white space outside strings
 // dropped), anything else as a JSON string.
@@ -36,7 +19,7 @@ func appendRawOrString(dst, raw []byte) []byte {
 		return append(dst, "{}"...)
 	}
 	if !shard.ValidJSON(raw) {
-		return appendJSONString(dst, string(raw))
+		return jsonout.AppendString(dst, string(raw))
 	}
 	return appendCompact(dst, raw)
 }

@@ -514,12 +514,12 @@ func toolsText(tools []record.Tool) string {
 func callJSON(c record.Call) string {
 	b := make([]byte, 0, 32+len(c.Name)+len(c.Arguments))
 	b = append(b, `{"name":`...)
-	b = appendJSONString(b, c.Name)
+	b = jsonout.AppendString(b, c.Name)
 	b = append(b, `,"arguments":`...)
 	if shard.ValidJSON(c.Arguments) {
 		b = appendCompact(b, c.Arguments)
 	} else {
-		b = appendJSONString(b, string(c.Arguments))
+		b = jsonout.AppendString(b, string(c.Arguments))
 	}
 	return string(append(b, '}'))
 }

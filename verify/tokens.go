@@ -9,6 +9,7 @@ import (
 
 	"github.com/tiktoken-go/tokenizer"
 
+	"github.com/augmentdata/augment/jsonout"
 	"github.com/augmentdata/augment/stages/record"
 )
 
@@ -306,9 +307,9 @@ func systemText(r *record.Record) string {
 			b = append(b, ',')
 		}
 		b = append(b, `{"name":`...)
-		b = appendJSONString(b, t.Name)
+		b = jsonout.AppendString(b, t.Name)
 		b = append(b, `,"description":`...)
-		b = appendJSONString(b, t.Description)
+		b = jsonout.AppendString(b, t.Description)
 		b = append(b, `,"parameters":`...)
 		b = appendRawOrString(b, t.Parameters)
 		b = append(b, '}')
