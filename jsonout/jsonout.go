@@ -7,6 +7,8 @@ package jsonout
 import (
 	"bytes"
 	"encoding/json"
+	"math/bits"
+	"unicode/utf8"
 )
 
 // Marshal returns v as compact JSON.
@@ -24,3 +26,91 @@ func MarshalIndent(v any, indent string) ([]byte, error) {
 	}
 	return bytes.TrimRight(buf.Bytes(), "\n"), nil
 }
+
+// AppendString appends s as a JSON string exactly as Marshal writes it
+// (encoding/json without HTML escaping); the common cases are written
+// directly, rare ones (control characters other than \n \r \t,
+// U+2028/U+2029, invalid UTF-8) through Marshal. The export writes every
+// string of its samples with it, and token counts the strings of tools
+// and calls.
+func AppendString(dst []byte, s string) []byte {
+	if !utf8.ValidString(s) {
+		q, _ := Marshal(s)
+		return append(dst, q...)
+	}
+	start := len(dst)
+	dst = append(dst, '"')
+	last := 0
+	for i := 0; i < len(s); {
+		// Eight bytes at a time, as one 64-bit word (the compiler loads them
+		// at once), up to the first that is not plain ASCII: the lowest byte
+		// of m with its high bit set is the first control character, '"',
+		// '\\' or byte of a non-ASCII character (the bits above it may be
+		// wrong, as a borrow runs upward).
+		if i+8 <= len(s) {
+			v := s[i : i+8]
+			w := uint64(v[0]) | uint64(v[1])<<8 | uint64(v[2])<<16 | uint64(v[3])<<24 |
+				uint64(v[4])<<32 | uint64(v[5])<<40 | uint64(v[6])<<48 | uint64(v[7])<<56
+			if w&0x8080808080808080 == 0x8080808080808080 { // eight bytes of non-ASCII characters
+				if e := w ^ 0xE2E2E2E2E2E2E2E2; (e-0x0101010101010101)&^e&0x8080808080808080 == 0 { // none is 0xE2
+					i += 8
+					continue
+				}
+			}
+			q, bs := w^0x2222222222222222, w^0x5c5c5c5c5c5c5c5c // '"' and '\\' bytes become 0
+			m := (w | (w-0x2020202020202020)&^w | (q-0x0101010101010101)&^q | (bs-0x0101010101010101)&^bs) & 0x8080808080808080
+			if m == 0 {
+				i += 8
+				continue
+			}
+			i += bits.TrailingZeros64(m) / 8
+		}
+		c := s[i]
+		if jsonPlain[c] {
+			i++
+			for i < len(s) && s[i] >= utf8.RuneSelf && s[i] != 0xE2 { // the rest of a non-ASCII character or run
+				i++
+			}
+			continue
+		}
+		var esc byte
+		switch c {
+		case '"':
+			esc = '"'
+		case '\\':
+			esc = '\\'
+		case '\n':
+			esc = 'n'
+		case '\r':
+			esc = 'r'
+		case '\t':
+			esc = 't'
+		case 0xE2: // U+2028 and U+2029 are E2 80 A8 and E2 80 A9
+			if i+2 < len(s) && s[i+1] == 0x80 && (s[i+2] == 0xA8 || s[i+2] == 0xA9) {
+				break
+			}
+			i++
+			continue
+		}
+		if esc == 0 { // another control character, U+2028 or U+2029
+			q, _ := Marshal(s)
+			return append(dst[:start], q...)
+		}
+		dst = append(dst, s[last:i]...)
+		dst = append(dst, '\\', esc)
+		i++
+		last = i
+	}
+	dst = append(dst, s[last:]...)
+	return append(dst, '"')
+}
+
+// jsonPlain marks the bytes of valid UTF-8 text that AppendString
+// copies as they are: all but '"', '\\', control characters and 0xE2 (the
+// lead byte of U+2028 and U+2029, which encoding/json escapes).
+var jsonPlain = func() (t [256]bool) {
+	for c := 0x20; c < 256; c++ {
+		t[c] = c != '"' && c != '\\' && c != 0xE2
+	}
+	return t
+}()

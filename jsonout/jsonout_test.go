@@ -2,6 +2,7 @@ package jsonout
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 )
 
@@ -24,4 +25,30 @@ func TestMarshal(t *testing.T) {
 	if _, err := Marshal(func() {}); err == nil {
 		t.Error("Marshal of a func: no error")
 	}
+}
+
+// TestAppendStringBlocks: each byte that needs care, at every place of
+// the eight-byte blocks AppendString tests together.
+func TestAppendStringBlocks(t *testing.T) {
+	for _, special := range []string{"\"", "\\", "\n", "\x01", "\x1f", "\x7f", " ", "\u2028", "\u2029", "\u2027", "é", "\xff", "<&>", "\"\"", "\x00\"", "中\n", "中文中文中文\u2028中文中文\u2029", "中文中文中文中文\x01"} {
+		for at := 0; at <= 20; at++ {
+			v := strings.Repeat("a", at) + special + strings.Repeat("b", 20-at)
+			got := AppendString([]byte("x"), v)
+			if want, _ := Marshal(v); string(got) != "x"+string(want) {
+				t.Errorf("%q: got %s want %s", v, got, want)
+			}
+		}
+	}
+}
+
+func FuzzAppendString(f *testing.F) {
+	f.Add("a\"b\\c\n\u2028\xff")
+	f.Add(`{"type":"object","properties":{"city":{"type":"string","description":"The city"}}} and some plain text to fill blocks`)
+	f.Fuzz(func(t *testing.T, s string) {
+		got := AppendString([]byte("x"), s)
+		want, _ := Marshal(s)
+		if string(got) != "x"+string(want) {
+			t.Fatalf("%q: got %s want %s", s, got, want)
+		}
+	})
 }

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"hash/fnv"
@@ -199,6 +200,8 @@ type exporter struct {
 
 	paramsSeen  sync.Map // FNV-64a of a tool's parameters → checkParams' answer
 	paramsCount atomic.Int64
+	quoted      quoteMemo // the tools strings of samples, as JSON strings
+	tools       toolsMemo // toolsJSON's answers
 }
 
 // sample is one LLaMA-Factory sharegpt row (tools_placement role turns it
@@ -377,7 +380,7 @@ func (e *exporter) render(r *record.Record) (*sample, error) {
 	if s.System == "" {
 		s.System = e.cfg.System
 	}
-	tools, err := toolsJSON(r.Tools)
+	tools, err := e.tools.json(r.Tools)
 	if err != nil {
 		return nil, contract.Rejectf("export_bad_tool", "%v", err)
 	}
@@ -396,6 +399,7 @@ func (e *exporter) render(r *record.Record) (*sample, error) {
 	if last < len(msgs)-1 {
 		e.env.Note("trailing user or tool turns after the last assistant turn are cut (they have no target)")
 	}
+	s.Conversations = make([]verify.Turn, 0, last+1)
 	for i := 0; i <= last; i++ {
 		m := msgs[i]
 		switch m.Role {
@@ -719,69 +723,71 @@ func toolsJSON(tools []record.Tool) (string, error) {
 	return b.String(), nil
 }
 
-// writeJSONString writes s as a JSON string exactly as encoding/json does
-// without HTML escaping; the common cases are written directly, rare ones
-// (control characters other than \n \r \t, U+2028/U+2029, invalid UTF-8)
-// through encoding/json. It appends to the buffer's free space in one
-// piece: a Write per escape was most of its time on tool lists, which are
-// JSON text full of quotes.
-func writeJSONString(b *bytes.Buffer, s string) {
-	if !utf8.ValidString(s) {
-		q, _ := jsonout.Marshal(s)
-		b.Write(q)
-		return
-	}
-	b.Grow(len(s) + len(s)/8 + 2)
-	dst := append(b.AvailableBuffer(), '"')
-	last := 0
-	for i := 0; i < len(s); {
-		c := s[i]
-		if jsonPlain[c] {
-			i++
-			continue
-		}
-		var esc byte
-		switch c {
-		case '"':
-			esc = '"'
-		case '\\':
-			esc = '\\'
-		case '\n':
-			esc = 'n'
-		case '\r':
-			esc = 'r'
-		case '\t':
-			esc = 't'
-		case 0xE2: // U+2028 and U+2029 are E2 80 A8 and E2 80 A9
-			if i+2 < len(s) && s[i+1] == 0x80 && (s[i+2] == 0xA8 || s[i+2] == 0xA9) {
-				break
-			}
-			i++
-			continue
-		}
-		if esc == 0 { // another control character, U+2028 or U+2029
-			q, _ := jsonout.Marshal(s)
-			b.Write(q)
-			return
-		}
-		dst = append(dst, s[last:i]...)
-		dst = append(dst, '\\', esc)
-		i++
-		last = i
-	}
-	dst = append(dst, s[last:]...)
-	b.Write(append(dst, '"'))
+// A toolsMemo remembers toolsJSON's answers by the tools' text, up to
+// toolsMemoBudget bytes of keys and answers: samples of one dataset repeat
+// their tool lists, and rendering them was half of Process. The zero value
+// is ready; safe for concurrent use.
+type toolsMemo struct {
+	mu   sync.Mutex
+	m    map[string]string
+	used int
 }
 
-// jsonPlain marks the bytes of valid UTF-8 text that writeJSONString
-// copies as they are: all but '"', '\\', control characters and 0xE2 (the
-// lead byte of U+2028 and U+2029, which encoding/json escapes).
-var jsonPlain = func() (t [256]bool) {
-	for c := 0x20; c < 256; c++ {
-		t[c] = c != '"' && c != '\\' && c != 0xE2
+const toolsMemoBudget = 32 << 20
+
+// json is toolsJSON(tools), remembered.
+func (t *toolsMemo) json(tools []record.Tool) (string, error) {
+	if len(tools) == 0 {
+		return "[]", nil
 	}
-	return t
-}()
+	// The key holds every field toolsJSON reads, each after its length, so
+	// no two tool lists share a key.
+	n := 0
+	for _, tl := range tools {
+		n += 4*binary.MaxVarintLen64 + len(tl.Name) + len(tl.Description) + len(tl.Parameters) + len(tl.Response)
+	}
+	key := make([]byte, 0, n)
+	for _, tl := range tools {
+		key = appendField(key, tl.Name)
+		key = appendField(key, tl.Description)
+		key = appendField(key, tl.Parameters)
+		key = appendField(key, tl.Response)
+	}
+	t.mu.Lock()
+	v, ok := t.m[string(key)]
+	t.mu.Unlock()
+	if ok {
+		return v, nil
+	}
+	v, err := toolsJSON(tools)
+	if err != nil {
+		return "", err
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if _, ok := t.m[string(key)]; !ok && t.used+len(key)+len(v) <= toolsMemoBudget {
+		if t.m == nil {
+			t.m = map[string]string{}
+		}
+		t.m[string(key)] = v
+		t.used += len(key) + len(v)
+	}
+	return v, nil
+}
+
+// appendField appends f's length, then f.
+func appendField[T ~string | ~[]byte](key []byte, f T) []byte {
+	return append(binary.AppendUvarint(key, uint64(len(f))), f...)
+}
+
+// writeJSONString writes s as a JSON string exactly as encoding/json does
+// without HTML escaping (jsonout.AppendString), into the buffer's free
+// space in one piece: a Write per escape was most of its time on tool
+// lists, which are JSON text full of quotes.
+func writeJSONString(b *bytes.Buffer, s string) {
+	b.Grow(len(s) + len(s)/8 + 2)
+	b.Write(jsonout.AppendString(b.AvailableBuffer(), s))
+}
 
 // WriteShard writes one data file of the dataset folder from the records
 // Process returned (each carries its rendering in Rendered).
@@ -795,7 +801,7 @@ func (e *exporter) WriteShard(_ context.Context, dir *atomicfs.Root, name string
 	if e.cfg.Format == "parquet" {
 		err = e.writeParquet(f, recs)
 	} else {
-		err = writeLines(f, recs)
+		err = writeLines(f, recs, &e.quoted)
 	}
 	if err != nil {
 		return nil, nil, err
@@ -804,15 +810,16 @@ func (e *exporter) WriteShard(_ context.Context, dir *atomicfs.Root, name string
 	return []manifests.FileRef{ref}, nil, f.Commit()
 }
 
-// writeLines writes the samples Process rendered as JSON lines.
-func writeLines(f *atomicfs.File, recs []*record.Record) error {
+// writeLines writes the samples Process rendered as JSON lines, their tools
+// strings through q.
+func writeLines(f *atomicfs.File, recs []*record.Record, q *quoteMemo) error {
 	w := bufio.NewWriterSize(f, 1<<20)
 	var b bytes.Buffer
 	for _, r := range recs {
 		line, ok := r.Rendered.([]byte)
 		if s, isSample := r.Rendered.(*sample); isSample {
 			b.Reset()
-			appendSample(&b, s)
+			appendSample(&b, s, q)
 			line, ok = b.Bytes(), true
 		}
 		if !ok {
@@ -843,8 +850,9 @@ func (e *exporter) writeParquet(f *atomicfs.File, recs []*record.Record) error {
 
 // appendSample writes s as one JSON line, byte for byte what encoding/json
 // writes without HTML escaping (the test holds it to that); by hand, because
-// encoding the samples was a tenth of ingest→export.
-func appendSample(b *bytes.Buffer, s *sample) {
+// encoding the samples was a tenth of ingest→export. The tools string goes
+// through q (nil: written each time).
+func appendSample(b *bytes.Buffer, s *sample, q *quoteMemo) {
 	n := 64 + len(s.System) + len(s.Tools) + len(s.Tools)/4
 	for _, t := range s.Conversations {
 		n += 24 + len(t.Value) + len(t.Value)/16
@@ -864,8 +872,51 @@ func appendSample(b *bytes.Buffer, s *sample) {
 	b.WriteString(`],"system":`)
 	writeJSONString(b, s.System)
 	b.WriteString(`,"tools":`)
-	writeJSONString(b, s.Tools)
+	q.write(b, s.Tools)
 	b.WriteString("}\n")
+}
+
+// A quoteMemo writes long strings as JSON strings and remembers what it
+// wrote, up to quoteMemoBudget bytes in all: samples of one dataset repeat
+// the same tool lists, JSON text dense with quotes that is slow to escape
+// (in the harness's xlam dump, 57 % of the bytes written). The zero value
+// is ready; safe for concurrent use; a nil *quoteMemo remembers nothing.
+type quoteMemo struct {
+	mu   sync.Mutex
+	m    map[string][]byte
+	used int
+}
+
+const (
+	quoteMemoMin    = 128 // shorter strings are written each time
+	quoteMemoBudget = 32 << 20
+)
+
+// write writes s as writeJSONString does.
+func (q *quoteMemo) write(b *bytes.Buffer, s string) {
+	if q == nil || len(s) < quoteMemoMin {
+		writeJSONString(b, s)
+		return
+	}
+	q.mu.Lock()
+	v, ok := q.m[s]
+	q.mu.Unlock()
+	if ok {
+		b.Write(v)
+		return
+	}
+	start := b.Len()
+	writeJSONString(b, s)
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if _, ok := q.m[s]; !ok && q.used+2*len(s) <= quoteMemoBudget {
+		if q.m == nil {
+			q.m = map[string][]byte{}
+		}
+		w := bytes.Clone(b.Bytes()[start:])
+		q.m[strings.Clone(s)] = w
+		q.used += len(s) + len(w)
+	}
 }
 
 // Finish writes dataset_info.json, which names the dataset folder (and,

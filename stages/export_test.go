@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/augmentdata/augment/atomicfs"
@@ -263,7 +264,7 @@ func TestAppendSampleMatchesEncodingJSON(t *testing.T) {
 	for _, v := range strs {
 		s := &sample{Conversations: []verify.Turn{{From: "human", Value: v}, {From: "gpt", Value: v + "!"}}, System: v, Tools: "[" + v + "]"}
 		var got bytes.Buffer
-		appendSample(&got, s)
+		appendSample(&got, s, nil)
 		var want bytes.Buffer
 		enc := json.NewEncoder(&want)
 		enc.SetEscapeHTML(false)
@@ -274,16 +275,72 @@ func TestAppendSampleMatchesEncodingJSON(t *testing.T) {
 	}
 }
 
-func FuzzWriteJSONString(f *testing.F) {
-	f.Add("a\"b\\c\n\u2028\xff")
-	f.Fuzz(func(t *testing.T, s string) {
-		var got bytes.Buffer
-		writeJSONString(&got, s)
-		want, _ := jsonout.Marshal(s)
-		if got.String() != string(want) {
-			t.Fatalf("%q: got %s want %s", s, got.String(), want)
+// TestToolsMemo: remembered answers are toolsJSON's, for lists that differ
+// in one field only or in where one field ends and the next starts, and
+// errors are not remembered.
+func TestToolsMemo(t *testing.T) {
+	lists := [][]record.Tool{
+		nil,
+		{{Name: "a", Description: "d", Parameters: json.RawMessage(`{"type":"object"}`)}},
+		{{Name: "a", Description: "d", Parameters: json.RawMessage(`{"type":"object"}`), Response: json.RawMessage(`{"r":1}`)}},
+		{{Name: "ad", Description: "", Parameters: json.RawMessage(`{"type":"object"}`)}},
+		{{Name: "a", Description: "d"}, {Name: "b", Description: "<&>\"x\"\n"}},
+		{{Name: "a", Description: "d"}},
+		{{Name: " ", Description: "d"}},
+		{{Name: "x", Parameters: json.RawMessage(`[]`)}},
+	}
+	var m toolsMemo
+	for round := range 2 {
+		for i, tools := range lists {
+			got, gotErr := m.json(tools)
+			want, wantErr := toolsJSON(tools)
+			if got != want || (gotErr == nil) != (wantErr == nil) {
+				t.Errorf("round %d, list %d: got %s, %v; want %s, %v", round, i, got, gotErr, want, wantErr)
+			}
 		}
-	})
+	}
+	if len(m.m) != 5 {
+		t.Errorf("memo holds %d lists, want the 5 good non-empty ones", len(m.m))
+	}
+}
+
+// TestQuoteMemo: strings written through a quoteMemo, remembered or not
+// (short, new, seen, over the budget), are writeJSONString's bytes.
+func TestQuoteMemo(t *testing.T) {
+	long := `[{"name":"get_weather","description":"Weather <now> & \"later\"\n","parameters":{"type":"object"}}]` + strings.Repeat(" pad", 40)
+	strs := []string{"", "short \"x\"", long, long + "\u2028", long + "\xff", strings.Repeat("潮汐", 100)}
+	var q quoteMemo
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(func() {
+			for round := range 3 {
+				for _, s := range strs {
+					var got, want bytes.Buffer
+					got.WriteString("prefix ")
+					q.write(&got, s)
+					want.WriteString("prefix ")
+					writeJSONString(&want, s)
+					if got.String() != want.String() {
+						t.Errorf("round %d: %.30q: got %s want %s", round, s, got.String(), want.String())
+					}
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if len(q.m) != 4 {
+		t.Errorf("memo holds %d strings, want the 4 long ones", len(q.m))
+	}
+	full := quoteMemo{used: quoteMemoBudget}
+	var got bytes.Buffer
+	if full.write(&got, long); len(full.m) != 0 || got.Len() == 0 {
+		t.Errorf("over the budget: %d remembered, %d bytes written", len(full.m), got.Len())
+	}
+	var none *quoteMemo
+	got.Reset()
+	if none.write(&got, long); got.Len() == 0 {
+		t.Error("nil memo wrote nothing")
+	}
 }
 
 // Issue 16: the demo's thoughts: true export wrote <think>…</think>, which
@@ -514,7 +571,7 @@ func BenchmarkAppendSample(b *testing.B) {
 		if s, err := e.render(r); err == nil {
 			samples = append(samples, s)
 			buf.Reset()
-			appendSample(&buf, s)
+			appendSample(&buf, s, nil)
 			size += int64(buf.Len())
 		}
 	}
@@ -523,7 +580,7 @@ func BenchmarkAppendSample(b *testing.B) {
 	for b.Loop() {
 		for _, s := range samples {
 			buf.Reset()
-			appendSample(&buf, s)
+			appendSample(&buf, s, nil)
 		}
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/augmentdata/augment/prompts"
 	"github.com/augmentdata/augment/stages/llm"
 	"github.com/augmentdata/augment/stages/record"
+	"github.com/augmentdata/augment/stages/shard"
 )
 
 // LLMEnv is what the LLM-backed checks (the judges and Equivalent) need.
@@ -511,16 +512,14 @@ func toolsText(tools []record.Tool) string {
 // callJSON writes a call as {"name": …, "arguments": …}; arguments that are
 // not valid JSON are shown as a string.
 func callJSON(c record.Call) string {
-	var args any = json.RawMessage(c.Arguments)
-	if !json.Valid(c.Arguments) {
-		args = string(c.Arguments)
+	b := make([]byte, 0, 32+len(c.Name)+len(c.Arguments))
+	b = append(b, `{"name":`...)
+	b = jsonout.AppendString(b, c.Name)
+	b = append(b, `,"arguments":`...)
+	if shard.ValidJSON(c.Arguments) {
+		b = appendCompact(b, c.Arguments)
+	} else {
+		b = jsonout.AppendString(b, string(c.Arguments))
 	}
-	b, err := jsonout.Marshal(struct {
-		Name      string `json:"name"`
-		Arguments any    `json:"arguments"`
-	}{c.Name, args})
-	if err != nil {
-		return c.Name
-	}
-	return string(b)
+	return string(append(b, '}'))
 }

@@ -112,9 +112,8 @@ func checkTurns(conversations []Turn, tpl *LFTemplate, readCalls bool) []Problem
 	}
 	for k, t := range turns {
 		i := k + off
-		path := indexPath("conversations", i)
 		if t.From == "" {
-			add(ReasonLFMissingField, path, `turn %d has no "from"`, i)
+			add(ReasonLFMissingField, indexPath("conversations", i), `turn %d has no "from"`, i)
 			continue
 		}
 		want := [2]string{"human", "observation"}
@@ -122,10 +121,10 @@ func checkTurns(conversations []Turn, tpl *LFTemplate, readCalls bool) []Problem
 			want = [2]string{"gpt", "function_call"}
 		}
 		if t.From != want[0] && t.From != want[1] {
-			add(ReasonLFRoleOrder, path, "turn %d is %q where LLaMA-Factory expects %s or %s", i, t.From, want[0], want[1])
+			add(ReasonLFRoleOrder, indexPath("conversations", i), "turn %d is %q where LLaMA-Factory expects %s or %s", i, t.From, want[0], want[1])
 		}
 		if t.From != "observation" && strings.TrimSpace(t.Value) == "" {
-			add(ReasonLFMissingField, path, "turn %d (%s) has an empty value", i, t.From)
+			add(ReasonLFMissingField, indexPath("conversations", i), "turn %d (%s) has an empty value", i, t.From)
 			continue
 		}
 		if t.From == "function_call" && readCalls {
@@ -134,7 +133,7 @@ func checkTurns(conversations []Turn, tpl *LFTemplate, readCalls bool) []Problem
 				if _, ok := err.(errNoParallel); ok {
 					kind = ReasonLFNoParallel
 				}
-				add(kind, path, "turn %d: %v", i, err)
+				add(kind, indexPath("conversations", i), "turn %d: %v", i, err)
 			}
 		}
 	}

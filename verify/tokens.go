@@ -35,20 +35,99 @@ var encoder = sync.OnceValue(func() tokenizer.Codec {
 // text such as "<|endoftext|>" is counted as ordinary text. Safe for
 // concurrent use; the first call loads the tables.
 //
-// The text is counted in pieces of at most tokenChunk bytes, so time is
-// linear in its length and memory bounded whatever the text (the encoder
-// itself is superlinear on long texts, and very much so on long runs
-// without a space: a 50 MB row took seconds per megabyte). The pieces are
-// cut where the encoding's pre-tokenizer always splits (see safeCut), so
-// the count is exact, except inside a run of more than tokenChunk bytes
-// without such a place (one long word, number or symbol run), where a cut
-// every tokenChunk bytes may shift the count by a token.
+// The text is cut into the pieces of the encoding's pre-tokenizer
+// (o200kPiece, linear in the text) and each piece is merged apart, as the
+// library does; a piece's count is remembered (pieceCounts), since words
+// repeat and the merge is most of the cost. That is the library's count of
+// the whole text. Two kinds of text are counted as before instead, in
+// chunks of at most tokenChunk bytes (countChunked): text that is not
+// valid UTF-8 (the library counts it with U+FFFD in place of bad bytes),
+// and text holding a run of more than tokenChunk bytes that the
+// pre-tokenizer keeps as one piece (one long word, number or symbol run),
+// which is cut every tokenChunk bytes, which may shift the count by a
+// token per cut: the library's merge is superlinear on such runs (a 50 MB
+// row took seconds per megabyte).
 func Tokens(text string) int {
-	n, _ := countChunked(text, tokenChunk)
-	return n
+	if len(text) > tokenChunk && forcedCut(text, tokenChunk) || !utf8.ValidString(text) {
+		n, _ := countChunked(text, tokenChunk)
+		return n
+	}
+	return countPieces(text)
 }
 
 const tokenChunk = 4096
+
+// forcedCut reports whether countChunked(text, size) cuts text somewhere
+// the pre-tokenizer does not always split. Where it does not, countChunked
+// counts exactly the library's count, and so does countPieces.
+func forcedCut(text string, size int) bool {
+	for len(text) > size {
+		cut, ok := safeCut(text, size)
+		if !ok {
+			return true
+		}
+		text = text[cut:]
+	}
+	return false
+}
+
+// pieceCounts remembers the token count of pieces of at most
+// pieceCountMax bytes, up to pieceCountsMax of them (a few tens of MB at
+// most; a dataset's vocabulary of pieces is far smaller).
+var pieceCounts struct {
+	sync.RWMutex
+	m map[string]int
+}
+
+const (
+	pieceCountMax  = 64
+	pieceCountsMax = 1 << 18
+)
+
+// countPieces counts valid UTF-8 text piece by piece, its pieces at most
+// tokenChunk bytes long (see Tokens).
+func countPieces(text string) int {
+	n := 0
+	var buf [16]string
+	missed := buf[:0] // pieces not remembered, counted after the look-ups
+	pieceCounts.RLock()
+	for s := text; s != ""; {
+		k, ok := o200kPiece(s)
+		piece := s[:k]
+		s = s[k:]
+		if !ok {
+			continue // DEL: the library counts no token for it
+		}
+		if c, ok := pieceCounts.m[piece]; ok {
+			n += c
+		} else {
+			missed = append(missed, piece)
+		}
+	}
+	pieceCounts.RUnlock()
+	if len(missed) == 0 {
+		return n
+	}
+	counts := make([]int, len(missed))
+	for i, piece := range missed {
+		if c, err := encoder().Count(piece); err == nil {
+			counts[i] = c
+		}
+		n += counts[i]
+	}
+	pieceCounts.Lock()
+	defer pieceCounts.Unlock()
+	if pieceCounts.m == nil {
+		pieceCounts.m = map[string]int{}
+	}
+	for i, piece := range missed {
+		if len(piece) <= pieceCountMax && len(pieceCounts.m) < pieceCountsMax {
+			// A copy: the text may live in a buffer its owner reuses.
+			pieceCounts.m[strings.Clone(piece)] = counts[i]
+		}
+	}
+	return n
+}
 
 // countChunked counts text in pieces of at most size bytes; forced
 // reports a cut where the pre-tokenizer does not always split.
@@ -215,25 +294,27 @@ func (t *TokenMemo) RecordTokens(r *record.Record) int { return recordTokens(r, 
 // shows it: the system prompt, then the tools as a compact JSON list of
 // {name, description, parameters}.
 func systemText(r *record.Record) string {
-	system := r.System
-	if len(r.Tools) > 0 {
-		type tool struct {
-			Name        string `json:"name"`
-			Description string `json:"description"`
-			Parameters  any    `json:"parameters"`
-		}
-		ts := make([]tool, len(r.Tools))
-		for i, t := range r.Tools {
-			ts[i] = tool{Name: t.Name, Description: t.Description, Parameters: rawOrString(t.Parameters)}
-		}
-		if b, err := jsonout.Marshal(ts); err == nil {
-			if system != "" {
-				system += "\n\n"
-			}
-			system += string(b)
-		}
+	if len(r.Tools) == 0 {
+		return r.System
 	}
-	return system
+	b := make([]byte, 0, len(r.System)+2+64*len(r.Tools))
+	if r.System != "" {
+		b = append(append(b, r.System...), "\n\n"...)
+	}
+	b = append(b, '[')
+	for i, t := range r.Tools {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, `{"name":`...)
+		b = jsonout.AppendString(b, t.Name)
+		b = append(b, `,"description":`...)
+		b = jsonout.AppendString(b, t.Description)
+		b = append(b, `,"parameters":`...)
+		b = appendRawOrString(b, t.Parameters)
+		b = append(b, '}')
+	}
+	return string(append(b, ']'))
 }
 
 // rawOrString keeps valid JSON as it is and turns anything else into a JSON

@@ -1,0 +1,178 @@
+package verify
+
+import (
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"unicode/utf8"
+
+	"github.com/dlclark/regexp2/v2"
+)
+
+// o200kPattern is o200k_base's pre-tokenizer as tiktoken-go/tokenizer
+// compiles it; regexp2 runs the library's generated matcher for it.
+const o200kPattern = `[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+`
+
+var o200kRegexp = regexp2.MustCompile(o200kPattern, regexp2.None)
+
+// libraryPieces are the library matcher's pieces of text.
+func libraryPieces(t testing.TB, text string) []string {
+	var out []string
+	m, err := o200kRegexp.FindStringMatch(text)
+	for ; m != nil && err == nil; m, err = o200kRegexp.FindNextMatch(m) {
+		out = append(out, m.String())
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func ourPieces(text string) []string {
+	var out []string
+	for text != "" {
+		n, ok := o200kPiece(text)
+		if ok {
+			out = append(out, text[:n])
+		}
+		text = text[n:]
+	}
+	return out
+}
+
+// pieceAlphabet holds characters of every class the pre-tokenizer tells
+// apart: ASCII letters of both cases, digits, symbols, apostrophes and
+// contraction letters, white space of several kinds (NEL, NBSP, ideographic
+// space, line separator), title case, modifier letters, other letters
+// (Chinese), marks, other numbers, long s, Kelvin sign.
+var pieceAlphabet = []rune("aAsStTrReEvVmMlLdDxZ019'’\" ./\\\n\r\t\v\f,!?{}[]:_-\u0085\u00a0\u3000\u2028ǅʰ々中文\u0301\u0903\u20dd²Ⅻſ\u212aÉéÀ😀\x7f")
+
+// TestO200kPiecesMatchLibrary: o200kPiece cuts text exactly where the
+// library's matcher does, and counting the pieces one by one gives the
+// library's count of the whole.
+func TestO200kPiecesMatchLibrary(t *testing.T) {
+	texts := slices.Clone(tokenTexts)
+	texts = append(texts, "  \n \n  x", "a  b", "x \t\n", "'s 'S 'ſ 're 'Ve 'LL 'l don't I'M", "\u0301", "A\u0301b", "ʰA", "AʰB.", "ǅx", "1234567", "², ½", "a\x7fb", "\x7f", " \x7f!", "!\x7f!", "x//\n\n/", " !!\r\n/ y")
+	for _, name := range []string{"glaive.json", "toolace.json", "xlam.json", "zh.jsonl", "chat.jsonl"} {
+		b, err := os.ReadFile(filepath.Join("..", "testdata", "demo", "dumps", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		texts = append(texts, string(b))
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	for range 3000 {
+		var sb strings.Builder
+		for range rng.IntN(24) + 1 {
+			sb.WriteRune(pieceAlphabet[rng.IntN(len(pieceAlphabet))])
+		}
+		texts = append(texts, sb.String())
+	}
+	for _, text := range texts {
+		checkPieces(t, text)
+	}
+}
+
+func checkPieces(t testing.TB, text string) {
+	got, want := ourPieces(text), libraryPieces(t, text)
+	if !slices.Equal(got, want) {
+		t.Fatalf("pieces of %q:\n got %q\nwant %q", text, got, want)
+	}
+	whole, err := encoder().Count(text)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := countPieces(text); n != whole {
+		t.Fatalf("%q: %d tokens piece by piece, %d whole", text, n, whole)
+	}
+}
+
+// FuzzO200kPieces: for any valid UTF-8 text, the pieces and the count are
+// the library's.
+func FuzzO200kPieces(f *testing.F) {
+	for _, s := range tokenTexts {
+		f.Add(s)
+	}
+	f.Add("  \n \n  x'll ſ 'ſ")
+	f.Fuzz(func(t *testing.T, text string) {
+		if !utf8.ValidString(text) || len(text) > tokenChunk {
+			t.Skip()
+		}
+		checkPieces(t, text)
+		if got, want := Tokens(text), countPieces(text); got != want {
+			t.Fatalf("Tokens = %d, pieces %d", got, want)
+		}
+	})
+}
+
+// TestTokensLongAsBefore: text longer than tokenChunk is counted piece by
+// piece when countChunked would cut it only where the pre-tokenizer always
+// splits (the counts are then equal), and by countChunked otherwise.
+func TestTokensLongAsBefore(t *testing.T) {
+	for _, text := range []string{
+		strings.Repeat("The weather in Paris is sunny, 21 degrees.\n", 400),
+		strings.Repeat("今天天气很好，我们去公园。", 900),
+		strings.Repeat("a", 10000),
+		"start " + strings.Repeat("9", 5000) + " end",
+		strings.Repeat("x", 3000) + strings.Repeat("ab ", 2000),
+		string([]byte{'a', 0xff, 'b'}) + strings.Repeat("word ", 2000),
+	} {
+		want, _ := countChunked(text, tokenChunk)
+		if got := Tokens(text); got != want {
+			t.Errorf("%.30q… (%d bytes): Tokens = %d, countChunked = %d", text, len(text), got, want)
+		}
+	}
+}
+
+// BenchmarkTokensDumps counts the lines of the demo dumps (prose, JSON,
+// Chinese): "pieces" as Tokens does, remembered pieces forgotten before
+// each round ("cold") or kept ("warm", a run's steady state: words
+// repeat), against "chunked", the library counting whole chunks.
+func BenchmarkTokensDumps(b *testing.B) {
+	var lines []string
+	size := 0
+	for _, name := range []string{"glaive.json", "toolace.json", "xlam.json", "zh.jsonl", "chat.jsonl"} {
+		data, err := os.ReadFile(filepath.Join("..", "testdata", "demo", "dumps", name))
+		if err != nil {
+			b.Fatal(err)
+		}
+		for l := range strings.Lines(string(data)) {
+			lines = append(lines, l)
+			size += len(l)
+		}
+	}
+	forget := func() {
+		pieceCounts.Lock()
+		pieceCounts.m = nil
+		pieceCounts.Unlock()
+	}
+	Tokens("warm up")
+	b.Run("chunked", func(b *testing.B) {
+		b.SetBytes(int64(size))
+		for b.Loop() {
+			for _, l := range lines {
+				countChunked(l, tokenChunk)
+			}
+		}
+	})
+	b.Run("pieces/cold", func(b *testing.B) {
+		b.SetBytes(int64(size))
+		for b.Loop() {
+			forget()
+			for _, l := range lines {
+				Tokens(l)
+			}
+		}
+	})
+	b.Run("pieces/warm", func(b *testing.B) {
+		b.SetBytes(int64(size))
+		for b.Loop() {
+			for _, l := range lines {
+				Tokens(l)
+			}
+		}
+	})
+}
