@@ -72,20 +72,11 @@ func o200kPiece(s string) (n int, ok bool) {
 	if s[0] == ' ' {
 		j = 1
 	}
-	if e := j; e < len(s) {
-		for e < len(s) {
-			r, n := runeAt(s, e)
-			if !isSymbol(r) {
-				break
-			}
-			e += n
+	if e := runOf(s, j, isSymbol); e > j {
+		for e < len(s) && (s[e] == '\n' || s[e] == '\r' || s[e] == '/') {
+			e++
 		}
-		if e > j {
-			for e < len(s) && (s[e] == '\n' || s[e] == '\r' || s[e] == '/') {
-				e++
-			}
-			return e, true
-		}
+		return e, true
 	}
 	// Branches 4 to 6: a run of white space.
 	end, last := 0, 0 // last: the start of the run's last character
@@ -117,22 +108,8 @@ func o200kPiece(s string) (n int, ok bool) {
 // wordLower is branch 0 from byte j of s (j is 0, or the length of the
 // prefix character): the end of the match, or 0 when it does not match.
 func wordLower(s string, j int) int {
-	k := j
-	for k < len(s) {
-		r, n := runeAt(s, k)
-		if !isUpperKind(r) {
-			break
-		}
-		k += n
-	}
-	e := k
-	for e < len(s) {
-		r, n := runeAt(s, e)
-		if !isLowerKind(r) {
-			break
-		}
-		e += n
-	}
+	k := runOf(s, j, isUpperKind)
+	e := runOf(s, k, isLowerKind)
 	if e == k {
 		// Give back upper-kind characters, last first, until one is also
 		// of lower kind (Lm, Lo, a mark): the match ends after it.
@@ -152,25 +129,11 @@ func wordLower(s string, j int) int {
 
 // wordUpper is branch 1 from byte j of s.
 func wordUpper(s string, j int) int {
-	e := j
-	for e < len(s) {
-		r, n := runeAt(s, e)
-		if !isUpperKind(r) {
-			break
-		}
-		e += n
-	}
+	e := runOf(s, j, isUpperKind)
 	if e == j {
 		return 0
 	}
-	for e < len(s) {
-		r, n := runeAt(s, e)
-		if !isLowerKind(r) {
-			break
-		}
-		e += n
-	}
-	return contraction(s, e)
+	return contraction(s, runOf(s, e, isLowerKind))
 }
 
 // contraction returns e moved past a contraction suffix at e, if any.
@@ -195,6 +158,18 @@ func contraction(s string, e int) int {
 		}
 	}
 	return e
+}
+
+// runOf returns the end of the run of characters in class from byte i of s.
+func runOf(s string, i int, class func(rune) bool) int {
+	for i < len(s) {
+		r, n := runeAt(s, i)
+		if !class(r) {
+			break
+		}
+		i += n
+	}
+	return i
 }
 
 // runeAt decodes the character at byte i of s.
