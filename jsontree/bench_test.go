@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/augmentdata/augment/internal/cputime"
 )
 
 // benchTexts are JSON texts shaped like the dumps' rows: a glaive-like row
@@ -32,7 +34,7 @@ func BenchmarkParse(b *testing.B) {
 			b.SetBytes(int64(len(text)))
 			b.ReportAllocs()
 			var a Arena
-			cpu0 := cpuTime()
+			cpu0 := cputime.Process()
 			for range b.N {
 				p := Parser{Data: text, CopyStrings: true, Arena: &a}
 				if _, err := p.Parse(); err != nil {
@@ -54,7 +56,7 @@ func BenchmarkCompact(b *testing.B) {
 		b.Run(name, func(b *testing.B) {
 			b.SetBytes(int64(len(benchTexts[name])))
 			b.ReportAllocs()
-			cpu0 := cpuTime()
+			cpu0 := cputime.Process()
 			for range b.N {
 				Compact(&v)
 			}
@@ -66,7 +68,7 @@ func BenchmarkCompact(b *testing.B) {
 // reportCPU reports the process CPU time per MB of text since cpu0
 // (cpu-ms/MB), steadier than wall time on a shared machine.
 func reportCPU(b *testing.B, cpu0 time.Duration, n int) {
-	if cpu := cpuTime() - cpu0; cpu > 0 {
+	if cpu := cputime.Process() - cpu0; cpu > 0 {
 		b.ReportMetric(cpu.Seconds()*1e3/(float64(n)*float64(b.N)/1e6), "cpu-ms/MB")
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/augmentdata/augment/internal/cputime"
 	"github.com/augmentdata/augment/manifests"
 	"github.com/augmentdata/augment/report"
 )
@@ -264,9 +265,9 @@ func BenchmarkGroupedChain(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				before := cpuTime()
+				before := cputime.Process()
 				_, err = r.Run(context.Background())
-				cpu += cpuTime() - before
+				cpu += cputime.Process() - before
 				r.Close()
 				if err != nil {
 					b.Fatal(err)

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/augmentdata/augment/internal/cputime"
 	"github.com/augmentdata/augment/manifests"
 	"github.com/augmentdata/augment/stages/record"
 	"github.com/augmentdata/augment/stages/shard"
@@ -201,10 +202,10 @@ func BenchmarkDedupStage(b *testing.B) {
 	for b.Loop() {
 		os.RemoveAll(filepath.Join(dir, "out", "01-dedup"))
 		os.WriteFile(filepath.Join(dir, "pipeline.yaml"), []byte(base+"  - dedup: {}\n"), 0o644)
-		start, cpu0 := time.Now(), cpuTime()
+		start, cpu0 := time.Now(), cputime.Process()
 		rep := runPipelineTB(b, filepath.Join(dir, "pipeline.yaml"))
 		b.ReportMetric(float64(n)/time.Since(start).Seconds(), "records/s")
-		b.ReportMetric(float64(n)/(cpuTime()-cpu0).Seconds(), "records/cpu-s")
+		b.ReportMetric(float64(n)/(cputime.Process()-cpu0).Seconds(), "records/cpu-s")
 		b.ReportMetric(float64(manifests.Sum(rep.Stages[1].Counts.Rejected)), "removed")
 	}
 }

@@ -10,10 +10,10 @@ import (
 	"runtime"
 	"slices"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
+	"github.com/augmentdata/augment/internal/cputime"
 	"github.com/augmentdata/augment/stages/contract"
 	"github.com/augmentdata/augment/stages/near"
 	"github.com/augmentdata/augment/stages/record"
@@ -391,14 +391,6 @@ func dedupStream(n int, planted *int, pair func(copyID, origID string)) func(yie
 	}
 }
 
-// cpuTime is the CPU time the process used so far (user and system): on a
-// shared machine, records per CPU-second say more than records per second.
-func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
 // BenchmarkDedup plans and processes generated records (AUGMENT_DEDUP_N,
 // default 1,000,000) and reports records/s over both, records per CPU-second
 // with and without the generator's share (it generates the records twice),
@@ -421,11 +413,11 @@ func BenchmarkDedup(b *testing.B) {
 			peak = ms.HeapAlloc - base
 		}
 		// The generator's own CPU time, to tell the stage's apart.
-		g0 := cpuTime()
+		g0 := cputime.Process()
 		dedupStream(n, nil, nil)(func(*record.Record) error { return nil })
-		gen := cpuTime() - g0
+		gen := cputime.Process() - g0
 		d := buildDedup(b, DedupConfig{}, 1)
-		start, cpu0 := time.Now(), cpuTime()
+		start, cpu0 := time.Now(), cputime.Process()
 		planted := 0
 		if _, err := d.Plan(context.Background(), dedupStream(n, &planted, nil)); err != nil {
 			b.Fatal(err)
@@ -447,7 +439,7 @@ func BenchmarkDedup(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		elapsed, cpu := time.Since(start), cpuTime()-cpu0
+		elapsed, cpu := time.Since(start), cputime.Process()-cpu0
 		found := 0
 		for c, o := range pairs {
 			if removed[c] == o || removed[o] == c {

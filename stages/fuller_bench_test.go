@@ -4,6 +4,7 @@ import (
 	"context"
 	"testing"
 
+	"github.com/augmentdata/augment/internal/cputime"
 	"github.com/augmentdata/augment/stages/record"
 )
 
@@ -59,11 +60,11 @@ func BenchmarkFullerStages(b *testing.B) {
 	} {
 		b.Run(c.name, func(b *testing.B) {
 			b.ReportAllocs()
-			before := cpuTime()
+			before := cputime.Process()
 			for b.Loop() {
 				run(b, c.st, c.in)
 			}
-			cpu := cpuTime() - before
+			cpu := cputime.Process() - before
 			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(c.in)), "ns/record")
 			// The process's CPU time (GC included), the fair figure on a
 			// shared machine.

@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/augmentdata/augment/internal/cputime"
 )
 
 // dump builds an input of at least size bytes from the fixture rows, as a
@@ -99,18 +101,7 @@ func BenchmarkParseRealData(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			var rows [][]byte
-			sc := NewScanner(bytes.NewReader(data))
-			for {
-				row, _, err := sc.Next()
-				if errors.Is(err, io.EOF) {
-					break
-				}
-				if err != nil {
-					b.Fatal(err)
-				}
-				rows = append(rows, bytes.Clone(row))
-			}
+			rows := scanRows(b, data)
 			format := strings.TrimSuffix(c.format, "-v1")
 			b.SetBytes(int64(len(data)))
 			b.ReportAllocs()
@@ -145,32 +136,40 @@ func BenchmarkParseDumps(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				sc := NewScanner(bytes.NewReader(data))
-				for {
-					row, _, err := sc.Next()
-					if errors.Is(err, io.EOF) {
-						break
-					}
-					if err != nil {
-						b.Fatal(err)
-					}
-					rows = append(rows, bytes.Clone(row))
+				for _, row := range scanRows(b, data) {
+					rows = append(rows, row)
 					n += len(row)
 				}
 			}
 			b.SetBytes(int64(n))
 			b.ReportAllocs()
 			b.ResetTimer()
-			cpu0 := cpuTime()
+			cpu0 := cputime.Process()
 			for range b.N {
 				for i, r := range rows {
 					// A few shared rows are rejected, as in a real run.
 					Parse(format, "bench", int64(i), r)
 				}
 			}
-			if cpu := cpuTime() - cpu0; cpu > 0 {
+			if cpu := cputime.Process() - cpu0; cpu > 0 {
 				b.ReportMetric(cpu.Seconds()*1e3/(float64(n)*float64(b.N)/1e6), "cpu-ms/MB")
 			}
 		})
+	}
+}
+
+// scanRows returns the rows of a dump, each a copy.
+func scanRows(b *testing.B, data []byte) [][]byte {
+	var rows [][]byte
+	sc := NewScanner(bytes.NewReader(data))
+	for {
+		row, _, err := sc.Next()
+		if errors.Is(err, io.EOF) {
+			return rows
+		}
+		if err != nil {
+			b.Fatal(err)
+		}
+		rows = append(rows, bytes.Clone(row))
 	}
 }

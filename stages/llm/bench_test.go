@@ -9,20 +9,12 @@ import (
 	"net/http"
 	"strings"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
+	"github.com/augmentdata/augment/internal/cputime"
 	"github.com/augmentdata/augment/stages/llm/fakellm"
 )
-
-func cpuTime(tb testing.TB) time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		tb.Fatal(err)
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
 
 // BenchmarkTeacherThroughput drives the teacher at a fixed number of
 // requests in flight against fakellm answering after 50 ms, running in a
@@ -87,13 +79,13 @@ func benchThroughput(b *testing.B, latency time.Duration, inflight int, cache bo
 		send(fmt.Sprint("n", b.N), b.N+2*inflight, func() {
 			switch finished.Add(1) {
 			case lead:
-				cpu0, t0 = cpuTime(b), time.Now()
+				cpu0, t0 = cputime.Process(), time.Now()
 				b.StartTimer()
 				close(started)
 			case end:
 				<-started
 				b.StopTimer()
-				t1, cpu1 = time.Now(), cpuTime(b)
+				t1, cpu1 = time.Now(), cputime.Process()
 			}
 		})
 		if err := teacher.Flush(); err != nil {

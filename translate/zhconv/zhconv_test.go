@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"unicode/utf8"
+
+	"github.com/augmentdata/augment/internal/cputime"
 )
 
 func mustS2TWP(t testing.TB) *Converter {
@@ -222,12 +224,12 @@ func BenchmarkConvert(b *testing.B) {
 	}{{"s2twp", mustS2TWP(b)}, {"t2s", mustT2S(b)}} {
 		b.Run(bc.name, func(b *testing.B) {
 			b.SetBytes(int64(len(text)))
-			cpu0, ok := cpuTime()
+			cpu0 := cputime.Process()
 			for b.Loop() {
 				bc.c.Convert(text)
 			}
 			b.ReportMetric(float64(chars)*float64(b.N)/b.Elapsed().Seconds(), "chars/s")
-			if cpu1, _ := cpuTime(); ok && cpu1 > cpu0 {
+			if cpu1 := cputime.Process(); cpu0 > 0 && cpu1 > cpu0 {
 				b.ReportMetric(float64(len(text))*float64(b.N)/(cpu1-cpu0).Seconds()/1e6, "MB/cpu-s")
 			}
 		})
