@@ -159,7 +159,8 @@ func BenchmarkParseDumps(b *testing.B) {
 }
 
 // scanRows returns the rows of a dump, each a copy.
-func scanRows(b *testing.B, data []byte) [][]byte {
+func scanRows(tb testing.TB, data []byte) [][]byte {
+	tb.Helper()
 	var rows [][]byte
 	sc := NewScanner(bytes.NewReader(data))
 	for {
@@ -168,7 +169,7 @@ func scanRows(b *testing.B, data []byte) [][]byte {
 			return rows
 		}
 		if err != nil {
-			b.Fatal(err)
+			tb.Fatal(err)
 		}
 		rows = append(rows, bytes.Clone(row))
 	}

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"flag"
-	"io"
 	"os"
 	"path/filepath"
 	"testing"
@@ -29,18 +28,7 @@ func fixtureRows(tb testing.TB, file string) [][]byte {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	var rows [][]byte
-	sc := NewScanner(bytes.NewReader(data))
-	for {
-		row, _, err := sc.Next()
-		if errors.Is(err, io.EOF) {
-			return rows
-		}
-		if err != nil {
-			tb.Fatal(err)
-		}
-		rows = append(rows, bytes.Clone(row))
-	}
+	return scanRows(tb, data)
 }
 
 // TestFixtures pins the records read from the fixtures (run with -update
