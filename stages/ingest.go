@@ -249,7 +249,8 @@ func allMatch(shards []manifests.Shard, key string, r *Runner) bool {
 type rawBatch struct {
 	index int // shard number
 	rows  []rawRow
-	first int64 // row index of rows[0]
+	first int64  // row index of rows[0]
+	buf   []byte // holds the texts of rows; free for reuse once they are parsed (Parse keeps no reference to a row)
 }
 
 // A rawRow is one row's bytes, or a row the scanner could not frame (bad
@@ -311,12 +312,13 @@ func (r *Runner) ingestSource(ctx context.Context, sr stageRun, src Source, path
 	// tools, not with the number of records.
 	tools := map[string]record.Tool{}
 	batches := make(chan rawBatch)
+	spare := make(chan []byte, workers+1) // batch buffers done with
 	var unread *formats.ScanError
 	var read int64 // rows read before unread
 	g.Go(func() error {
 		defer close(batches)
 		var err error
-		read, unread, err = r.readBatches(gctx, sc, src, batches)
+		read, unread, err = r.readBatches(gctx, sc, src, batches, spare)
 		return err
 	})
 	for range workers {
@@ -325,6 +327,10 @@ func (r *Runner) ingestSource(ctx context.Context, sr stageRun, src Source, path
 				sh, ts, err := r.ingestBatch(src, sr, b)
 				if err != nil {
 					return err
+				}
+				select {
+				case spare <- b.buf:
+				default:
 				}
 				mu.Lock()
 				shards = append(shards, sh)
@@ -383,18 +389,39 @@ func (r *Runner) ingestSource(ctx context.Context, sr stageRun, src Source, path
 	return shards, nil
 }
 
-// readBatches cuts the dump into raw batches. Rows are copied: the scanner
-// reuses its buffer. It returns the rows read and, when the scanner had to
-// stop early, its *formats.ScanError (the rest of the dump is unread).
-func (r *Runner) readBatches(ctx context.Context, sc *formats.Scanner, src Source, out chan<- rawBatch) (int64, *formats.ScanError, error) {
+// readBatches cuts the dump into raw batches. The scanner reuses its
+// buffer, so a batch's rows are copied, back to back, into one buffer of
+// the batch: a buffer a worker has handed back to spare (see rawBatch.buf)
+// when there is one, else a new one as large as the batch before. It
+// returns the rows read and, when the scanner had to stop early, its
+// *formats.ScanError (the rest of the dump is unread).
+func (r *Runner) readBatches(ctx context.Context, sc *formats.Scanner, src Source, out chan<- rawBatch, spare <-chan []byte) (int64, *formats.ScanError, error) {
 	b := rawBatch{}
+	var buf []byte // the batch's rows, back to back
+	var ends []int // where each row ends in buf
 	send := func() error {
+		start := 0
+		for i, end := range ends {
+			b.rows[i].text = buf[start:end:end]
+			if bad := b.rows[i].bad; bad != nil {
+				bad.Raw = b.rows[i].text // it was the scanner's
+			}
+			start = end
+		}
+		b.buf = buf
 		select {
 		case out <- b:
 		case <-ctx.Done():
 			return ctx.Err()
 		}
-		b = rawBatch{index: b.index + 1}
+		select {
+		case buf = <-spare:
+			buf = buf[:0]
+		default:
+			buf = make([]byte, 0, len(buf)+len(buf)/16)
+		}
+		ends = ends[:0]
+		b = rawBatch{index: b.index + 1, rows: make([]rawRow, 0, len(b.rows))}
 		return nil
 	}
 	var read int64
@@ -405,13 +432,15 @@ func (r *Runner) readBatches(ctx context.Context, sc *formats.Scanner, src Sourc
 			break
 		}
 		var bad *formats.RowError
-		switch {
-		case errors.As(err, &unread):
-		case errors.As(err, &bad):
-			bad.Raw = slices.Clone(bad.Raw)
-			row = bad.Raw
-		case err != nil:
-			return read, nil, err
+		if err != nil {
+			var re *formats.RowError // declared here: its address escapes
+			switch {
+			case errors.As(err, &unread):
+			case errors.As(err, &re):
+				bad, row = re, re.Raw
+			default:
+				return read, nil, err
+			}
 		}
 		if unread != nil {
 			break
@@ -419,7 +448,9 @@ func (r *Runner) readBatches(ctx context.Context, sc *formats.Scanner, src Sourc
 		if len(b.rows) == 0 {
 			b.first = idx
 		}
-		b.rows = append(b.rows, rawRow{text: slices.Clone(row), bad: bad})
+		buf = append(buf, row...)
+		ends = append(ends, len(buf))
+		b.rows = append(b.rows, rawRow{bad: bad})
 		read++
 		if len(b.rows) == r.p.Output.ShardSize {
 			if err := send(); err != nil {
