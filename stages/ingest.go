@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"maps"
 	"path/filepath"
 	"runtime"
 	"slices"
@@ -309,8 +308,9 @@ func (r *Runner) ingestSource(ctx context.Context, sr stageRun, src Source, path
 	var mu sync.Mutex
 	var shards []manifests.Shard
 	// Distinct tools only: memory must grow with the number of distinct
-	// tools, not with the number of records.
-	tools := map[string]record.Tool{}
+	// tools, not with the number of records. Ranked by shard, so that the
+	// tool kept of equal ones does not depend on which worker came first.
+	var tools toollib.Set
 	batches := make(chan rawBatch)
 	spare := make(chan []byte, workers+1) // batch buffers done with
 	var unread *formats.ScanError
@@ -335,7 +335,7 @@ func (r *Runner) ingestSource(ctx context.Context, sr stageRun, src Source, path
 				mu.Lock()
 				shards = append(shards, sh)
 				for _, t := range ts {
-					tools[toollib.Key(t)] = t
+					tools.Add(t, b.index)
 				}
 				mu.Unlock()
 			}
@@ -379,7 +379,7 @@ func (r *Runner) ingestSource(ctx context.Context, sr stageRun, src Source, path
 		shards[i].Key = key
 		shards[i].Inputs = []manifests.FileRef{{Path: filepath.Base(path), SHA256: sum, Bytes: f.Size, Source: f.Pin}}
 	}
-	lib := toollib.New(slices.Collect(maps.Values(tools)))
+	lib := toollib.New(tools.Tools())
 	ref, err := shard.WriteJSONL(sr.out, "tools-"+src.Name+".jsonl", lib.Tools)
 	if err != nil {
 		return nil, err
@@ -469,7 +469,7 @@ func (r *Runner) ingestBatch(src Source, sr stageRun, b rawBatch) (manifests.Sha
 	start := time.Now()
 	name := fmt.Sprintf("%s-%05d", src.Name, b.index)
 	o := &shardOut{sh: manifests.Shard{Name: name}}
-	var tools []record.Tool
+	var tools toollib.Set
 	for i, rr := range b.rows {
 		row, raw := b.first+int64(i), rr.text
 		o.sh.In++
@@ -503,12 +503,14 @@ func (r *Runner) ingestBatch(src Source, sr stageRun, b rawBatch) (manifests.Sha
 				o.sh.Counters = incr(o.sh.Counters, "repair."+kind)
 			}
 		}
-		tools = append(tools, rec.Tools...)
+		for _, t := range rec.Tools {
+			tools.Add(t, 0)
+		}
 		o.keep(rec)
 	}
 	sh, err := r.writeShard(context.Background(), sr, nil, o)
 	sh.Seconds = time.Since(start).Seconds()
-	return sh, toollib.New(tools).Tools, err
+	return sh, tools.Tools(), err
 }
 
 // keepFraction decides, from the seed and the row's identity only, whether a
