@@ -248,8 +248,9 @@ func allMatch(shards []manifests.Shard, key string, r *Runner) bool {
 type rawBatch struct {
 	index int // shard number
 	rows  []rawRow
-	first int64  // row index of rows[0]
-	buf   []byte // holds the texts of rows; free for reuse once they are parsed (Parse keeps no reference to a row)
+	first int64 // row index of rows[0]
+	// chunks hold the texts of rows (see readBatches); release hands them back
+	chunks []*[]byte
 }
 
 // A rawRow is one row's bytes, or a row the scanner could not frame (bad
@@ -312,13 +313,12 @@ func (r *Runner) ingestSource(ctx context.Context, sr stageRun, src Source, path
 	// tool kept of equal ones does not depend on which worker came first.
 	var tools toollib.Set
 	batches := make(chan rawBatch)
-	spare := make(chan []byte, workers+1) // batch buffers done with
 	var unread *formats.ScanError
 	var read int64 // rows read before unread
 	g.Go(func() error {
 		defer close(batches)
 		var err error
-		read, unread, err = r.readBatches(gctx, sc, src, batches, spare)
+		read, unread, err = r.readBatches(gctx, sc, src, batches)
 		return err
 	})
 	for range workers {
@@ -328,10 +328,7 @@ func (r *Runner) ingestSource(ctx context.Context, sr stageRun, src Source, path
 				if err != nil {
 					return err
 				}
-				select {
-				case spare <- b.buf:
-				default:
-				}
+				b.release()
 				mu.Lock()
 				shards = append(shards, sh)
 				for _, t := range ts {
@@ -389,40 +386,55 @@ func (r *Runner) ingestSource(ctx context.Context, sr stageRun, src Source, path
 	return shards, nil
 }
 
+// rowChunk is the size of the chunks readBatches copies rows into; a row
+// larger than a quarter of it gets a buffer of its own.
+const rowChunk = 256 << 10
+
+// rowChunks are chunks whose rows have been parsed (Parse keeps no
+// reference to a row), for the next batches.
+var rowChunks = sync.Pool{New: func() any { b := make([]byte, rowChunk); return &b }}
+
+// release hands the batch's chunks back; its rows are no longer valid.
+func (b *rawBatch) release() {
+	for _, c := range b.chunks {
+		rowChunks.Put(c)
+	}
+	b.chunks = nil
+}
+
 // readBatches cuts the dump into raw batches. The scanner reuses its
-// buffer, so a batch's rows are copied, back to back, into one buffer of
-// the batch: a buffer a worker has handed back to spare (see rawBatch.buf)
-// when there is one, else a new one as large as the batch before. It
-// returns the rows read and, when the scanner had to stop early, its
-// *formats.ScanError (the rest of the dump is unread).
-func (r *Runner) readBatches(ctx context.Context, sc *formats.Scanner, src Source, out chan<- rawBatch, spare <-chan []byte) (int64, *formats.ScanError, error) {
+// buffer, so rows are copied, back to back, into fixed-size chunks that
+// the batch holds until a worker has parsed it and releases them: memory
+// follows the bytes in flight, without a copy per row. It returns the rows
+// read and, when the scanner had to stop early, its *formats.ScanError
+// (the rest of the dump is unread).
+func (r *Runner) readBatches(ctx context.Context, sc *formats.Scanner, src Source, out chan<- rawBatch) (int64, *formats.ScanError, error) {
 	b := rawBatch{}
-	var buf []byte // the batch's rows, back to back
-	var ends []int // where each row ends in buf
+	var free []byte // the rest of the batch's last chunk
 	send := func() error {
-		start := 0
-		for i, end := range ends {
-			b.rows[i].text = buf[start:end:end]
-			if bad := b.rows[i].bad; bad != nil {
-				bad.Raw = b.rows[i].text // it was the scanner's
-			}
-			start = end
-		}
-		b.buf = buf
 		select {
 		case out <- b:
 		case <-ctx.Done():
+			b.release()
 			return ctx.Err()
 		}
-		select {
-		case buf = <-spare:
-			buf = buf[:0]
-		default:
-			buf = make([]byte, 0, len(buf)+len(buf)/16)
-		}
-		ends = ends[:0]
+		free = nil
 		b = rawBatch{index: b.index + 1, rows: make([]rawRow, 0, len(b.rows))}
 		return nil
+	}
+	copyRow := func(row []byte) []byte {
+		if len(row) > rowChunk/4 {
+			return slices.Clone(row)
+		}
+		if len(row) > len(free) {
+			c := rowChunks.Get().(*[]byte)
+			b.chunks = append(b.chunks, c)
+			free = *c
+		}
+		t := free[:len(row):len(row)]
+		copy(t, row)
+		free = free[len(row):]
+		return t
 	}
 	var read int64
 	var unread *formats.ScanError
@@ -448,9 +460,11 @@ func (r *Runner) readBatches(ctx context.Context, sc *formats.Scanner, src Sourc
 		if len(b.rows) == 0 {
 			b.first = idx
 		}
-		buf = append(buf, row...)
-		ends = append(ends, len(buf))
-		b.rows = append(b.rows, rawRow{bad: bad})
+		text := copyRow(row)
+		if bad != nil {
+			bad.Raw = text // it was the scanner's
+		}
+		b.rows = append(b.rows, rawRow{text: text, bad: bad})
 		read++
 		if len(b.rows) == r.p.Output.ShardSize {
 			if err := send(); err != nil {
