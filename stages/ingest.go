@@ -249,8 +249,10 @@ type rawBatch struct {
 	index int // shard number
 	rows  []rawRow
 	first int64 // row index of rows[0]
-	// chunks hold the texts of rows (see readBatches); release hands them back
+	// chunks hold the texts of rows (see readBatches); release hands them
+	// back to pool
 	chunks []*[]byte
+	pool   *rowChunks
 }
 
 // A rawRow is one row's bytes, or a row the scanner could not frame (bad
@@ -313,12 +315,13 @@ func (r *Runner) ingestSource(ctx context.Context, sr stageRun, src Source, path
 	// tool kept of equal ones does not depend on which worker came first.
 	var tools toollib.Set
 	batches := make(chan rawBatch)
+	chunks := &rowChunks{}
 	var unread *formats.ScanError
 	var read int64 // rows read before unread
 	g.Go(func() error {
 		defer close(batches)
 		var err error
-		read, unread, err = r.readBatches(gctx, sc, src, batches)
+		read, unread, err = r.readBatches(gctx, sc, src, batches, chunks)
 		return err
 	})
 	for range workers {
@@ -328,7 +331,6 @@ func (r *Runner) ingestSource(ctx context.Context, sr stageRun, src Source, path
 				if err != nil {
 					return err
 				}
-				b.release()
 				mu.Lock()
 				shards = append(shards, sh)
 				for _, t := range ts {
@@ -390,26 +392,48 @@ func (r *Runner) ingestSource(ctx context.Context, sr stageRun, src Source, path
 // larger than a quarter of it gets a buffer of its own.
 const rowChunk = 256 << 10
 
-// rowChunks are chunks whose rows have been parsed (Parse keeps no
-// reference to a row), for the next batches.
-var rowChunks = sync.Pool{New: func() any { b := make([]byte, rowChunk); return &b }}
+// rowChunks recycles the chunks of one source's batches: a worker hands a
+// batch's chunks back once its rows are parsed (Parse keeps no reference to
+// a row). Chunks are kept until the source is read, so the memory they
+// hold is that of the most batches in flight at once; reusing them spares
+// allocating, zeroing and faulting in fresh memory for every batch.
+type rowChunks struct {
+	mu   sync.Mutex
+	free []*[]byte
+}
+
+func (c *rowChunks) get() *[]byte {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if n := len(c.free); n > 0 {
+		b := c.free[n-1]
+		c.free = c.free[:n-1]
+		return b
+	}
+	b := make([]byte, rowChunk)
+	return &b
+}
 
 // release hands the batch's chunks back; its rows are no longer valid.
 func (b *rawBatch) release() {
-	for _, c := range b.chunks {
-		rowChunks.Put(c)
+	if len(b.chunks) == 0 {
+		return
 	}
+	b.pool.mu.Lock()
+	b.pool.free = append(b.pool.free, b.chunks...)
+	b.pool.mu.Unlock()
 	b.chunks = nil
 }
 
 // readBatches cuts the dump into raw batches. The scanner reuses its
 // buffer, so rows are copied, back to back, into fixed-size chunks that
-// the batch holds until a worker has parsed it and releases them: memory
-// follows the bytes in flight, without a copy per row. It returns the rows
+// the batch holds until a worker has parsed it and releases them (before
+// writing its shard): memory follows the rows in flight, without a copy
+// per row. It returns the rows
 // read and, when the scanner had to stop early, its *formats.ScanError
 // (the rest of the dump is unread).
-func (r *Runner) readBatches(ctx context.Context, sc *formats.Scanner, src Source, out chan<- rawBatch) (int64, *formats.ScanError, error) {
-	b := rawBatch{}
+func (r *Runner) readBatches(ctx context.Context, sc *formats.Scanner, src Source, out chan<- rawBatch, chunks *rowChunks) (int64, *formats.ScanError, error) {
+	b := rawBatch{pool: chunks}
 	var free []byte // the rest of the batch's last chunk
 	send := func() error {
 		select {
@@ -419,7 +443,7 @@ func (r *Runner) readBatches(ctx context.Context, sc *formats.Scanner, src Sourc
 			return ctx.Err()
 		}
 		free = nil
-		b = rawBatch{index: b.index + 1, rows: make([]rawRow, 0, len(b.rows))}
+		b = rawBatch{index: b.index + 1, rows: make([]rawRow, 0, len(b.rows)), pool: chunks}
 		return nil
 	}
 	copyRow := func(row []byte) []byte {
@@ -427,7 +451,7 @@ func (r *Runner) readBatches(ctx context.Context, sc *formats.Scanner, src Sourc
 			return slices.Clone(row)
 		}
 		if len(row) > len(free) {
-			c := rowChunks.Get().(*[]byte)
+			c := chunks.get()
 			b.chunks = append(b.chunks, c)
 			free = *c
 		}
@@ -522,6 +546,7 @@ func (r *Runner) ingestBatch(src Source, sr stageRun, b rawBatch) (manifests.Sha
 		}
 		o.keep(rec)
 	}
+	b.release() // the rows are parsed: their memory goes to the next batches while this shard is written
 	sh, err := r.writeShard(context.Background(), sr, nil, o)
 	sh.Seconds = time.Since(start).Seconds()
 	return sh, tools.Tools(), err

@@ -165,6 +165,7 @@ func BenchmarkReadBatches(b *testing.B) {
 	for b.Loop() {
 		batches := make(chan rawBatch)
 		rows := 0
+		chunks := &rowChunks{}
 		done := make(chan struct{})
 		go func() {
 			for bt := range batches {
@@ -173,7 +174,7 @@ func BenchmarkReadBatches(b *testing.B) {
 			}
 			close(done)
 		}()
-		_, _, err := r.readBatches(context.Background(), formats.NewScanner(bytes.NewReader(dump)), Source{}, batches)
+		_, _, err := r.readBatches(context.Background(), formats.NewScanner(bytes.NewReader(dump)), Source{}, batches, chunks)
 		close(batches)
 		<-done
 		if err != nil || rows != 30000 {
