@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"maps"
 	"path/filepath"
 	"runtime"
 	"slices"
@@ -256,6 +255,10 @@ type rawBatch struct {
 	index int // shard number
 	rows  []rawRow
 	first int64 // row index of rows[0]
+	// chunks hold the texts of rows (see readBatches); release hands them
+	// back to pool
+	chunks []*[]byte
+	pool   *rowChunks
 }
 
 // A rawRow is one row's bytes, or a row the scanner could not frame (bad
@@ -314,15 +317,17 @@ func (r *Runner) ingestSource(ctx context.Context, sr stageRun, src Source, path
 	var mu sync.Mutex
 	var shards []manifests.Shard
 	// Distinct tools only: memory must grow with the number of distinct
-	// tools, not with the number of records.
-	tools := map[string]record.Tool{}
+	// tools, not with the number of records. Ranked by shard, so that the
+	// tool kept of equal ones does not depend on which worker came first.
+	var tools toollib.Set
 	batches := make(chan rawBatch)
+	chunks := &rowChunks{}
 	var unread *formats.ScanError
 	var read int64 // rows read before unread
 	g.Go(func() error {
 		defer close(batches)
 		var err error
-		read, unread, err = r.readBatches(gctx, sc, src, batches)
+		read, unread, err = r.readBatches(gctx, sc, src, batches, chunks)
 		return err
 	})
 	for range workers {
@@ -335,7 +340,7 @@ func (r *Runner) ingestSource(ctx context.Context, sr stageRun, src Source, path
 				mu.Lock()
 				shards = append(shards, sh)
 				for _, t := range ts {
-					tools[toollib.Key(t)] = t
+					tools.Add(t, b.index)
 				}
 				mu.Unlock()
 			}
@@ -379,7 +384,7 @@ func (r *Runner) ingestSource(ctx context.Context, sr stageRun, src Source, path
 		shards[i].Key = key
 		shards[i].Inputs = []manifests.FileRef{{Path: filepath.Base(path), SHA256: sum, Bytes: f.Size, Source: f.Pin}}
 	}
-	lib := toollib.New(slices.Collect(maps.Values(tools)))
+	lib := toollib.New(tools.Tools())
 	ref, err := shard.WriteJSONL(sr.out, "tools-"+src.Name+".jsonl", lib.Tools)
 	if err != nil {
 		return nil, err
@@ -389,19 +394,77 @@ func (r *Runner) ingestSource(ctx context.Context, sr stageRun, src Source, path
 	return shards, nil
 }
 
-// readBatches cuts the dump into raw batches. Rows are copied: the scanner
-// reuses its buffer. It returns the rows read and, when the scanner had to
-// stop early, its *formats.ScanError (the rest of the dump is unread).
-func (r *Runner) readBatches(ctx context.Context, sc *formats.Scanner, src Source, out chan<- rawBatch) (int64, *formats.ScanError, error) {
-	b := rawBatch{}
+// rowChunk is the size of the chunks readBatches copies rows into; a row
+// larger than a quarter of it gets a buffer of its own.
+const rowChunk = 256 << 10
+
+// rowChunks recycles the chunks of one source's batches: a worker hands a
+// batch's chunks back once its rows are parsed (Parse keeps no reference to
+// a row). Chunks are kept until the source is read, so the memory they
+// hold is that of the most batches in flight at once; reusing them spares
+// allocating, zeroing and faulting in fresh memory for every batch.
+type rowChunks struct {
+	mu   sync.Mutex
+	free []*[]byte
+}
+
+func (c *rowChunks) get() *[]byte {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if n := len(c.free); n > 0 {
+		b := c.free[n-1]
+		c.free = c.free[:n-1]
+		return b
+	}
+	b := make([]byte, rowChunk)
+	return &b
+}
+
+// release hands the batch's chunks back; its rows are no longer valid.
+func (b *rawBatch) release() {
+	if len(b.chunks) == 0 {
+		return
+	}
+	b.pool.mu.Lock()
+	b.pool.free = append(b.pool.free, b.chunks...)
+	b.pool.mu.Unlock()
+	b.chunks = nil
+}
+
+// readBatches cuts the dump into raw batches. The scanner reuses its
+// buffer, so rows are copied, back to back, into fixed-size chunks that
+// the batch holds until a worker has parsed it and releases them (before
+// writing its shard): memory follows the rows in flight, without a copy
+// per row. It returns the rows
+// read and, when the scanner had to stop early, its *formats.ScanError
+// (the rest of the dump is unread).
+func (r *Runner) readBatches(ctx context.Context, sc *formats.Scanner, src Source, out chan<- rawBatch, chunks *rowChunks) (int64, *formats.ScanError, error) {
+	b := rawBatch{pool: chunks}
+	var free []byte // the rest of the batch's last chunk
 	send := func() error {
 		select {
 		case out <- b:
 		case <-ctx.Done():
+			b.release()
 			return ctx.Err()
 		}
-		b = rawBatch{index: b.index + 1}
+		free = nil
+		b = rawBatch{index: b.index + 1, rows: make([]rawRow, 0, len(b.rows)), pool: chunks}
 		return nil
+	}
+	copyRow := func(row []byte) []byte {
+		if len(row) > rowChunk/4 {
+			return slices.Clone(row)
+		}
+		if len(row) > len(free) {
+			c := chunks.get()
+			b.chunks = append(b.chunks, c)
+			free = *c
+		}
+		t := free[:len(row):len(row)]
+		copy(t, row)
+		free = free[len(row):]
+		return t
 	}
 	var read int64
 	var unread *formats.ScanError
@@ -411,13 +474,15 @@ func (r *Runner) readBatches(ctx context.Context, sc *formats.Scanner, src Sourc
 			break
 		}
 		var bad *formats.RowError
-		switch {
-		case errors.As(err, &unread):
-		case errors.As(err, &bad):
-			bad.Raw = slices.Clone(bad.Raw)
-			row = bad.Raw
-		case err != nil:
-			return read, nil, err
+		if err != nil {
+			var re *formats.RowError // declared here: its address escapes
+			switch {
+			case errors.As(err, &unread):
+			case errors.As(err, &re):
+				bad, row = re, re.Raw
+			default:
+				return read, nil, err
+			}
 		}
 		if unread != nil {
 			break
@@ -425,7 +490,11 @@ func (r *Runner) readBatches(ctx context.Context, sc *formats.Scanner, src Sourc
 		if len(b.rows) == 0 {
 			b.first = idx
 		}
-		b.rows = append(b.rows, rawRow{text: slices.Clone(row), bad: bad})
+		text := copyRow(row)
+		if bad != nil {
+			bad.Raw = text // it was the scanner's
+		}
+		b.rows = append(b.rows, rawRow{text: text, bad: bad})
 		read++
 		if len(b.rows) == r.p.Output.ShardSize {
 			if err := send(); err != nil {
@@ -444,7 +513,7 @@ func (r *Runner) ingestBatch(src Source, sr stageRun, b rawBatch) (manifests.Sha
 	start := time.Now()
 	name := fmt.Sprintf("%s-%05d", src.Name, b.index)
 	o := &shardOut{sh: manifests.Shard{Name: name}}
-	var tools []record.Tool
+	var tools toollib.Set
 	for i, rr := range b.rows {
 		row, raw := b.first+int64(i), rr.text
 		o.sh.In++
@@ -478,12 +547,15 @@ func (r *Runner) ingestBatch(src Source, sr stageRun, b rawBatch) (manifests.Sha
 				o.sh.Counters = incr(o.sh.Counters, "repair."+kind)
 			}
 		}
-		tools = append(tools, rec.Tools...)
+		for _, t := range rec.Tools {
+			tools.Add(t, 0)
+		}
 		o.keep(rec)
 	}
+	b.release() // the rows are parsed: their memory goes to the next batches while this shard is written
 	sh, err := r.writeShard(context.Background(), sr, nil, o)
 	sh.Seconds = time.Since(start).Seconds()
-	return sh, toollib.New(tools).Tools, err
+	return sh, tools.Tools(), err
 }
 
 // keepFraction decides, from the seed and the row's identity only, whether a

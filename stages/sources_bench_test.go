@@ -15,6 +15,7 @@ import (
 	"github.com/johannesboyne/gofakes3"
 	"github.com/johannesboyne/gofakes3/backend/s3mem"
 
+	"github.com/augmentdata/augment/stages/formats"
 	"github.com/augmentdata/augment/storage/fakehub"
 )
 
@@ -41,6 +42,7 @@ func benchIngest(b *testing.B, path string, size int, extra string) {
 		b.Fatal(err)
 	}
 	b.SetBytes(int64(size))
+	b.ReportAllocs()
 	for i := 0; b.Loop(); i++ {
 		p, err := Load(pf, fmt.Sprintf("output.dir=out%d", i))
 		if err != nil {
@@ -149,5 +151,34 @@ func BenchmarkChainOutput(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// BenchmarkReadBatches cuts a dump into batches of 2000 rows as ingest
+// does (the Scanner and the copy of the rows into the batches), with a
+// consumer that releases each batch at once.
+func BenchmarkReadBatches(b *testing.B) {
+	dump := benchDump(30000)
+	r := &Runner{p: &Pipeline{Output: Output{ShardSize: 2000}}}
+	b.SetBytes(int64(len(dump)))
+	b.ReportAllocs()
+	for b.Loop() {
+		batches := make(chan rawBatch)
+		rows := 0
+		chunks := &rowChunks{}
+		done := make(chan struct{})
+		go func() {
+			for bt := range batches {
+				rows += len(bt.rows)
+				bt.release()
+			}
+			close(done)
+		}()
+		_, _, err := r.readBatches(context.Background(), formats.NewScanner(bytes.NewReader(dump)), Source{}, batches, chunks)
+		close(batches)
+		<-done
+		if err != nil || rows != 30000 {
+			b.Fatalf("%d rows, %v", rows, err)
+		}
 	}
 }

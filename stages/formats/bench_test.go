@@ -19,6 +19,11 @@ func dump(b *testing.B, size int, lines bool) []byte {
 	for _, fx := range fixtures {
 		rows = append(rows, fixtureRows(b, fx.file)...)
 	}
+	return dumpOf(rows, size, lines)
+}
+
+// dumpOf builds an input of at least size bytes from rows.
+func dumpOf(rows [][]byte, size int, lines bool) []byte {
 	var buf bytes.Buffer
 	if !lines {
 		buf.WriteString("[\n")
@@ -39,14 +44,27 @@ func dump(b *testing.B, size int, lines bool) []byte {
 }
 
 func BenchmarkScanner(b *testing.B) {
+	// xlam's rows hold JSON texts in strings: many escaped quotes.
+	xlam := fixtureRows(b, "xlam.json")
 	for _, mode := range []struct {
 		name  string
 		lines bool
-	}{{"array", false}, {"jsonl", true}} {
+		rows  [][]byte // nil: every fixture's
+	}{{"array", false, nil}, {"jsonl", true, nil}, {"xlam-array", false, xlam}, {"xlam-jsonl", true, xlam}} {
 		b.Run(mode.name, func(b *testing.B) {
 			data := dump(b, 32<<20, mode.lines)
+			if mode.rows != nil {
+				data = dumpOf(mode.rows, 32<<20, mode.lines)
+			}
 			b.SetBytes(int64(len(data)))
+			b.ReportAllocs()
 			b.ResetTimer()
+			cpu0 := cpuTime()
+			defer func() {
+				if cpu := cpuTime() - cpu0; cpu > 0 {
+					b.ReportMetric(cpu.Seconds()*1e3/(float64(len(data))*float64(b.N)/1e6), "cpu-ms/MB")
+				}
+			}()
 			for range b.N {
 				sc := NewScanner(bytes.NewReader(data))
 				for {

@@ -675,27 +675,34 @@ func (s *Scanner) object() (objScan, error) {
 		}
 		buf := s.buf[:s.end]
 		if inString {
-			q := bytes.IndexByte(buf[p:], '"')
-			seg := buf[p:]
-			if q >= 0 {
-				seg = buf[p : p+q]
+			// Up to the closing quote, passing escaped ones here rather
+			// than in the outer loop (strings with escaped JSON inside
+			// have many).
+			from, to := p, len(buf) // the string's bytes read here
+			for {
+				q := bytes.IndexByte(buf[p:], '"')
+				if q < 0 {
+					break
+				}
+				q += p
+				p = q + 1
+				if (q > start && buf[q-1] != '\\') || backslashes(buf[start:q], carry)%2 == 0 {
+					inString, to = false, q
+					break
+				}
 			}
 			if lines {
-				if nl := bytes.IndexByte(seg, '\n'); nl >= 0 {
-					at := s.abs(p + nl)
+				if nl := bytes.IndexByte(buf[from:to], '\n'); nl >= 0 {
+					at := s.abs(from + nl)
 					if o.firstNL < 0 {
 						o.firstNL = at
 					}
 					return s.brk(&o, first, start, "the line ends inside a string (truncated line?)", at, at)
 				}
 			}
-			if q < 0 {
+			if inString {
 				p = s.end
-				continue
 			}
-			q += p
-			inString = backslashes(buf[start:q], carry)%2 == 1
-			p = q + 1
 			continue
 		}
 		for p < len(buf) && !st[buf[p]] {

@@ -1,0 +1,57 @@
+package toollib
+
+import (
+	"hash/maphash"
+
+	"github.com/augmentdata/augment/stages/record"
+)
+
+// A Set collects distinct tools as they come (two tools are the same when
+// name, description and parameters are byte-identical, as in a Library)
+// without building a key per tool: its memory grows with the distinct
+// tools only. Of tools that are the same it keeps the one added with the
+// lowest rank, the first added among equal ranks, so that the result does
+// not depend on the order in which concurrent producers add their ranked
+// parts. The zero Set is empty and ready to use; a Set is not safe for
+// concurrent use.
+type Set struct {
+	seed  maphash.Seed
+	index map[uint64][]int // tool hash → indexes in tools
+	tools []record.Tool
+	ranks []int
+}
+
+// Add adds t with rank unless the Set has the same tool with a rank no
+// higher; a same tool with a higher rank is replaced by t.
+func (s *Set) Add(t record.Tool, rank int) {
+	if s.index == nil {
+		s.seed = maphash.MakeSeed()
+		s.index = map[uint64][]int{}
+	}
+	var h maphash.Hash
+	h.SetSeed(s.seed)
+	h.WriteString(t.Name)
+	h.WriteByte(0)
+	h.WriteString(t.Description)
+	h.WriteByte(0)
+	h.Write(t.Parameters)
+	k := h.Sum64()
+	for _, i := range s.index[k] {
+		if compare(s.tools[i], t) == 0 {
+			if rank < s.ranks[i] {
+				s.tools[i], s.ranks[i] = t, rank
+			}
+			return
+		}
+	}
+	s.index[k] = append(s.index[k], len(s.tools))
+	s.tools = append(s.tools, t)
+	s.ranks = append(s.ranks, rank)
+}
+
+// Len returns the number of distinct tools.
+func (s *Set) Len() int { return len(s.tools) }
+
+// Tools returns the distinct tools in the order they were first added. The
+// slice is the Set's own.
+func (s *Set) Tools() []record.Tool { return s.tools }
