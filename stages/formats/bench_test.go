@@ -59,9 +59,9 @@ func BenchmarkScanner(b *testing.B) {
 			b.SetBytes(int64(len(data)))
 			b.ReportAllocs()
 			b.ResetTimer()
-			cpu0 := cpuTime()
+			cpu0 := cputime.Process()
 			defer func() {
-				if cpu := cpuTime() - cpu0; cpu > 0 {
+				if cpu := cputime.Process() - cpu0; cpu > 0 {
 					b.ReportMetric(cpu.Seconds()*1e3/(float64(len(data))*float64(b.N)/1e6), "cpu-ms/MB")
 				}
 			}()
