@@ -3,6 +3,8 @@ package verify
 import (
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/augmentdata/augment/internal/runes"
 )
 
 // o200kPiece returns the length in bytes of the first piece of s, which
@@ -36,7 +38,7 @@ import (
 // library skips it (it counts no token). TestO200kPiecesMatchLibrary and
 // FuzzO200kPieces compare it with the library's own matcher.
 func o200kPiece(s string) (n int, ok bool) {
-	r0, n0 := runeAt(s, 0)
+	r0, n0 := runes.At(s, 0)
 	// Branches 0 and 1 share the optional prefix; the generated matcher
 	// tries each with the prefix, then without it.
 	if isPrefix(r0) {
@@ -59,7 +61,7 @@ func o200kPiece(s string) (n int, ok bool) {
 	if isNumber(r0) {
 		e := n0
 		for k := 1; k < 3 && e < len(s); k++ {
-			r, n := runeAt(s, e)
+			r, n := runes.At(s, e)
 			if !isNumber(r) {
 				break
 			}
@@ -72,7 +74,7 @@ func o200kPiece(s string) (n int, ok bool) {
 	if s[0] == ' ' {
 		j = 1
 	}
-	if e := runOf(s, j, isSymbol); e > j {
+	if e := runes.Span(s, j, isSymbol); e > j {
 		for e < len(s) && (s[e] == '\n' || s[e] == '\r' || s[e] == '/') {
 			e++
 		}
@@ -81,7 +83,7 @@ func o200kPiece(s string) (n int, ok bool) {
 	// Branches 4 to 6: a run of white space.
 	end, last := 0, 0 // last: the start of the run's last character
 	for end < len(s) {
-		r, n := runeAt(s, end)
+		r, n := runes.At(s, end)
 		if !isSpace(r) {
 			break
 		}
@@ -108,8 +110,8 @@ func o200kPiece(s string) (n int, ok bool) {
 // wordLower is branch 0 from byte j of s (j is 0, or the length of the
 // prefix character): the end of the match, or 0 when it does not match.
 func wordLower(s string, j int) int {
-	k := runOf(s, j, isUpperKind)
-	e := runOf(s, k, isLowerKind)
+	k := runes.Span(s, j, isUpperKind)
+	e := runes.Span(s, k, isLowerKind)
 	if e == k {
 		// Give back upper-kind characters, last first, until one is also
 		// of lower kind (Lm, Lo, a mark): the match ends after it.
@@ -129,11 +131,11 @@ func wordLower(s string, j int) int {
 
 // wordUpper is branch 1 from byte j of s.
 func wordUpper(s string, j int) int {
-	e := runOf(s, j, isUpperKind)
+	e := runes.Span(s, j, isUpperKind)
 	if e == j {
 		return 0
 	}
-	return contraction(s, runOf(s, e, isLowerKind))
+	return contraction(s, runes.Span(s, e, isLowerKind))
 }
 
 // contraction returns e moved past a contraction suffix at e, if any.
@@ -158,26 +160,6 @@ func contraction(s string, e int) int {
 		}
 	}
 	return e
-}
-
-// runOf returns the end of the run of characters in class from byte i of s.
-func runOf(s string, i int, class func(rune) bool) int {
-	for i < len(s) {
-		r, n := runeAt(s, i)
-		if !class(r) {
-			break
-		}
-		i += n
-	}
-	return i
-}
-
-// runeAt decodes the character at byte i of s.
-func runeAt(s string, i int) (rune, int) {
-	if c := s[i]; c < utf8.RuneSelf {
-		return rune(c), 1
-	}
-	return utf8.DecodeRuneInString(s[i:])
 }
 
 // The pre-tokenizer's character classes: \p{L}, \p{N}, \s (Go's

@@ -2,7 +2,8 @@ package hftok
 
 import (
 	"unicode"
-	"unicode/utf8"
+
+	"github.com/augmentdata/augment/internal/runes"
 )
 
 // The split patterns of the Llama 3 and Qwen 2/2.5/3 tokenizers (the
@@ -44,40 +45,20 @@ func splitFast(s string, digits int, fn func(a, b int)) {
 	}
 }
 
-// runeAt decodes the rune at byte i (utf8.RuneError for bad bytes, size 1).
-func runeAt(s string, i int) (rune, int) {
-	if c := s[i]; c < utf8.RuneSelf {
-		return rune(c), 1
-	}
-	return utf8.DecodeRuneInString(s[i:])
-}
-
-// run returns the end of the run of runes satisfying ok from i.
-func run(s string, i int, ok func(rune) bool) int {
-	for i < len(s) {
-		r, n := runeAt(s, i)
-		if !ok(r) {
-			break
-		}
-		i += n
-	}
-	return i
-}
-
 func isOther(r rune) bool { return !isSpace(r) && !isLetter(r) && !isNumber(r) }
 
 // matchAt returns the length in bytes of the match at i (at least one rune).
 func matchAt(s string, i, digits int) int {
-	r, size := runeAt(s, i)
+	r, size := runes.At(s, i)
 	// (?i:'s|'t|'re|'ve|'m|'ll|'d)
 	if r == '\'' && i+1 < len(s) {
-		c, n1 := runeAt(s, i+1)
+		c, n1 := runes.At(s, i+1)
 		switch unicode.ToLower(c) {
 		case 's', 't', 'm', 'd':
 			return 1 + n1
 		}
 		if i+1+n1 < len(s) {
-			c2, n2 := runeAt(s, i+1+n1)
+			c2, n2 := runes.At(s, i+1+n1)
 			c, c2 = unicode.ToLower(c), unicode.ToLower(c2)
 			if (c == 'r' && c2 == 'e') || (c == 'v' && c2 == 'e') || (c == 'l' && c2 == 'l') {
 				return 1 + n1 + n2
@@ -86,18 +67,18 @@ func matchAt(s string, i, digits int) int {
 	}
 	// [^\r\n\p{L}\p{N}]?\p{L}+
 	if isLetter(r) {
-		return run(s, i, isLetter) - i
+		return runes.Span(s, i, isLetter) - i
 	}
 	if !isNL(r) && !isNumber(r) && i+size < len(s) {
-		if r2, _ := runeAt(s, i+size); isLetter(r2) {
-			return run(s, i+size, isLetter) - i
+		if r2, _ := runes.At(s, i+size); isLetter(r2) {
+			return runes.Span(s, i+size, isLetter) - i
 		}
 	}
 	// \p{N}{1,digits}
 	if isNumber(r) {
 		j := i
 		for k := 0; k < digits && j < len(s); k++ {
-			c, n := runeAt(s, j)
+			c, n := runes.At(s, j)
 			if !isNumber(c) {
 				break
 			}
@@ -111,16 +92,16 @@ func matchAt(s string, i, digits int) int {
 		j++
 	}
 	if j < len(s) {
-		if c, _ := runeAt(s, j); isOther(c) {
-			j = run(s, j, isOther)
-			return run(s, j, isNL) - i
+		if c, _ := runes.At(s, j); isOther(c) {
+			j = runes.Span(s, j, isOther)
+			return runes.Span(s, j, isNL) - i
 		}
 	}
 	// From here r is white space: find the run's end, its last line break
 	// and the start of its last rune.
 	end, lastNL, last := i, -1, i
 	for end < len(s) {
-		c, n := runeAt(s, end)
+		c, n := runes.At(s, end)
 		if !isSpace(c) {
 			break
 		}
