@@ -9,6 +9,8 @@ import (
 	"encoding/json"
 	"math/bits"
 	"unicode/utf8"
+
+	"github.com/augmentdata/augment/internal/swar"
 )
 
 // Marshal returns v as compact JSON.
@@ -48,17 +50,14 @@ func AppendString(dst []byte, s string) []byte {
 		// '\\' or byte of a non-ASCII character (the bits above it may be
 		// wrong, as a borrow runs upward).
 		if i+8 <= len(s) {
-			v := s[i : i+8]
-			w := uint64(v[0]) | uint64(v[1])<<8 | uint64(v[2])<<16 | uint64(v[3])<<24 |
-				uint64(v[4])<<32 | uint64(v[5])<<40 | uint64(v[6])<<48 | uint64(v[7])<<56
-			if w&0x8080808080808080 == 0x8080808080808080 { // eight bytes of non-ASCII characters
-				if e := w ^ 0xE2E2E2E2E2E2E2E2; (e-0x0101010101010101)&^e&0x8080808080808080 == 0 { // none is 0xE2
+			w := swar.Load(s, i)
+			if w&swar.Tops == swar.Tops { // eight bytes of non-ASCII characters
+				if e := w ^ swar.Ones*0xE2; (e-swar.Ones)&^e&swar.Tops == 0 { // none is 0xE2
 					i += 8
 					continue
 				}
 			}
-			q, bs := w^0x2222222222222222, w^0x5c5c5c5c5c5c5c5c // '"' and '\\' bytes become 0
-			m := (w | (w-0x2020202020202020)&^w | (q-0x0101010101010101)&^q | (bs-0x0101010101010101)&^bs) & 0x8080808080808080
+			m := swar.StringSpecial(w) | w&swar.Tops
 			if m == 0 {
 				i += 8
 				continue

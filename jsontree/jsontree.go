@@ -21,6 +21,8 @@ import (
 	"unicode/utf16"
 	"unicode/utf8"
 	"unsafe"
+
+	"github.com/augmentdata/augment/internal/swar"
 )
 
 // A Kind is the type of a JSON value.
@@ -423,26 +425,17 @@ var strSpecial = func() (t [256]bool) {
 	return t
 }()
 
-const (
-	lsb = 0x0101010101010101 // the low bit of each byte of a word
-	msb = 0x8080808080808080 // the high bit of each byte
-)
-
 // plainRun returns the offset of the first byte at or after d[i] that ends
 // a run of plain string content ('"', '\\' or a control character), or
 // len(d), and the OR of the bytes it read (a superset of the run's), whose
 // high bit says whether the run may hold non-ASCII bytes. It reads eight
-// bytes at a time: in each word it flags the bytes equal to '"' or '\\'
-// (zero after an XOR) and those below 0x20; a borrow can only make a false
-// flag above a true one, so the lowest flag is exact.
+// bytes at a time (swar.StringSpecial).
 func plainRun(d []byte, i int) (int, uint64) {
 	var seen uint64
 	for ; i+8 <= len(d); i += 8 {
 		w := binary.LittleEndian.Uint64(d[i:])
 		seen |= w
-		q := w ^ (lsb * '"')
-		bs := w ^ (lsb * '\\')
-		if m := ((q-lsb)&^q | (bs-lsb)&^bs | (w-lsb*0x20)&^w) & msb; m != 0 {
+		if m := swar.StringSpecial(w); m != 0 {
 			return i + bits.TrailingZeros64(m)>>3, seen
 		}
 	}
@@ -482,7 +475,7 @@ func (p *Parser) ReadString() (string, error) {
 			}
 			p.Pos = i + 1
 			// Only text with a byte outside ASCII can be invalid UTF-8.
-			if seen&msb != 0 && !utf8.ValidString(s) {
+			if seen&swar.Tops != 0 && !utf8.ValidString(s) {
 				s = strings.ToValidUTF8(s, "\uFFFD")
 				p.BadUTF8 = true
 			}
@@ -869,10 +862,8 @@ func AppendString(b []byte, s string) []byte {
 		// the first byte that does or is not ASCII (see plainRun; here a
 		// high bit also stops the skip, and the lowest flag is exact).
 		if i+8 <= len(s) {
-			w := load64(s, i)
-			q := w ^ (lsb * '"')
-			bs := w ^ (lsb * '\\')
-			m := ((q-lsb)&^q | (bs-lsb)&^bs | (w-lsb*0x20)&^w | w) & msb
+			w := swar.Load(s, i)
+			m := swar.StringSpecial(w) | w&swar.Tops
 			if m == 0 {
 				i += 8
 				continue
@@ -929,13 +920,6 @@ func AppendString(b []byte, s string) []byte {
 	}
 	b = append(b, s[start:]...)
 	return append(b, '"')
-}
-
-// load64 returns s[i:i+8] as a little-endian word.
-func load64(s string, i int) uint64 {
-	s = s[i : i+8]
-	return uint64(s[0]) | uint64(s[1])<<8 | uint64(s[2])<<16 | uint64(s[3])<<24 |
-		uint64(s[4])<<32 | uint64(s[5])<<40 | uint64(s[6])<<48 | uint64(s[7])<<56
 }
 
 // Span returns where v's text lies in src, the text v was decoded from by

@@ -10,6 +10,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/augmentdata/augment/internal/swar"
 	"github.com/augmentdata/augment/jsontree"
 	"github.com/augmentdata/augment/stages/contract"
 	"github.com/augmentdata/augment/stages/record"
@@ -301,18 +302,6 @@ func isChinese(ms []record.Message) bool {
 	return 3*han >= latin
 }
 
-const (
-	lsb = 0x0101010101010101 // the low bit of each byte of a word
-	msb = 0x8080808080808080 // the high bit of each byte
-)
-
-// load64 returns s[i:i+8] as a little-endian word.
-func load64(s string, i int) uint64 {
-	s = s[i : i+8]
-	return uint64(s[0]) | uint64(s[1])<<8 | uint64(s[2])<<16 | uint64(s[3])<<24 |
-		uint64(s[4])<<32 | uint64(s[5])<<40 | uint64(s[6])<<48 | uint64(s[7])<<56
-}
-
 // countLatin counts the ASCII letters of s, eight bytes at a time: each
 // byte, its high bit cleared and lowered by |0x20, is a letter when adding
 // 0x1F carries into the high bit (≥ 'a') and adding 0x05 does not (≤ 'z');
@@ -320,9 +309,9 @@ func load64(s string, i int) uint64 {
 func countLatin(s string) int {
 	n, j := 0, 0
 	for ; j+8 <= len(s); j += 8 {
-		w := load64(s, j)
-		y := w&^msb | lsb*0x20
-		n += bits.OnesCount64((y + lsb*0x1F) &^ (y + lsb*0x05) &^ w & msb)
+		w := swar.Load(s, j)
+		y := w&^swar.Tops | swar.Ones*0x20
+		n += bits.OnesCount64((y + swar.Ones*0x1F) &^ (y + swar.Ones*0x05) &^ w & swar.Tops)
 	}
 	for ; j < len(s); j++ {
 		if c := s[j] | 0x20; c >= 'a' && c <= 'z' {
@@ -341,7 +330,7 @@ func countHan(s string) (han, kana int) {
 		c := s[j]
 		if c < utf8.RuneSelf {
 			// ASCII: skip the words of it that follow.
-			for j++; j+8 <= len(s) && load64(s, j)&msb == 0; j += 8 {
+			for j++; j+8 <= len(s) && swar.Load(s, j)&swar.Tops == 0; j += 8 {
 			}
 			continue
 		}

@@ -1,6 +1,10 @@
 package shard
 
-import "encoding/binary"
+import (
+	"encoding/binary"
+
+	"github.com/augmentdata/augment/internal/swar"
+)
 
 // ValidJSON reports whether data is one valid JSON value, giving exactly
 // encoding/json.Valid's answer (the same grammar, whitespace, escapes,
@@ -124,7 +128,7 @@ func skipString(data []byte, i int) int {
 	for i < len(data) {
 		// Eight plain bytes at a time, then one by one from the first
 		// word holding a quote, a backslash or a control character.
-		for i+8 <= len(data) && !specialIn(binary.LittleEndian.Uint64(data[i:])) {
+		for i+8 <= len(data) && swar.StringSpecial(binary.LittleEndian.Uint64(data[i:])) == 0 {
 			i += 8
 		}
 		for i < len(data) && plainByte[data[i]] {
@@ -164,18 +168,6 @@ func skipString(data []byte, i int) int {
 		}
 	}
 	return -1
-}
-
-// specialIn reports whether any byte of w is '"', '\\' or below 0x20 (the
-// bytes plainByte leaves out), by the carry-free zero-byte test: for each
-// byte b, (b-1) &^ b has its top bit set only when b is 0, and the test
-// below 0x20 is (b-0x20) &^ b likewise. Borrows can only add false
-// positives above a true one, so the answer for the whole word is exact.
-func specialIn(w uint64) bool {
-	const ones, tops = 0x0101010101010101, 0x8080808080808080
-	q := w ^ ones*'"'
-	bs := w ^ ones*'\\'
-	return ((q-ones)&^q|(bs-ones)&^bs|(w-ones*0x20)&^w)&tops != 0
 }
 
 // plainByte marks the bytes a string holds as they are: not '"', not '\\'

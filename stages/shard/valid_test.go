@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/augmentdata/augment/internal/swar"
 	"github.com/augmentdata/augment/stages/record"
 )
 
@@ -84,7 +85,7 @@ func BenchmarkValidJSON(b *testing.B) {
 	}
 }
 
-// TestSpecialIn holds the word-at-a-time test to plainByte: every byte
+// TestSpecialIn holds the word-at-a-time test (swar.StringSpecial) to plainByte: every byte
 // value at every position of words of plain bytes, and random words.
 func TestSpecialIn(t *testing.T) {
 	slow := func(w uint64) bool {
@@ -106,8 +107,8 @@ func TestSpecialIn(t *testing.T) {
 					}
 					w |= uint64(b) << (8 * k)
 				}
-				if got, want := specialIn(w), slow(w); got != want {
-					t.Fatalf("specialIn(%#016x) = %v, want %v", w, got, want)
+				if got, want := swar.StringSpecial(w) != 0, slow(w); got != want {
+					t.Fatalf("StringSpecial(%#016x) != 0 is %v, want %v", w, got, want)
 				}
 			}
 		}
@@ -115,8 +116,8 @@ func TestSpecialIn(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	for range 1_000_000 {
 		w := rng.Uint64()
-		if got, want := specialIn(w), slow(w); got != want {
-			t.Fatalf("specialIn(%#016x) = %v, want %v", w, got, want)
+		if got, want := swar.StringSpecial(w) != 0, slow(w); got != want {
+			t.Fatalf("StringSpecial(%#016x) != 0 is %v, want %v", w, got, want)
 		}
 	}
 }

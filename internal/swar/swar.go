@@ -1,0 +1,30 @@
+// Package swar holds the byte-parallel tests the JSON scanners and writers
+// (jsontree, jsonout, shard.ValidJSON) and the language counter share: eight
+// bytes of text read as one 64-bit word and tested at once.
+package swar
+
+// Ones has the low bit of each byte of a word set; Ones*c repeats byte c.
+// Tops has the high bit of each byte set.
+const (
+	Ones = 0x0101010101010101
+	Tops = 0x8080808080808080
+)
+
+// Load returns s[i:i+8] as a little-endian word (the compiler makes it one
+// load).
+func Load(s string, i int) uint64 {
+	s = s[i : i+8]
+	return uint64(s[0]) | uint64(s[1])<<8 | uint64(s[2])<<16 | uint64(s[3])<<24 |
+		uint64(s[4])<<32 | uint64(s[5])<<40 | uint64(s[6])<<48 | uint64(s[7])<<56
+}
+
+// StringSpecial flags the bytes of w that cannot stand as they are inside
+// a JSON string: '"', '\\' and control characters (below 0x20). Each flag
+// is a byte's high bit in the result; the lowest flag is exact (a borrow
+// can only add false flags above a true one), so TrailingZeros64/8 is the
+// index of the first such byte, and 0 means none.
+func StringSpecial(w uint64) uint64 {
+	q := w ^ Ones*'"'
+	bs := w ^ Ones*'\\'
+	return ((q-Ones)&^q | (bs-Ones)&^bs | (w-Ones*0x20)&^w) & Tops
+}

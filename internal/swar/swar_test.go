@@ -1,0 +1,40 @@
+package swar
+
+import (
+	"math/bits"
+	"testing"
+)
+
+// TestStringSpecial checks the first flagged byte against a byte loop for
+// every byte value at every position of a word of plain filler, and with a
+// second special byte after it (where borrows could add false flags).
+func TestStringSpecial(t *testing.T) {
+	special := func(c byte) bool { return c < 0x20 || c == '"' || c == '\\' }
+	for _, fill := range []byte{'a', 0xE4, 0x7F, 0x20} {
+		for pos := range 8 {
+			for c := range 256 {
+				for _, after := range []byte{fill, 0, '"'} {
+					b := []byte{fill, fill, fill, fill, fill, fill, fill, fill}
+					b[pos] = byte(c)
+					for k := pos + 1; k < 8; k++ {
+						b[k] = after
+					}
+					want := 8
+					for k, x := range b {
+						if special(x) {
+							want = k
+							break
+						}
+					}
+					got := 8
+					if m := StringSpecial(Load(string(b), 0)); m != 0 {
+						got = bits.TrailingZeros64(m) / 8
+					}
+					if got != want {
+						t.Fatalf("% x: first special byte %d, want %d", b, got, want)
+					}
+				}
+			}
+		}
+	}
+}
