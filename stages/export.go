@@ -724,16 +724,10 @@ func toolsJSON(tools []record.Tool) (string, error) {
 }
 
 // A toolsMemo remembers toolsJSON's answers by the tools' text, up to
-// toolsMemoBudget bytes of keys and answers: samples of one dataset repeat
+// memoBudget bytes of keys and answers: samples of one dataset repeat
 // their tool lists, and rendering them was half of Process. The zero value
 // is ready; safe for concurrent use.
-type toolsMemo struct {
-	mu   sync.Mutex
-	m    map[string]string
-	used int
-}
-
-const toolsMemoBudget = 32 << 20
+type toolsMemo struct{ memo[string] }
 
 // json is toolsJSON(tools), remembered.
 func (t *toolsMemo) json(tools []record.Tool) (string, error) {
@@ -753,26 +747,57 @@ func (t *toolsMemo) json(tools []record.Tool) (string, error) {
 		key = appendField(key, tl.Parameters)
 		key = appendField(key, tl.Response)
 	}
-	t.mu.Lock()
-	v, ok := t.m[string(key)]
-	t.mu.Unlock()
-	if ok {
+	if v, ok := t.get(string(key)); ok {
 		return v, nil
 	}
 	v, err := toolsJSON(tools)
 	if err != nil {
 		return "", err
 	}
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if _, ok := t.m[string(key)]; !ok && t.used+len(key)+len(v) <= toolsMemoBudget {
-		if t.m == nil {
-			t.m = map[string]string{}
-		}
-		t.m[string(key)] = v
-		t.used += len(key) + len(v)
-	}
+	t.put(string(key), v, len(key)+len(v))
 	return v, nil
+}
+
+// A memo remembers values by key until memoBudget bytes (as the caller
+// sizes each entry) are used; then it remembers nothing more. The zero
+// value is ready; safe for concurrent use. The export's two memos are
+// bounded so that a dataset whose tool lists never repeat costs at most
+// 2 × memoBudget.
+type memo[V any] struct {
+	mu   sync.Mutex
+	m    map[string]V
+	used int
+}
+
+const memoBudget = 32 << 20
+
+func (m *memo[V]) get(key string) (V, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	v, ok := m.m[key]
+	return v, ok
+}
+
+// fits reports whether size more bytes are within the budget now.
+func (m *memo[V]) fits(size int) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.used+size <= memoBudget
+}
+
+// put remembers v under a copy of key, if size more bytes fit the budget
+// and key is not there yet.
+func (m *memo[V]) put(key string, v V, size int) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if _, ok := m.m[key]; ok || m.used+size > memoBudget {
+		return
+	}
+	if m.m == nil {
+		m.m = map[string]V{}
+	}
+	m.m[strings.Clone(key)] = v
+	m.used += size
 }
 
 // appendField appends f's length, then f.
@@ -877,20 +902,13 @@ func appendSample(b *bytes.Buffer, s *sample, q *quoteMemo) {
 }
 
 // A quoteMemo writes long strings as JSON strings and remembers what it
-// wrote, up to quoteMemoBudget bytes in all: samples of one dataset repeat
-// the same tool lists, JSON text dense with quotes that is slow to escape
-// (in the harness's xlam dump, 57 % of the bytes written). The zero value
-// is ready; safe for concurrent use; a nil *quoteMemo remembers nothing.
-type quoteMemo struct {
-	mu   sync.Mutex
-	m    map[string][]byte
-	used int
-}
+// wrote, up to memoBudget bytes in all: samples of one dataset repeat the
+// same tool lists, JSON text dense with quotes that is slow to escape (in
+// the harness's xlam dump, 57 % of the bytes written). The zero value is
+// ready; safe for concurrent use; a nil *quoteMemo remembers nothing.
+type quoteMemo struct{ memo[[]byte] }
 
-const (
-	quoteMemoMin    = 128 // shorter strings are written each time
-	quoteMemoBudget = 32 << 20
-)
+const quoteMemoMin = 128 // shorter strings are written each time
 
 // write writes s as writeJSONString does.
 func (q *quoteMemo) write(b *bytes.Buffer, s string) {
@@ -898,24 +916,15 @@ func (q *quoteMemo) write(b *bytes.Buffer, s string) {
 		writeJSONString(b, s)
 		return
 	}
-	q.mu.Lock()
-	v, ok := q.m[s]
-	q.mu.Unlock()
-	if ok {
+	if v, ok := q.get(s); ok {
 		b.Write(v)
 		return
 	}
 	start := b.Len()
 	writeJSONString(b, s)
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	if _, ok := q.m[s]; !ok && q.used+2*len(s) <= quoteMemoBudget {
-		if q.m == nil {
-			q.m = map[string][]byte{}
-		}
+	if q.fits(2 * len(s)) { // else skip the copy: put would drop it
 		w := bytes.Clone(b.Bytes()[start:])
-		q.m[strings.Clone(s)] = w
-		q.used += len(s) + len(w)
+		q.put(s, w, len(s)+len(w))
 	}
 }
 

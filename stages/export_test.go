@@ -331,7 +331,7 @@ func TestQuoteMemo(t *testing.T) {
 	if len(q.m) != 4 {
 		t.Errorf("memo holds %d strings, want the 4 long ones", len(q.m))
 	}
-	full := quoteMemo{used: quoteMemoBudget}
+	full := quoteMemo{memo[[]byte]{used: memoBudget}}
 	var got bytes.Buffer
 	if full.write(&got, long); len(full.m) != 0 || got.Len() == 0 {
 		t.Errorf("over the budget: %d remembered, %d bytes written", len(full.m), got.Len())
