@@ -17,6 +17,8 @@ import (
 	"github.com/augmentdata/augment/internal/cputime"
 	"github.com/augmentdata/augment/manifests"
 	"github.com/augmentdata/augment/report"
+	"github.com/augmentdata/augment/stages/record"
+	"github.com/augmentdata/augment/stages/shard"
 )
 
 // chainStages is a pipeline whose stages form groups: deterministic and
@@ -276,5 +278,55 @@ func BenchmarkGroupedChain(b *testing.B) {
 			}
 			b.ReportMetric(float64(cpu.Milliseconds())/float64(b.N), "cpu-ms/op")
 		})
+	}
+}
+
+// handOnStage passes "same" on as it came (the same pointer) and "bad" as
+// a copy whose system text is not UTF-8.
+type handOnStage struct{}
+
+func (handOnStage) Process(_ context.Context, r *record.Record) ([]*record.Record, error) {
+	if r.ID == "bad" {
+		c := r.Clone()
+		c.System = "bad \xff"
+		return []*record.Record{c}, nil
+	}
+	return []*record.Record{r}, nil
+}
+
+// A record a stage changes is checked even when its shard came in memory
+// from a pass that checked it (checked = true): text a later stage made
+// unwritable is rejected with shard.Check's reason, not written. Only a
+// record handed back unchanged skips the check, and only when it came
+// checked: the same unwritable record read from a shard is rejected.
+func TestProcessShardChecksChangedRecords(t *testing.T) {
+	unwritable := &record.Record{ID: "same", System: "same \xff"}
+	for _, c := range []struct {
+		checked  bool
+		kept     []string
+		rejected string
+	}{
+		{checked: true, kept: []string{"same"}, rejected: "bad"},
+		{checked: false, kept: nil, rejected: "same bad"},
+	} {
+		p := &pass{sr: stageRun{name: "s"}, st: handOnStage{}, prog: &progress{}}
+		recs := []*record.Record{unwritable, {ID: "bad"}}
+		o, err := (&Runner{}).processShard(context.Background(), p, "00000", recs, c.checked)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var kept, rejected []string
+		for _, r := range o.kept {
+			kept = append(kept, r.ID)
+		}
+		for _, rj := range o.rejects {
+			if rj.Reason != shard.ReasonInvalidUTF8 {
+				t.Errorf("checked=%v: %s rejected as %s, want %s", c.checked, rj.ID, rj.Reason, shard.ReasonInvalidUTF8)
+			}
+			rejected = append(rejected, rj.ID)
+		}
+		if !slices.Equal(kept, c.kept) || strings.Join(rejected, " ") != c.rejected {
+			t.Errorf("checked=%v: kept %v, rejected %v; want %v and %s", c.checked, kept, rejected, c.kept, c.rejected)
+		}
 	}
 }
