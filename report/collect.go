@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"hash/fnv"
+	"maps"
 	"math"
 	"path/filepath"
 	"runtime"
@@ -40,9 +41,9 @@ type Dist struct {
 	CallsPerTurn IntHist `json:"calls_per_turn"`
 	Turns        IntHist `json:"turns"`
 	// Tokens are the records' token lengths: the verify stage's tokens tag,
-	// else counted the same way (o200k) on a seeded sample of at most
+	// else counted the same way (o200k) on a seeded sample of about
 	// tokenSample records, since counting costs far more than reading
-	// (Tokens.Count says how many were counted).
+	// (Tokens.Count says how many were counted; see SampleBelow).
 	Tokens Percentiles `json:"tokens"`
 	// NoiseSimilarity counts the noise stage's similarity tags by bin of
 	// 0.01 ("0.93" holds [0.93, 0.94)).
@@ -54,25 +55,50 @@ type Dist struct {
 	// "stage provider model" from their lineage (rule steps left out).
 	Teacher Counts `json:"teacher,omitempty"`
 
-	tokens []int
+	// tagged counts the token lengths read from tokens tags; sample holds
+	// the lengths counted for records without one, with their ID's hash,
+	// so that parts counted under different thresholds merge into one
+	// sample (merge keeps the smaller threshold, finish applies it).
+	tagged IntHist
+	sample []sampled
 	// sampleBelow: a record without a tokens tag is counted when the hash
-	// of its ID is below it.
+	// of its ID is below it (MaxUint64: every record).
 	sampleBelow uint64
 	memo        *verify.TokenMemo
+	tokenHist   IntHist // every length counted, made by finish
 }
 
-// tokenSample is about how many records without a tokens tag Collect
-// counts the tokens of.
+// sampled is the token length n of a record whose ID hashes to h.
+type sampled struct {
+	H uint64 `json:"h"`
+	N int    `json:"n"`
+}
+
+// tokenSample is about how many records without a tokens tag have their
+// tokens counted.
 const tokenSample = 5000
 
-// sampled reports whether the record id is in the token sample.
-func (d *Dist) sampled(id string) bool {
-	if d.sampleBelow == math.MaxUint64 {
-		return true
+// SampleBelow is the token sample's threshold for rows records: a record
+// without a tokens tag is counted when the FNV-64a hash of its ID is below
+// it, about tokenSample records of rows (all of them up to tokenSample).
+// The scan of an older run dir uses the rows it reads; a run uses the
+// records ingest handed to the chain, known before any shard of a later
+// stage is written (Partial).
+func SampleBelow(rows int64) uint64 {
+	if rows <= tokenSample {
+		return math.MaxUint64
 	}
+	return uint64(float64(math.MaxUint64) * tokenSample / float64(rows))
+}
+
+// inSample reports whether a record whose ID hashes to h is in the sample
+// below.
+func inSample(h, below uint64) bool { return below == math.MaxUint64 || h < below }
+
+func idHash(id string) uint64 {
 	h := fnv.New64a()
 	h.Write([]byte(id))
-	return h.Sum64() < d.sampleBelow
+	return h.Sum64()
 }
 
 // Counts are counts by key.
@@ -133,25 +159,35 @@ type Percentiles struct {
 	Sum   int64 `json:"sum"`
 }
 
-func percentiles(vs []int) Percentiles {
-	if len(vs) == 0 {
+// percentilesOf summarises the values counted in h.
+func percentilesOf(h IntHist) Percentiles {
+	vs := h.Values()
+	var n, sum int64
+	for _, v := range vs {
+		n += h[v]
+		sum += int64(v) * h[v]
+	}
+	if n == 0 {
 		return Percentiles{}
 	}
-	s := slices.Sorted(slices.Values(vs))
+	// at returns the value of rank i (0-based) in ascending order.
 	at := func(p float64) int {
-		i := int(p*float64(len(s))+0.999999) - 1
-		return s[min(max(i, 0), len(s)-1)]
+		i := min(max(int64(p*float64(n)+0.999999)-1, 0), n-1)
+		for _, v := range vs {
+			if i < h[v] {
+				return v
+			}
+			i -= h[v]
+		}
+		return vs[len(vs)-1]
 	}
-	var sum int64
-	for _, v := range s {
-		sum += int64(v)
-	}
-	return Percentiles{Count: int64(len(s)), Min: s[0], P50: at(0.5), P90: at(0.9), P99: at(0.99), Max: s[len(s)-1], Sum: sum}
+	return Percentiles{Count: n, Min: vs[0], P50: at(0.5), P90: at(0.9), P99: at(0.99), Max: vs[len(vs)-1], Sum: sum}
 }
 
 func newDist() *Dist {
 	return &Dist{sampleBelow: math.MaxUint64, Source: Counts{}, Category: Counts{}, World: Counts{}, Difficulty: Counts{}, Lang: Counts{},
-		Tools: IntHist{}, CallsPerTurn: IntHist{}, Turns: IntHist{}, NoiseSimilarity: Counts{}, VerifyFail: Counts{}, Teacher: Counts{}}
+		Tools: IntHist{}, CallsPerTurn: IntHist{}, Turns: IntHist{}, NoiseSimilarity: Counts{}, VerifyFail: Counts{}, Teacher: Counts{},
+		tagged: IntHist{}}
 }
 
 // add counts one record.
@@ -183,9 +219,9 @@ func (d *Dist) add(r *record.Record) {
 	}
 	d.Turns[turns]++
 	if n, err := strconv.Atoi(r.Tag("tokens")); err == nil {
-		d.tokens = append(d.tokens, n)
-	} else if d.sampled(r.ID) {
-		d.tokens = append(d.tokens, d.memo.RecordTokens(r))
+		d.tagged[n]++
+	} else if h := idHash(r.ID); inSample(h, d.sampleBelow) {
+		d.sample = append(d.sample, sampled{H: h, N: d.memo.RecordTokens(r)})
 	}
 	if v, err := strconv.ParseFloat(r.Tag("noise_similarity"), 64); err == nil {
 		d.NoiseSimilarity[strconv.FormatFloat(float64(int(v*100+1e-9))/100, 'f', 2, 64)]++
@@ -202,13 +238,23 @@ func (d *Dist) add(r *record.Record) {
 	}
 }
 
+// finish summarises the token lengths: the tagged ones and those of the
+// sample below d.sampleBelow.
 func (d *Dist) finish() {
-	d.Tokens = percentiles(d.tokens)
-
+	d.tokenHist = maps.Clone(d.tagged)
+	if d.tokenHist == nil {
+		d.tokenHist = IntHist{}
+	}
+	for _, s := range d.sample {
+		if inSample(s.H, d.sampleBelow) {
+			d.tokenHist[s.N]++
+		}
+	}
+	d.Tokens = percentilesOf(d.tokenHist)
 }
 
-// TokenValues are the token lengths, in record order.
-func (d *Dist) TokenValues() []int { return d.tokens }
+// TokenHist counts the token lengths Tokens summarises.
+func (d *Dist) TokenHist() IntHist { return d.tokenHist }
 
 // Lang is the record's language: its lang tag (set by ingest for Chinese
 // text and by translate), else "en" when its user turns are written in
@@ -246,10 +292,11 @@ func collect(runDir string, refs []manifests.FileRef, skip map[string]bool, memo
 	for _, ref := range refs {
 		rows += ref.Rows
 	}
-	below := uint64(math.MaxUint64)
-	if rows > tokenSample {
-		below = uint64(float64(math.MaxUint64) * tokenSample / float64(rows))
-	}
+	return scan(runDir, refs, skip, memo, SampleBelow(rows))
+}
+
+// scan is collect with the token sample below.
+func scan(runDir string, refs []manifests.FileRef, skip map[string]bool, memo *verify.TokenMemo, below uint64) (*Dist, error) {
 	parts := make([]*Dist, len(refs))
 	var g errgroup.Group
 	g.SetLimit(runtime.GOMAXPROCS(0))
@@ -292,7 +339,11 @@ func (d *Dist) merge(o *Dist) {
 			h.dst[k] += v
 		}
 	}
-	d.tokens = append(d.tokens, o.tokens...)
+	for k, v := range o.tagged {
+		d.tagged[k] += v
+	}
+	d.sample = append(d.sample, o.sample...)
+	d.sampleBelow = min(d.sampleBelow, o.sampleBelow)
 }
 
 // A RejectLine is one line of a rejects file, with the rejected record or
@@ -355,10 +406,18 @@ func rejectedIDs(runDir string, s *Stage) (map[string]bool, error) {
 }
 
 // ExportDist returns the distributions of the records an export stage
-// wrote: its input shards less the records it rejected.
+// wrote: merged from its shards' partials, or, in a run dir written before
+// partials existed, read from its input shards less the records it
+// rejected.
 func (r *Run) ExportDist(s *Stage) (*Dist, error) {
 	if s.Manifest == nil {
 		return newDist(), nil
+	}
+	if pd, err := r.partials(s); err != nil || pd != nil {
+		if err != nil {
+			return nil, err
+		}
+		return pd.written, nil
 	}
 	skip, err := rejectedIDs(r.Dir, s)
 	if err != nil {

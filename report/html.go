@@ -134,7 +134,7 @@ func (r *Run) HTML() ([]byte, error) {
 
 	// Distributions of the last stage's records.
 	if fs := r.Final(); fs != nil {
-		d, err := r.Collect(fs.Parquet(), nil)
+		d, err := r.FinalDist(fs)
 		if err != nil {
 			return nil, err
 		}
@@ -159,7 +159,7 @@ func (r *Run) HTML() ([]byte, error) {
 		if t.Count < d.Records {
 			tnote += fmt.Sprintf("; counted on a seeded sample of %d records (no tokens tag)", t.Count)
 		}
-		add("Token length", tnote, vbars("tokens", valueBars(d.TokenValues())))
+		add("Token length", tnote, vbars("tokens", tokenBars(d.TokenHist())))
 		if len(d.NoiseSimilarity) > 0 {
 			var nb []bar
 			for _, k := range slices.Sorted(keysOf(d.NoiseSimilarity)) {

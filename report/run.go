@@ -39,8 +39,9 @@ type Run struct {
 	ConfigHash string
 	Stages     []Stage // in run order, ingest first
 
-	collected map[string]*Dist // see Run.Collect
-	tokens    verify.TokenMemo // the token counts of every Collect
+	collected map[string]*Dist         // see Run.Collect
+	merged    map[string]*partialDists // an export's partials by stage dir (partial.go)
+	tokens    verify.TokenMemo         // the token counts of every Collect
 }
 
 // Config is the part of the effective config.yaml the report uses.

@@ -50,7 +50,7 @@ func (r *Run) Stats() (*Stats, error) {
 		s.Stages = append(s.Stages, ss)
 	}
 	if fs := r.Final(); fs != nil {
-		d, err := r.Collect(fs.Parquet(), nil)
+		d, err := r.FinalDist(fs)
 		if err != nil {
 			return nil, err
 		}

@@ -219,14 +219,10 @@ func intBars(h IntHist) []bar {
 	})
 }
 
-// valueBars bins a list of values into about 24 bins.
-func valueBars(vals []int) []bar {
-	if len(vals) == 0 {
+// tokenBars bins the counted values of h into about 24 bins.
+func tokenBars(h IntHist) []bar {
+	if len(h) == 0 {
 		return nil
-	}
-	h := IntHist{}
-	for _, v := range vals {
-		h[v]++
 	}
 	return intBars(h)
 }

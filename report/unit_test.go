@@ -16,11 +16,17 @@ func TestPercentiles(t *testing.T) {
 		{nil, Percentiles{}},
 		{[]int{7}, Percentiles{Count: 1, Min: 7, P50: 7, P90: 7, P99: 7, Max: 7, Sum: 7}},
 		{[]int{4, 1, 3, 2}, Percentiles{Count: 4, Min: 1, P50: 2, P90: 4, P99: 4, Max: 4, Sum: 10}},
+		// Repeated values: ranks count each occurrence.
+		{[]int{9, 5, 1, 9, 5, 9}, Percentiles{Count: 6, Min: 1, P50: 5, P90: 9, P99: 9, Max: 9, Sum: 38}},
 		// 1..100: nearest rank.
 		{seq(1, 100), Percentiles{Count: 100, Min: 1, P50: 50, P90: 90, P99: 99, Max: 100, Sum: 5050}},
 	}
 	for _, tt := range tests {
-		if got := percentiles(tt.in); got != tt.want {
+		h := IntHist{}
+		for _, v := range tt.in {
+			h[v]++
+		}
+		if got := percentilesOf(h); got != tt.want {
 			t.Errorf("percentiles(%v) = %+v, want %+v", tt.in, got, tt.want)
 		}
 	}

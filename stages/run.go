@@ -102,6 +102,12 @@ type Runner struct {
 	mirrorRoot *os.Root        // the mirror's handle on the output directory
 
 	check teacherCheck // batch.go
+
+	// chainRows are the records ingest handed to the later stages: the
+	// token sample of the sinks' report partials (shardout.go) is drawn
+	// for that many; tokens remembers the partials' token counts.
+	chainRows int64
+	tokens    verify.TokenMemo
 }
 
 // NewRunner prepares a run of p: it opens the request cache and the teacher.
@@ -253,6 +259,7 @@ func (r *Runner) Run(ctx context.Context) (rep *Report, err error) {
 func (r *Runner) runStages(ctx context.Context, rep *Report, runs []stageRun, input []shardInput,
 	next func(i int, sr stageRun, res stageResult, input []shardInput) ([]shardInput, error)) error {
 	fuse := fuseGroups && r.o.Worker == nil && !r.o.Merge && !r.teacher.BatchMode() // workers.go, batch.go
+	r.chainRows = totalRows(input)
 	var group []*pass
 	// flush runs the group, then hands its stages' results on in order.
 	flush := func() error {

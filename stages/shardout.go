@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/augmentdata/augment/manifests"
+	"github.com/augmentdata/augment/report"
 	"github.com/augmentdata/augment/stages/record"
 	"github.com/augmentdata/augment/stages/shard"
 )
@@ -30,8 +31,9 @@ func (o *shardOut) filter(reason string) { o.sh.Filtered = incr(o.sh.Filtered, r
 func (o *shardOut) keep(rec *record.Record) { o.kept = append(o.kept, rec) }
 
 // writeShard writes a shard's outputs under the stage directory: the kept
-// records through the sink (which may still reject some), or else as the
-// Parquet shard part-<name>.parquet; then the rejects, if any, as
+// records through the sink (which may still reject some) and the report's
+// partial of them (writePartial), or else as the Parquet shard
+// part-<name>.parquet; then the rejects, if any, as
 // rejects-<name>.jsonl. It completes the entry's Out and Outputs and
 // checks that the counts balance before and after writing.
 func (r *Runner) writeShard(ctx context.Context, sr stageRun, sink Sink, o *shardOut) (manifests.Shard, error) {
@@ -50,6 +52,11 @@ func (r *Runner) writeShard(ctx context.Context, sr stageRun, sink Sink, o *shar
 		}
 		sh.Out -= int64(len(srejects))
 		sh.Outputs = append(sh.Outputs, refs...)
+		ref, err := r.writePartial(sr, o)
+		if err != nil {
+			return *sh, err
+		}
+		sh.Outputs = append(sh.Outputs, ref)
 	} else {
 		refs, err := shard.Write(sr.out, "part-"+sh.Name+".parquet", o.kept, r.shardOptions())
 		if err != nil {
@@ -65,4 +72,26 @@ func (r *Runner) writeShard(ctx context.Context, sr stageRun, sink Sink, o *shar
 		sh.Outputs = append(sh.Outputs, ref)
 	}
 	return *sh, sh.Counts.Balanced()
+}
+
+// writePartial writes the report's distributions of a sink's shard, of the
+// records it wrote and those the stage rejected (report.Partial), so that
+// the report and the dataset cards need not read the records again. A
+// record is written unless its ID was rejected, as the report reads it.
+func (r *Runner) writePartial(sr stageRun, o *shardOut) (manifests.FileRef, error) {
+	p := report.NewPartial(r.chainRows, &r.tokens)
+	rejected := make(map[string]bool, len(o.rejects))
+	for _, rj := range o.rejects {
+		rejected[rj.ID] = true
+		p.AddRejected(rj.Record)
+	}
+	for _, rec := range o.kept {
+		if !rejected[rec.ID] {
+			p.AddWritten(rec)
+		}
+	}
+	if len(o.sh.Filtered) > 0 {
+		p.Incomplete()
+	}
+	return p.Write(sr.out, report.PartialFile(o.sh.Name))
 }
