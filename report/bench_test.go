@@ -9,18 +9,18 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/augmentdata/augment/atomicfs"
 	"github.com/augmentdata/augment/report"
 	"github.com/augmentdata/augment/stages"
+	"github.com/augmentdata/augment/stages/record"
+	"github.com/augmentdata/augment/stages/shard"
+	"github.com/augmentdata/augment/verify"
 )
 
-// BenchmarkStats reads the distributions of a run's final stage as the
-// end-of-run report does (decoding its shards, counting the token sample),
-// on a run of 5,000 glaive records made from the demo dump's rows (each
-// copy's texts marked with its number, so no two records are the same);
-// MB/s are of the stage's Parquet shards. The token counts of texts and
-// pieces stay remembered between rounds, as in one process's report and
-// cards.
-func BenchmarkStats(b *testing.B) {
+// benchRun runs decision_tokens and an export over 5,000 glaive records
+// made from the demo dump's rows (each copy's texts marked with its number,
+// so no two records are the same) and returns the run directory.
+func benchRun(b *testing.B) string {
 	raw, err := os.ReadFile("../testdata/demo/dumps/glaive.json")
 	if err != nil {
 		b.Fatal(err)
@@ -65,7 +65,15 @@ func BenchmarkStats(b *testing.B) {
 		b.Fatal(err)
 	}
 	r.Close()
-	out := filepath.Join(dir, "out")
+	return filepath.Join(dir, "out")
+}
+
+// BenchmarkStats reads the distributions of a run's final stage as
+// `augment stats` and the end-of-run report do: merged from the export's
+// partials (the records are not read); MB/s are of the final stage's
+// Parquet shards, the records the report describes.
+func BenchmarkStats(b *testing.B) {
+	out := benchRun(b)
 	run, err := report.Load(out)
 	if err != nil {
 		b.Fatal(err)
@@ -89,4 +97,72 @@ func BenchmarkStats(b *testing.B) {
 			b.Fatalf("%d records in %s: %+v", st.Records.Records, st.Final, st.Stages)
 		}
 	}
+}
+
+// BenchmarkFinalDist compares the two ways to the final records'
+// distributions, each with the token counts of a fresh run (nothing
+// remembered between rounds): scan reads the final stage's shards again
+// after the run (an older run dir, and every run before partials); partials
+// counts each shard's records while they are in memory, writes its partial
+// file, and merges the partials as the report does. MB/s are of the final
+// stage's Parquet shards.
+func BenchmarkFinalDist(b *testing.B) {
+	out := benchRun(b)
+	run, err := report.Load(out)
+	if err != nil {
+		b.Fatal(err)
+	}
+	fs := run.Final()
+	rows := run.Stages[0].Totals().Out
+	var size int64
+	var shards [][]*record.Record
+	for _, ref := range fs.Parquet() {
+		size += ref.Bytes
+		recs, err := shard.Read(filepath.Join(out, ref.Path))
+		if err != nil {
+			b.Fatal(err)
+		}
+		shards = append(shards, recs)
+	}
+	b.Run("scan", func(b *testing.B) {
+		b.SetBytes(size)
+		b.ReportAllocs()
+		for b.Loop() {
+			run, err := report.Load(out)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if d, err := run.ScanDist(fs.Parquet(), nil, rows); err != nil || d.Records != 5000 {
+				b.Fatal(d.Records, err)
+			}
+		}
+	})
+	b.Run("partials", func(b *testing.B) {
+		root, err := atomicfs.OpenRoot(b.TempDir())
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer root.Close()
+		b.SetBytes(size)
+		b.ReportAllocs()
+		for b.Loop() {
+			var memo verify.TokenMemo
+			for i, recs := range shards {
+				p := report.NewPartial(rows, &memo)
+				for _, r := range recs {
+					p.AddWritten(r)
+				}
+				if _, err := p.Write(root, fmt.Sprintf("dist-%d.json", i)); err != nil {
+					b.Fatal(err)
+				}
+			}
+			run, err := report.Load(out)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if d, err := run.FinalDist(run.Final()); err != nil || d.Records != 5000 {
+				b.Fatal(d.Records, err)
+			}
+		}
+	})
 }
