@@ -170,7 +170,8 @@ func percentilesOf(h IntHist) Percentiles {
 	if n == 0 {
 		return Percentiles{}
 	}
-	// at returns the value of rank i (0-based) in ascending order.
+	// at is the nearest-rank value of percentile p: the value of rank
+	// ceil(p·n) (1-based) in ascending order.
 	at := func(p float64) int {
 		i := min(max(int64(p*float64(n)+0.999999)-1, 0), n-1)
 		for _, v := range vs {

@@ -129,10 +129,9 @@ func toJSON(d *Dist) distJSON {
 
 // fromJSON is the Dist of j, counted with the token sample below.
 func fromJSON(j distJSON, below uint64) *Dist {
-	d := &Dist{Records: j.Records, Source: j.Source, Category: j.Category, World: j.World, Difficulty: j.Difficulty,
+	return &Dist{Records: j.Records, Source: j.Source, Category: j.Category, World: j.World, Difficulty: j.Difficulty,
 		Lang: j.Lang, Tools: j.Tools, CallsPerTurn: j.CallsPerTurn, Turns: j.Turns, NoiseSimilarity: j.NoiseSimilarity,
 		VerifyFail: j.VerifyFail, Teacher: j.Teacher, tagged: j.TokensTagged, sample: j.TokensSample, sampleBelow: below}
-	return d
 }
 
 // partialDists are the merged partials of an export stage.
@@ -141,8 +140,11 @@ type partialDists struct {
 	input   *Dist // and those it rejected: its input; nil when some partial lacks them
 }
 
-// partials merges the partials of the export stage s in manifest order;
-// nil when some shard has none (written by an older augment).
+// partials merges the partials of the export stage s in manifest order
+// (the merge does not depend on the order: counts add up, and the sample
+// is the records below the smallest threshold of the parts); nil when some
+// shard has none, or one of another layout (written by another augment
+// version): the report then reads the records.
 func (r *Run) partials(s *Stage) (*partialDists, error) {
 	if s.Manifest == nil {
 		return nil, nil
