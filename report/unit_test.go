@@ -3,6 +3,8 @@ package report
 import (
 	"encoding/json"
 	"slices"
+	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/augmentdata/augment/stages/record"
@@ -168,5 +170,45 @@ func TestJudgeBars(t *testing.T) {
 				t.Errorf("got %v, want %v", got, tc.want)
 			}
 		})
+	}
+}
+
+// TestMergeSampleThresholds: parts counted with different token-sample
+// thresholds (a resumed run whose ingest handed on another number of
+// records) merge into the sample of the smallest, in any order.
+func TestMergeSampleThresholds(t *testing.T) {
+	part := func(below uint64, from, to int) *Dist {
+		d := newDist()
+		d.sampleBelow = below
+		for i := from; i < to; i++ {
+			d.add(&record.Record{ID: "r" + strconv.Itoa(i), Source: "s",
+				Messages: []record.Message{{Role: record.RoleUser, Content: strings.Repeat("word ", i%7+1)}}})
+		}
+		return d
+	}
+	wide, narrow := SampleBelow(10000), SampleBelow(40000) // about 1/2 and 1/8 of the records
+	a, b := part(wide, 0, 1000), part(narrow, 1000, 2000)
+	want, wideN := 0, 0
+	for i := range 2000 {
+		h := idHash("r" + strconv.Itoa(i))
+		if h < narrow {
+			want++
+		}
+		if h < wide {
+			wideN++
+		}
+	}
+	if want == 0 || want >= wideN {
+		t.Fatalf("%d records below the narrow threshold, %d below the wide one: the test needs both", want, wideN)
+	}
+	for _, order := range [][]*Dist{{a, b}, {b, a}} {
+		d := newDist()
+		for _, p := range order {
+			d.merge(p)
+		}
+		d.finish()
+		if d.Records != 2000 || d.Tokens.Count != int64(want) {
+			t.Errorf("%d records, %d counted; want 2000 and the %d below the narrower threshold", d.Records, d.Tokens.Count, want)
+		}
 	}
 }
