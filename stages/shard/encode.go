@@ -48,109 +48,142 @@ func newEncoder() *encoder {
 	return &encoder{vals: make([][]parquet.Value, len(schema.Columns()))}
 }
 
+// nulls[c][rep][def] is the null of column c at those levels: nulls are
+// the same every time, so they are made once.
+var nulls = func() [][3][3]parquet.Value {
+	n := make([][3][3]parquet.Value, len(schema.Columns()))
+	for c := range n {
+		for rep := range 3 {
+			for def := range 3 {
+				n[c][rep][def] = parquet.NullValue().Level(rep, def, c)
+			}
+		}
+	}
+	return n
+}()
+
 // bytesOf returns s's bytes without copying; parquet-go only reads them
 // (the column buffers copy what they are given).
 func bytesOf(s string) []byte { return unsafe.Slice(unsafe.StringData(s), len(s)) }
 
-func (e *encoder) str(c int, s string, rep, def int) {
-	e.vals[c] = append(e.vals[c], parquet.ByteArrayValue(bytesOf(s)).Level(rep, def, c))
-}
+// top appends a value of a top-level required column. Its levels are 0,
+// the zero value's: the column buffer of such a column reads nothing else
+// of a Value than its data.
+func (e *encoder) top(c int, v parquet.Value) { e.vals[c] = append(e.vals[c], v) }
 
-func (e *encoder) raw(c int, b []byte, rep, def int) {
-	e.vals[c] = append(e.vals[c], parquet.ByteArrayValue(b).Level(rep, def, c))
+// str is s as a value of column c at those levels.
+func str(s string, rep, def, c int) parquet.Value {
+	return parquet.ByteArrayValue(bytesOf(s)).Level(rep, def, c)
 }
 
 func (e *encoder) null(c int, rep, def int) {
-	e.vals[c] = append(e.vals[c], parquet.NullValue().Level(rep, def, c))
+	e.vals[c] = append(e.vals[c], nulls[c][rep][def])
 }
 
 // add appends r's values to every column.
 func (e *encoder) add(r *record.Record) {
-	e.str(col.id, r.ID, 0, 0)
-	e.str(col.source, r.Source, 0, 0)
-	e.str(col.format, r.Format, 0, 0)
-	e.vals[col.row] = append(e.vals[col.row], parquet.Int64Value(r.Row).Level(0, 0, col.row))
-	e.str(col.system, r.System, 0, 0)
+	e.top(col.id, parquet.ByteArrayValue(bytesOf(r.ID)))
+	e.top(col.source, parquet.ByteArrayValue(bytesOf(r.Source)))
+	e.top(col.format, parquet.ByteArrayValue(bytesOf(r.Format)))
+	e.top(col.row, parquet.Int64Value(r.Row))
+	e.top(col.system, parquet.ByteArrayValue(bytesOf(r.System)))
 
+	v := e.vals
 	if len(r.Tools) == 0 {
 		for _, c := range [...]int{col.toolName, col.toolDesc, col.toolParams, col.toolResp} {
 			e.null(c, 0, 0)
 		}
-	}
-	for i := range r.Tools {
-		t := &r.Tools[i]
-		rep := min(i, 1)
-		e.str(col.toolName, t.Name, rep, defElem)
-		e.str(col.toolDesc, t.Description, rep, defElem)
-		e.raw(col.toolParams, t.Parameters, rep, defElem)
-		// Null only when nil: an empty non-nil response is an empty value,
-		// as GenericWriter wrote it.
-		if t.Response == nil {
-			e.null(col.toolResp, rep, defElem)
-		} else {
-			e.raw(col.toolResp, t.Response, rep, defResponse)
+	} else {
+		name, desc, params, resp := v[col.toolName], v[col.toolDesc], v[col.toolParams], v[col.toolResp]
+		for i := range r.Tools {
+			t := &r.Tools[i]
+			rep := min(i, 1)
+			name = append(name, str(t.Name, rep, defElem, col.toolName))
+			desc = append(desc, str(t.Description, rep, defElem, col.toolDesc))
+			params = append(params, parquet.ByteArrayValue(t.Parameters).Level(rep, defElem, col.toolParams))
+			// Null only when nil: an empty non-nil response is an empty
+			// value, as GenericWriter wrote it.
+			if t.Response == nil {
+				resp = append(resp, nulls[col.toolResp][rep][defElem])
+			} else {
+				resp = append(resp, parquet.ByteArrayValue(t.Response).Level(rep, defResponse, col.toolResp))
+			}
 		}
+		v[col.toolName], v[col.toolDesc], v[col.toolParams], v[col.toolResp] = name, desc, params, resp
 	}
 
 	if len(r.Messages) == 0 {
 		for _, c := range [...]int{col.msgRole, col.msgContent, col.msgReasoning, col.callName, col.callArgs, col.resName, col.resContent} {
 			e.null(c, 0, 0)
 		}
-	}
-	for i := range r.Messages {
-		m := &r.Messages[i]
-		rep := min(i, 1)
-		e.str(col.msgRole, m.Role, rep, defElem)
-		e.str(col.msgContent, m.Content, rep, defElem)
-		e.str(col.msgReasoning, m.Reasoning, rep, defElem)
-		if len(m.Calls) == 0 {
-			e.null(col.callName, rep, defElem)
-			e.null(col.callArgs, rep, defElem)
-		}
-		for j := range m.Calls {
-			c := &m.Calls[j]
-			rep := rep
-			if j > 0 {
-				rep = repNested
+	} else {
+		role, content, reasoning := v[col.msgRole], v[col.msgContent], v[col.msgReasoning]
+		callName, callArgs, resName, resContent := v[col.callName], v[col.callArgs], v[col.resName], v[col.resContent]
+		for i := range r.Messages {
+			m := &r.Messages[i]
+			rep := min(i, 1)
+			role = append(role, str(m.Role, rep, defElem, col.msgRole))
+			content = append(content, str(m.Content, rep, defElem, col.msgContent))
+			reasoning = append(reasoning, str(m.Reasoning, rep, defElem, col.msgReasoning))
+			if len(m.Calls) == 0 {
+				callName = append(callName, nulls[col.callName][rep][defElem])
+				callArgs = append(callArgs, nulls[col.callArgs][rep][defElem])
 			}
-			e.str(col.callName, c.Name, rep, defNested)
-			e.raw(col.callArgs, c.Arguments, rep, defNested)
-		}
-		if len(m.Results) == 0 {
-			e.null(col.resName, rep, defElem)
-			e.null(col.resContent, rep, defElem)
-		}
-		for j := range m.Results {
-			res := &m.Results[j]
-			rep := rep
-			if j > 0 {
-				rep = repNested
+			for j := range m.Calls {
+				c := &m.Calls[j]
+				rep := rep
+				if j > 0 {
+					rep = repNested
+				}
+				callName = append(callName, str(c.Name, rep, defNested, col.callName))
+				callArgs = append(callArgs, parquet.ByteArrayValue(c.Arguments).Level(rep, defNested, col.callArgs))
 			}
-			e.str(col.resName, res.Name, rep, defNested)
-			e.str(col.resContent, res.Content, rep, defNested)
+			if len(m.Results) == 0 {
+				resName = append(resName, nulls[col.resName][rep][defElem])
+				resContent = append(resContent, nulls[col.resContent][rep][defElem])
+			}
+			for j := range m.Results {
+				res := &m.Results[j]
+				rep := rep
+				if j > 0 {
+					rep = repNested
+				}
+				resName = append(resName, str(res.Name, rep, defNested, col.resName))
+				resContent = append(resContent, str(res.Content, rep, defNested, col.resContent))
+			}
 		}
+		v[col.msgRole], v[col.msgContent], v[col.msgReasoning] = role, content, reasoning
+		v[col.callName], v[col.callArgs], v[col.resName], v[col.resContent] = callName, callArgs, resName, resContent
 	}
 
 	if len(r.Tags) == 0 {
 		e.null(col.tagKey, 0, 0)
 		e.null(col.tagValue, 0, 0)
-	}
-	for i, t := range r.Tags {
-		rep := min(i, 1)
-		e.str(col.tagKey, t.Key, rep, defElem)
-		e.str(col.tagValue, t.Value, rep, defElem)
+	} else {
+		key, value := v[col.tagKey], v[col.tagValue]
+		for i := range r.Tags {
+			t := &r.Tags[i]
+			rep := min(i, 1)
+			key = append(key, str(t.Key, rep, defElem, col.tagKey))
+			value = append(value, str(t.Value, rep, defElem, col.tagValue))
+		}
+		v[col.tagKey], v[col.tagValue] = key, value
 	}
 
 	if len(r.Lineage) == 0 {
 		e.null(col.stepStage, 0, 0)
 		e.null(col.stepProvider, 0, 0)
 		e.null(col.stepModel, 0, 0)
-	}
-	for i, s := range r.Lineage {
-		rep := min(i, 1)
-		e.str(col.stepStage, s.Stage, rep, defElem)
-		e.str(col.stepProvider, s.Provider, rep, defElem)
-		e.str(col.stepModel, s.Model, rep, defElem)
+	} else {
+		stage, provider, model := v[col.stepStage], v[col.stepProvider], v[col.stepModel]
+		for i := range r.Lineage {
+			s := &r.Lineage[i]
+			rep := min(i, 1)
+			stage = append(stage, str(s.Stage, rep, defElem, col.stepStage))
+			provider = append(provider, str(s.Provider, rep, defElem, col.stepProvider))
+			model = append(model, str(s.Model, rep, defElem, col.stepModel))
+		}
+		v[col.stepStage], v[col.stepProvider], v[col.stepModel] = stage, provider, model
 	}
 }
 

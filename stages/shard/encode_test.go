@@ -219,3 +219,15 @@ func FuzzEncode(f *testing.F) {
 		assertRecordsEqual(t, got, normalized(recs))
 	})
 }
+
+// BenchmarkEncodeGeneric is BenchmarkEncode with the old writer, for an
+// A/B in one run.
+func BenchmarkEncodeGeneric(b *testing.B) {
+	forEachSet(b, func(b *testing.B, recs []*record.Record) {
+		for b.Loop() {
+			if err := writeParquetGeneric(io.Discard, recs, Options{}); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
