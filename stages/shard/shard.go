@@ -306,6 +306,9 @@ func wrapPath(path string, err error) error {
 	return fmt.Errorf("%s: %w", path, err)
 }
 
+// writeBatch is how many records are handed to the Parquet writer at once.
+const writeBatch = 256
+
 // MaxRowGroupBytes bounds a row group by the text its records hold (about
 // their size in memory): a row group is cut at RowGroupRows records or once
 // it holds this much, whichever comes first, so a reader's memory stays
@@ -325,9 +328,6 @@ func (o Options) codec() (compress.Codec, error) {
 	return c, nil
 }
 
-// writeParquet encodes recs as a Parquet file into w: row groups of
-// o.RowGroupRows records (or MaxRowGroupBytes of text), the values of each
-// chunk of records handed column by column to parquet-go (see encode.go).
 func writeParquet(w io.Writer, recs []*record.Record, o Options) error {
 	codec, err := o.codec()
 	if err != nil {
@@ -346,32 +346,65 @@ func writeParquet(w io.Writer, recs []*record.Record, o Options) error {
 		createdBy("augment version "+version),
 		parquet.KeyValueMetadata("augment.version", version),
 	)
-	pw := parquet.NewWriter(w, opts...)
-	enc := newEncoder()
-	var rows, size, chunk int // in the current row group and chunk
-	for _, r := range recs {
-		enc.add(r)
-		rows++
-		chunk++
-		size += textSize(r)
-		cut := rows >= maxRows || size >= MaxRowGroupBytes
-		if chunk == chunkRows || cut {
-			if err := enc.flush(pw.ColumnWriters()); err != nil {
+	pw := parquet.NewGenericWriter[record.Record](w, opts...)
+	batch := make([]record.Record, 0, min(len(recs), writeBatch))
+	var rows, size int // in the current row group
+	flush := func(cut bool) error {
+		if len(batch) > 0 {
+			if _, err := pw.Write(batch); err != nil {
 				return err
 			}
-			chunk = 0
+			batch = batch[:0]
 		}
-		if cut {
-			if err := pw.Flush(); err != nil {
-				return err
-			}
+		if cut && rows > 0 {
 			rows, size = 0, 0
+			return pw.Flush()
+		}
+		return nil
+	}
+	for _, r := range recs {
+		batch = append(batch, *r)
+		if tools, ok := nullEmptyResponses(r.Tools); ok {
+			batch[len(batch)-1].Tools = tools
+		}
+		rows++
+		size += textSize(r)
+		var err error
+		switch {
+		case rows >= maxRows || size >= MaxRowGroupBytes:
+			err = flush(true)
+		case len(batch) == writeBatch:
+			err = flush(false)
+		}
+		if err != nil {
+			return err
 		}
 	}
-	if err := enc.flush(pw.ColumnWriters()); err != nil {
+	if err := flush(false); err != nil {
 		return err
 	}
+	clear(batch[:cap(batch)]) // drop references to the caller's records
 	return pw.Close()
+}
+
+// nullEmptyResponses returns a copy of tools whose empty, non-nil
+// Response values are nil, and true, when there are any: parquet-go writes
+// a nil Response as NULL but an empty one as an empty JSON value, which
+// Check lets through as absent, Read returns as nil and Arrow and DuckDB
+// would see as "" (not JSON). The caller's records are left as they are.
+func nullEmptyResponses(tools []record.Tool) ([]record.Tool, bool) {
+	for i, t := range tools {
+		if t.Response != nil && len(t.Response) == 0 {
+			c := slices.Clone(tools)
+			for j := i; j < len(c); j++ {
+				if len(c[j].Response) == 0 {
+					c[j].Response = nil
+				}
+			}
+			return c, true
+		}
+	}
+	return nil, false
 }
 
 // textSize approximates the bytes r takes in a row group.
