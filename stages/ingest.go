@@ -303,6 +303,9 @@ func (r *Runner) ingestSource(ctx context.Context, sr stageRun, src Source, path
 		return nil, err
 	}
 	defer f.Close()
+	if sum != "" {
+		f.SkipSum() // hashed already: not twice
+	}
 	size := f.Size
 	prog := r.newProgressBytes(sr.name+" "+src.Name, size)
 	defer prog.done()
