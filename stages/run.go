@@ -737,7 +737,8 @@ func shardWorkers(st Stage) int {
 // name, and sorts what became of them into a shardOut for writeShard.
 // checked says recs passed shard.Check already (kept by the pass before and
 // handed on in memory): a record the stage returns as it was given (the
-// same pointer; a stage changes only a copy) is not checked again.
+// same pointer; a stage changes only a copy) is not checked again, and of
+// one it made from it only what it changed (shard.CheckChanged).
 func (r *Runner) processShard(ctx context.Context, p *pass, name string, recs []*record.Record, checked bool) (*shardOut, error) {
 	sr, st, sink := p.sr, p.st, p.sink
 	o := &shardOut{sh: manifests.Shard{Name: name}}
@@ -798,7 +799,14 @@ func (r *Runner) processShard(ctx context.Context, p *pass, name string, recs []
 					o.keep(out)
 					continue
 				}
-				if reason, err := shard.Check(out); err != nil {
+				var reason string
+				var err error
+				if checked { // only what the stage changed
+					reason, err = shard.CheckChanged(out, rec)
+				} else {
+					reason, err = shard.Check(out)
+				}
+				if err != nil {
 					o.reject(shard.Reject{Stage: sr.name, ID: out.ID, Source: out.Source, Row: out.Row,
 						Reason: reason, Detail: err.Error(), Record: out})
 					continue
