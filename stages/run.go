@@ -102,6 +102,20 @@ type Runner struct {
 	mirrorRoot *os.Root        // the mirror's handle on the output directory
 
 	check teacherCheck // batch.go
+
+	// wrote holds the Parquet shards this process wrote (path in the run
+	// dir → SHA-256), all of whose records passed shard.Check before the
+	// write (ingest's by formats.Parse's contract): a stage reading one
+	// back checks only what it changes (see checkedShard).
+	wrote sync.Map
+}
+
+// checkedShard reports whether the shard ref names is one this process
+// wrote, with the same content hash: its records passed shard.Check, and
+// read back (Parquet pages carry checksums) they are the same bytes.
+func (r *Runner) checkedShard(ref manifests.FileRef) bool {
+	sum, ok := r.wrote.Load(ref.Path)
+	return ok && sum == ref.SHA256 && ref.SHA256 != ""
 }
 
 // NewRunner prepares a run of p: it opens the request cache and the teacher.
@@ -736,7 +750,7 @@ func shardWorkers(st Stage) int {
 // processShard runs p's stage over recs, the records of its input shard
 // name, and sorts what became of them into a shardOut for writeShard.
 // checked says recs passed shard.Check already (kept by the pass before and
-// handed on in memory): a record the stage returns as it was given (the
+// handed on in memory, or read from a shard this process wrote): a record the stage returns as it was given (the
 // same pointer; a stage changes only a copy) is not checked again, and of
 // one it made from it only what it changed (shard.CheckChanged).
 func (r *Runner) processShard(ctx context.Context, p *pass, name string, recs []*record.Record, checked bool) (*shardOut, error) {
