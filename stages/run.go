@@ -750,9 +750,10 @@ func shardWorkers(st Stage) int {
 // processShard runs p's stage over recs, the records of its input shard
 // name, and sorts what became of them into a shardOut for writeShard.
 // checked says recs passed shard.Check already (kept by the pass before and
-// handed on in memory, or read from a shard this process wrote): a record the stage returns as it was given (the
-// same pointer; a stage changes only a copy) is not checked again, and of
-// one it made from it only what it changed (shard.CheckChanged).
+// handed on in memory, or read from a shard this process wrote): a record
+// the stage returns as it was given (the same pointer; a stage changes
+// only a copy) is not checked again, and of one it made from it only what
+// it changed (shard.CheckChanged).
 func (r *Runner) processShard(ctx context.Context, p *pass, name string, recs []*record.Record, checked bool) (*shardOut, error) {
 	sr, st, sink := p.sr, p.st, p.sink
 	o := &shardOut{sh: manifests.Shard{Name: name}}
