@@ -34,12 +34,9 @@ func MarshalIndent(v any, indent string) ([]byte, error) {
 // directly, rare ones (control characters other than \n \r \t,
 // U+2028/U+2029, invalid UTF-8) through Marshal. The export writes every
 // string of its samples with it, and token counts the strings of tools
-// and calls.
+// and calls. The text is validated as UTF-8 in the same pass that copies
+// it (FuzzAppendString holds the result to Marshal's).
 func AppendString(dst []byte, s string) []byte {
-	if !utf8.ValidString(s) {
-		q, _ := Marshal(s)
-		return append(dst, q...)
-	}
 	start := len(dst)
 	dst = append(dst, '"')
 	last := 0
@@ -51,12 +48,6 @@ func AppendString(dst []byte, s string) []byte {
 		// wrong, as a borrow runs upward).
 		if i+8 <= len(s) {
 			w := swar.Load(s, i)
-			if w&swar.Tops == swar.Tops { // eight bytes of non-ASCII characters
-				if e := w ^ swar.Ones*0xE2; (e-swar.Ones)&^e&swar.Tops == 0 { // none is 0xE2
-					i += 8
-					continue
-				}
-			}
 			m := swar.StringSpecial(w) | w&swar.Tops
 			if m == 0 {
 				i += 8
@@ -65,11 +56,32 @@ func AppendString(dst []byte, s string) []byte {
 			i += bits.TrailingZeros64(m) / 8
 		}
 		c := s[i]
+		if c >= utf8.RuneSelf {
+			// Characters outside ASCII while they last, each checked as
+			// UTF-8: the three-byte ones (most CJK) that are not U+2028 or
+			// U+2029 and the two-byte ones directly, the rest decoded.
+			for i < len(s) && s[i] >= utf8.RuneSelf {
+				c := s[i]
+				if c >= 0xE1 && c <= 0xEF && c != 0xED && i+2 < len(s) && s[i+1]&0xC0 == 0x80 && s[i+2]&0xC0 == 0x80 &&
+					(c != 0xE2 || s[i+1] != 0x80 || s[i+2]&^1 != 0xA8) {
+					i += 3
+					continue
+				}
+				if c >= 0xC2 && c <= 0xDF && i+1 < len(s) && s[i+1]&0xC0 == 0x80 {
+					i += 2
+					continue
+				}
+				r, n := utf8.DecodeRuneInString(s[i:])
+				if r == utf8.RuneError && n == 1 || r == '\u2028' || r == '\u2029' { // invalid UTF-8, U+2028 or U+2029
+					q, _ := Marshal(s)
+					return append(dst[:start], q...)
+				}
+				i += n
+			}
+			continue
+		}
 		if jsonPlain[c] {
 			i++
-			for i < len(s) && s[i] >= utf8.RuneSelf && s[i] != 0xE2 { // the rest of a non-ASCII character or run
-				i++
-			}
 			continue
 		}
 		var esc byte
@@ -84,14 +96,8 @@ func AppendString(dst []byte, s string) []byte {
 			esc = 'r'
 		case '\t':
 			esc = 't'
-		case 0xE2: // U+2028 and U+2029 are E2 80 A8 and E2 80 A9
-			if i+2 < len(s) && s[i+1] == 0x80 && (s[i+2] == 0xA8 || s[i+2] == 0xA9) {
-				break
-			}
-			i++
-			continue
 		}
-		if esc == 0 { // another control character, U+2028 or U+2029
+		if esc == 0 { // another control character
 			q, _ := Marshal(s)
 			return append(dst[:start], q...)
 		}
@@ -104,12 +110,11 @@ func AppendString(dst []byte, s string) []byte {
 	return append(dst, '"')
 }
 
-// jsonPlain marks the bytes of valid UTF-8 text that AppendString
-// copies as they are: all but '"', '\\', control characters and 0xE2 (the
-// lead byte of U+2028 and U+2029, which encoding/json escapes).
-var jsonPlain = func() (t [256]bool) {
-	for c := 0x20; c < 256; c++ {
-		t[c] = c != '"' && c != '\\' && c != 0xE2
+// jsonPlain marks the ASCII bytes AppendString copies as they are: all
+// but '"', '\\' and control characters.
+var jsonPlain = func() (t [utf8.RuneSelf]bool) {
+	for c := 0x20; c < utf8.RuneSelf; c++ {
+		t[c] = c != '"' && c != '\\'
 	}
 	return t
 }()

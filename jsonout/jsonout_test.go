@@ -30,7 +30,9 @@ func TestMarshal(t *testing.T) {
 // TestAppendStringBlocks: each byte that needs care, at every place of
 // the eight-byte blocks AppendString tests together.
 func TestAppendStringBlocks(t *testing.T) {
-	for _, special := range []string{"\"", "\\", "\n", "\x01", "\x1f", "\x7f", " ", "\u2028", "\u2029", "\u2027", "é", "\xff", "<&>", "\"\"", "\x00\"", "中\n", "中文中文中文\u2028中文中文\u2029", "中文中文中文中文\x01"} {
+	for _, special := range []string{"\"", "\\", "\n", "\x01", "\x1f", "\x7f", " ", "\u2028", "\u2029", "\u2027", "é", "\xff", "<&>", "\"\"", "\x00\"", "中\n", "中文中文中文\u2028中文中文\u2029", "中文中文中文中文\x01",
+		// UTF-8 checked in the copying pass: truncated, overlong, surrogate and four-byte forms.
+		"\xe2\x80", "\xe2\x80\xa8", "\xe2\x80\xaa", "\xe4\xb8", "\xc3", "\xc0\x80", "\xe0\x80\x80", "\xe0\xa0\x80", "\xed\xa0\x80", "\xed\x9f\xbf", "\xef\xbf\xbd", "\xf0\x9f\x98\x80", "\xf4\x90\x80\x80", "é中\x80"} {
 		for at := 0; at <= 20; at++ {
 			v := strings.Repeat("a", at) + special + strings.Repeat("b", 20-at)
 			got := AppendString([]byte("x"), v)
@@ -51,4 +53,23 @@ func FuzzAppendString(f *testing.F) {
 			t.Fatalf("%q: got %s want %s", s, got, want)
 		}
 	})
+}
+
+// BenchmarkAppendString writes texts like the export's: English prose with
+// the odd quote and newline, Chinese prose, and compact JSON arguments.
+func BenchmarkAppendString(b *testing.B) {
+	for _, tc := range []struct{ name, s string }{
+		{"english", strings.Repeat("Could you find me a \"quiet\" hotel near the station?\nI arrive on Friday evening. ", 8)},
+		{"chinese", strings.Repeat("请帮我查一下明天从北京到上海的航班，最好是上午出发的。\n", 8)},
+		{"json", strings.Repeat(`{"city":"San Francisco","dates":["2024-05-01","2024-05-03"],"guests":2},`, 8)},
+		{"short", "assistant"},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			b.SetBytes(int64(len(tc.s)))
+			buf := make([]byte, 0, 4*len(tc.s))
+			for b.Loop() {
+				buf = AppendString(buf[:0], tc.s)
+			}
+		})
+	}
 }

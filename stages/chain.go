@@ -209,7 +209,7 @@ func (w *write) wait() error {
 // runChain takes shard name through every pass of the group in order.
 func (r *Runner) runChain(ctx context.Context, g *group, name string) (err error) {
 	var recs []*record.Record // the pass's input records, when the pass before handed them on
-	checked := false          // recs passed shard.Check (kept by a pass before, in memory)
+	checked := false          // recs passed shard.Check (kept by a pass before, in memory, or read from a shard this process wrote)
 	var prev *write           // the last write started for this shard
 	defer func() {
 		if werr := prev.wait(); err == nil {
@@ -263,7 +263,7 @@ func (r *Runner) runChain(ctx context.Context, g *group, name string) (err error
 			if recs, err = shard.Read(filepath.Join(r.dir, in.ref.Path)); err != nil {
 				return fmt.Errorf("stage %s: shard %s: %w", p.sr.name, name, err)
 			}
-			checked = false
+			checked = r.checkedShard(in.ref) // written, checked, by this process
 		}
 		o, err := r.processShard(ctx, p, name, recs, checked)
 		if isPending(err) {

@@ -330,3 +330,33 @@ func TestProcessShardChecksChangedRecords(t *testing.T) {
 		}
 	}
 }
+
+// Records read back from a shard count as checked only when this process
+// wrote that shard with that content (checkedShard): not a shard another
+// process wrote (a new Runner), nor one whose recorded hash differs.
+func TestCheckedShard(t *testing.T) {
+	_, root := tempRoot(t)
+	if err := root.MkdirAll("01-s"); err != nil {
+		t.Fatal(err)
+	}
+	r := &Runner{p: &Pipeline{Output: Output{ShardSize: 10, RowGroupRows: 10}}}
+	o := &shardOut{sh: manifests.Shard{Name: "00000"}}
+	o.sh.In = 1
+	o.keep(&record.Record{ID: "a", Messages: []record.Message{{Role: record.RoleUser, Content: "hi"}}})
+	sh, err := r.writeShard(context.Background(), stageRun{name: "s", out: root.Sub("01-s")}, nil, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref := sh.Outputs[0]
+	if !strings.HasSuffix(ref.Path, ".parquet") || !r.checkedShard(ref) {
+		t.Fatalf("the shard this runner wrote (%+v) does not count as checked", ref)
+	}
+	other := ref
+	other.SHA256 = strings.Repeat("0", 64)
+	if r.checkedShard(other) {
+		t.Error("a shard with another hash counts as checked")
+	}
+	if (&Runner{}).checkedShard(ref) {
+		t.Error("a shard another runner wrote counts as checked")
+	}
+}

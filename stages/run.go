@@ -108,6 +108,20 @@ type Runner struct {
 	// for that many; tokens remembers the partials' token counts.
 	chainRows int64
 	tokens    verify.TokenMemo
+
+	// wrote holds the Parquet shards this process wrote (path in the run
+	// dir → SHA-256), all of whose records passed shard.Check before the
+	// write (ingest's by formats.Parse's contract): a stage reading one
+	// back checks only what it changes (see checkedShard).
+	wrote sync.Map
+}
+
+// checkedShard reports whether the shard ref names is one this process
+// wrote, with the same content hash: its records passed shard.Check, and
+// read back (Parquet pages carry checksums) they are the same bytes.
+func (r *Runner) checkedShard(ref manifests.FileRef) bool {
+	sum, ok := r.wrote.Load(ref.Path)
+	return ok && sum == ref.SHA256 && ref.SHA256 != ""
 }
 
 // NewRunner prepares a run of p: it opens the request cache and the teacher.
@@ -743,8 +757,10 @@ func shardWorkers(st Stage) int {
 // processShard runs p's stage over recs, the records of its input shard
 // name, and sorts what became of them into a shardOut for writeShard.
 // checked says recs passed shard.Check already (kept by the pass before and
-// handed on in memory): a record the stage returns as it was given (the
-// same pointer; a stage changes only a copy) is not checked again.
+// handed on in memory, or read from a shard this process wrote): a record
+// the stage returns as it was given (the same pointer; a stage changes
+// only a copy) is not checked again, and of one it made from it only what
+// it changed (shard.CheckChanged).
 func (r *Runner) processShard(ctx context.Context, p *pass, name string, recs []*record.Record, checked bool) (*shardOut, error) {
 	sr, st, sink := p.sr, p.st, p.sink
 	o := &shardOut{sh: manifests.Shard{Name: name}}
@@ -805,7 +821,14 @@ func (r *Runner) processShard(ctx context.Context, p *pass, name string, recs []
 					o.keep(out)
 					continue
 				}
-				if reason, err := shard.Check(out); err != nil {
+				var reason string
+				var err error
+				if checked { // only what the stage changed
+					reason, err = shard.CheckChanged(out, rec)
+				} else {
+					reason, err = shard.Check(out)
+				}
+				if err != nil {
 					o.reject(shard.Reject{Stage: sr.name, ID: out.ID, Source: out.Source, Row: out.Row,
 						Reason: reason, Detail: err.Error(), Record: out})
 					continue

@@ -62,6 +62,7 @@ func (r *Runner) writeShard(ctx context.Context, sr stageRun, sink Sink, o *shar
 		if err != nil {
 			return *sh, err
 		}
+		r.wrote.Store(refs[0].Path, refs[0].SHA256) // the shard; every record was checked (processShard, ingestBatch)
 		sh.Outputs = append(sh.Outputs, refs...)
 	}
 	if len(o.rejects) > 0 {

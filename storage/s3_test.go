@@ -200,3 +200,31 @@ func TestSumAfterPartialRead(t *testing.T) {
 		t.Errorf("progress counted %d stored bytes, want %d", progress, len(stored))
 	}
 }
+
+// After SkipSum the dump reads the same and progress still counts the
+// stored bytes; Sum says it has nothing to give rather than a wrong hash.
+func TestSkipSum(t *testing.T) {
+	dir := t.TempDir()
+	plain := bytes.Repeat([]byte("{\"a\":\"bcdefgh\"}\n"), 100000)
+	stored := gz(t, plain)
+	p := filepath.Join(dir, "x.jsonl.gz")
+	os.WriteFile(p, stored, 0o644)
+	r, err := New(Options{}).Open(context.Background(), p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	r.SkipSum()
+	var progress int64
+	r.Progress(func(n int64) { progress += n })
+	got, err := io.ReadAll(r)
+	if err != nil || !bytes.Equal(got, plain) {
+		t.Fatalf("read %d bytes, %v; want the %d plain bytes", len(got), err, len(plain))
+	}
+	if progress != int64(len(stored)) {
+		t.Errorf("progress counted %d stored bytes, want %d", progress, len(stored))
+	}
+	if sum, err := r.Sum(); err == nil {
+		t.Errorf("Sum after SkipSum = %s, want an error", sum)
+	}
+}

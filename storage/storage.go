@@ -165,6 +165,9 @@ func (r *Reader) Sum() (string, error) {
 	if r.sum != "" {
 		return r.sum, nil
 	}
+	if r.raw.h == nil {
+		return "", fmt.Errorf("%s: not hashed (SkipSum)", r.Name)
+	}
 	if _, err := io.Copy(io.Discard, r.raw); err != nil {
 		return "", err
 	}
@@ -174,6 +177,12 @@ func (r *Reader) Sum() (string, error) {
 	}
 	return r.sum, nil
 }
+
+// SkipSum stops hashing the stored bytes as they are read, for a caller
+// that knows their hash already (the runner hashes a local dump before
+// ingesting it, to skip it when unchanged): Sum then returns an error.
+// Call it before reading; a sum known up front (Parquet) stays.
+func (r *Reader) SkipSum() { r.raw.h = nil }
 
 // Progress makes the Reader call f with the number of stored bytes read,
 // as they are read (compressed bytes for a compressed dump), starting with
@@ -185,7 +194,7 @@ func (r *Reader) Progress(f func(n int64)) {
 	}
 }
 
-// hashReader hashes what is read through it.
+// hashReader hashes what is read through it (unless h is nil).
 type hashReader struct {
 	r        io.Reader
 	h        hash.Hash
@@ -195,7 +204,9 @@ type hashReader struct {
 
 func (h *hashReader) Read(p []byte) (int, error) {
 	n, err := h.r.Read(p)
-	h.h.Write(p[:n])
+	if h.h != nil {
+		h.h.Write(p[:n])
+	}
 	h.n += int64(n)
 	if h.progress != nil && n > 0 {
 		h.progress(int64(n))

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/augmentdata/augment/internal/cputime"
+	"github.com/augmentdata/augment/stages/shard"
 )
 
 // dump builds an input of at least size bytes from the fixture rows, as a
@@ -138,11 +139,14 @@ func BenchmarkParseRealData(b *testing.B) {
 // BenchmarkParseDumps parses the rows the bench harness (testdata/bench)
 // builds its dumps from, the shared en and zh dialogues of each format, and
 // reports besides wall time the process CPU time per MB of rows (cpu-ms/MB),
-// the steadier figure on a machine shared with other work.
+// the steadier figure on a machine shared with other work. The +check
+// variants also run shard.Check on each record, as ingest did before
+// Parse's contract made it redundant.
 func BenchmarkParseDumps(b *testing.B) {
 	dir := sharedData(b)
-	for _, format := range []string{"glaive", "toolace", "xlam"} {
-		b.Run(format, func(b *testing.B) {
+	for _, name := range []string{"glaive", "toolace", "xlam", "glaive+check", "toolace+check", "xlam+check"} {
+		format, check := strings.CutSuffix(name, "+check")
+		b.Run(name, func(b *testing.B) {
 			var rows [][]byte
 			n := 0
 			for _, lang := range []string{"en", "zh"} {
@@ -166,7 +170,11 @@ func BenchmarkParseDumps(b *testing.B) {
 			for range b.N {
 				for i, r := range rows {
 					// A few shared rows are rejected, as in a real run.
-					Parse(format, "bench", int64(i), r)
+					if rec, err := Parse(format, "bench", int64(i), r); err == nil && check {
+						if _, err := shard.Check(rec); err != nil {
+							b.Fatal(err)
+						}
+					}
 				}
 			}
 			if cpu := cputime.Process() - cpu0; cpu > 0 {

@@ -32,6 +32,17 @@ func reject(reason, format string, args ...any) *contract.Reject {
 // unknown format name gives a plain error, since it concerns the whole
 // source rather than the row. Parse keeps no reference to row and is safe
 // for concurrent use.
+//
+// Contract: when source is valid UTF-8, every record Parse returns passes
+// shard.Check, so the runner writes it without checking it again. Its text
+// is valid UTF-8 (jsontree decodes each string so, invalid bytes and lone
+// surrogates repaired to U+FFFD; the readers cut it only at ASCII bytes,
+// and pycall decodes Python literals to runes), and its JSON fields are
+// compact JSON that jsontree.AppendCompact wrote (values decoded from the
+// row, or built by pycall and the schema normaliser with numbers in JSON's
+// grammar). The fuzz targets (checkInvariants) and
+// TestParseOutputPassesCheck hold every reader to it: a reader that can
+// return text or JSON of another kind must repair it or reject the row.
 func Parse(format, source string, index int64, row []byte) (*record.Record, error) {
 	if !slices.Contains(Formats(), format) {
 		return nil, fmt.Errorf("formats: unknown format %q (want one of %s)", format, strings.Join(Formats(), ", "))

@@ -3,6 +3,7 @@ package formats
 import (
 	"encoding/json"
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/augmentdata/augment/stages/contract"
@@ -15,6 +16,9 @@ import (
 func fuzzParse(f *testing.F, format, fixture string, seeds ...string) {
 	for _, row := range fixtureRows(f, fixture) {
 		f.Add(string(row))
+		// The first string value damaged: bytes that are not UTF-8 and a
+		// lone surrogate escape, which the record must not keep.
+		f.Add(damageFirstString(string(row)))
 	}
 	for _, s := range seeds {
 		f.Add(s)
@@ -34,6 +38,18 @@ func fuzzParse(f *testing.F, format, fixture string, seeds ...string) {
 			t.Fatal("two reads differ")
 		}
 	})
+}
+
+// damageFirstString puts bytes that are not UTF-8 and a lone surrogate
+// escape at the start of the row's first string member value.
+func damageFirstString(row string) string {
+	for _, sep := range []string{`": "`, `":"`} {
+		if i := strings.Index(row, sep); i >= 0 {
+			i += len(sep)
+			return row[:i] + "\xff\xed\xa0\x80\\udc80" + row[i:]
+		}
+	}
+	return row
 }
 
 func FuzzParseToolACE(f *testing.F) {

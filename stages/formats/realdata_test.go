@@ -14,6 +14,7 @@ import (
 	"github.com/augmentdata/augment/jsontree"
 	"github.com/augmentdata/augment/stages/contract"
 	"github.com/augmentdata/augment/stages/record"
+	"github.com/augmentdata/augment/stages/shard"
 )
 
 // sharedData locates ../shared/data (beside the repository): $AUGMENT_SHARED_DATA, else the
@@ -231,8 +232,13 @@ func TestRealDataToolACEConverted(t *testing.T) {
 	}
 }
 
-// checkInvariants checks what every later stage relies on.
+// checkInvariants checks what every later stage relies on, including
+// Parse's contract that its records pass shard.Check (the runner writes
+// them without checking again).
 func checkInvariants(r *record.Record) error {
+	if reason, err := shard.Check(r); err != nil {
+		return fmt.Errorf("fails shard.Check (%s): %v", reason, err)
+	}
 	for _, tool := range r.Tools {
 		var schema struct {
 			Type       string                     `json:"type"`

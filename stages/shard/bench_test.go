@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"io"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	"github.com/augmentdata/augment/stages/record"
@@ -101,6 +102,47 @@ func BenchmarkCheck(b *testing.B) {
 					b.Fatal(err)
 				}
 			}
+		}
+	})
+}
+
+// BenchmarkCheckChanged checks records changed the way a rule stage
+// changes them (decision_tokens: the list of turns copied, each assistant
+// text replaced, a tag and a step added, the rest shared), by Check and by
+// CheckChanged against the record they came from.
+func BenchmarkCheckChanged(b *testing.B) {
+	forEachSet(b, func(b *testing.B, recs []*record.Record) {
+		outs := make([]*record.Record, len(recs))
+		for i, r := range recs {
+			c := *r
+			c.Messages = slices.Clone(r.Messages)
+			for k := range c.Messages {
+				if c.Messages[k].Role == record.RoleAssistant {
+					c.Messages[k].Content = "<answer>" + c.Messages[k].Content
+				}
+			}
+			c.Tags = slices.Clone(r.Tags)
+			c.SetTag("decision_tokens", "on")
+			c.Lineage = slices.Clip(r.Lineage)
+			c.AddStep("decision_tokens", "rule", "")
+			outs[i] = &c
+		}
+		for _, mode := range []string{"check", "changed"} {
+			b.Run(mode, func(b *testing.B) {
+				for b.Loop() {
+					for i, r := range outs {
+						var err error
+						if mode == "check" {
+							_, err = Check(r)
+						} else {
+							_, err = CheckChanged(r, recs[i])
+						}
+						if err != nil {
+							b.Fatal(err)
+						}
+					}
+				}
+			})
 		}
 	})
 }

@@ -20,6 +20,7 @@ import (
 	"slices"
 	"strings"
 	"unicode/utf8"
+	"unsafe"
 
 	"github.com/augmentdata/augment/atomicfs"
 	"github.com/klauspost/compress/s2"
@@ -244,40 +245,79 @@ func Write(dir *atomicfs.Root, name string, recs []*record.Record, o Options) ([
 // whose JSON columns hold anything else, including ""). A nil error means
 // writable; otherwise reason is ReasonInvalidUTF8 or ReasonInvalidJSON and
 // the error names the field and the record ID.
-func Check(r *record.Record) (reason string, err error) {
+func Check(r *record.Record) (reason string, err error) { return check(r, nil) }
+
+// CheckChanged is Check for a record a stage made from prev, a record that
+// passed Check: the text and JSON that r shares with prev, by memory (the
+// same string, the same bytes at the same place of the record), passed
+// already and are not checked again. It gives Check's answer as long as
+// the bytes prev shares were not changed in place since prev was checked:
+// strings cannot be, and stages never change their input records (they
+// change copies; the runner's contract).
+func CheckChanged(r, prev *record.Record) (reason string, err error) { return check(r, prev) }
+
+// check is Check, skipping what r shares with prev when prev is not nil.
+func check(r, prev *record.Record) (reason string, err error) {
 	bad := func(reason, field string) (string, error) {
 		return reason, fmt.Errorf("record %q: %s", r.ID, field)
 	}
-	for _, s := range [...]struct{ name, v string }{{"id", r.ID}, {"source", r.Source}, {"format", r.Format}, {"system", r.System}} {
-		if !utf8.ValidString(s.v) {
+	if prev == nil {
+		prev = &record.Record{}
+	}
+	for _, s := range [...]struct{ name, v, was string }{{"id", r.ID, prev.ID}, {"source", r.Source, prev.Source}, {"format", r.Format, prev.Format}, {"system", r.System, prev.System}} {
+		if !validText(s.v, s.was) {
 			return bad(ReasonInvalidUTF8, s.name)
 		}
 	}
-	for i, t := range r.Tools {
-		switch {
-		case !utf8.ValidString(t.Name) || !utf8.ValidString(t.Description):
-			return bad(ReasonInvalidUTF8, fmt.Sprintf("tools[%d] name or description", i))
-		case !ValidJSON(t.Parameters):
-			return bad(ReasonInvalidJSON, fmt.Sprintf("tools[%d].parameters", i))
-		case len(t.Response) > 0 && !ValidJSON(t.Response):
-			return bad(ReasonInvalidJSON, fmt.Sprintf("tools[%d].response", i))
+	if !sameSlice(r.Tools, prev.Tools) {
+		for i, t := range r.Tools {
+			var was record.Tool
+			if i < len(prev.Tools) {
+				was = prev.Tools[i]
+			}
+			switch {
+			case !validText(t.Name, was.Name) || !validText(t.Description, was.Description):
+				return bad(ReasonInvalidUTF8, fmt.Sprintf("tools[%d] name or description", i))
+			case !sameBytes(t.Parameters, was.Parameters) && !ValidJSON(t.Parameters):
+				return bad(ReasonInvalidJSON, fmt.Sprintf("tools[%d].parameters", i))
+			case len(t.Response) > 0 && !sameBytes(t.Response, was.Response) && !ValidJSON(t.Response):
+				return bad(ReasonInvalidJSON, fmt.Sprintf("tools[%d].response", i))
+			}
 		}
 	}
-	for i, m := range r.Messages {
-		if !utf8.ValidString(m.Role) || !utf8.ValidString(m.Content) || !utf8.ValidString(m.Reasoning) {
-			return bad(ReasonInvalidUTF8, fmt.Sprintf("messages[%d] role, content or reasoning", i))
-		}
-		for j, c := range m.Calls {
-			if !utf8.ValidString(c.Name) {
-				return bad(ReasonInvalidUTF8, fmt.Sprintf("messages[%d].calls[%d].name", i, j))
+	if !sameSlice(r.Messages, prev.Messages) {
+		for i, m := range r.Messages {
+			var was record.Message
+			if i < len(prev.Messages) {
+				was = prev.Messages[i]
 			}
-			if !ValidJSON(c.Arguments) {
-				return bad(ReasonInvalidJSON, fmt.Sprintf("messages[%d].calls[%d].arguments", i, j))
+			if !validText(m.Role, was.Role) || !validText(m.Content, was.Content) || !validText(m.Reasoning, was.Reasoning) {
+				return bad(ReasonInvalidUTF8, fmt.Sprintf("messages[%d] role, content or reasoning", i))
 			}
-		}
-		for j, res := range m.Results {
-			if !utf8.ValidString(res.Name) || !utf8.ValidString(res.Content) {
-				return bad(ReasonInvalidUTF8, fmt.Sprintf("messages[%d].results[%d]", i, j))
+			if !sameSlice(m.Calls, was.Calls) {
+				for j, c := range m.Calls {
+					var cw record.Call
+					if j < len(was.Calls) {
+						cw = was.Calls[j]
+					}
+					if !validText(c.Name, cw.Name) {
+						return bad(ReasonInvalidUTF8, fmt.Sprintf("messages[%d].calls[%d].name", i, j))
+					}
+					if !sameBytes(c.Arguments, cw.Arguments) && !ValidJSON(c.Arguments) {
+						return bad(ReasonInvalidJSON, fmt.Sprintf("messages[%d].calls[%d].arguments", i, j))
+					}
+				}
+			}
+			if !sameSlice(m.Results, was.Results) {
+				for j, res := range m.Results {
+					var rw record.Result
+					if j < len(was.Results) {
+						rw = was.Results[j]
+					}
+					if !validText(res.Name, rw.Name) || !validText(res.Content, rw.Content) {
+						return bad(ReasonInvalidUTF8, fmt.Sprintf("messages[%d].results[%d]", i, j))
+					}
+				}
 			}
 		}
 	}
@@ -292,6 +332,27 @@ func Check(r *record.Record) (reason string, err error) {
 		}
 	}
 	return "", nil
+}
+
+// validText reports whether s is valid UTF-8, known when it is was, a text
+// that passed (the same bytes in memory).
+func validText(s, was string) bool {
+	if len(s) == len(was) && unsafe.StringData(s) == unsafe.StringData(was) {
+		return true
+	}
+	return utf8.ValidString(s)
+}
+
+// sameSlice reports whether the lists a and b are the same elements in
+// memory; two empty lists are (they hold nothing to check).
+func sameSlice[S ~[]E, E any](a, b S) bool {
+	return len(a) == len(b) && (len(a) == 0 || &a[0] == &b[0])
+}
+
+// sameBytes reports whether the JSON values a and b are the same bytes in
+// memory; an empty value never is (it is not JSON: ValidJSON must say so).
+func sameBytes(a, b []byte) bool {
+	return len(a) > 0 && len(a) == len(b) && &a[0] == &b[0]
 }
 
 func ref(path string, f *atomicfs.File, rows int) manifests.FileRef {

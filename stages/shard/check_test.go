@@ -1,0 +1,142 @@
+package shard
+
+import (
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"testing"
+
+	"github.com/augmentdata/augment/stages/record"
+)
+
+// TestCheckChanged: for records a stage makes from a checked record the
+// way stages do (a shallow copy sharing the rest, a deep Clone, lists
+// copied, grown or shifted, fields replaced by new valid or invalid text or
+// JSON), CheckChanged gives exactly Check's answer, reason and message.
+func TestCheckChanged(t *testing.T) {
+	bases := append(fixtureRecords(), syntheticRecords(50, 7)...)
+	for _, b := range bases {
+		if _, err := Check(b); err != nil {
+			t.Fatalf("base %s: %v", b.ID, err)
+		}
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	texts := []string{"", "plain", "中文", "bad \xff", "\xed\xa0\x80", "trunc \xe4\xb8"}
+	jsons := []string{"", `{}`, `{"a":[1,2]}`, `{"a":`, `"x"`, "{\"a\":\"\xff\"}", `nul`}
+	text := func() string { return texts[rng.IntN(len(texts))] }
+	js := func() json.RawMessage {
+		if s := jsons[rng.IntN(len(jsons))]; s != "" {
+			return json.RawMessage(s)
+		}
+		return nil
+	}
+	mutations := []func(r *record.Record){
+		func(r *record.Record) { r.System = text() },
+		func(r *record.Record) { r.ID = text() },
+		func(r *record.Record) {
+			if len(r.Messages) > 0 {
+				r.Messages = slices.Clone(r.Messages)
+				r.Messages[rng.IntN(len(r.Messages))].Content = text()
+			}
+		},
+		func(r *record.Record) { // a turn put in front: every index shifts
+			r.Messages = append([]record.Message{{Role: text(), Content: text()}}, r.Messages...)
+		},
+		func(r *record.Record) {
+			r.Messages = append(slices.Clip(r.Messages), record.Message{Role: "tool", Results: []record.Result{{Name: text(), Content: text()}}})
+		},
+		func(r *record.Record) {
+			for i := range r.Messages {
+				if len(r.Messages[i].Calls) > 0 {
+					r.Messages = slices.Clone(r.Messages)
+					calls := slices.Clone(r.Messages[i].Calls)
+					k := rng.IntN(len(calls))
+					if rng.IntN(2) == 0 {
+						calls[k].Arguments = js()
+					} else {
+						calls[k].Name = text()
+					}
+					r.Messages[i].Calls = calls
+					return
+				}
+			}
+		},
+		func(r *record.Record) {
+			for i := range r.Messages {
+				if len(r.Messages[i].Results) > 0 {
+					r.Messages = slices.Clone(r.Messages)
+					res := slices.Clone(r.Messages[i].Results)
+					res[rng.IntN(len(res))].Content = text()
+					r.Messages[i].Results = res
+					return
+				}
+			}
+		},
+		func(r *record.Record) {
+			if len(r.Tools) > 0 {
+				r.Tools = slices.Clone(r.Tools)
+				k := rng.IntN(len(r.Tools))
+				switch rng.IntN(3) {
+				case 0:
+					r.Tools[k].Parameters = js()
+				case 1:
+					r.Tools[k].Response = js()
+				default:
+					r.Tools[k].Description = text()
+				}
+			}
+		},
+		func(r *record.Record) { // a tool put in front
+			r.Tools = append([]record.Tool{{Name: text(), Parameters: js()}}, r.Tools...)
+		},
+		func(r *record.Record) { r.SetTag(text(), text()) },
+		func(r *record.Record) { r.AddStep(text(), "rule", text()) },
+		func(r *record.Record) { *r = *r.Clone() },
+	}
+	runs, differ := 0, 0
+	for _, base := range bases {
+		for range 200 {
+			out := *base // shares everything, as a stage's copy does
+			out.Tags = slices.Clip(out.Tags)
+			out.Lineage = slices.Clip(out.Lineage)
+			for range 1 + rng.IntN(3) {
+				mutations[rng.IntN(len(mutations))](&out)
+			}
+			wantReason, wantErr := Check(&out)
+			gotReason, gotErr := CheckChanged(&out, base)
+			if gotReason != wantReason || fmt.Sprint(gotErr) != fmt.Sprint(wantErr) {
+				t.Fatalf("record %q: CheckChanged = %q, %v; Check = %q, %v", base.ID, gotReason, gotErr, wantReason, wantErr)
+			}
+			runs++
+			if wantErr != nil {
+				differ++
+			}
+		}
+	}
+	if differ == 0 || differ == runs {
+		t.Fatalf("%d of %d changed records unwritable: the mutations test too little", differ, runs)
+	}
+}
+
+// TestCheckChangedSkipsShared shows what CheckChanged does not look at:
+// text and JSON shared with the record it was made from, which must have
+// passed Check. (A record that did not is passed through unseen.)
+func TestCheckChangedSkipsShared(t *testing.T) {
+	unchecked := &record.Record{ID: "x", System: "bad \xff",
+		Tools:    []record.Tool{{Name: "t", Parameters: json.RawMessage(`{`)}},
+		Messages: []record.Message{{Role: "user", Content: "bad \xff"}}}
+	out := *unchecked
+	out.Messages = slices.Clone(out.Messages) // the same texts, in a new list
+	if reason, err := CheckChanged(&out, unchecked); err != nil {
+		t.Errorf("shared text and JSON checked again: %s %v", reason, err)
+	}
+	if reason, _ := Check(&out); reason != ReasonInvalidUTF8 {
+		t.Errorf("Check = %q, want %s", reason, ReasonInvalidUTF8)
+	}
+	out.Tools = []record.Tool{{Name: "t", Parameters: json.RawMessage(`{`)}} // equal bytes, not the same
+	out.System = "ok"
+	if reason, _ := CheckChanged(&out, unchecked); reason != ReasonInvalidJSON {
+		t.Errorf("CheckChanged of new parameters = %q, want %s", reason, ReasonInvalidJSON)
+	}
+}
