@@ -4,15 +4,13 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"encoding/binary"
 	"encoding/json"
 	"fmt"
-	"hash/fnv"
+	"hash/maphash"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"unicode/utf8"
 
 	"github.com/parquet-go/parquet-go"
@@ -198,10 +196,7 @@ type exporter struct {
 	tpl *verify.LFTemplate
 	env *Env
 
-	paramsSeen  sync.Map // FNV-64a of a tool's parameters → checkParams' answer
-	paramsCount atomic.Int64
-	quoted      quoteMemo // the tools strings of samples, as JSON strings
-	tools       toolsMemo // toolsJSON's answers
+	tools toolMemo // each distinct tool's texts
 }
 
 // sample is one LLaMA-Factory sharegpt row (tools_placement role turns it
@@ -210,6 +205,8 @@ type sample struct {
 	Conversations []verify.Turn `json:"conversations" parquet:"conversations,list"`
 	System        string        `json:"system" parquet:"system"`
 	Tools         string        `json:"tools" parquet:"tools"`
+	// tools are the texts Tools is made of, one per tool.
+	tools []*toolText
 }
 
 // Counter keys of the export (manifest counters, summed over shards).
@@ -251,13 +248,13 @@ func (e *exporter) Process(ctx context.Context, r *record.Record) ([]*record.Rec
 	// Every function_call turn was read back as the template reads it
 	// when it was written (functionCall).
 	probs := verify.CheckTurnOrder(s.Conversations, e.tpl)
-	for i, t := range r.Tools {
-		if len(bytes.TrimSpace(t.Parameters)) == 0 {
-			continue // written as {"type":"object","properties":{}}
-		}
-		if msg := e.checkParams(t.Parameters); msg != "" {
+	// Their check (toolText.params) was made once per distinct tool: dumps
+	// repeat the same tools across many records, and the check was most of
+	// the export's time with the default tool format.
+	for i, tt := range s.tools {
+		if tt.params != "" {
 			probs = append(probs, verify.Problem{Check: "sharegpt", Kind: verify.ReasonLFBadTools, Path: "tools",
-				Msg: fmt.Sprintf("tool %d (%s): %s", i, t.Name, msg)})
+				Msg: fmt.Sprintf("tool %d (%s): %s", i, tt.tool.Name, tt.params)})
 			break
 		}
 	}
@@ -303,33 +300,6 @@ func (e *exporter) Preview(r *record.Record) (string, bool) {
 	}
 	return "", false
 }
-
-// checkParams is the template's CheckToolParams, remembered for up to
-// maxParamsSeen distinct parameter schemas by their 64-bit hash: dumps
-// repeat the same tools across many records, and the check was most of the
-// export's time with the default tool format.
-func (e *exporter) checkParams(params json.RawMessage) string {
-	if e.tpl.ToolFormat != "default" {
-		return ""
-	}
-	h := fnv.New64a()
-	h.Write(params)
-	key := h.Sum64()
-	if msg, ok := e.paramsSeen.Load(key); ok {
-		return msg.(string)
-	}
-	msg := ""
-	if err := e.tpl.CheckToolParams(params); err != nil {
-		msg = err.Error()
-	}
-	if e.paramsCount.Add(1) <= maxParamsSeen {
-		e.paramsSeen.Store(key, msg)
-	}
-	return msg
-}
-
-// maxParamsSeen bounds checkParams' memory (about 64 bytes an entry).
-const maxParamsSeen = 1 << 16
 
 // offlineStage returns the first stage whose lineage entry says the offline
 // teacher made or judged r, or "".
@@ -380,11 +350,10 @@ func (e *exporter) render(r *record.Record) (*sample, error) {
 	if s.System == "" {
 		s.System = e.cfg.System
 	}
-	tools, err := e.tools.json(r.Tools)
-	if err != nil {
+	var err error
+	if s.Tools, s.tools, err = e.toolsText(r.Tools); err != nil {
 		return nil, contract.Rejectf("export_bad_tool", "%v", err)
 	}
-	s.Tools = tools
 	msgs := r.Messages
 	// A dialogue is a training target only up to its last assistant turn.
 	last := -1
@@ -694,115 +663,179 @@ func toolsJSON(tools []record.Tool) (string, error) {
 	var b bytes.Buffer
 	b.WriteByte('[')
 	for i, t := range tools {
-		if strings.TrimSpace(t.Name) == "" {
-			return "", fmt.Errorf("tool %d has no name", i)
-		}
-		params := bytes.TrimSpace(t.Parameters)
-		if len(params) == 0 {
-			params = []byte(`{"type":"object","properties":{}}`)
-		}
-		if params[0] != '{' {
-			return "", fmt.Errorf("tool %q: parameters are not a JSON object", t.Name)
-		}
 		if i > 0 {
 			b.WriteByte(',')
 		}
-		b.WriteString(`{"name":`)
-		writeJSONString(&b, t.Name)
-		b.WriteString(`,"description":`)
-		writeJSONString(&b, t.Description)
-		b.WriteString(`,"parameters":`)
-		b.Write(params)
-		if resp := bytes.TrimSpace(t.Response); len(resp) > 0 {
-			b.WriteString(`,"response":`)
-			b.Write(resp)
+		if err := appendToolJSON(&b, i, t); err != nil {
+			return "", err
 		}
-		b.WriteByte('}')
 	}
 	b.WriteByte(']')
 	return b.String(), nil
 }
 
-// A toolsMemo remembers toolsJSON's answers by the tools' text, up to
-// memoBudget bytes of keys and answers: samples of one dataset repeat
-// their tool lists, and rendering them was half of Process. The zero value
-// is ready; safe for concurrent use.
-type toolsMemo struct{ memo[string] }
-
-// json is toolsJSON(tools), remembered.
-func (t *toolsMemo) json(tools []record.Tool) (string, error) {
-	if len(tools) == 0 {
-		return "[]", nil
+// appendToolJSON writes tool i of a list as toolsJSON does.
+func appendToolJSON(b *bytes.Buffer, i int, t record.Tool) error {
+	if strings.TrimSpace(t.Name) == "" {
+		return fmt.Errorf("tool %d has no name", i)
 	}
-	// The key holds every field toolsJSON reads, each after its length, so
-	// no two tool lists share a key.
-	n := 0
-	for _, tl := range tools {
-		n += 4*binary.MaxVarintLen64 + len(tl.Name) + len(tl.Description) + len(tl.Parameters) + len(tl.Response)
+	params := bytes.TrimSpace(t.Parameters)
+	if len(params) == 0 {
+		params = []byte(`{"type":"object","properties":{}}`)
 	}
-	key := make([]byte, 0, n)
-	for _, tl := range tools {
-		key = appendField(key, tl.Name)
-		key = appendField(key, tl.Description)
-		key = appendField(key, tl.Parameters)
-		key = appendField(key, tl.Response)
+	if params[0] != '{' {
+		return fmt.Errorf("tool %q: parameters are not a JSON object", t.Name)
 	}
-	if v, ok := t.get(string(key)); ok {
-		return v, nil
+	b.WriteString(`{"name":`)
+	writeJSONString(b, t.Name)
+	b.WriteString(`,"description":`)
+	writeJSONString(b, t.Description)
+	b.WriteString(`,"parameters":`)
+	b.Write(params)
+	if resp := bytes.TrimSpace(t.Response); len(resp) > 0 {
+		b.WriteString(`,"response":`)
+		b.Write(resp)
 	}
-	v, err := toolsJSON(tools)
-	if err != nil {
-		return "", err
-	}
-	t.put(string(key), v, len(key)+len(v))
-	return v, nil
+	b.WriteByte('}')
+	return nil
 }
 
-// A memo remembers values by key until memoBudget bytes (as the caller
-// sizes each entry) are used; then it remembers nothing more. The zero
-// value is ready; safe for concurrent use. The export's two memos are
-// bounded so that a dataset whose tool lists never repeat costs at most
-// 2 × memoBudget.
-type memo[V any] struct {
+// A toolText is one tool as the export writes it: obj, its object in the
+// tools list (appendToolJSON); quoted, obj inside the JSON string of the
+// tools column (writeJSONString(obj) without its quotes); and params, what
+// the template's CheckToolParams says of its parameters ("" when nothing).
+// JSON string escaping goes character by character (invalid UTF-8 byte by
+// byte), and every object ends in '}', so no character spans two pieces:
+// the tools string [obj,obj] is written as "[quoted,quoted]", the same
+// bytes as escaping the whole list.
+type toolText struct {
+	tool   record.Tool // the definition, to tell tools of one hash apart
+	obj    []byte
+	quoted []byte // nil when the samples are not JSON lines
+	params string
+}
+
+// A toolMemo remembers the toolText of each distinct tool, up to
+// toolMemoBudget bytes of texts: after meta_tool every record lists its own
+// draw of the library's tools, so whole lists do not repeat but their
+// tools do, and escaping them (JSON full of quotes) was the export's
+// largest cost. Tools are found by a seeded hash of their fields and
+// compared in full. The zero value is ready; safe for concurrent use.
+type toolMemo struct {
 	mu   sync.Mutex
-	m    map[string]V
+	seed maphash.Seed
+	m    map[uint64]*toolText
 	used int
 }
 
-const memoBudget = 32 << 20
+// toolMemoBudget bounds the memo's memory; a tool met after it is full is
+// rendered each time.
+const toolMemoBudget = 64 << 20
 
-func (m *memo[V]) get(key string) (V, bool) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	v, ok := m.m[key]
-	return v, ok
+// sameTool reports whether a and b have every field the export reads.
+func sameTool(a, b *record.Tool) bool {
+	return a.Name == b.Name && a.Description == b.Description &&
+		bytes.Equal(a.Parameters, b.Parameters) && bytes.Equal(a.Response, b.Response)
 }
 
-// fits reports whether size more bytes are within the budget now.
-func (m *memo[V]) fits(size int) bool {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.used+size <= memoBudget
-}
-
-// put remembers v under a copy of key, if size more bytes fit the budget
-// and key is not there yet.
-func (m *memo[V]) put(key string, v V, size int) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if _, ok := m.m[key]; ok || m.used+size > memoBudget {
-		return
+// toolsText renders tools, each through the memo: the tools column's
+// string and the tool texts it is made of.
+func (e *exporter) toolsText(tools []record.Tool) (string, []*toolText, error) {
+	if len(tools) == 0 {
+		return "[]", nil, nil
 	}
+	m := &e.tools
+	texts := make([]*toolText, len(tools))
+	hashes := make([]uint64, len(tools))
+	m.mu.Lock()
 	if m.m == nil {
-		m.m = map[string]V{}
+		m.seed = maphash.MakeSeed()
+		m.m = map[uint64]*toolText{}
 	}
-	m.m[strings.Clone(key)] = v
-	m.used += size
+	seed := m.seed
+	m.mu.Unlock()
+	for i := range tools {
+		hashes[i] = toolHash(seed, &tools[i])
+	}
+	missing := false
+	m.mu.Lock()
+	for i, h := range hashes {
+		if tt := m.m[h]; tt != nil && sameTool(&tt.tool, &tools[i]) {
+			texts[i] = tt
+		} else {
+			missing = true
+		}
+	}
+	m.mu.Unlock()
+	if missing {
+		for i := range tools {
+			if texts[i] != nil {
+				continue
+			}
+			tt, err := e.newToolText(i, tools[i])
+			if err != nil {
+				return "", nil, err
+			}
+			texts[i] = tt
+		}
+		m.mu.Lock()
+		for i, tt := range texts {
+			size := len(tt.obj) + len(tt.quoted) + len(tt.params) + 128
+			if _, ok := m.m[hashes[i]]; !ok && m.used+size <= toolMemoBudget {
+				m.m[hashes[i]] = tt
+				m.used += size
+			}
+		}
+		m.mu.Unlock()
+	}
+	n := 1
+	for _, tt := range texts {
+		n += len(tt.obj) + 1
+	}
+	var b strings.Builder
+	b.Grow(n)
+	b.WriteByte('[')
+	for i, tt := range texts {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.Write(tt.obj)
+	}
+	b.WriteByte(']')
+	return b.String(), texts, nil
 }
 
-// appendField appends f's length, then f.
-func appendField[T ~string | ~[]byte](key []byte, f T) []byte {
-	return append(binary.AppendUvarint(key, uint64(len(f))), f...)
+// toolHash hashes every field sameTool compares.
+func toolHash(seed maphash.Seed, t *record.Tool) uint64 {
+	var h maphash.Hash
+	h.SetSeed(seed)
+	h.WriteString(t.Name)
+	h.WriteByte(0)
+	h.WriteString(t.Description)
+	h.WriteByte(0)
+	h.Write(t.Parameters)
+	h.WriteByte(0)
+	h.Write(t.Response)
+	return h.Sum64()
+}
+
+// newToolText renders tool i of a list.
+func (e *exporter) newToolText(i int, t record.Tool) (*toolText, error) {
+	var b bytes.Buffer
+	if err := appendToolJSON(&b, i, t); err != nil {
+		return nil, err
+	}
+	tt := &toolText{tool: t, obj: b.Bytes()}
+	if e.cfg.Format == "jsonl" && e.cfg.ToolsPlacement == "system" {
+		q := jsonout.AppendString(make([]byte, 0, len(tt.obj)+len(tt.obj)/4+2), string(tt.obj))
+		tt.quoted = q[1 : len(q)-1]
+	}
+	if len(bytes.TrimSpace(t.Parameters)) > 0 && e.tpl.ToolFormat == "default" {
+		if err := e.tpl.CheckToolParams(t.Parameters); err != nil {
+			tt.params = err.Error()
+		}
+	}
+	return tt, nil
 }
 
 // writeJSONString writes s as a JSON string exactly as encoding/json does
@@ -826,7 +859,7 @@ func (e *exporter) WriteShard(_ context.Context, dir *atomicfs.Root, name string
 	if e.cfg.Format == "parquet" {
 		err = e.writeParquet(f, recs)
 	} else {
-		err = writeLines(f, recs, &e.quoted)
+		err = writeLines(f, recs)
 	}
 	if err != nil {
 		return nil, nil, err
@@ -835,16 +868,15 @@ func (e *exporter) WriteShard(_ context.Context, dir *atomicfs.Root, name string
 	return []manifests.FileRef{ref}, nil, f.Commit()
 }
 
-// writeLines writes the samples Process rendered as JSON lines, their tools
-// strings through q.
-func writeLines(f *atomicfs.File, recs []*record.Record, q *quoteMemo) error {
+// writeLines writes the samples Process rendered as JSON lines.
+func writeLines(f *atomicfs.File, recs []*record.Record) error {
 	w := bufio.NewWriterSize(f, 1<<20)
 	var b bytes.Buffer
 	for _, r := range recs {
 		line, ok := r.Rendered.([]byte)
 		if s, isSample := r.Rendered.(*sample); isSample {
 			b.Reset()
-			appendSample(&b, s, q)
+			appendSample(&b, s)
 			line, ok = b.Bytes(), true
 		}
 		if !ok {
@@ -875,9 +907,9 @@ func (e *exporter) writeParquet(f *atomicfs.File, recs []*record.Record) error {
 
 // appendSample writes s as one JSON line, byte for byte what encoding/json
 // writes without HTML escaping (the test holds it to that); by hand, because
-// encoding the samples was a tenth of ingest→export. The tools string goes
-// through q (nil: written each time).
-func appendSample(b *bytes.Buffer, s *sample, q *quoteMemo) {
+// encoding the samples was a tenth of ingest→export. The tools string is
+// spliced from its tools' quoted texts when it has them.
+func appendSample(b *bytes.Buffer, s *sample) {
 	n := 64 + len(s.System) + len(s.Tools) + len(s.Tools)/4
 	for _, t := range s.Conversations {
 		n += 24 + len(t.Value) + len(t.Value)/16
@@ -897,35 +929,34 @@ func appendSample(b *bytes.Buffer, s *sample, q *quoteMemo) {
 	b.WriteString(`],"system":`)
 	writeJSONString(b, s.System)
 	b.WriteString(`,"tools":`)
-	q.write(b, s.Tools)
+	writeTools(b, s)
 	b.WriteString("}\n")
 }
 
-// A quoteMemo writes long strings as JSON strings and remembers what it
-// wrote, up to memoBudget bytes in all: samples of one dataset repeat the
-// same tool lists, JSON text dense with quotes that is slow to escape (in
-// the harness's xlam dump, 57 % of the bytes written). The zero value is
-// ready; safe for concurrent use; a nil *quoteMemo remembers nothing.
-type quoteMemo struct{ memo[[]byte] }
-
-const quoteMemoMin = 128 // shorter strings are written each time
-
-// write writes s as writeJSONString does.
-func (q *quoteMemo) write(b *bytes.Buffer, s string) {
-	if q == nil || len(s) < quoteMemoMin {
-		writeJSONString(b, s)
+// writeTools writes s.Tools as writeJSONString does, from its tools'
+// quoted texts when it has them all.
+func writeTools(b *bytes.Buffer, s *sample) {
+	n := 4
+	for _, tt := range s.tools {
+		if tt.quoted == nil {
+			writeJSONString(b, s.Tools)
+			return
+		}
+		n += len(tt.quoted) + 1
+	}
+	if len(s.tools) == 0 && s.Tools != "[]" {
+		writeJSONString(b, s.Tools)
 		return
 	}
-	if v, ok := q.get(s); ok {
-		b.Write(v)
-		return
+	b.Grow(n)
+	b.WriteString(`"[`)
+	for i, tt := range s.tools {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.Write(tt.quoted)
 	}
-	start := b.Len()
-	writeJSONString(b, s)
-	if q.fits(2 * len(s)) { // else skip the copy: put would drop it
-		w := bytes.Clone(b.Bytes()[start:])
-		q.put(s, w, len(s)+len(w))
-	}
+	b.WriteString(`]"`)
 }
 
 // Finish writes dataset_info.json, which names the dataset folder (and,

@@ -264,7 +264,7 @@ func TestAppendSampleMatchesEncodingJSON(t *testing.T) {
 	for _, v := range strs {
 		s := &sample{Conversations: []verify.Turn{{From: "human", Value: v}, {From: "gpt", Value: v + "!"}}, System: v, Tools: "[" + v + "]"}
 		var got bytes.Buffer
-		appendSample(&got, s, nil)
+		appendSample(&got, s)
 		var want bytes.Buffer
 		enc := json.NewEncoder(&want)
 		enc.SetEscapeHTML(false)
@@ -275,71 +275,65 @@ func TestAppendSampleMatchesEncodingJSON(t *testing.T) {
 	}
 }
 
-// TestToolsMemo: remembered answers are toolsJSON's, for lists that differ
-// in one field only or in where one field ends and the next starts, and
-// errors are not remembered.
-func TestToolsMemo(t *testing.T) {
+// TestToolMemo: tool lists rendered through the exporter's memo of tools —
+// tools met first or again, of one name with different definitions, whose
+// fields' bytes could run into each other, not UTF-8, with characters JSON
+// escapes, and with the memo full — give toolsJSON's string, and their
+// samples encoding/json's line (the tools string spliced from the tools'
+// quoted texts); bad tools are errors, not remembered.
+func TestToolMemo(t *testing.T) {
+	obj := json.RawMessage(`{"type":"object"}`)
 	lists := [][]record.Tool{
 		nil,
-		{{Name: "a", Description: "d", Parameters: json.RawMessage(`{"type":"object"}`)}},
-		{{Name: "a", Description: "d", Parameters: json.RawMessage(`{"type":"object"}`), Response: json.RawMessage(`{"r":1}`)}},
-		{{Name: "ad", Description: "", Parameters: json.RawMessage(`{"type":"object"}`)}},
+		{{Name: "a", Description: "d", Parameters: obj}},
+		{{Name: "a", Description: "d", Parameters: obj, Response: json.RawMessage(`{"r":1}`)}},
+		{{Name: "ad", Description: "", Parameters: obj}},
 		{{Name: "a", Description: "d"}, {Name: "b", Description: "<&>\"x\"\n"}},
-		{{Name: "a", Description: "d"}},
-		{{Name: " ", Description: "d"}},
+		{{Name: "b", Description: "<&>\"x\"\n"}, {Name: "a", Description: "d", Parameters: obj}},
+		{{Name: "u", Description: "bad \xff and cut \xe6\xbd"}, {Name: "v\xe6", Description: "line\u2028sep\u2029 bell \a 潮汐"}},
+		{{Name: "w", Description: "x", Parameters: json.RawMessage(`{"type":"object","description":"\xff \u2028"}`)}, {Name: "a", Description: "d"}},
+		{{Name: "a", Description: "d"}, {Name: " ", Description: "d"}},
 		{{Name: "x", Parameters: json.RawMessage(`[]`)}},
 	}
-	var m toolsMemo
-	for round := range 2 {
+	check := func(t *testing.T, e *exporter, round int) {
 		for i, tools := range lists {
-			got, gotErr := m.json(tools)
+			got, texts, gotErr := e.toolsText(tools)
 			want, wantErr := toolsJSON(tools)
-			if got != want || (gotErr == nil) != (wantErr == nil) {
+			if got != want || (gotErr == nil) != (wantErr == nil) || gotErr != nil && gotErr.Error() != wantErr.Error() {
 				t.Errorf("round %d, list %d: got %s, %v; want %s, %v", round, i, got, gotErr, want, wantErr)
+			}
+			if gotErr != nil {
+				continue
+			}
+			s := &sample{Conversations: []verify.Turn{{From: "human", Value: "q"}}, Tools: got, tools: texts}
+			var line, enc bytes.Buffer
+			appendSample(&line, s)
+			en := json.NewEncoder(&enc)
+			en.SetEscapeHTML(false)
+			en.Encode(s)
+			if line.String() != enc.String() {
+				t.Errorf("round %d, list %d: line\n got %s\nwant %s", round, i, line.String(), enc.String())
 			}
 		}
 	}
-	if len(m.m) != 5 {
-		t.Errorf("memo holds %d lists, want the 5 good non-empty ones", len(m.m))
-	}
-}
-
-// TestQuoteMemo: strings written through a quoteMemo, remembered or not
-// (short, new, seen, over the budget), are writeJSONString's bytes.
-func TestQuoteMemo(t *testing.T) {
-	long := `[{"name":"get_weather","description":"Weather <now> & \"later\"\n","parameters":{"type":"object"}}]` + strings.Repeat(" pad", 40)
-	strs := []string{"", "short \"x\"", long, long + "\u2028", long + "\xff", strings.Repeat("潮汐", 100)}
-	var q quoteMemo
+	e := buildExport(t, ExportConfig{})
 	var wg sync.WaitGroup
 	for range 4 {
 		wg.Go(func() {
 			for round := range 3 {
-				for _, s := range strs {
-					var got, want bytes.Buffer
-					got.WriteString("prefix ")
-					q.write(&got, s)
-					want.WriteString("prefix ")
-					writeJSONString(&want, s)
-					if got.String() != want.String() {
-						t.Errorf("round %d: %.30q: got %s want %s", round, s, got.String(), want.String())
-					}
-				}
+				check(t, e, round)
 			}
 		})
 	}
 	wg.Wait()
-	if len(q.m) != 4 {
-		t.Errorf("memo holds %d strings, want the 4 long ones", len(q.m))
+	if len(e.tools.m) != 8 {
+		t.Errorf("memo holds %d tools, want the 8 distinct good ones", len(e.tools.m))
 	}
-	full := quoteMemo{memo[[]byte]{used: memoBudget}}
-	var got bytes.Buffer
-	if full.write(&got, long); len(full.m) != 0 || got.Len() == 0 {
-		t.Errorf("over the budget: %d remembered, %d bytes written", len(full.m), got.Len())
-	}
-	var none *quoteMemo
-	got.Reset()
-	if none.write(&got, long); got.Len() == 0 {
-		t.Error("nil memo wrote nothing")
+	full := buildExport(t, ExportConfig{})
+	full.tools.used = toolMemoBudget
+	check(t, full, 0)
+	if len(full.tools.m) != 0 {
+		t.Errorf("over the budget: %d tools remembered", len(full.tools.m))
 	}
 }
 
@@ -559,7 +553,9 @@ func BenchmarkExportProcess(b *testing.B) {
 // as the jsonl export writes them; MB/s are of the JSON written.
 func BenchmarkAppendSample(b *testing.B) {
 	recs := fxSharedRecords(b)
-	st, err := (&ExportConfig{Template: "default"}).build(fxEnv("export", nil))
+	cfg := ExportConfig{Template: "default"}
+	cfg.defaults()
+	st, err := cfg.build(fxEnv("export", nil))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -571,7 +567,7 @@ func BenchmarkAppendSample(b *testing.B) {
 		if s, err := e.render(r); err == nil {
 			samples = append(samples, s)
 			buf.Reset()
-			appendSample(&buf, s, nil)
+			appendSample(&buf, s)
 			size += int64(buf.Len())
 		}
 	}
@@ -580,7 +576,7 @@ func BenchmarkAppendSample(b *testing.B) {
 	for b.Loop() {
 		for _, s := range samples {
 			buf.Reset()
-			appendSample(&buf, s, nil)
+			appendSample(&buf, s)
 		}
 	}
 }
