@@ -6,7 +6,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"hash/maphash"
 	"slices"
 	"strconv"
 	"strings"
@@ -204,9 +203,31 @@ type exporter struct {
 type sample struct {
 	Conversations []verify.Turn `json:"conversations" parquet:"conversations,list"`
 	System        string        `json:"system" parquet:"system"`
-	Tools         string        `json:"tools" parquet:"tools"`
-	// tools are the texts Tools is made of, one per tool.
+	// Tools is the tools column, toolsString(tools); left empty when every
+	// tool has its quoted text (jsonl rows, which splice those instead):
+	// read it through toolsJSON.
+	Tools string `json:"tools" parquet:"tools"`
+	// tools are the texts of the record's tools, in order.
 	tools []*toolText
+}
+
+// toolsJSON is the tools column.
+func (s *sample) toolsJSON() string {
+	if s.Tools == "" {
+		return toolsString(s.tools)
+	}
+	return s.Tools
+}
+
+// spliced reports whether s's tools column is written from its tools'
+// quoted texts.
+func (s *sample) spliced() bool {
+	for _, tt := range s.tools {
+		if tt.quoted == nil {
+			return false
+		}
+	}
+	return s.Tools == ""
 }
 
 // Counter keys of the export (manifest counters, summed over shards).
@@ -295,7 +316,9 @@ func (e *exporter) Preview(r *record.Record) (string, bool) {
 	case []byte:
 		return string(bytes.TrimSuffix(v, []byte("\n"))), true
 	case *sample:
-		b, err := jsonout.Marshal(v)
+		c := *v
+		c.Tools = v.toolsJSON()
+		b, err := jsonout.Marshal(&c)
 		return string(b), err == nil
 	}
 	return "", false
@@ -351,8 +374,11 @@ func (e *exporter) render(r *record.Record) (*sample, error) {
 		s.System = e.cfg.System
 	}
 	var err error
-	if s.Tools, s.tools, err = e.toolsText(r.Tools); err != nil {
+	if s.tools, err = e.toolTexts(r.Tools); err != nil {
 		return nil, contract.Rejectf("export_bad_tool", "%v", err)
+	}
+	if !e.quoting() {
+		s.Tools = toolsString(s.tools)
 	}
 	msgs := r.Messages
 	// A dialogue is a training target only up to its last assistant turn.
@@ -709,7 +735,7 @@ func appendToolJSON(b *bytes.Buffer, i int, t record.Tool) error {
 // the tools string [obj,obj] is written as "[quoted,quoted]", the same
 // bytes as escaping the whole list.
 type toolText struct {
-	tool   record.Tool // the definition, to tell tools of one hash apart
+	tool   record.Tool // the definition, to tell tools of one name apart
 	obj    []byte
 	quoted []byte // nil when the samples are not JSON lines
 	params string
@@ -719,18 +745,21 @@ type toolText struct {
 // toolMemoBudget bytes of texts: after meta_tool every record lists its own
 // draw of the library's tools, so whole lists do not repeat but their
 // tools do, and escaping them (JSON full of quotes) was the export's
-// largest cost. Tools are found by a seeded hash of their fields and
-// compared in full. The zero value is ready; safe for concurrent use.
+// largest cost. Tools are looked up by name and compared in full. The zero
+// value is ready; safe for concurrent use.
 type toolMemo struct {
 	mu   sync.Mutex
-	seed maphash.Seed
-	m    map[uint64]*toolText
+	m    map[string][]*toolText // by name: the definitions met of it
 	used int
 }
 
-// toolMemoBudget bounds the memo's memory; a tool met after it is full is
-// rendered each time.
-const toolMemoBudget = 64 << 20
+const (
+	// toolMemoBudget bounds the memo's memory; a tool met after it is full
+	// is rendered each time.
+	toolMemoBudget = 64 << 20
+	// toolMemoVariants bounds the definitions remembered of one name.
+	toolMemoVariants = 16
+)
 
 // sameTool reports whether a and b have every field the export reads.
 func sameTool(a, b *record.Tool) bool {
@@ -738,57 +767,63 @@ func sameTool(a, b *record.Tool) bool {
 		bytes.Equal(a.Parameters, b.Parameters) && bytes.Equal(a.Response, b.Response)
 }
 
-// toolsText renders tools, each through the memo: the tools column's
-// string and the tool texts it is made of.
-func (e *exporter) toolsText(tools []record.Tool) (string, []*toolText, error) {
+// lookup returns the remembered text of t, or nil. Callers hold m.mu.
+func (m *toolMemo) lookup(t *record.Tool) *toolText {
+	for _, tt := range m.m[t.Name] {
+		if sameTool(&tt.tool, t) {
+			return tt
+		}
+	}
+	return nil
+}
+
+// toolTexts renders tools, each through the memo.
+func (e *exporter) toolTexts(tools []record.Tool) ([]*toolText, error) {
 	if len(tools) == 0 {
-		return "[]", nil, nil
+		return nil, nil
 	}
 	m := &e.tools
 	texts := make([]*toolText, len(tools))
-	hashes := make([]uint64, len(tools))
-	m.mu.Lock()
-	if m.m == nil {
-		m.seed = maphash.MakeSeed()
-		m.m = map[uint64]*toolText{}
-	}
-	seed := m.seed
-	m.mu.Unlock()
-	for i := range tools {
-		hashes[i] = toolHash(seed, &tools[i])
-	}
 	missing := false
 	m.mu.Lock()
-	for i, h := range hashes {
-		if tt := m.m[h]; tt != nil && sameTool(&tt.tool, &tools[i]) {
-			texts[i] = tt
-		} else {
+	for i := range tools {
+		if texts[i] = m.lookup(&tools[i]); texts[i] == nil {
 			missing = true
 		}
 	}
 	m.mu.Unlock()
-	if missing {
-		for i := range tools {
-			if texts[i] != nil {
-				continue
-			}
-			tt, err := e.newToolText(i, tools[i])
-			if err != nil {
-				return "", nil, err
-			}
-			texts[i] = tt
-		}
-		m.mu.Lock()
-		for i, tt := range texts {
-			size := len(tt.obj) + len(tt.quoted) + len(tt.params) + 128
-			if _, ok := m.m[hashes[i]]; !ok && m.used+size <= toolMemoBudget {
-				m.m[hashes[i]] = tt
-				m.used += size
-			}
-		}
-		m.mu.Unlock()
+	if !missing {
+		return texts, nil
 	}
-	n := 1
+	for i := range tools {
+		if texts[i] != nil {
+			continue
+		}
+		tt, err := e.newToolText(i, tools[i])
+		if err != nil {
+			return nil, err
+		}
+		texts[i] = tt
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.m == nil {
+		m.m = map[string][]*toolText{}
+	}
+	for _, tt := range texts {
+		size := len(tt.obj) + len(tt.quoted) + len(tt.params) + 128
+		if m.used+size > toolMemoBudget || len(m.m[tt.tool.Name]) >= toolMemoVariants || m.lookup(&tt.tool) != nil {
+			continue
+		}
+		m.m[tt.tool.Name] = append(m.m[tt.tool.Name], tt)
+		m.used += size
+	}
+	return texts, nil
+}
+
+// toolsString is the tools column of texts' tools: toolsJSON's string.
+func toolsString(texts []*toolText) string {
+	n := 2
 	for _, tt := range texts {
 		n += len(tt.obj) + 1
 	}
@@ -802,21 +837,13 @@ func (e *exporter) toolsText(tools []record.Tool) (string, []*toolText, error) {
 		b.Write(tt.obj)
 	}
 	b.WriteByte(']')
-	return b.String(), texts, nil
+	return b.String()
 }
 
-// toolHash hashes every field sameTool compares.
-func toolHash(seed maphash.Seed, t *record.Tool) uint64 {
-	var h maphash.Hash
-	h.SetSeed(seed)
-	h.WriteString(t.Name)
-	h.WriteByte(0)
-	h.WriteString(t.Description)
-	h.WriteByte(0)
-	h.Write(t.Parameters)
-	h.WriteByte(0)
-	h.Write(t.Response)
-	return h.Sum64()
+// quoting reports whether samples are written as JSON lines that splice
+// their tools' quoted texts (toolText.quoted).
+func (e *exporter) quoting() bool {
+	return e.cfg.Format == "jsonl" && e.cfg.ToolsPlacement == "system"
 }
 
 // newToolText renders tool i of a list.
@@ -826,7 +853,7 @@ func (e *exporter) newToolText(i int, t record.Tool) (*toolText, error) {
 		return nil, err
 	}
 	tt := &toolText{tool: t, obj: b.Bytes()}
-	if e.cfg.Format == "jsonl" && e.cfg.ToolsPlacement == "system" {
+	if e.quoting() {
 		q := jsonout.AppendString(make([]byte, 0, len(tt.obj)+len(tt.obj)/4+2), string(tt.obj))
 		tt.quoted = q[1 : len(q)-1]
 	}
@@ -897,6 +924,7 @@ func (e *exporter) writeParquet(f *atomicfs.File, recs []*record.Record) error {
 			return fmt.Errorf("export: record %s was not rendered", r.ID)
 		}
 		rows[i] = *s
+		rows[i].Tools = s.toolsJSON()
 	}
 	w := parquet.NewGenericWriter[sample](f, parquet.Compression(&parquet.Zstd), parquet.MaxRowsPerRowGroup(1000))
 	if _, err := w.Write(rows); err != nil {
@@ -911,6 +939,9 @@ func (e *exporter) writeParquet(f *atomicfs.File, recs []*record.Record) error {
 // spliced from its tools' quoted texts when it has them.
 func appendSample(b *bytes.Buffer, s *sample) {
 	n := 64 + len(s.System) + len(s.Tools) + len(s.Tools)/4
+	for _, tt := range s.tools {
+		n += len(tt.quoted) + 1
+	}
 	for _, t := range s.Conversations {
 		n += 24 + len(t.Value) + len(t.Value)/16
 	}
@@ -933,22 +964,13 @@ func appendSample(b *bytes.Buffer, s *sample) {
 	b.WriteString("}\n")
 }
 
-// writeTools writes s.Tools as writeJSONString does, from its tools'
-// quoted texts when it has them all.
+// writeTools writes the tools column as writeJSONString does, spliced from
+// its tools' quoted texts when it has them.
 func writeTools(b *bytes.Buffer, s *sample) {
-	n := 4
-	for _, tt := range s.tools {
-		if tt.quoted == nil {
-			writeJSONString(b, s.Tools)
-			return
-		}
-		n += len(tt.quoted) + 1
-	}
-	if len(s.tools) == 0 && s.Tools != "[]" {
-		writeJSONString(b, s.Tools)
+	if !s.spliced() {
+		writeJSONString(b, s.toolsJSON())
 		return
 	}
-	b.Grow(n)
 	b.WriteString(`"[`)
 	for i, tt := range s.tools {
 		if i > 0 {

@@ -148,7 +148,7 @@ func TestExportStyles(t *testing.T) {
 				}
 			}
 			tpl, _ := verify.LookupLFTemplate(tt.cfg.Template)
-			v := verify.ShareGPT{Conversations: s.Conversations, Tools: s.Tools, Template: tpl}
+			v := verify.ShareGPT{Conversations: s.Conversations, Tools: s.toolsJSON(), Template: tpl}
 			if ps := verify.CheckShareGPT(&v); len(ps) > 0 {
 				t.Errorf("sample breaks LLaMA-Factory's rules: %v", ps)
 			}
@@ -297,24 +297,38 @@ func TestToolMemo(t *testing.T) {
 	}
 	check := func(t *testing.T, e *exporter, round int) {
 		for i, tools := range lists {
-			got, texts, gotErr := e.toolsText(tools)
+			texts, gotErr := e.toolTexts(tools)
+			got := toolsString(texts)
 			want, wantErr := toolsJSON(tools)
-			if got != want || (gotErr == nil) != (wantErr == nil) || gotErr != nil && gotErr.Error() != wantErr.Error() {
-				t.Errorf("round %d, list %d: got %s, %v; want %s, %v", round, i, got, gotErr, want, wantErr)
+			if (gotErr == nil) != (wantErr == nil) || gotErr != nil && gotErr.Error() != wantErr.Error() {
+				t.Errorf("round %d, list %d: got %v, want %v", round, i, gotErr, wantErr)
 			}
 			if gotErr != nil {
 				continue
 			}
-			s := &sample{Conversations: []verify.Turn{{From: "human", Value: "q"}}, Tools: got, tools: texts}
+			if got != want {
+				t.Errorf("round %d, list %d: got %s, want %s", round, i, got, want)
+			}
+			s := &sample{Conversations: []verify.Turn{{From: "human", Value: "q"}}, tools: texts}
+			if !s.spliced() {
+				t.Errorf("round %d, list %d: not spliced", round, i)
+			}
 			var line, enc bytes.Buffer
 			appendSample(&line, s)
 			en := json.NewEncoder(&enc)
 			en.SetEscapeHTML(false)
-			en.Encode(s)
+			en.Encode(&sample{Conversations: s.Conversations, Tools: want})
 			if line.String() != enc.String() {
 				t.Errorf("round %d, list %d: line\n got %s\nwant %s", round, i, line.String(), enc.String())
 			}
 		}
+	}
+	remembered := func(m *toolMemo) int {
+		n := 0
+		for _, v := range m.m {
+			n += len(v)
+		}
+		return n
 	}
 	e := buildExport(t, ExportConfig{})
 	var wg sync.WaitGroup
@@ -326,14 +340,14 @@ func TestToolMemo(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	if len(e.tools.m) != 8 {
-		t.Errorf("memo holds %d tools, want the 8 distinct good ones", len(e.tools.m))
+	if n := remembered(&e.tools); n != 8 {
+		t.Errorf("memo holds %d tools, want the 8 distinct good ones", n)
 	}
 	full := buildExport(t, ExportConfig{})
 	full.tools.used = toolMemoBudget
 	check(t, full, 0)
-	if len(full.tools.m) != 0 {
-		t.Errorf("over the budget: %d tools remembered", len(full.tools.m))
+	if n := remembered(&full.tools); n != 0 {
+		t.Errorf("over the budget: %d tools remembered", n)
 	}
 }
 
@@ -390,7 +404,7 @@ func TestExportParallelForGLM4(t *testing.T) {
 	if !slices.Equal(got, want) {
 		t.Errorf("split:\n%s", strings.Join(got, "\n"))
 	}
-	if ps := verify.CheckShareGPT(&verify.ShareGPT{Conversations: s.Conversations, Tools: s.Tools, Template: glm4}); len(ps) > 0 {
+	if ps := verify.CheckShareGPT(&verify.ShareGPT{Conversations: s.Conversations, Tools: s.toolsJSON(), Template: glm4}); len(ps) > 0 {
 		t.Errorf("split sample: %v", ps)
 	}
 	// A dialogue ending on the parallel calls ends on the last one.
@@ -441,7 +455,7 @@ func TestExportCallText(t *testing.T) {
 		if got := s.Conversations[tt.turn].Value; got != tt.want {
 			t.Errorf("%s %s turn %d:\n got %q\nwant %q", tt.tpl, tt.rec.ID, tt.turn, got, tt.want)
 		}
-		if ps := verify.CheckShareGPT(&verify.ShareGPT{Conversations: s.Conversations, Tools: s.Tools, Template: tpl}); len(ps) > 0 {
+		if ps := verify.CheckShareGPT(&verify.ShareGPT{Conversations: s.Conversations, Tools: s.toolsJSON(), Template: tpl}); len(ps) > 0 {
 			t.Errorf("%s: %v", tt.tpl, ps)
 		}
 		for i, m := range tt.rec.Messages {
@@ -577,6 +591,34 @@ func BenchmarkAppendSample(b *testing.B) {
 		for _, s := range samples {
 			buf.Reset()
 			appendSample(&buf, s)
+		}
+	}
+}
+
+// TestExportPreviewIsLine: the preview of a sample is its jsonl line, tools
+// column included, whether the export writes jsonl (the tools spliced from
+// their quoted texts) or parquet (the tools column kept as a string).
+func TestExportPreviewIsLine(t *testing.T) {
+	jl := buildExport(t, ExportConfig{})
+	pq := buildExport(t, ExportConfig{Format: "parquet"})
+	for _, r := range fxAll() {
+		a, err := jl.Process(context.Background(), r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := pq.Process(context.Background(), r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var line bytes.Buffer
+		appendSample(&line, a[0].Rendered.(*sample))
+		pa, okA := jl.Preview(a[0])
+		pb, okB := pq.Preview(b[0])
+		if !okA || !okB || pa != strings.TrimSuffix(line.String(), "\n") || pb != pa {
+			t.Errorf("%s: previews\njsonl   %s\nparquet %s\nline    %s", r.ID, pa, pb, line.String())
+		}
+		if len(r.Tools) > 0 && !strings.Contains(pa, `"tools":"[{\"name\":`) {
+			t.Errorf("%s: preview without tools: %s", r.ID, pa)
 		}
 	}
 }
