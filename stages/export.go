@@ -735,7 +735,7 @@ func appendToolJSON(b *bytes.Buffer, i int, t record.Tool) error {
 // the tools string [obj,obj] is written as "[quoted,quoted]", the same
 // bytes as escaping the whole list.
 type toolText struct {
-	tool   record.Tool // the definition, to tell tools of one name apart
+	tool   record.Tool // the definition, to tell tools of one key apart
 	obj    []byte
 	quoted []byte // nil when the samples are not JSON lines
 	params string
@@ -745,19 +745,22 @@ type toolText struct {
 // toolMemoBudget bytes of texts: after meta_tool every record lists its own
 // draw of the library's tools, so whole lists do not repeat but their
 // tools do, and escaping them (JSON full of quotes) was the export's
-// largest cost. Tools are looked up by name and compared in full. The zero
-// value is ready; safe for concurrent use.
+// largest cost. Tools are looked up by name and description and compared
+// in full. The zero value is ready; safe for concurrent use.
 type toolMemo struct {
 	mu   sync.Mutex
-	m    map[string][]*toolText // by name: the definitions met of it
+	m    map[toolKey][]*toolText // the definitions met of a name and description
 	used int
 }
+
+type toolKey struct{ name, desc string }
 
 const (
 	// toolMemoBudget bounds the memo's memory; a tool met after it is full
 	// is rendered each time.
 	toolMemoBudget = 64 << 20
-	// toolMemoVariants bounds the definitions remembered of one name.
+	// toolMemoVariants bounds the definitions remembered of one name and
+	// description (their parameters differ).
 	toolMemoVariants = 16
 )
 
@@ -769,7 +772,7 @@ func sameTool(a, b *record.Tool) bool {
 
 // lookup returns the remembered text of t, or nil. Callers hold m.mu.
 func (m *toolMemo) lookup(t *record.Tool) *toolText {
-	for _, tt := range m.m[t.Name] {
+	for _, tt := range m.m[toolKey{t.Name, t.Description}] {
 		if sameTool(&tt.tool, t) {
 			return tt
 		}
@@ -808,14 +811,15 @@ func (e *exporter) toolTexts(tools []record.Tool) ([]*toolText, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.m == nil {
-		m.m = map[string][]*toolText{}
+		m.m = map[toolKey][]*toolText{}
 	}
 	for _, tt := range texts {
 		size := len(tt.obj) + len(tt.quoted) + len(tt.params) + 128
-		if m.used+size > toolMemoBudget || len(m.m[tt.tool.Name]) >= toolMemoVariants || m.lookup(&tt.tool) != nil {
+		k := toolKey{tt.tool.Name, tt.tool.Description}
+		if m.used+size > toolMemoBudget || len(m.m[k]) >= toolMemoVariants || m.lookup(&tt.tool) != nil {
 			continue
 		}
-		m.m[tt.tool.Name] = append(m.m[tt.tool.Name], tt)
+		m.m[k] = append(m.m[k], tt)
 		m.used += size
 	}
 	return texts, nil
