@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -618,7 +619,8 @@ func (s *metaToolStage) toolList(ctx context.Context, p *metaToolPlan) ([]record
 	for _, t := range p.invoked {
 		invoked[t.Name] = true
 	}
-	var tools, unused []record.Tool
+	tools := make([]record.Tool, 0, len(p.in.Tools)+max(s.cfg.MinTools, 0)) // room for the distractors
+	var unused []record.Tool
 	names := map[string]bool{}
 	for _, t := range p.in.Tools {
 		if names[t.Name] {
@@ -694,16 +696,25 @@ func (s *metaToolStage) toolList(ctx context.Context, p *metaToolPlan) ([]record
 }
 
 // withSpecialTools puts meta_tool first (open world) and get_user_input
-// last (when enabled).
+// last (when enabled), in one new list.
 func (s *metaToolStage) withSpecialTools(p *metaToolPlan, tools []record.Tool) []record.Tool {
+	if !p.open && !s.cfg.GetUserInput {
+		return tools
+	}
+	out := make([]record.Tool, 0, len(tools)+2)
 	if p.open {
-		tools = append([]record.Tool{verify.MetaToolDef()}, tools...)
+		out = append(out, metaToolDef)
 	}
+	out = append(out, tools...)
 	if s.cfg.GetUserInput {
-		tools = append(tools, verify.GetUserInputDef())
+		out = append(out, getUserInputDef)
 	}
-	return tools
+	return out
 }
+
+// The special tools' definitions, shared by every record that lists them
+// (no stage changes a tool in place).
+var metaToolDef, getUserInputDef = verify.MetaToolDef(), verify.GetUserInputDef()
 
 // distractors draws need irrelevant tools from the library (see
 // MetaToolConfig for what may not be drawn), seeded by the record. ml and
@@ -844,11 +855,20 @@ func (p *metaToolPlan) argsJSON(k int) (json.RawMessage, error) {
 // paperEnvelope wraps what the meta_tool call at position id of a turn of
 // n calls returns in seed 000 Fig 12's envelope (see MetaToolConfig).
 func paperEnvelope(returns string, id, n int) string {
-	env := `{"name":"` + verify.MetaTool + `","function_id":` + strconv.Itoa(id) + `,"results":` + returns + `}`
+	var b strings.Builder
+	b.Grow(len(returns) + len(verify.MetaTool) + 48)
 	if n == 1 {
-		return "[" + env + "]"
+		b.WriteByte('[')
 	}
-	return env
+	b.WriteString(`{"name":"` + verify.MetaTool + `","function_id":`)
+	b.WriteString(strconv.Itoa(id))
+	b.WriteString(`,"results":`)
+	b.WriteString(returns)
+	b.WriteByte('}')
+	if n == 1 {
+		b.WriteByte(']')
+	}
+	return b.String()
 }
 
 // metaResult is what invoked tool k's meta_tool call returns, before
