@@ -619,7 +619,14 @@ func (s *metaToolStage) toolList(ctx context.Context, p *metaToolPlan) ([]record
 	for _, t := range p.invoked {
 		invoked[t.Name] = true
 	}
-	tools := make([]record.Tool, 0, len(p.in.Tools)+max(s.cfg.MinTools, 0)) // room for the distractors
+	// One list for all: a slot for meta_tool, the record's tools, the
+	// distractors (at most min_tools), get_user_input.
+	room := len(p.in.Tools) + 2
+	if p.hard {
+		room += max(s.cfg.MinTools, 0)
+	}
+	all := make([]record.Tool, 1, room)
+	tools := all[1:1]
 	var unused []record.Tool
 	names := map[string]bool{}
 	for _, t := range p.in.Tools {
@@ -637,7 +644,7 @@ func (s *metaToolStage) toolList(ctx context.Context, p *metaToolPlan) ([]record
 		}
 	}
 	if !p.hard {
-		return s.withSpecialTools(p, tools), nil
+		return s.withSpecialTools(p, all, tools), nil
 	}
 	var ml *metaToolLibrary
 	var ix *toollib.Index
@@ -692,20 +699,21 @@ func (s *metaToolStage) toolList(ctx context.Context, p *metaToolPlan) ([]record
 	}
 	tools = append(tools, extra...)
 	p.rng.Shuffle(len(tools), func(i, j int) { tools[i], tools[j] = tools[j], tools[i] })
-	return s.withSpecialTools(p, tools), nil
+	return s.withSpecialTools(p, all, tools), nil
 }
 
 // withSpecialTools puts meta_tool first (open world) and get_user_input
-// last (when enabled), in one new list.
-func (s *metaToolStage) withSpecialTools(p *metaToolPlan, tools []record.Tool) []record.Tool {
-	if !p.open && !s.cfg.GetUserInput {
-		return tools
+// last (when enabled). tools was appended to all[1:1]; when it still
+// shares all's array, the list is made in place.
+func (s *metaToolStage) withSpecialTools(p *metaToolPlan, all, tools []record.Tool) []record.Tool {
+	out := tools
+	switch {
+	case p.open && cap(tools) == cap(all)-1: // not moved by append
+		all[0] = metaToolDef
+		out = all[:1+len(tools)]
+	case p.open:
+		out = append(append(make([]record.Tool, 0, len(tools)+2), metaToolDef), tools...)
 	}
-	out := make([]record.Tool, 0, len(tools)+2)
-	if p.open {
-		out = append(out, metaToolDef)
-	}
-	out = append(out, tools...)
 	if s.cfg.GetUserInput {
 		out = append(out, getUserInputDef)
 	}
