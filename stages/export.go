@@ -289,8 +289,10 @@ func (e *exporter) Process(ctx context.Context, r *record.Record) ([]*record.Rec
 	if standIn != "" {
 		Count(ctx, CounterStandIn, 1)
 	}
-	if n, err := strconv.Atoi(r.Tag("tokens")); err == nil && n > 0 {
-		Count(ctx, counterCutoff+strconv.Itoa(cutoffFor(n)), 1)
+	if tag := r.Tag("tokens"); tag != "" { // (Atoi allocates its error)
+		if n, err := strconv.Atoi(tag); err == nil && n > 0 {
+			Count(ctx, counterCutoff+strconv.Itoa(cutoffFor(n)), 1)
+		}
 	}
 	for _, tok := range decisionTokensOf(r) {
 		Count(ctx, counterToken+tok, 1)
@@ -624,6 +626,11 @@ func listJSON(v string, n int) string {
 // single call, a list for parallel calls.
 func callsJSON(calls []record.Call, argsKey string) (string, error) {
 	var buf bytes.Buffer
+	n := 2
+	for _, c := range calls {
+		n += 24 + len(argsKey) + len(c.Name) + len(c.Arguments)
+	}
+	buf.Grow(n)
 	if len(calls) > 1 {
 		buf.WriteByte('[')
 	}
