@@ -105,3 +105,21 @@ func mustBuildExport(b *testing.B, cfg ExportConfig) *exporter {
 	}
 	return st.(*exporter)
 }
+
+// BenchmarkExportLines is the export's work per record of the short chain
+// (records as ingest makes them, whose tool lists repeat): Process, then
+// the jsonl line. An op is one pass over the demo rows.
+func BenchmarkExportLines(b *testing.B) {
+	recs, _ := fullerBenchRecords(b)
+	ex := &exportLines{e: mustBuildExport(b, ExportConfig{})}
+	ctx := context.Background()
+	b.ReportAllocs()
+	before := cputime.Process()
+	for b.Loop() {
+		for _, r := range recs {
+			ex.Process(ctx, r)
+		}
+	}
+	cpu := cputime.Process() - before
+	b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N*len(recs)), "cpu-ns/record")
+}
