@@ -821,11 +821,17 @@ func (e *exporter) toolTexts(tools []record.Tool) ([]*toolText, error) {
 		m.m = map[toolKey][]*toolText{}
 	}
 	for _, tt := range texts {
-		size := len(tt.obj) + len(tt.quoted) + len(tt.params) + 128
+		t := &tt.tool
+		size := len(tt.obj) + len(tt.quoted) + len(tt.params) + len(t.Name) + len(t.Description) + len(t.Parameters) + len(t.Response) + 160
 		k := toolKey{tt.tool.Name, tt.tool.Description}
 		if m.used+size > toolMemoBudget || len(m.m[k]) >= toolMemoVariants || m.lookup(&tt.tool) != nil {
 			continue
 		}
+		// The memo outlives the record: it keeps its own copy of the
+		// definition, not views of the record's (decoder's) memory.
+		tt.tool = record.Tool{Name: strings.Clone(tt.tool.Name), Description: strings.Clone(tt.tool.Description),
+			Parameters: bytes.Clone(tt.tool.Parameters), Response: bytes.Clone(tt.tool.Response)}
+		k = toolKey{tt.tool.Name, tt.tool.Description}
 		m.m[k] = append(m.m[k], tt)
 		m.used += size
 	}
