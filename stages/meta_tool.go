@@ -717,7 +717,7 @@ func (s *metaToolStage) withSpecialTools(p *metaToolPlan, all, tools []record.To
 	if s.cfg.GetUserInput {
 		out = append(out, getUserInputDef)
 	}
-	return out
+	return slices.Clip(out) // a stage appending to the list gets its own
 }
 
 // The special tools' definitions, shared by every record that lists them
