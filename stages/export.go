@@ -531,7 +531,7 @@ func (e *exporter) assistant(m record.Message) (verify.Turn, error) {
 // give back exactly the thought, the text and the calls is rejected, so no
 // answer or decision token is lost on the way to training.
 func (e *exporter) functionCall(m record.Message) (verify.Turn, error) {
-	js, err := callsJSON(m.Calls, "arguments")
+	calls, err := appendCallsJSON(nil, m.Calls, "arguments")
 	if err != nil {
 		return verify.Turn{}, contract.Rejectf("export_bad_call", "%v", err)
 	}
@@ -547,7 +547,7 @@ func (e *exporter) functionCall(m record.Message) (verify.Turn, error) {
 	if strings.TrimSpace(text) == "" {
 		text = ""
 	}
-	value, prefix := thought+js, thought
+	prefix, open, shut := thought, "", ""
 	if text != "" {
 		if !e.tpl.CallText {
 			return verify.Turn{}, contract.Rejectf(ReasonLFNoCallText, "template %s renders a function_call turn as its calls alone: the text said with them (%.60q) would be lost; use a template with tool-call words or style inline",
@@ -558,8 +558,9 @@ func (e *exporter) functionCall(m record.Message) (verify.Turn, error) {
 			sep = ""
 		}
 		prefix = thought + text + sep
-		value = prefix + e.tpl.ToolCallWords[0] + js + e.tpl.ToolCallWords[1]
+		open, shut = e.tpl.ToolCallWords[0], e.tpl.ToolCallWords[1]
 	}
+	value, js := joinCalls(prefix, open, calls, shut)
 	if e.readsBack(value, prefix, js, m.Calls) {
 		return verify.Turn{From: "function_call", Value: value}, nil
 	}
@@ -625,38 +626,59 @@ func listJSON(v string, n int) string {
 // callsJSON renders calls as {"name","<argsKey>"} objects: one object for a
 // single call, a list for parallel calls.
 func callsJSON(calls []record.Call, argsKey string) (string, error) {
-	var buf bytes.Buffer
-	n := 2
-	for _, c := range calls {
-		n += 24 + len(argsKey) + len(c.Name) + len(c.Arguments)
+	b, err := appendCallsJSON(nil, calls, argsKey)
+	return string(b), err
+}
+
+// appendCallsJSON appends callsJSON's text to dst (allocated to fit when nil).
+func appendCallsJSON(dst []byte, calls []record.Call, argsKey string) ([]byte, error) {
+	if dst == nil {
+		n := 2
+		for _, c := range calls {
+			n += 24 + len(argsKey) + len(c.Name) + len(c.Name)/8 + len(c.Arguments)
+		}
+		dst = make([]byte, 0, n)
 	}
-	buf.Grow(n)
 	if len(calls) > 1 {
-		buf.WriteByte('[')
+		dst = append(dst, '[')
 	}
 	for i, c := range calls {
 		if i > 0 {
-			buf.WriteString(", ")
+			dst = append(dst, ", "...)
 		}
 		args := c.Arguments
 		if len(bytes.TrimSpace(args)) == 0 {
 			args = json.RawMessage("{}")
 		}
 		if !shard.ValidJSON(args) || bytes.TrimSpace(args)[0] != '{' {
-			return "", fmt.Errorf("call %d (%s): arguments are not a JSON object", i, c.Name)
+			return nil, fmt.Errorf("call %d (%s): arguments are not a JSON object", i, c.Name)
 		}
-		buf.WriteString(`{"name": `)
-		writeJSONString(&buf, c.Name)
-		buf.WriteString(`, "`)
-		buf.WriteString(argsKey)
-		buf.WriteString(`": `)
-		buf.Write(args)
-		buf.WriteByte('}')
+		dst = append(dst, `{"name": `...)
+		dst = jsonout.AppendString(dst, c.Name)
+		dst = append(dst, `, "`...)
+		dst = append(dst, argsKey...)
+		dst = append(dst, `": `...)
+		dst = append(dst, args...)
+		dst = append(dst, '}')
 	}
 	if len(calls) > 1 {
-		buf.WriteByte(']')
+		dst = append(dst, ']')
 	}
-	return buf.String(), nil
+	return dst, nil
+}
+
+// joinCalls returns prefix+open+calls+shut as one string, and the calls'
+// part of it.
+func joinCalls(prefix, open string, calls []byte, shut string) (value, js string) {
+	var b strings.Builder
+	b.Grow(len(prefix) + len(open) + len(calls) + len(shut))
+	b.WriteString(prefix)
+	b.WriteString(open)
+	b.Write(calls)
+	b.WriteString(shut)
+	value = b.String()
+	start := len(prefix) + len(open)
+	return value, value[start : start+len(calls)]
 }
 
 // observation renders a tool turn: the result itself for one call, a JSON
