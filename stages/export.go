@@ -4,15 +4,12 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"encoding/binary"
 	"encoding/json"
 	"fmt"
-	"hash/fnv"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"unicode/utf8"
 
 	"github.com/parquet-go/parquet-go"
@@ -198,10 +195,7 @@ type exporter struct {
 	tpl *verify.LFTemplate
 	env *Env
 
-	paramsSeen  sync.Map // FNV-64a of a tool's parameters → checkParams' answer
-	paramsCount atomic.Int64
-	quoted      quoteMemo // the tools strings of samples, as JSON strings
-	tools       toolsMemo // toolsJSON's answers
+	tools toolMemo // each distinct tool's texts
 }
 
 // sample is one LLaMA-Factory sharegpt row (tools_placement role turns it
@@ -209,7 +203,31 @@ type exporter struct {
 type sample struct {
 	Conversations []verify.Turn `json:"conversations" parquet:"conversations,list"`
 	System        string        `json:"system" parquet:"system"`
-	Tools         string        `json:"tools" parquet:"tools"`
+	// Tools is the tools column, toolsString(tools); left empty when every
+	// tool has its quoted text (jsonl rows, which splice those instead):
+	// read it through toolsJSON.
+	Tools string `json:"tools" parquet:"tools"`
+	// tools are the texts of the record's tools, in order.
+	tools []*toolText
+}
+
+// toolsJSON is the tools column.
+func (s *sample) toolsJSON() string {
+	if s.Tools == "" {
+		return toolsString(s.tools)
+	}
+	return s.Tools
+}
+
+// spliced reports whether s's tools column is written from its tools'
+// quoted texts.
+func (s *sample) spliced() bool {
+	for _, tt := range s.tools {
+		if tt.quoted == nil {
+			return false
+		}
+	}
+	return s.Tools == ""
 }
 
 // Counter keys of the export (manifest counters, summed over shards).
@@ -251,13 +269,13 @@ func (e *exporter) Process(ctx context.Context, r *record.Record) ([]*record.Rec
 	// Every function_call turn was read back as the template reads it
 	// when it was written (functionCall).
 	probs := verify.CheckTurnOrder(s.Conversations, e.tpl)
-	for i, t := range r.Tools {
-		if len(bytes.TrimSpace(t.Parameters)) == 0 {
-			continue // written as {"type":"object","properties":{}}
-		}
-		if msg := e.checkParams(t.Parameters); msg != "" {
+	// Their check (toolText.params) was made once per distinct tool: dumps
+	// repeat the same tools across many records, and the check was most of
+	// the export's time with the default tool format.
+	for i, tt := range s.tools {
+		if tt.params != "" {
 			probs = append(probs, verify.Problem{Check: "sharegpt", Kind: verify.ReasonLFBadTools, Path: "tools",
-				Msg: fmt.Sprintf("tool %d (%s): %s", i, t.Name, msg)})
+				Msg: fmt.Sprintf("tool %d (%s): %s", i, tt.tool.Name, tt.params)})
 			break
 		}
 	}
@@ -271,8 +289,10 @@ func (e *exporter) Process(ctx context.Context, r *record.Record) ([]*record.Rec
 	if standIn != "" {
 		Count(ctx, CounterStandIn, 1)
 	}
-	if n, err := strconv.Atoi(r.Tag("tokens")); err == nil && n > 0 {
-		Count(ctx, counterCutoff+strconv.Itoa(cutoffFor(n)), 1)
+	if tag := r.Tag("tokens"); tag != "" { // (Atoi allocates its error)
+		if n, err := strconv.Atoi(tag); err == nil && n > 0 {
+			Count(ctx, counterCutoff+strconv.Itoa(cutoffFor(n)), 1)
+		}
 	}
 	for _, tok := range decisionTokensOf(r) {
 		Count(ctx, counterToken+tok, 1)
@@ -298,38 +318,13 @@ func (e *exporter) Preview(r *record.Record) (string, bool) {
 	case []byte:
 		return string(bytes.TrimSuffix(v, []byte("\n"))), true
 	case *sample:
-		b, err := jsonout.Marshal(v)
+		c := *v
+		c.Tools = v.toolsJSON()
+		b, err := jsonout.Marshal(&c)
 		return string(b), err == nil
 	}
 	return "", false
 }
-
-// checkParams is the template's CheckToolParams, remembered for up to
-// maxParamsSeen distinct parameter schemas by their 64-bit hash: dumps
-// repeat the same tools across many records, and the check was most of the
-// export's time with the default tool format.
-func (e *exporter) checkParams(params json.RawMessage) string {
-	if e.tpl.ToolFormat != "default" {
-		return ""
-	}
-	h := fnv.New64a()
-	h.Write(params)
-	key := h.Sum64()
-	if msg, ok := e.paramsSeen.Load(key); ok {
-		return msg.(string)
-	}
-	msg := ""
-	if err := e.tpl.CheckToolParams(params); err != nil {
-		msg = err.Error()
-	}
-	if e.paramsCount.Add(1) <= maxParamsSeen {
-		e.paramsSeen.Store(key, msg)
-	}
-	return msg
-}
-
-// maxParamsSeen bounds checkParams' memory (about 64 bytes an entry).
-const maxParamsSeen = 1 << 16
 
 // offlineStage returns the first stage whose lineage entry says the offline
 // teacher made or judged r, or "".
@@ -380,11 +375,13 @@ func (e *exporter) render(r *record.Record) (*sample, error) {
 	if s.System == "" {
 		s.System = e.cfg.System
 	}
-	tools, err := e.tools.json(r.Tools)
-	if err != nil {
+	var err error
+	if s.tools, err = e.toolTexts(r.Tools); err != nil {
 		return nil, contract.Rejectf("export_bad_tool", "%v", err)
 	}
-	s.Tools = tools
+	if !e.quoting() {
+		s.Tools = toolsString(s.tools)
+	}
 	msgs := r.Messages
 	// A dialogue is a training target only up to its last assistant turn.
 	last := -1
@@ -534,7 +531,7 @@ func (e *exporter) assistant(m record.Message) (verify.Turn, error) {
 // give back exactly the thought, the text and the calls is rejected, so no
 // answer or decision token is lost on the way to training.
 func (e *exporter) functionCall(m record.Message) (verify.Turn, error) {
-	js, err := callsJSON(m.Calls, "arguments")
+	calls, err := appendCallsJSON(nil, m.Calls, "arguments")
 	if err != nil {
 		return verify.Turn{}, contract.Rejectf("export_bad_call", "%v", err)
 	}
@@ -550,7 +547,7 @@ func (e *exporter) functionCall(m record.Message) (verify.Turn, error) {
 	if strings.TrimSpace(text) == "" {
 		text = ""
 	}
-	value, prefix := thought+js, thought
+	prefix, open, shut := thought, "", ""
 	if text != "" {
 		if !e.tpl.CallText {
 			return verify.Turn{}, contract.Rejectf(ReasonLFNoCallText, "template %s renders a function_call turn as its calls alone: the text said with them (%.60q) would be lost; use a template with tool-call words or style inline",
@@ -561,8 +558,9 @@ func (e *exporter) functionCall(m record.Message) (verify.Turn, error) {
 			sep = ""
 		}
 		prefix = thought + text + sep
-		value = prefix + e.tpl.ToolCallWords[0] + js + e.tpl.ToolCallWords[1]
+		open, shut = e.tpl.ToolCallWords[0], e.tpl.ToolCallWords[1]
 	}
+	value, js := joinCalls(prefix, open, calls, shut)
 	if e.readsBack(value, prefix, js, m.Calls) {
 		return verify.Turn{From: "function_call", Value: value}, nil
 	}
@@ -628,33 +626,59 @@ func listJSON(v string, n int) string {
 // callsJSON renders calls as {"name","<argsKey>"} objects: one object for a
 // single call, a list for parallel calls.
 func callsJSON(calls []record.Call, argsKey string) (string, error) {
-	var buf bytes.Buffer
+	b, err := appendCallsJSON(nil, calls, argsKey)
+	return string(b), err
+}
+
+// appendCallsJSON appends callsJSON's text to dst (allocated to fit when nil).
+func appendCallsJSON(dst []byte, calls []record.Call, argsKey string) ([]byte, error) {
+	if dst == nil {
+		n := 2
+		for _, c := range calls {
+			n += 24 + len(argsKey) + len(c.Name) + len(c.Name)/8 + len(c.Arguments)
+		}
+		dst = make([]byte, 0, n)
+	}
 	if len(calls) > 1 {
-		buf.WriteByte('[')
+		dst = append(dst, '[')
 	}
 	for i, c := range calls {
 		if i > 0 {
-			buf.WriteString(", ")
+			dst = append(dst, ", "...)
 		}
 		args := c.Arguments
 		if len(bytes.TrimSpace(args)) == 0 {
 			args = json.RawMessage("{}")
 		}
 		if !shard.ValidJSON(args) || bytes.TrimSpace(args)[0] != '{' {
-			return "", fmt.Errorf("call %d (%s): arguments are not a JSON object", i, c.Name)
+			return nil, fmt.Errorf("call %d (%s): arguments are not a JSON object", i, c.Name)
 		}
-		buf.WriteString(`{"name": `)
-		writeJSONString(&buf, c.Name)
-		buf.WriteString(`, "`)
-		buf.WriteString(argsKey)
-		buf.WriteString(`": `)
-		buf.Write(args)
-		buf.WriteByte('}')
+		dst = append(dst, `{"name": `...)
+		dst = jsonout.AppendString(dst, c.Name)
+		dst = append(dst, `, "`...)
+		dst = append(dst, argsKey...)
+		dst = append(dst, `": `...)
+		dst = append(dst, args...)
+		dst = append(dst, '}')
 	}
 	if len(calls) > 1 {
-		buf.WriteByte(']')
+		dst = append(dst, ']')
 	}
-	return buf.String(), nil
+	return dst, nil
+}
+
+// joinCalls returns prefix+open+calls+shut as one string, and the calls'
+// part of it.
+func joinCalls(prefix, open string, calls []byte, shut string) (value, js string) {
+	var b strings.Builder
+	b.Grow(len(prefix) + len(open) + len(calls) + len(shut))
+	b.WriteString(prefix)
+	b.WriteString(open)
+	b.Write(calls)
+	b.WriteString(shut)
+	value = b.String()
+	start := len(prefix) + len(open)
+	return value, value[start : start+len(calls)]
 }
 
 // observation renders a tool turn: the result itself for one call, a JSON
@@ -694,115 +718,190 @@ func toolsJSON(tools []record.Tool) (string, error) {
 	var b bytes.Buffer
 	b.WriteByte('[')
 	for i, t := range tools {
-		if strings.TrimSpace(t.Name) == "" {
-			return "", fmt.Errorf("tool %d has no name", i)
-		}
-		params := bytes.TrimSpace(t.Parameters)
-		if len(params) == 0 {
-			params = []byte(`{"type":"object","properties":{}}`)
-		}
-		if params[0] != '{' {
-			return "", fmt.Errorf("tool %q: parameters are not a JSON object", t.Name)
-		}
 		if i > 0 {
 			b.WriteByte(',')
 		}
-		b.WriteString(`{"name":`)
-		writeJSONString(&b, t.Name)
-		b.WriteString(`,"description":`)
-		writeJSONString(&b, t.Description)
-		b.WriteString(`,"parameters":`)
-		b.Write(params)
-		if resp := bytes.TrimSpace(t.Response); len(resp) > 0 {
-			b.WriteString(`,"response":`)
-			b.Write(resp)
+		if err := appendToolJSON(&b, i, t); err != nil {
+			return "", err
 		}
-		b.WriteByte('}')
 	}
 	b.WriteByte(']')
 	return b.String(), nil
 }
 
-// A toolsMemo remembers toolsJSON's answers by the tools' text, up to
-// memoBudget bytes of keys and answers: samples of one dataset repeat
-// their tool lists, and rendering them was half of Process. The zero value
-// is ready; safe for concurrent use.
-type toolsMemo struct{ memo[string] }
-
-// json is toolsJSON(tools), remembered.
-func (t *toolsMemo) json(tools []record.Tool) (string, error) {
-	if len(tools) == 0 {
-		return "[]", nil
+// appendToolJSON writes tool i of a list as toolsJSON does.
+func appendToolJSON(b *bytes.Buffer, i int, t record.Tool) error {
+	if strings.TrimSpace(t.Name) == "" {
+		return fmt.Errorf("tool %d has no name", i)
 	}
-	// The key holds every field toolsJSON reads, each after its length, so
-	// no two tool lists share a key.
-	n := 0
-	for _, tl := range tools {
-		n += 4*binary.MaxVarintLen64 + len(tl.Name) + len(tl.Description) + len(tl.Parameters) + len(tl.Response)
+	params := bytes.TrimSpace(t.Parameters)
+	if len(params) == 0 {
+		params = []byte(`{"type":"object","properties":{}}`)
 	}
-	key := make([]byte, 0, n)
-	for _, tl := range tools {
-		key = appendField(key, tl.Name)
-		key = appendField(key, tl.Description)
-		key = appendField(key, tl.Parameters)
-		key = appendField(key, tl.Response)
+	if params[0] != '{' {
+		return fmt.Errorf("tool %q: parameters are not a JSON object", t.Name)
 	}
-	if v, ok := t.get(string(key)); ok {
-		return v, nil
+	b.WriteString(`{"name":`)
+	writeJSONString(b, t.Name)
+	b.WriteString(`,"description":`)
+	writeJSONString(b, t.Description)
+	b.WriteString(`,"parameters":`)
+	b.Write(params)
+	if resp := bytes.TrimSpace(t.Response); len(resp) > 0 {
+		b.WriteString(`,"response":`)
+		b.Write(resp)
 	}
-	v, err := toolsJSON(tools)
-	if err != nil {
-		return "", err
-	}
-	t.put(string(key), v, len(key)+len(v))
-	return v, nil
+	b.WriteByte('}')
+	return nil
 }
 
-// A memo remembers values by key until memoBudget bytes (as the caller
-// sizes each entry) are used; then it remembers nothing more. The zero
-// value is ready; safe for concurrent use. The export's two memos are
-// bounded so that a dataset whose tool lists never repeat costs at most
-// 2 × memoBudget.
-type memo[V any] struct {
+// A toolText is one tool as the export writes it: obj, its object in the
+// tools list (appendToolJSON); quoted, obj inside the JSON string of the
+// tools column (writeJSONString(obj) without its quotes); and params, what
+// the template's CheckToolParams says of its parameters ("" when nothing).
+// JSON string escaping goes character by character (invalid UTF-8 byte by
+// byte), and every object ends in '}', so no character spans two pieces:
+// the tools string [obj,obj] is written as "[quoted,quoted]", the same
+// bytes as escaping the whole list.
+type toolText struct {
+	tool   record.Tool // the definition, to tell tools of one key apart
+	obj    []byte
+	quoted []byte // nil when the samples are not JSON lines
+	params string
+}
+
+// A toolMemo remembers the toolText of each distinct tool, up to
+// toolMemoBudget bytes of texts: after meta_tool every record lists its own
+// draw of the library's tools, so whole lists do not repeat but their
+// tools do, and escaping them (JSON full of quotes) was the export's
+// largest cost. Tools are looked up by name and description and compared
+// in full. The zero value is ready; safe for concurrent use.
+type toolMemo struct {
 	mu   sync.Mutex
-	m    map[string]V
+	m    map[toolKey][]*toolText // the definitions met of a name and description
 	used int
 }
 
-const memoBudget = 32 << 20
+type toolKey struct{ name, desc string }
 
-func (m *memo[V]) get(key string) (V, bool) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	v, ok := m.m[key]
-	return v, ok
+const (
+	// toolMemoBudget bounds the memo's memory; a tool met after it is full
+	// is rendered each time.
+	toolMemoBudget = 64 << 20
+	// toolMemoVariants bounds the definitions remembered of one name and
+	// description (their parameters differ).
+	toolMemoVariants = 16
+)
+
+// sameTool reports whether a and b have every field the export reads.
+func sameTool(a, b *record.Tool) bool {
+	return a.Name == b.Name && a.Description == b.Description &&
+		bytes.Equal(a.Parameters, b.Parameters) && bytes.Equal(a.Response, b.Response)
 }
 
-// fits reports whether size more bytes are within the budget now.
-func (m *memo[V]) fits(size int) bool {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.used+size <= memoBudget
-}
-
-// put remembers v under a copy of key, if size more bytes fit the budget
-// and key is not there yet.
-func (m *memo[V]) put(key string, v V, size int) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if _, ok := m.m[key]; ok || m.used+size > memoBudget {
-		return
+// lookup returns the remembered text of t, or nil. Callers hold m.mu.
+func (m *toolMemo) lookup(t *record.Tool) *toolText {
+	for _, tt := range m.m[toolKey{t.Name, t.Description}] {
+		if sameTool(&tt.tool, t) {
+			return tt
+		}
 	}
+	return nil
+}
+
+// toolTexts renders tools, each through the memo.
+func (e *exporter) toolTexts(tools []record.Tool) ([]*toolText, error) {
+	if len(tools) == 0 {
+		return nil, nil
+	}
+	m := &e.tools
+	texts := make([]*toolText, len(tools))
+	missing := false
+	m.mu.Lock()
+	for i := range tools {
+		if texts[i] = m.lookup(&tools[i]); texts[i] == nil {
+			missing = true
+		}
+	}
+	m.mu.Unlock()
+	if !missing {
+		return texts, nil
+	}
+	for i := range tools {
+		if texts[i] != nil {
+			continue
+		}
+		tt, err := e.newToolText(i, tools[i])
+		if err != nil {
+			return nil, err
+		}
+		texts[i] = tt
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
 	if m.m == nil {
-		m.m = map[string]V{}
+		m.m = map[toolKey][]*toolText{}
 	}
-	m.m[strings.Clone(key)] = v
-	m.used += size
+	for _, tt := range texts {
+		t := &tt.tool
+		size := len(tt.obj) + len(tt.quoted) + len(tt.params) + len(t.Name) + len(t.Description) + len(t.Parameters) + len(t.Response) + 160
+		k := toolKey{tt.tool.Name, tt.tool.Description}
+		if m.used+size > toolMemoBudget || len(m.m[k]) >= toolMemoVariants || m.lookup(&tt.tool) != nil {
+			continue
+		}
+		// The memo outlives the record: it keeps its own copy of the
+		// definition, not views of the record's (decoder's) memory.
+		tt.tool = record.Tool{Name: strings.Clone(tt.tool.Name), Description: strings.Clone(tt.tool.Description),
+			Parameters: bytes.Clone(tt.tool.Parameters), Response: bytes.Clone(tt.tool.Response)}
+		k = toolKey{tt.tool.Name, tt.tool.Description}
+		m.m[k] = append(m.m[k], tt)
+		m.used += size
+	}
+	return texts, nil
 }
 
-// appendField appends f's length, then f.
-func appendField[T ~string | ~[]byte](key []byte, f T) []byte {
-	return append(binary.AppendUvarint(key, uint64(len(f))), f...)
+// toolsString is the tools column of texts' tools: toolsJSON's string.
+func toolsString(texts []*toolText) string {
+	n := 2
+	for _, tt := range texts {
+		n += len(tt.obj) + 1
+	}
+	var b strings.Builder
+	b.Grow(n)
+	b.WriteByte('[')
+	for i, tt := range texts {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.Write(tt.obj)
+	}
+	b.WriteByte(']')
+	return b.String()
+}
+
+// quoting reports whether samples are written as JSON lines that splice
+// their tools' quoted texts (toolText.quoted).
+func (e *exporter) quoting() bool {
+	return e.cfg.Format == "jsonl" && e.cfg.ToolsPlacement == "system"
+}
+
+// newToolText renders tool i of a list.
+func (e *exporter) newToolText(i int, t record.Tool) (*toolText, error) {
+	var b bytes.Buffer
+	if err := appendToolJSON(&b, i, t); err != nil {
+		return nil, err
+	}
+	tt := &toolText{tool: t, obj: b.Bytes()}
+	if e.quoting() {
+		q := jsonout.AppendString(make([]byte, 0, len(tt.obj)+len(tt.obj)/4+2), string(tt.obj))
+		tt.quoted = q[1 : len(q)-1]
+	}
+	if len(bytes.TrimSpace(t.Parameters)) > 0 && e.tpl.ToolFormat == "default" {
+		if err := e.tpl.CheckToolParams(t.Parameters); err != nil {
+			tt.params = err.Error()
+		}
+	}
+	return tt, nil
 }
 
 // writeJSONString writes s as a JSON string exactly as encoding/json does
@@ -826,7 +925,7 @@ func (e *exporter) WriteShard(_ context.Context, dir *atomicfs.Root, name string
 	if e.cfg.Format == "parquet" {
 		err = e.writeParquet(f, recs)
 	} else {
-		err = writeLines(f, recs, &e.quoted)
+		err = writeLines(f, recs)
 	}
 	if err != nil {
 		return nil, nil, err
@@ -835,16 +934,15 @@ func (e *exporter) WriteShard(_ context.Context, dir *atomicfs.Root, name string
 	return []manifests.FileRef{ref}, nil, f.Commit()
 }
 
-// writeLines writes the samples Process rendered as JSON lines, their tools
-// strings through q.
-func writeLines(f *atomicfs.File, recs []*record.Record, q *quoteMemo) error {
+// writeLines writes the samples Process rendered as JSON lines.
+func writeLines(f *atomicfs.File, recs []*record.Record) error {
 	w := bufio.NewWriterSize(f, 1<<20)
 	var b bytes.Buffer
 	for _, r := range recs {
 		line, ok := r.Rendered.([]byte)
 		if s, isSample := r.Rendered.(*sample); isSample {
 			b.Reset()
-			appendSample(&b, s, q)
+			appendSample(&b, s)
 			line, ok = b.Bytes(), true
 		}
 		if !ok {
@@ -865,6 +963,7 @@ func (e *exporter) writeParquet(f *atomicfs.File, recs []*record.Record) error {
 			return fmt.Errorf("export: record %s was not rendered", r.ID)
 		}
 		rows[i] = *s
+		rows[i].Tools = s.toolsJSON()
 	}
 	w := parquet.NewGenericWriter[sample](f, parquet.Compression(&parquet.Zstd), parquet.MaxRowsPerRowGroup(1000))
 	if _, err := w.Write(rows); err != nil {
@@ -875,10 +974,13 @@ func (e *exporter) writeParquet(f *atomicfs.File, recs []*record.Record) error {
 
 // appendSample writes s as one JSON line, byte for byte what encoding/json
 // writes without HTML escaping (the test holds it to that); by hand, because
-// encoding the samples was a tenth of ingest→export. The tools string goes
-// through q (nil: written each time).
-func appendSample(b *bytes.Buffer, s *sample, q *quoteMemo) {
+// encoding the samples was a tenth of ingest→export. The tools string is
+// spliced from its tools' quoted texts when it has them.
+func appendSample(b *bytes.Buffer, s *sample) {
 	n := 64 + len(s.System) + len(s.Tools) + len(s.Tools)/4
+	for _, tt := range s.tools {
+		n += len(tt.quoted) + 1
+	}
 	for _, t := range s.Conversations {
 		n += 24 + len(t.Value) + len(t.Value)/16
 	}
@@ -897,35 +999,25 @@ func appendSample(b *bytes.Buffer, s *sample, q *quoteMemo) {
 	b.WriteString(`],"system":`)
 	writeJSONString(b, s.System)
 	b.WriteString(`,"tools":`)
-	q.write(b, s.Tools)
+	writeTools(b, s)
 	b.WriteString("}\n")
 }
 
-// A quoteMemo writes long strings as JSON strings and remembers what it
-// wrote, up to memoBudget bytes in all: samples of one dataset repeat the
-// same tool lists, JSON text dense with quotes that is slow to escape (in
-// the harness's xlam dump, 57 % of the bytes written). The zero value is
-// ready; safe for concurrent use; a nil *quoteMemo remembers nothing.
-type quoteMemo struct{ memo[[]byte] }
-
-const quoteMemoMin = 128 // shorter strings are written each time
-
-// write writes s as writeJSONString does.
-func (q *quoteMemo) write(b *bytes.Buffer, s string) {
-	if q == nil || len(s) < quoteMemoMin {
-		writeJSONString(b, s)
+// writeTools writes the tools column as writeJSONString does, spliced from
+// its tools' quoted texts when it has them.
+func writeTools(b *bytes.Buffer, s *sample) {
+	if !s.spliced() {
+		writeJSONString(b, s.toolsJSON())
 		return
 	}
-	if v, ok := q.get(s); ok {
-		b.Write(v)
-		return
+	b.WriteString(`"[`)
+	for i, tt := range s.tools {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.Write(tt.quoted)
 	}
-	start := b.Len()
-	writeJSONString(b, s)
-	if q.fits(2 * len(s)) { // else skip the copy: put would drop it
-		w := bytes.Clone(b.Bytes()[start:])
-		q.put(s, w, len(s)+len(w))
-	}
+	b.WriteString(`]"`)
 }
 
 // Finish writes dataset_info.json, which names the dataset folder (and,

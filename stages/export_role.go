@@ -55,7 +55,7 @@ const ChatTemplate = `{#- augment export, tools_placement: role. ChatML with a "
 func (e *exporter) roleSample(ctx context.Context, r *record.Record, s *sample, standIn bool) ([]*record.Record, error) {
 	var msgs []chatMessage
 	if len(r.Tools) > 0 {
-		msgs = append(msgs, chatMessage{"tools", spacedJSON(s.Tools)})
+		msgs = append(msgs, chatMessage{"tools", spacedJSON(s.toolsJSON())})
 	}
 	if s.System != "" {
 		msgs = append(msgs, chatMessage{"system", s.System})

@@ -148,7 +148,7 @@ func TestExportStyles(t *testing.T) {
 				}
 			}
 			tpl, _ := verify.LookupLFTemplate(tt.cfg.Template)
-			v := verify.ShareGPT{Conversations: s.Conversations, Tools: s.Tools, Template: tpl}
+			v := verify.ShareGPT{Conversations: s.Conversations, Tools: s.toolsJSON(), Template: tpl}
 			if ps := verify.CheckShareGPT(&v); len(ps) > 0 {
 				t.Errorf("sample breaks LLaMA-Factory's rules: %v", ps)
 			}
@@ -264,7 +264,7 @@ func TestAppendSampleMatchesEncodingJSON(t *testing.T) {
 	for _, v := range strs {
 		s := &sample{Conversations: []verify.Turn{{From: "human", Value: v}, {From: "gpt", Value: v + "!"}}, System: v, Tools: "[" + v + "]"}
 		var got bytes.Buffer
-		appendSample(&got, s, nil)
+		appendSample(&got, s)
 		var want bytes.Buffer
 		enc := json.NewEncoder(&want)
 		enc.SetEscapeHTML(false)
@@ -275,71 +275,79 @@ func TestAppendSampleMatchesEncodingJSON(t *testing.T) {
 	}
 }
 
-// TestToolsMemo: remembered answers are toolsJSON's, for lists that differ
-// in one field only or in where one field ends and the next starts, and
-// errors are not remembered.
-func TestToolsMemo(t *testing.T) {
+// TestToolMemo: tool lists rendered through the exporter's memo of tools —
+// tools met first or again, of one name with different definitions, whose
+// fields' bytes could run into each other, not UTF-8, with characters JSON
+// escapes, and with the memo full — give toolsJSON's string, and their
+// samples encoding/json's line (the tools string spliced from the tools'
+// quoted texts); bad tools are errors, not remembered.
+func TestToolMemo(t *testing.T) {
+	obj := json.RawMessage(`{"type":"object"}`)
 	lists := [][]record.Tool{
 		nil,
-		{{Name: "a", Description: "d", Parameters: json.RawMessage(`{"type":"object"}`)}},
-		{{Name: "a", Description: "d", Parameters: json.RawMessage(`{"type":"object"}`), Response: json.RawMessage(`{"r":1}`)}},
-		{{Name: "ad", Description: "", Parameters: json.RawMessage(`{"type":"object"}`)}},
+		{{Name: "a", Description: "d", Parameters: obj}},
+		{{Name: "a", Description: "d", Parameters: obj, Response: json.RawMessage(`{"r":1}`)}},
+		{{Name: "ad", Description: "", Parameters: obj}},
 		{{Name: "a", Description: "d"}, {Name: "b", Description: "<&>\"x\"\n"}},
-		{{Name: "a", Description: "d"}},
-		{{Name: " ", Description: "d"}},
+		{{Name: "b", Description: "<&>\"x\"\n"}, {Name: "a", Description: "d", Parameters: obj}},
+		{{Name: "u", Description: "bad \xff and cut \xe6\xbd"}, {Name: "v\xe6", Description: "line\u2028sep\u2029 bell \a 潮汐"}},
+		{{Name: "w", Description: "x", Parameters: json.RawMessage(`{"type":"object","description":"\xff \u2028"}`)}, {Name: "a", Description: "d"}},
+		{{Name: "a", Description: "d"}, {Name: " ", Description: "d"}},
 		{{Name: "x", Parameters: json.RawMessage(`[]`)}},
 	}
-	var m toolsMemo
-	for round := range 2 {
+	check := func(t *testing.T, e *exporter, round int) {
 		for i, tools := range lists {
-			got, gotErr := m.json(tools)
+			texts, gotErr := e.toolTexts(tools)
+			got := toolsString(texts)
 			want, wantErr := toolsJSON(tools)
-			if got != want || (gotErr == nil) != (wantErr == nil) {
-				t.Errorf("round %d, list %d: got %s, %v; want %s, %v", round, i, got, gotErr, want, wantErr)
+			if (gotErr == nil) != (wantErr == nil) || gotErr != nil && gotErr.Error() != wantErr.Error() {
+				t.Errorf("round %d, list %d: got %v, want %v", round, i, gotErr, wantErr)
+			}
+			if gotErr != nil {
+				continue
+			}
+			if got != want {
+				t.Errorf("round %d, list %d: got %s, want %s", round, i, got, want)
+			}
+			s := &sample{Conversations: []verify.Turn{{From: "human", Value: "q"}}, tools: texts}
+			if !s.spliced() {
+				t.Errorf("round %d, list %d: not spliced", round, i)
+			}
+			var line, enc bytes.Buffer
+			appendSample(&line, s)
+			en := json.NewEncoder(&enc)
+			en.SetEscapeHTML(false)
+			en.Encode(&sample{Conversations: s.Conversations, Tools: want})
+			if line.String() != enc.String() {
+				t.Errorf("round %d, list %d: line\n got %s\nwant %s", round, i, line.String(), enc.String())
 			}
 		}
 	}
-	if len(m.m) != 5 {
-		t.Errorf("memo holds %d lists, want the 5 good non-empty ones", len(m.m))
+	remembered := func(m *toolMemo) int {
+		n := 0
+		for _, v := range m.m {
+			n += len(v)
+		}
+		return n
 	}
-}
-
-// TestQuoteMemo: strings written through a quoteMemo, remembered or not
-// (short, new, seen, over the budget), are writeJSONString's bytes.
-func TestQuoteMemo(t *testing.T) {
-	long := `[{"name":"get_weather","description":"Weather <now> & \"later\"\n","parameters":{"type":"object"}}]` + strings.Repeat(" pad", 40)
-	strs := []string{"", "short \"x\"", long, long + "\u2028", long + "\xff", strings.Repeat("潮汐", 100)}
-	var q quoteMemo
+	e := buildExport(t, ExportConfig{})
 	var wg sync.WaitGroup
 	for range 4 {
 		wg.Go(func() {
 			for round := range 3 {
-				for _, s := range strs {
-					var got, want bytes.Buffer
-					got.WriteString("prefix ")
-					q.write(&got, s)
-					want.WriteString("prefix ")
-					writeJSONString(&want, s)
-					if got.String() != want.String() {
-						t.Errorf("round %d: %.30q: got %s want %s", round, s, got.String(), want.String())
-					}
-				}
+				check(t, e, round)
 			}
 		})
 	}
 	wg.Wait()
-	if len(q.m) != 4 {
-		t.Errorf("memo holds %d strings, want the 4 long ones", len(q.m))
+	if n := remembered(&e.tools); n != 8 {
+		t.Errorf("memo holds %d tools, want the 8 distinct good ones", n)
 	}
-	full := quoteMemo{memo[[]byte]{used: memoBudget}}
-	var got bytes.Buffer
-	if full.write(&got, long); len(full.m) != 0 || got.Len() == 0 {
-		t.Errorf("over the budget: %d remembered, %d bytes written", len(full.m), got.Len())
-	}
-	var none *quoteMemo
-	got.Reset()
-	if none.write(&got, long); got.Len() == 0 {
-		t.Error("nil memo wrote nothing")
+	full := buildExport(t, ExportConfig{})
+	full.tools.used = toolMemoBudget
+	check(t, full, 0)
+	if n := remembered(&full.tools); n != 0 {
+		t.Errorf("over the budget: %d tools remembered", n)
 	}
 }
 
@@ -396,7 +404,7 @@ func TestExportParallelForGLM4(t *testing.T) {
 	if !slices.Equal(got, want) {
 		t.Errorf("split:\n%s", strings.Join(got, "\n"))
 	}
-	if ps := verify.CheckShareGPT(&verify.ShareGPT{Conversations: s.Conversations, Tools: s.Tools, Template: glm4}); len(ps) > 0 {
+	if ps := verify.CheckShareGPT(&verify.ShareGPT{Conversations: s.Conversations, Tools: s.toolsJSON(), Template: glm4}); len(ps) > 0 {
 		t.Errorf("split sample: %v", ps)
 	}
 	// A dialogue ending on the parallel calls ends on the last one.
@@ -447,7 +455,7 @@ func TestExportCallText(t *testing.T) {
 		if got := s.Conversations[tt.turn].Value; got != tt.want {
 			t.Errorf("%s %s turn %d:\n got %q\nwant %q", tt.tpl, tt.rec.ID, tt.turn, got, tt.want)
 		}
-		if ps := verify.CheckShareGPT(&verify.ShareGPT{Conversations: s.Conversations, Tools: s.Tools, Template: tpl}); len(ps) > 0 {
+		if ps := verify.CheckShareGPT(&verify.ShareGPT{Conversations: s.Conversations, Tools: s.toolsJSON(), Template: tpl}); len(ps) > 0 {
 			t.Errorf("%s: %v", tt.tpl, ps)
 		}
 		for i, m := range tt.rec.Messages {
@@ -559,7 +567,9 @@ func BenchmarkExportProcess(b *testing.B) {
 // as the jsonl export writes them; MB/s are of the JSON written.
 func BenchmarkAppendSample(b *testing.B) {
 	recs := fxSharedRecords(b)
-	st, err := (&ExportConfig{Template: "default"}).build(fxEnv("export", nil))
+	cfg := ExportConfig{Template: "default"}
+	cfg.defaults()
+	st, err := cfg.build(fxEnv("export", nil))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -571,7 +581,7 @@ func BenchmarkAppendSample(b *testing.B) {
 		if s, err := e.render(r); err == nil {
 			samples = append(samples, s)
 			buf.Reset()
-			appendSample(&buf, s, nil)
+			appendSample(&buf, s)
 			size += int64(buf.Len())
 		}
 	}
@@ -580,7 +590,35 @@ func BenchmarkAppendSample(b *testing.B) {
 	for b.Loop() {
 		for _, s := range samples {
 			buf.Reset()
-			appendSample(&buf, s, nil)
+			appendSample(&buf, s)
+		}
+	}
+}
+
+// TestExportPreviewIsLine: the preview of a sample is its jsonl line, tools
+// column included, whether the export writes jsonl (the tools spliced from
+// their quoted texts) or parquet (the tools column kept as a string).
+func TestExportPreviewIsLine(t *testing.T) {
+	jl := buildExport(t, ExportConfig{})
+	pq := buildExport(t, ExportConfig{Format: "parquet"})
+	for _, r := range fxAll() {
+		a, err := jl.Process(context.Background(), r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := pq.Process(context.Background(), r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var line bytes.Buffer
+		appendSample(&line, a[0].Rendered.(*sample))
+		pa, okA := jl.Preview(a[0])
+		pb, okB := pq.Preview(b[0])
+		if !okA || !okB || pa != strings.TrimSuffix(line.String(), "\n") || pb != pa {
+			t.Errorf("%s: previews\njsonl   %s\nparquet %s\nline    %s", r.ID, pa, pb, line.String())
+		}
+		if len(r.Tools) > 0 && !strings.Contains(pa, `"tools":"[{\"name\":`) {
+			t.Errorf("%s: preview without tools: %s", r.ID, pa)
 		}
 	}
 }

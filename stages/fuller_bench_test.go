@@ -1,6 +1,7 @@
 package stages
 
 import (
+	"bytes"
 	"context"
 	"testing"
 
@@ -26,9 +27,10 @@ func fullerBenchRecords(b *testing.B) ([]*record.Record, []record.Tool) {
 }
 
 // BenchmarkFullerStages runs each deterministic stage of the fuller chain
-// (meta_tool → decision_tokens → negatives, default settings, the offline
-// embedder) over the demo rows, each stage on the previous stage's output as
-// in a run; an op is one pass of one stage over all rows. cpu-ns/record is
+// (meta_tool → decision_tokens → negatives → export, default settings, the
+// offline embedder) over the demo rows, each stage on the previous stage's
+// output as in a run; an op is one pass of one stage over all rows. The
+// export's pass also encodes each sample as its jsonl shard writes it. cpu-ns/record is
 // the process's user+sys time per record.
 func BenchmarkFullerStages(b *testing.B) {
 	recs, lib := fullerBenchRecords(b)
@@ -36,6 +38,7 @@ func BenchmarkFullerStages(b *testing.B) {
 	mt := mtBuild(b, MetaToolConfig{}, mtEnv(lib, noiseOfflineEmbedder(b)))
 	dt := buildDecisionTokens(b, DecisionTokensConfig{})
 	neg := buildNegatives(b, NegativesConfig{Target: NegativeTargetToken}, nil)
+	ex := &exportLines{e: mustBuildExport(b, ExportConfig{})}
 	run := func(b *testing.B, st Stage, in []*record.Record) []*record.Record {
 		var out []*record.Record
 		for _, r := range in {
@@ -49,6 +52,7 @@ func BenchmarkFullerStages(b *testing.B) {
 	}
 	afterMT := run(b, mt, recs) // also embeds the library
 	afterDT := run(b, dt, afterMT)
+	afterNeg := run(b, neg, afterDT)
 	for _, c := range []struct {
 		name string
 		st   Stage
@@ -57,6 +61,7 @@ func BenchmarkFullerStages(b *testing.B) {
 		{"meta_tool", mt, recs},
 		{"decision_tokens", dt, afterMT},
 		{"negatives", neg, afterDT},
+		{"export", ex, afterNeg},
 	} {
 		b.Run(c.name, func(b *testing.B) {
 			b.ReportAllocs()
@@ -71,4 +76,50 @@ func BenchmarkFullerStages(b *testing.B) {
 			b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N*len(c.in)), "cpu-ns/record")
 		})
 	}
+}
+
+// exportLines is the export's work on a record in a jsonl run: Process,
+// then the sample's line as WriteShard encodes it.
+type exportLines struct {
+	e   *exporter
+	buf bytes.Buffer
+}
+
+func (x *exportLines) Process(ctx context.Context, r *record.Record) ([]*record.Record, error) {
+	out, err := x.e.Process(ctx, r)
+	if err != nil {
+		return nil, err
+	}
+	for _, o := range out {
+		x.buf.Reset()
+		appendSample(&x.buf, o.Rendered.(*sample))
+	}
+	return out, nil
+}
+
+func mustBuildExport(b *testing.B, cfg ExportConfig) *exporter {
+	cfg.defaults()
+	st, err := cfg.build(fxEnv("export", nil))
+	if err != nil {
+		b.Fatal(err)
+	}
+	return st.(*exporter)
+}
+
+// BenchmarkExportLines is the export's work per record of the short chain
+// (records as ingest makes them, whose tool lists repeat): Process, then
+// the jsonl line. An op is one pass over the demo rows.
+func BenchmarkExportLines(b *testing.B) {
+	recs, _ := fullerBenchRecords(b)
+	ex := &exportLines{e: mustBuildExport(b, ExportConfig{})}
+	ctx := context.Background()
+	b.ReportAllocs()
+	before := cputime.Process()
+	for b.Loop() {
+		for _, r := range recs {
+			ex.Process(ctx, r)
+		}
+	}
+	cpu := cputime.Process() - before
+	b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N*len(recs)), "cpu-ns/record")
 }

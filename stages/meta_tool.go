@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -618,7 +619,15 @@ func (s *metaToolStage) toolList(ctx context.Context, p *metaToolPlan) ([]record
 	for _, t := range p.invoked {
 		invoked[t.Name] = true
 	}
-	var tools, unused []record.Tool
+	// One list for all: a slot for meta_tool, the record's tools, the
+	// distractors (at most min_tools), get_user_input.
+	room := len(p.in.Tools) + 2
+	if p.hard {
+		room += max(s.cfg.MinTools, 0)
+	}
+	all := make([]record.Tool, 1, room)
+	tools := all[1:1]
+	var unused []record.Tool
 	names := map[string]bool{}
 	for _, t := range p.in.Tools {
 		if names[t.Name] {
@@ -635,7 +644,7 @@ func (s *metaToolStage) toolList(ctx context.Context, p *metaToolPlan) ([]record
 		}
 	}
 	if !p.hard {
-		return s.withSpecialTools(p, tools), nil
+		return s.withSpecialTools(p, all, tools), nil
 	}
 	var ml *metaToolLibrary
 	var ix *toollib.Index
@@ -690,20 +699,30 @@ func (s *metaToolStage) toolList(ctx context.Context, p *metaToolPlan) ([]record
 	}
 	tools = append(tools, extra...)
 	p.rng.Shuffle(len(tools), func(i, j int) { tools[i], tools[j] = tools[j], tools[i] })
-	return s.withSpecialTools(p, tools), nil
+	return s.withSpecialTools(p, all, tools), nil
 }
 
 // withSpecialTools puts meta_tool first (open world) and get_user_input
-// last (when enabled).
-func (s *metaToolStage) withSpecialTools(p *metaToolPlan, tools []record.Tool) []record.Tool {
-	if p.open {
-		tools = append([]record.Tool{verify.MetaToolDef()}, tools...)
+// last (when enabled). tools was appended to all[1:1]; when it still
+// shares all's array, the list is made in place.
+func (s *metaToolStage) withSpecialTools(p *metaToolPlan, all, tools []record.Tool) []record.Tool {
+	out := tools
+	switch {
+	case p.open && cap(tools) == cap(all)-1: // not moved by append
+		all[0] = metaToolDef
+		out = all[:1+len(tools)]
+	case p.open:
+		out = append(append(make([]record.Tool, 0, len(tools)+2), metaToolDef), tools...)
 	}
 	if s.cfg.GetUserInput {
-		tools = append(tools, verify.GetUserInputDef())
+		out = append(out, getUserInputDef)
 	}
-	return tools
+	return slices.Clip(out) // a stage appending to the list gets its own
 }
+
+// The special tools' definitions, shared by every record that lists them
+// (no stage changes a tool in place).
+var metaToolDef, getUserInputDef = verify.MetaToolDef(), verify.GetUserInputDef()
 
 // distractors draws need irrelevant tools from the library (see
 // MetaToolConfig for what may not be drawn), seeded by the record. ml and
@@ -844,11 +863,20 @@ func (p *metaToolPlan) argsJSON(k int) (json.RawMessage, error) {
 // paperEnvelope wraps what the meta_tool call at position id of a turn of
 // n calls returns in seed 000 Fig 12's envelope (see MetaToolConfig).
 func paperEnvelope(returns string, id, n int) string {
-	env := `{"name":"` + verify.MetaTool + `","function_id":` + strconv.Itoa(id) + `,"results":` + returns + `}`
+	var b strings.Builder
+	b.Grow(len(returns) + len(verify.MetaTool) + 48)
 	if n == 1 {
-		return "[" + env + "]"
+		b.WriteByte('[')
 	}
-	return env
+	b.WriteString(`{"name":"` + verify.MetaTool + `","function_id":`)
+	b.WriteString(strconv.Itoa(id))
+	b.WriteString(`,"results":`)
+	b.WriteString(returns)
+	b.WriteByte('}')
+	if n == 1 {
+		b.WriteByte(']')
+	}
+	return b.String()
 }
 
 // metaResult is what invoked tool k's meta_tool call returns, before

@@ -2,8 +2,6 @@ package stages
 
 import (
 	"context"
-	"encoding/binary"
-	"hash/fnv"
 	"log/slog"
 	"math/rand/v2"
 	"sync"
@@ -121,14 +119,17 @@ func (e *Env) Rand(id string) *rand.Rand {
 // other records exist: FNV-1a over the seed as 8 little-endian bytes, then
 // parts as they are. Env.Rand, a source's fraction and sample ranks use it.
 func seedHash(seed uint64, parts ...string) uint64 {
-	h := fnv.New64a()
-	var b [8]byte
-	binary.LittleEndian.PutUint64(b[:], seed)
-	h.Write(b[:])
-	for _, p := range parts {
-		h.Write([]byte(p))
+	const offset, prime = 14695981039346656037, 1099511628211 // FNV-64a's
+	h := uint64(offset)
+	for k := range 8 {
+		h = (h ^ uint64(byte(seed>>(8*k)))) * prime
 	}
-	return h.Sum64()
+	for _, p := range parts {
+		for i := 0; i < len(p); i++ {
+			h = (h ^ uint64(p[i])) * prime
+		}
+	}
+	return h
 }
 
 // Count adds n to the counter key of the shard being processed. The runner

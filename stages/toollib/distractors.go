@@ -20,23 +20,67 @@ func DrawSample(rng *rand.Rand, n, need, budget int, accept func(i int) bool) []
 		return nil
 	}
 	budget = min(budget, n)
-	swapped := map[int]int{}
-	at := func(i int) int {
-		if v, ok := swapped[i]; ok {
-			return v
-		}
-		return i
-	}
-	var out []int
+	var swapped swaps // position → index moved there by the shuffle so far
+	out := make([]int, 0, min(need, budget))
 	for d := 0; d < budget && len(out) < need; d++ {
 		j := d + rng.IntN(n-d)
-		i := at(j)
-		swapped[j] = at(d)
+		i := swapped.at(j)
+		swapped.set(j, swapped.at(d))
 		if accept(i) {
 			out = append(out, i)
 		}
 	}
 	return out
+}
+
+// swaps is the sparse state of a lazy Fisher–Yates shuffle: the positions
+// whose index moved, and where to. A draw visits few positions, so they
+// are kept in a small array, and in a map once there are more.
+type swaps struct {
+	n    int
+	pos  [16]int
+	idx  [16]int
+	more map[int]int
+}
+
+// at returns the index at position i.
+func (s *swaps) at(i int) int {
+	if s.more != nil {
+		if v, ok := s.more[i]; ok {
+			return v
+		}
+		return i
+	}
+	for k := range s.n {
+		if s.pos[k] == i {
+			return s.idx[k]
+		}
+	}
+	return i
+}
+
+// set puts index v at position i.
+func (s *swaps) set(i, v int) {
+	if s.more != nil {
+		s.more[i] = v
+		return
+	}
+	for k := range s.n {
+		if s.pos[k] == i {
+			s.idx[k] = v
+			return
+		}
+	}
+	if s.n < len(s.pos) {
+		s.pos[s.n], s.idx[s.n] = i, v
+		s.n++
+		return
+	}
+	s.more = make(map[int]int, 2*len(s.pos))
+	for k := range s.n {
+		s.more[s.pos[k]] = s.idx[k]
+	}
+	s.more[i] = v
 }
 
 // DrawAll returns up to need indexes of an n-tool library that accept

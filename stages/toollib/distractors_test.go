@@ -84,3 +84,45 @@ func TestDrawRandomness(t *testing.T) {
 		t.Error("DrawSample: rng consumption changed")
 	}
 }
+
+// TestDrawSampleAsMapShuffle: DrawSample's small-array shuffle state draws
+// what the lazy Fisher–Yates shuffle over a map draws, for draws that visit
+// few positions and many (past the array, into its map), and leaves the rng
+// in the same state.
+func TestDrawSampleAsMapShuffle(t *testing.T) {
+	ref := func(rng *rand.Rand, n, need, budget int, accept func(int) bool) []int {
+		budget = min(budget, n)
+		swapped := map[int]int{}
+		at := func(i int) int {
+			if v, ok := swapped[i]; ok {
+				return v
+			}
+			return i
+		}
+		out := []int{}
+		for d := 0; d < budget && len(out) < need; d++ {
+			j := d + rng.IntN(n-d)
+			i := at(j)
+			swapped[j] = at(d)
+			if accept(i) {
+				out = append(out, i)
+			}
+		}
+		return out
+	}
+	for seed := range uint64(200) {
+		n := 1 + int(seed*37%500)
+		need := 1 + int(seed%40)
+		budget := 1 + int(seed*13%300)
+		mod := 1 + int(seed%5) // accept one index in mod
+		accept := func(i int) bool { return i%mod == 0 }
+		r1, r2 := seeded(seed), seeded(seed)
+		got, want := DrawSample(r1, n, need, budget, accept), ref(r2, n, need, budget, accept)
+		if !slices.Equal(got, want) {
+			t.Fatalf("seed %d (n %d need %d budget %d): got %v want %v", seed, n, need, budget, got, want)
+		}
+		if r1.Uint64() != r2.Uint64() {
+			t.Fatalf("seed %d: rng state differs", seed)
+		}
+	}
+}
