@@ -165,21 +165,42 @@ func (r *Runner) runGroup(ctx context.Context, passes []*pass) error {
 			limit = shardWorkers(p.st)
 		}
 	}
+	// limit shards are processed at once; inflight shards are held at once,
+	// processed or waiting for their writes. A shard whose processing is
+	// done gives its turn to the next one while its writes run: the CPUs
+	// stay busy with the next shard's stages rather than sit idle behind
+	// one shard's last encode.
+	inflight := limit
 	if active > 1 {
 		// A chain already overlaps its writes with its processing, and
-		// holds a shard of each stage: one chain per CPU keeps memory
-		// where one stage alone had it.
+		// holds a shard of each stage: one chain per CPU, and as many
+		// more shards being written, keep memory near where one stage
+		// alone had it.
 		limit = min(limit, runtime.NumCPU())
+		inflight = 2 * limit
 	}
 	var err error
 	if limit > 0 {
 		eg, gctx := errgroup.WithContext(ctx)
-		eg.SetLimit(limit)
+		eg.SetLimit(inflight)
+		turns := make(chan struct{}, limit)
 		for _, in := range passes[0].inputs {
 			if !r.mine(in.name) { // workers.go
 				continue
 			}
-			eg.Go(func() error { return r.runChain(gctx, g, in.name) })
+			eg.Go(func() error {
+				select {
+				case turns <- struct{}{}:
+				case <-gctx.Done():
+					return gctx.Err()
+				}
+				writes, err := r.runChain(gctx, g, in.name)
+				<-turns
+				if werr := writes.wait(); err == nil {
+					err = werr
+				}
+				return err
+			})
 		}
 		err = eg.Wait()
 	}
@@ -206,16 +227,14 @@ func (w *write) wait() error {
 	return w.err
 }
 
-// runChain takes shard name through every pass of the group in order.
-func (r *Runner) runChain(ctx context.Context, g *group, name string) (err error) {
+// runChain takes shard name through every pass of the group in order. It
+// returns once the shard is processed, with the last write it started (the
+// others commit before it), which the caller waits for also on error.
+func (r *Runner) runChain(ctx context.Context, g *group, name string) (last *write, err error) {
 	var recs []*record.Record // the pass's input records, when the pass before handed them on
 	checked := false          // recs passed shard.Check (kept by a pass before, in memory)
 	var prev *write           // the last write started for this shard
-	defer func() {
-		if werr := prev.wait(); err == nil {
-			err = werr
-		}
-	}()
+	defer func() { last = prev }()
 	for _, p := range g.passes {
 		if p.upToDate {
 			recs, checked = nil, false
@@ -227,7 +246,7 @@ func (r *Runner) runChain(ctx context.Context, g *group, name string) (err error
 			// Remade by the stage before: its hash decides, as it would
 			// have alone, whether this stage's earlier output still holds.
 			if err := prev.wait(); err != nil {
-				return err
+				return nil, err
 			}
 			g.mu.Lock()
 			in := p.inputs[p.at[name]]
@@ -255,13 +274,13 @@ func (r *Runner) runChain(ctx context.Context, g *group, name string) (err error
 		}
 		if recs == nil {
 			if err := prev.wait(); err != nil {
-				return err
+				return nil, err
 			}
 			g.mu.Lock()
 			in := p.inputs[p.at[name]]
 			g.mu.Unlock()
 			if recs, err = shard.Read(filepath.Join(r.dir, in.ref.Path)); err != nil {
-				return fmt.Errorf("stage %s: shard %s: %w", p.sr.name, name, err)
+				return nil, fmt.Errorf("stage %s: shard %s: %w", p.sr.name, name, err)
 			}
 			checked = false
 		}
@@ -270,10 +289,10 @@ func (r *Runner) runChain(ctx context.Context, g *group, name string) (err error
 			g.mu.Lock()
 			p.pendingShards++
 			g.mu.Unlock()
-			return nil
+			return nil, nil
 		}
 		if err != nil {
-			return fmt.Errorf("stage %s: shard %s: %w", p.sr.name, name, err)
+			return nil, fmt.Errorf("stage %s: shard %s: %w", p.sr.name, name, err)
 		}
 		if p.sink != nil {
 			// A sink's input passes through (recs stays).
@@ -287,30 +306,36 @@ func (r *Runner) runChain(ctx context.Context, g *group, name string) (err error
 		}
 		prev = r.startWrite(ctx, g, p, name, key, o, prev, start)
 	}
-	return nil
+	return nil, nil
 }
 
-// startWrite writes and commits p's shard name from o once prev, the write
-// of its input, is committed.
+// startWrite writes p's shard name from o at once, and commits it once
+// prev, the write of its input, is committed. The bytes written do not
+// depend on the input's ref, only the key and the manifest entry do: the
+// writes of one shard's stages run side by side (a shard's chain is not a
+// line of single-threaded encodes), while the commits keep stage order. A
+// file written whose input then fails is not recorded, as after a kill
+// before the manifest's save: the next run makes it again.
 func (r *Runner) startWrite(ctx context.Context, g *group, p *pass, name, key string, o *shardOut, prev *write, start time.Time) *write {
 	w := &write{done: make(chan struct{})}
 	go func() {
 		defer close(w.done)
-		if w.err = prev.wait(); w.err != nil {
+		sh, err := r.writeShard(ctx, p.sr, p.sink, o)
+		if perr := prev.wait(); perr != nil {
+			w.err = perr
 			return
 		}
-		g.mu.Lock()
-		in := p.inputs[p.at[name]]
-		g.mu.Unlock()
-		if key == "" { // processed before its input was committed (see runChain)
-			key = shardKey(p.res.fp, "plan="+p.res.plan, in.ref)
-			if r.o.Explain && p.old != nil {
-				r.o.Log.Info("explain", "stage", p.sr.name, "shard", name, "why", explainShard(p.old, p.res.fp, p.res.plan, in))
-			}
-		}
-		o.sh.Inputs = []manifests.FileRef{in.ref}
-		sh, err := r.writeShard(ctx, p.sr, p.sink, o)
 		if err == nil {
+			g.mu.Lock()
+			in := p.inputs[p.at[name]]
+			g.mu.Unlock()
+			if key == "" { // processed before its input was committed (see runChain)
+				key = shardKey(p.res.fp, "plan="+p.res.plan, in.ref)
+				if r.o.Explain && p.old != nil {
+					r.o.Log.Info("explain", "stage", p.sr.name, "shard", name, "why", explainShard(p.old, p.res.fp, p.res.plan, in))
+				}
+			}
+			sh.Inputs = []manifests.FileRef{in.ref}
 			err = r.commit(g, p, name, key, sh, start)
 		}
 		if err != nil {

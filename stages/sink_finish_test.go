@@ -162,7 +162,11 @@ func TestSinkFinishAfterGroupFailed(t *testing.T) {
 	}
 	g := &group{passes: []*pass{sp}, lastSave: time.Now()}
 	for _, in := range inputs {
-		if err := r.runChain(ctx, g, in.name); err != nil {
+		w, err := r.runChain(ctx, g, in.name)
+		if werr := w.wait(); err == nil {
+			err = werr
+		}
+		if err != nil {
 			t.Fatal(err)
 		}
 	}
