@@ -451,7 +451,7 @@ func (b *rawBatch) release() {
 // partBytes is about how many bytes of rows a part of a shard holds: a
 // worker parses it in some milliseconds, and the first part is handed on
 // long before a shard's rows are read.
-const partBytes = 4 * rowChunk
+var partBytes = 4 * rowChunk
 
 // readBatches cuts the dump into the parts of its shards. The scanner reuses its
 // buffer, so rows are copied, back to back, into fixed-size chunks that
