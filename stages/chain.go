@@ -2,6 +2,7 @@ package stages
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"runtime"
@@ -313,16 +314,25 @@ func (r *Runner) runChain(ctx context.Context, g *group, name string) (last *wri
 // prev, the write of its input, is committed. The bytes written do not
 // depend on the input's ref, only the key and the manifest entry do: the
 // writes of one shard's stages run side by side (a shard's chain is not a
-// line of single-threaded encodes), while the commits keep stage order. A
-// file written whose input then fails is not recorded, as after a kill
-// before the manifest's save: the next run makes it again.
+// line of single-threaded encodes), while the commits keep stage order.
+// When the input's write fails, the files written are removed.
 func (r *Runner) startWrite(ctx context.Context, g *group, p *pass, name, key string, o *shardOut, prev *write, start time.Time) *write {
 	w := &write{done: make(chan struct{})}
 	go func() {
 		defer close(w.done)
 		sh, err := r.writeShard(ctx, p.sr, p.sink, o)
 		if perr := prev.wait(); perr != nil {
+			// Its input is not committed: neither is this shard, and
+			// its files go (the manifest on disk no longer names the
+			// shard, see openPass).
+			var files []string
+			for _, f := range sh.Outputs {
+				files = append(files, f.Path)
+			}
 			w.err = perr
+			if rerr := r.removeOwned(p.sr.rel, files); rerr != nil {
+				w.err = errors.Join(perr, rerr)
+			}
 			return
 		}
 		if err == nil {
