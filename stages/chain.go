@@ -166,42 +166,24 @@ func (r *Runner) runGroup(ctx context.Context, passes []*pass) error {
 			limit = shardWorkers(p.st)
 		}
 	}
-	// limit shards are processed at once; inflight shards are held at once,
-	// processed or waiting for their writes. A shard whose processing is
-	// done gives its turn to the next one while its writes run: the CPUs
-	// stay busy with the next shard's stages rather than sit idle behind
-	// one shard's last encode.
-	inflight := limit
 	if active > 1 {
 		// A chain already overlaps its writes with its processing, and
-		// holds a shard of each stage: one chain per CPU, and one shard
-		// more being written, keep memory near where one stage alone had
-		// it (two more raised the peak by a fifth, glaive's fuller chain).
+		// holds a shard of each stage: one chain per CPU keeps memory
+		// where one stage alone had it. (A chain that let the next shard
+		// start while its own writes ran left no fewer cores idle, the
+		// writes of its stages running side by side, and raised the peak
+		// RSS of glaive's fuller chain by a tenth to a fifth.)
 		limit = min(limit, runtime.NumCPU())
-		inflight = limit + 1
 	}
 	var err error
 	if limit > 0 {
 		eg, gctx := errgroup.WithContext(ctx)
-		eg.SetLimit(inflight)
-		turns := make(chan struct{}, limit)
+		eg.SetLimit(limit)
 		for _, in := range passes[0].inputs {
 			if !r.mine(in.name) { // workers.go
 				continue
 			}
-			eg.Go(func() error {
-				select {
-				case turns <- struct{}{}:
-				case <-gctx.Done():
-					return gctx.Err()
-				}
-				writes, err := r.runChain(gctx, g, in.name)
-				<-turns
-				if werr := writes.wait(); err == nil {
-					err = werr
-				}
-				return err
-			})
+			eg.Go(func() error { return r.runChain(gctx, g, in.name) })
 		}
 		err = eg.Wait()
 	}
@@ -228,14 +210,16 @@ func (w *write) wait() error {
 	return w.err
 }
 
-// runChain takes shard name through every pass of the group in order. It
-// returns once the shard is processed, with the last write it started (the
-// others commit before it), which the caller waits for also on error.
-func (r *Runner) runChain(ctx context.Context, g *group, name string) (last *write, err error) {
+// runChain takes shard name through every pass of the group in order.
+func (r *Runner) runChain(ctx context.Context, g *group, name string) (err error) {
 	var recs []*record.Record // the pass's input records, when the pass before handed them on
 	checked := false          // recs passed shard.Check (kept by a pass before, in memory)
 	var prev *write           // the last write started for this shard
-	defer func() { last = prev }()
+	defer func() {
+		if werr := prev.wait(); err == nil {
+			err = werr
+		}
+	}()
 	for _, p := range g.passes {
 		if p.upToDate {
 			recs, checked = nil, false
@@ -247,7 +231,7 @@ func (r *Runner) runChain(ctx context.Context, g *group, name string) (last *wri
 			// Remade by the stage before: its hash decides, as it would
 			// have alone, whether this stage's earlier output still holds.
 			if err := prev.wait(); err != nil {
-				return nil, err
+				return err
 			}
 			g.mu.Lock()
 			in := p.inputs[p.at[name]]
@@ -275,13 +259,13 @@ func (r *Runner) runChain(ctx context.Context, g *group, name string) (last *wri
 		}
 		if recs == nil {
 			if err := prev.wait(); err != nil {
-				return nil, err
+				return err
 			}
 			g.mu.Lock()
 			in := p.inputs[p.at[name]]
 			g.mu.Unlock()
 			if recs, err = shard.Read(filepath.Join(r.dir, in.ref.Path)); err != nil {
-				return nil, fmt.Errorf("stage %s: shard %s: %w", p.sr.name, name, err)
+				return fmt.Errorf("stage %s: shard %s: %w", p.sr.name, name, err)
 			}
 			checked = false
 		}
@@ -290,10 +274,10 @@ func (r *Runner) runChain(ctx context.Context, g *group, name string) (last *wri
 			g.mu.Lock()
 			p.pendingShards++
 			g.mu.Unlock()
-			return nil, nil
+			return nil
 		}
 		if err != nil {
-			return nil, fmt.Errorf("stage %s: shard %s: %w", p.sr.name, name, err)
+			return fmt.Errorf("stage %s: shard %s: %w", p.sr.name, name, err)
 		}
 		if p.sink != nil {
 			// A sink's input passes through (recs stays).
@@ -307,7 +291,7 @@ func (r *Runner) runChain(ctx context.Context, g *group, name string) (last *wri
 		}
 		prev = r.startWrite(ctx, g, p, name, key, o, prev, start)
 	}
-	return nil, nil
+	return nil
 }
 
 // startWrite writes p's shard name from o at once, and commits it once

@@ -162,11 +162,7 @@ func TestSinkFinishAfterGroupFailed(t *testing.T) {
 	}
 	g := &group{passes: []*pass{sp}, lastSave: time.Now()}
 	for _, in := range inputs {
-		w, err := r.runChain(ctx, g, in.name)
-		if werr := w.wait(); err == nil {
-			err = werr
-		}
-		if err != nil {
+		if err := r.runChain(ctx, g, in.name); err != nil {
 			t.Fatal(err)
 		}
 	}
