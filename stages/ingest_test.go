@@ -281,6 +281,12 @@ func TestIngestPartsMatchWholeShards(t *testing.T) {
 	}
 	oa[7] = oa[7][:15]           // bad_json
 	oa[23] = "\xff" + oa[23][1:] // not UTF-8
+	// An array cut short: rows up to the cut, the rest unread.
+	var clean []string
+	for i := range 31 {
+		clean = append(clean, oaRow(fmt.Sprintf("clean %d", i)))
+	}
+	cut := "[" + strings.Join(clean[:30], ",") + "," + clean[30][:25]
 	run := func(part int) string {
 		t.Helper()
 		old := partBytes
@@ -293,11 +299,16 @@ func TestIngestPartsMatchWholeShards(t *testing.T) {
 		if err := os.WriteFile(filepath.Join(dir, "oa.jsonl"), []byte(strings.Join(oa, "\n")+"\n"), 0o644); err != nil {
 			t.Fatal(err)
 		}
+		if err := os.WriteFile(filepath.Join(dir, "cut.json"), []byte(cut), 0o644); err != nil {
+			t.Fatal(err)
+		}
 		y := `seed: 3
 output: {dir: out, shard_size: 16, jsonl: true}
 sources:
   - {name: glaive, path: glaive.json, format: glaive}
   - {name: oa, path: oa.jsonl, format: openai, fraction: 0.8}
+  - {name: cut, path: cut.json, format: openai, allow_partial: true}
+  - {name: few, path: oa.jsonl, format: openai, limit: 21}
 stages:
   - export: {}
 `
@@ -306,8 +317,8 @@ stages:
 			t.Fatal(err)
 		}
 		rep := runPipeline(t, path)
-		if n := rep.Stages[0].Counts.In; n != int64(len(many)+len(oa)) {
-			t.Fatalf("ingest read %d rows, want %d", n, len(many)+len(oa))
+		if n, want := rep.Stages[0].Counts.In, int64(len(many)+len(oa)+30+21); n != want {
+			t.Fatalf("ingest read %d rows, want %d", n, want)
 		}
 		if manifests.Sum(rep.Stages[0].Counts.Rejected) == 0 || manifests.Sum(rep.Stages[0].Counts.Filtered) == 0 {
 			t.Fatalf("want rejects and filtered rows to compare, got %+v", rep.Stages[0].Counts)
