@@ -360,3 +360,61 @@ func TestCheckedShard(t *testing.T) {
 		t.Error("a shard another runner wrote counts as checked")
 	}
 }
+
+// TestGroupFailedWriteLeavesNoUnnamedFiles: the writes of a shard's stages
+// run side by side, and when one fails, the later stages' files of that
+// shard, written but never committed, are removed: every file left in a
+// stage directory is one its manifest names (as its own, or as an earlier
+// run's still to delete), and none has the bytes of an uncommitted write.
+func TestGroupFailedWriteLeavesNoUnnamedFiles(t *testing.T) {
+	path := demoPipeline(t, "  - meta_tool: {}\n  - decision_tokens: {}\n  - negatives: {target: token}\n  - export: {}\n")
+	out := filepath.Join(filepath.Dir(path), "out")
+	runPipeline(t, path)
+	later := []string{"02-decision_tokens", "03-negatives", "04-export"}
+	before := map[string]map[string]string{}
+	for _, dir := range later {
+		before[dir] = tree(t, filepath.Join(out, dir))
+	}
+	// A directory where meta_tool's shard goes: its rename fails. Another
+	// seed makes every stage redo every shard, the later stages at once
+	// (no earlier output can match).
+	part := filepath.Join(out, "01-meta_tool", "part-glaive-00001.parquet")
+	if err := os.Remove(part); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(part, "x"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	p, err := Load(path, "seed=8")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := NewRunner(p, Options{Version: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = r.Run(context.Background())
+	r.Close()
+	if err == nil || !strings.Contains(err.Error(), "glaive-00001") {
+		t.Fatalf("run: %v, want meta_tool's write of glaive-00001 to fail", err)
+	}
+	for _, dir := range later {
+		m := readManifest(t, out, dir)
+		named := owned(m)
+		for _, f := range m.Superseded {
+			named[f] = true
+		}
+		for name, sum := range tree(t, filepath.Join(out, dir)) {
+			rel := dir + "/" + filepath.ToSlash(name)
+			if name != manifestFile && !named[rel] {
+				t.Errorf("%s is on disk, its manifest does not name it", rel)
+			}
+			if strings.Contains(name, "glaive-00001") && sum != before[dir][name] {
+				t.Errorf("%s holds the bytes of a write whose input failed", rel)
+			}
+		}
+		if _, ok := m.Shard("glaive-00001"); ok {
+			t.Errorf("%s records glaive-00001, whose input was not written", dir)
+		}
+	}
+}

@@ -251,9 +251,12 @@ func allMatch(shards []manifests.Shard, key string, r *Runner) bool {
 	return true
 }
 
-// rawBatch is up to ShardSize consecutive raw rows of one source.
+// rawBatch is a part of a shard: consecutive raw rows of one source, of
+// about partBytes (a shard holds ShardSize rows).
 type rawBatch struct {
-	index int // shard number
+	index int  // shard number
+	part  int  // the part's number in its shard, from 0
+	last  bool // the shard's last part (it may have no rows)
 	rows  []rawRow
 	first int64 // row index of rows[0]
 	// chunks hold the texts of rows (see readBatches); release hands them
@@ -292,8 +295,11 @@ func unreadText(u manifests.Unread) string {
 	return fmt.Sprintf("%d bytes (%s) from byte offset %d were not read: %s", u.Bytes, rows, u.Offset, u.Reason)
 }
 
-// ingestSource reads one dump, parses and writes its shards. Shards are
-// parsed and written by NumCPU workers while the next rows are read.
+// ingestSource reads one dump, parses and writes its shards. The rows are
+// handed to the workers in parts of about partBytes as they are read, so
+// parsing starts with the first part rather than after a whole shard's
+// rows, and one shard's parts (the last shard's too) are parsed on every
+// CPU; the worker that parses a shard's last part writes the shard.
 // sum is the dump's SHA-256 when the caller already hashed it, else "".
 func (r *Runner) ingestSource(ctx context.Context, sr stageRun, src Source, path, fingerprint, sum string) ([]manifests.Shard, error) {
 	// The dump, wherever it is stored, decompressed; Parquet rows arrive
@@ -321,10 +327,11 @@ func (r *Runner) ingestSource(ctx context.Context, sr stageRun, src Source, path
 	var mu sync.Mutex
 	var shards []manifests.Shard
 	// Distinct tools only: memory must grow with the number of distinct
-	// tools, not with the number of records. Ranked by shard, so that the
+	// tools, not with the number of records. Ranked by row, so that the
 	// tool kept of equal ones does not depend on which worker came first.
 	var tools toollib.Set
 	batches := make(chan rawBatch)
+	parts := &shardParts{m: map[int]*partsOf{}}
 	chunks := &rowChunks{}
 	var unread *formats.ScanError
 	var read int64 // rows read before unread
@@ -337,15 +344,24 @@ func (r *Runner) ingestSource(ctx context.Context, sr stageRun, src Source, path
 	for range workers {
 		g.Go(func() error {
 			for b := range batches {
-				sh, ts, err := r.ingestBatch(src, sr, b)
+				start := time.Now()
+				o, ts := r.parsePart(src, sr, b)
+				mu.Lock()
+				for _, t := range ts {
+					tools.Add(t, int(b.first))
+				}
+				mu.Unlock()
+				o, start = parts.add(b, o, start)
+				if o == nil { // other parts of the shard are still being parsed
+					continue
+				}
+				sh, err := r.writeShard(context.Background(), sr, nil, o)
 				if err != nil {
 					return err
 				}
+				sh.Seconds = time.Since(start).Seconds()
 				mu.Lock()
 				shards = append(shards, sh)
-				for _, t := range ts {
-					tools.Add(t, b.index)
-				}
 				mu.Unlock()
 			}
 			return nil
@@ -370,7 +386,8 @@ func (r *Runner) ingestSource(ctx context.Context, sr stageRun, src Source, path
 	}
 	slices.SortFunc(shards, func(a, b manifests.Shard) int { return strings.Compare(a.Name, b.Name) })
 	if len(shards) == 0 { // an empty dump still gets one (empty) shard
-		sh, _, err := r.ingestBatch(src, sr, rawBatch{})
+		o, _ := r.parsePart(src, sr, rawBatch{})
+		sh, err := r.writeShard(context.Background(), sr, nil, o)
 		if err != nil {
 			return nil, err
 		}
@@ -435,7 +452,12 @@ func (b *rawBatch) release() {
 	b.chunks = nil
 }
 
-// readBatches cuts the dump into raw batches. The scanner reuses its
+// partBytes is about how many bytes of rows a part of a shard holds: a
+// worker parses it in some milliseconds, and the first part is handed on
+// long before a shard's rows are read.
+var partBytes = 4 * rowChunk
+
+// readBatches cuts the dump into the parts of its shards. The scanner reuses its
 // buffer, so rows are copied, back to back, into fixed-size chunks that
 // the batch holds until a worker has parsed it and releases them (before
 // writing its shard): memory follows the rows in flight, without a copy
@@ -444,16 +466,22 @@ func (b *rawBatch) release() {
 // (the rest of the dump is unread).
 func (r *Runner) readBatches(ctx context.Context, sc *formats.Scanner, src Source, out chan<- rawBatch, chunks *rowChunks) (int64, *formats.ScanError, error) {
 	b := rawBatch{pool: chunks}
-	var free []byte // the rest of the batch's last chunk
-	send := func() error {
+	var free []byte       // the rest of the batch's last chunk
+	inShard, held := 0, 0 // rows of the current shard read; bytes of b's rows
+	send := func(last bool) error {
+		b.last = last
 		select {
 		case out <- b:
 		case <-ctx.Done():
 			b.release()
 			return ctx.Err()
 		}
-		free = nil
-		b = rawBatch{index: b.index + 1, rows: make([]rawRow, 0, len(b.rows)), pool: chunks}
+		free, held = nil, 0
+		next := rawBatch{index: b.index, part: b.part + 1, rows: make([]rawRow, 0, len(b.rows)), pool: chunks}
+		if last {
+			next.index, next.part, inShard = b.index+1, 0, 0
+		}
+		b = next
 		return nil
 	}
 	copyRow := func(row []byte) []byte {
@@ -491,6 +519,11 @@ func (r *Runner) readBatches(ctx context.Context, sc *formats.Scanner, src Sourc
 		if unread != nil {
 			break
 		}
+		if held >= partBytes {
+			if err := send(false); err != nil {
+				return read, nil, err
+			}
+		}
 		if len(b.rows) == 0 {
 			b.first = idx
 		}
@@ -499,22 +532,23 @@ func (r *Runner) readBatches(ctx context.Context, sc *formats.Scanner, src Sourc
 			bad.Raw = text // it was the scanner's
 		}
 		b.rows = append(b.rows, rawRow{text: text, bad: bad})
+		held += len(text)
 		read++
-		if len(b.rows) == r.p.Output.ShardSize {
-			if err := send(); err != nil {
+		if inShard++; inShard == r.p.Output.ShardSize {
+			if err := send(true); err != nil {
 				return read, nil, err
 			}
 		}
 	}
-	if len(b.rows) > 0 {
-		return read, unread, send()
+	if inShard > 0 { // the shard's last part, with no rows when the one before was full
+		return read, unread, send(true)
 	}
 	return read, unread, nil
 }
 
-// ingestBatch parses one batch into a shard.
-func (r *Runner) ingestBatch(src Source, sr stageRun, b rawBatch) (manifests.Shard, []record.Tool, error) {
-	start := time.Now()
+// parsePart parses one part of a shard into what the part's rows became,
+// with the distinct tools of the records kept, in row order.
+func (r *Runner) parsePart(src Source, sr stageRun, b rawBatch) (*shardOut, []record.Tool) {
 	name := fmt.Sprintf("%s-%05d", src.Name, b.index)
 	o := &shardOut{sh: manifests.Shard{Name: name}}
 	var tools toollib.Set
@@ -562,10 +596,65 @@ func (r *Runner) ingestBatch(src Source, sr stageRun, b rawBatch) (manifests.Sha
 		}
 		o.keep(rec)
 	}
-	b.release() // the rows are parsed: their memory goes to the next batches while this shard is written
-	sh, err := r.writeShard(context.Background(), sr, nil, o)
-	sh.Seconds = time.Since(start).Seconds()
-	return sh, tools.Tools(), err
+	b.release() // the rows are parsed: their memory goes to the next parts
+	return o, tools.Tools()
+}
+
+// shardParts gathers the parsed parts of the shards being parsed.
+type shardParts struct {
+	mu sync.Mutex
+	m  map[int]*partsOf // by shard number
+}
+
+// partsOf is one shard's parts parsed so far.
+type partsOf struct {
+	outs  []*shardOut // by part number; nil while the part is parsed
+	got   int
+	total int // the number of parts, once the last is parsed; else 0
+	start time.Time
+}
+
+// add records o, the parsed part b started at start. When o completes its
+// shard it returns the shard's parts joined in row order, and when the
+// shard's first part started; else nil.
+func (sp *shardParts) add(b rawBatch, o *shardOut, start time.Time) (*shardOut, time.Time) {
+	sp.mu.Lock()
+	defer sp.mu.Unlock()
+	p := sp.m[b.index]
+	if p == nil {
+		p = &partsOf{start: start}
+		sp.m[b.index] = p
+	}
+	if b.part >= len(p.outs) {
+		p.outs = append(p.outs, make([]*shardOut, b.part+1-len(p.outs))...)
+	}
+	p.outs[b.part] = o
+	p.got++
+	if b.last {
+		p.total = b.part + 1
+	}
+	if start.Before(p.start) {
+		p.start = start
+	}
+	if p.total == 0 || p.got < p.total {
+		return nil, time.Time{}
+	}
+	delete(sp.m, b.index)
+	if len(p.outs) == 1 {
+		return p.outs[0], p.start
+	}
+	all := &shardOut{sh: manifests.Shard{Name: o.sh.Name}}
+	n := 0
+	for _, q := range p.outs {
+		n += len(q.kept)
+	}
+	all.kept = make([]*record.Record, 0, n)
+	for _, q := range p.outs {
+		all.sh.Counts.Add(q.sh.Counts)
+		all.kept = append(all.kept, q.kept...)
+		all.rejects = append(all.rejects, q.rejects...)
+	}
+	return all, p.start
 }
 
 // keepFraction decides, from the seed and the row's identity only, whether a

@@ -255,3 +255,78 @@ func TestIngestRedoNeverListsOldBytes(t *testing.T) {
 		t.Error(msg)
 	}
 }
+
+// TestIngestPartsMatchWholeShards: however a shard's rows are cut into
+// parts for the workers (one part per shard, as before parts, one per row,
+// a few rows each), ingest and the export after it write the same bytes:
+// records, rejects, counts, repairs and the tool library, equal tools kept
+// from the first row that has them.
+func TestIngestPartsMatchWholeShards(t *testing.T) {
+	demo, err := os.ReadFile("../testdata/demo/dumps/glaive.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rows []json.RawMessage
+	if err := json.Unmarshal(demo, &rows); err != nil {
+		t.Fatal(err)
+	}
+	var many []json.RawMessage
+	for range 20 {
+		many = append(many, rows...)
+	}
+	glaive, _ := json.Marshal(many)
+	var oa []string
+	for i := range 40 {
+		oa = append(oa, oaRow(fmt.Sprintf("row %d", i)))
+	}
+	oa[7] = oa[7][:15]           // bad_json
+	oa[23] = "\xff" + oa[23][1:] // not UTF-8
+	// An array cut short: rows up to the cut, the rest unread.
+	var clean []string
+	for i := range 31 {
+		clean = append(clean, oaRow(fmt.Sprintf("clean %d", i)))
+	}
+	cut := "[" + strings.Join(clean[:30], ",") + "," + clean[30][:25]
+	run := func(part int) string {
+		t.Helper()
+		old := partBytes
+		partBytes = part
+		defer func() { partBytes = old }()
+		dir := t.TempDir()
+		if err := os.WriteFile(filepath.Join(dir, "glaive.json"), glaive, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "oa.jsonl"), []byte(strings.Join(oa, "\n")+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "cut.json"), []byte(cut), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		y := `seed: 3
+output: {dir: out, shard_size: 16, jsonl: true}
+sources:
+  - {name: glaive, path: glaive.json, format: glaive}
+  - {name: oa, path: oa.jsonl, format: openai, fraction: 0.8}
+  - {name: cut, path: cut.json, format: openai, allow_partial: true}
+  - {name: few, path: oa.jsonl, format: openai, limit: 21}
+stages:
+  - export: {}
+`
+		path := filepath.Join(dir, "pipeline.yaml")
+		if err := os.WriteFile(path, []byte(y), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		rep := runPipeline(t, path)
+		if n, want := rep.Stages[0].Counts.In, int64(len(many)+len(oa)+30+21); n != want {
+			t.Fatalf("ingest read %d rows, want %d", n, want)
+		}
+		if manifests.Sum(rep.Stages[0].Counts.Rejected) == 0 || manifests.Sum(rep.Stages[0].Counts.Filtered) == 0 {
+			t.Fatalf("want rejects and filtered rows to compare, got %+v", rep.Stages[0].Counts)
+		}
+		return filepath.Join(dir, "out")
+	}
+	whole := run(1 << 40)
+	for _, part := range []int{1, 700} {
+		sameOutputs(t, whole, run(part), true)
+	}
+}

@@ -767,6 +767,9 @@ func (r *Runner) processShard(ctx context.Context, p *pass, name string, recs []
 	o.sh.In = int64(len(recs))
 	outs := make([][]*record.Record, len(recs))
 	errs := make([]error, len(recs))
+	// unfit[i] holds, for the outputs of recs[i] that shard.Check refused,
+	// why (by output): the checks run in the workers, beside Process.
+	unfit := make([]map[int]checkFail, len(recs))
 	workers := runtime.NumCPU()
 	if c, ok := st.(Concurrent); ok {
 		workers = max(1, c.Concurrency())
@@ -785,10 +788,14 @@ func (r *Runner) processShard(ctx context.Context, p *pass, name string, recs []
 				}
 				rec := recs[i]
 				out, err := safeProcess(gctx, st, rec)
-				if kind, _ := contract.Classify(len(out), err); kind == contract.Stop && !isPending(err) {
+				kind, _ := contract.Classify(len(out), err)
+				if kind == contract.Stop && !isPending(err) {
 					return fmt.Errorf("record %s: %w", rec.ID, err)
 				}
 				outs[i], errs[i] = out, err
+				if kind == contract.Kept {
+					unfit[i] = checkOutputs(sink != nil, checked, rec, out)
+				}
 				p.prog.add(1)
 			}
 			return nil
@@ -812,25 +819,10 @@ func (r *Runner) processShard(ctx context.Context, p *pass, name string, recs []
 				Reason: reason, Detail: errs[i].Error(), Record: rec})
 		default:
 			o.sh.Added += int64(max(0, len(outs[i])-1))
-			for _, out := range outs[i] {
-				// A record Parquet or DuckDB could not hold (text that is not
-				// UTF-8, a JSON column that is not one JSON value) is
-				// rejected here rather than failing the whole shard's write.
-				// A sink writes no Parquet and checks what it writes itself.
-				if sink != nil || checked && out == rec {
-					o.keep(out)
-					continue
-				}
-				var reason string
-				var err error
-				if checked { // only what the stage changed
-					reason, err = shard.CheckChanged(out, rec)
-				} else {
-					reason, err = shard.Check(out)
-				}
-				if err != nil {
+			for j, out := range outs[i] {
+				if f, bad := unfit[i][j]; bad {
 					o.reject(shard.Reject{Stage: sr.name, ID: out.ID, Source: out.Source, Row: out.Row,
-						Reason: reason, Detail: err.Error(), Record: out})
+						Reason: f.reason, Detail: f.err.Error(), Record: out})
 					continue
 				}
 				o.keep(out)
@@ -841,6 +833,43 @@ func (r *Runner) processShard(ctx context.Context, p *pass, name string, recs []
 		o.sh.Counters = ctr.m
 	}
 	return o, nil
+}
+
+// A checkFail is why shard.Check refused a record.
+type checkFail struct {
+	reason string
+	err    error
+}
+
+// checkOutputs runs shard.Check on the outputs of rec a stage kept, and
+// returns the refused ones by index (nil when none). A record Parquet or
+// DuckDB could not hold (text that is not UTF-8, a JSON column that is not
+// one JSON value) is rejected rather than failing the whole shard's write.
+// A sink writes no Parquet and checks what it writes itself. When rec is
+// checked (it passed the check before), rec returned as it was given is
+// not checked again, and of one made from it only what changed
+// (shard.CheckChanged).
+func checkOutputs(sink, checked bool, rec *record.Record, outs []*record.Record) map[int]checkFail {
+	if sink {
+		return nil
+	}
+	var unfit map[int]checkFail
+	for j, out := range outs {
+		if checked && out == rec {
+			continue
+		}
+		check := shard.Check
+		if checked {
+			check = func(out *record.Record) (string, error) { return shard.CheckChanged(out, rec) }
+		}
+		if reason, err := check(out); err != nil {
+			if unfit == nil {
+				unfit = map[int]checkFail{}
+			}
+			unfit[j] = checkFail{reason, err}
+		}
+	}
+	return unfit
 }
 
 // safeProcess turns a panic in a stage into a reject, so one bad record

@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime/pprof"
+	"runtime/trace"
 	"strings"
 	"syscall"
 
@@ -207,6 +208,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	quiet := fs.Bool("quiet", false, "no progress output, only warnings and errors")
 	verbose := fs.Bool("v", false, "debug logging (each skipped shard, each retry)")
 	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile to this file")
+	traceFile := fs.String("trace", "", "write a Go execution trace to this file (go tool trace): where the cores sit idle")
 	metricsAddr := fs.String("metrics-addr", "", "serve Prometheus metrics at http://ADDR/metrics during the run (e.g. 127.0.0.1:9464; port 0 picks one, printed to stderr)")
 	var sets setFlags
 	fs.Var(&sets, "set", "override a pipeline value: key.path=value (repeatable), e.g. -set teacher.provider=offline")
@@ -229,6 +231,17 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 			return err
 		}
 		defer pprof.StopCPUProfile()
+	}
+	if *traceFile != "" {
+		f, err := os.Create(*traceFile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := trace.Start(f); err != nil {
+			return err
+		}
+		defer trace.Stop()
 	}
 	p, err := stages.Load(path, sets...)
 	if err != nil {
