@@ -144,11 +144,6 @@ func BenchmarkTokensDumps(b *testing.B) {
 			size += len(l)
 		}
 	}
-	forget := func() {
-		pieceCounts.Lock()
-		pieceCounts.m = nil
-		pieceCounts.Unlock()
-	}
 	Tokens("warm up")
 	b.Run("chunked", func(b *testing.B) {
 		b.SetBytes(int64(size))
@@ -161,7 +156,7 @@ func BenchmarkTokensDumps(b *testing.B) {
 	b.Run("pieces/cold", func(b *testing.B) {
 		b.SetBytes(int64(size))
 		for b.Loop() {
-			forget()
+			forgetPieces()
 			for _, l := range lines {
 				Tokens(l)
 			}
