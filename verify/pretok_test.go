@@ -120,11 +120,32 @@ func TestTokensLongAsBefore(t *testing.T) {
 		strings.Repeat("x", 3000) + strings.Repeat("ab ", 2000),
 		string([]byte{'a', 0xff, 'b'}) + strings.Repeat("word ", 2000),
 	} {
-		want, _ := countChunked(text, tokenChunk)
+		want, _ := countChunked(text, tokenChunk, libraryCount)
 		if got := Tokens(text); got != want {
 			t.Errorf("%.30q… (%d bytes): Tokens = %d, countChunked = %d", text, len(text), got, want)
 		}
 	}
+}
+
+// FuzzTokensLong: text longer than tokenChunk (the fuzzer's text repeated
+// past it, after a prefix of long runs) counts as the library counts its
+// chunks, also where a cut is forced.
+func FuzzTokensLong(f *testing.F) {
+	for _, s := range tokenTexts {
+		f.Add(s, uint16(0))
+	}
+	f.Add("a", uint16(5000))
+	f.Add(" 9", uint16(4090))
+	f.Fuzz(func(t *testing.T, unit string, run uint16) {
+		if unit == "" {
+			t.Skip()
+		}
+		text := strings.Repeat("x", int(run)) + strings.Repeat(unit, tokenChunk/len(unit)+1)
+		want, _ := countChunked(text, tokenChunk, libraryCount)
+		if got := Tokens(text); got != want {
+			t.Fatalf("Tokens = %d, the library's chunks %d", got, want)
+		}
+	})
 }
 
 // BenchmarkTokensDumps counts the lines of the demo dumps (prose, JSON,
@@ -149,7 +170,7 @@ func BenchmarkTokensDumps(b *testing.B) {
 		b.SetBytes(int64(size))
 		for b.Loop() {
 			for _, l := range lines {
-				countChunked(l, tokenChunk)
+				countChunked(l, tokenChunk, libraryCount)
 			}
 		}
 	})

@@ -46,13 +46,26 @@ var encoder = sync.OnceValue(func() tokenizer.Codec {
 // pre-tokenizer keeps as one piece (one long word, number or symbol run),
 // which is cut every tokenChunk bytes, which may shift the count by a
 // token per cut: the library's merge is superlinear on such runs (a 50 MB
-// row took seconds per megabyte).
+// row took seconds per megabyte). The chunks of valid UTF-8 are counted
+// piece by piece too (a chunk is valid UTF-8, so that is the library's
+// count of the chunk).
 func Tokens(text string) int {
-	if len(text) > tokenChunk && forcedCut(text, tokenChunk) || !utf8.ValidString(text) {
-		n, _ := countChunked(text, tokenChunk)
+	if !utf8.ValidString(text) {
+		n, _ := countChunked(text, tokenChunk, libraryCount)
+		return n
+	}
+	if len(text) > tokenChunk && forcedCut(text, tokenChunk) {
+		n, _ := countChunked(text, tokenChunk, countPieces)
 		return n
 	}
 	return countPieces(text)
+}
+
+// libraryCount is the library's count of text (0 if it fails, which it
+// does not in its default error mode).
+func libraryCount(text string) int {
+	n, _ := encoder().Count(text)
+	return n
 }
 
 const tokenChunk = 4096
@@ -71,17 +84,22 @@ func forcedCut(text string, size int) bool {
 	return false
 }
 
-// pieceCounts remembers the token count of pieces of at most
-// pieceCountMax bytes, up to pieceCountsMax of them (a few tens of MB at
-// most; a dataset's vocabulary of pieces is far smaller).
+// pieceCounts remembers the token count of pieces: of up to
+// pieceCountsMax pieces of at most pieceCountMax bytes (a few tens of MB
+// at most; a dataset's vocabulary of pieces is far smaller), and of longer
+// pieces (runs of Chinese characters, long identifiers) up to
+// longPiecesMax bytes of them, so that a long piece no word of the
+// vocabulary crowds out is not merged again each time a text holds it.
 var pieceCounts struct {
 	sync.RWMutex
-	m map[string]int
+	m         map[string]int
+	longBytes int // of the pieces longer than pieceCountMax in m
 }
 
 const (
 	pieceCountMax  = 64
 	pieceCountsMax = 1 << 18
+	longPiecesMax  = 8 << 20
 )
 
 // countPieces counts valid UTF-8 text piece by piece, its pieces at most
@@ -121,7 +139,15 @@ func countPieces(text string) int {
 		pieceCounts.m = map[string]int{}
 	}
 	for i, piece := range missed {
-		if len(piece) <= pieceCountMax && len(pieceCounts.m) < pieceCountsMax {
+		short := len(piece) <= pieceCountMax
+		if short && len(pieceCounts.m) < pieceCountsMax ||
+			!short && pieceCounts.longBytes+len(piece) <= longPiecesMax {
+			if _, ok := pieceCounts.m[piece]; ok {
+				continue // counted meanwhile, or twice in this text
+			}
+			if !short {
+				pieceCounts.longBytes += len(piece)
+			}
 			// A copy: the text may live in a buffer its owner reuses.
 			pieceCounts.m[strings.Clone(piece)] = counts[i]
 		}
@@ -129,12 +155,13 @@ func countPieces(text string) int {
 	return n
 }
 
-// countChunked counts text in pieces of at most size bytes; forced
-// reports a cut where the pre-tokenizer does not always split.
+// countChunked counts text with count in pieces of at most size bytes,
+// cut at character boundaries; forced reports a cut where the
+// pre-tokenizer does not always split.
 //
 // A piece equal to the one before is not counted again: a run of one
 // repeated character is many equal pieces.
-func countChunked(text string, size int) (n int, forced bool) {
+func countChunked(text string, size int, count func(string) int) (n int, forced bool) {
 	var last string
 	lastN := 0
 	for text != "" {
@@ -145,10 +172,7 @@ func countChunked(text string, size int) (n int, forced bool) {
 			forced = forced || !ok
 		}
 		if piece := text[:cut]; piece != last {
-			last, lastN = piece, 0
-			if c, err := encoder().Count(piece); err == nil {
-				lastN = c
-			}
+			last, lastN = piece, count(piece)
 		}
 		n += lastN
 		text = text[cut:]

@@ -128,6 +128,6 @@ func BenchmarkRecordTokensSample(b *testing.B) {
 // forgetPieces empties the remembered piece counts.
 func forgetPieces() {
 	pieceCounts.Lock()
-	pieceCounts.m = nil
+	pieceCounts.m, pieceCounts.longBytes = nil, 0
 	pieceCounts.Unlock()
 }

@@ -120,7 +120,7 @@ func TestTokensChunkedExact(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, size := range []int{8, 16, 33, 64, 200} {
-			n, forced := countChunked(text, size)
+			n, forced := countChunked(text, size, libraryCount)
 			if !forced && n != whole {
 				t.Errorf("size %d: %d tokens in pieces, %d whole, for %.40q", size, n, whole, text)
 			}
@@ -128,11 +128,11 @@ func TestTokensChunkedExact(t *testing.T) {
 				t.Errorf("size %d, forced: %d tokens in pieces, %d whole: more than a token per cut", size, n, whole)
 			}
 		}
-		if n, forced := countChunked(text, 16); !forced && n != Tokens(text) {
+		if n, forced := countChunked(text, 16, libraryCount); !forced && n != Tokens(text) {
 			t.Errorf("Tokens differs from the whole count for %.40q", text)
 		}
 	}
-	if _, forced := countChunked(strings.Repeat("ab cd, ", 1000), 64); forced {
+	if _, forced := countChunked(strings.Repeat("ab cd, ", 1000), 64, libraryCount); forced {
 		t.Error("ordinary text needed a forced cut")
 	}
 }
@@ -149,7 +149,7 @@ func FuzzTokensChunked(f *testing.F) {
 		if err != nil {
 			t.Skip()
 		}
-		if n, forced := countChunked(text, sz); !forced && n != whole {
+		if n, forced := countChunked(text, sz, libraryCount); !forced && n != whole {
 			t.Fatalf("size %d: %d tokens in pieces, %d whole", sz, n, whole)
 		}
 	})
