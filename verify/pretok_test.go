@@ -88,6 +88,13 @@ func checkPieces(t testing.TB, text string) {
 	if n := countPieces(text); n != whole {
 		t.Fatalf("%q: %d tokens piece by piece, %d whole", text, n, whole)
 	}
+	merged := 0
+	for _, piece := range got {
+		merged += pieceTokens(piece)
+	}
+	if merged != whole {
+		t.Fatalf("%q: %d tokens merging the pieces, %d whole", text, merged, whole)
+	}
 }
 
 // FuzzO200kPieces: for any valid UTF-8 text, the pieces and the count are

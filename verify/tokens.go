@@ -128,9 +128,7 @@ func countPieces(text string) int {
 	}
 	counts := make([]int, len(missed))
 	for i, piece := range missed {
-		if c, err := encoder().Count(piece); err == nil {
-			counts[i] = c
-		}
+		counts[i] = pieceTokens(piece)
 		n += counts[i]
 	}
 	pieceCounts.Lock()

@@ -1,0 +1,91 @@
+package verify
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestPieceTokensMatchLibrary: every piece of the demo dumps, of the
+// shared data's dumps when present, and of texts with edges merges into
+// as many tokens as the library encodes the piece in, through the
+// library's ranks (not a fallback to the library).
+func TestPieceTokensMatchLibrary(t *testing.T) {
+	if ranks() == nil {
+		t.Fatal("the library's ranks were not found: pieces are merged by the library, slowly")
+	}
+	texts := append([]string(nil), tokenTexts...)
+	read := func(name string) {
+		b, err := os.ReadFile(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		texts = append(texts, string(b))
+	}
+	for _, name := range []string{"glaive.json", "toolace.json", "xlam.json", "zh.jsonl", "chat.jsonl"} {
+		read(filepath.Join("..", "testdata", "demo", "dumps", name))
+	}
+	dir := os.Getenv("AUGMENT_SHARED_DATA")
+	if dir == "" {
+		dir = filepath.Join("..", "..", "shared", "data")
+	}
+	if names, _ := filepath.Glob(filepath.Join(dir, "derived", "*.json")); len(names) > 0 {
+		for _, name := range names {
+			read(name)
+		}
+	} else {
+		t.Logf("no shared data at %s (set AUGMENT_SHARED_DATA): the demo dumps only", dir)
+	}
+	seen := map[string]bool{}
+	merged := 0
+	for _, text := range texts {
+		for _, piece := range ourPieces(text) {
+			if seen[piece] {
+				continue
+			}
+			seen[piece] = true
+			if got, want := pieceTokens(piece), libraryCount(piece); got != want {
+				t.Fatalf("piece %q: %d tokens, the library %d", piece, got, want)
+			}
+			if _, ok := ranks()[piece]; !ok && len(piece) < mergeScanMax {
+				merged++
+			}
+		}
+	}
+	if merged < 100 {
+		t.Fatalf("only %d pieces needed a merge", merged)
+	}
+	t.Logf("%d distinct pieces, %d merged", len(seen), merged)
+}
+
+// TestMergeCountShapes: pieces of every length up to mergeScanMax, of
+// bytes that merge well and badly, count as the library counts them.
+func TestMergeCountShapes(t *testing.T) {
+	for _, unit := range []string{"ab", "qz", "我们", "😀", "x1", "\u0301", "aé"} {
+		for n := 1; len(strings.Repeat(unit, n)) < mergeScanMax; n++ {
+			piece := strings.Repeat(unit, n)
+			if got, want := pieceTokens(piece), libraryCount(piece); got != want {
+				t.Fatalf("%q: %d tokens, the library %d", piece, got, want)
+			}
+		}
+	}
+}
+
+func BenchmarkPieceTokens(b *testing.B) {
+	pieces := []string{" getWeather", "敏捷的棕色狐狸跳过了懒狗", " antidisestablishmentarianism", "qzxv", " 😀😀"}
+	b.Run("ours", func(b *testing.B) {
+		for b.Loop() {
+			for _, p := range pieces {
+				pieceTokens(p)
+			}
+		}
+	})
+	b.Run("library", func(b *testing.B) {
+		for b.Loop() {
+			for _, p := range pieces {
+				libraryCount(p)
+			}
+		}
+	})
+}
