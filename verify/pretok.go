@@ -74,7 +74,7 @@ func o200kPiece(s string) (n int, ok bool) {
 	if s[0] == ' ' {
 		j = 1
 	}
-	if e := runes.Span(s, j, isSymbol); e > j {
+	if e := span(s, j, aSymbol, isSymbol); e > j {
 		for e < len(s) && (s[e] == '\n' || s[e] == '\r' || s[e] == '/') {
 			e++
 		}
@@ -110,8 +110,8 @@ func o200kPiece(s string) (n int, ok bool) {
 // wordLower is branch 0 from byte j of s (j is 0, or the length of the
 // prefix character): the end of the match, or 0 when it does not match.
 func wordLower(s string, j int) int {
-	k := runes.Span(s, j, isUpperKind)
-	e := runes.Span(s, k, isLowerKind)
+	k := span(s, j, aUpper, isUpperKind)
+	e := span(s, k, aLower, isLowerKind)
 	if e == k {
 		// Give back upper-kind characters, last first, until one is also
 		// of lower kind (Lm, Lo, a mark): the match ends after it.
@@ -131,11 +131,11 @@ func wordLower(s string, j int) int {
 
 // wordUpper is branch 1 from byte j of s.
 func wordUpper(s string, j int) int {
-	e := runes.Span(s, j, isUpperKind)
+	e := span(s, j, aUpper, isUpperKind)
 	if e == j {
 		return 0
 	}
-	return contraction(s, runes.Span(s, e, isLowerKind))
+	return contraction(s, span(s, e, aLower, isLowerKind))
 }
 
 // contraction returns e moved past a contraction suffix at e, if any.
@@ -162,21 +162,64 @@ func contraction(s string, e int) int {
 	return e
 }
 
+// span returns the end of the run of characters in a class from byte i of
+// s: ASCII characters whose asciiClass has a bit of mask, others for which
+// class holds (class agrees with mask on ASCII).
+func span(s string, i int, mask uint8, class func(rune) bool) int {
+	for i < len(s) {
+		if c := s[i]; c < utf8.RuneSelf {
+			if asciiClass[c]&mask == 0 {
+				return i
+			}
+			i++
+			continue
+		}
+		r, n := utf8.DecodeRuneInString(s[i:])
+		if !class(r) {
+			return i
+		}
+		i += n
+	}
+	return i
+}
+
+// The ASCII characters' classes, for span.
+const (
+	aUpper  = 1 << iota // A–Z
+	aLower              // a–z
+	aSymbol             // neither white space, letter, digit nor DEL
+)
+
+var asciiClass = func() (t [utf8.RuneSelf]uint8) {
+	for c := range rune(utf8.RuneSelf) {
+		switch {
+		case 'A' <= c && c <= 'Z':
+			t[c] = aUpper
+		case 'a' <= c && c <= 'z':
+			t[c] = aLower
+		case isSymbol(c):
+			t[c] = aSymbol
+		}
+	}
+	return t
+}()
+
 // The pre-tokenizer's character classes: \p{L}, \p{N}, \s (Go's
 // unicode.IsSpace, as the generated matcher uses), the prefix class
-// [^\r\n\p{L}\p{N}], and the two letter kinds.
+// [^\r\n\p{L}\p{N}], and the two letter kinds. Characters of the blocks
+// loBlock covers are all other letters (Lo), of both kinds.
 func isLetter(r rune) bool {
 	if r < utf8.RuneSelf {
 		return 'a' <= r|0x20 && r|0x20 <= 'z'
 	}
-	return unicode.IsLetter(r)
+	return loBlock(r) || unicode.IsLetter(r)
 }
 
 func isNumber(r rune) bool {
 	if r < utf8.RuneSelf {
 		return '0' <= r && r <= '9'
 	}
-	return unicode.IsNumber(r)
+	return !loBlock(r) && unicode.IsNumber(r)
 }
 
 func isSpace(r rune) bool {
@@ -197,12 +240,20 @@ func isUpperKind(r rune) bool {
 	if r < utf8.RuneSelf {
 		return 'A' <= r && r <= 'Z'
 	}
-	return unicode.In(r, unicode.Lu, unicode.Lt, unicode.Lm, unicode.Lo, unicode.M)
+	return loBlock(r) || unicode.In(r, unicode.Lu, unicode.Lt, unicode.Lm, unicode.Lo, unicode.M)
 }
 
 func isLowerKind(r rune) bool {
 	if r < utf8.RuneSelf {
 		return 'a' <= r && r <= 'z'
 	}
-	return unicode.In(r, unicode.Ll, unicode.Lm, unicode.Lo, unicode.M)
+	return loBlock(r) || unicode.In(r, unicode.Ll, unicode.Lm, unicode.Lo, unicode.M)
+}
+
+// loBlock reports whether r is in a block of other letters (Lo) only, which
+// text in Chinese and Korean is mostly made of: CJK Unified Ideographs and
+// their Extension A, Hangul syllables (TestLoBlocks checks them against
+// the unicode tables). The tables answer the same, after several searches.
+func loBlock(r rune) bool {
+	return 0x4E00 <= r && r <= 0x9FFF || 0x3400 <= r && r <= 0x4DBF || 0xAC00 <= r && r <= 0xD7A3
 }

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/dlclark/regexp2/v2"
@@ -48,7 +49,7 @@ func ourPieces(text string) []string {
 // contraction letters, white space of several kinds (NEL, NBSP, ideographic
 // space, line separator), title case, modifier letters, other letters
 // (Chinese), marks, other numbers, long s, Kelvin sign.
-var pieceAlphabet = []rune("aAsStTrReEvVmMlLdDxZ019'’\" ./\\\n\r\t\v\f,!?{}[]:_-\u0085\u00a0\u3000\u2028ǅʰ々中文\u0301\u0903\u20dd²Ⅻſ\u212aÉéÀ😀\x7f")
+var pieceAlphabet = []rune("aAsStTrReEvVmMlLdDxZ019'’\" ./\\\n\r\t\v\f,!?{}[]:_-\u0085\u00a0\u3000\u2028ǅʰ々中文한㐀䶿鿿\u0301\u0903\u20dd²Ⅻſ\u212aÉéÀ😀\x7f")
 
 // TestO200kPiecesMatchLibrary: o200kPiece cuts text exactly where the
 // library's matcher does, and counting the pieces one by one gives the
@@ -198,4 +199,37 @@ func BenchmarkTokensDumps(b *testing.B) {
 			}
 		}
 	})
+}
+
+// TestLoBlocks: every character of the blocks loBlock covers is an other
+// letter (Lo) in the unicode tables, so that the classes' shortcut for
+// them answers as the tables do.
+func TestLoBlocks(t *testing.T) {
+	n := 0
+	for r := rune(0); r <= unicode.MaxRune; r++ {
+		if !loBlock(r) {
+			continue
+		}
+		n++
+		if !unicode.Is(unicode.Lo, r) || unicode.IsNumber(r) || unicode.IsSpace(r) {
+			t.Fatalf("%U is not only an other letter", r)
+		}
+	}
+	if n < 20000 {
+		t.Fatalf("loBlock covers %d characters", n)
+	}
+}
+
+// TestASCIIClass: the ASCII table of span agrees with the classes.
+func TestASCIIClass(t *testing.T) {
+	for c := range rune(utf8.RuneSelf) {
+		for _, k := range []struct {
+			mask  uint8
+			class func(rune) bool
+		}{{aUpper, isUpperKind}, {aLower, isLowerKind}, {aSymbol, isSymbol}} {
+			if got := asciiClass[c]&k.mask != 0; got != k.class(c) {
+				t.Errorf("%q: mask %b says %v", c, k.mask, got)
+			}
+		}
+	}
 }
