@@ -89,3 +89,30 @@ func BenchmarkPieceTokens(b *testing.B) {
 		}
 	})
 }
+
+// TestOneByteOneToken: every ASCII character that starts a piece is one
+// token of its own, as countPieces counts a piece of one byte unseen.
+func TestOneByteOneToken(t *testing.T) {
+	for c := range 0x80 {
+		s := string(rune(c))
+		if _, ok := o200kPiece(s); !ok {
+			continue // DEL
+		}
+		if n := libraryCount(s); n != 1 {
+			t.Errorf("%q: %d tokens", s, n)
+		}
+	}
+}
+
+// TestSmallKey: pieces of up to smallPieceMax bytes have distinct keys,
+// also those that differ only in trailing zero bytes.
+func TestSmallKey(t *testing.T) {
+	seen := map[uint64]string{}
+	for _, p := range []string{"", "\x00", "\x00\x00", "a", "a\x00", "ab", "ba", "abcdefg", "abcdef\x00", "\xff\xff\xff\xff\xff\xff\xff", "中", "中\x00"} {
+		k := smallKey(p)
+		if q, ok := seen[k]; ok {
+			t.Errorf("%q and %q share key %x", p, q, k)
+		}
+		seen[k] = p
+	}
+}

@@ -38,6 +38,71 @@ import (
 // library skips it (it counts no token). TestO200kPiecesMatchLibrary and
 // FuzzO200kPieces compare it with the library's own matcher.
 func o200kPiece(s string) (n int, ok bool) {
+	if n := asciiPiece(s); n > 0 {
+		return n, true
+	}
+	return anyPiece(s)
+}
+
+// asciiPiece returns the length of the first piece of s when the piece
+// and the byte after it are ASCII and the piece is a word, a number or a
+// symbol run, or 0 (anyPiece then cuts it): without the character
+// classes' calls, for the most common pieces. With ASCII characters only,
+// branches 0 and 1 match the same: the optional prefix, upper-case letters,
+// lower-case letters (at least one letter in all), a contraction.
+func asciiPiece(s string) int {
+	c := s[0]
+	if c >= utf8.RuneSelf {
+		return 0
+	}
+	cl := asciiClass[c]
+	j := 0 // start of a word's letters
+	if cl&(aUpper|aLower|aDigit) == 0 && c != '\r' && c != '\n' && c != 0x7f &&
+		len(s) > 1 && s[1] < utf8.RuneSelf && asciiClass[s[1]]&(aUpper|aLower) != 0 {
+		j = 1 // a prefix character before a letter
+	}
+	switch {
+	case j == 1 || cl&(aUpper|aLower) != 0:
+		e := asciiSpan(s, asciiSpan(s, j, aUpper), aLower)
+		if e < len(s) && s[e] >= utf8.RuneSelf {
+			return 0 // the word may go on
+		}
+		return contraction(s, e)
+	case cl&aDigit != 0:
+		e := 1
+		for e < 3 && e < len(s) && s[e] < utf8.RuneSelf && asciiClass[s[e]]&aDigit != 0 {
+			e++
+		}
+		if e < 3 && e < len(s) && s[e] >= utf8.RuneSelf {
+			return 0 // a number may go on
+		}
+		return e
+	}
+	j = 0
+	if c == ' ' {
+		j = 1
+	}
+	e := asciiSpan(s, j, aSymbol)
+	if e == j || e < len(s) && s[e] >= utf8.RuneSelf {
+		return 0 // white space, or the run may go on
+	}
+	for e < len(s) && (s[e] == '\n' || s[e] == '\r' || s[e] == '/') {
+		e++
+	}
+	return e
+}
+
+// asciiSpan returns the end of the run of ASCII characters whose class has
+// a bit of mask from byte i of s.
+func asciiSpan(s string, i int, mask uint8) int {
+	for i < len(s) && s[i] < utf8.RuneSelf && asciiClass[s[i]]&mask != 0 {
+		i++
+	}
+	return i
+}
+
+// anyPiece is o200kPiece for any text.
+func anyPiece(s string) (n int, ok bool) {
 	r0, n0 := runes.At(s, 0)
 	// Branches 0 and 1 share the optional prefix; the generated matcher
 	// tries each with the prefix, then without it.
@@ -187,6 +252,7 @@ func span(s string, i int, mask uint8, class func(rune) bool) int {
 const (
 	aUpper  = 1 << iota // A–Z
 	aLower              // a–z
+	aDigit              // 0–9
 	aSymbol             // neither white space, letter, digit nor DEL
 )
 
@@ -197,6 +263,8 @@ var asciiClass = func() (t [utf8.RuneSelf]uint8) {
 			t[c] = aUpper
 		case 'a' <= c && c <= 'z':
 			t[c] = aLower
+		case '0' <= c && c <= '9':
+			t[c] = aDigit
 		case isSymbol(c):
 			t[c] = aSymbol
 		}

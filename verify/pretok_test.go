@@ -233,3 +233,50 @@ func TestASCIIClass(t *testing.T) {
 		}
 	}
 }
+
+// FuzzASCIIPiece: where asciiPiece cuts a piece, anyPiece (the whole
+// pre-tokenizer, which FuzzO200kPieces compares with the library) cuts
+// the same.
+func FuzzASCIIPiece(f *testing.F) {
+	for _, s := range tokenTexts {
+		f.Add(s)
+	}
+	f.Add("\x7fa 'S\vx!!\x7f 12² a'ſ\u0301")
+	f.Fuzz(func(t *testing.T, text string) {
+		if !utf8.ValidString(text) {
+			t.Skip()
+		}
+		for s := text; s != ""; {
+			want, _ := anyPiece(s)
+			if got := asciiPiece(s); got != 0 && got != want {
+				t.Fatalf("%q: asciiPiece %d, anyPiece %d", s, got, want)
+			}
+			s = s[want:]
+		}
+	})
+}
+
+// TestASCIIPieceOnDumps: on the demo dumps asciiPiece cuts most pieces,
+// each as anyPiece does.
+func TestASCIIPieceOnDumps(t *testing.T) {
+	fast, all := 0, 0
+	for _, name := range []string{"glaive.json", "toolace.json", "xlam.json", "zh.jsonl", "chat.jsonl"} {
+		b, err := os.ReadFile(filepath.Join("..", "testdata", "demo", "dumps", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for s := string(b); s != ""; all++ {
+			want, _ := anyPiece(s)
+			if got := asciiPiece(s); got != 0 {
+				fast++
+				if got != want {
+					t.Fatalf("%.40q: asciiPiece %d, anyPiece %d", s, got, want)
+				}
+			}
+			s = s[want:]
+		}
+	}
+	if fast < all/2 {
+		t.Errorf("asciiPiece cut %d of %d pieces", fast, all)
+	}
+}

@@ -90,9 +90,14 @@ func forcedCut(text string, size int) bool {
 // pieces (runs of Chinese characters, long identifiers) up to
 // longPiecesMax bytes of them, so that a long piece no word of the
 // vocabulary crowds out is not merged again each time a text holds it.
+// Pieces of at most smallPieceMax bytes are kept in small under their
+// bytes as a number (smallKey), which is cheaper to look up; a piece of
+// one byte is one token (every ASCII character is a token of its own) and
+// is not looked up at all.
 var pieceCounts struct {
 	sync.RWMutex
 	m         map[string]int
+	small     map[uint64]int
 	longBytes int // of the pieces longer than pieceCountMax in m
 }
 
@@ -100,7 +105,18 @@ const (
 	pieceCountMax  = 64
 	pieceCountsMax = 1 << 18
 	longPiecesMax  = 8 << 20
+	smallPieceMax  = 7
 )
+
+// smallKey is a piece of at most smallPieceMax bytes as a number: its
+// bytes, and its length in the top byte.
+func smallKey(piece string) uint64 {
+	k := uint64(len(piece)) << 56
+	for i := 0; i < len(piece); i++ {
+		k |= uint64(piece[i]) << (8 * i)
+	}
+	return k
+}
 
 // countPieces counts valid UTF-8 text piece by piece, its pieces at most
 // tokenChunk bytes long (see Tokens).
@@ -116,7 +132,17 @@ func countPieces(text string) int {
 		if !ok {
 			continue // DEL: the library counts no token for it
 		}
-		if c, ok := pieceCounts.m[piece]; ok {
+		var c int
+		switch {
+		case k == 1:
+			n++
+			continue
+		case k <= smallPieceMax:
+			c, ok = pieceCounts.small[smallKey(piece)]
+		default:
+			c, ok = pieceCounts.m[piece]
+		}
+		if ok {
 			n += c
 		} else {
 			missed = append(missed, piece)
@@ -134,16 +160,21 @@ func countPieces(text string) int {
 	pieceCounts.Lock()
 	defer pieceCounts.Unlock()
 	if pieceCounts.m == nil {
-		pieceCounts.m = map[string]int{}
+		pieceCounts.m, pieceCounts.small = map[string]int{}, map[uint64]int{}
 	}
 	for i, piece := range missed {
-		short := len(piece) <= pieceCountMax
-		if short && len(pieceCounts.m) < pieceCountsMax ||
-			!short && pieceCounts.longBytes+len(piece) <= longPiecesMax {
+		if len(pieceCounts.m)+len(pieceCounts.small) >= pieceCountsMax && len(piece) <= pieceCountMax {
+			continue
+		}
+		switch {
+		case len(piece) <= smallPieceMax:
+			pieceCounts.small[smallKey(piece)] = counts[i]
+		case len(piece) > pieceCountMax && pieceCounts.longBytes+len(piece) > longPiecesMax:
+		default:
 			if _, ok := pieceCounts.m[piece]; ok {
 				continue // counted meanwhile, or twice in this text
 			}
-			if !short {
+			if len(piece) > pieceCountMax {
 				pieceCounts.longBytes += len(piece)
 			}
 			// A copy: the text may live in a buffer its owner reuses.
