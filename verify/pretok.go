@@ -1,6 +1,7 @@
 package verify
 
 import (
+	"sync/atomic"
 	"unicode"
 	"unicode/utf8"
 
@@ -274,27 +275,27 @@ var asciiClass = func() (t [utf8.RuneSelf]uint8) {
 
 // The pre-tokenizer's character classes: \p{L}, \p{N}, \s (Go's
 // unicode.IsSpace, as the generated matcher uses), the prefix class
-// [^\r\n\p{L}\p{N}], and the two letter kinds. Characters of the blocks
-// loBlock covers are all other letters (Lo), of both kinds.
+// [^\r\n\p{L}\p{N}], and the two letter kinds; beyond ASCII, from
+// classesOf.
 func isLetter(r rune) bool {
 	if r < utf8.RuneSelf {
 		return 'a' <= r|0x20 && r|0x20 <= 'z'
 	}
-	return loBlock(r) || unicode.IsLetter(r)
+	return classesOf(r)&cLetter != 0
 }
 
 func isNumber(r rune) bool {
 	if r < utf8.RuneSelf {
 		return '0' <= r && r <= '9'
 	}
-	return !loBlock(r) && unicode.IsNumber(r)
+	return classesOf(r)&cNumber != 0
 }
 
 func isSpace(r rune) bool {
 	if r < utf8.RuneSelf {
 		return r == ' ' || '\t' <= r && r <= '\r'
 	}
-	return unicode.IsSpace(r)
+	return classesOf(r)&cSpace != 0
 }
 
 func isPrefix(r rune) bool {
@@ -308,20 +309,69 @@ func isUpperKind(r rune) bool {
 	if r < utf8.RuneSelf {
 		return 'A' <= r && r <= 'Z'
 	}
-	return loBlock(r) || unicode.In(r, unicode.Lu, unicode.Lt, unicode.Lm, unicode.Lo, unicode.M)
+	return classesOf(r)&cUpperKind != 0
 }
 
 func isLowerKind(r rune) bool {
 	if r < utf8.RuneSelf {
 		return 'a' <= r && r <= 'z'
 	}
-	return loBlock(r) || unicode.In(r, unicode.Ll, unicode.Lm, unicode.Lo, unicode.M)
+	return classesOf(r)&cLowerKind != 0
 }
 
-// loBlock reports whether r is in a block of other letters (Lo) only, which
-// text in Chinese and Korean is mostly made of: CJK Unified Ideographs and
-// their Extension A, Hangul syllables (TestLoBlocks checks them against
-// the unicode tables). The tables answer the same, after several searches.
-func loBlock(r rune) bool {
-	return 0x4E00 <= r && r <= 0x9FFF || 0x3400 <= r && r <= 0x4DBF || 0xAC00 <= r && r <= 0xD7A3
+// isMark is \p{M}.
+func isMark(r rune) bool { return r >= utf8.RuneSelf && classesOf(r)&cMark != 0 }
+
+// A character's classes, as bits.
+const (
+	cLetter    = 1 << iota // L
+	cNumber                // N
+	cSpace                 // unicode.IsSpace
+	cUpperKind             // Lu Lt Lm Lo M
+	cLowerKind             // Ll Lm Lo M
+	cMark                  // M
+	cKnown                 // the bits above are set (bmpClasses)
+)
+
+// classes looks a character's classes up in the unicode tables (several
+// searches).
+func classes(r rune) uint8 {
+	var c uint8
+	for _, k := range []struct {
+		bit uint8
+		in  bool
+	}{
+		{cLetter, unicode.IsLetter(r)},
+		{cNumber, unicode.IsNumber(r)},
+		{cSpace, unicode.IsSpace(r)},
+		{cUpperKind, unicode.In(r, unicode.Lu, unicode.Lt, unicode.Lm, unicode.Lo, unicode.M)},
+		{cLowerKind, unicode.In(r, unicode.Ll, unicode.Lm, unicode.Lo, unicode.M)},
+		{cMark, unicode.Is(unicode.M, r)},
+	} {
+		if k.in {
+			c |= k.bit
+		}
+	}
+	return c
+}
+
+// bmpClasses remembers the classes of the characters of the Basic
+// Multilingual Plane met so far, a byte each (cKnown once set), four to a
+// word: text in one script meets the same few thousand characters again
+// and again. Words only gain bits, all writers of a byte write the same
+// bits, and readers go to the tables while cKnown is not set.
+var bmpClasses [1 << 16 / 4]atomic.Uint32
+
+// classesOf is classes(r), remembered for the BMP.
+func classesOf(r rune) uint8 {
+	if r < 0 || r > 0xFFFF {
+		return classes(r)
+	}
+	w, shift := &bmpClasses[r>>2], uint(r&3)*8
+	c := uint8(w.Load() >> shift)
+	if c&cKnown == 0 {
+		c = classes(r) | cKnown
+		w.Or(uint32(c) << shift)
+	}
+	return c
 }

@@ -49,7 +49,7 @@ func ourPieces(text string) []string {
 // contraction letters, white space of several kinds (NEL, NBSP, ideographic
 // space, line separator), title case, modifier letters, other letters
 // (Chinese), marks, other numbers, long s, Kelvin sign.
-var pieceAlphabet = []rune("aAsStTrReEvVmMlLdDxZ019'’\" ./\\\n\r\t\v\f,!?{}[]:_-\u0085\u00a0\u3000\u2028ǅʰ々中文한㐀䶿鿿\u0301\u0903\u20dd²Ⅻſ\u212aÉéÀ😀\x7f")
+var pieceAlphabet = []rune("aAsStTrReEvVmMlLdDxZ019'’\" ./\\\n\r\t\v\f,!?{}[]:_-\u0085\u00a0\u3000\u2028ǅʰ々中文한㐀䶿鿿，。０Ａａ\u0301\u0903\u20dd²Ⅻſ\u212aÉéÀ😀\x7f")
 
 // TestO200kPiecesMatchLibrary: o200kPiece cuts text exactly where the
 // library's matcher does, and counting the pieces one by one gives the
@@ -201,22 +201,32 @@ func BenchmarkTokensDumps(b *testing.B) {
 	})
 }
 
-// TestLoBlocks: every character of the blocks loBlock covers is an other
-// letter (Lo) in the unicode tables, so that the classes' shortcut for
-// them answers as the tables do.
-func TestLoBlocks(t *testing.T) {
-	n := 0
-	for r := rune(0); r <= unicode.MaxRune; r++ {
-		if !loBlock(r) {
-			continue
+// TestClassesOf: the remembered classes of every character of the BMP,
+// and of some beyond, are the unicode tables', asked twice (the second
+// time remembered), and the class functions answer as the tables do for
+// ASCII too.
+func TestClassesOf(t *testing.T) {
+	check := func(r rune) {
+		want := map[string]bool{
+			"letter": unicode.IsLetter(r), "number": unicode.IsNumber(r), "space": unicode.IsSpace(r),
+			"upper": unicode.In(r, unicode.Lu, unicode.Lt, unicode.Lm, unicode.Lo, unicode.M),
+			"lower": unicode.In(r, unicode.Ll, unicode.Lm, unicode.Lo, unicode.M), "mark": unicode.Is(unicode.M, r),
 		}
-		n++
-		if !unicode.Is(unicode.Lo, r) || unicode.IsNumber(r) || unicode.IsSpace(r) {
-			t.Fatalf("%U is not only an other letter", r)
+		for range 2 {
+			got := map[string]bool{"letter": isLetter(r), "number": isNumber(r), "space": isSpace(r),
+				"upper": isUpperKind(r), "lower": isLowerKind(r), "mark": isMark(r)}
+			for k, w := range want {
+				if got[k] != w {
+					t.Fatalf("%U: %s is %v, the tables say %v", r, k, got[k], w)
+				}
+			}
 		}
 	}
-	if n < 20000 {
-		t.Fatalf("loBlock covers %d characters", n)
+	for r := rune(0); r <= 0xFFFF; r++ {
+		check(r)
+	}
+	for _, r := range []rune{0x10000, 0x1F600, 0x20000, 0x2A6DF, 0x1D7CE, 0xE0100, unicode.MaxRune} {
+		check(r)
 	}
 }
 

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"strings"
 	"sync"
-	"unicode"
 	"unicode/utf8"
 
 	"github.com/tiktoken-go/tokenizer"
@@ -249,11 +248,11 @@ func safeCut(text string, size int) (cut int, ok bool) {
 func cutBetween(a, b rune) bool {
 	switch {
 	case b == ' ':
-		return !unicode.IsSpace(a)
-	case unicode.IsLetter(a) || unicode.IsNumber(a):
-		return !unicode.IsSpace(b) && !unicode.IsLetter(b) && !unicode.IsNumber(b) && !unicode.Is(unicode.M, b) && b != '\''
+		return !isSpace(a)
+	case isLetter(a) || isNumber(a):
+		return !isSpace(b) && !isLetter(b) && !isNumber(b) && !isMark(b) && b != '\''
 	case a == '\n':
-		return !unicode.IsSpace(b) && b != '/'
+		return !isSpace(b) && b != '/'
 	}
 	return false
 }
