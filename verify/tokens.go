@@ -1,7 +1,10 @@
 package verify
 
 import (
+	"bytes"
 	"encoding/json"
+	"hash/maphash"
+	"slices"
 	"strings"
 	"sync"
 	"unicode/utf8"
@@ -273,13 +276,17 @@ const (
 // reply primer adds tokensReply. Template-specific wrappers (Llama 3's
 // tool preamble, Qwen's <tool_call> tags) are not counted, so the figure is
 // a slight underestimate for those templates.
-func RecordTokens(r *record.Record) int { return recordTokens(r, Tokens) }
+func RecordTokens(r *record.Record) int {
+	return recordTokens(r, Tokens, func(r *record.Record) int { return Tokens(systemText(r)) })
+}
 
-func recordTokens(r *record.Record, count func(string) int) int {
+// recordTokens counts r with count for its texts and system for the text
+// of its system message (systemText), which is called only for a record
+// with a system prompt or tools.
+func recordTokens(r *record.Record, count func(string) int, system func(*record.Record) int) int {
 	n := tokensReply
-	system := systemText(r)
-	if system != "" {
-		n += tokensPerMessage + count(record.RoleSystem) + count(system)
+	if r.System != "" || len(r.Tools) > 0 {
+		n += tokensPerMessage + count(record.RoleSystem) + system(r)
 	}
 	for _, m := range r.Messages {
 		n += tokensPerMessage + count(m.Role) + count(m.Content) + count(m.Reasoning)
@@ -299,12 +306,29 @@ func recordTokens(r *record.Record, count func(string) int) int {
 // records (sampled by ID) with mostly the same texts at every stage, and
 // records of one dataset share their tool lists. It keeps a copy of each
 // text up to memoTextMax bytes, memoBudget bytes in all; longer texts, and
-// texts once the budget is spent, are counted every time. The zero value
-// is ready; safe for concurrent use.
+// texts once the budget is spent, are counted every time. The text of a
+// record's system message is remembered under the record's system prompt
+// and tools (the fields systemText writes), so that a record whose tools
+// were seen before is neither written out nor looked up as text. Texts
+// are found by a hash of their bytes and compared whole: two texts with
+// the same hash are both counted right (the second every time). The zero
+// value is ready; safe for concurrent use.
 type TokenMemo struct {
-	mu     sync.Mutex
-	counts map[string]int
-	used   int
+	mu      sync.Mutex
+	texts   map[uint64]memoText
+	systems map[uint64]memoSystem
+	used    int
+}
+
+type memoText struct {
+	text string
+	n    int
+}
+
+type memoSystem struct {
+	system string
+	tools  []record.Tool // Name, Description and Parameters only
+	n      int
 }
 
 const (
@@ -312,27 +336,32 @@ const (
 	memoBudget  = 64 << 20
 )
 
+// memoSeed seeds the memos' hashes (which only find texts, never decide a
+// count: the texts are compared).
+var memoSeed = maphash.MakeSeed()
+
 // Tokens is Tokens(text), remembered (by a nil memo: not remembered).
 func (t *TokenMemo) Tokens(text string) int {
 	if t == nil || len(text) > memoTextMax {
 		return Tokens(text)
 	}
+	h := maphash.String(memoSeed, text)
 	t.mu.Lock()
-	n, ok := t.counts[text]
+	e, ok := t.texts[h]
 	t.mu.Unlock()
-	if ok {
-		return n
+	if ok && e.text == text {
+		return e.n
 	}
-	n = Tokens(text)
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.used+len(text) <= memoBudget {
-		if t.counts == nil {
-			t.counts = map[string]int{}
-		}
-		if _, ok := t.counts[text]; !ok {
+	n := Tokens(text)
+	if !ok {
+		t.mu.Lock()
+		defer t.mu.Unlock()
+		if _, ok := t.texts[h]; !ok && t.used+len(text) <= memoBudget {
+			if t.texts == nil {
+				t.texts = map[uint64]memoText{}
+			}
 			// A copy: the text may live in a buffer its owner reuses.
-			t.counts[strings.Clone(text)] = n
+			t.texts[h] = memoText{strings.Clone(text), n}
 			t.used += len(text)
 		}
 	}
@@ -340,7 +369,62 @@ func (t *TokenMemo) Tokens(text string) int {
 }
 
 // RecordTokens is RecordTokens(r), its texts' counts remembered.
-func (t *TokenMemo) RecordTokens(r *record.Record) int { return recordTokens(r, t.Tokens) }
+func (t *TokenMemo) RecordTokens(r *record.Record) int {
+	if t == nil {
+		return RecordTokens(r)
+	}
+	return recordTokens(r, t.Tokens, t.systemTokens)
+}
+
+// systemTokens is Tokens(systemText(r)), remembered under r's system
+// prompt and tools.
+func (t *TokenMemo) systemTokens(r *record.Record) int {
+	var h maphash.Hash
+	h.SetSeed(memoSeed)
+	h.WriteString(r.System)
+	size := len(r.System)
+	for _, tool := range r.Tools {
+		h.WriteByte(0)
+		h.WriteString(tool.Name)
+		h.WriteByte(0)
+		h.WriteString(tool.Description)
+		h.WriteByte(0)
+		h.Write(tool.Parameters)
+		size += len(tool.Name) + len(tool.Description) + len(tool.Parameters)
+	}
+	key := h.Sum64()
+	t.mu.Lock()
+	e, ok := t.systems[key]
+	t.mu.Unlock()
+	if ok && e.system == r.System && sameTools(e.tools, r.Tools) {
+		return e.n
+	}
+	n := Tokens(systemText(r))
+	if !ok && size <= memoTextMax {
+		t.mu.Lock()
+		defer t.mu.Unlock()
+		if _, ok := t.systems[key]; !ok && t.used+size <= memoBudget {
+			if t.systems == nil {
+				t.systems = map[uint64]memoSystem{}
+			}
+			tools := make([]record.Tool, len(r.Tools))
+			for i, tool := range r.Tools {
+				tools[i] = record.Tool{Name: strings.Clone(tool.Name), Description: strings.Clone(tool.Description),
+					Parameters: slices.Clone(tool.Parameters)}
+			}
+			t.systems[key] = memoSystem{strings.Clone(r.System), tools, n}
+			t.used += size
+		}
+	}
+	return n
+}
+
+// sameTools reports whether two tool lists give the same systemText.
+func sameTools(a, b []record.Tool) bool {
+	return slices.EqualFunc(a, b, func(x, y record.Tool) bool {
+		return x.Name == y.Name && x.Description == y.Description && bytes.Equal(x.Parameters, y.Parameters)
+	})
+}
 
 // systemText is the text of a record's system message as a chat template
 // shows it: the system prompt, then the tools as a compact JSON list of
