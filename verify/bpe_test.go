@@ -48,7 +48,7 @@ func TestPieceTokensMatchLibrary(t *testing.T) {
 			if got, want := pieceTokens(piece), libraryCount(piece); got != want {
 				t.Fatalf("piece %q: %d tokens, the library %d", piece, got, want)
 			}
-			if _, ok := ranks()[piece]; !ok && len(piece) < mergeScanMax {
+			if _, ok := ranks()[piece]; !ok {
 				merged++
 			}
 		}
@@ -59,17 +59,37 @@ func TestPieceTokensMatchLibrary(t *testing.T) {
 	t.Logf("%d distinct pieces, %d merged", len(seen), merged)
 }
 
-// TestMergeCountShapes: pieces of every length up to mergeScanMax, of
-// bytes that merge well and badly, count as the library counts them.
+// TestMergeCountShapes: pieces of every length up to 300 bytes, of bytes
+// that merge well and badly, count as the library counts them, and the
+// scan and the heap merge them alike.
 func TestMergeCountShapes(t *testing.T) {
-	for _, unit := range []string{"ab", "qz", "我们", "😀", "x1", "\u0301", "aé"} {
-		for n := 1; len(strings.Repeat(unit, n)) < mergeScanMax; n++ {
+	for _, unit := range []string{"ab", "qz", "我们", "😀", "x1", "\u0301", "aé", "a", " "} {
+		for n := 1; len(strings.Repeat(unit, n)) < 300; n++ {
 			piece := strings.Repeat(unit, n)
 			if got, want := pieceTokens(piece), libraryCount(piece); got != want {
 				t.Fatalf("%q: %d tokens, the library %d", piece, got, want)
 			}
+			if s, h := mergeScan(ranks(), piece), mergeHeap(ranks(), piece); s != h {
+				t.Fatalf("%q: scan %d parts, heap %d", piece, s, h)
+			}
 		}
 	}
+}
+
+// FuzzMergeHeap: for any bytes, the heap merges into as many parts as the
+// scan (which merges like the library's scan: TestPieceTokensMatchLibrary).
+func FuzzMergeHeap(f *testing.F) {
+	for _, s := range []string{"abracadabra", "我们的", "😀😀x", "\xff\x00ab", " 'll"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, piece string) {
+		if piece == "" || len(piece) > 1024 {
+			t.Skip()
+		}
+		if s, h := mergeScan(ranks(), piece), mergeHeap(ranks(), piece); s != h {
+			t.Fatalf("%q: scan %d parts, heap %d", piece, s, h)
+		}
+	})
 }
 
 func BenchmarkPieceTokens(b *testing.B) {
