@@ -3,6 +3,7 @@ package verify
 import (
 	"reflect"
 	"sync"
+	"sync/atomic"
 	"unsafe"
 )
 
@@ -64,6 +65,36 @@ func pieceTokens(piece string) int {
 // noRank marks a pair of parts that does not merge.
 const noRank = ^uint32(0)
 
+// rankOf is the rank of the token s, or noRank. Two-byte strings, a third
+// or more of the look-ups of a merge, are remembered in pairRanks.
+func rankOf(rk map[string]uint, s string) uint32 {
+	if len(s) != 2 {
+		if r, ok := rk[s]; ok {
+			return uint32(r)
+		}
+		return noRank
+	}
+	w := &pairRanks[int(s[0])<<8|int(s[1])]
+	switch v := w.Load(); v {
+	case 0: // not looked up yet
+	case noRank:
+		return noRank
+	default:
+		return v - 1
+	}
+	if r, ok := rk[s]; ok {
+		w.Store(uint32(r) + 1)
+		return uint32(r)
+	}
+	w.Store(noRank)
+	return noRank
+}
+
+// pairRanks remembers the two-byte strings looked up so far: 0 not yet,
+// noRank not a token, else the rank plus one (the library's ranks are
+// below 2^18).
+var pairRanks [1 << 16]atomic.Uint32
+
 // mergeScan merges piece (in use shorter than mergeScanMax) by byte pairs and
 // returns the number of parts: parts start as single bytes; the leftmost
 // adjacent pair whose joined bytes have the lowest rank merges, until no
@@ -85,9 +116,7 @@ func mergeScan(rk map[string]uint, piece string) int {
 	// the next; 1: a part and the two after it).
 	rank := func(i, skip int) uint32 {
 		if i+skip+2 < len(parts) {
-			if r, ok := rk[piece[parts[i].offset:parts[i+skip+2].offset]]; ok {
-				return uint32(r)
-			}
+			return rankOf(rk, piece[parts[i].offset:parts[i+skip+2].offset])
 		}
 		return noRank
 	}
@@ -142,10 +171,7 @@ func mergeHeap(rk map[string]uint, piece string) int {
 		if j < 0 || parts[j].next < 0 {
 			return noRank
 		}
-		if r, ok := rk[piece[i:parts[j].next]]; ok {
-			return uint32(r)
-		}
-		return noRank
+		return rankOf(rk, piece[i:parts[j].next])
 	}
 	h := hbuf[:0]
 	for i := int32(0); i < int32(n)-1; i++ {

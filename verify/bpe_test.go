@@ -136,3 +136,21 @@ func TestSmallKey(t *testing.T) {
 		seen[k] = p
 	}
 }
+
+// TestPairRanks: every two-byte string has the library's rank, or none,
+// looked up and remembered.
+func TestPairRanks(t *testing.T) {
+	rk := ranks()
+	for round := range 2 {
+		for p := range 1 << 16 {
+			s := string([]byte{byte(p >> 8), byte(p)})
+			want := noRank
+			if r, ok := rk[s]; ok {
+				want = uint32(r)
+			}
+			if got := rankOf(rk, s); got != want {
+				t.Fatalf("round %d, %q: rank %d, want %d", round, s, got, want)
+			}
+		}
+	}
+}
