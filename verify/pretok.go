@@ -1,6 +1,7 @@
 package verify
 
 import (
+	"sync/atomic"
 	"unicode"
 	"unicode/utf8"
 
@@ -38,6 +39,71 @@ import (
 // library skips it (it counts no token). TestO200kPiecesMatchLibrary and
 // FuzzO200kPieces compare it with the library's own matcher.
 func o200kPiece(s string) (n int, ok bool) {
+	if n := asciiPiece(s); n > 0 {
+		return n, true
+	}
+	return anyPiece(s)
+}
+
+// asciiPiece returns the length of the first piece of s when the piece
+// and the byte after it are ASCII and the piece is a word, a number or a
+// symbol run, or 0 (anyPiece then cuts it): without the character
+// classes' calls, for the most common pieces. With ASCII characters only,
+// branches 0 and 1 match the same: the optional prefix, upper-case letters,
+// lower-case letters (at least one letter in all), a contraction.
+func asciiPiece(s string) int {
+	c := s[0]
+	if c >= utf8.RuneSelf {
+		return 0
+	}
+	cl := asciiClass[c]
+	j := 0 // start of a word's letters
+	if cl&(aUpper|aLower|aDigit) == 0 && c != '\r' && c != '\n' && c != 0x7f &&
+		len(s) > 1 && s[1] < utf8.RuneSelf && asciiClass[s[1]]&(aUpper|aLower) != 0 {
+		j = 1 // a prefix character before a letter
+	}
+	switch {
+	case j == 1 || cl&(aUpper|aLower) != 0:
+		e := asciiSpan(s, asciiSpan(s, j, aUpper), aLower)
+		if e < len(s) && s[e] >= utf8.RuneSelf {
+			return 0 // the word may go on
+		}
+		return contraction(s, e)
+	case cl&aDigit != 0:
+		e := 1
+		for e < 3 && e < len(s) && s[e] < utf8.RuneSelf && asciiClass[s[e]]&aDigit != 0 {
+			e++
+		}
+		if e < 3 && e < len(s) && s[e] >= utf8.RuneSelf {
+			return 0 // a number may go on
+		}
+		return e
+	}
+	j = 0
+	if c == ' ' {
+		j = 1
+	}
+	e := asciiSpan(s, j, aSymbol)
+	if e == j || e < len(s) && s[e] >= utf8.RuneSelf {
+		return 0 // white space, or the run may go on
+	}
+	for e < len(s) && (s[e] == '\n' || s[e] == '\r' || s[e] == '/') {
+		e++
+	}
+	return e
+}
+
+// asciiSpan returns the end of the run of ASCII characters whose class has
+// a bit of mask from byte i of s.
+func asciiSpan(s string, i int, mask uint8) int {
+	for i < len(s) && s[i] < utf8.RuneSelf && asciiClass[s[i]]&mask != 0 {
+		i++
+	}
+	return i
+}
+
+// anyPiece is o200kPiece for any text.
+func anyPiece(s string) (n int, ok bool) {
 	r0, n0 := runes.At(s, 0)
 	// Branches 0 and 1 share the optional prefix; the generated matcher
 	// tries each with the prefix, then without it.
@@ -74,7 +140,7 @@ func o200kPiece(s string) (n int, ok bool) {
 	if s[0] == ' ' {
 		j = 1
 	}
-	if e := runes.Span(s, j, isSymbol); e > j {
+	if e := span(s, j, aSymbol, isSymbol); e > j {
 		for e < len(s) && (s[e] == '\n' || s[e] == '\r' || s[e] == '/') {
 			e++
 		}
@@ -110,8 +176,8 @@ func o200kPiece(s string) (n int, ok bool) {
 // wordLower is branch 0 from byte j of s (j is 0, or the length of the
 // prefix character): the end of the match, or 0 when it does not match.
 func wordLower(s string, j int) int {
-	k := runes.Span(s, j, isUpperKind)
-	e := runes.Span(s, k, isLowerKind)
+	k := span(s, j, aUpper, isUpperKind)
+	e := span(s, k, aLower, isLowerKind)
 	if e == k {
 		// Give back upper-kind characters, last first, until one is also
 		// of lower kind (Lm, Lo, a mark): the match ends after it.
@@ -131,11 +197,11 @@ func wordLower(s string, j int) int {
 
 // wordUpper is branch 1 from byte j of s.
 func wordUpper(s string, j int) int {
-	e := runes.Span(s, j, isUpperKind)
+	e := span(s, j, aUpper, isUpperKind)
 	if e == j {
 		return 0
 	}
-	return contraction(s, runes.Span(s, e, isLowerKind))
+	return contraction(s, span(s, e, aLower, isLowerKind))
 }
 
 // contraction returns e moved past a contraction suffix at e, if any.
@@ -162,28 +228,74 @@ func contraction(s string, e int) int {
 	return e
 }
 
+// span returns the end of the run of characters in a class from byte i of
+// s: ASCII characters whose asciiClass has a bit of mask, others for which
+// class holds (class agrees with mask on ASCII).
+func span(s string, i int, mask uint8, class func(rune) bool) int {
+	for i < len(s) {
+		if c := s[i]; c < utf8.RuneSelf {
+			if asciiClass[c]&mask == 0 {
+				return i
+			}
+			i++
+			continue
+		}
+		r, n := utf8.DecodeRuneInString(s[i:])
+		if !class(r) {
+			return i
+		}
+		i += n
+	}
+	return i
+}
+
+// The ASCII characters' classes, for span.
+const (
+	aUpper  = 1 << iota // A–Z
+	aLower              // a–z
+	aDigit              // 0–9
+	aSymbol             // neither white space, letter, digit nor DEL
+)
+
+var asciiClass = func() (t [utf8.RuneSelf]uint8) {
+	for c := range rune(utf8.RuneSelf) {
+		switch {
+		case 'A' <= c && c <= 'Z':
+			t[c] = aUpper
+		case 'a' <= c && c <= 'z':
+			t[c] = aLower
+		case '0' <= c && c <= '9':
+			t[c] = aDigit
+		case isSymbol(c):
+			t[c] = aSymbol
+		}
+	}
+	return t
+}()
+
 // The pre-tokenizer's character classes: \p{L}, \p{N}, \s (Go's
 // unicode.IsSpace, as the generated matcher uses), the prefix class
-// [^\r\n\p{L}\p{N}], and the two letter kinds.
+// [^\r\n\p{L}\p{N}], and the two letter kinds; beyond ASCII, from
+// classesOf.
 func isLetter(r rune) bool {
 	if r < utf8.RuneSelf {
 		return 'a' <= r|0x20 && r|0x20 <= 'z'
 	}
-	return unicode.IsLetter(r)
+	return classesOf(r)&cLetter != 0
 }
 
 func isNumber(r rune) bool {
 	if r < utf8.RuneSelf {
 		return '0' <= r && r <= '9'
 	}
-	return unicode.IsNumber(r)
+	return classesOf(r)&cNumber != 0
 }
 
 func isSpace(r rune) bool {
 	if r < utf8.RuneSelf {
 		return r == ' ' || '\t' <= r && r <= '\r'
 	}
-	return unicode.IsSpace(r)
+	return classesOf(r)&cSpace != 0
 }
 
 func isPrefix(r rune) bool {
@@ -197,12 +309,69 @@ func isUpperKind(r rune) bool {
 	if r < utf8.RuneSelf {
 		return 'A' <= r && r <= 'Z'
 	}
-	return unicode.In(r, unicode.Lu, unicode.Lt, unicode.Lm, unicode.Lo, unicode.M)
+	return classesOf(r)&cUpperKind != 0
 }
 
 func isLowerKind(r rune) bool {
 	if r < utf8.RuneSelf {
 		return 'a' <= r && r <= 'z'
 	}
-	return unicode.In(r, unicode.Ll, unicode.Lm, unicode.Lo, unicode.M)
+	return classesOf(r)&cLowerKind != 0
+}
+
+// isMark is \p{M}.
+func isMark(r rune) bool { return r >= utf8.RuneSelf && classesOf(r)&cMark != 0 }
+
+// A character's classes, as bits.
+const (
+	cLetter    = 1 << iota // L
+	cNumber                // N
+	cSpace                 // unicode.IsSpace
+	cUpperKind             // Lu Lt Lm Lo M
+	cLowerKind             // Ll Lm Lo M
+	cMark                  // M
+	cKnown                 // the bits above are set (bmpClasses)
+)
+
+// classes looks a character's classes up in the unicode tables (several
+// searches).
+func classes(r rune) uint8 {
+	var c uint8
+	for _, k := range []struct {
+		bit uint8
+		in  bool
+	}{
+		{cLetter, unicode.IsLetter(r)},
+		{cNumber, unicode.IsNumber(r)},
+		{cSpace, unicode.IsSpace(r)},
+		{cUpperKind, unicode.In(r, unicode.Lu, unicode.Lt, unicode.Lm, unicode.Lo, unicode.M)},
+		{cLowerKind, unicode.In(r, unicode.Ll, unicode.Lm, unicode.Lo, unicode.M)},
+		{cMark, unicode.Is(unicode.M, r)},
+	} {
+		if k.in {
+			c |= k.bit
+		}
+	}
+	return c
+}
+
+// bmpClasses remembers the classes of the characters of the Basic
+// Multilingual Plane met so far, a byte each (cKnown once set), four to a
+// word: text in one script meets the same few thousand characters again
+// and again. Words only gain bits, all writers of a byte write the same
+// bits, and readers go to the tables while cKnown is not set.
+var bmpClasses [1 << 16 / 4]atomic.Uint32
+
+// classesOf is classes(r), remembered for the BMP.
+func classesOf(r rune) uint8 {
+	if r < 0 || r > 0xFFFF {
+		return classes(r)
+	}
+	w, shift := &bmpClasses[r>>2], uint(r&3)*8
+	c := uint8(w.Load() >> shift)
+	if c&cKnown == 0 {
+		c = classes(r) | cKnown
+		w.Or(uint32(c) << shift)
+	}
+	return c
 }

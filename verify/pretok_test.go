@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/dlclark/regexp2/v2"
@@ -48,7 +49,7 @@ func ourPieces(text string) []string {
 // contraction letters, white space of several kinds (NEL, NBSP, ideographic
 // space, line separator), title case, modifier letters, other letters
 // (Chinese), marks, other numbers, long s, Kelvin sign.
-var pieceAlphabet = []rune("aAsStTrReEvVmMlLdDxZ019'’\" ./\\\n\r\t\v\f,!?{}[]:_-\u0085\u00a0\u3000\u2028ǅʰ々中文\u0301\u0903\u20dd²Ⅻſ\u212aÉéÀ😀\x7f")
+var pieceAlphabet = []rune("aAsStTrReEvVmMlLdDxZ019'’\" ./\\\n\r\t\v\f,!?{}[]:_-\u0085\u00a0\u3000\u2028ǅʰ々中文한㐀䶿鿿，。０Ａａ\u0301\u0903\u20dd²Ⅻſ\u212aÉéÀ😀\x7f")
 
 // TestO200kPiecesMatchLibrary: o200kPiece cuts text exactly where the
 // library's matcher does, and counting the pieces one by one gives the
@@ -88,6 +89,13 @@ func checkPieces(t testing.TB, text string) {
 	if n := countPieces(text); n != whole {
 		t.Fatalf("%q: %d tokens piece by piece, %d whole", text, n, whole)
 	}
+	merged := 0
+	for _, piece := range got {
+		merged += pieceTokens(piece)
+	}
+	if merged != whole {
+		t.Fatalf("%q: %d tokens merging the pieces, %d whole", text, merged, whole)
+	}
 }
 
 // FuzzO200kPieces: for any valid UTF-8 text, the pieces and the count are
@@ -120,11 +128,32 @@ func TestTokensLongAsBefore(t *testing.T) {
 		strings.Repeat("x", 3000) + strings.Repeat("ab ", 2000),
 		string([]byte{'a', 0xff, 'b'}) + strings.Repeat("word ", 2000),
 	} {
-		want, _ := countChunked(text, tokenChunk)
+		want, _ := countChunked(text, tokenChunk, libraryCount)
 		if got := Tokens(text); got != want {
 			t.Errorf("%.30q… (%d bytes): Tokens = %d, countChunked = %d", text, len(text), got, want)
 		}
 	}
+}
+
+// FuzzTokensLong: text longer than tokenChunk (the fuzzer's text repeated
+// past it, after a prefix of long runs) counts as the library counts its
+// chunks, also where a cut is forced.
+func FuzzTokensLong(f *testing.F) {
+	for _, s := range tokenTexts {
+		f.Add(s, uint16(0))
+	}
+	f.Add("a", uint16(5000))
+	f.Add(" 9", uint16(4090))
+	f.Fuzz(func(t *testing.T, unit string, run uint16) {
+		if unit == "" {
+			t.Skip()
+		}
+		text := strings.Repeat("x", int(run)) + strings.Repeat(unit, tokenChunk/len(unit)+1)
+		want, _ := countChunked(text, tokenChunk, libraryCount)
+		if got := Tokens(text); got != want {
+			t.Fatalf("Tokens = %d, the library's chunks %d", got, want)
+		}
+	})
 }
 
 // BenchmarkTokensDumps counts the lines of the demo dumps (prose, JSON,
@@ -144,24 +173,19 @@ func BenchmarkTokensDumps(b *testing.B) {
 			size += len(l)
 		}
 	}
-	forget := func() {
-		pieceCounts.Lock()
-		pieceCounts.m = nil
-		pieceCounts.Unlock()
-	}
 	Tokens("warm up")
 	b.Run("chunked", func(b *testing.B) {
 		b.SetBytes(int64(size))
 		for b.Loop() {
 			for _, l := range lines {
-				countChunked(l, tokenChunk)
+				countChunked(l, tokenChunk, libraryCount)
 			}
 		}
 	})
 	b.Run("pieces/cold", func(b *testing.B) {
 		b.SetBytes(int64(size))
 		for b.Loop() {
-			forget()
+			forgetPieces()
 			for _, l := range lines {
 				Tokens(l)
 			}
@@ -175,4 +199,94 @@ func BenchmarkTokensDumps(b *testing.B) {
 			}
 		}
 	})
+}
+
+// TestClassesOf: the remembered classes of every character of the BMP,
+// and of some beyond, are the unicode tables', asked twice (the second
+// time remembered), and the class functions answer as the tables do for
+// ASCII too.
+func TestClassesOf(t *testing.T) {
+	check := func(r rune) {
+		want := map[string]bool{
+			"letter": unicode.IsLetter(r), "number": unicode.IsNumber(r), "space": unicode.IsSpace(r),
+			"upper": unicode.In(r, unicode.Lu, unicode.Lt, unicode.Lm, unicode.Lo, unicode.M),
+			"lower": unicode.In(r, unicode.Ll, unicode.Lm, unicode.Lo, unicode.M), "mark": unicode.Is(unicode.M, r),
+		}
+		for range 2 {
+			got := map[string]bool{"letter": isLetter(r), "number": isNumber(r), "space": isSpace(r),
+				"upper": isUpperKind(r), "lower": isLowerKind(r), "mark": isMark(r)}
+			for k, w := range want {
+				if got[k] != w {
+					t.Fatalf("%U: %s is %v, the tables say %v", r, k, got[k], w)
+				}
+			}
+		}
+	}
+	for r := rune(0); r <= 0xFFFF; r++ {
+		check(r)
+	}
+	for _, r := range []rune{0x10000, 0x1F600, 0x20000, 0x2A6DF, 0x1D7CE, 0xE0100, unicode.MaxRune} {
+		check(r)
+	}
+}
+
+// TestASCIIClass: the ASCII table of span agrees with the classes.
+func TestASCIIClass(t *testing.T) {
+	for c := range rune(utf8.RuneSelf) {
+		for _, k := range []struct {
+			mask  uint8
+			class func(rune) bool
+		}{{aUpper, isUpperKind}, {aLower, isLowerKind}, {aSymbol, isSymbol}} {
+			if got := asciiClass[c]&k.mask != 0; got != k.class(c) {
+				t.Errorf("%q: mask %b says %v", c, k.mask, got)
+			}
+		}
+	}
+}
+
+// FuzzASCIIPiece: where asciiPiece cuts a piece, anyPiece (the whole
+// pre-tokenizer, which FuzzO200kPieces compares with the library) cuts
+// the same.
+func FuzzASCIIPiece(f *testing.F) {
+	for _, s := range tokenTexts {
+		f.Add(s)
+	}
+	f.Add("\x7fa 'S\vx!!\x7f 12² a'ſ\u0301")
+	f.Fuzz(func(t *testing.T, text string) {
+		if !utf8.ValidString(text) {
+			t.Skip()
+		}
+		for s := text; s != ""; {
+			want, _ := anyPiece(s)
+			if got := asciiPiece(s); got != 0 && got != want {
+				t.Fatalf("%q: asciiPiece %d, anyPiece %d", s, got, want)
+			}
+			s = s[want:]
+		}
+	})
+}
+
+// TestASCIIPieceOnDumps: on the demo dumps asciiPiece cuts most pieces,
+// each as anyPiece does.
+func TestASCIIPieceOnDumps(t *testing.T) {
+	fast, all := 0, 0
+	for _, name := range []string{"glaive.json", "toolace.json", "xlam.json", "zh.jsonl", "chat.jsonl"} {
+		b, err := os.ReadFile(filepath.Join("..", "testdata", "demo", "dumps", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for s := string(b); s != ""; all++ {
+			want, _ := anyPiece(s)
+			if got := asciiPiece(s); got != 0 {
+				fast++
+				if got != want {
+					t.Fatalf("%.40q: asciiPiece %d, anyPiece %d", s, got, want)
+				}
+			}
+			s = s[want:]
+		}
+	}
+	if fast < all/2 {
+		t.Errorf("asciiPiece cut %d of %d pieces", fast, all)
+	}
 }

@@ -1,10 +1,12 @@
 package verify
 
 import (
+	"bytes"
 	"encoding/json"
+	"hash/maphash"
+	"slices"
 	"strings"
 	"sync"
-	"unicode"
 	"unicode/utf8"
 
 	"github.com/tiktoken-go/tokenizer"
@@ -46,13 +48,26 @@ var encoder = sync.OnceValue(func() tokenizer.Codec {
 // pre-tokenizer keeps as one piece (one long word, number or symbol run),
 // which is cut every tokenChunk bytes, which may shift the count by a
 // token per cut: the library's merge is superlinear on such runs (a 50 MB
-// row took seconds per megabyte).
+// row took seconds per megabyte). The chunks of valid UTF-8 are counted
+// piece by piece too (a chunk is valid UTF-8, so that is the library's
+// count of the chunk).
 func Tokens(text string) int {
-	if len(text) > tokenChunk && forcedCut(text, tokenChunk) || !utf8.ValidString(text) {
-		n, _ := countChunked(text, tokenChunk)
+	if !utf8.ValidString(text) {
+		n, _ := countChunked(text, tokenChunk, libraryCount)
+		return n
+	}
+	if len(text) > tokenChunk && forcedCut(text, tokenChunk) {
+		n, _ := countChunked(text, tokenChunk, countPieces)
 		return n
 	}
 	return countPieces(text)
+}
+
+// libraryCount is the library's count of text (0 if it fails, which it
+// does not in its default error mode).
+func libraryCount(text string) int {
+	n, _ := encoder().Count(text)
+	return n
 }
 
 const tokenChunk = 4096
@@ -71,18 +86,39 @@ func forcedCut(text string, size int) bool {
 	return false
 }
 
-// pieceCounts remembers the token count of pieces of at most
-// pieceCountMax bytes, up to pieceCountsMax of them (a few tens of MB at
-// most; a dataset's vocabulary of pieces is far smaller).
+// pieceCounts remembers the token count of pieces: of up to
+// pieceCountsMax pieces of at most pieceCountMax bytes (a few tens of MB
+// at most; a dataset's vocabulary of pieces is far smaller), and of longer
+// pieces (runs of Chinese characters, long identifiers) up to
+// longPiecesMax bytes of them, so that a long piece no word of the
+// vocabulary crowds out is not merged again each time a text holds it.
+// Pieces of at most smallPieceMax bytes are kept in small under their
+// bytes as a number (smallKey), which is cheaper to look up; a piece of
+// one byte is one token (every ASCII character is a token of its own) and
+// is not looked up at all.
 var pieceCounts struct {
 	sync.RWMutex
-	m map[string]int
+	m         map[string]int
+	small     map[uint64]int
+	longBytes int // of the pieces longer than pieceCountMax in m
 }
 
 const (
 	pieceCountMax  = 64
 	pieceCountsMax = 1 << 18
+	longPiecesMax  = 8 << 20
+	smallPieceMax  = 7
 )
+
+// smallKey is a piece of at most smallPieceMax bytes as a number: its
+// bytes, and its length in the top byte.
+func smallKey(piece string) uint64 {
+	k := uint64(len(piece)) << 56
+	for i := 0; i < len(piece); i++ {
+		k |= uint64(piece[i]) << (8 * i)
+	}
+	return k
+}
 
 // countPieces counts valid UTF-8 text piece by piece, its pieces at most
 // tokenChunk bytes long (see Tokens).
@@ -98,7 +134,17 @@ func countPieces(text string) int {
 		if !ok {
 			continue // DEL: the library counts no token for it
 		}
-		if c, ok := pieceCounts.m[piece]; ok {
+		var c int
+		switch {
+		case k == 1:
+			n++
+			continue
+		case k <= smallPieceMax:
+			c, ok = pieceCounts.small[smallKey(piece)]
+		default:
+			c, ok = pieceCounts.m[piece]
+		}
+		if ok {
 			n += c
 		} else {
 			missed = append(missed, piece)
@@ -110,18 +156,29 @@ func countPieces(text string) int {
 	}
 	counts := make([]int, len(missed))
 	for i, piece := range missed {
-		if c, err := encoder().Count(piece); err == nil {
-			counts[i] = c
-		}
+		counts[i] = pieceTokens(piece)
 		n += counts[i]
 	}
 	pieceCounts.Lock()
 	defer pieceCounts.Unlock()
 	if pieceCounts.m == nil {
-		pieceCounts.m = map[string]int{}
+		pieceCounts.m, pieceCounts.small = map[string]int{}, map[uint64]int{}
 	}
 	for i, piece := range missed {
-		if len(piece) <= pieceCountMax && len(pieceCounts.m) < pieceCountsMax {
+		if len(pieceCounts.m)+len(pieceCounts.small) >= pieceCountsMax && len(piece) <= pieceCountMax {
+			continue
+		}
+		switch {
+		case len(piece) <= smallPieceMax:
+			pieceCounts.small[smallKey(piece)] = counts[i]
+		case len(piece) > pieceCountMax && pieceCounts.longBytes+len(piece) > longPiecesMax:
+		default:
+			if _, ok := pieceCounts.m[piece]; ok {
+				continue // counted meanwhile, or twice in this text
+			}
+			if len(piece) > pieceCountMax {
+				pieceCounts.longBytes += len(piece)
+			}
 			// A copy: the text may live in a buffer its owner reuses.
 			pieceCounts.m[strings.Clone(piece)] = counts[i]
 		}
@@ -129,12 +186,13 @@ func countPieces(text string) int {
 	return n
 }
 
-// countChunked counts text in pieces of at most size bytes; forced
-// reports a cut where the pre-tokenizer does not always split.
+// countChunked counts text with count in pieces of at most size bytes,
+// cut at character boundaries; forced reports a cut where the
+// pre-tokenizer does not always split.
 //
 // A piece equal to the one before is not counted again: a run of one
 // repeated character is many equal pieces.
-func countChunked(text string, size int) (n int, forced bool) {
+func countChunked(text string, size int, count func(string) int) (n int, forced bool) {
 	var last string
 	lastN := 0
 	for text != "" {
@@ -145,10 +203,7 @@ func countChunked(text string, size int) (n int, forced bool) {
 			forced = forced || !ok
 		}
 		if piece := text[:cut]; piece != last {
-			last, lastN = piece, 0
-			if c, err := encoder().Count(piece); err == nil {
-				lastN = c
-			}
+			last, lastN = piece, count(piece)
 		}
 		n += lastN
 		text = text[cut:]
@@ -196,11 +251,11 @@ func safeCut(text string, size int) (cut int, ok bool) {
 func cutBetween(a, b rune) bool {
 	switch {
 	case b == ' ':
-		return !unicode.IsSpace(a)
-	case unicode.IsLetter(a) || unicode.IsNumber(a):
-		return !unicode.IsSpace(b) && !unicode.IsLetter(b) && !unicode.IsNumber(b) && !unicode.Is(unicode.M, b) && b != '\''
+		return !isSpace(a)
+	case isLetter(a) || isNumber(a):
+		return !isSpace(b) && !isLetter(b) && !isNumber(b) && !isMark(b) && b != '\''
 	case a == '\n':
-		return !unicode.IsSpace(b) && b != '/'
+		return !isSpace(b) && b != '/'
 	}
 	return false
 }
@@ -221,13 +276,17 @@ const (
 // reply primer adds tokensReply. Template-specific wrappers (Llama 3's
 // tool preamble, Qwen's <tool_call> tags) are not counted, so the figure is
 // a slight underestimate for those templates.
-func RecordTokens(r *record.Record) int { return recordTokens(r, Tokens) }
+func RecordTokens(r *record.Record) int {
+	return recordTokens(r, Tokens, func(r *record.Record) int { return Tokens(systemText(r)) })
+}
 
-func recordTokens(r *record.Record, count func(string) int) int {
+// recordTokens counts r with count for its texts and system for the text
+// of its system message (systemText), which is called only for a record
+// with a system prompt or tools.
+func recordTokens(r *record.Record, count func(string) int, system func(*record.Record) int) int {
 	n := tokensReply
-	system := systemText(r)
-	if system != "" {
-		n += tokensPerMessage + count(record.RoleSystem) + count(system)
+	if r.System != "" || len(r.Tools) > 0 {
+		n += tokensPerMessage + count(record.RoleSystem) + system(r)
 	}
 	for _, m := range r.Messages {
 		n += tokensPerMessage + count(m.Role) + count(m.Content) + count(m.Reasoning)
@@ -247,12 +306,29 @@ func recordTokens(r *record.Record, count func(string) int) int {
 // records (sampled by ID) with mostly the same texts at every stage, and
 // records of one dataset share their tool lists. It keeps a copy of each
 // text up to memoTextMax bytes, memoBudget bytes in all; longer texts, and
-// texts once the budget is spent, are counted every time. The zero value
-// is ready; safe for concurrent use.
+// texts once the budget is spent, are counted every time. The text of a
+// record's system message is remembered under the record's system prompt
+// and tools (the fields systemText writes), so that a record whose tools
+// were seen before is neither written out nor looked up as text. Texts
+// are found by a hash of their bytes and compared whole: two texts with
+// the same hash are both counted right (the second every time). The zero
+// value is ready; safe for concurrent use.
 type TokenMemo struct {
-	mu     sync.Mutex
-	counts map[string]int
-	used   int
+	mu      sync.Mutex
+	texts   map[uint64]memoText
+	systems map[uint64]memoSystem
+	used    int
+}
+
+type memoText struct {
+	text string
+	n    int
+}
+
+type memoSystem struct {
+	system string
+	tools  []record.Tool // Name, Description and Parameters only
+	n      int
 }
 
 const (
@@ -260,27 +336,32 @@ const (
 	memoBudget  = 64 << 20
 )
 
+// memoSeed seeds the memos' hashes (which only find texts, never decide a
+// count: the texts are compared).
+var memoSeed = maphash.MakeSeed()
+
 // Tokens is Tokens(text), remembered (by a nil memo: not remembered).
 func (t *TokenMemo) Tokens(text string) int {
 	if t == nil || len(text) > memoTextMax {
 		return Tokens(text)
 	}
+	h := maphash.String(memoSeed, text)
 	t.mu.Lock()
-	n, ok := t.counts[text]
+	e, ok := t.texts[h]
 	t.mu.Unlock()
-	if ok {
-		return n
+	if ok && e.text == text {
+		return e.n
 	}
-	n = Tokens(text)
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.used+len(text) <= memoBudget {
-		if t.counts == nil {
-			t.counts = map[string]int{}
-		}
-		if _, ok := t.counts[text]; !ok {
+	n := Tokens(text)
+	if !ok {
+		t.mu.Lock()
+		defer t.mu.Unlock()
+		if _, ok := t.texts[h]; !ok && t.used+len(text) <= memoBudget {
+			if t.texts == nil {
+				t.texts = map[uint64]memoText{}
+			}
 			// A copy: the text may live in a buffer its owner reuses.
-			t.counts[strings.Clone(text)] = n
+			t.texts[h] = memoText{strings.Clone(text), n}
 			t.used += len(text)
 		}
 	}
@@ -288,7 +369,62 @@ func (t *TokenMemo) Tokens(text string) int {
 }
 
 // RecordTokens is RecordTokens(r), its texts' counts remembered.
-func (t *TokenMemo) RecordTokens(r *record.Record) int { return recordTokens(r, t.Tokens) }
+func (t *TokenMemo) RecordTokens(r *record.Record) int {
+	if t == nil {
+		return RecordTokens(r)
+	}
+	return recordTokens(r, t.Tokens, t.systemTokens)
+}
+
+// systemTokens is Tokens(systemText(r)), remembered under r's system
+// prompt and tools.
+func (t *TokenMemo) systemTokens(r *record.Record) int {
+	var h maphash.Hash
+	h.SetSeed(memoSeed)
+	h.WriteString(r.System)
+	size := len(r.System)
+	for _, tool := range r.Tools {
+		h.WriteByte(0)
+		h.WriteString(tool.Name)
+		h.WriteByte(0)
+		h.WriteString(tool.Description)
+		h.WriteByte(0)
+		h.Write(tool.Parameters)
+		size += len(tool.Name) + len(tool.Description) + len(tool.Parameters)
+	}
+	key := h.Sum64()
+	t.mu.Lock()
+	e, ok := t.systems[key]
+	t.mu.Unlock()
+	if ok && e.system == r.System && sameTools(e.tools, r.Tools) {
+		return e.n
+	}
+	n := Tokens(systemText(r))
+	if !ok && size <= memoTextMax {
+		t.mu.Lock()
+		defer t.mu.Unlock()
+		if _, ok := t.systems[key]; !ok && t.used+size <= memoBudget {
+			if t.systems == nil {
+				t.systems = map[uint64]memoSystem{}
+			}
+			tools := make([]record.Tool, len(r.Tools))
+			for i, tool := range r.Tools {
+				tools[i] = record.Tool{Name: strings.Clone(tool.Name), Description: strings.Clone(tool.Description),
+					Parameters: slices.Clone(tool.Parameters)}
+			}
+			t.systems[key] = memoSystem{strings.Clone(r.System), tools, n}
+			t.used += size
+		}
+	}
+	return n
+}
+
+// sameTools reports whether two tool lists give the same systemText.
+func sameTools(a, b []record.Tool) bool {
+	return slices.EqualFunc(a, b, func(x, y record.Tool) bool {
+		return x.Name == y.Name && x.Description == y.Description && bytes.Equal(x.Parameters, y.Parameters)
+	})
+}
 
 // systemText is the text of a record's system message as a chat template
 // shows it: the system prompt, then the tools as a compact JSON list of

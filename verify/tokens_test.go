@@ -3,6 +3,7 @@ package verify
 import (
 	"encoding/json"
 	"fmt"
+	"hash/maphash"
 	"strings"
 	"sync"
 	"testing"
@@ -120,7 +121,7 @@ func TestTokensChunkedExact(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, size := range []int{8, 16, 33, 64, 200} {
-			n, forced := countChunked(text, size)
+			n, forced := countChunked(text, size, libraryCount)
 			if !forced && n != whole {
 				t.Errorf("size %d: %d tokens in pieces, %d whole, for %.40q", size, n, whole, text)
 			}
@@ -128,11 +129,11 @@ func TestTokensChunkedExact(t *testing.T) {
 				t.Errorf("size %d, forced: %d tokens in pieces, %d whole: more than a token per cut", size, n, whole)
 			}
 		}
-		if n, forced := countChunked(text, 16); !forced && n != Tokens(text) {
+		if n, forced := countChunked(text, 16, libraryCount); !forced && n != Tokens(text) {
 			t.Errorf("Tokens differs from the whole count for %.40q", text)
 		}
 	}
-	if _, forced := countChunked(strings.Repeat("ab cd, ", 1000), 64); forced {
+	if _, forced := countChunked(strings.Repeat("ab cd, ", 1000), 64, libraryCount); forced {
 		t.Error("ordinary text needed a forced cut")
 	}
 }
@@ -149,7 +150,7 @@ func FuzzTokensChunked(f *testing.F) {
 		if err != nil {
 			t.Skip()
 		}
-		if n, forced := countChunked(text, sz); !forced && n != whole {
+		if n, forced := countChunked(text, sz, libraryCount); !forced && n != whole {
 			t.Fatalf("size %d: %d tokens in pieces, %d whole", sz, n, whole)
 		}
 	})
@@ -189,8 +190,8 @@ func TestTokenMemoCountsAsTokens(t *testing.T) {
 			}
 		}
 	}
-	if len(memo.counts) != len(texts)-1 {
-		t.Fatalf("memo holds %d texts, want %d (the long one is not kept)", len(memo.counts), len(texts)-1)
+	if len(memo.texts) != len(texts)-1 {
+		t.Fatalf("memo holds %d texts, want %d (the long one is not kept)", len(memo.texts), len(texts)-1)
 	}
 	r := &record.Record{System: "You call tools.", Tools: []record.Tool{{Name: "f", Description: "d", Parameters: []byte(`{"type":"object"}`)}},
 		Messages: []record.Message{{Role: record.RoleUser, Content: "hi"}, {Role: record.RoleAssistant, Calls: []record.Call{{Name: "f", Arguments: []byte(`{"a":1}`)}}}}}
@@ -200,7 +201,70 @@ func TestTokenMemoCountsAsTokens(t *testing.T) {
 		}
 	}
 	full := TokenMemo{used: memoBudget}
-	if full.Tokens("new text") != Tokens("new text") || len(full.counts) != 0 {
+	if full.Tokens("new text") != Tokens("new text") || len(full.texts) != 0 {
 		t.Fatal("a memo whose budget is spent must count without keeping")
+	}
+	if none.RecordTokens(r) != RecordTokens(r) {
+		t.Fatal("nil memo: RecordTokens differs")
+	}
+}
+
+// TestTokenMemoSystems: records sharing a system prompt and tools share
+// one remembered count; a change in any field systemText writes (or a
+// tool more or less) counts anew; fields it does not write (Response) do
+// not matter; a hash shared with another text or tool list (made here by
+// hand) does not give the other's count.
+func TestTokenMemoSystems(t *testing.T) {
+	base := &record.Record{System: "You call tools.", Tools: []record.Tool{
+		{Name: "get_weather", Description: "Weather of a city", Parameters: []byte(`{"type":"object","properties":{"city":{"type":"string"}}}`)},
+		{Name: "book", Description: "Book a table", Parameters: []byte(`{"type":"object"}`)}},
+		Messages: []record.Message{{Role: record.RoleUser, Content: "hi"}}}
+	variants := []func(r *record.Record){
+		func(r *record.Record) {},
+		func(r *record.Record) { r.System = "" },
+		func(r *record.Record) { r.System = "You call tools, politely." },
+		func(r *record.Record) { r.Tools[0].Name = "get_weather_now" },
+		func(r *record.Record) { r.Tools[1].Description = "Book a table for two or more people" },
+		func(r *record.Record) { r.Tools[1].Parameters = []byte(`{"type": "object"}`) },
+		func(r *record.Record) { r.Tools[1].Parameters = []byte(`{oops`) },
+		func(r *record.Record) { r.Tools[0].Response = []byte(`{"type":"string"}`) },
+		func(r *record.Record) { r.Tools = r.Tools[:1] },
+		func(r *record.Record) { r.Tools = nil },
+		func(r *record.Record) { r.Tools, r.System = nil, "" },
+		func(r *record.Record) { r.Tools = append(r.Tools, r.Tools[0]) },
+	}
+	var memo TokenMemo
+	for round := range 2 {
+		for i, change := range variants {
+			r := base.Clone()
+			change(r)
+			if got, want := memo.RecordTokens(r), RecordTokens(r); got != want {
+				t.Fatalf("round %d, variant %d: memo %d, RecordTokens %d", round, i, got, want)
+			}
+		}
+	}
+	if n := len(memo.systems); n != len(variants)-2 { // one without a system message; Response changes nothing
+		t.Errorf("memo holds %d system texts, want %d", n, len(variants)-2)
+	}
+
+	var h maphash.Hash
+	h.SetSeed(memoSeed)
+	h.WriteString(base.System)
+	for _, tool := range base.Tools {
+		h.WriteByte(0)
+		h.WriteString(tool.Name)
+		h.WriteByte(0)
+		h.WriteString(tool.Description)
+		h.WriteByte(0)
+		h.Write(tool.Parameters)
+	}
+	other := TokenMemo{
+		texts:   map[uint64]memoText{maphash.String(memoSeed, "hi"): {"ho ho ho", 99}},
+		systems: map[uint64]memoSystem{h.Sum64(): {base.System, base.Tools[:1], 99}},
+	}
+	for range 2 {
+		if got, want := other.RecordTokens(base), RecordTokens(base); got != want {
+			t.Fatalf("with other texts under the same hashes: %d, want %d", got, want)
+		}
 	}
 }

@@ -1,0 +1,244 @@
+package verify
+
+import (
+	"reflect"
+	"sync"
+	"sync/atomic"
+	"unsafe"
+)
+
+// Merging a piece apart (byte-pair encoding) is what costs when a run
+// meets a piece for the first time. The library runs its pre-tokenizer
+// again on the piece before merging, and allocates; pieceTokens merges
+// the piece itself, the same way, with the library's own table of ranks.
+
+// ranks is the library's table of o200k_base ranks (token bytes to rank),
+// read from the codec, or nil when this version of the library keeps it
+// elsewhere (pieceTokens then asks the library). It is the library's map,
+// shared: only read.
+var ranks = sync.OnceValue(func() map[string]uint { return libraryRanks(encoder()) })
+
+// libraryRanks reads the unexported vocabulary of a tiktoken-go/tokenizer
+// codec (v0.10.0: *codec.Codec's field vocabulary, a map[string]uint), or
+// returns nil when c is not such a codec.
+func libraryRanks(c any) map[string]uint {
+	v := reflect.ValueOf(c)
+	if v.Kind() != reflect.Pointer || v.Elem().Kind() != reflect.Struct {
+		return nil
+	}
+	f := v.Elem().FieldByName("vocabulary")
+	want := reflect.TypeFor[map[string]uint]()
+	if !f.IsValid() || !f.Type().ConvertibleTo(want) || f.Type().Kind() != reflect.Map {
+		return nil
+	}
+	// The field is unexported: read it through its address.
+	m := reflect.NewAt(f.Type(), unsafe.Pointer(f.UnsafeAddr())).Elem().Convert(want).Interface().(map[string]uint)
+	if len(m) == 0 {
+		return nil
+	}
+	return m
+}
+
+// mergeScanMax is the length from which pieceTokens merges with a heap
+// (mergeHeap) instead of a scan (mergeScan): a scan costs a pass over the
+// parts for each merge, a heap a few steps; both give the same parts, as
+// the library's two do (it switches at 96 bytes).
+const mergeScanMax = 16
+
+// pieceTokens is the number of tokens the library encodes piece in: piece
+// is one whole piece of the pre-tokenizer (o200kPiece), which is how the
+// library meets it: a piece that is a token is one, any other is merged.
+func pieceTokens(piece string) int {
+	rk := ranks()
+	if rk == nil {
+		return libraryCount(piece)
+	}
+	if _, ok := rk[piece]; ok {
+		return 1
+	}
+	if len(piece) < mergeScanMax {
+		return mergeScan(rk, piece)
+	}
+	return mergeHeap(rk, piece)
+}
+
+// noRank marks a pair of parts that does not merge.
+const noRank = ^uint32(0)
+
+// rankOf is the rank of the token s, or noRank. Two-byte strings, a third
+// or more of the look-ups of a merge, are remembered in pairRanks.
+func rankOf(rk map[string]uint, s string) uint32 {
+	if len(s) != 2 {
+		if r, ok := rk[s]; ok {
+			return uint32(r)
+		}
+		return noRank
+	}
+	w := &pairRanks[int(s[0])<<8|int(s[1])]
+	switch v := w.Load(); v {
+	case 0: // not looked up yet
+	case noRank:
+		return noRank
+	default:
+		return v - 1
+	}
+	if r, ok := rk[s]; ok {
+		w.Store(uint32(r) + 1)
+		return uint32(r)
+	}
+	w.Store(noRank)
+	return noRank
+}
+
+// pairRanks remembers the two-byte strings looked up so far: 0 not yet,
+// noRank not a token, else the rank plus one (the library's ranks are
+// below 2^18).
+var pairRanks [1 << 16]atomic.Uint32
+
+// mergeScan merges piece (in use shorter than mergeScanMax) by byte pairs and
+// returns the number of parts: parts start as single bytes; the leftmost
+// adjacent pair whose joined bytes have the lowest rank merges, until no
+// adjacent pair is a token.
+func mergeScan(rk map[string]uint, piece string) int {
+	type part struct {
+		offset int32
+		rank   uint32 // of this part joined with the next
+	}
+	var buf [mergeScanMax + 1]part
+	parts := buf[:0]
+	if len(piece)+1 > len(buf) {
+		parts = make([]part, 0, len(piece)+1) // the tests' longer pieces
+	}
+	for i := range len(piece) + 1 {
+		parts = append(parts, part{int32(i), noRank})
+	}
+	// rank is the rank of parts i to i+skip+1 joined (skip 0: a part and
+	// the next; 1: a part and the two after it).
+	rank := func(i, skip int) uint32 {
+		if i+skip+2 < len(parts) {
+			return rankOf(rk, piece[parts[i].offset:parts[i+skip+2].offset])
+		}
+		return noRank
+	}
+	for i := 0; i < len(parts)-2; i++ {
+		parts[i].rank = rank(i, 0)
+	}
+	for len(parts) > 1 {
+		low, at := noRank, 0
+		for i, p := range parts[:len(parts)-1] {
+			if p.rank < low {
+				low, at = p.rank, i
+			}
+		}
+		if low == noRank {
+			break
+		}
+		parts[at].rank = rank(at, 1)
+		if at > 0 {
+			parts[at-1].rank = rank(at-1, 1)
+		}
+		parts = append(parts[:at+1], parts[at+2:]...)
+	}
+	return len(parts) - 1
+}
+
+// mergeHeap is mergeScan for a piece of any length (up to 4 GB): the parts
+// are a linked list of their starts, and the pairs that may merge wait in
+// a min-heap of rank<<32 | start, so that the pair that pops first is the
+// one of lowest rank, the leftmost of those. A pair whose left part has
+// merged since it was pushed is stale: the part's rank no longer matches
+// (a part merged into its left neighbour has noRank); it is dropped when
+// it pops. (A stale pair with the same rank as the part's new pair is that
+// new pair, also pushed: merging it is the same.)
+func mergeHeap(rk map[string]uint, piece string) int {
+	type part struct {
+		prev, next int32 // starts of the neighbours; next -1 after the last
+		rank       uint32
+	}
+	n := len(piece)
+	var pbuf [128]part
+	var hbuf [128]uint64
+	parts := pbuf[:0]
+	if n+1 > len(pbuf) {
+		parts = make([]part, 0, n+1)
+	}
+	for i := range n + 1 {
+		parts = append(parts, part{int32(i) - 1, int32(i) + 1, noRank})
+	}
+	parts[n].next = -1
+	rank := func(i int32) uint32 {
+		j := parts[i].next
+		if j < 0 || parts[j].next < 0 {
+			return noRank
+		}
+		return rankOf(rk, piece[i:parts[j].next])
+	}
+	h := hbuf[:0]
+	for i := int32(0); i < int32(n)-1; i++ {
+		if r := rank(i); r != noRank {
+			parts[i].rank = r
+			h = append(h, uint64(r)<<32|uint64(i))
+		}
+	}
+	for i := len(h)/2 - 1; i >= 0; i-- {
+		heapDown(h, i)
+	}
+	count := n
+	for len(h) > 0 {
+		top := h[0]
+		last := len(h) - 1
+		h[0] = h[last]
+		h = h[:last]
+		heapDown(h, 0)
+		i := int32(top & 0xFFFFFFFF)
+		if parts[i].rank != uint32(top>>32) {
+			continue // stale
+		}
+		j := parts[i].next
+		k := parts[j].next
+		parts[j].rank = noRank
+		parts[i].next = k
+		if k >= 0 {
+			parts[k].prev = i
+		}
+		count--
+		for _, b := range [2]int32{i, parts[i].prev} {
+			if b < 0 {
+				continue
+			}
+			if parts[b].rank = rank(b); parts[b].rank != noRank {
+				h = append(h, uint64(parts[b].rank)<<32|uint64(b))
+				heapUp(h, len(h)-1)
+			}
+		}
+	}
+	return count
+}
+
+func heapDown(h []uint64, i int) {
+	for {
+		c := 2*i + 1
+		if c >= len(h) {
+			return
+		}
+		if c+1 < len(h) && h[c+1] < h[c] {
+			c++
+		}
+		if h[i] <= h[c] {
+			return
+		}
+		h[i], h[c] = h[c], h[i]
+		i = c
+	}
+}
+
+func heapUp(h []uint64, i int) {
+	for i > 0 {
+		p := (i - 1) / 2
+		if h[p] <= h[i] {
+			return
+		}
+		h[i], h[p] = h[p], h[i]
+		i = p
+	}
+}

@@ -1,0 +1,156 @@
+package verify
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestPieceTokensMatchLibrary: every piece of the demo dumps, of the
+// shared data's dumps when present, and of texts with edges merges into
+// as many tokens as the library encodes the piece in, through the
+// library's ranks (not a fallback to the library).
+func TestPieceTokensMatchLibrary(t *testing.T) {
+	if ranks() == nil {
+		t.Fatal("the library's ranks were not found: pieces are merged by the library, slowly")
+	}
+	texts := append([]string(nil), tokenTexts...)
+	read := func(name string) {
+		b, err := os.ReadFile(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		texts = append(texts, string(b))
+	}
+	for _, name := range []string{"glaive.json", "toolace.json", "xlam.json", "zh.jsonl", "chat.jsonl"} {
+		read(filepath.Join("..", "testdata", "demo", "dumps", name))
+	}
+	dir := os.Getenv("AUGMENT_SHARED_DATA")
+	if dir == "" {
+		dir = filepath.Join("..", "..", "shared", "data")
+	}
+	if names, _ := filepath.Glob(filepath.Join(dir, "derived", "*.json")); len(names) > 0 {
+		for _, name := range names {
+			read(name)
+		}
+	} else {
+		t.Logf("no shared data at %s (set AUGMENT_SHARED_DATA): the demo dumps only", dir)
+	}
+	seen := map[string]bool{}
+	merged := 0
+	for _, text := range texts {
+		for _, piece := range ourPieces(text) {
+			if seen[piece] {
+				continue
+			}
+			seen[piece] = true
+			if got, want := pieceTokens(piece), libraryCount(piece); got != want {
+				t.Fatalf("piece %q: %d tokens, the library %d", piece, got, want)
+			}
+			if _, ok := ranks()[piece]; !ok {
+				merged++
+			}
+		}
+	}
+	if merged < 100 {
+		t.Fatalf("only %d pieces needed a merge", merged)
+	}
+	t.Logf("%d distinct pieces, %d merged", len(seen), merged)
+}
+
+// TestMergeCountShapes: pieces of every length up to 300 bytes, of bytes
+// that merge well and badly, count as the library counts them, and the
+// scan and the heap merge them alike.
+func TestMergeCountShapes(t *testing.T) {
+	for _, unit := range []string{"ab", "qz", "我们", "😀", "x1", "\u0301", "aé", "a", " "} {
+		for n := 1; len(strings.Repeat(unit, n)) < 300; n++ {
+			piece := strings.Repeat(unit, n)
+			if got, want := pieceTokens(piece), libraryCount(piece); got != want {
+				t.Fatalf("%q: %d tokens, the library %d", piece, got, want)
+			}
+			if s, h := mergeScan(ranks(), piece), mergeHeap(ranks(), piece); s != h {
+				t.Fatalf("%q: scan %d parts, heap %d", piece, s, h)
+			}
+		}
+	}
+}
+
+// FuzzMergeHeap: for any bytes, the heap merges into as many parts as the
+// scan (which merges like the library's scan: TestPieceTokensMatchLibrary).
+func FuzzMergeHeap(f *testing.F) {
+	for _, s := range []string{"abracadabra", "我们的", "😀😀x", "\xff\x00ab", " 'll"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, piece string) {
+		if piece == "" || len(piece) > 1024 {
+			t.Skip()
+		}
+		if s, h := mergeScan(ranks(), piece), mergeHeap(ranks(), piece); s != h {
+			t.Fatalf("%q: scan %d parts, heap %d", piece, s, h)
+		}
+	})
+}
+
+func BenchmarkPieceTokens(b *testing.B) {
+	pieces := []string{" getWeather", "敏捷的棕色狐狸跳过了懒狗", " antidisestablishmentarianism", "qzxv", " 😀😀"}
+	b.Run("ours", func(b *testing.B) {
+		for b.Loop() {
+			for _, p := range pieces {
+				pieceTokens(p)
+			}
+		}
+	})
+	b.Run("library", func(b *testing.B) {
+		for b.Loop() {
+			for _, p := range pieces {
+				libraryCount(p)
+			}
+		}
+	})
+}
+
+// TestOneByteOneToken: every ASCII character that starts a piece is one
+// token of its own, as countPieces counts a piece of one byte unseen.
+func TestOneByteOneToken(t *testing.T) {
+	for c := range 0x80 {
+		s := string(rune(c))
+		if _, ok := o200kPiece(s); !ok {
+			continue // DEL
+		}
+		if n := libraryCount(s); n != 1 {
+			t.Errorf("%q: %d tokens", s, n)
+		}
+	}
+}
+
+// TestSmallKey: pieces of up to smallPieceMax bytes have distinct keys,
+// also those that differ only in trailing zero bytes.
+func TestSmallKey(t *testing.T) {
+	seen := map[uint64]string{}
+	for _, p := range []string{"", "\x00", "\x00\x00", "a", "a\x00", "ab", "ba", "abcdefg", "abcdef\x00", "\xff\xff\xff\xff\xff\xff\xff", "中", "中\x00"} {
+		k := smallKey(p)
+		if q, ok := seen[k]; ok {
+			t.Errorf("%q and %q share key %x", p, q, k)
+		}
+		seen[k] = p
+	}
+}
+
+// TestPairRanks: every two-byte string has the library's rank, or none,
+// looked up and remembered.
+func TestPairRanks(t *testing.T) {
+	rk := ranks()
+	for round := range 2 {
+		for p := range 1 << 16 {
+			s := string([]byte{byte(p >> 8), byte(p)})
+			want := noRank
+			if r, ok := rk[s]; ok {
+				want = uint32(r)
+			}
+			if got := rankOf(rk, s); got != want {
+				t.Fatalf("round %d, %q: rank %d, want %d", round, s, got, want)
+			}
+		}
+	}
+}
