@@ -379,20 +379,7 @@ func (t *TokenMemo) RecordTokens(r *record.Record) int {
 // systemTokens is Tokens(systemText(r)), remembered under r's system
 // prompt and tools.
 func (t *TokenMemo) systemTokens(r *record.Record) int {
-	var h maphash.Hash
-	h.SetSeed(memoSeed)
-	h.WriteString(r.System)
-	size := len(r.System)
-	for _, tool := range r.Tools {
-		h.WriteByte(0)
-		h.WriteString(tool.Name)
-		h.WriteByte(0)
-		h.WriteString(tool.Description)
-		h.WriteByte(0)
-		h.Write(tool.Parameters)
-		size += len(tool.Name) + len(tool.Description) + len(tool.Parameters)
-	}
-	key := h.Sum64()
+	key, size := systemKey(r)
 	t.mu.Lock()
 	e, ok := t.systems[key]
 	t.mu.Unlock()
@@ -417,6 +404,26 @@ func (t *TokenMemo) systemTokens(r *record.Record) int {
 		}
 	}
 	return n
+}
+
+// systemKey is the memo's key for a record's system text (a hash of the
+// system prompt and each tool's name, description and parameters) and the
+// bytes those fields hold.
+func systemKey(r *record.Record) (key uint64, size int) {
+	var h maphash.Hash
+	h.SetSeed(memoSeed)
+	h.WriteString(r.System)
+	size = len(r.System)
+	for _, tool := range r.Tools {
+		h.WriteByte(0)
+		h.WriteString(tool.Name)
+		h.WriteByte(0)
+		h.WriteString(tool.Description)
+		h.WriteByte(0)
+		h.Write(tool.Parameters)
+		size += len(tool.Name) + len(tool.Description) + len(tool.Parameters)
+	}
+	return h.Sum64(), size
 }
 
 // sameTools reports whether two tool lists give the same systemText.

@@ -247,20 +247,10 @@ func TestTokenMemoSystems(t *testing.T) {
 		t.Errorf("memo holds %d system texts, want %d", n, len(variants)-2)
 	}
 
-	var h maphash.Hash
-	h.SetSeed(memoSeed)
-	h.WriteString(base.System)
-	for _, tool := range base.Tools {
-		h.WriteByte(0)
-		h.WriteString(tool.Name)
-		h.WriteByte(0)
-		h.WriteString(tool.Description)
-		h.WriteByte(0)
-		h.Write(tool.Parameters)
-	}
+	key, _ := systemKey(base)
 	other := TokenMemo{
 		texts:   map[uint64]memoText{maphash.String(memoSeed, "hi"): {"ho ho ho", 99}},
-		systems: map[uint64]memoSystem{h.Sum64(): {base.System, base.Tools[:1], 99}},
+		systems: map[uint64]memoSystem{key: {base.System, base.Tools[:1], 99}},
 	}
 	for range 2 {
 		if got, want := other.RecordTokens(base), RecordTokens(base); got != want {
