@@ -55,10 +55,11 @@ func sampleRun(t testing.TB, n int) string {
 	return filepath.Join(dir, "p.yaml")
 }
 
-// rerun runs the pipeline file and returns its report.
-func rerun(t *testing.T, path string) *stages.Report {
+// rerun runs the pipeline file, with the settings sets, and returns its
+// report.
+func rerun(t *testing.T, path string, sets ...string) *stages.Report {
 	t.Helper()
-	p, err := stages.Load(path)
+	p, err := stages.Load(path, sets...)
 	if err != nil {
 		t.Fatal(err)
 	}

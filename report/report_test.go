@@ -2,7 +2,6 @@ package report_test
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -17,7 +16,6 @@ import (
 
 	"github.com/augmentdata/augment/manifests"
 	"github.com/augmentdata/augment/report"
-	"github.com/augmentdata/augment/stages"
 )
 
 // runPipeline runs the pipeline file with sets into a fresh directory and
@@ -25,18 +23,7 @@ import (
 func runPipeline(t *testing.T, path string, sets ...string) string {
 	t.Helper()
 	out := t.TempDir()
-	p, err := stages.Load(path, append([]string{"output.dir=" + out}, sets...)...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r, err := stages.NewRunner(p, stages.Options{Version: "test"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
-	if _, err := r.Run(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	rerun(t, path, append([]string{"output.dir=" + out}, sets...)...)
 	return out
 }
 
