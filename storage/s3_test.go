@@ -177,18 +177,27 @@ func TestLocalCompressedAndMislabelled(t *testing.T) {
 	}
 }
 
-// Sum hashes the stored bytes even when only the start was read.
-func TestSumAfterPartialRead(t *testing.T) {
-	dir := t.TempDir()
-	plain := bytes.Repeat([]byte("{\"a\":\"bcdefgh\"}\n"), 100000)
-	stored := gz(t, plain)
-	p := filepath.Join(dir, "x.jsonl.gz")
-	os.WriteFile(p, stored, 0o644)
+// openGzipDump opens a gzipped JSONL dump of 1.6 MB written for the test;
+// it returns the reader, the plain and the stored bytes.
+func openGzipDump(t *testing.T) (r *Reader, plain, stored []byte) {
+	t.Helper()
+	plain = bytes.Repeat([]byte("{\"a\":\"bcdefgh\"}\n"), 100000)
+	stored = gz(t, plain)
+	p := filepath.Join(t.TempDir(), "x.jsonl.gz")
+	if err := os.WriteFile(p, stored, 0o644); err != nil {
+		t.Fatal(err)
+	}
 	r, err := New(Options{}).Open(context.Background(), p)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer r.Close()
+	t.Cleanup(func() { r.Close() })
+	return r, plain, stored
+}
+
+// Sum hashes the stored bytes even when only the start was read.
+func TestSumAfterPartialRead(t *testing.T) {
+	r, _, stored := openGzipDump(t)
 	var progress int64
 	r.Progress(func(n int64) { progress += n })
 	io.ReadFull(r, make([]byte, 100))
@@ -204,16 +213,7 @@ func TestSumAfterPartialRead(t *testing.T) {
 // After SkipSum the dump reads the same and progress still counts the
 // stored bytes; Sum says it has nothing to give rather than a wrong hash.
 func TestSkipSum(t *testing.T) {
-	dir := t.TempDir()
-	plain := bytes.Repeat([]byte("{\"a\":\"bcdefgh\"}\n"), 100000)
-	stored := gz(t, plain)
-	p := filepath.Join(dir, "x.jsonl.gz")
-	os.WriteFile(p, stored, 0o644)
-	r, err := New(Options{}).Open(context.Background(), p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
+	r, plain, stored := openGzipDump(t)
 	r.SkipSum()
 	var progress int64
 	r.Progress(func(n int64) { progress += n })
