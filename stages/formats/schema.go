@@ -12,13 +12,13 @@ const emptyParameters = `{"type":"object","properties":{}}`
 
 // toolsFromArray normalises a JSON array of tool definitions (see
 // normalizeTool); what names the array in error details.
-func toolsFromArray(v *jsontree.Value, what string) ([]record.Tool, error) {
+func toolsFromArray(w *workspace, v *jsontree.Value, what string) ([]record.Tool, error) {
 	if v.Kind != jsontree.Array {
 		return nil, reject("bad_tools", "%s is a JSON %s, want an array of tools", what, v.Kind)
 	}
 	tools := make([]record.Tool, 0, len(v.Elems))
 	for i := range v.Elems {
-		t, err := normalizeTool(&v.Elems[i].Val, i)
+		t, err := normalizeTool(w, &v.Elems[i].Val, i)
 		if err != nil {
 			return nil, err
 		}
@@ -33,7 +33,7 @@ func toolsFromArray(v *jsontree.Value, what string) ([]record.Tool, error) {
 // map of parameters (flatParameters); a stray tool-level "required": null is
 // dropped and a tool-level "required" list moves into parameters when they
 // have none.
-func normalizeTool(v *jsontree.Value, i int) (record.Tool, error) {
+func normalizeTool(w *workspace, v *jsontree.Value, i int) (record.Tool, error) {
 	if v.Kind != jsontree.Object {
 		return record.Tool{}, reject("bad_tool", "tool %d is a JSON %s, want an object", i, v.Kind)
 	}
@@ -48,7 +48,7 @@ func normalizeTool(v *jsontree.Value, i int) (record.Tool, error) {
 	if !ok {
 		return record.Tool{}, reject("bad_tool", "tool %s: description is a JSON %s, want a string", excerpt(name), v.Get("description").Kind)
 	}
-	params, err := normalizeParameters(v.Get("parameters"), v.Get("required"))
+	params, err := normalizeParameters(w, v.Get("parameters"), v.Get("required"))
 	if err != nil {
 		return record.Tool{}, reject("bad_tool_parameters", "tool %s: %v", excerpt(name), err)
 	}
@@ -61,7 +61,7 @@ func (e schemaError) Error() string { return string(e) }
 
 // normalizeParameters gives the compact canonical parameter schema. hoisted
 // is a tool-level "required" member, or nil.
-func normalizeParameters(p, hoisted *jsontree.Value) ([]byte, error) {
+func normalizeParameters(w *workspace, p, hoisted *jsontree.Value) ([]byte, error) {
 	if p == nil || p.Kind == jsontree.Null {
 		return []byte(emptyParameters), nil
 	}
@@ -113,7 +113,7 @@ func normalizeParameters(p, hoisted *jsontree.Value) ([]byte, error) {
 		}
 		s.Elems = append(s.Elems, jsontree.Member{Key: "required", Val: *hoisted})
 	}
-	return jsontree.Compact(&s), nil
+	return w.compact(&s), nil
 }
 
 func insertMember(ms []jsontree.Member, at int, m jsontree.Member) []jsontree.Member {

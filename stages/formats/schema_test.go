@@ -106,7 +106,7 @@ func TestNormalizeTool(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			tool, err := normalizeTool(&v, 0)
+			tool, err := normalizeTool(nil, &v, 0)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -136,7 +136,7 @@ func TestNormalizeToolErrors(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		_, err = normalizeTool(&v, 0)
+		_, err = normalizeTool(nil, &v, 0)
 		pe, ok := err.(*contract.Reject)
 		if !ok || pe.Reason != tt.reason || !strings.Contains(pe.Detail, tt.detail) {
 			t.Errorf("%s: got %v, want %s containing %q", tt.in, err, tt.reason, tt.detail)

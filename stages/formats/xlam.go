@@ -25,7 +25,7 @@ func parseXLAM(b *builder, row *jsontree.Value) error {
 	if err != nil {
 		return err
 	}
-	if b.rec.Tools, err = toolsFromArray(&tools, "tools"); err != nil {
+	if b.rec.Tools, err = toolsFromArray(b.w, &tools, "tools"); err != nil {
 		return err
 	}
 	answers, err := embeddedJSON(b, row, "answers", "xlam")
@@ -90,7 +90,11 @@ func jsonCall(b *builder, v *jsontree.Value) (record.Call, error) {
 	if a == nil {
 		return record.Call{}, callError("call " + excerpt(name) + " has no arguments")
 	}
-	args, fromString, err := objectArguments(a)
+	var w *workspace
+	if b != nil {
+		w = b.w
+	}
+	args, fromString, err := objectArguments(w, a)
 	if err != nil {
 		return record.Call{}, callError("call " + excerpt(name) + ": " + err.Error())
 	}
