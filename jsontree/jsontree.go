@@ -175,6 +175,16 @@ type Parser struct {
 	// Arena, when set, holds the members of the decoded containers (see
 	// Arena); else each container's members are a slice of their own.
 	Arena *Arena
+
+	// Embedded, when set with CopyStrings (and without Spans), names the
+	// members of the top-level object whose string values may hold JSON
+	// text, such as xlam's "tools": when the text is an array or object,
+	// the member's value is that array or object, decoded in the same
+	// pass as the row (both levels of escapes at once) rather than as a
+	// string to be decoded again. Any other text, or one the one-pass
+	// decoder leaves to the two passes (see embedded.go), gives the
+	// string, exactly as without Embedded.
+	Embedded func(key string) bool
 }
 
 // Parse decodes data, which must hold exactly one JSON value. The values
@@ -801,7 +811,12 @@ func (p *Parser) objectBody(base int) (Value, error) {
 			return Value{}, p.fail("expected : after an object key")
 		}
 		p.Pos++
-		e, err := p.value()
+		var e Value
+		if p.Embedded != nil && p.depth == 1 && p.embeddedAt() && p.Embedded(k) {
+			e, err = p.embeddedValue()
+		} else {
+			e, err = p.value()
+		}
 		if err != nil {
 			return Value{}, err
 		}
