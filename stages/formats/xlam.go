@@ -52,6 +52,10 @@ func parseXLAM(b *builder, row *jsontree.Value) error {
 	return nil
 }
 
+// xlamEmbedded names the members whose JSON text the row parser may decode
+// in its own pass (an array or object then, as embeddedJSON would give).
+func xlamEmbedded(key string) bool { return key == "tools" || key == "answers" }
+
 // embeddedJSON returns the member key decoded: a string holding JSON is
 // decoded, an array or object is taken as it is.
 func embeddedJSON(b *builder, row *jsontree.Value, key, format string) (jsontree.Value, error) {
