@@ -1,8 +1,8 @@
 package jsontree
 
 import (
-	"bytes"
 	"unicode/utf8"
+	"unsafe"
 
 	"github.com/augmentdata/augment/internal/swar"
 )
@@ -28,55 +28,44 @@ func (p *Parser) embeddedAt() bool {
 // embeddedValue decodes the string literal at Pos as the array or object
 // its text holds or, failing that, as a string.
 //
-// The literal's body is first copied into the slab, whose bytes are never
-// written again, and decoded there without CopyStrings: the inner strings
+// The rest of Data is first copied into the slab (room makes room for
+// it), and the literal decoded there without CopyStrings: the inner strings
 // without escapes, most of them, are views of the copy rather than copies
-// one by one.
+// one by one. Once the literal's closing quote is found, the slab keeps
+// the literal's body and frees what follows.
 func (p *Parser) embeddedValue() (Value, error) {
 	start, base := p.Pos, len(p.stack)
-	if end := literalEnd(p.Data, start+1); end > start+1 {
-		if c := p.Data[start+1]; c == '[' || c == '{' || c == ' ' || c == '\\' {
-			p.room(start)
-			at := len(p.slab)
-			p.slab = append(p.slab, p.Data[start+1:end]...)
-			data, depth := p.Data, p.depth
-			p.Data, p.Pos, p.depth, p.CopyStrings = p.slab[at:len(p.slab):len(p.slab)], 0, 0, false
-			v, ok := p.eValue()
+	if c := p.Data[start+1:]; len(c) > 0 && (c[0] == '[' || c[0] == '{' || c[0] == ' ' || c[0] == '\\') {
+		p.room(start)
+		at := len(p.slab)
+		p.slab = append(p.slab, p.Data[start+1:]...)
+		block, whole := unsafe.SliceData(p.slab), len(p.slab)
+		data, depth := p.Data, p.depth
+		p.Data, p.Pos, p.depth, p.CopyStrings = p.slab[at:whole:whole], 0, 0, false
+		v, ok := p.eValue()
+		if ok {
+			p.eSpace()
+			// A raw quote where a token may start closes the literal.
+			ok = p.Pos < len(p.Data) && p.Data[p.Pos] == '"' && (v.Kind == Array || v.Kind == Object)
+		}
+		end := p.Pos
+		p.Data, p.depth, p.CopyStrings = data, depth, true
+		// Unless an escaped inner string moved the slab to a new block,
+		// what follows the body (all of the copy on failure) is free.
+		if unsafe.SliceData(p.slab) == block && len(p.slab) == whole {
 			if ok {
-				p.eSpace()
-				ok = p.Pos == len(p.Data) && (v.Kind == Array || v.Kind == Object)
+				p.slab = p.slab[:at+end]
+			} else {
+				p.slab = p.slab[:at]
 			}
-			p.Data, p.depth, p.CopyStrings = data, depth, true
-			if ok {
-				p.Pos = end + 1
-				return v, nil
-			}
+		}
+		if ok {
+			p.Pos = start + 1 + end + 1
+			return v, nil
 		}
 	}
 	p.Pos, p.stack = start, p.stack[:base]
 	return p.value()
-}
-
-// literalEnd returns the offset of the quote that closes the string literal
-// whose text starts at d[i], or -1: the first quote after an even number of
-// backslashes.
-func literalEnd(d []byte, i int) int {
-	from := i
-	for {
-		j := bytes.IndexByte(d[i:], '"')
-		if j < 0 {
-			return -1
-		}
-		j += i
-		k := j
-		for k > from && d[k-1] == '\\' {
-			k--
-		}
-		if (j-k)%2 == 0 {
-			return j
-		}
-		i = j + 1
-	}
 }
 
 // eSpace skips the inner text's white space: spaces, and \n, \t and \r
