@@ -700,6 +700,16 @@ func (a *Arena) alloc(n int) []Member {
 	return out
 }
 
+// Members returns n zero members for a tree being built by hand, such as
+// a rewritten object, from the Arena's blocks; with a nil Arena, a slice
+// of their own. They are valid until Reset, like the decoded trees.
+func (a *Arena) Members(n int) []Member {
+	if a == nil {
+		return make([]Member, n)
+	}
+	return a.alloc(n)
+}
+
 // Reset makes the Arena's blocks free for new trees. Every Value decoded
 // with it so far must be out of use: their members will be overwritten.
 func (a *Arena) Reset() {

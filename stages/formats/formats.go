@@ -179,6 +179,15 @@ func (w *workspace) compact(v *jsontree.Value) []byte {
 	return w.json[at:len(w.json):len(w.json)]
 }
 
+// members returns n zero members for a tree built by hand, from the arena
+// (valid until Parse returns) or, with a nil workspace, of their own.
+func (w *workspace) members(n int) []jsontree.Member {
+	if w == nil {
+		return make([]jsontree.Member, n)
+	}
+	return w.arena.Members(n)
+}
+
 // parser returns a Parser reading s, without copying it, into the
 // builder's arena: its values are valid until Parse returns.
 func (b *builder) parser(s string) jsontree.Parser {

@@ -71,10 +71,10 @@ func normalizeParameters(w *workspace, p, hoisted *jsontree.Value) ([]byte, erro
 	var s jsontree.Value
 	switch {
 	case isSchema(p):
-		normalizeSchema(p)
+		normalizeSchema(w, p)
 		s = *p
 	case isFlat(p):
-		s = flatParameters(p)
+		s = flatParameters(w, p)
 	default:
 		return nil, schemaError("parameters are neither a JSON Schema nor a map of parameter objects")
 	}
@@ -155,13 +155,13 @@ func isFlat(p *jsontree.Value) bool {
 // flatParameters converts xlam's {param: {description, type, default}} into
 // {"type":"object","properties":{…},"required":[…]}: every parameter whose
 // type is not marked optional is required.
-func flatParameters(p *jsontree.Value) jsontree.Value {
+func flatParameters(w *workspace, p *jsontree.Value) jsontree.Value {
 	props := jsontree.Value{Kind: jsontree.Object, Elems: p.Elems}
 	// One allocation: the three members of the result, then the names.
-	buf := make([]jsontree.Member, 3+len(props.Elems))
+	buf := w.members(3 + len(props.Elems))
 	req := buf[3:3:len(buf)]
 	for i := range props.Elems {
-		if !normalizeSchema(&props.Elems[i].Val) {
+		if !normalizeSchema(w, &props.Elems[i].Val) {
 			req = append(req, jsontree.Member{Val: jsontree.NewString(props.Elems[i].Key)})
 		}
 	}
@@ -181,7 +181,7 @@ func flatParameters(p *jsontree.Value) jsontree.Value {
 // that the node's type was marked optional (", optional", Optional[…]); when
 // some properties are so marked and the node lists no "required", the
 // others become required.
-func normalizeSchema(v *jsontree.Value) (optional bool) {
+func normalizeSchema(w *workspace, v *jsontree.Value) (optional bool) {
 	if v.Kind != jsontree.Object {
 		return false
 	}
@@ -190,7 +190,7 @@ func normalizeSchema(v *jsontree.Value) (optional bool) {
 	shared := true
 	put := func(read int, ms ...jsontree.Member) {
 		if shared && len(out)+len(ms) > read {
-			out = append(make([]jsontree.Member, 0, len(in)+len(ms)+1), out...)
+			out = append(w.members(len(in) + len(ms) + 1)[:0], out...)
 			shared = false
 		}
 		out = append(out, ms...)
@@ -244,7 +244,7 @@ func normalizeSchema(v *jsontree.Value) (optional bool) {
 			if m.Val.Kind == jsontree.Object {
 				propOptional = make([]bool, len(m.Val.Elems))
 				for j := range m.Val.Elems {
-					propOptional[j] = normalizeSchema(&m.Val.Elems[j].Val)
+					propOptional[j] = normalizeSchema(w, &m.Val.Elems[j].Val)
 					anyOptional = anyOptional || propOptional[j]
 				}
 				propsAt = len(out)
@@ -253,14 +253,14 @@ func normalizeSchema(v *jsontree.Value) (optional bool) {
 		// overwritten yet: taking m's address would move every m to the heap.
 		case "items", "additionalProperties", "not":
 			if m.Val.Kind == jsontree.Object {
-				normalizeSchema(&in[i].Val)
+				normalizeSchema(w, &in[i].Val)
 			} else if m.Val.Kind == jsontree.Array {
-				normalizeList(&in[i].Val)
+				normalizeList(w, &in[i].Val)
 			}
 			m.Val = in[i].Val
 		case "anyOf", "oneOf", "allOf", "prefixItems":
 			if m.Val.Kind == jsontree.Array {
-				normalizeList(&in[i].Val)
+				normalizeList(w, &in[i].Val)
 			}
 			m.Val = in[i].Val
 		case "required":
@@ -281,7 +281,7 @@ func normalizeSchema(v *jsontree.Value) (optional bool) {
 		}
 		if len(req) > 0 {
 			if shared {
-				out = append(make([]jsontree.Member, 0, len(out)+1), out...)
+				out = append(w.members(len(out) + 1)[:0], out...)
 			}
 			out = insertMember(out, propsAt+1, jsontree.Member{Key: "required", Val: jsontree.Value{Kind: jsontree.Array, Elems: req}})
 		}
@@ -290,9 +290,9 @@ func normalizeSchema(v *jsontree.Value) (optional bool) {
 	return optional
 }
 
-func normalizeList(v *jsontree.Value) {
+func normalizeList(w *workspace, v *jsontree.Value) {
 	for i := range v.Elems {
-		normalizeSchema(&v.Elems[i].Val)
+		normalizeSchema(w, &v.Elems[i].Val)
 	}
 }
 
