@@ -78,15 +78,21 @@ func parse(format, source string, index int64, row []byte, onePass bool) (*recor
 	if v.Kind != jsontree.Object {
 		return nil, reject("row_not_object", "the row is a JSON %s, want an object", v.Kind)
 	}
-	b := &builder{w: w, rec: &record.Record{
-		ID:       source + ":" + strconv.FormatInt(index, 10),
+	// The record and room for its first tags in one allocation, its ID
+	// in one more.
+	rt := new(recordTags)
+	id := append(make([]byte, 0, 64), source...)
+	id = strconv.AppendInt(append(id, ':'), index, 10)
+	rt.rec = record.Record{
+		ID:       string(id),
 		Source:   source,
 		Format:   format,
 		Row:      index,
 		Tools:    []record.Tool{},
 		Messages: []record.Message{},
-		Tags:     []record.Tag{},
-	}}
+		Tags:     rt.tags[:0],
+	}
+	b := &builder{w: w, rec: &rt.rec}
 	if jp.BadUTF8 {
 		b.repair("invalid_utf8")
 	}
@@ -147,6 +153,13 @@ func keepJSON(r *record.Record) {
 			c.Arguments = keep(c.Arguments)
 		}
 	}
+}
+
+// recordTags is a record with room for the tags most records get (the
+// format's id, lang, repairs).
+type recordTags struct {
+	rec  record.Record
+	tags [3]record.Tag
 }
 
 // A builder collects a record and the repairs made while reading it.

@@ -214,7 +214,7 @@ func normalizeSchema(w *workspace, v *jsontree.Value) (optional bool) {
 					m.Val = jsontree.NewString(t)
 					break
 				}
-				ms, opt, ok := pyType(m.Val.Str)
+				ms, opt, ok := pyType(w, m.Val.Str)
 				optional = optional || opt
 				if ok {
 					for _, x := range ms {
@@ -332,9 +332,9 @@ func simpleType(name string) (string, bool) {
 // "Optional[str]"). members is what replaces the "type" member: "type" with
 // "items" for element-typed lists, or "anyOf" for unions. ok is false for
 // annotations it does not know; optional reports ", optional" or Optional.
-func pyType(s string) (members []jsontree.Member, optional, ok bool) {
+func pyType(w *workspace, s string) (members []jsontree.Member, optional, ok bool) {
 	s, optional = cutOptional(s)
-	p := typeParser{s: s}
+	p := typeParser{s: s, w: w}
 	sch, opt, ok := p.expr()
 	if !ok || p.i != len(p.s) {
 		return nil, optional, false
@@ -356,6 +356,7 @@ func cutOptional(s string) (string, bool) {
 type typeParser struct {
 	s string
 	i int
+	w *workspace // for the schemas' members
 }
 
 func (p *typeParser) space() {
@@ -384,8 +385,9 @@ func (p *typeParser) expr() (sch jsontree.Value, opt, ok bool) {
 	if name == "" {
 		return sch, false, false
 	}
-	var args []jsontree.Value
-	var argOpt []bool
+	var argsBuf [2]jsontree.Value
+	var argOptBuf [2]bool
+	args, argOpt := argsBuf[:0], argOptBuf[:0]
 	ellipsis := false
 	p.space()
 	if p.i < len(p.s) && p.s[p.i] == '[' {
@@ -418,7 +420,12 @@ func (p *typeParser) expr() (sch jsontree.Value, opt, ok bool) {
 			return sch, false, false
 		}
 	}
-	obj := func(ms ...jsontree.Member) jsontree.Value { return jsontree.Value{Kind: jsontree.Object, Elems: ms} }
+	obj := func(ms ...jsontree.Member) jsontree.Value {
+		// Room for "items" after "type".
+		elems := p.w.members(len(ms) + 1)[:len(ms)]
+		copy(elems, ms)
+		return jsontree.Value{Kind: jsontree.Object, Elems: elems}
+	}
 	typ := func(t string) jsontree.Member { return jsontree.Member{Key: "type", Val: jsontree.NewString(t)} }
 	lower := strings.ToLower(name)
 	switch lower {

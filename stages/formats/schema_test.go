@@ -41,7 +41,7 @@ func TestPyType(t *testing.T) {
 		{"List[str], optional", `{"type":"array","items":{"type":"string"}}`, true},
 	}
 	for _, tt := range tests {
-		ms, opt, ok := pyType(tt.in)
+		ms, opt, ok := pyType(nil, tt.in)
 		if !ok {
 			t.Errorf("%q: not understood", tt.in)
 			continue
@@ -52,7 +52,7 @@ func TestPyType(t *testing.T) {
 		}
 	}
 	for _, bad := range []string{"", "Callable", "datetime", "List[", "List[int", "a..", "Union[]", "str optional"} {
-		if _, _, ok := pyType(bad); ok {
+		if _, _, ok := pyType(nil, bad); ok {
 			t.Errorf("%q: understood, want unknown", bad)
 		}
 	}
