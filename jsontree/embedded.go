@@ -1,7 +1,6 @@
 package jsontree
 
 import (
-	"unicode/utf8"
 	"unsafe"
 
 	"github.com/augmentdata/augment/internal/swar"
@@ -225,7 +224,7 @@ func (p *Parser) eString(key bool) (string, bool) {
 			default:
 				s = p.view(plain, i)
 			}
-			if seen&swar.Tops != 0 && !utf8.ValidString(s) {
+			if seen&swar.Tops != 0 && !validUTF8(s) {
 				return "", false
 			}
 			p.Pos = i + 2
