@@ -1,6 +1,7 @@
 package jsontree
 
 import (
+	"unicode/utf8"
 	"unsafe"
 
 	"github.com/augmentdata/augment/internal/swar"
@@ -224,7 +225,7 @@ func (p *Parser) eString(key bool) (string, bool) {
 			default:
 				s = p.view(plain, i)
 			}
-			if seen&swar.Tops != 0 && !validUTF8(s) {
+			if seen&swar.Tops != 0 && !utf8.ValidString(s) {
 				return "", false
 			}
 			p.Pos = i + 2

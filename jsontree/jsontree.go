@@ -522,7 +522,7 @@ func (p *Parser) ReadString() (string, error) {
 			}
 			p.Pos = i + 1
 			// Only text with a byte outside ASCII can be invalid UTF-8.
-			if seen&swar.Tops != 0 && !validUTF8(s) {
+			if seen&swar.Tops != 0 && !utf8.ValidString(s) {
 				s = strings.ToValidUTF8(s, "\uFFFD")
 				p.BadUTF8 = true
 			}
@@ -1102,32 +1102,4 @@ func sameNumber(a, b string) bool {
 	x, err1 := strconv.ParseFloat(a, 64)
 	y, err2 := strconv.ParseFloat(b, 64)
 	return err1 == nil && err2 == nil && x == y
-}
-
-// validUTF8 is utf8.ValidString, faster on text outside ASCII: ASCII is
-// skipped eight bytes at a time and a three-byte rune led by 0xE1–0xEC or
-// 0xEE–0xEF (most CJK), valid with any two continuation bytes, is taken
-// without decoding; other runes are decoded.
-func validUTF8(s string) bool {
-	for i := 0; i < len(s); {
-		if i+8 <= len(s) && swar.Load(s, i)&swar.Tops == 0 {
-			i += 8
-			continue
-		}
-		c := s[i]
-		if c < utf8.RuneSelf {
-			i++
-			continue
-		}
-		if c >= 0xE1 && c <= 0xEF && c != 0xED && i+2 < len(s) && s[i+1]&0xC0 == 0x80 && s[i+2]&0xC0 == 0x80 {
-			i += 3
-			continue
-		}
-		r, n := utf8.DecodeRuneInString(s[i:])
-		if r == utf8.RuneError && n == 1 {
-			return false
-		}
-		i += n
-	}
-	return true
 }

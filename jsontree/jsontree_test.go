@@ -480,30 +480,3 @@ func FuzzAppendString(f *testing.F) {
 		}
 	})
 }
-
-// FuzzValidUTF8 holds validUTF8 to utf8.ValidString.
-func FuzzValidUTF8(f *testing.F) {
-	for _, s := range []string{"ascii only text", "台北 and é 😀", "\xff", "\xed\xa0\x80", "\xe0\x80\x80", "\xe1\x80", "abcdefg台\xe1\x80", "\xef\xbf\xbf\xf4\x90\x80\x80"} {
-		f.Add(s)
-	}
-	f.Fuzz(func(t *testing.T, s string) {
-		if got, want := validUTF8(s), utf8.ValidString(s); got != want {
-			t.Fatalf("%q: validUTF8 %v, utf8.ValidString %v", s, got, want)
-		}
-	})
-}
-
-// TestValidUTF8Positions puts each byte sequence that needs care at every
-// offset of strings of several lengths.
-func TestValidUTF8Positions(t *testing.T) {
-	for _, tok := range []string{"é", "台北", "😀", "\xff", "\xe5\x8f", "\xed\xa0\x80", "\xe0\x80\x80", "\xe0\xa0\x80", "\xef\xbf\xbf", "\xe1\x80", "台\xe1", "\xe1\x80\xc0", "\xf4\x90\x80\x80", "\xc0\x80"} {
-		for n := range 20 {
-			for at := 0; at <= n; at++ {
-				s := strings.Repeat("a", at) + tok + strings.Repeat("b", n-at)
-				if got, want := validUTF8(s), utf8.ValidString(s); got != want {
-					t.Fatalf("%q: validUTF8 %v, utf8.ValidString %v", s, got, want)
-				}
-			}
-		}
-	}
-}
