@@ -50,8 +50,9 @@ func (p *Parser) embeddedValue() (Value, error) {
 		}
 		end := p.Pos
 		p.Data, p.depth, p.CopyStrings = data, depth, true
-		// Unless an escaped inner string moved the slab to a new block,
-		// what follows the body (all of the copy on failure) is free.
+		// What follows the body (all of the copy on failure) is free again,
+		// unless an escaped inner string was decoded after the copy, in
+		// this block or a new one: then the copy stays, unused.
 		if unsafe.SliceData(p.slab) == block && len(p.slab) == whole {
 			if ok {
 				p.slab = p.slab[:at+end]
