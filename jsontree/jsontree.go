@@ -137,7 +137,11 @@ const maxSpanText = math.MaxUint32
 // Unless CopyStrings is set, decoded strings without escapes point into
 // Data instead of being copied, so Data must not change while the values
 // are in use: texts held in Go strings are immutable anyway; rows, which
-// a scanner reuses, are decoded with CopyStrings.
+// a scanner reuses, are decoded with CopyStrings. With CopyStrings the
+// decoded strings and number literals share one block, allocated at the
+// first string and as long as the rest of Data (decoded text is never
+// longer than its literal): one allocation per text instead of one per
+// string, and a string kept keeps that block alive.
 type Parser struct {
 	Data []byte
 	Pos  int
@@ -158,6 +162,10 @@ type Parser struct {
 	BadUTF8, LoneSurrogate bool
 
 	depth int
+	// slab is the block CopyStrings copies strings into: its unused
+	// capacity is free, what lies before len(slab) belongs to strings
+	// already returned and is never written again.
+	slab []byte
 	// stack collects the members of the containers being decoded; each
 	// finished container copies its own into the slab. high is the most of
 	// stack used, cleared when Parse gives the (pooled) stack back.
@@ -167,6 +175,16 @@ type Parser struct {
 	// Arena, when set, holds the members of the decoded containers (see
 	// Arena); else each container's members are a slice of their own.
 	Arena *Arena
+
+	// Embedded, when set with CopyStrings (and without Spans), names the
+	// members of the top-level object whose string values may hold JSON
+	// text, such as xlam's "tools": when the text is an array or object,
+	// the member's value is that array or object, decoded in the same
+	// pass as the row (both levels of escapes at once) rather than as a
+	// string to be decoded again. Any other text, or one the one-pass
+	// decoder leaves to the two passes (see embedded.go), gives the
+	// string, exactly as without Embedded.
+	Embedded func(key string) bool
 }
 
 // Parse decodes data, which must hold exactly one JSON value. The values
@@ -222,9 +240,29 @@ func (p *Parser) view(a, b int) string {
 		return ""
 	}
 	if p.CopyStrings {
-		return string(p.Data[a:b])
+		p.room(a)
+		start := len(p.slab)
+		p.slab = append(p.slab, p.Data[a:b]...)
+		return unsafe.String(&p.slab[start], b-a)
 	}
 	return unsafe.String(&p.Data[a], b-a)
+}
+
+// room makes sure the slab has room for the rest of Data from offset from,
+// which bounds what the strings decoded from there take: decoding text in
+// order, a block is allocated at most once.
+func (p *Parser) room(from int) {
+	if n := len(p.Data) - from; cap(p.slab)-len(p.slab) < n {
+		p.slab = make([]byte, 0, n)
+	}
+}
+
+// slabString returns the bytes the slab holds from start as a string.
+func (p *Parser) slabString(start int) string {
+	if start == len(p.slab) {
+		return ""
+	}
+	return unsafe.String(&p.slab[start], len(p.slab)-start)
 }
 
 // key decodes an object key; the keys of the known formats are shared
@@ -450,9 +488,14 @@ func plainRun(d []byte, i int) (int, uint64) {
 func (p *Parser) ReadString() (string, error) {
 	d := p.Data
 	i := p.Pos + 1
-	var sp *[]byte // the pooled buffer b comes from, once an escape has been seen
-	var b []byte   // decoded text
-	plain := i     // start of the pending run of plain bytes
+	// Once an escape has been seen, the text is decoded into b: the slab
+	// from slabAt with CopyStrings, else a pooled buffer (sp), copied out
+	// at the closing quote.
+	esc := false
+	var sp *[]byte
+	var b []byte
+	slabAt := 0
+	plain := i // start of the pending run of plain bytes
 	var seen uint64
 	for {
 		var run uint64
@@ -466,9 +509,13 @@ func (p *Parser) ReadString() (string, error) {
 		switch c := d[i]; {
 		case c == '"':
 			var s string
-			if sp == nil {
+			switch {
+			case !esc:
 				s = p.view(plain, i)
-			} else {
+			case sp == nil:
+				p.slab = append(b, d[plain:i]...)
+				s = p.slabString(slabAt)
+			default:
 				b = append(b, d[plain:i]...)
 				s = string(b)
 				putScratch(sp, b)
@@ -485,11 +532,16 @@ func (p *Parser) ReadString() (string, error) {
 			putScratch(sp, b)
 			return "", p.fail("control character inside a string")
 		}
-		// A backslash. The text is decoded into a pooled buffer, copied
-		// out at the closing quote.
-		if sp == nil {
-			sp = scratch.Get().(*[]byte)
-			b = (*sp)[:0]
+		// A backslash.
+		if !esc {
+			esc = true
+			if p.CopyStrings {
+				p.room(p.Pos)
+				slabAt, b = len(p.slab), p.slab
+			} else {
+				sp = scratch.Get().(*[]byte)
+				b = (*sp)[:0]
+			}
 		}
 		b = append(b, d[plain:i]...)
 		if i+1 >= len(d) {
@@ -648,6 +700,16 @@ func (a *Arena) alloc(n int) []Member {
 	return out
 }
 
+// Members returns n zero members for a tree being built by hand, such as
+// a rewritten object, from the Arena's blocks; with a nil Arena, a slice
+// of their own. They are valid until Reset, like the decoded trees.
+func (a *Arena) Members(n int) []Member {
+	if a == nil {
+		return make([]Member, n)
+	}
+	return a.alloc(n)
+}
+
 // Reset makes the Arena's blocks free for new trees. Every Value decoded
 // with it so far must be out of use: their members will be overwritten.
 func (a *Arena) Reset() {
@@ -759,7 +821,12 @@ func (p *Parser) objectBody(base int) (Value, error) {
 			return Value{}, p.fail("expected : after an object key")
 		}
 		p.Pos++
-		e, err := p.value()
+		var e Value
+		if p.Embedded != nil && p.depth == 1 && p.embeddedAt() && p.Embedded(k) {
+			e, err = p.embeddedValue()
+		} else {
+			e, err = p.value()
+		}
 		if err != nil {
 			return Value{}, err
 		}

@@ -72,6 +72,32 @@ func TestParseJSONErrors(t *testing.T) {
 	}
 }
 
+// TestCopyStrings: with CopyStrings no decoded string or number shares
+// Data, whether it had escapes or not, and all share one block.
+func TestCopyStrings(t *testing.T) {
+	in := `{"k1": "plain", "unknown key": "with \"escapes\" \u00e9", "n": -12.5e3, "a": ["x", "y\ny", "bad ` + "\xff" + `"]}`
+	want := `{"k1":"plain","unknown key":"with \"escapes\" é","n":-12.5e3,"a":["x","y\ny","bad ` + "\uFFFD" + `"]}`
+	data := []byte(in)
+	p := Parser{Data: data, CopyStrings: true}
+	v, err := p.Parse()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// One block, from the first key's text (byte 2) to the end.
+	if cap(p.slab) != len(in)-2 {
+		t.Errorf("slab of %d bytes, want one of %d", cap(p.slab), len(in)-2)
+	}
+	for i := range data {
+		data[i] = '#'
+	}
+	if got := string(Compact(&v)); got != want {
+		t.Errorf("after Data changed: got %s, want %s", got, want)
+	}
+	if !p.BadUTF8 {
+		t.Error("BadUTF8 not set")
+	}
+}
+
 func TestSingleQuoteEscapeOption(t *testing.T) {
 	p := Parser{Data: []byte(`{"t": "it\'s"}`), SingleQuoteEscape: true}
 	v, err := p.Value()
@@ -110,6 +136,14 @@ func FuzzParseJSON(f *testing.F) {
 		ap := Parser{Data: []byte(s), Arena: &fuzzArena}
 		if av, err := ap.Parse(); err != nil || string(Compact(&av)) != string(c) {
 			t.Fatalf("with an arena: %v, %q; without: %q", err, Compact(&av), c)
+		}
+		// CopyStrings: the same values, none of them sharing Data.
+		data := []byte(s)
+		cp := Parser{Data: data, CopyStrings: true}
+		cv, err := cp.Parse()
+		clear(data)
+		if err != nil || string(Compact(&cv)) != string(c) {
+			t.Fatalf("with CopyStrings: %v, %q; without: %q", err, Compact(&cv), c)
 		}
 		if !json.Valid(c) {
 			t.Fatalf("compact output %q is not valid JSON", c)

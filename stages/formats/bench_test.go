@@ -200,3 +200,40 @@ func scanRows(tb testing.TB, data []byte) [][]byte {
 		rows = append(rows, bytes.Clone(row))
 	}
 }
+
+// BenchmarkXLAMPasses compares, on the rows of BenchmarkParseDumps, xlam's
+// JSON texts decoded in the row parser's pass and in passes of their own.
+func BenchmarkXLAMPasses(b *testing.B) {
+	dir := sharedData(b)
+	var rows [][]byte
+	n := 0
+	for _, lang := range []string{"en", "zh"} {
+		data, err := os.ReadFile(filepath.Join(dir, "derived", "xlam_format_glaive_toolcall_"+lang+"_demo.json"))
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, row := range scanRows(b, data) {
+			rows = append(rows, row)
+			n += len(row)
+		}
+	}
+	for _, onePass := range []bool{true, false} {
+		name := "two"
+		if onePass {
+			name = "one"
+		}
+		b.Run(name, func(b *testing.B) {
+			b.SetBytes(int64(n))
+			b.ReportAllocs()
+			cpu0 := cputime.Process()
+			for range b.N {
+				for i, r := range rows {
+					parse("xlam", "bench", int64(i), r, onePass)
+				}
+			}
+			if cpu := cputime.Process() - cpu0; cpu > 0 {
+				b.ReportMetric(cpu.Seconds()*1e3/(float64(n)*float64(b.N)/1e6), "cpu-ms/MB")
+			}
+		})
+	}
+}

@@ -44,18 +44,33 @@ func reject(reason, format string, args ...any) *contract.Reject {
 // TestParseOutputPassesCheck hold every reader to it: a reader that can
 // return text or JSON of another kind must repair it or reject the row.
 func Parse(format, source string, index int64, row []byte) (*record.Record, error) {
+	return parse(format, source, index, row, true)
+}
+
+// parse is Parse; onePass lets the row parser decode the JSON texts xlam
+// holds in strings in the same pass (jsontree.Parser.Embedded), which the
+// fuzz targets compare with the two passes.
+func parse(format, source string, index int64, row []byte, onePass bool) (*record.Record, error) {
 	if !slices.Contains(Formats(), format) {
 		return nil, fmt.Errorf("formats: unknown format %q (want one of %s)", format, strings.Join(Formats(), ", "))
 	}
 	// The trees of the row and of the JSON texts inside it are decoded
-	// into one arena, reused by the next Parse: no record keeps a Value.
-	arena := arenas.Get().(*jsontree.Arena)
+	// into one arena, and the record's JSON texts written to one buffer,
+	// both reused by the next Parse: no record keeps a Value, and the
+	// texts are copied out (keepJSON).
+	w := workspaces.Get().(*workspace)
 	defer func() {
-		arena.Reset()
-		arenas.Put(arena)
+		w.arena.Reset()
+		w.json = w.json[:0]
+		if cap(w.json) <= 1<<20 {
+			workspaces.Put(w)
+		}
 	}()
 	// The Scanner reuses row, so strings are copied out of it.
-	jp := jsontree.Parser{Data: row, CopyStrings: true, Arena: arena}
+	jp := jsontree.Parser{Data: row, CopyStrings: true, Arena: &w.arena}
+	if format == "xlam" && onePass {
+		jp.Embedded = xlamEmbedded
+	}
 	v, err := jp.Parse()
 	if err != nil {
 		return nil, jsonReject("bad_json", "row", row, err)
@@ -63,15 +78,21 @@ func Parse(format, source string, index int64, row []byte) (*record.Record, erro
 	if v.Kind != jsontree.Object {
 		return nil, reject("row_not_object", "the row is a JSON %s, want an object", v.Kind)
 	}
-	b := &builder{arena: arena, rec: &record.Record{
-		ID:       source + ":" + strconv.FormatInt(index, 10),
+	// The record and room for its first tags in one allocation, its ID
+	// in one more.
+	rt := new(recordTags)
+	id := append(make([]byte, 0, 64), source...)
+	id = strconv.AppendInt(append(id, ':'), index, 10)
+	rt.rec = record.Record{
+		ID:       string(id),
 		Source:   source,
 		Format:   format,
 		Row:      index,
 		Tools:    []record.Tool{},
 		Messages: []record.Message{},
-		Tags:     []record.Tag{},
-	}}
+		Tags:     rt.tags[:0],
+	}
+	b := &builder{w: w, rec: &rt.rec}
 	if jp.BadUTF8 {
 		b.repair("invalid_utf8")
 	}
@@ -98,23 +119,93 @@ func Parse(format, source string, index int64, row []byte) (*record.Record, erro
 	if err := b.finish(); err != nil {
 		return nil, err
 	}
+	keepJSON(b.rec)
 	return b.rec, nil
+}
+
+// keepJSON moves the record's JSON texts (tool parameters, call arguments),
+// which may lie in the workspace's buffer, into one block of their own.
+func keepJSON(r *record.Record) {
+	n := 0
+	for i := range r.Tools {
+		n += len(r.Tools[i].Parameters)
+	}
+	for i := range r.Messages {
+		for _, c := range r.Messages[i].Calls {
+			n += len(c.Arguments)
+		}
+	}
+	block := make([]byte, 0, n)
+	keep := func(t []byte) []byte {
+		if t == nil {
+			return nil
+		}
+		at := len(block)
+		block = append(block, t...)
+		return block[at:len(block):len(block)]
+	}
+	for i := range r.Tools {
+		r.Tools[i].Parameters = keep(r.Tools[i].Parameters)
+	}
+	for i := range r.Messages {
+		for j := range r.Messages[i].Calls {
+			c := &r.Messages[i].Calls[j]
+			c.Arguments = keep(c.Arguments)
+		}
+	}
+}
+
+// recordTags is a record with room for the tags most records get (the
+// format's id, lang, repairs).
+type recordTags struct {
+	rec  record.Record
+	tags [3]record.Tag
 }
 
 // A builder collects a record and the repairs made while reading it.
 type builder struct {
 	rec     *record.Record
 	repairs []string
-	arena   *jsontree.Arena // for the trees decoded while reading the row
+	w       *workspace
 }
 
-var arenas = sync.Pool{New: func() any { return new(jsontree.Arena) }}
+// A workspace holds what Parse reuses from row to row: the arena for the
+// trees decoded while reading a row, and the buffer the record's JSON
+// texts are written to (compact) until keepJSON copies them out. The
+// readers' helpers take a nil *workspace when they work outside Parse.
+type workspace struct {
+	arena jsontree.Arena
+	json  []byte
+}
+
+var workspaces = sync.Pool{New: func() any { return new(workspace) }}
+
+// compact returns v as compact JSON: in the workspace's buffer, valid until
+// Parse returns unless keepJSON copies it out, or, with a nil workspace,
+// in a slice of its own.
+func (w *workspace) compact(v *jsontree.Value) []byte {
+	if w == nil {
+		return jsontree.Compact(v)
+	}
+	at := len(w.json)
+	w.json = jsontree.AppendCompact(w.json, v)
+	return w.json[at:len(w.json):len(w.json)]
+}
+
+// members returns n zero members for a tree built by hand, from the arena
+// (valid until Parse returns) or, with a nil workspace, of their own.
+func (w *workspace) members(n int) []jsontree.Member {
+	if w == nil {
+		return make([]jsontree.Member, n)
+	}
+	return w.arena.Members(n)
+}
 
 // parser returns a Parser reading s, without copying it, into the
 // builder's arena: its values are valid until Parse returns.
 func (b *builder) parser(s string) jsontree.Parser {
 	p := jsontree.StringParser(s)
-	p.Arena = b.arena
+	p.Arena = &b.w.arena
 	return p
 }
 
@@ -393,10 +484,10 @@ func resultValue(v *jsontree.Value) string {
 // objectArguments turns a call's arguments value into a compact JSON
 // object. A JSON string holding an object is decoded (stringArgs reports
 // it); anything else that is not an object is an error.
-func objectArguments(v *jsontree.Value) (args []byte, stringArgs bool, err error) {
+func objectArguments(w *workspace, v *jsontree.Value) (args []byte, stringArgs bool, err error) {
 	switch v.Kind {
 	case jsontree.Object:
-		return jsontree.Compact(v), false, nil
+		return w.compact(v), false, nil
 	case jsontree.String:
 		inner, perr := jsontree.ParseString(v.Str)
 		if perr != nil {
@@ -405,7 +496,7 @@ func objectArguments(v *jsontree.Value) (args []byte, stringArgs bool, err error
 		if inner.Kind != jsontree.Object {
 			return nil, true, fmt.Errorf("arguments string holds a JSON %s, want an object", inner.Kind)
 		}
-		return jsontree.Compact(&inner), true, nil
+		return w.compact(&inner), true, nil
 	}
 	return nil, false, fmt.Errorf("arguments are a JSON %s, want an object", v.Kind)
 }

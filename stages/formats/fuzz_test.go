@@ -3,6 +3,7 @@ package formats
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -14,6 +15,7 @@ import (
 // record satisfies the invariants later stages rely on and reads the same
 // twice.
 func fuzzParse(f *testing.F, format, fixture string, seeds ...string) {
+	other := fixtureRows(f, fixture)
 	for _, row := range fixtureRows(f, fixture) {
 		f.Add(string(row))
 		// The first string value damaged: bytes that are not UTF-8 and a
@@ -24,6 +26,9 @@ func fuzzParse(f *testing.F, format, fixture string, seeds ...string) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, row string) {
+		if format == "xlam" {
+			sameInOnePass(t, row)
+		}
 		rec := checkParsed(t, format, row)
 		if rec == nil {
 			return
@@ -36,6 +41,13 @@ func fuzzParse(f *testing.F, format, fixture string, seeds ...string) {
 		b, _ := json.Marshal(again)
 		if string(a) != string(b) {
 			t.Fatal("two reads differ")
+		}
+		// The first record shares no buffer that Parse reuses.
+		for i, o := range other {
+			Parse(format, "f", int64(i), o)
+		}
+		if a2, _ := json.Marshal(rec); string(a2) != string(a) {
+			t.Fatal("the first record changed when the row was read again")
 		}
 	})
 }
@@ -139,4 +151,18 @@ func FuzzToolACETurns(f *testing.F) {
 	f.Fuzz(func(t *testing.T, assistant, tool string) {
 		checkParsed(t, "toolace", taRow(taSystem(taTools), "user", "q", "assistant", assistant, "tool", tool))
 	})
+}
+
+// sameInOnePass checks that an xlam row gives the same record, or the same
+// reject (reason and detail), whether the JSON texts it holds in strings
+// are decoded in the row parser's pass or in passes of their own.
+func sameInOnePass(t *testing.T, row string) {
+	t.Helper()
+	one, err1 := parse("xlam", "f", 1, []byte(row), true)
+	two, err2 := parse("xlam", "f", 1, []byte(row), false)
+	a, _ := json.Marshal(one)
+	b, _ := json.Marshal(two)
+	if fmt.Sprintf("%#v", err1) != fmt.Sprintf("%#v", err2) || string(a) != string(b) {
+		t.Fatalf("one pass: %s, %#v\ntwo passes: %s, %#v", a, err1, b, err2)
+	}
 }

@@ -68,7 +68,7 @@ func glaiveSystem(b *builder, sys string) error {
 			if err != nil {
 				return jsonReject("glaive_bad_tool_json", "tool definition in the system text", p.Data, err)
 			}
-			t, err := normalizeTool(&v, len(b.rec.Tools))
+			t, err := normalizeTool(b.w, &v, len(b.rec.Tools))
 			if err != nil {
 				return err
 			}
@@ -363,7 +363,7 @@ func parseGlaiveCall(b *builder, text string, turn int) (record.Call, error) {
 			if key == "parameters" {
 				b.repair("parameters_key")
 			}
-			a, fromString, err := objectArguments(&v)
+			a, fromString, err := objectArguments(b.w, &v)
 			if err != nil {
 				return record.Call{}, reject("glaive_arguments_not_object", "turn %d: %v", turn, err)
 			}

@@ -60,7 +60,7 @@ func metaToolValue(v *jsontree.Value, out *[]record.Tool, depth int) error {
 			}
 			return metaToolValue(inner, out, depth+1)
 		}
-		t, err := normalizeTool(v, len(*out))
+		t, err := normalizeTool(nil, v, len(*out))
 		if err != nil {
 			return err
 		}

@@ -83,7 +83,7 @@ func openaiTools(b *builder, row *jsontree.Value) error {
 		}
 		v = &d
 	}
-	tools, err := toolsFromArray(v, "tools")
+	tools, err := toolsFromArray(b.w, v, "tools")
 	if err != nil {
 		return err
 	}

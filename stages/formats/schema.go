@@ -12,13 +12,13 @@ const emptyParameters = `{"type":"object","properties":{}}`
 
 // toolsFromArray normalises a JSON array of tool definitions (see
 // normalizeTool); what names the array in error details.
-func toolsFromArray(v *jsontree.Value, what string) ([]record.Tool, error) {
+func toolsFromArray(w *workspace, v *jsontree.Value, what string) ([]record.Tool, error) {
 	if v.Kind != jsontree.Array {
 		return nil, reject("bad_tools", "%s is a JSON %s, want an array of tools", what, v.Kind)
 	}
 	tools := make([]record.Tool, 0, len(v.Elems))
 	for i := range v.Elems {
-		t, err := normalizeTool(&v.Elems[i].Val, i)
+		t, err := normalizeTool(w, &v.Elems[i].Val, i)
 		if err != nil {
 			return nil, err
 		}
@@ -33,7 +33,7 @@ func toolsFromArray(v *jsontree.Value, what string) ([]record.Tool, error) {
 // map of parameters (flatParameters); a stray tool-level "required": null is
 // dropped and a tool-level "required" list moves into parameters when they
 // have none.
-func normalizeTool(v *jsontree.Value, i int) (record.Tool, error) {
+func normalizeTool(w *workspace, v *jsontree.Value, i int) (record.Tool, error) {
 	if v.Kind != jsontree.Object {
 		return record.Tool{}, reject("bad_tool", "tool %d is a JSON %s, want an object", i, v.Kind)
 	}
@@ -48,7 +48,7 @@ func normalizeTool(v *jsontree.Value, i int) (record.Tool, error) {
 	if !ok {
 		return record.Tool{}, reject("bad_tool", "tool %s: description is a JSON %s, want a string", excerpt(name), v.Get("description").Kind)
 	}
-	params, err := normalizeParameters(v.Get("parameters"), v.Get("required"))
+	params, err := normalizeParameters(w, v.Get("parameters"), v.Get("required"))
 	if err != nil {
 		return record.Tool{}, reject("bad_tool_parameters", "tool %s: %v", excerpt(name), err)
 	}
@@ -61,7 +61,7 @@ func (e schemaError) Error() string { return string(e) }
 
 // normalizeParameters gives the compact canonical parameter schema. hoisted
 // is a tool-level "required" member, or nil.
-func normalizeParameters(p, hoisted *jsontree.Value) ([]byte, error) {
+func normalizeParameters(w *workspace, p, hoisted *jsontree.Value) ([]byte, error) {
 	if p == nil || p.Kind == jsontree.Null {
 		return []byte(emptyParameters), nil
 	}
@@ -71,10 +71,10 @@ func normalizeParameters(p, hoisted *jsontree.Value) ([]byte, error) {
 	var s jsontree.Value
 	switch {
 	case isSchema(p):
-		normalizeSchema(p)
+		normalizeSchema(w, p)
 		s = *p
 	case isFlat(p):
-		s = flatParameters(p)
+		s = flatParameters(w, p)
 	default:
 		return nil, schemaError("parameters are neither a JSON Schema nor a map of parameter objects")
 	}
@@ -113,7 +113,7 @@ func normalizeParameters(p, hoisted *jsontree.Value) ([]byte, error) {
 		}
 		s.Elems = append(s.Elems, jsontree.Member{Key: "required", Val: *hoisted})
 	}
-	return jsontree.Compact(&s), nil
+	return w.compact(&s), nil
 }
 
 func insertMember(ms []jsontree.Member, at int, m jsontree.Member) []jsontree.Member {
@@ -155,13 +155,13 @@ func isFlat(p *jsontree.Value) bool {
 // flatParameters converts xlam's {param: {description, type, default}} into
 // {"type":"object","properties":{…},"required":[…]}: every parameter whose
 // type is not marked optional is required.
-func flatParameters(p *jsontree.Value) jsontree.Value {
+func flatParameters(w *workspace, p *jsontree.Value) jsontree.Value {
 	props := jsontree.Value{Kind: jsontree.Object, Elems: p.Elems}
 	// One allocation: the three members of the result, then the names.
-	buf := make([]jsontree.Member, 3+len(props.Elems))
+	buf := w.members(3 + len(props.Elems))
 	req := buf[3:3:len(buf)]
 	for i := range props.Elems {
-		if !normalizeSchema(&props.Elems[i].Val) {
+		if !normalizeSchema(w, &props.Elems[i].Val) {
 			req = append(req, jsontree.Member{Val: jsontree.NewString(props.Elems[i].Key)})
 		}
 	}
@@ -181,7 +181,7 @@ func flatParameters(p *jsontree.Value) jsontree.Value {
 // that the node's type was marked optional (", optional", Optional[…]); when
 // some properties are so marked and the node lists no "required", the
 // others become required.
-func normalizeSchema(v *jsontree.Value) (optional bool) {
+func normalizeSchema(w *workspace, v *jsontree.Value) (optional bool) {
 	if v.Kind != jsontree.Object {
 		return false
 	}
@@ -190,7 +190,7 @@ func normalizeSchema(v *jsontree.Value) (optional bool) {
 	shared := true
 	put := func(read int, ms ...jsontree.Member) {
 		if shared && len(out)+len(ms) > read {
-			out = append(make([]jsontree.Member, 0, len(in)+len(ms)+1), out...)
+			out = append(w.members(len(in) + len(ms) + 1)[:0], out...)
 			shared = false
 		}
 		out = append(out, ms...)
@@ -214,7 +214,7 @@ func normalizeSchema(v *jsontree.Value) (optional bool) {
 					m.Val = jsontree.NewString(t)
 					break
 				}
-				ms, opt, ok := pyType(m.Val.Str)
+				ms, opt, ok := pyType(w, m.Val.Str)
 				optional = optional || opt
 				if ok {
 					for _, x := range ms {
@@ -244,7 +244,7 @@ func normalizeSchema(v *jsontree.Value) (optional bool) {
 			if m.Val.Kind == jsontree.Object {
 				propOptional = make([]bool, len(m.Val.Elems))
 				for j := range m.Val.Elems {
-					propOptional[j] = normalizeSchema(&m.Val.Elems[j].Val)
+					propOptional[j] = normalizeSchema(w, &m.Val.Elems[j].Val)
 					anyOptional = anyOptional || propOptional[j]
 				}
 				propsAt = len(out)
@@ -253,14 +253,14 @@ func normalizeSchema(v *jsontree.Value) (optional bool) {
 		// overwritten yet: taking m's address would move every m to the heap.
 		case "items", "additionalProperties", "not":
 			if m.Val.Kind == jsontree.Object {
-				normalizeSchema(&in[i].Val)
+				normalizeSchema(w, &in[i].Val)
 			} else if m.Val.Kind == jsontree.Array {
-				normalizeList(&in[i].Val)
+				normalizeList(w, &in[i].Val)
 			}
 			m.Val = in[i].Val
 		case "anyOf", "oneOf", "allOf", "prefixItems":
 			if m.Val.Kind == jsontree.Array {
-				normalizeList(&in[i].Val)
+				normalizeList(w, &in[i].Val)
 			}
 			m.Val = in[i].Val
 		case "required":
@@ -281,7 +281,7 @@ func normalizeSchema(v *jsontree.Value) (optional bool) {
 		}
 		if len(req) > 0 {
 			if shared {
-				out = append(make([]jsontree.Member, 0, len(out)+1), out...)
+				out = append(w.members(len(out) + 1)[:0], out...)
 			}
 			out = insertMember(out, propsAt+1, jsontree.Member{Key: "required", Val: jsontree.Value{Kind: jsontree.Array, Elems: req}})
 		}
@@ -290,9 +290,9 @@ func normalizeSchema(v *jsontree.Value) (optional bool) {
 	return optional
 }
 
-func normalizeList(v *jsontree.Value) {
+func normalizeList(w *workspace, v *jsontree.Value) {
 	for i := range v.Elems {
-		normalizeSchema(&v.Elems[i].Val)
+		normalizeSchema(w, &v.Elems[i].Val)
 	}
 }
 
@@ -332,9 +332,9 @@ func simpleType(name string) (string, bool) {
 // "Optional[str]"). members is what replaces the "type" member: "type" with
 // "items" for element-typed lists, or "anyOf" for unions. ok is false for
 // annotations it does not know; optional reports ", optional" or Optional.
-func pyType(s string) (members []jsontree.Member, optional, ok bool) {
+func pyType(w *workspace, s string) (members []jsontree.Member, optional, ok bool) {
 	s, optional = cutOptional(s)
-	p := typeParser{s: s}
+	p := typeParser{s: s, w: w}
 	sch, opt, ok := p.expr()
 	if !ok || p.i != len(p.s) {
 		return nil, optional, false
@@ -356,6 +356,7 @@ func cutOptional(s string) (string, bool) {
 type typeParser struct {
 	s string
 	i int
+	w *workspace // for the schemas' members
 }
 
 func (p *typeParser) space() {
@@ -384,8 +385,9 @@ func (p *typeParser) expr() (sch jsontree.Value, opt, ok bool) {
 	if name == "" {
 		return sch, false, false
 	}
-	var args []jsontree.Value
-	var argOpt []bool
+	var argsBuf [2]jsontree.Value
+	var argOptBuf [2]bool
+	args, argOpt := argsBuf[:0], argOptBuf[:0]
 	ellipsis := false
 	p.space()
 	if p.i < len(p.s) && p.s[p.i] == '[' {
@@ -418,7 +420,12 @@ func (p *typeParser) expr() (sch jsontree.Value, opt, ok bool) {
 			return sch, false, false
 		}
 	}
-	obj := func(ms ...jsontree.Member) jsontree.Value { return jsontree.Value{Kind: jsontree.Object, Elems: ms} }
+	obj := func(ms ...jsontree.Member) jsontree.Value {
+		// Room for "items" after "type".
+		elems := p.w.members(len(ms) + 1)[:len(ms)]
+		copy(elems, ms)
+		return jsontree.Value{Kind: jsontree.Object, Elems: elems}
+	}
 	typ := func(t string) jsontree.Member { return jsontree.Member{Key: "type", Val: jsontree.NewString(t)} }
 	lower := strings.ToLower(name)
 	switch lower {

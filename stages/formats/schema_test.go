@@ -41,7 +41,7 @@ func TestPyType(t *testing.T) {
 		{"List[str], optional", `{"type":"array","items":{"type":"string"}}`, true},
 	}
 	for _, tt := range tests {
-		ms, opt, ok := pyType(tt.in)
+		ms, opt, ok := pyType(nil, tt.in)
 		if !ok {
 			t.Errorf("%q: not understood", tt.in)
 			continue
@@ -52,7 +52,7 @@ func TestPyType(t *testing.T) {
 		}
 	}
 	for _, bad := range []string{"", "Callable", "datetime", "List[", "List[int", "a..", "Union[]", "str optional"} {
-		if _, _, ok := pyType(bad); ok {
+		if _, _, ok := pyType(nil, bad); ok {
 			t.Errorf("%q: understood, want unknown", bad)
 		}
 	}
@@ -106,7 +106,7 @@ func TestNormalizeTool(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			tool, err := normalizeTool(&v, 0)
+			tool, err := normalizeTool(nil, &v, 0)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -136,7 +136,7 @@ func TestNormalizeToolErrors(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		_, err = normalizeTool(&v, 0)
+		_, err = normalizeTool(nil, &v, 0)
 		pe, ok := err.(*contract.Reject)
 		if !ok || pe.Reason != tt.reason || !strings.Contains(pe.Detail, tt.detail) {
 			t.Errorf("%s: got %v, want %s containing %q", tt.in, err, tt.reason, tt.detail)

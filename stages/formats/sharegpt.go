@@ -121,7 +121,7 @@ func sharegptTools(b *builder, row *jsontree.Value) error {
 		}
 		v = &d
 	}
-	tools, err := toolsFromArray(v, "tools")
+	tools, err := toolsFromArray(b.w, v, "tools")
 	if err != nil {
 		return err
 	}

@@ -90,7 +90,7 @@ func toolaceSystem(b *builder, sys string, loose bool) (tools []record.Tool, res
 			if perr != nil {
 				return nil, "", false, jsonReject("toolace_bad_tools_json", "tool list in the system text", []byte(list), perr)
 			}
-			if tools, err = toolsFromArray(&v, "the tool list in the system text"); err != nil {
+			if tools, err = toolsFromArray(b.w, &v, "the tool list in the system text"); err != nil {
 				return nil, "", false, err
 			}
 			before, after := sys[:i+len(toolaceOpen)], sys[j:]
@@ -117,7 +117,7 @@ func toolaceSystem(b *builder, sys string, loose bool) (tools []record.Tool, res
 	if perr != nil {
 		return nil, "", false, jsonReject("toolace_bad_tools_json", "tool list in the system text", p.Data, perr)
 	}
-	if tools, err = toolsFromArray(&v, "the tool list in the system text"); err != nil {
+	if tools, err = toolsFromArray(b.w, &v, "the tool list in the system text"); err != nil {
 		return nil, "", false, err
 	}
 	return tools, joinTrimmed(sys[:start], sys[start+p.Pos:]), false, nil

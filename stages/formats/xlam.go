@@ -25,7 +25,7 @@ func parseXLAM(b *builder, row *jsontree.Value) error {
 	if err != nil {
 		return err
 	}
-	if b.rec.Tools, err = toolsFromArray(&tools, "tools"); err != nil {
+	if b.rec.Tools, err = toolsFromArray(b.w, &tools, "tools"); err != nil {
 		return err
 	}
 	answers, err := embeddedJSON(b, row, "answers", "xlam")
@@ -51,6 +51,10 @@ func parseXLAM(b *builder, row *jsontree.Value) error {
 	b.add(m)
 	return nil
 }
+
+// xlamEmbedded names the members whose JSON text the row parser may decode
+// in its own pass (an array or object then, as embeddedJSON would give).
+func xlamEmbedded(key string) bool { return key == "tools" || key == "answers" }
 
 // embeddedJSON returns the member key decoded: a string holding JSON is
 // decoded, an array or object is taken as it is.
@@ -90,7 +94,11 @@ func jsonCall(b *builder, v *jsontree.Value) (record.Call, error) {
 	if a == nil {
 		return record.Call{}, callError("call " + excerpt(name) + " has no arguments")
 	}
-	args, fromString, err := objectArguments(a)
+	var w *workspace
+	if b != nil {
+		w = b.w
+	}
+	args, fromString, err := objectArguments(w, a)
 	if err != nil {
 		return record.Call{}, callError("call " + excerpt(name) + ": " + err.Error())
 	}

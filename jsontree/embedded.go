@@ -1,0 +1,287 @@
+package jsontree
+
+import (
+	"unicode/utf8"
+	"unsafe"
+
+	"github.com/augmentdata/augment/internal/swar"
+)
+
+// The one-pass decoder of JSON text held in a string literal (see
+// Parser.Embedded). It reads the literal's raw bytes: the inner text's
+// strings start and end with \" and its escapes are doubled (\\n for an
+// inner \n, \\\" for an inner \"), while structure, numbers and literals
+// are plain bytes. It handles what JSON encoders write and leaves the rest
+// to the two passes, which then decide every error message and repair
+// exactly as before: a \u escape at either level, escaped white space
+// other than \n, \t and \r, an inner string that would hold a control
+// character, invalid UTF-8, or any syntax error give up, and the literal
+// is decoded as a string.
+
+// embeddedAt skips white space and reports whether a string literal
+// starts at Pos, for which Embedded is asked.
+func (p *Parser) embeddedAt() bool {
+	p.SkipSpace()
+	return p.CopyStrings && !p.Spans && p.Pos < len(p.Data) && p.Data[p.Pos] == '"'
+}
+
+// embeddedValue decodes the string literal at Pos as the array or object
+// its text holds or, failing that, as a string.
+//
+// The rest of Data is first copied into the slab (room makes room for
+// it), and the literal decoded there without CopyStrings: the inner strings
+// without escapes, most of them, are views of the copy rather than copies
+// one by one. Once the literal's closing quote is found, the slab keeps
+// the literal's body and frees what follows.
+func (p *Parser) embeddedValue() (Value, error) {
+	start, base := p.Pos, len(p.stack)
+	if c := p.Data[start+1:]; len(c) > 0 && (c[0] == '[' || c[0] == '{' || c[0] == ' ' || c[0] == '\\') {
+		p.room(start)
+		at := len(p.slab)
+		p.slab = append(p.slab, p.Data[start+1:]...)
+		block, whole := unsafe.SliceData(p.slab), len(p.slab)
+		data, depth := p.Data, p.depth
+		p.Data, p.Pos, p.depth, p.CopyStrings = p.slab[at:whole:whole], 0, 0, false
+		v, ok := p.eValue()
+		if ok {
+			p.eSpace()
+			// A raw quote where a token may start closes the literal.
+			ok = p.Pos < len(p.Data) && p.Data[p.Pos] == '"' && (v.Kind == Array || v.Kind == Object)
+		}
+		end := p.Pos
+		p.Data, p.depth, p.CopyStrings = data, depth, true
+		// What follows the body (all of the copy on failure) is free again,
+		// unless an escaped inner string was decoded after the copy, in
+		// this block or a new one: then the copy stays, unused.
+		if unsafe.SliceData(p.slab) == block && len(p.slab) == whole {
+			if ok {
+				p.slab = p.slab[:at+end]
+			} else {
+				p.slab = p.slab[:at]
+			}
+		}
+		if ok {
+			p.Pos = start + 1 + end + 1
+			return v, nil
+		}
+	}
+	p.Pos, p.stack = start, p.stack[:base]
+	return p.value()
+}
+
+// eSpace skips the inner text's white space: spaces, and \n, \t and \r
+// escapes (raw control characters end the outer literal's validity).
+func (p *Parser) eSpace() {
+	d := p.Data
+	for p.Pos < len(d) {
+		switch d[p.Pos] {
+		case ' ':
+			p.Pos++
+		case '\\':
+			if p.Pos+1 < len(d) {
+				if e := d[p.Pos+1]; e == 'n' || e == 't' || e == 'r' {
+					p.Pos += 2
+					continue
+				}
+			}
+			return
+		default:
+			return
+		}
+	}
+}
+
+// eValue decodes one inner value at Pos; ok false means give up.
+func (p *Parser) eValue() (Value, bool) {
+	p.eSpace()
+	if p.Pos >= len(p.Data) {
+		return Value{}, false
+	}
+	var v Value
+	var err error
+	switch c := p.Data[p.Pos]; {
+	case c == '{':
+		return p.eContainer(Object)
+	case c == '[':
+		return p.eContainer(Array)
+	case c == '\\':
+		s, ok := p.eString(false)
+		return Value{Kind: String, Str: s}, ok
+	case c == 't':
+		v, err = p.literal("true", True)
+	case c == 'f':
+		v, err = p.literal("false", False)
+	case c == 'n':
+		v, err = p.literal("null", Null)
+	case c == '-' || (c >= '0' && c <= '9'):
+		v, err = p.number()
+	default:
+		return Value{}, false
+	}
+	return v, err == nil
+}
+
+// eContainer decodes an inner array or object; in either outcome it leaves
+// the stack as it found it.
+func (p *Parser) eContainer(k Kind) (Value, bool) {
+	if p.depth >= MaxDepth {
+		return Value{}, false
+	}
+	p.depth++
+	base := len(p.stack)
+	v, ok := p.eBody(k, base)
+	p.depth--
+	p.stack = p.stack[:base]
+	return v, ok
+}
+
+func (p *Parser) eBody(k Kind, base int) (Value, bool) {
+	end := byte(']')
+	if k == Object {
+		end = '}'
+	}
+	p.Pos++ // [ or {
+	p.eSpace()
+	if p.Pos < len(p.Data) && p.Data[p.Pos] == end {
+		p.Pos++
+		return Value{Kind: k}, true
+	}
+	for {
+		var m Member
+		if k == Object {
+			p.eSpace()
+			key, ok := p.eString(true)
+			if !ok {
+				return Value{}, false
+			}
+			if !p.DuplicateKeys {
+				for _, o := range p.stack[base:] {
+					if o.Key == key {
+						return Value{}, false
+					}
+				}
+			}
+			p.eSpace()
+			if p.Pos >= len(p.Data) || p.Data[p.Pos] != ':' {
+				return Value{}, false
+			}
+			p.Pos++
+			m.Key = key
+		}
+		var ok bool
+		if m.Val, ok = p.eValue(); !ok {
+			return Value{}, false
+		}
+		p.push(m)
+		p.eSpace()
+		if p.Pos >= len(p.Data) {
+			return Value{}, false
+		}
+		switch p.Data[p.Pos] {
+		case ',':
+			p.Pos++
+		case end:
+			p.Pos++
+			return Value{Kind: k, Elems: p.members(base)}, true
+		default:
+			return Value{}, false
+		}
+	}
+}
+
+// eString decodes an inner string literal, which starts at Pos with \".
+// A key is, when it is one of the known ones, that shared constant.
+func (p *Parser) eString(key bool) (string, bool) {
+	d := p.Data
+	if p.Pos+1 >= len(d) || d[p.Pos] != '\\' || d[p.Pos+1] != '"' {
+		return "", false
+	}
+	i := p.Pos + 2
+	plain := i // start of the pending run of plain bytes
+	esc := false
+	var b []byte // once an escape has been seen: the text, in the slab from slabAt
+	slabAt := 0
+	var seen uint64
+	for {
+		var run uint64
+		i, run = plainRun(d, i)
+		seen |= run
+		// A raw quote ends the outer literal, a control character is
+		// invalid there: neither belongs to the inner text.
+		if i+1 >= len(d) || d[i] != '\\' {
+			return "", false
+		}
+		if d[i+1] == '"' { // the closing \"
+			var s string
+			switch {
+			case esc:
+				p.slab = append(b, d[plain:i]...)
+				s = p.slabString(slabAt)
+			case key:
+				if k, ok := knownKey(d[plain:i]); ok {
+					s = k
+					break
+				}
+				fallthrough
+			default:
+				s = p.view(plain, i)
+			}
+			if seen&swar.Tops != 0 && !utf8.ValidString(s) {
+				return "", false
+			}
+			p.Pos = i + 2
+			return s, true
+		}
+		if !esc {
+			esc = true
+			p.room(p.Pos)
+			slabAt, b = len(p.slab), p.slab
+		}
+		b = append(b, d[plain:i]...)
+		switch d[i+1] {
+		case '/': // \/, an outer escape of a plain /
+			b = append(b, '/')
+			i += 2
+		case '\\': // an inner escape, its character after \\
+			if i+2 >= len(d) {
+				return "", false
+			}
+			switch c := d[i+2]; c {
+			case '\\': // \\\" \\\\ \\\/: an inner ", \ or / escaped twice
+				if i+3 >= len(d) {
+					return "", false
+				}
+				switch c := d[i+3]; c {
+				case '"', '\\', '/':
+					b = append(b, c)
+				default:
+					return "", false
+				}
+				i += 4
+			case '/':
+				b = append(b, '/')
+				i += 3
+			case 'b':
+				b = append(b, '\b')
+				i += 3
+			case 'f':
+				b = append(b, '\f')
+				i += 3
+			case 'n':
+				b = append(b, '\n')
+				i += 3
+			case 'r':
+				b = append(b, '\r')
+				i += 3
+			case 't':
+				b = append(b, '\t')
+				i += 3
+			default: // \\u and anything else
+				return "", false
+			}
+		default: // an outer \n, \t, \u … inside the inner string
+			return "", false
+		}
+		plain = i
+	}
+}
