@@ -258,23 +258,8 @@ func (p *Parser) eString(key bool) (string, bool) {
 					return "", false
 				}
 				i += 4
-			case '/':
-				b = append(b, '/')
-				i += 3
-			case 'b':
-				b = append(b, '\b')
-				i += 3
-			case 'f':
-				b = append(b, '\f')
-				i += 3
-			case 'n':
-				b = append(b, '\n')
-				i += 3
-			case 'r':
-				b = append(b, '\r')
-				i += 3
-			case 't':
-				b = append(b, '\t')
+			case '/', 'b', 'f', 'n', 'r', 't':
+				b = append(b, shortEscape[c])
 				i += 3
 			default: // \\u and anything else
 				return "", false

@@ -483,6 +483,11 @@ func plainRun(d []byte, i int) (int, uint64) {
 	return i, seen
 }
 
+// shortEscape maps the character after a backslash to the byte it stands
+// for, for JSON's one-character escapes (\u is not among them); 0 for any
+// other character.
+var shortEscape = [256]byte{'"': '"', '\\': '\\', '/': '/', 'b': '\b', 'f': '\f', 'n': '\n', 'r': '\r', 't': '\t'}
+
 // ReadString decodes the string literal starting at Pos (its '"'). Text
 // without escapes is returned as a view of the input (see Parser).
 func (p *Parser) ReadString() (string, error) {
@@ -552,18 +557,8 @@ func (p *Parser) ReadString() (string, error) {
 		e := d[i+1]
 		i += 2
 		switch e {
-		case '"', '\\', '/':
-			b = append(b, e)
-		case 'b':
-			b = append(b, '\b')
-		case 'f':
-			b = append(b, '\f')
-		case 'n':
-			b = append(b, '\n')
-		case 'r':
-			b = append(b, '\r')
-		case 't':
-			b = append(b, '\t')
+		case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+			b = append(b, shortEscape[e])
 		case '\'':
 			if !p.SingleQuoteEscape {
 				p.Pos = i - 2
