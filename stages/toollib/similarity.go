@@ -119,11 +119,14 @@ func ObjectMembers(raw []byte) ([]string, []json.RawMessage, error) {
 	if _, err := dec.Token(); err != nil {
 		return nil, nil, err
 	}
-	if len(bytes.TrimSpace(raw[dec.InputOffset():])) > 0 {
+	if len(bytes.Trim(raw[dec.InputOffset():], jsonSpace)) > 0 { // not TrimSpace: \v or U+00A0 is not JSON's
 		return nil, nil, errors.New("trailing data after the object")
 	}
 	return keys, vals, nil
 }
+
+// jsonSpace is the whitespace JSON allows between tokens.
+const jsonSpace = " \t\n\r"
 
 func jsonKind(tok json.Token) string {
 	switch v := tok.(type) {
