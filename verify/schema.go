@@ -55,7 +55,7 @@ func decodeJSON(b []byte) (any, error) {
 	if err := d.Decode(&v); err != nil {
 		return nil, err
 	}
-	if len(bytes.TrimSpace(b[d.InputOffset():])) > 0 {
+	if len(bytes.Trim(b[d.InputOffset():], " \t\n\r")) > 0 { // JSON's whitespace only, not \v or U+00A0
 		return nil, errors.New("unexpected data after the JSON value")
 	}
 	return v, nil
