@@ -1,7 +1,6 @@
 package report_test
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -11,7 +10,6 @@ import (
 
 	"github.com/augmentdata/augment/atomicfs"
 	"github.com/augmentdata/augment/report"
-	"github.com/augmentdata/augment/stages"
 	"github.com/augmentdata/augment/stages/record"
 	"github.com/augmentdata/augment/stages/shard"
 	"github.com/augmentdata/augment/verify"
@@ -53,18 +51,7 @@ func benchRun(b *testing.B) string {
 	if err := os.WriteFile(filepath.Join(dir, "p.yaml"), []byte(pipeline), 0o644); err != nil {
 		b.Fatal(err)
 	}
-	p, err := stages.Load(filepath.Join(dir, "p.yaml"))
-	if err != nil {
-		b.Fatal(err)
-	}
-	r, err := stages.NewRunner(p, stages.Options{Version: "test"})
-	if err != nil {
-		b.Fatal(err)
-	}
-	if _, err := r.Run(context.Background()); err != nil {
-		b.Fatal(err)
-	}
-	r.Close()
+	rerun(b, filepath.Join(dir, "p.yaml"))
 	return filepath.Join(dir, "out")
 }
 

@@ -57,7 +57,7 @@ func sampleRun(t testing.TB, n int) string {
 
 // rerun runs the pipeline file, with the settings sets, and returns its
 // report.
-func rerun(t *testing.T, path string, sets ...string) *stages.Report {
+func rerun(t testing.TB, path string, sets ...string) *stages.Report {
 	t.Helper()
 	p, err := stages.Load(path, sets...)
 	if err != nil {
