@@ -102,36 +102,27 @@ type partialJSON struct {
 	Rejected distJSON `json:"rejected"`
 }
 
-// distJSON is an unfinished Dist: its counts and its token lengths, the
-// sampled ones with their ID's hash.
+// distJSON is an unfinished Dist as a partial file holds it: Dist's own
+// counts, and its token lengths, the sampled ones with their ID's hash.
+// Tokens, the percentiles finish makes of them, is not there yet: the nil
+// field hides Dist's (encoding/json takes the shallower of two fields of
+// one name).
 type distJSON struct {
-	Records         int64     `json:"records"`
-	Source          Counts    `json:"source,omitempty"`
-	Category        Counts    `json:"category,omitempty"`
-	World           Counts    `json:"world,omitempty"`
-	Difficulty      Counts    `json:"difficulty,omitempty"`
-	Lang            Counts    `json:"lang,omitempty"`
-	Tools           IntHist   `json:"tools_per_record,omitempty"`
-	CallsPerTurn    IntHist   `json:"calls_per_turn,omitempty"`
-	Turns           IntHist   `json:"turns,omitempty"`
-	NoiseSimilarity Counts    `json:"noise_similarity,omitempty"`
-	VerifyFail      Counts    `json:"verify_fail,omitempty"`
-	Teacher         Counts    `json:"teacher,omitempty"`
-	TokensTagged    IntHist   `json:"tokens_tagged,omitempty"`
-	TokensSample    []sampled `json:"tokens_sample,omitempty"`
+	Dist
+	Tokens       *Percentiles `json:"tokens,omitempty"`
+	TokensTagged IntHist      `json:"tokens_tagged,omitempty"`
+	TokensSample []sampled    `json:"tokens_sample,omitempty"`
 }
 
 func toJSON(d *Dist) distJSON {
-	return distJSON{Records: d.Records, Source: d.Source, Category: d.Category, World: d.World, Difficulty: d.Difficulty,
-		Lang: d.Lang, Tools: d.Tools, CallsPerTurn: d.CallsPerTurn, Turns: d.Turns, NoiseSimilarity: d.NoiseSimilarity,
-		VerifyFail: d.VerifyFail, Teacher: d.Teacher, TokensTagged: d.tagged, TokensSample: d.sample}
+	return distJSON{Dist: *d, TokensTagged: d.tagged, TokensSample: d.sample}
 }
 
 // fromJSON is the Dist of j, counted with the token sample below.
 func fromJSON(j distJSON, below uint64) *Dist {
-	return &Dist{Records: j.Records, Source: j.Source, Category: j.Category, World: j.World, Difficulty: j.Difficulty,
-		Lang: j.Lang, Tools: j.Tools, CallsPerTurn: j.CallsPerTurn, Turns: j.Turns, NoiseSimilarity: j.NoiseSimilarity,
-		VerifyFail: j.VerifyFail, Teacher: j.Teacher, tagged: j.TokensTagged, sample: j.TokensSample, sampleBelow: below}
+	d := j.Dist
+	d.tagged, d.sample, d.sampleBelow = j.TokensTagged, j.TokensSample, below
+	return &d
 }
 
 // partialDists are the merged partials of an export stage.
