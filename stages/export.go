@@ -793,16 +793,10 @@ const (
 	toolMemoVariants = 16
 )
 
-// sameTool reports whether a and b have every field the export reads.
-func sameTool(a, b *record.Tool) bool {
-	return a.Name == b.Name && a.Description == b.Description &&
-		bytes.Equal(a.Parameters, b.Parameters) && bytes.Equal(a.Response, b.Response)
-}
-
 // lookup returns the remembered text of t, or nil. Callers hold m.mu.
 func (m *toolMemo) lookup(t *record.Tool) *toolText {
 	for _, tt := range m.m[toolKey{t.Name, t.Description}] {
-		if sameTool(&tt.tool, t) {
+		if tt.tool.Equal(t) {
 			return tt
 		}
 	}

@@ -1,7 +1,6 @@
 package stages
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -888,7 +887,7 @@ func (s *metaToolStage) metaResult(ctx context.Context, p *metaToolPlan, k int, 
 			// The library's tool has the same name and description; its
 			// encoding is target's when parameters and response have the
 			// same bytes too.
-			if u := p.queryLib.lib.Tools[i]; bytes.Equal(u.Parameters, target.Parameters) && bytes.Equal(u.Response, target.Response) {
+			if p.queryLib.lib.Tools[i].Equal(&target) {
 				e := p.queryLib.encodedAt(i)
 				return e.tool, e.toolErr
 			}

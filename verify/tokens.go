@@ -1,7 +1,6 @@
 package verify
 
 import (
-	"bytes"
 	"encoding/json"
 	"hash/maphash"
 	"slices"
@@ -397,7 +396,7 @@ func (t *TokenMemo) systemTokens(r *record.Record) int {
 			tools := make([]record.Tool, len(r.Tools))
 			for i, tool := range r.Tools {
 				tools[i] = record.Tool{Name: strings.Clone(tool.Name), Description: strings.Clone(tool.Description),
-					Parameters: slices.Clone(tool.Parameters)}
+					Parameters: slices.Clone(tool.Parameters), Response: slices.Clone(tool.Response)}
 			}
 			t.systems[key] = memoSystem{strings.Clone(r.System), tools, n}
 			t.used += size
@@ -408,7 +407,8 @@ func (t *TokenMemo) systemTokens(r *record.Record) int {
 
 // systemKey is the memo's key for a record's system text (a hash of the
 // system prompt and each tool's name, description and parameters) and the
-// bytes those fields hold.
+// bytes the memo keeps of the record (those fields and the tools'
+// responses, which sameTools compares too).
 func systemKey(r *record.Record) (key uint64, size int) {
 	var h maphash.Hash
 	h.SetSeed(memoSeed)
@@ -421,16 +421,14 @@ func systemKey(r *record.Record) (key uint64, size int) {
 		h.WriteString(tool.Description)
 		h.WriteByte(0)
 		h.Write(tool.Parameters)
-		size += len(tool.Name) + len(tool.Description) + len(tool.Parameters)
+		size += len(tool.Name) + len(tool.Description) + len(tool.Parameters) + len(tool.Response)
 	}
 	return h.Sum64(), size
 }
 
-// sameTools reports whether two tool lists give the same systemText.
+// sameTools reports whether two tool lists are the same definitions.
 func sameTools(a, b []record.Tool) bool {
-	return slices.EqualFunc(a, b, func(x, y record.Tool) bool {
-		return x.Name == y.Name && x.Description == y.Description && bytes.Equal(x.Parameters, y.Parameters)
-	})
+	return slices.EqualFunc(a, b, func(x, y record.Tool) bool { return x.Equal(&y) })
 }
 
 // systemText is the text of a record's system message as a chat template

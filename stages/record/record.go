@@ -5,6 +5,7 @@
 package record
 
 import (
+	"bytes"
 	"encoding/json"
 	"slices"
 	"strings"
@@ -152,6 +153,13 @@ func (r *Record) Clone() *Record {
 	c.Tags = slices.Clone(r.Tags)
 	c.Lineage = slices.Clone(r.Lineage)
 	return &c
+}
+
+// Equal reports whether t and u are the same definition, byte for byte in
+// every field.
+func (t *Tool) Equal(u *Tool) bool {
+	return t.Name == u.Name && t.Description == u.Description &&
+		bytes.Equal(t.Parameters, u.Parameters) && bytes.Equal(t.Response, u.Response)
 }
 
 // Clone returns a deep copy of t.

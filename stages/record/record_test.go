@@ -60,3 +60,24 @@ func TestCategory(t *testing.T) {
 		}
 	}
 }
+
+// Equal tells tools apart by any field, compared byte for byte.
+func TestToolEqual(t *testing.T) {
+	base := Tool{Name: "f", Description: "d", Parameters: json.RawMessage(`{"type":"object"}`), Response: json.RawMessage(`{}`)}
+	same := base.Clone()
+	if !base.Equal(&same) {
+		t.Error("a clone is not Equal")
+	}
+	for name, change := range map[string]func(*Tool){
+		"name":        func(u *Tool) { u.Name = "g" },
+		"description": func(u *Tool) { u.Description = "e" },
+		"parameters":  func(u *Tool) { u.Parameters = json.RawMessage(`{"type": "object"}`) },
+		"response":    func(u *Tool) { u.Response = nil },
+	} {
+		u := base.Clone()
+		change(&u)
+		if base.Equal(&u) || u.Equal(&base) {
+			t.Errorf("tools differing in %s are Equal", name)
+		}
+	}
+}
