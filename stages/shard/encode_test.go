@@ -1,0 +1,257 @@
+package shard
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/parquet-go/parquet-go"
+
+	"github.com/augmentdata/augment/stages/record"
+)
+
+// writeParquetGeneric is the writer the column encoder replaced, kept as
+// the oracle of TestEncodeSameBytes and FuzzEncode: parquet-go's
+// GenericWriter[record.Record] with writerOptions, fed batches of 256
+// records, row groups cut at RowGroupRows records or MaxRowGroupBytes of
+// text, empty non-nil responses written as NULL.
+func writeParquetGeneric(w io.Writer, recs []*record.Record, o Options) error {
+	codec, err := o.codec()
+	if err != nil {
+		return err
+	}
+	maxRows := o.RowGroupRows
+	if maxRows == 0 {
+		maxRows = DefaultRowGroupRows
+	}
+	version := o.Version
+	if version == "" {
+		version = "unknown"
+	}
+	opts := append(slices.Clip(writerOptions),
+		parquet.Compression(codec),
+		createdBy("augment version "+version),
+		parquet.KeyValueMetadata("augment.version", version),
+	)
+	const writeBatch = 256
+	pw := parquet.NewGenericWriter[record.Record](w, opts...)
+	batch := make([]record.Record, 0, min(len(recs), writeBatch))
+	var rows, size int // in the current row group
+	flush := func(cut bool) error {
+		if len(batch) > 0 {
+			if _, err := pw.Write(batch); err != nil {
+				return err
+			}
+			batch = batch[:0]
+		}
+		if cut && rows > 0 {
+			rows, size = 0, 0
+			return pw.Flush()
+		}
+		return nil
+	}
+	for _, r := range recs {
+		batch = append(batch, *r)
+		for i, t := range r.Tools {
+			if t.Response != nil && len(t.Response) == 0 {
+				tools := slices.Clone(r.Tools)
+				for j := i; j < len(tools); j++ {
+					if len(tools[j].Response) == 0 {
+						tools[j].Response = nil
+					}
+				}
+				batch[len(batch)-1].Tools = tools
+				break
+			}
+		}
+		rows++
+		size += textSize(r)
+		var err error
+		switch {
+		case rows >= maxRows || size >= MaxRowGroupBytes:
+			err = flush(true)
+		case len(batch) == writeBatch:
+			err = flush(false)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	if err := flush(false); err != nil {
+		return err
+	}
+	return pw.Close()
+}
+
+// encodeBoth writes recs with writeParquet and with the oracle and fails
+// unless the bytes are the same; it returns them.
+func encodeBoth(t *testing.T, recs []*record.Record, o Options) []byte {
+	t.Helper()
+	var got, want bytes.Buffer
+	if err := writeParquet(&got, recs, o); err != nil {
+		t.Fatal(err)
+	}
+	if err := writeParquetGeneric(&want, recs, o); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got.Bytes(), want.Bytes()) {
+		g, w := got.Bytes(), want.Bytes()
+		i := 0
+		for i < min(len(g), len(w)) && g[i] == w[i] {
+			i++
+		}
+		t.Fatalf("%d records, %+v: %d bytes, the generic writer's %d; first difference at byte %d:\n got %q\nwant %q",
+			len(recs), o, len(g), len(w), i, g[i:min(len(g), i+48)], w[i:min(len(w), i+48)])
+	}
+	return got.Bytes()
+}
+
+// wildRecords returns n records of random shape: every list nil, empty or
+// of 1 to 4 elements, JSON values nil, empty or present, text empty, ASCII
+// or not, now and then long (so 1 MiB pages fill inside a row group).
+func wildRecords(n int, seed uint64) []*record.Record {
+	rng := rand.New(rand.NewPCG(seed, 3))
+	pieces := []string{"a", "xé", "長い", "🧪", "<&>", "\"q\"", " ", "\\", "\x00"}
+	str := func() string {
+		switch rng.IntN(8) {
+		case 0:
+			return ""
+		case 1:
+			return strings.Repeat(pieces[rng.IntN(len(pieces))], 1+rng.IntN(20000))
+		}
+		var b strings.Builder
+		for range rng.IntN(6) {
+			b.WriteString(pieces[rng.IntN(len(pieces))])
+		}
+		return b.String()
+	}
+	raw := func() json.RawMessage {
+		switch rng.IntN(5) {
+		case 0:
+			return nil
+		case 1:
+			return json.RawMessage{}
+		}
+		return json.RawMessage(fmt.Sprintf(`{"k":%q}`, str()))
+	}
+	count := func() int {
+		switch k := rng.IntN(6); k {
+		case 0:
+			return -1 // nil
+		default:
+			return k - 1
+		}
+	}
+	out := make([]*record.Record, n)
+	for i := range out {
+		r := &record.Record{ID: str(), Source: str(), Format: str(), Row: rng.Int64() - rng.Int64(), System: str()}
+		if k := count(); k >= 0 {
+			r.Tools = make([]record.Tool, k)
+			for j := range r.Tools {
+				r.Tools[j] = record.Tool{Name: str(), Description: str(), Parameters: raw(), Response: raw()}
+			}
+		}
+		if k := count(); k >= 0 {
+			r.Messages = make([]record.Message, k)
+			for j := range r.Messages {
+				m := record.Message{Role: str(), Content: str(), Reasoning: str()}
+				if k := count(); k >= 0 {
+					m.Calls = make([]record.Call, k)
+					for c := range m.Calls {
+						m.Calls[c] = record.Call{Name: str(), Arguments: raw()}
+					}
+				}
+				if k := count(); k >= 0 {
+					m.Results = make([]record.Result, k)
+					for c := range m.Results {
+						m.Results[c] = record.Result{Name: str(), Content: str()}
+					}
+				}
+				r.Messages[j] = m
+			}
+		}
+		if k := count(); k >= 0 {
+			r.Tags = make([]record.Tag, k)
+			for j := range r.Tags {
+				r.Tags[j] = record.Tag{Key: str(), Value: str()}
+			}
+		}
+		if k := count(); k >= 0 {
+			r.Lineage = make([]record.Step, k)
+			for j := range r.Lineage {
+				r.Lineage[j] = record.Step{Stage: str(), Provider: str(), Model: str()}
+			}
+		}
+		out[i] = r
+	}
+	return out
+}
+
+// TestEncodeSameBytes checks that writeParquet writes the bytes
+// parquet-go's GenericWriter wrote: every codec, row groups cut by count
+// (below, at and across the 256-record batches) and by MaxRowGroupBytes,
+// pages cut inside row groups, zero records.
+func TestEncodeSameBytes(t *testing.T) {
+	sets := map[string]func(t *testing.T) []*record.Record{
+		"fixtures":     func(*testing.T) []*record.Record { return fixtureRecords() },
+		"edges":        func(*testing.T) []*record.Record { return edgeRecords() },
+		"shapes":       func(*testing.T) []*record.Record { return randomShapes(3000, 11) },
+		"wild":         func(*testing.T) []*record.Record { return wildRecords(1500, 13) },
+		"synthetic":    func(*testing.T) []*record.Record { return syntheticRecords(3000, 12) },
+		"empty":        func(*testing.T) []*record.Record { return nil },
+		"llamafactory": func(t *testing.T) []*record.Record { return llamaFactoryRecords(t) }, // skips without the shared data
+	}
+	for _, name := range []string{"fixtures", "edges", "shapes", "wild", "synthetic", "empty", "llamafactory"} {
+		t.Run(name, func(t *testing.T) {
+			recs := sets[name](t)
+			for _, rows := range []int{0, 1, 7, 255, 256, 257, 1000} {
+				for _, c := range Compressions {
+					if rows != 0 && c != DefaultCompression && name != "wild" && name != "edges" {
+						continue
+					}
+					t.Run(fmt.Sprintf("rows=%d/%s", rows, c), func(t *testing.T) {
+						encodeBoth(t, recs, Options{RowGroupRows: rows, Compression: c, Version: "test"})
+					})
+				}
+			}
+		})
+	}
+	t.Run("big", func(t *testing.T) {
+		// Pages filled by one value, and row groups cut by MaxRowGroupBytes.
+		big := syntheticRecords(40, 3)
+		for i, r := range big {
+			r.Messages = append(r.Messages, record.Message{Role: record.RoleUser, Content: strings.Repeat(string(rune('a'+i%26)), 3<<20)})
+			r.Tools[0].Description = strings.Repeat("é", i<<14)
+		}
+		for _, c := range Compressions {
+			encodeBoth(t, big, Options{Compression: c})
+		}
+	})
+}
+
+// FuzzEncode writes records built from the input in row groups of 1 to 69
+// records (or the default): the bytes must be the generic writer's, and
+// reading them back must give the records.
+func FuzzEncode(f *testing.F) {
+	f.Add(byte(0), byte(0), []byte{})
+	f.Add(byte(3), byte(1), []byte("\x03abc\x02xy\x01z\x05\x00\x03\x03\x02\x01\x01\x02\x00\x01"))
+	f.Add(byte(1), byte(2), bytes.Repeat([]byte{3, 'a', 'b', 'c', 2, 1, 7}, 40))
+	f.Fuzz(func(t *testing.T, rows, codec byte, in []byte) {
+		recs := fuzzRecords(in)
+		data := encodeBoth(t, recs, Options{RowGroupRows: int(rows % 70), Compression: Compressions[int(codec)%len(Compressions)]})
+		var got []*record.Record
+		err := scanReader(bytes.NewReader(data), int64(len(data)), "fuzz.parquet", nil, func(r *record.Record) error {
+			got = append(got, r)
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		assertRecordsEqual(t, got, normalized(recs))
+	})
+}
