@@ -2,15 +2,19 @@ package shard
 
 import (
 	"bytes"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"io"
+	"math/bits"
 	"math/rand/v2"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/parquet-go/parquet-go"
+	"github.com/parquet-go/parquet-go/encoding/thrift"
+	"github.com/parquet-go/parquet-go/format"
 
 	"github.com/augmentdata/augment/stages/record"
 )
@@ -88,12 +92,95 @@ func writeParquetGeneric(w io.Writer, recs []*record.Record, o Options) error {
 	return pw.Close()
 }
 
-// encodeBoth writes recs with writeParquet and with the oracle and fails
+// writerOptions are the GenericWriter options of the shard layout (see
+// encode.go) besides the codec and the metadata: 1 MiB pages, data pages
+// v1, no page statistics, page bounds only where pageBounds says.
+var writerOptions = func() []parquet.WriterOption {
+	opts := []parquet.WriterOption{
+		schema,
+		parquet.DataPageVersion(1),
+		parquet.PageBufferSize(pageBufferSize),
+		parquet.DataPageStatistics(false),
+	}
+	for _, path := range schema.Columns() {
+		if !pageBounds(path) {
+			opts = append(opts, parquet.SkipPageBounds(path...))
+		}
+	}
+	return opts
+}()
+
+// createdBy sets the created_by field verbatim; parquet.CreatedBy formats
+// it without the space before "(build …)".
+type createdBy string
+
+func (c createdBy) ConfigureWriter(cfg *parquet.WriterConfig) { cfg.CreatedBy = string(c) }
+
+// parquetGoResponseRuns marks the responses of one batch of tools that
+// parquet-go v0.32.0's GenericWriter writes as values: its optional-value
+// writer (writeRowsFuncOfOptional) walks a bitmap of the present values
+// run by run, and a run of values starting at bit y of a 64-bit word is
+// taken to fill the rest of the word when the bits from y on are exactly
+// y ones, so that NULLs after such a run are written as empty values.
+// GenericWriter hands it the elements of a list after the first as one
+// batch (tools[1:]).
+func parquetGoResponseRuns(present []bool) {
+	n := len(present)
+	words := make([]uint64, (n+63)/64)
+	for i, p := range present {
+		if p {
+			words[i/64] |= 1 << (i % 64)
+		}
+	}
+	for i := 0; i < n; {
+		x, y := i/64, i%64
+		// A run of NULLs from i.
+		if y != 0 && words[x]>>y == 0 {
+			x, y = x+1, 0
+		} else if y != 0 {
+			y += bits.TrailingZeros64(words[x] >> y)
+			goto nulls
+		}
+		for x < len(words) && words[x] == 0 {
+			x++
+		}
+		if x < len(words) {
+			y = bits.TrailingZeros64(words[x])
+		}
+	nulls:
+		if j := min(x*64+y, n); i < j {
+			i = j
+		}
+		// A run of values from i: the misjudged shape first.
+		if y != 0 && words[x]>>y == 1<<y-1 {
+			x, y = x+1, 0
+		} else if y != 0 {
+			y += bits.TrailingZeros64(^(words[x] >> y))
+			goto values
+		}
+		for x < len(words) && words[x] == ^uint64(0) {
+			x++
+		}
+		if x < len(words) {
+			y = bits.TrailingZeros64(^words[x])
+		}
+	values:
+		if j := min(x*64+y, n); i < j {
+			for k := i; k < j; k++ {
+				present[k] = true
+			}
+			i = j
+		}
+	}
+}
+
+// encodeBoth writes recs with the column encoder (replaying the oracle's
+// NULL runs, see parquetGoResponseRuns) and with the oracle and fails
 // unless the bytes are the same; it returns them.
 func encodeBoth(t *testing.T, recs []*record.Record, o Options) []byte {
 	t.Helper()
 	var got, want bytes.Buffer
-	if err := writeParquet(&got, recs, o); err != nil {
+	if err := encodeParquet(&got, recs, o, parquetGoResponseRuns); err != nil {
 		t.Fatal(err)
 	}
 	if err := writeParquetGeneric(&want, recs, o); err != nil {
@@ -105,10 +192,37 @@ func encodeBoth(t *testing.T, recs []*record.Record, o Options) []byte {
 		for i < min(len(g), len(w)) && g[i] == w[i] {
 			i++
 		}
-		t.Fatalf("%d records, %+v: %d bytes, the generic writer's %d; first difference at byte %d:\n got %q\nwant %q",
-			len(recs), o, len(g), len(w), i, g[i:min(len(g), i+48)], w[i:min(len(w), i+48)])
+		t.Fatalf("%d records, %+v: %d bytes, the generic writer's %d; first difference at byte %d:\n got %q\nwant %q\n%s",
+			len(recs), o, len(g), len(w), i, g[i:min(len(g), i+48)], w[i:min(len(w), i+48)], footerDiff(g, w))
 	}
 	return got.Bytes()
+}
+
+// footerDiff describes the first difference of the footers of two
+// Parquet files, as indented JSON lines.
+func footerDiff(got, want []byte) string {
+	dump := func(data []byte) []string {
+		if len(data) < 12 {
+			return []string{"too short"}
+		}
+		n := int(binary.LittleEndian.Uint32(data[len(data)-8:]))
+		var md format.FileMetaData
+		if err := thrift.Unmarshal(new(thrift.CompactProtocol), data[len(data)-8-n:len(data)-8], &md); err != nil {
+			return []string{err.Error()}
+		}
+		b, _ := json.MarshalIndent(&md, "", " ")
+		return strings.Split(string(b), "\n")
+	}
+	g, w := dump(got), dump(want)
+	for i := range min(len(g), len(w)) {
+		if g[i] != w[i] {
+			return fmt.Sprintf("footer line %d: got %s, want %s\n%s", i, g[i], w[i], strings.Join(w[max(0, i-12):i+1], "\n"))
+		}
+	}
+	if len(g) != len(w) {
+		return fmt.Sprintf("footer: %d lines, want %d", len(g), len(w))
+	}
+	return "same footer"
 }
 
 // wildRecords returns n records of random shape: every list nil, empty or

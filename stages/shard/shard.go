@@ -141,35 +141,8 @@ var codecs = map[string]compress.Codec{
 	CompressionNone:   &uncompressed.Codec{},
 }
 
-// createdBy sets the created_by field verbatim; parquet.CreatedBy formats
-// it without the space before "(build …)".
-type createdBy string
-
-func (c createdBy) ConfigureWriter(cfg *parquet.WriterConfig) { cfg.CreatedBy = string(c) }
-
 // schema is the Parquet schema of a shard.
 var schema = parquet.SchemaOf(record.Record{})
-
-// writerOptions are the layout choices every shard shares besides its
-// codec, tuned with BenchmarkEncode: 1 MiB pages (fewer, better
-// compressed pages than the 256 KiB default), no statistics in page
-// headers, and page bounds (the column index) only for the top-level
-// scalar columns people filter on (id, source, format, row): min/max of
-// message text or JSON help no reader. Data page v1: see guard.go.
-var writerOptions = func() []parquet.WriterOption {
-	opts := []parquet.WriterOption{
-		schema,
-		parquet.DataPageVersion(1),
-		parquet.PageBufferSize(1 << 20),
-		parquet.DataPageStatistics(false),
-	}
-	for _, path := range schema.Columns() {
-		if len(path) > 1 || path[0] == "system" {
-			opts = append(opts, parquet.SkipPageBounds(path...))
-		}
-	}
-	return opts
-}()
 
 // Write writes recs as a Parquet shard named name in dir and, when o.JSONL
 // is set, its JSONL mirror MirrorPath(name) beside it. Zero records give a
@@ -367,9 +340,6 @@ func wrapPath(path string, err error) error {
 	return fmt.Errorf("%s: %w", path, err)
 }
 
-// writeBatch is how many records are handed to the Parquet writer at once.
-const writeBatch = 256
-
 // MaxRowGroupBytes bounds a row group by the text its records hold (about
 // their size in memory): a row group is cut at RowGroupRows records or once
 // it holds this much, whichever comes first, so a reader's memory stays
@@ -389,91 +359,17 @@ func (o Options) codec() (compress.Codec, error) {
 	return c, nil
 }
 
-// writeParquet encodes recs into w through parquet-go's GenericWriter.
-// Its reflection-compiled path copies each record's fields straight into
-// the column buffers. The exported per-column path (ColumnWriter.
-// WriteRowValues with one parquet.Value per leaf value and its levels,
-// the mirror of decode.go) writes the same bytes but took 5-9% more CPU in
-// BenchmarkEncode and 13-17% more in the harness's short chain: every
-// value is materialised as a 24-byte Value and copied again by the
-// repeated column buffer, work the generic path does not do.
+// writeParquet encodes recs into w with the column encoder of encode.go.
+// It writes the bytes parquet-go's GenericWriter[record.Record] wrote with
+// this layout (TestEncodeSameBytes keeps that writer as its oracle) for a
+// fraction of its CPU: GenericWriter copied each record into
+// reflection-compiled column buffers, then reordered and copied them again
+// into pages; the exported per-column path (ColumnWriter.WriteRowValues
+// with one parquet.Value per leaf value) was slower still. One difference
+// on purpose: a tool without a response schema is always NULL, where
+// GenericWriter wrote some as empty JSON (see encodeParquet).
 func writeParquet(w io.Writer, recs []*record.Record, o Options) error {
-	codec, err := o.codec()
-	if err != nil {
-		return err
-	}
-	maxRows := o.RowGroupRows
-	if maxRows == 0 {
-		maxRows = DefaultRowGroupRows
-	}
-	version := o.Version
-	if version == "" {
-		version = "unknown"
-	}
-	opts := append(slices.Clip(writerOptions),
-		parquet.Compression(codec),
-		createdBy("augment version "+version),
-		parquet.KeyValueMetadata("augment.version", version),
-	)
-	pw := parquet.NewGenericWriter[record.Record](w, opts...)
-	batch := make([]record.Record, 0, min(len(recs), writeBatch))
-	var rows, size int // in the current row group
-	flush := func(cut bool) error {
-		if len(batch) > 0 {
-			if _, err := pw.Write(batch); err != nil {
-				return err
-			}
-			batch = batch[:0]
-		}
-		if cut && rows > 0 {
-			rows, size = 0, 0
-			return pw.Flush()
-		}
-		return nil
-	}
-	for _, r := range recs {
-		batch = append(batch, *r)
-		if tools, ok := nullEmptyResponses(r.Tools); ok {
-			batch[len(batch)-1].Tools = tools
-		}
-		rows++
-		size += textSize(r)
-		var err error
-		switch {
-		case rows >= maxRows || size >= MaxRowGroupBytes:
-			err = flush(true)
-		case len(batch) == writeBatch:
-			err = flush(false)
-		}
-		if err != nil {
-			return err
-		}
-	}
-	if err := flush(false); err != nil {
-		return err
-	}
-	clear(batch[:cap(batch)]) // drop references to the caller's records
-	return pw.Close()
-}
-
-// nullEmptyResponses returns a copy of tools whose empty, non-nil
-// Response values are nil, and true, when there are any: parquet-go writes
-// a nil Response as NULL but an empty one as an empty JSON value, which
-// Check lets through as absent, Read returns as nil and Arrow and DuckDB
-// would see as "" (not JSON). The caller's records are left as they are.
-func nullEmptyResponses(tools []record.Tool) ([]record.Tool, bool) {
-	for i, t := range tools {
-		if t.Response != nil && len(t.Response) == 0 {
-			c := slices.Clone(tools)
-			for j := i; j < len(c); j++ {
-				if len(c[j].Response) == 0 {
-					c[j].Response = nil
-				}
-			}
-			return c, true
-		}
-	}
-	return nil, false
+	return encodeParquet(w, recs, o, nil)
 }
 
 // textSize approximates the bytes r takes in a row group.
