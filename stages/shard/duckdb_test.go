@@ -79,10 +79,11 @@ func TestDuckDB(t *testing.T) {
 		"llamafactory": func(t *testing.T) []*record.Record {
 			return llamaFactoryRecords(t)
 		},
+		"responses": func(*testing.T) []*record.Record { return responseRunRecords() },
 	}
 	// Every codec with every set, DefaultCompression ("") included.
 	codecs := map[string]string{"": "SNAPPY", CompressionSnappy: "SNAPPY", CompressionZstd: "ZSTD", CompressionNone: "UNCOMPRESSED"}
-	for _, name := range []string{"fixtures", "synthetic", "llamafactory"} {
+	for _, name := range []string{"fixtures", "synthetic", "llamafactory", "responses"} {
 		for _, c := range append([]string{""}, Compressions...) {
 			t.Run(name+"/"+c, func(t *testing.T) {
 				recs := cases[name](t)
