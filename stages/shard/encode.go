@@ -23,35 +23,42 @@ import (
 )
 
 // This file writes a shard's Parquet bytes straight from the records: one
-// walk over them appends each leaf column's PLAIN values and its
-// repetition and definition levels to per-column buffers, which are cut
-// into pages and row groups, compressed, and written with parquet-go's
-// own footer structs (format) and Thrift encoder.
+// walk over them appends each leaf column's values and its repetition and
+// definition levels to per-column buffers, which are cut into pages and
+// row groups, encoded with parquet-go's own value and level encoders,
+// compressed with the shard's codec, and framed with parquet-go's footer
+// structs (format) and Thrift encoder. No reflection, no parquet.Value per
+// value, no reordering: the values are copied once, into the page.
 //
 // The bytes are the ones parquet-go v0.32.0's GenericWriter[record.Record]
-// writes with the layout of writeParquet (TestEncodeSameBytes and
-// FuzzEncode keep that writer as their oracle), so the choices below
-// follow it exactly:
+// wrote with the shard layout (TestEncodeSameBytes and FuzzEncode keep
+// that writer as their oracle), so the choices below follow it exactly:
 //
-//   - Data pages v1, PLAIN values, RLE levels each prefixed with their
-//     4-byte length, a CRC-32 of the (compressed) page body in the header,
-//     no statistics in page headers.
+//   - Data pages v1: RLE levels, each section prefixed with its 4-byte
+//     length; strings and JSON as DELTA_LENGTH_BYTE_ARRAY (the lengths
+//     delta-packed, then the bytes: parquet-go's default for BYTE_ARRAY),
+//     row as PLAIN int64; a CRC-32 of the (compressed) page body in the
+//     header; no statistics in page headers (Data page v1: see guard.go).
 //   - A column's page is cut when its buffer holds pageCut bytes or more,
 //     checked after every checkRows rows of a row group (GenericWriter
 //     copies rows in slices of 64 and checks each column's buffer after
-//     each slice). The buffer's size counts PLAIN values (4-byte lengths
-//     included), and for repeated columns one level byte each for
-//     repetition and definition and 8 bytes per row.
+//     each slice): so a page never splits a record. The buffer's size
+//     counts the values (4 bytes more per byte array), and for repeated
+//     columns one byte per repetition and per definition level and 8 bytes
+//     per row.
 //   - Column chunks in schema order, pages of a chunk in order; after the
 //     last row group, the column indexes of every row group, then their
 //     offset indexes, then the footer.
-//   - ColumnMetaData: encodings PLAIN (+RLE for columns with levels),
-//     encoding stats, null count, min/max (full values) for the columns
-//     with page bounds, size statistics (byte-array bytes, level
+//   - ColumnMetaData: the encodings (values, and RLE for columns with
+//     levels), encoding stats, null count, min/max (full values) for the
+//     columns with page bounds, size statistics (byte-array bytes, level
 //     histograms). The column index holds per-page null flags and counts,
 //     min/max truncated to columnIndexLimit bytes (max rounded up) for the
 //     columns with page bounds and empty values for the others, the
 //     boundary order and per-page level histograms.
+//
+// One difference on purpose: a tool's empty response is always NULL (see
+// encodeParquet).
 
 const (
 	// pageBufferSize is the page buffer size writeParquet always used
@@ -284,12 +291,10 @@ type encoder struct {
 	header  bytes.Buffer
 	thrift  *thrift.Encoder
 
-	// The file so far.
-	offset       int64
-	rowGroups    []format.RowGroup
-	columnIndex  [][]format.ColumnIndex
-	offsetIndex  [][]format.OffsetIndex
-	rowGroupRows int
+	// The metadata of the row groups written so far.
+	rowGroups   []format.RowGroup
+	columnIndex [][]format.ColumnIndex
+	offsetIndex [][]format.OffsetIndex
 }
 
 var encoders = sync.Pool{New: func() any {
@@ -319,7 +324,8 @@ var encoders = sync.Pool{New: func() any {
 // may change which of the responses of tools[1:] of a record are written
 // as values (empty ones as ""): parquet-go v0.32.0's GenericWriter wrote
 // a run of NULLs after a run of values as values when the runs had a
-// certain shape (see TestEncodeSameBytes), and its oracle replays that.
+// certain shape (parquetGoResponseRuns in encode_test.go), and the oracle
+// test replays that.
 func encodeParquet(w io.Writer, recs []*record.Record, o Options, responseRuns func(present []bool)) error {
 	codec, err := o.codec()
 	if err != nil {
@@ -375,7 +381,6 @@ func (e *encoder) reset() {
 	e.codec = nil
 	e.responseRuns = nil
 	e.rows = 0
-	e.offset = 0
 	e.rowGroups = nil
 	e.columnIndex = nil
 	e.offsetIndex = nil
