@@ -315,7 +315,7 @@ func TestEncodeSameBytes(t *testing.T) {
 		"fixtures":     func(*testing.T) []*record.Record { return fixtureRecords() },
 		"edges":        func(*testing.T) []*record.Record { return edgeRecords() },
 		"shapes":       func(*testing.T) []*record.Record { return randomShapes(3000, 11) },
-		"wild":         func(*testing.T) []*record.Record { return wildRecords(1500, 13) },
+		"wild":         func(*testing.T) []*record.Record { return wildRecords(700, 13) },
 		"synthetic":    func(*testing.T) []*record.Record { return syntheticRecords(3000, 12) },
 		"empty":        func(*testing.T) []*record.Record { return nil },
 		"llamafactory": func(t *testing.T) []*record.Record { return llamaFactoryRecords(t) }, // skips without the shared data
@@ -335,6 +335,19 @@ func TestEncodeSameBytes(t *testing.T) {
 			}
 		})
 	}
+	t.Run("many", func(t *testing.T) {
+		// Row groups of many small records: several pages for every
+		// column, id's bounds ascending and row's descending from page to
+		// page, source's unordered, format's equal.
+		recs := make([]*record.Record, 150_000)
+		for i := range recs {
+			recs[i] = &record.Record{ID: fmt.Sprintf("many:%07d", i), Source: fmt.Sprintf("%016d", i*7919%150_000*(i/40_000%2)),
+				Format: "glaive", Row: int64(-i), Tags: []record.Tag{{Key: "k", Value: "v"}}}
+		}
+		for _, rows := range []int{200_000, 140_000} {
+			encodeBoth(t, recs, Options{RowGroupRows: rows})
+		}
+	})
 	t.Run("big", func(t *testing.T) {
 		// Pages filled by one value, and row groups cut by MaxRowGroupBytes.
 		big := syntheticRecords(40, 3)
