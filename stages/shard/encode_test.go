@@ -10,6 +10,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/parquet-go/parquet-go"
@@ -402,6 +403,39 @@ func TestResponseNullRuns(t *testing.T) {
 	replayed.Write(encodeBoth(t, recs, Options{}))
 	if bytes.Equal(plain.Bytes(), replayed.Bytes()) {
 		t.Error("no record of the set has the response runs GenericWriter mishandled")
+	}
+}
+
+// TestEncodeConcurrent writes shards from several goroutines at once, as
+// the runner does: pooled encoders must not share state (run with -race).
+func TestEncodeConcurrent(t *testing.T) {
+	sets := [][]*record.Record{fixtureRecords(), randomShapes(500, 3), wildRecords(100, 4), syntheticRecords(500, 5)}
+	want := make([][]byte, len(sets))
+	for i, recs := range sets {
+		var b bytes.Buffer
+		if err := writeParquet(&b, recs, Options{RowGroupRows: 100}); err != nil {
+			t.Fatal(err)
+		}
+		want[i] = b.Bytes()
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, 4*len(sets))
+	for range 4 {
+		for i, recs := range sets {
+			wg.Go(func() {
+				var b bytes.Buffer
+				if err := writeParquet(&b, recs, Options{RowGroupRows: 100}); err != nil {
+					errs <- err
+				} else if !bytes.Equal(b.Bytes(), want[i]) {
+					errs <- fmt.Errorf("set %d: other bytes when written concurrently", i)
+				}
+			})
+		}
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
 	}
 }
 
