@@ -366,7 +366,7 @@ func (o Options) codec() (compress.Codec, error) {
 // reflection-compiled column buffers, then reordered and copied them again
 // into pages; the exported per-column path (ColumnWriter.WriteRowValues
 // with one parquet.Value per leaf value) was slower still. One difference
-// on purpose: a tool without a response schema is always NULL, where
+// on purpose: an absent (nil or empty) tool response is always NULL, where
 // GenericWriter wrote some as empty JSON (see encodeParquet).
 func writeParquet(w io.Writer, recs []*record.Record, o Options) error {
 	return encodeParquet(w, recs, o, nil)
