@@ -3,6 +3,7 @@ package shard
 import (
 	"bytes"
 	"io"
+	"os"
 	"path/filepath"
 	"slices"
 	"testing"
@@ -10,16 +11,36 @@ import (
 	"github.com/augmentdata/augment/stages/record"
 )
 
-// forEachSet runs run on each record set: synthetic dialogues and, when
-// the shared data is present, the LLaMA-Factory demos (real en and zh
-// text). MB/s figures are per byte of the records' JSON, the unit of the
+// forEachSet runs run on each record set: synthetic dialogues, when the
+// shared data is present the LLaMA-Factory demos (real en and zh text),
+// and when AUGMENT_BENCH_SHARDS is a glob the records of the shards it
+// matches (e.g. a harness run's out/*/*.parquet), one shard at a time.
+// MB/s figures are per byte of the records' JSON, the unit of the
 // pipeline's throughput target.
 func forEachSet(b *testing.B, run func(b *testing.B, recs []*record.Record)) {
 	sets := map[string]func(b *testing.B) []*record.Record{
 		"synthetic":    func(*testing.B) []*record.Record { return syntheticRecords(5000, 42) },
 		"llamafactory": func(b *testing.B) []*record.Record { return llamaFactoryRecords(b) },
 	}
-	for _, name := range []string{"synthetic", "llamafactory"} {
+	names := []string{"synthetic", "llamafactory"}
+	if glob := os.Getenv("AUGMENT_BENCH_SHARDS"); glob != "" {
+		paths, err := filepath.Glob(glob)
+		if err != nil || len(paths) == 0 {
+			b.Fatalf("AUGMENT_BENCH_SHARDS=%s matches no shard (%v)", glob, err)
+		}
+		for _, p := range paths {
+			name := filepath.Base(filepath.Dir(p)) + "/" + filepath.Base(p)
+			names = append(names, name)
+			sets[name] = func(b *testing.B) []*record.Record {
+				recs, err := Read(p)
+				if err != nil {
+					b.Fatal(err)
+				}
+				return recs
+			}
+		}
+	}
+	for _, name := range names {
 		b.Run(name, func(b *testing.B) {
 			recs := sets[name](b)
 			b.SetBytes(jsonSize(b, recs))
@@ -59,6 +80,19 @@ func BenchmarkEncode(b *testing.B) {
 	forEachSet(b, func(b *testing.B, recs []*record.Record) {
 		for b.Loop() {
 			if err := writeParquet(io.Discard, recs, Options{}); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
+
+// BenchmarkEncodeGeneric is BenchmarkEncode with the writer the column
+// encoder replaced (parquet-go's GenericWriter, the oracle of
+// TestEncodeSameBytes): the before/after of encode.go in one binary.
+func BenchmarkEncodeGeneric(b *testing.B) {
+	forEachSet(b, func(b *testing.B, recs []*record.Record) {
+		for b.Loop() {
+			if err := writeParquetGeneric(io.Discard, recs, Options{}); err != nil {
 				b.Fatal(err)
 			}
 		}
