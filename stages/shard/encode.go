@@ -268,7 +268,9 @@ type encColumn struct {
 }
 
 // An encoder writes one shard. Encoders are pooled: their buffers are
-// reused by the next shard, so memory stays at about one row group.
+// reused by the next shard, so memory stays at about one row group; reset
+// drops a buffer grown past keepBytes (a shard of huge values) rather
+// than keep it for the shards after.
 type encoder struct {
 	cols   [numColumns]encColumn
 	codec  compress.Codec
@@ -366,11 +368,21 @@ func encodeParquet(w io.Writer, recs []*record.Record, o Options, responseRuns f
 	return e.writeFooter(out, version)
 }
 
-// reset empties e for the next file, keeping its buffers.
+// keepBytes bounds each buffer a pooled encoder keeps.
+const keepBytes = 16 << 20
+
+// reset empties e for the next file, keeping its buffers up to keepBytes.
 func (e *encoder) reset() {
 	for i := range e.cols {
-		e.cols[i].resetChunk()
-		e.cols[i].resetPage(0)
+		c := &e.cols[i]
+		c.resetChunk()
+		c.resetPage(0)
+		c.vals, c.lens, c.chunk = trimmed(c.vals), trimmed(c.lens), trimmed(c.chunk)
+		c.reps, c.defs = trimmed(c.reps), trimmed(c.defs)
+	}
+	e.page, e.packBuf, e.levels = trimmed(e.page), trimmed(e.packBuf), trimmed(e.levels)
+	if e.header.Cap() > keepBytes {
+		e.header = bytes.Buffer{}
 	}
 	e.codec = nil
 	e.responseRuns = nil
@@ -378,6 +390,15 @@ func (e *encoder) reset() {
 	e.rowGroups = nil
 	e.columnIndex = nil
 	e.offsetIndex = nil
+}
+
+// trimmed returns b emptied, or nil when it holds more than keepBytes.
+func trimmed[S ~[]E, E any](b S) S {
+	var e E
+	if cap(b)*int(unsafe.Sizeof(e)) > keepBytes {
+		return nil
+	}
+	return b[:0]
 }
 
 // countingWriter tracks the file offset.
