@@ -68,7 +68,7 @@ type ResponseSchemaConfig struct {
 
 func (c *ResponseSchemaConfig) defaults()          {}
 func (c *ResponseSchemaConfig) validate() []string { return nil }
-func (c *ResponseSchemaConfig) version() int       { return 2 } // 2: envelopes unwrapped
+func (c *ResponseSchemaConfig) version() int       { return 3 } // 2: envelopes unwrapped; 3: absent responses after a present run written NULL (shard encoder)
 
 func (c *ResponseSchemaConfig) build(env *Env) (Stage, error) {
 	return &responseSchemas{overwrite: c.Overwrite, stage: env.Stage}, nil
