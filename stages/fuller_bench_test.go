@@ -11,7 +11,7 @@ import (
 
 // fullerBenchRecords are the demo rows of the three raw formats (English
 // and Chinese) as ingest makes them, and the library of their tools.
-func fullerBenchRecords(b *testing.B) ([]*record.Record, []record.Tool) {
+func fullerBenchRecords(b testing.TB) ([]*record.Record, []record.Tool) {
 	recs := sharedRecords(b, 500,
 		dump{"derived/glaive_v2_format_glaive_toolcall_en_demo.json", "glaive"},
 		dump{"derived/glaive_v2_format_glaive_toolcall_zh_demo.json", "glaive"},

@@ -334,6 +334,14 @@ type metaToolLibrary struct {
 	// encoded holds, per tool once first needed, its meta_tool arguments
 	// and oracle result as the stage writes them.
 	encoded []atomic.Pointer[metaToolEncoded]
+	// standIn remembers, per library tool a record invokes, which library
+	// tools could stand in for it (see standsIn), up to standInBudget
+	// bytes of rows: the library is fixed, the same tools are invoked
+	// record after record, and testing a drawn distractor against them
+	// (names, descriptions, vectors) was most of a draw.
+	standIn       []atomic.Pointer[standInRow]
+	standInUsed   atomic.Int64
+	standInBudget int64 // standInBudget, or what a test sets
 
 	ixMu sync.Mutex
 	ix   *toollib.Index
@@ -351,7 +359,7 @@ func (s *metaToolStage) library() (*metaToolLibrary, error) {
 	}
 	ml := &metaToolLibrary{lib: lib, usable: make([]bool, len(lib.Tools)), qs: make([]toollib.Query, len(lib.Tools)),
 		qok: make([]bool, len(lib.Tools)), twins: make([]toollib.Twin, len(lib.Tools)),
-		encoded: make([]atomic.Pointer[metaToolEncoded], len(lib.Tools))}
+		encoded: make([]atomic.Pointer[metaToolEncoded], len(lib.Tools)), standIn: make([]atomic.Pointer[standInRow], len(lib.Tools)), standInBudget: standInBudget}
 	for i, t := range lib.Tools {
 		q, err := toollib.QueryOf(t)
 		ml.usable[i] = err == nil && t.Name != verify.MetaTool && t.Name != verify.GetUserInput
@@ -392,6 +400,7 @@ func (s *metaToolStage) queryAt(t record.Tool) (toollib.Query, *metaToolLibrary,
 type metaToolEncoded struct {
 	args    []byte // jsonout of its query
 	tool    string // jsonout of the tool
+	paper   string // tool in the paper envelope of a lone call (paperEnvelope(tool, 0, 1))
 	argsErr error
 	toolErr error
 }
@@ -407,8 +416,52 @@ func (ml *metaToolLibrary) encodedAt(i int) *metaToolEncoded {
 	var b []byte
 	b, e.toolErr = jsonout.Marshal(ml.lib.Tools[i])
 	e.tool = string(b)
+	e.paper = paperEnvelope(e.tool, 0, 1)
 	ml.encoded[i].Store(e)
 	return e
+}
+
+// A standInRow holds, for one invoked library tool, two bits per library
+// tool: whether its answer is known, and the answer.
+type standInRow struct{ bits []atomic.Uint32 }
+
+// standInBudget bounds the memory of the stand-in rows (a row is a
+// quarter byte per library tool: 32 MB hold 4,000 rows of a 30,000-tool
+// library); an invoked tool without a row is tested every time.
+const standInBudget = 32 << 20
+
+// standInKnown returns the remembered answer of whether library tool i
+// could stand in for invoked library tool j.
+func (ml *metaToolLibrary) standInKnown(j, i int) (standsIn, known bool) {
+	row := ml.standIn[j].Load()
+	if row == nil {
+		return false, false
+	}
+	w := row.bits[i/16].Load() >> (2 * (i % 16))
+	return w&2 != 0, w&1 != 0
+}
+
+// rememberStandIn records standInKnown's answer for (j, i), making j's row
+// while the budget lasts.
+func (ml *metaToolLibrary) rememberStandIn(j, i int, standsIn bool) {
+	row := ml.standIn[j].Load()
+	if row == nil {
+		words := (len(ml.lib.Tools) + 15) / 16
+		if ml.standInUsed.Add(int64(4*words)) > ml.standInBudget {
+			ml.standInUsed.Add(-int64(4 * words))
+			return
+		}
+		row = &standInRow{bits: make([]atomic.Uint32, words)}
+		if !ml.standIn[j].CompareAndSwap(nil, row) {
+			ml.standInUsed.Add(-int64(4 * words))
+			row = ml.standIn[j].Load()
+		}
+	}
+	v := uint32(1)
+	if standsIn {
+		v = 3
+	}
+	row.bits[i/16].Or(v << (2 * (i % 16)))
 }
 
 // index embeds the library on first use. A failure is a systemic error;
@@ -742,10 +795,7 @@ func (s *metaToolStage) distractors(p *metaToolPlan, ml *metaToolLibrary, ix *to
 	budget := min(n, 64+32*need)
 	drawn := toollib.DrawSample(p.rng, n, need, budget, func(i int) bool {
 		t := ml.lib.Tools[i]
-		if !ml.usable[i] || p.taken[t.Name] || s.twinOfInvoked(p, t, &ml.twins[i]) {
-			return false
-		}
-		if ix != nil && s.likeInvoked(p, ix.Vectors(i)) {
+		if !ml.usable[i] || p.taken[t.Name] || s.standsIn(p, ml, ix, i) {
 			return false
 		}
 		p.taken[t.Name] = true
@@ -767,9 +817,41 @@ func (s *metaToolStage) distractors(p *metaToolPlan, ml *metaToolLibrary, ix *to
 // either direction. The tests without vectors come first: they decide
 // most candidates they reject, and the vectors cost a lookup.
 
-// twinOfInvoked reports whether cand, prepared as tw, has the definition of
-// an invoked tool or is the near-twin of one.
-func (s *metaToolStage) twinOfInvoked(p *metaToolPlan, cand record.Tool, tw *toollib.Twin) bool {
+// standsIn reports whether library tool i (a usable one) could stand in
+// for an invoked tool: twinOfInvoked, or, when ix is loaded, likeInvoked.
+// The answer for an invoked tool the library holds (its definition, so its
+// twin and vectors too) depends on the two library tools alone and is
+// remembered (ml.standIn).
+func (s *metaToolStage) standsIn(p *metaToolPlan, ml *metaToolLibrary, ix *toollib.Index, i int) bool {
+	cand := ml.lib.Tools[i]
+	s.invokedTwins(p)
+	for k, t := range p.invoked {
+		j := -1
+		if ix != nil && p.queryLib == ml {
+			j = p.queryAt[k]
+		}
+		if j >= 0 {
+			if v, ok := ml.standInKnown(j, i); ok {
+				if v {
+					return true
+				}
+				continue
+			}
+		}
+		v := toollib.SameDefinition(t, cand) || p.twins[k].Near(&ml.twins[i], lexicalTwinEmbedding, s.twin) ||
+			ix != nil && toollib.ScoresExceed(s.alpha, p.vecs[k], ix.Vectors(i), s.cfg.DistractorMaxSimilarity)
+		if j >= 0 {
+			ml.rememberStandIn(j, i, v)
+		}
+		if v {
+			return true
+		}
+	}
+	return false
+}
+
+// invokedTwins prepares the invoked tools' twins once per record.
+func (s *metaToolStage) invokedTwins(p *metaToolPlan) {
 	if p.twins == nil {
 		p.twins = make([]toollib.Twin, len(p.invoked))
 		for k, t := range p.invoked {
@@ -780,6 +862,12 @@ func (s *metaToolStage) twinOfInvoked(p *metaToolPlan, cand record.Tool, tw *too
 			}
 		}
 	}
+}
+
+// twinOfInvoked reports whether cand, prepared as tw, has the definition of
+// an invoked tool or is the near-twin of one.
+func (s *metaToolStage) twinOfInvoked(p *metaToolPlan, cand record.Tool, tw *toollib.Twin) bool {
+	s.invokedTwins(p)
 	for k, t := range p.invoked {
 		if toollib.SameDefinition(t, cand) || p.twins[k].Near(tw, lexicalTwinEmbedding, s.twin) {
 			return true
@@ -830,12 +918,9 @@ func (s *metaToolStage) insertMetaCalls(ctx context.Context, p *metaToolPlan, ms
 					if err != nil {
 						return nil, err
 					}
-					content, err := s.metaResult(ctx, p, k, returned)
+					content, err := s.resultContent(ctx, p, k, id, len(fresh), returned)
 					if err != nil {
 						return nil, err
-					}
-					if s.cfg.ResultFormat == MetaToolPaper {
-						content = paperEnvelope(content, id, len(fresh))
 					}
 					call.Calls = append(call.Calls, record.Call{Name: verify.MetaTool, Arguments: args})
 					res.Results = append(res.Results, record.Result{Name: verify.MetaTool, Content: content})
@@ -878,19 +963,43 @@ func paperEnvelope(returns string, id, n int) string {
 	return b.String()
 }
 
+// resultContent is the Content of the result of invoked tool k's
+// meta_tool call at position id of a turn of n calls: metaResult in the
+// form result_format says.
+func (s *metaToolStage) resultContent(ctx context.Context, p *metaToolPlan, k, id, n int, returned map[string]int) (string, error) {
+	if s.cfg.ResultMode == MetaToolOracle && s.cfg.ResultFormat == MetaToolPaper && n == 1 {
+		if e := p.oracleEncoded(k); e != nil {
+			return e.paper, e.toolErr
+		}
+	}
+	content, err := s.metaResult(ctx, p, k, returned)
+	if err == nil && s.cfg.ResultFormat == MetaToolPaper {
+		content = paperEnvelope(content, id, n)
+	}
+	return content, err
+}
+
+// oracleEncoded returns the library's encodings of invoked tool k when the
+// library holds it byte for byte, else nil.
+func (p *metaToolPlan) oracleEncoded(k int) *metaToolEncoded {
+	if i := p.queryAt[k]; i >= 0 {
+		// The library's tool has the same name and description; its
+		// encoding is the invoked tool's when parameters and response
+		// have the same bytes too.
+		if p.queryLib.lib.Tools[i].Equal(&p.invoked[k]) {
+			return p.queryLib.encodedAt(i)
+		}
+	}
+	return nil
+}
+
 // metaResult is what invoked tool k's meta_tool call returns, before
 // result_format applies (see MetaToolConfig).
 func (s *metaToolStage) metaResult(ctx context.Context, p *metaToolPlan, k int, returned map[string]int) (string, error) {
 	target := p.invoked[k]
 	if s.cfg.ResultMode == MetaToolOracle {
-		if i := p.queryAt[k]; i >= 0 {
-			// The library's tool has the same name and description; its
-			// encoding is target's when parameters and response have the
-			// same bytes too.
-			if p.queryLib.lib.Tools[i].Equal(&target) {
-				e := p.queryLib.encodedAt(i)
-				return e.tool, e.toolErr
-			}
+		if e := p.oracleEncoded(k); e != nil {
+			return e.tool, e.toolErr
 		}
 		b, err := jsonout.Marshal(target)
 		return string(b), err

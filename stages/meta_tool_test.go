@@ -1244,3 +1244,51 @@ func TestMetaToolTwinsRealData(t *testing.T) {
 		t.Errorf("real rows rejected: %v", rejects)
 	}
 }
+
+// TestMetaToolStandInMemo holds the remembered stand-in answers
+// (metaToolLibrary.standIn) to the tests they stand for: over the demo
+// rows, with the default hard ratio, a stage that remembers writes the
+// same records and rejects, first with its memo cold and then warm, as one
+// that tests every pair.
+func TestMetaToolStandInMemo(t *testing.T) {
+	recs, lib := fullerBenchRecords(t)
+	emb := noiseOfflineEmbedder(t)
+	run := func(st Stage) []string {
+		var out []string
+		for _, in := range recs {
+			outs, err := st.Process(context.Background(), in)
+			if err != nil {
+				out = append(out, in.ID+" "+err.Error())
+				continue
+			}
+			b, err := json.Marshal(outs[0])
+			if err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, string(b))
+		}
+		return out
+	}
+	build := func(budget int64) (Stage, *metaToolLibrary) {
+		st := mtBuild(t, MetaToolConfig{}, mtEnv(lib, emb))
+		ml, err := st.(*metaToolStage).library()
+		if err != nil {
+			t.Fatal(err)
+		}
+		ml.standInBudget = budget
+		return st, ml
+	}
+	plain, _ := build(0)
+	want := run(plain)
+	memo, ml := build(standInBudget)
+	cold := run(memo)
+	if ml.standInUsed.Load() == 0 {
+		t.Fatal("no invoked tool got a row: the test tests nothing")
+	}
+	warm := run(memo)
+	for i := range want {
+		if cold[i] != want[i] || warm[i] != want[i] {
+			t.Fatalf("record %d differs with the memo:\nwant %s\ncold %s\nwarm %s", i, want[i], cold[i], warm[i])
+		}
+	}
+}
