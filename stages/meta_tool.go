@@ -510,12 +510,54 @@ type metaToolPlan struct {
 	vecs     []toollib.Vectors // per invoked tool, once needed
 	twins    []toollib.Twin    // per invoked tool, once needed
 	taken    map[string]bool   // names a library tool may not use
+
+	sc *metaToolScratch
+}
+
+// metaToolScratch is the maps a record's plan works with, kept for the
+// next record (Process made eight small maps a record): the plan and its
+// maps, which nothing the stage returns refers to.
+type metaToolScratch struct {
+	plan                                   metaToolPlan
+	invokedBuf                             []record.Tool
+	taken, seen, invoked, names, retrieved map[string]bool
+	index, returned                        map[string]int
+}
+
+var metaToolScratches = sync.Pool{New: func() any {
+	return &metaToolScratch{taken: map[string]bool{}, seen: map[string]bool{}, invoked: map[string]bool{}, names: map[string]bool{},
+		retrieved: map[string]bool{}, index: map[string]int{}, returned: map[string]int{}}
+}}
+
+// newPlan starts the plan of in, with empty scratch maps.
+func newPlan(in *record.Record, rng *rand.Rand) *metaToolPlan {
+	sc := metaToolScratches.Get().(*metaToolScratch)
+	p := &sc.plan
+	*p = metaToolPlan{in: in, rng: rng, invoked: sc.invokedBuf[:0], taken: sc.taken, sc: sc}
+	p.taken[verify.MetaTool] = true
+	p.taken[verify.GetUserInput] = true
+	return p
+}
+
+// release hands the plan's scratch on to the next record.
+func (p *metaToolPlan) release() {
+	sc := p.sc
+	clear(p.invoked) // no references to the record kept
+	sc.invokedBuf = p.invoked[:0]
+	for _, m := range []map[string]bool{sc.taken, sc.seen, sc.invoked, sc.names, sc.retrieved} {
+		clear(m)
+	}
+	clear(sc.index)
+	clear(sc.returned)
+	sc.plan = metaToolPlan{}
+	metaToolScratches.Put(sc)
 }
 
 // Process returns the record's open- or closed-world variant (see
 // MetaToolConfig). A nil error always comes with exactly one record.
 func (s *metaToolStage) Process(ctx context.Context, in *record.Record) ([]*record.Record, error) {
-	p := &metaToolPlan{in: in, rng: s.env.Rand(in.ID), taken: map[string]bool{verify.MetaTool: true, verify.GetUserInput: true}}
+	p := newPlan(in, s.env.Rand(in.ID))
+	defer p.release()
 	if err := s.collect(p); err != nil {
 		return nil, err
 	}
@@ -532,7 +574,7 @@ func (s *metaToolStage) Process(ctx context.Context, in *record.Record) ([]*reco
 	}
 	// The lists the stage changes are new (messages only once changed);
 	// tools, calls and results are shared.
-	out := relabelled(in)
+	out, list := relabelled(in)
 	tools, err := s.toolList(ctx, p)
 	if err != nil {
 		return nil, err
@@ -567,7 +609,7 @@ func (s *metaToolStage) Process(ctx context.Context, in *record.Record) ([]*reco
 	out.SetTag("difficulty", difficulty)
 	out.SetTag("category", metaToolCategory(out, p.open))
 	out.AddStep(s.env.Stage, "rule", "")
-	return []*record.Record{out}, nil
+	return list, nil
 }
 
 // collect finds the invoked tools and checks the record can be handled.
@@ -577,7 +619,7 @@ func (s *metaToolStage) collect(p *metaToolPlan) error {
 			return contract.Rejectf(MetaToolReservedName, "the record already lists a tool named %q", t.Name)
 		}
 	}
-	seen := map[string]bool{}
+	seen := p.sc.seen
 	for i, m := range p.in.Messages {
 		for _, c := range m.Calls {
 			if c.Name == verify.MetaTool || c.Name == verify.GetUserInput {
@@ -667,7 +709,7 @@ func (s *metaToolStage) vectorsOf(ctx context.Context, ml *metaToolLibrary, ix *
 
 // toolList builds the record's new tool list.
 func (s *metaToolStage) toolList(ctx context.Context, p *metaToolPlan) ([]record.Tool, error) {
-	invoked := map[string]bool{}
+	invoked := p.sc.invoked
 	for _, t := range p.invoked {
 		invoked[t.Name] = true
 	}
@@ -680,7 +722,7 @@ func (s *metaToolStage) toolList(ctx context.Context, p *metaToolPlan) ([]record
 	all := make([]record.Tool, 1, room)
 	tools := all[1:1]
 	var unused []record.Tool
-	names := map[string]bool{}
+	names := p.sc.names
 	for _, t := range p.in.Tools {
 		if names[t.Name] {
 			continue
@@ -894,12 +936,12 @@ func lexicalTwinEmbedding(text string) []float32 { return llm.LexicalEmbedding(t
 // insertMetaCalls inserts the meta_tool call and result turns before the
 // first call of each invoked tool.
 func (s *metaToolStage) insertMetaCalls(ctx context.Context, p *metaToolPlan, msgs []record.Message) ([]record.Message, error) {
-	index := map[string]int{} // invoked tool name → position in p.invoked
+	index := p.sc.index // invoked tool name → position in p.invoked
 	for k, t := range p.invoked {
 		index[t.Name] = k
 	}
-	retrieved := map[string]bool{}
-	returned := map[string]int{} // name → library index of a retrieved-mode distractor already returned
+	retrieved := p.sc.retrieved
+	returned := p.sc.returned // name → library index of a retrieved-mode distractor already returned
 	out := make([]record.Message, 0, len(msgs)+2*len(p.invoked))
 	for _, m := range msgs {
 		if m.Role == record.RoleAssistant {
