@@ -319,7 +319,7 @@ type metaToolStage struct {
 	twin              float64 // twin_description_similarity
 
 	mu  sync.Mutex
-	lib *metaToolLibrary // nil until first needed
+	lib atomic.Pointer[metaToolLibrary] // nil until first needed; set under mu
 }
 
 // metaToolLibrary is the run's library with what the stage derives from it
@@ -348,10 +348,13 @@ type metaToolLibrary struct {
 }
 
 func (s *metaToolStage) library() (*metaToolLibrary, error) {
+	if ml := s.lib.Load(); ml != nil {
+		return ml, nil
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.lib != nil {
-		return s.lib, nil
+	if ml := s.lib.Load(); ml != nil {
+		return ml, nil
 	}
 	lib, err := s.env.Library()
 	if err != nil {
@@ -366,7 +369,7 @@ func (s *metaToolStage) library() (*metaToolLibrary, error) {
 		ml.qs[i], ml.qok[i] = q, err == nil
 		ml.twins[i] = toollib.NewTwin(t)
 	}
-	s.lib = ml
+	s.lib.Store(ml)
 	return ml, nil
 }
 
@@ -383,9 +386,7 @@ func (s *metaToolStage) queryOf(t record.Tool) (toollib.Query, error) {
 // queryAt is queryOf, also returning the library it took the query from
 // and the tool's index there (nil and -1 when it computed the query).
 func (s *metaToolStage) queryAt(t record.Tool) (toollib.Query, *metaToolLibrary, int, error) {
-	s.mu.Lock()
-	ml := s.lib
-	s.mu.Unlock()
+	ml := s.lib.Load()
 	if ml != nil {
 		if i := ml.find(t); i >= 0 && ml.qok[i] {
 			return ml.qs[i], ml, i, nil
@@ -787,11 +788,10 @@ func (s *metaToolStage) toolList(ctx context.Context, p *metaToolPlan) ([]record
 	if p.open {
 		listed++ // meta_tool
 	}
-	extra, err := s.distractors(p, ml, ix, s.cfg.MinTools-listed)
+	tools, err := s.distractors(tools, p, ml, ix, s.cfg.MinTools-listed)
 	if err != nil {
 		return nil, err
 	}
-	tools = append(tools, extra...)
 	p.rng.Shuffle(len(tools), func(i, j int) { tools[i], tools[j] = tools[j], tools[i] })
 	return s.withSpecialTools(p, all, tools), nil
 }
@@ -819,11 +819,12 @@ func (s *metaToolStage) withSpecialTools(p *metaToolPlan, all, tools []record.To
 var metaToolDef, getUserInputDef = verify.MetaToolDef(), verify.GetUserInputDef()
 
 // distractors draws need irrelevant tools from the library (see
-// MetaToolConfig for what may not be drawn), seeded by the record. ml and
-// ix are loaded when the record has invoked tools, else nil.
-func (s *metaToolStage) distractors(p *metaToolPlan, ml *metaToolLibrary, ix *toollib.Index, need int) ([]record.Tool, error) {
+// MetaToolConfig for what may not be drawn), seeded by the record, and
+// appends them to dst. ml and ix are loaded when the record has invoked
+// tools, else nil.
+func (s *metaToolStage) distractors(dst []record.Tool, p *metaToolPlan, ml *metaToolLibrary, ix *toollib.Index, need int) ([]record.Tool, error) {
 	if need <= 0 {
-		return nil, nil
+		return dst, nil
 	}
 	if ml == nil {
 		var err error
@@ -846,11 +847,10 @@ func (s *metaToolStage) distractors(p *metaToolPlan, ml *metaToolLibrary, ix *to
 	if len(drawn) < need {
 		return nil, contract.Rejectf(MetaToolFewDistractors, "a hard record needs %d irrelevant tools and %d draws from the %d-tool library found %d", need, budget, n, len(drawn))
 	}
-	out := make([]record.Tool, len(drawn))
-	for k, i := range drawn {
-		out[k] = ml.lib.Tools[i] // shared, as every tool of a record: no stage changes a tool in place
+	for _, i := range drawn {
+		dst = append(dst, ml.lib.Tools[i]) // shared, as every tool of a record: no stage changes a tool in place
 	}
-	return out, nil
+	return dst, nil
 }
 
 // A tool could stand in for an invoked tool when it has the same
