@@ -813,28 +813,32 @@ type toolText struct {
 // toolMemoBudget bytes of texts: after meta_tool every record lists its own
 // draw of the library's tools, so whole lists do not repeat but their
 // tools do, and escaping them (JSON full of quotes) was the export's
-// largest cost. Tools are looked up by name and description and compared
-// in full. The zero value is ready; safe for concurrent use.
+// largest cost. Tools are looked up by name and the length of their
+// description (hashing whole descriptions was most of a look-up) and
+// compared in full. The zero value is ready; safe for concurrent use.
 type toolMemo struct {
 	mu   sync.Mutex
-	m    map[toolKey][]*toolText // the definitions met of a name and description
+	m    map[toolKey][]*toolText // the definitions met of a key
 	used int
 }
 
-type toolKey struct{ name, desc string }
+type toolKey struct {
+	name    string
+	descLen int
+}
 
 const (
 	// toolMemoBudget bounds the memo's memory; a tool met after it is full
 	// is rendered each time.
 	toolMemoBudget = 64 << 20
-	// toolMemoVariants bounds the definitions remembered of one name and
-	// description (their parameters differ).
+	// toolMemoVariants bounds the definitions remembered of one key
+	// (their descriptions or parameters differ).
 	toolMemoVariants = 16
 )
 
 // lookup returns the remembered text of t, or nil. Callers hold m.mu.
 func (m *toolMemo) lookup(t *record.Tool) *toolText {
-	for _, tt := range m.m[toolKey{t.Name, t.Description}] {
+	for _, tt := range m.m[toolKey{t.Name, len(t.Description)}] {
 		if tt.tool.Equal(t) {
 			return tt
 		}
@@ -878,7 +882,7 @@ func (e *exporter) toolTexts(tools []record.Tool) ([]*toolText, error) {
 	for _, tt := range texts {
 		t := &tt.tool
 		size := len(tt.obj) + len(tt.quoted) + len(tt.params) + len(t.Name) + len(t.Description) + len(t.Parameters) + len(t.Response) + 160
-		k := toolKey{tt.tool.Name, tt.tool.Description}
+		k := toolKey{tt.tool.Name, len(tt.tool.Description)}
 		if m.used+size > toolMemoBudget || len(m.m[k]) >= toolMemoVariants || m.lookup(&tt.tool) != nil {
 			continue
 		}
@@ -886,7 +890,7 @@ func (e *exporter) toolTexts(tools []record.Tool) ([]*toolText, error) {
 		// definition, not views of the record's (decoder's) memory.
 		tt.tool = record.Tool{Name: strings.Clone(tt.tool.Name), Description: strings.Clone(tt.tool.Description),
 			Parameters: bytes.Clone(tt.tool.Parameters), Response: bytes.Clone(tt.tool.Response)}
-		k = toolKey{tt.tool.Name, tt.tool.Description}
+		k = toolKey{tt.tool.Name, len(tt.tool.Description)}
 		m.m[k] = append(m.m[k], tt)
 		m.used += size
 	}
