@@ -441,7 +441,7 @@ func (t *TokenMemo) systemCount(r *record.Record) int {
 	if len(head) > tokenChunk || !utf8.Valid(head) {
 		return Tokens(systemText(r))
 	}
-	n := countPieces(string(head))
+	n := t.Tokens(string(head)) // countPieces' count: head is UTF-8 and short
 	for i := range r.Tools {
 		c := t.toolTokens(&r.Tools[i], i == len(r.Tools)-1)
 		if c < 0 {
