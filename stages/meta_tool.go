@@ -387,6 +387,13 @@ func (s *metaToolStage) queryOf(t record.Tool) (toollib.Query, error) {
 // and the tool's index there (nil and -1 when it computed the query).
 func (s *metaToolStage) queryAt(t record.Tool) (toollib.Query, *metaToolLibrary, int, error) {
 	ml := s.lib.Load()
+	if ml == nil && s.env.Library != nil {
+		// Records that need no library (simple ones) take their queries
+		// and encodings from it too when the run has one.
+		if lib, err := s.env.Library(); err == nil && lib != nil {
+			ml, _ = s.library()
+		}
+	}
 	if ml != nil {
 		if i := ml.find(t); i >= 0 && ml.qok[i] {
 			return ml.qs[i], ml, i, nil

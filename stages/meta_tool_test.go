@@ -1292,3 +1292,33 @@ func TestMetaToolStandInMemo(t *testing.T) {
 		}
 	}
 }
+
+// TestMetaToolSimpleTakesLibrary: a stage whose records need no library
+// (no hard records, oracle results) takes queries and encodings from the
+// run's library when there is one, with the same records as without it.
+func TestMetaToolSimpleTakesLibrary(t *testing.T) {
+	recs, lib := fullerBenchRecords(t)
+	cfg := MetaToolConfig{OpenWorldRatio: mtPtr(0.7), HardRatio: mtPtr(0)}
+	with := mtBuild(t, cfg, mtEnv(lib, &mtEmbedder{}))
+	noLib := mtEnv(lib, &mtEmbedder{})
+	noLib.Library = nil
+	without := mtBuild(t, cfg, noLib)
+	for _, in := range recs {
+		a, errA := with.Process(context.Background(), in)
+		b, errB := without.Process(context.Background(), in)
+		if (errA == nil) != (errB == nil) || errA != nil && errA.Error() != errB.Error() {
+			t.Fatalf("%s: errors differ: %v / %v", in.ID, errA, errB)
+		}
+		if errA != nil {
+			continue
+		}
+		ja, _ := json.Marshal(a[0])
+		jb, _ := json.Marshal(b[0])
+		if string(ja) != string(jb) {
+			t.Fatalf("%s differs with the library:\n%s\n%s", in.ID, ja, jb)
+		}
+	}
+	if with.(*metaToolStage).lib.Load() == nil {
+		t.Error("the library was not taken")
+	}
+}
