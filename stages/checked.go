@@ -26,7 +26,9 @@ const checkedToolSlots = 1024
 // knownTools are the tools the runner's checks passed.
 var knownTools checkedTools
 
-// A linedUpRecord is the record checkChanged compares an output with.
+// A linedUpRecord is the record checkChanged compares an output with,
+// kept for the next output (it is not cleared: what it holds from the last
+// one is in memory anyway, and a pool drops its objects as GC runs).
 type linedUpRecord struct {
 	rec   record.Record
 	tools [16]record.Tool
@@ -45,13 +47,10 @@ func (c *checkedTools) checkChanged(out, prev *record.Record) (string, error) {
 	against := prev
 	if n := len(out.Tools); n > 0 && n <= len(linedUpRecord{}.tools) && !sameMemory(out.Tools, prev.Tools) {
 		l := linedUpRecords.Get().(*linedUpRecord)
-		defer func() {
-			*l = linedUpRecord{}
-			linedUpRecords.Put(l)
-		}()
+		defer linedUpRecords.Put(l)
 		l.rec = *prev
 		tools := l.tools[:n]
-		copy(tools, prev.Tools)
+		clear(tools[copy(tools, prev.Tools):])
 		c.mu.Lock()
 		for i := range tools {
 			t := &out.Tools[i]
