@@ -153,3 +153,31 @@ func BenchmarkFinalDist(b *testing.B) {
 		}
 	})
 }
+
+// BenchmarkPartialAdd is the partials' count of each record an export
+// writes, without the token sample (the run's rows are set so high that no
+// record is in it): the per-record share of the report's work. An op is one
+// pass over the final stage's 5,000 records.
+func BenchmarkPartialAdd(b *testing.B) {
+	out := benchRun(b)
+	run, err := report.Load(out)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var recs []*record.Record
+	for _, ref := range run.Final().Parquet() {
+		rs, err := shard.Read(filepath.Join(out, ref.Path))
+		if err != nil {
+			b.Fatal(err)
+		}
+		recs = append(recs, rs...)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		p := report.NewPartial(1<<50, nil)
+		for _, r := range recs {
+			p.AddWritten(r)
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(recs)), "ns/record")
+}

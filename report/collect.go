@@ -3,8 +3,8 @@ package report
 import (
 	"crypto/sha256"
 	"encoding/json"
+	"errors"
 	"fmt"
-	"hash/fnv"
 	"maps"
 	"math"
 	"path/filepath"
@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"unicode"
+	"unicode/utf8"
 
 	"golang.org/x/sync/errgroup"
 
@@ -95,10 +96,25 @@ func SampleBelow(rows int64) uint64 {
 // below.
 func inSample(h, below uint64) bool { return below == math.MaxUint64 || h < below }
 
+// idHash is the FNV-64a hash of id.
 func idHash(id string) uint64 {
-	h := fnv.New64a()
-	h.Write([]byte(id))
-	return h.Sum64()
+	const offset, prime = 14695981039346656037, 1099511628211
+	h := uint64(offset)
+	for i := 0; i < len(id); i++ {
+		h = (h ^ uint64(id[i])) * prime
+	}
+	return h
+}
+
+// errNoTag stands for strconv's error on an absent tag.
+var errNoTag = errors.New("no tag")
+
+// atoiTag is strconv.Atoi(v), without allocating an error for "".
+func atoiTag(v string) (int, error) {
+	if v == "" {
+		return 0, errNoTag
+	}
+	return strconv.Atoi(v)
 }
 
 // Counts are counts by key.
@@ -219,13 +235,17 @@ func (d *Dist) add(r *record.Record) {
 		}
 	}
 	d.Turns[turns]++
-	if n, err := strconv.Atoi(r.Tag("tokens")); err == nil {
+	// (An absent tag is skipped before parsing: the parsers allocate their
+	// errors, two per record.)
+	if n, err := atoiTag(r.Tag("tokens")); err == nil {
 		d.tagged[n]++
 	} else if h := idHash(r.ID); inSample(h, d.sampleBelow) {
 		d.sample = append(d.sample, sampled{H: h, N: d.memo.RecordTokens(r)})
 	}
-	if v, err := strconv.ParseFloat(r.Tag("noise_similarity"), 64); err == nil {
-		d.NoiseSimilarity[strconv.FormatFloat(float64(int(v*100+1e-9))/100, 'f', 2, 64)]++
+	if v := r.Tag("noise_similarity"); v != "" {
+		if v, err := strconv.ParseFloat(v, 64); err == nil {
+			d.NoiseSimilarity[strconv.FormatFloat(float64(int(v*100+1e-9))/100, 'f', 2, 64)]++
+		}
 	}
 	for _, s := range r.Lineage {
 		if s.Provider != "rule" {
@@ -266,22 +286,40 @@ func Lang(r *record.Record) string {
 	}
 	var latin, other int
 	for _, m := range r.Messages {
-		if m.Role != record.RoleUser {
-			continue
-		}
-		for _, c := range m.Content {
-			switch {
-			case c < unicode.MaxASCII && unicode.IsLetter(c), unicode.Is(unicode.Latin, c):
-				latin++
-			case unicode.IsLetter(c):
-				other++
-			}
+		if m.Role == record.RoleUser {
+			l, o := letters(m.Content)
+			latin, other = latin+l, other+o
 		}
 	}
 	if latin > 0 && latin >= 4*other {
 		return "en"
 	}
 	return "und"
+}
+
+// letters counts the letters of s in Latin script and the other letters
+// (a byte that is not UTF-8 is neither). ASCII goes byte by byte: its
+// letters are Latin's, and decoding each was most of the report's work on
+// English records.
+func letters(s string) (latin, other int) {
+	for i := 0; i < len(s); {
+		if c := s[i]; c < utf8.RuneSelf {
+			if 'a' <= c|0x20 && c|0x20 <= 'z' {
+				latin++
+			}
+			i++
+			continue
+		}
+		c, n := utf8.DecodeRuneInString(s[i:])
+		i += n
+		switch {
+		case unicode.Is(unicode.Latin, c):
+			latin++
+		case unicode.IsLetter(c):
+			other++
+		}
+	}
+	return latin, other
 }
 
 // collect reads the Parquet shards refs (relative to the run dir), one

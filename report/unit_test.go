@@ -2,10 +2,12 @@ package report
 
 import (
 	"encoding/json"
+	"hash/fnv"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
+	"unicode"
 
 	"github.com/augmentdata/augment/stages/record"
 )
@@ -73,6 +75,46 @@ func TestLang(t *testing.T) {
 	}
 	if hubLanguage("zh-TW") != "zh" || hubLanguage("en") != "en" {
 		t.Error("hubLanguage")
+	}
+}
+
+// TestLetters holds letters (ASCII byte by byte, the rest decoded) to the
+// rune-by-rune rule it stands for, on texts with invalid UTF-8, control
+// bytes, DEL, ASCII neighbours of letters and non-Latin letters.
+func TestLetters(t *testing.T) {
+	ref := func(s string) (latin, other int) {
+		for _, c := range s {
+			switch {
+			case c < unicode.MaxASCII && unicode.IsLetter(c), unicode.Is(unicode.Latin, c):
+				latin++
+			case unicode.IsLetter(c):
+				other++
+			}
+		}
+		return latin, other
+	}
+	parts := []string{"abcd", "Z", "@[`{", "\x7f", "\xff\xfe", "é", "ß", "ǅ", "你", "好", "Ω", "١٢", " ", "\n", "_", "\xe4\xbd"}
+	for i := range 4000 {
+		var b strings.Builder
+		for k, x := 0, i; k < 6; k, x = k+1, x*7+3 {
+			b.WriteString(parts[x%len(parts)])
+		}
+		s := b.String()
+		gotLatin, gotOther := letters(s)
+		wl, wo := ref(s)
+		if gotLatin != wl || gotOther != wo {
+			t.Fatalf("letters(%q) = %d, %d; want %d, %d", s, gotLatin, gotOther, wl, wo)
+		}
+	}
+}
+
+func TestIDHashIsFNV(t *testing.T) {
+	for _, id := range []string{"", "a", "glaive:000123", "记录-7"} {
+		h := fnv.New64a()
+		h.Write([]byte(id))
+		if got := idHash(id); got != h.Sum64() {
+			t.Errorf("idHash(%q) = %x, want FNV-64a %x", id, got, h.Sum64())
+		}
 	}
 }
 

@@ -84,6 +84,7 @@ type decisionTokens struct {
 // Process prefixes every assistant turn of r with its decision token.
 func (s *decisionTokens) Process(_ context.Context, r *record.Record) ([]*record.Record, error) {
 	var out *record.Record
+	var list []*record.Record
 	for k, m := range r.Messages {
 		if m.Role != record.RoleAssistant {
 			continue
@@ -96,7 +97,7 @@ func (s *decisionTokens) Process(_ context.Context, r *record.Record) ([]*record
 			continue
 		}
 		if out == nil {
-			out = changed(r)
+			out, list = changed(r)
 		}
 		out.Messages[k].Content = want + strings.TrimPrefix(m.Content, other)
 	}
@@ -104,30 +105,37 @@ func (s *decisionTokens) Process(_ context.Context, r *record.Record) ([]*record
 		return []*record.Record{r}, nil
 	}
 	if out == nil {
-		out = changed(r)
+		out, list = changed(r)
 	}
 	out.SetTag(DecisionTokensTag, "on")
 	out.AddStep(s.stage, "rule", "")
-	return []*record.Record{out}, nil
+	return list, nil
 }
 
 // changed copies what a rule stage changes of r — its list of messages
 // (their Content, their lists of calls), its tags and its lineage — and
 // shares the rest (tools, calls, results), which neither such a stage nor
 // the runner changes in place: a deep Clone was most of such a stage's
-// work. Like Clone it drops Rendered. Tags get room for a few more.
-func changed(r *record.Record) *record.Record {
-	c := relabelled(r)
+// work. Like Clone it drops Rendered. Tags get room for a few more. list
+// is the copy as a stage's one output (see relabelled).
+func changed(r *record.Record) (c *record.Record, list []*record.Record) {
+	c, list = relabelled(r)
 	c.Messages = slices.Clone(r.Messages)
-	return c
+	return c, list
 }
 
 // relabelled is changed without the copy of the messages, for a stage
-// that replaces the list of messages when it changes it.
-func relabelled(r *record.Record) *record.Record {
-	c := *r
+// that replaces the list of messages when it changes it. The copy and the
+// list holding it are one allocation.
+func relabelled(r *record.Record) (c *record.Record, list []*record.Record) {
+	o := &struct {
+		rec  record.Record
+		list [1]*record.Record
+	}{rec: *r}
+	c = &o.rec
 	c.Rendered = nil
 	c.Tags = append(make([]record.Tag, 0, len(r.Tags)+4), r.Tags...)
 	c.Lineage = slices.Clip(r.Lineage) // AddStep appends to a copy
-	return &c
+	o.list[0] = c
+	return c, o.list[:]
 }

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"unicode/utf8"
+	"unsafe"
 
 	"github.com/parquet-go/parquet-go"
 
@@ -196,6 +197,9 @@ type exporter struct {
 	env *Env
 
 	tools toolMemo // each distinct tool's texts
+
+	counterMu   sync.Mutex
+	counterKeys map[string]string // decision token → its counter key
 }
 
 // sample is one LLaMA-Factory sharegpt row (tools_placement role turns it
@@ -294,22 +298,43 @@ func (e *exporter) Process(ctx context.Context, r *record.Record) ([]*record.Rec
 			Count(ctx, counterCutoff+strconv.Itoa(cutoffFor(n)), 1)
 		}
 	}
-	for _, tok := range decisionTokensOf(r) {
-		Count(ctx, counterToken+tok, 1)
+	var toks [4]string
+	for _, tok := range decisionTokensOf(toks[:0], r) {
+		Count(ctx, e.tokenCounter(tok), 1)
 	}
 	return rendered(r, s), nil
+}
+
+// tokenCounter returns counterToken+tok, made once per token.
+func (e *exporter) tokenCounter(tok string) string {
+	e.counterMu.Lock()
+	defer e.counterMu.Unlock()
+	key, ok := e.counterKeys[tok]
+	if !ok {
+		if e.counterKeys == nil {
+			e.counterKeys = map[string]string{}
+		}
+		key = counterToken + tok
+		e.counterKeys[strings.Clone(tok)] = key
+	}
+	return key
 }
 
 // rendered returns r carrying what Process made of it for WriteShard: the
 // *sample, or with tools_placement role its JSON line. It is a shallow
 // copy of r, so the input record stays as it was and a later export sets
-// its own rendering. (Samples are encoded in WriteShard into one reused
-// buffer: a line allocated per record in Process cost more CPU, in
-// allocation and GC, than the encoding itself.)
+// its own rendering; the copy and the list holding it are one allocation.
+// (Samples are encoded in WriteShard into one reused buffer: a line
+// allocated per record in Process cost more CPU, in allocation and GC,
+// than the encoding itself.)
 func rendered(r *record.Record, v any) []*record.Record {
-	out := *r
-	out.Rendered = v
-	return []*record.Record{&out}
+	o := &struct {
+		rec  record.Record
+		list [1]*record.Record
+	}{rec: *r}
+	o.rec.Rendered = v
+	o.list[0] = &o.rec
+	return o.list[:]
 }
 
 // Preview returns the sample Process rendered for r, as one JSON line.
@@ -348,13 +373,13 @@ func cutoffFor(n int) int {
 	return c
 }
 
-// decisionTokensOf returns the <|…|> tokens that start r's assistant turns
-// when the decision_tokens stage ran on it, once each, sorted.
-func decisionTokensOf(r *record.Record) []string {
+// decisionTokensOf appends to toks the <|…|> tokens that start r's
+// assistant turns when the decision_tokens stage ran on it, once each,
+// sorted.
+func decisionTokensOf(toks []string, r *record.Record) []string {
 	if r.Tag(DecisionTokensTag) != "on" {
-		return nil
+		return toks
 	}
-	var toks []string
 	for _, m := range r.Messages {
 		if m.Role != record.RoleAssistant || !strings.HasPrefix(m.Content, "<|") {
 			continue
@@ -531,17 +556,16 @@ func (e *exporter) assistant(m record.Message) (verify.Turn, error) {
 // give back exactly the thought, the text and the calls is rejected, so no
 // answer or decision token is lost on the way to training.
 func (e *exporter) functionCall(m record.Message) (verify.Turn, error) {
-	calls, err := appendCallsJSON(nil, m.Calls, "arguments")
-	if err != nil {
-		return verify.Turn{}, contract.Rejectf("export_bad_call", "%v", err)
-	}
 	thought := ""
-	if m.Reasoning != "" {
-		if e.cfg.Thoughts {
-			thought = e.tpl.Thought(m.Reasoning)
-		} else {
+	// Calls that are not JSON are rejected before anything else is said
+	// of the turn: dropped reasoning is noted for a turn with good calls.
+	noteDropped := func() {
+		if m.Reasoning != "" && !e.cfg.Thoughts {
 			e.env.Note("reasoning before calls is dropped (style function_call without thoughts; set thoughts: true with a reasoning template)")
 		}
+	}
+	if m.Reasoning != "" && e.cfg.Thoughts {
+		thought = e.tpl.Thought(m.Reasoning)
 	}
 	text := m.Content
 	if strings.TrimSpace(text) == "" {
@@ -550,6 +574,10 @@ func (e *exporter) functionCall(m record.Message) (verify.Turn, error) {
 	prefix, open, shut := thought, "", ""
 	if text != "" {
 		if !e.tpl.CallText {
+			if _, err := callsJSON(m.Calls, "arguments"); err != nil {
+				return verify.Turn{}, contract.Rejectf("export_bad_call", "%v", err)
+			}
+			noteDropped()
 			return verify.Turn{}, contract.Rejectf(ReasonLFNoCallText, "template %s renders a function_call turn as its calls alone: the text said with them (%.60q) would be lost; use a template with tool-call words or style inline",
 				e.tpl.Name, text)
 		}
@@ -560,7 +588,11 @@ func (e *exporter) functionCall(m record.Message) (verify.Turn, error) {
 		prefix = thought + text + sep
 		open, shut = e.tpl.ToolCallWords[0], e.tpl.ToolCallWords[1]
 	}
-	value, js := joinCalls(prefix, open, calls, shut)
+	value, js, err := joinCalls(prefix, open, m.Calls, shut)
+	if err != nil {
+		return verify.Turn{}, contract.Rejectf("export_bad_call", "%v", err)
+	}
+	noteDropped()
 	if e.readsBack(value, prefix, js, m.Calls) {
 		return verify.Turn{From: "function_call", Value: value}, nil
 	}
@@ -633,11 +665,7 @@ func callsJSON(calls []record.Call, argsKey string) (string, error) {
 // appendCallsJSON appends callsJSON's text to dst (allocated to fit when nil).
 func appendCallsJSON(dst []byte, calls []record.Call, argsKey string) ([]byte, error) {
 	if dst == nil {
-		n := 2
-		for _, c := range calls {
-			n += 24 + len(argsKey) + len(c.Name) + len(c.Name)/8 + len(c.Arguments)
-		}
-		dst = make([]byte, 0, n)
+		dst = make([]byte, 0, callsJSONSize(calls, argsKey))
 	}
 	if len(calls) > 1 {
 		dst = append(dst, '[')
@@ -667,18 +695,29 @@ func appendCallsJSON(dst []byte, calls []record.Call, argsKey string) ([]byte, e
 	return dst, nil
 }
 
-// joinCalls returns prefix+open+calls+shut as one string, and the calls'
-// part of it.
-func joinCalls(prefix, open string, calls []byte, shut string) (value, js string) {
-	var b strings.Builder
-	b.Grow(len(prefix) + len(open) + len(calls) + len(shut))
-	b.WriteString(prefix)
-	b.WriteString(open)
-	b.Write(calls)
-	b.WriteString(shut)
-	value = b.String()
-	start := len(prefix) + len(open)
-	return value, value[start : start+len(calls)]
+// callsJSONSize is about the size of callsJSON's text (a little more for
+// names to escape).
+func callsJSONSize(calls []record.Call, argsKey string) int {
+	n := 2
+	for _, c := range calls {
+		n += 24 + len(argsKey) + len(c.Name) + len(c.Name)/8 + len(c.Arguments)
+	}
+	return n
+}
+
+// joinCalls returns prefix+open+callsJSON(calls, "arguments")+shut as one
+// string, made in one allocation, and the calls' part of it.
+func joinCalls(prefix, open string, calls []record.Call, shut string) (value, js string, err error) {
+	b := make([]byte, 0, len(prefix)+len(open)+callsJSONSize(calls, "arguments")+len(shut))
+	b = append(append(b, prefix...), open...)
+	start := len(b)
+	if b, err = appendCallsJSON(b, calls, "arguments"); err != nil {
+		return "", "", err
+	}
+	end := len(b)
+	b = append(b, shut...)
+	value = unsafe.String(unsafe.SliceData(b), len(b)) // b is not written again
+	return value, value[start:end], nil
 }
 
 // observation renders a tool turn: the result itself for one call, a JSON
@@ -774,28 +813,32 @@ type toolText struct {
 // toolMemoBudget bytes of texts: after meta_tool every record lists its own
 // draw of the library's tools, so whole lists do not repeat but their
 // tools do, and escaping them (JSON full of quotes) was the export's
-// largest cost. Tools are looked up by name and description and compared
-// in full. The zero value is ready; safe for concurrent use.
+// largest cost. Tools are looked up by name and the length of their
+// description (hashing whole descriptions was most of a look-up) and
+// compared in full. The zero value is ready; safe for concurrent use.
 type toolMemo struct {
 	mu   sync.Mutex
-	m    map[toolKey][]*toolText // the definitions met of a name and description
+	m    map[toolKey][]*toolText // the definitions met of a key
 	used int
 }
 
-type toolKey struct{ name, desc string }
+type toolKey struct {
+	name    string
+	descLen int
+}
 
 const (
 	// toolMemoBudget bounds the memo's memory; a tool met after it is full
 	// is rendered each time.
 	toolMemoBudget = 64 << 20
-	// toolMemoVariants bounds the definitions remembered of one name and
-	// description (their parameters differ).
+	// toolMemoVariants bounds the definitions remembered of one key
+	// (their descriptions or parameters differ).
 	toolMemoVariants = 16
 )
 
 // lookup returns the remembered text of t, or nil. Callers hold m.mu.
 func (m *toolMemo) lookup(t *record.Tool) *toolText {
-	for _, tt := range m.m[toolKey{t.Name, t.Description}] {
+	for _, tt := range m.m[toolKey{t.Name, len(t.Description)}] {
 		if tt.tool.Equal(t) {
 			return tt
 		}
@@ -839,7 +882,7 @@ func (e *exporter) toolTexts(tools []record.Tool) ([]*toolText, error) {
 	for _, tt := range texts {
 		t := &tt.tool
 		size := len(tt.obj) + len(tt.quoted) + len(tt.params) + len(t.Name) + len(t.Description) + len(t.Parameters) + len(t.Response) + 160
-		k := toolKey{tt.tool.Name, tt.tool.Description}
+		k := toolKey{tt.tool.Name, len(tt.tool.Description)}
 		if m.used+size > toolMemoBudget || len(m.m[k]) >= toolMemoVariants || m.lookup(&tt.tool) != nil {
 			continue
 		}
@@ -847,7 +890,7 @@ func (e *exporter) toolTexts(tools []record.Tool) ([]*toolText, error) {
 		// definition, not views of the record's (decoder's) memory.
 		tt.tool = record.Tool{Name: strings.Clone(tt.tool.Name), Description: strings.Clone(tt.tool.Description),
 			Parameters: bytes.Clone(tt.tool.Parameters), Response: bytes.Clone(tt.tool.Response)}
-		k = toolKey{tt.tool.Name, tt.tool.Description}
+		k = toolKey{tt.tool.Name, len(tt.tool.Description)}
 		m.m[k] = append(m.m[k], tt)
 		m.used += size
 	}

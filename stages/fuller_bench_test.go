@@ -3,6 +3,7 @@ package stages
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"testing"
 
 	"github.com/augmentdata/augment/internal/cputime"
@@ -11,7 +12,7 @@ import (
 
 // fullerBenchRecords are the demo rows of the three raw formats (English
 // and Chinese) as ingest makes them, and the library of their tools.
-func fullerBenchRecords(b *testing.B) ([]*record.Record, []record.Tool) {
+func fullerBenchRecords(b testing.TB) ([]*record.Record, []record.Tool) {
 	recs := sharedRecords(b, 500,
 		dump{"derived/glaive_v2_format_glaive_toolcall_en_demo.json", "glaive"},
 		dump{"derived/glaive_v2_format_glaive_toolcall_zh_demo.json", "glaive"},
@@ -122,4 +123,51 @@ func BenchmarkExportLines(b *testing.B) {
 	}
 	cpu := cputime.Process() - before
 	b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N*len(recs)), "cpu-ns/record")
+}
+
+// BenchmarkCheckChanged is the runner's check of each fuller-chain stage's
+// outputs against its checked input (checkOutputs), over the demo rows; an
+// op is one pass of one stage's outputs.
+func BenchmarkCheckChanged(b *testing.B) {
+	recs, lib := fullerBenchRecords(b)
+	ctx := context.Background()
+	stages := []struct {
+		name string
+		st   Stage
+	}{
+		{"meta_tool", mtBuild(b, MetaToolConfig{}, mtEnv(lib, noiseOfflineEmbedder(b)))},
+		{"decision_tokens", buildDecisionTokens(b, DecisionTokensConfig{})},
+		{"negatives", buildNegatives(b, NegativesConfig{Target: NegativeTargetToken}, nil)},
+	}
+	in := recs
+	for _, s := range stages {
+		type pair struct {
+			in   *record.Record
+			outs []*record.Record
+		}
+		var pairs []pair
+		var next []*record.Record
+		for _, r := range in {
+			outs, err := s.st.Process(ctx, r)
+			if err != nil {
+				continue
+			}
+			pairs = append(pairs, pair{r, outs})
+			next = append(next, outs...)
+		}
+		in = next
+		b.Run(s.name, func(b *testing.B) {
+			b.ReportAllocs()
+			before := cputime.Process()
+			for b.Loop() {
+				for _, p := range pairs {
+					if unfit := checkOutputs(false, true, p.in, p.outs); unfit != nil {
+						b.Fatal(fmt.Sprint(unfit))
+					}
+				}
+			}
+			cpu := cputime.Process() - before
+			b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N*len(pairs)), "cpu-ns/record")
+		})
+	}
 }

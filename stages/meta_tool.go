@@ -319,7 +319,7 @@ type metaToolStage struct {
 	twin              float64 // twin_description_similarity
 
 	mu  sync.Mutex
-	lib *metaToolLibrary // nil until first needed
+	lib atomic.Pointer[metaToolLibrary] // nil until first needed; set under mu
 }
 
 // metaToolLibrary is the run's library with what the stage derives from it
@@ -334,16 +334,27 @@ type metaToolLibrary struct {
 	// encoded holds, per tool once first needed, its meta_tool arguments
 	// and oracle result as the stage writes them.
 	encoded []atomic.Pointer[metaToolEncoded]
+	// standIn remembers, per library tool a record invokes, which library
+	// tools could stand in for it (see standsIn), up to standInBudget
+	// bytes of rows: the library is fixed, the same tools are invoked
+	// record after record, and testing a drawn distractor against them
+	// (names, descriptions, vectors) was most of a draw.
+	standIn       []atomic.Pointer[standInRow]
+	standInUsed   atomic.Int64
+	standInBudget int64 // standInBudget, or what a test sets
 
 	ixMu sync.Mutex
 	ix   *toollib.Index
 }
 
 func (s *metaToolStage) library() (*metaToolLibrary, error) {
+	if ml := s.lib.Load(); ml != nil {
+		return ml, nil
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.lib != nil {
-		return s.lib, nil
+	if ml := s.lib.Load(); ml != nil {
+		return ml, nil
 	}
 	lib, err := s.env.Library()
 	if err != nil {
@@ -351,14 +362,14 @@ func (s *metaToolStage) library() (*metaToolLibrary, error) {
 	}
 	ml := &metaToolLibrary{lib: lib, usable: make([]bool, len(lib.Tools)), qs: make([]toollib.Query, len(lib.Tools)),
 		qok: make([]bool, len(lib.Tools)), twins: make([]toollib.Twin, len(lib.Tools)),
-		encoded: make([]atomic.Pointer[metaToolEncoded], len(lib.Tools))}
+		encoded: make([]atomic.Pointer[metaToolEncoded], len(lib.Tools)), standIn: make([]atomic.Pointer[standInRow], len(lib.Tools)), standInBudget: standInBudget}
 	for i, t := range lib.Tools {
 		q, err := toollib.QueryOf(t)
 		ml.usable[i] = err == nil && t.Name != verify.MetaTool && t.Name != verify.GetUserInput
 		ml.qs[i], ml.qok[i] = q, err == nil
 		ml.twins[i] = toollib.NewTwin(t)
 	}
-	s.lib = ml
+	s.lib.Store(ml)
 	return ml, nil
 }
 
@@ -375,9 +386,14 @@ func (s *metaToolStage) queryOf(t record.Tool) (toollib.Query, error) {
 // queryAt is queryOf, also returning the library it took the query from
 // and the tool's index there (nil and -1 when it computed the query).
 func (s *metaToolStage) queryAt(t record.Tool) (toollib.Query, *metaToolLibrary, int, error) {
-	s.mu.Lock()
-	ml := s.lib
-	s.mu.Unlock()
+	ml := s.lib.Load()
+	if ml == nil && s.env.Library != nil {
+		// Records that need no library (simple ones) take their queries
+		// and encodings from it too when the run has one.
+		if lib, err := s.env.Library(); err == nil && lib != nil {
+			ml, _ = s.library()
+		}
+	}
 	if ml != nil {
 		if i := ml.find(t); i >= 0 && ml.qok[i] {
 			return ml.qs[i], ml, i, nil
@@ -392,6 +408,7 @@ func (s *metaToolStage) queryAt(t record.Tool) (toollib.Query, *metaToolLibrary,
 type metaToolEncoded struct {
 	args    []byte // jsonout of its query
 	tool    string // jsonout of the tool
+	paper   string // tool in the paper envelope of a lone call (paperEnvelope(tool, 0, 1))
 	argsErr error
 	toolErr error
 }
@@ -407,8 +424,52 @@ func (ml *metaToolLibrary) encodedAt(i int) *metaToolEncoded {
 	var b []byte
 	b, e.toolErr = jsonout.Marshal(ml.lib.Tools[i])
 	e.tool = string(b)
+	e.paper = paperEnvelope(e.tool, 0, 1)
 	ml.encoded[i].Store(e)
 	return e
+}
+
+// A standInRow holds, for one invoked library tool, two bits per library
+// tool: whether its answer is known, and the answer.
+type standInRow struct{ bits []atomic.Uint32 }
+
+// standInBudget bounds the memory of the stand-in rows (a row is a
+// quarter byte per library tool: 32 MB hold 4,000 rows of a 30,000-tool
+// library); an invoked tool without a row is tested every time.
+const standInBudget = 32 << 20
+
+// standInKnown returns the remembered answer of whether library tool i
+// could stand in for invoked library tool j.
+func (ml *metaToolLibrary) standInKnown(j, i int) (standsIn, known bool) {
+	row := ml.standIn[j].Load()
+	if row == nil {
+		return false, false
+	}
+	w := row.bits[i/16].Load() >> (2 * (i % 16))
+	return w&2 != 0, w&1 != 0
+}
+
+// rememberStandIn records standInKnown's answer for (j, i), making j's row
+// while the budget lasts.
+func (ml *metaToolLibrary) rememberStandIn(j, i int, standsIn bool) {
+	row := ml.standIn[j].Load()
+	if row == nil {
+		words := (len(ml.lib.Tools) + 15) / 16
+		if ml.standInUsed.Add(int64(4*words)) > ml.standInBudget {
+			ml.standInUsed.Add(-int64(4 * words))
+			return
+		}
+		row = &standInRow{bits: make([]atomic.Uint32, words)}
+		if !ml.standIn[j].CompareAndSwap(nil, row) {
+			ml.standInUsed.Add(-int64(4 * words))
+			row = ml.standIn[j].Load()
+		}
+	}
+	v := uint32(1)
+	if standsIn {
+		v = 3
+	}
+	row.bits[i/16].Or(v << (2 * (i % 16)))
 }
 
 // index embeds the library on first use. A failure is a systemic error;
@@ -457,12 +518,54 @@ type metaToolPlan struct {
 	vecs     []toollib.Vectors // per invoked tool, once needed
 	twins    []toollib.Twin    // per invoked tool, once needed
 	taken    map[string]bool   // names a library tool may not use
+
+	sc *metaToolScratch
+}
+
+// metaToolScratch is the maps a record's plan works with, kept for the
+// next record (Process made eight small maps a record): the plan and its
+// maps, which nothing the stage returns refers to.
+type metaToolScratch struct {
+	plan                                   metaToolPlan
+	invokedBuf                             []record.Tool
+	taken, seen, invoked, names, retrieved map[string]bool
+	index, returned                        map[string]int
+}
+
+var metaToolScratches = sync.Pool{New: func() any {
+	return &metaToolScratch{taken: map[string]bool{}, seen: map[string]bool{}, invoked: map[string]bool{}, names: map[string]bool{},
+		retrieved: map[string]bool{}, index: map[string]int{}, returned: map[string]int{}}
+}}
+
+// newPlan starts the plan of in, with empty scratch maps.
+func newPlan(in *record.Record, rng *rand.Rand) *metaToolPlan {
+	sc := metaToolScratches.Get().(*metaToolScratch)
+	p := &sc.plan
+	*p = metaToolPlan{in: in, rng: rng, invoked: sc.invokedBuf[:0], taken: sc.taken, sc: sc}
+	p.taken[verify.MetaTool] = true
+	p.taken[verify.GetUserInput] = true
+	return p
+}
+
+// release hands the plan's scratch on to the next record.
+func (p *metaToolPlan) release() {
+	sc := p.sc
+	clear(p.invoked) // no references to the record kept
+	sc.invokedBuf = p.invoked[:0]
+	for _, m := range []map[string]bool{sc.taken, sc.seen, sc.invoked, sc.names, sc.retrieved} {
+		clear(m)
+	}
+	clear(sc.index)
+	clear(sc.returned)
+	sc.plan = metaToolPlan{}
+	metaToolScratches.Put(sc)
 }
 
 // Process returns the record's open- or closed-world variant (see
 // MetaToolConfig). A nil error always comes with exactly one record.
 func (s *metaToolStage) Process(ctx context.Context, in *record.Record) ([]*record.Record, error) {
-	p := &metaToolPlan{in: in, rng: s.env.Rand(in.ID), taken: map[string]bool{verify.MetaTool: true, verify.GetUserInput: true}}
+	p := newPlan(in, s.env.Rand(in.ID))
+	defer p.release()
 	if err := s.collect(p); err != nil {
 		return nil, err
 	}
@@ -479,7 +582,7 @@ func (s *metaToolStage) Process(ctx context.Context, in *record.Record) ([]*reco
 	}
 	// The lists the stage changes are new (messages only once changed);
 	// tools, calls and results are shared.
-	out := relabelled(in)
+	out, list := relabelled(in)
 	tools, err := s.toolList(ctx, p)
 	if err != nil {
 		return nil, err
@@ -514,7 +617,7 @@ func (s *metaToolStage) Process(ctx context.Context, in *record.Record) ([]*reco
 	out.SetTag("difficulty", difficulty)
 	out.SetTag("category", metaToolCategory(out, p.open))
 	out.AddStep(s.env.Stage, "rule", "")
-	return []*record.Record{out}, nil
+	return list, nil
 }
 
 // collect finds the invoked tools and checks the record can be handled.
@@ -524,7 +627,7 @@ func (s *metaToolStage) collect(p *metaToolPlan) error {
 			return contract.Rejectf(MetaToolReservedName, "the record already lists a tool named %q", t.Name)
 		}
 	}
-	seen := map[string]bool{}
+	seen := p.sc.seen
 	for i, m := range p.in.Messages {
 		for _, c := range m.Calls {
 			if c.Name == verify.MetaTool || c.Name == verify.GetUserInput {
@@ -614,7 +717,7 @@ func (s *metaToolStage) vectorsOf(ctx context.Context, ml *metaToolLibrary, ix *
 
 // toolList builds the record's new tool list.
 func (s *metaToolStage) toolList(ctx context.Context, p *metaToolPlan) ([]record.Tool, error) {
-	invoked := map[string]bool{}
+	invoked := p.sc.invoked
 	for _, t := range p.invoked {
 		invoked[t.Name] = true
 	}
@@ -627,7 +730,7 @@ func (s *metaToolStage) toolList(ctx context.Context, p *metaToolPlan) ([]record
 	all := make([]record.Tool, 1, room)
 	tools := all[1:1]
 	var unused []record.Tool
-	names := map[string]bool{}
+	names := p.sc.names
 	for _, t := range p.in.Tools {
 		if names[t.Name] {
 			continue
@@ -692,11 +795,10 @@ func (s *metaToolStage) toolList(ctx context.Context, p *metaToolPlan) ([]record
 	if p.open {
 		listed++ // meta_tool
 	}
-	extra, err := s.distractors(p, ml, ix, s.cfg.MinTools-listed)
+	tools, err := s.distractors(tools, p, ml, ix, s.cfg.MinTools-listed)
 	if err != nil {
 		return nil, err
 	}
-	tools = append(tools, extra...)
 	p.rng.Shuffle(len(tools), func(i, j int) { tools[i], tools[j] = tools[j], tools[i] })
 	return s.withSpecialTools(p, all, tools), nil
 }
@@ -724,11 +826,12 @@ func (s *metaToolStage) withSpecialTools(p *metaToolPlan, all, tools []record.To
 var metaToolDef, getUserInputDef = verify.MetaToolDef(), verify.GetUserInputDef()
 
 // distractors draws need irrelevant tools from the library (see
-// MetaToolConfig for what may not be drawn), seeded by the record. ml and
-// ix are loaded when the record has invoked tools, else nil.
-func (s *metaToolStage) distractors(p *metaToolPlan, ml *metaToolLibrary, ix *toollib.Index, need int) ([]record.Tool, error) {
+// MetaToolConfig for what may not be drawn), seeded by the record, and
+// appends them to dst. ml and ix are loaded when the record has invoked
+// tools, else nil.
+func (s *metaToolStage) distractors(dst []record.Tool, p *metaToolPlan, ml *metaToolLibrary, ix *toollib.Index, need int) ([]record.Tool, error) {
 	if need <= 0 {
-		return nil, nil
+		return dst, nil
 	}
 	if ml == nil {
 		var err error
@@ -742,10 +845,7 @@ func (s *metaToolStage) distractors(p *metaToolPlan, ml *metaToolLibrary, ix *to
 	budget := min(n, 64+32*need)
 	drawn := toollib.DrawSample(p.rng, n, need, budget, func(i int) bool {
 		t := ml.lib.Tools[i]
-		if !ml.usable[i] || p.taken[t.Name] || s.twinOfInvoked(p, t, &ml.twins[i]) {
-			return false
-		}
-		if ix != nil && s.likeInvoked(p, ix.Vectors(i)) {
+		if !ml.usable[i] || p.taken[t.Name] || s.standsIn(p, ml, ix, i) {
 			return false
 		}
 		p.taken[t.Name] = true
@@ -754,11 +854,10 @@ func (s *metaToolStage) distractors(p *metaToolPlan, ml *metaToolLibrary, ix *to
 	if len(drawn) < need {
 		return nil, contract.Rejectf(MetaToolFewDistractors, "a hard record needs %d irrelevant tools and %d draws from the %d-tool library found %d", need, budget, n, len(drawn))
 	}
-	out := make([]record.Tool, len(drawn))
-	for k, i := range drawn {
-		out[k] = ml.lib.Tools[i] // shared, as every tool of a record: no stage changes a tool in place
+	for _, i := range drawn {
+		dst = append(dst, ml.lib.Tools[i]) // shared, as every tool of a record: no stage changes a tool in place
 	}
-	return out, nil
+	return dst, nil
 }
 
 // A tool could stand in for an invoked tool when it has the same
@@ -767,9 +866,41 @@ func (s *metaToolStage) distractors(p *metaToolPlan, ml *metaToolLibrary, ix *to
 // either direction. The tests without vectors come first: they decide
 // most candidates they reject, and the vectors cost a lookup.
 
-// twinOfInvoked reports whether cand, prepared as tw, has the definition of
-// an invoked tool or is the near-twin of one.
-func (s *metaToolStage) twinOfInvoked(p *metaToolPlan, cand record.Tool, tw *toollib.Twin) bool {
+// standsIn reports whether library tool i (a usable one) could stand in
+// for an invoked tool: twinOfInvoked, or, when ix is loaded, likeInvoked.
+// The answer for an invoked tool the library holds (its definition, so its
+// twin and vectors too) depends on the two library tools alone and is
+// remembered (ml.standIn).
+func (s *metaToolStage) standsIn(p *metaToolPlan, ml *metaToolLibrary, ix *toollib.Index, i int) bool {
+	cand := ml.lib.Tools[i]
+	s.invokedTwins(p)
+	for k, t := range p.invoked {
+		j := -1
+		if ix != nil && p.queryLib == ml {
+			j = p.queryAt[k]
+		}
+		if j >= 0 {
+			if v, ok := ml.standInKnown(j, i); ok {
+				if v {
+					return true
+				}
+				continue
+			}
+		}
+		v := toollib.SameDefinition(t, cand) || p.twins[k].Near(&ml.twins[i], lexicalTwinEmbedding, s.twin) ||
+			ix != nil && toollib.ScoresExceed(s.alpha, p.vecs[k], ix.Vectors(i), s.cfg.DistractorMaxSimilarity)
+		if j >= 0 {
+			ml.rememberStandIn(j, i, v)
+		}
+		if v {
+			return true
+		}
+	}
+	return false
+}
+
+// invokedTwins prepares the invoked tools' twins once per record.
+func (s *metaToolStage) invokedTwins(p *metaToolPlan) {
 	if p.twins == nil {
 		p.twins = make([]toollib.Twin, len(p.invoked))
 		for k, t := range p.invoked {
@@ -780,6 +911,12 @@ func (s *metaToolStage) twinOfInvoked(p *metaToolPlan, cand record.Tool, tw *too
 			}
 		}
 	}
+}
+
+// twinOfInvoked reports whether cand, prepared as tw, has the definition of
+// an invoked tool or is the near-twin of one.
+func (s *metaToolStage) twinOfInvoked(p *metaToolPlan, cand record.Tool, tw *toollib.Twin) bool {
+	s.invokedTwins(p)
 	for k, t := range p.invoked {
 		if toollib.SameDefinition(t, cand) || p.twins[k].Near(tw, lexicalTwinEmbedding, s.twin) {
 			return true
@@ -806,12 +943,12 @@ func lexicalTwinEmbedding(text string) []float32 { return llm.LexicalEmbedding(t
 // insertMetaCalls inserts the meta_tool call and result turns before the
 // first call of each invoked tool.
 func (s *metaToolStage) insertMetaCalls(ctx context.Context, p *metaToolPlan, msgs []record.Message) ([]record.Message, error) {
-	index := map[string]int{} // invoked tool name → position in p.invoked
+	index := p.sc.index // invoked tool name → position in p.invoked
 	for k, t := range p.invoked {
 		index[t.Name] = k
 	}
-	retrieved := map[string]bool{}
-	returned := map[string]int{} // name → library index of a retrieved-mode distractor already returned
+	retrieved := p.sc.retrieved
+	returned := p.sc.returned // name → library index of a retrieved-mode distractor already returned
 	out := make([]record.Message, 0, len(msgs)+2*len(p.invoked))
 	for _, m := range msgs {
 		if m.Role == record.RoleAssistant {
@@ -830,12 +967,9 @@ func (s *metaToolStage) insertMetaCalls(ctx context.Context, p *metaToolPlan, ms
 					if err != nil {
 						return nil, err
 					}
-					content, err := s.metaResult(ctx, p, k, returned)
+					content, err := s.resultContent(ctx, p, k, id, len(fresh), returned)
 					if err != nil {
 						return nil, err
-					}
-					if s.cfg.ResultFormat == MetaToolPaper {
-						content = paperEnvelope(content, id, len(fresh))
 					}
 					call.Calls = append(call.Calls, record.Call{Name: verify.MetaTool, Arguments: args})
 					res.Results = append(res.Results, record.Result{Name: verify.MetaTool, Content: content})
@@ -878,19 +1012,43 @@ func paperEnvelope(returns string, id, n int) string {
 	return b.String()
 }
 
+// resultContent is the Content of the result of invoked tool k's
+// meta_tool call at position id of a turn of n calls: metaResult in the
+// form result_format says.
+func (s *metaToolStage) resultContent(ctx context.Context, p *metaToolPlan, k, id, n int, returned map[string]int) (string, error) {
+	if s.cfg.ResultMode == MetaToolOracle && s.cfg.ResultFormat == MetaToolPaper && n == 1 {
+		if e := p.oracleEncoded(k); e != nil {
+			return e.paper, e.toolErr
+		}
+	}
+	content, err := s.metaResult(ctx, p, k, returned)
+	if err == nil && s.cfg.ResultFormat == MetaToolPaper {
+		content = paperEnvelope(content, id, n)
+	}
+	return content, err
+}
+
+// oracleEncoded returns the library's encodings of invoked tool k when the
+// library holds it byte for byte, else nil.
+func (p *metaToolPlan) oracleEncoded(k int) *metaToolEncoded {
+	if i := p.queryAt[k]; i >= 0 {
+		// The library's tool has the same name and description; its
+		// encoding is the invoked tool's when parameters and response
+		// have the same bytes too.
+		if p.queryLib.lib.Tools[i].Equal(&p.invoked[k]) {
+			return p.queryLib.encodedAt(i)
+		}
+	}
+	return nil
+}
+
 // metaResult is what invoked tool k's meta_tool call returns, before
 // result_format applies (see MetaToolConfig).
 func (s *metaToolStage) metaResult(ctx context.Context, p *metaToolPlan, k int, returned map[string]int) (string, error) {
 	target := p.invoked[k]
 	if s.cfg.ResultMode == MetaToolOracle {
-		if i := p.queryAt[k]; i >= 0 {
-			// The library's tool has the same name and description; its
-			// encoding is target's when parameters and response have the
-			// same bytes too.
-			if p.queryLib.lib.Tools[i].Equal(&target) {
-				e := p.queryLib.encodedAt(i)
-				return e.tool, e.toolErr
-			}
+		if e := p.oracleEncoded(k); e != nil {
+			return e.tool, e.toolErr
 		}
 		b, err := jsonout.Marshal(target)
 		return string(b), err

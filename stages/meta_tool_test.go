@@ -1244,3 +1244,81 @@ func TestMetaToolTwinsRealData(t *testing.T) {
 		t.Errorf("real rows rejected: %v", rejects)
 	}
 }
+
+// TestMetaToolStandInMemo holds the remembered stand-in answers
+// (metaToolLibrary.standIn) to the tests they stand for: over the demo
+// rows, with the default hard ratio, a stage that remembers writes the
+// same records and rejects, first with its memo cold and then warm, as one
+// that tests every pair.
+func TestMetaToolStandInMemo(t *testing.T) {
+	recs, lib := fullerBenchRecords(t)
+	emb := noiseOfflineEmbedder(t)
+	run := func(st Stage) []string {
+		var out []string
+		for _, in := range recs {
+			outs, err := st.Process(context.Background(), in)
+			if err != nil {
+				out = append(out, in.ID+" "+err.Error())
+				continue
+			}
+			b, err := json.Marshal(outs[0])
+			if err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, string(b))
+		}
+		return out
+	}
+	build := func(budget int64) (Stage, *metaToolLibrary) {
+		st := mtBuild(t, MetaToolConfig{}, mtEnv(lib, emb))
+		ml, err := st.(*metaToolStage).library()
+		if err != nil {
+			t.Fatal(err)
+		}
+		ml.standInBudget = budget
+		return st, ml
+	}
+	plain, _ := build(0)
+	want := run(plain)
+	memo, ml := build(standInBudget)
+	cold := run(memo)
+	if ml.standInUsed.Load() == 0 {
+		t.Fatal("no invoked tool got a row: the test tests nothing")
+	}
+	warm := run(memo)
+	for i := range want {
+		if cold[i] != want[i] || warm[i] != want[i] {
+			t.Fatalf("record %d differs with the memo:\nwant %s\ncold %s\nwarm %s", i, want[i], cold[i], warm[i])
+		}
+	}
+}
+
+// TestMetaToolSimpleTakesLibrary: a stage whose records need no library
+// (no hard records, oracle results) takes queries and encodings from the
+// run's library when there is one, with the same records as without it.
+func TestMetaToolSimpleTakesLibrary(t *testing.T) {
+	recs, lib := fullerBenchRecords(t)
+	cfg := MetaToolConfig{OpenWorldRatio: mtPtr(0.7), HardRatio: mtPtr(0)}
+	with := mtBuild(t, cfg, mtEnv(lib, &mtEmbedder{}))
+	noLib := mtEnv(lib, &mtEmbedder{})
+	noLib.Library = nil
+	without := mtBuild(t, cfg, noLib)
+	for _, in := range recs {
+		a, errA := with.Process(context.Background(), in)
+		b, errB := without.Process(context.Background(), in)
+		if (errA == nil) != (errB == nil) || errA != nil && errA.Error() != errB.Error() {
+			t.Fatalf("%s: errors differ: %v / %v", in.ID, errA, errB)
+		}
+		if errA != nil {
+			continue
+		}
+		ja, _ := json.Marshal(a[0])
+		jb, _ := json.Marshal(b[0])
+		if string(ja) != string(jb) {
+			t.Fatalf("%s differs with the library:\n%s\n%s", in.ID, ja, jb)
+		}
+	}
+	if with.(*metaToolStage).lib.Load() == nil {
+		t.Error("the library was not taken")
+	}
+}

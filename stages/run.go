@@ -848,7 +848,7 @@ type checkFail struct {
 // A sink writes no Parquet and checks what it writes itself. When rec is
 // checked (it passed the check before), rec returned as it was given is
 // not checked again, and of one made from it only what changed
-// (shard.CheckChanged).
+// (shard.CheckChanged, with tools lined up: checkedTools).
 func checkOutputs(sink, checked bool, rec *record.Record, outs []*record.Record) map[int]checkFail {
 	if sink {
 		return nil
@@ -860,7 +860,7 @@ func checkOutputs(sink, checked bool, rec *record.Record, outs []*record.Record)
 		}
 		check := shard.Check
 		if checked {
-			check = func(out *record.Record) (string, error) { return shard.CheckChanged(out, rec) }
+			check = func(out *record.Record) (string, error) { return knownTools.checkChanged(out, rec) }
 		}
 		if reason, err := check(out); err != nil {
 			if unfit == nil {

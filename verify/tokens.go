@@ -1,6 +1,7 @@
 package verify
 
 import (
+	"bytes"
 	"encoding/json"
 	"hash/maphash"
 	"slices"
@@ -308,15 +309,27 @@ func recordTokens(r *record.Record, count func(string) int, system func(*record.
 // texts once the budget is spent, are counted every time. The text of a
 // record's system message is remembered under the record's system prompt
 // and tools (the fields systemText writes), so that a record whose tools
-// were seen before is neither written out nor looked up as text. Texts
-// are found by a hash of their bytes and compared whole: two texts with
-// the same hash are both counted right (the second every time). The zero
-// value is ready; safe for concurrent use.
+// were seen before is neither written out nor looked up as text; a new
+// system message is counted tool by tool (systemCount), each tool's part
+// remembered under its name, description and parameters, since drawn tool
+// lists (meta_tool's) rarely repeat but their tools do. Texts and tools
+// are found by a hash of their bytes and compared whole: two with the same
+// hash are both counted right (the second every time). The zero value is
+// ready; safe for concurrent use.
 type TokenMemo struct {
 	mu      sync.Mutex
 	texts   map[uint64]memoText
 	systems map[uint64]memoSystem
+	tools   map[uint64]*memoTool
 	used    int
+}
+
+// memoTool is the count of a tool's part of system texts (toolPart), as
+// the last tool of the list and as one followed by another; -1 when not
+// counted yet, -2 when the part cannot be counted on its own.
+type memoTool struct {
+	tool record.Tool // Name, Description and Parameters only
+	n    [2]int
 }
 
 type memoText struct {
@@ -385,7 +398,7 @@ func (t *TokenMemo) systemTokens(r *record.Record) int {
 	if ok && e.system == r.System && sameTools(e.tools, r.Tools) {
 		return e.n
 	}
-	n := Tokens(systemText(r))
+	n := t.systemCount(r)
 	if !ok && size <= memoTextMax {
 		t.mu.Lock()
 		defer t.mu.Unlock()
@@ -403,6 +416,106 @@ func (t *TokenMemo) systemTokens(r *record.Record) int {
 		}
 	}
 	return n
+}
+
+// systemCount is Tokens(systemText(r)), counted in parts: the system
+// prompt with the start of the list up to the first "name", then each
+// tool's part (toolPart) through its follower's "name", each remembered.
+// The parts are cut after the "name" of a `{"name":`, a letter before a
+// quote, where o200k_base's pre-tokenizer always ends a piece and starts
+// another (safeCut), so the pieces of the parts are the pieces of the
+// whole text and their counts add up to its count. That holds when
+// Tokens counts the whole piece by piece: when it is UTF-8 (each part is)
+// and no run of more than tokenChunk bytes lacks such a place (no part is
+// longer than tokenChunk); otherwise the whole text is counted.
+func (t *TokenMemo) systemCount(r *record.Record) int {
+	if len(r.Tools) == 0 {
+		return Tokens(systemText(r))
+	}
+	var buf [256]byte
+	head := append(buf[:0], r.System...)
+	if r.System != "" {
+		head = append(head, "\n\n"...)
+	}
+	head = append(head, `[{"name`...)
+	if len(head) > tokenChunk || !utf8.Valid(head) {
+		return Tokens(systemText(r))
+	}
+	n := t.Tokens(string(head)) // countPieces' count: head is UTF-8 and short
+	for i := range r.Tools {
+		c := t.toolTokens(&r.Tools[i], i == len(r.Tools)-1)
+		if c < 0 {
+			return Tokens(systemText(r))
+		}
+		n += c
+	}
+	return n
+}
+
+// toolPart is tool's part of a system text, `":` and the rest of its
+// object as systemText writes it, then `]` for the last tool, else the
+// start of the next, `,{"name`.
+func toolPart(dst []byte, tool *record.Tool, last bool) []byte {
+	dst = append(dst, `":`...)
+	dst = jsonout.AppendString(dst, tool.Name)
+	dst = append(dst, `,"description":`...)
+	dst = jsonout.AppendString(dst, tool.Description)
+	dst = append(dst, `,"parameters":`...)
+	dst = appendRawOrString(dst, tool.Parameters)
+	if last {
+		return append(dst, "}]"...)
+	}
+	return append(dst, `},{"name`...)
+}
+
+// toolTokens is the token count of toolPart(tool, last), remembered, or
+// -1 when the part is no piece-by-piece count (not UTF-8, or longer than
+// tokenChunk: see systemCount).
+func (t *TokenMemo) toolTokens(tool *record.Tool, last bool) int {
+	var h maphash.Hash
+	h.SetSeed(memoSeed)
+	h.WriteString(tool.Name)
+	h.WriteByte(0)
+	h.WriteString(tool.Description)
+	h.WriteByte(0)
+	h.Write(tool.Parameters)
+	key := h.Sum64()
+	end := 0
+	if last {
+		end = 1
+	}
+	t.mu.Lock()
+	e := t.tools[key]
+	same := e != nil && e.tool.Name == tool.Name && e.tool.Description == tool.Description && bytes.Equal(e.tool.Parameters, tool.Parameters)
+	if same && e.n[end] != -1 {
+		n := e.n[end]
+		t.mu.Unlock()
+		return max(n, -1)
+	}
+	t.mu.Unlock()
+	part := toolPart(make([]byte, 0, len(tool.Name)+len(tool.Description)+len(tool.Parameters)+48), tool, last)
+	n := -2
+	if len(part) <= tokenChunk && utf8.Valid(part) {
+		n = countPieces(string(part))
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	switch size := len(tool.Name) + len(tool.Description) + len(tool.Parameters) + 64; {
+	case same:
+		e.n[end] = n
+	case e == nil && t.used+size <= memoBudget:
+		if t.tools == nil {
+			t.tools = map[uint64]*memoTool{}
+		}
+		if _, ok := t.tools[key]; !ok {
+			e := &memoTool{tool: record.Tool{Name: strings.Clone(tool.Name), Description: strings.Clone(tool.Description),
+				Parameters: slices.Clone(tool.Parameters)}, n: [2]int{-1, -1}}
+			e.n[end] = n
+			t.tools[key] = e
+			t.used += size
+		}
+	}
+	return max(n, -1)
 }
 
 // systemKey is the memo's key for a record's system text (a hash of the

@@ -131,3 +131,38 @@ func forgetPieces() {
 	pieceCounts.m, pieceCounts.small, pieceCounts.longBytes = nil, nil, 0
 	pieceCounts.Unlock()
 }
+
+// BenchmarkRecordTokensDrawn is BenchmarkRecordTokensSample's "run" mode on
+// records whose tool lists are drawn from the sample's tools, five each,
+// as meta_tool lists them (its hard records list the invoked tools and
+// distractors from the run's library): lists rarely repeat, their tools
+// do.
+func BenchmarkRecordTokensDrawn(b *testing.B) {
+	Tokens("warm up")
+	for _, format := range []string{"glaive", "xlam"} {
+		recs, _ := sampleRecords(b, format)
+		var lib []record.Tool
+		for _, r := range recs[:500] {
+			lib = append(lib, r.Tools...)
+		}
+		for k, r := range recs {
+			r.Tools = nil
+			for j := range 5 {
+				r.Tools = append(r.Tools, lib[(k*31+j*977)%len(lib)])
+			}
+		}
+		b.Run(format, func(b *testing.B) {
+			for _, r := range recs {
+				new(TokenMemo).RecordTokens(r)
+			}
+			cpu0 := cputime.Process()
+			for b.Loop() {
+				memo := new(TokenMemo)
+				for _, r := range recs {
+					memo.RecordTokens(r)
+				}
+			}
+			b.ReportMetric(float64((cputime.Process()-cpu0).Microseconds())/float64(b.N*len(recs)), "cpu-µs/record")
+		})
+	}
+}

@@ -258,3 +258,64 @@ func TestTokenMemoSystems(t *testing.T) {
 		}
 	}
 }
+
+// TestSystemCountAsTokens: counting a system text tool by tool
+// (systemCount) gives Tokens' count of the whole text, for the tool lists
+// of the sample records, for lists drawn from their tools (as meta_tool
+// makes them), and for texts a part cannot be counted alone in (not UTF-8,
+// longer than tokenChunk), first with the tools' parts new and then
+// remembered.
+func TestSystemCountAsTokens(t *testing.T) {
+	recs, _ := sampleRecords(t, "xlam")
+	more, _ := sampleRecords(t, "glaive")
+	recs = append(recs[:400], more[:400]...)
+	var lib []record.Tool
+	for _, r := range recs {
+		lib = append(lib, r.Tools...)
+	}
+	long := strings.Repeat("word ", tokenChunk/5+10)
+	odd := []record.Tool{
+		{Name: "bad", Description: "not UTF-8 \xff here", Parameters: []byte(`{"type":"object"}`)},
+		{Name: "raw", Description: "d", Parameters: []byte("{\"a\":\"\xfe\"}")},
+		{Name: "long", Description: long, Parameters: []byte(`{}`)},
+		{Name: "run", Description: strings.Repeat("x", tokenChunk+100), Parameters: []byte(`{}`)},
+		{Name: "notjson", Description: "quote \" and name", Parameters: []byte(`{oops`)},
+		{Name: "empty", Description: "", Parameters: nil},
+		{Name: `"name`, Description: `{"name":"x"}`, Parameters: []byte(`{"type":"object","properties":{"name":{"type":"string"}}}`)},
+		{Name: "天气", Description: "查询城市的天气情况", Parameters: []byte(`{"type":"object","properties":{"城市":{"type":"string"}}}`)},
+	}
+	var cases []*record.Record
+	for i, r := range recs {
+		cases = append(cases, r)
+		d := &record.Record{System: r.System}
+		for k := range 1 + i%6 {
+			d.Tools = append(d.Tools, lib[(i*7+k*13)%len(lib)])
+		}
+		if i%9 == 0 {
+			d.Tools = append(d.Tools, odd[i/9%len(odd)])
+		}
+		switch i % 5 {
+		case 1:
+			d.System = ""
+		case 2:
+			d.System = long
+		case 3:
+			d.System = "sys \xff"
+		}
+		cases = append(cases, d)
+	}
+	for _, tool := range odd {
+		cases = append(cases, &record.Record{Tools: []record.Tool{tool}}, &record.Record{System: "s", Tools: []record.Tool{odd[0], tool, odd[7]}})
+	}
+	var memo TokenMemo
+	for round := range 2 {
+		for i, r := range cases {
+			if got, want := memo.systemCount(r), Tokens(systemText(r)); got != want {
+				t.Fatalf("round %d, case %d (%d tools): systemCount %d, Tokens %d", round, i, len(r.Tools), got, want)
+			}
+		}
+	}
+	if len(memo.tools) == 0 {
+		t.Fatal("no tool part remembered")
+	}
+}

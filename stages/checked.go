@@ -1,0 +1,101 @@
+package stages
+
+import (
+	"sync"
+	"unsafe"
+
+	"github.com/augmentdata/augment/stages/record"
+	"github.com/augmentdata/augment/stages/shard"
+)
+
+// checkedTools remembers tools that passed shard.Check, by the memory of
+// their parameters, for checkChanged: a stage lists the same tools record
+// after record (meta_tool's distractors come from the run's library, its
+// own definitions are shared) at positions shard.CheckChanged does not
+// look at, so it checked them again for every record. A remembered tool
+// keeps its memory, so the same address cannot hold other bytes while it
+// is remembered; records are not changed in place. Safe for concurrent
+// use.
+type checkedTools struct {
+	mu   sync.Mutex
+	slot [checkedToolSlots]record.Tool
+}
+
+const checkedToolSlots = 1024
+
+// knownTools are the tools the runner's checks passed.
+var knownTools checkedTools
+
+// A linedUpRecord is the record checkChanged compares an output with,
+// kept for the next output (it is not cleared: what it holds from the last
+// one is in memory anyway, and a pool drops its objects as GC runs).
+type linedUpRecord struct {
+	rec   record.Record
+	tools [16]record.Tool
+}
+
+var linedUpRecords = sync.Pool{New: func() any { return new(linedUpRecord) }}
+
+// checkChanged is shard.CheckChanged(out, prev), prev being a record that
+// passed the check, with prev's tools lined up with out's: each of out's
+// tools is set against one that shares its parameters' memory, prev's or
+// one remembered, else against prev's tool at its position. Every tool it
+// is set against passed the check, so the line-up decides only how much
+// is checked again, never what passes. The tools of an output that passes
+// are remembered.
+func (c *checkedTools) checkChanged(out, prev *record.Record) (string, error) {
+	against := prev
+	if n := len(out.Tools); n > 0 && n <= len(linedUpRecord{}.tools) && !sameMemory(out.Tools, prev.Tools) {
+		l := linedUpRecords.Get().(*linedUpRecord)
+		defer linedUpRecords.Put(l)
+		l.rec = *prev
+		tools := l.tools[:n]
+		clear(tools[copy(tools, prev.Tools):])
+		c.mu.Lock()
+		for i := range tools {
+			t := &out.Tools[i]
+			if i < len(prev.Tools) && sameMemory(t.Parameters, prev.Tools[i].Parameters) {
+				continue
+			}
+			if k := c.index(t.Parameters); sameMemory(t.Parameters, c.slot[k].Parameters) {
+				tools[i] = c.slot[k]
+				continue
+			}
+			for _, p := range prev.Tools {
+				if sameMemory(t.Parameters, p.Parameters) {
+					tools[i] = p
+					break
+				}
+			}
+		}
+		c.mu.Unlock()
+		l.rec.Tools = tools
+		against = &l.rec
+	}
+	reason, err := shard.CheckChanged(out, against)
+	if err == nil && against != prev {
+		c.mu.Lock()
+		for _, t := range out.Tools {
+			if len(t.Parameters) > 0 {
+				c.slot[c.index(t.Parameters)] = t
+			}
+		}
+		c.mu.Unlock()
+	}
+	return reason, err
+}
+
+// index is the slot of parameters at their address.
+func (c *checkedTools) index(params []byte) int {
+	if len(params) == 0 {
+		return 0
+	}
+	a := uint64(uintptr(unsafe.Pointer(unsafe.SliceData(params))))
+	return int((a*0x9e3779b97f4a7c15)>>54) % checkedToolSlots
+}
+
+// sameMemory reports whether a and b are the same non-empty elements in
+// memory.
+func sameMemory[E any](a, b []E) bool {
+	return len(a) > 0 && len(a) == len(b) && &a[0] == &b[0]
+}
