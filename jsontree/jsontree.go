@@ -156,6 +156,11 @@ type Parser struct {
 	// Spans records where each value starts, for Value.Span. It is off by
 	// default: the store costs the readers several per cent.
 	Spans bool
+	// ValidUTF8 says that Data is valid UTF-8, as text this package
+	// decoded is: its strings are then not checked again (a string cut
+	// from valid text at its quotes, with its escapes decoded, is valid).
+	// Text that is not must not be given with it.
+	ValidUTF8 bool
 	// BadUTF8 and LoneSurrogate record that a string held invalid UTF-8
 	// (each run of invalid bytes decoded as one U+FFFD) or a \u escape of
 	// half a surrogate pair (decoded as U+FFFD).
@@ -527,7 +532,7 @@ func (p *Parser) ReadString() (string, error) {
 			}
 			p.Pos = i + 1
 			// Only text with a byte outside ASCII can be invalid UTF-8.
-			if seen&swar.Tops != 0 && !utf8.ValidString(s) {
+			if seen&swar.Tops != 0 && !p.ValidUTF8 && !utf8.ValidString(s) {
 				s = strings.ToValidUTF8(s, "\uFFFD")
 				p.BadUTF8 = true
 			}

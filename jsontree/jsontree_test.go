@@ -148,6 +148,11 @@ func FuzzParseJSON(f *testing.F) {
 		if !json.Valid(c) {
 			t.Fatalf("compact output %q is not valid JSON", c)
 		}
+		// ValidUTF8 on valid text (the compact output is): the same values.
+		vp := Parser{Data: c, ValidUTF8: true}
+		if vv, err := vp.Parse(); err != nil || string(Compact(&vv)) != string(c) || vp.BadUTF8 {
+			t.Fatalf("with ValidUTF8: %v, %q; without: %q", err, Compact(&vv), c)
+		}
 		v2, err := Parse(c)
 		if err != nil {
 			t.Fatalf("compact output %q does not re-parse: %v", c, err)

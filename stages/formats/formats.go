@@ -202,10 +202,13 @@ func (w *workspace) members(n int) []jsontree.Member {
 }
 
 // parser returns a Parser reading s, without copying it, into the
-// builder's arena: its values are valid until Parse returns.
+// builder's arena: its values are valid until Parse returns. s is text of
+// the row, which the row's parser decoded as valid UTF-8 (Parse's
+// contract), so its strings are not checked again.
 func (b *builder) parser(s string) jsontree.Parser {
 	p := jsontree.StringParser(s)
 	p.Arena = &b.w.arena
+	p.ValidUTF8 = true
 	return p
 }
 
