@@ -401,6 +401,25 @@ func FuzzReadString(f *testing.F) {
 			return
 		}
 		s, err := p.ReadString()
+		// CopyStrings (one pass, copying as it scans) and SingleQuoteEscape:
+		// the same outcome as the two-step path, into a slab that already
+		// holds a string (which must stay as it was).
+		for _, sq := range []bool{false, true} {
+			q := Parser{Data: []byte(in), SingleQuoteEscape: sq}
+			qs, qerr := q.ReadString()
+			c := Parser{Data: []byte("\"held\"" + in), CopyStrings: true, SingleQuoteEscape: sq}
+			held, _ := c.ReadString()
+			cs, cerr := c.ReadString()
+			ce, _ := cerr.(*Error)
+			qe, _ := qerr.(*Error)
+			if ce != nil && qe != nil && ce.Msg == qe.Msg && ce.EOF == qe.EOF && ce.Off-6 == qe.Off {
+				ce, qe = nil, nil // the same error, 6 bytes further on
+			}
+			if cs != qs || ce != qe || c.Pos-6 != q.Pos || held != "held" ||
+				c.BadUTF8 != q.BadUTF8 || c.LoneSurrogate != q.LoneSurrogate || c.SawSingleQuote != q.SawSingleQuote {
+				t.Fatalf("%q (single quotes %v): CopyStrings gives %q, %v at %d; without %q, %v at %d", in, sq, cs, cerr, c.Pos-6, qs, qerr, q.Pos)
+			}
+		}
 		var want string
 		werr := json.Unmarshal([]byte(in[:max(p.Pos, 1)]), &want)
 		switch {
