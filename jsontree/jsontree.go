@@ -952,8 +952,8 @@ func (p *Parser) objectBody(base int) (Value, error) {
 			return Value{}, err
 		}
 		if !p.DuplicateKeys {
-			for _, m := range p.stack[base:] {
-				if m.Key == k {
+			for j := range p.stack[base:] { // by index: a Member is 64 bytes
+				if p.stack[base+j].Key == k {
 					p.Pos = keyAt
 					return Value{}, p.fail(fmt.Sprintf("duplicate key %q", k))
 				}
