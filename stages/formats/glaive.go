@@ -102,6 +102,14 @@ var glaiveMarkers = [...]struct{ text, role string }{
 	{"FUNCTION RESPONSE:", record.RoleTool},
 }
 
+// glaiveMarkerStart marks the first bytes of the markers.
+var glaiveMarkerStart = func() (t [256]bool) {
+	for _, m := range glaiveMarkers {
+		t[m.text[0]] = true
+	}
+	return t
+}()
+
 // splitGlaive cuts a chat at the turn markers found at the start of a line.
 // A turn normally ends with a blank line ("\n\n" or "\n\n\n"); a marker right
 // after a single newline is the known damage where the source's "AI:"
@@ -111,10 +119,12 @@ func splitGlaive(chat string) ([]glaiveTurn, error) {
 	bodyAt := -1
 	for line := 0; line < len(chat); {
 		role, n := "", 0
-		for _, m := range glaiveMarkers {
-			if strings.HasPrefix(chat[line:], m.text) {
-				role, n = m.role, len(m.text)
-				break
+		if glaiveMarkerStart[chat[line]] { // most lines start otherwise, or are blank
+			for _, m := range glaiveMarkers {
+				if strings.HasPrefix(chat[line:], m.text) {
+					role, n = m.role, len(m.text)
+					break
+				}
 			}
 		}
 		if n > 0 {
