@@ -202,14 +202,33 @@ func Parse(data []byte) (Value, error) {
 // Parse decodes Data from Pos to its end, which must hold exactly one JSON
 // value (white space around it allowed).
 func (p *Parser) Parse() (Value, error) {
-	sp := stacks.Get().(*[]Member)
-	p.stack, p.high = (*sp)[:0], 0
+	sp := p.takeStack()
 	v, err := p.Value()
 	if err == nil {
 		p.SkipSpace()
 		if p.Pos < len(p.Data) {
 			err = p.fail("unexpected data after the JSON value")
 		}
+	}
+	p.giveStack(sp)
+	return v, err
+}
+
+// takeStack gives the parser a pooled stack, unless it has one (a Parse
+// calling Value): then it returns nil.
+func (p *Parser) takeStack() *[]Member {
+	if p.stack != nil {
+		return nil
+	}
+	sp := stacks.Get().(*[]Member)
+	p.stack, p.high = (*sp)[:0], 0
+	return sp
+}
+
+// giveStack gives the stack takeStack took back to the pool.
+func (p *Parser) giveStack(sp *[]Member) {
+	if sp == nil {
+		return
 	}
 	if cap(p.stack) <= 4096 {
 		// Cleared, so the pool keeps no references into decoded texts.
@@ -218,7 +237,6 @@ func (p *Parser) Parse() (Value, error) {
 		stacks.Put(sp)
 	}
 	p.stack = nil
-	return v, err
 }
 
 // Value decodes the JSON value at Pos (after white space) and leaves Pos
@@ -227,7 +245,13 @@ func (p *Parser) Value() (Value, error) {
 	if p.Spans && uint64(len(p.Data)) > maxSpanText {
 		return Value{}, &Error{Off: 0, Msg: "text longer than 4 GiB, too long for spans"}
 	}
-	return p.value()
+	// Called on its own (not by Parse), it takes a pooled stack too: a
+	// caller reading values one after another then does not grow a stack
+	// for each.
+	sp := p.takeStack()
+	v, err := p.value()
+	p.giveStack(sp)
+	return v, err
 }
 
 // ParseString is Parse for text held in a string, without copying it.

@@ -62,6 +62,8 @@ func parse(format, source string, index int64, row []byte, onePass bool) (*recor
 	defer func() {
 		w.arena.Reset()
 		w.json = w.json[:0]
+		clear(w.turns) // no references into the row's text
+		w.turns = w.turns[:0]
 		if cap(w.json) <= 1<<20 {
 			workspaces.Put(w)
 		}
@@ -170,12 +172,14 @@ type builder struct {
 }
 
 // A workspace holds what Parse reuses from row to row: the arena for the
-// trees decoded while reading a row, and the buffer the record's JSON
-// texts are written to (compact) until keepJSON copies them out. The
-// readers' helpers take a nil *workspace when they work outside Parse.
+// trees decoded while reading a row, the buffer the record's JSON texts
+// are written to (compact) until keepJSON copies them out, and glaive's
+// turns. The readers' helpers take a nil *workspace when they work
+// outside Parse.
 type workspace struct {
 	arena jsontree.Arena
 	json  []byte
+	turns []glaiveTurn // glaive's chat cut into turns
 }
 
 var workspaces = sync.Pool{New: func() any { return new(workspace) }}

@@ -28,10 +28,11 @@ func parseGlaive(b *builder, row *jsontree.Value) error {
 	if err := glaiveSystem(b, sys); err != nil {
 		return err
 	}
-	turns, err := splitGlaive(chat)
+	turns, err := splitGlaive(chat, b.w.turns[:0])
 	if err != nil {
 		return err
 	}
+	b.w.turns = turns // reused by the next row (parse clears it)
 	b.rec.Messages = make([]record.Message, 0, len(turns))
 	for i, t := range turns {
 		var err error
@@ -114,8 +115,8 @@ var glaiveMarkerStart = func() (t [256]bool) {
 // A turn normally ends with a blank line ("\n\n" or "\n\n\n"); a marker right
 // after a single newline is the known damage where the source's "AI:"
 // became a marker inside a turn, and is rejected.
-func splitGlaive(chat string) ([]glaiveTurn, error) {
-	var turns []glaiveTurn
+// The turns are appended to turns (a buffer to reuse, or nil).
+func splitGlaive(chat string, turns []glaiveTurn) ([]glaiveTurn, error) {
 	bodyAt := -1
 	for line := 0; line < len(chat); {
 		role, n := "", 0
