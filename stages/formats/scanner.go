@@ -641,7 +641,7 @@ func (s *Scanner) object() (objScan, error) {
 	o := objScan{firstNL: -1}
 	start, p := s.head, s.head
 	first := s.abs(start)
-	escaped := false // in a string: the buffer ended with a backslash, which escapes the next byte
+	carry := 0 // large, in a string: parity of the backslashes just before start
 	s.stack = s.stack[:0]
 	inString := false
 	lines := s.mode == '{'
@@ -662,7 +662,10 @@ func (s *Scanner) object() (objScan, error) {
 				return o, nil
 			}
 			if o.large {
-				// Drop what was scanned (escaped keeps the escape state).
+				// Drop what was scanned, keeping the escape state.
+				if inString {
+					carry = backslashes(s.buf[start:p], carry) % 2
+				}
 				s.head, start = p, p
 			}
 			shift, err := s.fill()
@@ -675,21 +678,32 @@ func (s *Scanner) object() (objScan, error) {
 		}
 		buf := s.buf[:s.end]
 		if inString {
-			// Up to the closing quote; in JSON Lines a line break, escaped
-			// or not, ends the line inside the string.
-			nl := byte('"') // stops nothing more than the quote does
-			if lines {
-				nl = '\n'
+			// Up to the closing quote, passing escaped ones here rather
+			// than in the outer loop (strings with escaped JSON inside
+			// have many).
+			from, to := p, len(buf) // the string's bytes read here
+			for {
+				q := quoteAt(buf, p)
+				if q >= len(buf) {
+					break
+				}
+				p = q + 1
+				if (q > start && buf[q-1] != '\\') || backslashes(buf[start:q], carry)%2 == 0 {
+					inString, to = false, q
+					break
+				}
 			}
-			q, esc := stringEnd(buf, p, nl, escaped)
-			escaped = esc
-			switch {
-			case q >= len(buf):
-				p = q
-			case buf[q] == '"':
-				inString, p = false, q+1
-			default:
-				return s.lineInString(&o, first, start, q)
+			if lines {
+				if nl := bytes.IndexByte(buf[from:to], '\n'); nl >= 0 {
+					at := s.abs(from + nl)
+					if o.firstNL < 0 {
+						o.firstNL = at
+					}
+					return s.brk(&o, first, start, "the line ends inside a string (truncated line?)", at, at)
+				}
+			}
+			if inString {
+				p = s.end
 			}
 			continue
 		}
@@ -794,79 +808,40 @@ func (s *Scanner) brk(o *objScan, first int64, start int, why string, at, far in
 	return *o, nil
 }
 
-// lineInString ends object's scan of o, a JSON Lines row whose line ends
-// inside a string, at buf[p], a line break.
-func (s *Scanner) lineInString(o *objScan, first int64, start, p int) (objScan, error) {
-	at := s.abs(p)
-	if o.firstNL < 0 {
-		o.firstNL = at
+// quoteAt returns the index of the first '"' at or after b[i], or len(b).
+// The next sixteen bytes are tested a word at a time (a borrow can only
+// add flags above the lowest, which is exact), the rest with IndexByte:
+// in strings holding escaped JSON the next quote is a few bytes on, where
+// a call of IndexByte costs more than the search.
+func quoteAt(b []byte, i int) int {
+	if i+16 <= len(b) {
+		x := binary.LittleEndian.Uint64(b[i:]) ^ swar.Ones*'"'
+		if m := (x - swar.Ones) &^ x & swar.Tops; m != 0 {
+			return i + bits.TrailingZeros64(m)>>3
+		}
+		y := binary.LittleEndian.Uint64(b[i+8:]) ^ swar.Ones*'"'
+		if m := (y - swar.Ones) &^ y & swar.Tops; m != 0 {
+			return i + 8 + bits.TrailingZeros64(m)>>3
+		}
+		i += 16
 	}
-	return s.brk(o, first, start, "the line ends inside a string (truncated line?)", at, at)
+	if k := bytes.IndexByte(b[i:], '"'); k >= 0 {
+		return i + k
+	}
+	return len(b)
 }
 
-// stringEnd reads string content from b[i], a backslash escaping the byte
-// after it, up to the closing quote, or a line break nl (escaped or not;
-// '"' for none), and returns its index; or len(b) when b ends first, esc
-// then reporting that b ends with a backslash whose escaped byte is still
-// to come (escaped says so of b[i] on entry). It reads eight bytes at a
-// time and takes the flagged bytes of a word one by one: strings holding
-// escaped JSON have a backslash every few bytes.
-func stringEnd(b []byte, i int, nl byte, escaped bool) (end int, esc bool) {
-	if escaped {
-		if i >= len(b) {
-			return len(b), true
-		}
-		if b[i] == nl && nl != '"' {
-			return i, false
-		}
-		i++
+// backslashes counts the backslashes that end b; when they fill b, the
+// count carried from before b is added.
+func backslashes(b []byte, carry int) int {
+	n := 0
+	for k := len(b) - 1; k >= 0 && b[k] == '\\'; k-- {
+		n++
 	}
-	nls := swar.Ones * uint64(nl)
-words:
-	for i+8 <= len(b) {
-		w := binary.LittleEndian.Uint64(b[i:])
-		m := zeroBytes(w^swar.Ones*'"') | zeroBytes(w^swar.Ones*'\\') | zeroBytes(w^nls)
-		for m != 0 {
-			k := bits.TrailingZeros64(m) >> 3
-			if b[i+k] != '\\' {
-				return i + k, false // the closing quote or a line break
-			}
-			e := i + k + 1 // the escaped byte
-			switch {
-			case e >= len(b):
-				return len(b), true
-			case b[e] == nl && nl != '"':
-				return e, false
-			case k == 7: // e starts the next word
-				i = e + 1
-				continue words
-			}
-			m &^= 0xFFFF << (8 * k) // the backslash's flag and the escaped byte's
-		}
-		i += 8
+	if n == len(b) {
+		n += carry
 	}
-	for ; i < len(b); i++ {
-		switch c := b[i]; {
-		case c == '\\':
-			i++
-			switch {
-			case i >= len(b):
-				return len(b), true
-			case b[i] == nl && nl != '"':
-				return i, false
-			}
-		case c == '"' || c == nl:
-			return i, false
-		}
-	}
-	return len(b), false
-}
-
-// zeroBytes flags the zero bytes of x, exactly: the high bit of each is set
-// in the result, and only theirs.
-func zeroBytes(x uint64) uint64 {
-	const low7 = swar.Ones * 0x7F
-	return ^((x&low7 + low7) | x | low7)
+	return n
 }
 
 // continues reports whether JSON allows a line break between prev, the last

@@ -383,42 +383,20 @@ func checkLines(t *testing.T, s string, rows []string, err error) {
 	}
 }
 
-// stringEndRef is stringEnd one byte at a time, the reference for its
-// word-at-a-time reading.
-func stringEndRef(b []byte, i int, nl byte, escaped bool) (int, bool) {
-	for ; i < len(b); i++ {
-		switch c := b[i]; {
-		case escaped:
-			escaped = false
-			if c == nl && nl != '"' {
-				return i, false
-			}
-		case c == '\\':
-			escaped = true
-		case c == '"' || c == nl:
-			return i, false
-		}
-	}
-	return len(b), escaped
-}
-
-// FuzzStringEnd holds stringEnd to stringEndRef at every start, with and
-// without a line break to stop at and an escape carried in.
-func FuzzStringEnd(f *testing.F) {
-	for _, s := range []string{`abc"`, `a\"b\\"c`, "0123456\\\"89abcdef\"", "0123456\\\n", "x\\", `\\\\\\\"`, "ab\ncd\"", "0123456789\\"} {
+// FuzzQuoteAt holds quoteAt to bytes.IndexByte at every start.
+func FuzzQuoteAt(f *testing.F) {
+	for _, s := range []string{`abc"`, `0123456789abcdef"x"`, `01234567"`, `"#"#"#`, "no quote at all, not one"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
 		b := []byte(s)
 		for i := 0; i <= len(b); i++ {
-			for _, nl := range []byte{'"', '\n'} {
-				for _, esc := range []bool{false, true} {
-					end, e := stringEnd(b, i, nl, esc)
-					wend, we := stringEndRef(b, i, nl, esc)
-					if end != wend || e != we {
-						t.Fatalf("%q from %d (nl %q, escaped %v): %d %v, want %d %v", s, i, nl, esc, end, e, wend, we)
-					}
-				}
+			want := len(b)
+			if k := bytes.IndexByte(b[i:], '"'); k >= 0 {
+				want = i + k
+			}
+			if got := quoteAt(b, i); got != want {
+				t.Fatalf("%q from %d: %d, want %d", s, i, got, want)
 			}
 		}
 	})
