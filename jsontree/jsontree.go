@@ -1097,22 +1097,23 @@ func AppendString(b []byte, s string) []byte {
 	for i := 0; i < len(s); {
 		// Eight bytes at a time over ASCII that needs no escape, up to
 		// the first byte that does or is not ASCII (see plainRun; here a
-		// high bit also stops the skip, and the lowest flag is exact).
-		if i+8 <= len(s) {
+		// high bit also stops the skip, and the lowest flag is exact),
+		// then the last bytes one by one (most keys and short values are
+		// only such bytes).
+		for ; i+8 <= len(s); i += 8 {
 			w := swar.Load(s, i)
-			m := swar.StringSpecial(w) | w&swar.Tops
-			if m == 0 {
-				i += 8
-				continue
+			if m := swar.StringSpecial(w) | w&swar.Tops; m != 0 {
+				i += bits.TrailingZeros64(m) >> 3
+				break
 			}
-			i += bits.TrailingZeros64(m) >> 3
 		}
-		c := s[i]
-		if c < utf8.RuneSelf {
-			if !needsEscape[c] {
-				i++
-				continue
-			}
+		for i < len(s) && s[i] < utf8.RuneSelf && !needsEscape[s[i]] {
+			i++
+		}
+		if i >= len(s) {
+			break
+		}
+		if c := s[i]; c < utf8.RuneSelf {
 			b = append(b, s[start:i]...)
 			switch c {
 			case '"', '\\':
