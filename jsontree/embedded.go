@@ -155,8 +155,8 @@ func (p *Parser) eBody(k Kind, base int) (Value, bool) {
 				return Value{}, false
 			}
 			if !p.DuplicateKeys {
-				for _, o := range p.stack[base:] {
-					if o.Key == key {
+				for j := range p.stack[base:] { // by index: a Member is 64 bytes
+					if p.stack[base+j].Key == key {
 						return Value{}, false
 					}
 				}

@@ -156,6 +156,11 @@ type Parser struct {
 	// Spans records where each value starts, for Value.Span. It is off by
 	// default: the store costs the readers several per cent.
 	Spans bool
+	// ValidUTF8 says that Data is valid UTF-8, as text this package
+	// decoded is: its strings are then not checked again (a string cut
+	// from valid text at its quotes, with its escapes decoded, is valid).
+	// Text that is not must not be given with it.
+	ValidUTF8 bool
 	// BadUTF8 and LoneSurrogate record that a string held invalid UTF-8
 	// (each run of invalid bytes decoded as one U+FFFD) or a \u escape of
 	// half a surrogate pair (decoded as U+FFFD).
@@ -197,14 +202,33 @@ func Parse(data []byte) (Value, error) {
 // Parse decodes Data from Pos to its end, which must hold exactly one JSON
 // value (white space around it allowed).
 func (p *Parser) Parse() (Value, error) {
-	sp := stacks.Get().(*[]Member)
-	p.stack, p.high = (*sp)[:0], 0
+	sp := p.takeStack()
 	v, err := p.Value()
 	if err == nil {
 		p.SkipSpace()
 		if p.Pos < len(p.Data) {
 			err = p.fail("unexpected data after the JSON value")
 		}
+	}
+	p.giveStack(sp)
+	return v, err
+}
+
+// takeStack gives the parser a pooled stack, unless it has one (a Parse
+// calling Value): then it returns nil.
+func (p *Parser) takeStack() *[]Member {
+	if p.stack != nil {
+		return nil
+	}
+	sp := stacks.Get().(*[]Member)
+	p.stack, p.high = (*sp)[:0], 0
+	return sp
+}
+
+// giveStack gives the stack takeStack took back to the pool.
+func (p *Parser) giveStack(sp *[]Member) {
+	if sp == nil {
+		return
 	}
 	if cap(p.stack) <= 4096 {
 		// Cleared, so the pool keeps no references into decoded texts.
@@ -213,7 +237,6 @@ func (p *Parser) Parse() (Value, error) {
 		stacks.Put(sp)
 	}
 	p.stack = nil
-	return v, err
 }
 
 // Value decodes the JSON value at Pos (after white space) and leaves Pos
@@ -222,7 +245,13 @@ func (p *Parser) Value() (Value, error) {
 	if p.Spans && uint64(len(p.Data)) > maxSpanText {
 		return Value{}, &Error{Off: 0, Msg: "text longer than 4 GiB, too long for spans"}
 	}
-	return p.value()
+	// Called on its own (not by Parse), it takes a pooled stack too: a
+	// caller reading values one after another then does not grow a stack
+	// for each.
+	sp := p.takeStack()
+	v, err := p.value()
+	p.giveStack(sp)
+	return v, err
 }
 
 // ParseString is Parse for text held in a string, without copying it.
@@ -470,6 +499,17 @@ var strSpecial = func() (t [256]bool) {
 // bytes at a time (swar.StringSpecial).
 func plainRun(d []byte, i int) (int, uint64) {
 	var seen uint64
+	for ; i+16 <= len(d); i += 16 { // sixteen bytes a step, then eight
+		s := d[i : i+16]
+		w, x := binary.LittleEndian.Uint64(s), binary.LittleEndian.Uint64(s[8:])
+		seen |= w | x
+		if m := swar.StringSpecial(w); m != 0 {
+			return i + bits.TrailingZeros64(m)>>3, seen
+		}
+		if m := swar.StringSpecial(x); m != 0 {
+			return i + 8 + bits.TrailingZeros64(m)>>3, seen
+		}
+	}
 	for ; i+8 <= len(d); i += 8 {
 		w := binary.LittleEndian.Uint64(d[i:])
 		seen |= w
@@ -491,6 +531,9 @@ var shortEscape = [256]byte{'"': '"', '\\': '\\', '/': '/', 'b': '\b', 'f': '\f'
 // ReadString decodes the string literal starting at Pos (its '"'). Text
 // without escapes is returned as a view of the input (see Parser).
 func (p *Parser) ReadString() (string, error) {
+	if p.CopyStrings {
+		return p.readStringCopy()
+	}
 	d := p.Data
 	i := p.Pos + 1
 	// Once an escape has been seen, the text is decoded into b: the slab
@@ -527,7 +570,7 @@ func (p *Parser) ReadString() (string, error) {
 			}
 			p.Pos = i + 1
 			// Only text with a byte outside ASCII can be invalid UTF-8.
-			if seen&swar.Tops != 0 && !utf8.ValidString(s) {
+			if seen&swar.Tops != 0 && !p.ValidUTF8 && !utf8.ValidString(s) {
 				s = strings.ToValidUTF8(s, "\uFFFD")
 				p.BadUTF8 = true
 			}
@@ -599,6 +642,138 @@ func (p *Parser) ReadString() (string, error) {
 		}
 		plain = i
 	}
+}
+
+// readStringCopy is ReadString with CopyStrings: the text is copied into
+// the slab as it is scanned, in one pass, eight bytes at a time. Each word
+// is stored before it is tested: the bytes stored past the string's end
+// lie in the slab's free part, which the next string overwrites, and the
+// slab has room for them, since room leaves at least the rest of Data
+// after the opening quote free and decoded text is never longer than its
+// literal (an output word ends no later than the input word it copies).
+func (p *Parser) readStringCopy() (string, error) {
+	d := p.Data
+	p.room(p.Pos + 1)
+	start := len(p.slab)
+	out := p.slab[:cap(p.slab)]
+	o := start
+	i := p.Pos + 1
+	var seen uint64
+	for {
+		var run uint64
+		i, o, run = copyRun(d, i, out, o)
+		seen |= run
+		if i >= len(d) {
+			p.Pos = i
+			return "", p.fail("unexpected end of input inside a string")
+		}
+		switch c := d[i]; {
+		case c == '"':
+			s := ""
+			if o > start {
+				s = unsafe.String(&out[start], o-start)
+			}
+			p.slab = out[:o]
+			p.Pos = i + 1
+			// Only text with a byte outside ASCII can be invalid UTF-8.
+			if seen&swar.Tops != 0 && !p.ValidUTF8 && !utf8.ValidString(s) {
+				s = strings.ToValidUTF8(s, "\uFFFD")
+				p.BadUTF8 = true
+			}
+			return s, nil
+		case c < 0x20:
+			p.Pos = i
+			return "", p.fail("control character inside a string")
+		}
+		// A backslash.
+		if i+1 >= len(d) {
+			p.Pos = i + 1
+			return "", p.fail("unexpected end of input inside a string")
+		}
+		e := d[i+1]
+		i += 2
+		if r := shortEscape[e]; r != 0 {
+			out[o] = r
+			o++
+			continue
+		}
+		switch e {
+		case '\'':
+			if !p.SingleQuoteEscape {
+				p.Pos = i - 2
+				return "", p.fail(`invalid escape \'`)
+			}
+			p.SawSingleQuote = true
+			out[o] = '\''
+			o++
+		case 'u':
+			r, ok := hex4(d[i:])
+			if !ok {
+				p.Pos = i
+				if len(d)-i < 4 {
+					return "", p.fail("unexpected end of input inside a string")
+				}
+				return "", p.fail(`invalid \u escape`)
+			}
+			i += 4
+			if utf16.IsSurrogate(r) {
+				r2, ok := rune(0), false
+				if i+1 < len(d) && d[i] == '\\' && d[i+1] == 'u' {
+					r2, ok = hex4(d[i+2:])
+				}
+				if dec := utf16.DecodeRune(r, r2); ok && dec != utf8.RuneError {
+					r = dec
+					i += 6
+				} else {
+					r = utf8.RuneError
+					p.LoneSurrogate = true
+				}
+			}
+			o += utf8.EncodeRune(out[o:], r)
+		default:
+			p.Pos = i - 2
+			return "", p.fail(fmt.Sprintf(`invalid escape \%c`, e))
+		}
+	}
+}
+
+// copyRun copies the run of plain string content at d[i] to out[o] (see
+// readStringCopy), up to the first '"', '\\' or control character or the
+// end of d, and returns where both stopped and the OR of the bytes read
+// (see plainRun).
+func copyRun(d []byte, i int, out []byte, o int) (int, int, uint64) {
+	var seen uint64
+	// Sixteen bytes a step while they last (one test of both words), then
+	// eight.
+	for ; i+16 <= len(d) && o+16 <= len(out); i, o = i+16, o+16 {
+		s, t := d[i:i+16], out[o:o+16]
+		w, x := binary.LittleEndian.Uint64(s), binary.LittleEndian.Uint64(s[8:])
+		binary.LittleEndian.PutUint64(t, w)
+		binary.LittleEndian.PutUint64(t[8:], x)
+		seen |= w | x
+		if m := swar.StringSpecial(w); m != 0 {
+			n := bits.TrailingZeros64(m) >> 3
+			return i + n, o + n, seen
+		}
+		if m := swar.StringSpecial(x); m != 0 {
+			n := 8 + bits.TrailingZeros64(m)>>3
+			return i + n, o + n, seen
+		}
+	}
+	for ; i+8 <= len(d); i, o = i+8, o+8 {
+		w := binary.LittleEndian.Uint64(d[i:])
+		binary.LittleEndian.PutUint64(out[o:], w)
+		seen |= w
+		if m := swar.StringSpecial(w); m != 0 {
+			n := bits.TrailingZeros64(m) >> 3
+			return i + n, o + n, seen
+		}
+	}
+	for ; i < len(d) && !strSpecial[d[i]]; i, o = i+1, o+1 {
+		out[o] = d[i]
+		seen |= uint64(d[i])
+	}
+	return i, o, seen
 }
 
 // putScratch gives a buffer from the scratch pool back, grown to b, unless
@@ -801,8 +976,8 @@ func (p *Parser) objectBody(base int) (Value, error) {
 			return Value{}, err
 		}
 		if !p.DuplicateKeys {
-			for _, m := range p.stack[base:] {
-				if m.Key == k {
+			for j := range p.stack[base:] { // by index: a Member is 64 bytes
+				if p.stack[base+j].Key == k {
 					p.Pos = keyAt
 					return Value{}, p.fail(fmt.Sprintf("duplicate key %q", k))
 				}
@@ -922,22 +1097,23 @@ func AppendString(b []byte, s string) []byte {
 	for i := 0; i < len(s); {
 		// Eight bytes at a time over ASCII that needs no escape, up to
 		// the first byte that does or is not ASCII (see plainRun; here a
-		// high bit also stops the skip, and the lowest flag is exact).
-		if i+8 <= len(s) {
+		// high bit also stops the skip, and the lowest flag is exact),
+		// then the last bytes one by one (most keys and short values are
+		// only such bytes).
+		for ; i+8 <= len(s); i += 8 {
 			w := swar.Load(s, i)
-			m := swar.StringSpecial(w) | w&swar.Tops
-			if m == 0 {
-				i += 8
-				continue
+			if m := swar.StringSpecial(w) | w&swar.Tops; m != 0 {
+				i += bits.TrailingZeros64(m) >> 3
+				break
 			}
-			i += bits.TrailingZeros64(m) >> 3
 		}
-		c := s[i]
-		if c < utf8.RuneSelf {
-			if !needsEscape[c] {
-				i++
-				continue
-			}
+		for i < len(s) && s[i] < utf8.RuneSelf && !needsEscape[s[i]] {
+			i++
+		}
+		if i >= len(s) {
+			break
+		}
+		if c := s[i]; c < utf8.RuneSelf {
 			b = append(b, s[start:i]...)
 			switch c {
 			case '"', '\\':

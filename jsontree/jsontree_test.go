@@ -148,6 +148,11 @@ func FuzzParseJSON(f *testing.F) {
 		if !json.Valid(c) {
 			t.Fatalf("compact output %q is not valid JSON", c)
 		}
+		// ValidUTF8 on valid text (the compact output is): the same values.
+		vp := Parser{Data: c, ValidUTF8: true}
+		if vv, err := vp.Parse(); err != nil || string(Compact(&vv)) != string(c) || vp.BadUTF8 {
+			t.Fatalf("with ValidUTF8: %v, %q; without: %q", err, Compact(&vv), c)
+		}
 		v2, err := Parse(c)
 		if err != nil {
 			t.Fatalf("compact output %q does not re-parse: %v", c, err)
@@ -396,6 +401,25 @@ func FuzzReadString(f *testing.F) {
 			return
 		}
 		s, err := p.ReadString()
+		// CopyStrings (one pass, copying as it scans) and SingleQuoteEscape:
+		// the same outcome as the two-step path, into a slab that already
+		// holds a string (which must stay as it was).
+		for _, sq := range []bool{false, true} {
+			q := Parser{Data: []byte(in), SingleQuoteEscape: sq}
+			qs, qerr := q.ReadString()
+			c := Parser{Data: []byte("\"held\"" + in), CopyStrings: true, SingleQuoteEscape: sq}
+			held, _ := c.ReadString()
+			cs, cerr := c.ReadString()
+			ce, _ := cerr.(*Error)
+			qe, _ := qerr.(*Error)
+			if ce != nil && qe != nil && ce.Msg == qe.Msg && ce.EOF == qe.EOF && ce.Off-6 == qe.Off {
+				ce, qe = nil, nil // the same error, 6 bytes further on
+			}
+			if cs != qs || ce != qe || c.Pos-6 != q.Pos || held != "held" ||
+				c.BadUTF8 != q.BadUTF8 || c.LoneSurrogate != q.LoneSurrogate || c.SawSingleQuote != q.SawSingleQuote {
+				t.Fatalf("%q (single quotes %v): CopyStrings gives %q, %v at %d; without %q, %v at %d", in, sq, cs, cerr, c.Pos-6, qs, qerr, q.Pos)
+			}
+		}
 		var want string
 		werr := json.Unmarshal([]byte(in[:max(p.Pos, 1)]), &want)
 		switch {

@@ -82,6 +82,50 @@ func BenchmarkScanner(b *testing.B) {
 	}
 }
 
+// BenchmarkScannerDumps scans dumps of about 32 MB made of the rows the
+// bench harness builds its dumps from (see BenchmarkParseDumps), one per
+// format: their strings differ from the fixtures' (glaive's are long,
+// xlam's hold escaped JSON), and the scanner's cost with them.
+func BenchmarkScannerDumps(b *testing.B) {
+	dir := sharedData(b)
+	for _, format := range []string{"glaive", "toolace", "xlam"} {
+		b.Run(format, func(b *testing.B) {
+			name := format
+			if format == "glaive" {
+				name = "glaive_v2"
+			}
+			var rows [][]byte
+			for _, lang := range []string{"en", "zh"} {
+				data, err := os.ReadFile(filepath.Join(dir, "derived", name+"_format_glaive_toolcall_"+lang+"_demo.json"))
+				if err != nil {
+					b.Fatal(err)
+				}
+				rows = append(rows, scanRows(b, data)...)
+			}
+			data := dumpOf(rows, 32<<20, false)
+			b.SetBytes(int64(len(data)))
+			b.ReportAllocs()
+			b.ResetTimer()
+			cpu0 := cputime.Process()
+			for range b.N {
+				sc := NewScanner(bytes.NewReader(data))
+				for {
+					_, _, err := sc.Next()
+					if errors.Is(err, io.EOF) {
+						break
+					}
+					if err != nil {
+						b.Fatal(err)
+					}
+				}
+			}
+			if cpu := cputime.Process() - cpu0; cpu > 0 {
+				b.ReportMetric(cpu.Seconds()*1e3/(float64(len(data))*float64(b.N)/1e6), "cpu-ms/MB")
+			}
+		})
+	}
+}
+
 func BenchmarkParse(b *testing.B) {
 	for _, fx := range fixtures {
 		b.Run(fx.format, func(b *testing.B) {

@@ -62,6 +62,8 @@ func parse(format, source string, index int64, row []byte, onePass bool) (*recor
 	defer func() {
 		w.arena.Reset()
 		w.json = w.json[:0]
+		clear(w.turns) // no references into the row's text
+		w.turns = w.turns[:0]
 		if cap(w.json) <= 1<<20 {
 			workspaces.Put(w)
 		}
@@ -170,12 +172,14 @@ type builder struct {
 }
 
 // A workspace holds what Parse reuses from row to row: the arena for the
-// trees decoded while reading a row, and the buffer the record's JSON
-// texts are written to (compact) until keepJSON copies them out. The
-// readers' helpers take a nil *workspace when they work outside Parse.
+// trees decoded while reading a row, the buffer the record's JSON texts
+// are written to (compact) until keepJSON copies them out, and glaive's
+// turns. The readers' helpers take a nil *workspace when they work
+// outside Parse.
 type workspace struct {
 	arena jsontree.Arena
 	json  []byte
+	turns []glaiveTurn // glaive's chat cut into turns
 }
 
 var workspaces = sync.Pool{New: func() any { return new(workspace) }}
@@ -202,10 +206,13 @@ func (w *workspace) members(n int) []jsontree.Member {
 }
 
 // parser returns a Parser reading s, without copying it, into the
-// builder's arena: its values are valid until Parse returns.
+// builder's arena: its values are valid until Parse returns. s is text of
+// the row, which the row's parser decoded as valid UTF-8 (Parse's
+// contract), so its strings are not checked again.
 func (b *builder) parser(s string) jsontree.Parser {
 	p := jsontree.StringParser(s)
 	p.Arena = &b.w.arena
+	p.ValidUTF8 = true
 	return p
 }
 
@@ -424,10 +431,13 @@ func countLatin(s string) int {
 }
 
 // countHan counts the Han and the kana characters of s. ASCII is skipped
-// eight bytes at a time, and the main Han block (U+4E00–U+9FFF, three bytes
-// led by 0xE4–0xE9, after 0xE4 only from 0xB8) is counted without decoding:
-// the table lookups are the slow part on Chinese text.
+// eight bytes at a time; a character of three bytes (U+0800–U+FFFF, the
+// Han and kana blocks and CJK punctuation) is decoded in place and looked
+// up in runeClasses: the unicode tables' searches were the slow part on
+// Chinese text. Other characters, and bytes that are not UTF-8, are
+// decoded as range does.
 func countHan(s string) (han, kana int) {
+	class := runeClasses()
 	for j := 0; j < len(s); {
 		c := s[j]
 		if c < utf8.RuneSelf {
@@ -436,16 +446,21 @@ func countHan(s string) (han, kana int) {
 			}
 			continue
 		}
-		if c >= 0xE4 && c <= 0xE9 && j+2 < len(s) && s[j+1]&0xC0 == 0x80 && s[j+2]&0xC0 == 0x80 && (c != 0xE4 || s[j+1] >= 0xB8) {
-			han++
-			j += 3
-			continue
+		if c&0xF0 == 0xE0 && j+3 <= len(s) {
+			// An overlong form or a surrogate, which DecodeRune takes for
+			// three U+FFFD, is looked up as a rune of class 0 below
+			// U+0800 or among the surrogates: the same counts.
+			if t := s[j : j+3]; t[1]&0xC0 == 0x80 && t[2]&0xC0 == 0x80 {
+				k := class[uint16(c&0x0F)<<12|uint16(t[1]&0x3F)<<6|uint16(t[2]&0x3F)]
+				han += int(k & classHan)
+				kana += int(k >> 1)
+				j += 3
+				continue
+			}
 		}
 		r, n := utf8.DecodeRuneInString(s[j:])
 		j += n
 		switch {
-		case r >= 0x4E00 && r <= 0x9FFF:
-			han++
 		case r < 0x2E80: // below the first Han and kana blocks
 		case unicode.Is(unicode.Han, r):
 			han++
@@ -455,6 +470,34 @@ func countHan(s string) (han, kana int) {
 	}
 	return han, kana
 }
+
+// The classes of runeClasses.
+const (
+	classHan  = 1
+	classKana = 2
+)
+
+// runeClasses maps each rune below U+10000 to classHan, classKana (Han
+// first, as countHan asks) or 0, from the unicode package's tables.
+var runeClasses = sync.OnceValue(func() *[0x10000]uint8 {
+	var t [0x10000]uint8
+	set := func(tab *unicode.RangeTable, k uint8) {
+		for _, r := range tab.R16 {
+			for c := int(r.Lo); c <= int(r.Hi); c += int(r.Stride) {
+				t[c] = k
+			}
+		}
+		for _, r := range tab.R32 {
+			for c := int(r.Lo); c <= int(r.Hi) && c < len(t); c += int(r.Stride) {
+				t[c] = k
+			}
+		}
+	}
+	set(unicode.Hiragana, classKana)
+	set(unicode.Katakana, classKana)
+	set(unicode.Han, classHan)
+	return &t
+})
 
 // resultText gives a tool result's canonical content: compact JSON when the
 // text is one JSON value, else the text unchanged.

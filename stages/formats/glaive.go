@@ -28,10 +28,11 @@ func parseGlaive(b *builder, row *jsontree.Value) error {
 	if err := glaiveSystem(b, sys); err != nil {
 		return err
 	}
-	turns, err := splitGlaive(chat)
+	turns, err := splitGlaive(chat, b.w.turns[:0])
 	if err != nil {
 		return err
 	}
+	b.w.turns = turns // reused by the next row (parse clears it)
 	b.rec.Messages = make([]record.Message, 0, len(turns))
 	for i, t := range turns {
 		var err error
@@ -102,19 +103,29 @@ var glaiveMarkers = [...]struct{ text, role string }{
 	{"FUNCTION RESPONSE:", record.RoleTool},
 }
 
+// glaiveMarkerStart marks the first bytes of the markers.
+var glaiveMarkerStart = func() (t [256]bool) {
+	for _, m := range glaiveMarkers {
+		t[m.text[0]] = true
+	}
+	return t
+}()
+
 // splitGlaive cuts a chat at the turn markers found at the start of a line.
 // A turn normally ends with a blank line ("\n\n" or "\n\n\n"); a marker right
 // after a single newline is the known damage where the source's "AI:"
 // became a marker inside a turn, and is rejected.
-func splitGlaive(chat string) ([]glaiveTurn, error) {
-	var turns []glaiveTurn
+// The turns are appended to turns (a buffer to reuse, or nil).
+func splitGlaive(chat string, turns []glaiveTurn) ([]glaiveTurn, error) {
 	bodyAt := -1
 	for line := 0; line < len(chat); {
 		role, n := "", 0
-		for _, m := range glaiveMarkers {
-			if strings.HasPrefix(chat[line:], m.text) {
-				role, n = m.role, len(m.text)
-				break
+		if glaiveMarkerStart[chat[line]] { // most lines start otherwise, or are blank
+			for _, m := range glaiveMarkers {
+				if strings.HasPrefix(chat[line:], m.text) {
+					role, n = m.role, len(m.text)
+					break
+				}
 			}
 		}
 		if n > 0 {

@@ -55,6 +55,20 @@ func TestCountHan(t *testing.T) {
 	}
 }
 
+// TestCountHanEveryRune checks countHan on every rune alone and after a
+// Han character and an ASCII letter (its table against the unicode
+// package's).
+func TestCountHanEveryRune(t *testing.T) {
+	for r := rune(0); r <= unicode.MaxRune; r++ {
+		for _, s := range []string{string(r), "台" + string(r) + "a"} {
+			h, k := countHan(s)
+			if wh, wk := refCountHan(s); h != wh || k != wk {
+				t.Fatalf("%U in %q: han %d kana %d, want %d %d", r, s, h, k, wh, wk)
+			}
+		}
+	}
+}
+
 func TestCountLatin(t *testing.T) {
 	slow := refCountLatin
 	all := make([]byte, 256)

@@ -2,10 +2,13 @@ package formats
 
 import (
 	"bytes"
+	"encoding/binary"
 	"fmt"
 	"io"
+	"math/bits"
 	"slices"
 
+	"github.com/augmentdata/augment/internal/swar"
 	"github.com/augmentdata/augment/jsontree"
 )
 
@@ -680,11 +683,10 @@ func (s *Scanner) object() (objScan, error) {
 			// have many).
 			from, to := p, len(buf) // the string's bytes read here
 			for {
-				q := bytes.IndexByte(buf[p:], '"')
-				if q < 0 {
+				q := quoteAt(buf, p)
+				if q >= len(buf) {
 					break
 				}
-				q += p
 				p = q + 1
 				if (q > start && buf[q-1] != '\\') || backslashes(buf[start:q], carry)%2 == 0 {
 					inString, to = false, q
@@ -804,6 +806,29 @@ func (s *Scanner) brk(o *objScan, first int64, start int, why string, at, far in
 	}
 	o.broken, o.at = why, at
 	return *o, nil
+}
+
+// quoteAt returns the index of the first '"' at or after b[i], or len(b).
+// The next sixteen bytes are tested a word at a time (a borrow can only
+// add flags above the lowest, which is exact), the rest with IndexByte:
+// in strings holding escaped JSON the next quote is a few bytes on, where
+// a call of IndexByte costs more than the search.
+func quoteAt(b []byte, i int) int {
+	if i+16 <= len(b) {
+		x := binary.LittleEndian.Uint64(b[i:]) ^ swar.Ones*'"'
+		if m := (x - swar.Ones) &^ x & swar.Tops; m != 0 {
+			return i + bits.TrailingZeros64(m)>>3
+		}
+		y := binary.LittleEndian.Uint64(b[i+8:]) ^ swar.Ones*'"'
+		if m := (y - swar.Ones) &^ y & swar.Tops; m != 0 {
+			return i + 8 + bits.TrailingZeros64(m)>>3
+		}
+		i += 16
+	}
+	if k := bytes.IndexByte(b[i:], '"'); k >= 0 {
+		return i + k
+	}
+	return len(b)
 }
 
 // backslashes counts the backslashes that end b; when they fill b, the

@@ -382,3 +382,22 @@ func checkLines(t *testing.T, s string, rows []string, err error) {
 		t.Fatalf("JSON Lines: got %q, want %q", rows, want)
 	}
 }
+
+// FuzzQuoteAt holds quoteAt to bytes.IndexByte at every start.
+func FuzzQuoteAt(f *testing.F) {
+	for _, s := range []string{`abc"`, `0123456789abcdef"x"`, `01234567"`, `"#"#"#`, "no quote at all, not one"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		b := []byte(s)
+		for i := 0; i <= len(b); i++ {
+			want := len(b)
+			if k := bytes.IndexByte(b[i:], '"'); k >= 0 {
+				want = i + k
+			}
+			if got := quoteAt(b, i); got != want {
+				t.Fatalf("%q from %d: %d, want %d", s, i, got, want)
+			}
+		}
+	})
+}
