@@ -611,29 +611,14 @@ func (p *Parser) ReadString() (string, error) {
 			p.SawSingleQuote = true
 			b = append(b, '\'')
 		case 'u':
-			r, ok := hex4(d[i:])
-			if !ok {
+			r, next, lone, msg := uEscape(d, i)
+			if msg != "" {
 				p.Pos = i
 				putScratch(sp, b)
-				if len(d)-i < 4 {
-					return "", p.fail("unexpected end of input inside a string")
-				}
-				return "", p.fail(`invalid \u escape`)
+				return "", p.fail(msg)
 			}
-			i += 4
-			if utf16.IsSurrogate(r) {
-				r2, ok := rune(0), false
-				if i+1 < len(d) && d[i] == '\\' && d[i+1] == 'u' {
-					r2, ok = hex4(d[i+2:])
-				}
-				if dec := utf16.DecodeRune(r, r2); ok && dec != utf8.RuneError {
-					r = dec
-					i += 6
-				} else {
-					r = utf8.RuneError
-					p.LoneSurrogate = true
-				}
-			}
+			i = next
+			p.LoneSurrogate = p.LoneSurrogate || lone
 			b = utf8.AppendRune(b, r)
 		default:
 			p.Pos = i - 2
@@ -707,28 +692,13 @@ func (p *Parser) readStringCopy() (string, error) {
 			out[o] = '\''
 			o++
 		case 'u':
-			r, ok := hex4(d[i:])
-			if !ok {
+			r, next, lone, msg := uEscape(d, i)
+			if msg != "" {
 				p.Pos = i
-				if len(d)-i < 4 {
-					return "", p.fail("unexpected end of input inside a string")
-				}
-				return "", p.fail(`invalid \u escape`)
+				return "", p.fail(msg)
 			}
-			i += 4
-			if utf16.IsSurrogate(r) {
-				r2, ok := rune(0), false
-				if i+1 < len(d) && d[i] == '\\' && d[i+1] == 'u' {
-					r2, ok = hex4(d[i+2:])
-				}
-				if dec := utf16.DecodeRune(r, r2); ok && dec != utf8.RuneError {
-					r = dec
-					i += 6
-				} else {
-					r = utf8.RuneError
-					p.LoneSurrogate = true
-				}
-			}
+			i = next
+			p.LoneSurrogate = p.LoneSurrogate || lone
 			o += utf8.EncodeRune(out[o:], r)
 		default:
 			p.Pos = i - 2
@@ -783,6 +753,33 @@ func putScratch(sp *[]byte, b []byte) {
 		*sp = b[:0]
 		scratch.Put(sp)
 	}
+}
+
+// uEscape decodes the \u escape whose four hex digits start at d[i], with
+// the low half that must follow a high surrogate. It returns the rune, the
+// index after what it read, lone = true when a surrogate without its other
+// half became U+FFFD, and the error message when the digits are missing or
+// not hex (then the other results mean nothing).
+func uEscape(d []byte, i int) (r rune, next int, lone bool, msg string) {
+	r, ok := hex4(d[i:])
+	if !ok {
+		if len(d)-i < 4 {
+			return 0, i, false, "unexpected end of input inside a string"
+		}
+		return 0, i, false, `invalid \u escape`
+	}
+	i += 4
+	if !utf16.IsSurrogate(r) {
+		return r, i, false, ""
+	}
+	r2, ok := rune(0), false
+	if i+1 < len(d) && d[i] == '\\' && d[i+1] == 'u' {
+		r2, ok = hex4(d[i+2:])
+	}
+	if dec := utf16.DecodeRune(r, r2); ok && dec != utf8.RuneError {
+		return dec, i + 6, false, ""
+	}
+	return utf8.RuneError, i, true, ""
 }
 
 func hex4(b []byte) (rune, bool) {
