@@ -569,12 +569,7 @@ func (p *Parser) ReadString() (string, error) {
 				putScratch(sp, b)
 			}
 			p.Pos = i + 1
-			// Only text with a byte outside ASCII can be invalid UTF-8.
-			if seen&swar.Tops != 0 && !p.ValidUTF8 && !utf8.ValidString(s) {
-				s = strings.ToValidUTF8(s, "\uFFFD")
-				p.BadUTF8 = true
-			}
-			return s, nil
+			return p.validText(s, seen), nil
 		case c < 0x20:
 			p.Pos = i
 			putScratch(sp, b)
@@ -660,12 +655,7 @@ func (p *Parser) readStringCopy() (string, error) {
 			}
 			p.slab = out[:o]
 			p.Pos = i + 1
-			// Only text with a byte outside ASCII can be invalid UTF-8.
-			if seen&swar.Tops != 0 && !p.ValidUTF8 && !utf8.ValidString(s) {
-				s = strings.ToValidUTF8(s, "\uFFFD")
-				p.BadUTF8 = true
-			}
-			return s, nil
+			return p.validText(s, seen), nil
 		case c < 0x20:
 			p.Pos = i
 			return "", p.fail("control character inside a string")
@@ -753,6 +743,17 @@ func putScratch(sp *[]byte, b []byte) {
 		*sp = b[:0]
 		scratch.Put(sp)
 	}
+}
+
+// validText returns s, a string just read, with invalid UTF-8 replaced by
+// U+FFFD (and BadUTF8 set). seen is the OR of its bytes' words: only text
+// with a byte outside ASCII can be invalid.
+func (p *Parser) validText(s string, seen uint64) string {
+	if seen&swar.Tops != 0 && !p.ValidUTF8 && !utf8.ValidString(s) {
+		p.BadUTF8 = true
+		return strings.ToValidUTF8(s, "\uFFFD")
+	}
+	return s
 }
 
 // uEscape decodes the \u escape whose four hex digits start at d[i], with

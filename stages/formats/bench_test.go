@@ -67,16 +67,7 @@ func BenchmarkScanner(b *testing.B) {
 				}
 			}()
 			for range b.N {
-				sc := NewScanner(bytes.NewReader(data))
-				for {
-					_, _, err := sc.Next()
-					if errors.Is(err, io.EOF) {
-						break
-					}
-					if err != nil {
-						b.Fatal(err)
-					}
-				}
+				scanDump(b, data)
 			}
 		})
 	}
@@ -108,16 +99,7 @@ func BenchmarkScannerDumps(b *testing.B) {
 			b.ResetTimer()
 			cpu0 := cputime.Process()
 			for range b.N {
-				sc := NewScanner(bytes.NewReader(data))
-				for {
-					_, _, err := sc.Next()
-					if errors.Is(err, io.EOF) {
-						break
-					}
-					if err != nil {
-						b.Fatal(err)
-					}
-				}
+				scanDump(b, data)
 			}
 			if cpu := cputime.Process() - cpu0; cpu > 0 {
 				b.ReportMetric(cpu.Seconds()*1e3/(float64(len(data))*float64(b.N)/1e6), "cpu-ms/MB")
@@ -225,6 +207,20 @@ func BenchmarkParseDumps(b *testing.B) {
 				b.ReportMetric(cpu.Seconds()*1e3/(float64(n)*float64(b.N)/1e6), "cpu-ms/MB")
 			}
 		})
+	}
+}
+
+// scanDump scans every row of a dump.
+func scanDump(tb testing.TB, data []byte) {
+	sc := NewScanner(bytes.NewReader(data))
+	for {
+		_, _, err := sc.Next()
+		if errors.Is(err, io.EOF) {
+			return
+		}
+		if err != nil {
+			tb.Fatal(err)
+		}
 	}
 }
 
