@@ -749,11 +749,18 @@ func putScratch(sp *[]byte, b []byte) {
 // U+FFFD (and BadUTF8 set). seen is the OR of its bytes' words: only text
 // with a byte outside ASCII can be invalid.
 func (p *Parser) validText(s string, seen uint64) string {
-	if seen&swar.Tops != 0 && !p.ValidUTF8 && !utf8.ValidString(s) {
-		p.BadUTF8 = true
-		return strings.ToValidUTF8(s, "\uFFFD")
+	if seen&swar.Tops == 0 || p.ValidUTF8 {
+		return s
 	}
-	return s
+	return p.repairText(s)
+}
+
+func (p *Parser) repairText(s string) string {
+	if utf8.ValidString(s) {
+		return s
+	}
+	p.BadUTF8 = true
+	return strings.ToValidUTF8(s, "\uFFFD")
 }
 
 // uEscape decodes the \u escape whose four hex digits start at d[i], with
