@@ -264,7 +264,7 @@ func wildRecords(n int, seed uint64) []*record.Record {
 	}
 	out := make([]*record.Record, n)
 	for i := range out {
-		r := &record.Record{ID: str(), Source: str(), Format: str(), Row: rng.Int64() - rng.Int64(), System: str()}
+		r := &record.Record{ID: str(), Source: str(), Format: str(), Row: int64(rng.Uint64()), System: str()}
 		if k := count(); k >= 0 {
 			r.Tools = make([]record.Tool, k)
 			for j := range r.Tools {
