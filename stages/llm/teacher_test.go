@@ -817,8 +817,14 @@ func TestLatencyBackoffFollowsTheQueue(t *testing.T) {
 			}
 			ep := teacher.Endpoints()[0]
 			t.Logf("%s: %d cuts, limit %v at the end", tc.name, ep.Cuts, ep.Limit)
-			if (ep.Cuts > 0) != tc.cut {
-				t.Fatalf("%s: %d cuts", tc.name, ep.Cuts)
+			switch {
+			case tc.cut && ep.Cuts == 0:
+				t.Fatalf("%s: no cut", tc.name)
+			case !tc.cut && (ep.Cuts > 2 || ep.Limit < 32):
+				// A machine loaded by other work can make one window look
+				// queued; jitter misread as a queue cuts again and again
+				// and leaves the limit low.
+				t.Fatalf("%s: %d cuts, limit %v at the end", tc.name, ep.Cuts, ep.Limit)
 			}
 		})
 	}
