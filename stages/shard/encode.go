@@ -327,14 +327,7 @@ func encodeParquet(w io.Writer, recs []*record.Record, o Options, responseRuns f
 	if err != nil {
 		return err
 	}
-	maxRows := o.RowGroupRows
-	if maxRows == 0 {
-		maxRows = DefaultRowGroupRows
-	}
-	version := o.Version
-	if version == "" {
-		version = "unknown"
-	}
+	maxRows, version := o.rowGroupRows(), o.version()
 	e := encoders.Get().(*encoder)
 	defer func() {
 		e.reset()

@@ -30,14 +30,7 @@ func writeParquetGeneric(w io.Writer, recs []*record.Record, o Options) error {
 	if err != nil {
 		return err
 	}
-	maxRows := o.RowGroupRows
-	if maxRows == 0 {
-		maxRows = DefaultRowGroupRows
-	}
-	version := o.Version
-	if version == "" {
-		version = "unknown"
-	}
+	maxRows, version := o.rowGroupRows(), o.version()
 	opts := append(slices.Clip(writerOptions),
 		parquet.Compression(codec),
 		createdBy("augment version "+version),
@@ -449,14 +442,6 @@ func FuzzEncode(f *testing.F) {
 	f.Fuzz(func(t *testing.T, rows, codec byte, in []byte) {
 		recs := fuzzRecords(in)
 		data := encodeBoth(t, recs, Options{RowGroupRows: int(rows % 70), Compression: Compressions[int(codec)%len(Compressions)]})
-		var got []*record.Record
-		err := scanReader(bytes.NewReader(data), int64(len(data)), "fuzz.parquet", nil, func(r *record.Record) error {
-			got = append(got, r)
-			return nil
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		assertRecordsEqual(t, got, normalized(recs))
+		assertRecordsEqual(t, readBytes(t, data), normalized(recs))
 	})
 }

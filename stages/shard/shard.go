@@ -359,6 +359,23 @@ func (o Options) codec() (compress.Codec, error) {
 	return c, nil
 }
 
+// rowGroupRows is o.RowGroupRows, DefaultRowGroupRows when 0.
+func (o Options) rowGroupRows() int {
+	if o.RowGroupRows == 0 {
+		return DefaultRowGroupRows
+	}
+	return o.RowGroupRows
+}
+
+// version is the writer version a shard's metadata names, "unknown" when
+// o.Version is empty.
+func (o Options) version() string {
+	if o.Version == "" {
+		return "unknown"
+	}
+	return o.Version
+}
+
 // writeParquet encodes recs into w with the column encoder of encode.go.
 // It writes the bytes parquet-go's GenericWriter[record.Record] wrote with
 // this layout (TestEncodeSameBytes keeps that writer as its oracle) for a
