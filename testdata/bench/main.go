@@ -16,10 +16,11 @@
 // (user+sys) per input MB — the fair figure on a loaded machine — and the
 // child's peak RSS. With -double it runs augment once more on a dump twice
 // the size, to show that memory stays flat; with -full it runs the fuller
-// chain ingest → meta_tool → decision_tokens → negatives → export. The last
-// table holds the figures against the floors of issue 15. With -baseline
-// (an earlier augment binary) it alternates that one too, for before/after
-// figures, and says whether both exports have the same bytes.
+// chain ingest → meta_tool → decision_tokens → negatives → export for as
+// many rounds. The last table holds the figures against the floors of issue
+// 15. With -baseline (an earlier augment binary) it alternates that one too,
+// on both chains, for before/after figures, and says whether both exports
+// have the same bytes.
 package main
 
 import (
@@ -51,7 +52,7 @@ func main() {
 	only := flag.String("formats", "glaive,toolace,xlam", "formats to measure, comma-separated")
 	work := flag.String("work", "", "work directory, kept afterwards (default: a temp dir, removed as the run goes)")
 	profile := flag.String("cpuprofile", "", "write augment's CPU profile of the first round of each format to DIR/<format>.pprof")
-	baseline := flag.String("baseline", "", "an earlier augment binary to alternate with -augment on the short chain (before/after), its export bytes compared")
+	baseline := flag.String("baseline", "", "an earlier augment binary to alternate with -augment on both chains (before/after), its export bytes compared")
 	flag.Parse()
 	b := &bench{mb: *mb, rounds: *rounds, shared: *shared, py: *py, profile: *profile}
 	if *baseline != "" {
@@ -115,6 +116,8 @@ type summary struct {
 	baseline              run
 	sameAsBaseline        bool // the export bytes equal the baseline's
 	double, full          run
+	fullBaseline          run
+	sameFull              bool // the fuller chain's export bytes equal the baseline's
 	linesSame, linesTotal int
 }
 
@@ -167,52 +170,13 @@ func (b *bench) format(f format, work string, double, full bool) (summary, error
 	if err := writePipelines(dir, f.name); err != nil {
 		return s, err
 	}
-	var ours, theirs, base []run
-	for i := range b.rounds {
-		steps := []func() error{
-			func() error {
-				r, err := b.augment(dir, "short.yaml", i == 0)
-				ours = append(ours, r)
-				b.line(f.name, chainShort, s.mb, "augment", r)
-				return err
-			},
-		}
-		if b.baseline != "" {
-			steps = append(steps, func() error {
-				r, err := b.runIn(b.baseline, dir, "short.yaml", "out-baseline", false)
-				base = append(base, r)
-				b.line(f.name, chainShort, s.mb, "baseline", r)
-				return err
-			})
-		}
-		if b.py != "" {
-			steps = append(steps, func() error {
-				r, err := b.python(dir, f.name)
-				theirs = append(theirs, r)
-				b.line(f.name, chainShort, s.mb, "python", r)
-				return err
-			})
-		}
-		if i%2 == 1 {
-			slices.Reverse(steps)
-		}
-		for _, step := range steps {
-			if err := step(); err != nil {
-				return s, err
-			}
-		}
+	if s.augment, s.baseline, s.python, err = b.alternate(f.name, dir, "short.yaml", chainShort, s.mb, true); err != nil {
+		return s, err
 	}
-	s.augment, s.python, s.baseline = median(ours), median(theirs), median(base)
 	if b.baseline != "" {
-		ours, err := exportHash(filepath.Join(dir, "out", "02-export"))
-		if err != nil {
+		if s.sameAsBaseline, err = sameExport(dir, "02-export"); err != nil {
 			return s, err
 		}
-		theirs, err := exportHash(filepath.Join(dir, "out-baseline", "02-export"))
-		if err != nil {
-			return s, err
-		}
-		s.sameAsBaseline = ours == theirs
 	}
 	if b.py != "" {
 		same, total, err := compareLines(filepath.Join(dir, "out", "02-export", "augment_export"), filepath.Join(dir, "python.jsonl"))
@@ -222,12 +186,14 @@ func (b *bench) format(f format, work string, double, full bool) (summary, error
 		s.linesSame, s.linesTotal = same, total
 	}
 	if full {
-		r, err := b.augment(dir, "full.yaml", false)
-		if err != nil {
+		if s.full, s.fullBaseline, _, err = b.alternate(f.name, dir, "full.yaml", chainFull, s.mb, false); err != nil {
 			return s, err
 		}
-		s.full = r
-		b.line(f.name, chainFull, s.mb, "augment", r)
+		if b.baseline != "" {
+			if s.sameFull, err = sameExport(dir, "04-export"); err != nil {
+				return s, err
+			}
+		}
 	}
 	if double {
 		ddir := filepath.Join(work, f.name+"-2x")
@@ -253,6 +219,60 @@ func (b *bench) format(f format, work string, double, full bool) (summary, error
 		os.RemoveAll(dir)
 	}
 	return s, nil
+}
+
+// alternate runs pipeline in dir for b.rounds rounds — augment, the
+// baseline binary when there is one, and (short chain only) the Python
+// script — alternating which goes first, and returns each one's medians.
+// augment's first round of the short chain is the profiled one.
+func (b *bench) alternate(format, dir, pipeline, chain string, mb float64, short bool) (ours, base, theirs run, err error) {
+	var o, bs, t []run
+	for i := range b.rounds {
+		steps := []func() error{
+			func() error {
+				r, err := b.augment(dir, pipeline, short && i == 0)
+				o = append(o, r)
+				b.line(format, chain, mb, "augment", r)
+				return err
+			},
+		}
+		if b.baseline != "" {
+			steps = append(steps, func() error {
+				r, err := b.runIn(b.baseline, dir, pipeline, "out-baseline", false)
+				bs = append(bs, r)
+				b.line(format, chain, mb, "baseline", r)
+				return err
+			})
+		}
+		if short && b.py != "" {
+			steps = append(steps, func() error {
+				r, err := b.python(dir, format)
+				t = append(t, r)
+				b.line(format, chain, mb, "python", r)
+				return err
+			})
+		}
+		if i%2 == 1 {
+			slices.Reverse(steps)
+		}
+		for _, step := range steps {
+			if err := step(); err != nil {
+				return run{}, run{}, run{}, err
+			}
+		}
+	}
+	return median(o), median(bs), median(t), nil
+}
+
+// sameExport reports whether the export in the stage dir export of out/
+// and of out-baseline/ hold the same bytes.
+func sameExport(dir, export string) (bool, error) {
+	ours, err := exportHash(filepath.Join(dir, "out", export))
+	if err != nil {
+		return false, err
+	}
+	theirs, err := exportHash(filepath.Join(dir, "out-baseline", export))
+	return ours == theirs, err
 }
 
 func (b *bench) line(format, chain string, mb float64, tool string, r run) {
@@ -300,10 +320,13 @@ func (b *bench) verdict(sums []summary, double, full bool) {
 		return
 	}
 	fmt.Println()
-	fmt.Printf("against the baseline %s (short chain, medians):\n", b.baseline)
-	fmt.Printf("%-8s %16s %16s %12s %14s\n", "dump", "CPU s baseline", "CPU s augment", "CPU ratio", "same export")
+	fmt.Printf("against the baseline %s (medians):\n", b.baseline)
+	fmt.Printf("%-8s %-7s %16s %16s %12s %14s\n", "dump", "chain", "CPU s baseline", "CPU s augment", "CPU ratio", "same export")
 	for _, s := range sums {
-		fmt.Printf("%-8s %16.2f %16.2f %12.2f %14v\n", s.format, s.baseline.cpu, s.augment.cpu, s.augment.cpu/s.baseline.cpu, s.sameAsBaseline)
+		fmt.Printf("%-8s %-7s %16.2f %16.2f %12.2f %14v\n", s.format, "short", s.baseline.cpu, s.augment.cpu, s.augment.cpu/s.baseline.cpu, s.sameAsBaseline)
+		if full {
+			fmt.Printf("%-8s %-7s %16.2f %16.2f %12.2f %14v\n", s.format, "fuller", s.fullBaseline.cpu, s.full.cpu, s.full.cpu/s.fullBaseline.cpu, s.sameFull)
+		}
 	}
 }
 
