@@ -682,16 +682,8 @@ func (s *Scanner) object() (objScan, error) {
 			// than in the outer loop (strings with escaped JSON inside
 			// have many).
 			from, to := p, len(buf) // the string's bytes read here
-			for {
-				q := quoteAt(buf, p)
-				if q >= len(buf) {
-					break
-				}
-				p = q + 1
-				if (q > start && buf[q-1] != '\\') || backslashes(buf[start:q], carry)%2 == 0 {
-					inString, to = false, q
-					break
-				}
+			if q := closingQuote(buf, p, start, carry); q < len(buf) {
+				inString, to, p = false, q, q+1
 			}
 			if lines {
 				if nl := bytes.IndexByte(buf[from:to], '\n'); nl >= 0 {
@@ -808,27 +800,67 @@ func (s *Scanner) brk(o *objScan, first int64, start int, why string, at, far in
 	return *o, nil
 }
 
-// quoteAt returns the index of the first '"' at or after b[i], or len(b).
-// The next sixteen bytes are tested a word at a time (a borrow can only
-// add flags above the lowest, which is exact), the rest with IndexByte:
-// in strings holding escaped JSON the next quote is a few bytes on, where
-// a call of IndexByte costs more than the search.
-func quoteAt(b []byte, i int) int {
-	if i+16 <= len(b) {
-		x := binary.LittleEndian.Uint64(b[i:]) ^ swar.Ones*'"'
-		if m := (x - swar.Ones) &^ x & swar.Tops; m != 0 {
-			return i + bits.TrailingZeros64(m)>>3
+// closingQuote returns the index of the quote that closes the string
+// whose bytes from b[i] on are being scanned, or len(b) when b ends first;
+// start and carry are as for backslashes (a quote is escaped when an odd
+// number of backslashes precedes it). The quotes are found a word at a
+// time, every quote of a word from one load and one exact mask (xlam's
+// strings hold a \" every few bytes, where a search per quote cost more
+// than the test); after two words without one, IndexByte jumps to the next
+// quote (long text without quotes).
+func closingQuote(b []byte, i, start, carry int) int {
+	closes := func(q int) bool {
+		switch {
+		case q > start && b[q-1] != '\\':
+			return true
+		case q > start+1 && b[q-2] != '\\': // \", the common case
+			return false
 		}
-		y := binary.LittleEndian.Uint64(b[i+8:]) ^ swar.Ones*'"'
-		if m := (y - swar.Ones) &^ y & swar.Tops; m != 0 {
-			return i + 8 + bits.TrailingZeros64(m)>>3
-		}
-		i += 16
+		return backslashes(b[start:q], carry)%2 == 0
 	}
-	if k := bytes.IndexByte(b[i:], '"'); k >= 0 {
-		return i + k
+	for i+8 <= len(b) {
+		m := quoteMask(binary.LittleEndian.Uint64(b[i:]))
+		if m == 0 {
+			if i+16 > len(b) {
+				i += 8
+				break
+			}
+			if m = quoteMask(binary.LittleEndian.Uint64(b[i+8:])); m == 0 {
+				k := bytes.IndexByte(b[i+16:], '"')
+				if k < 0 {
+					return len(b)
+				}
+				q := i + 16 + k
+				if closes(q) {
+					return q
+				}
+				i = q + 1
+				continue
+			}
+			i += 8
+		}
+		for ; m != 0; m &= m - 1 {
+			if q := i + bits.TrailingZeros64(m)>>3; closes(q) {
+				return q
+			}
+		}
+		i += 8
+	}
+	for ; i < len(b); i++ {
+		if b[i] == '"' && closes(i) {
+			return i
+		}
 	}
 	return len(b)
+}
+
+// quoteMask flags the '"' bytes of w, each by its byte's high bit, exactly
+// (no borrow crosses a byte: the low seven bits of each byte are added
+// apart from its high bit).
+func quoteMask(w uint64) uint64 {
+	const low7 = 0x7F7F7F7F7F7F7F7F
+	x := w ^ swar.Ones*'"'
+	return ^((x&low7 + low7) | x | low7)
 }
 
 // backslashes counts the backslashes that end b; when they fill b, the

@@ -383,20 +383,40 @@ func checkLines(t *testing.T, s string, rows []string, err error) {
 	}
 }
 
-// FuzzQuoteAt holds quoteAt to bytes.IndexByte at every start.
-func FuzzQuoteAt(f *testing.F) {
-	for _, s := range []string{`abc"`, `0123456789abcdef"x"`, `01234567"`, `"#"#"#`, "no quote at all, not one"} {
+// FuzzClosingQuote holds closingQuote to a byte-by-byte search for a
+// quote after an even number of backslashes, from every start and with
+// both carries.
+func FuzzClosingQuote(f *testing.F) {
+	for _, s := range []string{`abc"`, `0123456789abcdef"x"`, `01234567"`, `"#"#"#`, "no quote at all, not one",
+		`[{\"name\": \"a\", \"b\": 1}]"`, `\\\\"`, `\\\"0123456789abcdef0123456789"`, `0123456789abcdef0123456789\"ab"`} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
 		b := []byte(s)
-		for i := 0; i <= len(b); i++ {
-			want := len(b)
-			if k := bytes.IndexByte(b[i:], '"'); k >= 0 {
-				want = i + k
-			}
-			if got := quoteAt(b, i); got != want {
-				t.Fatalf("%q from %d: %d, want %d", s, i, got, want)
+		for start := 0; start <= len(b); start += max(1, len(b)/4) {
+			for carry := range 2 {
+				for i := start; i <= len(b); i++ {
+					want := len(b)
+					for q := i; q < len(b); q++ {
+						if b[q] != '"' {
+							continue
+						}
+						n := 0
+						for k := q - 1; k >= start && b[k] == '\\'; k-- {
+							n++
+						}
+						if n == q-start {
+							n += carry
+						}
+						if n%2 == 0 {
+							want = q
+							break
+						}
+					}
+					if got := closingQuote(b, i, start, carry); got != want {
+						t.Fatalf("%q from %d (start %d, carry %d): %d, want %d", s, i, start, carry, got, want)
+					}
+				}
 			}
 		}
 	})
