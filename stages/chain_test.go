@@ -331,6 +331,34 @@ func TestProcessShardChecksChangedRecords(t *testing.T) {
 	}
 }
 
+// stopStage stops the run at every record whose ID starts with "stop";
+// "stop-slow" stops only after the others in flight have.
+type stopStage struct{}
+
+func (stopStage) Process(_ context.Context, r *record.Record) ([]*record.Record, error) {
+	if r.ID == "stop-slow" {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if strings.HasPrefix(r.ID, "stop") {
+		return nil, errors.New("no way on")
+	}
+	return []*record.Record{r}, nil
+}
+
+// A stage without a concurrency of its own names the first record in shard
+// order that stops the run, whichever stopped first in time (a run named
+// xlam:0 or xlam:1 by chance under load).
+func TestProcessShardNamesTheFirstStop(t *testing.T) {
+	recs := []*record.Record{{ID: "a"}, {ID: "stop-slow"}, {ID: "stop-1"}, {ID: "b"}, {ID: "stop-2"}}
+	for range 5 {
+		p := &pass{sr: stageRun{name: "s"}, st: stopStage{}, prog: &progress{}}
+		_, err := (&Runner{}).processShard(context.Background(), p, "00000", recs, true)
+		if err == nil || err.Error() != "record stop-slow: no way on" {
+			t.Fatalf("err = %v, want the stop of record stop-slow", err)
+		}
+	}
+}
+
 // Records read back from a shard count as checked only when this process
 // wrote that shard with that content (checkedShard): not a shard another
 // process wrote (a new Runner), nor one whose recorded hash differs.

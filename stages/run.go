@@ -10,6 +10,7 @@ import (
 	"io"
 	"io/fs"
 	"log/slog"
+	"math"
 	"maps"
 	"os"
 	"path"
@@ -771,26 +772,42 @@ func (r *Runner) processShard(ctx context.Context, p *pass, name string, recs []
 	// why (by output): the checks run in the workers, beside Process.
 	unfit := make([]map[int]checkFail, len(recs))
 	workers := runtime.NumCPU()
-	if c, ok := st.(Concurrent); ok {
+	c, teacher := st.(Concurrent)
+	if teacher {
 		workers = max(1, c.Concurrency())
 	}
 	ctr := &counters{m: map[string]int64{}}
 	g, gctx := errgroup.WithContext(context.WithValue(ctx, countersKey{}, ctr))
 	// A fixed set of workers takes the records in turn: a goroutine per
 	// record cost a stack grown anew for each (a tenth of a cheap stage).
+	//
+	// A record that stops the run: a stage with its own concurrency (the
+	// teacher's) stops at once, cancelling the requests in flight, and names
+	// the record that stopped first. Any other stage lets the records in
+	// flight before it finish (they are quick) and names the first record
+	// in shard order that stops, the same on every run.
 	var next atomic.Int64
+	stopAt := atomic.Int64{}
+	stopAt.Store(math.MaxInt64)
 	for range min(workers, len(recs)) {
 		g.Go(func() error {
 			for gctx.Err() == nil {
 				i := int(next.Add(1) - 1)
-				if i >= len(recs) {
+				if i >= len(recs) || int64(i) > stopAt.Load() {
 					return nil
 				}
 				rec := recs[i]
 				out, err := safeProcess(gctx, st, rec)
 				kind, _ := contract.Classify(len(out), err)
 				if kind == contract.Stop && !isPending(err) {
-					return fmt.Errorf("record %s: %w", rec.ID, err)
+					err = fmt.Errorf("record %s: %w", rec.ID, err)
+					if teacher {
+						return err
+					}
+					errs[i] = err
+					for at := stopAt.Load(); int64(i) < at && !stopAt.CompareAndSwap(at, int64(i)); at = stopAt.Load() {
+					}
+					continue
 				}
 				outs[i], errs[i] = out, err
 				if kind == contract.Kept {
@@ -806,6 +823,9 @@ func (r *Runner) processShard(ctx context.Context, p *pass, name string, recs []
 	}
 	if err := ctx.Err(); err != nil {
 		return o, err
+	}
+	if at := stopAt.Load(); at != math.MaxInt64 {
+		return o, errs[at]
 	}
 	if err := pendingIn(errs); err != nil {
 		return o, err
