@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"hash/maphash"
+	"math/bits"
 	"slices"
 	"strings"
 	"sync"
@@ -99,8 +100,71 @@ func forcedCut(text string, size int) bool {
 var pieceCounts struct {
 	sync.RWMutex
 	m         map[string]int
-	small     map[uint64]int
+	small     smallCounts
 	longBytes int // of the pieces longer than pieceCountMax in m
+}
+
+// smallCounts maps the keys of pieces of 2 to smallPieceMax bytes
+// (smallKey) to their counts: an open-addressed table of words, probed
+// linearly from a multiplicative hash of the key, each word a key with
+// the piece's count (at most its length, below 8) in the top bits the key
+// leaves free; 0 is an empty word (a key is not 0). A look-up is a
+// multiplication and a word or two, where a map[uint64]int hashes and
+// probes a group. The zero value is empty.
+type smallCounts struct {
+	words []uint64 // a power of two of them, at most half used
+	shift uint     // 64 - log2(len(words))
+	n     int
+}
+
+const (
+	smallCountShift = 59 // a key's top byte is the length, below 8
+	smallKeyMask    = 1<<smallCountShift - 1
+)
+
+func (t *smallCounts) slot(k uint64) uint64 { return k * 0x9E3779B97F4A7C15 >> t.shift }
+
+// get is the count of the piece of key k, if t holds it.
+func (t *smallCounts) get(k uint64) (int, bool) {
+	if t.n == 0 {
+		return 0, false
+	}
+	mask := uint64(len(t.words) - 1)
+	for i := t.slot(k); ; i = (i + 1) & mask {
+		w := t.words[i]
+		if w&smallKeyMask == k {
+			return int(w >> smallCountShift), true
+		}
+		if w == 0 {
+			return 0, false
+		}
+	}
+}
+
+// put sets the count of the piece of key k, which t does not hold, to n
+// (0 < n < 32).
+func (t *smallCounts) put(k uint64, n int) {
+	if 2*(t.n+1) > len(t.words) {
+		old := t.words
+		size := max(2*len(old), 1024)
+		t.words, t.shift = make([]uint64, size), uint(64-bits.TrailingZeros(uint(size)))
+		for _, w := range old {
+			if w != 0 {
+				t.insert(w)
+			}
+		}
+	}
+	t.insert(k | uint64(n)<<smallCountShift)
+	t.n++
+}
+
+func (t *smallCounts) insert(w uint64) {
+	mask := uint64(len(t.words) - 1)
+	i := t.slot(w & smallKeyMask)
+	for t.words[i] != 0 {
+		i = (i + 1) & mask
+	}
+	t.words[i] = w
 }
 
 const (
@@ -120,6 +184,17 @@ func smallKey(piece string) uint64 {
 	return k
 }
 
+// smallKeyAt is smallKey(s[:k]), k at most smallPieceMax: from one load
+// of 8 bytes where s has them.
+func smallKeyAt(s string, k int) uint64 {
+	if len(s) < 8 {
+		return smallKey(s[:k])
+	}
+	w := uint64(s[0]) | uint64(s[1])<<8 | uint64(s[2])<<16 | uint64(s[3])<<24 |
+		uint64(s[4])<<32 | uint64(s[5])<<40 | uint64(s[6])<<48 | uint64(s[7])<<56
+	return w&(1<<(8*k)-1) | uint64(k)<<56
+}
+
 // countPieces counts valid UTF-8 text piece by piece, its pieces at most
 // tokenChunk bytes long (see Tokens).
 func countPieces(text string) int {
@@ -129,18 +204,19 @@ func countPieces(text string) int {
 	pieceCounts.RLock()
 	for s := text; s != ""; {
 		k, ok := o200kPiece(s)
-		piece := s[:k]
-		s = s[k:]
+		piece, rest := s[:k], s[k:]
 		if !ok {
+			s = rest
 			continue // DEL: the library counts no token for it
 		}
 		var c int
 		switch {
 		case k == 1:
 			n++
+			s = rest
 			continue
 		case k <= smallPieceMax:
-			c, ok = pieceCounts.small[smallKey(piece)]
+			c, ok = pieceCounts.small.get(smallKeyAt(s, k))
 		default:
 			c, ok = pieceCounts.m[piece]
 		}
@@ -149,6 +225,7 @@ func countPieces(text string) int {
 		} else {
 			missed = append(missed, piece)
 		}
+		s = rest
 	}
 	pieceCounts.RUnlock()
 	if len(missed) == 0 {
@@ -162,15 +239,17 @@ func countPieces(text string) int {
 	pieceCounts.Lock()
 	defer pieceCounts.Unlock()
 	if pieceCounts.m == nil {
-		pieceCounts.m, pieceCounts.small = map[string]int{}, map[uint64]int{}
+		pieceCounts.m = map[string]int{}
 	}
 	for i, piece := range missed {
-		if len(pieceCounts.m)+len(pieceCounts.small) >= pieceCountsMax && len(piece) <= pieceCountMax {
+		if len(pieceCounts.m)+pieceCounts.small.n >= pieceCountsMax && len(piece) <= pieceCountMax {
 			continue
 		}
 		switch {
 		case len(piece) <= smallPieceMax:
-			pieceCounts.small[smallKey(piece)] = counts[i]
+			if _, ok := pieceCounts.small.get(smallKey(piece)); !ok {
+				pieceCounts.small.put(smallKey(piece), counts[i])
+			}
 		case len(piece) > pieceCountMax && pieceCounts.longBytes+len(piece) > longPiecesMax:
 		default:
 			if _, ok := pieceCounts.m[piece]; ok {

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/augmentdata/augment/internal/cputime"
 	"github.com/augmentdata/augment/stages/record"
 )
 
@@ -85,10 +86,11 @@ func BenchmarkTokens(b *testing.B) {
 	text := strings.Repeat(`{"name": "get_weather", "arguments": {"city": "Paris", "days": 3}} The weather in Paris is sunny. `, 10)
 	Tokens(text) // load outside the timing
 	b.SetBytes(int64(len(text)))
-	b.ResetTimer()
+	cpu0 := cputime.Process()
 	for b.Loop() {
 		Tokens(text)
 	}
+	b.ReportMetric(float64((cputime.Process()-cpu0).Nanoseconds())/float64(b.N), "cpu-ns/op")
 }
 
 func BenchmarkRecordTokens(b *testing.B) {
@@ -317,5 +319,63 @@ func TestSystemCountAsTokens(t *testing.T) {
 	}
 	if len(memo.tools) == 0 {
 		t.Fatal("no tool part remembered")
+	}
+}
+
+// TestSmallCounts: the table of small pieces' counts gives back every
+// count put, across its growth, and holds no key that was not put: keys
+// that share their low or high bits, and keys of pieces that differ only
+// in trailing zero bytes or length.
+func TestSmallCounts(t *testing.T) {
+	var tab smallCounts
+	if _, ok := tab.get(smallKey("ab")); ok {
+		t.Fatal("the empty table holds a key")
+	}
+	want := map[uint64]int{}
+	for i := range 5000 {
+		for _, p := range []string{
+			fmt.Sprintf("%05d", i),
+			string([]byte{byte(i), byte(i >> 8)}),
+			string([]byte{byte(i), byte(i >> 8), 0}),
+			string([]byte{0, 0, 0, 0, 0, byte(i), byte(i >> 8)}),
+		} {
+			k := smallKey(p)
+			if _, ok := want[k]; ok {
+				continue
+			}
+			if _, ok := tab.get(k); ok {
+				t.Fatalf("%q found before it was put", p)
+			}
+			n := 1 + len(want)%len(p)
+			tab.put(k, n)
+			want[k] = n
+		}
+	}
+	if tab.n != len(want) {
+		t.Fatalf("%d keys held, %d put", tab.n, len(want))
+	}
+	for k, n := range want {
+		if got, ok := tab.get(k); !ok || got != n {
+			t.Fatalf("key %x: %d, %v; want %d", k, got, ok, n)
+		}
+	}
+	for _, p := range []string{"zz", "0000", "999999", "\xff\xff\xff\xff\xff\xff\xff"} {
+		if _, ok := want[smallKey(p)]; ok {
+			continue
+		}
+		if _, ok := tab.get(smallKey(p)); ok {
+			t.Errorf("%q found, never put", p)
+		}
+	}
+}
+
+// TestSmallKeyAt: the key read with one load of 8 bytes is smallKey's.
+func TestSmallKeyAt(t *testing.T) {
+	for _, s := range []string{"ab", "abcdefg", "abcdefgh", "abcdefghij", "中文", "中文字符串", "\x00\x00\x01"} {
+		for k := 2; k <= min(len(s), smallPieceMax); k++ {
+			if got, want := smallKeyAt(s, k), smallKey(s[:k]); got != want {
+				t.Errorf("%q[:%d]: %x, want %x", s, k, got, want)
+			}
+		}
 	}
 }
