@@ -127,11 +127,15 @@ func TestOneByteOneToken(t *testing.T) {
 // TestSmallKey: pieces of up to smallPieceMax bytes have distinct keys,
 // also those that differ only in trailing zero bytes.
 func TestSmallKey(t *testing.T) {
-	seen := map[uint64]string{}
-	for _, p := range []string{"", "\x00", "\x00\x00", "a", "a\x00", "ab", "ba", "abcdefg", "abcdef\x00", "\xff\xff\xff\xff\xff\xff\xff", "中", "中\x00"} {
-		k := smallKey(p)
+	seen := map[smallKey]string{}
+	for _, p := range []string{"", "\x00", "\x00\x00", "a", "a\x00", "ab", "ba", "abcdefg", "abcdef\x00", "\xff\xff\xff\xff\xff\xff\xff",
+		"中", "中\x00", "abcdefgh", "abcdefg\x00", "abcdefgh\x00", "abcdefghijklmno", "abcdefghijklmn\x00", "\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff"} {
+		k := smallKeyOf(p)
 		if q, ok := seen[k]; ok {
 			t.Errorf("%q and %q share key %x", p, q, k)
+		}
+		if len(p) <= smallPieceMax && k.hi>>smallCountShift != 0 {
+			t.Errorf("%q: key %x uses the count's bits", p, k)
 		}
 		seen[k] = p
 	}

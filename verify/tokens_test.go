@@ -328,18 +328,20 @@ func TestSystemCountAsTokens(t *testing.T) {
 // in trailing zero bytes or length.
 func TestSmallCounts(t *testing.T) {
 	var tab smallCounts
-	if _, ok := tab.get(smallKey("ab")); ok {
+	if _, ok := tab.get(smallKeyOf("ab")); ok {
 		t.Fatal("the empty table holds a key")
 	}
-	want := map[uint64]int{}
+	want := map[smallKey]int{}
 	for i := range 5000 {
 		for _, p := range []string{
 			fmt.Sprintf("%05d", i),
 			string([]byte{byte(i), byte(i >> 8)}),
 			string([]byte{byte(i), byte(i >> 8), 0}),
 			string([]byte{0, 0, 0, 0, 0, byte(i), byte(i >> 8)}),
+			fmt.Sprintf("%015d", i),
+			fmt.Sprintf("%08d\x00", i),
 		} {
-			k := smallKey(p)
+			k := smallKeyOf(p)
 			if _, ok := want[k]; ok {
 				continue
 			}
@@ -359,21 +361,21 @@ func TestSmallCounts(t *testing.T) {
 			t.Fatalf("key %x: %d, %v; want %d", k, got, ok, n)
 		}
 	}
-	for _, p := range []string{"zz", "0000", "999999", "\xff\xff\xff\xff\xff\xff\xff"} {
-		if _, ok := want[smallKey(p)]; ok {
+	for _, p := range []string{"zz", "0000", "999999", "\xff\xff\xff\xff\xff\xff\xff", "00000000000000", "0000000000000000"[:smallPieceMax]} {
+		if _, ok := want[smallKeyOf(p)]; ok {
 			continue
 		}
-		if _, ok := tab.get(smallKey(p)); ok {
+		if _, ok := tab.get(smallKeyOf(p)); ok {
 			t.Errorf("%q found, never put", p)
 		}
 	}
 }
 
-// TestSmallKeyAt: the key read with one load of 8 bytes is smallKey's.
+// TestSmallKeyAt: the key read with loads of 8 bytes is smallKeyOf's.
 func TestSmallKeyAt(t *testing.T) {
-	for _, s := range []string{"ab", "abcdefg", "abcdefgh", "abcdefghij", "中文", "中文字符串", "\x00\x00\x01"} {
+	for _, s := range []string{"ab", "abcdefg", "abcdefgh", "abcdefghij", "abcdefghijklmnopq", "中文", "中文字符串", "中文字符串中文字符串", "\x00\x00\x01", "\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x01"} {
 		for k := 2; k <= min(len(s), smallPieceMax); k++ {
-			if got, want := smallKeyAt(s, k), smallKey(s[:k]); got != want {
+			if got, want := smallKeyAt(s, k), smallKeyOf(s[:k]); got != want {
 				t.Errorf("%q[:%d]: %x, want %x", s, k, got, want)
 			}
 		}
