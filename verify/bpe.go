@@ -53,7 +53,7 @@ func pieceTokens(piece string) int {
 	if rk == nil {
 		return libraryCount(piece)
 	}
-	if _, ok := rk[piece]; ok {
+	if rankOf(rk, piece) != noRank {
 		return 1
 	}
 	if len(piece) < mergeScanMax {
@@ -66,9 +66,16 @@ func pieceTokens(piece string) int {
 const noRank = ^uint32(0)
 
 // rankOf is the rank of the token s, or noRank. Two-byte strings, a third
-// or more of the look-ups of a merge, are remembered in pairRanks.
+// or more of the look-ups of a merge, are remembered in pairRanks; strings
+// of 3 to 12 bytes led by a byte that is not ASCII (most of the rest in
+// text of other scripts than Latin) are looked up in highRanks.
 func rankOf(rk map[string]uint, s string) uint32 {
 	if len(s) != 2 {
+		if inHigh(s) {
+			if t := highRanks(); t != nil {
+				return t.rank(s)
+			}
+		}
 		if r, ok := rk[s]; ok {
 			return uint32(r)
 		}
