@@ -4,6 +4,7 @@ import (
 	"reflect"
 	"sync"
 	"sync/atomic"
+	"unicode/utf8"
 	"unsafe"
 )
 
@@ -73,7 +74,7 @@ func rankOf(rk map[string]uint, s string) uint32 {
 	if len(s) != 2 {
 		if inHigh(s) {
 			if t := highRanks(); t != nil {
-				return t.rank(s)
+				return highRank(t, s)
 			}
 		}
 		if r, ok := rk[s]; ok {
@@ -94,6 +95,45 @@ func rankOf(rk map[string]uint, s string) uint32 {
 		return uint32(r)
 	}
 	w.Store(noRank)
+	return noRank
+}
+
+// highRanks holds the rank of every token of 3 to strKeyMax bytes whose
+// first byte is not ASCII (inHigh): such strings are most of a merge's
+// look-ups in text of other scripts than Latin (a character and its
+// neighbours' bytes), most of them no token. The library's map of 200,000
+// strings is far larger than the processor's caches, so a look-up in it
+// waits for memory two or three times (its group, the key's bytes); this
+// table of some 30,000 tokens (1 MB) holds the whole string in its slot.
+// It holds all such tokens, so it answers for strings of that shape on
+// its own, "no token" included. Built at the first look-up it answers
+// (text in Latin script alone never makes one), or nil when ranks is or a
+// rank does not fit; read-only once built.
+var highRanks = sync.OnceValue(func() *strTable {
+	rk := ranks()
+	if rk == nil {
+		return nil
+	}
+	t := new(strTable)
+	for tok, r := range rk {
+		if inHigh(tok) {
+			if r >= 1<<strValBits {
+				return nil
+			}
+			t.put(strKeyOf(tok), uint32(r), 1<<16)
+		}
+	}
+	return t
+})
+
+// inHigh reports whether highRanks answers for s.
+func inHigh(s string) bool { return len(s) >= 3 && len(s) <= strKeyMax && s[0] >= utf8.RuneSelf }
+
+// highRank is the rank of the token s (inHigh) in t, or noRank.
+func highRank(t *strTable, s string) uint32 {
+	if r, ok := t.get(strKeyOf(s)); ok {
+		return r
+	}
 	return noRank
 }
 

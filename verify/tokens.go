@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"hash/maphash"
-	"math/bits"
 	"slices"
 	"strings"
 	"sync"
@@ -94,13 +93,13 @@ func forcedCut(text string, size int) bool {
 // longPiecesMax bytes of them, so that a long piece no word of the
 // vocabulary crowds out is not merged again each time a text holds it.
 // Pieces of at most smallPieceMax bytes (most words, numbers and symbol
-// runs) are kept in small under their bytes as two numbers (smallKey),
-// which is cheaper to look up; a piece of one byte is one token (every
-// ASCII character is a token of its own) and is not looked up at all.
+// runs) are kept in small (a strTable), which is cheaper to look up; a
+// piece of one byte is one token (every ASCII character is a token of its
+// own) and is not looked up at all.
 var pieceCounts struct {
 	sync.RWMutex
 	m         map[string]int
-	small     smallCounts
+	small     strTable
 	longBytes int // of the pieces longer than pieceCountMax in m
 }
 
@@ -108,110 +107,8 @@ const (
 	pieceCountMax  = 64
 	pieceCountsMax = 1 << 18
 	longPiecesMax  = 8 << 20
-	smallPieceMax  = 15
+	smallPieceMax  = strKeyMax
 )
-
-// A smallKey is a piece of 2 to smallPieceMax bytes as two numbers: its
-// first 8 bytes (little-endian, zeros after a shorter piece), and the
-// rest with the length in bits 56 to 59. The top 4 bits of hi are 0 (a
-// smallCounts slot keeps the count there), and hi is not 0.
-type smallKey struct{ lo, hi uint64 }
-
-// smallKeyOf is the key of piece, of 2 to smallPieceMax bytes.
-func smallKeyOf(piece string) smallKey {
-	var k smallKey
-	for i := len(piece) - 1; i >= 0; i-- {
-		if i >= 8 {
-			k.hi = k.hi<<8 | uint64(piece[i])
-		} else {
-			k.lo = k.lo<<8 | uint64(piece[i])
-		}
-	}
-	k.hi |= uint64(len(piece)) << 56
-	return k
-}
-
-// smallKeyAt is smallKeyOf(s[:k]), k from 2 to smallPieceMax: from loads
-// of 8 bytes where s has them.
-func smallKeyAt(s string, k int) smallKey {
-	if len(s) < 16 {
-		return smallKeyOf(s[:k])
-	}
-	lo, hi := load64(s), load64(s[8:])
-	if k < 8 {
-		return smallKey{lo & (1<<(8*k) - 1), uint64(k) << 56}
-	}
-	return smallKey{lo, hi&(1<<(8*(k-8))-1) | uint64(k)<<56}
-}
-
-// load64 is the first 8 bytes of s (at least 8), little-endian.
-func load64(s string) uint64 {
-	_ = s[7]
-	return uint64(s[0]) | uint64(s[1])<<8 | uint64(s[2])<<16 | uint64(s[3])<<24 |
-		uint64(s[4])<<32 | uint64(s[5])<<40 | uint64(s[6])<<48 | uint64(s[7])<<56
-}
-
-// smallCounts maps the keys of pieces of 2 to smallPieceMax bytes
-// (smallKey) to their counts: an open-addressed table of two words a
-// slot, probed linearly from a multiplicative hash of the key, each slot
-// a key with the piece's count (at most its length, below 16) in the top
-// bits of hi; hi 0 is an empty slot. A look-up is a multiplication and a
-// slot or two, where a map of strings hashes, probes a group and compares
-// the bytes elsewhere. The zero value is empty.
-type smallCounts struct {
-	slots []smallKey // a power of two of them, at most half used
-	shift uint       // 64 - log2(len(slots))
-	n     int
-}
-
-const smallCountShift = 60
-
-func (t *smallCounts) slot(k smallKey) uint64 {
-	return (k.lo ^ k.hi*0xBF58476D1CE4E5B9) * 0x9E3779B97F4A7C15 >> t.shift
-}
-
-// get is the count of the piece of key k, if t holds it.
-func (t *smallCounts) get(k smallKey) (int, bool) {
-	if t.n == 0 {
-		return 0, false
-	}
-	mask := uint64(len(t.slots) - 1)
-	for i := t.slot(k); ; i = (i + 1) & mask {
-		sl := &t.slots[i]
-		if sl.lo == k.lo && sl.hi&(1<<smallCountShift-1) == k.hi {
-			return int(sl.hi >> smallCountShift), true
-		}
-		if sl.hi == 0 {
-			return 0, false
-		}
-	}
-}
-
-// put sets the count of the piece of key k, which t does not hold, to n
-// (0 < n < 16).
-func (t *smallCounts) put(k smallKey, n int) {
-	if 2*(t.n+1) > len(t.slots) {
-		old := t.slots
-		size := max(2*len(old), 1024)
-		t.slots, t.shift = make([]smallKey, size), uint(64-bits.TrailingZeros(uint(size)))
-		for _, sl := range old {
-			if sl.hi != 0 {
-				t.insert(sl)
-			}
-		}
-	}
-	t.insert(smallKey{k.lo, k.hi | uint64(n)<<smallCountShift})
-	t.n++
-}
-
-func (t *smallCounts) insert(sl smallKey) {
-	mask := uint64(len(t.slots) - 1)
-	i := t.slot(smallKey{sl.lo, sl.hi & (1<<smallCountShift - 1)})
-	for t.slots[i].hi != 0 {
-		i = (i + 1) & mask
-	}
-	t.slots[i] = sl
-}
 
 // countPieces counts valid UTF-8 text piece by piece, its pieces at most
 // tokenChunk bytes long (see Tokens).
@@ -234,7 +131,9 @@ func countPieces(text string) int {
 			s = rest
 			continue
 		case k <= smallPieceMax:
-			c, ok = pieceCounts.small.get(smallKeyAt(s, k))
+			var v uint32
+			v, ok = pieceCounts.small.get(strKeyAt(s, k))
+			c = int(v)
 		default:
 			c, ok = pieceCounts.m[piece]
 		}
@@ -265,8 +164,8 @@ func countPieces(text string) int {
 		}
 		switch {
 		case len(piece) <= smallPieceMax:
-			if _, ok := pieceCounts.small.get(smallKeyOf(piece)); !ok {
-				pieceCounts.small.put(smallKeyOf(piece), counts[i])
+			if _, ok := pieceCounts.small.get(strKeyOf(piece)); !ok {
+				pieceCounts.small.put(strKeyOf(piece), uint32(counts[i]), 0)
 			}
 		case len(piece) > pieceCountMax && pieceCounts.longBytes+len(piece) > longPiecesMax:
 		default:

@@ -322,61 +322,75 @@ func TestSystemCountAsTokens(t *testing.T) {
 	}
 }
 
-// TestSmallCounts: the table of small pieces' counts gives back every
-// count put, across its growth, and holds no key that was not put: keys
-// that share their low or high bits, and keys of pieces that differ only
-// in trailing zero bytes or length.
-func TestSmallCounts(t *testing.T) {
-	var tab smallCounts
-	if _, ok := tab.get(smallKeyOf("ab")); ok {
+// TestStrTable: the table gives back every number put, across its
+// growth, and holds no string that was not put: strings that share their
+// first or last bytes, or differ only in trailing zero bytes or length.
+func TestStrTable(t *testing.T) {
+	var tab strTable
+	if _, ok := tab.get(strKeyOf("ab")); ok {
 		t.Fatal("the empty table holds a key")
 	}
-	want := map[smallKey]int{}
+	want := map[string]uint32{}
 	for i := range 5000 {
 		for _, p := range []string{
 			fmt.Sprintf("%05d", i),
 			string([]byte{byte(i), byte(i >> 8)}),
 			string([]byte{byte(i), byte(i >> 8), 0}),
 			string([]byte{0, 0, 0, 0, 0, byte(i), byte(i >> 8)}),
-			fmt.Sprintf("%015d", i),
+			fmt.Sprintf("%012d", i),
 			fmt.Sprintf("%08d\x00", i),
+			string([]byte{byte(i)}),
 		} {
-			k := smallKeyOf(p)
-			if _, ok := want[k]; ok {
+			if _, ok := want[p]; ok {
 				continue
 			}
-			if _, ok := tab.get(k); ok {
+			if _, ok := tab.get(strKeyOf(p)); ok {
 				t.Fatalf("%q found before it was put", p)
 			}
-			n := 1 + len(want)%len(p)
-			tab.put(k, n)
-			want[k] = n
+			v := uint32(len(want)*7919) % (1 << strValBits)
+			tab.put(strKeyOf(p), v, 0)
+			want[p] = v
 		}
 	}
 	if tab.n != len(want) {
 		t.Fatalf("%d keys held, %d put", tab.n, len(want))
 	}
-	for k, n := range want {
-		if got, ok := tab.get(k); !ok || got != n {
-			t.Fatalf("key %x: %d, %v; want %d", k, got, ok, n)
+	for p, v := range want {
+		if got, ok := tab.get(strKeyOf(p)); !ok || got != v {
+			t.Fatalf("%q: %d, %v; want %d", p, got, ok, v)
 		}
 	}
-	for _, p := range []string{"zz", "0000", "999999", "\xff\xff\xff\xff\xff\xff\xff", "00000000000000", "0000000000000000"[:smallPieceMax]} {
-		if _, ok := want[smallKeyOf(p)]; ok {
+	for _, p := range []string{"zz", "0000", "999999", "\xff\xff\xff\xff\xff\xff\xff", "00000000000", "0000000000000"[:strKeyMax], "00000000\x00\x00"} {
+		if _, ok := want[p]; ok {
 			continue
 		}
-		if _, ok := tab.get(smallKeyOf(p)); ok {
+		if _, ok := tab.get(strKeyOf(p)); ok {
 			t.Errorf("%q found, never put", p)
 		}
 	}
 }
 
-// TestSmallKeyAt: the key read with loads of 8 bytes is smallKeyOf's.
-func TestSmallKeyAt(t *testing.T) {
-	for _, s := range []string{"ab", "abcdefg", "abcdefgh", "abcdefghij", "abcdefghijklmnopq", "中文", "中文字符串", "中文字符串中文字符串", "\x00\x00\x01", "\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x01"} {
-		for k := 2; k <= min(len(s), smallPieceMax); k++ {
-			if got, want := smallKeyAt(s, k), smallKeyOf(s[:k]); got != want {
-				t.Errorf("%q[:%d]: %x, want %x", s, k, got, want)
+// TestStrKey: strings of up to strKeyMax bytes have distinct keys, also
+// those that differ only in trailing zero bytes, and leave the number's
+// bits free; the key read with loads of 8 bytes is strKeyOf's.
+func TestStrKey(t *testing.T) {
+	seen := map[strKey]string{}
+	for _, p := range []string{"\x00", "\x00\x00", "a", "a\x00", "ab", "ba", "abcdefg", "abcdef\x00", "\xff\xff\xff\xff\xff\xff\xff",
+		"中", "中\x00", "abcdefgh", "abcdefg\x00", "abcdefgh\x00", "abcdefghijkl", "abcdefghijk\x00", "\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff"} {
+		k := strKeyOf(p)
+		if q, ok := seen[k]; ok {
+			t.Errorf("%q and %q share key %x", p, q, k)
+		}
+		if k.hi == 0 || k.hi>>strValAt != 0 {
+			t.Errorf("%q: key %x", p, k)
+		}
+		seen[k] = p
+	}
+	for _, s := range []string{"ab", "abcdefg", "abcdefgh", "abcdefghij", "abcdefghijklmnopq", "中文", "中文字符串", "中文字符串中文字符串",
+		"\x00\x00\x01", "\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x01"} {
+		for n := 1; n <= min(len(s), strKeyMax); n++ {
+			if got, want := strKeyAt(s, n), strKeyOf(s[:n]); got != want {
+				t.Errorf("%q[:%d]: %x, want %x", s, n, got, want)
 			}
 		}
 	}
