@@ -72,7 +72,7 @@ const noRank = ^uint32(0)
 // text of other scripts than Latin) are looked up in highRanks.
 func rankOf(rk map[string]uint, s string) uint32 {
 	if len(s) != 2 {
-		if inHigh(s) {
+		if inHigh(s) && useHigh() {
 			if t := highRanks(); t != nil {
 				return highRank(t, s)
 			}
@@ -106,9 +106,11 @@ func rankOf(rk map[string]uint, s string) uint32 {
 // waits for memory two or three times (its group, the key's bytes); this
 // table of some 30,000 tokens (1 MB) holds the whole string in its slot.
 // It holds all such tokens, so it answers for strings of that shape on
-// its own, "no token" included. Built at the first look-up it answers
-// (text in Latin script alone never makes one), or nil when ranks is or a
-// rank does not fit; read-only once built.
+// its own, "no token" included. Building it costs about as much as
+// 100,000 look-ups in the map, so it is built once a process has made
+// highAfter look-ups it would answer (text in Latin script alone makes
+// none, a few Chinese rows some thousands); nil when ranks is or a rank
+// does not fit; read-only once built.
 var highRanks = sync.OnceValue(func() *strTable {
 	rk := ranks()
 	if rk == nil {
@@ -125,6 +127,21 @@ var highRanks = sync.OnceValue(func() *strTable {
 	}
 	return t
 })
+
+// highLookups counts the look-ups highRanks would answer, up to
+// highAfter.
+var highLookups atomic.Int64
+
+const highAfter = 1 << 15
+
+// useHigh reports whether a look-up highRanks answers is made there.
+func useHigh() bool {
+	if highLookups.Load() >= highAfter {
+		return true
+	}
+	highLookups.Add(1)
+	return false
+}
 
 // inHigh reports whether highRanks answers for s.
 func inHigh(s string) bool { return len(s) >= 3 && len(s) <= strKeyMax && s[0] >= utf8.RuneSelf }
