@@ -52,6 +52,9 @@ var encoder = sync.OnceValue(func() tokenizer.Codec {
 // piece by piece too (a chunk is valid UTF-8, so that is the library's
 // count of the chunk).
 func Tokens(text string) int {
+	if text == "" {
+		return 0 // most records' reasoning
+	}
 	if !utf8.ValidString(text) {
 		n, _ := countChunked(text, tokenChunk, libraryCount)
 		return n
@@ -350,7 +353,7 @@ var memoSeed = maphash.MakeSeed()
 
 // Tokens is Tokens(text), remembered (by a nil memo: not remembered).
 func (t *TokenMemo) Tokens(text string) int {
-	if t == nil || len(text) > memoTextMax {
+	if t == nil || text == "" || len(text) > memoTextMax {
 		return Tokens(text)
 	}
 	h := maphash.String(memoSeed, text)

@@ -192,8 +192,8 @@ func TestTokenMemoCountsAsTokens(t *testing.T) {
 			}
 		}
 	}
-	if len(memo.texts) != len(texts)-1 {
-		t.Fatalf("memo holds %d texts, want %d (the long one is not kept)", len(memo.texts), len(texts)-1)
+	if len(memo.texts) != len(texts)-2 {
+		t.Fatalf("memo holds %d texts, want %d (the long one and the empty one are not kept)", len(memo.texts), len(texts)-2)
 	}
 	r := &record.Record{System: "You call tools.", Tools: []record.Tool{{Name: "f", Description: "d", Parameters: []byte(`{"type":"object"}`)}},
 		Messages: []record.Message{{Role: record.RoleUser, Content: "hi"}, {Role: record.RoleAssistant, Calls: []record.Call{{Name: "f", Arguments: []byte(`{"a":1}`)}}}}}
