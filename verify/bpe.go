@@ -4,6 +4,7 @@ import (
 	"reflect"
 	"sync"
 	"sync/atomic"
+	"unicode/utf8"
 	"unsafe"
 )
 
@@ -53,7 +54,7 @@ func pieceTokens(piece string) int {
 	if rk == nil {
 		return libraryCount(piece)
 	}
-	if _, ok := rk[piece]; ok {
+	if rankOf(rk, piece) != noRank {
 		return 1
 	}
 	if len(piece) < mergeScanMax {
@@ -66,9 +67,16 @@ func pieceTokens(piece string) int {
 const noRank = ^uint32(0)
 
 // rankOf is the rank of the token s, or noRank. Two-byte strings, a third
-// or more of the look-ups of a merge, are remembered in pairRanks.
+// or more of the look-ups of a merge, are remembered in pairRanks; strings
+// of 3 to 12 bytes led by a byte that is not ASCII (most of the rest in
+// text of other scripts than Latin) are looked up in highRanks.
 func rankOf(rk map[string]uint, s string) uint32 {
 	if len(s) != 2 {
+		if inHigh(s) && useHigh() {
+			if t := highRanks(); t != nil {
+				return highRank(t, s)
+			}
+		}
 		if r, ok := rk[s]; ok {
 			return uint32(r)
 		}
@@ -87,6 +95,62 @@ func rankOf(rk map[string]uint, s string) uint32 {
 		return uint32(r)
 	}
 	w.Store(noRank)
+	return noRank
+}
+
+// highRanks holds the rank of every token of 3 to strKeyMax bytes whose
+// first byte is not ASCII (inHigh): such strings are most of a merge's
+// look-ups in text of other scripts than Latin (a character and its
+// neighbours' bytes), most of them no token. The library's map of 200,000
+// strings is far larger than the processor's caches, so a look-up in it
+// waits for memory two or three times (its group, the key's bytes); this
+// table of some 30,000 tokens (1 MB) holds the whole string in its slot.
+// It holds all such tokens, so it answers for strings of that shape on
+// its own, "no token" included. Building it costs about as much as
+// 100,000 look-ups in the map, so it is built once a process has made
+// highAfter look-ups it would answer (text in Latin script alone makes
+// none, a few Chinese rows some thousands); nil when ranks is or a rank
+// does not fit; read-only once built.
+var highRanks = sync.OnceValue(func() *strTable {
+	rk := ranks()
+	if rk == nil {
+		return nil
+	}
+	t := new(strTable)
+	for tok, r := range rk {
+		if inHigh(tok) {
+			if r >= 1<<strValBits {
+				return nil
+			}
+			t.put(strKeyOf(tok), uint32(r), 1<<16)
+		}
+	}
+	return t
+})
+
+// highLookups counts the look-ups highRanks would answer, up to
+// highAfter.
+var highLookups atomic.Int64
+
+const highAfter = 1 << 15
+
+// useHigh reports whether a look-up highRanks answers is made there.
+func useHigh() bool {
+	if highLookups.Load() >= highAfter {
+		return true
+	}
+	highLookups.Add(1)
+	return false
+}
+
+// inHigh reports whether highRanks answers for s.
+func inHigh(s string) bool { return len(s) >= 3 && len(s) <= strKeyMax && s[0] >= utf8.RuneSelf }
+
+// highRank is the rank of the token s (inHigh) in t, or noRank.
+func highRank(t *strTable, s string) uint32 {
+	if r, ok := t.get(strKeyOf(s)); ok {
+		return r
+	}
 	return noRank
 }
 

@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/augmentdata/augment/internal/cputime"
 )
 
 // TestPieceTokensMatchLibrary: every piece of the demo dumps, of the
@@ -124,19 +126,6 @@ func TestOneByteOneToken(t *testing.T) {
 	}
 }
 
-// TestSmallKey: pieces of up to smallPieceMax bytes have distinct keys,
-// also those that differ only in trailing zero bytes.
-func TestSmallKey(t *testing.T) {
-	seen := map[uint64]string{}
-	for _, p := range []string{"", "\x00", "\x00\x00", "a", "a\x00", "ab", "ba", "abcdefg", "abcdef\x00", "\xff\xff\xff\xff\xff\xff\xff", "中", "中\x00"} {
-		k := smallKey(p)
-		if q, ok := seen[k]; ok {
-			t.Errorf("%q and %q share key %x", p, q, k)
-		}
-		seen[k] = p
-	}
-}
-
 // TestPairRanks: every two-byte string has the library's rank, or none,
 // looked up and remembered.
 func TestPairRanks(t *testing.T) {
@@ -153,4 +142,79 @@ func TestPairRanks(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestHighTable: every token the table answers for (inHigh) is in it with
+// the library's rank, and strings of that shape that are no token (each
+// such token with its last byte changed, or cut or grown by a byte) are
+// not.
+func TestHighTable(t *testing.T) {
+	rk, ht := ranks(), highRanks()
+	if ht == nil {
+		t.Fatal("no table of ranks: merges look every string up in the library's map")
+	}
+	held, absent := 0, 0
+	for tok, r := range rk {
+		if !inHigh(tok) {
+			continue
+		}
+		held++
+		if got := highRank(ht, tok); got != uint32(r) {
+			t.Fatalf("%q: rank %d, want %d", tok, got, r)
+		}
+		for _, s := range []string{tok[:len(tok)-1] + string(tok[len(tok)-1]^0x01), tok[:len(tok)-1], tok + "\x80"} {
+			if !inHigh(s) {
+				continue
+			}
+			want := noRank
+			if r, ok := rk[s]; ok {
+				want = uint32(r)
+			} else {
+				absent++
+			}
+			if got := highRank(ht, s); got != want {
+				t.Fatalf("%q: rank %d, want %d", s, got, want)
+			}
+		}
+	}
+	t.Logf("%d tokens held, %d strings that are none", held, absent)
+	if held < 1000 || absent < 1000 {
+		t.Fatalf("%d tokens, %d strings that are none: too few to test", held, absent)
+	}
+}
+
+// FuzzHighTable: for any string the table answers for, its rank is the
+// library's.
+func FuzzHighTable(f *testing.F) {
+	for _, s := range []string{"我们的", "\xe4\xbd\xa0\xe5", "\xbd\xa0\xe5", "😀😀", "ещё", "\xff\xfe\xfd"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		if !inHigh(s) {
+			t.Skip()
+		}
+		want := noRank
+		if r, ok := ranks()[s]; ok {
+			want = uint32(r)
+		}
+		if got := highRank(highRanks(), s); got != want {
+			t.Fatalf("%q: rank %d, want %d", s, got, want)
+		}
+	})
+}
+
+// BenchmarkHighTable is the cost of building highRanks, which a run pays
+// once, when it first merges text in a script other than Latin.
+func BenchmarkHighTable(b *testing.B) {
+	rk := ranks()
+	cpu0 := cputime.Process()
+	for b.Loop() {
+		t := new(strTable)
+		for tok, r := range rk {
+			if inHigh(tok) {
+				t.put(strKeyOf(tok), uint32(r), 1<<16)
+			}
+		}
+	}
+	b.ReportMetric(float64((cputime.Process()-cpu0).Microseconds())/float64(b.N), "cpu-µs/op")
 }

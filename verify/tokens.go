@@ -52,6 +52,9 @@ var encoder = sync.OnceValue(func() tokenizer.Codec {
 // piece by piece too (a chunk is valid UTF-8, so that is the library's
 // count of the chunk).
 func Tokens(text string) int {
+	if text == "" {
+		return 0 // most records' reasoning
+	}
 	if !utf8.ValidString(text) {
 		n, _ := countChunked(text, tokenChunk, libraryCount)
 		return n
@@ -92,14 +95,14 @@ func forcedCut(text string, size int) bool {
 // pieces (runs of Chinese characters, long identifiers) up to
 // longPiecesMax bytes of them, so that a long piece no word of the
 // vocabulary crowds out is not merged again each time a text holds it.
-// Pieces of at most smallPieceMax bytes are kept in small under their
-// bytes as a number (smallKey), which is cheaper to look up; a piece of
-// one byte is one token (every ASCII character is a token of its own) and
-// is not looked up at all.
+// Pieces of at most smallPieceMax bytes (most words, numbers and symbol
+// runs) are kept in small (a strTable), which is cheaper to look up; a
+// piece of one byte is one token (every ASCII character is a token of its
+// own) and is not looked up at all.
 var pieceCounts struct {
 	sync.RWMutex
 	m         map[string]int
-	small     map[uint64]int
+	small     strTable
 	longBytes int // of the pieces longer than pieceCountMax in m
 }
 
@@ -107,18 +110,8 @@ const (
 	pieceCountMax  = 64
 	pieceCountsMax = 1 << 18
 	longPiecesMax  = 8 << 20
-	smallPieceMax  = 7
+	smallPieceMax  = strKeyMax
 )
-
-// smallKey is a piece of at most smallPieceMax bytes as a number: its
-// bytes, and its length in the top byte.
-func smallKey(piece string) uint64 {
-	k := uint64(len(piece)) << 56
-	for i := 0; i < len(piece); i++ {
-		k |= uint64(piece[i]) << (8 * i)
-	}
-	return k
-}
 
 // countPieces counts valid UTF-8 text piece by piece, its pieces at most
 // tokenChunk bytes long (see Tokens).
@@ -129,18 +122,21 @@ func countPieces(text string) int {
 	pieceCounts.RLock()
 	for s := text; s != ""; {
 		k, ok := o200kPiece(s)
-		piece := s[:k]
-		s = s[k:]
+		piece, rest := s[:k], s[k:]
 		if !ok {
+			s = rest
 			continue // DEL: the library counts no token for it
 		}
 		var c int
 		switch {
 		case k == 1:
 			n++
+			s = rest
 			continue
 		case k <= smallPieceMax:
-			c, ok = pieceCounts.small[smallKey(piece)]
+			var v uint32
+			v, ok = pieceCounts.small.get(strKeyAt(s, k))
+			c = int(v)
 		default:
 			c, ok = pieceCounts.m[piece]
 		}
@@ -149,6 +145,7 @@ func countPieces(text string) int {
 		} else {
 			missed = append(missed, piece)
 		}
+		s = rest
 	}
 	pieceCounts.RUnlock()
 	if len(missed) == 0 {
@@ -162,15 +159,17 @@ func countPieces(text string) int {
 	pieceCounts.Lock()
 	defer pieceCounts.Unlock()
 	if pieceCounts.m == nil {
-		pieceCounts.m, pieceCounts.small = map[string]int{}, map[uint64]int{}
+		pieceCounts.m = map[string]int{}
 	}
 	for i, piece := range missed {
-		if len(pieceCounts.m)+len(pieceCounts.small) >= pieceCountsMax && len(piece) <= pieceCountMax {
+		if len(pieceCounts.m)+pieceCounts.small.n >= pieceCountsMax && len(piece) <= pieceCountMax {
 			continue
 		}
 		switch {
 		case len(piece) <= smallPieceMax:
-			pieceCounts.small[smallKey(piece)] = counts[i]
+			if _, ok := pieceCounts.small.get(strKeyOf(piece)); !ok {
+				pieceCounts.small.put(strKeyOf(piece), uint32(counts[i]), 0)
+			}
 		case len(piece) > pieceCountMax && pieceCounts.longBytes+len(piece) > longPiecesMax:
 		default:
 			if _, ok := pieceCounts.m[piece]; ok {
@@ -354,7 +353,7 @@ var memoSeed = maphash.MakeSeed()
 
 // Tokens is Tokens(text), remembered (by a nil memo: not remembered).
 func (t *TokenMemo) Tokens(text string) int {
-	if t == nil || len(text) > memoTextMax {
+	if t == nil || text == "" || len(text) > memoTextMax {
 		return Tokens(text)
 	}
 	h := maphash.String(memoSeed, text)

@@ -128,7 +128,7 @@ func BenchmarkRecordTokensSample(b *testing.B) {
 // forgetPieces empties the remembered piece counts.
 func forgetPieces() {
 	pieceCounts.Lock()
-	pieceCounts.m, pieceCounts.small, pieceCounts.longBytes = nil, nil, 0
+	pieceCounts.m, pieceCounts.small, pieceCounts.longBytes = nil, strTable{}, 0
 	pieceCounts.Unlock()
 }
 

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/augmentdata/augment/internal/cputime"
 	"github.com/augmentdata/augment/stages/record"
 )
 
@@ -85,10 +86,11 @@ func BenchmarkTokens(b *testing.B) {
 	text := strings.Repeat(`{"name": "get_weather", "arguments": {"city": "Paris", "days": 3}} The weather in Paris is sunny. `, 10)
 	Tokens(text) // load outside the timing
 	b.SetBytes(int64(len(text)))
-	b.ResetTimer()
+	cpu0 := cputime.Process()
 	for b.Loop() {
 		Tokens(text)
 	}
+	b.ReportMetric(float64((cputime.Process()-cpu0).Nanoseconds())/float64(b.N), "cpu-ns/op")
 }
 
 func BenchmarkRecordTokens(b *testing.B) {
@@ -190,8 +192,8 @@ func TestTokenMemoCountsAsTokens(t *testing.T) {
 			}
 		}
 	}
-	if len(memo.texts) != len(texts)-1 {
-		t.Fatalf("memo holds %d texts, want %d (the long one is not kept)", len(memo.texts), len(texts)-1)
+	if len(memo.texts) != len(texts)-2 {
+		t.Fatalf("memo holds %d texts, want %d (the long one and the empty one are not kept)", len(memo.texts), len(texts)-2)
 	}
 	r := &record.Record{System: "You call tools.", Tools: []record.Tool{{Name: "f", Description: "d", Parameters: []byte(`{"type":"object"}`)}},
 		Messages: []record.Message{{Role: record.RoleUser, Content: "hi"}, {Role: record.RoleAssistant, Calls: []record.Call{{Name: "f", Arguments: []byte(`{"a":1}`)}}}}}
@@ -317,5 +319,79 @@ func TestSystemCountAsTokens(t *testing.T) {
 	}
 	if len(memo.tools) == 0 {
 		t.Fatal("no tool part remembered")
+	}
+}
+
+// TestStrTable: the table gives back every number put, across its
+// growth, and holds no string that was not put: strings that share their
+// first or last bytes, or differ only in trailing zero bytes or length.
+func TestStrTable(t *testing.T) {
+	var tab strTable
+	if _, ok := tab.get(strKeyOf("ab")); ok {
+		t.Fatal("the empty table holds a key")
+	}
+	want := map[string]uint32{}
+	for i := range 5000 {
+		for _, p := range []string{
+			fmt.Sprintf("%05d", i),
+			string([]byte{byte(i), byte(i >> 8)}),
+			string([]byte{byte(i), byte(i >> 8), 0}),
+			string([]byte{0, 0, 0, 0, 0, byte(i), byte(i >> 8)}),
+			fmt.Sprintf("%012d", i),
+			fmt.Sprintf("%08d\x00", i),
+			string([]byte{byte(i)}),
+		} {
+			if _, ok := want[p]; ok {
+				continue
+			}
+			if _, ok := tab.get(strKeyOf(p)); ok {
+				t.Fatalf("%q found before it was put", p)
+			}
+			v := uint32(len(want)*7919) % (1 << strValBits)
+			tab.put(strKeyOf(p), v, 0)
+			want[p] = v
+		}
+	}
+	if tab.n != len(want) {
+		t.Fatalf("%d keys held, %d put", tab.n, len(want))
+	}
+	for p, v := range want {
+		if got, ok := tab.get(strKeyOf(p)); !ok || got != v {
+			t.Fatalf("%q: %d, %v; want %d", p, got, ok, v)
+		}
+	}
+	for _, p := range []string{"zz", "0000", "999999", "\xff\xff\xff\xff\xff\xff\xff", "00000000000", "0000000000000"[:strKeyMax], "00000000\x00\x00"} {
+		if _, ok := want[p]; ok {
+			continue
+		}
+		if _, ok := tab.get(strKeyOf(p)); ok {
+			t.Errorf("%q found, never put", p)
+		}
+	}
+}
+
+// TestStrKey: strings of up to strKeyMax bytes have distinct keys, also
+// those that differ only in trailing zero bytes, and leave the number's
+// bits free; the key read with loads of 8 bytes is strKeyOf's.
+func TestStrKey(t *testing.T) {
+	seen := map[strKey]string{}
+	for _, p := range []string{"\x00", "\x00\x00", "a", "a\x00", "ab", "ba", "abcdefg", "abcdef\x00", "\xff\xff\xff\xff\xff\xff\xff",
+		"中", "中\x00", "abcdefgh", "abcdefg\x00", "abcdefgh\x00", "abcdefghijkl", "abcdefghijk\x00", "\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff"} {
+		k := strKeyOf(p)
+		if q, ok := seen[k]; ok {
+			t.Errorf("%q and %q share key %x", p, q, k)
+		}
+		if k.hi == 0 || k.hi>>strValAt != 0 {
+			t.Errorf("%q: key %x", p, k)
+		}
+		seen[k] = p
+	}
+	for _, s := range []string{"ab", "abcdefg", "abcdefgh", "abcdefghij", "abcdefghijklmnopq", "中文", "中文字符串", "中文字符串中文字符串",
+		"\x00\x00\x01", "\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x01"} {
+		for n := 1; n <= min(len(s), strKeyMax); n++ {
+			if got, want := strKeyAt(s, n), strKeyOf(s[:n]); got != want {
+				t.Errorf("%q[:%d]: %x, want %x", s, n, got, want)
+			}
+		}
 	}
 }

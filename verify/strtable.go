@@ -1,0 +1,112 @@
+package verify
+
+import "math/bits"
+
+// A strTable maps strings of 1 to strKeyMax bytes to numbers below
+// 2^strValBits, without a map's costs: an open-addressed table of two
+// words a slot, probed linearly from a multiplicative hash, each slot the
+// string itself (strKey) with the number in the top bits of hi; hi 0 is an
+// empty slot. A look-up is a multiplication and a slot or two, where a map
+// of strings hashes the bytes, probes a group and compares the bytes kept
+// elsewhere (one more wait for memory when the map is large). It keeps
+// pieces' counts (pieceCounts) and tokens' ranks (highRanks). The zero
+// value is empty; not safe for concurrent writes.
+type strTable struct {
+	slots []strKey // a power of two of them, at most half used
+	shift uint     // 64 - log2(len(slots))
+	n     int
+}
+
+// A strKey is a string of 1 to strKeyMax bytes as two numbers: its first
+// 8 bytes (little-endian, zeros after a shorter string), and the rest
+// with the length in bits 32 to 35. Bits 36 to 63 of hi are 0, and hi is
+// not 0.
+type strKey struct{ lo, hi uint64 }
+
+const (
+	strKeyMax  = 12
+	strValBits = 28
+	strValAt   = 64 - strValBits
+)
+
+// strKeyOf is the key of s, of 1 to strKeyMax bytes.
+func strKeyOf(s string) strKey {
+	var k strKey
+	for i := len(s) - 1; i >= 0; i-- {
+		if i >= 8 {
+			k.hi = k.hi<<8 | uint64(s[i])
+		} else {
+			k.lo = k.lo<<8 | uint64(s[i])
+		}
+	}
+	k.hi |= uint64(len(s)) << 32
+	return k
+}
+
+// strKeyAt is strKeyOf(s[:n]), n from 1 to strKeyMax: from loads of 8
+// bytes where s has them.
+func strKeyAt(s string, n int) strKey {
+	if len(s) < 16 {
+		return strKeyOf(s[:n])
+	}
+	lo, hi := load64(s), load64(s[8:])
+	if n < 8 {
+		return strKey{lo & (1<<(8*n) - 1), uint64(n) << 32}
+	}
+	return strKey{lo, hi&(1<<(8*(n-8))-1) | uint64(n)<<32}
+}
+
+// load64 is the first 8 bytes of s (at least 8), little-endian.
+func load64(s string) uint64 {
+	_ = s[7]
+	return uint64(s[0]) | uint64(s[1])<<8 | uint64(s[2])<<16 | uint64(s[3])<<24 |
+		uint64(s[4])<<32 | uint64(s[5])<<40 | uint64(s[6])<<48 | uint64(s[7])<<56
+}
+
+func (t *strTable) slot(k strKey) uint64 {
+	return (k.lo ^ k.hi*0xBF58476D1CE4E5B9) * 0x9E3779B97F4A7C15 >> t.shift
+}
+
+// get is the number of the string of key k, if t holds it.
+func (t *strTable) get(k strKey) (uint32, bool) {
+	if t.n == 0 {
+		return 0, false
+	}
+	mask := uint64(len(t.slots) - 1)
+	for i := t.slot(k); ; i = (i + 1) & mask {
+		sl := &t.slots[i]
+		if sl.lo == k.lo && sl.hi&(1<<strValAt-1) == k.hi {
+			return uint32(sl.hi >> strValAt), true
+		}
+		if sl.hi == 0 {
+			return 0, false
+		}
+	}
+}
+
+// put sets the number of the string of key k, which t does not hold, to
+// v (below 2^strValBits), the table first grown to size slots (a power of
+// two, or 0) if it has fewer.
+func (t *strTable) put(k strKey, v uint32, size int) {
+	if size = max(size, 1024); len(t.slots) < size || 2*(t.n+1) > len(t.slots) {
+		old := t.slots
+		size = max(size, 2*len(old))
+		t.slots, t.shift = make([]strKey, size), uint(64-bits.TrailingZeros(uint(size)))
+		for _, sl := range old {
+			if sl.hi != 0 {
+				t.insert(sl)
+			}
+		}
+	}
+	t.insert(strKey{k.lo, k.hi | uint64(v)<<strValAt})
+	t.n++
+}
+
+func (t *strTable) insert(sl strKey) {
+	mask := uint64(len(t.slots) - 1)
+	i := t.slot(strKey{sl.lo, sl.hi & (1<<strValAt - 1)})
+	for t.slots[i].hi != 0 {
+		i = (i + 1) & mask
+	}
+	t.slots[i] = sl
+}
