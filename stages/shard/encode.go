@@ -239,16 +239,18 @@ func initLayout() *fileLayout {
 type encColumn struct {
 	leaf *leafColumn
 
-	// The page being filled.
-	vals       []byte  // the values: int64 PLAIN, byte arrays concatenated
-	lens       []int32 // the byte arrays' lengths
-	reps, defs []byte  // levels, when the column has them
-	n          int     // values, nulls included
-	first      int     // the page's first row in the row group
-	// min and max of the page's values (columns with bounds): for byte
-	// arrays their offsets in vals, for int64 values.
-	minAt, minLen, maxAt, maxLen int
-	minInt, maxInt               int64
+	// The page being filled. Byte arrays are kept as the records' own
+	// strings (the records outlive the encoder's use of them) and copied
+	// once, into the page body, when the page is written.
+	vals       []byte   // int64 values, PLAIN
+	strs       []string // byte-array values, nulls left out
+	size       int      // bytes of strs
+	reps, defs []byte   // levels, when the column has them
+	n          int      // values, nulls included
+	first      int      // the page's first row in the row group
+	// min and max of the page's values (columns with bounds).
+	minStr, maxStr string
+	minInt, maxInt int64
 
 	// The current row group's chunk.
 	chunk                []byte // encoded pages
@@ -281,9 +283,10 @@ type encoder struct {
 	responseRuns func(present []bool) // see encodeParquet
 	present      []bool
 
-	levels  []byte // RLE-encoded levels
-	page    []byte // an uncompressed page body with levels
-	packBuf []byte // a compressed page body
+	levels  []byte  // RLE-encoded levels
+	lens    []int32 // the lengths of a page's byte arrays
+	page    []byte  // an uncompressed page body with levels
+	packBuf []byte  // a compressed page body
 	header  bytes.Buffer
 	thrift  *thrift.Encoder
 
@@ -370,10 +373,10 @@ func (e *encoder) reset() {
 		c := &e.cols[i]
 		c.resetChunk()
 		c.resetPage(0)
-		c.vals, c.lens, c.chunk = trimmed(c.vals), trimmed(c.lens), trimmed(c.chunk)
+		c.vals, c.strs, c.chunk = trimmed(c.vals), trimmed(c.strs), trimmed(c.chunk)
 		c.reps, c.defs = trimmed(c.reps), trimmed(c.defs)
 	}
-	e.page, e.packBuf, e.levels = trimmed(e.page), trimmed(e.packBuf), trimmed(e.levels)
+	e.page, e.packBuf, e.levels, e.lens = trimmed(e.page), trimmed(e.packBuf), trimmed(e.levels), trimmed(e.lens)
 	if e.header.Cap() > keepBytes {
 		e.header = bytes.Buffer{}
 	}
@@ -513,29 +516,33 @@ func repOf(i int, first, depth byte) byte {
 }
 
 // bytesString views b as a string without copying; the encoder only
-// copies it into its buffers.
+// copies it into its pages.
 func bytesString(b []byte) string {
 	return unsafe.String(unsafe.SliceData(b), len(b))
 }
 
+// stringBytes views s as bytes without copying, to be read only.
+func stringBytes(s string) []byte {
+	return unsafe.Slice(unsafe.StringData(s), len(s))
+}
+
 // value appends a byte array.
 func (c *encColumn) value(s string) {
-	c.lens = append(c.lens, int32(len(s)))
-	c.vals = append(c.vals, s...)
+	c.strs = append(c.strs, s)
+	c.size += len(s)
 	c.n++
 }
 
 // boundString appends a value of a column with bounds.
 func (c *encColumn) boundString(s string) {
-	at := len(c.vals)
 	c.value(s)
 	switch {
 	case c.n == 1:
-		c.minAt, c.minLen, c.maxAt, c.maxLen = at, len(s), at, len(s)
-	case s < bytesString(c.vals[c.minAt:c.minAt+c.minLen]):
-		c.minAt, c.minLen = at, len(s)
-	case s > bytesString(c.vals[c.maxAt:c.maxAt+c.maxLen]):
-		c.maxAt, c.maxLen = at, len(s)
+		c.minStr, c.maxStr = s, s
+	case s < c.minStr:
+		c.minStr = s
+	case s > c.maxStr:
+		c.maxStr = s
 	}
 }
 
@@ -570,9 +577,9 @@ func (c *encColumn) level(rep, def byte) {
 // page being filled, holding rows rows.
 func (c *encColumn) bufferSize(rows int) int {
 	if c.leaf.maxRep > 0 {
-		return len(c.vals) + 4*len(c.lens) + len(c.reps) + len(c.defs) + 8*rows
+		return len(c.vals) + c.size + 4*len(c.strs) + len(c.reps) + len(c.defs) + 8*rows
 	}
-	return len(c.vals) + 4*len(c.lens)
+	return len(c.vals) + c.size + 4*len(c.strs)
 }
 
 // cutFullPages writes out the page of every column whose buffer is full.
@@ -591,7 +598,10 @@ func (e *encoder) cutFullPages() error {
 // resetPage empties the page being filled; its first row is first.
 func (c *encColumn) resetPage(first int) {
 	c.vals = c.vals[:0]
-	c.lens = c.lens[:0]
+	clear(c.strs) // drop the references to the records' text
+	c.strs = c.strs[:0]
+	c.size = 0
+	c.minStr, c.maxStr = "", ""
 	c.reps = c.reps[:0]
 	c.defs = c.defs[:0]
 	c.n = 0
@@ -629,13 +639,23 @@ func (e *encoder) writePage(c *encColumn) error {
 		if leaf.kind == parquet.ByteArray {
 			// DELTA_LENGTH_BYTE_ARRAY: the lengths delta-encoded, then
 			// the bytes.
+			lens := e.lens[:0]
+			for _, s := range c.strs {
+				lens = append(lens, int32(len(s)))
+			}
+			e.lens = lens
 			var err error
-			if e.levels, err = deltaLengths.EncodeInt32(e.levels, c.lens); err != nil {
+			if e.levels, err = deltaLengths.EncodeInt32(e.levels, lens); err != nil {
 				return fmt.Errorf("encoding lengths of %s: %w", strings.Join(leaf.path, "."), err)
 			}
 			e.page = append(e.page, e.levels...)
+			e.page = slices.Grow(e.page, c.size)
+			for _, s := range c.strs {
+				e.page = append(e.page, s...)
+			}
+		} else {
+			e.page = append(e.page, c.vals...)
 		}
-		e.page = append(e.page, c.vals...)
 		body = e.page
 	}
 	uncompressed := len(body)
@@ -676,8 +696,7 @@ func (e *encoder) writePage(c *encColumn) error {
 			lo = binary.LittleEndian.AppendUint64(nil, uint64(c.minInt))
 			hi = binary.LittleEndian.AppendUint64(nil, uint64(c.maxInt))
 		} else {
-			lo = c.vals[c.minAt : c.minAt+c.minLen]
-			hi = c.vals[c.maxAt : c.maxAt+c.maxLen]
+			lo, hi = stringBytes(c.minStr), stringBytes(c.maxStr)
 		}
 		c.addIndexBounds(lo, hi)
 		c.addStatBounds(lo, hi)
@@ -692,7 +711,7 @@ func (e *encoder) writePage(c *encColumn) error {
 		FirstRowIndex:      int64(c.first),
 	})
 	if leaf.kind == parquet.ByteArray {
-		c.unencoded += int64(len(c.vals))
+		c.unencoded += int64(c.size)
 	}
 	if leaf.maxRep > 0 {
 		c.pageRepHist = appendHistogram(c.pageRepHist, c.repHist, c.reps, leaf.maxRep)
