@@ -106,6 +106,28 @@ const (
 	numColumns
 )
 
+// The level lists of the repeated columns: the leaves of one list's
+// elements have the same levels, so the encoder appends them once per
+// list (the responses, optional, have their own definition levels).
+const (
+	lvTools = iota
+	lvResponse
+	lvMessages
+	lvCalls
+	lvResults
+	lvTags
+	lvLineage
+	numLevels
+)
+
+// levelsOf is the level list of each repeated column.
+var levelsOf = [numColumns]int{
+	colToolName: lvTools, colToolDescription: lvTools, colToolParameters: lvTools, colToolResponse: lvResponse,
+	colRole: lvMessages, colContent: lvMessages, colReasoning: lvMessages,
+	colCallName: lvCalls, colCallArguments: lvCalls, colResultName: lvResults, colResultContent: lvResults,
+	colTagKey: lvTags, colTagValue: lvTags, colStage: lvLineage, colProvider: lvLineage, colModel: lvLineage,
+}
+
 // leafColumn is what the encoder needs to know of one leaf column.
 type leafColumn struct {
 	path           []string
@@ -242,12 +264,15 @@ type encColumn struct {
 	// The page being filled. Byte arrays are kept as the records' own
 	// strings (the records outlive the encoder's use of them) and copied
 	// once, into the page body, when the page is written.
-	vals       []byte   // int64 values, PLAIN
-	strs       []string // byte-array values, nulls left out
-	size       int      // bytes of strs
-	reps, defs []byte   // levels, when the column has them
-	n          int      // values, nulls included
-	first      int      // the page's first row in the row group
+	vals  []byte   // int64 values, PLAIN
+	strs  []string // byte-array values, nulls left out
+	size  int      // bytes of strs
+	n     int      // values of a column without levels
+	first int      // the page's first row in the row group
+	// The column's levels (nil for a column without): the page's are
+	// lv.reps[lvAt:] and lv.defs[lvAt:].
+	lv   *levelList
+	lvAt int
 	// min and max of the page's values (columns with bounds).
 	minStr, maxStr string
 	minInt, maxInt int64
@@ -269,12 +294,24 @@ type encColumn struct {
 	statsSet             bool
 }
 
+// levelList holds the repetition and definition levels of the current row
+// group's values of one or more columns.
+type levelList struct {
+	reps, defs []byte
+}
+
+func (l *levelList) add(rep, def byte) {
+	l.reps = append(l.reps, rep)
+	l.defs = append(l.defs, def)
+}
+
 // An encoder writes one shard. Encoders are pooled: their buffers are
 // reused by the next shard, so memory stays at about one row group; reset
 // drops a buffer grown past keepBytes (a shard of huge values) rather
 // than keep it for the shards after.
 type encoder struct {
 	cols   [numColumns]encColumn
+	lv     [numLevels]levelList
 	codec  compress.Codec
 	packed bool // the codec compresses (not "none")
 
@@ -307,6 +344,7 @@ var encoders = sync.Pool{New: func() any {
 		}
 		if c.leaf.maxDef > 0 {
 			c.defHist = make([]int64, c.leaf.maxDef+1)
+			c.lv = &e.lv[levelsOf[i]]
 		}
 	}
 	e.thrift = thrift.NewEncoder(new(thrift.CompactProtocol).NewWriter(&e.header))
@@ -374,7 +412,11 @@ func (e *encoder) reset() {
 		c.resetChunk()
 		c.resetPage(0)
 		c.vals, c.strs, c.chunk = trimmed(c.vals), trimmed(c.strs), trimmed(c.chunk)
-		c.reps, c.defs = trimmed(c.reps), trimmed(c.defs)
+	}
+	e.resetLevels()
+	for i := range e.lv {
+		l := &e.lv[i]
+		l.reps, l.defs = trimmed(l.reps), trimmed(l.defs)
 	}
 	e.page, e.packBuf, e.levels, e.lens = trimmed(e.page), trimmed(e.packBuf), trimmed(e.levels), trimmed(e.lens)
 	if e.header.Cap() > keepBytes {
@@ -414,17 +456,17 @@ func (c *countingWriter) Write(b []byte) (int, error) {
 
 // add appends r's values and levels to the columns.
 func (e *encoder) add(r *record.Record) {
-	c := &e.cols
+	c, lv := &e.cols, &e.lv
 	c[colID].boundString(r.ID)
 	c[colSource].boundString(r.Source)
 	c[colFormat].boundString(r.Format)
 	c[colRow].boundInt64(r.Row)
-	c[colSystem].value(r.System)
+	c[colSystem].scalar(r.System)
 
+	tools, resp := &lv[lvTools], &lv[lvResponse]
 	if len(r.Tools) == 0 {
-		for i := colToolName; i <= colToolResponse; i++ {
-			c[i].level(0, 0)
-		}
+		tools.add(0, 0)
+		resp.add(0, 0)
 	}
 	var present []bool
 	if e.responseRuns != nil && len(r.Tools) > 1 {
@@ -438,71 +480,72 @@ func (e *encoder) add(r *record.Record) {
 	for i := range r.Tools {
 		t := &r.Tools[i]
 		rep := repOf(i, 0, 1)
-		c[colToolName].item(rep, 1, t.Name)
-		c[colToolDescription].item(rep, 1, t.Description)
-		c[colToolParameters].item(rep, 1, bytesString(t.Parameters))
+		tools.add(rep, 1)
+		c[colToolName].value(t.Name)
+		c[colToolDescription].value(t.Description)
+		c[colToolParameters].value(bytesString(t.Parameters))
 		if len(t.Response) > 0 || (present != nil && i > 0 && present[i-1]) {
-			c[colToolResponse].item(rep, 2, bytesString(t.Response))
+			resp.add(rep, 2)
+			c[colToolResponse].value(bytesString(t.Response))
 		} else {
-			c[colToolResponse].level(rep, 1)
+			resp.add(rep, 1)
 		}
 	}
 
+	msgs, calls, results := &lv[lvMessages], &lv[lvCalls], &lv[lvResults]
 	if len(r.Messages) == 0 {
-		for i := colRole; i <= colResultContent; i++ {
-			c[i].level(0, 0)
-		}
+		msgs.add(0, 0)
+		calls.add(0, 0)
+		results.add(0, 0)
 	}
 	for i := range r.Messages {
 		m := &r.Messages[i]
 		rep := repOf(i, 0, 1)
-		c[colRole].item(rep, 1, m.Role)
-		c[colContent].item(rep, 1, m.Content)
-		c[colReasoning].item(rep, 1, m.Reasoning)
+		msgs.add(rep, 1)
+		c[colRole].value(m.Role)
+		c[colContent].value(m.Content)
+		c[colReasoning].value(m.Reasoning)
 		if len(m.Calls) == 0 {
-			c[colCallName].level(rep, 1)
-			c[colCallArguments].level(rep, 1)
+			calls.add(rep, 1)
 		}
 		for j := range m.Calls {
 			call := &m.Calls[j]
-			rep := repOf(j, rep, 2)
-			c[colCallName].item(rep, 2, call.Name)
-			c[colCallArguments].item(rep, 2, bytesString(call.Arguments))
+			calls.add(repOf(j, rep, 2), 2)
+			c[colCallName].value(call.Name)
+			c[colCallArguments].value(bytesString(call.Arguments))
 		}
 		if len(m.Results) == 0 {
-			c[colResultName].level(rep, 1)
-			c[colResultContent].level(rep, 1)
+			results.add(rep, 1)
 		}
 		for j := range m.Results {
 			res := &m.Results[j]
-			rep := repOf(j, rep, 2)
-			c[colResultName].item(rep, 2, res.Name)
-			c[colResultContent].item(rep, 2, res.Content)
+			results.add(repOf(j, rep, 2), 2)
+			c[colResultName].value(res.Name)
+			c[colResultContent].value(res.Content)
 		}
 	}
 
+	tags := &lv[lvTags]
 	if len(r.Tags) == 0 {
-		c[colTagKey].level(0, 0)
-		c[colTagValue].level(0, 0)
+		tags.add(0, 0)
 	}
 	for i := range r.Tags {
 		t := &r.Tags[i]
-		rep := repOf(i, 0, 1)
-		c[colTagKey].item(rep, 1, t.Key)
-		c[colTagValue].item(rep, 1, t.Value)
+		tags.add(repOf(i, 0, 1), 1)
+		c[colTagKey].value(t.Key)
+		c[colTagValue].value(t.Value)
 	}
 
+	steps := &lv[lvLineage]
 	if len(r.Lineage) == 0 {
-		c[colStage].level(0, 0)
-		c[colProvider].level(0, 0)
-		c[colModel].level(0, 0)
+		steps.add(0, 0)
 	}
 	for i := range r.Lineage {
 		s := &r.Lineage[i]
-		rep := repOf(i, 0, 1)
-		c[colStage].item(rep, 1, s.Stage)
-		c[colProvider].item(rep, 1, s.Provider)
-		c[colModel].item(rep, 1, s.Model)
+		steps.add(repOf(i, 0, 1), 1)
+		c[colStage].value(s.Stage)
+		c[colProvider].value(s.Provider)
+		c[colModel].value(s.Model)
 	}
 }
 
@@ -526,16 +569,22 @@ func stringBytes(s string) []byte {
 	return unsafe.Slice(unsafe.StringData(s), len(s))
 }
 
-// value appends a byte array.
+// value appends a byte array; a repeated column's levels are appended to
+// its level list.
 func (c *encColumn) value(s string) {
 	c.strs = append(c.strs, s)
 	c.size += len(s)
+}
+
+// scalar appends a byte array of a column without levels.
+func (c *encColumn) scalar(s string) {
+	c.value(s)
 	c.n++
 }
 
 // boundString appends a value of a column with bounds.
 func (c *encColumn) boundString(s string) {
-	c.value(s)
+	c.scalar(s)
 	switch {
 	case c.n == 1:
 		c.minStr, c.maxStr = s, s
@@ -558,26 +607,20 @@ func (c *encColumn) boundInt64(v int64) {
 	}
 }
 
-// item appends a value of a repeated column with its levels.
-func (c *encColumn) item(rep, def byte, s string) {
-	c.reps = append(c.reps, rep)
-	c.defs = append(c.defs, def)
-	c.value(s)
-}
-
-// level appends a null (an empty list, or no response) of a repeated
-// column.
-func (c *encColumn) level(rep, def byte) {
-	c.reps = append(c.reps, rep)
-	c.defs = append(c.defs, def)
-	c.n++
+// count is the number of values of the page being filled, nulls
+// included.
+func (c *encColumn) count() int {
+	if c.lv != nil {
+		return len(c.lv.reps) - c.lvAt
+	}
+	return c.n
 }
 
 // bufferSize is the size parquet-go's column buffer would report for the
 // page being filled, holding rows rows.
 func (c *encColumn) bufferSize(rows int) int {
 	if c.leaf.maxRep > 0 {
-		return len(c.vals) + c.size + 4*len(c.strs) + len(c.reps) + len(c.defs) + 8*rows
+		return len(c.vals) + c.size + 4*len(c.strs) + 2*(len(c.lv.reps)-c.lvAt) + 8*rows
 	}
 	return len(c.vals) + c.size + 4*len(c.strs)
 }
@@ -602,17 +645,23 @@ func (c *encColumn) resetPage(first int) {
 	c.strs = c.strs[:0]
 	c.size = 0
 	c.minStr, c.maxStr = "", ""
-	c.reps = c.reps[:0]
-	c.defs = c.defs[:0]
 	c.n = 0
+	if c.lv != nil {
+		c.lvAt = len(c.lv.reps)
+	}
 	c.first = first
 }
 
 // writePage encodes, compresses and appends the page being filled to the
 // column's chunk, and records its statistics.
 func (e *encoder) writePage(c *encColumn) error {
-	if c.n == 0 {
+	n := c.count()
+	if n == 0 {
 		return nil
+	}
+	var reps, defs []byte
+	if c.lv != nil {
+		reps, defs = c.lv.reps[c.lvAt:], c.lv.defs[c.lvAt:]
 	}
 	leaf := c.leaf
 	rows := e.rows - c.first
@@ -626,7 +675,7 @@ func (e *encoder) writePage(c *encColumn) error {
 			for _, lv := range [...]struct {
 				levels []byte
 				width  int
-			}{{c.reps, bitWidth(leaf.maxRep)}, {c.defs, bitWidth(leaf.maxDef)}} {
+			}{{reps, bitWidth(leaf.maxRep)}, {defs, bitWidth(leaf.maxDef)}} {
 				enc := rle.Encoding{BitWidth: lv.width}
 				if e.levels, err = enc.EncodeLevels(e.levels, lv.levels); err != nil {
 					return fmt.Errorf("encoding levels of %s: %w", strings.Join(leaf.path, "."), err)
@@ -634,7 +683,7 @@ func (e *encoder) writePage(c *encColumn) error {
 				e.page = binary.LittleEndian.AppendUint32(e.page, uint32(len(e.levels)))
 				e.page = append(e.page, e.levels...)
 			}
-			nulls = len(c.defs) - bytes.Count(c.defs, []byte{leaf.maxDef})
+			nulls = len(defs) - bytes.Count(defs, []byte{leaf.maxDef})
 		}
 		if leaf.kind == parquet.ByteArray {
 			// DELTA_LENGTH_BYTE_ARRAY: the lengths delta-encoded, then
@@ -676,7 +725,7 @@ func (e *encoder) writePage(c *encColumn) error {
 	h.CompressedPageSize = int32(len(body))
 	h.CRC = int32(crc32.ChecksumIEEE(body))
 	h.DataPageHeader = thrift.New(format.DataPageHeader{
-		NumValues:               int32(c.n),
+		NumValues:               int32(n),
 		Encoding:                leaf.encoding,
 		DefinitionLevelEncoding: format.RLE,
 		RepetitionLevelEncoding: format.RLE,
@@ -688,7 +737,7 @@ func (e *encoder) writePage(c *encColumn) error {
 	hlen := e.header.Len()
 
 	// The column index and the chunk's statistics.
-	c.nullPages = append(c.nullPages, c.n == nulls)
+	c.nullPages = append(c.nullPages, n == nulls)
 	c.nullCounts = append(c.nullCounts, int64(nulls))
 	if leaf.bounds {
 		var lo, hi []byte
@@ -703,7 +752,7 @@ func (e *encoder) writePage(c *encColumn) error {
 	} else {
 		c.addIndexBounds(nil, nil)
 	}
-	c.numValues += int64(c.n)
+	c.numValues += int64(n)
 	c.nulls += int64(nulls)
 	c.pages = append(c.pages, format.PageLocation{
 		Offset:             int64(len(c.chunk)),
@@ -714,10 +763,10 @@ func (e *encoder) writePage(c *encColumn) error {
 		c.unencoded += int64(c.size)
 	}
 	if leaf.maxRep > 0 {
-		c.pageRepHist = appendHistogram(c.pageRepHist, c.repHist, c.reps, leaf.maxRep)
+		c.pageRepHist = appendHistogram(c.pageRepHist, c.repHist, reps, leaf.maxRep)
 	}
 	if leaf.maxDef > 0 {
-		c.pageDefHist = appendHistogram(c.pageDefHist, c.defHist, c.defs, leaf.maxDef)
+		c.pageDefHist = appendHistogram(c.pageDefHist, c.defHist, defs, leaf.maxDef)
 	}
 	c.uncompressed += int64(hlen + uncompressed)
 
@@ -837,6 +886,17 @@ func (c *encColumn) resetChunk() {
 	c.statsSet = false
 }
 
+// resetLevels empties the level lists for the next row group.
+func (e *encoder) resetLevels() {
+	for i := range e.lv {
+		l := &e.lv[i]
+		l.reps, l.defs = l.reps[:0], l.defs[:0]
+	}
+	for i := range e.cols {
+		e.cols[i].lvAt = 0
+	}
+}
+
 // writeRowGroup writes the pages of the current row group's columns as
 // one row group and keeps its metadata for the footer. No rows, no row
 // group.
@@ -923,6 +983,7 @@ func (e *encoder) writeRowGroup(out *countingWriter) error {
 		c.resetChunk()
 		c.resetPage(0)
 	}
+	e.resetLevels()
 	e.rowGroups = append(e.rowGroups, rg)
 	e.columnIndex = append(e.columnIndex, colIndex)
 	e.offsetIndex = append(e.offsetIndex, offIndex)
