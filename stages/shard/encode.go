@@ -315,7 +315,8 @@ type encoder struct {
 	codec  compress.Codec
 	packed bool // the codec compresses (not "none")
 
-	rows int // rows in the current row group
+	rows    int // rows in the current row group
+	written int // bytes of the values of the row group's pages written
 
 	responseRuns func(present []bool) // see encodeParquet
 	present      []bool
@@ -353,7 +354,7 @@ var encoders = sync.Pool{New: func() any {
 
 // encodeParquet writes recs as a Parquet file to w with the layout o
 // asks for: row groups of at most o.RowGroupRows records, cut early once
-// they hold MaxRowGroupBytes of text (textSize); pages compressed with
+// they hold MaxRowGroupBytes of text (encoder.text); pages compressed with
 // o's codec; key/value metadata augment.version and created_by "augment
 // version <version>".
 //
@@ -379,17 +380,14 @@ func encodeParquet(w io.Writer, recs []*record.Record, o Options, responseRuns f
 	e.responseRuns = responseRuns
 	out := &countingWriter{w: w}
 
-	size := 0 // text in the current row group
 	for _, r := range recs {
 		e.add(r)
 		e.rows++
-		size += textSize(r)
 		switch {
-		case e.rows >= maxRows || size >= MaxRowGroupBytes:
+		case e.rows >= maxRows || e.text() >= MaxRowGroupBytes:
 			if err := e.writeRowGroup(out); err != nil {
 				return err
 			}
-			size = 0
 		case e.rows%checkRows == 0:
 			if err := e.cutFullPages(); err != nil {
 				return err
@@ -400,6 +398,18 @@ func encodeParquet(w io.Writer, recs []*record.Record, o Options, responseRuns f
 		return err
 	}
 	return e.writeFooter(out, version)
+}
+
+// text is the size of the current row group's values: the bytes of its
+// text and JSON plus 8 per record (the row number), about their size in
+// memory.
+func (e *encoder) text() int {
+	n := e.written
+	for i := range e.cols {
+		c := &e.cols[i]
+		n += c.size + len(c.vals)
+	}
+	return n
 }
 
 // keepBytes bounds each buffer a pooled encoder keeps.
@@ -424,7 +434,7 @@ func (e *encoder) reset() {
 	}
 	e.codec = nil
 	e.responseRuns = nil
-	e.rows = 0
+	e.rows, e.written = 0, 0
 	e.rowGroups = nil
 	e.columnIndex = nil
 	e.offsetIndex = nil
@@ -772,6 +782,7 @@ func (e *encoder) writePage(c *encColumn) error {
 
 	c.chunk = append(c.chunk, e.header.Bytes()...)
 	c.chunk = append(c.chunk, body...)
+	e.written += c.size + len(c.vals)
 	c.resetPage(c.first + rows)
 	return nil
 }
@@ -987,7 +998,7 @@ func (e *encoder) writeRowGroup(out *countingWriter) error {
 	e.rowGroups = append(e.rowGroups, rg)
 	e.columnIndex = append(e.columnIndex, colIndex)
 	e.offsetIndex = append(e.offsetIndex, offIndex)
-	e.rows = 0
+	e.rows, e.written = 0, 0
 	return nil
 }
 
