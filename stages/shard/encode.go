@@ -1,6 +1,7 @@
 package shard
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/binary"
 	"fmt"
@@ -327,6 +328,7 @@ type encoder struct {
 	packBuf []byte  // a compressed page body
 	header  bytes.Buffer
 	thrift  *thrift.Encoder
+	out     *bufio.Writer // buffers the file's writes
 
 	// The metadata of the row groups written so far.
 	rowGroups   []format.RowGroup
@@ -349,6 +351,7 @@ var encoders = sync.Pool{New: func() any {
 		}
 	}
 	e.thrift = thrift.NewEncoder(new(thrift.CompactProtocol).NewWriter(&e.header))
+	e.out = bufio.NewWriterSize(nil, outBuffer)
 	return e
 }}
 
@@ -378,7 +381,10 @@ func encodeParquet(w io.Writer, recs []*record.Record, o Options, responseRuns f
 	e.codec = codec
 	e.packed = codec.CompressionCodec() != format.Uncompressed
 	e.responseRuns = responseRuns
-	out := &countingWriter{w: w}
+	// The column chunks, page indexes and footer go out through one
+	// buffer: a few large writes instead of one per column chunk.
+	e.out.Reset(w)
+	out := &countingWriter{w: e.out}
 
 	for _, r := range recs {
 		e.add(r)
@@ -397,7 +403,10 @@ func encodeParquet(w io.Writer, recs []*record.Record, o Options, responseRuns f
 	if err := e.writeRowGroup(out); err != nil {
 		return err
 	}
-	return e.writeFooter(out, version)
+	if err := e.writeFooter(out, version); err != nil {
+		return err
+	}
+	return e.out.Flush()
 }
 
 // text is the size of the current row group's values: the bytes of its
@@ -411,6 +420,9 @@ func (e *encoder) text() int {
 	}
 	return n
 }
+
+// outBuffer is the size of the encoder's output buffer.
+const outBuffer = 256 << 10
 
 // keepBytes bounds each buffer a pooled encoder keeps.
 const keepBytes = 16 << 20
@@ -432,6 +444,7 @@ func (e *encoder) reset() {
 	if e.header.Cap() > keepBytes {
 		e.header = bytes.Buffer{}
 	}
+	e.out.Reset(nil) // keep no file
 	e.codec = nil
 	e.responseRuns = nil
 	e.rows, e.written = 0, 0
