@@ -8,6 +8,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/augmentdata/augment/internal/cputime"
 	"github.com/augmentdata/augment/stages/record"
 )
 
@@ -45,7 +46,11 @@ func forEachSet(b *testing.B, run func(b *testing.B, recs []*record.Record)) {
 			recs := sets[name](b)
 			b.SetBytes(jsonSize(b, recs))
 			b.ReportAllocs()
+			cpu := cputime.Process()
 			run(b, recs)
+			// CPU time of the whole process (GC included) per op: on a
+			// shared machine a steadier figure than the wall time.
+			b.ReportMetric(float64((cputime.Process()-cpu).Nanoseconds())/float64(b.N), "cpu-ns/op")
 		})
 	}
 }

@@ -1,6 +1,7 @@
 package shard
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/binary"
 	"fmt"
@@ -105,6 +106,28 @@ const (
 	colModel
 	numColumns
 )
+
+// The level lists of the repeated columns: the leaves of one list's
+// elements have the same levels, so the encoder appends them once per
+// list (the responses, optional, have their own definition levels).
+const (
+	lvTools = iota
+	lvResponse
+	lvMessages
+	lvCalls
+	lvResults
+	lvTags
+	lvLineage
+	numLevels
+)
+
+// levelsOf is the level list of each repeated column.
+var levelsOf = [numColumns]int{
+	colToolName: lvTools, colToolDescription: lvTools, colToolParameters: lvTools, colToolResponse: lvResponse,
+	colRole: lvMessages, colContent: lvMessages, colReasoning: lvMessages,
+	colCallName: lvCalls, colCallArguments: lvCalls, colResultName: lvResults, colResultContent: lvResults,
+	colTagKey: lvTags, colTagValue: lvTags, colStage: lvLineage, colProvider: lvLineage, colModel: lvLineage,
+}
 
 // leafColumn is what the encoder needs to know of one leaf column.
 type leafColumn struct {
@@ -239,16 +262,21 @@ func initLayout() *fileLayout {
 type encColumn struct {
 	leaf *leafColumn
 
-	// The page being filled.
-	vals       []byte  // the values: int64 PLAIN, byte arrays concatenated
-	lens       []int32 // the byte arrays' lengths
-	reps, defs []byte  // levels, when the column has them
-	n          int     // values, nulls included
-	first      int     // the page's first row in the row group
-	// min and max of the page's values (columns with bounds): for byte
-	// arrays their offsets in vals, for int64 values.
-	minAt, minLen, maxAt, maxLen int
-	minInt, maxInt               int64
+	// The page being filled. Byte arrays are kept as the records' own
+	// strings (the records outlive the encoder's use of them) and copied
+	// once, into the page body, when the page is written.
+	vals  []byte   // int64 values, PLAIN
+	strs  []string // byte-array values, nulls left out
+	size  int      // bytes of strs
+	n     int      // values of a column without levels
+	first int      // the page's first row in the row group
+	// The column's levels (nil for a column without): the page's are
+	// lv.reps[lvAt:] and lv.defs[lvAt:].
+	lv   *levelList
+	lvAt int
+	// min and max of the page's values (columns with bounds).
+	minStr, maxStr string
+	minInt, maxInt int64
 
 	// The current row group's chunk.
 	chunk                []byte // encoded pages
@@ -267,25 +295,40 @@ type encColumn struct {
 	statsSet             bool
 }
 
+// levelList holds the repetition and definition levels of the current row
+// group's values of one or more columns.
+type levelList struct {
+	reps, defs []byte
+}
+
+func (l *levelList) add(rep, def byte) {
+	l.reps = append(l.reps, rep)
+	l.defs = append(l.defs, def)
+}
+
 // An encoder writes one shard. Encoders are pooled: their buffers are
 // reused by the next shard, so memory stays at about one row group; reset
 // drops a buffer grown past keepBytes (a shard of huge values) rather
 // than keep it for the shards after.
 type encoder struct {
 	cols   [numColumns]encColumn
+	lv     [numLevels]levelList
 	codec  compress.Codec
 	packed bool // the codec compresses (not "none")
 
-	rows int // rows in the current row group
+	rows    int // rows in the current row group
+	written int // bytes of the values of the row group's pages written
 
 	responseRuns func(present []bool) // see encodeParquet
 	present      []bool
 
-	levels  []byte // RLE-encoded levels
-	page    []byte // an uncompressed page body with levels
-	packBuf []byte // a compressed page body
+	levels  []byte  // RLE-encoded levels
+	lens    []int32 // the lengths of a page's byte arrays
+	page    []byte  // an uncompressed page body with levels
+	packBuf []byte  // a compressed page body
 	header  bytes.Buffer
 	thrift  *thrift.Encoder
+	out     *bufio.Writer // buffers the file's writes
 
 	// The metadata of the row groups written so far.
 	rowGroups   []format.RowGroup
@@ -304,15 +347,17 @@ var encoders = sync.Pool{New: func() any {
 		}
 		if c.leaf.maxDef > 0 {
 			c.defHist = make([]int64, c.leaf.maxDef+1)
+			c.lv = &e.lv[levelsOf[i]]
 		}
 	}
 	e.thrift = thrift.NewEncoder(new(thrift.CompactProtocol).NewWriter(&e.header))
+	e.out = bufio.NewWriterSize(nil, outBuffer)
 	return e
 }}
 
 // encodeParquet writes recs as a Parquet file to w with the layout o
 // asks for: row groups of at most o.RowGroupRows records, cut early once
-// they hold MaxRowGroupBytes of text (textSize); pages compressed with
+// they hold MaxRowGroupBytes of text (encoder.text); pages compressed with
 // o's codec; key/value metadata augment.version and created_by "augment
 // version <version>".
 //
@@ -336,19 +381,19 @@ func encodeParquet(w io.Writer, recs []*record.Record, o Options, responseRuns f
 	e.codec = codec
 	e.packed = codec.CompressionCodec() != format.Uncompressed
 	e.responseRuns = responseRuns
-	out := &countingWriter{w: w}
+	// The column chunks, page indexes and footer go out through one
+	// buffer: a few large writes instead of one per column chunk.
+	e.out.Reset(w)
+	out := &countingWriter{w: e.out}
 
-	size := 0 // text in the current row group
 	for _, r := range recs {
 		e.add(r)
 		e.rows++
-		size += textSize(r)
 		switch {
-		case e.rows >= maxRows || size >= MaxRowGroupBytes:
+		case e.rows >= maxRows || e.text() >= MaxRowGroupBytes:
 			if err := e.writeRowGroup(out); err != nil {
 				return err
 			}
-			size = 0
 		case e.rows%checkRows == 0:
 			if err := e.cutFullPages(); err != nil {
 				return err
@@ -358,8 +403,26 @@ func encodeParquet(w io.Writer, recs []*record.Record, o Options, responseRuns f
 	if err := e.writeRowGroup(out); err != nil {
 		return err
 	}
-	return e.writeFooter(out, version)
+	if err := e.writeFooter(out, version); err != nil {
+		return err
+	}
+	return e.out.Flush()
 }
+
+// text is the size of the current row group's values: the bytes of its
+// text and JSON plus 8 per record (the row number), about their size in
+// memory.
+func (e *encoder) text() int {
+	n := e.written
+	for i := range e.cols {
+		c := &e.cols[i]
+		n += c.size + len(c.vals)
+	}
+	return n
+}
+
+// outBuffer is the size of the encoder's output buffer.
+const outBuffer = 256 << 10
 
 // keepBytes bounds each buffer a pooled encoder keeps.
 const keepBytes = 16 << 20
@@ -370,16 +433,21 @@ func (e *encoder) reset() {
 		c := &e.cols[i]
 		c.resetChunk()
 		c.resetPage(0)
-		c.vals, c.lens, c.chunk = trimmed(c.vals), trimmed(c.lens), trimmed(c.chunk)
-		c.reps, c.defs = trimmed(c.reps), trimmed(c.defs)
+		c.vals, c.strs, c.chunk = trimmed(c.vals), trimmed(c.strs), trimmed(c.chunk)
 	}
-	e.page, e.packBuf, e.levels = trimmed(e.page), trimmed(e.packBuf), trimmed(e.levels)
+	e.resetLevels()
+	for i := range e.lv {
+		l := &e.lv[i]
+		l.reps, l.defs = trimmed(l.reps), trimmed(l.defs)
+	}
+	e.page, e.packBuf, e.levels, e.lens = trimmed(e.page), trimmed(e.packBuf), trimmed(e.levels), trimmed(e.lens)
 	if e.header.Cap() > keepBytes {
 		e.header = bytes.Buffer{}
 	}
+	e.out.Reset(nil) // keep no file
 	e.codec = nil
 	e.responseRuns = nil
-	e.rows = 0
+	e.rows, e.written = 0, 0
 	e.rowGroups = nil
 	e.columnIndex = nil
 	e.offsetIndex = nil
@@ -411,17 +479,17 @@ func (c *countingWriter) Write(b []byte) (int, error) {
 
 // add appends r's values and levels to the columns.
 func (e *encoder) add(r *record.Record) {
-	c := &e.cols
+	c, lv := &e.cols, &e.lv
 	c[colID].boundString(r.ID)
 	c[colSource].boundString(r.Source)
 	c[colFormat].boundString(r.Format)
 	c[colRow].boundInt64(r.Row)
-	c[colSystem].value(r.System)
+	c[colSystem].scalar(r.System)
 
+	tools, resp := &lv[lvTools], &lv[lvResponse]
 	if len(r.Tools) == 0 {
-		for i := colToolName; i <= colToolResponse; i++ {
-			c[i].level(0, 0)
-		}
+		tools.add(0, 0)
+		resp.add(0, 0)
 	}
 	var present []bool
 	if e.responseRuns != nil && len(r.Tools) > 1 {
@@ -435,71 +503,72 @@ func (e *encoder) add(r *record.Record) {
 	for i := range r.Tools {
 		t := &r.Tools[i]
 		rep := repOf(i, 0, 1)
-		c[colToolName].item(rep, 1, t.Name)
-		c[colToolDescription].item(rep, 1, t.Description)
-		c[colToolParameters].item(rep, 1, bytesString(t.Parameters))
+		tools.add(rep, 1)
+		c[colToolName].value(t.Name)
+		c[colToolDescription].value(t.Description)
+		c[colToolParameters].value(bytesString(t.Parameters))
 		if len(t.Response) > 0 || (present != nil && i > 0 && present[i-1]) {
-			c[colToolResponse].item(rep, 2, bytesString(t.Response))
+			resp.add(rep, 2)
+			c[colToolResponse].value(bytesString(t.Response))
 		} else {
-			c[colToolResponse].level(rep, 1)
+			resp.add(rep, 1)
 		}
 	}
 
+	msgs, calls, results := &lv[lvMessages], &lv[lvCalls], &lv[lvResults]
 	if len(r.Messages) == 0 {
-		for i := colRole; i <= colResultContent; i++ {
-			c[i].level(0, 0)
-		}
+		msgs.add(0, 0)
+		calls.add(0, 0)
+		results.add(0, 0)
 	}
 	for i := range r.Messages {
 		m := &r.Messages[i]
 		rep := repOf(i, 0, 1)
-		c[colRole].item(rep, 1, m.Role)
-		c[colContent].item(rep, 1, m.Content)
-		c[colReasoning].item(rep, 1, m.Reasoning)
+		msgs.add(rep, 1)
+		c[colRole].value(m.Role)
+		c[colContent].value(m.Content)
+		c[colReasoning].value(m.Reasoning)
 		if len(m.Calls) == 0 {
-			c[colCallName].level(rep, 1)
-			c[colCallArguments].level(rep, 1)
+			calls.add(rep, 1)
 		}
 		for j := range m.Calls {
 			call := &m.Calls[j]
-			rep := repOf(j, rep, 2)
-			c[colCallName].item(rep, 2, call.Name)
-			c[colCallArguments].item(rep, 2, bytesString(call.Arguments))
+			calls.add(repOf(j, rep, 2), 2)
+			c[colCallName].value(call.Name)
+			c[colCallArguments].value(bytesString(call.Arguments))
 		}
 		if len(m.Results) == 0 {
-			c[colResultName].level(rep, 1)
-			c[colResultContent].level(rep, 1)
+			results.add(rep, 1)
 		}
 		for j := range m.Results {
 			res := &m.Results[j]
-			rep := repOf(j, rep, 2)
-			c[colResultName].item(rep, 2, res.Name)
-			c[colResultContent].item(rep, 2, res.Content)
+			results.add(repOf(j, rep, 2), 2)
+			c[colResultName].value(res.Name)
+			c[colResultContent].value(res.Content)
 		}
 	}
 
+	tags := &lv[lvTags]
 	if len(r.Tags) == 0 {
-		c[colTagKey].level(0, 0)
-		c[colTagValue].level(0, 0)
+		tags.add(0, 0)
 	}
 	for i := range r.Tags {
 		t := &r.Tags[i]
-		rep := repOf(i, 0, 1)
-		c[colTagKey].item(rep, 1, t.Key)
-		c[colTagValue].item(rep, 1, t.Value)
+		tags.add(repOf(i, 0, 1), 1)
+		c[colTagKey].value(t.Key)
+		c[colTagValue].value(t.Value)
 	}
 
+	steps := &lv[lvLineage]
 	if len(r.Lineage) == 0 {
-		c[colStage].level(0, 0)
-		c[colProvider].level(0, 0)
-		c[colModel].level(0, 0)
+		steps.add(0, 0)
 	}
 	for i := range r.Lineage {
 		s := &r.Lineage[i]
-		rep := repOf(i, 0, 1)
-		c[colStage].item(rep, 1, s.Stage)
-		c[colProvider].item(rep, 1, s.Provider)
-		c[colModel].item(rep, 1, s.Model)
+		steps.add(repOf(i, 0, 1), 1)
+		c[colStage].value(s.Stage)
+		c[colProvider].value(s.Provider)
+		c[colModel].value(s.Model)
 	}
 }
 
@@ -513,29 +582,39 @@ func repOf(i int, first, depth byte) byte {
 }
 
 // bytesString views b as a string without copying; the encoder only
-// copies it into its buffers.
+// copies it into its pages.
 func bytesString(b []byte) string {
 	return unsafe.String(unsafe.SliceData(b), len(b))
 }
 
-// value appends a byte array.
+// stringBytes views s as bytes without copying, to be read only.
+func stringBytes(s string) []byte {
+	return unsafe.Slice(unsafe.StringData(s), len(s))
+}
+
+// value appends a byte array; a repeated column's levels are appended to
+// its level list.
 func (c *encColumn) value(s string) {
-	c.lens = append(c.lens, int32(len(s)))
-	c.vals = append(c.vals, s...)
+	c.strs = append(c.strs, s)
+	c.size += len(s)
+}
+
+// scalar appends a byte array of a column without levels.
+func (c *encColumn) scalar(s string) {
+	c.value(s)
 	c.n++
 }
 
 // boundString appends a value of a column with bounds.
 func (c *encColumn) boundString(s string) {
-	at := len(c.vals)
-	c.value(s)
+	c.scalar(s)
 	switch {
 	case c.n == 1:
-		c.minAt, c.minLen, c.maxAt, c.maxLen = at, len(s), at, len(s)
-	case s < bytesString(c.vals[c.minAt:c.minAt+c.minLen]):
-		c.minAt, c.minLen = at, len(s)
-	case s > bytesString(c.vals[c.maxAt:c.maxAt+c.maxLen]):
-		c.maxAt, c.maxLen = at, len(s)
+		c.minStr, c.maxStr = s, s
+	case s < c.minStr:
+		c.minStr = s
+	case s > c.maxStr:
+		c.maxStr = s
 	}
 }
 
@@ -551,28 +630,22 @@ func (c *encColumn) boundInt64(v int64) {
 	}
 }
 
-// item appends a value of a repeated column with its levels.
-func (c *encColumn) item(rep, def byte, s string) {
-	c.reps = append(c.reps, rep)
-	c.defs = append(c.defs, def)
-	c.value(s)
-}
-
-// level appends a null (an empty list, or no response) of a repeated
-// column.
-func (c *encColumn) level(rep, def byte) {
-	c.reps = append(c.reps, rep)
-	c.defs = append(c.defs, def)
-	c.n++
+// count is the number of values of the page being filled, nulls
+// included.
+func (c *encColumn) count() int {
+	if c.lv != nil {
+		return len(c.lv.reps) - c.lvAt
+	}
+	return c.n
 }
 
 // bufferSize is the size parquet-go's column buffer would report for the
 // page being filled, holding rows rows.
 func (c *encColumn) bufferSize(rows int) int {
 	if c.leaf.maxRep > 0 {
-		return len(c.vals) + 4*len(c.lens) + len(c.reps) + len(c.defs) + 8*rows
+		return len(c.vals) + c.size + 4*len(c.strs) + 2*(len(c.lv.reps)-c.lvAt) + 8*rows
 	}
-	return len(c.vals) + 4*len(c.lens)
+	return len(c.vals) + c.size + 4*len(c.strs)
 }
 
 // cutFullPages writes out the page of every column whose buffer is full.
@@ -591,18 +664,27 @@ func (e *encoder) cutFullPages() error {
 // resetPage empties the page being filled; its first row is first.
 func (c *encColumn) resetPage(first int) {
 	c.vals = c.vals[:0]
-	c.lens = c.lens[:0]
-	c.reps = c.reps[:0]
-	c.defs = c.defs[:0]
+	clear(c.strs) // drop the references to the records' text
+	c.strs = c.strs[:0]
+	c.size = 0
+	c.minStr, c.maxStr = "", ""
 	c.n = 0
+	if c.lv != nil {
+		c.lvAt = len(c.lv.reps)
+	}
 	c.first = first
 }
 
 // writePage encodes, compresses and appends the page being filled to the
 // column's chunk, and records its statistics.
 func (e *encoder) writePage(c *encColumn) error {
-	if c.n == 0 {
+	n := c.count()
+	if n == 0 {
 		return nil
+	}
+	var reps, defs []byte
+	if c.lv != nil {
+		reps, defs = c.lv.reps[c.lvAt:], c.lv.defs[c.lvAt:]
 	}
 	leaf := c.leaf
 	rows := e.rows - c.first
@@ -616,7 +698,7 @@ func (e *encoder) writePage(c *encColumn) error {
 			for _, lv := range [...]struct {
 				levels []byte
 				width  int
-			}{{c.reps, bitWidth(leaf.maxRep)}, {c.defs, bitWidth(leaf.maxDef)}} {
+			}{{reps, bitWidth(leaf.maxRep)}, {defs, bitWidth(leaf.maxDef)}} {
 				enc := rle.Encoding{BitWidth: lv.width}
 				if e.levels, err = enc.EncodeLevels(e.levels, lv.levels); err != nil {
 					return fmt.Errorf("encoding levels of %s: %w", strings.Join(leaf.path, "."), err)
@@ -624,18 +706,28 @@ func (e *encoder) writePage(c *encColumn) error {
 				e.page = binary.LittleEndian.AppendUint32(e.page, uint32(len(e.levels)))
 				e.page = append(e.page, e.levels...)
 			}
-			nulls = len(c.defs) - bytes.Count(c.defs, []byte{leaf.maxDef})
+			nulls = len(defs) - bytes.Count(defs, []byte{leaf.maxDef})
 		}
 		if leaf.kind == parquet.ByteArray {
 			// DELTA_LENGTH_BYTE_ARRAY: the lengths delta-encoded, then
 			// the bytes.
+			lens := e.lens[:0]
+			for _, s := range c.strs {
+				lens = append(lens, int32(len(s)))
+			}
+			e.lens = lens
 			var err error
-			if e.levels, err = deltaLengths.EncodeInt32(e.levels, c.lens); err != nil {
+			if e.levels, err = deltaLengths.EncodeInt32(e.levels, lens); err != nil {
 				return fmt.Errorf("encoding lengths of %s: %w", strings.Join(leaf.path, "."), err)
 			}
 			e.page = append(e.page, e.levels...)
+			e.page = slices.Grow(e.page, c.size)
+			for _, s := range c.strs {
+				e.page = append(e.page, s...)
+			}
+		} else {
+			e.page = append(e.page, c.vals...)
 		}
-		e.page = append(e.page, c.vals...)
 		body = e.page
 	}
 	uncompressed := len(body)
@@ -656,7 +748,7 @@ func (e *encoder) writePage(c *encColumn) error {
 	h.CompressedPageSize = int32(len(body))
 	h.CRC = int32(crc32.ChecksumIEEE(body))
 	h.DataPageHeader = thrift.New(format.DataPageHeader{
-		NumValues:               int32(c.n),
+		NumValues:               int32(n),
 		Encoding:                leaf.encoding,
 		DefinitionLevelEncoding: format.RLE,
 		RepetitionLevelEncoding: format.RLE,
@@ -668,7 +760,7 @@ func (e *encoder) writePage(c *encColumn) error {
 	hlen := e.header.Len()
 
 	// The column index and the chunk's statistics.
-	c.nullPages = append(c.nullPages, c.n == nulls)
+	c.nullPages = append(c.nullPages, n == nulls)
 	c.nullCounts = append(c.nullCounts, int64(nulls))
 	if leaf.bounds {
 		var lo, hi []byte
@@ -676,15 +768,14 @@ func (e *encoder) writePage(c *encColumn) error {
 			lo = binary.LittleEndian.AppendUint64(nil, uint64(c.minInt))
 			hi = binary.LittleEndian.AppendUint64(nil, uint64(c.maxInt))
 		} else {
-			lo = c.vals[c.minAt : c.minAt+c.minLen]
-			hi = c.vals[c.maxAt : c.maxAt+c.maxLen]
+			lo, hi = stringBytes(c.minStr), stringBytes(c.maxStr)
 		}
 		c.addIndexBounds(lo, hi)
 		c.addStatBounds(lo, hi)
 	} else {
 		c.addIndexBounds(nil, nil)
 	}
-	c.numValues += int64(c.n)
+	c.numValues += int64(n)
 	c.nulls += int64(nulls)
 	c.pages = append(c.pages, format.PageLocation{
 		Offset:             int64(len(c.chunk)),
@@ -692,18 +783,19 @@ func (e *encoder) writePage(c *encColumn) error {
 		FirstRowIndex:      int64(c.first),
 	})
 	if leaf.kind == parquet.ByteArray {
-		c.unencoded += int64(len(c.vals))
+		c.unencoded += int64(c.size)
 	}
 	if leaf.maxRep > 0 {
-		c.pageRepHist = appendHistogram(c.pageRepHist, c.repHist, c.reps, leaf.maxRep)
+		c.pageRepHist = appendHistogram(c.pageRepHist, c.repHist, reps, leaf.maxRep)
 	}
 	if leaf.maxDef > 0 {
-		c.pageDefHist = appendHistogram(c.pageDefHist, c.defHist, c.defs, leaf.maxDef)
+		c.pageDefHist = appendHistogram(c.pageDefHist, c.defHist, defs, leaf.maxDef)
 	}
 	c.uncompressed += int64(hlen + uncompressed)
 
 	c.chunk = append(c.chunk, e.header.Bytes()...)
 	c.chunk = append(c.chunk, body...)
+	e.written += c.size + len(c.vals)
 	c.resetPage(c.first + rows)
 	return nil
 }
@@ -818,6 +910,17 @@ func (c *encColumn) resetChunk() {
 	c.statsSet = false
 }
 
+// resetLevels empties the level lists for the next row group.
+func (e *encoder) resetLevels() {
+	for i := range e.lv {
+		l := &e.lv[i]
+		l.reps, l.defs = l.reps[:0], l.defs[:0]
+	}
+	for i := range e.cols {
+		e.cols[i].lvAt = 0
+	}
+}
+
 // writeRowGroup writes the pages of the current row group's columns as
 // one row group and keeps its metadata for the footer. No rows, no row
 // group.
@@ -904,10 +1007,11 @@ func (e *encoder) writeRowGroup(out *countingWriter) error {
 		c.resetChunk()
 		c.resetPage(0)
 	}
+	e.resetLevels()
 	e.rowGroups = append(e.rowGroups, rg)
 	e.columnIndex = append(e.columnIndex, colIndex)
 	e.offsetIndex = append(e.offsetIndex, offIndex)
-	e.rows = 0
+	e.rows, e.written = 0, 0
 	return nil
 }
 

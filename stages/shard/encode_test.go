@@ -445,3 +445,28 @@ func FuzzEncode(f *testing.F) {
 		assertRecordsEqual(t, readBytes(t, data), normalized(recs))
 	})
 }
+
+// textSize approximates the bytes r takes in a row group, as the oracle
+// counts them (the encoder sums its columns instead: encoder.text).
+func textSize(r *record.Record) int {
+	n := len(r.ID) + len(r.Source) + len(r.Format) + len(r.System) + 8
+	for _, t := range r.Tools {
+		n += len(t.Name) + len(t.Description) + len(t.Parameters) + len(t.Response)
+	}
+	for _, m := range r.Messages {
+		n += len(m.Role) + len(m.Content) + len(m.Reasoning)
+		for _, c := range m.Calls {
+			n += len(c.Name) + len(c.Arguments)
+		}
+		for _, res := range m.Results {
+			n += len(res.Name) + len(res.Content)
+		}
+	}
+	for _, t := range r.Tags {
+		n += len(t.Key) + len(t.Value)
+	}
+	for _, s := range r.Lineage {
+		n += len(s.Stage) + len(s.Provider) + len(s.Model)
+	}
+	return n
+}

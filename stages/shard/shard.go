@@ -389,30 +389,6 @@ func writeParquet(w io.Writer, recs []*record.Record, o Options) error {
 	return encodeParquet(w, recs, o, nil)
 }
 
-// textSize approximates the bytes r takes in a row group.
-func textSize(r *record.Record) int {
-	n := len(r.ID) + len(r.Source) + len(r.Format) + len(r.System) + 8
-	for _, t := range r.Tools {
-		n += len(t.Name) + len(t.Description) + len(t.Parameters) + len(t.Response)
-	}
-	for _, m := range r.Messages {
-		n += len(m.Role) + len(m.Content) + len(m.Reasoning)
-		for _, c := range m.Calls {
-			n += len(c.Name) + len(c.Arguments)
-		}
-		for _, res := range m.Results {
-			n += len(res.Name) + len(res.Content)
-		}
-	}
-	for _, t := range r.Tags {
-		n += len(t.Key) + len(t.Value)
-	}
-	for _, s := range r.Lineage {
-		n += len(s.Stage) + len(s.Provider) + len(s.Model)
-	}
-	return n
-}
-
 // Read returns all records of the shard at path, in order. Empty lists and
 // empty JSON values come back as nil (see Scan).
 func Read(path string) ([]*record.Record, error) {
