@@ -820,6 +820,18 @@ type toolMemo struct {
 	mu   sync.Mutex
 	m    map[toolKey][]*toolText // the definitions met of a key
 	used int
+	// seen holds, by the address of their parameters, tools met lately
+	// as the records held them, with their texts: a tool held in the same
+	// memory (a library tool meta_tool listed, its own definitions) is
+	// found without comparing its bytes. A slot keeps its tool's memory,
+	// so the same address cannot hold other bytes while it is there;
+	// records are not changed in place.
+	seen [toolMemoSeen]seenTool
+}
+
+type seenTool struct {
+	tool record.Tool
+	text *toolText
 }
 
 type toolKey struct {
@@ -834,16 +846,44 @@ const (
 	// toolMemoVariants bounds the definitions remembered of one key
 	// (their descriptions or parameters differ).
 	toolMemoVariants = 16
+	// toolMemoSeen is the number of toolMemo.seen slots.
+	toolMemoSeen = 1024
 )
 
 // lookup returns the remembered text of t, or nil. Callers hold m.mu.
 func (m *toolMemo) lookup(t *record.Tool) *toolText {
+	slot := &m.seen[seenSlot(t.Parameters)]
+	if sameTool(t, &slot.tool) {
+		return slot.text
+	}
 	for _, tt := range m.m[toolKey{t.Name, len(t.Description)}] {
 		if tt.tool.Equal(t) {
+			if len(t.Parameters) > 0 {
+				*slot = seenTool{*t, tt}
+			}
 			return tt
 		}
 	}
 	return nil
+}
+
+// seenSlot is the toolMemo.seen slot of parameters at their address.
+func seenSlot(params []byte) int {
+	if len(params) == 0 {
+		return 0
+	}
+	a := uint64(uintptr(unsafe.Pointer(unsafe.SliceData(params))))
+	return int((a*0x9e3779b97f4a7c15)>>54) % toolMemoSeen
+}
+
+// sameTool reports whether t and u are one definition in the same memory
+// (non-empty parameters; every other field of the same length at the same
+// address).
+func sameTool(t, u *record.Tool) bool {
+	return sameMemory(t.Parameters, u.Parameters) &&
+		len(t.Name) == len(u.Name) && unsafe.StringData(t.Name) == unsafe.StringData(u.Name) &&
+		len(t.Description) == len(u.Description) && unsafe.StringData(t.Description) == unsafe.StringData(u.Description) &&
+		len(t.Response) == len(u.Response) && unsafe.SliceData(t.Response) == unsafe.SliceData(u.Response)
 }
 
 // toolTexts renders tools, each through the memo.
@@ -1027,9 +1067,20 @@ func appendSample(b *bytes.Buffer, s *sample) {
 		if i > 0 {
 			b.WriteByte(',')
 		}
-		b.WriteString(`{"from":`)
-		writeJSONString(b, t.From)
-		b.WriteString(`,"value":`)
+		switch t.From { // the heads of the four roles spelled out (encoding From was 7 % of a line)
+		case "human":
+			b.WriteString(`{"from":"human","value":`)
+		case "gpt":
+			b.WriteString(`{"from":"gpt","value":`)
+		case "function_call":
+			b.WriteString(`{"from":"function_call","value":`)
+		case "observation":
+			b.WriteString(`{"from":"observation","value":`)
+		default:
+			b.WriteString(`{"from":`)
+			writeJSONString(b, t.From)
+			b.WriteString(`,"value":`)
+		}
 		writeJSONString(b, t.Value)
 		b.WriteByte('}')
 	}
