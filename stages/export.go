@@ -6,10 +6,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"unicode/utf8"
 	"unsafe"
 
@@ -198,8 +200,8 @@ type exporter struct {
 
 	tools toolMemo // each distinct tool's texts
 
-	counterMu   sync.Mutex
-	counterKeys map[string]string // decision token → its counter key
+	counterMu   sync.Mutex                        // held to add a key
+	counterKeys atomic.Pointer[map[string]string] // decision token → its counter key
 }
 
 // sample is one LLaMA-Factory sharegpt row (tools_placement role turns it
@@ -305,18 +307,30 @@ func (e *exporter) Process(ctx context.Context, r *record.Record) ([]*record.Rec
 	return rendered(r, s), nil
 }
 
-// tokenCounter returns counterToken+tok, made once per token.
+// tokenCounter returns counterToken+tok, made once per token. The keys
+// are read without a lock (a run has a handful of tokens; a new one copies
+// the map).
 func (e *exporter) tokenCounter(tok string) string {
+	if m := e.counterKeys.Load(); m != nil {
+		if key, ok := (*m)[tok]; ok {
+			return key
+		}
+	}
 	e.counterMu.Lock()
 	defer e.counterMu.Unlock()
-	key, ok := e.counterKeys[tok]
-	if !ok {
-		if e.counterKeys == nil {
-			e.counterKeys = map[string]string{}
+	old := e.counterKeys.Load()
+	if old != nil {
+		if key, ok := (*old)[tok]; ok {
+			return key
 		}
-		key = counterToken + tok
-		e.counterKeys[strings.Clone(tok)] = key
 	}
+	m := make(map[string]string, 1)
+	if old != nil {
+		maps.Copy(m, *old)
+	}
+	key := counterToken + tok
+	m[strings.Clone(tok)] = key
+	e.counterKeys.Store(&m)
 	return key
 }
 
@@ -384,14 +398,32 @@ func decisionTokensOf(toks []string, r *record.Record) []string {
 		if m.Role != record.RoleAssistant || !strings.HasPrefix(m.Content, "<|") {
 			continue
 		}
-		if end := strings.Index(m.Content, "|>"); end > 2 && !strings.ContainsAny(m.Content[:end], " \t\n") {
-			if tok := m.Content[:end+2]; !slices.Contains(toks, tok) {
-				toks = append(toks, tok)
-			}
+		if tok, ok := leadingToken(m.Content); ok && !slices.Contains(toks, tok) {
+			toks = append(toks, tok)
 		}
 	}
 	slices.Sort(toks)
 	return toks
+}
+
+// leadingToken returns the <|…|> token that starts s (which starts with
+// "<|"): s up to its first "|>", when that holds more than "<|" and no
+// space, tab or newline comes before it. It reads s only that far.
+func leadingToken(s string) (string, bool) {
+	for i := 1; i+1 < len(s); i++ {
+		switch s[i] {
+		case ' ', '\t', '\n':
+			return "", false
+		case '|':
+			if s[i+1] == '>' {
+				if i <= 2 {
+					return "", false
+				}
+				return s[:i+2], true
+			}
+		}
+	}
+	return "", false
 }
 
 // render turns a record into a sample.

@@ -622,3 +622,19 @@ func TestExportPreviewIsLine(t *testing.T) {
 		}
 	}
 }
+
+// TestLeadingToken holds leadingToken to the rule it replaced: the text up
+// to the first "|>", when that is past "<|" and holds no space, tab or
+// newline.
+func TestLeadingToken(t *testing.T) {
+	for _, s := range []string{"<|", "<|>", "<||>", "<|a|>", "<|use_tool|>", "<|answer|>Hello", "<|answer|> x |> y", "<|a b|>", "<|a\tb|>",
+		"<|a\nb|>", "<|ab", "<|a|", "<|a|>|>", "<|>a|>", "<||>x|>", "<|中文|>", "<| |>", "<|a|b|>", "<|a\r|>"} {
+		want, wantOK := "", false
+		if end := strings.Index(s, "|>"); end > 2 && !strings.ContainsAny(s[:end], " \t\n") {
+			want, wantOK = s[:end+2], true
+		}
+		if got, ok := leadingToken(s); got != want || ok != wantOK {
+			t.Errorf("leadingToken(%q) = %q, %v; want %q, %v", s, got, ok, want, wantOK)
+		}
+	}
+}
