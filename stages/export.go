@@ -852,18 +852,22 @@ type toolMemo struct {
 	mu   sync.Mutex
 	m    map[toolKey][]*toolText // the definitions met of a key
 	used int
-	// seen holds, by the address of their parameters, tools met lately
-	// as the records held them, with their texts: a tool held in the same
-	// memory (a library tool meta_tool listed, its own definitions) is
+	// seen holds, by the address of their parameters, tools met again in
+	// the same memory, as the records held them, with their texts: such a
+	// tool (a library tool meta_tool listed, its own definitions) is then
 	// found without comparing its bytes. A slot keeps its tool's memory,
 	// so the same address cannot hold other bytes while it is there;
-	// records are not changed in place.
+	// records are not changed in place. A tool takes a slot when its
+	// parameters' address is met the second time in a row there (held by
+	// number only, keeping no memory): a record's own tools, met once,
+	// would keep their record's memory for nothing.
 	seen [toolMemoSeen]seenTool
 }
 
 type seenTool struct {
 	tool record.Tool
 	text *toolText
+	last uintptr // the address of the parameters met last in the slot
 }
 
 type toolKey struct {
@@ -884,14 +888,19 @@ const (
 
 // lookup returns the remembered text of t, or nil. Callers hold m.mu.
 func (m *toolMemo) lookup(t *record.Tool) *toolText {
-	slot := &m.seen[seenSlot(t.Parameters)]
+	a := uintptr(unsafe.Pointer(unsafe.SliceData(t.Parameters)))
+	slot := &m.seen[seenSlot(a)]
 	if sameTool(t, &slot.tool) {
 		return slot.text
 	}
 	for _, tt := range m.m[toolKey{t.Name, len(t.Description)}] {
 		if tt.tool.Equal(t) {
 			if len(t.Parameters) > 0 {
-				*slot = seenTool{*t, tt}
+				if slot.last == a {
+					*slot = seenTool{*t, tt, a}
+				} else {
+					slot.last = a
+				}
 			}
 			return tt
 		}
@@ -899,13 +908,9 @@ func (m *toolMemo) lookup(t *record.Tool) *toolText {
 	return nil
 }
 
-// seenSlot is the toolMemo.seen slot of parameters at their address.
-func seenSlot(params []byte) int {
-	if len(params) == 0 {
-		return 0
-	}
-	a := uint64(uintptr(unsafe.Pointer(unsafe.SliceData(params))))
-	return int((a*0x9e3779b97f4a7c15)>>54) % toolMemoSeen
+// seenSlot is the toolMemo.seen slot of parameters at address a.
+func seenSlot(a uintptr) int {
+	return int((uint64(a)*0x9e3779b97f4a7c15)>>54) % toolMemoSeen
 }
 
 // sameTool reports whether t and u are one definition in the same memory
