@@ -42,9 +42,12 @@ var linedUpRecords = sync.Pool{New: func() any { return new(linedUpRecord) }}
 // one remembered, else against prev's tool at its position. Every tool it
 // is set against passed the check, so the line-up decides only how much
 // is checked again, never what passes. The tools of an output that passes
-// are remembered.
+// that prev does not list are remembered: those come from elsewhere (a
+// library, a stage's own definitions) and come again, where prev's own
+// would only push them out of their slots.
 func (c *checkedTools) checkChanged(out, prev *record.Record) (string, error) {
 	against := prev
+	var newTools uint32 // out's tools that prev does not list (by memory)
 	if n := len(out.Tools); n > 0 && n <= len(linedUpRecord{}.tools) && !sameMemory(out.Tools, prev.Tools) {
 		l := linedUpRecords.Get().(*linedUpRecord)
 		defer linedUpRecords.Put(l)
@@ -52,20 +55,21 @@ func (c *checkedTools) checkChanged(out, prev *record.Record) (string, error) {
 		tools := l.tools[:n]
 		clear(tools[copy(tools, prev.Tools):])
 		c.mu.Lock()
+	next:
 		for i := range tools {
 			t := &out.Tools[i]
 			if i < len(prev.Tools) && sameMemory(t.Parameters, prev.Tools[i].Parameters) {
 				continue
 			}
-			if k := c.index(t.Parameters); sameMemory(t.Parameters, c.slot[k].Parameters) {
-				tools[i] = c.slot[k]
-				continue
-			}
 			for _, p := range prev.Tools {
 				if sameMemory(t.Parameters, p.Parameters) {
 					tools[i] = p
-					break
+					continue next
 				}
+			}
+			newTools |= 1 << i
+			if k := c.index(t.Parameters); sameMemory(t.Parameters, c.slot[k].Parameters) {
+				tools[i] = c.slot[k]
 			}
 		}
 		c.mu.Unlock()
@@ -73,10 +77,10 @@ func (c *checkedTools) checkChanged(out, prev *record.Record) (string, error) {
 		against = &l.rec
 	}
 	reason, err := shard.CheckChanged(out, against)
-	if err == nil && against != prev {
+	if err == nil && newTools != 0 {
 		c.mu.Lock()
-		for _, t := range out.Tools {
-			if len(t.Parameters) > 0 {
+		for i, t := range out.Tools {
+			if newTools&(1<<i) != 0 && len(t.Parameters) > 0 {
 				c.slot[c.index(t.Parameters)] = t
 			}
 		}

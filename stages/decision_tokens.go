@@ -73,12 +73,13 @@ func (c *DecisionTokensConfig) validate() []string {
 func (c *DecisionTokensConfig) version() int { return 1 }
 
 func (c *DecisionTokensConfig) build(env *Env) (Stage, error) {
-	return &decisionTokens{answer: c.AnswerToken, useTool: c.UseToolToken, stage: env.Stage}, nil
+	return &decisionTokens{answer: c.AnswerToken, useTool: c.UseToolToken, stage: env.Stage, on: record.Tag{Key: DecisionTokensTag, Value: "on"}}, nil
 }
 
 type decisionTokens struct {
 	answer, useTool string
 	stage           string
+	on              record.Tag // the tag the stage sets
 }
 
 // Process prefixes every assistant turn of r with its decision token.
@@ -97,7 +98,7 @@ func (s *decisionTokens) Process(_ context.Context, r *record.Record) ([]*record
 			continue
 		}
 		if out == nil {
-			out, list = changed(r)
+			out, list = changed(r, s.on)
 		}
 		out.Messages[k].Content = want + strings.TrimPrefix(m.Content, other)
 	}
@@ -105,9 +106,8 @@ func (s *decisionTokens) Process(_ context.Context, r *record.Record) ([]*record
 		return []*record.Record{r}, nil
 	}
 	if out == nil {
-		out, list = changed(r)
+		out, list = relabelled(r, s.on)
 	}
-	out.SetTag(DecisionTokensTag, "on")
 	out.AddStep(s.stage, "rule", "")
 	return list, nil
 }
@@ -116,26 +116,59 @@ func (s *decisionTokens) Process(_ context.Context, r *record.Record) ([]*record
 // (their Content, their lists of calls), its tags and its lineage — and
 // shares the rest (tools, calls, results), which neither such a stage nor
 // the runner changes in place: a deep Clone was most of such a stage's
-// work. Like Clone it drops Rendered. Tags get room for a few more. list
-// is the copy as a stage's one output (see relabelled).
-func changed(r *record.Record) (c *record.Record, list []*record.Record) {
-	c, list = relabelled(r)
+// work. Like Clone it drops Rendered. The copy's tags are r's with set
+// set (see relabelled). list is the copy as a stage's one output.
+func changed(r *record.Record, set ...record.Tag) (c *record.Record, list []*record.Record) {
+	c, list = relabelled(r, set...)
 	c.Messages = slices.Clone(r.Messages)
 	return c, list
 }
 
 // relabelled is changed without the copy of the messages, for a stage
 // that replaces the list of messages when it changes it. The copy and the
-// list holding it are one allocation.
-func relabelled(r *record.Record) (c *record.Record, list []*record.Record) {
+// list holding it are one allocation. Its tags are withTags(r.Tags, set):
+// a new list when set is not empty, else r's own, which the stage
+// replaces (withTags) rather than changes (SetTag).
+func relabelled(r *record.Record, set ...record.Tag) (c *record.Record, list []*record.Record) {
 	o := &struct {
 		rec  record.Record
 		list [1]*record.Record
 	}{rec: *r}
 	c = &o.rec
 	c.Rendered = nil
-	c.Tags = append(make([]record.Tag, 0, len(r.Tags)+4), r.Tags...)
+	c.Tags = withTags(r.Tags, set...)
 	c.Lineage = slices.Clip(r.Lineage) // AddStep appends to a copy
 	o.list[0] = c
 	return c, o.list[:]
+}
+
+// withTags returns tags (sorted by key) with each tag of set (sorted by
+// key, each key once) set as SetTag sets it, in a new list; tags itself
+// when set is empty. One pass for all: SetTag after SetTag searched and
+// shifted the list for each.
+func withTags(tags []record.Tag, set ...record.Tag) []record.Tag {
+	if len(set) == 0 {
+		return tags
+	}
+	out := make([]record.Tag, 0, len(tags)+len(set))
+	if !slices.IsSortedFunc(tags, func(a, b record.Tag) int { return strings.Compare(a.Key, b.Key) }) {
+		// Not as SetTag leaves them: its binary search decides.
+		r := record.Record{Tags: append(out, tags...)}
+		for _, t := range set {
+			r.SetTag(t.Key, t.Value)
+		}
+		return r.Tags
+	}
+	i := 0
+	for _, t := range set {
+		for i < len(tags) && tags[i].Key < t.Key {
+			out = append(out, tags[i])
+			i++
+		}
+		if i < len(tags) && tags[i].Key == t.Key {
+			i++
+		}
+		out = append(out, t)
+	}
+	return append(out, tags[i:]...)
 }

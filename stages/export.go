@@ -6,10 +6,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"unicode/utf8"
 	"unsafe"
 
@@ -198,8 +200,8 @@ type exporter struct {
 
 	tools toolMemo // each distinct tool's texts
 
-	counterMu   sync.Mutex
-	counterKeys map[string]string // decision token → its counter key
+	counterMu   sync.Mutex                        // held to add a key
+	counterKeys atomic.Pointer[map[string]string] // decision token → its counter key
 }
 
 // sample is one LLaMA-Factory sharegpt row (tools_placement role turns it
@@ -305,18 +307,30 @@ func (e *exporter) Process(ctx context.Context, r *record.Record) ([]*record.Rec
 	return rendered(r, s), nil
 }
 
-// tokenCounter returns counterToken+tok, made once per token.
+// tokenCounter returns counterToken+tok, made once per token. The keys
+// are read without a lock (a run has a handful of tokens; a new one copies
+// the map).
 func (e *exporter) tokenCounter(tok string) string {
+	if m := e.counterKeys.Load(); m != nil {
+		if key, ok := (*m)[tok]; ok {
+			return key
+		}
+	}
 	e.counterMu.Lock()
 	defer e.counterMu.Unlock()
-	key, ok := e.counterKeys[tok]
-	if !ok {
-		if e.counterKeys == nil {
-			e.counterKeys = map[string]string{}
+	old := e.counterKeys.Load()
+	if old != nil {
+		if key, ok := (*old)[tok]; ok {
+			return key
 		}
-		key = counterToken + tok
-		e.counterKeys[strings.Clone(tok)] = key
 	}
+	m := make(map[string]string, 1)
+	if old != nil {
+		maps.Copy(m, *old)
+	}
+	key := counterToken + tok
+	m[strings.Clone(tok)] = key
+	e.counterKeys.Store(&m)
 	return key
 }
 
@@ -384,14 +398,32 @@ func decisionTokensOf(toks []string, r *record.Record) []string {
 		if m.Role != record.RoleAssistant || !strings.HasPrefix(m.Content, "<|") {
 			continue
 		}
-		if end := strings.Index(m.Content, "|>"); end > 2 && !strings.ContainsAny(m.Content[:end], " \t\n") {
-			if tok := m.Content[:end+2]; !slices.Contains(toks, tok) {
-				toks = append(toks, tok)
-			}
+		if tok, ok := leadingToken(m.Content); ok && !slices.Contains(toks, tok) {
+			toks = append(toks, tok)
 		}
 	}
 	slices.Sort(toks)
 	return toks
+}
+
+// leadingToken returns the <|…|> token that starts s (which starts with
+// "<|"): s up to its first "|>", when that holds more than "<|" and no
+// space, tab or newline comes before it. It reads s only that far.
+func leadingToken(s string) (string, bool) {
+	for i := 1; i+1 < len(s); i++ {
+		switch s[i] {
+		case ' ', '\t', '\n':
+			return "", false
+		case '|':
+			if s[i+1] == '>' {
+				if i <= 2 {
+					return "", false
+				}
+				return s[:i+2], true
+			}
+		}
+	}
+	return "", false
 }
 
 // render turns a record into a sample.
@@ -820,6 +852,22 @@ type toolMemo struct {
 	mu   sync.Mutex
 	m    map[toolKey][]*toolText // the definitions met of a key
 	used int
+	// seen holds, by the address of their parameters, tools met again in
+	// the same memory, as the records held them, with their texts: such a
+	// tool (a library tool meta_tool listed, its own definitions) is then
+	// found without comparing its bytes. A slot keeps its tool's memory,
+	// so the same address cannot hold other bytes while it is there;
+	// records are not changed in place. A tool takes a slot when its
+	// parameters' address is met the second time in a row there (held by
+	// number only, keeping no memory): a record's own tools, met once,
+	// would keep their record's memory for nothing.
+	seen [toolMemoSeen]seenTool
+}
+
+type seenTool struct {
+	tool record.Tool
+	text *toolText
+	last uintptr // the address of the parameters met last in the slot
 }
 
 type toolKey struct {
@@ -834,16 +882,45 @@ const (
 	// toolMemoVariants bounds the definitions remembered of one key
 	// (their descriptions or parameters differ).
 	toolMemoVariants = 16
+	// toolMemoSeen is the number of toolMemo.seen slots.
+	toolMemoSeen = 1024
 )
 
 // lookup returns the remembered text of t, or nil. Callers hold m.mu.
 func (m *toolMemo) lookup(t *record.Tool) *toolText {
+	a := uintptr(unsafe.Pointer(unsafe.SliceData(t.Parameters)))
+	slot := &m.seen[seenSlot(a)]
+	if sameTool(t, &slot.tool) {
+		return slot.text
+	}
 	for _, tt := range m.m[toolKey{t.Name, len(t.Description)}] {
 		if tt.tool.Equal(t) {
+			if len(t.Parameters) > 0 {
+				if slot.last == a {
+					*slot = seenTool{*t, tt, a}
+				} else {
+					slot.last = a
+				}
+			}
 			return tt
 		}
 	}
 	return nil
+}
+
+// seenSlot is the toolMemo.seen slot of parameters at address a.
+func seenSlot(a uintptr) int {
+	return int((uint64(a)*0x9e3779b97f4a7c15)>>54) % toolMemoSeen
+}
+
+// sameTool reports whether t and u are one definition in the same memory
+// (non-empty parameters; every other field of the same length at the same
+// address).
+func sameTool(t, u *record.Tool) bool {
+	return sameMemory(t.Parameters, u.Parameters) &&
+		len(t.Name) == len(u.Name) && unsafe.StringData(t.Name) == unsafe.StringData(u.Name) &&
+		len(t.Description) == len(u.Description) && unsafe.StringData(t.Description) == unsafe.StringData(u.Description) &&
+		len(t.Response) == len(u.Response) && unsafe.SliceData(t.Response) == unsafe.SliceData(u.Response)
 }
 
 // toolTexts renders tools, each through the memo.
@@ -1027,9 +1104,20 @@ func appendSample(b *bytes.Buffer, s *sample) {
 		if i > 0 {
 			b.WriteByte(',')
 		}
-		b.WriteString(`{"from":`)
-		writeJSONString(b, t.From)
-		b.WriteString(`,"value":`)
+		switch t.From { // the heads of the four roles spelled out (encoding From was 7 % of a line)
+		case "human":
+			b.WriteString(`{"from":"human","value":`)
+		case "gpt":
+			b.WriteString(`{"from":"gpt","value":`)
+		case "function_call":
+			b.WriteString(`{"from":"function_call","value":`)
+		case "observation":
+			b.WriteString(`{"from":"observation","value":`)
+		default:
+			b.WriteString(`{"from":`)
+			writeJSONString(b, t.From)
+			b.WriteString(`,"value":`)
+		}
 		writeJSONString(b, t.Value)
 		b.WriteByte('}')
 	}

@@ -276,7 +276,8 @@ func TestAppendSampleMatchesEncodingJSON(t *testing.T) {
 }
 
 // TestToolMemo: tool lists rendered through the exporter's memo of tools —
-// tools met first or again, of one name with different definitions, whose
+// tools met first or again (in new memory or the same), of one name with
+// different definitions or sharing parameters in memory, whose
 // fields' bytes could run into each other, not UTF-8, with characters JSON
 // escapes, and with the memo full — give toolsJSON's string, and their
 // samples encoding/json's line (the tools string spliced from the tools'
@@ -288,6 +289,7 @@ func TestToolMemo(t *testing.T) {
 		{{Name: "a", Description: "d", Parameters: obj}},
 		{{Name: "a", Description: "d", Parameters: obj, Response: json.RawMessage(`{"r":1}`)}},
 		{{Name: "ad", Description: "", Parameters: obj}},
+		{{Name: "a", Description: "e", Parameters: obj}}, // parameters in the same memory as others (one seen slot)
 		{{Name: "a", Description: "d"}, {Name: "b", Description: "<&>\"x\"\n"}},
 		{{Name: "b", Description: "<&>\"x\"\n"}, {Name: "a", Description: "d", Parameters: obj}},
 		{{Name: "u", Description: "bad \xff and cut \xe6\xbd"}, {Name: "v\xe6", Description: "line\u2028sep\u2029 bell \a 潮汐"}},
@@ -340,8 +342,8 @@ func TestToolMemo(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	if n := remembered(&e.tools); n != 8 {
-		t.Errorf("memo holds %d tools, want the 8 distinct good ones", n)
+	if n := remembered(&e.tools); n != 9 {
+		t.Errorf("memo holds %d tools, want the 9 distinct good ones", n)
 	}
 	full := buildExport(t, ExportConfig{})
 	full.tools.used = toolMemoBudget
@@ -619,6 +621,22 @@ func TestExportPreviewIsLine(t *testing.T) {
 		}
 		if len(r.Tools) > 0 && !strings.Contains(pa, `"tools":"[{\"name\":`) {
 			t.Errorf("%s: preview without tools: %s", r.ID, pa)
+		}
+	}
+}
+
+// TestLeadingToken holds leadingToken to the rule it replaced: the text up
+// to the first "|>", when that is past "<|" and holds no space, tab or
+// newline.
+func TestLeadingToken(t *testing.T) {
+	for _, s := range []string{"<|", "<|>", "<||>", "<|a|>", "<|use_tool|>", "<|answer|>Hello", "<|answer|> x |> y", "<|a b|>", "<|a\tb|>",
+		"<|a\nb|>", "<|ab", "<|a|", "<|a|>|>", "<|>a|>", "<||>x|>", "<|中文|>", "<| |>", "<|a|b|>", "<|a\r|>"} {
+		want, wantOK := "", false
+		if end := strings.Index(s, "|>"); end > 2 && !strings.ContainsAny(s[:end], " \t\n") {
+			want, wantOK = s[:end+2], true
+		}
+		if got, ok := leadingToken(s); got != want || ok != wantOK {
+			t.Errorf("leadingToken(%q) = %q, %v; want %q, %v", s, got, ok, want, wantOK)
 		}
 	}
 }

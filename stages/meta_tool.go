@@ -607,15 +607,18 @@ func (s *metaToolStage) Process(ctx context.Context, in *record.Record) ([]*reco
 	world := "closed"
 	if p.open {
 		world = "open"
-		out.SetTag("result_mode", s.cfg.ResultMode)
 	}
 	difficulty := "simple"
 	if p.hard {
 		difficulty = "hard"
 	}
-	out.SetTag("world", world)
-	out.SetTag("difficulty", difficulty)
-	out.SetTag("category", metaToolCategory(out, p.open))
+	set := [4]record.Tag{{Key: "category", Value: metaToolCategory(out, p.open)}, {Key: "difficulty", Value: difficulty},
+		{Key: "result_mode", Value: s.cfg.ResultMode}, {Key: "world", Value: world}} // sorted by key
+	if p.open {
+		out.Tags = withTags(in.Tags, set[:]...)
+	} else {
+		out.Tags = withTags(in.Tags, set[0], set[1], set[3])
+	}
 	out.AddStep(s.env.Stage, "rule", "")
 	return list, nil
 }

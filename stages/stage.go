@@ -111,7 +111,15 @@ type Env struct {
 // records exist or in which order they are processed.
 func (e *Env) Rand(id string) *rand.Rand {
 	s := seedHash(e.Seed, e.Stage, "\x00", id)
-	return rand.New(rand.NewPCG(s, s^0x9e3779b97f4a7c15))
+	// The generator and its source are one allocation (stages draw one
+	// per record).
+	g := &struct {
+		r   rand.Rand
+		src rand.PCG
+	}{}
+	g.src.Seed(s, s^0x9e3779b97f4a7c15)
+	g.r = *rand.New(&g.src)
+	return &g.r
 }
 
 // seedHash is the one recipe for a choice that must depend on the pipeline

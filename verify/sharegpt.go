@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 )
 
 // ShareGPT is one LLaMA-Factory training sample in the "sharegpt" format
@@ -123,7 +125,7 @@ func checkTurns(conversations []Turn, tpl *LFTemplate, readCalls bool) []Problem
 		if t.From != want[0] && t.From != want[1] {
 			add(ReasonLFRoleOrder, indexPath("conversations", i), "turn %d is %q where LLaMA-Factory expects %s or %s", i, t.From, want[0], want[1])
 		}
-		if t.From != "observation" && strings.TrimSpace(t.Value) == "" {
+		if t.From != "observation" && blank(t.Value) {
 			add(ReasonLFMissingField, indexPath("conversations", i), "turn %d (%s) has an empty value", i, t.From)
 			continue
 		}
@@ -141,6 +143,28 @@ func checkTurns(conversations []Turn, tpl *LFTemplate, readCalls bool) []Problem
 		add(ReasonLFOddCount, "conversations", "%d turns after the system prompt; LLaMA-Factory needs an even number (the sample must end on gpt or function_call)", len(turns))
 	}
 	return out
+}
+
+// blank reports whether s is empty or all white space, as
+// strings.TrimSpace(s) == "" does, reading s only up to its first other
+// character (TrimSpace also read its end, from memory no other check of the
+// export's touches then).
+func blank(s string) bool {
+	for i := 0; i < len(s); {
+		if c := s[i]; c < utf8.RuneSelf {
+			if c != ' ' && (c < '\t' || c > '\r') {
+				return false
+			}
+			i++
+			continue
+		}
+		r, n := utf8.DecodeRuneInString(s[i:])
+		if !unicode.IsSpace(r) {
+			return false
+		}
+		i += n
+	}
+	return true
 }
 
 // checkTools returns what is wrong with a tools value, or "".

@@ -46,6 +46,18 @@ func TestCheckChanged(t *testing.T) {
 		func(r *record.Record) {
 			r.Messages = append(slices.Clip(r.Messages), record.Message{Role: "tool", Results: []record.Result{{Name: text(), Content: text()}}})
 		},
+		func(r *record.Record) { // two turns put in between (meta_tool's call and result)
+			k := rng.IntN(len(r.Messages) + 1)
+			r.Messages = slices.Insert(slices.Clone(r.Messages), k,
+				record.Message{Role: "assistant", Calls: []record.Call{{Name: text(), Arguments: js()}}},
+				record.Message{Role: "tool", Results: []record.Result{{Name: text(), Content: text()}}})
+		},
+		func(r *record.Record) { // turns cut from the middle
+			if n := len(r.Messages); n > 1 {
+				k := rng.IntN(n - 1)
+				r.Messages = slices.Delete(slices.Clone(r.Messages), k, k+1+rng.IntN(min(2, n-1-k)))
+			}
+		},
 		func(r *record.Record) {
 			for i := range r.Messages {
 				if len(r.Messages[i].Calls) > 0 {
@@ -133,6 +145,15 @@ func TestCheckChangedSkipsShared(t *testing.T) {
 	}
 	if reason, _ := Check(&out); reason != ReasonInvalidUTF8 {
 		t.Errorf("Check = %q, want %s", reason, ReasonInvalidUTF8)
+	}
+	// Turns put in between and tags set among the others do not make the
+	// shared turns and tags after them new.
+	unchecked.Tags = []record.Tag{{Key: "b", Value: "bad \xff"}}
+	out = *unchecked
+	out.Messages = slices.Insert(slices.Clone(unchecked.Messages), 0, record.Message{Role: "assistant", Content: "new"}, record.Message{Role: "tool", Content: "new"})
+	out.SetTag("a", "new")
+	if reason, err := CheckChanged(&out, unchecked); err != nil {
+		t.Errorf("shared text after inserted turns or tags checked again: %s %v", reason, err)
 	}
 	out.Tools = []record.Tool{{Name: "t", Parameters: json.RawMessage(`{`)}} // equal bytes, not the same
 	out.System = "ok"

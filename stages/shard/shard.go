@@ -259,10 +259,11 @@ func check(r, prev *record.Record) (reason string, err error) {
 		}
 	}
 	if !sameSlice(r.Messages, prev.Messages) {
+		j := 0 // prev's next message not lined up yet
 		for i, m := range r.Messages {
 			var was record.Message
-			if i < len(prev.Messages) {
-				was = prev.Messages[i]
+			if k := lineUp(r.Messages, i, prev.Messages, j); k >= 0 {
+				was, j = prev.Messages[k], k+1
 			}
 			if !validText(m.Role, was.Role) || !validText(m.Content, was.Content) || !validText(m.Reasoning, was.Reasoning) {
 				return bad(ReasonInvalidUTF8, fmt.Sprintf("messages[%d] role, content or reasoning", i))
@@ -294,17 +295,65 @@ func check(r, prev *record.Record) (reason string, err error) {
 			}
 		}
 	}
+	// Tags are sorted by key in both records (SetTag inserts in order), so
+	// each tag is set against prev's tag of the same key when there is one.
+	j := 0
 	for i, t := range r.Tags {
-		if !utf8.ValidString(t.Key) || !utf8.ValidString(t.Value) {
+		var was record.Tag
+		for j < len(prev.Tags) && prev.Tags[j].Key < t.Key {
+			j++
+		}
+		if j < len(prev.Tags) {
+			was = prev.Tags[j]
+		}
+		if !validText(t.Key, was.Key) || !validText(t.Value, was.Value) {
 			return bad(ReasonInvalidUTF8, fmt.Sprintf("tags[%d]", i))
 		}
 	}
 	for i, s := range r.Lineage {
-		if !utf8.ValidString(s.Stage) || !utf8.ValidString(s.Provider) || !utf8.ValidString(s.Model) {
+		var was record.Step
+		if i < len(prev.Lineage) {
+			was = prev.Lineage[i]
+		}
+		if !validText(s.Stage, was.Stage) || !validText(s.Provider, was.Provider) || !validText(s.Model, was.Model) {
 			return bad(ReasonInvalidUTF8, fmt.Sprintf("lineage[%d]", i))
 		}
 	}
 	return "", nil
+}
+
+// lineUp returns the index of the message of prev, at j or after, that
+// r's message i is set against, or -1 (none: all of it is checked). A
+// stage's output keeps its input's messages in order, some replaced
+// (decision_tokens' new texts), some put in between (meta_tool's inserted
+// turns) or cut: message i goes with the first of prev's next few messages
+// that shares text or lists with it by memory; one sharing nothing
+// replaces prev's message j when the messages after both line up (or it is
+// the last), and is new otherwise. Which message it is set against decides
+// only how much is checked again (what it shares with a checked message),
+// never what passes.
+func lineUp(r []record.Message, i int, prev []record.Message, j int) int {
+	for k := j; k < len(prev) && k < j+4; k++ {
+		if sharesMemory(&r[i], &prev[k]) {
+			return k
+		}
+	}
+	if j < len(prev) && (i+1 == len(r) || j+1 < len(prev) && sharesMemory(&r[i+1], &prev[j+1])) {
+		return j
+	}
+	return -1
+}
+
+// sharesMemory reports whether m and p share non-empty text or lists in
+// memory (roles, a handful of constants, do not count).
+func sharesMemory(m, p *record.Message) bool {
+	return sameText(m.Content, p.Content) || sameText(m.Reasoning, p.Reasoning) ||
+		len(m.Calls) > 0 && sameSlice(m.Calls, p.Calls) || len(m.Results) > 0 && sameSlice(m.Results, p.Results)
+}
+
+// sameText reports whether s and t are the same non-empty text in memory.
+func sameText(s, t string) bool {
+	return len(s) > 0 && len(s) == len(t) && unsafe.StringData(s) == unsafe.StringData(t)
 }
 
 // validText reports whether s is valid UTF-8, known when it is was, a text
