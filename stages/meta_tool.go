@@ -526,22 +526,30 @@ type metaToolPlan struct {
 // next record (Process made eight small maps a record): the plan and its
 // maps, which nothing the stage returns refers to.
 type metaToolScratch struct {
-	plan                                   metaToolPlan
+	plan metaToolPlan
+	// src and rng are the record's generator, reseeded per record
+	// (Env.reseed), rng reading src.
+	src                                    rand.PCG
+	rng                                    *rand.Rand
 	invokedBuf                             []record.Tool
 	taken, seen, invoked, names, retrieved map[string]bool
 	index, returned                        map[string]int
 }
 
 var metaToolScratches = sync.Pool{New: func() any {
-	return &metaToolScratch{taken: map[string]bool{}, seen: map[string]bool{}, invoked: map[string]bool{}, names: map[string]bool{},
+	sc := &metaToolScratch{taken: map[string]bool{}, seen: map[string]bool{}, invoked: map[string]bool{}, names: map[string]bool{},
 		retrieved: map[string]bool{}, index: map[string]int{}, returned: map[string]int{}}
+	sc.rng = rand.New(&sc.src)
+	return sc
 }}
 
-// newPlan starts the plan of in, with empty scratch maps.
-func newPlan(in *record.Record, rng *rand.Rand) *metaToolPlan {
+// newPlan starts the plan of in, with empty scratch maps and the
+// generator env.Rand(in.ID) would return.
+func newPlan(in *record.Record, env *Env) *metaToolPlan {
 	sc := metaToolScratches.Get().(*metaToolScratch)
+	env.reseed(&sc.src, in.ID)
 	p := &sc.plan
-	*p = metaToolPlan{in: in, rng: rng, invoked: sc.invokedBuf[:0], taken: sc.taken, sc: sc}
+	*p = metaToolPlan{in: in, rng: sc.rng, invoked: sc.invokedBuf[:0], taken: sc.taken, sc: sc}
 	p.taken[verify.MetaTool] = true
 	p.taken[verify.GetUserInput] = true
 	return p
@@ -564,7 +572,7 @@ func (p *metaToolPlan) release() {
 // Process returns the record's open- or closed-world variant (see
 // MetaToolConfig). A nil error always comes with exactly one record.
 func (s *metaToolStage) Process(ctx context.Context, in *record.Record) ([]*record.Record, error) {
-	p := newPlan(in, s.env.Rand(in.ID))
+	p := newPlan(in, s.env)
 	defer p.release()
 	if err := s.collect(p); err != nil {
 		return nil, err

@@ -110,8 +110,17 @@ type Env struct {
 // the record ID, so a record's random choices do not depend on which other
 // records exist or in which order they are processed.
 func (e *Env) Rand(id string) *rand.Rand {
+	src := new(rand.PCG)
+	e.reseed(src, id)
+	return rand.New(src)
+}
+
+// reseed puts src in the state Rand(id)'s generator starts from, for a
+// stage that keeps one generator per worker (math/rand/v2's Rand keeps no
+// state besides its source, so reseeding the source restarts it).
+func (e *Env) reseed(src *rand.PCG, id string) {
 	s := seedHash(e.Seed, e.Stage, "\x00", id)
-	return rand.New(rand.NewPCG(s, s^0x9e3779b97f4a7c15))
+	src.Seed(s, s^0x9e3779b97f4a7c15)
 }
 
 // seedHash is the one recipe for a choice that must depend on the pipeline
