@@ -534,6 +534,22 @@ type metaToolScratch struct {
 	invokedBuf                             []record.Tool
 	taken, seen, invoked, names, retrieved map[string]bool
 	index, returned                        map[string]int
+	// Buffers of the plan's per-record slices (see where each is
+	// filled), none of them part of what Process returns.
+	queries, unusedQs        []toollib.Query
+	queryAt, drawn, fresh    []int
+	vecs, unusedVecs         []toollib.Vectors
+	twins                    []toollib.Twin
+	list, unused, comparable []record.Tool
+}
+
+// resized returns buf with length n, reallocated when it has not the room,
+// never nil.
+func resized[T any](buf []T, n int) []T {
+	if buf == nil || cap(buf) < n {
+		return make([]T, n)
+	}
+	return buf[:n]
 }
 
 var metaToolScratches = sync.Pool{New: func() any {
@@ -565,6 +581,15 @@ func (p *metaToolPlan) release() {
 	}
 	clear(sc.index)
 	clear(sc.returned)
+	// No references to the record or its tools kept.
+	clear(sc.queries[:cap(sc.queries)])
+	clear(sc.unusedQs[:cap(sc.unusedQs)])
+	clear(sc.vecs[:cap(sc.vecs)])
+	clear(sc.unusedVecs[:cap(sc.unusedVecs)])
+	clear(sc.twins[:cap(sc.twins)])
+	clear(sc.list[:cap(sc.list)])
+	clear(sc.unused[:cap(sc.unused)])
+	clear(sc.comparable[:cap(sc.comparable)])
 	sc.plan = metaToolPlan{}
 	metaToolScratches.Put(sc)
 }
@@ -664,8 +689,9 @@ func (s *metaToolStage) invokedQueries(p *metaToolPlan) error {
 	if p.queries != nil {
 		return nil
 	}
-	qs := make([]toollib.Query, len(p.invoked))
-	at := make([]int, len(p.invoked))
+	qs := resized(p.sc.queries, len(p.invoked))
+	at := resized(p.sc.queryAt, len(p.invoked))
+	p.sc.queries, p.sc.queryAt = qs, at
 	for i, t := range p.invoked {
 		q, ml, j, err := s.queryAt(t)
 		if err != nil {
@@ -688,19 +714,19 @@ func (s *metaToolStage) invokedVectors(ctx context.Context, p *metaToolPlan, ml 
 	if err := s.invokedQueries(p); err != nil {
 		return err
 	}
-	vecs, err := s.vectorsOf(ctx, ml, ix, p.queries, p.invoked)
+	vecs, err := s.vectorsOf(ctx, p.sc.vecs, ml, ix, p.queries, p.invoked)
 	if err != nil {
 		return err
 	}
-	p.vecs = vecs
+	p.vecs, p.sc.vecs = vecs, vecs
 	return nil
 }
 
 // vectorsOf returns the vectors of tools (whose queries are qs): from the
 // library index for tools it holds unchanged, else embedded now (a tool
-// changed since ingest, e.g. translated).
-func (s *metaToolStage) vectorsOf(ctx context.Context, ml *metaToolLibrary, ix *toollib.Index, qs []toollib.Query, tools []record.Tool) ([]toollib.Vectors, error) {
-	vecs := make([]toollib.Vectors, len(tools))
+// changed since ingest, e.g. translated), in buf when it has room.
+func (s *metaToolStage) vectorsOf(ctx context.Context, buf []toollib.Vectors, ml *metaToolLibrary, ix *toollib.Index, qs []toollib.Query, tools []record.Tool) ([]toollib.Vectors, error) {
+	vecs := resized(buf, len(tools))
 	var missing []int
 	var mq []toollib.Query
 	for i, t := range tools {
@@ -729,15 +755,12 @@ func (s *metaToolStage) toolList(ctx context.Context, p *metaToolPlan) ([]record
 	for _, t := range p.invoked {
 		invoked[t.Name] = true
 	}
-	// One list for all: a slot for meta_tool, the record's tools, the
-	// distractors (at most min_tools), get_user_input.
-	room := len(p.in.Tools) + 2
-	if p.hard {
-		room += max(s.cfg.MinTools, 0)
-	}
-	all := make([]record.Tool, 1, room)
-	tools := all[1:1]
-	var unused []record.Tool
+	// The kept tools gather in the scratch list; withSpecialTools copies
+	// them into the record's own list.
+	tools := p.sc.list[:0]
+	defer func() { p.sc.list = tools }()
+	unused := p.sc.unused[:0]
+	defer func() { p.sc.unused = unused }()
 	names := p.sc.names
 	for _, t := range p.in.Tools {
 		if names[t.Name] {
@@ -754,7 +777,7 @@ func (s *metaToolStage) toolList(ctx context.Context, p *metaToolPlan) ([]record
 		}
 	}
 	if !p.hard {
-		return s.withSpecialTools(p, all, tools), nil
+		return s.withSpecialTools(p, tools), nil
 	}
 	var ml *metaToolLibrary
 	var ix *toollib.Index
@@ -773,18 +796,19 @@ func (s *metaToolStage) toolList(ctx context.Context, p *metaToolPlan) ([]record
 		// open-world record must not list a twin of the tool it retrieves.
 		// A tool whose parameters do not parse is compared by definition
 		// only.
-		var comparable []record.Tool
-		var qs []toollib.Query
+		comparable, qs := p.sc.comparable[:0], p.sc.unusedQs[:0]
 		for _, t := range unused {
 			if q, err := s.queryOf(t); err == nil {
 				comparable = append(comparable, t)
 				qs = append(qs, q)
 			}
 		}
-		vecs, err := s.vectorsOf(ctx, ml, ix, qs, comparable)
+		p.sc.comparable, p.sc.unusedQs = comparable, qs
+		vecs, err := s.vectorsOf(ctx, p.sc.unusedVecs, ml, ix, qs, comparable)
 		if err != nil {
 			return nil, err
 		}
+		p.sc.unusedVecs = vecs
 		kept := unused[:0]
 		for _, t := range unused {
 			tw := ml.twinOf(t)
@@ -803,30 +827,34 @@ func (s *metaToolStage) toolList(ctx context.Context, p *metaToolPlan) ([]record
 	if p.open {
 		listed++ // meta_tool
 	}
-	tools, err := s.distractors(tools, p, ml, ix, s.cfg.MinTools-listed)
-	if err != nil {
+	var err error
+	if tools, err = s.distractors(tools, p, ml, ix, s.cfg.MinTools-listed); err != nil {
 		return nil, err
 	}
 	p.rng.Shuffle(len(tools), func(i, j int) { tools[i], tools[j] = tools[j], tools[i] })
-	return s.withSpecialTools(p, all, tools), nil
+	return s.withSpecialTools(p, tools), nil
 }
 
-// withSpecialTools puts meta_tool first (open world) and get_user_input
-// last (when enabled). tools was appended to all[1:1]; when it still
-// shares all's array, the list is made in place.
-func (s *metaToolStage) withSpecialTools(p *metaToolPlan, all, tools []record.Tool) []record.Tool {
-	out := tools
-	switch {
-	case p.open && cap(tools) == cap(all)-1: // not moved by append
-		all[0] = metaToolDef
-		out = all[:1+len(tools)]
-	case p.open:
-		out = append(append(make([]record.Tool, 0, len(tools)+2), metaToolDef), tools...)
+// withSpecialTools returns the record's new list: meta_tool first (open
+// world), tools, get_user_input last (when enabled), in an array of its
+// own and of its exact length (a stage appending to the list gets its own).
+func (s *metaToolStage) withSpecialTools(p *metaToolPlan, tools []record.Tool) []record.Tool {
+	n := len(tools)
+	if p.open {
+		n++
 	}
+	if s.cfg.GetUserInput {
+		n++
+	}
+	out := make([]record.Tool, 0, n)
+	if p.open {
+		out = append(out, metaToolDef)
+	}
+	out = append(out, tools...)
 	if s.cfg.GetUserInput {
 		out = append(out, getUserInputDef)
 	}
-	return slices.Clip(out) // a stage appending to the list gets its own
+	return out
 }
 
 // The special tools' definitions, shared by every record that lists them
@@ -851,7 +879,7 @@ func (s *metaToolStage) distractors(dst []record.Tool, p *metaToolPlan, ml *meta
 	// Give up after a bounded number of draws: a library this unfit is a
 	// reject, not a reason to scan it whole for every record.
 	budget := min(n, 64+32*need)
-	drawn := toollib.DrawSample(p.rng, n, need, budget, func(i int) bool {
+	drawn := toollib.AppendSample(p.sc.drawn[:0], p.rng, n, need, budget, func(i int) bool {
 		t := ml.lib.Tools[i]
 		if !ml.usable[i] || p.taken[t.Name] || s.standsIn(p, ml, ix, i) {
 			return false
@@ -859,6 +887,7 @@ func (s *metaToolStage) distractors(dst []record.Tool, p *metaToolPlan, ml *meta
 		p.taken[t.Name] = true
 		return true
 	})
+	p.sc.drawn = drawn
 	if len(drawn) < need {
 		return nil, contract.Rejectf(MetaToolFewDistractors, "a hard record needs %d irrelevant tools and %d draws from the %d-tool library found %d", need, budget, n, len(drawn))
 	}
@@ -910,7 +939,8 @@ func (s *metaToolStage) standsIn(p *metaToolPlan, ml *metaToolLibrary, ix *tooll
 // invokedTwins prepares the invoked tools' twins once per record.
 func (s *metaToolStage) invokedTwins(p *metaToolPlan) {
 	if p.twins == nil {
-		p.twins = make([]toollib.Twin, len(p.invoked))
+		p.twins = resized(p.sc.twins, len(p.invoked))
+		p.sc.twins = p.twins
 		for k, t := range p.invoked {
 			if p.queryLib != nil && p.queryAt[k] >= 0 {
 				p.twins[k] = p.queryLib.twins[p.queryAt[k]] // the same name and description
@@ -958,9 +988,15 @@ func (s *metaToolStage) insertMetaCalls(ctx context.Context, p *metaToolPlan, ms
 	retrieved := p.sc.retrieved
 	returned := p.sc.returned // name → library index of a retrieved-mode distractor already returned
 	out := make([]record.Message, 0, len(msgs)+2*len(p.invoked))
+	// Each invoked tool is retrieved at most once: the inserted turns'
+	// calls and results take their lists from one array each.
+	calls := make([]record.Call, 0, len(p.invoked))
+	results := make([]record.Result, 0, len(p.invoked))
+	fresh := p.sc.fresh[:0]
+	defer func() { p.sc.fresh = fresh }()
 	for _, m := range msgs {
 		if m.Role == record.RoleAssistant {
-			var fresh []int
+			fresh = fresh[:0]
 			for _, c := range m.Calls {
 				k := index[c.Name]
 				if !retrieved[c.Name] && !slices.Contains(fresh, k) {
@@ -968,8 +1004,7 @@ func (s *metaToolStage) insertMetaCalls(ctx context.Context, p *metaToolPlan, ms
 				}
 			}
 			if len(fresh) > 0 {
-				call := record.Message{Role: record.RoleAssistant}
-				res := record.Message{Role: record.RoleTool}
+				from := len(calls)
 				for id, k := range fresh {
 					args, err := p.argsJSON(k)
 					if err != nil {
@@ -979,11 +1014,13 @@ func (s *metaToolStage) insertMetaCalls(ctx context.Context, p *metaToolPlan, ms
 					if err != nil {
 						return nil, err
 					}
-					call.Calls = append(call.Calls, record.Call{Name: verify.MetaTool, Arguments: args})
-					res.Results = append(res.Results, record.Result{Name: verify.MetaTool, Content: content})
+					calls = append(calls, record.Call{Name: verify.MetaTool, Arguments: args})
+					results = append(results, record.Result{Name: verify.MetaTool, Content: content})
 					retrieved[p.invoked[k].Name] = true
 				}
-				out = append(out, call, res)
+				to := len(calls)
+				out = append(out, record.Message{Role: record.RoleAssistant, Calls: calls[from:to:to]},
+					record.Message{Role: record.RoleTool, Results: results[from:to:to]})
 			}
 		}
 		out = append(out, m)
