@@ -517,7 +517,7 @@ type metaToolPlan struct {
 	queryAt  []int             // per invoked tool, its index in queryLib, or -1
 	vecs     []toollib.Vectors // per invoked tool, once needed
 	twins    []toollib.Twin    // per invoked tool, once needed
-	taken    map[string]bool   // names a library tool may not use
+	taken    *nameSet          // names a library tool may not use
 
 	sc *metaToolScratch
 }
@@ -529,11 +529,12 @@ type metaToolScratch struct {
 	plan metaToolPlan
 	// src and rng are the record's generator, reseeded per record
 	// (Env.reseed), rng reading src.
-	src                                    rand.PCG
-	rng                                    *rand.Rand
-	invokedBuf                             []record.Tool
-	taken, seen, invoked, names, retrieved map[string]bool
-	index, returned                        map[string]int
+	src          rand.PCG
+	rng          *rand.Rand
+	invokedBuf   []record.Tool
+	taken, names nameSet
+	returned     map[string]int
+	retrieved    []bool
 	// Buffers of the plan's per-record slices (see where each is
 	// filled), none of them part of what Process returns.
 	queries, unusedQs        []toollib.Query
@@ -541,6 +542,64 @@ type metaToolScratch struct {
 	vecs, unusedVecs         []toollib.Vectors
 	twins                    []toollib.Twin
 	list, unused, comparable []record.Tool
+}
+
+// invokedIndex returns the position in p.invoked of the tool called name,
+// or -1 (a record invokes a handful of tools: a scan beats a map).
+func (p *metaToolPlan) invokedIndex(name string) int {
+	for k := range p.invoked {
+		if p.invoked[k].Name == name {
+			return k
+		}
+	}
+	return -1
+}
+
+// nameSet is a set of tool names of one record: a list while it holds at
+// most nameSetSmall names (a record lists a handful of tools, and a scan
+// of a few strings costs less than hashing and clearing a map), a map
+// beyond.
+type nameSet struct {
+	list []string
+	m    map[string]struct{}
+}
+
+const nameSetSmall = 16
+
+func (ns *nameSet) has(name string) bool {
+	if ns.m != nil {
+		_, ok := ns.m[name]
+		return ok
+	}
+	return slices.Contains(ns.list, name)
+}
+
+// add adds name and reports whether it was new.
+func (ns *nameSet) add(name string) bool {
+	if ns.has(name) {
+		return false
+	}
+	ns.list = append(ns.list, name)
+	if ns.m != nil {
+		ns.m[name] = struct{}{}
+	} else if len(ns.list) > nameSetSmall {
+		ns.m = make(map[string]struct{}, 2*len(ns.list))
+		for _, n := range ns.list {
+			ns.m[n] = struct{}{}
+		}
+	}
+	return true
+}
+
+// all returns the names, in the order they were added.
+func (ns *nameSet) all() []string { return ns.list }
+
+// reset empties the set, keeping the list's array (and dropping a map,
+// which a clear would walk whole for every later record).
+func (ns *nameSet) reset() {
+	clear(ns.list)
+	ns.list = ns.list[:0]
+	ns.m = nil
 }
 
 // resized returns buf with length n, reallocated when it has not the room,
@@ -553,8 +612,7 @@ func resized[T any](buf []T, n int) []T {
 }
 
 var metaToolScratches = sync.Pool{New: func() any {
-	sc := &metaToolScratch{taken: map[string]bool{}, seen: map[string]bool{}, invoked: map[string]bool{}, names: map[string]bool{},
-		retrieved: map[string]bool{}, index: map[string]int{}, returned: map[string]int{}}
+	sc := &metaToolScratch{returned: map[string]int{}}
 	sc.rng = rand.New(&sc.src)
 	return sc
 }}
@@ -565,9 +623,9 @@ func newPlan(in *record.Record, env *Env) *metaToolPlan {
 	sc := metaToolScratches.Get().(*metaToolScratch)
 	env.reseed(&sc.src, in.ID)
 	p := &sc.plan
-	*p = metaToolPlan{in: in, rng: sc.rng, invoked: sc.invokedBuf[:0], taken: sc.taken, sc: sc}
-	p.taken[verify.MetaTool] = true
-	p.taken[verify.GetUserInput] = true
+	*p = metaToolPlan{in: in, rng: sc.rng, invoked: sc.invokedBuf[:0], taken: &sc.taken, sc: sc}
+	p.taken.add(verify.MetaTool)
+	p.taken.add(verify.GetUserInput)
 	return p
 }
 
@@ -576,10 +634,8 @@ func (p *metaToolPlan) release() {
 	sc := p.sc
 	clear(p.invoked) // no references to the record kept
 	sc.invokedBuf = p.invoked[:0]
-	for _, m := range []map[string]bool{sc.taken, sc.seen, sc.invoked, sc.names, sc.retrieved} {
-		clear(m)
-	}
-	clear(sc.index)
+	sc.taken.reset()
+	sc.names.reset()
 	clear(sc.returned)
 	// No references to the record or its tools kept.
 	clear(sc.queries[:cap(sc.queries)])
@@ -660,25 +716,23 @@ func (s *metaToolStage) collect(p *metaToolPlan) error {
 			return contract.Rejectf(MetaToolReservedName, "the record already lists a tool named %q", t.Name)
 		}
 	}
-	seen := p.sc.seen
 	for i, m := range p.in.Messages {
 		for _, c := range m.Calls {
 			if c.Name == verify.MetaTool || c.Name == verify.GetUserInput {
 				return contract.Rejectf(MetaToolReservedName, "messages[%d] already calls %q", i, c.Name)
 			}
-			if seen[c.Name] {
+			if p.invokedIndex(c.Name) >= 0 {
 				continue
 			}
 			t, ok := p.in.ToolByName(c.Name)
 			if !ok {
 				return contract.Rejectf(MetaToolUnknownCall, "messages[%d] calls %q, which the record does not list", i, c.Name)
 			}
-			seen[c.Name] = true
 			p.invoked = append(p.invoked, t)
 		}
 	}
 	for _, t := range p.in.Tools {
-		p.taken[t.Name] = true
+		p.taken.add(t.Name)
 	}
 	return nil
 }
@@ -751,24 +805,19 @@ func (s *metaToolStage) vectorsOf(ctx context.Context, buf []toollib.Vectors, ml
 
 // toolList builds the record's new tool list.
 func (s *metaToolStage) toolList(ctx context.Context, p *metaToolPlan) ([]record.Tool, error) {
-	invoked := p.sc.invoked
-	for _, t := range p.invoked {
-		invoked[t.Name] = true
-	}
 	// The kept tools gather in the scratch list; withSpecialTools copies
 	// them into the record's own list.
 	tools := p.sc.list[:0]
 	defer func() { p.sc.list = tools }()
 	unused := p.sc.unused[:0]
 	defer func() { p.sc.unused = unused }()
-	names := p.sc.names
+	names := &p.sc.names
 	for _, t := range p.in.Tools {
-		if names[t.Name] {
+		if !names.add(t.Name) {
 			continue
 		}
-		names[t.Name] = true
 		switch {
-		case invoked[t.Name]:
+		case p.invokedIndex(t.Name) >= 0:
 			if !p.open || p.existing {
 				tools = append(tools, t)
 			}
@@ -881,10 +930,10 @@ func (s *metaToolStage) distractors(dst []record.Tool, p *metaToolPlan, ml *meta
 	budget := min(n, 64+32*need)
 	drawn := toollib.AppendSample(p.sc.drawn[:0], p.rng, n, need, budget, func(i int) bool {
 		t := ml.lib.Tools[i]
-		if !ml.usable[i] || p.taken[t.Name] || s.standsIn(p, ml, ix, i) {
+		if !ml.usable[i] || p.taken.has(t.Name) || s.standsIn(p, ml, ix, i) {
 			return false
 		}
-		p.taken[t.Name] = true
+		p.taken.add(t.Name)
 		return true
 	})
 	p.sc.drawn = drawn
@@ -981,11 +1030,9 @@ func lexicalTwinEmbedding(text string) []float32 { return llm.LexicalEmbedding(t
 // insertMetaCalls inserts the meta_tool call and result turns before the
 // first call of each invoked tool.
 func (s *metaToolStage) insertMetaCalls(ctx context.Context, p *metaToolPlan, msgs []record.Message) ([]record.Message, error) {
-	index := p.sc.index // invoked tool name → position in p.invoked
-	for k, t := range p.invoked {
-		index[t.Name] = k
-	}
-	retrieved := p.sc.retrieved
+	retrieved := resized(p.sc.retrieved, len(p.invoked)) // per invoked tool
+	clear(retrieved)
+	p.sc.retrieved = retrieved
 	returned := p.sc.returned // name → library index of a retrieved-mode distractor already returned
 	out := make([]record.Message, 0, len(msgs)+2*len(p.invoked))
 	// Each invoked tool is retrieved at most once: the inserted turns'
@@ -998,8 +1045,8 @@ func (s *metaToolStage) insertMetaCalls(ctx context.Context, p *metaToolPlan, ms
 		if m.Role == record.RoleAssistant {
 			fresh = fresh[:0]
 			for _, c := range m.Calls {
-				k := index[c.Name]
-				if !retrieved[c.Name] && !slices.Contains(fresh, k) {
+				k := p.invokedIndex(c.Name)
+				if !retrieved[k] && !slices.Contains(fresh, k) {
 					fresh = append(fresh, k)
 				}
 			}
@@ -1016,7 +1063,7 @@ func (s *metaToolStage) insertMetaCalls(ctx context.Context, p *metaToolPlan, ms
 					}
 					calls = append(calls, record.Call{Name: verify.MetaTool, Arguments: args})
 					results = append(results, record.Result{Name: verify.MetaTool, Content: content})
-					retrieved[p.invoked[k].Name] = true
+					retrieved[k] = true
 				}
 				to := len(calls)
 				out = append(out, record.Message{Role: record.RoleAssistant, Calls: calls[from:to:to]},
@@ -1112,7 +1159,7 @@ func (s *metaToolStage) metaResult(ctx context.Context, p *metaToolPlan, k int, 
 	// Library tools that may not appear: every tool named like a listed
 	// or invoked tool (the target itself is added explicitly).
 	blocked := map[int]bool{}
-	for name := range p.taken {
+	for _, name := range p.taken.all() {
 		for _, i := range ml.lib.Named(name) {
 			blocked[i] = true
 		}
