@@ -403,6 +403,14 @@ func (s *metaToolStage) queryAt(t record.Tool) (toollib.Query, *metaToolLibrary,
 	return q, nil, -1, err
 }
 
+// queryFound is queryOf(t) for a tool whose ml.find is i.
+func (ml *metaToolLibrary) queryFound(t record.Tool, i int) (toollib.Query, error) {
+	if i >= 0 && ml.qok[i] {
+		return ml.qs[i], nil
+	}
+	return toollib.QueryOf(t)
+}
+
 // metaToolEncoded is a library tool's meta_tool arguments and oracle
 // result, encoded once for every record that retrieves it.
 type metaToolEncoded struct {
@@ -537,11 +545,12 @@ type metaToolScratch struct {
 	retrieved    []bool
 	// Buffers of the plan's per-record slices (see where each is
 	// filled), none of them part of what Process returns.
-	queries, unusedQs        []toollib.Query
-	queryAt, drawn, fresh    []int
-	vecs, unusedVecs         []toollib.Vectors
-	twins                    []toollib.Twin
-	list, unused, comparable []record.Tool
+	queries, unusedQs                    []toollib.Query
+	queryAt, drawn, fresh                []int
+	vecs, unusedVecs                     []toollib.Vectors
+	twins                                []toollib.Twin
+	refs, unused, unusedAt, comparableAt []int
+	comparable                           []record.Tool
 }
 
 // invokedIndex returns the position in p.invoked of the tool called name,
@@ -643,8 +652,6 @@ func (p *metaToolPlan) release() {
 	clear(sc.vecs[:cap(sc.vecs)])
 	clear(sc.unusedVecs[:cap(sc.unusedVecs)])
 	clear(sc.twins[:cap(sc.twins)])
-	clear(sc.list[:cap(sc.list)])
-	clear(sc.unused[:cap(sc.unused)])
 	clear(sc.comparable[:cap(sc.comparable)])
 	sc.plan = metaToolPlan{}
 	metaToolScratches.Put(sc)
@@ -768,7 +775,11 @@ func (s *metaToolStage) invokedVectors(ctx context.Context, p *metaToolPlan, ml 
 	if err := s.invokedQueries(p); err != nil {
 		return err
 	}
-	vecs, err := s.vectorsOf(ctx, p.sc.vecs, ml, ix, p.queries, p.invoked)
+	var at []int // the invoked tools' library indexes, when known
+	if p.queryLib == ml {
+		at = p.queryAt
+	}
+	vecs, err := s.vectorsOf(ctx, p.sc.vecs, ml, ix, p.queries, p.invoked, at)
 	if err != nil {
 		return err
 	}
@@ -778,13 +789,21 @@ func (s *metaToolStage) invokedVectors(ctx context.Context, p *metaToolPlan, ml 
 
 // vectorsOf returns the vectors of tools (whose queries are qs): from the
 // library index for tools it holds unchanged, else embedded now (a tool
-// changed since ingest, e.g. translated), in buf when it has room.
-func (s *metaToolStage) vectorsOf(ctx context.Context, buf []toollib.Vectors, ml *metaToolLibrary, ix *toollib.Index, qs []toollib.Query, tools []record.Tool) ([]toollib.Vectors, error) {
+// changed since ingest, e.g. translated), in buf when it has room. at,
+// when not nil, holds each tool's ml.find where it is known (else -1).
+func (s *metaToolStage) vectorsOf(ctx context.Context, buf []toollib.Vectors, ml *metaToolLibrary, ix *toollib.Index, qs []toollib.Query, tools []record.Tool, at []int) ([]toollib.Vectors, error) {
 	vecs := resized(buf, len(tools))
 	var missing []int
 	var mq []toollib.Query
 	for i, t := range tools {
-		if j := ml.find(t); j >= 0 {
+		j := -1
+		if at != nil {
+			j = at[i]
+		}
+		if j < 0 {
+			j = ml.find(t)
+		}
+		if j >= 0 {
 			vecs[i] = ix.Vectors(j)
 		} else {
 			missing = append(missing, i)
@@ -804,29 +823,31 @@ func (s *metaToolStage) vectorsOf(ctx context.Context, buf []toollib.Vectors, ml
 }
 
 // toolList builds the record's new tool list.
+//
+// It gathers the list as references (see toolRef) and copies each tool
+// once, into the record's own list of its exact length; hard records
+// shuffle the references.
 func (s *metaToolStage) toolList(ctx context.Context, p *metaToolPlan) ([]record.Tool, error) {
-	// The kept tools gather in the scratch list; withSpecialTools copies
-	// them into the record's own list.
-	tools := p.sc.list[:0]
-	defer func() { p.sc.list = tools }()
-	unused := p.sc.unused[:0]
+	refs := p.sc.refs[:0] // the kept invoked tools, the kept unused tools, the distractors
+	defer func() { p.sc.refs = refs }()
+	unused := p.sc.unused[:0] // positions in p.in.Tools
 	defer func() { p.sc.unused = unused }()
 	names := &p.sc.names
-	for _, t := range p.in.Tools {
-		if !names.add(t.Name) {
+	for i := range p.in.Tools {
+		if !names.add(p.in.Tools[i].Name) {
 			continue
 		}
 		switch {
-		case p.invokedIndex(t.Name) >= 0:
+		case p.invokedIndex(p.in.Tools[i].Name) >= 0:
 			if !p.open || p.existing {
-				tools = append(tools, t)
+				refs = append(refs, i)
 			}
 		case p.hard:
-			unused = append(unused, t)
+			unused = append(unused, i)
 		}
 	}
 	if !p.hard {
-		return s.withSpecialTools(p, tools), nil
+		return s.withSpecialTools(p, refs, nil), nil
 	}
 	var ml *metaToolLibrary
 	var ix *toollib.Index
@@ -841,54 +862,86 @@ func (s *metaToolStage) toolList(ctx context.Context, p *metaToolPlan) ([]record
 		if err := s.invokedVectors(ctx, p, ml, ix); err != nil {
 			return nil, err
 		}
-		// Unused tools that could stand in for an invoked tool go: an
-		// open-world record must not list a twin of the tool it retrieves.
-		// A tool whose parameters do not parse is compared by definition
-		// only.
-		comparable, qs := p.sc.comparable[:0], p.sc.unusedQs[:0]
-		for _, t := range unused {
-			if q, err := s.queryOf(t); err == nil {
-				comparable = append(comparable, t)
-				qs = append(qs, q)
-			}
-		}
-		p.sc.comparable, p.sc.unusedQs = comparable, qs
-		vecs, err := s.vectorsOf(ctx, p.sc.unusedVecs, ml, ix, qs, comparable)
-		if err != nil {
+		if unused, err = s.dropStandIns(ctx, p, ml, ix, unused); err != nil {
 			return nil, err
 		}
-		p.sc.unusedVecs = vecs
-		kept := unused[:0]
-		for _, t := range unused {
-			tw := ml.twinOf(t)
-			if s.twinOfInvoked(p, t, &tw) {
-				continue
-			}
-			if j := slices.IndexFunc(comparable, func(c record.Tool) bool { return c.Name == t.Name }); j >= 0 && s.likeInvoked(p, vecs[j]) {
-				continue
-			}
-			kept = append(kept, t)
-		}
-		unused = kept
 	}
-	tools = append(tools, unused...)
-	listed := len(tools)
+	refs = append(refs, unused...)
+	listed := len(refs)
 	if p.open {
 		listed++ // meta_tool
 	}
-	var err error
-	if tools, err = s.distractors(tools, p, ml, ix, s.cfg.MinTools-listed); err != nil {
+	drawn, ml, err := s.distractors(p, ml, ix, s.cfg.MinTools-listed)
+	if err != nil {
 		return nil, err
 	}
-	p.rng.Shuffle(len(tools), func(i, j int) { tools[i], tools[j] = tools[j], tools[i] })
-	return s.withSpecialTools(p, tools), nil
+	for _, i := range drawn {
+		refs = append(refs, len(p.in.Tools)+i)
+	}
+	p.rng.Shuffle(len(refs), func(i, j int) { refs[i], refs[j] = refs[j], refs[i] })
+	return s.withSpecialTools(p, refs, ml), nil
+}
+
+// A toolRef is a tool of a record's new list: i < len(p.in.Tools) is
+// p.in.Tools[i], else library tool i−len(p.in.Tools).
+func (p *metaToolPlan) toolRef(i int, ml *metaToolLibrary) *record.Tool {
+	if i < len(p.in.Tools) {
+		return &p.in.Tools[i]
+	}
+	return &ml.lib.Tools[i-len(p.in.Tools)]
+}
+
+// dropStandIns returns the unused tools (positions in p.in.Tools) that
+// could not stand in for an invoked tool, in order: an open-world record
+// must not list a twin of the tool it retrieves. A tool whose parameters
+// do not parse is compared by definition only.
+func (s *metaToolStage) dropStandIns(ctx context.Context, p *metaToolPlan, ml *metaToolLibrary, ix *toollib.Index, unused []int) ([]int, error) {
+	found := resized(p.sc.unusedAt, len(unused)) // ml.find of each unused tool
+	p.sc.unusedAt = found
+	comparable, at, qs := p.sc.comparable[:0], p.sc.comparableAt[:0], p.sc.unusedQs[:0]
+	for u, i := range unused {
+		t := &p.in.Tools[i]
+		j := ml.find(*t)
+		found[u] = j
+		q, err := ml.queryFound(*t, j)
+		if err == nil {
+			comparable = append(comparable, *t)
+			at = append(at, j)
+			qs = append(qs, q)
+		}
+	}
+	p.sc.comparable, p.sc.comparableAt, p.sc.unusedQs = comparable, at, qs
+	vecs, err := s.vectorsOf(ctx, p.sc.unusedVecs, ml, ix, qs, comparable, at)
+	if err != nil {
+		return nil, err
+	}
+	p.sc.unusedVecs = vecs
+	kept := unused[:0]
+	for u, i := range unused {
+		t := &p.in.Tools[i]
+		var tw toollib.Twin
+		if j := found[u]; j >= 0 {
+			tw = ml.twins[j] // the same name and description, all a Twin reads
+		} else {
+			tw = ml.twinOf(*t)
+		}
+		if s.twinOfInvoked(p, *t, &tw) {
+			continue
+		}
+		if c := slices.IndexFunc(comparable, func(c record.Tool) bool { return c.Name == t.Name }); c >= 0 && s.likeInvoked(p, vecs[c]) {
+			continue
+		}
+		kept = append(kept, i)
+	}
+	return kept, nil
 }
 
 // withSpecialTools returns the record's new list: meta_tool first (open
-// world), tools, get_user_input last (when enabled), in an array of its
-// own and of its exact length (a stage appending to the list gets its own).
-func (s *metaToolStage) withSpecialTools(p *metaToolPlan, tools []record.Tool) []record.Tool {
-	n := len(tools)
+// world), the tools refs refer to, get_user_input last (when enabled), in
+// an array of its own and of its exact length (a stage appending to the
+// list gets its own).
+func (s *metaToolStage) withSpecialTools(p *metaToolPlan, refs []int, ml *metaToolLibrary) []record.Tool {
+	n := len(refs)
 	if p.open {
 		n++
 	}
@@ -899,7 +952,9 @@ func (s *metaToolStage) withSpecialTools(p *metaToolPlan, tools []record.Tool) [
 	if p.open {
 		out = append(out, metaToolDef)
 	}
-	out = append(out, tools...)
+	for _, r := range refs {
+		out = append(out, *p.toolRef(r, ml))
+	}
 	if s.cfg.GetUserInput {
 		out = append(out, getUserInputDef)
 	}
@@ -912,16 +967,16 @@ var metaToolDef, getUserInputDef = verify.MetaToolDef(), verify.GetUserInputDef(
 
 // distractors draws need irrelevant tools from the library (see
 // MetaToolConfig for what may not be drawn), seeded by the record, and
-// appends them to dst. ml and ix are loaded when the record has invoked
-// tools, else nil.
-func (s *metaToolStage) distractors(dst []record.Tool, p *metaToolPlan, ml *metaToolLibrary, ix *toollib.Index, need int) ([]record.Tool, error) {
+// returns their library indexes and the library. ml and ix are loaded when
+// the record has invoked tools, else nil.
+func (s *metaToolStage) distractors(p *metaToolPlan, ml *metaToolLibrary, ix *toollib.Index, need int) ([]int, *metaToolLibrary, error) {
 	if need <= 0 {
-		return dst, nil
+		return nil, ml, nil
 	}
 	if ml == nil {
 		var err error
 		if ml, err = s.library(); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
 	n := len(ml.lib.Tools)
@@ -929,7 +984,7 @@ func (s *metaToolStage) distractors(dst []record.Tool, p *metaToolPlan, ml *meta
 	// reject, not a reason to scan it whole for every record.
 	budget := min(n, 64+32*need)
 	drawn := toollib.AppendSample(p.sc.drawn[:0], p.rng, n, need, budget, func(i int) bool {
-		t := ml.lib.Tools[i]
+		t := &ml.lib.Tools[i]
 		if !ml.usable[i] || p.taken.has(t.Name) || s.standsIn(p, ml, ix, i) {
 			return false
 		}
@@ -938,12 +993,9 @@ func (s *metaToolStage) distractors(dst []record.Tool, p *metaToolPlan, ml *meta
 	})
 	p.sc.drawn = drawn
 	if len(drawn) < need {
-		return nil, contract.Rejectf(MetaToolFewDistractors, "a hard record needs %d irrelevant tools and %d draws from the %d-tool library found %d", need, budget, n, len(drawn))
+		return nil, nil, contract.Rejectf(MetaToolFewDistractors, "a hard record needs %d irrelevant tools and %d draws from the %d-tool library found %d", need, budget, n, len(drawn))
 	}
-	for _, i := range drawn {
-		dst = append(dst, ml.lib.Tools[i]) // shared, as every tool of a record: no stage changes a tool in place
-	}
-	return dst, nil
+	return drawn, ml, nil // the tools are shared, as every tool of a record: no stage changes a tool in place
 }
 
 // A tool could stand in for an invoked tool when it has the same
