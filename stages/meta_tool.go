@@ -301,6 +301,7 @@ func (c *MetaToolConfig) build(env *Env) (Stage, error) {
 		hard:  ratioOr(c.HardRatio, metaToolDefaultHard),
 		alpha: ratioOr(c.Alpha, metaToolDefaultAlpha),
 		twin:  ratioOr(c.TwinDescriptionSimilarity, metaToolDefaultTwin),
+		seed:  env.reseeder(),
 	}
 	needsLib := c.ResultMode == MetaToolRetrieved || s.hard > 0
 	if needsLib && env.Library == nil {
@@ -316,7 +317,8 @@ type metaToolStage struct {
 	cfg               MetaToolConfig
 	env               *Env
 	open, hard, alpha float64
-	twin              float64 // twin_description_similarity
+	twin              float64  // twin_description_similarity
+	seed              reseeder // env's, for the records' generators
 
 	mu  sync.Mutex
 	lib atomic.Pointer[metaToolLibrary] // nil until first needed; set under mu
@@ -626,11 +628,11 @@ var metaToolScratches = sync.Pool{New: func() any {
 	return sc
 }}
 
-// newPlan starts the plan of in, with empty scratch maps and the
-// generator env.Rand(in.ID) would return.
-func newPlan(in *record.Record, env *Env) *metaToolPlan {
+// newPlan starts the plan of in, with empty scratch and the generator
+// Env.Rand(in.ID) would return.
+func newPlan(in *record.Record, seed reseeder) *metaToolPlan {
 	sc := metaToolScratches.Get().(*metaToolScratch)
-	env.reseed(&sc.src, in.ID)
+	seed.reseed(&sc.src, in.ID)
 	p := &sc.plan
 	*p = metaToolPlan{in: in, rng: sc.rng, invoked: sc.invokedBuf[:0], taken: &sc.taken, sc: sc}
 	p.taken.add(verify.MetaTool)
@@ -646,13 +648,14 @@ func (p *metaToolPlan) release() {
 	sc.taken.reset()
 	sc.names.reset()
 	clear(sc.returned)
-	// No references to the record or its tools kept.
-	clear(sc.queries[:cap(sc.queries)])
-	clear(sc.unusedQs[:cap(sc.unusedQs)])
-	clear(sc.vecs[:cap(sc.vecs)])
-	clear(sc.unusedVecs[:cap(sc.unusedVecs)])
-	clear(sc.twins[:cap(sc.twins)])
-	clear(sc.comparable[:cap(sc.comparable)])
+	// No references to the record or its tools kept (each buffer is
+	// stored back with the length it was filled to).
+	clear(sc.queries)
+	clear(sc.unusedQs)
+	clear(sc.vecs)
+	clear(sc.unusedVecs)
+	clear(sc.twins)
+	clear(sc.comparable)
 	sc.plan = metaToolPlan{}
 	metaToolScratches.Put(sc)
 }
@@ -660,7 +663,7 @@ func (p *metaToolPlan) release() {
 // Process returns the record's open- or closed-world variant (see
 // MetaToolConfig). A nil error always comes with exactly one record.
 func (s *metaToolStage) Process(ctx context.Context, in *record.Record) ([]*record.Record, error) {
-	p := newPlan(in, s.env)
+	p := newPlan(in, s.seed)
 	defer p.release()
 	if err := s.collect(p); err != nil {
 		return nil, err
@@ -779,20 +782,19 @@ func (s *metaToolStage) invokedVectors(ctx context.Context, p *metaToolPlan, ml 
 	if p.queryLib == ml {
 		at = p.queryAt
 	}
-	vecs, err := s.vectorsOf(ctx, p.sc.vecs, ml, ix, p.queries, p.invoked, at)
-	if err != nil {
+	p.sc.vecs = resized(p.sc.vecs, len(p.invoked))
+	if err := s.vectorsOf(ctx, p.sc.vecs, ml, ix, p.queries, p.invoked, at); err != nil {
 		return err
 	}
-	p.vecs, p.sc.vecs = vecs, vecs
+	p.vecs = p.sc.vecs
 	return nil
 }
 
 // vectorsOf returns the vectors of tools (whose queries are qs): from the
 // library index for tools it holds unchanged, else embedded now (a tool
-// changed since ingest, e.g. translated), in buf when it has room. at,
+// changed since ingest, e.g. translated), into vecs (of len(tools)). at,
 // when not nil, holds each tool's ml.find where it is known (else -1).
-func (s *metaToolStage) vectorsOf(ctx context.Context, buf []toollib.Vectors, ml *metaToolLibrary, ix *toollib.Index, qs []toollib.Query, tools []record.Tool, at []int) ([]toollib.Vectors, error) {
-	vecs := resized(buf, len(tools))
+func (s *metaToolStage) vectorsOf(ctx context.Context, vecs []toollib.Vectors, ml *metaToolLibrary, ix *toollib.Index, qs []toollib.Query, tools []record.Tool, at []int) error {
 	var missing []int
 	var mq []toollib.Query
 	for i, t := range tools {
@@ -813,13 +815,13 @@ func (s *metaToolStage) vectorsOf(ctx context.Context, buf []toollib.Vectors, ml
 	if len(missing) > 0 {
 		vs, err := toollib.Embed(ctx, s.env.Embedder, mq, metaToolEmbedBatch)
 		if err != nil {
-			return nil, fmt.Errorf("meta_tool: embedding the record's tools: %w", err)
+			return fmt.Errorf("meta_tool: embedding the record's tools: %w", err)
 		}
 		for j, i := range missing {
 			vecs[i] = vs[j]
 		}
 	}
-	return vecs, nil
+	return nil
 }
 
 // toolList builds the record's new tool list.
@@ -911,11 +913,11 @@ func (s *metaToolStage) dropStandIns(ctx context.Context, p *metaToolPlan, ml *m
 		}
 	}
 	p.sc.comparable, p.sc.comparableAt, p.sc.unusedQs = comparable, at, qs
-	vecs, err := s.vectorsOf(ctx, p.sc.unusedVecs, ml, ix, qs, comparable, at)
-	if err != nil {
+	vecs := resized(p.sc.unusedVecs, len(comparable))
+	p.sc.unusedVecs = vecs
+	if err := s.vectorsOf(ctx, vecs, ml, ix, qs, comparable, at); err != nil {
 		return nil, err
 	}
-	p.sc.unusedVecs = vecs
 	kept := unused[:0]
 	for u, i := range unused {
 		t := &p.in.Tools[i]
