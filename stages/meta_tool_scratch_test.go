@@ -2,6 +2,7 @@ package stages
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"slices"
 	"testing"
 )
@@ -37,6 +38,29 @@ func TestMetaToolNameSet(t *testing.T) {
 		ns.reset()
 		if len(ns.all()) != 0 || ns.m != nil || ns.has("tool_0") {
 			t.Fatalf("round %d: reset left %v (map %v)", round, ns.all(), ns.m)
+		}
+	}
+}
+
+// TestReseederAsRand: a generator reseeded for a record draws what
+// Env.Rand gives the record (the recipe before reseeder: FNV-1a of seed,
+// stage, NUL, ID), whatever it drew for the record before.
+func TestReseederAsRand(t *testing.T) {
+	for _, env := range []*Env{{Stage: "meta_tool", Seed: 42}, {Stage: "negatives", Seed: 0}, {Stage: "", Seed: 1 << 63}} {
+		var src rand.PCG
+		g := rand.New(&src)
+		rs := env.reseeder()
+		for _, id := range []string{"", "xlam:0", "glaive:12345", "名前:7"} {
+			s := seedHash(env.Seed, env.Stage, "\x00", id)
+			want := rand.New(rand.NewPCG(s, s^0x9e3779b97f4a7c15))
+			got := env.Rand(id)
+			rs.reseed(&src, id)
+			for k := range 20 {
+				w := want.Uint64()
+				if a, b := got.Uint64(), g.Uint64(); a != w || b != w {
+					t.Fatalf("%s/%d id %q draw %d: Env.Rand %x, reseeded %x, want %x", env.Stage, env.Seed, id, k, a, b, w)
+				}
+			}
 		}
 	}
 }
