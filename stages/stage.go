@@ -110,22 +110,8 @@ type Env struct {
 // the record ID, so a record's random choices do not depend on which other
 // records exist or in which order they are processed.
 func (e *Env) Rand(id string) *rand.Rand {
-	src := new(rand.PCG)
-	e.reseeder().reseed(src, id)
-	return rand.New(src)
-}
-
-// A reseeder puts a generator in the state Env.Rand(id)'s starts from, for
-// a stage that keeps one generator per worker (math/rand/v2's Rand keeps
-// no state besides its source, so reseeding the source restarts it). The
-// seed and the stage name are hashed once.
-type reseeder struct{ prefix uint64 }
-
-func (e *Env) reseeder() reseeder { return reseeder{seedHash(e.Seed, e.Stage, "\x00")} }
-
-func (r reseeder) reseed(src *rand.PCG, id string) {
-	s := fnvAdd(r.prefix, id)
-	src.Seed(s, s^0x9e3779b97f4a7c15)
+	s := seedHash(e.Seed, e.Stage, "\x00", id)
+	return rand.New(rand.NewPCG(s, s^0x9e3779b97f4a7c15))
 }
 
 // seedHash is the one recipe for a choice that must depend on the pipeline
@@ -152,6 +138,20 @@ func fnvAdd(h uint64, p string) uint64 {
 		h = (h ^ uint64(p[i])) * prime
 	}
 	return h
+}
+
+// A reseeder puts a generator in the state Env.Rand(id)'s starts from, for
+// a stage that keeps one generator per worker (math/rand/v2's Rand keeps
+// no state besides its source, so reseeding the source restarts it). The
+// seed and the stage name are hashed once. TestReseederAsRand holds the
+// two to the same draws.
+type reseeder struct{ prefix uint64 }
+
+func (e *Env) reseeder() reseeder { return reseeder{seedHash(e.Seed, e.Stage, "\x00")} }
+
+func (r reseeder) reseed(src *rand.PCG, id string) {
+	s := fnvAdd(r.prefix, id)
+	src.Seed(s, s^0x9e3779b97f4a7c15)
 }
 
 // Count adds n to the counter key of the shard being processed. The runner
