@@ -301,6 +301,7 @@ func (c *MetaToolConfig) build(env *Env) (Stage, error) {
 		hard:  ratioOr(c.HardRatio, metaToolDefaultHard),
 		alpha: ratioOr(c.Alpha, metaToolDefaultAlpha),
 		twin:  ratioOr(c.TwinDescriptionSimilarity, metaToolDefaultTwin),
+		seed:  env.reseeder(),
 	}
 	needsLib := c.ResultMode == MetaToolRetrieved || s.hard > 0
 	if needsLib && env.Library == nil {
@@ -316,7 +317,8 @@ type metaToolStage struct {
 	cfg               MetaToolConfig
 	env               *Env
 	open, hard, alpha float64
-	twin              float64 // twin_description_similarity
+	twin              float64  // twin_description_similarity
+	seed              reseeder // env's, for the records' generators
 
 	mu  sync.Mutex
 	lib atomic.Pointer[metaToolLibrary] // nil until first needed; set under mu
@@ -401,6 +403,14 @@ func (s *metaToolStage) queryAt(t record.Tool) (toollib.Query, *metaToolLibrary,
 	}
 	q, err := toollib.QueryOf(t)
 	return q, nil, -1, err
+}
+
+// queryFound is queryOf(t) for a tool whose ml.find is i.
+func (ml *metaToolLibrary) queryFound(t record.Tool, i int) (toollib.Query, error) {
+	if i >= 0 && ml.qok[i] {
+		return ml.qs[i], nil
+	}
+	return toollib.QueryOf(t)
 }
 
 // metaToolEncoded is a library tool's meta_tool arguments and oracle
@@ -517,7 +527,7 @@ type metaToolPlan struct {
 	queryAt  []int             // per invoked tool, its index in queryLib, or -1
 	vecs     []toollib.Vectors // per invoked tool, once needed
 	twins    []toollib.Twin    // per invoked tool, once needed
-	taken    map[string]bool   // names a library tool may not use
+	taken    *nameSet          // names a library tool may not use
 
 	sc *metaToolScratch
 }
@@ -526,24 +536,107 @@ type metaToolPlan struct {
 // next record (Process made eight small maps a record): the plan and its
 // maps, which nothing the stage returns refers to.
 type metaToolScratch struct {
-	plan                                   metaToolPlan
-	invokedBuf                             []record.Tool
-	taken, seen, invoked, names, retrieved map[string]bool
-	index, returned                        map[string]int
+	plan metaToolPlan
+	// src and rng are the record's generator, reseeded per record
+	// (Env.reseed), rng reading src.
+	src          rand.PCG
+	rng          *rand.Rand
+	invokedBuf   []record.Tool
+	taken, names nameSet
+	returned     map[string]int
+	retrieved    []bool
+	// Buffers of the plan's per-record slices (see where each is
+	// filled), none of them part of what Process returns.
+	queries, unusedQs                    []toollib.Query
+	queryAt, drawn, fresh                []int
+	vecs, unusedVecs                     []toollib.Vectors
+	twins                                []toollib.Twin
+	refs, unused, unusedAt, comparableAt []int
+	comparable                           []record.Tool
+}
+
+// invokedIndex returns the position in p.invoked of the tool called name,
+// or -1 (a record invokes a handful of tools: a scan beats a map).
+func (p *metaToolPlan) invokedIndex(name string) int {
+	for k := range p.invoked {
+		if p.invoked[k].Name == name {
+			return k
+		}
+	}
+	return -1
+}
+
+// nameSet is a set of tool names of one record: a list while it holds at
+// most nameSetSmall names (a record lists a handful of tools, and a scan
+// of a few strings costs less than hashing and clearing a map), a map
+// beyond.
+type nameSet struct {
+	list []string
+	m    map[string]struct{}
+}
+
+const nameSetSmall = 16
+
+func (ns *nameSet) has(name string) bool {
+	if ns.m != nil {
+		_, ok := ns.m[name]
+		return ok
+	}
+	return slices.Contains(ns.list, name)
+}
+
+// add adds name and reports whether it was new.
+func (ns *nameSet) add(name string) bool {
+	if ns.has(name) {
+		return false
+	}
+	ns.list = append(ns.list, name)
+	if ns.m != nil {
+		ns.m[name] = struct{}{}
+	} else if len(ns.list) > nameSetSmall {
+		ns.m = make(map[string]struct{}, 2*len(ns.list))
+		for _, n := range ns.list {
+			ns.m[n] = struct{}{}
+		}
+	}
+	return true
+}
+
+// all returns the names, in the order they were added.
+func (ns *nameSet) all() []string { return ns.list }
+
+// reset empties the set, keeping the list's array (and dropping a map,
+// which a clear would walk whole for every later record).
+func (ns *nameSet) reset() {
+	clear(ns.list)
+	ns.list = ns.list[:0]
+	ns.m = nil
+}
+
+// resized returns buf with length n, reallocated when it has not the room,
+// never nil.
+func resized[T any](buf []T, n int) []T {
+	if buf == nil || cap(buf) < n {
+		return make([]T, n)
+	}
+	return buf[:n]
 }
 
 var metaToolScratches = sync.Pool{New: func() any {
-	return &metaToolScratch{taken: map[string]bool{}, seen: map[string]bool{}, invoked: map[string]bool{}, names: map[string]bool{},
-		retrieved: map[string]bool{}, index: map[string]int{}, returned: map[string]int{}}
+	sc := &metaToolScratch{returned: map[string]int{}}
+	sc.rng = rand.New(&sc.src)
+	return sc
 }}
 
-// newPlan starts the plan of in, with empty scratch maps.
-func newPlan(in *record.Record, rng *rand.Rand) *metaToolPlan {
+// newPlan starts the plan of in, with empty scratch and the generator
+// Env.Rand(in.ID) would return.
+func newPlan(in *record.Record, seed reseeder) *metaToolPlan {
 	sc := metaToolScratches.Get().(*metaToolScratch)
+	seed.reseed(&sc.src, in.ID)
 	p := &sc.plan
-	*p = metaToolPlan{in: in, rng: rng, invoked: sc.invokedBuf[:0], taken: sc.taken, sc: sc}
-	p.taken[verify.MetaTool] = true
-	p.taken[verify.GetUserInput] = true
+	*p = metaToolPlan{in: in, rng: sc.rng, invoked: sc.invokedBuf[:0], taken: &sc.taken, sc: sc}
+	p.taken.add(verify.MetaTool)
+	p.taken.add(verify.GetUserInput)
 	return p
 }
 
@@ -552,11 +645,17 @@ func (p *metaToolPlan) release() {
 	sc := p.sc
 	clear(p.invoked) // no references to the record kept
 	sc.invokedBuf = p.invoked[:0]
-	for _, m := range []map[string]bool{sc.taken, sc.seen, sc.invoked, sc.names, sc.retrieved} {
-		clear(m)
-	}
-	clear(sc.index)
+	sc.taken.reset()
+	sc.names.reset()
 	clear(sc.returned)
+	// No references to the record or its tools kept (each buffer is
+	// stored back with the length it was filled to).
+	clear(sc.queries)
+	clear(sc.unusedQs)
+	clear(sc.vecs)
+	clear(sc.unusedVecs)
+	clear(sc.twins)
+	clear(sc.comparable)
 	sc.plan = metaToolPlan{}
 	metaToolScratches.Put(sc)
 }
@@ -564,7 +663,7 @@ func (p *metaToolPlan) release() {
 // Process returns the record's open- or closed-world variant (see
 // MetaToolConfig). A nil error always comes with exactly one record.
 func (s *metaToolStage) Process(ctx context.Context, in *record.Record) ([]*record.Record, error) {
-	p := newPlan(in, s.env.Rand(in.ID))
+	p := newPlan(in, s.seed)
 	defer p.release()
 	if err := s.collect(p); err != nil {
 		return nil, err
@@ -630,25 +729,23 @@ func (s *metaToolStage) collect(p *metaToolPlan) error {
 			return contract.Rejectf(MetaToolReservedName, "the record already lists a tool named %q", t.Name)
 		}
 	}
-	seen := p.sc.seen
 	for i, m := range p.in.Messages {
 		for _, c := range m.Calls {
 			if c.Name == verify.MetaTool || c.Name == verify.GetUserInput {
 				return contract.Rejectf(MetaToolReservedName, "messages[%d] already calls %q", i, c.Name)
 			}
-			if seen[c.Name] {
+			if p.invokedIndex(c.Name) >= 0 {
 				continue
 			}
 			t, ok := p.in.ToolByName(c.Name)
 			if !ok {
 				return contract.Rejectf(MetaToolUnknownCall, "messages[%d] calls %q, which the record does not list", i, c.Name)
 			}
-			seen[c.Name] = true
 			p.invoked = append(p.invoked, t)
 		}
 	}
 	for _, t := range p.in.Tools {
-		p.taken[t.Name] = true
+		p.taken.add(t.Name)
 	}
 	return nil
 }
@@ -659,8 +756,9 @@ func (s *metaToolStage) invokedQueries(p *metaToolPlan) error {
 	if p.queries != nil {
 		return nil
 	}
-	qs := make([]toollib.Query, len(p.invoked))
-	at := make([]int, len(p.invoked))
+	qs := resized(p.sc.queries, len(p.invoked))
+	at := resized(p.sc.queryAt, len(p.invoked))
+	p.sc.queries, p.sc.queryAt = qs, at
 	for i, t := range p.invoked {
 		q, ml, j, err := s.queryAt(t)
 		if err != nil {
@@ -683,23 +781,34 @@ func (s *metaToolStage) invokedVectors(ctx context.Context, p *metaToolPlan, ml 
 	if err := s.invokedQueries(p); err != nil {
 		return err
 	}
-	vecs, err := s.vectorsOf(ctx, ml, ix, p.queries, p.invoked)
-	if err != nil {
+	var at []int // the invoked tools' library indexes, when known
+	if p.queryLib == ml {
+		at = p.queryAt
+	}
+	p.sc.vecs = resized(p.sc.vecs, len(p.invoked))
+	if err := s.vectorsOf(ctx, p.sc.vecs, ml, ix, p.queries, p.invoked, at); err != nil {
 		return err
 	}
-	p.vecs = vecs
+	p.vecs = p.sc.vecs
 	return nil
 }
 
 // vectorsOf returns the vectors of tools (whose queries are qs): from the
 // library index for tools it holds unchanged, else embedded now (a tool
-// changed since ingest, e.g. translated).
-func (s *metaToolStage) vectorsOf(ctx context.Context, ml *metaToolLibrary, ix *toollib.Index, qs []toollib.Query, tools []record.Tool) ([]toollib.Vectors, error) {
-	vecs := make([]toollib.Vectors, len(tools))
+// changed since ingest, e.g. translated), into vecs (of len(tools)). at,
+// when not nil, holds each tool's ml.find where it is known (else -1).
+func (s *metaToolStage) vectorsOf(ctx context.Context, vecs []toollib.Vectors, ml *metaToolLibrary, ix *toollib.Index, qs []toollib.Query, tools []record.Tool, at []int) error {
 	var missing []int
 	var mq []toollib.Query
 	for i, t := range tools {
-		if j := ml.find(t); j >= 0 {
+		j := -1
+		if at != nil {
+			j = at[i]
+		}
+		if j < 0 {
+			j = ml.find(t)
+		}
+		if j >= 0 {
 			vecs[i] = ix.Vectors(j)
 		} else {
 			missing = append(missing, i)
@@ -709,47 +818,41 @@ func (s *metaToolStage) vectorsOf(ctx context.Context, ml *metaToolLibrary, ix *
 	if len(missing) > 0 {
 		vs, err := toollib.Embed(ctx, s.env.Embedder, mq, metaToolEmbedBatch)
 		if err != nil {
-			return nil, fmt.Errorf("meta_tool: embedding the record's tools: %w", err)
+			return fmt.Errorf("meta_tool: embedding the record's tools: %w", err)
 		}
 		for j, i := range missing {
 			vecs[i] = vs[j]
 		}
 	}
-	return vecs, nil
+	return nil
 }
 
 // toolList builds the record's new tool list.
+//
+// It gathers the list as references (see toolRef) and copies each tool
+// once, into the record's own list of its exact length; hard records
+// shuffle the references.
 func (s *metaToolStage) toolList(ctx context.Context, p *metaToolPlan) ([]record.Tool, error) {
-	invoked := p.sc.invoked
-	for _, t := range p.invoked {
-		invoked[t.Name] = true
-	}
-	// One list for all: a slot for meta_tool, the record's tools, the
-	// distractors (at most min_tools), get_user_input.
-	room := len(p.in.Tools) + 2
-	if p.hard {
-		room += max(s.cfg.MinTools, 0)
-	}
-	all := make([]record.Tool, 1, room)
-	tools := all[1:1]
-	var unused []record.Tool
-	names := p.sc.names
-	for _, t := range p.in.Tools {
-		if names[t.Name] {
+	refs := p.sc.refs[:0] // the kept invoked tools, the kept unused tools, the distractors
+	defer func() { p.sc.refs = refs }()
+	unused := p.sc.unused[:0] // positions in p.in.Tools
+	defer func() { p.sc.unused = unused }()
+	names := &p.sc.names
+	for i := range p.in.Tools {
+		if !names.add(p.in.Tools[i].Name) {
 			continue
 		}
-		names[t.Name] = true
 		switch {
-		case invoked[t.Name]:
+		case p.invokedIndex(p.in.Tools[i].Name) >= 0:
 			if !p.open || p.existing {
-				tools = append(tools, t)
+				refs = append(refs, i)
 			}
 		case p.hard:
-			unused = append(unused, t)
+			unused = append(unused, i)
 		}
 	}
 	if !p.hard {
-		return s.withSpecialTools(p, all, tools), nil
+		return s.withSpecialTools(p, refs, nil), nil
 	}
 	var ml *metaToolLibrary
 	var ix *toollib.Index
@@ -764,64 +867,103 @@ func (s *metaToolStage) toolList(ctx context.Context, p *metaToolPlan) ([]record
 		if err := s.invokedVectors(ctx, p, ml, ix); err != nil {
 			return nil, err
 		}
-		// Unused tools that could stand in for an invoked tool go: an
-		// open-world record must not list a twin of the tool it retrieves.
-		// A tool whose parameters do not parse is compared by definition
-		// only.
-		var comparable []record.Tool
-		var qs []toollib.Query
-		for _, t := range unused {
-			if q, err := s.queryOf(t); err == nil {
-				comparable = append(comparable, t)
-				qs = append(qs, q)
-			}
-		}
-		vecs, err := s.vectorsOf(ctx, ml, ix, qs, comparable)
-		if err != nil {
+		if unused, err = s.dropStandIns(ctx, p, ml, ix, unused); err != nil {
 			return nil, err
 		}
-		kept := unused[:0]
-		for _, t := range unused {
-			tw := ml.twinOf(t)
-			if s.twinOfInvoked(p, t, &tw) {
-				continue
-			}
-			if j := slices.IndexFunc(comparable, func(c record.Tool) bool { return c.Name == t.Name }); j >= 0 && s.likeInvoked(p, vecs[j]) {
-				continue
-			}
-			kept = append(kept, t)
-		}
-		unused = kept
 	}
-	tools = append(tools, unused...)
-	listed := len(tools)
+	refs = append(refs, unused...)
+	listed := len(refs)
 	if p.open {
 		listed++ // meta_tool
 	}
-	tools, err := s.distractors(tools, p, ml, ix, s.cfg.MinTools-listed)
+	drawn, ml, err := s.distractors(p, ml, ix, s.cfg.MinTools-listed)
 	if err != nil {
 		return nil, err
 	}
-	p.rng.Shuffle(len(tools), func(i, j int) { tools[i], tools[j] = tools[j], tools[i] })
-	return s.withSpecialTools(p, all, tools), nil
+	for _, i := range drawn {
+		refs = append(refs, len(p.in.Tools)+i)
+	}
+	p.rng.Shuffle(len(refs), func(i, j int) { refs[i], refs[j] = refs[j], refs[i] })
+	return s.withSpecialTools(p, refs, ml), nil
 }
 
-// withSpecialTools puts meta_tool first (open world) and get_user_input
-// last (when enabled). tools was appended to all[1:1]; when it still
-// shares all's array, the list is made in place.
-func (s *metaToolStage) withSpecialTools(p *metaToolPlan, all, tools []record.Tool) []record.Tool {
-	out := tools
-	switch {
-	case p.open && cap(tools) == cap(all)-1: // not moved by append
-		all[0] = metaToolDef
-		out = all[:1+len(tools)]
-	case p.open:
-		out = append(append(make([]record.Tool, 0, len(tools)+2), metaToolDef), tools...)
+// A toolRef is a tool of a record's new list: i < len(p.in.Tools) is
+// p.in.Tools[i], else library tool i−len(p.in.Tools).
+func (p *metaToolPlan) toolRef(i int, ml *metaToolLibrary) *record.Tool {
+	if i < len(p.in.Tools) {
+		return &p.in.Tools[i]
+	}
+	return &ml.lib.Tools[i-len(p.in.Tools)]
+}
+
+// dropStandIns returns the unused tools (positions in p.in.Tools) that
+// could not stand in for an invoked tool, in order: an open-world record
+// must not list a twin of the tool it retrieves. A tool whose parameters
+// do not parse is compared by definition only.
+func (s *metaToolStage) dropStandIns(ctx context.Context, p *metaToolPlan, ml *metaToolLibrary, ix *toollib.Index, unused []int) ([]int, error) {
+	found := resized(p.sc.unusedAt, len(unused)) // ml.find of each unused tool
+	p.sc.unusedAt = found
+	comparable, at, qs := p.sc.comparable[:0], p.sc.comparableAt[:0], p.sc.unusedQs[:0]
+	for u, i := range unused {
+		t := &p.in.Tools[i]
+		j := ml.find(*t)
+		found[u] = j
+		q, err := ml.queryFound(*t, j)
+		if err == nil {
+			comparable = append(comparable, *t)
+			at = append(at, j)
+			qs = append(qs, q)
+		}
+	}
+	p.sc.comparable, p.sc.comparableAt, p.sc.unusedQs = comparable, at, qs
+	vecs := resized(p.sc.unusedVecs, len(comparable))
+	p.sc.unusedVecs = vecs
+	if err := s.vectorsOf(ctx, vecs, ml, ix, qs, comparable, at); err != nil {
+		return nil, err
+	}
+	kept := unused[:0]
+	for u, i := range unused {
+		t := &p.in.Tools[i]
+		var tw toollib.Twin
+		if j := found[u]; j >= 0 {
+			tw = ml.twins[j] // the same name and description, all a Twin reads
+		} else {
+			tw = ml.twinOf(*t)
+		}
+		if s.twinOfInvoked(p, *t, &tw) {
+			continue
+		}
+		if c := slices.IndexFunc(comparable, func(c record.Tool) bool { return c.Name == t.Name }); c >= 0 && s.likeInvoked(p, vecs[c]) {
+			continue
+		}
+		kept = append(kept, i)
+	}
+	return kept, nil
+}
+
+// withSpecialTools returns the record's new list: meta_tool first (open
+// world), the tools refs refer to, get_user_input last (when enabled), in
+// an array of its own and of its exact length (a stage appending to the
+// list gets its own).
+func (s *metaToolStage) withSpecialTools(p *metaToolPlan, refs []int, ml *metaToolLibrary) []record.Tool {
+	n := len(refs)
+	if p.open {
+		n++
+	}
+	if s.cfg.GetUserInput {
+		n++
+	}
+	out := make([]record.Tool, 0, n)
+	if p.open {
+		out = append(out, metaToolDef)
+	}
+	for _, r := range refs {
+		out = append(out, *p.toolRef(r, ml))
 	}
 	if s.cfg.GetUserInput {
 		out = append(out, getUserInputDef)
 	}
-	return slices.Clip(out) // a stage appending to the list gets its own
+	return out
 }
 
 // The special tools' definitions, shared by every record that lists them
@@ -830,37 +972,35 @@ var metaToolDef, getUserInputDef = verify.MetaToolDef(), verify.GetUserInputDef(
 
 // distractors draws need irrelevant tools from the library (see
 // MetaToolConfig for what may not be drawn), seeded by the record, and
-// appends them to dst. ml and ix are loaded when the record has invoked
-// tools, else nil.
-func (s *metaToolStage) distractors(dst []record.Tool, p *metaToolPlan, ml *metaToolLibrary, ix *toollib.Index, need int) ([]record.Tool, error) {
+// returns their library indexes and the library. ml and ix are loaded when
+// the record has invoked tools, else nil.
+func (s *metaToolStage) distractors(p *metaToolPlan, ml *metaToolLibrary, ix *toollib.Index, need int) ([]int, *metaToolLibrary, error) {
 	if need <= 0 {
-		return dst, nil
+		return nil, ml, nil
 	}
 	if ml == nil {
 		var err error
 		if ml, err = s.library(); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
 	n := len(ml.lib.Tools)
 	// Give up after a bounded number of draws: a library this unfit is a
 	// reject, not a reason to scan it whole for every record.
 	budget := min(n, 64+32*need)
-	drawn := toollib.DrawSample(p.rng, n, need, budget, func(i int) bool {
-		t := ml.lib.Tools[i]
-		if !ml.usable[i] || p.taken[t.Name] || s.standsIn(p, ml, ix, i) {
+	drawn := toollib.AppendSample(p.sc.drawn[:0], p.rng, n, need, budget, func(i int) bool {
+		t := &ml.lib.Tools[i]
+		if !ml.usable[i] || p.taken.has(t.Name) || s.standsIn(p, ml, ix, i) {
 			return false
 		}
-		p.taken[t.Name] = true
+		p.taken.add(t.Name)
 		return true
 	})
+	p.sc.drawn = drawn
 	if len(drawn) < need {
-		return nil, contract.Rejectf(MetaToolFewDistractors, "a hard record needs %d irrelevant tools and %d draws from the %d-tool library found %d", need, budget, n, len(drawn))
+		return nil, nil, contract.Rejectf(MetaToolFewDistractors, "a hard record needs %d irrelevant tools and %d draws from the %d-tool library found %d", need, budget, n, len(drawn))
 	}
-	for _, i := range drawn {
-		dst = append(dst, ml.lib.Tools[i]) // shared, as every tool of a record: no stage changes a tool in place
-	}
-	return dst, nil
+	return drawn, ml, nil // the tools are shared, as every tool of a record: no stage changes a tool in place
 }
 
 // A tool could stand in for an invoked tool when it has the same
@@ -905,7 +1045,8 @@ func (s *metaToolStage) standsIn(p *metaToolPlan, ml *metaToolLibrary, ix *tooll
 // invokedTwins prepares the invoked tools' twins once per record.
 func (s *metaToolStage) invokedTwins(p *metaToolPlan) {
 	if p.twins == nil {
-		p.twins = make([]toollib.Twin, len(p.invoked))
+		p.twins = resized(p.sc.twins, len(p.invoked))
+		p.sc.twins = p.twins
 		for k, t := range p.invoked {
 			if p.queryLib != nil && p.queryAt[k] >= 0 {
 				p.twins[k] = p.queryLib.twins[p.queryAt[k]] // the same name and description
@@ -946,25 +1087,28 @@ func lexicalTwinEmbedding(text string) []float32 { return llm.LexicalEmbedding(t
 // insertMetaCalls inserts the meta_tool call and result turns before the
 // first call of each invoked tool.
 func (s *metaToolStage) insertMetaCalls(ctx context.Context, p *metaToolPlan, msgs []record.Message) ([]record.Message, error) {
-	index := p.sc.index // invoked tool name → position in p.invoked
-	for k, t := range p.invoked {
-		index[t.Name] = k
-	}
-	retrieved := p.sc.retrieved
+	retrieved := resized(p.sc.retrieved, len(p.invoked)) // per invoked tool
+	clear(retrieved)
+	p.sc.retrieved = retrieved
 	returned := p.sc.returned // name → library index of a retrieved-mode distractor already returned
 	out := make([]record.Message, 0, len(msgs)+2*len(p.invoked))
+	// Each invoked tool is retrieved at most once: the inserted turns'
+	// calls and results take their lists from one array each.
+	calls := make([]record.Call, 0, len(p.invoked))
+	results := make([]record.Result, 0, len(p.invoked))
+	fresh := p.sc.fresh[:0]
+	defer func() { p.sc.fresh = fresh }()
 	for _, m := range msgs {
 		if m.Role == record.RoleAssistant {
-			var fresh []int
+			fresh = fresh[:0]
 			for _, c := range m.Calls {
-				k := index[c.Name]
-				if !retrieved[c.Name] && !slices.Contains(fresh, k) {
+				k := p.invokedIndex(c.Name)
+				if !retrieved[k] && !slices.Contains(fresh, k) {
 					fresh = append(fresh, k)
 				}
 			}
 			if len(fresh) > 0 {
-				call := record.Message{Role: record.RoleAssistant}
-				res := record.Message{Role: record.RoleTool}
+				from := len(calls)
 				for id, k := range fresh {
 					args, err := p.argsJSON(k)
 					if err != nil {
@@ -974,11 +1118,13 @@ func (s *metaToolStage) insertMetaCalls(ctx context.Context, p *metaToolPlan, ms
 					if err != nil {
 						return nil, err
 					}
-					call.Calls = append(call.Calls, record.Call{Name: verify.MetaTool, Arguments: args})
-					res.Results = append(res.Results, record.Result{Name: verify.MetaTool, Content: content})
-					retrieved[p.invoked[k].Name] = true
+					calls = append(calls, record.Call{Name: verify.MetaTool, Arguments: args})
+					results = append(results, record.Result{Name: verify.MetaTool, Content: content})
+					retrieved[k] = true
 				}
-				out = append(out, call, res)
+				to := len(calls)
+				out = append(out, record.Message{Role: record.RoleAssistant, Calls: calls[from:to:to]},
+					record.Message{Role: record.RoleTool, Results: results[from:to:to]})
 			}
 		}
 		out = append(out, m)
@@ -1070,7 +1216,7 @@ func (s *metaToolStage) metaResult(ctx context.Context, p *metaToolPlan, k int, 
 	// Library tools that may not appear: every tool named like a listed
 	// or invoked tool (the target itself is added explicitly).
 	blocked := map[int]bool{}
-	for name := range p.taken {
+	for _, name := range p.taken.all() {
 		for _, i := range ml.lib.Named(name) {
 			blocked[i] = true
 		}

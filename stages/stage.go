@@ -133,11 +133,33 @@ func seedHash(seed uint64, parts ...string) uint64 {
 		h = (h ^ uint64(byte(seed>>(8*k)))) * prime
 	}
 	for _, p := range parts {
-		for i := 0; i < len(p); i++ {
-			h = (h ^ uint64(p[i])) * prime
-		}
+		h = fnvAdd(h, p)
 	}
 	return h
+}
+
+// fnvAdd continues FNV-1a's hash h over p (seedHash(seed, a, b) is
+// fnvAdd(seedHash(seed, a), b)).
+func fnvAdd(h uint64, p string) uint64 {
+	const prime = 1099511628211
+	for i := 0; i < len(p); i++ {
+		h = (h ^ uint64(p[i])) * prime
+	}
+	return h
+}
+
+// A reseeder puts a generator in the state Env.Rand(id)'s starts from, for
+// a stage that keeps one generator per worker (math/rand/v2's Rand keeps
+// no state besides its source, so reseeding the source restarts it). The
+// seed and the stage name are hashed once. TestReseederAsRand holds the
+// two to the same draws.
+type reseeder struct{ prefix uint64 }
+
+func (e *Env) reseeder() reseeder { return reseeder{seedHash(e.Seed, e.Stage, "\x00")} }
+
+func (r reseeder) reseed(src *rand.PCG, id string) {
+	s := fnvAdd(r.prefix, id)
+	src.Seed(s, s^0x9e3779b97f4a7c15)
 }
 
 // Count adds n to the counter key of the shard being processed. The runner

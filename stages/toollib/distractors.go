@@ -19,18 +19,24 @@ func DrawSample(rng *rand.Rand, n, need, budget int, accept func(i int) bool) []
 	if need <= 0 {
 		return nil
 	}
+	return AppendSample(make([]int, 0, min(need, budget, n)), rng, n, need, budget, accept)
+}
+
+// AppendSample is DrawSample appending the indexes to dst (for a caller
+// that keeps a buffer from record to record); the same rng draws.
+func AppendSample(dst []int, rng *rand.Rand, n, need, budget int, accept func(i int) bool) []int {
 	budget = min(budget, n)
 	var swapped swaps // position → index moved there by the shuffle so far
-	out := make([]int, 0, min(need, budget))
-	for d := 0; d < budget && len(out) < need; d++ {
+	for d, got := 0, 0; d < budget && got < need; d++ {
 		j := d + rng.IntN(n-d)
 		i := swapped.at(j)
 		swapped.set(j, swapped.at(d))
 		if accept(i) {
-			out = append(out, i)
+			dst = append(dst, i)
+			got++
 		}
 	}
-	return out
+	return dst
 }
 
 // swaps is the sparse state of a lazy Fisher–Yates shuffle: the positions
