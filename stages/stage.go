@@ -110,14 +110,13 @@ type Env struct {
 // the record ID, so a record's random choices do not depend on which other
 // records exist or in which order they are processed.
 func (e *Env) Rand(id string) *rand.Rand {
-	s := seedHash(e.Seed, e.Stage, "\x00", id)
 	// The generator and its source are one allocation (stages draw one
 	// per record).
 	g := &struct {
 		r   rand.Rand
 		src rand.PCG
 	}{}
-	g.src.Seed(s, s^0x9e3779b97f4a7c15)
+	e.reseeder().reseed(&g.src, id)
 	g.r = *rand.New(&g.src)
 	return &g.r
 }
