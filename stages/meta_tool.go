@@ -375,18 +375,13 @@ func (s *metaToolStage) library() (*metaToolLibrary, error) {
 	return ml, nil
 }
 
-// queryOf is toollib.QueryOf(t), taken from the library when it is loaded
+// queryAt is toollib.QueryOf(t), taken from the library when it is loaded
 // and holds t's exact definition (QueryOf reads only the description and
 // the parameters, which sameDefinition compares): parsing the same
 // parameters again for every record was most of the stage's own CPU. The
-// query is shared; callers do not change it.
-func (s *metaToolStage) queryOf(t record.Tool) (toollib.Query, error) {
-	q, _, _, err := s.queryAt(t)
-	return q, err
-}
-
-// queryAt is queryOf, also returning the library it took the query from
-// and the tool's index there (nil and -1 when it computed the query).
+// query is shared; callers do not change it. It also returns the library
+// it took the query from and the tool's index there (nil and -1 when it
+// computed the query).
 func (s *metaToolStage) queryAt(t record.Tool) (toollib.Query, *metaToolLibrary, int, error) {
 	ml := s.lib.Load()
 	if ml == nil && s.env.Library != nil {
@@ -405,7 +400,7 @@ func (s *metaToolStage) queryAt(t record.Tool) (toollib.Query, *metaToolLibrary,
 	return q, nil, -1, err
 }
 
-// queryFound is queryOf(t) for a tool whose ml.find is i.
+// queryFound is queryAt(t) for a tool whose ml.find is i.
 func (ml *metaToolLibrary) queryFound(t record.Tool, i int) (toollib.Query, error) {
 	if i >= 0 && ml.qok[i] {
 		return ml.qs[i], nil
