@@ -240,29 +240,13 @@ func span(s string, i int, mask uint8, class func(rune) bool) int {
 			i++
 			continue
 		}
-		r, n := decodeAt(s, i)
+		r, n := runes.At(s, i)
 		if !class(r) {
 			return i
 		}
 		i += n
 	}
 	return i
-}
-
-// decodeAt is utf8.DecodeRuneInString(s[i:]) for a character that is not
-// ASCII, with a character of three bytes (the scripts of China, Japan,
-// Korea, India, South-East Asia) decoded without a call.
-func decodeAt(s string, i int) (rune, int) {
-	if i+2 < len(s) && s[i]&0xF0 == 0xE0 {
-		c1, c2 := s[i+1], s[i+2]
-		if c1&0xC0 == 0x80 && c2&0xC0 == 0x80 {
-			r := rune(s[i]&0x0F)<<12 | rune(c1&0x3F)<<6 | rune(c2&0x3F)
-			if r >= 0x800 && (r < 0xD800 || r > 0xDFFF) { // not overlong, not a surrogate
-				return r, 3
-			}
-		}
-	}
-	return utf8.DecodeRuneInString(s[i:])
 }
 
 // The ASCII characters' classes, for span.

@@ -1,6 +1,10 @@
 package verify
 
-import "math/bits"
+import (
+	"math/bits"
+
+	"github.com/augmentdata/augment/internal/swar"
+)
 
 // A strTable maps strings of 1 to strKeyMax bytes to numbers below
 // 2^strValBits, without a map's costs: an open-addressed table of two
@@ -49,18 +53,11 @@ func strKeyAt(s string, n int) strKey {
 	if len(s) < 16 {
 		return strKeyOf(s[:n])
 	}
-	lo, hi := load64(s), load64(s[8:])
+	lo, hi := swar.Load(s, 0), swar.Load(s, 8)
 	if n < 8 {
 		return strKey{lo & (1<<(8*n) - 1), uint64(n) << 32}
 	}
 	return strKey{lo, hi&(1<<(8*(n-8))-1) | uint64(n)<<32}
-}
-
-// load64 is the first 8 bytes of s (at least 8), little-endian.
-func load64(s string) uint64 {
-	_ = s[7]
-	return uint64(s[0]) | uint64(s[1])<<8 | uint64(s[2])<<16 | uint64(s[3])<<24 |
-		uint64(s[4])<<32 | uint64(s[5])<<40 | uint64(s[6])<<48 | uint64(s[7])<<56
 }
 
 func (t *strTable) slot(k strKey) uint64 {
