@@ -126,9 +126,9 @@ func changed(r *record.Record, set ...record.Tag) (c *record.Record, list []*rec
 
 // relabelled is changed without the copy of the messages, for a stage
 // that replaces the list of messages when it changes it. The copy and the
-// list holding it are one allocation. Its tags are withTags(r.Tags, set):
+// list holding it are one allocation. Its tags are record.WithTags(r.Tags, set):
 // a new list when set is not empty, else r's own, which the stage
-// replaces (withTags) rather than changes (SetTag).
+// replaces (record.WithTags) rather than changes (SetTag).
 func relabelled(r *record.Record, set ...record.Tag) (c *record.Record, list []*record.Record) {
 	o := &struct {
 		rec  record.Record
@@ -136,39 +136,8 @@ func relabelled(r *record.Record, set ...record.Tag) (c *record.Record, list []*
 	}{rec: *r}
 	c = &o.rec
 	c.Rendered = nil
-	c.Tags = withTags(r.Tags, set...)
+	c.Tags = record.WithTags(r.Tags, set...)
 	c.Lineage = slices.Clip(r.Lineage) // AddStep appends to a copy
 	o.list[0] = c
 	return c, o.list[:]
-}
-
-// withTags returns tags (sorted by key) with each tag of set (sorted by
-// key, each key once) set as SetTag sets it, in a new list; tags itself
-// when set is empty. One pass for all: SetTag after SetTag searched and
-// shifted the list for each.
-func withTags(tags []record.Tag, set ...record.Tag) []record.Tag {
-	if len(set) == 0 {
-		return tags
-	}
-	out := make([]record.Tag, 0, len(tags)+len(set))
-	if !slices.IsSortedFunc(tags, func(a, b record.Tag) int { return strings.Compare(a.Key, b.Key) }) {
-		// Not as SetTag leaves them: its binary search decides.
-		r := record.Record{Tags: append(out, tags...)}
-		for _, t := range set {
-			r.SetTag(t.Key, t.Value)
-		}
-		return r.Tags
-	}
-	i := 0
-	for _, t := range set {
-		for i < len(tags) && tags[i].Key < t.Key {
-			out = append(out, tags[i])
-			i++
-		}
-		if i < len(tags) && tags[i].Key == t.Key {
-			i++
-		}
-		out = append(out, t)
-	}
-	return append(out, tags[i:]...)
 }

@@ -2,7 +2,6 @@ package stages
 
 import (
 	"context"
-	"slices"
 	"strings"
 	"testing"
 
@@ -145,39 +144,6 @@ func BenchmarkDecisionTokens(b *testing.B) {
 	for b.Loop() {
 		if _, err := st.Process(ctx, in); err != nil {
 			b.Fatal(err)
-		}
-	}
-}
-
-// TestWithTags holds withTags to SetTag after SetTag: keys before, between,
-// after and equal to the record's, on sorted tags, tags with a key twice and
-// unsorted tags; the input list is not changed.
-func TestWithTags(t *testing.T) {
-	tg := func(kv ...string) []record.Tag {
-		var out []record.Tag
-		for i := 0; i < len(kv); i += 2 {
-			out = append(out, record.Tag{Key: kv[i], Value: kv[i+1]})
-		}
-		return out
-	}
-	sets := [][]record.Tag{nil, tg("a", "1"), tg("category", "x", "difficulty", "hard", "result_mode", "oracle", "world", "open"),
-		tg("b", "2", "m", "3", "z", "4"), tg("lang", "de")}
-	inputs := [][]record.Tag{nil, tg("lang", "en"), tg("category", "chat", "lang", "en", "world", "closed"),
-		tg("a", "0", "lang", "en", "lang", "fr"), tg("world", "w", "a", "0", "lang", "en"), tg("m", "0")}
-	for _, in := range inputs {
-		for _, set := range sets {
-			want := record.Record{Tags: slices.Clone(in)}
-			for _, s := range set {
-				want.SetTag(s.Key, s.Value)
-			}
-			orig := slices.Clone(in)
-			got := withTags(in, set...)
-			if !slices.Equal(got, want.Tags) {
-				t.Errorf("withTags(%v, %v) = %v, SetTag gives %v", in, set, got, want.Tags)
-			}
-			if !slices.Equal(in, orig) {
-				t.Errorf("withTags(%v, %v) changed its input", orig, set)
-			}
 		}
 	}
 }

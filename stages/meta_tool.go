@@ -709,9 +709,9 @@ func (s *metaToolStage) Process(ctx context.Context, in *record.Record) ([]*reco
 	set := [4]record.Tag{{Key: "category", Value: metaToolCategory(out, p.open)}, {Key: "difficulty", Value: difficulty},
 		{Key: "result_mode", Value: s.cfg.ResultMode}, {Key: "world", Value: world}} // sorted by key
 	if p.open {
-		out.Tags = withTags(in.Tags, set[:]...)
+		out.Tags = record.WithTags(in.Tags, set[:]...)
 	} else {
-		out.Tags = withTags(in.Tags, set[0], set[1], set[3])
+		out.Tags = record.WithTags(in.Tags, set[0], set[1], set[3])
 	}
 	out.AddStep(s.env.Stage, "rule", "")
 	return list, nil

@@ -123,6 +123,37 @@ func (r *Record) SetTag(key, value string) {
 	r.Tags = slices.Insert(r.Tags, i, Tag{Key: key, Value: value})
 }
 
+// WithTags returns tags (sorted by key) with each tag of set (sorted by
+// key, each key once) set as SetTag sets it, in a new list; tags itself
+// when set is empty. One pass for all: SetTag after SetTag searched and
+// shifted the list for each.
+func WithTags(tags []Tag, set ...Tag) []Tag {
+	if len(set) == 0 {
+		return tags
+	}
+	out := make([]Tag, 0, len(tags)+len(set))
+	if !slices.IsSortedFunc(tags, func(a, b Tag) int { return strings.Compare(a.Key, b.Key) }) {
+		// Not as SetTag leaves them: its binary search decides.
+		r := Record{Tags: append(out, tags...)}
+		for _, t := range set {
+			r.SetTag(t.Key, t.Value)
+		}
+		return r.Tags
+	}
+	i := 0
+	for _, t := range set {
+		for i < len(tags) && tags[i].Key < t.Key {
+			out = append(out, tags[i])
+			i++
+		}
+		if i < len(tags) && tags[i].Key == t.Key {
+			i++
+		}
+		out = append(out, t)
+	}
+	return append(out, tags[i:]...)
+}
+
 // AddStep appends a lineage entry.
 func (r *Record) AddStep(stage, provider, model string) {
 	r.Lineage = append(r.Lineage, Step{Stage: stage, Provider: provider, Model: model})

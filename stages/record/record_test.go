@@ -2,6 +2,7 @@ package record
 
 import (
 	"encoding/json"
+	"slices"
 	"testing"
 )
 
@@ -78,6 +79,39 @@ func TestToolEqual(t *testing.T) {
 		change(&u)
 		if base.Equal(&u) || u.Equal(&base) {
 			t.Errorf("tools differing in %s are Equal", name)
+		}
+	}
+}
+
+// TestWithTags holds WithTags to SetTag after SetTag: keys before, between,
+// after and equal to the record's, on sorted tags, tags with a key twice and
+// unsorted tags; the input list is not changed.
+func TestWithTags(t *testing.T) {
+	tg := func(kv ...string) []Tag {
+		var out []Tag
+		for i := 0; i < len(kv); i += 2 {
+			out = append(out, Tag{Key: kv[i], Value: kv[i+1]})
+		}
+		return out
+	}
+	sets := [][]Tag{nil, tg("a", "1"), tg("category", "x", "difficulty", "hard", "result_mode", "oracle", "world", "open"),
+		tg("b", "2", "m", "3", "z", "4"), tg("lang", "de")}
+	inputs := [][]Tag{nil, tg("lang", "en"), tg("category", "chat", "lang", "en", "world", "closed"),
+		tg("a", "0", "lang", "en", "lang", "fr"), tg("world", "w", "a", "0", "lang", "en"), tg("m", "0")}
+	for _, in := range inputs {
+		for _, set := range sets {
+			want := Record{Tags: slices.Clone(in)}
+			for _, s := range set {
+				want.SetTag(s.Key, s.Value)
+			}
+			orig := slices.Clone(in)
+			got := WithTags(in, set...)
+			if !slices.Equal(got, want.Tags) {
+				t.Errorf("WithTags(%v, %v) = %v, SetTag gives %v", in, set, got, want.Tags)
+			}
+			if !slices.Equal(in, orig) {
+				t.Errorf("WithTags(%v, %v) changed its input", orig, set)
+			}
 		}
 	}
 }
