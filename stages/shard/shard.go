@@ -359,10 +359,7 @@ func sameText(s, t string) bool {
 // validText reports whether s is valid UTF-8, known when it is was, a text
 // that passed (the same bytes in memory).
 func validText(s, was string) bool {
-	if len(s) == len(was) && unsafe.StringData(s) == unsafe.StringData(was) {
-		return true
-	}
-	return utf8.ValidString(s)
+	return sameText(s, was) || utf8.ValidString(s)
 }
 
 // sameSlice reports whether the lists a and b are the same elements in
