@@ -11,7 +11,6 @@ import (
 	"io/fs"
 	"log/slog"
 	"maps"
-	"math"
 	"os"
 	"path"
 	"path/filepath"
@@ -785,15 +784,15 @@ func (r *Runner) processShard(ctx context.Context, p *pass, name string, recs []
 	// teacher's) stops at once, cancelling the requests in flight, and names
 	// the record that stopped first. Any other stage lets the records in
 	// flight before it finish (they are quick) and names the first record
-	// in shard order that stops, the same on every run.
+	// in shard order that stops, the same on every run (records are taken
+	// in order, so every record before it was taken and finishes).
 	var next atomic.Int64
-	stopAt := atomic.Int64{}
-	stopAt.Store(math.MaxInt64)
+	var stopped atomic.Bool
 	for range min(workers, len(recs)) {
 		g.Go(func() error {
 			for gctx.Err() == nil {
 				i := int(next.Add(1) - 1)
-				if i >= len(recs) || int64(i) > stopAt.Load() {
+				if i >= len(recs) || stopped.Load() {
 					return nil
 				}
 				rec := recs[i]
@@ -805,8 +804,7 @@ func (r *Runner) processShard(ctx context.Context, p *pass, name string, recs []
 						return err
 					}
 					errs[i] = err
-					for at := stopAt.Load(); int64(i) < at && !stopAt.CompareAndSwap(at, int64(i)); at = stopAt.Load() {
-					}
+					stopped.Store(true)
 					continue
 				}
 				outs[i], errs[i] = out, err
@@ -824,8 +822,12 @@ func (r *Runner) processShard(ctx context.Context, p *pass, name string, recs []
 	if err := ctx.Err(); err != nil {
 		return o, err
 	}
-	if at := stopAt.Load(); at != math.MaxInt64 {
-		return o, errs[at]
+	if stopped.Load() {
+		for _, err := range errs {
+			if kind, _ := contract.Classify(0, err); kind == contract.Stop && !isPending(err) {
+				return o, err
+			}
+		}
 	}
 	if err := pendingIn(errs); err != nil {
 		return o, err
