@@ -270,3 +270,214 @@ func (p *Parser) eString(key bool) (string, bool) {
 		plain = i
 	}
 }
+
+// An Inner reads, token by token, the JSON text held in a string literal,
+// for a Parser's Literal hook: a reader that turns the text straight into
+// its own structures instead of a tree. It reads what the one-pass decoder
+// reads (the same escapes, white space and checks: duplicate keys, nesting
+// depth, valid UTF-8), and gives up where it gives up. A failure is sticky:
+// every later call returns a zero value, and OK reports it. The strings it
+// returns are valid until the row's Parse returns, except those of
+// KeptString, which are the row's own (see Parser.CopyStrings).
+//
+// Reading goes: Begin opens an array or object; More says whether another
+// element follows (false: the container has closed); in an object each
+// element starts with Key; String, KeptString and AppendValue read a
+// value; End, after the outermost container, reads the literal's closing
+// quote.
+//
+// An Inner is a handle on its Parser, whose state it reads and keeps
+// (innerState): passed by value, it costs no allocation.
+type Inner struct{ p *Parser }
+
+// innerState is an Inner's state, kept in the Parser.
+type innerState struct {
+	failed bool
+	began  bool // the outermost container has been opened
+	ended  bool
+	n      int // open containers
+	levels [innerLevels]innerLevel
+}
+
+// innerLevels is how deeply an Inner's containers may nest (AppendValue
+// reads deeper values whole, up to MaxDepth).
+const innerLevels = 8
+
+type innerLevel struct {
+	close byte // ']' or '}'
+	first bool // no element read yet
+	base  int  // the object's keys on the parser's stack start here
+}
+
+// offerLiteral offers the string literal at Pos, the value of the
+// top-level member key, to the Literal hook. When the hook takes it, Pos
+// is after the literal; when not, the parser is as before the call, but
+// for unused bytes in the slab.
+func (p *Parser) offerLiteral(key string) (Value, bool) {
+	start, base := p.Pos, len(p.stack)
+	block, slabLen := unsafe.SliceData(p.slab), len(p.slab)
+	depth := p.depth
+	p.in = innerState{}
+	p.Pos, p.depth, p.CopyStrings = start+1, 0, false
+	v, ok := p.Literal(key, Inner{p})
+	p.depth, p.CopyStrings = depth, true
+	if ok && p.in.ended && !p.in.failed {
+		return v, true
+	}
+	p.Pos, p.stack = start, p.stack[:base]
+	if unsafe.SliceData(p.slab) == block {
+		p.slab = p.slab[:slabLen]
+	}
+	return Value{}, false
+}
+
+// OK reports whether everything read so far was read.
+func (r Inner) OK() bool { return !r.p.in.failed }
+
+// fail marks the reading failed and returns false.
+func (r Inner) fail() bool {
+	r.p.in.failed = true
+	return false
+}
+
+// Begin opens an array (k Array) or object (k Object).
+func (r Inner) Begin(k Kind) bool {
+	p, in := r.p, &r.p.in
+	if in.failed || in.n == 0 && in.began {
+		return r.fail()
+	}
+	in.began = true
+	p.eSpace()
+	open := byte('[')
+	if k == Object {
+		open = '{'
+	}
+	if p.Pos >= len(p.Data) || p.Data[p.Pos] != open || in.n == innerLevels || p.depth >= MaxDepth {
+		return r.fail()
+	}
+	p.Pos++
+	p.depth++
+	in.levels[in.n] = innerLevel{close: open + 2, first: true, base: len(p.stack)} // ] and } follow [ and { by two
+	in.n++
+	return true
+}
+
+// More reports whether another element of the innermost open container
+// follows; false means it has closed (or reading failed).
+func (r Inner) More() bool {
+	p, in := r.p, &r.p.in
+	if in.failed || in.n == 0 {
+		return r.fail()
+	}
+	l := &in.levels[in.n-1]
+	p.eSpace()
+	if p.Pos >= len(p.Data) {
+		return r.fail()
+	}
+	c := p.Data[p.Pos]
+	if c == l.close {
+		p.Pos++
+		p.depth--
+		p.stack = p.stack[:l.base]
+		in.n--
+		return false
+	}
+	if l.first {
+		l.first = false
+		return true
+	}
+	if c != ',' {
+		return r.fail()
+	}
+	p.Pos++
+	// After a comma a value must follow, not the closing bracket: the
+	// value's reader fails on it.
+	return true
+}
+
+// Key reads an object member's key and its colon. A key the object has
+// had already fails, unless the Parser takes DuplicateKeys.
+func (r Inner) Key() string {
+	p, in := r.p, &r.p.in
+	if in.failed || in.n == 0 || in.levels[in.n-1].close != '}' {
+		r.fail()
+		return ""
+	}
+	p.eSpace()
+	k, ok := p.eString(true)
+	if !ok {
+		r.fail()
+		return ""
+	}
+	if base := in.levels[in.n-1].base; !p.DuplicateKeys {
+		for j := range p.stack[base:] {
+			if p.stack[base+j].Key == k {
+				r.fail()
+				return ""
+			}
+		}
+	}
+	p.push(Member{Key: k})
+	p.eSpace()
+	if p.Pos >= len(p.Data) || p.Data[p.Pos] != ':' {
+		r.fail()
+		return ""
+	}
+	p.Pos++
+	return k
+}
+
+// String reads a string value, valid until the row's Parse returns.
+func (r Inner) String() string { return r.str(false) }
+
+// KeptString reads a string value that stays valid after Parse, as the
+// Parser's other strings do (copied out of Data).
+func (r Inner) KeptString() string { return r.str(true) }
+
+func (r Inner) str(keep bool) string {
+	p := r.p
+	if p.in.failed || p.in.n == 0 {
+		r.fail()
+		return ""
+	}
+	p.eSpace()
+	p.CopyStrings = keep
+	s, ok := p.eString(false)
+	p.CopyStrings = false
+	if !ok {
+		r.fail()
+		return ""
+	}
+	return s
+}
+
+// AppendValue reads any value and appends it to b as AppendCompact would
+// append its tree.
+func (r Inner) AppendValue(b []byte) []byte {
+	if r.p.in.failed || r.p.in.n == 0 {
+		r.fail()
+		return b
+	}
+	v, ok := r.p.eValue()
+	if !ok {
+		r.fail()
+		return b
+	}
+	return AppendCompact(b, &v)
+}
+
+// End reads the end of the literal after the outermost container: white
+// space, then the closing quote.
+func (r Inner) End() bool {
+	p, in := r.p, &r.p.in
+	if in.failed || !in.began || in.ended || in.n != 0 || p.depth != 0 {
+		return r.fail()
+	}
+	p.eSpace()
+	if p.Pos >= len(p.Data) || p.Data[p.Pos] != '"' {
+		return r.fail()
+	}
+	p.Pos++
+	in.ended = true
+	return true
+}
