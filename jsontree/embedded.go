@@ -1,6 +1,7 @@
 package jsontree
 
 import (
+	"sync"
 	"unicode/utf8"
 	"unsafe"
 
@@ -297,6 +298,8 @@ type innerState struct {
 	ended  bool
 	n      int // open containers
 	levels [innerLevels]innerLevel
+	// keys holds the keys of the open objects, for the duplicate check.
+	keys []string
 }
 
 // innerLevels is how deeply an Inner's containers may nest (AppendValue
@@ -306,7 +309,7 @@ const innerLevels = 8
 type innerLevel struct {
 	close byte // ']' or '}'
 	first bool // no element read yet
-	base  int  // the object's keys on the parser's stack start here
+	base  int  // the object's keys start here in keys
 }
 
 // offerLiteral offers the string literal at Pos, the value of the
@@ -317,10 +320,17 @@ func (p *Parser) offerLiteral(key string) (Value, bool) {
 	start, base := p.Pos, len(p.stack)
 	block, slabLen := unsafe.SliceData(p.slab), len(p.slab)
 	depth := p.depth
-	p.in = innerState{}
+	kp := keyStacks.Get().(*[]string)
+	p.in = innerState{keys: (*kp)[:0]}
 	p.Pos, p.depth, p.CopyStrings = start+1, 0, false
 	v, ok := p.Literal(key, Inner{p})
 	p.depth, p.CopyStrings = depth, true
+	if keys := p.in.keys; cap(keys) <= 1024 {
+		clear(keys[:cap(keys)]) // no references into the text
+		*kp = keys[:0]
+		keyStacks.Put(kp)
+	}
+	p.in.keys = nil
 	if ok && p.in.ended && !p.in.failed {
 		return v, true
 	}
@@ -330,6 +340,8 @@ func (p *Parser) offerLiteral(key string) (Value, bool) {
 	}
 	return Value{}, false
 }
+
+var keyStacks = sync.Pool{New: func() any { s := make([]string, 0, 32); return &s }}
 
 // OK reports whether everything read so far was read.
 func (r Inner) OK() bool { return !r.p.in.failed }
@@ -357,7 +369,7 @@ func (r Inner) Begin(k Kind) bool {
 	}
 	p.Pos++
 	p.depth++
-	in.levels[in.n] = innerLevel{close: open + 2, first: true, base: len(p.stack)} // ] and } follow [ and { by two
+	in.levels[in.n] = innerLevel{close: open + 2, first: true, base: len(in.keys)} // ] and } follow [ and { by two
 	in.n++
 	return true
 }
@@ -378,7 +390,7 @@ func (r Inner) More() bool {
 	if c == l.close {
 		p.Pos++
 		p.depth--
-		p.stack = p.stack[:l.base]
+		in.keys = in.keys[:l.base]
 		in.n--
 		return false
 	}
@@ -409,15 +421,9 @@ func (r Inner) Key() string {
 		r.fail()
 		return ""
 	}
-	if base := in.levels[in.n-1].base; !p.DuplicateKeys {
-		for j := range p.stack[base:] {
-			if p.stack[base+j].Key == k {
-				r.fail()
-				return ""
-			}
-		}
+	if !r.newKey(k, in.levels[in.n-1].base) {
+		return ""
 	}
-	p.push(Member{Key: k})
 	p.eSpace()
 	if p.Pos >= len(p.Data) || p.Data[p.Pos] != ':' {
 		r.fail()
@@ -425,6 +431,22 @@ func (r Inner) Key() string {
 	}
 	p.Pos++
 	return k
+}
+
+// newKey records key k of the object whose keys start at base, or fails
+// when the object has had it already (unless the Parser takes
+// DuplicateKeys).
+func (r Inner) newKey(k string, base int) bool {
+	in := &r.p.in
+	if !r.p.DuplicateKeys {
+		for _, o := range in.keys[base:] {
+			if o == k {
+				return r.fail()
+			}
+		}
+	}
+	in.keys = append(in.keys, k)
+	return true
 }
 
 // String reads a string value, valid until the row's Parse returns.
@@ -451,19 +473,121 @@ func (r Inner) str(keep bool) string {
 	return s
 }
 
+// Peek returns the first byte of the next value, after white space, or 0
+// when reading has failed or the text has ended.
+func (r Inner) Peek() byte {
+	p := r.p
+	if p.in.failed {
+		return 0
+	}
+	p.eSpace()
+	if p.Pos >= len(p.Data) {
+		return 0
+	}
+	return p.Data[p.Pos]
+}
+
 // AppendValue reads any value and appends it to b as AppendCompact would
-// append its tree.
+// append its tree, without building the tree: eValue's grammar, written
+// as it is read.
 func (r Inner) AppendValue(b []byte) []byte {
 	if r.p.in.failed || r.p.in.n == 0 {
 		r.fail()
 		return b
 	}
-	v, ok := r.p.eValue()
+	b, ok := r.appendValue(b)
 	if !ok {
 		r.fail()
-		return b
 	}
-	return AppendCompact(b, &v)
+	return b
+}
+
+func (r Inner) appendValue(b []byte) ([]byte, bool) {
+	p := r.p
+	p.eSpace()
+	if p.Pos >= len(p.Data) {
+		return b, false
+	}
+	var v Value
+	var err error
+	switch c := p.Data[p.Pos]; {
+	case c == '{' || c == '[':
+		return r.appendContainer(b, c)
+	case c == '\\':
+		s, ok := p.eString(false)
+		return AppendString(b, s), ok
+	case c == 't':
+		v, err = p.literal("true", True)
+	case c == 'f':
+		v, err = p.literal("false", False)
+	case c == 'n':
+		v, err = p.literal("null", Null)
+	case c == '-' || (c >= '0' && c <= '9'):
+		v, err = p.number()
+	default:
+		return b, false
+	}
+	if err != nil {
+		return b, false
+	}
+	return AppendCompact(b, &v), true
+}
+
+// appendContainer is eContainer and eBody, written as read.
+func (r Inner) appendContainer(b []byte, open byte) ([]byte, bool) {
+	p, in := r.p, &r.p.in
+	if p.depth >= MaxDepth {
+		return b, false
+	}
+	p.depth++
+	base := len(in.keys)
+	defer func() {
+		p.depth--
+		in.keys = in.keys[:base]
+	}()
+	end := open + 2 // ] and } follow [ and { by two
+	b = append(b, open)
+	p.Pos++
+	p.eSpace()
+	if p.Pos < len(p.Data) && p.Data[p.Pos] == end {
+		p.Pos++
+		return append(b, end), true
+	}
+	for n := 0; ; n++ {
+		if n > 0 {
+			b = append(b, ',')
+		}
+		if open == '{' {
+			p.eSpace()
+			k, ok := p.eString(true)
+			if !ok || !r.newKey(k, base) {
+				return b, false
+			}
+			p.eSpace()
+			if p.Pos >= len(p.Data) || p.Data[p.Pos] != ':' {
+				return b, false
+			}
+			p.Pos++
+			b = append(AppendString(b, k), ':')
+		}
+		var ok bool
+		if b, ok = r.appendValue(b); !ok {
+			return b, false
+		}
+		p.eSpace()
+		if p.Pos >= len(p.Data) {
+			return b, false
+		}
+		switch p.Data[p.Pos] {
+		case ',':
+			p.Pos++
+		case end:
+			p.Pos++
+			return append(b, end), true
+		default:
+			return b, false
+		}
+	}
 }
 
 // End reads the end of the literal after the outermost container: white

@@ -64,6 +64,7 @@ func parse(format, source string, index int64, row []byte, how passes) (*record.
 		clear(w.turns) // no references into the row's text
 		w.turns = w.turns[:0]
 		w.xlamTools, w.haveTools = nil, false
+		w.xlamCalls, w.haveCalls = nil, false
 		w.parser = jsontree.Parser{} // no references into the row or its strings
 		if cap(w.json) <= 1<<20 {
 			workspaces.Put(w)
@@ -194,6 +195,8 @@ type workspace struct {
 	literal   func(string, jsontree.Inner) (jsontree.Value, bool)
 	xlamTools []record.Tool
 	haveTools bool
+	xlamCalls []record.Call // answers, when haveCalls
+	haveCalls bool
 	tools     []record.Tool
 	req       []string
 }

@@ -32,6 +32,14 @@ func parseXLAM(b *builder, row *jsontree.Value) error {
 			return err
 		}
 	}
+	if b.w != nil && b.w.haveCalls { // read with the row (xlamtools.go)
+		b.rec.Messages = make([]record.Message, 0, 2)
+		b.add(record.Message{Role: record.RoleUser, Content: query})
+		if len(b.w.xlamCalls) > 0 {
+			b.add(record.Message{Role: record.RoleAssistant, Calls: b.w.xlamCalls})
+		}
+		return nil
+	}
 	answers, err := embeddedJSON(b, row, "answers", "xlam")
 	if err != nil {
 		return err

@@ -31,18 +31,62 @@ const (
 // xlamLiteral is the row parser's Literal hook for xlam (see the comment
 // above): it takes "tools" when it reads it all.
 func (w *workspace) xlamLiteral(key string, r jsontree.Inner) (jsontree.Value, bool) {
-	if key != "tools" {
-		return jsontree.Value{}, false
-	}
 	at := len(w.json)
-	tools, ok := w.readTools(r)
-	if !ok || !r.End() {
-		w.json = w.json[:at]
+	switch key {
+	case "tools":
+		tools, ok := w.readTools(r)
+		if ok && r.End() {
+			w.xlamTools, w.haveTools = tools, true
+			// A placeholder: parseXLAM takes the tools from the workspace.
+			return jsontree.Value{Kind: jsontree.Array}, true
+		}
+	case "answers":
+		calls, ok := w.readCalls(r)
+		if ok && r.End() {
+			w.xlamCalls, w.haveCalls = calls, true
+			return jsontree.Value{Kind: jsontree.Array}, true
+		}
+	default:
 		return jsontree.Value{}, false
 	}
-	w.xlamTools, w.haveTools = tools, true
-	// A placeholder: parseXLAM takes the tools from the workspace.
-	return jsontree.Value{Kind: jsontree.Array}, true
+	w.json = w.json[:at]
+	return jsontree.Value{}, false
+}
+
+// readCalls reads xlam's answers, a list of {"name", "arguments"} calls
+// with arguments an object, as jsonCall reads each.
+func (w *workspace) readCalls(r jsontree.Inner) ([]record.Call, bool) {
+	if !r.Begin(jsontree.Array) {
+		return nil, false
+	}
+	var calls []record.Call
+	for r.More() {
+		var c record.Call
+		if !r.Begin(jsontree.Object) {
+			return nil, false
+		}
+		for r.More() {
+			switch r.Key() {
+			case "name":
+				c.Name = r.KeptString()
+			case "arguments":
+				// An object; anything else is jsonCall's to judge.
+				if r.Peek() != '{' {
+					return nil, false
+				}
+				at := len(w.json)
+				w.json = r.AppendValue(w.json)
+				c.Arguments = w.json[at:len(w.json):len(w.json)]
+			default:
+				return nil, false
+			}
+		}
+		if !r.OK() || c.Name == "" || c.Arguments == nil {
+			return nil, false
+		}
+		calls = append(calls, c)
+	}
+	return calls, r.OK()
 }
 
 // readTools reads a tool list; ok is false when it gave up.
