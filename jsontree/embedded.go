@@ -300,6 +300,7 @@ type innerState struct {
 	levels [innerLevels]innerLevel
 	// keys holds the keys of the open objects, for the duplicate check.
 	keys []string
+	high int // the most keys held
 }
 
 // innerLevels is how deeply an Inner's containers may nest (AppendValue
@@ -326,7 +327,7 @@ func (p *Parser) offerLiteral(key string) (Value, bool) {
 	v, ok := p.Literal(key, Inner{p})
 	p.depth, p.CopyStrings = depth, true
 	if keys := p.in.keys; cap(keys) <= 1024 {
-		clear(keys[:cap(keys)]) // no references into the text
+		clear(keys[:p.in.high]) // no references into the text
 		*kp = keys[:0]
 		keyStacks.Put(kp)
 	}
@@ -446,6 +447,7 @@ func (r Inner) newKey(k string, base int) bool {
 		}
 	}
 	in.keys = append(in.keys, k)
+	in.high = max(in.high, len(in.keys))
 	return true
 }
 
