@@ -299,8 +299,9 @@ type innerState struct {
 	n      int // open containers
 	levels [innerLevels]innerLevel
 	// keys holds the keys of the open objects, for the duplicate check.
-	keys []string
-	high int // the most keys held
+	keys   []string
+	high   int       // the most keys held
+	pooled *[]string // where keys came from (keyStacks), taken at the first key
 }
 
 // innerLevels is how deeply an Inner's containers may nest (AppendValue
@@ -321,17 +322,18 @@ func (p *Parser) offerLiteral(key string) (Value, bool) {
 	start, base := p.Pos, len(p.stack)
 	block, slabLen := unsafe.SliceData(p.slab), len(p.slab)
 	depth := p.depth
-	kp := keyStacks.Get().(*[]string)
-	p.in = innerState{keys: (*kp)[:0]}
+	p.in = innerState{}
 	p.Pos, p.depth, p.CopyStrings = start+1, 0, false
 	v, ok := p.Literal(key, Inner{p})
 	p.depth, p.CopyStrings = depth, true
-	if keys := p.in.keys; cap(keys) <= 1024 {
-		clear(keys[:p.in.high]) // no references into the text
-		*kp = keys[:0]
-		keyStacks.Put(kp)
+	if kp := p.in.pooled; kp != nil { // newKey took a list
+		if keys := p.in.keys; cap(keys) <= 1024 {
+			clear(keys[:p.in.high]) // no references into the text
+			*kp = keys[:0]
+			keyStacks.Put(kp)
+		}
+		p.in.keys, p.in.pooled = nil, nil
 	}
-	p.in.keys = nil
 	if ok && p.in.ended && !p.in.failed {
 		return v, true
 	}
@@ -439,6 +441,10 @@ func (r Inner) Key() string {
 // DuplicateKeys).
 func (r Inner) newKey(k string, base int) bool {
 	in := &r.p.in
+	if in.pooled == nil {
+		in.pooled = keyStacks.Get().(*[]string)
+		in.keys = (*in.pooled)[:0]
+	}
 	if !r.p.DuplicateKeys {
 		for _, o := range in.keys[base:] {
 			if o == k {
@@ -543,10 +549,14 @@ func (r Inner) appendContainer(b []byte, open byte) ([]byte, bool) {
 	}
 	p.depth++
 	base := len(in.keys)
-	defer func() {
-		p.depth--
-		in.keys = in.keys[:base]
-	}()
+	b, ok := r.appendBody(b, open, base)
+	p.depth--
+	in.keys = in.keys[:base]
+	return b, ok
+}
+
+func (r Inner) appendBody(b []byte, open byte, base int) ([]byte, bool) {
+	p := r.p
 	end := open + 2 // ] and } follow [ and { by two
 	b = append(b, open)
 	p.Pos++

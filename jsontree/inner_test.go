@@ -98,7 +98,7 @@ func TestInner(t *testing.T) {
 		{text: `[]`, taken: true},
 		{text: `{}`, taken: true},
 		{text: `[[[[[[[[[[1]]]]]]]]]]`, taken: true}, // deeper than Inner's own levels: AppendValue
-		{text: `{"a": "\u00e9"}`},                   // an inner \u escape
+		{text: `{"a": "\u00e9"}`},                    // an inner \u escape
 		{text: "[\"tab\tinside\"]"},
 		{text: `"a string"`},
 		{text: `42`},
