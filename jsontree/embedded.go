@@ -316,33 +316,34 @@ type innerLevel struct {
 
 // offerLiteral offers the string literal at Pos, the value of the
 // top-level member key, to the Literal hook. When the hook takes it, Pos
-// is after the literal; when not, the parser is as before the call, but
-// for unused bytes in the slab.
+// is after the literal and the slab holds the strings it kept; when not,
+// the parser is as before the call (what the hook wrote into the slab's
+// free part stays free).
 func (p *Parser) offerLiteral(key string) (Value, bool) {
-	start, base := p.Pos, len(p.stack)
-	block, slabLen := unsafe.SliceData(p.slab), len(p.slab)
-	depth := p.depth
-	p.in = innerState{}
-	p.Pos, p.depth, p.CopyStrings = start+1, 0, false
-	v, ok := p.Literal(key, Inner{p})
-	p.depth, p.CopyStrings = depth, true
-	if kp := p.in.pooled; kp != nil { // newKey took a list
-		if keys := p.in.keys; cap(keys) <= 1024 {
-			clear(keys[:p.in.high]) // no references into the text
+	// The hook reads through a pooled copy of the parser, so that p,
+	// which a hook could keep, does not move to the heap: every Parse
+	// would allocate its parser then.
+	ip := innerParsers.Get().(*Parser)
+	*ip = Parser{Data: p.Data, Pos: p.Pos + 1, DuplicateKeys: p.DuplicateKeys, Arena: p.Arena, slab: p.slab, stack: p.stack, high: p.high}
+	v, ok := p.Literal(key, Inner{ip})
+	ok = ok && ip.in.ended && !ip.in.failed
+	if ok {
+		p.Pos, p.slab = ip.Pos, ip.slab
+		p.high = max(p.high, ip.high)
+	}
+	if kp := ip.in.pooled; kp != nil { // newKey took a list
+		if keys := ip.in.keys; cap(keys) <= 1024 {
+			clear(keys[:ip.in.high]) // no references into the text
 			*kp = keys[:0]
 			keyStacks.Put(kp)
 		}
-		p.in.keys, p.in.pooled = nil, nil
 	}
-	if ok && p.in.ended && !p.in.failed {
-		return v, true
-	}
-	p.Pos, p.stack = start, p.stack[:base]
-	if unsafe.SliceData(p.slab) == block {
-		p.slab = p.slab[:slabLen]
-	}
-	return Value{}, false
+	*ip = Parser{}
+	innerParsers.Put(ip)
+	return v, ok
 }
+
+var innerParsers = sync.Pool{New: func() any { return new(Parser) }}
 
 var keyStacks = sync.Pool{New: func() any { s := make([]string, 0, 32); return &s }}
 

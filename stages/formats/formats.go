@@ -65,16 +65,12 @@ func parse(format, source string, index int64, row []byte, how passes) (*record.
 		w.turns = w.turns[:0]
 		w.xlamTools, w.haveTools = nil, false
 		w.xlamCalls, w.haveCalls = nil, false
-		w.parser = jsontree.Parser{} // no references into the row or its strings
 		if cap(w.json) <= 1<<20 {
 			workspaces.Put(w)
 		}
 	}()
 	// The Scanner reuses row, so strings are copied out of it.
-	// The parser lives in the workspace: its Literal hook is handed the
-	// parser, which would move it to the heap.
-	jp := &w.parser
-	*jp = jsontree.Parser{Data: row, CopyStrings: true, Arena: &w.arena}
+	jp := jsontree.Parser{Data: row, CopyStrings: true, Arena: &w.arena}
 	if format == "xlam" && how >= onePass {
 		jp.Embedded = xlamEmbedded
 		if how == direct {
@@ -189,7 +185,6 @@ type workspace struct {
 	json  []byte
 	turns []glaiveTurn // glaive's chat cut into turns
 
-	parser jsontree.Parser // the row's
 	// xlam's tool list read straight from the row (xlamtools.go): the
 	// hook, the tools when haveTools, and its scratch lists.
 	literal   func(string, jsontree.Inner) (jsontree.Value, bool)
