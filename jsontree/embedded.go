@@ -414,27 +414,39 @@ func (r Inner) More() bool {
 // Key reads an object member's key and its colon. A key the object has
 // had already fails, unless the Parser takes DuplicateKeys.
 func (r Inner) Key() string {
+	_, k := r.key(nil, false)
+	return k
+}
+
+// AppendKey is Key, appending the key's JSON form and a colon to b.
+func (r Inner) AppendKey(b []byte) ([]byte, string) { return r.key(b, true) }
+
+func (r Inner) key(b []byte, appendIt bool) ([]byte, string) {
 	p, in := r.p, &r.p.in
 	if in.failed || in.n == 0 || in.levels[in.n-1].close != '}' {
 		r.fail()
-		return ""
+		return b, ""
 	}
 	p.eSpace()
+	start := p.Pos
 	k, ok := p.eString(true)
 	if !ok {
 		r.fail()
-		return ""
+		return b, ""
 	}
 	if !r.newKey(k, in.levels[in.n-1].base) {
-		return ""
+		return b, ""
+	}
+	if appendIt {
+		b = append(p.appendQuoted(b, k, start), ':')
 	}
 	p.eSpace()
 	if p.Pos >= len(p.Data) || p.Data[p.Pos] != ':' {
 		r.fail()
-		return ""
+		return b, ""
 	}
 	p.Pos++
-	return k
+	return b, k
 }
 
 // newKey records key k of the object whose keys start at base, or fails
@@ -482,6 +494,21 @@ func (r Inner) str(keep bool) string {
 	return s
 }
 
+// appendQuoted appends the JSON form of s, the string eString has just
+// read from the literal that started at start. A string read without
+// escapes is its own JSON form, copied as it is: eString stops at quotes,
+// backslashes and control characters and checks UTF-8, the only things
+// AppendString would change. Every escape is longer than what it stands
+// for, so the lengths tell.
+func (p *Parser) appendQuoted(b []byte, s string, start int) []byte {
+	if len(s) == p.Pos-start-4 { // \" s \"
+		b = append(b, '"')
+		b = append(b, s...)
+		return append(b, '"')
+	}
+	return AppendString(b, s)
+}
+
 // Peek returns the first byte of the next value, after white space, or 0
 // when reading has failed or the text has ended.
 func (r Inner) Peek() byte {
@@ -523,8 +550,9 @@ func (r Inner) appendValue(b []byte) ([]byte, bool) {
 	case c == '{' || c == '[':
 		return r.appendContainer(b, c)
 	case c == '\\':
+		start := p.Pos
 		s, ok := p.eString(false)
-		return AppendString(b, s), ok
+		return p.appendQuoted(b, s, start), ok
 	case c == 't':
 		v, err = p.literal("true", True)
 	case c == 'f':
@@ -572,16 +600,17 @@ func (r Inner) appendBody(b []byte, open byte, base int) ([]byte, bool) {
 		}
 		if open == '{' {
 			p.eSpace()
+			start := p.Pos
 			k, ok := p.eString(true)
 			if !ok || !r.newKey(k, base) {
 				return b, false
 			}
+			b = append(p.appendQuoted(b, k, start), ':')
 			p.eSpace()
 			if p.Pos >= len(p.Data) || p.Data[p.Pos] != ':' {
 				return b, false
 			}
 			p.Pos++
-			b = append(AppendString(b, k), ':')
 		}
 		var ok bool
 		if b, ok = r.appendValue(b); !ok {

@@ -7,8 +7,9 @@ import (
 
 // walkInner reads one value through r (the outermost with depth ≥ 1, as
 // Inner reads only arrays and objects there): containers down to depth levels
-// token by token (Begin, More, Key), deeper ones and scalars with
-// AppendValue, strings (at even depths) with String. It appends the value
+// token by token (Begin, More, and Key or, at odd depths, AppendKey),
+// deeper ones and scalars with AppendValue, strings (at even depths) with
+// String. It appends the value
 // compact to b.
 func walkInner(r Inner, b []byte, depth int) []byte {
 	switch c := r.Peek(); {
@@ -25,7 +26,10 @@ func walkInner(r Inner, b []byte, depth int) []byte {
 			if n > 0 {
 				b = append(b, ',')
 			}
-			if k == Object {
+			switch {
+			case k == Object && depth%2 == 1:
+				b, _ = r.AppendKey(b)
+			case k == Object:
 				b = append(AppendString(b, r.Key()), ':')
 			}
 			b = walkInner(r, b, depth-1)
@@ -47,10 +51,14 @@ func innerAgrees(t *testing.T, row []byte, depth int) bool {
 	t.Helper()
 	old := Parser{Data: row, CopyStrings: true}
 	want, werr := old.Parse()
+	// Without the hook, or when it declines, "t" is read by the one-pass
+	// decoder (which FuzzEmbedded holds to the two passes).
+	one := Parser{Data: row, CopyStrings: true, Embedded: func(k string) bool { return k == "t" }}
+	wantOne, _ := one.Parse()
 	var got []byte
 	var arena Arena
 	data := append([]byte(nil), row...)
-	np := Parser{Data: data, CopyStrings: true, Arena: &arena, Literal: func(k string, r Inner) (Value, bool) {
+	np := Parser{Data: data, CopyStrings: true, Arena: &arena, Embedded: func(k string) bool { return k == "t" }, Literal: func(k string, r Inner) (Value, bool) {
 		if k != "t" {
 			return Value{}, false
 		}
@@ -64,8 +72,8 @@ func innerAgrees(t *testing.T, row []byte, depth int) bool {
 		if (werr == nil) != (err == nil) || werr != nil && werr.Error() != err.Error() {
 			t.Fatalf("%q: errors differ: without the hook %v, with %v", row, werr, err)
 		}
-		if werr == nil && string(Compact(&v)) != string(Compact(&want)) {
-			t.Fatalf("%q: without the hook %s, with %s", row, Compact(&want), Compact(&v))
+		if werr == nil && string(Compact(&v)) != string(Compact(&wantOne)) {
+			t.Fatalf("%q: without the hook %s, with %s", row, Compact(&wantOne), Compact(&v))
 		}
 		return false
 	}

@@ -191,14 +191,14 @@ type Parser struct {
 	// string, exactly as without Embedded.
 	Embedded func(key string) bool
 
-	// Literal, when set with CopyStrings (and without Spans), is offered
-	// each member of the top-level object whose value is a string literal,
-	// before Embedded: it reads the JSON text the literal holds through r
-	// (see Inner) and returns ok when it took the member, whose value is
-	// then v, and r has read the whole literal (Inner.End). Otherwise the
-	// literal is decoded as without Literal, and the hook must drop what it
-	// read: a reader that builds its own structures from text it knows
-	// (xlam's tool lists), leaving all else to the tree.
+	// Literal, when set with Embedded, is offered each member Embedded
+	// names, before the one-pass decoder: it reads the JSON text the
+	// literal holds through r (see Inner) and returns ok when it took the
+	// member, whose value is then v, and r has read the whole literal
+	// (Inner.End). Otherwise the literal is decoded as without Literal,
+	// and the hook must drop what it read: a reader that builds its own
+	// structures from text it knows (xlam's tool lists), leaving all else
+	// to the tree.
 	Literal func(key string, r Inner) (v Value, ok bool)
 
 	in innerState // the Literal hook's Inner
@@ -1009,17 +1009,15 @@ func (p *Parser) objectBody(base int) (Value, error) {
 		}
 		p.Pos++
 		var e Value
-		hooked := false
-		if (p.Embedded != nil || p.Literal != nil) && p.depth == 1 && p.embeddedAt() {
+		if p.Embedded != nil && p.depth == 1 && p.embeddedAt() && p.Embedded(k) {
+			hooked := false
 			if p.Literal != nil {
 				e, hooked = p.offerLiteral(k)
 			}
-			if !hooked && p.Embedded != nil && p.Embedded(k) {
+			if !hooked {
 				e, err = p.embeddedValue()
-				hooked = true
 			}
-		}
-		if !hooked {
+		} else {
 			e, err = p.value()
 		}
 		if err != nil {

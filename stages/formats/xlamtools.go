@@ -157,17 +157,17 @@ func (w *workspace) readFlatParameters(r jsontree.Inner) []byte {
 	}()
 	n := 0
 	for r.More() {
-		name := r.Key()
+		if n > 0 {
+			b = append(b, ',')
+		}
+		n++
+		var name string
+		b, name = r.AppendKey(b)
 		// A member "properties" holding objects would make the map read
 		// as a JSON Schema (isSchema).
 		if name == "properties" || !r.OK() {
 			return nil
 		}
-		if n > 0 {
-			b = append(b, ',')
-		}
-		n++
-		b = append(jsontree.AppendString(b, name), ':')
 		var optional, ok bool
 		if b, optional, ok = w.readParameter(r, b); !ok {
 			return nil
