@@ -309,9 +309,9 @@ type innerState struct {
 const innerLevels = 8
 
 type innerLevel struct {
-	close byte // ']' or '}'
-	first bool // no element read yet
-	base  int  // the object's keys start here in keys
+	close byte  // ']' or '}'
+	first bool  // no element read yet
+	base  int32 // the object's keys start here in keys
 }
 
 // offerLiteral offers the string literal at Pos, the value of the
@@ -338,7 +338,8 @@ func (p *Parser) offerLiteral(key string) (Value, bool) {
 			keyStacks.Put(kp)
 		}
 	}
-	*ip = Parser{}
+	// No references into the text or the caller's memory stay in the pool.
+	ip.Data, ip.slab, ip.stack, ip.Arena, ip.in.keys, ip.in.pooled = nil, nil, nil, nil, nil, nil
 	innerParsers.Put(ip)
 	return v, ok
 }
@@ -373,7 +374,7 @@ func (r Inner) Begin(k Kind) bool {
 	}
 	p.Pos++
 	p.depth++
-	in.levels[in.n] = innerLevel{close: open + 2, first: true, base: len(in.keys)} // ] and } follow [ and { by two
+	in.levels[in.n] = innerLevel{close: open + 2, first: true, base: int32(len(in.keys))} // ] and } follow [ and { by two
 	in.n++
 	return true
 }
@@ -394,7 +395,7 @@ func (r Inner) More() bool {
 	if c == l.close {
 		p.Pos++
 		p.depth--
-		in.keys = in.keys[:l.base]
+		in.keys = in.keys[:int(l.base)]
 		in.n--
 		return false
 	}
@@ -434,7 +435,7 @@ func (r Inner) key(b []byte, appendIt bool) ([]byte, string) {
 		r.fail()
 		return b, ""
 	}
-	if !r.newKey(k, in.levels[in.n-1].base) {
+	if !r.newKey(k, int(in.levels[in.n-1].base)) {
 		return b, ""
 	}
 	if appendIt {
