@@ -430,7 +430,7 @@ func (r Inner) key(b []byte, appendIt bool) ([]byte, string) {
 	}
 	p.eSpace()
 	start := p.Pos
-	k, ok := p.eString(true)
+	k, ok := p.eString(false) // a view: keys are not kept, so the known ones need not be shared
 	if !ok {
 		r.fail()
 		return b, ""
@@ -602,7 +602,7 @@ func (r Inner) appendBody(b []byte, open byte, base int) ([]byte, bool) {
 		if open == '{' {
 			p.eSpace()
 			start := p.Pos
-			k, ok := p.eString(true)
+			k, ok := p.eString(false)
 			if !ok || !r.newKey(k, base) {
 				return b, false
 			}
