@@ -5,8 +5,8 @@ import (
 	"github.com/augmentdata/augment/stages/record"
 )
 
-// xlam's tool lists read straight into the record's tools. A row's "tools"
-// text is most of an xlam row, and its tools nearly always have one shape:
+// xlam's tool lists read straight into the record's tools, and its answers
+// into calls. A row's "tools" text is most of an xlam row, and its tools nearly always have one shape:
 // {"name", "description", "parameters"} with parameters a flat map of
 // {"description", "type", "default"} objects (flatParameters). Such a list
 // is read token by token from the row's literal (jsontree.Inner, in the row
@@ -25,11 +25,11 @@ type passes uint8
 const (
 	twoPasses passes = iota // in passes of their own, after the row's
 	onePass                 // in the row parser's pass (jsontree.Parser.Embedded)
-	direct                  // tool lists read straight into tools (xlamLiteral), else onePass
+	direct                  // tools and answers read straight into the record (xlamLiteral), else onePass
 )
 
 // xlamLiteral is the row parser's Literal hook for xlam (see the comment
-// above): it takes "tools" when it reads it all.
+// above): it takes "tools" or "answers" when it reads the whole text.
 func (w *workspace) xlamLiteral(key string, r jsontree.Inner) (jsontree.Value, bool) {
 	at := len(w.json)
 	switch key {
