@@ -324,12 +324,11 @@ func (p *Parser) offerLiteral(key string) (Value, bool) {
 	// which a hook could keep, does not move to the heap: every Parse
 	// would allocate its parser then.
 	ip := innerParsers.Get().(*Parser)
-	*ip = Parser{Data: p.Data, Pos: p.Pos + 1, DuplicateKeys: p.DuplicateKeys, Arena: p.Arena, slab: p.slab, stack: p.stack, high: p.high}
+	*ip = Parser{Data: p.Data, Pos: p.Pos + 1, DuplicateKeys: p.DuplicateKeys, slab: p.slab}
 	v, ok := p.Literal(key, Inner{ip})
 	ok = ok && ip.in.ended && !ip.in.failed
 	if ok {
 		p.Pos, p.slab = ip.Pos, ip.slab
-		p.high = max(p.high, ip.high)
 	}
 	if kp := ip.in.pooled; kp != nil { // newKey took a list
 		if keys := ip.in.keys; cap(keys) <= 1024 {
@@ -339,7 +338,7 @@ func (p *Parser) offerLiteral(key string) (Value, bool) {
 		}
 	}
 	// No references into the text or the caller's memory stay in the pool.
-	ip.Data, ip.slab, ip.stack, ip.Arena, ip.in.keys, ip.in.pooled = nil, nil, nil, nil, nil, nil
+	ip.Data, ip.slab, ip.in.keys, ip.in.pooled = nil, nil, nil, nil
 	innerParsers.Put(ip)
 	return v, ok
 }
