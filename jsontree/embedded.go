@@ -281,14 +281,16 @@ func (p *Parser) eString(key bool) (string, bool) {
 // returns are valid until the row's Parse returns, except those of
 // KeptString, which are the row's own (see Parser.CopyStrings).
 //
-// Reading goes: Begin opens an array or object; More says whether another
-// element follows (false: the container has closed); in an object each
-// element starts with Key; String, KeptString and AppendValue read a
-// value; End, after the outermost container, reads the literal's closing
-// quote.
+// Reading goes: Begin opens an array or object (the outermost value must
+// be one); More says whether another element follows (false: the
+// container has closed); in an object each element starts with Key or
+// AppendKey; Peek shows a value's first byte; String, KeptString and
+// AppendValue (any value, written compact) read a value; End, after the
+// outermost container, reads the literal's closing quote.
 //
-// An Inner is a handle on its Parser, whose state it reads and keeps
-// (innerState): passed by value, it costs no allocation.
+// An Inner is a handle on a pooled copy of the Parser (offerLiteral),
+// whose state it reads and keeps (innerState): passed by value, it costs
+// no allocation.
 type Inner struct{ p *Parser }
 
 // innerState is an Inner's state, kept in the Parser.
