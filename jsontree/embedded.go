@@ -1,6 +1,7 @@
 package jsontree
 
 import (
+	"sync"
 	"unicode/utf8"
 	"unsafe"
 
@@ -269,4 +270,382 @@ func (p *Parser) eString(key bool) (string, bool) {
 		}
 		plain = i
 	}
+}
+
+// An Inner reads, token by token, the JSON text held in a string literal,
+// for a Parser's Literal hook: a reader that turns the text straight into
+// its own structures instead of a tree. It reads what the one-pass decoder
+// reads (the same escapes, white space and checks: duplicate keys, nesting
+// depth, valid UTF-8), and gives up where it gives up. A failure is sticky:
+// every later call returns a zero value, and OK reports it. The strings it
+// returns are valid until the row's Parse returns, except those of
+// KeptString, which are the row's own (see Parser.CopyStrings).
+//
+// Reading goes: Begin opens an array or object (the outermost value must
+// be one); More says whether another element follows (false: the
+// container has closed); in an object each element starts with Key or
+// AppendKey; Peek shows a value's first byte; String, KeptString and
+// AppendValue (any value, written compact) read a value; End, after the
+// outermost container, reads the literal's closing quote.
+//
+// An Inner is a handle on a pooled copy of the Parser (offerLiteral),
+// whose state it reads and keeps (innerState): passed by value, it costs
+// no allocation.
+type Inner struct{ p *Parser }
+
+// innerState is an Inner's state, kept in the Parser.
+type innerState struct {
+	failed bool
+	began  bool // the outermost container has been opened
+	ended  bool
+	n      int // open containers
+	levels [innerLevels]innerLevel
+	// keys holds the keys of the open objects, for the duplicate check.
+	keys   []string
+	high   int       // the most keys held
+	pooled *[]string // where keys came from (keyStacks), taken at the first key
+}
+
+// innerLevels is how deeply an Inner's containers may nest (AppendValue
+// reads deeper values whole, up to MaxDepth).
+const innerLevels = 8
+
+type innerLevel struct {
+	close byte  // ']' or '}'
+	first bool  // no element read yet
+	base  int32 // the object's keys start here in keys
+}
+
+// offerLiteral offers the string literal at Pos, the value of the
+// top-level member key, to the Literal hook. When the hook takes it, Pos
+// is after the literal and the slab holds the strings it kept; when not,
+// the parser is as before the call (what the hook wrote into the slab's
+// free part stays free).
+func (p *Parser) offerLiteral(key string) (Value, bool) {
+	// The hook reads through a pooled copy of the parser, so that p,
+	// which a hook could keep, does not move to the heap: every Parse
+	// would allocate its parser then.
+	ip := innerParsers.Get().(*Parser)
+	*ip = Parser{Data: p.Data, Pos: p.Pos + 1, DuplicateKeys: p.DuplicateKeys, slab: p.slab}
+	v, ok := p.Literal(key, Inner{ip})
+	ok = ok && ip.in.ended && !ip.in.failed
+	if ok {
+		p.Pos, p.slab = ip.Pos, ip.slab
+	}
+	if kp := ip.in.pooled; kp != nil { // newKey took a list
+		if keys := ip.in.keys; cap(keys) <= 1024 {
+			clear(keys[:ip.in.high]) // no references into the text
+			*kp = keys[:0]
+			keyStacks.Put(kp)
+		}
+	}
+	// No references into the text or the caller's memory stay in the pool.
+	ip.Data, ip.slab, ip.in.keys, ip.in.pooled = nil, nil, nil, nil
+	innerParsers.Put(ip)
+	return v, ok
+}
+
+var innerParsers = sync.Pool{New: func() any { return new(Parser) }}
+
+var keyStacks = sync.Pool{New: func() any { s := make([]string, 0, 32); return &s }}
+
+// OK reports whether everything read so far was read.
+func (r Inner) OK() bool { return !r.p.in.failed }
+
+// fail marks the reading failed and returns false.
+func (r Inner) fail() bool {
+	r.p.in.failed = true
+	return false
+}
+
+// Begin opens an array (k Array) or object (k Object).
+func (r Inner) Begin(k Kind) bool {
+	p, in := r.p, &r.p.in
+	if in.failed || in.n == 0 && in.began {
+		return r.fail()
+	}
+	in.began = true
+	p.eSpace()
+	open := byte('[')
+	if k == Object {
+		open = '{'
+	}
+	if p.Pos >= len(p.Data) || p.Data[p.Pos] != open || in.n == innerLevels || p.depth >= MaxDepth {
+		return r.fail()
+	}
+	p.Pos++
+	p.depth++
+	in.levels[in.n] = innerLevel{close: open + 2, first: true, base: int32(len(in.keys))} // ] and } follow [ and { by two
+	in.n++
+	return true
+}
+
+// More reports whether another element of the innermost open container
+// follows; false means it has closed (or reading failed).
+func (r Inner) More() bool {
+	p, in := r.p, &r.p.in
+	if in.failed || in.n == 0 {
+		return r.fail()
+	}
+	l := &in.levels[in.n-1]
+	p.eSpace()
+	if p.Pos >= len(p.Data) {
+		return r.fail()
+	}
+	c := p.Data[p.Pos]
+	if c == l.close {
+		p.Pos++
+		p.depth--
+		in.keys = in.keys[:int(l.base)]
+		in.n--
+		return false
+	}
+	if l.first {
+		l.first = false
+		return true
+	}
+	if c != ',' {
+		return r.fail()
+	}
+	p.Pos++
+	// After a comma a value must follow, not the closing bracket: the
+	// value's reader fails on it.
+	return true
+}
+
+// Key reads an object member's key and its colon. A key the object has
+// had already fails, unless the Parser takes DuplicateKeys.
+func (r Inner) Key() string {
+	_, k := r.key(nil, false)
+	return k
+}
+
+// AppendKey is Key, appending the key's JSON form and a colon to b.
+func (r Inner) AppendKey(b []byte) ([]byte, string) { return r.key(b, true) }
+
+func (r Inner) key(b []byte, appendIt bool) ([]byte, string) {
+	p, in := r.p, &r.p.in
+	if in.failed || in.n == 0 || in.levels[in.n-1].close != '}' {
+		r.fail()
+		return b, ""
+	}
+	p.eSpace()
+	start := p.Pos
+	k, ok := p.eString(false) // a view: keys are not kept, so the known ones need not be shared
+	if !ok {
+		r.fail()
+		return b, ""
+	}
+	if !r.newKey(k, int(in.levels[in.n-1].base)) {
+		return b, ""
+	}
+	if appendIt {
+		b = append(p.appendQuoted(b, k, start), ':')
+	}
+	p.eSpace()
+	if p.Pos >= len(p.Data) || p.Data[p.Pos] != ':' {
+		r.fail()
+		return b, ""
+	}
+	p.Pos++
+	return b, k
+}
+
+// newKey records key k of the object whose keys start at base, or fails
+// when the object has had it already (unless the Parser takes
+// DuplicateKeys).
+func (r Inner) newKey(k string, base int) bool {
+	in := &r.p.in
+	if in.pooled == nil {
+		in.pooled = keyStacks.Get().(*[]string)
+		in.keys = (*in.pooled)[:0]
+	}
+	if !r.p.DuplicateKeys {
+		for _, o := range in.keys[base:] {
+			if o == k {
+				return r.fail()
+			}
+		}
+	}
+	in.keys = append(in.keys, k)
+	in.high = max(in.high, len(in.keys))
+	return true
+}
+
+// String reads a string value, valid until the row's Parse returns.
+func (r Inner) String() string { return r.str(false) }
+
+// KeptString reads a string value that stays valid after Parse, as the
+// Parser's other strings do (copied out of Data).
+func (r Inner) KeptString() string { return r.str(true) }
+
+func (r Inner) str(keep bool) string {
+	p := r.p
+	if p.in.failed || p.in.n == 0 {
+		r.fail()
+		return ""
+	}
+	p.eSpace()
+	p.CopyStrings = keep
+	s, ok := p.eString(false)
+	p.CopyStrings = false
+	if !ok {
+		r.fail()
+		return ""
+	}
+	return s
+}
+
+// appendQuoted appends the JSON form of s, the string eString has just
+// read from the literal that started at start. A string read without
+// escapes is its own JSON form, copied as it is: eString stops at quotes,
+// backslashes and control characters and checks UTF-8, the only things
+// AppendString would change. Every escape is longer than what it stands
+// for, so the lengths tell.
+func (p *Parser) appendQuoted(b []byte, s string, start int) []byte {
+	if len(s) == p.Pos-start-4 { // \" s \"
+		b = append(b, '"')
+		b = append(b, s...)
+		return append(b, '"')
+	}
+	return AppendString(b, s)
+}
+
+// Peek returns the first byte of the next value, after white space, or 0
+// when reading has failed or the text has ended.
+func (r Inner) Peek() byte {
+	p := r.p
+	if p.in.failed {
+		return 0
+	}
+	p.eSpace()
+	if p.Pos >= len(p.Data) {
+		return 0
+	}
+	return p.Data[p.Pos]
+}
+
+// AppendValue reads any value and appends it to b as AppendCompact would
+// append its tree, without building the tree: eValue's grammar, written
+// as it is read.
+func (r Inner) AppendValue(b []byte) []byte {
+	if r.p.in.failed || r.p.in.n == 0 {
+		r.fail()
+		return b
+	}
+	b, ok := r.appendValue(b)
+	if !ok {
+		r.fail()
+	}
+	return b
+}
+
+func (r Inner) appendValue(b []byte) ([]byte, bool) {
+	p := r.p
+	p.eSpace()
+	if p.Pos >= len(p.Data) {
+		return b, false
+	}
+	var v Value
+	var err error
+	switch c := p.Data[p.Pos]; {
+	case c == '{' || c == '[':
+		return r.appendContainer(b, c)
+	case c == '\\':
+		start := p.Pos
+		s, ok := p.eString(false)
+		return p.appendQuoted(b, s, start), ok
+	case c == 't':
+		v, err = p.literal("true", True)
+	case c == 'f':
+		v, err = p.literal("false", False)
+	case c == 'n':
+		v, err = p.literal("null", Null)
+	case c == '-' || (c >= '0' && c <= '9'):
+		v, err = p.number()
+	default:
+		return b, false
+	}
+	if err != nil {
+		return b, false
+	}
+	return AppendCompact(b, &v), true
+}
+
+// appendContainer is eContainer and eBody, written as read.
+func (r Inner) appendContainer(b []byte, open byte) ([]byte, bool) {
+	p, in := r.p, &r.p.in
+	if p.depth >= MaxDepth {
+		return b, false
+	}
+	p.depth++
+	base := len(in.keys)
+	b, ok := r.appendBody(b, open, base)
+	p.depth--
+	in.keys = in.keys[:base]
+	return b, ok
+}
+
+func (r Inner) appendBody(b []byte, open byte, base int) ([]byte, bool) {
+	p := r.p
+	end := open + 2 // ] and } follow [ and { by two
+	b = append(b, open)
+	p.Pos++
+	p.eSpace()
+	if p.Pos < len(p.Data) && p.Data[p.Pos] == end {
+		p.Pos++
+		return append(b, end), true
+	}
+	for n := 0; ; n++ {
+		if n > 0 {
+			b = append(b, ',')
+		}
+		if open == '{' {
+			p.eSpace()
+			start := p.Pos
+			k, ok := p.eString(false)
+			if !ok || !r.newKey(k, base) {
+				return b, false
+			}
+			b = append(p.appendQuoted(b, k, start), ':')
+			p.eSpace()
+			if p.Pos >= len(p.Data) || p.Data[p.Pos] != ':' {
+				return b, false
+			}
+			p.Pos++
+		}
+		var ok bool
+		if b, ok = r.appendValue(b); !ok {
+			return b, false
+		}
+		p.eSpace()
+		if p.Pos >= len(p.Data) {
+			return b, false
+		}
+		switch p.Data[p.Pos] {
+		case ',':
+			p.Pos++
+		case end:
+			p.Pos++
+			return append(b, end), true
+		default:
+			return b, false
+		}
+	}
+}
+
+// End reads the end of the literal after the outermost container: white
+// space, then the closing quote.
+func (r Inner) End() bool {
+	p, in := r.p, &r.p.in
+	if in.failed || !in.began || in.ended || in.n != 0 || p.depth != 0 {
+		return r.fail()
+	}
+	p.eSpace()
+	if p.Pos >= len(p.Data) || p.Data[p.Pos] != '"' {
+		return r.fail()
+	}
+	p.Pos++
+	in.ended = true
+	return true
 }

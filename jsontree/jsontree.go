@@ -190,6 +190,18 @@ type Parser struct {
 	// decoder leaves to the two passes (see embedded.go), gives the
 	// string, exactly as without Embedded.
 	Embedded func(key string) bool
+
+	// Literal, when set with Embedded, is offered each member Embedded
+	// names, before the one-pass decoder: it reads the JSON text the
+	// literal holds through r (see Inner) and returns ok when it took the
+	// member, whose value is then v, and r has read the whole literal
+	// (Inner.End). Otherwise the literal is decoded as without Literal,
+	// and the hook must drop what it read: a reader that builds its own
+	// structures from text it knows (xlam's tool lists), leaving all else
+	// to the tree.
+	Literal func(key string, r Inner) (v Value, ok bool)
+
+	in innerState // the Literal hook's Inner
 }
 
 // Parse decodes data, which must hold exactly one JSON value. The values
@@ -998,7 +1010,13 @@ func (p *Parser) objectBody(base int) (Value, error) {
 		p.Pos++
 		var e Value
 		if p.Embedded != nil && p.depth == 1 && p.embeddedAt() && p.Embedded(k) {
-			e, err = p.embeddedValue()
+			hooked := false
+			if p.Literal != nil {
+				e, hooked = p.offerLiteral(k)
+			}
+			if !hooked {
+				e, err = p.embeddedValue()
+			}
 		} else {
 			e, err = p.value()
 		}

@@ -257,18 +257,15 @@ func BenchmarkXLAMPasses(b *testing.B) {
 			n += len(row)
 		}
 	}
-	for _, onePass := range []bool{true, false} {
-		name := "two"
-		if onePass {
-			name = "one"
-		}
+	for _, how := range []passes{direct, onePass, twoPasses} {
+		name := [...]string{"two", "one", "direct"}[how]
 		b.Run(name, func(b *testing.B) {
 			b.SetBytes(int64(n))
 			b.ReportAllocs()
 			cpu0 := cputime.Process()
 			for range b.N {
 				for i, r := range rows {
-					parse("xlam", "bench", int64(i), r, onePass)
+					parse("xlam", "bench", int64(i), r, how)
 				}
 			}
 			if cpu := cputime.Process() - cpu0; cpu > 0 {

@@ -44,13 +44,12 @@ func reject(reason, format string, args ...any) *contract.Reject {
 // TestParseOutputPassesCheck hold every reader to it: a reader that can
 // return text or JSON of another kind must repair it or reject the row.
 func Parse(format, source string, index int64, row []byte) (*record.Record, error) {
-	return parse(format, source, index, row, true)
+	return parse(format, source, index, row, direct)
 }
 
-// parse is Parse; onePass lets the row parser decode the JSON texts xlam
-// holds in strings in the same pass (jsontree.Parser.Embedded), which the
-// fuzz targets compare with the two passes.
-func parse(format, source string, index int64, row []byte, onePass bool) (*record.Record, error) {
+// parse is Parse; how says how the JSON texts xlam holds in strings are
+// decoded (see passes), which the fuzz targets compare.
+func parse(format, source string, index int64, row []byte, how passes) (*record.Record, error) {
 	if !slices.Contains(Formats(), format) {
 		return nil, fmt.Errorf("formats: unknown format %q (want one of %s)", format, strings.Join(Formats(), ", "))
 	}
@@ -64,14 +63,19 @@ func parse(format, source string, index int64, row []byte, onePass bool) (*recor
 		w.json = w.json[:0]
 		clear(w.turns) // no references into the row's text
 		w.turns = w.turns[:0]
+		w.xlamTools, w.haveTools = nil, false
+		w.xlamCalls, w.haveCalls = nil, false
 		if cap(w.json) <= 1<<20 {
 			workspaces.Put(w)
 		}
 	}()
 	// The Scanner reuses row, so strings are copied out of it.
 	jp := jsontree.Parser{Data: row, CopyStrings: true, Arena: &w.arena}
-	if format == "xlam" && onePass {
+	if format == "xlam" && how >= onePass {
 		jp.Embedded = xlamEmbedded
+		if how == direct {
+			jp.Literal = w.literal
+		}
 	}
 	v, err := jp.Parse()
 	if err != nil {
@@ -180,9 +184,23 @@ type workspace struct {
 	arena jsontree.Arena
 	json  []byte
 	turns []glaiveTurn // glaive's chat cut into turns
+
+	// xlam's tool list read straight from the row (xlamtools.go): the
+	// hook, the tools when haveTools, and its scratch lists.
+	literal   func(string, jsontree.Inner) (jsontree.Value, bool)
+	xlamTools []record.Tool
+	haveTools bool
+	xlamCalls []record.Call // answers, when haveCalls
+	haveCalls bool
+	tools     []record.Tool
+	req       []string
 }
 
-var workspaces = sync.Pool{New: func() any { return new(workspace) }}
+var workspaces = sync.Pool{New: func() any {
+	w := new(workspace)
+	w.literal = w.xlamLiteral
+	return w
+}}
 
 // compact returns v as compact JSON: in the workspace's buffer, valid until
 // Parse returns unless keepJSON copies it out, or, with a nil workspace,

@@ -158,11 +158,13 @@ func FuzzToolACETurns(f *testing.F) {
 // are decoded in the row parser's pass or in passes of their own.
 func sameInOnePass(t *testing.T, row string) {
 	t.Helper()
-	one, err1 := parse("xlam", "f", 1, []byte(row), true)
-	two, err2 := parse("xlam", "f", 1, []byte(row), false)
-	a, _ := json.Marshal(one)
+	two, err2 := parse("xlam", "f", 1, []byte(row), twoPasses)
 	b, _ := json.Marshal(two)
-	if fmt.Sprintf("%#v", err1) != fmt.Sprintf("%#v", err2) || string(a) != string(b) {
-		t.Fatalf("one pass: %s, %#v\ntwo passes: %s, %#v", a, err1, b, err2)
+	for _, how := range []passes{onePass, direct} {
+		one, err1 := parse("xlam", "f", 1, []byte(row), how)
+		a, _ := json.Marshal(one)
+		if fmt.Sprintf("%#v", err1) != fmt.Sprintf("%#v", err2) || string(a) != string(b) {
+			t.Fatalf("passes %d: %s, %#v\ntwo passes: %s, %#v", how, a, err1, b, err2)
+		}
 	}
 }

@@ -21,12 +21,24 @@ func parseXLAM(b *builder, row *jsontree.Value) error {
 	if !ok || !row.Has("query") {
 		return reject("xlam_bad_field", "the row has no query string")
 	}
-	tools, err := embeddedJSON(b, row, "tools", "xlam")
-	if err != nil {
-		return err
+	if b.w != nil && b.w.haveTools { // read with the row (xlamtools.go)
+		b.rec.Tools = b.w.xlamTools
+	} else {
+		tools, err := embeddedJSON(b, row, "tools", "xlam")
+		if err != nil {
+			return err
+		}
+		if b.rec.Tools, err = toolsFromArray(b.w, &tools, "tools"); err != nil {
+			return err
+		}
 	}
-	if b.rec.Tools, err = toolsFromArray(b.w, &tools, "tools"); err != nil {
-		return err
+	if b.w != nil && b.w.haveCalls { // read with the row (xlamtools.go)
+		b.rec.Messages = make([]record.Message, 0, 2)
+		b.add(record.Message{Role: record.RoleUser, Content: query})
+		if len(b.w.xlamCalls) > 0 {
+			b.add(record.Message{Role: record.RoleAssistant, Calls: b.w.xlamCalls})
+		}
+		return nil
 	}
 	answers, err := embeddedJSON(b, row, "answers", "xlam")
 	if err != nil {

@@ -1,0 +1,158 @@
+package jsontree
+
+import (
+	"encoding/json"
+	"testing"
+)
+
+// walkInner reads one value through r (the outermost with depth ≥ 1, as
+// Inner reads only arrays and objects there): containers down to depth levels
+// token by token (Begin, More, and Key or, at odd depths, AppendKey),
+// deeper ones and scalars with AppendValue, strings (at even depths) with
+// String. It appends the value
+// compact to b.
+func walkInner(r Inner, b []byte, depth int) []byte {
+	switch c := r.Peek(); {
+	case depth > 0 && (c == '[' || c == '{'):
+		k, open, close := Array, byte('['), byte(']')
+		if c == '{' {
+			k, open, close = Object, '{', '}'
+		}
+		if !r.Begin(k) {
+			return b
+		}
+		b = append(b, open)
+		for n := 0; r.More(); n++ {
+			if n > 0 {
+				b = append(b, ',')
+			}
+			switch {
+			case k == Object && depth%2 == 1:
+				b, _ = r.AppendKey(b)
+			case k == Object:
+				b = append(AppendString(b, r.Key()), ':')
+			}
+			b = walkInner(r, b, depth-1)
+		}
+		return append(b, close)
+	case c == '\\' && depth%2 == 0:
+		return AppendString(b, r.String())
+	}
+	return r.AppendValue(b)
+}
+
+// innerAgrees decodes row, {"t": <lit>, …}, with a Literal hook that reads
+// "t" through an Inner (walkInner to depth levels) and checks it against
+// the two passes: when the hook takes the literal, the text decodes to an
+// array or object whose compact form is what the hook wrote, and the rest
+// of the row decodes as without the hook; when it does not, the row
+// decodes exactly as without it. It reports whether the hook took it.
+func innerAgrees(t *testing.T, row []byte, depth int) bool {
+	t.Helper()
+	old := Parser{Data: row, CopyStrings: true}
+	want, werr := old.Parse()
+	// Without the hook, or when it declines, "t" is read by the one-pass
+	// decoder (which FuzzEmbedded holds to the two passes).
+	one := Parser{Data: row, CopyStrings: true, Embedded: func(k string) bool { return k == "t" }}
+	wantOne, _ := one.Parse()
+	var got []byte
+	var arena Arena
+	data := append([]byte(nil), row...)
+	np := Parser{Data: data, CopyStrings: true, Arena: &arena, Embedded: func(k string) bool { return k == "t" }, Literal: func(k string, r Inner) (Value, bool) {
+		if k != "t" {
+			return Value{}, false
+		}
+		got = walkInner(r, nil, depth)
+		return Value{Kind: Null}, r.End()
+	}}
+	v, err := np.Parse()
+	clear(data)
+	taken := err == nil && v.Get("t") != nil && v.Get("t").Kind == Null && want.Get("t") != nil && want.Get("t").Kind == String
+	if !taken {
+		if (werr == nil) != (err == nil) || werr != nil && werr.Error() != err.Error() {
+			t.Fatalf("%q: errors differ: without the hook %v, with %v", row, werr, err)
+		}
+		if werr == nil && string(Compact(&v)) != string(Compact(&wantOne)) {
+			t.Fatalf("%q: without the hook %s, with %s", row, Compact(&wantOne), Compact(&v))
+		}
+		return false
+	}
+	if werr != nil {
+		t.Fatalf("%q: the hook took the literal of a row that does not decode: %v", row, werr)
+	}
+	inner, ierr := ParseString(want.Get("t").Str)
+	if ierr != nil || (inner.Kind != Array && inner.Kind != Object) || old.BadUTF8 || old.LoneSurrogate {
+		t.Fatalf("%q: the hook took a literal the one-pass decoder leaves (%v)", row, ierr)
+	}
+	if string(got) != string(Compact(&inner)) {
+		t.Fatalf("%q: the hook wrote %s, the two passes give %s", row, got, Compact(&inner))
+	}
+	*want.Get("t") = Value{Kind: Null}
+	if string(Compact(&v)) != string(Compact(&want)) {
+		t.Fatalf("%q: the rest of the row: %s, want %s", row, Compact(&v), Compact(&want))
+	}
+	return true
+}
+
+func TestInner(t *testing.T) {
+	for _, c := range []struct {
+		text     string
+		taken    bool
+		rawEmbed string // the literal's raw body instead of text, when set
+	}{
+		{text: `[{"name": "f", "arguments": {"a": [1, -2.5e3, true, false, null], "b": "x"}}]`, taken: true},
+		{text: `{"k": "with \"quotes\" and \\ and \/ and \n\t\r\b\f", "n": {}}`, taken: true},
+		{text: " \n\t[ 1 , {\"城市\": \"台北\"} ]\r\n ", taken: true},
+		{text: `[]`, taken: true},
+		{text: `{}`, taken: true},
+		{text: `[[[[[[[[[[1]]]]]]]]]]`, taken: true}, // deeper than Inner's own levels: AppendValue
+		{text: `{"a": "\u00e9"}`},                    // an inner \u escape
+		{text: "[\"tab\tinside\"]"},
+		{text: `"a string"`},
+		{text: `42`},
+		{text: `[1, 2`},
+		{text: `[1, ]`},
+		{text: `{"a": 1, }`},
+		{text: `{"a": 1, "a": 2}`},
+		{text: `{"a": {"b": 1, "b": 2}}`},
+		{text: `[1] x`},
+		{text: `[1] [2]`},
+		{text: `{"a": 1}`, rawEmbed: `{\"a\": \u0031}`},
+		{text: `["/"]`, rawEmbed: `[\"\/\"]`, taken: true},
+		{text: "[\"\xff\"]", rawEmbed: "[\\\"\xff\\\"]"},
+		{text: `[1]`, rawEmbed: "[1\t]"},
+		{text: `[1]`, rawEmbed: `[1`},
+	} {
+		row := embeddedRow(c.text)
+		if c.rawEmbed != "" {
+			row = []byte(`{"a": 1, "t": "` + c.rawEmbed + `", "z": null}`)
+		}
+		for depth := 1; depth <= 4; depth++ {
+			if got := innerAgrees(t, row, depth); got != c.taken {
+				t.Errorf("%s, depth %d: taken %v, want %v", row, depth, got, c.taken)
+			}
+		}
+	}
+}
+
+// FuzzInner checks Inner against the two passes (innerAgrees), reading
+// the text token by token to several depths.
+func FuzzInner(f *testing.F) {
+	for _, s := range []string{`[{"name": "f", "arguments": {"a": [1, 2.5], "b": "x\"y\\z"}}]`, `{"a": "\n\u00e9\ud83d\ude00"}`, " [1,\n2] ", `{"a":{"b":[]}}`, `{"a":1,"b":{"a":2,"b":[{"a":3}]}}`} {
+		f.Add(s, false, uint8(2))
+	}
+	for _, s := range []string{`[\"a\\\\\"]`, `{\"a\": \"\\\/\"}`, `[1\n,\t2]`, `[\u005b]`, `{\"k\": \"v\\u00e9\"}`} {
+		f.Add(s, true, uint8(1))
+	}
+	f.Fuzz(func(t *testing.T, s string, raw bool, depth uint8) {
+		row := embeddedRow(s)
+		if raw {
+			row = []byte(`{"t": "` + s + `"}`)
+		}
+		innerAgrees(t, row, int(depth%12)+1)
+		if !raw {
+			q, _ := json.Marshal(s)
+			innerAgrees(t, []byte(`{"t":`+string(q)+`}`), int(depth%12)+1)
+		}
+	})
+}

@@ -1,0 +1,136 @@
+package formats
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/augmentdata/augment/jsontree"
+)
+
+// readsDirect reports whether the row parser took row's tool list and
+// answers through xlamLiteral.
+func readsDirect(t *testing.T, row []byte) bool {
+	t.Helper()
+	tools, calls := direct2(row)
+	return tools && calls
+}
+
+// direct2 reports whether the row parser took row's tool list, and its
+// answers, through xlamLiteral.
+func direct2(row []byte) (tools, calls bool) {
+	w := workspaces.New().(*workspace)
+	p := jsontree.Parser{Data: row, CopyStrings: true, Arena: &w.arena, Embedded: xlamEmbedded, Literal: w.literal}
+	if _, err := p.Parse(); err != nil {
+		return false, false
+	}
+	return w.haveTools, w.haveCalls
+}
+
+// TestXLAMDirect holds the direct reader to the tree on rows at the edges
+// of what it takes: each row gives the same record or reject all three
+// ways (sameInOnePass), and the reader takes or leaves the tools and the
+// answers as listed.
+func TestXLAMDirect(t *testing.T) {
+	tool := func(params string) string {
+		return `[{"name": "f", "description": "d", "parameters": ` + params + `}]`
+	}
+	call := `[{"name": "f", "arguments": {"a": 1}}]`
+	for _, c := range []struct {
+		name           string
+		tools, answers string
+		takeTools      bool
+		takeCalls      bool
+	}{
+		{"flat, every kind of type", tool(`{"a": {"description": "x", "type": "str"}, "b": {"type": "List[int]"}, "c": {"type": "Optional[Dict[str, Any]]"}, "d": {"type": "Union[int, float], optional", "default": 1.50}, "e": {"type": "integer"}, "f": {"type": "Tuple[float, float]"}, "g": {"type": "weird thing"}, "h": {}}`), call, true, true},
+		{"defaults of every kind", tool(`{"a": {"type": "str", "default": {"k": [1, "two", null, true, false, -0.5e3]}}, "b": {"default": "with \"quotes\", \\ and\nlines\t/"}}`), call, true, true},
+		{"escapes in names and descriptions", `[{"name": "f", "description": "say \"hi\"\n\tnow \/ \\", "parameters": {"x\"y": {"description": "\\"}}}]`, call, true, true},
+		{"Chinese text", `[{"name": "f", "description": "生成发票", "parameters": {"客户": {"description": "客户名称", "type": "str"}}}]`, `[{"name": "f", "arguments": {"客户": "约翰"}}]`, true, true},
+		{"no parameters, empty map, empty list", `[{"name": "f"}, {"name": "g", "parameters": {}}]`, `[]`, true, true},
+		{"no tools", `[]`, `[]`, true, true},
+		{"a parameter called type", tool(`{"type": {"type": "str"}}`), call, true, true},
+		{"the same tool twice", `[{"name": "f", "parameters": {}}, {"name": "f", "parameters": {}}]`, call, true, true},
+		{"a parameter called properties", tool(`{"properties": {"type": "str"}}`), call, false, true},
+		{"a JSON Schema", tool(`{"type": "object", "properties": {"a": {"type": "string"}}}`), call, false, true},
+		{"a sub-schema", tool(`{"a": {"type": "array", "items": {"type": "str"}}}`), call, false, true},
+		{"required in a parameter", tool(`{"a": {"type": "str", "required": true}}`), call, false, true},
+		{"required null in a parameter", tool(`{"a": {"type": "str", "required": null}}`), call, false, true},
+		{"a type list", tool(`{"a": {"type": ["str", "null"]}}`), call, false, true},
+		{"parameters null", tool(`null`), call, false, true},
+		{"parameters a list", tool(`[1]`), call, false, true},
+		{"a parameter not an object", tool(`{"a": "str"}`), call, false, true},
+		{"an OpenAI tool", `[{"type": "function", "function": {"name": "f", "parameters": {}}}]`, call, false, true},
+		{"a tool-level required", `[{"name": "f", "parameters": {"a": {"type": "str"}}, "required": ["a"]}]`, call, false, true},
+		{"a tool without a name", `[{"description": "d"}]`, call, false, true},
+		{"an empty name", `[{"name": ""}]`, call, false, true},
+		{"a description null", `[{"name": "f", "description": null}]`, call, false, true},
+		{"a duplicate key", `[{"name": "f", "name": "g"}]`, call, false, true},
+		{"a duplicate parameter", tool(`{"a": {}, "a": {}}`), call, false, true},
+		{"a \\u escape", `[{"name": "f", "description": "caf\u00e9"}]`, call, false, true},
+		{"not JSON", `[{"name": "f"`, `[{`, false, false},
+		{"tools an object", `{"name": "f"}`, call, false, true},
+		{"arguments in a string", tool(`{}`), `[{"name": "f", "arguments": "{"a": 1}"}]`, true, false},
+		{"arguments missing", tool(`{}`), `[{"name": "f"}]`, true, false},
+		{"another member in a call", tool(`{}`), `[{"name": "f", "arguments": {}, "id": 1}]`, true, false},
+		{"a duplicate key in the arguments", tool(`{}`), `[{"name": "f", "arguments": {"a": 1, "a": 2}}]`, true, false},
+		{"deep arguments", tool(`{}`), `[{"name": "f", "arguments": {"a": [[[[[[[[[[[{"b": []}]]]]]]]]]]]}}]`, true, true},
+		{"an undeclared call", tool(`{}`), `[{"name": "g", "arguments": {}}]`, true, true},
+		{"a call by another spelling", `[{"name": "to-do"}]`, `[{"name": "TO_DO", "arguments": {}}]`, true, true},
+	} {
+		row := rowJSON("id", 7, "query", "q", "answers", c.answers, "tools", c.tools)
+		sameInOnePass(t, row)
+		tools, calls := direct2([]byte(row))
+		if tools != c.takeTools || calls != c.takeCalls {
+			t.Errorf("%s: direct tools %v, calls %v; want %v, %v", c.name, tools, calls, c.takeTools, c.takeCalls)
+		}
+	}
+	// Invalid UTF-8 and a raw control character are the one-pass
+	// decoder's to leave.
+	for _, row := range []string{
+		`{"id": 1, "query": "q", "answers": "[]", "tools": "[{"name": "fÿ"}]"}`,
+		`{"id": 1, "query": "q", "answers": "[]", "tools": "[{"name": "f` + "	" + `"}]"}`,
+	} {
+		sameInOnePass(t, row)
+		if tools, _ := direct2([]byte(row)); tools {
+			t.Errorf("%q: read directly", row)
+		}
+	}
+}
+
+// TestXLAMDirectTaken checks that the direct reader takes the tool lists
+// of the fixture and of the shared dumps' rows (the bench harness's), not
+// only that it agrees with the tree when it does.
+func TestXLAMDirectTaken(t *testing.T) {
+	rows := fixtureRows(t, "xlam.json")
+	if dir := sharedDataOrEmpty(); dir != "" {
+		for _, lang := range []string{"en", "zh"} {
+			data, err := os.ReadFile(filepath.Join(dir, "derived", "xlam_format_glaive_toolcall_"+lang+"_demo.json"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			rows = append(rows, scanRows(t, data)...)
+		}
+	}
+	n := 0
+	for _, row := range rows {
+		if readsDirect(t, row) {
+			n++
+		}
+		sameInOnePass(t, string(row))
+	}
+	t.Logf("%d of %d rows read directly", n, len(rows))
+	if n < len(rows)*9/10 {
+		t.Errorf("only %d of %d rows read directly", n, len(rows))
+	}
+}
+
+func sharedDataOrEmpty() string {
+	dir := os.Getenv("AUGMENT_SHARED_DATA")
+	if dir == "" {
+		dir = filepath.Join("..", "..", "..", "shared", "data")
+	}
+	if _, err := os.Stat(filepath.Join(dir, "FORMATS.md")); err != nil {
+		return ""
+	}
+	return dir
+}
