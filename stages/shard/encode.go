@@ -9,6 +9,7 @@ import (
 	"io"
 	"math"
 	"math/bits"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -262,14 +263,14 @@ func initLayout() *fileLayout {
 type encColumn struct {
 	leaf *leafColumn
 
-	// The page being filled. Byte arrays are kept as the records' own
-	// strings (the records outlive the encoder's use of them) and copied
-	// once, into the page body, when the page is written.
-	vals  []byte   // int64 values, PLAIN
-	strs  []string // byte-array values, nulls left out
-	size  int      // bytes of strs
-	n     int      // values of a column without levels
-	first int      // the page's first row in the row group
+	// The page being filled. Byte arrays are kept as references to the
+	// records' own bytes and copied once, into the page body, when the
+	// page is written.
+	vals  []byte    // int64 values, PLAIN
+	strs  []textRef // byte-array values, nulls left out
+	size  int       // bytes of strs
+	n     int       // values of a column without levels
+	first int       // the page's first row in the row group
 	// The column's levels (nil for a column without): the page's are
 	// lv.reps[lvAt:] and lv.defs[lvAt:].
 	lv   *levelList
@@ -406,6 +407,7 @@ func encodeParquet(w io.Writer, recs []*record.Record, o Options, responseRuns f
 	if err := e.writeFooter(out, version); err != nil {
 		return err
 	}
+	runtime.KeepAlive(recs) // the text textRefs refer to
 	return e.out.Flush()
 }
 
@@ -595,7 +597,7 @@ func stringBytes(s string) []byte {
 // value appends a byte array; a repeated column's levels are appended to
 // its level list.
 func (c *encColumn) value(s string) {
-	c.strs = append(c.strs, s)
+	c.strs = append(c.strs, refOf(s))
 	c.size += len(s)
 }
 
@@ -664,7 +666,6 @@ func (e *encoder) cutFullPages() error {
 // resetPage empties the page being filled; its first row is first.
 func (c *encColumn) resetPage(first int) {
 	c.vals = c.vals[:0]
-	clear(c.strs) // drop the references to the records' text
 	c.strs = c.strs[:0]
 	c.size = 0
 	c.minStr, c.maxStr = "", ""
@@ -713,7 +714,7 @@ func (e *encoder) writePage(c *encColumn) error {
 			// the bytes.
 			lens := e.lens[:0]
 			for _, s := range c.strs {
-				lens = append(lens, int32(len(s)))
+				lens = append(lens, int32(s.n))
 			}
 			e.lens = lens
 			var err error
@@ -799,26 +800,41 @@ func (e *encoder) writePage(c *encColumn) error {
 
 func bitWidth(maxLevel byte) int { return bits.Len8(maxLevel) }
 
-// appendJoined appends the bytes of strs (size in all) to b. Strings that
+// textRef refers to a value's bytes in a record without holding a
+// pointer: the records passed to encodeParquet keep their text alive (and
+// Go's heap does not move), so the encoder's value lists need neither
+// write barriers when filled nor scanning by the GC, and are not cleared
+// when emptied. A textRef is read only during encodeParquet.
+type textRef struct {
+	p uintptr
+	n int
+}
+
+func refOf(s string) textRef { return textRef{uintptr(unsafe.Pointer(unsafe.StringData(s))), len(s)} }
+
+// appendJoined appends the bytes of strs (size in all) to b. Values that
 // lie end to end in memory, as the values of one column do in records a
 // shard's reader made (one string per column and row group), are copied
 // with one copy per run instead of one per value.
 //
 // A run may span two allocations that happen to be adjacent; every byte
-// of it belongs to one of the strings, so reading it is sound, but the
-// race detector's pointer checks would object: hence nocheckptr.
+// of it belongs to one of the values, so reading it is sound, but the
+// race detector's pointer checks would object (and to pointers made from
+// a textRef): hence nocheckptr.
 //
 //go:nocheckptr
-func appendJoined(b []byte, strs []string, size int) []byte {
+func appendJoined(b []byte, strs []textRef, size int) []byte {
 	b = slices.Grow(b, size)
 	for i := 0; i < len(strs); {
-		p, n := unsafe.StringData(strs[i]), len(strs[i])
+		p, n := strs[i].p, strs[i].n
 		i++
-		for i < len(strs) && unsafe.StringData(strs[i]) == (*byte)(unsafe.Add(unsafe.Pointer(p), n)) {
-			n += len(strs[i])
+		for i < len(strs) && strs[i].p == p+uintptr(n) {
+			n += strs[i].n
 			i++
 		}
-		b = append(b, unsafe.String(p, n)...)
+		if n > 0 {
+			b = append(b, unsafe.String((*byte)(unsafe.Add(unsafe.Pointer(nil), p)), n)...)
+		}
 	}
 	return b
 }

@@ -505,8 +505,12 @@ func TestAppendJoined(t *testing.T) {
 		for _, s := range strs {
 			size += len(s)
 		}
+		refs := make([]textRef, len(strs))
+		for k, s := range strs {
+			refs[k] = refOf(s)
+		}
 		prefix := []byte("head")
-		got := appendJoined(prefix, strs, size)
+		got := appendJoined(prefix, refs, size)
 		if want := "head" + strings.Join(strs, ""); string(got) != want {
 			t.Errorf("set %d: got %q, want %q", i, got, want)
 		}
