@@ -9,7 +9,6 @@ import (
 	"io"
 	"math"
 	"math/bits"
-	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -312,6 +311,12 @@ func (l *levelList) add(rep, def byte) {
 // drops a buffer grown past keepBytes (a shard of huge values) rather
 // than keep it for the shards after.
 type encoder struct {
+	// The records being written: they hold the text the columns' textRefs
+	// refer to, and keep it alive. Held by the (heap) encoder, they and
+	// all they refer to are on the heap, where nothing moves (a string
+	// on a goroutine's stack could move with it).
+	recs []*record.Record
+
 	cols   [numColumns]encColumn
 	lv     [numLevels]levelList
 	codec  compress.Codec
@@ -379,6 +384,7 @@ func encodeParquet(w io.Writer, recs []*record.Record, o Options, responseRuns f
 		e.reset()
 		encoders.Put(e)
 	}()
+	e.recs = recs
 	e.codec = codec
 	e.packed = codec.CompressionCodec() != format.Uncompressed
 	e.responseRuns = responseRuns
@@ -407,7 +413,6 @@ func encodeParquet(w io.Writer, recs []*record.Record, o Options, responseRuns f
 	if err := e.writeFooter(out, version); err != nil {
 		return err
 	}
-	runtime.KeepAlive(recs) // the text textRefs refer to
 	return e.out.Flush()
 }
 
@@ -447,6 +452,7 @@ func (e *encoder) reset() {
 		e.header = bytes.Buffer{}
 	}
 	e.out.Reset(nil) // keep no file
+	e.recs = nil
 	e.codec = nil
 	e.responseRuns = nil
 	e.rows, e.written = 0, 0
@@ -801,10 +807,10 @@ func (e *encoder) writePage(c *encColumn) error {
 func bitWidth(maxLevel byte) int { return bits.Len8(maxLevel) }
 
 // textRef refers to a value's bytes in a record without holding a
-// pointer: the records passed to encodeParquet keep their text alive (and
-// Go's heap does not move), so the encoder's value lists need neither
-// write barriers when filled nor scanning by the GC, and are not cleared
-// when emptied. A textRef is read only during encodeParquet.
+// pointer: the records the encoder holds (encoder.recs) keep their text
+// alive and in place, so the encoder's value lists need neither write
+// barriers when filled nor scanning by the GC, and are not cleared when
+// emptied. A textRef is read only while its records are held.
 type textRef struct {
 	p uintptr
 	n int
