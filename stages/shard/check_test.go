@@ -40,6 +40,13 @@ func TestCheckChanged(t *testing.T) {
 				r.Messages[rng.IntN(len(r.Messages))].Content = text()
 			}
 		},
+		func(r *record.Record) { // text put before a turn's text (decision tokens)
+			if len(r.Messages) > 0 {
+				r.Messages = slices.Clone(r.Messages)
+				k := rng.IntN(len(r.Messages))
+				r.Messages[k].Content = text() + r.Messages[k].Content
+			}
+		},
 		func(r *record.Record) { // a turn put in front: every index shifts
 			r.Messages = append([]record.Message{{Role: text(), Content: text()}}, r.Messages...)
 		},
@@ -155,6 +162,19 @@ func TestCheckChangedSkipsShared(t *testing.T) {
 	if reason, err := CheckChanged(&out, unchecked); err != nil {
 		t.Errorf("shared text after inserted turns or tags checked again: %s %v", reason, err)
 	}
+	// Text put before a checked text: only the new text is checked (the
+	// checked one is found at its end by its bytes).
+	unchecked.Messages[0].Content = "bad \xff and long enough to be found at the end"
+	out.Messages = slices.Clone(unchecked.Messages)
+	out.Messages[0].Content = "<answer>" + unchecked.Messages[0].Content
+	if reason, err := CheckChanged(&out, unchecked); err != nil {
+		t.Errorf("checked text after a new front checked again: %s %v", reason, err)
+	}
+	out.Messages[0].Content = "\xff" + unchecked.Messages[0].Content
+	if reason, _ := CheckChanged(&out, unchecked); reason != ReasonInvalidUTF8 {
+		t.Errorf("CheckChanged of an invalid front = %q, want %s", reason, ReasonInvalidUTF8)
+	}
+	out.Messages = unchecked.Messages
 	out.Tools = []record.Tool{{Name: "t", Parameters: json.RawMessage(`{`)}} // equal bytes, not the same
 	out.System = "ok"
 	if reason, _ := CheckChanged(&out, unchecked); reason != ReasonInvalidJSON {

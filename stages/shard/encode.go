@@ -262,14 +262,14 @@ func initLayout() *fileLayout {
 type encColumn struct {
 	leaf *leafColumn
 
-	// The page being filled. Byte arrays are kept as the records' own
-	// strings (the records outlive the encoder's use of them) and copied
-	// once, into the page body, when the page is written.
-	vals  []byte   // int64 values, PLAIN
-	strs  []string // byte-array values, nulls left out
-	size  int      // bytes of strs
-	n     int      // values of a column without levels
-	first int      // the page's first row in the row group
+	// The page being filled. Byte arrays are kept as references to the
+	// records' own bytes and copied once, into the page body, when the
+	// page is written.
+	vals  []byte    // int64 values, PLAIN
+	strs  []textRef // byte-array values, nulls left out
+	size  int       // bytes of strs
+	n     int       // values of a column without levels
+	first int       // the page's first row in the row group
 	// The column's levels (nil for a column without): the page's are
 	// lv.reps[lvAt:] and lv.defs[lvAt:].
 	lv   *levelList
@@ -311,6 +311,12 @@ func (l *levelList) add(rep, def byte) {
 // drops a buffer grown past keepBytes (a shard of huge values) rather
 // than keep it for the shards after.
 type encoder struct {
+	// The records being written: they hold the text the columns' textRefs
+	// refer to, and keep it alive. Held by the (heap) encoder, they and
+	// all they refer to are on the heap, where nothing moves (a string
+	// on a goroutine's stack could move with it).
+	recs []*record.Record
+
 	cols   [numColumns]encColumn
 	lv     [numLevels]levelList
 	codec  compress.Codec
@@ -378,6 +384,7 @@ func encodeParquet(w io.Writer, recs []*record.Record, o Options, responseRuns f
 		e.reset()
 		encoders.Put(e)
 	}()
+	e.recs = recs
 	e.codec = codec
 	e.packed = codec.CompressionCodec() != format.Uncompressed
 	e.responseRuns = responseRuns
@@ -445,6 +452,7 @@ func (e *encoder) reset() {
 		e.header = bytes.Buffer{}
 	}
 	e.out.Reset(nil) // keep no file
+	e.recs = nil
 	e.codec = nil
 	e.responseRuns = nil
 	e.rows, e.written = 0, 0
@@ -595,7 +603,7 @@ func stringBytes(s string) []byte {
 // value appends a byte array; a repeated column's levels are appended to
 // its level list.
 func (c *encColumn) value(s string) {
-	c.strs = append(c.strs, s)
+	c.strs = append(c.strs, refOf(s))
 	c.size += len(s)
 }
 
@@ -664,7 +672,6 @@ func (e *encoder) cutFullPages() error {
 // resetPage empties the page being filled; its first row is first.
 func (c *encColumn) resetPage(first int) {
 	c.vals = c.vals[:0]
-	clear(c.strs) // drop the references to the records' text
 	c.strs = c.strs[:0]
 	c.size = 0
 	c.minStr, c.maxStr = "", ""
@@ -713,7 +720,7 @@ func (e *encoder) writePage(c *encColumn) error {
 			// the bytes.
 			lens := e.lens[:0]
 			for _, s := range c.strs {
-				lens = append(lens, int32(len(s)))
+				lens = append(lens, int32(s.n))
 			}
 			e.lens = lens
 			var err error
@@ -721,10 +728,7 @@ func (e *encoder) writePage(c *encColumn) error {
 				return fmt.Errorf("encoding lengths of %s: %w", strings.Join(leaf.path, "."), err)
 			}
 			e.page = append(e.page, e.levels...)
-			e.page = slices.Grow(e.page, c.size)
-			for _, s := range c.strs {
-				e.page = append(e.page, s...)
-			}
+			e.page = appendJoined(e.page, c.strs, c.size)
 		} else {
 			e.page = append(e.page, c.vals...)
 		}
@@ -801,6 +805,45 @@ func (e *encoder) writePage(c *encColumn) error {
 }
 
 func bitWidth(maxLevel byte) int { return bits.Len8(maxLevel) }
+
+// textRef refers to a value's bytes in a record without holding a
+// pointer: the records the encoder holds (encoder.recs) keep their text
+// alive and in place, so the encoder's value lists need neither write
+// barriers when filled nor scanning by the GC, and are not cleared when
+// emptied. A textRef is read only while its records are held.
+type textRef struct {
+	p uintptr
+	n int
+}
+
+func refOf(s string) textRef { return textRef{uintptr(unsafe.Pointer(unsafe.StringData(s))), len(s)} }
+
+// appendJoined appends the bytes of strs (size in all) to b. Values that
+// lie end to end in memory, as the values of one column do in records a
+// shard's reader made (one string per column and row group), are copied
+// with one copy per run instead of one per value.
+//
+// A run may span two allocations that happen to be adjacent; every byte
+// of it belongs to one of the values, so reading it is sound, but the
+// race detector's pointer checks would object (and to pointers made from
+// a textRef): hence nocheckptr.
+//
+//go:nocheckptr
+func appendJoined(b []byte, strs []textRef, size int) []byte {
+	b = slices.Grow(b, size)
+	for i := 0; i < len(strs); {
+		p, n := strs[i].p, strs[i].n
+		i++
+		for i < len(strs) && strs[i].p == p+uintptr(n) {
+			n += strs[i].n
+			i++
+		}
+		if n > 0 {
+			b = append(b, unsafe.String((*byte)(unsafe.Add(unsafe.Pointer(nil), p)), n)...)
+		}
+	}
+	return b
+}
 
 // appendHistogram counts levels into the chunk's histogram and appends
 // the page's own to pages.

@@ -313,8 +313,17 @@ func TestEncodeSameBytes(t *testing.T) {
 		"synthetic":    func(*testing.T) []*record.Record { return syntheticRecords(3000, 12) },
 		"empty":        func(*testing.T) []*record.Record { return nil },
 		"llamafactory": func(t *testing.T) []*record.Record { return llamaFactoryRecords(t) }, // skips without the shared data
+		// Records a shard's reader made: each column's values lie end to
+		// end in memory (appendJoined copies them in runs).
+		"read back": func(t *testing.T) []*record.Record {
+			var b bytes.Buffer
+			if err := writeParquet(&b, wildRecords(700, 14), Options{RowGroupRows: 300}); err != nil {
+				t.Fatal(err)
+			}
+			return readBytes(t, b.Bytes())
+		},
 	}
-	for _, name := range []string{"fixtures", "edges", "shapes", "wild", "synthetic", "empty", "llamafactory"} {
+	for _, name := range []string{"fixtures", "edges", "shapes", "wild", "synthetic", "empty", "llamafactory", "read back"} {
 		t.Run(name, func(t *testing.T) {
 			recs := sets[name](t)
 			for _, rows := range []int{0, 1, 7, 255, 256, 257, 1000} {
@@ -469,4 +478,41 @@ func textSize(r *record.Record) int {
 		n += len(s.Stage) + len(s.Provider) + len(s.Model)
 	}
 	return n
+}
+
+// TestAppendJoined holds appendJoined to plain concatenation: strings end
+// to end in one string, in separate allocations that happen to be
+// adjacent (a run across two allocations: run with -race, whose pointer
+// checks appendJoined opts out of), empty ones and unrelated ones.
+func TestAppendJoined(t *testing.T) {
+	block := "alphabetagammadelta"
+	sets := [][]string{
+		nil,
+		{""},
+		{block[0:5], block[5:9], block[9:14], block[14:]},
+		{block[0:5], "", block[5:9], block[9:9], block[9:14], "x", block[14:], block[0:5]},
+		{"tool", block[5:9], "name", block[9:14]},
+	}
+	// Separately allocated 16-byte strings: the allocator puts many of
+	// them side by side.
+	var adjacent []string
+	for i := range 256 {
+		adjacent = append(adjacent, strings.Clone(fmt.Sprintf("%016d", i)))
+	}
+	sets = append(sets, adjacent)
+	for i, strs := range sets {
+		size := 0
+		for _, s := range strs {
+			size += len(s)
+		}
+		refs := make([]textRef, len(strs))
+		for k, s := range strs {
+			refs[k] = refOf(s)
+		}
+		prefix := []byte("head")
+		got := appendJoined(prefix, refs, size)
+		if want := "head" + strings.Join(strs, ""); string(got) != want {
+			t.Errorf("set %d: got %q, want %q", i, got, want)
+		}
+	}
 }

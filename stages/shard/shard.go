@@ -357,10 +357,24 @@ func sameText(s, t string) bool {
 }
 
 // validText reports whether s is valid UTF-8, known when it is was, a text
-// that passed (the same bytes in memory).
+// that passed (the same bytes in memory). When s is new text put before
+// was (a decision token before a turn's text), only the new text is
+// checked: was's bytes at the end compare faster than they validate, and
+// valid UTF-8 joined to valid UTF-8 is valid (a valid text cannot start
+// with a continuation byte, so an invalid front stays invalid joined).
 func validText(s, was string) bool {
-	return sameText(s, was) || utf8.ValidString(s)
+	if sameText(s, was) {
+		return true
+	}
+	if n := len(s) - len(was); len(was) >= minSuffix && n > 0 && s[n:] == was {
+		return utf8.ValidString(s[:n])
+	}
+	return utf8.ValidString(s)
 }
+
+// minSuffix is the shortest checked text validText looks for at the end
+// of a new one: below it, validating is as cheap as comparing.
+const minSuffix = 32
 
 // sameSlice reports whether the lists a and b are the same elements in
 // memory; two empty lists are (they hold nothing to check).
