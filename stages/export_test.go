@@ -640,3 +640,63 @@ func TestLeadingToken(t *testing.T) {
 		}
 	}
 }
+
+// pieceWriter keeps each Write's bytes apart.
+type pieceWriter struct{ pieces [][]byte }
+
+func (w *pieceWriter) Write(p []byte) (int, error) {
+	w.pieces = append(w.pieces, bytes.Clone(p))
+	return len(p), nil
+}
+
+// TestWriteLinesPieces: writeLines writes each rendered record's line
+// (samples, and role lines that are bytes already) in order, the same
+// bytes as encoding each line on its own, in pieces of at least linesPiece
+// bytes but the last; a record Process did not render is an error.
+func TestWriteLinesPieces(t *testing.T) {
+	jl := buildExport(t, ExportConfig{})
+	role := buildExport(t, ExportConfig{Style: "inline", ToolsPlacement: "role"})
+	var recs []*record.Record
+	var want bytes.Buffer
+	for len(recs) == 0 || want.Len() < 3*linesPiece {
+		for i, r := range fxSharedRecords(t) {
+			e := jl
+			if i%5 == 0 {
+				e = role
+			}
+			out, err := e.Process(context.Background(), r)
+			if err != nil {
+				continue
+			}
+			switch v := out[0].Rendered.(type) {
+			case *sample:
+				var line bytes.Buffer
+				appendSample(&line, v)
+				want.Write(line.Bytes())
+			case []byte:
+				want.Write(v)
+			default:
+				t.Fatalf("%s: rendered %T", r.ID, v)
+			}
+			recs = append(recs, out[0])
+		}
+	}
+	var w pieceWriter
+	if err := writeLines(&w, recs); err != nil {
+		t.Fatal(err)
+	}
+	if got := bytes.Join(w.pieces, nil); !bytes.Equal(got, want.Bytes()) {
+		t.Fatalf("writeLines wrote %d bytes, not the %d of its lines", len(got), want.Len())
+	}
+	if len(w.pieces) < 3 {
+		t.Fatalf("%d pieces for %d bytes", len(w.pieces), want.Len())
+	}
+	for i, p := range w.pieces[:len(w.pieces)-1] {
+		if len(p) < linesPiece {
+			t.Errorf("piece %d of %d: %d bytes", i, len(w.pieces), len(p))
+		}
+	}
+	if err := writeLines(&w, append(recs[:1:1], &record.Record{ID: "raw"})); err == nil || !strings.Contains(err.Error(), "raw was not rendered") {
+		t.Errorf("unrendered record: %v", err)
+	}
+}
