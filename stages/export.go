@@ -262,8 +262,7 @@ func (e *exporter) Process(ctx context.Context, r *record.Record) ([]*record.Rec
 				"Run with a real teacher, or set allow_offline: true on this export to write it marked as stand-in data",
 			e.env.Stage, r.ID, standIn)}}
 	}
-	out := new(processed)
-	s, err := e.renderInto(&out.s, out.turns[:0], out.texts[:0], r)
+	s, err := e.render(r)
 	if err != nil {
 		return nil, err
 	}
@@ -305,22 +304,7 @@ func (e *exporter) Process(ctx context.Context, r *record.Record) ([]*record.Rec
 	for _, tok := range decisionTokensOf(toks[:0], r) {
 		Count(ctx, e.tokenCounter(tok), 1)
 	}
-	out.rec = *r
-	out.rec.Rendered = s
-	out.list[0] = &out.rec
-	return out.list[:], nil
-}
-
-// A processed is what Process returns for a jsonl or Parquet sample,
-// made in one allocation: the shallow copy of the record carrying the
-// sample (see rendered), the list holding it, the sample, and room for the
-// turns and tool texts of most samples.
-type processed struct {
-	rec   record.Record
-	list  [1]*record.Record
-	s     sample
-	turns [4]verify.Turn
-	texts [4]*toolText
+	return rendered(r, s), nil
 }
 
 // tokenCounter returns counterToken+tok, made once per token. The keys
@@ -444,18 +428,12 @@ func leadingToken(s string) (string, bool) {
 
 // render turns a record into a sample.
 func (e *exporter) render(r *record.Record) (*sample, error) {
-	return e.renderInto(new(sample), nil, nil, r)
-}
-
-// renderInto is render into s, its turns and tool texts appended to turns
-// and texts (empty slices whose room is used when it is enough).
-func (e *exporter) renderInto(s *sample, turns []verify.Turn, texts []*toolText, r *record.Record) (*sample, error) {
-	s.System = r.System
+	s := &sample{System: r.System}
 	if s.System == "" {
 		s.System = e.cfg.System
 	}
 	var err error
-	if s.tools, err = e.toolTexts(texts, r.Tools); err != nil {
+	if s.tools, err = e.toolTexts(r.Tools); err != nil {
 		return nil, contract.Rejectf("export_bad_tool", "%v", err)
 	}
 	if !e.quoting() {
@@ -475,10 +453,7 @@ func (e *exporter) renderInto(s *sample, turns []verify.Turn, texts []*toolText,
 	if last < len(msgs)-1 {
 		e.env.Note("trailing user or tool turns after the last assistant turn are cut (they have no target)")
 	}
-	if cap(turns) < last+1 {
-		turns = make([]verify.Turn, 0, last+1)
-	}
-	s.Conversations = turns
+	s.Conversations = make([]verify.Turn, 0, last+1)
 	for i := 0; i <= last; i++ {
 		m := msgs[i]
 		switch m.Role {
@@ -947,17 +922,13 @@ func sameTool(t, u *record.Tool) bool {
 		len(t.Response) == len(u.Response) && unsafe.SliceData(t.Response) == unsafe.SliceData(u.Response)
 }
 
-// toolTexts renders tools, each through the memo, into texts' room when
-// it has enough (texts is empty).
-func (e *exporter) toolTexts(texts []*toolText, tools []record.Tool) ([]*toolText, error) {
+// toolTexts renders tools, each through the memo.
+func (e *exporter) toolTexts(tools []record.Tool) ([]*toolText, error) {
 	if len(tools) == 0 {
 		return nil, nil
 	}
 	m := &e.tools
-	if cap(texts) < len(tools) {
-		texts = make([]*toolText, len(tools))
-	}
-	texts = texts[:len(tools)]
+	texts := make([]*toolText, len(tools))
 	missing := false
 	m.mu.Lock()
 	for i := range tools {

@@ -299,7 +299,7 @@ func TestToolMemo(t *testing.T) {
 	}
 	check := func(t *testing.T, e *exporter, round int) {
 		for i, tools := range lists {
-			texts, gotErr := e.toolTexts(nil, tools)
+			texts, gotErr := e.toolTexts(tools)
 			got := toolsString(texts)
 			want, wantErr := toolsJSON(tools)
 			if (gotErr == nil) != (wantErr == nil) || gotErr != nil && gotErr.Error() != wantErr.Error() {
