@@ -9,7 +9,7 @@ import (
 // Merging a piece apart (byte-pair encoding) is what costs when a run
 // meets a piece for the first time. The library runs its pre-tokenizer
 // again on the piece before merging, and allocates; pieceTokens merges
-// the piece itself, the same way, with the library's own table of ranks.
+// the piece itself, the same way, with the library's ranks (embedded: o200kRanks).
 
 // ranks is the table of o200k_base ranks, made once from the embedded
 // vocabulary (o200kRanks), or nil if that could not be read (pieceTokens
