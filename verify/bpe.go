@@ -1,9 +1,11 @@
 package verify
 
 import (
+	"reflect"
 	"sync"
 	"sync/atomic"
 	"unicode/utf8"
+	"unsafe"
 )
 
 // Merging a piece apart (byte-pair encoding) is what costs when a run
@@ -11,16 +13,32 @@ import (
 // again on the piece before merging, and allocates; pieceTokens merges
 // the piece itself, the same way, with the library's ranks (embedded: o200kRanks).
 
-// ranks is the table of o200k_base ranks, made once from the embedded
-// vocabulary (o200kRanks), or nil if that could not be read (pieceTokens
-// then asks the library).
-var ranks = sync.OnceValue(func() *rankTable {
-	t, err := loadRanks(o200kRanks)
-	if err != nil {
+// ranks is the library's table of o200k_base ranks (token bytes to rank),
+// read from the codec, or nil when this version of the library keeps it
+// elsewhere (pieceTokens then asks the library). It is the library's map,
+// shared: only read.
+var ranks = sync.OnceValue(func() map[string]uint { return libraryRanks(encoder()) })
+
+// libraryRanks reads the unexported vocabulary of a tiktoken-go/tokenizer
+// codec (v0.10.0: *codec.Codec's field vocabulary, a map[string]uint), or
+// returns nil when c is not such a codec.
+func libraryRanks(c any) map[string]uint {
+	v := reflect.ValueOf(c)
+	if v.Kind() != reflect.Pointer || v.Elem().Kind() != reflect.Struct {
 		return nil
 	}
-	return t
-})
+	f := v.Elem().FieldByName("vocabulary")
+	want := reflect.TypeFor[map[string]uint]()
+	if !f.IsValid() || !f.Type().ConvertibleTo(want) || f.Type().Kind() != reflect.Map {
+		return nil
+	}
+	// The field is unexported: read it through its address.
+	m := reflect.NewAt(f.Type(), unsafe.Pointer(f.UnsafeAddr())).Elem().Convert(want).Interface().(map[string]uint)
+	if len(m) == 0 {
+		return nil
+	}
+	return m
+}
 
 // mergeScanMax is the length from which pieceTokens merges with a heap
 // (mergeHeap) instead of a scan (mergeScan): a scan costs a pass over the
@@ -30,8 +48,7 @@ const mergeScanMax = 16
 
 // pieceTokens is the number of tokens the library encodes piece in: piece
 // is one whole piece of the pre-tokenizer (o200kPiece), which is how the
-// library meets it: a piece that is a token is one, any other is merged
-// (the library's way, with the same ranks).
+// library meets it: a piece that is a token is one, any other is merged.
 func pieceTokens(piece string) int {
 	rk := ranks()
 	if rk == nil {
@@ -53,15 +70,15 @@ const noRank = ^uint32(0)
 // or more of the look-ups of a merge, are remembered in pairRanks; strings
 // of 3 to 12 bytes led by a byte that is not ASCII (most of the rest in
 // text of other scripts than Latin) are looked up in highRanks.
-func rankOf(rk *rankTable, s string) uint32 {
+func rankOf(rk map[string]uint, s string) uint32 {
 	if len(s) != 2 {
 		if inHigh(s) && useHigh() {
 			if t := highRanks(); t != nil {
 				return highRank(t, s)
 			}
 		}
-		if r, ok := rk.rank(s); ok {
-			return r
+		if r, ok := rk[s]; ok {
+			return uint32(r)
 		}
 		return noRank
 	}
@@ -73,9 +90,9 @@ func rankOf(rk *rankTable, s string) uint32 {
 	default:
 		return v - 1
 	}
-	if r, ok := rk.rank(s); ok {
-		w.Store(r + 1)
-		return r
+	if r, ok := rk[s]; ok {
+		w.Store(uint32(r) + 1)
+		return uint32(r)
 	}
 	w.Store(noRank)
 	return noRank
@@ -84,10 +101,10 @@ func rankOf(rk *rankTable, s string) uint32 {
 // highRanks holds the rank of every token of 3 to strKeyMax bytes whose
 // first byte is not ASCII (inHigh): such strings are most of a merge's
 // look-ups in text of other scripts than Latin (a character and its
-// neighbours' bytes), most of them no token. The table of all 200,000
-// ranks is far larger than the processor's caches, so a look-up in it
-// waits for memory twice (its slot, the token's bytes); this table of some
-// 30,000 tokens (1 MB) holds the whole string in its slot.
+// neighbours' bytes), most of them no token. The library's map of 200,000
+// strings is far larger than the processor's caches, so a look-up in it
+// waits for memory two or three times (its group, the key's bytes); this
+// table of some 30,000 tokens (1 MB) holds the whole string in its slot.
 // It holds all such tokens, so it answers for strings of that shape on
 // its own, "no token" included. Building it costs about as much as
 // 100,000 look-ups in the map, so it is built once a process has made
@@ -100,15 +117,13 @@ var highRanks = sync.OnceValue(func() *strTable {
 		return nil
 	}
 	t := new(strTable)
-	ok := true
-	rk.each(func(tok string, r uint32) {
+	for tok, r := range rk {
 		if inHigh(tok) {
-			ok = ok && r < 1<<strValBits
-			t.put(strKeyOf(tok), r, 1<<16)
+			if r >= 1<<strValBits {
+				return nil
+			}
+			t.put(strKeyOf(tok), uint32(r), 1<<16)
 		}
-	})
-	if !ok {
-		return nil
 	}
 	return t
 })
@@ -148,7 +163,7 @@ var pairRanks [1 << 16]atomic.Uint32
 // returns the number of parts: parts start as single bytes; the leftmost
 // adjacent pair whose joined bytes have the lowest rank merges, until no
 // adjacent pair is a token.
-func mergeScan(rk *rankTable, piece string) int {
+func mergeScan(rk map[string]uint, piece string) int {
 	type part struct {
 		offset int32
 		rank   uint32 // of this part joined with the next
@@ -199,7 +214,7 @@ func mergeScan(rk *rankTable, piece string) int {
 // (a part merged into its left neighbour has noRank); it is dropped when
 // it pops. (A stale pair with the same rank as the part's new pair is that
 // new pair, also pushed: merging it is the same.)
-func mergeHeap(rk *rankTable, piece string) int {
+func mergeHeap(rk map[string]uint, piece string) int {
 	type part struct {
 		prev, next int32 // starts of the neighbours; next -1 after the last
 		rank       uint32

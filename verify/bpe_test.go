@@ -50,7 +50,7 @@ func TestPieceTokensMatchLibrary(t *testing.T) {
 			if got, want := pieceTokens(piece), libraryCount(piece); got != want {
 				t.Fatalf("piece %q: %d tokens, the library %d", piece, got, want)
 			}
-			if _, ok := libRanks()[piece]; !ok {
+			if _, ok := ranks()[piece]; !ok {
 				merged++
 			}
 		}
@@ -129,12 +129,12 @@ func TestOneByteOneToken(t *testing.T) {
 // TestPairRanks: every two-byte string has the library's rank, or none,
 // looked up and remembered.
 func TestPairRanks(t *testing.T) {
-	rk, lib := ranks(), libRanks()
+	rk := ranks()
 	for round := range 2 {
 		for p := range 1 << 16 {
 			s := string([]byte{byte(p >> 8), byte(p)})
 			want := noRank
-			if r, ok := lib[s]; ok {
+			if r, ok := rk[s]; ok {
 				want = uint32(r)
 			}
 			if got := rankOf(rk, s); got != want {
@@ -149,7 +149,7 @@ func TestPairRanks(t *testing.T) {
 // such token with its last byte changed, or cut or grown by a byte) are
 // not.
 func TestHighTable(t *testing.T) {
-	rk, ht := libRanks(), highRanks()
+	rk, ht := ranks(), highRanks()
 	if ht == nil {
 		t.Fatal("no table of ranks: merges look every string up in the library's map")
 	}
@@ -194,7 +194,7 @@ func FuzzHighTable(f *testing.F) {
 			t.Skip()
 		}
 		want := noRank
-		if r, ok := libRanks()[s]; ok {
+		if r, ok := ranks()[s]; ok {
 			want = uint32(r)
 		}
 		if got := highRank(highRanks(), s); got != want {
@@ -210,11 +210,11 @@ func BenchmarkHighTable(b *testing.B) {
 	cpu0 := cputime.Process()
 	for b.Loop() {
 		t := new(strTable)
-		rk.each(func(tok string, r uint32) {
+		for tok, r := range rk {
 			if inHigh(tok) {
-				t.put(strKeyOf(tok), r, 1<<16)
+				t.put(strKeyOf(tok), uint32(r), 1<<16)
 			}
-		})
+		}
 	}
 	b.ReportMetric(float64((cputime.Process()-cpu0).Microseconds())/float64(b.N), "cpu-µs/op")
 }
