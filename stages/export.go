@@ -1,11 +1,11 @@
 package stages
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"maps"
 	"slices"
 	"strconv"
@@ -655,8 +655,7 @@ func (e *exporter) functionCall(m record.Message) (verify.Turn, error) {
 // UTF-8 (JSON replaces such bytes) or the calls are parallel for a template
 // that takes one. Those, and any other split, go through ReadFunction.
 func (e *exporter) readsBack(value, prefix, js string, calls []record.Call) bool {
-	gotPrefix, jsonPart := e.tpl.SplitFunction(value)
-	if gotPrefix != prefix || jsonPart != js || len(calls) > 1 && !e.tpl.Parallel() {
+	if !e.tpl.SplitsAs(value, prefix, js) || len(calls) > 1 && !e.tpl.Parallel() {
 		return false
 	}
 	for _, c := range calls {
@@ -1048,26 +1047,37 @@ func (e *exporter) WriteShard(_ context.Context, dir *atomicfs.Root, name string
 	return []manifests.FileRef{ref}, nil, f.Commit()
 }
 
-// writeLines writes the samples Process rendered as JSON lines.
-func writeLines(f *atomicfs.File, recs []*record.Record) error {
-	w := bufio.NewWriterSize(f, 1<<20)
-	var b bytes.Buffer
+// writeLines writes the samples Process rendered as JSON lines. Lines are
+// encoded straight into one buffer, written (and hashed, by the file) in
+// pieces of about linesPiece bytes: through a bufio.Writer every byte was
+// copied once more.
+func writeLines(f io.Writer, recs []*record.Record) error {
+	b := bytes.NewBuffer(make([]byte, 0, linesPiece+linesPiece/4))
 	for _, r := range recs {
-		line, ok := r.Rendered.([]byte)
-		if s, isSample := r.Rendered.(*sample); isSample {
-			b.Reset()
-			appendSample(&b, s)
-			line, ok = b.Bytes(), true
-		}
-		if !ok {
+		switch v := r.Rendered.(type) {
+		case *sample:
+			appendSample(b, v)
+		case []byte:
+			b.Write(v)
+		default:
 			return fmt.Errorf("export: record %s was not rendered", r.ID)
 		}
-		if _, err := w.Write(line); err != nil {
-			return err
+		if b.Len() >= linesPiece {
+			if _, err := f.Write(b.Bytes()); err != nil {
+				return err
+			}
+			b.Reset()
 		}
 	}
-	return w.Flush()
+	if b.Len() == 0 {
+		return nil
+	}
+	_, err := f.Write(b.Bytes())
+	return err
 }
+
+// linesPiece is the size from which writeLines writes what it encoded.
+const linesPiece = 1 << 20
 
 func (e *exporter) writeParquet(f *atomicfs.File, recs []*record.Record) error {
 	rows := make([]sample, len(recs))

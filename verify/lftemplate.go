@@ -171,6 +171,37 @@ func (t *LFTemplate) SplitFunction(value string) (prefix, jsonPart string) {
 	return "", jsonPart
 }
 
+// SplitsAs reports whether SplitFunction(value) is (prefix, jsonPart),
+// without making the prefix it would make by cutting the block out of
+// value (the export asks this of every call turn it writes).
+func (t *LFTemplate) SplitsAs(value, prefix, jsonPart string) bool {
+	if t.CallText {
+		if match, inner, ok := firstBlock(value, t.ToolCallWords); ok {
+			return inner == jsonPart && cutAllIs(value, match, prefix)
+		} else if match, _, ok := firstBlock(value, t.ThoughtWords); ok {
+			return match == prefix && cutAllIs(value, match, jsonPart)
+		}
+	}
+	return prefix == "" && value == jsonPart
+}
+
+// cutAllIs reports whether strings.ReplaceAll(s, old, "") == want.
+func cutAllIs(s, old, want string) bool {
+	if old == "" {
+		return s == want
+	}
+	for {
+		i := strings.Index(s, old)
+		if i < 0 {
+			return s == want
+		}
+		if len(want) < i || want[:i] != s[:i] {
+			return false
+		}
+		s, want = s[i+len(old):], want[i:]
+	}
+}
+
 // firstBlock finds the first open…close block of s as Python's re.search
 // with a non-greedy DOTALL group does: the first open that has a close
 // after it, and the first close after that open.

@@ -163,3 +163,44 @@ func templateRows() []string {
 	}
 	return rows
 }
+
+// FuzzSplitsAs holds SplitsAs to SplitFunction for every template: it is
+// true exactly for SplitFunction's own answer, and for no other prefix or
+// JSON part (nor ones off by a byte).
+func FuzzSplitsAs(f *testing.F) {
+	for _, v := range []string{`{"name": "a", "arguments": {}}`, "hi\n<tool_call>{\"name\": \"a\"}</tool_call>",
+		"<|answer|><tool_call>[{}]</tool_call> x <tool_call>y</tool_call>", "<think>\nr\n</think>\n\n{}",
+		"a<think>b</think>c<think>b</think>", "<tool_call></tool_call><tool_call></tool_call>", "", "<tool_call>", "</tool_call>"} {
+		f.Add(v, "", "")
+	}
+	f.Fuzz(func(t *testing.T, value, prefix, jsonPart string) {
+		for _, tpl := range LFTemplates() {
+			p, j := tpl.SplitFunction(value)
+			if !tpl.SplitsAs(value, p, j) {
+				t.Fatalf("%s: SplitsAs(%q, %q, %q) false for SplitFunction's own answer", tpl.Name, value, p, j)
+			}
+			if got, want := tpl.SplitsAs(value, prefix, jsonPart), p == prefix && j == jsonPart; got != want {
+				t.Fatalf("%s: SplitsAs(%q, %q, %q) = %v; SplitFunction gives %q, %q", tpl.Name, value, prefix, jsonPart, got, p, j)
+			}
+			for _, q := range []string{p + "x", p + "<tool_call>", strings.TrimSuffix(p, p[max(len(p)-1, 0):])} {
+				if q != p && tpl.SplitsAs(value, q, j) {
+					t.Fatalf("%s: SplitsAs(%q, %q, %q) true; SplitFunction gives prefix %q", tpl.Name, value, q, j, p)
+				}
+			}
+		}
+	})
+}
+
+// TestCutAllIs holds cutAllIs to strings.ReplaceAll.
+func TestCutAllIs(t *testing.T) {
+	ss := []string{"", "a", "ab", "aab", "abab", "ba", "aaa", "xabyabz", "<t>x</t>y<t>x</t>"}
+	for _, s := range ss {
+		for _, old := range []string{"", "a", "ab", "aa", "<t>x</t>"} {
+			for _, want := range append(ss, "xyz", "y", "b", "bb", "aab") {
+				if got, ok := cutAllIs(s, old, want), strings.ReplaceAll(s, old, "") == want; got != ok {
+					t.Errorf("cutAllIs(%q, %q, %q) = %v, want %v", s, old, want, got, ok)
+				}
+			}
+		}
+	}
+}
