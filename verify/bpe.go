@@ -11,7 +11,7 @@ import (
 // Merging a piece apart (byte-pair encoding) is what costs when a run
 // meets a piece for the first time. The library runs its pre-tokenizer
 // again on the piece before merging, and allocates; pieceTokens merges
-// the piece itself, the same way, with the library's ranks (embedded: o200kRanks).
+// the piece itself, the same way, with the library's ranks.
 
 // ranks is the library's table of o200k_base ranks (token bytes to rank),
 // read from the codec, or nil when this version of the library keeps it
