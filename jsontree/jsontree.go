@@ -784,38 +784,11 @@ func (p *Parser) validText(s string, seen uint64) string {
 }
 
 func (p *Parser) repairText(s string) string {
-	if validUTF8(s) {
+	if utf8.ValidString(s) {
 		return s
 	}
 	p.BadUTF8 = true
 	return strings.ToValidUTF8(s, "\uFFFD")
-}
-
-// validUTF8 is utf8.ValidString, faster on Chinese text: a character of
-// three bytes that is neither an overlong form (lead 0xE0) nor possibly a
-// surrogate (lead 0xED) is checked in place, others are decoded; ASCII is
-// skipped eight bytes at a time.
-func validUTF8(s string) bool {
-	for i := 0; i < len(s); {
-		c := s[i]
-		if c < utf8.RuneSelf {
-			for i++; i+8 <= len(s) && swar.Load(s, i)&swar.Tops == 0; i += 8 {
-			}
-			continue
-		}
-		if c&0xF0 == 0xE0 && c != 0xE0 && c != 0xED && i+3 <= len(s) {
-			if t := s[i : i+3]; t[1]&0xC0 == 0x80 && t[2]&0xC0 == 0x80 {
-				i += 3
-				continue
-			}
-		}
-		r, n := utf8.DecodeRuneInString(s[i:])
-		if r == utf8.RuneError && n == 1 {
-			return false
-		}
-		i += n
-	}
-	return true
 }
 
 // uEscape decodes the \u escape whose four hex digits start at d[i], with

@@ -508,33 +508,3 @@ func FuzzAppendString(f *testing.F) {
 		}
 	})
 }
-
-// validUTF8Cases are texts at the edges of validUTF8's fast path: three
-// byte characters whose lead or continuation bytes are wrong, overlong
-// forms, surrogates, cut characters, and ASCII words between.
-var validUTF8Cases = []string{
-	"", "a", "台北", "台北abcdefgh台", "\xe4\xb8", "\xe4\xb8\x80", "\xe4\x38\x80", "\xe4\xb8\xc0",
-	"\xe0\x80\x80", "\xe0\xa0\x80", "\xed\xa0\x80", "\xed\x9f\xbf", "\xef\xbf\xbd", "\xef\xbf\xbf",
-	"\xc3\xa9", "\xc0\xaf", "\xf0\x9f\x98\x80", "\xf4\x90\x80\x80", "\xff", "abcdefgh\xe4\xb8", "\x80台",
-	"é台\U0001F600 0123456789abcdef台\xed\xbf\xbf",
-}
-
-func TestValidUTF8(t *testing.T) {
-	for _, s := range validUTF8Cases {
-		if got, want := validUTF8(s), utf8.ValidString(s); got != want {
-			t.Errorf("%q: validUTF8 %v, utf8.ValidString %v", s, got, want)
-		}
-	}
-}
-
-// FuzzValidUTF8 checks validUTF8 against utf8.ValidString.
-func FuzzValidUTF8(f *testing.F) {
-	for _, s := range validUTF8Cases {
-		f.Add(s)
-	}
-	f.Fuzz(func(t *testing.T, s string) {
-		if got, want := validUTF8(s), utf8.ValidString(s); got != want {
-			t.Fatalf("%q: validUTF8 %v, utf8.ValidString %v", s, got, want)
-		}
-	})
-}

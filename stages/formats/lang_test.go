@@ -1,8 +1,6 @@
 package formats
 
 import (
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"unicode"
@@ -122,27 +120,4 @@ func FuzzCountText(f *testing.F) {
 			t.Fatalf("%q: %d letters, want %d", s, n, want)
 		}
 	})
-}
-
-// BenchmarkCountHan counts the characters of the shared Chinese glaive
-// and ToolACE dumps, as they stand in the files (mostly Han with ASCII
-// JSON around), the text isChinese reads on Chinese rows.
-func BenchmarkCountHan(b *testing.B) {
-	dir := sharedData(b)
-	var text []string
-	n := 0
-	for _, name := range []string{"glaive_v2", "toolace"} {
-		data, err := os.ReadFile(filepath.Join(dir, "derived", name+"_format_glaive_toolcall_zh_demo.json"))
-		if err != nil {
-			b.Fatal(err)
-		}
-		text = append(text, string(data))
-		n += len(data)
-	}
-	b.SetBytes(int64(n))
-	for b.Loop() {
-		for _, s := range text {
-			countHan(s)
-		}
-	}
 }
