@@ -672,18 +672,13 @@ func (p *Parser) readStringCopy() (string, error) {
 			p.Pos = i
 			return "", p.fail("control character inside a string")
 		}
-		// A backslash.
+		// A backslash, not of an escape copyRun decodes.
 		if i+1 >= len(d) {
 			p.Pos = i + 1
 			return "", p.fail("unexpected end of input inside a string")
 		}
 		e := d[i+1]
 		i += 2
-		if r := shortEscape[e]; r != 0 {
-			out[o] = r
-			o++
-			continue
-		}
 		switch e {
 		case '\'':
 			if !p.SingleQuoteEscape {
@@ -710,42 +705,63 @@ func (p *Parser) readStringCopy() (string, error) {
 }
 
 // copyRun copies the run of plain string content at d[i] to out[o] (see
-// readStringCopy), up to the first '"', '\\' or control character or the
-// end of d, and returns where both stopped and the OR of the bytes read
-// (see plainRun).
+// readStringCopy), decoding the one-character escapes it meets on the way
+// (\n, \", ...: shortEscape), up to the first '"', control character or
+// other backslash, or the end of d, and returns where both stopped and the
+// OR of the bytes read (see plainRun). Escapes are decoded here rather than
+// by the caller because text such as a system prompt holding indented JSON
+// has one every few bytes.
 func copyRun(d []byte, i int, out []byte, o int) (int, int, uint64) {
 	var seen uint64
-	// Sixteen bytes a step while they last (one test of both words), then
-	// eight.
-	for ; i+16 <= len(d) && o+16 <= len(out); i, o = i+16, o+16 {
-		s, t := d[i:i+16], out[o:o+16]
-		w, x := binary.LittleEndian.Uint64(s), binary.LittleEndian.Uint64(s[8:])
-		binary.LittleEndian.PutUint64(t, w)
-		binary.LittleEndian.PutUint64(t[8:], x)
-		seen |= w | x
-		if m := swar.StringSpecial(w); m != 0 {
-			n := bits.TrailingZeros64(m) >> 3
-			return i + n, o + n, seen
+	for {
+		n := -1 // where the special byte lies after i, once found
+		// Sixteen bytes a step while they last (one test of both words),
+		// then eight, then one.
+		for ; i+16 <= len(d) && o+16 <= len(out); i, o = i+16, o+16 {
+			s, t := d[i:i+16], out[o:o+16]
+			w, x := binary.LittleEndian.Uint64(s), binary.LittleEndian.Uint64(s[8:])
+			binary.LittleEndian.PutUint64(t, w)
+			binary.LittleEndian.PutUint64(t[8:], x)
+			seen |= w | x
+			if m := swar.StringSpecial(w); m != 0 {
+				n = bits.TrailingZeros64(m) >> 3
+				break
+			}
+			if m := swar.StringSpecial(x); m != 0 {
+				n = 8 + bits.TrailingZeros64(m)>>3
+				break
+			}
 		}
-		if m := swar.StringSpecial(x); m != 0 {
-			n := 8 + bits.TrailingZeros64(m)>>3
-			return i + n, o + n, seen
+		if n < 0 {
+			for ; i+8 <= len(d); i, o = i+8, o+8 {
+				w := binary.LittleEndian.Uint64(d[i:])
+				binary.LittleEndian.PutUint64(out[o:], w)
+				seen |= w
+				if m := swar.StringSpecial(w); m != 0 {
+					n = bits.TrailingZeros64(m) >> 3
+					break
+				}
+			}
 		}
-	}
-	for ; i+8 <= len(d); i, o = i+8, o+8 {
-		w := binary.LittleEndian.Uint64(d[i:])
-		binary.LittleEndian.PutUint64(out[o:], w)
-		seen |= w
-		if m := swar.StringSpecial(w); m != 0 {
-			n := bits.TrailingZeros64(m) >> 3
-			return i + n, o + n, seen
+		if n < 0 {
+			n = 0
+			for ; i < len(d) && !strSpecial[d[i]]; i, o = i+1, o+1 {
+				out[o] = d[i]
+				seen |= uint64(d[i])
+			}
 		}
+		i, o = i+n, o+n
+		// out has room for the escape's byte: o trails i (see
+		// readStringCopy) and i+1 < len(d).
+		if i+1 < len(d) && d[i] == '\\' {
+			if r := shortEscape[d[i+1]]; r != 0 {
+				out[o] = r
+				i, o = i+2, o+1
+				continue
+			}
+		}
+		return i, o, seen
 	}
-	for ; i < len(d) && !strSpecial[d[i]]; i, o = i+1, o+1 {
-		out[o] = d[i]
-		seen |= uint64(d[i])
-	}
-	return i, o, seen
 }
 
 // putScratch gives a buffer from the scratch pool back, grown to b, unless

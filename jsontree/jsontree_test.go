@@ -392,7 +392,11 @@ func TestReadStringPositions(t *testing.T) {
 // literals that encoding/json decodes the same way (valid UTF-8, no lone
 // surrogates).
 func FuzzReadString(f *testing.F) {
-	for _, s := range []string{`"abc"`, `"a\"b\\c\/d"`, `"\u00e9\ud83d\ude00 台北 0123456789abcdef"`, "\"\x7f\x1f\"", `"\udc00"`, "\"\xff\""} {
+	for _, s := range []string{`"abc"`, `"a\"b\\c\/d"`, `"\u00e9\ud83d\ude00 台北 0123456789abcdef"`, "\"\x7f\x1f\"", `"\udc00"`, "\"\xff\"",
+		// Escapes every few bytes, across word boundaries (copyRun
+		// decodes the one-character ones itself), and cut short.
+		`"{\n    \"name\": \"f\",\n        \"type\": \"string\"\n}\n\n{\"a\":1}"`, `"0123456789abcde\n\t\r\b\f\/\\\"x\u00e9\n"`,
+		`"0123456\n89abcdef0123456\"`, `"0123456789abcdef\`, `"\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\q"`, "\"\\n\x01\""} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, in string) {
