@@ -98,8 +98,6 @@ func (p *Parser) eValue() (Value, bool) {
 	if p.Pos >= len(p.Data) {
 		return Value{}, false
 	}
-	var v Value
-	var err error
 	switch c := p.Data[p.Pos]; {
 	case c == '{':
 		return p.eContainer(Object)
@@ -108,6 +106,16 @@ func (p *Parser) eValue() (Value, bool) {
 	case c == '\\':
 		s, ok := p.eString(false)
 		return Value{Kind: String, Str: s}, ok
+	}
+	return p.eScalar()
+}
+
+// eScalar decodes an inner true, false, null or number at Pos; ok false
+// means give up.
+func (p *Parser) eScalar() (Value, bool) {
+	var v Value
+	var err error
+	switch c := p.Data[p.Pos]; {
 	case c == 't':
 		v, err = p.literal("true", True)
 	case c == 'f':
@@ -546,8 +554,6 @@ func (r Inner) appendValue(b []byte) ([]byte, bool) {
 	if p.Pos >= len(p.Data) {
 		return b, false
 	}
-	var v Value
-	var err error
 	switch c := p.Data[p.Pos]; {
 	case c == '{' || c == '[':
 		return r.appendContainer(b, c)
@@ -555,18 +561,9 @@ func (r Inner) appendValue(b []byte) ([]byte, bool) {
 		start := p.Pos
 		s, ok := p.eString(false)
 		return p.appendQuoted(b, s, start), ok
-	case c == 't':
-		v, err = p.literal("true", True)
-	case c == 'f':
-		v, err = p.literal("false", False)
-	case c == 'n':
-		v, err = p.literal("null", Null)
-	case c == '-' || (c >= '0' && c <= '9'):
-		v, err = p.number()
-	default:
-		return b, false
 	}
-	if err != nil {
+	v, ok := p.eScalar()
+	if !ok {
 		return b, false
 	}
 	return AppendCompact(b, &v), true
