@@ -676,7 +676,8 @@ func (s *metaToolStage) Process(ctx context.Context, in *record.Record) ([]*reco
 	}
 	// The lists the stage changes are new (messages only once changed);
 	// tools, calls and results are shared.
-	out, list := relabelled(in)
+	cp := copyRecord(in)
+	out, list := &cp.rec, cp.list[:]
 	tools, err := s.toolList(ctx, p)
 	if err != nil {
 		return nil, err
@@ -709,9 +710,9 @@ func (s *metaToolStage) Process(ctx context.Context, in *record.Record) ([]*reco
 	set := [4]record.Tag{{Key: "category", Value: metaToolCategory(out, p.open)}, {Key: "difficulty", Value: difficulty},
 		{Key: "result_mode", Value: s.cfg.ResultMode}, {Key: "world", Value: world}} // sorted by key
 	if p.open {
-		out.Tags = record.WithTags(in.Tags, set[:]...)
+		out.Tags = record.AppendWithTags(cp.tagRoom(len(in.Tags)+len(set)), in.Tags, set[:]...)
 	} else {
-		out.Tags = record.WithTags(in.Tags, set[0], set[1], set[3])
+		out.Tags = record.AppendWithTags(cp.tagRoom(len(in.Tags)+3), in.Tags, set[0], set[1], set[3])
 	}
 	out.AddStep(s.env.Stage, "rule", "")
 	return list, nil
