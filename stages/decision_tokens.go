@@ -86,8 +86,7 @@ type decisionTokens struct {
 func (s *decisionTokens) Process(_ context.Context, r *record.Record) ([]*record.Record, error) {
 	var out *record.Record
 	var list []*record.Record
-	for k := range r.Messages {
-		m := &r.Messages[k]
+	for k, m := range r.Messages {
 		if m.Role != record.RoleAssistant {
 			continue
 		}
@@ -126,52 +125,19 @@ func changed(r *record.Record, set ...record.Tag) (c *record.Record, list []*rec
 }
 
 // relabelled is changed without the copy of the messages, for a stage
-// that replaces the list of messages when it changes it. The copy, the
-// list holding it, its tags when set is not empty and its lineage (with
-// room for the stage's step) are one allocation when they fit (see
-// recordCopy). Its tags are record.WithTags(r.Tags, set): a new list when
-// set is not empty, else r's own, which the stage replaces
-// (record.WithTags) rather than changes (SetTag).
+// that replaces the list of messages when it changes it. The copy and the
+// list holding it are one allocation. Its tags are record.WithTags(r.Tags, set):
+// a new list when set is not empty, else r's own, which the stage
+// replaces (record.WithTags) rather than changes (SetTag).
 func relabelled(r *record.Record, set ...record.Tag) (c *record.Record, list []*record.Record) {
-	o := copyRecord(r)
+	o := &struct {
+		rec  record.Record
+		list [1]*record.Record
+	}{rec: *r}
 	c = &o.rec
-	if len(set) > 0 {
-		c.Tags = record.AppendWithTags(o.tagRoom(len(r.Tags)+len(set)), r.Tags, set...)
-	}
-	return c, o.list[:]
-}
-
-// recordCopy is a stage's shallow copy of a record and the one-record list
-// of its outputs, with room for its tags and lineage: a copy cost three
-// allocations (record, tags, the lineage grown by AddStep) where one does.
-type recordCopy struct {
-	rec   record.Record
-	list  [1]*record.Record
-	tags  [8]record.Tag
-	steps [4]record.Step
-}
-
-// copyRecord copies r as relabelled does with no tags to set: r's tags,
-// a copy of its lineage with room for a step (in the block when it fits,
-// else r's own clipped, which AddStep copies), no Rendered.
-func copyRecord(r *record.Record) *recordCopy {
-	o := &recordCopy{rec: *r}
-	c := &o.rec
 	c.Rendered = nil
-	if len(r.Lineage) < len(o.steps) {
-		c.Lineage = append(o.steps[:0], r.Lineage...)
-	} else {
-		c.Lineage = slices.Clip(r.Lineage) // AddStep appends to a copy
-	}
+	c.Tags = record.WithTags(r.Tags, set...)
+	c.Lineage = slices.Clip(r.Lineage) // AddStep appends to a copy
 	o.list[0] = c
-	return o
-}
-
-// tagRoom is an empty list with room for n tags: the block's own array
-// when n fit, else a new one.
-func (o *recordCopy) tagRoom(n int) []record.Tag {
-	if n <= len(o.tags) {
-		return o.tags[:0]
-	}
-	return make([]record.Tag, 0, n)
+	return c, o.list[:]
 }

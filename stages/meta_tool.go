@@ -676,8 +676,7 @@ func (s *metaToolStage) Process(ctx context.Context, in *record.Record) ([]*reco
 	}
 	// The lists the stage changes are new (messages only once changed);
 	// tools, calls and results are shared.
-	cp := copyRecord(in)
-	out, list := &cp.rec, cp.list[:]
+	out, list := relabelled(in)
 	tools, err := s.toolList(ctx, p)
 	if err != nil {
 		return nil, err
@@ -710,9 +709,9 @@ func (s *metaToolStage) Process(ctx context.Context, in *record.Record) ([]*reco
 	set := [4]record.Tag{{Key: "category", Value: metaToolCategory(out, p.open)}, {Key: "difficulty", Value: difficulty},
 		{Key: "result_mode", Value: s.cfg.ResultMode}, {Key: "world", Value: world}} // sorted by key
 	if p.open {
-		out.Tags = record.AppendWithTags(cp.tagRoom(len(in.Tags)+len(set)), in.Tags, set[:]...)
+		out.Tags = record.WithTags(in.Tags, set[:]...)
 	} else {
-		out.Tags = record.AppendWithTags(cp.tagRoom(len(in.Tags)+3), in.Tags, set[0], set[1], set[3])
+		out.Tags = record.WithTags(in.Tags, set[0], set[1], set[3])
 	}
 	out.AddStep(s.env.Stage, "rule", "")
 	return list, nil

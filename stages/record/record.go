@@ -131,14 +131,7 @@ func WithTags(tags []Tag, set ...Tag) []Tag {
 	if len(set) == 0 {
 		return tags
 	}
-	return AppendWithTags(make([]Tag, 0, len(tags)+len(set)), tags, set...)
-}
-
-// AppendWithTags is WithTags appending to dst (which must not share memory
-// with tags), so a caller can give the list room it holds already (a
-// record copy's own array); dst[:0] is used even when set is empty.
-func AppendWithTags(dst, tags []Tag, set ...Tag) []Tag {
-	out := dst[:0]
+	out := make([]Tag, 0, len(tags)+len(set))
 	if !slices.IsSortedFunc(tags, func(a, b Tag) int { return strings.Compare(a.Key, b.Key) }) {
 		// Not as SetTag leaves them: its binary search decides.
 		r := Record{Tags: append(out, tags...)}
