@@ -21,11 +21,7 @@ type checkedTools struct {
 	slot [checkedToolSlots]record.Tool
 }
 
-// checkedToolSlots is the size of the table, a power of two: 8,192 slots
-// (640 KiB) keep a library of a few thousand tools with few collisions,
-// where 1,024 left a library of a few hundred colliding in one slot in
-// five. A remembered library tool pins nothing the library does not.
-const checkedToolSlots = 8192
+const checkedToolSlots = 1024
 
 // knownTools are the tools the runner's checks passed.
 var knownTools checkedTools
@@ -99,7 +95,7 @@ func (c *checkedTools) index(params []byte) int {
 		return 0
 	}
 	a := uint64(uintptr(unsafe.Pointer(unsafe.SliceData(params))))
-	return int((a*0x9e3779b97f4a7c15)>>51) % checkedToolSlots // the top 13 bits
+	return int((a*0x9e3779b97f4a7c15)>>54) % checkedToolSlots
 }
 
 // sameMemory reports whether a and b are the same non-empty elements in
