@@ -3,6 +3,7 @@ package stages
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"regexp"
 	"runtime"
 	"slices"
@@ -129,7 +130,7 @@ func (c *NegativesConfig) validate() []string {
 func (c *NegativesConfig) version() int { return 1 }
 
 func (c *NegativesConfig) build(env *Env) (Stage, error) {
-	s := &negatives{cfg: *c, env: env, version: c.version()}
+	s := &negatives{cfg: *c, env: env, version: c.version(), seed: env.reseeder()}
 	if c.Target == NegativeTargetTeacher {
 		if env.Teacher == nil {
 			return nil, fmt.Errorf("negatives: target teacher needs a teacher")
@@ -148,6 +149,7 @@ type negatives struct {
 	env     *Env
 	tmpl    *prompts.Template // target teacher only
 	version int
+	seed    reseeder // Env.Rand's generators, without its allocation and hash of seed and stage
 }
 
 // Concurrency is the teacher's capacity when replies are written by the
@@ -168,15 +170,19 @@ func (s *negatives) Process(ctx context.Context, r *record.Record) ([]*record.Re
 	// first use of the record's own rng either way, and with the default
 	// ratio nine records in ten are not chosen and need no search of
 	// their turns (which reads every meta_tool result).
-	rng := s.env.Rand(r.ID)
-	if rng.Float64() >= s.cfg.Ratio {
+	// The draw is Env.Rand(r.ID).Float64() from a source on the stack; a
+	// chosen record's generator goes on from a copy of it.
+	var src rand.PCG
+	s.seed.reseed(&src, r.ID)
+	if unitFloat(src.Uint64()) >= s.cfg.Ratio {
 		return []*record.Record{r}, nil
 	}
 	turns := negativeTurns(r, s.cfg.AllowNoTools)
 	if len(turns) == 0 {
 		return []*record.Record{r}, nil
 	}
-	perm := rng.Perm(len(turns))
+	rest := src
+	perm := rand.New(&rest).Perm(len(turns))
 	chosen := make([]int, 0, min(s.cfg.PerRecord, len(turns)))
 	for _, i := range perm[:min(s.cfg.PerRecord, len(turns))] {
 		chosen = append(chosen, turns[i])
@@ -192,6 +198,10 @@ func (s *negatives) Process(ctx context.Context, r *record.Record) ([]*record.Re
 	}
 	return out, nil
 }
+
+// unitFloat is math/rand/v2's Rand.Float64 of the draw u: [0, 1) in steps
+// of 2⁻⁵³ (TestUnitFloat holds it to the library's).
+func unitFloat(u uint64) float64 { return float64(u<<11>>11) / (1 << 53) }
 
 // negative builds the negative of r that replaces message k.
 func (s *negatives) negative(ctx context.Context, r *record.Record, k int) (*record.Record, error) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"slices"
 	"strings"
 	"testing"
@@ -429,6 +430,24 @@ func BenchmarkNegativesToken(b *testing.B) {
 	for b.Loop() {
 		if _, err := st.Process(ctx, in); err != nil {
 			b.Fatal(err)
+		}
+	}
+}
+
+// TestUnitFloat: unitFloat of a source's draw is what a generator on the
+// same source draws with Float64 (negatives' source per record is
+// Env.Rand's: TestReseederAsRand).
+func TestUnitFloat(t *testing.T) {
+	a, b := rand.NewPCG(1, 2), rand.NewPCG(1, 2)
+	g := rand.New(b)
+	for k := range 1000 {
+		if got, want := unitFloat(a.Uint64()), g.Float64(); got != want {
+			t.Fatalf("draw %d: %v, want %v", k, got, want)
+		}
+	}
+	for _, u := range []uint64{0, 1, 1<<53 - 1, 1 << 53, ^uint64(0)} {
+		if f := unitFloat(u); f < 0 || f >= 1 {
+			t.Fatalf("unitFloat(%x) = %v, outside [0, 1)", u, f)
 		}
 	}
 }

@@ -763,7 +763,8 @@ func shardWorkers(st Stage) int {
 // it changed (shard.CheckChanged).
 func (r *Runner) processShard(ctx context.Context, p *pass, name string, recs []*record.Record, checked bool) (*shardOut, error) {
 	sr, st, sink := p.sr, p.st, p.sink
-	o := &shardOut{sh: manifests.Shard{Name: name}}
+	// Most stages keep about a record per record: the list is made once.
+	o := &shardOut{sh: manifests.Shard{Name: name}, kept: make([]*record.Record, 0, len(recs))}
 	o.sh.In = int64(len(recs))
 	outs := make([][]*record.Record, len(recs))
 	errs := make([]error, len(recs))
