@@ -432,31 +432,39 @@ func (r Inner) Key() string {
 func (r Inner) AppendKey(b []byte) ([]byte, string) { return r.key(b, true) }
 
 func (r Inner) key(b []byte, appendIt bool) ([]byte, string) {
-	p, in := r.p, &r.p.in
+	in := &r.p.in
 	if in.failed || in.n == 0 || in.levels[in.n-1].close != '}' {
 		r.fail()
 		return b, ""
 	}
-	p.eSpace()
-	start := p.Pos
-	k, ok := p.eString(false) // a view: keys are not kept, so the known ones need not be shared
+	b, k, ok := r.memberKey(b, int(in.levels[in.n-1].base), appendIt)
 	if !ok {
 		r.fail()
 		return b, ""
 	}
-	if !r.newKey(k, int(in.levels[in.n-1].base)) {
-		return b, ""
+	return b, k
+}
+
+// memberKey reads a member's key and its colon in the object whose keys
+// start at base (see newKey), appending the key's JSON form and a colon to
+// b when appendIt. The key is a view: keys are not kept.
+func (r Inner) memberKey(b []byte, base int, appendIt bool) ([]byte, string, bool) {
+	p := r.p
+	p.eSpace()
+	start := p.Pos
+	k, ok := p.eString(false)
+	if !ok || !r.newKey(k, base) {
+		return b, "", false
 	}
 	if appendIt {
 		b = append(p.appendQuoted(b, k, start), ':')
 	}
 	p.eSpace()
 	if p.Pos >= len(p.Data) || p.Data[p.Pos] != ':' {
-		r.fail()
-		return b, ""
+		return b, "", false
 	}
 	p.Pos++
-	return b, k
+	return b, k, true
 }
 
 // newKey records key k of the object whose keys start at base, or fails
@@ -597,21 +605,12 @@ func (r Inner) appendBody(b []byte, open byte, base int) ([]byte, bool) {
 		if n > 0 {
 			b = append(b, ',')
 		}
-		if open == '{' {
-			p.eSpace()
-			start := p.Pos
-			k, ok := p.eString(false)
-			if !ok || !r.newKey(k, base) {
-				return b, false
-			}
-			b = append(p.appendQuoted(b, k, start), ':')
-			p.eSpace()
-			if p.Pos >= len(p.Data) || p.Data[p.Pos] != ':' {
-				return b, false
-			}
-			p.Pos++
-		}
 		var ok bool
+		if open == '{' {
+			if b, _, ok = r.memberKey(b, base, true); !ok {
+				return b, false
+			}
+		}
 		if b, ok = r.appendValue(b); !ok {
 			return b, false
 		}
