@@ -22,6 +22,7 @@ import (
 	"github.com/augmentdata/augment/manifests"
 	"github.com/augmentdata/augment/stages/contract"
 	"github.com/augmentdata/augment/stages/record"
+	"github.com/augmentdata/augment/stages/shard"
 	"github.com/augmentdata/augment/verify"
 )
 
@@ -756,4 +757,77 @@ func BenchmarkWriteLines(b *testing.B) {
 			b.ReportMetric(float64((cputime.Process()-before).Nanoseconds())/float64(b.N), "cpu-ns/op")
 		})
 	}
+}
+
+// BenchmarkExportShard is the export of the fuller chain as a run does it:
+// the demo rows after meta_tool, decision_tokens and negatives, written to
+// a shard and read back (so, as in a run, equal tools are separate copies,
+// each record's in its own decoded memory), then Process on every record
+// and writeLines of the shard into SHA-256 (the atomic file's hash). An op
+// is one shard; the exporter (its memo) lives across ops as across a run's
+// shards, and ops cycle over copies of the shard read separately, so no
+// op meets the memory of the one before. MB/s are of the lines.
+func BenchmarkExportShard(b *testing.B) {
+	recs, lib := fullerBenchRecords(b)
+	ctx := context.Background()
+	for _, st := range []Stage{
+		mtBuild(b, MetaToolConfig{}, mtEnv(lib, noiseOfflineEmbedder(b))),
+		buildDecisionTokens(b, DecisionTokensConfig{}),
+		buildNegatives(b, NegativesConfig{Target: NegativeTargetToken}, nil),
+	} {
+		var next []*record.Record
+		for _, r := range recs {
+			if out, err := st.Process(ctx, r); err == nil {
+				next = append(next, out...)
+			}
+		}
+		recs = next
+	}
+	dir, err := atomicfs.OpenRoot(b.TempDir())
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer dir.Close()
+	if _, err := shard.Write(dir, "part.parquet", recs, shard.Options{}); err != nil {
+		b.Fatal(err)
+	}
+	copies := make([][]*record.Record, 8)
+	for i := range copies {
+		if copies[i], err = shard.Read(dir.Path("part.parquet")); err != nil {
+			b.Fatal(err)
+		}
+	}
+	e := mustBuildExport(b, ExportConfig{})
+	export := func(in []*record.Record) int64 {
+		out := make([]*record.Record, 0, len(in))
+		for _, r := range in {
+			if o, err := e.Process(ctx, r); err == nil {
+				out = append(out, o...)
+			}
+		}
+		w := &countingHash{h: sha256.New()}
+		if err := writeLines(w, out); err != nil {
+			b.Fatal(err)
+		}
+		return w.n
+	}
+	b.SetBytes(export(copies[0]))
+	b.ReportAllocs()
+	before := cputime.Process()
+	for i := 0; b.Loop(); i++ {
+		export(copies[i%len(copies)])
+	}
+	cpu := cputime.Process() - before
+	b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N*len(recs)), "cpu-ns/record")
+}
+
+// countingHash feeds SHA-256 and counts the bytes.
+type countingHash struct {
+	h hash.Hash
+	n int64
+}
+
+func (w *countingHash) Write(p []byte) (int, error) {
+	w.n += int64(len(p))
+	return w.h.Write(p)
 }
