@@ -844,13 +844,16 @@ type toolText struct {
 // toolMemoBudget bytes of texts: after meta_tool every record lists its own
 // draw of the library's tools, so whole lists do not repeat but their
 // tools do, and escaping them (JSON full of quotes) was the export's
-// largest cost. Tools are looked up by name and the length of their
-// description (hashing whole descriptions was most of a look-up) and
-// compared in full. The zero value is ready; safe for concurrent use.
+// largest cost. Tools are looked up by the lengths of their fields, which
+// the record's tool list holds (hashing a name or description reads text
+// of the record's that comparing reads again), and compared in full. The
+// zero value is ready; safe for concurrent use.
 type toolMemo struct {
-	mu   sync.Mutex
-	m    map[toolKey][]*toolText // the definitions met of a key
-	used int
+	mu sync.Mutex
+	// slots hold the definitions met, in the slot of their lengths
+	// (lenSlot), up to toolMemoVariants a slot; made with the first.
+	slots []([]*toolText)
+	used  int
 	// seen holds, by the address of their parameters, tools met again in
 	// the same memory, as the records held them, with their texts: such a
 	// tool (a library tool meta_tool listed, its own definitions) is then
@@ -869,17 +872,20 @@ type seenTool struct {
 	last uintptr // the address of the parameters met last in the slot
 }
 
-type toolKey struct {
-	name    string
-	descLen int
+// lenSlot is the toolMemo slot of tools with t's field lengths.
+func lenSlot(t *record.Tool) int {
+	h := uint64(len(t.Name)) | uint64(len(t.Description))<<16 ^ uint64(len(t.Parameters))<<32 ^ uint64(len(t.Response))<<48
+	return int((h * 0x9e3779b97f4a7c15) >> (64 - toolMemoSlotBits))
 }
 
 const (
 	// toolMemoBudget bounds the memo's memory; a tool met after it is full
 	// is rendered each time.
 	toolMemoBudget = 64 << 20
-	// toolMemoVariants bounds the definitions remembered of one key
-	// (their descriptions or parameters differ).
+	// toolMemoSlotBits: the memo has 1<<toolMemoSlotBits slots.
+	toolMemoSlotBits = 14
+	// toolMemoVariants bounds the definitions remembered in one slot
+	// (tools whose field lengths are the same or share the slot).
 	toolMemoVariants = 16
 	// toolMemoSeen is the number of toolMemo.seen slots.
 	toolMemoSeen = 1024
@@ -892,7 +898,10 @@ func (m *toolMemo) lookup(t *record.Tool) *toolText {
 	if sameTool(t, &slot.tool) {
 		return slot.text
 	}
-	for _, tt := range m.m[toolKey{t.Name, len(t.Description)}] {
+	if m.slots == nil {
+		return nil
+	}
+	for _, tt := range m.slots[lenSlot(t)] {
 		if tt.tool.Equal(t) {
 			if len(t.Parameters) > 0 {
 				if slot.last == a {
@@ -952,22 +961,21 @@ func (e *exporter) toolTexts(tools []record.Tool) ([]*toolText, error) {
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.m == nil {
-		m.m = map[toolKey][]*toolText{}
+	if m.slots == nil {
+		m.slots = make([][]*toolText, 1<<toolMemoSlotBits)
 	}
 	for _, tt := range texts {
 		t := &tt.tool
 		size := len(tt.obj) + len(tt.quoted) + len(tt.params) + len(t.Name) + len(t.Description) + len(t.Parameters) + len(t.Response) + 160
-		k := toolKey{tt.tool.Name, len(tt.tool.Description)}
-		if m.used+size > toolMemoBudget || len(m.m[k]) >= toolMemoVariants || m.lookup(&tt.tool) != nil {
+		k := lenSlot(t)
+		if m.used+size > toolMemoBudget || len(m.slots[k]) >= toolMemoVariants || m.lookup(&tt.tool) != nil {
 			continue
 		}
 		// The memo outlives the record: it keeps its own copy of the
 		// definition, not views of the record's (decoder's) memory.
 		tt.tool = record.Tool{Name: strings.Clone(tt.tool.Name), Description: strings.Clone(tt.tool.Description),
 			Parameters: bytes.Clone(tt.tool.Parameters), Response: bytes.Clone(tt.tool.Response)}
-		k = toolKey{tt.tool.Name, len(tt.tool.Description)}
-		m.m[k] = append(m.m[k], tt)
+		m.slots[k] = append(m.slots[k], tt)
 		m.used += size
 	}
 	return texts, nil

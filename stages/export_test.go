@@ -7,6 +7,7 @@ import (
 	"crypto/sha256"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"hash"
 	"io"
 	"os"
@@ -333,7 +334,7 @@ func TestToolMemo(t *testing.T) {
 	}
 	remembered := func(m *toolMemo) int {
 		n := 0
-		for _, v := range m.m {
+		for _, v := range m.slots {
 			n += len(v)
 		}
 		return n
@@ -350,6 +351,20 @@ func TestToolMemo(t *testing.T) {
 	wg.Wait()
 	if n := remembered(&e.tools); n != 9 {
 		t.Errorf("memo holds %d tools, want the 9 distinct good ones", n)
+	}
+	// More tools of the same field lengths than a slot holds: the rest
+	// are rendered each time, to the same bytes.
+	var same []record.Tool
+	for i := range toolMemoVariants + 4 {
+		same = append(same, record.Tool{Name: fmt.Sprintf("t%02d", i), Description: fmt.Sprintf("\"d%02d\"", i), Parameters: obj})
+	}
+	lists = append(lists, same, slices.Clone(same))
+	crowded := buildExport(t, ExportConfig{})
+	for round := range 2 {
+		check(t, crowded, round)
+	}
+	if n := len(crowded.tools.slots[lenSlot(&same[0])]); n != toolMemoVariants {
+		t.Errorf("the crowded slot holds %d tools, want %d", n, toolMemoVariants)
 	}
 	full := buildExport(t, ExportConfig{})
 	full.tools.used = toolMemoBudget
