@@ -6,8 +6,10 @@ package jsonout
 
 import (
 	"bytes"
+	"encoding/binary"
 	"encoding/json"
 	"math/bits"
+	"slices"
 	"unicode/utf8"
 
 	"github.com/augmentdata/augment/internal/swar"
@@ -36,30 +38,56 @@ func MarshalIndent(v any, indent string) ([]byte, error) {
 // string of its samples with it, and token counts the strings of tools
 // and calls. The text is validated as UTF-8 in the same pass that copies
 // it (FuzzAppendString holds the result to Marshal's).
+//
+// Text is copied eight bytes at a time: each word is stored whole and the
+// output moves on to its first byte that needs care, so text dense in
+// quotes (JSON inside strings: calls, results) costs a store and an
+// escape per quote, not a copy call. dst grows only when the escapes
+// outrun its room: room for the text as it is, two quotes and no escape
+// is enough for the stores, which never reach past that.
 func AppendString(dst []byte, s string) []byte {
 	start := len(dst)
-	dst = append(dst, '"')
-	last := 0
+	buf := slices.Grow(dst, len(s)+2)
+	buf = buf[:cap(buf)]
+	j := start
+	buf[j] = '"'
+	j++
 	for i := 0; i < len(s); {
-		// Eight bytes at a time, as one 64-bit word (the compiler loads them
-		// at once), up to the first that is not plain ASCII: the lowest byte
-		// of m with its high bit set is the first control character, '"',
-		// '\\' or byte of a non-ASCII character (the bits above it may be
-		// wrong, as a borrow runs upward).
+		// Room for a word and an escape; the stores below write into room
+		// the text as it is would fill anyway (j+8 never passes where the
+		// unescaped rest ends), so this grows only after escapes.
+		if len(buf)-j < 10 {
+			buf = grow(buf, j, len(s)-i)
+		}
+		var c byte
 		if i+8 <= len(s) {
+			// Lowest byte of m with its high bit set: the first control
+			// character, '"', '\\' or byte of a non-ASCII character (the
+			// bits above it may be wrong, as a borrow runs upward).
 			w := swar.Load(s, i)
+			binary.LittleEndian.PutUint64(buf[j:j+8], w)
 			m := swar.StringSpecial(w) | w&swar.Tops
 			if m == 0 {
 				i += 8
+				j += 8
 				continue
 			}
-			i += bits.TrailingZeros64(m) / 8
+			k := bits.TrailingZeros64(m) / 8
+			i += k
+			j += k
+			c = s[i]
+		} else if c = s[i]; c < utf8.RuneSelf && jsonPlain[c] {
+			buf[j] = c
+			i++
+			j++
+			continue
 		}
-		c := s[i]
 		if c >= utf8.RuneSelf {
 			// Characters outside ASCII while they last, each checked as
 			// UTF-8: the three-byte ones (most CJK) that are not U+2028 or
-			// U+2029 and the two-byte ones directly, the rest decoded.
+			// U+2029 and the two-byte ones directly, the rest decoded;
+			// then copied as they are.
+			run := i
 			for i < len(s) && s[i] >= utf8.RuneSelf {
 				c := s[i]
 				if c >= 0xE1 && c <= 0xEF && c != 0xED && i+2 < len(s) && s[i+1]&0xC0 == 0x80 && s[i+2]&0xC0 == 0x80 &&
@@ -74,41 +102,44 @@ func AppendString(dst []byte, s string) []byte {
 				r, n := utf8.DecodeRuneInString(s[i:])
 				if r == utf8.RuneError && n == 1 || r == '\u2028' || r == '\u2029' { // invalid UTF-8, U+2028 or U+2029
 					q, _ := Marshal(s)
-					return append(dst[:start], q...)
+					return append(buf[:start], q...)
 				}
 				i += n
 			}
+			if len(buf)-j < i-run+10 { // escapes before the run used its room
+				buf = grow(buf, j, len(s)-run)
+			}
+			j += copy(buf[j:], s[run:i])
 			continue
 		}
-		if jsonPlain[c] {
-			i++
-			continue
-		}
-		var esc byte
-		switch c {
-		case '"':
-			esc = '"'
-		case '\\':
-			esc = '\\'
-		case '\n':
-			esc = 'n'
-		case '\r':
-			esc = 'r'
-		case '\t':
-			esc = 't'
-		}
+		esc := jsonEscape[c]
 		if esc == 0 { // another control character
 			q, _ := Marshal(s)
-			return append(dst[:start], q...)
+			return append(buf[:start], q...)
 		}
-		dst = append(dst, s[last:i]...)
-		dst = append(dst, '\\', esc)
+		buf[j] = '\\'
+		buf[j+1] = esc
 		i++
-		last = i
+		j += 2
 	}
-	dst = append(dst, s[last:]...)
-	return append(dst, '"')
+	if len(buf)-j < 1 {
+		buf = grow(buf, j, 0)
+	}
+	buf[j] = '"'
+	return buf[:j+1]
 }
+
+// grow returns buf, whose first j bytes are written, with room after them
+// for rest more bytes of text, its closing quote and a word and an escape
+// more, and an eighth of rest for escapes to come.
+func grow(buf []byte, j, rest int) []byte {
+	buf = slices.Grow(buf[:j], rest+rest/8+11)
+	return buf[:cap(buf)]
+}
+
+// jsonEscape is the letter after the backslash of the ASCII bytes
+// AppendString escapes as two bytes; 0 for the rest.
+var jsonEscape = [utf8.RuneSelf]byte{'"': '"', '\\': '\\', '\n': 'n', '\r': 'r', '\t': 't'}
 
 // jsonPlain marks the ASCII bytes AppendString copies as they are: all
 // but '"', '\\' and control characters.

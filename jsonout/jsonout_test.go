@@ -35,9 +35,40 @@ func TestAppendStringBlocks(t *testing.T) {
 		"\xe2\x80", "\xe2\x80\xa8", "\xe2\x80\xaa", "\xe4\xb8", "\xc3", "\xc0\x80", "\xe0\x80\x80", "\xe0\xa0\x80", "\xed\xa0\x80", "\xed\x9f\xbf", "\xef\xbf\xbd", "\xf0\x9f\x98\x80", "\xf4\x90\x80\x80", "é中\x80"} {
 		for at := 0; at <= 20; at++ {
 			v := strings.Repeat("a", at) + special + strings.Repeat("b", 20-at)
-			got := AppendString([]byte("x"), v)
-			if want, _ := Marshal(v); string(got) != "x"+string(want) {
-				t.Errorf("%q: got %s want %s", v, got, want)
+			want, _ := Marshal(v)
+			for _, room := range appendRooms(v) {
+				dst := append(make([]byte, 0, 1+room), 'x')
+				if got := AppendString(dst, v); string(got) != "x"+string(want) {
+					t.Errorf("%q, room %d: got %s want %s", v, room, got, want)
+				}
+			}
+		}
+	}
+}
+
+// appendRooms are the rooms AppendString is given after one byte already
+// in dst: none, exactly the unescaped text and its quotes (AppendString
+// then grows when it meets escapes), and plenty.
+func appendRooms(s string) []int { return []int{0, len(s) + 2, 2*len(s) + 64} }
+
+// TestAppendStringRoom: escapes that outrun the room dst has, before,
+// between and after runs of non-ASCII text and eight-byte words.
+func TestAppendStringRoom(t *testing.T) {
+	for _, s := range []string{
+		"",
+		`"`,
+		strings.Repeat(`"`, 40),
+		strings.Repeat(`"`, 20) + strings.Repeat("中", 50),
+		strings.Repeat(`\"`, 9) + strings.Repeat("é", 33) + "\n",
+		strings.Repeat("ab\"cdefgh", 12) + strings.Repeat("\t", 30),
+		`<|use_tool|><tool_call>{"name": "get_movie_details", "arguments": {"movie_id":"12345"}}</tool_call>`,
+		strings.Repeat("中", 30) + `"` + strings.Repeat("\u2028", 2),
+	} {
+		want, _ := Marshal(s)
+		for _, room := range appendRooms(s) {
+			dst := append(make([]byte, 0, 1+room), 'x')
+			if got := AppendString(dst, s); string(got) != "x"+string(want) {
+				t.Errorf("%q, room %d: got %s want %s", s, room, got, want)
 			}
 		}
 	}
@@ -46,11 +77,14 @@ func TestAppendStringBlocks(t *testing.T) {
 func FuzzAppendString(f *testing.F) {
 	f.Add("a\"b\\c\n\u2028\xff")
 	f.Add(`{"type":"object","properties":{"city":{"type":"string","description":"The city"}}} and some plain text to fill blocks`)
+	f.Add(strings.Repeat(`"`, 20) + strings.Repeat("中", 50))
 	f.Fuzz(func(t *testing.T, s string) {
-		got := AppendString([]byte("x"), s)
 		want, _ := Marshal(s)
-		if string(got) != "x"+string(want) {
-			t.Fatalf("%q: got %s want %s", s, got, want)
+		for _, room := range appendRooms(s) {
+			dst := append(make([]byte, 0, 1+room), 'x')
+			if got := AppendString(dst, s); string(got) != "x"+string(want) {
+				t.Fatalf("%q, room %d: got %s want %s", s, room, got, want)
+			}
 		}
 	})
 }
