@@ -201,8 +201,9 @@ type Parser struct {
 	// to the tree.
 	Literal func(key string, r Inner) (v Value, ok bool)
 
-	// Hooked, when set with Literal, names further members of the
-	// top-level object whose string literals are offered to Literal:
+	// Hooked, when set with Literal (and, as Embedded, with CopyStrings
+	// and without Spans), names further members of the top-level object
+	// whose string literals are offered to Literal:
 	// texts that hold JSON among other text (glaive's and ToolACE's
 	// system prompts, tool definitions after a fixed lead-in). One the
 	// hook declines is decoded as a string, as without Hooked (without
