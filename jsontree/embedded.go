@@ -26,6 +26,23 @@ func (p *Parser) embeddedAt() bool {
 	return p.CopyStrings && !p.Spans && p.Pos < len(p.Data) && p.Data[p.Pos] == '"'
 }
 
+// literalMember decodes the string literal at Pos, the value of the
+// top-level member k: offered to Literal when Embedded or Hooked names k,
+// else (or when the hook declines) decoded in one pass when Embedded names
+// k, else as a string.
+func (p *Parser) literalMember(k string) (Value, error) {
+	embedded := p.Embedded != nil && p.Embedded(k)
+	if p.Literal != nil && (embedded || p.Hooked != nil && p.Hooked(k)) {
+		if e, ok := p.offerLiteral(k); ok {
+			return e, nil
+		}
+	}
+	if embedded {
+		return p.embeddedValue()
+	}
+	return p.value()
+}
+
 // embeddedValue decodes the string literal at Pos as the array or object
 // its text holds or, failing that, as a string.
 //
@@ -289,12 +306,14 @@ func (p *Parser) eString(key bool) (string, bool) {
 // returns are valid until the row's Parse returns, except those of
 // KeptString, which are the row's own (see Parser.CopyStrings).
 //
-// Reading goes: Begin opens an array or object (the outermost value must
-// be one); More says whether another element follows (false: the
-// container has closed); in an object each element starts with Key or
-// AppendKey; Peek shows a value's first byte; String, KeptString and
-// AppendValue (any value, written compact) read a value; End, after the
-// outermost container, reads the literal's closing quote.
+// Reading goes: Begin opens an array or object (an outermost value must
+// be one; the literal may hold several, one after another); More says
+// whether another element follows (false: the container has closed); in
+// an object each element starts with Key or AppendKey; Peek shows a
+// value's first byte; String, KeptString and AppendValue (any value,
+// written compact) read a value; Text reads fixed text between the
+// outermost values; End, after the last of them, reads the literal's
+// closing quote.
 //
 // An Inner is a handle on a pooled copy of the Parser (offerLiteral),
 // whose state it reads and keeps (innerState): passed by value, it costs
@@ -304,7 +323,7 @@ type Inner struct{ p *Parser }
 // innerState is an Inner's state, kept in the Parser.
 type innerState struct {
 	failed bool
-	began  bool // the outermost container has been opened
+	began  bool // an outermost container has been opened, or Text read
 	ended  bool
 	n      int // open containers
 	levels [innerLevels]innerLevel
@@ -369,7 +388,7 @@ func (r Inner) fail() bool {
 // Begin opens an array (k Array) or object (k Object).
 func (r Inner) Begin(k Kind) bool {
 	p, in := r.p, &r.p.in
-	if in.failed || in.n == 0 && in.began {
+	if in.failed || in.ended {
 		return r.fail()
 	}
 	in.began = true
@@ -630,8 +649,23 @@ func (r Inner) appendBody(b []byte, open byte, base int) ([]byte, bool) {
 	}
 }
 
-// End reads the end of the literal after the outermost container: white
-// space, then the closing quote.
+// Text reads s as the literal's next bytes, as they stand: fixed text
+// before, between or after the outermost values, given in its JSON form
+// (escaped, without quotes; a text whose form differs, such as one
+// escaped otherwise, fails). s must be the whole JSON form of a text: no
+// raw quote, backslash that starts no escape, or control character.
+func (r Inner) Text(s string) bool {
+	p, in := r.p, &r.p.in
+	if in.failed || in.ended || in.n != 0 || len(p.Data)-p.Pos < len(s) || string(p.Data[p.Pos:p.Pos+len(s)]) != s {
+		return r.fail()
+	}
+	p.Pos += len(s)
+	in.began = true
+	return true
+}
+
+// End reads the end of the literal after the last outermost container (or
+// Text): white space, then the closing quote.
 func (r Inner) End() bool {
 	p, in := r.p, &r.p.in
 	if in.failed || !in.began || in.ended || in.n != 0 || p.depth != 0 {

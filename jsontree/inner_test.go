@@ -156,3 +156,76 @@ func FuzzInner(f *testing.F) {
 		}
 	})
 }
+
+// TestInnerText checks Hooked and Inner.Text: fixed text around several
+// outermost values, read from the literal's bytes as they stand, and a
+// literal the hook declines decoded as the string it is.
+func TestInnerText(t *testing.T) {
+	// read reads "t" as: Text(lead), the values (walkInner) while one
+	// starts, Text(tail), End.
+	read := func(row, lead, tail string) (got string, v Value, err error) {
+		p := Parser{Data: []byte(row), CopyStrings: true, Hooked: func(k string) bool { return k == "t" }, Literal: func(k string, r Inner) (Value, bool) {
+			if !r.Text(lead) {
+				return Value{}, false
+			}
+			var b []byte
+			for c := r.Peek(); c == '[' || c == '{'; c = r.Peek() {
+				b = walkInner(r, b, 2)
+			}
+			if !r.Text(tail) || !r.End() {
+				return Value{}, false
+			}
+			got = string(b)
+			return Value{Kind: Null}, true
+		}}
+		v, err = p.Parse()
+		return got, v, err
+	}
+	for _, c := range []struct {
+		row, lead, tail string
+		want            string // what the hook wrote; "" when it declines
+	}{
+		{`{"t": "Tools:\n[1, 2] {\"a\": \"b\"}\n\n[]. Done.", "u": 1}`, `Tools:\n`, `. Done.`, `[1,2]{"a":"b"}[]`},
+		{`{"t": "Tools:\n{\"a\": 1}{\"b\": 2} \n"}`, `Tools:\n`, ``, `{"a":1}{"b":2}`},
+		{`{"t": "only text"}`, `only text`, ``, ``},
+		{`{"t": "Tools:\n \n"}`, `Tools:\n`, ``, ``},
+		{`{"t": "Tools:\u000a[1]"}`, `Tools:\n`, ``, "-"},          // the lead-in escaped otherwise
+		{`{"t": "Tools:\n[1] x"}`, `Tools:\n`, ``, "-"},            // other text after the values
+		{`{"t": "Tools:\n[1]. Done"}`, `Tools:\n`, `. Done.`, "-"}, // the tail cut short
+		{`{"t": "[1]"}`, ``, `x`, "-"},
+		{`{"t": "Tool"}`, `Tools:\n`, ``, "-"},
+	} {
+		got, v, err := read(c.row, c.lead, c.tail)
+		if err != nil {
+			t.Fatalf("%s: %v", c.row, err)
+		}
+		want, werr := Parse([]byte(c.row))
+		if werr != nil {
+			t.Fatal(werr)
+		}
+		taken := v.Get("t").Kind == Null
+		switch {
+		case c.want == "-" && taken:
+			t.Errorf("%s: taken, wrote %q", c.row, got)
+		case c.want == "-":
+			// Declined: the string, not Embedded's one-pass decoding.
+			if string(Compact(&v)) != string(Compact(&want)) {
+				t.Errorf("%s: declined, read %s, want %s", c.row, Compact(&v), Compact(&want))
+			}
+		case !taken || got != c.want:
+			t.Errorf("%s: taken %v, wrote %q, want %q", c.row, taken, got, c.want)
+		}
+	}
+	// A declined literal holding JSON stays a string with Hooked.
+	p := Parser{Data: []byte(`{"t": "[1]"}`), CopyStrings: true, Hooked: func(string) bool { return true }, Literal: func(string, Inner) (Value, bool) { return Value{}, false }}
+	if v, err := p.Parse(); err != nil || v.Get("t").Kind != String {
+		t.Errorf("declined: %v, %v", v.Get("t"), err)
+	}
+	// Text inside a container fails.
+	p = Parser{Data: []byte(`{"t": "[x]"}`), CopyStrings: true, Hooked: func(string) bool { return true }, Literal: func(_ string, r Inner) (Value, bool) {
+		return Value{Kind: Null}, r.Begin(Array) && r.Text("x") && !r.More() && r.End()
+	}}
+	if v, err := p.Parse(); err != nil || v.Get("t").Kind != String {
+		t.Errorf("Text inside a container: %v, %v", v.Get("t"), err)
+	}
+}

@@ -201,6 +201,15 @@ type Parser struct {
 	// to the tree.
 	Literal func(key string, r Inner) (v Value, ok bool)
 
+	// Hooked, when set with Literal (and, as Embedded, with CopyStrings
+	// and without Spans), names further members of the top-level object
+	// whose string literals are offered to Literal:
+	// texts that hold JSON among other text (glaive's and ToolACE's
+	// system prompts, tool definitions after a fixed lead-in). One the
+	// hook declines is decoded as a string, as without Hooked (without
+	// Embedded's one-pass decoding).
+	Hooked func(key string) bool
+
 	in innerState // the Literal hook's Inner
 }
 
@@ -1025,14 +1034,8 @@ func (p *Parser) objectBody(base int) (Value, error) {
 		}
 		p.Pos++
 		var e Value
-		if p.Embedded != nil && p.depth == 1 && p.embeddedAt() && p.Embedded(k) {
-			hooked := false
-			if p.Literal != nil {
-				e, hooked = p.offerLiteral(k)
-			}
-			if !hooked {
-				e, err = p.embeddedValue()
-			}
+		if (p.Embedded != nil || p.Hooked != nil) && p.depth == 1 && p.embeddedAt() {
+			e, err = p.literalMember(k)
 		} else {
 			e, err = p.value()
 		}

@@ -47,8 +47,9 @@ func Parse(format, source string, index int64, row []byte) (*record.Record, erro
 	return parse(format, source, index, row, direct)
 }
 
-// parse is Parse; how says how the JSON texts xlam holds in strings are
-// decoded (see passes), which the fuzz targets compare.
+// parse is Parse; how says how the JSON texts xlam holds in strings, and
+// the tools in glaive's and ToolACE's system texts, are read (see passes),
+// which the fuzz targets compare.
 func parse(format, source string, index int64, row []byte, how passes) (*record.Record, error) {
 	if !slices.Contains(Formats(), format) {
 		return nil, fmt.Errorf("formats: unknown format %q (want one of %s)", format, strings.Join(Formats(), ", "))
@@ -65,17 +66,22 @@ func parse(format, source string, index int64, row []byte, how passes) (*record.
 		w.turns = w.turns[:0]
 		w.xlamTools, w.haveTools = nil, false
 		w.xlamCalls, w.haveCalls = nil, false
+		w.sysTools, w.haveSysTools = nil, false
 		if cap(w.json) <= 1<<20 {
 			workspaces.Put(w)
 		}
 	}()
 	// The Scanner reuses row, so strings are copied out of it.
 	jp := jsontree.Parser{Data: row, CopyStrings: true, Arena: &w.arena}
-	if format == "xlam" && how >= onePass {
+	switch {
+	case format == "xlam" && how >= onePass:
 		jp.Embedded = xlamEmbedded
 		if how == direct {
 			jp.Literal = w.literal
 		}
+	case (format == "glaive" || format == "toolace") && how == direct:
+		w.format = format
+		jp.Hooked, jp.Literal = systemKey, w.sysLiteral
 	}
 	v, err := jp.Parse()
 	if err != nil {
@@ -194,11 +200,20 @@ type workspace struct {
 	haveCalls bool
 	tools     []record.Tool
 	req       []string
+
+	// glaive's and ToolACE's tools read straight from the system text
+	// (systools.go): the hook, the format it reads, and the tools when
+	// haveSysTools.
+	sysLiteral   func(string, jsontree.Inner) (jsontree.Value, bool)
+	format       string
+	sysTools     []record.Tool
+	haveSysTools bool
 }
 
 var workspaces = sync.Pool{New: func() any {
 	w := new(workspace)
 	w.literal = w.xlamLiteral
+	w.sysLiteral = w.systemLiteral
 	return w
 }}
 

@@ -26,9 +26,7 @@ func fuzzParse(f *testing.F, format, fixture string, seeds ...string) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, row string) {
-		if format == "xlam" {
-			sameInOnePass(t, row)
-		}
+		sameEveryWay(t, format, row)
 		rec := checkParsed(t, format, row)
 		if rec == nil {
 			return
@@ -139,7 +137,22 @@ func FuzzGlaiveText(f *testing.F) {
 	f.Add(sys, "USER: a <|endoftext|>\n\nUSER: b\n\nASSISTANT: c\n<functioncall> {\"name\": \"find_book\", \"arguments\": '{\"title\": \"it\\'s\"}'}} <|endoftext|>\n\nFUNCTION RESPONSE: {\"a\": [1")
 	f.Add(sys, "USER: x\n\n\nASSISTANT: y\nAI to= find-book: {\"title\": 1} <|endoftext|>\n\n\nFUNCTION RESPONSE: ok\nASSISTANT: z <|endoftext|>")
 	f.Fuzz(func(t *testing.T, system, chat string) {
-		checkParsed(t, "glaive", rowJSON("system", system, "chat", chat))
+		row := rowJSON("system", system, "chat", chat)
+		sameEveryWay(t, "glaive", row)
+		checkParsed(t, "glaive", row)
+	})
+}
+
+// FuzzToolACETools mutates the tool list in ToolACE's system template,
+// which the direct reader and the tree must read alike (sameEveryWay).
+func FuzzToolACETools(f *testing.F) {
+	f.Add(taTools)
+	f.Add(`[{"name": "a", "description": "生成\"x\"", "parameters": {"type": "dict", "properties": {"l": {"type": "array", "items": {"type": "str"}, "default": [1.50, null]}}, "required": ["l"]}, "required": null}]`)
+	f.Add(`[{"name": "b", "parameters": {"type": "object", "properties": {"o": {"anyOf": [{"type": "int, optional"}, false]}}, "required": null}}]`)
+	f.Fuzz(func(t *testing.T, tools string) {
+		row := taRow(taSystem(tools), "user", "q", "assistant", "[now()]")
+		sameEveryWay(t, "toolace", row)
+		checkParsed(t, "toolace", row)
 	})
 }
 
@@ -153,15 +166,17 @@ func FuzzToolACETurns(f *testing.F) {
 	})
 }
 
-// sameInOnePass checks that an xlam row gives the same record, or the same
-// reject (reason and detail), whether the JSON texts it holds in strings
-// are decoded in the row parser's pass or in passes of their own.
-func sameInOnePass(t *testing.T, row string) {
+// sameEveryWay checks that a row gives the same record, or the same reject
+// (reason and detail), however parse reads the JSON texts it holds (see
+// passes): xlam's in the row parser's pass or in passes of their own, and
+// xlam's, glaive's and ToolACE's tools straight into the record or
+// through a tree.
+func sameEveryWay(t *testing.T, format, row string) {
 	t.Helper()
-	two, err2 := parse("xlam", "f", 1, []byte(row), twoPasses)
+	two, err2 := parse(format, "f", 1, []byte(row), twoPasses)
 	b, _ := json.Marshal(two)
 	for _, how := range []passes{onePass, direct} {
-		one, err1 := parse("xlam", "f", 1, []byte(row), how)
+		one, err1 := parse(format, "f", 1, []byte(row), how)
 		a, _ := json.Marshal(one)
 		if fmt.Sprintf("%#v", err1) != fmt.Sprintf("%#v", err2) || string(a) != string(b) {
 			t.Fatalf("passes %d: %s, %#v\ntwo passes: %s, %#v", how, a, err1, b, err2)

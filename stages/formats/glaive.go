@@ -25,7 +25,10 @@ func parseGlaive(b *builder, row *jsontree.Value) error {
 	if !ok || !row.Has("chat") {
 		return reject("glaive_bad_field", "the row has no chat string")
 	}
-	if err := glaiveSystem(b, sys); err != nil {
+	if b.w.haveSysTools { // read from the row (systemLiteral): sys is empty
+		b.rec.Tools = b.w.sysTools
+		b.rec.SetTag("system_template", "glaive")
+	} else if err := glaiveSystem(b, sys); err != nil {
 		return err
 	}
 	turns, err := splitGlaive(chat, b.w.turns[:0])

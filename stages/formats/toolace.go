@@ -30,9 +30,11 @@ func parseToolACE(b *builder, row *jsontree.Value) error {
 	if err != nil {
 		return err
 	}
-	tools, system, known, err := toolaceSystem(b, sys, true)
-	if err != nil {
-		return err
+	tools, system, known := b.w.sysTools, "", true // read from the row (systemLiteral)
+	if !b.w.haveSysTools {
+		if tools, system, known, err = toolaceSystem(b, sys, true); err != nil {
+			return err
+		}
 	}
 	b.rec.Tools, b.rec.System = tools, system
 	if known {

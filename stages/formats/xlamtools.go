@@ -17,15 +17,16 @@ import (
 // another type, a tool the normaliser would reject, or text the one-pass
 // decoder leaves to the two passes — makes the reader give up, and the row
 // is read as before: the same tools, repairs and rejects either way
-// (sameInOnePass compares the three ways on the fuzz targets' rows).
+// (sameEveryWay compares the three ways on the fuzz targets' rows).
 
-// passes says how parse decodes the JSON texts xlam holds in strings.
+// passes says how parse decodes the JSON texts xlam holds in strings, and
+// glaive's and ToolACE's tools in their system texts.
 type passes uint8
 
 const (
 	twoPasses passes = iota // in passes of their own, after the row's
-	onePass                 // in the row parser's pass (jsontree.Parser.Embedded)
-	direct                  // tools and answers read straight into the record (xlamLiteral), else onePass
+	onePass                 // xlam's in the row parser's pass (jsontree.Parser.Embedded); the others as twoPasses
+	direct                  // tools (and xlam's answers) read straight into the record (xlamLiteral, systemLiteral), else onePass
 )
 
 // xlamLiteral is the row parser's Literal hook for xlam (see the comment

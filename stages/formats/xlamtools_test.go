@@ -29,7 +29,7 @@ func direct2(row []byte) (tools, calls bool) {
 
 // TestXLAMDirect holds the direct reader to the tree on rows at the edges
 // of what it takes: each row gives the same record or reject all three
-// ways (sameInOnePass), and the reader takes or leaves the tools and the
+// ways (sameEveryWay), and the reader takes or leaves the tools and the
 // answers as listed.
 func TestXLAMDirect(t *testing.T) {
 	tool := func(params string) string {
@@ -78,7 +78,7 @@ func TestXLAMDirect(t *testing.T) {
 		{"a call by another spelling", `[{"name": "to-do"}]`, `[{"name": "TO_DO", "arguments": {}}]`, true, true},
 	} {
 		row := rowJSON("id", 7, "query", "q", "answers", c.answers, "tools", c.tools)
-		sameInOnePass(t, row)
+		sameEveryWay(t, "xlam", row)
 		tools, calls := direct2([]byte(row))
 		if tools != c.takeTools || calls != c.takeCalls {
 			t.Errorf("%s: direct tools %v, calls %v; want %v, %v", c.name, tools, calls, c.takeTools, c.takeCalls)
@@ -90,7 +90,7 @@ func TestXLAMDirect(t *testing.T) {
 		`{"id": 1, "query": "q", "answers": "[]", "tools": "[{"name": "fÿ"}]"}`,
 		`{"id": 1, "query": "q", "answers": "[]", "tools": "[{"name": "f` + "	" + `"}]"}`,
 	} {
-		sameInOnePass(t, row)
+		sameEveryWay(t, "xlam", row)
 		if tools, _ := direct2([]byte(row)); tools {
 			t.Errorf("%q: read directly", row)
 		}
@@ -116,7 +116,7 @@ func TestXLAMDirectTaken(t *testing.T) {
 		if readsDirect(t, row) {
 			n++
 		}
-		sameInOnePass(t, string(row))
+		sameEveryWay(t, "xlam", string(row))
 	}
 	t.Logf("%d of %d rows read directly", n, len(rows))
 	if n < len(rows)*9/10 {
