@@ -27,6 +27,9 @@ import (
 // manifest is its own. Writing a shard (encoding, compressing, hashing,
 // fsync) runs beside the next stage's processing of the same shard; a group
 // of several stages runs one chain per CPU (a stage alone: shardWorkers).
+// A chain ends, and the next shard's starts, once its writes' bytes are
+// written: waiting for the disk to sync them and the commits that follow
+// do not hold a CPU's place (runChain, runGroup).
 //
 // The rules that make a group's run the same as its stages run one after
 // the other:
@@ -176,7 +179,8 @@ func (r *Runner) runGroup(ctx context.Context, passes []*pass) error {
 		// where one stage alone had it. (A chain that let the next shard
 		// start while its own writes ran left no fewer cores idle, the
 		// writes of its stages running side by side, and raised the peak
-		// RSS of glaive's fuller chain by a tenth to a fifth.)
+		// RSS of glaive's fuller chain by a tenth to a fifth. It does
+		// end before its files are synced: see runChain.)
 		limit = min(limit, runtime.NumCPU())
 	}
 	var err error
