@@ -43,6 +43,7 @@ type Root struct {
 	top    string   // the top directory as the OS names it, for messages
 	log    *written // set by Track
 	obs    Observer // set by Observe
+	pend   *pending // set by Deferred
 }
 
 // An Observer is told, after the fact and in order, of every file a Root
@@ -61,6 +62,13 @@ type Observer interface {
 type written struct {
 	mu    sync.Mutex
 	names []string
+}
+
+// pending holds the files whose Commit a deferred Root left to Flush, in
+// the order of their Commit calls.
+type pending struct {
+	mu    sync.Mutex
+	files []*File
 }
 
 // OpenRoot opens dir, which must be an existing directory, as a Root.
@@ -83,7 +91,7 @@ func (r *Root) Close() error {
 // Sub returns the Root of the folder name below r (which need not exist
 // yet; MkdirAll(".") on the Sub creates it).
 func (r *Root) Sub(name string) *Root {
-	return &Root{r: r.r, prefix: r.Rel(name), top: r.top, log: r.log, obs: r.obs}
+	return &Root{r: r.r, prefix: r.Rel(name), top: r.top, log: r.log, obs: r.obs, pend: r.pend}
 }
 
 // Track returns r as a Root that records every file committed through it
@@ -100,6 +108,55 @@ func (r *Root) Observe(o Observer) *Root {
 	t := *r
 	t.obs = o
 	return &t
+}
+
+// Deferred returns r as a Root whose files' Commit only marks them ready:
+// their bytes are written (Size and SHA256 are final), but syncing, the
+// rename into place and the folder's sync are left to Flush, which
+// commits them, or to Discard, which removes them. A writer can so hand
+// the waits for the disk to another goroutine, and the memory and CPU it
+// wrote with go to other work while the disk catches up. Until Flush, the
+// files are not visible under their names. Subs of a deferred Root share
+// its list.
+func (r *Root) Deferred() *Root {
+	t := *r
+	t.pend = &pending{}
+	return &t
+}
+
+// Flush commits, in order, the files whose Commit a deferred Root
+// deferred, as Commit would have (sync, rename, sync of the folder); once
+// one fails, the others are discarded. It returns the first error. On a
+// Root that is not deferred it does nothing.
+func (r *Root) Flush() error {
+	var err error
+	for _, f := range r.takePending() {
+		if err != nil {
+			f.discard()
+			continue
+		}
+		err = f.commit()
+	}
+	return err
+}
+
+// Discard removes the files whose Commit a deferred Root deferred, as
+// Abort would have: nothing of them becomes visible.
+func (r *Root) Discard() {
+	for _, f := range r.takePending() {
+		f.discard()
+	}
+}
+
+func (r *Root) takePending() []*File {
+	if r.pend == nil {
+		return nil
+	}
+	r.pend.mu.Lock()
+	defer r.pend.mu.Unlock()
+	files := r.pend.files
+	r.pend.files = nil
+	return files
 }
 
 // Written lists the files committed through a tracked Root, as paths
@@ -209,6 +266,7 @@ type File struct {
 	path string // for messages
 	log  *written
 	obs  Observer
+	pend *pending // of a deferred Root: Commit queues the file here
 	h    hash.Hash
 	n    int64
 	done bool
@@ -227,7 +285,7 @@ func (r *Root) Create(name string) (*File, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &File{f: f, r: r.r, tmp: tmp, name: rel, path: r.Path(name), log: r.log, obs: r.obs, h: sha256.New()}, nil
+	return &File{f: f, r: r.r, tmp: tmp, name: rel, path: r.Path(name), log: r.log, obs: r.obs, pend: r.pend, h: sha256.New()}, nil
 }
 
 // Write writes p and feeds the content hash.
@@ -245,12 +303,23 @@ func (a *File) Size() int64 { return a.n }
 func (a *File) SHA256() string { return hex.EncodeToString(a.h.Sum(nil)) }
 
 // Commit makes the file visible under its final name. Whatever had that
-// name (a file, or a link planted there) is replaced.
+// name (a file, or a link planted there) is replaced. A file of a deferred
+// Root is only queued: its Root's Flush commits it.
 func (a *File) Commit() error {
 	if a.done {
 		return fmt.Errorf("%s: already committed or aborted", a.path)
 	}
 	a.done = true
+	if a.pend != nil {
+		a.pend.mu.Lock()
+		a.pend.files = append(a.pend.files, a)
+		a.pend.mu.Unlock()
+		return nil
+	}
+	return a.commit()
+}
+
+func (a *File) commit() error {
 	if err := a.f.Sync(); err != nil {
 		a.f.Close()
 		a.r.Remove(a.tmp)
@@ -284,6 +353,10 @@ func (a *File) Abort() {
 		return
 	}
 	a.done = true
+	a.discard()
+}
+
+func (a *File) discard() {
 	a.f.Close()
 	a.r.Remove(a.tmp)
 }

@@ -117,3 +117,80 @@ func TestSweep(t *testing.T) {
 		t.Errorf("sweeping a missing dir: %v", err)
 	}
 }
+
+// A deferred Root's Commit only queues the file: nothing is visible until
+// Flush, which commits the files in order; Discard removes them instead.
+func TestDeferred(t *testing.T) {
+	dir := t.TempDir()
+	r := openRoot(t, dir)
+	if err := os.WriteFile(filepath.Join(dir, "b.txt"), []byte("old"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	write := func(d *Root, name, text string) string {
+		t.Helper()
+		f, err := d.Create(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Abort() // as writers do: nothing once committed
+		f.Write([]byte(text))
+		if err := f.Commit(); err != nil {
+			t.Fatal(err)
+		}
+		return f.SHA256()
+	}
+	d := r.Track().Deferred()
+	sumA := write(d.Sub("sub"), "a.txt", "hello")
+	write(d, "b.txt", "new")
+	if _, err := os.Stat(filepath.Join(dir, "sub", "a.txt")); !os.IsNotExist(err) {
+		t.Error("a deferred file is visible before Flush")
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir, "b.txt")); string(b) != "old" {
+		t.Errorf("a deferred file replaced the old one before Flush: %q", b)
+	}
+	if err := d.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := HashFile(filepath.Join(dir, "sub", "a.txt")); got != sumA {
+		t.Errorf("after Flush: hash %s, want %s", got, sumA)
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir, "b.txt")); string(b) != "new" {
+		t.Errorf("after Flush: %q", b)
+	}
+	if got := d.Written(); !slices.Equal(got, []string{"b.txt", "sub/a.txt"}) {
+		t.Errorf("Written %v", got)
+	}
+	if err := d.Flush(); err != nil {
+		t.Errorf("a second Flush, with nothing queued: %v", err)
+	}
+
+	write(d, "b.txt", "discarded")
+	d.Discard()
+	if b, _ := os.ReadFile(filepath.Join(dir, "b.txt")); string(b) != "new" {
+		t.Errorf("a discarded file replaced the old one: %q", b)
+	}
+
+	// Once a commit fails, the files after it are discarded.
+	write(d, "c.txt", "c")
+	f, _ := d.Create("x/d.txt")
+	f.Write([]byte("d"))
+	f.Commit()
+	write(d, "e.txt", "e")
+	if err := os.RemoveAll(filepath.Join(dir, "x")); err != nil { // d.txt's folder, and its temporary file, gone
+		t.Fatal(err)
+	}
+	if err := d.Flush(); err == nil {
+		t.Error("Flush of a file whose temporary file is gone succeeded")
+	}
+	if _, err := os.Stat(filepath.Join(dir, "c.txt")); err != nil {
+		t.Errorf("the file before the failed one: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "e.txt")); !os.IsNotExist(err) {
+		t.Error("the file after the failed one was committed")
+	}
+	for _, pat := range []string{".tmp-*", "*/.tmp-*"} {
+		if tmps, _ := filepath.Glob(filepath.Join(dir, pat)); len(tmps) != 0 {
+			t.Errorf("left %v", tmps)
+		}
+	}
+}

@@ -27,6 +27,9 @@ import (
 // manifest is its own. Writing a shard (encoding, compressing, hashing,
 // fsync) runs beside the next stage's processing of the same shard; a group
 // of several stages runs one chain per CPU (a stage alone: shardWorkers).
+// A chain ends, and the next shard's starts, once its writes' bytes are
+// written: waiting for the disk to sync them and the commits that follow
+// do not hold a CPU's place (runChain, runGroup).
 //
 // The rules that make a group's run the same as its stages run one after
 // the other:
@@ -148,8 +151,12 @@ func (p *pass) mayKeep(name string) bool {
 // group is the state the chains of a group share.
 type group struct {
 	passes   []*pass
-	mu       sync.Mutex // guards every pass's done, inputs, res and pendingShards
+	mu       sync.Mutex // guards every pass's done, inputs, res, pendingShards and syncing
 	lastSave time.Time
+	// syncing holds each chain's last write once the chain has ended: its
+	// files may still be syncing, and its commit waits for those of the
+	// writes before it (runChain).
+	syncing []*write
 }
 
 // runGroup runs the opened passes of a group over their shards, then closes
@@ -172,7 +179,8 @@ func (r *Runner) runGroup(ctx context.Context, passes []*pass) error {
 		// where one stage alone had it. (A chain that let the next shard
 		// start while its own writes ran left no fewer cores idle, the
 		// writes of its stages running side by side, and raised the peak
-		// RSS of glaive's fuller chain by a tenth to a fifth.)
+		// RSS of glaive's fuller chain by a tenth to a fifth. It does
+		// end before its files are synced: see runChain.)
 		limit = min(limit, runtime.NumCPU())
 	}
 	var err error
@@ -186,6 +194,14 @@ func (r *Runner) runGroup(ctx context.Context, passes []*pass) error {
 			eg.Go(func() error { return r.runChain(gctx, g, in.name) })
 		}
 		err = eg.Wait()
+		if serr := g.synced(); err == nil {
+			err = serr
+		}
+		if err == nil {
+			// Stopped while the last files synced: the chains had no
+			// more shard to refuse, but the run stops all the same.
+			err = ctx.Err()
+		}
 	}
 	for _, p := range passes {
 		if cerr := r.closePass(ctx, p, err); cerr != nil && err == nil {
@@ -195,10 +211,31 @@ func (r *Runner) runGroup(ctx context.Context, passes []*pass) error {
 	return err
 }
 
+// synced waits for the writes the ended chains left syncing (each waits
+// for the writes of its shard before it) and returns the first error.
+func (g *group) synced() error {
+	g.mu.Lock()
+	ws := g.syncing
+	g.syncing = nil
+	g.mu.Unlock()
+	var err error
+	for _, w := range ws {
+		if werr := w.wait(); err == nil {
+			err = werr
+		}
+	}
+	return err
+}
+
 // A write is a pass's write of one shard, running beside the next pass.
+// It ends twice: written, once the shard's bytes are written (its CPU work
+// is done and its records are no longer needed), then done, once its
+// files are synced into place and the shard is committed.
 type write struct {
-	done chan struct{}
-	err  error
+	written chan struct{}
+	werr    error // the bytes' error, set before written is closed
+	done    chan struct{}
+	err     error
 }
 
 // wait returns once w is committed or failed; a nil w is no write.
@@ -210,14 +247,33 @@ func (w *write) wait() error {
 	return w.err
 }
 
+// waitWritten returns once w's bytes are written, or failed.
+func (w *write) waitWritten() error {
+	<-w.written
+	return w.werr
+}
+
 // runChain takes shard name through every pass of the group in order.
 func (r *Runner) runChain(ctx context.Context, g *group, name string) (err error) {
 	var recs []*record.Record // the pass's input records, when the pass before handed them on
 	checked := false          // recs passed shard.Check (kept by a pass before, in memory, or read from a shard this process wrote)
 	var prev *write           // the last write started for this shard
+	var writes []*write       // every write started for this shard, in stage order
 	defer func() {
-		if werr := prev.wait(); err == nil {
-			err = werr
+		// The chain, and so its slot in the group, lasts until its
+		// writes' bytes are written: the CPUs and memory they take are
+		// the chain's. Waiting for the disk to sync them is not: the
+		// next shard's chain runs meanwhile, and runGroup waits for the
+		// commits.
+		for _, w := range writes {
+			if werr := w.waitWritten(); err == nil {
+				err = werr
+			}
+		}
+		if prev != nil {
+			g.mu.Lock()
+			g.syncing = append(g.syncing, prev)
+			g.mu.Unlock()
 		}
 	}()
 	for _, p := range g.passes {
@@ -290,6 +346,7 @@ func (r *Runner) runChain(ctx context.Context, g *group, name string) (err error
 			recs, checked = nil, false
 		}
 		prev = r.startWrite(ctx, g, p, name, key, o, prev, start)
+		writes = append(writes, prev)
 	}
 	return nil
 }
@@ -299,44 +356,61 @@ func (r *Runner) runChain(ctx context.Context, g *group, name string) (err error
 // depend on the input's ref, only the key and the manifest entry do: the
 // writes of one shard's stages run side by side (a shard's chain is not a
 // line of single-threaded encodes), while the commits keep stage order.
+// The files are written through a deferred Root: the write is written
+// once their bytes are, and their syncs and renames (Flush) follow.
 // When the input's write fails, the files written are removed.
 func (r *Runner) startWrite(ctx context.Context, g *group, p *pass, name, key string, o *shardOut, prev *write, start time.Time) *write {
-	w := &write{done: make(chan struct{})}
-	go func() {
-		defer close(w.done)
-		sh, err := r.writeShard(ctx, p.sr, p.sink, o)
-		if perr := prev.wait(); perr != nil {
-			// Its input is not committed: neither is this shard, and
-			// its files go (the manifest on disk no longer names the
-			// shard, see openPass).
-			var files []string
-			for _, f := range sh.Outputs {
-				files = append(files, f.Path)
-			}
-			w.err = perr
-			if rerr := r.removeOwned(p.sr.rel, files); rerr != nil {
-				w.err = errors.Join(perr, rerr)
-			}
-			return
-		}
-		if err == nil {
-			g.mu.Lock()
-			in := p.inputs[p.at[name]]
-			g.mu.Unlock()
-			if key == "" { // processed before its input was committed (see runChain)
-				key = shardKey(p.res.fp, "plan="+p.res.plan, in.ref)
-				if r.o.Explain && p.old != nil {
-					r.o.Log.Info("explain", "stage", p.sr.name, "shard", name, "why", explainShard(p.old, p.res.fp, p.res.plan, in))
-				}
-			}
-			sh.Inputs = []manifests.FileRef{in.ref}
-			err = r.commit(g, p, name, key, sh, start)
-		}
-		if err != nil {
-			w.err = fmt.Errorf("stage %s: shard %s: %w", p.sr.name, name, err)
-		}
-	}()
+	w := &write{written: make(chan struct{}), done: make(chan struct{})}
+	go r.runWrite(ctx, g, p, name, key, o, prev, start, w)
 	return w
+}
+
+// runWrite is startWrite's goroutine; o is not used once the bytes are
+// written, so that its records can go while the files sync.
+func (r *Runner) runWrite(ctx context.Context, g *group, p *pass, name, key string, o *shardOut, prev *write, start time.Time, w *write) {
+	defer close(w.done)
+	sr := p.sr
+	out := sr.out.Deferred()
+	sr.out = out
+	sh, err := r.writeShard(ctx, sr, p.sink, o)
+	if err != nil {
+		out.Discard()
+		w.werr = fmt.Errorf("stage %s: shard %s: %w", p.sr.name, name, err)
+	}
+	close(w.written)
+	if err == nil {
+		err = out.Flush()
+	}
+	if perr := prev.wait(); perr != nil {
+		// Its input is not committed: neither is this shard, and
+		// its files go (the manifest on disk no longer names the
+		// shard, see openPass).
+		var files []string
+		for _, f := range sh.Outputs {
+			files = append(files, f.Path)
+		}
+		w.err = perr
+		if rerr := r.removeOwned(p.sr.rel, files); rerr != nil {
+			w.err = errors.Join(perr, rerr)
+		}
+		return
+	}
+	if err == nil {
+		g.mu.Lock()
+		in := p.inputs[p.at[name]]
+		g.mu.Unlock()
+		if key == "" { // processed before its input was committed (see runChain)
+			key = shardKey(p.res.fp, "plan="+p.res.plan, in.ref)
+			if r.o.Explain && p.old != nil {
+				r.o.Log.Info("explain", "stage", p.sr.name, "shard", name, "why", explainShard(p.old, p.res.fp, p.res.plan, in))
+			}
+		}
+		sh.Inputs = []manifests.FileRef{in.ref}
+		err = r.commit(g, p, name, key, sh, start)
+	}
+	if err != nil {
+		w.err = fmt.Errorf("stage %s: shard %s: %w", p.sr.name, name, err)
+	}
 }
 
 // commit records p's shard name, written as sh, and saves the group's

@@ -339,6 +339,7 @@ func (r *Runner) ingestSource(ctx context.Context, sr stageRun, src Source, path
 		defer close(batches)
 		var err error
 		read, unread, err = r.readBatches(gctx, sc, src, batches, chunks)
+		r.loadTokens() // while the last parts are parsed and written
 		return err
 	})
 	for range workers {

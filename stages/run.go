@@ -106,8 +106,9 @@ type Runner struct {
 	// chainRows are the records ingest handed to the later stages: the
 	// token sample of the sinks' report partials (shardout.go) is drawn
 	// for that many; tokens remembers the partials' token counts.
-	chainRows int64
-	tokens    verify.TokenMemo
+	chainRows  int64
+	tokens     verify.TokenMemo
+	tokensOnce sync.Once // loadTokens
 
 	// wrote holds the Parquet shards this process wrote (path in the run
 	// dir → SHA-256), all of whose records passed shard.Check before the

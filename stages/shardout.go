@@ -7,6 +7,7 @@ import (
 	"github.com/augmentdata/augment/report"
 	"github.com/augmentdata/augment/stages/record"
 	"github.com/augmentdata/augment/stages/shard"
+	"github.com/augmentdata/augment/verify"
 )
 
 // A shardOut gathers what became of one shard's records, for ingest and for
@@ -95,4 +96,21 @@ func (r *Runner) writePartial(sr stageRun, o *shardOut) (manifests.FileRef, erro
 		p.Incomplete()
 	}
 	return p.Write(sr.out, report.PartialFile(o.sh.Name))
+}
+
+// loadTokens loads the token counter's tables in the background, once, when
+// the run has a sink, whose report partials count tokens (writePartial).
+// Ingest calls it once a dump is read: the load, some 30 ms of one CPU,
+// then runs beside ingest's last shard writes, which leave a CPU idle,
+// instead of in the first sink writes of a group, which its chains wait
+// for (two of them at once, one idle).
+func (r *Runner) loadTokens() {
+	r.tokensOnce.Do(func() {
+		for _, s := range r.p.Stages {
+			if typ, _ := s.config(); typ == "export" && !s.Skip {
+				go verify.LoadTokens()
+				return
+			}
+		}
+	})
 }

@@ -166,6 +166,9 @@ func TestSinkFinishAfterGroupFailed(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	if err := g.synced(); err != nil {
+		t.Fatal(err)
+	}
 	later := fmt.Errorf("stage after export: failed")
 	if err := r.closePass(ctx, sp, later); err != later {
 		t.Fatalf("closePass: %v, want the group's error", err)

@@ -66,6 +66,11 @@ func Tokens(text string) int {
 	return countPieces(text)
 }
 
+// LoadTokens loads the tables Tokens counts with, which its first call
+// otherwise does (some 30 ms of one CPU): a caller can so load them at a
+// moment of its choosing, in the background while a CPU is idle.
+func LoadTokens() { ranks() }
+
 // libraryCount is the library's count of text (0 if it fails, which it
 // does not in its default error mode).
 func libraryCount(text string) int {
