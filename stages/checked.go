@@ -26,15 +26,9 @@ const checkedToolSlots = 4096
 // knownTools are the tools the runner's checks passed.
 var knownTools checkedTools
 
-// A linedUpRecord is the record checkChanged compares an output with,
-// kept for the next output (it is not cleared: what it holds from the last
-// one is in memory anyway, and a pool drops its objects as GC runs).
-type linedUpRecord struct {
-	rec   record.Record
-	tools [16]record.Tool
-}
-
-var linedUpRecords = sync.Pool{New: func() any { return new(linedUpRecord) }}
+// maxLinedUp is the most tools of an output checkChanged lines up (more
+// are set against prev's as they are).
+const maxLinedUp = 16
 
 // checkChanged is shard.CheckChanged(out, prev), prev being a record that
 // passed the check, with prev's tools lined up with out's: each of out's
@@ -46,14 +40,12 @@ var linedUpRecords = sync.Pool{New: func() any { return new(linedUpRecord) }}
 // library, a stage's own definitions) and come again, where prev's own
 // would only push them out of their slots.
 func (c *checkedTools) checkChanged(out, prev *record.Record) (string, error) {
-	against := prev
+	against := prev.Tools
 	var newTools uint32 // out's tools that prev does not list (by memory)
-	if n := len(out.Tools); n > 0 && n <= len(linedUpRecord{}.tools) && !sameMemory(out.Tools, prev.Tools) {
-		l := linedUpRecords.Get().(*linedUpRecord)
-		defer linedUpRecords.Put(l)
-		l.rec = *prev
-		tools := l.tools[:n]
-		clear(tools[copy(tools, prev.Tools):])
+	if n := len(out.Tools); n > 0 && n <= maxLinedUp && !sameMemory(out.Tools, prev.Tools) {
+		var lined [maxLinedUp]record.Tool // on the stack: no pool, no write barriers
+		tools := lined[:n]
+		copy(tools, prev.Tools)
 		c.mu.Lock()
 	next:
 		for i := range tools {
@@ -73,10 +65,9 @@ func (c *checkedTools) checkChanged(out, prev *record.Record) (string, error) {
 			}
 		}
 		c.mu.Unlock()
-		l.rec.Tools = tools
-		against = &l.rec
+		against = tools
 	}
-	reason, err := shard.CheckChanged(out, against)
+	reason, err := shard.CheckChangedTools(out, prev, against)
 	if err == nil && newTools != 0 {
 		c.mu.Lock()
 		for i, t := range out.Tools {
