@@ -6,13 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"strings"
 	"sync"
-	"unsafe"
 
 	"github.com/parquet-go/parquet-go"
 	"github.com/parquet-go/parquet-go/encoding"
-	"github.com/parquet-go/parquet-go/format"
 
 	"github.com/augmentdata/augment/stages/record"
 )
@@ -57,55 +54,36 @@ func leaf(path ...string) int {
 // required top-level columns), and its non-null values, byte arrays as
 // data[offs[i]:offs[i+1]].
 //
-// The values handed out are views of data, which is the records' own: a
-// new array per column and row group, into which the pages' values are
-// copied once, sized from the chunk's metadata (see sizeHint). One
-// allocation per column instead of one per value, which was most of
-// Read's allocations; and no second copy, as when data was the decoder's
-// buffer and the values a copy of it (a third of Read's copying). The
-// records of a row group are read, used and dropped together, so the
-// shared array lives about as long as separate ones would. A column is
-// read as text (str) or as JSON (raw), never both: a string view of bytes
-// handed out as a []byte would not be immutable.
+// The values handed out share one copy of the column's bytes per row group
+// (strs or raws, made on first use): one allocation per column instead of
+// one per value, which was most of Read's allocations. The records of a row
+// group are read, used and dropped together, so the shared copy lives about
+// as long as separate ones would.
 type column struct {
 	rep, def []byte
 	data     []byte
 	offs     []uint32
 	ints     []int64
 
-	// buf gathers data while the pages are read, in an array of about
-	// size bytes made at the first byte array page: a strings.Builder's
-	// array is not zeroed first (make would clear it only to have it
-	// overwritten by the values at once).
-	buf  strings.Builder
-	size int
+	strs   string // data as one string, for str
+	raws   []byte // a copy of data, for raw
+	copied bool   // strs or raws is made
 }
 
-// reset empties c for a column chunk of about size bytes of values.
-func (c *column) reset(size int) {
-	c.rep, c.def, c.ints = c.rep[:0], c.def[:0], c.ints[:0]
-	c.data, c.buf, c.size = nil, strings.Builder{}, max(size, 0)
+func (c *column) reset() {
+	c.rep, c.def, c.data, c.ints = c.rep[:0], c.def[:0], c.data[:0], c.ints[:0]
 	c.offs = append(c.offs[:0], 0)
-}
-
-// seal makes data the values gathered in buf, without a copy. Nothing
-// writes to the array after (raw hands its bytes out as JSON text, which
-// no stage changes in place).
-func (c *column) seal() {
-	s := c.buf.String()
-	c.buf = strings.Builder{}
-	c.data = unsafe.Slice(unsafe.StringData(s), len(s))
+	c.strs, c.raws, c.copied = "", nil, false
 }
 
 func (c *column) len() int { return len(c.offs) - 1 }
 
 // str returns value i as a string.
 func (c *column) str(i int) string {
-	a, b := c.offs[i], c.offs[i+1]
-	if a == b {
-		return ""
+	if !c.copied {
+		c.strs, c.copied = string(c.data), true
 	}
-	return unsafe.String(&c.data[a], b-a)
+	return c.strs[c.offs[i]:c.offs[i+1]]
 }
 
 // raw returns value i as its own slice (its capacity ends with it, so an
@@ -115,26 +93,19 @@ func (c *column) raw(i int) json.RawMessage {
 	if a == b {
 		return nil
 	}
-	return c.data[a:b:b]
+	if !c.copied {
+		c.raws, c.copied = bytes.Clone(c.data), true
+	}
+	return c.raws[a:b:b]
 }
 
-// sizeHint is the room to make for the values of the column chunk m: its
-// uncompressed size, which holds them plus their levels, lengths and page
-// headers (a few percent more). A damaged or hostile footer may claim any
-// size: no more than 32 times the compressed bytes is believed (more than
-// Snappy can expand; a chunk that does grow beyond gets its array grown).
-func sizeHint(m *format.ColumnMetaData) int {
-	return int(min(m.TotalUncompressedSize, 32*m.TotalCompressedSize, 1<<30))
-}
-
-func readColumn(cc parquet.ColumnChunk, size int, c *column) error {
-	c.reset(size)
+func readColumn(cc parquet.ColumnChunk, c *column) error {
+	c.reset()
 	pages := cc.Pages()
 	defer pages.Close()
 	for {
 		p, err := pages.ReadPage()
 		if err == io.EOF {
-			c.seal()
 			return nil
 		}
 		if err != nil {
@@ -153,7 +124,7 @@ func readColumn(cc parquet.ColumnChunk, size int, c *column) error {
 			if len(offs) == 0 {
 				break
 			}
-			if uint64(c.buf.Len())+uint64(len(data)) > 1<<32-1 {
+			if uint64(len(c.data))+uint64(len(data)) > 1<<32-1 {
 				parquet.Release(p)
 				return errors.New("column chunk larger than 4 GiB")
 			}
@@ -162,11 +133,8 @@ func readColumn(cc parquet.ColumnChunk, size int, c *column) error {
 				parquet.Release(p)
 				return errors.New("byte array offsets out of range")
 			}
-			if c.buf.Cap() == 0 {
-				c.buf.Grow(max(c.size, int(last-first)))
-			}
-			base := uint32(c.buf.Len()) - first
-			c.buf.Write(data[first:last])
+			base := uint32(len(c.data)) - first
+			c.data = append(c.data, data[first:last]...)
 			prev := first
 			for _, o := range offs[1:] {
 				if o < prev {
@@ -194,9 +162,7 @@ type decoder struct {
 
 var decoders = sync.Pool{New: func() any { return new(decoder) }}
 
-// decode assembles the records of rg, whose metadata is meta (nil when
-// unknown).
-func (d *decoder) decode(rg parquet.RowGroup, meta *format.RowGroup) ([]record.Record, error) {
+func (d *decoder) decode(rg parquet.RowGroup) ([]record.Record, error) {
 	n := rg.NumRows()
 	chunks := rg.ColumnChunks()
 	if len(chunks) != len(schema.Columns()) {
@@ -206,22 +172,19 @@ func (d *decoder) decode(rg parquet.RowGroup, meta *format.RowGroup) ([]record.R
 		d.cols = make([]column, len(chunks))
 	}
 	d.cols = d.cols[:len(chunks)]
-	// The records own the columns' values; the pooled decoder must not
-	// keep them alive.
-	defer func() {
-		for i := range d.cols {
-			d.cols[i].data = nil
-		}
-	}()
 	for i, cc := range chunks {
-		size := 0
-		if meta != nil && len(meta.Columns) == len(chunks) {
-			size = sizeHint(&meta.Columns[i].MetaData)
-		}
-		if err := readColumn(cc, size, &d.cols[i]); err != nil {
+		if err := readColumn(cc, &d.cols[i]); err != nil {
 			return nil, fmt.Errorf("column %v: %w", schema.Columns()[i], err)
 		}
 	}
+	// The records own the columns' copies from here on; the pooled decoder
+	// must not keep them alive.
+	defer func() {
+		for i := range d.cols {
+			c := &d.cols[i]
+			c.strs, c.raws, c.copied = "", nil, false
+		}
+	}()
 	recs := make([]record.Record, n)
 	if err := d.scalars(recs); err != nil {
 		return nil, err

@@ -29,7 +29,6 @@ import (
 	"github.com/parquet-go/parquet-go/compress/snappy"
 	"github.com/parquet-go/parquet-go/compress/uncompressed"
 	"github.com/parquet-go/parquet-go/compress/zstd"
-	"github.com/parquet-go/parquet-go/format"
 
 	"github.com/augmentdata/augment/manifests"
 	"github.com/augmentdata/augment/stages/record"
@@ -523,13 +522,8 @@ func scanReader(f io.ReaderAt, size int64, path string, sized func(rows int64), 
 	var row int64
 	d := decoders.Get().(*decoder)
 	defer decoders.Put(d)
-	meta := pf.Metadata().RowGroups
-	for g, rg := range pf.RowGroups() {
-		var m *format.RowGroup
-		if g < len(meta) {
-			m = &meta[g]
-		}
-		if err := scanRowGroup(rg, m, d, &row, fn); err != nil {
+	for _, rg := range pf.RowGroups() {
+		if err := scanRowGroup(rg, d, &row, fn); err != nil {
 			var fe fnError
 			if errors.As(err, &fe) {
 				return fe.err
@@ -564,7 +558,7 @@ type fnError struct{ err error }
 
 func (e fnError) Error() string { return e.err.Error() }
 
-func scanRowGroup(rg parquet.RowGroup, meta *format.RowGroup, d *decoder, row *int64, fn func(*record.Record) error) (err error) {
+func scanRowGroup(rg parquet.RowGroup, d *decoder, row *int64, fn func(*record.Record) error) (err error) {
 	// parquet-go panics on some malformed pages instead of returning an
 	// error; a damaged shard must be reported, not crash the run.
 	defer func() {
@@ -572,7 +566,7 @@ func scanRowGroup(rg parquet.RowGroup, meta *format.RowGroup, d *decoder, row *i
 			err = panicError{p}
 		}
 	}()
-	recs, err := d.decode(rg, meta)
+	recs, err := d.decode(rg)
 	if err != nil {
 		return err
 	}
