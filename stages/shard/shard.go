@@ -228,6 +228,9 @@ func Check(r *record.Record) (reason string, err error) { return check(r, nil, n
 // strings cannot be, and stages never change their input records (they
 // change copies; the runner's contract).
 func CheckChanged(r, prev *record.Record) (reason string, err error) {
+	if prev == nil {
+		return check(r, nil, nil)
+	}
 	return check(r, prev, prev.Tools)
 }
 
