@@ -79,3 +79,36 @@ func names(tools []record.Tool) []string {
 	}
 	return out
 }
+
+// TestCheckedToolsPairs holds the slots to pairs: three tools whose
+// parameters' addresses hash to one pair leave the last two remembered,
+// the last first, and remembering a remembered tool again neither
+// duplicates nor drops one.
+func TestCheckedToolsPairs(t *testing.T) {
+	var c checkedTools
+	var same []record.Tool // tools of one pair
+	keep := map[int][]record.Tool{}
+	for i := 0; len(same) < 3; i++ {
+		tl := fxTool(fmt.Sprint("t", i), "d", `{"type":"object"}`)
+		k := c.index(tl.Parameters)
+		keep[k] = append(keep[k], tl)
+		if len(keep[k]) == 3 {
+			same = keep[k]
+		}
+	}
+	found := func(tl record.Tool) bool { k := c.find(tl.Parameters); return k >= 0 && c.slot[k].Name == tl.Name }
+	c.remember(same[0])
+	c.remember(same[1])
+	if !found(same[0]) || !found(same[1]) {
+		t.Fatal("two tools of one pair are not both remembered")
+	}
+	c.remember(same[0]) // second → first
+	c.remember(same[0])
+	c.remember(same[2]) // pushes out same[1], remembered least recently
+	if !found(same[0]) || !found(same[2]) || found(same[1]) {
+		t.Fatalf("remembered %v and %v, want %s and %s", c.slot[c.index(same[0].Parameters)].Name, c.slot[c.index(same[0].Parameters)+1].Name, same[2].Name, same[0].Name)
+	}
+	if k := c.index(same[0].Parameters); c.slot[k].Name != same[2].Name {
+		t.Errorf("the last remembered tool is not first in its pair")
+	}
+}

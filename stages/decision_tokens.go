@@ -128,7 +128,8 @@ func changed(r *record.Record, set ...record.Tag) (c *record.Record, list []*rec
 // that replaces the list of messages when it changes it. The copy and the
 // list holding it are one allocation. Its tags are record.WithTags(r.Tags, set):
 // a new list when set is not empty, else r's own, which the stage
-// replaces (record.WithTags) rather than changes (SetTag).
+// replaces (record.WithTags) rather than changes (SetTag). Its lineage
+// is a new list with room for the step the stage adds (AddStep).
 func relabelled(r *record.Record, set ...record.Tag) (c *record.Record, list []*record.Record) {
 	o := &struct {
 		rec  record.Record
@@ -137,7 +138,10 @@ func relabelled(r *record.Record, set ...record.Tag) (c *record.Record, list []*
 	c = &o.rec
 	c.Rendered = nil
 	c.Tags = record.WithTags(r.Tags, set...)
-	c.Lineage = slices.Clip(r.Lineage) // AddStep appends to a copy
+	// Room for the one step the stage adds: AddStep on a clipped list
+	// grew it to twice its length (3 steps took the bytes of 4).
+	c.Lineage = make([]record.Step, len(r.Lineage), len(r.Lineage)+1)
+	copy(c.Lineage, r.Lineage)
 	o.list[0] = c
 	return c, o.list[:]
 }

@@ -528,10 +528,9 @@ type metaToolPlan struct {
 }
 
 // metaToolScratch is the maps a record's plan works with, kept for the
-// next record (Process made eight small maps a record): the plan and its
-// maps, which nothing the stage returns refers to.
+// next record (Process made eight small maps a record): the plan's maps
+// and buffers, which nothing the stage returns refers to.
 type metaToolScratch struct {
-	plan metaToolPlan
 	// src and rng are the record's generator, reseeded per record
 	// (Env.reseed), rng reading src.
 	src          rand.PCG
@@ -623,16 +622,16 @@ var metaToolScratches = sync.Pool{New: func() any {
 	return sc
 }}
 
-// newPlan starts the plan of in, with empty scratch and the generator
-// Env.Rand(in.ID) would return.
-func newPlan(in *record.Record, seed reseeder) *metaToolPlan {
+// start starts p, the plan of in, with empty scratch and the generator
+// Env.Rand(in.ID) would return. p is the caller's, on its stack: a plan
+// kept in the scratch ran write barriers for every field set and cleared
+// while GC marks.
+func (p *metaToolPlan) start(in *record.Record, seed reseeder) {
 	sc := metaToolScratches.Get().(*metaToolScratch)
 	seed.reseed(&sc.src, in.ID)
-	p := &sc.plan
 	*p = metaToolPlan{in: in, rng: sc.rng, invoked: sc.invokedBuf[:0], taken: &sc.taken, sc: sc}
 	p.taken.add(verify.MetaTool)
 	p.taken.add(verify.GetUserInput)
-	return p
 }
 
 // release hands the plan's scratch on to the next record.
@@ -651,14 +650,15 @@ func (p *metaToolPlan) release() {
 	clear(sc.unusedVecs)
 	clear(sc.twins)
 	clear(sc.comparable)
-	sc.plan = metaToolPlan{}
 	metaToolScratches.Put(sc)
 }
 
 // Process returns the record's open- or closed-world variant (see
 // MetaToolConfig). A nil error always comes with exactly one record.
 func (s *metaToolStage) Process(ctx context.Context, in *record.Record) ([]*record.Record, error) {
-	p := newPlan(in, s.seed)
+	var plan metaToolPlan
+	p := &plan
+	p.start(in, s.seed)
 	defer p.release()
 	if err := s.collect(p); err != nil {
 		return nil, err
@@ -1093,8 +1093,9 @@ func (s *metaToolStage) insertMetaCalls(ctx context.Context, p *metaToolPlan, ms
 	results := make([]record.Result, 0, len(p.invoked))
 	fresh := p.sc.fresh[:0]
 	defer func() { p.sc.fresh = fresh }()
-	for _, m := range msgs {
-		if m.Role == record.RoleAssistant {
+	last := 0 // msgs before it are in out
+	for i := range msgs {
+		if m := &msgs[i]; m.Role == record.RoleAssistant {
 			fresh = fresh[:0]
 			for _, c := range m.Calls {
 				k := p.invokedIndex(c.Name)
@@ -1118,13 +1119,17 @@ func (s *metaToolStage) insertMetaCalls(ctx context.Context, p *metaToolPlan, ms
 					retrieved[k] = true
 				}
 				to := len(calls)
+				// The messages up to this one in one copy (a copy per
+				// message ran the write barrier per message while GC
+				// marks).
+				out = append(out, msgs[last:i]...)
+				last = i
 				out = append(out, record.Message{Role: record.RoleAssistant, Calls: calls[from:to:to]},
 					record.Message{Role: record.RoleTool, Results: results[from:to:to]})
 			}
 		}
-		out = append(out, m)
 	}
-	return out, nil
+	return append(out, msgs[last:]...), nil
 }
 
 // argsJSON is the arguments of invoked tool k's meta_tool call: its query

@@ -206,10 +206,24 @@ func unitFloat(u uint64) float64 { return float64(u<<11>>11) / (1 << 53) }
 // negative builds the negative of r that replaces message k.
 func (s *negatives) negative(ctx context.Context, r *record.Record, k int) (*record.Record, error) {
 	called := calledNames(r.Messages[k])
-	neg := r.Clone()
-	neg.ID = r.ID + "/neg" + strconv.Itoa(k)
-	neg.Tools = slices.DeleteFunc(neg.Tools, func(t record.Tool) bool { return slices.Contains(called, t.Name) })
-	neg.Messages = neg.Messages[:k]
+	// New lists; the messages, calls and results shared: no stage changes
+	// them in place (a deep Clone copied every call's arguments, and the
+	// runner's check then read the copies again). The tools are copies: a
+	// negative listing its parent's tools in the same memory, right after
+	// the parent, made the export's tool memo (toolMemo.seen) take them
+	// as tools met again, keeping their row group's decoded columns alive
+	// (peak RSS of the fuller xlam chain 153 → 239 MiB).
+	neg := &record.Record{ID: r.ID + "/neg" + strconv.Itoa(k), Source: r.Source, Format: r.Format, Row: r.Row, System: r.System,
+		Tools:    make([]record.Tool, 0, len(r.Tools)),
+		Messages: make([]record.Message, k, k+1),
+		Lineage:  make([]record.Step, len(r.Lineage), len(r.Lineage)+1)}
+	for _, t := range r.Tools {
+		if !slices.Contains(called, t.Name) {
+			neg.Tools = append(neg.Tools, t.Clone())
+		}
+	}
+	copy(neg.Messages, r.Messages)
+	copy(neg.Lineage, r.Lineage)
 	if err := assertNegative(neg, called); err != nil {
 		return nil, err
 	}
@@ -223,7 +237,7 @@ func (s *negatives) negative(ctx context.Context, r *record.Record, k int) (*rec
 		answer, provider, model = text, resp.Provider, resp.Model
 	}
 	neg.Messages = append(neg.Messages, record.Message{Role: record.RoleAssistant, Content: answer})
-	neg.SetTag("category", "negative")
+	neg.Tags = record.WithTags(r.Tags, record.Tag{Key: "category", Value: "negative"})
 	neg.AddStep(s.env.Stage, provider, model)
 	return neg, nil
 }

@@ -218,7 +218,7 @@ func Write(dir *atomicfs.Root, name string, recs []*record.Record, o Options) ([
 // whose JSON columns hold anything else, including ""). A nil error means
 // writable; otherwise reason is ReasonInvalidUTF8 or ReasonInvalidJSON and
 // the error names the field and the record ID.
-func Check(r *record.Record) (reason string, err error) { return check(r, nil) }
+func Check(r *record.Record) (reason string, err error) { return check(r, nil, nil) }
 
 // CheckChanged is Check for a record a stage made from prev, a record that
 // passed Check: the text and JSON that r shares with prev, by memory (the
@@ -227,10 +227,25 @@ func Check(r *record.Record) (reason string, err error) { return check(r, nil) }
 // the bytes prev shares were not changed in place since prev was checked:
 // strings cannot be, and stages never change their input records (they
 // change copies; the runner's contract).
-func CheckChanged(r, prev *record.Record) (reason string, err error) { return check(r, prev) }
+func CheckChanged(r, prev *record.Record) (reason string, err error) {
+	if prev == nil {
+		return check(r, nil, nil)
+	}
+	return check(r, prev, prev.Tools)
+}
 
-// check is Check, skipping what r shares with prev when prev is not nil.
-func check(r, prev *record.Record) (reason string, err error) {
+// CheckChangedTools is CheckChanged with prevTools, tools that passed
+// Check, in place of prev's: r's tools are set against them, position by
+// position. A caller that lines up r's tools with checked ones sharing
+// their memory (a stage reorders tools, or adds some from a library)
+// passes them here rather than a copy of prev with them.
+func CheckChangedTools(r, prev *record.Record, prevTools []record.Tool) (reason string, err error) {
+	return check(r, prev, prevTools)
+}
+
+// check is Check, skipping what r shares with prev (with prevTools for
+// its tools) when prev is not nil.
+func check(r, prev *record.Record, prevTools []record.Tool) (reason string, err error) {
 	bad := func(reason, field string) (string, error) {
 		return reason, fmt.Errorf("record %q: %s", r.ID, field)
 	}
@@ -242,11 +257,11 @@ func check(r, prev *record.Record) (reason string, err error) {
 			return bad(ReasonInvalidUTF8, s.name)
 		}
 	}
-	if !sameSlice(r.Tools, prev.Tools) {
+	if !sameSlice(r.Tools, prevTools) {
 		for i, t := range r.Tools {
 			var was record.Tool
-			if i < len(prev.Tools) {
-				was = prev.Tools[i]
+			if i < len(prevTools) {
+				was = prevTools[i]
 			}
 			switch {
 			case !validText(t.Name, was.Name) || !validText(t.Description, was.Description):
