@@ -358,7 +358,8 @@ func (r *Runner) runChain(ctx context.Context, g *group, name string) (err error
 // line of single-threaded encodes), while the commits keep stage order.
 // The files are written through a deferred Root: the write is written
 // once their bytes are, and their syncs and renames (Flush) follow.
-// When the input's write fails, the files written are removed.
+// When the input's write fails, or its own files fail to commit
+// (Flush), the files written are removed.
 func (r *Runner) startWrite(ctx context.Context, g *group, p *pass, name, key string, o *shardOut, prev *write, start time.Time) *write {
 	w := &write{written: make(chan struct{}), done: make(chan struct{})}
 	go r.runWrite(ctx, g, p, name, key, o, prev, start, w)
@@ -379,18 +380,20 @@ func (r *Runner) runWrite(ctx context.Context, g *group, p *pass, name, key stri
 	}
 	close(w.written)
 	if err == nil {
-		err = out.Flush()
+		if err = out.Flush(); err != nil {
+			// The files before the one that failed are in place:
+			// they go too, as no manifest will name them.
+			if rerr := r.removeOwned(p.sr.rel, outputPaths(sh)); rerr != nil {
+				err = errors.Join(err, rerr)
+			}
+		}
 	}
 	if perr := prev.wait(); perr != nil {
 		// Its input is not committed: neither is this shard, and
 		// its files go (the manifest on disk no longer names the
 		// shard, see openPass).
-		var files []string
-		for _, f := range sh.Outputs {
-			files = append(files, f.Path)
-		}
 		w.err = perr
-		if rerr := r.removeOwned(p.sr.rel, files); rerr != nil {
+		if rerr := r.removeOwned(p.sr.rel, outputPaths(sh)); rerr != nil {
 			w.err = errors.Join(perr, rerr)
 		}
 		return
@@ -411,6 +414,15 @@ func (r *Runner) runWrite(ctx context.Context, g *group, p *pass, name, key stri
 	if err != nil {
 		w.err = fmt.Errorf("stage %s: shard %s: %w", p.sr.name, name, err)
 	}
+}
+
+// outputPaths lists the paths of sh's files.
+func outputPaths(sh manifests.Shard) []string {
+	files := make([]string, len(sh.Outputs))
+	for i, f := range sh.Outputs {
+		files[i] = f.Path
+	}
+	return files
 }
 
 // commit records p's shard name, written as sh, and saves the group's
