@@ -74,22 +74,7 @@ func (w *workspace) glaiveTools(r jsontree.Inner) ([]record.Tool, bool) {
 	if !r.Text(glaiveLeadInJSON) {
 		return nil, false
 	}
-	ts := w.tools[:0]
-	defer func() {
-		clear(ts)
-		w.tools = ts[:0]
-	}()
-	for r.Peek() == '{' {
-		t, ok := w.readSchemaTool(r)
-		if !ok {
-			return nil, false
-		}
-		ts = append(ts, t)
-	}
-	if !r.OK() {
-		return nil, false
-	}
-	return append(make([]record.Tool, 0, len(ts)), ts...), true
+	return w.readToolSeq(r, false, schemaParams)
 }
 
 // toolaceTools reads ToolACE's template around a list of tools, as
@@ -98,60 +83,14 @@ func (w *workspace) toolaceTools(r jsontree.Inner) ([]record.Tool, bool) {
 	if !r.Text(toolacePrefixJSON) || !r.Begin(jsontree.Array) {
 		return nil, false
 	}
-	ts := w.tools[:0]
-	defer func() {
-		clear(ts)
-		w.tools = ts[:0]
-	}()
-	for r.More() {
-		t, ok := w.readSchemaTool(r)
-		if !ok {
-			return nil, false
-		}
-		ts = append(ts, t)
-	}
+	tools, ok := w.readToolSeq(r, true, schemaParams)
 	// The list ends right before the closing text: toolaceSystem cuts
 	// the list at its first line break, which the list's own JSON cannot
 	// hold (its strings hold none raw).
-	if !r.OK() || !r.Text(toolaceSuffixJSON) {
+	if !ok || !r.Text(toolaceSuffixJSON) {
 		return nil, false
 	}
-	return append(make([]record.Tool, 0, len(ts)), ts...), true
-}
-
-// readSchemaTool reads one {"name", "description", "parameters"} tool with
-// parameters a JSON Schema; a tool-level "required": null, which
-// normalizeTool ignores, may follow.
-func (w *workspace) readSchemaTool(r jsontree.Inner) (record.Tool, bool) {
-	var t record.Tool
-	if !r.Begin(jsontree.Object) {
-		return t, false
-	}
-	for r.More() {
-		switch r.Key() {
-		case "name":
-			t.Name = r.KeptString()
-		case "description":
-			t.Description = r.KeptString()
-		case "parameters":
-			if t.Parameters = w.readParameterSchema(r); t.Parameters == nil {
-				return t, false
-			}
-		case "required":
-			if !w.readNull(r) {
-				return t, false
-			}
-		default:
-			return t, false
-		}
-	}
-	if !r.OK() || t.Name == "" {
-		return t, false
-	}
-	if t.Parameters == nil {
-		t.Parameters = []byte(emptyParameters)
-	}
-	return t, true
+	return tools, true
 }
 
 // readNull reads a value and reports whether it was null.

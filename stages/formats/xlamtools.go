@@ -90,18 +90,33 @@ func (w *workspace) readCalls(r jsontree.Inner) ([]record.Call, bool) {
 	return calls, r.OK()
 }
 
-// readTools reads a tool list; ok is false when it gave up.
+// readTools reads xlam's tool list; ok is false when it gave up.
 func (w *workspace) readTools(r jsontree.Inner) ([]record.Tool, bool) {
 	if !r.Begin(jsontree.Array) {
 		return nil, false
 	}
+	return w.readToolSeq(r, true, flatParams)
+}
+
+// The parameters readTool reads: xlam's flat map (readFlatParameters), or
+// a JSON Schema, glaive's and ToolACE's (readParameterSchema).
+const (
+	flatParams   = false
+	schemaParams = true
+)
+
+// readToolSeq reads tools (readTool) one after another: the elements of a
+// list Begin opened when listed, else objects as long as one follows. It
+// returns them in a list of their own, never nil (as toolsFromArray makes
+// it), or false when it gave up.
+func (w *workspace) readToolSeq(r jsontree.Inner, listed, schema bool) ([]record.Tool, bool) {
 	ts := w.tools[:0]
 	defer func() {
 		clear(ts)
 		w.tools = ts[:0]
 	}()
-	for r.More() {
-		t, ok := w.readTool(r)
+	for listed && r.More() || !listed && r.Peek() == '{' {
+		t, ok := w.readTool(r, schema)
 		if !ok {
 			return nil, false
 		}
@@ -110,12 +125,14 @@ func (w *workspace) readTools(r jsontree.Inner) ([]record.Tool, bool) {
 	if !r.OK() {
 		return nil, false
 	}
-	// As toolsFromArray makes it: never nil.
 	return append(make([]record.Tool, 0, len(ts)), ts...), true
 }
 
-// readTool reads one {"name", "description", "parameters"} tool.
-func (w *workspace) readTool(r jsontree.Inner) (record.Tool, bool) {
+// readTool reads one {"name", "description", "parameters"} tool, with
+// parameters a JSON Schema when schema (flatParams, schemaParams);
+// after a schema, a tool-level "required": null, which normalizeTool
+// ignores, may come too.
+func (w *workspace) readTool(r jsontree.Inner, schema bool) (record.Tool, bool) {
 	var t record.Tool
 	if !r.Begin(jsontree.Object) {
 		return t, false
@@ -127,7 +144,16 @@ func (w *workspace) readTool(r jsontree.Inner) (record.Tool, bool) {
 		case "description":
 			t.Description = r.KeptString()
 		case "parameters":
-			if t.Parameters = w.readFlatParameters(r); t.Parameters == nil {
+			if schema {
+				t.Parameters = w.readParameterSchema(r)
+			} else {
+				t.Parameters = w.readFlatParameters(r)
+			}
+			if t.Parameters == nil {
+				return t, false
+			}
+		case "required":
+			if !schema || !w.readNull(r) {
 				return t, false
 			}
 		default:
