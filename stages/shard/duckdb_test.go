@@ -177,3 +177,11 @@ func checkDuckDB(t *testing.T, got *duckdbOut, recs []*record.Record, codec stri
 			len(got.Messages), len(got.Calls), len(got.Tools), nMsgs, nCalls, nTools)
 	}
 }
+
+// nilIfEmpty is s, or nil when s is empty (Normalize's form).
+func nilIfEmpty[S ~[]E, E any](s S) S {
+	if len(s) == 0 {
+		return nil
+	}
+	return s
+}

@@ -583,30 +583,34 @@ func scanRowGroup(rg parquet.RowGroup, d *decoder, row *int64, fn func(*record.R
 }
 
 // Normalize puts r in the form Scan returns: every empty list and empty JSON
-// value nil. Tests compare records after normalising both sides.
+// value nil. The runner normalizes the records a stage hands to the next
+// (stages/chain.go), and tests compare records after normalising both
+// sides. It writes only what it changes: a stage's output may share lists
+// with its input (a negative shares its parent's calls) while the input's
+// shard is still being written from another goroutine.
 func Normalize(r *record.Record) {
-	r.Tools = nilIfEmpty(r.Tools)
+	setNilIfEmpty(&r.Tools)
 	for i := range r.Tools {
 		t := &r.Tools[i]
-		t.Parameters = nilIfEmpty(t.Parameters)
-		t.Response = nilIfEmpty(t.Response)
+		setNilIfEmpty(&t.Parameters)
+		setNilIfEmpty(&t.Response)
 	}
-	r.Messages = nilIfEmpty(r.Messages)
+	setNilIfEmpty(&r.Messages)
 	for i := range r.Messages {
 		m := &r.Messages[i]
-		m.Calls = nilIfEmpty(m.Calls)
+		setNilIfEmpty(&m.Calls)
 		for j := range m.Calls {
-			m.Calls[j].Arguments = nilIfEmpty(m.Calls[j].Arguments)
+			setNilIfEmpty(&m.Calls[j].Arguments)
 		}
-		m.Results = nilIfEmpty(m.Results)
+		setNilIfEmpty(&m.Results)
 	}
-	r.Tags = nilIfEmpty(r.Tags)
-	r.Lineage = nilIfEmpty(r.Lineage)
+	setNilIfEmpty(&r.Tags)
+	setNilIfEmpty(&r.Lineage)
 }
 
-func nilIfEmpty[S ~[]E, E any](s S) S {
-	if len(s) == 0 {
-		return nil
+// setNilIfEmpty sets *s to nil when it is empty and not nil already.
+func setNilIfEmpty[S ~[]E, E any](s *S) {
+	if len(*s) == 0 && *s != nil {
+		*s = nil
 	}
-	return s
 }
