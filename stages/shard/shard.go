@@ -226,7 +226,8 @@ func Check(r *record.Record) (reason string, err error) { return check(r, nil, n
 // already and are not checked again. It gives Check's answer as long as
 // the bytes prev shares were not changed in place since prev was checked:
 // strings cannot be, and stages never change their input records (they
-// change copies; the runner's contract).
+// change copies; the runner's contract). A nil prev checks r in full, as
+// Check.
 func CheckChanged(r, prev *record.Record) (reason string, err error) {
 	if prev == nil {
 		return check(r, nil, nil)
