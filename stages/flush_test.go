@@ -53,38 +53,9 @@ func TestFlushFailureRemovesFiles(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	p, err := Load(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r, err := NewRunner(p, Options{Version: "test"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	r, sp, inputs := openExportPass(t, path)
 	defer r.Close()
-	runs := r.plan()
 	ctx := context.Background()
-	if _, err := r.ingest(ctx, runs[0]); err != nil {
-		t.Fatal(err)
-	}
-	sample, err := manifests.Read[manifests.Stage](filepath.Join(out, runs[1].rel, "manifest.json"))
-	if err != nil || sample == nil {
-		t.Fatalf("sample manifest: %v", err)
-	}
-	var inputs []shardInput
-	for _, s := range sample.Shards {
-		if ref, ok := parquetOf(s); ok {
-			inputs = append(inputs, shardInput{name: s.Name, ref: ref})
-		}
-	}
-	env, st, err := r.buildStage(runs[2])
-	if err != nil {
-		t.Fatal(err)
-	}
-	sp, err := r.openPass(ctx, runs[2], env, st, inputs)
-	if err != nil || sp.sink == nil {
-		t.Fatalf("open export pass: sink %v, %v", sp.sink != nil, err)
-	}
 	sp.sink = lostFileSink{sp.sink}
 	g := &group{passes: []*pass{sp}, lastSave: time.Now()}
 	name := inputs[0].name

@@ -129,37 +129,11 @@ func TestSinkFinishAfterGroupFailed(t *testing.T) {
 
 	// The export's pass alone: every shard through runChain, then closed
 	// as runGroup closes it when a stage after it failed.
-	p, err := Load(path)
-	if err != nil {
-		t.Fatal(err)
+	r, sp, inputs := openExportPass(t, path)
+	if sp.upToDate {
+		t.Fatal("the export's pass is up to date")
 	}
-	r, err := NewRunner(p, Options{Version: "test"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	runs := r.plan()
 	ctx := context.Background()
-	if _, err := r.ingest(ctx, runs[0]); err != nil { // up to date; it finds the tool library
-		t.Fatal(err)
-	}
-	sample, err := manifests.Read[manifests.Stage](filepath.Join(out, runs[1].rel, "manifest.json"))
-	if err != nil || sample == nil {
-		t.Fatalf("sample manifest: %v", err)
-	}
-	var inputs []shardInput
-	for _, s := range sample.Shards {
-		if ref, ok := parquetOf(s); ok {
-			inputs = append(inputs, shardInput{name: s.Name, ref: ref})
-		}
-	}
-	env, st, err := r.buildStage(runs[2])
-	if err != nil {
-		t.Fatal(err)
-	}
-	sp, err := r.openPass(ctx, runs[2], env, st, inputs)
-	if err != nil || sp.upToDate || sp.sink == nil {
-		t.Fatalf("open export pass: up to date %v, sink %v, %v", sp.upToDate, sp.sink != nil, err)
-	}
 	g := &group{passes: []*pass{sp}, lastSave: time.Now()}
 	for _, in := range inputs {
 		if err := r.runChain(ctx, g, in.name); err != nil {
@@ -200,4 +174,39 @@ func TestSinkFinishAfterGroupFailed(t *testing.T) {
 			t.Errorf("after the rerun: %v", err)
 		}
 	}
+}
+
+// openExportPass opens, for the demo pipeline at path (stages sample, then
+// export) whose sample is up to date, the export's pass as runGroup would,
+// and lists its input shards. The caller closes the Runner.
+func openExportPass(t *testing.T, path string) (*Runner, *pass, []shardInput) {
+	t.Helper()
+	r, err := newRunner(t, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	runs := r.plan()
+	ctx := context.Background()
+	if _, err := r.ingest(ctx, runs[0]); err != nil { // up to date; it finds the tool library
+		t.Fatal(err)
+	}
+	sample, err := manifests.Read[manifests.Stage](filepath.Join(filepath.Dir(path), "out", runs[1].rel, "manifest.json"))
+	if err != nil || sample == nil {
+		t.Fatalf("sample manifest: %v", err)
+	}
+	var inputs []shardInput
+	for _, s := range sample.Shards {
+		if ref, ok := parquetOf(s); ok {
+			inputs = append(inputs, shardInput{name: s.Name, ref: ref})
+		}
+	}
+	env, st, err := r.buildStage(runs[2])
+	if err != nil {
+		t.Fatal(err)
+	}
+	sp, err := r.openPass(ctx, runs[2], env, st, inputs)
+	if err != nil || sp.sink == nil {
+		t.Fatalf("open export pass: sink %v, %v", sp != nil && sp.sink != nil, err)
+	}
+	return r, sp, inputs
 }
