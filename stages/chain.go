@@ -151,12 +151,16 @@ func (p *pass) mayKeep(name string) bool {
 // group is the state the chains of a group share.
 type group struct {
 	passes   []*pass
-	mu       sync.Mutex // guards every pass's done, inputs, res, pendingShards and syncing
+	mu       sync.Mutex // guards every pass's done, inputs, res, pendingShards, syncing and failed
 	lastSave time.Time
 	// syncing holds each chain's last write once the chain has ended: its
 	// files may still be syncing, and its commit waits for those of the
 	// writes before it (runChain).
 	syncing []*write
+	// failed is the first error of a write that failed after its chain
+	// ended (its files' commit, runWrite): the chains that start after it
+	// stop the group with it, as a chain whose own write fails does.
+	failed error
 }
 
 // runGroup runs the opened passes of a group over their shards, then closes
@@ -276,6 +280,12 @@ func (r *Runner) runChain(ctx context.Context, g *group, name string) (err error
 			g.mu.Unlock()
 		}
 	}()
+	g.mu.Lock()
+	failed := g.failed
+	g.mu.Unlock()
+	if failed != nil {
+		return failed
+	}
 	for _, p := range g.passes {
 		if p.upToDate {
 			recs, checked = nil, false
@@ -370,6 +380,15 @@ func (r *Runner) startWrite(ctx context.Context, g *group, p *pass, name, key st
 // written, so that its records can go while the files sync.
 func (r *Runner) runWrite(ctx context.Context, g *group, p *pass, name, key string, o *shardOut, prev *write, start time.Time, w *write) {
 	defer close(w.done)
+	defer func() {
+		if w.err != nil {
+			g.mu.Lock()
+			if g.failed == nil {
+				g.failed = w.err
+			}
+			g.mu.Unlock()
+		}
+	}()
 	sr := p.sr
 	out := sr.out.Deferred()
 	sr.out = out

@@ -41,9 +41,9 @@ func (s lostFileSink) WriteShard(ctx context.Context, dir *atomicfs.Root, name s
 }
 
 // TestFlushFailureRemovesFiles: when a shard's deferred files fail to
-// commit (Flush), the error stops the group and none of the shard's files
-// stays, not even those renamed into place before the failing one: no
-// manifest names them.
+// commit (Flush), the error stops the group (the next chain does not
+// start) and none of the shard's files stays, not even those renamed into
+// place before the failing one: no manifest names them.
 func TestFlushFailureRemovesFiles(t *testing.T) {
 	path := demoPipeline(t, demoStages)
 	runPipeline(t, path)
@@ -61,6 +61,10 @@ func TestFlushFailureRemovesFiles(t *testing.T) {
 	name := inputs[0].name
 	if err := r.runChain(ctx, g, name); err != nil {
 		t.Fatalf("runChain: %v (the bytes were written; the Flush fails later)", err)
+	}
+	g.syncing[0].wait() // the chain's write, its Flush failed
+	if err := r.runChain(ctx, g, inputs[1].name); err == nil {
+		t.Error("a chain started after a shard's files failed to commit: the group goes on")
 	}
 	if err := g.synced(); err == nil {
 		t.Fatal("a shard whose files failed to commit was committed")
