@@ -86,7 +86,7 @@ func (c *checkedTools) checkChanged(out, prev *record.Record) (string, error) {
 // 576 library tools pushed each other out record after record and a
 // fifth of meta_tool's check went to parameters checked again
 // (BenchmarkCheckChanged/meta_tool: 4,096 slots in pairs, −22 %; 1,024 in
-// pairs −10 %; 16,384 no better). The slots take 320 KiB.
+// pairs −10 %; 16,384 no better). The slots take 320 kB.
 
 // find returns the slot remembering parameters at their address, or -1.
 func (c *checkedTools) find(params []byte) int {
