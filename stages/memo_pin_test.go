@@ -1,0 +1,95 @@
+package stages
+
+import (
+	"runtime"
+	"testing"
+	"unsafe"
+	"weak"
+
+	"github.com/augmentdata/augment/stages/record"
+)
+
+// viewTools are tools whose fields are views of big, as a shard decoder's
+// are of a row group's decoded columns.
+func viewTools(big []byte) []record.Tool {
+	off := 0
+	view := func(s string) []byte {
+		if s == "" {
+			return nil
+		}
+		n := copy(big[off:], s)
+		v := big[off : off+n : off+n]
+		off += n
+		return v
+	}
+	str := func(s string) string {
+		v := view(s)
+		return unsafe.String(unsafe.SliceData(v), len(v))
+	}
+	return []record.Tool{
+		{Name: str("get_weather"), Description: str("Current weather of a city."),
+			Parameters: view(`{"type":"object","properties":{"city":{"type":"string"}}}`)},
+		{Name: str("convert"), Description: str("Convert \"units\"."),
+			Parameters: view(`{"type":"object","properties":{"from":{"type":"string"},"to":{"type":"string"}}}`), Response: view(`{"type":"number"}`)},
+	}
+}
+
+// assertFreed has use hold tools that are views of a large buffer (as many
+// times as a memo needs to remember them), drops the buffer and checks,
+// after a collection, that nothing use left behind keeps it alive.
+func assertFreed(t *testing.T, use func(t *testing.T, tools []record.Tool)) {
+	t.Helper()
+	w := func() weak.Pointer[byte] {
+		big := make([]byte, 8<<20)
+		use(t, viewTools(big))
+		return weak.Make(&big[0])
+	}()
+	runtime.GC()
+	runtime.GC()
+	if w.Value() != nil {
+		t.Error("a remembered tool keeps the whole buffer its fields were views of")
+	}
+}
+
+// TestToolMemoPinsNoShardMemory: the export's tool memo remembers tools met
+// again in the same memory (its seen slots) and their texts, but keeps only
+// its own copies: the decoded memory the tools were views of is freed.
+func TestToolMemoPinsNoShardMemory(t *testing.T) {
+	e := buildExport(t, ExportConfig{})
+	assertFreed(t, func(t *testing.T, tools []record.Tool) {
+		want, err := toolsJSON(tools)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for round := range 4 {
+			texts, err := e.toolTexts(tools)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := toolsString(texts); got != want {
+				t.Fatalf("round %d: got %s, want %s", round, got, want)
+			}
+		}
+		for i := range tools {
+			e.tools.mu.Lock()
+			tt := e.tools.lookup(&tools[i])
+			e.tools.mu.Unlock()
+			if tt == nil {
+				t.Errorf("tool %d: not remembered", i)
+			}
+		}
+	})
+	// The memo still renders the same definitions, in other memory, to the
+	// same bytes.
+	tools := viewTools(make([]byte, 1<<10))
+	want, _ := toolsJSON(tools)
+	for range 3 {
+		texts, err := e.toolTexts(tools)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := toolsString(texts); got != want {
+			t.Fatalf("got %s, want %s", got, want)
+		}
+	}
+}
