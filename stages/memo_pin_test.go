@@ -2,11 +2,13 @@ package stages
 
 import (
 	"runtime"
+	"slices"
 	"testing"
 	"unsafe"
 	"weak"
 
 	"github.com/augmentdata/augment/stages/record"
+	"github.com/augmentdata/augment/stages/shard"
 )
 
 // viewTools are tools whose fields are views of big, as a shard decoder's
@@ -92,4 +94,32 @@ func TestToolMemoPinsNoShardMemory(t *testing.T) {
 			t.Fatalf("got %s, want %s", got, want)
 		}
 	}
+}
+
+// TestCheckedToolsPinNoShardMemory: the tools checkChanged remembers as
+// checked are its own copies: the decoded memory an output's tools were
+// views of is freed, and the tools are still found when met again.
+func TestCheckedToolsPinNoShardMemory(t *testing.T) {
+	var c checkedTools
+	prev := fxRecord("r1", []record.Tool{fxTool("a", "A", `{"type":"object"}`)}, fxUser("hi"), fxSay("done"))
+	if _, err := shard.Check(prev); err != nil {
+		t.Fatal(err)
+	}
+	assertFreed(t, func(t *testing.T, tools []record.Tool) {
+		out := *prev
+		out.Tools = append(slices.Clone(prev.Tools), tools...)
+		for range 2 {
+			if _, err := c.checkChanged(&out, prev); err != nil {
+				t.Fatal(err)
+			}
+		}
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		for i := range tools {
+			if c.find(tools[i].Parameters) < 0 {
+				t.Errorf("tool %d is not remembered", i)
+			}
+		}
+	})
+	runtime.KeepAlive(&c) // the memo lives on past the collection
 }
