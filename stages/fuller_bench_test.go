@@ -160,9 +160,8 @@ func BenchmarkCheckChanged(b *testing.B) {
 			b.ReportAllocs()
 			before := cputime.Process()
 			for b.Loop() {
-				known := new(checkedTools) // a pass's, as processShard's
 				for _, p := range pairs {
-					if unfit := checkOutputs(false, true, known, p.in, p.outs); unfit != nil {
+					if unfit := checkOutputs(false, true, p.in, p.outs); unfit != nil {
 						b.Fatal(fmt.Sprint(unfit))
 					}
 				}

@@ -96,29 +96,30 @@ func TestToolMemoPinsNoShardMemory(t *testing.T) {
 	}
 }
 
-// TestCheckOutputsPinsNoShardMemory: the tools the runner's checks
-// remember as checked (checkedTools) are a pass's: within the pass they
-// are found again by memory, and once the pass and its outputs are gone,
-// the decoded memory those outputs' tools were views of is freed. (On
-// main, a process-wide checkedTools kept it.)
-func TestCheckOutputsPinsNoShardMemory(t *testing.T) {
+// TestCheckedToolsPinNoShardMemory: the tools checkChanged remembers as
+// checked are its own copies: the decoded memory an output's tools were
+// views of is freed, and the tools are still found when met again.
+func TestCheckedToolsPinNoShardMemory(t *testing.T) {
+	var c checkedTools
 	prev := fxRecord("r1", []record.Tool{fxTool("a", "A", `{"type":"object"}`)}, fxUser("hi"), fxSay("done"))
 	if _, err := shard.Check(prev); err != nil {
 		t.Fatal(err)
 	}
 	assertFreed(t, func(t *testing.T, tools []record.Tool) {
-		known := new(checkedTools) // the pass's
 		out := *prev
 		out.Tools = append(slices.Clone(prev.Tools), tools...)
 		for range 2 {
-			if unfit := checkOutputs(false, true, known, prev, []*record.Record{&out}); unfit != nil {
-				t.Fatal(unfit)
+			if _, err := c.checkChanged(&out, prev); err != nil {
+				t.Fatal(err)
 			}
 		}
+		c.mu.Lock()
+		defer c.mu.Unlock()
 		for i := range tools {
-			if known.find(tools[i].Parameters) < 0 {
-				t.Errorf("tool %d is not remembered within the pass", i)
+			if c.find(tools[i].Parameters) < 0 {
+				t.Errorf("tool %d is not remembered", i)
 			}
 		}
 	})
+	runtime.KeepAlive(&c) // the memo lives on past the collection
 }

@@ -778,10 +778,6 @@ func (r *Runner) processShard(ctx context.Context, p *pass, name string, recs []
 		workers = max(1, c.Concurrency())
 	}
 	ctr := &counters{m: map[string]int64{}}
-	var known *checkedTools // the tools this pass's checks passed
-	if checked && sink == nil {
-		known = new(checkedTools)
-	}
 	g, gctx := errgroup.WithContext(context.WithValue(ctx, countersKey{}, ctr))
 	// A fixed set of workers takes the records in turn: a goroutine per
 	// record cost a stack grown anew for each (a tenth of a cheap stage).
@@ -815,7 +811,7 @@ func (r *Runner) processShard(ctx context.Context, p *pass, name string, recs []
 				}
 				outs[i], errs[i] = out, err
 				if kind == contract.Kept {
-					unfit[i] = checkOutputs(sink != nil, checked, known, rec, out)
+					unfit[i] = checkOutputs(sink != nil, checked, rec, out)
 				}
 				p.prog.add(1)
 			}
@@ -876,9 +872,8 @@ type checkFail struct {
 // A sink writes no Parquet and checks what it writes itself. When rec is
 // checked (it passed the check before), rec returned as it was given is
 // not checked again, and of one made from it only what changed
-// (shard.CheckChanged, with tools lined up by known, the pass's
-// checkedTools).
-func checkOutputs(sink, checked bool, known *checkedTools, rec *record.Record, outs []*record.Record) map[int]checkFail {
+// (shard.CheckChanged, with tools lined up: checkedTools).
+func checkOutputs(sink, checked bool, rec *record.Record, outs []*record.Record) map[int]checkFail {
 	if sink {
 		return nil
 	}
@@ -889,7 +884,7 @@ func checkOutputs(sink, checked bool, known *checkedTools, rec *record.Record, o
 		}
 		check := shard.Check
 		if checked {
-			check = func(out *record.Record) (string, error) { return known.checkChanged(out, rec) }
+			check = func(out *record.Record) (string, error) { return knownTools.checkChanged(out, rec) }
 		}
 		if reason, err := check(out); err != nil {
 			if unfit == nil {
