@@ -1,6 +1,8 @@
 package stages
 
 import (
+	"cmp"
+	"fmt"
 	"runtime"
 	"slices"
 	"testing"
@@ -122,4 +124,39 @@ func TestCheckedToolsPinNoShardMemory(t *testing.T) {
 		}
 	})
 	runtime.KeepAlive(&c) // the memo lives on past the collection
+}
+
+// TestSamplePlanPinsNoShardMemory: the IDs sample's Plan keeps (the
+// quotas' heaps, a quota of n = 0 keeping all) are its own copies: the
+// memory the records' IDs were views of is freed while the stage lives on.
+func TestSamplePlanPinsNoShardMemory(t *testing.T) {
+	for _, n := range []int{0, 3} {
+		s := &sampler{cfg: &SampleConfig{Quotas: []Quota{{N: n}}}, seed: 7}
+		w := func() weak.Pointer[byte] {
+			big := make([]byte, 8<<20)
+			off := 0
+			if _, err := s.Plan(t.Context(), func(yield func(*record.Record) error) error {
+				for i := range 20 {
+					k := copy(big[off:], fmt.Sprintf("r%d", i))
+					r := &record.Record{ID: unsafe.String(&big[off], k), Source: "s"}
+					off += k
+					if err := yield(r); err != nil {
+						return err
+					}
+				}
+				return nil
+			}); err != nil {
+				t.Fatal(err)
+			}
+			return weak.Make(&big[0])
+		}()
+		runtime.GC()
+		runtime.GC()
+		if w.Value() != nil {
+			t.Errorf("n = %d: the plan keeps the buffer its records' IDs were views of", n)
+		}
+		if want := cmp.Or(n, 20); len(s.keep) != want {
+			t.Errorf("n = %d: %d kept, want %d", n, len(s.keep), want)
+		}
+	}
 }
