@@ -1,6 +1,8 @@
 package stages
 
 import (
+	"bytes"
+	"strings"
 	"sync"
 	"unsafe"
 
@@ -8,20 +10,35 @@ import (
 	"github.com/augmentdata/augment/stages/shard"
 )
 
-// checkedTools remembers tools that passed shard.Check, by the memory of
-// their parameters, for checkChanged: a stage lists the same tools record
-// after record (meta_tool's distractors come from the run's library, its
-// own definitions are shared) at positions shard.CheckChanged does not
-// look at, so it checked them again for every record. A remembered tool
-// keeps its memory, so the same address cannot hold other bytes while it
-// is remembered; records are not changed in place. Safe for concurrent
-// use.
+// checkedTools remembers tools that passed shard.Check, for checkChanged:
+// a stage lists the same tools record after record (meta_tool's
+// distractors come from the run's library, its own definitions are
+// shared) at positions shard.CheckChanged does not look at, so it checked
+// them again for every record. Tools are found by the address of their
+// parameters and compared in full (a memory compare, far cheaper than the
+// check). The memo keeps its own copy of each tool, made when it is
+// remembered and counted in checkedToolBudget, never a record's memory: a
+// record's strings may be views of a whole row group's decoded columns,
+// which one remembered tool would keep alive. Safe for concurrent use.
 type checkedTools struct {
 	mu   sync.Mutex
-	slot [checkedToolSlots]record.Tool
+	slot [checkedToolSlots]checkedTool
+	used int // bytes of the remembered copies
 }
 
-const checkedToolSlots = 4096
+// A checkedTool is a copy of a tool that passed the check, with the
+// address of the parameters it was met in (a hint: bytes are compared).
+type checkedTool struct {
+	tool record.Tool
+	addr uintptr
+}
+
+const (
+	checkedToolSlots = 4096
+	// checkedToolBudget bounds the bytes of the remembered copies; a tool
+	// met when it is spent is not remembered.
+	checkedToolBudget = 16 << 20
+)
 
 // knownTools are the tools the runner's checks passed.
 var knownTools checkedTools
@@ -32,16 +49,17 @@ const maxLinedUp = 16
 
 // checkChanged is shard.CheckChanged(out, prev), prev being a record that
 // passed the check, with prev's tools lined up with out's: each of out's
-// tools is set against one that shares its parameters' memory, prev's or
-// one remembered, else against prev's tool at its position. Every tool it
-// is set against passed the check, so the line-up decides only how much
-// is checked again, never what passes. The tools of an output that passes
+// tools is set against one that shares its parameters' memory, prev's, or
+// against its own fields where they are a remembered tool's bytes (and
+// that tool's otherwise), else against prev's tool at its position. Every
+// tool it is set against passed the check, so the line-up decides only how
+// much is checked again, never what passes. The tools of an output that passes
 // that prev does not list are remembered: those come from elsewhere (a
 // library, a stage's own definitions) and come again, where prev's own
 // would only push them out of their slots.
 func (c *checkedTools) checkChanged(out, prev *record.Record) (string, error) {
 	against := prev.Tools
-	var newTools uint32 // out's tools that prev does not list (by memory)
+	var newTools uint32 // out's tools that prev does not list (by memory) nor the memo
 	if n := len(out.Tools); n > 0 && n <= maxLinedUp && !sameMemory(out.Tools, prev.Tools) {
 		var lined [maxLinedUp]record.Tool // on the stack: no pool, no write barriers
 		tools := lined[:n]
@@ -59,9 +77,10 @@ func (c *checkedTools) checkChanged(out, prev *record.Record) (string, error) {
 					continue next
 				}
 			}
-			newTools |= 1 << i
 			if k := c.find(t.Parameters); k >= 0 {
-				tools[i] = c.slot[k]
+				tools[i] = checkedAgainst(t, &c.slot[k].tool)
+			} else {
+				newTools |= 1 << i
 			}
 		}
 		c.mu.Unlock()
@@ -88,26 +107,64 @@ func (c *checkedTools) checkChanged(out, prev *record.Record) (string, error) {
 // (BenchmarkCheckChanged/meta_tool: 4,096 slots in pairs, −22 %; 1,024 in
 // pairs −10 %; 16,384 no better). The slots take 320 kB.
 
-// find returns the slot remembering parameters at their address, or -1.
+// find returns the slot remembering parameters met at their address,
+// with their bytes, or -1.
 func (c *checkedTools) find(params []byte) int {
 	k := c.index(params)
-	switch {
-	case sameMemory(params, c.slot[k].Parameters):
-		return k
-	case sameMemory(params, c.slot[k+1].Parameters):
-		return k + 1
+	a := address(params)
+	for _, k := range [2]int{k, k + 1} {
+		if s := &c.slot[k]; s.addr == a && len(params) > 0 && bytes.Equal(s.tool.Parameters, params) {
+			return k
+		}
 	}
 	return -1
 }
 
-// remember puts t first in the pair of slots of its parameters' address,
-// the tool that was first second.
+// checkedAgainst is t lined up with u, a remembered tool with t's
+// parameters: each field of t that is u's bytes is set against itself
+// (the check skips it), the others against u's.
+func checkedAgainst(t, u *record.Tool) record.Tool {
+	w := *u
+	w.Parameters = t.Parameters
+	if t.Name == u.Name {
+		w.Name = t.Name
+	}
+	if t.Description == u.Description {
+		w.Description = t.Description
+	}
+	if len(t.Response) > 0 && bytes.Equal(t.Response, u.Response) {
+		w.Response = t.Response
+	}
+	return w
+}
+
+// remember puts t first in the pair of slots of its parameters' address
+// (a copy of it, unless the budget is spent), the tool that was first
+// second.
 func (c *checkedTools) remember(t record.Tool) {
 	k := c.index(t.Parameters)
-	if !sameMemory(t.Parameters, c.slot[k].Parameters) {
-		c.slot[k+1] = c.slot[k] // t itself when it was second
-		c.slot[k] = t
+	if j := c.find(t.Parameters); j >= 0 {
+		if j == k+1 {
+			c.slot[k], c.slot[k+1] = c.slot[k+1], c.slot[k]
+		}
+		return
 	}
+	size := len(t.Name) + len(t.Description) + len(t.Parameters) + len(t.Response)
+	gone := &c.slot[k+1].tool
+	freed := len(gone.Name) + len(gone.Description) + len(gone.Parameters) + len(gone.Response)
+	if c.used-freed+size > checkedToolBudget {
+		return
+	}
+	c.used += size - freed
+	c.slot[k+1] = c.slot[k]
+	c.slot[k] = checkedTool{addr: address(t.Parameters), tool: record.Tool{Name: strings.Clone(t.Name), Description: strings.Clone(t.Description),
+		Parameters: bytes.Clone(t.Parameters), Response: bytes.Clone(t.Response)}}
+}
+
+// address is the address of params' first byte (0 when empty), kept as a
+// number: it keeps no memory alive.
+func address(params []byte) uintptr {
+	return uintptr(unsafe.Pointer(unsafe.SliceData(params)))
 }
 
 // index is the first slot of the pair of parameters at their address.
@@ -115,7 +172,7 @@ func (c *checkedTools) index(params []byte) int {
 	if len(params) == 0 {
 		return 0
 	}
-	a := uint64(uintptr(unsafe.Pointer(unsafe.SliceData(params))))
+	a := uint64(address(params))
 	return int((a*0x9e3779b97f4a7c15)>>52) % checkedToolSlots &^ 1
 }
 

@@ -96,7 +96,7 @@ func TestCheckedToolsPairs(t *testing.T) {
 			same = keep[k]
 		}
 	}
-	found := func(tl record.Tool) bool { k := c.find(tl.Parameters); return k >= 0 && c.slot[k].Name == tl.Name }
+	found := func(tl record.Tool) bool { k := c.find(tl.Parameters); return k >= 0 && c.slot[k].tool.Name == tl.Name }
 	c.remember(same[0])
 	c.remember(same[1])
 	if !found(same[0]) || !found(same[1]) {
@@ -106,9 +106,9 @@ func TestCheckedToolsPairs(t *testing.T) {
 	c.remember(same[0])
 	c.remember(same[2]) // pushes out same[1], remembered least recently
 	if !found(same[0]) || !found(same[2]) || found(same[1]) {
-		t.Fatalf("remembered %v and %v, want %s and %s", c.slot[c.index(same[0].Parameters)].Name, c.slot[c.index(same[0].Parameters)+1].Name, same[2].Name, same[0].Name)
+		t.Fatalf("remembered %v and %v, want %s and %s", c.slot[c.index(same[0].Parameters)].tool.Name, c.slot[c.index(same[0].Parameters)+1].tool.Name, same[2].Name, same[0].Name)
 	}
-	if k := c.index(same[0].Parameters); c.slot[k].Name != same[2].Name {
+	if k := c.index(same[0].Parameters); c.slot[k].tool.Name != same[2].Name {
 		t.Errorf("the last remembered tool is not first in its pair")
 	}
 }

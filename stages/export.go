@@ -846,30 +846,21 @@ type toolText struct {
 // tools do, and escaping them (JSON full of quotes) was the export's
 // largest cost. Tools are looked up by the lengths of their fields, which
 // the record's tool list holds (hashing a name or description reads text
-// of the record's that comparing reads again), and compared in full. The
-// zero value is ready; safe for concurrent use.
+// of the record's that comparing reads again), and compared in full.
+//
+// The memo keeps only its own copies of the definitions it remembers
+// (made once, when a tool is admitted, and counted in the budget), never a
+// record's memory: a record's strings may be views of a whole row group's
+// decoded columns, which one remembered tool would keep alive, past the
+// budget. (It no longer finds a tool met again in the same memory by
+// address: that needed the memory kept, and comparing bytes instead costs
+// no more than noise.) The zero value is ready; safe for concurrent use.
 type toolMemo struct {
 	mu sync.Mutex
 	// slots hold the definitions met, in the slot of their lengths
 	// (lenSlot), up to toolMemoVariants a slot; made with the first.
 	slots []([]*toolText)
 	used  int
-	// seen holds, by the address of their parameters, tools met again in
-	// the same memory, as the records held them, with their texts: such a
-	// tool (a library tool meta_tool listed, its own definitions) is then
-	// found without comparing its bytes. A slot keeps its tool's memory,
-	// so the same address cannot hold other bytes while it is there;
-	// records are not changed in place. A tool takes a slot when its
-	// parameters' address is met the second time in a row there (held by
-	// number only, keeping no memory): a record's own tools, met once,
-	// would keep their record's memory for nothing.
-	seen [toolMemoSeen]seenTool
-}
-
-type seenTool struct {
-	tool record.Tool
-	text *toolText
-	last uintptr // the address of the parameters met last in the slot
 }
 
 // lenSlot is the toolMemo slot of tools with t's field lengths.
@@ -887,48 +878,19 @@ const (
 	// toolMemoVariants bounds the definitions remembered in one slot
 	// (tools whose field lengths are the same or share the slot).
 	toolMemoVariants = 16
-	// toolMemoSeen is the number of toolMemo.seen slots.
-	toolMemoSeen = 1024
 )
 
 // lookup returns the remembered text of t, or nil. Callers hold m.mu.
 func (m *toolMemo) lookup(t *record.Tool) *toolText {
-	a := uintptr(unsafe.Pointer(unsafe.SliceData(t.Parameters)))
-	slot := &m.seen[seenSlot(a)]
-	if sameTool(t, &slot.tool) {
-		return slot.text
-	}
 	if m.slots == nil {
 		return nil
 	}
 	for _, tt := range m.slots[lenSlot(t)] {
 		if tt.tool.Equal(t) {
-			if len(t.Parameters) > 0 {
-				if slot.last == a {
-					*slot = seenTool{*t, tt, a}
-				} else {
-					slot.last = a
-				}
-			}
 			return tt
 		}
 	}
 	return nil
-}
-
-// seenSlot is the toolMemo.seen slot of parameters at address a.
-func seenSlot(a uintptr) int {
-	return int((uint64(a)*0x9e3779b97f4a7c15)>>54) % toolMemoSeen
-}
-
-// sameTool reports whether t and u are one definition in the same memory
-// (non-empty parameters; every other field of the same length at the same
-// address).
-func sameTool(t, u *record.Tool) bool {
-	return sameMemory(t.Parameters, u.Parameters) &&
-		len(t.Name) == len(u.Name) && unsafe.StringData(t.Name) == unsafe.StringData(u.Name) &&
-		len(t.Description) == len(u.Description) && unsafe.StringData(t.Description) == unsafe.StringData(u.Description) &&
-		len(t.Response) == len(u.Response) && unsafe.SliceData(t.Response) == unsafe.SliceData(u.Response)
 }
 
 // toolTexts renders tools, each through the memo.

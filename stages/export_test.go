@@ -296,7 +296,7 @@ func TestToolMemo(t *testing.T) {
 		{{Name: "a", Description: "d", Parameters: obj}},
 		{{Name: "a", Description: "d", Parameters: obj, Response: json.RawMessage(`{"r":1}`)}},
 		{{Name: "ad", Description: "", Parameters: obj}},
-		{{Name: "a", Description: "e", Parameters: obj}}, // parameters in the same memory as others (one seen slot)
+		{{Name: "a", Description: "e", Parameters: obj}}, // parameters in the same memory as others
 		{{Name: "a", Description: "d"}, {Name: "b", Description: "<&>\"x\"\n"}},
 		{{Name: "b", Description: "<&>\"x\"\n"}, {Name: "a", Description: "d", Parameters: obj}},
 		{{Name: "u", Description: "bad \xff and cut \xe6\xbd"}, {Name: "v\xe6", Description: "line\u2028sep\u2029 bell \a 潮汐"}},

@@ -10,6 +10,7 @@ import (
 	"io"
 	"maps"
 	"slices"
+	"strings"
 
 	"github.com/augmentdata/augment/stages/contract"
 	"github.com/augmentdata/augment/stages/record"
@@ -103,15 +104,19 @@ func (s *sampler) Plan(ctx context.Context, scan func(yield func(*record.Record)
 		if q < 0 {
 			return ctx.Err()
 		}
+		// IDs kept are copies: an ID may be a view of a row group's
+		// decoded column, which the stage would keep alive with it.
 		if s.cfg.Quotas[q].N == 0 {
-			all[q] = append(all[q], r.ID)
+			all[q] = append(all[q], strings.Clone(r.ID))
 			return nil
 		}
 		e := ranked{rank: s.rank(r.ID), id: r.ID}
 		h := &heaps[q]
 		if h.Len() < s.cfg.Quotas[q].N {
+			e.id = strings.Clone(e.id)
 			heap.Push(h, e)
 		} else if e.less((*h)[0]) {
+			e.id = strings.Clone(e.id)
 			(*h)[0] = e
 			heap.Fix(h, 0)
 		}

@@ -12,6 +12,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/augmentdata/augment/stages/contract"
 	"github.com/augmentdata/augment/stages/record"
@@ -109,7 +110,9 @@ func (s *Stage) Plan(ctx context.Context, scan func(yield func(*record.Record) e
 			return err
 		}
 		if r.Tag("lang") != Lang && (s.t.cfg.Mode != ModeConvert || hasChinese(r)) {
-			draws = append(draws, draw{s.rand(r.ID).Uint64(), r.ID})
+			// A copy: the ID may be a view of a row group's decoded
+			// column, which the stage would keep alive with it.
+			draws = append(draws, draw{s.rand(r.ID).Uint64(), strings.Clone(r.ID)})
 		}
 		return nil
 	})
