@@ -6,8 +6,6 @@ import (
 	"testing"
 	"unsafe"
 	"weak"
-
-	"github.com/augmentdata/augment/stages/record"
 )
 
 // TestPlanPinsNoShardMemory: the IDs Plan keeps of the chosen records are
@@ -24,14 +22,7 @@ func TestPlanPinsNoShardMemory(t *testing.T) {
 			r.ID = unsafe.String(&big[off], n)
 			off += n
 		}
-		if _, err := s.Plan(t.Context(), func(yield func(*record.Record) error) error {
-			for _, r := range rs {
-				if err := yield(r); err != nil {
-					return err
-				}
-			}
-			return nil
-		}); err != nil {
+		if _, err := s.Plan(t.Context(), scanOf(rs)); err != nil {
 			t.Fatal(err)
 		}
 		if len(s.chosen) != 3 {

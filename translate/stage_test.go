@@ -203,14 +203,7 @@ func TestStageConvertMixedInput(t *testing.T) {
 	}
 	// count 2 over one English and two Chinese records converts both.
 	c := newConvertStage(t, Config{Count: 2}, 1)
-	_, err = c.Plan(t.Context(), func(yield func(*record.Record) error) error {
-		for _, r := range in {
-			if err := yield(r); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
+	_, err = c.Plan(t.Context(), scanOf(in))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -273,14 +266,7 @@ func TestStageNamesLineage(t *testing.T) {
 func TestStageSaveLoadPlan(t *testing.T) {
 	rs := zhRecords(40)
 	s := newConvertStage(t, Config{Count: 7}, 3)
-	if _, err := s.Plan(t.Context(), func(yield func(*record.Record) error) error {
-		for _, r := range rs {
-			if err := yield(r); err != nil {
-				return err
-			}
-		}
-		return nil
-	}); err != nil {
+	if _, err := s.Plan(t.Context(), scanOf(rs)); err != nil {
 		t.Fatal(err)
 	}
 	var saved strings.Builder
@@ -306,5 +292,17 @@ func TestStageSaveLoadPlan(t *testing.T) {
 	}
 	if err := newConvertStage(t, Config{Ratio: 0.5}, 3).LoadPlan(strings.NewReader(saved.String())); err == nil {
 		t.Error("a plan of chosen records loaded into a ratio stage")
+	}
+}
+
+// scanOf is a Plan scan that yields rs in order.
+func scanOf(rs []*record.Record) func(yield func(*record.Record) error) error {
+	return func(yield func(*record.Record) error) error {
+		for _, r := range rs {
+			if err := yield(r); err != nil {
+				return err
+			}
+		}
+		return nil
 	}
 }
