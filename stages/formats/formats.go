@@ -64,9 +64,8 @@ func parse(format, source string, index int64, row []byte, how passes) (*record.
 		w.json = w.json[:0]
 		clear(w.turns) // no references into the row's text
 		w.turns = w.turns[:0]
-		w.xlamTools, w.haveTools = nil, false
+		w.rowTools = nil
 		w.xlamCalls, w.haveCalls = nil, false
-		w.sysTools, w.haveSysTools = nil, false
 		if cap(w.json) <= 1<<20 {
 			workspaces.Put(w)
 		}
@@ -191,23 +190,24 @@ type workspace struct {
 	json  []byte
 	turns []glaiveTurn // glaive's chat cut into turns
 
-	// xlam's tool list read straight from the row (xlamtools.go): the
-	// hook, the tools when haveTools, and its scratch lists.
+	// The tools a Literal hook read straight from the row (xlamLiteral,
+	// systemLiteral): never nil when it did, nil when the reader takes
+	// them from the row's tree.
+	rowTools []record.Tool
+
+	// xlam's tool list and answers read straight from the row
+	// (xlamtools.go): the hook, the answers when haveCalls, and its
+	// scratch lists.
 	literal   func(string, jsontree.Inner) (jsontree.Value, bool)
-	xlamTools []record.Tool
-	haveTools bool
 	xlamCalls []record.Call // answers, when haveCalls
 	haveCalls bool
 	tools     []record.Tool
 	req       []string
 
 	// glaive's and ToolACE's tools read straight from the system text
-	// (systools.go): the hook, the format it reads, and the tools when
-	// haveSysTools.
-	sysLiteral   func(string, jsontree.Inner) (jsontree.Value, bool)
-	format       string
-	sysTools     []record.Tool
-	haveSysTools bool
+	// (systools.go): the hook and the format it reads.
+	sysLiteral func(string, jsontree.Inner) (jsontree.Value, bool)
+	format     string
 }
 
 var workspaces = sync.Pool{New: func() any {

@@ -25,8 +25,8 @@ func parseGlaive(b *builder, row *jsontree.Value) error {
 	if !ok || !row.Has("chat") {
 		return reject("glaive_bad_field", "the row has no chat string")
 	}
-	if b.w.haveSysTools { // read from the row (systemLiteral): sys is empty
-		b.rec.Tools = b.w.sysTools
+	if b.w.rowTools != nil { // read from the row (systemLiteral): sys is empty
+		b.rec.Tools = b.w.rowTools
 		b.rec.SetTag("system_template", "glaive")
 	} else if err := glaiveSystem(b, sys); err != nil {
 		return err

@@ -59,7 +59,7 @@ func (w *workspace) systemLiteral(key string, r jsontree.Inner) (jsontree.Value,
 		tools, ok = w.toolaceTools(r)
 	}
 	if ok && r.End() {
-		w.sysTools, w.haveSysTools = tools, true
+		w.rowTools = tools
 		// A placeholder: the readers take the tools from the workspace,
 		// and the system text left after the template is empty.
 		return jsontree.Value{Kind: jsontree.String}, true

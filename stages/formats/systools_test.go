@@ -18,7 +18,7 @@ func directSystem(format string, row []byte) bool {
 	if _, err := p.Parse(); err != nil {
 		return false
 	}
-	return w.haveSysTools
+	return w.rowTools != nil
 }
 
 // A glaive tool with the given parameters, indented as glaive writes them.

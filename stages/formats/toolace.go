@@ -30,8 +30,8 @@ func parseToolACE(b *builder, row *jsontree.Value) error {
 	if err != nil {
 		return err
 	}
-	tools, system, known := b.w.sysTools, "", true // read from the row (systemLiteral)
-	if !b.w.haveSysTools {
+	tools, system, known := b.w.rowTools, "", true // read from the row (systemLiteral)
+	if tools == nil {
 		if tools, system, known, err = toolaceSystem(b, sys, true); err != nil {
 			return err
 		}

@@ -21,8 +21,8 @@ func parseXLAM(b *builder, row *jsontree.Value) error {
 	if !ok || !row.Has("query") {
 		return reject("xlam_bad_field", "the row has no query string")
 	}
-	if b.w != nil && b.w.haveTools { // read with the row (xlamtools.go)
-		b.rec.Tools = b.w.xlamTools
+	if b.w != nil && b.w.rowTools != nil { // read with the row (xlamtools.go)
+		b.rec.Tools = b.w.rowTools
 	} else {
 		tools, err := embeddedJSON(b, row, "tools", "xlam")
 		if err != nil {

@@ -37,7 +37,7 @@ func (w *workspace) xlamLiteral(key string, r jsontree.Inner) (jsontree.Value, b
 	case "tools":
 		tools, ok := w.readTools(r)
 		if ok && r.End() {
-			w.xlamTools, w.haveTools = tools, true
+			w.rowTools = tools
 			// A placeholder: parseXLAM takes the tools from the workspace.
 			return jsontree.Value{Kind: jsontree.Array}, true
 		}

@@ -24,7 +24,7 @@ func direct2(row []byte) (tools, calls bool) {
 	if _, err := p.Parse(); err != nil {
 		return false, false
 	}
-	return w.haveTools, w.haveCalls
+	return w.rowTools != nil, w.haveCalls
 }
 
 // TestXLAMDirect holds the direct reader to the tree on rows at the edges
