@@ -47,6 +47,16 @@ func Parse(format, source string, index int64, row []byte) (*record.Record, erro
 	return parse(format, source, index, row, direct)
 }
 
+// passes says how parse decodes the JSON texts xlam holds in strings, and
+// glaive's and ToolACE's tools in their system texts.
+type passes uint8
+
+const (
+	twoPasses passes = iota // in passes of their own, after the row's
+	onePass                 // xlam's in the row parser's pass (jsontree.Parser.Embedded); the others as twoPasses
+	direct                  // tools (and xlam's answers) read straight into the record (xlamLiteral, systemLiteral), else onePass
+)
+
 // parse is Parse; how says how the JSON texts xlam holds in strings, and
 // the tools in glaive's and ToolACE's system texts, are read (see passes),
 // which the fuzz targets compare.

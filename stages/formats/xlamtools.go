@@ -19,16 +19,6 @@ import (
 // is read as before: the same tools, repairs and rejects either way
 // (sameEveryWay compares the three ways on the fuzz targets' rows).
 
-// passes says how parse decodes the JSON texts xlam holds in strings, and
-// glaive's and ToolACE's tools in their system texts.
-type passes uint8
-
-const (
-	twoPasses passes = iota // in passes of their own, after the row's
-	onePass                 // xlam's in the row parser's pass (jsontree.Parser.Embedded); the others as twoPasses
-	direct                  // tools (and xlam's answers) read straight into the record (xlamLiteral, systemLiteral), else onePass
-)
-
 // xlamLiteral is the row parser's Literal hook for xlam (see the comment
 // above): it takes "tools" or "answers" when it reads the whole text.
 func (w *workspace) xlamLiteral(key string, r jsontree.Inner) (jsontree.Value, bool) {
