@@ -2,7 +2,6 @@ package stages
 
 import (
 	"bytes"
-	"strings"
 	"sync"
 	"unsafe"
 
@@ -158,8 +157,7 @@ func (c *checkedTools) remember(t record.Tool) {
 	}
 	c.used += size - freed
 	c.slot[k+1] = c.slot[k]
-	c.slot[k] = checkedTool{addr: address(t.Parameters), tool: record.Tool{Name: strings.Clone(t.Name), Description: strings.Clone(t.Description),
-		Parameters: bytes.Clone(t.Parameters), Response: bytes.Clone(t.Response)}}
+	c.slot[k] = checkedTool{addr: address(t.Parameters), tool: t.Owned()}
 }
 
 // address is the address of params' first byte (0 when empty), kept as a

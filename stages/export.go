@@ -935,8 +935,7 @@ func (e *exporter) toolTexts(tools []record.Tool) ([]*toolText, error) {
 		}
 		// The memo outlives the record: it keeps its own copy of the
 		// definition, not views of the record's (decoder's) memory.
-		tt.tool = record.Tool{Name: strings.Clone(tt.tool.Name), Description: strings.Clone(tt.tool.Description),
-			Parameters: bytes.Clone(tt.tool.Parameters), Response: bytes.Clone(tt.tool.Response)}
+		tt.tool = tt.tool.Owned()
 		m.slots[k] = append(m.slots[k], tt)
 		m.used += size
 	}

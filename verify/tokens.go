@@ -412,8 +412,7 @@ func (t *TokenMemo) systemTokens(r *record.Record) int {
 			}
 			tools := make([]record.Tool, len(r.Tools))
 			for i, tool := range r.Tools {
-				tools[i] = record.Tool{Name: strings.Clone(tool.Name), Description: strings.Clone(tool.Description),
-					Parameters: slices.Clone(tool.Parameters), Response: slices.Clone(tool.Response)}
+				tools[i] = tool.Owned()
 			}
 			t.systems[key] = memoSystem{strings.Clone(r.System), tools, n}
 			t.used += size

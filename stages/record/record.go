@@ -193,6 +193,14 @@ func (t *Tool) Equal(u *Tool) bool {
 		bytes.Equal(t.Parameters, u.Parameters) && bytes.Equal(t.Response, u.Response)
 }
 
+// Owned returns a copy of t that shares no memory with it, its strings
+// included: what a memo keeps past the record, whose strings may be views
+// of a whole row group's decoded columns.
+func (t Tool) Owned() Tool {
+	return Tool{Name: strings.Clone(t.Name), Description: strings.Clone(t.Description),
+		Parameters: bytes.Clone(t.Parameters), Response: bytes.Clone(t.Response)}
+}
+
 // Clone returns a deep copy of t.
 func (t Tool) Clone() Tool {
 	t.Parameters = slices.Clone(t.Parameters)

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"slices"
 	"testing"
+	"unsafe"
 )
 
 func TestTags(t *testing.T) {
@@ -113,5 +114,23 @@ func TestWithTags(t *testing.T) {
 				t.Errorf("WithTags(%v, %v) changed its input", orig, set)
 			}
 		}
+	}
+}
+
+// TestToolOwned: the copy equals the tool and shares none of its memory.
+func TestToolOwned(t *testing.T) {
+	buf := []byte(`getweather{"type":"object"}{"type":"string"}`)
+	src := Tool{Name: string(buf[:3]), Description: string(buf[3:10]), Parameters: buf[10:27], Response: buf[27:]}
+	got := src.Owned()
+	if !got.Equal(&src) {
+		t.Fatalf("Owned = %+v, want %+v", got, src)
+	}
+	if unsafe.StringData(got.Name) == unsafe.StringData(src.Name) ||
+		unsafe.StringData(got.Description) == unsafe.StringData(src.Description) ||
+		&got.Parameters[0] == &src.Parameters[0] || &got.Response[0] == &src.Response[0] {
+		t.Error("Owned shares memory with the tool")
+	}
+	if z := (Tool{Name: "x"}).Owned(); z.Parameters != nil || z.Response != nil {
+		t.Errorf("Owned of nil fields = %+v, want nil fields", z)
 	}
 }
