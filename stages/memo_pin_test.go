@@ -55,9 +55,9 @@ func assertFreed(t *testing.T, use func(t *testing.T, tools []record.Tool)) {
 	}
 }
 
-// TestToolMemoPinsNoShardMemory: the export's tool memo remembers tools met
-// again in the same memory (its seen slots) and their texts, but keeps only
-// its own copies: the decoded memory the tools were views of is freed.
+// TestToolMemoPinsNoShardMemory: the export's tool memo remembers tools and
+// their texts, but keeps only its own copies: the decoded memory the tools
+// were views of is freed.
 func TestToolMemoPinsNoShardMemory(t *testing.T) {
 	e := buildExport(t, ExportConfig{})
 	assertFreed(t, func(t *testing.T, tools []record.Tool) {

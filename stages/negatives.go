@@ -206,20 +206,17 @@ func unitFloat(u uint64) float64 { return float64(u<<11>>11) / (1 << 53) }
 // negative builds the negative of r that replaces message k.
 func (s *negatives) negative(ctx context.Context, r *record.Record, k int) (*record.Record, error) {
 	called := calledNames(r.Messages[k])
-	// New lists; the messages, calls and results shared: no stage changes
-	// them in place (a deep Clone copied every call's arguments, and the
-	// runner's check then read the copies again). The tools are copies: a
-	// negative listing its parent's tools in the same memory, right after
-	// the parent, made the export's tool memo (toolMemo.seen) take them
-	// as tools met again, keeping their row group's decoded columns alive
-	// (peak RSS of the fuller xlam chain 153 → 239 MiB).
+	// New lists; the tools, messages, calls and results shared: no stage
+	// changes them in place (a deep Clone copied every call's arguments
+	// and tool schema, and the runner's check then read the copies again).
+	// Memos that outlive the record keep their own copies (Tool.Owned).
 	neg := &record.Record{ID: r.ID + "/neg" + strconv.Itoa(k), Source: r.Source, Format: r.Format, Row: r.Row, System: r.System,
 		Tools:    make([]record.Tool, 0, len(r.Tools)),
 		Messages: make([]record.Message, k, k+1),
 		Lineage:  make([]record.Step, len(r.Lineage), len(r.Lineage)+1)}
 	for _, t := range r.Tools {
 		if !slices.Contains(called, t.Name) {
-			neg.Tools = append(neg.Tools, t.Clone())
+			neg.Tools = append(neg.Tools, t)
 		}
 	}
 	copy(neg.Messages, r.Messages)
