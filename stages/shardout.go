@@ -99,7 +99,8 @@ func (r *Runner) writePartial(sr stageRun, o *shardOut) (manifests.FileRef, erro
 }
 
 // loadTokens loads the token counter's tables in the background, once, when
-// the run has a sink, whose report partials count tokens (writePartial).
+// the run has an export (the only sink), whose report partials count tokens
+// (writePartial).
 // Ingest calls it once a dump is read: the load, some 30 ms of one CPU,
 // then runs beside ingest's last shard writes, which leave a CPU idle,
 // instead of in the first sink writes of a group, which its chains wait
