@@ -452,15 +452,31 @@ func (p *Parser) literal(word string, k Kind) (Value, error) {
 
 func (p *Parser) number() (Value, error) {
 	start := p.Pos
-	d := p.Data
-	i := p.Pos
+	end, ok := numberEnd(p.Data, start)
+	p.Pos = end
+	switch {
+	case !ok && end >= len(p.Data) && end-start <= 1: // nothing, or "-", before the end
+		return Value{}, p.fail("unexpected end of input")
+	case !ok:
+		return Value{}, p.fail("invalid number")
+	}
+	var at uint32
+	if p.Spans {
+		at = uint32(start)
+	}
+	return Value{Kind: Number, off: at, Str: p.view(start, end)}, nil
+}
+
+// numberEnd reads the JSON number starting at d[i] and returns its end,
+// or, when there is none, false and the offset of the byte that is not as
+// the grammar wants (len(d) at the end).
+func numberEnd(d []byte, i int) (int, bool) {
 	if i < len(d) && d[i] == '-' {
 		i++
 	}
 	switch {
 	case i >= len(d):
-		p.Pos = i
-		return Value{}, p.fail("unexpected end of input")
+		return i, false
 	case d[i] == '0':
 		i++
 	case d[i] >= '1' && d[i] <= '9':
@@ -468,8 +484,7 @@ func (p *Parser) number() (Value, error) {
 			i++
 		}
 	default:
-		p.Pos = i
-		return Value{}, p.fail("invalid number")
+		return i, false
 	}
 	if i < len(d) && d[i] == '.' {
 		i++
@@ -478,8 +493,7 @@ func (p *Parser) number() (Value, error) {
 			i++
 		}
 		if i == j {
-			p.Pos = i
-			return Value{}, p.fail("invalid number")
+			return i, false
 		}
 	}
 	if i < len(d) && (d[i] == 'e' || d[i] == 'E') {
@@ -492,16 +506,10 @@ func (p *Parser) number() (Value, error) {
 			i++
 		}
 		if i == j {
-			p.Pos = i
-			return Value{}, p.fail("invalid number")
+			return i, false
 		}
 	}
-	p.Pos = i
-	var at uint32
-	if p.Spans {
-		at = uint32(start)
-	}
-	return Value{Kind: Number, off: at, Str: p.view(start, i)}, nil
+	return i, true
 }
 
 // strSpecial marks the bytes that interrupt a run of plain string content.

@@ -44,7 +44,7 @@ func reject(reason, format string, args ...any) *contract.Reject {
 // TestParseOutputPassesCheck hold every reader to it: a reader that can
 // return text or JSON of another kind must repair it or reject the row.
 func Parse(format, source string, index int64, row []byte) (*record.Record, error) {
-	return parse(format, source, index, row, direct)
+	return parse(format, source, index, row, laidOut)
 }
 
 // passes says how parse decodes the JSON texts xlam holds in strings, and
@@ -55,6 +55,7 @@ const (
 	twoPasses passes = iota // in passes of their own, after the row's
 	onePass                 // xlam's in the row parser's pass (jsontree.Parser.Embedded); the others as twoPasses
 	direct                  // tools (and xlam's answers) read straight into the record (xlamLiteral, systemLiteral), else onePass
+	laidOut                 // as direct, xlam's read by their layout first (laidTools, laidCalls), else as direct
 )
 
 // parse is Parse; how says how the JSON texts xlam holds in strings, and
@@ -85,10 +86,11 @@ func parse(format, source string, index int64, row []byte, how passes) (*record.
 	switch {
 	case format == "xlam" && how >= onePass:
 		jp.Embedded = xlamEmbedded
-		if how == direct {
+		if how >= direct {
 			jp.Literal = w.literal
 		}
-	case (format == "glaive" || format == "toolace") && how == direct:
+		w.laid = how == laidOut
+	case (format == "glaive" || format == "toolace") && how >= direct:
 		w.format = format
 		jp.Hooked, jp.Literal = systemKey, w.sysLiteral
 	}
@@ -211,8 +213,10 @@ type workspace struct {
 	literal   func(string, jsontree.Inner) (jsontree.Value, bool)
 	xlamCalls []record.Call // answers, when haveCalls
 	haveCalls bool
+	laid      bool // try the readers of json.dumps's layout first
 	tools     []record.Tool
 	req       []string
+	names     []string
 
 	// glaive's and ToolACE's tools read straight from the system text
 	// (systools.go): the hook and the format it reads.
