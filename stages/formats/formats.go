@@ -217,6 +217,7 @@ type workspace struct {
 	tools     []record.Tool
 	req       []string
 	names     []string
+	types     map[string]typeRewrite // see appendType
 
 	// glaive's and ToolACE's tools read straight from the system text
 	// (systools.go): the hook and the format it reads.

@@ -2,6 +2,7 @@ package formats
 
 import (
 	"slices"
+	"strings"
 
 	"github.com/augmentdata/augment/jsontree"
 	"github.com/augmentdata/augment/stages/record"
@@ -275,32 +276,62 @@ func (w *workspace) readParameter(r jsontree.Inner, b []byte) (out []byte, optio
 // normalizeSchema rewrites it, each after a comma once n (the members
 // written so far, which it counts) is above zero; optional reports a type
 // marked optional. No "items" or "anyOf" of the parameter's own may come
-// (the readers give up on those).
+// (the readers give up on those). What a type becomes is remembered: a
+// dump's types are few ("str", "int, optional", "List[str]" …).
 func (w *workspace) appendType(b []byte, n *int, s string) ([]byte, bool) {
-	sep := func() {
+	t, ok := w.types[s]
+	if !ok {
+		t = rewriteType(w, s)
+		if len(w.types) < maxTypes {
+			if w.types == nil {
+				w.types = make(map[string]typeRewrite)
+			}
+			w.types[strings.Clone(s)] = t
+		}
+	}
+	if t.n > 0 {
 		if *n > 0 {
 			b = append(b, ',')
 		}
-		*n++
+		*n += t.n
+		b = append(b, t.members...)
 	}
+	return b, t.optional
+}
+
+// maxTypes bounds the types a workspace remembers.
+const maxTypes = 256
+
+// A typeRewrite is what a parameter's type becomes: n members, compact
+// and separated by commas, and whether it was marked optional.
+type typeRewrite struct {
+	members  string
+	n        int
+	optional bool
+}
+
+// rewriteType gives what appendType writes for the type s.
+func rewriteType(w *workspace, s string) typeRewrite {
 	if isJSONType(s) {
-		sep()
-		return jsontree.AppendString(append(b, `"type":`...), s), false
+		return typeRewrite{members: string(jsontree.AppendString([]byte(`"type":`), s)), n: 1}
 	}
 	name, optional := cutOptional(s)
 	if t, ok := simpleType(name); ok {
-		sep()
-		return jsontree.AppendString(append(b, `"type":`...), t), optional
+		return typeRewrite{members: string(jsontree.AppendString([]byte(`"type":`), t)), n: 1, optional: optional}
 	}
 	ms, optional, ok := pyType(w, s)
-	if ok {
-		for i := range ms {
-			sep()
-			b = append(jsontree.AppendString(b, ms[i].Key), ':')
-			b = jsontree.AppendCompact(b, &ms[i].Val)
-		}
+	if !ok {
+		return typeRewrite{optional: optional}
 	}
-	return b, optional
+	var b []byte
+	for i := range ms {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(jsontree.AppendString(b, ms[i].Key), ':')
+		b = jsontree.AppendCompact(b, &ms[i].Val)
+	}
+	return typeRewrite{members: string(b), n: len(ms), optional: optional}
 }
 
 // The readers of text in Python json.dumps's layout (jsontree.Laid): xlam's
