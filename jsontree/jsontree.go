@@ -307,6 +307,20 @@ func (p *Parser) room(from int) {
 	}
 }
 
+// Block returns room for n bytes of the caller's, a slice of length 0 and
+// capacity n that stays valid after Parse as the Parser's strings do: the
+// free part of the block CopyStrings copied the strings into when it has
+// that much (a reader's texts then share the row's allocation), else a
+// new one. Strings decoded later do not overwrite it.
+func (p *Parser) Block(n int) []byte {
+	at := len(p.slab)
+	if n == 0 || cap(p.slab)-at < n {
+		return make([]byte, 0, n)
+	}
+	p.slab = p.slab[:at+n]
+	return p.slab[at:at:at+n]
+}
+
 // slabString returns the bytes the slab holds from start as a string.
 func (p *Parser) slabString(start int) string {
 	if start == len(p.slab) {

@@ -142,13 +142,15 @@ func parse(format, source string, index int64, row []byte, how passes) (*record.
 	if err := b.finish(); err != nil {
 		return nil, err
 	}
-	keepJSON(b.rec)
+	keepJSON(b.rec, &jp)
 	return b.rec, nil
 }
 
 // keepJSON moves the record's JSON texts (tool parameters, call arguments),
-// which may lie in the workspace's buffer, into one block of their own.
-func keepJSON(r *record.Record) {
+// which may lie in the workspace's buffer, into one block: the free part
+// of the block the row's strings were copied into when it has room
+// (jsontree.Parser.Block), else one of their own.
+func keepJSON(r *record.Record, jp *jsontree.Parser) {
 	n := 0
 	for i := range r.Tools {
 		n += len(r.Tools[i].Parameters)
@@ -158,7 +160,7 @@ func keepJSON(r *record.Record) {
 			n += len(c.Arguments)
 		}
 	}
-	block := make([]byte, 0, n)
+	block := jp.Block(n)
 	keep := func(t []byte) []byte {
 		if t == nil {
 			return nil
