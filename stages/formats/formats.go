@@ -77,6 +77,7 @@ func parse(format, source string, index int64, row []byte, how passes) (*record.
 		w.turns = w.turns[:0]
 		w.rowTools = nil
 		w.xlamCalls, w.haveCalls = nil, false
+		w.xlam = nil
 		if cap(w.json) <= 1<<20 {
 			workspaces.Put(w)
 		}
@@ -94,6 +95,16 @@ func parse(format, source string, index int64, row []byte, how passes) (*record.
 		w.format = format
 		jp.Hooked, jp.Literal = systemKey, w.sysLiteral
 	}
+	// The record and room for its first tags in one allocation (with an
+	// xlam record's lists, which its readers fill as they read the row),
+	// its ID in one more.
+	var rt *recordTags
+	if format == "xlam" {
+		w.xlam = new(xlamRecord)
+		rt = &w.xlam.recordTags
+	} else {
+		rt = new(recordTags)
+	}
 	v, err := jp.Parse()
 	if err != nil {
 		return nil, jsonReject("bad_json", "row", row, err)
@@ -101,9 +112,6 @@ func parse(format, source string, index int64, row []byte, how passes) (*record.
 	if v.Kind != jsontree.Object {
 		return nil, reject("row_not_object", "the row is a JSON %s, want an object", v.Kind)
 	}
-	// The record and room for its first tags in one allocation, its ID
-	// in one more.
-	rt := new(recordTags)
 	id := append(make([]byte, 0, 64), source...)
 	id = strconv.AppendInt(append(id, ':'), index, 10)
 	rt.rec = record.Record{
@@ -187,6 +195,15 @@ type recordTags struct {
 	tags [3]record.Tag
 }
 
+// xlamRecord is an xlam record with room for its lists as most xlam
+// rows make them: the query and the assistant turn, one call, one tool.
+type xlamRecord struct {
+	recordTags
+	msgs  [2]record.Message
+	calls [1]record.Call
+	tools [1]record.Tool
+}
+
 // A builder collects a record and the repairs made while reading it.
 type builder struct {
 	rec     *record.Record
@@ -215,7 +232,8 @@ type workspace struct {
 	literal   func(string, jsontree.Inner) (jsontree.Value, bool)
 	xlamCalls []record.Call // answers, when haveCalls
 	haveCalls bool
-	laid      bool // try the readers of json.dumps's layout first
+	laid      bool        // try the readers of json.dumps's layout first
+	xlam      *xlamRecord // the xlam record being read, whose lists the readers fill
 	tools     []record.Tool
 	req       []string
 	names     []string
@@ -233,6 +251,26 @@ var workspaces = sync.Pool{New: func() any {
 	w.sysLiteral = w.systemLiteral
 	return w
 }}
+
+// callList returns an empty list for a record's calls: the xlam record's
+// room for one, or nil.
+func (w *workspace) callList() []record.Call {
+	if w.xlam != nil {
+		return w.xlam.calls[:0:1]
+	}
+	return nil
+}
+
+// toolList returns ts copied into a list of its own, the xlam record's
+// room for one tool when it fits, never nil (as toolsFromArray makes it).
+func (w *workspace) toolList(ts []record.Tool) []record.Tool {
+	if w.xlam != nil && len(ts) == 1 {
+		l := w.xlam.tools[:1:1]
+		l[0] = ts[0]
+		return l
+	}
+	return append(make([]record.Tool, 0, len(ts)), ts...)
+}
 
 // compact returns v as compact JSON: in the workspace's buffer, valid until
 // Parse returns unless keepJSON copies it out, or, with a nil workspace,

@@ -67,7 +67,7 @@ func (w *workspace) readCalls(r jsontree.Inner) ([]record.Call, bool) {
 	if !r.Begin(jsontree.Array) {
 		return nil, false
 	}
-	var calls []record.Call
+	calls := w.callList()
 	for r.More() {
 		var c record.Call
 		if !r.Begin(jsontree.Object) {
@@ -132,7 +132,7 @@ func (w *workspace) readToolSeq(r jsontree.Inner, listed, schema bool) ([]record
 	if !r.OK() {
 		return nil, false
 	}
-	return append(make([]record.Tool, 0, len(ts)), ts...), true
+	return w.toolList(ts), true
 }
 
 // readTool reads one {"name", "description", "parameters"} tool, with
@@ -386,7 +386,7 @@ func (w *workspace) laidTools(r jsontree.Inner) ([]record.Tool, bool) {
 	if !r.Took(l) || !r.End() {
 		return nil, false
 	}
-	return append(make([]record.Tool, 0, len(ts)), ts...), true
+	return w.toolList(ts), true
 }
 
 // laidFlatParameters is readFlatParameters for a map in json.dumps's
@@ -499,7 +499,7 @@ func (w *workspace) laidCalls(r jsontree.Inner) ([]record.Call, bool) {
 	if !l.Lit("[") {
 		return nil, false
 	}
-	var calls []record.Call
+	calls := w.callList()
 	for more := !l.Lit("]"); more; {
 		var c record.Call
 		var ok bool
