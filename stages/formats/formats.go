@@ -236,7 +236,6 @@ type workspace struct {
 	xlam      *xlamRecord // the xlam record being read, whose lists the readers fill
 	tools     []record.Tool
 	req       []string
-	names     []string
 	types     map[string]typeRewrite // see appendType
 
 	// glaive's and ToolACE's tools read straight from the system text

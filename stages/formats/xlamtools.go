@@ -348,11 +348,8 @@ func (w *workspace) laidTools(r jsontree.Inner) ([]record.Tool, bool) {
 	if !l.Lit("[") {
 		return nil, false
 	}
-	ts := w.tools[:0]
-	defer func() {
-		clear(ts)
-		w.tools = ts[:0]
-	}()
+	var room [4]record.Tool // on the stack: nothing to clear afterwards
+	ts := room[:0]
 	for more := !l.Lit("]"); more; {
 		var t record.Tool
 		var ok bool
@@ -397,17 +394,15 @@ func (w *workspace) laidFlatParameters(l *jsontree.Laid) []byte {
 	}
 	at := len(w.json)
 	b := append(w.json, `{"type":"object","properties":{`...)
-	req, names := w.req[:0], w.names[:0]
-	defer func() {
-		clear(req)
-		clear(names)
-		w.req, w.names = req[:0], names[:0]
-	}()
+	// The names on the stack (no references into the row to clear
+	// afterwards); a map of more is left to readFlatParameters.
+	var nameRoom, reqRoom [maxLaidParams]string
+	names, req := nameRoom[:0], reqRoom[:0]
 	for more := !l.Lit("}"); more; {
 		name, ok := l.Str()
 		// A member "properties" holding objects would make the map read
 		// as a JSON Schema (isSchema).
-		if !ok || name == "properties" || slices.Contains(names, name) || !l.Lit(": ") {
+		if !ok || name == "properties" || len(names) == maxLaidParams || slices.Contains(names, name) || !l.Lit(": ") {
 			return nil
 		}
 		if len(names) > 0 {
@@ -434,6 +429,9 @@ func (w *workspace) laidFlatParameters(l *jsontree.Laid) []byte {
 	}
 	return w.endFlatParameters(b, at, req)
 }
+
+// maxLaidParams is the most parameters laidFlatParameters reads.
+const maxLaidParams = 32
 
 // laidParameter is readParameter for a parameter in json.dumps's layout
 // with the members description, type and default, each at most once.
