@@ -318,7 +318,7 @@ func (p *Parser) Block(n int) []byte {
 		return make([]byte, 0, n)
 	}
 	p.slab = p.slab[:at+n]
-	return p.slab[at:at:at+n]
+	return p.slab[at : at : at+n]
 }
 
 // slabString returns the bytes the slab holds from start as a string.
