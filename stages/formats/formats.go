@@ -371,10 +371,12 @@ func (b *builder) finish() error {
 // could hold them to the right one.
 func (b *builder) dedupeTools() error {
 	ts := b.rec.Tools
-	out := ts[:0]
-	for _, t := range ts {
+	n := 0 // the tools kept so far, ts[:n]; moved only after a repeat
+	for i := range ts {
+		t := &ts[i]
 		dup := false
-		for _, o := range out {
+		for j := range n {
+			o := &ts[j]
 			if o.Name != t.Name {
 				continue
 			}
@@ -388,9 +390,12 @@ func (b *builder) dedupeTools() error {
 			b.repair("duplicate_tool")
 			continue
 		}
-		out = append(out, t)
+		if n != i {
+			ts[n] = *t
+		}
+		n++
 	}
-	b.rec.Tools = out
+	b.rec.Tools = ts[:n]
 	return nil
 }
 
