@@ -20,7 +20,12 @@ import (
 // another type, a tool the normaliser would reject, or text the one-pass
 // decoder leaves to the two passes — makes the reader give up, and the row
 // is read as before: the same tools, repairs and rejects either way
-// (sameEveryWay compares the three ways on the fuzz targets' rows).
+// (sameEveryWay compares the four ways on the fuzz targets' rows).
+//
+// Text as Python's json.dumps writes it by default, which is how xlam's
+// texts come, is read first by its layout (laidTools, laidCalls below:
+// the punctuation and keys between values matched as fixed text), and
+// through Inner when that gives up.
 
 // xlamLiteral is the row parser's Literal hook for xlam (see the comment
 // above): it takes "tools" or "answers" when it reads the whole text.
