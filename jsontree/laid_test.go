@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"unsafe"
 )
 
 // laidAgrees reads the literal "t" of row whole with a Laid (AppendValue,
@@ -188,4 +189,39 @@ func FuzzLaid(f *testing.F) {
 			laidAgrees(t, []byte(`{"t":`+string(q)+`}`))
 		}
 	})
+}
+
+// TestBlock checks Parser.Block: room from the free part of the block the
+// strings were copied into, which the strings before keep and the strings
+// decoded after do not overwrite, or a block of its own.
+func TestBlock(t *testing.T) {
+	data := []byte(`{"a": "first", "b": "second"}`)
+	p := Parser{Data: data, CopyStrings: true, Pos: 6}
+	s, err := p.ReadString()
+	if err != nil || s != "first" {
+		t.Fatal(s, err)
+	}
+	// The slab has room for the rest of Data from "first" on: the block
+	// comes right after it, and "second" right after the block.
+	b := p.Block(3)
+	if cap(b) != 3 || len(b) != 0 || unsafe.Pointer(unsafe.SliceData(b)) != unsafe.Add(unsafe.Pointer(unsafe.StringData(s)), 5) {
+		t.Fatalf("Block(3): len %d cap %d, not after the string", len(b), cap(b))
+	}
+	b = append(b, "xyz"...)
+	p.Pos = 20
+	s2, err := p.ReadString()
+	if err != nil || s != "first" || s2 != "second" || string(b) != "xyz" || unsafe.Pointer(unsafe.StringData(s2)) != unsafe.Add(unsafe.Pointer(unsafe.SliceData(b)), 3) {
+		t.Fatalf("after a later string: %q %q %q (%v)", s, s2, b, err)
+	}
+	big := p.Block(1 << 10)
+	if cap(big) != 1<<10 || len(big) != 0 {
+		t.Fatalf("Block past the free room: len %d cap %d", len(big), cap(big))
+	}
+	if z := p.Block(0); z == nil || len(z) != 0 {
+		t.Fatalf("Block(0): %v", z)
+	}
+	var q Parser // nothing copied yet: a block of its own
+	if e := q.Block(5); cap(e) != 5 {
+		t.Fatalf("Block on a fresh Parser: cap %d", cap(e))
+	}
 }
