@@ -490,15 +490,24 @@ func (r Inner) memberKey(b []byte, base int, appendIt bool) ([]byte, string, boo
 // when the object has had it already (unless the Parser takes
 // DuplicateKeys).
 func (r Inner) newKey(k string, base int) bool {
-	in := &r.p.in
+	if !r.p.addKey(k, base) {
+		return r.fail()
+	}
+	return true
+}
+
+// addKey is newKey, reporting a repeated key without failing the Inner
+// (Laid's reads fail on their own).
+func (p *Parser) addKey(k string, base int) bool {
+	in := &p.in
 	if in.pooled == nil {
 		in.pooled = keyStacks.Get().(*[]string)
 		in.keys = (*in.pooled)[:0]
 	}
-	if !r.p.DuplicateKeys {
+	if !p.DuplicateKeys {
 		for _, o := range in.keys[base:] {
 			if o == k {
-				return r.fail()
+				return false
 			}
 		}
 	}

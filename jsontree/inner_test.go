@@ -49,6 +49,14 @@ func walkInner(r Inner, b []byte, depth int) []byte {
 // decodes exactly as without it. It reports whether the hook took it.
 func innerAgrees(t *testing.T, row []byte, depth int) bool {
 	t.Helper()
+	return innerAgreesAfter(t, row, depth, nil)
+}
+
+// innerAgreesAfter is innerAgrees with before, when not nil, reading
+// through the Inner first, which must leave it as it was (a Laid that does
+// not reach Took).
+func innerAgreesAfter(t *testing.T, row []byte, depth int, before func(Inner)) bool {
+	t.Helper()
 	old := Parser{Data: row, CopyStrings: true}
 	want, werr := old.Parse()
 	// Without the hook, or when it declines, "t" is read by the one-pass
@@ -61,6 +69,9 @@ func innerAgrees(t *testing.T, row []byte, depth int) bool {
 	np := Parser{Data: data, CopyStrings: true, Arena: &arena, Embedded: func(k string) bool { return k == "t" }, Literal: func(k string, r Inner) (Value, bool) {
 		if k != "t" {
 			return Value{}, false
+		}
+		if before != nil {
+			before(r)
 		}
 		got = walkInner(r, nil, depth)
 		return Value{Kind: Null}, r.End()

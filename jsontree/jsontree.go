@@ -307,6 +307,20 @@ func (p *Parser) room(from int) {
 	}
 }
 
+// Block returns room for n bytes of the caller's, a slice of length 0 and
+// capacity n that stays valid after Parse as the Parser's strings do: the
+// free part of the block CopyStrings copied the strings into when it has
+// that much (a reader's texts then share the row's allocation), else a
+// new one. Strings decoded later do not overwrite it.
+func (p *Parser) Block(n int) []byte {
+	at := len(p.slab)
+	if n == 0 || cap(p.slab)-at < n {
+		return make([]byte, 0, n)
+	}
+	p.slab = p.slab[:at+n]
+	return p.slab[at : at : at+n]
+}
+
 // slabString returns the bytes the slab holds from start as a string.
 func (p *Parser) slabString(start int) string {
 	if start == len(p.slab) {
@@ -452,15 +466,31 @@ func (p *Parser) literal(word string, k Kind) (Value, error) {
 
 func (p *Parser) number() (Value, error) {
 	start := p.Pos
-	d := p.Data
-	i := p.Pos
+	end, ok := numberEnd(p.Data, start)
+	p.Pos = end
+	switch {
+	case !ok && end >= len(p.Data) && end-start <= 1: // nothing, or "-", before the end
+		return Value{}, p.fail("unexpected end of input")
+	case !ok:
+		return Value{}, p.fail("invalid number")
+	}
+	var at uint32
+	if p.Spans {
+		at = uint32(start)
+	}
+	return Value{Kind: Number, off: at, Str: p.view(start, end)}, nil
+}
+
+// numberEnd reads the JSON number starting at d[i] and returns its end,
+// or, when there is none, false and the offset of the byte that is not as
+// the grammar wants (len(d) at the end).
+func numberEnd(d []byte, i int) (int, bool) {
 	if i < len(d) && d[i] == '-' {
 		i++
 	}
 	switch {
 	case i >= len(d):
-		p.Pos = i
-		return Value{}, p.fail("unexpected end of input")
+		return i, false
 	case d[i] == '0':
 		i++
 	case d[i] >= '1' && d[i] <= '9':
@@ -468,8 +498,7 @@ func (p *Parser) number() (Value, error) {
 			i++
 		}
 	default:
-		p.Pos = i
-		return Value{}, p.fail("invalid number")
+		return i, false
 	}
 	if i < len(d) && d[i] == '.' {
 		i++
@@ -478,8 +507,7 @@ func (p *Parser) number() (Value, error) {
 			i++
 		}
 		if i == j {
-			p.Pos = i
-			return Value{}, p.fail("invalid number")
+			return i, false
 		}
 	}
 	if i < len(d) && (d[i] == 'e' || d[i] == 'E') {
@@ -492,16 +520,10 @@ func (p *Parser) number() (Value, error) {
 			i++
 		}
 		if i == j {
-			p.Pos = i
-			return Value{}, p.fail("invalid number")
+			return i, false
 		}
 	}
-	p.Pos = i
-	var at uint32
-	if p.Spans {
-		at = uint32(start)
-	}
-	return Value{Kind: Number, off: at, Str: p.view(start, i)}, nil
+	return i, true
 }
 
 // strSpecial marks the bytes that interrupt a run of plain string content.

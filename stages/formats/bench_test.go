@@ -257,8 +257,8 @@ func BenchmarkXLAMPasses(b *testing.B) {
 			n += len(row)
 		}
 	}
-	for _, how := range []passes{direct, onePass, twoPasses} {
-		name := [...]string{"two", "one", "direct"}[how]
+	for _, how := range []passes{laidOut, direct, onePass, twoPasses} {
+		name := [...]string{"two", "one", "direct", "laid"}[how]
 		b.Run(name, func(b *testing.B) {
 			b.SetBytes(int64(n))
 			b.ReportAllocs()

@@ -44,7 +44,7 @@ func reject(reason, format string, args ...any) *contract.Reject {
 // TestParseOutputPassesCheck hold every reader to it: a reader that can
 // return text or JSON of another kind must repair it or reject the row.
 func Parse(format, source string, index int64, row []byte) (*record.Record, error) {
-	return parse(format, source, index, row, direct)
+	return parse(format, source, index, row, laidOut)
 }
 
 // passes says how parse decodes the JSON texts xlam holds in strings, and
@@ -55,6 +55,7 @@ const (
 	twoPasses passes = iota // in passes of their own, after the row's
 	onePass                 // xlam's in the row parser's pass (jsontree.Parser.Embedded); the others as twoPasses
 	direct                  // tools (and xlam's answers) read straight into the record (xlamLiteral, systemLiteral), else onePass
+	laidOut                 // as direct, xlam's read by their layout first (laidTools, laidCalls), else as direct
 )
 
 // parse is Parse; how says how the JSON texts xlam holds in strings, and
@@ -76,6 +77,7 @@ func parse(format, source string, index int64, row []byte, how passes) (*record.
 		w.turns = w.turns[:0]
 		w.rowTools = nil
 		w.xlamCalls, w.haveCalls = nil, false
+		w.xlam = nil
 		if cap(w.json) <= 1<<20 {
 			workspaces.Put(w)
 		}
@@ -85,12 +87,23 @@ func parse(format, source string, index int64, row []byte, how passes) (*record.
 	switch {
 	case format == "xlam" && how >= onePass:
 		jp.Embedded = xlamEmbedded
-		if how == direct {
+		if how >= direct {
 			jp.Literal = w.literal
 		}
-	case (format == "glaive" || format == "toolace") && how == direct:
+		w.laid = how == laidOut
+	case (format == "glaive" || format == "toolace") && how >= direct:
 		w.format = format
 		jp.Hooked, jp.Literal = systemKey, w.sysLiteral
+	}
+	// The record and room for its first tags in one allocation (with an
+	// xlam record's lists, which its readers fill as they read the row),
+	// its ID in one more.
+	var rt *recordTags
+	if format == "xlam" {
+		w.xlam = new(xlamRecord)
+		rt = &w.xlam.recordTags
+	} else {
+		rt = new(recordTags)
 	}
 	v, err := jp.Parse()
 	if err != nil {
@@ -99,9 +112,6 @@ func parse(format, source string, index int64, row []byte, how passes) (*record.
 	if v.Kind != jsontree.Object {
 		return nil, reject("row_not_object", "the row is a JSON %s, want an object", v.Kind)
 	}
-	// The record and room for its first tags in one allocation, its ID
-	// in one more.
-	rt := new(recordTags)
 	id := append(make([]byte, 0, 64), source...)
 	id = strconv.AppendInt(append(id, ':'), index, 10)
 	rt.rec = record.Record{
@@ -140,13 +150,15 @@ func parse(format, source string, index int64, row []byte, how passes) (*record.
 	if err := b.finish(); err != nil {
 		return nil, err
 	}
-	keepJSON(b.rec)
+	keepJSON(b.rec, &jp)
 	return b.rec, nil
 }
 
 // keepJSON moves the record's JSON texts (tool parameters, call arguments),
-// which may lie in the workspace's buffer, into one block of their own.
-func keepJSON(r *record.Record) {
+// which may lie in the workspace's buffer, into one block: the free part
+// of the block the row's strings were copied into when it has room
+// (jsontree.Parser.Block), else one of their own.
+func keepJSON(r *record.Record, jp *jsontree.Parser) {
 	n := 0
 	for i := range r.Tools {
 		n += len(r.Tools[i].Parameters)
@@ -156,7 +168,7 @@ func keepJSON(r *record.Record) {
 			n += len(c.Arguments)
 		}
 	}
-	block := make([]byte, 0, n)
+	block := jp.Block(n)
 	keep := func(t []byte) []byte {
 		if t == nil {
 			return nil
@@ -181,6 +193,15 @@ func keepJSON(r *record.Record) {
 type recordTags struct {
 	rec  record.Record
 	tags [3]record.Tag
+}
+
+// xlamRecord is an xlam record with room for its lists as most xlam
+// rows make them: the query and the assistant turn, one call, one tool.
+type xlamRecord struct {
+	recordTags
+	msgs  [2]record.Message
+	calls [1]record.Call
+	tools [1]record.Tool
 }
 
 // A builder collects a record and the repairs made while reading it.
@@ -211,8 +232,11 @@ type workspace struct {
 	literal   func(string, jsontree.Inner) (jsontree.Value, bool)
 	xlamCalls []record.Call // answers, when haveCalls
 	haveCalls bool
+	laid      bool        // try the readers of json.dumps's layout first
+	xlam      *xlamRecord // the xlam record being read, whose lists the readers fill
 	tools     []record.Tool
 	req       []string
+	types     map[string]typeRewrite // see appendType
 
 	// glaive's and ToolACE's tools read straight from the system text
 	// (systools.go): the hook and the format it reads.
@@ -226,6 +250,26 @@ var workspaces = sync.Pool{New: func() any {
 	w.sysLiteral = w.systemLiteral
 	return w
 }}
+
+// callList returns an empty list for a record's calls: the xlam record's
+// room for one, or nil.
+func (w *workspace) callList() []record.Call {
+	if w.xlam != nil {
+		return w.xlam.calls[:0:1]
+	}
+	return nil
+}
+
+// toolList returns ts copied into a list of its own, the xlam record's
+// room for one tool when it fits, never nil (as toolsFromArray makes it).
+func (w *workspace) toolList(ts []record.Tool) []record.Tool {
+	if w.xlam != nil && len(ts) == 1 {
+		l := w.xlam.tools[:1:1]
+		l[0] = ts[0]
+		return l
+	}
+	return append(make([]record.Tool, 0, len(ts)), ts...)
+}
 
 // compact returns v as compact JSON: in the workspace's buffer, valid until
 // Parse returns unless keepJSON copies it out, or, with a nil workspace,
@@ -327,10 +371,12 @@ func (b *builder) finish() error {
 // could hold them to the right one.
 func (b *builder) dedupeTools() error {
 	ts := b.rec.Tools
-	out := ts[:0]
-	for _, t := range ts {
+	n := 0 // the tools kept so far, ts[:n]; moved only after a repeat
+	for i := range ts {
+		t := &ts[i]
 		dup := false
-		for _, o := range out {
+		for j := range n {
+			o := &ts[j]
 			if o.Name != t.Name {
 				continue
 			}
@@ -344,9 +390,12 @@ func (b *builder) dedupeTools() error {
 			b.repair("duplicate_tool")
 			continue
 		}
-		out = append(out, t)
+		if n != i {
+			ts[n] = *t
+		}
+		n++
 	}
-	b.rec.Tools = out
+	b.rec.Tools = ts[:n]
 	return nil
 }
 

@@ -175,7 +175,7 @@ func sameEveryWay(t *testing.T, format, row string) {
 	t.Helper()
 	two, err2 := parse(format, "f", 1, []byte(row), twoPasses)
 	b, _ := json.Marshal(two)
-	for _, how := range []passes{onePass, direct} {
+	for _, how := range []passes{onePass, direct, laidOut} {
 		one, err1 := parse(format, "f", 1, []byte(row), how)
 		a, _ := json.Marshal(one)
 		if fmt.Sprintf("%#v", err1) != fmt.Sprintf("%#v", err2) || string(a) != string(b) {

@@ -33,7 +33,7 @@ func parseXLAM(b *builder, row *jsontree.Value) error {
 		}
 	}
 	if b.w != nil && b.w.haveCalls { // read with the row (xlamtools.go)
-		b.rec.Messages = make([]record.Message, 0, 2)
+		b.rec.Messages = b.messages2()
 		b.add(record.Message{Role: record.RoleUser, Content: query})
 		if len(b.w.xlamCalls) > 0 {
 			b.add(record.Message{Role: record.RoleAssistant, Calls: b.w.xlamCalls})
@@ -47,7 +47,7 @@ func parseXLAM(b *builder, row *jsontree.Value) error {
 	if answers.Kind != jsontree.Array {
 		return reject("xlam_bad_answers", "answers is a JSON %s, want an array of calls", answers.Kind)
 	}
-	b.rec.Messages = make([]record.Message, 0, 2)
+	b.rec.Messages = b.messages2()
 	b.add(record.Message{Role: record.RoleUser, Content: query})
 	if len(answers.Elems) == 0 {
 		return nil
@@ -118,4 +118,13 @@ func jsonCall(b *builder, v *jsontree.Value) (record.Call, error) {
 		b.repair("string_arguments")
 	}
 	return record.Call{Name: name, Arguments: args}, nil
+}
+
+// messages2 returns an empty list for an xlam record's two messages: the
+// record's room for them when it has it.
+func (b *builder) messages2() []record.Message {
+	if b.w != nil && b.w.xlam != nil {
+		return b.w.xlam.msgs[:0:2]
+	}
+	return make([]record.Message, 0, 2)
 }

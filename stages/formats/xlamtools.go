@@ -1,6 +1,9 @@
 package formats
 
 import (
+	"slices"
+	"strings"
+
 	"github.com/augmentdata/augment/jsontree"
 	"github.com/augmentdata/augment/stages/record"
 )
@@ -17,7 +20,12 @@ import (
 // another type, a tool the normaliser would reject, or text the one-pass
 // decoder leaves to the two passes — makes the reader give up, and the row
 // is read as before: the same tools, repairs and rejects either way
-// (sameEveryWay compares the three ways on the fuzz targets' rows).
+// (sameEveryWay compares the four ways on the fuzz targets' rows).
+//
+// Text as Python's json.dumps writes it by default, which is how xlam's
+// texts come, is read first by its layout (laidTools, laidCalls below:
+// the punctuation and keys between values matched as fixed text), and
+// through Inner when that gives up.
 
 // xlamLiteral is the row parser's Literal hook for xlam (see the comment
 // above): it takes "tools" or "answers" when it reads the whole text.
@@ -25,6 +33,13 @@ func (w *workspace) xlamLiteral(key string, r jsontree.Inner) (jsontree.Value, b
 	at := len(w.json)
 	switch key {
 	case "tools":
+		if w.laid {
+			if tools, ok := w.laidTools(r); ok {
+				w.rowTools = tools
+				return jsontree.Value{Kind: jsontree.Array}, true
+			}
+			w.json = w.json[:at]
+		}
 		tools, ok := w.readTools(r)
 		if ok && r.End() {
 			w.rowTools = tools
@@ -32,6 +47,13 @@ func (w *workspace) xlamLiteral(key string, r jsontree.Inner) (jsontree.Value, b
 			return jsontree.Value{Kind: jsontree.Array}, true
 		}
 	case "answers":
+		if w.laid {
+			if calls, ok := w.laidCalls(r); ok {
+				w.xlamCalls, w.haveCalls = calls, true
+				return jsontree.Value{Kind: jsontree.Array}, true
+			}
+			w.json = w.json[:at]
+		}
 		calls, ok := w.readCalls(r)
 		if ok && r.End() {
 			w.xlamCalls, w.haveCalls = calls, true
@@ -50,7 +72,7 @@ func (w *workspace) readCalls(r jsontree.Inner) ([]record.Call, bool) {
 	if !r.Begin(jsontree.Array) {
 		return nil, false
 	}
-	var calls []record.Call
+	calls := w.callList()
 	for r.More() {
 		var c record.Call
 		if !r.Begin(jsontree.Object) {
@@ -115,7 +137,7 @@ func (w *workspace) readToolSeq(r jsontree.Inner, listed, schema bool) ([]record
 	if !r.OK() {
 		return nil, false
 	}
-	return append(make([]record.Tool, 0, len(ts)), ts...), true
+	return w.toolList(ts), true
 }
 
 // readTool reads one {"name", "description", "parameters"} tool, with
@@ -196,6 +218,13 @@ func (w *workspace) readFlatParameters(r jsontree.Inner) []byte {
 	if !r.OK() {
 		return nil
 	}
+	return w.endFlatParameters(b, at, req)
+}
+
+// endFlatParameters closes the schema of a flat map of parameters that
+// readFlatParameters or laidFlatParameters wrote into b from at: the
+// properties, then the names of the required ones.
+func (w *workspace) endFlatParameters(b []byte, at int, req []string) []byte {
 	b = append(b, '}')
 	if len(req) > 0 {
 		b = append(b, `,"required":[`...)
@@ -233,29 +262,9 @@ func (w *workspace) readParameter(r jsontree.Inner, b []byte) (out []byte, optio
 			if !r.OK() {
 				return b, false, false
 			}
-			if isJSONType(s) {
-				sep()
-				b = jsontree.AppendString(append(b, `"type":`...), s)
-				break
-			}
-			name, opt := cutOptional(s)
-			if t, ok := simpleType(name); ok {
-				optional = optional || opt
-				sep()
-				b = jsontree.AppendString(append(b, `"type":`...), t)
-				break
-			}
-			ms, opt, ok := pyType(w, s)
+			var opt bool
+			b, opt = w.appendType(b, &n, s)
 			optional = optional || opt
-			if ok {
-				// No "items" or "anyOf" of the object's own: those give
-				// up below.
-				for i := range ms {
-					sep()
-					b = append(jsontree.AppendString(b, ms[i].Key), ':')
-					b = jsontree.AppendCompact(b, &ms[i].Val)
-				}
-			}
 		case "properties", "items", "additionalProperties", "not", "anyOf", "oneOf", "allOf", "prefixItems", "required":
 			// Sub-schemas and lists of required names: normalizeSchema's.
 			return b, false, false
@@ -266,4 +275,265 @@ func (w *workspace) readParameter(r jsontree.Inner, b []byte) (out []byte, optio
 		}
 	}
 	return append(b, '}'), optional, r.OK()
+}
+
+// appendType appends the members a parameter's "type" s becomes, as
+// normalizeSchema rewrites it, each after a comma once n (the members
+// written so far, which it counts) is above zero; optional reports a type
+// marked optional. No "items" or "anyOf" of the parameter's own may come
+// (the readers give up on those). What a type becomes is remembered: a
+// dump's types are few ("str", "int, optional", "List[str]" …).
+func (w *workspace) appendType(b []byte, n *int, s string) ([]byte, bool) {
+	t, ok := w.types[s]
+	if !ok {
+		t = rewriteType(w, s)
+		if len(w.types) < maxTypes {
+			if w.types == nil {
+				w.types = make(map[string]typeRewrite)
+			}
+			w.types[strings.Clone(s)] = t
+		}
+	}
+	if t.n > 0 {
+		if *n > 0 {
+			b = append(b, ',')
+		}
+		*n += t.n
+		b = append(b, t.members...)
+	}
+	return b, t.optional
+}
+
+// maxTypes bounds the types a workspace remembers.
+const maxTypes = 256
+
+// A typeRewrite is what a parameter's type becomes: n members, compact
+// and separated by commas, and whether it was marked optional.
+type typeRewrite struct {
+	members  string
+	n        int
+	optional bool
+}
+
+// rewriteType gives what appendType writes for the type s.
+func rewriteType(w *workspace, s string) typeRewrite {
+	if isJSONType(s) {
+		return typeRewrite{members: string(jsontree.AppendString([]byte(`"type":`), s)), n: 1}
+	}
+	name, optional := cutOptional(s)
+	if t, ok := simpleType(name); ok {
+		return typeRewrite{members: string(jsontree.AppendString([]byte(`"type":`), t)), n: 1, optional: optional}
+	}
+	ms, optional, ok := pyType(w, s)
+	if !ok {
+		return typeRewrite{optional: optional}
+	}
+	var b []byte
+	for i := range ms {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(jsontree.AppendString(b, ms[i].Key), ':')
+		b = jsontree.AppendCompact(b, &ms[i].Val)
+	}
+	return typeRewrite{members: string(b), n: len(ms), optional: optional}
+}
+
+// The readers of text in Python json.dumps's layout (jsontree.Laid): xlam's
+// tools and answers as json.dumps writes them by default, the members of a
+// tool and of a call in the order xlam writes them. They write what
+// readTools and readCalls write, and give up where those would, and
+// besides on anything else (another order or layout, an escape in a
+// string, a parameter member other than description, type and default):
+// then the Inner readers above read the text.
+
+// laidTools is readTools for a tool list in json.dumps's layout.
+func (w *workspace) laidTools(r jsontree.Inner) ([]record.Tool, bool) {
+	l := r.Laid()
+	if !l.Lit("[") {
+		return nil, false
+	}
+	var room [4]record.Tool // on the stack: nothing to clear afterwards
+	ts := room[:0]
+	for more := !l.Lit("]"); more; {
+		var t record.Tool
+		var ok bool
+		if !l.Lit(`{\"name\": `) {
+			return nil, false
+		}
+		if t.Name, ok = l.Str(); !ok || t.Name == "" || !l.Lit(`, \"description\": `) {
+			return nil, false
+		}
+		if t.Description, ok = l.Str(); !ok || !l.Lit(`, \"parameters\": `) {
+			return nil, false
+		}
+		if t.Parameters = w.laidFlatParameters(&l); t.Parameters == nil || !l.Lit("}") {
+			return nil, false
+		}
+		ts = append(ts, t)
+		switch {
+		case l.Lit(", "):
+		case l.Lit("]"):
+			more = false
+		default:
+			return nil, false
+		}
+	}
+	if l.Peek() != '"' { // the literal's end (Inner.End)
+		return nil, false
+	}
+	for i := range ts {
+		ts[i].Name, ts[i].Description = r.Keep(ts[i].Name), r.Keep(ts[i].Description)
+	}
+	if !r.Took(l) || !r.End() {
+		return nil, false
+	}
+	return w.toolList(ts), true
+}
+
+// laidFlatParameters is readFlatParameters for a map in json.dumps's
+// layout.
+func (w *workspace) laidFlatParameters(l *jsontree.Laid) []byte {
+	if !l.Lit("{") {
+		return nil
+	}
+	at := len(w.json)
+	b := append(w.json, `{"type":"object","properties":{`...)
+	// The names on the stack (no references into the row to clear
+	// afterwards); a map of more is left to readFlatParameters.
+	var nameRoom, reqRoom [maxLaidParams]string
+	names, req := nameRoom[:0], reqRoom[:0]
+	for more := !l.Lit("}"); more; {
+		name, ok := l.Str()
+		// A member "properties" holding objects would make the map read
+		// as a JSON Schema (isSchema).
+		if !ok || name == "properties" || len(names) == maxLaidParams || slices.Contains(names, name) || !l.Lit(": ") {
+			return nil
+		}
+		if len(names) > 0 {
+			b = append(b, ',')
+		}
+		names = append(names, name)
+		b = append(b, '"')
+		b = append(b, name...)
+		b = append(b, '"', ':')
+		var optional bool
+		if b, optional, ok = w.laidParameter(l, b); !ok {
+			return nil
+		}
+		if !optional {
+			req = append(req, name)
+		}
+		switch {
+		case l.Lit(", "):
+		case l.Lit("}"):
+			more = false
+		default:
+			return nil
+		}
+	}
+	return w.endFlatParameters(b, at, req)
+}
+
+// maxLaidParams is the most parameters laidFlatParameters reads.
+const maxLaidParams = 32
+
+// laidParameter is readParameter for a parameter in json.dumps's layout
+// with the members description, type and default, each at most once.
+func (w *workspace) laidParameter(l *jsontree.Laid, b []byte) (out []byte, optional, ok bool) {
+	if !l.Lit("{") {
+		return b, false, false
+	}
+	b = append(b, '{')
+	n := 0
+	var seen uint8
+	for more := !l.Lit("}"); more; {
+		k, ok := l.Str()
+		if !ok || !l.Lit(": ") {
+			return b, false, false
+		}
+		var bit uint8
+		switch k {
+		case "type":
+			bit = 1
+			s, ok := l.Str()
+			if !ok {
+				return b, false, false
+			}
+			var opt bool
+			b, opt = w.appendType(b, &n, s)
+			optional = optional || opt
+		case "description", "default":
+			bit = 2
+			if k == "default" {
+				bit = 4
+			}
+			if n > 0 {
+				b = append(b, ',')
+			}
+			n++
+			b = append(b, '"')
+			b = append(b, k...)
+			b = append(b, '"', ':')
+			if b, ok = l.AppendValue(b); !ok {
+				return b, false, false
+			}
+		default:
+			return b, false, false
+		}
+		if seen&bit != 0 {
+			return b, false, false
+		}
+		seen |= bit
+		switch {
+		case l.Lit(", "):
+		case l.Lit("}"):
+			more = false
+		default:
+			return b, false, false
+		}
+	}
+	return append(b, '}'), optional, true
+}
+
+// laidCalls is readCalls for answers in json.dumps's layout.
+func (w *workspace) laidCalls(r jsontree.Inner) ([]record.Call, bool) {
+	l := r.Laid()
+	if !l.Lit("[") {
+		return nil, false
+	}
+	calls := w.callList()
+	for more := !l.Lit("]"); more; {
+		var c record.Call
+		var ok bool
+		if !l.Lit(`{\"name\": `) {
+			return nil, false
+		}
+		if c.Name, ok = l.Str(); !ok || c.Name == "" || !l.Lit(`, \"arguments\": `) || l.Peek() != '{' {
+			return nil, false
+		}
+		at := len(w.json)
+		if w.json, ok = l.AppendValue(w.json); !ok || !l.Lit("}") {
+			return nil, false
+		}
+		c.Arguments = w.json[at:len(w.json):len(w.json)]
+		calls = append(calls, c)
+		switch {
+		case l.Lit(", "):
+		case l.Lit("]"):
+			more = false
+		default:
+			return nil, false
+		}
+	}
+	if l.Peek() != '"' {
+		return nil, false
+	}
+	for i := range calls {
+		calls[i].Name = r.Keep(calls[i].Name)
+	}
+	if !r.Took(l) || !r.End() {
+		return nil, false
+	}
+	return calls, true
 }

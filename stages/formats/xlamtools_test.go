@@ -134,3 +134,111 @@ func sharedDataOrEmpty() string {
 	}
 	return dir
 }
+
+// laid2 reports whether the readers of json.dumps's layout (laidTools,
+// laidCalls) take row's tool list, and its answers.
+func laid2(row []byte) (tools, calls bool) {
+	w := workspaces.New().(*workspace)
+	p := jsontree.Parser{Data: row, CopyStrings: true, Arena: &w.arena, Embedded: xlamEmbedded, Literal: func(k string, r jsontree.Inner) (jsontree.Value, bool) {
+		ok := false
+		switch k {
+		case "tools":
+			_, ok = w.laidTools(r)
+			tools = ok
+		case "answers":
+			_, ok = w.laidCalls(r)
+			calls = ok
+		}
+		return jsontree.Value{Kind: jsontree.Array}, ok
+	}}
+	if _, err := p.Parse(); err != nil {
+		return false, false
+	}
+	return tools, calls
+}
+
+// TestXLAMLaid holds the readers of json.dumps's layout to the others on
+// rows at the edges of what they take (sameEveryWay compares every way),
+// and checks which they take.
+func TestXLAMLaid(t *testing.T) {
+	tool := func(params string) string {
+		return `[{"name": "f", "description": "d", "parameters": ` + params + `}]`
+	}
+	call := `[{"name": "f", "arguments": {"a": 1}}]`
+	for _, c := range []struct {
+		name           string
+		tools, answers string
+		takeTools      bool
+		takeCalls      bool
+	}{
+		{"every kind of type", tool(`{"a": {"description": "x", "type": "str"}, "b": {"type": "List[int]"}, "c": {"type": "Optional[Dict[str, Any]]"}, "d": {"type": "Union[int, float], optional", "default": 1.50}, "e": {"type": "integer"}, "f": {"type": "Tuple[float, float]"}, "g": {"type": "weird thing"}, "h": {}, "i": {"type": "STR, Optional"}}`), call, true, true},
+		{"defaults of every kind", tool(`{"a": {"type": "str", "default": {"k": [1, "two", null, true, false, -0.5e3]}}, "b": {"default": ""}, "c": {"default": "x", "description": "y"}}`), call, true, true},
+		{"two tools, two calls", `[{"name": "f", "description": "", "parameters": {}}, {"name": "g", "description": "生成发票", "parameters": {"客户": {"type": "str, optional", "default": "约翰"}}}]`, `[{"name": "f", "arguments": {}}, {"name": "g", "arguments": {"客户": {"a": [{"b": []}]}}}]`, true, true},
+		{"no tools, no calls", `[]`, `[]`, true, true},
+		{"the same tool twice", `[{"name": "f", "description": "", "parameters": {}}, {"name": "f", "description": "", "parameters": {}}]`, call, true, true},
+		{"a parameter called type", tool(`{"type": {"type": "str"}}`), call, true, true},
+		{"an undeclared call", tool(`{}`), `[{"name": "g", "arguments": {}}]`, true, true},
+		// The Inner readers' (or the tree's), not these:
+		{"another layout", `[{"name":"f","description":"d","parameters":{}}]`, `[{"name":"f","arguments":{}}]`, false, false},
+		{"members in another order", `[{"description": "d", "name": "f", "parameters": {}}]`, `[{"arguments": {}, "name": "f"}]`, false, false},
+		{"no description", `[{"name": "f", "parameters": {}}]`, call, false, true},
+		{"an escape in a description", tool(`{}`)[:len(`[{"name": "f", "description": "`)] + `say \"hi\"", "parameters": {}}]`, call, false, true},
+		{"an escape in a value", tool(`{}`), `[{"name": "f", "arguments": {"a": "x\ny"}}]`, true, false},
+		{"a parameter called properties", tool(`{"properties": {"type": "str"}}`), call, false, true},
+		{"a duplicate parameter", tool(`{"a": {}, "a": {}}`), call, false, true},
+		{"a duplicate member", tool(`{"a": {"type": "str", "type": "int"}}`), call, false, true},
+		{"another parameter member", tool(`{"a": {"type": "str", "enum": ["x"]}}`), call, false, true},
+		{"a sub-schema", tool(`{"a": {"type": "array", "items": {"type": "str"}}}`), call, false, true},
+		{"a type not a string", tool(`{"a": {"type": ["str", "null"]}}`), call, false, true},
+		{"an empty name", `[{"name": "", "description": "", "parameters": {}}]`, `[{"name": "", "arguments": {}}]`, false, false},
+		{"arguments in a string", tool(`{}`), `[{"name": "f", "arguments": "{}"}]`, true, false},
+		{"a duplicate argument", tool(`{}`), `[{"name": "f", "arguments": {"a": 1, "a": 2}}]`, true, false},
+		{"another member in a call", tool(`{}`), `[{"name": "f", "arguments": {}, "id": 1}]`, true, false},
+		{"a \\u escape", tool(`{}`), `[{"name": "f", "arguments": {"a": "caf\u00e9"}}]`, true, false},
+	} {
+		row := rowJSON("id", 7, "query", "q", "answers", c.answers, "tools", c.tools)
+		sameEveryWay(t, "xlam", row)
+		tools, calls := laid2([]byte(row))
+		if tools != c.takeTools || calls != c.takeCalls {
+			t.Errorf("%s: laid tools %v, calls %v; want %v, %v", c.name, tools, calls, c.takeTools, c.takeCalls)
+		}
+	}
+	// White space at the literal's end, invalid UTF-8 and a raw control
+	// character are left to the others.
+	for _, row := range []string{
+		`{"id": 1, "query": "q", "answers": "[] ", "tools": "[]\n"}`,
+		`{"id": 1, "query": "q", "answers": "[]", "tools": "[{\"name\": \"f` + "\xff" + `\", \"description\": \"\", \"parameters\": {}}]"}`,
+		`{"id": 1, "query": "q", "answers": "[]", "tools": "[{\"name\": \"f` + "\t" + `\", \"description\": \"\", \"parameters\": {}}]"}`,
+	} {
+		sameEveryWay(t, "xlam", row)
+		if tools, _ := laid2([]byte(row)); tools {
+			t.Errorf("%q: read by its layout", row)
+		}
+	}
+}
+
+// TestXLAMLaidTaken checks that the readers of json.dumps's layout take
+// the tool lists and answers of the fixture and of the shared dumps' rows
+// (the bench harness's).
+func TestXLAMLaidTaken(t *testing.T) {
+	rows := fixtureRows(t, "xlam.json")
+	if dir := sharedDataOrEmpty(); dir != "" {
+		for _, lang := range []string{"en", "zh"} {
+			data, err := os.ReadFile(filepath.Join(dir, "derived", "xlam_format_glaive_toolcall_"+lang+"_demo.json"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			rows = append(rows, scanRows(t, data)...)
+		}
+	}
+	n := 0
+	for _, row := range rows {
+		if tools, calls := laid2(row); tools && calls {
+			n++
+		}
+	}
+	t.Logf("%d of %d rows read by their layout", n, len(rows))
+	if n < len(rows)*9/10 {
+		t.Errorf("only %d of %d rows read by their layout", n, len(rows))
+	}
+}

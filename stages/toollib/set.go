@@ -28,16 +28,13 @@ func (s *Set) Add(t record.Tool, rank int) {
 		s.seed = maphash.MakeSeed()
 		s.index = map[uint64][]int{}
 	}
-	var h maphash.Hash
-	h.SetSeed(s.seed)
-	h.WriteString(t.Name)
-	h.WriteByte(0)
-	h.WriteString(t.Description)
-	h.WriteByte(0)
-	h.Write(t.Parameters)
-	k := h.Sum64()
+	// Three one-shot hashes, mixed (equal tools hash alike; the
+	// comparison decides).
+	k := maphash.String(s.seed, t.Name)
+	k = (k*0x9E3779B97F4A7C15 ^ maphash.String(s.seed, t.Description)) * 0x9E3779B97F4A7C15
+	k ^= maphash.Bytes(s.seed, t.Parameters)
 	for _, i := range s.index[k] {
-		if compare(s.tools[i], t) == 0 {
+		if o := &s.tools[i]; o.Name == t.Name && o.Description == t.Description && string(o.Parameters) == string(t.Parameters) {
 			if rank < s.ranks[i] {
 				s.tools[i], s.ranks[i] = t, rank
 			}
