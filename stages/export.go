@@ -1019,35 +1019,39 @@ func (e *exporter) WriteShard(_ context.Context, dir *atomicfs.Root, name string
 // writeLines writes the samples Process rendered as JSON lines. Lines are
 // encoded straight into one buffer, written (and hashed, by the file) in
 // pieces of about linesPiece bytes: through a bufio.Writer every byte was
-// copied once more. The buffer is taken from linesBuffers and given back.
+// copied once more. The buffer is a plain slice appended to (appendLine):
+// through a bytes.Buffer each escaped string was written into its free
+// space and then copied onto itself (Write). It is taken from
+// linesBuffers and given back.
 func writeLines(f io.Writer, recs []*record.Record) error {
-	b := linesBuffers.Get().(*bytes.Buffer)
+	bp := linesBuffers.Get().(*[]byte)
+	b := (*bp)[:0]
 	defer func() {
-		if b.Cap() <= 4*linesPiece { // not one grown by a huge line
-			b.Reset()
-			linesBuffers.Put(b)
+		if cap(b) <= 4*linesPiece { // not one grown by a huge line
+			*bp = b[:0]
+			linesBuffers.Put(bp)
 		}
 	}()
 	for _, r := range recs {
 		switch v := r.Rendered.(type) {
 		case *sample:
-			appendSample(b, v)
+			b = appendLine(b, v)
 		case []byte:
-			b.Write(v)
+			b = append(b, v...)
 		default:
 			return fmt.Errorf("export: record %s was not rendered", r.ID)
 		}
-		if b.Len() >= linesPiece {
-			if _, err := f.Write(b.Bytes()); err != nil {
+		if len(b) >= linesPiece {
+			if _, err := f.Write(b); err != nil {
 				return err
 			}
-			b.Reset()
+			b = b[:0]
 		}
 	}
-	if b.Len() == 0 {
+	if len(b) == 0 {
 		return nil
 	}
-	_, err := f.Write(b.Bytes())
+	_, err := f.Write(b)
 	return err
 }
 
@@ -1057,7 +1061,8 @@ const linesPiece = 1 << 20
 // linesBuffers holds writeLines' buffers between shards: a new one per
 // shard was 1.25 MiB to allocate and clear each time.
 var linesBuffers = sync.Pool{New: func() any {
-	return bytes.NewBuffer(make([]byte, 0, linesPiece+linesPiece/4))
+	b := make([]byte, 0, linesPiece+linesPiece/4)
+	return &b
 }}
 
 func (e *exporter) writeParquet(f *atomicfs.File, recs []*record.Record) error {
@@ -1078,10 +1083,16 @@ func (e *exporter) writeParquet(f *atomicfs.File, recs []*record.Record) error {
 }
 
 // appendSample writes s as one JSON line, byte for byte what encoding/json
-// writes without HTML escaping (the test holds it to that); by hand, because
-// encoding the samples was a tenth of ingest→export. The tools string is
-// spliced from its tools' quoted texts when it has them.
+// writes without HTML escaping (the test holds it to that): appendLine
+// into b.
 func appendSample(b *bytes.Buffer, s *sample) {
+	b.Write(appendLine(b.AvailableBuffer(), s))
+}
+
+// appendLine appends s as one JSON line (appendSample's bytes); by hand,
+// because encoding the samples was a tenth of ingest→export. The tools
+// string is spliced from its tools' quoted texts when it has them.
+func appendLine(b []byte, s *sample) []byte {
 	n := 64 + len(s.System) + len(s.Tools) + len(s.Tools)/4
 	for _, tt := range s.tools {
 		n += len(tt.quoted) + 1
@@ -1089,51 +1100,50 @@ func appendSample(b *bytes.Buffer, s *sample) {
 	for _, t := range s.Conversations {
 		n += 24 + len(t.Value) + len(t.Value)/16
 	}
-	b.Grow(n)
-	b.WriteString(`{"conversations":[`)
+	b = slices.Grow(b, n)
+	b = append(b, `{"conversations":[`...)
 	for i, t := range s.Conversations {
 		if i > 0 {
-			b.WriteByte(',')
+			b = append(b, ',')
 		}
 		switch t.From { // the heads of the four roles spelled out (encoding From was 7 % of a line)
 		case "human":
-			b.WriteString(`{"from":"human","value":`)
+			b = append(b, `{"from":"human","value":`...)
 		case "gpt":
-			b.WriteString(`{"from":"gpt","value":`)
+			b = append(b, `{"from":"gpt","value":`...)
 		case "function_call":
-			b.WriteString(`{"from":"function_call","value":`)
+			b = append(b, `{"from":"function_call","value":`...)
 		case "observation":
-			b.WriteString(`{"from":"observation","value":`)
+			b = append(b, `{"from":"observation","value":`...)
 		default:
-			b.WriteString(`{"from":`)
-			writeJSONString(b, t.From)
-			b.WriteString(`,"value":`)
+			b = append(b, `{"from":`...)
+			b = jsonout.AppendString(b, t.From)
+			b = append(b, `,"value":`...)
 		}
-		writeJSONString(b, t.Value)
-		b.WriteByte('}')
+		b = jsonout.AppendString(b, t.Value)
+		b = append(b, '}')
 	}
-	b.WriteString(`],"system":`)
-	writeJSONString(b, s.System)
-	b.WriteString(`,"tools":`)
-	writeTools(b, s)
-	b.WriteString("}\n")
+	b = append(b, `],"system":`...)
+	b = jsonout.AppendString(b, s.System)
+	b = append(b, `,"tools":`...)
+	b = appendTools(b, s)
+	return append(b, "}\n"...)
 }
 
-// writeTools writes the tools column as writeJSONString does, spliced from
-// its tools' quoted texts when it has them.
-func writeTools(b *bytes.Buffer, s *sample) {
+// appendTools appends the tools column as jsonout.AppendString does,
+// spliced from its tools' quoted texts when it has them.
+func appendTools(b []byte, s *sample) []byte {
 	if !s.spliced() {
-		writeJSONString(b, s.toolsJSON())
-		return
+		return jsonout.AppendString(b, s.toolsJSON())
 	}
-	b.WriteString(`"[`)
+	b = append(b, `"[`...)
 	for i, tt := range s.tools {
 		if i > 0 {
-			b.WriteByte(',')
+			b = append(b, ',')
 		}
-		b.Write(tt.quoted)
+		b = append(b, tt.quoted...)
 	}
-	b.WriteString(`]"`)
+	return append(b, `]"`...)
 }
 
 // Finish writes dataset_info.json, which names the dataset folder (and,
