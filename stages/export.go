@@ -706,10 +706,11 @@ func appendCallsJSON(dst []byte, calls []record.Call, argsKey string) ([]byte, e
 			dst = append(dst, ", "...)
 		}
 		args := c.Arguments
-		if len(bytes.TrimSpace(args)) == 0 {
-			args = json.RawMessage("{}")
+		trimmed := bytes.TrimSpace(args)
+		if len(trimmed) == 0 {
+			args, trimmed = json.RawMessage("{}"), json.RawMessage("{}")
 		}
-		if !shard.ValidJSON(args) || bytes.TrimSpace(args)[0] != '{' {
+		if trimmed[0] != '{' || !shard.ValidJSON(args) {
 			return nil, fmt.Errorf("call %d (%s): arguments are not a JSON object", i, c.Name)
 		}
 		dst = append(dst, `{"name": `...)
