@@ -329,8 +329,8 @@ type TokenMemo struct {
 	// in systems when its key comes again (drawn tool lists, meta_tool's,
 	// rarely come again, and copying each list was most of their cost).
 	metSystems map[uint64]struct{}
-	tools   map[uint64]*memoTool
-	used    int
+	tools      map[uint64]*memoTool
+	used       int
 }
 
 // memoTool is the count of a tool's part of system texts (toolPart), as
