@@ -312,9 +312,8 @@ func recordTokens(r *record.Record, count func(string) int, system func(*record.
 // text up to memoTextMax bytes, memoBudget bytes in all; longer texts, and
 // texts once the budget is spent, are counted every time. The text of a
 // record's system message is remembered under the record's system prompt
-// and tools (the fields systemText writes), from the second time they are
-// met, so that a record whose tools were seen before is neither written
-// out nor looked up as text; a new
+// and tools (the fields systemText writes), so that a record whose tools
+// were seen before is neither written out nor looked up as text; a new
 // system message is counted tool by tool (systemCount), each tool's part
 // remembered under its name, description and parameters, since drawn tool
 // lists (meta_tool's) rarely repeat but their tools do. Texts and tools
@@ -325,12 +324,8 @@ type TokenMemo struct {
 	mu      sync.Mutex
 	texts   map[uint64]memoText
 	systems map[uint64]memoSystem
-	// metSystems holds the keys of system texts met once: one is kept
-	// in systems when its key comes again (drawn tool lists, meta_tool's,
-	// rarely come again, and copying each list was most of their cost).
-	metSystems map[uint64]struct{}
-	tools      map[uint64]*memoTool
-	used       int
+	tools   map[uint64]*memoTool
+	used    int
 }
 
 // memoTool is the count of a tool's part of system texts (toolPart), as
@@ -355,8 +350,6 @@ type memoSystem struct {
 const (
 	memoTextMax = 64 << 10
 	memoBudget  = 64 << 20
-	// metKeySize is what a key in metSystems is counted as in the budget.
-	metKeySize = 16
 )
 
 // memoSeed seeds the memos' hashes (which only find texts, never decide a
@@ -414,15 +407,6 @@ func (t *TokenMemo) systemTokens(r *record.Record) int {
 		t.mu.Lock()
 		defer t.mu.Unlock()
 		if _, ok := t.systems[key]; !ok && t.used+size <= memoBudget {
-			if _, again := t.metSystems[key]; !again {
-				if t.metSystems == nil {
-					t.metSystems = map[uint64]struct{}{}
-				}
-				t.metSystems[key] = struct{}{}
-				t.used += metKeySize
-				return n
-			}
-			delete(t.metSystems, key)
 			if t.systems == nil {
 				t.systems = map[uint64]memoSystem{}
 			}

@@ -395,32 +395,3 @@ func TestStrKey(t *testing.T) {
 		}
 	}
 }
-
-// TestTokenMemoSystemsKeptWhenMetAgain: a system text is remembered (a
-// copy of its tools) only when its prompt and tools come a second time,
-// so lists drawn once each (meta_tool's) cost no copies; the counts are
-// RecordTokens' either way.
-func TestTokenMemoSystemsKeptWhenMetAgain(t *testing.T) {
-	tool := func(i int) record.Tool {
-		return record.Tool{Name: fmt.Sprintf("tool_%d", i), Description: fmt.Sprintf("does thing %d", i), Parameters: []byte(`{"type":"object"}`)}
-	}
-	var memo TokenMemo
-	var recs []*record.Record
-	for i := range 20 {
-		recs = append(recs, &record.Record{Tools: []record.Tool{tool(i), tool(i + 1), tool(i * 7 % 5)}})
-	}
-	for round := range 3 {
-		for i, r := range recs {
-			if got, want := memo.RecordTokens(r), RecordTokens(r); got != want {
-				t.Fatalf("round %d, record %d: memo %d, RecordTokens %d", round, i, got, want)
-			}
-		}
-		want := 0
-		if round > 0 {
-			want = len(recs)
-		}
-		if len(memo.systems) != want {
-			t.Fatalf("after round %d the memo keeps %d system texts, want %d", round, len(memo.systems), want)
-		}
-	}
-}
