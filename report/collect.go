@@ -17,6 +17,7 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
+	"github.com/augmentdata/augment/internal/swar"
 	"github.com/augmentdata/augment/manifests"
 	"github.com/augmentdata/augment/stages/record"
 	"github.com/augmentdata/augment/stages/shard"
@@ -334,6 +335,30 @@ func langOf(r *record.Record, tag string) string {
 	if tag != "" {
 		return tag
 	}
+	// User turns in ASCII alone, most English records', need no count:
+	// their letters are all Latin ones, so they are "en" when they hold one.
+	ascii, letter := true, false
+	for _, m := range r.Messages {
+		if m.Role == record.RoleUser {
+			if !isASCII(m.Content) {
+				ascii = false
+				break
+			}
+			letter = letter || hasASCIILetter(m.Content)
+		}
+	}
+	if ascii {
+		if letter {
+			return "en"
+		}
+		return "und"
+	}
+	return langCounted(r)
+}
+
+// langCounted is Lang of r without a lang tag, its user turns' letters
+// counted.
+func langCounted(r *record.Record) string {
 	var latin, other int
 	for _, m := range r.Messages {
 		if m.Role == record.RoleUser {
@@ -345,6 +370,32 @@ func langOf(r *record.Record, tag string) string {
 		return "en"
 	}
 	return "und"
+}
+
+// isASCII reports whether s is ASCII alone, eight bytes at a time.
+func isASCII(s string) bool {
+	i := 0
+	for ; i+8 <= len(s); i += 8 {
+		if swar.Load(s, i)&swar.Tops != 0 {
+			return false
+		}
+	}
+	for ; i < len(s); i++ {
+		if s[i] >= utf8.RuneSelf {
+			return false
+		}
+	}
+	return true
+}
+
+// hasASCIILetter reports whether s holds a letter of ASCII.
+func hasASCIILetter(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i] | 0x20; 'a' <= c && c <= 'z' {
+			return true
+		}
+	}
+	return false
 }
 
 // letters counts the letters of s in Latin script and the other letters

@@ -1,6 +1,8 @@
 package report
 
 import (
+	"math/rand/v2"
+	"strings"
 	"testing"
 
 	"github.com/augmentdata/augment/stages/record"
@@ -30,6 +32,33 @@ func TestTagsOfAsTag(t *testing.T) {
 			lang: r.Tag("lang"), tokens: r.Tag("tokens"), noiseSimilarity: r.Tag("noise_similarity")}
 		if got := tagsOf(r); got != want {
 			t.Errorf("tags %v: tagsOf = %+v, Tag gives %+v", tags, got, want)
+		}
+	}
+}
+
+// TestLangAsCounted holds Lang's shortcut for user turns in ASCII alone
+// to the count of their letters (langCounted), over texts with and
+// without letters, Latin and other scripts, bytes that are not UTF-8 and
+// every length around a word.
+func TestLangAsCounted(t *testing.T) {
+	texts := []string{"", "1234 5678 ?!", "Hi", "What is the weather in Paris? (#12)", "@[`{", "Zz",
+		"café au lait", "天气怎么样", "ab 天气", "abcd 天", "Ωμέγα", "\xff\xfe abc", strings.Repeat("x", 17), "12345678a", "1234567\x80"}
+	rng := rand.New(rand.NewPCG(1, 2))
+	alphabet := []string{"a", "Z", "1", " ", "@", "[", "é", "天", "\xff", "`", "{"}
+	for range 300 {
+		var b strings.Builder
+		for range rng.IntN(20) {
+			b.WriteString(alphabet[rng.IntN(len(alphabet))])
+		}
+		texts = append(texts, b.String())
+	}
+	for i, a := range texts {
+		for _, b := range []string{"", "plain text", "天气", a} {
+			r := &record.Record{Messages: []record.Message{{Role: record.RoleUser, Content: a}, {Role: record.RoleAssistant, Content: "天天天天天天天"},
+				{Role: record.RoleUser, Content: b}}}
+			if got, want := Lang(r), langCounted(r); got != want {
+				t.Fatalf("text %d: user turns %q and %q: Lang %q, counted %q", i, a, b, got, want)
+			}
 		}
 	}
 }
