@@ -255,6 +255,18 @@ const ReasonLFNoCallText = "lf_template_no_call_text"
 // Process renders the record as a sample and checks it against
 // LLaMA-Factory's rules for the template.
 func (e *exporter) Process(ctx context.Context, r *record.Record) ([]*record.Record, error) {
+	return e.process(ctx, r, false)
+}
+
+// processChecked is Process of a record that passed shard.Check
+// (checkedProcessor): its calls' arguments are JSON, which the export
+// then does not validate again (only that each is an object).
+func (e *exporter) processChecked(ctx context.Context, r *record.Record) ([]*record.Record, error) {
+	return e.process(ctx, r, true)
+}
+
+// process is Process; checked says r passed shard.Check.
+func (e *exporter) process(ctx context.Context, r *record.Record, checked bool) ([]*record.Record, error) {
 	standIn := offlineStage(r)
 	if standIn != "" && !e.cfg.AllowOffline {
 		return nil, &ConfigError{Problems: []string{fmt.Sprintf(
@@ -262,7 +274,7 @@ func (e *exporter) Process(ctx context.Context, r *record.Record) ([]*record.Rec
 				"Run with a real teacher, or set allow_offline: true on this export to write it marked as stand-in data",
 			e.env.Stage, r.ID, standIn)}}
 	}
-	s, err := e.render(r)
+	s, err := e.render(r, checked)
 	if err != nil {
 		return nil, err
 	}
@@ -426,8 +438,8 @@ func leadingToken(s string) (string, bool) {
 	return "", false
 }
 
-// render turns a record into a sample.
-func (e *exporter) render(r *record.Record) (*sample, error) {
+// render turns a record into a sample; checked says r passed shard.Check.
+func (e *exporter) render(r *record.Record, checked bool) (*sample, error) {
 	s := &sample{System: r.System}
 	if s.System == "" {
 		s.System = e.cfg.System
@@ -472,7 +484,7 @@ func (e *exporter) render(r *record.Record) (*sample, error) {
 			s.Conversations = append(s.Conversations, verify.Turn{From: "observation", Value: v})
 		case record.RoleAssistant:
 			if len(m.Calls) > 1 && e.cfg.Style == "function_call" && !e.tpl.Parallel() {
-				turns, used, err := e.split(msgs, i, last)
+				turns, used, err := e.split(msgs, i, last, checked)
 				if err != nil {
 					return nil, err
 				}
@@ -480,7 +492,7 @@ func (e *exporter) render(r *record.Record) (*sample, error) {
 				i += used
 				continue
 			}
-			t, err := e.assistant(m)
+			t, err := e.assistant(m, checked)
 			if err != nil {
 				return nil, err
 			}
@@ -498,7 +510,7 @@ func (e *exporter) render(r *record.Record) (*sample, error) {
 // msgs[i] to hold one result per call, in the calls' order; the results are
 // taken from it even when it is cut as trailing (the last call then ends
 // the sample). used is how many messages after i it consumed.
-func (e *exporter) split(msgs []record.Message, i, last int) (turns []verify.Turn, used int, err error) {
+func (e *exporter) split(msgs []record.Message, i, last int, checked bool) (turns []verify.Turn, used int, err error) {
 	m := msgs[i]
 	if e.cfg.Parallel != "split" {
 		return nil, 0, contract.Rejectf(verify.ReasonLFNoParallel, "message %d: %d parallel calls; template %s renders one call per turn (set parallel: split to write them one after another)",
@@ -523,7 +535,7 @@ func (e *exporter) split(msgs []record.Message, i, last int) (turns []verify.Tur
 		if k == 0 {
 			one.Content, one.Reasoning = m.Content, m.Reasoning
 		}
-		t, err := e.assistant(one)
+		t, err := e.assistant(one, checked)
 		if err != nil {
 			return nil, 0, err
 		}
@@ -539,7 +551,9 @@ func (e *exporter) split(msgs []record.Message, i, last int) (turns []verify.Tur
 	return turns, 0, nil
 }
 
-func (e *exporter) assistant(m record.Message) (verify.Turn, error) {
+// assistant renders an assistant turn; checked says its record passed
+// shard.Check.
+func (e *exporter) assistant(m record.Message, checked bool) (verify.Turn, error) {
 	if len(m.Calls) == 0 {
 		text := m.Content
 		if m.Reasoning != "" {
@@ -557,7 +571,7 @@ func (e *exporter) assistant(m record.Message) (verify.Turn, error) {
 		return verify.Turn{From: "gpt", Value: text}, nil
 	}
 	if e.cfg.Style == "function_call" {
-		return e.functionCall(m)
+		return e.functionCall(m, checked)
 	}
 	switch e.cfg.Surface {
 	case "llama3":
@@ -587,7 +601,7 @@ func (e *exporter) assistant(m record.Message) (verify.Turn, error) {
 // back as the template's function formatter reads it; a value that does not
 // give back exactly the thought, the text and the calls is rejected, so no
 // answer or decision token is lost on the way to training.
-func (e *exporter) functionCall(m record.Message) (verify.Turn, error) {
+func (e *exporter) functionCall(m record.Message, checked bool) (verify.Turn, error) {
 	thought := ""
 	// Calls that are not JSON are rejected before anything else is said
 	// of the turn: dropped reasoning is noted for a turn with good calls.
@@ -620,7 +634,7 @@ func (e *exporter) functionCall(m record.Message) (verify.Turn, error) {
 		prefix = thought + text + sep
 		open, shut = e.tpl.ToolCallWords[0], e.tpl.ToolCallWords[1]
 	}
-	value, js, err := joinCalls(prefix, open, m.Calls, shut)
+	value, js, err := joinCalls(prefix, open, m.Calls, shut, checked)
 	if err != nil {
 		return verify.Turn{}, contract.Rejectf("export_bad_call", "%v", err)
 	}
@@ -689,12 +703,14 @@ func listJSON(v string, n int) string {
 // callsJSON renders calls as {"name","<argsKey>"} objects: one object for a
 // single call, a list for parallel calls.
 func callsJSON(calls []record.Call, argsKey string) (string, error) {
-	b, err := appendCallsJSON(nil, calls, argsKey)
+	b, err := appendCallsJSON(nil, calls, argsKey, false)
 	return string(b), err
 }
 
-// appendCallsJSON appends callsJSON's text to dst (allocated to fit when nil).
-func appendCallsJSON(dst []byte, calls []record.Call, argsKey string) ([]byte, error) {
+// appendCallsJSON appends callsJSON's text to dst (allocated to fit when
+// nil). checked says the calls' arguments are known to be JSON (their
+// record passed shard.Check): only that each is an object is checked.
+func appendCallsJSON(dst []byte, calls []record.Call, argsKey string, checked bool) ([]byte, error) {
 	if dst == nil {
 		dst = make([]byte, 0, callsJSONSize(calls, argsKey))
 	}
@@ -710,7 +726,7 @@ func appendCallsJSON(dst []byte, calls []record.Call, argsKey string) ([]byte, e
 		if len(trimmed) == 0 {
 			args, trimmed = json.RawMessage("{}"), json.RawMessage("{}")
 		}
-		if trimmed[0] != '{' || !shard.ValidJSON(args) {
+		if trimmed[0] != '{' || !checked && !shard.ValidJSON(args) {
 			return nil, fmt.Errorf("call %d (%s): arguments are not a JSON object", i, c.Name)
 		}
 		dst = append(dst, `{"name": `...)
@@ -738,12 +754,13 @@ func callsJSONSize(calls []record.Call, argsKey string) int {
 }
 
 // joinCalls returns prefix+open+callsJSON(calls, "arguments")+shut as one
-// string, made in one allocation, and the calls' part of it.
-func joinCalls(prefix, open string, calls []record.Call, shut string) (value, js string, err error) {
+// string, made in one allocation, and the calls' part of it (checked: see
+// appendCallsJSON).
+func joinCalls(prefix, open string, calls []record.Call, shut string, checked bool) (value, js string, err error) {
 	b := make([]byte, 0, len(prefix)+len(open)+callsJSONSize(calls, "arguments")+len(shut))
 	b = append(append(b, prefix...), open...)
 	start := len(b)
-	if b, err = appendCallsJSON(b, calls, "arguments"); err != nil {
+	if b, err = appendCallsJSON(b, calls, "arguments", checked); err != nil {
 		return "", "", err
 	}
 	end := len(b)
