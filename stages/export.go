@@ -255,6 +255,18 @@ const ReasonLFNoCallText = "lf_template_no_call_text"
 // Process renders the record as a sample and checks it against
 // LLaMA-Factory's rules for the template.
 func (e *exporter) Process(ctx context.Context, r *record.Record) ([]*record.Record, error) {
+	return e.process(ctx, r, false)
+}
+
+// processChecked is Process of a record that passed shard.Check
+// (checkedProcessor): its calls' arguments are JSON, which the export
+// then does not validate again (only that each is an object).
+func (e *exporter) processChecked(ctx context.Context, r *record.Record) ([]*record.Record, error) {
+	return e.process(ctx, r, true)
+}
+
+// process is Process; checked says r passed shard.Check.
+func (e *exporter) process(ctx context.Context, r *record.Record, checked bool) ([]*record.Record, error) {
 	standIn := offlineStage(r)
 	if standIn != "" && !e.cfg.AllowOffline {
 		return nil, &ConfigError{Problems: []string{fmt.Sprintf(
@@ -262,7 +274,7 @@ func (e *exporter) Process(ctx context.Context, r *record.Record) ([]*record.Rec
 				"Run with a real teacher, or set allow_offline: true on this export to write it marked as stand-in data",
 			e.env.Stage, r.ID, standIn)}}
 	}
-	s, err := e.render(r)
+	s, err := e.render(r, checked)
 	if err != nil {
 		return nil, err
 	}
@@ -426,8 +438,8 @@ func leadingToken(s string) (string, bool) {
 	return "", false
 }
 
-// render turns a record into a sample.
-func (e *exporter) render(r *record.Record) (*sample, error) {
+// render turns a record into a sample; checked says r passed shard.Check.
+func (e *exporter) render(r *record.Record, checked bool) (*sample, error) {
 	s := &sample{System: r.System}
 	if s.System == "" {
 		s.System = e.cfg.System
@@ -472,7 +484,7 @@ func (e *exporter) render(r *record.Record) (*sample, error) {
 			s.Conversations = append(s.Conversations, verify.Turn{From: "observation", Value: v})
 		case record.RoleAssistant:
 			if len(m.Calls) > 1 && e.cfg.Style == "function_call" && !e.tpl.Parallel() {
-				turns, used, err := e.split(msgs, i, last)
+				turns, used, err := e.split(msgs, i, last, checked)
 				if err != nil {
 					return nil, err
 				}
@@ -480,7 +492,7 @@ func (e *exporter) render(r *record.Record) (*sample, error) {
 				i += used
 				continue
 			}
-			t, err := e.assistant(m)
+			t, err := e.assistant(m, checked)
 			if err != nil {
 				return nil, err
 			}
@@ -498,7 +510,7 @@ func (e *exporter) render(r *record.Record) (*sample, error) {
 // msgs[i] to hold one result per call, in the calls' order; the results are
 // taken from it even when it is cut as trailing (the last call then ends
 // the sample). used is how many messages after i it consumed.
-func (e *exporter) split(msgs []record.Message, i, last int) (turns []verify.Turn, used int, err error) {
+func (e *exporter) split(msgs []record.Message, i, last int, checked bool) (turns []verify.Turn, used int, err error) {
 	m := msgs[i]
 	if e.cfg.Parallel != "split" {
 		return nil, 0, contract.Rejectf(verify.ReasonLFNoParallel, "message %d: %d parallel calls; template %s renders one call per turn (set parallel: split to write them one after another)",
@@ -523,7 +535,7 @@ func (e *exporter) split(msgs []record.Message, i, last int) (turns []verify.Tur
 		if k == 0 {
 			one.Content, one.Reasoning = m.Content, m.Reasoning
 		}
-		t, err := e.assistant(one)
+		t, err := e.assistant(one, checked)
 		if err != nil {
 			return nil, 0, err
 		}
@@ -539,7 +551,9 @@ func (e *exporter) split(msgs []record.Message, i, last int) (turns []verify.Tur
 	return turns, 0, nil
 }
 
-func (e *exporter) assistant(m record.Message) (verify.Turn, error) {
+// assistant renders an assistant turn; checked says its record passed
+// shard.Check.
+func (e *exporter) assistant(m record.Message, checked bool) (verify.Turn, error) {
 	if len(m.Calls) == 0 {
 		text := m.Content
 		if m.Reasoning != "" {
@@ -557,7 +571,7 @@ func (e *exporter) assistant(m record.Message) (verify.Turn, error) {
 		return verify.Turn{From: "gpt", Value: text}, nil
 	}
 	if e.cfg.Style == "function_call" {
-		return e.functionCall(m)
+		return e.functionCall(m, checked)
 	}
 	switch e.cfg.Surface {
 	case "llama3":
@@ -587,7 +601,7 @@ func (e *exporter) assistant(m record.Message) (verify.Turn, error) {
 // back as the template's function formatter reads it; a value that does not
 // give back exactly the thought, the text and the calls is rejected, so no
 // answer or decision token is lost on the way to training.
-func (e *exporter) functionCall(m record.Message) (verify.Turn, error) {
+func (e *exporter) functionCall(m record.Message, checked bool) (verify.Turn, error) {
 	thought := ""
 	// Calls that are not JSON are rejected before anything else is said
 	// of the turn: dropped reasoning is noted for a turn with good calls.
@@ -620,7 +634,7 @@ func (e *exporter) functionCall(m record.Message) (verify.Turn, error) {
 		prefix = thought + text + sep
 		open, shut = e.tpl.ToolCallWords[0], e.tpl.ToolCallWords[1]
 	}
-	value, js, err := joinCalls(prefix, open, m.Calls, shut)
+	value, js, err := joinCalls(prefix, open, m.Calls, shut, checked)
 	if err != nil {
 		return verify.Turn{}, contract.Rejectf("export_bad_call", "%v", err)
 	}
@@ -689,12 +703,14 @@ func listJSON(v string, n int) string {
 // callsJSON renders calls as {"name","<argsKey>"} objects: one object for a
 // single call, a list for parallel calls.
 func callsJSON(calls []record.Call, argsKey string) (string, error) {
-	b, err := appendCallsJSON(nil, calls, argsKey)
+	b, err := appendCallsJSON(nil, calls, argsKey, false)
 	return string(b), err
 }
 
-// appendCallsJSON appends callsJSON's text to dst (allocated to fit when nil).
-func appendCallsJSON(dst []byte, calls []record.Call, argsKey string) ([]byte, error) {
+// appendCallsJSON appends callsJSON's text to dst (allocated to fit when
+// nil). checked says the calls' arguments are known to be JSON (their
+// record passed shard.Check): only that each is an object is checked.
+func appendCallsJSON(dst []byte, calls []record.Call, argsKey string, checked bool) ([]byte, error) {
 	if dst == nil {
 		dst = make([]byte, 0, callsJSONSize(calls, argsKey))
 	}
@@ -706,10 +722,11 @@ func appendCallsJSON(dst []byte, calls []record.Call, argsKey string) ([]byte, e
 			dst = append(dst, ", "...)
 		}
 		args := c.Arguments
-		if len(bytes.TrimSpace(args)) == 0 {
-			args = json.RawMessage("{}")
+		trimmed := bytes.TrimSpace(args)
+		if len(trimmed) == 0 {
+			args, trimmed = json.RawMessage("{}"), json.RawMessage("{}")
 		}
-		if !shard.ValidJSON(args) || bytes.TrimSpace(args)[0] != '{' {
+		if trimmed[0] != '{' || !checked && !shard.ValidJSON(args) {
 			return nil, fmt.Errorf("call %d (%s): arguments are not a JSON object", i, c.Name)
 		}
 		dst = append(dst, `{"name": `...)
@@ -737,12 +754,13 @@ func callsJSONSize(calls []record.Call, argsKey string) int {
 }
 
 // joinCalls returns prefix+open+callsJSON(calls, "arguments")+shut as one
-// string, made in one allocation, and the calls' part of it.
-func joinCalls(prefix, open string, calls []record.Call, shut string) (value, js string, err error) {
+// string, made in one allocation, and the calls' part of it (checked: see
+// appendCallsJSON).
+func joinCalls(prefix, open string, calls []record.Call, shut string, checked bool) (value, js string, err error) {
 	b := make([]byte, 0, len(prefix)+len(open)+callsJSONSize(calls, "arguments")+len(shut))
 	b = append(append(b, prefix...), open...)
 	start := len(b)
-	if b, err = appendCallsJSON(b, calls, "arguments"); err != nil {
+	if b, err = appendCallsJSON(b, calls, "arguments", checked); err != nil {
 		return "", "", err
 	}
 	end := len(b)
@@ -1019,35 +1037,39 @@ func (e *exporter) WriteShard(_ context.Context, dir *atomicfs.Root, name string
 // writeLines writes the samples Process rendered as JSON lines. Lines are
 // encoded straight into one buffer, written (and hashed, by the file) in
 // pieces of about linesPiece bytes: through a bufio.Writer every byte was
-// copied once more. The buffer is taken from linesBuffers and given back.
+// copied once more. The buffer is a plain slice appended to (appendLine):
+// through a bytes.Buffer each escaped string was written into its free
+// space and then copied onto itself (Write). It is taken from
+// linesBuffers and given back.
 func writeLines(f io.Writer, recs []*record.Record) error {
-	b := linesBuffers.Get().(*bytes.Buffer)
+	bp := linesBuffers.Get().(*[]byte)
+	b := (*bp)[:0]
 	defer func() {
-		if b.Cap() <= 4*linesPiece { // not one grown by a huge line
-			b.Reset()
-			linesBuffers.Put(b)
+		if cap(b) <= 4*linesPiece { // not one grown by a huge line
+			*bp = b[:0]
+			linesBuffers.Put(bp)
 		}
 	}()
 	for _, r := range recs {
 		switch v := r.Rendered.(type) {
 		case *sample:
-			appendSample(b, v)
+			b = appendLine(b, v)
 		case []byte:
-			b.Write(v)
+			b = append(b, v...)
 		default:
 			return fmt.Errorf("export: record %s was not rendered", r.ID)
 		}
-		if b.Len() >= linesPiece {
-			if _, err := f.Write(b.Bytes()); err != nil {
+		if len(b) >= linesPiece {
+			if _, err := f.Write(b); err != nil {
 				return err
 			}
-			b.Reset()
+			b = b[:0]
 		}
 	}
-	if b.Len() == 0 {
+	if len(b) == 0 {
 		return nil
 	}
-	_, err := f.Write(b.Bytes())
+	_, err := f.Write(b)
 	return err
 }
 
@@ -1057,7 +1079,8 @@ const linesPiece = 1 << 20
 // linesBuffers holds writeLines' buffers between shards: a new one per
 // shard was 1.25 MiB to allocate and clear each time.
 var linesBuffers = sync.Pool{New: func() any {
-	return bytes.NewBuffer(make([]byte, 0, linesPiece+linesPiece/4))
+	b := make([]byte, 0, linesPiece+linesPiece/4)
+	return &b
 }}
 
 func (e *exporter) writeParquet(f *atomicfs.File, recs []*record.Record) error {
@@ -1078,10 +1101,16 @@ func (e *exporter) writeParquet(f *atomicfs.File, recs []*record.Record) error {
 }
 
 // appendSample writes s as one JSON line, byte for byte what encoding/json
-// writes without HTML escaping (the test holds it to that); by hand, because
-// encoding the samples was a tenth of ingest→export. The tools string is
-// spliced from its tools' quoted texts when it has them.
+// writes without HTML escaping (the test holds it to that): appendLine
+// into b.
 func appendSample(b *bytes.Buffer, s *sample) {
+	b.Write(appendLine(b.AvailableBuffer(), s))
+}
+
+// appendLine appends s as one JSON line (appendSample's bytes); by hand,
+// because encoding the samples was a tenth of ingest→export. The tools
+// string is spliced from its tools' quoted texts when it has them.
+func appendLine(b []byte, s *sample) []byte {
 	n := 64 + len(s.System) + len(s.Tools) + len(s.Tools)/4
 	for _, tt := range s.tools {
 		n += len(tt.quoted) + 1
@@ -1089,51 +1118,50 @@ func appendSample(b *bytes.Buffer, s *sample) {
 	for _, t := range s.Conversations {
 		n += 24 + len(t.Value) + len(t.Value)/16
 	}
-	b.Grow(n)
-	b.WriteString(`{"conversations":[`)
+	b = slices.Grow(b, n)
+	b = append(b, `{"conversations":[`...)
 	for i, t := range s.Conversations {
 		if i > 0 {
-			b.WriteByte(',')
+			b = append(b, ',')
 		}
 		switch t.From { // the heads of the four roles spelled out (encoding From was 7 % of a line)
 		case "human":
-			b.WriteString(`{"from":"human","value":`)
+			b = append(b, `{"from":"human","value":`...)
 		case "gpt":
-			b.WriteString(`{"from":"gpt","value":`)
+			b = append(b, `{"from":"gpt","value":`...)
 		case "function_call":
-			b.WriteString(`{"from":"function_call","value":`)
+			b = append(b, `{"from":"function_call","value":`...)
 		case "observation":
-			b.WriteString(`{"from":"observation","value":`)
+			b = append(b, `{"from":"observation","value":`...)
 		default:
-			b.WriteString(`{"from":`)
-			writeJSONString(b, t.From)
-			b.WriteString(`,"value":`)
+			b = append(b, `{"from":`...)
+			b = jsonout.AppendString(b, t.From)
+			b = append(b, `,"value":`...)
 		}
-		writeJSONString(b, t.Value)
-		b.WriteByte('}')
+		b = jsonout.AppendString(b, t.Value)
+		b = append(b, '}')
 	}
-	b.WriteString(`],"system":`)
-	writeJSONString(b, s.System)
-	b.WriteString(`,"tools":`)
-	writeTools(b, s)
-	b.WriteString("}\n")
+	b = append(b, `],"system":`...)
+	b = jsonout.AppendString(b, s.System)
+	b = append(b, `,"tools":`...)
+	b = appendTools(b, s)
+	return append(b, "}\n"...)
 }
 
-// writeTools writes the tools column as writeJSONString does, spliced from
-// its tools' quoted texts when it has them.
-func writeTools(b *bytes.Buffer, s *sample) {
+// appendTools appends the tools column as jsonout.AppendString does,
+// spliced from its tools' quoted texts when it has them.
+func appendTools(b []byte, s *sample) []byte {
 	if !s.spliced() {
-		writeJSONString(b, s.toolsJSON())
-		return
+		return jsonout.AppendString(b, s.toolsJSON())
 	}
-	b.WriteString(`"[`)
+	b = append(b, `"[`...)
 	for i, tt := range s.tools {
 		if i > 0 {
-			b.WriteByte(',')
+			b = append(b, ',')
 		}
-		b.Write(tt.quoted)
+		b = append(b, tt.quoted...)
 	}
-	b.WriteString(`]"`)
+	return append(b, `]"`...)
 }
 
 // Finish writes dataset_info.json, which names the dataset folder (and,

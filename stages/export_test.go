@@ -601,7 +601,7 @@ func BenchmarkAppendSample(b *testing.B) {
 	var size int64
 	var buf bytes.Buffer
 	for _, r := range recs {
-		if s, err := e.render(r); err == nil {
+		if s, err := e.render(r, false); err == nil {
 			samples = append(samples, s)
 			buf.Reset()
 			appendSample(&buf, s)
@@ -816,7 +816,8 @@ func BenchmarkExportShard(b *testing.B) {
 	export := func(in []*record.Record) int64 {
 		out := make([]*record.Record, 0, len(in))
 		for _, r := range in {
-			if o, err := e.Process(ctx, r); err == nil {
+			// As the runner calls it: the records passed shard.Check.
+			if o, err := e.processChecked(ctx, r); err == nil {
 				out = append(out, o...)
 			}
 		}
@@ -845,4 +846,108 @@ type countingHash struct {
 func (w *countingHash) Write(p []byte) (int, error) {
 	w.n += int64(len(p))
 	return w.h.Write(p)
+}
+
+// TestExportCheckedAsProcess: the export told its record passed
+// shard.Check (processChecked, which does not parse the calls' arguments
+// again) writes or rejects exactly what Process does, over the demo rows
+// through the fuller chain, records with non-object arguments, parallel
+// calls and text beside calls, under several templates and styles; and
+// the runner tells only a checkedProcessor, only for checked records.
+func TestExportCheckedAsProcess(t *testing.T) {
+	recs, lib := fullerBenchRecords(t)
+	ctx := context.Background()
+	for _, st := range []Stage{
+		mtBuild(t, MetaToolConfig{}, mtEnv(lib, noiseOfflineEmbedder(t))),
+		buildDecisionTokens(t, DecisionTokensConfig{}),
+	} {
+		var next []*record.Record
+		for i, r := range recs {
+			if i%2 == 0 {
+				next = append(next, r) // without decision tokens too
+			}
+			if out, err := st.Process(ctx, r); err == nil {
+				next = append(next, out...)
+			}
+		}
+		recs = next
+	}
+	odd := []func(r *record.Record){
+		func(r *record.Record) { r.Messages[1].Calls[0].Arguments = []byte(`["a"]`) },
+		func(r *record.Record) { r.Messages[1].Calls[0].Arguments = []byte(` {"a": 1} `) },
+		func(r *record.Record) { r.Messages[1].Calls[0].Arguments = []byte(`  `) },
+		func(r *record.Record) { r.Messages[1].Content = "Let me look." },
+	}
+	for i, change := range odd {
+		for _, base := range []*record.Record{fxSingle(), fxParallel()} {
+			r := base.Clone()
+			r.ID = fmt.Sprintf("%s-odd%d", r.ID, i)
+			change(r)
+			recs = append(recs, r)
+		}
+	}
+	recs = append(recs, fxSingle(), fxParallel())
+	checked := 0
+	for _, cfg := range []ExportConfig{{}, {Template: "qwen3", Thoughts: true}, {Template: "glm4", Parallel: "split"},
+		{Style: "inline"}, {Format: "parquet"}} {
+		e := mustBuildExport(t, cfg)
+		for _, r := range recs {
+			if _, err := shard.Check(r); err != nil {
+				continue // processChecked is only for records that passed
+			}
+			checked++
+			want, werr := e.Process(ctx, r)
+			got, gerr := e.processChecked(ctx, r)
+			wr, _ := contract.ReasonOf(werr)
+			gr, _ := contract.ReasonOf(gerr)
+			if (werr == nil) != (gerr == nil) || wr != gr || len(got) != len(want) {
+				t.Fatalf("%+v, %s: processChecked %d records, %v; Process %d, %v", cfg, r.ID, len(got), gerr, len(want), werr)
+			}
+			for k := range want {
+				if a, b := exportLine(t, got[k]), exportLine(t, want[k]); a != b {
+					t.Fatalf("%+v, %s: processChecked wrote\n%s\nProcess\n%s", cfg, r.ID, a, b)
+				}
+			}
+		}
+	}
+	if checked < 1000 {
+		t.Fatalf("only %d records compared", checked)
+	}
+	called := &checkedSpy{}
+	for _, c := range []bool{true, false, true} {
+		if _, err := safeProcess(ctx, called, recs[0], c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if called.plain != 1 || called.checked != 2 {
+		t.Fatalf("safeProcess called Process %d and processChecked %d times, want 1 and 2", called.plain, called.checked)
+	}
+}
+
+// exportLine is what the export writes for a record Process returned.
+func exportLine(t *testing.T, r *record.Record) string {
+	t.Helper()
+	switch v := r.Rendered.(type) {
+	case *sample:
+		var b bytes.Buffer
+		appendSample(&b, v)
+		return b.String()
+	case []byte:
+		return string(v)
+	}
+	t.Fatalf("%s: rendered as %T", r.ID, r.Rendered)
+	return ""
+}
+
+// checkedSpy counts which of its methods the runner called.
+type checkedSpy struct{ plain, checked int }
+
+func (s *checkedSpy) Process(_ context.Context, r *record.Record) ([]*record.Record, error) {
+	s.plain++
+	return []*record.Record{r}, nil
+}
+
+func (s *checkedSpy) processChecked(_ context.Context, r *record.Record) ([]*record.Record, error) {
+	s.checked++
+	return []*record.Record{r}, nil
 }

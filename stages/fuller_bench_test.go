@@ -3,11 +3,16 @@ package stages
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"fmt"
 	"testing"
 
+	"github.com/augmentdata/augment/atomicfs"
 	"github.com/augmentdata/augment/internal/cputime"
+	"github.com/augmentdata/augment/report"
 	"github.com/augmentdata/augment/stages/record"
+	"github.com/augmentdata/augment/stages/shard"
+	"github.com/augmentdata/augment/verify"
 )
 
 // fullerBenchRecords are the demo rows of the three raw formats (English
@@ -98,7 +103,7 @@ func (x *exportLines) Process(ctx context.Context, r *record.Record) ([]*record.
 	return out, nil
 }
 
-func mustBuildExport(b *testing.B, cfg ExportConfig) *exporter {
+func mustBuildExport(b testing.TB, cfg ExportConfig) *exporter {
 	cfg.defaults()
 	st, err := cfg.build(fxEnv("export", nil))
 	if err != nil {
@@ -168,6 +173,104 @@ func BenchmarkCheckChanged(b *testing.B) {
 			}
 			cpu := cputime.Process() - before
 			b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N*len(pairs)), "cpu-ns/record")
+		})
+	}
+}
+
+// BenchmarkFullerChain is the per-record work of the fuller chain after
+// ingest, without its Parquet writes: over records read back from an
+// ingest shard (as the chain's first stage reads them), meta_tool,
+// decision_tokens and negatives each with the runner's check of their
+// outputs (checkOutputs), then the export's Process, its jsonl lines
+// (writeLines, hashed as the file hashes them) and the report's partial
+// of the records written. An op is one pass over the rows; xlam is the
+// xlam demo rows alone (the harness's xlam dump repeats them), all the
+// three formats' demo rows.
+func BenchmarkFullerChain(b *testing.B) {
+	xlam := []dump{
+		{"derived/xlam_format_glaive_toolcall_en_demo.json", "xlam"},
+		{"derived/xlam_format_glaive_toolcall_zh_demo.json", "xlam"},
+	}
+	for _, c := range []struct {
+		name  string
+		dumps []dump
+	}{
+		{"xlam", xlam},
+		{"all", append([]dump{
+			{"derived/glaive_v2_format_glaive_toolcall_en_demo.json", "glaive"},
+			{"derived/glaive_v2_format_glaive_toolcall_zh_demo.json", "glaive"},
+			{"derived/toolace_format_glaive_toolcall_en_demo.json", "toolace"},
+			{"derived/toolace_format_glaive_toolcall_zh_demo.json", "toolace"}}, xlam...)},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			recs := sharedRecords(b, 200, c.dumps...)
+			var lib []record.Tool
+			for _, r := range recs {
+				lib = append(lib, r.Tools...)
+			}
+			dir, err := atomicfs.OpenRoot(b.TempDir())
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer dir.Close()
+			if _, err := shard.Write(dir, "part.parquet", recs, shard.Options{}); err != nil {
+				b.Fatal(err)
+			}
+			copies := make([][]*record.Record, 4)
+			for i := range copies {
+				if copies[i], err = shard.Read(dir.Path("part.parquet")); err != nil {
+					b.Fatal(err)
+				}
+			}
+			ctx := context.Background()
+			rules := []Stage{
+				mtBuild(b, MetaToolConfig{}, mtEnv(lib, noiseOfflineEmbedder(b))),
+				buildDecisionTokens(b, DecisionTokensConfig{}),
+				buildNegatives(b, NegativesConfig{Target: NegativeTargetToken}, nil),
+			}
+			ex := mustBuildExport(b, ExportConfig{})
+			var memo verify.TokenMemo
+			chain := func(in []*record.Record) int64 {
+				for _, st := range rules {
+					var next []*record.Record
+					for _, r := range in {
+						outs, err := st.Process(ctx, r)
+						if err != nil {
+							continue
+						}
+						if unfit := checkOutputs(false, true, r, outs); unfit != nil {
+							b.Fatal(fmt.Sprint(unfit))
+						}
+						next = append(next, outs...)
+					}
+					in = next
+				}
+				out := make([]*record.Record, 0, len(in))
+				for _, r := range in {
+					// As the runner calls it: the records passed the check.
+					if o, err := ex.processChecked(ctx, r); err == nil {
+						out = append(out, o...)
+					}
+				}
+				w := &countingHash{h: sha256.New()}
+				if err := writeLines(w, out); err != nil {
+					b.Fatal(err)
+				}
+				// The token sample's share of a 100 MB xlam dump's rows.
+				p := report.NewPartial(166960, &memo)
+				for _, r := range out {
+					p.AddWritten(r)
+				}
+				return w.n
+			}
+			b.SetBytes(chain(copies[0]))
+			b.ReportAllocs()
+			before := cputime.Process()
+			for i := 0; b.Loop(); i++ {
+				chain(copies[i%len(copies)])
+			}
+			cpu := cputime.Process() - before
+			b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N*len(recs)), "cpu-ns/record")
 		})
 	}
 }

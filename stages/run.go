@@ -798,7 +798,7 @@ func (r *Runner) processShard(ctx context.Context, p *pass, name string, recs []
 					return nil
 				}
 				rec := recs[i]
-				out, err := safeProcess(gctx, st, rec)
+				out, err := safeProcess(gctx, st, rec, checked)
 				kind, _ := contract.Classify(len(out), err)
 				if kind == contract.Stop && !isPending(err) {
 					err = fmt.Errorf("record %s: %w", rec.ID, err)
@@ -898,7 +898,8 @@ func checkOutputs(sink, checked bool, rec *record.Record, outs []*record.Record)
 
 // safeProcess turns a panic in a stage into a reject, so one bad record
 // cannot take the run down; the panic is a bug and is logged as such.
-func safeProcess(ctx context.Context, st Stage, rec *record.Record) (out []*record.Record, err error) {
+// checked says rec passed shard.Check: a checkedProcessor is then told so.
+func safeProcess(ctx context.Context, st Stage, rec *record.Record, checked bool) (out []*record.Record, err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			buf := make([]byte, 4096)
@@ -907,6 +908,9 @@ func safeProcess(ctx context.Context, st Stage, rec *record.Record) (out []*reco
 			out, err = nil, contract.Rejectf("internal_error", "stage panicked: %v", p)
 		}
 	}()
+	if c, ok := st.(checkedProcessor); ok && checked {
+		return c.processChecked(ctx, rec)
+	}
 	return st.Process(ctx, rec)
 }
 

@@ -439,11 +439,11 @@ func (panicStage) Process(_ context.Context, r *record.Record) ([]*record.Record
 // A stage that panics on a record rejects that record (internal_error)
 // instead of taking the run down.
 func TestSafeProcessTurnsPanicsIntoRejects(t *testing.T) {
-	_, err := safeProcess(context.Background(), panicStage{}, &record.Record{ID: "boom"})
+	_, err := safeProcess(context.Background(), panicStage{}, &record.Record{ID: "boom"}, false)
 	if reason, ok := contract.ReasonOf(err); !ok || reason != "internal_error" {
 		t.Errorf("panic gave %v, want an internal_error reject", err)
 	}
-	if out, err := safeProcess(context.Background(), panicStage{}, &record.Record{ID: "ok"}); err != nil || len(out) != 1 {
+	if out, err := safeProcess(context.Background(), panicStage{}, &record.Record{ID: "ok"}, false); err != nil || len(out) != 1 {
 		t.Errorf("a normal record: %v %v", out, err)
 	}
 }

@@ -41,6 +41,16 @@ type Concurrent interface {
 	Concurrency() int
 }
 
+// A checkedProcessor is a stage that uses knowing that a record passed
+// shard.Check (every text UTF-8, every JSON field one JSON value) to skip
+// validating that again: the runner calls processChecked instead of
+// Process for such records (kept by the pass before and handed on in
+// memory, or read from a shard this process wrote). It returns what
+// Process would (the export: its calls' arguments are not parsed again).
+type checkedProcessor interface {
+	processChecked(ctx context.Context, r *record.Record) ([]*record.Record, error)
+}
+
 // A teacherWriter is a stage whose output records hold the teacher's
 // answers, their lineage step naming the teacher's provider: under the
 // offline provider its stand-in text, which export refuses unless

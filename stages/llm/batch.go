@@ -150,6 +150,12 @@ func (e *PendingError) Error() string {
 
 // IsPending reports whether err is, or wraps, a *PendingError.
 func IsPending(err error) bool {
+	if err == nil {
+		// Before the target is declared: it escapes (errors.As takes an
+		// any), one allocation per call, and the runner asks of every
+		// record's outcome, nil nearly always.
+		return false
+	}
 	var p *PendingError
 	return errors.As(err, &p)
 }

@@ -564,3 +564,17 @@ func TestBatchDirLinkOutRefused(t *testing.T) {
 		t.Fatalf("written outside the output directory: %v", ents)
 	}
 }
+
+// TestIsPendingNil: the runner asks IsPending of every record's outcome,
+// nil nearly always, which must not allocate.
+func TestIsPendingNil(t *testing.T) {
+	if IsPending(nil) || IsPending(errors.New("other")) {
+		t.Fatal("IsPending true for an error that is not pending")
+	}
+	if !IsPending(fmt.Errorf("record 7: %w", &PendingError{Stage: "s@1"})) {
+		t.Fatal("IsPending false for a wrapped *PendingError")
+	}
+	if n := testing.AllocsPerRun(100, func() { IsPending(nil) }); n != 0 {
+		t.Fatalf("IsPending(nil) allocates %v times", n)
+	}
+}
