@@ -260,6 +260,21 @@ func (w *workspace) callList() []record.Call {
 	return nil
 }
 
+// tookCalls ends a reading of the record's calls into callList's list:
+// when ok, they are the record's. The xlam record's room is cleared when
+// the calls do not stand in it (the reader gave up, or outgrew it): what
+// a reader wrote there is a view of the row or of the workspace's buffer,
+// which the record would keep alive.
+func (w *workspace) tookCalls(calls []record.Call, ok bool) bool {
+	if w.xlam != nil && (!ok || len(calls) == 0 || &calls[0] != &w.xlam.calls[0]) {
+		clear(w.xlam.calls[:])
+	}
+	if ok {
+		w.xlamCalls, w.haveCalls = calls, true
+	}
+	return ok
+}
+
 // toolList returns ts copied into a list of its own, the xlam record's
 // room for one tool when it fits, never nil (as toolsFromArray makes it).
 func (w *workspace) toolList(ts []record.Tool) []record.Tool {

@@ -48,15 +48,13 @@ func (w *workspace) xlamLiteral(key string, r jsontree.Inner) (jsontree.Value, b
 		}
 	case "answers":
 		if w.laid {
-			if calls, ok := w.laidCalls(r); ok {
-				w.xlamCalls, w.haveCalls = calls, true
+			if w.tookCalls(w.laidCalls(r)) {
 				return jsontree.Value{Kind: jsontree.Array}, true
 			}
 			w.json = w.json[:at]
 		}
 		calls, ok := w.readCalls(r)
-		if ok && r.End() {
-			w.xlamCalls, w.haveCalls = calls, true
+		if w.tookCalls(calls, ok && r.End()) {
 			return jsontree.Value{Kind: jsontree.Array}, true
 		}
 	default:
