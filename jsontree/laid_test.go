@@ -122,12 +122,15 @@ func TestLaidKeep(t *testing.T) {
 			return Value{}, false
 		}
 		dropped := r.Laid()
-		if !dropped.Lit("{") || dropped.Lit("x") {
+		if !dropped.Open('{') || dropped.Lit("x") {
 			t.Fatal("Lit")
 		}
 		l := r.Laid()
-		for i, lit := range []string{"{", ", "} {
-			ok1 := l.Lit(lit)
+		for i := range 2 {
+			ok1 := l.Lit(", ")
+			if i == 0 {
+				ok1 = l.Open('{')
+			}
 			if i == 0 && l.Lit(", ") {
 				t.Error("Lit moved where the text is not")
 			}
@@ -139,7 +142,7 @@ func TestLaidKeep(t *testing.T) {
 			}
 			kept = append(kept, r.Keep(key), r.Keep(val))
 		}
-		if !l.Lit("}") {
+		if !l.Close('}') {
 			return Value{}, false
 		}
 		// White space before the closing quote: End reads it.
@@ -156,11 +159,22 @@ func TestLaidKeep(t *testing.T) {
 	if got := strings.Join(kept, "|"); got != "k|値|e|" {
 		t.Errorf("kept %q", got)
 	}
-	// Took fails once the Inner has moved, and inside a container.
+	// Took fails once the Inner has moved, and inside a container, the
+	// Inner's or the Laid's.
 	p = Parser{Data: []byte(`{"t": "[1] [2]"}`), CopyStrings: true, Hooked: func(string) bool { return true }, Literal: func(k string, r Inner) (Value, bool) {
 		l := r.Laid()
 		if !r.Begin(Array) || r.Took(l) {
 			t.Error("Took inside a container")
+		}
+		return Value{}, false
+	}}
+	if _, err := p.Parse(); err != nil {
+		t.Fatal(err)
+	}
+	p = Parser{Data: []byte(`{"t": "[1] [2]"}`), CopyStrings: true, Hooked: func(string) bool { return true }, Literal: func(k string, r Inner) (Value, bool) {
+		l := r.Laid()
+		if !l.Open('[') || l.Close(']') || r.Took(l) {
+			t.Error("Took with a container of the Laid's open, or Close without its bracket")
 		}
 		return Value{}, false
 	}}

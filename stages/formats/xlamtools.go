@@ -348,15 +348,15 @@ func rewriteType(w *workspace, s string) typeRewrite {
 // laidTools is readTools for a tool list in json.dumps's layout.
 func (w *workspace) laidTools(r jsontree.Inner) ([]record.Tool, bool) {
 	l := r.Laid()
-	if !l.Lit("[") {
+	if !l.Open('[') {
 		return nil, false
 	}
 	var room [4]record.Tool // on the stack: nothing to clear afterwards
 	ts := room[:0]
-	for more := !l.Lit("]"); more; {
+	for more := !l.Close(']'); more; {
 		var t record.Tool
 		var ok bool
-		if !l.Lit(`{\"name\": `) {
+		if !(l.Open('{') && l.Lit(`\"name\": `)) {
 			return nil, false
 		}
 		if t.Name, ok = l.Str(); !ok || t.Name == "" || !l.Lit(`, \"description\": `) {
@@ -365,13 +365,13 @@ func (w *workspace) laidTools(r jsontree.Inner) ([]record.Tool, bool) {
 		if t.Description, ok = l.Str(); !ok || !l.Lit(`, \"parameters\": `) {
 			return nil, false
 		}
-		if t.Parameters = w.laidFlatParameters(&l); t.Parameters == nil || !l.Lit("}") {
+		if t.Parameters = w.laidFlatParameters(&l); t.Parameters == nil || !l.Close('}') {
 			return nil, false
 		}
 		ts = append(ts, t)
 		switch {
 		case l.Lit(", "):
-		case l.Lit("]"):
+		case l.Close(']'):
 			more = false
 		default:
 			return nil, false
@@ -392,7 +392,7 @@ func (w *workspace) laidTools(r jsontree.Inner) ([]record.Tool, bool) {
 // laidFlatParameters is readFlatParameters for a map in json.dumps's
 // layout.
 func (w *workspace) laidFlatParameters(l *jsontree.Laid) []byte {
-	if !l.Lit("{") {
+	if !l.Open('{') {
 		return nil
 	}
 	at := len(w.json)
@@ -401,7 +401,7 @@ func (w *workspace) laidFlatParameters(l *jsontree.Laid) []byte {
 	// afterwards); a map of more is left to readFlatParameters.
 	var nameRoom, reqRoom [maxLaidParams]string
 	names, req := nameRoom[:0], reqRoom[:0]
-	for more := !l.Lit("}"); more; {
+	for more := !l.Close('}'); more; {
 		name, ok := l.Str()
 		// A member "properties" holding objects would make the map read
 		// as a JSON Schema (isSchema).
@@ -424,7 +424,7 @@ func (w *workspace) laidFlatParameters(l *jsontree.Laid) []byte {
 		}
 		switch {
 		case l.Lit(", "):
-		case l.Lit("}"):
+		case l.Close('}'):
 			more = false
 		default:
 			return nil
@@ -439,13 +439,13 @@ const maxLaidParams = 32
 // laidParameter is readParameter for a parameter in json.dumps's layout
 // with the members description, type and default, each at most once.
 func (w *workspace) laidParameter(l *jsontree.Laid, b []byte) (out []byte, optional, ok bool) {
-	if !l.Lit("{") {
+	if !l.Open('{') {
 		return b, false, false
 	}
 	b = append(b, '{')
 	n := 0
 	var seen uint8
-	for more := !l.Lit("}"); more; {
+	for more := !l.Close('}'); more; {
 		k, ok := l.Str()
 		if !ok || !l.Lit(": ") {
 			return b, false, false
@@ -485,7 +485,7 @@ func (w *workspace) laidParameter(l *jsontree.Laid, b []byte) (out []byte, optio
 		seen |= bit
 		switch {
 		case l.Lit(", "):
-		case l.Lit("}"):
+		case l.Close('}'):
 			more = false
 		default:
 			return b, false, false
@@ -497,28 +497,28 @@ func (w *workspace) laidParameter(l *jsontree.Laid, b []byte) (out []byte, optio
 // laidCalls is readCalls for answers in json.dumps's layout.
 func (w *workspace) laidCalls(r jsontree.Inner) ([]record.Call, bool) {
 	l := r.Laid()
-	if !l.Lit("[") {
+	if !l.Open('[') {
 		return nil, false
 	}
 	calls := w.callList()
-	for more := !l.Lit("]"); more; {
+	for more := !l.Close(']'); more; {
 		var c record.Call
 		var ok bool
-		if !l.Lit(`{\"name\": `) {
+		if !(l.Open('{') && l.Lit(`\"name\": `)) {
 			return nil, false
 		}
 		if c.Name, ok = l.Str(); !ok || c.Name == "" || !l.Lit(`, \"arguments\": `) || l.Peek() != '{' {
 			return nil, false
 		}
 		at := len(w.json)
-		if w.json, ok = l.AppendValue(w.json); !ok || !l.Lit("}") {
+		if w.json, ok = l.AppendValue(w.json); !ok || !l.Close('}') {
 			return nil, false
 		}
 		c.Arguments = w.json[at:len(w.json):len(w.json)]
 		calls = append(calls, c)
 		switch {
 		case l.Lit(", "):
-		case l.Lit("]"):
+		case l.Close(']'):
 			more = false
 		default:
 			return nil, false

@@ -3,6 +3,7 @@ package formats
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/augmentdata/augment/jsontree"
@@ -195,6 +196,12 @@ func TestXLAMLaid(t *testing.T) {
 		{"a duplicate argument", tool(`{}`), `[{"name": "f", "arguments": {"a": 1, "a": 2}}]`, true, false},
 		{"another member in a call", tool(`{}`), `[{"name": "f", "arguments": {}, "id": 1}]`, true, false},
 		{"a \\u escape", tool(`{}`), `[{"name": "f", "arguments": {"a": "caf\u00e9"}}]`, true, false},
+		// At the nesting limit, counted from the text's top as the others
+		// count it (a default is four levels down, arguments two).
+		{"a default nested to the limit", tool(`{"a": {"default": ` + nested(508) + `}}`), call, true, true},
+		{"a default nested past the limit", tool(`{"a": {"default": ` + nested(509) + `}}`), call, false, true},
+		{"arguments nested to the limit", tool(`{}`), `[{"name": "f", "arguments": {"a": ` + nested(509) + `}}]`, true, true},
+		{"arguments nested past the limit", tool(`{}`), `[{"name": "f", "arguments": {"a": ` + nested(510) + `}}]`, true, false},
 	} {
 		row := rowJSON("id", 7, "query", "q", "answers", c.answers, "tools", c.tools)
 		sameEveryWay(t, "xlam", row)
@@ -216,6 +223,9 @@ func TestXLAMLaid(t *testing.T) {
 		}
 	}
 }
+
+// nested is n arrays, one inside the other.
+func nested(n int) string { return strings.Repeat("[", n) + strings.Repeat("]", n) }
 
 // TestXLAMLaidTaken checks that the readers of json.dumps's layout take
 // the tool lists and answers of the fixture and of the shared dumps' rows
