@@ -108,6 +108,16 @@ func (l *Laid) Close(c byte) bool {
 	return true
 }
 
+// Next reads what follows an element of the container Open opened that c
+// (']' or '}') closes: ", " before another element (more), or c, closing
+// it. ok is false when neither is there.
+func (l *Laid) Next(c byte) (more, ok bool) {
+	if l.Lit(", ") {
+		return true, true
+	}
+	return false, l.Close(c)
+}
+
 // Peek returns the next byte, or 0 at the end of the row.
 func (l *Laid) Peek() byte {
 	if l.i < len(l.p.Data) {

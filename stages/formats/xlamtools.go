@@ -369,11 +369,7 @@ func (w *workspace) laidTools(r jsontree.Inner) ([]record.Tool, bool) {
 			return nil, false
 		}
 		ts = append(ts, t)
-		switch {
-		case l.Lit(", "):
-		case l.Close(']'):
-			more = false
-		default:
+		if more, ok = l.Next(']'); !ok {
 			return nil, false
 		}
 	}
@@ -422,11 +418,7 @@ func (w *workspace) laidFlatParameters(l *jsontree.Laid) []byte {
 		if !optional {
 			req = append(req, name)
 		}
-		switch {
-		case l.Lit(", "):
-		case l.Close('}'):
-			more = false
-		default:
+		if more, ok = l.Next('}'); !ok {
 			return nil
 		}
 	}
@@ -483,11 +475,7 @@ func (w *workspace) laidParameter(l *jsontree.Laid, b []byte) (out []byte, optio
 			return b, false, false
 		}
 		seen |= bit
-		switch {
-		case l.Lit(", "):
-		case l.Close('}'):
-			more = false
-		default:
+		if more, ok = l.Next('}'); !ok {
 			return b, false, false
 		}
 	}
@@ -516,11 +504,7 @@ func (w *workspace) laidCalls(r jsontree.Inner) ([]record.Call, bool) {
 		}
 		c.Arguments = w.json[at:len(w.json):len(w.json)]
 		calls = append(calls, c)
-		switch {
-		case l.Lit(", "):
-		case l.Close(']'):
-			more = false
-		default:
+		if more, ok = l.Next(']'); !ok {
 			return nil, false
 		}
 	}
