@@ -798,20 +798,7 @@ func BenchmarkExportShard(b *testing.B) {
 		}
 		recs = next
 	}
-	dir, err := atomicfs.OpenRoot(b.TempDir())
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer dir.Close()
-	if _, err := shard.Write(dir, "part.parquet", recs, shard.Options{}); err != nil {
-		b.Fatal(err)
-	}
-	copies := make([][]*record.Record, 8)
-	for i := range copies {
-		if copies[i], err = shard.Read(dir.Path("part.parquet")); err != nil {
-			b.Fatal(err)
-		}
-	}
+	copies := shardCopies(b, recs, 8)
 	e := mustBuildExport(b, ExportConfig{})
 	export := func(in []*record.Record) int64 {
 		out := make([]*record.Record, 0, len(in))

@@ -208,20 +208,7 @@ func BenchmarkFullerChain(b *testing.B) {
 			for _, r := range recs {
 				lib = append(lib, r.Tools...)
 			}
-			dir, err := atomicfs.OpenRoot(b.TempDir())
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer dir.Close()
-			if _, err := shard.Write(dir, "part.parquet", recs, shard.Options{}); err != nil {
-				b.Fatal(err)
-			}
-			copies := make([][]*record.Record, 4)
-			for i := range copies {
-				if copies[i], err = shard.Read(dir.Path("part.parquet")); err != nil {
-					b.Fatal(err)
-				}
-			}
+			copies := shardCopies(b, recs, 4)
 			ctx := context.Background()
 			rules := []Stage{
 				mtBuild(b, MetaToolConfig{}, mtEnv(lib, noiseOfflineEmbedder(b))),
@@ -273,4 +260,26 @@ func BenchmarkFullerChain(b *testing.B) {
 			b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N*len(recs)), "cpu-ns/record")
 		})
 	}
+}
+
+// shardCopies writes recs to a shard and reads it back n times: n copies
+// of the records as a stage reads them from its input shard (views of
+// their decoded columns), for benchmarks that go round the copies.
+func shardCopies(tb testing.TB, recs []*record.Record, n int) [][]*record.Record {
+	tb.Helper()
+	dir, err := atomicfs.OpenRoot(tb.TempDir())
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer dir.Close()
+	if _, err := shard.Write(dir, "part.parquet", recs, shard.Options{}); err != nil {
+		tb.Fatal(err)
+	}
+	copies := make([][]*record.Record, n)
+	for i := range copies {
+		if copies[i], err = shard.Read(dir.Path("part.parquet")); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	return copies
 }

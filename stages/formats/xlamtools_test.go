@@ -98,10 +98,10 @@ func TestXLAMDirect(t *testing.T) {
 	}
 }
 
-// TestXLAMDirectTaken checks that the direct reader takes the tool lists
-// of the fixture and of the shared dumps' rows (the bench harness's), not
-// only that it agrees with the tree when it does.
-func TestXLAMDirectTaken(t *testing.T) {
+// xlamSampleRows are the fixture's xlam rows and, when the shared data is
+// there, the shared xlam dumps' rows (the bench harness's).
+func xlamSampleRows(t *testing.T) [][]byte {
+	t.Helper()
 	rows := fixtureRows(t, "xlam.json")
 	if dir := sharedDataOrEmpty(); dir != "" {
 		for _, lang := range []string{"en", "zh"} {
@@ -112,6 +112,14 @@ func TestXLAMDirectTaken(t *testing.T) {
 			rows = append(rows, scanRows(t, data)...)
 		}
 	}
+	return rows
+}
+
+// TestXLAMDirectTaken checks that the direct reader takes the tool lists
+// of the fixture and of the shared dumps' rows (the bench harness's), not
+// only that it agrees with the tree when it does.
+func TestXLAMDirectTaken(t *testing.T) {
+	rows := xlamSampleRows(t)
 	n := 0
 	for _, row := range rows {
 		if readsDirect(t, row) {
@@ -231,16 +239,7 @@ func nested(n int) string { return strings.Repeat("[", n) + strings.Repeat("]", 
 // the tool lists and answers of the fixture and of the shared dumps' rows
 // (the bench harness's).
 func TestXLAMLaidTaken(t *testing.T) {
-	rows := fixtureRows(t, "xlam.json")
-	if dir := sharedDataOrEmpty(); dir != "" {
-		for _, lang := range []string{"en", "zh"} {
-			data, err := os.ReadFile(filepath.Join(dir, "derived", "xlam_format_glaive_toolcall_"+lang+"_demo.json"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			rows = append(rows, scanRows(t, data)...)
-		}
-	}
+	rows := xlamSampleRows(t)
 	n := 0
 	for _, row := range rows {
 		if tools, calls := laid2(row); tools && calls {
