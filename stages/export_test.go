@@ -264,14 +264,14 @@ func TestExportWritesDatasetDir(t *testing.T) {
 	}
 }
 
-// appendSample and writeJSONString write exactly what encoding/json writes.
+// appendLine and writeJSONString write exactly what encoding/json writes.
 func TestAppendSampleMatchesEncodingJSON(t *testing.T) {
 	strs := []string{"", "plain", `quote " and \ backslash`, "tabs\tand\nnewlines\r", "<html> & co", "潮汐表 🌊",
 		"bell \a and \b \f \x00", "line\u2028sep\u2029", "bad \xff utf8", "mixed é\"\n\u2028"}
 	for _, v := range strs {
 		s := &sample{Conversations: []verify.Turn{{From: "human", Value: v}, {From: "gpt", Value: v + "!"}}, System: v, Tools: "[" + v + "]"}
 		var got bytes.Buffer
-		appendSample(&got, s)
+		got.Write(appendLine(nil, s))
 		var want bytes.Buffer
 		enc := json.NewEncoder(&want)
 		enc.SetEscapeHTML(false)
@@ -323,7 +323,7 @@ func TestToolMemo(t *testing.T) {
 				t.Errorf("round %d, list %d: not spliced", round, i)
 			}
 			var line, enc bytes.Buffer
-			appendSample(&line, s)
+			line.Write(appendLine(nil, s))
 			en := json.NewEncoder(&enc)
 			en.SetEscapeHTML(false)
 			en.Encode(&sample{Conversations: s.Conversations, Tools: want})
@@ -599,21 +599,19 @@ func BenchmarkAppendSample(b *testing.B) {
 	e := st.(*exporter)
 	var samples []*sample
 	var size int64
-	var buf bytes.Buffer
+	var line []byte
 	for _, r := range recs {
 		if s, err := e.render(r, false); err == nil {
 			samples = append(samples, s)
-			buf.Reset()
-			appendSample(&buf, s)
-			size += int64(buf.Len())
+			line = appendLine(line[:0], s)
+			size += int64(len(line))
 		}
 	}
 	b.SetBytes(size)
 	b.ReportAllocs()
 	for b.Loop() {
 		for _, s := range samples {
-			buf.Reset()
-			appendSample(&buf, s)
+			line = appendLine(line[:0], s)
 		}
 	}
 }
@@ -634,7 +632,7 @@ func TestExportPreviewIsLine(t *testing.T) {
 			t.Fatal(err)
 		}
 		var line bytes.Buffer
-		appendSample(&line, a[0].Rendered.(*sample))
+		line.Write(appendLine(nil, a[0].Rendered.(*sample)))
 		pa, okA := jl.Preview(a[0])
 		pb, okB := pq.Preview(b[0])
 		if !okA || !okB || pa != strings.TrimSuffix(line.String(), "\n") || pb != pa {
@@ -692,7 +690,7 @@ func TestWriteLinesPieces(t *testing.T) {
 			switch v := out[0].Rendered.(type) {
 			case *sample:
 				var line bytes.Buffer
-				appendSample(&line, v)
+				line.Write(appendLine(nil, v))
 				want.Write(line.Bytes())
 			case []byte:
 				want.Write(v)
@@ -740,7 +738,7 @@ func BenchmarkWriteLines(b *testing.B) {
 		if out, err := e.Process(context.Background(), r); err == nil {
 			recs = append(recs, out[0])
 			var line bytes.Buffer
-			appendSample(&line, out[0].Rendered.(*sample))
+			line.Write(appendLine(nil, out[0].Rendered.(*sample)))
 			size += int64(line.Len())
 		}
 	}
@@ -749,7 +747,7 @@ func BenchmarkWriteLines(b *testing.B) {
 		var buf bytes.Buffer
 		for _, r := range recs {
 			buf.Reset()
-			appendSample(&buf, r.Rendered.(*sample))
+			buf.Write(appendLine(nil, r.Rendered.(*sample)))
 			if _, err := bw.Write(buf.Bytes()); err != nil {
 				return err
 			}
@@ -917,7 +915,7 @@ func exportLine(t *testing.T, r *record.Record) string {
 	switch v := r.Rendered.(type) {
 	case *sample:
 		var b bytes.Buffer
-		appendSample(&b, v)
+		b.Write(appendLine(nil, v))
 		return b.String()
 	case []byte:
 		return string(v)

@@ -1,7 +1,6 @@
 package stages
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"fmt"
@@ -87,8 +86,8 @@ func BenchmarkFullerStages(b *testing.B) {
 // exportLines is the export's work on a record in a jsonl run: Process,
 // then the sample's line as WriteShard encodes it.
 type exportLines struct {
-	e   *exporter
-	buf bytes.Buffer
+	e    *exporter
+	line []byte
 }
 
 func (x *exportLines) Process(ctx context.Context, r *record.Record) ([]*record.Record, error) {
@@ -97,8 +96,7 @@ func (x *exportLines) Process(ctx context.Context, r *record.Record) ([]*record.
 		return nil, err
 	}
 	for _, o := range out {
-		x.buf.Reset()
-		appendSample(&x.buf, o.Rendered.(*sample))
+		x.line = appendLine(x.line[:0], o.Rendered.(*sample))
 	}
 	return out, nil
 }
