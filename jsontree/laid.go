@@ -57,18 +57,31 @@ func (r Inner) Took(l Laid) bool {
 }
 
 // Keep returns a copy of s, a string a Laid of this Inner read, that stays
-// valid after Parse, as KeptString's do. Call it before Took: the copies
-// share the block KeptString copies into, which has room for the rest of
-// the literal from the Inner's position.
+// valid after Parse, as KeptString's do. Call it before Took. Strings kept
+// in the order they stand in the text share one block with the Parser's
+// other strings, as KeptString's do.
 func (r Inner) Keep(s string) string {
 	p := r.p
 	if s == "" {
 		return ""
 	}
-	p.room(p.Pos)
+	// The block has room for the rest of the row from s on, which bounds
+	// what the strings kept from there take (see room).
+	p.room(p.offset(s))
 	at := len(p.slab)
 	p.slab = append(p.slab, s...)
 	return p.slabString(at)
+}
+
+// offset returns where s, a view of Data, starts in Data; Pos when s is
+// not one.
+func (p *Parser) offset(s string) int {
+	d := uintptr(unsafe.Pointer(unsafe.SliceData(p.Data)))
+	a := uintptr(unsafe.Pointer(unsafe.StringData(s)))
+	if len(s) > len(p.Data) || a < d || a-d > uintptr(len(p.Data)-len(s)) {
+		return p.Pos
+	}
+	return int(a - d)
 }
 
 // Lit reads s, fixed text in its JSON form as it stands in the literal

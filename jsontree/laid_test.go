@@ -239,3 +239,48 @@ func TestBlock(t *testing.T) {
 		t.Fatalf("Block on a fresh Parser: cap %d", cap(e))
 	}
 }
+
+// TestLaidKeepOneBlock: strings a hook keeps in the order they stand in
+// the text share one block, each copy right after the one before, as
+// KeptString's do (the block has room for the rest of the row from each
+// string on), however many the text holds.
+func TestLaidKeepOneBlock(t *testing.T) {
+	var elems []string
+	for i := range 12 {
+		elems = append(elems, `\"`+strings.Repeat(string(rune('a'+i)), 40)+`\"`)
+	}
+	data := []byte(`{"t": "[` + strings.Join(elems, ", ") + `]"}`)
+	var kept []string
+	p := Parser{Data: data, CopyStrings: true, Hooked: func(string) bool { return true }, Literal: func(k string, r Inner) (Value, bool) {
+		l := r.Laid()
+		if !l.Open('[') {
+			return Value{}, false
+		}
+		var views []string
+		for more := true; more; {
+			s, ok := l.Str()
+			if !ok {
+				return Value{}, false
+			}
+			views = append(views, s)
+			if more, ok = l.Next(']'); !ok {
+				return Value{}, false
+			}
+		}
+		for _, s := range views {
+			kept = append(kept, r.Keep(s))
+		}
+		if !r.Took(l) || !r.End() {
+			return Value{}, false
+		}
+		return Value{Kind: Null}, true
+	}}
+	if _, err := p.Parse(); err != nil || len(kept) != len(elems) {
+		t.Fatalf("%d kept, %v", len(kept), err)
+	}
+	for i := 1; i < len(kept); i++ {
+		if unsafe.StringData(kept[i]) != (*byte)(unsafe.Add(unsafe.Pointer(unsafe.StringData(kept[i-1])), len(kept[i-1]))) {
+			t.Fatalf("kept string %d is not right after string %d: a block of its own", i, i-1)
+		}
+	}
+}
