@@ -38,9 +38,9 @@ func reject(reason, format string, args ...any) *contract.Reject {
 // is valid UTF-8 (jsontree decodes each string so, invalid bytes and lone
 // surrogates repaired to U+FFFD; the readers cut it only at ASCII bytes,
 // and pycall decodes Python literals to runes), and its JSON fields are
-// compact JSON that jsontree.AppendCompact wrote (values decoded from the
-// row, or built by pycall and the schema normaliser with numbers in JSON's
-// grammar). The fuzz targets (checkInvariants) and
+// compact JSON as jsontree.AppendCompact writes it (values decoded from
+// the row, written as read by Inner's and Laid's AppendValue, or built by
+// pycall and the schema normaliser with numbers in JSON's grammar). The fuzz targets (checkInvariants) and
 // TestParseOutputPassesCheck hold every reader to it: a reader that can
 // return text or JSON of another kind must repair it or reject the row.
 func Parse(format, source string, index int64, row []byte) (*record.Record, error) {
