@@ -285,7 +285,7 @@ func (w *workspace) appendType(b []byte, n *int, s string) ([]byte, bool) {
 	t, ok := w.types[s]
 	if !ok {
 		t = rewriteType(w, s)
-		if len(w.types) < maxTypes {
+		if len(w.types) < maxTypes && len(s) <= maxTypeLen {
 			if w.types == nil {
 				w.types = make(map[string]typeRewrite)
 			}
@@ -302,8 +302,12 @@ func (w *workspace) appendType(b []byte, n *int, s string) ([]byte, bool) {
 	return b, t.optional
 }
 
-// maxTypes bounds the types a workspace remembers.
-const maxTypes = 256
+// maxTypes and maxTypeLen bound the types a workspace remembers: how
+// many, and how long each (a longer one, rare, is rewritten each time).
+const (
+	maxTypes   = 256
+	maxTypeLen = 64
+)
 
 // A typeRewrite is what a parameter's type becomes: n members, compact
 // and separated by commas, and whether it was marked optional.
