@@ -75,6 +75,8 @@ func TestLaid(t *testing.T) {
 		{text: `[{"name": "f", "arguments": {"a": [1, -2.5e3, true, false, null], "b": "x"}}]`, taken: true},
 		{text: `{"城市": "台北", "n": {}, "l": [], "e": ""}`, taken: true},
 		{text: `[[[[[[[[[[[[1]]]]]]]]]]]]`, taken: true},
+		{text: strings.Repeat("[", MaxDepth) + strings.Repeat("]", MaxDepth), taken: true}, // at the nesting limit
+		{text: strings.Repeat("[", MaxDepth+1) + strings.Repeat("]", MaxDepth+1)},          // past it
 		{text: `[0, -0, 1E+5, 2e-3, 10.25]`, taken: true},
 		{text: `"a string"`, taken: true},
 		{text: `42`, taken: true},
