@@ -270,8 +270,7 @@ func TestAppendSampleMatchesEncodingJSON(t *testing.T) {
 		"bell \a and \b \f \x00", "line\u2028sep\u2029", "bad \xff utf8", "mixed é\"\n\u2028"}
 	for _, v := range strs {
 		s := &sample{Conversations: []verify.Turn{{From: "human", Value: v}, {From: "gpt", Value: v + "!"}}, System: v, Tools: "[" + v + "]"}
-		var got bytes.Buffer
-		got.Write(appendLine(nil, s))
+		got := bytes.NewBuffer(appendLine(nil, s))
 		var want bytes.Buffer
 		enc := json.NewEncoder(&want)
 		enc.SetEscapeHTML(false)
@@ -322,8 +321,8 @@ func TestToolMemo(t *testing.T) {
 			if !s.spliced() {
 				t.Errorf("round %d, list %d: not spliced", round, i)
 			}
-			var line, enc bytes.Buffer
-			line.Write(appendLine(nil, s))
+			line := bytes.NewBuffer(appendLine(nil, s))
+			var enc bytes.Buffer
 			en := json.NewEncoder(&enc)
 			en.SetEscapeHTML(false)
 			en.Encode(&sample{Conversations: s.Conversations, Tools: want})
@@ -631,12 +630,11 @@ func TestExportPreviewIsLine(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		var line bytes.Buffer
-		line.Write(appendLine(nil, a[0].Rendered.(*sample)))
+		line := string(appendLine(nil, a[0].Rendered.(*sample)))
 		pa, okA := jl.Preview(a[0])
 		pb, okB := pq.Preview(b[0])
-		if !okA || !okB || pa != strings.TrimSuffix(line.String(), "\n") || pb != pa {
-			t.Errorf("%s: previews\njsonl   %s\nparquet %s\nline    %s", r.ID, pa, pb, line.String())
+		if !okA || !okB || pa != strings.TrimSuffix(line, "\n") || pb != pa {
+			t.Errorf("%s: previews\njsonl   %s\nparquet %s\nline    %s", r.ID, pa, pb, line)
 		}
 		if len(r.Tools) > 0 && !strings.Contains(pa, `"tools":"[{\"name\":`) {
 			t.Errorf("%s: preview without tools: %s", r.ID, pa)
@@ -689,9 +687,7 @@ func TestWriteLinesPieces(t *testing.T) {
 			}
 			switch v := out[0].Rendered.(type) {
 			case *sample:
-				var line bytes.Buffer
-				line.Write(appendLine(nil, v))
-				want.Write(line.Bytes())
+				want.Write(appendLine(nil, v))
 			case []byte:
 				want.Write(v)
 			default:
@@ -737,18 +733,15 @@ func BenchmarkWriteLines(b *testing.B) {
 	for _, r := range fxSharedRecords(b) {
 		if out, err := e.Process(context.Background(), r); err == nil {
 			recs = append(recs, out[0])
-			var line bytes.Buffer
-			line.Write(appendLine(nil, out[0].Rendered.(*sample)))
-			size += int64(line.Len())
+			size += int64(len(appendLine(nil, out[0].Rendered.(*sample))))
 		}
 	}
 	bufioLines := func(w io.Writer, recs []*record.Record) error {
 		bw := bufio.NewWriterSize(w, 1<<20)
-		var buf bytes.Buffer
+		var line []byte
 		for _, r := range recs {
-			buf.Reset()
-			buf.Write(appendLine(nil, r.Rendered.(*sample)))
-			if _, err := bw.Write(buf.Bytes()); err != nil {
+			line = appendLine(line[:0], r.Rendered.(*sample))
+			if _, err := bw.Write(line); err != nil {
 				return err
 			}
 		}
@@ -914,9 +907,7 @@ func exportLine(t *testing.T, r *record.Record) string {
 	t.Helper()
 	switch v := r.Rendered.(type) {
 	case *sample:
-		var b bytes.Buffer
-		b.Write(appendLine(nil, v))
-		return b.String()
+		return string(appendLine(nil, v))
 	case []byte:
 		return string(v)
 	}
