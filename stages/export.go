@@ -1098,7 +1098,7 @@ func (e *exporter) writeParquet(f *atomicfs.File, recs []*record.Record) error {
 }
 
 // appendLine appends s as one JSON line, byte for byte what encoding/json
-// writes without HTML escaping (TestAppendSampleMatchesEncodingJSON holds
+// writes without HTML escaping (TestAppendLineMatchesEncodingJSON holds
 // it to that); by hand, because encoding the samples was a tenth of
 // ingest→export. The tools string is spliced from its tools' quoted texts
 // when it has them.

@@ -265,7 +265,7 @@ func TestExportWritesDatasetDir(t *testing.T) {
 }
 
 // appendLine and writeJSONString write exactly what encoding/json writes.
-func TestAppendSampleMatchesEncodingJSON(t *testing.T) {
+func TestAppendLineMatchesEncodingJSON(t *testing.T) {
 	strs := []string{"", "plain", `quote " and \ backslash`, "tabs\tand\nnewlines\r", "<html> & co", "潮汐表 🌊",
 		"bell \a and \b \f \x00", "line\u2028sep\u2029", "bad \xff utf8", "mixed é\"\n\u2028"}
 	for _, v := range strs {
