@@ -28,21 +28,45 @@ func direct2(row []byte) (tools, calls bool) {
 	return w.rowTools != nil, w.haveCalls
 }
 
+// xlamTool is a tool list of one tool, f, with the parameters params.
+func xlamTool(params string) string {
+	return `[{"name": "f", "description": "d", "parameters": ` + params + `}]`
+}
+
+// xlamCall is answers of one call of f.
+const xlamCall = `[{"name": "f", "arguments": {"a": 1}}]`
+
+// A takenCase is an xlam row of the tools and answers given, and whether
+// a reader takes each.
+type takenCase struct {
+	name           string
+	tools, answers string
+	takeTools      bool
+	takeCalls      bool
+}
+
+// checkTaken checks that each case's row gives the same record or reject
+// every way (sameEveryWay), and that read (direct2, laid2) takes its tools
+// and answers as the case says.
+func checkTaken(t *testing.T, who string, read func(row []byte) (tools, calls bool), cases []takenCase) {
+	t.Helper()
+	for _, c := range cases {
+		row := rowJSON("id", 7, "query", "q", "answers", c.answers, "tools", c.tools)
+		sameEveryWay(t, "xlam", row)
+		tools, calls := read([]byte(row))
+		if tools != c.takeTools || calls != c.takeCalls {
+			t.Errorf("%s: %s tools %v, calls %v; want %v, %v", c.name, who, tools, calls, c.takeTools, c.takeCalls)
+		}
+	}
+}
+
 // TestXLAMDirect holds the direct reader to the tree on rows at the edges
 // of what it takes: each row gives the same record or reject all three
 // ways (sameEveryWay), and the reader takes or leaves the tools and the
 // answers as listed.
 func TestXLAMDirect(t *testing.T) {
-	tool := func(params string) string {
-		return `[{"name": "f", "description": "d", "parameters": ` + params + `}]`
-	}
-	call := `[{"name": "f", "arguments": {"a": 1}}]`
-	for _, c := range []struct {
-		name           string
-		tools, answers string
-		takeTools      bool
-		takeCalls      bool
-	}{
+	tool, call := xlamTool, xlamCall
+	checkTaken(t, "direct", direct2, []takenCase{
 		{"flat, every kind of type", tool(`{"a": {"description": "x", "type": "str"}, "b": {"type": "List[int]"}, "c": {"type": "Optional[Dict[str, Any]]"}, "d": {"type": "Union[int, float], optional", "default": 1.50}, "e": {"type": "integer"}, "f": {"type": "Tuple[float, float]"}, "g": {"type": "weird thing"}, "h": {}}`), call, true, true},
 		{"defaults of every kind", tool(`{"a": {"type": "str", "default": {"k": [1, "two", null, true, false, -0.5e3]}}, "b": {"default": "with \"quotes\", \\ and\nlines\t/"}}`), call, true, true},
 		{"escapes in names and descriptions", `[{"name": "f", "description": "say \"hi\"\n\tnow \/ \\", "parameters": {"x\"y": {"description": "\\"}}}]`, call, true, true},
@@ -77,14 +101,7 @@ func TestXLAMDirect(t *testing.T) {
 		{"deep arguments", tool(`{}`), `[{"name": "f", "arguments": {"a": [[[[[[[[[[[{"b": []}]]]]]]]]]]]}}]`, true, true},
 		{"an undeclared call", tool(`{}`), `[{"name": "g", "arguments": {}}]`, true, true},
 		{"a call by another spelling", `[{"name": "to-do"}]`, `[{"name": "TO_DO", "arguments": {}}]`, true, true},
-	} {
-		row := rowJSON("id", 7, "query", "q", "answers", c.answers, "tools", c.tools)
-		sameEveryWay(t, "xlam", row)
-		tools, calls := direct2([]byte(row))
-		if tools != c.takeTools || calls != c.takeCalls {
-			t.Errorf("%s: direct tools %v, calls %v; want %v, %v", c.name, tools, calls, c.takeTools, c.takeCalls)
-		}
-	}
+	})
 	// Invalid UTF-8 and a raw control character are the one-pass
 	// decoder's to leave.
 	for _, row := range []string{
@@ -170,16 +187,8 @@ func laid2(row []byte) (tools, calls bool) {
 // rows at the edges of what they take (sameEveryWay compares every way),
 // and checks which they take.
 func TestXLAMLaid(t *testing.T) {
-	tool := func(params string) string {
-		return `[{"name": "f", "description": "d", "parameters": ` + params + `}]`
-	}
-	call := `[{"name": "f", "arguments": {"a": 1}}]`
-	for _, c := range []struct {
-		name           string
-		tools, answers string
-		takeTools      bool
-		takeCalls      bool
-	}{
+	tool, call := xlamTool, xlamCall
+	checkTaken(t, "laid", laid2, []takenCase{
 		{"every kind of type", tool(`{"a": {"description": "x", "type": "str"}, "b": {"type": "List[int]"}, "c": {"type": "Optional[Dict[str, Any]]"}, "d": {"type": "Union[int, float], optional", "default": 1.50}, "e": {"type": "integer"}, "f": {"type": "Tuple[float, float]"}, "g": {"type": "weird thing"}, "h": {}, "i": {"type": "STR, Optional"}}`), call, true, true},
 		{"defaults of every kind", tool(`{"a": {"type": "str", "default": {"k": [1, "two", null, true, false, -0.5e3]}}, "b": {"default": ""}, "c": {"default": "x", "description": "y"}}`), call, true, true},
 		{"two tools, two calls", `[{"name": "f", "description": "", "parameters": {}}, {"name": "g", "description": "生成发票", "parameters": {"客户": {"type": "str, optional", "default": "约翰"}}}]`, `[{"name": "f", "arguments": {}}, {"name": "g", "arguments": {"客户": {"a": [{"b": []}]}}}]`, true, true},
@@ -210,14 +219,7 @@ func TestXLAMLaid(t *testing.T) {
 		{"a default nested past the limit", tool(`{"a": {"default": ` + nested(509) + `}}`), call, false, true},
 		{"arguments nested to the limit", tool(`{}`), `[{"name": "f", "arguments": {"a": ` + nested(509) + `}}]`, true, true},
 		{"arguments nested past the limit", tool(`{}`), `[{"name": "f", "arguments": {"a": ` + nested(510) + `}}]`, true, false},
-	} {
-		row := rowJSON("id", 7, "query", "q", "answers", c.answers, "tools", c.tools)
-		sameEveryWay(t, "xlam", row)
-		tools, calls := laid2([]byte(row))
-		if tools != c.takeTools || calls != c.takeCalls {
-			t.Errorf("%s: laid tools %v, calls %v; want %v, %v", c.name, tools, calls, c.takeTools, c.takeCalls)
-		}
-	}
+	})
 	// White space at the literal's end, invalid UTF-8 and a raw control
 	// character are left to the others.
 	for _, row := range []string{
