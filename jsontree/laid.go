@@ -12,8 +12,9 @@ import (
 // ", " between elements, ": " after a key, no other white space, and
 // strings without escapes. xlam's tool lists and answers are such text, and
 // a reader that knows what comes next matches the punctuation and keys
-// between the values as fixed text (Lit) instead of reading them token by
-// token through Inner.
+// between the values as fixed text (Lit; the brackets of containers with
+// Open and Close, which count how deep the reading is) instead of reading
+// them token by token through Inner.
 //
 // A Laid accepts only what Inner reads alike (the same strings, values and
 // checks: duplicate keys, UTF-8, nesting depth) and gives up on anything
@@ -25,8 +26,9 @@ import (
 // text stands. A Laid's strings are views of the row, valid while the hook
 // runs; Inner.Keep copies those a hook keeps.
 type Laid struct {
-	p *Parser
-	i int
+	p     *Parser
+	i     int
+	depth int // the containers open (Open, not yet Close)
 }
 
 // Laid returns a Laid reading from the Inner's position, which must be
@@ -43,10 +45,10 @@ func (r Inner) Laid() Laid {
 // Took moves the Inner to where l stands, over the outermost values l
 // read; Keep the strings a hook keeps before. It fails (as every read of
 // the Inner then) when the Inner has moved since Laid, or is in a
-// container.
+// container, or l is (an Open without its Close).
 func (r Inner) Took(l Laid) bool {
 	p, in := r.p, &r.p.in
-	if in.failed || in.ended || in.n != 0 || l.p != p || l.i < p.Pos || l.i > len(p.Data) {
+	if in.failed || in.ended || in.n != 0 || l.p != p || l.depth != 0 || l.i < p.Pos || l.i > len(p.Data) {
 		return r.fail()
 	}
 	p.Pos = l.i
@@ -55,23 +57,37 @@ func (r Inner) Took(l Laid) bool {
 }
 
 // Keep returns a copy of s, a string a Laid of this Inner read, that stays
-// valid after Parse, as KeptString's do. Call it before Took: the copies
-// share the block KeptString copies into, which has room for the rest of
-// the literal from the Inner's position.
+// valid after Parse, as KeptString's do. Call it before Took. Strings kept
+// in the order they stand in the text share one block with the Parser's
+// other strings, as KeptString's do.
 func (r Inner) Keep(s string) string {
 	p := r.p
 	if s == "" {
 		return ""
 	}
-	p.room(p.Pos)
+	// The block has room for the rest of the row from s on, which bounds
+	// what the strings kept from there take (see room).
+	p.room(p.offset(s))
 	at := len(p.slab)
 	p.slab = append(p.slab, s...)
 	return p.slabString(at)
 }
 
+// offset returns where s, a view of Data, starts in Data; Pos when s is
+// not one.
+func (p *Parser) offset(s string) int {
+	d := uintptr(unsafe.Pointer(unsafe.SliceData(p.Data)))
+	a := uintptr(unsafe.Pointer(unsafe.StringData(s)))
+	if len(s) > len(p.Data) || a < d || a-d > uintptr(len(p.Data)-len(s)) {
+		return p.Pos
+	}
+	return int(a - d)
+}
+
 // Lit reads s, fixed text in its JSON form as it stands in the literal
 // (for example `, \"description\": ` between two members), and reports
-// whether it was there; reading does not move when it was not.
+// whether it was there; reading does not move when it was not. s holds no
+// bracket outside its strings: containers are Open's and Close's.
 func (l *Laid) Lit(s string) bool {
 	d := l.p.Data
 	if len(d)-l.i >= len(s) && string(d[l.i:l.i+len(s)]) == s {
@@ -79,6 +95,40 @@ func (l *Laid) Lit(s string) bool {
 		return true
 	}
 	return false
+}
+
+// Open reads the open bracket c of an array ('[') or object ('{'), and
+// reports whether it was there within MaxDepth containers of the text's
+// top, as Inner.Begin does; reading does not move when it was not.
+func (l *Laid) Open(c byte) bool {
+	if l.depth >= MaxDepth || l.Peek() != c {
+		return false
+	}
+	l.i++
+	l.depth++
+	return true
+}
+
+// Close reads the close bracket c (']' or '}') of the container the last
+// Open opened, and reports whether it was there; reading does not move
+// when it was not.
+func (l *Laid) Close(c byte) bool {
+	if l.depth == 0 || l.Peek() != c {
+		return false
+	}
+	l.i++
+	l.depth--
+	return true
+}
+
+// Next reads what follows an element of the container Open opened that c
+// (']' or '}') closes: ", " before another element (more), or c, closing
+// it. ok is false when neither is there.
+func (l *Laid) Next(c byte) (more, ok bool) {
+	if l.Lit(", ") {
+		return true, true
+	}
+	return false, l.Close(c)
 }
 
 // Peek returns the next byte, or 0 at the end of the row.
@@ -117,9 +167,10 @@ func (l *Laid) Str() (string, bool) {
 // AppendValue reads any value and appends it to b compact, as
 // Inner.AppendValue would: strings as Str reads them, an object's keys
 // checked for duplicates (unless the Parser takes DuplicateKeys), nesting
-// up to MaxDepth.
+// up to MaxDepth counted from the text's top (the containers Open opened
+// count).
 func (l *Laid) AppendValue(b []byte) ([]byte, bool) {
-	return l.appendValue(b, 0)
+	return l.appendValue(b, l.depth)
 }
 
 func (l *Laid) appendValue(b []byte, depth int) ([]byte, bool) {

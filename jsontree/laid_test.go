@@ -75,6 +75,8 @@ func TestLaid(t *testing.T) {
 		{text: `[{"name": "f", "arguments": {"a": [1, -2.5e3, true, false, null], "b": "x"}}]`, taken: true},
 		{text: `{"城市": "台北", "n": {}, "l": [], "e": ""}`, taken: true},
 		{text: `[[[[[[[[[[[[1]]]]]]]]]]]]`, taken: true},
+		{text: strings.Repeat("[", MaxDepth) + strings.Repeat("]", MaxDepth), taken: true}, // at the nesting limit
+		{text: strings.Repeat("[", MaxDepth+1) + strings.Repeat("]", MaxDepth+1)},          // past it
 		{text: `[0, -0, 1E+5, 2e-3, 10.25]`, taken: true},
 		{text: `"a string"`, taken: true},
 		{text: `42`, taken: true},
@@ -122,12 +124,15 @@ func TestLaidKeep(t *testing.T) {
 			return Value{}, false
 		}
 		dropped := r.Laid()
-		if !dropped.Lit("{") || dropped.Lit("x") {
+		if !dropped.Open('{') || dropped.Lit("x") {
 			t.Fatal("Lit")
 		}
 		l := r.Laid()
-		for i, lit := range []string{"{", ", "} {
-			ok1 := l.Lit(lit)
+		for i := range 2 {
+			ok1 := l.Lit(", ")
+			if i == 0 {
+				ok1 = l.Open('{')
+			}
 			if i == 0 && l.Lit(", ") {
 				t.Error("Lit moved where the text is not")
 			}
@@ -139,7 +144,7 @@ func TestLaidKeep(t *testing.T) {
 			}
 			kept = append(kept, r.Keep(key), r.Keep(val))
 		}
-		if !l.Lit("}") {
+		if !l.Close('}') {
 			return Value{}, false
 		}
 		// White space before the closing quote: End reads it.
@@ -156,11 +161,22 @@ func TestLaidKeep(t *testing.T) {
 	if got := strings.Join(kept, "|"); got != "k|値|e|" {
 		t.Errorf("kept %q", got)
 	}
-	// Took fails once the Inner has moved, and inside a container.
+	// Took fails once the Inner has moved, and inside a container, the
+	// Inner's or the Laid's.
 	p = Parser{Data: []byte(`{"t": "[1] [2]"}`), CopyStrings: true, Hooked: func(string) bool { return true }, Literal: func(k string, r Inner) (Value, bool) {
 		l := r.Laid()
 		if !r.Begin(Array) || r.Took(l) {
 			t.Error("Took inside a container")
+		}
+		return Value{}, false
+	}}
+	if _, err := p.Parse(); err != nil {
+		t.Fatal(err)
+	}
+	p = Parser{Data: []byte(`{"t": "[1] [2]"}`), CopyStrings: true, Hooked: func(string) bool { return true }, Literal: func(k string, r Inner) (Value, bool) {
+		l := r.Laid()
+		if !l.Open('[') || l.Close(']') || r.Took(l) {
+			t.Error("Took with a container of the Laid's open, or Close without its bracket")
 		}
 		return Value{}, false
 	}}
@@ -223,5 +239,50 @@ func TestBlock(t *testing.T) {
 	var q Parser // nothing copied yet: a block of its own
 	if e := q.Block(5); cap(e) != 5 {
 		t.Fatalf("Block on a fresh Parser: cap %d", cap(e))
+	}
+}
+
+// TestLaidKeepOneBlock: strings a hook keeps in the order they stand in
+// the text share one block, each copy right after the one before, as
+// KeptString's do (the block has room for the rest of the row from each
+// string on), however many the text holds.
+func TestLaidKeepOneBlock(t *testing.T) {
+	var elems []string
+	for i := range 12 {
+		elems = append(elems, `\"`+strings.Repeat(string(rune('a'+i)), 40)+`\"`)
+	}
+	data := []byte(`{"t": "[` + strings.Join(elems, ", ") + `]"}`)
+	var kept []string
+	p := Parser{Data: data, CopyStrings: true, Hooked: func(string) bool { return true }, Literal: func(k string, r Inner) (Value, bool) {
+		l := r.Laid()
+		if !l.Open('[') {
+			return Value{}, false
+		}
+		var views []string
+		for more := true; more; {
+			s, ok := l.Str()
+			if !ok {
+				return Value{}, false
+			}
+			views = append(views, s)
+			if more, ok = l.Next(']'); !ok {
+				return Value{}, false
+			}
+		}
+		for _, s := range views {
+			kept = append(kept, r.Keep(s))
+		}
+		if !r.Took(l) || !r.End() {
+			return Value{}, false
+		}
+		return Value{Kind: Null}, true
+	}}
+	if _, err := p.Parse(); err != nil || len(kept) != len(elems) {
+		t.Fatalf("%d kept, %v", len(kept), err)
+	}
+	for i := 1; i < len(kept); i++ {
+		if unsafe.StringData(kept[i]) != (*byte)(unsafe.Add(unsafe.Pointer(unsafe.StringData(kept[i-1])), len(kept[i-1]))) {
+			t.Fatalf("kept string %d is not right after string %d: a block of its own", i, i-1)
+		}
 	}
 }

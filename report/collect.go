@@ -267,10 +267,10 @@ type distTags struct {
 	category, world, difficulty, lang, tokens, noiseSimilarity string
 }
 
-// tagsOf reads r's tags for add in one pass instead of a search per key
-// (six searches were a fifth of add). In a list sorted by key, as SetTag
-// keeps it, Tag's binary search finds the first tag of a key, which the
-// pass takes; a list out of order is read through Tag.
+// tagsOf returns what r.Tag gives for each key add counts. A list sorted
+// by key, as SetTag keeps it, is read in one pass, which takes the first
+// tag of a key as Tag's binary search finds it; a list out of order is
+// read through Tag.
 func tagsOf(r *record.Record) distTags {
 	for i := 1; i < len(r.Tags); i++ {
 		if r.Tags[i].Key < r.Tags[i-1].Key {

@@ -1035,12 +1035,9 @@ func (e *exporter) WriteShard(_ context.Context, dir *atomicfs.Root, name string
 }
 
 // writeLines writes the samples Process rendered as JSON lines. Lines are
-// encoded straight into one buffer, written (and hashed, by the file) in
-// pieces of about linesPiece bytes: through a bufio.Writer every byte was
-// copied once more. The buffer is a plain slice appended to (appendLine):
-// through a bytes.Buffer each escaped string was written into its free
-// space and then copied onto itself (Write). It is taken from
-// linesBuffers and given back.
+// appended straight to one buffer (appendLine), taken from linesBuffers
+// and given back, and written to f (which hashes them) in pieces of about
+// linesPiece bytes: no other copy of a line is made.
 func writeLines(f io.Writer, recs []*record.Record) error {
 	bp := linesBuffers.Get().(*[]byte)
 	b := (*bp)[:0]
@@ -1100,16 +1097,11 @@ func (e *exporter) writeParquet(f *atomicfs.File, recs []*record.Record) error {
 	return w.Close()
 }
 
-// appendSample writes s as one JSON line, byte for byte what encoding/json
-// writes without HTML escaping (the test holds it to that): appendLine
-// into b.
-func appendSample(b *bytes.Buffer, s *sample) {
-	b.Write(appendLine(b.AvailableBuffer(), s))
-}
-
-// appendLine appends s as one JSON line (appendSample's bytes); by hand,
-// because encoding the samples was a tenth of ingest→export. The tools
-// string is spliced from its tools' quoted texts when it has them.
+// appendLine appends s as one JSON line, byte for byte what encoding/json
+// writes without HTML escaping (TestAppendLineMatchesEncodingJSON holds
+// it to that); by hand, because encoding the samples was a tenth of
+// ingest→export. The tools string is spliced from its tools' quoted texts
+// when it has them.
 func appendLine(b []byte, s *sample) []byte {
 	n := 64 + len(s.System) + len(s.Tools) + len(s.Tools)/4
 	for _, tt := range s.tools {

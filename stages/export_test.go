@@ -264,14 +264,13 @@ func TestExportWritesDatasetDir(t *testing.T) {
 	}
 }
 
-// appendSample and writeJSONString write exactly what encoding/json writes.
-func TestAppendSampleMatchesEncodingJSON(t *testing.T) {
+// appendLine and writeJSONString write exactly what encoding/json writes.
+func TestAppendLineMatchesEncodingJSON(t *testing.T) {
 	strs := []string{"", "plain", `quote " and \ backslash`, "tabs\tand\nnewlines\r", "<html> & co", "潮汐表 🌊",
 		"bell \a and \b \f \x00", "line\u2028sep\u2029", "bad \xff utf8", "mixed é\"\n\u2028"}
 	for _, v := range strs {
 		s := &sample{Conversations: []verify.Turn{{From: "human", Value: v}, {From: "gpt", Value: v + "!"}}, System: v, Tools: "[" + v + "]"}
-		var got bytes.Buffer
-		appendSample(&got, s)
+		got := bytes.NewBuffer(appendLine(nil, s))
 		var want bytes.Buffer
 		enc := json.NewEncoder(&want)
 		enc.SetEscapeHTML(false)
@@ -322,8 +321,8 @@ func TestToolMemo(t *testing.T) {
 			if !s.spliced() {
 				t.Errorf("round %d, list %d: not spliced", round, i)
 			}
-			var line, enc bytes.Buffer
-			appendSample(&line, s)
+			line := bytes.NewBuffer(appendLine(nil, s))
+			var enc bytes.Buffer
 			en := json.NewEncoder(&enc)
 			en.SetEscapeHTML(false)
 			en.Encode(&sample{Conversations: s.Conversations, Tools: want})
@@ -599,21 +598,19 @@ func BenchmarkAppendSample(b *testing.B) {
 	e := st.(*exporter)
 	var samples []*sample
 	var size int64
-	var buf bytes.Buffer
+	var line []byte
 	for _, r := range recs {
 		if s, err := e.render(r, false); err == nil {
 			samples = append(samples, s)
-			buf.Reset()
-			appendSample(&buf, s)
-			size += int64(buf.Len())
+			line = appendLine(line[:0], s)
+			size += int64(len(line))
 		}
 	}
 	b.SetBytes(size)
 	b.ReportAllocs()
 	for b.Loop() {
 		for _, s := range samples {
-			buf.Reset()
-			appendSample(&buf, s)
+			line = appendLine(line[:0], s)
 		}
 	}
 }
@@ -633,12 +630,11 @@ func TestExportPreviewIsLine(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		var line bytes.Buffer
-		appendSample(&line, a[0].Rendered.(*sample))
+		line := string(appendLine(nil, a[0].Rendered.(*sample)))
 		pa, okA := jl.Preview(a[0])
 		pb, okB := pq.Preview(b[0])
-		if !okA || !okB || pa != strings.TrimSuffix(line.String(), "\n") || pb != pa {
-			t.Errorf("%s: previews\njsonl   %s\nparquet %s\nline    %s", r.ID, pa, pb, line.String())
+		if !okA || !okB || pa != strings.TrimSuffix(line, "\n") || pb != pa {
+			t.Errorf("%s: previews\njsonl   %s\nparquet %s\nline    %s", r.ID, pa, pb, line)
 		}
 		if len(r.Tools) > 0 && !strings.Contains(pa, `"tools":"[{\"name\":`) {
 			t.Errorf("%s: preview without tools: %s", r.ID, pa)
@@ -691,9 +687,7 @@ func TestWriteLinesPieces(t *testing.T) {
 			}
 			switch v := out[0].Rendered.(type) {
 			case *sample:
-				var line bytes.Buffer
-				appendSample(&line, v)
-				want.Write(line.Bytes())
+				want.Write(appendLine(nil, v))
 			case []byte:
 				want.Write(v)
 			default:
@@ -739,18 +733,15 @@ func BenchmarkWriteLines(b *testing.B) {
 	for _, r := range fxSharedRecords(b) {
 		if out, err := e.Process(context.Background(), r); err == nil {
 			recs = append(recs, out[0])
-			var line bytes.Buffer
-			appendSample(&line, out[0].Rendered.(*sample))
-			size += int64(line.Len())
+			size += int64(len(appendLine(nil, out[0].Rendered.(*sample))))
 		}
 	}
 	bufioLines := func(w io.Writer, recs []*record.Record) error {
 		bw := bufio.NewWriterSize(w, 1<<20)
-		var buf bytes.Buffer
+		var line []byte
 		for _, r := range recs {
-			buf.Reset()
-			appendSample(&buf, r.Rendered.(*sample))
-			if _, err := bw.Write(buf.Bytes()); err != nil {
+			line = appendLine(line[:0], r.Rendered.(*sample))
+			if _, err := bw.Write(line); err != nil {
 				return err
 			}
 		}
@@ -798,20 +789,7 @@ func BenchmarkExportShard(b *testing.B) {
 		}
 		recs = next
 	}
-	dir, err := atomicfs.OpenRoot(b.TempDir())
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer dir.Close()
-	if _, err := shard.Write(dir, "part.parquet", recs, shard.Options{}); err != nil {
-		b.Fatal(err)
-	}
-	copies := make([][]*record.Record, 8)
-	for i := range copies {
-		if copies[i], err = shard.Read(dir.Path("part.parquet")); err != nil {
-			b.Fatal(err)
-		}
-	}
+	copies := shardCopies(b, recs, 8)
 	e := mustBuildExport(b, ExportConfig{})
 	export := func(in []*record.Record) int64 {
 		out := make([]*record.Record, 0, len(in))
@@ -929,9 +907,7 @@ func exportLine(t *testing.T, r *record.Record) string {
 	t.Helper()
 	switch v := r.Rendered.(type) {
 	case *sample:
-		var b bytes.Buffer
-		appendSample(&b, v)
-		return b.String()
+		return string(appendLine(nil, v))
 	case []byte:
 		return string(v)
 	}

@@ -1,7 +1,6 @@
 package stages
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"fmt"
@@ -87,8 +86,8 @@ func BenchmarkFullerStages(b *testing.B) {
 // exportLines is the export's work on a record in a jsonl run: Process,
 // then the sample's line as WriteShard encodes it.
 type exportLines struct {
-	e   *exporter
-	buf bytes.Buffer
+	e    *exporter
+	line []byte
 }
 
 func (x *exportLines) Process(ctx context.Context, r *record.Record) ([]*record.Record, error) {
@@ -97,8 +96,7 @@ func (x *exportLines) Process(ctx context.Context, r *record.Record) ([]*record.
 		return nil, err
 	}
 	for _, o := range out {
-		x.buf.Reset()
-		appendSample(&x.buf, o.Rendered.(*sample))
+		x.line = appendLine(x.line[:0], o.Rendered.(*sample))
 	}
 	return out, nil
 }
@@ -208,20 +206,7 @@ func BenchmarkFullerChain(b *testing.B) {
 			for _, r := range recs {
 				lib = append(lib, r.Tools...)
 			}
-			dir, err := atomicfs.OpenRoot(b.TempDir())
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer dir.Close()
-			if _, err := shard.Write(dir, "part.parquet", recs, shard.Options{}); err != nil {
-				b.Fatal(err)
-			}
-			copies := make([][]*record.Record, 4)
-			for i := range copies {
-				if copies[i], err = shard.Read(dir.Path("part.parquet")); err != nil {
-					b.Fatal(err)
-				}
-			}
+			copies := shardCopies(b, recs, 4)
 			ctx := context.Background()
 			rules := []Stage{
 				mtBuild(b, MetaToolConfig{}, mtEnv(lib, noiseOfflineEmbedder(b))),
@@ -273,4 +258,26 @@ func BenchmarkFullerChain(b *testing.B) {
 			b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N*len(recs)), "cpu-ns/record")
 		})
 	}
+}
+
+// shardCopies writes recs to a shard and reads it back n times: n copies
+// of the records as a stage reads them from its input shard (views of
+// their decoded columns), for benchmarks that go round the copies.
+func shardCopies(tb testing.TB, recs []*record.Record, n int) [][]*record.Record {
+	tb.Helper()
+	dir, err := atomicfs.OpenRoot(tb.TempDir())
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer dir.Close()
+	if _, err := shard.Write(dir, "part.parquet", recs, shard.Options{}); err != nil {
+		tb.Fatal(err)
+	}
+	copies := make([][]*record.Record, n)
+	for i := range copies {
+		if copies[i], err = shard.Read(dir.Path("part.parquet")); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	return copies
 }

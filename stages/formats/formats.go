@@ -38,9 +38,9 @@ func reject(reason, format string, args ...any) *contract.Reject {
 // is valid UTF-8 (jsontree decodes each string so, invalid bytes and lone
 // surrogates repaired to U+FFFD; the readers cut it only at ASCII bytes,
 // and pycall decodes Python literals to runes), and its JSON fields are
-// compact JSON that jsontree.AppendCompact wrote (values decoded from the
-// row, or built by pycall and the schema normaliser with numbers in JSON's
-// grammar). The fuzz targets (checkInvariants) and
+// compact JSON as jsontree.AppendCompact writes it (values decoded from
+// the row, written as read by Inner's and Laid's AppendValue, or built by
+// pycall and the schema normaliser with numbers in JSON's grammar). The fuzz targets (checkInvariants) and
 // TestParseOutputPassesCheck hold every reader to it: a reader that can
 // return text or JSON of another kind must repair it or reject the row.
 func Parse(format, source string, index int64, row []byte) (*record.Record, error) {
@@ -258,6 +258,21 @@ func (w *workspace) callList() []record.Call {
 		return w.xlam.calls[:0:1]
 	}
 	return nil
+}
+
+// tookCalls ends a reading of the record's calls into callList's list:
+// when ok, they are the record's. The xlam record's room is cleared when
+// the calls do not stand in it (the reader gave up, or outgrew it): what
+// a reader wrote there is a view of the row or of the workspace's buffer,
+// which the record would keep alive.
+func (w *workspace) tookCalls(calls []record.Call, ok bool) bool {
+	if w.xlam != nil && (!ok || len(calls) == 0 || &calls[0] != &w.xlam.calls[0]) {
+		clear(w.xlam.calls[:])
+	}
+	if ok {
+		w.xlamCalls, w.haveCalls = calls, true
+	}
+	return ok
 }
 
 // toolList returns ts copied into a list of its own, the xlam record's

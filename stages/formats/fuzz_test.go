@@ -35,10 +35,14 @@ func fuzzParse(f *testing.F, format, fixture string, seeds ...string) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		again, _ := Parse(format, "f", 1, []byte(row))
+		// Read again from bytes cleared afterwards, as ingest reuses its
+		// batch's: the record holds no view of the row.
+		data := []byte(row)
+		again, _ := Parse(format, "f", 1, data)
+		clear(data)
 		b, _ := json.Marshal(again)
 		if string(a) != string(b) {
-			t.Fatal("two reads differ")
+			t.Fatal("two reads differ (or the second record holds a view of its row's bytes)")
 		}
 		// The first record shares no buffer that Parse reuses.
 		for i, o := range other {

@@ -48,15 +48,13 @@ func (w *workspace) xlamLiteral(key string, r jsontree.Inner) (jsontree.Value, b
 		}
 	case "answers":
 		if w.laid {
-			if calls, ok := w.laidCalls(r); ok {
-				w.xlamCalls, w.haveCalls = calls, true
+			if w.tookCalls(w.laidCalls(r)) {
 				return jsontree.Value{Kind: jsontree.Array}, true
 			}
 			w.json = w.json[:at]
 		}
 		calls, ok := w.readCalls(r)
-		if ok && r.End() {
-			w.xlamCalls, w.haveCalls = calls, true
+		if w.tookCalls(calls, ok && r.End()) {
 			return jsontree.Value{Kind: jsontree.Array}, true
 		}
 	default:
@@ -287,7 +285,7 @@ func (w *workspace) appendType(b []byte, n *int, s string) ([]byte, bool) {
 	t, ok := w.types[s]
 	if !ok {
 		t = rewriteType(w, s)
-		if len(w.types) < maxTypes {
+		if len(w.types) < maxTypes && len(s) <= maxTypeLen {
 			if w.types == nil {
 				w.types = make(map[string]typeRewrite)
 			}
@@ -304,8 +302,12 @@ func (w *workspace) appendType(b []byte, n *int, s string) ([]byte, bool) {
 	return b, t.optional
 }
 
-// maxTypes bounds the types a workspace remembers.
-const maxTypes = 256
+// maxTypes and maxTypeLen bound the types a workspace remembers: how
+// many, and how long each (a longer one, rare, is rewritten each time).
+const (
+	maxTypes   = 256
+	maxTypeLen = 64
+)
 
 // A typeRewrite is what a parameter's type becomes: n members, compact
 // and separated by commas, and whether it was marked optional.
@@ -350,15 +352,15 @@ func rewriteType(w *workspace, s string) typeRewrite {
 // laidTools is readTools for a tool list in json.dumps's layout.
 func (w *workspace) laidTools(r jsontree.Inner) ([]record.Tool, bool) {
 	l := r.Laid()
-	if !l.Lit("[") {
+	if !l.Open('[') {
 		return nil, false
 	}
 	var room [4]record.Tool // on the stack: nothing to clear afterwards
 	ts := room[:0]
-	for more := !l.Lit("]"); more; {
+	for more := !l.Close(']'); more; {
 		var t record.Tool
 		var ok bool
-		if !l.Lit(`{\"name\": `) {
+		if !(l.Open('{') && l.Lit(`\"name\": `)) {
 			return nil, false
 		}
 		if t.Name, ok = l.Str(); !ok || t.Name == "" || !l.Lit(`, \"description\": `) {
@@ -367,15 +369,11 @@ func (w *workspace) laidTools(r jsontree.Inner) ([]record.Tool, bool) {
 		if t.Description, ok = l.Str(); !ok || !l.Lit(`, \"parameters\": `) {
 			return nil, false
 		}
-		if t.Parameters = w.laidFlatParameters(&l); t.Parameters == nil || !l.Lit("}") {
+		if t.Parameters = w.laidFlatParameters(&l); t.Parameters == nil || !l.Close('}') {
 			return nil, false
 		}
 		ts = append(ts, t)
-		switch {
-		case l.Lit(", "):
-		case l.Lit("]"):
-			more = false
-		default:
+		if more, ok = l.Next(']'); !ok {
 			return nil, false
 		}
 	}
@@ -394,7 +392,7 @@ func (w *workspace) laidTools(r jsontree.Inner) ([]record.Tool, bool) {
 // laidFlatParameters is readFlatParameters for a map in json.dumps's
 // layout.
 func (w *workspace) laidFlatParameters(l *jsontree.Laid) []byte {
-	if !l.Lit("{") {
+	if !l.Open('{') {
 		return nil
 	}
 	at := len(w.json)
@@ -403,7 +401,7 @@ func (w *workspace) laidFlatParameters(l *jsontree.Laid) []byte {
 	// afterwards); a map of more is left to readFlatParameters.
 	var nameRoom, reqRoom [maxLaidParams]string
 	names, req := nameRoom[:0], reqRoom[:0]
-	for more := !l.Lit("}"); more; {
+	for more := !l.Close('}'); more; {
 		name, ok := l.Str()
 		// A member "properties" holding objects would make the map read
 		// as a JSON Schema (isSchema).
@@ -424,11 +422,7 @@ func (w *workspace) laidFlatParameters(l *jsontree.Laid) []byte {
 		if !optional {
 			req = append(req, name)
 		}
-		switch {
-		case l.Lit(", "):
-		case l.Lit("}"):
-			more = false
-		default:
+		if more, ok = l.Next('}'); !ok {
 			return nil
 		}
 	}
@@ -441,13 +435,13 @@ const maxLaidParams = 32
 // laidParameter is readParameter for a parameter in json.dumps's layout
 // with the members description, type and default, each at most once.
 func (w *workspace) laidParameter(l *jsontree.Laid, b []byte) (out []byte, optional, ok bool) {
-	if !l.Lit("{") {
+	if !l.Open('{') {
 		return b, false, false
 	}
 	b = append(b, '{')
 	n := 0
 	var seen uint8
-	for more := !l.Lit("}"); more; {
+	for more := !l.Close('}'); more; {
 		k, ok := l.Str()
 		if !ok || !l.Lit(": ") {
 			return b, false, false
@@ -485,11 +479,7 @@ func (w *workspace) laidParameter(l *jsontree.Laid, b []byte) (out []byte, optio
 			return b, false, false
 		}
 		seen |= bit
-		switch {
-		case l.Lit(", "):
-		case l.Lit("}"):
-			more = false
-		default:
+		if more, ok = l.Next('}'); !ok {
 			return b, false, false
 		}
 	}
@@ -499,30 +489,26 @@ func (w *workspace) laidParameter(l *jsontree.Laid, b []byte) (out []byte, optio
 // laidCalls is readCalls for answers in json.dumps's layout.
 func (w *workspace) laidCalls(r jsontree.Inner) ([]record.Call, bool) {
 	l := r.Laid()
-	if !l.Lit("[") {
+	if !l.Open('[') {
 		return nil, false
 	}
 	calls := w.callList()
-	for more := !l.Lit("]"); more; {
+	for more := !l.Close(']'); more; {
 		var c record.Call
 		var ok bool
-		if !l.Lit(`{\"name\": `) {
+		if !(l.Open('{') && l.Lit(`\"name\": `)) {
 			return nil, false
 		}
 		if c.Name, ok = l.Str(); !ok || c.Name == "" || !l.Lit(`, \"arguments\": `) || l.Peek() != '{' {
 			return nil, false
 		}
 		at := len(w.json)
-		if w.json, ok = l.AppendValue(w.json); !ok || !l.Lit("}") {
+		if w.json, ok = l.AppendValue(w.json); !ok || !l.Close('}') {
 			return nil, false
 		}
 		c.Arguments = w.json[at:len(w.json):len(w.json)]
 		calls = append(calls, c)
-		switch {
-		case l.Lit(", "):
-		case l.Lit("]"):
-			more = false
-		default:
+		if more, ok = l.Next(']'); !ok {
 			return nil, false
 		}
 	}

@@ -3,6 +3,7 @@ package formats
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/augmentdata/augment/jsontree"
@@ -27,21 +28,45 @@ func direct2(row []byte) (tools, calls bool) {
 	return w.rowTools != nil, w.haveCalls
 }
 
+// xlamTool is a tool list of one tool, f, with the parameters params.
+func xlamTool(params string) string {
+	return `[{"name": "f", "description": "d", "parameters": ` + params + `}]`
+}
+
+// xlamCall is answers of one call of f.
+const xlamCall = `[{"name": "f", "arguments": {"a": 1}}]`
+
+// A takenCase is an xlam row of the tools and answers given, and whether
+// a reader takes each.
+type takenCase struct {
+	name           string
+	tools, answers string
+	takeTools      bool
+	takeCalls      bool
+}
+
+// checkTaken checks that each case's row gives the same record or reject
+// every way (sameEveryWay), and that read (direct2, laid2) takes its tools
+// and answers as the case says.
+func checkTaken(t *testing.T, who string, read func(row []byte) (tools, calls bool), cases []takenCase) {
+	t.Helper()
+	for _, c := range cases {
+		row := rowJSON("id", 7, "query", "q", "answers", c.answers, "tools", c.tools)
+		sameEveryWay(t, "xlam", row)
+		tools, calls := read([]byte(row))
+		if tools != c.takeTools || calls != c.takeCalls {
+			t.Errorf("%s: %s tools %v, calls %v; want %v, %v", c.name, who, tools, calls, c.takeTools, c.takeCalls)
+		}
+	}
+}
+
 // TestXLAMDirect holds the direct reader to the tree on rows at the edges
 // of what it takes: each row gives the same record or reject all three
 // ways (sameEveryWay), and the reader takes or leaves the tools and the
 // answers as listed.
 func TestXLAMDirect(t *testing.T) {
-	tool := func(params string) string {
-		return `[{"name": "f", "description": "d", "parameters": ` + params + `}]`
-	}
-	call := `[{"name": "f", "arguments": {"a": 1}}]`
-	for _, c := range []struct {
-		name           string
-		tools, answers string
-		takeTools      bool
-		takeCalls      bool
-	}{
+	tool, call := xlamTool, xlamCall
+	checkTaken(t, "direct", direct2, []takenCase{
 		{"flat, every kind of type", tool(`{"a": {"description": "x", "type": "str"}, "b": {"type": "List[int]"}, "c": {"type": "Optional[Dict[str, Any]]"}, "d": {"type": "Union[int, float], optional", "default": 1.50}, "e": {"type": "integer"}, "f": {"type": "Tuple[float, float]"}, "g": {"type": "weird thing"}, "h": {}}`), call, true, true},
 		{"defaults of every kind", tool(`{"a": {"type": "str", "default": {"k": [1, "two", null, true, false, -0.5e3]}}, "b": {"default": "with \"quotes\", \\ and\nlines\t/"}}`), call, true, true},
 		{"escapes in names and descriptions", `[{"name": "f", "description": "say \"hi\"\n\tnow \/ \\", "parameters": {"x\"y": {"description": "\\"}}}]`, call, true, true},
@@ -76,14 +101,7 @@ func TestXLAMDirect(t *testing.T) {
 		{"deep arguments", tool(`{}`), `[{"name": "f", "arguments": {"a": [[[[[[[[[[[{"b": []}]]]]]]]]]]]}}]`, true, true},
 		{"an undeclared call", tool(`{}`), `[{"name": "g", "arguments": {}}]`, true, true},
 		{"a call by another spelling", `[{"name": "to-do"}]`, `[{"name": "TO_DO", "arguments": {}}]`, true, true},
-	} {
-		row := rowJSON("id", 7, "query", "q", "answers", c.answers, "tools", c.tools)
-		sameEveryWay(t, "xlam", row)
-		tools, calls := direct2([]byte(row))
-		if tools != c.takeTools || calls != c.takeCalls {
-			t.Errorf("%s: direct tools %v, calls %v; want %v, %v", c.name, tools, calls, c.takeTools, c.takeCalls)
-		}
-	}
+	})
 	// Invalid UTF-8 and a raw control character are the one-pass
 	// decoder's to leave.
 	for _, row := range []string{
@@ -97,10 +115,10 @@ func TestXLAMDirect(t *testing.T) {
 	}
 }
 
-// TestXLAMDirectTaken checks that the direct reader takes the tool lists
-// of the fixture and of the shared dumps' rows (the bench harness's), not
-// only that it agrees with the tree when it does.
-func TestXLAMDirectTaken(t *testing.T) {
+// xlamSampleRows are the fixture's xlam rows and, when the shared data is
+// there, the shared xlam dumps' rows (the bench harness's).
+func xlamSampleRows(t *testing.T) [][]byte {
+	t.Helper()
 	rows := fixtureRows(t, "xlam.json")
 	if dir := sharedDataOrEmpty(); dir != "" {
 		for _, lang := range []string{"en", "zh"} {
@@ -111,6 +129,14 @@ func TestXLAMDirectTaken(t *testing.T) {
 			rows = append(rows, scanRows(t, data)...)
 		}
 	}
+	return rows
+}
+
+// TestXLAMDirectTaken checks that the direct reader takes the tool lists
+// of the fixture and of the shared dumps' rows (the bench harness's), not
+// only that it agrees with the tree when it does.
+func TestXLAMDirectTaken(t *testing.T) {
+	rows := xlamSampleRows(t)
 	n := 0
 	for _, row := range rows {
 		if readsDirect(t, row) {
@@ -161,16 +187,8 @@ func laid2(row []byte) (tools, calls bool) {
 // rows at the edges of what they take (sameEveryWay compares every way),
 // and checks which they take.
 func TestXLAMLaid(t *testing.T) {
-	tool := func(params string) string {
-		return `[{"name": "f", "description": "d", "parameters": ` + params + `}]`
-	}
-	call := `[{"name": "f", "arguments": {"a": 1}}]`
-	for _, c := range []struct {
-		name           string
-		tools, answers string
-		takeTools      bool
-		takeCalls      bool
-	}{
+	tool, call := xlamTool, xlamCall
+	checkTaken(t, "laid", laid2, []takenCase{
 		{"every kind of type", tool(`{"a": {"description": "x", "type": "str"}, "b": {"type": "List[int]"}, "c": {"type": "Optional[Dict[str, Any]]"}, "d": {"type": "Union[int, float], optional", "default": 1.50}, "e": {"type": "integer"}, "f": {"type": "Tuple[float, float]"}, "g": {"type": "weird thing"}, "h": {}, "i": {"type": "STR, Optional"}}`), call, true, true},
 		{"defaults of every kind", tool(`{"a": {"type": "str", "default": {"k": [1, "two", null, true, false, -0.5e3]}}, "b": {"default": ""}, "c": {"default": "x", "description": "y"}}`), call, true, true},
 		{"two tools, two calls", `[{"name": "f", "description": "", "parameters": {}}, {"name": "g", "description": "生成发票", "parameters": {"客户": {"type": "str, optional", "default": "约翰"}}}]`, `[{"name": "f", "arguments": {}}, {"name": "g", "arguments": {"客户": {"a": [{"b": []}]}}}]`, true, true},
@@ -195,14 +213,13 @@ func TestXLAMLaid(t *testing.T) {
 		{"a duplicate argument", tool(`{}`), `[{"name": "f", "arguments": {"a": 1, "a": 2}}]`, true, false},
 		{"another member in a call", tool(`{}`), `[{"name": "f", "arguments": {}, "id": 1}]`, true, false},
 		{"a \\u escape", tool(`{}`), `[{"name": "f", "arguments": {"a": "caf\u00e9"}}]`, true, false},
-	} {
-		row := rowJSON("id", 7, "query", "q", "answers", c.answers, "tools", c.tools)
-		sameEveryWay(t, "xlam", row)
-		tools, calls := laid2([]byte(row))
-		if tools != c.takeTools || calls != c.takeCalls {
-			t.Errorf("%s: laid tools %v, calls %v; want %v, %v", c.name, tools, calls, c.takeTools, c.takeCalls)
-		}
-	}
+		// At the nesting limit, counted from the text's top as the others
+		// count it (a default is four levels down, arguments two).
+		{"a default nested to the limit", tool(`{"a": {"default": ` + nested(508) + `}}`), call, true, true},
+		{"a default nested past the limit", tool(`{"a": {"default": ` + nested(509) + `}}`), call, false, true},
+		{"arguments nested to the limit", tool(`{}`), `[{"name": "f", "arguments": {"a": ` + nested(509) + `}}]`, true, true},
+		{"arguments nested past the limit", tool(`{}`), `[{"name": "f", "arguments": {"a": ` + nested(510) + `}}]`, true, false},
+	})
 	// White space at the literal's end, invalid UTF-8 and a raw control
 	// character are left to the others.
 	for _, row := range []string{
@@ -217,20 +234,14 @@ func TestXLAMLaid(t *testing.T) {
 	}
 }
 
+// nested is n arrays, one inside the other.
+func nested(n int) string { return strings.Repeat("[", n) + strings.Repeat("]", n) }
+
 // TestXLAMLaidTaken checks that the readers of json.dumps's layout take
 // the tool lists and answers of the fixture and of the shared dumps' rows
 // (the bench harness's).
 func TestXLAMLaidTaken(t *testing.T) {
-	rows := fixtureRows(t, "xlam.json")
-	if dir := sharedDataOrEmpty(); dir != "" {
-		for _, lang := range []string{"en", "zh"} {
-			data, err := os.ReadFile(filepath.Join(dir, "derived", "xlam_format_glaive_toolcall_"+lang+"_demo.json"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			rows = append(rows, scanRows(t, data)...)
-		}
-	}
+	rows := xlamSampleRows(t)
 	n := 0
 	for _, row := range rows {
 		if tools, calls := laid2(row); tools && calls {
