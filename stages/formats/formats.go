@@ -2,7 +2,6 @@ package formats
 
 import (
 	"fmt"
-	"math/bits"
 	"slices"
 	"strconv"
 	"strings"
@@ -560,16 +559,12 @@ func isChinese(ms []record.Message) bool {
 	return 3*han >= latin
 }
 
-// countLatin counts the ASCII letters of s, eight bytes at a time: each
-// byte, its high bit cleared and lowered by |0x20, is a letter when adding
-// 0x1F carries into the high bit (≥ 'a') and adding 0x05 does not (≤ 'z');
-// bytes outside ASCII are masked out. No addition crosses a byte.
+// countLatin counts the ASCII letters of s, eight bytes at a time
+// (swar.Letters).
 func countLatin(s string) int {
 	n, j := 0, 0
 	for ; j+8 <= len(s); j += 8 {
-		w := swar.Load(s, j)
-		y := w&^swar.Tops | swar.Ones*0x20
-		n += bits.OnesCount64((y + swar.Ones*0x1F) &^ (y + swar.Ones*0x05) &^ w & swar.Tops)
+		n += swar.Letters(swar.Load(s, j))
 	}
 	for ; j < len(s); j++ {
 		if c := s[j] | 0x20; c >= 'a' && c <= 'z' {
