@@ -187,7 +187,8 @@ func toolaceResults(b *builder, value string, turn int) (record.Message, error) 
 	if prev == nil || prev.Role != record.RoleAssistant || len(prev.Calls) == 0 {
 		return record.Message{}, reject("toolace_result_without_call", "turn %d is a tool turn that follows no call turn", turn)
 	}
-	items, ok := b.flatResults(value)
+	var room [4]resultItem // most turns answer one or two calls
+	items, ok := b.flatResults(value, room[:0])
 	if !ok {
 		v, err := b.parse(value)
 		if err != nil {
@@ -248,13 +249,14 @@ type resultItem struct {
 }
 
 // flatResults reads a tool turn, a list of {"name": "…", "results": …}
-// items, without a tree (the workspace's flat), each item's results as
+// items, without a tree (the workspace's flat), and appends the items to
+// items (room the caller keeps on its stack), each one's results as
 // resultValue gives them: compact (jsontree.Parser.AppendValue), a string
 // through resultText. ok is false when the workspace does not read so or
 // the text is anything else (an empty list, an item with another member or
 // without one of the two, a name that is not a string, text that is not
 // JSON), which the tree then reads.
-func (b *builder) flatResults(value string) ([]resultItem, bool) {
+func (b *builder) flatResults(value string, items []resultItem) ([]resultItem, bool) {
 	w := b.w
 	if w == nil || !w.flat {
 		return nil, false
@@ -274,7 +276,6 @@ func (b *builder) flatResults(value string) ([]resultItem, bool) {
 	if !next('[') {
 		return nil, false
 	}
-	var items []resultItem
 	for {
 		if !next('{') {
 			return nil, false

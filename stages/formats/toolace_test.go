@@ -138,7 +138,7 @@ func TestToolACEFlat(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			sameEveryWay(t, "toolace", taRow(sys, "user", "Tides?", "assistant", call, "tool", c.turn))
 			b := &builder{w: &workspace{flat: true}}
-			if _, ok := b.flatResults(c.turn); ok != c.flat {
+			if _, ok := b.flatResults(c.turn, nil); ok != c.flat {
 				t.Fatalf("flatResults(%q) took it: %v, want %v", c.turn, ok, c.flat)
 			}
 		})
