@@ -1,7 +1,10 @@
 // Package swar holds the byte-parallel tests the JSON scanners and writers
-// (jsontree, jsonout, shard.ValidJSON) and the language counter share: eight
+// (jsontree, jsonout, shard.ValidJSON) and the language counters (formats,
+// report) share: eight
 // bytes of text read as one 64-bit word and tested at once.
 package swar
+
+import "math/bits"
 
 // Ones has the low bit of each byte of a word set; Ones*c repeats byte c.
 // Tops has the high bit of each byte set.
@@ -27,4 +30,13 @@ func StringSpecial(w uint64) uint64 {
 	q := w ^ Ones*'"'
 	bs := w ^ Ones*'\\'
 	return ((q-Ones)&^q | (bs-Ones)&^bs | (w-Ones*0x20)&^w) & Tops
+}
+
+// Letters counts the ASCII letters among the bytes of w; bytes outside
+// ASCII are not counted. Each byte, its high bit cleared and lowered by
+// |0x20, is a letter when adding 0x1F carries into the high bit (>= 'a')
+// and adding 0x05 does not (<= 'z'); no addition crosses a byte.
+func Letters(w uint64) int {
+	y := w&^Tops | Ones*0x20
+	return bits.OnesCount64((y + Ones*0x1F) &^ (y + Ones*0x05) &^ w & Tops)
 }

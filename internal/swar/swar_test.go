@@ -38,3 +38,26 @@ func TestStringSpecial(t *testing.T) {
 		}
 	}
 }
+
+// TestLetters checks Letters against a byte loop for every byte value at
+// every position of words of several fillers.
+func TestLetters(t *testing.T) {
+	letter := func(c byte) bool { return c|0x20 >= 'a' && c|0x20 <= 'z' }
+	for _, fill := range []byte{'a', 'Z', '@', '[', '`', '{', 0xE4, 0xC1, 0xDA, 0x7F, 0} {
+		for pos := range 8 {
+			for c := range 256 {
+				b := []byte{fill, fill, fill, fill, fill, fill, fill, fill}
+				b[pos] = byte(c)
+				want := 0
+				for _, x := range b {
+					if letter(x) {
+						want++
+					}
+				}
+				if got := Letters(Load(string(b), 0)); got != want {
+					t.Fatalf("% x: %d letters, want %d", b, got, want)
+				}
+			}
+		}
+	}
+}

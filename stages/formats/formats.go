@@ -2,7 +2,6 @@ package formats
 
 import (
 	"fmt"
-	"math/bits"
 	"slices"
 	"strconv"
 	"strings"
@@ -55,7 +54,7 @@ const (
 	twoPasses passes = iota // in passes of their own, after the row's
 	onePass                 // xlam's in the row parser's pass (jsontree.Parser.Embedded); the others as twoPasses
 	direct                  // tools (and xlam's answers) read straight into the record (xlamLiteral, systemLiteral), else onePass
-	laidOut                 // as direct, xlam's read by their layout first (laidTools, laidCalls), else as direct
+	laidOut                 // as direct, xlam's read by their layout first (laidTools, laidCalls), else as direct; glaive's responses and call arguments compacted without a tree (flatText, flatObject)
 )
 
 // parse is Parse; how says how the JSON texts xlam holds in strings, and
@@ -78,12 +77,14 @@ func parse(format, source string, index int64, row []byte, how passes) (*record.
 		w.rowTools = nil
 		w.xlamCalls, w.haveCalls = nil, false
 		w.xlam = nil
+		w.flat = false
 		if cap(w.json) <= 1<<20 {
 			workspaces.Put(w)
 		}
 	}()
 	// The Scanner reuses row, so strings are copied out of it.
 	jp := jsontree.Parser{Data: row, CopyStrings: true, Arena: &w.arena}
+	w.flat = how == laidOut
 	switch {
 	case format == "xlam" && how >= onePass:
 		jp.Embedded = xlamEmbedded
@@ -242,6 +243,10 @@ type workspace struct {
 	// (systools.go): the hook and the format it reads.
 	sysLiteral func(string, jsontree.Inner) (jsontree.Value, bool)
 	format     string
+
+	// flat: JSON texts the readers only compact are read without a tree
+	// (flatText, flatObject).
+	flat bool
 }
 
 var workspaces = sync.Pool{New: func() any {
@@ -322,6 +327,57 @@ func (b *builder) parser(s string) jsontree.Parser {
 func (b *builder) parse(s string) (jsontree.Value, error) {
 	p := b.parser(s)
 	return p.Parse()
+}
+
+// flatText returns s, when it holds one JSON value, compact as
+// jsontree.CompactString gives the tree b.parse(s) reads, read without the
+// tree (jsontree.Parser.AppendValue); ok is false when the workspace does
+// not read so (flat) or s is not such text, which b.parse then reads.
+func (b *builder) flatText(s string) (string, bool) {
+	w := b.w
+	if w == nil || !w.flat || s == "" {
+		return "", false
+	}
+	p := b.parser(s)
+	at := len(w.json)
+	out, ok := p.AppendValue(w.json)
+	if ok {
+		p.SkipSpace()
+		ok = p.Pos == len(p.Data)
+	}
+	var c string
+	if ok {
+		c = string(out[at:])
+	}
+	w.json = out[:at]
+	return c, ok
+}
+
+// flatObject reads the object at p.Pos (after white space) without a tree
+// (jsontree.Parser.AppendValue) and returns it compact in the workspace's
+// buffer, as objectArguments writes the tree p.Value reads there. It
+// returns nil, with p where it was, when the workspace does not read so
+// (flat), no object starts there, or p.Value would fail (the caller reads
+// it again for the error).
+func (b *builder) flatObject(p *jsontree.Parser) []byte {
+	w := b.w
+	if w == nil || !w.flat {
+		return nil
+	}
+	pos, sq := p.Pos, p.SawSingleQuote
+	p.SkipSpace()
+	if p.Pos >= len(p.Data) || p.Data[p.Pos] != '{' {
+		p.Pos = pos
+		return nil
+	}
+	at := len(w.json)
+	out, ok := p.AppendValue(w.json)
+	if !ok {
+		p.Pos, p.SawSingleQuote = pos, sq
+		return nil
+	}
+	w.json = out
+	return out[at:len(out):len(out)]
 }
 
 // repair notes that the row was damaged in a known way and fixed; the kinds
@@ -518,16 +574,12 @@ func isChinese(ms []record.Message) bool {
 	return 3*han >= latin
 }
 
-// countLatin counts the ASCII letters of s, eight bytes at a time: each
-// byte, its high bit cleared and lowered by |0x20, is a letter when adding
-// 0x1F carries into the high bit (≥ 'a') and adding 0x05 does not (≤ 'z');
-// bytes outside ASCII are masked out. No addition crosses a byte.
+// countLatin counts the ASCII letters of s, eight bytes at a time
+// (swar.Letters).
 func countLatin(s string) int {
 	n, j := 0, 0
 	for ; j+8 <= len(s); j += 8 {
-		w := swar.Load(s, j)
-		y := w&^swar.Tops | swar.Ones*0x20
-		n += bits.OnesCount64((y + swar.Ones*0x1F) &^ (y + swar.Ones*0x05) &^ w & swar.Tops)
+		n += swar.Letters(swar.Load(s, j))
 	}
 	for ; j < len(s); j++ {
 		if c := s[j] | 0x20; c >= 'a' && c <= 'z' {

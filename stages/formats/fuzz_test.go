@@ -160,13 +160,18 @@ func FuzzToolACETools(f *testing.F) {
 	})
 }
 
-// FuzzToolACETurns mutates an assistant value and the tool turn answering it.
+// FuzzToolACETurns mutates an assistant value and the tool turn answering
+// it, which the reader without a tree (flatResults) and the tree must read
+// alike (sameEveryWay).
 func FuzzToolACETurns(f *testing.F) {
 	f.Add(`[Tide Table(harbour="Rock"), now()]`, `[{"name": "now", "results": 1}, {"name": "Tide Table", "results": {"a": [1]}}]`)
 	f.Add(`[now(x=[1, (2,), {'a': None}])]`, `{"name": "now", "results": "x"}`)
 	f.Add(`[Note (a) b]`, `[]`)
+	f.Add(`[Tide Table(harbour="Rock"), now()]`, ` [{"results": "{\"a\": 1}", "name": "now"}, {"name": "Tide\u0020Table", "results": {"a": 1, "a": 2}}] `)
 	f.Fuzz(func(t *testing.T, assistant, tool string) {
-		checkParsed(t, "toolace", taRow(taSystem(taTools), "user", "q", "assistant", assistant, "tool", tool))
+		row := taRow(taSystem(taTools), "user", "q", "assistant", assistant, "tool", tool)
+		sameEveryWay(t, "toolace", row)
+		checkParsed(t, "toolace", row)
 	})
 }
 

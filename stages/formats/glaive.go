@@ -258,7 +258,9 @@ func glaiveResponse(b *builder, body string, turn int) error {
 		return reject("glaive_response_without_call", "turn %d is a FUNCTION RESPONSE that follows no call", turn)
 	}
 	content := body
-	if body != "" {
+	if s, ok := b.flatText(body); ok {
+		content = s
+	} else if body != "" {
 		v, err := b.parse(body)
 		switch {
 		case err == nil:
@@ -343,11 +345,18 @@ func parseGlaiveCall(b *builder, text string, turn int) (record.Call, error) {
 			return record.Call{}, truncated()
 		}
 		quoted := p.Data[p.Pos] == '\''
+		argKey := key == "arguments" || key == "parameters"
 		var v jsontree.Value
+		var flat []byte // the arguments object read without a tree (flatObject)
 		if quoted {
 			p.Pos++
 			p.SingleQuoteEscape = true
-			v, err = p.Value()
+			if argKey {
+				flat = b.flatObject(&p)
+			}
+			if flat == nil {
+				v, err = p.Value()
+			}
 			p.SingleQuoteEscape = false
 			if err != nil {
 				return record.Call{}, valueErr(err, true)
@@ -361,6 +370,12 @@ func parseGlaiveCall(b *builder, text string, turn int) (record.Call, error) {
 					p.Data, &jsontree.Error{Off: p.Pos, Msg: "text after the JSON value inside the quotes"})
 			}
 			p.Pos++
+		} else if argKey && p.Data[p.Pos] == '{' {
+			if flat = b.flatObject(&p); flat == nil {
+				if v, err = p.Value(); err != nil {
+					return record.Call{}, valueErr(err, false)
+				}
+			}
 		} else if v, err = p.Value(); err != nil {
 			return record.Call{}, valueErr(err, false)
 		}
@@ -377,12 +392,15 @@ func parseGlaiveCall(b *builder, text string, turn int) (record.Call, error) {
 			if key == "parameters" {
 				b.repair("parameters_key")
 			}
-			a, fromString, err := objectArguments(b.w, &v)
-			if err != nil {
-				return record.Call{}, reject("glaive_arguments_not_object", "turn %d: %v", turn, err)
+			a, fromString := flat, false
+			if a == nil {
+				var err error
+				if a, fromString, err = objectArguments(b.w, &v); err != nil {
+					return record.Call{}, reject("glaive_arguments_not_object", "turn %d: %v", turn, err)
+				}
 			}
 			switch {
-			case !quoted && v.Kind == jsontree.Object:
+			case !quoted && (flat != nil || v.Kind == jsontree.Object):
 				b.repair("bare_object_arguments")
 			case !quoted && fromString:
 				b.repair("string_arguments")

@@ -3,6 +3,8 @@ package formats
 import (
 	"strings"
 	"testing"
+
+	"github.com/augmentdata/augment/jsontree"
 )
 
 const (
@@ -196,5 +198,47 @@ func TestGlaiveToolSchema(t *testing.T) {
 		if got := tool.Name + "|" + tool.Description + "|" + string(tool.Parameters); got != want[i] {
 			t.Errorf("tool %d: got %s, want %s", i, got, want[i])
 		}
+	}
+}
+
+// TestGlaiveFlat holds the readers of glaive's responses and call arguments
+// without a tree (flatText, flatObject) to the tree on texts at their
+// edges: each row gives the same record or reject either way
+// (sameEveryWay), and a response the flat reader takes compacts as the
+// tree does.
+func TestGlaiveFlat(t *testing.T) {
+	sys := gLead + gTool + "\n"
+	user := "USER: Find Dune."
+	answer := "ASSISTANT: Here. <|endoftext|>"
+	for _, c := range []struct {
+		name, call, resp string
+		flat             bool // flatText takes the response
+	}{
+		{"plain", gCall(`'{"title": "Dune"}'`), `{"found": true, "shelf": "B-12", "n": [1, -2.5e3, null]}`, true},
+		{"escapes and apostrophes", gCall(`'{"title": "it\'s \"Dune\"\n", "t\\u00e9": "\u00e9"}'`), `{"q": "say \"hi\"\tnow \u00e9 \ud800", "k\u0031": {}}`, true},
+		{"bare object, parameters key", `ASSISTANT: <functioncall> {"name": "find_book", "parameters": {"title": "Dune", "n": {"a": []}}} <|endoftext|>`, `[]`, true},
+		{"white space inside the quotes", gCall(`'  {"title" :"Dune" }  '`), ` {"a" : 1 } `, true},
+		{"Chinese", gCall(`'{"title": "沙丘"}'`), `{"结果": "找到了"}`, true},
+		{"duplicate keys", gCall(`'{"title": "Dune", "title": "Emma"}'`), `{"a": 1, "a": 2}`, false},
+		{"truncated", gCall(`'{"title": "Du`), `{"found": tr`, false},
+		{"text after the value", gCall(`'{"title": "Dune"} x'`), `{"a": 1} and more`, false},
+		{"a string, a number, text", gCall(`"{\"title\": \"Dune\"}"`), `"done"`, true},
+		{"not JSON", gCall(`'{title: Dune}'`), `Found it on shelf B-12.`, false},
+		{"nonfinite", gCall(`'{"n": NaN}'`), `{"n": Infinity}`, false},
+		{"too deep", gCall(`'` + strings.Repeat(`{"a": `, 600) + `1` + strings.Repeat(`}`, 600) + `'`), strings.Repeat("[", 600) + strings.Repeat("]", 600), false},
+		{"invalid escape", gCall(`'{"title": "\x"}'`), `{"a": "\x"}`, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			row := gRow(sys, user, c.call, "FUNCTION RESPONSE: "+c.resp, answer)
+			sameEveryWay(t, "glaive", row)
+			b := &builder{w: &workspace{flat: true}}
+			got, ok := b.flatText(c.resp)
+			if ok != c.flat {
+				t.Fatalf("flatText(%q) took it: %v, want %v", c.resp, ok, c.flat)
+			}
+			if v, err := b.parse(c.resp); ok && (err != nil || got != jsontree.CompactString(&v)) {
+				t.Fatalf("flatText(%q) = %q, the tree %v %v", c.resp, got, jsontree.CompactString(&v), err)
+			}
+		})
 	}
 }

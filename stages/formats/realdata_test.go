@@ -240,13 +240,24 @@ func checkInvariants(r *record.Record) error {
 		return fmt.Errorf("fails shard.Check (%s): %v", reason, err)
 	}
 	for _, tool := range r.Tools {
-		var schema struct {
-			Type       string                     `json:"type"`
-			Properties map[string]json.RawMessage `json:"properties"`
-			Required   []string                   `json:"required"`
-		}
-		if err := json.Unmarshal(tool.Parameters, &schema); err != nil || schema.Type != "object" || schema.Properties == nil {
+		// Read by jsontree, whose keys match exactly: encoding/json would
+		// take a member "tYpe" for "type".
+		schema, err := jsontree.Parse(tool.Parameters)
+		if err != nil || schema.Kind != jsontree.Object {
 			return fmt.Errorf("tool %s: parameters %s are not an object schema", tool.Name, tool.Parameters)
+		}
+		typ, props := schema.Get("type"), schema.Get("properties")
+		if typ == nil || typ.Kind != jsontree.String || typ.Str != "object" || props == nil || props.Kind != jsontree.Object {
+			return fmt.Errorf("tool %s: parameters %s are not an object schema", tool.Name, tool.Parameters)
+		}
+		if req := schema.Get("required"); req != nil && req.Kind != jsontree.Null {
+			names := req.Kind == jsontree.Array
+			for _, e := range req.Elems {
+				names = names && e.Val.Kind == jsontree.String
+			}
+			if !names {
+				return fmt.Errorf("tool %s: parameters %s: required is not a list of names", tool.Name, tool.Parameters)
+			}
 		}
 	}
 	var calls []record.Call

@@ -187,29 +187,29 @@ func toolaceResults(b *builder, value string, turn int) (record.Message, error) 
 	if prev == nil || prev.Role != record.RoleAssistant || len(prev.Calls) == 0 {
 		return record.Message{}, reject("toolace_result_without_call", "turn %d is a tool turn that follows no call turn", turn)
 	}
-	v, err := b.parse(value)
-	if err != nil {
-		return record.Message{}, jsonReject("toolace_bad_tool_turn", turnName(turn), []byte(value), err)
-	}
-	if v.Kind == jsontree.Object && len(prev.Calls) == 1 {
-		v = jsontree.Value{Kind: jsontree.Array, Elems: []jsontree.Member{{Val: v}}}
-	}
-	if v.Kind != jsontree.Array {
-		return record.Message{}, reject("toolace_bad_tool_turn", "turn %d is a JSON %s, want an array of {name, results}", turn, v.Kind)
-	}
-	type item struct {
-		name string
-		val  *jsontree.Value
-	}
-	items := make([]item, len(v.Elems))
-	for k := range v.Elems {
-		e := &v.Elems[k].Val
-		name, ok := e.StringOr("name")
-		res := e.Get("results")
-		if e.Kind != jsontree.Object || !ok || res == nil {
-			return record.Message{}, reject("toolace_bad_tool_turn", "turn %d item %d is not {name, results}", turn, k)
+	var room [4]resultItem // most turns answer one or two calls
+	items, ok := b.flatResults(value, room[:0])
+	if !ok {
+		v, err := b.parse(value)
+		if err != nil {
+			return record.Message{}, jsonReject("toolace_bad_tool_turn", turnName(turn), []byte(value), err)
 		}
-		items[k] = item{name, res}
+		if v.Kind == jsontree.Object && len(prev.Calls) == 1 {
+			v = jsontree.Value{Kind: jsontree.Array, Elems: []jsontree.Member{{Val: v}}}
+		}
+		if v.Kind != jsontree.Array {
+			return record.Message{}, reject("toolace_bad_tool_turn", "turn %d is a JSON %s, want an array of {name, results}", turn, v.Kind)
+		}
+		items = make([]resultItem, len(v.Elems))
+		for k := range v.Elems {
+			e := &v.Elems[k].Val
+			name, ok := e.StringOr("name")
+			res := e.Get("results")
+			if e.Kind != jsontree.Object || !ok || res == nil {
+				return record.Message{}, reject("toolace_bad_tool_turn", "turn %d item %d is not {name, results}", turn, k)
+			}
+			items[k] = resultItem{name: name, val: res}
+		}
 	}
 	if len(items) != len(prev.Calls) {
 		return record.Message{}, reject("toolace_result_mismatch", "turn %d holds %d results for %d calls", turn, len(items), len(prev.Calls))
@@ -231,7 +231,113 @@ func toolaceResults(b *builder, value string, turn int) (record.Message, error) 
 			b.repair("results_reordered")
 		}
 		used[found] = true
-		results[c] = record.Result{Name: call.Name, Content: resultValue(items[found].val)}
+		content := items[found].content
+		if v := items[found].val; v != nil {
+			content = resultValue(v)
+		}
+		results[c] = record.Result{Name: call.Name, Content: content}
 	}
 	return record.Message{Role: record.RoleTool, Results: results}, nil
+}
+
+// A resultItem is an item of a ToolACE tool turn: the name, and the
+// results as a tree (val) or, read without one, as resultValue gives them.
+type resultItem struct {
+	name    string
+	val     *jsontree.Value
+	content string
+}
+
+// flatResults reads a tool turn, a list of {"name": "…", "results": …}
+// items, without a tree (the workspace's flat), and appends the items to
+// items (room the caller keeps on its stack), each one's results as
+// resultValue gives them: compact (jsontree.Parser.AppendValue), a string
+// through resultText. ok is false when the workspace does not read so or
+// the text is anything else (an empty list, an item with another member or
+// without one of the two, a name that is not a string, text that is not
+// JSON), which the tree then reads.
+func (b *builder) flatResults(value string, items []resultItem) ([]resultItem, bool) {
+	w := b.w
+	if w == nil || !w.flat {
+		return nil, false
+	}
+	p := b.parser(value)
+	d := p.Data
+	// next moves past white space to the next byte and reports whether
+	// it is c.
+	next := func(c byte) bool {
+		p.SkipSpace()
+		if p.Pos < len(d) && d[p.Pos] == c {
+			p.Pos++
+			return true
+		}
+		return false
+	}
+	if !next('[') {
+		return nil, false
+	}
+	for {
+		if !next('{') {
+			return nil, false
+		}
+		var it resultItem
+		haveName, haveResults := false, false
+		for n := 0; n < 2; n++ {
+			if n > 0 && !next(',') {
+				return nil, false
+			}
+			p.SkipSpace()
+			if p.Pos >= len(d) || d[p.Pos] != '"' {
+				return nil, false
+			}
+			k, err := p.ReadString()
+			if err != nil || !next(':') {
+				return nil, false
+			}
+			p.SkipSpace()
+			switch {
+			case k == "name" && !haveName:
+				if p.Pos >= len(d) || d[p.Pos] != '"' {
+					return nil, false
+				}
+				if it.name, err = p.ReadString(); err != nil {
+					return nil, false
+				}
+				haveName = true
+			case k == "results" && !haveResults:
+				if p.Pos < len(d) && d[p.Pos] == '"' {
+					s, err := p.ReadString()
+					if err != nil {
+						return nil, false
+					}
+					it.content = resultText(s)
+				} else {
+					at := len(w.json)
+					out, ok := p.AppendValue(w.json)
+					if ok {
+						it.content = string(out[at:])
+					}
+					w.json = out[:at]
+					if !ok {
+						return nil, false
+					}
+				}
+				haveResults = true
+			default:
+				return nil, false
+			}
+		}
+		if !next('}') {
+			return nil, false
+		}
+		items = append(items, it)
+		if next(']') {
+			break
+		}
+		if !next(',') {
+			return nil, false
+		}
+	}
+	p.SkipSpace()
+	return items, p.Pos == len(d)
 }

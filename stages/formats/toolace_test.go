@@ -103,3 +103,44 @@ func TestToolACETools(t *testing.T) {
 		t.Fatalf("template text left in the system: %q", rec.System)
 	}
 }
+
+// TestToolACEFlat holds the reader of ToolACE's tool turns without a tree
+// (flatResults) to the tree on turns at its edges: each row gives the same
+// record or reject either way (sameEveryWay), and the reader takes the
+// turn or leaves it as listed.
+func TestToolACEFlat(t *testing.T) {
+	sys := taSystem(taTools)
+	call := `[Tide Table(harbour="Rock"), now()]`
+	for _, c := range []struct {
+		name, turn string
+		flat       bool
+	}{
+		{"objects and a string", `[{"name": "Tide Table", "results": {"high": "05:12", "n": [1, -2.5e3, null, true]}}, {"name": "now", "results": "12:00"}]`, true},
+		{"reordered, white space", ` [ {"results" : [ ], "name":"now"} ,{"name": "Tide Table", "results": 3} ] `, true},
+		{"JSON in a string, escapes", `[{"name": "Tide Table", "results": "{\"a\": [1, 2]}"}, {"name": "now", "results": "say \"hi\"\n\u00e9 \ud800"}]`, true},
+		{"Chinese", `[{"name": "Tide Table", "results": {"结果": "高潮"}}, {"name": "now", "results": "十二点"}]`, true},
+		{"null results, empty string", `[{"name": "Tide Table", "results": null}, {"name": "now", "results": ""}]`, true},
+		{"too few results", `[{"name": "now", "results": 1}]`, true},
+		{"an unknown name", `[{"name": "Tide Table", "results": 1}, {"name": "later", "results": 2}]`, true},
+		{"a name with escapes", `[{"name": "Tide\u0020Table", "results": 1}, {"name": "now", "results": 2}]`, true},
+		{"a key with escapes", `[{"n\u0061me": "Tide Table", "results": 1}, {"name": "now", "results": 2}]`, true},
+		{"empty list", `[]`, false},
+		{"an object, not a list", `{"name": "now", "results": 1}`, false},
+		{"an extra member", `[{"name": "Tide Table", "results": 1, "ok": true}, {"name": "now", "results": 2}]`, false},
+		{"a missing member", `[{"name": "Tide Table"}, {"name": "now", "results": 2}]`, false},
+		{"a duplicate member", `[{"name": "Tide Table", "name": "now"}, {"name": "now", "results": 2}]`, false},
+		{"a null name", `[{"name": null, "results": 1}, {"name": "now", "results": 2}]`, false},
+		{"duplicate keys in the results", `[{"name": "Tide Table", "results": {"a": 1, "a": 2}}, {"name": "now", "results": 2}]`, false},
+		{"truncated", `[{"name": "Tide Table", "results": {"high": "05`, false},
+		{"text after the list", `[{"name": "Tide Table", "results": 1}, {"name": "now", "results": 2}] ok`, false},
+		{"not JSON", `Tides are high at noon.`, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			sameEveryWay(t, "toolace", taRow(sys, "user", "Tides?", "assistant", call, "tool", c.turn))
+			b := &builder{w: &workspace{flat: true}}
+			if _, ok := b.flatResults(c.turn, nil); ok != c.flat {
+				t.Fatalf("flatResults(%q) took it: %v, want %v", c.turn, ok, c.flat)
+			}
+		})
+	}
+}

@@ -1,0 +1,158 @@
+package jsontree
+
+import (
+	"unicode/utf8"
+
+	"github.com/augmentdata/augment/internal/swar"
+)
+
+// AppendValue reads the JSON value at Pos (after white space), as Value
+// does, and appends it to b as AppendCompact would write the value Value
+// returns, without building it: a string without escapes is copied as it
+// stands (AppendString would write its bytes unchanged), any other is
+// decoded (ReadString) and written by AppendString; numbers as written.
+// Objects are checked for duplicate keys, nesting for MaxDepth, strings
+// for UTF-8 (unless ValidUTF8), as Value checks them.
+//
+// ok is false exactly when Value would return an error (and always with
+// Spans, Embedded or Hooked set, which AppendValue does not do): a caller
+// that wants the error reads again from where it started with Value. After
+// a failure Pos is undefined and b may hold part of the value; BadUTF8,
+// LoneSurrogate and SawSingleQuote may be set for strings read before it.
+func (p *Parser) AppendValue(b []byte) ([]byte, bool) {
+	if p.Spans || p.Embedded != nil || p.Hooked != nil {
+		return b, false
+	}
+	sp := p.takeStack()
+	b, ok := p.appendValue(b)
+	p.giveStack(sp)
+	return b, ok
+}
+
+func (p *Parser) appendValue(b []byte) ([]byte, bool) {
+	p.SkipSpace()
+	d := p.Data
+	if p.Pos >= len(d) {
+		return b, false
+	}
+	switch c := d[p.Pos]; {
+	case c == '{' || c == '[':
+		if p.depth >= MaxDepth {
+			return b, false
+		}
+		p.depth++
+		base := len(p.stack)
+		b, ok := p.appendBody(b, c, base)
+		p.depth--
+		p.stack = p.stack[:base]
+		return b, ok
+	case c == '"':
+		return p.appendString(b)
+	case c == 't':
+		return p.appendWord(b, "true")
+	case c == 'f':
+		return p.appendWord(b, "false")
+	case c == 'n':
+		return p.appendWord(b, "null")
+	case c == '-' || (c >= '0' && c <= '9'):
+		end, ok := numberEnd(d, p.Pos)
+		if !ok {
+			return b, false
+		}
+		b = append(b, d[p.Pos:end]...)
+		p.Pos = end
+		return b, true
+	}
+	return b, false
+}
+
+// appendWord reads the literal w (true, false or null) and appends it.
+func (p *Parser) appendWord(b []byte, w string) ([]byte, bool) {
+	d := p.Data
+	if len(d)-p.Pos < len(w) || string(d[p.Pos:p.Pos+len(w)]) != w {
+		return b, false
+	}
+	p.Pos += len(w)
+	return append(b, w...), true
+}
+
+// appendString reads the string literal at Pos: a run of plain content up
+// to its closing quote is copied with its quotes (plainRun stops at the
+// bytes AppendString escapes, and valid UTF-8 it writes as it is); else
+// the string is decoded and written again.
+func (p *Parser) appendString(b []byte) ([]byte, bool) {
+	d := p.Data
+	start := p.Pos + 1
+	end, seen := plainRun(d, start)
+	if end < len(d) && d[end] == '"' && (p.ValidUTF8 || seen&swar.Tops == 0 || utf8.Valid(d[start:end])) {
+		b = append(b, d[p.Pos:end+1]...)
+		p.Pos = end + 1
+		return b, true
+	}
+	s, err := p.ReadString()
+	if err != nil {
+		return b, false
+	}
+	return AppendString(b, s), true
+}
+
+// appendBody reads an array or object whose open bracket is at Pos, as
+// arrayBody and objectBody do; an object's keys go on the stack (from
+// base) for the duplicate check.
+func (p *Parser) appendBody(b []byte, open byte, base int) ([]byte, bool) {
+	end := open + 2 // ] and } follow [ and { by two
+	b = append(b, open)
+	p.Pos++
+	p.SkipSpace()
+	if p.Pos < len(p.Data) && p.Data[p.Pos] == end {
+		p.Pos++
+		return append(b, end), true
+	}
+	for n := 0; ; n++ {
+		if n > 0 {
+			b = append(b, ',')
+		}
+		if open == '{' {
+			p.SkipSpace()
+			if p.Pos >= len(p.Data) || p.Data[p.Pos] != '"' {
+				return b, false
+			}
+			k, err := p.key()
+			if err != nil {
+				return b, false
+			}
+			if !p.DuplicateKeys {
+				for j := range p.stack[base:] { // by index: a Member is 64 bytes
+					if p.stack[base+j].Key == k {
+						return b, false
+					}
+				}
+			}
+			p.push(Member{Key: k})
+			p.SkipSpace()
+			if p.Pos >= len(p.Data) || p.Data[p.Pos] != ':' {
+				return b, false
+			}
+			p.Pos++
+			b = AppendString(b, k)
+			b = append(b, ':')
+		}
+		var ok bool
+		if b, ok = p.appendValue(b); !ok {
+			return b, false
+		}
+		p.SkipSpace()
+		if p.Pos >= len(p.Data) {
+			return b, false
+		}
+		switch p.Data[p.Pos] {
+		case ',':
+			p.Pos++
+		case end:
+			p.Pos++
+			return append(b, end), true
+		default:
+			return b, false
+		}
+	}
+}
