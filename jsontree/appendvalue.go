@@ -20,11 +20,21 @@ import (
 // a failure Pos is undefined and b may hold part of the value; BadUTF8,
 // LoneSurrogate and SawSingleQuote may be set for strings read before it.
 func (p *Parser) AppendValue(b []byte) ([]byte, bool) {
-	if p.Spans || p.Embedded != nil || p.Hooked != nil {
+	return p.AppendValueIn(b, 0)
+}
+
+// AppendValueIn is AppendValue for a value inside outer containers that
+// its caller read itself: they count toward MaxDepth, as they do for Value
+// reading the whole text (ToolACE's results sit in an item of a list).
+func (p *Parser) AppendValueIn(b []byte, outer int) ([]byte, bool) {
+	if p.Spans || p.Embedded != nil || p.Hooked != nil || outer < 0 || outer > MaxDepth {
 		return b, false
 	}
 	sp := p.takeStack()
+	depth := p.depth
+	p.depth = outer
 	b, ok := p.appendValue(b)
+	p.depth = depth
 	p.giveStack(sp)
 	return b, ok
 }

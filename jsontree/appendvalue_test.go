@@ -101,3 +101,21 @@ func BenchmarkAppendValue(b *testing.B) {
 		})
 	}
 }
+
+// TestAppendValueIn checks that the containers a caller read itself count
+// toward MaxDepth: a value that fits alone may be too deep inside them.
+func TestAppendValueIn(t *testing.T) {
+	for _, c := range []struct {
+		n, outer int
+		ok       bool
+	}{{MaxDepth, 0, true}, {MaxDepth - 2, 2, true}, {MaxDepth - 1, 2, false}, {0, MaxDepth, true}, {1, MaxDepth, false}} {
+		s := strings.Repeat("[", c.n) + "1" + strings.Repeat("]", c.n)
+		p := Parser{Data: []byte(s)}
+		if _, ok := p.AppendValueIn(nil, c.outer); ok != c.ok {
+			t.Errorf("%d arrays inside %d: ok %v, want %v", c.n, c.outer, ok, c.ok)
+		}
+		if p.depth != 0 {
+			t.Errorf("%d arrays inside %d: depth %d left", c.n, c.outer, p.depth)
+		}
+	}
+}

@@ -313,7 +313,7 @@ func (b *builder) flatResults(value string, items []resultItem) ([]resultItem, b
 					it.content = resultText(s)
 				} else {
 					at := len(w.json)
-					out, ok := p.AppendValue(w.json)
+					out, ok := p.AppendValueIn(w.json, 2) // in the list and its item
 					if ok {
 						it.content = string(out[at:])
 					}
