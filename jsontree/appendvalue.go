@@ -108,7 +108,9 @@ func (p *Parser) appendString(b []byte) ([]byte, bool) {
 
 // appendBody reads an array or object whose open bracket is at Pos, as
 // arrayBody and objectBody do; an object's keys go on the stack (from
-// base) for the duplicate check.
+// base) for the duplicate check. Inner.appendBody and Laid.appendBody have
+// its shape but read other text (JSON escaped inside a string literal;
+// json.dumps's layout), so each keeps its own loop.
 func (p *Parser) appendBody(b []byte, open byte, base int) ([]byte, bool) {
 	end := open + 2 // ] and } follow [ and { by two
 	b = append(b, open)
@@ -131,12 +133,8 @@ func (p *Parser) appendBody(b []byte, open byte, base int) ([]byte, bool) {
 			if err != nil {
 				return b, false
 			}
-			if !p.DuplicateKeys {
-				for j := range p.stack[base:] { // by index: a Member is 64 bytes
-					if p.stack[base+j].Key == k {
-						return b, false
-					}
-				}
+			if p.duplicate(k, base) {
+				return b, false
 			}
 			p.push(Member{Key: k})
 			p.SkipSpace()

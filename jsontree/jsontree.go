@@ -1039,13 +1039,9 @@ func (p *Parser) objectBody(base int) (Value, error) {
 		if err != nil {
 			return Value{}, err
 		}
-		if !p.DuplicateKeys {
-			for j := range p.stack[base:] { // by index: a Member is 64 bytes
-				if p.stack[base+j].Key == k {
-					p.Pos = keyAt
-					return Value{}, p.fail(fmt.Sprintf("duplicate key %q", k))
-				}
-			}
+		if p.duplicate(k, base) {
+			p.Pos = keyAt
+			return Value{}, p.fail(fmt.Sprintf("duplicate key %q", k))
 		}
 		p.SkipSpace()
 		if p.Pos >= len(p.Data) {
@@ -1079,6 +1075,20 @@ func (p *Parser) objectBody(base int) (Value, error) {
 			return Value{}, p.fail("expected , or } in an object")
 		}
 	}
+}
+
+// duplicate reports whether key k is among the members on the stack from
+// base, the object's being read, and the Parser does not take
+// DuplicateKeys.
+func (p *Parser) duplicate(k string, base int) bool {
+	if !p.DuplicateKeys {
+		for j := range p.stack[base:] { // by index: a Member is 64 bytes
+			if p.stack[base+j].Key == k {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // AppendCompact appends v as compact JSON: no insignificant space, members
