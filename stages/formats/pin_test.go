@@ -43,3 +43,38 @@ func TestXLAMRecordPinsNoRow(t *testing.T) {
 	}
 	runtime.KeepAlive(recs)
 }
+
+// TestFlatRecordsPinNoRow: glaive's and ToolACE's records keep none of the
+// row's bytes when their readers without a tree (flatText, flatObject,
+// flatResults) took the texts, nor when they gave up part-way (the tree
+// then read the texts, or kept a response that is not JSON as text).
+func TestFlatRecordsPinNoRow(t *testing.T) {
+	sys := gLead + gTool + "\n"
+	rows := []struct{ format, row string }{
+		{"glaive", gRow(sys, "USER: Dune?", gCall(`'{"title": "Dune", "n": [1, {"a": "it\'s"}]}'`), `FUNCTION RESPONSE: {"found": "yes \"B-12\""}`, "ASSISTANT: Here. <|endoftext|>")},
+		{"glaive", gRow(sys, "USER: Dune?", gCall(`"{\"title\": \"Dune\"}"`), `FUNCTION RESPONSE: {"a": 1, "a": 2}`, "ASSISTANT: Here. <|endoftext|>")},
+		{"toolace", taRow(taSystem(taTools), "user", "Tides?", "assistant", `[Tide Table(harbour="Rock"), now()]`,
+			"tool", `[{"name": "Tide Table", "results": {"high": "05:12"}}, {"name": "now", "results": "noon \"sharp\""}]`)},
+		{"toolace", taRow(taSystem(taTools), "user", "Tides?", "assistant", `[Tide Table(harbour="Rock"), now()]`,
+			"tool", `[{"name": "Tide Table", "results": {"high": "05:12"}, "x": 1}, {"name": "now", "results": "noon"}]`)},
+	}
+	var recs []*record.Record
+	wp := func() weak.Pointer[byte] {
+		big := make([]byte, 8<<20)
+		for _, c := range rows {
+			n := copy(big, c.row)
+			r, err := parse(c.format, "s", 1, big[:n:n], laidOut)
+			if err != nil {
+				t.Fatalf("%s: %v", c.row, err)
+			}
+			recs = append(recs, r)
+		}
+		return weak.Make(&big[0])
+	}()
+	runtime.GC()
+	runtime.GC()
+	if wp.Value() != nil {
+		t.Error("a glaive or ToolACE record keeps the buffer its row was read from")
+	}
+	runtime.KeepAlive(recs)
+}
