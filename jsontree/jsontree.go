@@ -526,7 +526,9 @@ func numberEnd(d []byte, i int) (int, bool) {
 	return i, true
 }
 
-// strSpecial marks the bytes that interrupt a run of plain string content.
+// strSpecial marks the bytes that interrupt a run of plain string content,
+// which are the ASCII bytes AppendString escapes: a plain run is written
+// as it stands, which AppendValue relies on.
 var strSpecial = func() (t [256]bool) {
 	for i := range 0x20 {
 		t[i] = true
@@ -1152,15 +1154,6 @@ var stacks = sync.Pool{New: func() any { s := make([]Member, 0, 64); return &s }
 
 var scratch = sync.Pool{New: func() any { b := make([]byte, 0, 4096); return &b }}
 
-// needsEscape marks ASCII bytes that AppendString escapes.
-var needsEscape = func() (t [256]bool) {
-	for i := range 0x20 {
-		t[i] = true
-	}
-	t['"'], t['\\'] = true, true
-	return t
-}()
-
 // AppendString appends s as a JSON string. Only '"', '\\' and control
 // characters are escaped; other text, including non-ASCII, is written as
 // UTF-8 (invalid bytes become U+FFFD). This is the package's one canonical
@@ -1181,7 +1174,7 @@ func AppendString(b []byte, s string) []byte {
 				break
 			}
 		}
-		for i < len(s) && s[i] < utf8.RuneSelf && !needsEscape[s[i]] {
+		for i < len(s) && s[i] < utf8.RuneSelf && !strSpecial[s[i]] {
 			i++
 		}
 		if i >= len(s) {
