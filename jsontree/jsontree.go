@@ -967,9 +967,10 @@ func (a *Arena) Reset() {
 // array decodes an array; in either outcome it leaves the stack as it
 // found it.
 func (p *Parser) array() (Value, error) {
-	if p.depth++; p.depth > MaxDepth {
+	if p.depth >= MaxDepth {
 		return Value{}, p.fail("nesting too deep")
 	}
+	p.depth++
 	base := len(p.stack)
 	v, err := p.arrayBody(base)
 	p.depth--
@@ -1010,9 +1011,10 @@ func (p *Parser) arrayBody(base int) (Value, error) {
 // object decodes an object; in either outcome it leaves the stack as it
 // found it.
 func (p *Parser) object() (Value, error) {
-	if p.depth++; p.depth > MaxDepth {
+	if p.depth >= MaxDepth {
 		return Value{}, p.fail("nesting too deep")
 	}
+	p.depth++
 	base := len(p.stack)
 	v, err := p.objectBody(base)
 	p.depth--
