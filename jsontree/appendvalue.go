@@ -20,11 +20,21 @@ import (
 // a failure Pos is undefined and b may hold part of the value; BadUTF8,
 // LoneSurrogate and SawSingleQuote may be set for strings read before it.
 func (p *Parser) AppendValue(b []byte) ([]byte, bool) {
-	if p.Spans || p.Embedded != nil || p.Hooked != nil {
+	return p.AppendValueIn(b, 0)
+}
+
+// AppendValueIn is AppendValue for a value inside outer containers that
+// its caller read itself: they count toward MaxDepth, as they do for Value
+// reading the whole text (ToolACE's results sit in an item of a list).
+func (p *Parser) AppendValueIn(b []byte, outer int) ([]byte, bool) {
+	if p.Spans || p.Embedded != nil || p.Hooked != nil || outer < 0 || outer > MaxDepth {
 		return b, false
 	}
 	sp := p.takeStack()
+	depth := p.depth
+	p.depth = outer
 	b, ok := p.appendValue(b)
+	p.depth = depth
 	p.giveStack(sp)
 	return b, ok
 }
@@ -98,7 +108,9 @@ func (p *Parser) appendString(b []byte) ([]byte, bool) {
 
 // appendBody reads an array or object whose open bracket is at Pos, as
 // arrayBody and objectBody do; an object's keys go on the stack (from
-// base) for the duplicate check.
+// base) for the duplicate check. Inner.appendBody and Laid.appendBody have
+// its shape but read other text (JSON escaped inside a string literal;
+// json.dumps's layout), so each keeps its own loop.
 func (p *Parser) appendBody(b []byte, open byte, base int) ([]byte, bool) {
 	end := open + 2 // ] and } follow [ and { by two
 	b = append(b, open)
@@ -121,12 +133,8 @@ func (p *Parser) appendBody(b []byte, open byte, base int) ([]byte, bool) {
 			if err != nil {
 				return b, false
 			}
-			if !p.DuplicateKeys {
-				for j := range p.stack[base:] { // by index: a Member is 64 bytes
-					if p.stack[base+j].Key == k {
-						return b, false
-					}
-				}
+			if p.duplicate(k, base) {
+				return b, false
 			}
 			p.push(Member{Key: k})
 			p.SkipSpace()

@@ -10,7 +10,8 @@ import (
 // appendAgrees checks Parser.AppendValue against Value and AppendCompact on
 // text s, read from offset at with the options of opt: it succeeds exactly
 // when Value does, writes what AppendCompact writes of Value's result, and
-// leaves Pos and the flags as Value does.
+// leaves Pos and the flags as Value does; when it gives up, Value then
+// read on the same Parser fails as it fails alone.
 func appendAgrees(t *testing.T, s string, at int, opt Parser) {
 	t.Helper()
 	tree := opt
@@ -23,6 +24,12 @@ func appendAgrees(t *testing.T, s string, at int, opt Parser) {
 		t.Fatalf("%q (%+v): AppendValue ok %v, Value error %v", s, opt, ok, err)
 	}
 	if !ok {
+		// The caller reads again with Value, on the same Parser: what
+		// AppendValue left (depth, stack) must not change the outcome.
+		flat.Pos = at
+		if _, err2 := flat.Value(); fmt.Sprint(err2) != fmt.Sprint(err) || flat.depth != tree.depth || flat.stack != nil {
+			t.Fatalf("%q (%+v): Value after AppendValue gave up: %v (depth %d), alone: %v (depth %d)", s, opt, err2, flat.depth, err, tree.depth)
+		}
 		return
 	}
 	want := string(AppendCompact([]byte("x"), &v))
@@ -55,6 +62,8 @@ func TestAppendValue(t *testing.T) {
 		"[]", "{}", "[ ]", "{ }", "[1,]", "{,}", `{"a" 1}`, `{"a": 1,}`, `[1 2]`, `{"a": 1 "b": 2}`,
 		"", " ", "[", "{", `{"a"`, `{"a":`, `"abc`, `tru`, `nul`, `truex`, `-`, `01`, `1.`, `1e`, `1.5e+`,
 		"\"tab\there\"", `"\x"`, `"\u12"`, `{1: 2}`, `[1, {"a": [}]`,
+		`[1e5, 1E+5, -0.0e-0, 0.5E-10, 100]`, `-01`, `1e+`, `.5`, `+1`, `"a\/b\u002F"`, `"\uD83D\uDE00\udc00x"`,
+		"\r\n\t [\r\n{ } ,\t[ ],{\"a\":{}} ]\n", `{"":""}`, `{"a":[{}],"b":[[]]}`, "\"\u2028 <&>\"", "\"\xe2\x80\xa8\"",
 		deep, "[" + deep + "]", "{\"a\": " + deep[1:len(deep)-1] + "}",
 	} {
 		for _, opt := range appendOptions(s) {
@@ -99,5 +108,23 @@ func BenchmarkAppendValue(b *testing.B) {
 			}
 			_ = fmt.Sprint(len(buf))
 		})
+	}
+}
+
+// TestAppendValueIn checks that the containers a caller read itself count
+// toward MaxDepth: a value that fits alone may be too deep inside them.
+func TestAppendValueIn(t *testing.T) {
+	for _, c := range []struct {
+		n, outer int
+		ok       bool
+	}{{MaxDepth, 0, true}, {MaxDepth - 2, 2, true}, {MaxDepth - 1, 2, false}, {0, MaxDepth, true}, {1, MaxDepth, false}} {
+		s := strings.Repeat("[", c.n) + "1" + strings.Repeat("]", c.n)
+		p := Parser{Data: []byte(s)}
+		if _, ok := p.AppendValueIn(nil, c.outer); ok != c.ok {
+			t.Errorf("%d arrays inside %d: ok %v, want %v", c.n, c.outer, ok, c.ok)
+		}
+		if p.depth != 0 {
+			t.Errorf("%d arrays inside %d: depth %d left", c.n, c.outer, p.depth)
+		}
 	}
 }

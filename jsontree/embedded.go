@@ -180,12 +180,8 @@ func (p *Parser) eBody(k Kind, base int) (Value, bool) {
 			if !ok {
 				return Value{}, false
 			}
-			if !p.DuplicateKeys {
-				for j := range p.stack[base:] { // by index: a Member is 64 bytes
-					if p.stack[base+j].Key == key {
-						return Value{}, false
-					}
-				}
+			if p.duplicate(key, base) {
+				return Value{}, false
 			}
 			p.eSpace()
 			if p.Pos >= len(p.Data) || p.Data[p.Pos] != ':' {

@@ -526,7 +526,9 @@ func numberEnd(d []byte, i int) (int, bool) {
 	return i, true
 }
 
-// strSpecial marks the bytes that interrupt a run of plain string content.
+// strSpecial marks the bytes that interrupt a run of plain string content,
+// which are the ASCII bytes AppendString escapes: a plain run is written
+// as it stands, which AppendValue relies on.
 var strSpecial = func() (t [256]bool) {
 	for i := range 0x20 {
 		t[i] = true
@@ -965,9 +967,10 @@ func (a *Arena) Reset() {
 // array decodes an array; in either outcome it leaves the stack as it
 // found it.
 func (p *Parser) array() (Value, error) {
-	if p.depth++; p.depth > MaxDepth {
+	if p.depth >= MaxDepth {
 		return Value{}, p.fail("nesting too deep")
 	}
+	p.depth++
 	base := len(p.stack)
 	v, err := p.arrayBody(base)
 	p.depth--
@@ -1008,9 +1011,10 @@ func (p *Parser) arrayBody(base int) (Value, error) {
 // object decodes an object; in either outcome it leaves the stack as it
 // found it.
 func (p *Parser) object() (Value, error) {
-	if p.depth++; p.depth > MaxDepth {
+	if p.depth >= MaxDepth {
 		return Value{}, p.fail("nesting too deep")
 	}
+	p.depth++
 	base := len(p.stack)
 	v, err := p.objectBody(base)
 	p.depth--
@@ -1039,13 +1043,9 @@ func (p *Parser) objectBody(base int) (Value, error) {
 		if err != nil {
 			return Value{}, err
 		}
-		if !p.DuplicateKeys {
-			for j := range p.stack[base:] { // by index: a Member is 64 bytes
-				if p.stack[base+j].Key == k {
-					p.Pos = keyAt
-					return Value{}, p.fail(fmt.Sprintf("duplicate key %q", k))
-				}
-			}
+		if p.duplicate(k, base) {
+			p.Pos = keyAt
+			return Value{}, p.fail(fmt.Sprintf("duplicate key %q", k))
 		}
 		p.SkipSpace()
 		if p.Pos >= len(p.Data) {
@@ -1079,6 +1079,20 @@ func (p *Parser) objectBody(base int) (Value, error) {
 			return Value{}, p.fail("expected , or } in an object")
 		}
 	}
+}
+
+// duplicate reports whether key k is among the members on the stack from
+// base, the object's being read, and the Parser does not take
+// DuplicateKeys.
+func (p *Parser) duplicate(k string, base int) bool {
+	if !p.DuplicateKeys {
+		for j := range p.stack[base:] { // by index: a Member is 64 bytes
+			if p.stack[base+j].Key == k {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // AppendCompact appends v as compact JSON: no insignificant space, members
@@ -1142,15 +1156,6 @@ var stacks = sync.Pool{New: func() any { s := make([]Member, 0, 64); return &s }
 
 var scratch = sync.Pool{New: func() any { b := make([]byte, 0, 4096); return &b }}
 
-// needsEscape marks ASCII bytes that AppendString escapes.
-var needsEscape = func() (t [256]bool) {
-	for i := range 0x20 {
-		t[i] = true
-	}
-	t['"'], t['\\'] = true, true
-	return t
-}()
-
 // AppendString appends s as a JSON string. Only '"', '\\' and control
 // characters are escaped; other text, including non-ASCII, is written as
 // UTF-8 (invalid bytes become U+FFFD). This is the package's one canonical
@@ -1171,7 +1176,7 @@ func AppendString(b []byte, s string) []byte {
 				break
 			}
 		}
-		for i < len(s) && s[i] < utf8.RuneSelf && !needsEscape[s[i]] {
+		for i < len(s) && s[i] < utf8.RuneSelf && !strSpecial[s[i]] {
 			i++
 		}
 		if i >= len(s) {

@@ -508,3 +508,19 @@ func FuzzAppendString(f *testing.F) {
 		}
 	})
 }
+
+// TestValueAfterTooDeep: a Parser that gave up on text nested too deeply
+// reads the next value as a fresh one would (the failing container used
+// to stay counted, so a value nested to the limit then failed).
+func TestValueAfterTooDeep(t *testing.T) {
+	for _, open := range []string{"[", `{"a":`} {
+		p := Parser{Data: []byte(strings.Repeat(open, MaxDepth+1))}
+		if _, err := p.Value(); err == nil {
+			t.Fatalf("%s × %d: no error", open, MaxDepth+1)
+		}
+		p.Data, p.Pos = []byte(strings.Repeat("[", MaxDepth)+strings.Repeat("]", MaxDepth)), 0
+		if _, err := p.Value(); err != nil {
+			t.Errorf("after %s × %d: %v", open, MaxDepth+1, err)
+		}
+	}
+}

@@ -54,7 +54,7 @@ const (
 	twoPasses passes = iota // in passes of their own, after the row's
 	onePass                 // xlam's in the row parser's pass (jsontree.Parser.Embedded); the others as twoPasses
 	direct                  // tools (and xlam's answers) read straight into the record (xlamLiteral, systemLiteral), else onePass
-	laidOut                 // as direct, xlam's read by their layout first (laidTools, laidCalls), else as direct; glaive's responses and call arguments compacted without a tree (flatText, flatObject)
+	laidOut                 // as direct, xlam's read by their layout first (laidTools, laidCalls), else as direct; glaive's responses and call arguments and ToolACE's tool turns compacted without a tree first (flatText, flatObject, flatResults), else as direct
 )
 
 // parse is Parse; how says how the JSON texts xlam holds in strings, and

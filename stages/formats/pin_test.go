@@ -15,22 +15,38 @@ import (
 // that is left.
 func TestXLAMRecordPinsNoRow(t *testing.T) {
 	tools := `[{"name": "f", "description": "d", "parameters": {"a": {"type": "str"}}}]`
+	var rows []string
+	for _, answers := range []string{
+		`[{"name": "f", "arguments": {"a": "x"}}, {"name": "f", "arguments": {"a": "y"}}]`,   // by the layout
+		`[{"name": "f", "arguments": {"a": "x"}}, {"arguments": {"a": "y"}, "name": "f"}]`,   // then through Inner
+		`[{"name": "f", "arguments": {"a": "x"}}, {"name": "f", "arguments": "{\"a\": 1}"}]`, // then through the tree
+	} {
+		rows = append(rows, rowJSON("id", 1, "query", "q", "answers", answers, "tools", tools))
+	}
+	recs, freed := parsedFromBuffer(t, "xlam", rows)
+	for i, r := range recs {
+		if got := len(r.Messages[1].Calls); got != 2 {
+			t.Fatalf("%s: %d calls", rows[i], got)
+		}
+	}
+	if !freed {
+		t.Error("an xlam record keeps the buffer its row was read from")
+	}
+}
+
+// parsedFromBuffer parses each row of format (laidOut) from one 8 MiB
+// buffer in turn and reports whether the buffer is freed once the records
+// are all that is left of it.
+func parsedFromBuffer(t *testing.T, format string, rows []string) ([]*record.Record, bool) {
+	t.Helper()
 	var recs []*record.Record
 	wp := func() weak.Pointer[byte] {
 		big := make([]byte, 8<<20)
-		for _, answers := range []string{
-			`[{"name": "f", "arguments": {"a": "x"}}, {"name": "f", "arguments": {"a": "y"}}]`,   // by the layout
-			`[{"name": "f", "arguments": {"a": "x"}}, {"arguments": {"a": "y"}, "name": "f"}]`,   // then through Inner
-			`[{"name": "f", "arguments": {"a": "x"}}, {"name": "f", "arguments": "{\"a\": 1}"}]`, // then through the tree
-		} {
-			row := append(big[:0:0], rowJSON("id", 1, "query", "q", "answers", answers, "tools", tools)...)
+		for _, row := range rows {
 			n := copy(big, row)
-			r, err := parse("xlam", "s", 1, big[:n:n], laidOut)
+			r, err := parse(format, "s", 1, big[:n:n], laidOut)
 			if err != nil {
-				t.Fatal(err)
-			}
-			if got := len(r.Messages[1].Calls); got != 2 {
-				t.Fatalf("%s: %d calls", answers, got)
+				t.Fatalf("%s: %v", row, err)
 			}
 			recs = append(recs, r)
 		}
@@ -38,8 +54,31 @@ func TestXLAMRecordPinsNoRow(t *testing.T) {
 	}()
 	runtime.GC()
 	runtime.GC()
-	if wp.Value() != nil {
-		t.Error("an xlam record keeps the buffer its row was read from")
-	}
+	freed := wp.Value() == nil
 	runtime.KeepAlive(recs)
+	return recs, freed
+}
+
+// TestFlatRecordsPinNoRow: glaive's and ToolACE's records keep none of the
+// row's bytes when their readers without a tree (flatText, flatObject,
+// flatResults) took the texts, nor when they gave up part-way (the tree
+// then read the texts, or kept a response that is not JSON as text).
+func TestFlatRecordsPinNoRow(t *testing.T) {
+	sys := gLead + gTool + "\n"
+	glaive := []string{
+		gRow(sys, "USER: Dune?", gCall(`'{"title": "Dune", "n": [1, {"a": "it\'s"}]}'`), `FUNCTION RESPONSE: {"found": "yes \"B-12\""}`, "ASSISTANT: Here. <|endoftext|>"),
+		gRow(sys, "USER: Dune?", gCall(`"{\"title\": \"Dune\"}"`), `FUNCTION RESPONSE: {"a": 1, "a": 2}`, "ASSISTANT: Here. <|endoftext|>"),
+	}
+	toolace := []string{
+		taRow(taSystem(taTools), "user", "Tides?", "assistant", `[Tide Table(harbour="Rock"), now()]`,
+			"tool", `[{"name": "Tide Table", "results": {"high": "05:12"}}, {"name": "now", "results": "noon \"sharp\""}]`),
+		taRow(taSystem(taTools), "user", "Tides?", "assistant", `[Tide Table(harbour="Rock"), now()]`,
+			"tool", `[{"name": "Tide Table", "results": {"high": "05:12"}, "x": 1}, {"name": "now", "results": "noon"}]`),
+	}
+	if _, freed := parsedFromBuffer(t, "glaive", glaive); !freed {
+		t.Error("a glaive record keeps the buffer its row was read from")
+	}
+	if _, freed := parsedFromBuffer(t, "toolace", toolace); !freed {
+		t.Error("a ToolACE record keeps the buffer its row was read from")
+	}
 }

@@ -251,8 +251,9 @@ type resultItem struct {
 // flatResults reads a tool turn, a list of {"name": "…", "results": …}
 // items, without a tree (the workspace's flat), and appends the items to
 // items (room the caller keeps on its stack), each one's results as
-// resultValue gives them: compact (jsontree.Parser.AppendValue), a string
-// through resultText. ok is false when the workspace does not read so or
+// resultValue gives them: compact (jsontree.Parser.AppendValueIn, the list
+// and the item counted toward the nesting limit as the tree counts them),
+// a string through resultText. ok is false when the workspace does not read so or
 // the text is anything else (an empty list, an item with another member or
 // without one of the two, a name that is not a string, text that is not
 // JSON), which the tree then reads.
@@ -313,7 +314,7 @@ func (b *builder) flatResults(value string, items []resultItem) ([]resultItem, b
 					it.content = resultText(s)
 				} else {
 					at := len(w.json)
-					out, ok := p.AppendValue(w.json)
+					out, ok := p.AppendValueIn(w.json, 2) // in the list and its item
 					if ok {
 						it.content = string(out[at:])
 					}

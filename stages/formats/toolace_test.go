@@ -3,6 +3,8 @@ package formats
 import (
 	"strings"
 	"testing"
+
+	"github.com/augmentdata/augment/jsontree"
 )
 
 const taTools = `[{"name": "Tide Table", "description": "Tides", "parameters": {"type": "dict", "properties": {"harbour": {"type": "string"}}, "required": ["harbour"]}, "required": null}, {"name": "now", "description": "Time", "parameters": {"type": "dict", "properties": {}}, "required": null}]`
@@ -134,6 +136,9 @@ func TestToolACEFlat(t *testing.T) {
 		{"truncated", `[{"name": "Tide Table", "results": {"high": "05`, false},
 		{"text after the list", `[{"name": "Tide Table", "results": 1}, {"name": "now", "results": 2}] ok`, false},
 		{"not JSON", `Tides are high at noon.`, false},
+		// The list and the item are two of the tree's MaxDepth levels.
+		{"results nested to the limit", `[{"name": "Tide Table", "results": ` + nested(jsontree.MaxDepth-2) + `}, {"name": "now", "results": 2}]`, true},
+		{"results nested past the limit", `[{"name": "Tide Table", "results": ` + nested(jsontree.MaxDepth-1) + `}, {"name": "now", "results": 2}]`, false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			sameEveryWay(t, "toolace", taRow(sys, "user", "Tides?", "assistant", call, "tool", c.turn))
