@@ -2,7 +2,6 @@ package stages
 
 import (
 	"context"
-	"crypto/sha256"
 	"fmt"
 	"testing"
 
@@ -230,23 +229,13 @@ func BenchmarkFullerChain(b *testing.B) {
 					}
 					in = next
 				}
-				out := make([]*record.Record, 0, len(in))
-				for _, r := range in {
-					// As the runner calls it: the records passed the check.
-					if o, err := ex.processChecked(ctx, r); err == nil {
-						out = append(out, o...)
-					}
-				}
-				w := &countingHash{h: sha256.New()}
-				if err := writeLines(w, out); err != nil {
-					b.Fatal(err)
-				}
+				out, n := exportHashed(b, ex, in)
 				// The token sample's share of a 100 MB xlam dump's rows.
 				p := report.NewPartial(166960, &memo)
 				for _, r := range out {
 					p.AddWritten(r)
 				}
-				return w.n
+				return n
 			}
 			b.SetBytes(chain(copies[0]))
 			b.ReportAllocs()
