@@ -58,32 +58,39 @@ func (p *Parser) appendValue(b []byte) ([]byte, bool) {
 		return b, ok
 	case c == '"':
 		return p.appendString(b)
-	case c == 't':
-		return p.appendWord(b, "true")
-	case c == 'f':
-		return p.appendWord(b, "false")
-	case c == 'n':
-		return p.appendWord(b, "null")
-	case c == '-' || (c >= '0' && c <= '9'):
-		end, ok := numberEnd(d, p.Pos)
-		if !ok {
-			return b, false
-		}
-		b = append(b, d[p.Pos:end]...)
-		p.Pos = end
-		return b, true
 	}
-	return b, false
+	b, end, ok := appendScalar(b, d, p.Pos)
+	if ok {
+		p.Pos = end
+	}
+	return b, ok
 }
 
-// appendWord reads the literal w (true, false or null) and appends it.
-func (p *Parser) appendWord(b []byte, w string) ([]byte, bool) {
-	d := p.Data
-	if len(d)-p.Pos < len(w) || string(d[p.Pos:p.Pos+len(w)]) != w {
-		return b, false
+// appendScalar appends the literal (true, false or null) or number that
+// starts at d[i], as written, and returns where it ends; ok is false when
+// none does. Every reader that copies values as they stand uses it.
+func appendScalar(b, d []byte, i int) (_ []byte, end int, ok bool) {
+	var w string
+	if i < len(d) {
+		switch d[i] {
+		case 't':
+			w = "true"
+		case 'f':
+			w = "false"
+		case 'n':
+			w = "null"
+		}
 	}
-	p.Pos += len(w)
-	return append(b, w...), true
+	if w != "" {
+		if len(d)-i < len(w) || string(d[i:i+len(w)]) != w {
+			return b, i, false
+		}
+		return append(b, w...), i + len(w), true
+	}
+	if end, ok = numberEnd(d, i); !ok {
+		return b, i, false
+	}
+	return append(b, d[i:end]...), end, true
 }
 
 // appendString reads the string literal at Pos: a run of plain content up

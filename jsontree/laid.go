@@ -192,29 +192,12 @@ func (l *Laid) appendValue(b []byte, depth int) ([]byte, bool) {
 			return b, false
 		}
 		return l.appendContainer(b, c, depth+1)
-	case c == 't':
-		return b, l.word(&b, "true")
-	case c == 'f':
-		return b, l.word(&b, "false")
-	case c == 'n':
-		return b, l.word(&b, "null")
 	}
-	end, ok := numberEnd(d, l.i)
-	if !ok {
-		return b, false
+	b, end, ok := appendScalar(b, d, l.i)
+	if ok {
+		l.i = end
 	}
-	b = append(b, d[l.i:end]...)
-	l.i = end
-	return b, true
-}
-
-// word reads a literal true, false or null and appends it.
-func (l *Laid) word(b *[]byte, w string) bool {
-	if !l.Lit(w) {
-		return false
-	}
-	*b = append(*b, w...)
-	return true
+	return b, ok
 }
 
 // appendContainer reads an array or object whose open bracket is at the
