@@ -77,21 +77,20 @@ func parse(format, source string, index int64, row []byte, how passes) (*record.
 		w.rowTools = nil
 		w.xlamCalls, w.haveCalls = nil, false
 		w.xlam = nil
-		w.flat = false
+		w.laid = false
 		if cap(w.json) <= 1<<20 {
 			workspaces.Put(w)
 		}
 	}()
 	// The Scanner reuses row, so strings are copied out of it.
 	jp := jsontree.Parser{Data: row, CopyStrings: true, Arena: &w.arena}
-	w.flat = how == laidOut
+	w.laid = how == laidOut
 	switch {
 	case format == "xlam" && how >= onePass:
 		jp.Embedded = xlamEmbedded
 		if how >= direct {
 			jp.Literal = w.literal
 		}
-		w.laid = how == laidOut
 	case (format == "glaive" || format == "toolace") && how >= direct:
 		w.format = format
 		jp.Hooked, jp.Literal = systemKey, w.sysLiteral
@@ -233,7 +232,6 @@ type workspace struct {
 	literal   func(string, jsontree.Inner) (jsontree.Value, bool)
 	xlamCalls []record.Call // answers, when haveCalls
 	haveCalls bool
-	laid      bool        // try the readers of json.dumps's layout first
 	xlam      *xlamRecord // the xlam record being read, whose lists the readers fill
 	tools     []record.Tool
 	req       []string
@@ -244,9 +242,11 @@ type workspace struct {
 	sysLiteral func(string, jsontree.Inner) (jsontree.Value, bool)
 	format     string
 
-	// flat: JSON texts the readers only compact are read without a tree
-	// (flatText, flatObject).
-	flat bool
+	// laid (Parse's way, laidOut): the readers try their tree-less way
+	// first: xlam's texts by json.dumps's layout (laidTools, laidCalls),
+	// the JSON texts glaive's and ToolACE's readers only compact with
+	// AppendValue (flatText, flatObject, flatResults).
+	laid bool
 }
 
 var workspaces = sync.Pool{New: func() any {
@@ -332,10 +332,10 @@ func (b *builder) parse(s string) (jsontree.Value, error) {
 // flatText returns s, when it holds one JSON value, compact as
 // jsontree.CompactString gives the tree b.parse(s) reads, read without the
 // tree (jsontree.Parser.AppendValue); ok is false when the workspace does
-// not read so (flat) or s is not such text, which b.parse then reads.
+// not read so (laid) or s is not such text, which b.parse then reads.
 func (b *builder) flatText(s string) (string, bool) {
 	w := b.w
-	if w == nil || !w.flat || s == "" {
+	if w == nil || !w.laid || s == "" {
 		return "", false
 	}
 	p := b.parser(s)
@@ -357,11 +357,11 @@ func (b *builder) flatText(s string) (string, bool) {
 // (jsontree.Parser.AppendValue) and returns it compact in the workspace's
 // buffer, as objectArguments writes the tree p.Value reads there. It
 // returns nil, with p where it was, when the workspace does not read so
-// (flat), no object starts there, or p.Value would fail (the caller reads
+// (laid), no object starts there, or p.Value would fail (the caller reads
 // it again for the error).
 func (b *builder) flatObject(p *jsontree.Parser) []byte {
 	w := b.w
-	if w == nil || !w.flat {
+	if w == nil || !w.laid {
 		return nil
 	}
 	pos, sq := p.Pos, p.SawSingleQuote

@@ -231,7 +231,7 @@ func TestGlaiveFlat(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			row := gRow(sys, user, c.call, "FUNCTION RESPONSE: "+c.resp, answer)
 			sameEveryWay(t, "glaive", row)
-			b := &builder{w: &workspace{flat: true}}
+			b := &builder{w: &workspace{laid: true}}
 			got, ok := b.flatText(c.resp)
 			if ok != c.flat {
 				t.Fatalf("flatText(%q) took it: %v, want %v", c.resp, ok, c.flat)

@@ -259,7 +259,7 @@ type resultItem struct {
 // JSON), which the tree then reads.
 func (b *builder) flatResults(value string, items []resultItem) ([]resultItem, bool) {
 	w := b.w
-	if w == nil || !w.flat {
+	if w == nil || !w.laid {
 		return nil, false
 	}
 	p := b.parser(value)

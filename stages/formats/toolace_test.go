@@ -142,7 +142,7 @@ func TestToolACEFlat(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			sameEveryWay(t, "toolace", taRow(sys, "user", "Tides?", "assistant", call, "tool", c.turn))
-			b := &builder{w: &workspace{flat: true}}
+			b := &builder{w: &workspace{laid: true}}
 			if _, ok := b.flatResults(c.turn, nil); ok != c.flat {
 				t.Fatalf("flatResults(%q) took it: %v, want %v", c.turn, ok, c.flat)
 			}
