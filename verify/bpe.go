@@ -67,14 +67,24 @@ func pieceTokens(piece string) int {
 const noRank = ^uint32(0)
 
 // rankOf is the rank of the token s, or noRank. Two-byte strings, a third
-// or more of the look-ups of a merge, are remembered in pairRanks; strings
-// of 3 to 12 bytes led by a byte that is not ASCII (most of the rest in
-// text of other scripts than Latin) are looked up in highRanks.
+// or more of the look-ups of a merge, are remembered in pairRanks. Once a
+// process has merged text in other scripts than Latin (useHigh), other
+// strings are first checked against the shapes of the tokens (highTable),
+// which rules out most strings that are no token, and those of 3 to 12
+// bytes led by a byte that is not ASCII (most of the rest in such text)
+// are looked up in highRanks; the rest in the library's map.
 func rankOf(rk map[string]uint, s string) uint32 {
 	if len(s) != 2 {
-		if inHigh(s) && useHigh() {
-			if t := highRanks(); t != nil {
-				return highRank(t, s)
+		t := highBuilt.Load()
+		if t == nil && inHigh(s) && useHigh() {
+			t = highRanks()
+		}
+		if t != nil {
+			if !t.mayHold(s) {
+				return noRank
+			}
+			if inHigh(s) {
+				return t.rank(s)
 			}
 		}
 		if r, ok := rk[s]; ok {
@@ -106,27 +116,100 @@ func rankOf(rk map[string]uint, s string) uint32 {
 // waits for memory two or three times (its group, the key's bytes); this
 // table of some 30,000 tokens (1 MB) holds the whole string in its slot.
 // It holds all such tokens, so it answers for strings of that shape on
-// its own, "no token" included. Building it costs about as much as
-// 100,000 look-ups in the map, so it is built once a process has made
-// highAfter look-ups it would answer (text in Latin script alone makes
-// none, a few Chinese rows some thousands); nil when ranks is or a rank
-// does not fit; read-only once built.
-var highRanks = sync.OnceValue(func() *strTable {
-	rk := ranks()
+// its own, "no token" included. With it come the shapes of all tokens
+// (highTable.mayHold). Building it costs about as much as 100,000
+// look-ups in the map, so it is built once a process has made highAfter
+// look-ups it would answer (text in Latin script alone makes none, a few
+// Chinese rows some thousands); nil when ranks is or a rank does not fit;
+// read-only once built, and then in highBuilt.
+var highRanks = sync.OnceValue(func() *highTable {
+	t := newHighTable(ranks())
+	if t != nil {
+		highBuilt.Store(t)
+	}
+	return t
+})
+
+// highBuilt is highRanks once built (and not nil).
+var highBuilt atomic.Pointer[highTable]
+
+// newHighTable is highRanks' table of the ranks rk (nil for nil).
+func newHighTable(rk map[string]uint) *highTable {
 	if rk == nil {
 		return nil
 	}
-	t := new(strTable)
+	t := new(highTable)
 	for tok, r := range rk {
+		b := tok[0]
+		t.shapes[b][min(len(tok), shapeLens-1)] |= 1 << tail(tok)
+		t.longest[b] = max(t.longest[b], len(tok))
 		if inHigh(tok) {
 			if r >= 1<<strValBits {
 				return nil
 			}
-			t.put(strKeyOf(tok), uint32(r), 1<<16)
+			t.ranks.put(strKeyOf(tok), uint32(r), 1<<16)
 		}
 	}
 	return t
-})
+}
+
+// A highTable is highRanks: the ranks, and the shapes of all tokens (by
+// first byte, length and tail; and the longest token of each first
+// byte), which rule most strings that are no token out before a look-up,
+// in the table, whose slots are spread over 1 MB, or in the library's
+// map: in text of characters of several bytes (Chinese, Japanese), a
+// merge's parts split characters, and the string of two such parts
+// starts or ends inside a character, which few tokens do; a whole piece
+// is looked up before it is merged, and few long pieces are tokens.
+type highTable struct {
+	ranks   strTable
+	shapes  [256][shapeLens]uint8 // bit tail(tok) of [tok[0]][min(len(tok), shapeLens-1)]
+	longest [256]int
+}
+
+const shapeLens = 32
+
+// mayHold reports whether a token has the shape of s (not empty): when
+// not, s is no token.
+func (t *highTable) mayHold(s string) bool {
+	return len(s) <= t.longest[s[0]] && t.shapes[s[0]][min(len(s), shapeLens-1)]&(1<<tail(s)) != 0
+}
+
+// rank is the rank of the token s (inHigh), or noRank.
+func (t *highTable) rank(s string) uint32 {
+	if r, ok := t.ranks.get(strKeyOf(s)); ok {
+		return r
+	}
+	return noRank
+}
+
+// tail classes how s (not empty) ends: 0 with an ASCII byte, 1 with the
+// first byte of a character of several, 2 with the last byte of one
+// (its first byte as many bytes back as it says), 3 in another way.
+// Any classing keeps mayHold exact (a string whose shape no token has is
+// no token); this one splits the strings a merge meets in text of
+// characters of several bytes by whether they end where a character does.
+func tail(s string) uint8 {
+	b := s[len(s)-1]
+	switch {
+	case b < utf8.RuneSelf:
+		return 0
+	case utf8.RuneStart(b):
+		return 1
+	}
+	for k := 2; k <= utf8.UTFMax && k <= len(s); k++ {
+		switch c := s[len(s)-k]; {
+		case c < utf8.RuneSelf:
+			return 3
+		case utf8.RuneStart(c):
+			if k == 2 && c < 0xE0 || k == 3 && c >= 0xE0 && c < 0xF0 || k == 4 && c >= 0xF0 {
+				return 2
+			}
+			return 3
+		}
+	}
+	return 3
+}
 
 // highLookups counts the look-ups highRanks would answer, up to
 // highAfter.
@@ -146,12 +229,12 @@ func useHigh() bool {
 // inHigh reports whether highRanks answers for s.
 func inHigh(s string) bool { return len(s) >= 3 && len(s) <= strKeyMax && s[0] >= utf8.RuneSelf }
 
-// highRank is the rank of the token s (inHigh) in t, or noRank.
-func highRank(t *strTable, s string) uint32 {
-	if r, ok := t.get(strKeyOf(s)); ok {
-		return r
+// highRank is the rank of the string s (inHigh) in t, or noRank.
+func highRank(t *highTable, s string) uint32 {
+	if !t.mayHold(s) {
+		return noRank
 	}
-	return noRank
+	return t.rank(s)
 }
 
 // pairRanks remembers the two-byte strings looked up so far: 0 not yet,

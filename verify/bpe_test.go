@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/augmentdata/augment/internal/cputime"
+	"github.com/augmentdata/augment/stages/record"
 )
 
 // TestPieceTokensMatchLibrary: every piece of the demo dumps, of the
@@ -203,18 +204,103 @@ func FuzzHighTable(f *testing.F) {
 	})
 }
 
+// TestTokenShapes: every token has a shape the table holds (mayHold), so
+// that rankOf rules out no token; and the shapes rule out most strings a
+// merge of Chinese text looks up that are none.
+func TestTokenShapes(t *testing.T) {
+	rk, ht := ranks(), highRanks()
+	for tok := range rk {
+		if !ht.mayHold(tok) {
+			t.Fatalf("%q (%d bytes, tail %d): a token ruled out", tok, len(tok), tail(tok))
+		}
+	}
+	text := "敏捷的棕色狐狸跳过了懒狗，然后在河边的大树下睡了一个长长的午觉"
+	none, out := 0, 0
+	for i := range len(text) {
+		for j := i + 3; j <= len(text) && j <= i+24; j++ {
+			s := text[i:j]
+			if _, ok := rk[s]; ok {
+				continue
+			}
+			none++
+			if !ht.mayHold(s) {
+				out++
+			}
+		}
+	}
+	t.Logf("%d of %d strings that are no token ruled out", out, none)
+	if out < none/2 {
+		t.Fatalf("only %d of %d strings that are no token ruled out", out, none)
+	}
+}
+
+// FuzzRankOf: for any string, rankOf gives the library's rank, or noRank
+// for a string that is no token, by every way it looks up (the pairs, the
+// shapes, the table, the map).
+func FuzzRankOf(f *testing.F) {
+	for _, s := range []string{"我们的", " 我们", "\xe4\xbd\xa0\xe5", "\xbd\xa0\xe5", "😀😀", "ещё", " the", "ab", "a", "\xff",
+		" getWeather", strings.Repeat("=", 40), "ি\xe0\xb0"} {
+		f.Add(s)
+	}
+	highRanks()
+	f.Fuzz(func(t *testing.T, s string) {
+		if s == "" {
+			t.Skip()
+		}
+		want := noRank
+		if r, ok := ranks()[s]; ok {
+			want = uint32(r)
+		}
+		if got := rankOf(ranks(), s); got != want {
+			t.Fatalf("%q: rank %d, want %d", s, got, want)
+		}
+	})
+}
+
 // BenchmarkHighTable is the cost of building highRanks, which a run pays
 // once, when it first merges text in a script other than Latin.
 func BenchmarkHighTable(b *testing.B) {
 	rk := ranks()
 	cpu0 := cputime.Process()
 	for b.Loop() {
-		t := new(strTable)
-		for tok, r := range rk {
-			if inHigh(tok) {
-				t.put(strKeyOf(tok), uint32(r), 1<<16)
-			}
-		}
+		newHighTable(rk)
 	}
 	b.ReportMetric(float64((cputime.Process()-cpu0).Microseconds())/float64(b.N), "cpu-µs/op")
+}
+
+// BenchmarkMergeSample merges the distinct pieces of a report's token
+// sample of each format (sampleRecords) that are no token, each once: the
+// merges a run's first counts make. Reported: CPU ns per byte merged.
+func BenchmarkMergeSample(b *testing.B) {
+	for _, format := range []string{"glaive", "toolace", "xlam"} {
+		recs, _ := sampleRecords(b, format)
+		seen := map[string]bool{}
+		var pieces []string
+		size := 0
+		collect := func(text string) int {
+			for _, piece := range ourPieces(text) {
+				if len(piece) > 1 && !seen[piece] && rankOf(ranks(), piece) == noRank {
+					seen[piece] = true
+					pieces = append(pieces, piece)
+					size += len(piece)
+				}
+			}
+			return 0
+		}
+		for _, r := range recs {
+			recordTokens(r, collect, func(r *record.Record) int { return collect(systemText(r)) })
+		}
+		for _, p := range pieces { // past highAfter: the tables a run merges with
+			pieceTokens(p)
+		}
+		b.Run(format, func(b *testing.B) {
+			cpu0 := cputime.Process()
+			for b.Loop() {
+				for _, p := range pieces {
+					pieceTokens(p)
+				}
+			}
+			b.ReportMetric(float64((cputime.Process()-cpu0).Nanoseconds())/float64(b.N*size), "cpu-ns/B")
+		})
+	}
 }
