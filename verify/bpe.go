@@ -139,6 +139,7 @@ func newHighTable(rk map[string]uint) *highTable {
 		return nil
 	}
 	t := new(highTable)
+	entries := make([]strKey, 0, 1<<15)
 	for tok, r := range rk {
 		b := tok[0]
 		t.shapes[b][min(len(tok), shapeLens-1)] |= 1 << tail(tok)
@@ -147,9 +148,11 @@ func newHighTable(rk map[string]uint) *highTable {
 			if r >= 1<<strValBits {
 				return nil
 			}
-			t.ranks.put(strKeyOf(tok), uint32(r), 1<<16)
+			k := strKeyOf(tok)
+			entries = append(entries, strKey{k.lo, k.hi | uint64(r)<<strValAt})
 		}
 	}
+	t.ranks.fill(entries, 1<<16)
 	return t
 }
 
