@@ -1,7 +1,9 @@
 package verify
 
 import (
+	"math/bits"
 	"reflect"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"unicode/utf8"
@@ -49,11 +51,29 @@ const mergeScanMax = 16
 // pieceTokens is the number of tokens the library encodes piece in: piece
 // is one whole piece of the pre-tokenizer (o200kPiece), which is how the
 // library meets it: a piece that is a token is one, any other is merged.
+//
+// A long piece of characters of several bytes (a run of Chinese) is cut
+// where no token crosses (highTable.cuts) and its parts merged apart
+// (segmentTokens), which counts the same.
 func pieceTokens(piece string) int {
 	rk := ranks()
 	if rk == nil {
 		return libraryCount(piece)
 	}
+	if rankOf(rk, piece) != noRank {
+		return 1
+	}
+	if len(piece) < mergeScanMax {
+		return mergeScan(rk, piece)
+	}
+	if t := highBuilt.Load(); t != nil && piece[0] >= utf8.RuneSelf {
+		return t.segmentTokens(rk, piece)
+	}
+	return mergeHeap(rk, piece)
+}
+
+// mergeTokens is the number of parts piece merges into, a token or not.
+func mergeTokens(rk map[string]uint, piece string) int {
 	if rankOf(rk, piece) != noRank {
 		return 1
 	}
@@ -153,7 +173,139 @@ func newHighTable(rk map[string]uint) *highTable {
 		}
 	}
 	t.ranks.fill(entries, 1<<16)
+	t.fillCrossings(rk)
 	return t
+}
+
+// fillCrossings fills the sets cuts reads from the tokens of rk.
+func (t *highTable) fillCrossings(rk map[string]uint) {
+	var pairs []uint64
+	for tok := range rk {
+		if tok[0] >= utf8.RuneSelf && !utf8.RuneStart(tok[0]) || tail(tok)&1 != 0 {
+			// It starts or ends inside a character (tail 1 or 3).
+			for i := 1; i < len(tok); i++ {
+				b := int(tok[i-1])<<8 | int(tok[i])
+				t.splitBytes[b/64] |= 1 << (b % 64)
+			}
+		}
+		i := 0
+		for i < len(tok) && tok[i] < utf8.RuneSelf {
+			i++
+		}
+		prev := rune(-1)
+		for i < len(tok) {
+			r, n := utf8.DecodeRuneInString(tok[i:])
+			if n < 2 { // ASCII, or a byte that starts no character
+				prev = -1
+			} else {
+				if prev >= 0 {
+					pairs = append(pairs, uint64(prev)<<32|uint64(r))
+				}
+				prev = r
+			}
+			i += n
+		}
+	}
+	size := 1024
+	for size < 2*len(pairs) {
+		size *= 2
+	}
+	t.pairs, t.pairsShift = make([]uint64, size), uint(64-bits.TrailingZeros(uint(size)))
+	for _, p := range pairs {
+		for i := t.pairSlot(p); ; i = (i + 1) & uint64(size-1) {
+			if t.pairs[i] == p {
+				break
+			}
+			if t.pairs[i] == 0 {
+				t.pairs[i] = p
+				break
+			}
+		}
+	}
+}
+
+func (t *highTable) pairSlot(p uint64) uint64 { return p * 0x9E3779B97F4A7C15 >> t.pairsShift }
+
+// hasPair reports whether some token holds the characters of p
+// (r1<<32|r2) side by side.
+func (t *highTable) hasPair(p uint64) bool {
+	for i := t.pairSlot(p); ; i = (i + 1) & uint64(len(t.pairs)-1) {
+		switch t.pairs[i] {
+		case p:
+			return true
+		case 0:
+			return false
+		}
+	}
+}
+
+// cut reports whether no token crosses from character c1 (of several
+// bytes, ending at byte i of s) to the next, c2 (also of several): a
+// token that did would hold c1 and c2 whole (pairs), or start inside c1
+// or end inside c2 and hold the two bytes either side of i (splitBytes).
+// Byte-pair merging then never makes a part that crosses i, and merging
+// the two sides apart makes the same parts: a merge on one side neither
+// makes nor changes a pair on the other, so each side merges as it
+// would alone, the lowest rank first.
+func (t *highTable) cut(s string, i int, c1, c2 rune) bool {
+	b := int(s[i-1])<<8 | int(s[i])
+	return t.splitBytes[b/64]&(1<<(b%64)) == 0 && !t.hasPair(uint64(c1)<<32|uint64(c2))
+}
+
+// segmentTokens is mergeTokens(rk, piece), piece (valid UTF-8) cut where
+// no token crosses between two characters of several bytes, and each
+// part merged apart, its count remembered (segmentCounts): a run of
+// Chinese is one piece, rarely seen twice, but its parts, a few
+// characters each, come back again and again.
+func (t *highTable) segmentTokens(rk map[string]uint, piece string) int {
+	n, start := 0, 0
+	prev := rune(-1)
+	for i := 0; i < len(piece); {
+		r, w := utf8.DecodeRuneInString(piece[i:])
+		if w < 2 {
+			prev = -1
+		} else {
+			if prev >= 0 && t.cut(piece, i, prev, r) {
+				n += segmentCount(rk, piece[start:i])
+				start = i
+			}
+			prev = r
+		}
+		i += w
+	}
+	return n + segmentCount(rk, piece[start:])
+}
+
+// segmentCounts remembers the counts of the parts segmentTokens merges,
+// up to segmentBytesMax bytes of them.
+var segmentCounts struct {
+	sync.RWMutex
+	m     map[string]int
+	bytes int
+}
+
+const segmentBytesMax = 8 << 20
+
+// segmentCount is mergeTokens(rk, s), remembered.
+func segmentCount(rk map[string]uint, s string) int {
+	segmentCounts.RLock()
+	n, ok := segmentCounts.m[s]
+	segmentCounts.RUnlock()
+	if ok {
+		return n
+	}
+	n = mergeTokens(rk, s)
+	segmentCounts.Lock()
+	defer segmentCounts.Unlock()
+	if _, ok := segmentCounts.m[s]; !ok && segmentCounts.bytes+len(s) <= segmentBytesMax {
+		if segmentCounts.m == nil {
+			segmentCounts.m = map[string]int{}
+		}
+		// A copy: the text may live in a buffer its owner reuses.
+		segmentCounts.m[strings.Clone(s)] = n
+		segmentCounts.bytes += len(s)
+	}
+	return n
 }
 
 // A highTable is highRanks: the ranks, and the shapes of all tokens (by
@@ -168,6 +320,15 @@ type highTable struct {
 	ranks   strTable
 	shapes  [256][shapeLens]uint8 // bit tail(tok) of [tok[0]][min(len(tok), shapeLens-1)]
 	longest [256]int
+
+	// Where tokens cross from one character to the next (cuts): the
+	// pairs of neighbouring characters of several bytes that some token
+	// holds (a set of r1<<32|r2, open-addressed, 0 empty), and the pairs
+	// of neighbouring bytes of the tokens that start or end inside a
+	// character (a bit each, b1<<8|b2).
+	pairs      []uint64
+	pairsShift uint
+	splitBytes [1 << 16 / 64]uint64
 }
 
 const shapeLens = 32

@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/augmentdata/augment/internal/cputime"
 	"github.com/augmentdata/augment/stages/record"
@@ -18,6 +19,7 @@ func TestPieceTokensMatchLibrary(t *testing.T) {
 	if ranks() == nil {
 		t.Fatal("the library's ranks were not found: pieces are merged by the library, slowly")
 	}
+	highRanks() // long pieces cut (segmentTokens), as in a run past highAfter
 	texts := append([]string(nil), tokenTexts...)
 	read := func(name string) {
 		b, err := os.ReadFile(name)
@@ -269,8 +271,9 @@ func BenchmarkHighTable(b *testing.B) {
 }
 
 // BenchmarkMergeSample merges the distinct pieces of a report's token
-// sample of each format (sampleRecords) that are no token, each once: the
-// merges a run's first counts make. Reported: CPU ns per byte merged.
+// sample of each format (sampleRecords) that are no token, each once,
+// the remembered counts (of segments) forgotten first: the merges a run's
+// first counts make. Reported: CPU ns per byte merged.
 func BenchmarkMergeSample(b *testing.B) {
 	for _, format := range []string{"glaive", "toolace", "xlam"} {
 		recs, _ := sampleRecords(b, format)
@@ -296,11 +299,95 @@ func BenchmarkMergeSample(b *testing.B) {
 		b.Run(format, func(b *testing.B) {
 			cpu0 := cputime.Process()
 			for b.Loop() {
+				forgetPieces()
 				for _, p := range pieces {
 					pieceTokens(p)
 				}
 			}
 			b.ReportMetric(float64((cputime.Process()-cpu0).Nanoseconds())/float64(b.N*size), "cpu-ns/B")
 		})
+	}
+}
+
+// segmentAlphabet is what FuzzSegmentTokens writes its pieces in: common
+// Chinese characters, which tokens join in pairs, and letters and signs
+// of scripts with tokens that start or end inside a character (Bengali,
+// Tamil, Thai, Georgian, Korean).
+var segmentAlphabet = []rune("的一是在不了有和人这中大为上个国我以要他时来用们生到作地于出就分对成会可主发年动同工也能下过子说产种面而方后多定行学法所民得经十三之进着等部度家电力里如水化高自二理起小物现实加量都两体制机当使点从业本去把性好应开它合还因由其些然前外天政四日那社义事平形相全表间样与关各重新线内数正心反你明看原又么利比或但质气第向道命此变条只没结解问意建月公无系军很情者最立代想已通并提直题党程展五果料象员革位入常文总次品式活设及管特件长求老头基资边流路级少图山统接知较将组见计别她手角期根论运农指几九区强放决西被干做必战先回则任取据处理府研质信িীুূেোাৃ্ংঃকখগঘঙচছজঝটঠডঢণতথদধনপফবভমযরলশষসহதிமுவாகெேைொோௌ்டணறனแกขคงจฉชซญดตถทธนบปผพฟภมยรลวศษสหอฮะัาำิีึืุูเแโใไ่้๊๋็ვაბგდეზთიკლმნოპჟრსტუფქღყშჩცძწჭხჯჰ가나다라마바사아자차카타파하한국어는의에를을이다")
+
+// FuzzSegmentTokens: any run of characters of several bytes, cut where no
+// token crosses and merged in parts, merges into as many parts as merged
+// whole (mergeTokens, which TestPieceTokensMatchLibrary compares with the
+// library on whole pieces).
+func FuzzSegmentTokens(f *testing.F) {
+	for _, s := range []string{"\x00\x01\x02\x03", "abcabcabc", "\xff\xfe\x10\x20\x30\x40\x50", "数据据数"} {
+		f.Add([]byte(s))
+	}
+	ht := highRanks()
+	f.Fuzz(func(t *testing.T, code []byte) {
+		if len(code) == 0 || len(code) > 256 {
+			t.Skip()
+		}
+		var b strings.Builder
+		for i, c := range code {
+			b.WriteRune(segmentAlphabet[(int(c)+i*int(code[0]))%len(segmentAlphabet)])
+		}
+		s := b.String()
+		if got, want := ht.segmentTokens(ranks(), s), mergeTokens(ranks(), s); got != want {
+			t.Fatalf("%q: %d parts merged in segments, %d whole", s, got, want)
+		}
+	})
+}
+
+// TestSegmentTokens: every piece of the shared data's (or the demo's)
+// dumps that starts with a character of several bytes counts the same
+// cut into segments as merged whole and as the library counts it, and
+// the Chinese pieces are cut.
+func TestSegmentTokens(t *testing.T) {
+	ht := highRanks()
+	var texts []string
+	dir := os.Getenv("AUGMENT_SHARED_DATA")
+	if dir == "" {
+		dir = filepath.Join("..", "..", "shared", "data")
+	}
+	names, _ := filepath.Glob(filepath.Join(dir, "derived", "*_zh_demo.json"))
+	names = append(names, filepath.Join("..", "testdata", "demo", "dumps", "zh.jsonl"))
+	for _, name := range names {
+		b, err := os.ReadFile(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		texts = append(texts, string(b))
+	}
+	seen := map[string]bool{}
+	long, cut := 0, 0
+	for _, text := range texts {
+		for _, piece := range ourPieces(text) {
+			if seen[piece] || piece[0] < 0x80 || len(piece) < mergeScanMax {
+				continue
+			}
+			seen[piece] = true
+			whole := mergeTokens(ranks(), piece)
+			if got := ht.segmentTokens(ranks(), piece); got != whole {
+				t.Fatalf("%q: %d parts merged in segments, %d whole", piece, got, whole)
+			}
+			if lib := libraryCount(piece); lib != whole {
+				t.Fatalf("%q: %d parts, the library %d", piece, whole, lib)
+			}
+			long++
+			for i, r := range piece {
+				if i > 0 {
+					p, _ := utf8.DecodeLastRuneInString(piece[:i])
+					if utf8.RuneLen(p) > 1 && utf8.RuneLen(r) > 1 && ht.cut(piece, i, p, r) {
+						cut++
+						break
+					}
+				}
+			}
+		}
+	}
+	t.Logf("%d long pieces, %d of them cut", long, cut)
+	if long < 100 || cut < long/2 {
+		t.Fatalf("%d long pieces, %d of them cut", long, cut)
 	}
 }

@@ -125,11 +125,14 @@ func BenchmarkRecordTokensSample(b *testing.B) {
 	}
 }
 
-// forgetPieces empties the remembered piece counts.
+// forgetPieces empties the remembered piece (and segment) counts.
 func forgetPieces() {
 	pieceCounts.Lock()
 	pieceCounts.m, pieceCounts.small, pieceCounts.longBytes = nil, strTable{}, 0
 	pieceCounts.Unlock()
+	segmentCounts.Lock()
+	segmentCounts.m, segmentCounts.bytes = nil, 0
+	segmentCounts.Unlock()
 }
 
 // BenchmarkRecordTokensDrawn is BenchmarkRecordTokensSample's "run" mode on
