@@ -1,7 +1,6 @@
 package verify
 
 import (
-	"math/bits"
 	"reflect"
 	"strings"
 	"sync"
@@ -159,10 +158,11 @@ func newHighTable(rk map[string]uint) *highTable {
 		return nil
 	}
 	t := new(highTable)
+	t.pairs, t.pairsShift = make([]uint64, 1<<16), 64-16
 	entries := make([]strKey, 0, 1<<15)
 	for tok, r := range rk {
-		b := tok[0]
-		t.shapes[b][min(len(tok), shapeLens-1)] |= 1 << tail(tok)
+		b, tl := tok[0], tail(tok)
+		t.shapes[b][min(len(tok), shapeLens-1)] |= 1 << tl
 		t.longest[b] = max(t.longest[b], len(tok))
 		if inHigh(tok) {
 			if r >= 1<<strValBits {
@@ -171,54 +171,57 @@ func newHighTable(rk map[string]uint) *highTable {
 			k := strKeyOf(tok)
 			entries = append(entries, strKey{k.lo, k.hi | uint64(r)<<strValAt})
 		}
+		t.addCrossings(tok, tl)
 	}
 	t.ranks.fill(entries, 1<<16)
-	t.fillCrossings(rk)
 	return t
 }
 
-// fillCrossings fills the sets cuts reads from the tokens of rk.
-func (t *highTable) fillCrossings(rk map[string]uint) {
-	var pairs []uint64
-	for tok := range rk {
-		if tok[0] >= utf8.RuneSelf && !utf8.RuneStart(tok[0]) || tail(tok)&1 != 0 {
-			// It starts or ends inside a character (tail 1 or 3).
-			for i := 1; i < len(tok); i++ {
-				b := int(tok[i-1])<<8 | int(tok[i])
-				t.splitBytes[b/64] |= 1 << (b % 64)
-			}
-		}
-		i := 0
-		for i < len(tok) && tok[i] < utf8.RuneSelf {
-			i++
-		}
-		prev := rune(-1)
-		for i < len(tok) {
-			r, n := utf8.DecodeRuneInString(tok[i:])
-			if n < 2 { // ASCII, or a byte that starts no character
-				prev = -1
-			} else {
-				if prev >= 0 {
-					pairs = append(pairs, uint64(prev)<<32|uint64(r))
-				}
-				prev = r
-			}
-			i += n
+// addCrossings adds what cut reads of the token tok (of tail tl): its
+// pairs of neighbouring bytes if it starts or ends inside a character,
+// its pairs of neighbouring characters of several bytes.
+func (t *highTable) addCrossings(tok string, tl uint8) {
+	if tok[0] >= utf8.RuneSelf && !utf8.RuneStart(tok[0]) || tl&1 != 0 { // tail 1 or 3
+		for i := 1; i < len(tok); i++ {
+			b := int(tok[i-1])<<8 | int(tok[i])
+			t.splitBytes[b/64] |= 1 << (b % 64)
 		}
 	}
-	size := 1024
-	for size < 2*len(pairs) {
-		size *= 2
+	i := 0
+	for i < len(tok) && tok[i] < utf8.RuneSelf {
+		i++
 	}
-	t.pairs, t.pairsShift = make([]uint64, size), uint(64-bits.TrailingZeros(uint(size)))
-	for _, p := range pairs {
-		for i := t.pairSlot(p); ; i = (i + 1) & uint64(size-1) {
-			if t.pairs[i] == p {
-				break
+	prev := rune(-1)
+	for i < len(tok) {
+		r, n := utf8.DecodeRuneInString(tok[i:])
+		if n < 2 { // ASCII, or a byte that starts no character
+			prev = -1
+		} else {
+			if prev >= 0 {
+				t.addPair(uint64(prev)<<32 | uint64(r))
 			}
-			if t.pairs[i] == 0 {
-				t.pairs[i] = p
-				break
+			prev = r
+		}
+		i += n
+	}
+}
+
+// addPair adds p to the set of pairs, grown to keep it at most half full.
+func (t *highTable) addPair(p uint64) {
+	mask := uint64(len(t.pairs) - 1)
+	i := t.pairSlot(p)
+	for ; t.pairs[i] != 0; i = (i + 1) & mask {
+		if t.pairs[i] == p {
+			return
+		}
+	}
+	t.pairs[i] = p
+	if t.npairs++; 2*t.npairs > len(t.pairs) {
+		old := t.pairs
+		t.pairs, t.pairsShift, t.npairs = make([]uint64, 2*len(old)), t.pairsShift-1, 0
+		for _, p := range old {
+			if p != 0 {
+				t.addPair(p)
 			}
 		}
 	}
@@ -328,6 +331,7 @@ type highTable struct {
 	// character (a bit each, b1<<8|b2).
 	pairs      []uint64
 	pairsShift uint
+	npairs     int
 	splitBytes [1 << 16 / 64]uint64
 }
 
