@@ -65,7 +65,8 @@ func pieceTokens(piece string) int {
 	if len(piece) < mergeScanMax {
 		return mergeScan(rk, piece)
 	}
-	if t := highBuilt.Load(); t != nil && piece[0] >= utf8.RuneSelf {
+	if t := highBuilt.Load(); t != nil && (piece[0] >= utf8.RuneSelf || piece[1] >= utf8.RuneSelf) {
+		// (A word's piece may start with a space or a sign.)
 		return t.segmentTokens(rk, piece)
 	}
 	return mergeHeap(rk, piece)

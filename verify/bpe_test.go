@@ -312,8 +312,8 @@ func BenchmarkMergeSample(b *testing.B) {
 // segmentAlphabet is what FuzzSegmentTokens writes its pieces in: common
 // Chinese characters, which tokens join in pairs, and letters and signs
 // of scripts with tokens that start or end inside a character (Bengali,
-// Tamil, Thai, Georgian, Korean).
-var segmentAlphabet = []rune("的一是在不了有和人这中大为上个国我以要他时来用们生到作地于出就分对成会可主发年动同工也能下过子说产种面而方后多定行学法所民得经十三之进着等部度家电力里如水化高自二理起小物现实加量都两体制机当使点从业本去把性好应开它合还因由其些然前外天政四日那社义事平形相全表间样与关各重新线内数正心反你明看原又么利比或但质气第向道命此变条只没结解问意建月公无系军很情者最立代想已通并提直题党程展五果料象员革位入常文总次品式活设及管特件长求老头基资边流路级少图山统接知较将组见计别她手角期根论运农指几九区强放决西被干做必战先回则任取据处理府研质信িীুূেোাৃ্ংঃকখগঘঙচছজঝটঠডঢণতথদধনপফবভমযরলশষসহதிமுவாகெேைொோௌ்டணறனแกขคงจฉชซญดตถทธนบปผพฟภมยรลวศษสหอฮะัาำิีึืุูเแโใไ่้๊๋็ვაბგდეზთიკლმნოპჟრსტუფქღყშჩცძწჭხჯჰ가나다라마바사아자차카타파하한국어는의에를을이다")
+// Tamil, Thai, Georgian, Korean), and a few ASCII characters.
+var segmentAlphabet = []rune("的一是在不了有和人这中大为上个国我以要他时来用们生到作地于出就分对成会可主发年动同工也能下过子说产种面而方后多定行学法所民得经十三之进着等部度家电力里如水化高自二理起小物现实加量都两体制机当使点从业本去把性好应开它合还因由其些然前外天政四日那社义事平形相全表间样与关各重新线内数正心反你明看原又么利比或但质气第向道命此变条只没结解问意建月公无系军很情者最立代想已通并提直题党程展五果料象员革位入常文总次品式活设及管特件长求老头基资边流路级少图山统接知较将组见计别她手角期根论运农指几九区强放决西被干做必战先回则任取据处理府研质信িীুূেোাৃ্ংঃকখগঘঙচছজঝটঠডঢণতথদধনপফবভমযরলশষসহதிமுவாகெேைொோௌ்டணறனแกขคงจฉชซญดตถทธนบปผพฟภมยรลวศษสหอฮะัาำิีึืุูเแโใไ่้๊๋็ვაბგდეზთიკლმნოპჟრსტუფქღყშჩცძწჭხჯჰ가나다라마바사아자차카타파하한국어는의에를을이다 ,\"(a1")
 
 // FuzzSegmentTokens: any run of characters of several bytes, cut where no
 // token crosses and merged in parts, merges into as many parts as merged
@@ -340,7 +340,8 @@ func FuzzSegmentTokens(f *testing.F) {
 }
 
 // TestSegmentTokens: every piece of the shared data's (or the demo's)
-// dumps that starts with a character of several bytes counts the same
+// dumps that starts with a character of several bytes (after one sign or
+// space, maybe) counts the same
 // cut into segments as merged whole and as the library counts it, and
 // the Chinese pieces are cut.
 func TestSegmentTokens(t *testing.T) {
@@ -363,7 +364,7 @@ func TestSegmentTokens(t *testing.T) {
 	long, cut := 0, 0
 	for _, text := range texts {
 		for _, piece := range ourPieces(text) {
-			if seen[piece] || piece[0] < 0x80 || len(piece) < mergeScanMax {
+			if seen[piece] || len(piece) < mergeScanMax || piece[0] < 0x80 && piece[1] < 0x80 {
 				continue
 			}
 			seen[piece] = true
