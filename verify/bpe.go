@@ -51,9 +51,9 @@ const mergeScanMax = 16
 // is one whole piece of the pre-tokenizer (o200kPiece), which is how the
 // library meets it: a piece that is a token is one, any other is merged.
 //
-// A long piece of characters of several bytes (a run of Chinese) is cut
-// where no token crosses (highTable.cuts) and its parts merged apart
-// (segmentTokens), which counts the same.
+// Once highRanks is built, a long piece holding characters of several
+// bytes (a run of Chinese) is cut where no token crosses (highTable.cut)
+// and its parts merged apart (segmentTokens), which counts the same.
 func pieceTokens(piece string) int {
 	rk := ranks()
 	if rk == nil {
@@ -65,11 +65,19 @@ func pieceTokens(piece string) int {
 	if len(piece) < mergeScanMax {
 		return mergeScan(rk, piece)
 	}
-	if t := highBuilt.Load(); t != nil && (piece[0] >= utf8.RuneSelf || piece[1] >= utf8.RuneSelf) {
-		// (A word's piece may start with a space or a sign.)
+	if t := highBuilt.Load(); t != nil && !isASCII(piece) {
 		return t.segmentTokens(rk, piece)
 	}
 	return mergeHeap(rk, piece)
+}
+
+func isASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] >= utf8.RuneSelf {
+			return false
+		}
+	}
+	return true
 }
 
 // mergeTokens is the number of parts piece merges into, a token or not.
