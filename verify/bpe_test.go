@@ -339,6 +339,29 @@ func FuzzSegmentTokens(f *testing.F) {
 	})
 }
 
+// FuzzTokensSegmented: any text in segmentAlphabet counts as the library
+// counts it (Count), with highRanks built, so that its long pieces are
+// cut into segments.
+func FuzzTokensSegmented(f *testing.F) {
+	for _, s := range []string{"\x00\x01\x02\x03\x04\x05\x06\x07\x08\x09", "abcabcabcabcabcabc", "\xff\xfe\x10\x20\x30\x40\x50"} {
+		f.Add([]byte(s))
+	}
+	highRanks()
+	f.Fuzz(func(t *testing.T, code []byte) {
+		if len(code) == 0 || len(code) > 256 {
+			t.Skip()
+		}
+		var b strings.Builder
+		for i, c := range code {
+			b.WriteRune(segmentAlphabet[(int(c)+i*int(code[0]))%len(segmentAlphabet)])
+		}
+		s := b.String()
+		if got, want := Tokens(s), libraryCount(s); got != want {
+			t.Fatalf("%q: %d tokens, the library %d", s, got, want)
+		}
+	})
+}
+
 // TestSegmentTokens: every piece of the shared data's (or the demo's)
 // dumps that holds a character of several bytes counts the same
 // cut into segments as merged whole and as the library counts it, and
