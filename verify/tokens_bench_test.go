@@ -171,20 +171,25 @@ func BenchmarkRecordTokensDrawn(b *testing.B) {
 }
 
 // BenchmarkRecordTokensFirst is a run's whole token work as a new process
-// does it: load the tables (LoadTokens), then count the glaive sample
+// does it: load the tables (LoadTokens), then count a format's sample
 // (sampleRecords) through a new memo, every table cold (highRanks built
-// on the way). Only the first op of a process is that: run it with
-// -benchtime 1x, one process a measurement (e.g. `go test -c`, then the
-// binary in a loop). Reported: CPU ms.
+// on the way, or not). Only the first op of a process is that: run one
+// format with -benchtime 1x, one process a measurement (e.g. `go test -c`,
+// then the binary in a loop with -test.bench RecordTokensFirst/glaive).
+// Reported: CPU ms.
 func BenchmarkRecordTokensFirst(b *testing.B) {
-	recs, _ := sampleRecords(b, "glaive")
-	cpu0 := cputime.Process()
-	for b.Loop() {
-		LoadTokens()
-		memo := new(TokenMemo)
-		for _, r := range recs {
-			memo.RecordTokens(r)
-		}
+	for _, format := range []string{"glaive", "toolace", "xlam"} {
+		b.Run(format, func(b *testing.B) {
+			recs, _ := sampleRecords(b, format)
+			cpu0 := cputime.Process()
+			for b.Loop() {
+				LoadTokens()
+				memo := new(TokenMemo)
+				for _, r := range recs {
+					memo.RecordTokens(r)
+				}
+			}
+			b.ReportMetric(float64((cputime.Process()-cpu0).Microseconds())/1000/float64(b.N), "cpu-ms/op")
+		})
 	}
-	b.ReportMetric(float64((cputime.Process()-cpu0).Microseconds())/1000/float64(b.N), "cpu-ms/op")
 }
