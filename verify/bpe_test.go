@@ -147,6 +147,14 @@ func TestPairRanks(t *testing.T) {
 	}
 }
 
+// highRank is the rank (as rankOf finds it) of the string s (inHigh) in t, or noRank.
+func highRank(t *highTable, s string) uint32 {
+	if !t.mayHold(s) {
+		return noRank
+	}
+	return t.rank(s)
+}
+
 // TestHighTable: every token the table answers for (inHigh) is in it with
 // the library's rank, and strings of that shape that are no token (each
 // such token with its last byte changed, or cut or grown by a byte) are
