@@ -406,7 +406,6 @@ func useHigh() bool {
 // inHigh reports whether highRanks answers for s.
 func inHigh(s string) bool { return len(s) >= 3 && len(s) <= strKeyMax && s[0] >= utf8.RuneSelf }
 
-
 // pairRanks remembers the two-byte strings looked up so far: 0 not yet,
 // noRank not a token, else the rank plus one (the library's ranks are
 // below 2^18).
