@@ -59,18 +59,16 @@ func pieceTokens(piece string) int {
 	if rk == nil {
 		return libraryCount(piece)
 	}
-	if rankOf(rk, piece) != noRank {
-		return 1
-	}
-	if len(piece) < mergeScanMax {
-		return mergeScan(rk, piece)
-	}
-	if t := highBuilt.Load(); t != nil && !isASCII(piece) {
+	if t := highBuilt.Load(); t != nil && len(piece) >= mergeScanMax && !isASCII(piece) {
+		if rankOf(rk, piece) != noRank {
+			return 1
+		}
 		return t.segmentTokens(rk, piece)
 	}
-	return mergeHeap(rk, piece)
+	return mergeTokens(rk, piece)
 }
 
+// isASCII reports whether s holds only ASCII characters.
 func isASCII(s string) bool {
 	for i := 0; i < len(s); i++ {
 		if s[i] >= utf8.RuneSelf {
@@ -145,11 +143,13 @@ func rankOf(rk map[string]uint, s string) uint32 {
 // table of some 30,000 tokens (1 MB) holds the whole string in its slot.
 // It holds all such tokens, so it answers for strings of that shape on
 // its own, "no token" included. With it come the shapes of all tokens
-// (highTable.mayHold). Building it costs about as much as 100,000
-// look-ups in the map, so it is built once a process has made highAfter
-// look-ups it would answer (text in Latin script alone makes none, a few
-// Chinese rows some thousands); nil when ranks is or a rank does not fit;
-// read-only once built, and then in highBuilt.
+// (highTable.mayHold) and where tokens cross between characters
+// (highTable.cut). Building it costs some 14 ms of a CPU
+// (BenchmarkHighTable), which pays only where much text is in other
+// scripts, so it is built once a process has made highAfter look-ups it
+// would answer (text in Latin script alone makes none, a few Chinese rows
+// some thousands); nil when ranks is or a rank does not fit; read-only
+// once built, and then in highBuilt.
 var highRanks = sync.OnceValue(func() *highTable {
 	t := newHighTable(ranks())
 	if t != nil {
