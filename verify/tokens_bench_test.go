@@ -125,11 +125,14 @@ func BenchmarkRecordTokensSample(b *testing.B) {
 	}
 }
 
-// forgetPieces empties the remembered piece counts.
+// forgetPieces empties the remembered piece (and segment) counts.
 func forgetPieces() {
 	pieceCounts.Lock()
 	pieceCounts.m, pieceCounts.small, pieceCounts.longBytes = nil, strTable{}, 0
 	pieceCounts.Unlock()
+	segmentCounts.Lock()
+	segmentCounts.m, segmentCounts.bytes = nil, 0
+	segmentCounts.Unlock()
 }
 
 // BenchmarkRecordTokensDrawn is BenchmarkRecordTokensSample's "run" mode on
@@ -163,6 +166,30 @@ func BenchmarkRecordTokensDrawn(b *testing.B) {
 				}
 			}
 			b.ReportMetric(float64((cputime.Process()-cpu0).Microseconds())/float64(b.N*len(recs)), "cpu-µs/record")
+		})
+	}
+}
+
+// BenchmarkRecordTokensFirst is a run's whole token work as a new process
+// does it: load the tables (LoadTokens), then count a format's sample
+// (sampleRecords) through a new memo, every table cold (highRanks built
+// on the way, or not). Only the first op of a process is that: run one
+// format with -benchtime 1x, one process a measurement (e.g. `go test -c`,
+// then the binary in a loop with -test.bench RecordTokensFirst/glaive).
+// Reported: CPU ms.
+func BenchmarkRecordTokensFirst(b *testing.B) {
+	for _, format := range []string{"glaive", "toolace", "xlam"} {
+		b.Run(format, func(b *testing.B) {
+			recs, _ := sampleRecords(b, format)
+			cpu0 := cputime.Process()
+			for b.Loop() {
+				LoadTokens()
+				memo := new(TokenMemo)
+				for _, r := range recs {
+					memo.RecordTokens(r)
+				}
+			}
+			b.ReportMetric(float64((cputime.Process()-cpu0).Microseconds())/1000/float64(b.N), "cpu-ms/op")
 		})
 	}
 }

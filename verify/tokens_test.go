@@ -395,3 +395,35 @@ func TestStrKey(t *testing.T) {
 		}
 	}
 }
+
+// TestStrTableFill: a table filled at once gives back every number of
+// its entries and holds no other string, as one put entry by entry.
+func TestStrTableFill(t *testing.T) {
+	var entries []strKey
+	want := map[string]uint32{}
+	for i := range 20000 {
+		p := fmt.Sprintf("%x", i*7919)
+		if _, ok := want[p]; ok {
+			continue
+		}
+		v := uint32(i) % (1 << strValBits)
+		want[p] = v
+		k := strKeyOf(p)
+		entries = append(entries, strKey{k.lo, k.hi | uint64(v)<<strValAt})
+	}
+	var tab strTable
+	tab.fill(entries, 1<<10)
+	if tab.n != len(want) || 2*tab.n > len(tab.slots) {
+		t.Fatalf("%d keys held in %d slots, %d filled", tab.n, len(tab.slots), len(want))
+	}
+	for p, v := range want {
+		if got, ok := tab.get(strKeyOf(p)); !ok || got != v {
+			t.Fatalf("%q: %d, %v; want %d", p, got, ok, v)
+		}
+	}
+	for _, p := range []string{"zz", "g", "fffffffffff", "-1"} {
+		if _, ok := tab.get(strKeyOf(p)); ok {
+			t.Errorf("%q found, never filled", p)
+		}
+	}
+}
