@@ -290,6 +290,7 @@ type encColumn struct {
 	nullPages            []bool
 	nullCounts           []int64
 	minValues, maxValues [][]byte // per page, truncated (bounds) or empty
+	headerLen            int      // of the column's last page header
 	minStat, maxStat     []byte   // of the chunk, in full (bounds)
 	indexBytes           []byte   // backing store of minValues and maxValues
 	statsSet             bool
@@ -328,13 +329,13 @@ type encoder struct {
 	responseRuns func(present []bool) // see encodeParquet
 	present      []bool
 
-	levels  []byte  // RLE-encoded levels
-	lens    []int32 // the lengths of a page's byte arrays
-	page    []byte  // an uncompressed page body with levels
-	packBuf []byte  // a compressed page body
-	header  bytes.Buffer
-	thrift  *thrift.Encoder
-	out     *bufio.Writer // buffers the file's writes
+	levels     []byte  // RLE-encoded levels
+	lens       []int32 // the lengths of a page's byte arrays
+	page       []byte  // an uncompressed page body with levels
+	pageHeader []byte  // a data page's header
+	header     bytes.Buffer
+	thrift     *thrift.Encoder
+	out        *bufio.Writer // buffers the file's writes
 
 	// The metadata of the row groups written so far.
 	rowGroups   []format.RowGroup
@@ -447,7 +448,7 @@ func (e *encoder) reset() {
 		l := &e.lv[i]
 		l.reps, l.defs = trimmed(l.reps), trimmed(l.defs)
 	}
-	e.page, e.packBuf, e.levels, e.lens = trimmed(e.page), trimmed(e.packBuf), trimmed(e.levels), trimmed(e.lens)
+	e.page, e.levels, e.lens = trimmed(e.page), trimmed(e.levels), trimmed(e.lens)
 	if e.header.Cap() > keepBytes {
 		e.header = bytes.Buffer{}
 	}
@@ -738,30 +739,39 @@ func (e *encoder) writePage(c *encColumn) error {
 	if uncompressed > maxPageSize {
 		return fmt.Errorf("page size limit exceeded: %d>%d", uncompressed, maxPageSize)
 	}
+
+	// The body is compressed straight into the chunk, after room for the
+	// page header (whose size depends on the compressed size and the
+	// CRC): as much room as the column's last header took, which it
+	// mostly takes again; when not, the body moves by the difference.
+	at := len(c.chunk)
+	room := c.headerLen
+	if room == 0 {
+		room = maxPageHeader
+	}
+	c.chunk = slices.Grow(c.chunk, room+maxPackedLen(uncompressed)+maxPageHeader)
+	packed := c.chunk[at+room : at+room]
+	dst := unsafe.SliceData(packed)
 	if e.packed {
 		var err error
-		if e.packBuf, err = e.codec.Encode(e.packBuf[:0], body); err != nil {
+		if packed, err = e.codec.Encode(packed, body); err != nil {
 			return fmt.Errorf("compressing parquet data page: %w", err)
 		}
-		body = e.packBuf
+	} else {
+		packed = append(packed, body...)
 	}
-
-	var h format.PageHeader
-	h.Type = format.DataPage
-	h.UncompressedPageSize = int32(uncompressed)
-	h.CompressedPageSize = int32(len(body))
-	h.CRC = int32(crc32.ChecksumIEEE(body))
-	h.DataPageHeader = thrift.New(format.DataPageHeader{
-		NumValues:               int32(n),
-		Encoding:                leaf.encoding,
-		DefinitionLevelEncoding: format.RLE,
-		RepetitionLevelEncoding: format.RLE,
-	})
-	e.header.Reset()
-	if err := e.thrift.Encode(&h); err != nil {
-		return err
+	e.pageHeader = appendPageHeader(e.pageHeader[:0], int32(uncompressed), int32(len(packed)),
+		int32(crc32.ChecksumIEEE(packed)), int32(n), leaf.encoding)
+	hlen := len(e.pageHeader)
+	c.headerLen = hlen
+	if hlen != room || unsafe.SliceData(packed) != dst {
+		// Move the body (or copy it from where the codec put it), then
+		// put the header before it.
+		c.chunk = append(c.chunk[:at+hlen], packed...)
+	} else {
+		c.chunk = c.chunk[:at+hlen+len(packed)]
 	}
-	hlen := e.header.Len()
+	copy(c.chunk[at:], e.pageHeader)
 
 	// The column index and the chunk's statistics.
 	c.nullPages = append(c.nullPages, n == nulls)
@@ -782,8 +792,8 @@ func (e *encoder) writePage(c *encColumn) error {
 	c.numValues += int64(n)
 	c.nulls += int64(nulls)
 	c.pages = append(c.pages, format.PageLocation{
-		Offset:             int64(len(c.chunk)),
-		CompressedPageSize: int32(hlen + len(body)),
+		Offset:             int64(at),
+		CompressedPageSize: int32(hlen + len(packed)),
 		FirstRowIndex:      int64(c.first),
 	})
 	if leaf.kind == parquet.ByteArray {
@@ -796,15 +806,57 @@ func (e *encoder) writePage(c *encColumn) error {
 		c.pageDefHist = appendHistogram(c.pageDefHist, c.defHist, defs, leaf.maxDef)
 	}
 	c.uncompressed += int64(hlen + uncompressed)
-
-	c.chunk = append(c.chunk, e.header.Bytes()...)
-	c.chunk = append(c.chunk, body...)
 	e.written += c.size + len(c.vals)
 	c.resetPage(c.first + rows)
 	return nil
 }
 
 func bitWidth(maxLevel byte) int { return bits.Len8(maxLevel) }
+
+// maxPageHeader bounds the size of a data page's header (appendPageHeader).
+const maxPageHeader = 40
+
+// maxPackedLen is the room kept for a compressed page body of n bytes:
+// more than Snappy's bound (s2.MaxEncodedLen); a codec that needs more
+// puts the body elsewhere and writePage copies it.
+func maxPackedLen(n int) int { return n + n/6 + 64 }
+
+// appendPageHeader appends the header of a data page (v1; levels RLE) as
+// parquet-go's Thrift compact encoder writes a format.PageHeader: the
+// fields in order, each as its id's delta to the previous field's and its
+// type (0x15: delta 1, i32; 0x1c: delta 1, struct), i32 values as zigzag
+// varints; the CRC, optional, left out when 0; in the data page header an
+// empty statistics struct, whose null_count is written even when 0
+// (0x36: delta 3, i64). TestPageHeader holds it to the encoder.
+func appendPageHeader(b []byte, uncompressed, compressed, crc, numValues int32, enc format.Encoding) []byte {
+	b = append(b, 0x15, 0x00) // 1: type DATA_PAGE
+	b = append(b, 0x15)
+	b = appendZigzag32(b, uncompressed)
+	b = append(b, 0x15)
+	b = appendZigzag32(b, compressed)
+	if crc != 0 {
+		b = append(b, 0x15)
+		b = appendZigzag32(b, crc)
+		b = append(b, 0x1c) // 5: data_page_header
+	} else {
+		b = append(b, 0x2c)
+	}
+	b = append(b, 0x15)
+	b = appendZigzag32(b, numValues)
+	b = append(b, 0x15)
+	b = appendZigzag32(b, int32(enc))
+	b = append(b, 0x15)
+	b = appendZigzag32(b, int32(format.RLE)) // definition levels
+	b = append(b, 0x15)
+	b = appendZigzag32(b, int32(format.RLE)) // repetition levels
+	return append(b, 0x1c, 0x36, 0x00, 0x00, // 5: statistics {3: null_count 0}
+		0x00, 0x00) // the ends of data_page_header and of the header
+}
+
+// appendZigzag32 appends v as Thrift's compact protocol writes an i32.
+func appendZigzag32(b []byte, v int32) []byte {
+	return binary.AppendUvarint(b, uint64(uint32(v<<1)^uint32(v>>31)))
+}
 
 // textRef refers to a value's bytes in a record without holding a
 // pointer: the records the encoder holds (encoder.recs) keep their text

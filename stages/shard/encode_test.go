@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"math/bits"
 	"math/rand/v2"
 	"slices"
@@ -513,6 +514,39 @@ func TestAppendJoined(t *testing.T) {
 		got := appendJoined(prefix, refs, size)
 		if want := "head" + strings.Join(strs, ""); string(got) != want {
 			t.Errorf("set %d: got %q, want %q", i, got, want)
+		}
+	}
+}
+
+// TestPageHeader holds appendPageHeader to parquet-go's Thrift encoder of
+// format.PageHeader, for sizes, CRCs (0 is left out) and counts at the
+// edges of the varints' lengths.
+func TestPageHeader(t *testing.T) {
+	var buf bytes.Buffer
+	enc := thrift.NewEncoder(new(thrift.CompactProtocol).NewWriter(&buf))
+	ints := []int32{0, 1, 63, 64, 8191, 8192, 1<<20 - 1, 1 << 20, 1<<27 - 1, 1 << 27, math.MaxInt32}
+	crcs := append([]int32{-1, -64, -65, math.MinInt32}, ints...)
+	for _, size := range ints {
+		for _, crc := range crcs {
+			for _, e := range []format.Encoding{format.Plain, format.DeltaLengthByteArray} {
+				n := size/3 + 1
+				h := format.PageHeader{
+					Type: format.DataPage, UncompressedPageSize: size, CompressedPageSize: size / 2, CRC: crc,
+					DataPageHeader: thrift.New(format.DataPageHeader{NumValues: n, Encoding: e,
+						DefinitionLevelEncoding: format.RLE, RepetitionLevelEncoding: format.RLE}),
+				}
+				buf.Reset()
+				if err := enc.Encode(&h); err != nil {
+					t.Fatal(err)
+				}
+				got := appendPageHeader(nil, size, size/2, crc, n, e)
+				if !bytes.Equal(got, buf.Bytes()) {
+					t.Fatalf("size %d, crc %d, %v: % x, want % x", size, crc, e, got, buf.Bytes())
+				}
+				if len(got) > maxPageHeader {
+					t.Fatalf("size %d, crc %d: %d bytes > maxPageHeader", size, crc, len(got))
+				}
+			}
 		}
 	}
 }
