@@ -266,8 +266,10 @@ type encColumn struct {
 	// records' own bytes and copied once, into the page body, when the
 	// page is written.
 	vals  []byte    // int64 values, PLAIN
-	strs  []textRef // byte-array values, nulls left out
-	size  int       // bytes of strs
+	runs  []textRef // byte-array values, nulls left out, in runs (see value)
+	end   uintptr   // where the last run ends
+	lens  []int32   // the byte arrays' lengths
+	size  int       // bytes of the byte arrays
 	n     int       // values of a column without levels
 	first int       // the page's first row in the row group
 	// The column's levels (nil for a column without): the page's are
@@ -312,7 +314,7 @@ func (l *levelList) add(rep, def byte) {
 // drops a buffer grown past keepBytes (a shard of huge values) rather
 // than keep it for the shards after.
 type encoder struct {
-	// The records being written: they hold the text the columns' textRefs
+	// The records being written: they hold the text the columns' runs
 	// refer to, and keep it alive. Held by the (heap) encoder, they and
 	// all they refer to are on the heap, where nothing moves (a string
 	// on a goroutine's stack could move with it).
@@ -329,10 +331,9 @@ type encoder struct {
 	responseRuns func(present []bool) // see encodeParquet
 	present      []bool
 
-	levels     []byte  // RLE-encoded levels
-	lens       []int32 // the lengths of a page's byte arrays
-	page       []byte  // an uncompressed page body with levels
-	pageHeader []byte  // a data page's header
+	levels     []byte // RLE-encoded levels
+	page       []byte // an uncompressed page body with levels
+	pageHeader []byte // a data page's header
 	header     bytes.Buffer
 	thrift     *thrift.Encoder
 	out        *bufio.Writer // buffers the file's writes
@@ -441,14 +442,14 @@ func (e *encoder) reset() {
 		c := &e.cols[i]
 		c.resetChunk()
 		c.resetPage(0)
-		c.vals, c.strs, c.chunk = trimmed(c.vals), trimmed(c.strs), trimmed(c.chunk)
+		c.vals, c.runs, c.lens, c.chunk = trimmed(c.vals), trimmed(c.runs), trimmed(c.lens), trimmed(c.chunk)
 	}
 	e.resetLevels()
 	for i := range e.lv {
 		l := &e.lv[i]
 		l.reps, l.defs = trimmed(l.reps), trimmed(l.defs)
 	}
-	e.page, e.levels, e.lens = trimmed(e.page), trimmed(e.levels), trimmed(e.lens)
+	e.page, e.levels = trimmed(e.page), trimmed(e.levels)
 	if e.header.Cap() > keepBytes {
 		e.header = bytes.Buffer{}
 	}
@@ -602,9 +603,20 @@ func stringBytes(s string) []byte {
 }
 
 // value appends a byte array; a repeated column's levels are appended to
-// its level list.
+// its level list. Its length goes to lens, its bytes join the last run
+// when they lie right after it in memory (as the values of one column do
+// in records a shard's reader made, one string per column and row group,
+// and in the records stages make from them), else start a run: the page
+// body is then copied run by run (appendRuns).
 func (c *encColumn) value(s string) {
-	c.strs = append(c.strs, refOf(s))
+	p := uintptr(unsafe.Pointer(unsafe.StringData(s)))
+	if p == c.end && len(c.runs) > 0 {
+		c.runs[len(c.runs)-1].n += len(s)
+	} else {
+		c.runs = append(c.runs, textRef{p, len(s)})
+	}
+	c.end = p + uintptr(len(s))
+	c.lens = append(c.lens, int32(len(s)))
 	c.size += len(s)
 }
 
@@ -652,9 +664,9 @@ func (c *encColumn) count() int {
 // page being filled, holding rows rows.
 func (c *encColumn) bufferSize(rows int) int {
 	if c.leaf.maxRep > 0 {
-		return len(c.vals) + c.size + 4*len(c.strs) + 2*(len(c.lv.reps)-c.lvAt) + 8*rows
+		return len(c.vals) + c.size + 4*len(c.lens) + 2*(len(c.lv.reps)-c.lvAt) + 8*rows
 	}
-	return len(c.vals) + c.size + 4*len(c.strs)
+	return len(c.vals) + c.size + 4*len(c.lens)
 }
 
 // cutFullPages writes out the page of every column whose buffer is full.
@@ -673,7 +685,7 @@ func (e *encoder) cutFullPages() error {
 // resetPage empties the page being filled; its first row is first.
 func (c *encColumn) resetPage(first int) {
 	c.vals = c.vals[:0]
-	c.strs = c.strs[:0]
+	c.runs, c.lens, c.end = c.runs[:0], c.lens[:0], 0
 	c.size = 0
 	c.minStr, c.maxStr = "", ""
 	c.n = 0
@@ -719,17 +731,12 @@ func (e *encoder) writePage(c *encColumn) error {
 		if leaf.kind == parquet.ByteArray {
 			// DELTA_LENGTH_BYTE_ARRAY: the lengths delta-encoded, then
 			// the bytes.
-			lens := e.lens[:0]
-			for _, s := range c.strs {
-				lens = append(lens, int32(s.n))
-			}
-			e.lens = lens
 			var err error
-			if e.levels, err = deltaLengths.EncodeInt32(e.levels, lens); err != nil {
+			if e.levels, err = deltaLengths.EncodeInt32(e.levels, c.lens); err != nil {
 				return fmt.Errorf("encoding lengths of %s: %w", strings.Join(leaf.path, "."), err)
 			}
 			e.page = append(e.page, e.levels...)
-			e.page = appendJoined(e.page, c.strs, c.size)
+			e.page = appendRuns(e.page, c.runs, c.size)
 		} else {
 			e.page = append(e.page, c.vals...)
 		}
@@ -858,9 +865,9 @@ func appendZigzag32(b []byte, v int32) []byte {
 	return binary.AppendUvarint(b, uint64(uint32(v<<1)^uint32(v>>31)))
 }
 
-// textRef refers to a value's bytes in a record without holding a
+// textRef refers to values' bytes in a record without holding a
 // pointer: the records the encoder holds (encoder.recs) keep their text
-// alive and in place, so the encoder's value lists need neither write
+// alive and in place, so the encoder's run lists need neither write
 // barriers when filled nor scanning by the GC, and are not cleared when
 // emptied. A textRef is read only while its records are held.
 type textRef struct {
@@ -868,12 +875,7 @@ type textRef struct {
 	n int
 }
 
-func refOf(s string) textRef { return textRef{uintptr(unsafe.Pointer(unsafe.StringData(s))), len(s)} }
-
-// appendJoined appends the bytes of strs (size in all) to b. Values that
-// lie end to end in memory, as the values of one column do in records a
-// shard's reader made (one string per column and row group), are copied
-// with one copy per run instead of one per value.
+// appendRuns appends the bytes of runs (size in all) to b.
 //
 // A run may span two allocations that happen to be adjacent; every byte
 // of it belongs to one of the values, so reading it is sound, but the
@@ -881,17 +883,11 @@ func refOf(s string) textRef { return textRef{uintptr(unsafe.Pointer(unsafe.Stri
 // a textRef): hence nocheckptr.
 //
 //go:nocheckptr
-func appendJoined(b []byte, strs []textRef, size int) []byte {
+func appendRuns(b []byte, runs []textRef, size int) []byte {
 	b = slices.Grow(b, size)
-	for i := 0; i < len(strs); {
-		p, n := strs[i].p, strs[i].n
-		i++
-		for i < len(strs) && strs[i].p == p+uintptr(n) {
-			n += strs[i].n
-			i++
-		}
-		if n > 0 {
-			b = append(b, unsafe.String((*byte)(unsafe.Add(unsafe.Pointer(nil), p)), n)...)
+	for _, r := range runs {
+		if r.n > 0 {
+			b = append(b, unsafe.String((*byte)(unsafe.Add(unsafe.Pointer(nil), r.p)), r.n)...)
 		}
 	}
 	return b
