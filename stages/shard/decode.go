@@ -6,9 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"strings"
 	"sync"
-	"unsafe"
 
 	"github.com/parquet-go/parquet-go"
 	"github.com/parquet-go/parquet-go/encoding"
@@ -56,39 +54,36 @@ func leaf(path ...string) int {
 // required top-level columns), and its non-null values, byte arrays as
 // data[offs[i]:offs[i+1]].
 //
-// The values handed out share data, one copy of the column's bytes per row
-// group, made from the pages' bytes in one pass (readColumn): one
-// allocation per column instead of one per value, which was most of
-// Read's allocations. The records of a row group are read, used and
-// dropped together, so the shared copy lives about as long as separate
-// ones would. A column's values are either all strings (str) or all JSON
-// texts (raw), never both, so a caller changing a JSON text in place
-// changes no string.
+// The values handed out share one copy of the column's bytes per row group
+// (strs or raws, made on first use): one allocation per column instead of
+// one per value, which was most of Read's allocations. The records of a row
+// group are read, used and dropped together, so the shared copy lives about
+// as long as separate ones would.
 type column struct {
 	rep, def []byte
-	data     string
+	data     []byte
 	offs     []uint32
 	ints     []int64
 
-	held []heldPage // pages whose bytes are not in data yet (readColumn)
-}
-
-// heldPage is a page read and not released yet, and its byte arrays.
-type heldPage struct {
-	p     parquet.Page
-	bytes []byte
+	strs   string // data as one string, for str
+	raws   []byte // a copy of data, for raw
+	copied bool   // strs or raws is made
 }
 
 func (c *column) reset() {
-	c.rep, c.def, c.data, c.ints = c.rep[:0], c.def[:0], "", c.ints[:0]
+	c.rep, c.def, c.data, c.ints = c.rep[:0], c.def[:0], c.data[:0], c.ints[:0]
 	c.offs = append(c.offs[:0], 0)
+	c.strs, c.raws, c.copied = "", nil, false
 }
 
 func (c *column) len() int { return len(c.offs) - 1 }
 
 // str returns value i as a string.
 func (c *column) str(i int) string {
-	return c.data[c.offs[i]:c.offs[i+1]]
+	if !c.copied {
+		c.strs, c.copied = string(c.data), true
+	}
+	return c.strs[c.offs[i]:c.offs[i+1]]
 }
 
 // raw returns value i as its own slice (its capacity ends with it, so an
@@ -98,35 +93,19 @@ func (c *column) raw(i int) json.RawMessage {
 	if a == b {
 		return nil
 	}
-	return unsafe.Slice(unsafe.StringData(c.data[a:b]), b-a)
+	if !c.copied {
+		c.raws, c.copied = bytes.Clone(c.data), true
+	}
+	return c.raws[a:b:b]
 }
 
-// readColumn reads a column chunk into c. The pages' byte arrays are
-// copied once, into c.data, after the last page: until then the pages are
-// held, not released.
 func readColumn(cc parquet.ColumnChunk, c *column) error {
 	c.reset()
 	pages := cc.Pages()
 	defer pages.Close()
-	held, size := c.held[:0], uint64(0)
-	defer func() {
-		for _, h := range held {
-			parquet.Release(h.p)
-		}
-		clear(held)
-		c.held = held[:0]
-	}()
 	for {
 		p, err := pages.ReadPage()
 		if err == io.EOF {
-			if size > 0 {
-				var b strings.Builder // no zeroing: every byte is written
-				b.Grow(int(size))
-				for _, h := range held {
-					b.Write(h.bytes)
-				}
-				c.data = b.String()
-			}
 			return nil
 		}
 		if err != nil {
@@ -145,16 +124,17 @@ func readColumn(cc parquet.ColumnChunk, c *column) error {
 			if len(offs) == 0 {
 				break
 			}
+			if uint64(len(c.data))+uint64(len(data)) > 1<<32-1 {
+				parquet.Release(p)
+				return errors.New("column chunk larger than 4 GiB")
+			}
 			first, last := offs[0], offs[len(offs)-1]
 			if first > last || int(last) > len(data) {
 				parquet.Release(p)
 				return errors.New("byte array offsets out of range")
 			}
-			if size+uint64(last-first) > 1<<32-1 {
-				parquet.Release(p)
-				return errors.New("column chunk larger than 4 GiB")
-			}
-			base := uint32(size) - first
+			base := uint32(len(c.data)) - first
+			c.data = append(c.data, data[first:last]...)
 			prev := first
 			for _, o := range offs[1:] {
 				if o < prev {
@@ -164,9 +144,6 @@ func readColumn(cc parquet.ColumnChunk, c *column) error {
 				c.offs = append(c.offs, base+o)
 				prev = o
 			}
-			held = append(held, heldPage{p, data[first:last]})
-			size += uint64(last - first)
-			continue
 		case encoding.Int64:
 			c.ints = append(c.ints, d.Int64()...)
 		default:
@@ -205,7 +182,7 @@ func (d *decoder) decode(rg parquet.RowGroup) ([]record.Record, error) {
 	defer func() {
 		for i := range d.cols {
 			c := &d.cols[i]
-			c.data = ""
+			c.strs, c.raws, c.copied = "", nil, false
 		}
 	}()
 	recs := make([]record.Record, n)
