@@ -292,7 +292,6 @@ type encColumn struct {
 	nullPages            []bool
 	nullCounts           []int64
 	minValues, maxValues [][]byte // per page, truncated (bounds) or empty
-	headerLen            int      // of the column's last page header
 	minStat, maxStat     []byte   // of the chunk, in full (bounds)
 	indexBytes           []byte   // backing store of minValues and maxValues
 	statsSet             bool
@@ -331,12 +330,12 @@ type encoder struct {
 	responseRuns func(present []bool) // see encodeParquet
 	present      []bool
 
-	levels     []byte // RLE-encoded levels
-	page       []byte // an uncompressed page body with levels
-	pageHeader []byte // a data page's header
-	header     bytes.Buffer
-	thrift     *thrift.Encoder
-	out        *bufio.Writer // buffers the file's writes
+	levels  []byte // RLE-encoded levels
+	page    []byte // an uncompressed page body with levels
+	packBuf []byte // a compressed page body
+	header  bytes.Buffer
+	thrift  *thrift.Encoder
+	out     *bufio.Writer // buffers the file's writes
 
 	// The metadata of the row groups written so far.
 	rowGroups   []format.RowGroup
@@ -449,7 +448,7 @@ func (e *encoder) reset() {
 		l := &e.lv[i]
 		l.reps, l.defs = trimmed(l.reps), trimmed(l.defs)
 	}
-	e.page, e.levels = trimmed(e.page), trimmed(e.levels)
+	e.page, e.packBuf, e.levels = trimmed(e.page), trimmed(e.packBuf), trimmed(e.levels)
 	if e.header.Cap() > keepBytes {
 		e.header = bytes.Buffer{}
 	}
@@ -747,38 +746,19 @@ func (e *encoder) writePage(c *encColumn) error {
 		return fmt.Errorf("page size limit exceeded: %d>%d", uncompressed, maxPageSize)
 	}
 
-	// The body is compressed straight into the chunk, after room for the
-	// page header (whose size depends on the compressed size and the
-	// CRC): as much room as the column's last header took, which it
-	// mostly takes again; when not, the body moves by the difference.
-	at := len(c.chunk)
-	room := c.headerLen
-	if room == 0 {
-		room = maxPageHeader
-	}
-	c.chunk = slices.Grow(c.chunk, room+maxPackedLen(uncompressed)+maxPageHeader)
-	packed := c.chunk[at+room : at+room]
-	dst := unsafe.SliceData(packed)
+	packed := body
 	if e.packed {
 		var err error
-		if packed, err = e.codec.Encode(packed, body); err != nil {
+		if e.packBuf, err = e.codec.Encode(e.packBuf[:0], body); err != nil {
 			return fmt.Errorf("compressing parquet data page: %w", err)
 		}
-	} else {
-		packed = append(packed, body...)
+		packed = e.packBuf
 	}
-	e.pageHeader = appendPageHeader(e.pageHeader[:0], int32(uncompressed), int32(len(packed)),
+	at := len(c.chunk)
+	c.chunk = appendPageHeader(c.chunk, int32(uncompressed), int32(len(packed)),
 		int32(crc32.ChecksumIEEE(packed)), int32(n), leaf.encoding)
-	hlen := len(e.pageHeader)
-	c.headerLen = hlen
-	if hlen != room || unsafe.SliceData(packed) != dst {
-		// Move the body (or copy it from where the codec put it), then
-		// put the header before it.
-		c.chunk = append(c.chunk[:at+hlen], packed...)
-	} else {
-		c.chunk = c.chunk[:at+hlen+len(packed)]
-	}
-	copy(c.chunk[at:], e.pageHeader)
+	hlen := len(c.chunk) - at
+	c.chunk = append(c.chunk, packed...)
 
 	// The column index and the chunk's statistics.
 	c.nullPages = append(c.nullPages, n == nulls)
@@ -819,14 +799,6 @@ func (e *encoder) writePage(c *encColumn) error {
 }
 
 func bitWidth(maxLevel byte) int { return bits.Len8(maxLevel) }
-
-// maxPageHeader bounds the size of a data page's header (appendPageHeader).
-const maxPageHeader = 40
-
-// maxPackedLen is the room kept for a compressed page body of n bytes:
-// more than Snappy's bound (s2.MaxEncodedLen); a codec that needs more
-// puts the body elsewhere and writePage copies it.
-func maxPackedLen(n int) int { return n + n/6 + 64 }
 
 // appendPageHeader appends the header of a data page (v1; levels RLE) as
 // parquet-go's Thrift compact encoder writes a format.PageHeader: the
