@@ -266,8 +266,10 @@ type encColumn struct {
 	// records' own bytes and copied once, into the page body, when the
 	// page is written.
 	vals  []byte    // int64 values, PLAIN
-	strs  []textRef // byte-array values, nulls left out
-	size  int       // bytes of strs
+	runs  []textRef // byte-array values, nulls left out, in runs (see value)
+	end   uintptr   // where the last run ends
+	lens  []int32   // the byte arrays' lengths
+	size  int       // bytes of the byte arrays
 	n     int       // values of a column without levels
 	first int       // the page's first row in the row group
 	// The column's levels (nil for a column without): the page's are
@@ -311,7 +313,7 @@ func (l *levelList) add(rep, def byte) {
 // drops a buffer grown past keepBytes (a shard of huge values) rather
 // than keep it for the shards after.
 type encoder struct {
-	// The records being written: they hold the text the columns' textRefs
+	// The records being written: they hold the text the columns' runs
 	// refer to, and keep it alive. Held by the (heap) encoder, they and
 	// all they refer to are on the heap, where nothing moves (a string
 	// on a goroutine's stack could move with it).
@@ -328,10 +330,9 @@ type encoder struct {
 	responseRuns func(present []bool) // see encodeParquet
 	present      []bool
 
-	levels  []byte  // RLE-encoded levels
-	lens    []int32 // the lengths of a page's byte arrays
-	page    []byte  // an uncompressed page body with levels
-	packBuf []byte  // a compressed page body
+	levels  []byte // RLE-encoded levels
+	page    []byte // an uncompressed page body with levels
+	packBuf []byte // a compressed page body
 	header  bytes.Buffer
 	thrift  *thrift.Encoder
 	out     *bufio.Writer // buffers the file's writes
@@ -440,14 +441,14 @@ func (e *encoder) reset() {
 		c := &e.cols[i]
 		c.resetChunk()
 		c.resetPage(0)
-		c.vals, c.strs, c.chunk = trimmed(c.vals), trimmed(c.strs), trimmed(c.chunk)
+		c.vals, c.runs, c.lens, c.chunk = trimmed(c.vals), trimmed(c.runs), trimmed(c.lens), trimmed(c.chunk)
 	}
 	e.resetLevels()
 	for i := range e.lv {
 		l := &e.lv[i]
 		l.reps, l.defs = trimmed(l.reps), trimmed(l.defs)
 	}
-	e.page, e.packBuf, e.levels, e.lens = trimmed(e.page), trimmed(e.packBuf), trimmed(e.levels), trimmed(e.lens)
+	e.page, e.packBuf, e.levels = trimmed(e.page), trimmed(e.packBuf), trimmed(e.levels)
 	if e.header.Cap() > keepBytes {
 		e.header = bytes.Buffer{}
 	}
@@ -601,9 +602,20 @@ func stringBytes(s string) []byte {
 }
 
 // value appends a byte array; a repeated column's levels are appended to
-// its level list.
+// its level list. Its length goes to lens, its bytes join the last run
+// when they lie right after it in memory (as the values of one column do
+// in records a shard's reader made, one string per column and row group,
+// and in the records stages make from them), else start a run: the page
+// body is then copied run by run (appendRuns).
 func (c *encColumn) value(s string) {
-	c.strs = append(c.strs, refOf(s))
+	p := uintptr(unsafe.Pointer(unsafe.StringData(s)))
+	if p == c.end && len(c.runs) > 0 {
+		c.runs[len(c.runs)-1].n += len(s)
+	} else {
+		c.runs = append(c.runs, textRef{p, len(s)})
+	}
+	c.end = p + uintptr(len(s))
+	c.lens = append(c.lens, int32(len(s)))
 	c.size += len(s)
 }
 
@@ -651,9 +663,9 @@ func (c *encColumn) count() int {
 // page being filled, holding rows rows.
 func (c *encColumn) bufferSize(rows int) int {
 	if c.leaf.maxRep > 0 {
-		return len(c.vals) + c.size + 4*len(c.strs) + 2*(len(c.lv.reps)-c.lvAt) + 8*rows
+		return len(c.vals) + c.size + 4*len(c.lens) + 2*(len(c.lv.reps)-c.lvAt) + 8*rows
 	}
-	return len(c.vals) + c.size + 4*len(c.strs)
+	return len(c.vals) + c.size + 4*len(c.lens)
 }
 
 // cutFullPages writes out the page of every column whose buffer is full.
@@ -672,7 +684,7 @@ func (e *encoder) cutFullPages() error {
 // resetPage empties the page being filled; its first row is first.
 func (c *encColumn) resetPage(first int) {
 	c.vals = c.vals[:0]
-	c.strs = c.strs[:0]
+	c.runs, c.lens, c.end = c.runs[:0], c.lens[:0], 0
 	c.size = 0
 	c.minStr, c.maxStr = "", ""
 	c.n = 0
@@ -718,17 +730,12 @@ func (e *encoder) writePage(c *encColumn) error {
 		if leaf.kind == parquet.ByteArray {
 			// DELTA_LENGTH_BYTE_ARRAY: the lengths delta-encoded, then
 			// the bytes.
-			lens := e.lens[:0]
-			for _, s := range c.strs {
-				lens = append(lens, int32(s.n))
-			}
-			e.lens = lens
 			var err error
-			if e.levels, err = deltaLengths.EncodeInt32(e.levels, lens); err != nil {
+			if e.levels, err = deltaLengths.EncodeInt32(e.levels, c.lens); err != nil {
 				return fmt.Errorf("encoding lengths of %s: %w", strings.Join(leaf.path, "."), err)
 			}
 			e.page = append(e.page, e.levels...)
-			e.page = appendJoined(e.page, c.strs, c.size)
+			e.page = appendRuns(e.page, c.runs, c.size)
 		} else {
 			e.page = append(e.page, c.vals...)
 		}
@@ -738,30 +745,20 @@ func (e *encoder) writePage(c *encColumn) error {
 	if uncompressed > maxPageSize {
 		return fmt.Errorf("page size limit exceeded: %d>%d", uncompressed, maxPageSize)
 	}
+
+	packed := body
 	if e.packed {
 		var err error
 		if e.packBuf, err = e.codec.Encode(e.packBuf[:0], body); err != nil {
 			return fmt.Errorf("compressing parquet data page: %w", err)
 		}
-		body = e.packBuf
+		packed = e.packBuf
 	}
-
-	var h format.PageHeader
-	h.Type = format.DataPage
-	h.UncompressedPageSize = int32(uncompressed)
-	h.CompressedPageSize = int32(len(body))
-	h.CRC = int32(crc32.ChecksumIEEE(body))
-	h.DataPageHeader = thrift.New(format.DataPageHeader{
-		NumValues:               int32(n),
-		Encoding:                leaf.encoding,
-		DefinitionLevelEncoding: format.RLE,
-		RepetitionLevelEncoding: format.RLE,
-	})
-	e.header.Reset()
-	if err := e.thrift.Encode(&h); err != nil {
-		return err
-	}
-	hlen := e.header.Len()
+	at := len(c.chunk)
+	c.chunk = appendPageHeader(c.chunk, int32(uncompressed), int32(len(packed)),
+		int32(crc32.ChecksumIEEE(packed)), int32(n), leaf.encoding)
+	hlen := len(c.chunk) - at
+	c.chunk = append(c.chunk, packed...)
 
 	// The column index and the chunk's statistics.
 	c.nullPages = append(c.nullPages, n == nulls)
@@ -782,8 +779,8 @@ func (e *encoder) writePage(c *encColumn) error {
 	c.numValues += int64(n)
 	c.nulls += int64(nulls)
 	c.pages = append(c.pages, format.PageLocation{
-		Offset:             int64(len(c.chunk)),
-		CompressedPageSize: int32(hlen + len(body)),
+		Offset:             int64(at),
+		CompressedPageSize: int32(hlen + len(packed)),
 		FirstRowIndex:      int64(c.first),
 	})
 	if leaf.kind == parquet.ByteArray {
@@ -796,9 +793,6 @@ func (e *encoder) writePage(c *encColumn) error {
 		c.pageDefHist = appendHistogram(c.pageDefHist, c.defHist, defs, leaf.maxDef)
 	}
 	c.uncompressed += int64(hlen + uncompressed)
-
-	c.chunk = append(c.chunk, e.header.Bytes()...)
-	c.chunk = append(c.chunk, body...)
 	e.written += c.size + len(c.vals)
 	c.resetPage(c.first + rows)
 	return nil
@@ -806,9 +800,46 @@ func (e *encoder) writePage(c *encColumn) error {
 
 func bitWidth(maxLevel byte) int { return bits.Len8(maxLevel) }
 
-// textRef refers to a value's bytes in a record without holding a
+// appendPageHeader appends the header of a data page (v1; levels RLE) as
+// parquet-go's Thrift compact encoder writes a format.PageHeader: the
+// fields in order, each as its id's delta to the previous field's and its
+// type (0x15: delta 1, i32; 0x1c: delta 1, struct), i32 values as zigzag
+// varints; the CRC, optional, left out when 0; in the data page header an
+// empty statistics struct, whose null_count is written even when 0
+// (0x36: delta 3, i64). TestPageHeader holds it to the encoder.
+func appendPageHeader(b []byte, uncompressed, compressed, crc, numValues int32, enc format.Encoding) []byte {
+	b = append(b, 0x15, 0x00) // 1: type DATA_PAGE
+	b = append(b, 0x15)
+	b = appendZigzag32(b, uncompressed)
+	b = append(b, 0x15)
+	b = appendZigzag32(b, compressed)
+	if crc != 0 {
+		b = append(b, 0x15)
+		b = appendZigzag32(b, crc)
+		b = append(b, 0x1c) // 5: data_page_header
+	} else {
+		b = append(b, 0x2c)
+	}
+	b = append(b, 0x15)
+	b = appendZigzag32(b, numValues)
+	b = append(b, 0x15)
+	b = appendZigzag32(b, int32(enc))
+	b = append(b, 0x15)
+	b = appendZigzag32(b, int32(format.RLE)) // definition levels
+	b = append(b, 0x15)
+	b = appendZigzag32(b, int32(format.RLE)) // repetition levels
+	return append(b, 0x1c, 0x36, 0x00, 0x00, // 5: statistics {3: null_count 0}
+		0x00, 0x00) // the ends of data_page_header and of the header
+}
+
+// appendZigzag32 appends v as Thrift's compact protocol writes an i32.
+func appendZigzag32(b []byte, v int32) []byte {
+	return binary.AppendUvarint(b, uint64(uint32(v<<1)^uint32(v>>31)))
+}
+
+// textRef refers to values' bytes in a record without holding a
 // pointer: the records the encoder holds (encoder.recs) keep their text
-// alive and in place, so the encoder's value lists need neither write
+// alive and in place, so the encoder's run lists need neither write
 // barriers when filled nor scanning by the GC, and are not cleared when
 // emptied. A textRef is read only while its records are held.
 type textRef struct {
@@ -816,12 +847,7 @@ type textRef struct {
 	n int
 }
 
-func refOf(s string) textRef { return textRef{uintptr(unsafe.Pointer(unsafe.StringData(s))), len(s)} }
-
-// appendJoined appends the bytes of strs (size in all) to b. Values that
-// lie end to end in memory, as the values of one column do in records a
-// shard's reader made (one string per column and row group), are copied
-// with one copy per run instead of one per value.
+// appendRuns appends the bytes of runs (size in all) to b.
 //
 // A run may span two allocations that happen to be adjacent; every byte
 // of it belongs to one of the values, so reading it is sound, but the
@@ -829,17 +855,11 @@ func refOf(s string) textRef { return textRef{uintptr(unsafe.Pointer(unsafe.Stri
 // a textRef): hence nocheckptr.
 //
 //go:nocheckptr
-func appendJoined(b []byte, strs []textRef, size int) []byte {
+func appendRuns(b []byte, runs []textRef, size int) []byte {
 	b = slices.Grow(b, size)
-	for i := 0; i < len(strs); {
-		p, n := strs[i].p, strs[i].n
-		i++
-		for i < len(strs) && strs[i].p == p+uintptr(n) {
-			n += strs[i].n
-			i++
-		}
-		if n > 0 {
-			b = append(b, unsafe.String((*byte)(unsafe.Add(unsafe.Pointer(nil), p)), n)...)
+	for _, r := range runs {
+		if r.n > 0 {
+			b = append(b, unsafe.String((*byte)(unsafe.Add(unsafe.Pointer(nil), r.p)), r.n)...)
 		}
 	}
 	return b

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"math/bits"
 	"math/rand/v2"
 	"slices"
@@ -314,7 +315,7 @@ func TestEncodeSameBytes(t *testing.T) {
 		"empty":        func(*testing.T) []*record.Record { return nil },
 		"llamafactory": func(t *testing.T) []*record.Record { return llamaFactoryRecords(t) }, // skips without the shared data
 		// Records a shard's reader made: each column's values lie end to
-		// end in memory (appendJoined copies them in runs).
+		// end in memory (encColumn.value joins them in runs).
 		"read back": func(t *testing.T) []*record.Record {
 			var b bytes.Buffer
 			if err := writeParquet(&b, wildRecords(700, 14), Options{RowGroupRows: 300}); err != nil {
@@ -480,18 +481,21 @@ func textSize(r *record.Record) int {
 	return n
 }
 
-// TestAppendJoined holds appendJoined to plain concatenation: strings end
-// to end in one string, in separate allocations that happen to be
-// adjacent (a run across two allocations: run with -race, whose pointer
-// checks appendJoined opts out of), empty ones and unrelated ones.
-func TestAppendJoined(t *testing.T) {
+// TestColumnRuns holds encColumn.value and appendRuns to plain
+// concatenation: strings end to end in one string, in separate
+// allocations that happen to be adjacent (a run across two allocations:
+// run with -race, whose pointer checks appendRuns opts out of), empty ones
+// and unrelated ones.
+func TestColumnRuns(t *testing.T) {
 	block := "alphabetagammadelta"
 	sets := [][]string{
 		nil,
 		{""},
+		{"", "", block[3:5]},
 		{block[0:5], block[5:9], block[9:14], block[14:]},
 		{block[0:5], "", block[5:9], block[9:9], block[9:14], "x", block[14:], block[0:5]},
 		{"tool", block[5:9], "name", block[9:14]},
+		{block[5:9], block[0:5], block[5:9], block[9:9]},
 	}
 	// Separately allocated 16-byte strings: the allocator puts many of
 	// them side by side.
@@ -500,19 +504,56 @@ func TestAppendJoined(t *testing.T) {
 		adjacent = append(adjacent, strings.Clone(fmt.Sprintf("%016d", i)))
 	}
 	sets = append(sets, adjacent)
+	var c encColumn
 	for i, strs := range sets {
-		size := 0
+		c.resetPage(0)
 		for _, s := range strs {
-			size += len(s)
+			c.value(s)
 		}
-		refs := make([]textRef, len(strs))
+		got := appendRuns([]byte("head"), c.runs, c.size)
+		if want := "head" + strings.Join(strs, ""); string(got) != want || c.size != len(want)-4 {
+			t.Errorf("set %d: got %q (size %d), want %q", i, got, c.size, want)
+		}
+		if len(c.lens) != len(strs) {
+			t.Fatalf("set %d: %d lengths for %d values", i, len(c.lens), len(strs))
+		}
 		for k, s := range strs {
-			refs[k] = refOf(s)
+			if int(c.lens[k]) != len(s) {
+				t.Errorf("set %d: length %d is %d, want %d", i, k, c.lens[k], len(s))
+			}
 		}
-		prefix := []byte("head")
-		got := appendJoined(prefix, refs, size)
-		if want := "head" + strings.Join(strs, ""); string(got) != want {
-			t.Errorf("set %d: got %q, want %q", i, got, want)
+	}
+	if len(c.runs) >= len(adjacent) {
+		t.Logf("no two of %d strings were adjacent", len(adjacent))
+	}
+}
+
+// TestPageHeader holds appendPageHeader to parquet-go's Thrift encoder of
+// format.PageHeader, for sizes, CRCs (0 is left out) and counts at the
+// edges of the varints' lengths.
+func TestPageHeader(t *testing.T) {
+	var buf bytes.Buffer
+	enc := thrift.NewEncoder(new(thrift.CompactProtocol).NewWriter(&buf))
+	ints := []int32{0, 1, 63, 64, 8191, 8192, 1<<20 - 1, 1 << 20, 1<<27 - 1, 1 << 27, math.MaxInt32}
+	crcs := append([]int32{-1, -64, -65, math.MinInt32}, ints...)
+	for _, size := range ints {
+		for _, crc := range crcs {
+			for _, e := range []format.Encoding{format.Plain, format.DeltaLengthByteArray} {
+				n := size/3 + 1
+				h := format.PageHeader{
+					Type: format.DataPage, UncompressedPageSize: size, CompressedPageSize: size / 2, CRC: crc,
+					DataPageHeader: thrift.New(format.DataPageHeader{NumValues: n, Encoding: e,
+						DefinitionLevelEncoding: format.RLE, RepetitionLevelEncoding: format.RLE}),
+				}
+				buf.Reset()
+				if err := enc.Encode(&h); err != nil {
+					t.Fatal(err)
+				}
+				got := appendPageHeader(nil, size, size/2, crc, n, e)
+				if !bytes.Equal(got, buf.Bytes()) {
+					t.Fatalf("size %d, crc %d, %v: % x, want % x", size, crc, e, got, buf.Bytes())
+				}
+			}
 		}
 	}
 }
