@@ -69,6 +69,34 @@ func TestCountHanEveryRune(t *testing.T) {
 	}
 }
 
+// TestCountHanWords checks countHan's word-at-a-time reading (texts of ten
+// bytes and more) against decoding: every rune in a text of runes of every
+// width, and that text cut at every byte offset into pieces that start and
+// end inside characters, with stray bytes between them.
+func TestCountHanWords(t *testing.T) {
+	var b strings.Builder
+	for r := rune(0); r <= unicode.MaxRune; r++ {
+		b.WriteRune(r)
+		if r%97 == 0 {
+			b.WriteString("台a\xe5\x8f\xf0\x80")
+		}
+	}
+	all := b.String()
+	for size := 10; size <= 40; size += 15 {
+		for at := 0; at+size <= len(all); at += 7 {
+			s := all[at : at+size]
+			h, k := countHan(s)
+			if wh, wk := refCountHan(s); h != wh || k != wk {
+				t.Fatalf("% x: han %d kana %d, want %d %d", s, h, k, wh, wk)
+			}
+		}
+	}
+	h, k := countHan(all)
+	if wh, wk := refCountHan(all); h != wh || k != wk {
+		t.Fatalf("every rune: han %d kana %d, want %d %d", h, k, wh, wk)
+	}
+}
+
 func TestCountLatin(t *testing.T) {
 	slow := refCountLatin
 	all := make([]byte, 256)
