@@ -2,7 +2,6 @@ package formats
 
 import (
 	"fmt"
-	"math/bits"
 	"slices"
 	"strconv"
 	"strings"
@@ -590,73 +589,26 @@ func countLatin(s string) int {
 	return n
 }
 
-// countHan counts the Han and the kana characters of s, as decoding every
-// rune would (refCountHan in the tests). Range decoding starts a character
-// at every byte that is not a continuation byte (0x80–0xBF): a valid
-// sequence's tail is continuation bytes, and an invalid byte is a
-// character of its own. So every other byte can be classified on its own,
-// with the bytes after it, in any order: countHan reads eight at a time
-// (swar), skipping words of ASCII. A lead byte of three (U+0800–U+FFFF,
-// the Han and kana blocks and CJK punctuation) followed by two
-// continuation bytes is looked up in runeClasses, except that E5–E9
-// (U+5000–U+9FFF, all Han) are counted without a look-up: the unicode
-// tables' searches were the slow part on Chinese text, then the look-ups
-// and branches of a character at a time. Lead bytes of four, and the last
-// bytes of s, are decoded as range does (countRunes).
+// countHan counts the Han and the kana characters of s. ASCII is skipped
+// eight bytes at a time; a character of three bytes (U+0800–U+FFFF, the
+// Han and kana blocks and CJK punctuation) is decoded in place and looked
+// up in runeClasses: the unicode tables' searches were the slow part on
+// Chinese text. Other characters, and bytes that are not UTF-8, are
+// decoded as range does.
 func countHan(s string) (han, kana int) {
 	class := runeClasses()
-	j := 0
-	for ; j+10 <= len(s); j += 8 {
-		w := swar.Load(s, j)
-		if w&swar.Tops == 0 {
-			continue
-		}
-		three := lead3(w) & continuation(swar.Load(s, j+1)) & continuation(swar.Load(s, j+2))
-		low := w & (swar.Ones * 0x0F)                                             // the low nibble of each byte
-		main := three & (low + swar.Ones*(0x80-5)) &^ (low + swar.Ones*(0x80-10)) // E5–E9
-		han += bits.OnesCount64(main)
-		for m := three &^ main; m != 0; m &= m - 1 {
-			t := s[j+bits.TrailingZeros64(m)>>3:]
-			// An overlong form or a surrogate, which decoding takes for
-			// three U+FFFD, is looked up as a rune of class 0 below
-			// U+0800 or among the surrogates: the same counts.
-			k := class[uint16(t[0]&0x0F)<<12|uint16(t[1]&0x3F)<<6|uint16(t[2]&0x3F)]
-			han += int(k & classHan)
-			kana += int(k >> 1)
-		}
-		for m := w & (w << 1) & (w << 2) & (w << 3) & swar.Tops; m != 0; m &= m - 1 { // F0–FF
-			h, k := countRunes(s[j+bits.TrailingZeros64(m)>>3:], 1)
-			han, kana = han+h, kana+k
-		}
-	}
-	// The rest a character at a time (j may fall inside one: its
-	// continuation bytes count for nothing, as they do when decoded).
-	h, k := countRunes(s[j:], len(s)-j)
-	return han + h, kana + k
-}
-
-// continuation flags the continuation bytes of w (10xxxxxx) by their high
-// bits; lead3 the lead bytes of three-byte sequences (1110xxxx).
-func continuation(w uint64) uint64 { return w &^ (w << 1) & swar.Tops }
-func lead3(w uint64) uint64        { return w & (w << 1) & (w << 2) &^ (w << 3) & swar.Tops }
-
-// countRunes counts the Han and the kana characters among the characters
-// of s that start in its first n bytes, a character at a time. ASCII is
-// skipped eight bytes at a time; a character of three bytes is decoded in
-// place and looked up in runeClasses. Other characters, and bytes that are
-// not UTF-8, are decoded as range does.
-func countRunes(s string, n int) (han, kana int) {
-	class := runeClasses()
-	for j := 0; j < n; {
+	for j := 0; j < len(s); {
 		c := s[j]
 		if c < utf8.RuneSelf {
 			// ASCII: skip the words of it that follow.
-			for j++; j+8 <= n && swar.Load(s, j)&swar.Tops == 0; j += 8 {
+			for j++; j+8 <= len(s) && swar.Load(s, j)&swar.Tops == 0; j += 8 {
 			}
 			continue
 		}
 		if c&0xF0 == 0xE0 && j+3 <= len(s) {
-			// An overlong form or a surrogate: see countHan.
+			// An overlong form or a surrogate, which DecodeRune takes for
+			// three U+FFFD, is looked up as a rune of class 0 below
+			// U+0800 or among the surrogates: the same counts.
 			if t := s[j : j+3]; t[1]&0xC0 == 0x80 && t[2]&0xC0 == 0x80 {
 				k := class[uint16(c&0x0F)<<12|uint16(t[1]&0x3F)<<6|uint16(t[2]&0x3F)]
 				han += int(k & classHan)
@@ -665,8 +617,8 @@ func countRunes(s string, n int) (han, kana int) {
 				continue
 			}
 		}
-		r, size := utf8.DecodeRuneInString(s[j:])
-		j += size
+		r, n := utf8.DecodeRuneInString(s[j:])
+		j += n
 		switch {
 		case r < 0x2E80: // below the first Han and kana blocks
 		case unicode.Is(unicode.Han, r):
