@@ -792,6 +792,18 @@ func copyRun(d []byte, i int, out []byte, o int) (int, int, uint64) {
 				i, o = i+2, o+1
 				continue
 			}
+			// \u00XX of an ASCII character, one byte as uEscape and
+			// utf8.EncodeRune make it: encoding/json writes '<', '>' and
+			// '&' so (glaive's <|endoftext|> and <functioncall> in dumps
+			// Go wrote).
+			if i+5 < len(d) && d[i+1] == 'u' && d[i+2] == '0' && d[i+3] == '0' {
+				hi, lo := hexVal[d[i+4]], hexVal[d[i+5]]
+				if hi < 8 && lo < 16 {
+					out[o] = hi<<4 | lo
+					i, o = i+6, o+1
+					continue
+				}
+			}
 		}
 		return i, o, seen
 	}
@@ -865,6 +877,18 @@ func hex4(b []byte) (rune, bool) {
 	}
 	return r, true
 }
+
+// hexVal maps a hex digit to its value and any other byte to 0xFF.
+var hexVal = func() (t [256]byte) {
+	for c := range t {
+		d, ok := hexDigit(byte(c))
+		t[c] = 0xFF
+		if ok {
+			t[c] = byte(d)
+		}
+	}
+	return t
+}()
 
 func hexDigit(c byte) (rune, bool) {
 	switch {
