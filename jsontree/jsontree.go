@@ -829,11 +829,39 @@ func (p *Parser) validText(s string, seen uint64) string {
 }
 
 func (p *Parser) repairText(s string) string {
-	if utf8.ValidString(s) {
+	if validText(s) {
 		return s
 	}
 	p.BadUTF8 = true
 	return strings.ToValidUTF8(s, "\uFFFD")
+}
+
+// validText reports whether s is valid UTF-8, as utf8.ValidString does,
+// in fewer instructions on text that mixes ASCII with characters of three
+// bytes (Chinese dialogues in JSON): ASCII is skipped eight bytes at a time
+// wherever it starts (utf8.ValidString does so only before the first
+// character outside ASCII, then goes a byte at a time), and a character
+// of three bytes whose lead byte allows any continuation bytes (E1–EC,
+// EE–EF) is checked in place; any other is decoded.
+func validText(s string) bool {
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			for i++; i+8 <= len(s) && swar.Load(s, i)&swar.Tops == 0; i += 8 {
+			}
+			continue
+		}
+		if i+3 <= len(s) && c-0xE1 <= 0xEF-0xE1 && c != 0xED && s[i+1]&0xC0 == 0x80 && s[i+2]&0xC0 == 0x80 {
+			i += 3
+			continue
+		}
+		r, n := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && n == 1 {
+			return false
+		}
+		i += n
+	}
+	return true
 }
 
 // uEscape decodes the \u escape whose four hex digits start at d[i], with
