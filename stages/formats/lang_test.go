@@ -149,3 +149,28 @@ func FuzzCountText(f *testing.F) {
 		}
 	})
 }
+
+// refIsChinese is isChinese with every count made (refCountHan,
+// refCountLatin), which isChinese's shortcut must agree with.
+func refIsChinese(ms []record.Message) bool {
+	han, kana, latin := 0, 0, 0
+	for _, m := range ms {
+		if m.Role == record.RoleUser || m.Role == record.RoleAssistant {
+			h, k := refCountHan(m.Content)
+			han, kana, latin = han+h, kana+k, latin+refCountLatin(m.Content)
+		}
+	}
+	return han >= 2 && 10*kana < han && 3*han >= latin
+}
+
+func FuzzIsChinese(f *testing.F) {
+	for _, s := range [][2]string{{"台北abcdef", ""}, {"台北abcdefg", "x"}, {"你好，请介绍一下台北。", "ok then"}, {"\U00020000\U00020001ab", "\xe5\x8f台"}} {
+		f.Add(s[0], s[1])
+	}
+	f.Fuzz(func(t *testing.T, user, assistant string) {
+		ms := []record.Message{{Role: record.RoleUser, Content: user}, {Role: record.RoleAssistant, Content: assistant}}
+		if got, want := isChinese(ms), refIsChinese(ms); got != want {
+			t.Fatalf("%q, %q: isChinese %v, want %v", user, assistant, got, want)
+		}
+	})
+}
