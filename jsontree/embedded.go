@@ -2,7 +2,6 @@ package jsontree
 
 import (
 	"sync"
-	"unicode/utf8"
 	"unsafe"
 
 	"github.com/augmentdata/augment/internal/swar"
@@ -248,7 +247,7 @@ func (p *Parser) eString(key bool) (string, bool) {
 			default:
 				s = p.view(plain, i)
 			}
-			if seen&swar.Tops != 0 && !utf8.ValidString(s) {
+			if seen&swar.Tops != 0 && !validText(s) {
 				return "", false
 			}
 			p.Pos = i + 2

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"unicode"
 	"unicode/utf8"
 )
 
@@ -523,4 +524,43 @@ func TestValueAfterTooDeep(t *testing.T) {
 			t.Errorf("after %s × %d: %v", open, MaxDepth+1, err)
 		}
 	}
+}
+
+// TestValidText holds validText to utf8.ValidString: every rune and every
+// lead byte with every second byte, alone and inside ASCII and Chinese
+// text of more than a word, cut at every offset.
+func TestValidText(t *testing.T) {
+	check := func(s string) {
+		if got, want := validText(s), utf8.ValidString(s); got != want {
+			t.Fatalf("% x: validText %v, utf8.ValidString %v", s, got, want)
+		}
+	}
+	for r := rune(0); r <= unicode.MaxRune; r += 7 {
+		check(string(r))
+		check("abcdefghij" + string(r) + "台北abcdefghij")
+	}
+	for c := 0x80; c < 0x100; c++ {
+		for d := 0; d < 0x100; d++ {
+			for _, tail := range []string{"", "\x80", "\x80\x80", "\xbf\xbf\xbf", "abcdefgh"} {
+				check(string([]byte{byte(c), byte(d)}) + tail)
+				check("台北 abcdefgh" + string([]byte{byte(c), byte(d)}) + tail)
+			}
+		}
+	}
+	text := strings.Repeat("台北 is great, 東京はどこですか？ plain words here. ", 5)
+	for i := range len(text) {
+		check(text[i:])
+		check(text[:i])
+	}
+}
+
+func FuzzValidText(f *testing.F) {
+	for _, s := range []string{"台北 is great", "\xed\xa0\x80", "\xe0\x80\x80abcdefgh", "abcdefghijk\xf4\x90\x80\x80"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		if got, want := validText(s), utf8.ValidString(s); got != want {
+			t.Fatalf("% x: validText %v, utf8.ValidString %v", s, got, want)
+		}
+	})
 }

@@ -1,7 +1,6 @@
 package jsontree
 
 import (
-	"unicode/utf8"
 	"unsafe"
 
 	"github.com/augmentdata/augment/internal/swar"
@@ -157,7 +156,7 @@ func (l *Laid) Str() (string, bool) {
 		return "", true
 	}
 	s := unsafe.String(&d[start], end-start)
-	if seen&swar.Tops != 0 && !utf8.ValidString(s) {
+	if seen&swar.Tops != 0 && !validText(s) {
 		return "", false
 	}
 	l.i = end + 2

@@ -555,15 +555,21 @@ func nameKey(s string) string {
 // counted first; the letters are counted only when there are two Han
 // characters (most dumps are mostly English).
 func isChinese(ms []record.Message) bool {
-	han, kana := 0, 0
+	han, kana, size := 0, 0, 0
 	for i := range ms {
 		if ms[i].Role == record.RoleUser || ms[i].Role == record.RoleAssistant {
 			h, k := countHan(ms[i].Content)
-			han, kana = han+h, kana+k
+			han, kana, size = han+h, kana+k, size+len(ms[i].Content)
 		}
 	}
 	if han < 2 || 10*kana >= han {
 		return false
+	}
+	// A Han character takes three bytes or more and a letter one, so
+	// latin ≤ size − 3·han: when that is at most 3·han (Han characters
+	// fill half the text or more), the letters need no counting.
+	if size-3*han <= 3*han {
+		return true
 	}
 	latin := 0
 	for i := range ms {

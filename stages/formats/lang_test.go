@@ -69,6 +69,34 @@ func TestCountHanEveryRune(t *testing.T) {
 	}
 }
 
+// TestCountHanWords checks countHan's word-at-a-time reading (texts of ten
+// bytes and more) against decoding: every rune in a text of runes of every
+// width, and that text cut at every byte offset into pieces that start and
+// end inside characters, with stray bytes between them.
+func TestCountHanWords(t *testing.T) {
+	var b strings.Builder
+	for r := rune(0); r <= unicode.MaxRune; r++ {
+		b.WriteRune(r)
+		if r%97 == 0 {
+			b.WriteString("台a\xe5\x8f\xf0\x80")
+		}
+	}
+	all := b.String()
+	for size := 10; size <= 40; size += 15 {
+		for at := 0; at+size <= len(all); at += 7 {
+			s := all[at : at+size]
+			h, k := countHan(s)
+			if wh, wk := refCountHan(s); h != wh || k != wk {
+				t.Fatalf("% x: han %d kana %d, want %d %d", s, h, k, wh, wk)
+			}
+		}
+	}
+	h, k := countHan(all)
+	if wh, wk := refCountHan(all); h != wh || k != wk {
+		t.Fatalf("every rune: han %d kana %d, want %d %d", h, k, wh, wk)
+	}
+}
+
 func TestCountLatin(t *testing.T) {
 	slow := refCountLatin
 	all := make([]byte, 256)
@@ -118,6 +146,31 @@ func FuzzCountText(f *testing.F) {
 		}
 		if n, want := countLatin(s), refCountLatin(s); n != want {
 			t.Fatalf("%q: %d letters, want %d", s, n, want)
+		}
+	})
+}
+
+// refIsChinese is isChinese with every count made (refCountHan,
+// refCountLatin), which isChinese's shortcut must agree with.
+func refIsChinese(ms []record.Message) bool {
+	han, kana, latin := 0, 0, 0
+	for _, m := range ms {
+		if m.Role == record.RoleUser || m.Role == record.RoleAssistant {
+			h, k := refCountHan(m.Content)
+			han, kana, latin = han+h, kana+k, latin+refCountLatin(m.Content)
+		}
+	}
+	return han >= 2 && 10*kana < han && 3*han >= latin
+}
+
+func FuzzIsChinese(f *testing.F) {
+	for _, s := range [][2]string{{"台北abcdef", ""}, {"台北abcdefg", "x"}, {"你好，请介绍一下台北。", "ok then"}, {"\U00020000\U00020001ab", "\xe5\x8f台"}} {
+		f.Add(s[0], s[1])
+	}
+	f.Fuzz(func(t *testing.T, user, assistant string) {
+		ms := []record.Message{{Role: record.RoleUser, Content: user}, {Role: record.RoleAssistant, Content: assistant}}
+		if got, want := isChinese(ms), refIsChinese(ms); got != want {
+			t.Fatalf("%q, %q: isChinese %v, want %v", user, assistant, got, want)
 		}
 	})
 }
