@@ -340,7 +340,7 @@ func langOf(r *record.Record, tag string) string {
 	ascii, letter := true, false
 	for _, m := range r.Messages {
 		if m.Role == record.RoleUser {
-			if !isASCII(m.Content) {
+			if !swar.ASCII(m.Content) {
 				ascii = false
 				break
 			}
@@ -370,22 +370,6 @@ func langCounted(r *record.Record) string {
 		return "en"
 	}
 	return "und"
-}
-
-// isASCII reports whether s is ASCII alone, eight bytes at a time.
-func isASCII(s string) bool {
-	i := 0
-	for ; i+8 <= len(s); i += 8 {
-		if swar.Load(s, i)&swar.Tops != 0 {
-			return false
-		}
-	}
-	for ; i < len(s); i++ {
-		if s[i] >= utf8.RuneSelf {
-			return false
-		}
-	}
-	return true
 }
 
 // hasASCIILetter reports whether s holds a letter of ASCII.

@@ -7,6 +7,8 @@ import (
 	"sync/atomic"
 	"unicode/utf8"
 	"unsafe"
+
+	"github.com/augmentdata/augment/internal/swar"
 )
 
 // Merging a piece apart (byte-pair encoding) is what costs when a run
@@ -59,23 +61,13 @@ func pieceTokens(piece string) int {
 	if rk == nil {
 		return libraryCount(piece)
 	}
-	if t := highBuilt.Load(); t != nil && len(piece) >= mergeScanMax && !isASCII(piece) {
+	if t := highBuilt.Load(); t != nil && len(piece) >= mergeScanMax && !swar.ASCII(piece) {
 		if rankOf(rk, piece) != noRank {
 			return 1
 		}
 		return t.segmentTokens(rk, piece)
 	}
 	return mergeTokens(rk, piece)
-}
-
-// isASCII reports whether s holds only ASCII characters.
-func isASCII(s string) bool {
-	for i := 0; i < len(s); i++ {
-		if s[i] >= utf8.RuneSelf {
-			return false
-		}
-	}
-	return true
 }
 
 // mergeTokens is the number of parts piece merges into, a token or not.

@@ -8,6 +8,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/augmentdata/augment/internal/cputime"
+	"github.com/augmentdata/augment/internal/swar"
 	"github.com/augmentdata/augment/stages/record"
 )
 
@@ -379,7 +380,7 @@ func TestSegmentTokens(t *testing.T) {
 	long, cut := 0, 0
 	for _, text := range texts {
 		for _, piece := range ourPieces(text) {
-			if seen[piece] || len(piece) < mergeScanMax || isASCII(piece) {
+			if seen[piece] || len(piece) < mergeScanMax || swar.ASCII(piece) {
 				continue
 			}
 			seen[piece] = true

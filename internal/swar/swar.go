@@ -40,3 +40,19 @@ func Letters(w uint64) int {
 	y := w&^Tops | Ones*0x20
 	return bits.OnesCount64((y + Ones*0x1F) &^ (y + Ones*0x05) &^ w & Tops)
 }
+
+// ASCII reports whether s holds only ASCII bytes, eight at a time.
+func ASCII(s string) bool {
+	i := 0
+	for ; i+8 <= len(s); i += 8 {
+		if Load(s, i)&Tops != 0 {
+			return false
+		}
+	}
+	for ; i < len(s); i++ {
+		if s[i]&0x80 != 0 {
+			return false
+		}
+	}
+	return true
+}

@@ -2,6 +2,7 @@ package swar
 
 import (
 	"math/bits"
+	"strings"
 	"testing"
 )
 
@@ -57,6 +58,22 @@ func TestLetters(t *testing.T) {
 				if got := Letters(Load(string(b), 0)); got != want {
 					t.Fatalf("% x: %d letters, want %d", b, got, want)
 				}
+			}
+		}
+	}
+}
+
+// TestASCII: every length to 20, with one byte outside ASCII at each place
+// (or none), answered as a byte-at-a-time check does.
+func TestASCII(t *testing.T) {
+	for n := 0; n <= 20; n++ {
+		for at := -1; at < n; at++ {
+			b := []byte(strings.Repeat("a", n))
+			if at >= 0 {
+				b[at] = 0x80
+			}
+			if got, want := ASCII(string(b)), at < 0; got != want {
+				t.Errorf("%q: ASCII %v, want %v", b, got, want)
 			}
 		}
 	}
