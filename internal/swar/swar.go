@@ -1,7 +1,7 @@
 // Package swar holds the byte-parallel tests the JSON scanners and writers
-// (jsontree, jsonout, shard.ValidJSON) and the language counters (formats,
-// report) share: eight bytes of text read as one 64-bit word and tested at
-// once.
+// (jsontree, jsonout, shard.ValidJSON), the language counters (formats,
+// report) and the token counter (verify) share: eight bytes of text read
+// as one 64-bit word and tested at once.
 package swar
 
 import "math/bits"
