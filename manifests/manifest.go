@@ -90,6 +90,11 @@ type FileRef struct {
 	// or "s3://bucket/key#etag=<etag>". A later run that finds the same
 	// pin reuses SHA256 instead of reading the dump again.
 	Source string `json:"source,omitempty"`
+	// NotKept marks the Parquet shard of a stage with keep: false: no file
+	// is at Path, its records went on in memory, and SHA256 stands for
+	// their content (a hash of the shard's key and its rejects' hash: the
+	// same input, settings and answers give the same records).
+	NotKept bool `json:"not_kept,omitempty"`
 }
 
 // Counts conserve records: In + Added = Out + Rejected + Filtered.

@@ -490,11 +490,36 @@ func (r *Run) WriteCards() ([]string, error) {
 	return written, nil
 }
 
+// notKeptShards maps the path of every shard the run's stages record as
+// not kept to its hash.
+func (r *Run) notKeptShards() map[string]string {
+	made := map[string]string{}
+	for _, s := range r.Stages {
+		for _, ref := range s.Parquet() {
+			if ref.NotKept {
+				made[ref.Path] = ref.SHA256
+			}
+		}
+	}
+	return made
+}
+
 // inputsCurrent reports whether the stage's input shards are on disk with
-// the sizes its manifest recorded.
+// the sizes its manifest recorded, or, for one not kept, still recorded by
+// the stage that made it.
 func (r *Run) inputsCurrent(st *Stage) bool {
+	var made map[string]string // a NotKept shard's path → its hash, as recorded
 	for _, sh := range st.Manifest.Shards {
 		for _, in := range sh.Inputs {
+			if in.NotKept {
+				if made == nil {
+					made = r.notKeptShards()
+				}
+				if made[in.Path] != in.SHA256 {
+					return false
+				}
+				continue
+			}
 			fi, err := os.Stat(filepath.Join(r.Dir, in.Path))
 			if err != nil || fi.Size() != in.Bytes {
 				return false

@@ -578,6 +578,11 @@ func (r *Run) Collect(refs []manifests.FileRef, skip map[string]bool) (*Dist, er
 		fmt.Fprintf(h, "skip %s\n", id)
 	}
 	key := string(h.Sum(nil))
+	for _, ref := range refs {
+		if ref.NotKept {
+			return nil, notKeptError(ref)
+		}
+	}
 	if d, ok := r.collected[key]; ok {
 		return d, nil
 	}

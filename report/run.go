@@ -188,10 +188,10 @@ func Load(dir string) (*Run, error) {
 	return run, nil
 }
 
-// stageType is the one key of a stage entry that is not name or skip.
+// stageType is the one key of a stage entry that is not name, skip or keep.
 func stageType(s map[string]any) string {
 	for k := range s {
-		if k != "name" && k != "skip" {
+		if k != "name" && k != "skip" && k != "keep" {
 			return k
 		}
 	}
@@ -215,9 +215,22 @@ func (r *Run) Stage(key string) (*Stage, error) {
 }
 
 // Parquet lists the stage's Parquet shards (relative to the run dir) in
-// manifest order.
+// manifest order, those not kept too (NotKept: no file).
 func (s *Stage) Parquet() []manifests.FileRef {
 	return s.outputs(".parquet", "part-")
+}
+
+// NotKept reports whether the stage kept none of its records on disk, or
+// not all of them (keep: false in pipeline.yaml).
+func (s *Stage) NotKept() bool {
+	return slices.ContainsFunc(s.Parquet(), func(ref manifests.FileRef) bool { return ref.NotKept })
+}
+
+// ErrNotKept is the error of reading records a stage did not keep.
+var ErrNotKept = errors.New("not kept (keep: false in pipeline.yaml): its records are not on disk")
+
+func notKeptError(ref manifests.FileRef) error {
+	return fmt.Errorf("%s: %w", ref.Path, ErrNotKept)
 }
 
 // Rejects lists the stage's rejects files in manifest order.

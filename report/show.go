@@ -25,6 +25,7 @@ const (
 	StepExported = "exported" // written by an export
 	StepAbsent   = "absent"   // not there, and not there before either
 	StepNotRun   = "not run"  // the stage is pending or skipped
+	StepNotKept  = "not kept" // the stage kept no records (keep: false), nor rejected this one
 )
 
 // A Journey is one record's way through the stages of a run.
@@ -138,6 +139,20 @@ func (r *Run) Journey(id string) (*Journey, error) {
 			if err := r.exportStep(st, id, prev, &step); err != nil {
 				return nil, err
 			}
+		case st.NotKept():
+			// Its rejects are on disk, its records are not: the record
+			// goes on as the last kept stage had it.
+			rj, err := r.findReject(st, id)
+			if err != nil {
+				return nil, err
+			}
+			if rj != nil {
+				step.Status, step.Reject, prev = StepRejected, rj, nil
+			} else if prev != nil && prev.rec != nil {
+				step.Status = StepNotKept
+			} else {
+				step.Status = StepAbsent
+			}
 		default:
 			f, err := r.find(st, id)
 			if err != nil {
@@ -204,6 +219,12 @@ func (r *Run) exportStep(st *Stage, id string, prev *found, step *Step) error {
 	sh, ok := st.Manifest.Shard(prev.shard)
 	if !ok || len(sh.Inputs) == 0 {
 		step.Status = StepAbsent
+		return nil
+	}
+	if sh.Inputs[0].NotKept {
+		// The export's input was not kept: which line holds the sample
+		// is not known.
+		step.Status, step.Shard = StepExported, prev.shard
 		return nil
 	}
 	line := 0
@@ -429,7 +450,11 @@ func PrintJourney(w io.Writer, j *Journey) {
 		case StepFiltered:
 			head += " by the stage's filter (" + strings.Join(s.Filtered, ", ") + ")"
 		case StepExported:
-			head += fmt.Sprintf(" %s line %d", s.File, s.Line)
+			if s.Line > 0 {
+				head += fmt.Sprintf(" %s line %d", s.File, s.Line)
+			} else {
+				head += " (which line is not known: the export's input was not kept)"
+			}
 		}
 		fmt.Fprintln(w, strings.TrimRight(head, " "))
 		if s.Status == StepKept && first {
@@ -494,6 +519,9 @@ func PrintRecord(w io.Writer, r *record.Record) {
 func (r *Run) Records(st *Stage, where map[string]string, fn func(*record.Record) bool) error {
 	err := func() error {
 		for _, ref := range st.Parquet() {
+			if ref.NotKept {
+				return notKeptError(ref)
+			}
 			err := shard.Scan(filepath.Join(r.Dir, ref.Path), func(rec *record.Record) error {
 				for k, v := range where {
 					if !hasTag(rec, k) || v != "*" && rec.Tag(k) != v {

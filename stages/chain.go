@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"path/filepath"
 	"runtime"
 	"slices"
@@ -286,9 +287,29 @@ func (r *Runner) runChain(ctx context.Context, g *group, name string) (err error
 	if failed != nil {
 		return failed
 	}
-	for _, p := range g.passes {
+	need := needs(g, name)
+	// replay makes p's shard again without writing it, when p keeps no
+	// shards and the pass after it needs the records (replayShard).
+	replay := func(p *pass) error {
+		if recs == nil {
+			if recs, checked, err = r.readInput(g, p, name, prev); err != nil {
+				return err
+			}
+		}
+		recs, err = r.replayShard(ctx, p, name, recs, checked)
+		checked = true
+		return err
+	}
+	for i, p := range g.passes {
 		if p.upToDate {
-			recs, checked = nil, false
+			switch {
+			case p.sr.drop && need[i+1]:
+				if err := replay(p); err != nil {
+					return err
+				}
+			case p.sink == nil:
+				recs, checked = nil, false
+			}
 			continue
 		}
 		start := time.Now()
@@ -303,7 +324,7 @@ func (r *Runner) runChain(ctx context.Context, g *group, name string) (err error
 			in := p.inputs[p.at[name]]
 			g.mu.Unlock()
 			key = shardKey(p.res.fp, "plan="+p.res.plan, in.ref)
-			if s, ok := p.old.Shard(name); ok && s.Key == key && r.outputsExist(s) {
+			if s, ok := p.old.Shard(name); ok && s.Key == key && r.outputsExist(s, p.sr.drop) {
 				g.mu.Lock()
 				p.done[name] = s
 				g.mu.Unlock()
@@ -318,22 +339,23 @@ func (r *Runner) runChain(ctx context.Context, g *group, name string) (err error
 			p.res.report.Skipped++
 			p.handOn(name, p.done[name])
 			g.mu.Unlock()
-			p.prog.add(in.ref.Rows)
 			r.o.Log.Debug("skip shard", "stage", p.sr.name, "shard", name, "reason", "up to date")
-			recs, checked = nil, false
+			switch {
+			case p.sr.drop && need[i+1]:
+				if err := replay(p); err != nil { // counts its progress
+					return err
+				}
+				continue
+			case p.sink == nil: // a sink's input passes through
+				recs, checked = nil, false
+			}
+			p.prog.add(in.ref.Rows)
 			continue
 		}
 		if recs == nil {
-			if err := prev.wait(); err != nil {
+			if recs, checked, err = r.readInput(g, p, name, prev); err != nil {
 				return err
 			}
-			g.mu.Lock()
-			in := p.inputs[p.at[name]]
-			g.mu.Unlock()
-			if recs, err = shard.Read(filepath.Join(r.dir, in.ref.Path)); err != nil {
-				return fmt.Errorf("stage %s: shard %s: %w", p.sr.name, name, err)
-			}
-			checked = r.checkedShard(in.ref) // written, checked, by this process
 		}
 		o, err := r.processShard(ctx, p, name, recs, checked)
 		if isPending(err) {
@@ -359,6 +381,69 @@ func (r *Runner) runChain(ctx context.Context, g *group, name string) (err error
 		writes = append(writes, prev)
 	}
 	return nil
+}
+
+// needs reports, for each pass of g and one past the last, whether the
+// pass needs its input records of shard name: it makes the shard (or may),
+// or passes the records on to a pass that needs them (a sink passes its
+// input through; a pass that keeps no shards makes its shard again).
+func needs(g *group, name string) []bool {
+	n := len(g.passes)
+	need := make([]bool, n+1)
+	for i := n - 1; i >= 0; i-- {
+		p := g.passes[i]
+		_, redo := p.todo[name]
+		need[i] = !p.upToDate && redo || (p.sink != nil || p.sr.drop) && need[i+1]
+	}
+	return need
+}
+
+// readInput reads p's input shard name from disk, once the write of it
+// this chain started (prev) is committed. checked says its records passed
+// shard.Check (a shard this process wrote).
+func (r *Runner) readInput(g *group, p *pass, name string, prev *write) ([]*record.Record, bool, error) {
+	if err := prev.wait(); err != nil {
+		return nil, false, err
+	}
+	g.mu.Lock()
+	in := p.inputs[p.at[name]]
+	g.mu.Unlock()
+	if in.ref.NotKept { // needs makes the pass before it replay
+		return nil, false, fmt.Errorf("stage %s: shard %s: its input %s was not kept (a bug: it should have been made again)", p.sr.name, name, in.ref.Path)
+	}
+	recs, err := shard.Read(filepath.Join(r.dir, in.ref.Path))
+	if err != nil {
+		return nil, false, fmt.Errorf("stage %s: shard %s: %w", p.sr.name, name, err)
+	}
+	return recs, r.checkedShard(in.ref), nil
+}
+
+// replayShard makes p's shard name again from recs, its input, without
+// writing or recording it: p keeps no shards, the shard is done, and the
+// pass after p needs its records. Its LLM answers come from the request
+// cache. The counts must be the ones p's manifest records, or the records
+// would not be the ones the next stage's key stands for.
+func (r *Runner) replayShard(ctx context.Context, p *pass, name string, recs []*record.Record, checked bool) ([]*record.Record, error) {
+	o, err := r.processShard(ctx, p, name, recs, checked)
+	if err != nil {
+		return nil, fmt.Errorf("stage %s: shard %s (made again, not kept): %w", p.sr.name, name, err)
+	}
+	o.sh.Out = int64(len(o.kept))
+	if want, _ := p.old.Shard(name); !sameCounts(o.sh.Counts, want.Counts) {
+		return nil, fmt.Errorf("stage %s: shard %s: made again for the next stage (keep: false), it gave other counts than its manifest records (in %d, out %d, rejected %d, filtered %d, added %d; recorded %d, %d, %d, %d, %d): set keep: true, or remove %s to make the stage again",
+			p.sr.name, name, o.sh.In, o.sh.Out, manifests.Sum(o.sh.Rejected), manifests.Sum(o.sh.Filtered), o.sh.Added,
+			want.In, want.Out, manifests.Sum(want.Rejected), manifests.Sum(want.Filtered), want.Added, p.sr.rel)
+	}
+	for _, rec := range o.kept {
+		normalize(rec)
+	}
+	return o.kept, nil
+}
+
+// sameCounts reports whether a and b count the same records.
+func sameCounts(a, b manifests.Counts) bool {
+	return a.In == b.In && a.Out == b.Out && a.Added == b.Added &&
+		maps.Equal(a.Rejected, b.Rejected) && maps.Equal(a.Filtered, b.Filtered)
 }
 
 // startWrite writes p's shard name from o at once, and commits it once
@@ -428,6 +513,7 @@ func (r *Runner) runWrite(ctx context.Context, g *group, p *pass, name, key stri
 			}
 		}
 		sh.Inputs = []manifests.FileRef{in.ref}
+		notKeptDigest(&sh, key)
 		err = r.commit(g, p, name, key, sh, start)
 	}
 	if err != nil {

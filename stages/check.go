@@ -162,7 +162,7 @@ func Check(ctx context.Context, p *Pipeline, o Options, w io.Writer) error {
 			status, upToDate = "would run (settings, prompts or teacher changed)", false
 		case !upToDate:
 			status = "would run where its input changes"
-		case len(r.pending(stageRun{name: spec.Name}, sm, fp, sm.Plan, inputs)) > 0:
+		case len(r.pending(stageRun{name: spec.Name, drop: !spec.keeps()}, sm, fp, sm.Plan, inputs)) > 0:
 			status, upToDate = "would run (outputs missing)", false
 		case sink && !r.finishDone(sm):
 			status = fmt.Sprintf("would finish (%d shards up to date; its last run stopped before writing the files of the whole export)", len(sm.Shards))
@@ -482,6 +482,7 @@ func offlineExportWarnings(p *Pipeline) []string {
 // as a config error before anything is written.
 func stageProblems(p *Pipeline) []string {
 	var probs []string
+	dropped := -1 // the stage before, when it keeps no shards (keep: false)
 	for i := range p.Stages {
 		spec := &p.Stages[i]
 		if spec.Skip {
@@ -489,9 +490,28 @@ func stageProblems(p *Pipeline) []string {
 		}
 		_, cfg := spec.config()
 		env := previewEnv(p, spec.Name, &previewClient{}, toollib.New(nil))
-		if _, err := cfg.build(env); err != nil {
+		st, err := cfg.build(env)
+		if err != nil {
 			probs = append(probs, p.problem(fmt.Sprintf("stages[%d]", i), "stage %q: %v", spec.Name, err))
 		}
+		if _, planner := st.(Planner); planner && dropped >= 0 {
+			probs = append(probs, p.problem(fmt.Sprintf("stages[%d].keep", dropped),
+				"stage %q: keep: false, but the next stage %q reads its whole input before it starts, from the shards %q would not keep",
+				p.Stages[dropped].Name, spec.Name, p.Stages[dropped].Name))
+		}
+		dropped = -1
+		if !spec.keeps() {
+			dropped = i
+			if _, sink := st.(Sink); sink {
+				probs = append(probs, p.problem(fmt.Sprintf("stages[%d].keep", i),
+					"stage %q: keep: false on an export, which writes no Parquet shards (its files are its output)", spec.Name))
+				dropped = -1
+			}
+		}
+	}
+	if dropped >= 0 {
+		probs = append(probs, p.problem(fmt.Sprintf("stages[%d].keep", dropped),
+			"stage %q: keep: false on the last stage that runs: its records would go nowhere", p.Stages[dropped].Name))
 	}
 	return probs
 }

@@ -244,7 +244,7 @@ func cutShardIndex(shardName string) (string, string, bool) {
 
 func allMatch(shards []manifests.Shard, key string, r *Runner) bool {
 	for _, s := range shards {
-		if s.Key != key || !r.outputsExist(s) {
+		if s.Key != key || !r.outputsExist(s, false) {
 			return false
 		}
 	}

@@ -115,6 +115,14 @@ type StageSpec struct {
 	// Skip keeps the stage in the file without running it: its input passes
 	// through to the next stage unchanged.
 	Skip bool `yaml:"skip"`
+	// Keep false writes no Parquet shard for the stage: its records go on
+	// in memory to the next stage, which runs in the same pass (see
+	// chain.go), and its manifest and rejects are written as usual. It
+	// changes no output of any other stage. Refused on the last stage, on
+	// an export and before a stage that reads its whole input first
+	// (dedup, sample, response_schema); a worker's or a batch-mode run keeps
+	// every stage's shards.
+	Keep *bool `yaml:"keep,omitempty"`
 
 	// Stage types, one field each (see types).
 	Sample         *SampleConfig         `yaml:"sample,omitempty"`
@@ -133,6 +141,9 @@ type StageSpec struct {
 
 	line int
 }
+
+// keeps reports whether the stage keeps its Parquet shards (keep, default true).
+func (s *StageSpec) keeps() bool { return s.Keep == nil || *s.Keep }
 
 // A stageConfig is the settings block of one stage type.
 type stageConfig interface {

@@ -99,7 +99,12 @@ func (r *Runner) startProgress(name string, total int64, unit string, env *Env) 
 	return p
 }
 
+// add counts n records done; a nil progress (a stage skipped as a whole
+// whose shard is made again for the stage after it) counts nothing.
 func (p *progress) add(n int64) {
+	if p == nil {
+		return
+	}
 	p.n.Add(n)
 	if p.bar != nil {
 		p.bar.Add64(n)

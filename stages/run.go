@@ -75,6 +75,10 @@ type stageRun struct {
 	dir   string         // absolute, for reading
 	rel   string         // relative to the run dir, e.g. "02-meta_tool"
 	out   *atomicfs.Root // the stage directory: every write goes through it
+	// drop: the stage keeps no Parquet shards in this run (keep: false in
+	// a run whose stages run in groups, see runStages): its records go on
+	// in memory, and its manifest names each shard as NotKept.
+	drop bool
 }
 
 // Runner executes a pipeline. It is used once.
@@ -301,6 +305,9 @@ func (r *Runner) runStages(ctx context.Context, rep *Report, runs []stageRun, in
 			r.o.Log.Info("skip stage", "stage", sr.name, "reason", "skip: true in pipeline.yaml")
 			continue
 		}
+		// stageProblems refused keep: false where the next stage would not
+		// join this one's group.
+		sr.drop = fuse && !sr.spec.keeps()
 		env, st, err := r.buildStage(sr)
 		if err != nil {
 			ferr := flush()
@@ -468,7 +475,9 @@ func (r *Runner) openPass(ctx context.Context, sr stageRun, env *Env, st Stage, 
 	// plan.go: a plan is computed once, saved, and loaded by workers and
 	// reruns. A Planner starts a group of its own (runStages): its inputs
 	// are all known here.
-	if planner, ok := st.(Planner); ok && (len(todo) > 0 || r.o.Worker != nil || r.o.Merge) { // workers.go: a worker cannot see others' todo
+	// A stage that keeps no shards may have to make a shard again for the
+	// stage after it (runChain), with its plan.
+	if planner, ok := st.(Planner); ok && (len(todo) > 0 || r.o.Worker != nil || r.o.Merge || sr.drop) { // workers.go: a worker cannot see others' todo
 		if p.planned, err = r.stagePlan(ctx, sr, planner, typ, fp, inputs); err != nil {
 			return p, fmt.Errorf("plan: %w", err)
 		}
@@ -659,7 +668,7 @@ func (r *Runner) pending(sr stageRun, old *manifests.Stage, fp, plan string, inp
 		}
 		key := shardKey(fp, "plan="+plan, in.ref)
 		if old != nil {
-			if s, ok := old.Shard(in.name); ok && s.Key == key && r.outputsExist(s) {
+			if s, ok := old.Shard(in.name); ok && s.Key == key && r.outputsExist(s, sr.drop) {
 				continue
 			}
 			if r.o.Explain {
@@ -684,6 +693,8 @@ func explainShard(old *manifests.Stage, fp, plan string, in shardInput) string {
 		return "input shard content changed"
 	case s.Key == "":
 		return "records were rejected for a passing teacher failure (timeout, 429, 5xx, …)"
+	case notKept(s):
+		return "the shard was not kept (keep: false), and this run keeps it"
 	default:
 		return "an output file is missing or changed"
 	}
@@ -703,12 +714,19 @@ func transientRejects(rejected map[string]int64) int64 {
 
 // outputsExist checks that a recorded shard's outputs are on disk, as
 // regular files (a link is never the run's own output), with the recorded
-// sizes. (Hashing them would read every output on every run.)
-func (r *Runner) outputsExist(s manifests.Shard) bool {
+// sizes. (Hashing them would read every output on every run.) A shard not
+// kept counts only while the stage still drops its shards.
+func (r *Runner) outputsExist(s manifests.Shard, drop bool) bool {
 	if r.root == nil {
 		return false
 	}
 	for _, o := range s.Outputs {
+		if o.NotKept {
+			if !drop {
+				return false
+			}
+			continue
+		}
 		fi, err := r.root.Lstat(o.Path)
 		if err != nil || !fi.Mode().IsRegular() || fi.Size() != o.Bytes {
 			return false

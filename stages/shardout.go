@@ -2,6 +2,10 @@ package stages
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"slices"
+	"strings"
 
 	"github.com/augmentdata/augment/manifests"
 	"github.com/augmentdata/augment/report"
@@ -34,9 +38,10 @@ func (o *shardOut) keep(rec *record.Record) { o.kept = append(o.kept, rec) }
 // writeShard writes a shard's outputs under the stage directory: the kept
 // records through the sink (which may still reject some) and the report's
 // partial of them (writePartial), or else as the Parquet shard
-// part-<name>.parquet; then the rejects, if any, as
-// rejects-<name>.jsonl. It completes the entry's Out and Outputs and
-// checks that the counts balance before and after writing.
+// part-<name>.parquet (a stage that drops its shards names that file as
+// NotKept, and its hash is set at commit: notKeptDigest); then the
+// rejects, if any, as rejects-<name>.jsonl. It completes the entry's Out
+// and Outputs and checks that the counts balance before and after writing.
 func (r *Runner) writeShard(ctx context.Context, sr stageRun, sink Sink, o *shardOut) (manifests.Shard, error) {
 	sh := &o.sh
 	sh.Out = int64(len(o.kept))
@@ -58,6 +63,8 @@ func (r *Runner) writeShard(ctx context.Context, sr stageRun, sink Sink, o *shar
 			return *sh, err
 		}
 		sh.Outputs = append(sh.Outputs, ref)
+	} else if sr.drop {
+		sh.Outputs = append(sh.Outputs, manifests.FileRef{Path: sr.out.Rel("part-" + sh.Name + ".parquet"), Rows: sh.Out, NotKept: true})
 	} else {
 		refs, err := shard.Write(sr.out, "part-"+sh.Name+".parquet", o.kept, r.shardOptions())
 		if err != nil {
@@ -114,4 +121,29 @@ func (r *Runner) loadTokens() {
 			}
 		}
 	})
+}
+
+// notKeptDigest sets the hash of sh's NotKept Parquet shard, if any, from
+// key, the shard's key, and its rejects file's hash. It stands for the
+// records the shard would hold in the next stage's key: the same input and
+// settings make the same records, unless some answers failed for a reason
+// that may pass, and the rejects then say which.
+func notKeptDigest(sh *manifests.Shard, key string) {
+	rejects := ""
+	for _, o := range sh.Outputs {
+		if strings.HasSuffix(o.Path, ".jsonl") {
+			rejects = o.SHA256
+		}
+	}
+	for i, o := range sh.Outputs {
+		if o.NotKept {
+			sum := sha256.Sum256([]byte("not kept\n" + key + "\n" + rejects + "\n"))
+			sh.Outputs[i].SHA256 = hex.EncodeToString(sum[:])
+		}
+	}
+}
+
+// notKept reports whether s is a shard its stage did not keep.
+func notKept(s manifests.Shard) bool {
+	return slices.ContainsFunc(s.Outputs, func(o manifests.FileRef) bool { return o.NotKept })
 }

@@ -569,7 +569,7 @@ func (r *Runner) waitStage(ctx context.Context, sr stageRun, res stageResult, in
 			key := shardKey(res.fp, "plan="+res.plan, in.ref)
 			found := false
 			for _, m := range all {
-				if s, ok := m.Shard(in.name); ok && (s.Key == key || retryLater(m, s, res, in)) && r.outputsExist(s) {
+				if s, ok := m.Shard(in.name); ok && (s.Key == key || retryLater(m, s, res, in)) && r.outputsExist(s, false) {
 					merged.Shards = append(merged.Shards, s)
 					found = true
 					break

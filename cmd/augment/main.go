@@ -18,6 +18,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/augmentdata/augment/report"
 	"github.com/augmentdata/augment/stages"
 	"github.com/augmentdata/augment/stages/llm"
 )
@@ -122,7 +123,8 @@ func exitCode(ctx context.Context, err error) int {
 	switch {
 	case err == nil, errors.Is(err, flag.ErrHelp):
 		return exitOK
-	case errors.As(err, &uErr), errors.As(err, &cfgErr), errors.As(err, &busy), errors.As(err, &modelErr):
+	case errors.As(err, &uErr), errors.As(err, &cfgErr), errors.As(err, &busy), errors.As(err, &modelErr),
+		errors.Is(err, report.ErrNotKept): // show -stage of a stage with keep: false
 		return exitUsage
 	case ctx.Err() != nil || errors.Is(err, context.Canceled):
 		return exitInterrupt

@@ -52,9 +52,10 @@ func main() {
 	only := flag.String("formats", "glaive,toolace,xlam", "formats to measure, comma-separated")
 	work := flag.String("work", "", "work directory, kept afterwards (default: a temp dir, removed as the run goes)")
 	profile := flag.String("cpuprofile", "", "write augment's CPU profile of the first round of each format to DIR/<format>.pprof")
+	drop := flag.Bool("drop", false, "run -augment with keep: false on the stages between ingest and the export (-set stages.N.keep=false); a -baseline keeps every stage")
 	baseline := flag.String("baseline", "", "an earlier augment binary to alternate with -augment on both chains (before/after), its export bytes compared")
 	flag.Parse()
-	b := &bench{mb: *mb, rounds: *rounds, shared: *shared, py: *py, profile: *profile}
+	b := &bench{mb: *mb, rounds: *rounds, shared: *shared, py: *py, profile: *profile, drop: *drop}
 	if *baseline != "" {
 		var err error
 		if b.baseline, err = filepath.Abs(*baseline); err != nil {
@@ -99,6 +100,7 @@ type bench struct {
 	baseline                string // an earlier augment, or ""
 	profile                 string
 	keep                    bool // keep each format's dumps and outputs (-work given)
+	drop                    bool // -augment runs with keep: false before the export (-drop)
 	printed                 bool
 }
 
@@ -287,6 +289,9 @@ func (b *bench) line(format, chain string, mb float64, tool string, r run) {
 func (b *bench) verdict(sums []summary, double, full bool) {
 	fmt.Println()
 	fmt.Printf("medians of %d rounds; floors: ≥ 100 MB/s, ≥ 5× Python's wall, CPU ≤ 0.5× Python's, RSS ≤ 512 MiB and flat at 2×, full chain ≥ 60 MB/s\n", b.rounds)
+	if b.drop {
+		fmt.Println("augment ran with -drop: the stages before the export kept no Parquet shards (keep: false)")
+	}
 	fmt.Printf("%-8s %12s %14s %16s %22s %12s %14s %14s\n", "dump", "augment MB/s", "vs Python wall", "CPU ÷ Python CPU", "peak RSS MiB (Python)", "RSS at 2×", "full MB/s", "same lines")
 	for _, s := range sums {
 		mark := func(ok bool) string {
@@ -363,16 +368,23 @@ func writePipelines(dir, format string) error {
 
 // augment runs one pipeline from scratch.
 func (b *bench) augment(dir, pipeline string, profile bool) (run, error) {
-	return b.runIn(b.bin, dir, pipeline, "out", profile)
+	var set []string
+	if b.drop {
+		// The stages writePipelines puts before the export.
+		for i := range map[string]int{"short.yaml": 1, "full.yaml": 3}[pipeline] {
+			set = append(set, "-set", fmt.Sprintf("stages.%d.keep=false", i))
+		}
+	}
+	return b.runIn(b.bin, dir, pipeline, "out", profile, set...)
 }
 
 // runIn runs one pipeline from scratch with the augment binary bin, writing
-// to the output dir out.
-func (b *bench) runIn(bin, dir, pipeline, out string, profile bool) (run, error) {
+// to the output dir out, with set, more -set flags.
+func (b *bench) runIn(bin, dir, pipeline, out string, profile bool, set ...string) (run, error) {
 	if err := os.RemoveAll(filepath.Join(dir, out)); err != nil {
 		return run{}, err
 	}
-	args := []string{"run", "-quiet", "-set", "output.dir=" + out}
+	args := append([]string{"run", "-quiet", "-set", "output.dir=" + out}, set...)
 	if profile && b.profile != "" {
 		args = append(args, "-cpuprofile", filepath.Join(b.profile, filepath.Base(dir)+".pprof"))
 	}
