@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"path"
 	"slices"
 	"strings"
 
@@ -131,7 +132,7 @@ func (r *Runner) loadTokens() {
 func notKeptDigest(sh *manifests.Shard, key string) {
 	rejects := ""
 	for _, o := range sh.Outputs {
-		if strings.HasSuffix(o.Path, ".jsonl") {
+		if strings.HasPrefix(path.Base(o.Path), "rejects-") {
 			rejects = o.SHA256
 		}
 	}
