@@ -146,13 +146,23 @@ func (h cancelOn) WithGroup(string) slog.Handler      { return h }
 // its groups, checks that no manifest records a shard whose input the
 // stage before does not record, and resumes it to the bytes of a clean run.
 func TestGroupKilledResumesToCleanRun(t *testing.T) {
-	for _, at := range []struct {
-		stage string
-		n     int64
-	}{{"negatives", 1}, {"verify", 3}, {"export", 2}, {"export_inline", 1}} {
+	killedResumesToCleanRun(t, chainStages, []killAt{{"negatives", 1}, {"verify", 3}, {"export", 2}, {"export_inline", 1}})
+}
+
+// A killAt stops a run at the n-th shard stage records.
+type killAt struct {
+	stage string
+	n     int64
+}
+
+// killedResumesToCleanRun stops a run of stages at each of kills in turn,
+// checks that no manifest records a shard whose input the stage before
+// does not record, and resumes the run to the files of a clean run.
+func killedResumesToCleanRun(t *testing.T, stages string, kills []killAt) {
+	for _, at := range kills {
 		t.Run(fmt.Sprintf("%s-%d", at.stage, at.n), func(t *testing.T) {
-			clean := demoPipeline(t, chainStages)
-			killed := demoPipeline(t, chainStages)
+			clean := demoPipeline(t, stages)
+			killed := demoPipeline(t, stages)
 			runPipeline(t, clean)
 
 			p, err := Load(killed)

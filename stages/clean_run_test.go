@@ -1,7 +1,6 @@
 package stages
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -213,16 +212,7 @@ func BenchmarkDedupStage(b *testing.B) {
 // runPipelineTB is runPipeline for benchmarks.
 func runPipelineTB(tb testing.TB, path string) *Report {
 	tb.Helper()
-	p, err := Load(path)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	r, err := NewRunner(p, Options{Version: "test"})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	defer r.Close()
-	rep, err := r.Run(context.Background())
+	rep, err := tryPipeline(tb, path)
 	if err != nil {
 		tb.Fatal(err)
 	}

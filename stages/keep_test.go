@@ -1,15 +1,11 @@
 package stages
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync/atomic"
 	"testing"
 
 	"github.com/augmentdata/augment/manifests"
@@ -178,37 +174,7 @@ func TestKeepTurnedOn(t *testing.T) {
 // TestKeepFalseKilledResumes stops a run with keep: false in the middle of
 // its groups and resumes it to the files of a clean run.
 func TestKeepFalseKilledResumes(t *testing.T) {
-	for _, at := range []struct {
-		stage string
-		n     int64
-	}{{"decision_tokens", 1}, {"verify", 2}, {"export", 2}, {"export_inline", 1}} {
-		t.Run(fmt.Sprintf("%s-%d", at.stage, at.n), func(t *testing.T) {
-			clean := demoPipeline(t, keepStages)
-			killed := demoPipeline(t, keepStages)
-			runPipeline(t, clean)
-			p, err := Load(killed)
-			if err != nil {
-				t.Fatal(err)
-			}
-			ctx, cancel := context.WithCancel(context.Background())
-			defer cancel()
-			n := &atomic.Int64{}
-			n.Store(at.n)
-			r, err := NewRunner(p, Options{Version: "test", Log: slog.New(cancelOn{stage: at.stage, n: n, cancel: cancel})})
-			if err != nil {
-				t.Fatal(err)
-			}
-			_, err = r.Run(ctx)
-			r.Close()
-			if !errors.Is(err, context.Canceled) {
-				t.Fatalf("stopped run: %v, want context.Canceled", err)
-			}
-			out := filepath.Join(filepath.Dir(killed), "out")
-			stageOrder(t, out)
-			runPipeline(t, killed)
-			sameOutputs(t, filepath.Join(filepath.Dir(clean), "out"), out, false)
-		})
-	}
+	killedResumesToCleanRun(t, keepStages, []killAt{{"decision_tokens", 1}, {"verify", 2}, {"export", 2}, {"export_inline", 1}})
 }
 
 // TestKeepFalseCountsChecked makes a dropped shard again after its
@@ -237,16 +203,7 @@ func TestKeepFalseCountsChecked(t *testing.T) {
 	if err := os.WriteFile(path, []byte(changed), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	p, err := Load(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r, err := NewRunner(p, Options{Version: "test"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
-	_, err = r.Run(context.Background())
+	_, err = tryPipeline(t, path)
 	if err == nil || !strings.Contains(err.Error(), "stage negatives") || !strings.Contains(err.Error(), "other counts than its manifest records") {
 		t.Fatalf("run after the counts were edited: %v, want the negatives stage's counts refused", err)
 	}

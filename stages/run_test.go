@@ -53,20 +53,22 @@ stages:
 
 func runPipeline(t *testing.T, path string) *Report {
 	t.Helper()
+	return runPipelineTB(t, path)
+}
+
+// tryPipeline runs the pipeline at path and returns the run's error.
+func tryPipeline(tb testing.TB, path string) (*Report, error) {
+	tb.Helper()
 	p, err := Load(path)
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
 	r, err := NewRunner(p, Options{Version: "test"})
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
 	defer r.Close()
-	rep, err := r.Run(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	return rep
+	return r.Run(context.Background())
 }
 
 // tree hashes every file under dir except the request cache.
