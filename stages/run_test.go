@@ -71,6 +71,21 @@ func tryPipeline(tb testing.TB, path string) (*Report, error) {
 	return r.Run(context.Background())
 }
 
+// rerunDoesNothing runs the pipeline at path, whose output dir is out,
+// again: no shard runs and no byte changes.
+func rerunDoesNothing(t *testing.T, path, out string) {
+	t.Helper()
+	before := tree(t, out)
+	for _, s := range runPipeline(t, path).Stages {
+		if s.Ran != 0 {
+			t.Errorf("rerun: %s ran %d shards, want 0", s.Dir, s.Ran)
+		}
+	}
+	if after := tree(t, out); fmt.Sprint(before) != fmt.Sprint(after) {
+		t.Errorf("rerun changed files:\nbefore %v\nafter  %v", before, after)
+	}
+}
+
 // tree hashes every file under dir except the request cache.
 func tree(t *testing.T, dir string) map[string]string {
 	t.Helper()
@@ -138,18 +153,8 @@ func TestRunConservesAndResumes(t *testing.T) {
 		t.Errorf("sample filtered %d as quota_full, want 3 (two glaive chats, one xlam)", got)
 	}
 
-	// A rerun does no work and changes no byte.
+	rerunDoesNothing(t, path, out)
 	before := tree(t, out)
-	rep2 := runPipeline(t, path)
-	for _, s := range rep2.Stages {
-		if s.Ran != 0 {
-			t.Errorf("rerun: %s ran %d shards, want 0", s.Dir, s.Ran)
-		}
-	}
-	after := tree(t, out)
-	if fmt.Sprint(before) != fmt.Sprint(after) {
-		t.Errorf("rerun changed files:\nbefore %v\nafter  %v", before, after)
-	}
 
 	// A lost output file reruns its shard only.
 	victim := filepath.Join(out, "01-sample", "part-toolace-00000.parquet")
@@ -164,7 +169,7 @@ func TestRunConservesAndResumes(t *testing.T) {
 		t.Errorf("after losing one sample shard (same bytes rewritten), export ran %d shards, want 0", got)
 	}
 	after3 := tree(t, out)
-	for name, sum := range after {
+	for name, sum := range before {
 		if !strings.HasSuffix(name, "manifest.json") && name != report.HTMLFile && after3[name] != sum {
 			t.Errorf("rewriting a lost shard changed %s", name)
 		}
