@@ -482,7 +482,10 @@ func offlineExportWarnings(p *Pipeline) []string {
 // as a config error before anything is written.
 func stageProblems(p *Pipeline) []string {
 	var probs []string
-	dropped := -1 // the stage before, when it keeps no shards (keep: false)
+	// dropped is the last stage with keep: false while its records are
+	// what the stages after it read (an export passes its input on); took
+	// says a stage after it read them.
+	dropped, took := -1, false
 	for i := range p.Stages {
 		spec := &p.Stages[i]
 		if spec.Skip {
@@ -494,22 +497,28 @@ func stageProblems(p *Pipeline) []string {
 		if err != nil {
 			probs = append(probs, p.problem(fmt.Sprintf("stages[%d]", i), "stage %q: %v", spec.Name, err))
 		}
-		if _, planner := st.(Planner); planner && dropped >= 0 {
-			probs = append(probs, p.problem(fmt.Sprintf("stages[%d].keep", dropped),
-				"stage %q: keep: false, but the next stage %q reads its whole input before it starts, from the shards %q would not keep",
-				p.Stages[dropped].Name, spec.Name, p.Stages[dropped].Name))
-		}
-		dropped = -1
-		if !spec.keeps() {
-			dropped = i
-			if _, sink := st.(Sink); sink {
-				probs = append(probs, p.problem(fmt.Sprintf("stages[%d].keep", i),
-					"stage %q: keep: false on an export, which writes no Parquet shards (its files are its output)", spec.Name))
+		_, sink := st.(Sink)
+		if dropped >= 0 {
+			if _, planner := st.(Planner); planner {
+				probs = append(probs, p.problem(fmt.Sprintf("stages[%d].keep", dropped),
+					"stage %q: keep: false, but the stage %q after it reads its whole input before it starts, from the shards %q would not keep",
+					p.Stages[dropped].Name, spec.Name, p.Stages[dropped].Name))
+			}
+			took = true
+			if !sink {
 				dropped = -1
 			}
 		}
+		if !spec.keeps() {
+			if sink {
+				probs = append(probs, p.problem(fmt.Sprintf("stages[%d].keep", i),
+					"stage %q: keep: false on an export, which writes no Parquet shards (its files are its output)", spec.Name))
+				continue
+			}
+			dropped, took = i, false
+		}
 	}
-	if dropped >= 0 {
+	if dropped >= 0 && !took {
 		probs = append(probs, p.problem(fmt.Sprintf("stages[%d].keep", dropped),
 			"stage %q: keep: false on the last stage that runs: its records would go nowhere", p.Stages[dropped].Name))
 	}

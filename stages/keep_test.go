@@ -202,7 +202,8 @@ func TestKeepFalseRefused(t *testing.T) {
 		{"  - decision_tokens: {}\n  - {negatives: {}, keep: false}\n", `stage "negatives": keep: false on the last stage that runs`},
 		{"  - {negatives: {}, keep: false}\n  - {name: last, decision_tokens: {}, skip: true}\n", `stage "negatives": keep: false on the last stage that runs`},
 		{"  - {export: {}, keep: false}\n  - decision_tokens: {}\n", `stage "export": keep: false on an export`},
-		{"  - {decision_tokens: {}, keep: false}\n  - dedup: {}\n", `stage "decision_tokens": keep: false, but the next stage "dedup" reads its whole input`},
+		{"  - {decision_tokens: {}, keep: false}\n  - dedup: {}\n", `stage "decision_tokens": keep: false, but the stage "dedup" after it reads its whole input`},
+		{"  - {decision_tokens: {}, keep: false}\n  - export: {}\n  - sample: {quotas: [{n: 3}]}\n", `stage "decision_tokens": keep: false, but the stage "sample" after it reads its whole input`},
 	} {
 		p, err := Load(demoPipeline(t, c.stages))
 		if err != nil {

@@ -120,8 +120,9 @@ type StageSpec struct {
 	// chain.go), and its manifest and rejects are written as usual. It
 	// changes no output of any other stage. Refused on the last stage, on
 	// an export and before a stage that reads its whole input first
-	// (dedup, sample, response_schema); a worker's or a batch-mode run keeps
-	// every stage's shards.
+	// (dedup, sample, response_schema; also past an export, which passes
+	// its input on): see stageProblems. A worker's or a batch-mode run
+	// keeps every stage's shards.
 	Keep *bool `yaml:"keep,omitempty"`
 
 	// Stage types, one field each (see types).
