@@ -335,7 +335,7 @@ Teacher: {{.Run.Config.Teacher.Provider}}{{with .Models}} ({{.}}){{end}}.</p>
 {{.Funnel}}
 <table id="stages">
 <tr><th>dir</th><th class="l">type</th><th class="l">status</th><th>shards</th><th>in</th><th>out</th><th>rejected</th><th>filtered</th><th>added</th><th>seconds</th><th class="l">started (UTC)</th></tr>
-{{range .Stages}}<tr data-stage="{{.Dir}}"><td>{{.Dir}}</td><td class="l">{{.Type}}</td><td class="l status-{{.Status}}">{{.Status}}</td>
+{{range .Stages}}<tr data-stage="{{.Dir}}"><td>{{.Dir}}</td><td class="l">{{.Type}}</td><td class="l status-{{.Status}}">{{.Status}}{{if .NotKept}}, records not kept (keep: false){{end}}</td>
 {{if .Manifest}}<td data-field="shards">{{.Shards}}</td><td data-field="in">{{.In}}</td><td data-field="out">{{.Out}}</td><td data-field="rejected">{{.Rejected}}</td><td data-field="filtered">{{.Filtered}}</td><td data-field="added">{{.Added}}</td><td>{{.Seconds}}</td><td class="l">{{.Started}}</td>
 {{else}}<td colspan="8"></td>{{end}}</tr>
 {{end}}</table>

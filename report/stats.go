@@ -36,6 +36,8 @@ type StageStats struct {
 	manifests.Counts
 	Seconds float64    `json:"seconds"`
 	LLM     *llm.Stats `json:"llm,omitempty"`
+	// NotKept: the stage kept no Parquet shards, or not all (keep: false).
+	NotKept bool `json:"not_kept,omitempty"`
 }
 
 // Stats reads the counts of every stage and the distributions of the final
@@ -43,7 +45,7 @@ type StageStats struct {
 func (r *Run) Stats() (*Stats, error) {
 	s := &Stats{Dir: r.Dir, ConfigSHA256: r.ConfigHash, Seed: r.Config.Seed}
 	for _, st := range r.Stages {
-		ss := StageStats{Dir: st.Dir, Name: st.Name, Type: st.Type, Status: st.Status, Counts: st.Totals(), LLM: st.LLM}
+		ss := StageStats{Dir: st.Dir, Name: st.Name, Type: st.Type, Status: st.Status, Counts: st.Totals(), LLM: st.LLM, NotKept: st.NotKept()}
 		if st.Manifest != nil {
 			ss.Shards, ss.Seconds = len(st.Manifest.Shards), st.Manifest.Seconds
 		}
@@ -98,6 +100,15 @@ func (s *Stats) Print(w io.Writer) {
 			manifests.Sum(st.Rejected), manifests.Sum(st.Filtered), st.Added, st.Seconds)
 	}
 	tw.Flush()
+	var dropped []string
+	for _, st := range s.Stages {
+		if st.NotKept {
+			dropped = append(dropped, st.Dir)
+		}
+	}
+	if len(dropped) > 0 {
+		fmt.Fprintf(w, "records not kept on disk (keep: false): %s\n", strings.Join(dropped, ", "))
+	}
 
 	var reasons [][]string
 	for _, st := range s.Stages {
