@@ -199,7 +199,7 @@ type exporter struct {
 	env *Env
 
 	tools   toolMemo    // each distinct tool's texts
-	results quotedTexts // meta_tool results as JSON strings
+	results quotedTexts // meta_tool results and calling turns as JSON strings
 
 	counterMu   sync.Mutex                        // held to add a key
 	counterKeys atomic.Pointer[map[string]string] // decision token → its counter key
@@ -506,6 +506,12 @@ func (e *exporter) render(r *record.Record, checked bool) (*sample, error) {
 			t, err := e.assistant(m, checked)
 			if err != nil {
 				return nil, err
+			}
+			if e.quoting() && onlyMetaToolCalls(m.Calls) {
+				if s.quoted == nil {
+					s.quoted = make([][]byte, last+1)
+				}
+				s.quoted[len(s.Conversations)] = e.results.quote(t.Value)
 			}
 			s.Conversations = append(s.Conversations, t)
 		default:
@@ -971,11 +977,22 @@ func (e *exporter) toolTexts(tools []record.Tool) ([]*toolText, error) {
 	return texts, nil
 }
 
+// onlyMetaToolCalls reports whether calls are meta_tool calls, one or more.
+func onlyMetaToolCalls(calls []record.Call) bool {
+	for _, c := range calls {
+		if c.Name != verify.MetaTool {
+			return false
+		}
+	}
+	return len(calls) > 0
+}
+
 // quotedTexts remembers texts as JSON strings (jsonout.AppendString), up
 // to quotedTextsBudget bytes of texts and their quoted forms: the export
-// quotes meta_tool results through it, as meta_tool writes one result per
-// library tool and records repeat them (dense in quotes, they cost their
-// samples' lines more than their length says). It keeps its own copies of
+// quotes meta_tool results and the turns calling meta_tool through it, as
+// meta_tool writes one result and one call's arguments per library tool
+// and records repeat them (dense in quotes, they cost their samples' lines
+// more than their length says). It keeps its own copies of
 // the texts, never a record's memory. The zero value is ready; safe for
 // concurrent use.
 type quotedTexts struct {

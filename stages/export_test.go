@@ -973,9 +973,9 @@ func FuzzQuotedTexts(f *testing.F) {
 }
 
 // TestExportQuotedMetaToolResults: a jsonl export writes a record's lone
-// meta_tool result from its remembered JSON string, and its line is the
-// one written without it (encoding/json's), for records met first and
-// again.
+// meta_tool result and the turn calling meta_tool from their remembered
+// JSON strings, and its line is the one written without them
+// (encoding/json's), for records met first and again.
 func TestExportQuotedMetaToolResults(t *testing.T) {
 	e := mustBuildExport(t, ExportConfig{})
 	for round := range 2 {
@@ -984,8 +984,13 @@ func TestExportQuotedMetaToolResults(t *testing.T) {
 			t.Fatal(err)
 		}
 		s := out[0].Rendered.(*sample)
-		if len(s.quoted) == 0 || s.quoted[2] == nil || s.Conversations[2].From != "observation" {
-			t.Fatalf("round %d: the meta_tool result was not quoted from the memo: %q", round, s.quoted)
+		if len(s.quoted) == 0 || s.quoted[1] == nil || s.Conversations[1].From != "function_call" || s.quoted[2] == nil || s.Conversations[2].From != "observation" {
+			t.Fatalf("round %d: the meta_tool call and result were not quoted from the memo: %q", round, s.quoted)
+		}
+		for i, q := range s.quoted {
+			if q != nil && i != 1 && i != 2 {
+				t.Errorf("round %d: turn %d (%s) quoted from the memo", round, i, s.Conversations[i].From)
+			}
 		}
 		got := appendLine(nil, s)
 		plain := *s
@@ -1003,6 +1008,25 @@ func TestExportQuotedMetaToolResults(t *testing.T) {
 		}{s.Conversations, s.System, s.toolsJSON()})
 		if !bytes.Equal(got, want.Bytes()) {
 			t.Errorf("round %d:\n got %s\nwant %s (encoding/json)", round, got, want.Bytes())
+		}
+	}
+}
+
+func TestOnlyMetaToolCalls(t *testing.T) {
+	mt, other := record.Call{Name: verify.MetaTool}, record.Call{Name: "get_weather"}
+	for _, c := range []struct {
+		calls []record.Call
+		want  bool
+	}{
+		{nil, false},
+		{[]record.Call{mt}, true},
+		{[]record.Call{mt, mt}, true},
+		{[]record.Call{mt, other}, false},
+		{[]record.Call{other, mt}, false},
+		{[]record.Call{other}, false},
+	} {
+		if got := onlyMetaToolCalls(c.calls); got != c.want {
+			t.Errorf("%v: %v, want %v", c.calls, got, c.want)
 		}
 	}
 }
