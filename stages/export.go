@@ -198,7 +198,8 @@ type exporter struct {
 	tpl *verify.LFTemplate
 	env *Env
 
-	tools toolMemo // each distinct tool's texts
+	tools   toolMemo    // each distinct tool's texts
+	results quotedTexts // meta_tool results and calling turns as JSON strings
 
 	counterMu   sync.Mutex                        // held to add a key
 	counterKeys atomic.Pointer[map[string]string] // decision token → its counter key
@@ -215,6 +216,10 @@ type sample struct {
 	Tools string `json:"tools" parquet:"tools"`
 	// tools are the texts of the record's tools, in order.
 	tools []*toolText
+	// quoted holds, per turn of Conversations, its value as a JSON string
+	// (jsonout.AppendString's) when it was remembered, else nil; nil when
+	// no turn's was.
+	quoted [][]byte
 }
 
 // toolsJSON is the tools column.
@@ -481,6 +486,12 @@ func (e *exporter) render(r *record.Record, checked bool) (*sample, error) {
 			if err != nil {
 				return nil, contract.Rejectf("export_bad_result", "message %d: %v", i, err)
 			}
+			if e.quoting() && len(m.Results) == 1 && m.Results[0].Name == verify.MetaTool {
+				if s.quoted == nil {
+					s.quoted = make([][]byte, last+1)
+				}
+				s.quoted[len(s.Conversations)] = e.results.quote(v)
+			}
 			s.Conversations = append(s.Conversations, verify.Turn{From: "observation", Value: v})
 		case record.RoleAssistant:
 			if len(m.Calls) > 1 && e.cfg.Style == "function_call" && !e.tpl.Parallel() {
@@ -495,6 +506,12 @@ func (e *exporter) render(r *record.Record, checked bool) (*sample, error) {
 			t, err := e.assistant(m, checked)
 			if err != nil {
 				return nil, err
+			}
+			if e.quoting() && onlyMetaToolCalls(m.Calls) {
+				if s.quoted == nil {
+					s.quoted = make([][]byte, last+1)
+				}
+				s.quoted[len(s.Conversations)] = e.results.quote(t.Value)
 			}
 			s.Conversations = append(s.Conversations, t)
 		default:
@@ -960,6 +977,59 @@ func (e *exporter) toolTexts(tools []record.Tool) ([]*toolText, error) {
 	return texts, nil
 }
 
+// onlyMetaToolCalls reports whether calls are meta_tool calls, one or more.
+func onlyMetaToolCalls(calls []record.Call) bool {
+	for _, c := range calls {
+		if c.Name != verify.MetaTool {
+			return false
+		}
+	}
+	return len(calls) > 0
+}
+
+// quotedTexts remembers texts as JSON strings (jsonout.AppendString), up
+// to quotedTextsBudget bytes of texts and their quoted forms: the export
+// quotes meta_tool results and the turns calling meta_tool through it, as
+// meta_tool writes one result and one call's arguments per library tool
+// and records repeat them (dense in quotes, they cost their samples' lines
+// more than their length says). It keeps its own copies of
+// the texts, never a record's memory. The zero value is ready; safe for
+// concurrent use.
+type quotedTexts struct {
+	mu     sync.Mutex
+	quoted map[string][]byte
+	used   int
+}
+
+// quotedTextsBudget bounds a quotedTexts' memory; a text met after it is
+// full is quoted each time.
+const quotedTextsBudget = 16 << 20
+
+// quote returns text as a JSON string, remembered while the budget lasts.
+// The bytes returned are not to be changed.
+func (q *quotedTexts) quote(text string) []byte {
+	q.mu.Lock()
+	b, ok := q.quoted[text]
+	q.mu.Unlock()
+	if ok {
+		return b
+	}
+	b = slices.Clip(jsonout.AppendString(make([]byte, 0, len(text)+len(text)/4+2), text))
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if known, ok := q.quoted[text]; ok {
+		return known
+	}
+	if size := len(text) + cap(b); q.used+size <= quotedTextsBudget {
+		if q.quoted == nil {
+			q.quoted = map[string][]byte{}
+		}
+		q.quoted[strings.Clone(text)] = b
+		q.used += size
+	}
+	return b
+}
+
 // toolsString is the tools column of texts' tools: toolsJSON's string.
 func toolsString(texts []*toolText) string {
 	n := 2
@@ -1130,7 +1200,11 @@ func appendLine(b []byte, s *sample) []byte {
 			b = jsonout.AppendString(b, t.From)
 			b = append(b, `,"value":`...)
 		}
-		b = jsonout.AppendString(b, t.Value)
+		if i < len(s.quoted) && s.quoted[i] != nil {
+			b = append(b, s.quoted[i]...)
+		} else {
+			b = jsonout.AppendString(b, t.Value)
+		}
 		b = append(b, '}')
 	}
 	b = append(b, `],"system":`...)

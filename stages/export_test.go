@@ -932,3 +932,101 @@ func (s *checkedSpy) processChecked(_ context.Context, r *record.Record) ([]*rec
 	s.checked++
 	return []*record.Record{r}, nil
 }
+
+// TestQuotedTexts: a quotedTexts gives jsonout.AppendString's bytes for
+// any text, first and again (then the remembered ones), also once its
+// budget is spent, when it remembers no new text.
+func TestQuotedTexts(t *testing.T) {
+	texts := []string{"", "plain", `[{"name":"meta_tool","function_id":0,"results":{"name":"a"}}]`, "潮汐表 \"x\"\n",
+		"bad \xff utf8", "line\u2028sep", "bell \a"}
+	var q quotedTexts
+	for round := range 2 {
+		for _, s := range texts {
+			if got, want := q.quote(s), jsonout.AppendString(nil, s); !bytes.Equal(got, want) {
+				t.Errorf("round %d, %q: %s, want %s", round, s, got, want)
+			}
+		}
+	}
+	q.used = quotedTextsBudget
+	n := len(q.quoted)
+	if got, want := q.quote("new text"), jsonout.AppendString(nil, "new text"); !bytes.Equal(got, want) || len(q.quoted) != n {
+		t.Errorf("past the budget: %s (%d texts remembered, %d before), want %s, none more", got, len(q.quoted), n, want)
+	}
+	if got, want := q.quote(texts[2]), jsonout.AppendString(nil, texts[2]); !bytes.Equal(got, want) {
+		t.Errorf("remembered text past the budget: %s, want %s", got, want)
+	}
+}
+
+// FuzzQuotedTexts holds quotedTexts to jsonout.AppendString.
+func FuzzQuotedTexts(f *testing.F) {
+	f.Add(`{"name":"a","parameters":{"q":"\u00e9"}}`)
+	f.Add("bad \xff")
+	var q quotedTexts
+	f.Fuzz(func(t *testing.T, s string) {
+		want := jsonout.AppendString(nil, s)
+		for range 2 {
+			if got := q.quote(s); !bytes.Equal(got, want) {
+				t.Fatalf("%q: %s, want %s", s, got, want)
+			}
+		}
+	})
+}
+
+// TestExportQuotedMetaToolResults: a jsonl export writes a record's lone
+// meta_tool result and the turn calling meta_tool from their remembered
+// JSON strings, and its line is the one written without them
+// (encoding/json's), for records met first and again.
+func TestExportQuotedMetaToolResults(t *testing.T) {
+	e := mustBuildExport(t, ExportConfig{})
+	for round := range 2 {
+		out, err := e.Process(context.Background(), fxMetaTool())
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := out[0].Rendered.(*sample)
+		if len(s.quoted) == 0 || s.quoted[1] == nil || s.Conversations[1].From != "function_call" || s.quoted[2] == nil || s.Conversations[2].From != "observation" {
+			t.Fatalf("round %d: the meta_tool call and result were not quoted from the memo: %q", round, s.quoted)
+		}
+		for i, q := range s.quoted {
+			if q != nil && i != 1 && i != 2 {
+				t.Errorf("round %d: turn %d (%s) quoted from the memo", round, i, s.Conversations[i].From)
+			}
+		}
+		got := appendLine(nil, s)
+		plain := *s
+		plain.quoted = nil
+		if want := appendLine(nil, &plain); !bytes.Equal(got, want) {
+			t.Errorf("round %d:\n got %s\nwant %s", round, got, want)
+		}
+		var want bytes.Buffer
+		enc := json.NewEncoder(&want)
+		enc.SetEscapeHTML(false)
+		enc.Encode(struct {
+			Conversations []verify.Turn `json:"conversations"`
+			System        string        `json:"system"`
+			Tools         string        `json:"tools"`
+		}{s.Conversations, s.System, s.toolsJSON()})
+		if !bytes.Equal(got, want.Bytes()) {
+			t.Errorf("round %d:\n got %s\nwant %s (encoding/json)", round, got, want.Bytes())
+		}
+	}
+}
+
+func TestOnlyMetaToolCalls(t *testing.T) {
+	mt, other := record.Call{Name: verify.MetaTool}, record.Call{Name: "get_weather"}
+	for _, c := range []struct {
+		calls []record.Call
+		want  bool
+	}{
+		{nil, false},
+		{[]record.Call{mt}, true},
+		{[]record.Call{mt, mt}, true},
+		{[]record.Call{mt, other}, false},
+		{[]record.Call{other, mt}, false},
+		{[]record.Call{other}, false},
+	} {
+		if got := onlyMetaToolCalls(c.calls); got != c.want {
+			t.Errorf("%v: %v, want %v", c.calls, got, c.want)
+		}
+	}
+}

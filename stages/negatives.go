@@ -9,11 +9,14 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/augmentdata/augment/prompts"
 	"github.com/augmentdata/augment/stages/contract"
+	"github.com/augmentdata/augment/stages/formats"
 	"github.com/augmentdata/augment/stages/llm"
 	"github.com/augmentdata/augment/stages/record"
+	"github.com/augmentdata/augment/verify"
 )
 
 // NegativesConfig is the `negatives:` stage (seed 002, §3.2): it makes
@@ -150,6 +153,9 @@ type negatives struct {
 	tmpl    *prompts.Template // target teacher only
 	version int
 	seed    reseeder // Env.Rand's generators, without its allocation and hash of seed and stage
+	// retrieved holds the names meta_tool results return: records
+	// repeat the same results (meta_tool writes one per library tool).
+	retrieved retrievedNames
 }
 
 // Concurrency is the teacher's capacity when replies are written by the
@@ -177,7 +183,7 @@ func (s *negatives) Process(ctx context.Context, r *record.Record) ([]*record.Re
 	if unitFloat(src.Uint64()) >= s.cfg.Ratio {
 		return []*record.Record{r}, nil
 	}
-	turns := negativeTurns(r, s.cfg.AllowNoTools)
+	turns := negativeTurns(r, s.cfg.AllowNoTools, &s.retrieved)
 	if len(turns) == 0 {
 		return []*record.Record{r}, nil
 	}
@@ -256,8 +262,9 @@ func assertNegative(neg *record.Record, called []string) error {
 // negativeTurns returns the indices of r's call turns that can become
 // negatives (see NegativesConfig). Messages are read once, in order: the
 // names called and the tools meta_tool returned so far are kept as the scan
-// goes.
-func negativeTurns(r *record.Record, allowNoTools bool) []int {
+// goes. The names meta_tool results return come from names (nil: each
+// result is read).
+func negativeTurns(r *record.Record, allowNoTools bool, names *retrievedNames) []int {
 	var turns []int
 	seenUser := false
 	unavailable := map[string]bool{} // called before, or returned by an earlier meta_tool result
@@ -274,12 +281,67 @@ func negativeTurns(r *record.Record, allowNoTools bool) []int {
 				unavailable[n] = true
 			}
 		case m.Role == record.RoleTool:
-			for _, t := range retrievedTools(r.Messages[k : k+1]) {
-				unavailable[t.Name] = true
+			for _, res := range m.Results {
+				if res.Name == verify.MetaTool {
+					for _, n := range names.of(res.Content) {
+						unavailable[n] = true
+					}
+				}
 			}
 		}
 	}
 	return turns
+}
+
+// retrievedNames remembers, per meta_tool result content, the names of
+// the tools it returns (formats.MetaToolResult; none when it reads no
+// definition), up to retrievedNamesBudget bytes of contents and names.
+// It holds copies, never a record's memory. Safe for concurrent use; a
+// nil *retrievedNames remembers nothing.
+type retrievedNames struct {
+	mu    sync.Mutex
+	names map[string][]string
+	used  int
+}
+
+// retrievedNamesBudget bounds the bytes a retrievedNames holds; a content
+// met when it is spent is read every time.
+const retrievedNamesBudget = 4 << 20
+
+// of returns the names of the tools content returns, in order.
+func (rn *retrievedNames) of(content string) []string {
+	if rn != nil {
+		rn.mu.Lock()
+		names, ok := rn.names[content]
+		rn.mu.Unlock()
+		if ok {
+			return names
+		}
+	}
+	ts, err := formats.MetaToolResult(content)
+	if err != nil || len(ts) == 0 {
+		ts = nil
+	}
+	names := make([]string, len(ts))
+	size := len(content)
+	for i, t := range ts {
+		names[i] = strings.Clone(t.Name)
+		size += len(t.Name)
+	}
+	if rn != nil {
+		rn.mu.Lock()
+		if rn.used+size <= retrievedNamesBudget {
+			if rn.names == nil {
+				rn.names = map[string][]string{}
+			}
+			if _, ok := rn.names[content]; !ok {
+				rn.names[strings.Clone(content)] = names
+				rn.used += size
+			}
+		}
+		rn.mu.Unlock()
+	}
+	return names
 }
 
 func negativeTurnOK(r *record.Record, names []string, unavailable map[string]bool, allowNoTools bool) bool {

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/augmentdata/augment/stages/contract"
+	"github.com/augmentdata/augment/stages/formats"
 	"github.com/augmentdata/augment/stages/llm"
 	"github.com/augmentdata/augment/stages/record"
 )
@@ -113,7 +114,7 @@ func TestNegativeTurns(t *testing.T) {
 		{"no user turn before", noUser, false, nil},
 	}
 	for _, tt := range tests {
-		if got := negativeTurns(tt.r, tt.noTools); !slices.Equal(got, tt.want) {
+		if got := negativeTurns(tt.r, tt.noTools, nil); !slices.Equal(got, tt.want) {
 			t.Errorf("%s: %v, want %v", tt.name, got, tt.want)
 		}
 	}
@@ -128,7 +129,7 @@ func TestNegativesTokenTarget(t *testing.T) {
 			t.Fatal(err)
 		}
 		negs := checkNegatives(t, in, out, DefaultAnswerToken)
-		if got, want := len(negs), len(negativeTurns(in, false)); got != want {
+		if got, want := len(negs), len(negativeTurns(in, false, nil)); got != want {
 			t.Errorf("%s: %d negatives, want %d (every eligible turn)", in.ID, got, want)
 		}
 		if !equalJSON(t, in, before) {
@@ -200,7 +201,7 @@ func TestNegativesRatioAndConservation(t *testing.T) {
 			in++
 			out += len(res)
 			added += len(res) - 1
-			if len(negativeTurns(r, false)) > 0 {
+			if len(negativeTurns(r, false, nil)) > 0 {
 				eligible++
 			}
 			if len(res) > 1 {
@@ -450,4 +451,80 @@ func TestUnitFloat(t *testing.T) {
 			t.Fatalf("unitFloat(%x) = %v, outside [0, 1)", u, f)
 		}
 	}
+}
+
+// TestRetrievedNames: the names a retrievedNames gives for a meta_tool
+// result are those of the tools formats.MetaToolResult reads from it
+// (none when it reads none), on first and later sight, with and without a
+// memo, and past the budget.
+func TestRetrievedNames(t *testing.T) {
+	def := func(name string) string {
+		return `{"name":"` + name + `","description":"d","parameters":{"type":"object","properties":{}}}`
+	}
+	tests := []struct {
+		name    string
+		content string
+		want    []string
+	}{
+		{"paper, lone call", `[{"name":"meta_tool","function_id":0,"results":` + def("get_weather") + `}]`, []string{"get_weather"}},
+		{"paper, one of several", `{"name":"meta_tool","function_id":1,"results":` + def("b") + `}`, []string{"b"}},
+		{"retrieved list", `[` + def("a") + `,` + def("b") + `,` + def("c") + `]`, []string{"a", "b", "c"}},
+		{"bare", def("x"), []string{"x"}},
+		{"wrapped", `{"type":"function","function":` + def("w") + `}`, []string{"w"}},
+		{"not JSON", `{"name":`, nil},
+		{"another function's envelope", `{"name":"other","function_id":0,"results":` + def("x") + `}`, nil},
+		{"empty list", `[]`, nil},
+		{"no name", `{"description":"d"}`, nil},
+	}
+	var memo retrievedNames
+	for round := range 2 {
+		for _, tt := range tests {
+			ts, _ := formats.MetaToolResult(tt.content)
+			var fromTools []string
+			for _, tool := range ts {
+				fromTools = append(fromTools, tool.Name)
+			}
+			if !slices.Equal(fromTools, tt.want) {
+				t.Fatalf("%s: MetaToolResult names %v, want %v (the table is wrong)", tt.name, fromTools, tt.want)
+			}
+			for _, rn := range []*retrievedNames{&memo, nil} {
+				if got := rn.of(tt.content); !slices.Equal(got, tt.want) {
+					t.Errorf("round %d, %s (memo %v): %v, want %v", round, tt.name, rn != nil, got, tt.want)
+				}
+			}
+		}
+	}
+	if len(memo.names) != len(tests) {
+		t.Errorf("%d contents remembered, want %d", len(memo.names), len(tests))
+	}
+	full := retrievedNames{used: retrievedNamesBudget}
+	for range 2 {
+		if got := full.of(tests[0].content); !slices.Equal(got, tests[0].want) {
+			t.Errorf("past the budget: %v, want %v", got, tests[0].want)
+		}
+	}
+	if len(full.names) != 0 {
+		t.Errorf("past the budget: %d contents remembered", len(full.names))
+	}
+}
+
+// FuzzRetrievedNames holds retrievedNames to formats.MetaToolResult's
+// names for any content, first and again.
+func FuzzRetrievedNames(f *testing.F) {
+	f.Add(`[{"name":"meta_tool","function_id":0,"results":{"name":"a","description":"d","parameters":{}}}]`)
+	f.Add(`[{"name":"a","parameters":{}},{"name":"b","parameters":{}}]`)
+	f.Add(`{"name":`)
+	var memo retrievedNames
+	f.Fuzz(func(t *testing.T, content string) {
+		ts, _ := formats.MetaToolResult(content)
+		var want []string
+		for _, tool := range ts {
+			want = append(want, tool.Name)
+		}
+		for range 2 {
+			if got := memo.of(content); !slices.Equal(got, want) {
+				t.Fatalf("%q: %v, want %v", content, got, want)
+			}
+		}
+	})
 }

@@ -181,3 +181,42 @@ func TestCheckChangedSkipsShared(t *testing.T) {
 		t.Errorf("CheckChanged of new parameters = %q, want %s", reason, ReasonInvalidJSON)
 	}
 }
+
+// FuzzCheckChanged holds CheckChanged to Check for records made from a
+// checked record the way stages make them: the header's texts replaced,
+// tags set (new keys among the old, or old keys given new values, as
+// record.WithTags does) and a lineage step added.
+func FuzzCheckChanged(f *testing.F) {
+	f.Add("id-2", "", "lang", "en", "meta_tool", "", 0)
+	f.Add("", "sys \xff", "zz", "\xff", "stage", "model", 1)
+	f.Add("x", "", "a", "", "", "", 2)
+	f.Add("\xed\xa0\x80", "中文", "lang", "中文", "s\xfe", "", 3)
+	bases := fixtureRecords()
+	for _, b := range bases {
+		b.SetTag("lang", "en")
+		b.SetTag("source_id", "1")
+		b.AddStep("ingest", "", "")
+		if _, err := Check(b); err != nil {
+			f.Fatalf("base %s: %v", b.ID, err)
+		}
+	}
+	f.Fuzz(func(t *testing.T, id, system, key, value, stage, model string, pick int) {
+		base := bases[uint(pick)%uint(len(bases))]
+		out := *base
+		switch pick % 4 {
+		case 0:
+			out.ID = id
+		case 1:
+			out.System = system
+		}
+		out.Tags = record.WithTags(base.Tags, record.Tag{Key: key, Value: value})
+		if pick%3 != 0 {
+			out.AddStep(stage, "rule", model)
+		}
+		wantReason, wantErr := Check(&out)
+		gotReason, gotErr := CheckChanged(&out, base)
+		if gotReason != wantReason || fmt.Sprint(gotErr) != fmt.Sprint(wantErr) {
+			t.Fatalf("CheckChanged = %q, %v; Check = %q, %v", gotReason, gotErr, wantReason, wantErr)
+		}
+	})
+}

@@ -253,10 +253,15 @@ func check(r, prev *record.Record, prevTools []record.Tool) (reason string, err 
 	if prev == nil {
 		prev = &record.Record{}
 	}
-	for _, s := range [...]struct{ name, v, was string }{{"id", r.ID, prev.ID}, {"source", r.Source, prev.Source}, {"format", r.Format, prev.Format}, {"system", r.System, prev.System}} {
-		if !validText(s.v, s.was) {
-			return bad(ReasonInvalidUTF8, s.name)
-		}
+	switch {
+	case !validText(r.ID, prev.ID):
+		return bad(ReasonInvalidUTF8, "id")
+	case !validText(r.Source, prev.Source):
+		return bad(ReasonInvalidUTF8, "source")
+	case !validText(r.Format, prev.Format):
+		return bad(ReasonInvalidUTF8, "format")
+	case !validText(r.System, prev.System):
+		return bad(ReasonInvalidUTF8, "system")
 	}
 	if !sameSlice(r.Tools, prevTools) {
 		for i, t := range r.Tools {
@@ -315,6 +320,10 @@ func check(r, prev *record.Record, prevTools []record.Tool) (reason string, err 
 	// each tag is set against prev's tag of the same key when there is one.
 	j := 0
 	for i, t := range r.Tags {
+		if j < len(prev.Tags) && sameString(t.Key, prev.Tags[j].Key) && sameString(t.Value, prev.Tags[j].Value) {
+			j++ // prev's tag, copied: the next tag's key is greater
+			continue
+		}
 		var was record.Tag
 		for j < len(prev.Tags) && prev.Tags[j].Key < t.Key {
 			j++
@@ -330,6 +339,9 @@ func check(r, prev *record.Record, prevTools []record.Tool) (reason string, err 
 		var was record.Step
 		if i < len(prev.Lineage) {
 			was = prev.Lineage[i]
+			if sameString(s.Stage, was.Stage) && sameString(s.Provider, was.Provider) && sameString(s.Model, was.Model) {
+				continue
+			}
 		}
 		if !validText(s.Stage, was.Stage) || !validText(s.Provider, was.Provider) || !validText(s.Model, was.Model) {
 			return bad(ReasonInvalidUTF8, fmt.Sprintf("lineage[%d]", i))
@@ -370,6 +382,12 @@ func sharesMemory(m, p *record.Message) bool {
 // sameText reports whether s and t are the same non-empty text in memory.
 func sameText(s, t string) bool {
 	return len(s) > 0 && len(s) == len(t) && unsafe.StringData(s) == unsafe.StringData(t)
+}
+
+// sameString reports whether s and t are the same text in memory, or
+// both empty.
+func sameString(s, t string) bool {
+	return len(s) == len(t) && (len(s) == 0 || unsafe.StringData(s) == unsafe.StringData(t))
 }
 
 // validText reports whether s is valid UTF-8, known when it is was, a text
