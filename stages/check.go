@@ -177,6 +177,9 @@ func Check(ctx context.Context, p *Pipeline, o Options, w io.Writer) error {
 		if !sink && !strings.HasPrefix(status, "up to date") {
 			upToDate = false
 		}
+		if !spec.keeps() {
+			status += "; keeps no Parquet shards (keep: false)"
+		}
 		fmt.Fprintf(w, ": %s\n", status)
 		if len(recs) == 0 {
 			fmt.Fprintln(w, "     (no record reaches this stage in the preview)")
