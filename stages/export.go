@@ -182,7 +182,7 @@ func (c *ExportConfig) validate() []string {
 }
 
 func (c *ExportConfig) build(env *Env) (Stage, error) {
-	e := &exporter{cfg: *c, env: env}
+	e := &exporter{cfg: *c, env: env, results: newQuotedTexts()}
 	if e.cfg.Dataset == "" {
 		e.cfg.Dataset = "augment_" + env.Stage
 	}
@@ -198,8 +198,8 @@ type exporter struct {
 	tpl *verify.LFTemplate
 	env *Env
 
-	tools   toolMemo    // each distinct tool's texts
-	results quotedTexts // meta_tool results and calling turns as JSON strings
+	tools   toolMemo     // each distinct tool's texts
+	results *quotedTexts // meta_tool results and calling turns as JSON strings
 
 	counterMu   sync.Mutex                        // held to add a key
 	counterKeys atomic.Pointer[map[string]string] // decision token → its counter key
@@ -992,42 +992,24 @@ func onlyMetaToolCalls(calls []record.Call) bool {
 // quotes meta_tool results and the turns calling meta_tool through it, as
 // meta_tool writes one result and one call's arguments per library tool
 // and records repeat them (dense in quotes, they cost their samples' lines
-// more than their length says). It keeps its own copies of
-// the texts, never a record's memory. The zero value is ready; safe for
-// concurrent use.
-type quotedTexts struct {
-	mu     sync.Mutex
-	quoted map[string][]byte
-	used   int
-}
+// more than their length says).
+type quotedTexts struct{ memo textMemo[[]byte] }
 
 // quotedTextsBudget bounds a quotedTexts' memory; a text met after it is
 // full is quoted each time.
 const quotedTextsBudget = 16 << 20
 
+func newQuotedTexts() *quotedTexts {
+	return &quotedTexts{memo: textMemo[[]byte]{budget: quotedTextsBudget}}
+}
+
 // quote returns text as a JSON string, remembered while the budget lasts.
 // The bytes returned are not to be changed.
 func (q *quotedTexts) quote(text string) []byte {
-	q.mu.Lock()
-	b, ok := q.quoted[text]
-	q.mu.Unlock()
-	if ok {
-		return b
-	}
-	b = slices.Clip(jsonout.AppendString(make([]byte, 0, len(text)+len(text)/4+2), text))
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	if known, ok := q.quoted[text]; ok {
-		return known
-	}
-	if size := len(text) + cap(b); q.used+size <= quotedTextsBudget {
-		if q.quoted == nil {
-			q.quoted = map[string][]byte{}
-		}
-		q.quoted[strings.Clone(text)] = b
-		q.used += size
-	}
-	return b
+	return q.memo.get(text, func(text string) ([]byte, int) {
+		b := slices.Clip(jsonout.AppendString(make([]byte, 0, len(text)+len(text)/4+2), text))
+		return b, cap(b)
+	})
 }
 
 // toolsString is the tools column of texts' tools: toolsJSON's string.

@@ -939,7 +939,7 @@ func (s *checkedSpy) processChecked(_ context.Context, r *record.Record) ([]*rec
 func TestQuotedTexts(t *testing.T) {
 	texts := []string{"", "plain", `[{"name":"meta_tool","function_id":0,"results":{"name":"a"}}]`, "潮汐表 \"x\"\n",
 		"bad \xff utf8", "line\u2028sep", "bell \a"}
-	var q quotedTexts
+	q := newQuotedTexts()
 	for round := range 2 {
 		for _, s := range texts {
 			if got, want := q.quote(s), jsonout.AppendString(nil, s); !bytes.Equal(got, want) {
@@ -947,10 +947,10 @@ func TestQuotedTexts(t *testing.T) {
 			}
 		}
 	}
-	q.used = quotedTextsBudget
-	n := len(q.quoted)
-	if got, want := q.quote("new text"), jsonout.AppendString(nil, "new text"); !bytes.Equal(got, want) || len(q.quoted) != n {
-		t.Errorf("past the budget: %s (%d texts remembered, %d before), want %s, none more", got, len(q.quoted), n, want)
+	q.memo.used = quotedTextsBudget
+	n := len(q.memo.m)
+	if got, want := q.quote("new text"), jsonout.AppendString(nil, "new text"); !bytes.Equal(got, want) || len(q.memo.m) != n {
+		t.Errorf("past the budget: %s (%d texts remembered, %d before), want %s, none more", got, len(q.memo.m), n, want)
 	}
 	if got, want := q.quote(texts[2]), jsonout.AppendString(nil, texts[2]); !bytes.Equal(got, want) {
 		t.Errorf("remembered text past the budget: %s, want %s", got, want)
@@ -961,7 +961,7 @@ func TestQuotedTexts(t *testing.T) {
 func FuzzQuotedTexts(f *testing.F) {
 	f.Add(`{"name":"a","parameters":{"q":"\u00e9"}}`)
 	f.Add("bad \xff")
-	var q quotedTexts
+	q := newQuotedTexts()
 	f.Fuzz(func(t *testing.T, s string) {
 		want := jsonout.AppendString(nil, s)
 		for range 2 {

@@ -9,7 +9,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 
 	"github.com/augmentdata/augment/prompts"
 	"github.com/augmentdata/augment/stages/contract"
@@ -133,7 +132,7 @@ func (c *NegativesConfig) validate() []string {
 func (c *NegativesConfig) version() int { return 1 }
 
 func (c *NegativesConfig) build(env *Env) (Stage, error) {
-	s := &negatives{cfg: *c, env: env, version: c.version(), seed: env.reseeder()}
+	s := &negatives{cfg: *c, env: env, version: c.version(), seed: env.reseeder(), retrieved: newRetrievedNames()}
 	if c.Target == NegativeTargetTeacher {
 		if env.Teacher == nil {
 			return nil, fmt.Errorf("negatives: target teacher needs a teacher")
@@ -155,7 +154,7 @@ type negatives struct {
 	seed    reseeder // Env.Rand's generators, without its allocation and hash of seed and stage
 	// retrieved holds the names meta_tool results return: records
 	// repeat the same results (meta_tool writes one per library tool).
-	retrieved retrievedNames
+	retrieved *retrievedNames
 }
 
 // Concurrency is the teacher's capacity when replies are written by the
@@ -183,7 +182,7 @@ func (s *negatives) Process(ctx context.Context, r *record.Record) ([]*record.Re
 	if unitFloat(src.Uint64()) >= s.cfg.Ratio {
 		return []*record.Record{r}, nil
 	}
-	turns := negativeTurns(r, s.cfg.AllowNoTools, &s.retrieved)
+	turns := negativeTurns(r, s.cfg.AllowNoTools, s.retrieved)
 	if len(turns) == 0 {
 		return []*record.Record{r}, nil
 	}
@@ -295,53 +294,36 @@ func negativeTurns(r *record.Record, allowNoTools bool, names *retrievedNames) [
 
 // retrievedNames remembers, per meta_tool result content, the names of
 // the tools it returns (formats.MetaToolResult; none when it reads no
-// definition), up to retrievedNamesBudget bytes of contents and names.
-// It holds copies, never a record's memory. Safe for concurrent use; a
+// definition), up to retrievedNamesBudget bytes of contents and names. A
 // nil *retrievedNames remembers nothing.
-type retrievedNames struct {
-	mu    sync.Mutex
-	names map[string][]string
-	used  int
-}
+type retrievedNames struct{ memo textMemo[[]string] }
 
 // retrievedNamesBudget bounds the bytes a retrievedNames holds; a content
 // met when it is spent is read every time.
 const retrievedNamesBudget = 4 << 20
 
+func newRetrievedNames() *retrievedNames {
+	return &retrievedNames{memo: textMemo[[]string]{budget: retrievedNamesBudget}}
+}
+
 // of returns the names of the tools content returns, in order.
 func (rn *retrievedNames) of(content string) []string {
+	var memo *textMemo[[]string]
 	if rn != nil {
-		rn.mu.Lock()
-		names, ok := rn.names[content]
-		rn.mu.Unlock()
-		if ok {
-			return names
+		memo = &rn.memo
+	}
+	return memo.get(content, func(content string) ([]string, int) {
+		ts, err := formats.MetaToolResult(content)
+		if err != nil || len(ts) == 0 {
+			return []string{}, 0
 		}
-	}
-	ts, err := formats.MetaToolResult(content)
-	if err != nil || len(ts) == 0 {
-		ts = nil
-	}
-	names := make([]string, len(ts))
-	size := len(content)
-	for i, t := range ts {
-		names[i] = strings.Clone(t.Name)
-		size += len(t.Name)
-	}
-	if rn != nil {
-		rn.mu.Lock()
-		if rn.used+size <= retrievedNamesBudget {
-			if rn.names == nil {
-				rn.names = map[string][]string{}
-			}
-			if _, ok := rn.names[content]; !ok {
-				rn.names[strings.Clone(content)] = names
-				rn.used += size
-			}
+		names, size := make([]string, len(ts)), 0
+		for i, t := range ts {
+			names[i] = strings.Clone(t.Name)
+			size += len(t.Name)
 		}
-		rn.mu.Unlock()
-	}
-	return names
+		return names, size
+	})
 }
 
 func negativeTurnOK(r *record.Record, names []string, unavailable map[string]bool, allowNoTools bool) bool {

@@ -476,7 +476,7 @@ func TestRetrievedNames(t *testing.T) {
 		{"empty list", `[]`, nil},
 		{"no name", `{"description":"d"}`, nil},
 	}
-	var memo retrievedNames
+	memo := newRetrievedNames()
 	for round := range 2 {
 		for _, tt := range tests {
 			ts, _ := formats.MetaToolResult(tt.content)
@@ -487,24 +487,25 @@ func TestRetrievedNames(t *testing.T) {
 			if !slices.Equal(fromTools, tt.want) {
 				t.Fatalf("%s: MetaToolResult names %v, want %v (the table is wrong)", tt.name, fromTools, tt.want)
 			}
-			for _, rn := range []*retrievedNames{&memo, nil} {
+			for _, rn := range []*retrievedNames{memo, nil} {
 				if got := rn.of(tt.content); !slices.Equal(got, tt.want) {
 					t.Errorf("round %d, %s (memo %v): %v, want %v", round, tt.name, rn != nil, got, tt.want)
 				}
 			}
 		}
 	}
-	if len(memo.names) != len(tests) {
-		t.Errorf("%d contents remembered, want %d", len(memo.names), len(tests))
+	if len(memo.memo.m) != len(tests) {
+		t.Errorf("%d contents remembered, want %d", len(memo.memo.m), len(tests))
 	}
-	full := retrievedNames{used: retrievedNamesBudget}
+	full := newRetrievedNames()
+	full.memo.used = retrievedNamesBudget
 	for range 2 {
 		if got := full.of(tests[0].content); !slices.Equal(got, tests[0].want) {
 			t.Errorf("past the budget: %v, want %v", got, tests[0].want)
 		}
 	}
-	if len(full.names) != 0 {
-		t.Errorf("past the budget: %d contents remembered", len(full.names))
+	if len(full.memo.m) != 0 {
+		t.Errorf("past the budget: %d contents remembered", len(full.memo.m))
 	}
 }
 
@@ -514,7 +515,7 @@ func FuzzRetrievedNames(f *testing.F) {
 	f.Add(`[{"name":"meta_tool","function_id":0,"results":{"name":"a","description":"d","parameters":{}}}]`)
 	f.Add(`[{"name":"a","parameters":{}},{"name":"b","parameters":{}}]`)
 	f.Add(`{"name":`)
-	var memo retrievedNames
+	memo := newRetrievedNames()
 	f.Fuzz(func(t *testing.T, content string) {
 		ts, _ := formats.MetaToolResult(content)
 		var want []string
