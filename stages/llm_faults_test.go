@@ -101,17 +101,24 @@ func TestTeacherKeyNeverReachesDisk(t *testing.T) {
 // clean run (the dataset card included), and no answer received before
 // the outage is paid for again. With max_error_rate 1 the outage does not
 // stop the run: it ends, export written, with the resumable stop for
-// records left to retry, and the resume again reaches the clean bytes.
+// records left to retry, and the resume again reaches the clean bytes;
+// also when the reason stage keeps no shards (keep: false): the shards
+// with transient rejects are made again, and the export after them.
 func TestResumeAfterOutageMatchesCleanRun(t *testing.T) {
 	for _, tc := range []struct {
 		maxErrorRate string
 		stop         string
-	}{{"0.5", "llm_error_rate"}, {"1", "llm_transient_rejects"}} {
-		t.Run("max_error_rate="+tc.maxErrorRate, func(t *testing.T) { resumeAfterOutage(t, tc.maxErrorRate, tc.stop) })
+		drop         bool
+	}{{"0.5", "llm_error_rate", false}, {"1", "llm_transient_rejects", false}, {"1", "llm_transient_rejects", true}} {
+		name := "max_error_rate=" + tc.maxErrorRate
+		if tc.drop {
+			name += ",keep=false"
+		}
+		t.Run(name, func(t *testing.T) { resumeAfterOutage(t, tc.maxErrorRate, tc.stop, tc.drop) })
 	}
 }
 
-func resumeAfterOutage(t *testing.T, maxErrorRate, stop string) {
+func resumeAfterOutage(t *testing.T, maxErrorRate, stop string, drop bool) {
 	const rows = 120
 	dump := llmrunRows(rows)
 	// max_in_flight above the CPU count keeps two shards running at once
@@ -120,8 +127,19 @@ func resumeAfterOutage(t *testing.T, maxErrorRate, stop string) {
 	endpoints := func(url string) []llm.Endpoint { return []llm.Endpoint{{BaseURL: url + "/v1", MaxInFlight: 64}} }
 	teacher := "  max_retries: 2\n  retry_base: 1ms\n  retry_max: 4ms\n  breaker_cooldown: 20ms\n  max_error_rate: " + maxErrorRate
 
+	pipeline := func(url string) string {
+		path := llmrunPipeline(t, dump, 5, endpoints(url), teacher)
+		if drop {
+			b, _ := os.ReadFile(path)
+			y := strings.Replace(string(b), "  - reason: {style: meta_tool}", "  - {reason: {style: meta_tool}, keep: false}", 1)
+			if err := os.WriteFile(path, []byte(y), 0o644); err != nil || y == string(b) {
+				t.Fatalf("keep: false not set (%v)", err)
+			}
+		}
+		return path
+	}
 	clean, cleanURL := llmrunFake(t, fakellm.Config{Script: llmrunScript})
-	cleanPath := llmrunPipeline(t, dump, 5, endpoints(cleanURL), teacher)
+	cleanPath := pipeline(cleanURL)
 	if _, log, err := faultRun(t, cleanPath, nil); err != nil {
 		t.Fatalf("clean run: %v\n%s", err, log)
 	}
@@ -129,7 +147,7 @@ func resumeAfterOutage(t *testing.T, maxErrorRate, stop string) {
 
 	const before = 40
 	fake, url := llmrunFake(t, fakellm.Config{Script: llmrunScript, Faults: fakellm.Faults{DownAfter: before}})
-	path := llmrunPipeline(t, dump, 5, endpoints(url), teacher)
+	path := pipeline(url)
 	_, log, err := faultRun(t, path, nil)
 	var fe *llm.FatalError
 	if !errors.As(err, &fe) || fe.Reason != stop {
