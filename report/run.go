@@ -188,10 +188,11 @@ func Load(dir string) (*Run, error) {
 	return run, nil
 }
 
-// stageType is the one key of a stage entry that is not name, skip or keep.
+// stageType is the key of a stage entry whose value is the stage type's
+// settings, the entry's one mapping (name, skip and keep are scalars).
 func stageType(s map[string]any) string {
-	for k := range s {
-		if k != "name" && k != "skip" && k != "keep" {
+	for k, v := range s {
+		if _, ok := v.(map[string]any); ok {
 			return k
 		}
 	}
