@@ -288,27 +288,31 @@ func (r *Runner) runChain(ctx context.Context, g *group, name string) (err error
 		return failed
 	}
 	need := needs(g, name)
-	// replay makes p's shard again without writing it, when p keeps no
-	// shards and the pass after it needs the records (replayShard).
-	replay := func(p *pass) error {
-		if recs == nil {
-			if recs, checked, err = r.readInput(g, p, name, prev); err != nil {
-				return err
+	// done goes past pass i, whose shard is done, and sets the records it
+	// hands on: its shard made again without writing it when it keeps no
+	// shards and the pass after it needs them (replayShard, which counts
+	// its progress: replayed), its input when it is a sink (passed
+	// through), else none.
+	done := func(i int, p *pass) (replayed bool, err error) {
+		switch {
+		case p.sr.drop && need[i+1]:
+			if recs == nil {
+				if recs, checked, err = r.readInput(g, p, name, prev); err != nil {
+					return false, err
+				}
 			}
+			recs, err = r.replayShard(ctx, p, name, recs, checked)
+			checked = true
+			return true, err
+		case p.sink == nil:
+			recs, checked = nil, false
 		}
-		recs, err = r.replayShard(ctx, p, name, recs, checked)
-		checked = true
-		return err
+		return false, nil
 	}
 	for i, p := range g.passes {
 		if p.upToDate {
-			switch {
-			case p.sr.drop && need[i+1]:
-				if err := replay(p); err != nil {
-					return err
-				}
-			case p.sink == nil:
-				recs, checked = nil, false
+			if _, err := done(i, p); err != nil {
+				return err
 			}
 			continue
 		}
@@ -340,16 +344,13 @@ func (r *Runner) runChain(ctx context.Context, g *group, name string) (err error
 			p.handOn(name, p.done[name])
 			g.mu.Unlock()
 			r.o.Log.Debug("skip shard", "stage", p.sr.name, "shard", name, "reason", "up to date")
-			switch {
-			case p.sr.drop && need[i+1]:
-				if err := replay(p); err != nil { // counts its progress
-					return err
-				}
-				continue
-			case p.sink == nil: // a sink's input passes through
-				recs, checked = nil, false
+			replayed, err := done(i, p)
+			if err != nil {
+				return err
 			}
-			p.prog.add(in.ref.Rows)
+			if !replayed {
+				p.prog.add(in.ref.Rows)
+			}
 			continue
 		}
 		if recs == nil {
