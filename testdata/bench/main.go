@@ -354,24 +354,33 @@ func median(rs []run) run {
 	}
 }
 
+// pipelineStages are the stages of each pipeline writePipelines writes
+// (chainShort, chainFull), the export last.
+var pipelineStages = map[string][]string{
+	"short.yaml": {"decision_tokens: {}", "export: {format: jsonl}"},
+	"full.yaml":  {"meta_tool: {}", "decision_tokens: {}", "negatives: {target: token}", "export: {format: jsonl}"},
+}
+
 // writePipelines writes short.yaml and full.yaml for the dump of format in
 // dir. Both write to out/, which each run starts without.
 func writePipelines(dir, format string) error {
-	head := fmt.Sprintf("seed: 1\noutput: {dir: out, shard_size: 5000}\nsources:\n  - {name: %s, path: %s.json, format: %s}\nstages:\n", format, format, format)
-	short := head + "  - decision_tokens: {}\n  - export: {format: jsonl}\n"
-	full := head + "  - meta_tool: {}\n  - decision_tokens: {}\n  - negatives: {target: token}\n  - export: {format: jsonl}\n"
-	if err := os.WriteFile(filepath.Join(dir, "short.yaml"), []byte(short), 0o644); err != nil {
-		return err
+	for name, stages := range pipelineStages {
+		y := fmt.Sprintf("seed: 1\noutput: {dir: out, shard_size: 5000}\nsources:\n  - {name: %s, path: %s.json, format: %s}\nstages:\n", format, format, format)
+		for _, st := range stages {
+			y += "  - " + st + "\n"
+		}
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(y), 0o644); err != nil {
+			return err
+		}
 	}
-	return os.WriteFile(filepath.Join(dir, "full.yaml"), []byte(full), 0o644)
+	return nil
 }
 
 // augment runs one pipeline from scratch.
 func (b *bench) augment(dir, pipeline string, profile bool) (run, error) {
 	var set []string
 	if b.drop {
-		// The stages writePipelines puts before the export.
-		for i := range map[string]int{"short.yaml": 1, "full.yaml": 3}[pipeline] {
+		for i := range len(pipelineStages[pipeline]) - 1 { // the stages before the export
 			set = append(set, "-set", fmt.Sprintf("stages.%d.keep=false", i))
 		}
 	}
