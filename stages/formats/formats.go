@@ -237,6 +237,10 @@ type workspace struct {
 	req       []string
 	types     map[string]typeRewrite // see appendType
 
+	// The tools laidTool read, by name, and the bytes they hold.
+	toolMemo      map[string][]memoTool
+	toolMemoBytes int
+
 	// glaive's and ToolACE's tools read straight from the system text
 	// (systools.go): the hook and the format it reads.
 	sysLiteral func(string, jsontree.Inner) (jsontree.Value, bool)

@@ -357,20 +357,14 @@ func (w *workspace) laidTools(r jsontree.Inner) ([]record.Tool, bool) {
 	}
 	var room [4]record.Tool // on the stack: nothing to clear afterwards
 	ts := room[:0]
+	var known uint64 // bit i: ts[i] came from the memo, its strings its own
 	for more := !l.Close(']'); more; {
-		var t record.Tool
-		var ok bool
-		if !(l.Open('{') && l.Lit(`\"name\": `)) {
+		t, memo, ok := w.laidTool(&l)
+		if !ok {
 			return nil, false
 		}
-		if t.Name, ok = l.Str(); !ok || t.Name == "" || !l.Lit(`, \"description\": `) {
-			return nil, false
-		}
-		if t.Description, ok = l.Str(); !ok || !l.Lit(`, \"parameters\": `) {
-			return nil, false
-		}
-		if t.Parameters = w.laidFlatParameters(&l); t.Parameters == nil || !l.Close('}') {
-			return nil, false
+		if memo && len(ts) < 64 {
+			known |= 1 << len(ts)
 		}
 		ts = append(ts, t)
 		if more, ok = l.Next(']'); !ok {
@@ -381,12 +375,77 @@ func (w *workspace) laidTools(r jsontree.Inner) ([]record.Tool, bool) {
 		return nil, false
 	}
 	for i := range ts {
-		ts[i].Name, ts[i].Description = r.Keep(ts[i].Name), r.Keep(ts[i].Description)
+		if i >= 64 || known&(1<<i) == 0 {
+			ts[i].Name, ts[i].Description = r.Keep(ts[i].Name), r.Keep(ts[i].Description)
+		}
 	}
 	if !r.Took(l) || !r.End() {
 		return nil, false
 	}
 	return w.toolList(ts), true
+}
+
+// laidTool reads one tool of a list in json.dumps's layout. A tool whose
+// text was read before (in an earlier row, by this workspace) is taken
+// from the workspace's memo (memo reports it: its strings and parameters
+// are the memo's, which no one changes); else it is read, its strings
+// views of the row, and remembered.
+func (w *workspace) laidTool(l *jsontree.Laid) (t record.Tool, memo, ok bool) {
+	from := *l
+	if !(l.Open('{') && l.Lit(`\"name\": `)) {
+		return t, false, false
+	}
+	if t.Name, ok = l.Str(); !ok || t.Name == "" {
+		return t, false, false
+	}
+	known := w.toolMemo[t.Name]
+	for i := range known {
+		if again := from; again.Again(known[i].text) {
+			*l = again
+			return known[i].tool, true, true
+		}
+	}
+	if !l.Lit(`, \"description\": `) {
+		return t, false, false
+	}
+	if t.Description, ok = l.Str(); !ok || !l.Lit(`, \"parameters\": `) {
+		return t, false, false
+	}
+	if t.Parameters = w.laidFlatParameters(l); t.Parameters == nil || !l.Close('}') {
+		return t, false, false
+	}
+	w.remember(l.Since(from), t, len(known))
+	return t, false, true
+}
+
+// Bounds on a workspace's memo of tools (laidTool): the bytes it holds
+// (texts, names, descriptions and parameters), and the tools of one name
+// (a dump whose tools of a name differ row by row gains nothing from it).
+const (
+	maxToolMemoBytes = 4 << 20
+	maxToolsOfName   = 8
+)
+
+// A memoTool is a tool laidTool read, with its text in the row.
+type memoTool struct {
+	text string
+	tool record.Tool
+}
+
+// remember adds the tool t, read from text, to the memo, which holds
+// sameName tools of its name, unless that would pass the memo's bounds.
+func (w *workspace) remember(text string, t record.Tool, sameName int) {
+	size := len(text) + len(t.Name) + len(t.Description) + len(t.Parameters)
+	if sameName >= maxToolsOfName || w.toolMemoBytes+size > maxToolMemoBytes {
+		return
+	}
+	if w.toolMemo == nil {
+		w.toolMemo = make(map[string][]memoTool)
+	}
+	w.toolMemoBytes += size
+	name := strings.Clone(t.Name)
+	w.toolMemo[name] = append(w.toolMemo[name], memoTool{text: strings.Clone(text), tool: record.Tool{
+		Name: name, Description: strings.Clone(t.Description), Parameters: slices.Clone(t.Parameters)}})
 }
 
 // laidFlatParameters is readFlatParameters for a map in json.dumps's
