@@ -126,7 +126,13 @@ func (w *workspace) readToolSeq(r jsontree.Inner, listed, schema bool) ([]record
 		w.tools = ts[:0]
 	}()
 	for listed && r.More() || !listed && r.Peek() == '{' {
-		t, ok := w.readTool(r, schema)
+		var t record.Tool
+		var ok bool
+		if schema {
+			t, ok = w.readSchemaTool(r, listed)
+		} else {
+			t, ok = w.readTool(r, schema)
+		}
 		if !ok {
 			return nil, false
 		}
@@ -137,6 +143,46 @@ func (w *workspace) readToolSeq(r jsontree.Inner, listed, schema bool) ([]record
 	}
 	return w.toolList(ts), true
 }
+
+// readSchemaTool is readTool for a tool with a JSON Schema, in a list
+// when listed: a tool whose text was read before (in an earlier row, by
+// this workspace, as listed) is taken from the workspace's memo, its
+// strings and parameters the memo's, which no one changes; else it is
+// read and remembered. The memo is keyed by the start of the text
+// (schemaMemoKey bytes), the whole text compared.
+func (w *workspace) readSchemaTool(r jsontree.Inner, listed bool) (record.Tool, bool) {
+	l := 0
+	if listed {
+		l = 1
+	}
+	key := r.Ahead(schemaMemoKey)
+	known := w.schemaMemo[l][key]
+	for i := range known {
+		if r.Again(known[i].text) {
+			return known[i].tool, true
+		}
+	}
+	at := r.Start()
+	t, ok := w.readTool(r, schemaParams)
+	if !ok {
+		return t, false
+	}
+	if len(known) < maxToolsOfName && w.toolMemoBytes < maxToolMemoBytes {
+		text := r.Since(at)
+		if w.schemaMemo[l] == nil {
+			w.schemaMemo[l] = make(map[string][]memoTool)
+		}
+		if m, ok := w.memoTool(text, t); ok {
+			k := strings.Clone(key)
+			w.schemaMemo[l][k] = append(w.schemaMemo[l][k], m)
+		}
+	}
+	return t, true
+}
+
+// schemaMemoKey is how many bytes of a tool's text key readSchemaTool's
+// memo.
+const schemaMemoKey = 64
 
 // readTool reads one {"name", "description", "parameters"} tool, with
 // parameters a JSON Schema when schema (flatParams, schemaParams);
@@ -435,17 +481,30 @@ type memoTool struct {
 // remember adds the tool t, read from text, to the memo, which holds
 // sameName tools of its name, unless that would pass the memo's bounds.
 func (w *workspace) remember(text string, t record.Tool, sameName int) {
-	size := len(text) + len(t.Name) + len(t.Description) + len(t.Parameters)
-	if sameName >= maxToolsOfName || w.toolMemoBytes+size > maxToolMemoBytes {
+	if sameName >= maxToolsOfName {
+		return
+	}
+	m, ok := w.memoTool(text, t)
+	if !ok {
 		return
 	}
 	if w.toolMemo == nil {
 		w.toolMemo = make(map[string][]memoTool)
 	}
+	w.toolMemo[m.tool.Name] = append(w.toolMemo[m.tool.Name], m)
+}
+
+// memoTool returns the tool t, read from text, copied for a memo, and
+// counts its bytes against the memos' bound; ok is false when it would
+// pass the bound.
+func (w *workspace) memoTool(text string, t record.Tool) (memoTool, bool) {
+	size := len(text) + len(t.Name) + len(t.Description) + len(t.Parameters)
+	if text == "" || w.toolMemoBytes+size > maxToolMemoBytes {
+		return memoTool{}, false
+	}
 	w.toolMemoBytes += size
-	name := strings.Clone(t.Name)
-	w.toolMemo[name] = append(w.toolMemo[name], memoTool{text: strings.Clone(text), tool: record.Tool{
-		Name: name, Description: strings.Clone(t.Description), Parameters: slices.Clone(t.Parameters)}})
+	return memoTool{text: strings.Clone(text), tool: record.Tool{Name: strings.Clone(t.Name),
+		Description: strings.Clone(t.Description), Parameters: slices.Clone(t.Parameters)}}, true
 }
 
 // laidFlatParameters is readFlatParameters for a map in json.dumps's
