@@ -26,6 +26,10 @@ import (
 // texts come, is read first by its layout (laidTools, laidCalls below:
 // the punctuation and keys between values matched as fixed text), and
 // through Inner when that gives up.
+//
+// A dump repeats its tools row after row: a tool whose text is byte for
+// byte one the workspace read before is taken from its memo (laidTool,
+// readSchemaTool), the same tool read again without reading it.
 
 // xlamLiteral is the row parser's Literal hook for xlam (see the comment
 // above): it takes "tools" or "answers" when it reads the whole text.
