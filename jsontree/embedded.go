@@ -653,6 +653,59 @@ func (r Inner) appendBody(b []byte, open byte, base int) ([]byte, bool) {
 	}
 }
 
+// Start skips white space and returns where the next value starts, for
+// Since; -1 once reading has failed or ended.
+func (r Inner) Start() int {
+	p, in := r.p, &r.p.in
+	if in.failed || in.ended {
+		return -1
+	}
+	p.eSpace()
+	return p.Pos
+}
+
+// Since returns the literal's text from at, a Start, to where the Inner
+// reads: the text of the values read since, as it stands in the row (a
+// view, valid while the hook runs); "" when reading has failed.
+func (r Inner) Since(at int) string {
+	p := r.p
+	if p.in.failed || at < 0 || at >= p.Pos || p.Pos > len(p.Data) {
+		return ""
+	}
+	return unsafe.String(&p.Data[at], p.Pos-at)
+}
+
+// Ahead returns up to n bytes of the literal's text from where the next
+// value starts (after white space), as Start finds it: a view, valid
+// while the hook runs.
+func (r Inner) Ahead(n int) string {
+	at := r.Start()
+	if at < 0 || at >= len(r.p.Data) {
+		return ""
+	}
+	return unsafe.String(&r.p.Data[at], min(n, len(r.p.Data)-at))
+}
+
+// Again reads s, the whole text of one value that an Inner read before
+// (Since) with as many containers open around it as this one has, as the
+// next value (after white space), and reports whether it was there;
+// reading does not move past the white space when it was not. The
+// value's text decides all that reading it decides (its strings, keys,
+// escapes, nesting), so reading s again is reading that value.
+func (r Inner) Again(s string) bool {
+	p, in := r.p, &r.p.in
+	if in.failed || in.ended || s == "" {
+		return false
+	}
+	p.eSpace()
+	if len(p.Data)-p.Pos < len(s) || string(p.Data[p.Pos:p.Pos+len(s)]) != s {
+		return false
+	}
+	p.Pos += len(s)
+	in.began = true
+	return true
+}
+
 // Text reads s as the literal's next bytes, as they stand: fixed text
 // before, between or after the outermost values, given in its JSON form
 // (escaped, without quotes; a text whose form differs, such as one

@@ -2,6 +2,7 @@ package jsontree
 
 import (
 	"encoding/json"
+	"fmt"
 	"testing"
 )
 
@@ -32,13 +33,34 @@ func walkInner(r Inner, b []byte, depth int) []byte {
 			case k == Object:
 				b = append(AppendString(b, r.Key()), ':')
 			}
-			b = walkInner(r, b, depth-1)
+			b = walkAgain(r, b, depth-1)
 		}
 		return append(b, close)
 	case c == '\\' && depth%2 == 0:
 		return AppendString(b, r.String())
 	}
 	return r.AppendValue(b)
+}
+
+// walkAgain is walkInner for an element of a container, which it reads
+// a second time from its text (Again of Since, from where the first
+// reading started) when the first took it: the second reading must end
+// where the first did. It panics when not (walkInner has no testing.T).
+func walkAgain(r Inner, b []byte, depth int) []byte {
+	at := r.Start()
+	before := *r.p
+	b = walkInner(r, b, depth)
+	text := r.Since(at)
+	if at < 0 || text == "" || !r.OK() {
+		return b
+	}
+	after := *r.p
+	*r.p = before
+	if !r.Again(text) || r.p.Pos != after.Pos || r.p.depth != after.depth || r.p.in.n != after.in.n {
+		panic(fmt.Sprintf("Again(%q) does not read the value again", text))
+	}
+	*r.p = after
+	return b
 }
 
 // innerAgrees decodes row, {"t": <lit>, …}, with a Literal hook that reads
@@ -143,6 +165,50 @@ func TestInner(t *testing.T) {
 				t.Errorf("%s, depth %d: taken %v, want %v", row, depth, got, c.taken)
 			}
 		}
+	}
+}
+
+// TestInnerAgain checks Start, Ahead, Since and Again: the text of a
+// value read, read again where it stands next, after white space
+// (reading moves over it), and not elsewhere (reading stays before the
+// value).
+func TestInnerAgain(t *testing.T) {
+	read := false
+	row := []byte(`{"t": "[{\"a\": [1]},\n {\"a\": [1]}, {\"a\": [2]}, {\"a\": [1]"}`)
+	p := Parser{Data: row, CopyStrings: true, Hooked: func(k string) bool { return k == "t" }, Literal: func(k string, r Inner) (Value, bool) {
+		if !r.Begin(Array) || !r.More() {
+			t.Fatal("no [")
+		}
+		at := r.Start()
+		if got := r.Ahead(4); got != `{\"a` {
+			t.Errorf("Ahead(4): %q", got)
+		}
+		r.AppendValue(nil)
+		text := r.Since(at)
+		if text != `{\"a\": [1]}` {
+			t.Fatalf("Since: %q", text)
+		}
+		for i, want := range []bool{true, false, false} {
+			if !r.More() {
+				t.Fatalf("element %d: no more", i+1)
+			}
+			start := r.Start()
+			got := r.Again(text)
+			if got != want || (got && r.p.Pos != start+len(text)) || (!got && r.p.Pos != start) {
+				t.Errorf("element %d: Again %v (want %v), moved %d bytes", i+1, got, want, r.p.Pos-start)
+			}
+			if !got {
+				r.AppendValue(nil)
+			}
+		}
+		if r.Again("") || r.Since(r.p.Pos) != "" {
+			t.Error("Again of no text, or Since of where it stands")
+		}
+		read = true
+		return Value{}, false
+	}}
+	if _, err := p.Parse(); err != nil || !read {
+		t.Fatal(err, read)
 	}
 }
 

@@ -96,6 +96,30 @@ func (l *Laid) Lit(s string) bool {
 	return false
 }
 
+// Since returns the text l read since it stood where from, an earlier
+// copy of it, stood: a view of the row, valid while the hook runs. It is
+// "" when from is not an earlier copy of l.
+func (l *Laid) Since(from Laid) string {
+	if from.p != l.p || from.i >= l.i {
+		return ""
+	}
+	return unsafe.String(&l.p.Data[from.i], l.i-from.i)
+}
+
+// Again reads s, the whole text of one value that a Laid read before at
+// the depth l stands at (Since), and reports whether it was there;
+// reading does not move when it was not. The value's text decides all
+// that reading it decides (its strings, keys, nesting), so reading s
+// again is reading that value.
+func (l *Laid) Again(s string) bool {
+	d := l.p.Data
+	if s != "" && len(d)-l.i >= len(s) && string(d[l.i:l.i+len(s)]) == s {
+		l.i += len(s)
+		return true
+	}
+	return false
+}
+
 // Open reads the open bracket c of an array ('[') or object ('{'), and
 // reports whether it was there within MaxDepth containers of the text's
 // top, as Inner.Begin does; reading does not move when it was not.

@@ -23,7 +23,16 @@ func laidAgrees(t *testing.T, row []byte) bool {
 	data := append([]byte(nil), row...)
 	np := Parser{Data: data, CopyStrings: true, Hooked: func(k string) bool { return k == "t" }, Literal: func(k string, r Inner) (Value, bool) {
 		l := r.Laid()
+		from := l
 		b, ok := l.AppendValue(nil)
+		if ok {
+			// The value's text, read again from where it starts, is
+			// the value again.
+			again := r.Laid()
+			if text := l.Since(from); !again.Again(text) || again.i != l.i || again.depth != l.depth {
+				t.Fatalf("%q: Again(Since) of a value read does not read it (%q)", row, text)
+			}
+		}
 		if !ok || l.Peek() != '"' {
 			return Value{}, false
 		}
@@ -182,6 +191,55 @@ func TestLaidKeep(t *testing.T) {
 	}}
 	if _, err := p.Parse(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestLaidAgain checks Since and Again: the text of a value read, read
+// again where it stands next (reading moves over it) and not elsewhere
+// (reading stays).
+func TestLaidAgain(t *testing.T) {
+	read := false
+	row := []byte(`{"t": "[{\"a\": [1]}, {\"a\": [1]}, {\"a\": [2]}, {\"a\": [1]"}`)
+	p := Parser{Data: row, CopyStrings: true, Hooked: func(k string) bool { return k == "t" }, Literal: func(k string, r Inner) (Value, bool) {
+		l := r.Laid()
+		if s := l.Since(l); s != "" {
+			t.Errorf("Since of the Laid itself: %q", s)
+		}
+		if !l.Open('[') {
+			t.Fatal("no [")
+		}
+		from := l
+		if _, ok := l.AppendValue(nil); !ok {
+			t.Fatal("first element not read")
+		}
+		text := l.Since(from)
+		if text != `{\"a\": [1]}` {
+			t.Fatalf("Since: %q", text)
+		}
+		if s := from.Since(l); s != "" {
+			t.Errorf("Since of a later copy: %q", s)
+		}
+		for i, want := range []bool{true, false, false} {
+			if more, ok := l.Next(']'); !more || !ok {
+				t.Fatalf("element %d: no \", \"", i+1)
+			}
+			at := l.i
+			got := l.Again(text)
+			if got != want || (got && l.i != at+len(text)) || (!got && l.i != at) {
+				t.Errorf("element %d: Again %v (want %v), moved %d bytes", i+1, got, want, l.i-at)
+			}
+			if !got {
+				l.AppendValue(nil)
+			}
+		}
+		if l.Again("") {
+			t.Error("Again of no text")
+		}
+		read = true
+		return Value{}, false
+	}}
+	if _, err := p.Parse(); err != nil || !read {
+		t.Fatal(err, read)
 	}
 }
 

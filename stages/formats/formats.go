@@ -237,6 +237,13 @@ type workspace struct {
 	req       []string
 	types     map[string]typeRewrite // see appendType
 
+	// The tools laidTool read, by name, those readSchemaTool read, by
+	// the start of their text (at the top of the text, and in a list),
+	// and the bytes they hold.
+	toolMemo      map[string][]memoTool
+	schemaMemo    [2]map[string][]memoTool
+	toolMemoBytes int
+
 	// glaive's and ToolACE's tools read straight from the system text
 	// (systools.go): the hook and the format it reads.
 	sysLiteral func(string, jsontree.Inner) (jsontree.Value, bool)

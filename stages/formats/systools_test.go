@@ -1,12 +1,16 @@
 package formats
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+	"unsafe"
 
 	"github.com/augmentdata/augment/jsontree"
+	"github.com/augmentdata/augment/stages/record"
 )
 
 // directSystem reports whether the row parser took row's system text
@@ -191,4 +195,83 @@ func TestSystemDirectTaken(t *testing.T) {
 			check(t, format, rows)
 		}
 	})
+}
+
+// systemToolsWith reads the system text of a row of format with
+// systemLiteral and the workspace w (whose memo carries over from row to
+// row): the tools, and whether it took the text.
+func systemToolsWith(w *workspace, format string, row []byte) ([]record.Tool, bool) {
+	w.format = format
+	w.rowTools = nil
+	p := jsontree.Parser{Data: row, CopyStrings: true, Arena: &w.arena, Hooked: systemKey, Literal: w.sysLiteral}
+	_, err := p.Parse()
+	tools := slices.Clone(w.rowTools)
+	w.rowTools, w.json = nil, w.json[:0]
+	return tools, err == nil && tools != nil
+}
+
+// TestSchemaToolMemo reads rows one after another with one workspace, so
+// that readSchemaTool meets tools it read before (its memo): each row's
+// tools are what the two passes read, a tool read again comes from the
+// memo, text that only starts like a remembered tool is read as it
+// stands, and a tool at the top of glaive's text is not taken for one in
+// ToolACE's list.
+func TestSchemaToolMemo(t *testing.T) {
+	w := workspaces.New().(*workspace)
+	fromMemo := func(tl record.Tool) bool {
+		for _, m := range w.schemaMemo {
+			for _, ms := range m {
+				for _, e := range ms {
+					if unsafe.StringData(e.tool.Name) == unsafe.StringData(tl.Name) {
+						return true
+					}
+				}
+			}
+		}
+		return false
+	}
+	chat := "USER: Find Dune.\n\n\nASSISTANT: Which edition? <|endoftext|>"
+	glaive := func(system string) string { return rowJSON("system", system, "chat", chat) }
+	toolace := func(system string) string { return taRow(system, "user", "q", "assistant", "Which date?") }
+	gFlat := strings.ReplaceAll(gTool, "\n", "")
+	for _, c := range []struct {
+		name, format, row string
+		took              bool
+		memo              []bool // by tool, when took
+	}{
+		{"first read", "glaive", glaive(gLead + gTool + "\n"), true, []bool{false}},
+		{"read again", "glaive", glaive(gLead + gTool + "\n"), true, []bool{true}},
+		{"again, after a new tool", "glaive", glaive(gLead + gTool2 + "\n\n" + gTool), true, []bool{false, true}},
+		{"both again", "glaive", glaive(gLead + gTool + "\n\n" + gTool2), true, []bool{true, true}},
+		{"a remembered tool, then text", "glaive", glaive(gLead + gTool + "\n\nAnswer briefly."), false, nil},
+		{"a remembered tool's start, then another member", "glaive", glaive(gLead + gTool[:len(gTool)-1] + `, "returns": {}}`), false, nil},
+		{"a tool on one line", "glaive", glaive(gLead + gFlat), true, []bool{false}},
+		{"the same text in a list: not the top's", "toolace", toolace(taSystem("[" + gFlat + "]")), true, []bool{false}},
+		{"in a list, again", "toolace", toolace(taSystem("[" + gFlat + "]")), true, []bool{true}},
+		{"ToolACE's tools", "toolace", toolace(taSystem(taTools)), true, nil},
+		{"ToolACE's tools again", "toolace", toolace(taSystem(taTools)), true, []bool{true}},
+	} {
+		got, took := systemToolsWith(w, c.format, []byte(c.row))
+		if took != c.took {
+			t.Errorf("%s: took %v, want %v", c.name, took, c.took)
+		}
+		sameEveryWay(t, c.format, c.row)
+		if !took {
+			continue
+		}
+		want, err := parse(c.format, "f", 1, []byte(c.row), twoPasses)
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		a, _ := json.Marshal(got)
+		b, _ := json.Marshal(want.Tools)
+		if string(a) != string(b) {
+			t.Errorf("%s: read %s, the two passes %s", c.name, a, b)
+		}
+		for i, m := range c.memo {
+			if fromMemo(got[i]) != m {
+				t.Errorf("%s: tool %d from the memo: %v, want %v", c.name, i, !m, m)
+			}
+		}
+	}
 }

@@ -26,6 +26,10 @@ import (
 // texts come, is read first by its layout (laidTools, laidCalls below:
 // the punctuation and keys between values matched as fixed text), and
 // through Inner when that gives up.
+//
+// A dump repeats its tools row after row: a tool whose text is byte for
+// byte one the workspace read before is taken from its memo (laidTool,
+// readSchemaTool), the same tool read again without reading it.
 
 // xlamLiteral is the row parser's Literal hook for xlam (see the comment
 // above): it takes "tools" or "answers" when it reads the whole text.
@@ -126,7 +130,13 @@ func (w *workspace) readToolSeq(r jsontree.Inner, listed, schema bool) ([]record
 		w.tools = ts[:0]
 	}()
 	for listed && r.More() || !listed && r.Peek() == '{' {
-		t, ok := w.readTool(r, schema)
+		var t record.Tool
+		var ok bool
+		if schema {
+			t, ok = w.readSchemaTool(r, listed)
+		} else {
+			t, ok = w.readTool(r, schema)
+		}
 		if !ok {
 			return nil, false
 		}
@@ -137,6 +147,46 @@ func (w *workspace) readToolSeq(r jsontree.Inner, listed, schema bool) ([]record
 	}
 	return w.toolList(ts), true
 }
+
+// readSchemaTool is readTool for a tool with a JSON Schema, in a list
+// when listed: a tool whose text was read before (in an earlier row, by
+// this workspace, as listed) is taken from the workspace's memo, its
+// strings and parameters the memo's, which no one changes; else it is
+// read and remembered. The memo is keyed by the start of the text
+// (schemaMemoKey bytes), the whole text compared.
+func (w *workspace) readSchemaTool(r jsontree.Inner, listed bool) (record.Tool, bool) {
+	l := 0
+	if listed {
+		l = 1
+	}
+	key := r.Ahead(schemaMemoKey)
+	known := w.schemaMemo[l][key]
+	for i := range known {
+		if r.Again(known[i].text) {
+			return known[i].tool, true
+		}
+	}
+	at := r.Start()
+	t, ok := w.readTool(r, schemaParams)
+	if !ok {
+		return t, false
+	}
+	if len(known) < maxToolsOfName && w.toolMemoBytes < maxToolMemoBytes {
+		text := r.Since(at)
+		if w.schemaMemo[l] == nil {
+			w.schemaMemo[l] = make(map[string][]memoTool)
+		}
+		if m, ok := w.memoTool(text, t); ok {
+			k := strings.Clone(key)
+			w.schemaMemo[l][k] = append(w.schemaMemo[l][k], m)
+		}
+	}
+	return t, true
+}
+
+// schemaMemoKey is how many bytes of a tool's text key readSchemaTool's
+// memo.
+const schemaMemoKey = 64
 
 // readTool reads one {"name", "description", "parameters"} tool, with
 // parameters a JSON Schema when schema (flatParams, schemaParams);
@@ -357,20 +407,14 @@ func (w *workspace) laidTools(r jsontree.Inner) ([]record.Tool, bool) {
 	}
 	var room [4]record.Tool // on the stack: nothing to clear afterwards
 	ts := room[:0]
+	var known uint64 // bit i: ts[i] came from the memo, its strings its own
 	for more := !l.Close(']'); more; {
-		var t record.Tool
-		var ok bool
-		if !(l.Open('{') && l.Lit(`\"name\": `)) {
+		t, memo, ok := w.laidTool(&l)
+		if !ok {
 			return nil, false
 		}
-		if t.Name, ok = l.Str(); !ok || t.Name == "" || !l.Lit(`, \"description\": `) {
-			return nil, false
-		}
-		if t.Description, ok = l.Str(); !ok || !l.Lit(`, \"parameters\": `) {
-			return nil, false
-		}
-		if t.Parameters = w.laidFlatParameters(&l); t.Parameters == nil || !l.Close('}') {
-			return nil, false
+		if memo && len(ts) < 64 {
+			known |= 1 << len(ts)
 		}
 		ts = append(ts, t)
 		if more, ok = l.Next(']'); !ok {
@@ -381,12 +425,90 @@ func (w *workspace) laidTools(r jsontree.Inner) ([]record.Tool, bool) {
 		return nil, false
 	}
 	for i := range ts {
-		ts[i].Name, ts[i].Description = r.Keep(ts[i].Name), r.Keep(ts[i].Description)
+		if i >= 64 || known&(1<<i) == 0 {
+			ts[i].Name, ts[i].Description = r.Keep(ts[i].Name), r.Keep(ts[i].Description)
+		}
 	}
 	if !r.Took(l) || !r.End() {
 		return nil, false
 	}
 	return w.toolList(ts), true
+}
+
+// laidTool reads one tool of a list in json.dumps's layout. A tool whose
+// text was read before (in an earlier row, by this workspace) is taken
+// from the workspace's memo (memo reports it: its strings and parameters
+// are the memo's, which no one changes); else it is read, its strings
+// views of the row, and remembered.
+func (w *workspace) laidTool(l *jsontree.Laid) (t record.Tool, memo, ok bool) {
+	from := *l
+	if !(l.Open('{') && l.Lit(`\"name\": `)) {
+		return t, false, false
+	}
+	if t.Name, ok = l.Str(); !ok || t.Name == "" {
+		return t, false, false
+	}
+	known := w.toolMemo[t.Name]
+	for i := range known {
+		if again := from; again.Again(known[i].text) {
+			*l = again
+			return known[i].tool, true, true
+		}
+	}
+	if !l.Lit(`, \"description\": `) {
+		return t, false, false
+	}
+	if t.Description, ok = l.Str(); !ok || !l.Lit(`, \"parameters\": `) {
+		return t, false, false
+	}
+	if t.Parameters = w.laidFlatParameters(l); t.Parameters == nil || !l.Close('}') {
+		return t, false, false
+	}
+	w.remember(l.Since(from), t, len(known))
+	return t, false, true
+}
+
+// Bounds on a workspace's memo of tools (laidTool): the bytes it holds
+// (texts, names, descriptions and parameters), and the tools of one name
+// (a dump whose tools of a name differ row by row gains nothing from it).
+const (
+	maxToolMemoBytes = 4 << 20
+	maxToolsOfName   = 8
+)
+
+// A memoTool is a tool laidTool read, with its text in the row.
+type memoTool struct {
+	text string
+	tool record.Tool
+}
+
+// remember adds the tool t, read from text, to the memo, which holds
+// sameName tools of its name, unless that would pass the memo's bounds.
+func (w *workspace) remember(text string, t record.Tool, sameName int) {
+	if sameName >= maxToolsOfName {
+		return
+	}
+	m, ok := w.memoTool(text, t)
+	if !ok {
+		return
+	}
+	if w.toolMemo == nil {
+		w.toolMemo = make(map[string][]memoTool)
+	}
+	w.toolMemo[m.tool.Name] = append(w.toolMemo[m.tool.Name], m)
+}
+
+// memoTool returns the tool t, read from text, copied for a memo, and
+// counts its bytes against the memos' bound; ok is false when it would
+// pass the bound.
+func (w *workspace) memoTool(text string, t record.Tool) (memoTool, bool) {
+	size := len(text) + len(t.Name) + len(t.Description) + len(t.Parameters)
+	if text == "" || w.toolMemoBytes+size > maxToolMemoBytes {
+		return memoTool{}, false
+	}
+	w.toolMemoBytes += size
+	return memoTool{text: strings.Clone(text), tool: record.Tool{Name: strings.Clone(t.Name),
+		Description: strings.Clone(t.Description), Parameters: slices.Clone(t.Parameters)}}, true
 }
 
 // laidFlatParameters is readFlatParameters for a map in json.dumps's

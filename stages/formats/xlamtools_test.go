@@ -1,12 +1,17 @@
 package formats
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
+	"unsafe"
 
 	"github.com/augmentdata/augment/jsontree"
+	"github.com/augmentdata/augment/stages/record"
 )
 
 // readsDirect reports whether the row parser took row's tool list and
@@ -251,5 +256,107 @@ func TestXLAMLaidTaken(t *testing.T) {
 	t.Logf("%d of %d rows read by their layout", n, len(rows))
 	if n < len(rows)*9/10 {
 		t.Errorf("only %d of %d rows read by their layout", n, len(rows))
+	}
+}
+
+// laidToolsWith reads the tool list of the xlam row with laidTools and
+// the workspace w (whose memo carries over from row to row): the tools,
+// and whether laidTools took the list.
+func laidToolsWith(w *workspace, row []byte) ([]record.Tool, bool) {
+	var tools []record.Tool
+	took := false
+	p := jsontree.Parser{Data: row, CopyStrings: true, Arena: &w.arena, Embedded: xlamEmbedded, Literal: func(k string, r jsontree.Inner) (jsontree.Value, bool) {
+		if k != "tools" {
+			return jsontree.Value{}, false
+		}
+		ts, ok := w.laidTools(r)
+		took, tools = ok, slices.Clone(ts)
+		return jsontree.Value{Kind: jsontree.Array}, ok
+	}}
+	if _, err := p.Parse(); err != nil {
+		return nil, false
+	}
+	w.json = w.json[:0]
+	return tools, took
+}
+
+// TestXLAMToolMemo reads rows one after another with one workspace, so
+// that laidTool meets tools it read before (its memo): each row's tools
+// are what the two passes read, a tool read again comes from the memo,
+// and text that only starts like a remembered tool, or differs from it
+// after its name, is read as it stands.
+func TestXLAMToolMemo(t *testing.T) {
+	w := workspaces.New().(*workspace)
+	row := func(tools string) string {
+		q, _ := json.Marshal(tools)
+		return `{"id": 1, "query": "q", "answers": "[]", "tools": ` + string(q) + `}`
+	}
+	fromMemo := func(tl record.Tool) bool {
+		for _, m := range w.toolMemo[tl.Name] {
+			if unsafe.StringData(m.tool.Name) == unsafe.StringData(tl.Name) {
+				return true
+			}
+		}
+		return false
+	}
+	f := `{"name": "f", "description": "d", "parameters": {"a": {"type": "str", "description": "x"}}}`
+	fOther := `{"name": "f", "description": "d", "parameters": {"a": {"type": "int", "description": "x"}}}`
+	g := `{"name": "g", "description": "生成", "parameters": {"b": {"type": "List[int], optional", "default": [1]}}}`
+	for _, c := range []struct {
+		name  string
+		tools string
+		took  bool
+		memo  []bool // by tool, when took
+	}{
+		{"first read", `[` + f + `]`, true, []bool{false}},
+		{"read again", `[` + f + `]`, true, []bool{true}},
+		{"again, beside a new tool", `[` + g + `, ` + f + `]`, true, []bool{false, true}},
+		{"both again", `[` + f + `, ` + g + `]`, true, []bool{true, true}},
+		{"the same name, other parameters", `[` + fOther + `]`, true, []bool{false}},
+		{"the other of the name again", `[` + g + `, ` + fOther + `]`, true, []bool{true, true}},
+		{"the first of the name again", `[` + f + `]`, true, []bool{true}},
+		{"a remembered tool, then text of another layout", `[` + f + `,{"name": "h", "description": "", "parameters": {}}]`, false, nil},
+		{"a remembered tool's text, then more of the object", `[` + f[:len(f)-1] + `, "x": 1}]`, false, nil},
+		{"a remembered tool's start, cut short", `[` + f[:len(f)-2], false, nil},
+	} {
+		r := row(c.tools)
+		if strings.Contains(c.name, "cut short") {
+			r = `{"id": 1, "query": "q", "answers": "[]", "tools": "` + strings.ReplaceAll(c.tools, `"`, `\"`) + `"}`
+		}
+		got, took := laidToolsWith(w, []byte(r))
+		if took != c.took {
+			t.Errorf("%s: took %v, want %v", c.name, took, c.took)
+		}
+		sameEveryWay(t, "xlam", r)
+		if !took {
+			continue
+		}
+		want, err := parse("xlam", "f", 1, []byte(r), twoPasses)
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		a, _ := json.Marshal(got)
+		b, _ := json.Marshal(want.Tools)
+		if string(a) != string(b) {
+			t.Errorf("%s: laidTools read %s, the two passes %s", c.name, a, b)
+		}
+		for i, m := range c.memo {
+			if fromMemo(got[i]) != m {
+				t.Errorf("%s: tool %d from the memo: %v, want %v", c.name, i, !m, m)
+			}
+		}
+	}
+	// A name's variants past maxToolsOfName are read, not remembered.
+	for i := range maxToolsOfName + 2 {
+		tool := `{"name": "v", "description": "` + strconv.Itoa(i) + `", "parameters": {}}`
+		for range 2 {
+			got, took := laidToolsWith(w, []byte(row(`[`+tool+`]`)))
+			if !took || len(got) != 1 || got[0].Description != strconv.Itoa(i) {
+				t.Fatalf("variant %d: %v %+v", i, took, got)
+			}
+		}
+	}
+	if n := len(w.toolMemo["v"]); n != maxToolsOfName {
+		t.Errorf("%d variants of a name remembered, want %d", n, maxToolsOfName)
 	}
 }
