@@ -42,9 +42,11 @@ func MarshalIndent(v any, indent string) ([]byte, error) {
 // Text is copied eight bytes at a time: each word is stored whole and the
 // output moves on to its first byte that needs care, so text dense in
 // quotes (JSON inside strings: calls, results) costs a store and an
-// escape per quote, not a copy call. dst grows only when the escapes
-// outrun its room: room for the text as it is, two quotes and no escape
-// is enough for the stores, which never reach past that.
+// escape per quote, not a copy call. Room is checked once per byte that
+// needs care, not per word: dst holds, past the output, room for the rest
+// of the text as it is and one byte more, which the stores of a run of
+// plain words never pass; it grows only when escapes have used that up.
+// Characters outside ASCII are checked as UTF-8 four bytes at a time.
 func AppendString(dst []byte, s string) []byte {
 	start := len(dst)
 	buf := slices.Grow(dst, len(s)+2)
@@ -52,15 +54,14 @@ func AppendString(dst []byte, s string) []byte {
 	j := start
 	buf[j] = '"'
 	j++
+text:
 	for i := 0; i < len(s); {
-		// Room for a word and an escape; the stores below write into room
-		// the text as it is would fill anyway (j+8 never passes where the
-		// unescaped rest ends), so this grows only after escapes.
-		if len(buf)-j < 10 {
+		if len(buf)-j <= len(s)-i {
 			buf = grow(buf, j, len(s)-i)
 		}
-		var c byte
-		if i+8 <= len(s) {
+		// Plain words while they last; a store never reaches past where
+		// the rest of the text as it is ends.
+		for i+8 <= len(s) {
 			// Lowest byte of m with its high bit set: the first control
 			// character, '"', '\\' or byte of a non-ASCII character (the
 			// bits above it may be wrong, as a borrow runs upward).
@@ -72,11 +73,31 @@ func AppendString(dst []byte, s string) []byte {
 				j += 8
 				continue
 			}
+			if w&swar.Tops == 0 && m&^quotes(w) == 0 && len(buf)-j >= 24 {
+				// Only quotes and backslashes need care: each gets its
+				// backslash, the rest of the word stored after it (the
+				// stores reach at most 24 bytes past j).
+				n := 0 // backslashes written
+				for e := quotes(w); e != 0; e &= e - 1 {
+					p := bits.TrailingZeros64(e) / 8
+					buf[j+p+n] = '\\'
+					n++
+					binary.LittleEndian.PutUint64(buf[j+p+n:j+p+n+8], w>>(8*p))
+				}
+				i += 8
+				j += 8 + n
+				continue text
+			}
 			k := bits.TrailingZeros64(m) / 8
 			i += k
 			j += k
-			c = s[i]
-		} else if c = s[i]; c < utf8.RuneSelf && jsonPlain[c] {
+			break
+		}
+		if i >= len(s) {
+			break
+		}
+		c := s[i]
+		if c < utf8.RuneSelf && jsonPlain[c] { // the last bytes, under a word
 			buf[j] = c
 			i++
 			j++
@@ -89,6 +110,10 @@ func AppendString(dst []byte, s string) []byte {
 			// then copied as they are.
 			run := i
 			for i < len(s) && s[i] >= utf8.RuneSelf {
+				if i+4 <= len(s) && cjk3(load4(s, i)) {
+					i += 3
+					continue
+				}
 				c := s[i]
 				if c >= 0xE1 && c <= 0xEF && c != 0xED && i+2 < len(s) && s[i+1]&0xC0 == 0x80 && s[i+2]&0xC0 == 0x80 &&
 					(c != 0xE2 || s[i+1] != 0x80 || s[i+2]&^1 != 0xA8) {
@@ -105,9 +130,6 @@ func AppendString(dst []byte, s string) []byte {
 					return append(buf[:start], q...)
 				}
 				i += n
-			}
-			if len(buf)-j < i-run+10 { // escapes before the run used its room
-				buf = grow(buf, j, len(s)-run)
 			}
 			j += copy(buf[j:], s[run:i])
 			continue
@@ -128,6 +150,41 @@ func AppendString(dst []byte, s string) []byte {
 	buf[j] = '"'
 	return buf[:j+1]
 }
+
+// quotes flags the bytes of w that are '"' or '\\', exactly: each flag
+// is a byte's high bit, and no other byte is flagged.
+func quotes(w uint64) uint64 {
+	return zeroBytes(w^swar.Ones*'"') | zeroBytes(w^swar.Ones*'\\')
+}
+
+// zeroBytes flags the zero bytes of x by their high bits, exactly (no
+// borrow crosses a byte: the low seven bits of each byte are added apart).
+func zeroBytes(x uint64) uint64 {
+	const low7 = 0x7F7F7F7F7F7F7F7F
+	return ^((x&low7 + low7) | x | low7)
+}
+
+// load4 returns s[i:i+4] as a little-endian word.
+func load4(s string, i int) uint32 {
+	s = s[i : i+4]
+	return uint32(s[0]) | uint32(s[1])<<8 | uint32(s[2])<<16 | uint32(s[3])<<24
+}
+
+// cjk3 reports whether the low three bytes of x (little-endian) are a
+// three-byte UTF-8 character AppendString copies as it is without
+// decoding: a lead byte E1–EC or EE–EF (no overlong forms, no surrogates)
+// and two continuation bytes, and not U+2028 or U+2029 (E2 80 A8/A9).
+func cjk3(x uint32) bool {
+	return lead3[byte(x)] && x&0xC0C000 == 0x808000 && x&0xFEFFFF != 0xA880E2
+}
+
+// lead3 marks the lead bytes cjk3 takes.
+var lead3 = func() (t [256]bool) {
+	for c := 0xE1; c <= 0xEF; c++ {
+		t[c] = c != 0xED
+	}
+	return t
+}()
 
 // grow returns buf, whose first j bytes are written, with room after them
 // for rest more bytes of text, its closing quote and a word and an escape

@@ -107,3 +107,57 @@ func BenchmarkAppendString(b *testing.B) {
 		})
 	}
 }
+
+// TestAppendStringQuoteWords: eight-byte words holding quotes and
+// backslashes in every pattern (each byte plain, '"' or '\\', and '#',
+// which a borrow from a quote before it can flag), at every offset from
+// the start of the text, beside other bytes that need care, in every room.
+func TestAppendStringQuoteWords(t *testing.T) {
+	alphabet := []byte{'a', '"', '\\', '#'}
+	word := make([]byte, 8)
+	for pattern := range 1 << 16 { // two bits per byte
+		for k := range word {
+			word[k] = alphabet[pattern>>(2*k)&3]
+		}
+		if pattern%7 != 0 && pattern%61 != 1 { // a spread of the patterns, all of them at offset 0
+			checkAppend(t, string(word)+"tail of text")
+			continue
+		}
+		for at := 0; at <= 9; at++ {
+			for _, after := range []string{"", "x", "\n", "中", "\"\"\"\"\"\"\"\"\"", "plain words after"} {
+				checkAppend(t, strings.Repeat("p", at)+string(word)+after)
+			}
+		}
+	}
+}
+
+// checkAppend holds AppendString(s) to Marshal's in each room.
+func checkAppend(t *testing.T, s string) {
+	t.Helper()
+	want, _ := Marshal(s)
+	for _, room := range append(appendRooms(s), len(s)+24, len(s)+30) {
+		dst := append(make([]byte, 0, 1+room), 'x')
+		if got := AppendString(dst, s); string(got) != "x"+string(want) {
+			t.Fatalf("%q, room %d: got %s want %s", s, room, got, want)
+		}
+	}
+}
+
+// TestZeroBytes: zeroBytes flags exactly the zero bytes, whatever the
+// bytes beside them (no borrow or carry from one byte into another).
+func TestZeroBytes(t *testing.T) {
+	vals := []byte{0, 1, 0x7f, 0x80, 0x81, 0xff, '"', '\\'}
+	for p := range 1 << 24 { // three bits per byte: every pattern
+		var w, want uint64
+		for k := range 8 {
+			v := vals[(p>>(3*k))&7]
+			w |= uint64(v) << (8 * k)
+			if v == 0 {
+				want |= 0x80 << (8 * k)
+			}
+		}
+		if got := zeroBytes(w); got != want {
+			t.Fatalf("zeroBytes(%#016x) = %#016x, want %#016x", w, got, want)
+		}
+	}
+}
