@@ -23,6 +23,7 @@ import (
 	"unsafe"
 
 	"github.com/augmentdata/augment/atomicfs"
+	"github.com/augmentdata/augment/internal/swar"
 	"github.com/klauspost/compress/s2"
 	"github.com/parquet-go/parquet-go"
 	"github.com/parquet-go/parquet-go/compress"
@@ -418,9 +419,33 @@ func validText(s, was string) bool {
 // validNew is validText for s that is not empty and not was.
 func validNew(s, was string) bool {
 	if n := len(s) - len(was); len(was) >= minSuffix && n > 0 && s[n:] == was {
-		return utf8.ValidString(s[:n])
+		return validUTF8(s[:n])
+	}
+	return validUTF8(s)
+}
+
+// validUTF8 is utf8.ValidString(s). A text of 4 to 16 bytes (the new
+// texts a stage writes into most records: tag keys and values, lineage
+// steps, roles, tool names, decision tokens) is answered here when it is
+// ASCII, by two overlapping reads that cover it.
+func validUTF8(s string) bool {
+	switch n := len(s); {
+	case n >= 8 && n <= 16:
+		if (swar.Load(s, 0)|swar.Load(s, n-8))&swar.Tops == 0 {
+			return true
+		}
+	case n >= 4 && n < 8:
+		if (load32(s, 0)|load32(s, n-4))&swar.Tops == 0 {
+			return true
+		}
 	}
 	return utf8.ValidString(s)
+}
+
+// load32 returns s[i:i+4] as a little-endian word.
+func load32(s string, i int) uint64 {
+	s = s[i : i+4]
+	return uint64(s[0]) | uint64(s[1])<<8 | uint64(s[2])<<16 | uint64(s[3])<<24
 }
 
 // minSuffix is the shortest checked text validText looks for at the end
