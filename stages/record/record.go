@@ -106,16 +106,32 @@ type Step struct {
 
 // Tag returns the value of the tag key, or "".
 func (r *Record) Tag(key string) string {
-	i, ok := slices.BinarySearchFunc(r.Tags, key, func(t Tag, k string) int { return strings.Compare(t.Key, k) })
+	i, ok := searchTags(r.Tags, key)
 	if !ok {
 		return ""
 	}
 	return r.Tags[i].Value
 }
 
+// searchTags is slices.BinarySearchFunc(tags, key) by Key, step for step
+// (the same answer on any list, sorted or not), with keyLess for the
+// comparison.
+func searchTags(tags []Tag, key string) (int, bool) {
+	i, j := 0, len(tags)
+	for i < j {
+		h := int(uint(i+j) >> 1)
+		if keyLess(tags[h].Key, key) {
+			i = h + 1
+		} else {
+			j = h
+		}
+	}
+	return i, i < len(tags) && tags[i].Key == key
+}
+
 // SetTag sets the tag key to value, keeping Tags sorted.
 func (r *Record) SetTag(key, value string) {
-	i, ok := slices.BinarySearchFunc(r.Tags, key, func(t Tag, k string) int { return strings.Compare(t.Key, k) })
+	i, ok := searchTags(r.Tags, key)
 	if ok {
 		r.Tags[i].Value = value
 		return
@@ -126,32 +142,55 @@ func (r *Record) SetTag(key, value string) {
 // WithTags returns tags (sorted by key) with each tag of set (sorted by
 // key, each key once) set as SetTag sets it, in a new list; tags itself
 // when set is empty. One pass for all: SetTag after SetTag searched and
-// shifted the list for each.
+// shifted the list for each. Whether tags are sorted is seen as they are
+// copied; unsorted tags take SetTag after SetTag.
 func WithTags(tags []Tag, set ...Tag) []Tag {
 	if len(set) == 0 {
 		return tags
 	}
 	out := make([]Tag, 0, len(tags)+len(set))
-	if !slices.IsSortedFunc(tags, func(a, b Tag) int { return strings.Compare(a.Key, b.Key) }) {
-		// Not as SetTag leaves them: its binary search decides.
-		r := Record{Tags: append(out, tags...)}
-		for _, t := range set {
-			r.SetTag(t.Key, t.Value)
-		}
-		return r.Tags
-	}
 	i := 0
 	for _, t := range set {
-		for i < len(tags) && tags[i].Key < t.Key {
+		for ; i < len(tags) && keyLess(tags[i].Key, t.Key); i++ {
+			if i > 0 && keyLess(tags[i].Key, tags[i-1].Key) {
+				return setEach(out[:0], tags, set)
+			}
 			out = append(out, tags[i])
-			i++
 		}
 		if i < len(tags) && tags[i].Key == t.Key {
+			if i > 0 && keyLess(tags[i].Key, tags[i-1].Key) {
+				return setEach(out[:0], tags, set)
+			}
 			i++
 		}
 		out = append(out, t)
 	}
-	return append(out, tags[i:]...)
+	for ; i < len(tags); i++ {
+		if i > 0 && keyLess(tags[i].Key, tags[i-1].Key) {
+			return setEach(out[:0], tags, set)
+		}
+		out = append(out, tags[i])
+	}
+	return out
+}
+
+// setEach is WithTags of tags that are not sorted, into out (empty, with
+// room for them all): its binary search decides, as SetTag's does.
+func setEach(out, tags, set []Tag) []Tag {
+	r := Record{Tags: append(out, tags...)}
+	for _, t := range set {
+		r.SetTag(t.Key, t.Value)
+	}
+	return r.Tags
+}
+
+// keyLess is a < b, told by the first bytes when they differ (tag keys
+// mostly do) without a call.
+func keyLess(a, b string) bool {
+	if a != "" && b != "" && a[0] != b[0] {
+		return a[0] < b[0]
+	}
+	return a < b
 }
 
 // AddStep appends a lineage entry.

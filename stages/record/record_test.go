@@ -2,7 +2,9 @@ package record
 
 import (
 	"encoding/json"
+	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 	"unsafe"
 )
@@ -86,7 +88,7 @@ func TestToolEqual(t *testing.T) {
 
 // TestWithTags holds WithTags to SetTag after SetTag: keys before, between,
 // after and equal to the record's, on sorted tags, tags with a key twice and
-// unsorted tags; the input list is not changed.
+// unsorted tags (wherever the disorder is); the input list is not changed.
 func TestWithTags(t *testing.T) {
 	tg := func(kv ...string) []Tag {
 		var out []Tag
@@ -98,7 +100,10 @@ func TestWithTags(t *testing.T) {
 	sets := [][]Tag{nil, tg("a", "1"), tg("category", "x", "difficulty", "hard", "result_mode", "oracle", "world", "open"),
 		tg("b", "2", "m", "3", "z", "4"), tg("lang", "de")}
 	inputs := [][]Tag{nil, tg("lang", "en"), tg("category", "chat", "lang", "en", "world", "closed"),
-		tg("a", "0", "lang", "en", "lang", "fr"), tg("world", "w", "a", "0", "lang", "en"), tg("m", "0")}
+		tg("a", "0", "lang", "en", "lang", "fr"), tg("world", "w", "a", "0", "lang", "en"), tg("m", "0"),
+		// Unsorted only after the last key set, only at a key set, and by
+		// a later byte than the first.
+		tg("a", "0", "zz", "1", "zb", "2"), tg("k", "0", "lang", "x", "a", "y"), tg("lb", "0", "la", "1")}
 	for _, in := range inputs {
 		for _, set := range sets {
 			want := Record{Tags: slices.Clone(in)}
@@ -112,6 +117,29 @@ func TestWithTags(t *testing.T) {
 			}
 			if !slices.Equal(in, orig) {
 				t.Errorf("WithTags(%v, %v) changed its input", orig, set)
+			}
+		}
+	}
+}
+
+// TestSearchTags holds searchTags to slices.BinarySearchFunc by key on
+// sorted and unsorted lists, keys with a first byte in common or not, the
+// empty key among them (SetTag on unsorted tags relies on the same steps).
+func TestSearchTags(t *testing.T) {
+	keys := []string{"", "a", "ab", "b", "ba", "bb", "category", "cat", "world", "\xff"}
+	rng := rand.New(rand.NewPCG(3, 4))
+	for range 2000 {
+		tags := make([]Tag, rng.IntN(7))
+		for i := range tags {
+			tags[i].Key = keys[rng.IntN(len(keys))]
+		}
+		if rng.IntN(2) == 0 {
+			slices.SortFunc(tags, func(a, b Tag) int { return strings.Compare(a.Key, b.Key) })
+		}
+		for _, k := range keys {
+			wi, wok := slices.BinarySearchFunc(tags, k, func(t Tag, k string) int { return strings.Compare(t.Key, k) })
+			if i, ok := searchTags(tags, k); i != wi || ok != wok {
+				t.Fatalf("searchTags(%v, %q) = %d, %v; BinarySearchFunc gives %d, %v", tags, k, i, ok, wi, wok)
 			}
 		}
 	}

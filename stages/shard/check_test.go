@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/augmentdata/augment/stages/record"
 )
@@ -217,6 +219,44 @@ func FuzzCheckChanged(f *testing.F) {
 		gotReason, gotErr := CheckChanged(&out, base)
 		if gotReason != wantReason || fmt.Sprint(gotErr) != fmt.Sprint(wantErr) {
 			t.Fatalf("CheckChanged = %q, %v; Check = %q, %v", gotReason, gotErr, wantReason, wantErr)
+		}
+	})
+}
+
+// TestValidUTF8 holds validUTF8 to utf8.ValidString on texts of every
+// length up to 20 bytes, ASCII, and with one byte outside ASCII (a lone
+// continuation byte, a lead byte, an invalid byte) at each position, and
+// on valid multi-byte texts of the lengths its shortcut reads.
+func TestValidUTF8(t *testing.T) {
+	check := func(s string) {
+		t.Helper()
+		if got, want := validUTF8(s), utf8.ValidString(s); got != want {
+			t.Fatalf("validUTF8(%q) = %v, utf8.ValidString %v", s, got, want)
+		}
+	}
+	for n := range 21 {
+		ascii := strings.Repeat("a", n)
+		check(ascii)
+		for i := range n {
+			for _, b := range []byte{0x80, 0xc3, 0xff, 0x7f} {
+				s := []byte(ascii)
+				s[i] = b
+				check(string(s))
+			}
+		}
+	}
+	for _, s := range []string{"中文", "中文a", "ab中文", "中文中文", "中文中文中", "é", "aé", "aaé", "aaaé", "aaaaaaé", "aaaaaaaaaaaaaaé"} {
+		check(s)
+	}
+}
+
+func FuzzValidUTF8(f *testing.F) {
+	for _, s := range []string{"", "abcd", "category", "result_mode", "\xffabcdefg", "abcdefgh\xff", "中文中文中"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		if got, want := validUTF8(s), utf8.ValidString(s); got != want {
+			t.Fatalf("validUTF8(%q) = %v, utf8.ValidString %v", s, got, want)
 		}
 	})
 }

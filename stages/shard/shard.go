@@ -23,6 +23,7 @@ import (
 	"unsafe"
 
 	"github.com/augmentdata/augment/atomicfs"
+	"github.com/augmentdata/augment/internal/swar"
 	"github.com/klauspost/compress/s2"
 	"github.com/parquet-go/parquet-go"
 	"github.com/parquet-go/parquet-go/compress"
@@ -251,7 +252,7 @@ func check(r, prev *record.Record, prevTools []record.Tool) (reason string, err 
 		return reason, fmt.Errorf("record %q: %s", r.ID, field)
 	}
 	if prev == nil {
-		prev = &record.Record{}
+		prev = &noRecord
 	}
 	switch {
 	case !validText(r.ID, prev.ID):
@@ -264,10 +265,10 @@ func check(r, prev *record.Record, prevTools []record.Tool) (reason string, err 
 		return bad(ReasonInvalidUTF8, "system")
 	}
 	if !sameSlice(r.Tools, prevTools) {
-		for i, t := range r.Tools {
-			var was record.Tool
+		for i := range r.Tools {
+			t, was := &r.Tools[i], &noTool
 			if i < len(prevTools) {
-				was = prevTools[i]
+				was = &prevTools[i]
 			}
 			switch {
 			case !validText(t.Name, was.Name) || !validText(t.Description, was.Description):
@@ -281,19 +282,19 @@ func check(r, prev *record.Record, prevTools []record.Tool) (reason string, err 
 	}
 	if !sameSlice(r.Messages, prev.Messages) {
 		j := 0 // prev's next message not lined up yet
-		for i, m := range r.Messages {
-			var was record.Message
+		for i := range r.Messages {
+			m, was := &r.Messages[i], &noMessage
 			if k := lineUp(r.Messages, i, prev.Messages, j); k >= 0 {
-				was, j = prev.Messages[k], k+1
+				was, j = &prev.Messages[k], k+1
 			}
 			if !validText(m.Role, was.Role) || !validText(m.Content, was.Content) || !validText(m.Reasoning, was.Reasoning) {
 				return bad(ReasonInvalidUTF8, fmt.Sprintf("messages[%d] role, content or reasoning", i))
 			}
 			if !sameSlice(m.Calls, was.Calls) {
-				for j, c := range m.Calls {
-					var cw record.Call
+				for j := range m.Calls {
+					c, cw := &m.Calls[j], &noCall
 					if j < len(was.Calls) {
-						cw = was.Calls[j]
+						cw = &was.Calls[j]
 					}
 					if !validText(c.Name, cw.Name) {
 						return bad(ReasonInvalidUTF8, fmt.Sprintf("messages[%d].calls[%d].name", i, j))
@@ -304,10 +305,10 @@ func check(r, prev *record.Record, prevTools []record.Tool) (reason string, err 
 				}
 			}
 			if !sameSlice(m.Results, was.Results) {
-				for j, res := range m.Results {
-					var rw record.Result
+				for j := range m.Results {
+					res, rw := &m.Results[j], &noResult
 					if j < len(was.Results) {
-						rw = was.Results[j]
+						rw = &was.Results[j]
 					}
 					if !validText(res.Name, rw.Name) || !validText(res.Content, rw.Content) {
 						return bad(ReasonInvalidUTF8, fmt.Sprintf("messages[%d].results[%d]", i, j))
@@ -319,26 +320,27 @@ func check(r, prev *record.Record, prevTools []record.Tool) (reason string, err 
 	// Tags are sorted by key in both records (SetTag inserts in order), so
 	// each tag is set against prev's tag of the same key when there is one.
 	j := 0
-	for i, t := range r.Tags {
+	for i := range r.Tags {
+		t := &r.Tags[i]
 		if j < len(prev.Tags) && sameString(t.Key, prev.Tags[j].Key) && sameString(t.Value, prev.Tags[j].Value) {
 			j++ // prev's tag, copied: the next tag's key is greater
 			continue
 		}
-		var was record.Tag
 		for j < len(prev.Tags) && prev.Tags[j].Key < t.Key {
 			j++
 		}
+		was := &noTag
 		if j < len(prev.Tags) {
-			was = prev.Tags[j]
+			was = &prev.Tags[j]
 		}
 		if !validText(t.Key, was.Key) || !validText(t.Value, was.Value) {
 			return bad(ReasonInvalidUTF8, fmt.Sprintf("tags[%d]", i))
 		}
 	}
-	for i, s := range r.Lineage {
-		var was record.Step
+	for i := range r.Lineage {
+		s, was := &r.Lineage[i], &noStep
 		if i < len(prev.Lineage) {
-			was = prev.Lineage[i]
+			was = &prev.Lineage[i]
 			if sameString(s.Stage, was.Stage) && sameString(s.Provider, was.Provider) && sameString(s.Model, was.Model) {
 				continue
 			}
@@ -349,6 +351,18 @@ func check(r, prev *record.Record, prevTools []record.Tool) (reason string, err 
 	}
 	return "", nil
 }
+
+// The empty values a field of r is set against when prev has none there
+// (check reads them, never writes them).
+var (
+	noRecord  record.Record
+	noTool    record.Tool
+	noMessage record.Message
+	noCall    record.Call
+	noResult  record.Result
+	noTag     record.Tag
+	noStep    record.Step
+)
 
 // lineUp returns the index of the message of prev, at j or after, that
 // r's message i is set against, or -1 (none: all of it is checked). A
@@ -396,14 +410,42 @@ func sameString(s, t string) bool {
 // checked: was's bytes at the end compare faster than they validate, and
 // valid UTF-8 joined to valid UTF-8 is valid (a valid text cannot start
 // with a continuation byte, so an invalid front stays invalid joined).
+// The empty text and was itself are answered here, where the check calls
+// it (it inlines); validNew reads the bytes.
 func validText(s, was string) bool {
-	if sameText(s, was) {
-		return true
-	}
+	return len(s) == 0 || len(s) == len(was) && unsafe.StringData(s) == unsafe.StringData(was) || validNew(s, was)
+}
+
+// validNew is validText for s that is not empty and not was.
+func validNew(s, was string) bool {
 	if n := len(s) - len(was); len(was) >= minSuffix && n > 0 && s[n:] == was {
-		return utf8.ValidString(s[:n])
+		return validUTF8(s[:n])
+	}
+	return validUTF8(s)
+}
+
+// validUTF8 is utf8.ValidString(s). A text of 4 to 16 bytes (the new
+// texts a stage writes into most records: tag keys and values, lineage
+// steps, roles, tool names, decision tokens) is answered here when it is
+// ASCII, by two overlapping reads that cover it.
+func validUTF8(s string) bool {
+	switch n := len(s); {
+	case n >= 8 && n <= 16:
+		if (swar.Load(s, 0)|swar.Load(s, n-8))&swar.Tops == 0 {
+			return true
+		}
+	case n >= 4 && n < 8:
+		if (load32(s, 0)|load32(s, n-4))&swar.Tops == 0 {
+			return true
+		}
 	}
 	return utf8.ValidString(s)
+}
+
+// load32 returns s[i:i+4] as a little-endian word.
+func load32(s string, i int) uint64 {
+	s = s[i : i+4]
+	return uint64(s[0]) | uint64(s[1])<<8 | uint64(s[2])<<16 | uint64(s[3])<<24
 }
 
 // minSuffix is the shortest checked text validText looks for at the end
