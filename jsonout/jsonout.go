@@ -110,7 +110,7 @@ text:
 			// then copied as they are.
 			run := i
 			for i < len(s) && s[i] >= utf8.RuneSelf {
-				if i+4 <= len(s) && cjk3(load4(s, i)) {
+				if i+4 <= len(s) && cjk3(swar.Load4(s, i)) {
 					i += 3
 					continue
 				}
@@ -162,12 +162,6 @@ func quotes(w uint64) uint64 {
 func zeroBytes(x uint64) uint64 {
 	const low7 = 0x7F7F7F7F7F7F7F7F
 	return ^((x&low7 + low7) | x | low7)
-}
-
-// load4 returns s[i:i+4] as a little-endian word.
-func load4(s string, i int) uint32 {
-	s = s[i : i+4]
-	return uint32(s[0]) | uint32(s[1])<<8 | uint32(s[2])<<16 | uint32(s[3])<<24
 }
 
 // cjk3 reports whether the low three bytes of x (little-endian) are a

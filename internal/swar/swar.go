@@ -21,6 +21,12 @@ func Load(s string, i int) uint64 {
 		uint64(s[4])<<32 | uint64(s[5])<<40 | uint64(s[6])<<48 | uint64(s[7])<<56
 }
 
+// Load4 returns s[i:i+4] as a little-endian word.
+func Load4(s string, i int) uint32 {
+	s = s[i : i+4]
+	return uint32(s[0]) | uint32(s[1])<<8 | uint32(s[2])<<16 | uint32(s[3])<<24
+}
+
 // StringSpecial flags the bytes of w that cannot stand as they are inside
 // a JSON string: '"', '\\' and control characters (below 0x20). Each flag
 // is a byte's high bit in the result; the lowest flag is exact (a borrow
@@ -41,15 +47,24 @@ func Letters(w uint64) int {
 	return bits.OnesCount64((y + Ones*0x1F) &^ (y + Ones*0x05) &^ w & Tops)
 }
 
-// ASCII reports whether s holds only ASCII bytes, eight at a time.
+// ASCII reports whether s holds only ASCII bytes, eight at a time: the
+// last word is read where it overlaps the one before, and a text of 4 to 7
+// bytes as two words of four that overlap, so no byte is tested alone past
+// the first four.
 func ASCII(s string) bool {
-	i := 0
-	for ; i+8 <= len(s); i += 8 {
-		if Load(s, i)&Tops != 0 {
-			return false
+	n := len(s)
+	switch {
+	case n >= 8:
+		for i := 0; i < n-8; i += 8 {
+			if Load(s, i)&Tops != 0 {
+				return false
+			}
 		}
+		return Load(s, n-8)&Tops == 0
+	case n >= 4:
+		return (Load4(s, 0)|Load4(s, n-4))&(Tops&0xFFFFFFFF) == 0
 	}
-	for ; i < len(s); i++ {
+	for i := range n {
 		if s[i]&0x80 != 0 {
 			return false
 		}

@@ -411,7 +411,9 @@ func sameString(s, t string) bool {
 // valid UTF-8 joined to valid UTF-8 is valid (a valid text cannot start
 // with a continuation byte, so an invalid front stays invalid joined).
 // The empty text and was itself are answered here, where the check calls
-// it (it inlines); validNew reads the bytes.
+// it: the second test is sameText spelled out, which keeps validText
+// within the compiler's inlining budget (calling sameText puts it over);
+// validNew reads the bytes.
 func validText(s, was string) bool {
 	return len(s) == 0 || len(s) == len(was) && unsafe.StringData(s) == unsafe.StringData(was) || validNew(s, was)
 }
@@ -424,28 +426,15 @@ func validNew(s, was string) bool {
 	return validUTF8(s)
 }
 
-// validUTF8 is utf8.ValidString(s). A text of 4 to 16 bytes (the new
-// texts a stage writes into most records: tag keys and values, lineage
-// steps, roles, tool names, decision tokens) is answered here when it is
-// ASCII, by two overlapping reads that cover it.
+// validUTF8 is utf8.ValidString(s), with the new texts a stage writes
+// into most records (tag keys and values, lineage steps, roles, tool
+// names, decision tokens: 4 to 16 bytes of ASCII) answered by swar.ASCII's
+// two overlapping reads.
 func validUTF8(s string) bool {
-	switch n := len(s); {
-	case n >= 8 && n <= 16:
-		if (swar.Load(s, 0)|swar.Load(s, n-8))&swar.Tops == 0 {
-			return true
-		}
-	case n >= 4 && n < 8:
-		if (load32(s, 0)|load32(s, n-4))&swar.Tops == 0 {
-			return true
-		}
+	if n := len(s); n >= 4 && n <= 16 && swar.ASCII(s) {
+		return true
 	}
 	return utf8.ValidString(s)
-}
-
-// load32 returns s[i:i+4] as a little-endian word.
-func load32(s string, i int) uint64 {
-	s = s[i : i+4]
-	return uint64(s[0]) | uint64(s[1])<<8 | uint64(s[2])<<16 | uint64(s[3])<<24
 }
 
 // minSuffix is the shortest checked text validText looks for at the end
