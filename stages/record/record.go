@@ -149,16 +149,20 @@ func WithTags(tags []Tag, set ...Tag) []Tag {
 		return tags
 	}
 	out := make([]Tag, 0, len(tags)+len(set))
+	// unsorted reports whether tags[i] sorts before the tag before it:
+	// tested on each tag as it is passed, so unsorted tags cost no pass of
+	// their own.
+	unsorted := func(i int) bool { return i > 0 && keyLess(tags[i].Key, tags[i-1].Key) }
 	i := 0
 	for _, t := range set {
 		for ; i < len(tags) && keyLess(tags[i].Key, t.Key); i++ {
-			if i > 0 && keyLess(tags[i].Key, tags[i-1].Key) {
+			if unsorted(i) {
 				return setEach(out[:0], tags, set)
 			}
 			out = append(out, tags[i])
 		}
 		if i < len(tags) && tags[i].Key == t.Key {
-			if i > 0 && keyLess(tags[i].Key, tags[i-1].Key) {
+			if unsorted(i) {
 				return setEach(out[:0], tags, set)
 			}
 			i++
@@ -166,7 +170,7 @@ func WithTags(tags []Tag, set ...Tag) []Tag {
 		out = append(out, t)
 	}
 	for ; i < len(tags); i++ {
-		if i > 0 && keyLess(tags[i].Key, tags[i-1].Key) {
+		if unsorted(i) {
 			return setEach(out[:0], tags, set)
 		}
 		out = append(out, tags[i])
