@@ -171,16 +171,7 @@ func (w *workspace) readSchemaTool(r jsontree.Inner, listed bool) (record.Tool, 
 	if !ok {
 		return t, false
 	}
-	if len(known) < maxToolsOfName && w.toolMemoBytes < maxToolMemoBytes {
-		text := r.Since(at)
-		if w.schemaMemo[l] == nil {
-			w.schemaMemo[l] = make(map[string][]memoTool)
-		}
-		if m, ok := w.memoTool(text, t); ok {
-			k := strings.Clone(key)
-			w.schemaMemo[l][k] = append(w.schemaMemo[l][k], m)
-		}
-	}
+	w.remember(&w.schemaMemo[l], key, r.Since(at), t)
 	return t, true
 }
 
@@ -464,51 +455,46 @@ func (w *workspace) laidTool(l *jsontree.Laid) (t record.Tool, memo, ok bool) {
 	if t.Parameters = w.laidFlatParameters(l); t.Parameters == nil || !l.Close('}') {
 		return t, false, false
 	}
-	w.remember(l.Since(from), t, len(known))
+	w.remember(&w.toolMemo, t.Name, l.Since(from), t)
 	return t, false, true
 }
 
-// Bounds on a workspace's memo of tools (laidTool): the bytes it holds
-// (texts, names, descriptions and parameters), and the tools of one name
-// (a dump whose tools of a name differ row by row gains nothing from it).
+// Bounds on a workspace's memos of tools (laidTool, readSchemaTool): the
+// bytes they hold (texts, names, descriptions and parameters), and the
+// tools under one key (a dump whose tools of a name differ row by row
+// gains nothing from it).
 const (
 	maxToolMemoBytes = 4 << 20
 	maxToolsOfName   = 8
 )
 
-// A memoTool is a tool laidTool read, with its text in the row.
+// A memoTool is a tool read before, with its text in the row.
 type memoTool struct {
 	text string
 	tool record.Tool
 }
 
-// remember adds the tool t, read from text, to the memo, which holds
-// sameName tools of its name, unless that would pass the memo's bounds.
-func (w *workspace) remember(text string, t record.Tool, sameName int) {
-	if sameName >= maxToolsOfName {
+// remember adds the tool t, read from text, to *memo under key (a view of
+// the row or of t is fine: the memo keeps copies), unless the key holds
+// maxToolsOfName tools already or the memos' bytes would pass their bound.
+func (w *workspace) remember(memo *map[string][]memoTool, key, text string, t record.Tool) {
+	known := (*memo)[key]
+	if len(known) >= maxToolsOfName || text == "" {
 		return
 	}
-	m, ok := w.memoTool(text, t)
-	if !ok {
-		return
-	}
-	if w.toolMemo == nil {
-		w.toolMemo = make(map[string][]memoTool)
-	}
-	w.toolMemo[m.tool.Name] = append(w.toolMemo[m.tool.Name], m)
-}
-
-// memoTool returns the tool t, read from text, copied for a memo, and
-// counts its bytes against the memos' bound; ok is false when it would
-// pass the bound.
-func (w *workspace) memoTool(text string, t record.Tool) (memoTool, bool) {
 	size := len(text) + len(t.Name) + len(t.Description) + len(t.Parameters)
-	if text == "" || w.toolMemoBytes+size > maxToolMemoBytes {
-		return memoTool{}, false
+	if w.toolMemoBytes+size > maxToolMemoBytes {
+		return
 	}
 	w.toolMemoBytes += size
-	return memoTool{text: strings.Clone(text), tool: record.Tool{Name: strings.Clone(t.Name),
-		Description: strings.Clone(t.Description), Parameters: slices.Clone(t.Parameters)}}, true
+	if *memo == nil {
+		*memo = make(map[string][]memoTool)
+	}
+	if known == nil {
+		key = strings.Clone(key)
+	}
+	(*memo)[key] = append(known, memoTool{text: strings.Clone(text), tool: record.Tool{Name: strings.Clone(t.Name),
+		Description: strings.Clone(t.Description), Parameters: slices.Clone(t.Parameters)}})
 }
 
 // laidFlatParameters is readFlatParameters for a map in json.dumps's
