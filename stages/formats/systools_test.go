@@ -1,7 +1,6 @@
 package formats
 
 import (
-	"encoding/json"
 	"os"
 	"path/filepath"
 	"slices"
@@ -252,26 +251,6 @@ func TestSchemaToolMemo(t *testing.T) {
 		{"ToolACE's tools again", "toolace", toolace(taSystem(taTools)), true, []bool{true}},
 	} {
 		got, took := systemToolsWith(w, c.format, []byte(c.row))
-		if took != c.took {
-			t.Errorf("%s: took %v, want %v", c.name, took, c.took)
-		}
-		sameEveryWay(t, c.format, c.row)
-		if !took {
-			continue
-		}
-		want, err := parse(c.format, "f", 1, []byte(c.row), twoPasses)
-		if err != nil {
-			t.Fatalf("%s: %v", c.name, err)
-		}
-		a, _ := json.Marshal(got)
-		b, _ := json.Marshal(want.Tools)
-		if string(a) != string(b) {
-			t.Errorf("%s: read %s, the two passes %s", c.name, a, b)
-		}
-		for i, m := range c.memo {
-			if fromMemo(got[i]) != m {
-				t.Errorf("%s: tool %d from the memo: %v, want %v", c.name, i, !m, m)
-			}
-		}
+		checkMemoRead(t, c.name, c.format, c.row, got, took, c.took, c.memo, fromMemo)
 	}
 }

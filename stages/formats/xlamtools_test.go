@@ -324,27 +324,7 @@ func TestXLAMToolMemo(t *testing.T) {
 			r = `{"id": 1, "query": "q", "answers": "[]", "tools": "` + strings.ReplaceAll(c.tools, `"`, `\"`) + `"}`
 		}
 		got, took := laidToolsWith(w, []byte(r))
-		if took != c.took {
-			t.Errorf("%s: took %v, want %v", c.name, took, c.took)
-		}
-		sameEveryWay(t, "xlam", r)
-		if !took {
-			continue
-		}
-		want, err := parse("xlam", "f", 1, []byte(r), twoPasses)
-		if err != nil {
-			t.Fatalf("%s: %v", c.name, err)
-		}
-		a, _ := json.Marshal(got)
-		b, _ := json.Marshal(want.Tools)
-		if string(a) != string(b) {
-			t.Errorf("%s: laidTools read %s, the two passes %s", c.name, a, b)
-		}
-		for i, m := range c.memo {
-			if fromMemo(got[i]) != m {
-				t.Errorf("%s: tool %d from the memo: %v, want %v", c.name, i, !m, m)
-			}
-		}
+		checkMemoRead(t, c.name, "xlam", r, got, took, c.took, c.memo, fromMemo)
 	}
 	// A name's variants past maxToolsOfName are read, not remembered.
 	for i := range maxToolsOfName + 2 {
@@ -358,5 +338,33 @@ func TestXLAMToolMemo(t *testing.T) {
 	}
 	if n := len(w.toolMemo["v"]); n != maxToolsOfName {
 		t.Errorf("%d variants of a name remembered, want %d", n, maxToolsOfName)
+	}
+}
+
+// checkMemoRead holds what a workspace with a tool memo read from row
+// (took, and the tools got) to the case's want and to the two passes'
+// reading, and each tool's coming from the memo (fromMemo) to memo.
+func checkMemoRead(t *testing.T, name, format, row string, got []record.Tool, took, wantTook bool, memo []bool, fromMemo func(record.Tool) bool) {
+	t.Helper()
+	if took != wantTook {
+		t.Errorf("%s: took %v, want %v", name, took, wantTook)
+	}
+	sameEveryWay(t, format, row)
+	if !took {
+		return
+	}
+	want, err := parse(format, "f", 1, []byte(row), twoPasses)
+	if err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+	a, _ := json.Marshal(got)
+	b, _ := json.Marshal(want.Tools)
+	if string(a) != string(b) {
+		t.Errorf("%s: read %s, the two passes %s", name, a, b)
+	}
+	for i, m := range memo {
+		if fromMemo(got[i]) != m {
+			t.Errorf("%s: tool %d from the memo: %v, want %v", name, i, !m, m)
+		}
 	}
 }
