@@ -28,10 +28,16 @@ import (
 var version = "dev"
 
 func main() {
+	setGC()
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// setGC sets the collector's target to gcPercent unless GOGC is set in
+// the environment.
+func setGC() {
 	if os.Getenv("GOGC") == "" {
 		debug.SetGCPercent(gcPercent)
 	}
-	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 
 // gcPercent is the collector's target unless GOGC is set: the heap may

@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime/debug"
 	"strconv"
 	"testing"
 
@@ -13,7 +14,7 @@ import (
 
 func TestMain(m *testing.M) {
 	testscript.Main(m, map[string]func(){
-		"augment": func() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) },
+		"augment": main,
 	})
 }
 
@@ -85,4 +86,21 @@ func sharedData() string {
 		return ""
 	}
 	return dir
+}
+
+// TestSetGC: without GOGC in the environment the collector runs at
+// gcPercent; a GOGC the user set is left as the runtime read it.
+func TestSetGC(t *testing.T) {
+	defer debug.SetGCPercent(debug.SetGCPercent(100))
+	t.Setenv("GOGC", "")
+	os.Unsetenv("GOGC")
+	setGC()
+	if got := debug.SetGCPercent(150); got != gcPercent {
+		t.Errorf("GOGC unset: GC percent %d, want %d", got, gcPercent)
+	}
+	t.Setenv("GOGC", "150")
+	setGC()
+	if got := debug.SetGCPercent(100); got != 150 {
+		t.Errorf("GOGC=150: GC percent %d, want 150 kept", got)
+	}
 }
