@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"path/filepath"
 	"runtime"
 	"slices"
@@ -268,8 +269,9 @@ type rawBatch struct {
 // A rawRow is one row's bytes, or a row the scanner could not frame (bad
 // set, text its raw bytes or their start).
 type rawRow struct {
-	text []byte
-	bad  *formats.RowError
+	text  []byte
+	bad   *formats.RowError
+	quick bool // cut at the layout's separator (formats.Scanner.Quick)
 }
 
 // A PartialError says that part of a source's dump could not be read and
@@ -295,13 +297,60 @@ func unreadText(u manifests.Unread) string {
 	return fmt.Sprintf("%d bytes (%s) from byte offset %d were not read: %s", u.Bytes, rows, u.Offset, u.Reason)
 }
 
-// ingestSource reads one dump, parses and writes its shards. The rows are
+// quickFraming lets ingest cut one-element-per-line arrays at the learned
+// separator (formats.Scanner.SetQuick); tests turn it off for the full
+// scan's outputs.
+var quickFraming = true
+
+// errFramingDoubt: a row cut at the layout's separator is not the one the
+// full scan frames; the source is read again with the full scan.
+var errFramingDoubt = errors.New("a row cut at the layout's separator is not one framed object")
+
+// ingestSource reads one dump, parses and writes its shards. When a source
+// keeps every row, rows may be cut at the layout's separator: a row Parse
+// rejects is then checked against the full scan (formats.Framed), and if it
+// is not the full scan's row the shards written are removed and the dump is
+// read again with the full scan, so the outputs are the full scan's.
+// sum is the dump's SHA-256 when the caller already hashed it, else "".
+func (r *Runner) ingestSource(ctx context.Context, sr stageRun, src Source, path, fingerprint, sum string) ([]manifests.Shard, error) {
+	quick := quickFraming && src.Fraction == 0 // a filtered row is never parsed, so never checked
+	shards, err := r.ingestRead(ctx, sr, src, path, fingerprint, sum, quick)
+	if !errors.Is(err, errFramingDoubt) {
+		return shards, err
+	}
+	r.o.Log.Info("source read again", "stage", sr.name, "source", src.Name, "reason", err.Error())
+	if err := r.removeOutputs(sr, shards); err != nil {
+		return nil, err
+	}
+	return r.ingestRead(ctx, sr, src, path, fingerprint, sum, false)
+}
+
+// removeOutputs removes the files the shards' outputs name (the reading
+// that wrote them is void): none of them is left for the next reading not
+// to write.
+func (r *Runner) removeOutputs(sr stageRun, shards []manifests.Shard) error {
+	for _, sh := range shards {
+		for _, o := range sh.Outputs {
+			if o.NotKept {
+				continue
+			}
+			if err := sr.out.Remove(filepath.Base(o.Path)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				return err
+			}
+			r.wrote.Delete(o.Path)
+		}
+	}
+	return nil
+}
+
+// ingestRead is one reading of the dump for ingestSource. The rows are
 // handed to the workers in parts of about partBytes as they are read, so
 // parsing starts with the first part rather than after a whole shard's
 // rows, and one shard's parts (the last shard's too) are parsed on every
-// CPU; the worker that parses a shard's last part writes the shard.
-// sum is the dump's SHA-256 when the caller already hashed it, else "".
-func (r *Runner) ingestSource(ctx context.Context, sr stageRun, src Source, path, fingerprint, sum string) ([]manifests.Shard, error) {
+// CPU; the worker that parses a shard's last part writes the shard. With
+// quick, it returns errFramingDoubt and the shards written so far when a
+// quick row is not framed.
+func (r *Runner) ingestRead(ctx context.Context, sr stageRun, src Source, path, fingerprint, sum string, quick bool) ([]manifests.Shard, error) {
 	// The dump, wherever it is stored, decompressed; Parquet rows arrive
 	// as JSON Lines. Progress counts stored bytes.
 	f, err := r.src.Open(ctx, path)
@@ -319,6 +368,7 @@ func (r *Runner) ingestSource(ctx context.Context, sr stageRun, src Source, path
 	in := &countingReader{r: f}
 	sc := formats.NewScanner(in)
 	sc.SetMaxRowBytes(int(src.MaxRowBytes))
+	sc.SetQuick(quick)
 	g, gctx := errgroup.WithContext(ctx)
 	// One more worker than CPUs: a worker waiting for its shard's fsync
 	// leaves its CPU to another. Memory grows with workers × shard size.
@@ -346,7 +396,10 @@ func (r *Runner) ingestSource(ctx context.Context, sr stageRun, src Source, path
 		g.Go(func() error {
 			for b := range batches {
 				start := time.Now()
-				o, ts := r.parsePart(src, sr, b)
+				o, ts, err := r.parsePart(src, sr, b)
+				if err != nil {
+					return err
+				}
 				mu.Lock()
 				for _, t := range ts {
 					tools.Add(t, int(b.first))
@@ -369,6 +422,9 @@ func (r *Runner) ingestSource(ctx context.Context, sr stageRun, src Source, path
 		})
 	}
 	if err := g.Wait(); err != nil {
+		if errors.Is(err, errFramingDoubt) {
+			return shards, err
+		}
 		return nil, err
 	}
 	if unread != nil {
@@ -387,7 +443,7 @@ func (r *Runner) ingestSource(ctx context.Context, sr stageRun, src Source, path
 	}
 	slices.SortFunc(shards, func(a, b manifests.Shard) int { return strings.Compare(a.Name, b.Name) })
 	if len(shards) == 0 { // an empty dump still gets one (empty) shard
-		o, _ := r.parsePart(src, sr, rawBatch{})
+		o, _, _ := r.parsePart(src, sr, rawBatch{})
 		sh, err := r.writeShard(context.Background(), sr, nil, o)
 		if err != nil {
 			return nil, err
@@ -532,7 +588,7 @@ func (r *Runner) readBatches(ctx context.Context, sc *formats.Scanner, src Sourc
 		if bad != nil {
 			bad.Raw = text // it was the scanner's
 		}
-		b.rows = append(b.rows, rawRow{text: text, bad: bad})
+		b.rows = append(b.rows, rawRow{text: text, bad: bad, quick: bad == nil && sc.Quick()})
 		held += len(text)
 		read++
 		if inShard++; inShard == r.p.Output.ShardSize {
@@ -548,8 +604,9 @@ func (r *Runner) readBatches(ctx context.Context, sc *formats.Scanner, src Sourc
 }
 
 // parsePart parses one part of a shard into what the part's rows became,
-// with the distinct tools of the records kept, in row order.
-func (r *Runner) parsePart(src Source, sr stageRun, b rawBatch) (*shardOut, []record.Tool) {
+// with the distinct tools of the records kept, in row order; or
+// errFramingDoubt for a quick row that is not framed.
+func (r *Runner) parsePart(src Source, sr stageRun, b rawBatch) (*shardOut, []record.Tool, error) {
 	name := fmt.Sprintf("%s-%05d", src.Name, b.index)
 	o := &shardOut{sh: manifests.Shard{Name: name}}
 	var tools toollib.Set
@@ -570,6 +627,12 @@ func (r *Runner) parsePart(src Source, sr stageRun, b rawBatch) (*shardOut, []re
 			continue
 		}
 		rec, err := formats.Parse(src.Format, src.Name, row, raw)
+		// A row jsontree parses is framed (formats.Framed); only a
+		// rejected one needs the check.
+		if err != nil && rr.quick && !formats.Framed(raw) {
+			b.release()
+			return nil, nil, errFramingDoubt
+		}
 		if err != nil {
 			reason, ok := contract.ReasonOf(err)
 			if !ok {
@@ -598,7 +661,7 @@ func (r *Runner) parsePart(src Source, sr stageRun, b rawBatch) (*shardOut, []re
 		o.keep(rec)
 	}
 	b.release() // the rows are parsed: their memory goes to the next parts
-	return o, tools.Tools()
+	return o, tools.Tools(), nil
 }
 
 // shardParts gathers the parsed parts of the shards being parsed.

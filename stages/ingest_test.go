@@ -16,6 +16,7 @@ import (
 	"testing"
 
 	"github.com/augmentdata/augment/manifests"
+	"github.com/augmentdata/augment/stages/record"
 	"github.com/augmentdata/augment/stages/shard"
 )
 
@@ -328,5 +329,90 @@ stages:
 	whole := run(1 << 40)
 	for _, part := range []int{1, 700} {
 		sameOutputs(t, whole, run(part), true)
+	}
+}
+
+// TestIngestQuickFraming: a dump of one element per line is cut at the
+// separator; where a row so cut is not the full scan's (a line holding an
+// unclosed object, two objects, a string left open), the source is read
+// again and the outputs are the full scan's, with no file of the first
+// reading left.
+func TestIngestQuickFraming(t *testing.T) {
+	var rs []string
+	for i := range 30 {
+		rs = append(rs, oaRow(fmt.Sprintf("row %d", i)))
+	}
+	lines := func(damage map[int]string) string {
+		out := slices.Clone(rs)
+		for i, d := range damage {
+			out[i] = d
+		}
+		return "[\n" + strings.Join(out, ",\n") + "\n]\n"
+	}
+	tests := []struct {
+		name    string
+		dump    string
+		restart bool
+		extra   string
+	}{
+		{"clean", lines(nil), false, ""},
+		{"row Parse rejects, framed", lines(map[int]string{5: `{"messages":[]}`, 9: `{"messages":tru}`}), false, ""},
+		{"line without its last brace", lines(map[int]string{2: rs[2][:len(rs[2])-1]}), false, ""},
+		{"unclosed object ending in a brace", lines(map[int]string{21: rs[21][:len(rs[21])-2] + "}"}), true, ""},
+		{"two objects on a line", lines(map[int]string{13: `{"a":1}, ` + rs[13]}), true, ""},
+		{"string left open", lines(map[int]string{17: `{"messages":"x\"}`}), true, ""},
+		{"then damage the full scan cannot skip", lines(map[int]string{4: `{"a":1}, ` + rs[4], 26: rs[26][:40] + "}"}), true, ""},
+		// The full scan stops at row 2 (broken and over the limit): the
+		// shards the first reading wrote after it must go.
+		{"the full scan stops early", lines(map[int]string{2: rs[2][:len(rs[2])-2] + "}"}), true, ", max_row_bytes: 300"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			run := func(quick bool) ingestRun {
+				old := quickFraming
+				quickFraming = quick
+				defer func() { quickFraming = old }()
+				return runIngest(t, t.TempDir(), tt.dump, "json", ", allow_partial: true"+tt.extra)
+			}
+			full, quick := run(false), run(true)
+			if fmt.Sprint(full.err) != fmt.Sprint(quick.err) {
+				t.Fatalf("run errors differ: %v, %v", full.err, quick.err)
+			}
+			sameOutputs(t, full.out, quick.out, true)
+			if again := strings.Contains(quick.log, "source read again"); again != tt.restart {
+				t.Errorf("read again: %v, want %v", again, tt.restart)
+			}
+		})
+	}
+}
+
+// TestRemoveOutputs: the files of the shards a void reading wrote are gone
+// (shard and rejects), and the shard no longer counts as checked.
+func TestRemoveOutputs(t *testing.T) {
+	_, root := tempRoot(t)
+	if err := root.MkdirAll("00-ingest"); err != nil {
+		t.Fatal(err)
+	}
+	sr := stageRun{name: "ingest", out: root.Sub("00-ingest")}
+	r := &Runner{p: &Pipeline{Output: Output{ShardSize: 10, RowGroupRows: 10}}}
+	o := &shardOut{sh: manifests.Shard{Name: "src-00003"}}
+	o.sh.In = 2
+	o.keep(&record.Record{ID: "a", Messages: []record.Message{{Role: record.RoleUser, Content: "hi"}}})
+	o.reject(shard.Reject{Stage: "ingest", ID: "src:1", Source: "src", Row: 1, Reason: "bad_json", Raw: "{"})
+	sh, err := r.writeShard(context.Background(), sr, nil, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(sh.Outputs) != 2 || !r.checkedShard(sh.Outputs[0]) {
+		t.Fatalf("outputs %+v", sh.Outputs)
+	}
+	if err := r.removeOutputs(sr, []manifests.Shard{sh}); err != nil {
+		t.Fatal(err)
+	}
+	if left, err := sr.out.ReadDir("."); err != nil || len(left) != 0 {
+		t.Fatalf("left %v (%v)", left, err)
+	}
+	if r.checkedShard(sh.Outputs[0]) {
+		t.Error("a removed shard counts as checked")
 	}
 }

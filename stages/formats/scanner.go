@@ -76,6 +76,33 @@ type Scanner struct {
 	braceInd  [][]byte // before sep is known: the indentations of lines of the first element that start with '{'
 
 	excerpt []byte // the start of a row too large to keep
+
+	quick     bool // cut rows at the learned separator (SetQuick)
+	lastQuick bool // the row Next last returned was cut so
+}
+
+// SetQuick lets the Scanner cut an array whose layout is one element per
+// line (a learned, unambiguous separator) at the line's end without reading
+// the element's strings. Such a row (Quick reports it) is the one the full
+// scan would give only when Framed holds for it: the caller must check
+// that (a row jsontree parses as one object is framed) and read the dump
+// again without SetQuick when it does not.
+func (s *Scanner) SetQuick(on bool) { s.quick = on }
+
+// Quick reports whether the row Next last returned was cut at the learned
+// separator (see SetQuick).
+func (s *Scanner) Quick() bool { return s.lastQuick }
+
+// Framed reports whether the full scan, starting at an element's '{',
+// frames exactly row: one object ending at row's last byte (the row limit
+// aside, which the quick cut applies itself).
+func Framed(row []byte) bool {
+	if len(row) == 0 || row[0] != '{' {
+		return false
+	}
+	s := &Scanner{buf: row, end: len(row), eof: true, mode: '[', maxRow: len(row)}
+	o, err := s.object()
+	return err == nil && o.broken == "" && !o.large && o.end == int64(len(row))
 }
 
 // A ScanError is damage the Scanner cannot skip: where (the row being read
@@ -137,6 +164,7 @@ func (s *Scanner) Next() (row []byte, index int64, err error) {
 	if s.err != nil {
 		return nil, s.index, s.err
 	}
+	s.lastQuick = false
 	row, err = s.next()
 	if err != nil {
 		if re, ok := err.(*RowError); ok {
@@ -454,6 +482,9 @@ func (s *Scanner) nextElement() ([]byte, error) {
 	}
 	s.head = s.idx(at)
 	s.after = true
+	if row := s.quickRow(); row != nil {
+		return row, nil
+	}
 	start := s.abs(s.head)
 	line := s.lineAt(s.head)
 	o, err := s.object()
@@ -475,6 +506,27 @@ func (s *Scanner) nextElement() ([]byte, error) {
 	s.head = s.idx(o.end)
 	s.learnRow(row)
 	return row, nil
+}
+
+// quickRow returns the element starting at head cut at the end of its
+// line (see SetQuick), or nil when the layout or the line does not allow it.
+func (s *Scanner) quickRow() []byte {
+	if !s.quick || s.sep == nil || s.ambiguous {
+		return nil
+	}
+	pre := bytes.IndexByte(s.sep, '\n') // the separator's bytes before its line break
+	nl := bytes.IndexByte(s.buf[s.head:s.end], '\n')
+	if nl < 0 {
+		return nil
+	}
+	end := s.head + nl - pre
+	if end-s.head < 2 || end-s.head > s.maxRow || s.buf[end-1] != '}' || !bytes.Equal(s.buf[end:s.head+nl], s.sep[:pre]) {
+		return nil
+	}
+	row := s.buf[s.head:end]
+	s.head = end
+	s.lastQuick = true
+	return row
 }
 
 // learnSep records the separator between the previous element, which

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"testing/iotest"
+
+	"github.com/augmentdata/augment/jsontree"
 )
 
 // scanAll returns every row and the final error (nil at a clean EOF). A
@@ -420,4 +422,135 @@ func FuzzClosingQuote(f *testing.F) {
 			}
 		}
 	})
+}
+
+// scanQuick scans s with SetQuick and reports, besides scanAll's rows and
+// error, whether a quick row was not framed (the caller then reads again
+// without SetQuick). It fails t when a quick row that jsontree parses is
+// not framed: ingest checks Framed only for rows Parse rejects.
+func scanQuick(t *testing.T, sc *Scanner) (rows []string, err error, doubt bool) {
+	sc.SetQuick(true)
+	for {
+		row, i, err := sc.Next()
+		if errors.Is(err, io.EOF) {
+			return rows, nil, doubt
+		}
+		var re *RowError
+		if errors.As(err, &re) {
+			row = []byte(fmt.Sprintf("!%s@%d:%s", re.Reason, re.Line, re.Raw))
+		} else if err != nil {
+			return rows, err, doubt
+		}
+		if i != int64(len(rows)) {
+			t.Fatal("index out of sequence")
+		}
+		if sc.Quick() {
+			framed := Framed(row)
+			jp := jsontree.Parser{Data: row}
+			if v, perr := jp.Parse(); perr == nil && v.Kind == jsontree.Object && !framed {
+				t.Fatalf("quick row %q parses but is not framed", row)
+			}
+			doubt = doubt || !framed
+		}
+		rows = append(rows, string(row))
+	}
+}
+
+// FuzzScannerQuick: with SetQuick, unless a quick row is not framed (a
+// restart), the rows, skipped rows and final error are the full scan's,
+// whatever the read sizes and the row limit.
+func FuzzScannerQuick(f *testing.F) {
+	for _, s := range []string{"[\n{\"a\":1},\n{\"b\":2},\n{\"c\":3}\n]", "[\n{\"a\":1},\n{\"b\":{\"c\":1},\n{\"d\":4}\n]",
+		"[\n{\"a\":1},\n{\"b\":\"x\\\"},\n{\"c\":3}\n]", "[\n{\"a\":1},\n{\"b\":2}, {\"c\":3},\n{\"d\":4}\n]",
+		"[\n{\"a\":1},\n{\"b\":2},\n{\"c\":\"},\n{\"\n]", "[\n{\"a\":1} ,\n{\"b\":2} ,\n{\"c\":3}x ,\n{}]",
+		"[{\"a\":1},\n{\"b\":2},\n{\"c\":[}],\n{}\n]", "[\n{},\n{}},\n{},\n{}\n,]", "[\n{\"a\":1},\n{\"b\":2},\n{\"c\":3},"} {
+		f.Add(s, uint8(0))
+	}
+	f.Fuzz(func(t *testing.T, s string, limit uint8) {
+		readers := []func() *Scanner{
+			func() *Scanner { return NewScanner(strings.NewReader(s)) },
+			func() *Scanner { return newTinyScanner(iotest.OneByteReader(strings.NewReader(s))) },
+			func() *Scanner { return newTinyScanner(chunkReader{strings.NewReader(s), 5}) },
+		}
+		for _, newScanner := range readers {
+			full := newScanner()
+			full.SetMaxRowBytes(int(limit))
+			want, wantErr := scanAll(full)
+			quick := newScanner()
+			quick.SetMaxRowBytes(int(limit))
+			got, err, doubt := scanQuick(t, quick)
+			if doubt {
+				continue
+			}
+			if strings.Join(got, "\x00") != strings.Join(want, "\x00") || fmt.Sprint(err) != fmt.Sprint(wantErr) {
+				t.Fatalf("quick: %q %v\nfull:  %q %v", got, err, want, wantErr)
+			}
+		}
+	})
+}
+
+// TestScannerQuick: once the layout is one element per line, rows are cut
+// at the separator (Quick); the rows and errors are the full scan's, and a
+// cut row that is not the full scan's fails Framed.
+func TestScannerQuick(t *testing.T) {
+	tests := []struct {
+		name  string
+		in    string
+		quick int  // rows cut at the separator, reading the input at once
+		doubt bool // a cut row is not framed
+	}{
+		{"one per line", "[\n{\"a\":1},\n{\"b\":\"}\\\"{\"},\n{\"c\":[{}]},\n{\"d\":4}\n]\n", 2, false},
+		{"separator with spaces", "[\n  {\"a\":1} ,\n  {\"b\":2} ,\n  {\"c\":3} ,\n  {\"d\":4}\n]", 2, false},
+		{"pretty-printed: never", "[\n  {\n    \"a\": 1\n  },\n  {\n    \"b\": 2\n  },\n  {\n    \"c\": 3\n  }\n]", 0, false},
+		{"compact: never", `[{"a":1},{"b":2},{"c":3}]`, 0, false},
+		{"row Parse rejects, framed", "[\n{\"a\":1},\n{\"b\":2},\n{\"c\":tru},\n{\"d\":4}\n]", 2, false},
+		{"line without its brace: full scan", "[\n{\"a\":1},\n{\"b\":2},\n{\"c\":[3],\n{\"d\":4}\n]", 1, false},
+		{"unclosed object", "[\n{\"a\":1},\n{\"b\":2},\n{\"c\":{\"x\":3},\n{\"d\":4}\n]", 2, true},
+		{"two objects on a line", "[\n{\"a\":1},\n{\"b\":2},\n{\"c\":3}, {\"x\":5},\n{\"d\":4}\n]", 2, true},
+		{"string left open", "[\n{\"a\":1},\n{\"b\":2},\n{\"c\":\"x\\\"},\n{\"d\":4}\n]", 2, true},
+		{"row over the limit: full scan", "[\n{\"a\":1},\n{\"b\":2},\n{\"c\":\"xxxxxxxxxxxxxxxxxxxxxxxx\"},\n{\"d\":4}\n]", 1, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			for k, newScanner := range []func() *Scanner{
+				func() *Scanner { return NewScanner(strings.NewReader(tt.in)) },
+				// A row is cut only when its line is buffered: rarely here.
+				func() *Scanner { return newTinyScanner(iotest.OneByteReader(strings.NewReader(tt.in))) },
+			} {
+				full := newScanner()
+				full.SetMaxRowBytes(24)
+				want, wantErr := scanAll(full)
+				sc := newScanner()
+				sc.SetMaxRowBytes(24)
+				sc.SetQuick(true)
+				quick, doubt := 0, false
+				var got []string
+				var err error
+				for {
+					row, _, e := sc.Next()
+					if e != nil {
+						var re *RowError
+						if !errors.As(e, &re) {
+							if !errors.Is(e, io.EOF) {
+								err = e
+							}
+							break
+						}
+						row = []byte(fmt.Sprintf("!%s@%d:%s", re.Reason, re.Line, re.Raw))
+					}
+					if sc.Quick() {
+						quick++
+						doubt = doubt || !Framed(row)
+					}
+					got = append(got, string(row))
+				}
+				if k == 0 && (quick != tt.quick || doubt != tt.doubt) {
+					t.Fatalf("%d quick rows, doubt %v; want %d, %v (rows %q)", quick, doubt, tt.quick, tt.doubt, got)
+				}
+				if !doubt && (strings.Join(got, "\x00") != strings.Join(want, "\x00") || fmt.Sprint(err) != fmt.Sprint(wantErr)) {
+					t.Fatalf("quick: %q %v\nfull:  %q %v", got, err, want, wantErr)
+				}
+			}
+		})
+	}
 }
