@@ -319,6 +319,7 @@ type metaToolStage struct {
 	open, hard, alpha float64
 	twin              float64  // twin_description_similarity
 	seed              reseeder // env's, for the records' generators
+	steps             stepper
 
 	mu  sync.Mutex
 	lib atomic.Pointer[metaToolLibrary] // nil until first needed; set under mu
@@ -713,7 +714,7 @@ func (s *metaToolStage) Process(ctx context.Context, in *record.Record) ([]*reco
 	} else {
 		out.Tags = record.WithTags(in.Tags, set[0], set[1], set[3])
 	}
-	out.AddStep(s.env.Stage, "rule", "")
+	s.steps.add(out, s.env.Stage, "rule", "")
 	return list, nil
 }
 

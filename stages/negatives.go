@@ -155,6 +155,7 @@ type negatives struct {
 	// retrieved holds the names meta_tool results return: records
 	// repeat the same results (meta_tool writes one per library tool).
 	retrieved *retrievedNames
+	steps     stepper
 }
 
 // Concurrency is the teacher's capacity when replies are written by the
@@ -218,14 +219,13 @@ func (s *negatives) negative(ctx context.Context, r *record.Record, k int) (*rec
 	neg := &record.Record{ID: r.ID + "/neg" + strconv.Itoa(k), Source: r.Source, Format: r.Format, Row: r.Row, System: r.System,
 		Tools:    make([]record.Tool, 0, len(r.Tools)),
 		Messages: make([]record.Message, k, k+1),
-		Lineage:  make([]record.Step, len(r.Lineage), len(r.Lineage)+1)}
+		Lineage:  slices.Clip(r.Lineage)}
 	for _, t := range r.Tools {
 		if !slices.Contains(called, t.Name) {
 			neg.Tools = append(neg.Tools, t)
 		}
 	}
 	copy(neg.Messages, r.Messages)
-	copy(neg.Lineage, r.Lineage)
 	if err := assertNegative(neg, called); err != nil {
 		return nil, err
 	}
@@ -240,7 +240,7 @@ func (s *negatives) negative(ctx context.Context, r *record.Record, k int) (*rec
 	}
 	neg.Messages = append(neg.Messages, record.Message{Role: record.RoleAssistant, Content: answer})
 	neg.Tags = record.WithTags(r.Tags, record.Tag{Key: "category", Value: "negative"})
-	neg.AddStep(s.env.Stage, provider, model)
+	s.steps.add(neg, s.env.Stage, provider, model)
 	return neg, nil
 }
 
