@@ -417,6 +417,11 @@ type metaToolEncoded struct {
 	paper   string // tool in the paper envelope of a lone call (paperEnvelope(tool, 0, 1))
 	argsErr error
 	toolErr error
+	// The inserted turns' lists of a lone call in oracle mode with the
+	// paper envelope (see loneTurns), shared by every record that makes
+	// them: no stage changes a list of calls or results in place.
+	call   [1]record.Call
+	result [1]record.Result
 }
 
 // encodedAt returns library tool i's encodings, making them on first use
@@ -431,6 +436,8 @@ func (ml *metaToolLibrary) encodedAt(i int) *metaToolEncoded {
 	b, e.toolErr = jsonout.Marshal(ml.lib.Tools[i])
 	e.tool = string(b)
 	e.paper = paperEnvelope(e.tool, 0, 1)
+	e.call[0] = record.Call{Name: verify.MetaTool, Arguments: e.args}
+	e.result[0] = record.Result{Name: verify.MetaTool, Content: e.paper}
 	ml.encoded[i].Store(e)
 	return e
 }
@@ -939,10 +946,14 @@ func (s *metaToolStage) dropStandIns(ctx context.Context, p *metaToolPlan, ml *m
 
 // withSpecialTools returns the record's new list: meta_tool first (open
 // world), the tools refs refer to, get_user_input last (when enabled), in
-// an array of its own and of its exact length (a stage appending to the
-// list gets its own).
+// an array of its exact length (a stage appending to the list gets its
+// own): the record's own list, clipped, when that is the list, else a new
+// one.
 func (s *metaToolStage) withSpecialTools(p *metaToolPlan, refs []int, ml *metaToolLibrary) []record.Tool {
 	n := len(refs)
+	if n > 0 && n == len(p.in.Tools) && !p.open && !s.cfg.GetUserInput && inOrder(refs) {
+		return slices.Clip(p.in.Tools)
+	}
 	if p.open {
 		n++
 	}
@@ -960,6 +971,16 @@ func (s *metaToolStage) withSpecialTools(p *metaToolPlan, refs []int, ml *metaTo
 		out = append(out, getUserInputDef)
 	}
 	return out
+}
+
+// inOrder reports whether refs is 0, 1, … len(refs)−1.
+func inOrder(refs []int) bool {
+	for i, r := range refs {
+		if r != i {
+			return false
+		}
+	}
+	return true
 }
 
 // The special tools' definitions, shared by every record that lists them
@@ -1089,9 +1110,10 @@ func (s *metaToolStage) insertMetaCalls(ctx context.Context, p *metaToolPlan, ms
 	returned := p.sc.returned // name → library index of a retrieved-mode distractor already returned
 	out := make([]record.Message, 0, len(msgs)+2*len(p.invoked))
 	// Each invoked tool is retrieved at most once: the inserted turns'
-	// calls and results take their lists from one array each.
-	calls := make([]record.Call, 0, len(p.invoked))
-	results := make([]record.Result, 0, len(p.invoked))
+	// calls and results take their lists from one array each, made when
+	// a turn needs them (a lone call's are the library's: loneTurns).
+	var calls []record.Call
+	var results []record.Result
 	fresh := p.sc.fresh[:0]
 	defer func() { p.sc.fresh = fresh }()
 	last := 0 // msgs before it are in out
@@ -1104,7 +1126,17 @@ func (s *metaToolStage) insertMetaCalls(ctx context.Context, p *metaToolPlan, ms
 					fresh = append(fresh, k)
 				}
 			}
-			if len(fresh) > 0 {
+			if e := s.loneTurns(p, fresh); e != nil {
+				retrieved[fresh[0]] = true
+				out = append(out, msgs[last:i]...)
+				last = i
+				out = append(out, record.Message{Role: record.RoleAssistant, Calls: e.call[:]},
+					record.Message{Role: record.RoleTool, Results: e.result[:]})
+			} else if len(fresh) > 0 {
+				if calls == nil {
+					calls = make([]record.Call, 0, len(p.invoked))
+					results = make([]record.Result, 0, len(p.invoked))
+				}
 				from := len(calls)
 				for id, k := range fresh {
 					args, err := p.argsJSON(k)
@@ -1131,6 +1163,21 @@ func (s *metaToolStage) insertMetaCalls(ctx context.Context, p *metaToolPlan, ms
 		}
 	}
 	return append(out, msgs[last:]...), nil
+}
+
+// loneTurns returns the library's encodings of the one tool fresh holds
+// when the turns inserted for it are the ones encoded there (its
+// arguments and its result content are the library's, without errors),
+// else nil.
+func (s *metaToolStage) loneTurns(p *metaToolPlan, fresh []int) *metaToolEncoded {
+	if len(fresh) != 1 || s.cfg.ResultMode != MetaToolOracle || s.cfg.ResultFormat != MetaToolPaper {
+		return nil
+	}
+	e := p.oracleEncoded(fresh[0])
+	if e == nil || e.argsErr != nil || e.toolErr != nil {
+		return nil
+	}
+	return e
 }
 
 // argsJSON is the arguments of invoked tool k's meta_tool call: its query
