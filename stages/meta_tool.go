@@ -303,6 +303,16 @@ func (c *MetaToolConfig) build(env *Env) (Stage, error) {
 		twin:  ratioOr(c.TwinDescriptionSimilarity, metaToolDefaultTwin),
 		seed:  env.reseeder(),
 	}
+	for i, open := range []bool{false, true} {
+		var l []record.Tool
+		if open {
+			l = append(l, metaToolDef)
+		}
+		if c.GetUserInput {
+			l = append(l, getUserInputDef)
+		}
+		s.onlySpecial[i] = slices.Clip(l)
+	}
 	needsLib := c.ResultMode == MetaToolRetrieved || s.hard > 0
 	if needsLib && env.Library == nil {
 		return nil, errors.New("meta_tool: hard records and retrieved results need the run's tool library, and none is available")
@@ -320,6 +330,10 @@ type metaToolStage struct {
 	twin              float64  // twin_description_similarity
 	seed              reseeder // env's, for the records' generators
 	steps             stepper
+	// onlySpecial is the tool list of a closed- and of an open-world
+	// record that keeps none of its tools and draws none (see
+	// withSpecialTools), shared by all such records.
+	onlySpecial [2][]record.Tool
 
 	mu  sync.Mutex
 	lib atomic.Pointer[metaToolLibrary] // nil until first needed; set under mu
@@ -947,12 +961,16 @@ func (s *metaToolStage) dropStandIns(ctx context.Context, p *metaToolPlan, ml *m
 // withSpecialTools returns the record's new list: meta_tool first (open
 // world), the tools refs refer to, get_user_input last (when enabled), in
 // an array of its exact length (a stage appending to the list gets its
-// own): the record's own list, clipped, when that is the list, else a new
+// own): the record's own list, clipped, when that is the list, the
+// stage's shared list of the special tools when refs is empty, else a new
 // one.
 func (s *metaToolStage) withSpecialTools(p *metaToolPlan, refs []int, ml *metaToolLibrary) []record.Tool {
 	n := len(refs)
 	if n > 0 && n == len(p.in.Tools) && !p.open && !s.cfg.GetUserInput && inOrder(refs) {
 		return slices.Clip(p.in.Tools)
+	}
+	if l := s.onlySpecial[boolIndex(p.open)]; n == 0 && len(l) > 0 {
+		return l
 	}
 	if p.open {
 		n++
@@ -971,6 +989,14 @@ func (s *metaToolStage) withSpecialTools(p *metaToolPlan, refs []int, ml *metaTo
 		out = append(out, getUserInputDef)
 	}
 	return out
+}
+
+// boolIndex is 1 for true, 0 for false.
+func boolIndex(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // inOrder reports whether refs is 0, 1, … len(refs)−1.
