@@ -178,9 +178,8 @@ func (s *negatives) Process(ctx context.Context, r *record.Record) ([]*record.Re
 	// their turns (which reads every meta_tool result).
 	// The draw is Env.Rand(r.ID).Float64() from a source on the stack; a
 	// chosen record's generator goes on from a copy of it.
-	var src rand.PCG
-	s.seed.reseed(&src, r.ID)
-	if unitFloat(src.Uint64()) >= s.cfg.Ratio {
+	src, drawn := s.draw(r)
+	if !drawn {
 		return []*record.Record{r}, nil
 	}
 	turns := negativeTurns(r, s.cfg.AllowNoTools, s.retrieved)
@@ -203,6 +202,20 @@ func (s *negatives) Process(ctx context.Context, r *record.Record) ([]*record.Re
 		out = append(out, neg)
 	}
 	return out, nil
+}
+
+// draw is r's draw: whether r is chosen for negatives, and the source its
+// generator goes on from.
+func (s *negatives) draw(r *record.Record) (src rand.PCG, drawn bool) {
+	s.seed.reseed(&src, r.ID)
+	drawn = unitFloat(src.Uint64()) < s.cfg.Ratio
+	return src, drawn
+}
+
+// passes reports that r is not chosen (passer): Process returns it alone.
+func (s *negatives) passes(r *record.Record) bool {
+	_, drawn := s.draw(r)
+	return !drawn
 }
 
 // unitFloat is math/rand/v2's Rand.Float64 of the draw u: [0, 1) in steps

@@ -798,6 +798,7 @@ func (r *Runner) processShard(ctx context.Context, p *pass, name string, recs []
 	if teacher {
 		workers = max(1, c.Concurrency())
 	}
+	ps, _ := st.(passer)
 	ctr := &counters{m: map[string]int64{}}
 	g, gctx := errgroup.WithContext(context.WithValue(ctx, countersKey{}, ctr))
 	// A fixed set of workers takes the records in turn: a goroutine per
@@ -819,7 +820,13 @@ func (r *Runner) processShard(ctx context.Context, p *pass, name string, recs []
 					return nil
 				}
 				rec := recs[i]
-				out, err := safeProcess(gctx, st, rec, checked)
+				var out []*record.Record
+				var err error
+				if ps != nil && ps.passes(rec) {
+					out = recs[i : i+1 : i+1]
+				} else {
+					out, err = safeProcess(gctx, st, rec, checked)
+				}
 				kind, _ := contract.Classify(len(out), err)
 				if kind == contract.Stop && !isPending(err) {
 					err = fmt.Errorf("record %s: %w", rec.ID, err)
