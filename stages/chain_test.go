@@ -456,3 +456,36 @@ func TestGroupFailedWriteLeavesNoUnnamedFiles(t *testing.T) {
 		}
 	}
 }
+
+// passStage passes records whose ID starts with "pass" (passer) and
+// makes a copy of any other; its Process refuses records it passes.
+type passStage struct{}
+
+func (passStage) passes(r *record.Record) bool { return strings.HasPrefix(r.ID, "pass") }
+
+func (s passStage) Process(_ context.Context, r *record.Record) ([]*record.Record, error) {
+	if s.passes(r) {
+		return nil, errors.New("Process called for a record the stage passes")
+	}
+	c := *r
+	return []*record.Record{&c}, nil
+}
+
+// The runner keeps a record a passer passes as it came, without calling
+// Process, in shard order with the records Process made.
+func TestProcessShardPasses(t *testing.T) {
+	recs := []*record.Record{{ID: "pass-1"}, {ID: "copy-1"}, {ID: "pass-2"}, {ID: "pass-3"}, {ID: "copy-2"}}
+	p := &pass{sr: stageRun{name: "s"}, st: passStage{}, prog: &progress{}}
+	o, err := (&Runner{}).processShard(context.Background(), p, "00000", recs, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(o.kept) != len(recs) {
+		t.Fatalf("kept %d records, want %d", len(o.kept), len(recs))
+	}
+	for i, r := range o.kept {
+		if r.ID != recs[i].ID || (r == recs[i]) != strings.HasPrefix(r.ID, "pass") {
+			t.Errorf("kept[%d] = %s (the input itself: %v)", i, r.ID, r == recs[i])
+		}
+	}
+}

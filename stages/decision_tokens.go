@@ -80,6 +80,7 @@ type decisionTokens struct {
 	answer, useTool string
 	stage           string
 	on              record.Tag // the tag the stage sets
+	steps           stepper
 }
 
 // Process prefixes every assistant turn of r with its decision token.
@@ -108,7 +109,7 @@ func (s *decisionTokens) Process(_ context.Context, r *record.Record) ([]*record
 	if out == nil {
 		out, list = relabelled(r, s.on)
 	}
-	out.AddStep(s.stage, "rule", "")
+	s.steps.add(out, s.stage, "rule", "")
 	return list, nil
 }
 
@@ -129,7 +130,8 @@ func changed(r *record.Record, set ...record.Tag) (c *record.Record, list []*rec
 // list holding it are one allocation. Its tags are record.WithTags(r.Tags, set):
 // a new list when set is not empty, else r's own, which the stage
 // replaces (record.WithTags) rather than changes (SetTag). Its lineage
-// is a new list with room for the step the stage adds (AddStep).
+// is r's, clipped: the stage adds its step with a stepper (AddStep would
+// copy it).
 func relabelled(r *record.Record, set ...record.Tag) (c *record.Record, list []*record.Record) {
 	o := &struct {
 		rec  record.Record
@@ -138,10 +140,7 @@ func relabelled(r *record.Record, set ...record.Tag) (c *record.Record, list []*
 	c = &o.rec
 	c.Rendered = nil
 	c.Tags = record.WithTags(r.Tags, set...)
-	// Room for the one step the stage adds: AddStep on a clipped list
-	// grew it to twice its length (3 steps took the bytes of 4).
-	c.Lineage = make([]record.Step, len(r.Lineage), len(r.Lineage)+1)
-	copy(c.Lineage, r.Lineage)
+	c.Lineage = slices.Clip(r.Lineage)
 	o.list[0] = c
 	return c, o.list[:]
 }

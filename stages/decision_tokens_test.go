@@ -147,3 +147,17 @@ func BenchmarkDecisionTokens(b *testing.B) {
 		}
 	}
 }
+
+// A record whose call turn gets the token costs the copy (record and
+// list), its tags and its messages: the lineage is shared (stepper), and
+// the token alone is no new text.
+func TestDecisionTokensAllocs(t *testing.T) {
+	st := buildDecisionTokens(t, DecisionTokensConfig{})
+	in := fxRecord("fx:allocs", []record.Tool{fxWeather}, fxUser("weather?"), fxCalls("get_weather", `{"location":"Paris"}`))
+	in.Lineage = []record.Step{{Stage: "00-ingest", Provider: "rule"}}
+	processOne(t, st, in) // the stage's lineage for the next records
+	ctx := context.Background()
+	if n := testing.AllocsPerRun(100, func() { st.Process(ctx, in) }); n != 3 {
+		t.Errorf("%v allocations a record, want 3", n)
+	}
+}

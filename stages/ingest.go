@@ -610,6 +610,7 @@ func (r *Runner) parsePart(src Source, sr stageRun, b rawBatch) (*shardOut, []re
 	name := fmt.Sprintf("%s-%05d", src.Name, b.index)
 	o := &shardOut{sh: manifests.Shard{Name: name}}
 	var tools toollib.Set
+	var steps stepper // the part's records share their lineage
 	// formats.Parse's records pass shard.Check when the source name is
 	// valid UTF-8 (Parse's contract, which its fuzz targets hold): they
 	// are checked only for a source named otherwise (CheckName allows none).
@@ -649,7 +650,7 @@ func (r *Runner) parsePart(src Source, sr stageRun, b rawBatch) (*shardOut, []re
 				continue
 			}
 		}
-		rec.AddStep(sr.name, "rule", "")
+		steps.add(rec, sr.name, "rule", "")
 		if rp := rec.Tag("repairs"); rp != "" {
 			for _, kind := range strings.Split(rp, ",") {
 				o.sh.Counters = incr(o.sh.Counters, "repair."+kind)

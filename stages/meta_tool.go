@@ -303,6 +303,16 @@ func (c *MetaToolConfig) build(env *Env) (Stage, error) {
 		twin:  ratioOr(c.TwinDescriptionSimilarity, metaToolDefaultTwin),
 		seed:  env.reseeder(),
 	}
+	for i, open := range []bool{false, true} {
+		var l []record.Tool
+		if open {
+			l = append(l, metaToolDef)
+		}
+		if c.GetUserInput {
+			l = append(l, getUserInputDef)
+		}
+		s.onlySpecial[i] = slices.Clip(l)
+	}
 	needsLib := c.ResultMode == MetaToolRetrieved || s.hard > 0
 	if needsLib && env.Library == nil {
 		return nil, errors.New("meta_tool: hard records and retrieved results need the run's tool library, and none is available")
@@ -319,6 +329,11 @@ type metaToolStage struct {
 	open, hard, alpha float64
 	twin              float64  // twin_description_similarity
 	seed              reseeder // env's, for the records' generators
+	steps             stepper
+	// onlySpecial is the tool list of a closed- and of an open-world
+	// record that keeps none of its tools and draws none (see
+	// withSpecialTools), shared by all such records.
+	onlySpecial [2][]record.Tool
 
 	mu  sync.Mutex
 	lib atomic.Pointer[metaToolLibrary] // nil until first needed; set under mu
@@ -416,6 +431,11 @@ type metaToolEncoded struct {
 	paper   string // tool in the paper envelope of a lone call (paperEnvelope(tool, 0, 1))
 	argsErr error
 	toolErr error
+	// The inserted turns' lists of a lone call in oracle mode with the
+	// paper envelope (see loneTurns), shared by every record that makes
+	// them: no stage changes a list of calls or results in place.
+	call   [1]record.Call
+	result [1]record.Result
 }
 
 // encodedAt returns library tool i's encodings, making them on first use
@@ -430,6 +450,8 @@ func (ml *metaToolLibrary) encodedAt(i int) *metaToolEncoded {
 	b, e.toolErr = jsonout.Marshal(ml.lib.Tools[i])
 	e.tool = string(b)
 	e.paper = paperEnvelope(e.tool, 0, 1)
+	e.call[0] = record.Call{Name: verify.MetaTool, Arguments: e.args}
+	e.result[0] = record.Result{Name: verify.MetaTool, Content: e.paper}
 	ml.encoded[i].Store(e)
 	return e
 }
@@ -713,7 +735,7 @@ func (s *metaToolStage) Process(ctx context.Context, in *record.Record) ([]*reco
 	} else {
 		out.Tags = record.WithTags(in.Tags, set[0], set[1], set[3])
 	}
-	out.AddStep(s.env.Stage, "rule", "")
+	s.steps.add(out, s.env.Stage, "rule", "")
 	return list, nil
 }
 
@@ -938,10 +960,18 @@ func (s *metaToolStage) dropStandIns(ctx context.Context, p *metaToolPlan, ml *m
 
 // withSpecialTools returns the record's new list: meta_tool first (open
 // world), the tools refs refer to, get_user_input last (when enabled), in
-// an array of its own and of its exact length (a stage appending to the
-// list gets its own).
+// an array of its exact length (a stage appending to the list gets its
+// own): the record's own list, clipped, when that is the list, the
+// stage's shared list of the special tools when refs is empty, else a new
+// one.
 func (s *metaToolStage) withSpecialTools(p *metaToolPlan, refs []int, ml *metaToolLibrary) []record.Tool {
 	n := len(refs)
+	if n > 0 && n == len(p.in.Tools) && !p.open && !s.cfg.GetUserInput && inOrder(refs) {
+		return slices.Clip(p.in.Tools)
+	}
+	if l := s.onlySpecial[boolIndex(p.open)]; n == 0 && len(l) > 0 {
+		return l
+	}
 	if p.open {
 		n++
 	}
@@ -959,6 +989,24 @@ func (s *metaToolStage) withSpecialTools(p *metaToolPlan, refs []int, ml *metaTo
 		out = append(out, getUserInputDef)
 	}
 	return out
+}
+
+// boolIndex is 1 for true, 0 for false.
+func boolIndex(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// inOrder reports whether refs is 0, 1, … len(refs)−1.
+func inOrder(refs []int) bool {
+	for i, r := range refs {
+		if r != i {
+			return false
+		}
+	}
+	return true
 }
 
 // The special tools' definitions, shared by every record that lists them
@@ -1088,9 +1136,10 @@ func (s *metaToolStage) insertMetaCalls(ctx context.Context, p *metaToolPlan, ms
 	returned := p.sc.returned // name → library index of a retrieved-mode distractor already returned
 	out := make([]record.Message, 0, len(msgs)+2*len(p.invoked))
 	// Each invoked tool is retrieved at most once: the inserted turns'
-	// calls and results take their lists from one array each.
-	calls := make([]record.Call, 0, len(p.invoked))
-	results := make([]record.Result, 0, len(p.invoked))
+	// calls and results take their lists from one array each, made when
+	// a turn needs them (a lone call's are the library's: loneTurns).
+	var calls []record.Call
+	var results []record.Result
 	fresh := p.sc.fresh[:0]
 	defer func() { p.sc.fresh = fresh }()
 	last := 0 // msgs before it are in out
@@ -1103,7 +1152,17 @@ func (s *metaToolStage) insertMetaCalls(ctx context.Context, p *metaToolPlan, ms
 					fresh = append(fresh, k)
 				}
 			}
-			if len(fresh) > 0 {
+			if e := s.loneTurns(p, fresh); e != nil {
+				retrieved[fresh[0]] = true
+				out = append(out, msgs[last:i]...)
+				last = i
+				out = append(out, record.Message{Role: record.RoleAssistant, Calls: e.call[:]},
+					record.Message{Role: record.RoleTool, Results: e.result[:]})
+			} else if len(fresh) > 0 {
+				if calls == nil {
+					calls = make([]record.Call, 0, len(p.invoked))
+					results = make([]record.Result, 0, len(p.invoked))
+				}
 				from := len(calls)
 				for id, k := range fresh {
 					args, err := p.argsJSON(k)
@@ -1130,6 +1189,21 @@ func (s *metaToolStage) insertMetaCalls(ctx context.Context, p *metaToolPlan, ms
 		}
 	}
 	return append(out, msgs[last:]...), nil
+}
+
+// loneTurns returns the library's encodings of the one tool fresh holds
+// when the turns inserted for it are the ones encoded there (its
+// arguments and its result content are the library's, without errors),
+// else nil.
+func (s *metaToolStage) loneTurns(p *metaToolPlan, fresh []int) *metaToolEncoded {
+	if len(fresh) != 1 || s.cfg.ResultMode != MetaToolOracle || s.cfg.ResultFormat != MetaToolPaper {
+		return nil
+	}
+	e := p.oracleEncoded(fresh[0])
+	if e == nil || e.argsErr != nil || e.toolErr != nil {
+		return nil
+	}
+	return e
 }
 
 // argsJSON is the arguments of invoked tool k's meta_tool call: its query

@@ -1322,3 +1322,46 @@ func TestMetaToolSimpleTakesLibrary(t *testing.T) {
 		t.Error("the library was not taken")
 	}
 }
+
+// The turns inserted for a lone call of a library tool (oracle results,
+// paper envelope) are the library's lists, shared by every record that
+// retrieves the tool and of their exact length; their text is checked
+// against the records made without the library by
+// TestMetaToolSimpleTakesLibrary. A simple closed-world record that
+// calls every tool it lists keeps its list, and a simple open-world one
+// lists meta_tool alone, in the stage's one list. Allocations a record:
+// the copy (record and list) and its tags, and in the open world its
+// messages.
+func TestMetaToolSharedLists(t *testing.T) {
+	ctx := context.Background()
+	open := mtBuild(t, MetaToolConfig{OpenWorldRatio: mtPtr(1), HardRatio: mtPtr(0)}, mtEnv(mtLibrary(), nil))
+	a, b := mtProcess(t, open, mtSingle("mt:a")), mtProcess(t, open, mtSingle("mt:b"))
+	calls, results := a.Messages[1].Calls, a.Messages[2].Results
+	if calls[0].Name != verify.MetaTool || &calls[0] != &b.Messages[1].Calls[0] || &results[0] != &b.Messages[2].Results[0] {
+		t.Errorf("the inserted turns' lists are not the library's: %+v", a.Messages[1:3])
+	}
+	if cap(calls) != 1 || cap(results) != 1 {
+		t.Errorf("inserted lists have room: cap %d, %d", cap(calls), cap(results))
+	}
+	if len(a.Tools) != 1 || a.Tools[0].Name != verify.MetaTool || &a.Tools[0] != &b.Tools[0] || cap(a.Tools) != 1 {
+		t.Errorf("open world simple tools %+v: not the stage's list of meta_tool alone", a.Tools)
+	}
+	in := mtSingle("mt:allocs")
+	if n := testing.AllocsPerRun(100, func() { open.Process(ctx, in) }); n != 3 && !raceDetector {
+		t.Errorf("open world: %v allocations a record, want 3", n)
+	}
+
+	closed := mtBuild(t, MetaToolConfig{OpenWorldRatio: mtPtr(0), HardRatio: mtPtr(0)}, mtEnv(mtLibrary(), nil))
+	in = fxRecord("mt:all-called", []record.Tool{mtTraffic}, mtSingle("").Messages...)
+	out := mtProcess(t, closed, in)
+	if &out.Tools[0] != &in.Tools[0] || cap(out.Tools) != len(out.Tools) {
+		t.Errorf("closed world calling every listed tool: tools not the record's, clipped")
+	}
+	if n := testing.AllocsPerRun(100, func() { closed.Process(ctx, in) }); n != 2 && !raceDetector {
+		t.Errorf("closed world: %v allocations a record, want 2", n)
+	}
+	// A tool listed and not called leaves the list new.
+	if out := mtProcess(t, closed, mtSingle("mt:unused")); len(out.Tools) != 1 || out.Tools[0].Name != mtTraffic.Name {
+		t.Errorf("closed world tools %+v, want get_traffic_report alone", out.Tools)
+	}
+}

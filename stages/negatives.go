@@ -155,6 +155,7 @@ type negatives struct {
 	// retrieved holds the names meta_tool results return: records
 	// repeat the same results (meta_tool writes one per library tool).
 	retrieved *retrievedNames
+	steps     stepper
 }
 
 // Concurrency is the teacher's capacity when replies are written by the
@@ -177,9 +178,8 @@ func (s *negatives) Process(ctx context.Context, r *record.Record) ([]*record.Re
 	// their turns (which reads every meta_tool result).
 	// The draw is Env.Rand(r.ID).Float64() from a source on the stack; a
 	// chosen record's generator goes on from a copy of it.
-	var src rand.PCG
-	s.seed.reseed(&src, r.ID)
-	if unitFloat(src.Uint64()) >= s.cfg.Ratio {
+	src, drawn := s.draw(r)
+	if !drawn {
 		return []*record.Record{r}, nil
 	}
 	turns := negativeTurns(r, s.cfg.AllowNoTools, s.retrieved)
@@ -204,6 +204,20 @@ func (s *negatives) Process(ctx context.Context, r *record.Record) ([]*record.Re
 	return out, nil
 }
 
+// draw is r's draw: whether r is chosen for negatives, and the source its
+// generator goes on from.
+func (s *negatives) draw(r *record.Record) (src rand.PCG, drawn bool) {
+	s.seed.reseed(&src, r.ID)
+	drawn = unitFloat(src.Uint64()) < s.cfg.Ratio
+	return src, drawn
+}
+
+// passes reports that r is not chosen (passer): Process returns it alone.
+func (s *negatives) passes(r *record.Record) bool {
+	_, drawn := s.draw(r)
+	return !drawn
+}
+
 // unitFloat is math/rand/v2's Rand.Float64 of the draw u: [0, 1) in steps
 // of 2⁻⁵³ (TestUnitFloat holds it to the library's).
 func unitFloat(u uint64) float64 { return float64(u<<11>>11) / (1 << 53) }
@@ -218,14 +232,13 @@ func (s *negatives) negative(ctx context.Context, r *record.Record, k int) (*rec
 	neg := &record.Record{ID: r.ID + "/neg" + strconv.Itoa(k), Source: r.Source, Format: r.Format, Row: r.Row, System: r.System,
 		Tools:    make([]record.Tool, 0, len(r.Tools)),
 		Messages: make([]record.Message, k, k+1),
-		Lineage:  make([]record.Step, len(r.Lineage), len(r.Lineage)+1)}
+		Lineage:  slices.Clip(r.Lineage)}
 	for _, t := range r.Tools {
 		if !slices.Contains(called, t.Name) {
 			neg.Tools = append(neg.Tools, t)
 		}
 	}
 	copy(neg.Messages, r.Messages)
-	copy(neg.Lineage, r.Lineage)
 	if err := assertNegative(neg, called); err != nil {
 		return nil, err
 	}
@@ -240,7 +253,7 @@ func (s *negatives) negative(ctx context.Context, r *record.Record, k int) (*rec
 	}
 	neg.Messages = append(neg.Messages, record.Message{Role: record.RoleAssistant, Content: answer})
 	neg.Tags = record.WithTags(r.Tags, record.Tag{Key: "category", Value: "negative"})
-	neg.AddStep(s.env.Stage, provider, model)
+	s.steps.add(neg, s.env.Stage, provider, model)
 	return neg, nil
 }
 

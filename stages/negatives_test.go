@@ -529,3 +529,31 @@ func FuzzRetrievedNames(f *testing.F) {
 		}
 	})
 }
+
+// A record the stage passes (passer) is one Process returns alone, and
+// every record Process gives negatives is one it does not pass.
+func TestNegativesPasses(t *testing.T) {
+	for _, ratio := range []float64{0.1, 0.5, 1} {
+		st := buildNegatives(t, NegativesConfig{Ratio: ratio, PerRecord: 2}, nil).(*negatives)
+		passed := 0
+		for i := range 400 {
+			base := fxAll()[i%5]
+			r := base.Clone()
+			r.ID = fmt.Sprintf("%s#%d", base.ID, i)
+			res, err := st.Process(context.Background(), r)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !st.passes(r) {
+				continue
+			}
+			passed++
+			if len(res) != 1 || res[0] != r {
+				t.Fatalf("ratio %v: %s passes, and Process gave %d records", ratio, r.ID, len(res))
+			}
+		}
+		if (ratio == 1) != (passed == 0) {
+			t.Errorf("ratio %v: %d of 400 records passed", ratio, passed)
+		}
+	}
+}

@@ -788,16 +788,18 @@ func (r *Runner) processShard(ctx context.Context, p *pass, name string, recs []
 	// Most stages keep about a record per record: the list is made once.
 	o := &shardOut{sh: manifests.Shard{Name: name}, kept: make([]*record.Record, 0, len(recs))}
 	o.sh.In = int64(len(recs))
-	outs := make([][]*record.Record, len(recs))
-	errs := make([]error, len(recs))
+	res := takeShardResults(len(recs))
+	defer res.release()
+	outs, errs := res.outs, res.errs
 	// unfit[i] holds, for the outputs of recs[i] that shard.Check refused,
 	// why (by output): the checks run in the workers, beside Process.
-	unfit := make([]map[int]checkFail, len(recs))
+	unfit := res.unfit
 	workers := runtime.NumCPU()
 	c, teacher := st.(Concurrent)
 	if teacher {
 		workers = max(1, c.Concurrency())
 	}
+	ps, _ := st.(passer)
 	ctr := &counters{m: map[string]int64{}}
 	g, gctx := errgroup.WithContext(context.WithValue(ctx, countersKey{}, ctr))
 	// A fixed set of workers takes the records in turn: a goroutine per
@@ -819,7 +821,13 @@ func (r *Runner) processShard(ctx context.Context, p *pass, name string, recs []
 					return nil
 				}
 				rec := recs[i]
-				out, err := safeProcess(gctx, st, rec, checked)
+				var out []*record.Record
+				var err error
+				if ps != nil && ps.passes(rec) {
+					out = recs[i : i+1 : i+1]
+				} else {
+					out, err = safeProcess(gctx, st, rec, checked)
+				}
 				kind, _ := contract.Classify(len(out), err)
 				if kind == contract.Stop && !isPending(err) {
 					err = fmt.Errorf("record %s: %w", rec.ID, err)
@@ -878,6 +886,34 @@ func (r *Runner) processShard(ctx context.Context, p *pass, name string, recs []
 		o.sh.Counters = ctr.m
 	}
 	return o, nil
+}
+
+// shardResults holds processShard's per-record outcomes (outputs, error,
+// refused outputs) of one shard, each list of the shard's length. They
+// are pooled: three lists of a shard's length for every stage and shard
+// were about 3 % of a fuller run's bytes allocated.
+type shardResults struct {
+	outs  [][]*record.Record
+	errs  []error
+	unfit []map[int]checkFail
+}
+
+var shardResultsPool = sync.Pool{New: func() any { return new(shardResults) }}
+
+// takeShardResults returns empty lists of length n.
+func takeShardResults(n int) *shardResults {
+	r := shardResultsPool.Get().(*shardResults)
+	r.outs, r.errs, r.unfit = resized(r.outs, n), resized(r.errs, n), resized(r.unfit, n)
+	return r
+}
+
+// release empties the lists (no record or error is kept) and hands them
+// on to the next shard.
+func (r *shardResults) release() {
+	clear(r.outs)
+	clear(r.errs)
+	clear(r.unfit)
+	shardResultsPool.Put(r)
 }
 
 // A checkFail is why shard.Check refused a record.

@@ -489,3 +489,23 @@ func (s *syncBuffer) String() string {
 	defer s.mu.Unlock()
 	return s.b.String()
 }
+
+// Pooled shard results come back empty at the length asked for, whatever
+// the shard before them held (a record or an error kept from it would be
+// another shard's outcome).
+func TestShardResultsEmpty(t *testing.T) {
+	rec := &record.Record{ID: "r"}
+	for _, n := range []int{5, 3, 8, 0, 5} {
+		res := takeShardResults(n)
+		if len(res.outs) != n || len(res.errs) != n || len(res.unfit) != n {
+			t.Fatalf("lengths %d, %d, %d, want %d", len(res.outs), len(res.errs), len(res.unfit), n)
+		}
+		for i := range n {
+			if res.outs[i] != nil || res.errs[i] != nil || res.unfit[i] != nil {
+				t.Fatalf("n=%d: entry %d holds an earlier shard's outcome", n, i)
+			}
+			res.outs[i], res.errs[i], res.unfit[i] = []*record.Record{rec}, fmt.Errorf("x"), map[int]checkFail{0: {}}
+		}
+		res.release()
+	}
+}

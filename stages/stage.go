@@ -51,6 +51,14 @@ type checkedProcessor interface {
 	processChecked(ctx context.Context, r *record.Record) ([]*record.Record, error)
 }
 
+// A passer is a stage that tells at little cost, before Process, that it
+// passes a record on unchanged (Process would return the record alone):
+// the runner then keeps the record without calling Process, and no
+// one-record list is made for it. passes must not panic or block.
+type passer interface {
+	passes(r *record.Record) bool
+}
+
 // A teacherWriter is a stage whose output records hold the teacher's
 // answers, their lineage step naming the teacher's provider: under the
 // offline provider its stand-in text, which export refuses unless
