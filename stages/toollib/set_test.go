@@ -87,6 +87,41 @@ func BenchmarkDistinct(b *testing.B) {
 			}
 		}
 	})
+	// Parts: ingest's way, a Set per part of 500 records, each merged
+	// into the source's Set, tool by tool (Add) or by AddSet; the tools of
+	// 2,000 distinct records, as many as the harness's dumps repeat.
+	var drawn []record.Tool
+	for i := range 5000 {
+		for j := range 3 {
+			k := (i%2000)*3 + j
+			drawn = append(drawn, record.Tool{Name: fmt.Sprintf("tool_%d", k%20), Description: fmt.Sprintf("Does thing %d with the given inputs", k),
+				Parameters: fmt.Appendf(nil, `{"type":"object","properties":{"city":{"type":"string","description":"the city %d"}},"required":["city"]}`, k)})
+		}
+	}
+	for _, merge := range []string{"Add", "AddSet"} {
+		b.Run("Parts"+merge, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				var s Set
+				for i := 0; i < len(drawn); i += 1500 {
+					var p Set
+					for _, t := range drawn[i : i+1500] {
+						p.Add(t, 0)
+					}
+					if merge == "AddSet" {
+						s.AddSet(&p, i)
+						continue
+					}
+					for _, t := range p.Tools() {
+						s.Add(t, i)
+					}
+				}
+				if s.Len() != 6000 {
+					b.Fatal(s.Len())
+				}
+			}
+		})
+	}
 	b.Run("New", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
