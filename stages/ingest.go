@@ -401,9 +401,7 @@ func (r *Runner) ingestRead(ctx context.Context, sr stageRun, src Source, path, 
 					return err
 				}
 				mu.Lock()
-				for _, t := range ts {
-					tools.Add(t, int(b.first))
-				}
+				tools.AddSet(ts, int(b.first))
 				mu.Unlock()
 				o, start = parts.add(b, o, start)
 				if o == nil { // other parts of the shard are still being parsed
@@ -606,7 +604,7 @@ func (r *Runner) readBatches(ctx context.Context, sc *formats.Scanner, src Sourc
 // parsePart parses one part of a shard into what the part's rows became,
 // with the distinct tools of the records kept, in row order; or
 // errFramingDoubt for a quick row that is not framed.
-func (r *Runner) parsePart(src Source, sr stageRun, b rawBatch) (*shardOut, []record.Tool, error) {
+func (r *Runner) parsePart(src Source, sr stageRun, b rawBatch) (*shardOut, *toollib.Set, error) {
 	name := fmt.Sprintf("%s-%05d", src.Name, b.index)
 	o := &shardOut{sh: manifests.Shard{Name: name}}
 	var tools toollib.Set
@@ -662,7 +660,7 @@ func (r *Runner) parsePart(src Source, sr stageRun, b rawBatch) (*shardOut, []re
 		o.keep(rec)
 	}
 	b.release() // the rows are parsed: their memory goes to the next parts
-	return o, tools.Tools(), nil
+	return o, &tools, nil
 }
 
 // shardParts gathers the parsed parts of the shards being parsed.

@@ -15,24 +15,40 @@ import (
 // parts. The zero Set is empty and ready to use; a Set is not safe for
 // concurrent use.
 type Set struct {
-	seed  maphash.Seed
 	index map[uint64][]int // tool hash → indexes in tools
 	tools []record.Tool
+	keys  []uint64 // each tool's hash
 	ranks []int
 }
+
+// setSeed seeds the hashes of every Set, so that AddSet takes another
+// Set's hashes as they are (they only find tools: the comparison decides).
+var setSeed = maphash.MakeSeed()
 
 // Add adds t with rank unless the Set has the same tool with a rank no
 // higher; a same tool with a higher rank is replaced by t.
 func (s *Set) Add(t record.Tool, rank int) {
-	if s.index == nil {
-		s.seed = maphash.MakeSeed()
-		s.index = map[uint64][]int{}
-	}
 	// Three one-shot hashes, mixed (equal tools hash alike; the
 	// comparison decides).
-	k := maphash.String(s.seed, t.Name)
-	k = (k*0x9E3779B97F4A7C15 ^ maphash.String(s.seed, t.Description)) * 0x9E3779B97F4A7C15
-	k ^= maphash.Bytes(s.seed, t.Parameters)
+	k := maphash.String(setSeed, t.Name)
+	k = (k*0x9E3779B97F4A7C15 ^ maphash.String(setSeed, t.Description)) * 0x9E3779B97F4A7C15
+	k ^= maphash.Bytes(setSeed, t.Parameters)
+	s.add(k, t, rank)
+}
+
+// AddSet adds the tools of o, each with rank, as Add would one by one in
+// the order o holds them (Tools).
+func (s *Set) AddSet(o *Set, rank int) {
+	for i := range o.tools {
+		s.add(o.keys[i], o.tools[i], rank)
+	}
+}
+
+// add is Add of t, whose hash is k.
+func (s *Set) add(k uint64, t record.Tool, rank int) {
+	if s.index == nil {
+		s.index = map[uint64][]int{}
+	}
 	for _, i := range s.index[k] {
 		if o := &s.tools[i]; o.Name == t.Name && o.Description == t.Description && string(o.Parameters) == string(t.Parameters) {
 			if rank < s.ranks[i] {
@@ -43,6 +59,7 @@ func (s *Set) Add(t record.Tool, rank int) {
 	}
 	s.index[k] = append(s.index[k], len(s.tools))
 	s.tools = append(s.tools, t)
+	s.keys = append(s.keys, k)
 	s.ranks = append(s.ranks, rank)
 }
 

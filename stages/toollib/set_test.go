@@ -32,6 +32,37 @@ func TestSet(t *testing.T) {
 	}
 }
 
+// TestSetAddSet: a Set's tools added to another with AddSet are what
+// adding them one by one with Add makes, ranks and order included.
+func TestSetAddSet(t *testing.T) {
+	tool := func(name, params, resp string) record.Tool {
+		return record.Tool{Name: name, Description: "d", Parameters: []byte(params), Response: []byte(resp)}
+	}
+	parts := [][]record.Tool{
+		{tool("a", `{}`, `1`), tool("b", `{}`, ``), tool("a", `{}`, `2`)},
+		{tool("c", `{}`, ``), tool("a", `{}`, `3`), tool("b", `{"x":1}`, ``)},
+		{tool("b", `{}`, `4`), tool("c", `{}`, `5`), tool("d", `{}`, ``)},
+	}
+	ranks := []int{5, 2, 2}
+	var bySet, byTool Set
+	for i, part := range parts {
+		var p Set
+		for _, tl := range part {
+			p.Add(tl, 0)
+			byTool.Add(tl, ranks[i])
+		}
+		bySet.AddSet(&p, ranks[i])
+	}
+	want := []record.Tool{tool("a", `{}`, `3`), tool("b", `{}`, `4`), tool("c", `{}`, ``), tool("b", `{"x":1}`, ``), tool("d", `{}`, ``)}
+	for name, s := range map[string]*Set{"AddSet": &bySet, "Add": &byTool} {
+		if got := s.Tools(); !slices.EqualFunc(got, want, func(a, b record.Tool) bool {
+			return compare(a, b) == 0 && string(a.Response) == string(b.Response)
+		}) {
+			t.Errorf("%s: got %q,\nwant %q", name, got, want)
+		}
+	}
+}
+
 // BenchmarkDistinct dedups the tools of 5000 records with 3 tools each, 60
 // distinct, as ingest does per shard: with a Set, and with New as ingest
 // did before.
@@ -56,6 +87,41 @@ func BenchmarkDistinct(b *testing.B) {
 			}
 		}
 	})
+	// Parts: ingest's way, a Set per part of 500 records, each merged
+	// into the source's Set, tool by tool (Add) or by AddSet; the tools of
+	// 2,000 distinct records, as many as the harness's dumps repeat.
+	var drawn []record.Tool
+	for i := range 5000 {
+		for j := range 3 {
+			k := (i%2000)*3 + j
+			drawn = append(drawn, record.Tool{Name: fmt.Sprintf("tool_%d", k%20), Description: fmt.Sprintf("Does thing %d with the given inputs", k),
+				Parameters: fmt.Appendf(nil, `{"type":"object","properties":{"city":{"type":"string","description":"the city %d"}},"required":["city"]}`, k)})
+		}
+	}
+	for _, merge := range []string{"Add", "AddSet"} {
+		b.Run("Parts"+merge, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				var s Set
+				for i := 0; i < len(drawn); i += 1500 {
+					var p Set
+					for _, t := range drawn[i : i+1500] {
+						p.Add(t, 0)
+					}
+					if merge == "AddSet" {
+						s.AddSet(&p, i)
+						continue
+					}
+					for _, t := range p.Tools() {
+						s.Add(t, i)
+					}
+				}
+				if s.Len() != 6000 {
+					b.Fatal(s.Len())
+				}
+			}
+		})
+	}
 	b.Run("New", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
