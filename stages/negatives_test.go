@@ -190,9 +190,7 @@ func TestNegativesRatioAndConservation(t *testing.T) {
 		st := buildNegatives(t, NegativesConfig{Ratio: ratio, PerRecord: 2}, nil)
 		in, out, added, withNeg, eligible := 0, 0, 0, 0, 0
 		for i := range n {
-			base := fxAll()[i%5]
-			r := base.Clone()
-			r.ID = fmt.Sprintf("%s#%d", base.ID, i)
+			r := fxNumbered(i)
 			res, err := st.Process(context.Background(), r)
 			if err != nil {
 				t.Fatal(err)
@@ -530,6 +528,15 @@ func FuzzRetrievedNames(f *testing.F) {
 	})
 }
 
+// fxNumbered is a copy of the i-th fixture (of five, in turn) with an ID
+// of its own, so that each draws its own negatives.
+func fxNumbered(i int) *record.Record {
+	base := fxAll()[i%5]
+	r := base.Clone()
+	r.ID = fmt.Sprintf("%s#%d", base.ID, i)
+	return r
+}
+
 // A record the stage passes (passer) is one Process returns alone, and
 // every record Process gives negatives is one it does not pass.
 func TestNegativesPasses(t *testing.T) {
@@ -537,9 +544,7 @@ func TestNegativesPasses(t *testing.T) {
 		st := buildNegatives(t, NegativesConfig{Ratio: ratio, PerRecord: 2}, nil).(*negatives)
 		passed := 0
 		for i := range 400 {
-			base := fxAll()[i%5]
-			r := base.Clone()
-			r.ID = fmt.Sprintf("%s#%d", base.ID, i)
+			r := fxNumbered(i)
 			res, err := st.Process(context.Background(), r)
 			if err != nil {
 				t.Fatal(err)
