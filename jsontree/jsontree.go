@@ -851,9 +851,20 @@ func validText(s string) bool {
 			}
 			continue
 		}
-		if i+3 <= len(s) && c-0xE1 <= 0xEF-0xE1 && c != 0xED && s[i+1]&0xC0 == 0x80 && s[i+2]&0xC0 == 0x80 {
-			i += 3
-			continue
+		if c-0xE1 <= 0xEF-0xE1 && c != 0xED {
+			// A run of such characters, each checked in place (both
+			// bytes after the lead continuation bytes, tested at once).
+			at := i
+			for i+3 <= len(s) {
+				t := s[i : i+3]
+				if l := t[0]; l-0xE1 > 0xEF-0xE1 || l == 0xED || (uint16(t[1])|uint16(t[2])<<8)&0xC0C0 != 0x8080 {
+					break
+				}
+				i += 3
+			}
+			if i > at {
+				continue
+			}
 		}
 		r, n := utf8.DecodeRuneInString(s[i:])
 		if r == utf8.RuneError && n == 1 {

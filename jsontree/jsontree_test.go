@@ -544,6 +544,7 @@ func TestValidText(t *testing.T) {
 			for _, tail := range []string{"", "\x80", "\x80\x80", "\xbf\xbf\xbf", "abcdefgh"} {
 				check(string([]byte{byte(c), byte(d)}) + tail)
 				check("台北 abcdefgh" + string([]byte{byte(c), byte(d)}) + tail)
+				check("台北" + string([]byte{byte(c), byte(d)}) + tail) // ending a run of three-byte characters
 			}
 		}
 	}
@@ -563,4 +564,14 @@ func FuzzValidText(f *testing.F) {
 			t.Fatalf("% x: validText %v, utf8.ValidString %v", s, got, want)
 		}
 	})
+}
+
+func BenchmarkValidText(b *testing.B) {
+	s := strings.Repeat("你好，请帮我查一下台北明天的天气。I need the forecast for Taipei (#12). 谢谢！", 40)
+	b.SetBytes(int64(len(s)))
+	for range b.N {
+		if !validText(s) {
+			b.Fatal("not valid")
+		}
+	}
 }
