@@ -402,12 +402,12 @@ func (p *Parser) fail(msg string) *Error {
 // SkipSpace moves Pos past JSON white space.
 func (p *Parser) SkipSpace() {
 	for p.Pos < len(p.Data) {
-		switch p.Data[p.Pos] {
-		case ' ', '\t', '\n', '\r':
-			p.Pos++
-		default:
+		// Most bytes here are punctuation or a value's first byte, all
+		// above ' ': one comparison rules them out.
+		if c := p.Data[p.Pos]; c > ' ' || c != ' ' && c != '\t' && c != '\n' && c != '\r' {
 			return
 		}
+		p.Pos++
 	}
 }
 

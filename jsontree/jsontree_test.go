@@ -575,3 +575,28 @@ func BenchmarkValidText(b *testing.B) {
 		}
 	}
 }
+
+// TestSkipSpace checks that SkipSpace stops at every byte but JSON's four
+// white space bytes, after none, one and several of them, and at the end.
+func TestSkipSpace(t *testing.T) {
+	for c := range 256 {
+		space := c == ' ' || c == '\t' || c == '\n' || c == '\r'
+		for _, lead := range []string{"", " ", "\t", "\r\n", " \t\n\r  "} {
+			p := Parser{Data: []byte(lead + string([]byte{byte(c)}) + "x")}
+			p.SkipSpace()
+			want := len(lead)
+			if space {
+				want++
+			}
+			if p.Pos != want {
+				t.Fatalf("%q: Pos %d, want %d", p.Data, p.Pos, want)
+			}
+		}
+	}
+	for _, s := range []string{"", " ", " \t\r\n"} {
+		p := Parser{Data: []byte(s)}
+		if p.SkipSpace(); p.Pos != len(s) {
+			t.Errorf("%q: Pos %d, want %d", s, p.Pos, len(s))
+		}
+	}
+}
