@@ -348,7 +348,8 @@ func (p *Parser) offerLiteral(key string) (Value, bool) {
 	// which a hook could keep, does not move to the heap: every Parse
 	// would allocate its parser then.
 	ip := innerParsers.Get().(*Parser)
-	*ip = Parser{Data: p.Data, Pos: p.Pos + 1, DuplicateKeys: p.DuplicateKeys, slab: p.slab}
+	*ip = Parser{} // cleared in place: a literal would be built aside and copied
+	ip.Data, ip.Pos, ip.DuplicateKeys, ip.slab = p.Data, p.Pos+1, p.DuplicateKeys, p.slab
 	v, ok := p.Literal(key, Inner{ip})
 	ok = ok && ip.in.ended && !ip.in.failed
 	if ok {

@@ -402,12 +402,12 @@ func (p *Parser) fail(msg string) *Error {
 // SkipSpace moves Pos past JSON white space.
 func (p *Parser) SkipSpace() {
 	for p.Pos < len(p.Data) {
-		switch p.Data[p.Pos] {
-		case ' ', '\t', '\n', '\r':
-			p.Pos++
-		default:
+		// Most bytes here are punctuation or a value's first byte, all
+		// above ' ': one comparison rules them out.
+		if c := p.Data[p.Pos]; c > ' ' || c != ' ' && c != '\t' && c != '\n' && c != '\r' {
 			return
 		}
+		p.Pos++
 	}
 }
 
@@ -851,9 +851,20 @@ func validText(s string) bool {
 			}
 			continue
 		}
-		if i+3 <= len(s) && c-0xE1 <= 0xEF-0xE1 && c != 0xED && s[i+1]&0xC0 == 0x80 && s[i+2]&0xC0 == 0x80 {
-			i += 3
-			continue
+		if c-0xE1 <= 0xEF-0xE1 && c != 0xED {
+			// A run of such characters, each checked in place (both
+			// bytes after the lead continuation bytes, tested at once).
+			at := i
+			for i+3 <= len(s) {
+				t := s[i : i+3]
+				if l := t[0]; l-0xE1 > 0xEF-0xE1 || l == 0xED || (uint16(t[1])|uint16(t[2])<<8)&0xC0C0 != 0x8080 {
+					break
+				}
+				i += 3
+			}
+			if i > at {
+				continue
+			}
 		}
 		r, n := utf8.DecodeRuneInString(s[i:])
 		if r == utf8.RuneError && n == 1 {

@@ -544,6 +544,7 @@ func TestValidText(t *testing.T) {
 			for _, tail := range []string{"", "\x80", "\x80\x80", "\xbf\xbf\xbf", "abcdefgh"} {
 				check(string([]byte{byte(c), byte(d)}) + tail)
 				check("台北 abcdefgh" + string([]byte{byte(c), byte(d)}) + tail)
+				check("台北" + string([]byte{byte(c), byte(d)}) + tail) // ending a run of three-byte characters
 			}
 		}
 	}
@@ -563,4 +564,39 @@ func FuzzValidText(f *testing.F) {
 			t.Fatalf("% x: validText %v, utf8.ValidString %v", s, got, want)
 		}
 	})
+}
+
+func BenchmarkValidText(b *testing.B) {
+	s := strings.Repeat("你好，请帮我查一下台北明天的天气。I need the forecast for Taipei (#12). 谢谢！", 40)
+	b.SetBytes(int64(len(s)))
+	for range b.N {
+		if !validText(s) {
+			b.Fatal("not valid")
+		}
+	}
+}
+
+// TestSkipSpace checks that SkipSpace stops at every byte but JSON's four
+// white space bytes, after none, one and several of them, and at the end.
+func TestSkipSpace(t *testing.T) {
+	for c := range 256 {
+		space := c == ' ' || c == '\t' || c == '\n' || c == '\r'
+		for _, lead := range []string{"", " ", "\t", "\r\n", " \t\n\r  "} {
+			p := Parser{Data: []byte(lead + string([]byte{byte(c)}) + "x")}
+			p.SkipSpace()
+			want := len(lead)
+			if space {
+				want++
+			}
+			if p.Pos != want {
+				t.Fatalf("%q: Pos %d, want %d", p.Data, p.Pos, want)
+			}
+		}
+	}
+	for _, s := range []string{"", " ", " \t\r\n"} {
+		p := Parser{Data: []byte(s)}
+		if p.SkipSpace(); p.Pos != len(s) {
+			t.Errorf("%q: Pos %d, want %d", s, p.Pos, len(s))
+		}
+	}
 }

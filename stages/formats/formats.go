@@ -618,15 +618,26 @@ func countHan(s string) (han, kana int) {
 			}
 			continue
 		}
-		if c&0xF0 == 0xE0 && j+3 <= len(s) {
-			// An overlong form or a surrogate, which DecodeRune takes for
+		if c&0xF0 == 0xE0 {
+			// A run of characters of three bytes, each decoded in
+			// place (v: the bytes after the lead without their
+			// continuation marks, none left over). An
+			// overlong form or a surrogate, which DecodeRune takes for
 			// three U+FFFD, is looked up as a rune of class 0 below
 			// U+0800 or among the surrogates: the same counts.
-			if t := s[j : j+3]; t[1]&0xC0 == 0x80 && t[2]&0xC0 == 0x80 {
-				k := class[uint16(c&0x0F)<<12|uint16(t[1]&0x3F)<<6|uint16(t[2]&0x3F)]
+			at := j
+			for j+3 <= len(s) {
+				t := s[j : j+3]
+				v := (uint16(t[1]) | uint16(t[2])<<8) ^ 0x8080
+				if t[0]&0xF0 != 0xE0 || v&0xC0C0 != 0 {
+					break
+				}
+				k := class[uint16(t[0]&0x0F)<<12|v<<6&0xFC0|v>>8]
 				han += int(k & classHan)
 				kana += int(k >> 1)
 				j += 3
+			}
+			if j > at {
 				continue
 			}
 		}

@@ -47,6 +47,7 @@ func TestCountHan(t *testing.T) {
 		"", "abc", "一", "\u4dff\u4e00\u9fff\ua000", "\u4fff\u5000", "\u3fff\u4000", "丁七 abcdefgh 万丈三上下丌不与丏",
 		"abcdefg台", "abcdefgh台北", "台\xe4\xb8", "\xe5\x8f", "\xe9\xbf", "x\xe4\xb8\x80", "ひらがなカタカナ漢字",
 		"\U00020000\U0002A6DF", "\u3400\u4dbf", "éééééééé台", strings.Repeat("台北ab", 9),
+		"台北\xe4\xb8", "台\xe0\x80\x80北", "北\xed\xa0\x80台", "ひら\xe3\x81", "台北é北", "台北\U00020000北", "\xe4\xb8\xe4\xb8\x80",
 	} {
 		h, k := countHan(s)
 		if wh, wk := slow(s); h != wh || k != wk {
@@ -173,4 +174,20 @@ func FuzzIsChinese(f *testing.F) {
 			t.Fatalf("%q, %q: isChinese %v, want %v", user, assistant, got, want)
 		}
 	})
+}
+
+// hanBenchText is Chinese mixed with ASCII and CJK punctuation, as the zh
+// demo dialogues are.
+var hanBenchText = strings.Repeat("你好，请帮我查一下台北明天的天气。I need the forecast for Taipei (#12). 谢谢！", 40)
+
+func BenchmarkCountHan(b *testing.B) {
+	b.SetBytes(int64(len(hanBenchText)))
+	n := 0
+	for range b.N {
+		h, k := countHan(hanBenchText)
+		n += h + k
+	}
+	if n == 0 {
+		b.Fatal("no Han counted")
+	}
 }
