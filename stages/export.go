@@ -3,6 +3,7 @@ package stages
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -199,11 +200,12 @@ type exporter struct {
 	tpl *verify.LFTemplate
 	env *Env
 
-	tools toolMemo // each distinct tool's texts
+	tools     toolMemo     // each distinct tool's texts
+	results   *quotedTexts // meta_tool results and calling turns as JSON strings
+	metaCalls callTurns    // function_call turns of one meta_tool call (metaToolCall)
 	// quoting says samples are written as JSON lines that splice their
 	// tools' quoted texts (toolText.quoted).
 	quoting bool
-	results *quotedTexts // meta_tool results and calling turns as JSON strings
 
 	counterMu   sync.Mutex                        // held to add a key
 	counterKeys atomic.Pointer[map[string]string] // decision token → its counter key
@@ -540,6 +542,18 @@ func (e *exporter) render(r *record.Record, checked bool) (*sample, error) {
 				i += used
 				continue
 			}
+			if e.quoting && e.cfg.Style == "function_call" && len(m.Calls) == 1 && m.Calls[0].Name == verify.MetaTool {
+				t, q, err := e.metaToolCall(m, checked)
+				if err != nil {
+					return nil, err
+				}
+				if s.quoted == nil {
+					s.quoted = make([][]byte, last+1)
+				}
+				s.quoted[len(s.Conversations)] = q
+				s.Conversations = append(s.Conversations, t)
+				continue
+			}
 			t, err := e.assistant(m, checked)
 			if err != nil {
 				return nil, err
@@ -659,11 +673,7 @@ func (e *exporter) functionCall(m *record.Message, checked bool) (verify.Turn, e
 	thought := ""
 	// Calls that are not JSON are rejected before anything else is said
 	// of the turn: dropped reasoning is noted for a turn with good calls.
-	noteDropped := func() {
-		if m.Reasoning != "" && !e.cfg.Thoughts {
-			e.env.Note("reasoning before calls is dropped (style function_call without thoughts; set thoughts: true with a reasoning template)")
-		}
-	}
+	noteDropped := func() { e.noteCallReasoning(m) }
 	if m.Reasoning != "" && e.cfg.Thoughts {
 		thought = e.tpl.Thought(m.Reasoning)
 	}
@@ -713,6 +723,109 @@ func (e *exporter) functionCall(m *record.Message, checked bool) (verify.Turn, e
 			e.tpl.Name, ft.Prefix, len(ft.Calls))
 	}
 	return verify.Turn{From: "function_call", Value: value}, nil
+}
+
+// noteCallReasoning notes that m's reasoning is dropped, when it has any
+// and thoughts are not exported.
+func (e *exporter) noteCallReasoning(m *record.Message) {
+	if m.Reasoning != "" && !e.cfg.Thoughts {
+		e.env.Note("reasoning before calls is dropped (style function_call without thoughts; set thoughts: true with a reasoning template)")
+	}
+}
+
+// metaToolCall is functionCall of an assistant turn of one meta_tool call
+// for quoted samples, with the turn's value as a JSON string; both
+// remembered (e.metaCalls) by what functionCall reads of the turn.
+func (e *exporter) metaToolCall(m *record.Message, checked bool) (verify.Turn, []byte, error) {
+	var buf [512]byte
+	key := metaCallKey(buf[:0], m, e.cfg.Thoughts, checked)
+	if ct, ok := e.metaCalls.lookup(key); ok {
+		e.noteCallReasoning(m)
+		return verify.Turn{From: "function_call", Value: ct.value}, ct.quoted, nil
+	}
+	t, err := e.functionCall(m, checked)
+	if err != nil {
+		return verify.Turn{}, nil, err
+	}
+	ct := e.metaCalls.add(key, t.Value)
+	return verify.Turn{From: "function_call", Value: ct.value}, ct.quoted, nil
+}
+
+// metaCallKey appends to dst what functionCall's outcome for m depends on
+// besides the exporter's settings: its text, its reasoning when thoughts
+// are exported, whether its record passed shard.Check, and its calls'
+// names and arguments, each but the last after its length.
+func metaCallKey(dst []byte, m *record.Message, thoughts, checked bool) []byte {
+	dst = binary.AppendUvarint(dst, uint64(len(m.Content)))
+	dst = append(dst, m.Content...)
+	if thoughts {
+		dst = binary.AppendUvarint(dst, uint64(len(m.Reasoning)))
+		dst = append(dst, m.Reasoning...)
+	}
+	if checked {
+		dst = append(dst, 1)
+	} else {
+		dst = append(dst, 0)
+	}
+	for i, c := range m.Calls {
+		dst = binary.AppendUvarint(dst, uint64(len(c.Name)))
+		dst = append(dst, c.Name...)
+		if i < len(m.Calls)-1 {
+			dst = binary.AppendUvarint(dst, uint64(len(c.Arguments)))
+		}
+		dst = append(dst, c.Arguments...)
+	}
+	return dst
+}
+
+// callTurns remembers function_call values and their JSON strings
+// (jsonout.AppendString's), by metaCallKey, up to callTurnsBudget bytes of
+// keys and texts: meta_tool writes one call's arguments per library tool
+// and records repeat them, so their turns (JSON dense in quotes) repeat.
+// It keeps its own copies. Safe for concurrent use.
+type callTurns struct {
+	mu   sync.Mutex
+	m    map[string]callTurn
+	used int
+}
+
+// A callTurn is a function_call value and its JSON string; not to be
+// changed.
+type callTurn struct {
+	value  string
+	quoted []byte
+}
+
+// callTurnsBudget bounds a callTurns' memory; a turn met after it is full
+// is made each time.
+const callTurnsBudget = 16 << 20
+
+func (c *callTurns) lookup(key []byte) (callTurn, bool) {
+	c.mu.Lock()
+	ct, ok := c.m[string(key)]
+	c.mu.Unlock()
+	return ct, ok
+}
+
+// add returns the callTurn of value, remembered under key while the
+// budget lasts.
+func (c *callTurns) add(key []byte, value string) callTurn {
+	ct := callTurn{value: strings.Clone(value)}
+	ct.quoted = slices.Clip(jsonout.AppendString(make([]byte, 0, len(value)+len(value)/4+2), value))
+	size := len(key) + len(ct.value) + cap(ct.quoted) + 64
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if known, ok := c.m[string(key)]; ok {
+		return known
+	}
+	if c.used+size <= callTurnsBudget {
+		if c.m == nil {
+			c.m = map[string]callTurn{}
+		}
+		c.m[string(key)] = ct
+		c.used += size
+	}
+	return ct
 }
 
 // readsBack reports, without parsing JSON, that the template's function

@@ -713,6 +713,42 @@ func TestCountDecisionTokens(t *testing.T) {
 	}
 }
 
+// TestMetaToolCallAsFunctionCall: a turn of one meta_tool call gives
+// through metaToolCall, met for the first time or again, the turn and
+// rejection functionCall gives on a fresh exporter, and its value's JSON
+// string; turns that differ only in what the key holds (text, reasoning
+// with thoughts, checked, arguments) are not taken for one another.
+func TestMetaToolCallAsFunctionCall(t *testing.T) {
+	args := []string{`{"tool_description":"a","param_description":["x"]}`, `{"tool_description":"b"}`, ` {"a":1} `, `{bad`, `[1]`, ``,
+		`{"q":"\u2028 \" 中文"}`}
+	texts := []string{"<|use_tool|>", "", "  ", "I will look it up.", "<|use_tool|>\n", "<tool_call>"}
+	reasons := []string{"", "think first", "<think>"}
+	for _, cfg := range []ExportConfig{{}, {Template: "qwen3", Thoughts: true}, {Template: "gemma3"}, {Template: "glm4"}} {
+		e := buildExport(t, cfg)
+		for round := range 2 {
+			for _, a := range args {
+				for _, text := range texts {
+					for _, reason := range reasons {
+						for _, checked := range []bool{true, false} {
+							m := record.Message{Role: record.RoleAssistant, Content: text, Reasoning: reason,
+								Calls: []record.Call{{Name: verify.MetaTool, Arguments: json.RawMessage(a)}}}
+							name := fmt.Sprintf("%s round %d args %q text %q reasoning %q checked %v", cfg.Template, round, a, text, reason, checked)
+							want, wantErr := buildExport(t, cfg).functionCall(&m, checked)
+							got, q, err := e.metaToolCall(&m, checked)
+							if fmt.Sprint(err) != fmt.Sprint(wantErr) || got != want {
+								t.Fatalf("%s: %+v, %v; want %+v, %v", name, got, err, want, wantErr)
+							}
+							if err == nil && string(q) != string(jsonout.AppendString(nil, want.Value)) {
+								t.Fatalf("%s: quoted %s", name, q)
+							}
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
 // pieceWriter keeps each Write's bytes apart.
 type pieceWriter struct{ pieces [][]byte }
 
