@@ -3,6 +3,7 @@ package stages
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -183,6 +184,7 @@ func (c *ExportConfig) validate() []string {
 
 func (c *ExportConfig) build(env *Env) (Stage, error) {
 	e := &exporter{cfg: *c, env: env, results: newQuotedTexts()}
+	e.quoting = c.Format == "jsonl" && c.ToolsPlacement == "system"
 	if e.cfg.Dataset == "" {
 		e.cfg.Dataset = "augment_" + env.Stage
 	}
@@ -198,11 +200,16 @@ type exporter struct {
 	tpl *verify.LFTemplate
 	env *Env
 
-	tools   toolMemo     // each distinct tool's texts
-	results *quotedTexts // meta_tool results and calling turns as JSON strings
+	tools     toolMemo     // each distinct tool's texts
+	results   *quotedTexts // meta_tool results and calling turns as JSON strings
+	metaCalls callTurns    // function_call turns of one meta_tool call (metaToolCall)
+	// quoting says samples are written as JSON lines that splice their
+	// tools' quoted texts (toolText.quoted).
+	quoting bool
 
 	counterMu   sync.Mutex                        // held to add a key
 	counterKeys atomic.Pointer[map[string]string] // decision token → its counter key
+	knownTokens atomic.Pointer[[]tokenKeys]       // the first knownTokensMax tokens of counterKeys
 }
 
 // sample is one LLaMA-Factory sharegpt row (tools_placement role turns it
@@ -317,12 +324,56 @@ func (e *exporter) process(ctx context.Context, r *record.Record, checked bool) 
 			Count(ctx, counterCutoff+strconv.Itoa(cutoffFor(n)), 1)
 		}
 	}
-	var toks [4]string
-	for _, tok := range decisionTokensOf(toks[:0], r) {
-		Count(ctx, e.tokenCounter(tok), 1)
-	}
+	e.countDecisionTokens(ctx, r)
 	return rendered(r, s), nil
 }
+
+// countDecisionTokens counts, once each under its counter key, the <|…|>
+// tokens that start r's assistant turns when the decision_tokens stage
+// ran on it.
+func (e *exporter) countDecisionTokens(ctx context.Context, r *record.Record) {
+	if r.Tag(DecisionTokensTag) != "on" {
+		return
+	}
+	var keys [4]string
+	counted := keys[:0]
+	for i := range r.Messages {
+		m := &r.Messages[i]
+		if m.Role != record.RoleAssistant || !strings.HasPrefix(m.Content, "<|") {
+			continue
+		}
+		if key, ok := e.tokenKey(m.Content); ok && !slices.Contains(counted, key) {
+			counted = append(counted, key)
+			Count(ctx, key, 1)
+		}
+	}
+}
+
+// tokenKey returns the counter key of leadingToken(s), for s starting
+// with "<|". A token met before is found as a prefix of s: a token
+// leadingToken returned ends at its first "|>" and holds no blank, so a
+// text it starts has that token as its leading token.
+func (e *exporter) tokenKey(s string) (string, bool) {
+	if known := e.knownTokens.Load(); known != nil {
+		for _, k := range *known {
+			if strings.HasPrefix(s, k.tok) {
+				return k.key, true
+			}
+		}
+	}
+	tok, ok := leadingToken(s)
+	if !ok {
+		return "", false
+	}
+	return e.tokenCounter(tok), true
+}
+
+// tokenKeys is a decision token and its counter key.
+type tokenKeys struct{ tok, key string }
+
+// knownTokensMax bounds the tokens tokenKey tries as prefixes; the rest
+// are found by leadingToken and the map.
+const knownTokensMax = 8
 
 // tokenCounter returns counterToken+tok, made once per token. The keys
 // are read without a lock (a run has a handful of tokens; a new one copies
@@ -346,8 +397,17 @@ func (e *exporter) tokenCounter(tok string) string {
 		maps.Copy(m, *old)
 	}
 	key := counterToken + tok
-	m[strings.Clone(tok)] = key
+	tok = strings.Clone(tok)
+	m[tok] = key
 	e.counterKeys.Store(&m)
+	if known := e.knownTokens.Load(); known == nil || len(*known) < knownTokensMax {
+		var list []tokenKeys
+		if known != nil {
+			list = slices.Clone(*known)
+		}
+		list = append(list, tokenKeys{tok, key})
+		e.knownTokens.Store(&list)
+	}
 	return key
 }
 
@@ -404,25 +464,6 @@ func cutoffFor(n int) int {
 	return c
 }
 
-// decisionTokensOf appends to toks the <|…|> tokens that start r's
-// assistant turns when the decision_tokens stage ran on it, once each,
-// sorted.
-func decisionTokensOf(toks []string, r *record.Record) []string {
-	if r.Tag(DecisionTokensTag) != "on" {
-		return toks
-	}
-	for _, m := range r.Messages {
-		if m.Role != record.RoleAssistant || !strings.HasPrefix(m.Content, "<|") {
-			continue
-		}
-		if tok, ok := leadingToken(m.Content); ok && !slices.Contains(toks, tok) {
-			toks = append(toks, tok)
-		}
-	}
-	slices.Sort(toks)
-	return toks
-}
-
 // leadingToken returns the <|…|> token that starts s (which starts with
 // "<|"): s up to its first "|>", when that holds more than "<|" and no
 // space, tab or newline comes before it. It reads s only that far.
@@ -453,16 +494,14 @@ func (e *exporter) render(r *record.Record, checked bool) (*sample, error) {
 	if s.tools, err = e.toolTexts(r.Tools); err != nil {
 		return nil, contract.Rejectf("export_bad_tool", "%v", err)
 	}
-	if !e.quoting() {
+	if !e.quoting {
 		s.Tools = toolsString(s.tools)
 	}
 	msgs := r.Messages
 	// A dialogue is a training target only up to its last assistant turn.
-	last := -1
-	for i, m := range msgs {
-		if m.Role == record.RoleAssistant {
-			last = i
-		}
+	last := len(msgs) - 1
+	for last >= 0 && msgs[last].Role != record.RoleAssistant {
+		last--
 	}
 	if last < 0 {
 		return nil, contract.Rejectf("export_no_assistant_turn", "the dialogue has no assistant turn to learn")
@@ -472,7 +511,7 @@ func (e *exporter) render(r *record.Record, checked bool) (*sample, error) {
 	}
 	s.Conversations = make([]verify.Turn, 0, last+1)
 	for i := 0; i <= last; i++ {
-		m := msgs[i]
+		m := &msgs[i]
 		switch m.Role {
 		case record.RoleSystem:
 			if i != 0 || len(s.Conversations) > 0 {
@@ -486,7 +525,7 @@ func (e *exporter) render(r *record.Record, checked bool) (*sample, error) {
 			if err != nil {
 				return nil, contract.Rejectf("export_bad_result", "message %d: %v", i, err)
 			}
-			if e.quoting() && len(m.Results) == 1 && m.Results[0].Name == verify.MetaTool {
+			if e.quoting && len(m.Results) == 1 && m.Results[0].Name == verify.MetaTool {
 				if s.quoted == nil {
 					s.quoted = make([][]byte, last+1)
 				}
@@ -503,11 +542,23 @@ func (e *exporter) render(r *record.Record, checked bool) (*sample, error) {
 				i += used
 				continue
 			}
+			if e.quoting && e.cfg.Style == "function_call" && len(m.Calls) == 1 && m.Calls[0].Name == verify.MetaTool {
+				t, q, err := e.metaToolCall(m, checked)
+				if err != nil {
+					return nil, err
+				}
+				if s.quoted == nil {
+					s.quoted = make([][]byte, last+1)
+				}
+				s.quoted[len(s.Conversations)] = q
+				s.Conversations = append(s.Conversations, t)
+				continue
+			}
 			t, err := e.assistant(m, checked)
 			if err != nil {
 				return nil, err
 			}
-			if e.quoting() && onlyMetaToolCalls(m.Calls) {
+			if e.quoting && onlyMetaToolCalls(m.Calls) {
 				if s.quoted == nil {
 					s.quoted = make([][]byte, last+1)
 				}
@@ -552,7 +603,7 @@ func (e *exporter) split(msgs []record.Message, i, last int, checked bool) (turn
 		if k == 0 {
 			one.Content, one.Reasoning = m.Content, m.Reasoning
 		}
-		t, err := e.assistant(one, checked)
+		t, err := e.assistant(&one, checked)
 		if err != nil {
 			return nil, 0, err
 		}
@@ -570,7 +621,7 @@ func (e *exporter) split(msgs []record.Message, i, last int, checked bool) (turn
 
 // assistant renders an assistant turn; checked says its record passed
 // shard.Check.
-func (e *exporter) assistant(m record.Message, checked bool) (verify.Turn, error) {
+func (e *exporter) assistant(m *record.Message, checked bool) (verify.Turn, error) {
 	if len(m.Calls) == 0 {
 		text := m.Content
 		if m.Reasoning != "" {
@@ -618,15 +669,11 @@ func (e *exporter) assistant(m record.Message, checked bool) (verify.Turn, error
 // back as the template's function formatter reads it; a value that does not
 // give back exactly the thought, the text and the calls is rejected, so no
 // answer or decision token is lost on the way to training.
-func (e *exporter) functionCall(m record.Message, checked bool) (verify.Turn, error) {
+func (e *exporter) functionCall(m *record.Message, checked bool) (verify.Turn, error) {
 	thought := ""
 	// Calls that are not JSON are rejected before anything else is said
 	// of the turn: dropped reasoning is noted for a turn with good calls.
-	noteDropped := func() {
-		if m.Reasoning != "" && !e.cfg.Thoughts {
-			e.env.Note("reasoning before calls is dropped (style function_call without thoughts; set thoughts: true with a reasoning template)")
-		}
-	}
+	noteDropped := func() { e.noteCallReasoning(m) }
 	if m.Reasoning != "" && e.cfg.Thoughts {
 		thought = e.tpl.Thought(m.Reasoning)
 	}
@@ -676,6 +723,109 @@ func (e *exporter) functionCall(m record.Message, checked bool) (verify.Turn, er
 			e.tpl.Name, ft.Prefix, len(ft.Calls))
 	}
 	return verify.Turn{From: "function_call", Value: value}, nil
+}
+
+// noteCallReasoning notes that m's reasoning is dropped, when it has any
+// and thoughts are not exported.
+func (e *exporter) noteCallReasoning(m *record.Message) {
+	if m.Reasoning != "" && !e.cfg.Thoughts {
+		e.env.Note("reasoning before calls is dropped (style function_call without thoughts; set thoughts: true with a reasoning template)")
+	}
+}
+
+// metaToolCall is functionCall of an assistant turn of one meta_tool call
+// for quoted samples, with the turn's value as a JSON string; both
+// remembered (e.metaCalls) by what functionCall reads of the turn.
+func (e *exporter) metaToolCall(m *record.Message, checked bool) (verify.Turn, []byte, error) {
+	var buf [512]byte
+	key := metaCallKey(buf[:0], m, e.cfg.Thoughts, checked)
+	if ct, ok := e.metaCalls.lookup(key); ok {
+		e.noteCallReasoning(m)
+		return verify.Turn{From: "function_call", Value: ct.value}, ct.quoted, nil
+	}
+	t, err := e.functionCall(m, checked)
+	if err != nil {
+		return verify.Turn{}, nil, err
+	}
+	ct := e.metaCalls.add(key, t.Value)
+	return verify.Turn{From: "function_call", Value: ct.value}, ct.quoted, nil
+}
+
+// metaCallKey appends to dst what functionCall's outcome for m depends on
+// besides the exporter's settings: its text, its reasoning when thoughts
+// are exported, whether its record passed shard.Check, and its calls'
+// names and arguments, each but the last after its length.
+func metaCallKey(dst []byte, m *record.Message, thoughts, checked bool) []byte {
+	dst = binary.AppendUvarint(dst, uint64(len(m.Content)))
+	dst = append(dst, m.Content...)
+	if thoughts {
+		dst = binary.AppendUvarint(dst, uint64(len(m.Reasoning)))
+		dst = append(dst, m.Reasoning...)
+	}
+	if checked {
+		dst = append(dst, 1)
+	} else {
+		dst = append(dst, 0)
+	}
+	for i, c := range m.Calls {
+		dst = binary.AppendUvarint(dst, uint64(len(c.Name)))
+		dst = append(dst, c.Name...)
+		if i < len(m.Calls)-1 {
+			dst = binary.AppendUvarint(dst, uint64(len(c.Arguments)))
+		}
+		dst = append(dst, c.Arguments...)
+	}
+	return dst
+}
+
+// callTurns remembers function_call values and their JSON strings
+// (jsonout.AppendString's), by metaCallKey, up to callTurnsBudget bytes of
+// keys and texts: meta_tool writes one call's arguments per library tool
+// and records repeat them, so their turns (JSON dense in quotes) repeat.
+// It keeps its own copies. Safe for concurrent use.
+type callTurns struct {
+	mu   sync.Mutex
+	m    map[string]callTurn
+	used int
+}
+
+// A callTurn is a function_call value and its JSON string; not to be
+// changed.
+type callTurn struct {
+	value  string
+	quoted []byte
+}
+
+// callTurnsBudget bounds a callTurns' memory; a turn met after it is full
+// is made each time.
+const callTurnsBudget = 16 << 20
+
+func (c *callTurns) lookup(key []byte) (callTurn, bool) {
+	c.mu.Lock()
+	ct, ok := c.m[string(key)]
+	c.mu.Unlock()
+	return ct, ok
+}
+
+// add returns the callTurn of value, remembered under key while the
+// budget lasts.
+func (c *callTurns) add(key []byte, value string) callTurn {
+	ct := callTurn{value: strings.Clone(value)}
+	ct.quoted = slices.Clip(jsonout.AppendString(make([]byte, 0, len(value)+len(value)/4+2), value))
+	size := len(key) + len(ct.value) + cap(ct.quoted) + 64
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if known, ok := c.m[string(key)]; ok {
+		return known
+	}
+	if c.used+size <= callTurnsBudget {
+		if c.m == nil {
+			c.m = map[string]callTurn{}
+		}
+		c.m[string(key)] = ct
+		c.used += size
+	}
+	return ct
 }
 
 // readsBack reports, without parsing JSON, that the template's function
@@ -1031,12 +1181,6 @@ func toolsString(texts []*toolText) string {
 	return b.String()
 }
 
-// quoting reports whether samples are written as JSON lines that splice
-// their tools' quoted texts (toolText.quoted).
-func (e *exporter) quoting() bool {
-	return e.cfg.Format == "jsonl" && e.cfg.ToolsPlacement == "system"
-}
-
 // newToolText renders tool i of a list.
 func (e *exporter) newToolText(i int, t record.Tool) (*toolText, error) {
 	var b bytes.Buffer
@@ -1044,7 +1188,7 @@ func (e *exporter) newToolText(i int, t record.Tool) (*toolText, error) {
 		return nil, err
 	}
 	tt := &toolText{tool: t, obj: b.Bytes()}
-	if e.quoting() {
+	if e.quoting {
 		q := jsonout.AppendString(make([]byte, 0, len(tt.obj)+len(tt.obj)/4+2), string(tt.obj))
 		tt.quoted = q[1 : len(q)-1]
 	}

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"hash"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -654,6 +655,96 @@ func TestLeadingToken(t *testing.T) {
 		}
 		if got, ok := leadingToken(s); got != want || ok != wantOK {
 			t.Errorf("leadingToken(%q) = %q, %v; want %q, %v", s, got, ok, want, wantOK)
+		}
+	}
+}
+
+// TestTokenKey: tokenKey gives the counter key of leadingToken's token
+// whether the token was met before (found as a prefix) or not, with more
+// tokens met than it tries as prefixes; texts whose start is a known
+// token followed by more "|>" or blanks included.
+func TestTokenKey(t *testing.T) {
+	e := buildExport(t, ExportConfig{})
+	texts := []string{"<|use_tool|>", "<|a|>", "<|a|>|>x", "<|a b|>", "<|answer|>Hello", "<|answer|> x |> y", "<|", "<|>",
+		"<|use_tool|>{", "<|ab", "<||>x|>", "<|中文|>", "<|a|b|>", "<|a\r|>", "<|use_tool|>\n<|a|>", "<|a|"}
+	for i := range 2 * knownTokensMax {
+		texts = append(texts, fmt.Sprintf("<|t%d|> after", i), fmt.Sprintf("<|t%d|>", i), fmt.Sprintf("<|t%d|>|>", i%3))
+	}
+	for round := range 2 { // the second round meets every token again
+		for _, s := range texts {
+			want, wantOK := "", false
+			if tok, ok := leadingToken(s); ok {
+				want, wantOK = counterToken+tok, true
+			}
+			if got, ok := e.tokenKey(s); got != want || ok != wantOK {
+				t.Errorf("round %d: tokenKey(%q) = %q, %v; want %q, %v", round, s, got, ok, want, wantOK)
+			}
+		}
+	}
+	if n := len(*e.knownTokens.Load()); n != knownTokensMax {
+		t.Errorf("%d tokens tried as prefixes, want %d", n, knownTokensMax)
+	}
+}
+
+// TestCountDecisionTokens: each decision token that starts an assistant
+// turn is counted once per record, only when the decision_tokens stage
+// ran on it; user turns and tokens later in a turn are not counted.
+func TestCountDecisionTokens(t *testing.T) {
+	e := buildExport(t, ExportConfig{})
+	msgs := []record.Message{
+		{Role: record.RoleUser, Content: "<|user|> hi"},
+		{Role: record.RoleAssistant, Content: "<|use_tool|>"},
+		{Role: record.RoleAssistant, Content: "<|answer|>Hello"},
+		{Role: record.RoleAssistant, Content: "<|use_tool|>again"},
+		{Role: record.RoleAssistant, Content: "text <|no|>"},
+		{Role: record.RoleAssistant, Content: "<|a b|>"},
+	}
+	ctx, c := withCounters()
+	on := &record.Record{ID: "on", Messages: msgs}
+	on.SetTag(DecisionTokensTag, "on")
+	off := &record.Record{ID: "off", Messages: msgs}
+	for range 3 {
+		e.countDecisionTokens(ctx, on)
+		e.countDecisionTokens(ctx, off)
+	}
+	want := map[string]int64{counterToken + "<|use_tool|>": 3, counterToken + "<|answer|>": 3}
+	if !maps.Equal(c.m, want) {
+		t.Errorf("counters %v, want %v", c.m, want)
+	}
+}
+
+// TestMetaToolCallAsFunctionCall: a turn of one meta_tool call gives
+// through metaToolCall, met for the first time or again, the turn and
+// rejection functionCall gives on a fresh exporter, and its value's JSON
+// string; turns that differ only in what the key holds (text, reasoning
+// with thoughts, checked, arguments) are not taken for one another.
+func TestMetaToolCallAsFunctionCall(t *testing.T) {
+	args := []string{`{"tool_description":"a","param_description":["x"]}`, `{"tool_description":"b"}`, ` {"a":1} `, `{bad`, `[1]`, ``,
+		`{"q":"\u2028 \" 中文"}`}
+	texts := []string{"<|use_tool|>", "", "  ", "I will look it up.", "<|use_tool|>\n", "<tool_call>"}
+	reasons := []string{"", "think first", "<think>"}
+	for _, cfg := range []ExportConfig{{}, {Template: "qwen3", Thoughts: true}, {Template: "gemma3"}, {Template: "glm4"}} {
+		e := buildExport(t, cfg)
+		for round := range 2 {
+			for _, a := range args {
+				for _, text := range texts {
+					for _, reason := range reasons {
+						for _, checked := range []bool{true, false} {
+							m := record.Message{Role: record.RoleAssistant, Content: text, Reasoning: reason,
+								Calls: []record.Call{{Name: verify.MetaTool, Arguments: json.RawMessage(a)}}}
+							name := fmt.Sprintf("%s round %d args %q text %q reasoning %q checked %v", cfg.Template, round, a, text, reason, checked)
+							want, wantErr := buildExport(t, cfg).functionCall(&m, checked)
+							got, q, err := e.metaToolCall(&m, checked)
+							if fmt.Sprint(err) != fmt.Sprint(wantErr) || got != want {
+								t.Fatalf("%s: %+v, %v; want %+v, %v", name, got, err, want, wantErr)
+							}
+							if err == nil && string(q) != string(jsonout.AppendString(nil, want.Value)) {
+								t.Fatalf("%s: quoted %s", name, q)
+							}
+						}
+					}
+				}
+			}
 		}
 	}
 }

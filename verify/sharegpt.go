@@ -112,17 +112,24 @@ func checkTurns(conversations []Turn, tpl *LFTemplate, readCalls bool) []Problem
 	if len(turns) == 0 {
 		add(ReasonLFEmpty, "conversations", "the sample has no turns besides the system prompt")
 	}
-	for k, t := range turns {
+	for k := range turns {
+		t := &turns[k]
 		i := k + off
 		if t.From == "" {
 			add(ReasonLFMissingField, indexPath("conversations", i), `turn %d has no "from"`, i)
 			continue
 		}
-		want := [2]string{"human", "observation"}
-		if k%2 == 1 {
-			want = [2]string{"gpt", "function_call"}
+		var inOrder bool
+		if k%2 == 0 {
+			inOrder = t.From == "human" || t.From == "observation"
+		} else {
+			inOrder = t.From == "gpt" || t.From == "function_call"
 		}
-		if t.From != want[0] && t.From != want[1] {
+		if !inOrder {
+			want := [2]string{"human", "observation"}
+			if k%2 == 1 {
+				want = [2]string{"gpt", "function_call"}
+			}
 			add(ReasonLFRoleOrder, indexPath("conversations", i), "turn %d is %q where LLaMA-Factory expects %s or %s", i, t.From, want[0], want[1])
 		}
 		if t.From != "observation" && blank(t.Value) {
