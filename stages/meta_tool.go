@@ -939,7 +939,9 @@ func (p *metaToolPlan) toolRef(i int, ml *metaToolLibrary) *record.Tool {
 // dropStandIns returns the unused tools (positions in p.in.Tools) that
 // could not stand in for an invoked tool, in order: an open-world record
 // must not list a twin of the tool it retrieves. A tool whose parameters
-// do not parse is compared by definition only.
+// do not parse is compared by definition only. A tool with the definition
+// of a usable library tool (so its twin and vectors too) takes that tool's
+// answer (standsIn, remembered per pair).
 func (s *metaToolStage) dropStandIns(ctx context.Context, p *metaToolPlan, ml *metaToolLibrary, ix *toollib.Index, unused []int) ([]int, error) {
 	found := resized(p.sc.unusedAt, len(unused)) // ml.find of each unused tool
 	p.sc.unusedAt = found
@@ -948,6 +950,9 @@ func (s *metaToolStage) dropStandIns(ctx context.Context, p *metaToolPlan, ml *m
 		t := &p.in.Tools[i]
 		j := ml.find(*t)
 		found[u] = j
+		if j >= 0 && ml.usable[j] {
+			continue // standsIn decides
+		}
 		q, err := ml.queryFound(*t, j)
 		if err == nil {
 			comparable = append(comparable, *t)
@@ -961,9 +966,16 @@ func (s *metaToolStage) dropStandIns(ctx context.Context, p *metaToolPlan, ml *m
 	if err := s.vectorsOf(ctx, vecs, ml, ix, qs, comparable, at); err != nil {
 		return nil, err
 	}
+	s.invokedTwins(p) // for standsIn
 	kept := unused[:0]
 	for u, i := range unused {
 		t := &p.in.Tools[i]
+		if j := found[u]; j >= 0 && ml.usable[j] {
+			if !s.standsIn(p, ml, ix, j) {
+				kept = append(kept, i)
+			}
+			continue
+		}
 		var tw toollib.Twin
 		if j := found[u]; j >= 0 {
 			tw = ml.twins[j] // the same name and description, all a Twin reads
