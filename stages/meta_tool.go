@@ -840,13 +840,13 @@ func (s *metaToolStage) invokedVectors(ctx context.Context, p *metaToolPlan, ml 
 func (s *metaToolStage) vectorsOf(ctx context.Context, vecs []toollib.Vectors, ml *metaToolLibrary, ix *toollib.Index, qs []toollib.Query, tools []record.Tool, at []int) error {
 	var missing []int
 	var mq []toollib.Query
-	for i, t := range tools {
+	for i := range tools {
 		j := -1
 		if at != nil {
 			j = at[i]
 		}
 		if j < 0 {
-			j = ml.find(t)
+			j = ml.find(tools[i])
 		}
 		if j >= 0 {
 			vecs[i] = ix.Vectors(j)
