@@ -70,9 +70,9 @@ func (c *checkedTools) checkChanged(out, prev *record.Record) (string, error) {
 			if i < len(prev.Tools) && sameMemory(t.Parameters, prev.Tools[i].Parameters) {
 				continue
 			}
-			for _, p := range prev.Tools {
-				if sameMemory(t.Parameters, p.Parameters) {
-					tools[i] = p
+			for k := range prev.Tools {
+				if sameMemory(t.Parameters, prev.Tools[k].Parameters) {
+					tools[i] = prev.Tools[k]
 					continue next
 				}
 			}

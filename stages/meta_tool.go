@@ -1,6 +1,7 @@
 package stages
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -395,9 +396,10 @@ func (s *metaToolStage) library() (*metaToolLibrary, error) {
 // the parameters, which sameDefinition compares): parsing the same
 // parameters again for every record was most of the stage's own CPU. The
 // query is shared; callers do not change it. It also returns the library
-// it took the query from and the tool's index there (nil and -1 when it
-// computed the query).
-func (s *metaToolStage) queryAt(t record.Tool) (toollib.Query, *metaToolLibrary, int, error) {
+// it took the query from, the tool's index there (nil and -1 when it
+// computed the query) and whether that tool's parameters are t's bytes
+// (toollib.Library.FindExact).
+func (s *metaToolStage) queryAt(t record.Tool) (toollib.Query, *metaToolLibrary, int, bool, error) {
 	ml := s.lib.Load()
 	if ml == nil && s.env.Library != nil {
 		// Records that need no library (simple ones) take their queries
@@ -407,12 +409,12 @@ func (s *metaToolStage) queryAt(t record.Tool) (toollib.Query, *metaToolLibrary,
 		}
 	}
 	if ml != nil {
-		if i := ml.find(t); i >= 0 && ml.qok[i] {
-			return ml.qs[i], ml, i, nil
+		if i, exact := ml.lib.FindExact(t); i >= 0 && ml.qok[i] {
+			return ml.qs[i], ml, i, exact, nil
 		}
 	}
 	q, err := toollib.QueryOf(t)
-	return q, nil, -1, err
+	return q, nil, -1, false, err
 }
 
 // queryFound is queryAt(t) for a tool whose ml.find is i.
@@ -539,12 +541,15 @@ type metaToolPlan struct {
 	hard     bool
 	existing bool // open world, invoked tools stay listed
 	invoked  []record.Tool
-	queries  []toollib.Query   // per invoked tool, once needed
-	queryLib *metaToolLibrary  // the library queries came from, if any
-	queryAt  []int             // per invoked tool, its index in queryLib, or -1
-	vecs     []toollib.Vectors // per invoked tool, once needed
-	twins    []toollib.Twin    // per invoked tool, once needed
-	taken    *nameSet          // names a library tool may not use
+	queries  []toollib.Query  // per invoked tool, once needed
+	queryLib *metaToolLibrary // the library queries came from, if any
+	queryAt  []int            // per invoked tool, its index in queryLib, or -1
+	// sameParams has bit k set when invoked tool k's parameters are its
+	// queryLib tool's bytes (k < 64).
+	sameParams uint64
+	vecs       []toollib.Vectors // per invoked tool, once needed
+	twins      []toollib.Twin    // per invoked tool, once needed
+	taken      *nameSet          // names a library tool may not use
 
 	sc *metaToolScratch
 }
@@ -741,30 +746,45 @@ func (s *metaToolStage) Process(ctx context.Context, in *record.Record) ([]*reco
 
 // collect finds the invoked tools and checks the record can be handled.
 func (s *metaToolStage) collect(p *metaToolPlan) error {
-	for _, t := range p.in.Tools {
-		if t.Name == verify.MetaTool || t.Name == verify.GetUserInput {
-			return contract.Rejectf(MetaToolReservedName, "the record already lists a tool named %q", t.Name)
+	// Tools, messages and calls are read in place: a copy of each per
+	// iteration was much of this pass.
+	tools := p.in.Tools
+	for i := range tools {
+		name := tools[i].Name
+		if name == verify.MetaTool || name == verify.GetUserInput {
+			return contract.Rejectf(MetaToolReservedName, "the record already lists a tool named %q", name)
 		}
+		p.taken.add(name)
 	}
-	for i, m := range p.in.Messages {
-		for _, c := range m.Calls {
-			if c.Name == verify.MetaTool || c.Name == verify.GetUserInput {
-				return contract.Rejectf(MetaToolReservedName, "messages[%d] already calls %q", i, c.Name)
+	msgs := p.in.Messages
+	for i := range msgs {
+		calls := msgs[i].Calls
+		for j := range calls {
+			name := calls[j].Name
+			if name == verify.MetaTool || name == verify.GetUserInput {
+				return contract.Rejectf(MetaToolReservedName, "messages[%d] already calls %q", i, name)
 			}
-			if p.invokedIndex(c.Name) >= 0 {
+			if p.invokedIndex(name) >= 0 {
 				continue
 			}
-			t, ok := p.in.ToolByName(c.Name)
-			if !ok {
-				return contract.Rejectf(MetaToolUnknownCall, "messages[%d] calls %q, which the record does not list", i, c.Name)
+			k := toolNamed(tools, name)
+			if k < 0 {
+				return contract.Rejectf(MetaToolUnknownCall, "messages[%d] calls %q, which the record does not list", i, name)
 			}
-			p.invoked = append(p.invoked, t)
+			p.invoked = append(p.invoked, tools[k])
 		}
 	}
-	for _, t := range p.in.Tools {
-		p.taken.add(t.Name)
-	}
 	return nil
+}
+
+// toolNamed returns the position of the first of tools called name, or -1.
+func toolNamed(tools []record.Tool, name string) int {
+	for i := range tools {
+		if tools[i].Name == name {
+			return i
+		}
+	}
+	return -1
 }
 
 // invokedQueries computes the invoked tools' queries (the meta_tool
@@ -776,12 +796,15 @@ func (s *metaToolStage) invokedQueries(p *metaToolPlan) error {
 	qs := resized(p.sc.queries, len(p.invoked))
 	at := resized(p.sc.queryAt, len(p.invoked))
 	p.sc.queries, p.sc.queryAt = qs, at
-	for i, t := range p.invoked {
-		q, ml, j, err := s.queryAt(t)
+	for i := range p.invoked {
+		q, ml, j, exact, err := s.queryAt(p.invoked[i])
 		if err != nil {
 			return contract.Rejectf(MetaToolBadParameters, "invoked %v", err)
 		}
 		qs[i], at[i] = q, j
+		if exact && i < 64 {
+			p.sameParams |= 1 << i
+		}
 		if ml != nil {
 			p.queryLib = ml
 		}
@@ -817,13 +840,13 @@ func (s *metaToolStage) invokedVectors(ctx context.Context, p *metaToolPlan, ml 
 func (s *metaToolStage) vectorsOf(ctx context.Context, vecs []toollib.Vectors, ml *metaToolLibrary, ix *toollib.Index, qs []toollib.Query, tools []record.Tool, at []int) error {
 	var missing []int
 	var mq []toollib.Query
-	for i, t := range tools {
+	for i := range tools {
 		j := -1
 		if at != nil {
 			j = at[i]
 		}
 		if j < 0 {
-			j = ml.find(t)
+			j = ml.find(tools[i])
 		}
 		if j >= 0 {
 			vecs[i] = ix.Vectors(j)
@@ -916,7 +939,9 @@ func (p *metaToolPlan) toolRef(i int, ml *metaToolLibrary) *record.Tool {
 // dropStandIns returns the unused tools (positions in p.in.Tools) that
 // could not stand in for an invoked tool, in order: an open-world record
 // must not list a twin of the tool it retrieves. A tool whose parameters
-// do not parse is compared by definition only.
+// do not parse is compared by definition only. A tool with the definition
+// of a usable library tool (so its twin and vectors too) takes that tool's
+// answer (standsIn, remembered per pair).
 func (s *metaToolStage) dropStandIns(ctx context.Context, p *metaToolPlan, ml *metaToolLibrary, ix *toollib.Index, unused []int) ([]int, error) {
 	found := resized(p.sc.unusedAt, len(unused)) // ml.find of each unused tool
 	p.sc.unusedAt = found
@@ -925,6 +950,9 @@ func (s *metaToolStage) dropStandIns(ctx context.Context, p *metaToolPlan, ml *m
 		t := &p.in.Tools[i]
 		j := ml.find(*t)
 		found[u] = j
+		if j >= 0 && ml.usable[j] {
+			continue // standsIn decides
+		}
 		q, err := ml.queryFound(*t, j)
 		if err == nil {
 			comparable = append(comparable, *t)
@@ -938,9 +966,16 @@ func (s *metaToolStage) dropStandIns(ctx context.Context, p *metaToolPlan, ml *m
 	if err := s.vectorsOf(ctx, vecs, ml, ix, qs, comparable, at); err != nil {
 		return nil, err
 	}
+	s.invokedTwins(p) // for standsIn
 	kept := unused[:0]
 	for u, i := range unused {
 		t := &p.in.Tools[i]
+		if j := found[u]; j >= 0 && ml.usable[j] {
+			if !s.standsIn(p, ml, ix, j) {
+				kept = append(kept, i)
+			}
+			continue
+		}
 		var tw toollib.Twin
 		if j := found[u]; j >= 0 {
 			tw = ml.twins[j] // the same name and description, all a Twin reads
@@ -950,7 +985,7 @@ func (s *metaToolStage) dropStandIns(ctx context.Context, p *metaToolPlan, ml *m
 		if s.twinOfInvoked(p, *t, &tw) {
 			continue
 		}
-		if c := slices.IndexFunc(comparable, func(c record.Tool) bool { return c.Name == t.Name }); c >= 0 && s.likeInvoked(p, vecs[c]) {
+		if c := toolNamed(comparable, t.Name); c >= 0 && s.likeInvoked(p, vecs[c]) {
 			continue
 		}
 		kept = append(kept, i)
@@ -1031,6 +1066,7 @@ func (s *metaToolStage) distractors(p *metaToolPlan, ml *metaToolLibrary, ix *to
 	// Give up after a bounded number of draws: a library this unfit is a
 	// reject, not a reason to scan it whole for every record.
 	budget := min(n, 64+32*need)
+	s.invokedTwins(p) // for standsIn
 	drawn := toollib.AppendSample(p.sc.drawn[:0], p.rng, n, need, budget, func(i int) bool {
 		t := &ml.lib.Tools[i]
 		if !ml.usable[i] || p.taken.has(t.Name) || s.standsIn(p, ml, ix, i) {
@@ -1056,11 +1092,11 @@ func (s *metaToolStage) distractors(p *metaToolPlan, ml *metaToolLibrary, ix *to
 // for an invoked tool: twinOfInvoked, or, when ix is loaded, likeInvoked.
 // The answer for an invoked tool the library holds (its definition, so its
 // twin and vectors too) depends on the two library tools alone and is
-// remembered (ml.standIn).
+// remembered (ml.standIn). The invoked tools' twins are prepared
+// (invokedTwins).
 func (s *metaToolStage) standsIn(p *metaToolPlan, ml *metaToolLibrary, ix *toollib.Index, i int) bool {
-	cand := ml.lib.Tools[i]
-	s.invokedTwins(p)
-	for k, t := range p.invoked {
+	cand := &ml.lib.Tools[i]
+	for k := range p.invoked {
 		j := -1
 		if ix != nil && p.queryLib == ml {
 			j = p.queryAt[k]
@@ -1073,7 +1109,7 @@ func (s *metaToolStage) standsIn(p *metaToolPlan, ml *metaToolLibrary, ix *tooll
 				continue
 			}
 		}
-		v := toollib.SameDefinition(t, cand) || p.twins[k].Near(&ml.twins[i], lexicalTwinEmbedding, s.twin) ||
+		v := toollib.SameDefinition(p.invoked[k], *cand) || p.twins[k].Near(&ml.twins[i], lexicalTwinEmbedding, s.twin) ||
 			ix != nil && toollib.ScoresExceed(s.alpha, p.vecs[k], ix.Vectors(i), s.cfg.DistractorMaxSimilarity)
 		if j >= 0 {
 			ml.rememberStandIn(j, i, v)
@@ -1104,8 +1140,8 @@ func (s *metaToolStage) invokedTwins(p *metaToolPlan) {
 // an invoked tool or is the near-twin of one.
 func (s *metaToolStage) twinOfInvoked(p *metaToolPlan, cand record.Tool, tw *toollib.Twin) bool {
 	s.invokedTwins(p)
-	for k, t := range p.invoked {
-		if toollib.SameDefinition(t, cand) || p.twins[k].Near(tw, lexicalTwinEmbedding, s.twin) {
+	for k := range p.invoked {
+		if toollib.SameDefinition(p.invoked[k], cand) || p.twins[k].Near(tw, lexicalTwinEmbedding, s.twin) {
 			return true
 		}
 	}
@@ -1146,8 +1182,8 @@ func (s *metaToolStage) insertMetaCalls(ctx context.Context, p *metaToolPlan, ms
 	for i := range msgs {
 		if m := &msgs[i]; m.Role == record.RoleAssistant {
 			fresh = fresh[:0]
-			for _, c := range m.Calls {
-				k := p.invokedIndex(c.Name)
+			for j := range m.Calls {
+				k := p.invokedIndex(m.Calls[j].Name)
 				if !retrieved[k] && !slices.Contains(fresh, k) {
 					fresh = append(fresh, k)
 				}
@@ -1258,7 +1294,8 @@ func (p *metaToolPlan) oracleEncoded(k int) *metaToolEncoded {
 		// The library's tool has the same name and description; its
 		// encoding is the invoked tool's when parameters and response
 		// have the same bytes too.
-		if p.queryLib.lib.Tools[i].Equal(&p.invoked[k]) {
+		u, t := &p.queryLib.lib.Tools[i], &p.invoked[k]
+		if (k < 64 && p.sameParams&(1<<k) != 0 || bytes.Equal(u.Parameters, t.Parameters)) && bytes.Equal(u.Response, t.Response) {
 			return p.queryLib.encodedAt(i)
 		}
 	}
@@ -1334,9 +1371,10 @@ func (s *metaToolStage) metaResult(ctx context.Context, p *metaToolPlan, k int, 
 // MetaToolConfig).
 func metaToolCategory(r *record.Record, open bool) string {
 	calls, meta := 0, 0
-	for _, m := range r.Messages {
-		for _, c := range m.Calls {
-			switch c.Name {
+	for i := range r.Messages {
+		cs := r.Messages[i].Calls
+		for j := range cs {
+			switch cs[j].Name {
 			case verify.MetaTool:
 				meta++
 			case verify.GetUserInput:

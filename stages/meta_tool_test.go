@@ -1365,3 +1365,82 @@ func TestMetaToolSharedLists(t *testing.T) {
 		t.Errorf("closed world tools %+v, want get_traffic_report alone", out.Tools)
 	}
 }
+
+// TestMetaToolDropStandInsAsTested: dropStandIns, which takes a record's
+// unused tool with a library definition through standsIn (remembered per
+// pair), keeps the unused tools that testing each one's own definition,
+// twin and vectors against every invoked tool keeps, cold and warm, with
+// the demo rows' tools, each record's unused tools being the others.
+func TestMetaToolDropStandInsAsTested(t *testing.T) {
+	recs, lib := fullerBenchRecords(t)
+	st := mtBuild(t, MetaToolConfig{}, mtEnv(lib, noiseOfflineEmbedder(t))).(*metaToolStage)
+	ctx := context.Background()
+	ml, err := st.library()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ix, err := ml.index(ctx, st.env.Embedder)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// tested is dropStandIns by its definition, tool by tool.
+	tested := func(p *metaToolPlan, unused []int) []int {
+		var kept []int
+		for _, i := range unused {
+			tl := p.in.Tools[i]
+			tw := toollib.NewTwin(tl)
+			if st.twinOfInvoked(p, tl, &tw) {
+				continue
+			}
+			if q, err := toollib.QueryOf(tl); err == nil {
+				vs, err := toollib.Embed(ctx, st.env.Embedder, []toollib.Query{q}, metaToolEmbedBatch)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if st.likeInvoked(p, vs[0]) {
+					continue
+				}
+			}
+			kept = append(kept, i)
+		}
+		return kept
+	}
+	dropped, compared := 0, 0
+	for round := range 2 {
+		for _, in := range recs {
+			var plan metaToolPlan
+			p := &plan
+			p.start(in, st.seed)
+			if st.collect(p) != nil || len(p.invoked) == 0 {
+				p.release()
+				continue
+			}
+			p.hard, p.open = true, true
+			var unused []int
+			var names nameSet
+			for i := range in.Tools {
+				if names.add(in.Tools[i].Name) && p.invokedIndex(in.Tools[i].Name) < 0 {
+					unused = append(unused, i)
+				}
+			}
+			if len(unused) == 0 || st.invokedVectors(ctx, p, ml, ix) != nil {
+				p.release()
+				continue
+			}
+			want := tested(p, unused)
+			got, err := st.dropStandIns(ctx, p, ml, ix, slices.Clone(unused))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(got, want) {
+				t.Fatalf("round %d, %s: dropStandIns kept %v, testing each tool keeps %v of %v", round, in.ID, got, want, unused)
+			}
+			compared += len(unused)
+			dropped += len(unused) - len(want)
+			p.release()
+		}
+	}
+	if dropped == 0 || dropped == compared {
+		t.Fatalf("%d of %d unused tools dropped: the test tells nothing", dropped, compared)
+	}
+}
