@@ -9,13 +9,8 @@ set -euo pipefail
 [ $# -ge 6 ] || { echo "usage: $0 BINARY DUMP_DIR PIPELINE ROUNDS GOGC_A GOGC_B [run flags…]" >&2; exit 2; }
 bin=$(realpath "$1") dir=$(realpath "$2") yaml=$3 rounds=$4 a=$5 b=$6
 shift 6
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-for f in "$dir"/*; do
-	case $f in *.json | *.jsonl) ln -s "$f" "$work/" ;; esac
-done
-cp "$dir/$yaml" "$work/"
-cd "$work"
+. "$(dirname "$0")/workdir.sh"
+workdir "$dir" "$yaml"
 for _ in $(seq "$rounds"); do
 	for g in "$a" "$b"; do
 		rm -rf out

@@ -12,12 +12,7 @@ set -euo pipefail
 command -v valgrind >/dev/null || { echo "$0: valgrind is not installed (apt-get install valgrind)" >&2; exit 2; }
 bin=$(realpath "$1") dir=$(realpath "$2") yaml=$3
 shift 3
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-for f in "$dir"/*; do
-	case $f in *.json | *.jsonl) ln -s "$f" "$work/" ;; esac
-done
-cp "$dir/$yaml" "$work/"
-cd "$work"
+. "$(dirname "$0")/workdir.sh"
+workdir "$dir" "$yaml"
 GOGC=off GOMEMLIMIT=3GiB GOMAXPROCS=1 valgrind --tool=cachegrind --cache-sim=no --cachegrind-out-file=/dev/null \
 	"$bin" run -quiet "$@" "$yaml" 2>&1 >/dev/null | awk '/I *refs/ {print $NF}'
