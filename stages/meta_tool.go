@@ -396,10 +396,9 @@ func (s *metaToolStage) library() (*metaToolLibrary, error) {
 // the parameters, which sameDefinition compares): parsing the same
 // parameters again for every record was most of the stage's own CPU. The
 // query is shared; callers do not change it. It also returns the library
-// it took the query from, the tool's index there (nil and -1 when it
-// computed the query) and whether that tool's parameters are t's bytes
-// (toollib.Library.FindExact).
-func (s *metaToolStage) queryAt(t record.Tool) (toollib.Query, *metaToolLibrary, int, bool, error) {
+// it took the query from and the tool's index there (nil and -1 when it
+// computed the query).
+func (s *metaToolStage) queryAt(t record.Tool) (toollib.Query, *metaToolLibrary, int, error) {
 	ml := s.lib.Load()
 	if ml == nil && s.env.Library != nil {
 		// Records that need no library (simple ones) take their queries
@@ -409,12 +408,12 @@ func (s *metaToolStage) queryAt(t record.Tool) (toollib.Query, *metaToolLibrary,
 		}
 	}
 	if ml != nil {
-		if i, exact := ml.lib.FindExact(t); i >= 0 && ml.qok[i] {
-			return ml.qs[i], ml, i, exact, nil
+		if i := ml.find(t); i >= 0 && ml.qok[i] {
+			return ml.qs[i], ml, i, nil
 		}
 	}
 	q, err := toollib.QueryOf(t)
-	return q, nil, -1, false, err
+	return q, nil, -1, err
 }
 
 // queryFound is queryAt(t) for a tool whose ml.find is i.
@@ -541,15 +540,12 @@ type metaToolPlan struct {
 	hard     bool
 	existing bool // open world, invoked tools stay listed
 	invoked  []record.Tool
-	queries  []toollib.Query  // per invoked tool, once needed
-	queryLib *metaToolLibrary // the library queries came from, if any
-	queryAt  []int            // per invoked tool, its index in queryLib, or -1
-	// sameParams has bit k set when invoked tool k's parameters are its
-	// queryLib tool's bytes (k < 64).
-	sameParams uint64
-	vecs       []toollib.Vectors // per invoked tool, once needed
-	twins      []toollib.Twin    // per invoked tool, once needed
-	taken      *nameSet          // names a library tool may not use
+	queries  []toollib.Query   // per invoked tool, once needed
+	queryLib *metaToolLibrary  // the library queries came from, if any
+	queryAt  []int             // per invoked tool, its index in queryLib, or -1
+	vecs     []toollib.Vectors // per invoked tool, once needed
+	twins    []toollib.Twin    // per invoked tool, once needed
+	taken    *nameSet          // names a library tool may not use
 
 	sc *metaToolScratch
 }
@@ -797,14 +793,11 @@ func (s *metaToolStage) invokedQueries(p *metaToolPlan) error {
 	at := resized(p.sc.queryAt, len(p.invoked))
 	p.sc.queries, p.sc.queryAt = qs, at
 	for i := range p.invoked {
-		q, ml, j, exact, err := s.queryAt(p.invoked[i])
+		q, ml, j, err := s.queryAt(p.invoked[i])
 		if err != nil {
 			return contract.Rejectf(MetaToolBadParameters, "invoked %v", err)
 		}
 		qs[i], at[i] = q, j
-		if exact && i < 64 {
-			p.sameParams |= 1 << i
-		}
 		if ml != nil {
 			p.queryLib = ml
 		}
@@ -1295,7 +1288,7 @@ func (p *metaToolPlan) oracleEncoded(k int) *metaToolEncoded {
 		// encoding is the invoked tool's when parameters and response
 		// have the same bytes too.
 		u, t := &p.queryLib.lib.Tools[i], &p.invoked[k]
-		if (k < 64 && p.sameParams&(1<<k) != 0 || bytes.Equal(u.Parameters, t.Parameters)) && bytes.Equal(u.Response, t.Response) {
+		if bytes.Equal(u.Parameters, t.Parameters) && bytes.Equal(u.Response, t.Response) {
 			return p.queryLib.encodedAt(i)
 		}
 	}

@@ -52,42 +52,28 @@ func (l *Library) Named(name string) []int { return l.byName[name] }
 // definition (SameDefinition), or -1. The usual case, t itself in the
 // library with compact parameters, costs no scan of t's parameters.
 func (l *Library) Find(t record.Tool) int {
-	i, _ := l.FindExact(t)
-	return i
-}
-
-// FindExact is Find, also reporting whether the tool found has t's
-// parameters byte for byte (its name and description always are t's;
-// with SameDefinition its parameters may differ in white space).
-func (l *Library) FindExact(t record.Tool) (int, bool) {
 	named := l.byName[t.Name]
 	for _, i := range named {
-		u := &l.Tools[i]
+		u := l.Tools[i]
 		switch {
 		case u.Description != t.Description:
 			continue
 		case !l.compact[i]:
 			// A tool written with white space may equal t once compacted,
 			// whatever comes later: the general rule decides.
-			return l.findExact(named, t)
+			return l.find(named, t)
 		case bytes.Equal(u.Parameters, t.Parameters):
 			// Every tool before it of that description is compact and
 			// differs from t, which is compact too: none is t's definition.
-			return i, true
+			return i
 		}
 	}
 	// Every tool of that name and description is compact and none equals
 	// t: a compact t is none of them.
 	if compact(t.Parameters) {
-		return -1, false
+		return -1
 	}
-	return l.findExact(named, t)
-}
-
-// findExact is FindExact by SameDefinition, tool by tool.
-func (l *Library) findExact(named []int, t record.Tool) (int, bool) {
-	i := l.find(named, t)
-	return i, i >= 0 && bytes.Equal(l.Tools[i].Parameters, t.Parameters)
+	return l.find(named, t)
 }
 
 // find is Find by SameDefinition, tool by tool.
