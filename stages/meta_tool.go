@@ -763,7 +763,7 @@ func (s *metaToolStage) collect(p *metaToolPlan) error {
 			if p.invokedIndex(name) >= 0 {
 				continue
 			}
-			k := toolNamed(tools, name)
+			k := record.ToolIndex(tools, name)
 			if k < 0 {
 				return contract.Rejectf(MetaToolUnknownCall, "messages[%d] calls %q, which the record does not list", i, name)
 			}
@@ -771,16 +771,6 @@ func (s *metaToolStage) collect(p *metaToolPlan) error {
 		}
 	}
 	return nil
-}
-
-// toolNamed returns the position of the first of tools called name, or -1.
-func toolNamed(tools []record.Tool, name string) int {
-	for i := range tools {
-		if tools[i].Name == name {
-			return i
-		}
-	}
-	return -1
 }
 
 // invokedQueries computes the invoked tools' queries (the meta_tool
@@ -978,7 +968,7 @@ func (s *metaToolStage) dropStandIns(ctx context.Context, p *metaToolPlan, ml *m
 		if s.twinOfInvoked(p, *t, &tw) {
 			continue
 		}
-		if c := toolNamed(comparable, t.Name); c >= 0 && s.likeInvoked(p, vecs[c]) {
+		if c := record.ToolIndex(comparable, t.Name); c >= 0 && s.likeInvoked(p, vecs[c]) {
 			continue
 		}
 		kept = append(kept, i)

@@ -204,12 +204,21 @@ func (r *Record) AddStep(stage, provider, model string) {
 
 // ToolByName returns the first listed tool called name.
 func (r *Record) ToolByName(name string) (Tool, bool) {
-	for _, t := range r.Tools {
-		if t.Name == name {
-			return t, true
-		}
+	if i := ToolIndex(r.Tools, name); i >= 0 {
+		return r.Tools[i], true
 	}
 	return Tool{}, false
+}
+
+// ToolIndex returns the position of the first of tools called name, or -1;
+// it reads the tools in place.
+func ToolIndex(tools []Tool, name string) int {
+	for i := range tools {
+		if tools[i].Name == name {
+			return i
+		}
+	}
+	return -1
 }
 
 // Clone returns a deep copy of r.

@@ -162,3 +162,21 @@ func TestToolOwned(t *testing.T) {
 		t.Errorf("Owned of nil fields = %+v, want nil fields", z)
 	}
 }
+
+// TestToolIndex: the first tool of the name, -1 for none; ToolByName
+// returns that tool.
+func TestToolIndex(t *testing.T) {
+	r := &Record{Tools: []Tool{{Name: "a"}, {Name: "b", Description: "first"}, {Name: "b", Description: "second"}}}
+	for _, c := range []struct {
+		name string
+		want int
+	}{{"a", 0}, {"b", 1}, {"c", -1}, {"", -1}} {
+		if got := ToolIndex(r.Tools, c.name); got != c.want {
+			t.Errorf("ToolIndex(%q) = %d, want %d", c.name, got, c.want)
+		}
+		tool, ok := r.ToolByName(c.name)
+		if ok != (c.want >= 0) || ok && tool.Description != r.Tools[c.want].Description {
+			t.Errorf("ToolByName(%q) = %+v, %v", c.name, tool, ok)
+		}
+	}
+}
