@@ -38,7 +38,7 @@ func (o *shardOut) keep(rec *record.Record) { o.kept = append(o.kept, rec) }
 
 // writeShard writes a shard's outputs under the stage directory: the kept
 // records through the sink (which may still reject some) and the report's
-// partial of them (writePartial), or else as the Parquet shard
+// partial of them (partialOf), or else as the Parquet shard
 // part-<name>.parquet (a stage that drops its shards names that file as
 // NotKept, and its hash is set at commit: notKeptDigest); then the
 // rejects, if any, as rejects-<name>.jsonl. It completes the entry's Out
@@ -50,16 +50,25 @@ func (r *Runner) writeShard(ctx context.Context, sr stageRun, sink Sink, o *shar
 		return *sh, err
 	}
 	if sink != nil {
+		// The partial is counted beside the sink's write, of the records
+		// as they were before it: the two are a shard's last work, on one
+		// CPU each, and the run's last shard has the CPUs to itself.
+		partial := make(chan *report.Partial, 1)
+		go func() { partial <- r.partialOf(o) }()
 		refs, srejects, err := sink.WriteShard(ctx, sr.out, sh.Name, o.kept)
+		p := <-partial
 		if err != nil {
 			return *sh, err
 		}
 		for _, rj := range srejects {
 			o.reject(rj)
 		}
+		if len(srejects) > 0 {
+			p = r.partialOf(o) // counted again: the sink's rejects are not written
+		}
 		sh.Out -= int64(len(srejects))
 		sh.Outputs = append(sh.Outputs, refs...)
-		ref, err := r.writePartial(sr, o)
+		ref, err := p.Write(sr.out, report.PartialFile(sh.Name))
 		if err != nil {
 			return *sh, err
 		}
@@ -84,11 +93,12 @@ func (r *Runner) writeShard(ctx context.Context, sr stageRun, sink Sink, o *shar
 	return *sh, sh.Counts.Balanced()
 }
 
-// writePartial writes the report's distributions of a sink's shard, of the
+// partialOf is the report's distributions of a sink's shard, of the
 // records it wrote and those the stage rejected (report.Partial), so that
 // the report and the dataset cards need not read the records again. A
 // record is written unless its ID was rejected, as the report reads it.
-func (r *Runner) writePartial(sr stageRun, o *shardOut) (manifests.FileRef, error) {
+// It reads o and its records only.
+func (r *Runner) partialOf(o *shardOut) *report.Partial {
 	p := report.NewPartial(r.chainRows, &r.tokens)
 	rejected := make(map[string]bool, len(o.rejects))
 	for _, rj := range o.rejects {
@@ -103,12 +113,12 @@ func (r *Runner) writePartial(sr stageRun, o *shardOut) (manifests.FileRef, erro
 	if len(o.sh.Filtered) > 0 {
 		p.Incomplete()
 	}
-	return p.Write(sr.out, report.PartialFile(o.sh.Name))
+	return p
 }
 
 // loadTokens loads the token counter's tables in the background, once, when
 // the run has an export (the only sink), whose report partials count tokens
-// (writePartial).
+// (partialOf).
 // Ingest calls it once a dump is read: the load, some 30 ms of one CPU,
 // then runs beside ingest's last shard writes, which leave a CPU idle,
 // instead of in the first sink writes of a group, which its chains wait
