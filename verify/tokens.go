@@ -55,15 +55,22 @@ func Tokens(text string) int {
 	if text == "" {
 		return 0 // most records' reasoning
 	}
-	if !utf8.ValidString(text) {
-		n, _ := countChunked(text, tokenChunk, libraryCount)
+	if len(text) > tokenChunk {
+		switch {
+		case !utf8.ValidString(text):
+			n, _ := countChunked(text, tokenChunk, libraryCount)
+			return n
+		case forcedCut(text, tokenChunk):
+			n, _ := countChunked(text, tokenChunk, countPieces)
+			return n
+		}
+		return countPieces(text)
+	}
+	if n, ok := countUTF8(text); ok {
 		return n
 	}
-	if len(text) > tokenChunk && forcedCut(text, tokenChunk) {
-		n, _ := countChunked(text, tokenChunk, countPieces)
-		return n
-	}
-	return countPieces(text)
+	n, _ := countChunked(text, tokenChunk, libraryCount)
+	return n
 }
 
 // LoadTokens loads the tables Tokens counts with, which its first call
@@ -121,40 +128,59 @@ const (
 // countPieces counts valid UTF-8 text piece by piece, its pieces at most
 // tokenChunk bytes long (see Tokens).
 func countPieces(text string) int {
-	n := 0
+	n, _ := countUTF8(text)
+	return n
+}
+
+// countUTF8 is countPieces(text) when text is valid UTF-8 (ok), and
+// reports when it is not: the pieces of a text cover it but for DEL
+// characters, so the text is UTF-8 when each piece is, and a piece
+// remembered in pieceCounts is (only such pieces are remembered); the
+// other pieces are checked before they are counted.
+func countUTF8(text string) (n int, ok bool) {
 	var buf [16]string
 	missed := buf[:0] // pieces not remembered, counted after the look-ups
 	pieceCounts.RLock()
-	for s := text; s != ""; {
-		k, ok := o200kPiece(s)
-		piece, rest := s[:k], s[k:]
+	for i := 0; i < len(text); {
+		s := text[i:]
+		k, ok := asciiPiece(s), true
+		if k == 0 {
+			k, ok = anyPiece(s)
+		}
+		i += k
 		if !ok {
-			s = rest
 			continue // DEL: the library counts no token for it
 		}
 		var c int
 		switch {
 		case k == 1:
+			if s[0] >= utf8.RuneSelf {
+				pieceCounts.RUnlock()
+				return 0, false // a byte that starts no character
+			}
 			n++
-			s = rest
 			continue
 		case k <= smallPieceMax:
 			var v uint32
 			v, ok = pieceCounts.small.get(strKeyAt(s, k))
 			c = int(v)
 		default:
-			c, ok = pieceCounts.m[piece]
+			c, ok = pieceCounts.m[s[:k]]
 		}
 		if ok {
 			n += c
 		} else {
-			missed = append(missed, piece)
+			missed = append(missed, s[:k])
 		}
-		s = rest
 	}
 	pieceCounts.RUnlock()
 	if len(missed) == 0 {
-		return n
+		return n, true
+	}
+	for _, piece := range missed {
+		if !utf8.ValidString(piece) {
+			return 0, false
+		}
 	}
 	counts := make([]int, len(missed))
 	for i, piece := range missed {
@@ -187,7 +213,7 @@ func countPieces(text string) int {
 			pieceCounts.m[strings.Clone(piece)] = counts[i]
 		}
 	}
-	return n
+	return n, true
 }
 
 // countChunked counts text with count in pieces of at most size bytes,
@@ -234,6 +260,13 @@ func countChunked(text string, size int, count func(string) int) (n int, forced 
 // boundary before size, and ok is false.
 func safeCut(text string, size int) (cut int, ok bool) {
 	for i := size; i > 0; {
+		if b, a := text[i], text[i-1]; b|a < utf8.RuneSelf {
+			if cutBetween(rune(a), rune(b)) {
+				return i, true
+			}
+			i--
+			continue
+		}
 		if !utf8.RuneStart(text[i]) {
 			i--
 			continue

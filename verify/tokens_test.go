@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/augmentdata/augment/internal/cputime"
 	"github.com/augmentdata/augment/stages/record"
@@ -386,6 +387,23 @@ func TestStrKey(t *testing.T) {
 		}
 		seen[k] = p
 	}
+	// strKeyOf against the key made byte by byte, at every length.
+	for _, s := range []string{"abcdefghijkl", "\xff\xfe\xfd\xfc\xfb\xfa\xf9\xf8\xf7\xf6\xf5\xf4", "中文字符", "\x00\x01\x00\x02\x00\x03\x00\x04\x00\x05\x00\x06"} {
+		for n := 1; n <= strKeyMax; n++ {
+			var want strKey
+			for i := n - 1; i >= 0; i-- {
+				if i >= 8 {
+					want.hi = want.hi<<8 | uint64(s[i])
+				} else {
+					want.lo = want.lo<<8 | uint64(s[i])
+				}
+			}
+			want.hi |= uint64(n) << 32
+			if got := strKeyOf(s[:n]); got != want {
+				t.Errorf("strKeyOf(%q) = %x, byte by byte %x", s[:n], got, want)
+			}
+		}
+	}
 	for _, s := range []string{"ab", "abcdefg", "abcdefgh", "abcdefghij", "abcdefghijklmnopq", "中文", "中文字符串", "中文字符串中文字符串",
 		"\x00\x00\x01", "\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x01"} {
 		for n := 1; n <= min(len(s), strKeyMax); n++ {
@@ -426,4 +444,90 @@ func TestStrTableFill(t *testing.T) {
 			t.Errorf("%q found, never filled", p)
 		}
 	}
+}
+
+// tokensAsBefore is Tokens as it was before countUTF8: the text checked
+// to be UTF-8 first.
+func tokensAsBefore(text string) int {
+	if text == "" {
+		return 0
+	}
+	if !utf8.ValidString(text) {
+		n, _ := countChunked(text, tokenChunk, libraryCount)
+		return n
+	}
+	if len(text) > tokenChunk && forcedCut(text, tokenChunk) {
+		n, _ := countChunked(text, tokenChunk, countPieces)
+		return n
+	}
+	return countPieces(text)
+}
+
+// TestTokensNotUTF8: text that is not UTF-8 is counted as the library
+// counts it (U+FFFD for bad bytes), whether its good pieces are remembered
+// or not, and no bad piece is remembered.
+func TestTokensNotUTF8(t *testing.T) {
+	for _, text := range []string{
+		"\x80", "\xff", "a\xffb", "hello \xe4\xb8", "\xe4\xb8 hello", "今天\xe5天气", "\xed\xa0\x80", // a surrogate
+		"\xc0\xaf", // overlong
+		"word \x80\x80\x80 word", "'\xc5", "12\xf0\x9f\x98", "\xf4\x90\x80\x80", "  \xa0 ", "\t\n\x85",
+		"The quick brown fox's tail\xfe, it'll be fine.", "abc\x7f\xff",
+	} {
+		for round := range 2 {
+			if round == 0 {
+				forgetPieces()
+			}
+			want := libraryCount(text)
+			if got := Tokens(text); got != want {
+				t.Errorf("round %d: Tokens(%q) = %d, the library %d", round, text, got, want)
+			}
+			if _, ok := countUTF8(text); ok {
+				t.Errorf("countUTF8(%q) reports UTF-8", text)
+			}
+		}
+	}
+	pieceCounts.RLock()
+	defer pieceCounts.RUnlock()
+	for piece := range pieceCounts.m {
+		if !utf8.ValidString(piece) {
+			t.Errorf("remembered a piece that is not UTF-8: %q", piece)
+		}
+	}
+	for _, sl := range pieceCounts.small.slots {
+		if sl.hi != 0 && !utf8.ValidString(strKeyString(sl)) {
+			t.Errorf("remembered a short piece that is not UTF-8: %q", strKeyString(sl))
+		}
+	}
+}
+
+// strKeyString is the string of a strTable slot.
+func strKeyString(sl strKey) string {
+	n := int(sl.hi >> 32 & 0xF)
+	var b []byte
+	for i := range n {
+		if i < 8 {
+			b = append(b, byte(sl.lo>>(8*i)))
+		} else {
+			b = append(b, byte(sl.hi>>(8*(i-8))))
+		}
+	}
+	return string(b)
+}
+
+// FuzzTokensAnyBytes: for any bytes, Tokens counts as it did when it
+// checked the text to be UTF-8 first, and countUTF8 tells UTF-8 apart.
+func FuzzTokensAnyBytes(f *testing.F) {
+	for _, s := range tokenTexts {
+		f.Add(s)
+	}
+	f.Add("a\xffb 今天\xe5天气 \x80")
+	f.Add("\xed\xa0\x80 x'\xc5")
+	f.Fuzz(func(t *testing.T, text string) {
+		if got, want := Tokens(text), tokensAsBefore(text); got != want {
+			t.Fatalf("Tokens(%q) = %d, before %d", text, got, want)
+		}
+		if _, ok := countUTF8(text); len(text) <= tokenChunk && ok != utf8.ValidString(text) {
+			t.Fatalf("countUTF8(%q) ok = %v", text, ok)
+		}
+	})
 }
