@@ -84,10 +84,15 @@ func asciiPiece(s string) int {
 		return e
 	}
 	e := asciiSpan(s, asciiSpan(s, j, aUpper), aLower)
-	if e < len(s) && s[e] >= utf8.RuneSelf {
+	switch {
+	case e >= len(s):
+		return e
+	case s[e] >= utf8.RuneSelf:
 		return 0 // the word may go on
+	case s[e] == '\'':
+		return contraction(s, e)
 	}
-	return contraction(s, e)
+	return e
 }
 
 // asciiSpan returns the end of the run of ASCII characters whose class has
@@ -254,6 +259,7 @@ const (
 	aDigit              // 0–9
 	aSymbol             // neither white space, letter, digit nor DEL
 	aPrefix             // neither a line break, letter, digit nor DEL
+	aSpace              // white space
 )
 
 var asciiClass = func() (t [256]uint8) {
@@ -270,6 +276,9 @@ var asciiClass = func() (t [256]uint8) {
 		}
 		if isPrefix(c) {
 			t[c] |= aPrefix
+		}
+		if isSpace(c) {
+			t[c] |= aSpace
 		}
 	}
 	return t

@@ -241,7 +241,7 @@ func TestASCIIClass(t *testing.T) {
 		for _, k := range []struct {
 			mask  uint8
 			class func(rune) bool
-		}{{aUpper, isUpperKind}, {aLower, isLowerKind}, {aSymbol, isSymbol}, {aPrefix, isPrefix}} {
+		}{{aUpper, isUpperKind}, {aLower, isLowerKind}, {aSymbol, isSymbol}, {aPrefix, isPrefix}, {aSpace, isSpace}} {
 			if got := asciiClass[c]&k.mask != 0; got != k.class(c) {
 				t.Errorf("%q: mask %b says %v", c, k.mask, got)
 			}

@@ -531,3 +531,58 @@ func FuzzTokensAnyBytes(f *testing.F) {
 		}
 	})
 }
+
+// TestASCIICut: asciiCut is cutBetween for every pair of ASCII characters.
+func TestASCIICut(t *testing.T) {
+	for a := range byte(utf8.RuneSelf) {
+		for b := range byte(utf8.RuneSelf) {
+			if got, want := asciiCut(a, b), cutBetween(rune(a), rune(b)); got != want {
+				t.Errorf("asciiCut(%q, %q) = %v, cutBetween %v", a, b, got, want)
+			}
+		}
+	}
+}
+
+// TestTokenMemoCalls: a call's count is Tokens of its JSON, remembered
+// under its name and arguments: calls that share a name or arguments, or
+// whose arguments are no JSON, are told apart, in a new memo and a warm one,
+// and a memo whose budget is spent counts without keeping.
+func TestTokenMemoCalls(t *testing.T) {
+	calls := []record.Call{
+		{Name: "f", Arguments: []byte(`{"a":1}`)},
+		{Name: "f", Arguments: []byte(`{"a": 1}`)}, // the same JSON text
+		{Name: "f", Arguments: []byte(`{"a":2}`)},
+		{Name: "g", Arguments: []byte(`{"a":1}`)},
+		{Name: "f\x00", Arguments: []byte(`{"a":1}`)}, // run together, the same bytes as the next
+		{Name: "f", Arguments: []byte("\x00{\"a\":1}")},
+		{Name: "get_weather", Arguments: []byte(`{"city": "巴黎", "days": [1, 2, 3]}`)},
+		{Name: "bad", Arguments: []byte(`{oops`)},
+		{Name: "bad", Arguments: []byte("\xff\xfe")},
+		{Name: "", Arguments: nil},
+		{Name: "long", Arguments: []byte(`{"s":"` + strings.Repeat("x ", memoTextMax/2) + `"}`)},
+	}
+	var memo TokenMemo
+	for round := range 2 {
+		for i := range calls {
+			if got, want := memo.callTokens(&calls[i]), Tokens(callJSON(calls[i])); got != want {
+				t.Errorf("round %d: callTokens(%q, %.20q) = %d, Tokens = %d", round, calls[i].Name, calls[i].Arguments, got, want)
+			}
+		}
+	}
+	if len(memo.calls) != len(calls)-1 {
+		t.Errorf("memo holds %d calls, want %d (not the long one)", len(memo.calls), len(calls)-1)
+	}
+	full := TokenMemo{used: memoBudget}
+	if full.callTokens(&calls[0]) != Tokens(callJSON(calls[0])) || len(full.calls) != 0 {
+		t.Error("a memo whose budget is spent must count without keeping")
+	}
+	// The memo keeps copies: changing the caller's arguments afterwards
+	// does not change what it remembered.
+	args := []byte(`{"q":"hello"}`)
+	c := record.Call{Name: "h", Arguments: args}
+	want := memo.callTokens(&c)
+	copy(args, `{"q":"HELLO"}`)
+	if got := memo.callTokens(&record.Call{Name: "h", Arguments: []byte(`{"q":"hello"}`)}); got != want {
+		t.Errorf("after the caller's bytes changed: %d, want %d", got, want)
+	}
+}
