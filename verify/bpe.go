@@ -8,6 +8,7 @@ import (
 	"unicode/utf8"
 	"unsafe"
 
+	"github.com/augmentdata/augment/internal/runes"
 	"github.com/augmentdata/augment/internal/swar"
 )
 
@@ -265,7 +266,7 @@ func (t *highTable) segmentTokens(rk map[string]uint, piece string) int {
 	n, start := 0, 0
 	prev := rune(-1)
 	for i := 0; i < len(piece); {
-		r, w := utf8.DecodeRuneInString(piece[i:])
+		r, w := runes.At(piece, i)
 		if w < 2 {
 			prev = -1
 		} else {

@@ -282,7 +282,8 @@ func BenchmarkMergeSample(b *testing.B) {
 			return 0
 		}
 		for _, r := range recs {
-			recordTokens(r, collect, func(r *record.Record) int { return collect(systemText(r)) })
+			recordTokens(r, collect, func(r *record.Record) int { return collect(systemText(r)) },
+				func(c *record.Call) int { return collect(callJSON(*c)) })
 		}
 		for _, p := range pieces { // past highAfter: the tables a run merges with
 			pieceTokens(p)

@@ -53,42 +53,44 @@ func o200kPiece(s string) (n int, ok bool) {
 // lower-case letters (at least one letter in all), a contraction.
 func asciiPiece(s string) int {
 	c := s[0]
-	if c >= utf8.RuneSelf {
-		return 0
-	}
 	cl := asciiClass[c]
 	j := 0 // start of a word's letters
-	if cl&(aUpper|aLower|aDigit) == 0 && c != '\r' && c != '\n' && c != 0x7f &&
-		len(s) > 1 && s[1] < utf8.RuneSelf && asciiClass[s[1]]&(aUpper|aLower) != 0 {
-		j = 1 // a prefix character before a letter
-	}
 	switch {
-	case j == 1 || cl&(aUpper|aLower) != 0:
-		e := asciiSpan(s, asciiSpan(s, j, aUpper), aLower)
-		if e < len(s) && s[e] >= utf8.RuneSelf {
-			return 0 // the word may go on
-		}
-		return contraction(s, e)
+	case cl&(aUpper|aLower) != 0:
 	case cl&aDigit != 0:
 		e := 1
-		for e < 3 && e < len(s) && s[e] < utf8.RuneSelf && asciiClass[s[e]]&aDigit != 0 {
+		for e < 3 && e < len(s) && asciiClass[s[e]]&aDigit != 0 {
 			e++
 		}
 		if e < 3 && e < len(s) && s[e] >= utf8.RuneSelf {
 			return 0 // a number may go on
 		}
 		return e
+	case cl&aPrefix != 0 && len(s) > 1 && asciiClass[s[1]]&(aUpper|aLower) != 0:
+		j = 1 // a prefix character before a letter
+	case c >= utf8.RuneSelf:
+		return 0
+	default:
+		if c == ' ' {
+			j = 1
+		}
+		e := asciiSpan(s, j, aSymbol)
+		if e == j || e < len(s) && s[e] >= utf8.RuneSelf {
+			return 0 // white space, or the run may go on
+		}
+		for e < len(s) && (s[e] == '\n' || s[e] == '\r' || s[e] == '/') {
+			e++
+		}
+		return e
 	}
-	j = 0
-	if c == ' ' {
-		j = 1
-	}
-	e := asciiSpan(s, j, aSymbol)
-	if e == j || e < len(s) && s[e] >= utf8.RuneSelf {
-		return 0 // white space, or the run may go on
-	}
-	for e < len(s) && (s[e] == '\n' || s[e] == '\r' || s[e] == '/') {
-		e++
+	e := asciiSpan(s, asciiSpan(s, j, aUpper), aLower)
+	switch {
+	case e >= len(s):
+		return e
+	case s[e] >= utf8.RuneSelf:
+		return 0 // the word may go on
+	case s[e] == '\'':
+		return contraction(s, e)
 	}
 	return e
 }
@@ -96,7 +98,7 @@ func asciiPiece(s string) int {
 // asciiSpan returns the end of the run of ASCII characters whose class has
 // a bit of mask from byte i of s.
 func asciiSpan(s string, i int, mask uint8) int {
-	for i < len(s) && s[i] < utf8.RuneSelf && asciiClass[s[i]]&mask != 0 {
+	for i < len(s) && asciiClass[s[i]]&mask != 0 {
 		i++
 	}
 	return i
@@ -140,7 +142,7 @@ func anyPiece(s string) (n int, ok bool) {
 	if s[0] == ' ' {
 		j = 1
 	}
-	if e := span(s, j, aSymbol, isSymbol); e > j {
+	if e := span(s, j, aSymbol, cSymbol); e > j {
 		for e < len(s) && (s[e] == '\n' || s[e] == '\r' || s[e] == '/') {
 			e++
 		}
@@ -176,8 +178,8 @@ func anyPiece(s string) (n int, ok bool) {
 // wordLower is branch 0 from byte j of s (j is 0, or the length of the
 // prefix character): the end of the match, or 0 when it does not match.
 func wordLower(s string, j int) int {
-	k := span(s, j, aUpper, isUpperKind)
-	e := span(s, k, aLower, isLowerKind)
+	k := span(s, j, aUpper, cUpperKind)
+	e := span(s, k, aLower, cLowerKind)
 	if e == k {
 		// Give back upper-kind characters, last first, until one is also
 		// of lower kind (Lm, Lo, a mark): the match ends after it.
@@ -197,11 +199,11 @@ func wordLower(s string, j int) int {
 
 // wordUpper is branch 1 from byte j of s.
 func wordUpper(s string, j int) int {
-	e := span(s, j, aUpper, isUpperKind)
+	e := span(s, j, aUpper, cUpperKind)
 	if e == j {
 		return 0
 	}
-	return contraction(s, span(s, e, aLower, isLowerKind))
+	return contraction(s, span(s, e, aLower, cLowerKind))
 }
 
 // contraction returns e moved past a contraction suffix at e, if any.
@@ -229,19 +231,19 @@ func contraction(s string, e int) int {
 }
 
 // span returns the end of the run of characters in a class from byte i of
-// s: ASCII characters whose asciiClass has a bit of mask, others for which
-// class holds (class agrees with mask on ASCII).
-func span(s string, i int, mask uint8, class func(rune) bool) int {
+// s: ASCII characters whose asciiClass has a bit of amask, others whose
+// classes have a bit of cmask (the same class).
+func span(s string, i int, amask, cmask uint8) int {
 	for i < len(s) {
 		if c := s[i]; c < utf8.RuneSelf {
-			if asciiClass[c]&mask == 0 {
+			if asciiClass[c]&amask == 0 {
 				return i
 			}
 			i++
 			continue
 		}
 		r, n := runes.At(s, i)
-		if !class(r) {
+		if classesOf(r)&cmask == 0 {
 			return i
 		}
 		i += n
@@ -249,15 +251,18 @@ func span(s string, i int, mask uint8, class func(rune) bool) int {
 	return i
 }
 
-// The ASCII characters' classes, for span.
+// The ASCII characters' classes, for span; bytes that are not ASCII have
+// none.
 const (
 	aUpper  = 1 << iota // A–Z
 	aLower              // a–z
 	aDigit              // 0–9
 	aSymbol             // neither white space, letter, digit nor DEL
+	aPrefix             // neither a line break, letter, digit nor DEL
+	aSpace              // white space
 )
 
-var asciiClass = func() (t [utf8.RuneSelf]uint8) {
+var asciiClass = func() (t [256]uint8) {
 	for c := range rune(utf8.RuneSelf) {
 		switch {
 		case 'A' <= c && c <= 'Z':
@@ -268,6 +273,12 @@ var asciiClass = func() (t [utf8.RuneSelf]uint8) {
 			t[c] = aDigit
 		case isSymbol(c):
 			t[c] = aSymbol
+		}
+		if isPrefix(c) {
+			t[c] |= aPrefix
+		}
+		if isSpace(c) {
+			t[c] |= aSpace
 		}
 	}
 	return t
@@ -330,6 +341,7 @@ const (
 	cUpperKind             // Lu Lt Lm Lo M
 	cLowerKind             // Ll Lm Lo M
 	cMark                  // M
+	cSymbol                // neither white space, letter nor number (nor DEL)
 	cKnown                 // the bits above are set (bmpClasses)
 )
 
@@ -347,6 +359,7 @@ func classes(r rune) uint8 {
 		{cUpperKind, unicode.In(r, unicode.Lu, unicode.Lt, unicode.Lm, unicode.Lo, unicode.M)},
 		{cLowerKind, unicode.In(r, unicode.Ll, unicode.Lm, unicode.Lo, unicode.M)},
 		{cMark, unicode.Is(unicode.M, r)},
+		{cSymbol, r != 0x7f && !unicode.IsSpace(r) && !unicode.IsLetter(r) && !unicode.IsNumber(r)},
 	} {
 		if k.in {
 			c |= k.bit

@@ -211,10 +211,15 @@ func TestClassesOf(t *testing.T) {
 			"letter": unicode.IsLetter(r), "number": unicode.IsNumber(r), "space": unicode.IsSpace(r),
 			"upper": unicode.In(r, unicode.Lu, unicode.Lt, unicode.Lm, unicode.Lo, unicode.M),
 			"lower": unicode.In(r, unicode.Ll, unicode.Lm, unicode.Lo, unicode.M), "mark": unicode.Is(unicode.M, r),
+			"symbol": r != 0x7f && !unicode.IsSpace(r) && !unicode.IsLetter(r) && !unicode.IsNumber(r),
 		}
 		for range 2 {
 			got := map[string]bool{"letter": isLetter(r), "number": isNumber(r), "space": isSpace(r),
-				"upper": isUpperKind(r), "lower": isLowerKind(r), "mark": isMark(r)}
+				"upper": isUpperKind(r), "lower": isLowerKind(r), "mark": isMark(r), "symbol": isSymbol(r)}
+			if r >= utf8.RuneSelf { // span's bits beyond ASCII
+				c := classesOf(r)
+				got["upper"], got["lower"], got["symbol"] = c&cUpperKind != 0, c&cLowerKind != 0, c&cSymbol != 0
+			}
 			for k, w := range want {
 				if got[k] != w {
 					t.Fatalf("%U: %s is %v, the tables say %v", r, k, got[k], w)
@@ -236,10 +241,15 @@ func TestASCIIClass(t *testing.T) {
 		for _, k := range []struct {
 			mask  uint8
 			class func(rune) bool
-		}{{aUpper, isUpperKind}, {aLower, isLowerKind}, {aSymbol, isSymbol}} {
+		}{{aUpper, isUpperKind}, {aLower, isLowerKind}, {aSymbol, isSymbol}, {aPrefix, isPrefix}, {aSpace, isSpace}} {
 			if got := asciiClass[c]&k.mask != 0; got != k.class(c) {
 				t.Errorf("%q: mask %b says %v", c, k.mask, got)
 			}
+		}
+	}
+	for c := utf8.RuneSelf; c < len(asciiClass); c++ {
+		if asciiClass[c] != 0 {
+			t.Errorf("byte %#x has classes %b", c, asciiClass[c])
 		}
 	}
 }

@@ -33,17 +33,24 @@ const (
 	strValAt   = 64 - strValBits
 )
 
-// strKeyOf is the key of s, of 1 to strKeyMax bytes.
+// strKeyOf is the key of s, of 1 to strKeyMax bytes: from loads of 8 or
+// 4 bytes that may overlap.
 func strKeyOf(s string) strKey {
+	n := len(s)
 	var k strKey
-	for i := len(s) - 1; i >= 0; i-- {
-		if i >= 8 {
-			k.hi = k.hi<<8 | uint64(s[i])
-		} else {
+	switch {
+	case n >= 8:
+		// The last 8 bytes shifted down to the n-8 after the first 8 (none
+		// for n = 8: a shift by 64 is 0).
+		k.lo, k.hi = swar.Load(s, 0), swar.Load(s, n-8)>>(8*(16-n))
+	case n >= 4:
+		k.lo = uint64(swar.Load4(s, 0)) | uint64(swar.Load4(s, n-4))<<(8*(n-4))
+	default:
+		for i := n - 1; i >= 0; i-- {
 			k.lo = k.lo<<8 | uint64(s[i])
 		}
 	}
-	k.hi |= uint64(len(s)) << 32
+	k.hi |= uint64(n) << 32
 	return k
 }
 

@@ -2,6 +2,7 @@ package verify
 
 import (
 	"bytes"
+	"encoding/binary"
 	"encoding/json"
 	"hash/maphash"
 	"slices"
@@ -55,15 +56,22 @@ func Tokens(text string) int {
 	if text == "" {
 		return 0 // most records' reasoning
 	}
-	if !utf8.ValidString(text) {
-		n, _ := countChunked(text, tokenChunk, libraryCount)
+	if len(text) > tokenChunk {
+		switch {
+		case !utf8.ValidString(text):
+			n, _ := countChunked(text, tokenChunk, libraryCount)
+			return n
+		case forcedCut(text, tokenChunk):
+			n, _ := countChunked(text, tokenChunk, countPieces)
+			return n
+		}
+		return countPieces(text)
+	}
+	if n, ok := countUTF8(text); ok {
 		return n
 	}
-	if len(text) > tokenChunk && forcedCut(text, tokenChunk) {
-		n, _ := countChunked(text, tokenChunk, countPieces)
-		return n
-	}
-	return countPieces(text)
+	n, _ := countChunked(text, tokenChunk, libraryCount)
+	return n
 }
 
 // LoadTokens loads the tables Tokens counts with, which its first call
@@ -121,40 +129,59 @@ const (
 // countPieces counts valid UTF-8 text piece by piece, its pieces at most
 // tokenChunk bytes long (see Tokens).
 func countPieces(text string) int {
-	n := 0
+	n, _ := countUTF8(text)
+	return n
+}
+
+// countUTF8 is countPieces(text) when text is valid UTF-8 (ok), and
+// reports when it is not: the pieces of a text cover it but for DEL
+// characters, so the text is UTF-8 when each piece is, and a piece
+// remembered in pieceCounts is (only such pieces are remembered); the
+// other pieces are checked before they are counted.
+func countUTF8(text string) (n int, ok bool) {
 	var buf [16]string
 	missed := buf[:0] // pieces not remembered, counted after the look-ups
 	pieceCounts.RLock()
-	for s := text; s != ""; {
-		k, ok := o200kPiece(s)
-		piece, rest := s[:k], s[k:]
+	for i := 0; i < len(text); {
+		s := text[i:]
+		k, ok := asciiPiece(s), true
+		if k == 0 {
+			k, ok = anyPiece(s)
+		}
+		i += k
 		if !ok {
-			s = rest
 			continue // DEL: the library counts no token for it
 		}
 		var c int
 		switch {
 		case k == 1:
+			if s[0] >= utf8.RuneSelf {
+				pieceCounts.RUnlock()
+				return 0, false // a byte that starts no character
+			}
 			n++
-			s = rest
 			continue
 		case k <= smallPieceMax:
 			var v uint32
 			v, ok = pieceCounts.small.get(strKeyAt(s, k))
 			c = int(v)
 		default:
-			c, ok = pieceCounts.m[piece]
+			c, ok = pieceCounts.m[s[:k]]
 		}
 		if ok {
 			n += c
 		} else {
-			missed = append(missed, piece)
+			missed = append(missed, s[:k])
 		}
-		s = rest
 	}
 	pieceCounts.RUnlock()
 	if len(missed) == 0 {
-		return n
+		return n, true
+	}
+	for _, piece := range missed {
+		if !utf8.ValidString(piece) {
+			return 0, false
+		}
 	}
 	counts := make([]int, len(missed))
 	for i, piece := range missed {
@@ -187,7 +214,7 @@ func countPieces(text string) int {
 			pieceCounts.m[strings.Clone(piece)] = counts[i]
 		}
 	}
-	return n
+	return n, true
 }
 
 // countChunked counts text with count in pieces of at most size bytes,
@@ -234,6 +261,13 @@ func countChunked(text string, size int, count func(string) int) (n int, forced 
 // boundary before size, and ok is false.
 func safeCut(text string, size int) (cut int, ok bool) {
 	for i := size; i > 0; {
+		if b, a := text[i], text[i-1]; b|a < utf8.RuneSelf {
+			if asciiCut(a, b) {
+				return i, true
+			}
+			i--
+			continue
+		}
 		if !utf8.RuneStart(text[i]) {
 			i--
 			continue
@@ -250,6 +284,21 @@ func safeCut(text string, size int) (cut int, ok bool) {
 		i--
 	}
 	return i, false
+}
+
+// asciiCut is cutBetween(a, b) for two ASCII characters, from their
+// classes.
+func asciiCut(a, b byte) bool {
+	ca, cb := asciiClass[a], asciiClass[b]
+	switch {
+	case b == ' ':
+		return ca&aSpace == 0
+	case ca&(aUpper|aLower|aDigit) != 0:
+		return cb&(aSpace|aUpper|aLower|aDigit) == 0 && b != '\''
+	case a == '\n':
+		return cb&aSpace == 0 && b != '/'
+	}
+	return false
 }
 
 func cutBetween(a, b rune) bool {
@@ -281,21 +330,22 @@ const (
 // tool preamble, Qwen's <tool_call> tags) are not counted, so the figure is
 // a slight underestimate for those templates.
 func RecordTokens(r *record.Record) int {
-	return recordTokens(r, Tokens, func(r *record.Record) int { return Tokens(systemText(r)) })
+	return recordTokens(r, Tokens, func(r *record.Record) int { return Tokens(systemText(r)) },
+		func(c *record.Call) int { return Tokens(callJSON(*c)) })
 }
 
-// recordTokens counts r with count for its texts and system for the text
-// of its system message (systemText), which is called only for a record
-// with a system prompt or tools.
-func recordTokens(r *record.Record, count func(string) int, system func(*record.Record) int) int {
+// recordTokens counts r with count for its texts, system for the text of
+// its system message (systemText), which is called only for a record with
+// a system prompt or tools, and call for the text of a call (callJSON).
+func recordTokens(r *record.Record, count func(string) int, system func(*record.Record) int, call func(*record.Call) int) int {
 	n := tokensReply
 	if r.System != "" || len(r.Tools) > 0 {
 		n += tokensPerMessage + count(record.RoleSystem) + system(r)
 	}
 	for _, m := range r.Messages {
 		n += tokensPerMessage + count(m.Role) + count(m.Content) + count(m.Reasoning)
-		for _, c := range m.Calls {
-			n += count(callJSON(c))
+		for i := range m.Calls {
+			n += call(&m.Calls[i])
 		}
 		for _, res := range m.Results {
 			n += count(res.Content)
@@ -316,8 +366,9 @@ func recordTokens(r *record.Record, count func(string) int, system func(*record.
 // were seen before is neither written out nor looked up as text; a new
 // system message is counted tool by tool (systemCount), each tool's part
 // remembered under its name, description and parameters, since drawn tool
-// lists (meta_tool's) rarely repeat but their tools do. Texts and tools
-// are found by a hash of their bytes and compared whole: two with the same
+// lists (meta_tool's) rarely repeat but their tools do; a call's text is
+// remembered under its name and arguments. Texts, tools and calls are
+// found by a hash of their bytes and compared whole: two with the same
 // hash are both counted right (the second every time). The zero value is
 // ready; safe for concurrent use.
 type TokenMemo struct {
@@ -325,7 +376,14 @@ type TokenMemo struct {
 	texts   map[uint64]memoText
 	systems map[uint64]memoSystem
 	tools   map[uint64]*memoTool
+	calls   map[uint64]memoCall
 	used    int
+}
+
+type memoCall struct {
+	name string
+	args []byte
+	n    int
 }
 
 // memoTool is the count of a tool's part of system texts (toolPart), as
@@ -389,7 +447,44 @@ func (t *TokenMemo) RecordTokens(r *record.Record) int {
 	if t == nil {
 		return RecordTokens(r)
 	}
-	return recordTokens(r, t.Tokens, t.systemTokens)
+	return recordTokens(r, t.Tokens, t.systemTokens, t.callTokens)
+}
+
+// callTokens is Tokens(callJSON(*c)), remembered under the call's name and
+// arguments, so that a call seen before is not written out as JSON again.
+func (t *TokenMemo) callTokens(c *record.Call) int {
+	size := len(c.Name) + len(c.Arguments) + 32
+	if size > memoTextMax {
+		return Tokens(callJSON(*c))
+	}
+	var h maphash.Hash
+	h.SetSeed(memoSeed)
+	var n8 [8]byte // the name's length, so that no two calls hash the same bytes
+	binary.LittleEndian.PutUint64(n8[:], uint64(len(c.Name)))
+	h.Write(n8[:])
+	h.WriteString(c.Name)
+	h.Write(c.Arguments)
+	key := h.Sum64()
+	t.mu.Lock()
+	e, ok := t.calls[key]
+	t.mu.Unlock()
+	if ok && e.name == c.Name && bytes.Equal(e.args, c.Arguments) {
+		return e.n
+	}
+	n := Tokens(callJSON(*c))
+	if !ok {
+		t.mu.Lock()
+		defer t.mu.Unlock()
+		if _, ok := t.calls[key]; !ok && t.used+size <= memoBudget {
+			if t.calls == nil {
+				t.calls = map[uint64]memoCall{}
+			}
+			// Copies: the call may live in a buffer its owner reuses.
+			t.calls[key] = memoCall{strings.Clone(c.Name), slices.Clone(c.Arguments), n}
+			t.used += size
+		}
+	}
+	return n
 }
 
 // systemTokens is Tokens(systemText(r)), remembered under r's system

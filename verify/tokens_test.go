@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/augmentdata/augment/internal/cputime"
 	"github.com/augmentdata/augment/stages/record"
@@ -386,6 +387,23 @@ func TestStrKey(t *testing.T) {
 		}
 		seen[k] = p
 	}
+	// strKeyOf against the key made byte by byte, at every length.
+	for _, s := range []string{"abcdefghijkl", "\xff\xfe\xfd\xfc\xfb\xfa\xf9\xf8\xf7\xf6\xf5\xf4", "中文字符", "\x00\x01\x00\x02\x00\x03\x00\x04\x00\x05\x00\x06"} {
+		for n := 1; n <= strKeyMax; n++ {
+			var want strKey
+			for i := n - 1; i >= 0; i-- {
+				if i >= 8 {
+					want.hi = want.hi<<8 | uint64(s[i])
+				} else {
+					want.lo = want.lo<<8 | uint64(s[i])
+				}
+			}
+			want.hi |= uint64(n) << 32
+			if got := strKeyOf(s[:n]); got != want {
+				t.Errorf("strKeyOf(%q) = %x, byte by byte %x", s[:n], got, want)
+			}
+		}
+	}
 	for _, s := range []string{"ab", "abcdefg", "abcdefgh", "abcdefghij", "abcdefghijklmnopq", "中文", "中文字符串", "中文字符串中文字符串",
 		"\x00\x00\x01", "\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x01"} {
 		for n := 1; n <= min(len(s), strKeyMax); n++ {
@@ -425,5 +443,146 @@ func TestStrTableFill(t *testing.T) {
 		if _, ok := tab.get(strKeyOf(p)); ok {
 			t.Errorf("%q found, never filled", p)
 		}
+	}
+}
+
+// tokensAsBefore is Tokens as it was before countUTF8: the text checked
+// to be UTF-8 first.
+func tokensAsBefore(text string) int {
+	if text == "" {
+		return 0
+	}
+	if !utf8.ValidString(text) {
+		n, _ := countChunked(text, tokenChunk, libraryCount)
+		return n
+	}
+	if len(text) > tokenChunk && forcedCut(text, tokenChunk) {
+		n, _ := countChunked(text, tokenChunk, countPieces)
+		return n
+	}
+	return countPieces(text)
+}
+
+// TestTokensNotUTF8: text that is not UTF-8 is counted as the library
+// counts it (U+FFFD for bad bytes), whether its good pieces are remembered
+// or not, and no bad piece is remembered.
+func TestTokensNotUTF8(t *testing.T) {
+	for _, text := range []string{
+		"\x80", "\xff", "a\xffb", "hello \xe4\xb8", "\xe4\xb8 hello", "今天\xe5天气", "\xed\xa0\x80", // a surrogate
+		"\xc0\xaf", // overlong
+		"word \x80\x80\x80 word", "'\xc5", "12\xf0\x9f\x98", "\xf4\x90\x80\x80", "  \xa0 ", "\t\n\x85",
+		"The quick brown fox's tail\xfe, it'll be fine.", "abc\x7f\xff",
+	} {
+		for round := range 2 {
+			if round == 0 {
+				forgetPieces()
+			}
+			want := libraryCount(text)
+			if got := Tokens(text); got != want {
+				t.Errorf("round %d: Tokens(%q) = %d, the library %d", round, text, got, want)
+			}
+			if _, ok := countUTF8(text); ok {
+				t.Errorf("countUTF8(%q) reports UTF-8", text)
+			}
+		}
+	}
+	pieceCounts.RLock()
+	defer pieceCounts.RUnlock()
+	for piece := range pieceCounts.m {
+		if !utf8.ValidString(piece) {
+			t.Errorf("remembered a piece that is not UTF-8: %q", piece)
+		}
+	}
+	for _, sl := range pieceCounts.small.slots {
+		if sl.hi != 0 && !utf8.ValidString(strKeyString(sl)) {
+			t.Errorf("remembered a short piece that is not UTF-8: %q", strKeyString(sl))
+		}
+	}
+}
+
+// strKeyString is the string of a strTable slot.
+func strKeyString(sl strKey) string {
+	n := int(sl.hi >> 32 & 0xF)
+	var b []byte
+	for i := range n {
+		if i < 8 {
+			b = append(b, byte(sl.lo>>(8*i)))
+		} else {
+			b = append(b, byte(sl.hi>>(8*(i-8))))
+		}
+	}
+	return string(b)
+}
+
+// FuzzTokensAnyBytes: for any bytes, Tokens counts as it did when it
+// checked the text to be UTF-8 first, and countUTF8 tells UTF-8 apart.
+func FuzzTokensAnyBytes(f *testing.F) {
+	for _, s := range tokenTexts {
+		f.Add(s)
+	}
+	f.Add("a\xffb 今天\xe5天气 \x80")
+	f.Add("\xed\xa0\x80 x'\xc5")
+	f.Fuzz(func(t *testing.T, text string) {
+		if got, want := Tokens(text), tokensAsBefore(text); got != want {
+			t.Fatalf("Tokens(%q) = %d, before %d", text, got, want)
+		}
+		if _, ok := countUTF8(text); len(text) <= tokenChunk && ok != utf8.ValidString(text) {
+			t.Fatalf("countUTF8(%q) ok = %v", text, ok)
+		}
+	})
+}
+
+// TestASCIICut: asciiCut is cutBetween for every pair of ASCII characters.
+func TestASCIICut(t *testing.T) {
+	for a := range byte(utf8.RuneSelf) {
+		for b := range byte(utf8.RuneSelf) {
+			if got, want := asciiCut(a, b), cutBetween(rune(a), rune(b)); got != want {
+				t.Errorf("asciiCut(%q, %q) = %v, cutBetween %v", a, b, got, want)
+			}
+		}
+	}
+}
+
+// TestTokenMemoCalls: a call's count is Tokens of its JSON, remembered
+// under its name and arguments: calls that share a name or arguments, or
+// whose arguments are no JSON, are told apart, in a new memo and a warm one,
+// and a memo whose budget is spent counts without keeping.
+func TestTokenMemoCalls(t *testing.T) {
+	calls := []record.Call{
+		{Name: "f", Arguments: []byte(`{"a":1}`)},
+		{Name: "f", Arguments: []byte(`{"a": 1}`)}, // the same JSON text
+		{Name: "f", Arguments: []byte(`{"a":2}`)},
+		{Name: "g", Arguments: []byte(`{"a":1}`)},
+		{Name: "f\x00", Arguments: []byte(`{"a":1}`)}, // run together, the same bytes as the next
+		{Name: "f", Arguments: []byte("\x00{\"a\":1}")},
+		{Name: "get_weather", Arguments: []byte(`{"city": "巴黎", "days": [1, 2, 3]}`)},
+		{Name: "bad", Arguments: []byte(`{oops`)},
+		{Name: "bad", Arguments: []byte("\xff\xfe")},
+		{Name: "", Arguments: nil},
+		{Name: "long", Arguments: []byte(`{"s":"` + strings.Repeat("x ", memoTextMax/2) + `"}`)},
+	}
+	var memo TokenMemo
+	for round := range 2 {
+		for i := range calls {
+			if got, want := memo.callTokens(&calls[i]), Tokens(callJSON(calls[i])); got != want {
+				t.Errorf("round %d: callTokens(%q, %.20q) = %d, Tokens = %d", round, calls[i].Name, calls[i].Arguments, got, want)
+			}
+		}
+	}
+	if len(memo.calls) != len(calls)-1 {
+		t.Errorf("memo holds %d calls, want %d (not the long one)", len(memo.calls), len(calls)-1)
+	}
+	full := TokenMemo{used: memoBudget}
+	if full.callTokens(&calls[0]) != Tokens(callJSON(calls[0])) || len(full.calls) != 0 {
+		t.Error("a memo whose budget is spent must count without keeping")
+	}
+	// The memo keeps copies: changing the caller's arguments afterwards
+	// does not change what it remembered.
+	args := []byte(`{"q":"hello"}`)
+	c := record.Call{Name: "h", Arguments: args}
+	want := memo.callTokens(&c)
+	copy(args, `{"q":"HELLO"}`)
+	if got := memo.callTokens(&record.Call{Name: "h", Arguments: []byte(`{"q":"hello"}`)}); got != want {
+		t.Errorf("after the caller's bytes changed: %d, want %d", got, want)
 	}
 }
