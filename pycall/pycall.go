@@ -8,10 +8,13 @@ package pycall
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"unicode/utf16"
 	"unicode/utf8"
+	"unsafe"
 
 	"github.com/augmentdata/augment/jsontree"
 	"github.com/augmentdata/augment/stages/record"
@@ -27,12 +30,23 @@ import (
 // concatenate), ints and floats (signs, exponents, '_' separators),
 // True/False/None (or true/false/null), lists and tuples (→ arrays) and dicts
 // with string keys (→ objects). Each call's Arguments is a compact JSON object
-// in argument order. Positional arguments, other expressions, repeated keys
-// and an empty list are errors.
+// in argument order, as jsontree.Compact writes it, written as the text is
+// read (no tree); the calls of one Parse share one block, each call's
+// arguments without room past their end. Positional arguments, other
+// expressions, repeated keys and an empty list are errors.
 func Parse(s string) ([]record.Call, error) {
 	p := pyParser{s: s}
+	sp := scratch.Get().(*scratchBufs)
+	p.out, p.str = sp.out[:0], sp.str[:0]
+	defer func() {
+		if cap(p.out) <= 1<<20 && cap(p.str) <= 1<<20 {
+			sp.out, sp.str = p.out[:0], p.str[:0]
+			scratch.Put(sp)
+		}
+	}()
 	p.space()
 	var calls []record.Call
+	var ends []int // where each call's arguments end in p.out
 	if p.peek() == '[' {
 		p.i++
 		p.space()
@@ -45,6 +59,7 @@ func Parse(s string) ([]record.Call, error) {
 				return nil, err
 			}
 			calls = append(calls, c)
+			ends = append(ends, len(p.out))
 			p.space()
 			if p.peek() == ',' {
 				p.i++
@@ -67,13 +82,27 @@ func Parse(s string) ([]record.Call, error) {
 			return nil, err
 		}
 		calls = append(calls, c)
+		ends = append(ends, len(p.out))
 	}
 	p.space()
 	if p.i < len(p.s) {
 		return nil, p.fail("unexpected text after the calls")
 	}
+	// The calls' arguments, written one after another, in one block.
+	block := append([]byte(nil), p.out...)
+	at := 0
+	for k, end := range ends {
+		calls[k].Arguments = block[at:end:end]
+		at = end
+	}
 	return calls, nil
 }
+
+// scratchBufs are a Parse's buffers: the arguments written so far (out)
+// and the string being decoded (str).
+type scratchBufs struct{ out, str []byte }
+
+var scratch = sync.Pool{New: func() any { return new(scratchBufs) }}
 
 // Print writes calls in the syntax Parse reads:
 // `[name(k="v", n=3), other()]`. Strings are double-quoted with JSON's
@@ -154,6 +183,8 @@ type pyParser struct {
 	s     string
 	i     int
 	depth int
+	out   []byte // the calls' arguments as compact JSON, written as read
+	str   []byte // the string literal being decoded
 }
 
 func (p *pyParser) fail(msg string) error { return &pyError{off: p.i, msg: msg} }
@@ -184,11 +215,12 @@ var notInName = func() (t [256]bool) {
 	return t
 }()
 
-// call parses name(kwargs). The name runs to one of the "(" before any byte
-// a name cannot hold; each is tried in turn until the argument list after it
-// parses and is followed by what may follow a call.
+// call parses name(kwargs), the arguments written to p.out. The name runs
+// to one of the "(" before any byte a name cannot hold; each is tried in
+// turn until the argument list after it parses and is followed by what
+// may follow a call.
 func (p *pyParser) call(inList bool) (record.Call, error) {
-	start := p.i
+	start, mark := p.i, len(p.out)
 	var firstErr error
 	tries := 0
 	for j := start; j < len(p.s) && !notInName[p.s[j]]; j++ {
@@ -200,14 +232,15 @@ func (p *pyParser) call(inList bool) (record.Call, error) {
 			break
 		}
 		p.i = j + 1
-		args, err := p.kwargs()
+		p.out = p.out[:mark]
+		err := p.kwargs()
 		if err == nil {
 			save := p.i
 			p.space()
 			next := p.peek()
 			p.i = save
 			if next == 0 && !inList || inList && (next == ',' || next == ']') {
-				return record.Call{Name: name, Arguments: args}, nil
+				return record.Call{Name: name}, nil
 			}
 			if next == 0 {
 				err = p.fail("unexpected end: the call list has no closing ]")
@@ -222,6 +255,7 @@ func (p *pyParser) call(inList bool) (record.Call, error) {
 			break
 		}
 	}
+	p.out = p.out[:mark]
 	if firstErr != nil {
 		return record.Call{}, firstErr
 	}
@@ -229,14 +263,19 @@ func (p *pyParser) call(inList bool) (record.Call, error) {
 	return record.Call{}, p.fail("expected a call: a name followed by (")
 }
 
-// kwargs parses "k=v, …)" after the opening parenthesis.
-func (p *pyParser) kwargs() ([]byte, error) {
-	obj := jsontree.Value{Kind: jsontree.Object}
+// kwargs parses "k=v, …)" after the opening parenthesis and writes it to
+// p.out as a compact JSON object, keys in argument order.
+func (p *pyParser) kwargs() error {
+	p.out = append(p.out, '{')
+	base := len(p.out)
+	var keys [8]string // the keys so far, while they fit
+	more := keys[:0]
 	for {
 		p.space()
 		if p.peek() == ')' {
 			p.i++
-			return jsontree.Compact(&obj), nil
+			p.out = append(p.out, '}')
+			return nil
 		}
 		start := p.i
 		for p.i < len(p.s) && !notInKey[p.s[p.i]] {
@@ -247,29 +286,33 @@ func (p *pyParser) kwargs() ([]byte, error) {
 		if key == "" || p.peek() != '=' || strings.HasPrefix(p.s[p.i:], "==") {
 			p.i = start
 			if p.i >= len(p.s) {
-				return nil, p.fail("unexpected end inside an argument list")
+				return p.fail("unexpected end inside an argument list")
 			}
-			return nil, p.fail("expected keyword=value (positional arguments are not allowed)")
+			return p.fail("expected keyword=value (positional arguments are not allowed)")
 		}
-		if obj.Has(key) {
+		if slices.Contains(more, key) {
 			p.i = start
-			return nil, p.fail(fmt.Sprintf("argument %q repeated", key))
+			return p.fail(fmt.Sprintf("argument %q repeated", key))
 		}
+		more = append(more, key)
 		p.i++
-		v, err := p.value()
-		if err != nil {
-			return nil, err
+		if len(p.out) > base {
+			p.out = append(p.out, ',')
 		}
-		obj.Elems = append(obj.Elems, jsontree.Member{Key: key, Val: v})
+		p.out = jsontree.AppendString(p.out, key)
+		p.out = append(p.out, ':')
+		if _, err := p.value(); err != nil {
+			return err
+		}
 		p.space()
 		switch p.peek() {
 		case ',':
 			p.i++
 		case ')':
 		case 0:
-			return nil, p.fail("unexpected end inside an argument list")
+			return p.fail("unexpected end inside an argument list")
 		default:
-			return nil, p.fail("expected , or ) after an argument")
+			return p.fail("expected , or ) after an argument")
 		}
 	}
 }
@@ -282,17 +325,19 @@ var notInKey = func() (t [256]bool) {
 	return t
 }()
 
-func (p *pyParser) value() (jsontree.Value, error) {
+// value parses a Python literal and writes it to p.out as compact JSON;
+// isString reports a string.
+func (p *pyParser) value() (isString bool, err error) {
 	p.space()
 	if p.i >= len(p.s) {
-		return jsontree.Value{}, p.fail("unexpected end: missing value")
+		return false, p.fail("unexpected end: missing value")
 	}
 	switch c := p.s[p.i]; {
 	case c == '"' || c == '\'':
-		var sb strings.Builder
+		p.str = p.str[:0]
 		for {
-			if err := p.str(&sb); err != nil {
-				return jsontree.Value{}, err
+			if err := p.strLit(); err != nil {
+				return false, err
 			}
 			save := p.i
 			p.space()
@@ -301,15 +346,16 @@ func (p *pyParser) value() (jsontree.Value, error) {
 				break
 			}
 		}
-		return jsontree.NewString(sb.String()), nil
+		p.out = jsontree.AppendString(p.out, unsafe.String(unsafe.SliceData(p.str), len(p.str)))
+		return true, nil
 	case c == '[':
-		return p.seq(']')
+		return false, p.seq(']')
 	case c == '(':
-		return p.paren()
+		return false, p.paren()
 	case c == '{':
-		return p.dict()
+		return false, p.dict()
 	case c == '-' || c == '+' || c == '.' || c >= '0' && c <= '9':
-		return p.number()
+		return false, p.number()
 	}
 	start := p.i
 	for p.i < len(p.s) && isIdent(p.s[p.i]) {
@@ -317,14 +363,17 @@ func (p *pyParser) value() (jsontree.Value, error) {
 	}
 	switch p.s[start:p.i] {
 	case "True", "true":
-		return jsontree.Value{Kind: jsontree.True}, nil
+		p.out = append(p.out, "true"...)
+		return false, nil
 	case "False", "false":
-		return jsontree.Value{Kind: jsontree.False}, nil
+		p.out = append(p.out, "false"...)
+		return false, nil
 	case "None", "null":
-		return jsontree.Value{Kind: jsontree.Null}, nil
+		p.out = append(p.out, "null"...)
+		return false, nil
 	}
 	p.i = start
-	return jsontree.Value{}, p.fail("expected a literal value")
+	return false, p.fail("expected a literal value")
 }
 
 func isIdent(c byte) bool {
@@ -338,118 +387,146 @@ func (p *pyParser) enter() error {
 	return nil
 }
 
-// seq parses a list body up to close; the opening bracket is at p.i.
-func (p *pyParser) seq(close byte) (jsontree.Value, error) {
+// seq parses a list body up to close, the opening bracket at p.i, and
+// writes it as a JSON array.
+func (p *pyParser) seq(close byte) error {
 	if err := p.enter(); err != nil {
-		return jsontree.Value{}, err
+		return err
 	}
 	defer func() { p.depth-- }()
 	p.i++
-	arr := jsontree.Value{Kind: jsontree.Array}
+	p.out = append(p.out, '[')
+	first := true
 	for {
 		p.space()
 		if p.peek() == close {
 			p.i++
-			return arr, nil
+			p.out = append(p.out, ']')
+			return nil
 		}
-		v, err := p.value()
-		if err != nil {
-			return jsontree.Value{}, err
+		if !first {
+			p.out = append(p.out, ',')
 		}
-		arr.Elems = append(arr.Elems, jsontree.Member{Val: v})
+		first = false
+		if _, err := p.value(); err != nil {
+			return err
+		}
 		p.space()
 		switch p.peek() {
 		case ',':
 			p.i++
 		case close:
 		case 0:
-			return jsontree.Value{}, p.fail("unexpected end inside a list")
+			return p.fail("unexpected end inside a list")
 		default:
-			return jsontree.Value{}, p.fail(fmt.Sprintf("expected , or %c in a list", close))
+			return p.fail(fmt.Sprintf("expected , or %c in a list", close))
 		}
 	}
 }
 
-// paren parses a tuple, or a parenthesised value.
-func (p *pyParser) paren() (jsontree.Value, error) {
+// paren parses a tuple, written as an array, or a parenthesised value.
+func (p *pyParser) paren() error {
 	if err := p.enter(); err != nil {
-		return jsontree.Value{}, err
+		return err
 	}
 	defer func() { p.depth-- }()
-	start := p.i
+	start, mark := p.i, len(p.out)
 	p.i++
 	p.space()
 	if p.peek() == ')' {
 		p.i++
-		return jsontree.Value{Kind: jsontree.Array}, nil
+		p.out = append(p.out, "[]"...)
+		return nil
 	}
-	v, err := p.value()
-	if err != nil {
-		return jsontree.Value{}, err
+	if _, err := p.value(); err != nil {
+		return err
 	}
 	p.space()
 	if p.peek() == ')' {
 		p.i++
-		return v, nil
+		return nil
 	}
-	p.i = start
+	p.i, p.out = start, p.out[:mark]
 	return p.seq(')')
 }
 
-func (p *pyParser) dict() (jsontree.Value, error) {
+// dict parses a dict with string keys and writes it as a JSON object.
+func (p *pyParser) dict() error {
 	if err := p.enter(); err != nil {
-		return jsontree.Value{}, err
+		return err
 	}
 	defer func() { p.depth-- }()
 	p.i++
-	obj := jsontree.Value{Kind: jsontree.Object}
+	p.out = append(p.out, '{')
+	base := len(p.out)
+	var room [8][2]int // where each key's JSON stands in p.out, while they fit
+	keys := room[:0]
 	for {
 		p.space()
 		if p.peek() == '}' {
 			p.i++
-			return obj, nil
+			p.out = append(p.out, '}')
+			return nil
 		}
-		keyAt := p.i
-		k, err := p.value()
+		keyAt, comma := p.i, len(p.out)
+		if comma > base {
+			p.out = append(p.out, ',')
+		}
+		at := len(p.out)
+		isString, err := p.value()
 		if err != nil {
-			return jsontree.Value{}, err
+			return err
 		}
-		if k.Kind != jsontree.String {
+		if !isString {
 			p.i = keyAt
-			return jsontree.Value{}, p.fail("dict keys must be strings")
+			return p.fail("dict keys must be strings")
 		}
-		if obj.Has(k.Str) {
-			p.i = keyAt
-			return jsontree.Value{}, p.fail(fmt.Sprintf("dict key %q repeated", k.Str))
+		// A string's JSON form is one for each text, so equal forms are
+		// equal keys.
+		k := p.out[at:]
+		for _, o := range keys {
+			if string(p.out[o[0]:o[1]]) == string(k) {
+				p.i = keyAt
+				return p.fail(fmt.Sprintf("dict key %q repeated", p.keyText(k)))
+			}
 		}
+		keys = append(keys, [2]int{at, len(p.out)})
 		p.space()
 		if p.peek() != ':' {
-			return jsontree.Value{}, p.fail("expected : after a dict key")
+			return p.fail("expected : after a dict key")
 		}
 		p.i++
-		v, err := p.value()
-		if err != nil {
-			return jsontree.Value{}, err
+		p.out = append(p.out, ':')
+		if _, err := p.value(); err != nil {
+			return err
 		}
-		obj.Elems = append(obj.Elems, jsontree.Member{Key: k.Str, Val: v})
 		p.space()
 		switch p.peek() {
 		case ',':
 			p.i++
 		case '}':
 		case 0:
-			return jsontree.Value{}, p.fail("unexpected end inside a dict")
+			return p.fail("unexpected end inside a dict")
 		default:
-			return jsontree.Value{}, p.fail("expected , or } in a dict")
+			return p.fail("expected , or } in a dict")
 		}
 	}
 }
 
+// keyText returns the text of a dict key from its JSON form.
+func (p *pyParser) keyText(k []byte) string {
+	v, err := jsontree.Parse(k)
+	if err != nil || v.Kind != jsontree.String {
+		return string(k)
+	}
+	return v.Str
+}
+
 // number reads a Python int or float literal and writes it as a JSON
 // number: "+" and "_" dropped, leading zeros trimmed, ".5" → "0.5", "1." → "1.0".
-func (p *pyParser) number() (jsontree.Value, error) {
+func (p *pyParser) number() error {
 	start := p.i
-	var b []byte
+	b := p.out
 	if c := p.peek(); c == '-' || c == '+' {
 		if c == '-' {
 			b = append(b, '-')
@@ -489,7 +566,7 @@ func (p *pyParser) number() (jsontree.Value, error) {
 	}
 	if nInt == 0 && nFrac == 0 {
 		p.i = start
-		return jsontree.Value{}, p.fail("invalid number")
+		return p.fail("invalid number")
 	}
 	if c := p.peek(); c == 'e' || c == 'E' {
 		b = append(b, 'e')
@@ -499,55 +576,63 @@ func (p *pyParser) number() (jsontree.Value, error) {
 			p.i++
 		}
 		if digits() == 0 {
-			return jsontree.Value{}, p.fail("invalid number exponent")
+			return p.fail("invalid number exponent")
 		}
 	}
 	if p.i < len(p.s) && (isIdent(p.s[p.i]) || p.s[p.i] == '.') {
-		return jsontree.Value{}, p.fail("invalid number")
+		return p.fail("invalid number")
 	}
-	return jsontree.Value{Kind: jsontree.Number, Str: string(b)}, nil
+	p.out = b
+	return nil
 }
 
-// str appends one Python string literal (at p.i) to sb.
-func (p *pyParser) str(sb *strings.Builder) error {
+// strLit appends the text of one Python string literal (at p.i) to p.str.
+func (p *pyParser) strLit() error {
 	q := p.s[p.i]
-	triple := strings.HasPrefix(p.s[p.i:], strings.Repeat(string(q), 3))
+	triple := p.i+2 < len(p.s) && p.s[p.i+1] == q && p.s[p.i+2] == q
 	if triple {
 		p.i += 3
 	} else {
 		p.i++
 	}
 	for {
+		// A run of ASCII other than the quote and the backslash.
+		j := p.i
+		for j < len(p.s) && p.s[j] < utf8.RuneSelf && p.s[j] != q && p.s[j] != '\\' {
+			j++
+		}
+		p.str = append(p.str, p.s[p.i:j]...)
+		p.i = j
 		if p.i >= len(p.s) {
 			return p.fail("unexpected end inside a string")
 		}
 		c := p.s[p.i]
 		switch {
-		case c == q && (!triple || strings.HasPrefix(p.s[p.i:], strings.Repeat(string(q), 3))):
+		case c == q && (!triple || p.i+2 < len(p.s) && p.s[p.i+1] == q && p.s[p.i+2] == q):
 			if triple {
 				p.i += 3
 			} else {
 				p.i++
 			}
 			return nil
+		case c == q:
+			p.str = append(p.str, c)
+			p.i++
 		case c == '\\':
-			if err := p.escape(sb); err != nil {
+			if err := p.escape(); err != nil {
 				return err
 			}
-		case c < utf8.RuneSelf:
-			sb.WriteByte(c)
-			p.i++
 		default:
 			r, n := utf8.DecodeRuneInString(p.s[p.i:])
-			sb.WriteRune(r) // invalid UTF-8 becomes U+FFFD
+			p.str = utf8.AppendRune(p.str, r) // invalid UTF-8 becomes U+FFFD
 			p.i += n
 		}
 	}
 }
 
-// escape decodes one backslash escape at p.i. Unknown escapes keep the
+// escape decodes one backslash escape at p.i into p.str. Unknown escapes keep the
 // backslash, as Python does.
-func (p *pyParser) escape(sb *strings.Builder) error {
+func (p *pyParser) escape() error {
 	if p.i+1 >= len(p.s) {
 		p.i++
 		return p.fail("unexpected end inside a string")
@@ -556,28 +641,28 @@ func (p *pyParser) escape(sb *strings.Builder) error {
 	p.i += 2
 	switch e {
 	case '\\', '\'', '"':
-		sb.WriteByte(e)
+		p.str = append(p.str, e)
 		return nil
 	case 'a':
-		sb.WriteByte('\a')
+		p.str = append(p.str, '\a')
 		return nil
 	case 'b':
-		sb.WriteByte('\b')
+		p.str = append(p.str, '\b')
 		return nil
 	case 'f':
-		sb.WriteByte('\f')
+		p.str = append(p.str, '\f')
 		return nil
 	case 'n':
-		sb.WriteByte('\n')
+		p.str = append(p.str, '\n')
 		return nil
 	case 'r':
-		sb.WriteByte('\r')
+		p.str = append(p.str, '\r')
 		return nil
 	case 't':
-		sb.WriteByte('\t')
+		p.str = append(p.str, '\t')
 		return nil
 	case 'v':
-		sb.WriteByte('\v')
+		p.str = append(p.str, '\v')
 		return nil
 	case '\n':
 		return nil // line continuation
@@ -605,7 +690,7 @@ func (p *pyParser) escape(sb *strings.Builder) error {
 		if r > utf8.MaxRune {
 			return p.fail("invalid \\U escape")
 		}
-		sb.WriteRune(r) // lone surrogates become U+FFFD
+		p.str = utf8.AppendRune(p.str, r) // lone surrogates become U+FFFD
 		return nil
 	case '0', '1', '2', '3', '4', '5', '6', '7':
 		r := rune(e - '0')
@@ -613,10 +698,10 @@ func (p *pyParser) escape(sb *strings.Builder) error {
 			r = r<<3 | rune(p.s[p.i]-'0')
 			p.i++
 		}
-		sb.WriteRune(r)
+		p.str = utf8.AppendRune(p.str, r)
 		return nil
 	}
-	sb.WriteByte('\\')
+	p.str = append(p.str, '\\')
 	p.i-- // the escaped byte is read as ordinary text
 	return nil
 }

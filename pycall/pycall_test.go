@@ -126,7 +126,53 @@ func sameCalls(a, b []record.Call) bool {
 	return true
 }
 
-// FuzzParse: never panics; whatever parses prints and parses back
+// sameAsReference fails t unless Parse's calls and error for s are the
+// reference reader's (reference_test.go): the same names and argument
+// bytes, each call's arguments with no capacity past their end, the same
+// error text.
+func sameAsReference(t *testing.T, s string, calls []record.Call, err error) {
+	t.Helper()
+	want, wantErr := refParse(s)
+	if (err == nil) != (wantErr == nil) || err != nil && err.Error() != wantErr.Error() {
+		t.Fatalf("%q: error %v, reference %v", s, err, wantErr)
+	}
+	if !sameCalls(calls, want) {
+		t.Fatalf("%q: calls %v, reference %v", s, calls, want)
+	}
+	for _, c := range calls {
+		if cap(c.Arguments) != len(c.Arguments) {
+			t.Fatalf("%q: arguments %q have room past their end (%d > %d)", s, c.Arguments, cap(c.Arguments), len(c.Arguments))
+		}
+	}
+}
+
+// TestParseMatchesReference holds Parse to the tree-building reader on
+// texts that reach each error and edge: a retried name, a parenthesised
+// value that turns out a tuple, nine and more keys, keys equal only once
+// decoded, quotes inside triple quotes, escapes, numbers.
+func TestParseMatchesReference(t *testing.T) {
+	texts := []string{
+		`[User Feed (Video Posts) V2(user_id="42", limit=10)]`,
+		`[f(a=(1), b=(1, 2), c=((1), (2,)), d=(("x") "y"))]`,
+		`[f(a=1, b=2, c=3, d=4, e=5, f=6, g=7, h=8, i=9, j=10, a=11)]`,
+		`[f(a=1, b=2, c=3, d=4, e=5, f=6, g=7, h=8, i=9, j=10)]`,
+		`[f(d={'k': 1, "k": 2})]`, `[f(d={'\x6b': 1, "k": 2})]`, `[f(d={"a" "b": 1, 'ab': 2})]`,
+		`[f(d={'a': 1, 'b': 2, 'c': 3, 'd': 4, 'e': 5, 'f': 6, 'g': 7, 'h': 8, 'i': 9, 'a': 10})]`,
+		`[f(d={(1): 2})]`, `[f(d={"k" 2})]`, `[f(d={"k": 2 "j": 3})]`, `[f(d={"k": 2`,
+		`[f(a="""it's "q" ""quoted"" """, b='''a''b''')]`, `[f(a="""x""`,
+		`[f(a='\q\7\78\u00e9\ud83d\ude00\ud83d', b="\
+x")]`,
+		"[f(a=\"caf\xe9 \xff\", b='\x01\t')]", `[f(a=00.50, b=-0_1, c=1__0, d=1e, e=1.e5, f=+.5E-0_1)]`,
+		`[f(g=-)]`, `[f(h=1x)]`, `[f(x=1)(y=2)]`, `[a(x=1), b(y=)]`, `[a(x=1) b()]`, `[a b(x=1)]`,
+		`f(x=1)`, `f(x=1) `, `(x=1)`, `[f(=1)]`, `[f(x=[1, 2,], y=(3, 4,), z={})]`, `[f(x=[,])]`, `[f(x=(,))]`,
+	}
+	for _, s := range texts {
+		calls, err := Parse(s)
+		sameAsReference(t, s, calls, err)
+	}
+}
+
+// FuzzParse: the same calls and errors as the reference reader; never panics; whatever parses prints and parses back
 // to the same calls, with arguments that are compact JSON objects.
 func FuzzParse(f *testing.F) {
 	for _, s := range []string{
@@ -140,6 +186,7 @@ func FuzzParse(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, s string) {
 		calls, err := Parse(s)
+		sameAsReference(t, s, calls, err)
 		if err != nil {
 			return
 		}
