@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"sync"
 
 	"github.com/parquet-go/parquet-go"
@@ -135,13 +136,16 @@ func readColumn(cc parquet.ColumnChunk, c *column) error {
 			}
 			base := uint32(len(c.data)) - first
 			c.data = append(c.data, data[first:last]...)
+			at := len(c.offs)
+			c.offs = slices.Grow(c.offs, len(offs)-1)[:at+len(offs)-1]
+			to := c.offs[at:]
 			prev := first
-			for _, o := range offs[1:] {
+			for k, o := range offs[1:] {
 				if o < prev {
 					parquet.Release(p)
 					return errors.New("byte array offsets decrease")
 				}
-				c.offs = append(c.offs, base+o)
+				to[k] = base + o
 				prev = o
 			}
 		case encoding.Int64:
@@ -272,8 +276,13 @@ func sameShape(c, s *column) bool {
 }
 
 // required checks that the required leaf c of a list element has the
-// shape of s and one value per element.
+// shape of s and one value per element. s's definition levels are at most
+// 1 (listShape checked them), so a leaf with the same levels is right; the
+// level-by-level check below only names what is wrong.
 func (d *decoder) required(c, s *column, total int, idx int) error {
+	if c.len() == total && bytes.Equal(c.rep, s.rep) && bytes.Equal(c.def, s.def) {
+		return nil
+	}
 	if !sameShape(c, s) || c.len() != total {
 		return fmt.Errorf("column %v does not match its list (%d values, %d elements)", schema.Columns()[idx], c.len(), total)
 	}
@@ -440,8 +449,18 @@ func nestedShape(c, msgs *column, rows, total int) (counts []int32, n int, err e
 	}
 	counts = make([]int32, total)
 	r, m := -1, -1
+	// j walks the message shape: each level of c but a call's or
+	// result's second and later (rep 2) must be the level there, present
+	// where the message is.
+	j := 0
 	for i, rep := range c.rep {
 		def := c.def[i]
+		if rep != 2 {
+			if j >= len(msgs.rep) || rep != msgs.rep[j] || (def > 0) != (msgs.def[j] > 0) {
+				return nil, 0, errors.New("messages do not match their list")
+			}
+			j++
+		}
 		switch {
 		case def > 2 || rep > 2:
 			return nil, 0, fmt.Errorf("level %d/%d at %d", rep, def, i)
@@ -475,17 +494,6 @@ func nestedShape(c, msgs *column, rows, total int) (counts []int32, n int, err e
 	}
 	if r != rows-1 || m != total-1 {
 		return nil, 0, fmt.Errorf("%d rows and %d messages, want %d and %d", r+1, m+1, rows, total)
-	}
-	// The messages themselves must sit where the message shape has them.
-	j := 0
-	for i, rep := range c.rep {
-		if rep == 2 {
-			continue
-		}
-		if j >= len(msgs.rep) || rep != msgs.rep[j] || (c.def[i] > 0) != (msgs.def[j] > 0) {
-			return nil, 0, errors.New("messages do not match their list")
-		}
-		j++
 	}
 	if j != len(msgs.rep) {
 		return nil, 0, errors.New("messages do not match their list")
