@@ -15,7 +15,7 @@ import (
 )
 
 func refParse(s string) ([]record.Call, error) {
-	p := refParser{s: s}
+	p := refParser{pyParser{s: s}}
 	p.space()
 	var calls []record.Call
 	if p.peek() == '[' {
@@ -60,31 +60,10 @@ func refParse(s string) ([]record.Call, error) {
 	return calls, nil
 }
 
-type refParser struct {
-	s     string
-	i     int
-	depth int
-}
-
-func (p *refParser) fail(msg string) error { return &pyError{off: p.i, msg: msg} }
-
-func (p *refParser) peek() byte {
-	if p.i < len(p.s) {
-		return p.s[p.i]
-	}
-	return 0
-}
-
-func (p *refParser) space() {
-	for p.i < len(p.s) {
-		switch p.s[p.i] {
-		case ' ', '\t', '\n', '\r':
-			p.i++
-		default:
-			return
-		}
-	}
-}
+// refParser takes the position, depth and the lexical steps Parse did not
+// change (peek, space, fail, enter) from pyParser; every step that builds
+// a value is its own.
+type refParser struct{ pyParser }
 
 // call parses name(kwargs). The name runs to one of the "(" before any byte
 // a name cannot hold; each is tried in turn until the argument list after it
@@ -219,13 +198,6 @@ func (p *refParser) value() (jsontree.Value, error) {
 	}
 	p.i = start
 	return jsontree.Value{}, p.fail("expected a literal value")
-}
-
-func (p *refParser) enter() error {
-	if p.depth++; p.depth > jsontree.MaxDepth {
-		return p.fail("nesting too deep")
-	}
-	return nil
 }
 
 // seq parses a list body up to close; the opening bracket is at p.i.
