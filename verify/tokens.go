@@ -420,26 +420,39 @@ func (t *TokenMemo) Tokens(text string) int {
 		return Tokens(text)
 	}
 	h := maphash.String(memoSeed, text)
-	t.mu.Lock()
-	e, ok := t.texts[h]
-	t.mu.Unlock()
+	e, ok := memoGet(t, &t.texts, h)
 	if ok && e.text == text {
 		return e.n
 	}
 	n := Tokens(text)
 	if !ok {
-		t.mu.Lock()
-		defer t.mu.Unlock()
-		if _, ok := t.texts[h]; !ok && t.used+len(text) <= memoBudget {
-			if t.texts == nil {
-				t.texts = map[uint64]memoText{}
-			}
-			// A copy: the text may live in a buffer its owner reuses.
-			t.texts[h] = memoText{strings.Clone(text), n}
-			t.used += len(text)
-		}
+		memoPut(t, &t.texts, h, len(text), func() memoText { return memoText{strings.Clone(text), n} })
 	}
 	return n
+}
+
+// memoGet returns the entry under key in the memo's map *m.
+func memoGet[E any](t *TokenMemo, m *map[uint64]E, key uint64) (E, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	e, ok := (*m)[key]
+	return e, ok
+}
+
+// memoPut puts entry() under key in the memo's map *m, counting size bytes
+// against the memo's budget, unless the key is taken or the budget spent.
+// entry copies what it keeps: a text may live in a buffer its owner reuses.
+func memoPut[E any](t *TokenMemo, m *map[uint64]E, key uint64, size int, entry func() E) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if _, ok := (*m)[key]; ok || t.used+size > memoBudget {
+		return
+	}
+	if *m == nil {
+		*m = map[uint64]E{}
+	}
+	(*m)[key] = entry()
+	t.used += size
 }
 
 // RecordTokens is RecordTokens(r), its texts' counts remembered.
@@ -465,24 +478,15 @@ func (t *TokenMemo) callTokens(c *record.Call) int {
 	h.WriteString(c.Name)
 	h.Write(c.Arguments)
 	key := h.Sum64()
-	t.mu.Lock()
-	e, ok := t.calls[key]
-	t.mu.Unlock()
+	e, ok := memoGet(t, &t.calls, key)
 	if ok && e.name == c.Name && bytes.Equal(e.args, c.Arguments) {
 		return e.n
 	}
 	n := Tokens(callJSON(*c))
 	if !ok {
-		t.mu.Lock()
-		defer t.mu.Unlock()
-		if _, ok := t.calls[key]; !ok && t.used+size <= memoBudget {
-			if t.calls == nil {
-				t.calls = map[uint64]memoCall{}
-			}
-			// Copies: the call may live in a buffer its owner reuses.
-			t.calls[key] = memoCall{strings.Clone(c.Name), slices.Clone(c.Arguments), n}
-			t.used += size
-		}
+		memoPut(t, &t.calls, key, size, func() memoCall {
+			return memoCall{strings.Clone(c.Name), slices.Clone(c.Arguments), n}
+		})
 	}
 	return n
 }
@@ -491,27 +495,19 @@ func (t *TokenMemo) callTokens(c *record.Call) int {
 // prompt and tools.
 func (t *TokenMemo) systemTokens(r *record.Record) int {
 	key, size := systemKey(r)
-	t.mu.Lock()
-	e, ok := t.systems[key]
-	t.mu.Unlock()
+	e, ok := memoGet(t, &t.systems, key)
 	if ok && e.system == r.System && sameTools(e.tools, r.Tools) {
 		return e.n
 	}
 	n := t.systemCount(r)
 	if !ok && size <= memoTextMax {
-		t.mu.Lock()
-		defer t.mu.Unlock()
-		if _, ok := t.systems[key]; !ok && t.used+size <= memoBudget {
-			if t.systems == nil {
-				t.systems = map[uint64]memoSystem{}
-			}
+		memoPut(t, &t.systems, key, size, func() memoSystem {
 			tools := make([]record.Tool, len(r.Tools))
 			for i, tool := range r.Tools {
 				tools[i] = tool.Owned()
 			}
-			t.systems[key] = memoSystem{strings.Clone(r.System), tools, n}
-			t.used += size
-		}
+			return memoSystem{strings.Clone(r.System), tools, n}
+		})
 	}
 	return n
 }
