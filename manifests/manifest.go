@@ -9,6 +9,7 @@ package manifests
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sort"
 	"time"
 
@@ -36,11 +37,12 @@ type Stage struct {
 	// LLM holds the teacher accounting of the stage in the run that last
 	// wrote this manifest (requests, cache hits, tokens, errors by class,
 	// latency percentiles, cost); a resumed run counts only its own traffic.
-	LLM   json.RawMessage `json:"llm,omitempty"`
-	Notes []string        `json:"notes,omitempty"` // things a user should know, e.g. what an export style dropped
-	// FinishNotes are the notes of Notes that a sink's Finish gave: its
-	// view of the whole stage (sample counts, …), which the next run's
-	// Finish replaces rather than adds to.
+	LLM json.RawMessage `json:"llm,omitempty"`
+	// Notes are things a user should know, e.g. what an export style
+	// dropped: those of the shards listed and FinishNotes (ShardNotes).
+	Notes []string `json:"notes,omitempty"`
+	// FinishNotes are the notes a sink's Finish gave in the run that
+	// wrote the manifest: its view of the whole stage (sample counts, …).
 	FinishNotes []string `json:"finish_notes,omitempty"`
 	// Files are the stage's files besides its shards' outputs (an export's
 	// dataset_info.json), relative to the run's output directory.
@@ -65,8 +67,10 @@ type Shard struct {
 	Counts
 	// Unread is the part of a source's dump ingest could not read (on the
 	// source's first shard); nil when the whole dump was read.
-	Unread  *Unread `json:"unread,omitempty"`
-	Seconds float64 `json:"seconds"`
+	Unread *Unread `json:"unread,omitempty"`
+	// Notes are what the stage said of this shard's output (Stage.Notes).
+	Notes   []string `json:"notes,omitempty"`
+	Seconds float64  `json:"seconds"`
 }
 
 // Unread describes the end of a dump that could not be read: from byte
@@ -165,6 +169,19 @@ func (s *Stage) Shard(name string) (Shard, bool) {
 		}
 	}
 	return Shard{}, false
+}
+
+// ShardNotes returns the notes of s's shards and extra, sorted, each once.
+func (s *Stage) ShardNotes(extra []string) []string {
+	notes := slices.Clone(extra)
+	for _, sh := range s.Shards {
+		notes = append(notes, sh.Notes...)
+	}
+	if len(notes) == 0 {
+		return nil
+	}
+	slices.Sort(notes)
+	return slices.Compact(notes)
 }
 
 // Read loads a manifest. A missing file gives (nil, nil).

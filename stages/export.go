@@ -286,7 +286,7 @@ func (e *exporter) process(ctx context.Context, r *record.Record, checked bool) 
 				"Run with a real teacher, or set allow_offline: true on this export to write it marked as stand-in data",
 			e.env.Stage, r.ID, standIn)}}
 	}
-	s, err := e.render(r, checked)
+	s, err := e.render(ctx, r, checked)
 	if err != nil {
 		return nil, err
 	}
@@ -485,7 +485,7 @@ func leadingToken(s string) (string, bool) {
 }
 
 // render turns a record into a sample; checked says r passed shard.Check.
-func (e *exporter) render(r *record.Record, checked bool) (*sample, error) {
+func (e *exporter) render(ctx context.Context, r *record.Record, checked bool) (*sample, error) {
 	s := &sample{System: r.System}
 	if s.System == "" {
 		s.System = e.cfg.System
@@ -507,7 +507,7 @@ func (e *exporter) render(r *record.Record, checked bool) (*sample, error) {
 		return nil, contract.Rejectf("export_no_assistant_turn", "the dialogue has no assistant turn to learn")
 	}
 	if last < len(msgs)-1 {
-		e.env.Note("trailing user or tool turns after the last assistant turn are cut (they have no target)")
+		Note(ctx, "trailing user or tool turns after the last assistant turn are cut (they have no target)")
 	}
 	s.Conversations = make([]verify.Turn, 0, last+1)
 	for i := 0; i <= last; i++ {
@@ -534,7 +534,7 @@ func (e *exporter) render(r *record.Record, checked bool) (*sample, error) {
 			s.Conversations = append(s.Conversations, verify.Turn{From: "observation", Value: v})
 		case record.RoleAssistant:
 			if len(m.Calls) > 1 && e.cfg.Style == "function_call" && !e.tpl.Parallel() {
-				turns, used, err := e.split(msgs, i, last, checked)
+				turns, used, err := e.split(ctx, msgs, i, last, checked)
 				if err != nil {
 					return nil, err
 				}
@@ -543,7 +543,7 @@ func (e *exporter) render(r *record.Record, checked bool) (*sample, error) {
 				continue
 			}
 			if e.quoting && e.cfg.Style == "function_call" && len(m.Calls) == 1 && m.Calls[0].Name == verify.MetaTool {
-				t, q, err := e.metaToolCall(m, checked)
+				t, q, err := e.metaToolCall(ctx, m, checked)
 				if err != nil {
 					return nil, err
 				}
@@ -554,7 +554,7 @@ func (e *exporter) render(r *record.Record, checked bool) (*sample, error) {
 				s.Conversations = append(s.Conversations, t)
 				continue
 			}
-			t, err := e.assistant(m, checked)
+			t, err := e.assistant(ctx, m, checked)
 			if err != nil {
 				return nil, err
 			}
@@ -578,7 +578,7 @@ func (e *exporter) render(r *record.Record, checked bool) (*sample, error) {
 // msgs[i] to hold one result per call, in the calls' order; the results are
 // taken from it even when it is cut as trailing (the last call then ends
 // the sample). used is how many messages after i it consumed.
-func (e *exporter) split(msgs []record.Message, i, last int, checked bool) (turns []verify.Turn, used int, err error) {
+func (e *exporter) split(ctx context.Context, msgs []record.Message, i, last int, checked bool) (turns []verify.Turn, used int, err error) {
 	m := msgs[i]
 	if e.cfg.Parallel != "split" {
 		return nil, 0, contract.Rejectf(verify.ReasonLFNoParallel, "message %d: %d parallel calls; template %s renders one call per turn (set parallel: split to write them one after another)",
@@ -603,7 +603,7 @@ func (e *exporter) split(msgs []record.Message, i, last int, checked bool) (turn
 		if k == 0 {
 			one.Content, one.Reasoning = m.Content, m.Reasoning
 		}
-		t, err := e.assistant(&one, checked)
+		t, err := e.assistant(ctx, &one, checked)
 		if err != nil {
 			return nil, 0, err
 		}
@@ -612,7 +612,7 @@ func (e *exporter) split(msgs []record.Message, i, last int, checked bool) (turn
 			turns = append(turns, verify.Turn{From: "observation", Value: res[k].Content})
 		}
 	}
-	e.env.Note("parallel calls are split into one call and its result at a time (template %s takes one call per turn)", e.tpl.Name)
+	Note(ctx, "parallel calls are split into one call and its result at a time (template %s takes one call per turn)", e.tpl.Name)
 	if i+1 <= last {
 		return turns, 1, nil
 	}
@@ -621,7 +621,7 @@ func (e *exporter) split(msgs []record.Message, i, last int, checked bool) (turn
 
 // assistant renders an assistant turn; checked says its record passed
 // shard.Check.
-func (e *exporter) assistant(m *record.Message, checked bool) (verify.Turn, error) {
+func (e *exporter) assistant(ctx context.Context, m *record.Message, checked bool) (verify.Turn, error) {
 	if len(m.Calls) == 0 {
 		text := m.Content
 		if m.Reasoning != "" {
@@ -633,13 +633,13 @@ func (e *exporter) assistant(m *record.Message, checked bool) (verify.Turn, erro
 			case e.cfg.Style == "inline":
 				text = joinText(m.Reasoning, text)
 			default:
-				e.env.Note("reasoning of text answers is dropped (style function_call without thoughts)")
+				Note(ctx, "reasoning of text answers is dropped (style function_call without thoughts)")
 			}
 		}
 		return verify.Turn{From: "gpt", Value: text}, nil
 	}
 	if e.cfg.Style == "function_call" {
-		return e.functionCall(m, checked)
+		return e.functionCall(ctx, m, checked)
 	}
 	switch e.cfg.Surface {
 	case "llama3":
@@ -669,11 +669,11 @@ func (e *exporter) assistant(m *record.Message, checked bool) (verify.Turn, erro
 // back as the template's function formatter reads it; a value that does not
 // give back exactly the thought, the text and the calls is rejected, so no
 // answer or decision token is lost on the way to training.
-func (e *exporter) functionCall(m *record.Message, checked bool) (verify.Turn, error) {
+func (e *exporter) functionCall(ctx context.Context, m *record.Message, checked bool) (verify.Turn, error) {
 	thought := ""
 	// Calls that are not JSON are rejected before anything else is said
 	// of the turn: dropped reasoning is noted for a turn with good calls.
-	noteDropped := func() { e.noteCallReasoning(m) }
+	noteDropped := func() { e.noteCallReasoning(ctx, m) }
 	if m.Reasoning != "" && e.cfg.Thoughts {
 		thought = e.tpl.Thought(m.Reasoning)
 	}
@@ -727,23 +727,23 @@ func (e *exporter) functionCall(m *record.Message, checked bool) (verify.Turn, e
 
 // noteCallReasoning notes that m's reasoning is dropped, when it has any
 // and thoughts are not exported.
-func (e *exporter) noteCallReasoning(m *record.Message) {
+func (e *exporter) noteCallReasoning(ctx context.Context, m *record.Message) {
 	if m.Reasoning != "" && !e.cfg.Thoughts {
-		e.env.Note("reasoning before calls is dropped (style function_call without thoughts; set thoughts: true with a reasoning template)")
+		Note(ctx, "reasoning before calls is dropped (style function_call without thoughts; set thoughts: true with a reasoning template)")
 	}
 }
 
 // metaToolCall is functionCall of an assistant turn of one meta_tool call
 // for quoted samples, with the turn's value as a JSON string; both
 // remembered (e.metaCalls) by what functionCall reads of the turn.
-func (e *exporter) metaToolCall(m *record.Message, checked bool) (verify.Turn, []byte, error) {
+func (e *exporter) metaToolCall(ctx context.Context, m *record.Message, checked bool) (verify.Turn, []byte, error) {
 	var buf [512]byte
 	key := metaCallKey(buf[:0], m, e.cfg.Thoughts, checked)
 	if ct, ok := e.metaCalls.lookup(key); ok {
-		e.noteCallReasoning(m)
+		e.noteCallReasoning(ctx, m)
 		return verify.Turn{From: "function_call", Value: ct.value}, ct.quoted, nil
 	}
-	t, err := e.functionCall(m, checked)
+	t, err := e.functionCall(ctx, m, checked)
 	if err != nil {
 		return verify.Turn{}, nil, err
 	}

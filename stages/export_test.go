@@ -601,7 +601,7 @@ func BenchmarkAppendSample(b *testing.B) {
 	var size int64
 	var line []byte
 	for _, r := range recs {
-		if s, err := e.render(r, false); err == nil {
+		if s, err := e.render(context.Background(), r, false); err == nil {
 			samples = append(samples, s)
 			line = appendLine(line[:0], s)
 			size += int64(len(line))
@@ -733,8 +733,8 @@ func TestMetaToolCallAsFunctionCall(t *testing.T) {
 							m := record.Message{Role: record.RoleAssistant, Content: text, Reasoning: reason,
 								Calls: []record.Call{{Name: verify.MetaTool, Arguments: json.RawMessage(a)}}}
 							name := fmt.Sprintf("%s round %d args %q text %q reasoning %q checked %v", cfg.Template, round, a, text, reason, checked)
-							want, wantErr := buildExport(t, cfg).functionCall(&m, checked)
-							got, q, err := e.metaToolCall(&m, checked)
+							want, wantErr := buildExport(t, cfg).functionCall(context.Background(), &m, checked)
+							got, q, err := e.metaToolCall(context.Background(), &m, checked)
 							if fmt.Sprint(err) != fmt.Sprint(wantErr) || got != want {
 								t.Fatalf("%s: %+v, %v; want %+v, %v", name, got, err, want, wantErr)
 							}

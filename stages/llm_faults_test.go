@@ -489,3 +489,56 @@ func TestUnrecordedRejectsFileDoesNotOutliveTheRedo(t *testing.T) {
 	}
 	llmrunSameData(t, llmrunDataFiles(t, filepath.Join(filepath.Dir(cleanPath), "out")), llmrunDataFiles(t, out))
 }
+
+// A sink's Finish speaks for the whole stage (its sample counts): a run
+// that opens the stage and stops before Finish must not turn the earlier
+// Finish's notes into notes that outlive it. An outage run (Finish runs
+// over fewer samples), a run stopped by the error rate before Finish, then
+// a clean run: the card equals a clean run's (the 60 % faults test met a
+// stale "cutoff_len: 0 of N samples" note once).
+func TestResumedCardHasNoStaleFinishNotes(t *testing.T) {
+	dump := llmrunRows(120)
+	teacher := "  max_retries: 2\n  retry_base: 1ms\n  retry_max: 4ms\n  breaker_cooldown: 20ms\n  max_error_rate: 1"
+	_, cleanURL := llmrunFake(t, fakellm.Config{Script: llmrunScript})
+	cleanPath := llmrunPipeline(t, dump, 5, []llm.Endpoint{{BaseURL: cleanURL + "/v1", MaxInFlight: 64}}, teacher)
+	if _, log, err := faultRun(t, cleanPath, nil); err != nil {
+		t.Fatalf("clean run: %v\n%s", err, log)
+	}
+
+	fake, url := llmrunFake(t, fakellm.Config{Script: llmrunScript, Faults: fakellm.Faults{DownAfter: 40}})
+	path := llmrunPipeline(t, dump, 5, []llm.Endpoint{{BaseURL: url + "/v1", MaxInFlight: 64}}, teacher)
+	out := filepath.Join(filepath.Dir(path), "out")
+	var fe *llm.FatalError
+	if _, log, err := faultRun(t, path, nil); !errors.As(err, &fe) || fe.Reason != "llm_transient_rejects" {
+		t.Fatalf("outage run: want the resumable stop llm_transient_rejects, got %v\n%s", err, log)
+	}
+	m, err := manifests.Read[manifests.Stage](filepath.Join(out, "02-export", "manifest.json"))
+	if err != nil || m == nil || len(m.FinishNotes) == 0 || m.Totals.Out >= 120 {
+		t.Fatalf("the outage run's export did not finish over fewer samples (%v); the test does not exercise a stale Finish", err)
+	}
+
+	// The teacher is down and the error rate stops the run: the export's
+	// pass opens (its manifest is saved) and never reaches Finish.
+	if err := fake.SetFaults(fakellm.Faults{ServerError: 1}); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte(strings.Replace(string(b), "max_error_rate: 1", "max_error_rate: 0.2", 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, log, err := faultRun(t, path, nil); !errors.As(err, &fe) || fe.Reason != "llm_error_rate" {
+		t.Fatalf("down run: want the error-rate stop, got %v\n%s", err, log)
+	}
+
+	if err := fake.SetFaults(fakellm.Faults{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, log, err := faultRun(t, path, nil); err != nil {
+		t.Fatalf("resumed run: %v\n%s", err, log)
+	}
+	llmrunConserved(t, out)
+	llmrunSameData(t, llmrunDataFiles(t, filepath.Join(filepath.Dir(cleanPath), "out")), llmrunDataFiles(t, out))
+}

@@ -563,7 +563,7 @@ func (r *Runner) openPass(ctx context.Context, sr stageRun, env *Env, st Stage, 
 // savePass writes p's manifest with the shards done so far. Its caller
 // holds the group's lock, or is alone.
 func (r *Runner) savePass(p *pass) error {
-	m, old, env := p.m, p.old, p.env
+	m, env := p.m, p.env
 	m.Shards = m.Shards[:0]
 	m.Totals = manifests.Counts{}
 	for _, in := range p.inputs {
@@ -575,17 +575,10 @@ func (r *Runner) savePass(p *pass) error {
 	if stats := env.stats(); stats != nil {
 		m.LLM, _ = json.Marshal(stats)
 	}
-	m.Notes = env.notes()
-	if old != nil && old.ConfigHash == m.ConfigHash {
-		// Shards kept from the earlier run keep their notes; the earlier
-		// Finish's notes give way to this run's (a resume must end with
-		// a clean run's notes and dataset card).
-		kept := old.Notes
-		if m.FinishNotes != nil {
-			kept = slices.DeleteFunc(slices.Clone(kept), func(n string) bool { return slices.Contains(old.FinishNotes, n) })
-		}
-		m.Notes = slices.Compact(slices.Sorted(slices.Values(append(m.Notes, kept...))))
-	}
+	// The notes of the shards listed, and of this run's Finish once it
+	// ran: nothing an earlier run said outlives what it was said of (a
+	// resume ends with a clean run's notes and dataset card).
+	m.Notes = m.ShardNotes(m.FinishNotes)
 	m.Seconds = time.Since(m.Started).Seconds()
 	return r.saveStage(p.sr, m) // workers.go: manifest.json, or this worker's part
 }
@@ -615,10 +608,7 @@ func (r *Runner) closePass(ctx context.Context, p *pass, failed error) error {
 		notes, err = p.sink.Finish(fin, shards)
 		finished = err == nil // else the next run runs Finish again (finishDone)
 		m.Files = append(slices.Clone(p.planned.files), fin.Written()...)
-		env.note(notes...)
-		// Not nil once Finish ran, even without notes: the earlier
-		// Finish's notes then go (see save).
-		m.FinishNotes = append([]string{}, slices.Sorted(slices.Values(notes))...)
+		m.FinishNotes = slices.Sorted(slices.Values(notes))
 	}
 	if finished {
 		m.Finished = time.Now().UTC()
@@ -680,7 +670,26 @@ func (r *Runner) pending(sr stageRun, old *manifests.Stage, fp, plan string, inp
 		}
 		todo[in.name] = key
 	}
+	// A manifest written before shards kept their notes cannot say which
+	// kept shard gave which of its notes: once one shard is redone, all
+	// are, so the notes the manifest is rewritten with are whole.
+	if len(todo) > 0 && old != nil && notesUnattributed(old) {
+		for _, in := range inputs {
+			if _, ok := todo[in.name]; !ok && r.mine(in.name) {
+				todo[in.name] = shardKey(fp, "plan="+plan, in.ref)
+			}
+		}
+	}
 	return todo
+}
+
+// notesUnattributed reports whether m, written before shards kept their
+// notes, has notes besides its Finish's that no shard carries.
+func notesUnattributed(m *manifests.Stage) bool {
+	if slices.ContainsFunc(m.Shards, func(s manifests.Shard) bool { return len(s.Notes) > 0 }) {
+		return false
+	}
+	return slices.ContainsFunc(m.Notes, func(n string) bool { return !slices.Contains(m.FinishNotes, n) })
 }
 
 func explainShard(old *manifests.Stage, fp, plan string, in shardInput) string {
@@ -884,6 +893,9 @@ func (r *Runner) processShard(ctx context.Context, p *pass, name string, recs []
 	}
 	if len(ctr.m) > 0 {
 		o.sh.Counters = ctr.m
+	}
+	if len(ctr.notes) > 0 {
+		o.sh.Notes = slices.Sorted(slices.Values(ctr.notes))
 	}
 	return o, nil
 }
@@ -1183,28 +1195,6 @@ func (e *Env) Prompt(name, override string) (*prompts.Template, error) {
 	}
 	e.prompts[name] = t.Hash
 	return t, nil
-}
-
-// Note records something users should know about the stage's output (what
-// an export style dropped, …); notes end up in the manifest.
-func (e *Env) Note(format string, args ...any) {
-	e.note(fmt.Sprintf(format, args...))
-}
-
-func (e *Env) note(msgs ...string) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	for _, m := range msgs {
-		if !slices.Contains(e.notesList, m) {
-			e.notesList = append(e.notesList, m)
-		}
-	}
-}
-
-func (e *Env) notes() []string {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return slices.Sorted(slices.Values(e.notesList))
 }
 
 func (e *Env) stats() *llm.Stats {

@@ -1,7 +1,9 @@
 package stages
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -209,4 +211,107 @@ func openExportPass(t *testing.T, path string) (*Runner, *pass, []shardInput) {
 		t.Fatalf("open export pass: sink %v, %v", sp != nil && sp.sink != nil, err)
 	}
 	return r, sp, inputs
+}
+
+// A note belongs to the shard it was said of: when a changed dump makes
+// the export redo a shard, the note its old version gave goes with it, and
+// the stage ends with a clean run's notes and card. So does a manifest
+// written before shards kept their notes, once a shard is redone.
+func TestNotesFollowTheirShards(t *testing.T) {
+	orig, err := os.ReadFile("../testdata/demo/dumps/glaive.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The first dialogue ends with a user turn: the export cuts it and
+	// says so.
+	trailing := bytes.Replace(orig, []byte(`normal range. <|endoftext|>\n\n\n"`), []byte(`normal range. <|endoftext|>\n\n\nUSER: Thanks!\n\n\n"`), 1)
+	if bytes.Equal(trailing, orig) {
+		t.Fatal("the demo's first glaive dialogue changed; the test no longer adds a trailing user turn")
+	}
+	const note = "trailing user or tool turns after the last assistant turn are cut (they have no target)"
+	pipeline := func(dump []byte) (path, out string) {
+		dir := t.TempDir()
+		if err := os.WriteFile(filepath.Join(dir, "glaive.json"), dump, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		path = filepath.Join(dir, "pipeline.yaml")
+		y := "seed: 7\noutput: {dir: out, shard_size: 2, jsonl: true}\nsources:\n  - {name: glaive, path: glaive.json, format: glaive}\nstages:\n  - export: {}\n"
+		if err := os.WriteFile(path, []byte(y), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return path, filepath.Join(dir, "out")
+	}
+	exportManifest := func(out string) *manifests.Stage {
+		m, err := manifests.Read[manifests.Stage](filepath.Join(out, "01-export", "manifest.json"))
+		if err != nil || m == nil {
+			t.Fatalf("export manifest: %v", err)
+		}
+		return m
+	}
+	cleanPath, cleanOut := pipeline(orig)
+	runPipeline(t, cleanPath)
+	clean := exportManifest(cleanOut)
+	if slices.Contains(clean.Notes, note) {
+		t.Fatalf("the clean run notes %q; the test needs a dump without trailing turns", note)
+	}
+
+	path, out := pipeline(trailing)
+	runPipeline(t, path)
+	m := exportManifest(out)
+	if !slices.Contains(m.Notes, note) || !slices.Contains(m.Shards[0].Notes, note) || len(m.Shards[1].Notes) > 0 {
+		t.Fatalf("notes %q, by shard %q, %q: want the trailing-turn note on the first shard only", m.Notes, m.Shards[0].Notes, m.Shards[1].Notes)
+	}
+	same := func(step string) {
+		t.Helper()
+		want, got := tree(t, cleanOut), tree(t, out)
+		for name, sum := range want {
+			if !strings.HasSuffix(name, "manifest.json") && name != report.HTMLFile && got[name] != sum {
+				t.Errorf("%s: %s differs from a clean run's (or is missing)", step, name)
+			}
+		}
+		if m := exportManifest(out); !slices.Equal(m.Notes, clean.Notes) {
+			t.Errorf("%s: notes %q, a clean run's %q", step, m.Notes, clean.Notes)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(filepath.Dir(path), "glaive.json"), orig, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	runPipeline(t, path)
+	same("dump changed back")
+
+	// The manifest as a build before shard notes wrote it, with the
+	// trailing-turn note on no shard; then a change to a dialogue of the
+	// last shard only: every shard is redone, so the first keeps its note.
+	if err := os.WriteFile(filepath.Join(filepath.Dir(path), "glaive.json"), trailing, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	runPipeline(t, path)
+	m = exportManifest(out)
+	for i := range m.Shards {
+		m.Shards[i].Notes = nil
+	}
+	b, err := json.Marshal(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(out, "01-export", "manifest.json"), b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	last := bytes.Replace(trailing, []byte("I can only calculate a BMI"), []byte("I can only work out a BMI"), 1)
+	if bytes.Equal(last, trailing) {
+		t.Fatal("the demo's last glaive dialogue changed; the test no longer edits it")
+	}
+	if err := os.WriteFile(filepath.Join(filepath.Dir(path), "glaive.json"), last, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	rep := runPipeline(t, path)
+	m = exportManifest(out)
+	if !slices.Contains(m.Notes, note) || !slices.Contains(m.Shards[0].Notes, note) {
+		t.Errorf("manifest without shard notes, last shard changed: notes %q, first shard's %q; want the trailing-turn note kept", m.Notes, m.Shards[0].Notes)
+	}
+	for _, s := range rep.Stages {
+		if s.Dir == "01-export" && s.Ran != len(m.Shards) {
+			t.Errorf("export ran %d of %d shards, want all", s.Ran, len(m.Shards))
+		}
+	}
 }

@@ -2,8 +2,10 @@ package stages
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"slices"
 	"sync"
 
 	"github.com/augmentdata/augment/atomicfs"
@@ -119,9 +121,8 @@ type Env struct {
 	Library func() (*toollib.Library, error)
 	Log     *slog.Logger
 
-	mu        sync.Mutex
-	prompts   map[string]string // prompt name → template hash, see Prompt
-	notesList []string
+	mu      sync.Mutex
+	prompts map[string]string // prompt name → template hash, see Prompt
 }
 
 // Rand returns a generator seeded by the pipeline seed, the stage name and
@@ -191,9 +192,27 @@ func Count(ctx context.Context, key string, n int64) {
 	}
 }
 
+// Note records something users should know about the output of the shard
+// being processed (what an export style dropped, …). A shard's notes are
+// kept with it in the manifest, and a stage's notes are those of the
+// shards it lists plus its sink's Finish: a shard redone drops the notes
+// its earlier version gave. Outside a run it does nothing.
+func Note(ctx context.Context, format string, args ...any) {
+	if c, ok := ctx.Value(countersKey{}).(*counters); ok {
+		msg := fmt.Sprintf(format, args...)
+		c.mu.Lock()
+		if !slices.Contains(c.notes, msg) {
+			c.notes = append(c.notes, msg)
+		}
+		c.mu.Unlock()
+	}
+}
+
 type countersKey struct{}
 
+// counters are what Count and Note gathered for one shard.
 type counters struct {
-	mu sync.Mutex
-	m  map[string]int64
+	mu    sync.Mutex
+	m     map[string]int64
+	notes []string
 }

@@ -258,7 +258,7 @@ func (r *Runner) workerParts(stageRel string, count int) ([]workerPart, error) {
 // manifest. A shard comes from the newest manifest that has it; the other
 // manifests' outputs for it, their Superseded and the Files of
 // manifest.json become Superseded (deleted by the merge unless still
-// named). Notes are the union of the manifests of the newest settings.
+// named). Its notes are those of the shards it takes (Stage.ShardNotes).
 func (r *Runner) sharedOld(sr stageRun) (*manifests.Stage, error) {
 	mj, err := atomicfs.ReadJSON[manifests.Stage](sr.out, manifestFile)
 	if err != nil {
@@ -286,9 +286,6 @@ func (r *Runner) sharedOld(sr stageRun) (*manifests.Stage, error) {
 	}
 	seen := map[string]manifests.Shard{}
 	for _, m := range all {
-		if m.ConfigHash == out.ConfigHash {
-			out.Notes = append(out.Notes, m.Notes...)
-		}
 		out.Superseded = append(out.Superseded, m.Superseded...)
 		for _, s := range m.Shards {
 			if first, ok := seen[s.Name]; ok {
@@ -309,7 +306,7 @@ func (r *Runner) sharedOld(sr stageRun) (*manifests.Stage, error) {
 	if out.LLM = sumLLM(parts, out.ConfigHash); out.LLM == nil && mj != nil {
 		out.LLM = mj.LLM
 	}
-	out.Notes = slices.Compact(slices.Sorted(slices.Values(out.Notes)))
+	out.Notes = out.ShardNotes(out.FinishNotes)
 	out.Superseded = slices.Compact(slices.Sorted(slices.Values(out.Superseded)))
 	return &out, nil
 }
