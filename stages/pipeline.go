@@ -125,7 +125,7 @@ type StageSpec struct {
 	// keeps every stage's shards.
 	Keep *bool `yaml:"keep,omitempty"`
 
-	// Stage types, one field each (see types).
+	// Stage types, one field each, in the README's order (see types).
 	Sample         *SampleConfig         `yaml:"sample,omitempty"`
 	Dedup          *DedupConfig          `yaml:"dedup,omitempty"`
 	Decontaminate  *DecontaminateConfig  `yaml:"decontaminate,omitempty"`
@@ -135,9 +135,9 @@ type StageSpec struct {
 	DecisionTokens *DecisionTokensConfig `yaml:"decision_tokens,omitempty"`
 	Negatives      *NegativesConfig      `yaml:"negatives,omitempty"`
 	ResponseSchema *ResponseSchemaConfig `yaml:"response_schema,omitempty"`
-	Verify         *VerifyConfig         `yaml:"verify,omitempty"`
-	ToolDC         *ToolDCConfig         `yaml:"tool_dc,omitempty"`
 	Translate      *TranslateConfig      `yaml:"translate,omitempty"`
+	ToolDC         *ToolDCConfig         `yaml:"tool_dc,omitempty"`
+	Verify         *VerifyConfig         `yaml:"verify,omitempty"`
 	Export         *ExportConfig         `yaml:"export,omitempty"`
 
 	line int
@@ -158,25 +158,35 @@ type stageConfig interface {
 	version() int
 }
 
-// types lists the stage types in the order documented in the README. The
-// YAML key of each is the name here.
+// types lists the stage types, one per field of StageSpec whose type is a
+// stage's config, in field order (the README's); the YAML key of each is
+// its name. A new stage type is its own file plus its field.
 func (s *StageSpec) types() []namedConfig {
-	return []namedConfig{
-		{"sample", s.Sample},
-		{"dedup", s.Dedup},
-		{"decontaminate", s.Decontaminate},
-		{"meta_tool", s.MetaTool},
-		{"noise", s.Noise},
-		{"reason", s.Reason},
-		{"decision_tokens", s.DecisionTokens},
-		{"negatives", s.Negatives},
-		{"response_schema", s.ResponseSchema},
-		{"verify", s.Verify},
-		{"tool_dc", s.ToolDC},
-		{"translate", s.Translate},
-		{"export", s.Export},
+	v := reflect.ValueOf(s).Elem()
+	out := make([]namedConfig, len(stageFields))
+	for i, f := range stageFields {
+		out[i] = namedConfig{f.name, v.Field(f.index).Interface().(stageConfig)}
 	}
+	return out
 }
+
+// A stageField is a stage type field of StageSpec: its YAML name and index.
+type stageField struct {
+	name  string
+	index int
+}
+
+var stageFields = func() []stageField {
+	var fields []stageField
+	t, configType := reflect.TypeFor[StageSpec](), reflect.TypeFor[stageConfig]()
+	for i := range t.NumField() {
+		if f := t.Field(i); f.Type.Implements(configType) {
+			name, _, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+			fields = append(fields, stageField{name, i})
+		}
+	}
+	return fields
+}()
 
 type namedConfig struct {
 	name string

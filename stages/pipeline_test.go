@@ -228,3 +228,31 @@ func FuzzNames(f *testing.F) {
 		}
 	})
 }
+
+// The stage types are StageSpec's config fields, in the order the README's
+// Stages section documents them (its "**name** —" paragraphs).
+func TestStageTypesFollowTheREADME(t *testing.T) {
+	b, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, _ := strings.Cut(string(b), "\n### Stages\n")
+	section, _, _ = strings.Cut(section, "\n### ")
+	var documented []string
+	for _, line := range strings.Split(section, "\n") {
+		if name, ok := strings.CutPrefix(line, "**"); ok {
+			if name, _, ok = strings.Cut(name, "** — "); ok {
+				documented = append(documented, name)
+			}
+		}
+	}
+	if got := StageTypes(); strings.Join(got, " ") != strings.Join(documented, " ") {
+		t.Errorf("stage types %q, the README documents %q", got, documented)
+	}
+	var s StageSpec
+	for _, c := range s.types() {
+		if !isNil(c.cfg) {
+			t.Errorf("%s: a zero StageSpec has this type set", c.name)
+		}
+	}
+}
