@@ -42,14 +42,9 @@ func TestSinkFinishAfterKill(t *testing.T) {
 
 	same := func(step string) {
 		t.Helper()
-		want, got := tree(t, cleanOut), tree(t, out)
-		for name, sum := range want {
-			if !strings.HasSuffix(name, "manifest.json") && name != report.HTMLFile && got[name] != sum {
-				t.Errorf("%s: %s differs from a clean run's (or is missing)", step, name)
-			}
-		}
-		if len(got) != len(want) {
-			t.Errorf("%s: %d files, a clean run has %d", step, len(got), len(want))
+		sameAsClean(t, step, cleanOut, out)
+		if got, want := len(tree(t, out)), len(tree(t, cleanOut)); got != want {
+			t.Errorf("%s: %d files, a clean run has %d", step, got, want)
 		}
 		m, err := manifests.Read[manifests.Stage](filepath.Join(out, "02-export", "manifest.json"))
 		if err != nil {
@@ -106,6 +101,18 @@ func TestSinkFinishAfterKill(t *testing.T) {
 		t.Fatal(err)
 	}
 	rerun("train_lora.yaml lost")
+}
+
+// sameAsClean reports each file of a clean run's output dir cleanOut that
+// out lacks or holds with other bytes, manifests and the HTML report aside.
+func sameAsClean(t *testing.T, step, cleanOut, out string) {
+	t.Helper()
+	want, got := tree(t, cleanOut), tree(t, out)
+	for name, sum := range want {
+		if !strings.HasSuffix(name, "manifest.json") && name != report.HTMLFile && got[name] != sum {
+			t.Errorf("%s: %s differs from a clean run's (or is missing)", step, name)
+		}
+	}
 }
 
 // TestSinkFinishAfterGroupFailed: a sink inside a group whose shards are
@@ -263,12 +270,7 @@ func TestNotesFollowTheirShards(t *testing.T) {
 	}
 	same := func(step string) {
 		t.Helper()
-		want, got := tree(t, cleanOut), tree(t, out)
-		for name, sum := range want {
-			if !strings.HasSuffix(name, "manifest.json") && name != report.HTMLFile && got[name] != sum {
-				t.Errorf("%s: %s differs from a clean run's (or is missing)", step, name)
-			}
-		}
+		sameAsClean(t, step, cleanOut, out)
 		if m := exportManifest(out); !slices.Equal(m.Notes, clean.Notes) {
 			t.Errorf("%s: notes %q, a clean run's %q", step, m.Notes, clean.Notes)
 		}
