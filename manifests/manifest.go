@@ -23,8 +23,9 @@ type Stage struct {
 	Version int    `json:"version"` // the stage implementation's version; a behaviour change bumps it
 	Tool    string `json:"tool"`    // augment version that wrote it
 	// ConfigHash covers the effective stage config (defaults applied), its
-	// prompt templates, the teacher settings it depends on, its version and
-	// the seed. Config is that effective config, for people.
+	// prompt templates, the teacher settings it depends on, its version, the
+	// seed and, for a stage that reads it, the tool library's hash. Config
+	// is that effective config, for people.
 	ConfigHash string          `json:"config_hash"`
 	Config     json.RawMessage `json:"config"`
 	Plan       string          `json:"plan,omitempty"` // digest of a whole-input plan (sample quotas)

@@ -144,14 +144,14 @@ func Check(ctx context.Context, p *Pipeline, o Options, w io.Writer) error {
 			continue
 		}
 		prev := &previewClient{}
-		env := previewEnv(p, spec.Name, prev, lib)
+		env := previewEnv(p, spec.Name, cfg, prev, lib)
 		st, err := cfg.build(env)
 		if err != nil {
 			return fmt.Errorf("stage %s: %w", spec.Name, err)
 		}
 		status := "would run (no earlier run)"
 		_, sink := st.(Sink)
-		fp, _, _ := r.fingerprint(typ, cfg.version(), cfg, env, "library="+r.libraryHash())
+		fp, _, _ := r.fingerprint(typ, cfg.version(), cfg, env, r.libraryPart(cfg)...)
 		sm, err := manifests.Read[manifests.Stage](filepath.Join(dir, fmt.Sprintf("%02d-%s", i+1, spec.Name), "manifest.json"))
 		if err != nil {
 			return err
@@ -361,12 +361,15 @@ func (c *previewClient) print(w io.Writer, previewed int, rows int64) {
 
 // previewEnv is the Env of stage name when nothing is sent: augment check
 // and config validation build stages with it. The teacher is a previewClient
-// (the offline stand-ins), the embedder the offline one, the library lib.
-// A run's Env is Runner.newEnv.
-func previewEnv(p *Pipeline, name string, teacher *previewClient, lib *toollib.Library) *Env {
-	return &Env{Stage: name, Seed: p.Seed, Dir: p.Dir(), Teacher: teacher, Embedder: offlineEmbedder(p),
-		Provider: p.Teacher.Provider, Model: p.Teacher.Model, Capacity: 1,
-		Library: func() (*toollib.Library, error) { return lib, nil }, Log: discardLog()}
+// (the offline stand-ins), the embedder the offline one, the library lib
+// (for a stage that reads it). A run's Env is Runner.newEnv.
+func previewEnv(p *Pipeline, name string, cfg stageConfig, teacher *previewClient, lib *toollib.Library) *Env {
+	env := &Env{Stage: name, Seed: p.Seed, Dir: p.Dir(), Teacher: teacher, Embedder: offlineEmbedder(p),
+		Provider: p.Teacher.Provider, Model: p.Teacher.Model, Capacity: 1, Log: discardLog()}
+	if readsLibrary(cfg) { // as newEnv
+		env.Library = func() (*toollib.Library, error) { return lib, nil }
+	}
+	return env
 }
 
 func offlineEmbedder(p *Pipeline) llm.Embedder {
@@ -472,7 +475,7 @@ func offlineExportWarnings(p *Pipeline) []string {
 			continue
 		}
 		_, cfg := spec.config()
-		st, err := cfg.build(previewEnv(p, spec.Name, &previewClient{}, toollib.New(nil)))
+		st, err := cfg.build(previewEnv(p, spec.Name, cfg, &previewClient{}, toollib.New(nil)))
 		if tw, ok := st.(teacherWriter); err == nil && ok && tw.writesTeacherText() {
 			writer = spec.Name
 		}
@@ -495,7 +498,7 @@ func stageProblems(p *Pipeline) []string {
 			continue
 		}
 		_, cfg := spec.config()
-		env := previewEnv(p, spec.Name, &previewClient{}, toollib.New(nil))
+		env := previewEnv(p, spec.Name, cfg, &previewClient{}, toollib.New(nil))
 		st, err := cfg.build(env)
 		if err != nil {
 			probs = append(probs, p.problem(fmt.Sprintf("stages[%d]", i), "stage %q: %v", spec.Name, err))

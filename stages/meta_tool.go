@@ -292,6 +292,9 @@ func (c *MetaToolConfig) validate() []string {
 
 // version 2: results in seed 000 Fig 12's envelope by default, Fig 6's
 // get_user_input description, near-twins of invoked tools never listed.
+// readsLibrary: the stage draws from the run's tool library (libraryReader).
+func (c *MetaToolConfig) readsLibrary() {}
+
 func (c *MetaToolConfig) version() int { return 2 }
 
 func (c *MetaToolConfig) build(env *Env) (Stage, error) {

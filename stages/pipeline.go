@@ -188,6 +188,19 @@ var stageFields = func() []stageField {
 	return fields
 }()
 
+// A libraryReader is a stage config whose stage reads the run's tool
+// library (Env.Library, the union of every source's distinct tools). Only
+// such a stage gets the library, and only its fingerprint covers the
+// library's hash: a dump that adds or drops a tool redoes no other
+// stage's shards of the dumps that did not change.
+type libraryReader interface{ readsLibrary() }
+
+// readsLibrary reports whether cfg's stage reads the tool library.
+func readsLibrary(cfg stageConfig) bool {
+	_, ok := cfg.(libraryReader)
+	return ok
+}
+
 type namedConfig struct {
 	name string
 	cfg  stageConfig

@@ -401,6 +401,10 @@ func shardKey(fingerprint string, extra string, inputs ...manifests.FileRef) str
 
 // newEnv builds the Env of one stage of a run (augment check's is previewEnv).
 func (r *Runner) newEnv(sr stageRun) *Env {
+	var lib func() (*toollib.Library, error)
+	if _, cfg := sr.spec.config(); readsLibrary(cfg) {
+		lib = r.library
+	}
 	return &Env{
 		Stage:    sr.name,
 		Seed:     r.p.Seed,
@@ -410,7 +414,7 @@ func (r *Runner) newEnv(sr stageRun) *Env {
 		Provider: r.teacher.Provider(),
 		Model:    r.teacher.Model(),
 		Capacity: r.teacher.Capacity(),
-		Library:  r.library,
+		Library:  lib,
 		Log:      r.o.Log.With("stage", sr.name),
 		prompts:  map[string]string{},
 	}
@@ -464,7 +468,7 @@ func (r *Runner) openPass(ctx context.Context, sr stageRun, env *Env, st Stage, 
 	p.old = old
 	sink, isSink := st.(Sink)
 	p.sink, res.sink = sink, isSink
-	fp, cfgJSON, err := r.fingerprint(typ, cfg.version(), cfg, env, "library="+r.libraryHash())
+	fp, cfgJSON, err := r.fingerprint(typ, cfg.version(), cfg, env, r.libraryPart(cfg)...)
 	if err != nil {
 		return p, err
 	}
@@ -1159,12 +1163,17 @@ func (r *Runner) writeEffectiveConfig() error {
 	return err
 }
 
-func (r *Runner) libraryHash() string {
+// libraryPart is what a stage's fingerprint takes of the tool library:
+// its hash for a stage that reads it, nothing for any other.
+func (r *Runner) libraryPart(cfg stageConfig) []string {
+	if !readsLibrary(cfg) {
+		return nil
+	}
 	lib, err := r.library()
 	if err != nil {
-		return "error"
+		return []string{"library=error"}
 	}
-	return lib.Hash
+	return []string{"library=" + lib.Hash}
 }
 
 func mapsKeys[M ~map[K]V, K comparable, V any](m M) func(func(K) bool) {
