@@ -290,11 +290,11 @@ func (c *MetaToolConfig) validate() []string {
 	return probs
 }
 
-// version 2: results in seed 000 Fig 12's envelope by default, Fig 6's
-// get_user_input description, near-twins of invoked tools never listed.
 // readsLibrary: the stage draws from the run's tool library (libraryReader).
 func (c *MetaToolConfig) readsLibrary() {}
 
+// version 2: results in seed 000 Fig 12's envelope by default, Fig 6's
+// get_user_input description, near-twins of invoked tools never listed.
 func (c *MetaToolConfig) version() int { return 2 }
 
 func (c *MetaToolConfig) build(env *Env) (Stage, error) {

@@ -238,11 +238,11 @@ func (c *ToolDCConfig) validate() []string {
 	return probs
 }
 
-// version 2: the prompts list tools as compact JSON (a quarter fewer
-// prompt bytes, and a larger share of them a cached prefix).
 // readsLibrary: the stage draws from the run's tool library (libraryReader).
 func (c *ToolDCConfig) readsLibrary() {}
 
+// version 2: the prompts list tools as compact JSON (a quarter fewer
+// prompt bytes, and a larger share of them a cached prefix).
 func (c *ToolDCConfig) version() int { return 2 }
 
 func (c *ToolDCConfig) build(env *Env) (Stage, error) {
