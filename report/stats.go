@@ -38,6 +38,9 @@ type StageStats struct {
 	LLM     *llm.Stats `json:"llm,omitempty"`
 	// NotKept: the stage kept no Parquet shards, or not all (keep: false).
 	NotKept bool `json:"not_kept,omitempty"`
+	// Notes are what the stage said of its output (manifests.Stage.Notes):
+	// what an export style dropped, how to train on an export.
+	Notes []string `json:"notes,omitempty"`
 }
 
 // Stats reads the counts of every stage and the distributions of the final
@@ -47,7 +50,7 @@ func (r *Run) Stats() (*Stats, error) {
 	for _, st := range r.Stages {
 		ss := StageStats{Dir: st.Dir, Name: st.Name, Type: st.Type, Status: st.Status, Counts: st.Totals(), LLM: st.LLM, NotKept: st.NotKept()}
 		if st.Manifest != nil {
-			ss.Shards, ss.Seconds = len(st.Manifest.Shards), st.Manifest.Seconds
+			ss.Shards, ss.Seconds, ss.Notes = len(st.Manifest.Shards), st.Manifest.Seconds, st.Manifest.Notes
 		}
 		s.Stages = append(s.Stages, ss)
 	}
@@ -126,6 +129,15 @@ func (s *Stats) Print(w io.Writer) {
 			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\n", r[0], r[1], r[2], r[3])
 		}
 		tw.Flush()
+	}
+
+	if slices.ContainsFunc(s.Stages, func(st StageStats) bool { return len(st.Notes) > 0 }) {
+		fmt.Fprintln(w, "\nnotes")
+		for _, st := range s.Stages {
+			for _, n := range st.Notes {
+				fmt.Fprintf(w, "  %s  %s\n", st.Dir, n)
+			}
+		}
 	}
 
 	if d := s.Records; d != nil {

@@ -63,7 +63,7 @@ Usage:
   augment batch status [-dir out] | poll pipeline.yaml list or advance the batch jobs of teacher.mode batch
   augment report [out]                                 write out/report.html and each export's dataset card
   augment show ID [-stage S] [-json] out               one record's way through the stages, or as stage S holds it
-  augment stats [-json] [out]                          per-stage counts, rejects, mix, lengths, teacher usage
+  augment stats [-json] [out]                          per-stage counts, rejects, notes, mix, lengths, teacher usage
   augment version                                      print the version
   (status, stats, show and report also read an output on S3: s3://bucket/prefix)
 
