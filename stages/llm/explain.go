@@ -122,8 +122,10 @@ func diffText(a, b string) string {
 	for i < len(a) && i < len(b) && a[i] == b[i] {
 		i++
 	}
-	for i > 0 && !utf8.RuneStart(a[i]) {
-		i-- // back to a rune boundary (a[:i] == b[:i], so it is one in b too)
+	// Back to the start of the character that byte i continues in either
+	// text (a[:i] == b[:i]; i may be the end of one of them).
+	for i > 0 && (continuesRune(a, i) || continuesRune(b, i)) {
+		i--
 	}
 	const ctx = 24
 	from := max(0, i-ctx)
@@ -145,6 +147,21 @@ func diffText(a, b string) string {
 		return strconv.Quote(out)
 	}
 	return fmt.Sprintf("changed at byte %d: %s → %s", i, clip(a), clip(b))
+}
+
+// continuesRune reports whether byte i of s continues a valid character
+// that starts before it (false past the end of s).
+func continuesRune(s string, i int) bool {
+	if i >= len(s) || utf8.RuneStart(s[i]) {
+		return false
+	}
+	for j := i - 1; j >= 0 && j >= i-utf8.UTFMax+1; j-- {
+		if utf8.RuneStart(s[j]) {
+			_, n := utf8.DecodeRuneInString(s[j:])
+			return j+n > i
+		}
+	}
+	return false
 }
 
 func orUnset(s string) string {

@@ -829,3 +829,25 @@ func TestLatencyBackoffFollowsTheQueue(t *testing.T) {
 		})
 	}
 }
+
+// diffText names the first byte where two texts differ (backed up to the
+// start of a character it continues) and quotes both around it, also where
+// one text is the other's start (the fuzzer found an index past the
+// shorter one's end) or a stray byte follows a whole character.
+func TestDiffText(t *testing.T) {
+	for _, tc := range []struct{ a, b, want string }{
+		{"hello", "hallo", `changed at byte 1: "hello" → "hallo"`},
+		{"abc", "abcd", `changed at byte 3: "abc" → "abcd"`},
+		{"abcd", "abc", `changed at byte 3: "abcd" → "abc"`},
+		{"", "x", `changed at byte 0: "" → "x"`},
+		{"héllo", "hèllo", `changed at byte 1: "héllo" → "hèllo"`},
+		{"é\xf4", "é\xf40", `changed at byte 3: "é\xf4" → "é\xf40"`},
+		{"é", "é\x80", `changed at byte 2: "é" → "é\x80"`},
+		{"\xc3", "é", `changed at byte 0: "\xc3" → "é"`},
+		{strings.Repeat("a", 30) + "x", strings.Repeat("a", 30) + "y", `changed at byte 30: "…aaaaaaaaaaaaaaaaaaaaaaaax" → "…aaaaaaaaaaaaaaaaaaaaaaaay"`},
+	} {
+		if got := diffText(tc.a, tc.b); got != tc.want {
+			t.Errorf("diffText(%q, %q) = %s, want %s", tc.a, tc.b, got, tc.want)
+		}
+	}
+}
