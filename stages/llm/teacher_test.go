@@ -423,6 +423,7 @@ func TestExplainChange(t *testing.T) {
 		{func(r *Request) { r.Messages = append(r.Messages, Message{Role: "user", Content: "more"}) }, "messages", "2 → 3 messages"},
 		{func(r *Request) { r.Messages[0].Role = "user" }, "messages", "message 0 role system → user"},
 		{func(r *Request) { r.Messages[1].Content = strings.Replace(r.Messages[1].Content, "tail", "TAIL", 1) }, "messages", `changed at byte 100: "…ext long text long text tail" → "…ext long text long text TAIL"`},
+		{func(r *Request) { r.Messages[1].Content += " Answer in JSON." }, "messages", `changed at byte 104: "…long text long text tail" → "…long text long text tail Answer in JSON."`},
 		{func(r *Request) { r.MaxTokens = 64 }, "max_tokens", "max_tokens (server default) → 64"},
 		{func(r *Request) { n := 3; r.Seed = &n }, "seed", "seed (unset) → 3"},
 		{func(r *Request) { r.JSONSchema = json.RawMessage(`{}`) }, "schema", "JSON schema changed"},
