@@ -2,7 +2,6 @@ package stages
 
 import (
 	"bytes"
-	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -25,27 +24,7 @@ func TestToolLibraryOnlyInItsReadersKeys(t *testing.T) {
 		t.Fatal("the demo's xlam dump changed; the test no longer adds a tool")
 	}
 	pipeline := func(xlam []byte, stages string) (path, out string) {
-		dir := t.TempDir()
-		for _, name := range []string{"toolace.json", "glaive.json"} {
-			b, err := os.ReadFile(filepath.Join("../testdata/demo/dumps", name))
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := os.WriteFile(filepath.Join(dir, name), b, 0o644); err != nil {
-				t.Fatal(err)
-			}
-		}
-		if err := os.WriteFile(filepath.Join(dir, "xlam.json"), xlam, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		y := fmt.Sprintf("seed: 7\noutput: {dir: out, shard_size: 2, jsonl: true}\nsources:\n"+
-			"  - {name: toolace, path: toolace.json, format: toolace}\n  - {name: glaive, path: glaive.json, format: glaive}\n"+
-			"  - {name: xlam, path: xlam.json, format: xlam}\nstages:\n%s", stages)
-		path = filepath.Join(dir, "pipeline.yaml")
-		if err := os.WriteFile(path, []byte(y), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return path, filepath.Join(dir, "out")
+		return dumpPipeline(t, map[string][]byte{"toolace": nil, "glaive": nil, "xlam": xlam}, stages)
 	}
 	ran := func(rep *Report, typ string) (ran, skipped int) {
 		for _, s := range rep.Stages {

@@ -51,6 +51,40 @@ stages:
 	return path
 }
 
+// dumpPipeline writes, in a new folder, the demo dumps named in dumps (a
+// source name → its bytes, the demo's own when nil) and a pipeline over
+// them, in the demo's source order, two records a shard, with stages. It
+// returns the pipeline's path and its output dir: a test edits a dump in
+// that folder and runs again.
+func dumpPipeline(t *testing.T, dumps map[string][]byte, stages string) (path, out string) {
+	t.Helper()
+	dir := t.TempDir()
+	var y strings.Builder
+	y.WriteString("seed: 7\noutput: {dir: out, shard_size: 2, jsonl: true}\nsources:\n")
+	for _, name := range []string{"toolace", "glaive", "xlam"} {
+		b, ok := dumps[name]
+		if !ok {
+			continue
+		}
+		if b == nil {
+			var err error
+			if b, err = os.ReadFile(filepath.Join("../testdata/demo/dumps", name+".json")); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := os.WriteFile(filepath.Join(dir, name+".json"), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprintf(&y, "  - {name: %[1]s, path: %[1]s.json, format: %[1]s}\n", name)
+	}
+	y.WriteString("stages:\n" + stages)
+	path = filepath.Join(dir, "pipeline.yaml")
+	if err := os.WriteFile(path, []byte(y.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path, filepath.Join(dir, "out")
+}
+
 func runPipeline(t *testing.T, path string) *Report {
 	t.Helper()
 	return runPipelineTB(t, path)

@@ -237,16 +237,7 @@ func TestNotesFollowTheirShards(t *testing.T) {
 	}
 	const note = "trailing user or tool turns after the last assistant turn are cut (they have no target)"
 	pipeline := func(dump []byte) (path, out string) {
-		dir := t.TempDir()
-		if err := os.WriteFile(filepath.Join(dir, "glaive.json"), dump, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		path = filepath.Join(dir, "pipeline.yaml")
-		y := "seed: 7\noutput: {dir: out, shard_size: 2, jsonl: true}\nsources:\n  - {name: glaive, path: glaive.json, format: glaive}\nstages:\n  - export: {}\n"
-		if err := os.WriteFile(path, []byte(y), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return path, filepath.Join(dir, "out")
+		return dumpPipeline(t, map[string][]byte{"glaive": dump}, "  - export: {}\n")
 	}
 	exportManifest := func(out string) *manifests.Stage {
 		m, err := manifests.Read[manifests.Stage](filepath.Join(out, "01-export", "manifest.json"))
