@@ -290,6 +290,10 @@ func (p *pyParser) kwargs() error {
 			}
 			return p.fail("expected keyword=value (positional arguments are not allowed)")
 		}
+		if !utf8.ValidString(key) { // its JSON would be U+FFFD, the same for other bytes
+			p.i = start
+			return p.fail(fmt.Sprintf("argument name %q is not UTF-8", key))
+		}
 		if slices.Contains(more, key) {
 			p.i = start
 			return p.fail(fmt.Sprintf("argument %q repeated", key))

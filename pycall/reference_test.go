@@ -132,6 +132,10 @@ func (p *refParser) kwargs() ([]byte, error) {
 			}
 			return nil, p.fail("expected keyword=value (positional arguments are not allowed)")
 		}
+		if !utf8.ValidString(key) {
+			p.i = start
+			return nil, p.fail(fmt.Sprintf("argument name %q is not UTF-8", key))
+		}
 		if obj.Has(key) {
 			p.i = start
 			return nil, p.fail(fmt.Sprintf("argument %q repeated", key))
