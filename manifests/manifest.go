@@ -8,6 +8,7 @@ package manifests
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"sort"
@@ -15,6 +16,12 @@ import (
 
 	"github.com/augmentdata/augment/atomicfs"
 )
+
+// ErrNoRun is wrapped by the error of a reader of a run directory (augment
+// status, stats, show, report) that was given a directory holding no run:
+// missing, or without a stage manifest. It is the user's mistake, not a
+// failure of the run.
+var ErrNoRun = errors.New("holds no run")
 
 // A Stage manifest describes one stage directory of a run.
 type Stage struct {

@@ -153,7 +153,7 @@ func Load(dir string) (*Run, error) {
 			}
 		}
 		if len(run.Stages) == 0 {
-			return nil, fmt.Errorf("%s holds no run: no config.yaml and no stage manifest", dir)
+			return nil, fmt.Errorf("%s %w: no config.yaml and no stage manifest", dir, manifests.ErrNoRun)
 		}
 	}
 	for i := range run.Stages {

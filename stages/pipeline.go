@@ -257,7 +257,8 @@ func (e *ConfigError) Error() string {
 func Load(path string, sets ...string) (*Pipeline, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
-		return nil, err
+		// Missing, a directory, not readable: the invocation's mistake.
+		return nil, &ConfigError{Problems: []string{"pipeline file: " + err.Error()}}
 	}
 	if len(sets) > 0 {
 		// Report the file's own mistakes with its own line numbers first.

@@ -56,7 +56,7 @@ func Status(dir string) ([]StageStatus, error) {
 		}
 	}
 	if len(stageDirs) == 0 {
-		return nil, fmt.Errorf("%s holds no stage directories (not an augment output dir, or nothing ran yet)", dir)
+		return nil, fmt.Errorf("%s %w: no stage directories (not an augment output dir, or nothing ran yet)", dir, manifests.ErrNoRun)
 	}
 	total := 0
 	if ing, err := manifests.Read[manifests.Stage](filepath.Join(dir, "00-ingest", manifestFile)); err == nil && ing != nil {

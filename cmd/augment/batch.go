@@ -29,6 +29,9 @@ func cmdBatch(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		if fs.NArg() > 0 {
 			return usageError{fmt.Sprintf("batch status: unexpected argument %q", fs.Arg(0))}
 		}
+		if err := localRunDir(*dir); err != nil {
+			return err
+		}
 		bdir := filepath.Join(*dir, "batch")
 		jobs, err := llm.ReadBatchJobs(bdir)
 		if err != nil {

@@ -19,6 +19,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/augmentdata/augment/manifests"
 	"github.com/augmentdata/augment/report"
 	"github.com/augmentdata/augment/stages"
 	"github.com/augmentdata/augment/stages/llm"
@@ -65,7 +66,7 @@ Usage:
   augment show ID [-stage S] [-json] out               one record's way through the stages, or as stage S holds it
   augment stats [-json] [out]                          per-stage counts, rejects, notes, mix, lengths, teacher usage
   augment version                                      print the version
-  (status, stats, show and report also read an output on S3: s3://bucket/prefix)
+  (status, stats, show and report also read an output on object storage: s3://, gs://, azblob://)
 
 Environment: GOGC (200 unless set) and GOMEMLIMIT tune Go's collector; see the README, "Memory and GOGC".
 Run "augment <command> -h" for a command's flags.
@@ -89,8 +90,8 @@ var exitCodes = []struct {
 	meaning string
 }{
 	{exitOK, "ok"},
-	{exitFailed, "the run failed; finished work is kept: run the same command again to resume (without that hint: part of a source could not be read, see `allow_partial`)"},
-	{exitUsage, "usage or config error, found before anything ran: flags, pipeline file, sources, output dir, api_key_env, or the output dir is held by another run"},
+	{exitFailed, "the run failed; finished work is kept: run the same command again to resume (without that hint: part of a source could not be read, see `allow_partial`). From a command that only reads (check, status, stats, show, report, cache, batch status): what it was asked for is not there (no such record) or could not be read"},
+	{exitUsage, "usage or config error, found before anything ran: flags, pipeline file, sources, output dir, api_key_env, or the output dir is held by another run; a directory given to a reading command that holds no run"},
 	{exitGuard, "the teacher guard stopped the run (budget reached, error rate too high, credentials refused), or it is done but for records a passing teacher failure rejected; resumable: a rerun asks again for what is missing"},
 	{exitWaiting, "waiting for batch answers (teacher.mode batch): finished work is kept; run the same command again once the batches are done"},
 	{exitInterrupt, "interrupted (Ctrl-C, SIGTERM); resumable"},
@@ -125,7 +126,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 			}
 		case exitFailed, exitGuard, exitInterrupt:
 			var partial *stages.PartialError
-			if !errors.As(err, &partial) { // the same run fails the same way
+			if resumes(args) && !errors.As(err, &partial) { // the same run fails the same way
 				fmt.Fprintln(stderr, "augment: finished work is kept; run the same command again to resume")
 			}
 		case exitWaiting:
@@ -133,6 +134,20 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	return code
+}
+
+// resumes reports whether the command in args does a run's work (run,
+// merge, batch poll), so that its failure leaves finished work for the same
+// command to resume from. The other commands only read, and their failures
+// get no resume hint.
+func resumes(args []string) bool {
+	switch {
+	case len(args) == 0:
+		return false
+	case args[0] == "run", args[0] == "merge":
+		return true
+	}
+	return args[0] == "batch" && len(args) > 1 && args[1] == "poll"
 }
 
 func exitCode(ctx context.Context, err error) int {
@@ -144,7 +159,8 @@ func exitCode(ctx context.Context, err error) int {
 	case err == nil, errors.Is(err, flag.ErrHelp):
 		return exitOK
 	case errors.As(err, &uErr), errors.As(err, &cfgErr), errors.As(err, &busy), errors.As(err, &modelErr),
-		errors.Is(err, report.ErrNotKept): // show -stage of a stage with keep: false
+		errors.Is(err, report.ErrNotKept),  // show -stage of a stage with keep: false
+		errors.Is(err, manifests.ErrNoRun): // a reading command pointed at no run
 		return exitUsage
 	case ctx.Err() != nil || errors.Is(err, context.Canceled):
 		return exitInterrupt

@@ -6,12 +6,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path"
 	"path/filepath"
 	"strings"
 
+	"github.com/augmentdata/augment/manifests"
 	"github.com/augmentdata/augment/storage"
 )
 
@@ -43,6 +45,9 @@ func openRunDir(ctx context.Context, arg string, keep func(string) bool, stderr 
 		return nil, usageError{err.Error()}
 	}
 	if !remote {
+		if err := localRunDir(arg); err != nil {
+			return nil, err
+		}
 		return &runDir{Dir: arg, Name: arg}, nil
 	}
 	op := storage.New(storage.Options{Log: slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))})
@@ -69,6 +74,22 @@ func openRunDir(ctx context.Context, arg string, keep func(string) bool, stderr 
 	return rd, nil
 }
 
+// localRunDir refuses a local run directory that is not there or is not a
+// directory, wrapping manifests.ErrNoRun (exit 2): the command was pointed
+// at the wrong place.
+func localRunDir(dir string) error {
+	fi, err := os.Stat(dir)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return fmt.Errorf("%s %w: no such directory", dir, manifests.ErrNoRun)
+	case err != nil:
+		return err
+	case !fi.IsDir():
+		return fmt.Errorf("%s %w: it is a file", dir, manifests.ErrNoRun)
+	}
+	return nil
+}
+
 // path is name inside the run directory as the user sees it.
 func (rd *runDir) path(name string) string {
 	if rd.m == nil {
@@ -82,8 +103,18 @@ func (rd *runDir) err(err error) error {
 	if err == nil || rd.m == nil {
 		return err
 	}
-	return errors.New(strings.ReplaceAll(err.Error(), rd.Dir, rd.Name))
+	return &renamed{strings.ReplaceAll(err.Error(), rd.Dir, rd.Name), err}
 }
+
+// renamed is an error with another text that still wraps the error it was
+// made from (errors.Is finds manifests.ErrNoRun through it).
+type renamed struct {
+	msg string
+	err error
+}
+
+func (e *renamed) Error() string { return e.msg }
+func (e *renamed) Unwrap() error { return e.err }
 
 // output is w for a command's output; on object storage it is held back
 // and written by flush with the local copy's path replaced by the URL.

@@ -37,6 +37,9 @@ func cmdShow(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if id == "" && *stage == "" {
 		return usageError{"show: want a record ID, or -stage to list a stage's records"}
 	}
+	if *n < 1 {
+		return usageError{fmt.Sprintf("show: -n %d: want at least 1", *n)}
+	}
 	where := map[string]string{}
 	for _, t := range tags {
 		k, v, ok := strings.Cut(t, "=")

@@ -238,8 +238,11 @@ func readCommandsOnS3(t *testing.T, one, w *workerRun, c *minio.Client, url stri
 	if _, err := c.StatObject(context.Background(), "runs", bucket+"report.html", minio.StatObjectOptions{}); err != nil {
 		t.Errorf("report did not write report.html into the prefix: %v", err)
 	}
+	// An empty prefix is the user's mistake (exit 2), with no resume hint.
 	out, err = w.cmd(nil, "status", "s3://runs/nothing-here").CombinedOutput()
-	if err == nil || !strings.Contains(string(out), "s3://runs/nothing-here holds no stage directories") {
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() != 2 || !strings.Contains(string(out), "s3://runs/nothing-here holds no run: no stage directories") ||
+		strings.Contains(string(out), "run the same command again") {
 		t.Errorf("status of an empty prefix: %v\n%s", err, out)
 	}
 }
