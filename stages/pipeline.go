@@ -581,7 +581,7 @@ func friendlyYAML(msg string, root *yaml.Node, line int) string {
 	// "field rtae not found in type stages.Source"
 	f, _, ok := strings.Cut(msg, " not found in type ")
 	if !ok {
-		return msg
+		return friendlyValue(msg, root, line)
 	}
 	key := strings.TrimPrefix(f, "field ")
 	at := findKey(root, line, key, "")
@@ -598,6 +598,167 @@ func friendlyYAML(msg string, root *yaml.Node, line int) string {
 		where = "the top level"
 	}
 	return fmt.Sprintf("unknown key %s (%s takes %s)", at, where, strings.Join(known, ", "))
+}
+
+// friendlyValue says a decoder message about a value on line in the
+// pipeline's terms: the key's YAML path, what it takes and what it got
+// ("seed: want a whole number, got "abc"") instead of Go's types ("cannot
+// unmarshal !!str `abc` into uint64"). Other messages get the key's path
+// in front when one key stands on the line.
+func friendlyValue(msg string, root *yaml.Node, line int) string {
+	tag, val, into := "", "", ""
+	if rest, ok := strings.CutPrefix(msg, "cannot unmarshal "); ok {
+		var what string
+		what, into, _ = strings.Cut(rest, " into ")
+		tag, val, _ = strings.Cut(what, " `")
+		val = strings.TrimSuffix(val, "`")
+	}
+	if into == "" {
+		return msg
+	}
+	path := valueKey(root, line, tag, val)
+	got := val
+	switch tag {
+	case "!!str":
+		got = strconv.Quote(val) // the decoder cuts a long one short, with "..."
+	case "!!seq":
+		got = "a list"
+	case "!!map":
+		got = "a mapping"
+	case "!!null":
+		got = "nothing"
+	}
+	want := wantOf(typeAt(reflect.TypeFor[Pipeline](), path), into)
+	if path == "" {
+		return fmt.Sprintf("want %s, got %s", want, got)
+	}
+	return fmt.Sprintf("%s: want %s, got %s", path, want, got)
+}
+
+// valueKey returns the YAML path of the one mapping key whose value starts
+// on line, has the short tag tag and, for a scalar, the text val (which the
+// decoder cuts to its start and "..." when long); "" when there is none or
+// several side by side.
+func valueKey(root *yaml.Node, line int, tag, val string) string {
+	prefix, cut := strings.CutSuffix(val, "...")
+	matches := func(v *yaml.Node) bool {
+		if v.Line != line || v.ShortTag() != tag {
+			return false
+		}
+		return v.Kind != yaml.ScalarNode || v.Value == val || cut && strings.HasPrefix(v.Value, prefix)
+	}
+	var found []string
+	var walk func(n *yaml.Node, prefix string)
+	walk = func(n *yaml.Node, prefix string) {
+		switch n.Kind {
+		case yaml.DocumentNode:
+			for _, c := range n.Content {
+				walk(c, prefix)
+			}
+		case yaml.MappingNode:
+			for i := 0; i+1 < len(n.Content); i += 2 {
+				k, v := n.Content[i], n.Content[i+1]
+				p := k.Value
+				if prefix != "" {
+					p = prefix + "." + k.Value
+				}
+				if matches(v) {
+					found = append(found, p)
+				}
+				walk(v, p)
+			}
+		case yaml.SequenceNode:
+			for i, c := range n.Content {
+				walk(c, fmt.Sprintf("%s[%d]", prefix, i))
+			}
+		}
+	}
+	if root != nil && line > 0 {
+		walk(root, "")
+	}
+	// A block list starts on its first item's line: the deepest match is
+	// the value meant.
+	found = slices.DeleteFunc(found, func(p string) bool {
+		return slices.ContainsFunc(found, func(q string) bool {
+			return strings.HasPrefix(q, p+".") || strings.HasPrefix(q, p+"[")
+		})
+	})
+	if len(found) != 1 {
+		return ""
+	}
+	return found[0]
+}
+
+// typeAt returns the Go type the YAML path of t decodes into, nil when the
+// path does not lead to a field.
+func typeAt(t reflect.Type, path string) reflect.Type {
+	if path == "" {
+		return nil
+	}
+	for _, seg := range pathSegments(path) {
+		for t.Kind() == reflect.Pointer {
+			t = t.Elem()
+		}
+		if _, err := strconv.Atoi(seg); err == nil && t.Kind() == reflect.Slice {
+			t = t.Elem()
+			continue
+		}
+		if t.Kind() != reflect.Struct {
+			return nil
+		}
+		f, ok := fieldByKey(t, seg)
+		if !ok {
+			return nil
+		}
+		t = f.Type
+	}
+	return t
+}
+
+// wantOf says what a value of type t is in YAML; into is the decoder's
+// name of the type ("uint64", "[]stages.Source"), read when t is not known.
+func wantOf(t reflect.Type, into string) string {
+	if t == reflect.TypeFor[llm.Duration]() || into == "llm.Duration" {
+		return `a duration such as "30s" or "2m"`
+	}
+	kind := reflect.Invalid
+	if t != nil {
+		for t.Kind() == reflect.Pointer {
+			t = t.Elem()
+		}
+		kind = t.Kind()
+	} else {
+		switch {
+		case strings.HasPrefix(into, "[]"):
+			kind = reflect.Slice
+		case strings.HasPrefix(into, "map["), strings.Contains(into, "."): // a struct of ours
+			kind = reflect.Struct
+		case into == "bool":
+			kind = reflect.Bool
+		case strings.HasPrefix(into, "int"), strings.HasPrefix(into, "uint"):
+			kind = reflect.Int
+		case strings.HasPrefix(into, "float"):
+			kind = reflect.Float64
+		case into == "string":
+			kind = reflect.String
+		}
+	}
+	switch kind {
+	case reflect.Slice, reflect.Array:
+		return "a list"
+	case reflect.Map, reflect.Struct:
+		return "a mapping (key: value)"
+	case reflect.Bool:
+		return "true or false"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return "a whole number"
+	case reflect.Float32, reflect.Float64:
+		return "a number"
+	case reflect.String:
+		return "text"
+	}
+	return into
 }
 
 // findKey returns the YAML path ("teacher.api_key", "stages[1].export.x")

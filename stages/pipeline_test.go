@@ -50,6 +50,21 @@ func TestParseErrors(t *testing.T) {
 			[]string{"p.yaml:3: stage \"export\": dataset \"a\\\\b\" holds '\\\\'"}},
 		{"stage validation names the key", "sources: [{path: a, format: xlam}]\nstages:\n  - export: {style: fancy}\n",
 			[]string{"p.yaml:3: stage \"export\": style \"fancy\""}},
+		// A value of the wrong kind: its key, what it takes, what it got,
+		// in the pipeline's words rather than Go's types.
+		{"text for a number", "seed: abc\nsources: [{path: a, format: xlam}]\n", []string{`p.yaml:1: seed: want a whole number, got "abc"`}},
+		{"a long value cut short", "seed: averyveryverylongvalue\nsources: [{path: a, format: xlam}]\n", []string{`p.yaml:1: seed: want a whole number, got "averyve..."`}},
+		{"a list for a number, in a list", "sources: [{path: a, format: xlam}]\nstages:\n  - sample:\n      quotas:\n        - n: [1]\n",
+			[]string{"p.yaml:5: stages[0].sample.quotas[0].n: want a whole number, got a list"}},
+		{"a number for a list", "sources: 3\n", []string{"p.yaml:1: sources: want a list, got 3"}},
+		{"a word for a bool", "sources: [{path: a, format: xlam}]\noutput:\n  jsonl: maybe\n", []string{`p.yaml:3: output.jsonl: want true or false, got "maybe"`}},
+		{"text for a float", "sources: [{path: a, format: xlam}]\nteacher:\n  temperature: hot\n", []string{`p.yaml:3: teacher.temperature: want a number, got "hot"`}},
+		{"a bad duration, in a flow mapping", "sources: [{path: a, format: xlam}]\nteacher: {provider: offline, timeout: 5}\n",
+			[]string{`p.yaml:2: teacher.timeout: want a duration such as "30s" or "2m", got 5`}},
+		{"a list for a duration", "sources: [{path: a, format: xlam}]\nteacher:\n  batch:\n    poll_interval: [1]\n",
+			[]string{`p.yaml:4: teacher.batch.poll_interval: want a duration such as "30s" or "2m", got a list`}},
+		{"two bad values on one line", "sources: [{path: a, format: xlam, limit: x, fraction: y}]\n",
+			[]string{`p.yaml:1: sources[0].limit: want a whole number, got "x"`, `p.yaml:1: sources[0].fraction: want a number, got "y"`}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -158,6 +173,7 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte("sources: [{path: a, format: xlam}]\nstages:\n  - export: {}\n"))
 	f.Add([]byte("seed: 3\noutput: {dir: o, shard_size: 10}\nsources:\n  - {name: t, path: t.json, format: toolace, limit: 2}\nstages:\n  - sample: {quotas: [{source: t, n: 1}]}\n  - meta_tool: {}\n"))
 	f.Add([]byte("teacher: {provider: openai, model: m, endpoints: [{base_url: 'http://x/v1'}]}\n"))
+	f.Add([]byte("seed: abc\nsources: {a: 1}\nteacher: {timeout: [1], batch: {poll_interval: x}}\n"))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		p, err := Parse("fuzz.yaml", b)
 		if err != nil {

@@ -6,6 +6,8 @@ import (
 	"math"
 	"net/url"
 	"time"
+
+	"go.yaml.in/yaml/v3"
 )
 
 // Provider names accepted in Config.Provider and EmbedderConfig.Provider.
@@ -419,6 +421,19 @@ func (d *Duration) UnmarshalText(b []byte) error {
 		return fmt.Errorf("invalid duration %q (want e.g. \"30s\" or \"2m\")", b)
 	}
 	*d = Duration(v)
+	return nil
+}
+
+// UnmarshalYAML parses as UnmarshalText does. A bad value is a
+// *yaml.TypeError worded and placed as the decoder's own type errors are,
+// so that the pipeline's message names its key and what it takes.
+func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
+	if n.Kind != yaml.ScalarNode {
+		return &yaml.TypeError{Errors: []string{fmt.Sprintf("line %d: cannot unmarshal %s into llm.Duration", n.Line, n.ShortTag())}}
+	}
+	if d.UnmarshalText([]byte(n.Value)) != nil {
+		return &yaml.TypeError{Errors: []string{fmt.Sprintf("line %d: cannot unmarshal %s `%s` into llm.Duration", n.Line, n.ShortTag(), n.Value)}}
+	}
 	return nil
 }
 

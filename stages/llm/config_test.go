@@ -1,6 +1,8 @@
 package llm
 
 import (
+	"encoding/json"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -88,9 +90,17 @@ func TestConfigYAMLUnknownKey(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "temprature") {
 		t.Fatalf("unknown key not reported: %v", err)
 	}
-	err = decodeStrict(t, "timeout: soon\n", &c)
-	if err == nil || !strings.Contains(err.Error(), "invalid duration") {
-		t.Fatalf("bad duration not reported: %v", err)
+	// A bad duration is a type error with its line, as the decoder's own
+	// are (the pipeline's loader words it for people).
+	err = decodeStrict(t, "provider: openai\ntimeout: soon\n", &c)
+	var te *yaml.TypeError
+	if !errors.As(err, &te) || len(te.Errors) != 1 || te.Errors[0] != "line 2: cannot unmarshal !!str `soon` into llm.Duration" {
+		t.Fatalf("bad duration not reported as a type error: %v", err)
+	}
+	// JSON reads it through UnmarshalText.
+	var d Duration
+	if err := json.Unmarshal([]byte(`"soon"`), &d); err == nil || !strings.Contains(err.Error(), "invalid duration") {
+		t.Fatalf("bad duration in JSON: %v", err)
 	}
 }
 
