@@ -584,7 +584,7 @@ func friendlyYAML(msg string, root *yaml.Node, line int) string {
 		return friendlyValue(msg, root, line)
 	}
 	key := strings.TrimPrefix(f, "field ")
-	at := findKey(root, line, key, "")
+	at := findKey(root, line, key)
 	if at == "" {
 		return fmt.Sprintf("unknown key %q", key)
 	}
@@ -628,11 +628,10 @@ func friendlyValue(msg string, root *yaml.Node, line int) string {
 	case "!!null":
 		got = "nothing"
 	}
-	want := wantOf(typeAt(reflect.TypeFor[Pipeline](), path), into)
 	if path == "" {
-		return fmt.Sprintf("want %s, got %s", want, got)
+		return fmt.Sprintf("want %s, got %s", wantOf(nil, into), got)
 	}
-	return fmt.Sprintf("%s: want %s, got %s", path, want, got)
+	return fmt.Sprintf("%s: want %s, got %s", path, wantOf(typeAt(reflect.TypeFor[Pipeline](), path), into), got)
 }
 
 // valueKey returns the YAML path of the one mapping key whose value starts
@@ -648,53 +647,31 @@ func valueKey(root *yaml.Node, line int, tag, val string) string {
 		return v.Kind != yaml.ScalarNode || v.Value == val || cut && strings.HasPrefix(v.Value, prefix)
 	}
 	var found []string
-	var walk func(n *yaml.Node, prefix string)
-	walk = func(n *yaml.Node, prefix string) {
-		switch n.Kind {
-		case yaml.DocumentNode:
-			for _, c := range n.Content {
-				walk(c, prefix)
+	if line > 0 {
+		yamlPairs(root, "", func(p string, _, v *yaml.Node) bool {
+			if matches(v) {
+				found = append(found, p)
 			}
-		case yaml.MappingNode:
-			for i := 0; i+1 < len(n.Content); i += 2 {
-				k, v := n.Content[i], n.Content[i+1]
-				p := k.Value
-				if prefix != "" {
-					p = prefix + "." + k.Value
-				}
-				if matches(v) {
-					found = append(found, p)
-				}
-				walk(v, p)
-			}
-		case yaml.SequenceNode:
-			for i, c := range n.Content {
-				walk(c, fmt.Sprintf("%s[%d]", prefix, i))
-			}
-		}
-	}
-	if root != nil && line > 0 {
-		walk(root, "")
+			return true
+		})
 	}
 	// A block list starts on its first item's line: the deepest match is
 	// the value meant.
-	found = slices.DeleteFunc(found, func(p string) bool {
-		return slices.ContainsFunc(found, func(q string) bool {
-			return strings.HasPrefix(q, p+".") || strings.HasPrefix(q, p+"[")
-		})
-	})
-	if len(found) != 1 {
+	var deepest []string
+	for _, p := range found {
+		if !slices.ContainsFunc(found, func(q string) bool { return strings.HasPrefix(q, p+".") || strings.HasPrefix(q, p+"[") }) {
+			deepest = append(deepest, p)
+		}
+	}
+	if len(deepest) != 1 {
 		return ""
 	}
-	return found[0]
+	return deepest[0]
 }
 
-// typeAt returns the Go type the YAML path of t decodes into, nil when the
-// path does not lead to a field.
+// typeAt returns the Go type the YAML path of t decodes into (t for ""),
+// nil when the path does not lead to a field.
 func typeAt(t reflect.Type, path string) reflect.Type {
-	if path == "" {
-		return nil
-	}
 	for _, seg := range pathSegments(path) {
 		for t.Kind() == reflect.Pointer {
 			t = t.Elem()
@@ -702,6 +679,9 @@ func typeAt(t reflect.Type, path string) reflect.Type {
 		if _, err := strconv.Atoi(seg); err == nil && t.Kind() == reflect.Slice {
 			t = t.Elem()
 			continue
+		}
+		for t.Kind() == reflect.Pointer || t.Kind() == reflect.Slice { // a path without indexes
+			t = t.Elem()
 		}
 		if t.Kind() != reflect.Struct {
 			return nil
@@ -763,15 +743,29 @@ func wantOf(t reflect.Type, into string) string {
 
 // findKey returns the YAML path ("teacher.api_key", "stages[1].export.x")
 // of the mapping key named key on line, or "".
-func findKey(n *yaml.Node, line int, key, prefix string) string {
+func findKey(root *yaml.Node, line int, key string) string {
+	at := ""
+	yamlPairs(root, "", func(p string, k, _ *yaml.Node) bool {
+		if k.Line == line && k.Value == key {
+			at = p
+		}
+		return at == ""
+	})
+	return at
+}
+
+// yamlPairs calls fn with the YAML path, key and value of every mapping
+// pair under n, in document order, until fn returns false; it reports
+// whether fn never did.
+func yamlPairs(n *yaml.Node, prefix string, fn func(path string, k, v *yaml.Node) bool) bool {
 	if n == nil {
-		return ""
+		return true
 	}
 	switch n.Kind {
 	case yaml.DocumentNode:
 		for _, c := range n.Content {
-			if p := findKey(c, line, key, prefix); p != "" {
-				return p
+			if !yamlPairs(c, prefix, fn) {
+				return false
 			}
 		}
 	case yaml.MappingNode:
@@ -781,21 +775,18 @@ func findKey(n *yaml.Node, line int, key, prefix string) string {
 			if prefix != "" {
 				p = prefix + "." + k.Value
 			}
-			if k.Line == line && k.Value == key {
-				return p
-			}
-			if q := findKey(v, line, key, p); q != "" {
-				return q
+			if !fn(p, k, v) || !yamlPairs(v, p, fn) {
+				return false
 			}
 		}
 	case yaml.SequenceNode:
 		for i, c := range n.Content {
-			if p := findKey(c, line, key, fmt.Sprintf("%s[%d]", prefix, i)); p != "" {
-				return p
+			if !yamlPairs(c, fmt.Sprintf("%s[%d]", prefix, i), fn) {
+				return false
 			}
 		}
 	}
-	return ""
+	return true
 }
 
 // lineOf returns the line of the deepest node of a YAML path
@@ -851,21 +842,8 @@ func pathSegments(path string) []string {
 // yamlKeys lists the keys a YAML path of t takes (indexes skipped), in
 // declaration order; nil when the path does not lead to a mapping.
 func yamlKeys(t reflect.Type, path string) []string {
-	for _, seg := range pathSegments(path) {
-		for t.Kind() == reflect.Pointer || t.Kind() == reflect.Slice {
-			t = t.Elem()
-		}
-		if _, err := strconv.Atoi(seg); err == nil {
-			continue
-		}
-		if t.Kind() != reflect.Struct {
-			return nil
-		}
-		f, ok := fieldByKey(t, seg)
-		if !ok {
-			return nil
-		}
-		t = f.Type
+	if t = typeAt(t, path); t == nil {
+		return nil
 	}
 	for t.Kind() == reflect.Pointer || t.Kind() == reflect.Slice {
 		t = t.Elem()
