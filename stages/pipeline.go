@@ -603,8 +603,8 @@ func friendlyYAML(msg string, root *yaml.Node, line int) string {
 // friendlyValue says a decoder message about a value on line in the
 // pipeline's terms: the key's YAML path, what it takes and what it got
 // ("seed: want a whole number, got "abc"") instead of Go's types ("cannot
-// unmarshal !!str `abc` into uint64"). Other messages get the key's path
-// in front when one key stands on the line.
+// unmarshal !!str `abc` into uint64"); what and got alone when the key
+// cannot be told. Other messages are returned as they are.
 func friendlyValue(msg string, root *yaml.Node, line int) string {
 	tag, val, into := "", "", ""
 	if rest, ok := strings.CutPrefix(msg, "cannot unmarshal "); ok {
