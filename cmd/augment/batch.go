@@ -29,7 +29,7 @@ func cmdBatch(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		if fs.NArg() > 0 {
 			return usageError{fmt.Sprintf("batch status: unexpected argument %q", fs.Arg(0))}
 		}
-		if err := localRunDir(*dir); err != nil {
+		if err := workDir(*dir, "batch status"); err != nil {
 			return err
 		}
 		bdir := filepath.Join(*dir, "batch")

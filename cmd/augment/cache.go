@@ -29,7 +29,7 @@ func cmdCache(_ context.Context, args []string, stdout, stderr io.Writer) error 
 	if !slices.Contains([]string{"stats", "ls", "get", "verify"}, sub) {
 		return usageError{fmt.Sprintf("cache: unknown subcommand %q (want stats, ls, get or verify)", sub)}
 	}
-	if err := localRunDir(*dir); err != nil {
+	if err := workDir(*dir, "cache"); err != nil {
 		return err
 	}
 	segs, err := llm.CacheSegments(filepath.Join(*dir, "cache"))

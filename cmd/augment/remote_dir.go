@@ -90,6 +90,15 @@ func localRunDir(dir string) error {
 	return nil
 }
 
+// workDir checks the -dir of cmd (cache, batch status), which reads a run's
+// local files only: for an output on object storage, the run's work dir.
+func workDir(dir, cmd string) error {
+	if _, remote, err := storage.OutputLocation(dir); err == nil && remote {
+		return usageError{fmt.Sprintf("%s -dir %s: %s reads the run's local files; for an output on object storage, give its work dir (output.work_dir)", cmd, dir, cmd)}
+	}
+	return localRunDir(dir)
+}
+
 // path is name inside the run directory as the user sees it.
 func (rd *runDir) path(name string) string {
 	if rd.m == nil {
