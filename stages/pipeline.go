@@ -634,10 +634,10 @@ func friendlyValue(msg string, root *yaml.Node, line int) string {
 	return fmt.Sprintf("%s: want %s, got %s", path, wantOf(typeAt(reflect.TypeFor[Pipeline](), path), into), got)
 }
 
-// valueKey returns the YAML path of the one mapping key whose value starts
-// on line, has the short tag tag and, for a scalar, the text val (which the
-// decoder cuts to its start and "..." when long); "" when there is none or
-// several side by side.
+// valueKey returns the YAML path of the one value (a key's, or a list
+// item) that starts on line, has the short tag tag and, for a scalar, the
+// text val (which the decoder cuts to its start and "..." when long); ""
+// when there is none or several side by side.
 func valueKey(root *yaml.Node, line int, tag, val string) string {
 	prefix, cut := strings.CutSuffix(val, "...")
 	matches := func(v *yaml.Node) bool {
@@ -746,7 +746,7 @@ func wantOf(t reflect.Type, into string) string {
 func findKey(root *yaml.Node, line int, key string) string {
 	at := ""
 	yamlPairs(root, "", func(p string, k, _ *yaml.Node) bool {
-		if k.Line == line && k.Value == key {
+		if k != nil && k.Line == line && k.Value == key {
 			at = p
 		}
 		return at == ""
@@ -755,8 +755,9 @@ func findKey(root *yaml.Node, line int, key string) string {
 }
 
 // yamlPairs calls fn with the YAML path, key and value of every mapping
-// pair under n, in document order, until fn returns false; it reports
-// whether fn never did.
+// pair under n, and with the path and item (and a nil key) of every list
+// item, in document order, until fn returns false; it reports whether fn
+// never did.
 func yamlPairs(n *yaml.Node, prefix string, fn func(path string, k, v *yaml.Node) bool) bool {
 	if n == nil {
 		return true
@@ -781,7 +782,8 @@ func yamlPairs(n *yaml.Node, prefix string, fn func(path string, k, v *yaml.Node
 		}
 	case yaml.SequenceNode:
 		for i, c := range n.Content {
-			if !yamlPairs(c, fmt.Sprintf("%s[%d]", prefix, i), fn) {
+			p := fmt.Sprintf("%s[%d]", prefix, i)
+			if !fn(p, nil, c) || !yamlPairs(c, p, fn) {
 				return false
 			}
 		}

@@ -57,6 +57,7 @@ func TestParseErrors(t *testing.T) {
 		{"a list for a number, in a list", "sources: [{path: a, format: xlam}]\nstages:\n  - sample:\n      quotas:\n        - n: [1]\n",
 			[]string{"p.yaml:5: stages[0].sample.quotas[0].n: want a whole number, got a list"}},
 		{"a number for a list", "sources: 3\n", []string{"p.yaml:1: sources: want a list, got 3"}},
+		{"text for a list item", "sources:\n  - x\n", []string{`p.yaml:2: sources[0]: want a mapping (key: value), got "x"`}},
 		{"a word for a bool", "sources: [{path: a, format: xlam}]\noutput:\n  jsonl: maybe\n", []string{`p.yaml:3: output.jsonl: want true or false, got "maybe"`}},
 		{"text for a float", "sources: [{path: a, format: xlam}]\nteacher:\n  temperature: hot\n", []string{`p.yaml:3: teacher.temperature: want a number, got "hot"`}},
 		{"a bad duration, in a flow mapping", "sources: [{path: a, format: xlam}]\nteacher: {provider: offline, timeout: 5}\n",
