@@ -35,7 +35,7 @@ func cmdShow(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return usageError{fmt.Sprintf("show: want [ID] and the run directory, got %d arguments", len(pos))}
 	}
 	if id == "" && *stage == "" {
-		return usageError{"show: want a record ID, or -stage to list a stage's records"}
+		return usageError{fmt.Sprintf("show: got only %q: want a record ID and the run directory (show ID DIR), or -stage S DIR to list a stage's records", dir)}
 	}
 	if *n < 1 {
 		return usageError{fmt.Sprintf("show: -n %d: want at least 1", *n)}
