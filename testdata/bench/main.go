@@ -14,8 +14,8 @@
 //
 // and reports, per format, the median wall time, input MB/s, the CPU seconds
 // (user+sys) per input MB — the fair figure on a loaded machine — and the
-// child's peak RSS. With -double it runs augment once more on a dump twice
-// the size, to show that memory stays flat; with -full it runs the fuller
+// child's peak RSS. With -double it runs augment as many rounds more on a
+// dump twice the size, to show that memory stays flat (medians compared); with -full it runs the fuller
 // chain ingest → meta_tool → decision_tokens → negatives → export for as
 // many rounds. The last table holds the figures against the floors of issue
 // 15. With -baseline (an earlier augment binary) it alternates that one too,
@@ -207,12 +207,20 @@ func (b *bench) format(f format, work string, double, full bool) (summary, error
 		if err := writePipelines(ddir, f.name); err != nil {
 			return s, err
 		}
-		r, err := b.augment(ddir, "short.yaml", false)
-		if err != nil {
-			return s, err
+		// As many rounds as at the first size: a peak RSS moves with the
+		// collector's timing from run to run (ToolACE's short chain gave
+		// 220–287 MiB in five runs), so one run against a median would
+		// flag noise as growth.
+		var rs []run
+		for range b.rounds {
+			r, err := b.augment(ddir, "short.yaml", false)
+			if err != nil {
+				return s, err
+			}
+			rs = append(rs, r)
+			b.line(f.name, chainShort, s.mbDouble, "augment", r)
 		}
-		s.double = r
-		b.line(f.name, chainShort, s.mbDouble, "augment", r)
+		s.double = median(rs)
 		if !b.keep {
 			os.RemoveAll(ddir)
 		}
