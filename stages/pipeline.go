@@ -715,7 +715,9 @@ func wantOf(t reflect.Type, into string) string {
 			kind = reflect.Struct
 		case into == "bool":
 			kind = reflect.Bool
-		case strings.HasPrefix(into, "int"), strings.HasPrefix(into, "uint"):
+		case strings.HasPrefix(into, "uint"):
+			kind = reflect.Uint
+		case strings.HasPrefix(into, "int"):
 			kind = reflect.Int
 		case strings.HasPrefix(into, "float"):
 			kind = reflect.Float64
@@ -730,9 +732,10 @@ func wantOf(t reflect.Type, into string) string {
 		return "a mapping (key: value)"
 	case reflect.Bool:
 		return "true or false"
-	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
-		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
 		return "a whole number"
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return "a whole number ≥ 0"
 	case reflect.Float32, reflect.Float64:
 		return "a number"
 	case reflect.String:

@@ -52,8 +52,9 @@ func TestParseErrors(t *testing.T) {
 			[]string{"p.yaml:3: stage \"export\": style \"fancy\""}},
 		// A value of the wrong kind: its key, what it takes, what it got,
 		// in the pipeline's words rather than Go's types.
-		{"text for a number", "seed: abc\nsources: [{path: a, format: xlam}]\n", []string{`p.yaml:1: seed: want a whole number, got "abc"`}},
-		{"a long value cut short", "seed: averyveryverylongvalue\nsources: [{path: a, format: xlam}]\n", []string{`p.yaml:1: seed: want a whole number, got "averyve..."`}},
+		{"text for a number", "seed: abc\nsources: [{path: a, format: xlam}]\n", []string{`p.yaml:1: seed: want a whole number ≥ 0, got "abc"`}},
+		{"a negative number for an unsigned one", "seed: -1\nsources: [{path: a, format: xlam}]\n", []string{`p.yaml:1: seed: want a whole number ≥ 0, got -1`}},
+		{"a long value cut short", "seed: averyveryverylongvalue\nsources: [{path: a, format: xlam}]\n", []string{`p.yaml:1: seed: want a whole number ≥ 0, got "averyve..."`}},
 		{"a list for a number, in a list", "sources: [{path: a, format: xlam}]\nstages:\n  - sample:\n      quotas:\n        - n: [1]\n",
 			[]string{"p.yaml:5: stages[0].sample.quotas[0].n: want a whole number, got a list"}},
 		{"a number for a list", "sources: 3\n", []string{"p.yaml:1: sources: want a list, got 3"}},
