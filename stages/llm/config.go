@@ -212,7 +212,7 @@ func (c *Config) Validate() []error {
 			bad("endpoints", "provider %q needs at least one endpoint with a base_url", c.Provider)
 		}
 	default:
-		bad("provider", "unknown provider %q (want %q or %q)", c.Provider, ProviderOffline, ProviderOpenAI)
+		bad("provider", "%s", unknownProvider(c.Provider))
 	}
 	errs = append(errs, validateEndpoints("teacher", c.Endpoints)...)
 	errs = append(errs, validateCommon("teacher", c.APIKeyEnv, c.MaxRetries)...)
@@ -380,7 +380,7 @@ func (c *EmbedderConfig) Validate() []error {
 			bad("endpoints", "provider %q needs at least one endpoint with a base_url", c.Provider)
 		}
 	default:
-		bad("provider", "unknown provider %q (want %q or %q)", c.Provider, ProviderOffline, ProviderOpenAI)
+		bad("provider", "%s", unknownProvider(c.Provider))
 	}
 	errs = append(errs, validateEndpoints("embedder", c.Endpoints)...)
 	errs = append(errs, validateCommon("embedder", c.APIKeyEnv, c.MaxRetries)...)
@@ -400,6 +400,13 @@ func (c *EmbedderConfig) Validate() []error {
 		bad("retry_max", "%s is shorter than retry_base %s", c.RetryMax, c.RetryBase)
 	}
 	return errs
+}
+
+// unknownProvider says that name is not a provider, and which one serves
+// the servers people name instead (vLLM, SGLang: OpenAI-compatible).
+func unknownProvider(name string) string {
+	return fmt.Sprintf("unknown provider %q (want %q or %q; a vLLM or SGLang server is %q too, with its base_url)",
+		name, ProviderOffline, ProviderOpenAI, ProviderOpenAI)
 }
 
 // Duration is a time.Duration written as in Go ("30s", "1m30s") in YAML

@@ -123,6 +123,7 @@ func TestConfigValidate(t *testing.T) {
 		want string // substring of one error
 	}{
 		{"unknown provider", func(c *Config) { c.Provider = "anthropic" }, "teacher.provider: unknown provider"},
+		{"a server's name for a provider", func(c *Config) { c.Provider = "vllm" }, `a vLLM or SGLang server is "openai" too, with its base_url`},
 		{"openai without model", func(c *Config) { c.Provider = ProviderOpenAI; c.Endpoints = []Endpoint{{BaseURL: "http://x/v1"}} }, "teacher.model"},
 		{"openai without endpoints", func(c *Config) { c.Provider = ProviderOpenAI; c.Model = "m" }, "teacher.endpoints: provider"},
 		{"bad url", func(c *Config) { c.Endpoints = []Endpoint{{BaseURL: "localhost:8000"}} }, "teacher.endpoints[0].base_url"},
