@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -126,7 +127,7 @@ func (c *DecontaminateConfig) version() int { return 1 }
 func (c *DecontaminateConfig) build(env *Env) (Stage, error) {
 	f, probs := parseTextFields(c.Fields)
 	if len(probs) > 0 {
-		return nil, fmt.Errorf("decontaminate: %s", strings.Join(probs, "; "))
+		return nil, errors.New(strings.Join(probs, "; "))
 	}
 	ix := newBenchIndex(c.NGram, c.Threshold, f)
 	for i := range c.Benchmarks {
@@ -137,7 +138,7 @@ func (c *DecontaminateConfig) build(env *Env) (Stage, error) {
 		}
 		sum, err := ix.addFile(path, b.Name, b.Format)
 		if err != nil {
-			return nil, fmt.Errorf("decontaminate: benchmark %s: %w", b.Name, err)
+			return nil, fmt.Errorf("benchmark %s: %w", b.Name, err)
 		}
 		b.SHA256 = sum
 	}
