@@ -164,7 +164,7 @@ func (c *DedupConfig) version() int { return 1 }
 func (c *DedupConfig) build(env *Env) (Stage, error) {
 	f, probs := parseTextFields(c.Fields)
 	if len(probs) > 0 {
-		return nil, fmt.Errorf("dedup: %s", strings.Join(probs, "; "))
+		return nil, errors.New(strings.Join(probs, "; "))
 	}
 	d := &deduper{cfg: *c, fields: f, seed: env.Seed}
 	if c.Mode != DedupExact {
