@@ -29,6 +29,12 @@ func cmdCache(_ context.Context, args []string, stdout, stderr io.Writer) error 
 	if !slices.Contains([]string{"stats", "ls", "get", "verify"}, sub) {
 		return usageError{fmt.Sprintf("cache: unknown subcommand %q (want stats, ls, get or verify)", sub)}
 	}
+	switch want := map[string]int{"ls": 1, "get": 1}[sub]; {
+	case sub == "get" && fs.NArg() != 1:
+		return usageError{"cache get: want one key (at least 8 hex digits)"}
+	case fs.NArg() > want:
+		return usageError{fmt.Sprintf("cache %s: unexpected argument %q", sub, fs.Arg(want))}
+	}
 	if err := workDir(*dir, "cache"); err != nil {
 		return err
 	}
@@ -81,9 +87,6 @@ func cmdCache(_ context.Context, args []string, stdout, stderr io.Writer) error 
 		}
 		return nil
 	case "get":
-		if fs.NArg() != 1 {
-			return usageError{"cache get: want one key (at least 8 hex digits)"}
-		}
 		var found *llm.CacheEntry
 		for _, c := range caches {
 			e, err := c.Get(fs.Arg(0))
