@@ -201,6 +201,9 @@ func dispatch(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	case "stats":
 		return cmdStats(ctx, args, stdout, stderr)
 	case "version":
+		if len(args) > 0 {
+			return usageError{fmt.Sprintf("version: unexpected argument %q", args[0])}
+		}
 		fmt.Fprintf(stdout, "augment %s\n", version)
 		return nil
 	case "help", "-h", "-help", "--help":
