@@ -29,11 +29,15 @@ func cmdCache(_ context.Context, args []string, stdout, stderr io.Writer) error 
 	if !slices.Contains([]string{"stats", "ls", "get", "verify"}, sub) {
 		return usageError{fmt.Sprintf("cache: unknown subcommand %q (want stats, ls, get or verify)", sub)}
 	}
-	switch want := map[string]int{"ls": 1, "get": 1}[sub]; {
+	maxArgs := 0 // ls takes a stage, get a key
+	if sub == "ls" || sub == "get" {
+		maxArgs = 1
+	}
+	switch {
 	case sub == "get" && fs.NArg() != 1:
 		return usageError{"cache get: want one key (at least 8 hex digits)"}
-	case fs.NArg() > want:
-		return usageError{fmt.Sprintf("cache %s: unexpected argument %q", sub, fs.Arg(want))}
+	case fs.NArg() > maxArgs:
+		return usageError{fmt.Sprintf("cache %s: unexpected argument %q", sub, fs.Arg(maxArgs))}
 	}
 	if err := workDir(*dir, "cache"); err != nil {
 		return err
