@@ -253,7 +253,9 @@ func (e *ConfigError) Error() string {
 // Each of sets ("teacher.model=qwen", "sources.0.limit=100") overrides one
 // value of the file before it is decoded: a dotted path of keys and list
 // indexes, "=", and a YAML value. A path that does not exist yet is added,
-// so a set can also fill in a key the file leaves out.
+// so a set can also fill in a key the file leaves out; the index one past a
+// list's end adds an item ("stages.3.export={format: jsonl}" after three
+// stages).
 func Load(path string, sets ...string) (*Pipeline, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
@@ -331,8 +333,19 @@ func setPath(n *yaml.Node, keys []string, val *yaml.Node) error {
 		return nil
 	case yaml.SequenceNode:
 		i, err := strconv.Atoi(key)
-		if err != nil || i < 0 || i >= len(n.Content) {
-			return fmt.Errorf("%q is not an index of a list of %d", key, len(n.Content))
+		if err != nil || i < 0 || i > len(n.Content) {
+			return fmt.Errorf("%q is not an index of a list of %d (%d adds an item)", key, len(n.Content), len(n.Content))
+		}
+		if i == len(n.Content) { // one past the end: a new item
+			child := val
+			if len(rest) > 0 {
+				child = &yaml.Node{Kind: yaml.MappingNode, Tag: "!!map"}
+				if err := setPath(child, rest, val); err != nil {
+					return err
+				}
+			}
+			n.Content = append(n.Content, child)
+			return nil
 		}
 		if len(rest) == 0 {
 			n.Content[i] = val

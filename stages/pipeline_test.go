@@ -162,7 +162,16 @@ func TestLoadSets(t *testing.T) {
 	if p.Path() != path {
 		t.Errorf("path %q: relative paths must still resolve against the file", p.Path())
 	}
-	for _, bad := range []string{"nothing", "sources.9.limit=1", "seed.x=1", "sources.0.limt=1"} {
+	// The index one past a list's end adds an item.
+	p, err = Load(path, "stages.1.export={format: jsonl}", "stages.1.name=lines", "sources.1.path=b.json", "sources.1.format=glaive")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(p.Stages) != 2 || p.Stages[1].Name != "lines" || p.Stages[1].Export == nil || p.Stages[1].Export.Format != "jsonl" ||
+		len(p.Sources) != 2 || p.Sources[1].Format != "glaive" {
+		t.Errorf("items not added: %+v %+v", p.Stages, p.Sources)
+	}
+	for _, bad := range []string{"nothing", "sources.9.limit=1", "sources.2.limit=1", "sources.-1.limit=1", "seed.x=1", "sources.0.limt=1"} {
 		if _, err := Load(path, bad); err == nil {
 			t.Errorf("-set %s: no error", bad)
 		}

@@ -254,7 +254,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	traceFile := fs.String("trace", "", "write a Go execution trace to this file (go tool trace): where the cores sit idle")
 	metricsAddr := fs.String("metrics-addr", "", "serve Prometheus metrics at http://ADDR/metrics during the run (e.g. 127.0.0.1:9464; port 0 picks one, printed to stderr)")
 	var sets setFlags
-	fs.Var(&sets, "set", "override a pipeline value: key.path=value (repeatable), e.g. -set teacher.provider=offline")
+	fs.Var(&sets, "set", "override a pipeline value: key.path=value (repeatable), e.g. -set teacher.provider=offline; the index one past a list's end adds an item")
 	wf := workerFlags(fs) // merge.go
 	path, err := parsePipelineArgs(fs, args)
 	if err != nil {
