@@ -5,9 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/augmentdata/augment/stages"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -49,9 +47,9 @@ func cmdFakeLLM(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if *runBatch != "" {
 		return fakeRunBatch(srv, *runBatch, *batchOut)
 	}
-	ln, err := net.Listen("tcp", *addr)
-	if err != nil { // as -metrics-addr: the flag's value cannot be used
-		return &stages.ConfigError{Problems: []string{"-addr: " + err.Error()}}
+	ln, err := listenFlag("addr", *addr)
+	if err != nil {
+		return err
 	}
 	fmt.Fprintf(stdout, "fake-llm listening on http://%s/v1 (counters at /fake/counters); Ctrl-C stops it\n", ln.Addr())
 	hs := &http.Server{Handler: srv, ReadHeaderTimeout: 10 * time.Second}

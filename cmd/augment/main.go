@@ -213,6 +213,16 @@ func dispatch(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	return usageError{fmt.Sprintf("unknown command %q", cmd)}
 }
 
+// listenFlag listens on addr, the value of flag -name; an address that
+// cannot be bound is the flag's mistake (exit 2).
+func listenFlag(name, addr string) (net.Listener, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, &stages.ConfigError{Problems: []string{"-" + name + ": " + err.Error()}}
+	}
+	return ln, nil
+}
+
 func newFlags(name string, stderr io.Writer, synopsis string) *flag.FlagSet {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -321,8 +331,8 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	var metrics net.Listener
 	if *metricsAddr != "" {
 		// Bound before the run dir is touched: a bad address changes nothing.
-		if metrics, err = net.Listen("tcp", *metricsAddr); err != nil {
-			return &stages.ConfigError{Problems: []string{"-metrics-addr: " + err.Error()}}
+		if metrics, err = listenFlag("metrics-addr", *metricsAddr); err != nil {
+			return err
 		}
 	}
 	r, err := stages.NewRunner(p, o)
