@@ -309,6 +309,16 @@ func applySets(b []byte, sets []string) ([]byte, error) {
 	return yaml.Marshal(&doc)
 }
 
+// newPath returns the value a set adds where its path leaves the document:
+// val itself, or mappings down the rest of the path to it.
+func newPath(rest []string, val *yaml.Node) (*yaml.Node, error) {
+	if len(rest) == 0 {
+		return val, nil
+	}
+	m := &yaml.Node{Kind: yaml.MappingNode, Tag: "!!map"}
+	return m, setPath(m, rest, val)
+}
+
 func setPath(n *yaml.Node, keys []string, val *yaml.Node) error {
 	key, rest := keys[0], keys[1:]
 	switch n.Kind {
@@ -322,12 +332,9 @@ func setPath(n *yaml.Node, keys []string, val *yaml.Node) error {
 				return setPath(n.Content[i+1], rest, val)
 			}
 		}
-		child := val
-		if len(rest) > 0 {
-			child = &yaml.Node{Kind: yaml.MappingNode, Tag: "!!map"}
-			if err := setPath(child, rest, val); err != nil {
-				return err
-			}
+		child, err := newPath(rest, val)
+		if err != nil {
+			return err
 		}
 		n.Content = append(n.Content, &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: key}, child)
 		return nil
@@ -337,12 +344,9 @@ func setPath(n *yaml.Node, keys []string, val *yaml.Node) error {
 			return fmt.Errorf("%q is not an index of a list of %d (%d adds an item)", key, len(n.Content), len(n.Content))
 		}
 		if i == len(n.Content) { // one past the end: a new item
-			child := val
-			if len(rest) > 0 {
-				child = &yaml.Node{Kind: yaml.MappingNode, Tag: "!!map"}
-				if err := setPath(child, rest, val); err != nil {
-					return err
-				}
+			child, err := newPath(rest, val)
+			if err != nil {
+				return err
 			}
 			n.Content = append(n.Content, child)
 			return nil
