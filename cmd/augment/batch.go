@@ -61,7 +61,7 @@ func cmdBatch(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		if cerr := r.Close(); err == nil {
 			err = cerr
 		}
-		return err
+		return savesWork(err)
 	}
 	return usageError{fmt.Sprintf("batch: unknown subcommand %q (want status or poll)", sub)}
 }

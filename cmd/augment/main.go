@@ -121,12 +121,13 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "augment: %v\n", err)
 		switch code {
 		case exitUsage:
-			if _, ok := err.(usageError); ok {
+			if errors.As(err, new(usageError)) {
 				fmt.Fprint(stderr, "\n"+usageText())
 			}
 		case exitFailed, exitGuard, exitInterrupt:
 			var partial *stages.PartialError
-			if resumes(args) && !errors.As(err, &partial) { // the same run fails the same way
+			var ws *workSaved
+			if errors.As(err, &ws) && !errors.As(err, &partial) { // a PartialError: the same run fails the same way
 				fmt.Fprintln(stderr, "augment: finished work is kept; run the same command again to resume")
 			}
 		case exitWaiting:
@@ -136,18 +137,21 @@ func run(args []string, stdout, stderr io.Writer) int {
 	return code
 }
 
-// resumes reports whether the command in args does a run's work (run,
-// merge, batch poll), so that its failure leaves finished work for the same
-// command to resume from. The other commands only read, and their failures
-// get no resume hint.
-func resumes(args []string) bool {
-	switch {
-	case len(args) == 0:
-		return false
-	case args[0] == "run", args[0] == "merge":
-		return true
+// workSaved marks the error of a command that does a run's work (run,
+// merge, batch poll): what it finished is kept, and running it again goes
+// on from there, which the failure's message says. The reading commands'
+// errors are not marked.
+type workSaved struct{ err error }
+
+func (e *workSaved) Error() string { return e.err.Error() }
+func (e *workSaved) Unwrap() error { return e.err }
+
+// savesWork marks err, when there is one, as workSaved.
+func savesWork(err error) error {
+	if err == nil {
+		return nil
 	}
-	return args[0] == "batch" && len(args) > 1 && args[1] == "poll"
+	return &workSaved{err}
 }
 
 func exitCode(ctx context.Context, err error) int {
@@ -181,11 +185,11 @@ func dispatch(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	cmd, args := args[0], args[1:]
 	switch cmd {
 	case "run":
-		return cmdRun(ctx, args, stdout, stderr)
+		return savesWork(cmdRun(ctx, args, stdout, stderr))
 	case "check":
 		return cmdCheck(ctx, args, stdout, stderr)
 	case "merge":
-		return cmdMerge(ctx, args, stdout, stderr)
+		return savesWork(cmdMerge(ctx, args, stdout, stderr))
 	case "status":
 		return cmdStatus(ctx, args, stdout, stderr)
 	case "fake-llm":
