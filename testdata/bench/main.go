@@ -15,9 +15,9 @@
 // and reports, per format, the median wall time, input MB/s, the CPU seconds
 // (user+sys) per input MB — the fair figure on a loaded machine — and the
 // child's peak RSS. With -double it runs augment as many rounds more on a
-// dump twice the size, to show that memory stays flat (medians compared); with -full it runs the fuller
-// chain ingest → meta_tool → decision_tokens → negatives → export for as
-// many rounds. The last table holds the figures against the floors of issue
+// dump twice the size, to show that memory stays flat (medians compared);
+// with -full it runs the fuller chain ingest → meta_tool → decision_tokens
+// → negatives → export for as many rounds. The last table holds the figures against the floors of issue
 // 15. With -baseline (an earlier augment binary) it alternates that one too,
 // on both chains, for before/after figures, and says whether both exports
 // have the same bytes.
