@@ -463,7 +463,9 @@ func (p *pyParser) dict() error {
 	p.i++
 	p.out = append(p.out, '{')
 	base := len(p.out)
-	var room [8][2]int // where each key's JSON stands in p.out, while they fit
+	// Where each key's JSON stands in p.out and its literal in p.s, while
+	// they fit.
+	var room [8][4]int
 	keys := room[:0]
 	for {
 		p.space()
@@ -490,11 +492,17 @@ func (p *pyParser) dict() error {
 		k := p.out[at:]
 		for _, o := range keys {
 			if string(p.out[o[0]:o[1]]) == string(k) {
+				first, again := p.s[o[2]:o[3]], p.s[keyAt:p.i]
 				p.i = keyAt
-				return p.fail(fmt.Sprintf("dict key %q repeated", p.keyText(k)))
+				text := p.keyText(k)
+				if first != again && strings.ContainsRune(text, utf8.RuneError) {
+					// Different invalid bytes read as the same replacement.
+					return p.fail(fmt.Sprintf("dict keys %q and %q are one key once invalid UTF-8 is replaced: %q", first, again, text))
+				}
+				return p.fail(fmt.Sprintf("dict key %q repeated", text))
 			}
 		}
-		keys = append(keys, [2]int{at, len(p.out)})
+		keys = append(keys, [4]int{at, len(p.out), keyAt, p.i})
 		p.space()
 		if p.peek() != ':' {
 			return p.fail("expected : after a dict key")

@@ -80,6 +80,11 @@ func TestParseErrors(t *testing.T) {
 		{`[f(x=1j)]`, "invalid number"},
 		{`[f(x={1: 2})]`, "dict keys must be strings"},
 		{`[f(x={"a": 1, "a": 2})]`, `dict key "a" repeated`},
+		{`[f(x={"a": 1, 'a': 2})]`, `dict key "a" repeated`},
+		// Two different invalid bytes are both U+FFFD in JSON: the message
+		// names what was written, not only the replacement.
+		{"[f(x={'k\xff': 1, 'k\xfe': 2})]", `dict keys "'k\xff'" and "'k\xfe'" are one key once invalid UTF-8 is replaced: "k�"`},
+		{"[f(x={'k\xff': 1, 'k\xff': 2})]", `dict key "k�" repeated`},
 		{`[f(x={"a" 1})]`, "expected : after a dict key"},
 		{`[f(x="abc)]`, "unexpected end inside a string"},
 		{`[f(x=[1, 2)]`, "expected , or ] in a list"},
