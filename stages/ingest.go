@@ -33,7 +33,9 @@ import (
 // 4: skipping a broken array element looks for the next element within
 // max_row_bytes only, whatever a read brought (the result no longer
 // depends on read sizes).
-const ingestVersion = 4
+// 5: a dump that starts with a UTF-16 or UTF-32 byte order mark stops the
+// reading with a message that says so (it was one bad_json row).
+const ingestVersion = 5
 
 // ingestSettings is what ingest's output depends on besides the dump bytes.
 type ingestSettings struct {
@@ -291,8 +293,11 @@ func (e *PartialError) Error() string {
 
 func unreadText(u manifests.Unread) string {
 	rows := fmt.Sprintf("about %d rows", u.Rows)
-	if u.Rows == 0 && u.Offset == 0 {
+	switch {
+	case u.Rows == 0 && u.Offset == 0:
 		rows = "rows unknown"
+	case u.Rows == 1:
+		rows = "about 1 row"
 	}
 	return fmt.Sprintf("%d bytes (%s) from byte offset %d were not read: %s", u.Bytes, rows, u.Offset, u.Reason)
 }

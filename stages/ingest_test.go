@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -12,8 +13,8 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-
 	"testing"
+	"unicode/utf16"
 
 	"github.com/augmentdata/augment/manifests"
 	"github.com/augmentdata/augment/stages/record"
@@ -124,6 +125,7 @@ func TestIngestDamage(t *testing.T) {
 		rejected               map[string]int64
 		rejectLine             string // in the detail of the first reject
 		partial                bool
+		wide                   bool // the dump is UTF-16: nothing is read, rows unknown
 	}{
 		{name: "jsonl: line cut short in the middle", ext: "jsonl",
 			dump: strings.Join(r6[:2], "\n") + "\n" + r6[2][:20] + "\n" + strings.Join(r6[3:], "\n") + "\n",
@@ -141,6 +143,8 @@ func TestIngestDamage(t *testing.T) {
 			in:   3, out: 3, partial: true},
 		{name: "truncated array: partial", ext: "json", dump: "[" + strings.Join(r6[:3], ",") + "," + r6[3][:25],
 			in: 3, out: 3, partial: true},
+		{name: "UTF-16 dump: partial from byte 0", ext: "json", dump: utf16LE("[" + strings.Join(r6, ",") + "]"),
+			in: 0, out: 0, partial: true, wide: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -171,7 +175,11 @@ func TestIngestDamage(t *testing.T) {
 			if !errors.As(res.err, &pe) || u == nil {
 				t.Fatalf("run error %v, unread %+v; want a PartialError and the unread part in the manifest", res.err, u)
 			}
-			if want := int64(len(tt.dump)) - u.Offset; u.Bytes != want || u.Bytes == 0 || u.Rows < 1 || u.Rows > 4 {
+			if tt.wide {
+				if u.Offset != 0 || u.Bytes != int64(len(tt.dump)) || u.Rows != 0 || !strings.Contains(res.err.Error(), "the dump is UTF-16") {
+					t.Errorf("unread %+v, error %v: want the whole dump unread, rows unknown, and the error naming UTF-16", u, res.err)
+				}
+			} else if want := int64(len(tt.dump)) - u.Offset; u.Bytes != want || u.Bytes == 0 || u.Rows < 1 || u.Rows > 4 {
 				t.Errorf("unread %+v: want %d bytes and 1–4 rows", u, want)
 			}
 			if !strings.Contains(res.log, "level=WARN") || !strings.Contains(res.log, "could not be read to its end") {
@@ -415,4 +423,13 @@ func TestRemoveOutputs(t *testing.T) {
 	if r.checkedShard(sh.Outputs[0]) {
 		t.Error("a removed shard counts as checked")
 	}
+}
+
+// utf16LE is s in UTF-16, little-endian, after a byte order mark.
+func utf16LE(s string) string {
+	b := []byte{0xFF, 0xFE}
+	for _, u := range utf16.Encode([]rune(s)) {
+		b = binary.LittleEndian.AppendUint16(b, u)
+	}
+	return string(b)
 }

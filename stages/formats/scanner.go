@@ -304,14 +304,26 @@ func (s *Scanner) next() ([]byte, error) {
 	return s.nextElement()
 }
 
+// skipBOM skips a UTF-8 byte order mark. A UTF-16 or UTF-32 one stops the
+// reading at byte 0 with a message that says so: read as UTF-8, such a dump
+// is one unframeable row.
 func (s *Scanner) skipBOM() error {
-	for s.end-s.head < 3 && !s.eof {
+	for s.end-s.head < 4 && !s.eof {
 		if _, err := s.fill(); err != nil {
 			return err
 		}
 	}
-	if bytes.HasPrefix(s.buf[s.head:s.end], []byte("\xEF\xBB\xBF")) {
+	start := s.buf[s.head:s.end]
+	if bytes.HasPrefix(start, []byte("\xEF\xBB\xBF")) {
 		s.head += 3
+		return nil
+	}
+	for _, bom := range []struct{ mark, name string }{
+		{"\x00\x00\xFE\xFF", "UTF-32"}, {"\xFF\xFE\x00\x00", "UTF-32"}, {"\xFE\xFF", "UTF-16"}, {"\xFF\xFE", "UTF-16"},
+	} {
+		if bytes.HasPrefix(start, []byte(bom.mark)) {
+			return s.fail(s.abs(s.head), "the dump is %s (it starts with a %s byte order mark); augment reads UTF-8: convert it first (iconv -f %s -t UTF-8)", bom.name, bom.name, bom.name)
+		}
 	}
 	return nil
 }

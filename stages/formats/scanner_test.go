@@ -105,6 +105,10 @@ func TestScannerErrors(t *testing.T) {
 		{"compact layout: no safe resume", `[{"a":1},{"b":[1},{"c":3}]`, 1, 1, 9, "layout gives no safe place"},
 		{"mixed separators", "[{\"a\":1},\n{\"b\":2}, {\"c\":[}, {\"d\":4}]", 2, 2, 19, "layout gives no safe place"},
 		{"no next element", "[\n{\"a\":1},\n{\"b\":2},\n{\"c\":", 2, 2, 20, "no element follows"},
+		{"UTF-16 LE", "\xFF\xFE[\x00{\x00}\x00]\x00", 0, 0, 0, "the dump is UTF-16 (it starts with a UTF-16 byte order mark); augment reads UTF-8: convert it first (iconv -f UTF-16 -t UTF-8)"},
+		{"UTF-16 BE", "\xFE\xFF\x00[", 0, 0, 0, "the dump is UTF-16"},
+		{"UTF-32 LE", "\xFF\xFE\x00\x00[\x00\x00\x00", 0, 0, 0, "the dump is UTF-32"},
+		{"UTF-32 BE", "\x00\x00\xFE\xFF\x00\x00\x00[", 0, 0, 0, "the dump is UTF-32"},
 		{"indent 0: nested lines look like elements", "[\n{\n\"a\": [\n{\n\"x\": 1\n}\n]\n},\n{\n\"b\": [\n{\"y\": 1\n]\n},\n{\"c\": 3}\n]", 1, 1, 27, "layout gives no safe place"},
 	}
 	for _, tt := range tests {
@@ -296,7 +300,7 @@ func TestScannerLargeRows(t *testing.T) {
 // whatever the read sizes, also with a small row limit.
 func FuzzScanner(f *testing.F) {
 	for _, s := range []string{`[{"a":1},{"b":"}\""}]`, "{\"a\":1}\n\n{\"b\":[{}]}\n", `[{"a":1},`, `[]`, "\xEF\xBB\xBF[{}]", `{"a":"\\"}`,
-		"{\"a\":1\n{\"b\":2}\n", "[\n  {\"a\":1},\n  {\"b\":[},\n  {\"c\":3}\n]", `[{"a":"x\\\\\"y"},{"b":2}]`} {
+		"{\"a\":1\n{\"b\":2}\n", "\xFF\xFE{\x00}\x00\n\x00", "\x00\x00\xFE\xFF", "[\n  {\"a\":1},\n  {\"b\":[},\n  {\"c\":3}\n]", `[{"a":"x\\\\\"y"},{"b":2}]`} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
@@ -321,6 +325,13 @@ func FuzzScanner(f *testing.F) {
 				t.Fatalf("read sizes change the result (limit %d): %q %v vs %q %v", maxRow, first, firstErr, rows, err)
 			}
 			if maxRow != 0 {
+				continue
+			}
+			if wideBOM(s) {
+				var se *ScanError
+				if len(rows) > 0 || !errors.As(err, &se) || se.Offset != 0 {
+					t.Fatalf("a UTF-16 or UTF-32 dump gave rows %q and error %v, want no rows and a ScanError at byte 0", rows, err)
+				}
 				continue
 			}
 			array := strings.HasPrefix(strings.TrimLeft(strings.TrimPrefix(s, "\xEF\xBB\xBF"), " \t\r\n"), "[")
@@ -360,6 +371,17 @@ func checkArray(t *testing.T, s string, rows []string, err error) {
 			t.Fatalf("row %d: %q vs %q", i, rows[i], ref[i])
 		}
 	}
+}
+
+// wideBOM reports whether s starts with a UTF-16 or UTF-32 byte order
+// mark, which the Scanner refuses at byte 0.
+func wideBOM(s string) bool {
+	for _, bom := range []string{"\xFE\xFF", "\xFF\xFE", "\x00\x00\xFE\xFF"} {
+		if strings.HasPrefix(s, bom) {
+			return true
+		}
+	}
+	return false
 }
 
 // checkLines: JSON Lines whose every non-blank line is one JSON object give
