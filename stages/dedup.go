@@ -346,7 +346,7 @@ func (d *deduper) Plan(ctx context.Context, scan func(yield func(*record.Record)
 		s, ok := sources[r.Source]
 		if !ok {
 			if len(sources) == 1<<16-1 {
-				return fmt.Errorf("dedup: more than %d sources", 1<<16-1)
+				return fmt.Errorf("more than %d sources", 1<<16-1)
 			}
 			s = uint16(len(sources))
 			sources[r.Source] = s
@@ -371,7 +371,7 @@ func (d *deduper) Plan(ctx context.Context, scan func(yield func(*record.Record)
 		return "", scanErr
 	}
 	if len(t.ids) > 1<<32-1 {
-		return "", fmt.Errorf("dedup: record IDs of more than 4 GiB")
+		return "", fmt.Errorf("record IDs of more than 4 GiB")
 	}
 	return d.cluster(t, srcNames)
 }
@@ -411,7 +411,7 @@ func (d *deduper) cluster(t *dedupTable, srcNames []string) (string, error) {
 						same = append(same, t.id(j))
 					}
 				}
-				return "", fmt.Errorf("dedup: records %s have the same ID hash (an ID occurs twice in the input?)", strings.Join(same, ", "))
+				return "", fmt.Errorf("records %s have the same ID hash (an ID occurs twice in the input?)", strings.Join(same, ", "))
 			}
 		}
 	}
@@ -552,7 +552,7 @@ func (d *deduper) cluster(t *dedupTable, srcNames []string) (string, error) {
 // Process rejects the records Plan found to duplicate a kept one.
 func (d *deduper) Process(ctx context.Context, r *record.Record) ([]*record.Record, error) {
 	if !d.planned {
-		return nil, fmt.Errorf("dedup: Process called before Plan")
+		return nil, fmt.Errorf("Process called before Plan")
 	}
 	rk := d.rank(r.ID)
 	if i, ok := slices.BinarySearchFunc(d.dups, rk, func(e dupEntry, k uint64) int { return cmp.Compare(e.rank, k) }); ok {

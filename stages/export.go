@@ -190,7 +190,7 @@ func (c *ExportConfig) build(env *Env) (Stage, error) {
 	}
 	var ok bool
 	if e.tpl, ok = verify.LookupLFTemplate(e.cfg.Template); !ok {
-		return nil, fmt.Errorf("export: unknown template %q", e.cfg.Template)
+		return nil, fmt.Errorf("unknown template %q", e.cfg.Template)
 	}
 	return e, nil
 }
@@ -1250,7 +1250,7 @@ func writeLines(f io.Writer, recs []*record.Record) error {
 		case []byte:
 			b = append(b, v...)
 		default:
-			return fmt.Errorf("export: record %s was not rendered", r.ID)
+			return fmt.Errorf("record %s was not rendered", r.ID)
 		}
 		if len(b) >= linesPiece {
 			if _, err := f.Write(b); err != nil {
@@ -1281,7 +1281,7 @@ func (e *exporter) writeParquet(f *atomicfs.File, recs []*record.Record) error {
 	for i, r := range recs {
 		s, ok := r.Rendered.(*sample)
 		if !ok {
-			return fmt.Errorf("export: record %s was not rendered", r.ID)
+			return fmt.Errorf("record %s was not rendered", r.ID)
 		}
 		rows[i] = *s
 		rows[i].Tools = s.toolsJSON()

@@ -515,7 +515,7 @@ func (ml *metaToolLibrary) index(ctx context.Context, e toollib.Embedder) (*tool
 	if err != nil {
 		// A library that cannot be embedded is the run's problem, not the
 		// record's, even when the embedder's error would reject a record.
-		return nil, contract.Fatal(fmt.Errorf("meta_tool: embedding the tool library: %w", err))
+		return nil, contract.Fatal(fmt.Errorf("embedding the tool library: %w", err))
 	}
 	ml.ix = ix
 	return ix, nil
@@ -844,7 +844,7 @@ func (s *metaToolStage) vectorsOf(ctx context.Context, vecs []toollib.Vectors, m
 	if len(missing) > 0 {
 		vs, err := toollib.Embed(ctx, s.env.Embedder, mq, metaToolEmbedBatch)
 		if err != nil {
-			return fmt.Errorf("meta_tool: embedding the record's tools: %w", err)
+			return fmt.Errorf("embedding the record's tools: %w", err)
 		}
 		for j, i := range missing {
 			vecs[i] = vs[j]

@@ -135,7 +135,7 @@ func (c *NegativesConfig) build(env *Env) (Stage, error) {
 	s := &negatives{cfg: *c, env: env, version: c.version(), seed: env.reseeder(), retrieved: newRetrievedNames()}
 	if c.Target == NegativeTargetTeacher {
 		if env.Teacher == nil {
-			return nil, fmt.Errorf("negatives: target teacher needs a teacher")
+			return nil, fmt.Errorf("target teacher needs a teacher")
 		}
 		tmpl, err := env.Prompt("negative_reply", c.Prompt)
 		if err != nil {
@@ -265,7 +265,7 @@ func assertNegative(neg *record.Record, called []string) error {
 	scope := toolsInScope(neg, len(neg.Messages))
 	for _, name := range called {
 		if _, ok := scope[name]; ok {
-			return fmt.Errorf("negatives: bug: negative %s still offers the called function %q", neg.ID, name)
+			return fmt.Errorf("bug: negative %s still offers the called function %q", neg.ID, name)
 		}
 	}
 	return nil

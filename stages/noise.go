@@ -231,7 +231,7 @@ func (s *noiseStage) rewrite(ctx context.Context, r *record.Record, sl noiseSlot
 	// Embed the original first: if the embedder is down, nothing is asked.
 	ov, err := toollib.Embed(ctx, s.env.Embedder, []toollib.Query{orig}, 0)
 	if err != nil {
-		return nil, 0, llm.Response{}, fmt.Errorf("noise: similarity: %w", err)
+		return nil, 0, llm.Response{}, fmt.Errorf("similarity: %w", err)
 	}
 	var embedErr error // the embedder failed: not the answer's fault
 	simTo := func(q toollib.Query) (float64, error) {
@@ -268,7 +268,7 @@ func (s *noiseStage) rewrite(ctx context.Context, r *record.Record, sl noiseSlot
 	}
 	ans, resp, err := llm.Ask(ctx, s.env.Teacher, req, s.cfg.Attempts, parse)
 	if embedErr != nil {
-		return nil, 0, resp, fmt.Errorf("noise: similarity: %w", embedErr)
+		return nil, 0, resp, fmt.Errorf("similarity: %w", embedErr)
 	}
 	if err != nil {
 		return nil, 0, resp, err

@@ -149,7 +149,7 @@ func (s *sampler) Plan(ctx context.Context, scan func(yield func(*record.Record)
 
 func (s *sampler) Process(_ context.Context, r *record.Record) ([]*record.Record, error) {
 	if s.keep == nil {
-		return nil, fmt.Errorf("sample: Process called before Plan")
+		return nil, fmt.Errorf("Process called before Plan")
 	}
 	q := s.quotaOf(r)
 	switch {

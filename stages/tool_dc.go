@@ -448,7 +448,7 @@ func (s *toolDC) Process(ctx context.Context, r *record.Record) ([]*record.Recor
 	// pycall.Parse gives JSON arguments, so these encode; an error is a bug.
 	candTag, err := tdcJSON(candidates)
 	if err != nil {
-		return nil, fmt.Errorf("tool_dc: candidate calls: %w", err)
+		return nil, fmt.Errorf("candidate calls: %w", err)
 	}
 	validTag, err := tdcJSON(validList)
 	if err != nil {
@@ -566,7 +566,7 @@ func (s *toolDC) candidateSet(own []record.Tool, gold []record.Call, rng *rand.R
 	if len(set) < n {
 		lib, err := s.env.Library()
 		if err != nil {
-			return nil, fmt.Errorf("tool_dc: %w", err)
+			return nil, err
 		}
 		set = append(set, tdcDistractors(lib, set, n-len(set), rng)...)
 	}

@@ -3,7 +3,6 @@ package stages
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 
 	"github.com/augmentdata/augment/translate"
 	"github.com/augmentdata/augment/verify"
@@ -60,7 +59,7 @@ func (c *TranslateConfig) build(env *Env) (Stage, error) {
 	cfg.Prompt = "" // loaded above, relative to pipeline.yaml
 	t, err := translate.New(cfg, env.Teacher, equiv, tmpl)
 	if err != nil {
-		return nil, fmt.Errorf("translate: %w", err)
+		return nil, err // (translate's errors say "translate: …")
 	}
 	return &translator{Stage: translate.NewStage(t, env.Stage, env.Rand), env: env}, nil
 }

@@ -173,7 +173,7 @@ func (c *VerifyConfig) build(env *Env) (Stage, error) {
 	if c.Tokenizer != "" {
 		tok, sum, err := loadTokenizer(env.Dir, c.Tokenizer)
 		if err != nil {
-			return nil, fmt.Errorf("verify: tokenizer: %w", err)
+			return nil, fmt.Errorf("tokenizer: %w", err)
 		}
 		s.student, c.TokenizerSHA256 = tok, sum
 		s.cfg.TokenizerSHA256 = sum
@@ -181,7 +181,7 @@ func (c *VerifyConfig) build(env *Env) (Stage, error) {
 	for _, name := range c.Checks {
 		ch, ok := verify.Lookup(name)
 		if !ok {
-			return nil, fmt.Errorf("verify: unknown check %q", name)
+			return nil, fmt.Errorf("unknown check %q", name)
 		}
 		s.checkers = append(s.checkers, ch)
 		if ch.CheckLLM != nil {
@@ -189,7 +189,7 @@ func (c *VerifyConfig) build(env *Env) (Stage, error) {
 		}
 	}
 	if s.judges && env.Teacher == nil {
-		return nil, fmt.Errorf("verify: the judges in checks need a teacher")
+		return nil, fmt.Errorf("the judges in checks need a teacher")
 	}
 	tmpls := map[string]*prompts.Template{}
 	for _, name := range slices.Sorted(maps.Keys(c.Prompts)) {
@@ -249,7 +249,7 @@ func (s *verifyStage) Process(ctx context.Context, r *record.Record) ([]*record.
 		} else {
 			var err error
 			if ps, err = ch.CheckLLM(ctx, s.llmEnv, r); err != nil {
-				return nil, fmt.Errorf("verify %s: %w", ch.Name, err)
+				return nil, fmt.Errorf("check %s: %w", ch.Name, err)
 			}
 		}
 		if len(ps) > 0 {
