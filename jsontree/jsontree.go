@@ -1107,8 +1107,13 @@ func (p *Parser) objectBody(base int) (Value, error) {
 			return Value{}, err
 		}
 		if p.duplicate(k, base) {
+			msg := fmt.Sprintf("duplicate key %q", k)
+			if !utf8.Valid(p.Data[keyAt:p.Pos]) {
+				// Keys of different invalid bytes read as the same text.
+				msg += " (once invalid UTF-8 is replaced by U+FFFD)"
+			}
 			p.Pos = keyAt
-			return Value{}, p.fail(fmt.Sprintf("duplicate key %q", k))
+			return Value{}, p.fail(msg)
 		}
 		p.SkipSpace()
 		if p.Pos >= len(p.Data) {

@@ -49,6 +49,7 @@ func TestParseJSONErrors(t *testing.T) {
 		{`[1, 2,]`, "unexpected character", false, 6},
 		{`{"a" 1}`, "expected :", false, 5},
 		{`{"a": 1, "a": 2}`, `duplicate key "a"`, false, 9},
+		{"{\"k\xff\": 1, \"k\xfe\": 2}", "duplicate key \"k\uFFFD\" (once invalid UTF-8 is replaced by U+FFFD)", false, 10},
 		{`{"a": Infinity}`, "unexpected character", false, 6},
 		{`{"a": 01}`, "expected , or }", false, 7},
 		{`{"a": 1.}`, "invalid number", false, 8},
