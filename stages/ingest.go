@@ -34,7 +34,8 @@ import (
 // max_row_bytes only, whatever a read brought (the result no longer
 // depends on read sizes).
 // 5: a dump that starts with a UTF-16 or UTF-32 byte order mark stops the
-// reading with a message that says so (it was one bad_json row).
+// reading with a message that says so (it was one bad_json row); reject
+// details name keys repeated once invalid UTF-8 is replaced.
 const ingestVersion = 5
 
 // ingestSettings is what ingest's output depends on besides the dump bytes.
