@@ -8,6 +8,9 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/klauspost/compress/s2"
+	"github.com/pierrec/lz4/v4"
+
 	"github.com/augmentdata/augment/internal/cputime"
 	"github.com/augmentdata/augment/stages/record"
 )
@@ -220,4 +223,67 @@ func BenchmarkCodecs(b *testing.B) {
 			})
 		})
 	}
+}
+
+// BenchmarkBlockCodecs compares Snappy (the shard default, klauspost's
+// fast encoder) with LZ4 blocks (Parquet's LZ4_RAW, which shards do not
+// offer) on a shard's uncompressed bytes cut in 1 MiB blocks, the page
+// size: the question is whether LZ4_RAW would be the cheaper default.
+func BenchmarkBlockCodecs(b *testing.B) {
+	forEachSet(b, func(b *testing.B, recs []*record.Record) {
+		var raw bytes.Buffer
+		if err := writeParquet(&raw, recs, Options{Compression: "none"}); err != nil {
+			b.Fatal(err)
+		}
+		var blocks [][]byte
+		for data := raw.Bytes(); len(data) > 0; {
+			n := min(len(data), pageBufferSize)
+			blocks, data = append(blocks, data[:n]), data[n:]
+		}
+		var lz4c lz4.Compressor
+		codecs := []struct {
+			name   string
+			encode func(dst, src []byte) []byte
+			decode func(dst, src []byte) error
+		}{
+			{"snappy", func(dst, src []byte) []byte { return s2.EncodeSnappy(dst, src) },
+				func(dst, src []byte) error { _, err := s2.Decode(dst, src); return err }},
+			{"lz4", func(dst, src []byte) []byte {
+				n, err := lz4c.CompressBlock(src, dst[:cap(dst)])
+				if err != nil {
+					b.Fatal(err)
+				}
+				return dst[:n]
+			}, func(dst, src []byte) error { _, err := lz4.UncompressBlock(src, dst); return err }},
+		}
+		for _, c := range codecs {
+			dst := make([]byte, 0, max(s2.MaxEncodedLen(pageBufferSize), lz4.CompressBlockBound(pageBufferSize)))
+			var packed [][]byte
+			size := 0
+			for _, blk := range blocks {
+				p := c.encode(dst, blk)
+				packed, size = append(packed, bytes.Clone(p)), size+len(p)
+			}
+			b.Run(c.name+"/encode", func(b *testing.B) {
+				b.SetBytes(int64(raw.Len()))
+				for b.Loop() {
+					for _, blk := range blocks {
+						c.encode(dst, blk)
+					}
+				}
+				b.ReportMetric(float64(raw.Len())/float64(size), "ratio")
+			})
+			b.Run(c.name+"/decode", func(b *testing.B) {
+				b.SetBytes(int64(raw.Len()))
+				out := make([]byte, pageBufferSize)
+				for b.Loop() {
+					for _, p := range packed {
+						if err := c.decode(out, p); err != nil {
+							b.Fatal(err)
+						}
+					}
+				}
+			})
+		}
+	})
 }
