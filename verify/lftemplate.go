@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/augmentdata/augment/jsontree"
 )
 
 // An LFTemplate is what an export needs to know of one LLaMA-Factory chat
@@ -262,6 +264,9 @@ func parseCalls(s string) ([]FunctionCall, error) {
 		}
 		if k := rawKind(c.Arguments); k != "object" {
 			return nil, fmt.Errorf("\"arguments\" of %s (%q) must be a JSON object, got %s", what, name, k)
+		}
+		if n := jsontree.InfiniteNumber(c.Arguments); n != "" {
+			return nil, fmt.Errorf("\"arguments\" of %s (%q) hold %s, beyond a float's range: LLaMA-Factory reads it as infinity and writes Infinity, which is not JSON", what, name, n)
 		}
 		calls[j] = FunctionCall{Name: name, Arguments: c.Arguments}
 	}

@@ -52,6 +52,9 @@ func TestLFTemplateReadFunction(t *testing.T) {
 		{"qwen", `{"name": "w", "arguments": "{}"}`, "", 0, "must be a JSON object"},
 		{"qwen", `{"arguments": {}}`, "", 0, `no "name"`},
 		{"qwen", `["w"]`, "", 0, "must be a JSON object"},
+		// json.loads reads 1e400 as inf, json.dumps writes Infinity.
+		{"qwen", `{"name": "w", "arguments": {"n": 1e400}}`, "", 0, "hold 1e400, beyond a float's range"},
+		{"qwen", `{"name": "w", "arguments": {"n": 1e308, "big": 123456789012345678901234567890}}`, "", 1, ""},
 	}
 	for _, tt := range tests {
 		ft, err := mustTemplate(t, tt.tpl).ReadFunction(tt.value)

@@ -76,6 +76,11 @@
 //     separators '-', '.' and ' ' are ignored is renamed to that tool
 //     (repair call_name_normalized, e.g. create_to_do_list for the declared
 //     create_to-do_list); otherwise undeclared_call.
+//   - A call's arguments must not hold a number with a fraction or an
+//     exponent beyond a float's range (1e400): Python's json.loads reads it
+//     as infinity and LLaMA-Factory's json.dumps writes Infinity into the
+//     training target, which is not JSON (number_out_of_range, as Infinity
+//     itself is glaive_arguments_nonfinite). Integers of any size are kept.
 //   - Rows that are not JSON are bad_json; rows that are not objects,
 //     row_not_object; JSON text embedded in a string field that does not
 //     decode is bad_json too. A tool that is not an object or has no name is

@@ -422,6 +422,11 @@ func (b *builder) finish() error {
 		switch m.Role {
 		case record.RoleAssistant:
 			calls = m.Calls
+			for _, c := range calls {
+				if n := jsontree.InfiniteNumber(c.Arguments); n != "" {
+					return reject("number_out_of_range", "turn %d: the arguments of %s hold %s, beyond a float's range: LLaMA-Factory reads it as infinity and writes Infinity, which is not JSON", i, excerpt(c.Name), n)
+				}
+			}
 		case record.RoleTool:
 			// The readers pair results with calls one for one; the names
 			// follow the calls, which resolveCallNames may have renamed.

@@ -182,6 +182,12 @@ assistant: It is on shelf B-12.
 		{name: "reject: call to an undeclared tool",
 			row:    gRow(sys, user, `ASSISTANT: <functioncall> {"name": "order_pizza", "arguments": '{}'} <|endoftext|>`),
 			reason: "undeclared_call", detail: `"order_pizza"`},
+		{name: "reject: a number a float cannot hold",
+			row:    gRow(sys, user, `ASSISTANT: <functioncall> {"name": "find_book", "arguments": '{"title": "Dune", "n": 1e400}'} <|endoftext|>`),
+			reason: "number_out_of_range", detail: `"find_book" hold 1e400`},
+		{name: "an integer of any size is kept (an int to Python)",
+			row:  gRow(sys, user, `ASSISTANT: <functioncall> {"name": "find_book", "arguments": '{"title": "Dune", "n": 123456789012345678901234567890}'} <|endoftext|>`),
+			want: "tools: find_book\nuser: Find Dune.\nassistant: -> find_book{\"title\":\"Dune\",\"n\":123456789012345678901234567890}\n#system_template=glaive"},
 	})
 }
 

@@ -53,5 +53,7 @@ assistant: Done.`},
 		{name: "reject: fewer results than calls", row: oRow(user, calls, msg{"role": "tool", "tool_call_id": "a", "content": "x"}), reason: "openai_tool_result_mismatch", detail: "1 tool messages answer 2"},
 		{name: "reject: bad tools", row: rowJSON("messages", []msg{user}, "tools", "[{"), reason: "openai_bad_tools"},
 		{name: "reject: undeclared tool", row: rowJSON("messages", []msg{user, {"role": "assistant", "tool_calls": []msg{oCall("a", "x")}}}), reason: "undeclared_call"},
+		{name: "reject: a number a float cannot hold", row: oRow(user, msg{"role": "assistant", "tool_calls": []msg{{"id": "a", "type": "function", "function": msg{"name": "set_temp", "arguments": `{"room": "x", "c": -2.5E+999}`}}}}),
+			reason: "number_out_of_range", detail: "-2.5E+999"},
 	})
 }
