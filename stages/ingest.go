@@ -23,6 +23,7 @@ import (
 	"github.com/augmentdata/augment/stages/record"
 	"github.com/augmentdata/augment/stages/shard"
 	"github.com/augmentdata/augment/stages/toollib"
+	"github.com/augmentdata/augment/storage"
 )
 
 // ingestVersion is bumped when ingest's output for the same dump changes
@@ -294,6 +295,11 @@ func (e *PartialError) Error() string {
 }
 
 func unreadText(u manifests.Unread) string {
+	if u.Bytes == 0 {
+		// Nothing followed, or nothing after could be decoded (a
+		// damaged compressed dump).
+		return fmt.Sprintf("nothing could be read past byte offset %d: %s", u.Offset, u.Reason)
+	}
 	rows := fmt.Sprintf("about %d rows", u.Rows)
 	switch {
 	case u.Rows == 0 && u.Offset == 0:
@@ -433,9 +439,12 @@ func (r *Runner) ingestRead(ctx context.Context, sr stageRun, src Source, path, 
 		return nil, err
 	}
 	if unread != nil {
-		// Offsets are in the decoded rows: count the rest of them.
+		// Offsets are in the decoded rows: count the rest of them, as far
+		// as a damaged compressed dump lets them be decoded.
 		if _, err := io.Copy(io.Discard, in); err != nil {
-			return nil, err
+			if _, ok := errors.AsType[*storage.DamagedError](err); !ok {
+				return nil, err
+			}
 		}
 		size = in.n
 	}

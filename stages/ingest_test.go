@@ -3,6 +3,7 @@ package stages
 import (
 	"bufio"
 	"bytes"
+	"compress/gzip"
 	"context"
 	"encoding/binary"
 	"encoding/json"
@@ -15,6 +16,8 @@ import (
 	"strings"
 	"testing"
 	"unicode/utf16"
+
+	"github.com/klauspost/compress/zstd"
 
 	"github.com/augmentdata/augment/manifests"
 	"github.com/augmentdata/augment/stages/record"
@@ -200,6 +203,57 @@ func TestIngestDamage(t *testing.T) {
 			}
 			if _, err := os.Stat(filepath.Join(ok.out, "01-export")); err != nil {
 				t.Errorf("allow_partial: export did not run: %v", err)
+			}
+		})
+	}
+}
+
+// TestIngestDamagedCompressed: a compressed dump cut short or corrupt keeps
+// the rows decoded before the damage and is then handled as any dump that
+// cannot be read to its end (PartialError, unread in the manifest,
+// allow_partial), not as a failed read that a rerun could mend.
+func TestIngestDamagedCompressed(t *testing.T) {
+	var plain strings.Builder
+	for i := range 40 {
+		plain.WriteString(oaRow(fmt.Sprintf("row %d %s", i, strings.Repeat("x", i*7))) + "\n")
+	}
+	var gz bytes.Buffer
+	zw := gzip.NewWriter(&gz)
+	zw.Write([]byte(plain.String()))
+	zw.Close()
+	flipped := bytes.Clone(gz.Bytes())
+	flipped[len(flipped)/2] ^= 0xff
+	zs, err := zstd.NewWriter(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	zst := zs.EncodeAll([]byte(plain.String()), nil)
+	tests := []struct {
+		name, dump, ext, reason string
+		minRows                 int64 // rows kept before the damage, at least
+	}{
+		{"gzip cut short", gz.String()[:gz.Len()-40], "jsonl.gz", "the gzip stream ends early (the file is cut short)", 30},
+		{"gzip corrupt", string(flipped), "jsonl.gz", "the gzip stream is corrupt", 0},
+		{"zstd cut short", string(zst[:len(zst)-40]), "jsonl.zst", "the zstd stream ends early", 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			res := runIngest(t, dir, tt.dump, tt.ext, "")
+			var pe *PartialError
+			u := res.m.Shards[0].Unread
+			if !errors.As(res.err, &pe) || u == nil || !strings.Contains(u.Reason, tt.reason) {
+				t.Fatalf("run error %v, unread %+v; want a PartialError and the unread part saying %q", res.err, u, tt.reason)
+			}
+			if c := res.m.Totals; c.In < tt.minRows || c.Out != c.In || c.In >= 40 {
+				t.Errorf("in %d out %d: want the rows decoded before the damage (at least %d, fewer than 40)", c.In, c.Out, tt.minRows)
+			}
+			if again := runIngest(t, dir, tt.dump, tt.ext, ""); !errors.As(again.err, &pe) {
+				t.Errorf("second run: %v, want the PartialError again", again.err)
+			}
+			ok := runIngest(t, dir, tt.dump, tt.ext, ", allow_partial: true")
+			if ok.err != nil || ok.m.Shards[0].Unread == nil {
+				t.Errorf("allow_partial: error %v, unread %+v", ok.err, ok.m.Shards[0].Unread)
 			}
 		})
 	}

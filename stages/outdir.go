@@ -87,7 +87,12 @@ func pathProblems(p *Pipeline, src *storage.Opener) []string {
 			probs = append(probs, p.problem(key, "source %q: cannot be read: %v", s.Name, err))
 			continue
 		}
+		head := make([]byte, 4)
+		n, _ := io.ReadFull(f, head)
 		f.Close()
+		if err := storage.CheckName(path, head[:n]); err != nil {
+			probs = append(probs, p.problem(key, "source %q: %v", s.Name, err))
+		}
 	}
 
 	dir, err := p.outputDir()

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -252,6 +253,21 @@ func TestCheckReportsPathProblems(t *testing.T) {
 	}
 	if _, err := atomicfs.OpenRoot(filepath.Join(filepath.Dir(path), "out")); err == nil {
 		t.Error("check created the output dir")
+	}
+	// A name that promises compression the bytes do not hold is found
+	// before the run too (it stopped the run midway, exit 1).
+	plain, err := os.ReadFile("../testdata/demo/dumps/xlam.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gz := filepath.Join(filepath.Dir(path), "xlam.json.gz")
+	os.WriteFile(gz, plain, 0o644)
+	os.WriteFile(path, []byte(regexp.MustCompile(`path: \S*/xlam\.json`).ReplaceAllString(string(b), "path: "+gz)), 0o644)
+	if p, err = Load(path); err != nil {
+		t.Fatal(err)
+	}
+	if err := Check(context.Background(), p, Options{}, new(strings.Builder)); !errors.As(err, &ce) || !strings.Contains(err.Error(), `xlam.json.gz: the name says .gz but the content is not (it starts with "[\n {")`) {
+		t.Errorf("check with a .gz source that is not gzip: %v", err)
 	}
 }
 

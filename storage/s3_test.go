@@ -175,6 +175,42 @@ func TestLocalCompressedAndMislabelled(t *testing.T) {
 	if _, err := o.Open(context.Background(), filepath.Join(dir, "none.jsonl")); err == nil {
 		t.Error("missing file opened")
 	}
+	if err := CheckName("x.jsonl.gz", []byte("{\"a")); err == nil || !strings.Contains(err.Error(), "the name says .gz") {
+		t.Errorf("CheckName of plain bytes named .gz: %v", err)
+	}
+	if err := CheckName("x.json", gz(t, jsonl)[:4]); err != nil {
+		t.Errorf("CheckName of gzip bytes named .json: %v", err)
+	}
+}
+
+// A compressed dump cut short or corrupt reads its decodable rows, then a
+// DamagedError that says which codec and what is wrong.
+func TestLocalCompressedDamaged(t *testing.T) {
+	dir := t.TempDir()
+	jsonl := []byte(strings.Repeat("{\"a\":\"0123456789\"}\n", 2000))
+	z, g := zst(t, jsonl), gz(t, jsonl)
+	corrupt := bytes.Clone(g)
+	corrupt[len(corrupt)/2] ^= 0xff
+	for name, tt := range map[string]struct {
+		b    []byte
+		want string
+	}{
+		"cut.jsonl.gz":     {g[:len(g)-10], "the gzip stream ends early (the file is cut short)"},
+		"cut.jsonl.zst":    {z[:len(z)-10], "the zstd stream ends early (the file is cut short)"},
+		"corrupt.jsonl.gz": {corrupt, "the gzip stream is corrupt"},
+	} {
+		os.WriteFile(filepath.Join(dir, name), tt.b, 0o644)
+		r, err := New(Options{}).Open(context.Background(), filepath.Join(dir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = io.ReadAll(r)
+		r.Close()
+		var de *DamagedError
+		if !errors.As(err, &de) || !de.Damaged() || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%s: %v, want a DamagedError saying %q", name, err, tt.want)
+		}
+	}
 }
 
 // openGzipDump opens a gzipped JSONL dump of 1.6 MB written for the test;

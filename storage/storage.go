@@ -200,10 +200,14 @@ type hashReader struct {
 	h        hash.Hash
 	n        int64
 	progress func(int64)
+	err      error // the first error of the stored bytes' reader, but EOF
 }
 
 func (h *hashReader) Read(p []byte) (int, error) {
 	n, err := h.r.Read(p)
+	if err != nil && err != io.EOF && h.err == nil {
+		h.err = err
+	}
 	if h.h != nil {
 		h.h.Write(p[:n])
 	}
@@ -262,6 +266,25 @@ var (
 	parquetMagic = []byte("PAR1")
 )
 
+// CheckName reports a dump whose name says gzip, zstd or Parquet (.gz,
+// .zst, .parquet) while its first bytes (head: four, or all when fewer) are
+// none of them. Content is recognized by its bytes, not its name, so such a
+// file is read as JSON, and refused: its name promises what it is not.
+func CheckName(name string, head []byte) error {
+	for _, magic := range [][]byte{gzipMagic, zstdMagic, parquetMagic} {
+		if bytes.HasPrefix(head, magic) {
+			return nil
+		}
+	}
+	lower := strings.ToLower(name)
+	for _, ext := range []string{".gz", ".zst", ".parquet"} {
+		if strings.HasSuffix(lower, ext) {
+			return fmt.Errorf("%s: the name says %s but the content is not (it starts with %q)", name, ext, head)
+		}
+	}
+	return nil
+}
+
 // decode sets rd.r to the rows of the stored bytes src (file when they are
 // a local file).
 func (o *Opener) decode(ctx context.Context, rd *Reader, src io.Reader, file *os.File) error {
@@ -269,12 +292,6 @@ func (o *Opener) decode(ctx context.Context, rd *Reader, src io.Reader, file *os
 	br := bufio.NewReaderSize(rd.raw, 64<<10)
 	head, _ := br.Peek(4)
 	name := strings.ToLower(rd.Name)
-	claims := func(ext string, magic []byte) error {
-		if strings.HasSuffix(name, ext) && !bytes.HasPrefix(head, magic) {
-			return fmt.Errorf("%s: the name says %s but the content is not (it starts with %q)", rd.Name, ext, head)
-		}
-		return nil
-	}
 	var r io.Reader = br
 	switch {
 	case bytes.HasPrefix(head, gzipMagic):
@@ -283,27 +300,22 @@ func (o *Opener) decode(ctx context.Context, rd *Reader, src io.Reader, file *os
 			return fmt.Errorf("%s: %w", rd.Name, err)
 		}
 		rd.closers = append(rd.closers, zr)
-		r = zr
+		r = &decompressed{r: zr, raw: rd.raw, codec: "gzip"}
 	case bytes.HasPrefix(head, zstdMagic):
 		zr, err := zstd.NewReader(br, zstd.WithDecoderConcurrency(1), zstd.WithDecoderLowmem(true))
 		if err != nil {
 			return fmt.Errorf("%s: %w", rd.Name, err)
 		}
 		rd.closers = append(rd.closers, zr.IOReadCloser())
-		r = zr
+		r = &decompressed{r: zr, raw: rd.raw, codec: "zstd"}
 	case bytes.HasPrefix(head, parquetMagic):
 		if file != nil {
 			return o.openParquet(ctx, rd, nil, file)
 		}
 		return o.openParquet(ctx, rd, br, nil)
 	default:
-		for _, c := range []struct {
-			ext   string
-			magic []byte
-		}{{".gz", gzipMagic}, {".zst", zstdMagic}, {".parquet", parquetMagic}} {
-			if err := claims(c.ext, c.magic); err != nil {
-				return err
-			}
+		if err := CheckName(rd.Name, head); err != nil {
+			return err
 		}
 		rd.r = r
 		return nil
@@ -320,6 +332,43 @@ func (o *Opener) decode(ctx context.Context, rd *Reader, src io.Reader, file *os
 	rd.r = inner
 	return nil
 }
+
+// decompressed marks the errors of a decompressor that come from the
+// compressed bytes themselves (cut short, corrupt) rather than from reading
+// them: reading again cannot help, and the rows decoded before are good.
+type decompressed struct {
+	r     io.Reader
+	raw   *hashReader
+	codec string
+}
+
+func (d *decompressed) Read(p []byte) (int, error) {
+	n, err := d.r.Read(p)
+	if err != nil && err != io.EOF && d.raw.err == nil {
+		err = &DamagedError{Codec: d.codec, Err: err}
+	}
+	return n, err
+}
+
+// A DamagedError is a compressed dump whose bytes cannot be decoded past
+// some point: the file is cut short or corrupt. Damaged reports true, which
+// the dump readers look for (formats.Scanner) without importing storage.
+type DamagedError struct {
+	Codec string
+	Err   error
+}
+
+func (e *DamagedError) Error() string {
+	if errors.Is(e.Err, io.ErrUnexpectedEOF) {
+		return fmt.Sprintf("the %s stream ends early (the file is cut short)", e.Codec)
+	}
+	return fmt.Sprintf("the %s stream is corrupt: %v", e.Codec, e.Err)
+}
+
+func (e *DamagedError) Unwrap() error { return e.Err }
+
+// Damaged reports that the error is in the stored bytes.
+func (e *DamagedError) Damaged() bool { return true }
 
 // openParquet makes rd read the rows of the Parquet file whose bytes are
 // r. Parquet needs random access: a local file is read in place; anything

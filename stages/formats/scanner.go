@@ -3,6 +3,7 @@ package formats
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
 	"math/bits"
@@ -58,6 +59,7 @@ type Scanner struct {
 	end    int   // end of the valid bytes in buf
 	base   int64 // input offset of buf[0]
 	eof    bool  // r has no more data
+	rerr   error // r's error, kept while the bytes read with it are framed
 	mode   byte  // 0 before the first byte, '[' for an array, '{' for JSON Lines
 	after  bool  // array: a row has been read, so "," or "]" comes next
 	done   bool  // array: the closing "]" has been read
@@ -215,20 +217,36 @@ func (s *Scanner) fill() (shift int, err error) {
 		s.buf = nb
 	}
 	for range 100 {
+		if rerr := s.rerr; rerr != nil {
+			if d, ok := errors.AsType[damaged](rerr); ok && d.Damaged() {
+				// A compressed dump cut short or corrupt: the rows
+				// before stand, nothing after can be decoded.
+				return shift, s.fail(s.abs(s.head), "%v after %d bytes of rows; nothing after that can be read", rerr, s.abs(s.end))
+			}
+			return shift, fmt.Errorf("formats: reading row %d: %w", s.index, rerr)
+		}
 		n, rerr := s.r.Read(s.buf[s.end:])
 		s.end += n
 		if rerr == io.EOF {
 			s.eof = true
 			return shift, nil
 		}
-		if rerr != nil {
-			return shift, fmt.Errorf("formats: reading row %d: %w", s.index, rerr)
-		}
+		// An error comes back on the next fill, once the rows of the
+		// bytes read with it are framed.
+		s.rerr = rerr
 		if n > 0 {
 			return shift, nil
 		}
 	}
 	return shift, fmt.Errorf("formats: reading row %d: %w", s.index, io.ErrNoProgress)
+}
+
+// damaged is an input error in the stored bytes themselves (a compressed
+// dump cut short or corrupt: storage.DamagedError), which reading again
+// cannot mend, unlike an error of the reading.
+type damaged interface {
+	error
+	Damaged() bool
 }
 
 func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }

@@ -576,3 +576,44 @@ func TestScannerQuick(t *testing.T) {
 		})
 	}
 }
+
+// damagedErr stands for storage.DamagedError: a compressed dump's bytes
+// that cannot be decoded past a point.
+type damagedErr struct{}
+
+func (damagedErr) Error() string { return "the gzip stream ends early" }
+func (damagedErr) Damaged() bool { return true }
+
+// cutReader returns its data with the error in the same call, as a
+// decompressor does when its input ends inside a block.
+type cutReader struct {
+	data string
+	err  error
+	done bool
+}
+
+func (r *cutReader) Read(p []byte) (int, error) {
+	if r.done {
+		return 0, r.err
+	}
+	r.done = true
+	return copy(p, r.data), r.err
+}
+
+// TestScannerDamagedInput: the rows in the bytes read together with a
+// damage error are still framed; the damage is then a ScanError at the
+// start of the row it cut, and any other read error stays an error of
+// the reading.
+func TestScannerDamagedInput(t *testing.T) {
+	data := "{\"a\":1}\n{\"b\":2}\n{\"c\":"
+	rows, err := scanAll(NewScanner(&cutReader{data: data, err: damagedErr{}}))
+	var se *ScanError
+	if strings.Join(rows, " ") != `{"a":1} {"b":2}` || !errors.As(err, &se) || se.Offset != 16 || se.Row != 2 ||
+		!strings.Contains(se.Msg, "the gzip stream ends early after 21 bytes of rows; nothing after that can be read") {
+		t.Errorf("rows %q, error %v; want the two whole rows, then a ScanError at byte 16", rows, err)
+	}
+	rows, err = scanAll(NewScanner(&cutReader{data: data, err: io.ErrClosedPipe}))
+	if len(rows) != 2 || errors.As(err, &se) || !errors.Is(err, io.ErrClosedPipe) {
+		t.Errorf("rows %q, error %v; want the two rows, then the read error itself", rows, err)
+	}
+}
