@@ -37,7 +37,8 @@ import (
 // 5: a dump that starts with a UTF-16 or UTF-32 byte order mark stops the
 // reading with a message that says so (it was one bad_json row); reject
 // details name keys repeated once invalid UTF-8 is replaced; a call whose
-// arguments hold a number beyond a float's range is number_out_of_range.
+// arguments hold a number beyond a float's range is number_out_of_range;
+// a schema "type" that is neither a name nor a list of names is dropped.
 const ingestVersion = 5
 
 // ingestSettings is what ingest's output depends on besides the dump bytes.

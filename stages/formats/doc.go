@@ -32,8 +32,9 @@
 //     annotations become JSON Schema (str→string, int→integer, float→number,
 //     bool→boolean, List[X]/list/set/Tuple[…]→array with items when the
 //     element type is known, Dict/dict→object, Union[…]→anyOf, Optional[X]
-//     and ", optional" mark the parameter optional, unknown annotations lose
-//     their type), "required": null is dropped, a tool-level "required" list
+//     and ", optional" mark the parameter optional, unknown annotations and a
+//     type that is neither a name nor a list of names (null, 5) lose their
+//     type), "required": null is dropped, a tool-level "required" list
 //     moves into parameters when they have none, and a tool without
 //     parameters gets {"type":"object","properties":{}}. xlam's flat maps
 //     {param: {description, type, default}} become {"type":"object",

@@ -239,6 +239,8 @@ func normalizeSchema(w *workspace, v *jsontree.Value) (optional bool) {
 					continue
 				}
 				m.Val = names
+			default: // null, a number, an object: no type at all
+				continue
 			}
 		case "properties":
 			if m.Val.Kind == jsontree.Object {
