@@ -38,7 +38,9 @@ import (
 // reading with a message that says so (it was one bad_json row); reject
 // details name keys repeated once invalid UTF-8 is replaced; a call whose
 // arguments hold a number beyond a float's range is number_out_of_range;
-// a schema "type" that is neither a name nor a list of names is dropped.
+// a schema "type" that is neither a name nor a list of names is dropped;
+// a null glaive chat, ToolACE system, from or value, or sharegpt content is
+// its format's bad field or turn.
 const ingestVersion = 5
 
 // ingestSettings is what ingest's output depends on besides the dump bytes.

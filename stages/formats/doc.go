@@ -93,8 +93,8 @@
 // # toolace
 //
 // Rows {"system", "conversations": [{"from", "value"}]} with roles user,
-// assistant and tool (others: toolace_unknown_role). A system that is not a
-// string is toolace_bad_system; a missing conversations array,
+// assistant and tool (others: toolace_unknown_role). A system that is
+// missing or not a string is toolace_bad_system; a missing conversations array,
 // toolace_missing_conversations; a turn that is not {from, value} strings,
 // toolace_bad_turn.
 //
@@ -165,7 +165,8 @@
 //
 // Rejected:
 //
-//   - glaive_bad_field: system or chat missing or not strings.
+//   - glaive_bad_field: chat missing or not a string, system not a string (a
+//     missing or null system is an empty one).
 //   - glaive_empty_chat: no turn marker at all.
 //   - glaive_text_before_first_turn: text before the first marker.
 //   - glaive_stray_turn_marker: a marker right after a single newline, inside
@@ -201,8 +202,8 @@
 // The record is one user turn (the query) and, when answers is not empty,
 // one assistant turn with all calls; the same tool may be called several
 // times. xlam has no results and no system text. The id becomes the tag
-// xlam_id. Rejects: xlam_bad_field (id, query or tools missing or of the
-// wrong type), xlam_bad_answers (answers not a list of {name, arguments}
+// xlam_id (a missing or null id sets none). Rejects: xlam_bad_field (query
+// or tools missing or of the wrong type, an id neither number nor string), xlam_bad_answers (answers not a list of {name, arguments}
 // objects with object arguments). Arguments held in a JSON string are
 // decoded (repair string_arguments).
 //
@@ -234,7 +235,7 @@
 //
 // Rejects: sharegpt_bad_field (a system that is not a string),
 // sharegpt_missing_conversations, sharegpt_empty_conversation,
-// sharegpt_bad_turn (no role or content, or malformed parts),
+// sharegpt_bad_turn (no role, content missing or null, or malformed parts),
 // sharegpt_unknown_role, sharegpt_unsupported_content (non-text parts such
 // as images), sharegpt_bad_tools, sharegpt_bad_function_call (not JSON, no
 // name or arguments, an empty list), sharegpt_observation_without_call,

@@ -770,6 +770,19 @@ func turnName(i int) string { return "turn " + strconv.Itoa(i) }
 
 // fieldString reads a string member of a row object; absent or null gives
 // "". A member of another type is rejected with reason.
+// requiredString returns the string member key of v, rejecting with
+// reason one that is missing, null or not a string.
+func requiredString(v *jsontree.Value, key, reason string) (string, error) {
+	m := v.Get(key)
+	switch {
+	case m == nil:
+		return "", reject(reason, "the row has no %q", key)
+	case m.Kind != jsontree.String:
+		return "", reject(reason, "%q is a JSON %s, want a string", key, m.Kind)
+	}
+	return m.Str, nil
+}
+
 func fieldString(v *jsontree.Value, key, reason string) (string, error) {
 	s, ok := v.StringOr(key)
 	if !ok {

@@ -21,9 +21,9 @@ func parseGlaive(b *builder, row *jsontree.Value) error {
 	if err != nil {
 		return err
 	}
-	chat, ok := row.StringOr("chat")
-	if !ok || !row.Has("chat") {
-		return reject("glaive_bad_field", "the row has no chat string")
+	chat, err := requiredString(row, "chat", "glaive_bad_field")
+	if err != nil {
+		return err
 	}
 	if b.w.rowTools != nil { // read from the row (systemLiteral): sys is empty
 		b.rec.Tools = b.w.rowTools

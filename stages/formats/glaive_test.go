@@ -120,7 +120,8 @@ assistant: It is on shelf B-12.
 		// Rejects.
 		{name: "reject: row is not JSON", row: `{"system": "x", "chat": "USER: hi`, reason: "bad_json", detail: "inside a string at byte 33"},
 		{name: "reject: row is an array", row: `[1]`, reason: "row_not_object", detail: "array"},
-		{name: "reject: no chat", row: rowJSON("system", gNoTools), reason: "glaive_bad_field", detail: "no chat"},
+		{name: "reject: no chat", row: rowJSON("system", gNoTools), reason: "glaive_bad_field", detail: `no "chat"`},
+		{name: "reject: chat null", row: rowJSON("system", gNoTools, "chat", nil), reason: "glaive_bad_field", detail: `"chat" is a JSON null`},
 		{name: "reject: system not a string", row: rowJSON("system", 3, "chat", "USER: hi"), reason: "glaive_bad_field", detail: `"system" is a JSON number`},
 		{name: "reject: broken tool JSON", row: gRow(gLead+"{\n \"name\": \"f\",\n}\n", "USER: hi"), reason: "glaive_bad_tool_json", detail: "expected a string key"},
 		{name: "reject: tools not separated by white space only", row: gRow(gLead+gTool+",\n"+gTool2, "USER: hi"), reason: "glaive_bad_tool_json", detail: "followed by"},

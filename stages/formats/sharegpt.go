@@ -143,7 +143,7 @@ func sharegptTurn(t *jsontree.Value, i int) (role string, parts []part, err erro
 	if content == nil {
 		content = t.Get("content")
 	}
-	if from == nil || from.Kind != jsontree.String || content == nil {
+	if from == nil || from.Kind != jsontree.String || content == nil || content.Kind == jsontree.Null {
 		return "", nil, reject("sharegpt_bad_turn", "turn %d lacks a role (from) or content (value)", i)
 	}
 	switch from.Str {

@@ -72,6 +72,7 @@ func TestShareGPT(t *testing.T) {
 		{name: "reject: unknown role", row: sRow(sTools, turn{"from": "bot", "value": "x"}), reason: "sharegpt_unknown_role", detail: `"bot"`},
 		{name: "reject: turn without value", row: sRow(sTools, turn{"from": "human"}), reason: "sharegpt_bad_turn"},
 		{name: "reject: content a number", row: sRow(sTools, turn{"from": "human", "value": 3}), reason: "sharegpt_bad_turn"},
+		{name: "reject: content null", row: sRow(sTools, turn{"from": "human", "value": nil}), reason: "sharegpt_bad_turn"},
 		{name: "reject: bad part", row: rowJSON("messages", []turn{{"role": "user", "content": []int{1}}}), reason: "sharegpt_bad_turn", detail: "part 0"},
 		{name: "reject: image part", row: rowJSON("messages", []turn{{"role": "user", "content": []turn{{"type": "image", "value": "x.png"}}}}), reason: "sharegpt_unsupported_content"},
 		{name: "reject: tools not JSON", row: sRow("[{", human), reason: "sharegpt_bad_tools"},

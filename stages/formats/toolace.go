@@ -26,7 +26,7 @@ const (
 
 // parseToolACE reads {"system": "…tools…", "conversations": [{"from", "value"}]}.
 func parseToolACE(b *builder, row *jsontree.Value) error {
-	sys, err := fieldString(row, "system", "toolace_bad_system")
+	sys, err := requiredString(row, "system", "toolace_bad_system")
 	if err != nil {
 		return err
 	}
@@ -50,11 +50,11 @@ func parseToolACE(b *builder, row *jsontree.Value) error {
 		if t.Kind != jsontree.Object {
 			return reject("toolace_bad_turn", "turn %d is a JSON %s, want an object", i, t.Kind)
 		}
-		from, ok1 := t.StringOr("from")
-		value, ok2 := t.StringOr("value")
-		if !ok1 || !ok2 {
+		f, v := t.Get("from"), t.Get("value")
+		if f == nil || f.Kind != jsontree.String || v == nil || v.Kind != jsontree.String {
 			return reject("toolace_bad_turn", "turn %d: from and value must be strings", i)
 		}
+		from, value := f.Str, v.Str
 		switch from {
 		case "user":
 			b.add(record.Message{Role: record.RoleUser, Content: value})
