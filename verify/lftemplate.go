@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 
 	"github.com/augmentdata/augment/jsontree"
@@ -347,10 +349,15 @@ func defaultToolParams(raw json.RawMessage) string {
 	if rawKind(raw) != "object" {
 		return `no "parameters" object`
 	}
+	// The formatter meets the properties in the document's order and
+	// stops at the first it cannot render; so does this check, which
+	// keeps a record's reject the same from run to run.
+	names, kinds := propertyOrder(raw)
 	if err := json.Unmarshal(raw, &params); err != nil {
-		var te *json.UnmarshalTypeError
-		if errors.As(err, &te) && strings.HasPrefix(te.Field, "properties.") {
-			return fmt.Sprintf("property %q is not an object", strings.TrimPrefix(te.Field, "properties."))
+		for i, k := range kinds {
+			if k != "object" && k != "null" {
+				return fmt.Sprintf("property %q is not an object", names[i])
+			}
 		}
 		return `no "parameters.properties" object`
 	}
@@ -360,7 +367,11 @@ func defaultToolParams(raw json.RawMessage) string {
 	if k := rawKind(params.Required); len(params.Required) > 0 && k != "array" && k != "object" && k != "string" {
 		return fmt.Sprintf(`"parameters.required" is a JSON %s`, k)
 	}
-	for name, p := range params.Properties {
+	if len(names) != len(params.Properties) { // repeated keys: sorted, as no order is right
+		names = slices.Sorted(maps.Keys(params.Properties))
+	}
+	for _, name := range names {
+		p := params.Properties[name]
 		if p == nil {
 			return fmt.Sprintf("property %q is not an object", name)
 		}
@@ -384,6 +395,28 @@ func defaultToolParams(raw json.RawMessage) string {
 		}
 	}
 	return ""
+}
+
+// propertyOrder returns the keys of parameters.properties in the raw
+// parameters (a JSON object) in document order, with the JSON kind of each
+// value; none when properties is not an object or a key repeats.
+func propertyOrder(raw json.RawMessage) (names, kinds []string) {
+	p := jsontree.Parser{Data: raw, DuplicateKeys: true}
+	v, err := p.Parse()
+	if err != nil {
+		return nil, nil
+	}
+	props := v.Get("properties")
+	if props == nil || props.Kind != jsontree.Object {
+		return nil, nil
+	}
+	for _, m := range props.Elems {
+		if slices.Contains(names, m.Key) {
+			return nil, nil
+		}
+		names, kinds = append(names, m.Key), append(kinds, m.Val.Kind.String())
+	}
+	return names, kinds
 }
 
 // truthy reports whether a JSON value is true in Python's sense.

@@ -75,26 +75,30 @@ func TestLFTemplateCheckTools(t *testing.T) {
 	tests := []struct {
 		tpl, tools string
 		ok         bool
+		msg        string // in the error, when given
 	}{
-		{"default", `[{"name":"f","parameters":{"type":"object","properties":{"a":{"type":"string","enum":["x","y"]}},"required":["a"]}}]`, true},
-		{"default", `[{"type":"function","function":{"name":"f","parameters":{"type":"object","properties":{}}}}]`, true},
-		{"default", `[]`, true},
-		{"default", `[{"name":"f","parameters":{"type":"object"}}]`, false},
-		{"qwen", `[{"name":"f","parameters":{"type":"object"}}]`, true},
-		{"default", `[{"name":"f"}]`, false},
-		{"llama3", `[{"name":"f"}]`, true},
-		{"default", `[{"name":"f","parameters":{"type":"object","properties":{"a":"string"}}}]`, false},
-		{"default", `[{"name":"f","parameters":{"type":"object","properties":{"a":{"enum":[1,2]}}}}]`, false},
-		{"qwen", `[{"name":"f","parameters":{"type":"object","properties":{"a":{"enum":[1,2]}}}}]`, true},
-		{"default", `[{"name":"f","parameters":{"type":"object","properties":{"a":{"enum":[]}}}}]`, true},
-		{"default", `[{"name":"f","parameters":{"type":"object","properties":{"a":{"items":["x"]}}}}]`, false},
-		{"default", `[{"name":"f","parameters":{"type":"object","properties":{},"required":null}}]`, false},
-		{"glm4", `{"name":"f"}`, false},
+		{"default", `[{"name":"f","parameters":{"type":"object","properties":{"a":{"type":"string","enum":["x","y"]}},"required":["a"]}}]`, true, ""},
+		{"default", `[{"type":"function","function":{"name":"f","parameters":{"type":"object","properties":{}}}}]`, true, ""},
+		{"default", `[]`, true, ""},
+		{"default", `[{"name":"f","parameters":{"type":"object"}}]`, false, ""},
+		{"qwen", `[{"name":"f","parameters":{"type":"object"}}]`, true, ""},
+		{"default", `[{"name":"f"}]`, false, ""},
+		{"llama3", `[{"name":"f"}]`, true, ""},
+		{"default", `[{"name":"f","parameters":{"type":"object","properties":{"a":"string"}}}]`, false, ""},
+		{"default", `[{"name":"f","parameters":{"type":"object","properties":{"a":{"enum":[1,2]}}}}]`, false, ""},
+		{"qwen", `[{"name":"f","parameters":{"type":"object","properties":{"a":{"enum":[1,2]}}}}]`, true, ""},
+		{"default", `[{"name":"f","parameters":{"type":"object","properties":{"a":{"enum":[]}}}}]`, true, ""},
+		{"default", `[{"name":"f","parameters":{"type":"object","properties":{"a":{"items":["x"]}}}}]`, false, ""},
+		{"default", `[{"name":"f","parameters":{"type":"object","properties":{},"required":null}}]`, false, ""},
+		{"glm4", `{"name":"f"}`, false, ""},
+		// The first property the formatter cannot render, in document order.
+		{"default", `[{"name":"f","parameters":{"type":"object","properties":{"z":{"type":"string"},"b":"string","a":"string"}}}]`, false, `tool 0: property "b" is not an object`},
+		{"default", `[{"name":"f","parameters":{"type":"object","properties":{"z":{"enum":[1]},"b":{"items":[1]}}}}]`, false, `tool 0: property "z": enum member 1 is not a string`},
 	}
 	for _, tt := range tests {
 		err := mustTemplate(t, tt.tpl).CheckTools(tt.tools)
-		if (err == nil) != tt.ok {
-			t.Errorf("%s %s: %v, want ok=%v", tt.tpl, tt.tools, err, tt.ok)
+		if (err == nil) != tt.ok || tt.msg != "" && (err == nil || !strings.Contains(err.Error(), tt.msg)) {
+			t.Errorf("%s %s: %v, want ok=%v %s", tt.tpl, tt.tools, err, tt.ok, tt.msg)
 		}
 	}
 }
