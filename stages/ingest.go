@@ -40,7 +40,8 @@ import (
 // arguments hold a number beyond a float's range is number_out_of_range;
 // a schema "type" that is neither a name nor a list of names is dropped;
 // a null glaive chat, ToolACE system, from or value, or sharegpt content is
-// its format's bad field or turn.
+// its format's bad field or turn; half a surrogate pair inside a JSON text
+// or Python call held in a string is tagged repairs=lone_surrogate.
 const ingestVersion = 5
 
 // ingestSettings is what ingest's output depends on besides the dump bytes.

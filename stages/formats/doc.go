@@ -58,8 +58,10 @@
 //     sorted, comma-separated> when the row was damaged and repaired.
 //     Every format: a string holding invalid UTF-8 has each bad sequence
 //     replaced by U+FFFD (repair invalid_utf8), and a \u escape of half a
-//     surrogate pair decodes as U+FFFD (repair lone_surrogate); ingest
-//     counts each kind as repair.<kind>.
+//     surrogate pair decodes as U+FFFD (repair lone_surrogate), also inside
+//     a JSON text or Python call held in a string (found as a record
+//     holding more U+FFFD than its row wrote); ingest counts each kind as
+//     repair.<kind>.
 //
 // Dialogues are kept as they are: a dialogue may end on a call (a third of
 // ToolACE does) or on a user turn (glaive); turns are neither dropped nor

@@ -1,6 +1,7 @@
 package formats
 
 import (
+	"bytes"
 	"fmt"
 	"slices"
 	"strconv"
@@ -123,7 +124,7 @@ func parse(format, source string, index int64, row []byte, how passes) (*record.
 		Messages: []record.Message{},
 		Tags:     rt.tags[:0],
 	}
-	b := &builder{w: w, rec: &rt.rec}
+	b := &builder{w: w, rec: &rt.rec, row: row, replaced: jp.BadUTF8 || jp.LoneSurrogate}
 	if jp.BadUTF8 {
 		b.repair("invalid_utf8")
 	}
@@ -209,6 +210,10 @@ type builder struct {
 	rec     *record.Record
 	repairs []string
 	w       *workspace
+	// row is the row's JSON; replaced reports that decoding it (not the
+	// JSON texts inside its strings) already replaced something by U+FFFD.
+	row      []byte
+	replaced bool
 }
 
 // A workspace holds what Parse reuses from row to row: the arena for the
@@ -441,11 +446,57 @@ func (b *builder) finish() error {
 	if isChinese(r.Messages) {
 		r.SetTag("lang", "zh")
 	}
+	if !b.replaced && b.row != nil && replacementChars(r) > writtenReplacements(b.row) {
+		// A JSON text or Python call inside a string held half a
+		// surrogate pair (the only escape its decoders replace): the
+		// record holds more U+FFFD than the row wrote, directly or as
+		// an escape at any depth.
+		b.repair("lone_surrogate")
+	}
 	if len(b.repairs) > 0 {
 		slices.Sort(b.repairs)
 		r.SetTag("repairs", strings.Join(b.repairs, ","))
 	}
 	return nil
+}
+
+// replacementChars counts the U+FFFD characters in r's texts.
+func replacementChars(r *record.Record) int {
+	const fffd = "\uFFFD"
+	n := strings.Count(r.System, fffd)
+	for i := range r.Tools {
+		t := &r.Tools[i]
+		n += strings.Count(t.Name, fffd) + strings.Count(t.Description, fffd) + bytes.Count(t.Parameters, []byte(fffd))
+	}
+	for i := range r.Messages {
+		m := &r.Messages[i]
+		n += strings.Count(m.Content, fffd) + strings.Count(m.Reasoning, fffd)
+		for _, c := range m.Calls {
+			n += strings.Count(c.Name, fffd) + bytes.Count(c.Arguments, []byte(fffd))
+		}
+		for _, res := range m.Results {
+			n += strings.Count(res.Name, fffd) + strings.Count(res.Content, fffd)
+		}
+	}
+	return n
+}
+
+// writtenReplacements counts the U+FFFD a row writes: as UTF-8, or as an
+// escape \ufffd behind any number of backslashes (in a JSON text held in
+// a string, say). Invalid UTF-8 in the row is counted apart (BadUTF8).
+func writtenReplacements(row []byte) int {
+	n := bytes.Count(row, []byte("\uFFFD"))
+	for i := bytes.IndexByte(row, '\\'); i >= 0 && i+6 <= len(row); {
+		if row[i+1] == 'u' && strings.EqualFold(string(row[i+2:i+6]), "fffd") {
+			n++
+		}
+		j := bytes.IndexByte(row[i+1:], '\\')
+		if j < 0 {
+			break
+		}
+		i += 1 + j
+	}
+	return n
 }
 
 // dedupeTools drops exact repeats of a tool definition (repair
