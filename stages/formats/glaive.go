@@ -400,10 +400,10 @@ func parseGlaiveCall(b *builder, text string, turn int) (record.Call, error) {
 				}
 			}
 			switch {
+			case fromString: // '"{…}"' too: glaive's quotes around a JSON string
+				b.repair("string_arguments")
 			case !quoted && (flat != nil || v.Kind == jsontree.Object):
 				b.repair("bare_object_arguments")
-			case !quoted && fromString:
-				b.repair("string_arguments")
 			}
 			args, haveArgs = a, true
 		}
