@@ -41,7 +41,8 @@ import (
 // a schema "type" that is neither a name nor a list of names is dropped;
 // a null glaive chat, ToolACE system, from or value, or sharegpt content is
 // its format's bad field or turn; half a surrogate pair inside a JSON text
-// or Python call held in a string is tagged repairs=lone_surrogate.
+// or Python call held in a string is tagged repairs=lone_surrogate; glaive
+// chats with CRLF line ends are read.
 const ingestVersion = 5
 
 // ingestSettings is what ingest's output depends on besides the dump bytes.

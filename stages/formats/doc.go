@@ -141,7 +141,8 @@
 //
 // Chat: turns start with "USER:", "ASSISTANT:" or "FUNCTION RESPONSE:" at
 // the start of a line and are separated by a blank line ("\n\n\n" or
-// "\n\n"); the text is split at the markers, and each turn trimmed.
+// "\n\n", with "\r\n" line ends too); the text is split at the markers,
+// and each turn trimmed.
 // Assistant turns end with " <|endoftext|>", which is removed. A call is
 // "<functioncall> {"name": "f", "arguments": '<JSON object>'}": the quoted
 // span is read as JSON, so apostrophes and newlines inside it are fine. A

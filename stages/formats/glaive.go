@@ -137,7 +137,9 @@ func splitGlaive(chat string, turns []glaiveTurn) ([]glaiveTurn, error) {
 					return nil, reject("glaive_text_before_first_turn", "the chat starts with %s before any turn marker", excerpt(chat[:line]))
 				}
 			} else {
-				if line < 2 || chat[line-2] != '\n' {
+				// A blank line before: "\n\n", or "\n\r\n" in a chat with
+				// CRLF line ends.
+				if line < 2 || chat[line-2] != '\n' && (chat[line-2] != '\r' || line < 3 || chat[line-3] != '\n') {
 					return nil, reject("glaive_stray_turn_marker", "byte %d: marker %s inside turn %d, not after a blank line: %s",
 						line, chat[line:line+n], len(turns)-1, excerpt(chat[max(bodyAt, line-40):min(len(chat), line+40)]))
 				}
