@@ -307,7 +307,7 @@ func unreadText(u manifests.Unread) string {
 	}
 	rows := fmt.Sprintf("about %d rows", u.Rows)
 	switch {
-	case u.Rows == 0 && u.Offset == 0:
+	case u.Rows == 0: // no row read before to estimate from
 		rows = "rows unknown"
 	case u.Rows == 1:
 		rows = "about 1 row"
