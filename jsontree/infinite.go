@@ -3,6 +3,8 @@ package jsontree
 import (
 	"math"
 	"strconv"
+	"strings"
+	"unsafe"
 )
 
 // InfiniteNumber returns the first number of the JSON text s that a float64
@@ -11,8 +13,8 @@ import (
 // as Infinity, which is not JSON; Go's ParseFloat reads it as ±Inf too.
 // Numbers without a fraction or exponent are integers to Python, of any
 // size, and are never returned. s must be valid JSON.
-func InfiniteNumber[T ~string | ~[]byte](s T) string {
-	if !floatDigits(s) {
+func InfiniteNumber(s string) string {
+	if !mayOverflow(s) {
 		return ""
 	}
 	for i := 0; i < len(s); {
@@ -38,8 +40,8 @@ func InfiniteNumber[T ~string | ~[]byte](s T) string {
 			// Without an exponent, only more digits than float64's
 			// largest value has can overflow.
 			if exponent || fraction && j-i > 309 {
-				if f, err := strconv.ParseFloat(string(s[i:j]), 64); err != nil && math.IsInf(f, 0) {
-					return string(s[i:j])
+				if f, err := strconv.ParseFloat(s[i:j], 64); err != nil && math.IsInf(f, 0) {
+					return s[i:j]
 				}
 			}
 			i = j
@@ -50,13 +52,39 @@ func InfiniteNumber[T ~string | ~[]byte](s T) string {
 	return ""
 }
 
-// floatDigits reports whether s holds a digit followed by '.', 'e' or 'E':
-// text without one has no number with a fraction or an exponent, which
-// spares most texts the scan.
-func floatDigits[T ~string | ~[]byte](s T) bool {
-	for i := 1; i < len(s); i++ {
-		if c := s[i]; (c == '.' || c == 'e' || c == 'E') && s[i-1] >= '0' && s[i-1] <= '9' {
-			return true
+// InfiniteNumberIn is InfiniteNumber of the JSON text b.
+func InfiniteNumberIn(b []byte) string {
+	return strings.Clone(InfiniteNumber(unsafe.String(unsafe.SliceData(b), len(b))))
+}
+
+// mayOverflow reports whether s may hold a number beyond a float's range:
+// one with an exponent (a digit before an 'e' or 'E') or, in a text long
+// enough, a run of more than 308 digits. Most texts have neither, and the
+// search for the two letters runs a word at a time.
+func mayOverflow(s string) bool {
+	for _, e := range []byte{'e', 'E'} {
+		for i := 0; ; {
+			j := strings.IndexByte(s[i:], e)
+			if j < 0 {
+				break
+			}
+			if i += j; i > 0 && s[i-1] >= '0' && s[i-1] <= '9' {
+				return true
+			}
+			i++
+		}
+	}
+	if len(s) <= 309 {
+		return false
+	}
+	run := 0
+	for i := 0; i < len(s); i++ {
+		if s[i] >= '0' && s[i] <= '9' {
+			if run++; run > 308 {
+				return true
+			}
+		} else {
+			run = 0
 		}
 	}
 	return false

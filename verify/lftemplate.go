@@ -267,7 +267,7 @@ func parseCalls(s string) ([]FunctionCall, error) {
 		if k := rawKind(c.Arguments); k != "object" {
 			return nil, fmt.Errorf("\"arguments\" of %s (%q) must be a JSON object, got %s", what, name, k)
 		}
-		if n := jsontree.InfiniteNumber(c.Arguments); n != "" {
+		if n := jsontree.InfiniteNumberIn(c.Arguments); n != "" {
 			return nil, fmt.Errorf("\"arguments\" of %s (%q) hold %s, beyond a float's range: LLaMA-Factory reads it as infinity and writes Infinity, which is not JSON", what, name, n)
 		}
 		calls[j] = FunctionCall{Name: name, Arguments: c.Arguments}

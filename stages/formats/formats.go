@@ -9,6 +9,7 @@ import (
 	"sync"
 	"unicode"
 	"unicode/utf8"
+	"unsafe"
 
 	"github.com/augmentdata/augment/internal/swar"
 	"github.com/augmentdata/augment/jsontree"
@@ -428,7 +429,7 @@ func (b *builder) finish() error {
 		case record.RoleAssistant:
 			calls = m.Calls
 			for _, c := range calls {
-				if n := jsontree.InfiniteNumber(c.Arguments); n != "" {
+				if n := jsontree.InfiniteNumberIn(c.Arguments); n != "" {
 					return reject("number_out_of_range", "turn %d: the arguments of %s hold %s, beyond a float's range: LLaMA-Factory reads it as infinity and writes Infinity, which is not JSON", i, excerpt(c.Name), n)
 				}
 			}
@@ -446,12 +447,14 @@ func (b *builder) finish() error {
 	if isChinese(r.Messages) {
 		r.SetTag("lang", "zh")
 	}
-	if !b.replaced && b.row != nil && replacementChars(r) > writtenReplacements(b.row) {
+	if !b.replaced && b.row != nil {
 		// A JSON text or Python call inside a string held half a
-		// surrogate pair (the only escape its decoders replace): the
-		// record holds more U+FFFD than the row wrote, directly or as
-		// an escape at any depth.
-		b.repair("lone_surrogate")
+		// surrogate pair (the only escape its decoders replace) when
+		// what they wrote holds more U+FFFD than the row did, directly
+		// or as an escape at any depth.
+		if n := decodedReplacements(r); n > 0 && n > writtenReplacements(b.row) {
+			b.repair("lone_surrogate")
+		}
 	}
 	if len(b.repairs) > 0 {
 		slices.Sort(b.repairs)
@@ -460,22 +463,34 @@ func (b *builder) finish() error {
 	return nil
 }
 
-// replacementChars counts the U+FFFD characters in r's texts.
-func replacementChars(r *record.Record) int {
+// decodedReplacements counts the U+FFFD characters in what r holds from
+// the JSON texts and Python calls inside the row's strings: its tools,
+// calls and results (other texts are the row's strings themselves, whose
+// replacements the row's parser reports). A text without the character's
+// first byte is passed over at once: most have none.
+func decodedReplacements(r *record.Record) int {
 	const fffd = "\uFFFD"
-	n := strings.Count(r.System, fffd)
+	n := 0
+	count := func(s string) {
+		if strings.IndexByte(s, fffd[0]) >= 0 {
+			n += strings.Count(s, fffd)
+		}
+	}
 	for i := range r.Tools {
 		t := &r.Tools[i]
-		n += strings.Count(t.Name, fffd) + strings.Count(t.Description, fffd) + bytes.Count(t.Parameters, []byte(fffd))
+		count(t.Name)
+		count(t.Description)
+		count(unsafe.String(unsafe.SliceData(t.Parameters), len(t.Parameters)))
 	}
 	for i := range r.Messages {
 		m := &r.Messages[i]
-		n += strings.Count(m.Content, fffd) + strings.Count(m.Reasoning, fffd)
 		for _, c := range m.Calls {
-			n += strings.Count(c.Name, fffd) + bytes.Count(c.Arguments, []byte(fffd))
+			count(c.Name)
+			count(unsafe.String(unsafe.SliceData(c.Arguments), len(c.Arguments)))
 		}
 		for _, res := range m.Results {
-			n += strings.Count(res.Name, fffd) + strings.Count(res.Content, fffd)
+			count(res.Name)
+			count(res.Content)
 		}
 	}
 	return n

@@ -13,6 +13,7 @@ func TestEmbeddedSurrogatesAreRepairs(t *testing.T) {
 		{"glaive quoted arguments", "glaive", gRow(sys, "USER: Find it.", gCall(`'{"title": "Du\ud800ne"}'`)), "lone_surrogate"},
 		{"glaive function response", "glaive", gRow(sys, "USER: Find it.", gCall(`'{"title": "Dune"}'`), `FUNCTION RESPONSE: {"found": "\udc00"}`), "lone_surrogate"},
 		{"ToolACE call", "toolace", taRow(taSystem(taTools), "user", "q", "assistant", `[Tide Table(harbour="\ud800")]`), "lone_surrogate"},
+		{"ToolACE call, \\U escape", "toolace", taRow(taSystem(taTools), "user", "q", "assistant", `[Tide Table(harbour="\U0000DC00")]`), "lone_surrogate"},
 		{"xlam answers", "xlam", rowJSON("id", 1, "query", "q", "answers", `[{"name": "f", "arguments": {"a": "\ud800"}}]`, "tools", xlamTools), "lone_surrogate"},
 		{"row level", "xlam", `{"id": 1, "query": "q\ud800", "answers": "[]", "tools": "[]"}`, "lone_surrogate"},
 		{"a pair is no repair", "glaive", gRow(sys, "USER: Find it.", gCall(`'{"title": "\ud83d\ude00"}'`)), ""},
