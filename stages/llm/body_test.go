@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -180,6 +181,18 @@ func TestCheckModels(t *testing.T) {
 		{"no room for the prompt", "served", 4096, []string{url}, "context of 4096 tokens"},
 		{"an endpoint without /models is skipped", "served", 0, []string{dead.URL + "/v1", url}, ""},
 		{"refused credentials", "served", 0, []string{denied.URL + "/v1"}, "refused the credentials"},
+	}
+	// An endpoint that cannot be asked is a WARN line, naming it without
+	// the credentials its URL holds.
+	var log strings.Builder
+	gone := strings.Replace(dead.URL, "http://", "http://user:pw-s3cret@", 1) + "/nothing-here"
+	cfg := openaiConfig(gone)
+	cfg.Model = "served"
+	if err := newTeacher(t, cfg, Options{Log: slog.New(slog.NewTextHandler(&log, nil))}).CheckModels(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(log.String(), "cannot check the teacher model") || strings.Contains(log.String(), "pw-s3cret") || strings.Contains(log.String(), "user:") {
+		t.Errorf("the WARN line shows the credentials or is missing:\n%s", log.String())
 	}
 	for _, tt := range tests {
 		cfg := openaiConfig(tt.urls...)

@@ -304,6 +304,10 @@ func validateEndpoints(block string, eps []Endpoint) []error {
 			errs = append(errs, fmt.Errorf("%s.base_url: missing", field))
 		case err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "":
 			errs = append(errs, fmt.Errorf("%s.base_url: %q is not an http(s) URL", field, RedactURL(ep.BaseURL)))
+		case u.RawQuery != "" || u.Fragment != "":
+			// The client appends the API's paths to base_url as text: a
+			// query would swallow them (/v1?key=…/chat/completions).
+			errs = append(errs, fmt.Errorf("%s.base_url: %q has a query or fragment, which requests would not carry; give a key through api_key_env", field, RedactURL(ep.BaseURL)))
 		}
 		if j, dup := seen[ep.BaseURL]; dup && ep.BaseURL != "" {
 			errs = append(errs, fmt.Errorf("%s.base_url: %q repeats endpoints[%d]", field, RedactURL(ep.BaseURL), j))

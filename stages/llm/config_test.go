@@ -127,6 +127,7 @@ func TestConfigValidate(t *testing.T) {
 		{"openai without model", func(c *Config) { c.Provider = ProviderOpenAI; c.Endpoints = []Endpoint{{BaseURL: "http://x/v1"}} }, "teacher.model"},
 		{"openai without endpoints", func(c *Config) { c.Provider = ProviderOpenAI; c.Model = "m" }, "teacher.endpoints: provider"},
 		{"bad url", func(c *Config) { c.Endpoints = []Endpoint{{BaseURL: "localhost:8000"}} }, "teacher.endpoints[0].base_url"},
+		{"a query in the url", func(c *Config) { c.Endpoints = []Endpoint{{BaseURL: "http://a/v1?key=s3cret"}} }, `"http://a/v1?key=REDACTED" has a query or fragment, which requests would not carry`},
 		{"duplicate url", func(c *Config) {
 			c.Endpoints = []Endpoint{{BaseURL: "http://a/v1"}, {BaseURL: "http://a/v1"}}
 		}, "repeats endpoints[0]"},

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"slices"
 	"strings"
 	"time"
@@ -55,6 +56,13 @@ func (t *Teacher) CheckModels(ctx context.Context) error {
 	for _, ep := range t.cfg.Endpoints {
 		base := strings.TrimRight(ep.BaseURL, "/")
 		list, status, err := t.listModels(ctx, client, base)
+		// Messages name the endpoint without its credentials.
+		if shown := RedactURL(base); shown != base {
+			if err != nil {
+				err = errors.New(redactIn(err.Error(), base))
+			}
+			base = shown
+		}
 		switch {
 		case ctx.Err() != nil:
 			return ctx.Err()
@@ -159,4 +167,28 @@ func (t *Teacher) listModels(ctx context.Context, client *http.Client, base stri
 		return list, resp.StatusCode, errors.New("GET " + base + "/models: no data list")
 	}
 	return list, resp.StatusCode, nil
+}
+
+// redactIn hides in text the credentials of the URL u (its user name,
+// password and query values), wherever they stand: an error quotes the URL
+// it failed on.
+func redactIn(text, u string) string {
+	p, err := url.Parse(u)
+	if err != nil {
+		return strings.ReplaceAll(text, u, "REDACTED")
+	}
+	var secrets []string
+	if p.User != nil {
+		pw, _ := p.User.Password()
+		secrets = append(secrets, pw, p.User.Username())
+	}
+	for _, vs := range p.Query() {
+		secrets = append(secrets, vs...)
+	}
+	for _, s := range secrets {
+		if s != "" {
+			text = strings.ReplaceAll(text, s, "REDACTED")
+		}
+	}
+	return text
 }
