@@ -35,8 +35,9 @@ func (c *TranslateConfig) defaults() { c.Config.Defaults() }
 // passes or filters records without Chinese text instead of rejecting them;
 // +2 since s2twp segments as OpenCC does (Taiwan phrases never across
 // segments), with OpenCC 1.1.6's dictionaries, and damaged conversions are
-// rejected.
-func (c *TranslateConfig) version() int { return translate.Version + 2 }
+// rejected; +3 since an answer cut off at the token limit is asked again
+// without feedback on it, and the last such is llm_truncated.
+func (c *TranslateConfig) version() int { return translate.Version + 3 }
 
 func (c *TranslateConfig) validate() []string {
 	var probs []string

@@ -60,6 +60,12 @@ func (t *Translator) teach(ctx context.Context, r *record.Record) (*record.Recor
 		if err != nil {
 			return nil, err
 		}
+		if resp.FinishReason == "length" {
+			// Asked again with the same feedback, as llm.Ask does: an
+			// answer cut off says nothing about the translation.
+			last = []problem{{reason: "llm_truncated", detail: fmt.Sprintf("the answer was cut off at the token limit (%d completion tokens)", resp.Usage.CompletionTokens)}}
+			continue
+		}
 		out, probs, err := c.check(ctx, resp)
 		if err != nil {
 			return nil, err
@@ -101,9 +107,6 @@ type callPair struct {
 func (c *checker) check(ctx context.Context, resp llm.Response) (*record.Record, []problem, error) {
 	a, p := parseAnswer([]byte(resp.Content))
 	if p != nil {
-		if resp.FinishReason == "length" {
-			p.detail += " (the answer was cut off at the token limit)"
-		}
 		return nil, []problem{*p}, nil
 	}
 	var probs []problem

@@ -74,6 +74,7 @@ type teacher struct {
 	mu       sync.Mutex
 	answers  []string
 	finish   string
+	cut      int // the first cut answers end with finish_reason "length"
 	requests []llm.Request
 }
 
@@ -84,6 +85,9 @@ func (f *teacher) client() llm.Client {
 		f.requests = append(f.requests, req)
 		a := f.answers[min(len(f.requests), len(f.answers))-1]
 		finish := f.finish
+		if len(f.requests) <= f.cut {
+			finish = "length"
+		}
 		if finish == "" {
 			finish = "stop"
 		}
@@ -428,13 +432,25 @@ func TestTranslateFencedAnswer(t *testing.T) {
 	}
 }
 
+// TestTranslateTruncatedAnswer: an answer cut off at the token limit is
+// asked again with the same prompt (no feedback on it), as llm.Ask does, so
+// a truncation fault does not change what is asked next; the last one is
+// llm_truncated, as in the other LLM stages.
 func TestTranslateTruncatedAnswer(t *testing.T) {
 	a := mustJSON(t, okAnswer(t))
 	f := &teacher{answers: []string{a[:len(a)/2]}, finish: "length"}
 	_, err := newTeacher(t, Config{Attempts: 1}, f, &judge{}).Record(t.Context(), loadRecord(t))
 	var rej *contract.Reject
-	if !errors.As(err, &rej) || rej.Reason != ReasonInvalidJSON || !strings.Contains(rej.Detail, "token limit") {
+	if !errors.As(err, &rej) || rej.Reason != "llm_truncated" || !strings.Contains(rej.Detail, "token limit") {
 		t.Fatalf("error %v", err)
+	}
+	f = &teacher{answers: []string{a[:len(a)/2], a}, cut: 1}
+	if _, err := newTeacher(t, Config{Attempts: 2}, f, &judge{}).Record(t.Context(), loadRecord(t)); err != nil {
+		t.Fatal(err)
+	}
+	first, second := f.requests[0], f.requests[1]
+	if second.Attempt != first.Attempt+1 || !slices.Equal(first.Messages, second.Messages) {
+		t.Errorf("the re-ask after a cut answer: attempt %d after %d, same messages %v", second.Attempt, first.Attempt, slices.Equal(first.Messages, second.Messages))
 	}
 }
 
