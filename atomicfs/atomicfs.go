@@ -435,6 +435,27 @@ func (r *Root) Sweep(name string) error {
 	return err
 }
 
+// SweepFiles removes the temporary files a killed writer left directly in
+// the folder name, not below it (a run dir's own files: its subfolders are
+// swept by whoever writes there).
+func (r *Root) SweepFiles(name string) error {
+	ents, err := r.ReadDir(name)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	for _, e := range ents {
+		if !e.IsDir() && isTemp(e.Name()) {
+			if err := r.Remove(path.Join(name, e.Name())); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
 // isTemp reports whether a file name is one Create gives its temporary
 // files: ".tmp-<name>-<hex digits>".
 func isTemp(name string) bool {

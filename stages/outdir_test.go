@@ -306,3 +306,23 @@ func TestOutputsAre0644(t *testing.T) {
 		t.Errorf("only %d files checked", n)
 	}
 }
+
+// A run removes the temporary files a killed run left beside config.yaml
+// and report.html (a stage sweeps its own directory).
+func TestRunSweepsRunDirTemps(t *testing.T) {
+	path := demoPipeline(t, "  - export: {}\n")
+	runPipeline(t, path)
+	out := filepath.Join(filepath.Dir(path), "out")
+	stale := []string{".tmp-config.yaml-774efcc5473c33de", ".tmp-report.html-0123456789abcdef"}
+	for _, n := range stale {
+		if err := os.WriteFile(filepath.Join(out, n), []byte("partial"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	runPipeline(t, path)
+	for _, n := range stale {
+		if _, err := os.Stat(filepath.Join(out, n)); !os.IsNotExist(err) {
+			t.Errorf("%s is still there: %v", n, err)
+		}
+	}
+}

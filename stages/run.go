@@ -242,6 +242,11 @@ func (r *Runner) Run(ctx context.Context) (rep *Report, err error) {
 	} else if msg != "" {
 		r.o.Log.Info(msg)
 	}
+	// The run dir's own files (config.yaml, report.html) a killed run was
+	// writing; each stage sweeps its own directory.
+	if err := r.root.SweepFiles("."); err != nil {
+		return nil, err
+	}
 	if err := r.writeEffectiveConfig(); err != nil {
 		return nil, err
 	}
