@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/augmentdata/augment/jsonout"
 	"github.com/augmentdata/augment/prompts"
@@ -240,17 +241,26 @@ func (s *verifyStage) writesTeacherText() bool { return s.judges }
 // carry a reject reason (the teacher never answered for this record) reject
 // the record; other judge errors are systemic.
 func (s *verifyStage) Process(ctx context.Context, r *record.Record) ([]*record.Record, error) {
+	// The judges ask at once (their requests do not depend on each
+	// other: a batch-mode teacher gets them all in one round); the
+	// results are read in the checks' order.
+	found := make([][]verify.Problem, len(s.checkers))
+	errs := make([]error, len(s.checkers))
+	var wg sync.WaitGroup
+	for i, ch := range s.checkers {
+		if ch.Check != nil {
+			found[i] = ch.Check(r)
+			continue
+		}
+		wg.Go(func() { found[i], errs[i] = ch.CheckLLM(ctx, s.llmEnv, r) })
+	}
+	wg.Wait()
 	var problems []verify.Problem
 	var failed []string
-	for _, ch := range s.checkers {
-		var ps []verify.Problem
-		if ch.Check != nil {
-			ps = ch.Check(r)
-		} else {
-			var err error
-			if ps, err = ch.CheckLLM(ctx, s.llmEnv, r); err != nil {
-				return nil, fmt.Errorf("check %s: %w", ch.Name, err)
-			}
+	for i, ch := range s.checkers {
+		ps := found[i]
+		if err := errs[i]; err != nil {
+			return nil, fmt.Errorf("check %s: %w", ch.Name, err)
 		}
 		if len(ps) > 0 {
 			failed = append(failed, ch.Name)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"maps"
 	"os"
 	"path/filepath"
@@ -11,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/augmentdata/augment/prompts"
 	"github.com/augmentdata/augment/stages/contract"
@@ -394,4 +396,39 @@ func countCallTurns(r *record.Record) int {
 		}
 	}
 	return n
+}
+
+// TestVerifyJudgesAskTogether: every judge request of a record is sent
+// before any is answered (all judges, all turns). A batch-mode teacher
+// answers a round's requests together, so asked one after another the
+// judges of a record with n call turns took 2n rounds.
+func TestVerifyJudgesAskTogether(t *testing.T) {
+	r := fxMetaTool()
+	turns := 0
+	for _, m := range r.Messages {
+		if m.Role == record.RoleAssistant && len(m.Calls) > 0 {
+			turns++
+		}
+	}
+	want := 2 * turns
+	var mu sync.Mutex
+	arrived := 0
+	all := make(chan struct{})
+	barrier := llm.ClientFunc(func(ctx context.Context, req llm.Request) (llm.Response, error) {
+		mu.Lock()
+		if arrived++; arrived == want {
+			close(all)
+		}
+		mu.Unlock()
+		select {
+		case <-all:
+			return llm.Response{Content: "0", FinishReason: "stop", Provider: "fake", Model: "judge"}, nil
+		case <-time.After(5 * time.Second):
+			return llm.Response{}, fmt.Errorf("only %d of %d judge requests were sent before waiting for an answer", arrived, want)
+		}
+	})
+	st := buildVerify(t, VerifyConfig{Checks: []string{"judge_hallucination", "judge_consistency"}}, barrier)
+	if _, err := st.Process(context.Background(), r); err != nil {
+		t.Fatal(err)
+	}
 }

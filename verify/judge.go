@@ -335,14 +335,13 @@ type turnData struct {
 // except get_user_input replies; a "1" becomes a Problem of kind at that turn. offline reports whether the
 // stand-in finds a problem in turn i.
 func judgeCallTurns(ctx context.Context, env LLMEnv, r *record.Record, name, kind, msg string, offline func(r *record.Record, i int) bool) ([]Problem, error) {
-	var out []Problem
+	var turns []int
 	for i, m := range r.Messages {
-		if m.Role != record.RoleAssistant || len(m.Calls) == 0 {
-			continue
+		if m.Role == record.RoleAssistant && len(m.Calls) > 0 && !Reply(m.Calls) {
+			turns = append(turns, i)
 		}
-		if Reply(m.Calls) {
-			continue
-		}
+	}
+	verdicts, errs := askAll(turns, func(i int) (bool, error) {
 		data := turnData{Tools: toolsText(r.Tools), History: renderDialogue(r, 0, i), Turn: renderDialogue(r, i, i+1)}
 		stand := func() (string, error) {
 			if offline(r, i) {
@@ -350,7 +349,11 @@ func judgeCallTurns(ctx context.Context, env LLMEnv, r *record.Record, name, kin
 			}
 			return "0", nil
 		}
-		bad, err := ask(ctx, env, name, slotFor(env, r, name, i), data, stand, parseBinary)
+		return ask(ctx, env, name, slotFor(env, r, name, i), data, stand, parseBinary)
+	})
+	var out []Problem
+	for k, i := range turns {
+		bad, err := verdicts[k], errs[k]
 		if ae, ok := unparseable(err); ok {
 			env.judged(ctx, name, JudgedUnparseable)
 			out = append(out, Problem{Check: name, Kind: ReasonUnparseable, Path: msgPath(i), Msg: ae.Error()})
@@ -413,11 +416,13 @@ func exchanges(r *record.Record) []exchange {
 // with tool results when needResults) with judge name; a score below pass
 // becomes a Problem of kind at the answer.
 func judgeAnswers(ctx context.Context, env LLMEnv, r *record.Record, name, kind, what string, pass int, needResults bool, offline func(r *record.Record, x exchange) int) ([]Problem, error) {
-	var out []Problem
+	var xs []exchange
 	for _, x := range exchanges(r) {
-		if needResults && !x.results {
-			continue
+		if !needResults || x.results {
+			xs = append(xs, x)
 		}
+	}
+	scores, errs := askAll(xs, func(x exchange) (scored, error) {
 		data := answerData{
 			Context:  renderDialogue(r, 0, x.user),
 			Query:    r.Messages[x.user].Content,
@@ -431,7 +436,11 @@ func judgeAnswers(ctx context.Context, env LLMEnv, r *record.Record, name, kind,
 			}{offline(r, x), "offline rule-based estimate"})
 			return string(b), err
 		}
-		s, err := ask(ctx, env, name, slotFor(env, r, name, x.answer), data, stand, parseScore)
+		return ask(ctx, env, name, slotFor(env, r, name, x.answer), data, stand, parseScore)
+	})
+	var out []Problem
+	for k, x := range xs {
+		s, err := scores[k], errs[k]
 		if ae, ok := unparseable(err); ok {
 			env.judged(ctx, name, JudgedUnparseable)
 			out = append(out, Problem{Check: name, Kind: ReasonUnparseable, Path: msgPath(x.answer), Msg: ae.Error()})
@@ -447,6 +456,20 @@ func judgeAnswers(ctx context.Context, env LLMEnv, r *record.Record, name, kind,
 		}
 	}
 	return out, nil
+}
+
+// askAll asks about every item at once and returns the answers and errors
+// in the items' order. The asks of a record do not depend on each other:
+// sent together, they all wait on one round of a batch-mode teacher, where
+// asked one after another each would wait for the round before.
+func askAll[I, T any](items []I, ask func(I) (T, error)) ([]T, []error) {
+	vals, errs := make([]T, len(items)), make([]error, len(items))
+	var wg sync.WaitGroup
+	for k, it := range items {
+		wg.Go(func() { vals[k], errs[k] = ask(it) })
+	}
+	wg.Wait()
+	return vals, errs
 }
 
 func slotFor(env LLMEnv, r *record.Record, name string, i int) string {

@@ -1,10 +1,12 @@
 package verify
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -28,15 +30,45 @@ var offlineClient = llm.ClientFunc(func(ctx context.Context, req llm.Request) (l
 type script struct {
 	mu      sync.Mutex
 	answers []string
-	reqs    []llm.Request
+	// bySlot, when set, answers by the judged message ("m3", the slot's
+	// last part), each slot's answers in order: a judge asks about its
+	// turns at once.
+	bySlot map[string][]string
+	asked  map[string]int
+	reqs   []llm.Request
 }
 
 func (s *script) Complete(ctx context.Context, req llm.Request) (llm.Response, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.reqs = append(s.reqs, req)
-	a := s.answers[min(len(s.reqs), len(s.answers))-1]
+	var a string
+	if s.bySlot == nil {
+		a = s.answers[min(len(s.reqs), len(s.answers))-1]
+	} else {
+		turn := req.Slot[strings.LastIndexByte(req.Slot, '/')+1:]
+		if s.asked == nil {
+			s.asked = map[string]int{}
+		}
+		as := s.bySlot[turn]
+		a = as[min(s.asked[turn], len(as)-1)]
+		s.asked[turn]++
+	}
 	return llm.Response{Content: a, FinishReason: "stop", Provider: "fake"}, nil
+}
+
+// sorted returns the requests in the order of the judged messages, then
+// of their attempts.
+func (s *script) sorted() []llm.Request {
+	turn := func(r llm.Request) int {
+		n, _ := strconv.Atoi(r.Slot[strings.LastIndexByte(r.Slot, 'm')+1:])
+		return n
+	}
+	reqs := slices.Clone(s.reqs)
+	slices.SortStableFunc(reqs, func(a, b llm.Request) int {
+		return cmp.Or(cmp.Compare(turn(a), turn(b)), cmp.Compare(a.Attempt, b.Attempt))
+	})
+	return reqs
 }
 
 // twoTurns has two call turns and a final answer based on tool results.
@@ -54,12 +86,13 @@ func twoTurns() *record.Record {
 }
 
 func TestJudgeCallTurns(t *testing.T) {
-	s := &script{answers: []string{"1", "0"}}
+	s := &script{bySlot: map[string][]string{"m1": {"1"}, "m5": {"0"}}}
 	env := LLMEnv{Client: s, Stage: "check"}
 	ps, err := JudgeHallucination.CheckLLM(context.Background(), env, twoTurns())
 	if err != nil {
 		t.Fatal(err)
 	}
+	s.reqs = s.sorted()
 	if want := []string{"hallucination@messages[1]"}; !slices.Equal(kinds(ps), want) {
 		t.Fatalf("problems %v, want %v", kinds(ps), want)
 	}
@@ -143,11 +176,12 @@ func TestJudgeErrors(t *testing.T) {
 
 func TestJudgeScores(t *testing.T) {
 	r := twoTurns()
-	s := &script{answers: []string{"```json\n{\"score\": 1, \"reason\": \"the sky is not mentioned\"}\n```", `{"score": 2, "reason": "all"}`}}
+	s := &script{bySlot: map[string][]string{"m3": {"```json\n{\"score\": 1, \"reason\": \"the sky is not mentioned\"}\n```"}, "m7": {`{"score": 2, "reason": "all"}`}}}
 	ps, err := JudgeCompleteness.CheckLLM(context.Background(), LLMEnv{Client: s}, r)
 	if err != nil {
 		t.Fatal(err)
 	}
+	s.reqs = s.sorted()
 	if want := []string{"incomplete@messages[3]"}; !slices.Equal(kinds(ps), want) || !strings.Contains(ps[0].Msg, "the sky is not mentioned") {
 		t.Fatalf("problems %v", ps)
 	}
@@ -167,6 +201,7 @@ func TestJudgeScores(t *testing.T) {
 	}
 	s = &script{answers: []string{`{"score": 0, "reason": "x"}`}}
 	ps, _ = JudgeCorrectness.CheckLLM(context.Background(), LLMEnv{Client: s}, r)
+	s.reqs = s.sorted()
 	if want := []string{"incorrect@messages[3]", "incorrect@messages[7]"}; !slices.Equal(kinds(ps), want) {
 		t.Errorf("correctness %v", kinds(ps))
 	}
