@@ -374,11 +374,30 @@ func Parse(path string, b []byte) (*Pipeline, error) {
 	if err := dec.Decode(p); err != nil {
 		return nil, &ConfigError{Problems: yamlProblems(path, err, &root)}
 	}
+	if probs := wholeNumberProblems(path, &root); len(probs) > 0 {
+		return nil, &ConfigError{Problems: probs}
+	}
 	var doc struct {
 		Sources []yaml.Node `yaml:"sources"`
 		Stages  []yaml.Node `yaml:"stages"`
 	}
 	_ = root.Decode(&doc)
+	// The decoder drops null items of a list of mappings: a bare "-" or a
+	// "~" would vanish from the pipeline without a word.
+	var empty []string
+	for _, list := range []struct {
+		key   string
+		nodes []yaml.Node
+	}{{"sources", doc.Sources}, {"stages", doc.Stages}} {
+		for i, n := range list.nodes {
+			if n.Kind == yaml.ScalarNode && n.ShortTag() == "!!null" {
+				empty = append(empty, fmt.Sprintf("%s:%d: %s[%d]: an empty entry (remove it, or give it a mapping)", path, n.Line, list.key, i))
+			}
+		}
+	}
+	if len(empty) > 0 {
+		return nil, &ConfigError{Problems: empty}
+	}
 	stageNodes := make([]*yaml.Node, len(p.Stages))
 	for i := range p.Stages {
 		if i < len(doc.Stages) {
@@ -772,6 +791,33 @@ func findKey(root *yaml.Node, line int, key string) string {
 		return at == ""
 	})
 	return at
+}
+
+// wholeNumberProblems names the values of whole-number settings written as
+// other numbers (1.5, 1e3, 18446744073709551616): the decoder takes them,
+// cutting off the fraction or wrapping what overflows.
+func wholeNumberProblems(path string, root *yaml.Node) []string {
+	var probs []string
+	unmarshaler := reflect.TypeFor[yaml.Unmarshaler]()
+	yamlPairs(root, "", func(p string, _, v *yaml.Node) bool {
+		if v.Kind != yaml.ScalarNode || v.ShortTag() != "!!float" {
+			return true
+		}
+		t := typeAt(reflect.TypeFor[Pipeline](), p)
+		if t == nil || reflect.PointerTo(t).Implements(unmarshaler) {
+			return true
+		}
+		for t.Kind() == reflect.Pointer {
+			t = t.Elem()
+		}
+		switch t.Kind() {
+		case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+			reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+			probs = append(probs, fmt.Sprintf("%s:%d: %s: want %s, got %s", path, v.Line, p, wantOf(t, ""), v.Value))
+		}
+		return true
+	})
+	return probs
 }
 
 // yamlPairs calls fn with the YAML path, key and value of every mapping

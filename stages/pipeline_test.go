@@ -53,6 +53,13 @@ func TestParseErrors(t *testing.T) {
 		// A value of the wrong kind: its key, what it takes, what it got,
 		// in the pipeline's words rather than Go's types.
 		{"text for a number", "seed: abc\nsources: [{path: a, format: xlam}]\n", []string{`p.yaml:1: seed: want a whole number ≥ 0, got "abc"`}},
+		// The decoder drops null list items.
+		{"an empty stage entry", "sources: [{path: a, format: xlam}]\nstages:\n  -\n  - export: {}\n", []string{`p.yaml:3: stages[0]: an empty entry (remove it, or give it a mapping)`}},
+		{"a null source", "sources: [~, {path: a, format: xlam}]\n", []string{`p.yaml:1: sources[0]: an empty entry (remove it, or give it a mapping)`}},
+		// The decoder cut the fraction off (1.5 → 1) and wrapped 2^64.
+		{"a fraction for a whole number", "seed: 1.5\nsources: [{path: a, format: xlam}]\n", []string{`p.yaml:1: seed: want a whole number ≥ 0, got 1.5`}},
+		{"a whole number beyond range", "seed: 18446744073709551616\nsources: [{path: a, format: xlam}]\n", []string{`p.yaml:1: seed: want a whole number ≥ 0, got 18446744073709551616`}},
+		{"a float for a count in a stage", "sources: [{path: a, format: xlam}]\nstages:\n  - sample: {quotas: [{source: a, n: 1e3}]}\n", []string{`p.yaml:3: stages[0].sample.quotas[0].n: want a whole number, got 1e3`}},
 		{"a negative number for an unsigned one", "seed: -1\nsources: [{path: a, format: xlam}]\n", []string{`p.yaml:1: seed: want a whole number ≥ 0, got -1`}},
 		{"a long value cut short", "seed: averyveryverylongvalue\nsources: [{path: a, format: xlam}]\n", []string{`p.yaml:1: seed: want a whole number ≥ 0, got "averyve..."`}},
 		{"a list for a number, in a list", "sources: [{path: a, format: xlam}]\nstages:\n  - sample:\n      quotas:\n        - n: [1]\n",
