@@ -17,7 +17,7 @@ import (
 func cmdShow(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("show", stderr, "[-stage S] [-tag key=value …] [-n N] [-json] [ID] out")
 	stage := fs.String("stage", "", "show the record as this stage holds it (dir, name or number), not its journey")
-	asJSON := fs.Bool("json", false, "write JSON (for scripts)")
+	asJSON := fs.Bool("json", false, "write JSON (for scripts): the journey as one object; with -stage, JSON Lines (a record a line)")
 	n := fs.Int("n", 5, "with -stage and no ID: show at most N records")
 	var tags setFlags
 	fs.Var(&tags, "tag", "with -stage and no ID: only records with this tag, key=value or key=* (repeatable)")
@@ -80,13 +80,17 @@ func cmdShow(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if st.Sink() {
 		return usageError{fmt.Sprintf("show: %s is an export (no records of its own); show the ID without -stage to find its sample", st.Dir)}
 	}
+	// Records are JSON Lines: one compact object a line, for jq -c and
+	// pandas' read_json(lines=True).
+	lines := json.NewEncoder(stdout)
+	lines.SetEscapeHTML(false)
 	shown := 0
 	err = run.Records(st, where, func(r *record.Record) bool {
 		if id != "" && r.ID != id {
 			return true
 		}
 		if *asJSON {
-			enc.Encode(r)
+			lines.Encode(r)
 		} else {
 			if shown > 0 {
 				fmt.Fprintln(stdout)
@@ -100,6 +104,15 @@ func cmdShow(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return err
 	}
 	if shown == 0 {
+		if id != "" && len(where) > 0 {
+			found := false
+			if err := run.Records(st, nil, func(r *record.Record) bool { found = r.ID == id; return !found }); err != nil {
+				return err
+			}
+			if found {
+				return fmt.Errorf("record %q in %s does not have the tags asked for (%s)", id, st.Dir, strings.Join(tags, ", "))
+			}
+		}
 		if id != "" {
 			return fmt.Errorf("no record %q in %s (run augment show %s %s for where it went)", id, st.Dir, id, dir)
 		}
