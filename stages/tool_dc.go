@@ -161,6 +161,8 @@ const (
 	ToolDCBadToolSchema    = "bad_tool_schema"
 	ToolDCGoldInvalid      = "gold_invalid"
 	ToolDCNoValidCandidate = "no_valid_candidate"
+	// CounterTryTruncated counts Try answers cut off at the token limit.
+	CounterTryTruncated = "try_truncated"
 	ToolDCMissedGoldTool   = "missed_gold_tool"
 	ToolDCRetryNoCall      = "retry_no_call"
 	ToolDCRetryMismatch    = "retry_mismatch"
@@ -241,21 +243,28 @@ func (c *ToolDCConfig) validate() []string {
 // readsLibrary: the stage draws from the run's tool library (libraryReader).
 func (c *ToolDCConfig) readsLibrary() {}
 
-// version 2: the prompts list tools as compact JSON (a quarter fewer
-// prompt bytes, and a larger share of them a cached prefix).
-func (c *ToolDCConfig) version() int { return 2 }
+// toolDCRequests is the version in the teacher requests' stage name
+// (cached answers are keyed by it). 2: the prompts list tools as compact
+// JSON (a quarter fewer prompt bytes, and a larger share of them a cached
+// prefix).
+const toolDCRequests = 2
+
+// version is toolDCRequests plus the changes of the stage's output that
+// leave cached answers valid: +1 since Try answers cut off at the token
+// limit are counted (try_truncated) and named in no_valid_candidate.
+func (c *ToolDCConfig) version() int { return toolDCRequests + 1 }
 
 func (c *ToolDCConfig) build(env *Env) (Stage, error) {
 	if env.Teacher == nil {
-		return nil, errors.New("tool_dc: no teacher configured")
+		return nil, errors.New("no teacher configured")
 	}
 	if env.Library == nil {
-		return nil, errors.New("tool_dc: no tool library to draw distractors from")
+		return nil, errors.New("no tool library to draw distractors from")
 	}
 	if c.Trace == SourceThinking && env.Provider == llm.ProviderOffline {
-		return nil, errors.New("tool_dc: trace thinking needs a teacher that returns its thinking (reasoning_content); the offline provider has none")
+		return nil, errors.New("trace thinking needs a teacher that returns its thinking (reasoning_content); the offline provider has none")
 	}
-	s := &toolDC{cfg: *c, env: env, stage: fmt.Sprintf("tool_dc@%d", c.version())}
+	s := &toolDC{cfg: *c, env: env, stage: fmt.Sprintf("tool_dc@%d", toolDCRequests)}
 	var err error
 	if s.try, err = env.Prompt("tool_dc_try", c.TryPrompt); err != nil {
 		return nil, err
@@ -309,9 +318,10 @@ type tdcGroup struct {
 
 // A tdcTry is the outcome of one Try request.
 type tdcTry struct {
-	calls []record.Call // nil for the null output
-	valid bool
-	err   error
+	calls     []record.Call // nil for the null output
+	valid     bool
+	truncated bool // the answer was cut off at the token limit (no calls)
+	err       error
 }
 
 func (s *toolDC) Process(ctx context.Context, r *record.Record) ([]*record.Record, error) {
@@ -379,7 +389,11 @@ func (s *toolDC) Process(ctx context.Context, r *record.Record) ([]*record.Recor
 	var candidates []record.Call
 	seen := map[string]bool{}
 	validName := map[string]bool{}
+	truncated := 0
 	for _, t := range tries {
+		if t.truncated {
+			truncated++
+		}
 		for _, c := range t.calls {
 			if key := pycall.Print([]record.Call{c}); !seen[key] {
 				seen[key] = true
@@ -396,8 +410,17 @@ func (s *toolDC) Process(ctx context.Context, r *record.Record) ([]*record.Recor
 			valid = append(valid, t)
 		}
 	}
+	if truncated > 0 {
+		// A Try is asked once (the paper's single inference per tool),
+		// so a token limit too low shows here and in the counters.
+		Count(ctx, CounterTryTruncated, int64(truncated))
+	}
 	if len(valid) == 0 {
-		return nil, contract.Rejectf(ToolDCNoValidCandidate, "%d Try requests gave %d candidate calls, none passed the check", len(groups), len(candidates))
+		cut := ""
+		if truncated > 0 {
+			cut = fmt.Sprintf(" (%d of the answers cut off at the token limit: raise teacher.max_tokens)", truncated)
+		}
+		return nil, contract.Rejectf(ToolDCNoValidCandidate, "%d Try requests gave %d candidate calls, none passed the check%s", len(groups), len(candidates), cut)
 	}
 	for _, c := range gold {
 		if !validName[c.Name] {
@@ -648,7 +671,7 @@ func (s *toolDC) tryGroup(ctx context.Context, c llm.Client, g tdcGroup, gold []
 		return tdcTry{err: err}
 	}
 	if resp.FinishReason == "length" {
-		return tdcTry{}
+		return tdcTry{truncated: true}
 	}
 	calls, err := parseToolDCAnswer(resp.Content)
 	if err != nil || len(calls) == 0 {

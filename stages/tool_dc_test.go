@@ -975,3 +975,23 @@ func TestToolDCFakeLLM(t *testing.T) {
 		})
 	}
 }
+
+// TestToolDCTruncatedTries: a Try answer cut off at the token limit is not
+// asked again (one inference per tool), but it is counted and named in the
+// reject, so a token limit set too low does not pass for a teacher that
+// found nothing.
+func TestToolDCTruncatedTries(t *testing.T) {
+	tools := []record.Tool{tdcWeather, tdcStock}
+	r := tdcRecord("r:1", "Weather in Paris?", tools, tdcCall("get_weather", `{"city":"Paris"}`))
+	client := &tdcClient{answer: tdcScripted(map[string]string{"get_weather": "TRUNCATED", "get_stock_price": "TRUNCATED"}, "")}
+	st := tdcBuild(t, ToolDCConfig{Candidates: 2}, tdcEnv(client, tdcLibrary(20), 3))
+	ctx, ctr := withCounters()
+	_, err := st.Process(ctx, r)
+	tdcWantReject(t, err, ToolDCNoValidCandidate)
+	if !strings.Contains(err.Error(), "2 of the answers cut off at the token limit: raise teacher.max_tokens") {
+		t.Errorf("reject %v does not name the cut answers", err)
+	}
+	if got := ctr.m[CounterTryTruncated]; got != 2 {
+		t.Errorf("try_truncated = %d, want 2 (counters %v)", got, ctr.m)
+	}
+}
