@@ -24,7 +24,10 @@ type StageStatus struct {
 	Counts manifests.Counts
 	// Merged says manifest.json is the stage's newest record (a run as one
 	// process, or augment merge after the workers).
-	Merged  bool
+	Merged bool
+	// Running says that record is of a run still under way (or stopped
+	// before the stage ended): its manifest is not finished.
+	Running bool
 	Workers []WorkerStatus // the parts of the newest worker count, by index
 }
 
@@ -114,6 +117,7 @@ func stageStatus(dir, rel string) (StageStatus, error) {
 	var recs []*manifests.Stage
 	st.Merged = mj != nil && (newest < 0 || !mj.Started.Before(parts[newest].m.Started))
 	if st.Merged {
+		st.Running = mj.Finished.IsZero()
 		recs = append(recs, mj)
 	} else if newest >= 0 {
 		n, fp := parts[newest].count, parts[newest].m.ConfigHash
@@ -151,7 +155,9 @@ func PrintStatus(w io.Writer, sts []StageStatus) {
 			total = strconv.Itoa(s.Shards)
 		}
 		state := " merged"
-		if !s.Merged {
+		if s.Running {
+			state = " running"
+		} else if !s.Merged {
 			var ws []string
 			for _, p := range s.Workers {
 				mark := "…"

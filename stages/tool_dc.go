@@ -162,11 +162,11 @@ const (
 	ToolDCGoldInvalid      = "gold_invalid"
 	ToolDCNoValidCandidate = "no_valid_candidate"
 	// CounterTryTruncated counts Try answers cut off at the token limit.
-	CounterTryTruncated = "try_truncated"
-	ToolDCMissedGoldTool   = "missed_gold_tool"
-	ToolDCRetryNoCall      = "retry_no_call"
-	ToolDCRetryMismatch    = "retry_mismatch"
-	ToolDCRetryBadSyntax   = "retry_bad_syntax"
+	CounterTryTruncated  = "try_truncated"
+	ToolDCMissedGoldTool = "missed_gold_tool"
+	ToolDCRetryNoCall    = "retry_no_call"
+	ToolDCRetryMismatch  = "retry_mismatch"
+	ToolDCRetryBadSyntax = "retry_bad_syntax"
 )
 
 // The paper's extended setting has 20 candidate tools; its scaling study
