@@ -446,7 +446,10 @@ func PrintJourney(w io.Writer, j *Journey) {
 				head += " unchanged"
 			}
 		case StepRejected:
-			head += " " + s.Reject.Reason + ": " + clip.Runes(oneLine(s.Reject.Detail), 160)
+			// A detail is the reject's error text, which starts with the
+			// reason already.
+			detail := strings.TrimPrefix(s.Reject.Detail, s.Reject.Reason+": ")
+			head += " " + s.Reject.Reason + ": " + clip.Runes(oneLine(detail), 160)
 		case StepFiltered:
 			head += " by the stage's filter (" + strings.Join(s.Filtered, ", ") + ")"
 		case StepExported:

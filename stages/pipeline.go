@@ -14,6 +14,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -371,7 +372,9 @@ func Parse(path string, b []byte) (*Pipeline, error) {
 	p.root = &root
 	dec := yaml.NewDecoder(bytes.NewReader(b))
 	dec.KnownFields(true)
-	if err := dec.Decode(p); err != nil {
+	if err := dec.Decode(p); errors.Is(err, io.EOF) {
+		return nil, &ConfigError{Problems: []string{path + ": the file is empty: a pipeline names its sources and stages"}}
+	} else if err != nil {
 		return nil, &ConfigError{Problems: yamlProblems(path, err, &root)}
 	}
 	if probs := wholeNumberProblems(path, &root); len(probs) > 0 {

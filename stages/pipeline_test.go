@@ -53,6 +53,8 @@ func TestParseErrors(t *testing.T) {
 		// A value of the wrong kind: its key, what it takes, what it got,
 		// in the pipeline's words rather than Go's types.
 		{"text for a number", "seed: abc\nsources: [{path: a, format: xlam}]\n", []string{`p.yaml:1: seed: want a whole number ≥ 0, got "abc"`}},
+		{"an empty file", "", []string{`p.yaml: the file is empty: a pipeline names its sources and stages`}},
+		{"only a comment", "# nothing yet\n", []string{`p.yaml: the file is empty: a pipeline names its sources and stages`}},
 		// The decoder drops null list items.
 		{"an empty stage entry", "sources: [{path: a, format: xlam}]\nstages:\n  -\n  - export: {}\n", []string{`p.yaml:3: stages[0]: an empty entry (remove it, or give it a mapping)`}},
 		{"a null source", "sources: [~, {path: a, format: xlam}]\n", []string{`p.yaml:1: sources[0]: an empty entry (remove it, or give it a mapping)`}},

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"io"
 	"path/filepath"
@@ -19,6 +20,10 @@ func cmdBatch(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return usageError{"batch: want a subcommand: status or poll"}
 	}
 	sub, args := args[0], args[1:]
+	if isHelp(sub) {
+		fmt.Fprintln(stderr, "Usage: augment batch status [-dir out] | poll [-wait] [-set …] pipeline.yaml\n\nRun \"augment batch <subcommand> -h\" for its flags.")
+		return flag.ErrHelp
+	}
 	switch sub {
 	case "status":
 		fs := newFlags("batch status", stderr, "[-dir out]")

@@ -21,10 +21,15 @@ func cmdCache(_ context.Context, args []string, stdout, stderr io.Writer) error 
 		return usageError{"cache: want a subcommand: stats, ls, get or verify"}
 	}
 	sub, args := args[0], args[1:]
+	if isHelp(sub) {
+		fmt.Fprintln(stderr, "Usage: augment cache stats|ls [STAGE@VERSION]|get KEY|verify [-dir out]\n\nRun \"augment cache <subcommand> -h\" for its flags.")
+		return flag.ErrHelp
+	}
 	fs := newFlags("cache "+sub, stderr, "[-dir out] "+map[string]string{"get": "KEY", "ls": "[STAGE@VERSION]"}[sub])
 	dir := fs.String("dir", "out", "the run's output directory (pipeline.yaml's output.dir)")
-	if err := fs.Parse(args); err != nil {
-		return flagErr(err)
+	pos, err := parseInterspersed(fs, args)
+	if err != nil {
+		return err
 	}
 	if !slices.Contains([]string{"stats", "ls", "get", "verify"}, sub) {
 		return usageError{fmt.Sprintf("cache: unknown subcommand %q (want stats, ls, get or verify)", sub)}
@@ -34,10 +39,10 @@ func cmdCache(_ context.Context, args []string, stdout, stderr io.Writer) error 
 		maxArgs = 1
 	}
 	switch {
-	case sub == "get" && fs.NArg() != 1:
+	case sub == "get" && len(pos) != 1:
 		return usageError{"cache get: want one key (at least 8 hex digits)"}
-	case fs.NArg() > maxArgs:
-		return usageError{fmt.Sprintf("cache %s: unexpected argument %q", sub, fs.Arg(maxArgs))}
+	case len(pos) > maxArgs:
+		return usageError{fmt.Sprintf("cache %s: unexpected argument %q", sub, pos[maxArgs])}
 	}
 	if err := workDir(*dir, "cache"); err != nil {
 		return err
@@ -69,8 +74,8 @@ func cmdCache(_ context.Context, args []string, stdout, stderr io.Writer) error 
 		return cacheStats(stdout, segs, caches)
 	case "ls":
 		stage := ""
-		if fs.NArg() > 0 {
-			stage = fs.Arg(0)
+		if len(pos) > 0 {
+			stage = pos[0]
 		}
 		// An answer in several files (a rerun with another worker count
 		// found it in one and never wrote it again, but a killed worker's
@@ -93,7 +98,7 @@ func cmdCache(_ context.Context, args []string, stdout, stderr io.Writer) error 
 	case "get":
 		var found *llm.CacheEntry
 		for _, c := range caches {
-			e, err := c.Get(fs.Arg(0))
+			e, err := c.Get(pos[0])
 			if errors.Is(err, llm.ErrCacheMiss) {
 				continue
 			}
@@ -101,7 +106,7 @@ func cmdCache(_ context.Context, args []string, stdout, stderr io.Writer) error 
 				return err
 			}
 			if found != nil && found.Key != e.Key {
-				return fmt.Errorf("cache key %q is ambiguous; give more digits", fs.Arg(0))
+				return fmt.Errorf("cache key %q is ambiguous; give more digits", pos[0])
 			}
 			if found == nil {
 				found = &e

@@ -69,7 +69,8 @@ Usage:
   (status, stats, show and report also read an output on object storage: s3://, gs://, azblob://)
 
 Environment: GOGC (200 unless set) and GOMEMLIMIT tune Go's collector; see the README, "Memory and GOGC".
-Run "augment <command> -h" for a command's flags.
+Run "augment <command> -h" for a command's flags; flags may come before or after
+the other arguments.
 
 `
 
@@ -205,6 +206,10 @@ func dispatch(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	case "stats":
 		return cmdStats(ctx, args, stdout, stderr)
 	case "version":
+		if len(args) > 0 && isHelp(args[0]) {
+			fmt.Fprintln(stderr, "Usage: augment version\n\nPrints augment's version.")
+			return flag.ErrHelp
+		}
 		if len(args) > 0 {
 			return usageError{fmt.Sprintf("version: unexpected argument %q", args[0])}
 		}
@@ -237,15 +242,22 @@ func newFlags(name string, stderr io.Writer, synopsis string) *flag.FlagSet {
 	return fs
 }
 
-// parse parses flags and returns the single pipeline file argument.
+// parse parses flags, before or after the pipeline file, and returns that
+// single argument.
 func parsePipelineArgs(fs *flag.FlagSet, args []string) (string, error) {
-	if err := fs.Parse(args); err != nil {
-		return "", flagErr(err)
+	pos, err := parseInterspersed(fs, args)
+	if err != nil {
+		return "", err
 	}
-	if fs.NArg() != 1 {
-		return "", usageError{fmt.Sprintf("%s: want one pipeline file, got %d arguments", fs.Name(), fs.NArg())}
+	if len(pos) != 1 {
+		return "", usageError{fmt.Sprintf("%s: want one pipeline file, got %d arguments", fs.Name(), len(pos))}
 	}
-	return fs.Arg(0), nil
+	return pos[0], nil
+}
+
+// isHelp reports whether arg asks for a command's usage.
+func isHelp(arg string) bool {
+	return arg == "-h" || arg == "-help" || arg == "--help"
 }
 
 // loadPipeline parses a command's flags and loads its one pipeline file
