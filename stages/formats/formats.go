@@ -834,8 +834,6 @@ func jsonReject(reason, what string, text []byte, err error) *contract.Reject {
 
 func turnName(i int) string { return "turn " + strconv.Itoa(i) }
 
-// fieldString reads a string member of a row object; absent or null gives
-// "". A member of another type is rejected with reason.
 // requiredString returns the string member key of v, rejecting with
 // reason one that is missing, null or not a string.
 func requiredString(v *jsontree.Value, key, reason string) (string, error) {
@@ -849,6 +847,8 @@ func requiredString(v *jsontree.Value, key, reason string) (string, error) {
 	return m.Str, nil
 }
 
+// fieldString reads a string member of a row object; absent or null gives
+// "". A member of another type is rejected with reason.
 func fieldString(v *jsontree.Value, key, reason string) (string, error) {
 	s, ok := v.StringOr(key)
 	if !ok {
