@@ -12,6 +12,8 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"go.yaml.in/yaml/v3"
+
 	"github.com/augmentdata/augment/manifests"
 )
 
@@ -28,6 +30,10 @@ type StageStatus struct {
 	// Running says that record is of a run still under way (or stopped
 	// before the stage ended): its manifest is not finished.
 	Running bool
+	// Pending: the run's config.yaml lists the stage, which has not
+	// started (no directory yet); Skipped: it is marked skip.
+	Pending, Skipped bool
+
 	Workers []WorkerStatus // the parts of the newest worker count, by index
 }
 
@@ -79,6 +85,24 @@ func Status(dir string) ([]StageStatus, error) {
 		}
 		st.Shards = total
 		out = append(out, st)
+	}
+	// The stages the run has not reached, from its effective config.
+	if b, err := os.ReadFile(filepath.Join(dir, "config.yaml")); err == nil {
+		var cfg struct {
+			Stages []struct {
+				Name string `yaml:"name"`
+				Skip bool   `yaml:"skip"`
+			} `yaml:"stages"`
+		}
+		if yaml.Unmarshal(b, &cfg) == nil {
+			for i, sp := range cfg.Stages {
+				rel := fmt.Sprintf("%02d-%s", i+1, sp.Name)
+				if !stageDirs[rel] && stageDirName.MatchString(rel) {
+					out = append(out, StageStatus{Dir: rel, Shards: total, Pending: !sp.Skip, Skipped: sp.Skip})
+				}
+			}
+			slices.SortFunc(out, func(a, b StageStatus) int { return strings.Compare(a.Dir, b.Dir) })
+		}
 	}
 	return out, nil
 }
@@ -155,9 +179,14 @@ func PrintStatus(w io.Writer, sts []StageStatus) {
 			total = strconv.Itoa(s.Shards)
 		}
 		state := " merged"
-		if s.Running {
+		switch {
+		case s.Pending:
+			state = " pending"
+		case s.Skipped:
+			state = " skipped"
+		case s.Running:
 			state = " running"
-		} else if !s.Merged {
+		case !s.Merged:
 			var ws []string
 			for _, p := range s.Workers {
 				mark := "…"
