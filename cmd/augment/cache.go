@@ -10,6 +10,7 @@ import (
 	"maps"
 	"path/filepath"
 	"slices"
+	"strings"
 
 	"github.com/augmentdata/augment/stages/llm"
 )
@@ -93,6 +94,23 @@ func cmdCache(_ context.Context, args []string, stdout, stderr io.Writer) error 
 			if err != nil {
 				return err
 			}
+		}
+		if len(seen) == 0 && stage != "" {
+			// Say what is there rather than nothing at all.
+			var names []string
+			for _, c := range caches {
+				st, err := c.Stats()
+				if err != nil {
+					return err
+				}
+				for _, n := range st.Chat {
+					if !slices.Contains(names, n.Name) {
+						names = append(names, n.Name)
+					}
+				}
+			}
+			slices.Sort(names)
+			fmt.Fprintf(stderr, "no cached answer of %s; the cache holds answers of: %s\n", stage, strings.Join(names, ", "))
 		}
 		return nil
 	case "get":
