@@ -324,7 +324,9 @@ func (c *previewClient) print(w io.Writer, previewed int, rows int64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if len(c.reqs) == 0 {
-		fmt.Fprintln(w, "     no teacher requests")
+		// A stage that asks for some records only (negatives' ratio)
+		// may ask for others.
+		fmt.Fprintf(w, "     no teacher requests for the %d previewed record(s)\n", previewed)
 		return
 	}
 	prompt, completion, longest := 0, 0, 0

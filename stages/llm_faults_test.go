@@ -201,14 +201,17 @@ func TestCheckEstimateHonoursLimit(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, tc := range []struct {
-		source string
-		want   string
+		source, stage string
+		want          string
 	}{
-		{"{name: xlam, path: rows.json, format: xlam}", `(?s)about (29|30)\d\d records.*about (29|30)\d\d requests`}, // extrapolated from the first 1000 rows
-		{"{name: xlam, path: rows.json, format: xlam, limit: 120}", `(?s)about 120 records.*about 120 requests`},
-		{"{name: xlam, path: rows.json, format: xlam, limit: 120, fraction: 0.5}", `(?s)about 60 records.*about 60 requests`},
+		{"{name: xlam, path: rows.json, format: xlam}", "reason: {style: meta_tool}", `(?s)about (29|30)\d\d records.*about (29|30)\d\d requests`}, // extrapolated from the first 1000 rows
+		{"{name: xlam, path: rows.json, format: xlam, limit: 120}", "reason: {style: meta_tool}", `(?s)about 120 records.*about 120 requests`},
+		{"{name: xlam, path: rows.json, format: xlam, limit: 120, fraction: 0.5}", "reason: {style: meta_tool}", `(?s)about 60 records.*about 60 requests`},
+		// A stage that asked nothing for the previewed record says so of
+		// that record, not of the run.
+		{"{name: xlam, path: rows.json, format: xlam}", "decision_tokens: {}", `(?s)decision_tokens.*no teacher requests for the 1 previewed record\(s\)`},
 	} {
-		y := "output: {dir: out}\nsources:\n  - " + tc.source + "\nstages:\n  - reason: {style: meta_tool}\n"
+		y := "output: {dir: out}\nsources:\n  - " + tc.source + "\nstages:\n  - " + tc.stage + "\n"
 		path := filepath.Join(dir, "pipeline.yaml")
 		if err := os.WriteFile(path, []byte(y), 0o644); err != nil {
 			t.Fatal(err)
