@@ -34,8 +34,9 @@ import (
 // 4: skipping a broken array element looks for the next element within
 // max_row_bytes only, whatever a read brought (the result no longer
 // depends on read sizes).
-// 5: a dump that starts with a UTF-16 or UTF-32 byte order mark stops the
-// reading with a message that says so (it was one bad_json row); reject
+// 5: a dump that starts with a UTF-16 or UTF-32 byte order mark, or with
+// '[' or '{' beside a NUL byte, stops the reading with a message that says
+// so (it was one bad_json row); reject
 // details name keys repeated once invalid UTF-8 is replaced; a call whose
 // arguments hold a number beyond a float's range is number_out_of_range;
 // a schema "type" that is neither a name nor a list of names is dropped;

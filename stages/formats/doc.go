@@ -8,7 +8,8 @@
 //
 // A dump is a JSON array of objects or JSON Lines; the first non-space byte
 // decides ('[' for an array; a UTF-8 byte order mark is skipped, a UTF-16
-// or UTF-32 one stops the reading at byte 0 with a ScanError). Blank
+// or UTF-32 one, or '[' or '{' beside a NUL byte, stops the reading at
+// byte 0 with a ScanError). Blank
 // lines in JSON Lines are skipped and not counted. The Scanner checks
 // framing only, and damage costs as little as the framing allows: in JSON
 // Lines each line is its own frame (a line that is not one object is one

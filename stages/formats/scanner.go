@@ -8,6 +8,7 @@ import (
 	"io"
 	"math/bits"
 	"slices"
+	"strings"
 
 	"github.com/augmentdata/augment/internal/swar"
 	"github.com/augmentdata/augment/jsontree"
@@ -341,6 +342,13 @@ func (s *Scanner) skipBOM() error {
 	} {
 		if bytes.HasPrefix(start, []byte(bom.mark)) {
 			return s.fail(s.abs(s.head), "the dump is %s (it starts with a %s byte order mark); augment reads UTF-8: convert it first (iconv -f %s -t UTF-8)", bom.name, bom.name, bom.name)
+		}
+	}
+	// Without a mark: a JSON text's first character in UTF-16 (or UTF-32)
+	// is '[' or '{' beside a NUL byte, which UTF-8 JSON never holds.
+	for _, head := range []string{"[\x00", "{\x00", "\x00[", "\x00{"} {
+		if bytes.HasPrefix(start, []byte(head)) {
+			return s.fail(s.abs(s.head), "the dump looks like UTF-16 or UTF-32 (a NUL byte beside its first %q); augment reads UTF-8: convert it first (iconv -f UTF-16 -t UTF-8)", strings.Trim(head, "\x00"))
 		}
 	}
 	return nil

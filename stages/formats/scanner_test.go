@@ -109,6 +109,8 @@ func TestScannerErrors(t *testing.T) {
 		{"UTF-16 BE", "\xFE\xFF\x00[", 0, 0, 0, "the dump is UTF-16"},
 		{"UTF-32 LE", "\xFF\xFE\x00\x00[\x00\x00\x00", 0, 0, 0, "the dump is UTF-32"},
 		{"UTF-32 BE", "\x00\x00\xFE\xFF\x00\x00\x00[", 0, 0, 0, "the dump is UTF-32"},
+		{"UTF-16 LE without a mark", "[\x00{\x00}\x00]\x00", 0, 0, 0, `the dump looks like UTF-16 or UTF-32 (a NUL byte beside its first "[")`},
+		{"UTF-16 BE lines without a mark", "\x00{\x00}\x00\n", 0, 0, 0, "the dump looks like UTF-16"},
 		{"indent 0: nested lines look like elements", "[\n{\n\"a\": [\n{\n\"x\": 1\n}\n]\n},\n{\n\"b\": [\n{\"y\": 1\n]\n},\n{\"c\": 3}\n]", 1, 1, 27, "layout gives no safe place"},
 	}
 	for _, tt := range tests {
@@ -373,10 +375,11 @@ func checkArray(t *testing.T, s string, rows []string, err error) {
 	}
 }
 
-// wideBOM reports whether s starts with a UTF-16 or UTF-32 byte order
-// mark, which the Scanner refuses at byte 0.
+// wideBOM reports whether s starts as a UTF-16 or UTF-32 dump does (a
+// byte order mark, or '[' or '{' beside a NUL), which the Scanner refuses
+// at byte 0.
 func wideBOM(s string) bool {
-	for _, bom := range []string{"\xFE\xFF", "\xFF\xFE", "\x00\x00\xFE\xFF"} {
+	for _, bom := range []string{"\xFE\xFF", "\xFF\xFE", "\x00\x00\xFE\xFF", "[\x00", "{\x00", "\x00[", "\x00{"} {
 		if strings.HasPrefix(s, bom) {
 			return true
 		}
