@@ -20,11 +20,12 @@ const CardFile = "README.md"
 // exportSettings are the export settings the card uses, from the stage's
 // manifest.
 type exportSettings struct {
-	Dataset  string `json:"dataset"`
-	Format   string `json:"format"`
-	Style    string `json:"style"`
-	Surface  string `json:"surface"`
-	Thoughts bool   `json:"thoughts"`
+	Dataset        string `json:"dataset"`
+	Format         string `json:"format"`
+	Style          string `json:"style"`
+	Surface        string `json:"surface"`
+	Thoughts       bool   `json:"thoughts"`
+	ToolsPlacement string `json:"tools_placement"` // "role": messages with a tool role, not for LLaMA-Factory
 }
 
 // cardMeta is the card's YAML front matter, in the Hugging Face dataset card
@@ -154,6 +155,7 @@ func (r *Run) Card(i int) ([]byte, error) {
 		}
 	}
 	examples := st.Manifest.Totals.Out
+	role := ex.ToolsPlacement == "role"
 
 	meta := cardMeta{
 		PrettyName:     ex.Dataset,
@@ -175,6 +177,14 @@ func (r *Run) Card(i int) ([]byte, error) {
 		AugmentConfig:   r.ConfigHashUpTo(i),
 		AugmentSeed:     r.Config.Seed,
 		AugmentStageDir: st.Dir,
+	}
+	if role {
+		// The rows are {"messages": [{"role", "content"}]}, which no
+		// LLaMA-Factory template reads.
+		meta.Tags = slices.DeleteFunc(meta.Tags, func(t string) bool { return t == "llama-factory" })
+		meta.DatasetInfo.Features = []cardFeature{
+			{Name: "messages", List: []cardFeature{{Name: "role", Dtype: "string"}, {Name: "content", Dtype: "string"}}},
+		}
 	}
 	if lic := r.Licenses(); len(lic) == 1 {
 		meta.License = lic[0]
@@ -220,8 +230,12 @@ func (r *Run) cardProse(b *bytes.Buffer, i int, ex exportSettings, d *Dist, exam
 	if ex.Thoughts {
 		style += ", with thoughts"
 	}
-	w("%d tool-use dialogues in LLaMA-Factory's sharegpt format (%s files, style %s), made by augment %s from %d source(s) through %d stage(s). ",
-		examples, ex.Format, style, st.Manifest.Tool, len(r.Config.Sources), i)
+	layout := "LLaMA-Factory's sharegpt format"
+	if ex.ToolsPlacement == "role" {
+		layout = "chat messages with the tools in a role of their own (tools_placement: role; card.json describes them)"
+	}
+	w("%d tool-use dialogues in %s (%s files, style %s), made by augment %s from %d source(s) through %d stage(s). ",
+		examples, layout, ex.Format, style, st.Manifest.Tool, len(r.Config.Sources), i)
 	w("Everything below is written by augment from the run's manifests. The effective pipeline is `config.yaml` in the run directory (seed %d); its config hash, `%s`, covers every setting up to this export that changes the data (not endpoints, prices or paths), so equal hashes over equal dumps give equal data.\n\n",
 		r.Config.Seed, r.ConfigHashUpTo(i))
 	if provider := r.Config.Teacher.Provider; provider == "offline" && r.usedTeacher(i) {
@@ -354,24 +368,25 @@ func (r *Run) cardProse(b *bytes.Buffer, i int, ex exportSettings, d *Dist, exam
 		w(".\n\n")
 	}
 
+	if ex.ToolsPlacement == "role" {
+		w("## Training\n\nLLaMA-Factory cannot train on this export: its rows hold the tools in a role of their own, which no LLaMA-Factory template reads. `chat_template.jinja` beside them renders a row as the model sees it; `card.json` describes the rows. The samples' p99 length is %d tokens (o200k estimate).\n", t.P99)
+		return
+	}
 	w("## Training with LLaMA-Factory\n\nThis directory is a LLaMA-Factory `dataset_dir`. Its `dataset_info.json` entry:\n\n```json\n")
 	info, err := os.ReadFile(filepath.Join(r.Dir, st.Dir, "dataset_info.json"))
 	if err != nil {
 		info = []byte("(dataset_info.json is missing: run the export again)\n")
 	}
 	b.Write(info)
-	w("```\n\nA LoRA run (`llamafactory-cli train lora.yaml`):\n\n```yaml\n")
-	template, note := "llama3", ""
-	switch {
-	case ex.Style == "function_call" && ex.Thoughts:
-		template, note = "qwen3", "# thoughts: true needs a template with thought words (qwen3 and others)\n"
-	case ex.Style == "inline" && ex.Surface == "decision":
-		note = "new_special_tokens: \"<|answer|>,<|use_tool|>\"\n"
-	case ex.Style == "inline" && ex.Surface == "tool_dc":
-		template = "qwen"
+	// The run's own train_lora.yaml, as the export wrote it (its template,
+	// model and special tokens), rather than a second account of it.
+	w("```\n\nA LoRA run (`cd` here, then `llamafactory-cli train train_lora.yaml`), `train_lora.yaml`:\n\n```yaml\n")
+	lora, err := os.ReadFile(filepath.Join(r.Dir, st.Dir, "train_lora.yaml"))
+	if err != nil {
+		lora = []byte("# train_lora.yaml is missing: run the export again\n")
 	}
-	w("model_name_or_path: <base model>\nstage: sft\ndo_train: true\nfinetuning_type: lora\ntemplate: %s\ndataset_dir: <path to this directory, %s>\ndataset: %s\ncutoff_len: %d  # covers the p99 token length, %d\n%s```\n",
-		template, st.Dir, ex.Dataset, cutoff(t.P99), t.P99, note)
+	b.Write(lora)
+	w("```\n\nThe samples' p99 length is %d tokens (o200k estimate): a `cutoff_len` of %d keeps 99 %% of them whole.\n", t.P99, cutoff(t.P99))
 }
 
 // cutoff suggests a cutoff_len that keeps at least 99 % of samples whole.

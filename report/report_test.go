@@ -167,10 +167,15 @@ func TestDemoCards(t *testing.T) {
 				}
 			}
 			for _, want := range []string{"`glaive_arguments_not_json` | 1", "`quota_full` | 1", "offline stand-in",
-				"| glaive | glaive | not declared |", `"file_name": "augment_`, "dataset: augment_", "| 04-reason | 20 | 0 |"} {
+				"| glaive | glaive | not declared |", `"file_name": "augment_`, `dataset: "augment_`, "| 04-reason | 20 | 0 |"} {
 				if !strings.Contains(body, want) {
 					t.Errorf("card lacks %q", want)
 				}
+			}
+			// The LoRA run it shows is the export's own train_lora.yaml
+			// (its template, model and special tokens), not a second account.
+			if lora, err := os.ReadFile(filepath.Join(out, dir, "train_lora.yaml")); err != nil || !strings.Contains(body, "```yaml\n"+string(lora)+"```") {
+				t.Errorf("the card does not show train_lora.yaml as written (%v)", err)
 			}
 		})
 	}
