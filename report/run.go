@@ -215,9 +215,13 @@ func (r *Run) Stage(key string) (*Stage, error) {
 	return nil, fmt.Errorf("no stage %q in %s (stages: %s)", key, r.Dir, strings.Join(names, ", "))
 }
 
-// Parquet lists the stage's Parquet shards (relative to the run dir) in
-// manifest order, those not kept too (NotKept: no file).
+// Parquet lists the stage's Parquet shards of records (relative to the run
+// dir) in manifest order, those not kept too (NotKept: no file). An export
+// has none: its Parquet files (format: parquet) are its samples.
 func (s *Stage) Parquet() []manifests.FileRef {
+	if s.Sink() {
+		return nil
+	}
 	return s.outputs(".parquet", "part-")
 }
 

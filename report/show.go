@@ -240,6 +240,7 @@ func (r *Run) exportStep(st *Stage, id string, prev *found, step *Step) error {
 	if err != nil && !errors.Is(err, errStop) {
 		return err
 	}
+	err = nil
 	step.Status, step.Shard, step.Line = StepExported, prev.shard, line
 	for _, o := range sh.Outputs {
 		if strings.Contains(filepath.Base(o.Path), "part-") {
