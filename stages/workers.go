@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"hash/fnv"
 	"io/fs"
 	"os"
@@ -370,6 +371,9 @@ func sumLLM(parts []workerPart, fp string) json.RawMessage {
 		lat.Count = sum.Latency.Count + s.Latency.Count
 		lat.Max = max(sum.Latency.Max, s.Latency.Max)
 		sum.Latency = lat
+	}
+	if sum != nil {
+		sum.PrefixShare = math.Round(sum.PrefixShare*1000) / 1000 // as one process rounds it (teacher.go)
 	}
 	if sum == nil {
 		return nil

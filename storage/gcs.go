@@ -83,8 +83,14 @@ func newGCS(cfg GCSConfig, getenv func(string) string, transport http.RoundTripp
 	if !anonymous {
 		// The credentials are looked up once; a token is fetched (and
 		// refreshed) when a request needs it.
-		if creds, err := google.FindDefaultCredentials(context.Background(), gcsScope); err == nil {
+		creds, err := google.FindDefaultCredentials(context.Background(), gcsScope)
+		switch {
+		case err == nil:
 			hc = &http.Client{Transport: &oauth2.Transport{Source: creds.TokenSource, Base: transport}}
+		case getenv("GOOGLE_APPLICATION_CREDENTIALS") != "":
+			// A key file named but unreadable is a mistake to report,
+			// not a reason to go on anonymous.
+			return nil, fmt.Errorf("GOOGLE_APPLICATION_CREDENTIALS: %w", err)
 		}
 	}
 	return &gcsStore{rest: rest{hc: hc}, ep: u.String()}, nil

@@ -93,3 +93,17 @@ func TestGCSApplicationDefaultCredentials(t *testing.T) {
 		t.Errorf("the emulator was sent %q", last)
 	}
 }
+
+// A key file that GOOGLE_APPLICATION_CREDENTIALS names but that cannot be
+// read is an error, not anonymous access (a public bucket would have been
+// read unauthenticated, a private one refused with a hint to set the very
+// variable).
+func TestGCSCredentialsFileMissing(t *testing.T) {
+	missing := filepath.Join(t.TempDir(), "nope.json")
+	t.Setenv("GOOGLE_APPLICATION_CREDENTIALS", missing)
+	o := New(Options{GCS: GCSConfig{Endpoint: "http://127.0.0.1:1"}, Getenv: os.Getenv})
+	_, err := o.Stat(context.Background(), "gs://data/a/b.jsonl")
+	if err == nil || !strings.Contains(err.Error(), "GOOGLE_APPLICATION_CREDENTIALS") || !strings.Contains(err.Error(), "nope.json") {
+		t.Errorf("got %v, want an error naming the variable and the file", err)
+	}
+}

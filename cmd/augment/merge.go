@@ -24,13 +24,19 @@ func workerFlags(fs *flag.FlagSet) *workerOpts {
 	return &workerOpts{
 		worker:  fs.String("worker", "", "run as worker `I/N` (0 ≤ I < N) of N processes sharing output.dir; finish with augment merge"),
 		workers: fs.Int("workers", 0, "number of workers, with the index from JOB_COMPLETION_INDEX (Kubernetes Indexed Job) or SLURM_ARRAY_TASK_ID"),
-		wait:    fs.Duration("worker-wait", 24*time.Hour, "how long a worker waits for the others' results (ingest, a stage's shards) before it fails"),
+		wait:    fs.Duration("worker-wait", 24*time.Hour, "how long a worker waits for the others' results (ingest, a stage's shards) before it fails; more than 0"),
 		getenv:  os.Getenv,
 	}
 }
 
 // detect returns the worker this process is, nil when it runs alone.
 func (o *workerOpts) detect() (*stages.Worker, error) {
+	switch {
+	case *o.workers < 0:
+		return nil, usageError{fmt.Sprintf("-workers %d: want the number of workers (2 or more), or none", *o.workers)}
+	case *o.wait <= 0:
+		return nil, usageError{fmt.Sprintf("-worker-wait %v: want a duration above 0", *o.wait)}
+	}
 	w, err := stages.DetectWorker(*o.worker, *o.workers, o.getenv)
 	if err != nil {
 		return nil, usageError{err.Error()}

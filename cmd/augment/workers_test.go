@@ -300,7 +300,8 @@ func TestWorkersDetect(t *testing.T) {
 		{"", 8, map[string]string{"SLURM_ARRAY_TASK_ID": "5", "SLURM_ARRAY_TASK_COUNT": "6"}, "error"},
 		{"", 3, nil, "error"},
 	} {
-		o := &workerOpts{worker: &tc.flag, workers: &tc.workers, wait: new(time.Duration), getenv: func(k string) string { return tc.env[k] }}
+		wait := time.Hour
+		o := &workerOpts{worker: &tc.flag, workers: &tc.workers, wait: &wait, getenv: func(k string) string { return tc.env[k] }}
 		w, err := o.detect()
 		got := ""
 		switch {
