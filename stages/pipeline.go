@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -515,6 +516,22 @@ func Parse(path string, b []byte) (*Pipeline, error) {
 		if s.Export != nil && s.Export.Dataset != "" {
 			if err := CheckName(s.Export.Dataset); err != nil {
 				at(s.line, "stage %q: dataset %s", s.Name, err)
+			}
+		}
+		// Source names a stage selects by: a typo would select nothing
+		// (a quota filtering every record of the source it meant).
+		var refs []string
+		if s.Sample != nil {
+			for _, q := range s.Sample.Quotas {
+				refs = append(refs, q.Source)
+			}
+		}
+		if s.Dedup != nil {
+			refs = append(refs, s.Dedup.Prefer...)
+		}
+		for _, src := range refs {
+			if src != "" && !names[src] {
+				at(s.line, "stage %q: source %q is not one of the sources (%s)", s.Name, src, strings.Join(slices.Sorted(maps.Keys(names)), ", "))
 			}
 		}
 	}

@@ -55,6 +55,8 @@ func TestParseErrors(t *testing.T) {
 		{"text for a number", "seed: abc\nsources: [{path: a, format: xlam}]\n", []string{`p.yaml:1: seed: want a whole number ≥ 0, got "abc"`}},
 		{"an empty file", "", []string{`p.yaml: the file is empty: a pipeline names its sources and stages`}},
 		{"only a comment", "# nothing yet\n", []string{`p.yaml: the file is empty: a pipeline names its sources and stages`}},
+		{"a quota for a source that is not there", "sources: [{name: lf, path: a, format: xlam}]\nstages:\n  - sample: {quotas: [{source: lff, n: 2}]}\n", []string{`p.yaml:3: stage "sample": source "lff" is not one of the sources (lf)`}},
+		{"dedup preferring a source that is not there", "sources: [{name: lf, path: a, format: xlam}]\nstages:\n  - dedup: {prefer: [lf, tace]}\n", []string{`p.yaml:3: stage "dedup": source "tace" is not one of the sources (lf)`}},
 		// The decoder drops null list items.
 		{"an empty stage entry", "sources: [{path: a, format: xlam}]\nstages:\n  -\n  - export: {}\n", []string{`p.yaml:3: stages[0]: an empty entry (remove it, or give it a mapping)`}},
 		{"a null source", "sources: [~, {path: a, format: xlam}]\n", []string{`p.yaml:1: sources[0]: an empty entry (remove it, or give it a mapping)`}},

@@ -335,7 +335,7 @@ func readManifest(t *testing.T, out, stage string) *manifests.Stage {
 // skip: true keeps a stage in the file but passes its input on: the next
 // stage reads the stage before it, and no directory is made for it.
 func TestRunSkipStage(t *testing.T) {
-	path := demoPipeline(t, "  - sample: {quotas: [{source: xlam}]}\n  - name: never\n    skip: true\n    sample: {quotas: [{source: nothing}]}\n  - export: {}\n")
+	path := demoPipeline(t, "  - sample: {quotas: [{source: xlam}]}\n  - name: never\n    skip: true\n    sample: {quotas: [{source: glaive}]}\n  - export: {}\n")
 	rep := runPipeline(t, path)
 	out := filepath.Join(filepath.Dir(path), "out")
 	if _, err := os.Stat(filepath.Join(out, "02-never")); !os.IsNotExist(err) {
