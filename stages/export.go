@@ -125,8 +125,10 @@ func (c *ExportConfig) defaults() {
 }
 
 // version 2: samples for a named template (thought words, text with calls,
-// tool format checks), train_lora.yaml, stand-in marks.
-func (c *ExportConfig) version() int { return 2 }
+// tool format checks), train_lora.yaml, stand-in marks. 3: parallel calls
+// split for a one-call template keep the turn's decision token on every
+// call turn; number_out_of_range in the formatter's check.
+func (c *ExportConfig) version() int { return 3 }
 
 func (c *ExportConfig) validate() []string {
 	var probs []string
@@ -534,7 +536,7 @@ func (e *exporter) render(ctx context.Context, r *record.Record, checked bool) (
 			s.Conversations = append(s.Conversations, verify.Turn{From: "observation", Value: v})
 		case record.RoleAssistant:
 			if len(m.Calls) > 1 && e.cfg.Style == "function_call" && !e.tpl.Parallel() {
-				turns, used, err := e.split(ctx, msgs, i, last, checked)
+				turns, used, err := e.split(ctx, msgs, i, last, checked, r.Tag(DecisionTokensTag) == "on")
 				if err != nil {
 					return nil, err
 				}
@@ -577,8 +579,10 @@ func (e *exporter) render(ctx context.Context, r *record.Record, checked bool) (
 // and reasoning go with the first call. It needs the tool turn after
 // msgs[i] to hold one result per call, in the calls' order; the results are
 // taken from it even when it is cut as trailing (the last call then ends
-// the sample). used is how many messages after i it consumed.
-func (e *exporter) split(ctx context.Context, msgs []record.Message, i, last int, checked bool) (turns []verify.Turn, used int, err error) {
+// the sample). used is how many messages after i it consumed. With
+// decision tokens (decision), every call turn starts with the turn's token,
+// as every call turn of a record decision_tokens marked does.
+func (e *exporter) split(ctx context.Context, msgs []record.Message, i, last int, checked, decision bool) (turns []verify.Turn, used int, err error) {
 	m := msgs[i]
 	if e.cfg.Parallel != "split" {
 		return nil, 0, contract.Rejectf(verify.ReasonLFNoParallel, "message %d: %d parallel calls; template %s renders one call per turn (set parallel: split to write them one after another)",
@@ -602,6 +606,8 @@ func (e *exporter) split(ctx context.Context, msgs []record.Message, i, last int
 		one := record.Message{Role: record.RoleAssistant, Calls: []record.Call{c}}
 		if k == 0 {
 			one.Content, one.Reasoning = m.Content, m.Reasoning
+		} else if tok, ok := leadingToken(m.Content); ok && decision {
+			one.Content = tok
 		}
 		t, err := e.assistant(ctx, &one, checked)
 		if err != nil {

@@ -437,6 +437,21 @@ func TestExportParallelForGLM4(t *testing.T) {
 	if n := len(s.Conversations); n != 6 || s.Conversations[n-1].From != "function_call" {
 		t.Errorf("split at the end: %+v", s.Conversations)
 	}
+	// Decision tokens: every split call turn starts with the turn's token,
+	// as a call turn of a record decision_tokens marked does.
+	r = fxParallel()
+	r.Messages[1].Content = "<|use_tool|>"
+	r.SetTag(DecisionTokensTag, "on")
+	s = exportOne(t, split, r)
+	var calls []string
+	for _, c := range s.Conversations {
+		if c.From == "function_call" {
+			calls = append(calls, c.Value)
+		}
+	}
+	if len(calls) != 3 || slices.ContainsFunc(calls, func(v string) bool { return !strings.HasPrefix(v, "<|use_tool|><tool_call>") }) {
+		t.Errorf("split call turns of a tokened turn: %q", calls)
+	}
 	// Results that do not answer the calls one by one cannot be split.
 	r = fxParallel()
 	r.Messages[2].Results = r.Messages[2].Results[:2]
