@@ -328,8 +328,11 @@ func (r *Run) cardProse(b *bytes.Buffer, i int, ex exportSettings, d *Dist, exam
 	if t.Count < d.Records {
 		w("Without a tokens tag, tokens were counted on a seeded sample of %d of the %d samples.\n\n", t.Count, d.Records)
 	}
-	w("Tools listed per sample: mean %.2f. Turns per sample: mean %.2f. Calls per calling turn: mean %.2f.\n\n",
-		d.Tools.Mean(), d.Turns.Mean(), d.CallsPerTurn.Mean())
+	calls := fmt.Sprintf("Calls per calling turn: mean %.2f.", d.CallsPerTurn.Mean())
+	if len(d.CallsPerTurn) == 0 {
+		calls = "No sample has a calling turn."
+	}
+	w("Tools listed per sample: mean %.2f. Turns per sample: mean %.2f. %s\n\n", d.Tools.Mean(), d.Turns.Mean(), calls)
 
 	w("## Teacher\n\n")
 	w("Configured: provider `%s`", r.Config.Teacher.Provider)
