@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # Binary A/B: runs two augment binaries on a pipeline in a dump folder (for
-# example a harness dump, /tmp/bw/xlam with short.yaml, made by
-# `go run ./testdata/bench -work /tmp/bw`), alternating A and B for ROUNDS
+# example a harness dump, WORK/xlam with short.yaml, made by
+# `go run ./testdata/bench -work WORK`), alternating A and B for ROUNDS
 # rounds, and prints each run's wall and user+sys CPU seconds and peak RSS
 # (MiB), then each binary's medians. Extra arguments go to `augment run`:
-#   testdata/bench/abtime.sh OLD_BINARY bin/augment /tmp/bw/xlam short.yaml 5 -set stages.0.keep=false
+#   testdata/bench/abtime.sh OLD_BINARY bin/augment WORK/xlam short.yaml 5 -set stages.0.keep=false
 # Timings on a shared host swing; compare medians of alternated runs only.
 set -euo pipefail
 [ $# -ge 5 ] || { echo "usage: $0 BINARY_A BINARY_B DUMP_DIR PIPELINE ROUNDS [run flags…]" >&2; exit 2; }

@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # GOGC A/B: runs one augment binary on a pipeline in a dump folder (for
-# example a harness dump, /tmp/bw/xlam with short.yaml or full.yaml, made by
-# `go run ./testdata/bench -work /tmp/bw`), alternating GOGC=A and GOGC=B,
+# example a harness dump, WORK/xlam with short.yaml or full.yaml, made by
+# `go run ./testdata/bench -work WORK`), alternating GOGC=A and GOGC=B,
 # and prints each setting's user+sys CPU seconds and peak RSS (MiB) per
 # round, then their medians. Extra arguments go to `augment run`, e.g.
-#   testdata/bench/gogc.sh bin/augment /tmp/bw/xlam short.yaml 5 100 200 -set stages.0.keep=false
+#   testdata/bench/gogc.sh bin/augment WORK/xlam short.yaml 5 100 200 -set stages.0.keep=false
 set -euo pipefail
 [ $# -ge 6 ] || { echo "usage: $0 BINARY DUMP_DIR PIPELINE ROUNDS GOGC_A GOGC_B [run flags…]" >&2; exit 2; }
 bin=$(realpath "$1") dir=$(realpath "$2") yaml=$3 rounds=$4 a=$5 b=$6
