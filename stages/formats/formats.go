@@ -9,7 +9,6 @@ import (
 	"sync"
 	"unicode"
 	"unicode/utf8"
-	"unsafe"
 
 	"github.com/augmentdata/augment/internal/swar"
 	"github.com/augmentdata/augment/jsontree"
@@ -476,17 +475,22 @@ func decodedReplacements(r *record.Record) int {
 			n += strings.Count(s, fffd)
 		}
 	}
+	countJSON := func(b []byte) {
+		if bytes.IndexByte(b, fffd[0]) >= 0 {
+			n += bytes.Count(b, []byte(fffd))
+		}
+	}
 	for i := range r.Tools {
 		t := &r.Tools[i]
 		count(t.Name)
 		count(t.Description)
-		count(unsafe.String(unsafe.SliceData(t.Parameters), len(t.Parameters)))
+		countJSON(t.Parameters)
 	}
 	for i := range r.Messages {
 		m := &r.Messages[i]
 		for _, c := range m.Calls {
 			count(c.Name)
-			count(unsafe.String(unsafe.SliceData(c.Arguments), len(c.Arguments)))
+			countJSON(c.Arguments)
 		}
 		for _, res := range m.Results {
 			count(res.Name)
