@@ -88,7 +88,7 @@ func Check(ctx context.Context, p *Pipeline, o Options, w io.Writer) error {
 				return err
 			}
 			cfg := ingestSettingsOf(p.Output, s)
-			sfp, _, _ := r.fingerprint("ingest", ingestVersion, cfg, nil)
+			sfp, _, _ := r.fingerprint("ingest", ingestVersion, cfg, nil, nil)
 			if allMatch(prev, sourceKey(sfp, path, sum), r) {
 				status = fmt.Sprintf("up to date (%d shards), would be skipped", len(prev))
 				for _, sh := range prev {
@@ -151,7 +151,7 @@ func Check(ctx context.Context, p *Pipeline, o Options, w io.Writer) error {
 		}
 		status := "would run (no earlier run)"
 		_, sink := st.(Sink)
-		fp, _, _ := r.fingerprint(typ, cfg.version(), cfg, env, r.libraryPart(cfg)...)
+		fp, _, _ := r.fingerprint(typ, cfg.version(), cfg, env, st, r.libraryPart(cfg)...)
 		sm, err := manifests.Read[manifests.Stage](filepath.Join(dir, fmt.Sprintf("%02d-%s", i+1, spec.Name), "manifest.json"))
 		if err != nil {
 			return err

@@ -75,7 +75,7 @@ func (r *Runner) ingest(ctx context.Context, sr stageRun) (stageResult, error) {
 	for i, s := range r.p.Sources {
 		cfgs[i] = ingestSettingsOf(r.p.Output, s)
 	}
-	fp, cfgJSON, err := r.fingerprint("ingest", ingestVersion, cfgs, nil)
+	fp, cfgJSON, err := r.fingerprint("ingest", ingestVersion, cfgs, nil, nil)
 	if err != nil {
 		return res, err
 	}
@@ -86,7 +86,7 @@ func (r *Runner) ingest(ctx context.Context, sr stageRun) (stageResult, error) {
 	for _, cfg := range cfgs {
 		src := cfg.Source
 		path := r.p.Resolve(src.Path)
-		sfp, _, err := r.fingerprint("ingest", ingestVersion, cfg, nil)
+		sfp, _, err := r.fingerprint("ingest", ingestVersion, cfg, nil, nil)
 		if err != nil {
 			return res, err
 		}

@@ -318,6 +318,7 @@ func (c *MetaToolConfig) build(env *Env) (Stage, error) {
 		s.onlySpecial[i] = slices.Clip(l)
 	}
 	needsLib := c.ResultMode == MetaToolRetrieved || s.hard > 0
+	s.embeds = needsLib
 	if needsLib && env.Library == nil {
 		return nil, errors.New("meta_tool: hard records and retrieved results need the run's tool library, and none is available")
 	}
@@ -327,6 +328,8 @@ func (c *MetaToolConfig) build(env *Env) (Stage, error) {
 	return s, nil
 }
 
+func (s *metaToolStage) usesModels() (teacher, embedder bool) { return false, s.embeds }
+
 type metaToolStage struct {
 	cfg               MetaToolConfig
 	env               *Env
@@ -334,6 +337,7 @@ type metaToolStage struct {
 	twin              float64  // twin_description_similarity
 	seed              reseeder // env's, for the records' generators
 	steps             stepper
+	embeds            bool // hard records or retrieved results: the library is embedded
 	// onlySpecial is the tool list of a closed- and of an open-world
 	// record that keeps none of its tools and draws none (see
 	// withSpecialTools), shared by all such records.

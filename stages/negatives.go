@@ -163,6 +163,8 @@ type negatives struct {
 // writesTeacherText: only target teacher asks the teacher for the answer.
 func (s *negatives) writesTeacherText() bool { return s.tmpl != nil }
 
+func (s *negatives) usesModels() (teacher, embedder bool) { return s.tmpl != nil, false }
+
 func (s *negatives) Concurrency() int {
 	if s.tmpl != nil {
 		return max(1, s.env.Capacity)

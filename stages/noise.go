@@ -142,6 +142,8 @@ func (s *noiseStage) Concurrency() int { return max(1, s.env.Capacity) }
 
 func (s *noiseStage) writesTeacherText() bool { return true }
 
+func (s *noiseStage) usesModels() (teacher, embedder bool) { return true, true }
+
 // noiseCall is a meta_tool call as the prompt shows it and the answer must
 // give it back.
 type noiseCall struct {

@@ -164,6 +164,8 @@ func (s *reasoner) Concurrency() int { return max(1, s.env.Capacity) }
 
 func (s *reasoner) writesTeacherText() bool { return true }
 
+func (s *reasoner) usesModels() (teacher, embedder bool) { return true, false }
+
 // Process asks for the reasoning of every call turn of r (in parallel) and
 // returns r with Message.Reasoning set on each. The record is rejected when
 // any turn fails; the error reported is that of the earliest failing turn,

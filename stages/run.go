@@ -375,8 +375,9 @@ type stageResult struct {
 }
 
 // fingerprint hashes everything about a stage, except its input, that can
-// change its output.
-func (r *Runner) fingerprint(typ string, version int, cfg any, env *Env, extra ...string) (string, json.RawMessage, error) {
+// change its output: for st, the built stage, the prompts it loaded into
+// env and the models it asks (modelUser). Ingest has neither (nil, nil).
+func (r *Runner) fingerprint(typ string, version int, cfg any, env *Env, st Stage, extra ...string) (string, json.RawMessage, error) {
 	cfgJSON, err := json.Marshal(cfg)
 	if err != nil {
 		return "", nil, err
@@ -387,7 +388,15 @@ func (r *Runner) fingerprint(typ string, version int, cfg any, env *Env, extra .
 		for _, name := range slices.Sorted(mapsKeys(env.prompts)) {
 			fmt.Fprintf(h, "prompt %s=%s\n", name, env.prompts[name])
 		}
-		fmt.Fprintf(h, "teacher=%s\nembedder=%s\n", r.p.Teacher.Fingerprint(), r.p.Embedder.Fingerprint())
+	}
+	if mu, ok := st.(modelUser); ok {
+		teacher, embedder := mu.usesModels()
+		if teacher {
+			fmt.Fprintf(h, "teacher=%s\n", r.p.Teacher.Fingerprint())
+		}
+		if embedder {
+			fmt.Fprintf(h, "embedder=%s\n", r.p.Embedder.Fingerprint())
+		}
 	}
 	for _, e := range extra {
 		fmt.Fprintf(h, "%s\n", e)
@@ -473,7 +482,7 @@ func (r *Runner) openPass(ctx context.Context, sr stageRun, env *Env, st Stage, 
 	p.old = old
 	sink, isSink := st.(Sink)
 	p.sink, res.sink = sink, isSink
-	fp, cfgJSON, err := r.fingerprint(typ, cfg.version(), cfg, env, r.libraryPart(cfg)...)
+	fp, cfgJSON, err := r.fingerprint(typ, cfg.version(), cfg, env, st, r.libraryPart(cfg)...)
 	if err != nil {
 		return p, err
 	}

@@ -69,6 +69,15 @@ type teacherWriter interface {
 	writesTeacherText() bool
 }
 
+// A modelUser is a stage that may ask the teacher or the embedder. Only
+// such a stage's fingerprint covers their settings (llm.Config.Fingerprint,
+// EmbedderConfig.Fingerprint): fixing teacher.model redoes no shard of a
+// stage that never asks it. A stage that does not implement it asks
+// neither (TestModelUsersDeclared builds every stage without them).
+type modelUser interface {
+	usesModels() (teacher, embedder bool)
+}
+
 // A Planner is a stage that must see all of its input before processing any
 // record (sample quotas, dedupe). The runner calls Plan once per run with a
 // function that streams every input record in order; the returned digest

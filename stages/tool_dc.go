@@ -296,6 +296,8 @@ func (s *toolDC) Concurrency() int { return max(1, s.env.Capacity) }
 
 func (s *toolDC) writesTeacherText() bool { return true }
 
+func (s *toolDC) usesModels() (teacher, embedder bool) { return true, false }
+
 // toolDCPrompt is what the Try and Retry templates render.
 type toolDCPrompt struct {
 	Tools    string // the group's tools as a compact JSON list of {name, description, parameters}

@@ -62,13 +62,16 @@ func (c *TranslateConfig) build(env *Env) (Stage, error) {
 	if err != nil {
 		return nil, err // (translate's errors say "translate: …")
 	}
-	return &translator{Stage: translate.NewStage(t, env.Stage, env.Rand), env: env}, nil
+	return &translator{Stage: translate.NewStage(t, env.Stage, env.Rand), env: env, teacher: cfg.Mode != translate.ModeConvert}, nil
 }
 
 // translator gives translate.Stage the teacher's concurrency.
 type translator struct {
 	*translate.Stage
-	env *Env
+	env     *Env
+	teacher bool // teacher mode (convert mode asks no one)
 }
+
+func (t *translator) usesModels() (teacher, embedder bool) { return t.teacher, false }
 
 func (t *translator) Concurrency() int { return max(1, t.env.Capacity) }

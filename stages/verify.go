@@ -237,6 +237,8 @@ func (s *verifyStage) Concurrency() int {
 // names its provider).
 func (s *verifyStage) writesTeacherText() bool { return s.judges }
 
+func (s *verifyStage) usesModels() (teacher, embedder bool) { return s.judges, false }
+
 // Process runs every configured check on r. Errors of an LLM judge that
 // carry a reject reason (the teacher never answered for this record) reject
 // the record; other judge errors are systemic.

@@ -471,11 +471,11 @@ func (r *Runner) waitIngest(ctx context.Context, sr stageRun) (stageResult, erro
 	for i, s := range r.p.Sources {
 		cfgs[i] = ingestSettingsOf(r.p.Output, s)
 		var err error
-		if sfps[i], _, err = r.fingerprint("ingest", ingestVersion, cfgs[i], nil); err != nil {
+		if sfps[i], _, err = r.fingerprint("ingest", ingestVersion, cfgs[i], nil, nil); err != nil {
 			return res, err
 		}
 	}
-	fp, _, err := r.fingerprint("ingest", ingestVersion, cfgs, nil)
+	fp, _, err := r.fingerprint("ingest", ingestVersion, cfgs, nil, nil)
 	if err != nil {
 		return res, err
 	}
