@@ -178,15 +178,27 @@ func (r *Runner) stagePlan(ctx context.Context, sr stageRun, pl Planner, typ, fp
 	}
 	if w := r.o.Worker; w != nil && w.Index != 0 {
 		// Worker 0 makes the plan; a stale file (another input) is
-		// replaced once it has.
+		// replaced once it has. Worker 0's part of the stage, once it
+		// has one, tells whether it runs the stage under other settings.
+		mismatch := ""
 		err := r.poll(ctx, "the plan of stage "+sr.name+" (worker 0 makes it)", func() (bool, error) {
 			// On object storage, worker 0's plan is fetched first
 			// (workers_remote.go).
 			if err := r.shared().Fetch(ctx, sr.rel, func(n string) bool { return n == name }); err != nil {
 				return false, err
 			}
-			return load()
-		})
+			if ok, err := load(); ok || err != nil {
+				return ok, err
+			}
+			if err := r.fetchStage(ctx, sr.rel); err != nil {
+				return false, err
+			}
+			parts, err := r.workerParts(sr.rel, 0)
+			if err != nil {
+				return false, err
+			}
+			return false, r.otherWorkers(sr, parts, fp, &mismatch)
+		}, func() string { return sameRunHint(mismatch) })
 		if err == nil {
 			r.o.Log.Info("plan loaded", "stage", sr.name, "file", name)
 		}

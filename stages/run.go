@@ -107,6 +107,8 @@ type Runner struct {
 
 	check teacherCheck // batch.go
 
+	begun time.Time // when runWorker started (workers.go: a part finished after it is this run's)
+
 	// chainRows are the records ingest handed to the later stages: the
 	// token sample of the sinks' report partials (shardout.go) is drawn
 	// for that many; tokens remembers the partials' token counts.

@@ -1,6 +1,7 @@
 package stages
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
@@ -34,14 +35,19 @@ type StageStatus struct {
 	// started (no directory yet); Skipped: it is marked skip.
 	Pending, Skipped bool
 
-	Workers []WorkerStatus // the parts of the newest worker count, by index
+	// Workers are the parts of the newest part's worker count and
+	// settings, by index, then the parts not merged yet of another count
+	// or other settings (Other): an earlier run's, or a worker that does
+	// not run what the others run.
+	Workers []WorkerStatus
 }
 
 // A WorkerStatus is one worker's part of a stage.
 type WorkerStatus struct {
 	Index, Count int
-	Done         int  // shards in its part
-	Finished     bool // its part is final (the worker finished the stage)
+	Done         int    // shards in its part
+	Finished     bool   // its part is final (the worker finished the stage)
+	Other        string // "", "other count" or "other settings" (see StageStatus.Workers)
 }
 
 // Status reads the stage manifests and the workers' parts of the output
@@ -145,14 +151,27 @@ func stageStatus(dir, rel string) (StageStatus, error) {
 		recs = append(recs, mj)
 	} else if newest >= 0 {
 		n, fp := parts[newest].count, parts[newest].m.ConfigHash
+		var others []WorkerStatus
 		for _, p := range parts {
-			if p.count != n || p.m.ConfigHash != fp {
+			ws := WorkerStatus{Index: p.index, Count: p.count, Done: len(p.m.Shards), Finished: !p.m.Finished.IsZero()}
+			switch {
+			case p.count != n:
+				ws.Other = "other count"
+			case p.m.ConfigHash != fp:
+				ws.Other = "other settings"
+			default:
+				st.Workers = append(st.Workers, ws)
+				recs = append(recs, p.m)
 				continue
 			}
-			st.Workers = append(st.Workers, WorkerStatus{Index: p.index, Count: p.count, Done: len(p.m.Shards), Finished: !p.m.Finished.IsZero()})
-			recs = append(recs, p.m)
+			if mj == nil || p.m.Started.After(mj.Started) { // not merged since
+				others = append(others, ws)
+			}
 		}
-		slices.SortFunc(st.Workers, func(a, b WorkerStatus) int { return a.Index - b.Index })
+		byWorker := func(a, b WorkerStatus) int { return cmp.Or(a.Count-b.Count, a.Index-b.Index) }
+		slices.SortFunc(st.Workers, byWorker)
+		slices.SortFunc(others, byWorker)
+		st.Workers = append(st.Workers, others...)
 	}
 	seen := map[string]bool{}
 	for _, m := range recs {
@@ -192,6 +211,9 @@ func PrintStatus(w io.Writer, sts []StageStatus) {
 				mark := "…"
 				if p.Finished {
 					mark = " done"
+				}
+				if p.Other != "" {
+					mark += " (" + p.Other + ")"
 				}
 				ws = append(ws, fmt.Sprintf("w%d/%d %d%s", p.Index, p.Count, p.Done, mark))
 			}

@@ -396,6 +396,7 @@ func addCounts(dst, src map[string]int64) map[string]int64 {
 // runWorker is Run for one of several workers (see the contract above).
 func (r *Runner) runWorker(ctx context.Context) (*Report, error) {
 	w := r.o.Worker
+	r.begun = time.Now()
 	if w.Index == 0 {
 		if err := r.writeEffectiveConfig(); err != nil {
 			return nil, err
@@ -427,8 +428,9 @@ func (r *Runner) runWorker(ctx context.Context) (*Report, error) {
 }
 
 // poll calls ready until it reports true, ctx ends or the worker's wait
-// deadline passes.
-func (r *Runner) poll(ctx context.Context, what string, ready func() (bool, error)) error {
+// deadline passes; the deadline's error ends with found(), what the last
+// look found in the way ("" for nothing known).
+func (r *Runner) poll(ctx context.Context, what string, ready func() (bool, error), found func() string) error {
 	w := r.o.Worker
 	wait, every := w.Wait, w.Poll
 	if wait <= 0 {
@@ -450,6 +452,9 @@ func (r *Runner) poll(ctx context.Context, what string, ready func() (bool, erro
 			logged = true
 		}
 		if time.Now().After(deadline) {
+			if f := found(); f != "" {
+				return fmt.Errorf("worker %s: waited %s for %s; %s", w, wait, what, f)
+			}
 			return fmt.Errorf("worker %s: waited %s for %s; the workers that own the missing shards did not finish (run them again, or run augment merge to finish their part in one process)", w, wait, what)
 		}
 		select {
@@ -498,13 +503,18 @@ func (r *Runner) waitIngest(ctx context.Context, sr stageRun) (stageResult, erro
 		return s, err
 	}
 	var m *manifests.Stage
+	mismatch := ""
 	err = r.poll(ctx, "ingest (worker 0)", func() (bool, error) {
 		if err := r.shared().Fetch(ctx, sr.rel, nil); err != nil { // workers_remote.go
 			return false, err
 		}
 		m, _ = atomicfs.ReadJSON[manifests.Stage](sr.out, manifestFile)
-		if m == nil || m.ConfigHash != fp {
+		if m == nil {
 			return false, nil
+		}
+		if m.ConfigHash != fp {
+			mismatch = "worker 0's ingest manifest was made under other source or output settings"
+			return false, r.otherRun(m, mismatch)
 		}
 		for i, s := range r.p.Sources {
 			prev := r.sourceShards(m, s.Name)
@@ -516,11 +526,12 @@ func (r *Runner) waitIngest(ctx context.Context, sr stageRun) (stageResult, erro
 				return false, fmt.Errorf("source %q: %w", s.Name, err)
 			}
 			if !allMatch(prev, sourceKey(sfps[i], r.p.Resolve(s.Path), h), r) {
-				return false, nil
+				mismatch = fmt.Sprintf("worker 0's ingest of source %q was made from other bytes than this worker's copy of %s (SHA-256 %.12s…)", s.Name, s.Path, h)
+				return false, r.otherRun(m, mismatch)
 			}
 		}
 		return true, nil
-	})
+	}, func() string { return sameRunHint(mismatch) })
 	if err != nil {
 		return res, err
 	}
@@ -550,6 +561,7 @@ func (r *Runner) waitIngest(ctx context.Context, sr stageRun) (stageResult, erro
 // (an earlier run) with the same key is the same work, done before.
 func (r *Runner) waitStage(ctx context.Context, sr stageRun, res stageResult, inputs []shardInput) ([]shardInput, error) {
 	merged := &manifests.Stage{}
+	mismatch := ""
 	err := r.poll(ctx, "stage "+sr.name, func() (bool, error) {
 		if err := r.fetchStage(ctx, sr.rel); err != nil { // workers_remote.go
 			return false, err
@@ -577,12 +589,66 @@ func (r *Runner) waitStage(ctx context.Context, sr stageRun, res stageResult, in
 				}
 			}
 			if !found {
-				return false, nil
+				return false, r.otherWorkers(sr, parts, res.fp, &mismatch)
 			}
 		}
 		return true, nil
-	})
+	}, func() string { return sameRunHint(mismatch) })
 	return outputsOf(merged, inputs), err
+}
+
+// otherWorkers looks, while this worker waits at stage sr's barrier, for
+// the parts of workers that do not run what this one runs: another worker
+// count, or other settings (fp, the stage's fingerprint). A part that
+// finished the stage after this worker started is of a worker running now
+// beside this one, which no wait will change: that is a config error.
+// Older parts may be an earlier run's, to be made again: found says what
+// they are, for the deadline's message.
+func (r *Runner) otherWorkers(sr stageRun, parts []workerPart, fp string, found *string) error {
+	w := r.o.Worker
+	*found = ""
+	for _, p := range parts {
+		var what string
+		switch {
+		case p.count != w.Count:
+			what = fmt.Sprintf("worker %d/%d's part of stage %s is of another worker count", p.index, p.count, sr.name)
+		case p.index != w.Index && p.m.ConfigHash != fp:
+			what = fmt.Sprintf("worker %d/%d's part of stage %s was made under other settings", p.index, p.count, sr.name)
+		default:
+			continue
+		}
+		if *found == "" {
+			*found = what
+		}
+		if err := r.otherRun(p.m, what); err != nil {
+			*found = what
+			return err
+		}
+	}
+	return nil
+}
+
+// otherRun is the config error for m, a manifest made under settings other
+// than this worker's (what says how), when it was finished after this
+// worker started: by a worker running beside this one.
+func (r *Runner) otherRun(m *manifests.Stage, what string) error {
+	if m.Finished.IsZero() || m.Finished.Before(r.begun) {
+		return nil
+	}
+	return &ConfigError{Problems: []string{fmt.Sprintf("worker %s: %s, finished at %s, while this worker ran: %s",
+		r.o.Worker, what, m.Finished.UTC().Format(time.TimeOnly), sameRunAdvice)}}
+}
+
+// sameRunAdvice is what workers that disagree are told.
+const sameRunAdvice = "every worker of a run must be given the same pipeline.yaml, -set flags, dumps, worker count and augment version"
+
+// sameRunHint is the deadline's message when the last look found parts
+// made under other settings (found, "" for none).
+func sameRunHint(found string) string {
+	if found == "" {
+		return ""
+	}
+	return found + " (an earlier run's, not made again, or a worker given other settings): " + sameRunAdvice
 }
 
 // retryLater reports whether s is a shard made from in under the stage's

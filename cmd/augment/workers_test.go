@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -275,6 +276,40 @@ func TestWorkersFailedWorkerRerun(t *testing.T) {
 	}
 	w.must(w.cmd(nil, w.args("merge")...))
 	sameOutputs(t, filepath.Join(one.dir, "out"), filepath.Join(w.dir, "out"))
+}
+
+// TestWorkersOtherSettings: a worker given other settings than the others
+// is named, at once, by both at the first barrier after the stage that
+// differs (exit 2), instead of both waiting out -worker-wait; status shows
+// its part marked.
+func TestWorkersOtherSettings(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the CLI and runs many processes")
+	}
+	w := newWorkerRun(t, "workers")
+	envs, extra := engineEnvs("kubernetes", 2)
+	errs := make([]error, 2)
+	outs := make([][]byte, 2)
+	var wg sync.WaitGroup
+	for i, env := range envs {
+		args := append(slices.Clone(extra), "-worker-wait", "10m")
+		if i == 1 {
+			args = append(args, "-set", "stages.1.meta_tool.min_tools=6")
+		}
+		wg.Go(func() { outs[i], errs[i] = w.cmd(env, w.args("run", args...)...).CombinedOutput() })
+	}
+	wg.Wait()
+	for i, err := range errs {
+		other := 1 - i
+		want := fmt.Sprintf("worker %d/2's part of stage meta_tool was made under other settings, finished at ", other)
+		if exitCodeOf(err) != 2 || !strings.Contains(string(outs[i]), want) || !strings.Contains(string(outs[i]), "same pipeline.yaml, -set flags") {
+			t.Errorf("worker %d: exit %d, want 2 naming worker %d's settings:\n%s", i, exitCodeOf(err), other, outs[i])
+		}
+	}
+	st, err := w.cmd(nil, "status", "out").CombinedOutput()
+	if err != nil || !regexp.MustCompile(`02-meta_tool +\d+/15 .* w\d/2 \d+ done, w\d/2 \d+ done \(other settings\)`).Match(st) {
+		t.Fatalf("status: %v\n%s", err, st)
+	}
 }
 
 // TestWorkersDetect covers the flag and the engines' variables.
