@@ -56,10 +56,9 @@ func TestModelUsersDeclared(t *testing.T) {
 		if needs := tt.teacher || tt.embedder; (err != nil) != needs {
 			t.Errorf("%s %+v: built without models: error %v, want an error %v", tt.typ, tt.cfg, err, needs)
 		}
-		env := *bare
-		env.prompts = map[string]string{}
-		env.Teacher, env.Embedder = &previewClient{}, offlineEmbedder(&Pipeline{})
-		st, err := tt.cfg.build(&env)
+		env := &Env{Stage: tt.typ, Dir: dir, Library: lib, Log: discardLog(), prompts: map[string]string{},
+			Teacher: &previewClient{}, Embedder: offlineEmbedder(&Pipeline{})}
+		st, err := tt.cfg.build(env)
 		if err != nil {
 			t.Fatalf("%s: build: %v", tt.typ, err)
 		}
