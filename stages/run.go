@@ -528,6 +528,9 @@ func (r *Runner) openPass(ctx context.Context, sr stageRun, env *Env, st Stage, 
 	}
 	if r.o.Worker != nil { // workers.go: which worker made the plan
 		m.PlanSource = p.planned.source
+		if len(todo) == 0 { // as one process keeps its manifest, the part keeps its accounting
+			m.LLM = r.ownLLM(sr, fp)
+		}
 	}
 	if len(todo) == 0 && old != nil && r.o.Worker == nil && !r.o.Merge && // workers.go: they always write their manifest
 		(!isSink || r.finishDone(old)) { // a run killed before the sink's Finish: run it now

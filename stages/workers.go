@@ -206,6 +206,17 @@ func (r *Runner) saveStage(sr stageRun, m *manifests.Stage) error {
 	return r.root.WriteJSON(name, m)
 }
 
+// ownLLM is the teacher accounting in this worker's earlier part of stage
+// sr made under settings fp, for a rerun that redoes none of its shards
+// (nil for none): the merge adds up the parts' accounting.
+func (r *Runner) ownLLM(sr stageRun, fp string) json.RawMessage {
+	m, err := atomicfs.ReadJSON[manifests.Stage](r.root, workerManifest(sr.rel, r.o.Worker))
+	if err != nil || m == nil || m.ConfigHash != fp {
+		return nil
+	}
+	return m.LLM
+}
+
 // cacheSegment is the request cache segment this process writes: its
 // own as a worker, the main cache file ("") alone.
 func (r *Runner) cacheSegment() string {

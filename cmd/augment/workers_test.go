@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -309,6 +310,49 @@ func TestWorkersOtherSettings(t *testing.T) {
 	st, err := w.cmd(nil, "status", "out").CombinedOutput()
 	if err != nil || !regexp.MustCompile(`02-meta_tool +\d+/15 .* w\d/2 \d+ done, w\d/2 \d+ done \(other settings\)`).Match(st) {
 		t.Fatalf("status: %v\n%s", err, st)
+	}
+}
+
+// TestWorkersRerunKeepsAccounting: a worker run again before the merge,
+// finding its part done, keeps the teacher accounting of that part (as one
+// process keeps its manifest), so the merge adds up the same requests.
+func TestWorkersRerunKeepsAccounting(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the CLI and runs many processes")
+	}
+	w := newWorkerRun(t, "workers")
+	envs, extra := engineEnvs("kubernetes", 2)
+	for _, err := range w.workers(envs, extra...) {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	requests := func() map[string]int64 {
+		t.Helper()
+		w.must(w.cmd(nil, w.args("merge")...))
+		got := map[string]int64{}
+		for _, stage := range []string{"03-noise", "04-reason"} {
+			var m struct {
+				LLM struct{ Requests int64 } `json:"llm"`
+			}
+			b, err := os.ReadFile(filepath.Join(w.dir, "out", stage, "manifest.json"))
+			if err == nil {
+				err = json.Unmarshal(b, &m)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			got[stage] = m.LLM.Requests
+		}
+		return got
+	}
+	before := requests()
+	if before["03-noise"] == 0 || before["04-reason"] == 0 {
+		t.Fatalf("the workers asked nothing: %v", before)
+	}
+	w.must(w.cmd(envs[1], w.args("run", extra...)...))
+	if after := requests(); !maps.Equal(after, before) {
+		t.Errorf("requests after worker 1 ran again: %v, want %v", after, before)
 	}
 }
 
