@@ -307,8 +307,9 @@ func (r *Runner) openCacheDir() (*os.Root, error) {
 
 // lockOutput takes the exclusive lock of the output directory, released
 // by Close or by the kernel when the process ends (also after kill -9), and
-// records the holder in the lock file for a second run's message.
-func lockOutput(root *atomicfs.Root) (*os.File, error) {
+// records the holder in the lock file for a second run's message. Workers
+// hold it shared (lockWorker); the message then names them.
+func lockOutput(root *atomicfs.Root) (io.Closer, error) {
 	f, err := root.OpenFile(lockFile, os.O_RDWR|os.O_CREATE, 0o644)
 	if err != nil {
 		return nil, err
@@ -319,9 +320,13 @@ func lockOutput(root *atomicfs.Root) (*os.File, error) {
 		return nil, err
 	}
 	if held {
-		b, _ := io.ReadAll(io.LimitReader(f, 200))
+		holder := runningWorkers(root)
+		if holder == "" {
+			b, _ := io.ReadAll(io.LimitReader(f, 200))
+			holder = strings.TrimSpace(string(b))
+		}
 		f.Close()
-		return nil, &BusyError{Dir: root.Path("."), Holder: strings.TrimSpace(string(b))}
+		return nil, &BusyError{Dir: root.Path("."), Holder: holder}
 	}
 	holder := fmt.Sprintf("pid %d, started %s\n", os.Getpid(), time.Now().UTC().Format(time.RFC3339))
 	if err := f.Truncate(0); err == nil {

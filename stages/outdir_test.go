@@ -53,6 +53,40 @@ func TestRunLocksOutputDir(t *testing.T) {
 	again.Close()
 }
 
+// Workers and a plain run (or merge) on one output dir exclude each other,
+// each naming the holder: workers share the run's lock, a run takes it
+// alone. Two workers of one run share it.
+func TestWorkersAndRunExclude(t *testing.T) {
+	path := demoPipeline(t, demoStages)
+	p, err := Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	open := func(w *Worker) (*Runner, error) { return NewRunner(p, Options{Version: "test", Worker: w}) }
+	w0, err := open(&Worker{Index: 0, Count: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w1, err := open(&Worker{Index: 1, Count: 2})
+	if err != nil {
+		t.Fatalf("a second worker beside the first: %v", err)
+	}
+	var busy *BusyError
+	if _, err := open(nil); !errors.As(err, &busy) || !strings.Contains(err.Error(), "(worker 0/2, worker 1/2)") {
+		t.Fatalf("a run beside two workers: %v, want a *BusyError naming both", err)
+	}
+	w0.Close()
+	w1.Close()
+	run, err := open(nil)
+	if err != nil {
+		t.Fatalf("a run after the workers ended: %v", err)
+	}
+	defer run.Close()
+	if _, err := open(&Worker{Index: 0, Count: 2}); !errors.As(err, &busy) || !strings.Contains(err.Error(), fmt.Sprintf("pid %d", os.Getpid())) {
+		t.Fatalf("a worker beside a run: %v, want a *BusyError naming the run", err)
+	}
+}
+
 // A link planted in the output tree is never written through: a link in
 // place of an output file is replaced by the file, a stage directory that is
 // a link pointing outside stops the run, and the outside files are intact.

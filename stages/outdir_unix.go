@@ -10,8 +10,14 @@ import (
 
 // tryLock takes an exclusive flock on f without waiting; held reports that
 // another process has it.
-func tryLock(f *os.File) (held bool, err error) {
-	err = syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+func tryLock(f *os.File) (held bool, err error) { return flock(f, syscall.LOCK_EX) }
+
+// tryLockShared takes a shared flock on f without waiting; held reports
+// that another process has it exclusively.
+func tryLockShared(f *os.File) (held bool, err error) { return flock(f, syscall.LOCK_SH) }
+
+func flock(f *os.File, how int) (held bool, err error) {
+	err = syscall.Flock(int(f.Fd()), how|syscall.LOCK_NB)
 	if errors.Is(err, syscall.EWOULDBLOCK) {
 		return true, nil
 	}

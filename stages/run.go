@@ -87,7 +87,7 @@ type Runner struct {
 	o       Options
 	dir     string         // run dir, absolute
 	root    *atomicfs.Root // the run dir, confined; nil in Check when it does not exist
-	lock    *os.File       // holds the run dir's lock
+	lock    io.Closer      // holds the run dir's lock (a worker's: its own and a share of the run's)
 	teacher *llm.Teacher
 	embed   llm.Embedder
 

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"hash/fnv"
 	"io/fs"
 	"math"
@@ -675,9 +676,13 @@ func retryLater(m *manifests.Stage, s manifests.Shard, res stageResult, in shard
 // that two processes cannot run as the same worker on one host. Workers
 // take no shared lock: flock is unreliable on some shared file systems
 // (NFS, Lustre), and workers never write the same file.
-func (r *Runner) lockWorker(root *atomicfs.Root) (*os.File, error) {
+//
+// A worker also holds a shared lock of the run's lock file, which a plain
+// run or a merge takes exclusively: on one host (or a file system where
+// flock works across hosts) neither starts while the other runs.
+func (r *Runner) lockWorker(root *atomicfs.Root) (io.Closer, error) {
 	w := r.o.Worker
-	f, err := root.OpenFile(fmt.Sprintf("%s/lock-worker-%d-of-%d", stateDir, w.Index, w.Count), os.O_RDWR|os.O_CREATE, 0o644)
+	f, err := root.OpenFile(fmt.Sprintf("%s/%s%d-of-%d", stateDir, workerLockPrefix, w.Index, w.Count), os.O_RDWR|os.O_CREATE, 0o644)
 	if err != nil {
 		return nil, err
 	}
@@ -690,5 +695,60 @@ func (r *Runner) lockWorker(root *atomicfs.Root) (*os.File, error) {
 		f.Close()
 		return nil, &BusyError{Dir: root.Path("."), Holder: "worker " + w.String()}
 	}
-	return f, nil
+	run, err := root.OpenFile(lockFile, os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	if held, err = tryLockShared(run); err != nil || held {
+		b, _ := io.ReadAll(io.LimitReader(run, 200))
+		f.Close()
+		run.Close()
+		if err != nil {
+			return nil, err
+		}
+		return nil, &BusyError{Dir: root.Path("."), Holder: strings.TrimSpace(string(b))}
+	}
+	return closers{f, run}, nil
+}
+
+// workerLockPrefix starts the name of a worker's lock file in stateDir.
+const workerLockPrefix = "lock-worker-"
+
+// runningWorkers names the workers that hold their lock files in root
+// ("worker 0/2, worker 1/2"; "" for none), for a plain run or merge that
+// found the run's lock shared. Each is tested with a shared lock, released
+// at once.
+func runningWorkers(root *atomicfs.Root) string {
+	ents, err := root.ReadDir(stateDir)
+	if err != nil {
+		return ""
+	}
+	var names []string
+	for _, e := range ents {
+		rest, ok := strings.CutPrefix(e.Name(), workerLockPrefix)
+		if !ok {
+			continue
+		}
+		f, err := root.OpenFile(stateDir+"/"+e.Name(), os.O_RDONLY, 0)
+		if err != nil {
+			continue
+		}
+		if held, err := tryLockShared(f); err == nil && held {
+			names = append(names, "worker "+strings.Replace(rest, "-of-", "/", 1))
+		}
+		f.Close()
+	}
+	return strings.Join(names, ", ")
+}
+
+// closers closes each of its files.
+type closers []*os.File
+
+func (c closers) Close() error {
+	var errs []error
+	for _, f := range c {
+		errs = append(errs, f.Close())
+	}
+	return errors.Join(errs...)
 }
