@@ -7,12 +7,16 @@ import (
 	"strings"
 
 	"github.com/augmentdata/augment/stages/record"
+	"github.com/augmentdata/augment/verify"
 )
 
 // DecisionTokensConfig is the `decision_tokens:` stage (seed 002, §3.2): every
 // assistant turn starts with a decision token, <|answer|> before a text
 // answer and <|use_tool|> before function calls, so the model decides
-// between answering and calling before it writes anything else.
+// between answering and calling before it writes anything else. A turn
+// whose only calls are get_user_input (meta_tool's get_user_input: true)
+// answers the user and invokes no tool (seed 000, Fig 6): it gets
+// <|answer|>, so the token still tells replies from tool use.
 //
 // Convention shared with the export stage: the token is written at the start
 // of Message.Content (a call turn without text gets Content = the use-tool
@@ -70,7 +74,7 @@ func (c *DecisionTokensConfig) validate() []string {
 	return probs
 }
 
-func (c *DecisionTokensConfig) version() int { return 1 }
+func (c *DecisionTokensConfig) version() int { return 2 }
 
 func (c *DecisionTokensConfig) build(env *Env) (Stage, error) {
 	return &decisionTokens{answer: c.AnswerToken, useTool: c.UseToolToken, stage: env.Stage, on: record.Tag{Key: DecisionTokensTag, Value: "on"}}, nil
@@ -92,7 +96,7 @@ func (s *decisionTokens) Process(_ context.Context, r *record.Record) ([]*record
 			continue
 		}
 		want, other := s.answer, s.useTool
-		if len(m.Calls) > 0 {
+		if len(m.Calls) > 0 && !verify.Reply(m.Calls) {
 			want, other = s.useTool, s.answer
 		}
 		if strings.HasPrefix(m.Content, want) {

@@ -2,10 +2,12 @@ package stages
 
 import (
 	"context"
+	"encoding/json"
 	"strings"
 	"testing"
 
 	"github.com/augmentdata/augment/stages/record"
+	"github.com/augmentdata/augment/verify"
 )
 
 func buildDecisionTokens(t testing.TB, cfg DecisionTokensConfig) Stage {
@@ -64,6 +66,12 @@ func TestDecisionTokensEveryAssistantTurn(t *testing.T) {
 	}
 }
 
+// askUser is an assistant turn saying text and calling get_user_input.
+func askUser(text string) record.Message {
+	return record.Message{Role: record.RoleAssistant, Content: text,
+		Calls: []record.Call{{Name: verify.GetUserInput, Arguments: json.RawMessage(`{}`)}}}
+}
+
 func TestDecisionTokensCases(t *testing.T) {
 	call := func(content string) record.Message {
 		m := fxCalls("get_weather", `{"location":"Paris"}`)
@@ -85,6 +93,9 @@ func TestDecisionTokensCases(t *testing.T) {
 		{"wrong token on a call turn is replaced", DecisionTokensConfig{}, call("<|answer|>"), "<|use_tool|>"},
 		{"wrong token on an answer is replaced", DecisionTokensConfig{}, fxSay("<|use_tool|>Sure."), "<|answer|>Sure."},
 		{"custom tokens", DecisionTokensConfig{AnswerToken: "[ANS]", UseToolToken: "[TOOL]"}, call("x"), "[TOOL]x"},
+		// A turn that only asks the user answers (seed 000 Fig 6: it invokes no tool).
+		{"get_user_input reply answers", DecisionTokensConfig{}, askUser("Which city?"), "<|answer|>Which city?"},
+		{"get_user_input reply loses the use-tool token", DecisionTokensConfig{}, askUser("<|use_tool|>Which city?"), "<|answer|>Which city?"},
 		{"custom answer", DecisionTokensConfig{AnswerToken: "[ANS]", UseToolToken: "[TOOL]"}, fxSay("<|answer|>x"), "[ANS]<|answer|>x"},
 	}
 	for _, tt := range tests {

@@ -127,8 +127,10 @@ func (c *ExportConfig) defaults() {
 // version 2: samples for a named template (thought words, text with calls,
 // tool format checks), train_lora.yaml, stand-in marks. 3: parallel calls
 // split for a one-call template keep the turn's decision token on every
-// call turn; number_out_of_range in the formatter's check.
-func (c *ExportConfig) version() int { return 3 }
+// call turn; number_out_of_range in the formatter's check. 4: the decision
+// surface puts a blank line between a turn's text and its calls, as
+// between reasoning and calls.
+func (c *ExportConfig) version() int { return 4 }
 
 func (c *ExportConfig) validate() []string {
 	var probs []string
@@ -466,6 +468,15 @@ func cutoffFor(n int) int {
 	return c
 }
 
+// decisionToken is the <|…|> token that starts s, "" for none.
+func decisionToken(s string) string {
+	if !strings.HasPrefix(s, "<|") {
+		return ""
+	}
+	tok, _ := leadingToken(s)
+	return tok
+}
+
 // leadingToken returns the <|…|> token that starts s (which starts with
 // "<|"): s up to its first "|>", when that holds more than "<|" and no
 // space, tab or newline comes before it. It reads s only that far.
@@ -657,8 +668,8 @@ func (e *exporter) assistant(ctx context.Context, m *record.Message, checked boo
 	case "decision":
 		calls := pycall.Print(m.Calls)
 		head := m.Content + m.Reasoning
-		if m.Reasoning != "" {
-			head += "\n\n"
+		if said := strings.TrimPrefix(head, decisionToken(head)); strings.TrimSpace(said) != "" {
+			head += "\n\n" // "<|use_tool|>reason\n\n[calls]", "<|answer|>text\n\n[get_user_input()]"
 		}
 		return verify.Turn{From: "gpt", Value: head + calls}, nil
 	default: // tool_dc

@@ -136,6 +136,12 @@ func TestExportStyles(t *testing.T) {
 		want: []string{"", `gpt|<|use_tool|>You want traffic. I will use get_traffic_report.` + "\n\n" + `[get_traffic_report(location="Miami, Florida")]`, "",
 			"gpt|<|answer|>Traffic in Miami is heavy right now: expect 20 minutes of delay on I-95."},
 	}, {
+		name: "inline decision: a get_user_input reply's text, a blank line, the call",
+		cfg:  ExportConfig{Style: "inline", Surface: "decision"},
+		rec: fxRecord("fx:gui", []record.Tool{verify.GetUserInputDef()}, fxUser("Hi!"),
+			askUser("<|answer|>Hello! What can I do for you?")),
+		want: []string{"", "gpt|<|answer|>Hello! What can I do for you?\n\n[get_user_input()]"},
+	}, {
 		name: "inline tool_dc: think then tool_call",
 		cfg:  ExportConfig{Style: "inline", Surface: "tool_dc"},
 		rec:  single,

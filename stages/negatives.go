@@ -33,10 +33,16 @@ import (
 //	      target: token
 //
 // A call turn is eligible when none of its functions can still be reached
-// in the cut dialogue: no earlier turn calls them and no earlier meta_tool
-// result returned them (removing them from the tool list would not make them
-// unavailable otherwise), and, unless allow_no_tools is set, at least one
-// listed tool remains. A record is eligible when it has an eligible turn.
+// in the cut dialogue: no earlier turn calls them, no earlier meta_tool
+// result returned them, and meta_tool is not listed unless the turn calls
+// it (an open-world record reaches every library tool through meta_tool:
+// removing a function from the list would not make it unavailable); and,
+// unless allow_no_tools is set, at least one listed tool remains. A turn
+// that only asks the user (get_user_input, verify.Reply) is a reply, not a
+// call turn. A record is eligible when it has an eligible turn.
+//
+// A negative of an open-world record's meta_tool turn lists no meta_tool:
+// its tag world becomes closed.
 //
 // The stage returns the input record unchanged followed by its negatives
 // (counted as "added"), ordered by the cut position. A negative has the ID
@@ -129,10 +135,16 @@ func (c *NegativesConfig) validate() []string {
 	return probs
 }
 
-func (c *NegativesConfig) version() int { return 1 }
+// version 2: no negatives of get_user_input replies or of turns meta_tool
+// still reaches. Its requests keep version 1 (negativesRequests): a reply
+// asked for the same cut dialogue is the same, and is not paid again.
+func (c *NegativesConfig) version() int { return 2 }
+
+// negativesRequests is the version in the teacher requests' stage name.
+const negativesRequests = 1
 
 func (c *NegativesConfig) build(env *Env) (Stage, error) {
-	s := &negatives{cfg: *c, env: env, version: c.version(), seed: env.reseeder(), retrieved: newRetrievedNames()}
+	s := &negatives{cfg: *c, env: env, seed: env.reseeder(), retrieved: newRetrievedNames()}
 	if c.Target == NegativeTargetTeacher {
 		if env.Teacher == nil {
 			return nil, fmt.Errorf("target teacher needs a teacher")
@@ -150,7 +162,6 @@ type negatives struct {
 	cfg     NegativesConfig
 	env     *Env
 	tmpl    *prompts.Template // target teacher only
-	version int
 	seed    reseeder // Env.Rand's generators, without its allocation and hash of seed and stage
 	// retrieved holds the names meta_tool results return: records
 	// repeat the same results (meta_tool writes one per library tool).
@@ -254,7 +265,11 @@ func (s *negatives) negative(ctx context.Context, r *record.Record, k int) (*rec
 		answer, provider, model = text, resp.Provider, resp.Model
 	}
 	neg.Messages = append(neg.Messages, record.Message{Role: record.RoleAssistant, Content: answer})
-	neg.Tags = record.WithTags(r.Tags, record.Tag{Key: "category", Value: "negative"})
+	tags := []record.Tag{{Key: "category", Value: "negative"}}
+	if r.Tag("world") == "open" && slices.Contains(called, verify.MetaTool) {
+		tags = append(tags, record.Tag{Key: "world", Value: "closed"})
+	}
+	neg.Tags = record.WithTags(r.Tags, tags...)
 	s.steps.add(neg, s.env.Stage, provider, model)
 	return neg, nil
 }
@@ -288,7 +303,7 @@ func negativeTurns(r *record.Record, allowNoTools bool, names *retrievedNames) [
 			seenUser = true
 		case m.Role == record.RoleAssistant && len(m.Calls) > 0:
 			names := calledNames(m)
-			if seenUser && negativeTurnOK(r, names, unavailable, allowNoTools) {
+			if seenUser && !verify.Reply(m.Calls) && negativeTurnOK(r, names, unavailable, allowNoTools) {
 				turns = append(turns, k)
 			}
 			for _, n := range names {
@@ -347,6 +362,9 @@ func negativeTurnOK(r *record.Record, names []string, unavailable map[string]boo
 			return false
 		}
 	}
+	if !slices.Contains(names, verify.MetaTool) && slices.ContainsFunc(r.Tools, func(t record.Tool) bool { return t.Name == verify.MetaTool }) {
+		return false
+	}
 	if allowNoTools {
 		return true
 	}
@@ -382,7 +400,7 @@ func (s *negatives) reply(ctx context.Context, parent, neg *record.Record) (stri
 		names = append(names, calledNames(m)...)
 	}
 	req := llm.Request{
-		Stage:    "negatives@" + strconv.Itoa(s.version),
+		Stage:    "negatives@" + strconv.Itoa(negativesRequests),
 		Template: s.tmpl.Hash,
 		Messages: msgs,
 		Slot:     neg.ID,

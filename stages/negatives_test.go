@@ -2,6 +2,7 @@ package stages
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -13,6 +14,7 @@ import (
 	"github.com/augmentdata/augment/stages/formats"
 	"github.com/augmentdata/augment/stages/llm"
 	"github.com/augmentdata/augment/stages/record"
+	"github.com/augmentdata/augment/verify"
 )
 
 func buildNegatives(t testing.TB, cfg NegativesConfig, teacher llm.Client) Stage {
@@ -112,11 +114,51 @@ func TestNegativeTurns(t *testing.T) {
 		{"no tool would remain", lonely, false, nil},
 		{"no tool may remain", lonely, true, []int{1}},
 		{"no user turn before", noUser, false, nil},
+		// Open world: meta_tool reaches every tool, so only a meta_tool
+		// turn can become a negative; a turn that asks the user is a reply.
+		{"open world", openWorld(), false, []int{3}},
 	}
 	for _, tt := range tests {
 		if got := negativeTurns(tt.r, tt.noTools, nil); !slices.Equal(got, tt.want) {
 			t.Errorf("%s: %v, want %v", tt.name, got, tt.want)
 		}
+	}
+}
+
+// openWorld is an open-world record: a get_user_input reply (turn 1), a
+// meta_tool turn (3) and a call to a listed tool (7) that meta_tool could
+// also retrieve.
+func openWorld() *record.Record {
+	def, _ := json.Marshal(map[string]any{"name": fxTraffic.Name, "description": fxTraffic.Description, "parameters": fxTraffic.Parameters})
+	r := fxRecord("fx:open", []record.Tool{fxMeta, verify.GetUserInputDef(), fxStock},
+		fxUser("Hi!"), askUser("Hello! What can I do for you?"),
+		fxUser("How is the traffic in Miami, Florida?"),
+		fxCalls("meta_tool", `{"tool_description":"Retrieve the latest traffic information","param_description":["The city and state"]}`),
+		fxResults("meta_tool", string(def)),
+		fxCalls("get_traffic_report", `{"location":"Miami, Florida"}`),
+		fxResults("get_traffic_report", `{"status":"light"}`),
+		fxCalls("get_stock_price", `{"symbol":"AAPL"}`),
+		fxResults("get_stock_price", `{"price":191.2}`),
+		fxSay("Traffic is light; AAPL is at 191.2."))
+	r.SetTag("world", "open")
+	return r
+}
+
+// The negative of an open-world meta_tool turn lists no meta_tool, so it
+// is tagged world=closed.
+func TestNegativesOpenWorld(t *testing.T) {
+	st := buildNegatives(t, NegativesConfig{Ratio: 1, PerRecord: 5}, nil)
+	in := openWorld()
+	out, err := st.Process(context.Background(), in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	negs := checkNegatives(t, in, out, DefaultAnswerToken)
+	if len(negs) != 1 || negs[0].ID != "fx:open/neg3" {
+		t.Fatalf("negatives %v, want fx:open/neg3 alone", negs)
+	}
+	if w := negs[0].Tag("world"); w != "closed" || slices.Contains(toolNames(negs[0].Tools), verify.MetaTool) {
+		t.Errorf("world %q, tools %v: want closed without meta_tool", w, toolNames(negs[0].Tools))
 	}
 }
 

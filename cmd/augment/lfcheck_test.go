@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -197,6 +198,7 @@ func lfCheckSample(row map[string]json.RawMessage, msgCol, toolsCol string, tpl 
 	}
 	type said struct {
 		from, text string // text: what the model writes besides thought and calls
+		reply      bool   // a function_call turn whose calls all ask the user (get_user_input)
 	}
 	var turns []said
 	decision := false
@@ -212,6 +214,7 @@ func lfCheckSample(row map[string]json.RawMessage, msgCol, toolsCol string, tpl 
 			return fmt.Errorf("invalid role tag %q at position %d", from, i)
 		}
 		var text string
+		reply := false
 		switch from {
 		case "function_call":
 			prefix, names, err := lfFunction(value, tpl)
@@ -230,12 +233,13 @@ func lfCheckSample(row map[string]json.RawMessage, msgCol, toolsCol string, tpl 
 			if text != "" {
 				st.withText++
 			}
+			reply = !slices.ContainsFunc(names, func(n string) bool { return n != "get_user_input" })
 			for _, name := range names {
 				if name != "get_user_input" {
 					continue
 				}
 				st.userInput++
-				answer := strings.TrimSpace(strings.TrimPrefix(text, lfDecision[1]))
+				answer := strings.TrimSpace(strings.TrimPrefix(text, lfDecision[0]))
 				if answer == "" {
 					return fmt.Errorf("message %d: get_user_input without the answer text it stands for", i)
 				}
@@ -252,14 +256,19 @@ func lfCheckSample(row map[string]json.RawMessage, msgCol, toolsCol string, tpl 
 		if strings.Contains(text, lfDecision[0]) || strings.Contains(text, lfDecision[1]) {
 			decision = true
 		}
-		turns = append(turns, said{from, text})
+		turns = append(turns, said{from, text, reply})
 	}
 	if decision {
 		st.decision++
 		for i, t := range turns {
+			// A turn that only asks the user answers: decision_tokens
+			// gives it the answer token.
 			ok := strings.HasPrefix(t.text, lfDecision[0]) || strings.HasPrefix(t.text, lfDecision[1])
 			if t.from == "function_call" {
 				ok = strings.HasPrefix(t.text, lfDecision[1])
+				if t.reply {
+					ok = strings.HasPrefix(t.text, lfDecision[0])
+				}
 			}
 			if !ok {
 				return fmt.Errorf("assistant turn %d (%s) of a decision-token sample starts without its token: %.60q", i, t.from, t.text)
