@@ -62,7 +62,10 @@ import (
 //  5. keeps the record only when verify.MatchCalls finds the Retry calls
 //     equal to the gold calls (names, type-tolerant values, omitted
 //     arguments equal to defaults, parallel calls in any order), and writes
-//     the trace (prompt tool_dc_trace, Fig 11).
+//     the trace (prompt tool_dc_trace, Fig 11). The target turn's calls
+//     stay the gold calls as the record wrote them (Algorithm 1 keeps y*
+//     when y* = y_gt: the training target is y_gt, not the Retry's
+//     "new york" for "New York" or 12345.0 for 12345).
 //
 // Cost: with well-formed answers a kept record costs exactly |T| + 1
 // requests under enumerate and K + 2 under anchor (K + 1 groups and the
@@ -251,8 +254,10 @@ const toolDCRequests = 2
 
 // version is toolDCRequests plus the changes of the stage's output that
 // leave cached answers valid: +1 since Try answers cut off at the token
-// limit are counted (try_truncated) and named in no_valid_candidate.
-func (c *ToolDCConfig) version() int { return toolDCRequests + 1 }
+// limit are counted (try_truncated) and named in no_valid_candidate; +2
+// since a kept record's calls are the gold calls as written, not the
+// Retry's values that matched them.
+func (c *ToolDCConfig) version() int { return toolDCRequests + 2 }
 
 func (c *ToolDCConfig) build(env *Env) (Stage, error) {
 	if env.Teacher == nil {
@@ -448,7 +453,7 @@ func (s *toolDC) Process(ctx context.Context, r *record.Record) ([]*record.Recor
 
 	system, body, tag := "", retry.thinking, "thinking"
 	if s.cfg.Trace != SourceThinking {
-		if system, body, err = s.renderTrace(pycall.Print(candidates), tdcNames(valid), pycall.Print(calls)); err != nil {
+		if system, body, err = s.renderTrace(pycall.Print(candidates), tdcNames(valid), pycall.Print(gold)); err != nil {
 			return nil, err
 		}
 		tag = "trace"
@@ -461,8 +466,7 @@ func (s *toolDC) Process(ctx context.Context, r *record.Record) ([]*record.Recor
 	}
 	turn := &out.Messages[k]
 	turn.Content = ""
-	turn.Reasoning = body
-	turn.Calls = calls
+	turn.Reasoning = body // turn.Calls: the gold calls, cloned with r
 	if system != "" {
 		out.System = strings.TrimSpace(system + "\n\n" + r.System)
 	}

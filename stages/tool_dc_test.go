@@ -552,7 +552,8 @@ func TestToolDCTarget(t *testing.T) {
 }
 
 // Type tolerance and order-insensitivity come from verify.MatchCalls; the
-// record keeps the Retry's own calls.
+// record keeps its gold calls as written (the training target is y_gt: a
+// Retry's count="3" for an integer, or 5.0 for 5, is not taught).
 func TestToolDCMatchTolerance(t *testing.T) {
 	tests := []struct {
 		name  string
@@ -578,8 +579,8 @@ func TestToolDCMatchTolerance(t *testing.T) {
 			client := &tdcClient{answer: tdcScripted(nil, tt.retry)}
 			st := tdcBuild(t, ToolDCConfig{Candidates: 3}, tdcEnv(client, tdcLibrary(10), 2))
 			out := tdcRun(t, st, tt.r)
-			if got := pycall.Print(out.Messages[1].Calls); got != tt.retry {
-				t.Errorf("calls = %s, want the Retry's %s", got, tt.retry)
+			if got, want := pycall.Print(out.Messages[1].Calls), pycall.Print(tt.r.Messages[1].Calls); got != want {
+				t.Errorf("calls = %s, want the gold %s (the Retry said %s)", got, want, tt.retry)
 			}
 			if out.Lineage[0].Provider != "scripted" {
 				t.Errorf("lineage %+v, want the Retry's provider", out.Lineage)
