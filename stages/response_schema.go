@@ -16,6 +16,7 @@ import (
 	"github.com/augmentdata/augment/jsonout"
 	"github.com/augmentdata/augment/stages/record"
 	"github.com/augmentdata/augment/stages/toollib"
+	"github.com/augmentdata/augment/verify"
 )
 
 // ResponseSchemaConfig is the optional `response_schema:` stage (seed 001,
@@ -58,8 +59,10 @@ import (
 // answers call i) and the definitions in scope there: the record's tools and
 // tool definitions returned by earlier meta_tool calls. Schemas are attached
 // only to the record's listed tools; definitions inside meta_tool results
-// are data of the dialogue and stay as they are. Tools never seen answering
-// keep an empty Response.
+// are data of the dialogue and stay as they are. meta_tool itself gets no
+// schema: its results are other tools' definitions, whose union would list
+// every parameter name of the library as its fields. Tools never seen
+// answering keep an empty Response.
 type ResponseSchemaConfig struct {
 	// Overwrite replaces a response schema a tool already has; by default
 	// an existing one (e.g. from the source) is kept.
@@ -68,7 +71,7 @@ type ResponseSchemaConfig struct {
 
 func (c *ResponseSchemaConfig) defaults()          {}
 func (c *ResponseSchemaConfig) validate() []string { return nil }
-func (c *ResponseSchemaConfig) version() int       { return 3 } // 2: envelopes unwrapped; 3: absent responses after a present run written NULL (shard encoder)
+func (c *ResponseSchemaConfig) version() int       { return 4 } // 2: envelopes unwrapped; 3: absent responses after a present run written NULL (shard encoder); 4: no schema for meta_tool
 
 func (c *ResponseSchemaConfig) build(env *Env) (Stage, error) {
 	return &responseSchemas{overwrite: c.Overwrite, stage: env.Stage}, nil
@@ -170,7 +173,7 @@ func observeRecord(r *record.Record, see func(key string, n *schemaNode)) {
 					name = calls[i].Name
 				}
 				t, ok := scope[name]
-				if !ok {
+				if !ok || name == verify.MetaTool {
 					continue
 				}
 				see(toollib.Key(t), deriveSchema(unwrapEnvelope(res.Content, name)))
