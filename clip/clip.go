@@ -1,7 +1,11 @@
 // Package clip shortens text for messages, previews and reject details.
 package clip
 
-import "unicode/utf8"
+import (
+	"fmt"
+	"strings"
+	"unicode/utf8"
+)
 
 // Runes returns s cut to at most n characters, the last of them "…" when s
 // was longer (n is at least 1).
@@ -23,4 +27,13 @@ func Bytes(s string, n int) string {
 		n--
 	}
 	return s[:n] + "…"
+}
+
+// List joins items with "; ", the first n of them, then "and N more" for
+// the rest.
+func List(items []string, n int) string {
+	if len(items) <= n {
+		return strings.Join(items, "; ")
+	}
+	return fmt.Sprintf("%s; and %d more", strings.Join(items[:n], "; "), len(items)-n)
 }

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/augmentdata/augment/clip"
 	"github.com/augmentdata/augment/stages/formats"
 	"github.com/augmentdata/augment/stages/record"
 )
@@ -34,17 +35,20 @@ type benchItem struct {
 
 // readBenchmark reads every item of a benchmark file. A file that cannot be
 // read whole is an error naming the line (1-based) or item: a partly read
-// benchmark would let leaks through unnoticed.
-func readBenchmark(r io.Reader, name, format string) ([]benchItem, error) {
+// benchmark would let leaks through unnoticed. loose names the chat items
+// indexed by their user turns alone (readChats).
+func readBenchmark(r io.Reader, name, format string) (items []benchItem, loose []string, err error) {
 	switch format {
 	case BenchBFCL:
-		return readBFCL(r, name)
+		items, err = readBFCL(r, name)
 	case BenchText:
-		return readTextLines(r, name)
+		items, err = readTextLines(r, name)
 	case BenchShareGPT, BenchOpenAI:
 		return readChats(r, name, format)
+	default:
+		err = fmt.Errorf("format %q is not one of %s", format, strings.Join(benchFormats, ", "))
 	}
-	return nil, fmt.Errorf("format %q is not one of %s", format, strings.Join(benchFormats, ", "))
+	return items, nil, err
 }
 
 // readBFCL reads BFCL's question files: one JSON object per line with "id"
@@ -158,21 +162,31 @@ func eachLine(r io.Reader, fn func(n int, line []byte) error) error {
 }
 
 // readChats reads a dump in one of augment's chat formats with its own
-// readers; each record is an item with its user turns and calls.
-func readChats(r io.Reader, name, format string) ([]benchItem, error) {
+// readers; each record is an item with its user turns and calls. An item
+// the reader rejects (a call to an unlisted tool, an observation after no
+// call: evaluation files are not clean) still has user turns to compare:
+// it is indexed by them alone (chatUserTurns) and named in loose. Items
+// without even those are errors, all listed at once.
+func readChats(r io.Reader, name, format string) (items []benchItem, loose []string, err error) {
 	sc := formats.NewScanner(r)
-	var items []benchItem
+	var bad []string
 	for {
 		row, i, err := sc.Next()
 		if err == io.EOF {
-			return items, nil
+			break
 		}
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		rec, err := formats.Parse(format, name, i, row)
 		if err != nil {
-			return nil, fmt.Errorf("item %d: %w", i, err)
+			if user := chatUserTurns(row); len(user) > 0 {
+				items = append(items, benchItem{ID: fmt.Sprintf("%s:%d", name, i), User: user})
+				loose = append(loose, fmt.Sprintf("item %d (%v)", i, err))
+				continue
+			}
+			bad = append(bad, fmt.Sprintf("item %d: %v", i, err))
+			continue
 		}
 		it := benchItem{ID: rec.ID}
 		for _, m := range rec.Messages {
@@ -185,4 +199,40 @@ func readChats(r io.Reader, name, format string) ([]benchItem, error) {
 		}
 		items = append(items, it)
 	}
+	if len(bad) > 0 {
+		return nil, nil, fmt.Errorf("%d unreadable item(s), with no user turn to compare: %s", len(bad), clip.List(bad, 10))
+	}
+	return items, loose, nil
+}
+
+// chatUserTurns reads the user turns of a sharegpt or openai row as plain
+// JSON, without the reader's checks: the "human"/"user" entries of its
+// "conversations" or "messages" whose text is a string.
+func chatUserTurns(row []byte) []string {
+	type turn struct {
+		From    string          `json:"from"`
+		Role    string          `json:"role"`
+		Value   json.RawMessage `json:"value"`
+		Content json.RawMessage `json:"content"`
+	}
+	var v struct {
+		Conversations []turn `json:"conversations"`
+		Messages      []turn `json:"messages"`
+	}
+	if json.Unmarshal(row, &v) != nil {
+		return nil
+	}
+	var out []string
+	for _, t := range append(v.Conversations, v.Messages...) {
+		if t.From != "human" && t.From != "user" && t.Role != "user" {
+			continue
+		}
+		var s string
+		if json.Unmarshal(t.Value, &s) == nil || json.Unmarshal(t.Content, &s) == nil {
+			if strings.TrimSpace(s) != "" {
+				out = append(out, s)
+			}
+		}
+	}
+	return out
 }

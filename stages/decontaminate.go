@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/augmentdata/augment/clip"
 	"github.com/augmentdata/augment/jsonout"
 	"github.com/augmentdata/augment/stages/contract"
 	"github.com/augmentdata/augment/stages/near"
@@ -136,9 +137,13 @@ func (c *DecontaminateConfig) build(env *Env) (Stage, error) {
 		if !filepath.IsAbs(path) {
 			path = filepath.Join(env.Dir, path)
 		}
-		sum, err := ix.addFile(path, b.Name, b.Format)
+		sum, loose, err := ix.addFile(path, b.Name, b.Format)
 		if err != nil {
 			return nil, fmt.Errorf("benchmark %s: %w", b.Name, err)
+		}
+		if len(loose) > 0 && env.Log != nil {
+			env.Log.Warn("benchmark items the reader rejects are compared by their user turns alone",
+				"benchmark", b.Name, "items", len(loose), "first", clip.List(loose, 3))
 		}
 		b.SHA256 = sum
 	}
@@ -169,25 +174,26 @@ func newBenchIndex(n int, threshold float64, f textFields) *benchIndex {
 	return &benchIndex{n: n, threshold: threshold, fields: f, grams: map[uint64][]int32{}, exact: map[uint64][]int32{}}
 }
 
-// addFile indexes a benchmark file and returns its SHA-256.
-func (ix *benchIndex) addFile(path, name, format string) (string, error) {
+// addFile indexes a benchmark file and returns its SHA-256, and the items
+// indexed by their user turns alone (readChats).
+func (ix *benchIndex) addFile(path, name, format string) (sum string, loose []string, err error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return "", err
+		return "", nil, err
 	}
 	defer f.Close()
 	h := sha256.New()
-	items, err := readBenchmark(io.TeeReader(f, h), name, format)
+	items, loose, err := readBenchmark(io.TeeReader(f, h), name, format)
 	if err != nil {
-		return "", fmt.Errorf("%s: %w", path, err)
+		return "", nil, fmt.Errorf("%s: %w", path, err)
 	}
 	if _, err := io.Copy(h, f); err != nil { // whatever the reader left unread
-		return "", err
+		return "", nil, err
 	}
 	for _, it := range items {
 		ix.add(name, it)
 	}
-	return hex.EncodeToString(h.Sum(nil)), nil
+	return hex.EncodeToString(h.Sum(nil)), loose, nil
 }
 
 // add indexes one item.

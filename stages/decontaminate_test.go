@@ -43,10 +43,21 @@ func TestReadBenchmark(t *testing.T) {
 			`{"conversations": [{"from": "human", "value": "Weather in Paris?"}, {"from": "function_call", "value": "{\"name\": \"w\", \"arguments\": {\"city\": \"Paris\"}}"}, {"from": "observation", "value": "{}"}, {"from": "gpt", "value": "Sunny."}], "tools": "[{\"name\": \"w\", \"description\": \"d\", \"parameters\": {\"type\": \"object\", \"properties\": {\"city\": {\"type\": \"string\"}}}}]"}`,
 			"b:0=Weather in Paris?+w", ""},
 		{"openai bad row", BenchOpenAI, `[{"messages": 3}]`, "", "item 0"},
+		// A row the reader rejects is compared by its user turns; rows
+		// without any are all named at once.
+		{"sharegpt rejected row keeps its user turns", BenchShareGPT,
+			`[{"conversations": [{"from": "human", "value": "Weather?"}, {"from": "observation", "value": "{}"}, {"from": "gpt", "value": "x"}]}, ` +
+				`{"conversations": [{"from": "human", "value": "Hi"}, {"from": "gpt", "value": "Yo"}]}]`,
+			"b:0=Weather?;b:1=Hi", ""},
+		{"openai undeclared call keeps its user turns", BenchOpenAI,
+			`{"messages": [{"role": "user", "content": "Book it"}, {"role": "assistant", "tool_calls": [{"type": "function", "function": {"name": "book", "arguments": "{}"}}]}]}`,
+			"b:0=Book it", ""},
+		{"every row without user turns is named", BenchShareGPT,
+			`[{"conversations": 3}, {"conversations": [{"from": "human", "value": 5}]}]`, "", "2 unreadable item(s), with no user turn to compare: item 0: "},
 		{"unknown format", "csv", "a", "", "not one of"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			items, err := readBenchmark(strings.NewReader(tc.in), "b", tc.format)
+			items, _, err := readBenchmark(strings.NewReader(tc.in), "b", tc.format)
 			if tc.err != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.err) {
 					t.Fatalf("err = %v, want %q", err, tc.err)
@@ -80,11 +91,11 @@ func FuzzReadBenchmark(f *testing.F) {
 	f.Add([]byte(`{"messages": [{"role": "user", "content": "hi"}]}`), uint8(2))
 	f.Fuzz(func(t *testing.T, data []byte, k uint8) {
 		format := benchFormats[int(k)%len(benchFormats)]
-		a, err := readBenchmark(bytes.NewReader(data), "b", format)
+		a, _, err := readBenchmark(bytes.NewReader(data), "b", format)
 		if err != nil {
 			return
 		}
-		b, err := readBenchmark(bytes.NewReader(data), "b", format)
+		b, _, err := readBenchmark(bytes.NewReader(data), "b", format)
 		if err != nil || fmt.Sprint(a) != fmt.Sprint(b) {
 			t.Fatalf("second read differs: %v", err)
 		}

@@ -159,10 +159,10 @@ func (c *NegativesConfig) build(env *Env) (Stage, error) {
 }
 
 type negatives struct {
-	cfg     NegativesConfig
-	env     *Env
-	tmpl    *prompts.Template // target teacher only
-	seed    reseeder // Env.Rand's generators, without its allocation and hash of seed and stage
+	cfg  NegativesConfig
+	env  *Env
+	tmpl *prompts.Template // target teacher only
+	seed reseeder          // Env.Rand's generators, without its allocation and hash of seed and stage
 	// retrieved holds the names meta_tool results return: records
 	// repeat the same results (meta_tool writes one per library tool).
 	retrieved *retrievedNames
