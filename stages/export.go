@@ -1381,6 +1381,21 @@ func (e *exporter) Finish(dir *atomicfs.Root, shards []manifests.Shard) ([]strin
 	for _, sh := range shards {
 		total.Add(sh.Counts)
 	}
+	notes, err := e.finishFiles(dir, total)
+	if total.Out == 0 {
+		// No error: an empty sample is a valid run, but not a dataset.
+		msg := "empty export: no sample reached it (a filter or sample quota took every record?), so there is nothing to train on"
+		if e.env != nil && e.env.Log != nil {
+			e.env.Log.Warn(msg, "stage", e.env.Stage)
+		}
+		notes = append(notes, msg)
+	}
+	return notes, err
+}
+
+// finishFiles writes the index files of the export whose shards add up to
+// total, and returns its notes.
+func (e *exporter) finishFiles(dir *atomicfs.Root, total manifests.Counts) ([]string, error) {
 	if e.cfg.ToolsPlacement == "role" {
 		return e.finishRole(dir, total)
 	}

@@ -8,8 +8,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -410,6 +412,44 @@ func TestRunSampleIndependentOfShards(t *testing.T) {
 	}
 	if a, b := ids("2"), ids("100"); fmt.Sprint(a) != fmt.Sprint(b) {
 		t.Errorf("sample kept %v with shards of 2, %v with shards of 100", a, b)
+	}
+}
+
+// The sample stage counts what each quota kept (quota.<index>), and a
+// quota that matches no record (a typo: single-call for single_call) is a
+// warning that names the categories seen.
+func TestSampleQuotaCounts(t *testing.T) {
+	path := demoPipeline(t, "  - sample: {quotas: [{source: glaive, n: 2}, {source: xlam, category: single-call, n: 5}, {source: toolace}]}\n")
+	p, err := Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var log bytes.Buffer
+	r, err := NewRunner(p, Options{Version: "test", Log: slog.New(slog.NewTextHandler(&log, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if _, err := r.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	m := readManifest(t, filepath.Join(filepath.Dir(path), "out"), "01-sample")
+	if c := m.Totals.Counters; c["quota.0"] != 2 || c["quota.1"] != 0 || c["quota.2"] != m.Totals.Out-2 {
+		t.Errorf("counters %v, out %d", c, m.Totals.Out)
+	}
+	if !regexp.MustCompile(`level=WARN msg="a sample quota matched no record.*quota=1 source=xlam category=single-call categories_seen=".*single_call`).MatchString(log.String()) {
+		t.Errorf("no warning for quota 1:\n%s", log.String())
+	}
+}
+
+// An export that no record reaches says so in its notes (and a WARN): the
+// run succeeds, but there is nothing to train on.
+func TestEmptyExportSaysSo(t *testing.T) {
+	path := demoPipeline(t, "  - sample: {quotas: [{category: none_such}]}\n  - export: {}\n")
+	runPipeline(t, path)
+	m := readManifest(t, filepath.Join(filepath.Dir(path), "out"), "02-export")
+	if m.Totals.Out != 0 || !slices.ContainsFunc(m.Notes, func(n string) bool { return strings.HasPrefix(n, "empty export: no sample reached it") }) {
+		t.Errorf("out %d, notes %q", m.Totals.Out, m.Notes)
 	}
 }
 

@@ -8,8 +8,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/augmentdata/augment/stages/contract"
@@ -62,12 +64,13 @@ func (c *SampleConfig) validate() []string {
 }
 
 func (c *SampleConfig) build(env *Env) (Stage, error) {
-	return &sampler{cfg: c, seed: env.Seed}, nil
+	return &sampler{cfg: c, seed: env.Seed, log: env.Log}, nil
 }
 
 type sampler struct {
 	cfg  *SampleConfig
 	seed uint64
+	log  *slog.Logger    // nil in tests
 	keep map[string]bool // record IDs chosen by Plan
 }
 
@@ -99,11 +102,17 @@ func (s *sampler) rank(id string) uint64 { return seedHash(s.seed, id) }
 func (s *sampler) Plan(ctx context.Context, scan func(yield func(*record.Record) error) error) (string, error) {
 	heaps := make([]rankHeap, len(s.cfg.Quotas))
 	all := make([][]string, len(s.cfg.Quotas)) // quotas with n == 0 keep everything
+	matched := make([]int, len(s.cfg.Quotas))
+	cats := map[string]bool{}
 	err := scan(func(r *record.Record) error {
 		q := s.quotaOf(r)
+		if len(cats) < 64 {
+			cats[category(r)], cats[r.Category()] = true, true
+		}
 		if q < 0 {
 			return ctx.Err()
 		}
+		matched[q]++
 		// IDs kept are copies: an ID may be a view of a row group's
 		// decoded column, which the stage would keep alive with it.
 		if s.cfg.Quotas[q].N == 0 {
@@ -124,6 +133,13 @@ func (s *sampler) Plan(ctx context.Context, scan func(yield func(*record.Record)
 	})
 	if err != nil {
 		return "", err
+	}
+	for q, n := range matched {
+		if n == 0 && s.log != nil {
+			s.log.Warn("a sample quota matched no record (a typo in source or category?)", "quota", q,
+				"source", s.cfg.Quotas[q].Source, "category", s.cfg.Quotas[q].Category,
+				"categories_seen", strings.Join(slices.Sorted(maps.Keys(cats)), ", "))
+		}
 	}
 	s.keep = map[string]bool{}
 	for q := range s.cfg.Quotas {
@@ -147,7 +163,9 @@ func (s *sampler) Plan(ctx context.Context, scan func(yield func(*record.Record)
 	return hex.EncodeToString(d.Sum(nil)[:16]), nil
 }
 
-func (s *sampler) Process(_ context.Context, r *record.Record) ([]*record.Record, error) {
+// Process keeps the records the plan chose, counting them per quota in the
+// counters quota.<index in quotas> (a quota that keeps none has none).
+func (s *sampler) Process(ctx context.Context, r *record.Record) ([]*record.Record, error) {
 	if s.keep == nil {
 		return nil, fmt.Errorf("Process called before Plan")
 	}
@@ -158,6 +176,7 @@ func (s *sampler) Process(_ context.Context, r *record.Record) ([]*record.Record
 	case q < 0:
 		return nil, &contract.Filter{Reason: "unmatched"}
 	case s.keep[r.ID]:
+		Count(ctx, "quota."+strconv.Itoa(q), 1)
 		return []*record.Record{r}, nil
 	default:
 		return nil, &contract.Filter{Reason: "quota_full"}
