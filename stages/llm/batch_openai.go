@@ -1,6 +1,7 @@
 package llm
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -158,11 +159,15 @@ func (p *openaiProvider) poll(ctx context.Context, job *BatchJob, save func() er
 	}
 	// Ended: the output and error files hold whatever finished (an expired
 	// batch's finished part too).
-	for _, f := range []struct{ id, name string }{{job.Remote.OutputFileID, job.OutputFile()}, {job.Remote.ErrorFileID, job.ErrorFile()}} {
+	red := newRedactor(p.key)
+	for _, f := range []struct {
+		id, name string
+		redact   func(string) string
+	}{{job.Remote.OutputFileID, job.OutputFile(), red.literal}, {job.Remote.ErrorFileID, job.ErrorFile(), red.text}} {
 		if f.id == "" {
 			continue
 		}
-		if err := p.download(ctx, f.id, f.name); err != nil {
+		if err := p.download(ctx, f.id, f.name, f.redact); err != nil {
 			return false, fmt.Errorf("batch job %s: download %s: %w", job.ID, f.id, err)
 		}
 	}
@@ -175,8 +180,10 @@ func (p *openaiProvider) hint([]BatchJob) string {
 }
 
 // download streams a file's content to the file name of the batch
-// directory, atomically.
-func (p *openaiProvider) download(ctx context.Context, id, name string) error {
+// directory, atomically, each line passed through redact: a server may
+// quote a request's credentials in an error line, which must not reach
+// the disk (answers get only the key itself removed, redactor.literal).
+func (p *openaiProvider) download(ctx context.Context, id, name string, redact func(string) string) error {
 	content, err := p.client.GetFileContent(ctx, id)
 	if err != nil {
 		return err
@@ -186,9 +193,20 @@ func (p *openaiProvider) download(ctx context.Context, id, name string) error {
 	if err != nil {
 		return err
 	}
-	if _, err := io.Copy(f, content); err != nil {
-		f.Abort()
-		return err
+	br := bufio.NewReaderSize(content, 64<<10)
+	for {
+		line, rerr := br.ReadString('\n')
+		if _, err := io.WriteString(f, redact(line)); err != nil {
+			f.Abort()
+			return err
+		}
+		if rerr == io.EOF {
+			break
+		}
+		if rerr != nil {
+			f.Abort()
+			return rerr
+		}
 	}
 	return f.Commit()
 }

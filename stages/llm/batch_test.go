@@ -348,6 +348,33 @@ func TestBatchFailuresAndRounds(t *testing.T) {
 	}
 }
 
+// A batch's downloaded error file never holds the API key, even when the
+// server quotes the Authorization header in its error lines; answers are
+// kept as they came.
+func TestBatchErrorFileRedacted(t *testing.T) {
+	const key = "sk-secret-batch-0123456789"
+	t.Setenv("AUGMENT_BATCH_TEST_KEY", key)
+	zero := 0
+	_, url := batchFake(t, fakellm.BatchConfig{Steps: &zero, ErrorShare: 0.5, EchoAuth: true})
+	rig := newBatchRig(t, url, BatchOpenAI)
+	rig.cfg.APIKeyEnv = "AUGMENT_BATCH_TEST_KEY"
+	rig.cfg.Batch.MaxAttempts = 1
+	rig.untilDone(t, questions(8), 4)
+	files, err := filepath.Glob(filepath.Join(rig.batchDir, "*.errors.jsonl"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no error file (%v)", err)
+	}
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if bytes.Contains(b, []byte(key)) || !bytes.Contains(b, []byte("Authorization: Bearer [redacted]")) {
+			t.Errorf("%s:\n%s", f, b)
+		}
+	}
+}
+
 // A stage that keeps asking new questions after each answer stops at
 // max_rounds with a clear fatal error.
 func TestBatchMaxRounds(t *testing.T) {

@@ -41,6 +41,10 @@ type BatchConfig struct {
 	// BadRequest is a substring: requests whose body contains it get a
 	// 400 error line (a request the server refuses).
 	BadRequest string `json:"bad_request"`
+	// EchoAuth makes the ErrorShare error lines quote the Authorization
+	// header the batch was created with, as some gateways quote request
+	// headers in their errors.
+	EchoAuth bool `json:"echo_auth"`
 }
 
 // Batch outcomes.
@@ -90,6 +94,7 @@ type fakeBatch struct {
 	Errors           *batchErrors   `json:"errors"`
 	polls            int
 	outcome          string
+	auth             string // the creating request's Authorization header
 }
 
 // BatchCounters are the totals of the Files and Batches endpoints.
@@ -267,7 +272,7 @@ func (s *Server) createBatch(w http.ResponseWriter, r *http.Request) {
 	}
 	b := &fakeBatch{ID: fmt.Sprintf("batch_%06d", s.batchSeq), Object: "batch", Endpoint: req.Endpoint,
 		InputFileID: req.InputFileID, CompletionWindow: req.CompletionWindow, Status: "validating",
-		CreatedAt: time.Now().Unix(), Metadata: req.Metadata, outcome: outcome}
+		CreatedAt: time.Now().Unix(), Metadata: req.Metadata, outcome: outcome, auth: r.Header.Get("Authorization")}
 	b.RequestCounts.Total = bytes.Count(in.data, []byte("\n"))
 	if s.batches == nil {
 		s.batches = map[string]*fakeBatch{}
@@ -393,7 +398,7 @@ func (s *Server) finishBatch(b *fakeBatch, in []byte) {
 			counts.Failed++
 			writeBatchError(&errs, customID, 0, "batch_expired", "this request could not be executed before the completion window expired")
 		default:
-			code, line := s.answerBatchLine(customID, body)
+			code, line := s.answerBatchLine(customID, body, b.auth)
 			if code != http.StatusOK {
 				counts.Failed++
 				errs.Write(line)
@@ -444,8 +449,9 @@ func (s *Server) eachBatchLine(in []byte, fn func(customID string, body []byte, 
 }
 
 // answerBatchLine answers one request as the chat endpoint would and
-// returns its output line.
-func (s *Server) answerBatchLine(customID string, body []byte) (int, []byte) {
+// returns its output line; auth is the batch's Authorization header
+// (BatchConfig.EchoAuth).
+func (s *Server) answerBatchLine(customID string, body []byte, auth string) (int, []byte) {
 	h := fnv.New64a()
 	h.Write(body)
 	bodyHash := h.Sum64()
@@ -459,7 +465,11 @@ func (s *Server) answerBatchLine(customID string, body []byte) (int, []byte) {
 		io.WriteString(c, customID)
 		if float64(mix(c.Sum64())>>11)/(1<<53) < share {
 			var b bytes.Buffer
-			writeBatchError(&b, customID, http.StatusInternalServerError, "server_error", "the fake failed this request")
+			msg := "the fake failed this request"
+			if s.cfg.Batch.EchoAuth {
+				msg += " (headers: Authorization: " + auth + ")"
+			}
+			writeBatchError(&b, customID, http.StatusInternalServerError, "server_error", msg)
 			return http.StatusInternalServerError, b.Bytes()
 		}
 	}
@@ -506,7 +516,7 @@ func (s *Server) RunBatch(in io.Reader, out io.Writer) error {
 			writeBatchError(&buf, customID, http.StatusBadRequest, "invalid_request_error", lineErr)
 			return
 		}
-		code, line := s.answerBatchLine(customID, body)
+		code, line := s.answerBatchLine(customID, body, "")
 		if code == http.StatusOK {
 			answered++
 		}
