@@ -9,9 +9,11 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/augmentdata/augment/atomicfs"
+	"github.com/augmentdata/augment/stages"
 	"github.com/augmentdata/augment/stages/llm/fakellm"
 )
 
@@ -24,19 +26,31 @@ func cmdFakeLLM(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	runBatch := fs.String("run-batch", "", "answer this OpenAI batch input file offline, as `vllm run-batch` would, write -o and exit")
 	batchOut := fs.String("o", "", "the output file of -run-batch")
 	var cfg fakellm.Config
-	// A config file is read before the other flags so they can override it.
+	// A config file is read before the other flags so they can override
+	// it: -config FILE, -config=FILE, with one dash or two.
 	for i, a := range args {
-		if (a == "-config" || a == "--config") && i+1 < len(args) {
-			if err := loadFakeConfig(args[i+1], &cfg); err != nil {
-				return err
+		if a == "--" {
+			break
+		}
+		name, val, eq := strings.Cut(a, "=")
+		if name != "-config" && name != "--config" {
+			continue
+		}
+		if !eq {
+			if i+1 >= len(args) {
+				break // the flag package says the value is missing
 			}
+			val = args[i+1]
+		}
+		if err := loadFakeConfig(val, &cfg); err != nil {
+			return err
 		}
 	}
 	cfg.RegisterFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return flagErr(err)
 	}
-	_ = config
+	_ = config // read above
 	if fs.NArg() > 0 {
 		return usageError{fmt.Sprintf("fake-llm: unexpected argument %q", fs.Arg(0))}
 	}
@@ -68,11 +82,11 @@ func cmdFakeLLM(ctx context.Context, args []string, stdout, stderr io.Writer) er
 func loadFakeConfig(path string, cfg *fakellm.Config) error {
 	b, err := os.ReadFile(path)
 	if err != nil {
-		return err
+		return &stages.ConfigError{Problems: []string{"fake-llm: -config: " + err.Error()}}
 	}
 	c, err := fakellm.ParseConfig(b)
 	if err != nil {
-		return usageError{err.Error()}
+		return &stages.ConfigError{Problems: []string{fmt.Sprintf("fake-llm: -config %s: %v", path, err)}}
 	}
 	*cfg = c
 	return nil

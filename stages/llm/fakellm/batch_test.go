@@ -135,7 +135,27 @@ func TestBatchLifecycle(t *testing.T) {
 			if got := s.BatchCounters(); got.Batches != 1 || got.Requests != 6 || got.Answered != int64(tt.completed) {
 				t.Fatalf("counters %+v", got)
 			}
+			// GET /fake/counters holds the batch totals too.
+			var c Counters
+			if getJSON(t, "GET", hs.URL+"/fake/counters", nil, &c); c.Batch != s.BatchCounters() {
+				t.Fatalf("/fake/counters batch %+v, want %+v", c.Batch, s.BatchCounters())
+			}
 		})
+	}
+}
+
+// GET /fake/log lists the recorded requests, and says how to record them
+// when the fake does not.
+func TestFakeLog(t *testing.T) {
+	_, hs := newServer(t, Config{Record: true})
+	getJSON(t, "POST", hs.URL+"/v1/chat/completions", map[string]any{"model": "m", "messages": []map[string]string{{"role": "user", "content": "hi"}}}, nil)
+	var log []Seen
+	if code := getJSON(t, "GET", hs.URL+"/fake/log", nil, &log); code != 200 || len(log) != 1 || log[0].Path != "/v1/chat/completions" {
+		t.Fatalf("/fake/log: %d %+v", code, log)
+	}
+	_, off := newServer(t, Config{})
+	if code := getJSON(t, "GET", off.URL+"/fake/log", nil, nil); code != 404 {
+		t.Fatalf("/fake/log without -record: %d, want 404", code)
 	}
 }
 

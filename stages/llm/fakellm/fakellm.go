@@ -176,7 +176,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.DurationVar((*time.Duration)(&c.TTFB), "ttfb", c.TTFB.D(), "time before the response headers (default: the whole latency)")
 	fs.Uint64Var(&c.Seed, "seed", c.Seed, "seed of the fault draws")
 	fs.IntVar(&c.EmbedDim, "embed-dim", c.EmbedDim, "embedding size (default 16)")
-	fs.BoolVar(&c.Record, "record", c.Record, "keep a log of every request")
+	fs.BoolVar(&c.Record, "record", c.Record, "keep a log of every request (GET /fake/log)")
 	fs.Float64Var(&c.Faults.RateLimit, "fault-429", c.Faults.RateLimit, "share of requests answered 429")
 	fs.DurationVar((*time.Duration)(&c.Faults.RetryAfter), "retry-after", c.Faults.RetryAfter.D(), "Retry-After sent with 429 (default 1s)")
 	fs.Float64Var(&c.Faults.ServerError, "fault-5xx", c.Faults.ServerError, "share of requests answered 500/502/503")
@@ -262,11 +262,13 @@ type Counters struct {
 	InFlight     int64            `json:"in_flight"`
 	PeakInFlight int64            `json:"peak_in_flight"`
 	Faults       map[string]int64 `json:"faults,omitempty"`
+	Batch        BatchCounters    `json:"batch"` // the Files and Batches endpoints
 }
 
 // Server is the fake, an http.Handler. Paths ending in /chat/completions,
 // /embeddings and /models are served, and the Files and Batches endpoints
-// (batch.go); GET /fake/counters returns Counters as JSON.
+// (batch.go); GET /fake/counters returns Counters as JSON, and GET
+// /fake/log the recorded requests (Config.Record) as JSON.
 type Server struct {
 	cfg   Config
 	slots chan struct{} // Capacity tokens; nil without a capacity
@@ -362,6 +364,7 @@ func (s *Server) Counters() Counters {
 			c.Faults[k] = v
 		}
 	}
+	c.Batch = s.bc
 	s.mu.Unlock()
 	return c
 }
@@ -396,6 +399,12 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case r.Method == http.MethodGet && path == "/fake/counters":
 		writeJSON(w, http.StatusOK, s.Counters())
+	case r.Method == http.MethodGet && path == "/fake/log":
+		if !s.cfg.Record {
+			writeError(w, http.StatusNotFound, "not_found", "requests are recorded with -record (record: true) only")
+			return
+		}
+		writeJSON(w, http.StatusOK, s.Log())
 	case r.Method == http.MethodGet && strings.HasSuffix(path, "/models"):
 		m := map[string]any{"id": s.cfg.Model, "object": "model", "owned_by": "fakellm"}
 		if s.cfg.MaxModelLen > 0 {
