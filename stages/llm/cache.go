@@ -11,6 +11,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"sort"
 	"strings"
 	"sync"
@@ -194,7 +195,11 @@ func openDB(files cachePath, readOnly bool) (*bolt.DB, error) {
 		// makes readers wait.
 		o.InitialMmapSize = 1 << 30
 	}
-	db, err := bolt.Open(path, 0o644, o)
+	var db *bolt.DB
+	err := guardDamage(path, func() (err error) {
+		db, err = bolt.Open(path, 0o644, o)
+		return err
+	})
 	if errors.Is(err, bolterrors.ErrTimeout) {
 		return nil, fmt.Errorf("llm cache %s is in use by another augment process", path)
 	}
@@ -422,13 +427,43 @@ type CacheEntry struct {
 	Response Response        `json:"response"`
 }
 
+// A DamagedCacheError says the cache file's pages cannot be read: bbolt
+// panics on a damaged page and faults on one past a cut file's end, which
+// guardDamage turns into this error.
+type DamagedCacheError struct {
+	Path  string
+	Cause any // the panic's value
+}
+
+func (e *DamagedCacheError) Error() string {
+	return fmt.Sprintf("llm cache %s is damaged (%v): move it aside (the run then asks again for the answers it held), or restore it from a copy", e.Path, e.Cause)
+}
+
+// guardDamage runs fn, in which bbolt reads the cache file at path through
+// its memory map, and returns a *DamagedCacheError for a panic or a memory
+// fault there (debug.SetPanicOnFault) instead of crashing the process.
+func guardDamage(path string, fn func() error) (err error) {
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	defer func() {
+		if p := recover(); p != nil {
+			err = &DamagedCacheError{Path: path, Cause: p}
+		}
+	}()
+	return fn()
+}
+
 // Stats counts the entries per stage and embedding model, in name order.
 func (c *Cache) Stats() (CacheStats, error) {
 	if err := c.Flush(); err != nil {
 		return CacheStats{}, err
 	}
 	st := CacheStats{Path: c.sh.path}
-	err := c.sh.db.View(func(tx *bolt.Tx) error {
+	err := guardDamage(c.sh.path, func() error { return c.statsIn(&st) })
+	return st, err
+}
+
+func (c *Cache) statsIn(st *CacheStats) error {
+	return c.sh.db.View(func(tx *bolt.Tx) error {
 		st.Bytes = tx.Size()
 		count := func(top []byte) []CacheCount {
 			var out []CacheCount
@@ -448,7 +483,6 @@ func (c *Cache) Stats() (CacheStats, error) {
 		}
 		return nil
 	})
-	return st, err
 }
 
 // Get returns the chat entry whose hex key starts with prefix (at least 8
@@ -542,13 +576,33 @@ func makeEntry(stage string, k, v []byte) (CacheEntry, error) {
 	return CacheEntry{Key: hex.EncodeToString(k), Stage: stage, Request: bytes.Clone(canon), Response: resp}, nil
 }
 
-// Check verifies the file's internal consistency (bbolt's page check).
+// Check verifies the file's internal consistency: every entry of every
+// bucket is read (in this goroutine, so that a damaged page is a
+// *DamagedCacheError, not a crash), then bbolt's page check runs, which
+// reads the pages again in a goroutine of its own.
 func (c *Cache) Check() error {
-	return c.sh.db.View(func(tx *bolt.Tx) error {
-		var errs []error
-		for err := range tx.Check() {
-			errs = append(errs, err)
+	return guardDamage(c.sh.path, func() error {
+		return c.sh.db.View(func(tx *bolt.Tx) error {
+			if err := tx.ForEach(func(_ []byte, b *bolt.Bucket) error { return walkBucket(b) }); err != nil {
+				return err
+			}
+			var errs []error
+			for err := range tx.Check() {
+				errs = append(errs, err)
+			}
+			return errors.Join(errs...)
+		})
+	})
+}
+
+// walkBucket reads every key and value of b and its buckets.
+func walkBucket(b *bolt.Bucket) error {
+	return b.ForEach(func(k, v []byte) error {
+		if v == nil {
+			if sub := b.Bucket(k); sub != nil {
+				return walkBucket(sub)
+			}
 		}
-		return errors.Join(errs...)
+		return nil
 	})
 }

@@ -2,7 +2,10 @@ package llm
 
 import (
 	"crypto/sha256"
+	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -132,4 +135,64 @@ func FuzzDecodeEntry(f *testing.F) {
 			t.Fatalf("round trip changed %+v → %+v (%v)", resp, resp2, err)
 		}
 	})
+}
+
+// A cache file with a damaged page, or cut short, is a *DamagedCacheError
+// from opening it (writable or read-only, as run and cache stats do) or
+// from Check (cache verify), never a panic or a memory fault.
+func TestCacheDamaged(t *testing.T) {
+	fill := func(t *testing.T) string {
+		dir := t.TempDir()
+		c, err := OpenCache(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range 3000 {
+			k := sha256.Sum256(fmt.Appendf(nil, "%d", i))
+			resp := Response{Content: strings.Repeat(fmt.Sprintf("answer %d ", i), 20), FinishReason: "stop"}
+			if err := c.putChat("st@1", k[:], []byte(`{"stage":"st@1"}`), resp, "st", fmt.Appendf(nil, "slot%d\x000", i)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := c.Close(); err != nil {
+			t.Fatal(err)
+		}
+		return dir
+	}
+	damages := map[string]func(f *os.File, size int64) error{
+		// Every page but the two meta pages.
+		"pages overwritten": func(f *os.File, size int64) error {
+			junk := make([]byte, size-2*4096)
+			for i := range junk {
+				junk[i] = byte(i*7919 + 13)
+			}
+			_, err := f.WriteAt(junk, 2*4096)
+			return err
+		},
+		// The meta pages name pages past the end.
+		"cut short": func(f *os.File, size int64) error { return f.Truncate(4 * 4096) },
+	}
+	for name, damage := range damages {
+		t.Run(name, func(t *testing.T) {
+			dir := fill(t)
+			f, err := os.OpenFile(filepath.Join(dir, CacheFile), os.O_RDWR, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			fi, _ := f.Stat()
+			if err := errors.Join(damage(f, fi.Size()), f.Close()); err != nil {
+				t.Fatal(err)
+			}
+			var damaged *DamagedCacheError
+			for _, readOnly := range []bool{true, false} {
+				c, err := openCache(dir, nil, readOnly)
+				if err == nil {
+					err = errors.Join(c.Check(), c.Close())
+				}
+				if !errors.As(err, &damaged) || !strings.Contains(err.Error(), "move it aside") {
+					t.Errorf("read-only %v: %v, want a *DamagedCacheError", readOnly, err)
+				}
+			}
+		})
+	}
 }
