@@ -441,6 +441,10 @@ func TestInterruptDuringLLMStage(t *testing.T) {
 	if !strings.Contains(stderr, "finished work is kept; run the same command again to resume") {
 		t.Errorf("interrupted run does not say the work is kept:\n%s", stderr)
 	}
+	// The signal stopped the run: no record is blamed for it.
+	if !strings.Contains(stderr, "augment: interrupted\n") || strings.Contains(stderr, "context canceled") {
+		t.Errorf("interrupted run's message:\n%s", stderr)
+	}
 	atStop := fake.Counters()
 	e2eIntact(t, filepath.Join(dir, "out"))
 

@@ -119,6 +119,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 	err := dispatch(ctx, args, stdout, stderr)
 	code := exitCode(ctx, err)
 	if err != nil && !errors.Is(err, flag.ErrHelp) {
+		if code == exitInterrupt && ctx.Err() != nil {
+			// The stop was the signal's: what was cut off (a record, a
+			// request) is not what went wrong.
+			err = interrupted{err}
+		}
 		fmt.Fprintf(stderr, "augment: %v\n", err)
 		switch code {
 		case exitUsage:
@@ -137,6 +142,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	return code
 }
+
+// interrupted is the error of a command stopped by Ctrl-C or SIGTERM.
+type interrupted struct{ err error }
+
+func (e interrupted) Error() string { return "interrupted" }
+func (e interrupted) Unwrap() error { return e.err }
 
 // workSaved marks the error of a command that does a run's work (run,
 // merge, batch poll): what it finished is kept, and running it again goes
