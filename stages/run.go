@@ -378,7 +378,10 @@ type stageResult struct {
 
 // fingerprint hashes everything about a stage, except its input, that can
 // change its output: for st, the built stage, the prompts it loaded into
-// env and the models it asks (modelUser). Ingest has neither (nil, nil).
+// env and the models it asks (modelUser), and output.jsonl when it is on
+// for a stage that writes Parquet shards (its .jsonl mirrors are outputs
+// too; written only when on, so runs without mirrors keep their keys).
+// Ingest has neither (nil, nil): its settings hold output.jsonl.
 func (r *Runner) fingerprint(typ string, version int, cfg any, env *Env, st Stage, extra ...string) (string, json.RawMessage, error) {
 	cfgJSON, err := json.Marshal(cfg)
 	if err != nil {
@@ -390,6 +393,9 @@ func (r *Runner) fingerprint(typ string, version int, cfg any, env *Env, st Stag
 		for _, name := range slices.Sorted(mapsKeys(env.prompts)) {
 			fmt.Fprintf(h, "prompt %s=%s\n", name, env.prompts[name])
 		}
+	}
+	if _, sink := st.(Sink); st != nil && !sink && r.p.Output.JSONL {
+		fmt.Fprintf(h, "jsonl=true\n")
 	}
 	if mu, ok := st.(modelUser); ok {
 		teacher, embedder := mu.usesModels()

@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -450,6 +451,32 @@ func TestEmptyExportSaysSo(t *testing.T) {
 	m := readManifest(t, filepath.Join(filepath.Dir(path), "out"), "02-export")
 	if m.Totals.Out != 0 || !slices.ContainsFunc(m.Notes, func(n string) bool { return strings.HasPrefix(n, "empty export: no sample reached it") }) {
 		t.Errorf("out %d, notes %q", m.Totals.Out, m.Notes)
+	}
+}
+
+// output.jsonl turned on for a finished run writes every stage's mirrors,
+// and turned off removes them, as a fresh run would have them.
+func TestJSONLToggle(t *testing.T) {
+	path := demoPipeline(t, "  - sample: {quotas: [{}]}\n  - decision_tokens: {}\n  - export: {}\n")
+	out := filepath.Join(filepath.Dir(path), "out")
+	set := func(on bool) {
+		b, _ := os.ReadFile(path)
+		y := strings.Replace(string(b), "jsonl: true", "jsonl: "+strconv.FormatBool(on), 1)
+		y = strings.Replace(y, "jsonl: "+strconv.FormatBool(!on), "jsonl: "+strconv.FormatBool(on), 1)
+		os.WriteFile(path, []byte(y), 0o644)
+		runPipeline(t, path)
+	}
+	mirrors := func(stage string) int {
+		m, _ := filepath.Glob(filepath.Join(out, stage, "part-*.jsonl"))
+		return len(m)
+	}
+	for _, on := range []bool{false, true, false} {
+		set(on)
+		for _, stage := range []string{"00-ingest", "01-sample", "02-decision_tokens"} {
+			if n := mirrors(stage); (n > 0) != on {
+				t.Errorf("jsonl %v: %s has %d mirrors", on, stage, n)
+			}
+		}
 	}
 }
 
