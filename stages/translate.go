@@ -14,8 +14,9 @@ import (
 // ratio or count, attempts, prompt, keep (translated | both), non_chinese
 // (convert mode: pass | filter records without Chinese text).
 //
-// In teacher mode every answer is checked — tool definitions byte-identical,
-// same turns and calls, names, keys, enum members and fixed values unchanged,
+// In teacher mode every answer is checked — tool definitions (listed, and
+// those meta_tool results return) byte-identical, same turns and calls,
+// names, keys, enum members and fixed values unchanged,
 // changed free-text arguments equivalent in meaning (verify.Equivalent), no
 // Simplified-only characters after s2twp — and re-asked, then rejected with
 // the failed check as the reason. Convert mode applies OpenCC s2twp only (for
@@ -36,8 +37,13 @@ func (c *TranslateConfig) defaults() { c.Config.Defaults() }
 // +2 since s2twp segments as OpenCC does (Taiwan phrases never across
 // segments), with OpenCC 1.1.6's dictionaries, and damaged conversions are
 // rejected; +3 since an answer cut off at the token limit is asked again
-// without feedback on it, and the last such is llm_truncated.
-func (c *TranslateConfig) version() int { return translate.Version + 3 }
+// without feedback on it, and the last such is llm_truncated; +4 since the
+// tools a meta_tool result returns lock later calls and results (open-world
+// records), the result itself keeps its bytes, locked values are converted
+// with s2twp like the text quoting them, and parallel calls told apart only
+// by free text are aligned on the judge's verdicts (requests and prompts
+// unchanged: cached answers and verdicts stay valid).
+func (c *TranslateConfig) version() int { return translate.Version + 4 }
 
 func (c *TranslateConfig) validate() []string {
 	var probs []string

@@ -9,88 +9,83 @@ import (
 	"github.com/augmentdata/augment/stages/record"
 )
 
-// Convert returns a clone of r with every translatable string converted from
-// Simplified Chinese to Taiwan usage by OpenCC s2twp (with the character
-// repair of convertText, since no teacher can be asked): the system prompt,
-// message text and reasoning, free-text argument values, and free-text values
-// of tool results (plain-text results as a whole). Tool definitions, function
-// names, argument keys, enum members and locked values (see classify) keep
-// their bytes; so does all JSON around a converted string. The clone is
-// tagged lang=zh-TW with a rule lineage step. Arguments or results that are
-// not valid JSON are left as they are (Record rejects such sources). A
-// conversion that does not read back to its source gives a *contract.Reject with
-// ReasonConversionDamaged.
+// Convert returns a clone of r with every string the stage converts
+// converted from Simplified Chinese to Taiwan usage by OpenCC s2twp (with
+// the character repair of convertText, since no teacher can be asked): the
+// system prompt, message text and reasoning, and every argument value and
+// tool-result value but enum and const members (see fixed); plain-text
+// results as a whole. A locked argument value quoted in the text converts
+// there as it does in the call (see converter). Tool definitions — the record's and
+// those a meta_tool result returns (see scope) — function names, keys and
+// enum and const members keep their bytes, and so does all JSON around a
+// converted string; the tools a call refers to are those available at its
+// turn. The clone is tagged lang=zh-TW with a rule lineage step. Arguments
+// or results that are not valid JSON are left as they are (Record rejects
+// such sources). A conversion that does not read back to its source gives a
+// *contract.Reject with ReasonConversionDamaged.
 func Convert(r *record.Record) (*record.Record, error) { return convert(r, "translate") }
 
 // convert is Convert with the lineage step named step.
 func convert(r *record.Record, step string) (*record.Record, error) {
-	out := r.Clone()
-	var err error
-	conv := func(s string) string {
-		if err != nil {
-			return s
+	sc := scopeOf(r)
+	c := newConverter(true)
+	for i, m := range r.Messages {
+		for _, call := range m.Calls {
+			n, err := parseTree(call.Arguments)
+			if err != nil {
+				continue
+			}
+			convertedStrings("", n, sc.params(i, call.Name), func(_ string, leaf *jsontree.Value, locked bool) {
+				if locked {
+					c.addUnit(leaf.Str)
+				}
+			})
 		}
-		var c string
-		c, err = convertText(s, true)
-		return c
 	}
-	out.System = conv(out.System)
+	c.prepare()
+	out := r.Clone()
+	out.System = c.text(out.System)
 	for i := range out.Messages {
 		m := &out.Messages[i]
-		m.Content = conv(m.Content)
-		m.Reasoning = conv(m.Reasoning)
+		m.Content = c.text(m.Content)
+		m.Reasoning = c.text(m.Reasoning)
 		for j := range m.Calls {
-			c := &m.Calls[j]
-			c.Arguments = convertJSON(c.Arguments, callSchema(r, c.Name), conv)
+			call := &m.Calls[j]
+			call.Arguments = convertJSON(call.Arguments, sc.params(i, call.Name), c)
 		}
 		for j := range m.Results {
 			res := &m.Results[j]
-			if isStructured(res.Content) {
-				res.Content = string(convertJSON([]byte(res.Content), resultSchema(r, res.Name), conv))
-			} else {
-				res.Content = conv(res.Content)
+			switch {
+			case sc.definition(i, j):
+			case isStructured(res.Content):
+				res.Content = string(convertJSON([]byte(res.Content), sc.response(i, res.Name), c))
+			default:
+				res.Content = c.text(res.Content)
 			}
 		}
 	}
-	if err != nil {
-		return nil, err
+	if c.err != nil {
+		return nil, c.err
 	}
 	out.SetTag("lang", Lang)
 	out.AddStep(step, "rule", "")
 	return out, nil
 }
 
-// convertJSON converts the free-text strings of a JSON value with conv in
-// place of their literals.
-func convertJSON(b []byte, s schema, conv func(string) string) []byte {
+// convertJSON converts the strings of a JSON value that the stage converts
+// (see convertedStrings) in place of their literals.
+func convertJSON(b []byte, s schema, c *converter) []byte {
 	n, err := parseTree(b)
 	if err != nil {
 		return b
 	}
 	var edits []edit
-	freeStrings("", n, s, func(_ string, leaf *jsontree.Value) {
-		if c := conv(leaf.Str); c != leaf.Str {
-			edits = append(edits, stringEdit(b, leaf, c))
+	convertedStrings("", n, s, func(_ string, leaf *jsontree.Value, locked bool) {
+		if v := c.value(leaf.Str, locked); v != leaf.Str {
+			edits = append(edits, stringEdit(b, leaf, v))
 		}
 	})
 	return splice(b, edits)
-}
-
-// callSchema returns the parameter schema of the tool called name in r.
-func callSchema(r *record.Record, name string) schema {
-	if t, ok := r.ToolByName(name); ok {
-		return toolSchema(t.Parameters)
-	}
-	return nil
-}
-
-// resultSchema returns the response schema of the tool called name in r,
-// when the source has one.
-func resultSchema(r *record.Record, name string) schema {
-	if t, ok := r.ToolByName(name); ok && len(t.Response) > 0 {
-		return toolSchema(t.Response)
-	}
-	return nil
 }
 
 // isStructured reports whether a tool result is a JSON object or array, whose
@@ -115,12 +110,24 @@ type text struct {
 }
 
 // translatable yields every string of r that a translation changes: the
-// system prompt, message text and reasoning, free-text argument values and
-// free-text (or plain-text) tool results.
+// system prompt, message text and reasoning, the argument and tool-result
+// values the stage converts (see convertedStrings) and plain-text tool
+// results; not the tool definitions meta_tool results return.
 func translatable(r *record.Record) iter.Seq[text] {
 	return func(yield func(text) bool) {
 		if r.System != "" && !yield(text{"system", r.System}) {
 			return
+		}
+		sc := scopeOf(r)
+		stop := false
+		leaves := func(path string, b []byte, s schema) {
+			n, err := parseTree(b)
+			if err != nil {
+				return
+			}
+			convertedStrings(path, n, s, func(path string, leaf *jsontree.Value, _ bool) {
+				stop = stop || !yield(text{path, leaf.Str})
+			})
 		}
 		for i, m := range r.Messages {
 			p := turnPath(i)
@@ -131,36 +138,22 @@ func translatable(r *record.Record) iter.Seq[text] {
 				return
 			}
 			for j, c := range m.Calls {
-				n, err := parseTree(c.Arguments)
-				if err != nil {
-					continue
-				}
-				stop := false
-				freeStrings(callPath(i, j)+".arguments", n, callSchema(r, c.Name), func(path string, leaf *jsontree.Value) {
-					stop = stop || !yield(text{path, leaf.Str})
-				})
-				if stop {
+				if leaves(callPath(i, j)+".arguments", c.Arguments, sc.params(i, c.Name)); stop {
 					return
 				}
 			}
 			for j, res := range m.Results {
 				p := resultPath(i, j) + ".content"
-				if !isStructured(res.Content) {
-					if res.Content != "" && !yield(text{p, res.Content}) {
+				switch {
+				case sc.definition(i, j):
+				case isStructured(res.Content):
+					if leaves(p, []byte(res.Content), sc.response(i, res.Name)); stop {
 						return
 					}
-					continue
-				}
-				n, err := parseTree([]byte(res.Content))
-				if err != nil {
-					continue
-				}
-				stop := false
-				freeStrings(p, n, resultSchema(r, res.Name), func(path string, leaf *jsontree.Value) {
-					stop = stop || !yield(text{path, leaf.Str})
-				})
-				if stop {
-					return
+				case res.Content != "":
+					if !yield(text{p, res.Content}) {
+						return
+					}
 				}
 			}
 		}

@@ -17,7 +17,8 @@ import (
 // Tool results are translated too, since Appendix B translates the whole
 // conversation except "functions"; their keys and locked values are checked
 // like arguments, but their free text needs no equivalence judge: no call
-// depends on it.
+// depends on it. A meta_tool result that returns tool definitions is sent
+// like any result but must come back exactly (see scope).
 type wireRecord struct {
 	Functions     []wireTool `json:"functions"`
 	System        string     `json:"system,omitempty"`

@@ -38,7 +38,7 @@ func (t *Translator) teach(ctx context.Context, r *record.Record) (*record.Recor
 	if err != nil {
 		return nil, rejectf(ReasonSourceInvalid, "functions cannot be encoded: %v", err)
 	}
-	c := &checker{t: t, src: r, functions: sentFunctions, judged: make(map[string]bool)}
+	c := &checker{t: t, src: r, scope: scopeOf(r), functions: sentFunctions, judged: make(map[string]bool)}
 	schema := answerSchema(w)
 	var feedback []string
 	var last []problem
@@ -91,14 +91,15 @@ func (t *Translator) teach(ctx context.Context, r *record.Record) (*record.Recor
 type checker struct {
 	t         *Translator
 	src       *record.Record
+	scope     *scope          // the tools each turn refers to
 	functions *jsontree.Value // the "functions" value as sent
 	judged    map[string]bool // equivalence verdicts, reused across attempts
 }
 
 // A callPair is a source call and the answer's call aligned with it.
 type callPair struct {
-	ans  answerCall
-	free []freeLeaf
+	ans answerCall
+	w   walker // the source's arguments compared with the answer's
 }
 
 // check compares one answer with the source. It returns the translated
@@ -140,7 +141,8 @@ func (c *checker) check(ctx context.Context, resp llm.Response) (*record.Record,
 	}
 
 	calls := make([][]callPair, len(r.Messages))
-	results := make([][][]freeLeaf, len(r.Messages))
+	aligns := make([]*alignment, len(r.Messages))
+	results := make([][]walker, len(r.Messages))
 	for i, m := range r.Messages {
 		at := a.turns[i]
 		p := turnPath(i)
@@ -152,20 +154,27 @@ func (c *checker) check(ctx context.Context, resp llm.Response) (*record.Record,
 		case len(at.calls) > len(m.Calls):
 			add(ReasonCallAdded, p+".tool_calls", "%d calls, want %d; add no calls", len(at.calls), len(m.Calls))
 		case len(m.Calls) > 0:
-			pairs, ps := c.alignCalls(i, m.Calls, at.calls)
-			calls[i] = pairs
+			pairs, al, ps := c.alignCalls(i, m.Calls, at.calls)
+			calls[i], aligns[i] = pairs, al
 			probs = append(probs, ps...)
 		}
 		if len(at.results) != len(m.Results) {
 			add(ReasonResultsChanged, p+".results", "%d results, want %d", len(at.results), len(m.Results))
 			continue
 		}
-		results[i] = make([][]freeLeaf, len(m.Results))
+		results[i] = make([]walker, len(m.Results))
 		for j, res := range m.Results {
 			rp := resultPath(i, j)
 			ar := at.results[j]
 			if ar.name != res.Name {
 				add(ReasonResultsChanged, rp+".name", "result name %q, want %q", ar.name, res.Name)
+				continue
+			}
+			if c.scope.definition(i, j) {
+				// isStructured holds: MetaToolResult read JSON.
+				if orig, err := parseTree([]byte(res.Content)); err == nil && !jsontree.Equal(orig, ar.content) {
+					add(ReasonToolsChanged, rp+".content", "this meta_tool result is a tool definition; copy it exactly as given, untranslated, like \"functions\"")
+				}
 				continue
 			}
 			if !isStructured(res.Content) {
@@ -179,9 +188,9 @@ func (c *checker) check(ctx context.Context, resp llm.Response) (*record.Record,
 				continue
 			}
 			w := walker{keyReason: ReasonResultsChanged}
-			w.compare(rp+".content", orig, ar.content, resultSchema(r, res.Name))
+			w.compare(rp+".content", orig, ar.content, c.scope.response(i, res.Name))
 			probs = append(probs, w.problems...)
-			results[i][j] = w.free
+			results[i][j] = w
 		}
 	}
 	if len(probs) > 0 {
@@ -201,12 +210,19 @@ func (c *checker) check(ctx context.Context, resp llm.Response) (*record.Record,
 	if len(probs) > 0 {
 		return nil, probs, nil
 	}
-	ps, err := c.judge(ctx, calls)
+	realigned, ps, err := c.judge(ctx, calls, aligns)
 	if err != nil {
 		return nil, nil, err
 	}
 	if len(ps) > 0 {
 		return nil, ps, nil
+	}
+	if realigned {
+		// The same strings in other calls: the checks above hold as they
+		// were.
+		if out, err = c.build(a, calls, results); err != nil {
+			return nil, nil, err
+		}
 	}
 	return out, nil, nil
 }
@@ -222,46 +238,63 @@ func textField(add func(reason, path, format string, args ...any), path, orig st
 	}
 }
 
+// An alignment is how the parallel calls of one turn were paired with the
+// answer's.
+type alignment struct {
+	ans   []answerCall
+	walks [][]walker // walks[j][k]: source call j compared with answer call k
+	names [][]bool   // names[j][k]: the two calls name the same function
+	perm  []int      // source call j is paired with answer call perm[j]
+}
+
+// clean reports whether source call j and answer call k may be paired: the
+// same function, and no structural problem between them.
+func (al *alignment) clean(j, k int) bool { return al.names[j][k] && len(al.walks[j][k].problems) == 0 }
+
 // alignCalls pairs the calls of one turn with the answer's. Parallel calls
 // may come back in another order: they are aligned by Hungarian assignment
 // (seed 004 §3.1) on a cost that puts function names first, then argument
 // keys, then locked values, then free text that changed, with a tiny
 // preference for the original position; the translated record keeps the
-// source's order, so tool results stay aligned with their calls.
-func (c *checker) alignCalls(i int, orig []record.Call, ans []answerCall) ([]callPair, []problem) {
+// source's order, so tool results stay aligned with their calls. Calls
+// that differ only in free text are aligned again on the judge's verdicts
+// when this alignment does not hold up (see judge).
+func (c *checker) alignCalls(i int, orig []record.Call, ans []answerCall) ([]callPair, *alignment, []problem) {
 	n := len(orig)
-	walks := make([][]walker, n)
+	al := &alignment{ans: ans, walks: make([][]walker, n), names: make([][]bool, n)}
 	cost := make([][]float64, n)
 	for j, oc := range orig {
 		on, _ := parseTree(oc.Arguments) // checkSource parsed it
-		s := callSchema(c.src, oc.Name)
-		walks[j] = make([]walker, n)
+		s := c.scope.params(i, oc.Name)
+		al.walks[j] = make([]walker, n)
+		al.names[j] = make([]bool, n)
 		cost[j] = make([]float64, n)
 		for k, ac := range ans {
 			w := walker{keyReason: ReasonKeyChanged}
 			w.compare(callPath(i, j)+".arguments", on, ac.args, s)
-			walks[j][k] = w
+			al.walks[j][k] = w
+			al.names[j][k] = oc.Name == ac.name
 			cost[j][k] = pairCost(oc.Name, ac.name, w) + 1e-3*math.Abs(float64(j-k))
 		}
 	}
-	perm := []int{0}
+	al.perm = []int{0}
 	if n > 1 {
-		perm = verify.Hungarian(cost)
+		al.perm = verify.Hungarian(cost)
 	}
 	pairs := make([]callPair, n)
 	var probs []problem
 	for j, oc := range orig {
-		k := perm[j]
+		k := al.perm[j]
 		ac := ans[k]
 		if ac.name != oc.Name {
 			probs = append(probs, problem{reason: ReasonFunctionRenamed, path: callPath(i, j) + ".name",
 				detail: fmt.Sprintf("function %q was renamed to %q; function names must be copied exactly", oc.Name, ac.name)})
 			continue
 		}
-		probs = append(probs, walks[j][k].problems...)
-		pairs[j] = callPair{ans: ac, free: walks[j][k].free}
+		probs = append(probs, al.walks[j][k].problems...)
+		pairs[j] = callPair{ans: ac, w: al.walks[j][k]}
 	}
-	return pairs, probs
+	return pairs, al, probs
 }
 
 func pairCost(origName, ansName string, w walker) float64 {
@@ -285,57 +318,67 @@ func pairCost(origName, ansName string, w walker) float64 {
 }
 
 // build makes the translated record: a clone of the source whose text
-// fields and free-text strings are the answer's, converted with s2twp. A
-// damaged conversion (see intact.go) gives a *contract.Reject: the converter's
+// fields and free-text strings are the answer's and whose locked strings
+// are the source's, all converted with s2twp (see converter), meta_tool
+// results that return tool definitions kept as they are. A damaged
+// conversion (see intact.go) gives a *contract.Reject: the converter's
 // fault, not the teacher's, so it is not re-asked.
-func (c *checker) build(a *answer, calls [][]callPair, results [][][]freeLeaf) (*record.Record, error) {
-	var err error
-	conv := func(s string) string {
-		if err != nil {
-			return s
+func (c *checker) build(a *answer, calls [][]callPair, results [][]walker) (*record.Record, error) {
+	conv := newConverter(false)
+	for _, turn := range calls {
+		for _, p := range turn {
+			for _, l := range p.w.locked {
+				conv.addUnit(l.Str)
+			}
 		}
-		var v string
-		v, err = convertText(s, false)
-		return v
 	}
+	conv.prepare()
 	out := c.src.Clone()
 	if out.System != "" {
-		out.System = conv(*a.system)
+		out.System = conv.text(*a.system)
 	}
 	for i := range out.Messages {
 		m := &out.Messages[i]
 		at := a.turns[i]
 		if m.Content != "" {
-			m.Content = conv(*at.content)
+			m.Content = conv.text(*at.content)
 		}
 		if m.Reasoning != "" {
-			m.Reasoning = conv(*at.reasoning)
+			m.Reasoning = conv.text(*at.reasoning)
 		}
 		for j := range m.Calls {
-			m.Calls[j].Arguments = spliceFree(m.Calls[j].Arguments, calls[i][j].free, conv)
+			m.Calls[j].Arguments = spliceLeaves(m.Calls[j].Arguments, calls[i][j].w, conv)
 		}
 		for j := range m.Results {
 			res := &m.Results[j]
-			if isStructured(res.Content) {
-				res.Content = string(spliceFree([]byte(res.Content), results[i][j], conv))
-			} else {
-				res.Content = conv(at.results[j].content.Str)
+			switch {
+			case c.scope.definition(i, j):
+			case isStructured(res.Content):
+				res.Content = string(spliceLeaves([]byte(res.Content), results[i][j], conv))
+			default:
+				res.Content = conv.text(at.results[j].content.Str)
 			}
 		}
 	}
-	if err != nil {
-		return nil, err
+	if conv.err != nil {
+		return nil, conv.err
 	}
 	return out, nil
 }
 
-// spliceFree writes the converted answer strings over the source's free-text
-// literals.
-func spliceFree(src []byte, free []freeLeaf, conv func(string) string) []byte {
+// spliceLeaves writes the converted answer strings over the source's
+// free-text literals, and the converted source strings over its locked
+// ones.
+func spliceLeaves(src []byte, w walker, conv *converter) []byte {
 	var edits []edit
-	for _, f := range free {
-		if v := conv(f.ans.Str); v != f.orig.Str {
+	for _, f := range w.free {
+		if v := conv.text(f.ans.Str); v != f.orig.Str {
 			edits = append(edits, stringEdit(src, f.orig, v))
+		}
+	}
+	for _, l := range w.locked {
+		if v := conv.value(l.Str, true); v != l.Str {
+			edits = append(edits, stringEdit(src, l, v))
 		}
 	}
 	return splice(src, edits)
@@ -375,33 +418,125 @@ func words(s string) int {
 
 // judge asks the equivalence judge about every free-text argument value
 // whose translation is not just its s2twp conversion (rule-based matching
-// settles those, as ComplexEval's exact match does).
-func (c *checker) judge(ctx context.Context, calls [][]callPair) ([]problem, error) {
-	var probs []problem
+// settles those, as ComplexEval's exact match does). When aligned parallel
+// calls fail and the structure left their pairing open (calls of one
+// function that differ only in free text), the failed calls are aligned
+// again among themselves by Hungarian assignment on the number of values
+// the judge finds not equivalent, so a correct translation that reorders
+// such calls passes; pairs the judge accepted stay as they are.
+// realigned reports that a pairing changed (calls is updated).
+func (c *checker) judge(ctx context.Context, calls [][]callPair, aligns []*alignment) (realigned bool, probs []problem, err error) {
 	for i, turn := range calls {
+		bad := make([][]problem, len(turn))
+		var failed []int // source calls with a value not equivalent
 		for j, pair := range turn {
-			for _, f := range pair.free {
-				orig, got := toTaiwan(f.orig.Str), toTaiwan(f.ans.Str)
-				if orig == got {
-					continue
-				}
-				param := pair.ans.name + "." + strings.TrimPrefix(f.path, callPath(i, j)+".arguments.")
-				key := param + "\x00" + f.orig.Str + "\x00" + got
-				ok, seen := c.judged[key]
-				if !seen {
-					a, _ := json.Marshal(f.orig.Str)
-					b, _ := json.Marshal(got)
-					var err error
-					if ok, err = c.t.equiv(ctx, param, a, b); err != nil {
-						return nil, err
-					}
-					c.judged[key] = ok
-				}
-				if !ok {
-					probs = append(probs, problem{reason: ReasonNotEquivalent, path: f.path,
-						detail: fmt.Sprintf("%q does not mean the same as the original %q; translate the value faithfully or keep it unchanged", clip.Runes(got, 60), clip.Runes(f.orig.Str, 60))})
-				}
+			if bad[j], err = c.judgePair(ctx, i, j, pair.ans.name, pair.w); err != nil {
+				return false, nil, err
 			}
+			if len(bad[j]) > 0 {
+				failed = append(failed, j)
+			}
+		}
+		if al := aligns[i]; len(failed) > 1 && al.open(failed) {
+			changed, err := c.realign(ctx, i, al, failed)
+			if err != nil {
+				return false, nil, err
+			}
+			for _, j := range changed {
+				k := al.perm[j]
+				turn[j] = callPair{ans: al.ans[k], w: al.walks[j][k]}
+				bad[j], _ = c.judgePair(ctx, i, j, turn[j].ans.name, turn[j].w) // realign judged them all
+			}
+			realigned = realigned || len(changed) > 0
+		}
+		for _, ps := range bad {
+			probs = append(probs, ps...)
+		}
+	}
+	return realigned, probs, nil
+}
+
+// open reports whether, among the source calls js and the answer calls
+// paired with them, some source call could be paired with more than one.
+func (al *alignment) open(js []int) bool {
+	for _, j := range js {
+		n := 0
+		for _, j2 := range js {
+			if al.clean(j, al.perm[j2]) {
+				n++
+			}
+		}
+		if n > 1 {
+			return true
+		}
+	}
+	return false
+}
+
+// realign pairs the source calls js of turn i again with the answer calls
+// paired with them: clean pairs (see clean) cost the number of free-text
+// values the judge finds not equivalent, with the same tiny preference for
+// the original position; other pairs are never better. It updates al.perm
+// and returns the source calls whose partner changed.
+func (c *checker) realign(ctx context.Context, i int, al *alignment, js []int) ([]int, error) {
+	ks := make([]int, len(js))
+	for a, j := range js {
+		ks[a] = al.perm[j]
+	}
+	cost := make([][]float64, len(js))
+	for a, j := range js {
+		cost[a] = make([]float64, len(ks))
+		for b, k := range ks {
+			cost[a][b] = 1e-3 * math.Abs(float64(j-k))
+			if !al.clean(j, k) {
+				cost[a][b] += 1e9
+				continue
+			}
+			ps, err := c.judgePair(ctx, i, j, "", al.walks[j][k])
+			if err != nil {
+				return nil, err
+			}
+			cost[a][b] += float64(len(ps))
+		}
+	}
+	var changed []int
+	for a, b := range verify.Hungarian(cost) {
+		if j := js[a]; al.perm[j] != ks[b] {
+			al.perm[j] = ks[b]
+			changed = append(changed, j)
+		}
+	}
+	return changed, nil
+}
+
+// judgePair judges the free-text values of source call j of turn i against
+// those of an answer call of function name ("" means the source call's
+// name: a clean pair names the same function).
+func (c *checker) judgePair(ctx context.Context, i, j int, name string, w walker) ([]problem, error) {
+	if name == "" {
+		name = c.src.Messages[i].Calls[j].Name
+	}
+	var probs []problem
+	for _, f := range w.free {
+		orig, got := toTaiwan(f.orig.Str), toTaiwan(f.ans.Str)
+		if orig == got {
+			continue
+		}
+		param := name + "." + strings.TrimPrefix(f.path, callPath(i, j)+".arguments.")
+		key := param + "\x00" + f.orig.Str + "\x00" + got
+		ok, seen := c.judged[key]
+		if !seen {
+			a, _ := json.Marshal(f.orig.Str)
+			b, _ := json.Marshal(got)
+			var err error
+			if ok, err = c.t.equiv(ctx, param, a, b); err != nil {
+				return nil, err
+			}
+			c.judged[key] = ok
+		}
+		if !ok {
+			probs = append(probs, problem{reason: ReasonNotEquivalent, path: f.path,
+				detail: fmt.Sprintf("%q does not mean the same as the original %q; translate the value faithfully or keep it unchanged", clip.Runes(got, 60), clip.Runes(f.orig.Str, 60))})
 		}
 	}
 	return probs, nil

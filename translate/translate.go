@@ -1,7 +1,9 @@
 // Package translate turns tool-use dialogues into Traditional Chinese as used
-// in Taiwan (zh-TW) while keeping everything a function-calling model relies
-// on byte for byte: tool definitions, function names, argument keys, enum
-// members, numbers, dates and identifiers (seed 002 §3.4 and Appendix B).
+// in Taiwan (zh-TW) while keeping what a function-calling model relies on:
+// tool definitions — the record's and those a meta_tool result returns —,
+// function names, argument keys and enum members byte for byte, and
+// numbers, dates, identifiers, URLs and e-mail addresses untranslated (seed
+// 002 §3.4 and Appendix B).
 //
 // In "teacher" mode each record goes to the teacher model as one JSON object
 // and every answer is checked against the source before it is used: the same
@@ -19,7 +21,18 @@
 //     (Appendix B excludes only "functions"); their keys and locked values
 //     are checked, their free text is not judged, since no call depends on it.
 //   - Parallel calls may come back reordered: they are aligned to the source
-//     by Hungarian assignment and written back in the source's order.
+//     by Hungarian assignment and written back in the source's order. Calls
+//     that only free text tells apart are aligned on the judge's verdicts
+//     when the first alignment fails them.
+//   - Open-world records (seed 000): the tools a meta_tool result returns
+//     lock the later calls and results as listed tools do, and the result
+//     itself, a tool definition, keeps its bytes (see scope).
+//   - Locked values are locked against translation, not against script
+//     conversion: after the checks, s2twp converts every string but keys,
+//     tool definitions and enum and const members, so locked values with
+//     Simplified characters (a Chinese e-mail address, URL or date) end up
+//     as the text quoting them does, and no Simplified-only character is
+//     left outside what the tool definitions fix (see converter).
 //   - A teacher answer that keeps Simplified-only characters after s2twp is
 //     re-asked and, at the end, rejected; convert mode, which has nobody to
 //     ask, repairs such leftovers character by character instead.
@@ -49,14 +62,14 @@ const Lang = "zh-TW"
 // Reject reasons. Every record the stage gives up on carries one of these.
 const (
 	ReasonInvalidJSON       = "translate_invalid_json"       // the answer is not the requested JSON object
-	ReasonToolsChanged      = "translate_tools_changed"      // the answer's "functions" differ from the source's
+	ReasonToolsChanged      = "translate_tools_changed"      // the answer's "functions", or a tool definition a meta_tool result returns, differ from the source's
 	ReasonTurnsChanged      = "translate_turns_changed"      // turns added, dropped, reordered, or a role or text field lost
 	ReasonCallDropped       = "translate_call_dropped"       // a call turn has fewer calls than the source
 	ReasonCallAdded         = "translate_call_added"         // a call turn has more calls than the source
 	ReasonFunctionRenamed   = "translate_function_renamed"   // a call's function name differs from the source's
 	ReasonKeyChanged        = "translate_key_changed"        // an argument key was renamed, dropped or added
 	ReasonEnumChanged       = "translate_enum_changed"       // an enum member was translated or replaced
-	ReasonValueChanged      = "translate_value_changed"      // a locked value (number, boolean, date, ID, URL, e-mail, code) changed, or a value's type or list length
+	ReasonValueChanged      = "translate_value_changed"      // a locked value (number, boolean, date, ID, URL, e-mail, code, const) changed, or a value's type or list length
 	ReasonResultsChanged    = "translate_results_changed"    // a tool turn's results changed in number, names or keys
 	ReasonNotEquivalent     = "translate_not_equivalent"     // the judge found a translated argument value not equivalent to the source's
 	ReasonSimplifiedLeft    = "translate_simplified_left"    // a teacher answer keeps Simplified-only characters after s2twp
@@ -225,8 +238,10 @@ func New(cfg Config, client llm.Client, equiv EquivFunc, tmpl *prompts.Template)
 }
 
 // Record translates one record. It returns the translated record: a clone of
-// r tagged lang=zh-TW with a lineage step, whose tool definitions, function
-// names, argument keys and locked values are r's own bytes. A record whose
+// r tagged lang=zh-TW with a lineage step, whose tool definitions (listed or
+// returned by meta_tool), function names, argument keys and enum and const
+// members are r's own bytes and whose other locked values are r's converted
+// with s2twp (unchanged unless they hold Chinese). A record whose
 // answers never passed the checks (or, in convert mode, one without Chinese
 // text) gives a *contract.Reject. Any
 // other error — context, a fatal teacher error, an error of the equivalence

@@ -218,6 +218,7 @@ type walker struct {
 	keyReason string // reason for added or missing object keys
 	problems  []problem
 	free      []freeLeaf
+	locked    []*jsontree.Value // the source's locked strings (not enum or const members), copied exactly
 }
 
 func (w *walker) add(reason, path, format string, args ...any) {
@@ -230,6 +231,12 @@ func (w *walker) compare(path string, orig, ans *jsontree.Value, s schema) {
 	if enum, ok := s["enum"].([]any); ok && len(enum) > 0 {
 		if !jsontree.Equal(orig, ans) {
 			w.add(ReasonEnumChanged, path, "enum value %s was changed to %s; enum members must be copied exactly", show(orig), show(ans))
+		}
+		return
+	}
+	if _, ok := s["const"]; ok {
+		if !jsontree.Equal(orig, ans) {
+			w.add(ReasonValueChanged, path, "%s was changed to %s; the parameter allows only this value, copy it exactly", show(orig), show(ans))
 		}
 		return
 	}
@@ -269,10 +276,13 @@ func (w *walker) compare(path string, orig, ans *jsontree.Value, s schema) {
 			w.compare(path+"["+strconv.Itoa(i)+"]", &orig.Elems[i].Val, &ans.Elems[i].Val, item(s, i))
 		}
 	case jsontree.String:
-		if classify(s, orig.Str) == leafFree {
+		switch {
+		case classify(s, orig.Str) == leafFree:
 			w.free = append(w.free, freeLeaf{path: path, orig: orig, ans: ans})
-		} else if orig.Str != ans.Str {
+		case orig.Str != ans.Str:
 			w.add(ReasonValueChanged, path, "%s was changed to %s; identifiers, codes, dates, URLs and e-mail addresses must be copied exactly", show(orig), show(ans))
+		default:
+			w.locked = append(w.locked, orig)
 		}
 	default:
 		if !jsontree.Equal(orig, ans) {
@@ -283,25 +293,37 @@ func (w *walker) compare(path string, orig, ans *jsontree.Value, s schema) {
 
 func isBool(k jsontree.Kind) bool { return k == jsontree.True || k == jsontree.False }
 
-// freeStrings calls fn for every free-text string of n (see classify).
-func freeStrings(path string, n *jsontree.Value, s schema, fn func(path string, n *jsontree.Value)) {
+// fixed reports whether the schema s itself names the only values allowed
+// at its point (enum, const). Such values keep their bytes in both modes,
+// as the tool definitions that list them do.
+func fixed(s schema) bool {
 	if enum, ok := s["enum"].([]any); ok && len(enum) > 0 {
+		return true
+	}
+	_, ok := s["const"]
+	return ok
+}
+
+// convertedStrings calls fn for every string of n that the stage converts
+// with s2twp: every string but those fixed by the schema (see fixed).
+// locked says the string is a locked value (see classify), which a teacher
+// must copy unchanged before it is converted.
+func convertedStrings(path string, n *jsontree.Value, s schema, fn func(path string, n *jsontree.Value, locked bool)) {
+	if fixed(s) {
 		return
 	}
 	switch n.Kind {
 	case jsontree.Object:
 		for i := range n.Elems {
 			k := n.Elems[i].Key
-			freeStrings(joinKey(path, k), &n.Elems[i].Val, property(s, k), fn)
+			convertedStrings(joinKey(path, k), &n.Elems[i].Val, property(s, k), fn)
 		}
 	case jsontree.Array:
 		for i := range n.Elems {
-			freeStrings(path+"["+strconv.Itoa(i)+"]", &n.Elems[i].Val, item(s, i), fn)
+			convertedStrings(path+"["+strconv.Itoa(i)+"]", &n.Elems[i].Val, item(s, i), fn)
 		}
 	case jsontree.String:
-		if classify(s, n.Str) == leafFree {
-			fn(path, n)
-		}
+		fn(path, n, classify(s, n.Str) != leafFree)
 	}
 }
 
