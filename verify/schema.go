@@ -347,7 +347,11 @@ func (c *callCheck) object(s *schema, m map[string]any, path string, top bool) {
 
 func (c *callCheck) value(s *schema, v any, path string) {
 	if s.types != nil && !hasType(s.types, v) {
-		c.add("wrong_type", path, "%s of %q must be %s, got %s %s", param(path), c.fn, strings.Join(s.types, " or "), jsonKind(v), show(v))
+		got := jsonKind(v) + " " + show(v)
+		if v == nil {
+			got = "null"
+		}
+		c.add("wrong_type", path, "%s of %q must be %s, got %s", param(path), c.fn, strings.Join(s.types, " or "), got)
 		return
 	}
 	if s.enum != nil && !slices.ContainsFunc(s.enum, func(e any) bool { return jsonEqual(e, v) }) {
