@@ -294,8 +294,10 @@ func (c *MetaToolConfig) validate() []string {
 func (c *MetaToolConfig) readsLibrary() {}
 
 // version 2: results in seed 000 Fig 12's envelope by default, Fig 6's
-// get_user_input description, near-twins of invoked tools never listed.
-func (c *MetaToolConfig) version() int { return 2 }
+// get_user_input description, near-twins of invoked tools never listed. 3:
+// a tool without a description is asked for by its name's words
+// (toollib.QueryOf), not by an empty tool_description.
+func (c *MetaToolConfig) version() int { return 3 }
 
 func (c *MetaToolConfig) build(env *Env) (Stage, error) {
 	s := &metaToolStage{

@@ -46,13 +46,17 @@ type Query struct {
 // QueryOf describes t the way a meta_tool call asks for it: t's description
 // and, in declaration order, one description per parameter in
 // t.Parameters.properties — every parameter, required or not, as the
-// paper's examples list optional ones too. A parameter without a
-// description is described by its name with "_" and "-" read as spaces.
+// paper's examples list optional ones too. A tool or parameter without a
+// description is described by its name with "_" and "-" read as spaces
+// (a meta_tool call with an empty tool_description is malformed).
 // Params is never nil, so a tool without parameters encodes as
 // "param_description": []. The error reports parameters that are not a
 // JSON Schema object.
 func QueryOf(t record.Tool) (Query, error) {
 	q := Query{Description: strings.TrimSpace(t.Description), Params: []string{}}
+	if q.Description == "" {
+		q.Description = nameText(t.Name)
+	}
 	if len(bytes.TrimSpace(t.Parameters)) == 0 {
 		return q, nil
 	}
@@ -79,7 +83,7 @@ func QueryOf(t record.Tool) (Query, error) {
 			}
 		}
 		if desc == "" {
-			desc = strings.TrimSpace(strings.NewReplacer("_", " ", "-", " ").Replace(name))
+			desc = nameText(name)
 		}
 		q.Params = append(q.Params, desc)
 	}
@@ -569,4 +573,10 @@ func (ix *Index) Top(alpha float64, q Vectors, k int, keep func(tool int) bool) 
 		}
 	}
 	return hits
+}
+
+// nameText reads a tool or parameter name as words: "_" and "-" are
+// spaces.
+func nameText(name string) string {
+	return strings.TrimSpace(strings.NewReplacer("_", " ", "-", " ").Replace(name))
 }

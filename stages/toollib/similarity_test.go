@@ -96,6 +96,11 @@ func TestQueryOf(t *testing.T) {
 			want: Query{Description: "d", Params: []string{"start date", "max results", "q"}},
 		},
 		{
+			name: "a tool without a description is asked for by its name",
+			tool: tool("get_exchange-rate", "  ", `{"type":"object","properties":{}}`),
+			want: Query{Description: "get exchange rate"},
+		},
+		{
 			name: "no properties",
 			tool: tool("now", "Current time", `{"type":"object","properties":{}}`),
 			want: Query{Description: "Current time"},
