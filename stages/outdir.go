@@ -29,6 +29,14 @@ const (
 const markerText = "This directory is an augment output directory (see README, \"Output and how to query it\").\n" +
 	"augment writes here only through its own names and deletes only files its manifests name.\n"
 
+// HoldsRun reports whether dir is an output directory augment made or
+// adopted (its marker file is there), for reading commands that find
+// nothing of what they read in it.
+func HoldsRun(dir string) bool {
+	fi, err := os.Stat(filepath.Join(dir, filepath.FromSlash(markerFile)))
+	return err == nil && fi.Mode().IsRegular()
+}
+
 // A BusyError says another run holds the output directory's lock.
 type BusyError struct {
 	Dir    string

@@ -12,6 +12,8 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/augmentdata/augment/manifests"
+	"github.com/augmentdata/augment/stages"
 	"github.com/augmentdata/augment/stages/llm"
 )
 
@@ -53,7 +55,10 @@ func cmdCache(_ context.Context, args []string, stdout, stderr io.Writer) error 
 		return err
 	}
 	if len(segs) == 0 {
-		return fmt.Errorf("no request cache in %s", filepath.Join(*dir, "cache"))
+		if !stages.HoldsRun(*dir) {
+			return fmt.Errorf("%s %w: no request cache and no augment output", *dir, manifests.ErrNoRun)
+		}
+		return fmt.Errorf("no request cache in %s (the run asked no teacher, or its cache was removed)", filepath.Join(*dir, "cache"))
 	}
 	caches := make([]*llm.Cache, len(segs))
 	defer func() {
