@@ -52,6 +52,10 @@ func PrintReport(w io.Writer, rep *Report) {
 			dir = rel
 		}
 	}
+	if rep.Remote != "" {
+		fmt.Fprintf(w, "output: %s (working copy: %s)\n", rep.Remote, dir)
+		return
+	}
 	fmt.Fprintf(w, "output: %s\n", dir)
 }
 

@@ -54,8 +54,18 @@ type Options struct {
 
 // A Report summarises what a run did, stage by stage.
 type Report struct {
-	Dir    string
+	Dir    string // the run's directory: the local working copy of an output on object storage
+	Remote string // output.dir when it is on object storage ("" for a local one)
 	Stages []StageReport
+}
+
+// newReport is the run's Report, without stages yet.
+func (r *Runner) newReport() *Report {
+	rep := &Report{Dir: r.dir}
+	if _, remote, err := storage.OutputLocation(r.p.Output.Dir); err == nil && remote {
+		rep.Remote = r.p.Output.Dir
+	}
+	return rep
 }
 
 // A StageReport is one stage's line of a Report.
@@ -252,7 +262,7 @@ func (r *Runner) Run(ctx context.Context) (rep *Report, err error) {
 	if err := r.writeEffectiveConfig(); err != nil {
 		return nil, err
 	}
-	rep = &Report{Dir: r.dir}
+	rep = r.newReport()
 	runs := r.plan()
 	ing, err := r.ingest(ctx, runs[0])
 	rep.Stages = append(rep.Stages, ing.report)

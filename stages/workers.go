@@ -414,7 +414,7 @@ func (r *Runner) runWorker(ctx context.Context) (*Report, error) {
 			return nil, err
 		}
 	}
-	rep := &Report{Dir: r.dir}
+	rep := r.newReport()
 	runs := r.plan()
 	var ing stageResult
 	var err error

@@ -431,7 +431,11 @@ func TestRemoteOutputOnS3(t *testing.T) {
 		return e2eDataFiles(t, got)
 	}
 
-	_, stderr := e2eMustRun(t, dir, "run", "-set", "output.dir=s3://runs/demo/r1", "-set", "output.work_dir="+filepath.Join(dir, "work-a"), demo)
+	stdout, stderr := e2eMustRun(t, dir, "run", "-set", "output.dir=s3://runs/demo/r1", "-set", "output.work_dir="+filepath.Join(dir, "work-a"), demo)
+	// The summary names the output the user configured, then the copy.
+	if !strings.Contains(stdout, "output: s3://runs/demo/r1 (working copy: ") {
+		t.Errorf("the run's summary does not name the store:\n%s", stdout)
+	}
 	if !strings.Contains(stderr, "output mirrored to object storage") {
 		t.Errorf("no mirror line in:\n%s", stderr)
 	}
