@@ -616,7 +616,7 @@ func TestBudgetStopsAndResumes(t *testing.T) {
 	}
 	for _, want := range []string{
 		fmt.Sprintf(`augment: .*teacher budget %.2f reached`, budget),
-		`raise teacher.budget and rerun`,
+		`the budget counts each run.s own spending, so a rerun spends up to it again`,
 		`finished work is kept; run the same command again to resume`,
 	} {
 		if !regexp.MustCompile(want).MatchString(stderr) {

@@ -352,7 +352,7 @@ func (t *Teacher) spend(u Usage) {
 	if c := t.prices.cost(in, out); c >= t.cfg.Budget {
 		t.stop(&FatalError{
 			Reason: "llm_budget_reached",
-			Msg: fmt.Sprintf("stopping the run: teacher budget %.2f reached (%.4f spent in this run); answers received so far are cached — raise teacher.budget and rerun to continue",
+			Msg: fmt.Sprintf("stopping the run: teacher budget %.2f reached (%.4f spent in this run); answers received so far are cached — the budget counts each run's own spending, so a rerun spends up to it again: raise it only as far as you mean to spend more",
 				t.cfg.Budget, c),
 		})
 	}
