@@ -236,7 +236,7 @@ func (r *Run) cardProse(b *bytes.Buffer, i int, ex exportSettings, d *Dist, exam
 	}
 	w("%d tool-use dialogues in %s (%s files, style %s), made by augment %s from %d source(s) through %d stage(s). ",
 		examples, layout, ex.Format, style, st.Manifest.Tool, len(r.Config.Sources), i)
-	w("Everything below is written by augment from the run's manifests. The effective pipeline is `config.yaml` in the run directory (seed %d); its config hash, `%s`, covers every setting up to this export that changes the data (not endpoints, prices or paths), so equal hashes over equal dumps give equal data.\n\n",
+	w("Everything below is written by augment from the run's manifests. The effective pipeline is `config.yaml` in the run directory (seed %d); its config hash, `%s`, covers every setting up to this export that changes the data (not endpoints or prices; the paths of dumps and benchmark files count, as a renamed dump is read again), so equal hashes over equal dumps give equal data.\n\n",
 		r.Config.Seed, r.ConfigHashUpTo(i))
 	if provider := r.Config.Teacher.Provider; provider == "offline" && r.usedTeacher(i) {
 		w("**Teacher: offline stand-in.** The texts LLM stages added were written by augment's deterministic rule-based stand-ins, not by a model; every such record says `\"provider\": \"offline\"` in its lineage. Use this dataset to try a pipeline, not to train.\n\n")
