@@ -327,7 +327,10 @@ func (d *Dist) TokenHist() IntHist { return d.tokenHist }
 
 // Lang is the record's language: its lang tag (set by ingest for Chinese
 // text and by translate), else "en" when its user turns are written in
-// Latin script (the supported sources are English datasets), else "und".
+// Latin script (the supported sources are English datasets), "zh" when
+// they hold at least as many Han characters as Latin letters (a Chinese
+// question whose answer is code, which ingest's tag, counting the answers
+// too, leaves out), else "und".
 func Lang(r *record.Record) string { return langOf(r, r.Tag("lang")) }
 
 // langOf is Lang of r whose lang tag is tag.
@@ -359,15 +362,18 @@ func langOf(r *record.Record, tag string) string {
 // langCounted is Lang of r without a lang tag, its user turns' letters
 // counted.
 func langCounted(r *record.Record) string {
-	var latin, other int
+	var latin, other, han int
 	for _, m := range r.Messages {
 		if m.Role == record.RoleUser {
-			l, o := letters(m.Content)
-			latin, other = latin+l, other+o
+			l, o, h := letters(m.Content)
+			latin, other, han = latin+l, other+o, han+h
 		}
 	}
-	if latin > 0 && latin >= 4*other {
+	switch {
+	case latin > 0 && latin >= 4*other:
 		return "en"
+	case han > 0 && han >= latin && 2*han >= other:
+		return "zh"
 	}
 	return "und"
 }
@@ -382,12 +388,12 @@ func hasASCIILetter(s string) bool {
 	return false
 }
 
-// letters counts the letters of s in Latin script and the other letters
-// (a byte that is not UTF-8 is neither). ASCII is not decoded: its letters
+// letters counts the letters of s in Latin script, the other letters, and
+// of those the Han characters (a byte that is not UTF-8 is none). ASCII is not decoded: its letters
 // are Latin's, counted eight bytes at a time (swar.Letters) while whole
 // words are ASCII, else byte by byte; decoding each was most of the
 // report's work on English records.
-func letters(s string) (latin, other int) {
+func letters(s string) (latin, other, han int) {
 	for i := 0; i < len(s); {
 		if i+8 <= len(s) {
 			if w := swar.Load(s, i); w&swar.Tops == 0 {
@@ -408,11 +414,14 @@ func letters(s string) (latin, other int) {
 		switch {
 		case unicode.Is(unicode.Latin, c):
 			latin++
+		case unicode.Is(unicode.Han, c):
+			han++
+			other++
 		case unicode.IsLetter(c):
 			other++
 		}
 	}
-	return latin, other
+	return latin, other, han
 }
 
 // collect reads the Parquet shards refs (relative to the run dir), one

@@ -65,7 +65,12 @@ func TestLang(t *testing.T) {
 		{tagged, "zh-TW"},
 		{user("What's the weather in Paris?"), "en"},
 		{user("Ça coûte combien ?"), "en"}, // Latin script: counted as en (documented)
-		{user("今天天氣如何？"), "und"},
+		// Untagged Chinese: ingest's tag counts the answers too, and a
+		// question answered with code or LaTeX gets none.
+		{user("今天天氣如何？"), "zh"},
+		{user("在我正在处理的文档中，在LaTeX中我该如何实现这一点？"), "zh"},
+		{user("Ruby代码实现冒泡排序算法的代码是什么？"), "zh"},
+		{user("Ωμέγα"), "und"},
 		{user("12345"), "und"},
 	}
 	for _, tt := range tests {
@@ -100,7 +105,7 @@ func TestLetters(t *testing.T) {
 			b.WriteString(parts[x%len(parts)])
 		}
 		s := b.String()
-		gotLatin, gotOther := letters(s)
+		gotLatin, gotOther, _ := letters(s)
 		wl, wo := ref(s)
 		if gotLatin != wl || gotOther != wo {
 			t.Fatalf("letters(%q) = %d, %d; want %d, %d", s, gotLatin, gotOther, wl, wo)
