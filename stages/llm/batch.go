@@ -191,6 +191,15 @@ func (e *WaitError) Error() string {
 	return b.String()
 }
 
+// A BatchConfigError says the configuration cannot carry on the batch jobs
+// the batch directory holds open; found when the teacher is made, before
+// anything runs (the CLI exits 2).
+type BatchConfigError struct {
+	Problems []string
+}
+
+func (e *BatchConfigError) Error() string { return strings.Join(e.Problems, "; ") }
+
 // IsWaiting reports whether err is, or wraps, a *WaitError.
 func IsWaiting(err error) bool {
 	var w *WaitError
