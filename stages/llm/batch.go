@@ -54,8 +54,9 @@ type BatchConfig struct {
 	MaxRounds int `yaml:"max_rounds" json:"max_rounds"`
 	// MaxAttempts is how many batches a request may fail in (expired,
 	// server errors, missing from the output) before its record is
-	// rejected (default 3). A request the server refuses as invalid is
-	// rejected at once.
+	// rejected (default 3). They count per epoch of the stage (see
+	// StageClient.enqueue): a rerun after the reject asks again. A request
+	// the server refuses as invalid is rejected at once.
 	MaxAttempts int `yaml:"max_attempts" json:"max_attempts"`
 	// CompletionWindow is sent with each OpenAI batch (default "24h").
 	CompletionWindow string `yaml:"completion_window" json:"completion_window"`

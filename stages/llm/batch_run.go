@@ -84,12 +84,19 @@ func (b *batchRun) checkProviders() error {
 // BatchMode reports whether cache misses become batch requests.
 func (t *Teacher) BatchMode() bool { return t.batch != nil }
 
-// enqueue answers a cache miss in batch mode: a request that failed in
-// earlier batches with no attempts left is rejected (*AnswerError); any
-// other goes into the stage pass's batch files (*PendingError).
+// enqueue answers a cache miss in batch mode: a request the server
+// refused, or that failed in max_attempts batches of the stage's open
+// epoch, is rejected (*AnswerError) without being sent; any other goes
+// into the stage pass's batch files (*PendingError).
+//
+// Attempts count per epoch, as online they count per run: the pass that
+// rejects a request for its last attempt completes the stage and closes
+// its epoch (the run ends with exit 3), and a rerun opens a new epoch in
+// which the request has max_attempts batches again.
 func (s *StageClient) enqueue(req Request, canon, key []byte) error {
 	t, b := s.t, s.t.batch
-	if f, ok := b.failure(key); ok && (!batchRetryable(f.class) || f.n >= b.cfg.MaxAttempts) {
+	if f, ok := b.failure(key); ok && (!batchRetryable(f.class) || f.n >= b.cfg.MaxAttempts && f.epoch == b.openEpoch(s.name)) {
+		s.st.hits.Add(1) // answered by what the batch directory holds: nothing sent
 		return &AnswerError{Reason: "llm_error_" + f.class, Stage: req.Stage, Slot: req.Slot, Attempts: f.n,
 			Err: fmt.Errorf("no answer in %d batch(es): %s", f.n, f.message)}
 	}
@@ -105,6 +112,18 @@ func (s *StageClient) enqueue(req Request, canon, key []byte) error {
 		return err
 	}
 	return &PendingError{Stage: req.Stage, Slot: req.Slot}
+}
+
+// openEpoch returns the stage's epoch whose rounds are under way, 0 if
+// none is (no batches yet, or its last pass completed).
+func (b *batchRun) openEpoch(stage string) int {
+	b.store.mu.Lock()
+	defer b.store.mu.Unlock()
+	e := b.store.st.Stages[stage]
+	if e == nil || e.Closed {
+		return 0
+	}
+	return e.Epoch
 }
 
 // spool returns the stage pass's spool, starting the stage's next round.

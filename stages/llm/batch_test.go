@@ -686,3 +686,73 @@ func TestBatchProviderChangeKeepsOpenJobs(t *testing.T) {
 		}
 	})
 }
+
+// rejects counts a pass's rejects by reason.
+func (p passResult) rejects(t *testing.T) map[string]int {
+	t.Helper()
+	out := map[string]int{}
+	for i, err := range p.errs {
+		var ae *AnswerError
+		switch {
+		case err == nil:
+		case errors.As(err, &ae):
+			out[ae.Reason]++
+		default:
+			t.Fatalf("request %d: %v", i, err)
+		}
+	}
+	return out
+}
+
+// A request whose batches keep failing with a passing failure (5xx) is
+// rejected after max_attempts batches, which ends the stage's pass (the
+// run's exit 3). A rerun asks it again, with max_attempts batches again,
+// as an online rerun does; a request that keeps failing ends each time.
+// The pass that rejects it from the recorded failures sends nothing and
+// counts no request.
+func TestBatchRerunAsksFailedRequestsAgain(t *testing.T) {
+	zero := 0
+	fake, url := batchFake(t, fakellm.BatchConfig{Steps: &zero, ErrorShare: 0.5})
+	rig := newBatchRig(t, url, BatchOpenAI)
+	rig.cfg.Batch.MaxAttempts = 2
+	reqs := questions(8)
+
+	// Round 1 asks all, round 2 what failed; the pass after it rejects.
+	res, passes := rig.untilDone(t, reqs, 6)
+	failing := res.rejects(t)["llm_error_server"]
+	if passes != 3 || failing == 0 || fake.BatchCounters().Batches != 2 {
+		t.Fatalf("passes %d, rejects %v, batches %d", passes, res.rejects(t), fake.BatchCounters().Batches)
+	}
+	if sent := res.stats.Requests - res.stats.CacheHits; sent != 0 || res.stats.Failed != int64(failing) {
+		t.Fatalf("the rejecting pass counts %d request(s) not from the cache (stats %+v)", sent, res.stats)
+	}
+
+	// A rerun asks the rejected requests again, in a new epoch, and ends
+	// after max_attempts more batches.
+	res = rig.pass(t, reqs)
+	var w *WaitError
+	if !errors.As(res.wait, &w) || w.Requests != failing || w.Submitted != 1 {
+		t.Fatalf("rerun: %v", res.wait)
+	}
+	res, passes = rig.untilDone(t, reqs, 6)
+	if passes != 2 || res.rejects(t)["llm_error_server"] != failing || fake.BatchCounters().Batches != 4 {
+		t.Fatalf("passes %d, rejects %v, batches %d", passes, res.rejects(t), fake.BatchCounters().Batches)
+	}
+	jobs := rig.jobs(t)
+	if last := jobs[len(jobs)-1]; last.Epoch != 2 || last.Round != 2 {
+		t.Fatalf("last job: %+v", last)
+	}
+
+	// Once the failure passes, a rerun gets every answer.
+	_, healthy := batchFake(t, fakellm.BatchConfig{Steps: &zero})
+	rig.cfg.Endpoints[0].BaseURL = healthy
+	if res := rig.pass(t, reqs); !IsWaiting(res.wait) {
+		t.Fatalf("rerun with a healthy server: %v", res.wait)
+	}
+	res, _ = rig.untilDone(t, reqs, 2)
+	for i, err := range res.errs {
+		if err != nil || res.resps[i].Content != fmt.Sprintf("answer to %d", i) {
+			t.Fatalf("answer %d: %+v %v", i, res.resps[i], err)
+		}
+	}
+}
