@@ -362,7 +362,7 @@ func (r *Runner) transientErr(what string) error {
 		return nil
 	}
 	return &llm.FatalError{Reason: "llm_transient_rejects", Msg: fmt.Sprintf(
-		"%d records were rejected for teacher failures that may pass (timeouts, 429, 5xx, unreadable answers, endpoints out of rotation; counts by reason in the manifests); %s",
+		"%d records were rejected for teacher failures that may pass (timeouts, 429, 5xx, unreadable answers, endpoints out of rotation, batches that expired or failed; counts by reason in the manifests); %s",
 		n, what)}
 }
 

@@ -118,6 +118,16 @@ const (
 	classBatchError  = "batch_error"  // an error line without a status or a known code
 )
 
+// batchOnly reports whether class is one of the failure classes only
+// batches have.
+func batchOnly(class string) bool {
+	switch class {
+	case classExpired, classMissing, classBatchFailed, classBatchError:
+		return true
+	}
+	return false
+}
+
 // batchFailureClass names the class of a failed batch line, from its
 // status code when it has one, else from the error code.
 func batchFailureClass(status int, code string) string {
