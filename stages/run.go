@@ -181,7 +181,7 @@ func NewRunner(p *Pipeline, o Options) (*Runner, error) {
 	}
 	if r.teacher, err = llm.NewTeacher(p.Teacher, lo); err != nil {
 		r.closeOutput()
-		if bce, ok := errors.AsType[*llm.BatchConfigError](err); ok {
+		if bce, ok := errors.AsType[*llm.BatchStateError](err); ok {
 			return nil, &ConfigError{Problems: bce.Problems}
 		}
 		return nil, fmt.Errorf("teacher: %w", err)

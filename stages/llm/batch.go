@@ -192,14 +192,16 @@ func (e *WaitError) Error() string {
 	return b.String()
 }
 
-// A BatchConfigError says the configuration cannot carry on the batch jobs
-// the batch directory holds open; found when the teacher is made, before
-// anything runs (the CLI exits 2).
-type BatchConfigError struct {
+// A BatchStateError says the batch directory cannot be carried on: its
+// state file is unreadable, or open jobs need a provider the configuration
+// lacks. It is found when the teacher is made, before anything runs, and a
+// rerun fails the same way: the CLI exits 2, and each problem says what to
+// do.
+type BatchStateError struct {
 	Problems []string
 }
 
-func (e *BatchConfigError) Error() string { return strings.Join(e.Problems, "; ") }
+func (e *BatchStateError) Error() string { return strings.Join(e.Problems, "; ") }
 
 // IsWaiting reports whether err is, or wraps, a *WaitError.
 func IsWaiting(err error) bool {

@@ -76,7 +76,7 @@ func (b *batchRun) checkProviders() error {
 		}
 	}
 	if len(problems) > 0 {
-		return &BatchConfigError{Problems: problems}
+		return &BatchStateError{Problems: problems}
 	}
 	return nil
 }

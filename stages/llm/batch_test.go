@@ -680,7 +680,7 @@ func TestBatchProviderChangeKeepsOpenJobs(t *testing.T) {
 		}
 		rig.cfg.Batch.Provider, rig.cfg.Endpoints = BatchFiles, nil
 		_, err = NewTeacher(rig.cfg, rig.o)
-		var bce *BatchConfigError
+		var bce *BatchStateError
 		if !errors.As(err, &bce) || !strings.Contains(err.Error(), "batch job s-0002 is open on the OpenAI Batch API") {
 			t.Fatalf("NewTeacher: %v", err)
 		}
