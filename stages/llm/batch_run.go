@@ -62,11 +62,16 @@ func (t *Teacher) openBatch(root *atomicfs.Root, key string) error {
 }
 
 // checkProviders refuses a configuration that cannot carry on the open
-// jobs: each needs the provider it was made for.
+// jobs: each needs the provider it was made for, and an OpenAI job past
+// prepared needs the remote IDs that provider goes on from.
 func (b *batchRun) checkProviders() error {
 	var problems []string
 	for _, j := range b.store.openJobs("") {
 		switch {
+		case j.Provider == BatchOpenAI && j.State == JobUploaded && (j.Remote == nil || j.Remote.InputFileID == ""),
+			j.Provider == BatchOpenAI && j.State == JobSubmitted && (j.Remote == nil || j.Remote.BatchID == ""):
+			problems = append(problems, fmt.Sprintf("batch job %s is %s on the OpenAI Batch API but %s records no remote ID for it (edited or damaged): restore the file from a backup, or move the batch directory %s out of the output directory and run again",
+				j.ID, j.State, b.store.root.Path(BatchStateFile), b.store.root.Path(".")))
 		case b.provs[j.Provider] != nil:
 		case j.Provider == BatchOpenAI:
 			problems = append(problems, fmt.Sprintf("teacher.endpoints: batch job %s is open on the OpenAI Batch API (submitted with teacher.batch.provider openai) and is polled at the first endpoint; set the endpoint it was submitted to (teacher.batch.provider may stay %s for new requests)",

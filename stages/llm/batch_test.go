@@ -756,3 +756,25 @@ func TestBatchRerunAsksFailedRequestsAgain(t *testing.T) {
 		}
 	}
 }
+
+// A state that says an OpenAI job was uploaded or submitted but holds no
+// remote ID for it (edited by hand) is refused when the teacher is made,
+// not dereferenced when the job is polled.
+func TestBatchStateWithoutRemoteRefused(t *testing.T) {
+	for _, state := range []string{JobUploaded, JobSubmitted} {
+		t.Run(state, func(t *testing.T) {
+			zero := 0
+			_, url := batchFake(t, fakellm.BatchConfig{Steps: &zero})
+			rig := newBatchRig(t, url, BatchOpenAI)
+			if res := rig.pass(t, questions(2)); !IsWaiting(res.wait) {
+				t.Fatalf("first pass: %v", res.wait)
+			}
+			rewriteJob(t, rig.o.BatchRoot, func(j *BatchJob) { j.State, j.Remote = state, nil })
+			_, err := NewTeacher(rig.cfg, rig.o)
+			var bse *BatchStateError
+			if !errors.As(err, &bse) || !strings.Contains(err.Error(), "batch job s-0001 is "+state+" on the OpenAI Batch API but") {
+				t.Fatalf("NewTeacher: %v", err)
+			}
+		})
+	}
+}
