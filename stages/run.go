@@ -191,6 +191,9 @@ func NewRunner(p *Pipeline, o Options) (*Runner, error) {
 	}
 	if r.teacher, err = llm.NewTeacher(p.Teacher, lo); err != nil {
 		r.closeOutput()
+		if bce, ok := errors.AsType[*llm.BatchStateError](err); ok {
+			return nil, &ConfigError{Problems: bce.Problems}
+		}
 		return nil, fmt.Errorf("teacher: %w", err)
 	}
 	if r.embed, err = llm.NewEmbedder(p.Embedder, lo); err != nil {
@@ -369,7 +372,7 @@ func (r *Runner) transientErr(what string) error {
 		return nil
 	}
 	return &llm.FatalError{Reason: "llm_transient_rejects", Msg: fmt.Sprintf(
-		"%d records were rejected for teacher failures that may pass (timeouts, 429, 5xx, unreadable answers, endpoints out of rotation; counts by reason in the manifests); %s",
+		"%d records were rejected for teacher failures that may pass (timeouts, 429, 5xx, unreadable answers, endpoints out of rotation, batches that expired or failed; counts by reason in the manifests); %s",
 		n, what)}
 }
 

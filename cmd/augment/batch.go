@@ -2,13 +2,17 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
+	"os"
 	"path/filepath"
 	"text/tabwriter"
 	"time"
 
+	"github.com/augmentdata/augment/manifests"
 	"github.com/augmentdata/augment/stages"
 	"github.com/augmentdata/augment/stages/llm"
 )
@@ -38,6 +42,9 @@ func cmdBatch(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			return err
 		}
 		bdir := filepath.Join(*dir, "batch")
+		if err := holdsRun(*dir, bdir); err != nil {
+			return err
+		}
 		jobs, err := llm.ReadBatchJobs(bdir)
 		if err != nil {
 			return err
@@ -69,6 +76,18 @@ func cmdBatch(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return savesWork(err)
 	}
 	return usageError{fmt.Sprintf("batch: unknown subcommand %q (want status or poll)", sub)}
+}
+
+// holdsRun refuses (manifests.ErrNoRun) a directory dir that holds
+// neither a batch directory bdir nor a run's config.yaml: no run was
+// pointed at, rather than a run without batch jobs.
+func holdsRun(dir, bdir string) error {
+	for _, p := range []string{bdir, filepath.Join(dir, "config.yaml")} {
+		if _, err := os.Stat(p); !errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
+	}
+	return fmt.Errorf("%s %w: no batch directory and no config.yaml (not an augment output dir, or nothing ran yet)", dir, manifests.ErrNoRun)
 }
 
 // pollBatches advances the open jobs once or, with wait, every interval

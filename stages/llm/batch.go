@@ -54,8 +54,9 @@ type BatchConfig struct {
 	MaxRounds int `yaml:"max_rounds" json:"max_rounds"`
 	// MaxAttempts is how many batches a request may fail in (expired,
 	// server errors, missing from the output) before its record is
-	// rejected (default 3). A request the server refuses as invalid is
-	// rejected at once.
+	// rejected (default 3). They count per epoch of the stage (see
+	// StageClient.enqueue): a rerun after the reject asks again. A request
+	// the server refuses as invalid is rejected at once.
 	MaxAttempts int `yaml:"max_attempts" json:"max_attempts"`
 	// CompletionWindow is sent with each OpenAI batch (default "24h").
 	CompletionWindow string `yaml:"completion_window" json:"completion_window"`
@@ -190,6 +191,17 @@ func (e *WaitError) Error() string {
 	}
 	return b.String()
 }
+
+// A BatchStateError says the batch directory cannot be carried on: its
+// state file is unreadable, or open jobs need a provider the configuration
+// lacks. It is found when the teacher is made, before anything runs, and a
+// rerun fails the same way: the CLI exits 2, and each problem says what to
+// do.
+type BatchStateError struct {
+	Problems []string
+}
+
+func (e *BatchStateError) Error() string { return strings.Join(e.Problems, "; ") }
 
 // IsWaiting reports whether err is, or wraps, a *WaitError.
 func IsWaiting(err error) bool {

@@ -118,6 +118,16 @@ const (
 	classBatchError  = "batch_error"  // an error line without a status or a known code
 )
 
+// batchOnly reports whether class is one of the failure classes only
+// batches have.
+func batchOnly(class string) bool {
+	switch class {
+	case classExpired, classMissing, classBatchFailed, classBatchError:
+		return true
+	}
+	return false
+}
+
 // batchFailureClass names the class of a failed batch line, from its
 // status code when it has one, else from the error code.
 func batchFailureClass(status int, code string) string {
@@ -148,10 +158,11 @@ func batchRetryable(class string) bool {
 }
 
 // A batchFailure is what the failed files say about one request: the
-// class of its last failure and in how many batches it failed.
+// class of its last failure and in how many batches of the stage's epoch
+// epoch it failed.
 type batchFailure struct {
 	class, message string
-	n              int
+	epoch, n       int
 }
 
 // failedLine is one line of a job's failed file.
@@ -330,7 +341,7 @@ func (t *Teacher) ingest(job *BatchJob) error {
 		}
 		line, _ := jsonout.Marshal(fl)
 		out.Write(append(line, '\n'))
-		b.addFailure(k, fl)
+		b.addFailure(k, fl, job.Epoch)
 	}
 	if _, err := b.store.root.WriteFile(job.FailedFile(), out.Bytes()); err != nil {
 		return fmt.Errorf("batch job %s: %w", job.ID, err)
@@ -359,7 +370,7 @@ func (b *batchRun) loadFailures() error {
 			if _, err := hex.Decode(key[:], []byte(fl.CustomID)); err != nil {
 				return err
 			}
-			b.addFailure(key, fl)
+			b.addFailure(key, fl, j.Epoch)
 			return nil
 		})
 		if err != nil {
@@ -369,10 +380,15 @@ func (b *batchRun) loadFailures() error {
 	return nil
 }
 
-func (b *batchRun) addFailure(key [32]byte, fl failedLine) {
+// addFailure records a failure of a request in a job of the stage's
+// epoch epoch; failures count per epoch (jobs come in epoch order).
+func (b *batchRun) addFailure(key [32]byte, fl failedLine, epoch int) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	f := b.failures[key]
+	if f.epoch != epoch {
+		f.epoch, f.n = epoch, 0
+	}
 	f.class, f.message = fl.Class, fl.Message
 	f.n++
 	b.failures[key] = f

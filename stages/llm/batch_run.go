@@ -12,12 +12,17 @@ import (
 	"github.com/augmentdata/augment/atomicfs"
 )
 
-// batchRun is a teacher's batch mode: the store, the provider, the spools
+// batchRun is a teacher's batch mode: the store, the providers, the spools
 // of the stage passes under way and what failed batches said.
 type batchRun struct {
 	cfg   BatchConfig
 	store *batchStore
-	prov  batchProvider
+	// provs holds the providers by name. A job stays with the provider it
+	// was made for (BatchJob.Provider) until it is done, whatever
+	// teacher.batch.provider says now: a batch submitted to the Batch API
+	// is polled there, a file written for a runner waits for its output.
+	// New jobs go to cfg.Provider. openai is missing without endpoints.
+	provs map[string]batchProvider
 
 	mu       sync.Mutex
 	spools   map[string]*spool // by stage name
@@ -37,16 +42,17 @@ func (t *Teacher) openBatch(root *atomicfs.Root, key string) error {
 	if err != nil {
 		return err
 	}
-	b := &batchRun{cfg: t.cfg.Batch, store: store, spools: map[string]*spool{}, failures: map[[32]byte]batchFailure{}}
-	switch t.cfg.Batch.Provider {
-	case BatchFiles:
-		b.prov = filesProvider{root: root, model: t.cfg.Model}
-	default:
+	b := &batchRun{cfg: t.cfg.Batch, store: store, spools: map[string]*spool{}, failures: map[[32]byte]batchFailure{},
+		provs: map[string]batchProvider{BatchFiles: filesProvider{root: root, model: t.cfg.Model}}}
+	if len(t.cfg.Endpoints) > 0 {
 		ep := t.cfg.Endpoints[0]
 		client, tr := newOpenAIClient(ep, key)
 		t.trs = append(t.trs, tr)
-		b.prov = &openaiProvider{root: root, base: strings.TrimRight(ep.BaseURL, "/"), key: key,
+		b.provs[BatchOpenAI] = &openaiProvider{root: root, base: strings.TrimRight(ep.BaseURL, "/"), key: key,
 			window: t.cfg.Batch.CompletionWindow, token: store.st.Token, client: client, http: &http.Client{Transport: tr}}
+	}
+	if err := b.checkProviders(); err != nil {
+		return err
 	}
 	if err := b.loadFailures(); err != nil {
 		return err
@@ -55,15 +61,47 @@ func (t *Teacher) openBatch(root *atomicfs.Root, key string) error {
 	return nil
 }
 
+// checkProviders refuses a configuration that cannot carry on the open
+// jobs: each needs the provider it was made for, and an OpenAI job past
+// prepared needs the remote IDs that provider goes on from.
+func (b *batchRun) checkProviders() error {
+	var problems []string
+	for _, j := range b.store.openJobs("") {
+		switch {
+		case j.Provider == BatchOpenAI && j.State == JobUploaded && (j.Remote == nil || j.Remote.InputFileID == ""),
+			j.Provider == BatchOpenAI && j.State == JobSubmitted && (j.Remote == nil || j.Remote.BatchID == ""):
+			problems = append(problems, fmt.Sprintf("batch job %s is %s on the OpenAI Batch API but %s records no remote ID for it (edited or damaged): restore the file from a backup, or move the batch directory %s out of the output directory and run again",
+				j.ID, j.State, b.store.root.Path(BatchStateFile), b.store.root.Path(".")))
+		case b.provs[j.Provider] != nil:
+		case j.Provider == BatchOpenAI:
+			problems = append(problems, fmt.Sprintf("teacher.endpoints: batch job %s is open on the OpenAI Batch API (submitted with teacher.batch.provider openai) and is polled at the first endpoint; set the endpoint it was submitted to (teacher.batch.provider may stay %s for new requests)",
+				j.ID, b.cfg.Provider))
+		default:
+			problems = append(problems, fmt.Sprintf("batch job %s names unknown provider %q in %s", j.ID, j.Provider, b.store.root.Path(BatchStateFile)))
+		}
+	}
+	if len(problems) > 0 {
+		return &BatchStateError{Problems: problems}
+	}
+	return nil
+}
+
 // BatchMode reports whether cache misses become batch requests.
 func (t *Teacher) BatchMode() bool { return t.batch != nil }
 
-// enqueue answers a cache miss in batch mode: a request that failed in
-// earlier batches with no attempts left is rejected (*AnswerError); any
-// other goes into the stage pass's batch files (*PendingError).
+// enqueue answers a cache miss in batch mode: a request the server
+// refused, or that failed in max_attempts batches of the stage's open
+// epoch, is rejected (*AnswerError) without being sent; any other goes
+// into the stage pass's batch files (*PendingError).
+//
+// Attempts count per epoch, as online they count per run: the pass that
+// rejects a request for its last attempt completes the stage and closes
+// its epoch (the run ends with exit 3), and a rerun opens a new epoch in
+// which the request has max_attempts batches again.
 func (s *StageClient) enqueue(req Request, canon, key []byte) error {
 	t, b := s.t, s.t.batch
-	if f, ok := b.failure(key); ok && (!batchRetryable(f.class) || f.n >= b.cfg.MaxAttempts) {
+	if f, ok := b.failure(key); ok && (!batchRetryable(f.class) || f.n >= b.cfg.MaxAttempts && f.epoch == b.openEpoch(s.name)) {
+		s.st.hits.Add(1) // answered by what the batch directory holds: nothing sent
 		return &AnswerError{Reason: "llm_error_" + f.class, Stage: req.Stage, Slot: req.Slot, Attempts: f.n,
 			Err: fmt.Errorf("no answer in %d batch(es): %s", f.n, f.message)}
 	}
@@ -79,6 +117,18 @@ func (s *StageClient) enqueue(req Request, canon, key []byte) error {
 		return err
 	}
 	return &PendingError{Stage: req.Stage, Slot: req.Slot}
+}
+
+// openEpoch returns the stage's epoch whose rounds are under way, 0 if
+// none is (no batches yet, or its last pass completed).
+func (b *batchRun) openEpoch(stage string) int {
+	b.store.mu.Lock()
+	defer b.store.mu.Unlock()
+	e := b.store.st.Stages[stage]
+	if e == nil || e.Closed {
+		return 0
+	}
+	return e.Epoch
 }
 
 // spool returns the stage pass's spool, starting the stage's next round.
@@ -209,11 +259,12 @@ func (t *Teacher) advance(ctx context.Context, stage string, poll bool) error {
 			return err
 		}
 		save := func() error { return b.store.setJob(job) }
+		prov := b.provs[job.Provider] // present: openBatch checked
 		if job.State == JobPrepared || job.State == JobUploaded {
 			if err := t.checkBatchBudget(job); err != nil {
 				return err
 			}
-			if err := b.prov.submit(ctx, &job, save); err != nil {
+			if err := prov.submit(ctx, &job, save); err != nil {
 				return t.redact.err(err) // it may quote the server
 			}
 			t.log.Info("batch job submitted", "job", job.ID, "stage", job.Stage, "round", job.Round, "requests", job.Requests)
@@ -222,7 +273,7 @@ func (t *Teacher) advance(ctx context.Context, stage string, poll bool) error {
 			continue
 		}
 		if job.State == JobSubmitted {
-			done, err := b.prov.poll(ctx, &job, save)
+			done, err := prov.poll(ctx, &job, save)
 			if err != nil {
 				return t.redact.err(err)
 			}
@@ -274,7 +325,7 @@ func (t *Teacher) waitErr(stage string, submitted int) error {
 	if len(open) == 0 {
 		return nil
 	}
-	w := &WaitError{Stage: stage, Jobs: jobIDs(open), Submitted: submitted, Hint: t.batch.prov.hint(open)}
+	w := &WaitError{Stage: stage, Jobs: jobIDs(open), Submitted: submitted, Hint: t.batch.hint(open)}
 	for _, j := range open {
 		w.Requests += j.Requests
 	}
@@ -304,5 +355,33 @@ func (t *Teacher) BatchHint() string {
 	if t.batch == nil {
 		return ""
 	}
-	return t.batch.prov.hint(t.batch.store.openJobs(""))
+	return t.batch.hint(t.batch.store.openJobs(""))
+}
+
+// hint says what the user has to do for the open jobs: each provider's
+// hint over its own jobs, and for jobs made for another provider than
+// teacher.batch.provider, that they stay with it.
+func (b *batchRun) hint(open []BatchJob) string {
+	var names []string
+	byProv := map[string][]BatchJob{}
+	for _, j := range open {
+		if byProv[j.Provider] == nil {
+			names = append(names, j.Provider)
+		}
+		byProv[j.Provider] = append(byProv[j.Provider], j)
+	}
+	var parts []string
+	for _, name := range names {
+		jobs := byProv[name]
+		h := b.provs[name].hint(jobs) // present: openBatch checked
+		if name != b.cfg.Provider {
+			note := fmt.Sprintf("%s stay with teacher.batch.provider %s, for which they were made, until they end (new requests go to %s)",
+				strings.Join(clipList(jobIDs(jobs), 5), ", "), name, b.cfg.Provider)
+			h = strings.TrimSuffix(note+": "+h, ": ")
+		}
+		if h != "" {
+			parts = append(parts, h)
+		}
+	}
+	return strings.Join(parts, "; ")
 }

@@ -211,11 +211,16 @@ func readBatchState(root *atomicfs.Root) (batchState, error) {
 	if err != nil {
 		return st, fmt.Errorf("batch state: %w", err)
 	}
+	path := root.Path(BatchStateFile)
 	if err := json.Unmarshal(b, &st); err != nil {
-		return st, fmt.Errorf("batch state %s: %w", root.Path(BatchStateFile), err)
+		return st, &BatchStateError{Problems: []string{fmt.Sprintf(
+			"batch state %s is damaged (%v), so augment cannot tell which batch jobs are open, and a rerun fails the same way: restore the file from a backup, or move the batch directory %s out of the output directory and run again — answers already taken in stay in the request cache, the other requests go into new batches (batches still open at the provider are then paid for again: cancel them there first)",
+			path, err, root.Path("."))}}
 	}
 	if st.Version != batchStateVersion {
-		return st, fmt.Errorf("batch state %s: version %d, this augment reads %d", root.Path(BatchStateFile), st.Version, batchStateVersion)
+		return st, &BatchStateError{Problems: []string{fmt.Sprintf(
+			"batch state %s has version %d, this augment reads version %d: run the augment that wrote it until no batch job is open (augment batch status), or move the batch directory out of the output directory",
+			path, st.Version, batchStateVersion)}}
 	}
 	if st.Stages == nil {
 		st.Stages = map[string]*stageEpoch{}

@@ -605,3 +605,203 @@ func TestIsPendingNil(t *testing.T) {
 		t.Fatalf("IsPending(nil) allocates %v times", n)
 	}
 }
+
+// runFilesJobs answers every open files-mode job's input with the fake, as
+// a runner started by the user would, and writes the output beside it.
+func (r *batchRig) runFilesJobs(t *testing.T, fake *fakellm.Server) {
+	t.Helper()
+	for _, j := range r.jobs(t) {
+		if !j.Open() || j.Provider != BatchFiles {
+			continue
+		}
+		in, err := os.Open(filepath.Join(r.batchDir, j.InputFile()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out bytes.Buffer
+		err = fake.RunBatch(in, &out)
+		in.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := r.o.BatchRoot.WriteFile(j.OutputFile(), out.Bytes()); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// A job stays with the provider it was made for when
+// teacher.batch.provider changes while it is open: a files job waits for
+// its output (no batch is created for it), an OpenAI batch is polled (the
+// hint does not ask for a runner, which would pay a second time); new
+// requests go to the provider configured now. Without the endpoint an
+// open OpenAI batch is polled at, the teacher is refused before anything
+// runs.
+func TestBatchProviderChangeKeepsOpenJobs(t *testing.T) {
+	t.Run("files to openai", func(t *testing.T) {
+		fake, url := batchFake(t, fakellm.BatchConfig{})
+		rig := newBatchRig(t, url, BatchFiles)
+		reqs := questions(4)
+		if res := rig.pass(t, reqs); !IsWaiting(res.wait) {
+			t.Fatalf("first pass: %v", res.wait)
+		}
+		rig.cfg.Batch.Provider = BatchOpenAI
+		res := rig.pass(t, reqs)
+		var w *WaitError
+		if !errors.As(res.wait, &w) || !strings.Contains(w.Hint, "s-0001 stay with teacher.batch.provider files") || !strings.Contains(w.Hint, "vllm run-batch -i ") {
+			t.Fatalf("pass after the change: %v", res.wait)
+		}
+		if c := fake.BatchCounters(); c.Uploads != 0 || c.Batches != 0 {
+			t.Fatalf("the files job went to the Batch API: %+v", c)
+		}
+		rig.runFilesJobs(t, fake)
+		if res := rig.pass(t, reqs); res.wait != nil {
+			t.Fatalf("after the runner: %v", res.wait)
+		} else if res.errs[3] != nil || res.resps[3].Content != "answer to 3" {
+			t.Fatalf("answer: %+v %v", res.resps[3], res.errs[3])
+		}
+		// A new request goes to the Batch API.
+		if res := rig.pass(t, questions(5)); !IsWaiting(res.wait) {
+			t.Fatalf("new request: %v", res.wait)
+		}
+		jobs := rig.jobs(t)
+		if len(jobs) != 2 || jobs[1].Provider != BatchOpenAI || jobs[1].Requests != 1 || fake.BatchCounters().Batches != 1 {
+			t.Fatalf("jobs %+v, fake %+v", jobs, fake.BatchCounters())
+		}
+	})
+	t.Run("openai to files", func(t *testing.T) {
+		steps := 1
+		fake, url := batchFake(t, fakellm.BatchConfig{Steps: &steps})
+		rig := newBatchRig(t, url, BatchOpenAI)
+		reqs := questions(4)
+		if res := rig.pass(t, reqs); !IsWaiting(res.wait) {
+			t.Fatalf("first pass: %v", res.wait)
+		}
+		rig.cfg.Batch.Provider = BatchFiles
+		res := rig.pass(t, reqs) // polls: the batch is in progress
+		var w *WaitError
+		if !errors.As(res.wait, &w) || strings.Contains(w.Hint, "run-batch") || !strings.Contains(w.Hint, "s-0001 stay with teacher.batch.provider openai") {
+			t.Fatalf("pass after the change: %v", res.wait)
+		}
+		if res := rig.pass(t, reqs); res.wait != nil {
+			t.Fatalf("the batch ended: %v", res.wait)
+		} else if res.errs[2] != nil || res.resps[2].Content != "answer to 2" {
+			t.Fatalf("answer: %+v %v", res.resps[2], res.errs[2])
+		}
+		if c := fake.BatchCounters(); c.Batches != 1 || c.Polls != 2 {
+			t.Fatalf("fake: %+v", c)
+		}
+
+		// An OpenAI batch open, and no endpoint to poll it at.
+		if res := rig.pass(t, questions(5)); !IsWaiting(res.wait) { // a files job
+			t.Fatalf("new request: %v", res.wait)
+		}
+		st, err := readBatchState(rig.o.BatchRoot)
+		if err != nil || len(st.Jobs) != 2 || st.Jobs[1].Provider != BatchFiles {
+			t.Fatalf("state: %+v %v", st, err)
+		}
+		st.Jobs[1].Provider, st.Jobs[1].Remote = BatchOpenAI, &RemoteBatch{BatchID: "batch_x"} // as if submitted there
+		b, _ := json.Marshal(st)
+		if _, err := rig.o.BatchRoot.WriteFile(BatchStateFile, b); err != nil {
+			t.Fatal(err)
+		}
+		rig.cfg.Batch.Provider, rig.cfg.Endpoints = BatchFiles, nil
+		_, err = NewTeacher(rig.cfg, rig.o)
+		var bce *BatchStateError
+		if !errors.As(err, &bce) || !strings.Contains(err.Error(), "batch job s-0002 is open on the OpenAI Batch API") {
+			t.Fatalf("NewTeacher: %v", err)
+		}
+	})
+}
+
+// rejects counts a pass's rejects by reason.
+func (p passResult) rejects(t *testing.T) map[string]int {
+	t.Helper()
+	out := map[string]int{}
+	for i, err := range p.errs {
+		var ae *AnswerError
+		switch {
+		case err == nil:
+		case errors.As(err, &ae):
+			out[ae.Reason]++
+		default:
+			t.Fatalf("request %d: %v", i, err)
+		}
+	}
+	return out
+}
+
+// A request whose batches keep failing with a passing failure (5xx) is
+// rejected after max_attempts batches, which ends the stage's pass (the
+// run's exit 3). A rerun asks it again, with max_attempts batches again,
+// as an online rerun does; a request that keeps failing ends each time.
+// The pass that rejects it from the recorded failures sends nothing and
+// counts no request.
+func TestBatchRerunAsksFailedRequestsAgain(t *testing.T) {
+	zero := 0
+	fake, url := batchFake(t, fakellm.BatchConfig{Steps: &zero, ErrorShare: 0.5})
+	rig := newBatchRig(t, url, BatchOpenAI)
+	rig.cfg.Batch.MaxAttempts = 2
+	reqs := questions(8)
+
+	// Round 1 asks all, round 2 what failed; the pass after it rejects.
+	res, passes := rig.untilDone(t, reqs, 6)
+	failing := res.rejects(t)["llm_error_server"]
+	if passes != 3 || failing == 0 || fake.BatchCounters().Batches != 2 {
+		t.Fatalf("passes %d, rejects %v, batches %d", passes, res.rejects(t), fake.BatchCounters().Batches)
+	}
+	if sent := res.stats.Requests - res.stats.CacheHits; sent != 0 || res.stats.Failed != int64(failing) {
+		t.Fatalf("the rejecting pass counts %d request(s) not from the cache (stats %+v)", sent, res.stats)
+	}
+
+	// A rerun asks the rejected requests again, in a new epoch, and ends
+	// after max_attempts more batches.
+	res = rig.pass(t, reqs)
+	var w *WaitError
+	if !errors.As(res.wait, &w) || w.Requests != failing || w.Submitted != 1 {
+		t.Fatalf("rerun: %v", res.wait)
+	}
+	res, passes = rig.untilDone(t, reqs, 6)
+	if passes != 2 || res.rejects(t)["llm_error_server"] != failing || fake.BatchCounters().Batches != 4 {
+		t.Fatalf("passes %d, rejects %v, batches %d", passes, res.rejects(t), fake.BatchCounters().Batches)
+	}
+	jobs := rig.jobs(t)
+	if last := jobs[len(jobs)-1]; last.Epoch != 2 || last.Round != 2 {
+		t.Fatalf("last job: %+v", last)
+	}
+
+	// Once the failure passes, a rerun gets every answer.
+	_, healthy := batchFake(t, fakellm.BatchConfig{Steps: &zero})
+	rig.cfg.Endpoints[0].BaseURL = healthy
+	if res := rig.pass(t, reqs); !IsWaiting(res.wait) {
+		t.Fatalf("rerun with a healthy server: %v", res.wait)
+	}
+	res, _ = rig.untilDone(t, reqs, 2)
+	for i, err := range res.errs {
+		if err != nil || res.resps[i].Content != fmt.Sprintf("answer to %d", i) {
+			t.Fatalf("answer %d: %+v %v", i, res.resps[i], err)
+		}
+	}
+}
+
+// A state that says an OpenAI job was uploaded or submitted but holds no
+// remote ID for it (edited by hand) is refused when the teacher is made,
+// not dereferenced when the job is polled.
+func TestBatchStateWithoutRemoteRefused(t *testing.T) {
+	for _, state := range []string{JobUploaded, JobSubmitted} {
+		t.Run(state, func(t *testing.T) {
+			zero := 0
+			_, url := batchFake(t, fakellm.BatchConfig{Steps: &zero})
+			rig := newBatchRig(t, url, BatchOpenAI)
+			if res := rig.pass(t, questions(2)); !IsWaiting(res.wait) {
+				t.Fatalf("first pass: %v", res.wait)
+			}
+			rewriteJob(t, rig.o.BatchRoot, func(j *BatchJob) { j.State, j.Remote = state, nil })
+			_, err := NewTeacher(rig.cfg, rig.o)
+			var bse *BatchStateError
+			if !errors.As(err, &bse) || !strings.Contains(err.Error(), "batch job s-0001 is "+state+" on the OpenAI Batch API but") {
+				t.Fatalf("NewTeacher: %v", err)
+			}
+		})
+	}
+}

@@ -108,7 +108,9 @@ func retryable(class string) bool {
 // Transient reports whether a reject reason names a teacher or embedder
 // failure that may pass: "llm_error_<class>" or "llm_embed_error_<class>"
 // for a retryable class (timeout, connection, 429, 5xx, an unreadable
-// answer, every endpoint out of rotation). Such a reject is never a final
+// answer, every endpoint out of rotation), or a batch's own failure (the
+// batch expired, failed or was cancelled, a request missing from its
+// output, an error line of no known kind). Such a reject is never a final
 // outcome: the runner makes its shard again on the next run, when the
 // answers already received come from the cache and only the failed
 // requests are sent again. Other reasons (a 400, an answer that fails the
@@ -118,7 +120,7 @@ func Transient(reason string) bool {
 	if !ok {
 		class, ok = strings.CutPrefix(reason, "llm_embed_error_")
 	}
-	return ok && retryable(class)
+	return ok && (retryable(class) || batchOnly(class))
 }
 
 // breakerFailure reports whether class says the endpoint itself is unwell

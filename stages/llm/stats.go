@@ -17,8 +17,9 @@ type Stats struct {
 	Provider string `json:"provider"`
 	// Requests counts Complete calls that finished (answered or failed).
 	Requests int64 `json:"requests"`
-	// CacheHits counts requests answered without sending: from the cache, or
-	// by sharing the answer of an identical request in flight.
+	// CacheHits counts requests answered without sending: from the cache,
+	// by sharing the answer of an identical request in flight, or (batch
+	// mode) rejected for the failures the batch directory records.
 	CacheHits int64 `json:"cache_hits"`
 	// Sent counts HTTP attempts, retries included; Retries counts the repeats.
 	Sent    int64 `json:"sent"`
