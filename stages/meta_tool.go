@@ -127,8 +127,9 @@ import (
 //   - category (Meta-Bench, §3.3.1), counting calls other than meta_tool and
 //     get_user_input: chat (none); function_missing (open world, tools
 //     retrieved through meta_tool); function_existing (open world, calls to
-//     listed tools, no meta_tool call); single_call (closed world, exactly
-//     one call); multi_call (closed world, more calls, parallel or in
+//     listed tools, no meta_tool call); single_call (closed world, one
+//     tool called, once or more: Meta-Bench's "invoking a single tool");
+//     multi_call (closed world, several tools called, parallel or in
 //     several turns)
 //   - result_mode: oracle | retrieved, on open-world records only
 //
@@ -296,7 +297,8 @@ func (c *MetaToolConfig) readsLibrary() {}
 // version 2: results in seed 000 Fig 12's envelope by default, Fig 6's
 // get_user_input description, near-twins of invoked tools never listed. 3:
 // a tool without a description is asked for by its name's words
-// (toollib.QueryOf), not by an empty tool_description.
+// (toollib.QueryOf), not by an empty tool_description; a record calling
+// one tool several times is single_call (Meta-Bench's single tool).
 func (c *MetaToolConfig) version() int { return 3 }
 
 func (c *MetaToolConfig) build(env *Env) (Stage, error) {
@@ -1363,15 +1365,20 @@ func (s *metaToolStage) metaResult(ctx context.Context, p *metaToolPlan, k int, 
 // MetaToolConfig).
 func metaToolCategory(r *record.Record, open bool) string {
 	calls, meta := 0, 0
+	first, several := "", false // the first tool called; another one called too
 	for i := range r.Messages {
 		cs := r.Messages[i].Calls
 		for j := range cs {
-			switch cs[j].Name {
+			switch name := cs[j].Name; name {
 			case verify.MetaTool:
 				meta++
 			case verify.GetUserInput:
 			default:
 				calls++
+				if first == "" {
+					first = name
+				}
+				several = several || name != first
 			}
 		}
 	}
@@ -1382,7 +1389,7 @@ func metaToolCategory(r *record.Record, open bool) string {
 		return "function_missing"
 	case open:
 		return "function_existing"
-	case calls == 1:
+	case !several:
 		return "single_call"
 	default:
 		return "multi_call"

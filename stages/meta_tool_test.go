@@ -397,19 +397,21 @@ func mtCheck(t *testing.T, cfg MetaToolConfig, in, out *record.Record) {
 }
 
 func mtCategory(in *record.Record, open, missing bool) string {
-	n := 0
+	tools := map[string]bool{}
 	for _, m := range in.Messages {
-		n += len(m.Calls)
+		for _, c := range m.Calls {
+			tools[c.Name] = true
+		}
 	}
 	switch {
-	case n == 0:
+	case len(tools) == 0:
 		return "chat"
 	case missing:
 		return "function_missing"
 	case open:
 		return "function_existing"
-	case n == 1:
-		return "single_call"
+	case len(tools) == 1:
+		return "single_call" // one tool, called once or more
 	}
 	return "multi_call"
 }
@@ -580,6 +582,14 @@ func TestMetaToolClosedWorld(t *testing.T) {
 	}
 	if got := mtProcess(t, st, mtParallel("mt:cat")).Tag("category"); got != "multi_call" {
 		t.Errorf("parallel category %q, want multi_call", got)
+	}
+	twice := fxRecord("mt:twice", []record.Tool{mtStock, mtTime},
+		fxUser("Apple and Microsoft shares?"),
+		fxCalls("get_stock_price", `{"symbol":"AAPL"}`, "get_stock_price", `{"symbol":"MSFT"}`),
+		fxResults("get_stock_price", `{"price":191.2}`, "get_stock_price", `{"price":402.5}`),
+		fxSay("Apple 191.2, Microsoft 402.5."))
+	if got := mtProcess(t, st, twice).Tag("category"); got != "single_call" {
+		t.Errorf("one tool called twice: category %q, want single_call (Meta-Bench's single tool)", got)
 	}
 	if got := mtProcess(t, st, mtSingle("mt:cat1")).Tag("category"); got != "single_call" {
 		t.Errorf("single category %q, want single_call", got)
