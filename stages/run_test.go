@@ -8,7 +8,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io/fs"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -421,25 +420,16 @@ func TestRunSampleIndependentOfShards(t *testing.T) {
 // warning that names the categories seen.
 func TestSampleQuotaCounts(t *testing.T) {
 	path := demoPipeline(t, "  - sample: {quotas: [{source: glaive, n: 2}, {source: xlam, category: single-call, n: 5}, {source: toolace}]}\n")
-	p, err := Load(path)
+	_, log, err := llmrunRun(t, path)
 	if err != nil {
-		t.Fatal(err)
-	}
-	var log bytes.Buffer
-	r, err := NewRunner(p, Options{Version: "test", Log: slog.New(slog.NewTextHandler(&log, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
-	if _, err := r.Run(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	m := readManifest(t, filepath.Join(filepath.Dir(path), "out"), "01-sample")
 	if c := m.Totals.Counters; c["quota.0"] != 2 || c["quota.1"] != 0 || c["quota.2"] != m.Totals.Out-2 {
 		t.Errorf("counters %v, out %d", c, m.Totals.Out)
 	}
-	if !regexp.MustCompile(`level=WARN msg="a sample quota matched no record.*quota=1 source=xlam category=single-call categories_seen=".*single_call`).MatchString(log.String()) {
-		t.Errorf("no warning for quota 1:\n%s", log.String())
+	if !regexp.MustCompile(`level=WARN msg="a sample quota matched no record.*quota=1 source=xlam category=single-call categories_seen=".*single_call`).MatchString(log) {
+		t.Errorf("no warning for quota 1:\n%s", log)
 	}
 }
 
