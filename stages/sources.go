@@ -174,7 +174,10 @@ func workDir(p *Pipeline, loc storage.Location) (string, error) {
 }
 
 // remoteOutputProblem checks that an output on object storage can be
-// listed and holds only augment's objects.
+// listed and holds only augment's objects: a missing bucket, refused
+// credentials or a foreign prefix are config problems. Any other failure
+// of the store (a 500, a network error) is not the config's: the run
+// meets it again when it mirrors the prefix, and fails there (exit 1).
 func remoteOutputProblem(p *Pipeline, op *storage.Opener) string {
 	loc, remote, err := storage.OutputLocation(p.Output.Dir)
 	if err != nil || !remote {
@@ -182,7 +185,8 @@ func remoteOutputProblem(p *Pipeline, op *storage.Opener) string {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), statTimeout)
 	defer cancel()
-	if err := op.CheckOutput(ctx, loc); err != nil {
+	err = op.CheckOutput(ctx, loc)
+	if errors.As(err, new(*storage.NotFoundError)) || errors.As(err, new(*storage.AuthError)) || errors.As(err, new(*storage.ForeignPrefixError)) {
 		return p.problem("output.dir", "output.dir: %v", err)
 	}
 	return ""

@@ -165,7 +165,7 @@ func (o *Opener) CheckOutput(ctx context.Context, loc Location) error {
 	}
 	if _, err := s.stat(ctx, m.at(".augment/output-dir")); err != nil {
 		if errors.As(err, new(*NotFoundError)) {
-			return fmt.Errorf("%s holds objects augment did not write (%s …); set output.dir to a new or empty prefix", what, foreign)
+			return &ForeignPrefixError{Loc: what, Object: foreign}
 		}
 		return err
 	}

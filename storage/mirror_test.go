@@ -395,3 +395,40 @@ func TestMirrorPullKeepsBothCaches(t *testing.T) {
 		t.Errorf("bucket holds %v", b)
 	}
 }
+
+// answerer answers every request with one status and a plain body, as a
+// gateway in front of the store may.
+type answerer struct{ status int }
+
+func (a answerer) RoundTrip(req *http.Request) (*http.Response, error) {
+	body := http.StatusText(a.status)
+	return &http.Response{StatusCode: a.status, Status: fmt.Sprint(a.status, " ", body), Header: http.Header{"Content-Type": {"text/plain"}},
+		Body: io.NopCloser(strings.NewReader(body)), ContentLength: int64(len(body)), Request: req}, nil
+}
+
+// CheckOutput's errors are typed by what the user can do: credentials to
+// set (a 401 or 403 without S3's error code too), a prefix to change, or
+// neither (a 500: the store's, not the config's).
+func TestCheckOutputErrors(t *testing.T) {
+	srv, o, put := s3Server(t)
+	loc, _, err := OutputLocation("s3://data/out")
+	if err != nil {
+		t.Fatal(err)
+	}
+	put("out/notes.txt", []byte("someone else's"))
+	var foreign *ForeignPrefixError
+	if err := o.CheckOutput(t.Context(), loc); !errors.As(err, &foreign) || foreign.Object != "out/notes.txt" {
+		t.Errorf("foreign prefix: %v", err)
+	}
+	for _, tc := range []struct {
+		status int
+		auth   bool
+	}{{401, true}, {403, true}, {500, false}} {
+		o := New(Options{S3: S3Config{Endpoint: srv.URL, Region: "us-east-1"}, Transport: answerer{tc.status}, Getenv: func(string) string { return "" }})
+		err := o.CheckOutput(t.Context(), loc)
+		var auth *AuthError
+		if err == nil || errors.As(err, &auth) != tc.auth || tc.auth && !strings.Contains(err.Error(), "AWS_ACCESS_KEY_ID") {
+			t.Errorf("HTTP %d: %v (auth error %v)", tc.status, err, tc.auth)
+		}
+	}
+}

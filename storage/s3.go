@@ -123,8 +123,12 @@ func s3Error(loc Location, err error) error {
 	case "AccessDenied", "InvalidAccessKeyId", "SignatureDoesNotMatch", "ExpiredToken":
 		return &AuthError{Loc: loc.String(), Detail: resp.Code + ": set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (or AWS_PROFILE) to credentials that may read it"}
 	}
-	if resp.StatusCode == http.StatusNotFound {
+	switch resp.StatusCode {
+	case http.StatusNotFound:
 		return &NotFoundError{Loc: loc.String(), Detail: "not found"}
+	case http.StatusUnauthorized, http.StatusForbidden: // a gateway's refusal without S3's error code
+		return &AuthError{Loc: loc.String(), Detail: fmt.Sprintf("HTTP %d %s: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (or AWS_PROFILE) to credentials that may read it",
+			resp.StatusCode, http.StatusText(resp.StatusCode))}
 	}
 	return fmt.Errorf("%s: %w", loc, err)
 }

@@ -98,6 +98,14 @@ type NotFoundError struct{ Loc, Detail string }
 
 func (e *NotFoundError) Error() string { return e.Loc + ": " + e.Detail }
 
+// A ForeignPrefixError says an output prefix holds objects augment did not
+// write (Object is the first one found).
+type ForeignPrefixError struct{ Loc, Object string }
+
+func (e *ForeignPrefixError) Error() string {
+	return fmt.Sprintf("%s holds objects augment did not write (%s …); set output.dir to a new or empty prefix", e.Loc, e.Object)
+}
+
 // An AuthError says the store refused access; Detail says which credential
 // to set.
 type AuthError struct{ Loc, Detail string }
