@@ -26,6 +26,9 @@ const (
 	StepAbsent   = "absent"   // not there, and not there before either
 	StepNotRun   = "not run"  // the stage is pending or skipped
 	StepNotKept  = "not kept" // the stage kept no records (keep: false), nor rejected this one
+	// StepNotProcessed: the stage has not done the record's shard (a run
+	// stopped before it did; the stage is partial).
+	StepNotProcessed = "not processed"
 )
 
 // A Journey is one record's way through the stages of a run.
@@ -46,8 +49,9 @@ type Step struct {
 	// Added lists the records the stage derived from this one (IDs
 	// "<id>/…").
 	Added []string `json:"added,omitempty"`
-	// Filtered lists the stage's filter reasons (filtered records are not
-	// written anywhere, so which reason applied is not known).
+	// Filtered lists the filter reasons of the record's shard at the stage
+	// (filtered records are not written anywhere, so which of them applied
+	// is not known when there are several).
 	Filtered []string `json:"filtered,omitempty"`
 	// File, Line and Sample locate an exported sample (Line is 1-based; the
 	// sample is read back for JSONL exports).
@@ -135,6 +139,8 @@ func (r *Run) Journey(id string) (*Journey, error) {
 		switch {
 		case st.Manifest == nil:
 			step.Status = StepNotRun
+		case unprocessed(st, prev):
+			step.Status, step.Shard, prev = StepNotProcessed, prev.shard, nil
 		case st.Sink():
 			if err := r.exportStep(st, id, prev, &step); err != nil {
 				return nil, err
@@ -181,7 +187,8 @@ func (r *Run) Journey(id string) (*Journey, error) {
 			case rj != nil:
 				step.Status, step.Reject = StepRejected, rj
 			case prev != nil && prev.rec != nil:
-				step.Status, step.Filtered = StepFiltered, Counts(st.Manifest.Totals.Filtered).Keys()
+				sh, _ := st.Manifest.Shard(prev.shard)
+				step.Status, step.Filtered = StepFiltered, Counts(sh.Filtered).Keys()
 			default:
 				step.Status = StepAbsent
 			}
@@ -195,6 +202,16 @@ func (r *Run) Journey(id string) (*Journey, error) {
 		}
 	}
 	return j, fmt.Errorf("no record %q in any stage of %s", id, r.Dir)
+}
+
+// unprocessed reports whether the stage has not done the shard of the
+// record the stage before had (prev): its manifest does not list it.
+func unprocessed(st *Stage, prev *found) bool {
+	if prev == nil || prev.rec == nil {
+		return false
+	}
+	_, ok := st.Manifest.Shard(prev.shard)
+	return !ok
 }
 
 // exportStep locates id's sample in an export: the export writes its input
@@ -439,7 +456,7 @@ func PrintJourney(w io.Writer, j *Journey) {
 		if gone && s.Status == StepAbsent {
 			continue
 		}
-		gone = gone || s.Status == StepRejected || s.Status == StepFiltered
+		gone = gone || s.Status == StepRejected || s.Status == StepFiltered || s.Status == StepNotProcessed
 		head := fmt.Sprintf("%-14s %-9s", s.Stage, s.Status)
 		switch s.Status {
 		case StepKept:
@@ -452,7 +469,13 @@ func PrintJourney(w io.Writer, j *Journey) {
 			detail := strings.TrimPrefix(s.Reject.Detail, s.Reject.Reason+": ")
 			head += " " + s.Reject.Reason + ": " + clip.Runes(oneLine(detail), 160)
 		case StepFiltered:
-			head += " by the stage's filter (" + strings.Join(s.Filtered, ", ") + ")"
+			if len(s.Filtered) > 0 {
+				head += " by the stage's filter (" + strings.Join(s.Filtered, ", ") + ")"
+			} else {
+				head += " (not in the stage's output, though its shard counts no filtered record)"
+			}
+		case StepNotProcessed:
+			head += " (shard " + s.Shard + ": the run stopped before this stage did it; rerun to resume)"
 		case StepExported:
 			if s.Line > 0 {
 				head += fmt.Sprintf(" %s line %d", s.File, s.Line)
