@@ -334,8 +334,8 @@ details{margin:2px 0}summary{cursor:pointer;color:#3b6fd4}pre.record{background:
 <h1>{{.Title}}</h1>
 <p class="meta" id="status">{{.Status}}.
 {{with .Versions}}augment {{.}}.{{end}}
-{{with .Run.ConfigHash}}Config sha256 <code>{{.}}</code>, seed {{$.Run.Config.Seed}}.{{end}}
-Teacher: {{.Run.Config.Teacher.Provider}}{{with .Models}} ({{.}}){{end}}.</p>
+{{if .Run.ConfigHash}}Config sha256 <code>{{.Run.ConfigHash}}</code>, seed {{.Run.Config.Seed}}.
+Teacher: {{.Run.Config.Teacher.Provider}}{{with .Models}} ({{.}}){{end}}.{{else}}No config.yaml in the run directory: its seed, sources and teacher are not known{{with .Models}}; teacher models that answered: {{.}}{{end}}.{{end}}</p>
 
 <h2 id="funnel">Records through the stages</h2>
 <p class="legend note"><span style="background:#3b6fd4"></span>out<span style="background:#e0703a"></span>rejected<span style="background:#b9c3d3"></span>filtered — the bar is in + added</p>

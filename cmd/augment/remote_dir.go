@@ -107,6 +107,21 @@ func (rd *runDir) path(name string) string {
 	return rd.Name + "/" + path.Clean(filepath.ToSlash(name))
 }
 
+// remove deletes name (slash-separated, inside the run directory), and on
+// object storage its object when the command's writes are uploaded.
+func (rd *runDir) remove(name string) error {
+	if !filepath.IsLocal(filepath.FromSlash(name)) {
+		return fmt.Errorf("%s: not inside the run directory", name)
+	}
+	if err := os.Remove(filepath.Join(rd.Dir, filepath.FromSlash(name))); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	if rd.m != nil {
+		rd.m.Removed(name)
+	}
+	return nil
+}
+
 // err names the run directory as the user gave it in an error.
 func (rd *runDir) err(err error) error {
 	if err == nil || rd.m == nil {
