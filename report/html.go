@@ -280,14 +280,20 @@ func (r *Run) HTML() ([]byte, error) {
 }
 
 // prettySample renders a reject for people: the reject line indented, its
-// raw row (for ingest rejects) parsed as JSON when it is JSON.
+// raw row (for ingest rejects) parsed as JSON when it is JSON. The text
+// keeps <, > and & as they are (the page's template escapes them), not as
+// JSON's \u003c escapes.
 func prettySample(rl RejectLine) (string, bool) {
 	raw := rl.Raw
 	rl.Raw = ""
-	b, _ := json.MarshalIndent(rl, "", "  ")
-	s := string(b)
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(rl)
+	s := strings.TrimSuffix(buf.String(), "\n")
 	if raw != "" {
-		var buf bytes.Buffer
+		buf.Reset()
 		if json.Indent(&buf, []byte(raw), "", "  ") == nil {
 			raw = buf.String()
 		}
