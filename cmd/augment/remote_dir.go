@@ -52,6 +52,10 @@ func openRunDir(ctx context.Context, arg string, keep func(string) bool, stderr 
 	}
 	op := storage.New(storage.Options{Log: slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))})
 	if err := op.CheckOutput(ctx, loc); err != nil {
+		if nf := new(storage.NotFoundError); errors.As(err, &nf) {
+			// No bucket, as a local directory that is not there (exit 2).
+			return nil, fmt.Errorf("%s %w: %s", arg, manifests.ErrNoRun, nf.Detail)
+		}
 		return nil, err
 	}
 	tmp, err := os.MkdirTemp("", "augment-remote-")

@@ -245,6 +245,11 @@ func readCommandsOnS3(t *testing.T, one, w *workerRun, c *minio.Client, url stri
 		strings.Contains(string(out), "run the same command again") {
 		t.Errorf("status of an empty prefix: %v\n%s", err, out)
 	}
+	// So is a bucket that is not there, as a local directory that is not.
+	out, err = w.cmd(nil, "stats", "s3://nobucket/x").CombinedOutput()
+	if !errors.As(err, &exit) || exit.ExitCode() != 2 || !strings.Contains(string(out), "s3://nobucket/x holds no run: no such bucket") {
+		t.Errorf("stats of a missing bucket: %v\n%s", err, out)
+	}
 }
 
 var benchRuns atomic.Int64
