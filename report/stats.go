@@ -246,7 +246,7 @@ func doneSummary(statuses []string) string {
 	return s
 }
 
-// partialNote says what the partial stages dirs are.
+// partialNote names the partial stages dirs and says what partial means.
 func partialNote(dirs []string) string {
 	return "partial (a run stopped before they did every shard of their input, or their input changed since; rerun to resume): " +
 		strings.Join(dirs, ", ")

@@ -71,9 +71,6 @@ func (r *Runner) writeReport(runErr error) error {
 		}
 		stale, err := run.StaleCards()
 		for _, c := range stale {
-			if r.root == nil {
-				break
-			}
 			if rerr := r.root.Remove(c); rerr != nil && !errors.Is(rerr, fs.ErrNotExist) {
 				err = errors.Join(err, rerr)
 			}

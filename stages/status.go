@@ -38,7 +38,8 @@ type StageStatus struct {
 	// stage did them all.
 	Partial bool
 	// Pending: the run's config.yaml lists the stage, which has not
-	// started (no directory yet); Skipped: it is marked skip.
+	// started (no directory yet, or one without a manifest or a worker's
+	// part); Skipped: it is marked skip.
 	Pending, Skipped bool
 
 	// Workers are the parts of the newest part's worker count and
