@@ -3,7 +3,9 @@ package report
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -484,15 +486,29 @@ func WithoutAccounting(card []byte) []byte {
 	return append(card[:i:i], card[i+j+1:]...)
 }
 
+// ErrNoConfig is WriteCards' error for a run directory without its
+// config.yaml: a card states the run's seed, sources and teacher, which
+// only that file holds, so no card is written and those on disk are left.
+var ErrNoConfig = errors.New("no config.yaml: a dataset card needs the run's seed, sources and teacher settings, so none is written and those there are left as they are")
+
+// cardDue reports whether the stage gets a dataset card: a done export
+// whose input shards are still the ones it exported.
+func (r *Run) cardDue(st *Stage) bool {
+	return st.Status == StatusDone && r.inputsCurrent(st)
+}
+
 // WriteCards writes the dataset card of every finished export stage whose
 // input shards are still the ones it exported (an export made before its
 // input was rewritten gets no card until it runs again). It returns the
-// cards written, relative to the run dir.
+// cards written, relative to the run dir; ErrNoConfig without config.yaml.
 func (r *Run) WriteCards() ([]string, error) {
+	if r.ConfigHash == "" {
+		return nil, ErrNoConfig
+	}
 	var written []string
 	for i := range r.Stages {
 		st := &r.Stages[i]
-		if !st.Sink() || st.Status != StatusDone || !r.inputsCurrent(st) {
+		if !st.Sink() || !r.cardDue(st) {
 			continue
 		}
 		b, err := r.Card(i)
@@ -506,6 +522,32 @@ func (r *Run) WriteCards() ([]string, error) {
 		written = append(written, rel)
 	}
 	return written, nil
+}
+
+// StaleCards lists the dataset cards on disk, relative to the run dir, of
+// the export stages with a manifest that get no card (WriteCards): not
+// done, or their input rewritten since they ran. Such a card describes
+// data and settings its directory no longer holds; the caller deletes it.
+// Without config.yaml none is listed (no card is written or judged then).
+func (r *Run) StaleCards() ([]string, error) {
+	if r.ConfigHash == "" {
+		return nil, nil
+	}
+	var stale []string
+	for i := range r.Stages {
+		st := &r.Stages[i]
+		if !st.Sink() || st.Manifest == nil || r.cardDue(st) {
+			continue
+		}
+		rel := st.Dir + "/" + CardFile
+		switch fi, err := os.Lstat(filepath.Join(r.Dir, filepath.FromSlash(rel))); {
+		case err == nil && fi.Mode().IsRegular():
+			stale = append(stale, rel)
+		case err != nil && !errors.Is(err, fs.ErrNotExist):
+			return stale, err
+		}
+	}
+	return stale, nil
 }
 
 // notKeptShards maps the path of every shard the run's stages record as

@@ -61,6 +61,7 @@ type htmlPage struct {
 	RejectChart  template.HTML
 	Rejects      []htmlReject
 	DistStage    string
+	DistPartial  bool // DistStage is partial: the records of the shards it did
 	DistRecords  int64
 	Tokens       Percentiles
 	Charts       []htmlChart
@@ -74,7 +75,8 @@ type htmlPage struct {
 func (r *Run) HTML() ([]byte, error) {
 	p := &htmlPage{Title: "augment report: " + filepath.Base(r.Dir), Run: r}
 	versions := map[string]bool{}
-	done, running := 0, ""
+	running := ""
+	var statuses, partial []string
 	var funnel []bar
 	for i := range r.Stages {
 		s := &r.Stages[i]
@@ -90,9 +92,10 @@ func (r *Run) HTML() ([]byte, error) {
 				Parts: []float64{float64(c.Out), float64(hs.Rejected), float64(hs.Filtered)},
 				Title: fmt.Sprintf("%s: in %d + added %d → out %d, rejected %d, filtered %d", s.Dir, c.In, c.Added, c.Out, hs.Rejected, hs.Filtered)})
 		}
+		statuses = append(statuses, s.Status)
 		switch s.Status {
-		case StatusDone:
-			done++
+		case StatusPartial:
+			partial = append(partial, s.Dir)
 		case StatusRunning:
 			if running == "" {
 				running = s.Dir
@@ -100,7 +103,10 @@ func (r *Run) HTML() ([]byte, error) {
 		}
 		p.Stages = append(p.Stages, hs)
 	}
-	p.Status = fmt.Sprintf("%d of %d stages done", done, len(r.Stages))
+	p.Status = doneSummary(statuses)
+	if len(partial) > 0 {
+		p.Status += "; " + partialNote(partial)
+	}
 	if running != "" {
 		p.Status += "; " + running + " has no finish time (running now, or stopped part way: rerun to resume)"
 	}
@@ -139,6 +145,7 @@ func (r *Run) HTML() ([]byte, error) {
 			return nil, err
 		}
 		p.DistStage, p.DistRecords, p.Tokens = fs.Dir, d.Records, d.Tokens
+		p.DistPartial = fs.Status == StatusPartial
 		add := func(title, note string, svg template.HTML) {
 			p.Charts = append(p.Charts, htmlChart{Title: title, Note: note, SVG: svg})
 		}
@@ -273,14 +280,20 @@ func (r *Run) HTML() ([]byte, error) {
 }
 
 // prettySample renders a reject for people: the reject line indented, its
-// raw row (for ingest rejects) parsed as JSON when it is JSON.
+// raw row (for ingest rejects) parsed as JSON when it is JSON. The text
+// keeps <, > and & as they are (the page's template escapes them), not as
+// JSON's \u003c escapes.
 func prettySample(rl RejectLine) (string, bool) {
 	raw := rl.Raw
 	rl.Raw = ""
-	b, _ := json.MarshalIndent(rl, "", "  ")
-	s := string(b)
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(rl)
+	s := strings.TrimSuffix(buf.String(), "\n")
 	if raw != "" {
-		var buf bytes.Buffer
+		buf.Reset()
 		if json.Indent(&buf, []byte(raw), "", "  ") == nil {
 			raw = buf.String()
 		}
@@ -319,7 +332,7 @@ svg .bar{fill:#3b6fd4}svg .bar2{fill:#e0703a}svg .bar3{fill:#b9c3d3}svg .label{f
 svg .axis{stroke:#9aa5b5;stroke-width:1}svg .line{fill:none;stroke:#3b6fd4;stroke-width:2}
 .legend span{display:inline-block;width:10px;height:10px;margin:0 4px 0 12px;vertical-align:middle}
 details{margin:2px 0}summary{cursor:pointer;color:#3b6fd4}pre.record{background:#f6f8fa;border:1px solid #dde2ea;padding:8px;max-height:420px;overflow:auto;font-size:12px;white-space:pre-wrap;word-break:break-word;text-align:left}
-.status-done{color:#237a3b}.status-running{color:#b86e00}.status-pending,.status-skipped{color:#8a93a3}
+.status-done{color:#237a3b}.status-running,.status-partial{color:#b86e00}.status-pending,.status-skipped{color:#8a93a3}
 .empty{color:#8a93a3;font-style:italic}
 </style>
 </head>
@@ -327,8 +340,8 @@ details{margin:2px 0}summary{cursor:pointer;color:#3b6fd4}pre.record{background:
 <h1>{{.Title}}</h1>
 <p class="meta" id="status">{{.Status}}.
 {{with .Versions}}augment {{.}}.{{end}}
-{{with .Run.ConfigHash}}Config sha256 <code>{{.}}</code>, seed {{$.Run.Config.Seed}}.{{end}}
-Teacher: {{.Run.Config.Teacher.Provider}}{{with .Models}} ({{.}}){{end}}.</p>
+{{if .Run.ConfigHash}}Config sha256 <code>{{.Run.ConfigHash}}</code>, seed {{.Run.Config.Seed}}.
+Teacher: {{.Run.Config.Teacher.Provider}}{{with .Models}} ({{.}}){{end}}.{{else}}No config.yaml in the run directory: its seed, sources and teacher are not known{{with .Models}}; teacher models that answered: {{.}}{{end}}.{{end}}</p>
 
 <h2 id="funnel">Records through the stages</h2>
 <p class="legend note"><span style="background:#3b6fd4"></span>out<span style="background:#e0703a"></span>rejected<span style="background:#b9c3d3"></span>filtered — the bar is in + added</p>
@@ -351,7 +364,7 @@ Teacher: {{.Run.Config.Teacher.Provider}}{{with .Models}} ({{.}}){{end}}.</p>
 {{end}}</table>{{end}}
 
 <h2 id="distributions">Distributions</h2>
-{{if .DistStage}}<p class="meta" id="dist-records">Over the {{.DistRecords}} records of <code>{{.DistStage}}</code>, the input of the exports.</p>
+{{if .DistStage}}<p class="meta" id="dist-records">Over the {{.DistRecords}} records of <code>{{.DistStage}}</code>, the input of the exports{{if .DistPartial}}: those of the shards it did (it is partial){{end}}.</p>
 <div class="charts">{{range .Charts}}<div><h3>{{.Title}}</h3>{{with .Note}}<p class="note">{{.}}</p>{{end}}{{.SVG}}</div>
 {{end}}</div>{{else}}<p class="empty">No stage has written records yet.</p>{{end}}
 

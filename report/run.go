@@ -77,6 +77,11 @@ type SourceConfig struct {
 const (
 	StatusDone    = "done"    // the manifest says the stage finished
 	StatusRunning = "running" // a manifest without a finish time: running now, or stopped part way
+	// StatusPartial: a manifest with a finish time that does not cover all
+	// of the stage's input as its input stage has it now, or whose input
+	// stage is not done: a failed or interrupted run ended the stage before
+	// it did every shard (a rerun resumes it).
+	StatusPartial = "partial"
 	StatusPending = "pending" // no manifest yet
 	StatusSkipped = "skipped" // skip: true in pipeline.yaml
 )
@@ -185,7 +190,60 @@ func Load(dir string) (*Run, error) {
 			}
 		}
 	}
+	for i := 1; i < len(run.Stages); i++ {
+		st := &run.Stages[i]
+		if st.Status != StatusDone {
+			continue
+		}
+		in := run.inputOf(i)
+		if in == nil {
+			continue
+		}
+		if covered, total := Covers(st.Manifest, in.Manifest); in.Status != StatusDone || covered < total {
+			st.Status = StatusPartial
+		}
+	}
 	return run, nil
+}
+
+// inputOf is the stage whose records stage i reads: the last stage before
+// it that is not an export nor skipped, with a manifest or not (nil for
+// ingest).
+func (r *Run) inputOf(i int) *Stage {
+	for j := i - 1; j >= 0; j-- {
+		if s := &r.Stages[j]; !s.Sink() && s.Status != StatusSkipped {
+			return s
+		}
+	}
+	return nil
+}
+
+// Covers counts the shards of in, the manifest of a stage's input stage
+// (nil: none yet), that the stage's manifest m lists as made from in's
+// Parquet output as in lists it now: covered of total. A stage finished by
+// a run that stopped before all of its shards, or whose input was rewritten
+// since, covers fewer than total.
+func Covers(m, in *manifests.Stage) (covered, total int) {
+	if in == nil {
+		return 0, 1
+	}
+	for _, ish := range in.Shards {
+		for _, o := range ish.Outputs {
+			if !strings.HasSuffix(o.Path, ".parquet") {
+				continue
+			}
+			total++
+			if m == nil {
+				continue
+			}
+			if sh, ok := m.Shard(ish.Name); ok && slices.ContainsFunc(sh.Inputs, func(ref manifests.FileRef) bool {
+				return ref.Path == o.Path && ref.SHA256 == o.SHA256
+			}) {
+				covered++
+			}
+		}
+	}
+	return covered, total
 }
 
 // stageType is the key of a stage entry whose value is the stage type's

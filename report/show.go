@@ -10,7 +10,9 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/augmentdata/augment/clip"
 	"github.com/augmentdata/augment/stages/record"
@@ -26,6 +28,9 @@ const (
 	StepAbsent   = "absent"   // not there, and not there before either
 	StepNotRun   = "not run"  // the stage is pending or skipped
 	StepNotKept  = "not kept" // the stage kept no records (keep: false), nor rejected this one
+	// StepNotProcessed: the stage has not done the record's shard (a run
+	// stopped before it did; the stage is partial).
+	StepNotProcessed = "not processed"
 )
 
 // A Journey is one record's way through the stages of a run.
@@ -46,8 +51,9 @@ type Step struct {
 	// Added lists the records the stage derived from this one (IDs
 	// "<id>/…").
 	Added []string `json:"added,omitempty"`
-	// Filtered lists the stage's filter reasons (filtered records are not
-	// written anywhere, so which reason applied is not known).
+	// Filtered lists the filter reasons of the record's shard at the stage
+	// (filtered records are not written anywhere, so which of them applied
+	// is not known when there are several).
 	Filtered []string `json:"filtered,omitempty"`
 	// File, Line and Sample locate an exported sample (Line is 1-based; the
 	// sample is read back for JSONL exports).
@@ -135,6 +141,8 @@ func (r *Run) Journey(id string) (*Journey, error) {
 		switch {
 		case st.Manifest == nil:
 			step.Status = StepNotRun
+		case unprocessed(st, prev):
+			step.Status, step.Shard, prev = StepNotProcessed, prev.shard, nil
 		case st.Sink():
 			if err := r.exportStep(st, id, prev, &step); err != nil {
 				return nil, err
@@ -181,7 +189,8 @@ func (r *Run) Journey(id string) (*Journey, error) {
 			case rj != nil:
 				step.Status, step.Reject = StepRejected, rj
 			case prev != nil && prev.rec != nil:
-				step.Status, step.Filtered = StepFiltered, Counts(st.Manifest.Totals.Filtered).Keys()
+				sh, _ := st.Manifest.Shard(prev.shard)
+				step.Status, step.Filtered = StepFiltered, Counts(sh.Filtered).Keys()
 			default:
 				step.Status = StepAbsent
 			}
@@ -195,6 +204,16 @@ func (r *Run) Journey(id string) (*Journey, error) {
 		}
 	}
 	return j, fmt.Errorf("no record %q in any stage of %s", id, r.Dir)
+}
+
+// unprocessed reports whether the stage has not done the shard of the
+// record the stage before had (prev): its manifest does not list it.
+func unprocessed(st *Stage, prev *found) bool {
+	if prev == nil || prev.rec == nil {
+		return false
+	}
+	_, ok := st.Manifest.Shard(prev.shard)
+	return !ok
 }
 
 // exportStep locates id's sample in an export: the export writes its input
@@ -278,7 +297,7 @@ func readLine(path string, n int) ([]byte, error) {
 func Diff(a, b *record.Record) []string {
 	var out []string
 	if a.System != b.System {
-		out = append(out, "~ system: "+clip.Runes(oneLine(b.System), 100))
+		out = append(out, "~ system: "+printable(clip.Runes(oneLine(b.System), 100)))
 	}
 	at, bt := map[string]string{}, map[string]string{}
 	for _, t := range a.Tools {
@@ -288,28 +307,28 @@ func Diff(a, b *record.Record) []string {
 		bt[t.Name] = toolSig(t)
 		switch old, ok := at[t.Name]; {
 		case !ok:
-			out = append(out, "+ tool "+t.Name)
+			out = append(out, "+ tool "+printable(t.Name))
 		case old != bt[t.Name]:
-			out = append(out, "~ tool "+t.Name+" (definition changed)")
+			out = append(out, "~ tool "+printable(t.Name)+" (definition changed)")
 		}
 	}
 	for _, t := range a.Tools {
 		if _, ok := bt[t.Name]; !ok {
-			out = append(out, "- tool "+t.Name)
+			out = append(out, "- tool "+printable(t.Name))
 		}
 	}
 	out = append(out, diffTurns(a.Messages, b.Messages)...)
 	for _, t := range b.Tags {
 		switch old := a.Tag(t.Key); {
 		case old == "" && !hasTag(a, t.Key):
-			out = append(out, fmt.Sprintf("+ tag %s=%s", t.Key, t.Value))
+			out = append(out, printable(fmt.Sprintf("+ tag %s=%s", t.Key, t.Value)))
 		case old != t.Value:
-			out = append(out, fmt.Sprintf("~ tag %s=%s (was %s)", t.Key, t.Value, old))
+			out = append(out, printable(fmt.Sprintf("~ tag %s=%s (was %s)", t.Key, t.Value, old)))
 		}
 	}
 	for _, t := range a.Tags {
 		if !hasTag(b, t.Key) {
-			out = append(out, fmt.Sprintf("- tag %s=%s", t.Key, t.Value))
+			out = append(out, printable(fmt.Sprintf("- tag %s=%s", t.Key, t.Value)))
 		}
 	}
 	if len(b.Lineage) > len(a.Lineage) {
@@ -413,7 +432,7 @@ func TurnSummary(m record.Message) string {
 func callsText(calls []record.Call) string {
 	var s []string
 	for _, c := range calls {
-		s = append(s, c.Name+clip.Runes(string(c.Arguments), 80))
+		s = append(s, printable(c.Name+clip.Runes(string(c.Arguments), 80)))
 	}
 	return strings.Join(s, ", ")
 }
@@ -421,7 +440,7 @@ func callsText(calls []record.Call) string {
 func resultsText(rs []record.Result) string {
 	var s []string
 	for _, r := range rs {
-		s = append(s, r.Name+" → "+clip.Runes(oneLine(r.Content), 80))
+		s = append(s, printable(r.Name+" → "+clip.Runes(oneLine(r.Content), 80)))
 	}
 	return strings.Join(s, ", ")
 }
@@ -439,7 +458,7 @@ func PrintJourney(w io.Writer, j *Journey) {
 		if gone && s.Status == StepAbsent {
 			continue
 		}
-		gone = gone || s.Status == StepRejected || s.Status == StepFiltered
+		gone = gone || s.Status == StepRejected || s.Status == StepFiltered || s.Status == StepNotProcessed
 		head := fmt.Sprintf("%-14s %-9s", s.Stage, s.Status)
 		switch s.Status {
 		case StepKept:
@@ -450,9 +469,15 @@ func PrintJourney(w io.Writer, j *Journey) {
 			// A detail is the reject's error text, which starts with the
 			// reason already.
 			detail := strings.TrimPrefix(s.Reject.Detail, s.Reject.Reason+": ")
-			head += " " + s.Reject.Reason + ": " + clip.Runes(oneLine(detail), 160)
+			head += " " + s.Reject.Reason + ": " + printable(clip.Runes(oneLine(detail), 160))
 		case StepFiltered:
-			head += " by the stage's filter (" + strings.Join(s.Filtered, ", ") + ")"
+			if len(s.Filtered) > 0 {
+				head += " by the stage's filter (" + strings.Join(s.Filtered, ", ") + ")"
+			} else {
+				head += " (not in the stage's output, though its shard counts no filtered record)"
+			}
+		case StepNotProcessed:
+			head += " (shard " + s.Shard + ": the run stopped before this stage did it; rerun to resume)"
 		case StepExported:
 			if s.Line > 0 {
 				head += fmt.Sprintf(" %s line %d", s.File, s.Line)
@@ -464,7 +489,7 @@ func PrintJourney(w io.Writer, j *Journey) {
 		if s.Status == StepKept && first {
 			first = false
 			r := s.Record
-			fmt.Fprintf(w, "%15s source %s row %d (%s), %d tools, %d turns, shard %s\n", "", r.Source, r.Row, r.Format, len(r.Tools), len(r.Messages), s.Shard)
+			fmt.Fprintf(w, "%15s source %s row %d (%s), %d tools, %d turns, shard %s\n", "", printable(r.Source), r.Row, r.Format, len(r.Tools), len(r.Messages), s.Shard)
 			for i, m := range r.Messages {
 				fmt.Fprintf(w, "%15s turn %d %s\n", "", i, TurnSummary(m))
 			}
@@ -476,45 +501,78 @@ func PrintJourney(w io.Writer, j *Journey) {
 			fmt.Fprintf(w, "%15s + record %s\n", "", a)
 		}
 		if len(s.Sample) > 0 {
-			fmt.Fprintf(w, "%15s %s\n", "", clip.Runes(string(s.Sample), 300))
+			fmt.Fprintf(w, "%15s %s\n", "", printable(clip.Runes(string(s.Sample), 300)))
 		}
 	}
 }
 
 // PrintRecord writes one record for people: tools, turns, tags, lineage.
 func PrintRecord(w io.Writer, r *record.Record) {
-	fmt.Fprintf(w, "%s  source %s row %d (%s)\n", r.ID, r.Source, r.Row, r.Format)
+	fmt.Fprintf(w, "%s  source %s row %d (%s)\n", printable(r.ID), printable(r.Source), r.Row, r.Format)
 	if r.System != "" {
-		fmt.Fprintf(w, "  system: %s\n", clip.Runes(oneLine(r.System), 200))
+		fmt.Fprintf(w, "  system: %s\n", printable(clip.Runes(oneLine(r.System), 200)))
 	}
 	for _, t := range r.Tools {
-		fmt.Fprintf(w, "  tool %s: %s\n", t.Name, clip.Runes(oneLine(t.Description), 100))
+		fmt.Fprintf(w, "  tool %s: %s\n", printable(t.Name), printable(clip.Runes(oneLine(t.Description), 100)))
 	}
 	for i, m := range r.Messages {
-		fmt.Fprintf(w, "  [%d] %s\n", i, m.Role)
+		fmt.Fprintf(w, "  [%d] %s\n", i, printable(m.Role))
 		if m.Reasoning != "" {
-			fmt.Fprintf(w, "      reasoning: %s\n", m.Reasoning)
+			fmt.Fprintf(w, "      reasoning: %s\n", printable(m.Reasoning))
 		}
 		if m.Content != "" {
-			fmt.Fprintf(w, "      %s\n", strings.ReplaceAll(m.Content, "\n", "\n      "))
+			fmt.Fprintf(w, "      %s\n", strings.ReplaceAll(printable(m.Content), "\n", "\n      "))
 		}
 		for _, c := range m.Calls {
-			fmt.Fprintf(w, "      call %s %s\n", c.Name, c.Arguments)
+			fmt.Fprintf(w, "      call %s %s\n", printable(c.Name), printable(string(c.Arguments)))
 		}
 		for _, res := range m.Results {
-			fmt.Fprintf(w, "      result %s: %s\n", res.Name, clip.Runes(oneLine(res.Content), 300))
+			fmt.Fprintf(w, "      result %s: %s\n", printable(res.Name), printable(clip.Runes(oneLine(res.Content), 300)))
 		}
 	}
 	var tags []string
 	for _, t := range r.Tags {
 		tags = append(tags, t.Key+"="+t.Value)
 	}
-	fmt.Fprintf(w, "  tags: %s\n", strings.Join(tags, " "))
+	fmt.Fprintf(w, "  tags: %s\n", printable(strings.Join(tags, " ")))
 	var steps []string
 	for _, s := range r.Lineage {
 		steps = append(steps, s.Stage+"("+s.Provider+")")
 	}
-	fmt.Fprintf(w, "  lineage: %s\n", strings.Join(steps, " → "))
+	fmt.Fprintf(w, "  lineage: %s\n", printable(strings.Join(steps, " → ")))
+}
+
+// printable is s for a terminal: a character a terminal would act on
+// rather than show (control characters, escape sequences' ESC, bidi
+// overrides and other format characters) is written as the journey's
+// quoted text writes it (\x1b, \r, \u202e), and so is a byte that is not
+// UTF-8 (\xff); line breaks and tabs stay as they are.
+func printable(s string) string {
+	clean := true
+	for _, c := range s {
+		if c == utf8.RuneError || c != '\n' && c != '\t' && !strconv.IsPrint(c) {
+			clean = false
+			break
+		}
+	}
+	if clean {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); {
+		c, n := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case c == utf8.RuneError && n == 1:
+			fmt.Fprintf(&b, `\x%02x`, s[i])
+		case c == '\n' || c == '\t' || strconv.IsPrint(c):
+			b.WriteString(s[i : i+n])
+		default:
+			q := strconv.QuoteRune(c)
+			b.WriteString(q[1 : len(q)-1])
+		}
+		i += n
+	}
+	return b.String()
 }
 
 // Records calls fn for each record of the stage whose tags include every

@@ -80,13 +80,14 @@ const barWidth = 30
 
 // Print writes the stats as terminal tables and bars.
 func (s *Stats) Print(w io.Writer) {
-	done := 0
+	var statuses, partial []string
 	for _, st := range s.Stages {
-		if st.Status == StatusDone {
-			done++
+		statuses = append(statuses, st.Status)
+		if st.Status == StatusPartial {
+			partial = append(partial, st.Dir)
 		}
 	}
-	fmt.Fprintf(w, "run %s: %d of %d stages done", s.Dir, done, len(s.Stages))
+	fmt.Fprintf(w, "run %s: %s", s.Dir, doneSummary(statuses))
 	if s.ConfigSHA256 != "" {
 		fmt.Fprintf(w, "; config sha256 %s, seed %d", s.ConfigSHA256[:12], s.Seed)
 	}
@@ -103,6 +104,9 @@ func (s *Stats) Print(w io.Writer) {
 			manifests.Sum(st.Rejected), manifests.Sum(st.Filtered), st.Added, st.Seconds)
 	}
 	tw.Flush()
+	if len(partial) > 0 {
+		fmt.Fprintln(w, partialNote(partial))
+	}
 	var dropped []string
 	for _, st := range s.Stages {
 		if st.NotKept {
@@ -141,7 +145,11 @@ func (s *Stats) Print(w io.Writer) {
 	}
 
 	if d := s.Records; d != nil {
-		fmt.Fprintf(w, "\nrecords of %s: %d\n", s.Final, d.Records)
+		fmt.Fprintf(w, "\nrecords of %s: %d", s.Final, d.Records)
+		if slices.Contains(partial, s.Final) {
+			fmt.Fprint(w, " (of the shards it did: it is partial)")
+		}
+		fmt.Fprintln(w)
 		for _, mix := range []struct {
 			name string
 			c    Counts
@@ -216,4 +224,30 @@ func printBars(w io.Writer, keys []string, count func(string) int64, total int64
 		}
 		fmt.Fprintf(w, "    %-*s %7d %7s  %s\n", width, k, n, pct(n, total), strings.Repeat("█", bar))
 	}
+}
+
+// doneSummary says how many of the stages with these statuses are done,
+// skipped stages left out of the count and named after it: "5 of 6
+// stages done", "6 of 6 stages done, 1 skipped".
+func doneSummary(statuses []string) string {
+	done, skipped := 0, 0
+	for _, st := range statuses {
+		switch st {
+		case StatusDone:
+			done++
+		case StatusSkipped:
+			skipped++
+		}
+	}
+	s := fmt.Sprintf("%d of %d stages done", done, len(statuses)-skipped)
+	if skipped > 0 {
+		s += fmt.Sprintf(", %d skipped", skipped)
+	}
+	return s
+}
+
+// partialNote names the partial stages dirs and says what partial means.
+func partialNote(dirs []string) string {
+	return "partial (a run stopped before they did every shard of their input, or their input changed since; rerun to resume): " +
+		strings.Join(dirs, ", ")
 }

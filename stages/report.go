@@ -1,8 +1,10 @@
 package stages
 
 import (
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -60,12 +62,23 @@ func PrintReport(w io.Writer, rep *Report) {
 }
 
 // writeReport writes the run's report.html and, when the run succeeded, the
-// dataset card of each export directory (package report). It returns the
-// run's error, joined with its own after a successful run; after a failed
-// run its error is only logged.
+// dataset card of each export directory (package report); the card of an
+// export that gets none now (not done, or its input rewritten since) is
+// deleted, also after a failed run. It returns the run's error, joined
+// with its own after a successful run; after a failed run its error is
+// only logged.
 func (r *Runner) writeReport(runErr error) error {
 	err := func() error {
 		run, err := report.Load(r.dir)
+		if err != nil {
+			return err
+		}
+		stale, err := run.StaleCards()
+		for _, c := range stale {
+			if rerr := r.root.Remove(c); rerr != nil && !errors.Is(rerr, fs.ErrNotExist) {
+				err = errors.Join(err, rerr)
+			}
+		}
 		if err != nil {
 			return err
 		}

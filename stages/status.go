@@ -16,6 +16,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/augmentdata/augment/manifests"
+	"github.com/augmentdata/augment/report"
 )
 
 // A StageStatus is how far one stage of an output directory is, over every
@@ -31,8 +32,14 @@ type StageStatus struct {
 	// Running says that record is of a run still under way (or stopped
 	// before the stage ended): its manifest is not finished.
 	Running bool
+	// Partial says that record is finished but does not cover every
+	// shard of the stage's input as that stage has it now, or its input
+	// stage is not done (report.StatusPartial): a run stopped before the
+	// stage did them all.
+	Partial bool
 	// Pending: the run's config.yaml lists the stage, which has not
-	// started (no directory yet); Skipped: it is marked skip.
+	// started (no directory yet, or one without a manifest or a worker's
+	// part); Skipped: it is marked skip.
 	Pending, Skipped bool
 
 	// Workers are the parts of the newest part's worker count and
@@ -40,6 +47,8 @@ type StageStatus struct {
 	// or other settings (Other): an earlier run's, or a worker that does
 	// not run what the others run.
 	Workers []WorkerStatus
+
+	merged *manifests.Stage // manifest.json when Merged
 }
 
 // A WorkerStatus is one worker's part of a stage.
@@ -110,7 +119,32 @@ func Status(dir string) ([]StageStatus, error) {
 			slices.SortFunc(out, func(a, b StageStatus) int { return strings.Compare(a.Dir, b.Dir) })
 		}
 	}
+	markPartial(out)
 	return out, nil
+}
+
+// markPartial sets Partial on each merged, finished stage of sts (in run
+// order) that is not done by report's measure: its manifest does not cover
+// its input stage's shards, or that stage is not done. An export passes
+// its input on to the next stage; a skipped one passes it on too.
+func markPartial(sts []StageStatus) {
+	var in *manifests.Stage // the input stage's merged manifest
+	inDone := false
+	for i := range sts {
+		st := &sts[i]
+		if st.Skipped {
+			continue
+		}
+		done := st.Merged && !st.Running
+		if st.Dir != "00-ingest" && done {
+			covered, total := report.Covers(st.merged, in)
+			done = inDone && covered == total
+			st.Partial = !done
+		}
+		if st.merged == nil || st.merged.Type != "export" {
+			in, inDone = st.merged, done
+		}
+	}
 }
 
 func stageStatus(dir, rel string) (StageStatus, error) {
@@ -144,10 +178,14 @@ func stageStatus(dir, rel string) (StageStatus, error) {
 			newest = i
 		}
 	}
+	// A directory without a manifest or a part: a stage that made no
+	// record of its start yet, as stats and report say.
+	st.Pending = mj == nil && len(parts) == 0
 	var recs []*manifests.Stage
 	st.Merged = mj != nil && (newest < 0 || !mj.Started.Before(parts[newest].m.Started))
 	if st.Merged {
 		st.Running = mj.Finished.IsZero()
+		st.merged = mj
 		recs = append(recs, mj)
 	} else if newest >= 0 {
 		n, fp := parts[newest].count, parts[newest].m.ConfigHash
@@ -205,6 +243,8 @@ func PrintStatus(w io.Writer, sts []StageStatus) {
 			state = " skipped"
 		case s.Running:
 			state = " running"
+		case s.Partial:
+			state = " partial"
 		case !s.Merged:
 			var ws []string
 			for _, p := range s.Workers {

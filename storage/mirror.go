@@ -153,7 +153,7 @@ func (o *Opener) CheckOutput(ctx context.Context, loc Location) error {
 			if !errors.As(err, new(*NotFoundError)) {
 				return err
 			}
-			return fmt.Errorf("%s: no such bucket", what)
+			return &NotFoundError{Loc: what, Detail: "no such bucket"}
 		}
 		if !strings.HasPrefix(strings.TrimPrefix(obj.Key, m.object("")), ".augment/") {
 			foreign = obj.Key

@@ -52,6 +52,10 @@ func openRunDir(ctx context.Context, arg string, keep func(string) bool, stderr 
 	}
 	op := storage.New(storage.Options{Log: slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))})
 	if err := op.CheckOutput(ctx, loc); err != nil {
+		if nf := new(storage.NotFoundError); errors.As(err, &nf) {
+			// No bucket, as a local directory that is not there (exit 2).
+			return nil, fmt.Errorf("%s %w: %s", arg, manifests.ErrNoRun, nf.Detail)
+		}
 		return nil, err
 	}
 	tmp, err := os.MkdirTemp("", "augment-remote-")
@@ -105,6 +109,21 @@ func (rd *runDir) path(name string) string {
 		return filepath.Join(rd.Dir, name)
 	}
 	return rd.Name + "/" + path.Clean(filepath.ToSlash(name))
+}
+
+// remove deletes name (slash-separated, inside the run directory), and on
+// object storage its object when the command's writes are uploaded.
+func (rd *runDir) remove(name string) error {
+	if !filepath.IsLocal(filepath.FromSlash(name)) {
+		return fmt.Errorf("%s: not inside the run directory", name)
+	}
+	if err := os.Remove(filepath.Join(rd.Dir, filepath.FromSlash(name))); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	if rd.m != nil {
+		rd.m.Removed(name)
+	}
+	return nil
 }
 
 // err names the run directory as the user gave it in an error.

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 
@@ -29,7 +30,23 @@ func cmdReport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		rd.close(false)
 		return rd.err(err)
 	}
-	cards, err := run.WriteCards()
+	// The card of an export that gets none now describes data its
+	// directory no longer holds: it goes.
+	stale, err := run.StaleCards()
+	for _, c := range stale {
+		if err == nil {
+			err = rd.remove(c)
+		}
+	}
+	var cards []string
+	if err == nil {
+		cards, err = run.WriteCards()
+		if errors.Is(err, report.ErrNoConfig) {
+			// report.html says what it can without it.
+			fmt.Fprintf(stderr, "augment: report: %s: %v\n", rd.Name, err)
+			err = nil
+		}
+	}
 	if err == nil {
 		err = run.WriteHTML()
 	}
@@ -39,6 +56,9 @@ func cmdReport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	if err := rd.close(true); err != nil {
 		return err
+	}
+	for _, c := range stale {
+		fmt.Fprintf(stdout, "card removed: %s (its export is not done, or its input changed since it ran: it gets a card when it runs again)\n", rd.path(c))
 	}
 	for _, c := range cards {
 		fmt.Fprintf(stdout, "card: %s\n", rd.path(c))

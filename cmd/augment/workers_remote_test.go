@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http/httptest"
@@ -244,6 +245,38 @@ func readCommandsOnS3(t *testing.T, one, w *workerRun, c *minio.Client, url stri
 	if !errors.As(err, &exit) || exit.ExitCode() != 2 || !strings.Contains(string(out), "s3://runs/nothing-here holds no run: no stage directories") ||
 		strings.Contains(string(out), "run the same command again") {
 		t.Errorf("status of an empty prefix: %v\n%s", err, out)
+	}
+	// So is a bucket that is not there, as a local directory that is not.
+	out, err = w.cmd(nil, "stats", "s3://nobucket/x").CombinedOutput()
+	if !errors.As(err, &exit) || exit.ExitCode() != 2 || !strings.Contains(string(out), "s3://nobucket/x holds no run: no such bucket") {
+		t.Errorf("stats of a missing bucket: %v\n%s", err, out)
+	}
+
+	// An export a run left unfinished loses its card in the prefix too.
+	mkey := bucket + "07-sharegpt/manifest.json"
+	obj, err := c.GetObject(context.Background(), "runs", mkey, minio.GetObjectOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]any
+	if err := json.NewDecoder(obj).Decode(&m); err != nil {
+		t.Fatal(err)
+	}
+	obj.Close()
+	delete(m, "finished")
+	mb, _ := json.Marshal(m)
+	if _, err := c.PutObject(context.Background(), "runs", mkey, bytes.NewReader(mb), int64(len(mb)), minio.PutObjectOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	out, err = w.cmd(nil, "report", url).CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "card removed: "+url+"/07-sharegpt/README.md") {
+		t.Errorf("report %s of an unfinished export: %v\n%s", url, err, out)
+	}
+	if _, err := c.StatObject(context.Background(), "runs", bucket+"07-sharegpt/README.md", minio.StatObjectOptions{}); err == nil {
+		t.Error("the card of an unfinished export is still in the prefix")
+	}
+	if _, err := c.StatObject(context.Background(), "runs", bucket+"06-mt_llama/README.md", minio.StatObjectOptions{}); err != nil {
+		t.Errorf("the card of a finished export is gone from the prefix: %v", err)
 	}
 }
 
