@@ -129,14 +129,16 @@ func DetectWorker(flag string, workers int, getenv func(string) string) (*Worker
 		if err != nil {
 			return nil, err
 		}
-		if !hasCount {
-			hi, hasMax, err := envInt("SLURM_ARRAY_TASK_MAX")
-			if err != nil {
-				return nil, err
-			}
-			if hasMax {
-				n, hasCount = hi-lo+1, true
-			}
+		hi, hasMax, err := envInt("SLURM_ARRAY_TASK_MAX")
+		if err != nil {
+			return nil, err
+		}
+		switch {
+		case hasCount && hasMax && hi-lo+1 != n:
+			// --array=0,2,4 or 0-8:2: worker indexes would not be 0..N-1.
+			return nil, fmt.Errorf("the Slurm array's task IDs run from %d to %d with %d tasks: it has gaps or a step; augment needs a contiguous array (--array=0-%d)", lo, hi, n, n-1)
+		case !hasCount && hasMax:
+			n, hasCount = hi-lo+1, true
 		}
 		if workers > 0 {
 			if hasCount && n != workers {

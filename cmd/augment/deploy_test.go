@@ -109,7 +109,9 @@ func TestDeploySlurm(t *testing.T) {
 	script, _ := filepath.Abs(filepath.Join("..", "..", "deploy", "slurm", "augment.sbatch"))
 	cmd := exec.Command("bash", script, "pipeline.yaml", "3")
 	cmd.Dir = w.dir
-	cmd.Env = append(os.Environ(), "PATH="+bin+string(os.PathListSeparator)+os.Getenv("PATH"), "AUGMENT="+w.bin, "FAKE_SLURM_DIR="+slurm)
+	// SLURM_JOB_ID: submitted from inside an salloc allocation, the script
+	// still submits the array and the merge (it ran as one process).
+	cmd.Env = append(os.Environ(), "PATH="+bin+string(os.PathListSeparator)+os.Getenv("PATH"), "AUGMENT="+w.bin, "FAKE_SLURM_DIR="+slurm, "SLURM_JOB_ID=4242")
 	out, err := cmd.CombinedOutput()
 	if err != nil || !strings.Contains(string(out), "merge: job 101 after it") {
 		t.Fatalf("submit: %v\n%s", err, out)

@@ -377,6 +377,9 @@ func TestWorkersDetect(t *testing.T) {
 		{"", 0, map[string]string{"SLURM_ARRAY_TASK_ID": "5"}, "error"},
 		{"", 8, map[string]string{"SLURM_ARRAY_TASK_ID": "5"}, "5/8"},
 		{"", 8, map[string]string{"SLURM_ARRAY_TASK_ID": "5", "SLURM_ARRAY_TASK_COUNT": "6"}, "error"},
+		// --array=0,2,4 (a gap): index 2 would be 1/3 and index 4 out of range.
+		{"", 0, map[string]string{"SLURM_ARRAY_TASK_ID": "2", "SLURM_ARRAY_TASK_COUNT": "3", "SLURM_ARRAY_TASK_MIN": "0", "SLURM_ARRAY_TASK_MAX": "4"}, "error: gaps or a step"},
+		{"", 0, map[string]string{"SLURM_ARRAY_TASK_ID": "6", "SLURM_ARRAY_TASK_COUNT": "3", "SLURM_ARRAY_TASK_MIN": "5", "SLURM_ARRAY_TASK_MAX": "7"}, "1/3"},
 		{"", 3, nil, "error"},
 	} {
 		wait := time.Hour
@@ -384,6 +387,11 @@ func TestWorkersDetect(t *testing.T) {
 		w, err := o.detect()
 		got := ""
 		switch {
+		case err != nil && strings.HasPrefix(tc.want, "error: "):
+			got = "error"
+			if strings.Contains(err.Error(), strings.TrimPrefix(tc.want, "error: ")) {
+				got = tc.want
+			}
 		case err != nil:
 			got = "error"
 		case w != nil:
