@@ -45,8 +45,9 @@ import (
 // A list of several envelopes gives the R of the one named after the tool.
 //
 // Observations are merged per tool, where a tool is identified by its name
-// and definition (description and parameters), because one name can carry
-// different definitions in different records. Merging is deterministic: the
+// and definition (description and parameters, whatever the order of their
+// keys: schemaKey), because one name can carry different definitions in
+// different records. Merging is deterministic: the
 // runner streams records in input order and merge is applied in that order.
 // Two object schemas merge into the union of their properties (first-seen
 // order, common properties merged recursively); two array schemas merge
@@ -71,7 +72,7 @@ type ResponseSchemaConfig struct {
 
 func (c *ResponseSchemaConfig) defaults()          {}
 func (c *ResponseSchemaConfig) validate() []string { return nil }
-func (c *ResponseSchemaConfig) version() int       { return 4 } // 2: envelopes unwrapped; 3: absent responses after a present run written NULL (shard encoder); 4: no schema for meta_tool
+func (c *ResponseSchemaConfig) version() int       { return 4 } // 2: envelopes unwrapped; 3: absent responses after a present run written NULL (shard encoder); 4: no schema for meta_tool, tools told apart by schemaKey
 
 func (c *ResponseSchemaConfig) build(env *Env) (Stage, error) {
 	return &responseSchemas{overwrite: c.Overwrite, stage: env.Stage}, nil
@@ -139,7 +140,7 @@ func (s *responseSchemas) Process(_ context.Context, r *record.Record) ([]*recor
 	}
 	var out *record.Record
 	for i, t := range r.Tools {
-		schema, ok := schemas[toollib.Key(t)]
+		schema, ok := schemas[schemaKey(t)]
 		if !ok || (len(t.Response) > 0 && !s.overwrite) || bytes.Equal(t.Response, schema) {
 			continue
 		}
@@ -153,6 +154,24 @@ func (s *responseSchemas) Process(_ context.Context, r *record.Record) ([]*recor
 	}
 	out.AddStep(s.stage, "rule", "")
 	return []*record.Record{out}, nil
+}
+
+// schemaKey identifies a tool for its response schema: its name,
+// description and parameters with every object's keys sorted, so that one
+// tool whose schema sources write in another key order is one tool (it
+// gets its schema in every record). Parameters that are not JSON count as
+// written.
+func schemaKey(t record.Tool) string {
+	params := t.Parameters
+	dec := json.NewDecoder(bytes.NewReader(t.Parameters))
+	dec.UseNumber()
+	var v any
+	if dec.Decode(&v) == nil {
+		if b, err := json.Marshal(v); err == nil { // maps marshal with sorted keys
+			params = b
+		}
+	}
+	return t.Name + "\x00" + t.Description + "\x00" + string(params)
 }
 
 // observeRecord calls see with the tool key and derived schema of every
@@ -176,7 +195,7 @@ func observeRecord(r *record.Record, see func(key string, n *schemaNode)) {
 				if !ok || name == verify.MetaTool {
 					continue
 				}
-				see(toollib.Key(t), deriveSchema(unwrapEnvelope(res.Content, name)))
+				see(schemaKey(t), deriveSchema(unwrapEnvelope(res.Content, name)))
 			}
 		}
 	}

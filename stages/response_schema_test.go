@@ -365,3 +365,19 @@ func TestResponseSchemaToolACESharegptRealData(t *testing.T) {
 		t.Error("no schema derived from the real rows")
 	}
 }
+
+// One tool whose schema two sources write with their keys in another order
+// is one tool: a record listing it the other way gets the schema its
+// results gave.
+func TestResponseSchemaKeyOrder(t *testing.T) {
+	seen := fxSingle() // lists get_traffic_report and observes its result
+	other := fxChat()
+	other.ID = "fx:reordered"
+	other.Tools = []record.Tool{fxTool("get_traffic_report", "Get the current traffic report",
+		`{"required":["location"],"properties":{"location":{"description":"The city and state, e.g. Los Angeles, CA","type":"string"}},"type":"object"}`)}
+	_, _, out := runResponseSchema(t, ResponseSchemaConfig{}, []*record.Record{seen, other})
+	want := responseOf(out[0], "get_traffic_report")
+	if want == "" || responseOf(out[1], "get_traffic_report") != want {
+		t.Errorf("reordered tool's schema %q, want %q", responseOf(out[1], "get_traffic_report"), want)
+	}
+}
