@@ -42,7 +42,11 @@ func (t *Translator) teach(ctx context.Context, r *record.Record) (*record.Recor
 	schema := answerSchema(w)
 	var feedback []string
 	var last []problem
+	var earlier []string // what the attempts before the last one got wrong
 	for attempt := range t.cfg.Attempts {
+		if last != nil {
+			earlier = append(earlier, fmt.Sprintf("attempt %d: %s", attempt, clip.Bytes(joinProblems(last), 200)))
+		}
 		msgs, err := t.tmpl.Render(promptData{Lang: langName, Data: w, Feedback: feedback})
 		if err != nil {
 			return nil, fmt.Errorf("translate: %w", err)
@@ -81,10 +85,11 @@ func (t *Translator) teach(ctx context.Context, r *record.Record) (*record.Recor
 			feedback = append(feedback, p.String())
 		}
 	}
-	return nil, &contract.Reject{
-		Reason: last[0].reason,
-		Detail: fmt.Sprintf("no acceptable answer in %d attempt(s); last answer: %s", t.cfg.Attempts, joinProblems(last)),
+	detail := fmt.Sprintf("no acceptable answer in %d attempt(s); last answer: %s", t.cfg.Attempts, joinProblems(last))
+	if len(earlier) > 0 {
+		detail += " (earlier: " + strings.Join(earlier, "; ") + ")"
 	}
+	return nil, &contract.Reject{Reason: last[0].reason, Detail: detail}
 }
 
 // A checker compares answers for one source record.

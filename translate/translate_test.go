@@ -370,6 +370,10 @@ func TestTranslateReaskExhausted(t *testing.T) {
 	if len(f.requests) != 3 || !strings.Contains(rej.Detail, "3 attempt(s)") {
 		t.Errorf("%d requests (want the default 3); detail %q", len(f.requests), rej.Detail)
 	}
+	// The detail names the earlier attempts' problems after the last one's.
+	if !strings.Contains(rej.Detail, "(earlier: attempt 1: ") || !strings.Contains(rej.Detail, "; attempt 2: ") {
+		t.Errorf("detail %q does not name the earlier attempts", rej.Detail)
+	}
 }
 
 // TestTranslateReorderedCalls: parallel calls that come back in another

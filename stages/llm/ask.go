@@ -6,6 +6,7 @@ import (
 	"github.com/augmentdata/augment/clip"
 	"github.com/augmentdata/augment/stages/contract"
 	"slices"
+	"strings"
 )
 
 // correctionPrompt follows a rejected answer when Ask re-asks. It states the
@@ -40,11 +41,15 @@ func AskResponse[T any](ctx context.Context, c Client, req Request, attempts int
 	attempts = max(1, attempts)
 	cur := req
 	var (
-		resp   Response
-		reason string
-		last   error
+		resp    Response
+		reason  string
+		last    error
+		earlier []string // what the attempts before the last one got wrong
 	)
 	for i := range attempts {
+		if last != nil {
+			earlier = append(earlier, fmt.Sprintf("attempt %d: %s", i, clip.Bytes(last.Error(), 200)))
+		}
 		cur.Attempt = req.Attempt + i
 		var err error
 		resp, err = c.Complete(ctx, cur)
@@ -73,6 +78,11 @@ func AskResponse[T any](ctx context.Context, c Client, req Request, attempts int
 				Message{Role: "assistant", Content: resp.Content},
 				Message{Role: "user", Content: fmt.Sprintf(correctionPrompt, clip.Bytes(perr.Error(), 400))})
 		}
+	}
+	if len(earlier) > 0 {
+		// The reject names the last problem, then the earlier ones: a
+		// teacher that fixes one thing and breaks another shows both.
+		last = fmt.Errorf("%w (earlier: %s)", last, strings.Join(earlier, "; "))
 	}
 	return zero, resp, &AnswerError{Reason: reason, Stage: cur.Stage, Slot: cur.Slot, Attempts: attempts, Err: last}
 }

@@ -34,6 +34,7 @@ func TestAsk(t *testing.T) {
 		parse    func(string) (int, error)
 		want     int
 		reason   string // "" = success
+		detail   string // in the error, when set
 		calls    []call
 	}{
 		{
@@ -64,7 +65,9 @@ func TestAsk(t *testing.T) {
 			name:     "always invalid",
 			answers:  []Response{{Content: "x"}, {Content: "y"}, {Content: "z"}},
 			attempts: 3, parse: parseInt, reason: "llm_invalid_answer",
-			calls: []call{{0, 100, 1}, {1, 100, 3}, {2, 100, 5}},
+			// The last problem, then what the earlier attempts got wrong.
+			detail: `not a number: "z" (earlier: attempt 1: not a number: "x"; attempt 2: not a number: "y")`,
+			calls:  []call{{0, 100, 1}, {1, 100, 3}, {2, 100, 5}},
 		},
 		{
 			name:     "parser reason wins",
@@ -112,6 +115,9 @@ func TestAsk(t *testing.T) {
 			}
 			if ae.Slot != "r1" || ae.Stage != "s@1" {
 				t.Errorf("error lost the request's identity: %+v", ae)
+			}
+			if !strings.HasSuffix(err.Error(), tt.detail) {
+				t.Errorf("error %q, want it to end with %q", err, tt.detail)
 			}
 			if len(lastMsgs) > 1 {
 				if lastMsgs[len(lastMsgs)-2].Role != "assistant" || !strings.Contains(lastMsgs[len(lastMsgs)-1].Content, "could not be used") {
