@@ -13,9 +13,18 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	testscript.Main(m, map[string]func(){
+	testscript.Main(cleanedUp{m}, map[string]func(){
 		"augment": main,
 	})
+}
+
+// cleanedUp runs the tests, then removes the CLI buildAugment built for
+// the tests that run processes.
+type cleanedUp struct{ m *testing.M }
+
+func (c cleanedUp) Run() int {
+	defer removeBuilt()
+	return c.m.Run()
 }
 
 // TestScripts runs the CLI behaviour specs in testdata/script/*.txtar.

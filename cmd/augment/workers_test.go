@@ -13,17 +13,19 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
 
 // buildAugment builds the CLI once per test binary, for tests that run
-// several augment processes at once.
+// several augment processes at once; TestMain removes it (removeBuilt).
 var buildAugment = sync.OnceValues(func() (string, error) {
 	dir, err := os.MkdirTemp("", "augment-bin-")
 	if err != nil {
 		return "", err
 	}
+	builtDir.Store(&dir)
 	bin := filepath.Join(dir, "augment")
 	cmd := exec.Command("go", "build", "-o", bin, ".")
 	if out, err := cmd.CombinedOutput(); err != nil {
@@ -31,6 +33,16 @@ var buildAugment = sync.OnceValues(func() (string, error) {
 	}
 	return bin, nil
 })
+
+// builtDir is buildAugment's directory once it made one.
+var builtDir atomic.Pointer[string]
+
+// removeBuilt removes what buildAugment built (about 50 MB a test run).
+func removeBuilt() {
+	if dir := builtDir.Load(); dir != nil {
+		os.RemoveAll(*dir)
+	}
+}
 
 // workerRun is a copy of the demo pipeline with its own output dir.
 type workerRun struct {
