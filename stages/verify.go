@@ -60,9 +60,10 @@ type VerifyConfig struct {
 	// txtar file relative to pipeline.yaml.
 	Prompts map[string]string `yaml:"prompts" json:"prompts,omitempty"`
 	// MinCompleteness and MinCorrectness are the lowest passing scores (1 or
-	// 2) of judge_completeness and judge_correctness; default 2.
-	MinCompleteness int `yaml:"min_completeness" json:"min_completeness"`
-	MinCorrectness  int `yaml:"min_correctness" json:"min_correctness"`
+	// 2) of judge_completeness and judge_correctness; default 2 (unset: an
+	// explicit 0 is refused, not taken for unset).
+	MinCompleteness *int `yaml:"min_completeness" json:"min_completeness"`
+	MinCorrectness  *int `yaml:"min_correctness" json:"min_correctness"`
 	// CountTokens sets the tag tokens=<n> on every record; default true.
 	CountTokens *bool `yaml:"count_tokens" json:"count_tokens"`
 	// MaxTokens rejects records with more tokens (reason too_long); 0 means
@@ -97,11 +98,11 @@ func (c *VerifyConfig) defaults() {
 	if c.Attempts == 0 {
 		c.Attempts = 3
 	}
-	if c.MinCompleteness == 0 {
-		c.MinCompleteness = 2
+	if c.MinCompleteness == nil {
+		c.MinCompleteness = new(2)
 	}
-	if c.MinCorrectness == 0 {
-		c.MinCorrectness = 2
+	if c.MinCorrectness == nil {
+		c.MinCorrectness = new(2)
 	}
 	if c.CountTokens == nil {
 		on := true
@@ -146,11 +147,13 @@ func (c *VerifyConfig) validate() []string {
 			probs = append(probs, fmt.Sprintf("prompts.%s: path is empty", name))
 		}
 	}
-	if c.MinCompleteness < 1 || c.MinCompleteness > 2 {
-		probs = append(probs, "min_completeness: must be 1 or 2")
-	}
-	if c.MinCorrectness < 1 || c.MinCorrectness > 2 {
-		probs = append(probs, "min_correctness: must be 1 or 2")
+	for _, m := range []struct {
+		key string
+		v   *int
+	}{{"min_completeness", c.MinCompleteness}, {"min_correctness", c.MinCorrectness}} {
+		if m.v != nil && (*m.v < 1 || *m.v > 2) {
+			probs = append(probs, fmt.Sprintf("%s: must be 1 or 2, got %d", m.key, *m.v))
+		}
 	}
 	if c.MaxTokens < 0 {
 		probs = append(probs, "max_tokens: must be ≥ 0")
@@ -167,7 +170,7 @@ func (c *VerifyConfig) validate() []string {
 	return probs
 }
 
-func (c *VerifyConfig) version() int { return 5 } // 2: judges skip get_user_input replies; 3: meta_tool results read in Fig 12's envelope too; 4: token counts in 4 KiB pieces (a forced cut in a longer run may shift max_tokens by one); 5: a judge answer's keys match case-sensitively
+func (c *VerifyConfig) version() int { return 6 } // 2: judges skip get_user_input replies; 3: meta_tool results read in Fig 12's envelope too; 4: token counts in 4 KiB pieces (a forced cut in a longer run may shift max_tokens by one); 5: a judge answer's keys match case-sensitively; 6: completeness and correctness judge a get_user_input reply's text as the answer
 
 func (c *VerifyConfig) build(env *Env) (Stage, error) {
 	s := &verifyStage{cfg: *c, env: env, countTokens: c.CountTokens == nil || *c.CountTokens}
@@ -205,8 +208,8 @@ func (c *VerifyConfig) build(env *Env) (Stage, error) {
 		Stage:           env.Stage,
 		Prompts:         tmpls,
 		Attempts:        c.Attempts,
-		MinCompleteness: c.MinCompleteness,
-		MinCorrectness:  c.MinCorrectness,
+		MinCompleteness: *c.MinCompleteness,
+		MinCorrectness:  *c.MinCorrectness,
 		Judged: func(ctx context.Context, judge, value string) {
 			Count(ctx, "judge."+judge+"="+value, 1)
 		},

@@ -305,7 +305,9 @@ func TestVerifyConfig(t *testing.T) {
 		{VerifyConfig{Checks: []string{"roles", "nope", "roles"}}, []string{`checks[1]: unknown check "nope"`, `checks[2]: "roles" is listed twice`}},
 		{VerifyConfig{Checks: []string{"roles"}, Action: "drop"}, []string{`action: "drop"`}},
 		{VerifyConfig{Checks: []string{"roles"}, Prompts: map[string]string{"judge_x": "a.tmpl", "judge_consistency": ""}}, []string{"prompts.judge_consistency: path is empty", `prompts: "judge_x" is not one of`}},
-		{VerifyConfig{Checks: []string{"roles"}, MinCompleteness: 3, MinCorrectness: -1}, []string{"min_completeness", "min_correctness"}},
+		{VerifyConfig{Checks: []string{"roles"}, MinCompleteness: new(3), MinCorrectness: new(-1)}, []string{"min_completeness", "min_correctness"}},
+		// An explicit 0 is refused, not taken for unset (it became 2, the strictest).
+		{VerifyConfig{Checks: []string{"roles"}, MinCompleteness: new(0)}, []string{"min_completeness: must be 1 or 2, got 0"}},
 		{VerifyConfig{Checks: []string{"roles"}, MaxTokens: -1}, []string{"max_tokens: must be ≥ 0"}},
 		{VerifyConfig{Checks: []string{"roles"}, MaxTokens: 10, CountTokens: &off}, []string{"max_tokens: needs count_tokens"}},
 	}
@@ -324,7 +326,7 @@ func TestVerifyConfig(t *testing.T) {
 	}
 	var c VerifyConfig
 	c.defaults()
-	if c.Action != "reject" || c.Attempts != 3 || c.MinCompleteness != 2 || c.MinCorrectness != 2 || !*c.CountTokens {
+	if c.Action != "reject" || c.Attempts != 3 || *c.MinCompleteness != 2 || *c.MinCorrectness != 2 || !*c.CountTokens {
 		t.Errorf("defaults %+v", c)
 	}
 	judge := VerifyConfig{Checks: []string{"judge_multistep"}}

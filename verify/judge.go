@@ -403,7 +403,10 @@ func exchanges(r *record.Record) []exchange {
 		case record.RoleTool:
 			cur.results = true
 		case record.RoleAssistant:
-			if len(m.Calls) == 0 && strings.TrimSpace(m.Content) != "" {
+			// A reply that asks the user (get_user_input, with
+			// meta_tool's get_user_input: true every answer is one) is
+			// the answer the user reads.
+			if (len(m.Calls) == 0 || Reply(m.Calls)) && strings.TrimSpace(m.Content) != "" {
 				cur.answer = i
 			}
 		}

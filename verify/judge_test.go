@@ -208,6 +208,14 @@ func TestJudgeScores(t *testing.T) {
 	if h, _, _ := strings.Cut(s.reqs[0].Messages[len(s.reqs[0].Messages)-1].Content, "Response:"); !strings.Contains(h, `TOOL RESULT (get_weather): {"temp":21`) || strings.Contains(h, "It is 21 degrees") {
 		t.Errorf("correctness history must hold the results but not the answer:\n%s", h)
 	}
+	// With get_user_input every answer is a reply that calls it: its text
+	// is the answer judged (no judge ran on such records before).
+	gui := rec(nil, user("Hi"), record.Message{Role: record.RoleAssistant, Content: "Hello! How can I help?",
+		Calls: []record.Call{{Name: GetUserInput, Arguments: json.RawMessage(`{}`)}}})
+	s = &script{answers: []string{`{"score": 0, "reason": "says nothing"}`}}
+	if ps, err := JudgeCompleteness.CheckLLM(context.Background(), LLMEnv{Client: s}, gui); err != nil || !slices.Equal(kinds(ps), []string{"incomplete@messages[1]"}) {
+		t.Errorf("get_user_input reply: %v, %v", kinds(ps), err)
+	}
 }
 
 func TestJudgePromptOverride(t *testing.T) {

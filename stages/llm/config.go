@@ -73,9 +73,9 @@ type Config struct {
 	// Timeout bounds one HTTP attempt (default 2m).
 	Timeout Duration `yaml:"timeout" json:"timeout"`
 	// MaxRetries is how many times a request is retried after a timeout,
-	// connection error, 408, 429 or 5xx (default 6; other 4xx are not
-	// retried). It must not be negative.
-	MaxRetries int `yaml:"max_retries" json:"max_retries"`
+	// connection error, 408, 429 or 5xx (default 6 when unset; 0: never;
+	// other 4xx are not retried). It must not be negative.
+	MaxRetries *int `yaml:"max_retries" json:"max_retries"`
 	// RetryBase and RetryMax shape the jittered exponential backoff between
 	// retries (defaults 500ms and 30s). RetryMax also caps how long a
 	// Retry-After header can make a request wait.
@@ -169,8 +169,8 @@ func (c *Config) Defaults() {
 		}
 	}
 	setDuration(&c.Timeout, defaultTimeout)
-	if c.MaxRetries == 0 {
-		c.MaxRetries = defaultMaxRetries
+	if c.MaxRetries == nil {
+		c.MaxRetries = new(defaultMaxRetries)
 	}
 	setDuration(&c.RetryBase, defaultRetryBase)
 	setDuration(&c.RetryMax, defaultRetryMax)
@@ -336,7 +336,7 @@ type EmbedderConfig struct {
 	Dimensions int `yaml:"dimensions" json:"dimensions,omitempty"`
 	// Timeout, MaxRetries, RetryBase and RetryMax as in Config.
 	Timeout    Duration `yaml:"timeout" json:"timeout"`
-	MaxRetries int      `yaml:"max_retries" json:"max_retries"`
+	MaxRetries *int     `yaml:"max_retries" json:"max_retries"`
 	RetryBase  Duration `yaml:"retry_base" json:"retry_base"`
 	RetryMax   Duration `yaml:"retry_max" json:"retry_max"`
 }
@@ -358,8 +358,8 @@ func (c *EmbedderConfig) Defaults() {
 		c.Dimensions = defaultOfflineDim
 	}
 	setDuration(&c.Timeout, defaultTimeout)
-	if c.MaxRetries == 0 {
-		c.MaxRetries = defaultMaxRetries
+	if c.MaxRetries == nil {
+		c.MaxRetries = new(defaultMaxRetries)
 	}
 	setDuration(&c.RetryBase, defaultRetryBase)
 	setDuration(&c.RetryMax, defaultRetryMax)
@@ -457,14 +457,14 @@ func setDuration(d *Duration, def time.Duration) {
 // validateCommon checks the settings the teacher and embedder blocks share.
 // api_key_env must name a variable: a value that is not a variable name is
 // most likely the key itself, which is never repeated in the message.
-func validateCommon(block, apiKeyEnv string, maxRetries int) []error {
+func validateCommon(block, apiKeyEnv string, maxRetries *int) []error {
 	var errs []error
 	if apiKeyEnv != "" && !isEnvName(apiKeyEnv) {
 		errs = append(errs, fmt.Errorf("%s.api_key_env: must name an environment variable (letters, digits and _), "+
 			"not hold the key; the value given is not shown", block))
 	}
-	if maxRetries < 0 {
-		errs = append(errs, fmt.Errorf("%s.max_retries: must not be negative, got %d", block, maxRetries))
+	if maxRetries != nil && *maxRetries < 0 {
+		errs = append(errs, fmt.Errorf("%s.max_retries: must not be negative, got %d", block, *maxRetries))
 	}
 	return errs
 }

@@ -52,8 +52,17 @@ budget: 20
 	if c.Endpoints[1].MaxInFlight != DefaultMaxInFlight || c.Endpoints[0].MaxInFlight != 32 {
 		t.Errorf("max_in_flight defaults: %+v", c.Endpoints)
 	}
-	if c.RetryBase.D() != defaultRetryBase || c.MaxRetries != defaultMaxRetries || c.ErrorWindow != defaultErrorWindow {
+	if c.RetryBase.D() != defaultRetryBase || *c.MaxRetries != defaultMaxRetries || c.ErrorWindow != defaultErrorWindow {
 		t.Errorf("defaults not applied: %+v", c)
+	}
+	// max_retries: 0 means no retries, not the default (it became 6).
+	var none Config
+	if err := yaml.Unmarshal([]byte("provider: offline\nmax_retries: 0\n"), &none); err != nil {
+		t.Fatal(err)
+	}
+	none.Defaults()
+	if none.MaxRetries == nil || *none.MaxRetries != 0 {
+		t.Errorf("max_retries: 0 became %v", none.MaxRetries)
 	}
 }
 

@@ -41,7 +41,7 @@ func NewEmbedder(cfg EmbedderConfig, o Options) (*EmbedClient, error) {
 	e := &EmbedClient{
 		cfg: cfg,
 		st:  newStageStats(),
-		rp: retryPolicy{timeout: cfg.Timeout.D(), retries: max(0, cfg.MaxRetries),
+		rp: retryPolicy{timeout: cfg.Timeout.D(), retries: *cfg.MaxRetries,
 			base: cfg.RetryBase.D(), maxWait: cfg.RetryMax.D()},
 		// An embedder never stops the run by itself: its failures reach the
 		// stage, which decides.

@@ -174,7 +174,7 @@ func TestRemoteEmbedderCachesAndDedupes(t *testing.T) {
 
 func TestRemoteEmbedderFailure(t *testing.T) {
 	_, url := startFake(t, fakellm.Config{Faults: fakellm.Faults{ServerError: 1}})
-	e, err := NewEmbedder(EmbedderConfig{Provider: ProviderOpenAI, Model: "emb", MaxRetries: 1,
+	e, err := NewEmbedder(EmbedderConfig{Provider: ProviderOpenAI, Model: "emb", MaxRetries: new(1),
 		Endpoints: []Endpoint{{BaseURL: url}}, RetryBase: Duration(time.Millisecond), RetryMax: Duration(time.Millisecond)}, Options{})
 	if err != nil {
 		t.Fatal(err)

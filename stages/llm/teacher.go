@@ -120,7 +120,7 @@ func NewTeacher(cfg Config, o Options) (*Teacher, error) {
 		explain:     o.Explain,
 		countTokens: o.CountTokens,
 		rp: retryPolicy{
-			timeout: cfg.Timeout.D(), retries: max(0, cfg.MaxRetries),
+			timeout: cfg.Timeout.D(), retries: *cfg.MaxRetries,
 			base: cfg.RetryBase.D(), maxWait: cfg.RetryMax.D(),
 		},
 		prices: prices{in: cfg.PriceInputPerMTok, out: cfg.PriceOutputPerMTok},

@@ -486,7 +486,7 @@ func TestCircuitBreakerSkipsDeadEndpoint(t *testing.T) {
 func TestErrorRateStopsTheRun(t *testing.T) {
 	fake, url := startFake(t, fakellm.Config{Faults: fakellm.Faults{ServerError: 1}})
 	cfg := openaiConfig(url)
-	cfg.MaxRetries = 2
+	cfg.MaxRetries = new(2)
 	cfg.MinRequestsForErrorRate = 10
 	cfg.MaxErrorRate = 0.5
 	cfg.BreakerFailures = 1000 // let the error rate, not the breaker, decide
@@ -507,7 +507,7 @@ func TestErrorRateStopsTheRun(t *testing.T) {
 	}
 	// The run stops after about min_requests failures; the requests in
 	// flight then may finish their attempts, nothing more is sent.
-	if max := (cfg.MinRequestsForErrorRate + workers) * (cfg.MaxRetries + 1); fake.Counters().Chat > int64(max) {
+	if max := (cfg.MinRequestsForErrorRate + workers) * (*cfg.MaxRetries + 1); fake.Counters().Chat > int64(max) {
 		t.Fatalf("sent %d requests, want at most %d", fake.Counters().Chat, max)
 	}
 	if fatal < 450 {
@@ -756,7 +756,7 @@ func TestFailedProbesDoNotParkCallers(t *testing.T) {
 	cfg.Endpoints[0].MaxInFlight = 4
 	cfg.BreakerFailures = 2
 	cfg.BreakerCooldown = Duration(20 * time.Millisecond)
-	cfg.MaxRetries = 30
+	cfg.MaxRetries = new(30)
 	cfg.RetryBase, cfg.RetryMax = Duration(time.Millisecond), Duration(4*time.Millisecond)
 	s := newTeacher(t, cfg, Options{}).Stage("s")
 	done := make(chan []error)
