@@ -37,6 +37,24 @@ func stripCodeFence(s string) string {
 	return strings.TrimSpace(s)
 }
 
+// stripInlineThinking returns the answer after the <think>…</think> block
+// that starts s, for a reasoning model served without a reasoning parser
+// (vLLM, SGLang), which writes its thinking into the answer; s trimmed when
+// it starts with no such block. ok is false when thinking markup is left
+// (an unclosed block, or one further on): the answer is not the text asked
+// for.
+func stripInlineThinking(s string) (answer string, ok bool) {
+	s = strings.TrimSpace(s)
+	if rest, found := strings.CutPrefix(s, "<think>"); found {
+		_, after, closed := strings.Cut(rest, "</think>")
+		if !closed {
+			return s, false
+		}
+		s = strings.TrimSpace(after)
+	}
+	return s, !strings.Contains(s, "<think>") && !strings.Contains(s, "</think>")
+}
+
 // promptToolsJSON renders tools as an indented JSON list of promptTools;
 // parameters that are not JSON are shown as {}.
 func promptToolsJSON(tools []record.Tool) string {

@@ -106,6 +106,7 @@ const (
 	ReasonMissingFunction   = "reason_missing_function"
 	ReasonInventedParameter = "reason_invented_parameter"
 	ReasonNoThinking        = "reason_no_thinking"
+	ReasonThinkingMarkup    = "reason_thinking_markup" // <think> markup left in the answer (a leading block is dropped)
 )
 
 func (c *ReasonConfig) defaults() {
@@ -137,7 +138,14 @@ func (c *ReasonConfig) validate() []string {
 	return probs
 }
 
-func (c *ReasonConfig) version() int { return 2 } // 2: get_user_input replies get no reasoning
+// version 2: get_user_input replies get no reasoning. 3: a leading
+// <think>…</think> block of the answer is dropped, other thinking markup
+// rejected. Requests keep version 2 (reasonRequests): no answer is paid
+// again.
+func (c *ReasonConfig) version() int { return 3 }
+
+// reasonRequests is the version in the teacher requests' stage name.
+const reasonRequests = 2
 
 func (c *ReasonConfig) build(env *Env) (Stage, error) {
 	if env.Teacher == nil {
@@ -150,14 +158,13 @@ func (c *ReasonConfig) build(env *Env) (Stage, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &reasoner{cfg: *c, env: env, tmpl: tmpl, version: c.version()}, nil
+	return &reasoner{cfg: *c, env: env, tmpl: tmpl}, nil
 }
 
 type reasoner struct {
-	cfg     ReasonConfig
-	env     *Env
-	tmpl    *prompts.Template
-	version int
+	cfg  ReasonConfig
+	env  *Env
+	tmpl *prompts.Template
 }
 
 func (s *reasoner) Concurrency() int { return max(1, s.env.Capacity) }
@@ -239,7 +246,7 @@ func (s *reasoner) ask(ctx context.Context, r *record.Record, k int) (string, ll
 		return "", llm.Response{}, err
 	}
 	req := llm.Request{
-		Stage:    "reason@" + strconv.Itoa(s.version),
+		Stage:    "reason@" + strconv.Itoa(reasonRequests),
 		Template: s.tmpl.Hash,
 		Messages: msgs,
 		Slot:     fmt.Sprintf("%s/turn%d", r.ID, k),
@@ -256,15 +263,17 @@ func (s *reasoner) ask(ctx context.Context, r *record.Record, k int) (string, ll
 	}
 	v := newReasonValidator(r, k, s.cfg.MaxChars)
 	parse := func(resp llm.Response) (string, error) {
-		text := strings.TrimSpace(resp.Content)
+		text, ok := stripInlineThinking(resp.Content)
 		switch {
 		case s.cfg.Source == SourceThinking:
 			if text = strings.TrimSpace(resp.Reasoning); text == "" {
 				return "", contract.Rejectf(ReasonNoThinking, "the teacher returned no thinking (reasoning_content) with its answer")
 			}
+		case !ok:
+			return "", contract.Rejectf(ReasonThinkingMarkup, "the answer holds <think> markup besides a leading <think>…</think> block: give the reasoning only")
 		case s.cfg.Style == ReasonStyleMediaTek:
 			var err error
-			if text, err = parseReasonJSON(resp.Content); err != nil {
+			if text, err = parseReasonJSON(text); err != nil {
 				return "", err
 			}
 		}

@@ -460,6 +460,12 @@ func TestReasonReaskAndReject(t *testing.T) {
 		{"mediatek bad json then good", ReasonStyleMediaTek, []string{"Sure! " + good, reasonJSON(good)}, "", 2},
 		{"mediatek always bad json", ReasonStyleMediaTek, []string{good}, ReasonBadJSON, 3},
 		{"mediatek json but invalid reason", ReasonStyleMediaTek, []string{`{"reason": ""}`}, ReasonEmpty, 3},
+		// A reasoning model served without a reasoning parser writes its
+		// thinking inline: a leading block is dropped, other markup refused.
+		{"leading think block dropped", "", []string{"<think>\nOkay, let me see.\n</think>\n\n" + good}, "", 1},
+		{"mediatek after a think block", ReasonStyleMediaTek, []string{"<think>hmm</think>" + reasonJSON(good)}, "", 1},
+		{"think markup left", "", []string{good + " <think>more</think>"}, ReasonThinkingMarkup, 3},
+		{"unclosed think", "", []string{"<think>" + good}, ReasonThinkingMarkup, 3},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
