@@ -9,6 +9,7 @@ import (
 	"hash/fnv"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -115,7 +116,13 @@ func (c *NoiseConfig) validate() []string {
 	return probs
 }
 
-func (c *NoiseConfig) version() int { return 1 }
+// version 2: a rewrite equal to the original has similarity 1 exactly (a
+// float sum came out just below it, and threshold 1 rejected identical
+// rewrites). Requests keep version 1 (noiseRequests): none is paid again.
+func (c *NoiseConfig) version() int { return 2 }
+
+// noiseRequests is the version in the teacher requests' stage name.
+const noiseRequests = 1
 
 func (c *NoiseConfig) build(env *Env) (Stage, error) {
 	if env.Teacher == nil {
@@ -240,6 +247,9 @@ func (s *noiseStage) rewrite(ctx context.Context, r *record.Record, sl noiseSlot
 		if embedErr != nil {
 			return 0, embedErr
 		}
+		if q.Description == orig.Description && slices.Equal(q.Params, orig.Params) {
+			return 1, nil // the cosine of a vector with itself, without rounding
+		}
 		v, err := toollib.Embed(ctx, s.env.Embedder, []toollib.Query{q}, 0)
 		if err != nil {
 			embedErr = err
@@ -248,7 +258,7 @@ func (s *noiseStage) rewrite(ctx context.Context, r *record.Record, sl noiseSlot
 		return toollib.Score(s.alpha, ov[0], v[0]), nil
 	}
 	req := llm.Request{
-		Stage:    "noise@" + strconv.Itoa(s.cfg.version()),
+		Stage:    "noise@" + strconv.Itoa(noiseRequests),
 		Template: s.tmpl.Hash,
 		Messages: msgs,
 		Slot:     fmt.Sprintf("%s/turn%d/call%d", r.ID, sl.msg, sl.call),

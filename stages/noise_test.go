@@ -331,6 +331,17 @@ func TestNoiseThreshold(t *testing.T) {
 			t.Errorf("threshold %.4f (similarity %.4f): err = %v", c.threshold, sim, err)
 		}
 	}
+	// At threshold 1 a rewrite equal to the original passes (its cosine
+	// came out just below 1), and so does the offline stand-in, which falls
+	// back to the unchanged call.
+	same := `{"name":"meta_tool","arguments":` + noiseWeather + `}`
+	teacher := &noiseTeacher{answers: map[string][]string{slot: {same}}}
+	if _, err := noiseBuild(t, NoiseConfig{Threshold: 1, Attempts: 1}, teacher, &mtEmbedder{}).Process(context.Background(), in); err != nil {
+		t.Errorf("threshold 1, the original itself: %v", err)
+	}
+	if _, err := noiseBuild(t, NoiseConfig{Threshold: 1}, noiseOffline(), noiseOfflineEmbedder(t)).Process(context.Background(), in); err != nil {
+		t.Errorf("threshold 1, offline: %v", err)
+	}
 }
 
 func TestNoisePassesRecordsWithoutMetaTool(t *testing.T) {

@@ -176,6 +176,11 @@ func (e *EmbedClient) send(ctx context.Context, batch []string, keys [][]byte) (
 			if d.Index != i || len(d.Embedding) == 0 {
 				return fmt.Errorf("embeddings answer: bad vector at index %d", i)
 			}
+			if !usableVector(d.Embedding) {
+				// A broken embedder, not a property of the text: every
+				// similarity to it would be 0 (or NaN) and blame the data.
+				return fmt.Errorf("embeddings answer: the vector at index %d is all zeros or holds a value that is not a finite number", i)
+			}
 			vecs[i] = d.Embedding
 		}
 		e.st.tokIn.Add(int64(r.Usage.PromptTokens))
@@ -314,3 +319,13 @@ var stopWords = func() map[string]bool {
 	}
 	return m
 }()
+
+// usableVector reports whether v has a finite, non-zero length: one a
+// cosine similarity can be taken of.
+func usableVector(v []float32) bool {
+	var sum float64
+	for _, x := range v {
+		sum += float64(x) * float64(x)
+	}
+	return sum > 0 && !math.IsInf(sum, 0) && !math.IsNaN(sum)
+}

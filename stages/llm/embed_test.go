@@ -3,8 +3,12 @@ package llm
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
+	"net/http"
+	"net/http/httptest"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -184,5 +188,31 @@ func TestRemoteEmbedderFailure(t *testing.T) {
 	var ae *AnswerError
 	if !errors.As(err, &ae) || ae.RejectReason() != "llm_embed_error_server" || ae.Attempts != 2 {
 		t.Fatalf("got %v", err)
+	}
+}
+
+// An embedder answering all-zero (or NaN) vectors is broken: its vectors
+// are refused with that said, and once the endpoint is out of rotation
+// the error still names what took it out.
+func TestRemoteEmbedderUnusableVectors(t *testing.T) {
+	for name, vec := range map[string]string{"zeros": "[0, 0, 0]", "nan": `[1, "NaN", 0]`} {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			fmt.Fprintf(w, `{"object": "list", "data": [{"object": "embedding", "index": 0, "embedding": %s}], "model": "emb", "usage": {"prompt_tokens": 1, "total_tokens": 1}}`, vec)
+		}))
+		e, err := NewEmbedder(EmbedderConfig{Provider: ProviderOpenAI, Model: "emb", MaxRetries: new(8),
+			Endpoints: []Endpoint{{BaseURL: srv.URL + "/v1"}}, RetryBase: Duration(time.Millisecond), RetryMax: Duration(time.Millisecond)}, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = e.Embed(context.Background(), []string{"x"})
+		e.Close()
+		srv.Close()
+		if name == "zeros" && (err == nil || !strings.Contains(err.Error(), "all zeros")) {
+			t.Errorf("%s: %v, want the vector named", name, err)
+		}
+		if name == "nan" && err == nil {
+			t.Errorf("%s: NaN vector accepted", name)
+		}
 	}
 }

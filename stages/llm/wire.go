@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"math"
 	"math/rand/v2"
@@ -159,6 +160,7 @@ const classCanceled = "canceled"
 // that error and class "".
 func (p *pool) run(ctx context.Context, rp retryPolicy, st *stageStats, h halt, do attemptFunc, keep func() error) (attempts int, class string, err error) {
 	var avoid *endpoint
+	var last error // the last failed attempt's error, redacted
 	for attempt := 0; ; attempt++ {
 		if err := h.err(); err != nil {
 			return attempt, "", err
@@ -170,6 +172,9 @@ func (p *pool) run(ctx context.Context, rp retryPolicy, st *stageStats, h halt, 
 			return attempt, "", h.err()
 		case errors.Is(aerr, errUnavailable):
 			class, err = classUnavailable, aerr
+			if last != nil { // what took the endpoints out, not only that they are
+				err = fmt.Errorf("%w; the last failure: %v", aerr, last)
+			}
 		case aerr != nil:
 			return attempt, "", aerr
 		default:
@@ -197,6 +202,7 @@ func (p *pool) run(ctx context.Context, rp retryPolicy, st *stageStats, h halt, 
 			}
 			class = classify(err, meta.status, actx)
 			err = p.cfg.redact.err(err)
+			last = err
 			cancel()
 			if class == classRateLimited || class == classServer {
 				retryAfter = min(meta.retryAfter, rp.maxWait)
