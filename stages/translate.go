@@ -58,9 +58,8 @@ func (c *TranslateConfig) build(env *Env) (Stage, error) {
 	if err != nil {
 		return nil, err
 	}
-	judge := verify.LLMEnv{Client: env.Teacher, Stage: env.Stage}
-	equiv := func(ctx context.Context, param string, a, b json.RawMessage) (bool, error) {
-		return verify.Equivalent(ctx, judge, param, a, b)
+	equiv := func(ctx context.Context, slot, param string, a, b json.RawMessage) (bool, error) {
+		return verify.Equivalent(ctx, verify.LLMEnv{Client: env.Teacher, Stage: env.Stage, Slot: slot}, param, a, b)
 	}
 	cfg := c.Config
 	cfg.Prompt = "" // loaded above, relative to pipeline.yaml

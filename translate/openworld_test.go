@@ -230,7 +230,7 @@ type pairJudge struct {
 	asked int
 }
 
-func (j *pairJudge) fn(_ context.Context, _ string, orig, translated json.RawMessage) (bool, error) {
+func (j *pairJudge) fn(_ context.Context, _, _ string, orig, translated json.RawMessage) (bool, error) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	var o, tr string

@@ -534,7 +534,7 @@ func (c *checker) judgePair(ctx context.Context, i, j int, name string, w walker
 			a, _ := json.Marshal(f.orig.Str)
 			b, _ := json.Marshal(got)
 			var err error
-			if ok, err = c.t.equiv(ctx, param, a, b); err != nil {
+			if ok, err = c.t.equiv(ctx, fmt.Sprintf("translate/%s/m%d/c%d", c.src.ID, i, j), param, a, b); err != nil {
 				return nil, err
 			}
 			c.judged[key] = ok

@@ -182,9 +182,11 @@ func (c *Config) Validate() []error {
 // EquivFunc decides whether translated is an acceptable rendering of the
 // argument value orig of parameter param ("function.path"), by ComplexEval's
 // criteria: the same value in another language or another form with the same
-// meaning is equivalent. Both values are JSON. An error that carries a
-// RejectReason rejects the record; any other error is systemic.
-type EquivFunc func(ctx context.Context, param string, orig, translated json.RawMessage) (bool, error)
+// meaning is equivalent. Both values are JSON; slot says where the value is
+// ("translate/<record id>/m<turn>/c<call>", for the request and its
+// errors). An error that carries a RejectReason rejects the record; any
+// other error is systemic.
+type EquivFunc func(ctx context.Context, slot, param string, orig, translated json.RawMessage) (bool, error)
 
 // rejectf returns the *contract.Reject Record returns for a record it gives
 // up on; reason is one of the Reason* codes.

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -101,9 +102,10 @@ type judge struct {
 	mu      sync.Mutex
 	unequal map[string]bool
 	asked   []string // "param=orig→translated"
+	slots   []string
 }
 
-func (j *judge) fn(ctx context.Context, param string, orig, translated json.RawMessage) (bool, error) {
+func (j *judge) fn(ctx context.Context, slot, param string, orig, translated json.RawMessage) (bool, error) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	var o, tr string
@@ -114,6 +116,7 @@ func (j *judge) fn(ctx context.Context, param string, orig, translated json.RawM
 		return false, err
 	}
 	j.asked = append(j.asked, param+"="+o+"→"+tr)
+	j.slots = append(j.slots, slot)
 	return !j.unequal[tr], nil
 }
 
@@ -207,6 +210,12 @@ func TestTranslatePasses(t *testing.T) {
 	}
 	if !slices.Equal(j.asked, wantAsked) {
 		t.Errorf("judge asked %q, want %q", j.asked, wantAsked)
+	}
+	// Each question says where its value is (equiv_value's slot was empty).
+	for _, s := range j.slots {
+		if !regexp.MustCompile(`^translate/` + regexp.QuoteMeta(src.ID) + `/m\d+/c\d+$`).MatchString(s) {
+			t.Errorf("judge slot %q", s)
+		}
 	}
 }
 
@@ -473,7 +482,7 @@ func TestTranslateSystemicErrors(t *testing.T) {
 
 	down := errors.New("judge endpoint down")
 	f := &teacher{answers: []string{mustJSON(t, okAnswer(t))}}
-	tr, err = New(Config{}, f.client(), func(context.Context, string, json.RawMessage, json.RawMessage) (bool, error) { return false, down }, nil)
+	tr, err = New(Config{}, f.client(), func(context.Context, string, string, json.RawMessage, json.RawMessage) (bool, error) { return false, down }, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
