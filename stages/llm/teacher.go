@@ -450,6 +450,14 @@ func (s *StageClient) complete(ctx context.Context, req Request) (Response, erro
 			s.st.hits.Add(1)
 			resp.Cached = true
 		}
+		var ae *AnswerError
+		if !leader && errors.As(err, &ae) && ae.Slot != req.Slot {
+			// The leader's failure, told in this request's own terms: a
+			// reject must not name another record's slot.
+			own := *ae
+			own.Stage, own.Slot = req.Stage, req.Slot
+			err = &own
+		}
 		return resp, err
 	}
 }

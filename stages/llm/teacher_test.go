@@ -852,3 +852,26 @@ func TestDiffText(t *testing.T) {
 		}
 	}
 }
+
+// Identical requests of two records in flight together share one answer;
+// when it fails, each record's reject names its own slot, not the one
+// whose request went out.
+func TestSharedFailureNamesOwnSlot(t *testing.T) {
+	_, url := startFake(t, fakellm.Config{Latency: fakellm.Duration(100 * time.Millisecond), Faults: fakellm.Faults{ServerError: 1}})
+	cfg := openaiConfig(url)
+	cfg.MaxRetries = new(0)
+	s := newTeacher(t, cfg, Options{}).Stage("s")
+	slots := []string{"rec:1/turn1", "rec:2/turn1"}
+	errs := make([]error, len(slots))
+	var wg sync.WaitGroup
+	for i, slot := range slots {
+		wg.Go(func() { _, errs[i] = s.Complete(context.Background(), userReq("s@1", slot, "the same question")) })
+	}
+	wg.Wait()
+	for i, err := range errs {
+		var ae *AnswerError
+		if !errors.As(err, &ae) || ae.Slot != slots[i] {
+			t.Errorf("request of %s: %v", slots[i], err)
+		}
+	}
+}
