@@ -369,6 +369,10 @@ func TestSegmentTokens(t *testing.T) {
 		dir = filepath.Join("..", "..", "shared", "data")
 	}
 	names, _ := filepath.Glob(filepath.Join(dir, "derived", "*_zh_demo.json"))
+	shared := len(names) > 0
+	if !shared {
+		t.Logf("%s holds no derived/*_zh_demo.json (../shared/data is not beside the repository): the demo's zh.jsonl alone is checked, without the floor on long pieces", dir)
+	}
 	names = append(names, filepath.Join("..", "testdata", "demo", "dumps", "zh.jsonl"))
 	for _, name := range names {
 		b, err := os.ReadFile(name)
@@ -405,7 +409,7 @@ func TestSegmentTokens(t *testing.T) {
 		}
 	}
 	t.Logf("%d long pieces, %d of them cut", long, cut)
-	if long < 100 || cut < long/2 {
+	if shared && (long < 100 || cut < long/2) {
 		t.Fatalf("%d long pieces, %d of them cut", long, cut)
 	}
 }
