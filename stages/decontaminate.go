@@ -137,13 +137,17 @@ func (c *DecontaminateConfig) build(env *Env) (Stage, error) {
 		if !filepath.IsAbs(path) {
 			path = filepath.Join(env.Dir, path)
 		}
-		sum, loose, err := ix.addFile(path, b.Name, b.Format)
+		sum, loose, mute, err := ix.addFile(path, b.Name, b.Format)
 		if err != nil {
 			return nil, fmt.Errorf("benchmark %s: %w", b.Name, err)
 		}
 		if len(loose) > 0 && env.Log != nil {
 			env.Log.Warn("benchmark items the reader rejects are compared by their user turns alone",
 				"benchmark", b.Name, "items", len(loose), "first", clip.List(loose, 3))
+		}
+		if len(mute) > 0 && env.Log != nil {
+			env.Log.Warn("benchmark items without a user turn can match no record",
+				"benchmark", b.Name, "items", len(mute), "first", clip.List(mute, 3))
 		}
 		b.SHA256 = sum
 	}
@@ -174,26 +178,30 @@ func newBenchIndex(n int, threshold float64, f textFields) *benchIndex {
 	return &benchIndex{n: n, threshold: threshold, fields: f, grams: map[uint64][]int32{}, exact: map[uint64][]int32{}}
 }
 
-// addFile indexes a benchmark file and returns its SHA-256, and the items
-// indexed by their user turns alone (readChats).
-func (ix *benchIndex) addFile(path, name, format string) (sum string, loose []string, err error) {
+// addFile indexes a benchmark file and returns its SHA-256, the items
+// indexed by their user turns alone (readChats) and the IDs of the items
+// without any user text, which can match nothing.
+func (ix *benchIndex) addFile(path, name, format string) (sum string, loose, mute []string, err error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return "", nil, err
+		return "", nil, nil, err
 	}
 	defer f.Close()
 	h := sha256.New()
 	items, loose, err := readBenchmark(io.TeeReader(f, h), name, format)
 	if err != nil {
-		return "", nil, fmt.Errorf("%s: %w", path, err)
+		return "", nil, nil, fmt.Errorf("%s: %w", path, err)
 	}
 	if _, err := io.Copy(h, f); err != nil { // whatever the reader left unread
-		return "", nil, err
+		return "", nil, nil, err
 	}
 	for _, it := range items {
+		if strings.TrimSpace(strings.Join(it.User, "")) == "" {
+			mute = append(mute, it.ID)
+		}
 		ix.add(name, it)
 	}
-	return hex.EncodeToString(h.Sum(nil)), loose, nil
+	return hex.EncodeToString(h.Sum(nil)), loose, mute, nil
 }
 
 // add indexes one item.

@@ -1386,7 +1386,7 @@ func (e *exporter) Finish(dir *atomicfs.Root, shards []manifests.Shard) ([]strin
 		// No error: an empty sample is a valid run, but not a dataset.
 		msg := "empty export: no sample reached it (a filter or sample quota took every record?), so there is nothing to train on"
 		if e.env != nil && e.env.Log != nil {
-			e.env.Log.Warn(msg, "stage", e.env.Stage)
+			e.env.Log.Warn(msg) // the stage's logger names the stage
 		}
 		notes = append(notes, msg)
 	}

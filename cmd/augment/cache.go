@@ -115,7 +115,8 @@ func cmdCache(_ context.Context, args []string, stdout, stderr io.Writer) error 
 				}
 			}
 			slices.Sort(names)
-			fmt.Fprintf(stderr, "no cached answer of %s; the cache holds answers of: %s\n", stage, strings.Join(names, ", "))
+			// What was asked for is missing: exit 1, as cache get's miss.
+			return fmt.Errorf("no cached answer of %s; the cache holds answers of: %s", stage, strings.Join(names, ", "))
 		}
 		return nil
 	case "get":
