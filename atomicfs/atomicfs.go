@@ -398,8 +398,19 @@ func ReadJSONFile[T any](path string) (*T, error) {
 	return decodeJSON[T](b, err, path)
 }
 
+// A DamagedError says a JSON file read back does not decode: the package
+// writes files whole, so something else changed it.
+type DamagedError struct {
+	Path string
+	Err  error
+}
+
+func (e *DamagedError) Error() string { return e.Path + ": " + e.Err.Error() }
+func (e *DamagedError) Unwrap() error { return e.Err }
+
 // decodeJSON decodes the content b of the file at path, read with error
-// err; a missing file gives (nil, nil).
+// err; a missing file gives (nil, nil), content that does not decode a
+// *DamagedError.
 func decodeJSON[T any](b []byte, err error, path string) (*T, error) {
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
@@ -409,7 +420,7 @@ func decodeJSON[T any](b []byte, err error, path string) (*T, error) {
 	}
 	var v T
 	if err := json.Unmarshal(b, &v); err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
+		return nil, &DamagedError{Path: path, Err: err}
 	}
 	return &v, nil
 }

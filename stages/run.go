@@ -1042,8 +1042,20 @@ func (r *Runner) shardOptions() shard.Options {
 const manifestFile = "manifest.json"
 
 // prepareStageDir creates a stage's directory, removes the temporary files
-// a killed run left there and returns its manifest (nil when none).
+// a killed run left there and returns its manifest (nil when none). A
+// manifest that does not decode is a *ConfigError saying how to go on: a
+// rerun would fail the same way.
 func (r *Runner) prepareStageDir(sr stageRun) (*manifests.Stage, error) {
+	m, err := r.stageManifest(sr)
+	var bad *atomicfs.DamagedError
+	if errors.As(err, &bad) {
+		return nil, &ConfigError{Problems: []string{fmt.Sprintf("%s is damaged (%v): augment writes it whole, so something else changed it; "+
+			"remove the directory %s and run again to make the stage anew (the stages before it keep their work)", bad.Path, bad.Err, sr.out.Path("."))}}
+	}
+	return m, err
+}
+
+func (r *Runner) stageManifest(sr stageRun) (*manifests.Stage, error) {
 	if err := sr.out.MkdirAll("."); err != nil {
 		return nil, err
 	}
