@@ -178,14 +178,17 @@ func schemaKey(t record.Tool) string {
 // tool result of r that can be matched to a tool definition, in order.
 func observeRecord(r *record.Record, see func(key string, n *schemaNode)) {
 	var calls []record.Call // of the latest call turn
-	for k, m := range r.Messages {
+	// scope is toolsInScope(r, k) for the message k at hand, kept up as
+	// the messages go (computing it for each tool turn read every turn
+	// before it again: one record of 64k rounds took 36 s).
+	scope := toolsInScope(r, 0)
+	for _, m := range r.Messages {
 		switch m.Role {
 		case record.RoleAssistant:
 			if len(m.Calls) > 0 {
 				calls = m.Calls
 			}
 		case record.RoleTool:
-			scope := toolsInScope(r, k)
 			for i, res := range m.Results {
 				name := res.Name
 				if name == "" && i < len(calls) {
@@ -196,6 +199,11 @@ func observeRecord(r *record.Record, see func(key string, n *schemaNode)) {
 					continue
 				}
 				see(schemaKey(t), deriveSchema(unwrapEnvelope(res.Content, name)))
+			}
+			for _, t := range retrievedTools([]record.Message{m}) { // in scope for the turns after this one
+				if _, ok := scope[t.Name]; !ok {
+					scope[t.Name] = t
+				}
 			}
 		}
 	}
