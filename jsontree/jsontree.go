@@ -444,7 +444,22 @@ func (p *Parser) value() (Value, error) {
 	case c == '-' || (c >= '0' && c <= '9'):
 		return p.number()
 	}
-	return Value{}, p.fail(fmt.Sprintf("unexpected character %q", rune(p.Data[p.Pos])))
+	return Value{}, p.fail(unexpected(p.Data[p.Pos:]))
+}
+
+// unexpected says which character starts b, where a value was due: the
+// character b's UTF-8 starts with (not its first byte read as Latin-1), a
+// byte order mark by that name (files joined with cat keep the second
+// one's), and a byte that is not UTF-8 as such.
+func unexpected(b []byte) string {
+	r, n := utf8.DecodeRune(b)
+	switch {
+	case r == '\uFEFF':
+		return "unexpected byte order mark (U+FEFF): a BOM may only start the file (were files joined with cat?)"
+	case r == utf8.RuneError && n <= 1:
+		return fmt.Sprintf("unexpected byte 0x%02x (not UTF-8)", b[0])
+	}
+	return fmt.Sprintf("unexpected character %q", r)
 }
 
 func (p *Parser) literal(word string, k Kind) (Value, error) {

@@ -50,7 +50,11 @@ func TestParseJSONErrors(t *testing.T) {
 		{`{"a" 1}`, "expected :", false, 5},
 		{`{"a": 1, "a": 2}`, `duplicate key "a"`, false, 9},
 		{"{\"k\xff\": 1, \"k\xfe\": 2}", "duplicate key \"k\uFFFD\" (once invalid UTF-8 is replaced by U+FFFD)", false, 10},
-		{`{"a": Infinity}`, "unexpected character", false, 6},
+		{`{"a": Infinity}`, "unexpected character 'I'", false, 6},
+		// The character, not its first byte read as Latin-1.
+		{"[1, \u00e9]", "unexpected character 'é'", false, 4},
+		{"\uFEFF{}", "unexpected byte order mark (U+FEFF): a BOM may only start the file", false, 0},
+		{"[\xff]", "unexpected byte 0xff (not UTF-8)", false, 1},
 		{`{"a": 01}`, "expected , or }", false, 7},
 		{`{"a": 1.}`, "invalid number", false, 8},
 		{`"tab	inside"`, "control character", false, 4},
