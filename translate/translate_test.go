@@ -482,7 +482,9 @@ func TestTranslateSystemicErrors(t *testing.T) {
 
 	down := errors.New("judge endpoint down")
 	f := &teacher{answers: []string{mustJSON(t, okAnswer(t))}}
-	tr, err = New(Config{}, f.client(), func(context.Context, string, string, json.RawMessage, json.RawMessage) (bool, error) { return false, down }, nil)
+	tr, err = New(Config{}, f.client(), func(context.Context, string, string, json.RawMessage, json.RawMessage) (bool, error) {
+		return false, down
+	}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
