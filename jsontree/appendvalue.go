@@ -55,6 +55,7 @@ func (p *Parser) appendValue(b []byte) ([]byte, bool) {
 		b, ok := p.appendBody(b, c, base)
 		p.depth--
 		p.stack = p.stack[:base]
+		p.wide.drop(base)
 		return b, ok
 	case c == '"':
 		return p.appendString(b)

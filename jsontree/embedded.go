@@ -157,6 +157,7 @@ func (p *Parser) eContainer(k Kind) (Value, bool) {
 	v, ok := p.eBody(k, base)
 	p.depth--
 	p.stack = p.stack[:base]
+	p.wide.drop(base)
 	return v, ok
 }
 
@@ -326,6 +327,7 @@ type innerState struct {
 	keys   []string
 	high   int       // the most keys held
 	pooled *[]string // where keys came from (keyStacks), taken at the first key
+	wide   keyIndex  // of the one object on keys past wideKeys members
 }
 
 // innerLevels is how deeply an Inner's containers may nest (AppendValue
@@ -501,9 +503,15 @@ func (p *Parser) addKey(k string, base int) bool {
 		in.keys = (*in.pooled)[:0]
 	}
 	if !p.DuplicateKeys {
-		for _, o := range in.keys[base:] {
-			if o == k {
+		if n := len(in.keys) - base; n >= wideKeys {
+			if in.wide.has(k, base, n, func(i int) string { return in.keys[base+i] }) {
 				return false
+			}
+		} else {
+			for _, o := range in.keys[base:] {
+				if o == k {
+					return false
+				}
 			}
 		}
 	}
@@ -612,6 +620,7 @@ func (r Inner) appendContainer(b []byte, open byte) ([]byte, bool) {
 	b, ok := r.appendBody(b, open, base)
 	p.depth--
 	in.keys = in.keys[:base]
+	in.wide.drop(base)
 	return b, ok
 }
 

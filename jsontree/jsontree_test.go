@@ -605,3 +605,56 @@ func TestSkipSpace(t *testing.T) {
 		}
 	}
 }
+
+// Objects past wideKeys members check duplicates in a key set: a repeat
+// far from its first is still found, and objects of the same keys side by
+// side, or one inside another, do not see each other's keys.
+func TestWideObjectKeys(t *testing.T) {
+	obj := func(prefix string, n int, extra string) string {
+		var b strings.Builder
+		b.WriteString("{")
+		for i := range n {
+			if i > 0 {
+				b.WriteString(", ")
+			}
+			fmt.Fprintf(&b, "%q: %d", fmt.Sprintf("%s%d", prefix, i), i)
+		}
+		b.WriteString(extra + "}")
+		return b.String()
+	}
+	for _, tt := range []struct {
+		name, in string
+		dup      string // "" for no error
+	}{
+		{"wide, no repeat", obj("k", 500, ""), ""},
+		{"wide, repeat of the first key at the end", obj("k", 500, `, "k0": 1`), `duplicate key "k0"`},
+		{"wide, repeat just past the threshold", obj("k", wideKeys+1, `, "k3": 1`), `duplicate key "k3"`},
+		{"same keys side by side", "[" + obj("k", 300, "") + ", " + obj("k", 300, "") + "]", ""},
+		{"same keys nested", obj("k", 200, `, "inner": `+obj("k", 200, "")+`, "k199": 0`), `duplicate key "k199"`},
+		{"nested wide, then the outer repeats", `{"a": 1, "in": ` + obj("k", 100, "") + `, "b": 2, "a": 3}`, `duplicate key "a"`},
+	} {
+		_, err := ParseString(tt.in)
+		if tt.dup == "" && err != nil || tt.dup != "" && (err == nil || !strings.Contains(err.Error(), tt.dup)) {
+			t.Errorf("%s: error %v, want %q", tt.name, err, tt.dup)
+		}
+	}
+}
+
+func BenchmarkWideObject(b *testing.B) {
+	var sb strings.Builder
+	sb.WriteString("{")
+	for i := range 20000 {
+		if i > 0 {
+			sb.WriteString(",")
+		}
+		fmt.Fprintf(&sb, `"param_%d":{"type":"string","description":"p"}`, i)
+	}
+	sb.WriteString("}")
+	in := sb.String()
+	b.SetBytes(int64(len(in)))
+	for b.Loop() {
+		if _, err := ParseString(in); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -231,6 +231,7 @@ func (l *Laid) appendContainer(b []byte, open byte, depth int) ([]byte, bool) {
 	base := len(in.keys)
 	b, ok := l.appendBody(b, open, base, depth)
 	in.keys = in.keys[:base]
+	in.wide.drop(base)
 	return b, ok
 }
 

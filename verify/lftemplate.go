@@ -410,8 +410,19 @@ func propertyOrder(raw json.RawMessage) (names, kinds []string) {
 	if props == nil || props.Kind != jsontree.Object {
 		return nil, nil
 	}
+	var seen map[string]struct{} // for a wide tool (tens of thousands of parameters happen)
+	if len(props.Elems) > 64 {
+		seen = make(map[string]struct{}, len(props.Elems))
+	}
 	for _, m := range props.Elems {
-		if slices.Contains(names, m.Key) {
+		var dup bool
+		if seen != nil {
+			_, dup = seen[m.Key]
+			seen[m.Key] = struct{}{}
+		} else {
+			dup = slices.Contains(names, m.Key)
+		}
+		if dup {
 			return nil, nil
 		}
 		names, kinds = append(names, m.Key), append(kinds, m.Val.Kind.String())

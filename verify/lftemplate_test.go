@@ -1,6 +1,7 @@
 package verify
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"strconv"
@@ -208,6 +209,32 @@ func TestCutAllIs(t *testing.T) {
 					t.Errorf("cutAllIs(%q, %q, %q) = %v, want %v", s, old, want, got, ok)
 				}
 			}
+		}
+	}
+}
+
+// propertyOrder reads wide tools (a set past 64 properties) as narrow
+// ones: names in document order, none when a name repeats.
+func TestPropertyOrderWide(t *testing.T) {
+	params := func(n int, extra string) json.RawMessage {
+		var b strings.Builder
+		b.WriteString(`{"type":"object","properties":{`)
+		for i := range n {
+			if i > 0 {
+				b.WriteString(",")
+			}
+			fmt.Fprintf(&b, `"p%d":{"type":"string"}`, i)
+		}
+		b.WriteString(extra + "}}")
+		return json.RawMessage(b.String())
+	}
+	for _, n := range []int{3, 64, 65, 5000} {
+		names, kinds := propertyOrder(params(n, ""))
+		if len(names) != n || names[n-1] != fmt.Sprintf("p%d", n-1) || kinds[0] != "object" {
+			t.Errorf("%d properties: %d names, last %q", n, len(names), names[len(names)-1])
+		}
+		if names, _ := propertyOrder(params(n, `,"p0":{}`)); names != nil {
+			t.Errorf("%d properties and a repeat: %d names, want none", n, len(names))
 		}
 	}
 }

@@ -1,6 +1,10 @@
 package formats
 
-import "testing"
+import (
+	"fmt"
+	"strings"
+	"testing"
+)
 
 const xTools = `[{"name": "live_giveaways_by_type", "description": "Giveaways", "parameters": {"type": {"description": "kind", "type": "str", "default": "game"}}}, {"name": "bmi", "description": "BMI", "parameters": {"weight": {"description": "kg", "type": "float"}, "height": {"description": "m", "type": "float, optional"}}}]`
 
@@ -48,6 +52,28 @@ func TestXLAMSchema(t *testing.T) {
 	for i, tool := range rec.Tools {
 		if string(tool.Parameters) != want[i] {
 			t.Errorf("tool %d: got %s, want %s", i, tool.Parameters, want[i])
+		}
+	}
+}
+
+// A tool of many parameters (past the parser's set threshold) reads as a
+// narrow one, and a parameter named twice is refused as there.
+func TestXLAMWideTool(t *testing.T) {
+	params := func(n int, extra string) string {
+		var b strings.Builder
+		for i := range n {
+			if i > 0 {
+				b.WriteString(", ")
+			}
+			fmt.Fprintf(&b, `"p%d": {"description": "d", "type": "str"}`, i)
+		}
+		return `[{"name": "wide", "description": "many", "parameters": {` + b.String() + extra + `}}]`
+	}
+	for _, tools := range []string{params(300, ""), params(300, `, "p0": {"description": "again", "type": "str"}`)} {
+		rec, err := Parse("xlam", "x", 0, []byte(rowJSON("id", 0, "query", "q", "answers", "[]", "tools", tools)))
+		dup := strings.Contains(tools, `"again"`)
+		if dup != (err != nil) || !dup && strings.Count(string(rec.Tools[0].Parameters), `"description":"d"`) != 300 {
+			t.Errorf("duplicate %v: error %v", dup, err)
 		}
 	}
 }
