@@ -1,11 +1,9 @@
 package translate
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/augmentdata/augment/stages/contract"
@@ -222,28 +220,6 @@ func TestTranslateLockedValuesConverted(t *testing.T) {
 	}
 }
 
-// pairJudge is an equivalence judge that knows which translation belongs to
-// which source value.
-type pairJudge struct {
-	mu    sync.Mutex
-	equal map[[2]string]bool
-	asked int
-}
-
-func (j *pairJudge) fn(_ context.Context, _, _ string, orig, translated json.RawMessage) (bool, error) {
-	j.mu.Lock()
-	defer j.mu.Unlock()
-	var o, tr string
-	if err := json.Unmarshal(orig, &o); err != nil {
-		return false, err
-	}
-	if err := json.Unmarshal(translated, &tr); err != nil {
-		return false, err
-	}
-	j.asked++
-	return j.equal[[2]string{o, tr}], nil
-}
-
 // TestTranslateReorderedFreeTextCalls: parallel calls of one function that
 // differ only in free text are aligned on the judge's verdicts, so a
 // correct translation that reorders them passes and keeps the source's
@@ -285,14 +261,14 @@ func TestTranslateReorderedFreeTextCalls(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			f := &teacher{answers: []string{answer(c.first, c.second)}}
-			j := &pairJudge{equal: equal}
+			j := &judge{pairs: equal}
 			tr, err := New(Config{Attempts: 1}, f.client(), j.fn, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
 			out, err := tr.Record(t.Context(), src)
-			if j.asked != c.asked {
-				t.Errorf("%d verdicts asked, want %d", j.asked, c.asked)
+			if len(j.asked) != c.asked {
+				t.Errorf("%d verdicts asked, want %d", len(j.asked), c.asked)
 			}
 			if c.wrong != "" {
 				var rej *contract.Reject

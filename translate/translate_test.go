@@ -98,10 +98,14 @@ func (f *teacher) client() llm.Client {
 
 // judge is a scripted equivalence judge: a translation listed in unequal is
 // not equivalent; everything else is.
+// judge is an equivalence judge: a translation is equivalent unless it is
+// in unequal or, with pairs set, unless pairs says it renders that source
+// value.
 type judge struct {
 	mu      sync.Mutex
 	unequal map[string]bool
-	asked   []string // "param=orig→translated"
+	pairs   map[[2]string]bool // {source value, translation}
+	asked   []string           // "param=orig→translated"
 	slots   []string
 }
 
@@ -117,6 +121,9 @@ func (j *judge) fn(ctx context.Context, slot, param string, orig, translated jso
 	}
 	j.asked = append(j.asked, param+"="+o+"→"+tr)
 	j.slots = append(j.slots, slot)
+	if j.pairs != nil {
+		return j.pairs[[2]string{o, tr}], nil
+	}
 	return !j.unequal[tr], nil
 }
 
