@@ -48,9 +48,12 @@ type Pipeline struct {
 	// sign in: credentials come from the environment only.
 	Storage StorageConfig `yaml:"storage"`
 
-	path  string     // the file it was loaded from
-	label string     // the file as named in messages ("p.yaml (with -set)")
-	root  *yaml.Node // the document decoded, for the lines of keys
+	path  string // the file it was loaded from
+	label string // the file as named in messages ("p.yaml (with -set)")
+	// noLines: root is the file with -set values applied, whose lines are
+	// not the file's, so messages name keys without lines.
+	noLines bool
+	root    *yaml.Node // the document decoded, for the lines of keys
 }
 
 // StorageConfig is the storage block (see package storage).
@@ -272,11 +275,24 @@ func Load(path string, sets ...string) (*Pipeline, error) {
 		if b, err = applySets(b, sets); err != nil {
 			return nil, &ConfigError{Problems: []string{err.Error()}}
 		}
-		p, err := Parse(path+" (with -set)", b)
+		// The lines of the document with the sets applied are not the
+		// file's: its problems name keys alone.
+		label := path + " (with -set)"
+		p, err := Parse(label, b)
+		var ce *ConfigError
+		if errors.As(err, &ce) {
+			for i, msg := range ce.Problems {
+				if rest, ok := strings.CutPrefix(msg, label+":"); ok {
+					if j := strings.Index(rest, ": "); j > 0 && strings.Trim(rest[:j], "0123456789") == "" {
+						ce.Problems[i] = label + rest[j:]
+					}
+				}
+			}
+		}
 		if err != nil {
 			return nil, err
 		}
-		p.path = path
+		p.path, p.noLines = path, true
 		return p, nil
 	}
 	return Parse(path, b)
@@ -587,7 +603,7 @@ func hasKey(node *yaml.Node, key string) bool {
 // YAML path key ("sources[0].path") where the file has it.
 func (p *Pipeline) problem(key, format string, args ...any) string {
 	msg := fmt.Sprintf(format, args...)
-	if line := lineOf(p.root, key); line > 0 {
+	if line := lineOf(p.root, key); line > 0 && !p.noLines {
 		return fmt.Sprintf("%s:%d: %s", p.label, line, msg)
 	}
 	return fmt.Sprintf("%s: %s", p.label, msg)
