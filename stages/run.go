@@ -489,6 +489,7 @@ func (r *Runner) buildStage(sr stageRun) (*Env, Stage, error) {
 // same group (see runGroup): it is redone unless, once that stage has
 // committed it, the earlier output still matches.
 func (r *Runner) openPass(ctx context.Context, sr stageRun, env *Env, st Stage, inputs []shardInput) (*pass, error) {
+	started := time.Now().UTC() // a Planner's read of its whole input is the stage's time too
 	typ, cfg := sr.spec.config()
 	p := &pass{sr: sr, st: st, env: env, inputs: inputs, at: map[string]int{}, done: map[string]manifests.Shard{}}
 	for i, in := range inputs {
@@ -535,7 +536,7 @@ func (r *Runner) openPass(ctx context.Context, sr stageRun, env *Env, st Stage, 
 	res.fp, res.plan = fp, plan // workers.go
 	m := &manifests.Stage{
 		Name: sr.name, Type: typ, Version: cfg.version(), Tool: r.o.Version,
-		ConfigHash: fp, Config: cfgJSON, Plan: plan, Files: p.planned.files, Started: time.Now().UTC(),
+		ConfigHash: fp, Config: cfgJSON, Plan: plan, Files: p.planned.files, Started: started,
 		Superseded: superseded(old, func(shard string) bool {
 			_, redo := todo[shard]
 			return !redo && slices.ContainsFunc(inputs, func(in shardInput) bool { return in.name == shard })

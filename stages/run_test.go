@@ -433,6 +433,23 @@ func TestSampleQuotaCounts(t *testing.T) {
 	}
 }
 
+// A planner's manifest times its whole stage, the read of its whole input
+// for the plan included: the plan file is written after the stage started
+// (the read took 37 s of a run in no manifest's seconds).
+func TestPlannerTimeIsTheStages(t *testing.T) {
+	path := demoPipeline(t, demoStages)
+	runPipeline(t, path)
+	out := filepath.Join(filepath.Dir(path), "out")
+	m := readManifest(t, out, "01-sample")
+	fi, err := os.Stat(filepath.Join(out, "01-sample", "plan.bin"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Started.After(fi.ModTime()) {
+		t.Errorf("the stage started at %s, after its plan was written at %s", m.Started.Format(time.RFC3339Nano), fi.ModTime().Format(time.RFC3339Nano))
+	}
+}
+
 // An export that no record reaches says so in its notes (and a WARN): the
 // run succeeds, but there is nothing to train on.
 func TestEmptyExportSaysSo(t *testing.T) {
