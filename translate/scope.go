@@ -1,14 +1,14 @@
 package translate
 
 import (
-	"github.com/augmentdata/augment/stages/formats"
 	"github.com/augmentdata/augment/stages/record"
+	"github.com/augmentdata/augment/verify"
 )
 
 // A scope says which tool definitions the calls and results of each turn of
 // a record refer to: the record's listed tools, plus those returned by the
 // meta_tool results of earlier turns (open-world records, seed 000 Fig 12,
-// read by formats.MetaToolResult as verify and the other stages read them).
+// verify.WalkScope, as verify reads them).
 // Locking follows these definitions exactly as it follows listed ones, so a
 // retrieved tool's enum members and formats are as locked as a listed
 // tool's. A name listed or returned more than once means its first
@@ -23,37 +23,15 @@ type scope struct {
 
 func scopeOf(r *record.Record) *scope {
 	s := &scope{avail: make([][]record.Tool, len(r.Messages))}
-	avail := r.Tools[:len(r.Tools):len(r.Tools)] // appending copies, never writes into r.Tools
-	var calls []record.Call
-	for i, m := range r.Messages {
-		s.avail[i] = avail
-		switch m.Role {
-		case record.RoleAssistant:
-			calls = m.Calls
-		case record.RoleTool:
-			for j, res := range m.Results {
-				name := res.Name
-				if j < len(calls) {
-					name = calls[j].Name
-				}
-				if name != formats.MetaTool {
-					continue
-				}
-				ts, err := formats.MetaToolResult(res.Content)
-				if err != nil {
-					continue // not a definition: a result like any other
-				}
-				if s.defs == nil {
-					s.defs = make(map[[2]int]bool)
-				}
-				s.defs[[2]int{i, j}] = true
-				avail = append(avail[:len(avail):len(avail)], ts...)
-			}
-			calls = nil
-		default:
-			calls = nil
+	verify.WalkScope(r, func(i int, avail []record.Tool) { s.avail[i] = avail }, func(i, j int, _ []record.Tool, err error) {
+		if err != nil {
+			return // not a definition: a result like any other
 		}
-	}
+		if s.defs == nil {
+			s.defs = make(map[[2]int]bool)
+		}
+		s.defs[[2]int{i, j}] = true
+	})
 	return s
 }
 

@@ -203,20 +203,37 @@ func hasTool(tools []record.Tool, name string) bool {
 }
 
 // walkTools calls turn for every assistant turn with calls, with the tools
-// available to it: the record's tools plus those returned by earlier
-// meta_tool calls. badResult, if set, is called for meta_tool results that
-// are not tool definitions.
+// available to it (WalkScope). badResult, if set, is called for meta_tool
+// results that are not tool definitions.
 func walkTools(r *record.Record, turn func(i int, avail []record.Tool), badResult func(i, j int, err error)) {
+	WalkScope(r, func(i int, avail []record.Tool) {
+		if m := r.Messages[i]; m.Role == record.RoleAssistant && len(m.Calls) > 0 {
+			turn(i, avail)
+		}
+	}, func(i, j int, _ []record.Tool, err error) {
+		if err != nil && badResult != nil {
+			badResult(i, j, err)
+		}
+	})
+}
+
+// WalkScope calls msg for every message i of r with the tools available
+// to it: the record's tools, then those returned by the meta_tool results
+// of earlier messages (seed 000 Fig 12), in order. result, if set, is
+// called for each meta_tool result (result j of message i) with the
+// definitions it returns, or why it is not a list of definitions. A
+// result's tool is its call's (result j answers call j of the turn
+// before). avail aliases r.Tools until a result adds to it; the slices
+// given are never written after (later ones may share their array).
+func WalkScope(r *record.Record, msg func(i int, avail []record.Tool), result func(i, j int, defs []record.Tool, err error)) {
 	avail := r.Tools
 	shared := true // avail still aliases r.Tools
 	var calls []record.Call
 	for i, m := range r.Messages {
+		msg(i, avail)
 		switch m.Role {
 		case record.RoleAssistant:
 			calls = m.Calls
-			if len(m.Calls) > 0 {
-				turn(i, avail)
-			}
 		case record.RoleTool:
 			for j, res := range m.Results {
 				name := res.Name
@@ -227,10 +244,10 @@ func walkTools(r *record.Record, turn func(i int, avail []record.Tool), badResul
 					continue
 				}
 				ts, err := formats.MetaToolResult(res.Content)
+				if result != nil {
+					result(i, j, ts, err)
+				}
 				if err != nil {
-					if badResult != nil {
-						badResult(i, j, err)
-					}
 					continue
 				}
 				if shared {
