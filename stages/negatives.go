@@ -362,7 +362,7 @@ func negativeTurnOK(r *record.Record, names []string, unavailable map[string]boo
 			return false
 		}
 	}
-	if !slices.Contains(names, verify.MetaTool) && slices.ContainsFunc(r.Tools, func(t record.Tool) bool { return t.Name == verify.MetaTool }) {
+	if !slices.Contains(names, verify.MetaTool) && record.ToolIndex(r.Tools, verify.MetaTool) >= 0 {
 		return false
 	}
 	if allowNoTools {
