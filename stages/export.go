@@ -129,8 +129,11 @@ func (c *ExportConfig) defaults() {
 // split for a one-call template keep the turn's decision token on every
 // call turn; number_out_of_range in the formatter's check. 4: the decision
 // surface puts a blank line between a turn's text and its calls, as
-// between reasoning and calls.
-func (c *ExportConfig) version() int { return 4 }
+// between reasoning and calls. 5: with enable_thinking: false (a reasoning
+// template without thoughts) a turn LLaMA-Factory's remove_thought would
+// change is rejected (lf_thought_removed); a blank turn is empty_turn, not
+// lf_missing_field.
+func (c *ExportConfig) version() int { return 5 }
 
 func (c *ExportConfig) validate() []string {
 	var probs []string
@@ -303,6 +306,9 @@ func (e *exporter) process(ctx context.Context, r *record.Record, checked bool) 
 	// Every function_call turn was read back as the template reads it
 	// when it was written (functionCall).
 	probs := verify.CheckTurnOrder(s.Conversations, e.tpl)
+	if e.tpl.Reasoning && !e.cfg.Thoughts { // train_lora.yaml says enable_thinking: false
+		probs = append(probs, e.tpl.CheckThinkingOff(s.Conversations)...)
+	}
 	// Their check (toolText.params) was made once per distinct tool: dumps
 	// repeat the same tools across many records, and the check was most of
 	// the export's time with the default tool format.
@@ -1385,6 +1391,14 @@ func (e *exporter) Finish(dir *atomicfs.Root, shards []manifests.Shard) ([]strin
 	if total.Out == 0 {
 		// No error: an empty sample is a valid run, but not a dataset.
 		msg := "empty export: no sample reached it (a filter or sample quota took every record?), so there is nothing to train on"
+		if n := manifests.Sum(total.Rejected); n > 0 {
+			var reasons []string
+			for _, k := range manifests.Reasons(total.Rejected) {
+				reasons = append(reasons, fmt.Sprintf("%s=%d", k, total.Rejected[k]))
+			}
+			msg = fmt.Sprintf("empty export: it rejected every one of the %d samples that reached it (%s; see its rejects), so there is nothing to train on",
+				n, strings.Join(reasons, " "))
+		}
 		if e.env != nil && e.env.Log != nil {
 			e.env.Log.Warn(msg) // the stage's logger names the stage
 		}

@@ -217,7 +217,7 @@ func TestExportRejects(t *testing.T) {
 		{"starts with the assistant", fxRecord("x:2", nil, fxSay("hi"), fxUser("hello"), fxSay("bye")), verify.ReasonLFRoleOrder},
 		{"two user turns in a row", fxRecord("x:3", nil, fxUser("a"), fxUser("b"), fxSay("c")), verify.ReasonLFRoleOrder},
 		{"arguments not an object", fxRecord("x:4", []record.Tool{fxTime}, fxUser("time?"), fxCalls("get_local_time", `["Paris"]`)), "export_bad_call"},
-		{"empty answer", fxRecord("x:5", nil, fxUser("a"), fxSay(" ")), verify.ReasonLFMissingField},
+		{"empty answer", fxRecord("x:5", nil, fxUser("a"), fxSay(" ")), verify.ReasonEmptyTurn},
 	}
 	for _, tt := range tests {
 		_, err := e.Process(context.Background(), tt.rec)
@@ -1140,5 +1140,62 @@ func TestOnlyMetaToolCalls(t *testing.T) {
 		if got := onlyMetaToolCalls(c.calls); got != c.want {
 			t.Errorf("%v: %v, want %v", c.calls, got, c.want)
 		}
+	}
+}
+
+// QA: a reasoning template without thoughts trains with enable_thinking:
+// false, and LLaMA-Factory's remove_thought then deletes thought-word spans
+// (and leading newlines) from every gpt and function_call turn: an argument
+// "<think>a</think>" trained as "" under glm4_7, an answer quoting
+// qwen3's thought words lost them. Such samples are rejected; with
+// thoughts on (nothing removed) or a template without a reasoning class
+// they are written.
+func TestExportThinkingOffRejectsRemovedSpans(t *testing.T) {
+	// With text beside the calls (a decision token) the calls go inside
+	// tool-call words, which the function formatter reads first; without
+	// it glm4_7's formatter itself misreads the span (lf_bad_function_call).
+	call := fxCalls("get_local_time", `{"city":"<think>a</think>"}`)
+	call.Content = "<|use_tool|>"
+	args := fxRecord("x:1", []record.Tool{fxTime}, fxUser("time?"), call)
+	quote := fxRecord("x:2", nil, fxUser("tags?"), fxSay("Use <think>\nreasoning\n</think>\n\n tags like this."))
+	newline := fxRecord("x:3", nil, fxUser("hi"), fxSay("\nHello."))
+	tests := []struct {
+		cfg    ExportConfig
+		rec    *record.Record
+		reject bool
+	}{
+		{ExportConfig{Template: "glm4_7"}, args, true},
+		{ExportConfig{Template: "qwen3"}, quote, true},
+		{ExportConfig{Template: "qwen3"}, newline, true},
+		{ExportConfig{Template: "qwen3"}, args, false}, // qwen3's thought words have newlines: no span
+		{ExportConfig{Template: "qwen3", Thoughts: true}, quote, false},
+		{ExportConfig{Template: "qwen"}, quote, false},
+		{ExportConfig{Template: "glm4_7", Thoughts: true}, args, false},
+	}
+	for _, tt := range tests {
+		_, err := buildExport(t, tt.cfg).Process(context.Background(), tt.rec)
+		got, _ := contract.ReasonOf(err)
+		if want := map[bool]string{true: verify.ReasonLFThoughtRemoved}[tt.reject]; got != want {
+			t.Errorf("%s (thoughts %t) %s: reason %q (%v), want %q", tt.cfg.Template, tt.cfg.Thoughts, tt.rec.ID, got, err, want)
+		}
+	}
+}
+
+// QA: an export that rejected every sample said "no sample reached it (a
+// filter or sample quota took every record?)"; it names its rejects.
+func TestEmptyExportNamesItsRejects(t *testing.T) {
+	root, err := atomicfs.OpenRoot(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer root.Close()
+	e := buildExport(t, ExportConfig{})
+	notes, err := e.Finish(root, []manifests.Shard{{Counts: manifests.Counts{In: 106, Rejected: map[string]int64{ReasonLFNoCallText: 106}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "empty export: it rejected every one of the 106 samples that reached it (lf_template_no_call_text=106; see its rejects)"
+	if !slices.ContainsFunc(notes, func(n string) bool { return strings.HasPrefix(n, want) }) {
+		t.Errorf("notes %q, want one starting %q", notes, want)
 	}
 }

@@ -84,8 +84,10 @@
 //	incorrect        judge_correctness scored below LLMEnv.MinCorrectness
 //	judge_unparseable no readable answer within LLMEnv.Attempts asks
 //
-// LLaMA-Factory kinds (CheckShareGPT; also the export's reject reasons):
+// LLaMA-Factory kinds (CheckShareGPT, LFTemplate.CheckThinkingOff; also the
+// export's reject reasons), and empty_turn, augment's own rule there:
 //
 //	lf_empty, lf_missing_field, lf_role_order, lf_odd_count,
-//	lf_bad_function_call, lf_template_no_parallel, lf_bad_tools
+//	lf_bad_function_call, lf_template_no_parallel, lf_bad_tools,
+//	lf_thought_removed, empty_turn
 package verify

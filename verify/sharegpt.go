@@ -7,6 +7,8 @@ import (
 	"strings"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/augmentdata/augment/clip"
 )
 
 // ShareGPT is one LLaMA-Factory training sample in the "sharegpt" format
@@ -33,12 +35,20 @@ type Turn struct {
 // are the Kind of the Problems of CheckShareGPT.
 const (
 	ReasonLFEmpty           = "lf_empty"             // no turns besides the optional system turn
-	ReasonLFMissingField    = "lf_missing_field"     // a turn without "from", or with an empty value
+	ReasonLFMissingField    = "lf_missing_field"     // a turn without "from"
 	ReasonLFRoleOrder       = "lf_role_order"        // a turn at a position its role may not take
 	ReasonLFOddCount        = "lf_odd_count"         // an odd number of turns after the system turn
 	ReasonLFBadFunctionCall = "lf_bad_function_call" // a function_call value the template's function formatter cannot read
 	ReasonLFNoParallel      = "lf_template_no_parallel"
 	ReasonLFBadTools        = "lf_bad_tools" // tools the template's tool formatter cannot read
+	// ReasonLFThoughtRemoved: with enable_thinking false, LLaMA-Factory's
+	// remove_thought would change a gpt or function_call turn (a span in
+	// the template's thought words, a leading newline).
+	ReasonLFThoughtRemoved = "lf_thought_removed"
+	// ReasonEmptyTurn is augment's own rule, not LLaMA-Factory's (which
+	// trains such a turn as it is): a human, gpt or function_call turn with
+	// a blank value teaches an empty question or reply.
+	ReasonEmptyTurn = "empty_turn"
 )
 
 // CheckShareGPT reports every way s breaks the rules LLaMA-Factory applies
@@ -46,13 +56,13 @@ const (
 // function and tool formatters, FORMATS.md §4 and LFTemplate).
 // LLaMA-Factory silently drops samples that break the role or count rules
 // and crashes on the rest, so the export rejects a sample with any problem.
-// The rules:
+// The rules (all LLaMA-Factory's but empty_turn, which is augment's):
 //   - an optional first turn "system"; then at least one turn (lf_empty);
 //   - counting from 0 after it, even positions are human or observation,
 //     odd positions gpt or function_call (lf_role_order), and the number of
 //     turns is even (lf_odd_count);
-//   - every turn has a role, and a non-blank value except observations,
-//     which may be empty (lf_missing_field);
+//   - every turn has a role (lf_missing_field), and a non-blank value
+//     except observations, which may be empty (empty_turn);
 //   - a function_call value reads as the template's function formatter
 //     reads it (LFTemplate.ReadFunction: thought words and tool-call words
 //     as the template has them, then JSON): an object with "name" (a
@@ -133,7 +143,7 @@ func checkTurns(conversations []Turn, tpl *LFTemplate, readCalls bool) []Problem
 			add(ReasonLFRoleOrder, indexPath("conversations", i), "turn %d is %q where LLaMA-Factory expects %s or %s", i, t.From, want[0], want[1])
 		}
 		if t.From != "observation" && blank(t.Value) {
-			add(ReasonLFMissingField, indexPath("conversations", i), "turn %d (%s) has an empty value", i, t.From)
+			add(ReasonEmptyTurn, indexPath("conversations", i), "turn %d (%s) has an empty value (LLaMA-Factory would train on it as it is; augment does not write empty turns)", i, t.From)
 			continue
 		}
 		if t.From == "function_call" && readCalls {
@@ -148,6 +158,34 @@ func checkTurns(conversations []Turn, tpl *LFTemplate, readCalls bool) []Problem
 	}
 	if len(turns)%2 == 1 {
 		add(ReasonLFOddCount, "conversations", "%d turns after the system prompt; LLaMA-Factory needs an even number (the sample must end on gpt or function_call)", len(turns))
+	}
+	return out
+}
+
+// CheckThinkingOff reports the gpt and function_call turns of
+// conversations that a training run with enable_thinking: false would not
+// train as written: LLaMA-Factory's reasoning templates then pass every
+// such turn through remove_thought, which deletes each span from the
+// template's opening to its closing thought words and then the turn's
+// leading newlines. The export writes enable_thinking: false for a
+// reasoning template without thoughts, so it rejects such samples.
+func (t *LFTemplate) CheckThinkingOff(conversations []Turn) []Problem {
+	var out []Problem
+	off := 0
+	if len(conversations) > 0 && conversations[0].From == "system" {
+		off = 1
+	}
+	for k := 1; k+off < len(conversations); k += 2 {
+		v := conversations[k+off].Value
+		what := "a leading newline"
+		if match, _, ok := firstBlock(v, t.ThoughtWords); ok {
+			what = fmt.Sprintf("the thought-words span %q", clip.Runes(match, 60))
+		} else if !strings.HasPrefix(v, "\n") {
+			continue
+		}
+		out = append(out, Problem{Check: "sharegpt", Kind: ReasonLFThoughtRemoved, Path: indexPath("conversations", k+off),
+			Msg: fmt.Sprintf("turn %d (%s): template %s trains with enable_thinking: false, which removes %s from it (LLaMA-Factory's remove_thought), so it would not train as written",
+				k+off, conversations[k+off].From, t.Name, what)})
 	}
 	return out
 }
