@@ -233,8 +233,11 @@ func (r *Run) cardProse(b *bytes.Buffer, i int, ex exportSettings, d *Dist, exam
 		style += ", with thoughts"
 	}
 	layout := "LLaMA-Factory's sharegpt format"
-	if ex.ToolsPlacement == "role" {
+	switch {
+	case ex.ToolsPlacement == "role":
 		layout = "chat messages with the tools in a role of their own (tools_placement: role; card.json describes them)"
+	case ex.Style == "inline":
+		layout = "LLaMA-Factory's sharegpt format with the tool definitions and the call format in the system text (an empty tools column)"
 	}
 	w("%d tool-use dialogues in %s (%s files, style %s), made by augment %s from %d source(s) through %d stage(s). ",
 		examples, layout, ex.Format, style, st.Manifest.Tool, len(r.Config.Sources), i)

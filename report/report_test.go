@@ -172,6 +172,11 @@ func TestDemoCards(t *testing.T) {
 					t.Errorf("card lacks %q", want)
 				}
 			}
+			// An inline export's card says where its tools are (its tools
+			// column is empty).
+			if inline := strings.Contains(body, "tool definitions and the call format in the system text"); inline != (dir == "06-mt_llama") {
+				t.Errorf("card says the tools are in the system text: %t; the export is inline: %t", inline, dir == "06-mt_llama")
+			}
 			// The LoRA run it shows is the export's own train_lora.yaml
 			// (its template, model and special tokens), not a second account.
 			if lora, err := os.ReadFile(filepath.Join(out, dir, "train_lora.yaml")); err != nil || !strings.Contains(body, "```yaml\n"+string(lora)+"```") {

@@ -21,6 +21,7 @@ import (
 	"github.com/augmentdata/augment/atomicfs"
 	"github.com/augmentdata/augment/jsonout"
 	"github.com/augmentdata/augment/manifests"
+	"github.com/augmentdata/augment/prompts"
 	"github.com/augmentdata/augment/pycall"
 	"github.com/augmentdata/augment/stages/contract"
 	"github.com/augmentdata/augment/stages/record"
@@ -60,7 +61,9 @@ type ExportConfig struct {
 	//     with the calls goes before them inside the template's tool-call
 	//     words: "<text><tool_call>{…}</tool_call>".
 	//   inline: the calls are written into gpt turns as text in the chosen
-	//     Surface, for MT-LLaMA-style and Decision-Token data.
+	//     Surface, for MT-LLaMA-style and Decision-Token data; the tool
+	//     definitions and the surface's call format go into the system
+	//     text (ToolsPlacement).
 	Style string `yaml:"style" json:"style"`
 	// Surface of inline calls:
 	//   llama3 (default): reasoning, then <|python_tag|>, then the JSON list of
@@ -88,9 +91,14 @@ type ExportConfig struct {
 	// summary then say how many samples hold stand-in text. Without it such
 	// a record stops the run with a config error (exit 2).
 	AllowOffline bool `yaml:"allow_offline" json:"allow_offline,omitempty"`
-	// ToolsPlacement says where the tool definitions go: system (default;
-	// LLaMA-Factory's templates render the tools column into the system
-	// turn) or role (style inline only): an OpenAI-messages JSONL whose
+	// ToolsPlacement says where the tool definitions go: system (default)
+	// or role (style inline only). With system, style function_call fills
+	// the tools column, which the template renders into the system turn
+	// with its own tool prompt (its call format); style inline writes an
+	// empty tools column ("[]") and puts the definitions into the sample's
+	// system text with an instruction for the inline surface (Prompt), so
+	// that no template prompt asks for a call format the targets do not
+	// use. With role: an OpenAI-messages JSONL whose
 	// first message has the role "tools" and holds the JSON list of
 	// definitions, before the system message (MediaTek, seed 002 Fig 1(b)),
 	// with chat_template.jinja beside it for trainers that take a chat
@@ -101,6 +109,11 @@ type ExportConfig struct {
 	Model string `yaml:"model" json:"model,omitempty"`
 	// System is the system prompt of records that have none.
 	System string `yaml:"system" json:"system,omitempty"`
+	// Prompt overrides the surface's built-in system text of inline
+	// samples with tools (prompts/export_inline_<surface>.tmpl): a txtar
+	// template of one system section (style inline, tools_placement
+	// system only).
+	Prompt string `yaml:"prompt" json:"prompt,omitempty"`
 }
 
 func (c *ExportConfig) defaults() {
@@ -132,8 +145,12 @@ func (c *ExportConfig) defaults() {
 // between reasoning and calls. 5: with enable_thinking: false (a reasoning
 // template without thoughts) a turn LLaMA-Factory's remove_thought would
 // change is rejected (lf_thought_removed); a blank turn is empty_turn, not
-// lf_missing_field.
-func (c *ExportConfig) version() int { return 5 }
+// lf_missing_field. 6: inline samples (tools_placement system) write an
+// empty tools column and the tool definitions with the surface's call
+// format in the system text: LLaMA-Factory rendered its template's own
+// tool prompt from the column, asking for a call format the targets do not
+// use.
+func (c *ExportConfig) version() int { return 6 }
 
 func (c *ExportConfig) validate() []string {
 	var probs []string
@@ -179,6 +196,9 @@ func (c *ExportConfig) validate() []string {
 	default:
 		probs = append(probs, fmt.Sprintf("tools_placement %q: want system or role", c.ToolsPlacement))
 	}
+	if c.Prompt != "" && (c.Style != "inline" || c.ToolsPlacement != "system") {
+		probs = append(probs, "prompt applies to style inline with tools_placement system only (the system text of samples with tools)")
+	}
 	if c.Parallel != "reject" && c.Parallel != "split" {
 		probs = append(probs, fmt.Sprintf("parallel %q: want reject or split", c.Parallel))
 	}
@@ -199,13 +219,47 @@ func (c *ExportConfig) build(env *Env) (Stage, error) {
 	if e.tpl, ok = verify.LookupLFTemplate(e.cfg.Template); !ok {
 		return nil, fmt.Errorf("unknown template %q", e.cfg.Template)
 	}
+	if c.Style == "inline" && c.ToolsPlacement == "system" {
+		var err error
+		if e.system, err = env.Prompt("export_inline_"+c.Surface, c.Prompt); err != nil {
+			return nil, err
+		}
+		// The template is rendered once here so that a prompt naming no
+		// field of inlineSystem, or holding other than one system
+		// section, fails the build, not the first record.
+		msgs, err := e.system.Render(inlineSystem{System: "s", Tools: "[]"})
+		if err != nil {
+			return nil, err
+		}
+		if len(msgs) != 1 || msgs[0].Role != "system" {
+			return nil, fmt.Errorf("prompt %s: want one system section (the system text of inline samples with tools)", e.system.Name)
+		}
+	}
 	return e, nil
+}
+
+// inlineSystem is what the export_inline_* prompts render: the system
+// text of an inline sample with tools.
+type inlineSystem struct {
+	// System is the record's system text, else the export's system; may be
+	// empty.
+	System string
+	// Tools is the JSON list of the sample's tool definitions, ", " and
+	// ": " between items and keys (Python's json.dumps layout).
+	Tools string
+	// AnswerToken and UseToolToken are the decision tokens that start the
+	// record's answers and its call turns, "" where it has none.
+	AnswerToken, UseToolToken string
 }
 
 type exporter struct {
 	cfg ExportConfig
 	tpl *verify.LFTemplate
 	env *Env
+
+	// system renders the system text of inline samples with tools (nil
+	// unless style inline with tools_placement system).
+	system *prompts.Template
 
 	tools     toolMemo     // each distinct tool's texts
 	results   *quotedTexts // meta_tool results and calling turns as JSON strings
@@ -226,7 +280,8 @@ type sample struct {
 	System        string        `json:"system" parquet:"system"`
 	// Tools is the tools column, toolsString(tools); left empty when every
 	// tool has its quoted text (jsonl rows, which splice those instead):
-	// read it through toolsJSON.
+	// read it through toolsJSON. "[]" for inline samples (tools_placement
+	// system), whose tools are in System.
 	Tools string `json:"tools" parquet:"tools"`
 	// tools are the texts of the record's tools, in order.
 	tools []*toolText
@@ -588,7 +643,58 @@ func (e *exporter) render(ctx context.Context, r *record.Record, checked bool) (
 			return nil, contract.Rejectf("export_bad_role", "message %d: role %q", i, m.Role)
 		}
 	}
+	if e.system != nil {
+		if err := e.inlineSystemText(r, s); err != nil {
+			return nil, err
+		}
+	}
 	return s, nil
+}
+
+// inlineSystemText moves the tool definitions of an inline sample (with
+// tools_placement system) from the tools column, which it leaves "[]",
+// into its system text, rendered by the surface's prompt. A sample
+// without tools keeps its system text as it is (seed 002 Fig 1(a)). The
+// template's tool formatter then reads no tools, so none is checked
+// against it (lf_bad_tools).
+func (e *exporter) inlineSystemText(r *record.Record, s *sample) error {
+	s.Tools = "[]"
+	if len(s.tools) == 0 {
+		return nil
+	}
+	d := inlineSystem{System: s.System, Tools: spacedList(s.tools)}
+	if r.Tag(DecisionTokensTag) == "on" {
+		d.AnswerToken, d.UseToolToken = turnTokens(r)
+	}
+	msgs, err := e.system.Render(d)
+	if err != nil {
+		return err
+	}
+	s.System, s.tools = msgs[0].Content, nil
+	return nil
+}
+
+// turnTokens returns the decision tokens that start r's answers (text
+// turns and turns that only ask the user) and its call turns, "" for a
+// kind r has none of.
+func turnTokens(r *record.Record) (answer, useTool string) {
+	for i := range r.Messages {
+		m := &r.Messages[i]
+		if m.Role != record.RoleAssistant {
+			continue
+		}
+		tok := decisionToken(m.Content)
+		switch {
+		case tok == "":
+		case len(m.Calls) > 0 && !verify.Reply(m.Calls):
+			if useTool == "" {
+				useTool = tok
+			}
+		case answer == "":
+			answer = tok
+		}
+	}
+	return answer, useTool
 }
 
 // split writes the parallel calls of msgs[i] one by one for a template that
@@ -1045,6 +1151,10 @@ type toolText struct {
 	tool   record.Tool // the definition, to tell tools of one key apart
 	obj    []byte
 	quoted []byte // nil when the samples are not JSON lines
+	// spaced is obj in Python's json.dumps layout (spacedJSON) for the
+	// system text of inline samples; nil for other exports, which have
+	// quoted and params instead.
+	spaced []byte
 	params string
 }
 
@@ -1136,7 +1246,7 @@ func (e *exporter) toolTexts(tools []record.Tool) ([]*toolText, error) {
 	}
 	for _, tt := range texts {
 		t := &tt.tool
-		size := len(tt.obj) + len(tt.quoted) + len(tt.params) + len(t.Name) + len(t.Description) + len(t.Parameters) + len(t.Response) + 160
+		size := len(tt.obj) + len(tt.quoted) + len(tt.spaced) + len(tt.params) + len(t.Name) + len(t.Description) + len(t.Parameters) + len(t.Response) + 160
 		k := lenSlot(t)
 		if m.used+size > toolMemoBudget || len(m.slots[k]) >= toolMemoVariants || m.lookup(&tt.tool) != nil {
 			continue
@@ -1185,6 +1295,26 @@ func (q *quotedTexts) quote(text string) []byte {
 	})
 }
 
+// spacedList is the JSON list of texts' tools in Python's json.dumps
+// layout: spacedJSON(toolsString(texts)), from their spaced texts.
+func spacedList(texts []*toolText) string {
+	n := 2
+	for _, tt := range texts {
+		n += len(tt.spaced) + 2
+	}
+	var b strings.Builder
+	b.Grow(n)
+	b.WriteByte('[')
+	for i, tt := range texts {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.Write(tt.spaced)
+	}
+	b.WriteByte(']')
+	return b.String()
+}
+
 // toolsString is the tools column of texts' tools: toolsJSON's string.
 func toolsString(texts []*toolText) string {
 	n := 2
@@ -1211,6 +1341,10 @@ func (e *exporter) newToolText(i int, t record.Tool) (*toolText, error) {
 		return nil, err
 	}
 	tt := &toolText{tool: t, obj: b.Bytes()}
+	if e.system != nil { // the tools go into the system text, not the tools column
+		tt.spaced = []byte(spacedJSON(string(tt.obj)))
+		return tt, nil
+	}
 	if e.quoting {
 		q := jsonout.AppendString(make([]byte, 0, len(tt.obj)+len(tt.obj)/4+2), string(tt.obj))
 		tt.quoted = q[1 : len(q)-1]

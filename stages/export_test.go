@@ -170,6 +170,152 @@ func TestExportStyles(t *testing.T) {
 	}
 }
 
+// An inline sample with tools (tools_placement system) has "[]" as its
+// tools column and its tool definitions, with the call format of its
+// surface, in its system text: from a non-empty column LLaMA-Factory
+// renders the template's own tool prompt, which asks for a call format the
+// inline targets do not use. A sample without tools keeps its system text.
+func TestExportInlineSystemText(t *testing.T) {
+	single := withReasoning(fxSingle(), "You want traffic. I will use get_traffic_report.")
+	single.System = "You are a traffic assistant."
+	tokens := single.Clone()
+	tokens.Messages[1].Content = "<|use_tool|>"
+	tokens.Messages[3].Content = "<|answer|>" + tokens.Messages[3].Content
+	tokens.SetTag(DecisionTokensTag, "on")
+	traffic := `{"name": "get_traffic_report", "description": "Get the current traffic report", "parameters": {"type": "object", "properties": {"location": {"type": "string", "description": "The city and state, e.g. Los Angeles, CA"}}, "required": ["location"]}}`
+	plain := fxRecord("fx:chat", nil, fxUser("Where is Boston?"), fxSay("In Massachusetts."))
+	plain.System = "Be brief."
+	tests := []struct {
+		name      string
+		cfg       ExportConfig
+		rec       *record.Record
+		want, not []string // in and not in the system text
+	}{{
+		name: "llama3",
+		cfg:  ExportConfig{Style: "inline", Template: "llama3"},
+		rec:  single,
+		want: []string{traffic, "<|python_tag|>", `[{"name": "function_name", "parameters": {`},
+		not:  []string{"<tool_call>", "Python call syntax", "Begin a reply"},
+	}, {
+		name: "decision with tokens",
+		cfg:  ExportConfig{Style: "inline", Surface: "decision", Template: "breeze"},
+		rec:  tokens,
+		want: []string{traffic, "blank line", "Python call syntax", "[function_name(argument=",
+			"calls functions with <|use_tool|>.", "without calling a tool with <|answer|>."},
+		not: []string{"<|python_tag|>", "<tool_call>", "<think>"},
+	}, {
+		name: "decision without tokens names none",
+		cfg:  ExportConfig{Style: "inline", Surface: "decision"},
+		rec:  single,
+		want: []string{traffic, "[function_name(argument="},
+		not:  []string{"<|use_tool|>", "<|answer|>", "Begin a reply"},
+	}, {
+		name: "tool_dc",
+		cfg:  ExportConfig{Style: "inline", Surface: "tool_dc", Template: "qwen"},
+		rec:  single,
+		want: []string{traffic, "<think></think>", "<tool_call>[function_name(argument="},
+		not:  []string{"<|python_tag|>", `"arguments"`},
+	}, {
+		name: "tool_dc to parquet",
+		cfg:  ExportConfig{Style: "inline", Surface: "tool_dc", Template: "qwen", Format: "parquet"},
+		rec:  single,
+		want: []string{traffic, "<tool_call>[function_name(argument="},
+	}}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e := buildExport(t, tt.cfg)
+			s := exportOne(t, e, tt.rec)
+			if s.toolsJSON() != "[]" {
+				t.Errorf("tools column %.80q, want []", s.toolsJSON())
+			}
+			if !strings.HasPrefix(s.System, tt.rec.System+"\n\n") {
+				t.Errorf("system text does not start with the record's: %.80q", s.System)
+			}
+			list, err := toolsJSON(tt.rec.Tools)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, w := range append(tt.want, spacedJSON(list)) {
+				if !strings.Contains(s.System, w) {
+					t.Errorf("system text lacks %q:\n%s", w, s.System)
+				}
+			}
+			for _, w := range tt.not {
+				if strings.Contains(s.System, w) {
+					t.Errorf("system text holds %q, which the surface does not use:\n%s", w, s.System)
+				}
+			}
+			v := verify.ShareGPT{Conversations: s.Conversations, Tools: s.toolsJSON(), Template: e.tpl}
+			if ps := verify.CheckShareGPT(&v); len(ps) > 0 {
+				t.Errorf("sample breaks LLaMA-Factory's rules: %v", ps)
+			}
+			if p := exportOne(t, e, plain); p.System != "Be brief." || p.toolsJSON() != "[]" {
+				t.Errorf("sample without tools: system %q, tools %q; want them as they were", p.System, p.toolsJSON())
+			}
+		})
+	}
+	// tools_placement role keeps the definitions in its tools message and
+	// the system text as it is.
+	role := buildExport(t, ExportConfig{Style: "inline", Surface: "decision", ToolsPlacement: "role"})
+	out, err := role.Process(context.Background(), single)
+	if err != nil {
+		t.Fatal(err)
+	}
+	line := string(out[0].Rendered.([]byte))
+	if !strings.Contains(line, `{"role":"tools","content":"[{\"name\": \"get_traffic_report\"`) || !strings.Contains(line, `{"role":"system","content":"You are a traffic assistant."}`) {
+		t.Errorf("role placement changed: %s", line)
+	}
+}
+
+// An export's prompt overrides the surface's system text; it must be one
+// system section naming only inlineSystem's fields, and applies to inline
+// samples with tools_placement system only.
+func TestExportInlinePrompt(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, text string) {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("ok.tmpl", "doc\n-- system --\n{{.System}}|{{.Tools}}|{{.UseToolToken}}|{{.AnswerToken}}\n")
+	write("user.tmpl", "-- user --\n{{.Tools}}\n")
+	write("two.tmpl", "-- system --\n{{.Tools}}\n-- system --\nagain\n")
+	write("field.tmpl", "-- system --\n{{.Functions}}\n")
+	build := func(cfg ExportConfig) (*exporter, error) {
+		cfg.defaults()
+		if probs := cfg.validate(); len(probs) > 0 {
+			return nil, errors.New(strings.Join(probs, "; "))
+		}
+		env := fxEnv("export", nil)
+		env.Dir = dir
+		st, err := cfg.build(env)
+		if err != nil {
+			return nil, err
+		}
+		return st.(*exporter), nil
+	}
+	e, err := build(ExportConfig{Style: "inline", Surface: "decision", Prompt: "ok.tmpl"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := fxRecord("fx:one", []record.Tool{fxTraffic}, fxUser("Traffic?"), fxCalls("get_traffic_report", `{"location":"Miami"}`))
+	r.Messages[1].Content = "<|use_tool|>"
+	r.SetTag(DecisionTokensTag, "on")
+	if got, want := exportOne(t, e, r).System, `|[{"name": "get_traffic_report", "description": "Get the current traffic report", "parameters": {"type": "object", "properties": {"location": {"type": "string", "description": "The city and state, e.g. Los Angeles, CA"}}, "required": ["location"]}}]|<|use_tool|>|`; got != want {
+		t.Errorf("system text\n got %q\nwant %q", got, want)
+	}
+	for name, wantErr := range map[string]string{"user.tmpl": "want one system section", "two.tmpl": "want one system section", "field.tmpl": "Functions"} {
+		if _, err := build(ExportConfig{Style: "inline", Prompt: name}); err == nil || !strings.Contains(err.Error(), wantErr) {
+			t.Errorf("prompt %s: error %v, want %q", name, err, wantErr)
+		}
+	}
+	for _, cfg := range []ExportConfig{{Prompt: "ok.tmpl"}, {Style: "inline", ToolsPlacement: "role", Prompt: "ok.tmpl"}} {
+		if _, err := build(cfg); err == nil || !strings.Contains(err.Error(), "prompt applies to style inline with tools_placement system only") {
+			t.Errorf("%+v: error %v", cfg, err)
+		}
+	}
+}
+
 // The tools column is what encoding/json makes of the tools, with the
 // schemas embedded as they are and no HTML escaping.
 func TestExportToolsJSON(t *testing.T) {

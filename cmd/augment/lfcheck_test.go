@@ -23,8 +23,11 @@ import (
 // template named by DIR/train_lora.yaml ("default" without one). It fails
 // on the first sample LLaMA-Factory would drop or crash on, on a
 // get_user_input call whose answer text is missing, on a sample with
-// decision tokens where an answer or a call turn lacks its token, and when
-// fewer than min samples (default 1) were found.
+// decision tokens where an answer or a call turn lacks its token, on a
+// sample whose gpt turns hold calls as text (an inline surface) while its
+// tools column lists tools (the template then renders its own tool prompt,
+// which asks for another call format), and when fewer than min samples
+// (default 1) were found.
 //
 // It is written from LLaMA-Factory's SharegptDatasetConverter,
 // FunctionFormatter, ToolFormatter and tool utils (data/converter.py,
@@ -202,6 +205,7 @@ func lfCheckSample(row map[string]json.RawMessage, msgCol, toolsCol string, tpl 
 	}
 	var turns []said
 	decision := false
+	inline := -1 // the first gpt turn holding calls as text
 	for i, m := range msgs {
 		from, ok1 := m["from"].(string)
 		value, ok2 := m["value"].(string)
@@ -250,6 +254,9 @@ func lfCheckSample(row map[string]json.RawMessage, msgCol, toolsCol string, tpl 
 				st.thoughts++
 			}
 			text = strings.TrimPrefix(value, thought)
+			if inline < 0 && lfInlineCalls(value) {
+				inline = i
+			}
 		default:
 			continue
 		}
@@ -281,9 +288,20 @@ func lfCheckSample(row map[string]json.RawMessage, msgCol, toolsCol string, tpl 
 			if err := lfTools(s, tpl); err != nil {
 				return fmt.Errorf("tools: %v", err)
 			}
+			var list []any
+			if inline >= 0 && json.Unmarshal([]byte(s), &list) == nil && len(list) > 0 {
+				return fmt.Errorf("message %d holds calls as text, yet the tools column lists %d tools: the template renders its own tool prompt, asking for its call format, not the one the targets use", inline, len(list))
+			}
 		}
 	}
 	return nil
+}
+
+// lfInlineCalls reports whether a gpt value holds calls written as text by
+// an inline surface: <|python_tag|> (llama3), <tool_call> (tool_dc), or a
+// use-tool decision token (decision).
+func lfInlineCalls(value string) bool {
+	return strings.Contains(value, "<|python_tag|>") || strings.Contains(value, "<tool_call>") || strings.HasPrefix(value, lfDecision[1])
 }
 
 // lfThought returns the thought that starts s in the template's words, or "".
@@ -507,6 +525,10 @@ func TestLFCheckFormatters(t *testing.T) {
 		{"qwen tool format does not", "qwen", lfSample(`[{"name": "w", "parameters": {"type": "object"}}]`, "human", "q", "gpt", "a"), ""},
 		{"default tool format joins enum members as strings", "default", lfSample(`[{"name": "w", "parameters": {"type": "object", "properties": {"n": {"enum": [1, 2]}}}}]`, "human", "q", "gpt", "a"), "enum"},
 		{"role order", "qwen", lfSample(tools, "human", "q", "human", "q"), "invalid role tag"},
+		{"inline llama3 calls with the tools column (the old inline export)", "llama3", lfSample(tools, "human", "q", "gpt", `<|python_tag|>[{"name": "w", "parameters": {"city": "Paris"}}]`), "renders its own tool prompt"},
+		{"inline decision calls with the tools column", "breeze", lfSample(tools, "human", "q", "gpt", `<|use_tool|>[w(city="Paris")]`), "renders its own tool prompt"},
+		{"inline tool_dc calls with the tools column", "qwen", lfSample(tools, "human", "q", "gpt", `<think></think><tool_call>[w(city="Paris")]</tool_call>`), "renders its own tool prompt"},
+		{"inline calls with an empty tools column", "qwen", lfSample("[]", "human", "q", "gpt", `<think></think><tool_call>[w(city="Paris")]</tool_call>`), ""},
 	}
 	for _, tt := range tests {
 		_, err := lfCheckDirStats(lfWriteDir(t, tt.template, tt.sample))
