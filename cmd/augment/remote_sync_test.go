@@ -133,6 +133,25 @@ func TestRemoteOutputRerunUploadsReportAndCards(t *testing.T) {
 		t.Errorf("after augment report the bucket's report.html is %.60q", got)
 	}
 
+	// A record not there is said to be missing from the prefix.
+	code, _, stderr := e2eAugment(t, dir, "show", "glaive:999", "s3://runs/r3")
+	if code != 1 || !strings.Contains(stderr, `no record "glaive:999" in any stage of s3://runs/r3`) || strings.Contains(stderr, "augment-remote-") {
+		t.Errorf("show of a missing record: exit %d\n%s", code, stderr)
+	}
+}
+
+// A store failing before the run starts (listing the prefix's leases) is
+// named as such, without the advice to resume work that was never done.
+func TestRemoteOutputUnreachableBeforeTheRun(t *testing.T) {
+	var fail atomic.Pointer[regexp.Regexp]
+	faultyS3(t, &fail)
+	dir := t.TempDir()
+	syncPipeline(t, dir, "r5")
+	fail.Store(regexp.MustCompile(`^GET /runs/\?.*prefix=r5%2F\.augment%2Flease-worker-`))
+	code, _, stderr := e2eAugment(t, dir, "run", "-quiet", "r5.yaml")
+	if code != 1 || !strings.Contains(stderr, "augment: output.dir s3://runs/r5: listing the leases of other processes") || strings.Contains(stderr, "finished work is kept") {
+		t.Errorf("exit %d\n%s", code, stderr)
+	}
 }
 
 // A run whose uploads failed leaves a complete local copy; the rerun keeps
