@@ -213,7 +213,10 @@ func (r *Runner) openMirror() error {
 	if err := r.lockPrefix(m); err != nil { // workers_remote.go
 		m.Discard()
 		local.Close()
-		return err
+		if errors.As(err, new(*BusyError)) {
+			return err
+		}
+		return fmt.Errorf("output.dir %s: %w", r.p.Output.Dir, err)
 	}
 	r.mirror, r.mirrorRoot = m, local
 	// The marker first: a prefix with other objects and no marker is

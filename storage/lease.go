@@ -107,7 +107,7 @@ func (m *Mirror) Lock(ctx context.Context, name string, conflicts ...string) err
 		for obj, err := range m.s.list(lctx, m.loc.Bucket, m.object(leasePrefix+c), 0) {
 			if err != nil {
 				l.release()
-				return err
+				return fmt.Errorf("listing the leases of other processes (%s*): %w", leasePrefix+c, err)
 			}
 			if obj.Key == l.key {
 				continue

@@ -1,13 +1,16 @@
 package storage
 
 import (
+	"bytes"
 	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
 	"log/slog"
+	"maps"
 	"os"
 	"path"
 	"slices"
@@ -22,9 +25,15 @@ import (
 // prefix a copy of it:
 //
 //   - Pull, before the run, fetches what the prefix holds and the local
-//     copy lacks (a run resumed on another machine starts from the
-//     prefix), then uploads what the local copy holds and the prefix lacks
-//     (files committed by a run killed before it could upload them).
+//     copy lacks or holds otherwise (a run resumed on another machine
+//     starts from the prefix), then uploads what the local copy holds and
+//     the prefix lacks or holds at an older version (files committed by a
+//     run killed, or failing to upload, before they went up). Which of two
+//     versions is newer is told by the local copy's record of what it
+//     uploaded and fetched (syncLogName): a local file that differs from
+//     an object still at the version the copy last had in step with it is
+//     newer; any other difference is the prefix's to decide (another
+//     machine wrote it since, or the copy has no record).
 //   - During the run, every file committed through the output's Root is
 //     uploaded and every removal deleted, in commit order: uploads run in
 //     parallel, but a manifest.json waits for every upload before it and
@@ -34,8 +43,10 @@ import (
 //     Each object is written whole by one PUT (or a multipart, resumable or
 //     block upload completed at once: see blobStore.put), so a shard
 //     appears whole or not at all.
-//   - Close, after the run, uploads what is still out of step (the request
-//     cache, closed by then, and anything a failed upload left behind).
+//   - Close, after the run, uploads what is still out of step: the request
+//     cache, closed by then, anything a failed upload left behind, and any
+//     file rewritten since it was last in step by a writer the Root does
+//     not see (report.html and the dataset cards are written that way).
 //
 // The local lock file and Hub downloads (cache/sources/) are not mirrored.
 
@@ -66,12 +77,27 @@ type Mirror struct {
 	closed bool         // under sendMu
 
 	mu     sync.Mutex
-	synced map[string]string // local names known equal to their object, with its ETag ("" when unknown)
-	err    error             // the first failure
+	synced map[string]syncState // local names known equal to their object
+	err    error                // the first failure
+	record *os.File             // the open syncLogName, once Pull has opened it
+	noted  map[string]string    // what the record says of each name
 
 	snapping sync.Map // names with a Snapshot queued or running
 	snapped  sync.Map // name → snapTimes of its last Snapshot
 	lease    *Lease   // held while the mirror writes (Lock)
+}
+
+// A syncState is what a mirror knows of a local file equal to its object.
+type syncState struct {
+	etag string      // the object's ETag ("" when unknown)
+	file fs.FileInfo // the local file as it was then
+}
+
+// current reports whether the local file, as fi describes it now, is
+// still the one that was in step: the same file (a commit replaces a file
+// by renaming another over it), size and modification time.
+func (st syncState) current(fi fs.FileInfo) bool {
+	return st.file != nil && os.SameFile(st.file, fi) && st.file.Size() == fi.Size() && st.file.ModTime().Equal(fi.ModTime())
 }
 
 type mirrorOp struct {
@@ -118,11 +144,11 @@ func (m *Mirror) object(name string) string {
 
 // mirrored reports whether a local name belongs in the prefix: not the
 // local lock files (.augment/lock, .augment/lock-worker-…), the leases
-// that stand for them in the prefix (lease.go), Hub downloads or
-// temporary files.
+// that stand for them in the prefix (lease.go), the local copy's record
+// of what it has in step (syncLogName), Hub downloads or temporary files.
 func mirrored(name string) bool {
 	base := path.Base(name)
-	return !strings.HasPrefix(name, ".augment/lock") && !strings.HasPrefix(name, leasePrefix) &&
+	return !strings.HasPrefix(name, ".augment/lock") && !strings.HasPrefix(name, leasePrefix) && name != syncLogName &&
 		!strings.HasPrefix(name, "cache/sources/") && name != "cache/sources" &&
 		!strings.HasPrefix(base, ".tmp-")
 }
@@ -186,13 +212,16 @@ func (o *Opener) NewMirror(loc Location, local *os.Root) (*Mirror, error) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	m := &Mirror{s: s, loc: loc, local: local, log: o.o.Log, ctx: ctx, cancel: cancel,
-		ops: make(chan mirrorOp, 1024), done: make(chan struct{}), synced: map[string]string{}}
+		ops: make(chan mirrorOp, 1024), done: make(chan struct{}), synced: map[string]syncState{}}
 	go m.run()
 	return m, nil
 }
 
-// Pull makes the local directory hold what the prefix holds, then queues
-// the uploads of what the prefix lacks (data files before manifests).
+// Pull makes the local directory hold what the prefix holds, except the
+// local files newer than their objects (see above), then queues the
+// uploads of what the prefix lacks or holds at an older version (data
+// files before manifests). From here on the mirror keeps its record of
+// what it has in step.
 func (m *Mirror) Pull(ctx context.Context) error {
 	remote := map[string]blobObject{}
 	prefix := m.object("")
@@ -206,18 +235,29 @@ func (m *Mirror) Pull(ctx context.Context) error {
 		}
 		remote[name] = obj
 	}
-	fetched := 0
+	had, err := m.openRecord(remote)
+	if err != nil {
+		return err
+	}
+	fetched, newer := 0, 0
 	for _, name := range slices.Sorted(mapKeys(remote)) {
 		obj := remote[name]
-		same, err := m.sameAsLocal(name, obj)
+		fi, same, err := m.sameAsLocal(name, obj)
 		if err != nil {
 			return err
 		}
 		if same {
-			m.markSynced(name, obj.ETag)
+			m.markSynced(name, obj.ETag, fi)
 			continue
 		}
-		if path.Base(name) == cacheDBName && m.exists(name) {
+		if fi != nil && had[name] != "" && had[name] == strings.Trim(obj.ETag, `"`) {
+			// The object is still the version this copy last had in
+			// step: the local file was committed after it and has not
+			// gone up (a failed upload, a killed run). It goes up now.
+			newer++
+			continue
+		}
+		if path.Base(name) == cacheDBName && fi != nil {
 			// Both hold answers: the local cache file is kept, the
 			// object joins it as a segment of its own (looked up, never
 			// written), so no answer paid for is lost either way. It is
@@ -225,24 +265,27 @@ func (m *Mirror) Pull(ctx context.Context) error {
 			// by its ETag (S3 multipart), never by a GCS generation's
 			// leading digits, which two versions may share.
 			name = fmt.Sprintf("cache/segments/pulled-%.12s/%s", cmp.Or(obj.MD5, strings.Trim(obj.ETag, `"`)), cacheDBName)
-			if same, err := m.sameAsLocal(name, obj); err != nil || same {
+			if _, same, err := m.sameAsLocal(name, obj); err != nil || same {
 				continue
 			}
-			if _, err := m.download(ctx, name, obj); err != nil {
+			if _, _, err := m.download(ctx, name, obj); err != nil {
 				return fmt.Errorf("%s: %w", m.loc.Bucket+"/"+obj.Key, err)
 			}
 			fetched++
 			continue // not synced: it goes up under its own name
 		}
-		got, err := m.download(ctx, name, obj)
+		got, fi, err := m.download(ctx, name, obj)
 		if err != nil {
 			return fmt.Errorf("%s: %w", m.loc.Bucket+"/"+obj.Key, err)
 		}
-		m.markSynced(name, got.ETag)
+		m.markSynced(name, got.ETag, fi)
 		fetched++
 	}
 	if fetched > 0 {
 		m.log.Info("output pulled from object storage", "dir", m.String(), "files", fetched)
+	}
+	if newer > 0 {
+		m.log.Info("output: local files newer than their objects go up", "dir", m.String(), "files", newer)
 	}
 	return m.catchUp(false)
 }
@@ -254,6 +297,94 @@ const cacheDBName = "llm-cache.db"
 func (m *Mirror) exists(name string) bool {
 	_, err := m.local.Stat(name)
 	return err == nil
+}
+
+// syncLogName is the local copy's record of what it had in step with the
+// prefix, kept from run to run (not mirrored): JSON Lines of
+// {"name","etag"}, each saying that the local file name was, when the
+// line was written, the bytes of its object at that ETag; an empty etag
+// forgets the name (its object was deleted). The last line of a name
+// holds. The record only ever makes a local file win over an object it
+// is newer than: a line lost (a crash before it was written, a damaged
+// last line) leaves the prefix to decide, as with no record at all.
+const syncLogName = ".augment/mirrored.jsonl"
+
+type syncLine struct {
+	Name string `json:"name"`
+	ETag string `json:"etag"`
+}
+
+// openRecord reads the record of an earlier run, rewrites it without the
+// lines later ones replaced and the names the prefix no longer holds, and
+// keeps it open to add to. It returns the ETag each name had in step.
+func (m *Mirror) openRecord(remote map[string]blobObject) (map[string]string, error) {
+	had := map[string]string{}
+	b, err := m.local.ReadFile(syncLogName)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return nil, err
+	}
+	for line := range strings.Lines(string(b)) {
+		var l syncLine
+		if json.Unmarshal([]byte(line), &l) != nil || l.Name == "" {
+			continue // a line cut short by a crash
+		}
+		if _, ok := remote[l.Name]; !ok || l.ETag == "" {
+			delete(had, l.Name)
+		} else {
+			had[l.Name] = l.ETag
+		}
+	}
+	var out bytes.Buffer
+	for _, name := range slices.Sorted(mapKeys(had)) {
+		line, _ := json.Marshal(syncLine{name, had[name]})
+		out.Write(append(line, '\n'))
+	}
+	if err := m.local.MkdirAll(path.Dir(syncLogName), 0o755); err != nil {
+		return nil, err
+	}
+	tmp := path.Join(path.Dir(syncLogName), ".tmp-"+path.Base(syncLogName)+"-"+randomName()[:16])
+	if err := m.local.WriteFile(tmp, out.Bytes(), 0o644); err != nil {
+		return nil, err
+	}
+	if err := m.local.Rename(tmp, syncLogName); err != nil {
+		m.local.Remove(tmp)
+		return nil, err
+	}
+	f, err := m.local.OpenFile(syncLogName, os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		return nil, err
+	}
+	m.mu.Lock()
+	m.record, m.noted = f, maps.Clone(had)
+	m.mu.Unlock()
+	return had, nil
+}
+
+// note adds a line to the record (under m.mu). A failed write is only
+// logged: the record then leaves the prefix to decide (see syncLogName).
+func (m *Mirror) note(name, etag string) {
+	if m.record == nil || m.noted[name] == etag {
+		return
+	}
+	if etag == "" {
+		delete(m.noted, name)
+	} else {
+		m.noted[name] = etag
+	}
+	line, _ := json.Marshal(syncLine{name, etag})
+	if _, err := m.record.Write(append(line, '\n')); err != nil {
+		m.log.Warn("object storage mirror: the record of what is in step was not written", "file", syncLogName, "error", err)
+		m.record.Close()
+		m.record = nil
+	}
+}
+
+// closeRecord closes the record (under m.mu).
+func (m *Mirror) closeRecord() {
+	if m.record != nil {
+		m.record.Close()
+		m.record = nil
+	}
 }
 
 // Fetch brings into the local directory what other processes sharing the
@@ -289,26 +420,26 @@ func (m *Mirror) Fetch(ctx context.Context, dir string, keep func(name string) b
 	for _, obj := range append(data, manifests...) {
 		name := strings.TrimPrefix(obj.Key, prefix)
 		m.mu.Lock()
-		etag, synced := m.synced[name]
+		st, synced := m.synced[name]
 		m.mu.Unlock()
 		switch {
-		case synced && etag == strings.Trim(obj.ETag, `"`):
+		case synced && st.etag == strings.Trim(obj.ETag, `"`):
 			continue // the same object as the local file
 		case !synced && m.exists(name):
 			continue // committed here, not uploaded yet: ours wins
 		}
-		got, err := m.download(ctx, name, obj)
+		got, fi, err := m.download(ctx, name, obj)
 		if err != nil {
 			return fmt.Errorf("%s: %w", m.loc.Bucket+"/"+obj.Key, err)
 		}
-		m.markSynced(name, got.ETag)
+		m.markSynced(name, got.ETag, fi)
 	}
 	return nil
 }
 
 // catchUp queues an upload of every local file not known to be in step,
-// manifests last. The request cache is left out unless withCache: it may
-// be open.
+// manifests last: never in step, or rewritten since. The request cache is
+// left out unless withCache: it may be open.
 func (m *Mirror) catchUp(withCache bool) error {
 	var data, manifests []string
 	err := fs.WalkDir(m.local.FS(), ".", func(p string, d fs.DirEntry, err error) error {
@@ -321,7 +452,17 @@ func (m *Mirror) catchUp(withCache bool) error {
 			}
 			return nil
 		}
-		if !d.Type().IsRegular() || !mirrored(p) || m.isSynced(p) {
+		if !d.Type().IsRegular() || !mirrored(p) {
+			return nil
+		}
+		fi, err := d.Info()
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil // removed since; its removal is queued
+		}
+		if err != nil {
+			return err
+		}
+		if m.inStep(p, fi) {
 			return nil
 		}
 		if isManifest(p) {
@@ -351,21 +492,26 @@ func mapKeys[V any](m map[string]V) func(func(string) bool) {
 }
 
 // sameAsLocal reports whether the local file name has the object's size
-// and content hash (blobStore.same).
-func (m *Mirror) sameAsLocal(name string, obj blobObject) (bool, error) {
+// and content hash (blobStore.same), and describes the local file (nil
+// when there is none).
+func (m *Mirror) sameAsLocal(name string, obj blobObject) (fs.FileInfo, bool, error) {
 	f, err := m.local.Open(name)
 	if errors.Is(err, fs.ErrNotExist) {
-		return false, nil
+		return nil, false, nil
 	}
 	if err != nil {
-		return false, err
+		return nil, false, err
 	}
 	defer f.Close()
 	fi, err := f.Stat()
-	if err != nil || !fi.Mode().IsRegular() || fi.Size() != obj.Size {
-		return false, err
+	if err != nil {
+		return nil, false, err
 	}
-	return m.s.same(f, obj)
+	if !fi.Mode().IsRegular() || fi.Size() != obj.Size {
+		return fi, false, nil
+	}
+	same, err := m.s.same(f, obj)
+	return fi, same, err
 }
 
 // download writes an object into the local directory, atomically, and
@@ -374,20 +520,20 @@ func (m *Mirror) sameAsLocal(name string, obj blobObject) (bool, error) {
 // what is written is the version the GET returned (blobStore.get),
 // checked against that version's size and content hash (blobStore.same:
 // the MD5 the store states, or S3's multipart ETag for the part sizes
-// uploads use).
-func (m *Mirror) download(ctx context.Context, name string, obj blobObject) (blobObject, error) {
+// uploads use). fi describes the local file written.
+func (m *Mirror) download(ctx context.Context, name string, obj blobObject) (got blobObject, fi fs.FileInfo, err error) {
 	if err := m.local.MkdirAll(path.Dir(name), 0o755); err != nil {
-		return blobObject{}, err
+		return blobObject{}, nil, err
 	}
 	body, got, err := m.s.get(ctx, Location{Kind: m.loc.Kind, Bucket: m.loc.Bucket, Key: obj.Key})
 	if err != nil {
-		return blobObject{}, err
+		return blobObject{}, nil, err
 	}
 	defer body.Close()
 	tmp := path.Join(path.Dir(name), ".tmp-"+path.Base(name)+"-"+randomName()[:16])
 	f, err := m.local.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644)
 	if err != nil {
-		return blobObject{}, err
+		return blobObject{}, nil, err
 	}
 	n, err := io.Copy(f, body)
 	if err == nil && n != got.Size {
@@ -399,6 +545,9 @@ func (m *Mirror) download(ctx context.Context, name string, obj blobObject) (blo
 	if err == nil {
 		err = f.Sync()
 	}
+	if err == nil {
+		fi, err = f.Stat() // a rename keeps what a syncState compares
+	}
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
@@ -407,8 +556,9 @@ func (m *Mirror) download(ctx context.Context, name string, obj blobObject) (blo
 	}
 	if err != nil {
 		m.local.Remove(tmp)
+		return got, nil, err
 	}
-	return got, err
+	return got, fi, nil
 }
 
 // check compares the bytes of f with the content hash of obj: a
@@ -430,11 +580,16 @@ func (m *Mirror) check(f *os.File, obj blobObject) error {
 	return nil
 }
 
-// markSynced records that the local file name is the object with etag.
-func (m *Mirror) markSynced(name, etag string) {
+// markSynced records that the local file name, as fi describes it, is
+// the object with etag.
+func (m *Mirror) markSynced(name, etag string, fi fs.FileInfo) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.synced[name] = strings.Trim(etag, `"`)
+	etag = strings.Trim(etag, `"`)
+	m.synced[name] = syncState{etag: etag, file: fi}
+	if etag != "" {
+		m.note(name, etag)
+	}
 }
 
 func (m *Mirror) unsync(name string) {
@@ -443,11 +598,27 @@ func (m *Mirror) unsync(name string) {
 	delete(m.synced, name)
 }
 
-func (m *Mirror) isSynced(name string) bool {
+// forget drops what is known of name and everything below it (its
+// objects were deleted).
+func (m *Mirror) forget(name string) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	_, ok := m.synced[name]
-	return ok
+	below := func(n string) bool { return n == name || strings.HasPrefix(n, name+"/") }
+	maps.DeleteFunc(m.synced, func(n string, _ syncState) bool { return below(n) })
+	for n := range m.noted {
+		if below(n) {
+			m.note(n, "")
+		}
+	}
+}
+
+// inStep reports whether the local file name, as fi describes it, is
+// known to be its object.
+func (m *Mirror) inStep(name string, fi fs.FileInfo) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	st, ok := m.synced[name]
+	return ok && st.current(fi)
 }
 
 // Committed queues the upload of name (atomicfs.Observer).
@@ -570,7 +741,7 @@ func (m *Mirror) upload(name string) error {
 	if err != nil {
 		return err
 	}
-	m.markSynced(name, obj.ETag)
+	m.markSynced(name, obj.ETag, fi)
 	return nil
 }
 
@@ -656,6 +827,7 @@ func (m *Mirror) remove(name string) error {
 			return err
 		}
 	}
+	m.forget(name)
 	return nil
 }
 
@@ -677,6 +849,7 @@ func (m *Mirror) Close() error {
 	m.cancel()
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	m.closeRecord()
 	m.log.Info("output mirrored to object storage", "dir", m.String(), "seconds", fmt.Sprintf("%.1f", time.Since(start).Seconds()))
 	return errors.Join(err, m.err)
 }
@@ -695,6 +868,9 @@ func (m *Mirror) Discard() {
 	m.sendMu.Unlock()
 	<-m.done
 	m.cancel()
+	m.mu.Lock()
+	m.closeRecord()
+	m.mu.Unlock()
 }
 
 // String is the prefix as a URL.

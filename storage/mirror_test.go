@@ -75,6 +75,8 @@ func storeFiles(t *testing.T, o *Opener, at Location) map[string]string {
 	return out
 }
 
+// localFiles reads every file of dir but the mirror's record (not part of
+// the output).
 func localFiles(t *testing.T, dir string) map[string]string {
 	t.Helper()
 	out := map[string]string{}
@@ -83,6 +85,9 @@ func localFiles(t *testing.T, dir string) map[string]string {
 			return err
 		}
 		rel, _ := filepath.Rel(dir, p)
+		if filepath.ToSlash(rel) == syncLogName {
+			return nil
+		}
 		b, _ := os.ReadFile(p)
 		out[filepath.ToSlash(rel)] = string(b)
 		return nil
@@ -430,5 +435,151 @@ func TestCheckOutputErrors(t *testing.T) {
 		if err == nil || errors.As(err, &auth) != tc.auth || tc.auth && !strings.Contains(err.Error(), "AWS_ACCESS_KEY_ID") {
 			t.Errorf("HTTP %d: %v (auth error %v)", tc.status, err, tc.auth)
 		}
+	}
+}
+
+// writeOutside replaces a local file the way report.html and the dataset
+// cards are written: atomically, through a Root the mirror does not
+// observe.
+func writeOutside(t *testing.T, dir, name, content string) {
+	t.Helper()
+	root, err := atomicfs.OpenRoot(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer root.Close()
+	if _, err := root.WriteFile(name, []byte(content)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// puts lists the objects rec saw PUT, in order.
+func (r *recorder) puts() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []string
+	for _, q := range r.reqs {
+		if q.method == "PUT" {
+			out = append(out, q.path)
+		}
+	}
+	return out
+}
+
+// A file rewritten after it was in step, by a writer the mirror does not
+// observe, goes up at Close, even at its old size: after a Pull (a run
+// writing its report) and after a Fetch (augment report on a prefix). A
+// file still in step is not uploaded again.
+func TestMirrorUploadsFilesRewrittenOutsideTheRoot(t *testing.T) {
+	_, o, _ := s3Server(t)
+	rec := &recorder{base: o.o.Transport}
+	o = New(Options{S3: o.o.S3, Transport: rec, Getenv: func(string) string { return "" }})
+	dir := t.TempDir()
+	m, root := mirrorOf(t, o, dir, "s3://data/r")
+	root.WriteFile("report.html", []byte("run 1"))
+	root.Sub("02-export").WriteFile("README.md", []byte("num_examples: 9"))
+	root.Sub("02-export").WriteFile("part-0.jsonl", []byte("{}"))
+	if err := m.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	m, _ = mirrorOf(t, o, dir, "s3://data/r") // the rerun
+	writeOutside(t, dir, "report.html", "run 2")
+	writeOutside(t, dir, "02-export/README.md", "num_examples: 7")
+	before := len(rec.puts())
+	if err := m.Close(); err != nil {
+		t.Fatal(err)
+	}
+	got := bucketFiles(t, o, "r/")
+	if got["report.html"] != "run 2" || got["02-export/README.md"] != "num_examples: 7" {
+		t.Errorf("after the rerun the bucket holds %q", got)
+	}
+	if puts := rec.puts()[before:]; len(puts) != 2 {
+		t.Errorf("the rerun's Close uploaded %q, want the two rewritten files only", puts)
+	}
+
+	// augment report on the prefix: a temporary copy, fetched, rewritten.
+	tmp := t.TempDir()
+	local, err := os.OpenRoot(tmp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer local.Close()
+	loc, _, _ := OutputLocation("s3://data/r")
+	rm, err := o.NewMirror(loc, local)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := rm.Fetch(t.Context(), "", nil); err != nil {
+		t.Fatal(err)
+	}
+	writeOutside(t, tmp, "report.html", "rep 3")
+	if err := rm.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if got := bucketFiles(t, o, "r/"); got["report.html"] != "rep 3" {
+		t.Errorf("after the report command the bucket's report.html is %q", got["report.html"])
+	}
+}
+
+// A local file newer than its object (committed after the version the
+// copy last had in step, never uploaded: a failed upload, a killed run)
+// is kept by the next Pull and goes up; an object another machine
+// replaced since is fetched over the local file as before.
+func TestMirrorPullKeepsNewerLocalFiles(t *testing.T) {
+	_, o, _ := s3Server(t)
+	ref := &refuser{base: o.o.Transport}
+	o = New(Options{S3: o.o.S3, Transport: ref, Getenv: func(string) string { return "" }})
+	dir := t.TempDir()
+	m, root := mirrorOf(t, o, dir, "s3://data/n")
+	st := root.Sub("01-x")
+	st.WriteFile("manifest.json", []byte(`{"shards":0}`)) // the stage starts
+	m.flush()
+	ref.on.Store(true) // an upload fails: the rest stays local
+	st.WriteFile("part-0.parquet", []byte("p0"))
+	st.WriteFile("manifest.json", []byte(`{"shards":1}`))
+	if err := m.Close(); err == nil {
+		t.Fatal("Close after a refused upload: no error")
+	}
+	ref.on.Store(false)
+
+	m, _ = mirrorOf(t, o, dir, "s3://data/n") // the rerun
+	if got := localFiles(t, dir)["01-x/manifest.json"]; got != `{"shards":1}` {
+		t.Fatalf("the rerun's pull left the local manifest %s", got)
+	}
+	// Killed while uploads lag: a manifest committed, not uploaded.
+	m.flush()
+	os.WriteFile(filepath.Join(dir, "01-x", "part-1.parquet"), []byte("p1"), 0o644)
+	os.WriteFile(filepath.Join(dir, "01-x", "manifest.json"), []byte(`{"shards":2}`), 0o644)
+	m.Discard()
+
+	m, _ = mirrorOf(t, o, dir, "s3://data/n")
+	if err := m.Close(); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{"01-x/manifest.json": `{"shards":2}`, "01-x/part-0.parquet": "p0", "01-x/part-1.parquet": "p1"}
+	for _, got := range []map[string]string{localFiles(t, dir), bucketFiles(t, o, "n/")} {
+		for name, w := range want {
+			if got[name] != w {
+				t.Errorf("%s holds %q, want %q", name, got[name], w)
+			}
+		}
+	}
+
+	// Another machine moves the prefix on; this copy, which has a newer
+	// local file too, takes the prefix's.
+	other := t.TempDir()
+	m2, root2 := mirrorOf(t, o, other, "s3://data/n")
+	root2.Sub("01-x").WriteFile("manifest.json", []byte(`{"shards":3}`))
+	if err := m2.Close(); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(dir, "01-x", "manifest.json"), []byte(`{"shards":-1}`), 0o644)
+	m, _ = mirrorOf(t, o, dir, "s3://data/n")
+	if err := m.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if got := localFiles(t, dir)["01-x/manifest.json"]; got != `{"shards":3}` {
+		t.Errorf("the stale copy kept its manifest %s over the prefix's", got)
 	}
 }

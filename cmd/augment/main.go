@@ -158,13 +158,22 @@ type workSaved struct{ err error }
 func (e *workSaved) Error() string { return e.err.Error() }
 func (e *workSaved) Unwrap() error { return e.err }
 
-// savesWork marks err, when there is one, as workSaved.
+// savesWork marks err, when there is one and the command got as far as
+// doing work, as workSaved.
 func savesWork(err error) error {
-	if err == nil {
-		return nil
+	if err == nil || errors.As(err, new(*notStarted)) {
+		return err
 	}
 	return &workSaved{err}
 }
+
+// notStarted marks the error of a run or merge that stopped before it ran
+// anything (the output or the teacher could not be opened): there is
+// nothing of its own to resume.
+type notStarted struct{ err error }
+
+func (e *notStarted) Error() string { return e.err.Error() }
+func (e *notStarted) Unwrap() error { return e.err }
 
 func exitCode(ctx context.Context, err error) int {
 	var cfgErr *stages.ConfigError
@@ -367,7 +376,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		if metrics != nil {
 			metrics.Close()
 		}
-		return err
+		return &notStarted{err}
 	}
 	if metrics != nil {
 		defer serveMetrics(metrics, r.MetricsHandler(), stderr)()

@@ -71,7 +71,7 @@ func cmdMerge(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	r, err := stages.NewRunner(p, o)
 	if err != nil {
-		return err
+		return &notStarted{err}
 	}
 	rep, err := r.Run(ctx)
 	if cerr := r.Close(); err == nil {

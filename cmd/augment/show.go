@@ -14,7 +14,7 @@ import (
 
 // cmdShow prints one record's journey through the stages, one record as a
 // stage holds it, or the records of a stage whose tags match.
-func cmdShow(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+func cmdShow(ctx context.Context, args []string, stdout, stderr io.Writer) (err error) {
 	fs := newFlags("show", stderr, "[-stage S] [-tag key=value …] [-n N] [-json] [ID] out")
 	stage := fs.String("stage", "", "show the record as this stage holds it (dir, name or number), not its journey")
 	asJSON := fs.Bool("json", false, "write JSON (for scripts): the journey as one object; with -stage, JSON Lines (a record a line)")
@@ -53,9 +53,10 @@ func cmdShow(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return err
 	}
 	defer rd.close(false)
+	defer func() { err = rd.err(err) }() // errors name the prefix the user gave, not the local copy
 	run, err := report.Load(rd.Dir)
 	if err != nil {
-		return rd.err(err)
+		return err
 	}
 	stdout, flush := rd.output(stdout)
 	defer flush()
