@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -435,11 +436,36 @@ func TestSampleQuotaCounts(t *testing.T) {
 
 // A planner's manifest times its whole stage, the read of its whole input
 // for the plan included: the plan file is written after the stage started
-// (the read took 37 s of a run in no manifest's seconds).
+// (the read took 37 s of a run in no manifest's seconds). The input is large
+// enough that its read takes longer than a file time's granularity (a clock
+// tick: the plan's mtime may be up to one tick earlier than the write).
 func TestPlannerTimeIsTheStages(t *testing.T) {
-	path := demoPipeline(t, demoStages)
+	b, err := os.ReadFile("../testdata/demo/dumps/xlam.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rows []map[string]any
+	if err := json.Unmarshal(b, &rows); err != nil {
+		t.Fatal(err)
+	}
+	var dump bytes.Buffer
+	for i := range 20000 {
+		row := maps.Clone(rows[i%len(rows)])
+		row["id"] = i
+		line, _ := json.Marshal(row)
+		dump.Write(append(line, '\n'))
+	}
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "xlam.jsonl"), dump.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "pipeline.yaml")
+	y := "seed: 7\noutput: {dir: out, shard_size: 5000}\nsources:\n  - {name: xlam, path: xlam.jsonl, format: xlam}\nstages:\n  - sample: {quotas: [{}]}\n"
+	if err := os.WriteFile(path, []byte(y), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	runPipeline(t, path)
-	out := filepath.Join(filepath.Dir(path), "out")
+	out := filepath.Join(dir, "out")
 	m := readManifest(t, out, "01-sample")
 	fi, err := os.Stat(filepath.Join(out, "01-sample", "plan.bin"))
 	if err != nil {
