@@ -149,8 +149,11 @@ func (c *ExportConfig) defaults() {
 // empty tools column and the tool definitions with the surface's call
 // format in the system text: LLaMA-Factory rendered its template's own
 // tool prompt from the column, asking for a call format the targets do not
-// use.
-func (c *ExportConfig) version() int { return 6 }
+// use. 7: train_lora.yaml's cutoff_len covers the samples as
+// LLaMA-Factory renders them for the template (tool prose and wrapped,
+// indented tools, default system prompt, framing), not verify's count of
+// the record, which it undercut by up to 3.5×.
+func (c *ExportConfig) version() int { return 7 }
 
 func (c *ExportConfig) validate() []string {
 	var probs []string
@@ -314,8 +317,10 @@ func (s *sample) spliced() bool {
 const (
 	// CounterStandIn counts samples holding offline-teacher output.
 	CounterStandIn = "standin_samples"
-	// counterCutoff + "<n>" counts samples whose measured tokens (the verify
-	// stage's tokens tag) with a quarter of margin fit in n, a power of two.
+	// counterCutoff + "<n>" counts measured samples (the verify stage's
+	// tokens tag) whose length as LLaMA-Factory renders them for the
+	// template (renderedTokens; the tag when that is more) with a quarter
+	// of margin fits in n, a power of two.
 	counterCutoff = "cutoff_len_"
 	// counterToken + "<token>" counts samples with that decision token.
 	counterToken = "special_token_"
@@ -386,7 +391,7 @@ func (e *exporter) process(ctx context.Context, r *record.Record, checked bool) 
 	}
 	if tag := r.Tag("tokens"); tag != "" { // (Atoi allocates its error)
 		if n, err := strconv.Atoi(tag); err == nil && n > 0 {
-			Count(ctx, counterCutoff+strconv.Itoa(cutoffFor(n)), 1)
+			Count(ctx, counterCutoff+strconv.Itoa(cutoffFor(max(n, e.renderedTokens(s)))), 1)
 		}
 	}
 	e.countDecisionTokens(ctx, r)
@@ -519,14 +524,37 @@ func offlineStage(r *record.Record) string {
 }
 
 // cutoffFor is the smallest power of two, at least 1024, that holds n
-// tokens and a quarter more (verify counts o200k tokens and no template
-// framing; the trained model's tokenizer differs by 10–20 %).
+// tokens and a quarter more (n counts o200k tokens; the trained model's
+// tokenizer differs by 10–20 %).
 func cutoffFor(n int) int {
 	c := 1024
 	for c < n+n/4 {
 		c *= 2
 	}
 	return c
+}
+
+// renderedTokens is how many o200k tokens LLaMA-Factory's rendering of s
+// for the template holds (verify.LFTemplate.SampleTokens): the template's
+// framing and default system prompt, the tool format's prose and its
+// rendering of each tool and call, and every turn's text. It is counted
+// only for measured samples (a tokens tag): counting the whole sample
+// costs several times the rest of the export. Each tool's count is
+// remembered with its text.
+func (e *exporter) renderedTokens(s *sample) int {
+	if s.Tools == "[]" { // inline samples: the definitions are in the system text
+		return e.tpl.SampleTokens(s.System, false, 0, s.Conversations)
+	}
+	tools := 0
+	for _, tt := range s.tools {
+		n := tt.lfTokens.Load() - 1
+		if n < 0 {
+			n = int64(e.tpl.ToolTokens(tt.obj))
+			tt.lfTokens.Store(n + 1)
+		}
+		tools += int(n)
+	}
+	return e.tpl.SampleTokens(s.System, len(s.tools) > 0, tools, s.Conversations)
 }
 
 // decisionToken is the <|…|> token that starts s, "" for none.
@@ -1156,6 +1184,9 @@ type toolText struct {
 	// quoted and params instead.
 	spaced []byte
 	params string
+	// lfTokens is 1 + the template's ToolTokens of obj once a measured
+	// sample counted it (renderedTokens), else 0.
+	lfTokens atomic.Int64
 }
 
 // A toolMemo remembers the toolText of each distinct tool, up to

@@ -14,6 +14,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -729,11 +730,27 @@ func withCounters() (context.Context, *counters) {
 }
 
 // BenchmarkExportProcess renders and checks real records (../shared/data)
-// for a template with the default tool format and for qwen3 with thoughts.
+// for a template with the default tool format and for qwen3 with thoughts,
+// and, as measured/llama3, the same records with verify's tokens tag, for
+// which the export counts the samples as LLaMA-Factory renders them.
 func BenchmarkExportProcess(b *testing.B) {
-	recs := fxSharedRecords(b)
-	for _, cfg := range []ExportConfig{{Template: "default"}, {Template: "qwen3", Thoughts: true}} {
-		b.Run(cfg.Template, func(b *testing.B) {
+	unmeasured := fxSharedRecords(b)
+	measured := make([]*record.Record, len(unmeasured))
+	for i, r := range unmeasured {
+		measured[i] = r.Clone()
+		measured[i].SetTag("tokens", strconv.Itoa(verify.RecordTokens(r)))
+	}
+	for _, c := range []struct {
+		name string
+		cfg  ExportConfig
+		recs []*record.Record
+	}{
+		{"default", ExportConfig{Template: "default"}, unmeasured},
+		{"qwen3", ExportConfig{Template: "qwen3", Thoughts: true}, unmeasured},
+		{"measured/llama3", ExportConfig{Template: "llama3"}, measured},
+	} {
+		cfg, recs := c.cfg, c.recs
+		b.Run(c.name, func(b *testing.B) {
 			cfg.defaults()
 			st, err := cfg.build(fxEnv("export", nil))
 			if err != nil {

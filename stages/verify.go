@@ -72,7 +72,8 @@ type VerifyConfig struct {
 	// Tokenizer is the student model's Hugging Face tokenizer.json (a
 	// byte-level BPE: Llama 3.x, Qwen 2.5/3), relative to pipeline.yaml;
 	// when set, tokens are counted with it (verify.StudentTokens) instead of
-	// o200k, so max_tokens matches the trainer's cutoff_len.
+	// o200k. Either count is of the record's texts, not of LLaMA-Factory's
+	// rendering, which is longer (see the export's cutoff_len).
 	Tokenizer string `yaml:"tokenizer" json:"tokenizer,omitempty"`
 	// ChatTemplate is the framing counted with Tokenizer: llama3, chatml
 	// (Qwen) or none (default).

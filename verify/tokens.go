@@ -326,9 +326,10 @@ const (
 // a compact JSON list of {"name", "description", "parameters"}; an assistant
 // turn's text is its reasoning, content and each call as compact JSON
 // {"name", "arguments"}; a tool turn's text is its results' contents; the
-// reply primer adds tokensReply. Template-specific wrappers (Llama 3's
-// tool preamble, Qwen's <tool_call> tags) are not counted, so the figure is
-// a slight underestimate for those templates.
+// reply primer adds tokensReply. Template-specific text (a tool format's
+// prose, tools wrapped and indented, default system prompts, <tool_call>
+// tags) is not counted: LLaMA-Factory's rendering of a sample is often half
+// as long again (LFTemplate.SampleTokens counts it).
 func RecordTokens(r *record.Record) int {
 	return recordTokens(r, Tokens, func(r *record.Record) int { return Tokens(systemText(r)) },
 		func(c *record.Call) int { return Tokens(callJSON(*c)) })
