@@ -1,12 +1,18 @@
 package stages
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
 
+	"github.com/augmentdata/augment/stages/contract"
 	"github.com/augmentdata/augment/stages/record"
 	"github.com/augmentdata/augment/verify"
 )
@@ -37,8 +43,10 @@ func fxManyTools(n int) *record.Record {
 // which the old rule (the tag and a quarter, to a power of two) gave 1024;
 // rendered, it is up to 1717 tokens. The rendered lengths are facts: the
 // sample as each export wrote it, rendered by LLaMA-Factory's own data
-// code at commit ff6d4d1 (converter, template encode_multiturn) and
-// counted with o200k_base, each special token one.
+// code at commit ff6d4d1 (converter, template encode_multiturn), its text
+// with the special tokens cut out counted with o200k_base, each special
+// token one (TestExportCutoffAgainstLLaMAFactory does the same when
+// LLaMA-Factory is at hand).
 func TestExportCutoffCoversRendering(t *testing.T) {
 	rendered := map[string]int{
 		"breeze": 644, "chatml": 658, "deepseek3": 643, "deepseekr1": 654, "default": 653, "gemma3": 655,
@@ -78,5 +86,86 @@ func TestExportCutoffCoversRendering(t *testing.T) {
 				t.Errorf("renderedTokens %d, LLaMA-Factory's rendering %d (want within 5 %% above)", got, want)
 			}
 		})
+	}
+}
+
+// lfSpecial matches the special tokens of LLaMA-Factory's templates, which
+// a model's tokenizer reads as one token each.
+var lfSpecial = regexp.MustCompile(`<\|[A-Za-z_0-9]+\|>|<BOS>|<EOS>|<｜[^｜]+｜>|\[gMASK\]|<sop>|\[/?INST\]|\[/?TOOL_CALLS\]|\[/?TOOL_RESULTS\]|\[/?AVAILABLE_TOOLS\]|\[/?SYSTEM_PROMPT\]|<start_of_turn>|<end_of_turn>`)
+
+// TestExportCutoffAgainstLLaMAFactory renders the samples of fixture records
+// for every template, in function_call and inline style, with LLaMA-Factory's own code (testdata/lf_render.py,
+// when AUGMENT_LLAMAFACTORY_PYTHONPATH makes `llamafactory` importable) and
+// checks the export's count against the rendering's o200k count (special
+// tokens one each): never more than 3 under (seams), at most a tenth over,
+// and within the cutoff_len counted.
+func TestExportCutoffAgainstLLaMAFactory(t *testing.T) {
+	path := os.Getenv("AUGMENT_LLAMAFACTORY_PYTHONPATH")
+	if path == "" {
+		t.Skip("AUGMENT_LLAMAFACTORY_PYTHONPATH not set (a PYTHONPATH under which llamafactory.data.template imports); samples are not rendered")
+	}
+	python, err := exec.LookPath("python3")
+	if err != nil {
+		t.Skip("python3 not found")
+	}
+	recs := []*record.Record{fxManyTools(8), fxSingle(), fxParallel(), fxMultiTurn(), fxMetaTool()}
+	var cfgs []ExportConfig
+	for _, name := range verify.LFTemplateNames() {
+		cfgs = append(cfgs, ExportConfig{Template: name, Parallel: "split"}, ExportConfig{Template: name, Style: "inline"})
+	}
+	for _, cfg := range cfgs {
+		name := cfg.Template
+		e := buildExport(t, cfg)
+		var in bytes.Buffer
+		var samples []*sample
+		var cutoffs []int
+		for _, r := range recs {
+			r = r.Clone()
+			r.SetTag("tokens", strconv.Itoa(verify.RecordTokens(r)))
+			ctx, ctr := withCounters()
+			out, err := e.Process(ctx, r)
+			if _, ok := contract.ReasonOf(err); ok {
+				continue
+			} else if err != nil {
+				t.Fatal(err)
+			}
+			s := renderedSample(t, out[0])
+			row, _ := json.Marshal(map[string]any{"template": name, "system": s.System, "tools": s.toolsJSON(), "conversations": s.Conversations})
+			in.Write(append(row, '\n'))
+			samples = append(samples, s)
+			for k := range ctr.m {
+				if v, ok := strings.CutPrefix(k, counterCutoff); ok {
+					c, _ := strconv.Atoi(v)
+					cutoffs = append(cutoffs, c)
+				}
+			}
+		}
+		cmd := exec.Command(python, filepath.Join("testdata", "lf_render.py"))
+		cmd.Env = append(os.Environ(), "PYTHONPATH="+path)
+		cmd.Stdin = &in
+		var stderr strings.Builder
+		cmd.Stderr = &stderr
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("%s: lf_render.py: %v\n%s", name, err, stderr.String())
+		}
+		lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+		if len(lines) != len(samples) || len(cutoffs) != len(samples) {
+			t.Fatalf("%s: %d samples, %d renderings, %d cutoffs", name, len(samples), len(lines), len(cutoffs))
+		}
+		for i, line := range lines {
+			var text string
+			if err := json.Unmarshal([]byte(line), &text); err != nil {
+				t.Fatal(err)
+			}
+			want := len(lfSpecial.FindAllString(text, -1))
+			for _, part := range lfSpecial.Split(text, -1) {
+				want += verify.Tokens(part)
+			}
+			got := e.renderedTokens(samples[i])
+			if got < want-3 || got > want+want/10 || cutoffs[i] < want {
+				t.Errorf("%s sample %d: counted %d (cutoff_len %d), LLaMA-Factory renders %d tokens", name, i, got, cutoffs[i], want)
+			}
+		}
 	}
 }
