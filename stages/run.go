@@ -543,8 +543,12 @@ func (r *Runner) openPass(ctx context.Context, sr stageRun, env *Env, st Stage, 
 		}),
 	}
 	p.m = m
-	if r.o.Merge && old != nil { // workers.go: the workers' teacher accounting
-		m.LLM = old.LLM
+	if r.o.Merge && old != nil && old.ConfigHash == fp && len(old.LLM) > 0 { // workers.go: the workers' teacher accounting
+		var base llm.Stats
+		if json.Unmarshal(old.LLM, &base) == nil {
+			p.llmBase = &base
+			m.LLM, m.LLMUnrecorded = old.LLM, old.LLMUnrecorded
+		}
 	}
 	if r.o.Worker != nil { // workers.go: which worker made the plan
 		m.PlanSource = p.planned.source
@@ -615,7 +619,9 @@ func (r *Runner) savePass(p *pass) error {
 			m.Totals.Add(s.Counts)
 		}
 	}
-	if stats := env.stats(); stats != nil {
+	if stats := env.stats(); stats != nil && p.llmBase != nil {
+		m.LLM = statsJSON(addStats(p.llmBase, stats)) // workers.go: a merge adds its own to the workers'
+	} else if stats != nil {
 		m.LLM, _ = json.Marshal(stats)
 	}
 	// The notes of the shards listed, and of this run's Finish once it
