@@ -252,6 +252,16 @@ func (r *Runner) Run(ctx context.Context) (rep *Report, err error) {
 	}
 	// report: report.html, and a dataset card in each export dir (stages/report.go).
 	defer func() { err = r.writeReport(err) }()
+	if !r.o.Merge { // workers.go: what workers left is merged, not made again
+		merge, err := r.unmergedWorkers()
+		if err != nil {
+			return nil, err
+		}
+		if merge {
+			r.o.Log.Warn("the output dir holds the workers' parts, not merged yet: this run merges them, as augment merge does, and runs what they did not finish")
+			r.o.Merge = true
+		}
+	}
 	if msg, warn := lastStage(r.p); warn {
 		r.o.Log.Warn(msg)
 	} else if msg != "" {

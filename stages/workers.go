@@ -331,6 +331,28 @@ func (r *Runner) sharedOld(sr stageRun) (*manifests.Stage, error) {
 	return &out, nil
 }
 
+// unmergedWorkers reports whether workers left a part of a stage of this
+// pipeline that no merge or plain run adopted since: one newer than the
+// stage's manifest.json, or with none.
+func (r *Runner) unmergedWorkers() (bool, error) {
+	if r.root == nil {
+		return false, nil
+	}
+	for _, sr := range r.plan()[1:] {
+		parts, err := r.workerParts(sr.rel, 0)
+		if err != nil {
+			return false, err
+		}
+		mj, _ := atomicfs.ReadJSON[manifests.Stage](sr.out, manifestFile) // a damaged one is the stage's to report
+		for _, p := range parts {
+			if mj == nil || p.m.Started.After(mj.Started) {
+				return true, nil
+			}
+		}
+	}
+	return false, nil
+}
+
 // sumLLM adds up the teacher accounting of the worker parts of the
 // newest worker count under settings fp, and names the workers among
 // them whose part is not finished: killed while they ran the stage, they
