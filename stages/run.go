@@ -309,7 +309,7 @@ func (r *Runner) runStages(ctx context.Context, rep *Report, runs []stageRun, in
 	next func(i int, sr stageRun, res stageResult, input []shardInput) ([]shardInput, error)) error {
 	fuse := fuseGroups && r.o.Worker == nil && !r.o.Merge && !r.teacher.BatchMode() // workers.go, batch.go
 	if !fuse && slices.ContainsFunc(r.p.Stages, func(s StageSpec) bool { return !s.keeps() && !s.Skip }) {
-		r.o.Log.Info("keep: false has no effect in this run: a worker's run, a merge and a batch-mode run keep every stage's shards")
+		r.o.Log.Warn("keep: false has no effect in this run: a worker's run, a merge and a batch-mode run keep every stage's shards")
 	}
 	r.chainRows = totalRows(input)
 	var group []*pass

@@ -393,6 +393,8 @@ func TestWorkersDetect(t *testing.T) {
 		{"", 0, map[string]string{"SLURM_ARRAY_TASK_ID": "2", "SLURM_ARRAY_TASK_COUNT": "3", "SLURM_ARRAY_TASK_MIN": "0", "SLURM_ARRAY_TASK_MAX": "4"}, "error: gaps or a step"},
 		{"", 0, map[string]string{"SLURM_ARRAY_TASK_ID": "6", "SLURM_ARRAY_TASK_COUNT": "3", "SLURM_ARRAY_TASK_MIN": "5", "SLURM_ARRAY_TASK_MAX": "7"}, "1/3"},
 		{"", 3, nil, "error"},
+		{"", -1, nil, "error: want the number of workers (1 or more), or none"},
+		{"", 1, map[string]string{"JOB_COMPLETION_INDEX": "0"}, "0/1"},
 	} {
 		wait := time.Hour
 		o := &workerOpts{worker: &tc.flag, workers: &tc.workers, wait: &wait, getenv: func(k string) string { return tc.env[k] }}
