@@ -46,6 +46,11 @@ type Stage struct {
 	// wrote this manifest (requests, cache hits, tokens, errors by class,
 	// latency percentiles, cost); a resumed run counts only its own traffic.
 	LLM json.RawMessage `json:"llm,omitempty"`
+	// LLMUnrecorded names the workers ("worker 1/4") whose teacher
+	// traffic in this stage LLM holds only in part: each was stopped
+	// (killed) before its part of the manifest recorded all it sent, so
+	// the stage's real traffic is higher by an unknown amount.
+	LLMUnrecorded []string `json:"llm_unrecorded,omitempty"`
 	// Notes are things a user should know, e.g. what an export style
 	// dropped: those of the shards listed and FinishNotes (ShardNotes).
 	Notes []string `json:"notes,omitempty"`

@@ -369,6 +369,11 @@ func (r *Run) cardProse(b *bytes.Buffer, i int, ex exportSettings, d *Dist, exam
 		w(accountingHeading + "\nRun accounting, as recorded by the run that last wrote each stage: a resumed run counts only its own requests, and cache hits cost nothing, so these figures (unlike the rest of this card) depend on how the run got here.\n\n")
 		w("| stage | requests | cache hits | failed | tokens in | tokens out | cost |\n|---|---:|---:|---:|---:|---:|---:|\n")
 		b.Write(rows.Bytes())
+		for _, s := range r.Stages[:i+1] {
+			if s.LLM != nil && s.Manifest != nil && len(s.Manifest.LLMUnrecorded) > 0 {
+				w("\n%s: %s.\n", s.Dir, UnrecordedNote(s.Manifest.LLMUnrecorded))
+			}
+		}
 		w("\nTotal cost: %.4f", cost)
 		if r.Config.Teacher.PriceInput == 0 && r.Config.Teacher.PriceOutput == 0 {
 			w(" (no prices configured: set teacher.price_input_per_mtok and price_output_per_mtok)")

@@ -41,6 +41,9 @@ type StageStats struct {
 	// Notes are what the stage said of its output (manifests.Stage.Notes):
 	// what an export style dropped, how to train on an export.
 	Notes []string `json:"notes,omitempty"`
+	// LLMUnrecorded: workers whose traffic LLM counts only in part
+	// (manifests.Stage.LLMUnrecorded).
+	LLMUnrecorded []string `json:"llm_unrecorded,omitempty"`
 }
 
 // Stats reads the counts of every stage and the distributions of the final
@@ -51,6 +54,7 @@ func (r *Run) Stats() (*Stats, error) {
 		ss := StageStats{Dir: st.Dir, Name: st.Name, Type: st.Type, Status: st.Status, Counts: st.Totals(), LLM: st.LLM, NotKept: st.NotKept()}
 		if st.Manifest != nil {
 			ss.Shards, ss.Seconds, ss.Notes = len(st.Manifest.Shards), st.Manifest.Seconds, st.Manifest.Notes
+			ss.LLMUnrecorded = st.Manifest.LLMUnrecorded
 		}
 		s.Stages = append(s.Stages, ss)
 	}
@@ -204,6 +208,11 @@ func (s *Stats) Print(w io.Writer) {
 		t := s.Teacher
 		fmt.Fprintf(tw, "total\t%d\t%d\t%d\t%d\t%d\t%d\t\t\t%.4f\t\n", t.Requests, t.CacheHits, t.Failed, t.Retries, t.TokensIn, t.TokensOut, t.Cost)
 		tw.Flush()
+		for _, st := range llmRows {
+			if len(st.LLMUnrecorded) > 0 {
+				fmt.Fprintf(w, "  %s: %s\n", st.Dir, UnrecordedNote(st.LLMUnrecorded))
+			}
+		}
 	}
 }
 
@@ -250,4 +259,12 @@ func doneSummary(statuses []string) string {
 func partialNote(dirs []string) string {
 	return "partial (a run stopped before they did every shard of their input, or their input changed since; rerun to resume): " +
 		strings.Join(dirs, ", ")
+}
+
+// UnrecordedNote says what a stage's teacher accounting leaves out: the
+// traffic of workers (manifests.Stage.LLMUnrecorded) after they last
+// recorded it.
+func UnrecordedNote(workers []string) string {
+	return fmt.Sprintf("these figures are lower than the real traffic by an unknown amount: %s stopped (killed) before recording all it sent",
+		strings.Join(workers, ", "))
 }

@@ -15,6 +15,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/augmentdata/augment/manifests"
+	"github.com/augmentdata/augment/stages/llm"
 	"github.com/augmentdata/augment/stages/record"
 	"github.com/augmentdata/augment/stages/shard"
 )
@@ -62,7 +63,10 @@ type pass struct {
 	sink   Sink // st as a Sink, or nil
 	env    *Env
 	old, m *manifests.Stage // the earlier manifest (nil when none), and this run's
-	res    stageResult
+	// llmBase is the teacher accounting a merge adds its own to: the
+	// workers' (workers.go); nil in other runs.
+	llmBase *llm.Stats
+	res     stageResult
 	// inputs are the stage's input shards in order, at their index in at.
 	// An empty ref Path marks a shard the stage before remakes in this run:
 	// its ref is filled when that stage commits it (handOn), and it is in

@@ -129,6 +129,13 @@ func Check(ctx context.Context, p *Pipeline, o Options, w io.Writer) error {
 	}
 
 	fmt.Fprintf(w, "\nstages (previewed on record %s; about %d records enter the first stage):\n", first.ID, rows)
+	merge, err := r.unmergedWorkers() // workers.go: a run merges them first
+	if err != nil {
+		return err
+	}
+	if merge {
+		fmt.Fprintln(w, "  the output dir holds the workers' parts, not merged yet: a run merges them, as augment merge does")
+	}
 	recs := []*record.Record{first}
 	upToDate := old != nil && allSourcesCurrent
 	var inputs []shardInput // what the earlier run gave the stage, as a run would see it
@@ -152,7 +159,13 @@ func Check(ctx context.Context, p *Pipeline, o Options, w io.Writer) error {
 		status := "would run (no earlier run)"
 		_, sink := st.(Sink)
 		fp, _, _ := r.fingerprint(typ, cfg.version(), cfg, env, st, r.libraryPart(cfg)...)
-		sm, err := manifests.Read[manifests.Stage](filepath.Join(dir, fmt.Sprintf("%02d-%s", i+1, spec.Name), "manifest.json"))
+		rel := fmt.Sprintf("%02d-%s", i+1, spec.Name)
+		var sm *manifests.Stage
+		if merge {
+			sm, err = r.sharedOld(stageRun{name: spec.Name, rel: rel, out: r.root.Sub(rel)})
+		} else {
+			sm, err = manifests.Read[manifests.Stage](filepath.Join(dir, rel, "manifest.json"))
+		}
 		if err != nil {
 			return err
 		}
@@ -162,8 +175,12 @@ func Check(ctx context.Context, p *Pipeline, o Options, w io.Writer) error {
 			status, upToDate = "would run (settings, prompts or teacher changed)", false
 		case !upToDate:
 			status = "would run where its input changes"
-		case len(r.pending(stageRun{name: spec.Name, drop: !spec.keeps()}, sm, fp, sm.Plan, inputs)) > 0:
+		case len(r.pending(stageRun{name: spec.Name, drop: !spec.keeps() && !merge}, sm, fp, sm.Plan, inputs)) > 0:
 			status, upToDate = "would run (outputs missing)", false
+		case merge && sink:
+			status = fmt.Sprintf("would finish (%d shards done by the workers; the merge writes the files of the whole export)", len(sm.Shards))
+		case merge:
+			status = fmt.Sprintf("done by the workers (%d shards), would be merged", len(sm.Shards))
 		case sink && !r.finishDone(sm):
 			status = fmt.Sprintf("would finish (%d shards up to date; its last run stopped before writing the files of the whole export)", len(sm.Shards))
 		default:
@@ -174,10 +191,13 @@ func Check(ctx context.Context, p *Pipeline, o Options, w io.Writer) error {
 		} else {
 			inputs = nil
 		}
-		if !sink && !strings.HasPrefix(status, "up to date") {
+		if !sink && !strings.HasPrefix(status, "up to date") && !strings.HasPrefix(status, "done by the workers") {
 			upToDate = false
 		}
-		if !spec.keeps() {
+		switch {
+		case !spec.keeps() && merge:
+			status += "; keep: false has no effect in a merge: its shards are kept"
+		case !spec.keeps():
 			status += "; keeps no Parquet shards (keep: false)"
 		}
 		fmt.Fprintf(w, ": %s\n", status)

@@ -252,6 +252,16 @@ func (r *Runner) Run(ctx context.Context) (rep *Report, err error) {
 	}
 	// report: report.html, and a dataset card in each export dir (stages/report.go).
 	defer func() { err = r.writeReport(err) }()
+	if !r.o.Merge { // workers.go: what workers left is merged, not made again
+		merge, err := r.unmergedWorkers()
+		if err != nil {
+			return nil, err
+		}
+		if merge {
+			r.o.Log.Warn("the output dir holds the workers' parts, not merged yet: this run merges them, as augment merge does, and runs what they did not finish")
+			r.o.Merge = true
+		}
+	}
 	if msg, warn := lastStage(r.p); warn {
 		r.o.Log.Warn(msg)
 	} else if msg != "" {
@@ -299,7 +309,7 @@ func (r *Runner) runStages(ctx context.Context, rep *Report, runs []stageRun, in
 	next func(i int, sr stageRun, res stageResult, input []shardInput) ([]shardInput, error)) error {
 	fuse := fuseGroups && r.o.Worker == nil && !r.o.Merge && !r.teacher.BatchMode() // workers.go, batch.go
 	if !fuse && slices.ContainsFunc(r.p.Stages, func(s StageSpec) bool { return !s.keeps() && !s.Skip }) {
-		r.o.Log.Info("keep: false has no effect in this run: a worker's run, a merge and a batch-mode run keep every stage's shards")
+		r.o.Log.Warn("keep: false has no effect in this run: a worker's run, a merge and a batch-mode run keep every stage's shards")
 	}
 	r.chainRows = totalRows(input)
 	var group []*pass
@@ -543,8 +553,12 @@ func (r *Runner) openPass(ctx context.Context, sr stageRun, env *Env, st Stage, 
 		}),
 	}
 	p.m = m
-	if r.o.Merge && old != nil { // workers.go: the workers' teacher accounting
-		m.LLM = old.LLM
+	if r.o.Merge && old != nil && old.ConfigHash == fp && len(old.LLM) > 0 { // workers.go: the workers' teacher accounting
+		var base llm.Stats
+		if json.Unmarshal(old.LLM, &base) == nil {
+			p.llmBase = &base
+			m.LLM, m.LLMUnrecorded = old.LLM, old.LLMUnrecorded
+		}
 	}
 	if r.o.Worker != nil { // workers.go: which worker made the plan
 		m.PlanSource = p.planned.source
@@ -615,7 +629,9 @@ func (r *Runner) savePass(p *pass) error {
 			m.Totals.Add(s.Counts)
 		}
 	}
-	if stats := env.stats(); stats != nil {
+	if stats := env.stats(); stats != nil && p.llmBase != nil {
+		m.LLM = statsJSON(addStats(p.llmBase, stats)) // workers.go: a merge adds its own to the workers'
+	} else if stats != nil {
 		m.LLM, _ = json.Marshal(stats)
 	}
 	// The notes of the shards listed, and of this run's Finish once it

@@ -47,6 +47,11 @@ type StageStatus struct {
 	// or other settings (Other): an earlier run's, or a worker that does
 	// not run what the others run.
 	Workers []WorkerStatus
+	// Started, on ingest before its manifest is written, names the
+	// workers that started on the directory ("1/4"), from their lock
+	// files: they wait for worker 0's ingest. The files outlive the
+	// workers, so a name does not say that one still runs.
+	Started []string
 
 	merged *manifests.Stage // manifest.json when Merged
 }
@@ -79,6 +84,10 @@ func Status(dir string) ([]StageStatus, error) {
 			stageDirs[e.Name()] = true
 		}
 	}
+	marked := false // workers that wait for worker 0's ingest have made no stage directory
+	if fi, err := os.Lstat(filepath.Join(dir, filepath.FromSlash(markerFile))); err == nil && fi.Mode().IsRegular() {
+		marked, stageDirs["00-ingest"] = true, true
+	}
 	if len(stageDirs) == 0 {
 		return nil, fmt.Errorf("%s %w: no stage directories (not an augment output dir, or nothing ran yet)", dir, manifests.ErrNoRun)
 	}
@@ -97,6 +106,9 @@ func Status(dir string) ([]StageStatus, error) {
 		st, err := stageStatus(dir, rel)
 		if err != nil {
 			return nil, err
+		}
+		if rel == "00-ingest" && st.Pending && marked {
+			st.Started = startedWorkers(dir)
 		}
 		st.Shards = total
 		out = append(out, st)
@@ -145,6 +157,29 @@ func markPartial(sts []StageStatus) {
 			in, inDone = st.merged, done
 		}
 	}
+}
+
+// startedWorkers names the workers whose lock files are in the output
+// directory dir ("1/4"), by count and index; it takes none of the locks.
+func startedWorkers(dir string) []string {
+	ents, _ := os.ReadDir(filepath.Join(dir, filepath.FromSlash(stateDir)))
+	type iN struct{ i, n int }
+	var ws []iN
+	for _, e := range ents {
+		rest, ok := strings.CutPrefix(e.Name(), workerLockPrefix)
+		a, b, ok2 := strings.Cut(rest, "-of-")
+		i, err1 := strconv.Atoi(a)
+		n, err2 := strconv.Atoi(b)
+		if ok && ok2 && err1 == nil && err2 == nil {
+			ws = append(ws, iN{i, n})
+		}
+	}
+	slices.SortFunc(ws, func(a, b iN) int { return cmp.Or(a.n-b.n, a.i-b.i) })
+	var names []string
+	for _, w := range ws {
+		names = append(names, fmt.Sprintf("%d/%d", w.i, w.n))
+	}
+	return names
 }
 
 func stageStatus(dir, rel string) (StageStatus, error) {
@@ -266,4 +301,10 @@ func PrintStatus(w io.Writer, sts []StageStatus) {
 			manifests.Sum(s.Counts.Rejected), manifests.Sum(s.Counts.Filtered), state)
 	}
 	tw.Flush()
+	for _, s := range sts {
+		if len(s.Started) > 0 {
+			fmt.Fprintf(w, "workers started on this dir (their lock files; running or not): %s; no ingest is recorded yet: worker 0 ingests, the others wait for it\n",
+				strings.Join(s.Started, ", "))
+		}
+	}
 }

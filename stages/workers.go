@@ -9,6 +9,7 @@ import (
 	"hash/fnv"
 	"io"
 	"io/fs"
+	"maps"
 	"math"
 	"os"
 	"path"
@@ -316,21 +317,47 @@ func (r *Runner) sharedOld(sr stageRun) (*manifests.Stage, error) {
 		}
 	}
 	slices.SortFunc(out.Shards, func(a, b manifests.Shard) int { return cmp.Compare(a.Name, b.Name) })
-	// The teacher accounting of the workers' run; when they asked nothing
-	// (all done before), that of the run that did, as one process keeps it.
-	if out.LLM = sumLLM(parts, out.ConfigHash); out.LLM == nil && mj != nil {
-		out.LLM = mj.LLM
+	// The teacher accounting: manifest.json's when it is the newest record
+	// (a merge or a run adopted the parts since, and added its own), else
+	// the workers' parts added up; when they asked nothing (all done
+	// before), that of the run that did, as one process keeps it.
+	if mj != nil && all[0] == mj {
+		out.LLM, out.LLMUnrecorded = mj.LLM, mj.LLMUnrecorded
+	} else if out.LLM, out.LLMUnrecorded = sumLLM(parts, out.ConfigHash); out.LLM == nil && mj != nil {
+		out.LLM, out.LLMUnrecorded = mj.LLM, mj.LLMUnrecorded
 	}
 	out.Notes = out.ShardNotes(out.FinishNotes)
 	out.Superseded = slices.Compact(slices.Sorted(slices.Values(out.Superseded)))
 	return &out, nil
 }
 
+// unmergedWorkers reports whether workers left a part of a stage of this
+// pipeline that no merge or plain run adopted since: one newer than the
+// stage's manifest.json, or with none.
+func (r *Runner) unmergedWorkers() (bool, error) {
+	if r.root == nil {
+		return false, nil
+	}
+	for _, sr := range r.plan()[1:] {
+		parts, err := r.workerParts(sr.rel, 0)
+		if err != nil {
+			return false, err
+		}
+		mj, _ := atomicfs.ReadJSON[manifests.Stage](sr.out, manifestFile) // a damaged one is the stage's to report
+		for _, p := range parts {
+			if mj == nil || p.m.Started.After(mj.Started) {
+				return true, nil
+			}
+		}
+	}
+	return false, nil
+}
+
 // sumLLM adds up the teacher accounting of the worker parts of the
-// newest worker count under settings fp. Latency quantiles cannot be
-// merged from summaries: they are the busiest worker's (Count and Max are
-// exact).
-func sumLLM(parts []workerPart, fp string) json.RawMessage {
+// newest worker count under settings fp, and names the workers among
+// them whose part is not finished: killed while they ran the stage, they
+// may have sent more than their part records.
+func sumLLM(parts []workerPart, fp string) (json.RawMessage, []string) {
 	newest := -1
 	var at time.Time
 	for i, p := range parts {
@@ -339,62 +366,86 @@ func sumLLM(parts []workerPart, fp string) json.RawMessage {
 		}
 	}
 	if newest < 0 {
-		return nil
+		return nil, nil
 	}
 	var sum *llm.Stats
+	var unrecorded []string
 	for _, p := range parts {
+		if p.count != parts[newest].count || p.m.ConfigHash != fp {
+			continue
+		}
+		if p.m.Finished.IsZero() {
+			unrecorded = append(unrecorded, fmt.Sprintf("worker %d/%d", p.index, p.count))
+		}
 		var s llm.Stats
-		if p.count != parts[newest].count || p.m.ConfigHash != fp || len(p.m.LLM) == 0 || json.Unmarshal(p.m.LLM, &s) != nil {
+		if len(p.m.LLM) == 0 || json.Unmarshal(p.m.LLM, &s) != nil {
 			continue
 		}
-		if sum == nil {
-			sum = &s
-			continue
-		}
-		bytes := float64(sum.PromptBytes + s.PromptBytes)
-		if bytes > 0 {
-			sum.PrefixShare = (sum.PrefixShare*float64(sum.PromptBytes) + s.PrefixShare*float64(s.PromptBytes)) / bytes
-		}
-		sum.Requests += s.Requests
-		sum.CacheHits += s.CacheHits
-		sum.Sent += s.Sent
-		sum.Retries += s.Retries
-		sum.Failed += s.Failed
-		sum.TokensIn += s.TokensIn
-		sum.TokensOut += s.TokensOut
-		sum.Cost += s.Cost
-		sum.PromptBytes += s.PromptBytes
-		sum.Pending += s.Pending
-		sum.Errors = addCounts(sum.Errors, s.Errors)
-		sum.MissCauses = addCounts(sum.MissCauses, s.MissCauses)
-		for m, u := range s.Models {
-			if sum.Models == nil {
-				sum.Models = map[string]llm.ModelUsage{}
-			}
-			t := sum.Models[m]
-			t.Requests += u.Requests
-			t.TokensIn += u.TokensIn
-			t.TokensOut += u.TokensOut
-			t.Cost += u.Cost
-			sum.Models[m] = t
-		}
-		lat := sum.Latency
-		if s.Latency.Count > lat.Count {
-			lat = s.Latency
-		}
-		lat.Count = sum.Latency.Count + s.Latency.Count
-		lat.Max = max(sum.Latency.Max, s.Latency.Max)
-		sum.Latency = lat
-	}
-	if sum != nil {
-		sum.PrefixShare = math.Round(sum.PrefixShare*1000) / 1000 // as one process rounds it (teacher.go)
+		sum = addStats(sum, &s)
 	}
 	if sum == nil {
-		return nil
+		return nil, nil
 	}
-	sum.InFlight = 0
-	b, _ := json.Marshal(sum)
+	slices.Sort(unrecorded)
+	return statsJSON(sum), unrecorded
+}
+
+// statsJSON is a sum of addStats as a manifest holds it.
+func statsJSON(s *llm.Stats) json.RawMessage {
+	r := *s
+	r.PrefixShare = math.Round(r.PrefixShare*1000) / 1000 // as one process rounds it (teacher.go)
+	b, _ := json.Marshal(r)
 	return b
+}
+
+// addStats is the teacher accounting of two processes' traffic in one
+// stage, a (nil for none) and b; neither is changed. Latency quantiles
+// cannot be merged from summaries: they are the busier process's (Count
+// and Max are exact).
+func addStats(a, b *llm.Stats) *llm.Stats {
+	if a == nil {
+		s := *b
+		s.InFlight = 0
+		return &s
+	}
+	sum := *a
+	bytes := float64(a.PromptBytes + b.PromptBytes)
+	if bytes > 0 {
+		sum.PrefixShare = (a.PrefixShare*float64(a.PromptBytes) + b.PrefixShare*float64(b.PromptBytes)) / bytes
+	}
+	sum.Requests += b.Requests
+	sum.CacheHits += b.CacheHits
+	sum.Sent += b.Sent
+	sum.Retries += b.Retries
+	sum.Failed += b.Failed
+	sum.TokensIn += b.TokensIn
+	sum.TokensOut += b.TokensOut
+	sum.Cost += b.Cost
+	sum.PromptBytes += b.PromptBytes
+	sum.Pending += b.Pending
+	sum.Errors = addCounts(maps.Clone(a.Errors), b.Errors)
+	sum.MissCauses = addCounts(maps.Clone(a.MissCauses), b.MissCauses)
+	sum.Models = maps.Clone(a.Models)
+	for m, u := range b.Models {
+		if sum.Models == nil {
+			sum.Models = map[string]llm.ModelUsage{}
+		}
+		t := sum.Models[m]
+		t.Requests += u.Requests
+		t.TokensIn += u.TokensIn
+		t.TokensOut += u.TokensOut
+		t.Cost += u.Cost
+		sum.Models[m] = t
+	}
+	lat := a.Latency
+	if b.Latency.Count > lat.Count {
+		lat = b.Latency
+	}
+	lat.Count = a.Latency.Count + b.Latency.Count
+	lat.Max = max(a.Latency.Max, b.Latency.Max)
+	sum.Latency = lat
+	sum.InFlight = 0
+	return &sum
 }
 
 func addCounts(dst, src map[string]int64) map[string]int64 {

@@ -33,7 +33,7 @@ func workerFlags(fs *flag.FlagSet) *workerOpts {
 func (o *workerOpts) detect() (*stages.Worker, error) {
 	switch {
 	case *o.workers < 0:
-		return nil, usageError{fmt.Sprintf("-workers %d: want the number of workers (2 or more), or none", *o.workers)}
+		return nil, usageError{fmt.Sprintf("-workers %d: want the number of workers (1 or more), or none", *o.workers)}
 	case *o.wait <= 0:
 		return nil, usageError{fmt.Sprintf("-worker-wait %v: want a duration above 0", *o.wait)}
 	}

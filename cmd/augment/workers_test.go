@@ -393,6 +393,8 @@ func TestWorkersDetect(t *testing.T) {
 		{"", 0, map[string]string{"SLURM_ARRAY_TASK_ID": "2", "SLURM_ARRAY_TASK_COUNT": "3", "SLURM_ARRAY_TASK_MIN": "0", "SLURM_ARRAY_TASK_MAX": "4"}, "error: gaps or a step"},
 		{"", 0, map[string]string{"SLURM_ARRAY_TASK_ID": "6", "SLURM_ARRAY_TASK_COUNT": "3", "SLURM_ARRAY_TASK_MIN": "5", "SLURM_ARRAY_TASK_MAX": "7"}, "1/3"},
 		{"", 3, nil, "error"},
+		{"", -1, nil, "error: want the number of workers (1 or more), or none"},
+		{"", 1, map[string]string{"JOB_COMPLETION_INDEX": "0"}, "0/1"},
 	} {
 		wait := time.Hour
 		o := &workerOpts{worker: &tc.flag, workers: &tc.workers, wait: &wait, getenv: func(k string) string { return tc.env[k] }}
@@ -531,4 +533,91 @@ func TestWorkersRerunOtherCount(t *testing.T) {
 		t.Fatalf("one process after the workers ran shards again (%v):\n%s", err, out)
 	}
 	sameOutputs(t, filepath.Join(one.dir, "out"), filepath.Join(w.dir, "out"))
+}
+
+// TestWorkersMergeAddsAccounting: a merge that runs shards itself (those
+// of a worker killed during reason) records the workers' teacher
+// accounting plus its own, and names the killed worker, whose part may
+// not hold all it sent; stats repeats both.
+func TestWorkersMergeAddsAccounting(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the CLI and runs many processes")
+	}
+	w := newWorkerRun(t, "workers")
+	envs, _ := engineEnvs("slurm", 2)
+	for _, err := range w.workers(envs) {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	type llmPart struct {
+		LLM           struct{ Requests int64 } `json:"llm"`
+		LLMUnrecorded []string                 `json:"llm_unrecorded"`
+	}
+	read := func(rel string) llmPart {
+		t.Helper()
+		var m llmPart
+		b, err := os.ReadFile(filepath.Join(w.dir, "out", rel))
+		if err == nil {
+			err = json.Unmarshal(b, &m)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	p0, p1 := read(".augment/workers/04-reason/0-of-2.json"), read(".augment/workers/04-reason/1-of-2.json")
+	if p0.LLM.Requests == 0 || p1.LLM.Requests == 0 {
+		t.Fatalf("the workers asked nothing: %+v %+v", p0, p1)
+	}
+	// Worker 1's part as a kill -9 after its first reason shard leaves it:
+	// one shard recorded, not finished.
+	name := filepath.Join(w.dir, "out", ".augment", "workers", "04-reason", "1-of-2.json")
+	b, err := os.ReadFile(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var part map[string]any
+	if err := json.Unmarshal(b, &part); err != nil {
+		t.Fatal(err)
+	}
+	part["shards"] = part["shards"].([]any)[:1]
+	delete(part, "finished")
+	if b, err = json.Marshal(part); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(name, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, err := w.cmd(nil, w.args("merge")...).Output()
+	if err != nil {
+		t.Fatalf("merge: %v\n%s", err, out)
+	}
+	own := regexp.MustCompile(`(?m)^ *04-reason +([1-9][0-9]*) +[0-9]+ +[0-9]+ +[0-9]+ +[0-9]+ +[0-9]+ +[0-9]+ +([0-9]+) offline`).FindSubmatch(out)
+	if own == nil {
+		t.Fatalf("the merge ran no reason shard:\n%s", out)
+	}
+	var ownReq int64
+	fmt.Sscan(string(own[2]), &ownReq)
+	merged := read("04-reason/manifest.json")
+	if want := p0.LLM.Requests + p1.LLM.Requests + ownReq; merged.LLM.Requests != want {
+		t.Errorf("merged reason requests %d, want the workers' %d + %d and the merge's own %d = %d",
+			merged.LLM.Requests, p0.LLM.Requests, p1.LLM.Requests, ownReq, want)
+	}
+	if fmt.Sprint(merged.LLMUnrecorded) != "[worker 1/2]" {
+		t.Errorf("merged llm_unrecorded %q, want worker 1/2 named", merged.LLMUnrecorded)
+	}
+	st, err := w.cmd(nil, "stats", "out").CombinedOutput()
+	if err != nil || !strings.Contains(string(st), "04-reason: these figures are lower than the real traffic by an unknown amount: worker 1/2 stopped") {
+		t.Errorf("stats: %v\n%s", err, st)
+	}
+	cards, _ := filepath.Glob(filepath.Join(w.dir, "out", "*", "README.md"))
+	for _, c := range cards {
+		if b, err := os.ReadFile(c); err != nil || !strings.Contains(string(b), "04-reason: these figures are lower than the real traffic by an unknown amount: worker 1/2 stopped") {
+			t.Errorf("%s does not name worker 1/2 (%v)", c, err)
+		}
+	}
+	if len(cards) == 0 {
+		t.Error("no dataset card")
+	}
 }
