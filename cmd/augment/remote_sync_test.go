@@ -8,7 +8,6 @@ import (
 	"bytes"
 	"context"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -16,10 +15,7 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/johannesboyne/gofakes3"
-	"github.com/johannesboyne/gofakes3/backend/s3mem"
 	"github.com/minio/minio-go/v7"
-	"github.com/minio/minio-go/v7/pkg/credentials"
 )
 
 // faultyS3 starts gofakes3 with a bucket "runs" behind a handler that
@@ -28,28 +24,17 @@ import (
 // the store.
 func faultyS3(t *testing.T, fail *atomic.Pointer[regexp.Regexp]) *minio.Client {
 	t.Helper()
-	be := s3mem.New()
-	be.CreateBucket("runs")
-	s3 := gofakes3.New(be).Server()
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if re := fail.Load(); re != nil && re.MatchString(r.Method+" "+r.URL.Path+"?"+r.URL.RawQuery) {
-			w.Header().Set("Content-Type", "application/xml")
-			w.WriteHeader(http.StatusInternalServerError)
-			w.Write([]byte(`<?xml version="1.0" encoding="UTF-8"?><Error><Code>InternalError</Code><Message>injected</Message></Error>`))
-			return
-		}
-		s3.ServeHTTP(w, r)
-	}))
-	t.Cleanup(srv.Close)
-	t.Setenv("AWS_ACCESS_KEY_ID", "test-key")
-	t.Setenv("AWS_SECRET_ACCESS_KEY", "test-secret")
-	t.Setenv("AWS_REGION", "us-east-1")
-	t.Setenv("AWS_ENDPOINT_URL", srv.URL)
-	c, err := minio.New(strings.TrimPrefix(srv.URL, "http://"), &minio.Options{Creds: credentials.NewStaticV4("test-key", "test-secret", ""), Region: "us-east-1"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c
+	return s3LoopbackVia(t, func(s3 http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if re := fail.Load(); re != nil && re.MatchString(r.Method+" "+r.URL.Path+"?"+r.URL.RawQuery) {
+				w.Header().Set("Content-Type", "application/xml")
+				w.WriteHeader(http.StatusInternalServerError)
+				w.Write([]byte(`<?xml version="1.0" encoding="UTF-8"?><Error><Code>InternalError</Code><Message>injected</Message></Error>`))
+				return
+			}
+			s3.ServeHTTP(w, r)
+		})
+	})
 }
 
 // syncPipeline writes an offline pipeline over two of the demo's dumps into

@@ -403,18 +403,7 @@ func TestRemoteOutputOnS3(t *testing.T) {
 	e2eMustRun(t, dir, "run", "-quiet", "-set", "output.dir="+filepath.Join(dir, "local"), demo)
 	want := e2eDataFiles(t, filepath.Join(dir, "local"))
 
-	be := s3mem.New()
-	be.CreateBucket("runs")
-	srv := httptest.NewServer(gofakes3.New(be).Server())
-	defer srv.Close()
-	t.Setenv("AWS_ACCESS_KEY_ID", "test-key")
-	t.Setenv("AWS_SECRET_ACCESS_KEY", "test-secret")
-	t.Setenv("AWS_REGION", "us-east-1")
-	t.Setenv("AWS_ENDPOINT_URL", srv.URL)
-	c, err := minio.New(strings.TrimPrefix(srv.URL, "http://"), &minio.Options{Creds: credentials.NewStaticV4("test-key", "test-secret", ""), Region: "us-east-1"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := s3Loopback(t)
 	bucket := func(prefix string) map[string][]byte {
 		t.Helper()
 		got := filepath.Join(t.TempDir(), "bucket")
@@ -479,18 +468,7 @@ func TestKillWithOutputOnS3(t *testing.T) {
 	e2eMustRun(t, cleanDir, "run", "-quiet", "pipeline.yaml")
 	want := e2eDataFiles(t, filepath.Join(cleanDir, "out"))
 
-	be := s3mem.New()
-	be.CreateBucket("runs")
-	srv := httptest.NewServer(gofakes3.New(be).Server())
-	defer srv.Close()
-	t.Setenv("AWS_ACCESS_KEY_ID", "test-key")
-	t.Setenv("AWS_SECRET_ACCESS_KEY", "test-secret")
-	t.Setenv("AWS_REGION", "us-east-1")
-	t.Setenv("AWS_ENDPOINT_URL", srv.URL)
-	c, err := minio.New(strings.TrimPrefix(srv.URL, "http://"), &minio.Options{Creds: credentials.NewStaticV4("test-key", "test-secret", ""), Region: "us-east-1"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := s3Loopback(t)
 	bucket := func() map[string][]byte {
 		t.Helper()
 		got := filepath.Join(t.TempDir(), "bucket")

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"os/exec"
@@ -30,13 +31,21 @@ import (
 // s3Loopback starts an S3 server (gofakes3) on loopback with a bucket
 // "runs", points the environment the augment processes inherit at it, and
 // returns a client of it.
-func s3Loopback(t testing.TB) *minio.Client {
+func s3Loopback(t testing.TB) *minio.Client { return s3LoopbackVia(t, nil) }
+
+// s3LoopbackVia is s3Loopback with the server's handler wrapped by wrap
+// (nil: none), for a test that answers some requests itself.
+func s3LoopbackVia(t testing.TB, wrap func(http.Handler) http.Handler) *minio.Client {
 	t.Helper()
 	be := s3mem.New()
 	if err := be.CreateBucket("runs"); err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(gofakes3.New(be).Server())
+	h := gofakes3.New(be).Server()
+	if wrap != nil {
+		h = wrap(h)
+	}
+	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
 	t.Setenv("AWS_ACCESS_KEY_ID", "test-key")
 	t.Setenv("AWS_SECRET_ACCESS_KEY", "test-secret")
