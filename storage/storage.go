@@ -299,6 +299,11 @@ func (o *Opener) decode(ctx context.Context, rd *Reader, src io.Reader, file *os
 	rd.raw = &hashReader{r: src, h: sha256.New()}
 	br := bufio.NewReaderSize(rd.raw, 64<<10)
 	head, _ := br.Peek(4)
+	if len(head) < len(zstdMagic) && rd.raw.err != nil {
+		// The read failed before the content could say what it is: the
+		// failure is the store's, not the name's.
+		return rd.raw.err
+	}
 	name := strings.ToLower(rd.Name)
 	var r io.Reader = br
 	switch {
