@@ -16,6 +16,7 @@ import (
 	"github.com/johannesboyne/gofakes3"
 	"github.com/johannesboyne/gofakes3/backend/s3mem"
 	"github.com/klauspost/compress/zstd"
+	"github.com/minio/minio-go/v7"
 )
 
 // s3Server starts gofakes3 on loopback with a bucket "data" and returns an
@@ -292,6 +293,28 @@ func TestS3GetFailureBeforeContent(t *testing.T) {
 		_, err := o.Open(context.Background(), "s3://data/dumps/"+k)
 		if !errors.As(err, new(*AuthError)) || strings.Contains(err.Error(), "the name says") {
 			t.Errorf("%s: %v; want the store's refusal", k, err)
+		}
+	}
+}
+
+// The store's passing failures (429, 5xx, no answer) are UnavailableErrors;
+// refusals and missing objects are not.
+func TestS3ErrorKinds(t *testing.T) {
+	loc := Location{Kind: S3, Bucket: "b", Key: "k"}
+	for _, c := range []struct {
+		err         error
+		unavailable bool
+	}{
+		{minio.ErrorResponse{StatusCode: 500, Code: "InternalError"}, true},
+		{minio.ErrorResponse{StatusCode: 503, Code: "SlowDown"}, true},
+		{minio.ErrorResponse{StatusCode: 429}, true},
+		{errors.New("dial tcp 127.0.0.1:1: connect: connection refused"), true},
+		{minio.ErrorResponse{StatusCode: 403, Code: "AccessDenied"}, false},
+		{minio.ErrorResponse{StatusCode: 404, Code: "NoSuchKey"}, false},
+		{minio.ErrorResponse{StatusCode: 400, Code: "InvalidArgument"}, false},
+	} {
+		if got := IsUnavailable(s3Error(loc, c.err)); got != c.unavailable {
+			t.Errorf("s3Error(%v): unavailable %v, want %v", c.err, got, c.unavailable)
 		}
 	}
 }
