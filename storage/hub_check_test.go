@@ -356,3 +356,24 @@ func TestContentCheck(t *testing.T) {
 		}
 	}
 }
+
+// GCS's and Azure's answers 429 and 5xx, which rest.do has retried, are
+// UnavailableErrors; refusals, missing objects and other 4xx are not.
+func TestRESTErrorKinds(t *testing.T) {
+	loc := Location{Kind: GCS, Bucket: "b", Key: "k"}
+	az := &azureStore{account: "acct"}
+	for _, c := range []struct {
+		status      int
+		unavailable bool
+	}{{500, true}, {503, true}, {429, true}, {403, false}, {404, false}, {400, false}} {
+		resp := func() *http.Response {
+			return &http.Response{StatusCode: c.status, Status: http.StatusText(c.status), Header: http.Header{}, Body: io.NopCloser(strings.NewReader(""))}
+		}
+		if got := IsUnavailable(gcsError(loc, resp())); got != c.unavailable {
+			t.Errorf("gcsError(%d): unavailable %v, want %v", c.status, got, c.unavailable)
+		}
+		if got := IsUnavailable(az.azureError(loc, resp())); got != c.unavailable {
+			t.Errorf("azureError(%d): unavailable %v, want %v", c.status, got, c.unavailable)
+		}
+	}
+}
