@@ -61,7 +61,10 @@ func newOpener(p *Pipeline, o Options) *storage.Opener {
 }
 
 // remoteSourceProblem checks that a remote source exists and may be read,
-// asking the store (for the Hub, this pins the revision for the run).
+// asking the store (for the Hub, this pins the revision for the run). A
+// store that does not answer, or answers 429 or 5xx, after its retries is
+// not the config's problem: the run meets it again when it reads the
+// source, and fails there (exit 1).
 func remoteSourceProblem(p *Pipeline, op *storage.Opener, i int, s Source) string {
 	key := fmt.Sprintf("sources[%d].path", i)
 	ctx, cancel := context.WithTimeout(context.Background(), statTimeout)
@@ -70,7 +73,7 @@ func remoteSourceProblem(p *Pipeline, op *storage.Opener, i int, s Source) strin
 	var nf *storage.NotFoundError
 	var auth *storage.AuthError
 	switch {
-	case err == nil:
+	case err == nil, storage.IsUnavailable(err):
 		return ""
 	case errors.As(err, &nf):
 		return p.problem(key, "source %q: %s does not exist (%s)", s.Name, s.Path, nf.Detail)
@@ -105,12 +108,14 @@ func (r *Runner) openSourcesCache() error {
 // sourceSum returns the SHA-256 of a source's stored bytes, for deciding
 // whether its earlier shards are still current, or "" when it is cheaper to
 // hash the dump while ingesting it. Local files are hashed. For a remote
-// source, in order: the hash the store states (Hub LFS files: no download);
-// the recorded hash when the source is pinned exactly as in the earlier run
-// (same Hub commit, same S3 or Azure ETag, same GCS generation); a Hub
-// file's hash after downloading it into the cache (ingest then reads the
-// cached copy); for an object in object storage that changed, "" (it is
-// read once, by ingest).
+// source, in order: the hash the store states (Hub LFS files: no download;
+// the download is checked against it, so it is the hash of what ingest
+// reads); for another Hub file whose git blob id the Hub states, the hash
+// of the checked bytes, downloaded into the cache (ingest then reads the
+// cached copy); the recorded hash when the source is pinned exactly as in
+// the earlier run (same Hub commit, same S3 or Azure ETag, same GCS
+// generation); a Hub file's hash after downloading it; for an object in
+// object storage that changed, "" (it is read once, by ingest).
 func (r *Runner) sourceSum(ctx context.Context, p string, prev []manifests.Shard) (string, error) {
 	loc, err := storage.Parse(p)
 	if err != nil {
@@ -126,7 +131,7 @@ func (r *Runner) sourceSum(ctx context.Context, p string, prev []manifests.Shard
 	if sum := info.StatedSHA256(); sum != "" {
 		return sum, nil
 	}
-	if len(prev) > 0 && len(prev[0].Inputs) == 1 {
+	if len(prev) > 0 && len(prev[0].Inputs) == 1 && !(loc.Kind == storage.Hub && info.StatesHash()) {
 		if in := prev[0].Inputs[0]; in.Source == info.Pin && in.SHA256 != "" {
 			return in.SHA256, nil
 		}

@@ -298,7 +298,11 @@ func (s *azureStore) azureError(loc Location, resp *http.Response) error {
 	case resp.StatusCode == http.StatusNotFound:
 		return &NotFoundError{Loc: loc.String(), Detail: "not found"}
 	}
-	return fmt.Errorf("%s: Azure answered %s %s: %s", loc, resp.Status, code, msg)
+	err := fmt.Errorf("%s: Azure answered %s %s: %s", loc, resp.Status, code, msg)
+	if passingStatus(resp.StatusCode) { // after rest.do's retries: no config problem
+		return &UnavailableError{Err: err}
+	}
+	return err
 }
 
 func (s *azureStore) stat(ctx context.Context, loc Location) (blobObject, error) {

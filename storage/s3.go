@@ -130,6 +130,11 @@ func s3Error(loc Location, err error) error {
 		return &AuthError{Loc: loc.String(), Detail: fmt.Sprintf("HTTP %d %s: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (or AWS_PROFILE) to credentials that may read it",
 			resp.StatusCode, http.StatusText(resp.StatusCode))}
 	}
+	// minio-go has retried these already; without a status there was no
+	// answer at all.
+	if resp.StatusCode == 0 && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) || passingStatus(resp.StatusCode) {
+		return &UnavailableError{Err: fmt.Errorf("%s: %w", loc, err)}
+	}
 	return fmt.Errorf("%s: %w", loc, err)
 }
 

@@ -16,6 +16,7 @@ import (
 	"github.com/johannesboyne/gofakes3"
 	"github.com/johannesboyne/gofakes3/backend/s3mem"
 	"github.com/klauspost/compress/zstd"
+	"github.com/minio/minio-go/v7"
 )
 
 // s3Server starts gofakes3 on loopback with a bucket "data" and returns an
@@ -262,5 +263,58 @@ func TestSkipSum(t *testing.T) {
 	}
 	if sum, err := r.Sum(); err == nil {
 		t.Errorf("Sum after SkipSum = %s, want an error", sum)
+	}
+}
+
+// A GET the store refuses or fails is reported as such, not as content
+// that does not match its name (.gz, .zst, .parquet).
+func TestS3GetFailureBeforeContent(t *testing.T) {
+	be := s3mem.New()
+	if err := be.CreateBucket("data"); err != nil {
+		t.Fatal(err)
+	}
+	s3 := gofakes3.New(be).Server()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodGet && strings.HasPrefix(r.URL.Path, "/data/dumps/") {
+			w.Header().Set("Content-Type", "text/plain")
+			w.WriteHeader(http.StatusForbidden)
+			return
+		}
+		s3.ServeHTTP(w, r)
+	}))
+	defer srv.Close()
+	t.Setenv("AWS_ACCESS_KEY_ID", "test-key")
+	t.Setenv("AWS_SECRET_ACCESS_KEY", "test-secret")
+	o := New(Options{S3: S3Config{Endpoint: srv.URL, Region: "us-east-1"}, Getenv: func(string) string { return "" }})
+	for _, k := range []string{"x.json.gz", "x.jsonl.zst", "x.parquet"} {
+		if _, err := be.PutObject("data", "dumps/"+k, map[string]string{"Last-Modified": time.Now().UTC().Format(http.TimeFormat)}, strings.NewReader("whatever"), 8, nil); err != nil {
+			t.Fatal(err)
+		}
+		_, err := o.Open(context.Background(), "s3://data/dumps/"+k)
+		if !errors.As(err, new(*AuthError)) || strings.Contains(err.Error(), "the name says") {
+			t.Errorf("%s: %v; want the store's refusal", k, err)
+		}
+	}
+}
+
+// The store's passing failures (429, 5xx, no answer) are UnavailableErrors;
+// refusals and missing objects are not.
+func TestS3ErrorKinds(t *testing.T) {
+	loc := Location{Kind: S3, Bucket: "b", Key: "k"}
+	for _, c := range []struct {
+		err         error
+		unavailable bool
+	}{
+		{minio.ErrorResponse{StatusCode: 500, Code: "InternalError"}, true},
+		{minio.ErrorResponse{StatusCode: 503, Code: "SlowDown"}, true},
+		{minio.ErrorResponse{StatusCode: 429}, true},
+		{errors.New("dial tcp 127.0.0.1:1: connect: connection refused"), true},
+		{minio.ErrorResponse{StatusCode: 403, Code: "AccessDenied"}, false},
+		{minio.ErrorResponse{StatusCode: 404, Code: "NoSuchKey"}, false},
+		{minio.ErrorResponse{StatusCode: 400, Code: "InvalidArgument"}, false},
+	} {
+		if got := IsUnavailable(s3Error(loc, c.err)); got != c.unavailable {
+			t.Errorf("s3Error(%v): unavailable %v, want %v", c.err, got, c.unavailable)
+		}
 	}
 }

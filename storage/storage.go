@@ -14,6 +14,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"os"
 	"strings"
 	"sync"
@@ -83,15 +84,35 @@ type Info struct {
 	// identity is its content hash.
 	Pin string
 
-	obj    blobObject // object storage: what the read must match
-	sha256 string     // Hub LFS files: the content hash the Hub states
-	hubURL string     // Hub: the resolve URL at the pinned commit
+	obj     blobObject // object storage: what the read must match
+	sha256  string     // Hub LFS files: the content hash the Hub states
+	gitBlob string     // other Hub files: the git blob id the Hub states, when it does
+	hubURL  string     // Hub: the resolve URL at the pinned commit
 }
 
 // StatedSHA256 is the SHA-256 of the stored bytes as the store states it
 // (the Hub, for LFS files), hex, or "" when it states none. A download is
 // checked against it.
 func (i Info) StatedSHA256() string { return i.sha256 }
+
+// StatesHash reports whether the store states a hash of the stored bytes
+// that a download is checked against (for the Hub: an LFS SHA-256 or a
+// git blob id), so that the bytes opened are the ones it names.
+func (i Info) StatesHash() bool { return i.sha256 != "" || i.gitBlob != "" }
+
+// An UnavailableError says a store did not answer, or answered that it
+// cannot serve now (429, 5xx), after the retries: the same request may
+// succeed later. It is never a config problem.
+type UnavailableError struct{ Err error }
+
+func (e *UnavailableError) Error() string { return e.Err.Error() }
+func (e *UnavailableError) Unwrap() error { return e.Err }
+
+// IsUnavailable reports a store's passing failure: an *UnavailableError,
+// or a request that got no answer.
+func IsUnavailable(err error) bool {
+	return errors.As(err, new(*UnavailableError)) || errors.As(err, new(*url.Error))
+}
 
 // A NotFoundError says a source does not exist.
 type NotFoundError struct{ Loc, Detail string }
@@ -299,6 +320,11 @@ func (o *Opener) decode(ctx context.Context, rd *Reader, src io.Reader, file *os
 	rd.raw = &hashReader{r: src, h: sha256.New()}
 	br := bufio.NewReaderSize(rd.raw, 64<<10)
 	head, _ := br.Peek(4)
+	if len(head) < len(zstdMagic) && rd.raw.err != nil {
+		// The read failed before the content could say what it is: the
+		// failure is the store's, not the name's.
+		return rd.raw.err
+	}
 	name := strings.ToLower(rd.Name)
 	var r io.Reader = br
 	switch {

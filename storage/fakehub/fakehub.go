@@ -2,8 +2,10 @@
 // Hub for the requests augment makes, for tests: the revision API, resolve
 // URLs that serve small files directly and redirect large (LFS) ones to a
 // CDN path with X-Linked-Size/X-Linked-Etag, ETags, Range requests, 401
-// without the token when one is required, and a way to cut a download off
-// in the middle. The CDN answers on a second port, so it is another host.
+// without the token when one is required, and ways to misbehave: cut a
+// download off, state no sizes (a mirror), state a wrong LFS size, answer
+// any request with an error status. The CDN answers on a second port, so it
+// is another host.
 package fakehub
 
 import (
@@ -45,13 +47,47 @@ type Server struct {
 	blobs    map[string][]byte                       // sha256 hex → content
 	lfs      map[string]bool                         // blob keys served through the CDN
 	log      []Request
-	cut      map[string]int64 // blob → serve this many bytes of the next full GET, then drop
+	cut      map[string]cut // blob → how to cut its next full GETs
+	fail     func(r *http.Request) (int, http.Header)
+	noLength bool
+	linked   int64
+}
+
+// Fail makes f be asked first about every request (the CDN's too): a
+// non-zero status is answered instead, with header's fields and a short
+// error text. nil stops it.
+func (s *Server) Fail(f func(r *http.Request) (status int, header http.Header)) {
+	s.mu.Lock()
+	s.fail = f
+	s.mu.Unlock()
+}
+
+// NoLength makes the resolve URLs and the CDN answer, while on, as a
+// mirror that states no size: no Content-Length (HEAD and GET), the body
+// ended by closing the connection.
+func (s *Server) NoLength(on bool) {
+	s.mu.Lock()
+	s.noLength = on
+	s.mu.Unlock()
+}
+
+// LinkedSize makes every LFS file's X-Linked-Size state n instead of its
+// size (0: its size).
+func (s *Server) LinkedSize(n int64) {
+	s.mu.Lock()
+	s.linked = n
+	s.mu.Unlock()
+}
+
+type cut struct {
+	n     int64 // bytes served before the connection is dropped
+	times int   // full GETs still to cut
 }
 
 // New starts a fake Hub on loopback.
 func New() *Server {
 	s := &Server{branches: map[string]map[string]string{}, trees: map[string]map[string]map[string]string{},
-		blobs: map[string][]byte{}, lfs: map[string]bool{}, cut: map[string]int64{}}
+		blobs: map[string][]byte{}, lfs: map[string]bool{}, cut: map[string]cut{}}
 	s.Server = httptest.NewServer(http.HandlerFunc(s.serve))
 	s.CDN = httptest.NewServer(http.HandlerFunc(s.serve))
 	return s
@@ -96,11 +132,33 @@ func (s *Server) Commit(repo, branch string, files map[string][]byte) string {
 
 // CutNext makes the next full (non-Range) download of content stop after n
 // bytes, with the connection dropped.
-func (s *Server) CutNext(content []byte, n int64) {
+func (s *Server) CutNext(content []byte, n int64) { s.Cut(content, n, 1) }
+
+// Cut makes the next times full (non-Range) downloads of content, a small
+// file's or an LFS file's, stop after n bytes, with the connection
+// dropped (with NoLength, a download that looks complete).
+func (s *Server) Cut(content []byte, n int64, times int) {
 	sum := sha256.Sum256(content)
 	s.mu.Lock()
-	s.cut[hex.EncodeToString(sum[:])] = n
+	s.cut[hex.EncodeToString(sum[:])] = cut{n: n, times: times}
 	s.mu.Unlock()
+}
+
+// cutting reports how many bytes of key to serve to r before dropping the
+// connection, counting the cut as used.
+func (s *Server) cutting(r *http.Request, key string) (int64, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c, ok := s.cut[key]
+	if !ok || r.Method != http.MethodGet || r.Header.Get("Range") != "" {
+		return 0, false
+	}
+	if c.times--; c.times <= 0 {
+		delete(s.cut, key)
+	} else {
+		s.cut[key] = c
+	}
+	return c.n, true
 }
 
 // Requests returns the requests seen so far.
@@ -114,7 +172,17 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	path := r.URL.EscapedPath()
 	s.mu.Lock()
 	s.log = append(s.log, Request{Method: r.Method, Path: path, Range: r.Header.Get("Range"), Auth: r.Header.Get("Authorization") != ""})
+	fail := s.fail
 	s.mu.Unlock()
+	if fail != nil {
+		if code, h := fail(r); code != 0 {
+			for k, v := range h {
+				w.Header()[k] = v
+			}
+			http.Error(w, "injected", code)
+			return
+		}
+	}
 	parts := strings.Split(strings.TrimPrefix(path, "/"), "/")
 	for i, p := range parts {
 		if u, err := url.PathUnescape(p); err == nil {
@@ -181,7 +249,7 @@ func (s *Server) resolve(w http.ResponseWriter, r *http.Request, repo, rev, file
 	}
 	s.mu.Lock()
 	key, ok := s.trees[repo][c][file]
-	body, lfs := s.blobs[key], s.lfs[key]
+	body, lfs, linked := s.blobs[key], s.lfs[key], s.linked
 	s.mu.Unlock()
 	if !ok {
 		w.Header().Set("X-Error-Code", "EntryNotFound")
@@ -190,7 +258,11 @@ func (s *Server) resolve(w http.ResponseWriter, r *http.Request, repo, rev, file
 	}
 	w.Header().Set("X-Repo-Commit", c)
 	if lfs {
-		w.Header().Set("X-Linked-Size", strconv.Itoa(len(body)))
+		size := int64(len(body))
+		if linked != 0 {
+			size = linked
+		}
+		w.Header().Set("X-Linked-Size", strconv.FormatInt(size, 10))
 		w.Header().Set("X-Linked-Etag", `"`+key+`"`)
 		w.Header().Set("ETag", `"`+key+`"`)
 		w.Header().Set("Location", s.CDN.URL+"/cdn/"+key)
@@ -202,28 +274,45 @@ func (s *Server) resolve(w http.ResponseWriter, r *http.Request, repo, rev, file
 	fmt.Fprintf(gh, "blob %d\x00", len(body))
 	gh.Write(body)
 	w.Header().Set("ETag", `"`+hex.EncodeToString(gh.Sum(nil))+`"`)
-	http.ServeContent(w, r, "", time.Time{}, bytes.NewReader(body))
+	s.serveBlob(w, r, key, body)
 }
 
 func (s *Server) cdn(w http.ResponseWriter, r *http.Request, key string) {
 	s.mu.Lock()
 	body, ok := s.blobs[key]
-	cut, cutting := s.cut[key]
-	if cutting && r.Method == http.MethodGet && r.Header.Get("Range") == "" {
-		delete(s.cut, key)
-	} else {
-		cutting = false
-	}
 	s.mu.Unlock()
 	if !ok {
 		http.NotFound(w, r)
 		return
 	}
 	w.Header().Set("ETag", `"`+key+`"`)
+	s.serveBlob(w, r, key, body)
+}
+
+// serveBlob answers r with body, cut as Cut asked, without its length
+// with NoLength.
+func (s *Server) serveBlob(w http.ResponseWriter, r *http.Request, key string, body []byte) {
+	n, cutting := s.cutting(r, key)
+	s.mu.Lock()
+	noLength := s.noLength
+	s.mu.Unlock()
+	if noLength && r.Header.Get("Range") == "" {
+		// Identity transfer without a length: the body ends when the
+		// connection closes.
+		w.Header().Set("Transfer-Encoding", "identity")
+		w.WriteHeader(http.StatusOK)
+		if r.Method == http.MethodGet {
+			if cutting {
+				body = body[:n]
+			}
+			w.Write(body)
+		}
+		return
+	}
 	if cutting {
 		w.Header().Set("Content-Length", strconv.Itoa(len(body)))
 		w.WriteHeader(http.StatusOK)
-		w.Write(body[:cut])
+		w.Write(body[:n])
 		w.(http.Flusher).Flush()
 		if conn, _, err := w.(http.Hijacker).Hijack(); err == nil {
 			conn.Close()
