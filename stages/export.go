@@ -152,8 +152,10 @@ func (c *ExportConfig) defaults() {
 // use. 7: train_lora.yaml's cutoff_len covers the samples as
 // LLaMA-Factory renders them for the template (tool prose and wrapped,
 // indented tools, default system prompt, framing), not verify's count of
-// the record, which it undercut by up to 3.5×.
-func (c *ExportConfig) version() int { return 7 }
+// the record, which it undercut by up to 3.5×. 8: that count includes the
+// empty system turn LLaMA-Factory renders for a sample without tools or
+// system text (its tools column "[]" reads as true).
+func (c *ExportConfig) version() int { return 8 }
 
 func (c *ExportConfig) validate() []string {
 	var probs []string

@@ -387,7 +387,8 @@ const lfSeam = 1
 // SampleTokens is how many tokens LLaMA-Factory's rendering of a sharegpt
 // sample for the template holds (see above): system is its system column,
 // tools the sum of ToolTokens over its tools (ignored when it has none,
-// hasTools false), turns its conversations.
+// hasTools false), turns its conversations. The sample's tools column is
+// never empty (the export writes "[]" for none).
 func (t *LFTemplate) SampleTokens(system string, hasTools bool, tools int, turns []Turn) int {
 	fr := lfFrames[t.Name]
 	n := fr.prefix + fr.end
@@ -398,9 +399,10 @@ func (t *LFTemplate) SampleTokens(system string, hasTools bool, tools int, turns
 	if hasTools {
 		sys += t.ToolsTokens() + tools
 	}
-	if system != "" || fr.defaultSystem > 0 || hasTools {
-		n += fr.system + sys
-	}
+	// The system turn is rendered even when both are empty: the export's
+	// tools column is never empty ("[]" for none), and LLaMA-Factory's
+	// `if system or tools` reads the column's text, so "[]" is true.
+	n += fr.system + sys
 	for _, turn := range turns {
 		n += lfSeam
 		switch turn.From {
