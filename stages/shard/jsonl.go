@@ -100,8 +100,10 @@ func isEncodeError(err error) bool {
 	return errors.As(err, &me) || errors.As(err, &ve) || errors.As(err, &te)
 }
 
-// Empty lists, written as [] rather than null in JSONL so every line has
-// the same shape for pandas and DuckDB.
+// Empty top-level lists, written as [] rather than null in JSONL so every
+// line has them for pandas and DuckDB. Nested empty fields (a message's
+// reasoning, calls and results, a step's model) are left out, as the
+// record's JSON form has them (the README says so beside the Parquet schema).
 var (
 	noTools    = []record.Tool{}
 	noMessages = []record.Message{}
