@@ -241,6 +241,12 @@ func stageStatus(dir, rel string) (StageStatus, error) {
 				others = append(others, ws)
 			}
 		}
+		// A merge (or a plain run, which merges them) adopts the parts
+		// with the manifest's shards of the same settings: they are done
+		// too (a worker run on a finished run's directory found them).
+		if mj != nil && mj.ConfigHash == fp {
+			recs = append(recs, mj)
+		}
 		byWorker := func(a, b WorkerStatus) int { return cmp.Or(a.Count-b.Count, a.Index-b.Index) }
 		slices.SortFunc(st.Workers, byWorker)
 		slices.SortFunc(others, byWorker)
