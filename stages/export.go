@@ -114,6 +114,14 @@ type ExportConfig struct {
 	// template of one system section (style inline, tools_placement
 	// system only).
 	Prompt string `yaml:"prompt" json:"prompt,omitempty"`
+
+	// decision is the last decision_tokens stage that runs before this
+	// export (Pipeline.defaults), nil where none does: its tokens are the
+	// ones the system text of an inline sample names when its record
+	// carries the decision_tokens tag, whichever of them the record's own
+	// turns start with. No fingerprint needs them: they change what that
+	// stage writes, the export's input.
+	decision *DecisionTokensConfig
 }
 
 func (c *ExportConfig) defaults() {
@@ -154,8 +162,11 @@ func (c *ExportConfig) defaults() {
 // indented tools, default system prompt, framing), not verify's count of
 // the record, which it undercut by up to 3.5×. 8: that count includes the
 // empty system turn LLaMA-Factory renders for a sample without tools or
-// system text (its tools column "[]" reads as true).
-func (c *ExportConfig) version() int { return 8 }
+// system text (its tools column "[]" reads as true). 9: the system text of
+// an inline sample whose record went through decision_tokens names both of
+// that stage's tokens, not only those its turns start with (which told the
+// answer: a negative's text named the answer token alone).
+func (c *ExportConfig) version() int { return 9 }
 
 func (c *ExportConfig) validate() []string {
 	var probs []string
@@ -229,19 +240,39 @@ func (c *ExportConfig) build(env *Env) (Stage, error) {
 		if e.system, err = env.Prompt("export_inline_"+c.Surface, c.Prompt); err != nil {
 			return nil, err
 		}
-		// The template is rendered once here so that a prompt naming no
-		// field of inlineSystem, or holding other than one system
-		// section, fails the build, not the first record.
-		msgs, err := e.system.Render(inlineSystem{System: "s", Tools: "[]"})
-		if err != nil {
-			return nil, err
+		if c.decision != nil {
+			e.answerToken, e.useToolToken = c.decision.AnswerToken, c.decision.UseToolToken
 		}
-		if len(msgs) != 1 || msgs[0].Role != "system" {
-			return nil, fmt.Errorf("prompt %s: want one system section (the system text of inline samples with tools)", e.system.Name)
+		// The template is rendered here, with and without a system text
+		// and decision tokens, so that a prompt naming no field of
+		// inlineSystem, holding other than one system section, or
+		// leaving out the tool definitions (its samples would call
+		// functions defined nowhere) fails the build, not the first
+		// record or no record at all.
+		for _, d := range []inlineSystem{
+			{System: "s", Tools: toolsSentinel, AnswerToken: "<|a|>", UseToolToken: "<|u|>"},
+			{Tools: toolsSentinel, AnswerToken: "<|a|>", UseToolToken: "<|u|>"},
+			{System: "s", Tools: toolsSentinel},
+			{Tools: toolsSentinel},
+		} {
+			msgs, err := e.system.Render(d)
+			if err != nil {
+				return nil, err
+			}
+			if len(msgs) != 1 || msgs[0].Role != "system" {
+				return nil, fmt.Errorf("prompt %s: want one system section (the system text of inline samples with tools)", e.system.Name)
+			}
+			if !strings.Contains(msgs[0].Content, toolsSentinel) {
+				return nil, fmt.Errorf("prompt %s: its system section does not always render {{.Tools}}, the tool definitions: an inline sample's tools column is empty, so its system text is the only place that defines the functions it calls", e.system.Name)
+			}
 		}
 	}
 	return e, nil
 }
+
+// toolsSentinel stands for the tool definitions in the build's rendering
+// of an inline export's prompt, which must show it as it is.
+const toolsSentinel = "augment_tool_definitions_sentinel"
 
 // inlineSystem is what the export_inline_* prompts render: the system
 // text of an inline sample with tools.
@@ -252,8 +283,11 @@ type inlineSystem struct {
 	// Tools is the JSON list of the sample's tool definitions, ", " and
 	// ": " between items and keys (Python's json.dumps layout).
 	Tools string
-	// AnswerToken and UseToolToken are the decision tokens that start the
-	// record's answers and its call turns, "" where it has none.
+	// AnswerToken and UseToolToken are the decision tokens of the
+	// decision_tokens stage before the export, both set for every record
+	// that stage marked, whichever of them its turns start with (the
+	// instruction must not give the decision away), and both "" for other
+	// records.
 	AnswerToken, UseToolToken string
 }
 
@@ -265,6 +299,8 @@ type exporter struct {
 	// system renders the system text of inline samples with tools (nil
 	// unless style inline with tools_placement system).
 	system *prompts.Template
+	// answerToken and useToolToken are cfg.decision's tokens, "" without it.
+	answerToken, useToolToken string
 
 	tools     toolMemo     // each distinct tool's texts
 	results   *quotedTexts // meta_tool results and calling turns as JSON strings
@@ -694,7 +730,7 @@ func (e *exporter) inlineSystemText(r *record.Record, s *sample) error {
 	}
 	d := inlineSystem{System: s.System, Tools: spacedList(s.tools)}
 	if r.Tag(DecisionTokensTag) == "on" {
-		d.AnswerToken, d.UseToolToken = turnTokens(r)
+		d.AnswerToken, d.UseToolToken = e.answerToken, e.useToolToken
 	}
 	msgs, err := e.system.Render(d)
 	if err != nil {
@@ -702,29 +738,6 @@ func (e *exporter) inlineSystemText(r *record.Record, s *sample) error {
 	}
 	s.System, s.tools = msgs[0].Content, nil
 	return nil
-}
-
-// turnTokens returns the decision tokens that start r's answers (text
-// turns and turns that only ask the user) and its call turns, "" for a
-// kind r has none of.
-func turnTokens(r *record.Record) (answer, useTool string) {
-	for i := range r.Messages {
-		m := &r.Messages[i]
-		if m.Role != record.RoleAssistant {
-			continue
-		}
-		tok := decisionToken(m.Content)
-		switch {
-		case tok == "":
-		case len(m.Calls) > 0 && !verify.Reply(m.Calls):
-			if useTool == "" {
-				useTool = tok
-			}
-		case answer == "":
-			answer = tok
-		}
-	}
-	return answer, useTool
 }
 
 // split writes the parallel calls of msgs[i] one by one for a template that

@@ -199,7 +199,7 @@ func TestExportInlineSystemText(t *testing.T) {
 		not:  []string{"<tool_call>", "Python call syntax", "Begin a reply"},
 	}, {
 		name: "decision with tokens",
-		cfg:  ExportConfig{Style: "inline", Surface: "decision", Template: "breeze"},
+		cfg:  ExportConfig{Style: "inline", Surface: "decision", Template: "breeze", decision: &DecisionTokensConfig{AnswerToken: DefaultAnswerToken, UseToolToken: DefaultUseToolToken}},
 		rec:  tokens,
 		want: []string{traffic, "blank line", "Python call syntax", "[function_name(argument=",
 			"calls functions with <|use_tool|>.", "without calling a tool with <|answer|>."},
@@ -282,6 +282,12 @@ func TestExportInlinePrompt(t *testing.T) {
 	write("user.tmpl", "-- user --\n{{.Tools}}\n")
 	write("two.tmpl", "-- system --\n{{.Tools}}\n-- system --\nagain\n")
 	write("field.tmpl", "-- system --\n{{.Functions}}\n")
+	// Prompts whose samples would call functions defined nowhere: the
+	// tools column of an inline sample is empty.
+	write("notools.tmpl", "my prompt\n-- system --\n{{.System}}\n")
+	write("empty.tmpl", "-- system --\n")
+	write("sometimes.tmpl", "-- system --\n{{.System}}{{if .System}}\n\n{{.Tools}}{{end}}\n")
+	write("comment.tmpl", "-- system --\n{{/* {{.Tools}} */}}{{.System}}\n")
 	build := func(cfg ExportConfig) (*exporter, error) {
 		cfg.defaults()
 		if probs := cfg.validate(); len(probs) > 0 {
@@ -295,17 +301,19 @@ func TestExportInlinePrompt(t *testing.T) {
 		}
 		return st.(*exporter), nil
 	}
-	e, err := build(ExportConfig{Style: "inline", Surface: "decision", Prompt: "ok.tmpl"})
+	e, err := build(ExportConfig{Style: "inline", Surface: "decision", Prompt: "ok.tmpl", decision: &DecisionTokensConfig{AnswerToken: "<|say|>", UseToolToken: "<|act|>"}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	r := fxRecord("fx:one", []record.Tool{fxTraffic}, fxUser("Traffic?"), fxCalls("get_traffic_report", `{"location":"Miami"}`))
-	r.Messages[1].Content = "<|use_tool|>"
+	r.Messages[1].Content = "<|act|>"
 	r.SetTag(DecisionTokensTag, "on")
-	if got, want := exportOne(t, e, r).System, `|[{"name": "get_traffic_report", "description": "Get the current traffic report", "parameters": {"type": "object", "properties": {"location": {"type": "string", "description": "The city and state, e.g. Los Angeles, CA"}}, "required": ["location"]}}]|<|use_tool|>|`; got != want {
+	if got, want := exportOne(t, e, r).System, `|[{"name": "get_traffic_report", "description": "Get the current traffic report", "parameters": {"type": "object", "properties": {"location": {"type": "string", "description": "The city and state, e.g. Los Angeles, CA"}}, "required": ["location"]}}]|<|act|>|<|say|>`; got != want {
 		t.Errorf("system text\n got %q\nwant %q", got, want)
 	}
-	for name, wantErr := range map[string]string{"user.tmpl": "want one system section", "two.tmpl": "want one system section", "field.tmpl": "Functions"} {
+	for name, wantErr := range map[string]string{"user.tmpl": "want one system section", "two.tmpl": "want one system section", "field.tmpl": "Functions",
+		"notools.tmpl": "notools.tmpl: its system section does not always render {{.Tools}}", "empty.tmpl": "does not always render {{.Tools}}",
+		"sometimes.tmpl": "does not always render {{.Tools}}", "comment.tmpl": "does not always render {{.Tools}}"} {
 		if _, err := build(ExportConfig{Style: "inline", Prompt: name}); err == nil || !strings.Contains(err.Error(), wantErr) {
 			t.Errorf("prompt %s: error %v, want %q", name, err, wantErr)
 		}
@@ -314,6 +322,98 @@ func TestExportInlinePrompt(t *testing.T) {
 		if _, err := build(cfg); err == nil || !strings.Contains(err.Error(), "prompt applies to style inline with tools_placement system only") {
 			t.Errorf("%+v: error %v", cfg, err)
 		}
+	}
+}
+
+// The system text of an inline sample names both decision tokens of the
+// decision_tokens stage before the export whenever its record went through
+// that stage, whatever its turns start with: a negative (answer token
+// alone) and a call (use-tool token) with the same tools get the same
+// text, so the prompt does not tell the answer (seed 002 §3.2's tokens are
+// there for the model to decide from the query; at inference the prompt is
+// fixed). The tokens are the pipeline's, custom ones included; a record the
+// stage did not mark names none.
+func TestExportInlineDecisionTokens(t *testing.T) {
+	p, err := Parse("p.yaml", []byte(`sources: [{path: a.json, format: xlam}]
+stages:
+  - decision_tokens: {answer_token: "<|say|>", use_tool_token: "<|act|>"}
+  - export: {style: inline, surface: decision, template: breeze}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dt, err := p.Stages[0].DecisionTokens.build(fxEnv("decision_tokens", nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := p.Stages[1].Export.build(fxEnv("export", nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := st.(*exporter)
+	tools := []record.Tool{fxTraffic, fxStock}
+	marked := func(r *record.Record) *record.Record {
+		out, err := dt.Process(context.Background(), r)
+		if err != nil || len(out) != 1 {
+			t.Fatalf("decision_tokens: %v, %d records", err, len(out))
+		}
+		return out[0]
+	}
+	call := exportOne(t, e, marked(fxRecord("fx:call", tools, fxUser("Traffic in Miami?"), fxCalls("get_traffic_report", `{"location":"Miami"}`))))
+	negative := exportOne(t, e, marked(fxRecord("fx:neg", tools, fxUser("Order me a pizza."), fxSay(""))))
+	if !strings.HasPrefix(call.Conversations[1].Value, "<|act|>") || negative.Conversations[1].Value != "<|say|>" {
+		t.Fatalf("turns %q, %q: want <|act|>… and <|say|>", call.Conversations[1].Value, negative.Conversations[1].Value)
+	}
+	for _, tok := range []string{"<|act|>", "<|say|>"} {
+		for _, s := range []*sample{call, negative} {
+			if !strings.Contains(s.System, tok) {
+				t.Errorf("system text lacks %s:\n%s", tok, s.System)
+			}
+		}
+	}
+	if call.System != negative.System {
+		t.Errorf("a call's and a negative's system text differ (the prompt tells the answer):\n%s\n---\n%s", call.System, negative.System)
+	}
+	plain := exportOne(t, e, fxRecord("fx:plain", tools, fxUser("Traffic in Miami?"), fxCalls("get_traffic_report", `{"location":"Miami"}`)))
+	if strings.Contains(plain.System, "<|") {
+		t.Errorf("a record decision_tokens did not mark names tokens:\n%s", plain.System)
+	}
+}
+
+// An export takes the decision tokens of the last decision_tokens stage
+// that runs before it: a skipped one, or one after it, gives it none.
+func TestPipelineExportDecisionTokens(t *testing.T) {
+	tests := []struct {
+		name, stages string
+		want         []string // each export's use-tool token, "" for none
+	}{
+		{"none", "  - export: {style: inline}\n", []string{""}},
+		{"default", "  - decision_tokens: {}\n  - export: {style: inline}\n", []string{DefaultUseToolToken}},
+		{"the last one", "  - decision_tokens: {use_tool_token: '<|a|>'}\n  - {name: again, decision_tokens: {use_tool_token: '<|b|>'}}\n  - export: {style: inline}\n", []string{"<|b|>"}},
+		{"skipped", "  - decision_tokens: {use_tool_token: '<|a|>'}\n  - {name: again, decision_tokens: {use_tool_token: '<|b|>'}, skip: true}\n  - export: {style: inline}\n", []string{"<|a|>"}},
+		{"after an export", "  - {name: first, export: {style: inline}}\n  - decision_tokens: {}\n  - export: {style: inline}\n", []string{"", DefaultUseToolToken}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p, err := Parse("p.yaml", []byte("sources: [{path: a.json, format: xlam}]\nstages:\n"+tt.stages))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, s := range p.Stages {
+				if s.Export == nil {
+					continue
+				}
+				tok := ""
+				if s.Export.decision != nil {
+					tok = s.Export.decision.UseToolToken
+				}
+				got = append(got, tok)
+			}
+			if !slices.Equal(got, tt.want) {
+				t.Errorf("exports' use-tool tokens %q, want %q", got, tt.want)
+			}
+		})
 	}
 }
 

@@ -1054,6 +1054,7 @@ func (p *Pipeline) defaults() {
 	}
 	p.Teacher.Defaults()
 	p.Embedder.Defaults()
+	var decision *DecisionTokensConfig // the last decision_tokens stage that runs so far
 	for i := range p.Stages {
 		s := &p.Stages[i]
 		name, cfg := s.config()
@@ -1064,6 +1065,13 @@ func (p *Pipeline) defaults() {
 			s.Name = name
 		}
 		cfg.defaults()
+		switch {
+		case s.Skip:
+		case s.DecisionTokens != nil:
+			decision = s.DecisionTokens
+		case s.Export != nil:
+			s.Export.decision = decision
+		}
 	}
 }
 
