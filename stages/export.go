@@ -1344,37 +1344,28 @@ func (q *quotedTexts) quote(text string) []byte {
 // spacedList is the JSON list of texts' tools in Python's json.dumps
 // layout: spacedJSON(toolsString(texts)), from their spaced texts.
 func spacedList(texts []*toolText) string {
-	n := 2
-	for _, tt := range texts {
-		n += len(tt.spaced) + 2
-	}
-	var b strings.Builder
-	b.Grow(n)
-	b.WriteByte('[')
-	for i, tt := range texts {
-		if i > 0 {
-			b.WriteString(", ")
-		}
-		b.Write(tt.spaced)
-	}
-	b.WriteByte(']')
-	return b.String()
+	return joinTools(texts, ", ", func(tt *toolText) []byte { return tt.spaced })
 }
 
 // toolsString is the tools column of texts' tools: toolsJSON's string.
 func toolsString(texts []*toolText) string {
+	return joinTools(texts, ",", func(tt *toolText) []byte { return tt.obj })
+}
+
+// joinTools writes the JSON list of one text of each tool, sep between.
+func joinTools(texts []*toolText, sep string, text func(*toolText) []byte) string {
 	n := 2
 	for _, tt := range texts {
-		n += len(tt.obj) + 1
+		n += len(text(tt)) + len(sep)
 	}
 	var b strings.Builder
 	b.Grow(n)
 	b.WriteByte('[')
 	for i, tt := range texts {
 		if i > 0 {
-			b.WriteByte(',')
+			b.WriteString(sep)
 		}
-		b.Write(tt.obj)
+		b.Write(text(tt))
 	}
 	b.WriteByte(']')
 	return b.String()
