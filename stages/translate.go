@@ -17,11 +17,12 @@ import (
 // In teacher mode every answer is checked — tool definitions (listed, and
 // those meta_tool results return) byte-identical, same turns and calls,
 // names, keys, enum members and fixed values unchanged,
-// changed free-text arguments equivalent in meaning (verify.Equivalent), no
-// Simplified-only characters after s2twp — and re-asked, then rejected with
-// the failed check as the reason. Convert mode applies OpenCC s2twp only (for
-// Simplified-Chinese sources) and needs no teacher. In both modes every
-// conversion must read back to its source (translate_conversion_damaged).
+// changed free-text arguments equivalent in meaning (verify.Equivalent) —
+// and re-asked, then rejected with the failed check as the reason; the
+// answer's Simplified-only characters are repaired one by one. Convert mode
+// applies OpenCC s2twp to records holding Simplified-only characters only
+// and needs no teacher. Every s2twp conversion must read back to its source
+// (translate_conversion_damaged).
 // Teacher mode has no offline stand-in: under provider offline it stops
 // with a clear message.
 type TranslateConfig struct {
@@ -42,8 +43,14 @@ func (c *TranslateConfig) defaults() { c.Config.Defaults() }
 // records), the result itself keeps its bytes, locked values are converted
 // with s2twp like the text quoting them, and parallel calls told apart only
 // by free text are aligned on the judge's verdicts (requests and prompts
-// unchanged: cached answers and verdicts stay valid).
-func (c *TranslateConfig) version() int { return translate.Version + 4 }
+// unchanged: cached answers and verdicts stay valid); +5 since s2twp no
+// longer runs over Traditional text, which it damaged (演算法→演演算法):
+// teacher answers are kept with their Simplified-only characters repaired
+// one by one, and convert mode converts only records holding a
+// Simplified-only character and leaves Japanese and Korean text alone
+// (teacher requests unchanged; judge requests change only where the
+// conversion changed the value shown).
+func (c *TranslateConfig) version() int { return translate.Version + 5 }
 
 func (c *TranslateConfig) validate() []string {
 	var probs []string

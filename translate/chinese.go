@@ -2,6 +2,7 @@ package translate
 
 import (
 	"fmt"
+	"strings"
 	"sync"
 	"unicode"
 	"unicode/utf8"
@@ -114,6 +115,14 @@ func HasSimplifiedOnly(s string) (rune, bool) {
 		}
 	}
 	return 0, false
+}
+
+// chineseText reports whether s is Chinese: it holds Han characters and no
+// kana or hangul, which make it Japanese or Korean (台風が来ますか).
+func chineseText(s string) bool {
+	return hasHan(s) && !strings.ContainsFunc(s, func(r rune) bool {
+		return unicode.In(r, unicode.Hiragana, unicode.Katakana, unicode.Hangul)
+	})
 }
 
 func hasHan(s string) bool {

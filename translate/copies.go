@@ -19,20 +19,27 @@ import (
 // rest of the text (OpenCC's phrase segmentation depends on the
 // neighbours, so cutting text at them would change its conversion).
 //
-// Repair (see convertText) applies to text when the converter's mode says
-// so, and always to locked values and their copies: nobody may change
-// those, so a Simplified-only character s2twp leaves in them could not be
-// asked away.
+// What a string becomes depends on the mode. Convert mode (the source is
+// Simplified Chinese, see convertible) converts every string with s2twp and
+// repairs what phrase matching leaves (see convertText). Teacher mode
+// converts no teacher text with s2twp: the teacher was asked for Taiwan
+// Traditional text, and s2twp, made for Simplified input, damages correct
+// Traditional text (演算法→演演算法, 文件→檔案). It only replaces each
+// Simplified-only character of the answer by its own conversion (see
+// repairText), so the Taiwan words the teacher chose stay. Locked values
+// and their copies, which nobody may change, go through s2twp with repair
+// when they hold a Simplified-only character and keep their bytes when
+// they do not.
 type converter struct {
-	repair bool              // repair text (convert mode); teacher mode asks instead
-	units  []string          // longest first
-	locked map[string]bool   // the units
-	done   map[string]string // conversions of units
-	err    error             // the first damaged conversion; later calls return their input
+	convertMode bool              // convert mode; otherwise teacher mode
+	units       []string          // longest first
+	locked      map[string]bool   // the units
+	done        map[string]string // conversions of units
+	err         error             // the first damaged conversion; later calls return their input
 }
 
-func newConverter(repair bool) *converter {
-	return &converter{repair: repair}
+func newConverter(convertMode bool) *converter {
+	return &converter{convertMode: convertMode}
 }
 
 // addUnit makes the locked argument value v a unit. Call it for every
@@ -54,13 +61,13 @@ func (c *converter) prepare() {
 }
 
 // text converts a text or a free-text value.
-func (c *converter) text(s string) string { return c.convert(s, c.repair) }
+func (c *converter) text(s string) string { return c.convert(s, false) }
 
-// value converts an argument or result value: locked values with repair.
-func (c *converter) value(s string, locked bool) string { return c.convert(s, c.repair || locked) }
+// value converts an argument or result value, locked or free text.
+func (c *converter) value(s string, locked bool) string { return c.convert(s, locked) }
 
-func (c *converter) convert(s string, repair bool) string {
-	if c.err != nil || !hasHan(s) {
+func (c *converter) convert(s string, locked bool) string {
+	if c.err != nil || !hasHan(s) || c.convertMode && !chineseText(s) {
 		return s
 	}
 	var held []string // the units s holds
@@ -70,7 +77,7 @@ func (c *converter) convert(s string, repair bool) string {
 		}
 	}
 	if len(held) == 0 {
-		return c.piece(s, repair)
+		return c.piece(s, locked)
 	}
 	if held[0] == s { // a whole value
 		return c.unit(s)
@@ -85,21 +92,29 @@ func (c *converter) convert(s string, repair bool) string {
 			continue
 		}
 		u := held[k]
-		b.WriteString(c.piece(s[prev:i], repair))
+		b.WriteString(c.piece(s[prev:i], locked))
 		b.WriteString(c.unit(u))
 		i += len(u)
 		prev = i
 	}
-	b.WriteString(c.piece(s[prev:], repair))
+	b.WriteString(c.piece(s[prev:], locked))
 	return b.String()
 }
 
-// piece converts s as one text.
-func (c *converter) piece(s string, repair bool) string {
+// piece converts s as one text; locked says s is (part of) a locked value.
+func (c *converter) piece(s string, locked bool) string {
 	if c.err != nil || !hasHan(s) {
 		return s
 	}
-	v, err := convertText(s, repair)
+	if !c.convertMode {
+		if !locked {
+			return mustChinese().repairText(s)
+		}
+		if _, ok := HasSimplifiedOnly(s); !ok {
+			return s
+		}
+	}
+	v, err := convertText(s)
 	if err != nil {
 		c.err = err
 		return s

@@ -200,13 +200,13 @@ func (rb *readBack) relatedRun(src, key []rune) bool {
 }
 
 // convertText converts s to Taiwan usage with s2twp, segment by segment,
-// checking each segment (see intact). With repair, Simplified-only
-// characters that phrase matching left behind are converted one by one
-// (OpenCC keeps the proper name 恒生 inside 永恒生命, leaving 恒, which
-// Taiwan writes 恆). Strings without Han characters, or not valid UTF-8, are
-// returned as they are. A damaged conversion gives a *contract.Reject with
-// ReasonConversionDamaged.
-func convertText(s string, repair bool) (string, error) {
+// checking each segment (see intact), and then converts the Simplified-only
+// characters that phrase matching left behind one by one (OpenCC keeps the
+// proper name 恒生 inside 永恒生命, and 恒生银行 as a whole, leaving 恒,
+// which Taiwan writes 恆). Strings without Han characters, or not valid
+// UTF-8, are returned as they are. A damaged conversion gives a
+// *contract.Reject with ReasonConversionDamaged.
+func convertText(s string) (string, error) {
 	if !hasHan(s) || !utf8.ValidString(s) {
 		return s, nil
 	}
@@ -221,10 +221,7 @@ func convertText(s string, repair bool) (string, error) {
 		n += utf8.RuneCountInString(seg.Src)
 		ends[i] = n
 	}
-	out := b.String()
-	if repair {
-		out = c.repairText(out)
-	}
+	out := c.repairText(b.String())
 	if at, ok := c.readBack.intact(s, out, ends); !ok {
 		rs := []rune(s)
 		from := max(0, at-8)

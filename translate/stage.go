@@ -44,14 +44,15 @@ func NewStage(t *Translator, name string, rnd func(id string) *rand.Rand) *Stage
 // translation, preceded by r itself when Keep is "both" (the translation's ID
 // then gets the suffix "/zh-TW"). A record that cannot be translated is
 // rejected in both keep modes, so every failure is counted. In convert mode
-// a record without Chinese text is not converted: it passes on unchanged,
-// or with NonChinese "filter" Process returns no record and a
-// *contract.Filter.
+// a record that is not convertible (no Simplified-only character) is not
+// converted and passes on unchanged with its tags; one without Chinese text
+// at all (see hasChinese) is dropped instead with NonChinese "filter":
+// Process returns no record and a *contract.Filter.
 // Errors are those of Translator.Record, plus a systemic one when Count is
 // set and Plan was not called.
 func (s *Stage) Process(ctx context.Context, r *record.Record) ([]*record.Record, error) {
-	if s.t.cfg.Mode == ModeConvert && r.Tag("lang") != Lang && !hasChinese(r) {
-		if s.t.cfg.NonChinese == NonChineseFilter {
+	if s.t.cfg.Mode == ModeConvert && r.Tag("lang") != Lang && !convertible(r) {
+		if s.t.cfg.NonChinese == NonChineseFilter && !hasChinese(r) {
 			return nil, &contract.Filter{Reason: FilterNotChinese}
 		}
 		return []*record.Record{r}, nil
@@ -109,7 +110,7 @@ func (s *Stage) Plan(ctx context.Context, scan func(yield func(*record.Record) e
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		if r.Tag("lang") != Lang && (s.t.cfg.Mode != ModeConvert || hasChinese(r)) {
+		if r.Tag("lang") != Lang && (s.t.cfg.Mode != ModeConvert || convertible(r)) {
 			// A copy: the ID may be a view of a row group's decoded
 			// column, which the stage would keep alive with it.
 			draws = append(draws, draw{s.rand(r.ID).Uint64(), strings.Clone(r.ID)})
@@ -143,11 +144,26 @@ const (
 	FilterNotChinese = "not_chinese"
 )
 
+// convertible reports whether convert mode converts r: whether a Chinese
+// translatable text of r (see chineseText) holds a Simplified-only
+// character. A record
+// without one is Traditional Chinese already, or written in characters
+// both scripts share, and s2twp, made for Simplified input, would damage
+// its Traditional text (演算法→演演算法, 反烏托邦→反烏託邦).
+func convertible(r *record.Record) bool {
+	for s := range translatable(r) {
+		if _, ok := HasSimplifiedOnly(s.text); ok && chineseText(s.text) {
+			return true
+		}
+	}
+	return false
+}
+
 // hasChinese reports whether any translatable text of r holds Chinese
 // characters: what convert mode needs to have something to convert.
 func hasChinese(r *record.Record) bool {
 	for s := range translatable(r) {
-		if hasHan(s.text) {
+		if chineseText(s.text) {
 			return true
 		}
 	}

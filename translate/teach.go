@@ -206,11 +206,6 @@ func (c *checker) check(ctx context.Context, resp llm.Response) (*record.Record,
 	if err != nil {
 		return nil, nil, err
 	}
-	for s := range translatable(out) {
-		if ch, ok := HasSimplifiedOnly(s.text); ok {
-			add(ReasonSimplifiedLeft, s.path, "%q keeps the Simplified-only character %q even after s2twp conversion; write it in Traditional characters", clip.Runes(s.text, 40), ch)
-		}
-	}
 	c.untranslated(add, out)
 	if len(probs) > 0 {
 		return nil, probs, nil
@@ -324,8 +319,9 @@ func pairCost(origName, ansName string, w walker) float64 {
 
 // build makes the translated record: a clone of the source whose text
 // fields and free-text strings are the answer's and whose locked strings
-// are the source's, all converted with s2twp (see converter), meta_tool
-// results that return tool definitions kept as they are. A damaged
+// are the source's, converted as converter says for teacher mode (answer
+// text keeps the teacher's words), meta_tool results that return tool
+// definitions kept as they are. A damaged
 // conversion (see intact.go) gives a *contract.Reject: the converter's
 // fault, not the teacher's, so it is not re-asked.
 func (c *checker) build(a *answer, calls [][]callPair, results [][]walker) (*record.Record, error) {
@@ -523,10 +519,12 @@ func (c *checker) judgePair(ctx context.Context, i, j int, name string, w walker
 	}
 	var probs []problem
 	for _, f := range w.free {
-		orig, got := toTaiwan(f.orig.Str), toTaiwan(f.ans.Str)
-		if orig == got {
+		// Equal up to s2twp: the same words, whatever the script. The judge
+		// is shown the value as the record will hold it.
+		if toTaiwan(f.orig.Str) == toTaiwan(f.ans.Str) {
 			continue
 		}
+		got := mustChinese().repairText(f.ans.Str)
 		param := name + "." + strings.TrimPrefix(f.path, callPath(i, j)+".arguments.")
 		key := param + "\x00" + f.orig.Str + "\x00" + got
 		ok, seen := c.judged[key]

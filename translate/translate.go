@@ -9,12 +9,14 @@
 // and every answer is checked against the source before it is used: the same
 // turns, roles and calls, unchanged locked values, and free-text argument
 // values whose meaning an equivalence judge confirms (ComplexEval's LLM-based
-// matching, seed 004 §3.1 and Fig 10). Every translated string is normalised
-// with OpenCC s2twp. In "convert" mode no model is involved: the record's
-// translatable text is converted from Simplified Chinese with s2twp only.
-// In both modes the conversion (package zhconv: OpenCC's algorithm and
-// dictionaries) is read back against its source (intact.go), and a damaged
-// one rejects the record.
+// matching, seed 004 §3.1 and Fig 10). The answer's text is kept as the
+// teacher wrote it, Simplified-only characters repaired one by one (s2twp
+// is made for Simplified input and damages Taiwan Traditional text:
+// 演算法→演演算法). In "convert" mode no model is involved: the translatable
+// text of a record holding Simplified-only characters is converted with
+// s2twp only. Every s2twp conversion (package zhconv: OpenCC's algorithm
+// and dictionaries) is read back against its source (intact.go), and a
+// damaged one rejects the record.
 //
 // Choices the papers leave open:
 //   - Tool results are translated like the rest of the conversation
@@ -28,14 +30,13 @@
 //     lock the later calls and results as listed tools do, and the result
 //     itself, a tool definition, keeps its bytes (see scope).
 //   - Locked values are locked against translation, not against script
-//     conversion: after the checks, s2twp converts every string but keys,
-//     tool definitions and enum and const members, so locked values with
-//     Simplified characters (a Chinese e-mail address, URL or date) end up
-//     as the text quoting them does, and no Simplified-only character is
-//     left outside what the tool definitions fix (see converter).
-//   - A teacher answer that keeps Simplified-only characters after s2twp is
-//     re-asked and, at the end, rejected; convert mode, which has nobody to
-//     ask, repairs such leftovers character by character instead.
+//     conversion: after the checks, locked values holding Simplified-only
+//     characters (a Chinese e-mail address, URL or date) are converted with
+//     s2twp, and so are their copies in the text, so no Simplified-only
+//     character is left outside keys and what the tool definitions fix
+//     (see converter).
+//   - Beyond OpenCC, Simplified-only characters that s2twp leaves (OpenCC
+//     keeps proper names such as 恒生银行) are repaired one by one.
 //   - Attempts counts answers, the first included.
 package translate
 
@@ -72,9 +73,8 @@ const (
 	ReasonValueChanged      = "translate_value_changed"      // a locked value (number, boolean, date, ID, URL, e-mail, code, const) changed, or a value's type or list length
 	ReasonResultsChanged    = "translate_results_changed"    // a tool turn's results changed in number, names or keys
 	ReasonNotEquivalent     = "translate_not_equivalent"     // the judge found a translated argument value not equivalent to the source's
-	ReasonSimplifiedLeft    = "translate_simplified_left"    // a teacher answer keeps Simplified-only characters after s2twp
 	ReasonUntranslated      = "translate_untranslated"       // the teacher left English text untranslated
-	ReasonNotChinese        = "translate_not_chinese"        // Record in convert mode: the record has no Chinese text to convert (the stage passes or filters such records instead)
+	ReasonNotChinese        = "translate_not_chinese"        // Record in convert mode: the record has no Simplified Chinese text to convert (the stage passes or filters such records instead)
 	ReasonSourceInvalid     = "translate_source_invalid"     // the source record's arguments or tool parameters are not valid JSON
 	ReasonConversionDamaged = "translate_conversion_damaged" // the s2twp conversion of a text does not read back to it: a character dropped, doubled or replaced outside a Taiwan phrase substitution (see intact.go)
 )
@@ -243,9 +243,9 @@ func New(cfg Config, client llm.Client, equiv EquivFunc, tmpl *prompts.Template)
 // r tagged lang=zh-TW with a lineage step, whose tool definitions (listed or
 // returned by meta_tool), function names, argument keys and enum and const
 // members are r's own bytes and whose other locked values are r's converted
-// with s2twp (unchanged unless they hold Chinese). A record whose
-// answers never passed the checks (or, in convert mode, one without Chinese
-// text) gives a *contract.Reject. Any
+// with s2twp (unchanged unless they hold Simplified-only characters). A record whose
+// answers never passed the checks (or, in convert mode, one that is not
+// convertible) gives a *contract.Reject. Any
 // other error — context, a fatal teacher error, an error of the equivalence
 // judge without a reject reason — is systemic and passed through.
 func (t *Translator) Record(ctx context.Context, r *record.Record) (*record.Record, error) {
@@ -255,15 +255,12 @@ func (t *Translator) Record(ctx context.Context, r *record.Record) (*record.Reco
 	if t.cfg.Mode == ModeConvert {
 		// Convert leaves no Simplified-only character (its character repair
 		// sees to that), so it fails only on a damaged conversion or when
-		// there is nothing to convert.
-		out, err := convert(r, t.stepName())
-		if err != nil {
-			return nil, err
+		// there is nothing to convert: no Simplified-only character in
+		// Chinese text (see convertible).
+		if !convertible(r) {
+			return nil, rejectf(ReasonNotChinese, "no translatable text holds a Simplified-only character; convert mode only converts Simplified Chinese")
 		}
-		if hasChinese(out) {
-			return out, nil
-		}
-		return nil, rejectf(ReasonNotChinese, "no translatable text contains Chinese characters; convert mode only converts Simplified Chinese")
+		return convert(r, t.stepName())
 	}
 	return t.teach(ctx, r)
 }

@@ -184,9 +184,10 @@ func TestTranslatePasses(t *testing.T) {
 	if got := out.Messages[6].Results[0].Content; got != "訂房已確認：參考編號 BK-99812。" {
 		t.Errorf("plain result %q", got)
 	}
-	// s2twp normalised the Simplified parts of the answer.
-	if got := out.Messages[3].Content; !strings.HasPrefix(got, "我在網路上找到") {
-		t.Errorf("content not normalised to Taiwan usage: %q", got)
+	// The answer's Simplified-only characters are repaired one by one; its
+	// words stay the teacher's (no s2twp phrase conversion: 网络→網絡).
+	if got := out.Messages[3].Content; !strings.HasPrefix(got, "我在網絡上找到") {
+		t.Errorf("content not repaired: %q", got)
 	}
 	if got := out.Messages[1].Reasoning; got != "使用者想找飯店並查詢天氣；這兩個呼叫互不相依。" {
 		t.Errorf("reasoning %q", got)
@@ -302,9 +303,6 @@ func TestTranslateRejects(t *testing.T) {
 		}, reason: ReasonResultsChanged},
 		// 恒生 is a proper name that OpenCC's phrase table keeps as is, so
 		// 恒 (Simplified for 恆) survives s2twp; Taiwan writes 恆生.
-		{name: "Simplified left after s2twp", break_: func(m map[string]any) {
-			turn(m, 7)["content"] = "您的訂房已確認。順帶一提，恒生指数今天上涨了。"
-		}, reason: ReasonSimplifiedLeft, detail: "'恒'"},
 		{name: "left in English", break_: func(m map[string]any) {
 			turn(m, 7)["content"] = "Your booking is confirmed; the reference is BK-99812."
 		}, reason: ReasonUntranslated},
@@ -623,10 +621,15 @@ func TestConversionDamagedRejects(t *testing.T) {
 		t.Errorf("convert mode: error %v, want reject %s", err, ReasonConversionDamaged)
 	}
 
+	// Teacher mode converts with s2twp only locked values holding
+	// Simplified-only characters (the teacher's text is repaired character
+	// by character).
+	teachSrc := loadRecord(t)
+	setArg(t, teachSrc, 1, 0, "contact_email", "约翰@example.com")
 	ans := okAnswer(t)
-	turn(ans, 0)["content"] = "請用软件查詢"
+	args(ans, 1, 0)["contact_email"] = "约翰@example.com"
 	f := &teacher{answers: []string{mustJSON(t, ans)}}
-	_, err = newTeacher(t, Config{}, f, &judge{}).Record(t.Context(), loadRecord(t))
+	_, err = newTeacher(t, Config{}, f, &judge{}).Record(t.Context(), teachSrc)
 	if !errors.As(err, &rej) || rej.Reason != ReasonConversionDamaged {
 		t.Errorf("teacher mode: error %v, want reject %s", err, ReasonConversionDamaged)
 	}
