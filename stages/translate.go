@@ -48,6 +48,7 @@ func (c *TranslateConfig) defaults() { c.Config.Defaults() }
 // teacher answers are kept with their Simplified-only characters repaired
 // one by one, and convert mode converts only records holding a
 // Simplified-only character and leaves Japanese and Korean text alone
+// and strings at an enum position that are not members are converted
 // (teacher requests unchanged; judge requests change only where the
 // conversion changed the value shown).
 func (c *TranslateConfig) version() int { return translate.Version + 5 }

@@ -183,18 +183,19 @@ func TestConvertGlaiveZh(t *testing.T) {
 	}
 }
 
-// TestConvertLocks: the enum member 意大利 (outside its enum in the source)
-// and a dated ID stay; free text and results are converted; the source is
-// not modified.
+// TestConvertLocks: the enum member 中国 and a dated ID stay; 意大利 at the
+// enum position, not a member, is converted like text (QA: glaive_zh:102
+// kept 意大利 while the text said 義大利); free text and results are
+// converted; the source is not modified.
 func TestConvertLocks(t *testing.T) {
 	src := &record.Record{
 		ID:     "zh:1",
 		System: "你是一个乐于助人的助手。",
 		Tools: []record.Tool{{Name: "search_recipes", Description: "根据食材搜索食谱",
-			Parameters: json.RawMessage(`{"type":"object","properties":{"ingredients":{"type":"array","items":{"type":"string"}},"cuisine":{"type":"string","enum":["Italian","Mexican"]},"since":{"type":"string","format":"date"}}}`)}},
+			Parameters: json.RawMessage(`{"type":"object","properties":{"ingredients":{"type":"array","items":{"type":"string"}},"cuisine":{"type":"string","enum":["Italian","Mexican"]},"region":{"type":"string","enum":["中国","台湾"]},"since":{"type":"string","format":"date"}}}`)}},
 		Messages: []record.Message{
 			{Role: "user", Content: "我想用鸡肉做意大利菜，需要软件帮忙吗？"},
-			{Role: "assistant", Reasoning: "用户想要意大利菜谱。", Calls: []record.Call{{Name: "search_recipes", Arguments: json.RawMessage(`{"ingredients": ["鸡肉", "甜椒"], "cuisine": "意大利", "since": "2024年1月1日"}`)}}},
+			{Role: "assistant", Reasoning: "用户想要意大利菜谱。", Calls: []record.Call{{Name: "search_recipes", Arguments: json.RawMessage(`{"ingredients": ["鸡肉", "甜椒"], "cuisine": "意大利", "region": "中国", "since": "2024年1月1日"}`)}}},
 			{Role: "tool", Results: []record.Result{{Name: "search_recipes", Content: `{"recipes": [{"name": "鸡肉意大利面", "id": "R-1"}]}`}}},
 			{Role: "tool", Results: []record.Result{{Name: "search_recipes", Content: `没有更多结果`}}},
 		},
@@ -208,7 +209,7 @@ func TestConvertLocks(t *testing.T) {
 		{out.System, "你是一個樂於助人的助手。"},
 		{out.Messages[0].Content, "我想用雞肉做義大利菜，需要軟體幫忙嗎？"},
 		{out.Messages[1].Reasoning, "使用者想要義大利菜譜。"},
-		{string(out.Messages[1].Calls[0].Arguments), `{"ingredients": ["雞肉", "甜椒"], "cuisine": "意大利", "since": "2024年1月1日"}`},
+		{string(out.Messages[1].Calls[0].Arguments), `{"ingredients": ["雞肉", "甜椒"], "cuisine": "義大利", "region": "中国", "since": "2024年1月1日"}`},
 		{out.Messages[2].Results[0].Content, `{"recipes": [{"name": "雞肉義大利麵", "id": "R-1"}]}`},
 		{out.Messages[3].Results[0].Content, "沒有更多結果"},
 		{out.Tools[0].Description, "根据食材搜索食谱"},

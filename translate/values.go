@@ -3,11 +3,13 @@ package translate
 import (
 	"encoding/json"
 	"fmt"
-	"github.com/augmentdata/augment/clip"
-	"github.com/augmentdata/augment/jsontree"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode"
+
+	"github.com/augmentdata/augment/clip"
+	"github.com/augmentdata/augment/jsontree"
 )
 
 // A schema is one JSON Schema object of a tool's parameters, decoded
@@ -69,7 +71,12 @@ const (
 // itself decides (see lockedText).
 func classify(s schema, v string) leafClass {
 	if enum, ok := s["enum"].([]any); ok && len(enum) > 0 {
-		return leafEnum
+		if slices.Contains(enum, any(v)) {
+			return leafEnum
+		}
+		// Not a member: a word, converted in context like free text (a
+		// teacher must still copy it, see walker.compare).
+		return leafFree
 	}
 	if f, ok := s["format"].(string); ok && f != "" {
 		return leafLocked
@@ -231,12 +238,16 @@ func (w *walker) compare(path string, orig, ans *jsontree.Value, s schema) {
 	if enum, ok := s["enum"].([]any); ok && len(enum) > 0 {
 		if !jsontree.Equal(orig, ans) {
 			w.add(ReasonEnumChanged, path, "enum value %s was changed to %s; enum members must be copied exactly", show(orig), show(ans))
+		} else if !fixed(s, orig) {
+			w.locked = append(w.locked, orig)
 		}
 		return
 	}
 	if _, ok := s["const"]; ok {
 		if !jsontree.Equal(orig, ans) {
 			w.add(ReasonValueChanged, path, "%s was changed to %s; the parameter allows only this value, copy it exactly", show(orig), show(ans))
+		} else if !fixed(s, orig) {
+			w.locked = append(w.locked, orig)
 		}
 		return
 	}
@@ -293,15 +304,26 @@ func (w *walker) compare(path string, orig, ans *jsontree.Value, s schema) {
 
 func isBool(k jsontree.Kind) bool { return k == jsontree.True || k == jsontree.False }
 
-// fixed reports whether the schema s itself names the only values allowed
-// at its point (enum, const). Such values keep their bytes in both modes,
-// as the tool definitions that list them do.
-func fixed(s schema) bool {
-	if enum, ok := s["enum"].([]any); ok && len(enum) > 0 {
+// fixed reports whether n is one of the values the schema s names as the
+// only ones allowed at its point (enum, const). Such values keep their
+// bytes in both modes, as the tool definitions that list them do; a string
+// at an enum or const position that is not a member (意大利 where the enum
+// lists "Italian") is converted. A value that is not a string is fixed at
+// such a position.
+func fixed(s schema, n *jsontree.Value) bool {
+	enum, isEnum := s["enum"].([]any)
+	isEnum = isEnum && len(enum) > 0
+	c, isConst := s["const"]
+	switch {
+	case !isEnum && !isConst:
+		return false
+	case n.Kind != jsontree.String:
 		return true
+	case isEnum:
+		return slices.Contains(enum, any(n.Str))
+	default:
+		return c == any(n.Str)
 	}
-	_, ok := s["const"]
-	return ok
 }
 
 // convertedStrings calls fn for every string of n that the stage converts
@@ -309,7 +331,7 @@ func fixed(s schema) bool {
 // locked says the string is a locked value (see classify), which a teacher
 // must copy unchanged before it is converted.
 func convertedStrings(path string, n *jsontree.Value, s schema, fn func(path string, n *jsontree.Value, locked bool)) {
-	if fixed(s) {
+	if fixed(s, n) {
 		return
 	}
 	switch n.Kind {
