@@ -94,3 +94,25 @@ func TestConvertLeavesTraditional(t *testing.T) {
 		t.Errorf("Simplified record: %v, %v", got, err)
 	}
 }
+
+// TestTeacherConvertsEnumNonMember: a value at an enum position that is not
+// a member must be copied by the teacher, and is then converted like other
+// locked values (中国菜 in a zh-TW record was left Simplified).
+func TestTeacherConvertsEnumNonMember(t *testing.T) {
+	src := loadRecord(t)
+	setArg(t, src, 1, 0, "sort_by", "中国菜")
+	ans := okAnswer(t)
+	args(ans, 1, 0)["sort_by"] = "中国菜"
+	f := &teacher{answers: []string{mustJSON(t, ans)}}
+	out, err := newTeacher(t, Config{}, f, &judge{}).Record(t.Context(), src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(out.Messages[1].Calls[0].Arguments, &m); err != nil {
+		t.Fatal(err)
+	}
+	if got := m["sort_by"]; got != "中國菜" {
+		t.Errorf("sort_by %q, want 中國菜", got)
+	}
+}
