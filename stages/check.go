@@ -169,14 +169,19 @@ func Check(ctx context.Context, p *Pipeline, o Options, w io.Writer) error {
 		if err != nil {
 			return err
 		}
+		todo := 0 // shards a run would make of a stage whose settings and input stand
+		if sm != nil && sm.ConfigHash == fp && upToDate {
+			todo = len(r.pending(stageRun{name: spec.Name, drop: !spec.keeps() && !merge}, sm, fp, sm.Plan, inputs))
+		}
 		switch {
 		case sm == nil:
 		case sm.ConfigHash != fp:
 			status, upToDate = "would run (settings, prompts or teacher changed)", false
 		case !upToDate:
 			status = "would run where its input changes"
-		case len(r.pending(stageRun{name: spec.Name, drop: !spec.keeps() && !merge}, sm, fp, sm.Plan, inputs)) > 0:
-			status, upToDate = "would run (outputs missing)", false
+		case todo > 0:
+			status = fmt.Sprintf("would run %d of %d shards (%d done; the rest never ran or lost their outputs)", todo, len(inputs), len(inputs)-todo)
+			upToDate = false
 		case merge && sink:
 			status = fmt.Sprintf("would finish (%d shards done by the workers; the merge writes the files of the whole export)", len(sm.Shards))
 		case merge:
