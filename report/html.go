@@ -48,6 +48,7 @@ type htmlLLM struct {
 	P50, P90, P99, Max                         string
 	Cost                                       string
 	Errors                                     string
+	Unrecorded                                 string // UnrecordedNote, for a merge that lacks a killed worker's traffic
 }
 
 type htmlPage struct {
@@ -233,6 +234,9 @@ func (r *Run) HTML() ([]byte, error) {
 			errs = append(errs, fmt.Sprintf("%s=%d", k, l.Errors[k]))
 		}
 		h.Errors = strings.Join(errs, " ")
+		if s.Manifest != nil && len(s.Manifest.LLMUnrecorded) > 0 {
+			h.Unrecorded = UnrecordedNote(s.Manifest.LLMUnrecorded)
+		}
 		p.LLM = append(p.LLM, h)
 		reqBars = append(reqBars, bar{Label: s.Dir, Value: float64(l.Requests),
 			Parts: []float64{float64(l.Requests - l.CacheHits), float64(l.CacheHits)},
@@ -377,7 +381,8 @@ Teacher: {{.Run.Config.Teacher.Provider}}{{with .Models}} ({{.}}){{end}}.{{else}
 <tr><th>stage</th><th>requests</th><th>cache hits</th><th>sent</th><th>retries</th><th>failed</th><th>tokens in</th><th>tokens out</th><th>p50 ms</th><th>p90 ms</th><th>p99 ms</th><th>cost</th><th class="l">errors</th></tr>
 {{range .LLM}}<tr data-stage="{{.Dir}}"><td>{{.Dir}}</td><td data-field="requests">{{.Requests}}</td><td data-field="cache_hits">{{.CacheHits}}</td><td>{{.Sent}}</td><td>{{.Retries}}</td><td data-field="failed">{{.Failed}}</td><td>{{.TokensIn}}</td><td>{{.TokensOut}}</td><td>{{.P50}}</td><td>{{.P90}}</td><td>{{.P99}}</td><td data-field="cost">{{.Cost}}</td><td class="l">{{.Errors}}</td></tr>
 {{end}}</table>
-<p class="meta">Total cost {{.TotalCost}}. Each stage's traffic is that of the run that last wrote its manifest.</p>
+{{range .LLM}}{{if .Unrecorded}}<p class="note" data-stage="{{.Dir}}">{{.Dir}}: {{.Unrecorded}}.</p>
+{{end}}{{end}}<p class="meta">Total cost {{.TotalCost}}. Each stage's traffic is that of the run that last wrote its manifest.</p>
 <div class="charts">{{range .TeacherChart}}<div><h3>{{.Title}}</h3>{{with .Note}}<p class="note">{{.}}</p>{{end}}{{.SVG}}</div>
 {{end}}</div>{{else}}<p class="empty">No stage has asked the teacher.</p>{{end}}
 </body>

@@ -620,4 +620,7 @@ func TestWorkersMergeAddsAccounting(t *testing.T) {
 	if len(cards) == 0 {
 		t.Error("no dataset card")
 	}
+	if b, err := os.ReadFile(filepath.Join(w.dir, "out", "report.html")); err != nil || !strings.Contains(string(b), "04-reason: these figures are lower than the real traffic by an unknown amount: worker 1/2 stopped") {
+		t.Errorf("report.html does not name worker 1/2 (%v)", err)
+	}
 }
