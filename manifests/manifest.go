@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/augmentdata/augment/atomicfs"
@@ -172,6 +173,16 @@ func Reasons(m map[string]int64) []string {
 	}
 	sort.Strings(keys)
 	return keys
+}
+
+// FormatCounts writes a by-reason map as "reason=n" pairs in reason order,
+// space-separated, as the run summary, notes and report show them.
+func FormatCounts(m map[string]int64) string {
+	parts := make([]string, 0, len(m))
+	for _, k := range Reasons(m) {
+		parts = append(parts, fmt.Sprintf("%s=%d", k, m[k]))
+	}
+	return strings.Join(parts, " ")
 }
 
 // Shard returns the shard called name, if recorded.

@@ -229,11 +229,7 @@ func (r *Run) HTML() ([]byte, error) {
 		h := htmlLLM{Dir: s.Dir, Requests: l.Requests, CacheHits: l.CacheHits, Sent: l.Sent, Retries: l.Retries, Failed: l.Failed,
 			TokensIn: l.TokensIn, TokensOut: l.TokensOut, Cost: fmt.Sprintf("%.4f", l.Cost),
 			P50: num(l.Latency.P50), P90: num(l.Latency.P90), P99: num(l.Latency.P99), Max: num(l.Latency.Max)}
-		var errs []string
-		for _, k := range manifests.Reasons(l.Errors) {
-			errs = append(errs, fmt.Sprintf("%s=%d", k, l.Errors[k]))
-		}
-		h.Errors = strings.Join(errs, " ")
+		h.Errors = manifests.FormatCounts(l.Errors)
 		if s.Manifest != nil && len(s.Manifest.LLMUnrecorded) > 0 {
 			h.Unrecorded = UnrecordedNote(s.Manifest.LLMUnrecorded)
 		}

@@ -580,10 +580,7 @@ func cutoffFor(n int) int {
 // costs several times the rest of the export. Each tool's count is
 // remembered with its text.
 func (e *exporter) renderedTokens(s *sample) int {
-	if s.Tools == "[]" { // inline samples: the definitions are in the system text
-		return e.tpl.SampleTokens(s.System, false, 0, s.Conversations)
-	}
-	tools := 0
+	tools := 0 // an inline sample's tools are in its system text: s.tools is nil
 	for _, tt := range s.tools {
 		n := tt.lfTokens.Load() - 1
 		if n < 0 {
@@ -1563,12 +1560,8 @@ func (e *exporter) Finish(dir *atomicfs.Root, shards []manifests.Shard) ([]strin
 		// No error: an empty sample is a valid run, but not a dataset.
 		msg := "empty export: no sample reached it (a filter or sample quota took every record?), so there is nothing to train on"
 		if n := manifests.Sum(total.Rejected); n > 0 {
-			var reasons []string
-			for _, k := range manifests.Reasons(total.Rejected) {
-				reasons = append(reasons, fmt.Sprintf("%s=%d", k, total.Rejected[k]))
-			}
 			msg = fmt.Sprintf("empty export: it rejected every one of the %d samples that reached it (%s; see its rejects), so there is nothing to train on",
-				n, strings.Join(reasons, " "))
+				n, manifests.FormatCounts(total.Rejected))
 		}
 		if e.env != nil && e.env.Log != nil {
 			e.env.Log.Warn(msg) // the stage's logger names the stage

@@ -36,11 +36,7 @@ func PrintReport(w io.Writer, rep *Report) {
 		if len(s.Counts.Rejected) == 0 {
 			continue
 		}
-		var parts []string
-		for _, k := range manifests.Reasons(s.Counts.Rejected) {
-			parts = append(parts, fmt.Sprintf("%s=%d", k, s.Counts.Rejected[k]))
-		}
-		fmt.Fprintf(w, "rejected in %s: %s\n", s.Dir, strings.Join(parts, " "))
+		fmt.Fprintf(w, "rejected in %s: %s\n", s.Dir, manifests.FormatCounts(s.Counts.Rejected))
 	}
 	for _, s := range rep.Stages {
 		if n := s.Counts.Counters[CounterStandIn]; n > 0 {
