@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -237,7 +238,7 @@ func testCloudMirror(t *testing.T, c cloud) {
 	want := localFiles(t, first)
 	delete(want, ".augment/lock")
 	if len(got) != len(want) || len(want) != 9 {
-		t.Errorf("store holds %v\nwant %v", slices.Sorted(mapKeys(got)), slices.Sorted(mapKeys(want)))
+		t.Errorf("store holds %v\nwant %v", slices.Sorted(maps.Keys(got)), slices.Sorted(maps.Keys(want)))
 	}
 	for name, w := range want {
 		if got[name] != w {
@@ -280,7 +281,7 @@ func testCloudMirror(t *testing.T, c cloud) {
 		t.Fatal(err)
 	}
 	if got := storeFiles(t, o, at); got["00-ingest/part-late.parquet"] != "late" || len(got) != 10 {
-		t.Errorf("after catching up the store holds %v", slices.Sorted(mapKeys(got)))
+		t.Errorf("after catching up the store holds %v", slices.Sorted(maps.Keys(got)))
 	}
 	for _, r := range rec.reqs {
 		if (r.method == "PUT" || r.method == "POST") && !strings.Contains(r.path+r.query, "part-late") {

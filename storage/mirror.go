@@ -240,7 +240,7 @@ func (m *Mirror) Pull(ctx context.Context) error {
 		return err
 	}
 	fetched, newer := 0, 0
-	for _, name := range slices.Sorted(mapKeys(remote)) {
+	for _, name := range slices.Sorted(maps.Keys(remote)) {
 		obj := remote[name]
 		fi, same, err := m.sameAsLocal(name, obj)
 		if err != nil {
@@ -335,7 +335,7 @@ func (m *Mirror) openRecord(remote map[string]blobObject) (map[string]string, er
 		}
 	}
 	var out bytes.Buffer
-	for _, name := range slices.Sorted(mapKeys(had)) {
+	for _, name := range slices.Sorted(maps.Keys(had)) {
 		line, _ := json.Marshal(syncLine{name, had[name]})
 		out.Write(append(line, '\n'))
 	}
@@ -479,16 +479,6 @@ func (m *Mirror) catchUp(withCache bool) error {
 		m.Committed(name)
 	}
 	return nil
-}
-
-func mapKeys[V any](m map[string]V) func(func(string) bool) {
-	return func(yield func(string) bool) {
-		for k := range m {
-			if !yield(k) {
-				return
-			}
-		}
-	}
 }
 
 // sameAsLocal reports whether the local file name has the object's size

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -159,7 +160,7 @@ func TestMirrorUploadsInCommitOrder(t *testing.T) {
 	delete(want, ".augment/lock")
 	delete(want, "cache/sources/hub/big")
 	if len(got) != len(want) || len(want) != 16 {
-		t.Errorf("bucket holds %v\nwant %v", slices.Sorted(mapKeys(got)), slices.Sorted(mapKeys(want)))
+		t.Errorf("bucket holds %v\nwant %v", slices.Sorted(maps.Keys(got)), slices.Sorted(maps.Keys(want)))
 	}
 	for name, w := range want {
 		if got[name] != w {
@@ -207,7 +208,7 @@ func TestMirrorPullAndCatchUp(t *testing.T) {
 		t.Fatal(err)
 	}
 	if got := bucketFiles(t, o, "out/"); got["00-ingest/part-b.parquet"] != "b" || len(got) != 3 {
-		t.Errorf("after catching up the bucket holds %v", slices.Sorted(mapKeys(got)))
+		t.Errorf("after catching up the bucket holds %v", slices.Sorted(maps.Keys(got)))
 	}
 }
 
@@ -242,7 +243,7 @@ func TestMirrorFailureThenCatchUp(t *testing.T) {
 		t.Fatalf("Close after refused uploads: %v", err)
 	}
 	if got := bucketFiles(t, o, "out/"); len(got) != 0 {
-		t.Errorf("bucket holds %v after refused uploads", slices.Sorted(mapKeys(got)))
+		t.Errorf("bucket holds %v after refused uploads", slices.Sorted(maps.Keys(got)))
 	}
 	ref.on.Store(false)
 	m2, _ := mirrorOf(t, o, dir, "s3://data/out")
