@@ -11,6 +11,7 @@ import (
 	"github.com/augmentdata/augment/manifests"
 	"github.com/augmentdata/augment/stages/contract"
 	"github.com/augmentdata/augment/stages/record"
+	"github.com/augmentdata/augment/verify"
 )
 
 // tools_placement: role (seed 002 §3.1, Fig 1(b)): the tool definitions
@@ -79,27 +80,10 @@ func (e *exporter) roleSample(ctx context.Context, r *record.Record, s *sample, 
 	return rendered(r, b.Bytes()), nil
 }
 
-// spacedJSON rewrites compact JSON with a space after every ':' and ','
-// outside strings (Python's json.dumps layout).
+// spacedJSON is compact JSON in Python's json.dumps layout (a space after
+// every ':' and ',' outside strings).
 func spacedJSON(compact string) string {
-	var b strings.Builder
-	b.Grow(len(compact) + len(compact)/8)
-	in, esc := false, false
-	for i := 0; i < len(compact); i++ {
-		c := compact[i]
-		b.WriteByte(c)
-		switch {
-		case in && esc:
-			esc = false
-		case in && c == '\\':
-			esc = true
-		case c == '"':
-			in = !in
-		case !in && (c == ':' || c == ','):
-			b.WriteByte(' ')
-		}
-	}
-	return b.String()
+	return string(verify.PyLayout(make([]byte, 0, len(compact)+len(compact)/8), []byte(compact), ""))
 }
 
 // appendMessages writes a role-placement row as one JSON line.

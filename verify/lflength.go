@@ -119,7 +119,7 @@ func (t *LFTemplate) ToolTokens(obj []byte) int {
 	if f.indent {
 		indent = "    "
 	}
-	n := Tokens(string(pyLayout(nil, b, indent)))
+	n := Tokens(string(PyLayout(nil, b, indent)))
 	if f.sep {
 		n++
 	}
@@ -242,7 +242,7 @@ func (t *LFTemplate) callsTokens(calls []FunctionCall) int {
 		if list {
 			b = append(b, ']')
 		}
-		return Tokens(string(pyLayout(nil, b, "")))
+		return Tokens(string(PyLayout(nil, b, "")))
 	case "qwen":
 		n := 0
 		for _, c := range calls {
@@ -251,13 +251,13 @@ func (t *LFTemplate) callsTokens(calls []FunctionCall) int {
 			b = append(b, `,"arguments":`...)
 			b = append(b, c.Arguments...)
 			b = append(b, '}')
-			n += f.call + Tokens(string(pyLayout(nil, b, "")))
+			n += f.call + Tokens(string(PyLayout(nil, b, "")))
 		}
 		return n
 	case "glm4":
 		n := 0
 		for _, c := range calls {
-			n += Tokens(c.Name + "\n" + string(pyLayout(nil, c.Arguments, "")))
+			n += Tokens(c.Name + "\n" + string(PyLayout(nil, c.Arguments, "")))
 		}
 		return n
 	}
@@ -268,7 +268,7 @@ func (t *LFTemplate) callsTokens(calls []FunctionCall) int {
 	for _, c := range calls {
 		n += f.call + Tokens(c.Name) + 1
 		if t.ToolFormat == "default" {
-			n += Tokens(string(pyLayout(nil, c.Arguments, "")))
+			n += Tokens(string(PyLayout(nil, c.Arguments, "")))
 			continue
 		}
 		forEachMember(c.Arguments, func(key string, value json.RawMessage) {
@@ -285,7 +285,7 @@ func pyValue(raw json.RawMessage) string {
 	if json.Unmarshal(raw, &s) == nil {
 		return s
 	}
-	return string(pyLayout(nil, raw, ""))
+	return string(PyLayout(nil, raw, ""))
 }
 
 // forEachMember calls fn with each member of a JSON object, in order.
@@ -314,11 +314,11 @@ func appendJSONString(b []byte, s string) []byte {
 	return append(b, q...)
 }
 
-// pyLayout appends src, a JSON text, to dst in the layout of Python's
+// PyLayout appends src, a JSON text, to dst in the layout of Python's
 // json.dumps: with indent "" one line with ", " and ": " separators,
 // else one member per line indented by indent per level, empty
 // containers as {} and []. Strings are copied as they are.
-func pyLayout(dst, src []byte, indent string) []byte {
+func PyLayout(dst, src []byte, indent string) []byte {
 	depth := 0
 	newline := func() {
 		dst = append(dst, '\n')

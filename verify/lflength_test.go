@@ -18,8 +18,8 @@ func TestPyLayout(t *testing.T) {
 		{`[]`, "    ", `[]`},
 		{`"s"`, "    ", `"s"`},
 	} {
-		if got := string(pyLayout(nil, []byte(c.src), c.indent)); got != c.want {
-			t.Errorf("pyLayout(%s, %q):\n got %q\nwant %q", c.src, c.indent, got, c.want)
+		if got := string(PyLayout(nil, []byte(c.src), c.indent)); got != c.want {
+			t.Errorf("PyLayout(%s, %q):\n got %q\nwant %q", c.src, c.indent, got, c.want)
 		}
 	}
 }
@@ -35,10 +35,10 @@ func FuzzPyLayout(f *testing.F) {
 		var want bytes.Buffer
 		_ = json.Compact(&want, src)
 		for _, indent := range []string{"", "    "} {
-			out := pyLayout(nil, src, indent)
+			out := PyLayout(nil, src, indent)
 			var got bytes.Buffer
 			if err := json.Compact(&got, out); err != nil || got.String() != want.String() {
-				t.Fatalf("pyLayout(%q, %q) = %q: not the same JSON (%v)", src, indent, out, err)
+				t.Fatalf("PyLayout(%q, %q) = %q: not the same JSON (%v)", src, indent, out, err)
 			}
 		}
 	})
