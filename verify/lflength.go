@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"strings"
+
+	"github.com/augmentdata/augment/jsonout"
 )
 
 // How long LLaMA-Factory's rendering of a sample is, in o200k_base tokens
@@ -234,7 +236,7 @@ func (t *LFTemplate) callsTokens(calls []FunctionCall) int {
 				b = append(b, ',')
 			}
 			b = append(b, `{"name":`...)
-			b = appendJSONString(b, c.Name)
+			b = jsonout.AppendString(b, c.Name)
 			b = append(b, key...)
 			b = append(b, c.Arguments...)
 			b = append(b, '}')
@@ -247,7 +249,7 @@ func (t *LFTemplate) callsTokens(calls []FunctionCall) int {
 		n := 0
 		for _, c := range calls {
 			b = append(b[:0], `{"name":`...)
-			b = appendJSONString(b, c.Name)
+			b = jsonout.AppendString(b, c.Name)
 			b = append(b, `,"arguments":`...)
 			b = append(b, c.Arguments...)
 			b = append(b, '}')
@@ -306,12 +308,6 @@ func forEachMember(obj json.RawMessage, fn func(key string, value json.RawMessag
 		}
 		fn(key, v)
 	}
-}
-
-// appendJSONString appends s as a JSON string.
-func appendJSONString(b []byte, s string) []byte {
-	q, _ := json.Marshal(s)
-	return append(b, q...)
 }
 
 // PyLayout appends src, a JSON text, to dst in the layout of Python's
