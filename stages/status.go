@@ -166,11 +166,7 @@ func startedWorkers(dir string) []string {
 	type iN struct{ i, n int }
 	var ws []iN
 	for _, e := range ents {
-		rest, ok := strings.CutPrefix(e.Name(), workerLockPrefix)
-		a, b, ok2 := strings.Cut(rest, "-of-")
-		i, err1 := strconv.Atoi(a)
-		n, err2 := strconv.Atoi(b)
-		if ok && ok2 && err1 == nil && err2 == nil {
+		if i, n, ok := parseWorkerLock(e.Name()); ok {
 			ws = append(ws, iN{i, n})
 		}
 	}

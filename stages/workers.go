@@ -735,7 +735,7 @@ func retryLater(m *manifests.Stage, s manifests.Shard, res stageResult, in shard
 // flock works across hosts) neither starts while the other runs.
 func (r *Runner) lockWorker(root *atomicfs.Root) (io.Closer, error) {
 	w := r.o.Worker
-	f, err := root.OpenFile(fmt.Sprintf("%s/%s%d-of-%d", stateDir, workerLockPrefix, w.Index, w.Count), os.O_RDWR|os.O_CREATE, 0o644)
+	f, err := root.OpenFile(stateDir+"/"+workerLockName(w.Index, w.Count), os.O_RDWR|os.O_CREATE, 0o644)
 	if err != nil {
 		return nil, err
 	}
@@ -768,6 +768,18 @@ func (r *Runner) lockWorker(root *atomicfs.Root) (io.Closer, error) {
 // workerLockPrefix starts the name of a worker's lock file in stateDir.
 const workerLockPrefix = "lock-worker-"
 
+// workerLockName is the name of worker i of n's lock file in stateDir.
+func workerLockName(i, n int) string { return fmt.Sprintf("%s%d-of-%d", workerLockPrefix, i, n) }
+
+// parseWorkerLock reads a workerLockName back.
+func parseWorkerLock(name string) (i, n int, ok bool) {
+	rest, ok := strings.CutPrefix(name, workerLockPrefix)
+	a, b, ok2 := strings.Cut(rest, "-of-")
+	i, err1 := strconv.Atoi(a)
+	n, err2 := strconv.Atoi(b)
+	return i, n, ok && ok2 && err1 == nil && err2 == nil
+}
+
 // runningWorkers names the workers that hold their lock files in root
 // ("worker 0/2, worker 1/2"; "" for none), for a plain run or merge that
 // found the run's lock shared. Each is tested with a shared lock, released
@@ -779,7 +791,7 @@ func runningWorkers(root *atomicfs.Root) string {
 	}
 	var names []string
 	for _, e := range ents {
-		rest, ok := strings.CutPrefix(e.Name(), workerLockPrefix)
+		i, n, ok := parseWorkerLock(e.Name())
 		if !ok {
 			continue
 		}
@@ -788,7 +800,7 @@ func runningWorkers(root *atomicfs.Root) string {
 			continue
 		}
 		if held, err := tryLockShared(f); err == nil && held {
-			names = append(names, "worker "+strings.Replace(rest, "-of-", "/", 1))
+			names = append(names, fmt.Sprintf("worker %d/%d", i, n))
 		}
 		f.Close()
 	}
