@@ -75,3 +75,20 @@ func FuzzDetectWorker(f *testing.F) {
 		}
 	})
 }
+
+// FuzzParseWorkerLock: a lock file name reads back as the worker it was
+// written for, and no name makes the reader fail but by saying so.
+func FuzzParseWorkerLock(f *testing.F) {
+	f.Add("lock-worker-1-of-4", 3, 8)
+	f.Add("lock-worker--of-", 0, 1)
+	f.Add("lock-worker-1-of-4-of-5", 12, 16)
+	f.Fuzz(func(t *testing.T, name string, i, n int) {
+		parseWorkerLock(name)
+		if i < 0 || n < 0 {
+			return
+		}
+		if gi, gn, ok := parseWorkerLock(workerLockName(i, n)); !ok || gi != i || gn != n {
+			t.Fatalf("parseWorkerLock(workerLockName(%d, %d)) = %d, %d, %t", i, n, gi, gn, ok)
+		}
+	})
+}
