@@ -19,6 +19,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/augmentdata/augment/internal/retryafter"
 )
 
 // The Hugging Face Hub, as huggingface_hub talks to it:
@@ -122,7 +124,7 @@ func passingStatus(code int) bool {
 // server asks for longer than maxRetryAfter.
 func retryWait(try int, resp *http.Response) (time.Duration, bool) {
 	if resp != nil {
-		if d, ok := retryAfter(resp.Header.Get("Retry-After"), time.Now()); ok {
+		if d, ok := retryafter.Parse(resp.Header, time.Now()); ok {
 			return d, d <= maxRetryAfter
 		}
 	}
@@ -131,27 +133,6 @@ func retryWait(try int, resp *http.Response) (time.Duration, bool) {
 		d *= 3
 	}
 	return d, true
-}
-
-// retryAfter reads a Retry-After header: whole seconds, or an HTTP date
-// (a date already past is no wait).
-func retryAfter(v string, now time.Time) (time.Duration, bool) {
-	v = strings.TrimSpace(v)
-	if v == "" {
-		return 0, false
-	}
-	if strings.Trim(v, "0123456789") == "" {
-		s, err := strconv.ParseUint(v, 10, 32)
-		if err != nil {
-			return 0, false
-		}
-		return time.Duration(s) * time.Second, true
-	}
-	t, err := http.ParseTime(v)
-	if err != nil {
-		return 0, false
-	}
-	return max(0, t.Sub(now)), true
 }
 
 func sleep(ctx context.Context, d time.Duration) error {

@@ -281,46 +281,6 @@ func TestHubStreamChecksGitBlob(t *testing.T) {
 	}
 }
 
-func TestRetryAfter(t *testing.T) {
-	now := time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC)
-	for _, c := range []struct {
-		in   string
-		want time.Duration
-		ok   bool
-	}{
-		{"0", 0, true}, {"7", 7 * time.Second, true}, {" 120 ", 2 * time.Minute, true},
-		{"Fri, 27 Nov 2026 12:00:30 GMT", 30 * time.Second, true},
-		{"Fri, 27 Nov 2026 11:00:00 GMT", 0, true},
-		{"", 0, false}, {"-1", 0, false}, {"1.5", 0, false}, {"soon", 0, false}, {"99999999999999", 0, false},
-	} {
-		got, ok := retryAfter(c.in, now)
-		if got != c.want || ok != c.ok {
-			t.Errorf("retryAfter(%q) = %v, %v; want %v, %v", c.in, got, ok, c.want, c.ok)
-		}
-	}
-}
-
-// FuzzRetryAfter: any header value gives a wait that is not negative, or
-// none; whole seconds written canonically give that many seconds.
-func FuzzRetryAfter(f *testing.F) {
-	f.Add("120")
-	f.Add("Fri, 27 Nov 2026 12:00:30 GMT")
-	f.Add("1e3")
-	now := time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC)
-	f.Fuzz(func(t *testing.T, v string) {
-		d, ok := retryAfter(v, now)
-		if d < 0 || !ok && d != 0 {
-			t.Fatalf("retryAfter(%q) = %v, %v", v, d, ok)
-		}
-		if ok && strings.Trim(strings.TrimSpace(v), "0123456789") == "" {
-			again, ok2 := retryAfter(strconv.Itoa(int(d/time.Second)), now)
-			if !ok2 || again != d {
-				t.Fatalf("retryAfter(%q) = %v; its canonical form gives %v, %v", v, d, again, ok2)
-			}
-		}
-	})
-}
-
 // contentCheck against what the Hub states: git's own blob id of "hello\n"
 // (git hash-object), its plain SHA-1, the LFS SHA-256, the size; with the
 // size known up front or not.

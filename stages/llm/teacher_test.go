@@ -593,47 +593,6 @@ func TestHTTPErrorClasses(t *testing.T) {
 	}
 }
 
-func TestParseRetryAfter(t *testing.T) {
-	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
-	tests := []struct {
-		h    http.Header
-		want time.Duration
-	}{
-		{http.Header{"Retry-After": {"7"}}, 7 * time.Second},
-		{http.Header{"Retry-After": {"0.5"}}, 500 * time.Millisecond},
-		{http.Header{"Retry-After": {"7"}, "Retry-After-Ms": {"1250"}}, 1250 * time.Millisecond},
-		{http.Header{"Retry-After": {now.Add(30 * time.Second).Format(http.TimeFormat)}}, 30 * time.Second},
-		{http.Header{"Retry-After": {now.Add(-time.Minute).Format(http.TimeFormat)}}, 0},
-		{http.Header{"Retry-After": {"-3"}}, 0},
-		{http.Header{"Retry-After": {"soon"}}, 0},
-		{http.Header{}, 0},
-	}
-	for _, tt := range tests {
-		if got := parseRetryAfter(tt.h, now); got != tt.want {
-			t.Errorf("%v: got %v, want %v", tt.h, got, tt.want)
-		}
-	}
-}
-
-func FuzzParseRetryAfter(f *testing.F) {
-	for _, s := range []string{"7", "0.25", "Wed, 21 Oct 2015 07:28:00 GMT", "", "1e400", "NaN"} {
-		f.Add(s, "")
-		f.Add("", s)
-	}
-	f.Fuzz(func(t *testing.T, ra, ms string) {
-		h := http.Header{}
-		if ra != "" {
-			h.Set("Retry-After", ra)
-		}
-		if ms != "" {
-			h.Set("Retry-After-Ms", ms)
-		}
-		if d := parseRetryAfter(h, time.Unix(1e9, 0)); d < 0 {
-			t.Fatalf("negative wait %v for %q/%q", d, ra, ms)
-		}
-	})
-}
-
 func TestClassify(t *testing.T) {
 	expired, cancel := context.WithTimeout(context.Background(), 0)
 	defer cancel()

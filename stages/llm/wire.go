@@ -6,15 +6,15 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"math/rand/v2"
 	"net"
 	"net/http"
-	"strconv"
 	"strings"
 	"time"
 
 	openai "github.com/sashabaranov/go-openai"
+
+	"github.com/augmentdata/augment/internal/retryafter"
 )
 
 // callMeta travels in an attempt's context to wireTransport, which records
@@ -45,7 +45,7 @@ func (t wireTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 		if resp != nil {
 			m.status = resp.StatusCode
 			if resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode >= 500 {
-				m.retryAfter = parseRetryAfter(resp.Header, now)
+				m.retryAfter, _ = retryafter.Parse(resp.Header, now)
 			}
 			if m.answer != nil && resp.StatusCode/100 == 2 {
 				m.answer.Reset()
@@ -73,36 +73,6 @@ func withBody(r *http.Request, body []byte) *http.Request {
 	r2.ContentLength = int64(len(body))
 	r2.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
 	return r2
-}
-
-// parseRetryAfter reads how long the server asks us to wait: retry-after-ms
-// (OpenAI, Azure) or Retry-After in seconds or as an HTTP date. Zero means
-// no usable header.
-func parseRetryAfter(h http.Header, now time.Time) time.Duration {
-	// seconds converts a positive finite number of seconds, clamped to a
-	// day so an absurd header cannot overflow.
-	seconds := func(s float64) time.Duration {
-		if !(s > 0) || math.IsInf(s, 0) {
-			return 0
-		}
-		return time.Duration(min(s, 86400) * float64(time.Second))
-	}
-	if v := h.Get("Retry-After-Ms"); v != "" {
-		if ms, err := strconv.ParseFloat(v, 64); err == nil && seconds(ms/1000) > 0 {
-			return seconds(ms / 1000)
-		}
-	}
-	v := h.Get("Retry-After")
-	if v == "" {
-		return 0
-	}
-	if s, err := strconv.ParseFloat(v, 64); err == nil {
-		return seconds(s)
-	}
-	if t, err := http.ParseTime(v); err == nil && t.After(now) {
-		return t.Sub(now)
-	}
-	return 0
 }
 
 // newOpenAIClient returns a go-openai client for ep whose connection pool
