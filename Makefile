@@ -23,7 +23,7 @@ race: ## the test suite with the race detector
 bench: build ## benchmarks: parsers, shards, stages (dedup of 1M records), teacher layer, then the deterministic chain on 100 MB dumps per format beside a plain Python script (testdata/bench)
 	$(GO) test -run '^$$' -bench . -benchmem ./storage/ ./stages/ ./stages/formats/ ./stages/shard/ ./stages/toollib/ ./stages/near/ ./verify/ ./verify/hftok/ ./translate/...
 	$(GO) test -run '^$$' -bench . -benchtime=10000x ./stages/llm/
-	./testdata/bench/ingest_export.sh
+	./testdata/bench/ingest_export.sh $(ARGS)
 
 fuzz: ## run every fuzz target for FUZZTIME each (default 10s)
 	./testdata/fuzz.sh $(or $(FUZZTIME),10s)
