@@ -115,6 +115,26 @@ func (t *Template) Render(data any) ([]llm.Message, error) {
 	return out, nil
 }
 
+// Check renders the template against every sample and returns the first
+// error, so that a template that cannot render its data (a field its data
+// type lacks, a function given the wrong arguments) fails where it is
+// loaded, not on the first record, or on none when the failing branch is
+// rare. The samples are values of the data type the template gets, with
+// every field set (an {{if}} branch on an empty field is then not taken),
+// plus, where a field can be empty in real data, one with it empty, so that
+// both sides of such a branch are rendered.
+func (t *Template) Check(samples ...any) error {
+	if len(samples) == 0 {
+		return fmt.Errorf("prompt %s: no sample data to check it against", t.Name)
+	}
+	for _, s := range samples {
+		if _, err := t.Render(s); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 var funcs = template.FuncMap{
 	// json renders v as compact JSON (raw JSON is kept as is).
 	"json": func(v any) (string, error) {

@@ -86,3 +86,38 @@ func FuzzParse(f *testing.F) {
 		tm.Render(map[string]any{"Q": "x"}) // may fail on missing keys, must not panic
 	})
 }
+
+// Check renders every sample: a template is refused on the first sample it
+// cannot render, and without a sample it cannot be checked at all.
+func TestCheck(t *testing.T) {
+	type data struct{ A, B string }
+	tests := []struct {
+		name, text string
+		samples    []any
+		err        string
+	}{
+		{name: "renders", text: "-- user --\n{{.A}}{{if .B}} {{.B}}{{end}}", samples: []any{data{"a", "b"}, data{A: "a"}}},
+		{name: "unknown field", text: "-- user --\n{{.A}} {{.C}}", samples: []any{data{"a", "b"}}, err: "can't evaluate field C"},
+		{name: "in a branch only a full sample takes", text: "-- user --\n{{if .B}}{{.C}}{{end}}", samples: []any{data{}, data{"a", "b"}}, err: "can't evaluate field C"},
+		{name: "in a branch only an empty field takes", text: "-- user --\n{{if not .B}}{{.C}}{{end}}", samples: []any{data{"a", "b"}, data{A: "a"}}, err: "can't evaluate field C"},
+		{name: "no sample", text: "-- user --\nx", err: "no sample data"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tm, err := Parse("p.tmpl", []byte(tt.text))
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = tm.Check(tt.samples...)
+			if tt.err == "" {
+				if err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tt.err) || !strings.HasPrefix(err.Error(), "prompt p.tmpl: ") {
+				t.Fatalf("error %v, want %q after the prompt's name", err, tt.err)
+			}
+		})
+	}
+}

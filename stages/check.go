@@ -524,11 +524,15 @@ func stageProblems(p *Pipeline) []string {
 		if spec.Skip {
 			continue
 		}
-		_, cfg := spec.config()
+		typ, cfg := spec.config()
 		env := previewEnv(p, spec.Name, cfg, &previewClient{}, toollib.New(nil))
 		st, err := cfg.build(env)
 		if err != nil {
-			probs = append(probs, p.problem(fmt.Sprintf("stages[%d]", i), "stage %q: %v", spec.Name, err))
+			key := fmt.Sprintf("stages[%d]", i)
+			if ke := (*keyError)(nil); errors.As(err, &ke) {
+				key += "." + typ + "." + ke.key
+			}
+			probs = append(probs, p.problem(key, "stage %q: %v", spec.Name, err))
 		}
 		_, sink := st.(Sink)
 		if dropped >= 0 {

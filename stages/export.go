@@ -236,10 +236,6 @@ func (c *ExportConfig) build(env *Env) (Stage, error) {
 		return nil, fmt.Errorf("unknown template %q", e.cfg.Template)
 	}
 	if c.Style == "inline" && c.ToolsPlacement == "system" {
-		var err error
-		if e.system, err = env.Prompt("export_inline_"+c.Surface, c.Prompt); err != nil {
-			return nil, err
-		}
 		if c.decision != nil {
 			e.answerToken, e.useToolToken = c.decision.AnswerToken, c.decision.UseToolToken
 		}
@@ -249,21 +245,26 @@ func (c *ExportConfig) build(env *Env) (Stage, error) {
 		// leaving out the tool definitions (its samples would call
 		// functions defined nowhere) fails the build, not the first
 		// record or no record at all.
-		for _, d := range []inlineSystem{
-			{System: "s", Tools: toolsSentinel, AnswerToken: "<|a|>", UseToolToken: "<|u|>"},
-			{Tools: toolsSentinel, AnswerToken: "<|a|>", UseToolToken: "<|u|>"},
-			{System: "s", Tools: toolsSentinel},
-			{Tools: toolsSentinel},
-		} {
+		samples := []any{
+			inlineSystem{System: "s", Tools: toolsSentinel, AnswerToken: "<|a|>", UseToolToken: "<|u|>"},
+			inlineSystem{Tools: toolsSentinel, AnswerToken: "<|a|>", UseToolToken: "<|u|>"},
+			inlineSystem{System: "s", Tools: toolsSentinel},
+			inlineSystem{Tools: toolsSentinel},
+		}
+		var err error
+		if e.system, err = env.Prompt("export_inline_"+c.Surface, "prompt", c.Prompt, samples...); err != nil {
+			return nil, err
+		}
+		for _, d := range samples {
 			msgs, err := e.system.Render(d)
 			if err != nil {
 				return nil, err
 			}
 			if len(msgs) != 1 || msgs[0].Role != "system" {
-				return nil, fmt.Errorf("prompt %s: want one system section (the system text of inline samples with tools)", e.system.Name)
+				return nil, &keyError{key: "prompt", err: fmt.Errorf("prompt %s: want one system section (the system text of inline samples with tools)", e.system.Name)}
 			}
 			if !strings.Contains(msgs[0].Content, toolsSentinel) {
-				return nil, fmt.Errorf("prompt %s: its system section does not always render {{.Tools}}, the tool definitions: an inline sample's tools column is empty, so its system text is the only place that defines the functions it calls", e.system.Name)
+				return nil, &keyError{key: "prompt", err: fmt.Errorf("prompt %s: its system section does not always render {{.Tools}}, the tool definitions: an inline sample's tools column is empty, so its system text is the only place that defines the functions it calls", e.system.Name)}
 			}
 		}
 	}

@@ -149,7 +149,13 @@ func (c *NegativesConfig) build(env *Env) (Stage, error) {
 		if env.Teacher == nil {
 			return nil, fmt.Errorf("target teacher needs a teacher")
 		}
-		tmpl, err := env.Prompt("negative_reply", c.Prompt)
+		// The samples: the sample's request cut before its call turn,
+		// with its tool and with none left (Tools "[]").
+		neg := record.Sample()
+		neg.Messages = neg.Messages[:1]
+		withTool := negativeData(neg)
+		neg.Tools = nil
+		tmpl, err := env.Prompt("negative_reply", "prompt", c.Prompt, withTool, negativeData(neg))
 		if err != nil {
 			return nil, err
 		}
@@ -382,11 +388,16 @@ type negativePrompt struct {
 	Dialogue string // the cut dialogue, one "[ROLE] text" block per message
 }
 
-func (s *negatives) reply(ctx context.Context, parent, neg *record.Record) (string, llm.Response, error) {
-	msgs, err := s.tmpl.Render(negativePrompt{
+// negativeData is the prompt data of the negative neg.
+func negativeData(neg *record.Record) negativePrompt {
+	return negativePrompt{
 		Tools:    promptToolsJSON(neg.Tools),
 		Dialogue: renderDialogue(neg.System, neg.Messages),
-	})
+	}
+}
+
+func (s *negatives) reply(ctx context.Context, parent, neg *record.Record) (string, llm.Response, error) {
+	msgs, err := s.tmpl.Render(negativeData(neg))
 	if err != nil {
 		return "", llm.Response{}, err
 	}

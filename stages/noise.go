@@ -131,7 +131,15 @@ func (c *NoiseConfig) build(env *Env) (Stage, error) {
 	if env.Embedder == nil {
 		return nil, errors.New("noise: the similarity check needs an embedder, and none is configured")
 	}
-	tmpl, err := env.Prompt("noise_meta_tool", c.Prompt)
+	q, err := toollib.QueryOf(record.Sample().Tools[0])
+	if err != nil {
+		return nil, err
+	}
+	sample, err := noiseData(q)
+	if err != nil {
+		return nil, err
+	}
+	tmpl, err := env.Prompt("noise_meta_tool", "prompt", c.Prompt, sample)
 	if err != nil {
 		return nil, err
 	}
@@ -156,6 +164,17 @@ func (s *noiseStage) usesModels() (teacher, embedder bool) { return true, true }
 type noiseCall struct {
 	Name      string        `json:"name"`
 	Arguments toollib.Query `json:"arguments"`
+}
+
+// noisePrompt is what prompts/noise_meta_tool.tmpl renders.
+type noisePrompt struct {
+	Call string // the meta_tool call to rewrite, as compact JSON {"name", "arguments"}
+}
+
+// noiseData is the prompt data of the meta_tool call asking for q.
+func noiseData(q toollib.Query) (noisePrompt, error) {
+	b, err := jsonout.Marshal(noiseCall{Name: verify.MetaTool, Arguments: q})
+	return noisePrompt{Call: string(b)}, err
 }
 
 type noiseSlot struct{ msg, call int }
@@ -229,11 +248,11 @@ func (s *noiseStage) rewrite(ctx context.Context, r *record.Record, sl noiseSlot
 	if err != nil {
 		return nil, 0, llm.Response{}, contract.Rejectf(NoiseBadShape, "the input meta_tool call: %v", err)
 	}
-	callJSON, err := jsonout.Marshal(noiseCall{Name: verify.MetaTool, Arguments: orig})
+	data, err := noiseData(orig)
 	if err != nil {
 		return nil, 0, llm.Response{}, err
 	}
-	msgs, err := s.tmpl.Render(struct{ Call string }{string(callJSON)})
+	msgs, err := s.tmpl.Render(data)
 	if err != nil {
 		return nil, 0, llm.Response{}, err
 	}
@@ -262,7 +281,7 @@ func (s *noiseStage) rewrite(ctx context.Context, r *record.Record, sl noiseSlot
 		Template: s.tmpl.Hash,
 		Messages: msgs,
 		Slot:     fmt.Sprintf("%s/turn%d/call%d", r.ID, sl.msg, sl.call),
-		Offline:  func() (string, error) { return s.standIn(orig, callJSON, simTo) },
+		Offline:  func() (string, error) { return s.standIn(orig, []byte(data.Call), simTo) },
 	}
 	parse := func(content string) (noiseAnswer, error) {
 		q, err := parseNoiseAnswer(content, len(orig.Params))

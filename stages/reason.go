@@ -154,7 +154,7 @@ func (c *ReasonConfig) build(env *Env) (Stage, error) {
 	if c.Source == SourceThinking && env.Provider == llm.ProviderOffline {
 		return nil, errors.New("reason: source thinking needs a teacher that returns its thinking (reasoning_content); the offline provider has none")
 	}
-	tmpl, err := env.Prompt("reason_"+c.Style, c.Prompt)
+	tmpl, err := env.Prompt("reason_"+c.Style, "prompt", c.Prompt, reasonData(record.Sample(), 1))
 	if err != nil {
 		return nil, err
 	}
@@ -232,7 +232,8 @@ type reasonPrompt struct {
 	Names    string // the called functions, quoted and comma-separated
 }
 
-func (s *reasoner) ask(ctx context.Context, r *record.Record, k int) (string, llm.Response, error) {
+// reasonData is the prompt data of the call turn k of r.
+func reasonData(r *record.Record, k int) reasonPrompt {
 	data := reasonPrompt{
 		Tools:   promptToolsJSON(r.Tools),
 		History: renderDialogue(r.System, r.Messages[:k]),
@@ -241,7 +242,11 @@ func (s *reasoner) ask(ctx context.Context, r *record.Record, k int) (string, ll
 		Names:   quotedNames(calledNames(r.Messages[k])),
 	}
 	data.Dialogue = strings.TrimSpace(data.History + "\n\n" + data.Turn)
-	msgs, err := s.tmpl.Render(data)
+	return data
+}
+
+func (s *reasoner) ask(ctx context.Context, r *record.Record, k int) (string, llm.Response, error) {
+	msgs, err := s.tmpl.Render(reasonData(r, k))
 	if err != nil {
 		return "", llm.Response{}, err
 	}

@@ -1254,14 +1254,27 @@ func mapsKeys[M ~map[K]V, K comparable, V any](m M) func(func(K) bool) {
 }
 
 // Prompt loads the prompt template name, or the file at override (relative
-// to pipeline.yaml) when set, and records its hash in the stage's
-// fingerprint, so editing a prompt reruns the stage.
-func (e *Env) Prompt(name, override string) (*prompts.Template, error) {
-	if override != "" && !filepath.IsAbs(override) {
-		override = filepath.Join(e.Dir, override)
+// to pipeline.yaml) when set, renders it against samples (see
+// prompts.Template.Check: values of the data type the stage renders it
+// with, every field set) and records its hash in the stage's fingerprint,
+// so editing a prompt reruns the stage. key is the setting that names
+// override in the stage's config ("prompt", "try_prompt",
+// "prompts.judge_correctness"): an override that does not load or render is
+// a config error at that key's line, caught when the pipeline is loaded,
+// before anything is written or asked.
+func (e *Env) Prompt(name, key, override string, samples ...any) (*prompts.Template, error) {
+	path := override
+	if path != "" && !filepath.IsAbs(path) {
+		path = filepath.Join(e.Dir, path)
 	}
-	t, err := prompts.Load(name, override)
+	t, err := prompts.Load(name, path)
+	if err == nil {
+		err = t.Check(samples...)
+	}
 	if err != nil {
+		if override != "" {
+			return nil, &keyError{key: key, err: err}
+		}
 		return nil, err
 	}
 	e.mu.Lock()
@@ -1272,6 +1285,16 @@ func (e *Env) Prompt(name, override string) (*prompts.Template, error) {
 	e.prompts[name] = t.Hash
 	return t, nil
 }
+
+// A keyError is a stage's build error that concerns one of its settings:
+// the config error (stageProblems) gives that key's line, not the stage's.
+type keyError struct {
+	key string // the setting's path inside the stage type's config, e.g. "prompt" or "prompts.judge_correctness"
+	err error
+}
+
+func (e *keyError) Error() string { return e.err.Error() }
+func (e *keyError) Unwrap() error { return e.err }
 
 func (e *Env) stats() *llm.Stats {
 	if sc, ok := e.Teacher.(interface{ Stats() llm.Stats }); ok {

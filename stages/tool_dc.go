@@ -270,20 +270,33 @@ func (c *ToolDCConfig) build(env *Env) (Stage, error) {
 		return nil, errors.New("trace thinking needs a teacher that returns its thinking (reasoning_content); the offline provider has none")
 	}
 	s := &toolDC{cfg: *c, env: env, stage: fmt.Sprintf("tool_dc@%d", toolDCRequests)}
-	var err error
-	if s.try, err = env.Prompt("tool_dc_try", c.TryPrompt); err != nil {
+	// The samples: the sample record's request, with its system text and
+	// without (Context is empty then), and its calls as the trace's.
+	r := record.Sample()
+	question := toolDCQuestion(r.Messages[:1])
+	withSystem, err := toolDCData(r.Tools, question, r.System)
+	if err != nil {
 		return nil, err
 	}
-	if s.retry, err = env.Prompt("tool_dc_retry", c.RetryPrompt); err != nil {
+	noSystem, err := toolDCData(r.Tools, question, "")
+	if err != nil {
 		return nil, err
 	}
-	if s.trace, err = env.Prompt("tool_dc_trace", c.TracePrompt); err != nil {
+	calls := pycall.Print(r.Messages[1].Calls)
+	trace := toolDCTrace{Candidates: calls, Valid: tdcNames(r.Tools), Final: calls}
+	if s.try, err = env.Prompt("tool_dc_try", "try_prompt", c.TryPrompt, withSystem, noSystem); err != nil {
 		return nil, err
 	}
-	// Catch a trace template that cannot render, or renders no reasoning,
-	// before any request is paid for.
-	if _, _, err := s.renderTrace("[f(a=1)]", "[f]", "[f(a=1)]"); err != nil {
+	if s.retry, err = env.Prompt("tool_dc_retry", "retry_prompt", c.RetryPrompt, withSystem, noSystem); err != nil {
 		return nil, err
+	}
+	if s.trace, err = env.Prompt("tool_dc_trace", "trace_prompt", c.TracePrompt, trace); err != nil {
+		return nil, err
+	}
+	// Catch a trace template that renders no reasoning before any request
+	// is paid for.
+	if _, _, err := s.renderTrace(trace.Candidates, trace.Valid, trace.Final); err != nil {
+		return nil, &keyError{key: "trace_prompt", err: err}
 	}
 	return s, nil
 }
@@ -731,11 +744,11 @@ type tdcRetry struct {
 // the oracle: it answers with the gold calls of the listed tools, in gold
 // order, or [] when none is listed.
 func (s *toolDC) request(t *prompts.Template, slot string, tools []record.Tool, question, system string, gold []record.Call) (llm.Request, error) {
-	list, err := promptToolLines(tools, ToolDCBadToolSchema)
+	data, err := toolDCData(tools, question, system)
 	if err != nil {
 		return llm.Request{}, err
 	}
-	msgs, err := t.Render(toolDCPrompt{Tools: list, Question: question, Context: strings.TrimSpace(system)})
+	msgs, err := t.Render(data)
 	if err != nil {
 		return llm.Request{}, err
 	}
@@ -763,6 +776,15 @@ func (s *toolDC) request(t *prompts.Template, slot string, tools []record.Tool, 
 			return pycall.Print(calls), nil
 		},
 	}, nil
+}
+
+// toolDCData is the data of a Try or Retry prompt listing tools.
+func toolDCData(tools []record.Tool, question, system string) (toolDCPrompt, error) {
+	list, err := promptToolLines(tools, ToolDCBadToolSchema)
+	if err != nil {
+		return toolDCPrompt{}, err
+	}
+	return toolDCPrompt{Tools: list, Question: question, Context: strings.TrimSpace(system)}, nil
 }
 
 // parseToolDCAnswer reads a Try or Retry answer: calls in Python-call

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 
+	"github.com/augmentdata/augment/prompts"
 	"github.com/augmentdata/augment/translate"
 	"github.com/augmentdata/augment/verify"
 )
@@ -27,6 +28,10 @@ import (
 // with a clear message.
 type TranslateConfig struct {
 	translate.Config `yaml:",inline"`
+	// EquivPrompt is the path of a template overriding
+	// prompts/equiv_value.tmpl, the question the equivalence judge asks
+	// about a changed free-text argument (teacher mode only).
+	EquivPrompt string `yaml:"equiv_prompt,omitempty" json:"equiv_prompt,omitempty"`
 }
 
 func (c *TranslateConfig) defaults() { c.Config.Defaults() }
@@ -58,16 +63,29 @@ func (c *TranslateConfig) validate() []string {
 	for _, err := range c.Config.Validate() {
 		probs = append(probs, err.Error())
 	}
+	if c.Mode == translate.ModeConvert && c.EquivPrompt != "" {
+		probs = append(probs, "equiv_prompt: convert mode asks no teacher, so a prompt is never used")
+	}
 	return probs
 }
 
 func (c *TranslateConfig) build(env *Env) (Stage, error) {
-	tmpl, err := env.Prompt("translate", c.Prompt)
+	tmpl, err := env.Prompt("translate", "prompt", c.Prompt, translate.PromptSamples()...)
 	if err != nil {
 		return nil, err
 	}
+	// The equivalence judge's prompt is loaded only when overridden, so
+	// that the stage's fingerprint stays as it was without the setting.
+	var equivPrompts map[string]*prompts.Template
+	if c.EquivPrompt != "" {
+		t, err := env.Prompt("equiv_value", "equiv_prompt", c.EquivPrompt, verify.PromptSamples("equiv_value")...)
+		if err != nil {
+			return nil, err
+		}
+		equivPrompts = map[string]*prompts.Template{"equiv_value": t}
+	}
 	equiv := func(ctx context.Context, slot, param string, a, b json.RawMessage) (bool, error) {
-		return verify.Equivalent(ctx, verify.LLMEnv{Client: env.Teacher, Stage: env.Stage, Slot: slot}, param, a, b)
+		return verify.Equivalent(ctx, verify.LLMEnv{Client: env.Teacher, Stage: env.Stage, Slot: slot, Prompts: equivPrompts}, param, a, b)
 	}
 	cfg := c.Config
 	cfg.Prompt = "" // loaded above, relative to pipeline.yaml

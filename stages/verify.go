@@ -56,8 +56,9 @@ type VerifyConfig struct {
 	Attempts int `yaml:"attempts" json:"attempts"`
 	// Prompts overrides the judges' prompt templates, by template name
 	// (judge_hallucination, judge_consistency, judge_multistep,
-	// judge_completeness, judge_correctness, judge_reask, equiv_value) →
-	// txtar file relative to pipeline.yaml.
+	// judge_completeness, judge_correctness) → txtar file relative to
+	// pipeline.yaml. equiv_value is refused: verify never asks it (the
+	// translate stage does; see its equiv_prompt).
 	Prompts map[string]string `yaml:"prompts" json:"prompts,omitempty"`
 	// MinCompleteness and MinCorrectness are the lowest passing scores (1 or
 	// 2) of judge_completeness and judge_correctness; default 2 (unset: an
@@ -139,9 +140,11 @@ func (c *VerifyConfig) validate() []string {
 	if c.Attempts < 1 {
 		probs = append(probs, "attempts: must be at least 1")
 	}
-	known := verify.PromptNames()
+	known := slices.DeleteFunc(verify.PromptNames(), func(name string) bool { return name == "equiv_value" })
 	for _, name := range slices.Sorted(maps.Keys(c.Prompts)) {
-		if !slices.Contains(known, name) {
+		if name == "equiv_value" {
+			probs = append(probs, fmt.Sprintf("prompts: %q is not a prompt verify asks: the call-equivalence question is asked by the translate stage; set its equiv_prompt instead", name))
+		} else if !slices.Contains(known, name) {
 			probs = append(probs, fmt.Sprintf("prompts: %q is not one of %s", name, strings.Join(known, ", ")))
 		}
 		if c.Prompts[name] == "" {
@@ -198,7 +201,7 @@ func (c *VerifyConfig) build(env *Env) (Stage, error) {
 	}
 	tmpls := map[string]*prompts.Template{}
 	for _, name := range slices.Sorted(maps.Keys(c.Prompts)) {
-		t, err := env.Prompt(name, c.Prompts[name])
+		t, err := env.Prompt(name, "prompts."+name, c.Prompts[name], verify.PromptSamples(name)...)
 		if err != nil {
 			return nil, err
 		}

@@ -148,15 +148,13 @@ func appendUnique(xs []any, s string) []any {
 	return append(xs, s)
 }
 
-// sampleRequest is a tiny request object used to try a template at start-up.
-func sampleRequest() wireRecord {
-	return toWire(&record.Record{
-		Tools: []record.Tool{{Name: "get_weather", Description: "Current weather for a city", Parameters: json.RawMessage(`{"type":"object","properties":{"city":{"type":"string"}},"required":["city"]}`)}},
-		Messages: []record.Message{
-			{Role: record.RoleUser, Content: "What is the weather in Taipei?"},
-			{Role: record.RoleAssistant, Calls: []record.Call{{Name: "get_weather", Arguments: json.RawMessage(`{"city":"Taipei"}`)}}},
-			{Role: record.RoleTool, Results: []record.Result{{Name: "get_weather", Content: `{"temp_c":28,"sky":"sunny"}`}}},
-			{Role: record.RoleAssistant, Content: "It is sunny and 28 °C in Taipei."},
-		},
-	})
+// PromptSamples returns the data to render a translate template against
+// when it is loaded (prompts.Template.Check): the request of record.Sample,
+// re-asked with feedback, and asked the first time (Feedback empty).
+func PromptSamples() []any {
+	w := toWire(record.Sample())
+	return []any{
+		promptData{Lang: langName, Data: w, Feedback: []string{`messages[0].content: the answer is not in Traditional Chinese`}},
+		promptData{Lang: langName, Data: w},
+	}
 }

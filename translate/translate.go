@@ -231,9 +231,9 @@ func New(cfg Config, client llm.Client, equiv EquivFunc, tmpl *prompts.Template)
 			return nil, fmt.Errorf("translate: %w", err)
 		}
 	}
-	// Render once against a sample so a broken override fails now, not on
+	// Render against the samples so a broken override fails now, not on
 	// the first record.
-	if _, err := t.tmpl.Render(promptData{Lang: langName, Data: sampleRequest(), Feedback: []string{"example"}}); err != nil {
+	if err := t.tmpl.Check(PromptSamples()...); err != nil {
 		return nil, fmt.Errorf("translate: %w", err)
 	}
 	return t, nil

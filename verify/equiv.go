@@ -43,10 +43,7 @@ func Equivalent(ctx context.Context, env LLMEnv, param string, a, b json.RawMess
 	if !sameButStrings(va, vb) || env.Client == nil {
 		return false, nil
 	}
-	data := struct {
-		Param          string
-		Value1, Value2 string
-	}{param, strings.TrimSpace(string(a)), strings.TrimSpace(string(b))}
+	data := equivData{param, strings.TrimSpace(string(a)), strings.TrimSpace(string(b))}
 	slot := env.Slot + "/equiv/" + param
 	offline := func() (string, error) {
 		return `{"is_equal": false, "reason": "offline: the values differ after normalisation"}`, nil
@@ -56,6 +53,12 @@ func Equivalent(ctx context.Context, env LLMEnv, param string, a, b json.RawMess
 		return false, err
 	}
 	return eq, nil
+}
+
+// equivData is what the equiv_value template renders.
+type equivData struct {
+	Param          string // the parameter's name
+	Value1, Value2 string // the two values as JSON
 }
 
 // equivRules extend the MatchCalls comparison for Equivalent.

@@ -89,6 +89,28 @@ func PromptNames() []string {
 	}
 }
 
+// PromptSamples returns the data to render the prompt template name (one
+// of PromptNames) against when it is loaded, so that an override that
+// cannot render fails then (prompts.Template.Check): data made from
+// record.Sample as the checks make it, every field set, and for the
+// ComplexEval judges also the same without the system text (Context is
+// then empty, as for a record's first request). It returns nil for other
+// names.
+func PromptSamples(name string) []any {
+	r := record.Sample()
+	switch name {
+	case "judge_hallucination", "judge_consistency", "judge_multistep":
+		return []any{turnDataOf(r, 1)}
+	case "judge_completeness", "judge_correctness":
+		full := answerDataOf(r, exchanges(r)[0])
+		r.System = ""
+		return []any{full, answerDataOf(r, exchanges(r)[0])}
+	case "equiv_value":
+		return []any{equivData{Param: "get_weather.city", Value1: `"Taipei"`, Value2: `"台北"`}}
+	}
+	return nil
+}
+
 var builtins sync.Map // name → *prompts.Template
 
 func (env LLMEnv) template(name string) (*prompts.Template, error) {
@@ -331,6 +353,11 @@ type turnData struct {
 	Turn    string // the judged assistant turn, as text
 }
 
+// turnDataOf is the data of a Meta-Tool judge's prompt on turn i of r.
+func turnDataOf(r *record.Record, i int) turnData {
+	return turnData{Tools: toolsText(r.Tools), History: renderDialogue(r, 0, i), Turn: renderDialogue(r, i, i+1)}
+}
+
 // judgeCallTurns asks judge name about every assistant call turn of r
 // except get_user_input replies; a "1" becomes a Problem of kind at that turn. offline reports whether the
 // stand-in finds a problem in turn i.
@@ -342,7 +369,7 @@ func judgeCallTurns(ctx context.Context, env LLMEnv, r *record.Record, name, kin
 		}
 	}
 	verdicts, errs := askAll(turns, func(i int) (bool, error) {
-		data := turnData{Tools: toolsText(r.Tools), History: renderDialogue(r, 0, i), Turn: renderDialogue(r, i, i+1)}
+		data := turnDataOf(r, i)
 		stand := func() (string, error) {
 			if offline(r, i) {
 				return "1", nil
@@ -378,6 +405,17 @@ type answerData struct {
 	Query    string // the user's request (completeness)
 	History  string // the dialogue before the answer (correctness)
 	Response string // the answer judged
+}
+
+// answerDataOf is the data of a ComplexEval judge's prompt on exchange x
+// of r.
+func answerDataOf(r *record.Record, x exchange) answerData {
+	return answerData{
+		Context:  renderDialogue(r, 0, x.user),
+		Query:    r.Messages[x.user].Content,
+		History:  renderDialogue(r, 0, x.answer),
+		Response: r.Messages[x.answer].Content,
+	}
 }
 
 // An exchange is one user request and the assistant's final text answer to
@@ -426,12 +464,7 @@ func judgeAnswers(ctx context.Context, env LLMEnv, r *record.Record, name, kind,
 		}
 	}
 	scores, errs := askAll(xs, func(x exchange) (scored, error) {
-		data := answerData{
-			Context:  renderDialogue(r, 0, x.user),
-			Query:    r.Messages[x.user].Content,
-			History:  renderDialogue(r, 0, x.answer),
-			Response: r.Messages[x.answer].Content,
-		}
+		data := answerDataOf(r, x)
 		stand := func() (string, error) {
 			b, err := json.Marshal(struct {
 				Score  int    `json:"score"`

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -233,26 +234,35 @@ func TestJudgePromptOverride(t *testing.T) {
 	}
 }
 
+// Every built-in prompt verify uses renders against its samples, whose
+// first sets every field of its data (so that a check of an override takes
+// the branches of every {{if}} on a field).
 func TestPromptsRender(t *testing.T) {
-	r := twoTurns()
 	for _, name := range PromptNames() {
 		tmpl, err := prompts.Builtin(name)
 		if err != nil {
 			t.Fatal(err)
 		}
-		var data any
-		switch name {
-		case "equiv_value":
-			data = struct{ Param, Value1, Value2 string }{"city", `"New York"`, `"紐約"`}
-		case "judge_completeness", "judge_correctness":
-			data = answerData{Context: "", Query: "q", History: renderDialogue(r, 0, 3), Response: "a"}
-		default:
-			data = turnData{Tools: toolsText(r.Tools), History: renderDialogue(r, 0, 1), Turn: renderDialogue(r, 1, 2)}
+		samples := PromptSamples(name)
+		if len(samples) == 0 {
+			t.Errorf("%s: no sample", name)
+			continue
 		}
-		msgs, err := tmpl.Render(data)
-		if err != nil || len(msgs) == 0 || tmpl.Doc == "" {
-			t.Errorf("%s: %v, %d messages, doc %q", name, err, len(msgs), tmpl.Doc)
+		v := reflect.ValueOf(samples[0])
+		for i := range v.NumField() {
+			if v.Field(i).IsZero() {
+				t.Errorf("%s: the first sample leaves %s empty", name, v.Type().Field(i).Name)
+			}
 		}
+		for _, data := range samples {
+			msgs, err := tmpl.Render(data)
+			if err != nil || len(msgs) == 0 || tmpl.Doc == "" {
+				t.Errorf("%s: %v, %d messages, doc %q", name, err, len(msgs), tmpl.Doc)
+			}
+		}
+	}
+	if PromptSamples("translate") != nil {
+		t.Error("samples for a prompt verify does not use")
 	}
 }
 

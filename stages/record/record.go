@@ -296,3 +296,27 @@ func (r *Record) Category() string {
 		return "single_call"
 	}
 }
+
+// Sample returns a small record with every part a prompt can show: a system
+// text, a tool, a user request, a call turn with its reasoning, the call's
+// result and the final answer. The LLM stages render their prompt templates
+// against data made from it when they are built, so that a template that
+// cannot render fails before any record is read (prompts.Template.Check).
+func Sample() *Record {
+	return &Record{
+		ID:     "sample:0",
+		System: "You are a helpful assistant with access to functions.",
+		Tools: []Tool{{
+			Name:        "get_weather",
+			Description: "Current weather for a city",
+			Parameters:  json.RawMessage(`{"type":"object","properties":{"city":{"type":"string","description":"the city name"}},"required":["city"]}`),
+		}},
+		Messages: []Message{
+			{Role: RoleUser, Content: "What is the weather in Taipei?"},
+			{Role: RoleAssistant, Reasoning: "The user asks for the weather in Taipei: get_weather with city Taipei.",
+				Calls: []Call{{Name: "get_weather", Arguments: json.RawMessage(`{"city":"Taipei"}`)}}},
+			{Role: RoleTool, Results: []Result{{Name: "get_weather", Content: `{"temp_c":28,"sky":"sunny"}`}}},
+			{Role: RoleAssistant, Content: "It is sunny and 28 °C in Taipei."},
+		},
+	}
+}
