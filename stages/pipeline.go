@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"iter"
 	"maps"
 	"os"
 	"path/filepath"
@@ -956,21 +957,40 @@ func yamlKeys(t reflect.Type, path string) []string {
 		return nil
 	}
 	var keys []string
-	for f := range t.Fields() {
-		if k := yamlKey(f); k != "" {
-			keys = append(keys, k)
-		}
+	for k := range yamlFields(t) {
+		keys = append(keys, k)
 	}
 	return keys
 }
 
 func fieldByKey(t reflect.Type, key string) (reflect.StructField, bool) {
-	for f := range t.Fields() {
-		if yamlKey(f) == key {
+	for k, f := range yamlFields(t) {
+		if k == key {
 			return f, true
 		}
 	}
 	return reflect.StructField{}, false
+}
+
+// yamlFields yields the fields of the struct t that take a YAML key, with
+// their key; the fields of an inline struct (`yaml:",inline"`, as the
+// translate stage's settings) are yielded as t's own.
+func yamlFields(t reflect.Type) iter.Seq2[string, reflect.StructField] {
+	return func(yield func(string, reflect.StructField) bool) {
+		for f := range t.Fields() {
+			if _, opts, _ := strings.Cut(f.Tag.Get("yaml"), ","); f.Anonymous && f.Type.Kind() == reflect.Struct && slices.Contains(strings.Split(opts, ","), "inline") {
+				for k, g := range yamlFields(f.Type) {
+					if !yield(k, g) {
+						return
+					}
+				}
+				continue
+			}
+			if k := yamlKey(f); k != "" && !yield(k, f) {
+				return
+			}
+		}
+	}
 }
 
 func yamlKey(f reflect.StructField) string {
