@@ -3,6 +3,7 @@ package stages
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -118,7 +119,7 @@ func TestRunCleanPlanted(t *testing.T) {
 			"planted:2": "duplicate duplicate: duplicate_of=xlam:2 ",
 		}
 		if len(dd) != len(want) {
-			t.Errorf("shards of %d: dedup removed %v", size, slices.Sorted(mapsKeys(dd)))
+			t.Errorf("shards of %d: dedup removed %v", size, slices.Sorted(maps.Keys(dd)))
 		}
 		for id, prefix := range want {
 			if !strings.HasPrefix(dd[id], prefix) {
@@ -130,7 +131,7 @@ func TestRunCleanPlanted(t *testing.T) {
 			"planted:4": `"benchmark":"short","item":"short:1","kind":"exact"`,
 		}
 		if len(dc) != len(wantDC) {
-			t.Errorf("shards of %d: decontaminate removed %v", size, slices.Sorted(mapsKeys(dc)))
+			t.Errorf("shards of %d: decontaminate removed %v", size, slices.Sorted(maps.Keys(dc)))
 		}
 		for id, part := range wantDC {
 			if !strings.HasPrefix(dc[id], "contaminated ") || !strings.Contains(dc[id], part) {

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -246,7 +247,7 @@ func TestDecontaminateThresholdAndCalls(t *testing.T) {
 	bench := []BenchmarkFile{{Name: "b", Path: "b.jsonl", Format: BenchBFCL}, {Name: "o", Path: "o.jsonl", Format: BenchOpenAI}}
 	any1 := deconRun(t, buildDecon(t, DecontaminateConfig{Benchmarks: bench}, dir), recs)
 	half := deconRun(t, buildDecon(t, DecontaminateConfig{Benchmarks: slices.Clone(bench), Threshold: 0.5}, dir), recs)
-	keys := func(m map[string][]benchHit) string { return strings.Join(slices.Sorted(mapsKeys(m)), ",") }
+	keys := func(m map[string][]benchHit) string { return strings.Join(slices.Sorted(maps.Keys(m)), ",") }
 	if k := keys(any1); k != "all,first13,same-call-reordered" {
 		t.Errorf("threshold 0: hits %s", k)
 	}

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"maps"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -167,7 +168,7 @@ func llmrunDataFiles(t *testing.T, dir string) map[string][]byte {
 // llmrunSameData reports every difference between two runs' data files.
 func llmrunSameData(t *testing.T, want, got map[string][]byte) {
 	t.Helper()
-	for _, name := range slices.Sorted(mapsKeys(want)) {
+	for _, name := range slices.Sorted(maps.Keys(want)) {
 		g, ok := got[name]
 		switch {
 		case !ok:
@@ -176,7 +177,7 @@ func llmrunSameData(t *testing.T, want, got map[string][]byte) {
 			t.Errorf("%s: %d bytes differ from the reference run's %d", name, len(g), len(want[name]))
 		}
 	}
-	for _, name := range slices.Sorted(mapsKeys(got)) {
+	for _, name := range slices.Sorted(maps.Keys(got)) {
 		if _, ok := want[name]; !ok {
 			t.Errorf("%s: not in the reference run", name)
 		}

@@ -413,7 +413,7 @@ func (r *Runner) fingerprint(typ string, version int, cfg any, env *Env, st Stag
 	h := sha256.New()
 	fmt.Fprintf(h, "type=%s\nversion=%d\nseed=%d\nconfig=%s\n", typ, version, r.p.Seed, cfgJSON)
 	if env != nil {
-		for _, name := range slices.Sorted(mapsKeys(env.prompts)) {
+		for _, name := range slices.Sorted(maps.Keys(env.prompts)) {
 			fmt.Fprintf(h, "prompt %s=%s\n", name, env.prompts[name])
 		}
 	}
@@ -1241,16 +1241,6 @@ func (r *Runner) libraryPart(cfg stageConfig) []string {
 		return []string{"library=error"}
 	}
 	return []string{"library=" + lib.Hash}
-}
-
-func mapsKeys[M ~map[K]V, K comparable, V any](m M) func(func(K) bool) {
-	return func(yield func(K) bool) {
-		for k := range m {
-			if !yield(k) {
-				return
-			}
-		}
-	}
 }
 
 // Prompt loads the prompt template name, or the file at override (relative
