@@ -379,6 +379,7 @@ func (r *Run) Teacher() (total llm.Stats, ok bool) {
 		total.TokensIn += s.LLM.TokensIn
 		total.TokensOut += s.LLM.TokensOut
 		total.Cost += s.LLM.Cost
+		total.NoUsage += s.LLM.NoUsage
 		for k, v := range s.LLM.Errors {
 			if total.Errors == nil {
 				total.Errors = map[string]int64{}

@@ -209,6 +209,9 @@ func (s *Stats) Print(w io.Writer) {
 		fmt.Fprintf(tw, "total\t%d\t%d\t%d\t%d\t%d\t%d\t\t\t%.4f\t\n", t.Requests, t.CacheHits, t.Failed, t.Retries, t.TokensIn, t.TokensOut, t.Cost)
 		tw.Flush()
 		for _, st := range llmRows {
+			if st.LLM.NoUsage > 0 {
+				fmt.Fprintf(w, "  %s: cost unknown for %d answer(s): the server reported no usage; tokens and cost above count only the others\n", st.Dir, st.LLM.NoUsage)
+			}
 			if len(st.LLMUnrecorded) > 0 {
 				fmt.Fprintf(w, "  %s: %s\n", st.Dir, UnrecordedNote(st.LLMUnrecorded))
 			}

@@ -421,6 +421,7 @@ func addStats(a, b *llm.Stats) *llm.Stats {
 	sum.TokensIn += b.TokensIn
 	sum.TokensOut += b.TokensOut
 	sum.Cost += b.Cost
+	sum.NoUsage += b.NoUsage
 	sum.PromptBytes += b.PromptBytes
 	sum.Pending += b.Pending
 	sum.Errors = addCounts(maps.Clone(a.Errors), b.Errors)

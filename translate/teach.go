@@ -3,6 +3,7 @@ package translate
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"strings"
@@ -43,6 +44,14 @@ func (t *Translator) teach(ctx context.Context, r *record.Record) (*record.Recor
 	var feedback []string
 	var last []problem
 	var earlier []string // what the attempts before the last one got wrong
+	req := llm.Request{
+		Stage:      fmt.Sprintf("translate@%d", Version),
+		Template:   t.tmpl.Hash,
+		JSONSchema: schema,
+		Slot:       r.ID + "/translate",
+		// Offline stays nil: there is no honest rule-based translator,
+		// so under provider offline the llm layer reports a fatal error.
+	}
 	for attempt := range t.cfg.Attempts {
 		if last != nil {
 			earlier = append(earlier, fmt.Sprintf("attempt %d: %s", attempt, clip.Bytes(joinProblems(last), 200)))
@@ -51,23 +60,25 @@ func (t *Translator) teach(ctx context.Context, r *record.Record) (*record.Recor
 		if err != nil {
 			return nil, fmt.Errorf("translate: %w", err)
 		}
-		resp, err := t.client.Complete(ctx, llm.Request{
-			Stage:      fmt.Sprintf("translate@%d", Version),
-			Template:   t.tmpl.Hash,
-			Messages:   msgs,
-			JSONSchema: schema,
-			Attempt:    attempt,
-			Slot:       r.ID + "/translate",
-			// Offline stays nil: there is no honest rule-based translator,
-			// so under provider offline the llm layer reports a fatal error.
-		})
+		req.Messages, req.Attempt = msgs, attempt
+		resp, err := t.client.Complete(ctx, req)
 		if err != nil {
 			return nil, err
 		}
 		if resp.FinishReason == "length" {
-			// Asked again with the same feedback, as llm.Ask does: an
-			// answer cut off says nothing about the translation.
+			// Asked again with the same feedback and twice the token
+			// limit, as llm.Ask does: an answer cut off says nothing
+			// about the translation.
 			last = []problem{{reason: "llm_truncated", detail: fmt.Sprintf("the answer was cut off at the token limit (%d completion tokens)", resp.Usage.CompletionTokens)}}
+			req = req.Longer()
+			continue
+		}
+		var bad *contract.Reject
+		if errors.As(resp.TextError(), &bad) {
+			// Decoding replaced what the server sent with U+FFFD: asked
+			// again, with the problem as feedback.
+			last = []problem{{reason: bad.Reason, detail: bad.Detail}}
+			feedback = append(feedback[:0], last[0].String())
 			continue
 		}
 		out, probs, err := c.check(ctx, resp)

@@ -13,11 +13,16 @@ import (
 // problem and asks for a corrected answer, without restating the task.
 const correctionPrompt = "That answer could not be used: %s\nReply again with the complete answer, following the required format exactly and adding nothing else."
 
+// maxEcho bounds the rejected answer a re-ask repeats, in bytes (about a
+// thousand tokens).
+const maxEcho = 4096
+
 // Ask sends req and parses the answer. When the answer was truncated
-// (finish_reason "length") it asks again with the next Attempt number (and,
-// if req.MaxTokens is set, twice the token limit); when parse fails it asks
-// again with the rejected answer and a short correction appended to the
-// conversation. It tries at most attempts times in all (at least once).
+// (finish_reason "length") it asks again with the next Attempt number and
+// twice the effective token limit (Request.Longer); when parse fails it
+// asks again with the rejected answer (its first maxEcho bytes) and a short
+// correction appended to the conversation. It tries at most attempts times
+// in all (at least once).
 //
 // It returns the parsed value and the response it came from. After the
 // last failed try it returns an *AnswerError whose reason is
@@ -59,13 +64,14 @@ func AskResponse[T any](ctx context.Context, c Client, req Request, attempts int
 		if resp.FinishReason == "length" {
 			reason = "llm_truncated"
 			last = fmt.Errorf("answer cut off at the token limit (%d completion tokens)", resp.Usage.CompletionTokens)
-			if cur.MaxTokens > 0 {
-				cur.MaxTokens *= 2
-			}
+			cur = cur.Longer()
 		} else {
-			v, perr := parse(resp)
+			perr := resp.TextError()
 			if perr == nil {
-				return v, resp, nil
+				var v T
+				if v, perr = parse(resp); perr == nil {
+					return v, resp, nil
+				}
 			}
 			reason, last = "llm_invalid_answer", perr
 			if r, ok := contract.ReasonOf(perr); ok && r != "" {
@@ -74,9 +80,16 @@ func AskResponse[T any](ctx context.Context, c Client, req Request, attempts int
 			if resp.Provider == ProviderOffline {
 				return zero, resp, &AnswerError{Reason: reason, Stage: cur.Stage, Slot: cur.Slot, Attempts: i + 1, Err: perr}
 			}
+			echo, problem := resp.Content, clip.Bytes(perr.Error(), 400)
+			if len(echo) > maxEcho {
+				// A long answer repeated whole could leave the re-ask no
+				// room in the context: the start shows what was wrong.
+				echo = clip.Bytes(echo, maxEcho)
+				problem += fmt.Sprintf(" (the answer was %d bytes; only its first %d are repeated above)", len(resp.Content), len(echo)-len("…"))
+			}
 			cur.Messages = append(slices.Clip(cur.Messages),
-				Message{Role: "assistant", Content: resp.Content},
-				Message{Role: "user", Content: fmt.Sprintf(correctionPrompt, clip.Bytes(perr.Error(), 400))})
+				Message{Role: "assistant", Content: echo},
+				Message{Role: "user", Content: fmt.Sprintf(correctionPrompt, problem)})
 		}
 	}
 	if len(earlier) > 0 {

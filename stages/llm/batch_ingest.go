@@ -300,8 +300,7 @@ func (t *Teacher) ingest(job *BatchJob) error {
 		}
 		job.Answered++
 		job.Cost += t.prices.cost(int64(r.resp.Usage.PromptTokens), int64(r.resp.Usage.CompletionTokens))
-		sc.st.addUsage(r.resp.Model, r.resp.Usage, t.prices)
-		t.spend(r.resp.Usage)
+		sc.account(r.resp)
 		return nil
 	}
 	for _, name := range []string{job.OutputFile(), job.ErrorFile()} {

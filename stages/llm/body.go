@@ -5,6 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
+	"unicode/utf16"
+	"unicode/utf8"
+
+	"github.com/augmentdata/augment/clip"
 )
 
 // The chat request body is built here, by augment, for both modes: online
@@ -84,17 +89,22 @@ func chatBody(req Request, format string) ([]byte, error) {
 }
 
 // chatCompletion is the part of a chat completions answer augment reads.
+// The texts stay raw until checked (see badText). Object and Error are
+// read from a body that carries an error instead of choices: {"error":
+// {...}} (OpenAI, proxies) or {"object": "error", "message": ...} (vLLM).
 type chatCompletion struct {
-	Model   string `json:"model"`
+	Model   string          `json:"model"`
+	Object  string          `json:"object"`
+	Error   json.RawMessage `json:"error"`
 	Choices []struct {
 		Message struct {
-			Content          *string `json:"content"`
-			ReasoningContent string  `json:"reasoning_content"`
-			Reasoning        string  `json:"reasoning"`
+			Content          json.RawMessage `json:"content"`
+			ReasoningContent json.RawMessage `json:"reasoning_content"`
+			Reasoning        json.RawMessage `json:"reasoning"`
 		} `json:"message"`
 		FinishReason string `json:"finish_reason"`
 	} `json:"choices"`
-	Usage struct {
+	Usage *struct {
 		PromptTokens     int `json:"prompt_tokens"`
 		CompletionTokens int `json:"completion_tokens"`
 	} `json:"usage"`
@@ -104,12 +114,29 @@ type chatCompletion struct {
 // is reported when the answer names none. The thinking of a reasoning
 // model comes from reasoning_content, or reasoning (newer vLLM releases),
 // and is kept apart from the answer.
+//
+// A body with an error in place of choices is an error quoting the
+// server's message. Text that JSON decoding would not give back as the
+// server sent it (invalid UTF-8 bytes, a lone surrogate escape) is
+// decoded all the same, with Response.InvalidText saying where: the
+// answer is the teacher's and was paid for, and Ask and the stages treat
+// it as an invalid answer (see Response.TextError). An answer without
+// usage has Response.NoUsage set.
 func decodeChat(body []byte, model string) (Response, error) {
 	var c chatCompletion
 	if err := json.Unmarshal(body, &c); err != nil {
+		if b := bytes.TrimLeft(body, " \t\r\n"); bytes.HasPrefix(b, []byte("data:")) {
+			return Response{}, errStreamed
+		}
 		return Response{}, fmt.Errorf("answer is not a chat completion: %w", err)
 	}
 	if len(c.Choices) == 0 {
+		switch {
+		case len(c.Error) > 0 && string(c.Error) != "null":
+			return Response{}, errorInPlaceOfChoices(c.Error)
+		case c.Object == "error":
+			return Response{}, errorInPlaceOfChoices(body)
+		}
 		return Response{}, errNoChoices
 	}
 	ch := c.Choices[0]
@@ -117,19 +144,110 @@ func decodeChat(body []byte, model string) (Response, error) {
 		model = c.Model
 	}
 	r := Response{
-		Reasoning:    ch.Message.ReasoningContent,
 		FinishReason: ch.FinishReason,
-		Usage:        Usage{PromptTokens: c.Usage.PromptTokens, CompletionTokens: c.Usage.CompletionTokens},
 		Provider:     ProviderOpenAI,
 		Model:        model,
 	}
-	if ch.Message.Content != nil {
-		r.Content = *ch.Message.Content
+	if c.Usage != nil {
+		r.Usage = Usage{PromptTokens: c.Usage.PromptTokens, CompletionTokens: c.Usage.CompletionTokens}
+	} else {
+		r.NoUsage = true
 	}
-	if r.Reasoning == "" {
-		r.Reasoning = ch.Message.Reasoning
+	for _, f := range []struct {
+		name string
+		raw  json.RawMessage
+		dst  *string
+	}{
+		{"content", ch.Message.Content, &r.Content},
+		{"reasoning_content", ch.Message.ReasoningContent, &r.Reasoning},
+		{"reasoning", ch.Message.Reasoning, nil},
+	} {
+		if len(f.raw) == 0 || string(f.raw) == "null" {
+			continue
+		}
+		var s string
+		if err := json.Unmarshal(f.raw, &s); err != nil {
+			return Response{}, fmt.Errorf("answer is not a chat completion: message.%s: %w", f.name, err)
+		}
+		if f.dst == nil { // reasoning: read when reasoning_content is empty
+			if r.Reasoning != "" {
+				continue
+			}
+			f.dst = &r.Reasoning
+		}
+		*f.dst = s
+		if p := badText(f.raw); p != "" && r.InvalidText == "" {
+			r.InvalidText = "message." + f.name + ": " + p
+		}
 	}
 	return r, nil
 }
 
-var errNoChoices = errors.New("answer has no choices")
+var (
+	errNoChoices = errors.New("answer has no choices")
+	errStreamed  = errors.New("the server streamed its answer (Server-Sent Events, \"data: …\" lines); augment does not ask for streaming: check that the endpoint or a proxy in front of it does not force stream mode")
+)
+
+// errorInPlaceOfChoices is the error of a 200 answer that carries an error object
+// instead of choices, quoting the server's message.
+func errorInPlaceOfChoices(raw json.RawMessage) error {
+	code, msg := errorCodeMessage(raw)
+	if msg == "" {
+		msg = clip.Bytes(string(raw), 400)
+	}
+	if code != "" {
+		return fmt.Errorf("the server answered 200 with an error instead of choices (code %s): %q", code, msg)
+	}
+	return fmt.Errorf("the server answered 200 with an error instead of choices: %q", msg)
+}
+
+// badText says why the JSON string raw (quotes included) does not decode
+// to the text the server meant: an invalid UTF-8 byte, or a \u escape of
+// a lone UTF-16 surrogate; encoding/json turns both into U+FFFD without a
+// word. It returns "" for a string that decodes faithfully.
+func badText(raw []byte) string {
+	for i := 0; i < len(raw); {
+		c := raw[i]
+		switch {
+		case c == '\\':
+			if i+1 < len(raw) && raw[i+1] == 'u' {
+				v, ok := hex4(raw, i+2)
+				if !ok {
+					i += 2
+					continue
+				}
+				switch {
+				case utf16.IsSurrogate(rune(v)) && v < 0xdc00: // high: a low one must follow
+					if w, ok := hex4(raw, i+8); ok && raw[i+6] == '\\' && raw[i+7] == 'u' && w >= 0xdc00 && w <= 0xdfff {
+						i += 12
+						continue
+					}
+					return fmt.Sprintf("a lone surrogate escape \\u%04x at byte %d", v, i)
+				case utf16.IsSurrogate(rune(v)):
+					return fmt.Sprintf("a lone surrogate escape \\u%04x at byte %d", v, i)
+				}
+				i += 6
+				continue
+			}
+			i += 2
+		case c < utf8.RuneSelf:
+			i++
+		default:
+			r, size := utf8.DecodeRune(raw[i:])
+			if r == utf8.RuneError && size <= 1 {
+				return fmt.Sprintf("an invalid UTF-8 byte 0x%02x at byte %d", c, i)
+			}
+			i += size
+		}
+	}
+	return ""
+}
+
+// hex4 reads the four hex digits at raw[i:i+4].
+func hex4(raw []byte, i int) (uint16, bool) {
+	if i < 0 || i+4 > len(raw) {
+		return 0, false
+	}
+	v, err := strconv.ParseUint(string(raw[i:i+4]), 16, 16)
+	return uint16(v), err == nil
+}

@@ -5,6 +5,8 @@ package llm
 import (
 	"context"
 	"encoding/json"
+
+	"github.com/augmentdata/augment/stages/contract"
 )
 
 // A Message is one chat message of a request.
@@ -44,6 +46,9 @@ type Request struct {
 	// Attempt numbers re-asks of the same prompt (0 for the first ask), so a
 	// re-ask is a distinct, separately cached request.
 	Attempt int `json:"attempt,omitempty"`
+	// longer counts Longer calls whose doubling the teacher still has to
+	// apply to the token limits it fills in (see Teacher.effective).
+	longer int
 
 	// Slot names the logical place of this request in the run, stable across
 	// runs ("<record id>/turn3/call0"); not part of the cache key. When a
@@ -55,6 +60,30 @@ type Request struct {
 	// deterministic, rule-based stand-in for the teacher written by the stage
 	// that knows the task. Nil means the stage cannot run without a real model.
 	Offline func() (string, error) `json:"-"`
+}
+
+// maxLonger bounds the doublings of Longer.
+const maxLonger = 8
+
+// Longer returns req asking for twice the token limit, for a re-ask after
+// an answer cut off at it (finish_reason "length"): the limits req sets
+// itself are doubled here, and the teacher doubles the configured limits
+// it fills in for req's unset ones; either way the teacher bounds the
+// result by what the served context (max_model_len) leaves beside the
+// prompt. Only the token limit changes, so the re-ask is a new request
+// while the first ask keeps its body and its cache entry.
+func (r Request) Longer() Request {
+	if r.longer >= maxLonger {
+		return r
+	}
+	r.longer++
+	if r.MaxTokens > 0 {
+		r.MaxTokens *= 2
+	}
+	if r.MaxCompletionTokens > 0 {
+		r.MaxCompletionTokens *= 2
+	}
+	return r
 }
 
 // A Response is a completed chat request.
@@ -69,6 +98,29 @@ type Response struct {
 	Provider     string `json:"provider"` // "offline", "openai", …
 	Model        string `json:"model"`    // the model that answered
 	Cached       bool   `json:"-"`        // served from the request cache
+	// InvalidText, when set, says where the server's answer held text that
+	// is not valid Unicode (an invalid UTF-8 byte, a lone surrogate escape):
+	// decoding replaced it with U+FFFD, so Content or Reasoning is not what
+	// was sent. See TextError.
+	InvalidText string `json:"invalid_text,omitempty"`
+	// NoUsage is set when the server reported no usage for the answer: its
+	// tokens and cost are unknown, and not counted (see Stats.NoUsage).
+	NoUsage bool `json:"no_usage,omitempty"`
+}
+
+// ReasonInvalidUTF8 is the reject reason of a record whose answers kept
+// holding text that is not valid Unicode (see Response.InvalidText).
+const ReasonInvalidUTF8 = "llm_invalid_utf8"
+
+// TextError returns a reject error (reason ReasonInvalidUTF8) when the
+// answer's text is not what the server sent (InvalidText), else nil. Ask
+// treats it as an invalid answer; stages that call Complete themselves
+// check it before reading the answer.
+func (r Response) TextError() error {
+	if r.InvalidText == "" {
+		return nil
+	}
+	return contract.Rejectf(ReasonInvalidUTF8, "the answer is not valid UTF-8 text (%s); write plain Unicode text", r.InvalidText)
 }
 
 // Usage counts tokens as reported by the server.

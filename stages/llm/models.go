@@ -42,9 +42,10 @@ type modelList struct {
 //
 // The smallest context length listed is kept: from then on every request
 // that is not answered from the cache is checked before it is sent (see
-// fits), and one whose prompt and token limit do not fit stops the run
-// (a *FatalError wrapping a *ModelError) naming the stage, the prompt's
-// size and the context.
+// fits): a first ask whose prompt and token limit do not fit stops the
+// run (a *FatalError wrapping a *ModelError) naming the stage, the
+// prompt's size and the context; a re-ask that does not fit rejects its
+// record.
 func (t *Teacher) CheckModels(ctx context.Context) error {
 	if t.cfg.Provider == ProviderOffline || len(t.cfg.Endpoints) == 0 {
 		return nil
@@ -104,26 +105,56 @@ func (t *Teacher) CheckModels(ctx context.Context) error {
 // separators), in tokens: a generous figure for Llama 3, Qwen and ChatML.
 const messageOverhead = 8
 
-// fits checks that req's prompt and the configured token limit fit the
-// served context length found by CheckModels (nothing is checked before
-// it, or when no endpoint lists one). Tokens are at most bytes, so most
-// prompts are cleared without counting; the others are counted with
+// fits checks that req's prompt and its token limit fit the served
+// context length found by CheckModels (nothing is checked before it, or
+// when no endpoint lists one). Tokens are at most bytes, so most prompts
+// are cleared without counting; the others are counted with
 // Options.CountTokens (an estimate: the served model's tokenizer may
 // differ).
+//
+// A first ask (Attempt 0) that does not fit stops the run: the stage's
+// prompt for this input cannot be sent with this context and token limit,
+// whatever the teacher answers. A re-ask (Attempt > 0) that does not fit
+// grew from the teacher's own answer or feedback: only its record is
+// rejected, as llm_context_exceeded.
 func (t *Teacher) fits(req Request) error {
 	ctxLen := int(t.contextLen.Load())
 	if ctxLen == 0 {
 		return nil
 	}
-	limit := max(t.cfg.MaxTokens, t.cfg.MaxCompletionTokens)
-	n := len(req.Messages) * messageOverhead
-	bytes := n
+	limit := max(req.MaxTokens, req.MaxCompletionTokens)
+	bytes := len(req.Messages) * messageOverhead
 	for _, m := range req.Messages {
 		bytes += len(m.Content)
 	}
 	if bytes+limit <= ctxLen {
 		return nil
 	}
+	n := t.promptTokens(req)
+	if n+limit <= ctxLen {
+		return nil
+	}
+	problem := fmt.Sprintf("stage %s: a prompt of about %d tokens (%d bytes, slot %s) and the token limit of %d do not fit the context of %d tokens (max_model_len) that %s is served with",
+		req.Stage, n, bytes-len(req.Messages)*messageOverhead, req.Slot, limit, ctxLen, t.cfg.Model)
+	if req.Attempt > 0 {
+		return &AnswerError{Reason: ReasonContextExceeded, Stage: req.Stage, Slot: req.Slot, Attempts: req.Attempt,
+			Err: fmt.Errorf("re-ask %d not sent: %s", req.Attempt, problem)}
+	}
+	return t.stop(&FatalError{Reason: ReasonContextExceeded, Msg: "stopping the run before the request is sent", Err: &ModelError{Problems: []string{
+		problem + "; serve a longer context, lower teacher.max_tokens or shorten the stage's input"}}})
+}
+
+// ReasonContextExceeded is the reject reason of a re-ask whose prompt (the
+// conversation with the rejected answer and its correction) and token
+// limit do not fit the served context, and the stop reason of a first ask
+// that does not.
+const ReasonContextExceeded = "llm_context_exceeded"
+
+// promptTokens estimates req's prompt in tokens: Options.CountTokens (or
+// four bytes a token) over the messages, plus the chat template's
+// overhead per message.
+func (t *Teacher) promptTokens(req Request) int {
+	n := len(req.Messages) * messageOverhead
 	for _, m := range req.Messages {
 		if t.countTokens != nil {
 			n += t.countTokens(m.Content)
@@ -131,12 +162,31 @@ func (t *Teacher) fits(req Request) error {
 			n += (len(m.Content) + 3) / 4
 		}
 	}
-	if n+limit <= ctxLen {
-		return nil
+	return n
+}
+
+// lengthen applies Request.Longer to the token limits of the effective
+// request req: the limits it took from the configuration are doubled once
+// per Longer (a stage's own limits were doubled by Longer itself), and
+// every limit is bounded by what the served context leaves beside the
+// prompt, when CheckModels found it.
+func (t *Teacher) lengthen(req Request, fromCfg, fromCfgCompletion bool) Request {
+	if req.longer == 0 {
+		return req
 	}
-	return t.stop(&FatalError{Reason: "llm_context_exceeded", Msg: "stopping the run before the request is sent", Err: &ModelError{Problems: []string{fmt.Sprintf(
-		"stage %s: a prompt of about %d tokens (%d bytes, slot %s) and the token limit of %d do not fit the context of %d tokens (max_model_len) that %s is served with; serve a longer context, lower teacher.max_tokens or shorten the stage's input",
-		req.Stage, n, bytes-len(req.Messages)*messageOverhead, req.Slot, limit, ctxLen, t.cfg.Model)}}})
+	if fromCfg {
+		req.MaxTokens <<= req.longer
+	}
+	if fromCfgCompletion {
+		req.MaxCompletionTokens <<= req.longer
+	}
+	if ctxLen := int(t.contextLen.Load()); ctxLen > 0 {
+		if room := ctxLen - t.promptTokens(req); room > 0 {
+			req.MaxTokens = min(req.MaxTokens, room)
+			req.MaxCompletionTokens = min(req.MaxCompletionTokens, room)
+		}
+	}
+	return req
 }
 
 func (t *Teacher) listModels(ctx context.Context, client *http.Client, base string) (modelList, int, error) {

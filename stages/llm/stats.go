@@ -38,6 +38,11 @@ type Stats struct {
 	TokensOut int64 `json:"tokens_out"`
 	// Cost of this run's tokens at the configured prices; 0 without prices.
 	Cost float64 `json:"cost"`
+	// NoUsage counts answers received in this run whose server reported
+	// no usage: their tokens and cost are unknown, so TokensIn, TokensOut
+	// and Cost count only the other answers, and teacher.budget does not
+	// see them.
+	NoUsage int64 `json:"no_usage,omitempty"`
 	// Models breaks the tokens down by the model that answered.
 	Models map[string]ModelUsage `json:"models,omitempty"`
 	// Latency of answered HTTP attempts.
@@ -88,7 +93,7 @@ func (s Stats) ProjectedCost(done float64) float64 {
 
 // stageStats is the live, concurrently updated form of Stats.
 type stageStats struct {
-	requests, hits, sent, retries, inFlight, failed, tokIn, tokOut, pending atomic.Int64
+	requests, hits, sent, retries, inFlight, failed, tokIn, tokOut, pending, noUsage atomic.Int64
 
 	mu     sync.Mutex
 	errors map[string]int64
@@ -143,6 +148,7 @@ func (s *stageStats) snapshot(stage, provider string, p prices) Stats {
 		Pending:   s.pending.Load(),
 		TokensIn:  s.tokIn.Load(),
 		TokensOut: s.tokOut.Load(),
+		NoUsage:   s.noUsage.Load(),
 		Latency:   s.lat.summary(),
 	}
 	st.Cost = p.cost(st.TokensIn, st.TokensOut)

@@ -95,6 +95,7 @@ type Teacher struct {
 
 	tokIn, tokOut atomic.Int64
 	window        errWindow
+	noUsageWarn   sync.Once // the warning that answers without usage escape the budget
 
 	batch *batchRun // nil unless teacher.mode is batch
 	key   string    // the API key ("" for none); never logged or written
@@ -358,6 +359,25 @@ func (t *Teacher) spend(u Usage) {
 	}
 }
 
+// account adds a received answer's usage to the stage's and the run's
+// counts. An answer without usage is counted apart (Stats.NoUsage): its
+// cost is unknown, not 0, so the first one warns when a budget is set,
+// which it cannot stop.
+func (s *StageClient) account(resp Response) {
+	t := s.t
+	if resp.NoUsage {
+		s.st.noUsage.Add(1)
+		if t.cfg.Budget > 0 {
+			t.noUsageWarn.Do(func() {
+				t.log.Warn("the teacher's answers carry no usage: their tokens and cost are unknown and not counted, so teacher.budget cannot stop the run for them; the manifests count them as llm.no_usage",
+					"stage", s.name, "budget", t.cfg.Budget)
+			})
+		}
+	}
+	s.st.addUsage(resp.Model, resp.Usage, t.prices)
+	t.spend(resp.Usage)
+}
+
 // A StageClient is a Client whose traffic is accounted to one stage.
 type StageClient struct {
 	t      *Teacher
@@ -534,8 +554,7 @@ func (s *StageClient) fetch(ctx context.Context, req Request, canon, key []byte)
 		return Response{}, &AnswerError{Reason: "llm_error_" + class, Stage: req.Stage, Slot: req.Slot, Attempts: attempts, Err: err}
 	}
 	t.outcome(false)
-	s.st.addUsage(resp.Model, resp.Usage, t.prices)
-	t.spend(resp.Usage)
+	s.account(resp)
 	return resp, nil
 }
 
@@ -553,15 +572,17 @@ func (t *Teacher) effective(req Request, stage string) (Request, error) {
 	if req.TopP == nil {
 		req.TopP = t.cfg.TopP
 	}
-	if req.MaxTokens == 0 {
+	fromCfg, fromCfgCompletion := req.MaxTokens == 0, req.MaxCompletionTokens == 0
+	if fromCfg {
 		req.MaxTokens = t.cfg.MaxTokens
 	}
 	if req.Seed == nil {
 		req.Seed = t.cfg.Seed
 	}
-	if req.MaxCompletionTokens == 0 {
+	if fromCfgCompletion {
 		req.MaxCompletionTokens = t.cfg.MaxCompletionTokens
 	}
+	req = t.lengthen(req, fromCfg, fromCfgCompletion)
 	if req.ReasoningEffort == "" {
 		req.ReasoningEffort = t.cfg.ReasoningEffort
 	}

@@ -223,6 +223,10 @@ func chatAttempt(model string, body []byte, out *Response) attemptFunc {
 		// go-openai sends the request and classifies errors; the body it
 		// would encode is replaced by ours in wireTransport.
 		if _, err := client.CreateChatCompletion(actx, openai.ChatCompletionRequest{Model: model}); err != nil {
+			if meta.status/100 == 2 && bytes.HasPrefix(bytes.TrimLeft(answer.Bytes(), " \t\r\n"), []byte("data:")) {
+				// go-openai's decoder stumbled on an event stream.
+				return errStreamed
+			}
 			return err
 		}
 		r, err := decodeChat(answer.Bytes(), model)
