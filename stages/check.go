@@ -52,11 +52,17 @@ func Check(ctx context.Context, p *Pipeline, o Options, w io.Writer) error {
 		defer r.root.Close()
 	}
 	fmt.Fprintf(w, "pipeline %s: valid\n", p.Path())
-	fmt.Fprintf(w, "output: %s  seed: %d  teacher: %s\n", p.Output.Dir, p.Seed, strings.TrimSpace(p.Teacher.Provider+" "+p.Teacher.Model))
+	// The output as the run's summary names it: not output.dir, which is
+	// relative to the pipeline file.
+	output := shownDir(dir)
+	if storage.IsRemote(p.Output.Dir) {
+		output = fmt.Sprintf("%s (working copy: %s)", p.Output.Dir, output)
+	}
+	fmt.Fprintf(w, "output: %s  seed: %d  teacher: %s\n", output, p.Seed, strings.TrimSpace(p.Teacher.Provider+" "+p.Teacher.Model))
 	for _, msg := range envProblems(p, o.Getenv) {
 		fmt.Fprintf(w, "warning: %s (a run needs it)\n", msg)
 	}
-	if msg := lastStageNote(p); msg != "" {
+	if msg := lastStageNote(p, dir); msg != "" {
 		fmt.Fprintf(w, "%s\n", msg)
 	}
 	for _, msg := range offlineExportWarnings(p) {
@@ -431,8 +437,9 @@ func humanBytes(n int64) string {
 // an export: warn is set when stages follow the last export (their records
 // are written as shards but never exported), else msg says where the data
 // is for a pipeline without an export; "" when the last stage that runs is
-// an export.
-func lastStage(p *Pipeline) (msg string, warn bool) {
+// an export. dir is the run's output directory (local: the working copy of
+// one on object storage), absolute.
+func lastStage(p *Pipeline, dir string) (msg string, warn bool) {
 	lastExport, last := -1, -1
 	for i := range p.Stages {
 		s := &p.Stages[i]
@@ -444,17 +451,17 @@ func lastStage(p *Pipeline) (msg string, warn bool) {
 			lastExport = i
 		}
 	}
-	dir := func(i int) string {
+	stageDir := func(i int) string {
 		if i < 0 {
-			return filepath.Join(p.Output.Dir, "00-ingest")
+			return shownDir(filepath.Join(dir, "00-ingest"))
 		}
-		return filepath.Join(p.Output.Dir, fmt.Sprintf("%02d-%s", i+1, p.Stages[i].Name))
+		return shownDir(filepath.Join(dir, fmt.Sprintf("%02d-%s", i+1, p.Stages[i].Name)))
 	}
 	switch {
 	case last == lastExport && last >= 0:
 		return "", false
 	case lastExport < 0:
-		return fmt.Sprintf("no export stage: the final records are the Parquet shards in %s", dir(last)), false
+		return fmt.Sprintf("no export stage: the final records are the Parquet shards in %s", stageDir(last)), false
 	}
 	var after []string
 	for i := lastExport + 1; i <= last; i++ {
@@ -463,12 +470,12 @@ func lastStage(p *Pipeline) (msg string, warn bool) {
 		}
 	}
 	return fmt.Sprintf("stages after the last export (%s) are not exported: end the pipeline with an export, "+
-		"or read their records from %s", strings.Join(after, ", "), dir(last)), true
+		"or read their records from %s", strings.Join(after, ", "), stageDir(last)), true
 }
 
 // lastStageNote is lastStage as a line of augment check.
-func lastStageNote(p *Pipeline) string {
-	msg, warn := lastStage(p)
+func lastStageNote(p *Pipeline, dir string) string {
+	msg, warn := lastStage(p, dir)
 	if warn {
 		return "warning: " + msg
 	}

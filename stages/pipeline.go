@@ -17,6 +17,7 @@ import (
 	"io"
 	"iter"
 	"maps"
+	"math"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -393,7 +394,7 @@ func Parse(path string, b []byte) (*Pipeline, error) {
 	if err := dec.Decode(p); errors.Is(err, io.EOF) {
 		return nil, &ConfigError{Problems: []string{path + ": the file is empty: a pipeline names its sources and stages"}}
 	} else if err != nil {
-		return nil, &ConfigError{Problems: yamlProblems(path, err, &root)}
+		return nil, &ConfigError{Problems: decodeProblems(path, b, err, &root)}
 	}
 	if probs := wholeNumberProblems(path, &root); len(probs) > 0 {
 		return nil, &ConfigError{Problems: probs}
@@ -625,11 +626,103 @@ func keyLine(node *yaml.Node, key string) int {
 	return node.Line
 }
 
+// decodeProblems is yamlProblems of err, the strict decoder's error on b,
+// with the problems a duplicate key hid. The decoder decodes nothing of a
+// mapping holding a key twice (a top-level one: the whole file), so of
+// such a file it decodes, too, a copy keeping the first of each key and
+// lists that copy's problems, at the file's lines, with the duplicates.
+func decodeProblems(path string, b []byte, err error, root *yaml.Node) []string {
+	var te *yaml.TypeError
+	if !errors.As(err, &te) || !slices.ContainsFunc(te.Errors, isDuplicateKey) {
+		return yamlProblems(path, err, root, nil)
+	}
+	var clean yaml.Node
+	if yaml.Unmarshal(b, &clean) != nil {
+		return yamlProblems(path, err, root, nil)
+	}
+	// Those the decoder found, and those in the mappings it skipped.
+	dups := yamlProblems(path, &yaml.TypeError{Errors: dropDuplicateKeys(&clean)}, root, nil)
+	// In block style each key and list item has a line of its own, which
+	// maps back to the one it has in b.
+	b2, merr := yaml.Marshal(&clean)
+	var again yaml.Node
+	lines := map[int]int{}
+	if merr != nil || yaml.Unmarshal(b2, &again) != nil || !sameLines(&again, &clean, lines) {
+		return yamlProblems(path, err, root, nil)
+	}
+	dec := yaml.NewDecoder(bytes.NewReader(b2))
+	dec.KnownFields(true)
+	err2 := dec.Decode(new(Pipeline))
+	if err2 == nil {
+		return dups
+	}
+	probs := append(dups, yamlProblems(path, err2, &again, lines)...)
+	// In the file's order, as the decoder lists what it finds.
+	slices.SortStableFunc(probs, func(a, b string) int { return problemLine(path, a) - problemLine(path, b) })
+	return probs
+}
+
+// isDuplicateKey reports whether a decoder message is about a key written
+// twice in one mapping.
+func isDuplicateKey(msg string) bool { return strings.Contains(msg, " already defined at line ") }
+
+// problemLine is the line of a problem "path:line: …", 0 when it has none.
+func problemLine(path, problem string) int {
+	n, _, _ := strings.Cut(strings.TrimPrefix(problem, path+":"), ":")
+	line, _ := strconv.Atoi(n)
+	return line
+}
+
+// dropDuplicateKeys removes from every mapping under n the keys written
+// again after their first, with their values, and puts every mapping and
+// list in block style, without comments. It returns a message for each
+// key removed, as the decoder words it.
+func dropDuplicateKeys(n *yaml.Node) []string {
+	n.Style &^= yaml.FlowStyle
+	n.HeadComment, n.LineComment, n.FootComment = "", "", ""
+	var msgs []string
+	if n.Kind == yaml.MappingNode {
+		var keys, kept []*yaml.Node
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			k := n.Content[i]
+			if j := slices.IndexFunc(keys, func(o *yaml.Node) bool { return o.Kind == k.Kind && o.Value == k.Value }); j >= 0 {
+				msgs = append(msgs, fmt.Sprintf("line %d: mapping key %q already defined at line %d", k.Line, k.Value, keys[j].Line))
+				continue
+			}
+			keys = append(keys, k)
+			kept = append(kept, k, n.Content[i+1])
+		}
+		n.Content = kept
+	}
+	for _, c := range n.Content {
+		msgs = append(msgs, dropDuplicateKeys(c)...)
+	}
+	return msgs
+}
+
+// sameLines fills lines with the line in b of each line of a, for two
+// trees of the same shape, and reports whether they have it.
+func sameLines(a, b *yaml.Node, lines map[int]int) bool {
+	if a.Kind != b.Kind || len(a.Content) != len(b.Content) {
+		return false
+	}
+	if _, ok := lines[a.Line]; !ok {
+		lines[a.Line] = b.Line
+	}
+	for i := range a.Content {
+		if !sameLines(a.Content[i], b.Content[i], lines) {
+			return false
+		}
+	}
+	return true
+}
+
 // yamlProblems turns yaml.v3's errors ("line 6: field rtae not found in type
 // stages.Source") into "pipeline.yaml:6: unknown key sources[0].rtae (did
 // you mean rate?)": the key's YAML path, not a Go type. root is the
-// document's node tree, or nil when it does not parse.
-func yamlProblems(path string, err error, root *yaml.Node) []string {
+// document's node tree, or nil when it does not parse; lines, when not
+// nil, gives the line to name for each of the decoder's.
+func yamlProblems(path string, err error, root *yaml.Node, lines map[int]int) []string {
 	var te *yaml.TypeError
 	msgs := []string{err.Error()}
 	if errors.As(err, &te) {
@@ -641,7 +734,15 @@ func yamlProblems(path string, err error, root *yaml.Node) []string {
 		if rest, ok := strings.CutPrefix(m, "line "); ok {
 			if n, msg, ok := strings.Cut(rest, ": "); ok {
 				line, _ := strconv.Atoi(n)
-				out = append(out, fmt.Sprintf("%s:%s: %s", path, n, friendlyYAML(msg, root, line)))
+				shown, ok := line, true
+				if lines != nil {
+					shown, ok = lines[line]
+				}
+				if ok {
+					out = append(out, fmt.Sprintf("%s:%d: %s", path, shown, friendlyYAML(msg, root, line)))
+				} else {
+					out = append(out, fmt.Sprintf("%s: %s", path, friendlyYAML(msg, root, line)))
+				}
 				continue
 			}
 		}
@@ -663,8 +764,8 @@ func friendlyYAML(msg string, root *yaml.Node, line int) string {
 	}
 	parent := strings.TrimSuffix(strings.TrimSuffix(at, key), ".")
 	known := yamlKeys(reflect.TypeFor[Pipeline](), parent)
-	if s := closest(key, known); s != "" {
-		return fmt.Sprintf("unknown key %s (did you mean %s?)", at, s)
+	if near := closest(key, known); len(near) > 0 {
+		return fmt.Sprintf("unknown key %s (did you mean %s?)", at, orList(near))
 	}
 	where := parent
 	if where == "" {
@@ -689,7 +790,7 @@ func friendlyValue(msg string, root *yaml.Node, line int) string {
 	if into == "" {
 		return msg
 	}
-	path := valueKey(root, line, tag, val)
+	path := valueKey(root, line, tag, val, into)
 	got := val
 	switch tag {
 	case "!!str":
@@ -710,8 +811,11 @@ func friendlyValue(msg string, root *yaml.Node, line int) string {
 // valueKey returns the YAML path of the one value (a key's, or a list
 // item) that starts on line, has the short tag tag and, for a scalar, the
 // text val (which the decoder cuts to its start and "..." when long); ""
-// when there is none or several side by side.
-func valueKey(root *yaml.Node, line int, tag, val string) string {
+// when there is none or several side by side. into is the decoder's name
+// of the type it was decoding into ("[]stages.StageSpec"): of values alike
+// on one line (a mapping given for the stages list, and the flow mapping
+// inside it), the one of that type is meant.
+func valueKey(root *yaml.Node, line int, tag, val, into string) string {
 	prefix, cut := strings.CutSuffix(val, "...")
 	matches := func(v *yaml.Node) bool {
 		if v.Line != line || v.ShortTag() != tag {
@@ -727,6 +831,15 @@ func valueKey(root *yaml.Node, line int, tag, val string) string {
 			}
 			return true
 		})
+	}
+	if typed := slices.DeleteFunc(slices.Clone(found), func(p string) bool {
+		t := typeAt(reflect.TypeFor[Pipeline](), p)
+		for t != nil && t.Kind() == reflect.Pointer {
+			t = t.Elem()
+		}
+		return t == nil || t.String() != into
+	}); len(typed) > 0 {
+		found = typed
 	}
 	// A block list starts on its first item's line: the deepest match is
 	// the value meant.
@@ -972,62 +1085,90 @@ func fieldByKey(t reflect.Type, key string) (reflect.StructField, bool) {
 	return reflect.StructField{}, false
 }
 
-// yamlFields yields the fields of the struct t that take a YAML key, with
-// their key; the fields of an inline struct (`yaml:",inline"`, as the
-// translate stage's settings) are yielded as t's own.
+// yamlFields yields the fields of struct t by their YAML keys, in
+// declaration order, as the decoder reads them: the fields of a struct
+// inlined with `yaml:",inline"` (TranslateConfig's translate.Config) in its
+// place, never the inlined field itself.
 func yamlFields(t reflect.Type) iter.Seq2[string, reflect.StructField] {
 	return func(yield func(string, reflect.StructField) bool) {
 		for f := range t.Fields() {
-			if _, opts, _ := strings.Cut(f.Tag.Get("yaml"), ","); f.Anonymous && f.Type.Kind() == reflect.Struct && slices.Contains(strings.Split(opts, ","), "inline") {
-				for k, g := range yamlFields(f.Type) {
-					if !yield(k, g) {
+			k, opts, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+			inline := slices.Contains(strings.Split(opts, ","), "inline")
+			if !f.IsExported() && !(f.Anonymous && inline) { // as the decoder: an embedded struct may be unexported
+				continue
+			}
+			if it := f.Type; inline {
+				if it.Kind() == reflect.Pointer {
+					it = it.Elem()
+				}
+				if it.Kind() != reflect.Struct {
+					continue // an inline map takes any key
+				}
+				for k, f := range yamlFields(it) {
+					if !yield(k, f) {
 						return
 					}
 				}
 				continue
 			}
-			if k := yamlKey(f); k != "" && !yield(k, f) {
+			if k == "-" {
+				continue
+			}
+			if k == "" {
+				k = strings.ToLower(f.Name)
+			}
+			if !yield(k, f) {
 				return
 			}
 		}
 	}
 }
 
-func yamlKey(f reflect.StructField) string {
-	if !f.IsExported() {
-		return ""
-	}
-	k, _, _ := strings.Cut(f.Tag.Get("yaml"), ",")
-	if k == "-" {
-		return ""
-	}
-	if k == "" {
-		k = strings.ToLower(f.Name)
-	}
-	return k
-}
-
-// closest returns the known key a mistyped key most likely meant: one a
-// prefix of the other (api_key, api_key_env) or within a small edit
-// distance; "" when none is near.
-func closest(key string, known []string) string {
-	best, bestD := "", 3
+// closest returns the known keys a mistyped key most likely meant, in
+// known's order: of the keys one a prefix of the other (api_key,
+// api_key_env), else of those within a small edit distance, the nearest
+// (a swap of two neighbours counts as one edit), all of them when several
+// are as near (modl: model or mode); nil when none is near.
+func closest(key string, known []string) []string {
+	limit := 3 // candidates are nearer than this
 	if len(key) <= 3 {
-		bestD = 2
+		limit = 2
 	}
+	var prefixed []string
 	for _, k := range known {
 		if len(key) >= 3 && (strings.HasPrefix(k, key) || strings.HasPrefix(key, k)) {
-			return k
+			prefixed = append(prefixed, k)
 		}
-		if d := editDistance(key, k); d < bestD {
-			best, bestD = k, d
+	}
+	if len(prefixed) > 0 {
+		known, limit = prefixed, math.MaxInt
+	}
+	var best []string
+	for _, k := range known {
+		switch d := editDistance(key, k); {
+		case d < limit:
+			best, limit = []string{k}, d
+		case d == limit && best != nil:
+			best = append(best, k)
 		}
 	}
 	return best
 }
 
-// editDistance is the Levenshtein distance of two short strings, in bytes.
+// orList joins words as "a", "a or b", "a, b or c".
+func orList(words []string) string {
+	if len(words) < 2 {
+		return strings.Join(words, "")
+	}
+	return strings.Join(words[:len(words)-1], ", ") + " or " + words[len(words)-1]
+}
+
+// editDistance is the optimal string alignment distance of two short
+// strings, in bytes: insertions, deletions, substitutions and swaps of two
+// neighbours (modle, model) each count one.
 func editDistance(a, b string) int {
+	// d[i][j] is the distance of a[:i] and b[:j]; three rows are kept.
+	prev2 := make([]int, len(b)+1)
 	prev := make([]int, len(b)+1)
 	cur := make([]int, len(b)+1)
 	for j := range prev {
@@ -1041,8 +1182,11 @@ func editDistance(a, b string) int {
 				cost = 0
 			}
 			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+			if i > 1 && j > 1 && a[i-1] == b[j-2] && a[i-2] == b[j-1] {
+				cur[j] = min(cur[j], prev2[j-2]+1)
+			}
 		}
-		prev, cur = cur, prev
+		prev2, prev, cur = prev, cur, prev2
 	}
 	return prev[len(b)]
 }

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -78,6 +80,33 @@ func TestParseErrors(t *testing.T) {
 			[]string{`p.yaml:4: teacher.batch.poll_interval: want a duration such as "30s" or "2m", got a list`}},
 		{"two bad values on one line", "sources: [{path: a, format: xlam, limit: x, fraction: y}]\n",
 			[]string{`p.yaml:1: sources[0].limit: want a whole number, got "x"`, `p.yaml:1: sources[0].fraction: want a number, got "y"`}},
+		// translate's keys are translate.Config's, inlined.
+		{"a typo inside translate", "sources: [{path: a, format: xlam}]\nstages:\n  - translate: {mod: convert}\n",
+			[]string{"p.yaml:3: unknown key stages[0].translate.mod (did you mean mode?)"}},
+		{"a key translate does not take", "sources: [{path: a, format: xlam}]\nstages:\n  - translate: {mode: convert, config: {}}\n",
+			[]string{"p.yaml:3: unknown key stages[0].translate.config (stages[0].translate takes mode, ratio, count, attempts, prompt, keep, non_chinese, equiv_prompt)"}},
+		{"a fraction for translate's count", "sources: [{path: a, format: xlam}]\nstages:\n  - translate: {mode: convert, count: 1.5}\n",
+			[]string{"p.yaml:3: stages[0].translate.count: want a whole number, got 1.5"}},
+		// A mapping where the stages list goes: the list's type is said,
+		// not the type of the flow mapping on the same line.
+		{"a stage without its dash", "sources: [{path: a, format: xlam}]\nstages:\n  reason: {style: meta_tool}\n",
+			[]string{"p.yaml:3: stages: want a list, got a mapping"}},
+		{"an empty stage without its dash", "sources: [{path: a, format: xlam}]\nstages:\n  export: {}\n",
+			[]string{"p.yaml:3: stages: want a list, got a mapping"}},
+		{"a source without its dash", "sources:\n  x: {path: a, format: xlam}\n",
+			[]string{"p.yaml:2: sources: want a list, got a mapping"}},
+		// Keys as near as each other are all named: a swap is one edit.
+		{"a swap as near as a deletion", "sources: [{path: a, format: xlam}]\nteacher: {modle: x}\n",
+			[]string{"p.yaml:2: unknown key teacher.modle (did you mean model or mode?)"}},
+		// A key written twice hides nothing else.
+		{"a duplicate top-level key and other problems", "seed: 1\nseed: 2\noutput: {dir: o, dir: p}\nteacher: {modle: x}\nsources:\n  - {path: a, format: xlam, limit: x}\nstages:\n  - expor: {}\n",
+			[]string{"5 problems:\n  p.yaml:2: mapping key \"seed\" already defined at line 1\n  p.yaml:3: mapping key \"dir\" already defined at line 3\n" +
+				"  p.yaml:4: unknown key teacher.modle (did you mean model or mode?)\n  p.yaml:6: sources[0].limit: want a whole number, got \"x\"\n" +
+				"  p.yaml:8: unknown key stages[0].expor (did you mean export?)"}},
+		{"a duplicate key after a value like it", "x: a\na: 1\na: 2\nsources: [{path: a, format: xlam}]\n",
+			[]string{"p.yaml:1: unknown key x", "p.yaml:3: mapping key \"a\" already defined at line 2", "p.yaml:2: unknown key a"}},
+		{"a duplicate key in a list item and a value of the wrong kind below", "sources:\n  - path: a\n    path: b\n    format: xlam\nteacher:\n  timeout: [1]\n",
+			[]string{"p.yaml:3: mapping key \"path\" already defined at line 2", `p.yaml:6: teacher.timeout: want a duration such as "30s" or "2m", got a list`}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -196,6 +225,7 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte("seed: 3\noutput: {dir: o, shard_size: 10}\nsources:\n  - {name: t, path: t.json, format: toolace, limit: 2}\nstages:\n  - sample: {quotas: [{source: t, n: 1}]}\n  - meta_tool: {}\n"))
 	f.Add([]byte("teacher: {provider: openai, model: m, endpoints: [{base_url: 'http://x/v1'}]}\n"))
 	f.Add([]byte("seed: abc\nsources: {a: 1}\nteacher: {timeout: [1], batch: {poll_interval: x}}\n"))
+	f.Add([]byte("seed: 1\nseed: 2\noutput: {dir: o, dir: p}\nsources:\n  - &s {path: a, format: xlam, limit: x}\n  - *s\nstages:\n  - expor: {} # c\n"))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		p, err := Parse("fuzz.yaml", b)
 		if err != nil {
@@ -292,5 +322,83 @@ func TestStageTypesFollowTheREADME(t *testing.T) {
 		if !isNil(c.cfg) {
 			t.Errorf("%s: a zero StageSpec has this type set", c.name)
 		}
+	}
+}
+
+func TestClosest(t *testing.T) {
+	teacher := yamlKeys(reflect.TypeFor[Pipeline](), "teacher")
+	tests := []struct {
+		key   string
+		known []string
+		want  []string
+	}{
+		{"modle", teacher, []string{"model", "mode"}}, // a swap and a deletion, one edit each
+		{"modl", teacher, []string{"model", "mode"}},
+		{"mod", teacher, []string{"mode"}}, // a prefix of both, nearer mode
+		{"modelx", teacher, []string{"model"}},
+		{"api_key", teacher, []string{"api_key_env"}},
+		{"sorces", yamlKeys(reflect.TypeFor[Pipeline](), ""), []string{"sources"}},
+		{"ratoi", yamlKeys(reflect.TypeFor[Pipeline](), "stages[0].translate"), []string{"ratio"}},
+		{"zzzz", teacher, nil},
+		{"ab", []string{"ba", "abc", "xy"}, []string{"ba", "abc"}},
+	}
+	for _, tt := range tests {
+		if got := closest(tt.key, tt.known); !slices.Equal(got, tt.want) {
+			t.Errorf("closest(%q) = %q, want %q", tt.key, got, tt.want)
+		}
+	}
+}
+
+func TestEditDistance(t *testing.T) {
+	for _, tt := range []struct {
+		a, b string
+		want int
+	}{
+		{"", "", 0}, {"a", "", 1}, {"", "abc", 3}, {"model", "model", 0},
+		{"modle", "model", 1}, {"modle", "mode", 1}, {"ab", "ba", 1}, {"abc", "ca", 3},
+		{"kitten", "sitting", 3}, {"ratoi", "ratio", 1},
+	} {
+		if got := editDistance(tt.a, tt.b); got != tt.want {
+			t.Errorf("editDistance(%q, %q) = %d, want %d", tt.a, tt.b, got, tt.want)
+		}
+		if got := editDistance(tt.b, tt.a); got != tt.want {
+			t.Errorf("editDistance(%q, %q) = %d, want %d", tt.b, tt.a, got, tt.want)
+		}
+	}
+}
+
+// TestYAMLKeysInline: the keys of a struct inlined with `yaml:",inline"`
+// are its parent's, as the decoder reads them.
+func TestYAMLKeysInline(t *testing.T) {
+	pipeline := reflect.TypeFor[Pipeline]()
+	tests := []struct {
+		path string
+		want []string
+	}{
+		{"stages[0].translate", []string{"mode", "ratio", "count", "attempts", "prompt", "keep", "non_chinese", "equiv_prompt"}},
+		{"stages.translate", []string{"mode", "ratio", "count", "attempts", "prompt", "keep", "non_chinese", "equiv_prompt"}},
+		{"output", []string{"dir", "work_dir", "shard_size", "row_group_rows", "jsonl", "compression"}},
+		{"seed", nil},
+	}
+	for _, tt := range tests {
+		if got := yamlKeys(pipeline, tt.path); !slices.Equal(got, tt.want) {
+			t.Errorf("yamlKeys(%q) = %q, want %q", tt.path, got, tt.want)
+		}
+	}
+	if got, want := typeAt(pipeline, "stages[0].translate.count"), reflect.TypeFor[int](); got != want {
+		t.Errorf("typeAt(stages[0].translate.count) = %v, want %v", got, want)
+	}
+	type inner struct {
+		B int `yaml:"b"`
+	}
+	type outer struct {
+		A      int `yaml:"a"`
+		*inner `yaml:",inline"`
+		Rest   map[string]any `yaml:",inline"`
+		Skip   int            `yaml:"-"`
+		Plain  int
+	}
+	if got, want := yamlKeys(reflect.TypeFor[outer](), ""), []string{"a", "b", "plain"}; !slices.Equal(got, want) {
+		t.Errorf("yamlKeys(outer) = %q, want %q", got, want)
 	}
 }

@@ -44,17 +44,24 @@ func PrintReport(w io.Writer, rep *Report) {
 				s.Dir, n, s.Counts.Out)
 		}
 	}
-	dir := rep.Dir
-	if wd, err := os.Getwd(); err == nil {
-		if rel, err := filepath.Rel(wd, dir); err == nil && !strings.HasPrefix(rel, "..") {
-			dir = rel
-		}
-	}
+	dir := shownDir(rep.Dir)
 	if rep.Remote != "" {
 		fmt.Fprintf(w, "output: %s (working copy: %s)\n", rep.Remote, dir)
 		return
 	}
 	fmt.Fprintf(w, "output: %s\n", dir)
+}
+
+// shownDir is how messages name a local directory (the run's output
+// directory, one of its stages'): relative to the working directory when it
+// is below it, else absolute as dir is.
+func shownDir(dir string) string {
+	if wd, err := os.Getwd(); err == nil {
+		if rel, err := filepath.Rel(wd, dir); err == nil && !strings.HasPrefix(rel, "..") {
+			return rel
+		}
+	}
+	return dir
 }
 
 // writeReport writes the run's report.html and, when the run succeeded, the

@@ -262,7 +262,7 @@ func (r *Runner) Run(ctx context.Context) (rep *Report, err error) {
 			r.o.Merge = true
 		}
 	}
-	if msg, warn := lastStage(r.p); warn {
+	if msg, warn := lastStage(r.p, r.dir); warn {
 		r.o.Log.Warn(msg)
 	} else if msg != "" {
 		r.o.Log.Info(msg)

@@ -32,8 +32,8 @@ func cmdBatch(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	case "status":
 		fs := newFlags("batch status", stderr, "[-dir out]")
 		dir := fs.String("dir", "out", "the run's output directory (pipeline.yaml's output.dir)")
-		if err := fs.Parse(args); err != nil {
-			return flagErr(err)
+		if err := parseFlags(fs, args); err != nil {
+			return err
 		}
 		if fs.NArg() > 0 {
 			return usageError{fmt.Sprintf("batch status: unexpected argument %q", fs.Arg(0))}

@@ -206,16 +206,6 @@ func cacheStats(stdout io.Writer, segs []llm.CacheSegment, caches []*llm.Cache) 
 	return nil
 }
 
-func flagErr(err error) error {
-	if err == nil {
-		return nil
-	}
-	if errors.Is(err, flag.ErrHelp) {
-		return err
-	}
-	return usageError{err.Error()}
-}
-
 // clipLine shortens s to one line of at most n characters.
 func clipLine(s string, n int) string {
 	r := []rune(s)

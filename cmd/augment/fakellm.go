@@ -47,8 +47,8 @@ func cmdFakeLLM(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		}
 	}
 	cfg.RegisterFlags(fs)
-	if err := fs.Parse(args); err != nil {
-		return flagErr(err)
+	if err := parseFlags(fs, args); err != nil {
+		return err
 	}
 	_ = config // read above
 	if fs.NArg() > 0 {

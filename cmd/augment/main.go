@@ -108,6 +108,27 @@ func usageText() string {
 	return b.String()
 }
 
+// usageHint follows the message of a usage error in the command args:
+// the command's lines of the usage text and how to get its flags, as
+// cmd/go does; the whole usage text when no command was given.
+func usageHint(args []string) string {
+	if len(args) == 0 {
+		return "\n" + usageText()
+	}
+	var lines []string
+	for line := range strings.Lines(usage) {
+		switch {
+		case strings.HasPrefix(line, "  augment "+args[0]+" "):
+			lines = append(lines, line)
+		case len(lines) > 0 && strings.HasPrefix(line, "   "):
+			lines = append(lines, line) // the line goes on
+		case len(lines) > 0:
+			return "Usage:\n" + strings.Join(lines, "") + fmt.Sprintf("Run \"augment %s -h\" for details.\n", args[0])
+		}
+	}
+	return "Run \"augment help\" for the commands.\n"
+}
+
 // usageError marks errors in how augment was invoked.
 type usageError struct{ msg string }
 
@@ -128,7 +149,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		switch code {
 		case exitUsage:
 			if errors.As(err, new(usageError)) {
-				fmt.Fprint(stderr, "\n"+usageText())
+				fmt.Fprint(stderr, usageHint(args))
 			}
 		case exitFailed, exitGuard, exitInterrupt:
 			var partial *stages.PartialError
@@ -200,8 +221,7 @@ func exitCode(ctx context.Context, err error) int {
 
 func dispatch(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
-		fmt.Fprint(stderr, usageText())
-		return usageError{"no command"}
+		return usageError{"no command"} // run prints the usage
 	}
 	cmd, args := args[0], args[1:]
 	switch cmd {
@@ -252,14 +272,43 @@ func listenFlag(name, addr string) (net.Listener, error) {
 	return ln, nil
 }
 
+// newFlags returns the flag set of command name, whose Usage prints the
+// command's usage line and its flags, if it has any, to stderr. Parse its
+// arguments with parseFlags.
 func newFlags(name string, stderr io.Writer, synopsis string) *flag.FlagSet {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
-		fmt.Fprintf(stderr, "Usage: augment %s %s\n\nFlags:\n", name, synopsis)
-		fs.PrintDefaults()
+		fmt.Fprintf(stderr, "Usage: augment %s %s\n", name, synopsis)
+		n := 0
+		fs.VisitAll(func(*flag.Flag) { n++ })
+		if n > 0 {
+			fmt.Fprint(stderr, "\nFlags:\n")
+			fs.PrintDefaults()
+		}
 	}
 	return fs
+}
+
+// parseFlags parses args with fs. -h prints the command's usage (fs.Usage)
+// and returns flag.ErrHelp; a bad flag is a usageError, which run prints
+// once, with the command's usage line (the flag package would print it
+// too, and the whole usage).
+func parseFlags(fs *flag.FlagSet, args []string) error {
+	usage, out := fs.Usage, fs.Output()
+	fs.Usage = func() {}
+	fs.SetOutput(io.Discard)
+	err := fs.Parse(args)
+	fs.Usage = usage
+	fs.SetOutput(out)
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		usage()
+		return err
+	case err != nil:
+		return usageError{fs.Name() + ": " + err.Error()}
+	}
+	return nil
 }
 
 // parse parses flags, before or after the pipeline file, and returns that

@@ -94,8 +94,8 @@ func cmdMerge(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 // workers sharing the run; it reads files only and can watch a running run.
 func cmdStatus(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("status", stderr, "[out]")
-	if err := fs.Parse(args); err != nil {
-		return flagErr(err)
+	if err := parseFlags(fs, args); err != nil {
+		return err
 	}
 	dir := "out"
 	switch fs.NArg() {

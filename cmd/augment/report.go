@@ -14,8 +14,8 @@ import (
 // is in progress).
 func cmdReport(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("report", stderr, "[out]")
-	if err := fs.Parse(args); err != nil {
-		return flagErr(err)
+	if err := parseFlags(fs, args); err != nil {
+		return err
 	}
 	dir, err := runDirArg(fs.Args(), "report")
 	if err != nil {

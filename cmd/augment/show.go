@@ -162,8 +162,8 @@ func cmdStats(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
 	var pos []string
 	for {
-		if err := fs.Parse(args); err != nil {
-			return nil, flagErr(err)
+		if err := parseFlags(fs, args); err != nil {
+			return nil, err
 		}
 		if fs.NArg() == 0 {
 			return pos, nil
