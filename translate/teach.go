@@ -70,8 +70,16 @@ func (t *Translator) teach(ctx context.Context, r *record.Record) (*record.Recor
 			last = []problem{{reason: "llm_truncated", detail: fmt.Sprintf("the answer was cut off at the token limit (%d completion tokens)", resp.Usage.CompletionTokens)}}
 			continue
 		}
-		out, probs, err := c.check(ctx, resp)
-		if err != nil {
+		var out *record.Record
+		var probs []problem
+		if resp, err = llm.SplitThinking(resp); err != nil {
+			// Thinking and no answer: asked again, as llm.Ask does.
+			detail := err.Error()
+			if r, ok := err.(*contract.Reject); ok {
+				detail = r.Detail
+			}
+			probs = []problem{{reason: llm.ReasonThinkingOnly, detail: detail}}
+		} else if out, probs, err = c.check(ctx, resp); err != nil {
 			return nil, err
 		}
 		if len(probs) == 0 {

@@ -19,6 +19,10 @@ const correctionPrompt = "That answer could not be used: %s\nReply again with th
 // again with the rejected answer and a short correction appended to the
 // conversation. It tries at most attempts times in all (at least once).
 //
+// parse sees the answer after SplitThinking, which takes a reasoning
+// model's inline thinking out of it (into Response.Reasoning); an answer
+// that is thinking only fails as a parse error would (ReasonThinkingOnly).
+//
 // It returns the parsed value and the response it came from. After the
 // last failed try it returns an *AnswerError whose reason is
 // "llm_truncated", the parse error's own RejectReason() when it has one, or
@@ -63,7 +67,11 @@ func AskResponse[T any](ctx context.Context, c Client, req Request, attempts int
 				cur.MaxTokens *= 2
 			}
 		} else {
-			v, perr := parse(resp)
+			var v T
+			var perr error
+			if resp, perr = SplitThinking(resp); perr == nil {
+				v, perr = parse(resp)
+			}
 			if perr == nil {
 				return v, resp, nil
 			}
