@@ -23,36 +23,21 @@ type promptTool struct {
 	Parameters  json.RawMessage `json:"parameters"`
 }
 
-// stripCodeFence returns the body of a ``` fenced block if s is one (the
-// language tag after the opening fence is dropped), else s trimmed.
+// stripCodeFence returns the body of a ``` fenced block if s is one, else
+// s trimmed: a JSON answer or a text answer (a reply, a reasoning) that a
+// chat model wrapped whole in a fence. A language tag on the opening line
+// (```json) is dropped; an opening line with blanks in it is the body's
+// first line, not a tag.
 func stripCodeFence(s string) string {
 	s = strings.TrimSpace(s)
 	if !strings.HasPrefix(s, "```") || !strings.HasSuffix(s, "```") || len(s) < 6 {
 		return s
 	}
 	s = strings.TrimSuffix(s[3:], "```")
-	if nl := strings.IndexByte(s, '\n'); nl >= 0 {
+	if nl := strings.IndexByte(s, '\n'); nl >= 0 && !strings.ContainsAny(strings.TrimSpace(s[:nl]), " \t") {
 		s = s[nl+1:]
 	}
 	return strings.TrimSpace(s)
-}
-
-// stripInlineThinking returns the answer after the <think>…</think> block
-// that starts s, for a reasoning model served without a reasoning parser
-// (vLLM, SGLang), which writes its thinking into the answer; s trimmed when
-// it starts with no such block. ok is false when thinking markup is left
-// (an unclosed block, or one further on): the answer is not the text asked
-// for.
-func stripInlineThinking(s string) (answer string, ok bool) {
-	s = strings.TrimSpace(s)
-	if rest, found := strings.CutPrefix(s, "<think>"); found {
-		_, after, closed := strings.Cut(rest, "</think>")
-		if !closed {
-			return s, false
-		}
-		s = strings.TrimSpace(after)
-	}
-	return s, !strings.Contains(s, "<think>") && !strings.Contains(s, "</think>")
 }
 
 // promptToolsJSON renders tools as an indented JSON list of promptTools;

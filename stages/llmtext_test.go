@@ -5,39 +5,38 @@ import (
 	"testing"
 )
 
-func TestStripInlineThinking(t *testing.T) {
-	for _, tt := range []struct {
-		in, want string
-		ok       bool
-	}{
-		{"  plain answer ", "plain answer", true},
-		{"<think>\nhmm\n</think>\n\nthe answer", "the answer", true},
-		{"<think></think>x", "x", true},
-		{"<think>never closed", "<think>never closed", false},
-		{"answer <think>late</think>", "answer <think>late</think>", false},
-		{"<think>a</think> b </think>", "b </think>", false},
-		{"", "", true},
+func TestStripCodeFence(t *testing.T) {
+	for _, tt := range []struct{ in, want string }{
+		{"  plain answer ", "plain answer"},
+		{"```json\n{\"a\": 1}\n```", `{"a": 1}`},
+		{"```\nI'm sorry, I can't do that.\n```", "I'm sorry, I can't do that."},
+		{"```text\r\nI'm sorry.\r\n```", "I'm sorry."},
+		{"```I'm sorry.```", "I'm sorry."},
+		// An opening line with blanks is text, not a language tag.
+		{"```I'm sorry, I can't.\nTry a map app.```", "I'm sorry, I can't.\nTry a map app."},
+		{"Use ```code``` here", "Use ```code``` here"},
+		{"```json\n{}", "```json\n{}"},
+		{"``````", ""},
 	} {
-		got, ok := stripInlineThinking(tt.in)
-		if got != tt.want || ok != tt.ok {
-			t.Errorf("stripInlineThinking(%q) = %q, %v; want %q, %v", tt.in, got, ok, tt.want, tt.ok)
+		if got := stripCodeFence(tt.in); got != tt.want {
+			t.Errorf("stripCodeFence(%q) = %q, want %q", tt.in, got, tt.want)
 		}
 	}
 }
 
-// FuzzStripInlineThinking: an answer said to be clean holds no thinking
-// markup and is a trimmed part of the input.
-func FuzzStripInlineThinking(f *testing.F) {
-	for _, s := range []string{"x", "<think>a</think>b", "<think>", "a</think>", " <think> </think> "} {
+// FuzzStripCodeFence: the body is a trimmed part of the input, and a text
+// without a fence is only trimmed.
+func FuzzStripCodeFence(f *testing.F) {
+	for _, s := range []string{"x", "```json\n{}\n```", "```a b\nc```", "``````", "```"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
-		got, ok := stripInlineThinking(s)
-		if ok && (strings.Contains(got, "<think>") || strings.Contains(got, "</think>")) {
-			t.Fatalf("%q: clean answer %q holds markup", s, got)
+		got := stripCodeFence(s)
+		if got != strings.TrimSpace(got) || !strings.Contains(s, got) {
+			t.Fatalf("%q: body %q is not a trimmed part of it", s, got)
 		}
-		if !strings.Contains(s, got) || got != strings.TrimSpace(got) {
-			t.Fatalf("%q: answer %q is not a trimmed part of it", s, got)
+		if !strings.HasPrefix(strings.TrimSpace(s), "```") && got != strings.TrimSpace(s) {
+			t.Fatalf("%q: unfenced text changed to %q", s, got)
 		}
 	})
 }

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/augmentdata/augment/prompts"
 	"github.com/augmentdata/augment/stages/contract"
@@ -79,6 +80,12 @@ type NegativesConfig struct {
 	// Attempts is how many times the teacher is asked for one reply before
 	// the record is rejected (default 3).
 	Attempts int `yaml:"attempts" json:"attempts"`
+	// MaxChars caps a teacher reply's length in characters (Unicode code
+	// points); longer replies are re-asked, then rejected
+	// (negative_reply_too_long). Default 1000 with target teacher: the
+	// prompt asks for a sentence or two, and the export's cutoff_len grows
+	// with the longest sample.
+	MaxChars int `yaml:"max_chars" json:"max_chars,omitempty"`
 }
 
 // Negative targets.
@@ -92,7 +99,12 @@ const (
 	NegativeReplyEmpty      = "negative_reply_empty"
 	NegativeReplyCallSyntax = "negative_reply_call_syntax"
 	NegativeReplyClaimsCall = "negative_reply_claims_call"
+	NegativeReplyTooLong    = "negative_reply_too_long"
+	NegativeReplyThinking   = "negative_reply_thinking_markup" // <think> markup left after the leading thinking was taken out
 )
+
+// negativeMaxChars is max_chars' default with target teacher.
+const negativeMaxChars = 1000
 
 func (c *NegativesConfig) defaults() {
 	if c.Ratio == 0 {
@@ -109,6 +121,9 @@ func (c *NegativesConfig) defaults() {
 	}
 	if c.Attempts == 0 {
 		c.Attempts = 3
+	}
+	if c.MaxChars == 0 && c.Target == NegativeTargetTeacher {
+		c.MaxChars = negativeMaxChars
 	}
 }
 
@@ -132,13 +147,22 @@ func (c *NegativesConfig) validate() []string {
 	if c.Prompt != "" && c.Target != NegativeTargetTeacher {
 		probs = append(probs, "prompt: only used with target: teacher")
 	}
+	switch {
+	case c.MaxChars != 0 && c.Target != NegativeTargetTeacher:
+		probs = append(probs, "max_chars: only used with target: teacher")
+	case c.MaxChars < 0:
+		probs = append(probs, "max_chars: must be positive")
+	}
 	return probs
 }
 
 // version 2: no negatives of get_user_input replies or of turns meta_tool
 // still reaches. Its requests keep version 1 (negativesRequests): a reply
 // asked for the same cut dialogue is the same, and is not paid again.
-func (c *NegativesConfig) version() int { return 2 }
+// 3: teacher replies lose the thinking written into them
+// (llm.SplitThinking) and a fence around the whole reply, and are capped by
+// max_chars.
+func (c *NegativesConfig) version() int { return 3 }
 
 // negativesRequests is the version in the teacher requests' stage name.
 const negativesRequests = 1
@@ -418,8 +442,8 @@ func (s *negatives) reply(ctx context.Context, parent, neg *record.Record) (stri
 		Offline:  func() (string, error) { return negativeStandIn(neg), nil },
 	}
 	parse := func(content string) (string, error) {
-		text := strings.TrimSpace(content)
-		return text, checkNegativeReply(text, names)
+		text := stripCodeFence(content)
+		return text, checkNegativeReply(text, names, s.cfg.MaxChars)
 	}
 	return llm.Ask(ctx, s.env.Teacher, req, s.cfg.Attempts, parse)
 }
@@ -458,13 +482,20 @@ var claimPhrases = []string{
 	"我已经调用", "我已調用", "我调用了", "我調用了", "已调用", "已調用", "让我调用", "讓我調用", "我来调用", "我來調用", "查询结果显示", "查詢結果顯示",
 }
 
-// checkNegativeReply accepts a reply that is not empty, contains no call
-// syntax (call markers, a JSON object with "name" and "arguments" or
+// checkNegativeReply accepts a reply that is not empty, has at most
+// maxChars characters (0: no cap), holds no thinking markup, contains no
+// call syntax (call markers, a JSON object with "name" and "arguments" or
 // "parameters", `name(` for any function of the parent record, a reply
 // wrapped in [ ]) and claims no call (claimPhrases).
-func checkNegativeReply(text string, functions []string) error {
+func checkNegativeReply(text string, functions []string, maxChars int) error {
 	if text == "" {
 		return contract.Rejectf(NegativeReplyEmpty, "the reply is empty")
+	}
+	if n := utf8.RuneCountInString(text); maxChars > 0 && n > maxChars {
+		return contract.Rejectf(NegativeReplyTooLong, "the reply has %d characters; the cap is %d (a sentence or two)", n, maxChars)
+	}
+	if llm.HasThinkingMarkup(text) {
+		return contract.Rejectf(NegativeReplyThinking, "the reply holds <think> markup: give the reply text only")
 	}
 	for _, m := range callMarkers {
 		if strings.Contains(text, m) {

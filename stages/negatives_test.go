@@ -13,6 +13,7 @@ import (
 	"github.com/augmentdata/augment/stages/contract"
 	"github.com/augmentdata/augment/stages/formats"
 	"github.com/augmentdata/augment/stages/llm"
+	"github.com/augmentdata/augment/stages/llm/fakellm"
 	"github.com/augmentdata/augment/stages/record"
 	"github.com/augmentdata/augment/verify"
 )
@@ -410,9 +411,12 @@ func TestCheckNegativeReply(t *testing.T) {
 		{"According to the tool, traffic is light.", NegativeReplyClaimsCall},
 		{"我已经调用了工具。", NegativeReplyClaimsCall},
 		{"抱歉，我目前的工具無法查詢交通狀況。", ""},
+		{strings.Repeat("抱歉", negativeMaxChars/2), ""}, // characters, not bytes
+		{strings.Repeat("x", negativeMaxChars+1), NegativeReplyTooLong},
+		{"I'm sorry.\n</think>\nI can't do that.", NegativeReplyThinking},
 	}
 	for _, tt := range tests {
-		got, _ := contract.ReasonOf(checkNegativeReply(tt.text, fns))
+		got, _ := contract.ReasonOf(checkNegativeReply(tt.text, fns, negativeMaxChars))
 		if got != tt.reason {
 			t.Errorf("checkNegativeReply(%q) = %q, want %q", tt.text, got, tt.reason)
 		}
@@ -420,11 +424,11 @@ func TestCheckNegativeReply(t *testing.T) {
 	for _, r := range fxAll() {
 		neg := r.Clone()
 		neg.Tools = neg.Tools[1:]
-		if err := checkNegativeReply(negativeStandIn(neg), toolNames(r.Tools)); err != nil {
+		if err := checkNegativeReply(negativeStandIn(neg), toolNames(r.Tools), negativeMaxChars); err != nil {
 			t.Errorf("stand-in fails its own check: %v", err)
 		}
 	}
-	if err := checkNegativeReply(negativeStandIn(&record.Record{}), nil); err != nil {
+	if err := checkNegativeReply(negativeStandIn(&record.Record{}), nil, negativeMaxChars); err != nil {
 		t.Error(err)
 	}
 }
@@ -432,15 +436,21 @@ func TestCheckNegativeReply(t *testing.T) {
 func TestNegativesConfig(t *testing.T) {
 	var c NegativesConfig
 	c.defaults()
-	if c.Ratio != 0.1 || c.PerRecord != 1 || c.Target != "token" || c.Token != "<|answer|>" || c.Attempts != 3 || len(c.validate()) > 0 {
+	if c.Ratio != 0.1 || c.PerRecord != 1 || c.Target != "token" || c.Token != "<|answer|>" || c.Attempts != 3 || c.MaxChars != 0 || len(c.validate()) > 0 {
 		t.Errorf("defaults %+v %v", c, c.validate())
 	}
-	bad := NegativesConfig{Ratio: 1.5, PerRecord: -1, Target: "llm", Token: " ", Attempts: -1, Prompt: "x.tmpl"}
-	if probs := bad.validate(); len(probs) != 6 {
+	bad := NegativesConfig{Ratio: 1.5, PerRecord: -1, Target: "llm", Token: " ", Attempts: -1, Prompt: "x.tmpl", MaxChars: 10}
+	if probs := bad.validate(); len(probs) != 7 {
 		t.Errorf("validate: %v", probs)
+	}
+	if probs := (&NegativesConfig{Ratio: 1, PerRecord: 1, Target: NegativeTargetTeacher, Token: "t", Attempts: 1, MaxChars: -1}).validate(); len(probs) != 1 || !strings.HasPrefix(probs[0], "max_chars") {
+		t.Errorf("validate negative max_chars: %v", probs)
 	}
 	teacher := NegativesConfig{Target: NegativeTargetTeacher}
 	teacher.defaults()
+	if teacher.MaxChars != negativeMaxChars {
+		t.Errorf("target teacher: max_chars %d, want %d", teacher.MaxChars, negativeMaxChars)
+	}
 	if _, err := teacher.build(&Env{}); err == nil {
 		t.Error("target teacher without a teacher must fail")
 	}
@@ -451,12 +461,12 @@ func FuzzCheckNegativeReply(f *testing.F) {
 	f.Add(`get_weather(city="x")`, "get_weather")
 	f.Add("", "")
 	f.Fuzz(func(t *testing.T, text, fn string) {
-		err := checkNegativeReply(text, []string{fn})
+		err := checkNegativeReply(text, []string{fn}, 100)
 		if err == nil {
 			return
 		}
 		switch reason, _ := contract.ReasonOf(err); reason {
-		case NegativeReplyEmpty, NegativeReplyCallSyntax, NegativeReplyClaimsCall:
+		case NegativeReplyEmpty, NegativeReplyCallSyntax, NegativeReplyClaimsCall, NegativeReplyTooLong, NegativeReplyThinking:
 		default:
 			t.Fatalf("checkNegativeReply(%q, %q): %v", text, fn, err)
 		}
@@ -602,5 +612,56 @@ func TestNegativesPasses(t *testing.T) {
 		if (ratio == 1) != (passed == 0) {
 			t.Errorf("ratio %v: %d of 400 records passed", ratio, passed)
 		}
+	}
+}
+
+// A reasoning model served without a reasoning parser writes its thinking
+// into the reply (Qwen3's <think> block, DeepSeek-R1's "thinking\n</think>"
+// after the pre-filled "<think>\n"); with one it may send thinking and no
+// reply. The thinking never becomes the training target; a fence around
+// the whole reply is dropped; a rambling reply is capped. Served by the
+// fake OpenAI-compatible server through the real llm layer.
+func TestNegativesTeacherReplyShapes(t *testing.T) {
+	const (
+		good  = "Sorry, I can't look up traffic with the tools I have here. A navigation app would show you live traffic for Miami."
+		think = "ZZTHINK Okay, the user wants traffic; no tool for it."
+	)
+	tests := []struct {
+		name              string
+		answer, reasoning string
+		reason            string // "" = the reply is good
+		asks              int64
+	}{
+		{"plain", good, "", "", 1},
+		{"closed think block", "<think>\n" + think + "\n</think>\n\n" + good, "", "", 1},
+		{"R1 form", think + "\n</think>\n\n" + good, "", "", 1},
+		{"fenced", "```json\n" + good + "\n```", "", "", 1},
+		{"think block, then a fence", "<think>" + think + "</think>\n```\n" + good + "\n```", "", "", 1},
+		{"unclosed think block", "<think>\n" + think + "\n" + good, "", llm.ReasonThinkingOnly, 3},
+		{"content null, thinking in reasoning_content", "", think + "\n" + good, llm.ReasonThinkingOnly, 3},
+		{"rambling", good + "\n\nExplanation: " + strings.Repeat("the tools listed are not for traffic. ", 40), "", NegativeReplyTooLong, 3},
+		{"thinking left inside", good + "\n<think>" + think + "</think>", "", NegativeReplyThinking, 3},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			teacher, fake := fakeTeacher(t, []fakellm.Rule{{Regexp: "(?s)^.", Answer: tt.answer, Reasoning: tt.reasoning}})
+			st := buildNegatives(t, NegativesConfig{Ratio: 1, Target: NegativeTargetTeacher}, teacher.Stage("negatives"))
+			out, err := st.Process(context.Background(), fxSingle())
+			if got := fake.Counters().Chat; got != tt.asks {
+				t.Errorf("server saw %d requests, want %d", got, tt.asks)
+			}
+			if tt.reason != "" {
+				if got, _ := contract.ReasonOf(err); got != tt.reason {
+					t.Fatalf("reject reason %q (%v), want %q", got, err, tt.reason)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := out[1].Messages[1].Content; got != good {
+				t.Errorf("reply %q, want %q", got, good)
+			}
+		})
 	}
 }

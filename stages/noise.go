@@ -119,7 +119,9 @@ func (c *NoiseConfig) validate() []string {
 // version 2: a rewrite equal to the original has similarity 1 exactly (a
 // float sum came out just below it, and threshold 1 rejected identical
 // rewrites). Requests keep version 1 (noiseRequests): none is paid again.
-func (c *NoiseConfig) version() int { return 2 }
+// 3: a reasoning model's thinking written into the answer is taken out of
+// it (llm.SplitThinking) before the rewrite is read.
+func (c *NoiseConfig) version() int { return 3 }
 
 // noiseRequests is the version in the teacher requests' stage name.
 const noiseRequests = 1

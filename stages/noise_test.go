@@ -520,3 +520,41 @@ func TestNoiseConfig(t *testing.T) {
 		t.Error("build with a missing prompt override must fail")
 	}
 }
+
+// A rewrite after the teacher's inline thinking is read (one ask); thinking
+// without a rewrite is rejected as such, not as invalid JSON.
+func TestNoiseInlineThinking(t *testing.T) {
+	tests := []struct {
+		name   string
+		answer string
+		want   string // reject reason; "" = accepted at once
+	}{
+		{"closed think block", "<think>\nZZTHINK reword it\n</think>\n\n" + noiseGood, ""},
+		{"R1 form", "ZZTHINK reword it\n</think>\n\n```json\n" + noiseGood + "\n```", ""},
+		{"unclosed think block", "<think>\nZZTHINK reword it " + noiseGood, llm.ReasonThinkingOnly},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			in := noiseInput(t)
+			slot := metaSlots(in)[0]
+			teacher := &noiseTeacher{answers: map[string][]string{slot: {tt.answer}}}
+			st := noiseBuild(t, NoiseConfig{Attempts: 2}, teacher, &mtEmbedder{})
+			out, err := st.Process(context.Background(), in)
+			if tt.want != "" {
+				if reason, _ := contract.ReasonOf(err); reason != tt.want {
+					t.Fatalf("err = %v, want reject %s", err, tt.want)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if n := len(teacher.asked(slot)); n != 1 {
+				t.Errorf("asked %d times, want 1", n)
+			}
+			if b, _ := json.Marshal(out); strings.Contains(string(b), "ZZTHINK") {
+				t.Errorf("the thinking reached the record: %s", b)
+			}
+		})
+	}
+}

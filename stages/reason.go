@@ -140,9 +140,11 @@ func (c *ReasonConfig) validate() []string {
 
 // version 2: get_user_input replies get no reasoning. 3: a leading
 // <think>…</think> block of the answer is dropped, other thinking markup
-// rejected. Requests keep version 2 (reasonRequests): no answer is paid
-// again.
-func (c *ReasonConfig) version() int { return 3 }
+// rejected. 4: the shared rule (llm.SplitThinking) also takes out
+// DeepSeek-R1's thinking, an answer that is thinking only is
+// llm_thinking_only, and a fence around the whole text is dropped.
+// Requests keep version 2 (reasonRequests): no answer is paid again.
+func (c *ReasonConfig) version() int { return 4 }
 
 // reasonRequests is the version in the teacher requests' stage name.
 const reasonRequests = 2
@@ -268,19 +270,21 @@ func (s *reasoner) ask(ctx context.Context, r *record.Record, k int) (string, ll
 	}
 	v := newReasonValidator(r, k, s.cfg.MaxChars)
 	parse := func(resp llm.Response) (string, error) {
-		text, ok := stripInlineThinking(resp.Content)
+		text := resp.Content // llm.SplitThinking took out a leading thinking block
 		switch {
 		case s.cfg.Source == SourceThinking:
 			if text = strings.TrimSpace(resp.Reasoning); text == "" {
 				return "", contract.Rejectf(ReasonNoThinking, "the teacher returned no thinking (reasoning_content) with its answer")
 			}
-		case !ok:
-			return "", contract.Rejectf(ReasonThinkingMarkup, "the answer holds <think> markup besides a leading <think>…</think> block: give the reasoning only")
+		case llm.HasThinkingMarkup(text):
+			return "", contract.Rejectf(ReasonThinkingMarkup, "the answer holds <think> markup besides a leading thinking block: give the reasoning only")
 		case s.cfg.Style == ReasonStyleMediaTek:
 			var err error
 			if text, err = parseReasonJSON(text); err != nil {
 				return "", err
 			}
+		default:
+			text = stripCodeFence(text) // a fence around the whole text is not part of it
 		}
 		if err := v.check(text); err != nil {
 			return "", err

@@ -465,7 +465,12 @@ func TestReasonReaskAndReject(t *testing.T) {
 		{"leading think block dropped", "", []string{"<think>\nOkay, let me see.\n</think>\n\n" + good}, "", 1},
 		{"mediatek after a think block", ReasonStyleMediaTek, []string{"<think>hmm</think>" + reasonJSON(good)}, "", 1},
 		{"think markup left", "", []string{good + " <think>more</think>"}, ReasonThinkingMarkup, 3},
-		{"unclosed think", "", []string{"<think>" + good}, ReasonThinkingMarkup, 3},
+		{"R1 form: thinking up to a lone </think>", "", []string{"Okay, let me see.\n</think>\n\n" + good}, "", 1},
+		{"mediatek in the R1 form", ReasonStyleMediaTek, []string{"hmm\n</think>\n" + reasonJSON(good)}, "", 1},
+		{"unclosed think is thinking only", "", []string{"<think>" + good}, llm.ReasonThinkingOnly, 3},
+		{"thinking without an answer", "", []string{"<think>" + good + "</think>"}, llm.ReasonThinkingOnly, 3},
+		{"fenced text", "", []string{"```json\n" + good + "\n```"}, "", 1},
+		{"think block, then a fence", "", []string{"<think>hmm</think>\n```\n" + good + "\n```"}, "", 1},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -58,6 +58,13 @@ func TestReasonSourceThinking(t *testing.T) {
 		{"thinking misses the function", SourceThinking, fakellm.Rule{Regexp: "(?s)^.", Answer: answer, Reasoning: "I will look up the traffic."}, "", ReasonMissingFunction, 3},
 		{"thinking invents a parameter", SourceThinking, fakellm.Rule{Regexp: "(?s)^.", Answer: answer, Reasoning: `get_traffic_report(radius=2)`}, "", ReasonInventedParameter, 3},
 		{"thinking too long", SourceThinking, fakellm.Rule{Regexp: "(?s)^.", Answer: answer, Reasoning: "get_traffic_report " + strings.Repeat("y", 700)}, "", ReasonTooLong, 3},
+		// A server without a reasoning parser leaves the thinking in the
+		// answer: it is taken out (llm.SplitThinking) and is the thinking.
+		{"inline thinking", SourceThinking, fakellm.Rule{Regexp: "(?s)^.", Answer: "<think>\n" + thinking + "\n</think>\n\n" + answer}, thinking, "", 1},
+		{"inline thinking, R1 form", SourceThinking, fakellm.Rule{Regexp: "(?s)^.", Answer: thinking + "\n</think>\n\n" + answer}, thinking, "", 1},
+		// Thinking and no answer after it: the model did not finish.
+		{"thinking without an answer", SourceThinking, fakellm.Rule{Regexp: "(?s)^.", Reasoning: thinking}, "", llm.ReasonThinkingOnly, 3},
+		{"inline thinking is never the answer", "", fakellm.Rule{Regexp: "(?s)^.", Answer: thinking + "\n</think>\n\n" + answer}, answer, "", 1},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/augmentdata/augment/clip"
 	"github.com/augmentdata/augment/jsonout"
 	"github.com/augmentdata/augment/prompts"
 	"github.com/augmentdata/augment/pycall"
@@ -56,7 +57,10 @@ import (
 //     call passes verify.CheckCall against its group's tools (the function
 //     exists in the group, argument keys are declared, required ones are
 //     present, values have the declared types). Answers that are empty,
-//     "[]", prose, unparseable or truncated are the null output ∅;
+//     "[]", prose, unparseable or truncated are the null output ∅ (the
+//     thinking a reasoning model writes before its answer is taken out
+//     first, llm.SplitThinking); all but "[]" are counted (try_truncated,
+//     try_unparsed) and named in no_valid_candidate's detail;
 //  4. Retry: asks once more (prompt tool_dc_retry, Fig 10) with the tools of
 //     the valid answers, in T's order and original definitions;
 //  5. keeps the record only when verify.MatchCalls finds the Retry calls
@@ -165,7 +169,10 @@ const (
 	ToolDCGoldInvalid      = "gold_invalid"
 	ToolDCNoValidCandidate = "no_valid_candidate"
 	// CounterTryTruncated counts Try answers cut off at the token limit.
-	CounterTryTruncated  = "try_truncated"
+	CounterTryTruncated = "try_truncated"
+	// CounterTryUnparsed counts Try answers that are neither calls nor
+	// "[]": empty, prose, broken call syntax, thinking only.
+	CounterTryUnparsed   = "try_unparsed"
 	ToolDCMissedGoldTool = "missed_gold_tool"
 	ToolDCRetryNoCall    = "retry_no_call"
 	ToolDCRetryMismatch  = "retry_mismatch"
@@ -256,8 +263,10 @@ const toolDCRequests = 2
 // leave cached answers valid: +1 since Try answers cut off at the token
 // limit are counted (try_truncated) and named in no_valid_candidate; +2
 // since a kept record's calls are the gold calls as written, not the
-// Retry's values that matched them.
-func (c *ToolDCConfig) version() int { return toolDCRequests + 2 }
+// Retry's values that matched them; +3 since the thinking written into an
+// answer is taken out (llm.SplitThinking) and Try answers that do not
+// parse are counted (try_unparsed).
+func (c *ToolDCConfig) version() int { return toolDCRequests + 3 }
 
 func (c *ToolDCConfig) build(env *Env) (Stage, error) {
 	if env.Teacher == nil {
@@ -340,7 +349,9 @@ type tdcGroup struct {
 type tdcTry struct {
 	calls     []record.Call // nil for the null output
 	valid     bool
-	truncated bool // the answer was cut off at the token limit (no calls)
+	truncated bool   // the answer was cut off at the token limit (no calls)
+	unparsed  bool   // the answer did not parse (no calls)
+	why       string // why it did not parse
 	err       error
 }
 
@@ -409,10 +420,13 @@ func (s *toolDC) Process(ctx context.Context, r *record.Record) ([]*record.Recor
 	var candidates []record.Call
 	seen := map[string]bool{}
 	validName := map[string]bool{}
-	truncated := 0
+	truncated, unparsed := 0, 0
 	for _, t := range tries {
 		if t.truncated {
 			truncated++
+		}
+		if t.unparsed {
+			unparsed++
 		}
 		for _, c := range t.calls {
 			if key := pycall.Print([]record.Call{c}); !seen[key] {
@@ -435,10 +449,20 @@ func (s *toolDC) Process(ctx context.Context, r *record.Record) ([]*record.Recor
 		// so a token limit too low shows here and in the counters.
 		Count(ctx, CounterTryTruncated, int64(truncated))
 	}
+	if unparsed > 0 {
+		Count(ctx, CounterTryUnparsed, int64(unparsed))
+	}
 	if len(valid) == 0 {
-		cut := ""
+		var why []string
 		if truncated > 0 {
-			cut = fmt.Sprintf(" (%d of the answers cut off at the token limit: raise teacher.max_tokens)", truncated)
+			why = append(why, fmt.Sprintf("%d of the answers cut off at the token limit: raise teacher.max_tokens", truncated))
+		}
+		if unparsed > 0 {
+			why = append(why, fmt.Sprintf("%d of the answers did not parse, the first: %s", unparsed, firstUnparsed(tries)))
+		}
+		cut := ""
+		if len(why) > 0 {
+			cut = " (" + strings.Join(why, "; ") + ")"
 		}
 		return nil, contract.Rejectf(ToolDCNoValidCandidate, "%d Try requests gave %d candidate calls, none passed the check%s", len(groups), len(candidates), cut)
 	}
@@ -679,6 +703,17 @@ func (s *toolDC) groups(id string, cands []record.Tool, question string) ([]tdcG
 	return gs, anchors
 }
 
+// firstUnparsed says why the first Try answer that did not parse did not,
+// in group order.
+func firstUnparsed(tries []tdcTry) string {
+	for _, t := range tries {
+		if t.unparsed {
+			return clip.Bytes(t.why, 160)
+		}
+	}
+	return ""
+}
+
 // tryGroup sends one Try request and checks its answer.
 func (s *toolDC) tryGroup(ctx context.Context, c llm.Client, g tdcGroup, gold []record.Call, question, system string) tdcTry {
 	req, err := s.request(s.try, g.slot, g.tools, question, system, gold)
@@ -692,8 +727,25 @@ func (s *toolDC) tryGroup(ctx context.Context, c llm.Client, g tdcGroup, gold []
 	if resp.FinishReason == "length" {
 		return tdcTry{truncated: true}
 	}
+	// Not asked again (one inference per tool): an answer that is not
+	// calls is the null output, counted apart from a "[]".
+	if err := resp.TextError(); err != nil { // invalid UTF-8 or a lone surrogate
+		return tdcTry{unparsed: true, why: err.Error()}
+	}
+	resp, err = llm.SplitThinking(resp)
+	if err != nil {
+		return tdcTry{unparsed: true, why: err.Error()}
+	}
+	if resp.Content == "" {
+		// Not even "[]": e.g. a server that sends calls as
+		// message.tool_calls, which augment does not read.
+		return tdcTry{unparsed: true, why: "the answer is empty (not even [])"}
+	}
 	calls, err := parseToolDCAnswer(resp.Content)
-	if err != nil || len(calls) == 0 {
+	if err != nil {
+		return tdcTry{unparsed: true, why: err.Error()}
+	}
+	if len(calls) == 0 {
 		return tdcTry{}
 	}
 	for _, call := range calls {

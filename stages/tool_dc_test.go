@@ -996,3 +996,51 @@ func TestToolDCTruncatedTries(t *testing.T) {
 		t.Errorf("try_truncated = %d, want 2 (counters %v)", got, ctr.m)
 	}
 }
+
+// A reasoning model's thinking written into a Try or Retry answer is taken
+// out before the calls are read (llm.SplitThinking), and a Try answer that
+// does not parse (prose, thinking only) is counted and named in
+// no_valid_candidate, not passed off as "no call".
+func TestToolDCThinkingAndUnparsedTries(t *testing.T) {
+	tools := []record.Tool{tdcWeather, tdcStock}
+	r := tdcRecord("r:1", "Weather in Paris?", tools, tdcCall("get_weather", `{"city":"Paris"}`))
+
+	client := &tdcClient{answer: tdcScripted(map[string]string{
+		"get_weather":     "<think>\nZZTHINK get_weather fits.\n</think>\n\n[get_weather(city=\"Paris\")]",
+		"get_stock_price": "ZZTHINK nothing here.\n</think>\n\n[]",
+	}, "ZZTHINK so get_weather.\n</think>\n\n[get_weather(city=\"Paris\")]")}
+	st := tdcBuild(t, ToolDCConfig{Candidates: 2}, tdcEnv(client, tdcLibrary(20), 3))
+	out := tdcRun(t, st, r)
+	if b, _ := json.Marshal(out); strings.Contains(string(b), "ZZTHINK") || out.Tag("tool_dc.valid") != `["get_weather"]` {
+		t.Errorf("kept record %s", b)
+	}
+
+	client = &tdcClient{answer: tdcScripted(map[string]string{
+		"get_weather":     `I would call get_weather(city="Paris").`,
+		"get_stock_price": "<think>\nZZTHINK never closed",
+	}, "")}
+	st = tdcBuild(t, ToolDCConfig{Candidates: 2}, tdcEnv(client, tdcLibrary(20), 3))
+	ctx, ctr := withCounters()
+	_, err := st.Process(ctx, r)
+	tdcWantReject(t, err, ToolDCNoValidCandidate)
+	if !strings.Contains(err.Error(), "2 Try requests gave 0 candidate calls, none passed the check (2 of the answers did not parse, the first: ") {
+		t.Errorf("reject %v does not name the answers that did not parse", err)
+	}
+	if got := ctr.m[CounterTryUnparsed]; got != 2 {
+		t.Errorf("try_unparsed = %d, want 2 (counters %v)", got, ctr.m)
+	}
+	if client.count() != 2 {
+		t.Errorf("%d requests, want 2: a Try is asked once", client.count())
+	}
+
+	// An empty answer is not "[]" (a server that sends the calls as
+	// message.tool_calls answers so); a "[]" is no call, not counted.
+	client = &tdcClient{answer: tdcScripted(map[string]string{"get_weather": "", "get_stock_price": "[]"}, "")}
+	st = tdcBuild(t, ToolDCConfig{Candidates: 2}, tdcEnv(client, tdcLibrary(20), 3))
+	ctx, ctr = withCounters()
+	_, err = st.Process(ctx, r)
+	tdcWantReject(t, err, ToolDCNoValidCandidate)
+	if !strings.HasSuffix(err.Error(), "(1 of the answers did not parse, the first: the answer is empty (not even []))") || ctr.m[CounterTryUnparsed] != 1 {
+		t.Errorf("reject %v, try_unparsed %d", err, ctr.m[CounterTryUnparsed])
+	}
+}

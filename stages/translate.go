@@ -55,8 +55,10 @@ func (c *TranslateConfig) defaults() { c.Config.Defaults() }
 // Simplified-only character and leaves Japanese and Korean text alone
 // and strings at an enum position that are not members are converted
 // (teacher requests unchanged; judge requests change only where the
-// conversion changed the value shown).
-func (c *TranslateConfig) version() int { return translate.Version + 5 }
+// conversion changed the value shown); +6 since the thinking written into
+// an answer is taken out of it (llm.SplitThinking) and an answer that is
+// thinking only is asked again (llm_thinking_only).
+func (c *TranslateConfig) version() int { return translate.Version + 6 }
 
 func (c *TranslateConfig) validate() []string {
 	var probs []string

@@ -81,8 +81,16 @@ func (t *Translator) teach(ctx context.Context, r *record.Record) (*record.Recor
 			feedback = append(feedback[:0], last[0].String())
 			continue
 		}
-		out, probs, err := c.check(ctx, resp)
-		if err != nil {
+		var out *record.Record
+		var probs []problem
+		if resp, err = llm.SplitThinking(resp); err != nil {
+			// Thinking and no answer: asked again, as llm.Ask does.
+			detail := err.Error()
+			if r, ok := err.(*contract.Reject); ok {
+				detail = r.Detail
+			}
+			probs = []problem{{reason: llm.ReasonThinkingOnly, detail: detail}}
+		} else if out, probs, err = c.check(ctx, resp); err != nil {
 			return nil, err
 		}
 		if len(probs) == 0 {

@@ -450,6 +450,32 @@ func TestTranslateFencedAnswer(t *testing.T) {
 	}
 }
 
+// TestTranslateInlineThinking: a reasoning model served without a reasoning
+// parser writes its thinking before the JSON (a <think> block, or
+// DeepSeek-R1's "thinking\n</think>"): it is taken out and the JSON read;
+// thinking without an answer is asked again, then llm_thinking_only.
+func TestTranslateInlineThinking(t *testing.T) {
+	a := mustJSON(t, okAnswer(t))
+	for _, ans := range []string{
+		"<think>\nZZTHINK translate it.\n</think>\n\n" + a,
+		"ZZTHINK translate it.\n</think>\n\n```json\n" + a + "\n```",
+	} {
+		f := &teacher{answers: []string{ans}}
+		if _, err := newTeacher(t, Config{}, f, &judge{}).Record(t.Context(), loadRecord(t)); err != nil || len(f.requests) != 1 {
+			t.Errorf("%.40q: %v after %d requests", ans, err, len(f.requests))
+		}
+	}
+	f := &teacher{answers: []string{"<think>\nZZTHINK translate it. " + a}}
+	_, err := newTeacher(t, Config{Attempts: 2}, f, &judge{}).Record(t.Context(), loadRecord(t))
+	var rej *contract.Reject
+	if !errors.As(err, &rej) || rej.Reason != llm.ReasonThinkingOnly || !strings.Contains(rej.Detail, "never closed") || len(f.requests) != 2 {
+		t.Fatalf("error %v after %d requests", err, len(f.requests))
+	}
+	if fb := f.requests[1].Messages[0].Content; !strings.Contains(fb, "thinking only") {
+		t.Errorf("the re-ask does not say what was wrong:\n%s", fb)
+	}
+}
+
 // TestTranslateTruncatedAnswer: an answer cut off at the token limit is
 // asked again with the same prompt (no feedback on it), as llm.Ask does, so
 // a truncation fault does not change what is asked next; the last one is

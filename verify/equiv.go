@@ -29,8 +29,8 @@ import (
 //
 // An error wraps either the client's (an *llm.AnswerError still rejects just
 // one record) or the *llm.AnswerError of llm.Ask with the reason
-// "judge_unparseable" (or "llm_truncated") when no answer could be used
-// within env.Attempts.
+// "judge_unparseable" (or "llm_truncated", or llm.ReasonThinkingOnly) when
+// no answer could be used within env.Attempts.
 func Equivalent(ctx context.Context, env LLMEnv, param string, a, b json.RawMessage) (bool, error) {
 	va, errA := decodeJSON(a)
 	vb, errB := decodeJSON(b)

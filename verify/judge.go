@@ -144,10 +144,11 @@ func (e *parseError) Error() string        { return e.err.Error() }
 func (e *parseError) RejectReason() string { return ReasonUnparseable }
 
 // unparseable reports whether err says the judge gave no usable answer
-// (unreadable or cut off every time) rather than that it could not be asked.
+// (unreadable, cut off, or thinking without an answer every time) rather
+// than that it could not be asked.
 func unparseable(err error) (*llm.AnswerError, bool) {
 	var ae *llm.AnswerError
-	if errors.As(err, &ae) && (ae.Reason == ReasonUnparseable || ae.Reason == "llm_truncated") {
+	if errors.As(err, &ae) && (ae.Reason == ReasonUnparseable || ae.Reason == "llm_truncated" || ae.Reason == llm.ReasonThinkingOnly) {
 		return ae, true
 	}
 	return nil, false
@@ -155,8 +156,10 @@ func unparseable(err error) (*llm.AnswerError, bool) {
 
 // ask renders the template name against data and asks env.Client through
 // llm.Ask, which re-asks (showing the model its unreadable answer) up to
-// env.Attempts times. The error is the client's, or an *llm.AnswerError
-// (ReasonUnparseable or "llm_truncated") when no answer could be used.
+// env.Attempts times; parse reads the answer after the thinking a
+// reasoning model wrote into it (llm.SplitThinking). The error is the
+// client's, or an *llm.AnswerError (ReasonUnparseable, "llm_truncated" or
+// llm.ReasonThinkingOnly) when no answer could be used.
 func ask[T any](ctx context.Context, env LLMEnv, name, slot string, data any, offline func() (string, error), parse func(string) (T, error)) (T, error) {
 	var zero T
 	if env.Client == nil {

@@ -437,3 +437,38 @@ func TestApproxDistance(t *testing.T) {
 		}
 	}
 }
+
+// A judge's thinking written into its answer (a reasoning model served
+// without a reasoning parser) is taken out before the verdict is read;
+// thinking that never reaches a verdict is judge_unparseable.
+func TestJudgeInlineThinking(t *testing.T) {
+	r := rec(weatherTools, user("Weather in Paris?"), calls(call("get_weather", `{"city":"Paris"}`)))
+	for _, tt := range []struct {
+		name   string
+		answer string
+		want   []string
+		asks   int
+	}{
+		{"closed block, verdict 0", "<think>\nZZTHINK the call fits.\n</think>\n\n0", nil, 1},
+		{"R1 form, verdict 1", "ZZTHINK the city is made up.\n</think>\n\n1", []string{"hallucination@messages[1]"}, 1},
+		{"score after a block", "<think>fine</think>\n```json\n{\"score\": 2, \"reason\": \"ok\"}\n```", nil, 1},
+		{"thinking only", "<think>\nZZTHINK still thinking", []string{"judge_unparseable@messages[1]"}, 2},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			s := &script{answers: []string{tt.answer}}
+			c, in := JudgeHallucination, r
+			if strings.Contains(tt.answer, "score") {
+				c = JudgeCompleteness
+				in = rec(weatherTools, user("Weather in Paris?"), calls(call("get_weather", `{"city":"Paris"}`)),
+					results(result("get_weather", `{"temp":21}`)), answer("21 degrees in Paris."))
+			}
+			ps, err := c.CheckLLM(context.Background(), LLMEnv{Client: s, Attempts: 2}, in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(kinds(ps), tt.want) || len(s.reqs) != tt.asks {
+				t.Errorf("problems %v after %d requests, want %v after %d", ps, len(s.reqs), tt.want, tt.asks)
+			}
+		})
+	}
+}

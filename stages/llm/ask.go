@@ -24,6 +24,10 @@ const maxEcho = 4096
 // correction appended to the conversation. It tries at most attempts times
 // in all (at least once).
 //
+// parse sees the answer after SplitThinking, which takes a reasoning
+// model's inline thinking out of it (into Response.Reasoning); an answer
+// that is thinking only fails as a parse error would (ReasonThinkingOnly).
+//
 // It returns the parsed value and the response it came from. After the
 // last failed try it returns an *AnswerError whose reason is
 // "llm_truncated", the parse error's own RejectReason() when it has one, or
@@ -67,6 +71,9 @@ func AskResponse[T any](ctx context.Context, c Client, req Request, attempts int
 			cur = cur.Longer()
 		} else {
 			perr := resp.TextError()
+			if perr == nil {
+				resp, perr = SplitThinking(resp)
+			}
 			if perr == nil {
 				var v T
 				if v, perr = parse(resp); perr == nil {
