@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"net/http"
 	"strings"
 	"sync"
@@ -384,4 +385,48 @@ func (b *batchRun) hint(open []BatchJob) string {
 		}
 	}
 	return strings.Join(parts, "; ")
+}
+
+// checkNoOpenBatches refuses an online teacher for an output directory
+// whose batch directory root still holds open jobs of a batch-mode run: the
+// online run would ask their requests again, and a batch submitted to the
+// provider is paid for when it completes whatever augment does, so the
+// same requests would be paid twice (a prepared job too, once a batch run
+// submits it). Jobs are not advanced here: that is `augment batch poll`'s.
+// A state that cannot be read is refused as in batch mode. Nothing is
+// created: a run that never used batch mode has no batch directory.
+func checkNoOpenBatches(root *atomicfs.Root) error {
+	if root == nil {
+		return nil
+	}
+	st, err := readBatchState(root)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
+		return err
+	}
+	var open []string
+	paid := false
+	for _, j := range st.Jobs {
+		if !j.Open() {
+			continue
+		}
+		desc := j.ID + " (" + j.Provider + ", " + j.State
+		if j.Remote != nil && j.Remote.BatchID != "" {
+			desc += ", batch " + j.Remote.BatchID
+		}
+		open = append(open, desc+")")
+		paid = paid || j.State != JobPrepared
+	}
+	if len(open) == 0 {
+		return nil
+	}
+	why := "it would ask their requests again"
+	if paid {
+		why = "it would ask their requests again and pay for them twice (the provider bills a submitted batch when it completes)"
+	}
+	return &BatchStateError{Problems: []string{fmt.Sprintf(
+		"teacher.mode online: the batch directory %s holds %d open batch job(s) of a teacher.mode batch run: %s; an online run is refused while they are open, since %s. Either let them finish: `augment batch poll -wait -set teacher.mode=batch pipeline.yaml` (or runs with teacher.mode batch) takes their answers into the request cache, which an online run then reads without asking again; or give them up: cancel the submitted ones at the provider and move the batch directory out of the output directory, then run online",
+		root.Path("."), len(open), strings.Join(clipList(open, 5), ", "), why)}}
 }

@@ -805,3 +805,48 @@ func TestBatchStateWithoutRemoteRefused(t *testing.T) {
 		})
 	}
 }
+
+// An online teacher is refused while the batch directory holds open jobs
+// of a batch run: it would ask their requests again, and the provider
+// bills the open batch as well. The refusal names the jobs and both ways
+// out; once the jobs are done (their answers in the cache), the online
+// teacher is made and answers from the cache without sending anything.
+func TestOnlineRefusedWhileBatchesOpen(t *testing.T) {
+	steps := 1
+	fake, url := batchFake(t, fakellm.BatchConfig{Steps: &steps})
+	rig := newBatchRig(t, url, BatchOpenAI)
+	reqs := questions(3)
+	if res := rig.pass(t, reqs); !IsWaiting(res.wait) {
+		t.Fatalf("first pass: %v", res.wait)
+	}
+	online := rig.cfg
+	online.Mode = ModeOnline
+	_, err := NewTeacher(online, rig.o)
+	var bse *BatchStateError
+	if !errors.As(err, &bse) {
+		t.Fatalf("online teacher with an open batch: %v", err)
+	}
+	for _, want := range []string{"s-0001 (openai, submitted, batch batch_", "pay for them twice", "augment batch poll -wait -set teacher.mode=batch", "move the batch directory"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("refusal lacks %q: %v", want, err)
+		}
+	}
+	if fake.Counters().Chat != 0 {
+		t.Fatalf("%d chat requests sent", fake.Counters().Chat)
+	}
+	rig.untilDone(t, reqs, 3)
+	teacher, err := NewTeacher(online, rig.o)
+	if err != nil {
+		t.Fatalf("online teacher once the batches are done: %v", err)
+	}
+	defer teacher.Close()
+	for i, req := range reqs {
+		r, err := teacher.Stage("s").Complete(context.Background(), req)
+		if err != nil || !r.Cached || r.Content != fmt.Sprintf("answer to %d", i) {
+			t.Fatalf("answer %d: %+v %v", i, r, err)
+		}
+	}
+	if fake.Counters().Chat != 0 {
+		t.Fatalf("%d chat requests sent for answers in the cache", fake.Counters().Chat)
+	}
+}
