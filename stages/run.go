@@ -402,8 +402,12 @@ func (r *Runner) transientErr(what string) error {
 	if n == 0 {
 		return nil
 	}
+	// Batches the provider refused or someone cancelled: their reasons.
+	if held := r.teacher.BatchHeld(); len(held) > 0 {
+		what = strings.Join(held, "; ") + "; " + what
+	}
 	return &llm.FatalError{Reason: "llm_transient_rejects", Msg: fmt.Sprintf(
-		"%d records were rejected for teacher failures that may pass (timeouts, 429, 5xx, unreadable answers, endpoints out of rotation, batches that expired or failed; counts by reason in the manifests); %s",
+		"%d records were rejected for teacher failures that may pass (timeouts, 429, 5xx, unreadable answers, endpoints out of rotation, batches that expired, failed or were cancelled; counts by reason in the manifests); %s",
 		n, what)}
 }
 

@@ -136,6 +136,27 @@ func printBatchJobs(w io.Writer, dir string, jobs []llm.BatchJob) {
 	}
 	tw.Flush()
 	for _, j := range jobs {
+		status := ""
+		if j.Remote != nil {
+			status = j.Remote.Status
+		}
+		switch {
+		case status == "failed":
+			note := j.Note
+			if note == "" {
+				note = "no reason given"
+			}
+			fmt.Fprintf(w, "%s: the provider failed the batch: %s\n", j.ID, note)
+		case status == "cancelled" || status == "cancelling":
+			fmt.Fprintf(w, "%s: the batch was cancelled at the provider\n", j.ID)
+		case j.Note != "":
+			fmt.Fprintf(w, "%s: the provider said: %s\n", j.ID, j.Note)
+		}
+		if j.Malformed > 0 {
+			fmt.Fprintf(w, "%s: %d output line(s) matched no request of the job (not a batch line, a custom_id it did not send, or one repeated: the first line counts)\n", j.ID, j.Malformed)
+		}
+	}
+	for _, j := range jobs {
 		if j.Open() && j.Provider == llm.BatchFiles {
 			fmt.Fprintf(w, "waiting for %s (write it when the runner is done with %s)\n",
 				filepath.Join(dir, j.OutputFile()), filepath.Join(dir, j.InputFile()))

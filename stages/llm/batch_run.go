@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -28,6 +29,7 @@ type batchRun struct {
 	mu       sync.Mutex
 	spools   map[string]*spool // by stage name
 	failures map[[32]byte]batchFailure
+	held     []string // this run's jobs that failed or were cancelled at the provider: what happened (heldMessage)
 }
 
 // openBatch sets up batch mode in the batch directory root, with the API
@@ -92,8 +94,9 @@ func (t *Teacher) BatchMode() bool { return t.batch != nil }
 
 // enqueue answers a cache miss in batch mode: a request the server
 // refused, or that failed in max_attempts batches of the stage's open
-// epoch, is rejected (*AnswerError) without being sent; any other goes
-// into the stage pass's batch files (*PendingError).
+// epoch, or whose batch the provider refused or someone cancelled in that
+// epoch (batchHeld), is rejected (*AnswerError) without being sent; any
+// other goes into the stage pass's batch files (*PendingError).
 //
 // Attempts count per epoch, as online they count per run: the pass that
 // rejects a request for its last attempt completes the stage and closes
@@ -101,7 +104,7 @@ func (t *Teacher) BatchMode() bool { return t.batch != nil }
 // which the request has max_attempts batches again.
 func (s *StageClient) enqueue(req Request, canon, key []byte) error {
 	t, b := s.t, s.t.batch
-	if f, ok := b.failure(key); ok && (!batchRetryable(f.class) || f.n >= b.cfg.MaxAttempts && f.epoch == b.openEpoch(s.name)) {
+	if f, ok := b.failure(key); ok && (!batchRetryable(f.class) || (f.n >= b.cfg.MaxAttempts || batchHeld(f.class)) && f.epoch == b.openEpoch(s.name)) {
 		s.st.hits.Add(1) // answered by what the batch directory holds: nothing sent
 		return &AnswerError{Reason: "llm_error_" + f.class, Stage: req.Stage, Slot: req.Slot, Attempts: f.n,
 			Err: fmt.Errorf("no answer in %d batch(es): %s", f.n, f.message)}
@@ -349,6 +352,17 @@ func (t *Teacher) BatchJobs() []BatchJob {
 		return nil
 	}
 	return t.batch.store.jobs(nil)
+}
+
+// BatchHeld says, per job of this run that failed or was cancelled at the
+// provider, what happened and what to do; nil if none did.
+func (t *Teacher) BatchHeld() []string {
+	if t.batch == nil {
+		return nil
+	}
+	t.batch.mu.Lock()
+	defer t.batch.mu.Unlock()
+	return slices.Clone(t.batch.held)
 }
 
 // BatchHint says what the user has to do for the open jobs, if anything.

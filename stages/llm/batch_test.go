@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -63,6 +64,7 @@ type passResult struct {
 	errs  []error
 	wait  error // from BatchStart (then nothing was asked) or BatchFinish
 	stats Stats
+	held  []string // Teacher.BatchHeld after the pass
 }
 
 // pass is one run of a stage in a new process: the runner's batch
@@ -92,6 +94,7 @@ func (r *batchRig) pass(t *testing.T, reqs []Request) passResult {
 		t.Fatalf("BatchFinish: %v", res.wait)
 	}
 	res.stats = s.Stats()
+	res.held = teacher.BatchHeld()
 	return res
 }
 
@@ -283,8 +286,8 @@ func TestBatchResumeAtEveryState(t *testing.T) {
 	}
 }
 
-// Failed, expired and partly failed batches resubmit only what is missing,
-// in a new round; a request that keeps failing is rejected after
+// Expired and partly failed batches resubmit only what is missing, in a
+// new round (failed and cancelled ones: TestBatchFailedOrCancelledHeld); a request that keeps failing is rejected after
 // max_attempts batches, one the server refuses at once.
 func TestBatchFailuresAndRounds(t *testing.T) {
 	zero := 0
@@ -297,8 +300,6 @@ func TestBatchFailuresAndRounds(t *testing.T) {
 		batches  int64
 	}{
 		{"expired then completed", fakellm.BatchConfig{Outcomes: []string{"expired"}}, 3, 2, nil, 2},
-		{"failed then completed", fakellm.BatchConfig{Outcomes: []string{"failed"}}, 3, 2, nil, 2},
-		{"cancelled then completed", fakellm.BatchConfig{Outcomes: []string{"cancelled"}}, 3, 2, nil, 2},
 		{"partial server errors, bounded", fakellm.BatchConfig{ErrorShare: 0.5}, 2, 2, map[string]int{"llm_error_server": -1}, 2},
 		{"refused requests are rejected at once", fakellm.BatchConfig{BadRequest: "question 3"}, 3, 1, map[string]int{"llm_error_bad_request": 1}, 1},
 	}
@@ -848,5 +849,83 @@ func TestOnlineRefusedWhileBatchesOpen(t *testing.T) {
 	}
 	if fake.Counters().Chat != 0 {
 		t.Fatalf("%d chat requests sent for answers in the cache", fake.Counters().Chat)
+	}
+}
+
+// A batch the provider failed (its validation refused the file) or that
+// was cancelled is not resubmitted by itself: sent again unchanged, a
+// refused file is refused again, and a cancel means someone wanted it to
+// stop. The pass after it rejects its unanswered requests (a passing
+// reason: the run exits 3), and says why, with the provider's own reason;
+// a rerun asks them again in a new epoch.
+func TestBatchFailedOrCancelledHeld(t *testing.T) {
+	for _, tt := range []struct {
+		outcome, reason, says string
+	}{
+		{fakellm.OutcomeFailed, "llm_error_batch_failed", "failed at the provider: invalid_request the fake was told to fail this batch"},
+		{fakellm.OutcomeCancelled, "llm_error_cancelled", "was cancelled at the provider"},
+	} {
+		t.Run(tt.outcome, func(t *testing.T) {
+			zero := 0
+			fake, url := batchFake(t, fakellm.BatchConfig{Steps: &zero, Outcomes: []string{tt.outcome}})
+			rig := newBatchRig(t, url, BatchOpenAI)
+			reqs := questions(4)
+			if res := rig.pass(t, reqs); !IsWaiting(res.wait) {
+				t.Fatalf("first pass: %v", res.wait)
+			}
+			res := rig.pass(t, reqs)
+			if res.wait != nil || res.rejects(t)[tt.reason] != 4 || fake.BatchCounters().Batches != 1 {
+				t.Fatalf("after the %s batch: wait %v, rejects %v, batches %d", tt.outcome, res.wait, res.rejects(t), fake.BatchCounters().Batches)
+			}
+			if len(res.held) != 1 || !strings.Contains(res.held[0], "batch job s-0001 (stage s) "+tt.says) || !strings.Contains(res.held[0], "run again to ask them in new batches") {
+				t.Fatalf("held: %q", res.held)
+			}
+			if !Transient(tt.reason) {
+				t.Fatalf("%s is not a passing reason: a rerun would not ask again", tt.reason)
+			}
+			// The rerun asks them again, in a new epoch.
+			res = rig.pass(t, reqs)
+			var w *WaitError
+			if !errors.As(res.wait, &w) || w.Requests != 4 || w.Submitted != 1 {
+				t.Fatalf("rerun: %v", res.wait)
+			}
+			res, _ = rig.untilDone(t, reqs, 2)
+			for i, err := range res.errs {
+				if err != nil || res.resps[i].Content != fmt.Sprintf("answer to %d", i) {
+					t.Fatalf("answer %d: %+v %v", i, res.resps[i], err)
+				}
+			}
+			if jobs := rig.jobs(t); len(jobs) != 2 || jobs[1].Epoch != 2 {
+				t.Fatalf("jobs %+v", jobs)
+			}
+		})
+	}
+}
+
+// teacher.batch.max_requests and max_bytes may not pass the OpenAI Batch
+// API's limits with provider openai (the API would fail every such file at
+// validation); a files runner has no such limits.
+func TestBatchConfigOpenAILimits(t *testing.T) {
+	for _, tt := range []struct {
+		provider string
+		reqs     int
+		bytes    int64
+		want     []string
+	}{
+		{BatchOpenAI, 50_000, 200_000_000, nil},
+		{BatchOpenAI, 100_000, 200_000_000, []string{"teacher.batch.max_requests: 100000 is over the OpenAI Batch API's limit of 50000 requests per file (provider openai)"}},
+		{BatchOpenAI, 10, 900_000_000, []string{"teacher.batch.max_bytes: 900000000 is over the OpenAI Batch API's limit of 200000000 bytes per file (provider openai)"}},
+		{BatchFiles, 100_000, 900_000_000, nil},
+	} {
+		c := openaiConfig("http://127.0.0.1:1/v1")
+		c.Mode, c.Batch.Provider, c.Batch.MaxRequests, c.Batch.MaxBytes = ModeBatch, tt.provider, tt.reqs, tt.bytes
+		c.Defaults()
+		var got []string
+		for _, err := range c.Validate() {
+			got = append(got, err.Error())
+		}
+		if !slices.Equal(got, tt.want) {
+			t.Errorf("%s %d requests %d bytes: %q, want %q", tt.provider, tt.reqs, tt.bytes, got, tt.want)
+		}
 	}
 }
