@@ -269,7 +269,7 @@ func (t *Teacher) advance(ctx context.Context, stage string, poll bool) error {
 				return err
 			}
 			if err := prov.submit(ctx, &job, save); err != nil {
-				return t.redact.err(err) // it may quote the server
+				return t.providerErr(err)
 			}
 			t.log.Info("batch job submitted", "job", job.ID, "stage", job.Stage, "round", job.Round, "requests", job.Requests)
 		}
@@ -279,7 +279,7 @@ func (t *Teacher) advance(ctx context.Context, stage string, poll bool) error {
 		if job.State == JobSubmitted {
 			done, err := prov.poll(ctx, &job, save)
 			if err != nil {
-				return t.redact.err(err)
+				return t.providerErr(err)
 			}
 			if !done {
 				continue
@@ -292,6 +292,27 @@ func (t *Teacher) advance(ctx context.Context, stage string, poll bool) error {
 		}
 	}
 	return nil
+}
+
+// providerErr is the error of a provider's step, its credentials
+// redacted (it may quote the server) and its HTTP status kept:
+// credentials refused (401, 403) stop the run as they do online.
+func (t *Teacher) providerErr(err error) error {
+	if _, ok := errors.AsType[*BatchStateError](err); ok {
+		return err // redacted when made
+	}
+	status := apiStatus(err)
+	if red := t.redact.err(err); red != err {
+		err = red
+		if status != 0 {
+			err = &statusError{status: status, msg: red.Error()} // the status still tells passing from fatal
+		}
+	}
+	if statusClass(status) == classAuth {
+		return t.stop(&FatalError{Reason: "llm_auth", Err: err,
+			Msg: fmt.Sprintf("the batch provider refused the credentials (HTTP %d); check the key in the environment variable named by teacher.api_key_env (a restricted key needs the Files and Batches permissions)", status)})
+	}
+	return err
 }
 
 // checkBatchBudget stops the run before a job is submitted whose

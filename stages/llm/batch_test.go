@@ -6,11 +6,15 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+
+	openai "github.com/sashabaranov/go-openai"
 
 	"github.com/augmentdata/augment/atomicfs"
 	"github.com/augmentdata/augment/stages/llm/fakellm"
@@ -926,6 +930,79 @@ func TestBatchConfigOpenAILimits(t *testing.T) {
 		}
 		if !slices.Equal(got, tt.want) {
 			t.Errorf("%s %d requests %d bytes: %q, want %q", tt.provider, tt.reqs, tt.bytes, got, tt.want)
+		}
+	}
+}
+
+// The Files API refusing the key (401, a restricted key without the Files
+// permission) stops the run as credentials refused online do (llm_auth,
+// the CLI's exit 3), not as a failure a rerun would resume from.
+func TestBatchUploadAuthFatal(t *testing.T) {
+	_, url := batchFake(t, fakellm.BatchConfig{UploadStatus: http.StatusUnauthorized})
+	rig := newBatchRig(t, url, BatchOpenAI)
+	teacher, err := NewTeacher(rig.cfg, rig.o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer teacher.Close()
+	if _, err := teacher.Stage("s").Complete(context.Background(), questions(1)[0]); !IsPending(err) {
+		t.Fatal(err)
+	}
+	err = teacher.BatchFinish(context.Background(), "s")
+	var fe *FatalError
+	if !errors.As(err, &fe) || fe.Reason != "llm_auth" || !strings.Contains(err.Error(), "refused the credentials (HTTP 401)") {
+		t.Fatalf("BatchFinish: %v", err)
+	}
+}
+
+// A batch the provider does not know (404: another key or project, another
+// endpoint, a provider reset) is a state problem (the CLI's exit 2) that
+// says what happened and the ways out, not a failure to run again.
+func TestBatchUnknownRemoteBatch(t *testing.T) {
+	steps := 5
+	_, url := batchFake(t, fakellm.BatchConfig{Steps: &steps})
+	rig := newBatchRig(t, url, BatchOpenAI)
+	if res := rig.pass(t, questions(2)); !IsWaiting(res.wait) {
+		t.Fatalf("first pass: %v", res.wait)
+	}
+	_, other := batchFake(t, fakellm.BatchConfig{Steps: &steps}) // knows no batch
+	rig.cfg.Endpoints[0].BaseURL = other
+	teacher, err := NewTeacher(rig.cfg, rig.o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer teacher.Close()
+	err = teacher.BatchStart(context.Background(), "s")
+	var bse *BatchStateError
+	if !errors.As(err, &bse) {
+		t.Fatalf("BatchStart: %v", err)
+	}
+	for _, want := range []string{"batch job s-0001 was submitted as batch batch_000001, which " + other + " does not know (404", "set that endpoint", "move the batch directory"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("lacks %q: %v", want, err)
+		}
+	}
+}
+
+// BatchPassing tells the failures `batch poll -wait` rides out from the
+// others.
+func TestBatchPassing(t *testing.T) {
+	for _, tt := range []struct {
+		err  error
+		want bool
+	}{
+		{&statusError{status: 503}, true},
+		{&statusError{status: 429}, true},
+		{fmt.Errorf("batch job x: %w", &openai.APIError{HTTPStatusCode: 502}), true},
+		{&statusError{status: 401}, false},
+		{&statusError{status: 400}, false},
+		{&net.OpError{Op: "dial", Err: errors.New("connection refused")}, true},
+		{errors.New("batch state: disk full"), false},
+		{context.Canceled, false},
+		{nil, false},
+	} {
+		if got := BatchPassing(tt.err); got != tt.want {
+			t.Errorf("BatchPassing(%v) = %v", tt.err, got)
 		}
 	}
 }
