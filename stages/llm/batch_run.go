@@ -302,7 +302,7 @@ func (t *Teacher) providerErr(err error) error {
 		return err // redacted when made
 	}
 	status := apiStatus(err)
-	if red := t.redact.err(err); red != err {
+	if red := t.redact.err(err); red.Error() != err.Error() {
 		err = red
 		if status != 0 {
 			err = &statusError{status: status, msg: red.Error()} // the status still tells passing from fatal
