@@ -403,7 +403,13 @@ func (r *Runner) transientErr(what string) error {
 		return nil
 	}
 	// Batches the provider refused or someone cancelled: their reasons.
-	if held := r.teacher.BatchHeld(); len(held) > 0 {
+	var held []string
+	r.transientStages.Range(func(stage, _ any) bool {
+		held = append(held, r.teacher.BatchHeld(stage.(string))...)
+		return true
+	})
+	if len(held) > 0 {
+		slices.Sort(held)
 		what = strings.Join(held, "; ") + "; " + what
 	}
 	return &llm.FatalError{Reason: "llm_transient_rejects", Msg: fmt.Sprintf(

@@ -376,9 +376,6 @@ func (t *Teacher) ingest(job *BatchJob) error {
 	}
 	if msg := heldMessage(job); msg != "" {
 		t.log.Warn(msg)
-		b.mu.Lock()
-		b.held = append(b.held, msg)
-		b.mu.Unlock()
 	}
 	return nil
 }
@@ -396,10 +393,10 @@ func heldMessage(job *BatchJob) string {
 		if why == "" {
 			why = "no reason given"
 		}
-		return fmt.Sprintf("batch job %s (stage %s) failed at the provider: %s; its %d request(s) are not sent again unchanged: their records are rejected in this run (llm_error_%s, exit 3); fix the cause (e.g. teacher.batch.max_requests or max_bytes within the provider's limits) and run again to ask them in new batches",
+		return fmt.Sprintf("batch job %s (stage %s) failed at the provider: %s; its %d request(s) are not sent again unchanged: their records are rejected (llm_error_%s, exit 3); fix the cause (e.g. teacher.batch.max_requests or max_bytes within the provider's limits) and run again to ask them in new batches",
 			job.ID, job.Stage, why, left, classBatchFailed)
 	case "cancelled", "cancelling":
-		return fmt.Sprintf("batch job %s (stage %s) was cancelled at the provider: its %d answer(s) are kept; its %d other request(s) are not resubmitted automatically: their records are rejected in this run (llm_error_%s, exit 3); run again to ask them in new batches",
+		return fmt.Sprintf("batch job %s (stage %s) was cancelled at the provider: its %d answer(s) are kept; its %d other request(s) are not resubmitted automatically: their records are rejected (llm_error_%s, exit 3); run again to ask them in new batches",
 			job.ID, job.Stage, job.Answered, left, classCancelled)
 	}
 	return ""

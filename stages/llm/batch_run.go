@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io/fs"
 	"net/http"
-	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -29,7 +28,6 @@ type batchRun struct {
 	mu       sync.Mutex
 	spools   map[string]*spool // by stage name
 	failures map[[32]byte]batchFailure
-	held     []string // this run's jobs that failed or were cancelled at the provider: what happened (heldMessage)
 }
 
 // openBatch sets up batch mode in the batch directory root, with the API
@@ -375,15 +373,29 @@ func (t *Teacher) BatchJobs() []BatchJob {
 	return t.batch.store.jobs(nil)
 }
 
-// BatchHeld says, per job of this run that failed or was cancelled at the
-// provider, what happened and what to do; nil if none did.
-func (t *Teacher) BatchHeld() []string {
+// BatchHeld says, per job of stage's latest epoch that failed or was
+// cancelled at the provider (whose requests that epoch rejects), what
+// happened and what to do; nil if none did.
+func (t *Teacher) BatchHeld(stage string) []string {
 	if t.batch == nil {
 		return nil
 	}
-	t.batch.mu.Lock()
-	defer t.batch.mu.Unlock()
-	return slices.Clone(t.batch.held)
+	s := t.batch.store
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e := s.st.Stages[stage]
+	if e == nil {
+		return nil
+	}
+	var out []string
+	for _, j := range s.st.Jobs {
+		if j.Stage == stage && j.Epoch == e.Epoch && !j.Open() {
+			if msg := heldMessage(j); msg != "" {
+				out = append(out, msg)
+			}
+		}
+	}
+	return out
 }
 
 // BatchHint says what the user has to do for the open jobs, if anything.

@@ -68,7 +68,7 @@ type passResult struct {
 	errs  []error
 	wait  error // from BatchStart (then nothing was asked) or BatchFinish
 	stats Stats
-	held  []string // Teacher.BatchHeld after the pass
+	held  []string // Teacher.BatchHeld of the stage after the pass
 }
 
 // pass is one run of a stage in a new process: the runner's batch
@@ -98,7 +98,7 @@ func (r *batchRig) pass(t *testing.T, reqs []Request) passResult {
 		t.Fatalf("BatchFinish: %v", res.wait)
 	}
 	res.stats = s.Stats()
-	res.held = teacher.BatchHeld()
+	res.held = teacher.BatchHeld("s")
 	return res
 }
 
@@ -890,8 +890,8 @@ func TestBatchFailedOrCancelledHeld(t *testing.T) {
 			// The rerun asks them again, in a new epoch.
 			res = rig.pass(t, reqs)
 			var w *WaitError
-			if !errors.As(res.wait, &w) || w.Requests != 4 || w.Submitted != 1 {
-				t.Fatalf("rerun: %v", res.wait)
+			if !errors.As(res.wait, &w) || w.Requests != 4 || w.Submitted != 1 || len(res.held) != 0 {
+				t.Fatalf("rerun: %v, held %q", res.wait, res.held)
 			}
 			res, _ = rig.untilDone(t, reqs, 2)
 			for i, err := range res.errs {
