@@ -84,7 +84,17 @@ func (r *Runner) teacherReady(ctx context.Context, sr stageRun, st Stage) error 
 	if r.check.err != nil {
 		return r.check.err
 	}
-	return r.teacher.BatchStart(ctx, sr.name)
+	return batchStateProblem(r.teacher.BatchStart(ctx, sr.name))
+}
+
+// batchStateProblem turns an *llm.BatchStateError (a job the provider no
+// longer knows, say) into a *ConfigError: running again fails the same
+// way until the user acts (exit 2), which its message says how.
+func batchStateProblem(err error) error {
+	if bse, ok := errors.AsType[*llm.BatchStateError](err); ok {
+		return &ConfigError{Problems: bse.Problems}
+	}
+	return err
 }
 
 // batchFinish is called after a stage's pass with the pass's error: in
@@ -114,7 +124,7 @@ func (r *Runner) batchFinish(ctx context.Context, sr stageRun, passErr error, pe
 func (r *Runner) PollBatches(ctx context.Context) ([]llm.BatchJob, error) {
 	jobs, err := r.teacher.PollBatches(ctx)
 	if err != nil {
-		return jobs, err
+		return jobs, batchStateProblem(err)
 	}
 	return jobs, r.teacher.WaitErr("")
 }

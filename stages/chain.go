@@ -546,6 +546,7 @@ func (r *Runner) commit(g *group, p *pass, name, key string, sh manifests.Shard,
 		// so far from the cache (issue 8).
 		sh.Key = ""
 		r.transient.Add(n)
+		r.transientStages.Store(p.sr.name, true)
 		r.o.Log.Warn("records rejected for a passing teacher failure; run again to retry them",
 			"stage", p.sr.name, "shard", name, "records", n)
 	}

@@ -104,6 +104,9 @@ type Runner struct {
 	// transient counts records this run rejected for a teacher failure
 	// that may pass; Run reports them as a resumable stop.
 	transient atomic.Int64
+	// transientStages holds the names of the stages those records were
+	// rejected in (batch mode: whether the stage a run waits for is one).
+	transientStages sync.Map
 
 	libOnce sync.Once
 	lib     *toollib.Library
@@ -289,6 +292,17 @@ func (r *Runner) Run(ctx context.Context) (rep *Report, err error) {
 		return res.outputs, nil
 	})
 	if err != nil {
+		// Exit 3 before exit 4: a stage rejected records for a passing
+		// failure (in batch mode: after max_attempts batches) and a later
+		// stage then submitted batches. (A stage that waits itself is not
+		// done: its rejects are the rounds' business, exit 4.) The run is not just waiting: the
+		// rerun asks the rejected records again, as exit 3 says, and takes
+		// in the open batches' answers too.
+		if w, ok := errors.AsType[*llm.WaitError](err); ok && !r.rejectedIn(w.Stage) {
+			if terr := r.transientErr("run the same command again to ask them again (in new batches) and to go on once the open batches are done; " + err.Error()); terr != nil {
+				return rep, terr
+			}
+		}
 		return rep, err
 	}
 	if err := r.sweepStale(runs); err != nil {
@@ -374,6 +388,13 @@ func (r *Runner) runStages(ctx context.Context, rep *Report, runs []stageRun, in
 	return flush()
 }
 
+// rejectedIn reports whether this run rejected records of stage for a
+// teacher failure that may pass.
+func (r *Runner) rejectedIn(stage string) bool {
+	_, ok := r.transientStages.Load(stage)
+	return ok
+}
+
 // transientErr is the run's stop when records were rejected for teacher
 // failures that may pass (exit 3); what tells the user what to do next.
 func (r *Runner) transientErr(what string) error {
@@ -381,8 +402,18 @@ func (r *Runner) transientErr(what string) error {
 	if n == 0 {
 		return nil
 	}
+	// Batches the provider refused or someone cancelled: their reasons.
+	var held []string
+	r.transientStages.Range(func(stage, _ any) bool {
+		held = append(held, r.teacher.BatchHeld(stage.(string))...)
+		return true
+	})
+	if len(held) > 0 {
+		slices.Sort(held)
+		what = strings.Join(held, "; ") + "; " + what
+	}
 	return &llm.FatalError{Reason: "llm_transient_rejects", Msg: fmt.Sprintf(
-		"%d records were rejected for teacher failures that may pass (timeouts, 429, 5xx, unreadable answers, endpoints out of rotation, batches that expired or failed; counts by reason in the manifests); %s",
+		"%d records were rejected for teacher failures that may pass (timeouts, 429, 5xx, unreadable answers, endpoints out of rotation, batches that expired, failed or were cancelled; counts by reason in the manifests); %s",
 		n, what)}
 }
 

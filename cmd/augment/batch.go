@@ -53,7 +53,7 @@ func cmdBatch(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return nil
 	case "poll":
 		fs := newFlags("batch poll", stderr, "[-wait] [-set key.path=value …] pipeline.yaml")
-		wait := fs.Bool("wait", false, "keep polling (every teacher.batch.poll_interval) until no job is open")
+		wait := fs.Bool("wait", false, "keep polling (every teacher.batch.poll_interval) until no job is open; a failure that may pass (5xx, 429, a dropped connection) is tried again with backoff, up to teacher.max_retries times in a row")
 		var sets setFlags
 		fs.Var(&sets, "set", "override a pipeline value: key.path=value (repeatable)")
 		p, err := loadPipeline(fs, args, &sets)
@@ -69,7 +69,8 @@ func cmdBatch(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		if err != nil {
 			return err
 		}
-		err = pollBatches(ctx, r, p.Teacher.Batch.PollInterval.D(), *wait, stdout)
+		retry := pollRetry{tries: *p.Teacher.MaxRetries, base: p.Teacher.RetryBase.D(), stderr: stderr}
+		err = pollBatches(ctx, r, p.Teacher.Batch.PollInterval.D(), *wait, retry, stdout)
 		if cerr := r.Close(); err == nil {
 			err = cerr
 		}
@@ -90,25 +91,43 @@ func holdsRun(dir, bdir string) error {
 	return fmt.Errorf("%s %w: no batch directory and no config.yaml (not an augment output dir, or nothing ran yet)", dir, manifests.ErrNoRun)
 }
 
+// pollRetry is how `batch poll -wait` rides out failures that may pass
+// (the provider's 5xx or 429, a dropped connection): up to tries in a row
+// (teacher.max_retries), waiting base (teacher.retry_base) doubled each
+// time, at most the poll interval.
+type pollRetry struct {
+	tries  int
+	base   time.Duration
+	stderr io.Writer
+}
+
 // pollBatches advances the open jobs once or, with wait, every interval
 // until none is open, then lists them.
-func pollBatches(ctx context.Context, r *stages.Runner, interval time.Duration, wait bool, stdout io.Writer) error {
+func pollBatches(ctx context.Context, r *stages.Runner, interval time.Duration, wait bool, retry pollRetry, stdout io.Writer) error {
+	failed := 0
 	for {
 		jobs, err := r.PollBatches(ctx)
-		if err != nil && !llm.IsWaiting(err) {
+		next := interval
+		switch {
+		case wait && llm.BatchPassing(err) && failed < retry.tries:
+			next = min(retry.base<<min(failed, 20), interval)
+			failed++
+			fmt.Fprintf(retry.stderr, "augment: batch poll: %v; a failure that may pass: trying again in %s (%d of %d, teacher.max_retries)\n", err, next, failed, retry.tries)
+		case err != nil && !llm.IsWaiting(err):
 			return err
-		}
-		if err == nil || !wait {
+		case err == nil || !wait:
 			printBatchJobs(stdout, r.BatchDir(), jobs)
 			if err == nil {
 				fmt.Fprintln(stdout, "no batch job is open: run the pipeline again to continue")
 			}
 			return err
+		default:
+			failed = 0
 		}
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
-		case <-time.After(interval):
+		case <-time.After(next):
 		}
 	}
 }
@@ -135,6 +154,27 @@ func printBatchJobs(w io.Writer, dir string, jobs []llm.BatchJob) {
 		}
 	}
 	tw.Flush()
+	for _, j := range jobs {
+		status := ""
+		if j.Remote != nil {
+			status = j.Remote.Status
+		}
+		switch {
+		case status == "failed":
+			note := j.Note
+			if note == "" {
+				note = "no reason given"
+			}
+			fmt.Fprintf(w, "%s: the provider failed the batch: %s\n", j.ID, note)
+		case status == "cancelled" || status == "cancelling":
+			fmt.Fprintf(w, "%s: the batch was cancelled at the provider\n", j.ID)
+		case j.Note != "":
+			fmt.Fprintf(w, "%s: the provider said: %s\n", j.ID, j.Note)
+		}
+		if j.Malformed > 0 {
+			fmt.Fprintf(w, "%s: %d output line(s) matched no request of the job (not a batch line, a custom_id it did not send, or one repeated: the first line counts)\n", j.ID, j.Malformed)
+		}
+	}
 	for _, j := range jobs {
 		if j.Open() && j.Provider == llm.BatchFiles {
 			fmt.Fprintf(w, "waiting for %s (write it when the runner is done with %s)\n",

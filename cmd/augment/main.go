@@ -92,8 +92,8 @@ var exitCodes = []struct {
 }{
 	{exitOK, "ok"},
 	{exitFailed, "the run failed; finished work is kept: run the same command again to resume (without that hint: part of a source could not be read, see `allow_partial`); from a reading command (check, status, stats, show, report, cache, batch status): what it was asked for is missing (no such record) or unreadable"},
-	{exitUsage, "usage or config error, found before anything ran (flags, pipeline file, sources, output dir, api_key_env, the output dir held by another run) or when the stage it concerns starts (an export refusing offline-teacher text, a teacher model the endpoint does not serve, workers given other settings); nothing is to be resumed until it is fixed; a reading command given a directory that holds no run"},
-	{exitGuard, "the teacher guard stopped the run (budget reached, error rate too high, credentials refused), or it is done but for records a passing teacher failure rejected; resumable: a rerun asks again for what is missing"},
+	{exitUsage, "usage or config error, found before anything ran (flags, pipeline file, sources, output dir, api_key_env, the output dir held by another run, batch jobs still open under teacher.mode online) or when the stage it concerns starts (an export refusing offline-teacher text, a teacher model the endpoint does not serve, workers given other settings, a batch the provider does not know); nothing is to be resumed until it is fixed; a reading command given a directory that holds no run"},
+	{exitGuard, "the teacher guard stopped the run (budget reached, error rate too high, credentials refused), or it is done but for records a passing teacher failure rejected (in batch mode also when a later stage then submitted batches); resumable: a rerun asks again for what is missing"},
 	{exitWaiting, "waiting for batch answers (teacher.mode batch): finished work is kept; run the same command again once the batches are done"},
 	{exitInterrupt, "interrupted (Ctrl-C, SIGTERM); resumable"},
 }

@@ -45,8 +45,9 @@ type BatchConfig struct {
 	// Provider is "openai" (default) or "files".
 	Provider string `yaml:"provider" json:"provider"`
 	// MaxRequests and MaxBytes bound one batch file (defaults 50,000
-	// requests and 200,000,000 bytes, the OpenAI Batch API's limits);
-	// larger request sets are split over several files.
+	// requests and 200,000,000 bytes, the OpenAI Batch API's limits, which
+	// provider openai may not pass); larger request sets are split over
+	// several files.
 	MaxRequests int   `yaml:"max_requests" json:"max_requests"`
 	MaxBytes    int64 `yaml:"max_bytes" json:"max_bytes"`
 	// MaxRounds bounds the batch rounds one stage may need before it
@@ -56,7 +57,9 @@ type BatchConfig struct {
 	// server errors, missing from the output) before its record is
 	// rejected (default 3). They count per epoch of the stage (see
 	// StageClient.enqueue): a rerun after the reject asks again. A request
-	// the server refuses as invalid is rejected at once.
+	// the server refuses as invalid is rejected at once, and one whose
+	// batch the provider failed or someone cancelled for the rest of the
+	// epoch (batchHeld).
 	MaxAttempts int `yaml:"max_attempts" json:"max_attempts"`
 	// CompletionWindow is sent with each OpenAI batch (default "24h").
 	CompletionWindow string `yaml:"completion_window" json:"completion_window"`
@@ -117,6 +120,13 @@ func (c *BatchConfig) validate() []error {
 	}
 	if c.MaxBytes < 1<<10 {
 		bad("max_bytes", "must be at least 1024, got %d", c.MaxBytes)
+	}
+	// The Batch API fails a larger file at validation, every time.
+	if c.Provider == BatchOpenAI && c.MaxRequests > defaultBatchMaxRequests {
+		bad("max_requests", "%d is over the OpenAI Batch API's limit of %d requests per file (provider openai)", c.MaxRequests, defaultBatchMaxRequests)
+	}
+	if c.Provider == BatchOpenAI && c.MaxBytes > defaultBatchMaxBytes {
+		bad("max_bytes", "%d is over the OpenAI Batch API's limit of %d bytes per file (provider openai)", c.MaxBytes, defaultBatchMaxBytes)
 	}
 	if c.MaxRounds < 1 {
 		bad("max_rounds", "must be at least 1, got %d", c.MaxRounds)

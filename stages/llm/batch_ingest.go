@@ -11,6 +11,7 @@ import (
 	"io/fs"
 	"net/http"
 	"slices"
+	"strings"
 
 	"github.com/augmentdata/augment/atomicfs"
 	"github.com/augmentdata/augment/clip"
@@ -114,7 +115,8 @@ func errorCodeMessage(raw json.RawMessage) (code, msg string) {
 const (
 	classExpired     = "expired"      // the batch's window ended before this request ran
 	classMissing     = "missing"      // no line for the request in the output
-	classBatchFailed = "batch_failed" // the whole batch failed (validation) or was cancelled
+	classBatchFailed = "batch_failed" // the whole batch failed (the provider's validation refused it)
+	classCancelled   = "cancelled"    // the batch was cancelled (by the user, at the provider) before the request ran
 	classBatchError  = "batch_error"  // an error line without a status or a known code
 )
 
@@ -122,7 +124,7 @@ const (
 // batches have.
 func batchOnly(class string) bool {
 	switch class {
-	case classExpired, classMissing, classBatchFailed, classBatchError:
+	case classExpired, classMissing, classBatchFailed, classCancelled, classBatchError:
 		return true
 	}
 	return false
@@ -137,6 +139,8 @@ func batchFailureClass(status int, code string) string {
 	switch code {
 	case "batch_expired":
 		return classExpired
+	case "batch_cancelled":
+		return classCancelled
 	case "rate_limit_exceeded", "rate_limit_error":
 		return classRateLimited
 	case "server_error", "internal_error":
@@ -155,6 +159,16 @@ func batchRetryable(class string) bool {
 		return false
 	}
 	return true
+}
+
+// batchHeld reports whether a request that failed with class waits for
+// the user rather than going into the stage's next round: the provider
+// refused its whole batch (sent again unchanged, it would be refused
+// again), or the batch was cancelled (someone meant it to stop). Its
+// record is rejected for the rest of the stage's epoch; a rerun asks it
+// again, in a new epoch.
+func batchHeld(class string) bool {
+	return class == classBatchFailed || class == classCancelled
 }
 
 // A batchFailure is what the failed files say about one request: the
@@ -323,8 +337,10 @@ func (t *Teacher) ingest(job *BatchJob) error {
 		switch job.Remote.Status {
 		case "expired":
 			missing = classExpired
-		case "failed", "cancelled", "cancelling":
+		case "failed":
 			missing = classBatchFailed
+		case "cancelled", "cancelling":
+			missing = classCancelled
 		}
 	}
 	var out bytes.Buffer
@@ -354,7 +370,36 @@ func (t *Teacher) ingest(job *BatchJob) error {
 	}
 	t.log.Info("batch job done", "job", job.ID, "stage", job.Stage, "answered", job.Answered,
 		"failed", job.Failed, "missing", job.Missing, "malformed", job.Malformed)
+	if job.Malformed > 0 {
+		t.log.Warn("batch output lines matched no request of the job (not a batch line, a custom_id it did not send, or one repeated: the first line counts); see `augment batch status`",
+			"job", job.ID, "stage", job.Stage, "lines", job.Malformed)
+	}
+	if msg := heldMessage(job); msg != "" {
+		t.log.Warn(msg)
+	}
 	return nil
+}
+
+// heldMessage says, for a job that ended failed or cancelled at the
+// provider, what happened and what comes next; "" for any other job.
+func heldMessage(job *BatchJob) string {
+	if job.Remote == nil {
+		return ""
+	}
+	left := job.Requests - job.Answered
+	switch job.Remote.Status {
+	case "failed":
+		why := strings.TrimRight(job.Note, ". ")
+		if why == "" {
+			why = "no reason given"
+		}
+		return fmt.Sprintf("batch job %s (stage %s) failed at the provider: %s; its %d request(s) are not sent again unchanged: their records are rejected (llm_error_%s, exit 3); fix the cause (e.g. teacher.batch.max_requests or max_bytes within the provider's limits) and run again to ask them in new batches",
+			job.ID, job.Stage, why, left, classBatchFailed)
+	case "cancelled", "cancelling":
+		return fmt.Sprintf("batch job %s (stage %s) was cancelled at the provider: its %d answer(s) are kept; its %d other request(s) are not resubmitted automatically: their records are rejected (llm_error_%s, exit 3); run again to ask them in new batches",
+			job.ID, job.Stage, job.Answered, left, classCancelled)
+	}
+	return ""
 }
 
 // loadFailures reads the failed files of every done job.

@@ -4,11 +4,14 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"mime/multipart"
+	"net"
 	"net/http"
 	"strings"
+	"syscall"
 
 	openai "github.com/sashabaranov/go-openai"
 
@@ -148,6 +151,12 @@ func (p *openaiProvider) record(job *BatchJob, b *openai.Batch) {
 
 func (p *openaiProvider) poll(ctx context.Context, job *BatchJob, save func() error) (bool, error) {
 	b, err := p.client.RetrieveBatch(ctx, job.Remote.BatchID)
+	if apiStatus(err) == http.StatusNotFound {
+		// Asking again gets the same answer: say what it means.
+		return false, &BatchStateError{Problems: []string{fmt.Sprintf(
+			"batch job %s was submitted as batch %s, which %s does not know (404: %v): it was submitted with another API key or project, or to another endpoint, or the provider no longer has it, and asking again gets the same answer. If it was submitted elsewhere, set that endpoint (teacher.endpoints, the first is polled) and key (teacher.api_key_env) and run again; if it is gone, move the batch directory %s out of the output directory and run again — answers already taken in stay in the request cache, the other requests go into new batches (batches still open at the provider are then paid for again: cancel them there first)",
+			job.ID, job.Remote.BatchID, p.base, clip.Bytes(newRedactor(p.key).text(err.Error()), 200), p.root.Path("."))}}
+	}
 	if err != nil {
 		return false, fmt.Errorf("batch job %s: retrieve batch %s: %w", job.ID, job.Remote.BatchID, err)
 	}
@@ -254,7 +263,7 @@ func (p *openaiProvider) upload(ctx context.Context, local, name string) (string
 	}
 	if resp.StatusCode/100 != 2 {
 		code, msg := errorCodeMessage(extractError(body))
-		return "", fmt.Errorf("status %d: %s", resp.StatusCode, strings.TrimSpace(code+" "+msg))
+		return "", &statusError{status: resp.StatusCode, msg: strings.TrimSpace(code + " " + msg)}
 	}
 	var file openai.File
 	if err := json.Unmarshal(body, &file); err != nil || file.ID == "" {
@@ -272,4 +281,47 @@ func extractError(body []byte) json.RawMessage {
 		return e.Error
 	}
 	return body
+}
+
+// A statusError is a Files or Batches call the server answered with an
+// error status (the upload, which go-openai does not make).
+type statusError struct {
+	status int
+	msg    string
+}
+
+func (e *statusError) Error() string { return fmt.Sprintf("status %d: %s", e.status, e.msg) }
+
+// apiStatus returns the HTTP status of a failed Files or Batches call, 0
+// when none arrived (or err is not one).
+func apiStatus(err error) int {
+	var se *statusError
+	var apiErr *openai.APIError
+	var reqErr *openai.RequestError
+	switch {
+	case err == nil:
+		return 0
+	case errors.As(err, &se):
+		return se.status
+	case errors.As(err, &apiErr):
+		return apiErr.HTTPStatusCode
+	case errors.As(err, &reqErr):
+		return reqErr.HTTPStatusCode
+	}
+	return 0
+}
+
+// BatchPassing reports whether err, from advancing batch jobs, is a
+// failure that may pass: the provider answered 429, 408 or 5xx, or the
+// connection failed (refused, reset, timed out). `augment batch poll
+// -wait` tries again after it.
+func BatchPassing(err error) bool {
+	if err == nil || errors.Is(err, context.Canceled) {
+		return false
+	}
+	if status := apiStatus(err); status != 0 {
+		return retryable(statusClass(status))
+	}
+	var netErr net.Error
+	return errors.As(err, &netErr) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET)
 }

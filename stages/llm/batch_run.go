@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"net/http"
 	"strings"
 	"sync"
@@ -91,8 +92,9 @@ func (t *Teacher) BatchMode() bool { return t.batch != nil }
 
 // enqueue answers a cache miss in batch mode: a request the server
 // refused, or that failed in max_attempts batches of the stage's open
-// epoch, is rejected (*AnswerError) without being sent; any other goes
-// into the stage pass's batch files (*PendingError).
+// epoch, or whose batch the provider refused or someone cancelled in that
+// epoch (batchHeld), is rejected (*AnswerError) without being sent; any
+// other goes into the stage pass's batch files (*PendingError).
 //
 // Attempts count per epoch, as online they count per run: the pass that
 // rejects a request for its last attempt completes the stage and closes
@@ -100,7 +102,7 @@ func (t *Teacher) BatchMode() bool { return t.batch != nil }
 // which the request has max_attempts batches again.
 func (s *StageClient) enqueue(req Request, canon, key []byte) error {
 	t, b := s.t, s.t.batch
-	if f, ok := b.failure(key); ok && (!batchRetryable(f.class) || f.n >= b.cfg.MaxAttempts && f.epoch == b.openEpoch(s.name)) {
+	if f, ok := b.failure(key); ok && (!batchRetryable(f.class) || (f.n >= b.cfg.MaxAttempts || batchHeld(f.class)) && f.epoch == b.openEpoch(s.name)) {
 		s.st.hits.Add(1) // answered by what the batch directory holds: nothing sent
 		return &AnswerError{Reason: "llm_error_" + f.class, Stage: req.Stage, Slot: req.Slot, Attempts: f.n,
 			Err: fmt.Errorf("no answer in %d batch(es): %s", f.n, f.message)}
@@ -265,7 +267,7 @@ func (t *Teacher) advance(ctx context.Context, stage string, poll bool) error {
 				return err
 			}
 			if err := prov.submit(ctx, &job, save); err != nil {
-				return t.redact.err(err) // it may quote the server
+				return t.providerErr(err)
 			}
 			t.log.Info("batch job submitted", "job", job.ID, "stage", job.Stage, "round", job.Round, "requests", job.Requests)
 		}
@@ -275,7 +277,7 @@ func (t *Teacher) advance(ctx context.Context, stage string, poll bool) error {
 		if job.State == JobSubmitted {
 			done, err := prov.poll(ctx, &job, save)
 			if err != nil {
-				return t.redact.err(err)
+				return t.providerErr(err)
 			}
 			if !done {
 				continue
@@ -288,6 +290,27 @@ func (t *Teacher) advance(ctx context.Context, stage string, poll bool) error {
 		}
 	}
 	return nil
+}
+
+// providerErr is the error of a provider's step, its credentials
+// redacted (it may quote the server) and its HTTP status kept:
+// credentials refused (401, 403) stop the run as they do online.
+func (t *Teacher) providerErr(err error) error {
+	if _, ok := errors.AsType[*BatchStateError](err); ok {
+		return err // redacted when made
+	}
+	status := apiStatus(err)
+	if red := t.redact.err(err); red.Error() != err.Error() {
+		err = red
+		if status != 0 {
+			err = &statusError{status: status, msg: red.Error()} // the status still tells passing from fatal
+		}
+	}
+	if statusClass(status) == classAuth {
+		return t.stop(&FatalError{Reason: "llm_auth", Err: err,
+			Msg: fmt.Sprintf("the batch provider refused the credentials (HTTP %d); check the key in the environment variable named by teacher.api_key_env (a restricted key needs the Files and Batches permissions)", status)})
+	}
+	return err
 }
 
 // checkBatchBudget stops the run before a job is submitted whose
@@ -350,6 +373,31 @@ func (t *Teacher) BatchJobs() []BatchJob {
 	return t.batch.store.jobs(nil)
 }
 
+// BatchHeld says, per job of stage's latest epoch that failed or was
+// cancelled at the provider (whose requests that epoch rejects), what
+// happened and what to do; nil if none did.
+func (t *Teacher) BatchHeld(stage string) []string {
+	if t.batch == nil {
+		return nil
+	}
+	s := t.batch.store
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e := s.st.Stages[stage]
+	if e == nil {
+		return nil
+	}
+	var out []string
+	for _, j := range s.st.Jobs {
+		if j.Stage == stage && j.Epoch == e.Epoch && !j.Open() {
+			if msg := heldMessage(j); msg != "" {
+				out = append(out, msg)
+			}
+		}
+	}
+	return out
+}
+
 // BatchHint says what the user has to do for the open jobs, if anything.
 func (t *Teacher) BatchHint() string {
 	if t.batch == nil {
@@ -384,4 +432,48 @@ func (b *batchRun) hint(open []BatchJob) string {
 		}
 	}
 	return strings.Join(parts, "; ")
+}
+
+// checkNoOpenBatches refuses an online teacher for an output directory
+// whose batch directory root still holds open jobs of a batch-mode run: the
+// online run would ask their requests again, and a batch submitted to the
+// provider is paid for when it completes whatever augment does, so the
+// same requests would be paid twice (a prepared job too, once a batch run
+// submits it). Jobs are not advanced here: that is `augment batch poll`'s.
+// A state that cannot be read is refused as in batch mode. Nothing is
+// created: a run that never used batch mode has no batch directory.
+func checkNoOpenBatches(root *atomicfs.Root) error {
+	if root == nil {
+		return nil
+	}
+	st, err := readBatchState(root)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
+		return err
+	}
+	var open []string
+	paid := false
+	for _, j := range st.Jobs {
+		if !j.Open() {
+			continue
+		}
+		desc := j.ID + " (" + j.Provider + ", " + j.State
+		if j.Remote != nil && j.Remote.BatchID != "" {
+			desc += ", batch " + j.Remote.BatchID
+		}
+		open = append(open, desc+")")
+		paid = paid || j.State != JobPrepared
+	}
+	if len(open) == 0 {
+		return nil
+	}
+	why := "it would ask their requests again"
+	if paid {
+		why = "it would ask their requests again and pay for them twice (the provider bills a submitted batch when it completes)"
+	}
+	return &BatchStateError{Problems: []string{fmt.Sprintf(
+		"teacher.mode online: the batch directory %s holds %d open batch job(s) of a teacher.mode batch run: %s; an online run is refused while they are open, since %s. Either let them finish: `augment batch poll -wait -set teacher.mode=batch pipeline.yaml` (or runs with teacher.mode batch) takes their answers into the request cache, which an online run then reads without asking again; or give them up: cancel the submitted ones at the provider and move the batch directory out of the output directory, then run online",
+		root.Path("."), len(open), strings.Join(clipList(open, 5), ", "), why)}}
 }

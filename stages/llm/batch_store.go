@@ -304,13 +304,17 @@ func jobStem(stage string) string {
 // BatchSummary aggregates a stage's jobs of its latest epoch for the
 // stage manifest.
 type BatchSummary struct {
-	Rounds    int     `json:"rounds"`
-	Jobs      int     `json:"jobs"`
-	Open      int     `json:"open"`
-	Requests  int     `json:"requests"`
-	Answered  int     `json:"answered"`
-	Failed    int     `json:"failed"`
-	Missing   int     `json:"missing"`
+	Rounds   int `json:"rounds"`
+	Jobs     int `json:"jobs"`
+	Open     int `json:"open"`
+	Requests int `json:"requests"`
+	Answered int `json:"answered"`
+	Failed   int `json:"failed"`
+	Missing  int `json:"missing"`
+	// Malformed counts output lines that matched no request (not a batch
+	// line, a foreign or repeated custom_id); the first line of a request
+	// counts.
+	Malformed int     `json:"malformed,omitempty"`
 	Cost      float64 `json:"cost,omitempty"`
 	MaxRounds int     `json:"max_rounds"`
 }
@@ -342,6 +346,7 @@ func (s *batchStore) summary(stage string, maxRounds int) *BatchSummary {
 		sum.Answered += j.Answered
 		sum.Failed += j.Failed
 		sum.Missing += j.Missing
+		sum.Malformed += j.Malformed
 		sum.Cost += j.Cost
 	}
 	return sum

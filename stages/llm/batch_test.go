@@ -6,10 +6,15 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
+	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+
+	openai "github.com/sashabaranov/go-openai"
 
 	"github.com/augmentdata/augment/atomicfs"
 	"github.com/augmentdata/augment/stages/llm/fakellm"
@@ -63,6 +68,7 @@ type passResult struct {
 	errs  []error
 	wait  error // from BatchStart (then nothing was asked) or BatchFinish
 	stats Stats
+	held  []string // Teacher.BatchHeld of the stage after the pass
 }
 
 // pass is one run of a stage in a new process: the runner's batch
@@ -92,6 +98,7 @@ func (r *batchRig) pass(t *testing.T, reqs []Request) passResult {
 		t.Fatalf("BatchFinish: %v", res.wait)
 	}
 	res.stats = s.Stats()
+	res.held = teacher.BatchHeld("s")
 	return res
 }
 
@@ -283,8 +290,8 @@ func TestBatchResumeAtEveryState(t *testing.T) {
 	}
 }
 
-// Failed, expired and partly failed batches resubmit only what is missing,
-// in a new round; a request that keeps failing is rejected after
+// Expired and partly failed batches resubmit only what is missing, in a
+// new round (failed and cancelled ones: TestBatchFailedOrCancelledHeld); a request that keeps failing is rejected after
 // max_attempts batches, one the server refuses at once.
 func TestBatchFailuresAndRounds(t *testing.T) {
 	zero := 0
@@ -297,8 +304,6 @@ func TestBatchFailuresAndRounds(t *testing.T) {
 		batches  int64
 	}{
 		{"expired then completed", fakellm.BatchConfig{Outcomes: []string{"expired"}}, 3, 2, nil, 2},
-		{"failed then completed", fakellm.BatchConfig{Outcomes: []string{"failed"}}, 3, 2, nil, 2},
-		{"cancelled then completed", fakellm.BatchConfig{Outcomes: []string{"cancelled"}}, 3, 2, nil, 2},
 		{"partial server errors, bounded", fakellm.BatchConfig{ErrorShare: 0.5}, 2, 2, map[string]int{"llm_error_server": -1}, 2},
 		{"refused requests are rejected at once", fakellm.BatchConfig{BadRequest: "question 3"}, 3, 1, map[string]int{"llm_error_bad_request": 1}, 1},
 	}
@@ -803,5 +808,201 @@ func TestBatchStateWithoutRemoteRefused(t *testing.T) {
 				t.Fatalf("NewTeacher: %v", err)
 			}
 		})
+	}
+}
+
+// An online teacher is refused while the batch directory holds open jobs
+// of a batch run: it would ask their requests again, and the provider
+// bills the open batch as well. The refusal names the jobs and both ways
+// out; once the jobs are done (their answers in the cache), the online
+// teacher is made and answers from the cache without sending anything.
+func TestOnlineRefusedWhileBatchesOpen(t *testing.T) {
+	steps := 1
+	fake, url := batchFake(t, fakellm.BatchConfig{Steps: &steps})
+	rig := newBatchRig(t, url, BatchOpenAI)
+	reqs := questions(3)
+	if res := rig.pass(t, reqs); !IsWaiting(res.wait) {
+		t.Fatalf("first pass: %v", res.wait)
+	}
+	online := rig.cfg
+	online.Mode = ModeOnline
+	_, err := NewTeacher(online, rig.o)
+	var bse *BatchStateError
+	if !errors.As(err, &bse) {
+		t.Fatalf("online teacher with an open batch: %v", err)
+	}
+	for _, want := range []string{"s-0001 (openai, submitted, batch batch_", "pay for them twice", "augment batch poll -wait -set teacher.mode=batch", "move the batch directory"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("refusal lacks %q: %v", want, err)
+		}
+	}
+	if fake.Counters().Chat != 0 {
+		t.Fatalf("%d chat requests sent", fake.Counters().Chat)
+	}
+	rig.untilDone(t, reqs, 3)
+	teacher, err := NewTeacher(online, rig.o)
+	if err != nil {
+		t.Fatalf("online teacher once the batches are done: %v", err)
+	}
+	defer teacher.Close()
+	for i, req := range reqs {
+		r, err := teacher.Stage("s").Complete(context.Background(), req)
+		if err != nil || !r.Cached || r.Content != fmt.Sprintf("answer to %d", i) {
+			t.Fatalf("answer %d: %+v %v", i, r, err)
+		}
+	}
+	if fake.Counters().Chat != 0 {
+		t.Fatalf("%d chat requests sent for answers in the cache", fake.Counters().Chat)
+	}
+}
+
+// A batch the provider failed (its validation refused the file) or that
+// was cancelled is not resubmitted by itself: sent again unchanged, a
+// refused file is refused again, and a cancel means someone wanted it to
+// stop. The pass after it rejects its unanswered requests (a passing
+// reason: the run exits 3), and says why, with the provider's own reason;
+// a rerun asks them again in a new epoch.
+func TestBatchFailedOrCancelledHeld(t *testing.T) {
+	for _, tt := range []struct {
+		outcome, reason, says string
+	}{
+		{fakellm.OutcomeFailed, "llm_error_batch_failed", "failed at the provider: invalid_request the fake was told to fail this batch"},
+		{fakellm.OutcomeCancelled, "llm_error_cancelled", "was cancelled at the provider"},
+	} {
+		t.Run(tt.outcome, func(t *testing.T) {
+			zero := 0
+			fake, url := batchFake(t, fakellm.BatchConfig{Steps: &zero, Outcomes: []string{tt.outcome}})
+			rig := newBatchRig(t, url, BatchOpenAI)
+			reqs := questions(4)
+			if res := rig.pass(t, reqs); !IsWaiting(res.wait) {
+				t.Fatalf("first pass: %v", res.wait)
+			}
+			res := rig.pass(t, reqs)
+			if res.wait != nil || res.rejects(t)[tt.reason] != 4 || fake.BatchCounters().Batches != 1 {
+				t.Fatalf("after the %s batch: wait %v, rejects %v, batches %d", tt.outcome, res.wait, res.rejects(t), fake.BatchCounters().Batches)
+			}
+			if len(res.held) != 1 || !strings.Contains(res.held[0], "batch job s-0001 (stage s) "+tt.says) || !strings.Contains(res.held[0], "run again to ask them in new batches") {
+				t.Fatalf("held: %q", res.held)
+			}
+			if !Transient(tt.reason) {
+				t.Fatalf("%s is not a passing reason: a rerun would not ask again", tt.reason)
+			}
+			// The rerun asks them again, in a new epoch.
+			res = rig.pass(t, reqs)
+			var w *WaitError
+			if !errors.As(res.wait, &w) || w.Requests != 4 || w.Submitted != 1 || len(res.held) != 0 {
+				t.Fatalf("rerun: %v, held %q", res.wait, res.held)
+			}
+			res, _ = rig.untilDone(t, reqs, 2)
+			for i, err := range res.errs {
+				if err != nil || res.resps[i].Content != fmt.Sprintf("answer to %d", i) {
+					t.Fatalf("answer %d: %+v %v", i, res.resps[i], err)
+				}
+			}
+			if jobs := rig.jobs(t); len(jobs) != 2 || jobs[1].Epoch != 2 {
+				t.Fatalf("jobs %+v", jobs)
+			}
+		})
+	}
+}
+
+// teacher.batch.max_requests and max_bytes may not pass the OpenAI Batch
+// API's limits with provider openai (the API would fail every such file at
+// validation); a files runner has no such limits.
+func TestBatchConfigOpenAILimits(t *testing.T) {
+	for _, tt := range []struct {
+		provider string
+		reqs     int
+		bytes    int64
+		want     []string
+	}{
+		{BatchOpenAI, 50_000, 200_000_000, nil},
+		{BatchOpenAI, 100_000, 200_000_000, []string{"teacher.batch.max_requests: 100000 is over the OpenAI Batch API's limit of 50000 requests per file (provider openai)"}},
+		{BatchOpenAI, 10, 900_000_000, []string{"teacher.batch.max_bytes: 900000000 is over the OpenAI Batch API's limit of 200000000 bytes per file (provider openai)"}},
+		{BatchFiles, 100_000, 900_000_000, nil},
+	} {
+		c := openaiConfig("http://127.0.0.1:1/v1")
+		c.Mode, c.Batch.Provider, c.Batch.MaxRequests, c.Batch.MaxBytes = ModeBatch, tt.provider, tt.reqs, tt.bytes
+		c.Defaults()
+		var got []string
+		for _, err := range c.Validate() {
+			got = append(got, err.Error())
+		}
+		if !slices.Equal(got, tt.want) {
+			t.Errorf("%s %d requests %d bytes: %q, want %q", tt.provider, tt.reqs, tt.bytes, got, tt.want)
+		}
+	}
+}
+
+// The Files API refusing the key (401, a restricted key without the Files
+// permission) stops the run as credentials refused online do (llm_auth,
+// the CLI's exit 3), not as a failure a rerun would resume from.
+func TestBatchUploadAuthFatal(t *testing.T) {
+	_, url := batchFake(t, fakellm.BatchConfig{UploadStatus: http.StatusUnauthorized})
+	rig := newBatchRig(t, url, BatchOpenAI)
+	teacher, err := NewTeacher(rig.cfg, rig.o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer teacher.Close()
+	if _, err := teacher.Stage("s").Complete(context.Background(), questions(1)[0]); !IsPending(err) {
+		t.Fatal(err)
+	}
+	err = teacher.BatchFinish(context.Background(), "s")
+	var fe *FatalError
+	if !errors.As(err, &fe) || fe.Reason != "llm_auth" || !strings.Contains(err.Error(), "refused the credentials (HTTP 401)") {
+		t.Fatalf("BatchFinish: %v", err)
+	}
+}
+
+// A batch the provider does not know (404: another key or project, another
+// endpoint, a provider reset) is a state problem (the CLI's exit 2) that
+// says what happened and the ways out, not a failure to run again.
+func TestBatchUnknownRemoteBatch(t *testing.T) {
+	steps := 5
+	_, url := batchFake(t, fakellm.BatchConfig{Steps: &steps})
+	rig := newBatchRig(t, url, BatchOpenAI)
+	if res := rig.pass(t, questions(2)); !IsWaiting(res.wait) {
+		t.Fatalf("first pass: %v", res.wait)
+	}
+	_, other := batchFake(t, fakellm.BatchConfig{Steps: &steps}) // knows no batch
+	rig.cfg.Endpoints[0].BaseURL = other
+	teacher, err := NewTeacher(rig.cfg, rig.o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer teacher.Close()
+	err = teacher.BatchStart(context.Background(), "s")
+	var bse *BatchStateError
+	if !errors.As(err, &bse) {
+		t.Fatalf("BatchStart: %v", err)
+	}
+	for _, want := range []string{"batch job s-0001 was submitted as batch batch_000001, which " + other + " does not know (404", "set that endpoint", "move the batch directory"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("lacks %q: %v", want, err)
+		}
+	}
+}
+
+// BatchPassing tells the failures `batch poll -wait` rides out from the
+// others.
+func TestBatchPassing(t *testing.T) {
+	for _, tt := range []struct {
+		err  error
+		want bool
+	}{
+		{&statusError{status: 503}, true},
+		{&statusError{status: 429}, true},
+		{fmt.Errorf("batch job x: %w", &openai.APIError{HTTPStatusCode: 502}), true},
+		{&statusError{status: 401}, false},
+		{&statusError{status: 400}, false},
+		{&net.OpError{Op: "dial", Err: errors.New("connection refused")}, true},
+		{errors.New("batch state: disk full"), false},
+		{context.Canceled, false},
+		{nil, false},
+	} {
+		if got := BatchPassing(tt.err); got != tt.want {
+			t.Errorf("BatchPassing(%v) = %v", tt.err, got)
+		}
 	}
 }

@@ -166,6 +166,9 @@ func NewTeacher(cfg Config, o Options) (*Teacher, error) {
 			t.Close()
 			return nil, err
 		}
+	} else if err := checkNoOpenBatches(o.BatchRoot); err != nil {
+		t.Close()
+		return nil, err
 	}
 	return t, nil
 }

@@ -45,6 +45,12 @@ type BatchConfig struct {
 	// header the batch was created with, as some gateways quote request
 	// headers in their errors.
 	EchoAuth bool `json:"echo_auth"`
+	// UploadStatus, when not 0, is the error status POST /files answers
+	// (401: a key without the Files permission).
+	UploadStatus int `json:"upload_status"`
+	// PollFailures is how many GET /batches/{id} answer 503 (a passing
+	// failure) before they are served again.
+	PollFailures int `json:"poll_failures"`
 }
 
 // Batch outcomes.
@@ -204,6 +210,10 @@ func (s *Server) withFile(w http.ResponseWriter, id string, fn func(*fakeFile)) 
 }
 
 func (s *Server) uploadFile(w http.ResponseWriter, r *http.Request) {
+	if st := s.cfg.Batch.UploadStatus; st != 0 {
+		writeError(w, st, "invalid_request_error", "the fake was told to refuse uploads")
+		return
+	}
 	if err := r.ParseMultipartForm(32 << 20); err != nil {
 		writeError(w, http.StatusBadRequest, "invalid_request_error", "want a multipart form: "+err.Error())
 		return
@@ -330,6 +340,12 @@ func (s *Server) pollBatch(w http.ResponseWriter, id string) {
 	if b == nil {
 		s.mu.Unlock()
 		writeError(w, http.StatusNotFound, "invalid_request_error", "no such batch: "+id)
+		return
+	}
+	if s.pollFailed < s.cfg.Batch.PollFailures {
+		s.pollFailed++
+		s.mu.Unlock()
+		writeError(w, http.StatusServiceUnavailable, "server_error", "the fake is overloaded, retry later")
 		return
 	}
 	s.bc.Polls++

@@ -289,6 +289,7 @@ type Server struct {
 	batchList         []*fakeBatch // in creation order
 	fileSeq, batchSeq int
 	bc                BatchCounters
+	pollFailed        int // GET /batches/{id} answered 503 (BatchConfig.PollFailures)
 }
 
 // New returns a fake serving cfg, or cfg's problems.
