@@ -23,23 +23,6 @@ type promptTool struct {
 	Parameters  json.RawMessage `json:"parameters"`
 }
 
-// stripCodeFence returns the body of a ``` fenced block if s is one, else
-// s trimmed: a JSON answer or a text answer (a reply, a reasoning) that a
-// chat model wrapped whole in a fence. A language tag on the opening line
-// (```json) is dropped; an opening line with blanks in it is the body's
-// first line, not a tag.
-func stripCodeFence(s string) string {
-	s = strings.TrimSpace(s)
-	if !strings.HasPrefix(s, "```") || !strings.HasSuffix(s, "```") || len(s) < 6 {
-		return s
-	}
-	s = strings.TrimSuffix(s[3:], "```")
-	if nl := strings.IndexByte(s, '\n'); nl >= 0 && !strings.ContainsAny(strings.TrimSpace(s[:nl]), " \t") {
-		s = s[nl+1:]
-	}
-	return strings.TrimSpace(s)
-}
-
 // promptToolsJSON renders tools as an indented JSON list of promptTools;
 // parameters that are not JSON are shown as {}.
 func promptToolsJSON(tools []record.Tool) string {

@@ -442,7 +442,7 @@ func (s *negatives) reply(ctx context.Context, parent, neg *record.Record) (stri
 		Offline:  func() (string, error) { return negativeStandIn(neg), nil },
 	}
 	parse := func(content string) (string, error) {
-		text := stripCodeFence(content)
+		text := llm.StripFence(content)
 		return text, checkNegativeReply(text, names, s.cfg.MaxChars)
 	}
 	return llm.Ask(ctx, s.env.Teacher, req, s.cfg.Attempts, parse)

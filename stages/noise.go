@@ -318,7 +318,7 @@ func parseMetaToolArgs(raw json.RawMessage) (toollib.Query, error) {
 // parseNoiseAnswer checks a teacher's answer (see NoiseConfig) and returns
 // the rewritten arguments; wantParams is the original's parameter count.
 func parseNoiseAnswer(content string, wantParams int) (toollib.Query, error) {
-	body := stripCodeFence(content)
+	body := llm.StripFence(content)
 	if !json.Valid([]byte(body)) {
 		var v any
 		err := json.Unmarshal([]byte(body), &v)

@@ -284,7 +284,7 @@ func (s *reasoner) ask(ctx context.Context, r *record.Record, k int) (string, ll
 				return "", err
 			}
 		default:
-			text = stripCodeFence(text) // a fence around the whole text is not part of it
+			text = llm.StripFence(text) // a fence around the whole text is not part of it
 		}
 		if err := v.check(text); err != nil {
 			return "", err
@@ -297,7 +297,7 @@ func (s *reasoner) ask(ctx context.Context, r *record.Record, k int) (string, ll
 // parseReasonJSON reads a mediatek answer: one JSON object with the single
 // key "reason" holding a string, optionally inside a ``` code fence.
 func parseReasonJSON(content string) (string, error) {
-	body := stripCodeFence(content)
+	body := llm.StripFence(content)
 	dec := json.NewDecoder(strings.NewReader(body))
 	dec.DisallowUnknownFields()
 	var v struct {

@@ -840,19 +840,10 @@ func toolDCData(tools []record.Tool, question, system string) (toolDCPrompt, err
 }
 
 // parseToolDCAnswer reads a Try or Retry answer: calls in Python-call
-// syntax, optionally inside a Markdown code fence. An empty answer or "[]"
+// syntax, optionally inside a Markdown code fence (llm.StripFence). An empty answer or "[]"
 // is no call (nil, nil); anything else that does not parse is an error.
 func parseToolDCAnswer(content string) ([]record.Call, error) {
-	s := strings.TrimSpace(content)
-	if strings.HasPrefix(s, "```") {
-		s = strings.TrimSuffix(s, "```")
-		if _, rest, ok := strings.Cut(s, "\n"); ok {
-			s = rest
-		} else {
-			s = strings.TrimLeft(s, "`")
-		}
-		s = strings.TrimSpace(s)
-	}
+	s := llm.StripFence(content)
 	if s == "" || s == "[]" {
 		return nil, nil
 	}

@@ -1,11 +1,11 @@
 package translate
 
 import (
-	"bytes"
 	"fmt"
 	"strings"
 
 	"github.com/augmentdata/augment/jsontree"
+	"github.com/augmentdata/augment/stages/llm"
 )
 
 // An answer is the teacher's JSON object, parsed but not yet compared with
@@ -42,7 +42,7 @@ type answerResult struct {
 // requested shape is a translate_invalid_json problem. Checks against the
 // source (counts, roles, names, values) are not made here.
 func parseAnswer(b []byte) (*answer, *problem) {
-	b = unfence(b)
+	b = []byte(llm.StripFence(string(b)))
 	root, err := parseTree(b)
 	if err != nil {
 		return nil, &problem{reason: ReasonInvalidJSON, detail: "the answer is not valid JSON; answer with the JSON object only"}
@@ -192,21 +192,4 @@ func quotedKeys(n *jsontree.Value) []string {
 		return []string{"none"}
 	}
 	return out
-}
-
-// unfence strips surrounding white space and one Markdown code fence.
-func unfence(b []byte) []byte {
-	b = bytes.TrimSpace(b)
-	if !bytes.HasPrefix(b, []byte("```")) || !bytes.HasSuffix(b, []byte("```")) || len(b) < 6 {
-		return b
-	}
-	inner := b[3 : len(b)-3]
-	nl := bytes.IndexByte(inner, '\n')
-	if nl < 0 {
-		return b
-	}
-	if lang := bytes.TrimSpace(inner[:nl]); len(lang) > 0 && !bytes.EqualFold(lang, []byte("json")) {
-		return b
-	}
-	return bytes.TrimSpace(inner[nl+1:])
 }

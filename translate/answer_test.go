@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/augmentdata/augment/jsontree"
+	"github.com/augmentdata/augment/stages/llm"
 	"github.com/santhosh-tekuri/jsonschema/v6"
 )
 
@@ -19,7 +20,8 @@ func TestParseAnswer(t *testing.T) {
 		{"full turn", `{"conversations":[{"role":"assistant","content":"好","reasoning":"想","tool_calls":[{"name":"f","arguments":{}}],"results":[{"name":"f","content":[1]}]}]}`, ""},
 		{"fenced", "```json\n{\"conversations\":[]}\n```", ""},
 		{"bare fence", "```\n{\"conversations\":[]}\n```", ""},
-		{"other fence language", "```python\n{\"conversations\":[]}\n```", "not valid JSON"},
+		// The tag is dropped whatever it says (llm.StripFence, every stage's rule).
+		{"other fence language", "```python\n{\"conversations\":[]}\n```", ""},
 		{"empty", ``, "not valid JSON"},
 		{"prose around", `Sure! {"conversations":[]}`, "not valid JSON"},
 		{"string", `"hi"`, "want an object"},
@@ -74,7 +76,7 @@ func FuzzParseAnswer(f *testing.F) {
 			}
 			return
 		}
-		root, err := parseTree(unfence(b))
+		root, err := parseTree([]byte(llm.StripFence(string(b))))
 		if err != nil {
 			t.Fatalf("parsed an answer that is not JSON: %q", b)
 		}

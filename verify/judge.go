@@ -241,24 +241,12 @@ type scored struct {
 }
 
 // strictObject decodes answer, which must be one JSON object and nothing
-// else, optionally wrapped in a single Markdown code fence (``` or ```json),
+// else, optionally wrapped in a single Markdown code fence (llm.StripFence),
 // into v, a pointer to a struct. Its keys are matched exactly: a key that
 // differs from a field's name in case only is an error (encoding/json would
 // take it for the field).
 func strictObject(answer string, v any) error {
-	s := strings.TrimSpace(answer)
-	if rest, ok := strings.CutPrefix(s, "```"); ok {
-		body, ok := strings.CutSuffix(rest, "```")
-		if !ok {
-			return errors.New("the code fence is not closed")
-		}
-		body = strings.TrimPrefix(body, "json")
-		body = strings.TrimPrefix(body, "JSON")
-		if !strings.HasPrefix(body, "\n") && !strings.HasPrefix(body, "\r\n") {
-			return errors.New("the code fence must be followed by a new line")
-		}
-		s = strings.TrimSpace(body)
-	}
+	s := llm.StripFence(answer)
 	if !strings.HasPrefix(s, "{") {
 		return errors.New("the answer must be a JSON object")
 	}

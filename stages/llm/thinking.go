@@ -95,3 +95,21 @@ func lineStartClose(s string) int {
 func HasThinkingMarkup(s string) bool {
 	return strings.Contains(s, thinkOpen) || strings.Contains(s, thinkClose)
 }
+
+// StripFence returns the body of a ``` fenced block if s is one, else s
+// trimmed: a JSON answer or a text answer (a reply, a reasoning) that a
+// chat model wrapped whole in a fence. A language tag on the opening line
+// (```json, ```python) is dropped; an opening line with blanks in it is
+// the body's first line, not a tag. A fence that is not closed is no
+// fence. Every stage reads a fenced answer by this one rule.
+func StripFence(s string) string {
+	s = strings.TrimSpace(s)
+	if !strings.HasPrefix(s, "```") || !strings.HasSuffix(s, "```") || len(s) < 6 {
+		return s
+	}
+	s = strings.TrimSuffix(s[3:], "```")
+	if nl := strings.IndexByte(s, '\n'); nl >= 0 && !strings.ContainsAny(strings.TrimSpace(s[:nl]), " \t") {
+		s = s[nl+1:]
+	}
+	return strings.TrimSpace(s)
+}
