@@ -21,11 +21,17 @@ import (
 	"github.com/rogpeppe/go-internal/txtar"
 
 	"github.com/augmentdata/augment/jsonout"
+	"github.com/augmentdata/augment/stages/contract"
 	"github.com/augmentdata/augment/stages/llm"
 )
 
 //go:embed *.tmpl
 var builtin embed.FS
+
+// ReasonRenderFailed rejects a record whose data its prompt template could
+// not render (an index past the record's turns, a slice past its text):
+// the template passed Check but fails on this record.
+const ReasonRenderFailed = "prompt_render_failed"
 
 // A Template renders the messages of one prompt.
 type Template struct {
@@ -101,8 +107,20 @@ func Parse(name string, text []byte) (t *Template, err error) {
 }
 
 // Render executes every message of the template against data.
-// Surrounding blank lines of each section are trimmed.
+// Surrounding blank lines of each section are trimmed. An error is a
+// contract.Reject (ReasonRenderFailed) of the record the data is from.
 func (t *Template) Render(data any) ([]llm.Message, error) {
+	msgs, err := t.render(data)
+	if err != nil {
+		// Check caught what every record would fail; what is left
+		// fails on this record's data: the record is rejected, not
+		// the run stopped (a rerun would stop on it again).
+		return nil, &contract.Reject{Reason: ReasonRenderFailed, Err: err}
+	}
+	return msgs, nil
+}
+
+func (t *Template) render(data any) ([]llm.Message, error) {
 	out := make([]llm.Message, 0, len(t.msgs))
 	var buf bytes.Buffer
 	for _, p := range t.msgs {
@@ -128,7 +146,7 @@ func (t *Template) Check(samples ...any) error {
 		return fmt.Errorf("prompt %s: no sample data to check it against", t.Name)
 	}
 	for _, s := range samples {
-		if _, err := t.Render(s); err != nil {
+		if _, err := t.render(s); err != nil {
 			return err
 		}
 	}
