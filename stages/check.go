@@ -1,6 +1,7 @@
 package stages
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -9,6 +10,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 
@@ -329,15 +331,21 @@ func sourceRows(s Source, rows int64) int64 {
 // would have been sent.
 type previewClient struct {
 	mu       sync.Mutex
-	reqs     []llm.Request
-	answers  []string
+	asked    []previewAsk
 	noAnswer int
+}
+
+// A previewAsk is one request the preview recorded, with the stand-in's
+// answer ("" when it has none).
+type previewAsk struct {
+	req    llm.Request
+	answer string
 }
 
 func (c *previewClient) Complete(_ context.Context, req llm.Request) (llm.Response, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.reqs = append(c.reqs, req)
+	c.asked = append(c.asked, previewAsk{req: req})
 	if req.Offline == nil {
 		c.noAnswer++
 		return llm.Response{}, &llm.FatalError{Reason: "llm_offline_unsupported", Msg: "this stage needs a real teacher model (it has no offline stand-in); its first request is shown above"}
@@ -346,31 +354,35 @@ func (c *previewClient) Complete(_ context.Context, req llm.Request) (llm.Respon
 	if err != nil {
 		return llm.Response{}, err
 	}
-	c.answers = append(c.answers, ans)
+	c.asked[len(c.asked)-1].answer = ans
 	return llm.Response{Content: ans, FinishReason: "stop", Provider: "preview", Model: "offline"}, nil
 }
 
-// print shows the first request of each prompt and the estimate.
+// print shows the first request of each prompt and the estimate. Stages
+// ask in parallel, so the requests are put in slot order first: the same
+// pipeline previews the same request each time.
 func (c *previewClient) print(w io.Writer, previewed int, rows int64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if len(c.reqs) == 0 {
+	if len(c.asked) == 0 {
 		// A stage that asks for some records only (negatives' ratio)
 		// may ask for others.
 		fmt.Fprintf(w, "     no teacher requests for the %d previewed record(s)\n", previewed)
 		return
 	}
+	slices.SortStableFunc(c.asked, func(a, b previewAsk) int {
+		return cmp.Or(strings.Compare(a.req.Slot, b.req.Slot), strings.Compare(a.req.Stage, b.req.Stage), cmp.Compare(a.req.Attempt, b.req.Attempt))
+	})
 	prompt, completion, longest := 0, 0, 0
 	seen := map[string]bool{}
-	for i, req := range c.reqs {
+	for _, a := range c.asked {
+		req := a.req
 		n := 0
 		for _, m := range req.Messages {
 			n += verify.Tokens(m.Content)
 		}
 		prompt, longest = prompt+n, max(longest, n)
-		if i < len(c.answers) {
-			completion += verify.Tokens(c.answers[i])
-		}
+		completion += verify.Tokens(a.answer)
 		if seen[req.Template] {
 			continue
 		}
@@ -381,10 +393,10 @@ func (c *previewClient) print(w io.Writer, previewed int, rows int64) {
 		}
 	}
 	prefix := llm.NewPrefixMeter()
-	for _, req := range c.reqs {
-		prefix.Observe(req.Messages)
+	for _, a := range c.asked {
+		prefix.Observe(a.req.Messages)
 	}
-	per := float64(len(c.reqs)) / float64(previewed)
+	per := float64(len(c.asked)) / float64(previewed)
 	fmt.Fprintf(w, "     estimate: %.1f requests per record → about %.0f requests, %.0f prompt and %.0f completion tokens (from the preview record; re-asks not counted)\n",
 		per, per*float64(rows), float64(prompt)/float64(previewed)*float64(rows), float64(completion)/float64(previewed)*float64(rows))
 	fmt.Fprintf(w, "     prefix share: %.2f of the preview's prompt bytes repeat the start of an earlier prompt (what a server's prefix cache computes once; a run's manifest gives the stage's own figure as llm.prefix_share)\n",
