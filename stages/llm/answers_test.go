@@ -243,15 +243,22 @@ func TestAnswerThatIsNotUTF8IsReasked(t *testing.T) {
 // 'd'". The error quotes the server, or says it streamed.
 func TestErrorAnswersQuoteTheServer(t *testing.T) {
 	zero := 0
+	// The error object's code gives the class, as a batch's error lines
+	// do: a 400 inside a 200 is not asked again (it would fail the same
+	// way), a 503 may pass, an object without a code is an invalid answer.
 	for _, tc := range []struct {
-		name, body, ctype, want string
+		name, body, ctype, want, class string
 	}{
 		{"OpenAI error object", `{"error":{"message":"upstream model overloaded","type":"server_error","code":503}}`, "",
-			`(code 503): "upstream model overloaded"`},
+			`(code 503): "upstream model overloaded"`, classServer},
+		{"OpenAI error object without code", `{"error":{"message":"upstream model overloaded"}}`, "",
+			`"upstream model overloaded"`, classInvalid},
+		{"OpenAI error kind", `{"error":{"message":"context too long","type":"invalid_request_error","code":"invalid_request_error"}}`, "",
+			`"context too long"`, classBadRequest},
 		{"vLLM error object", `{"object":"error","message":"This model's maximum context length is 4096 tokens.","type":"BadRequestError","param":null,"code":400}`, "",
-			`"This model's maximum context length is 4096 tokens."`},
+			`"This model's maximum context length is 4096 tokens."`, classBadRequest},
 		{"event stream", "data: {\"id\":\"x\",\"object\":\"chat.completion.chunk\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"hi\"}}]}\n\ndata: [DONE]\n\n", "text/event-stream",
-			"the server streamed its answer"},
+			"the server streamed its answer", classInvalid},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			srv := &bodyServer{bodies: []string{tc.body}, ctype: tc.ctype}
@@ -259,16 +266,21 @@ func TestErrorAnswersQuoteTheServer(t *testing.T) {
 			cfg.MaxRetries = &zero
 			_, err := newTeacher(t, cfg, Options{}).Stage("s").Complete(context.Background(), userReq("s@1", "r1", "hi"))
 			var ae *AnswerError
-			if !errors.As(err, &ae) || ae.Reason != "llm_error_"+classInvalid || !strings.Contains(err.Error(), tc.want) {
-				t.Errorf("got %v, want llm_error_%s saying %q", err, classInvalid, tc.want)
+			if !errors.As(err, &ae) || ae.Reason != "llm_error_"+tc.class || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("got %v, want llm_error_%s saying %q", err, tc.class, tc.want)
 			}
 		})
 	}
 	// Batch output lines go through the same decoding.
-	line := `{"custom_id":"` + strings.Repeat("ab", 32) + `","response":{"status_code":200,"body":{"error":{"message":"upstream model overloaded"}}}}`
-	r, err := parseBatchOutput([]byte(line), "m")
-	if err != nil || r.class != classInvalid || !strings.Contains(r.message, `"upstream model overloaded"`) {
-		t.Errorf("batch line: %+v, %v", r, err)
+	for body, class := range map[string]string{
+		`{"error":{"message":"upstream model overloaded"}}`:                                            classInvalid,
+		`{"object":"error","message":"upstream model overloaded","type":"BadRequestError","code":400}`: classBadRequest,
+	} {
+		line := `{"custom_id":"` + strings.Repeat("ab", 32) + `","response":{"status_code":200,"body":` + body + `}}`
+		r, err := parseBatchOutput([]byte(line), "m")
+		if err != nil || r.class != class || !strings.Contains(r.message, `"upstream model overloaded"`) {
+			t.Errorf("batch line %s: %+v, %v; want class %s", body, r, err, class)
+		}
 	}
 }
 

@@ -66,6 +66,9 @@ func parseBatchOutput(line []byte, model string) (batchResult, error) {
 		resp, err := decodeChat(l.Response.Body, model)
 		if err != nil {
 			r.class, r.message = classInvalid, err.Error()
+			if be, ok := errors.AsType[*bodyError](err); ok {
+				r.class = be.class
+			}
 			return r, nil
 		}
 		r.resp = resp

@@ -188,17 +188,33 @@ var (
 	errStreamed  = errors.New("the server streamed its answer (Server-Sent Events, \"data: …\" lines); augment does not ask for streaming: check that the endpoint or a proxy in front of it does not force stream mode")
 )
 
-// errorInPlaceOfChoices is the error of a 200 answer that carries an error object
-// instead of choices, quoting the server's message.
+// A bodyError is a 200 answer that carries an error object instead of
+// choices, quoting the server's message. Its class is what the object's
+// code says (a status such as vLLM's 400, or a kind such as
+// "invalid_request_error": the same reading as a batch's error lines), else
+// invalid_response: a proxy's 400 in a 200 is not asked again.
+type bodyError struct {
+	class string
+	msg   string
+}
+
+func (e *bodyError) Error() string { return e.msg }
+
+// errorInPlaceOfChoices is the bodyError of raw, the answer's error object.
 func errorInPlaceOfChoices(raw json.RawMessage) error {
 	code, msg := errorCodeMessage(raw)
 	if msg == "" {
 		msg = clip.Bytes(string(raw), 400)
 	}
-	if code != "" {
-		return fmt.Errorf("the server answered 200 with an error instead of choices (code %s): %q", code, msg)
+	status, _ := strconv.Atoi(code)
+	class := batchFailureClass(status, code)
+	if class == classBatchError {
+		class = classInvalid
 	}
-	return fmt.Errorf("the server answered 200 with an error instead of choices: %q", msg)
+	if code != "" {
+		return &bodyError{class, fmt.Sprintf("the server answered 200 with an error instead of choices (code %s): %q", code, msg)}
+	}
+	return &bodyError{class, fmt.Sprintf("the server answered 200 with an error instead of choices: %q", msg)}
 }
 
 // badText says why the JSON string raw (quotes included) does not decode

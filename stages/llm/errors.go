@@ -148,6 +148,9 @@ func classify(err error, status int, attemptCtx context.Context) string {
 	if class := statusClass(status); class != "" {
 		return class
 	}
+	if be, ok := errors.AsType[*bodyError](err); ok {
+		return be.class
+	}
 	if errors.Is(err, context.DeadlineExceeded) || errors.Is(attemptCtx.Err(), context.DeadlineExceeded) {
 		return classTimeout
 	}
