@@ -105,6 +105,11 @@ type mirrorOp struct {
 	remove   bool
 	flush    chan struct{}                 // closed once every operation before it is done
 	snapshot func(io.Writer) (bool, error) // writes the content to upload as name (Snapshot)
+	// content and stat are a manifest's bytes as committed: its upload
+	// waits for the files committed before it, and by then the local
+	// file may already name files committed after it (Committed).
+	content []byte
+	stat    fs.FileInfo
 }
 
 // OutputLocation parses an output.dir on object storage ("s3://bucket" or
@@ -612,7 +617,33 @@ func (m *Mirror) inStep(name string, fi fs.FileInfo) bool {
 }
 
 // Committed queues the upload of name (atomicfs.Observer).
-func (m *Mirror) Committed(name string) { m.enqueue(mirrorOp{name: name}) }
+func (m *Mirror) Committed(name string) {
+	op := mirrorOp{name: name}
+	if isManifest(name) && mirrored(name) {
+		// Read now: uploaded as it is when its turn comes, it could
+		// name parts queued behind it, and the prefix would hold a
+		// manifest naming objects it lacks. A manifest is small.
+		if b, fi, err := m.readLocal(name); err == nil {
+			op.content, op.stat = b, fi
+		}
+	}
+	m.enqueue(op)
+}
+
+// readLocal returns the bytes and the file info of the local file name.
+func (m *Mirror) readLocal(name string) ([]byte, fs.FileInfo, error) {
+	f, err := m.local.Open(name)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, nil, err
+	}
+	b, err := io.ReadAll(f)
+	return b, fi, err
+}
 
 // Removed queues the deletion of name and anything below it
 // (atomicfs.Observer).
@@ -702,6 +733,11 @@ func (m *Mirror) do(op mirrorOp) {
 		err = m.putSnapshot(op.name, op.snapshot)
 	case op.remove:
 		err = m.remove(op.name)
+	case op.content != nil:
+		var obj blobObject
+		if obj, err = m.s.put(m.ctx, m.at(op.name), bytes.NewReader(op.content), int64(len(op.content)), anyVersion); err == nil {
+			m.markSynced(op.name, obj.ETag, op.stat)
+		}
 	default:
 		err = m.upload(op.name)
 	}

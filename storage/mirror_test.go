@@ -11,6 +11,7 @@ import (
 	"maps"
 	"net/http"
 	"os"
+	"path"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -582,5 +583,81 @@ func TestMirrorPullKeepsNewerLocalFiles(t *testing.T) {
 	}
 	if got := localFiles(t, dir)["01-x/manifest.json"]; got != `{"shards":3}` {
 		t.Errorf("the stale copy kept its manifest %s over the prefix's", got)
+	}
+}
+
+// holdPuts holds the PUT of one object until released, and notes the body
+// of every PUT of a manifest in the order they reach the store.
+type holdPuts struct {
+	base     http.RoundTripper
+	hold     string        // path suffix of the PUT held
+	release  chan struct{} // closed to let it go
+	held     chan struct{} // closed once it is held
+	mu       sync.Mutex
+	manifest []string
+	parts    []string // the part objects whose PUT has ended, in order
+}
+
+func (h *holdPuts) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req.Method == "PUT" && strings.HasSuffix(req.URL.Path, h.hold) {
+		close(h.held)
+		<-h.release
+	}
+	if req.Method == "PUT" && strings.HasSuffix(req.URL.Path, "/manifest.json") && req.Body != nil {
+		b, err := io.ReadAll(req.Body)
+		if err != nil {
+			return nil, err
+		}
+		req.Body = io.NopCloser(bytes.NewReader(b))
+		h.mu.Lock()
+		h.manifest = append(h.manifest, string(b))
+		h.mu.Unlock()
+	}
+	resp, err := h.base.RoundTrip(req)
+	if req.Method == "PUT" && strings.Contains(req.URL.Path, "/part-") {
+		h.mu.Lock()
+		h.parts = append(h.parts, path.Base(req.URL.Path))
+		h.mu.Unlock()
+	}
+	return resp, err
+}
+
+// A manifest is uploaded as it was committed, not as the local file reads
+// when its turn in the queue comes: by then it may name parts committed
+// after it, not yet uploaded (GCS/Azure QA: the prefix held manifests naming
+// 64–92 objects it lacked after an upload of a later stage failed).
+func TestMirrorUploadsManifestsAsCommitted(t *testing.T) {
+	_, o, _ := s3Server(t)
+	h := &holdPuts{base: o.o.Transport, hold: "/00-ingest/slow.jsonl", release: make(chan struct{}), held: make(chan struct{})}
+	o = New(Options{S3: o.o.S3, Transport: h, Getenv: func(string) string { return "" }})
+	m, root := mirrorOf(t, o, t.TempDir(), "s3://data/runs/r1/")
+	st := root.Sub("00-ingest")
+	if _, err := st.WriteFile("slow.jsonl", []byte("slow")); err != nil {
+		t.Fatal(err)
+	}
+	<-h.held // the manifest below waits for this upload
+	if _, err := st.WriteFile("manifest.json", []byte(`{"shards":[]}`)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.WriteFile("part-00.parquet", []byte("part")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.WriteFile("manifest.json", []byte(`{"shards":["part-00"]}`)); err != nil {
+		t.Fatal(err)
+	}
+	close(h.release)
+	if err := m.Close(); err != nil {
+		t.Fatal(err)
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if want := []string{`{"shards":[]}`, `{"shards":["part-00"]}`}; !slices.Equal(h.manifest, want) {
+		t.Errorf("manifest uploads %q, want %q (each as committed, in order)", h.manifest, want)
+	}
+	if !slices.Equal(h.parts, []string{"part-00.parquet"}) {
+		t.Errorf("parts uploaded: %q", h.parts)
+	}
+	if got := bucketFiles(t, o, "runs/r1/")["00-ingest/manifest.json"]; got != `{"shards":["part-00"]}` {
+		t.Errorf("the prefix's manifest reads %q", got)
 	}
 }
