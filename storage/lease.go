@@ -144,6 +144,12 @@ func (l *Lease) acquire(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
+		if held.Owner == l.body.Owner {
+			// Ours: the create went through, its answer was lost,
+			// and the client's resend found it in place.
+			l.etag = etag
+			return nil
+		}
 		if !stale {
 			return &LeaseHeldError{Dir: m.String(), Holder: held.String()}
 		}

@@ -3,6 +3,7 @@ package storage
 import (
 	"context"
 	"errors"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -159,5 +160,46 @@ func TestLeaseLostStopsWrites(t *testing.T) {
 	}
 	if !strings.Contains(files[".augment/lease-run.json"], "elsewhere") {
 		t.Errorf("the new holder's lease was touched: %q", files[".augment/lease-run.json"])
+	}
+}
+
+// dropFirstAnswer passes the first PUT of a lease to the store and then
+// drops its answer, as a connection cut after the server acted does.
+type dropFirstAnswer struct {
+	base    http.RoundTripper
+	mu      sync.Mutex
+	dropped bool
+}
+
+func (d *dropFirstAnswer) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := d.base.RoundTrip(req)
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if err == nil && req.Method == "PUT" && strings.Contains(req.URL.Path, leasePrefix) && !d.dropped {
+		d.dropped = true
+		resp.Body.Close()
+		return nil, io.ErrUnexpectedEOF
+	}
+	return resp, err
+}
+
+// The lease's create went through but its answer was lost: the client's
+// resend finds the lease in place, and it is this process's own (GCS/Azure
+// QA: the run refused to start, exit 2, naming itself as the holder).
+func TestLeaseOwnCreateAnswerLost(t *testing.T) {
+	_, o, _ := s3Server(t)
+	d := &dropFirstAnswer{base: o.o.Transport}
+	o = New(Options{S3: o.o.S3, Transport: d, Getenv: func(string) string { return "" }})
+	m := newTestMirror(t, o, "s3://data/out")
+	if err := m.Lock(context.Background(), "run"); err != nil {
+		t.Fatalf("the lease whose answer was lost: %v", err)
+	}
+	if !d.dropped {
+		t.Fatal("no lease PUT was made")
+	}
+	other := newTestMirror(t, o, "s3://data/out")
+	var held *LeaseHeldError
+	if err := other.Lock(context.Background(), "run"); !errors.As(err, &held) {
+		t.Fatalf("a second process: %v, want the lease held", err)
 	}
 }
