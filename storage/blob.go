@@ -8,6 +8,7 @@ import (
 	"io"
 	"iter"
 	"strings"
+	"sync/atomic"
 	"time"
 )
 
@@ -160,38 +161,73 @@ func (o *Opener) statBlob(ctx context.Context, loc Location) (Info, error) {
 // (a range request from where it stopped, bound to the same version).
 const blobReadTries = 4
 
+// blobStall is how long a stream may deliver no byte before it is taken
+// for cut and resumed: a connection that stays open but silent would
+// otherwise hold the run forever (the transport's timeout covers the
+// answer's headers only).
+var blobStall = 2 * time.Minute
+
 // openBlob streams the object described by info, resuming a stream that
-// breaks off.
+// breaks off or stalls.
 func (o *Opener) openBlob(ctx context.Context, loc Location, info Info) (io.ReadCloser, error) {
 	s, err := o.store(loc.Kind)
 	if err != nil {
 		return nil, err
 	}
-	body, err := s.open(ctx, loc, info.obj, 0)
-	if err != nil {
+	r := &resumingBody{ctx: ctx, s: s, loc: loc, obj: info.obj, log: o.o.Log.Warn}
+	if err := r.open(); err != nil {
 		return nil, err
 	}
-	return &resumingBody{ctx: ctx, s: s, loc: loc, obj: info.obj, body: body, log: o.o.Log.Warn}, nil
+	return r, nil
 }
 
 // resumingBody reads an object, reopening it at the offset reached when
-// the connection fails (the store's answer to a changed object, or a
-// refusal, is not retried).
+// the connection fails or stays silent for blobStall (the store's answer
+// to a changed object, or a refusal, is not retried).
 type resumingBody struct {
-	ctx   context.Context
-	s     blobStore
-	loc   Location
-	obj   blobObject
-	body  io.ReadCloser
-	off   int64
-	tries int
-	log   func(msg string, args ...any)
+	ctx     context.Context
+	s       blobStore
+	loc     Location
+	obj     blobObject
+	body    io.ReadCloser
+	off     int64
+	tries   int
+	log     func(msg string, args ...any)
+	cancel  context.CancelFunc // ends the current stream
+	watch   *time.Timer        // cancels it after blobStall without a byte
+	stalled atomic.Bool
+}
+
+// open opens the object from r.off, with a watch on the stream.
+func (r *resumingBody) open() error {
+	sctx, cancel := context.WithCancel(r.ctx)
+	body, err := r.s.open(sctx, r.loc, r.obj, r.off)
+	if err != nil {
+		cancel()
+		return err
+	}
+	r.body, r.cancel = body, cancel
+	r.watch = time.AfterFunc(blobStall, func() {
+		r.stalled.Store(true)
+		cancel()
+	})
+	return nil
+}
+
+// stop ends the current stream and its watch.
+func (r *resumingBody) stop() {
+	r.watch.Stop()
+	r.cancel()
+	r.body.Close()
 }
 
 func (r *resumingBody) Read(p []byte) (int, error) {
 	for {
 		n, err := r.body.Read(p)
 		r.off += int64(n)
+		if n > 0 {
+			r.watch.Reset(blobStall)
+		}
 		if err == nil || err == io.EOF {
 			if err == io.EOF && r.obj.Size >= 0 && r.off != r.obj.Size {
 				err = io.ErrUnexpectedEOF
@@ -202,6 +238,9 @@ func (r *resumingBody) Read(p []byte) (int, error) {
 		if n > 0 {
 			return n, nil // the error comes back on the next Read
 		}
+		if r.stalled.Swap(false) {
+			err = fmt.Errorf("no byte arrived for %v: %w", blobStall, err)
+		}
 		var nf *NotFoundError
 		var auth *AuthError
 		if r.tries+1 >= blobReadTries || r.ctx.Err() != nil || errors.As(err, &nf) || errors.As(err, &auth) || errors.Is(err, errObjectChanged) {
@@ -209,17 +248,20 @@ func (r *resumingBody) Read(p []byte) (int, error) {
 		}
 		r.tries++
 		r.log("object storage read cut off; resuming", "object", r.loc.String(), "offset", r.off, "error", err)
-		r.body.Close()
-		body, oerr := r.s.open(r.ctx, r.loc, r.obj, r.off)
-		if oerr != nil {
-			r.body = io.NopCloser(strings.NewReader(""))
+		r.stop()
+		if oerr := r.open(); oerr != nil {
+			r.body = io.NopCloser(strings.NewReader("")) // the old stream is stopped
 			return 0, oerr
 		}
-		r.body = body
 	}
 }
 
-func (r *resumingBody) Close() error { return r.body.Close() }
+func (r *resumingBody) Close() error {
+	r.watch.Stop()
+	err := r.body.Close()
+	r.cancel()
+	return err
+}
 
 // localMD5 is the hex MD5 of what is left of r.
 func localMD5(r io.Reader) (string, error) {

@@ -3,6 +3,7 @@ package storage
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"errors"
 	"io"
 	"net/http"
@@ -316,5 +317,27 @@ func TestS3ErrorKinds(t *testing.T) {
 		if got := IsUnavailable(s3Error(loc, c.err)); got != c.unavailable {
 			t.Errorf("s3Error(%v): unavailable %v, want %v", c.err, got, c.unavailable)
 		}
+	}
+}
+
+// A stream that stays open but silent is taken for cut after blobStall and
+// resumed from where it stopped, on S3 as on GCS and Azure (TestCloud).
+func TestS3ReadResumesAfterStall(t *testing.T) {
+	defer func(d time.Duration) { blobStall = d }(blobStall)
+	blobStall = 200 * time.Millisecond
+	_, o, put := s3Server(t)
+	var buf bytes.Buffer
+	for i := 0; buf.Len() < 1<<20; i++ {
+		fmt.Fprintf(&buf, "{\"i\":%d}\n", i)
+	}
+	put("stall.jsonl", buf.Bytes())
+	stall := &cutter{base: http.DefaultTransport, limit: 100 << 10, stall: true}
+	o = New(Options{S3: o.o.S3, Transport: stall, Getenv: func(string) string { return "" }})
+	got, _ := readAll(t, o, "s3://data/stall.jsonl")
+	if got != buf.String() {
+		t.Fatalf("read %d bytes, want the object's %d", len(got), buf.Len())
+	}
+	if stall.cut.Load() != 1 || stall.ranged.Load() != 1 {
+		t.Errorf("%d reads stalled, %d range requests; want 1 and 1", stall.cut.Load(), stall.ranged.Load())
 	}
 }
