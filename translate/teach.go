@@ -225,7 +225,7 @@ func (c *checker) check(ctx context.Context, resp llm.Response) (*record.Record,
 	if err != nil {
 		return nil, nil, err
 	}
-	c.untranslated(add, out)
+	c.untranslated(add, out, calls, results)
 	if len(probs) > 0 {
 		return nil, probs, nil
 	}
@@ -404,13 +404,38 @@ func spliceLeaves(src []byte, w walker, conv *converter) []byte {
 	return splice(src, edits)
 }
 
-// untranslated reports text fields that the teacher handed back in English:
-// a field whose source has no Chinese and at least three words must have
-// some Chinese in the translation.
-func (c *checker) untranslated(add func(reason, path, format string, args ...any), out *record.Record) {
+// untranslated reports text fields that the teacher did not translate into
+// Chinese: a field holding kana or hangul where its source has none
+// (Japanese or Korean), and a field whose source has no Chinese and at
+// least three words but whose translation has no Chinese or is mostly in
+// another script (see mostlyForeign; the locked values of the record's
+// calls and results quoted in it do not count).
+func (c *checker) untranslated(add func(reason, path, format string, args ...any), out *record.Record, calls [][]callPair, results [][]walker) {
+	var keep []string
+	walks := func(w *walker) {
+		for _, l := range w.locked {
+			keep = append(keep, l.Str)
+		}
+		keep = append(keep, w.kept...)
+	}
+	for i := range calls {
+		for j := range calls[i] {
+			walks(&calls[i][j].w)
+		}
+		for j := range results[i] {
+			walks(&results[i][j])
+		}
+	}
 	check := func(path, orig, got string) {
-		if !hasHan(orig) && words(orig) >= 3 && !hasHan(got) {
+		switch {
+		case got == "":
+		case hasKanaHangul(got) && !hasKanaHangul(orig):
+			add(ReasonUntranslated, path, "%q is Japanese or Korean (kana or hangul), not Traditional Chinese; translate the whole text into Traditional Chinese", clip.Runes(got, 40))
+		case hasHan(orig) || words(orig) < 3:
+		case !hasHan(got):
 			add(ReasonUntranslated, path, "%q was not translated into Traditional Chinese", clip.Runes(got, 40))
+		case mostlyForeign(got, keep):
+			add(ReasonUntranslated, path, "%q is mostly left in the source language; translate the whole text into Traditional Chinese, keeping only names, codes and quoted values as they are", clip.Runes(got, 40))
 		}
 	}
 	check("system", c.src.System, out.System)

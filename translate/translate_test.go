@@ -306,6 +306,15 @@ func TestTranslateRejects(t *testing.T) {
 		{name: "left in English", break_: func(m map[string]any) {
 			turn(m, 7)["content"] = "Your booking is confirmed; the reference is BK-99812."
 		}, reason: ReasonUntranslated},
+		{name: "partly translated", break_: func(m map[string]any) {
+			turn(m, 3)["content"] = "我 found Garden Inn (HTL-4471) for 120.50 per night. Expect light rain and 14 °C. Shall I book it?"
+		}, reason: ReasonUntranslated, detail: "conversations[3].content: "},
+		{name: "Japanese", break_: func(m map[string]any) {
+			turn(m, 7)["content"] = "ご予約は確定しました。参照番号は BK-99812 です。"
+		}, reason: ReasonUntranslated, detail: "conversations[7].content: "},
+		{name: "Korean", break_: func(m map[string]any) {
+			turn(m, 7)["content"] = "예약이 확정되었습니다. 참조 번호는 BK-99812입니다."
+		}, reason: ReasonUntranslated, detail: "kana or hangul"},
 		{name: "free text changed meaning", break_: func(m map[string]any) { args(m, 1, 0)["notes"] = "靠近街道的熱鬧房間" }, reason: ReasonNotEquivalent, detail: "靠近街道的熱鬧房間"},
 	}
 	for _, c := range cases {

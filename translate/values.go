@@ -226,6 +226,7 @@ type walker struct {
 	problems  []problem
 	free      []freeLeaf
 	locked    []*jsontree.Value // the source's locked strings (not enum or const members), copied exactly
+	kept      []string          // the source's enum and const members, copied exactly
 }
 
 func (w *walker) add(reason, path, format string, args ...any) {
@@ -240,6 +241,8 @@ func (w *walker) compare(path string, orig, ans *jsontree.Value, s schema) {
 			w.add(ReasonEnumChanged, path, "enum value %s was changed to %s; enum members must be copied exactly", show(orig), show(ans))
 		} else if !fixed(s, orig) {
 			w.locked = append(w.locked, orig)
+		} else if orig.Kind == jsontree.String {
+			w.kept = append(w.kept, orig.Str)
 		}
 		return
 	}
@@ -248,6 +251,8 @@ func (w *walker) compare(path string, orig, ans *jsontree.Value, s schema) {
 			w.add(ReasonValueChanged, path, "%s was changed to %s; the parameter allows only this value, copy it exactly", show(orig), show(ans))
 		} else if !fixed(s, orig) {
 			w.locked = append(w.locked, orig)
+		} else if orig.Kind == jsontree.String {
+			w.kept = append(w.kept, orig.Str)
 		}
 		return
 	}
