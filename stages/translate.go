@@ -60,8 +60,11 @@ func (c *TranslateConfig) defaults() { c.Config.Defaults() }
 // thinking only is asked again (llm_thinking_only); +7 since a text field
 // holding kana or hangul, or mostly left in the source language with a
 // Chinese word or two, is translate_untranslated (teacher requests
-// unchanged; re-asks carry the new feedback).
-func (c *TranslateConfig) version() int { return translate.Version + 7 }
+// unchanged; re-asks carry the new feedback); +8 since a string holding a
+// JSON object or array is compared as JSON (keys and locked values inside
+// must stay, free text inside is translated and judged, the source's JSON
+// text kept with only its strings rewritten).
+func (c *TranslateConfig) version() int { return translate.Version + 8 }
 
 func (c *TranslateConfig) validate() []string {
 	var probs []string

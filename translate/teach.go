@@ -328,7 +328,7 @@ func pairCost(origName, ansName string, w walker) float64 {
 			cost += 1e2
 		}
 	}
-	for _, f := range w.free {
+	for _, f := range w.allFree() {
 		if f.ans.Kind == jsontree.String && toTaiwan(f.ans.Str) != toTaiwan(f.orig.Str) {
 			cost++
 		}
@@ -347,7 +347,7 @@ func (c *checker) build(a *answer, calls [][]callPair, results [][]walker) (*rec
 	conv := newConverter(false)
 	for _, turn := range calls {
 		for _, p := range turn {
-			for _, l := range p.w.locked {
+			for _, l := range p.w.allLocked() {
 				conv.addUnit(l.Str)
 			}
 		}
@@ -401,6 +401,11 @@ func spliceLeaves(src []byte, w walker, conv *converter) []byte {
 			edits = append(edits, stringEdit(src, l, v))
 		}
 	}
+	for _, n := range w.nested {
+		if v := spliceLeaves(n.src, n.w, conv); string(v) != n.orig.Str {
+			edits = append(edits, stringEdit(src, n.orig, string(v)))
+		}
+	}
 	return splice(src, edits)
 }
 
@@ -413,7 +418,7 @@ func spliceLeaves(src []byte, w walker, conv *converter) []byte {
 func (c *checker) untranslated(add func(reason, path, format string, args ...any), out *record.Record, calls [][]callPair, results [][]walker) {
 	var keep []string
 	walks := func(w *walker) {
-		for _, l := range w.locked {
+		for _, l := range w.allLocked() {
 			keep = append(keep, l.Str)
 		}
 		keep = append(keep, w.kept...)
@@ -562,7 +567,7 @@ func (c *checker) judgePair(ctx context.Context, i, j int, name string, w walker
 		name = c.src.Messages[i].Calls[j].Name
 	}
 	var probs []problem
-	for _, f := range w.free {
+	for _, f := range w.allFree() {
 		// Equal up to s2twp: the same words, whatever the script. The judge
 		// is shown the value as the record will hold it.
 		if toTaiwan(f.orig.Str) == toTaiwan(f.ans.Str) {
