@@ -138,9 +138,21 @@ func hasKanaHangul(s string) bool {
 // (請幫我在 Google Calendar 上預約會議) stay well clear of it. What is not
 // language does not count: URLs, e-mail addresses, code-like tokens (see
 // codeToken: IDs, snake_case, camelCase, numbers, words of one or two
-// letters) and the occurrences of the strings in keep (the record's locked
-// values, quoted in the text).
+// letters), Markdown code (fenced blocks and `spans`, closed ones) and the
+// occurrences of the strings in keep (the record's locked values, quoted in
+// the text).
 func mostlyForeign(s string, keep []string) bool {
+	for _, fence := range []string{"```", "`"} {
+		parts := strings.Split(s, fence)
+		var b strings.Builder
+		for i, p := range parts {
+			if i%2 == 0 || i == len(parts)-1 { // text, or after a fence never closed
+				b.WriteString(p)
+				b.WriteByte(' ')
+			}
+		}
+		s = b.String()
+	}
 	for _, k := range keep {
 		if strings.ContainsFunc(k, unicode.IsLetter) {
 			s = strings.ReplaceAll(s, k, " ")

@@ -98,6 +98,10 @@ func TestMostlyForeign(t *testing.T) {
 		{"好，請幫 Amy Chen 預訂。", nil, false},
 		{"已為您預訂《The Lord of the Rings》的電影票。", nil, false},
 		{"請呼叫 get_weather 查詢 https://api.example.com/v1/weather?city=Paris&unit=celsius 的結果，並寄到 amy@example.com。", nil, false},
+		{"以下函式回傳兩數之和：\n```python\ndef add(first, second):\n    return first + second\n```\n呼叫 `add(first, second)` 即可。", nil, false},
+		{"用法如下：\n```bash\ngit commit --amend --no-edit\ngit push --force origin main\n```", nil, false},
+		{"用法如下：`git commit --amend --no-edit` 後 `git push --force origin main`", nil, false},
+		{"用法如下：\n```bash\ngit commit --amend --no-edit\ngit push --force origin main\n", nil, true}, // a fence never closed: counted
 		{"狀態：Awaiting Final Manager Approval Before Shipping", []string{"Awaiting Final Manager Approval Before Shipping"}, false},
 		// The same without the locked value: six English words, two
 		// Chinese characters.
