@@ -57,8 +57,14 @@ func (c *TranslateConfig) defaults() { c.Config.Defaults() }
 // (teacher requests unchanged; judge requests change only where the
 // conversion changed the value shown); +6 since the thinking written into
 // an answer is taken out of it (llm.SplitThinking) and an answer that is
-// thinking only is asked again (llm_thinking_only).
-func (c *TranslateConfig) version() int { return translate.Version + 6 }
+// thinking only is asked again (llm_thinking_only); +7 since a text field
+// holding kana or hangul, or mostly left in the source language with a
+// Chinese word or two, is translate_untranslated (teacher requests
+// unchanged; re-asks carry the new feedback); +8 since a string holding a
+// JSON object or array is compared as JSON (keys and locked values inside
+// must stay, free text inside is translated and judged, the source's JSON
+// text kept with only its strings rewritten).
+func (c *TranslateConfig) version() int { return translate.Version + 8 }
 
 func (c *TranslateConfig) validate() []string {
 	var probs []string

@@ -120,9 +120,64 @@ func HasSimplifiedOnly(s string) (rune, bool) {
 // chineseText reports whether s is Chinese: it holds Han characters and no
 // kana or hangul, which make it Japanese or Korean (台風が来ますか).
 func chineseText(s string) bool {
-	return hasHan(s) && !strings.ContainsFunc(s, func(r rune) bool {
+	return hasHan(s) && !hasKanaHangul(s)
+}
+
+func hasKanaHangul(s string) bool {
+	return strings.ContainsFunc(s, func(r rune) bool {
 		return unicode.In(r, unicode.Hiragana, unicode.Katakana, unicode.Hangul)
 	})
+}
+
+// mostlyForeign reports whether translated text has fewer Chinese characters
+// than half its words in other scripts, as when a teacher translates a word
+// or two of an English sentence (請 book a meeting called …) and keeps the
+// rest. A Chinese translation says in one or two characters what English
+// says in a word, so this holds only when most of the text was left
+// untranslated; English names and product names in a Chinese sentence
+// (請幫我在 Google Calendar 上預約會議) stay well clear of it. What is not
+// language does not count: URLs, e-mail addresses, code-like tokens (see
+// codeToken: IDs, snake_case, camelCase, numbers, words of one or two
+// letters), Markdown code (fenced blocks and `spans`, closed ones) and the
+// occurrences of the strings in keep (the record's locked values, quoted in
+// the text).
+func mostlyForeign(s string, keep []string) bool {
+	for _, fence := range []string{"```", "`"} {
+		parts := strings.Split(s, fence)
+		var b strings.Builder
+		for i, p := range parts {
+			if i%2 == 0 || i == len(parts)-1 { // text, or after a fence never closed
+				b.WriteString(p)
+				b.WriteByte(' ')
+			}
+		}
+		s = b.String()
+	}
+	for _, k := range keep {
+		if strings.ContainsFunc(k, unicode.IsLetter) {
+			s = strings.ReplaceAll(s, k, " ")
+		}
+	}
+	han, foreign := 0, 0
+	count := func(seg string) {
+		seg = strings.TrimFunc(seg, func(r rune) bool { return !unicode.IsLetter(r) && !unicode.IsDigit(r) })
+		if strings.Contains(seg, "://") || strings.HasPrefix(strings.ToLower(seg), "www.") || isEmail(seg) || codeToken(seg) {
+			return
+		}
+		foreign += words(seg)
+	}
+	for tok := range strings.FieldsSeq(s) {
+		start := 0 // of the current run without Han characters
+		for i, r := range tok {
+			if r >= 0x2E80 && unicode.Is(unicode.Han, r) {
+				count(tok[start:i])
+				han++
+				start = i + utf8.RuneLen(r)
+			}
+		}
+		count(tok[start:])
+	}
+	return 2*han < foreign
 }
 
 func hasHan(s string) bool {

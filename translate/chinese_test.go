@@ -81,6 +81,43 @@ func TestHasSimplifiedOnly(t *testing.T) {
 	}
 }
 
+// TestMostlyForeign: translations that keep names, product names, codes,
+// URLs and quoted locked values in a Chinese sentence pass; text of which a
+// teacher translated only a word or two, or one sentence of several, does
+// not.
+func TestMostlyForeign(t *testing.T) {
+	cases := []struct {
+		in   string
+		keep []string
+		want bool
+	}{
+		{"", nil, false},
+		{"請幫我在 Google Calendar 上預約會議", nil, false},
+		{"請幫我在Google Calendar上預約會議", nil, false},
+		{"我在網路上找到 Garden Inn（HTL-4471），每晚 120.50。預計會下小雨，氣溫 14 °C。要幫您預訂嗎？", nil, false},
+		{"好，請幫 Amy Chen 預訂。", nil, false},
+		{"已為您預訂《The Lord of the Rings》的電影票。", nil, false},
+		{"請呼叫 get_weather 查詢 https://api.example.com/v1/weather?city=Paris&unit=celsius 的結果，並寄到 amy@example.com。", nil, false},
+		{"以下函式回傳兩數之和：\n```python\ndef add(first, second):\n    return first + second\n```\n呼叫 `add(first, second)` 即可。", nil, false},
+		{"用法如下：\n```bash\ngit commit --amend --no-edit\ngit push --force origin main\n```", nil, false},
+		{"用法如下：`git commit --amend --no-edit` 後 `git push --force origin main`", nil, false},
+		{"用法如下：\n```bash\ngit commit --amend --no-edit\ngit push --force origin main\n", nil, true}, // a fence never closed: counted
+		{"狀態：Awaiting Final Manager Approval Before Shipping", []string{"Awaiting Final Manager Approval Before Shipping"}, false},
+		// The same without the locked value: six English words, two
+		// Chinese characters.
+		{"狀態：Awaiting Final Manager Approval Before Shipping", nil, true},
+		// The translate QA's answers: one or two words translated.
+		{"請 book a meeting called Weekly team sync on 2026-12-01 in room RM-4821, high priority, 30 minutes.", nil, true},
+		{"您的 meeting BK-99812 is booked. Paris has light rain at 12 degrees and London is cloudy at 9 degrees.", nil, true},
+		{"請幫我預訂會議。Also check the weather in Paris and London tomorrow, and send the agenda to everyone on the team.", nil, true},
+	}
+	for _, c := range cases {
+		if got := mostlyForeign(c.in, c.keep); got != c.want {
+			t.Errorf("mostlyForeign(%q, %q) = %v, want %v", c.in, c.keep, got, c.want)
+		}
+	}
+}
+
 // TestRepairComplete: every Simplified-only character converts to text
 // without Simplified-only characters, so Convert's output never has any.
 func TestRepairComplete(t *testing.T) {

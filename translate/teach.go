@@ -225,7 +225,7 @@ func (c *checker) check(ctx context.Context, resp llm.Response) (*record.Record,
 	if err != nil {
 		return nil, nil, err
 	}
-	c.untranslated(add, out)
+	c.untranslated(add, out, calls, results)
 	if len(probs) > 0 {
 		return nil, probs, nil
 	}
@@ -328,7 +328,7 @@ func pairCost(origName, ansName string, w walker) float64 {
 			cost += 1e2
 		}
 	}
-	for _, f := range w.free {
+	for _, f := range w.allFree() {
 		if f.ans.Kind == jsontree.String && toTaiwan(f.ans.Str) != toTaiwan(f.orig.Str) {
 			cost++
 		}
@@ -347,7 +347,7 @@ func (c *checker) build(a *answer, calls [][]callPair, results [][]walker) (*rec
 	conv := newConverter(false)
 	for _, turn := range calls {
 		for _, p := range turn {
-			for _, l := range p.w.locked {
+			for _, l := range p.w.allLocked() {
 				conv.addUnit(l.Str)
 			}
 		}
@@ -401,16 +401,46 @@ func spliceLeaves(src []byte, w walker, conv *converter) []byte {
 			edits = append(edits, stringEdit(src, l, v))
 		}
 	}
+	for _, n := range w.nested {
+		if v := spliceLeaves(n.src, n.w, conv); string(v) != n.orig.Str {
+			edits = append(edits, stringEdit(src, n.orig, string(v)))
+		}
+	}
 	return splice(src, edits)
 }
 
-// untranslated reports text fields that the teacher handed back in English:
-// a field whose source has no Chinese and at least three words must have
-// some Chinese in the translation.
-func (c *checker) untranslated(add func(reason, path, format string, args ...any), out *record.Record) {
+// untranslated reports text fields that the teacher did not translate into
+// Chinese: a field holding kana or hangul where its source has none
+// (Japanese or Korean), and a field whose source has no Chinese and at
+// least three words but whose translation has no Chinese or is mostly in
+// another script (see mostlyForeign; the locked values of the record's
+// calls and results quoted in it do not count).
+func (c *checker) untranslated(add func(reason, path, format string, args ...any), out *record.Record, calls [][]callPair, results [][]walker) {
+	var keep []string
+	walks := func(w *walker) {
+		for _, l := range w.allLocked() {
+			keep = append(keep, l.Str)
+		}
+		keep = append(keep, w.kept...)
+	}
+	for i := range calls {
+		for j := range calls[i] {
+			walks(&calls[i][j].w)
+		}
+		for j := range results[i] {
+			walks(&results[i][j])
+		}
+	}
 	check := func(path, orig, got string) {
-		if !hasHan(orig) && words(orig) >= 3 && !hasHan(got) {
+		switch {
+		case got == "":
+		case hasKanaHangul(got) && !hasKanaHangul(orig):
+			add(ReasonUntranslated, path, "%q is Japanese or Korean (kana or hangul), not Traditional Chinese; translate the whole text into Traditional Chinese", clip.Runes(got, 40))
+		case hasHan(orig) || words(orig) < 3:
+		case !hasHan(got):
 			add(ReasonUntranslated, path, "%q was not translated into Traditional Chinese", clip.Runes(got, 40))
+		case mostlyForeign(got, keep):
+			add(ReasonUntranslated, path, "%q is mostly left in the source language; translate the whole text into Traditional Chinese, keeping only names, codes and quoted values as they are", clip.Runes(got, 40))
 		}
 	}
 	check("system", c.src.System, out.System)
@@ -537,7 +567,7 @@ func (c *checker) judgePair(ctx context.Context, i, j int, name string, w walker
 		name = c.src.Messages[i].Calls[j].Name
 	}
 	var probs []problem
-	for _, f := range w.free {
+	for _, f := range w.allFree() {
 		// Equal up to s2twp: the same words, whatever the script. The judge
 		// is shown the value as the record will hold it.
 		if toTaiwan(f.orig.Str) == toTaiwan(f.ans.Str) {

@@ -306,6 +306,15 @@ func TestTranslateRejects(t *testing.T) {
 		{name: "left in English", break_: func(m map[string]any) {
 			turn(m, 7)["content"] = "Your booking is confirmed; the reference is BK-99812."
 		}, reason: ReasonUntranslated},
+		{name: "partly translated", break_: func(m map[string]any) {
+			turn(m, 3)["content"] = "我 found Garden Inn (HTL-4471) for 120.50 per night. Expect light rain and 14 °C. Shall I book it?"
+		}, reason: ReasonUntranslated, detail: "conversations[3].content: "},
+		{name: "Japanese", break_: func(m map[string]any) {
+			turn(m, 7)["content"] = "ご予約は確定しました。参照番号は BK-99812 です。"
+		}, reason: ReasonUntranslated, detail: "conversations[7].content: "},
+		{name: "Korean", break_: func(m map[string]any) {
+			turn(m, 7)["content"] = "예약이 확정되었습니다. 참조 번호는 BK-99812입니다."
+		}, reason: ReasonUntranslated, detail: "kana or hangul"},
 		{name: "free text changed meaning", break_: func(m map[string]any) { args(m, 1, 0)["notes"] = "靠近街道的熱鬧房間" }, reason: ReasonNotEquivalent, detail: "靠近街道的熱鬧房間"},
 	}
 	for _, c := range cases {
@@ -413,6 +422,60 @@ func TestTranslateReorderedCalls(t *testing.T) {
 
 // TestTranslateSameNameParallelCalls: two calls of one function are told
 // apart by their values.
+// TestTranslateJSONTextArgument: an argument whose value is JSON text
+// keeps its keys, its locked values and its bytes; only its free text is
+// translated (and judged).
+func TestTranslateJSONTextArgument(t *testing.T) {
+	params := `{"type":"object","properties":{"title":{"type":"string"},"payload":{"type":"string","description":"JSON text with extra options"}}}`
+	src := &record.Record{
+		ID:    "j:1",
+		Tools: []record.Tool{{Name: "book_meeting", Description: "Book a meeting room", Parameters: json.RawMessage(params)}},
+		Messages: []record.Message{
+			{Role: "user", Content: "Book the weekly team sync and remind me to bring the slides."},
+			{Role: "assistant", Calls: []record.Call{
+				{Name: "book_meeting", Arguments: json.RawMessage(`{"title":"Weekly team sync","payload":"{\"note\": \"bring the slides\", \"code\": \"AX9\"}"}`)},
+			}},
+		},
+	}
+	answer := func(payload string) string {
+		p, _ := json.Marshal(payload)
+		return `{"functions":[{"name":"book_meeting","description":"Book a meeting room","parameters":` + params + `}],
+	"conversations":[{"role":"user","content":"幫我預訂團隊每週例會，並提醒我帶投影片。"},
+	{"role":"assistant","tool_calls":[{"name":"book_meeting","arguments":{"title":"團隊每週例會","payload":` + string(p) + `}}]}]}`
+	}
+	cases := []struct {
+		name, payload, reason, want string
+	}{
+		{name: "free text translated", payload: `{"note":"帶投影片","code":"AX9"}`,
+			want: `{"title":"團隊每週例會","payload":"{\"note\": \"帶投影片\", \"code\": \"AX9\"}"}`},
+		{name: "inner key translated", payload: `{"備註": "帶投影片", "code": "AX9"}`, reason: ReasonKeyChanged},
+		{name: "inner code changed", payload: `{"note": "帶投影片", "code": "AX8"}`, reason: ReasonValueChanged},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			f := &teacher{answers: []string{answer(c.payload)}}
+			j := &judge{}
+			out, err := newTeacher(t, Config{Attempts: 1}, f, j).Record(t.Context(), src)
+			if c.reason != "" {
+				var rej *contract.Reject
+				if !errors.As(err, &rej) || rej.Reason != c.reason {
+					t.Fatalf("got %v, want reject %s", err, c.reason)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := string(out.Messages[1].Calls[0].Arguments); got != c.want {
+				t.Errorf("arguments %s, want %s", got, c.want)
+			}
+			if !slices.Contains(j.asked, "book_meeting.payload.note=bring the slides→帶投影片") {
+				t.Errorf("judge asked %q", j.asked)
+			}
+		})
+	}
+}
+
 func TestTranslateSameNameParallelCalls(t *testing.T) {
 	src := &record.Record{
 		ID:    "p:1",

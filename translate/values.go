@@ -78,22 +78,25 @@ func classify(s schema, v string) leafClass {
 		// teacher must still copy it, see walker.compare).
 		return leafFree
 	}
-	if f, ok := s["format"].(string); ok && f != "" {
-		return leafLocked
-	}
-	if p, ok := s["pattern"].(string); ok && p != "" {
-		return leafLocked
-	}
-	if _, ok := s["const"]; ok {
-		return leafLocked
-	}
-	if !allowsString(s["type"]) {
-		return leafLocked
-	}
-	if lockedText(v) {
+	if schemaLocks(s) || lockedText(v) {
 		return leafLocked
 	}
 	return leafFree
+}
+
+// schemaLocks reports whether the schema s locks a string value: a declared
+// format, pattern or const, or a type that is not a string.
+func schemaLocks(s schema) bool {
+	if f, ok := s["format"].(string); ok && f != "" {
+		return true
+	}
+	if p, ok := s["pattern"].(string); ok && p != "" {
+		return true
+	}
+	if _, ok := s["const"]; ok {
+		return true
+	}
+	return !allowsString(s["type"])
 }
 
 // allowsString reports whether a schema "type" admits strings; a missing or
@@ -226,6 +229,37 @@ type walker struct {
 	problems  []problem
 	free      []freeLeaf
 	locked    []*jsontree.Value // the source's locked strings (not enum or const members), copied exactly
+	kept      []string          // the source's enum and const members, copied exactly
+	nested    []nested          // strings holding JSON text, compared as structure
+}
+
+// A nested is a string value of the source whose text is a JSON object or
+// array, compared with the answer's string as JSON: its keys must stay, its
+// values are locked or free as arguments' values are (schema unknown).
+type nested struct {
+	orig *jsontree.Value // the source's string
+	src  []byte          // its text, which w's spans point into
+	w    walker
+}
+
+// allFree returns the free-text pairs of w and of the JSON text in its
+// strings.
+func (w *walker) allFree() []freeLeaf {
+	free := w.free
+	for i := range w.nested {
+		free = append(slices.Clip(free), w.nested[i].w.allFree()...)
+	}
+	return free
+}
+
+// allLocked returns the locked strings of w and of the JSON text in its
+// strings.
+func (w *walker) allLocked() []*jsontree.Value {
+	locked := w.locked
+	for i := range w.nested {
+		locked = append(slices.Clip(locked), w.nested[i].w.allLocked()...)
+	}
+	return locked
 }
 
 func (w *walker) add(reason, path, format string, args ...any) {
@@ -240,6 +274,8 @@ func (w *walker) compare(path string, orig, ans *jsontree.Value, s schema) {
 			w.add(ReasonEnumChanged, path, "enum value %s was changed to %s; enum members must be copied exactly", show(orig), show(ans))
 		} else if !fixed(s, orig) {
 			w.locked = append(w.locked, orig)
+		} else if orig.Kind == jsontree.String {
+			w.kept = append(w.kept, orig.Str)
 		}
 		return
 	}
@@ -248,6 +284,8 @@ func (w *walker) compare(path string, orig, ans *jsontree.Value, s schema) {
 			w.add(ReasonValueChanged, path, "%s was changed to %s; the parameter allows only this value, copy it exactly", show(orig), show(ans))
 		} else if !fixed(s, orig) {
 			w.locked = append(w.locked, orig)
+		} else if orig.Kind == jsontree.String {
+			w.kept = append(w.kept, orig.Str)
 		}
 		return
 	}
@@ -288,6 +326,8 @@ func (w *walker) compare(path string, orig, ans *jsontree.Value, s schema) {
 		}
 	case jsontree.String:
 		switch {
+		case !schemaLocks(s) && isStructured(orig.Str):
+			w.compareJSONText(path, orig, ans)
 		case classify(s, orig.Str) == leafFree:
 			w.free = append(w.free, freeLeaf{path: path, orig: orig, ans: ans})
 		case orig.Str != ans.Str:
@@ -300,6 +340,27 @@ func (w *walker) compare(path string, orig, ans *jsontree.Value, s schema) {
 			w.add(ReasonValueChanged, path, "%s was changed to %s; numbers and booleans must be copied exactly", show(orig), show(ans))
 		}
 	}
+}
+
+// compareJSONText compares a source string holding a JSON object or array
+// (an argument like "{\"note\": \"bring slides\", \"code\": \"AX9\"}"),
+// where the schema does not lock the string, with the answer's string as
+// JSON by the rules of compare (the inner schema unknown), so the keys and
+// locked values inside cannot change unseen and the free text inside is
+// translated and judged like any other. The translated record keeps the
+// source's JSON text with only its strings rewritten (spliceLeaves).
+func (w *walker) compareJSONText(path string, orig, ans *jsontree.Value) {
+	src := []byte(orig.Str)
+	o, _ := parseTree(src) // isStructured checked it
+	a, err := parseTree([]byte(ans.Str))
+	if err != nil || a.Kind != o.Kind {
+		w.add(ReasonValueChanged, path, "%s is JSON text and became %s; keep it JSON with the same keys, translating only its free text", show(orig), show(ans))
+		return
+	}
+	n := nested{orig: orig, src: src, w: walker{keyReason: w.keyReason}}
+	n.w.compare(path, o, a, nil)
+	w.problems = append(w.problems, n.w.problems...)
+	w.nested = append(w.nested, n)
 }
 
 func isBool(k jsontree.Kind) bool { return k == jsontree.True || k == jsontree.False }

@@ -113,6 +113,14 @@ func TestWalkerCompare(t *testing.T) {
 		{`{"n":true}`, `{"n":false}`, []string{ReasonValueChanged}, 0},
 		{`{"n":null}`, `{"n":"無"}`, []string{ReasonValueChanged}, 0},
 		{`{"o":{"id":"X-1"}}`, `{"o":{"id":"X-2","note":"新"}}`, []string{ReasonValueChanged, ReasonKeyChanged}, 0},
+		// A string holding JSON text is compared as JSON: keys stay, locked
+		// values are copied, free text may be translated.
+		{`{"p":"{\"note\": \"bring the slides\", \"code\": \"AX9\"}"}`, `{"p":"{\"note\":\"帶投影片\",\"code\":\"AX9\"}"}`, nil, 1},
+		{`{"p":"{\"note\": \"bring the slides\", \"code\": \"AX9\"}"}`, `{"p":"{\"備註\": \"帶投影片\", \"code\": \"AX9\"}"}`, []string{ReasonKeyChanged, ReasonKeyChanged}, 0},
+		{`{"p":"{\"note\": \"bring the slides\", \"code\": \"AX9\"}"}`, `{"p":"{\"note\": \"帶投影片\", \"code\": \"AX8\"}"}`, []string{ReasonValueChanged}, 1},
+		{`{"p":"{\"note\": \"bring the slides\", \"code\": \"AX9\"}"}`, `{"p":"備註：帶投影片，代碼 AX9"}`, []string{ReasonValueChanged}, 0},
+		{`{"p":"[\"urgent review\", {\"n\": 2}]"}`, `{"p":"[\"緊急審查\", {\"n\": 3}]"}`, []string{ReasonValueChanged}, 1},
+		{`{"p":"{\"code\": \"AX9\"}"}`, `{"p":"{\"code\": \"AX9\"}"}`, nil, 0}, // locked as a whole
 	}
 	for _, c := range cases {
 		o, err1 := parseTree([]byte(c.orig))
@@ -126,8 +134,8 @@ func TestWalkerCompare(t *testing.T) {
 		for _, p := range w.problems {
 			got = append(got, p.reason)
 		}
-		if len(got) != len(c.reasons) || len(w.free) != c.free {
-			t.Errorf("%s vs %s: problems %v (%v), free %d; want %v, %d", c.orig, c.ans, got, w.problems, len(w.free), c.reasons, c.free)
+		if len(got) != len(c.reasons) || len(w.allFree()) != c.free {
+			t.Errorf("%s vs %s: problems %v (%v), free %d; want %v, %d", c.orig, c.ans, got, w.problems, len(w.allFree()), c.reasons, c.free)
 			continue
 		}
 		for i := range got {
