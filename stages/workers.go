@@ -353,25 +353,29 @@ func (r *Runner) unmergedWorkers() (bool, error) {
 	return false, nil
 }
 
-// sumLLM adds up the teacher accounting of the worker parts of the
-// newest worker count under settings fp, and names the workers among
-// them whose part is not finished: killed while they ran the stage, they
-// may have sent more than their part records.
+// workersLLM is the teacher accounting of the workers' parts of stage sr
+// made under settings fp (sumLLM), nil for none.
+func (r *Runner) workersLLM(sr stageRun, fp string) (json.RawMessage, []string, error) {
+	parts, err := r.workerParts(sr.rel, 0)
+	if err != nil {
+		return nil, nil, err
+	}
+	stats, unrecorded := sumLLM(parts, fp)
+	return stats, unrecorded, nil
+}
+
+// sumLLM adds up the teacher accounting of the worker parts made under
+// settings fp, of every worker count: each part holds the traffic of the
+// last run of its worker that sent any (a rerun with nothing to redo keeps
+// its part's, ownLLM), so a rerun with another count, which redoes
+// nothing, adds nothing and takes nothing away. It names the workers
+// whose part is not finished: killed while they ran the stage, they may
+// have sent more than their part records.
 func sumLLM(parts []workerPart, fp string) (json.RawMessage, []string) {
-	newest := -1
-	var at time.Time
-	for i, p := range parts {
-		if p.m.ConfigHash == fp && (newest < 0 || p.m.Started.After(at)) {
-			newest, at = i, p.m.Started
-		}
-	}
-	if newest < 0 {
-		return nil, nil
-	}
 	var sum *llm.Stats
 	var unrecorded []string
 	for _, p := range parts {
-		if p.count != parts[newest].count || p.m.ConfigHash != fp {
+		if p.m.ConfigHash != fp {
 			continue
 		}
 		if p.m.Finished.IsZero() {

@@ -342,21 +342,7 @@ func TestWorkersRerunKeepsAccounting(t *testing.T) {
 	requests := func() map[string]int64 {
 		t.Helper()
 		w.must(w.cmd(nil, w.args("merge")...))
-		got := map[string]int64{}
-		for _, stage := range []string{"03-noise", "04-reason"} {
-			var m struct {
-				LLM struct{ Requests int64 } `json:"llm"`
-			}
-			b, err := os.ReadFile(filepath.Join(w.dir, "out", stage, "manifest.json"))
-			if err == nil {
-				err = json.Unmarshal(b, &m)
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			got[stage] = m.LLM.Requests
-		}
-		return got
+		return map[string]int64{"03-noise": w.llmRequests("03-noise/manifest.json"), "04-reason": w.llmRequests("04-reason/manifest.json")}
 	}
 	before := requests()
 	if before["03-noise"] == 0 || before["04-reason"] == 0 {
@@ -366,6 +352,23 @@ func TestWorkersRerunKeepsAccounting(t *testing.T) {
 	if after := requests(); !maps.Equal(after, before) {
 		t.Errorf("requests after worker 1 ran again: %v, want %v", after, before)
 	}
+}
+
+// llmRequests reads the teacher requests a stage manifest (rel, in the
+// output directory) records.
+func (w *workerRun) llmRequests(rel string) int64 {
+	w.t.Helper()
+	var m struct {
+		LLM struct{ Requests int64 } `json:"llm"`
+	}
+	b, err := os.ReadFile(filepath.Join(w.dir, "out", rel))
+	if err == nil {
+		err = json.Unmarshal(b, &m)
+	}
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	return m.LLM.Requests
 }
 
 // TestWorkersDetect covers the flag and the engines' variables.
@@ -533,6 +536,41 @@ func TestWorkersRerunOtherCount(t *testing.T) {
 		t.Fatalf("one process after the workers ran shards again (%v):\n%s", err, out)
 	}
 	sameOutputs(t, filepath.Join(one.dir, "out"), filepath.Join(w.dir, "out"))
+}
+
+// TestWorkersOtherCountKeepsAccounting: 3 workers finish, 2 workers run
+// again with nothing to redo, then the merge: it counts the requests the
+// 3 sent (their parts), not the 2's none.
+func TestWorkersOtherCountKeepsAccounting(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the CLI and runs many processes")
+	}
+	w := newWorkerRun(t, "workers")
+	for _, err := range w.workers([][]string{{"SLURM_ARRAY_TASK_ID=0"}, {"SLURM_ARRAY_TASK_ID=1"}, {"SLURM_ARRAY_TASK_ID=2"}}, "-workers", "3") {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	paid := map[string]int64{}
+	for _, stage := range []string{"03-noise", "04-reason"} {
+		for i := range 3 {
+			paid[stage] += w.llmRequests(fmt.Sprintf(".augment/workers/%s/%d-of-3.json", stage, i))
+		}
+	}
+	if paid["03-noise"] == 0 || paid["04-reason"] == 0 {
+		t.Fatalf("the 3 workers asked nothing: %v", paid)
+	}
+	for _, err := range w.workers([][]string{{"SLURM_ARRAY_TASK_ID=0"}, {"SLURM_ARRAY_TASK_ID=1"}}, "-workers", "2") {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	w.must(w.cmd(nil, w.args("merge")...))
+	for stage, want := range paid {
+		if got := w.llmRequests(stage + "/manifest.json"); got != want {
+			t.Errorf("%s: merged requests %d after 2 workers redid nothing, want the 3 workers' %d", stage, got, want)
+		}
+	}
 }
 
 // TestWorkersMergeAddsAccounting: a merge that runs shards itself (those
