@@ -560,12 +560,26 @@ func TestWorkersOtherCountKeepsAccounting(t *testing.T) {
 	if paid["03-noise"] == 0 || paid["04-reason"] == 0 {
 		t.Fatalf("the 3 workers asked nothing: %v", paid)
 	}
+	// Not merged yet: stats and report.html say so (they showed the stages
+	// pending, with no traffic and no word of the workers).
+	const unmerged = `stage\(s\) have workers' parts not merged yet \([^)]*04-reason[^)]*\): .*run augment merge`
+	st, err := w.cmd(nil, "stats", "out").CombinedOutput()
+	if err != nil || !regexp.MustCompile(unmerged).Match(st) {
+		t.Errorf("stats before the merge: %v\n%s", err, st)
+	}
+	w.must(w.cmd(nil, "report", "out"))
+	if b, err := os.ReadFile(filepath.Join(w.dir, "out", "report.html")); err != nil || !regexp.MustCompile(`parts not merged yet \([^)]*04-reason[^)]*\): .*run augment merge`).Match(b) {
+		t.Errorf("report.html before the merge does not say the parts are not merged (%v)", err)
+	}
 	for _, err := range w.workers([][]string{{"SLURM_ARRAY_TASK_ID=0"}, {"SLURM_ARRAY_TASK_ID=1"}}, "-workers", "2") {
 		if err != nil {
 			t.Fatal(err)
 		}
 	}
 	w.must(w.cmd(nil, w.args("merge")...))
+	if st, err := w.cmd(nil, "stats", "out").CombinedOutput(); err != nil || strings.Contains(string(st), "not merged yet") {
+		t.Errorf("stats after the merge: %v\n%s", err, st)
+	}
 	for stage, want := range paid {
 		if got := w.llmRequests(stage + "/manifest.json"); got != want {
 			t.Errorf("%s: merged requests %d after 2 workers redid nothing, want the 3 workers' %d", stage, got, want)
