@@ -605,6 +605,10 @@ func (r *Runner) openPass(ctx context.Context, sr stageRun, env *Env, st Stage, 
 		m.PlanSource = p.planned.source
 		if len(todo) == 0 { // as one process keeps its manifest, the part keeps its accounting
 			m.LLM = r.ownLLM(sr, fp)
+		} else if base, baseLLM, unrecorded := r.killedLLM(sr, fp); unrecorded != nil {
+			// A rerun of a killed worker adds its own traffic to what
+			// the killed run recorded, and names it (llm_unrecorded).
+			p.llmBase, m.LLM, m.LLMUnrecorded = base, baseLLM, unrecorded
 		}
 	}
 	if len(todo) == 0 && old != nil && r.o.Worker == nil && !r.o.Merge && // workers.go: they always write their manifest

@@ -587,6 +587,76 @@ func TestWorkersOtherCountKeepsAccounting(t *testing.T) {
 	}
 }
 
+// TestWorkersKilledRerunKeepsAccounting: a worker killed during reason and
+// run again before the merge keeps what the killed run recorded, adds its
+// own, and names itself in llm_unrecorded, which the merge repeats (the
+// rerun's part replaced the killed one and kept only its own traffic).
+func TestWorkersKilledRerunKeepsAccounting(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the CLI and runs many processes")
+	}
+	w := newWorkerRun(t, "workers")
+	envs, _ := engineEnvs("slurm", 2)
+	for _, err := range w.workers(envs) {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	const rel = ".augment/workers/04-reason/1-of-2.json"
+	killed := w.llmRequests(rel)
+	if killed == 0 {
+		t.Fatal("worker 1 asked nothing in reason")
+	}
+	// Worker 1's part as a kill -9 after its first reason shard leaves it.
+	name := filepath.Join(w.dir, "out", filepath.FromSlash(rel))
+	b, err := os.ReadFile(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var part map[string]any
+	if err := json.Unmarshal(b, &part); err != nil {
+		t.Fatal(err)
+	}
+	part["shards"] = part["shards"].([]any)[:1]
+	delete(part, "finished")
+	if b, err = json.Marshal(part); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(name, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	w.must(w.cmd(envs[1], w.args("run")...))
+	unrecorded := func(rel string) string {
+		t.Helper()
+		var m struct {
+			LLMUnrecorded []string `json:"llm_unrecorded"`
+		}
+		b, err := os.ReadFile(filepath.Join(w.dir, "out", filepath.FromSlash(rel)))
+		if err == nil {
+			err = json.Unmarshal(b, &m)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		return fmt.Sprint(m.LLMUnrecorded)
+	}
+	rerun := w.llmRequests(rel)
+	if rerun <= killed {
+		t.Errorf("worker 1's part after its rerun records %d requests, want the killed run's %d and the rerun's own", rerun, killed)
+	}
+	if got := unrecorded(rel); got != "[worker 1/2]" {
+		t.Errorf("worker 1's part after its rerun: llm_unrecorded %s, want worker 1/2 named", got)
+	}
+	p0 := w.llmRequests(".augment/workers/04-reason/0-of-2.json")
+	w.must(w.cmd(nil, w.args("merge")...))
+	if got := w.llmRequests("04-reason/manifest.json"); got != p0+rerun {
+		t.Errorf("merged reason requests %d, want the parts' %d + %d", got, p0, rerun)
+	}
+	if got := unrecorded("04-reason/manifest.json"); got != "[worker 1/2]" {
+		t.Errorf("merged llm_unrecorded %s, want worker 1/2 named", got)
+	}
+}
+
 // TestWorkersMergeAddsAccounting: a merge that runs shards itself (those
 // of a worker killed during reason) records the workers' teacher
 // accounting plus its own, and names the killed worker, whose part may
