@@ -108,6 +108,15 @@ func (r *Run) HTML() ([]byte, error) {
 	if len(partial) > 0 {
 		p.Status += "; " + partialNote(partial)
 	}
+	var unmerged []string
+	for _, s := range r.Stages {
+		if s.Unmerged > 0 {
+			unmerged = append(unmerged, s.Dir)
+		}
+	}
+	if len(unmerged) > 0 {
+		p.Status += "; " + unmergedNote(unmerged)
+	}
 	if running != "" {
 		p.Status += "; " + running + " has no finish time (running now, or stopped part way: rerun to resume)"
 	}

@@ -94,6 +94,36 @@ type Stage struct {
 	Status   string
 	Manifest *manifests.Stage // nil when pending or skipped
 	LLM      *llm.Stats       // the teacher accounting in the manifest, if any
+	// Unmerged counts the workers' parts of the stage that no merge (or
+	// plain run) adopted yet: newer than its manifest.json, or with none.
+	// Its figures here leave them out until `augment merge`.
+	Unmerged int
+}
+
+// workersDir holds the workers' parts of the stage manifests, one
+// directory per stage (stages.workersDir).
+const workersDir = ".augment/workers"
+
+var workerPart = regexp.MustCompile(`^[0-9]+-of-[0-9]+\.json$`)
+
+// unmergedParts counts the workers' parts of stage directory stage that
+// are newer than m (all of them when m is nil). An unreadable part counts.
+func unmergedParts(dir, stage string, m *manifests.Stage) int {
+	ents, err := os.ReadDir(filepath.Join(dir, filepath.FromSlash(workersDir), stage))
+	if err != nil {
+		return 0
+	}
+	n := 0
+	for _, e := range ents {
+		if !e.Type().IsRegular() || !workerPart.MatchString(e.Name()) {
+			continue
+		}
+		p, err := manifests.Read[manifests.Stage](filepath.Join(dir, filepath.FromSlash(workersDir), stage, e.Name()))
+		if err != nil || p == nil || m == nil || p.Started.After(m.Started) {
+			n++
+		}
+	}
+	return n
 }
 
 // Sink reports whether the stage writes its own format instead of Parquet
@@ -171,6 +201,7 @@ func Load(dir string) (*Run, error) {
 			return nil, err
 		}
 		st.Manifest = m
+		st.Unmerged = unmergedParts(dir, st.Dir, m)
 		switch {
 		case m == nil:
 			st.Status = StatusPending

@@ -44,6 +44,9 @@ type StageStats struct {
 	// LLMUnrecorded: workers whose traffic LLM counts only in part
 	// (manifests.Stage.LLMUnrecorded).
 	LLMUnrecorded []string `json:"llm_unrecorded,omitempty"`
+	// Unmerged counts the workers' parts not merged yet (Stage.Unmerged):
+	// the figures above leave them out.
+	Unmerged int `json:"unmerged_worker_parts,omitempty"`
 }
 
 // Stats reads the counts of every stage and the distributions of the final
@@ -51,7 +54,7 @@ type StageStats struct {
 func (r *Run) Stats() (*Stats, error) {
 	s := &Stats{Dir: r.Dir, ConfigSHA256: r.ConfigHash, Seed: r.Config.Seed}
 	for _, st := range r.Stages {
-		ss := StageStats{Dir: st.Dir, Name: st.Name, Type: st.Type, Status: st.Status, Counts: st.Totals(), LLM: st.LLM, NotKept: st.NotKept()}
+		ss := StageStats{Dir: st.Dir, Name: st.Name, Type: st.Type, Status: st.Status, Counts: st.Totals(), LLM: st.LLM, NotKept: st.NotKept(), Unmerged: st.Unmerged}
 		if st.Manifest != nil {
 			ss.Shards, ss.Seconds, ss.Notes = len(st.Manifest.Shards), st.Manifest.Seconds, st.Manifest.Notes
 			ss.LLMUnrecorded = st.Manifest.LLMUnrecorded
@@ -110,6 +113,15 @@ func (s *Stats) Print(w io.Writer) {
 	tw.Flush()
 	if len(partial) > 0 {
 		fmt.Fprintln(w, partialNote(partial))
+	}
+	var unmerged []string
+	for _, st := range s.Stages {
+		if st.Unmerged > 0 {
+			unmerged = append(unmerged, st.Dir)
+		}
+	}
+	if len(unmerged) > 0 {
+		fmt.Fprintln(w, unmergedNote(unmerged))
 	}
 	var dropped []string
 	for _, st := range s.Stages {
@@ -262,6 +274,13 @@ func doneSummary(statuses []string) string {
 func partialNote(dirs []string) string {
 	return "partial (a run stopped before they did every shard of their input, or their input changed since; rerun to resume): " +
 		strings.Join(dirs, ", ")
+}
+
+// unmergedNote names the stages whose workers' parts are not merged yet
+// and says what to do.
+func unmergedNote(dirs []string) string {
+	return fmt.Sprintf("%d stage(s) have workers' parts not merged yet (%s): their shards, counts and teacher traffic are shown once merged: run augment merge",
+		len(dirs), strings.Join(dirs, ", "))
 }
 
 // UnrecordedNote says what a stage's teacher accounting leaves out: the

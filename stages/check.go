@@ -52,6 +52,13 @@ func Check(ctx context.Context, p *Pipeline, o Options, w io.Writer) error {
 			return err
 		}
 		defer r.root.Close()
+		// A run refuses this before it starts (NewTeacher): so does check.
+		if err := llm.CheckOnline(p.Teacher, r.root.Sub(batchDir)); err != nil {
+			if bce, ok := errors.AsType[*llm.BatchStateError](err); ok {
+				return &ConfigError{Problems: bce.Problems}
+			}
+			return fmt.Errorf("teacher: %w", err)
+		}
 	}
 	fmt.Fprintf(w, "pipeline %s: valid\n", p.Path())
 	// The output as the run's summary names it: not output.dir, which is

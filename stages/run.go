@@ -584,17 +584,31 @@ func (r *Runner) openPass(ctx context.Context, sr stageRun, env *Env, st Stage, 
 		}),
 	}
 	p.m = m
-	if r.o.Merge && old != nil && old.ConfigHash == fp && len(old.LLM) > 0 { // workers.go: the workers' teacher accounting
+	if r.o.Merge && old != nil && old.ConfigHash == fp { // workers.go: the workers' teacher accounting
+		baseLLM, unrecorded := old.LLM, old.LLMUnrecorded
+		if len(todo) > 0 {
+			// A merge that asks the teacher adds its own traffic to the
+			// workers' parts only: an earlier record of its own (a pass
+			// that exited 4 in batch mode, one killed) is replaced, as a
+			// one-process run replaces its manifest's.
+			if baseLLM, unrecorded, err = r.workersLLM(sr, fp); err != nil {
+				return p, err
+			}
+		}
 		var base llm.Stats
-		if json.Unmarshal(old.LLM, &base) == nil {
+		if len(baseLLM) > 0 && json.Unmarshal(baseLLM, &base) == nil {
 			p.llmBase = &base
-			m.LLM, m.LLMUnrecorded = old.LLM, old.LLMUnrecorded
+			m.LLM, m.LLMUnrecorded = baseLLM, unrecorded
 		}
 	}
 	if r.o.Worker != nil { // workers.go: which worker made the plan
 		m.PlanSource = p.planned.source
 		if len(todo) == 0 { // as one process keeps its manifest, the part keeps its accounting
 			m.LLM = r.ownLLM(sr, fp)
+		} else if base, baseLLM, unrecorded := r.killedLLM(sr, fp); unrecorded != nil {
+			// A rerun of a killed worker adds its own traffic to what
+			// the killed run recorded, and names it (llm_unrecorded).
+			p.llmBase, m.LLM, m.LLMUnrecorded = base, baseLLM, unrecorded
 		}
 	}
 	if len(todo) == 0 && old != nil && r.o.Worker == nil && !r.o.Merge && // workers.go: they always write their manifest

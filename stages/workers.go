@@ -214,11 +214,40 @@ func (r *Runner) saveStage(sr stageRun, m *manifests.Stage) error {
 // sr made under settings fp, for a rerun that redoes none of its shards
 // (nil for none): the merge adds up the parts' accounting.
 func (r *Runner) ownLLM(sr stageRun, fp string) json.RawMessage {
+	if m := r.ownPart(sr, fp); m != nil {
+		return m.LLM
+	}
+	return nil
+}
+
+// ownPart is this worker's earlier part of stage sr made under settings
+// fp, nil for none.
+func (r *Runner) ownPart(sr stageRun, fp string) *manifests.Stage {
 	m, err := atomicfs.ReadJSON[manifests.Stage](r.root, workerManifest(sr.rel, r.o.Worker))
 	if err != nil || m == nil || m.ConfigHash != fp {
 		return nil
 	}
-	return m.LLM
+	return m
+}
+
+// killedLLM is the teacher accounting a rerun of this worker starts from
+// when its earlier part of stage sr (settings fp) is not finished (the
+// run was killed, or stopped): that run's recorded traffic, which paid
+// for the shards it recorded, and the workers whose traffic it counts
+// only in part, this one added. Nil for a finished part or none: a rerun
+// then records its own, as one process does.
+func (r *Runner) killedLLM(sr stageRun, fp string) (*llm.Stats, json.RawMessage, []string) {
+	m := r.ownPart(sr, fp)
+	if m == nil || !m.Finished.IsZero() {
+		return nil, nil, nil
+	}
+	unrecorded := append(slices.Clone(m.LLMUnrecorded), fmt.Sprintf("worker %d/%d", r.o.Worker.Index, r.o.Worker.Count))
+	unrecorded = slices.Compact(slices.Sorted(slices.Values(unrecorded)))
+	var s llm.Stats
+	if len(m.LLM) == 0 || json.Unmarshal(m.LLM, &s) != nil {
+		return nil, nil, unrecorded
+	}
+	return &s, m.LLM, unrecorded
 }
 
 // cacheSegment is the request cache segment this process writes: its
@@ -353,30 +382,35 @@ func (r *Runner) unmergedWorkers() (bool, error) {
 	return false, nil
 }
 
-// sumLLM adds up the teacher accounting of the worker parts of the
-// newest worker count under settings fp, and names the workers among
-// them whose part is not finished: killed while they ran the stage, they
-// may have sent more than their part records.
+// workersLLM is the teacher accounting of the workers' parts of stage sr
+// made under settings fp (sumLLM), nil for none.
+func (r *Runner) workersLLM(sr stageRun, fp string) (json.RawMessage, []string, error) {
+	parts, err := r.workerParts(sr.rel, 0)
+	if err != nil {
+		return nil, nil, err
+	}
+	stats, unrecorded := sumLLM(parts, fp)
+	return stats, unrecorded, nil
+}
+
+// sumLLM adds up the teacher accounting of the worker parts made under
+// settings fp, of every worker count: each part holds the traffic of the
+// last run of its worker that sent any (a rerun with nothing to redo keeps
+// its part's, ownLLM), so a rerun with another count, which redoes
+// nothing, adds nothing and takes nothing away. It names the workers
+// whose part is not finished: killed while they ran the stage, they may
+// have sent more than their part records.
 func sumLLM(parts []workerPart, fp string) (json.RawMessage, []string) {
-	newest := -1
-	var at time.Time
-	for i, p := range parts {
-		if p.m.ConfigHash == fp && (newest < 0 || p.m.Started.After(at)) {
-			newest, at = i, p.m.Started
-		}
-	}
-	if newest < 0 {
-		return nil, nil
-	}
 	var sum *llm.Stats
 	var unrecorded []string
 	for _, p := range parts {
-		if p.count != parts[newest].count || p.m.ConfigHash != fp {
+		if p.m.ConfigHash != fp {
 			continue
 		}
 		if p.m.Finished.IsZero() {
 			unrecorded = append(unrecorded, fmt.Sprintf("worker %d/%d", p.index, p.count))
 		}
+		unrecorded = append(unrecorded, p.m.LLMUnrecorded...) // killed before a rerun (killedLLM)
 		var s llm.Stats
 		if len(p.m.LLM) == 0 || json.Unmarshal(p.m.LLM, &s) != nil {
 			continue
@@ -386,8 +420,7 @@ func sumLLM(parts []workerPart, fp string) (json.RawMessage, []string) {
 	if sum == nil {
 		return nil, nil
 	}
-	slices.Sort(unrecorded)
-	return statsJSON(sum), unrecorded
+	return statsJSON(sum), slices.Compact(slices.Sorted(slices.Values(unrecorded)))
 }
 
 // statsJSON is a sum of addStats as a manifest holds it.

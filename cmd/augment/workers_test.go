@@ -342,21 +342,7 @@ func TestWorkersRerunKeepsAccounting(t *testing.T) {
 	requests := func() map[string]int64 {
 		t.Helper()
 		w.must(w.cmd(nil, w.args("merge")...))
-		got := map[string]int64{}
-		for _, stage := range []string{"03-noise", "04-reason"} {
-			var m struct {
-				LLM struct{ Requests int64 } `json:"llm"`
-			}
-			b, err := os.ReadFile(filepath.Join(w.dir, "out", stage, "manifest.json"))
-			if err == nil {
-				err = json.Unmarshal(b, &m)
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			got[stage] = m.LLM.Requests
-		}
-		return got
+		return map[string]int64{"03-noise": w.llmRequests("03-noise/manifest.json"), "04-reason": w.llmRequests("04-reason/manifest.json")}
 	}
 	before := requests()
 	if before["03-noise"] == 0 || before["04-reason"] == 0 {
@@ -366,6 +352,23 @@ func TestWorkersRerunKeepsAccounting(t *testing.T) {
 	if after := requests(); !maps.Equal(after, before) {
 		t.Errorf("requests after worker 1 ran again: %v, want %v", after, before)
 	}
+}
+
+// llmRequests reads the teacher requests a stage manifest (rel, in the
+// output directory) records.
+func (w *workerRun) llmRequests(rel string) int64 {
+	w.t.Helper()
+	var m struct {
+		LLM struct{ Requests int64 } `json:"llm"`
+	}
+	b, err := os.ReadFile(filepath.Join(w.dir, "out", rel))
+	if err == nil {
+		err = json.Unmarshal(b, &m)
+	}
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	return m.LLM.Requests
 }
 
 // TestWorkersDetect covers the flag and the engines' variables.
@@ -533,6 +536,125 @@ func TestWorkersRerunOtherCount(t *testing.T) {
 		t.Fatalf("one process after the workers ran shards again (%v):\n%s", err, out)
 	}
 	sameOutputs(t, filepath.Join(one.dir, "out"), filepath.Join(w.dir, "out"))
+}
+
+// TestWorkersOtherCountKeepsAccounting: 3 workers finish, 2 workers run
+// again with nothing to redo, then the merge: it counts the requests the
+// 3 sent (their parts), not the 2's none.
+func TestWorkersOtherCountKeepsAccounting(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the CLI and runs many processes")
+	}
+	w := newWorkerRun(t, "workers")
+	for _, err := range w.workers([][]string{{"SLURM_ARRAY_TASK_ID=0"}, {"SLURM_ARRAY_TASK_ID=1"}, {"SLURM_ARRAY_TASK_ID=2"}}, "-workers", "3") {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	paid := map[string]int64{}
+	for _, stage := range []string{"03-noise", "04-reason"} {
+		for i := range 3 {
+			paid[stage] += w.llmRequests(fmt.Sprintf(".augment/workers/%s/%d-of-3.json", stage, i))
+		}
+	}
+	if paid["03-noise"] == 0 || paid["04-reason"] == 0 {
+		t.Fatalf("the 3 workers asked nothing: %v", paid)
+	}
+	// Not merged yet: stats and report.html say so (they showed the stages
+	// pending, with no traffic and no word of the workers).
+	const unmerged = `stage\(s\) have workers' parts not merged yet \([^)]*04-reason[^)]*\): .*run augment merge`
+	st, err := w.cmd(nil, "stats", "out").CombinedOutput()
+	if err != nil || !regexp.MustCompile(unmerged).Match(st) {
+		t.Errorf("stats before the merge: %v\n%s", err, st)
+	}
+	w.must(w.cmd(nil, "report", "out"))
+	if b, err := os.ReadFile(filepath.Join(w.dir, "out", "report.html")); err != nil || !regexp.MustCompile(`parts not merged yet \([^)]*04-reason[^)]*\): .*run augment merge`).Match(b) {
+		t.Errorf("report.html before the merge does not say the parts are not merged (%v)", err)
+	}
+	for _, err := range w.workers([][]string{{"SLURM_ARRAY_TASK_ID=0"}, {"SLURM_ARRAY_TASK_ID=1"}}, "-workers", "2") {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	w.must(w.cmd(nil, w.args("merge")...))
+	if st, err := w.cmd(nil, "stats", "out").CombinedOutput(); err != nil || strings.Contains(string(st), "not merged yet") {
+		t.Errorf("stats after the merge: %v\n%s", err, st)
+	}
+	for stage, want := range paid {
+		if got := w.llmRequests(stage + "/manifest.json"); got != want {
+			t.Errorf("%s: merged requests %d after 2 workers redid nothing, want the 3 workers' %d", stage, got, want)
+		}
+	}
+}
+
+// TestWorkersKilledRerunKeepsAccounting: a worker killed during reason and
+// run again before the merge keeps what the killed run recorded, adds its
+// own, and names itself in llm_unrecorded, which the merge repeats (the
+// rerun's part replaced the killed one and kept only its own traffic).
+func TestWorkersKilledRerunKeepsAccounting(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the CLI and runs many processes")
+	}
+	w := newWorkerRun(t, "workers")
+	envs, _ := engineEnvs("slurm", 2)
+	for _, err := range w.workers(envs) {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	const rel = ".augment/workers/04-reason/1-of-2.json"
+	killed := w.llmRequests(rel)
+	if killed == 0 {
+		t.Fatal("worker 1 asked nothing in reason")
+	}
+	// Worker 1's part as a kill -9 after its first reason shard leaves it.
+	name := filepath.Join(w.dir, "out", filepath.FromSlash(rel))
+	b, err := os.ReadFile(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var part map[string]any
+	if err := json.Unmarshal(b, &part); err != nil {
+		t.Fatal(err)
+	}
+	part["shards"] = part["shards"].([]any)[:1]
+	delete(part, "finished")
+	if b, err = json.Marshal(part); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(name, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	w.must(w.cmd(envs[1], w.args("run")...))
+	unrecorded := func(rel string) string {
+		t.Helper()
+		var m struct {
+			LLMUnrecorded []string `json:"llm_unrecorded"`
+		}
+		b, err := os.ReadFile(filepath.Join(w.dir, "out", filepath.FromSlash(rel)))
+		if err == nil {
+			err = json.Unmarshal(b, &m)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		return fmt.Sprint(m.LLMUnrecorded)
+	}
+	rerun := w.llmRequests(rel)
+	if rerun <= killed {
+		t.Errorf("worker 1's part after its rerun records %d requests, want the killed run's %d and the rerun's own", rerun, killed)
+	}
+	if got := unrecorded(rel); got != "[worker 1/2]" {
+		t.Errorf("worker 1's part after its rerun: llm_unrecorded %s, want worker 1/2 named", got)
+	}
+	p0 := w.llmRequests(".augment/workers/04-reason/0-of-2.json")
+	w.must(w.cmd(nil, w.args("merge")...))
+	if got := w.llmRequests("04-reason/manifest.json"); got != p0+rerun {
+		t.Errorf("merged reason requests %d, want the parts' %d + %d", got, p0, rerun)
+	}
+	if got := unrecorded("04-reason/manifest.json"); got != "[worker 1/2]" {
+		t.Errorf("merged llm_unrecorded %s, want worker 1/2 named", got)
+	}
 }
 
 // TestWorkersMergeAddsAccounting: a merge that runs shards itself (those

@@ -434,6 +434,18 @@ func (b *batchRun) hint(open []BatchJob) string {
 	return strings.Join(parts, "; ")
 }
 
+// CheckOnline is NewTeacher's refusal of an online teacher (cfg) while
+// the batch directory root holds open batch jobs (checkNoOpenBatches),
+// for augment check to predict it: nil when cfg is offline or in batch
+// mode, or nothing is open.
+func CheckOnline(cfg Config, root *atomicfs.Root) error {
+	cfg.Defaults()
+	if cfg.Provider == ProviderOffline || cfg.Mode == ModeBatch {
+		return nil
+	}
+	return checkNoOpenBatches(root)
+}
+
 // checkNoOpenBatches refuses an online teacher for an output directory
 // whose batch directory root still holds open jobs of a batch-mode run: the
 // online run would ask their requests again, and a batch submitted to the
