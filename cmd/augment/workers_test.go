@@ -608,23 +608,7 @@ func TestWorkersKilledRerunKeepsAccounting(t *testing.T) {
 		t.Fatal("worker 1 asked nothing in reason")
 	}
 	// Worker 1's part as a kill -9 after its first reason shard leaves it.
-	name := filepath.Join(w.dir, "out", filepath.FromSlash(rel))
-	b, err := os.ReadFile(name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var part map[string]any
-	if err := json.Unmarshal(b, &part); err != nil {
-		t.Fatal(err)
-	}
-	part["shards"] = part["shards"].([]any)[:1]
-	delete(part, "finished")
-	if b, err = json.Marshal(part); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(name, b, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	killedAfterFirstShard(t, filepath.Join(w.dir, "out", filepath.FromSlash(rel)))
 	w.must(w.cmd(envs[1], w.args("run")...))
 	unrecorded := func(rel string) string {
 		t.Helper()
@@ -692,25 +676,8 @@ func TestWorkersMergeAddsAccounting(t *testing.T) {
 	if p0.LLM.Requests == 0 || p1.LLM.Requests == 0 {
 		t.Fatalf("the workers asked nothing: %+v %+v", p0, p1)
 	}
-	// Worker 1's part as a kill -9 after its first reason shard leaves it:
-	// one shard recorded, not finished.
-	name := filepath.Join(w.dir, "out", ".augment", "workers", "04-reason", "1-of-2.json")
-	b, err := os.ReadFile(name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var part map[string]any
-	if err := json.Unmarshal(b, &part); err != nil {
-		t.Fatal(err)
-	}
-	part["shards"] = part["shards"].([]any)[:1]
-	delete(part, "finished")
-	if b, err = json.Marshal(part); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(name, b, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	// Worker 1's part as a kill -9 after its first reason shard leaves it.
+	killedAfterFirstShard(t, filepath.Join(w.dir, "out", ".augment", "workers", "04-reason", "1-of-2.json"))
 	out, err := w.cmd(nil, w.args("merge")...).Output()
 	if err != nil {
 		t.Fatalf("merge: %v\n%s", err, out)
@@ -744,5 +711,27 @@ func TestWorkersMergeAddsAccounting(t *testing.T) {
 	}
 	if b, err := os.ReadFile(filepath.Join(w.dir, "out", "report.html")); err != nil || !strings.Contains(string(b), "04-reason: these figures are lower than the real traffic by an unknown amount: worker 1/2 stopped") {
 		t.Errorf("report.html does not name worker 1/2 (%v)", err)
+	}
+}
+
+// killedAfterFirstShard rewrites the worker part at name as a kill -9 after
+// its first shard leaves it: one shard recorded, not finished.
+func killedAfterFirstShard(t *testing.T, name string) {
+	t.Helper()
+	b, err := os.ReadFile(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var part map[string]any
+	if err := json.Unmarshal(b, &part); err != nil {
+		t.Fatal(err)
+	}
+	part["shards"] = part["shards"].([]any)[:1]
+	delete(part, "finished")
+	if b, err = json.Marshal(part); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(name, b, 0o644); err != nil {
+		t.Fatal(err)
 	}
 }
