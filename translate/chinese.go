@@ -161,7 +161,7 @@ func mostlyForeign(s string, keep []string) bool {
 	han, foreign := 0, 0
 	count := func(seg string) {
 		seg = strings.TrimFunc(seg, func(r rune) bool { return !unicode.IsLetter(r) && !unicode.IsDigit(r) })
-		if strings.Contains(seg, "://") || strings.HasPrefix(strings.ToLower(seg), "www.") || isEmail(seg) || codeToken(seg) {
+		if isAddress(seg) || codeToken(seg) {
 			return
 		}
 		foreign += words(seg)
@@ -169,7 +169,7 @@ func mostlyForeign(s string, keep []string) bool {
 	for tok := range strings.FieldsSeq(s) {
 		start := 0 // of the current run without Han characters
 		for i, r := range tok {
-			if r >= 0x2E80 && unicode.Is(unicode.Han, r) {
+			if isHan(r) {
 				count(tok[start:i])
 				han++
 				start = i + utf8.RuneLen(r)
@@ -180,11 +180,8 @@ func mostlyForeign(s string, keep []string) bool {
 	return 2*han < foreign
 }
 
-func hasHan(s string) bool {
-	for _, r := range s {
-		if r >= 0x2E80 && unicode.Is(unicode.Han, r) {
-			return true
-		}
-	}
-	return false
-}
+func hasHan(s string) bool { return strings.ContainsFunc(s, isHan) }
+
+// isHan reports whether r is a Han character (the test below U+2E80 spares
+// the table lookup for Latin text).
+func isHan(r rune) bool { return r >= 0x2E80 && unicode.Is(unicode.Han, r) }

@@ -136,7 +136,7 @@ func lockedText(v string) bool {
 	if t == "" || !strings.ContainsFunc(t, unicode.IsLetter) {
 		return true
 	}
-	if strings.Contains(t, "://") || strings.HasPrefix(strings.ToLower(t), "www.") || isEmail(t) {
+	if isAddress(t) {
 		return true
 	}
 	if _, err := strconv.ParseFloat(t, 64); err == nil {
@@ -148,6 +148,11 @@ func lockedText(v string) bool {
 		}
 	}
 	return true
+}
+
+// isAddress reports whether t is a URL or an e-mail address.
+func isAddress(t string) bool {
+	return strings.Contains(t, "://") || strings.HasPrefix(strings.ToLower(t), "www.") || isEmail(t)
 }
 
 // codeToken reports whether one white-space free token reads as a code or
