@@ -95,6 +95,17 @@ func (w *workerRun) args(cmd string, extra ...string) []string {
 
 // workers starts one process per environment and waits for all; it
 // returns each process's error.
+// finishWorkers runs the workers of envs (see workers) and stops the test
+// when one of them fails.
+func (w *workerRun) finishWorkers(envs [][]string, extra ...string) {
+	w.t.Helper()
+	for _, err := range w.workers(envs, extra...) {
+		if err != nil {
+			w.t.Fatal(err)
+		}
+	}
+}
+
 func (w *workerRun) workers(envs [][]string, extra ...string) []error {
 	errs := make([]error, len(envs))
 	outs := make([]bytes.Buffer, len(envs))
@@ -334,11 +345,7 @@ func TestWorkersRerunKeepsAccounting(t *testing.T) {
 	}
 	w := newWorkerRun(t, "workers")
 	envs, extra := engineEnvs("kubernetes", 2)
-	for _, err := range w.workers(envs, extra...) {
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
+	w.finishWorkers(envs, extra...)
 	requests := func() map[string]int64 {
 		t.Helper()
 		w.must(w.cmd(nil, w.args("merge")...))
@@ -597,11 +604,7 @@ func TestWorkersKilledRerunKeepsAccounting(t *testing.T) {
 	}
 	w := newWorkerRun(t, "workers")
 	envs, _ := engineEnvs("slurm", 2)
-	for _, err := range w.workers(envs) {
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
+	w.finishWorkers(envs)
 	const rel = ".augment/workers/04-reason/1-of-2.json"
 	killed := w.llmRequests(rel)
 	if killed == 0 {
@@ -651,11 +654,7 @@ func TestWorkersMergeAddsAccounting(t *testing.T) {
 	}
 	w := newWorkerRun(t, "workers")
 	envs, _ := engineEnvs("slurm", 2)
-	for _, err := range w.workers(envs) {
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
+	w.finishWorkers(envs)
 	type llmPart struct {
 		LLM           struct{ Requests int64 } `json:"llm"`
 		LLMUnrecorded []string                 `json:"llm_unrecorded"`
