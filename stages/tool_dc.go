@@ -729,10 +729,7 @@ func (s *toolDC) tryGroup(ctx context.Context, c llm.Client, g tdcGroup, gold []
 	}
 	// Not asked again (one inference per tool): an answer that is not
 	// calls is the null output, counted apart from a "[]".
-	if err := resp.TextError(); err != nil { // invalid UTF-8 or a lone surrogate
-		return tdcTry{unparsed: true, why: err.Error()}
-	}
-	resp, err = llm.SplitThinking(resp)
+	resp, err = resp.Answer()
 	if err != nil {
 		return tdcTry{unparsed: true, why: err.Error()}
 	}

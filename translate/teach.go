@@ -73,23 +73,15 @@ func (t *Translator) teach(ctx context.Context, r *record.Record) (*record.Recor
 			req = req.Longer()
 			continue
 		}
-		var bad *contract.Reject
-		if errors.As(resp.TextError(), &bad) {
-			// Decoding replaced what the server sent with U+FFFD: asked
-			// again, with the problem as feedback.
-			last = []problem{{reason: bad.Reason, detail: bad.Detail}}
-			feedback = append(feedback[:0], last[0].String())
-			continue
-		}
 		var out *record.Record
 		var probs []problem
-		if resp, err = llm.SplitThinking(resp); err != nil {
-			// Thinking and no answer: asked again, as llm.Ask does.
-			detail := err.Error()
-			if r, ok := err.(*contract.Reject); ok {
-				detail = r.Detail
+		if resp, err = resp.Answer(); err != nil {
+			// Text decoding filled with U+FFFD, or thinking and no
+			// answer: asked again with the problem, as llm.Ask does.
+			probs = []problem{{reason: llm.ReasonThinkingOnly, detail: err.Error()}}
+			if r, ok := errors.AsType[*contract.Reject](err); ok {
+				probs[0] = problem{reason: r.Reason, detail: r.Detail}
 			}
-			probs = []problem{{reason: llm.ReasonThinkingOnly, detail: detail}}
 		} else if out, probs, err = c.check(ctx, resp); err != nil {
 			return nil, err
 		}

@@ -70,11 +70,8 @@ func AskResponse[T any](ctx context.Context, c Client, req Request, attempts int
 			last = fmt.Errorf("answer cut off at the token limit (%d completion tokens)", resp.Usage.CompletionTokens)
 			cur = cur.Longer()
 		} else {
-			perr := resp.TextError()
-			if perr == nil {
-				resp, perr = SplitThinking(resp)
-			}
-			if perr == nil {
+			var perr error
+			if resp, perr = resp.Answer(); perr == nil {
 				var v T
 				if v, perr = parse(resp); perr == nil {
 					return v, resp, nil

@@ -73,6 +73,18 @@ func SplitThinking(r Response) (Response, error) {
 	return r, nil
 }
 
+// Answer is r as a stage reads it: its text checked (TextError, an answer
+// that decoding filled with U+FFFD) and a reasoning model's inline thinking
+// taken out (SplitThinking). Ask applies it before the stage's parse;
+// stages that call Client.Complete themselves apply it too. Its error is a
+// contract.Reject naming the reason.
+func (r Response) Answer() (Response, error) {
+	if err := r.TextError(); err != nil {
+		return r, err
+	}
+	return SplitThinking(r)
+}
+
 // lineStartClose returns the index of the first </think> in s that starts
 // s or a line of it (after blanks), or -1.
 func lineStartClose(s string) int {
