@@ -63,8 +63,12 @@ func (c *TranslateConfig) defaults() { c.Config.Defaults() }
 // unchanged; re-asks carry the new feedback); +8 since a string holding a
 // JSON object or array is compared as JSON (keys and locked values inside
 // must stay, free text inside is translated and judged, the source's JSON
-// text kept with only its strings rewritten).
-func (c *TranslateConfig) version() int { return translate.Version + 8 }
+// text kept with only its strings rewritten); +9 since convert mode does the
+// same with such a string (its keys keep their bytes, its strings are
+// converted one by one, its locked values are units) instead of converting
+// it as one text, and its keys no longer count as Chinese text (records
+// without JSON text convert as before; teacher requests unchanged).
+func (c *TranslateConfig) version() int { return translate.Version + 9 }
 
 func (c *TranslateConfig) validate() []string {
 	var probs []string

@@ -13,8 +13,10 @@ import (
 // converted from Simplified Chinese to Taiwan usage by OpenCC s2twp (with
 // the character repair of convertText, since no teacher can be asked): the
 // system prompt, message text and reasoning, and every argument value and
-// tool-result value but enum and const members (see fixed); plain-text
-// results as a whole. A locked argument value quoted in the text converts
+// tool-result value but enum and const members (see fixed), a value holding
+// JSON text string by string, as teacher mode compares it (see
+// convertedStrings: its keys and the rest of its text keep their bytes);
+// plain-text results as a whole. A locked argument value quoted in the text converts
 // there as it does in the call (see converter). Tool definitions — the record's and
 // those a meta_tool result returns (see scope) — function names, keys and
 // enum and const members keep their bytes, and so does all JSON around a
@@ -31,15 +33,7 @@ func convert(r *record.Record, step string) (*record.Record, error) {
 	c := newConverter(true)
 	for i, m := range r.Messages {
 		for _, call := range m.Calls {
-			n, err := parseTree(call.Arguments)
-			if err != nil {
-				continue
-			}
-			convertedStrings("", n, sc.params(i, call.Name), func(_ string, leaf *jsontree.Value, locked bool) {
-				if locked {
-					c.addUnit(leaf.Str)
-				}
-			})
+			addUnits(call.Arguments, sc.params(i, call.Name), c)
 		}
 	}
 	c.prepare()
@@ -72,16 +66,42 @@ func convert(r *record.Record, step string) (*record.Record, error) {
 	return out, nil
 }
 
+// addUnits makes the locked values of the JSON value b, arguments where
+// the schema s applies, units of c, also those inside JSON text (as teacher
+// mode makes a walker's allLocked units).
+func addUnits(b []byte, s schema, c *converter) {
+	n, err := parseTree(b)
+	if err != nil {
+		return
+	}
+	convertedStrings("", n, s, func(_ string, leaf *jsontree.Value, class leafClass) {
+		switch class {
+		case leafLocked:
+			c.addUnit(leaf.Str)
+		case leafJSON:
+			addUnits([]byte(leaf.Str), nil, c)
+		}
+	})
+}
+
 // convertJSON converts the strings of a JSON value that the stage converts
-// (see convertedStrings) in place of their literals.
+// (see convertedStrings) in place of their literals; a string holding JSON
+// text gets its own text with only its strings converted (keys, spacing and
+// the other strings' escapes kept), as teacher mode's spliceLeaves writes it.
 func convertJSON(b []byte, s schema, c *converter) []byte {
 	n, err := parseTree(b)
 	if err != nil {
 		return b
 	}
 	var edits []edit
-	convertedStrings("", n, s, func(_ string, leaf *jsontree.Value, locked bool) {
-		if v := c.value(leaf.Str, locked); v != leaf.Str {
+	convertedStrings("", n, s, func(_ string, leaf *jsontree.Value, class leafClass) {
+		var v string
+		if class == leafJSON {
+			v = string(convertJSON([]byte(leaf.Str), nil, c))
+		} else {
+			v = c.value(leaf.Str, class == leafLocked)
+		}
+		if v != leaf.Str {
 			edits = append(edits, stringEdit(b, leaf, v))
 		}
 	})
@@ -111,8 +131,9 @@ type text struct {
 
 // translatable yields every string of r that a translation changes: the
 // system prompt, message text and reasoning, the argument and tool-result
-// values the stage converts (see convertedStrings) and plain-text tool
-// results; not the tool definitions meta_tool results return.
+// values the stage converts (see convertedStrings; for a value holding JSON
+// text, the strings of its JSON, not its keys) and plain-text tool results;
+// not the tool definitions meta_tool results return.
 func translatable(r *record.Record) iter.Seq[text] {
 	return func(yield func(text) bool) {
 		if r.System != "" && !yield(text{"system", r.System}) {
@@ -120,12 +141,17 @@ func translatable(r *record.Record) iter.Seq[text] {
 		}
 		sc := scopeOf(r)
 		stop := false
-		leaves := func(path string, b []byte, s schema) {
+		var leaves func(path string, b []byte, s schema)
+		leaves = func(path string, b []byte, s schema) {
 			n, err := parseTree(b)
 			if err != nil {
 				return
 			}
-			convertedStrings(path, n, s, func(path string, leaf *jsontree.Value, _ bool) {
+			convertedStrings(path, n, s, func(path string, leaf *jsontree.Value, class leafClass) {
+				if class == leafJSON { // its strings, not its keys
+					leaves(path, []byte(leaf.Str), nil)
+					return
+				}
 				stop = stop || !yield(text{path, leaf.Str})
 			})
 		}

@@ -154,12 +154,12 @@ func TestConvertGlaiveZh(t *testing.T) {
 				if len(w.problems) > 0 {
 					t.Errorf("row %d call %s: %v", i, call.Name, w.problems)
 				}
-				for _, f := range w.free {
+				for _, f := range w.allFree() {
 					if f.ans.Str != f.orig.Str {
 						t.Errorf("row %d %s: %q is not the conversion %q", i, f.path, f.ans.Str, f.orig.Str)
 					}
 				}
-				for _, l := range w.locked {
+				for _, l := range w.allLocked() {
 					if _, ok := HasSimplifiedOnly(l.Str); ok {
 						t.Errorf("row %d: locked value %q keeps a Simplified-only character", i, l.Str)
 					}
@@ -218,6 +218,111 @@ func TestConvertLocks(t *testing.T) {
 		if c.got != c.want {
 			t.Errorf("%d: got %q, want %q", i, c.got, c.want)
 		}
+	}
+}
+
+// TestConvertJSONText: a string argument or result value holding JSON text
+// is converted as JSON, as teacher mode compares it: its keys (城市, 备注)
+// keep their bytes, its strings are converted one by one, and the rest of
+// its text — spacing, key order, the escapes of strings left as they are —
+// is the source's (QA: convert mode converted such a string as one text,
+// keys included: 备注→備註). A locked value inside (an e-mail address) is a
+// unit, so the user's text quoting it converts it as the call does; a
+// schema that locks the string, and text that is not JSON, keep the old
+// whole-string conversion. The values are those of `opencc -c s2twp.json`
+// (1.1.6) on each string alone.
+func TestConvertJSONText(t *testing.T) {
+	params := `{"type":"object","properties":{"p":{"type":"string"},"raw":{"type":"string","format":"json"}}}`
+	cases := []struct {
+		name             string
+		user, args, res  string
+		wantUser         string
+		wantArgs, wantRe string
+	}{
+		{name: "object, keys and spacing kept",
+			args:     `{"p": "{\"城市\":\"北京\",  \"备注\" : \"请带上资料\", \"code\": \"AX9\"}"}`,
+			wantArgs: `{"p": "{\"城市\":\"北京\",  \"备注\" : \"請帶上資料\", \"code\": \"AX9\"}"}`},
+		{name: "array",
+			args:     `{"p":"[\"软件\", {\"类型\": \"内存\"}, 3]"}`,
+			wantArgs: `{"p":"[\"軟體\", {\"类型\": \"記憶體\"}, 3]"}`},
+		{name: "escapes of unconverted strings kept",
+			args:     `{"p":"{\"\\u540d\": \"line\\nx\", \"数据\": \"\\u4e2a人\"}"}`,
+			wantArgs: `{"p":"{\"\\u540d\": \"line\\nx\", \"数据\": \"個人\"}"}`},
+		{name: "JSON text inside JSON text",
+			args:     `{"p":"{\"inner\": \"{\\\"城市\\\": \\\"广州\\\"}\"}"}`,
+			wantArgs: `{"p":"{\"inner\": \"{\\\"城市\\\": \\\"廣州\\\"}\"}"}`},
+		{name: "locked value inside is a unit",
+			user:     "请发到一个数据组@x.com",
+			wantUser: "請發到一個資料組@x.com",
+			args:     `{"p":"{\"联系\": \"数据组@x.com\"}"}`,
+			wantArgs: `{"p":"{\"联系\": \"資料組@x.com\"}"}`},
+		{name: "result value",
+			args: `{"p":"北京"}`, wantArgs: `{"p":"北京"}`,
+			res:    `{"status": "ok", "detail": "{\"结果\": \"提交成功，请查收\", \"编号\": \"AX9\"}"}`,
+			wantRe: `{"status": "ok", "detail": "{\"结果\": \"提交成功，請查收\", \"编号\": \"AX9\"}"}`},
+		{name: "schema locks the string: one value",
+			args:     `{"raw":"{\"软件\": \"内存\"}"}`,
+			wantArgs: `{"raw":"{\"軟體\": \"記憶體\"}"}`},
+		{name: "not JSON: text",
+			args:     `{"p":"{软件: 内存"}`,
+			wantArgs: `{"p":"{軟體: 記憶體"}`},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			if !json.Valid([]byte(c.args)) || c.res != "" && !json.Valid([]byte(c.res)) {
+				t.Fatalf("bad case: %s %s", c.args, c.res)
+			}
+			user, wantUser := c.user, c.wantUser
+			if user == "" {
+				user, wantUser = "提交表单", "提交表單"
+			}
+			src := &record.Record{
+				ID:    "j:1",
+				Tools: []record.Tool{{Name: "submit_form", Parameters: json.RawMessage(params)}},
+				Messages: []record.Message{
+					{Role: "user", Content: user},
+					{Role: "assistant", Calls: []record.Call{{Name: "submit_form", Arguments: json.RawMessage(c.args)}}},
+				},
+			}
+			if c.res != "" {
+				src.Messages = append(src.Messages, record.Message{Role: "tool", Results: []record.Result{{Name: "submit_form", Content: c.res}}})
+			}
+			out := mustConvertRecord(t, src)
+			if got := out.Messages[0].Content; got != wantUser {
+				t.Errorf("user %q, want %q", got, wantUser)
+			}
+			if got := string(out.Messages[1].Calls[0].Arguments); got != c.wantArgs {
+				t.Errorf("arguments\n got %s\nwant %s", got, c.wantArgs)
+			}
+			if c.res != "" {
+				if got := out.Messages[2].Results[0].Content; got != c.wantRe {
+					t.Errorf("result\n got %s\nwant %s", got, c.wantRe)
+				}
+			}
+			for s := range translatable(out) {
+				if r, ok := HasSimplifiedOnly(s.text); ok {
+					t.Errorf("%s: %q keeps %q", s.path, s.text, r)
+				}
+			}
+		})
+	}
+	// Keys are not text: a Traditional record whose only Simplified-only
+	// characters are keys inside JSON text is not converted.
+	tr, err := New(Config{Mode: ModeConvert}, nil, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := &record.Record{
+		ID:    "j:2",
+		Tools: []record.Tool{{Name: "submit_form", Parameters: json.RawMessage(params)}},
+		Messages: []record.Message{
+			{Role: "user", Content: "請幫我提交表單，備註：帶投影片。"},
+			{Role: "assistant", Calls: []record.Call{{Name: "submit_form", Arguments: json.RawMessage(`{"p":"{\"备注\": \"帶投影片\"}"}`)}}},
+		},
+	}
+	got, err := NewStage(tr, "translate", nil).Process(t.Context(), src)
+	if err != nil || len(got) != 1 || got[0] != src || got[0].Tag("lang") != "" {
+		t.Errorf("Traditional record with a Simplified key in JSON text: got %v, %v; want it passed on unchanged", got, err)
 	}
 }
 

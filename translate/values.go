@@ -62,13 +62,16 @@ const (
 	leafFree   leafClass = iota // free text: may be translated
 	leafLocked                  // identifier, code, number, date, URL, e-mail…: must stay as it is
 	leafEnum                    // a member of the schema's enum: must stay as it is
+	leafJSON                    // JSON text (an object or array): its keys stay, its strings are classified in turn
 )
 
 // classify decides whether the string v, found where the schema s applies,
 // is free text. The rules follow seed 002 §3.4 ("translate arguments only
 // when reasonable"): enum members, values with a declared format, pattern or
-// const, or a non-string type are locked by the schema; otherwise the value
-// itself decides (see lockedText).
+// const, or a non-string type are locked by the schema; a string the schema
+// does not lock that holds a JSON object or array is JSON text, walked as
+// JSON with the schema unknown (see walker.compareJSONText and
+// convertedStrings); otherwise the value itself decides (see lockedText).
 func classify(s schema, v string) leafClass {
 	if enum, ok := s["enum"].([]any); ok && len(enum) > 0 {
 		if slices.Contains(enum, any(v)) {
@@ -78,7 +81,13 @@ func classify(s schema, v string) leafClass {
 		// teacher must still copy it, see walker.compare).
 		return leafFree
 	}
-	if schemaLocks(s) || lockedText(v) {
+	if schemaLocks(s) {
+		return leafLocked
+	}
+	if isStructured(v) {
+		return leafJSON
+	}
+	if lockedText(v) {
 		return leafLocked
 	}
 	return leafFree
@@ -330,10 +339,10 @@ func (w *walker) compare(path string, orig, ans *jsontree.Value, s schema) {
 			w.compare(path+"["+strconv.Itoa(i)+"]", &orig.Elems[i].Val, &ans.Elems[i].Val, item(s, i))
 		}
 	case jsontree.String:
-		switch {
-		case !schemaLocks(s) && isStructured(orig.Str):
+		switch class := classify(s, orig.Str); {
+		case class == leafJSON:
 			w.compareJSONText(path, orig, ans)
-		case classify(s, orig.Str) == leafFree:
+		case class == leafFree:
 			w.free = append(w.free, freeLeaf{path: path, orig: orig, ans: ans})
 		case orig.Str != ans.Str:
 			w.add(ReasonValueChanged, path, "%s was changed to %s; identifiers, codes, dates, URLs and e-mail addresses must be copied exactly", show(orig), show(ans))
@@ -393,10 +402,14 @@ func fixed(s schema, n *jsontree.Value) bool {
 }
 
 // convertedStrings calls fn for every string of n that the stage converts
-// with s2twp: every string but those fixed by the schema (see fixed).
-// locked says the string is a locked value (see classify), which a teacher
-// must copy unchanged before it is converted.
-func convertedStrings(path string, n *jsontree.Value, s schema, fn func(path string, n *jsontree.Value, locked bool)) {
+// with s2twp: every string but those fixed by the schema (see fixed). class
+// says what the string is (see classify): leafLocked for a locked value,
+// which a teacher must copy unchanged before it is converted; leafFree for
+// free text; leafJSON for JSON text, which is not converted as a whole: fn
+// walks its JSON in turn (parseTree, then convertedStrings with the schema
+// unknown, as walker.compareJSONText compares it), so its keys keep their
+// bytes and only its strings change.
+func convertedStrings(path string, n *jsontree.Value, s schema, fn func(path string, n *jsontree.Value, class leafClass)) {
 	if fixed(s, n) {
 		return
 	}
@@ -411,7 +424,7 @@ func convertedStrings(path string, n *jsontree.Value, s schema, fn func(path str
 			convertedStrings(path+"["+strconv.Itoa(i)+"]", &n.Elems[i].Val, item(s, i), fn)
 		}
 	case jsontree.String:
-		fn(path, n, classify(s, n.Str) != leafFree)
+		fn(path, n, classify(s, n.Str))
 	}
 }
 

@@ -62,6 +62,14 @@ func TestClassify(t *testing.T) {
 		{`{}`, "2022年5月15日", leafFree},
 		{`{}`, "Hello, world!", leafFree},
 		{`{}`, "a@b", leafLocked},
+		// JSON text, walked as JSON unless the schema fixes or locks the
+		// string.
+		{`{}`, `{"城市": "北京", "code": "AX9"}`, leafJSON},
+		{`{"type":"string"}`, ` ["软件", {"n": 2}]`, leafJSON},
+		{`{}`, `{"code": "AX9"}`, leafJSON},
+		{`{"type":"string","format":"json"}`, `{"城市": "北京"}`, leafLocked},
+		{`{"type":"string","enum":["{}"]}`, `{"城市": "北京"}`, leafFree},
+		{`{}`, `{"城市": 北京}`, leafFree}, // not JSON
 	}
 	for _, c := range cases {
 		if got := classify(sch(c.schema), c.v); got != c.want {
