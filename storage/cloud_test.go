@@ -70,6 +70,7 @@ func TestCloud(t *testing.T) {
 		{"lease", testCloudLease},
 		{"fetch", testCloudFetch},
 		{"pull keeps both caches", testCloudPullKeepsBothCaches},
+		{"retries", testCloudRetries},
 	}
 	for _, c := range []struct {
 		name  string

@@ -16,46 +16,98 @@ import (
 // each speaks the handful of calls a blobStore needs. rest is what they
 // share: retries and endpoint checks.
 
-// restTries is how many times a request answered 429 or 5xx, or cut off
-// before an answer, is sent.
-const restTries = 4
+// The REST clients ask again as S3's client does, with S3's budget:
+// minio-go sends a request up to 10 times, pausing from 0.2 s on, and a
+// GET answered 500 took about 20 s to fail. A request answered 408, 429 or
+// 5xx, or cut off before an answer, is sent up to restTries times, pausing
+// as the answer's Retry-After says (up to maxRetryAfter; longer ends the
+// tries at once), else restBackoff: 0.2 s, doubling up to restPauseCap,
+// 22 s in all.
+const restTries = 10
+
+// restPause is the pause before a request's second try; tests shorten it.
+var restPause = 200 * time.Millisecond
+
+// restPauseCap is the longest pause between two tries without Retry-After.
+const restPauseCap = 4 * time.Second
+
+// restBackoff is the pause after try try (1-based) of a request whose
+// answer states no Retry-After.
+func restBackoff(try int) time.Duration {
+	d := restPause
+	for range try - 1 {
+		if d *= 2; d >= restPauseCap {
+			return restPauseCap
+		}
+	}
+	return d
+}
 
 type rest struct {
 	hc   *http.Client
 	sign func(*http.Request) error // adds credentials; nil for none
+	// pause waits between two tries; nil is sleep (tests record the
+	// pauses instead of waiting them out).
+	pause func(context.Context, time.Duration) error
+}
+
+// prepare makes the request mk makes, for ctx, signed. Its errors are
+// not the store's: no request was sent.
+func (c *rest) prepare(ctx context.Context, mk func() (*http.Request, error)) (*http.Request, error) {
+	req, err := mk()
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if c.sign != nil {
+		if err := c.sign(req); err != nil {
+			return nil, err
+		}
+	}
+	return req, nil
+}
+
+// wait pauses before the try after try try, whose answer was resp (nil:
+// none); it reports false, having waited nothing, when the tries are
+// over (restTries, or a Retry-After beyond maxRetryAfter), and ctx's
+// error when ctx ends first. resp's body is drained and closed unless
+// the tries are over.
+func (c *rest) wait(ctx context.Context, try int, resp *http.Response) (bool, error) {
+	d, ok := retryWait(try, resp, restBackoff)
+	if !ok || try >= restTries || ctx.Err() != nil {
+		return false, nil
+	}
+	if resp != nil {
+		io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+		resp.Body.Close()
+	}
+	pause := c.pause
+	if pause == nil {
+		pause = sleep
+	}
+	return true, pause(ctx, d)
 }
 
 // do sends the request mk makes (a new one per try, with a fresh body),
-// retrying throttling, server errors and broken connections with a
-// growing pause. It returns the last answer whatever its status.
+// again while the answer is passing (passingStatus) or missing, as the
+// retry policy above says. It returns the last answer whatever its
+// status. Only for requests that may be sent twice: a resumable upload's
+// chunk may not (gcsStore.resumable).
 func (c *rest) do(ctx context.Context, mk func() (*http.Request, error)) (*http.Response, error) {
-	pause := 200 * time.Millisecond
 	for try := 1; ; try++ {
-		req, err := mk()
+		req, err := c.prepare(ctx, mk)
 		if err != nil {
 			return nil, err
 		}
-		req = req.WithContext(ctx)
-		if c.sign != nil {
-			if err := c.sign(req); err != nil {
-				return nil, err
-			}
-		}
 		resp, err := c.hc.Do(req)
-		retry := err != nil || resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode >= 500
-		if !retry || try == restTries || ctx.Err() != nil {
+		if err == nil && !passingStatus(resp.StatusCode) {
+			return resp, nil
+		}
+		if again, werr := c.wait(ctx, try, resp); werr != nil {
+			return nil, werr
+		} else if !again {
 			return resp, err
 		}
-		if resp != nil {
-			io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
-			resp.Body.Close()
-		}
-		select {
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-time.After(pause):
-		}
-		pause *= 3
 	}
 }
 
