@@ -84,6 +84,9 @@ func TestCloud(t *testing.T) {
 			if c.name == "azblob" {
 				t.Run("refused credentials", func(t *testing.T) { testAzureRefusedCredentials(t, cl) })
 			}
+			if c.name == "gs" {
+				t.Run("resumable upload, answer lost", func(t *testing.T) { testGCSResumableAnswerLost(t, cl) })
+			}
 		})
 	}
 }
