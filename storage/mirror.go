@@ -510,13 +510,14 @@ func (m *Mirror) sameAsLocal(name string, obj blobObject) (fs.FileInfo, bool, er
 }
 
 // download writes an object into the local directory, atomically, and
-// returns the version it wrote. A stream cut off or stalled is resumed
-// from where it stopped, bound to that version, as sources are. The object may have been replaced since
+// returns the version it wrote. The object may have been replaced since
 // it was listed as obj (another worker rewrote its part of a manifest):
-// what is written is the version the GET returned (blobStore.get),
-// checked against that version's size and content hash (blobStore.same:
-// the MD5 the store states, or S3's multipart ETag for the part sizes
-// uploads use). fi describes the local file written.
+// what is written is the version the GET returned (blobStore.get), its
+// stream resumed from where it stopped when cut off or stalled, bound to
+// that version, as a source's is (getResuming), and checked against that
+// version's size and content hash (blobStore.same: the MD5 the store
+// states, or S3's multipart ETag for the part sizes uploads use). fi
+// describes the local file written.
 func (m *Mirror) download(ctx context.Context, name string, obj blobObject) (got blobObject, fi fs.FileInfo, err error) {
 	if err := m.local.MkdirAll(path.Dir(name), 0o755); err != nil {
 		return blobObject{}, nil, err

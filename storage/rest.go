@@ -25,8 +25,8 @@ import (
 // 22 s in all.
 const restTries = 10
 
-// restPause is the pause before a request's second try; tests shorten it.
-var restPause = 200 * time.Millisecond
+// restPause is the pause before a request's second try.
+const restPause = 200 * time.Millisecond
 
 // restPauseCap is the longest pause between two tries without Retry-After.
 const restPauseCap = 4 * time.Second

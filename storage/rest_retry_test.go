@@ -109,8 +109,6 @@ func testCloudRetries(t *testing.T, c cloud) {
 // The REST clients' backoff adds up to S3's budget: minio-go's 10 tries
 // over about 20 s.
 func TestRESTRetryBudget(t *testing.T) {
-	defer func(d time.Duration) { restPause = d }(restPause)
-	restPause = 200 * time.Millisecond
 	var total time.Duration
 	for try := 1; try < restTries; try++ {
 		total += restBackoff(try)
