@@ -302,8 +302,8 @@ func gcsMultipart(meta []byte, data io.Reader, size int64) (io.Reader, string, i
 // persisted (the Range of its 308), or ends with its 200 or 201 if the
 // upload is complete, as Google documents for resumable uploads. Resending
 // a chunk blind would store its bytes twice wherever the first send got
-// through. Tries and pauses follow rest.do's policy, counted from the
-// last chunk that moved the upload on.
+// through. Tries and pauses follow rest.do's policy (rest.wait), counted
+// from the last chunk that moved the upload on.
 func (s *gcsStore) resumable(ctx context.Context, loc Location, upload string, meta []byte, f io.ReaderAt, size int64) (*http.Response, error) {
 	resp, err := s.do(ctx, func() (*http.Request, error) {
 		req, err := http.NewRequest("POST", upload+"?uploadType=resumable&name="+url.QueryEscape(loc.Key), bytes.NewReader(meta))
@@ -325,7 +325,7 @@ func (s *gcsStore) resumable(ctx context.Context, loc Location, upload string, m
 	if session == "" {
 		return nil, fmt.Errorf("GCS started no upload session (no Location header)")
 	}
-	off, try := int64(0), 0
+	off, try, waited := int64(0), 0, time.Duration(0)
 	for {
 		n := min(mirrorPartSize, size-off)
 		req, err := s.prepare(ctx, func() (*http.Request, error) {
@@ -358,13 +358,13 @@ func (s *gcsStore) resumable(ctx context.Context, loc Location, upload string, m
 				return nil, err
 			}
 			if next > off {
-				off, try = next, 0
+				off, try, waited = next, 0, 0
 				continue
 			}
 			// No progress: as an interrupted chunk.
 		}
 		try++
-		if again, werr := s.wait(ctx, try, resp); werr != nil {
+		if again, werr := s.wait(ctx, try, resp, &waited); werr != nil {
 			return nil, werr
 		} else if !again {
 			if err == nil && resp.StatusCode == http.StatusPermanentRedirect {
@@ -392,7 +392,7 @@ func (s *gcsStore) resumable(ctx context.Context, loc Location, upload string, m
 			return nil, err
 		}
 		if next > off {
-			try = 0 // the chunk got through, or part of it
+			try, waited = 0, 0 // the chunk got through, or part of it
 		}
 		off = next
 	}

@@ -20,10 +20,14 @@ import (
 // minio-go sends a request up to 10 times, pausing from 0.2 s on, and a
 // GET answered 500 took about 20 s to fail. A request answered 408, 429 or
 // 5xx, or cut off before an answer, is sent up to restTries times, pausing
-// as the answer's Retry-After says (up to maxRetryAfter; longer ends the
-// tries at once), else restBackoff: 0.2 s, doubling up to restPauseCap,
-// 22 s in all.
+// as the answer's Retry-After says, else restBackoff: 0.2 s, doubling up
+// to restPauseCap, 22 s in all. The pauses of one request add up to
+// restBudget at most: a Retry-After that would go past it ends the tries
+// at once (a lease renewed every 30 s is not held up for minutes).
 const restTries = 10
+
+// restBudget bounds the pauses of one request.
+const restBudget = 30 * time.Second
 
 // restPause is the pause before a request's second try.
 const restPause = 200 * time.Millisecond
@@ -68,15 +72,16 @@ func (c *rest) prepare(ctx context.Context, mk func() (*http.Request, error)) (*
 }
 
 // wait pauses before the try after try try, whose answer was resp (nil:
-// none); it reports false, having waited nothing, when the tries are
-// over (restTries, or a Retry-After beyond maxRetryAfter), and ctx's
-// error when ctx ends first. resp's body is drained and closed unless
-// the tries are over.
-func (c *rest) wait(ctx context.Context, try int, resp *http.Response) (bool, error) {
+// none), adding the pause to *waited, the request's pauses so far; it
+// reports false, having waited nothing, when the tries are over
+// (restTries, or a pause going past restBudget), and ctx's error when ctx
+// ends first. resp's body is drained and closed unless the tries are over.
+func (c *rest) wait(ctx context.Context, try int, resp *http.Response, waited *time.Duration) (bool, error) {
 	d, ok := retryWait(try, resp, restBackoff)
-	if !ok || try >= restTries || ctx.Err() != nil {
+	if !ok || try >= restTries || *waited+d > restBudget || ctx.Err() != nil {
 		return false, nil
 	}
+	*waited += d
 	if resp != nil {
 		io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
 		resp.Body.Close()
@@ -94,6 +99,7 @@ func (c *rest) wait(ctx context.Context, try int, resp *http.Response) (bool, er
 // status. Only for requests that may be sent twice: a resumable upload's
 // chunk may not (gcsStore.resumable).
 func (c *rest) do(ctx context.Context, mk func() (*http.Request, error)) (*http.Response, error) {
+	var waited time.Duration
 	for try := 1; ; try++ {
 		req, err := c.prepare(ctx, mk)
 		if err != nil {
@@ -103,7 +109,7 @@ func (c *rest) do(ctx context.Context, mk func() (*http.Request, error)) (*http.
 		if err == nil && !passingStatus(resp.StatusCode) {
 			return resp, nil
 		}
-		if again, werr := c.wait(ctx, try, resp); werr != nil {
+		if again, werr := c.wait(ctx, try, resp, &waited); werr != nil {
 			return nil, werr
 		} else if !again {
 			return resp, err

@@ -14,12 +14,14 @@ import (
 )
 
 // busyStore answers the first refuse requests 503 without passing them
-// on (the first with Retry-After: 3), then passes them to the store.
+// on (the first, or every one, with Retry-After), then passes them to the
+// store.
 type busyStore struct {
 	base   http.RoundTripper
 	refuse atomic.Int32
 	first  atomic.Bool // the next refusal is the first: it carries Retry-After
-	after  string      // the first refusal's Retry-After
+	every  bool        // every refusal carries it
+	after  string      // the refusals' Retry-After
 	reqs   atomic.Int32
 }
 
@@ -33,7 +35,7 @@ func (b *busyStore) RoundTrip(req *http.Request) (*http.Response, error) {
 		req.Body.Close()
 	}
 	h := http.Header{}
-	if b.first.Swap(false) {
+	if b.first.Swap(false) || b.every {
 		h.Set("Retry-After", b.after)
 	}
 	return &http.Response{StatusCode: http.StatusServiceUnavailable, Status: "503 Service Unavailable", Header: h,
@@ -55,8 +57,8 @@ func restOf(t *testing.T, s blobStore) *rest {
 
 // GCS and Azure ask again with S3's budget (QA: they gave up after 2.6 s,
 // 4 tries, while S3 went on for 20 s), pausing as Retry-After says, else
-// by the backoff; a Retry-After beyond maxRetryAfter ends the tries at
-// once. The pauses are recorded, not waited out.
+// by the backoff; a Retry-After that would take the pauses past the
+// budget ends the tries at once. The pauses are recorded, not waited out.
 func testCloudRetries(t *testing.T, c cloud) {
 	c.put("busy/x.jsonl", []byte("{}\n"))
 	b := &busyStore{base: http.DefaultTransport}
@@ -100,20 +102,27 @@ func testCloudRetries(t *testing.T, c cloud) {
 		t.Errorf("503 every time: %v after %d requests, %d pauses; want an UnavailableError after %d", err, b.reqs.Load(), len(pauses), restTries)
 	}
 
-	err = try(1000, strconv.Itoa(int(maxRetryAfter/time.Second)+1))
+	err = try(1000, strconv.Itoa(int(restBudget/time.Second)+1))
 	if !IsUnavailable(err) || b.reqs.Load() != 1 || len(pauses) != 0 {
-		t.Errorf("Retry-After beyond %v: %v after %d requests; want the answer at once", maxRetryAfter, err, b.reqs.Load())
+		t.Errorf("Retry-After beyond %v: %v after %d requests; want the answer at once", restBudget, err, b.reqs.Load())
+	}
+
+	// Retry-After: 20 each time: the second would go past the budget.
+	b.every = true
+	err = try(1000, "20")
+	if !IsUnavailable(err) || b.reqs.Load() != 2 || fmt.Sprint(pauses) != "[20s]" {
+		t.Errorf("Retry-After: 20 on every answer: %v after %d requests, pauses %v; want the answer after 2, one pause of 20s", err, b.reqs.Load(), pauses)
 	}
 }
 
-// The REST clients' backoff adds up to S3's budget: minio-go's 10 tries
-// over about 20 s.
+// The REST clients' backoff adds up to S3's budget, minio-go's 10 tries
+// over about 20 s, within restBudget.
 func TestRESTRetryBudget(t *testing.T) {
 	var total time.Duration
 	for try := 1; try < restTries; try++ {
 		total += restBackoff(try)
 	}
-	if restTries != 10 || total < 20*time.Second || total > 25*time.Second {
-		t.Errorf("%d tries pausing %v in all; want S3's 10 tries over about 20 s", restTries, total)
+	if restTries != 10 || total < 20*time.Second || total > 25*time.Second || total > restBudget {
+		t.Errorf("%d tries pausing %v in all (budget %v); want S3's 10 tries over about 20 s, within the budget", restTries, total, restBudget)
 	}
 }
