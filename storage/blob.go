@@ -181,9 +181,25 @@ func (o *Opener) openBlob(ctx context.Context, loc Location, info Info) (io.Read
 	return r, nil
 }
 
+// getResuming is blobStore.get whose stream resumes as openBlob's does,
+// bound to the version the GET returned.
+func getResuming(ctx context.Context, s blobStore, loc Location, log func(string, ...any)) (io.ReadCloser, blobObject, error) {
+	sctx, cancel := context.WithCancel(ctx)
+	body, obj, err := s.get(sctx, loc)
+	if err != nil {
+		cancel()
+		return nil, blobObject{}, err
+	}
+	r := &resumingBody{ctx: ctx, s: s, loc: loc, obj: obj, log: log}
+	r.watchStream(body, cancel)
+	return r, obj, nil
+}
+
 // resumingBody reads an object, reopening it at the offset reached when
 // the connection fails or stays silent for blobStall (the store's answer
-// to a changed object, or a refusal, is not retried).
+// to a changed object, or a refusal, is not retried). A stream still cut
+// off after blobReadTries is an *UnavailableError naming the object and
+// its store, saying that a rerun tries again.
 type resumingBody struct {
 	ctx     context.Context
 	s       blobStore
@@ -206,12 +222,18 @@ func (r *resumingBody) open() error {
 		cancel()
 		return err
 	}
+	r.watchStream(body, cancel)
+	return nil
+}
+
+// watchStream makes body, which cancel ends, the current stream, taken
+// for cut after blobStall without a byte.
+func (r *resumingBody) watchStream(body io.ReadCloser, cancel context.CancelFunc) {
 	r.body, r.cancel = body, cancel
 	r.watch = time.AfterFunc(blobStall, func() {
 		r.stalled.Store(true)
 		cancel()
 	})
-	return nil
 }
 
 // stop ends the current stream and its watch.
@@ -220,6 +242,9 @@ func (r *resumingBody) stop() {
 	r.cancel()
 	r.body.Close()
 }
+
+// storeNames name the stores in errors.
+var storeNames = map[Kind]string{S3: "S3", GCS: "Google Cloud Storage", Azure: "Azure Blob Storage"}
 
 func (r *resumingBody) Read(p []byte) (int, error) {
 	for {
@@ -243,8 +268,12 @@ func (r *resumingBody) Read(p []byte) (int, error) {
 		}
 		var nf *NotFoundError
 		var auth *AuthError
-		if r.tries+1 >= blobReadTries || r.ctx.Err() != nil || errors.As(err, &nf) || errors.As(err, &auth) || errors.Is(err, errObjectChanged) {
+		if r.ctx.Err() != nil || errors.As(err, &nf) || errors.As(err, &auth) || errors.Is(err, errObjectChanged) {
 			return 0, err
+		}
+		if r.tries+1 >= blobReadTries {
+			return 0, &UnavailableError{Err: fmt.Errorf("%s: reading it from %s was cut off %d times (at byte %d of %d; a rerun tries again): %w",
+				r.loc, storeNames[r.loc.Kind], r.tries+1, r.off, r.obj.Size, err)}
 		}
 		r.tries++
 		r.log("object storage read cut off; resuming", "object", r.loc.String(), "offset", r.off, "error", err)

@@ -70,6 +70,9 @@ func TestCloud(t *testing.T) {
 		{"lease", testCloudLease},
 		{"fetch", testCloudFetch},
 		{"pull keeps both caches", testCloudPullKeepsBothCaches},
+		{"pull resumes a cut download", testCloudPullResumesCutDownload},
+		{"read cut on every try", testCloudReadCutEveryTry},
+		{"retries", testCloudRetries},
 	}
 	for _, c := range []struct {
 		name  string
@@ -82,6 +85,9 @@ func TestCloud(t *testing.T) {
 			}
 			if c.name == "azblob" {
 				t.Run("refused credentials", func(t *testing.T) { testAzureRefusedCredentials(t, cl) })
+			}
+			if c.name == "gs" {
+				t.Run("resumable upload, answer lost", func(t *testing.T) { testGCSResumableAnswerLost(t, cl) })
 			}
 		})
 	}
@@ -144,10 +150,12 @@ func testCloudReadIsPinned(t *testing.T, c cloud) {
 }
 
 // cutter cuts off the first response body of every GET of a blob after
-// limit bytes, as a broken connection would.
+// limit bytes, as a broken connection would (with every, the range
+// requests that resume it too).
 type cutter struct {
 	base   http.RoundTripper
 	limit  int64
+	every  bool
 	stall  bool // after limit bytes the stream stays open and silent (until the request is cancelled)
 	cut    atomic.Int32
 	ranged atomic.Int32
@@ -160,7 +168,9 @@ func (c *cutter) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	if req.Header.Get("Range") != "" {
 		c.ranged.Add(1)
-		return resp, err
+		if !c.every {
+			return resp, err
+		}
 	}
 	c.cut.Add(1)
 	resp.Body = &cutBody{r: io.LimitReader(resp.Body, c.limit), c: resp.Body}

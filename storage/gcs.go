@@ -294,7 +294,16 @@ func gcsMultipart(meta []byte, data io.Reader, size int64) (io.Reader, string, i
 }
 
 // resumable starts a resumable upload session and sends the file in
-// chunks; it returns the answer to the last one.
+// chunks; it returns the answer that completes the upload (or the error
+// answer that ends it). A chunk is sent once: when its answer is lost or
+// passing (a connection cut after the server got the bytes, a 503), the
+// upload's status is asked (an empty PUT with Content-Range: bytes
+// */SIZE) and the upload goes on from the offset the service says it
+// persisted (the Range of its 308), or ends with its 200 or 201 if the
+// upload is complete, as Google documents for resumable uploads. Resending
+// a chunk blind would store its bytes twice wherever the first send got
+// through. Tries and pauses follow rest.do's policy (rest.wait), counted
+// from the last chunk that moved the upload on.
 func (s *gcsStore) resumable(ctx context.Context, loc Location, upload string, meta []byte, f io.ReaderAt, size int64) (*http.Response, error) {
 	resp, err := s.do(ctx, func() (*http.Request, error) {
 		req, err := http.NewRequest("POST", upload+"?uploadType=resumable&name="+url.QueryEscape(loc.Key), bytes.NewReader(meta))
@@ -316,27 +325,93 @@ func (s *gcsStore) resumable(ctx context.Context, loc Location, upload string, m
 	if session == "" {
 		return nil, fmt.Errorf("GCS started no upload session (no Location header)")
 	}
-	for off := int64(0); off < size; off += mirrorPartSize {
+	off, try, waited := int64(0), 0, time.Duration(0)
+	for {
 		n := min(mirrorPartSize, size-off)
-		resp, err = s.do(ctx, func() (*http.Request, error) {
-			req, err := http.NewRequest("PUT", session, io.NewSectionReader(f, off, n))
+		req, err := s.prepare(ctx, func() (*http.Request, error) {
+			var body io.Reader
+			if n > 0 {
+				body = io.NewSectionReader(f, off, n)
+			}
+			req, err := http.NewRequest("PUT", session, body)
 			if err == nil {
 				req.ContentLength = n
 				req.Header.Set("Content-Range", fmt.Sprintf("bytes %d-%d/%d", off, off+n-1, size))
+				if n == 0 { // all persisted, not yet complete: completes it
+					req.Header.Set("Content-Range", fmt.Sprintf("bytes */%d", size))
+				}
 			}
 			return req, err
 		})
 		if err != nil {
 			return nil, err
 		}
-		if off+n < size {
-			if resp.StatusCode != http.StatusPermanentRedirect { // 308: send the next chunk
-				return nil, gcsError(loc, resp)
+		resp, err := s.hc.Do(req) // once: see above
+		if err == nil && !passingStatus(resp.StatusCode) {
+			if resp.StatusCode != http.StatusPermanentRedirect { // done, or refused
+				return resp, nil
 			}
+			// 308: the next chunk starts where the service says.
+			next, err := gcsPersisted(resp, size)
 			resp.Body.Close()
+			if err != nil {
+				return nil, err
+			}
+			if next > off {
+				off, try, waited = next, 0, 0
+				continue
+			}
+			// No progress: as an interrupted chunk.
 		}
+		try++
+		if again, werr := s.wait(ctx, try, resp, &waited); werr != nil {
+			return nil, werr
+		} else if !again {
+			if err == nil && resp.StatusCode == http.StatusPermanentRedirect {
+				return nil, fmt.Errorf("GCS persisted nothing of the chunk at offset %d in %d tries", off, try)
+			}
+			return resp, err
+		}
+		// Where does the upload stand?
+		st, err := s.do(ctx, func() (*http.Request, error) {
+			req, err := http.NewRequest("PUT", session, nil)
+			if err == nil {
+				req.Header.Set("Content-Range", fmt.Sprintf("bytes */%d", size))
+			}
+			return req, err
+		})
+		if err != nil {
+			return nil, err
+		}
+		if st.StatusCode != http.StatusPermanentRedirect {
+			return st, nil // complete (200, 201), or the error that ends it
+		}
+		next, err := gcsPersisted(st, size)
+		st.Body.Close()
+		if err != nil {
+			return nil, err
+		}
+		if next > off {
+			try, waited = 0, 0 // the chunk got through, or part of it
+		}
+		off = next
 	}
-	return resp, nil
+}
+
+// gcsPersisted reads how many bytes of a resumable upload of size bytes
+// the service holds from the Range header of its 308 answer ("bytes=0-N":
+// N+1; none: 0).
+func gcsPersisted(resp *http.Response, size int64) (int64, error) {
+	r := resp.Header.Get("Range")
+	if r == "" {
+		return 0, nil
+	}
+	end, ok := strings.CutPrefix(r, "bytes=0-")
+	n, err := strconv.ParseInt(end, 10, 64)
+	if !ok || err != nil || n < 0 || n >= size {
+		return 0, fmt.Errorf("GCS answered a resumable upload of %d bytes with Range %q", size, r)
+	}
+	return n + 1, nil
 }
 
 func (s *gcsStore) list(ctx context.Context, bucket, prefix string, max int) iter.Seq2[blobObject, error] {

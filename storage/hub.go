@@ -120,19 +120,26 @@ func passingStatus(code int) bool {
 }
 
 // retryWait is the pause before try+1 after resp (nil: no answer): the
-// Retry-After resp carries, else the backoff. It reports false when the
-// server asks for longer than maxRetryAfter.
-func retryWait(try int, resp *http.Response) (time.Duration, bool) {
+// Retry-After resp carries, else backoff(try). It reports false when the
+// server asks for longer than maxRetryAfter. The Hub and the REST clients
+// (rest.go) wait by it, each with its own backoff.
+func retryWait(try int, resp *http.Response, backoff func(try int) time.Duration) (time.Duration, bool) {
 	if resp != nil {
 		if d, ok := retryafter.Parse(resp.Header, time.Now()); ok {
 			return d, d <= maxRetryAfter
 		}
 	}
+	return backoff(try), true
+}
+
+// hubBackoff is the Hub's pause after try try without Retry-After:
+// retryPause, three times longer after each further try.
+func hubBackoff(try int) time.Duration {
 	d := retryPause
 	for range try - 1 {
 		d *= 3
 	}
-	return d, true
+	return d
 }
 
 func sleep(ctx context.Context, d time.Duration) error {
@@ -167,7 +174,7 @@ func (h *hub) send(ctx context.Context, loc Location, c *http.Client, mk func() 
 			}
 			return nil, try, ctx.Err()
 		}
-		wait, ok := retryWait(try, resp)
+		wait, ok := retryWait(try, resp, hubBackoff)
 		if try == hubTries || !ok {
 			if err != nil {
 				return nil, try, &UnavailableError{Err: fmt.Errorf("%s: the Hub did not answer (%d tries; a rerun tries again): %w", loc, try, err)}
@@ -204,7 +211,7 @@ func (h *hub) answered(what string, resp *http.Response, tries int, detail strin
 	if !passingStatus(resp.StatusCode) {
 		return errors.New(msg)
 	}
-	if d, ok := retryWait(tries, resp); !ok {
+	if d, ok := retryWait(tries, resp, hubBackoff); !ok {
 		msg += fmt.Sprintf(" and asks to wait %s; run again later", d)
 	} else {
 		msg += fmt.Sprintf(" (%d tries; a rerun tries again)", tries)
@@ -562,7 +569,7 @@ func (h *hub) download(ctx context.Context, cache *os.Root, loc Location, info I
 			}
 			return nil, fmt.Errorf("%s: download failed after %d attempts (%s): %w", loc, attempt, kept, err)
 		}
-		wait, _ := retryWait(attempt, nil)
+		wait, _ := retryWait(attempt, nil, hubBackoff)
 		h.log.Warn("hub download failed; trying again", "file", loc.String(), "attempt", attempt, "pause", wait.String(), "error", err)
 		if err := sleep(ctx, wait); err != nil {
 			return nil, err

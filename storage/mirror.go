@@ -274,14 +274,14 @@ func (m *Mirror) Pull(ctx context.Context) error {
 				continue
 			}
 			if _, _, err := m.download(ctx, name, obj); err != nil {
-				return fmt.Errorf("%s: %w", m.loc.Bucket+"/"+obj.Key, err)
+				return objectError(Location{Kind: m.loc.Kind, Bucket: m.loc.Bucket, Key: obj.Key}, err)
 			}
 			fetched++
 			continue // not synced: it goes up under its own name
 		}
 		got, fi, err := m.download(ctx, name, obj)
 		if err != nil {
-			return fmt.Errorf("%s: %w", m.loc.Bucket+"/"+obj.Key, err)
+			return objectError(Location{Kind: m.loc.Kind, Bucket: m.loc.Bucket, Key: obj.Key}, err)
 		}
 		m.markSynced(name, got.ETag, fi)
 		fetched++
@@ -435,7 +435,7 @@ func (m *Mirror) Fetch(ctx context.Context, dir string, keep func(name string) b
 		}
 		got, fi, err := m.download(ctx, name, obj)
 		if err != nil {
-			return fmt.Errorf("%s: %w", m.loc.Bucket+"/"+obj.Key, err)
+			return objectError(Location{Kind: m.loc.Kind, Bucket: m.loc.Bucket, Key: obj.Key}, err)
 		}
 		m.markSynced(name, got.ETag, fi)
 	}
@@ -512,15 +512,17 @@ func (m *Mirror) sameAsLocal(name string, obj blobObject) (fs.FileInfo, bool, er
 // download writes an object into the local directory, atomically, and
 // returns the version it wrote. The object may have been replaced since
 // it was listed as obj (another worker rewrote its part of a manifest):
-// what is written is the version the GET returned (blobStore.get),
-// checked against that version's size and content hash (blobStore.same:
-// the MD5 the store states, or S3's multipart ETag for the part sizes
-// uploads use). fi describes the local file written.
+// what is written is the version the GET returned (blobStore.get), its
+// stream resumed from where it stopped when cut off or stalled, bound to
+// that version, as a source's is (getResuming), and checked against that
+// version's size and content hash (blobStore.same: the MD5 the store
+// states, or S3's multipart ETag for the part sizes uploads use). fi
+// describes the local file written.
 func (m *Mirror) download(ctx context.Context, name string, obj blobObject) (got blobObject, fi fs.FileInfo, err error) {
 	if err := m.local.MkdirAll(path.Dir(name), 0o755); err != nil {
 		return blobObject{}, nil, err
 	}
-	body, got, err := m.s.get(ctx, Location{Kind: m.loc.Kind, Bucket: m.loc.Bucket, Key: obj.Key})
+	body, got, err := getResuming(ctx, m.s, Location{Kind: m.loc.Kind, Bucket: m.loc.Bucket, Key: obj.Key}, m.log.Warn)
 	if err != nil {
 		return blobObject{}, nil, err
 	}
@@ -554,6 +556,15 @@ func (m *Mirror) download(ctx context.Context, name string, obj blobObject) (got
 		return got, nil, err
 	}
 	return got, fi, nil
+}
+
+// objectError names the object loc in err, unless err starts by naming
+// it already, as the stores' errors do.
+func objectError(loc Location, err error) error {
+	if strings.HasPrefix(err.Error(), loc.String()+": ") {
+		return err
+	}
+	return fmt.Errorf("%s: %w", loc, err)
 }
 
 // check compares the bytes of f with the content hash of obj: a

@@ -16,46 +16,104 @@ import (
 // each speaks the handful of calls a blobStore needs. rest is what they
 // share: retries and endpoint checks.
 
-// restTries is how many times a request answered 429 or 5xx, or cut off
-// before an answer, is sent.
-const restTries = 4
+// The REST clients ask again as S3's client does, with S3's budget:
+// minio-go sends a request up to 10 times, pausing from 0.2 s on, and a
+// GET answered 500 took about 20 s to fail. A request answered 408, 429 or
+// 5xx, or cut off before an answer, is sent up to restTries times, pausing
+// as the answer's Retry-After says, else restBackoff: 0.2 s, doubling up
+// to restPauseCap, 22 s in all. The pauses of one request add up to
+// restBudget at most: a Retry-After that would go past it ends the tries
+// at once (a lease renewed every 30 s is not held up for minutes).
+const restTries = 10
+
+// restBudget bounds the pauses of one request.
+const restBudget = 30 * time.Second
+
+// restPause is the pause before a request's second try.
+const restPause = 200 * time.Millisecond
+
+// restPauseCap is the longest pause between two tries without Retry-After.
+const restPauseCap = 4 * time.Second
+
+// restBackoff is the pause after try try (1-based) of a request whose
+// answer states no Retry-After.
+func restBackoff(try int) time.Duration {
+	d := restPause
+	for range try - 1 {
+		if d *= 2; d >= restPauseCap {
+			return restPauseCap
+		}
+	}
+	return d
+}
 
 type rest struct {
 	hc   *http.Client
 	sign func(*http.Request) error // adds credentials; nil for none
+	// pause waits between two tries; nil is sleep (tests record the
+	// pauses instead of waiting them out).
+	pause func(context.Context, time.Duration) error
+}
+
+// prepare makes the request mk makes, for ctx, signed. Its errors are
+// not the store's: no request was sent.
+func (c *rest) prepare(ctx context.Context, mk func() (*http.Request, error)) (*http.Request, error) {
+	req, err := mk()
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if c.sign != nil {
+		if err := c.sign(req); err != nil {
+			return nil, err
+		}
+	}
+	return req, nil
+}
+
+// wait pauses before the try after try try, whose answer was resp (nil:
+// none), adding the pause to *waited, the request's pauses so far; it
+// reports false, having waited nothing, when the tries are over
+// (restTries, or a pause going past restBudget), and ctx's error when ctx
+// ends first. resp's body is drained and closed unless the tries are over.
+func (c *rest) wait(ctx context.Context, try int, resp *http.Response, waited *time.Duration) (bool, error) {
+	d, ok := retryWait(try, resp, restBackoff)
+	if !ok || try >= restTries || *waited+d > restBudget || ctx.Err() != nil {
+		return false, nil
+	}
+	*waited += d
+	if resp != nil {
+		io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+		resp.Body.Close()
+	}
+	pause := c.pause
+	if pause == nil {
+		pause = sleep
+	}
+	return true, pause(ctx, d)
 }
 
 // do sends the request mk makes (a new one per try, with a fresh body),
-// retrying throttling, server errors and broken connections with a
-// growing pause. It returns the last answer whatever its status.
+// again while the answer is passing (passingStatus) or missing, as the
+// retry policy above says. It returns the last answer whatever its
+// status. Only for requests that may be sent twice: a resumable upload's
+// chunk may not (gcsStore.resumable).
 func (c *rest) do(ctx context.Context, mk func() (*http.Request, error)) (*http.Response, error) {
-	pause := 200 * time.Millisecond
+	var waited time.Duration
 	for try := 1; ; try++ {
-		req, err := mk()
+		req, err := c.prepare(ctx, mk)
 		if err != nil {
 			return nil, err
 		}
-		req = req.WithContext(ctx)
-		if c.sign != nil {
-			if err := c.sign(req); err != nil {
-				return nil, err
-			}
-		}
 		resp, err := c.hc.Do(req)
-		retry := err != nil || resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode >= 500
-		if !retry || try == restTries || ctx.Err() != nil {
+		if err == nil && !passingStatus(resp.StatusCode) {
+			return resp, nil
+		}
+		if again, werr := c.wait(ctx, try, resp, &waited); werr != nil {
+			return nil, werr
+		} else if !again {
 			return resp, err
 		}
-		if resp != nil {
-			io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
-			resp.Body.Close()
-		}
-		select {
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-time.After(pause):
-		}
-		pause *= 3
 	}
 }
 

@@ -7,10 +7,15 @@ package main
 // local run, also after a kill -9 and a resume on another machine.
 
 import (
+	"io"
+	"maps"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -200,5 +205,63 @@ func cloudWorkers(t *testing.T, scheme string, srv cloudServer) {
 	st, err := w.cmd(nil, "status", url).CombinedOutput()
 	if err != nil || !regexp.MustCompile(`07-sharegpt +15/15 +12 +12 .* merged`).Match(st) {
 		t.Errorf("status %s: %v\n%s", url, err, st)
+	}
+}
+
+// cutProxy serves fake-gcs-server at host through loopback and cuts the
+// next cuts downloads (media GETs of 2 KiB or more) after 1 KiB, as a
+// connection broken mid-object.
+func cutProxy(t *testing.T, host string, cuts *atomic.Int32) string {
+	t.Helper()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		out := r.Clone(r.Context())
+		out.RequestURI, out.URL.Scheme, out.URL.Host = "", "http", host
+		resp, err := http.DefaultTransport.RoundTrip(out)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadGateway)
+			return
+		}
+		defer resp.Body.Close()
+		maps.Copy(w.Header(), resp.Header)
+		w.WriteHeader(resp.StatusCode)
+		if r.Method == "GET" && r.URL.Query().Get("alt") == "media" && resp.ContentLength >= 2<<10 && cuts.Add(-1) >= 0 {
+			io.CopyN(w, resp.Body, 1<<10)
+			w.(http.Flusher).Flush()
+			panic(http.ErrAbortHandler) // the connection is cut
+		}
+		io.Copy(w, resp.Body)
+	}))
+	t.Cleanup(srv.Close)
+	return strings.TrimPrefix(srv.URL, "http://")
+}
+
+// A pull on a fresh machine whose download is cut off resumes it and runs
+// on; one cut on every try fails (exit 1) naming the object and its store
+// and saying that a rerun tries again (QA: a cut failed the whole pull).
+func TestCloudPullCut(t *testing.T) {
+	g := cloudtest.StartFakeGCS(t)
+	g.CreateBucket(t, "runs")
+	var cuts atomic.Int32
+	t.Setenv("STORAGE_EMULATOR_HOST", cutProxy(t, g.Host, &cuts))
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "xlam.jsonl"), remoteDumps(t)["xlam.jsonl"], 0o644); err != nil {
+		t.Fatal(err)
+	}
+	writeHubPipeline(t, dir, "cut", filepath.Join(dir, "xlam.jsonl"))
+	run := func(work string) (int, string) {
+		code, _, stderr := e2eAugment(t, dir, "run", "-set", "output.dir=gs://runs/cut", "-set", "output.work_dir="+filepath.Join(dir, work), "cut.yaml")
+		return code, stderr
+	}
+	if code, stderr := run("a"); code != 0 {
+		t.Fatalf("first run: exit %d\n%s", code, stderr)
+	}
+	cuts.Store(1)
+	if code, stderr := run("b"); code != 0 || !strings.Contains(stderr, "output pulled from object storage") || cuts.Load() > 0 {
+		t.Fatalf("a pull cut once (%d cuts left): exit %d\n%s", cuts.Load(), code, stderr)
+	}
+	cuts.Store(1000)
+	code, stderr := run("c")
+	if code != 1 || !regexp.MustCompile(`augment: output.dir gs://runs/cut: gs://runs/cut/\S+: reading it from Google Cloud Storage was cut off 4 times \(.*a rerun tries again\)`).MatchString(stderr) {
+		t.Errorf("a pull cut on every try: exit %d\n%s\nwant exit 1 naming the object, its store and a rerun", code, stderr)
 	}
 }
