@@ -728,7 +728,7 @@ func (s *metaToolStage) Process(ctx context.Context, in *record.Record) ([]*reco
 		for i := range out.Messages {
 			m := &out.Messages[i]
 			if m.Role == record.RoleAssistant && len(m.Calls) == 0 {
-				m.Calls = []record.Call{{Name: verify.GetUserInput, Arguments: json.RawMessage(`{}`)}}
+				m.Calls = getUserInputCalls()
 			}
 		}
 	}
@@ -1041,6 +1041,15 @@ func inOrder(refs []int) bool {
 // The special tools' definitions, shared by every record that lists them
 // (no stage changes a tool in place).
 var metaToolDef, getUserInputDef = verify.MetaToolDef(), verify.GetUserInputDef()
+
+// getUserInputCalls is the calls of an assistant turn that answers the
+// user in a record listing get_user_input: the one call get_user_input({}),
+// the turn's Content keeping its text (seed 000 Fig 6, 19). meta_tool
+// writes every plain answer so, and negatives its teacher replies. A new
+// list each time.
+func getUserInputCalls() []record.Call {
+	return []record.Call{{Name: verify.GetUserInput, Arguments: json.RawMessage(`{}`)}}
+}
 
 // distractors draws need irrelevant tools from the library (see
 // MetaToolConfig for what may not be drawn), seeded by the record, and
