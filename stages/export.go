@@ -878,6 +878,11 @@ func (e *exporter) functionCall(ctx context.Context, m *record.Message, checked 
 		if strings.HasSuffix(text, "|>") {
 			sep = ""
 		}
+		// The thought comes first, before a decision token in text:
+		// reasoning templates keep the thought at the head of the turn
+		// (LLaMA-Factory adds an empty one there; Qwen3's chat template
+		// drops what precedes <think>), so the token is the first thing
+		// written after it (README, decision_tokens).
 		prefix = thought + text + sep
 		open, shut = e.tpl.ToolCallWords[0], e.tpl.ToolCallWords[1]
 	}
