@@ -165,8 +165,10 @@ func (c *ExportConfig) defaults() {
 // system text (its tools column "[]" reads as true). 9: the system text of
 // an inline sample whose record went through decision_tokens names both of
 // that stage's tokens, not only those its turns start with (which told the
-// answer: a negative's text named the answer token alone).
-func (c *ExportConfig) version() int { return 9 }
+// answer: a negative's text named the answer token alone). 10: the system
+// text of an inline sample whose record lists get_user_input says that an
+// answer ends with a get_user_input call, not that it is plain text.
+func (c *ExportConfig) version() int { return 10 }
 
 func (c *ExportConfig) validate() []string {
 	var probs []string
@@ -250,6 +252,8 @@ func (c *ExportConfig) build(env *Env) (Stage, error) {
 			inlineSystem{Tools: toolsSentinel, AnswerToken: "<|a|>", UseToolToken: "<|u|>"},
 			inlineSystem{System: "s", Tools: toolsSentinel},
 			inlineSystem{Tools: toolsSentinel},
+			inlineSystem{System: "s", Tools: toolsSentinel, AnswerToken: "<|a|>", UseToolToken: "<|u|>", GetUserInput: verify.GetUserInput},
+			inlineSystem{Tools: toolsSentinel, GetUserInput: verify.GetUserInput},
 		}
 		var err error
 		if e.system, err = env.Prompt("export_inline_"+c.Surface, "prompt", c.Prompt, samples...); err != nil {
@@ -290,6 +294,12 @@ type inlineSystem struct {
 	// instruction must not give the decision away), and both "" for other
 	// records.
 	AnswerToken, UseToolToken string
+	// GetUserInput is the name of the function that asks the user,
+	// get_user_input, when the record lists it (meta_tool's
+	// get_user_input: true: every answer without other calls is a call of
+	// it keeping its text), else "": the instruction then says how an
+	// answer is written instead of "answer in plain text".
+	GetUserInput string
 }
 
 type exporter struct {
@@ -727,6 +737,9 @@ func (e *exporter) inlineSystemText(r *record.Record, s *sample) error {
 		return nil
 	}
 	d := inlineSystem{System: s.System, Tools: spacedList(s.tools)}
+	if record.ToolIndex(r.Tools, verify.GetUserInput) >= 0 {
+		d.GetUserInput = verify.GetUserInput
+	}
 	if r.Tag(DecisionTokensTag) == "on" {
 		d.AnswerToken, d.UseToolToken = e.answerToken, e.useToolToken
 	}
@@ -865,6 +878,11 @@ func (e *exporter) functionCall(ctx context.Context, m *record.Message, checked 
 		if strings.HasSuffix(text, "|>") {
 			sep = ""
 		}
+		// The thought comes first, before a decision token in text:
+		// reasoning templates keep the thought at the head of the turn
+		// (LLaMA-Factory adds an empty one there; Qwen3's chat template
+		// drops what precedes <think>), so the token is the first thing
+		// written after it (README, decision_tokens).
 		prefix = thought + text + sep
 		open, shut = e.tpl.ToolCallWords[0], e.tpl.ToolCallWords[1]
 	}

@@ -186,6 +186,16 @@ func TestExportInlineSystemText(t *testing.T) {
 	traffic := `{"name": "get_traffic_report", "description": "Get the current traffic report", "parameters": {"type": "object", "properties": {"location": {"type": "string", "description": "The city and state, e.g. Los Angeles, CA"}}, "required": ["location"]}}`
 	plain := fxRecord("fx:chat", nil, fxUser("Where is Boston?"), fxSay("In Massachusetts."))
 	plain.System = "Be brief."
+	// As meta_tool writes it with get_user_input: true: every answer is a
+	// get_user_input call keeping its text.
+	asks := single.Clone()
+	asks.Tools = append(asks.Tools, verify.GetUserInputDef())
+	asks.Messages[3] = askUser(asks.Messages[3].Content)
+	asksTokens := asks.Clone()
+	asksTokens.Messages[1].Content = "<|use_tool|>"
+	asksTokens.Messages[3].Content = "<|answer|>" + asksTokens.Messages[3].Content
+	asksTokens.SetTag(DecisionTokensTag, "on")
+	const plainText = "answer in plain text"
 	tests := []struct {
 		name      string
 		cfg       ExportConfig
@@ -195,14 +205,35 @@ func TestExportInlineSystemText(t *testing.T) {
 		name: "llama3",
 		cfg:  ExportConfig{Style: "inline", Template: "llama3"},
 		rec:  single,
-		want: []string{traffic, "<|python_tag|>", `[{"name": "function_name", "parameters": {`},
-		not:  []string{"<tool_call>", "Python call syntax", "Begin a reply"},
+		want: []string{traffic, "<|python_tag|>", `[{"name": "function_name", "parameters": {`, "When no call is needed, answer in plain text."},
+		not:  []string{"<tool_call>", "Python call syntax", "Begin a reply", "get_user_input"},
+	}, {
+		// A record listing get_user_input answers with a call of it: the
+		// text says so, not "answer in plain text".
+		name: "llama3 with get_user_input",
+		cfg:  ExportConfig{Style: "inline", Template: "llama3"},
+		rec:  asks,
+		want: []string{traffic, `then call get_user_input with no parameters: <|python_tag|>[{"name": "get_user_input", "parameters": {}}].`},
+		not:  []string{plainText},
+	}, {
+		name: "decision with tokens and get_user_input",
+		cfg:  ExportConfig{Style: "inline", Surface: "decision", Template: "breeze", decision: &DecisionTokensConfig{AnswerToken: DefaultAnswerToken, UseToolToken: DefaultUseToolToken}},
+		rec:  asksTokens,
+		want: []string{traffic, "leave a blank line after it, then call get_user_input with no arguments: [get_user_input()].",
+			"calls functions with <|use_tool|>.", "without calling a tool with <|answer|>."},
+		not: []string{plainText},
+	}, {
+		name: "tool_dc with get_user_input",
+		cfg:  ExportConfig{Style: "inline", Surface: "tool_dc", Template: "qwen"},
+		rec:  asks,
+		want: []string{traffic, "then call get_user_input with no arguments: <think></think><tool_call>[get_user_input()]</tool_call>."},
+		not:  []string{plainText},
 	}, {
 		name: "decision with tokens",
 		cfg:  ExportConfig{Style: "inline", Surface: "decision", Template: "breeze", decision: &DecisionTokensConfig{AnswerToken: DefaultAnswerToken, UseToolToken: DefaultUseToolToken}},
 		rec:  tokens,
 		want: []string{traffic, "blank line", "Python call syntax", "[function_name(argument=",
-			"calls functions with <|use_tool|>.", "without calling a tool with <|answer|>."},
+			"calls functions with <|use_tool|>.", "without calling a tool with <|answer|>.", "When no call is needed, answer in plain text."},
 		not: []string{"<|python_tag|>", "<tool_call>", "<think>"},
 	}, {
 		name: "decision without tokens names none",
@@ -214,8 +245,8 @@ func TestExportInlineSystemText(t *testing.T) {
 		name: "tool_dc",
 		cfg:  ExportConfig{Style: "inline", Surface: "tool_dc", Template: "qwen"},
 		rec:  single,
-		want: []string{traffic, "<think></think>", "<tool_call>[function_name(argument="},
-		not:  []string{"<|python_tag|>", `"arguments"`},
+		want: []string{traffic, "<think></think>", "<tool_call>[function_name(argument=", "When no function can be used, answer in plain text after it."},
+		not:  []string{"<|python_tag|>", `"arguments"`, "get_user_input"},
 	}, {
 		name: "tool_dc to parquet",
 		cfg:  ExportConfig{Style: "inline", Surface: "tool_dc", Template: "qwen", Format: "parquet"},
@@ -278,7 +309,7 @@ func TestExportInlinePrompt(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	write("ok.tmpl", "doc\n-- system --\n{{.System}}|{{.Tools}}|{{.UseToolToken}}|{{.AnswerToken}}\n")
+	write("ok.tmpl", "doc\n-- system --\n{{.System}}|{{.Tools}}|{{.UseToolToken}}|{{.AnswerToken}}{{if .GetUserInput}}|{{.GetUserInput}}{{end}}\n")
 	write("user.tmpl", "-- user --\n{{.Tools}}\n")
 	write("two.tmpl", "-- system --\n{{.Tools}}\n-- system --\nagain\n")
 	write("field.tmpl", "-- system --\n{{.Functions}}\n")
@@ -310,6 +341,10 @@ func TestExportInlinePrompt(t *testing.T) {
 	r.SetTag(DecisionTokensTag, "on")
 	if got, want := exportOne(t, e, r).System, `|[{"name": "get_traffic_report", "description": "Get the current traffic report", "parameters": {"type": "object", "properties": {"location": {"type": "string", "description": "The city and state, e.g. Los Angeles, CA"}}, "required": ["location"]}}]|<|act|>|<|say|>`; got != want {
 		t.Errorf("system text\n got %q\nwant %q", got, want)
+	}
+	r.Tools = append(r.Tools, verify.GetUserInputDef())
+	if got := exportOne(t, e, r).System; !strings.HasSuffix(got, `]|<|act|>|<|say|>|get_user_input`) {
+		t.Errorf("system text of a record listing get_user_input: %q", got)
 	}
 	for name, wantErr := range map[string]string{"user.tmpl": "want one system section", "two.tmpl": "want one system section", "field.tmpl": "Functions",
 		"notools.tmpl": "notools.tmpl: its system section does not always render {{.Tools}}", "empty.tmpl": "does not always render {{.Tools}}",

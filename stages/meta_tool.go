@@ -39,7 +39,8 @@ import (
 // The tools a dialogue calls anywhere are its invoked tools (in order of
 // first call); the other listed tools are unused. Per record, seeded by its
 // ID, the stage draws the world (open with probability open_world_ratio),
-// the difficulty (hard with probability hard_ratio) and, for open-world
+// the difficulty (hard with probability hard_ratio, or, with
+// hard_min_calls, hard when the dialogue has that many calls) and, for open-world
 // records with calls, whether the invoked tools stay listed
 // (existing_ratio).
 //
@@ -158,7 +159,16 @@ type MetaToolConfig struct {
 	// default 0.5 (seed 000, A.1: half of the training set).
 	OpenWorldRatio *float64 `yaml:"open_world_ratio" json:"open_world_ratio"`
 	// HardRatio is the share of records made hard, in [0, 1]; default 0.5.
+	// Not used when HardMinCalls is set.
 	HardRatio *float64 `yaml:"hard_ratio" json:"hard_ratio"`
+	// HardMinCalls, when above 0, makes a record hard when its dialogue
+	// has at least that many calls (every call of a parallel turn and every
+	// repeat counts; the input has no meta_tool call), simple otherwise:
+	// seed 000 §3.3.1 splits Meta-Bench by the frequency of function
+	// calling within conversations, excluding meta_tool's, without giving
+	// a threshold. 0 (the default) is the seeded draw by hard_ratio, which
+	// is not the paper's criterion.
+	HardMinCalls int `yaml:"hard_min_calls" json:"hard_min_calls,omitempty"`
 	// ExistingRatio is the share of open-world records with calls whose
 	// invoked tools stay listed next to meta_tool (function_existing), in
 	// [0, 1]; default 0.
@@ -271,6 +281,9 @@ func (c *MetaToolConfig) validate() []string {
 	unit("open_world_ratio", ratioOr(c.OpenWorldRatio, metaToolDefaultOpenWorld))
 	unit("hard_ratio", ratioOr(c.HardRatio, metaToolDefaultHard))
 	unit("existing_ratio", c.ExistingRatio)
+	if c.HardMinCalls < 0 {
+		probs = append(probs, fmt.Sprintf("hard_min_calls: must be at least 0 (0: the draw by hard_ratio), got %d", c.HardMinCalls))
+	}
 	unit("alpha", ratioOr(c.Alpha, metaToolDefaultAlpha))
 	unit("twin_description_similarity", ratioOr(c.TwinDescriptionSimilarity, metaToolDefaultTwin))
 	if c.MinTools < 1 {
@@ -321,7 +334,7 @@ func (c *MetaToolConfig) build(env *Env) (Stage, error) {
 		}
 		s.onlySpecial[i] = slices.Clip(l)
 	}
-	needsLib := c.ResultMode == MetaToolRetrieved || s.hard > 0
+	needsLib := c.ResultMode == MetaToolRetrieved || s.hard > 0 || c.HardMinCalls > 0
 	s.embeds = needsLib
 	if needsLib && env.Library == nil {
 		return nil, errors.New("meta_tool: hard records and retrieved results need the run's tool library, and none is available")
@@ -551,6 +564,7 @@ type metaToolPlan struct {
 	hard     bool
 	existing bool // open world, invoked tools stay listed
 	invoked  []record.Tool
+	calls    int               // the input's calls (collect)
 	queries  []toollib.Query   // per invoked tool, once needed
 	queryLib *metaToolLibrary  // the library queries came from, if any
 	queryAt  []int             // per invoked tool, its index in queryLib, or -1
@@ -701,6 +715,9 @@ func (s *metaToolStage) Process(ctx context.Context, in *record.Record) ([]*reco
 	// not change the other choices.
 	p.open = p.rng.Float64() < s.open
 	p.hard = p.rng.Float64() < s.hard
+	if s.cfg.HardMinCalls > 0 {
+		p.hard = p.calls >= s.cfg.HardMinCalls // the draw above is still made
+	}
 	p.existing = p.rng.Float64() < s.cfg.ExistingRatio && p.open && len(p.invoked) > 0
 	insert := p.open && !p.existing && len(p.invoked) > 0
 	if insert {
@@ -728,7 +745,7 @@ func (s *metaToolStage) Process(ctx context.Context, in *record.Record) ([]*reco
 		for i := range out.Messages {
 			m := &out.Messages[i]
 			if m.Role == record.RoleAssistant && len(m.Calls) == 0 {
-				m.Calls = []record.Call{{Name: verify.GetUserInput, Arguments: json.RawMessage(`{}`)}}
+				m.Calls = getUserInputCalls()
 			}
 		}
 	}
@@ -766,6 +783,7 @@ func (s *metaToolStage) collect(p *metaToolPlan) error {
 	msgs := p.in.Messages
 	for i := range msgs {
 		calls := msgs[i].Calls
+		p.calls += len(calls)
 		for j := range calls {
 			name := calls[j].Name
 			if name == verify.MetaTool || name == verify.GetUserInput {
@@ -1041,6 +1059,15 @@ func inOrder(refs []int) bool {
 // The special tools' definitions, shared by every record that lists them
 // (no stage changes a tool in place).
 var metaToolDef, getUserInputDef = verify.MetaToolDef(), verify.GetUserInputDef()
+
+// getUserInputCalls is the calls of an assistant turn that answers the
+// user in a record listing get_user_input: the one call get_user_input({}),
+// the turn's Content keeping its text (seed 000 Fig 6, 19). meta_tool
+// writes every plain answer so, and negatives its teacher replies. A new
+// list each time.
+func getUserInputCalls() []record.Call {
+	return []record.Call{{Name: verify.GetUserInput, Arguments: json.RawMessage(`{}`)}}
+}
 
 // distractors draws need irrelevant tools from the library (see
 // MetaToolConfig for what may not be drawn), seeded by the record, and

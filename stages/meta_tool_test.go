@@ -865,6 +865,51 @@ func TestMetaToolRatios(t *testing.T) {
 	}
 }
 
+// hard_min_calls: a record is hard when its dialogue has at least that many
+// calls (seed 000 §3.3.1's split by the frequency of function calling),
+// whatever hard_ratio draws; the other choices are drawn as without it.
+func TestMetaToolHardMinCalls(t *testing.T) {
+	// Calls per record: single 1, parallel 3 (one tool twice), multi 4, chat 0.
+	tests := []struct {
+		min  int
+		hard []string // the records made hard, by ID suffix
+	}{
+		{1, []string{"single", "parallel", "multi"}},
+		{3, []string{"parallel", "multi"}},
+		{4, []string{"multi"}},
+		{5, nil},
+	}
+	for _, tt := range tests {
+		for _, ratio := range []float64{0, 1} {
+			cfg := MetaToolConfig{HardRatio: mtPtr(ratio), HardMinCalls: tt.min, GetUserInput: true}
+			drawn := MetaToolConfig{HardRatio: mtPtr(ratio), GetUserInput: true}
+			st := mtBuild(t, cfg, mtEnv(mtLibrary(), &mtEmbedder{}))
+			ref := mtBuild(t, drawn, mtEnv(mtLibrary(), &mtEmbedder{}))
+			for i := range 10 {
+				for _, in := range mtAll(fmt.Sprintf("mt%d", i)) {
+					out := mtProcess(t, st, in)
+					mtCheck(t, cfg, in, out)
+					name := in.ID[strings.LastIndex(in.ID, ":")+1:]
+					want := "simple"
+					if slices.Contains(tt.hard, name) {
+						want = "hard"
+					}
+					if got := out.Tag("difficulty"); got != want {
+						t.Errorf("hard_min_calls %d, hard_ratio %v: %s is %s, want %s", tt.min, ratio, in.ID, got, want)
+					}
+					if w, r := out.Tag("world"), mtProcess(t, ref, in).Tag("world"); w != r {
+						t.Errorf("hard_min_calls %d: %s world %s, %s without it", tt.min, in.ID, w, r)
+					}
+				}
+			}
+		}
+	}
+	// Hard records need the library, even with hard_ratio 0.
+	if _, err := (&MetaToolConfig{HardRatio: mtPtr(0), HardMinCalls: 2}).build(&Env{}); err == nil {
+		t.Error("hard_min_calls without a library must fail to build")
+	}
+}
+
 // TestMetaToolDeterministic: same seed → same bytes; order and concurrency
 // of processing do not matter; another seed changes choices.
 func TestMetaToolDeterministic(t *testing.T) {
@@ -951,6 +996,7 @@ func TestMetaToolConfig(t *testing.T) {
 		{MetaToolConfig{ResultFormat: "toolace"}, `result_format: "toolace" is not one of paper, bare`},
 		{MetaToolConfig{TwinDescriptionSimilarity: mtPtr(-0.5)}, "twin_description_similarity"},
 		{MetaToolConfig{TopK: -2}, "top_k"},
+		{MetaToolConfig{HardMinCalls: -1}, "hard_min_calls: must be at least 0"},
 	}
 	for _, tt := range tests {
 		tt.cfg.defaults()

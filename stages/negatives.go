@@ -38,9 +38,18 @@ import (
 // result returned them, and meta_tool is not listed unless the turn calls
 // it (an open-world record reaches every library tool through meta_tool:
 // removing a function from the list would not make it unavailable); and,
-// unless allow_no_tools is set, at least one listed tool remains. A turn
-// that only asks the user (get_user_input, verify.Reply) is a reply, not a
-// call turn. A record is eligible when it has an eligible turn.
+// unless allow_no_tools is set, at least one listed tool remains
+// (get_user_input, which asks the user and calls no function, does not
+// count). A turn that only asks the user (get_user_input, verify.Reply) is
+// a reply, not a call turn. A record is eligible when it has an eligible
+// turn.
+//
+// When the negative lists get_user_input (meta_tool's get_user_input:
+// true, where every plain answer is a get_user_input call keeping its
+// text), a teacher reply is written so too: its turn's Content is the text
+// and its one call get_user_input({}). The token target stays the token
+// alone: it is the decision, not a reply, and a call after it would teach
+// asking the user with no text.
 //
 // A negative of an open-world record's meta_tool turn lists no meta_tool:
 // its tag world becomes closed.
@@ -161,8 +170,11 @@ func (c *NegativesConfig) validate() []string {
 // asked for the same cut dialogue is the same, and is not paid again.
 // 3: teacher replies lose the thinking written into them
 // (llm.SplitThinking) and a fence around the whole reply, and are capped by
-// max_chars.
-func (c *NegativesConfig) version() int { return 3 }
+// max_chars. 4: get_user_input is no tool left for allow_no_tools: false;
+// in a record listing get_user_input a teacher reply is a get_user_input
+// call keeping its text, and the offline stand-in does not name
+// get_user_input among the tools.
+func (c *NegativesConfig) version() int { return 4 }
 
 // negativesRequests is the version in the teacher requests' stage name.
 const negativesRequests = 1
@@ -294,7 +306,14 @@ func (s *negatives) negative(ctx context.Context, r *record.Record, k int) (*rec
 		}
 		answer, provider, model = text, resp.Provider, resp.Model
 	}
-	neg.Messages = append(neg.Messages, record.Message{Role: record.RoleAssistant, Content: answer})
+	reply := record.Message{Role: record.RoleAssistant, Content: answer}
+	if s.tmpl != nil && record.ToolIndex(neg.Tools, verify.GetUserInput) >= 0 {
+		// The record's plain answers are get_user_input calls keeping
+		// their text (meta_tool's get_user_input: true): the reply is
+		// written as they are, not in a second form.
+		reply.Calls = getUserInputCalls()
+	}
+	neg.Messages = append(neg.Messages, reply)
 	tags := []record.Tag{{Key: "category", Value: "negative"}}
 	if r.Tag("world") == "open" && slices.Contains(called, verify.MetaTool) {
 		tags = append(tags, record.Tag{Key: "world", Value: "closed"})
@@ -399,7 +418,9 @@ func negativeTurnOK(r *record.Record, names []string, unavailable map[string]boo
 		return true
 	}
 	for _, t := range r.Tools {
-		if !slices.Contains(names, t.Name) {
+		// get_user_input asks the user and calls no function (seed 000
+		// Fig 6): it is no tool left.
+		if t.Name != verify.GetUserInput && !slices.Contains(names, t.Name) {
 			return true
 		}
 	}
@@ -451,12 +472,14 @@ func (s *negatives) reply(ctx context.Context, parent, neg *record.Record) (stri
 // negativeStandIn is the offline reply: a fixed apology naming the tools
 // that are left, if any.
 func negativeStandIn(neg *record.Record) string {
-	if len(neg.Tools) == 0 {
-		return "I'm sorry, but I don't have a tool that can do this, so I can't carry out your request directly. If you tell me more about what you need, I can try to help in another way."
+	var names []string
+	for _, t := range neg.Tools {
+		if t.Name != verify.GetUserInput { // asks the user, calls no function
+			names = append(names, t.Name)
+		}
 	}
-	names := make([]string, len(neg.Tools))
-	for i, t := range neg.Tools {
-		names[i] = t.Name
+	if len(names) == 0 {
+		return "I'm sorry, but I don't have a tool that can do this, so I can't carry out your request directly. If you tell me more about what you need, I can try to help in another way."
 	}
 	return fmt.Sprintf("I'm sorry, but I can't do that for you here: the tools I have (%s) are not meant for this request. If you tell me more about what you need, I can try to help in another way.", strings.Join(names, ", "))
 }

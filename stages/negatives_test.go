@@ -55,7 +55,13 @@ func checkNegatives(t *testing.T, in *record.Record, out []*record.Record, wantT
 			t.Errorf("%s: dialogue is not the parent's first %d messages plus the answer", neg.ID, k)
 		}
 		last := neg.Messages[k]
-		if last.Role != record.RoleAssistant || len(last.Calls) != 0 || last.Reasoning != "" {
+		// A direct answer: text alone, or, when the negative lists
+		// get_user_input and the answer is a reply (not the token), the
+		// text with the one call get_user_input({}), as meta_tool writes
+		// the record's other answers.
+		asks := wantToken == "" && slices.Contains(toolNames(neg.Tools), verify.GetUserInput)
+		if last.Role != record.RoleAssistant || last.Reasoning != "" || last.Content == "" ||
+			(!asks && len(last.Calls) != 0) || (asks && !equalJSON(t, last.Calls, askUser("").Calls)) {
 			t.Errorf("%s: last turn %+v is not a direct answer", neg.ID, last)
 		}
 		if wantToken != "" && last.Content != wantToken {
@@ -98,6 +104,8 @@ func toolNames(tools []record.Tool) []string {
 func TestNegativeTurns(t *testing.T) {
 	lonely := fxRecord("fx:lonely", []record.Tool{fxTraffic},
 		fxUser("traffic in Miami?"), fxCalls("get_traffic_report", `{"location":"Miami"}`))
+	asksOnly := fxRecord("fx:asksonly", []record.Tool{fxTraffic, verify.GetUserInputDef()},
+		fxUser("traffic in Miami?"), fxCalls("get_traffic_report", `{"location":"Miami"}`))
 	noUser := fxRecord("fx:nouser", []record.Tool{fxTraffic, fxStock}, fxCalls("get_stock_price", `{"symbol":"X"}`))
 	tests := []struct {
 		name    string
@@ -114,6 +122,10 @@ func TestNegativeTurns(t *testing.T) {
 		{"chat", fxChat(), false, nil},
 		{"no tool would remain", lonely, false, nil},
 		{"no tool may remain", lonely, true, []int{1}},
+		// get_user_input asks the user and calls no function: it is no
+		// tool left.
+		{"only get_user_input would remain", asksOnly, false, nil},
+		{"only get_user_input may remain", asksOnly, true, []int{1}},
 		{"no user turn before", noUser, false, nil},
 		// Open world: meta_tool reaches every tool, so only a meta_tool
 		// turn can become a negative; a turn that asks the user is a reply.
@@ -334,6 +346,49 @@ func TestNegativesTeacherTarget(t *testing.T) {
 	}
 	if st.(Concurrent).Concurrency() != 4 {
 		t.Error("a teacher-backed negatives stage runs at the teacher's capacity")
+	}
+}
+
+// askUserRecord is a closed-world record as meta_tool writes it with
+// get_user_input: true: get_user_input listed last, every answer a
+// get_user_input call keeping its text.
+func askUserRecord() *record.Record {
+	return fxRecord("fx:askuser", []record.Tool{fxTraffic, fxStock, verify.GetUserInputDef()},
+		fxUser("How is the traffic?"), askUser("Which city do you mean?"),
+		fxUser("Miami, Florida."),
+		fxCalls("get_traffic_report", `{"location":"Miami, Florida"}`),
+		fxResults("get_traffic_report", `{"status":"light"}`),
+		askUser("Traffic in Miami is light."))
+}
+
+// In a record whose answers are get_user_input calls, a teacher reply is
+// one too (one form per sample); the token target stays the token alone;
+// the stand-in names no get_user_input among the tools it has.
+func TestNegativesGetUserInputReply(t *testing.T) {
+	in := askUserRecord()
+	teacher := buildNegatives(t, NegativesConfig{Ratio: 1, Target: NegativeTargetTeacher}, fxOffline())
+	out, err := teacher.Process(context.Background(), in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	negs := checkNegatives(t, in, out, "")
+	if len(negs) != 1 || negs[0].ID != "fx:askuser/neg3" {
+		t.Fatalf("negatives %v, want fx:askuser/neg3", negs)
+	}
+	last := negs[0].Messages[3]
+	if !verify.Reply(last.Calls) || len(last.Calls) != 1 || string(last.Calls[0].Arguments) != "{}" {
+		t.Errorf("reply calls %+v, want get_user_input({}) alone", last.Calls)
+	}
+	if want := "I'm sorry, but I can't do that for you here: the tools I have (get_stock_price) are not meant for this request. If you tell me more about what you need, I can try to help in another way."; last.Content != want {
+		t.Errorf("reply %q, want %q", last.Content, want)
+	}
+	token := buildNegatives(t, NegativesConfig{Ratio: 1}, nil)
+	out, err = token.Process(context.Background(), in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if negs := checkNegatives(t, in, out, DefaultAnswerToken); len(negs) != 1 || negs[0].Messages[3].Calls != nil {
+		t.Errorf("token target: %+v, want the token alone", negs)
 	}
 }
 

@@ -82,7 +82,8 @@ import (
 //
 // The output record keeps the input's ID and is cut after the target turn;
 // its tools are T in its shuffled order; the target turn's Content is
-// cleared, its Calls are the Retry calls and its Reasoning is the trace:
+// cleared, its Calls are the gold calls as the record wrote them (which the
+// Retry calls matched, step 5) and its Reasoning is the trace:
 // "1. Candidate Selection: … <every Try call> 2. Validation: … <the valid
 // tools>. 3. Final Review: …". The trace template's system section becomes
 // the record's system prompt, followed by the record's own system text if
