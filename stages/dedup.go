@@ -43,10 +43,11 @@ import (
 //     (character or word n-grams of the text, lowercased: there calls that
 //     differ only in types or case are the same) reaches threshold, as
 //     estimated from MinHash signatures (near.MinHash): records sharing an
-//     LSH band's bucket are candidates. In a bucket, taken in keeping order,
-//     each record is compared with the bucket's leaders (records that
-//     matched no earlier leader, at most dedupMaxLeaders) and pairs with
-//     the first whose estimated similarity reaches the threshold.
+//     LSH band's bucket are candidates, a pair of similarity J with
+//     probability 1-(1-J^Rows)^Bands (see warnings). In a bucket, taken in
+//     keeping order, each record is compared with the bucket's leaders
+//     (records that matched no earlier leader, at most dedupMaxLeaders) and
+//     pairs with the first whose estimated similarity reaches the threshold.
 //
 // Clusters are the connected components of those pairs, so two members of
 // one cluster can be less similar than the threshold when others link them
@@ -168,6 +169,38 @@ func (c *DedupConfig) validate() []string {
 	return probs
 }
 
+// warnings is advice on settings that work but do not do what they seem
+// to: a threshold below where the LSH finds pairs. check prints it, and a
+// run logs it when it builds the stage.
+func (c *DedupConfig) warnings() []string {
+	if c.Mode == DedupExact {
+		return nil
+	}
+	mh, err := near.NewMinHash(c.Shingle, c.NGram, c.Bands, c.Rows, 0)
+	if err != nil || mh.Candidate(c.Threshold) >= 0.5 {
+		return nil
+	}
+	msg := fmt.Sprintf("threshold %.2f is below the similarity LSH finds with bands %d × rows %d: "+
+		"a pair becomes a candidate with probability 1-(1-J^rows)^bands, %.0f %% at J = %.2f and 50 %% at J = %.2f, "+
+		"so most pairs near the threshold are never compared",
+		c.Threshold, c.Bands, c.Rows, 100*mh.Candidate(c.Threshold), c.Threshold, mh.Threshold())
+	// Advice: the most rows (the fewest false candidates) that find a pair
+	// at the threshold 9 times in 10, with as many MinHash values as now
+	// (the accuracy of the estimate) and at most 64 bands.
+	for rows := c.Rows - 1; rows >= 1; rows-- {
+		bands := max(c.Bands, (c.Bands*c.Rows+rows-1)/rows)
+		if bands > 64 {
+			break
+		}
+		if alt, err := near.NewMinHash(c.Shingle, c.NGram, bands, rows, 0); err == nil && alt.Candidate(c.Threshold) >= 0.9 {
+			msg += fmt.Sprintf("; bands: %d, rows: %d find one at J = %.2f with probability %.0f %% (50 %% at J = %.2f)",
+				bands, rows, c.Threshold, 100*alt.Candidate(c.Threshold), alt.Threshold())
+			break
+		}
+	}
+	return []string{msg}
+}
+
 // version 2: the exact key keeps the calls' JSON types and case, and a
 // cluster keeps a record whose calls fit its tools first.
 func (c *DedupConfig) version() int { return 2 }
@@ -176,6 +209,11 @@ func (c *DedupConfig) build(env *Env) (Stage, error) {
 	f, probs := parseTextFields(c.Fields)
 	if len(probs) > 0 {
 		return nil, errors.New(strings.Join(probs, "; "))
+	}
+	if env.Log != nil {
+		for _, msg := range c.warnings() {
+			env.Log.Warn(msg) // the stage's logger names the stage
+		}
 	}
 	d := &deduper{cfg: *c, fields: f, seed: env.Seed}
 	if c.Mode != DedupExact {

@@ -315,6 +315,29 @@ func TestDedupValidate(t *testing.T) {
 	}
 }
 
+// TestDedupThresholdWarning: a threshold where a pair is a candidate less
+// often than not is a warning, with advice when some bands and rows (at most
+// 64 bands, as many MinHash values) find it 9 times in 10.
+func TestDedupThresholdWarning(t *testing.T) {
+	for _, tc := range []struct {
+		cfg  DedupConfig
+		want string // "" for no warning
+	}{
+		{DedupConfig{}, ""},
+		{DedupConfig{Threshold: 0.7}, ""}, // 57 %
+		{DedupConfig{Threshold: 0.6, Mode: DedupExact}, ""},
+		{DedupConfig{Threshold: 0.6}, "21 % at J = 0.60 and 50 % at J = 0.68, so most pairs near the threshold are never compared; bands: 28, rows: 4 find one at J = 0.60 with probability 98 % (50 % at J = 0.40)"},
+		{DedupConfig{Threshold: 0.8, Bands: 3, Rows: 8}, "bands 3 × rows 8: a pair becomes a candidate with probability 1-(1-J^rows)^bands, 42 % at J = 0.80 and 50 % at J = 0.82, so most pairs near the threshold are never compared; bands: 6, rows: 4 find one"},
+		{DedupConfig{Threshold: 0.1}, "are never compared"}, // no bands and rows within 64 bands
+	} {
+		tc.cfg.defaults()
+		got := strings.Join(tc.cfg.warnings(), "\n")
+		if (tc.want == "") != (got == "") || !strings.Contains(got, tc.want) || (tc.cfg.Threshold == 0.1 && strings.Contains(got, "bands:")) {
+			t.Errorf("%+v: warnings %q, want %q", tc.cfg, got, tc.want)
+		}
+	}
+}
+
 func TestCallTextSorted(t *testing.T) {
 	a := callText(record.Call{Name: "f", Arguments: json.RawMessage(`{"b":{"y":1,"x":[true,null]},"a":"v"}`)})
 	b := callText(record.Call{Name: "f", Arguments: json.RawMessage(`{"a":"v","b":{"x":[true,null],"y":1}}`)})
