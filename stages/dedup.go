@@ -33,7 +33,8 @@ import (
 // near.Words: lowercased words, punctuation dropped): by default the user
 // turns and the call signatures, a call being its name and its arguments
 // with keys sorted (reordered arguments, or parallel calls in another order,
-// read the same). Two records are
+// read the same). With tools, a tool is its name and description, not its
+// parameters. Two records are
 //
 //   - exact duplicates when that text is the same and, with calls among the
 //     fields, so are the calls as JSON (callKey: types and case kept, so
@@ -46,21 +47,27 @@ import (
 //     LSH band's bucket are candidates, a pair of similarity J with
 //     probability 1-(1-J^Rows)^Bands (see warnings). In a bucket, taken in
 //     keeping order, each record is compared with the bucket's leaders
-//     (records that matched no earlier leader, at most dedupMaxLeaders) and
-//     pairs with the first whose estimated similarity reaches the threshold.
+//     (records that matched no earlier leader, at most dedupMaxLeaders)
+//     and pairs with the first whose estimated similarity reaches the
+//     threshold, or that is already in its cluster.
 //
 // Clusters are the connected components of those pairs, so two members of
 // one cluster can be less similar than the threshold when others link them
-// (template repeats chain this way). The kept member of a cluster is, in
-// this order, one whose calls pass verify's calls_resolved and args_schema
-// checks (they name tools it lists and fit their parameters: conforms), one
-// whose source comes first in prefer (sources not listed come after the
-// listed ones), then the one with the smallest hash of the pipeline seed
-// and its ID: the choice depends on neither input order, shard size nor
-// worker count. Every other member is rejected with reason "duplicate"
-// (same exact key) or "near_duplicate" and the detail
-// "duplicate_of=<kept id> …", so it stays in the rejects file. With scope:
-// within, only records of the same source are compared.
+// (template repeats chain this way), and a record similar to a bucket
+// member that joined a leader, but not to the leader, is not paired with
+// it there: whether a record is removed can depend on which other records
+// are in the input. The kept member of a cluster is, in this order, one
+// whose calls pass verify's calls_resolved and args_schema checks (they
+// name tools it lists and fit their parameters: conforms), one whose
+// source comes first in prefer (sources not listed come after the listed
+// ones), then the one with the smallest hash of the pipeline seed and its
+// ID. The choice depends on neither the order records are read in, the
+// order of sources, shard size nor worker count, but it does depend on the
+// IDs, which hold row numbers: reordering a dump's rows can keep another
+// copy. Every other member is rejected with reason "duplicate" (same exact
+// key) or "near_duplicate" and the detail "duplicate_of=<kept id> …", so
+// it stays in the rejects file. With scope: within, only records of the
+// same source are compared.
 //
 // dedup is a Planner: it reads its whole input once before processing any
 // shard and keeps, per record, only its signature (Bands×Rows bytes), two
