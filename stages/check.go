@@ -77,6 +77,9 @@ func Check(ctx context.Context, p *Pipeline, o Options, w io.Writer) error {
 	for _, msg := range offlineExportWarnings(p) {
 		fmt.Fprintf(w, "warning: %s\n", msg)
 	}
+	for _, msg := range configWarnings(p) {
+		fmt.Fprintf(w, "warning: %s\n", msg)
+	}
 
 	// Sources: do they exist, and would ingest redo them?
 	fmt.Fprintln(w, "\nsources:")
@@ -531,6 +534,30 @@ func offlineExportWarnings(p *Pipeline) []string {
 		st, err := cfg.build(previewEnv(p, spec.Name, cfg, &previewClient{}, toollib.New(nil)))
 		if tw, ok := st.(teacherWriter); err == nil && ok && tw.writesTeacherText() {
 			writer = spec.Name
+		}
+	}
+	return msgs
+}
+
+// A configWarner has advice on settings that work but do not do what they
+// seem to (dedup's threshold below its LSH curve): check prints it and the
+// stage's build logs it as a warning.
+type configWarner interface{ warnings() []string }
+
+// configWarnings is the advice of every stage that would run, each with
+// the line of its stage.
+func configWarnings(p *Pipeline) []string {
+	var msgs []string
+	for i := range p.Stages {
+		spec := &p.Stages[i]
+		if spec.Skip {
+			continue
+		}
+		typ, cfg := spec.config()
+		if cw, ok := cfg.(configWarner); ok {
+			for _, m := range cw.warnings() {
+				msgs = append(msgs, p.problem(fmt.Sprintf("stages[%d].%s", i, typ), "stage %q: %s", spec.Name, m))
+			}
 		}
 	}
 	return msgs

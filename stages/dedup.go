@@ -17,6 +17,7 @@ import (
 	"github.com/augmentdata/augment/stages/contract"
 	"github.com/augmentdata/augment/stages/near"
 	"github.com/augmentdata/augment/stages/record"
+	"github.com/augmentdata/augment/verify"
 )
 
 // DedupConfig is the `dedup:` stage: it removes exact and near-duplicate
@@ -32,32 +33,47 @@ import (
 // near.Words: lowercased words, punctuation dropped): by default the user
 // turns and the call signatures, a call being its name and its arguments
 // with keys sorted (reordered arguments, or parallel calls in another order,
-// read the same). Two records are
+// read the same). With tools, a tool is its name and description, not its
+// parameters. Two records are
 //
-//   - exact duplicates when that text is the same (a 64-bit hash of it);
+//   - exact duplicates when that text is the same and, with calls among the
+//     fields, so are the calls as JSON (callKey: types and case kept, so
+//     {"people":"4"} is not {"people":4} and "USD" is not "usd"), both
+//     under a 64-bit hash;
 //   - near duplicates when the Jaccard similarity of their shingle sets
-//     (character or word n-grams of the text) reaches threshold, as
+//     (character or word n-grams of the text, lowercased: there calls that
+//     differ only in types or case are the same) reaches threshold, as
 //     estimated from MinHash signatures (near.MinHash): records sharing an
-//     LSH band's bucket are candidates. In a bucket, taken in keeping order,
-//     each record is compared with the bucket's leaders (records that
-//     matched no earlier leader, at most dedupMaxLeaders) and pairs with
-//     the first whose estimated similarity reaches the threshold.
+//     LSH band's bucket are candidates, a pair of similarity J with
+//     probability 1-(1-J^Rows)^Bands (see warnings). In a bucket, taken in
+//     keeping order, each record is compared with the bucket's leaders
+//     (records that matched no earlier leader, at most dedupMaxLeaders)
+//     and pairs with the first whose estimated similarity reaches the
+//     threshold, or that is already in its cluster.
 //
 // Clusters are the connected components of those pairs, so two members of
 // one cluster can be less similar than the threshold when others link them
-// (template repeats chain this way). The kept member of a
-// cluster is the one whose source comes first in prefer (sources not listed
-// come after the listed ones), then the one with the smallest hash of the
-// pipeline seed and its ID: the choice depends on neither input order, shard
-// size nor worker count. Every other member is rejected with reason
-// "duplicate" (same text) or "near_duplicate" and the detail
-// "duplicate_of=<kept id> …", so it stays in the rejects file. With scope:
-// within, only records of the same source are compared.
+// (template repeats chain this way), and a record similar to a bucket
+// member that joined a leader, but not to the leader, is not paired with
+// it there: whether a record is removed can depend on which other records
+// are in the input. The kept member of a cluster is, in this order, one
+// whose calls pass verify's calls_resolved and args_schema checks (they
+// name tools it lists and fit their parameters: conforms), one whose
+// source comes first in prefer (sources not listed come after the listed
+// ones), then the one with the smallest hash of the pipeline seed and its
+// ID. The choice depends on neither the order records are read in, the
+// order of sources, shard size nor worker count, but it does depend on the
+// IDs, which hold row numbers: reordering a dump's rows can keep another
+// copy. Every other member is rejected with reason "duplicate" (same exact
+// key) or "near_duplicate" and the detail "duplicate_of=<kept id> …", so
+// it stays in the rejects file. With scope: within, only records of the
+// same source are compared.
 //
 // dedup is a Planner: it reads its whole input once before processing any
 // shard and keeps, per record, only its signature (Bands×Rows bytes), two
-// hashes, its source and its ID, plus sort space while clustering: about
-// 190 bytes a record at the peak with the defaults (1M records: 189 MB).
+// hashes, whether its calls conform, its source and its ID, plus sort
+// space while clustering: about 190 bytes a record at the peak with the
+// defaults (1M records: about 190 MB).
 // Records whose chosen fields hold no word are kept unchecked.
 //
 // Counters: "removed.exact" and "removed.near" (per removed record),
@@ -85,7 +101,8 @@ type DedupConfig struct {
 	// Scope is "across" (default: all records are compared) or "within"
 	// (only records of the same source).
 	Scope string `yaml:"scope" json:"scope"`
-	// Prefer lists sources whose records are kept first, in order.
+	// Prefer lists sources whose records are kept first, in order, after
+	// records whose calls fit their tools (conforms).
 	Prefer []string `yaml:"prefer" json:"prefer,omitempty"`
 }
 
@@ -159,12 +176,51 @@ func (c *DedupConfig) validate() []string {
 	return probs
 }
 
-func (c *DedupConfig) version() int { return 1 }
+// warnings is advice on settings that work but do not do what they seem
+// to: a threshold below where the LSH finds pairs. check prints it, and a
+// run logs it when it builds the stage.
+func (c *DedupConfig) warnings() []string {
+	if c.Mode == DedupExact {
+		return nil
+	}
+	mh, err := near.NewMinHash(c.Shingle, c.NGram, c.Bands, c.Rows, 0)
+	if err != nil || mh.Candidate(c.Threshold) >= 0.5 {
+		return nil
+	}
+	msg := fmt.Sprintf("threshold %.2f is below the similarity LSH finds with bands %d × rows %d: "+
+		"a pair becomes a candidate with probability 1-(1-J^rows)^bands, %.0f %% at J = %.2f and 50 %% at J = %.2f, "+
+		"so most pairs near the threshold are never compared",
+		c.Threshold, c.Bands, c.Rows, 100*mh.Candidate(c.Threshold), c.Threshold, mh.Threshold())
+	// Advice: the most rows (the fewest false candidates) that find a pair
+	// at the threshold 9 times in 10, with as many MinHash values as now
+	// (the accuracy of the estimate) and at most 64 bands.
+	for rows := c.Rows - 1; rows >= 1; rows-- {
+		bands := max(c.Bands, (c.Bands*c.Rows+rows-1)/rows)
+		if bands > 64 {
+			break
+		}
+		if alt, err := near.NewMinHash(c.Shingle, c.NGram, bands, rows, 0); err == nil && alt.Candidate(c.Threshold) >= 0.9 {
+			msg += fmt.Sprintf("; bands: %d, rows: %d find one at J = %.2f with probability %.0f %% (50 %% at J = %.2f)",
+				bands, rows, c.Threshold, 100*alt.Candidate(c.Threshold), alt.Threshold())
+			break
+		}
+	}
+	return []string{msg}
+}
+
+// version 2: the exact key keeps the calls' JSON types and case, and a
+// cluster keeps a record whose calls fit its tools first.
+func (c *DedupConfig) version() int { return 2 }
 
 func (c *DedupConfig) build(env *Env) (Stage, error) {
 	f, probs := parseTextFields(c.Fields)
 	if len(probs) > 0 {
 		return nil, errors.New(strings.Join(probs, "; "))
+	}
+	if env.Log != nil {
+		for _, msg := range c.warnings() {
+			env.Log.Warn(msg) // the stage's logger names the stage
+		}
 	}
 	d := &deduper{cfg: *c, fields: f, seed: env.Seed}
 	if c.Mode != DedupExact {
@@ -207,18 +263,13 @@ type keeperEntry struct {
 
 // rank is the seeded hash of a record ID that orders cluster members and
 // identifies records between Plan and Process.
-func (d *deduper) rank(id string) uint64 {
-	h := uint64(14695981039346656037) ^ d.seed
-	for i := 0; i < len(id); i++ {
-		h = (h ^ uint64(id[i])) * 1099511628211
-	}
-	return near.Mix(h)
-}
+func (d *deduper) rank(id string) uint64 { return fnvMix(d.seed, id) }
 
 // dedupTable holds what Plan keeps per record, in scan order of batches.
 type dedupTable struct {
 	rank  []uint64
 	exact []uint64 // 0: no text in the chosen fields
+	bad   []bool   // calls that do not fit the record's tools (conforms)
 	src   []uint16
 	sig   [][]byte // size bytes per record, in chunks of sigChunk records; zero for records without text
 	size  int
@@ -268,12 +319,14 @@ type dedupSigned struct {
 	b     *dedupBatch
 	rank  []uint64
 	exact []uint64
+	bad   []bool
 	sig   []byte
 }
 
 func (d *deduper) sign(b *dedupBatch, size int) *dedupSigned {
 	out := &dedupSigned{b: b, rank: make([]uint64, len(b.recs)), exact: make([]uint64, len(b.recs)),
-		sig: make([]byte, size*len(b.recs))}
+		bad: make([]bool, len(b.recs)), sig: make([]byte, size*len(b.recs))}
+	calls := d.fields.has(FieldCalls)
 	w := &near.Words{Chars: d.mh != nil && d.mh.Shingle == near.ShingleChar}
 	var mins []uint64
 	for i, r := range b.recs {
@@ -283,9 +336,16 @@ func (d *deduper) sign(b *dedupBatch, size int) *dedupSigned {
 		if w.Len() == 0 {
 			continue
 		}
-		if out.exact[i] = w.Sum(); out.exact[i] == 0 {
+		// The exact key: the normalised words, and with calls among the
+		// fields, the calls with their JSON types and case (callKey).
+		out.exact[i] = w.Sum()
+		if calls {
+			out.exact[i] = near.SumOf([]uint64{out.exact[i], callsKey(r)})
+		}
+		if out.exact[i] == 0 {
 			out.exact[i] = 1
 		}
+		out.bad[i] = !conforms(r)
 		if d.mh != nil {
 			// A text with a word has a shingle: the signature exists.
 			_, mins = d.mh.Sign(w, out.sig[i*size:(i+1)*size], mins)
@@ -330,6 +390,7 @@ func (d *deduper) Plan(ctx context.Context, scan func(yield func(*record.Record)
 		for s := range results {
 			t.rank = append(t.rank, s.rank...)
 			t.exact = append(t.exact, s.exact...)
+			t.bad = append(t.bad, s.bad...)
 			t.src = append(t.src, s.b.src...)
 			if size > 0 {
 				t.appendSig(s.sig)
@@ -387,13 +448,20 @@ func (d *deduper) cluster(t *dedupTable, srcNames []string) (string, error) {
 			prio[i] = j
 		}
 	}
-	// Positions: records in order of preference. A cluster keeps its
+	// Positions: records in order of preference (records whose calls fit
+	// their tools, then by source, then by rank). A cluster keeps its
 	// member of smallest position, which union-find makes the root.
 	perm := make([]uint32, n)
 	for i := range perm {
 		perm[i] = uint32(i)
 	}
 	slices.SortFunc(perm, func(a, b uint32) int {
+		if t.bad[a] != t.bad[b] {
+			if t.bad[a] {
+				return 1
+			}
+			return -1
+		}
 		if c := cmp.Compare(prio[t.src[a]], prio[t.src[b]]); c != 0 {
 			return c
 		}
@@ -580,6 +648,18 @@ func (d *deduper) Process(ctx context.Context, r *record.Record) ([]*record.Reco
 		Count(ctx, "unchecked_no_text", 1)
 	}
 	return []*record.Record{r}, nil
+}
+
+// conforms reports whether every call of r names a tool available to it
+// and fits that tool's parameters: verify's calls_resolved and args_schema
+// checks pass. A record without calls conforms.
+func conforms(r *record.Record) bool {
+	for _, m := range r.Messages {
+		if len(m.Calls) > 0 {
+			return len(verify.CallsResolved.Check(r)) == 0 && len(verify.ArgsSchema.Check(r)) == 0
+		}
+	}
+	return true
 }
 
 // unionFind joins record positions into clusters; a cluster's root is its

@@ -315,6 +315,29 @@ func TestDedupValidate(t *testing.T) {
 	}
 }
 
+// TestDedupThresholdWarning: a threshold where a pair is a candidate less
+// often than not is a warning, with advice when some bands and rows (at most
+// 64 bands, as many MinHash values) find it 9 times in 10.
+func TestDedupThresholdWarning(t *testing.T) {
+	for _, tc := range []struct {
+		cfg  DedupConfig
+		want string // "" for no warning
+	}{
+		{DedupConfig{}, ""},
+		{DedupConfig{Threshold: 0.7}, ""}, // 57 %
+		{DedupConfig{Threshold: 0.6, Mode: DedupExact}, ""},
+		{DedupConfig{Threshold: 0.6}, "21 % at J = 0.60 and 50 % at J = 0.68, so most pairs near the threshold are never compared; bands: 28, rows: 4 find one at J = 0.60 with probability 98 % (50 % at J = 0.40)"},
+		{DedupConfig{Threshold: 0.8, Bands: 3, Rows: 8}, "bands 3 × rows 8: a pair becomes a candidate with probability 1-(1-J^rows)^bands, 42 % at J = 0.80 and 50 % at J = 0.82, so most pairs near the threshold are never compared; bands: 6, rows: 4 find one"},
+		{DedupConfig{Threshold: 0.1}, "are never compared"}, // no bands and rows within 64 bands
+	} {
+		tc.cfg.defaults()
+		got := strings.Join(tc.cfg.warnings(), "\n")
+		if (tc.want == "") != (got == "") || !strings.Contains(got, tc.want) || (tc.cfg.Threshold == 0.1 && strings.Contains(got, "bands:")) {
+			t.Errorf("%+v: warnings %q, want %q", tc.cfg, got, tc.want)
+		}
+	}
+}
+
 func TestCallTextSorted(t *testing.T) {
 	a := callText(record.Call{Name: "f", Arguments: json.RawMessage(`{"b":{"y":1,"x":[true,null]},"a":"v"}`)})
 	b := callText(record.Call{Name: "f", Arguments: json.RawMessage(`{"a":"v","b":{"x":[true,null],"y":1}}`)})
@@ -326,6 +349,86 @@ func TestCallTextSorted(t *testing.T) {
 	}
 	if near.Normalize(a) != "f a v b x true null y 1" {
 		t.Error(near.Normalize(a))
+	}
+	// callKey: the same sorting, with types, lengths and brackets.
+	ka := callKey(record.Call{Name: "f", Arguments: json.RawMessage(`{"b":{"y":1,"x":[true,null]},"a":"v"}`)})
+	kb := callKey(record.Call{Name: "f", Arguments: json.RawMessage(`{"a":"v","b":{"x":[true,null],"y":1}}`)})
+	if want := " s1:f { s1:a s1:v s1:b { s1:x [ t z ] s1:y n1 } }"; ka != kb || ka != want {
+		t.Errorf("callKey = %q and %q, want %q", ka, kb, want)
+	}
+	if got := callKey(record.Call{Name: "f", Arguments: json.RawMessage(`not json`)}); got != " s1:f r8:not json" {
+		t.Errorf("callKey of bad JSON = %q", got)
+	}
+}
+
+// bookingRecord is a one-call booking dialogue whose tool takes an integer
+// "people" and an enum "currency"; args are the call's arguments.
+func bookingRecord(id, source, args string) *record.Record {
+	return &record.Record{ID: id, Source: source,
+		Tools: []record.Tool{{Name: "book_table", Description: "Book a restaurant table", Parameters: json.RawMessage(
+			`{"type":"object","properties":{"people":{"type":"integer"},"currency":{"type":"string","enum":["USD","EUR"]}},"required":["people"]}`)}},
+		Messages: []record.Message{
+			{Role: record.RoleUser, Content: "Book a table for four people tonight, paying in dollars"},
+			{Role: record.RoleAssistant, Calls: []record.Call{{Name: "book_table", Arguments: json.RawMessage(args)}}},
+			{Role: record.RoleTool, Results: []record.Result{{Name: "book_table", Content: `{"booked": true}`}}},
+			{Role: record.RoleAssistant, Content: "Booked."},
+		}}
+}
+
+// TestDedupExactKeepsTypesAndCase: the exact comparison tells a string
+// argument from a number and "USD" from "usd" (different arguments for a
+// tool), but not reordered keys or other JSON spacing; near mode, which
+// reads lowercased words, finds such records the same (similarity 1).
+func TestDedupExactKeepsTypesAndCase(t *testing.T) {
+	for _, tc := range []struct {
+		a, b string
+		same bool
+	}{
+		{`{"people":4}`, `{"people":"4"}`, false},
+		{`{"people":4,"currency":"USD"}`, `{"people":4,"currency":"usd"}`, false},
+		{`{"people":4}`, `{"people":4.0}`, false},
+		{`{"people":4,"currency":"USD"}`, `{ "currency" : "\u0055SD", "people" : 4 }`, true},
+		{`{"people":[4]}`, `{"people":4}`, false},
+		{`{"people":null}`, `{"people":"null"}`, false},
+		{`{"people":true}`, `{"people":"true"}`, false},
+	} {
+		recs := []*record.Record{bookingRecord("s:1", "s", tc.a), bookingRecord("s:2", "s", tc.b)}
+		removed, _ := dedupRun(t, buildDedup(t, DedupConfig{Mode: DedupExact}, 1), recs)
+		if got := len(removed) == 1; got != tc.same {
+			t.Errorf("exact: %s and %s: removed %v, want duplicates %v", tc.a, tc.b, removed, tc.same)
+		}
+		if tc.same {
+			continue
+		}
+		removed, reasons := dedupRun(t, buildDedup(t, DedupConfig{}, 1), recs)
+		if len(removed) != 1 || (reasons["s:1"] != ReasonNearDuplicate && reasons["s:2"] != ReasonNearDuplicate) {
+			t.Errorf("both: %s and %s: removed %v %v, want one near duplicate", tc.a, tc.b, removed, reasons)
+		}
+	}
+}
+
+// TestDedupKeepsConformingCopy: of duplicates, the one whose calls fit its
+// tools' parameters (and name a listed tool) is kept, whatever the seed and
+// before prefer, so a later verify args_schema does not reject the only
+// copy.
+func TestDedupKeepsConformingCopy(t *testing.T) {
+	unlisted := bookingRecord("c:3", "c", `{"people":4,"currency":"USD"}`)
+	unlisted.Tools = []record.Tool{{Name: "cancel_table", Parameters: json.RawMessage(`{"type":"object","properties":{}}`)}}
+	recs := []*record.Record{bookingRecord("a:1", "a", `{"people":"4","currency":"USD"}`), bookingRecord("b:2", "b", `{"people":4,"currency":"USD"}`),
+		bookingRecord("c:1", "c", `{"currency":"usd","people":4}`), unlisted}
+	for _, mode := range []string{DedupBoth, DedupNear} {
+		for seed := range uint64(24) {
+			removed, _ := dedupRun(t, buildDedup(t, DedupConfig{Mode: mode, Prefer: []string{"a", "c"}}, seed), recs)
+			if _, gone := removed["b:2"]; gone || len(removed) != len(recs)-1 {
+				t.Fatalf("mode %s, seed %d: removed %v, want all but b:2 (the one whose call fits book_table)", mode, seed, removed)
+			}
+		}
+	}
+	// Among conforming copies, prefer and the seeded hash decide as before.
+	recs = []*record.Record{bookingRecord("a:5", "a", `{"people":4}`), bookingRecord("b:6", "b", `{"people":4}`), bookingRecord("a:7", "a", `{"people":"4"}`)}
+	removed, _ := dedupRun(t, buildDedup(t, DedupConfig{Prefer: []string{"a"}}, 1), recs)
+	if len(removed) != 2 || removed["b:6"] != "a:5" || removed["a:7"] != "a:5" {
+		t.Errorf("prefer a among valid copies: removed %v, want b:6 and a:7 duplicates of a:5", removed)
 	}
 }
 
@@ -457,7 +560,7 @@ func BenchmarkDedup(b *testing.B) {
 }
 
 // FuzzCallText: the fast argument reader writes what encoding/json's path
-// writes, for any bytes.
+// writes, for any bytes, in callText's form and in callKey's.
 func FuzzCallText(f *testing.F) {
 	for _, s := range []string{`{"b":{"y":1,"x":[true,null]},"a":"v"}`, `{"a":"\u00e9\n","a":2}`, `[1, -2.5e3, "x"]`, `{"a":01}`, `{"a":"` + "\xff" + `"}`, `"s" x`, ` {} `, `{"k": [[[]]], "j": {}}`} {
 		f.Add([]byte(s))
@@ -466,6 +569,9 @@ func FuzzCallText(f *testing.F) {
 		c := record.Call{Name: "f", Arguments: args}
 		if fast, slow := callText(c), callTextSlow(c); fast != slow {
 			t.Fatalf("%q: fast %q, slow %q", args, fast, slow)
+		}
+		if fast, slow := callKey(c), callKeySlow(c); fast != slow {
+			t.Fatalf("%q: key fast %q, slow %q", args, fast, slow)
 		}
 	})
 }

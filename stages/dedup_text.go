@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"unicode/utf8"
 
@@ -101,44 +102,120 @@ func addRecordText(w *near.Words, r *record.Record, f textFields) {
 
 // callText is a call as text with its argument keys sorted at every level:
 // `name key value key value …`. Arguments that are not JSON are used as
-// they are.
-func callText(c record.Call) string {
+// they are. It is what near.Words reads, so JSON types go (a string "4"
+// and the number 4 are both the word 4) and case goes with the
+// normalisation; callKey keeps both.
+func callText(c record.Call) string { return writeCall(c, false) }
+
+// callKey is a call as the exact comparison sees it: its name and its
+// arguments with keys sorted at every level, as in callText, but with JSON
+// types and case kept. Every value is written with its type: a string as
+// s<length>:<text>, a number as n<literal> (as written: 4 and 4.0
+// differ), t, f and z for true, false and null, objects and arrays between
+// { } and [ ]; arguments that are not JSON are r<length>:<bytes>. So two
+// calls have the same key only when they name the same tool with the same
+// JSON values, argument order aside: {"people":"4"} is not {"people":4},
+// {"currency":"usd"} is not {"currency":"USD"}.
+func callKey(c record.Call) string { return writeCall(c, true) }
+
+func writeCall(c record.Call, typed bool) string {
 	var sb strings.Builder
-	sb.Grow(len(c.Name) + len(c.Arguments))
-	sb.WriteString(c.Name)
-	p := jsonText{data: c.Arguments}
+	sb.Grow(len(c.Name) + len(c.Arguments) + 8)
+	writeName(&sb, c.Name, typed)
+	p := jsonText{data: c.Arguments, typed: typed}
 	if p.value(&sb) && p.end() {
 		return sb.String()
 	}
 	// Not JSON as far as the fast reader goes (it knows no deep nesting):
 	// encoding/json decides.
-	return callTextSlow(c)
+	return writeCallSlow(c, typed)
+}
+
+func writeName(sb *strings.Builder, name string, typed bool) {
+	if typed {
+		writeTypedString(sb, 's', name)
+		return
+	}
+	sb.WriteString(name)
+}
+
+// writeTypedString writes ` <tag><length>:<s>`.
+func writeTypedString(sb *strings.Builder, tag byte, s string) {
+	sb.WriteByte(' ')
+	sb.WriteByte(tag)
+	sb.WriteString(strconv.Itoa(len(s)))
+	sb.WriteByte(':')
+	sb.WriteString(s)
 }
 
 // callTextSlow is callText through encoding/json.
-func callTextSlow(c record.Call) string {
+func callTextSlow(c record.Call) string { return writeCallSlow(c, false) }
+
+// callKeySlow is callKey through encoding/json.
+func callKeySlow(c record.Call) string { return writeCallSlow(c, true) }
+
+func writeCallSlow(c record.Call, typed bool) string {
 	var sb strings.Builder
-	sb.WriteString(c.Name)
+	writeName(&sb, c.Name, typed)
 	dec := json.NewDecoder(bytes.NewReader(c.Arguments))
 	dec.UseNumber()
 	var v any
 	if err := dec.Decode(&v); err != nil || dec.More() {
+		if typed {
+			writeTypedString(&sb, 'r', string(c.Arguments))
+			return sb.String()
+		}
 		sb.WriteByte(' ')
 		sb.Write(c.Arguments)
 		return sb.String()
 	}
-	writeSorted(&sb, v)
+	writeSorted(&sb, v, typed)
 	return sb.String()
 }
 
-// jsonText writes a JSON value as callText does, without building it: a
+// callsKey hashes the calls of r by their callKey, turn by turn, the calls
+// of one turn in sorted order (parallel calls in another order are the same
+// calls).
+func callsKey(r *record.Record) uint64 {
+	var hs []uint64
+	var keys []string
+	for _, m := range r.Messages {
+		if m.Role != record.RoleAssistant || len(m.Calls) == 0 {
+			continue
+		}
+		keys = keys[:0]
+		for _, c := range m.Calls {
+			keys = append(keys, callKey(c))
+		}
+		slices.Sort(keys)
+		for _, k := range keys {
+			hs = append(hs, fnvMix(0, k))
+		}
+		hs = append(hs, near.Boundary)
+	}
+	return near.SumOf(hs)
+}
+
+// fnvMix is FNV-1a of s from an offset basis changed by seed, then
+// near.Mix: a hash fixed across processes and machines.
+func fnvMix(seed uint64, s string) uint64 {
+	h := uint64(14695981039346656037) ^ seed
+	for i := 0; i < len(s); i++ {
+		h = (h ^ uint64(s[i])) * 1099511628211
+	}
+	return near.Mix(h)
+}
+
+// jsonText writes a JSON value as writeCall does, without building it: a
 // small reader for the compact JSON of call arguments. It reports false
 // for anything it does not read exactly as encoding/json would (invalid
-// JSON, nesting deeper than 64), and the caller falls back.
+// JSON, nesting deeper than 64), and the caller falls back. typed writes
+// callKey's form, else callText's.
 type jsonText struct {
 	data  []byte
 	i     int
 	depth int
+	typed bool
 }
 
 func (p *jsonText) space() {
@@ -162,16 +239,14 @@ func (p *jsonText) value(sb *strings.Builder) bool {
 	case c == '"':
 		s, ok := p.str()
 		if ok {
-			sb.WriteByte(' ')
-			sb.WriteString(s)
+			writeString(sb, s, p.typed)
 		}
 		return ok
 	case c == 't' || c == 'f' || c == 'n':
 		for _, w := range []string{"true", "false", "null"} {
 			if strings.HasPrefix(string(p.data[p.i:min(len(p.data), p.i+5)]), w) {
 				p.i += len(w)
-				sb.WriteByte(' ')
-				sb.WriteString(w)
+				writeLiteral(sb, w, p.typed)
 				return true
 			}
 		}
@@ -185,9 +260,48 @@ func (p *jsonText) value(sb *strings.Builder) bool {
 		if len(num) == 0 || !json.Valid(num) {
 			return false
 		}
-		sb.WriteByte(' ')
-		sb.Write(num)
+		writeNumber(sb, string(num), p.typed)
 		return true
+	}
+}
+
+// writeString, writeLiteral (true, false, null) and writeNumber write one
+// JSON value as callText (` value`) or callKey (typed) reads it.
+func writeString(sb *strings.Builder, s string, typed bool) {
+	if typed {
+		writeTypedString(sb, 's', s)
+		return
+	}
+	sb.WriteByte(' ')
+	sb.WriteString(s)
+}
+
+func writeLiteral(sb *strings.Builder, w string, typed bool) {
+	sb.WriteByte(' ')
+	switch {
+	case !typed:
+		sb.WriteString(w)
+	case w == "null":
+		sb.WriteByte('z')
+	default:
+		sb.WriteByte(w[0]) // t, f
+	}
+}
+
+func writeNumber(sb *strings.Builder, num string, typed bool) {
+	sb.WriteByte(' ')
+	if typed {
+		sb.WriteByte('n')
+	}
+	sb.WriteString(num)
+}
+
+// writeBracket writes the brackets of an object or array in callKey's
+// form; callText writes none.
+func writeBracket(sb *strings.Builder, b byte, typed bool) {
+	if typed {
+		sb.WriteByte(' ')
+		sb.WriteByte(b)
 	}
 }
 
@@ -231,8 +345,10 @@ func (p *jsonText) array(sb *strings.Builder) bool {
 	defer func() { p.depth-- }()
 	p.i++
 	p.space()
+	writeBracket(sb, '[', p.typed)
 	if p.i < len(p.data) && p.data[p.i] == ']' {
 		p.i++
+		writeBracket(sb, ']', p.typed)
 		return true
 	}
 	for {
@@ -248,6 +364,7 @@ func (p *jsonText) array(sb *strings.Builder) bool {
 			p.i++
 		case ']':
 			p.i++
+			writeBracket(sb, ']', p.typed)
 			return true
 		default:
 			return false
@@ -266,6 +383,8 @@ func (p *jsonText) object(sb *strings.Builder) bool {
 	p.space()
 	if p.i < len(p.data) && p.data[p.i] == '}' {
 		p.i++
+		writeBracket(sb, '{', p.typed)
+		writeBracket(sb, '}', p.typed)
 		return true
 	}
 	for {
@@ -306,15 +425,17 @@ func (p *jsonText) object(sb *strings.Builder) bool {
 		break
 	}
 	slices.SortFunc(members, func(a, b member) int { return strings.Compare(a.key, b.key) })
+	writeBracket(sb, '{', p.typed)
 	for _, m := range members {
-		sb.WriteByte(' ')
-		sb.WriteString(m.key)
+		writeString(sb, m.key, p.typed)
 		sb.WriteString(m.text)
 	}
+	writeBracket(sb, '}', p.typed)
 	return true
 }
 
-func writeSorted(sb *strings.Builder, v any) {
+// writeSorted writes a value decoded by encoding/json as jsonText does.
+func writeSorted(sb *strings.Builder, v any, typed bool) {
 	switch v := v.(type) {
 	case map[string]any:
 		keys := make([]string, 0, len(v))
@@ -322,24 +443,25 @@ func writeSorted(sb *strings.Builder, v any) {
 			keys = append(keys, k)
 		}
 		slices.Sort(keys)
+		writeBracket(sb, '{', typed)
 		for _, k := range keys {
-			sb.WriteByte(' ')
-			sb.WriteString(k)
-			writeSorted(sb, v[k])
+			writeString(sb, k, typed)
+			writeSorted(sb, v[k], typed)
 		}
+		writeBracket(sb, '}', typed)
 	case []any:
+		writeBracket(sb, '[', typed)
 		for _, e := range v {
-			writeSorted(sb, e)
+			writeSorted(sb, e, typed)
 		}
+		writeBracket(sb, ']', typed)
 	case string:
-		sb.WriteByte(' ')
-		sb.WriteString(v)
+		writeString(sb, v, typed)
 	case json.Number:
-		sb.WriteByte(' ')
-		sb.WriteString(v.String())
+		writeNumber(sb, v.String(), typed)
 	case bool:
-		fmt.Fprintf(sb, " %t", v)
+		writeLiteral(sb, strconv.FormatBool(v), typed)
 	case nil:
-		sb.WriteString(" null")
+		writeLiteral(sb, "null", typed)
 	}
 }

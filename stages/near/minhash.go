@@ -49,10 +49,19 @@ func NewMinHash(shingle string, n, bands, rows int, seed uint64) (*MinHash, erro
 // Size is the length of a signature in bytes.
 func (m *MinHash) Size() int { return m.Bands * m.Rows }
 
+// Candidate is the probability that a pair of Jaccard similarity j
+// becomes a candidate, sharing all Rows values of at least one band:
+// 1-(1-j^Rows)^Bands, an S-curve in j.
+func (m *MinHash) Candidate(j float64) float64 {
+	return 1 - math.Pow(1-math.Pow(j, float64(m.Rows)), float64(m.Bands))
+}
+
 // Threshold is the similarity at which a pair is as likely as not to become
-// a candidate, about (1/Bands)^(1/Rows).
+// a candidate (Candidate is 0.5): (1-(1/2)^(1/Bands))^(1/Rows), a little
+// below the often quoted (1/Bands)^(1/Rows) (0.68 and 0.72 for 14 bands of
+// 8 rows).
 func (m *MinHash) Threshold() float64 {
-	return math.Pow(1/float64(m.Bands), 1/float64(m.Rows))
+	return math.Pow(1-math.Pow(0.5, 1/float64(m.Bands)), 1/float64(m.Rows))
 }
 
 // Shingles calls fn with the hash of each shingle of w, in order. A text

@@ -156,8 +156,12 @@ func TestCandidateCurve(t *testing.T) {
 	if near < 299 || far > 0 {
 		t.Errorf("near pairs sharing a band: %d/300 (want ≥ 299); unrelated pairs: %d/300 (want 0)", near, far)
 	}
-	if th := m.Threshold(); th < 0.7 || th > 0.75 {
-		t.Errorf("threshold of 14×8 = %.3f, want about 0.72", th)
+	if th := m.Threshold(); th < 0.68 || th > 0.69 || math.Abs(m.Candidate(th)-0.5) > 1e-9 {
+		t.Errorf("threshold of 14×8 = %.3f (candidate with probability %.3f), want 0.685 (0.5)", th, m.Candidate(th))
+	}
+	// The S-curve: 21 % at 0.6, 92 % at the default threshold 0.8.
+	if lo, hi := m.Candidate(0.6), m.Candidate(0.8); math.Abs(lo-0.211) > 0.001 || math.Abs(hi-0.924) > 0.001 {
+		t.Errorf("Candidate(0.6) = %.3f, Candidate(0.8) = %.3f, want 0.211 and 0.924", lo, hi)
 	}
 }
 
