@@ -25,7 +25,9 @@ type Match struct {
 	// param_missing, hallucination (a parameter the gold call does not have),
 	// value_error, stop_early (a gold call nobody made); bad_json for
 	// arguments that are not a JSON object. Paths start with "gold[j]" or
-	// "pred[i]".
+	// "pred[i]"; a value_error's path and message name the first element
+	// that differs inside the argument (pred[0].arguments.legs[1].to), and
+	// show each side cut around the difference.
 	Problems []Problem
 }
 
@@ -148,13 +150,26 @@ type argDiff struct {
 	kind       string // value_error, param_missing, hallucination
 	gold, pred any
 	declared   bool // the schema declares the parameter
+	// at is, for a value_error, the path of the first element that differs
+	// inside the argument, from the key (joinPath("", key) when the values
+	// themselves differ); gold and pred are then that element's values
+	// (nil where it is absent).
+	at string
 }
 
 func (d argDiff) problem(i int, fn string) Problem {
-	p := Problem{Check: "match", Kind: d.kind, Path: joinPath(indexPath("pred", i)+".arguments", d.key)}
+	args := indexPath("pred", i) + ".arguments"
+	p := Problem{Check: "match", Kind: d.kind, Path: joinPath(args, d.key)}
 	switch {
 	case d.kind == "value_error":
-		p.Msg = fmt.Sprintf("parameter %q of %q is %s where gold has %s", d.key, fn, show(d.pred), show(d.gold))
+		pred, gold := showPair(d.pred, d.gold)
+		if d.at == joinPath("", d.key) {
+			p.Msg = fmt.Sprintf("parameter %q of %q is %s where gold has %s", d.key, fn, pred, gold)
+		} else {
+			p.Path = prefix([]Problem{{Path: d.at}}, args)[0].Path
+			p.Msg = fmt.Sprintf("parameter %q of %q differs at %s: %s where gold has %s", d.key, fn, d.at, pred, gold)
+		}
+		p.Msg += normalisationNote(d.pred, d.gold)
 	case d.kind == "param_missing":
 		p.Msg = fmt.Sprintf("parameter %q of %q is missing; gold has %s", d.key, fn, show(d.gold))
 	case d.declared:
@@ -180,7 +195,8 @@ func diffArgs(s *schema, gold, pred map[string]any) ([]argDiff, int) {
 		switch {
 		case gok && pok:
 			if !valueEqual(ps, g, p, matchRules) {
-				out = append(out, argDiff{key: k, kind: "value_error", gold: g, pred: p})
+				at, g, p := firstDiff(ps, g, p, matchRules, joinPath("", k))
+				out = append(out, argDiff{key: k, kind: "value_error", gold: g, pred: p, at: at})
 			}
 		case gok:
 			if ps == nil || !ps.hasDef || !valueEqual(ps, g, ps.def, matchRules) {
@@ -300,6 +316,58 @@ func valueEqual(s *schema, a, b any, r rules) bool {
 		return true
 	}
 	return false
+}
+
+// firstDiff returns the path (from path) and values of the first element
+// on which gold value a and predicted value b, unequal under valueEqual,
+// differ: the first unequal element of arrays of one length, the first
+// unequal key of objects (in key order; a value absent on one side is
+// nil), else a and b themselves.
+func firstDiff(s *schema, a, b any, r rules, path string) (string, any, any) {
+	switch x := a.(type) {
+	case []any:
+		y, ok := b.([]any)
+		if !ok || len(x) != len(y) {
+			break
+		}
+		var is *schema
+		if s != nil {
+			is = s.items
+		}
+		for i := range x {
+			if !valueEqual(is, x[i], y[i], r) {
+				return firstDiff(is, x[i], y[i], r, indexPath(path, i))
+			}
+		}
+	case map[string]any:
+		y, ok := b.(map[string]any)
+		if !ok {
+			break
+		}
+		for _, k := range unionKeys(x, y) {
+			var ps *schema
+			if s != nil {
+				ps = s.props[k]
+			}
+			g, gok := present(x, k)
+			p, pok := present(y, k)
+			switch {
+			case gok && pok:
+				if !valueEqual(ps, g, p, r) {
+					return firstDiff(ps, g, p, r, joinPath(path, k))
+				}
+			case gok || pok:
+				v := g
+				if pok {
+					v = p
+				}
+				if ps == nil || !ps.hasDef || !valueEqual(ps, ps.def, v, r) {
+					return joinPath(path, k), g, p
+				}
+			}
+		}
+	}
+	return path, a, b
 }
 
 // scalarCoerced compares string str with the number or boolean v where the

@@ -4,7 +4,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/augmentdata/augment/stages/record"
 )
@@ -50,7 +52,7 @@ func TestMatchCalls(t *testing.T) {
 		{"nested objects and arrays", []record.Call{call("get_weather", `{"city":"P","legs":[{"from":"A","to":"B"}]}`)}, []record.Call{call("get_weather", `{"city":"P","legs":[{"to":"b","from":"a"}]}`)},
 			true, [][2]int{{0, 0}}, nil},
 		{"array order matters", []record.Call{call("get_weather", `{"city":"P","tags":["a","b"]}`)}, []record.Call{call("get_weather", `{"city":"P","tags":["b","a"]}`)},
-			false, nil, []string{"value_error@pred[0].arguments.tags"}},
+			false, nil, []string{"value_error@pred[0].arguments.tags[0]"}},
 		{"parallel calls in another order", []record.Call{call("get_weather", `{"city":"Paris"}`), call("get_weather", `{"city":"Rome"}`), call("get_random_joke", `{}`)},
 			[]record.Call{call("get_random_joke", `{}`), call("get_weather", `{"city":"Rome"}`), call("get_weather", `{"city":"Paris"}`)},
 			true, [][2]int{{0, 2}, {1, 1}, {2, 0}}, nil},
@@ -110,9 +112,55 @@ func TestMatchCallsPrefersExactPairs(t *testing.T) {
 }
 
 func TestMatchCallsMessages(t *testing.T) {
-	m := MatchCalls(weatherTools, []record.Call{call("get_weather", `{"city":"Paris"}`)}, []record.Call{call("get_weather", `{"city":"London"}`)})
-	if got, want := m.Problems[0].Msg, `parameter "city" of "get_weather" is "London" where gold has "Paris"`; got != want {
-		t.Errorf("msg %q, want %q", got, want)
+	items := make([]string, 30)
+	for i := range items {
+		items[i] = fmt.Sprintf("item%d", i)
+	}
+	gold, _ := json.Marshal(items)
+	items[29] = "itemX"
+	pred, _ := json.Marshal(items)
+	note := "Please summarise the quarterly report for the board and highlight the revenue figures for Q3"
+	nfc, nfd := "Z\u00fcrich", "Zu\u0308rich"
+	tests := []struct {
+		name, gold, pred, path, msg string
+	}{
+		{"scalar", `{"city":"Paris"}`, `{"city":"London"}`, "pred[0].arguments.city",
+			`parameter "city" of "get_weather" is "London" where gold has "Paris"`},
+		// QA F4: both sides were clipped to the same 80 characters and the
+		// path named the top-level key only.
+		{"long array, last element", `{"city":"P","tags":` + string(gold) + `}`, `{"city":"P","tags":` + string(pred) + `}`,
+			"pred[0].arguments.tags[29]", `parameter "tags" of "get_weather" differs at tags[29]: "itemX" where gold has "item29"`},
+		{"long string, last character", `{"city":"` + note + `"}`, `{"city":"` + note[:len(note)-1] + `4"}`,
+			"pred[0].arguments.city", `parameter "city" of "get_weather" is …` + note[len(note)-78:len(note)-1] + `4" where gold has …` + note[len(note)-78:] + `"`},
+		{"nested object", `{"city":"P","legs":[{"from":"A","to":"B"},{"from":"B","to":"C"}]}`, `{"city":"P","legs":[{"from":"A","to":"B"},{"from":"B","to":"D"}]}`,
+			"pred[0].arguments.legs[1].to", `parameter "legs" of "get_weather" differs at legs[1].to: "D" where gold has "C"`},
+		{"absent nested key", `{"city":"P","legs":[{"from":"A","to":"B"}]}`, `{"city":"P","legs":[{"from":"A"}]}`,
+			"pred[0].arguments.legs[0].to", `parameter "legs" of "get_weather" differs at legs[0].to: absent where gold has "B"`},
+		{"key with a space", `{"city":"P","legs":[{"departure date":"2024-01-02"}]}`, `{"city":"P","legs":[{"departure date":"2024-01-03"}]}`,
+			`pred[0].arguments.legs[0]["departure date"]`, `parameter "legs" of "get_weather" differs at legs[0]["departure date"]: "2024-01-03" where gold has "2024-01-02"`},
+		{"Unicode normalisation", `{"city":"` + nfc + `"}`, `{"city":"` + nfd + `"}`, "pred[0].arguments.city",
+			"parameter \"city\" of \"get_weather\" is \"Zu\u0308rich\" where gold has \"Z\u00fcrich\" (the same text in another Unicode normalisation: NFD where gold is NFC)"},
+	}
+	// A difference in the middle of a long value shows on both sides,
+	// cut around it.
+	long := strings.Repeat("abcdefghij", 30)
+	m := MatchCalls(weatherTools, []record.Call{call("get_weather", `{"city":"`+long+`"}`)},
+		[]record.Call{call("get_weather", `{"city":"`+long[:150]+"#"+long[151:]+`"}`)})
+	if msg := m.Problems[0].Msg; !strings.Contains(msg, "ghij#bcd") || !strings.Contains(msg, "ghijabcd") || strings.Count(msg, "…") != 4 {
+		t.Errorf("middle difference: %s", msg)
+	}
+	for _, tt := range tests {
+		m := MatchCalls(weatherTools, []record.Call{call("get_weather", tt.gold)}, []record.Call{call("get_weather", tt.pred)})
+		if len(m.Problems) != 1 {
+			t.Errorf("%s: problems %v", tt.name, m.Problems)
+			continue
+		}
+		if p := m.Problems[0]; p.Path != tt.path || p.Msg != tt.msg {
+			t.Errorf("%s:\n got  %s: %s\n want %s: %s", tt.name, p.Path, p.Msg, tt.path, tt.msg)
+		}
+		if n := utf8.RuneCountInString(m.Problems[0].Msg); n > 300 {
+			t.Errorf("%s: message of %d characters", tt.name, n)
+		}
 	}
 }
 
