@@ -34,7 +34,8 @@ type Match struct {
 // MatchCalls compares predicted calls with gold calls, BFCL/ComplexEval
 // style, without an LLM:
 //   - names must be equal;
-//   - numbers are compared by value (1 equals 1.0); a string equals a number
+//   - numbers are compared by exact decimal value (1 equals 1.0 and 1e0;
+//     integers beyond 64 bits or 2^53 are not rounded); a string equals a number
 //     (or "true"/"false" a boolean) only where the tool's schema types the
 //     parameter as number/integer (boolean);
 //   - strings are compared after trimming, collapsing runs of white space and
@@ -393,18 +394,79 @@ func scalarCoerced(s *schema, str string, v any, r rules) bool {
 	return false
 }
 
+// numberEqual reports whether two numbers written in decimal (JSON
+// grammar, a leading + and surrounding space allowed) have the same value,
+// exactly: 5 equals 5.0 and 5e0, 12345678901234567890 does not equal
+// 12345678901234567891, nor 9007199254740993 equal 9007199254740992.0
+// (a float64 comparison took them for equal). Other spellings that
+// strconv.ParseFloat reads (hexadecimal) are compared as float64.
 func numberEqual(a, b json.Number) bool {
 	if a == b {
 		return true
 	}
-	ai, errA := strconv.ParseInt(string(a), 10, 64)
-	bi, errB := strconv.ParseInt(string(b), 10, 64)
-	if errA == nil && errB == nil {
-		return ai == bi
+	da, okA := decimalOf(string(a))
+	db, okB := decimalOf(string(b))
+	if okA && okB {
+		return da == db
 	}
-	af, errA := strconv.ParseFloat(string(a), 64)
-	bf, errB := strconv.ParseFloat(string(b), 64)
-	return errA == nil && errB == nil && af == bf && !math.IsNaN(af)
+	af, errA := strconv.ParseFloat(strings.TrimSpace(string(a)), 64)
+	bf, errB := strconv.ParseFloat(strings.TrimSpace(string(b)), 64)
+	return errA == nil && errB == nil && af == bf && !math.IsNaN(af) && !math.IsInf(af, 0)
+}
+
+// A decimal is a number's exact value: sign, significant digits (no
+// leading or trailing zeros) and the power of ten of the last one; zero
+// is the zero decimal whatever its sign.
+type decimal struct {
+	neg    bool
+	digits string
+	exp    int64
+}
+
+// decimalOf reads a decimal number: [+-]digits[.digits][(e|E)[+-]digits]
+// with at least one digit before or after the point, space around it
+// allowed; false for anything else, or an exponent beyond ±10^15.
+func decimalOf(s string) (decimal, bool) {
+	s = strings.TrimSpace(s)
+	var d decimal
+	if s != "" && (s[0] == '-' || s[0] == '+') {
+		d.neg = s[0] == '-'
+		s = s[1:]
+	}
+	mant, expText, hasExp := strings.Cut(strings.ToLower(s), "e")
+	intPart, frac, _ := strings.Cut(mant, ".")
+	if intPart == "" && frac == "" || !allDigits(intPart) || !allDigits(frac) {
+		return decimal{}, false
+	}
+	if hasExp {
+		t := strings.TrimPrefix(expText, "+")
+		if t == "" || t[0] == '-' && len(t) == 1 || !allDigits(strings.TrimPrefix(t, "-")) || len(t) > 16 {
+			return decimal{}, false
+		}
+		e, err := strconv.ParseInt(t, 10, 64)
+		if err != nil {
+			return decimal{}, false
+		}
+		d.exp = e
+	}
+	digits := strings.TrimLeft(intPart+frac, "0")
+	d.exp -= int64(len(frac))
+	trimmed := strings.TrimRight(digits, "0")
+	d.exp += int64(len(digits) - len(trimmed))
+	d.digits = trimmed
+	if d.digits == "" {
+		return decimal{}, true // zero
+	}
+	return d, true
+}
+
+func allDigits(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return true
 }
 
 func stringEqual(s *schema, a, b string, r rules) bool {

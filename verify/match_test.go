@@ -3,6 +3,7 @@ package verify
 import (
 	"encoding/json"
 	"fmt"
+	"math/big"
 	"slices"
 	"strings"
 	"testing"
@@ -193,4 +194,72 @@ func BenchmarkMatchCalls(b *testing.B) {
 			b.Fatal(m.Problems)
 		}
 	}
+}
+
+// Numbers compare exactly (QA F5: a float64 fallback took different
+// integers beyond 64 bits, or an integer and a float beyond 2^53, for
+// equal).
+func TestNumberEqual(t *testing.T) {
+	tests := []struct {
+		a, b string
+		eq   bool
+	}{
+		{"5", "5.0", true}, {"5", "5e0", true}, {"5", "0.5e1", true}, {"500", "5E2", true}, {"5", "5.000", true},
+		{"0", "-0", true}, {"0.0", "0e10", true}, {"-0.0", "0", true}, {"1.50", "1.5", true}, {"0.001", "1e-3", true},
+		{" 5", "5", true}, {"+5", "5", true}, {"05", "5", true},
+		{"12345678901234567890", "12345678901234567891", false},
+		{"12345678901234567890", "12345678901234567890.0", true},
+		{"9007199254740993", "9007199254740992.0", false},
+		{"9007199254740993", "9007199254740993.000", true},
+		{"0.1", "0.10000000000000001", false},
+		{"1e400", "1e400", true}, {"1e400", "1e401", false}, {"1e400", "10e399", true},
+		{"5", "-5", false}, {"1", "2", false}, {"1e999999999999999999", "1e999999999999999998", false},
+		{"0x1p4", "16", true}, {"NaN", "NaN", true}, {"NaN", "nan", false}, {"Inf", "inf", false}, {"", "0", false},
+	}
+	for _, tt := range tests {
+		if got := numberEqual(json.Number(tt.a), json.Number(tt.b)); got != tt.eq {
+			t.Errorf("numberEqual(%s, %s) = %v, want %v", tt.a, tt.b, got, tt.eq)
+		}
+		if got := numberEqual(json.Number(tt.b), json.Number(tt.a)); got != tt.eq {
+			t.Errorf("numberEqual(%s, %s) = %v, want %v", tt.b, tt.a, got, tt.eq)
+		}
+	}
+	big := func(arg string) []record.Call { return []record.Call{call("get_order", `{"order_id":`+arg+`}`)} }
+	if m := MatchCalls(nil, big("12345678901234567890"), big("12345678901234567891")); m.OK {
+		t.Error("MatchCalls: 12345678901234567890 matches 12345678901234567891")
+	}
+	if m := MatchCalls(nil, big("9007199254740993"), big("9007199254740992.0")); m.OK {
+		t.Error("MatchCalls: 9007199254740993 matches 9007199254740992.0")
+	}
+	if m := MatchCalls(nil, big("5"), big("5.0")); !m.OK {
+		t.Errorf("MatchCalls: 5 does not match 5.0: %v", m.Problems)
+	}
+}
+
+// FuzzDecimalOf: two spellings of a number decimalOf reads are equal
+// exactly when their values are, checked against big.Rat where the
+// exponent is small enough for it.
+func FuzzDecimalOf(f *testing.F) {
+	for _, s := range []string{"5", "5.0", "-0", "1e3", "0.001", "12345678901234567890", "+.5", "5.", "1e-400"} {
+		f.Add(s, "5")
+	}
+	f.Fuzz(func(t *testing.T, a, b string) {
+		da, okA := decimalOf(a)
+		db, okB := decimalOf(b)
+		smallExp := func(s string) bool { // big.Rat expands 1e-99999999 in full
+			_, e, ok := strings.Cut(strings.ToLower(s), "e")
+			return !ok || len(strings.TrimLeft(e, "+-0")) <= 3
+		}
+		if !okA || !okB || len(a) > 64 || len(b) > 64 || !smallExp(a) || !smallExp(b) {
+			return
+		}
+		ra, ok1 := new(big.Rat).SetString(strings.TrimPrefix(strings.TrimSpace(a), "+"))
+		rb, ok2 := new(big.Rat).SetString(strings.TrimPrefix(strings.TrimSpace(b), "+"))
+		if !ok1 || !ok2 {
+			return // a spelling big.Rat does not read ("5.", ".5e")
+		}
+		if (da == db) != (ra.Cmp(rb) == 0) {
+			t.Fatalf("%q vs %q: decimals %+v %+v, rationals %v %v", a, b, da, db, ra, rb)
+		}
+	})
 }
