@@ -41,8 +41,8 @@ import (
 //
 // Counters (in the manifest, per shard and in the totals): "check.<name>" is the number of records on
 // which that check found problems, "kind.<kind>" the number of problems of
-// each verify kind (ComplexEval kinds such as param_missing, format kinds,
-// judge_unparseable), "too_long" the records over max_tokens, and
+// each verify kind (the format, dialogue and judge kinds listed in the verify
+// package doc; never MatchCalls' match kinds, which need gold calls), "too_long" the records over max_tokens, and
 // "judge.<judge>=<value>" the judgements of each LLM judge by answer (0/1 for
 // the Meta-Tool judges, the score 0–2 for the ComplexEval ones, or
 // "unparseable"; see verify.LLMEnv.Judged) — the report's score histograms.
