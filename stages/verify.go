@@ -174,7 +174,7 @@ func (c *VerifyConfig) validate() []string {
 	return probs
 }
 
-func (c *VerifyConfig) version() int { return 8 } // 2: judges skip get_user_input replies; 3: meta_tool results read in Fig 12's envelope too; 4: token counts in 4 KiB pieces (a forced cut in a longer run may shift max_tokens by one); 5: a judge answer's keys match case-sensitively; 6: completeness and correctness judge a get_user_input reply's text as the answer; 7: a judge answer's leading thinking is taken out (llm.SplitThinking); 8: judge scores 2.0 accepted, enum numbers compared exactly
+func (c *VerifyConfig) version() int { return 8 } // 2: judges skip get_user_input replies; 3: meta_tool results read in Fig 12's envelope too; 4: token counts in 4 KiB pieces (a forced cut in a longer run may shift max_tokens by one); 5: a judge answer's keys match case-sensitively; 6: completeness and correctness judge a get_user_input reply's text as the answer; 7: a judge answer's leading thinking is taken out (llm.SplitThinking); 8: judge scores 2.0 accepted, enum numbers compared exactly, parameter paths in messages written once, tokens count the tools' response schemas
 
 func (c *VerifyConfig) build(env *Env) (Stage, error) {
 	s := &verifyStage{cfg: *c, env: env, countTokens: c.CountTokens == nil || *c.CountTokens}
