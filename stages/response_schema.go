@@ -47,7 +47,7 @@ import (
 // every value's schema, not one property per key (a daily price series
 // listed 1,912 dates as properties, 138 kB in every record). Finally a
 // tool's schema is kept under 8 KiB: while longer, its object with the
-// most listed properties becomes a map, and when none lists two or more,
+// most listed properties (the deepest of those on a tie) becomes a map, and when none lists two or more,
 // the deepest level loses its inside. Both only loosen the schema.
 //
 // A result in ToolACE's envelope, [{"name": <the tool>, "results": R}] or
@@ -536,24 +536,26 @@ func boundSchema(n *schemaNode) []byte {
 }
 
 // widestObject returns the node under n (n included) listing the most
-// properties, the first one in document order on a tie.
+// properties; on a tie the deepest, then the first in document order, so
+// that the names nearest the top are the last to go.
 func (n *schemaNode) widestObject() *schemaNode {
 	var best *schemaNode
-	var walk func(m *schemaNode)
-	walk = func(m *schemaNode) {
+	bestDepth := -1
+	var walk func(m *schemaNode, depth int)
+	walk = func(m *schemaNode, depth int) {
 		if m == nil {
 			return
 		}
-		if best == nil || len(m.names) > len(best.names) {
-			best = m
+		if len(m.names) > 0 && (best == nil || len(m.names) > len(best.names) || len(m.names) == len(best.names) && depth > bestDepth) {
+			best, bestDepth = m, depth
 		}
 		for _, k := range m.names {
-			walk(m.props[k])
+			walk(m.props[k], depth+1)
 		}
-		walk(m.values)
-		walk(m.items)
+		walk(m.values, depth+1)
+		walk(m.items, depth+1)
 	}
-	walk(n)
+	walk(n, 0)
 	return best
 }
 

@@ -488,7 +488,7 @@ func TestResponseSchemaValidatesObserved(t *testing.T) {
 		{"date keys", []string{`{"series":{"2024-01-02":{"close":1.5}}}`, `{"series":{"2024-01-03":{"close":2,"volume":7}}}`}, `"series":{"type":"object","additionalProperties":`},
 		{"too many keys", []string{many("k", 40, `1`), many("j", 40, `"x"`)}, `{"type":"object","additionalProperties":{"type":["string","integer"]}}`},
 		{"too many keys in one result", []string{many("k", maxSchemaProperties+1, `[true]`)}, `"additionalProperties":{"type":"array"`},
-		{"too long", []string{many("f", 50, many("g", 50, `{"x":1,"y":"z"}`))}, ""},
+		{"too long: the deepest widest objects become maps first", []string{many("f", 50, many("g", 50, `{"x":1,"y":"z"}`))}, `{"type":"object","properties":{"f0":{"type":"object","additionalProperties":{"type":"object","properties":{"x":{"type":"integer"},"y":{"type":"string"}}}},"f1":`},
 		{"deeper than the cap", []string{deep}, ""},
 		{"envelope look-alike", []string{`[{"name":"t","results":{"a":1}}]`, `{"name":"t","results":[]}`}, ""},
 	}
