@@ -268,6 +268,8 @@ func FuzzDeriveSchema(f *testing.F) {
 	f.Add(`{"a":[{"b":1.5}],"c":null}`)
 	f.Add(`not json`)
 	f.Add(`[[[[]]]]`)
+	f.Add(`{"2024-01-02":{"x":[1,"a",null]},"2024-01-03":{"y":true}}`)
+	f.Add(`[{"a":1},{"a":"s","b":[{"c":2.5}]}]`)
 	f.Fuzz(func(t *testing.T, s string) {
 		a, b := schemaOf(s), schemaOf(s)
 		if a != b {
@@ -276,10 +278,16 @@ func FuzzDeriveSchema(f *testing.F) {
 		if !json.Valid([]byte(a)) {
 			t.Fatalf("schema of %q is not JSON: %s", s, a)
 		}
-		var buf bytes.Buffer
-		mergeSchema(deriveSchema(s), deriveSchema(`{"x":1}`)).write(&buf)
-		if !json.Valid(buf.Bytes()) {
-			t.Fatalf("merged schema of %q is not JSON: %s", s, buf.String())
+		merged := boundSchema(mergeSchema(deriveSchema(s), deriveSchema(`{"x":1}`)))
+		if !json.Valid(merged) || len(merged) > maxSchemaBytes {
+			t.Fatalf("merged schema of %q is not JSON or too long: %s", s, merged)
+		}
+		// Both results it was derived from validate against it.
+		sch := compileResponseSchema(t, string(merged))
+		for _, c := range []string{s, `{"x":1}`} {
+			if err := sch.Validate(resultInstance(t, c)); err != nil {
+				t.Fatalf("%q does not validate against %s: %v", c, merged, err)
+			}
 		}
 	})
 }
