@@ -47,8 +47,9 @@ import (
 // every value's schema, not one property per key (a daily price series
 // listed 1,912 dates as properties, 138 kB in every record). Finally a
 // tool's schema is kept under 8 KiB: while longer, its object with the
-// most listed properties (the deepest of those on a tie) becomes a map, and when none lists two or more,
-// the deepest level loses its inside. Both only loosen the schema.
+// most listed properties (the deepest of those on a tie) becomes a map,
+// and when none lists two or more, the deepest level loses its inside.
+// Both only loosen the schema.
 //
 // A result in ToolACE's envelope, [{"name": <the tool>, "results": R}] or
 // {"name": <the tool>, "results": R} (optionally with "function_id", as
