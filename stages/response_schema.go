@@ -30,12 +30,26 @@ import (
 //
 // Derivation, per observed result (Algorithm 2, with JSON Schema types):
 // an object gives {"type":"object","properties":{…}} with every key's
-// schema; an array gives {"type":"array","items":…} with items derived from
-// its FIRST element only ({"type":"array"} when empty); strings, integers
-// (numbers written without fraction or exponent), other numbers, booleans
-// and null give {"type":"string"}, "integer", "number", "boolean", "null".
-// A result that is not JSON gives {"type":"string"}. Nesting deeper than 32
-// levels keeps the type but not the inside.
+// schema; an array gives {"type":"array","items":…} with items merged over
+// ALL its elements ({"type":"array"} when empty; Algorithm 2 reads the
+// first element only, which rejects the others when they differ, as
+// [{"a":1},{"a":"s","b":true}] does); strings, integers (numbers written
+// without fraction or exponent), other numbers, booleans and null give
+// {"type":"string"}, "integer", "number", "boolean", "null". A result that
+// is not JSON gives {"type":"string"}. Nesting deeper than 32 levels keeps
+// the type but not the inside.
+//
+// Objects whose keys are data, not field names, are maps: an object whose
+// keys all look like data (numbers, dates and times such as "2024-01-02"
+// or "2024-01-02 10:00", hexadecimal IDs and UUIDs of 8 characters or
+// more), or an object place seen with more than 64 distinct keys in all,
+// gives {"type":"object","additionalProperties":S} with S the merge of
+// every value's schema, not one property per key (a daily price series
+// listed 1,912 dates as properties, 138 kB in every record). Finally a
+// tool's schema is kept under 8 KiB: while longer, its object with the
+// most listed properties (the deepest of those on a tie) becomes a map,
+// and when none lists two or more, the deepest level loses its inside.
+// Both only loosen the schema.
 //
 // A result in ToolACE's envelope, [{"name": <the tool>, "results": R}] or
 // {"name": <the tool>, "results": R} (optionally with "function_id", as
@@ -49,10 +63,14 @@ import (
 // keys: schemaKey), because one name can carry different definitions in
 // different records. Merging is deterministic: the
 // runner streams records in input order and merge is applied in that order.
-// Two object schemas merge into the union of their properties (first-seen
-// order, common properties merged recursively); two array schemas merge
-// their items; integer and number merge into number; null gives way to any
-// other type; for any other conflict the first observation wins. The union
+// Merging keeps every observed type: two different types give a type list
+// ({"type":["string","number"]} for 530.33 and "$898.09",
+// {"type":["string","null"]} for null and "x"; integer with number is
+// number, types listed in the order object, array, string, integer,
+// number, boolean, null); object parts merge into the union of their
+// properties (first-seen order, common properties merged recursively) or,
+// for maps, of their values; array parts merge their items. So every
+// result a schema was derived from validates against it, and the union
 // documents every field a tool was seen to return, which is what a tool
 // protocol is for; required lists are not derived.
 //
@@ -72,7 +90,7 @@ type ResponseSchemaConfig struct {
 
 func (c *ResponseSchemaConfig) defaults()          {}
 func (c *ResponseSchemaConfig) validate() []string { return nil }
-func (c *ResponseSchemaConfig) version() int       { return 4 } // 2: envelopes unwrapped; 3: absent responses after a present run written NULL (shard encoder); 4: no schema for meta_tool, tools told apart by schemaKey
+func (c *ResponseSchemaConfig) version() int       { return 5 } // 2: envelopes unwrapped; 3: absent responses after a present run written NULL (shard encoder); 4: no schema for meta_tool, tools told apart by schemaKey; 5: type lists, items of every element, maps, 8 KiB bound
 
 func (c *ResponseSchemaConfig) build(env *Env) (Stage, error) {
 	return &responseSchemas{overwrite: c.Overwrite, stage: env.Stage}, nil
@@ -86,9 +104,6 @@ type responseSchemas struct {
 	planned bool
 	schemas map[string]json.RawMessage // tool key → compact schema
 }
-
-// maxSchemaDepth bounds how deep a derived schema goes.
-const maxSchemaDepth = 32
 
 // Plan derives the schemas from every input record and returns a digest of
 // them (sha256 over the tool keys and schemas in key order).
@@ -115,12 +130,11 @@ func (s *responseSchemas) Plan(ctx context.Context, scan func(yield func(*record
 	schemas := make(map[string]json.RawMessage, len(nodes))
 	h := sha256.New()
 	for _, k := range keys {
-		var buf bytes.Buffer
-		nodes[k].write(&buf)
-		schemas[k] = buf.Bytes()
+		schema := boundSchema(nodes[k])
+		schemas[k] = schema
 		h.Write([]byte(k))
 		h.Write([]byte{0})
-		h.Write(buf.Bytes())
+		h.Write(schema)
 		h.Write([]byte{0})
 	}
 	s.mu.Lock()
@@ -266,27 +280,55 @@ func envelope(b json.RawMessage) (name string, results json.RawMessage, ok bool)
 	return name, results, results != nil
 }
 
-// A schemaNode is a derived schema: a JSON type and, for objects and
-// arrays, what is inside.
+// A schemaNode is a derived schema: the JSON types observed at one place
+// and, for objects and arrays, what is inside.
 type schemaNode struct {
-	typ   string                 // object, array, string, integer, number, boolean, null
-	names []string               // object properties in first-seen order
-	props map[string]*schemaNode // object properties
-	items *schemaNode            // array items; nil when no element was seen
+	types   uint8                  // set of typ* bits
+	names   []string               // object properties in first-seen order
+	props   map[string]*schemaNode // object properties
+	mapLike bool                   // object described by values, not by names
+	values  *schemaNode            // map-like object's additionalProperties
+	items   *schemaNode            // array items; nil when no element was seen
 }
 
-// deriveSchema derives the schema of one tool result (Algorithm 2).
+// JSON types, in the order a schema lists them.
+const (
+	typObject uint8 = 1 << iota
+	typArray
+	typString
+	typInteger
+	typNumber
+	typBoolean
+	typNull
+)
+
+var typNames = [...]string{"object", "array", "string", "integer", "number", "boolean", "null"}
+
+const (
+	// maxSchemaDepth bounds how deep a derived schema goes.
+	maxSchemaDepth = 32
+	// maxSchemaProperties: an object place seen with more distinct keys
+	// than this is described as a map (see ResponseSchemaConfig).
+	maxSchemaProperties = 64
+	// maxSchemaBytes bounds a tool's rendered schema (see boundSchema).
+	maxSchemaBytes = 8192
+)
+
+func typeNode(t uint8) *schemaNode { return &schemaNode{types: t} }
+
+// deriveSchema derives the schema of one tool result (Algorithm 2). A
+// result that is not JSON is a string.
 func deriveSchema(content string) *schemaNode {
 	text := strings.TrimSpace(content)
 	if text == "" || !json.Valid([]byte(text)) {
-		return &schemaNode{typ: "string"}
+		return typeNode(typString)
 	}
 	dec := json.NewDecoder(strings.NewReader(text))
 	dec.UseNumber()
 	n, err := observeJSON(dec, 0)
 	if err != nil {
 		// Valid JSON always decodes; keep the fallback total anyway.
-		return &schemaNode{typ: "string"}
+		return typeNode(typString)
 	}
 	return n
 }
@@ -300,11 +342,11 @@ func observeJSON(dec *json.Decoder, depth int) (*schemaNode, error) {
 	case json.Delim:
 		var n *schemaNode
 		if t == '{' {
-			n = &schemaNode{typ: "object", props: map[string]*schemaNode{}}
+			n = &schemaNode{types: typObject, props: map[string]*schemaNode{}}
 		} else {
-			n = &schemaNode{typ: "array"}
+			n = typeNode(typArray)
 		}
-		first := true
+		dataKeys := true
 		for dec.More() {
 			var key string
 			if t == '{' {
@@ -313,8 +355,9 @@ func observeJSON(dec *json.Decoder, depth int) (*schemaNode, error) {
 					return nil, err
 				}
 				key, _ = kt.(string)
+				dataKeys = dataKeys && keyLooksLikeData(key)
 			}
-			if depth >= maxSchemaDepth || (t == '[' && !first) {
+			if depth >= maxSchemaDepth {
 				var skip json.RawMessage
 				if err := dec.Decode(&skip); err != nil {
 					return nil, err
@@ -326,7 +369,7 @@ func observeJSON(dec *json.Decoder, depth int) (*schemaNode, error) {
 				return nil, err
 			}
 			if t == '[' {
-				n.items, first = child, false
+				n.items = mergeSchema(n.items, child) // every element, not only the first
 			} else {
 				n.setProp(key, child)
 			}
@@ -334,23 +377,49 @@ func observeJSON(dec *json.Decoder, depth int) (*schemaNode, error) {
 		if _, err := dec.Token(); err != nil { // closing delimiter
 			return nil, err
 		}
+		if t == '{' && len(n.names) > 0 && (dataKeys || len(n.names) > maxSchemaProperties) {
+			n.toMap()
+		}
 		return n, nil
 	case string:
-		return &schemaNode{typ: "string"}, nil
+		return typeNode(typString), nil
 	case json.Number:
 		if strings.ContainsAny(string(t), ".eE") {
-			return &schemaNode{typ: "number"}, nil
+			return typeNode(typNumber), nil
 		}
-		return &schemaNode{typ: "integer"}, nil
+		return typeNode(typInteger), nil
 	case bool:
-		return &schemaNode{typ: "boolean"}, nil
+		return typeNode(typBoolean), nil
 	default:
-		return &schemaNode{typ: "null"}, nil
+		return typeNode(typNull), nil
 	}
 }
 
-// setProp adds or merges (for a key repeated in one object) a property.
+// keyLooksLikeData reports whether an object key is a value rather than a
+// field name: a number, date or time (digits with at most -:./+ T Z and
+// spaces between them), or a hexadecimal ID or UUID of 8 characters or
+// more holding a digit.
+func keyLooksLikeData(k string) bool {
+	if k == "" {
+		return false
+	}
+	digit, dateLike, hexLike := false, true, len(k) >= 8
+	for _, c := range k {
+		isDigit := c >= '0' && c <= '9'
+		digit = digit || isDigit
+		dateLike = dateLike && (isDigit || strings.ContainsRune("-:./+ TZ", c))
+		hexLike = hexLike && (isDigit || c >= 'a' && c <= 'f' || c >= 'A' && c <= 'F' || c == '-')
+	}
+	return digit && (dateLike || hexLike)
+}
+
+// setProp adds or merges (for a key repeated in one object or seen again)
+// a property.
 func (n *schemaNode) setProp(key string, child *schemaNode) {
+	if n.mapLike {
+		n.values = mergeSchema(n.values, child)
+		return
+	}
 	if old, ok := n.props[key]; ok {
 		n.props[key] = mergeSchema(old, child)
 		return
@@ -359,55 +428,167 @@ func (n *schemaNode) setProp(key string, child *schemaNode) {
 	n.props[key] = child
 }
 
+// toMap turns n's object part into a map: its values' schema is the
+// merge of every property's.
+func (n *schemaNode) toMap() {
+	if n.mapLike {
+		return
+	}
+	n.mapLike = true
+	for _, k := range n.names {
+		n.values = mergeSchema(n.values, n.props[k])
+	}
+	n.names, n.props = nil, nil
+}
+
 // mergeSchema merges observation b into a (see ResponseSchemaConfig) and
-// returns the result; a is changed in place when it survives.
+// returns the result; a is changed in place when it survives. Every value
+// valid against a or b is valid against the result.
 func mergeSchema(a, b *schemaNode) *schemaNode {
 	switch {
 	case a == nil:
 		return b
 	case b == nil:
 		return a
-	case a.typ == "null":
-		return b
-	case b.typ == "null":
-		return a
-	case a.typ == "integer" && b.typ == "number":
-		return b
-	case a.typ != b.typ:
-		return a
-	case a.typ == "object":
+	}
+	if a.types&typObject != 0 && b.types&typObject != 0 {
+		if b.mapLike {
+			a.toMap()
+			a.values = mergeSchema(a.values, b.values)
+		}
 		for _, k := range b.names {
 			a.setProp(k, b.props[k])
 		}
-	case a.typ == "array":
-		a.items = mergeSchema(a.items, b.items)
+		if len(a.names) > maxSchemaProperties {
+			a.toMap()
+		}
+	} else if b.types&typObject != 0 {
+		a.names, a.props, a.mapLike, a.values = b.names, b.props, b.mapLike, b.values
 	}
+	if a.types&typArray != 0 && b.types&typArray != 0 {
+		a.items = mergeSchema(a.items, b.items)
+	} else if b.types&typArray != 0 {
+		a.items = b.items
+	}
+	a.types |= b.types
 	return a
 }
 
 // write renders n as compact JSON Schema, properties in first-seen order.
 func (n *schemaNode) write(buf *bytes.Buffer) {
-	buf.WriteString(`{"type":"` + n.typ + `"`)
-	switch n.typ {
-	case "object":
-		buf.WriteString(`,"properties":{`)
-		for i, k := range n.names {
-			if i > 0 {
-				buf.WriteByte(',')
-			}
-			key, _ := jsonout.Marshal(k)
-			buf.Write(key)
-			buf.WriteByte(':')
-			n.props[k].write(buf)
-		}
-		buf.WriteByte('}')
-	case "array":
-		if n.items != nil {
-			buf.WriteString(`,"items":`)
-			n.items.write(buf)
+	types := n.types
+	if types&typNumber != 0 {
+		types &^= typInteger // number includes the integers
+	}
+	var names []string
+	for i, name := range typNames {
+		if types&(1<<i) != 0 {
+			names = append(names, `"`+name+`"`)
 		}
 	}
+	if len(names) == 1 {
+		buf.WriteString(`{"type":` + names[0])
+	} else {
+		buf.WriteString(`{"type":[` + strings.Join(names, ",") + `]`)
+	}
+	if types&typObject != 0 {
+		if n.mapLike {
+			buf.WriteString(`,"additionalProperties":`)
+			n.values.write(buf)
+		} else {
+			buf.WriteString(`,"properties":{`)
+			for i, k := range n.names {
+				if i > 0 {
+					buf.WriteByte(',')
+				}
+				key, _ := jsonout.Marshal(k)
+				buf.Write(key)
+				buf.WriteByte(':')
+				n.props[k].write(buf)
+			}
+			buf.WriteByte('}')
+		}
+	}
+	if types&typArray != 0 && n.items != nil {
+		buf.WriteString(`,"items":`)
+		n.items.write(buf)
+	}
 	buf.WriteByte('}')
+}
+
+// boundSchema renders n within maxSchemaBytes: while it is longer, the
+// object place with the most listed properties becomes a map, and when
+// none has two or more, the deepest level loses its inside. Both only
+// loosen the schema, so what it was derived from stays valid.
+func boundSchema(n *schemaNode) []byte {
+	var buf bytes.Buffer
+	for {
+		buf.Reset()
+		n.write(&buf)
+		if buf.Len() <= maxSchemaBytes {
+			return buf.Bytes()
+		}
+		if widest := n.widestObject(); widest != nil && len(widest.names) >= 2 {
+			widest.toMap()
+			continue
+		}
+		n.cut(n.depth() - 1)
+	}
+}
+
+// widestObject returns the node under n (n included) listing the most
+// properties; on a tie the deepest, then the first in document order, so
+// that the names nearest the top are the last to go.
+func (n *schemaNode) widestObject() *schemaNode {
+	var best *schemaNode
+	bestDepth := -1
+	var walk func(m *schemaNode, depth int)
+	walk = func(m *schemaNode, depth int) {
+		if m == nil {
+			return
+		}
+		if len(m.names) > 0 && (best == nil || len(m.names) > len(best.names) || len(m.names) == len(best.names) && depth > bestDepth) {
+			best, bestDepth = m, depth
+		}
+		for _, k := range m.names {
+			walk(m.props[k], depth+1)
+		}
+		walk(m.values, depth+1)
+		walk(m.items, depth+1)
+	}
+	walk(n, 0)
+	return best
+}
+
+// depth is the number of levels of n (1 for a node with nothing inside).
+func (n *schemaNode) depth() int {
+	if n == nil {
+		return 0
+	}
+	d := max(n.values.depth(), n.items.depth())
+	for _, k := range n.names {
+		d = max(d, n.props[k].depth())
+	}
+	return d + 1
+}
+
+// cut drops what is inside n below levels levels (levels ≥ 1).
+func (n *schemaNode) cut(levels int) {
+	if n == nil {
+		return
+	}
+	if levels <= 1 {
+		n.names, n.values, n.items, n.mapLike = nil, nil, nil, false
+		if n.types&typObject != 0 {
+			n.props = map[string]*schemaNode{}
+		}
+		return
+	}
+	for _, k := range n.names {
+		n.props[k].cut(levels - 1)
+	}
+	n.values.cut(levels - 1)
+	n.items.cut(levels - 1)
 }
 
 // SavePlan writes the derived schemas in tool key order.

@@ -4,9 +4,12 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
 
 	"github.com/augmentdata/augment/stages/contract"
 	"github.com/augmentdata/augment/stages/formats"
@@ -39,12 +42,18 @@ func TestDeriveSchema(t *testing.T) {
 		{"empty array", `[]`, `{"type":"array"}`},
 		{"object keeps key order", `{"b":1,"a":"x","c":null}`,
 			`{"type":"object","properties":{"b":{"type":"integer"},"a":{"type":"string"},"c":{"type":"null"}}}`},
-		{"array items from the first element only", `[{"id":1},{"id":"x","extra":true},3]`,
-			`{"type":"array","items":{"type":"object","properties":{"id":{"type":"integer"}}}}`},
+		{"array items from every element", `[{"id":1},{"id":"x","extra":true},3]`,
+			`{"type":"array","items":{"type":["object","integer"],"properties":{"id":{"type":["string","integer"]},"extra":{"type":"boolean"}}}}`},
 		{"nested", `{"albums":{"href":"u","items":[{"artists":[{"name":"The Weeknd","popularity":0.9}]}],"meta":[]}}`,
 			`{"type":"object","properties":{"albums":{"type":"object","properties":{"href":{"type":"string"},"items":{"type":"array","items":{"type":"object","properties":{"artists":{"type":"array","items":{"type":"object","properties":{"name":{"type":"string"},"popularity":{"type":"number"}}}}}}},"meta":{"type":"array"}}}}}`},
 		{"array of arrays", `[[1,2],[3]]`, `{"type":"array","items":{"type":"array","items":{"type":"integer"}}}`},
-		{"duplicate key merges", `{"a":null,"a":5}`, `{"type":"object","properties":{"a":{"type":"integer"}}}`},
+		{"duplicate key merges", `{"a":null,"a":5}`, `{"type":"object","properties":{"a":{"type":["integer","null"]}}}`},
+		{"date keys make a map", `{"symbol":"X","series":{"2024-01-02":{"close":1.5},"2024-01-03":{"close":2,"volume":7}}}`,
+			`{"type":"object","properties":{"symbol":{"type":"string"},"series":{"type":"object","additionalProperties":{"type":"object","properties":{"close":{"type":"number"},"volume":{"type":"integer"}}}}}}`},
+		{"ID keys make a map", `{"7f3a9c2e-1b4d-4e8a-9c0f-2d6b8e1a4c7f":"a","0b1c2d3e-4f50-4617-8293-a4b5c6d7e8f9":1}`,
+			`{"type":"object","additionalProperties":{"type":["string","integer"]}}`},
+		{"a field name is no data", `{"2024-01-02":1,"total":2}`,
+			`{"type":"object","properties":{"2024-01-02":{"type":"integer"},"total":{"type":"integer"}}}`},
 		{"escaped key", `{"say \"hi\"<>":1}`, `{"type":"object","properties":{"say \"hi\"<>":{"type":"integer"}}}`},
 		{"surrounding space", "  [true]\n", `{"type":"array","items":{"type":"boolean"}}`},
 	}
@@ -85,10 +94,15 @@ func TestMergeSchema(t *testing.T) {
 			`{"type":"object","properties":{"a":{"type":"integer"},"b":{"type":"string"},"c":{"type":"boolean"}}}`},
 		{"integer widens to number", []string{`{"v":1}`, `{"v":1.5}`}, `{"type":"object","properties":{"v":{"type":"number"}}}`},
 		{"number stays number", []string{`1.5`, `1`}, `{"type":"number"}`},
-		{"null gives way", []string{`null`, `{"a":1}`}, `{"type":"object","properties":{"a":{"type":"integer"}}}`},
-		{"null after a type is ignored", []string{`"x"`, `null`}, `{"type":"string"}`},
-		{"conflict: first seen wins", []string{`{"a":"x"}`, `{"a":{"b":1}}`}, `{"type":"object","properties":{"a":{"type":"string"}}}`},
-		{"non-JSON after object keeps the object", []string{`{"a":1}`, `error: timeout`}, `{"type":"object","properties":{"a":{"type":"integer"}}}`},
+		{"null joins the types", []string{`null`, `{"a":1}`}, `{"type":["object","null"],"properties":{"a":{"type":"integer"}}}`},
+		{"null after a type joins too", []string{`"x"`, `null`}, `{"type":["string","null"]}`},
+		{"conflict: both types", []string{`{"a":"x"}`, `{"a":{"b":1}}`}, `{"type":"object","properties":{"a":{"type":["object","string"],"properties":{"b":{"type":"integer"}}}}}`},
+		{"non-JSON after object adds string", []string{`{"a":1}`, `error: timeout`}, `{"type":["object","string"],"properties":{"a":{"type":"integer"}}}`},
+		{"non-JSON first keeps later objects", []string{`error: timeout`, `{"a":1}`}, `{"type":["object","string"],"properties":{"a":{"type":"integer"}}}`},
+		{"a map absorbs a listed object", []string{`{"m":{"a":1}}`, `{"m":{"20240102":"x"}}`},
+			`{"type":"object","properties":{"m":{"type":"object","additionalProperties":{"type":["string","integer"]}}}}`},
+		{"a listed object joins a map", []string{`{"m":{"20240102":"x"}}`, `{"m":{"a":1}}`},
+			`{"type":"object","properties":{"m":{"type":"object","additionalProperties":{"type":["string","integer"]}}}}`},
 		{"empty array then items", []string{`{"l":[]}`, `{"l":[{"x":1}]}`},
 			`{"type":"object","properties":{"l":{"type":"array","items":{"type":"object","properties":{"x":{"type":"integer"}}}}}}`},
 		{"array items merge", []string{`[{"x":1}]`, `[{"y":"s"}]`},
@@ -254,6 +268,8 @@ func FuzzDeriveSchema(f *testing.F) {
 	f.Add(`{"a":[{"b":1.5}],"c":null}`)
 	f.Add(`not json`)
 	f.Add(`[[[[]]]]`)
+	f.Add(`{"2024-01-02":{"x":[1,"a",null]},"2024-01-03":{"y":true}}`)
+	f.Add(`[{"a":1},{"a":"s","b":[{"c":2.5}]}]`)
 	f.Fuzz(func(t *testing.T, s string) {
 		a, b := schemaOf(s), schemaOf(s)
 		if a != b {
@@ -262,10 +278,16 @@ func FuzzDeriveSchema(f *testing.F) {
 		if !json.Valid([]byte(a)) {
 			t.Fatalf("schema of %q is not JSON: %s", s, a)
 		}
-		var buf bytes.Buffer
-		mergeSchema(deriveSchema(s), deriveSchema(`{"x":1}`)).write(&buf)
-		if !json.Valid(buf.Bytes()) {
-			t.Fatalf("merged schema of %q is not JSON: %s", s, buf.String())
+		merged := boundSchema(mergeSchema(deriveSchema(s), deriveSchema(`{"x":1}`)))
+		if !json.Valid(merged) || len(merged) > maxSchemaBytes {
+			t.Fatalf("merged schema of %q is not JSON or too long: %s", s, merged)
+		}
+		// Both results it was derived from validate against it.
+		sch := compileResponseSchema(t, string(merged))
+		for _, c := range []string{s, `{"x":1}`} {
+			if err := sch.Validate(resultInstance(t, c)); err != nil {
+				t.Fatalf("%q does not validate against %s: %v", c, merged, err)
+			}
 		}
 	})
 }
@@ -399,5 +421,161 @@ func BenchmarkObserveLongRecord(b *testing.B) {
 		if n == 0 {
 			b.Fatal("no result observed")
 		}
+	}
+}
+
+// compileResponseSchema compiles a derived schema with an independent
+// JSON Schema validator (Draft 2020-12).
+func compileResponseSchema(t *testing.T, schema string) *jsonschema.Schema {
+	t.Helper()
+	doc, err := jsonschema.UnmarshalJSON(strings.NewReader(schema))
+	if err != nil {
+		t.Fatalf("schema %s: %v", schema, err)
+	}
+	c := jsonschema.NewCompiler()
+	c.DefaultDraft(jsonschema.Draft2020)
+	if err := c.AddResource("mem://response.json", doc); err != nil {
+		t.Fatal(err)
+	}
+	s, err := c.Compile("mem://response.json")
+	if err != nil {
+		t.Fatalf("schema %s: %v", schema, err)
+	}
+	return s
+}
+
+// resultInstance is the value a tool result stands for: its JSON, or the
+// text itself (a string) when it is not JSON, as deriveSchema reads it.
+func resultInstance(t *testing.T, content string) any {
+	t.Helper()
+	text := strings.TrimSpace(content)
+	if text != "" && json.Valid([]byte(text)) {
+		v, err := jsonschema.UnmarshalJSON(strings.NewReader(text))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	return content
+}
+
+// TestResponseSchemaValidatesObserved: every result a schema was derived
+// from validates against it (QA F2: conflicts kept the first type, arrays
+// the first element, null gave way, one non-JSON result made the schema a
+// string), and data keys or too many keys make a map (QA F1).
+func TestResponseSchemaValidatesObserved(t *testing.T) {
+	many := func(prefix string, n int, val string) string {
+		var b strings.Builder
+		b.WriteByte('{')
+		for i := range n {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			fmt.Fprintf(&b, `"%s%d":%s`, prefix, i, val)
+		}
+		b.WriteByte('}')
+		return b.String()
+	}
+	deep := strings.Repeat(`{"a":`, 40) + `1` + strings.Repeat(`}`, 40)
+	tests := []struct {
+		name    string
+		results []string
+		want    string // a part the schema must hold; "" for none
+	}{
+		{"price number then string", []string{`{"price":530.33}`, `{"price":"$898.09"}`}, `"price":{"type":["string","number"]}`},
+		{"null then string", []string{`null`, `"x"`}, `{"type":["string","null"]}`},
+		{"heterogeneous array", []string{`[1,"a",{"b":2}]`}, `"items":{"type":["object","string","integer"]`},
+		{"array of objects", []string{`[{"a":1},{"a":"s","b":true}]`}, `"b":{"type":"boolean"}`},
+		{"property null then object", []string{`{"a":null}`, `{"a":{"b":1}}`}, `"a":{"type":["object","null"]`},
+		{"error text first", []string{`Error: quota exceeded`, `{"status":"ok","items":[1]}`, `{"status":"ok","items":[2.5]}`}, `"items":{"type":"array","items":{"type":"number"}}`},
+		{"boolean then string", []string{`{"v":true}`, `{"v":"yes"}`}, `"v":{"type":["string","boolean"]}`},
+		{"integer then number", []string{`3`, `2.5`, `1e3`}, `{"type":"number"}`},
+		{"nested arrays", []string{`[[1],["a",[true]]]`, `[]`}, ""},
+		{"empty things", []string{`{}`, `[]`, `""`, ``}, ""},
+		{"duplicate key", []string{`{"a":null,"a":5}`}, ""},
+		{"date keys", []string{`{"series":{"2024-01-02":{"close":1.5}}}`, `{"series":{"2024-01-03":{"close":2,"volume":7}}}`}, `"series":{"type":"object","additionalProperties":`},
+		{"too many keys", []string{many("k", 40, `1`), many("j", 40, `"x"`)}, `{"type":"object","additionalProperties":{"type":["string","integer"]}}`},
+		{"too many keys in one result", []string{many("k", maxSchemaProperties+1, `[true]`)}, `"additionalProperties":{"type":"array"`},
+		{"too long: the deepest widest objects become maps first", []string{many("f", 50, many("g", 50, `{"x":1,"y":"z"}`))}, `{"type":"object","properties":{"f0":{"type":"object","additionalProperties":{"type":"object","properties":{"x":{"type":"integer"},"y":{"type":"string"}}}},"f1":`},
+		{"deeper than the cap", []string{deep}, ""},
+		{"envelope look-alike", []string{`[{"name":"t","results":{"a":1}}]`, `{"name":"t","results":[]}`}, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var recs []*record.Record
+			for i, c := range tt.results {
+				r := fxSingle()
+				r.ID = fmt.Sprintf("fx:%d", i)
+				r.Messages[2].Results[0].Content = c
+				recs = append(recs, r)
+			}
+			_, _, out := runResponseSchema(t, ResponseSchemaConfig{}, recs)
+			schema := responseOf(out[0], "get_traffic_report")
+			if len(schema) > maxSchemaBytes {
+				t.Errorf("schema of %d bytes, over %d", len(schema), maxSchemaBytes)
+			}
+			if !strings.Contains(schema, tt.want) {
+				t.Errorf("schema %s\nlacks %s", schema, tt.want)
+			}
+			s := compileResponseSchema(t, schema)
+			for _, c := range tt.results {
+				if err := s.Validate(resultInstance(t, c)); err != nil {
+					t.Errorf("result %.80s does not validate against its schema %.300s: %v", c, schema, err)
+				}
+			}
+		})
+	}
+}
+
+// TestResponseSchemaValidatesObservedRealData: on the real rows in
+// ../shared/data, every tool result validates against the schema its tool
+// got (QA F2: 7 of 659 did not), and no schema is over the bound.
+func TestResponseSchemaValidatesObservedRealData(t *testing.T) {
+	recs := sharedRecords(t, 100,
+		dump{"llamafactory/glaive_toolcall_en_demo.json", "sharegpt"},
+		dump{"llamafactory/glaive_toolcall_zh_demo.json", "sharegpt"},
+		dump{"derived/toolace_format_glaive_toolcall_en_demo.json", "toolace"},
+		dump{"derived/xlam_format_glaive_toolcall_en_demo.json", "xlam"},
+		dump{"glaive/glaive_v2_rows_dataflow.jsonl", "glaive"},
+		dump{"toolace/toolace_first100_sharegpt_partially_converted.json", "sharegpt"})
+	_, _, out := runResponseSchema(t, ResponseSchemaConfig{}, recs)
+	compiled := map[string]*jsonschema.Schema{}
+	checked := 0
+	for _, r := range out {
+		var calls []record.Call
+		for _, m := range r.Messages {
+			if m.Role == record.RoleAssistant && len(m.Calls) > 0 {
+				calls = m.Calls
+			}
+			if m.Role != record.RoleTool {
+				continue
+			}
+			for i, res := range m.Results {
+				name := res.Name
+				if name == "" && i < len(calls) {
+					name = calls[i].Name
+				}
+				tl, ok := r.ToolByName(name)
+				if !ok || len(tl.Response) == 0 {
+					continue
+				}
+				if len(tl.Response) > maxSchemaBytes {
+					t.Errorf("%s: %s schema of %d bytes", r.ID, name, len(tl.Response))
+				}
+				s := compiled[string(tl.Response)]
+				if s == nil {
+					s = compileResponseSchema(t, string(tl.Response))
+					compiled[string(tl.Response)] = s
+				}
+				if err := s.Validate(resultInstance(t, unwrapEnvelope(res.Content, name))); err != nil {
+					t.Errorf("%s: %s result %.100s fails %.200s: %v", r.ID, name, res.Content, tl.Response, err)
+				}
+				checked++
+			}
+		}
+	}
+	t.Logf("%d records, %d results validated", len(out), checked)
+	if checked < 100 {
+		t.Errorf("only %d results checked", checked)
 	}
 }

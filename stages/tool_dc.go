@@ -266,8 +266,10 @@ const toolDCRequests = 2
 // since a kept record's calls are the gold calls as written, not the
 // Retry's values that matched them; +3 since the thinking written into an
 // answer is taken out (llm.SplitThinking) and Try answers that do not
-// parse are counted (try_unparsed).
-func (c *ToolDCConfig) version() int { return toolDCRequests + 3 }
+// parse are counted (try_unparsed); +4 since retry_mismatch details name
+// the first differing element and show each value around the difference,
+// and numbers beyond float64 precision are compared exactly.
+func (c *ToolDCConfig) version() int { return toolDCRequests + 4 }
 
 func (c *ToolDCConfig) build(env *Env) (Stage, error) {
 	if env.Teacher == nil {

@@ -41,8 +41,8 @@ import (
 //
 // Counters (in the manifest, per shard and in the totals): "check.<name>" is the number of records on
 // which that check found problems, "kind.<kind>" the number of problems of
-// each verify kind (ComplexEval kinds such as param_missing, format kinds,
-// judge_unparseable), "too_long" the records over max_tokens, and
+// each verify kind (the format, dialogue and judge kinds listed in the verify
+// package doc; never MatchCalls' match kinds, which need gold calls), "too_long" the records over max_tokens, and
 // "judge.<judge>=<value>" the judgements of each LLM judge by answer (0/1 for
 // the Meta-Tool judges, the score 0–2 for the ComplexEval ones, or
 // "unparseable"; see verify.LLMEnv.Judged) — the report's score histograms.
@@ -174,7 +174,7 @@ func (c *VerifyConfig) validate() []string {
 	return probs
 }
 
-func (c *VerifyConfig) version() int { return 7 } // 2: judges skip get_user_input replies; 3: meta_tool results read in Fig 12's envelope too; 4: token counts in 4 KiB pieces (a forced cut in a longer run may shift max_tokens by one); 5: a judge answer's keys match case-sensitively; 6: completeness and correctness judge a get_user_input reply's text as the answer; 7: a judge answer's leading thinking is taken out (llm.SplitThinking)
+func (c *VerifyConfig) version() int { return 8 } // 2: judges skip get_user_input replies; 3: meta_tool results read in Fig 12's envelope too; 4: token counts in 4 KiB pieces (a forced cut in a longer run may shift max_tokens by one); 5: a judge answer's keys match case-sensitively; 6: completeness and correctness judge a get_user_input reply's text as the answer; 7: a judge answer's leading thinking is taken out (llm.SplitThinking); 8: judge scores 2.0 accepted, enum numbers compared exactly, parameter paths in messages written once, tokens count the tools' response schemas
 
 func (c *VerifyConfig) build(env *Env) (Stage, error) {
 	s := &verifyStage{cfg: *c, env: env, countTokens: c.CountTokens == nil || *c.CountTokens}

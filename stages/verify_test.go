@@ -149,6 +149,40 @@ func TestVerifyPassesAndCountsTokens(t *testing.T) {
 	}
 }
 
+// TestVerifyTokensCountResponses: the tokens tag counts the tools as the
+// export writes them, response schemas included (QA F8: a 138 kB schema
+// left the tag unchanged): the system text is the export's tools JSON.
+func TestVerifyTokensCountResponses(t *testing.T) {
+	in := fxSingle()
+	in.System = ""
+	in.Tools[0].Response = json.RawMessage(`{"type":"object","properties":{"status":{"type":"string"},"delay_minutes":{"type":"integer"}}}`)
+	tools, err := toolsJSON(in.Tools)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The same record with the tools written out as its system prompt.
+	asText := in.Clone()
+	asText.Tools, asText.System = nil, tools
+	want := verify.RecordTokens(asText)
+	without := in.Clone()
+	without.Tools[0].Response = nil
+	if want <= verify.RecordTokens(without) {
+		t.Fatalf("the response adds no tokens (%d)", want)
+	}
+	st := buildVerify(t, VerifyConfig{Checks: []string{"roles"}}, nil)
+	if got := processOne(t, st, in).Tag("tokens"); got != strconv.Itoa(want) {
+		t.Errorf("tokens tag %s, want %d (%d without the response)", got, want, verify.RecordTokens(without))
+	}
+	var memo verify.TokenMemo
+	if got := memo.RecordTokens(in); got != want {
+		t.Errorf("TokenMemo.RecordTokens %d, want %d", got, want)
+	}
+	st = buildVerify(t, VerifyConfig{Checks: []string{"roles"}, MaxTokens: want - 1}, nil)
+	if _, err := st.Process(context.Background(), in); err == nil {
+		t.Errorf("max_tokens %d passes a record of %d tokens", want-1, want)
+	}
+}
+
 func TestVerifyMaxTokens(t *testing.T) {
 	in := fxMultiTurn()
 	n := verify.RecordTokens(in)

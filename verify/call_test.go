@@ -27,6 +27,9 @@ var weatherTools = []record.Tool{
 	{Name: "sum_list", Parameters: json.RawMessage(`{"type":"object","properties":{"nums":{"type":"List[int]"},"label":{"type":"str, optional"},"any":{"type":"Union[int, float]"}},"required":["nums"]}`)},
 	{Name: "free_form", Parameters: json.RawMessage(`{"type":"object","properties":{"opts":{"type":"object"}},"additionalProperties":true}`)},
 	{Name: "broken", Parameters: json.RawMessage(`[1,2]`)},
+	// Keys that need quotes in a path.
+	{Name: "spaced", Parameters: json.RawMessage(`{"type":"object","properties":{"departure date":{"type":"string"},"say \"hi\"":{"type":"string"},` +
+		`"legs":{"type":"array","items":{"type":"object","properties":{"seat class":{"type":"string"}}}}}}`)},
 }
 
 func kinds(ps []Problem) []string {
@@ -93,6 +96,13 @@ func TestCheckCall(t *testing.T) {
 			[]string{"param_missing@arguments.city", "unknown_param@arguments.aa", "wrong_type@arguments.days", "unknown_param@arguments.zz"}, ""},
 		{"key needing quotes", record.Call{Name: "get_weather", Arguments: json.RawMessage(`{"city":"Paris","departure date":"x"}`)},
 			[]string{`unknown_param@arguments["departure date"]`}, ""},
+		// QA F6: the path was quoted twice, `parameter "[\"departure date\"]"`.
+		{"top-level key needing quotes", record.Call{Name: "spaced", Arguments: json.RawMessage(`{"departure date":5}`)},
+			[]string{`wrong_type@arguments["departure date"]`}, `parameter "departure date" of "spaced" must be string, got integer 5`},
+		{"nested key needing quotes", record.Call{Name: "spaced", Arguments: json.RawMessage(`{"legs":[{"seat class":1}]}`)},
+			[]string{`wrong_type@arguments.legs[0]["seat class"]`}, `parameter legs[0]["seat class"] of "spaced" must be string, got integer 1`},
+		{"key holding a quote", record.Call{Name: "spaced", Arguments: json.RawMessage(`{"say \"hi\"":1}`)},
+			[]string{`wrong_type@arguments["say \"hi\""]`}, `parameter "say \"hi\"" of "spaced" must be string, got integer 1`},
 		{"arguments not an object", record.Call{Name: "get_weather", Arguments: json.RawMessage(`["Paris"]`)},
 			[]string{"bad_json@arguments"}, "got array"},
 		{"arguments invalid JSON", record.Call{Name: "get_weather", Arguments: json.RawMessage(`{"city":'Paris'}`)},

@@ -1,6 +1,7 @@
 package verify
 
 import (
+	"bytes"
 	"encoding/json"
 	"strings"
 	"testing"
@@ -18,10 +19,14 @@ func systemTextReflect(r *record.Record) string {
 			Name        string `json:"name"`
 			Description string `json:"description"`
 			Parameters  any    `json:"parameters"`
+			Response    any    `json:"response,omitempty"`
 		}
 		ts := make([]tool, len(r.Tools))
 		for i, t := range r.Tools {
 			ts[i] = tool{Name: t.Name, Description: t.Description, Parameters: rawOrString(t.Parameters)}
+			if resp := bytes.TrimSpace(t.Response); len(resp) > 0 {
+				ts[i].Response = rawOrString(resp)
+			}
 		}
 		if b, err := jsonout.Marshal(ts); err == nil {
 			if system != "" {
@@ -65,7 +70,7 @@ func TestJSONTextMatchesJsonout(t *testing.T) {
 }
 
 func checkJSONText(t *testing.T, s, raw string) {
-	r := &record.Record{System: s, Tools: []record.Tool{{Name: s, Description: s + "!", Parameters: []byte(raw)}, {Name: "b", Parameters: []byte(raw)}}}
+	r := &record.Record{System: s, Tools: []record.Tool{{Name: s, Description: s + "!", Parameters: []byte(raw)}, {Name: "b", Parameters: []byte(raw), Response: []byte(raw)}}}
 	if got, want := systemText(r), systemTextReflect(r); got != want {
 		t.Fatalf("systemText(%q, %q):\n got %s\nwant %s", s, raw, got, want)
 	}

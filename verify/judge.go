@@ -217,10 +217,14 @@ func parseBinary(answer string) (bool, error) {
 
 // parseScore reads a ComplexEval judge answer: the JSON object
 // {"score": 0|1|2, "reason": "…"}, optionally inside one ```json fence.
+// As ComplexFuncBench's runner (response_runner.py, `score not in [0, 1,
+// 2]` in Python, where 2.0 == 2), the score is any JSON number equal to 0,
+// 1 or 2 (2.0 and 2e0 count as 2; "2", true and 1.5 do not), and the reason
+// is not checked: a reason that is not a string is kept as its JSON text.
 func parseScore(answer string) (scored, error) {
 	var v struct {
 		Score  json.RawMessage `json:"score"`
-		Reason string          `json:"reason"`
+		Reason json.RawMessage `json:"reason"`
 	}
 	if err := strictObject(answer, &v); err != nil {
 		return scored{}, err
@@ -228,9 +232,14 @@ func parseScore(answer string) (scored, error) {
 	if v.Score == nil {
 		return scored{}, errors.New(`the object has no "score"`)
 	}
-	switch string(v.Score) {
-	case "0", "1", "2":
-		return scored{score: int(v.Score[0] - '0'), reason: v.Reason}, nil
+	var reason string
+	if json.Unmarshal(v.Reason, &reason) != nil && string(v.Reason) != "null" {
+		reason = string(v.Reason) // absent stays ""
+	}
+	if c := v.Score[0]; c == '-' || c >= '0' && c <= '9' { // a number, not "2"
+		if f, err := strconv.ParseFloat(string(v.Score), 64); err == nil && (f == 0 || f == 1 || f == 2) {
+			return scored{score: int(f), reason: reason}, nil
+		}
 	}
 	return scored{}, fmt.Errorf(`"score" must be the number 0, 1 or 2, not %s`, v.Score)
 }

@@ -286,11 +286,17 @@ func TestParseAnswers(t *testing.T) {
 		ok    bool
 	}{
 		{`{"score": 2, "reason": "all"}`, 2, true},
+		// ComplexFuncBench's runner accepts integral floats (Python 2.0 == 2)
+		// and never reads the reason (QA F3).
+		{`{"score": 2.0, "reason": "all requested information is addressed"}`, 2, true},
+		{`{"score": 0.0}`, 0, true}, {`{"score": 1.00, "reason": "x"}`, 1, true}, {`{"score": 2e0}`, 2, true},
+		{`{"score": -0.0}`, 0, true}, {`{"score": 2, "reason": ["a", "b"]}`, 2, true}, {`{"score": 1, "reason": null}`, 1, true},
+		{`{"score": 2.5}`, 0, false}, {`{"score": true}`, 0, false}, {`{"score": null}`, 0, false}, {`{"score": 1e999}`, 0, false},
 		{"```json\n{\"score\": 0}\n```", 0, true},
 		{"```\n{\"score\": 1, \"reason\": \"x\", \"extra\": true}\n```", 1, true},
 		{`{"score": 3}`, 0, false}, {`{"score": 1.5}`, 0, false}, {`{"score": "2"}`, 0, false}, {`{"reason": "x"}`, 0, false},
 		{`Score: {"score": 2}`, 0, false}, {`{"score": 2} thanks`, 0, false}, {"```json{\"score\": 2}```", 0, false},
-		{"```json\n{\"score\": 2}", 0, false}, {`[{"score": 2}]`, 0, false}, {`{"score": 2, "reason": 5}`, 0, false},
+		{"```json\n{\"score\": 2}", 0, false}, {`[{"score": 2}]`, 0, false}, {`{"score": 2, "reason": 5}`, 2, true},
 	} {
 		got, err := parseScore(tt.in)
 		if (err == nil) != tt.ok || got.score != tt.score {

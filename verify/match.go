@@ -25,14 +25,17 @@ type Match struct {
 	// param_missing, hallucination (a parameter the gold call does not have),
 	// value_error, stop_early (a gold call nobody made); bad_json for
 	// arguments that are not a JSON object. Paths start with "gold[j]" or
-	// "pred[i]".
+	// "pred[i]"; a value_error's path and message name the first element
+	// that differs inside the argument (pred[0].arguments.legs[1].to), and
+	// show each side cut around the difference.
 	Problems []Problem
 }
 
 // MatchCalls compares predicted calls with gold calls, BFCL/ComplexEval
 // style, without an LLM:
 //   - names must be equal;
-//   - numbers are compared by value (1 equals 1.0); a string equals a number
+//   - numbers are compared by exact decimal value (1 equals 1.0 and 1e0;
+//     integers beyond 64 bits or 2^53 are not rounded); a string equals a number
 //     (or "true"/"false" a boolean) only where the tool's schema types the
 //     parameter as number/integer (boolean);
 //   - strings are compared after trimming, collapsing runs of white space and
@@ -148,13 +151,26 @@ type argDiff struct {
 	kind       string // value_error, param_missing, hallucination
 	gold, pred any
 	declared   bool // the schema declares the parameter
+	// at is, for a value_error, the path of the first element that differs
+	// inside the argument, from the key (joinPath("", key) when the values
+	// themselves differ); gold and pred are then that element's values
+	// (nil where it is absent).
+	at string
 }
 
 func (d argDiff) problem(i int, fn string) Problem {
-	p := Problem{Check: "match", Kind: d.kind, Path: joinPath(indexPath("pred", i)+".arguments", d.key)}
+	args := indexPath("pred", i) + ".arguments"
+	p := Problem{Check: "match", Kind: d.kind, Path: joinPath(args, d.key)}
 	switch {
 	case d.kind == "value_error":
-		p.Msg = fmt.Sprintf("parameter %q of %q is %s where gold has %s", d.key, fn, show(d.pred), show(d.gold))
+		pred, gold := showPair(d.pred, d.gold)
+		if d.at == joinPath("", d.key) {
+			p.Msg = fmt.Sprintf("parameter %q of %q is %s where gold has %s", d.key, fn, pred, gold)
+		} else {
+			p.Path = prefix([]Problem{{Path: d.at}}, args)[0].Path
+			p.Msg = fmt.Sprintf("parameter %q of %q differs at %s: %s where gold has %s", d.key, fn, d.at, pred, gold)
+		}
+		p.Msg += normalisationNote(d.pred, d.gold)
 	case d.kind == "param_missing":
 		p.Msg = fmt.Sprintf("parameter %q of %q is missing; gold has %s", d.key, fn, show(d.gold))
 	case d.declared:
@@ -180,7 +196,8 @@ func diffArgs(s *schema, gold, pred map[string]any) ([]argDiff, int) {
 		switch {
 		case gok && pok:
 			if !valueEqual(ps, g, p, matchRules) {
-				out = append(out, argDiff{key: k, kind: "value_error", gold: g, pred: p})
+				at, g, p := firstDiff(ps, g, p, matchRules, joinPath("", k))
+				out = append(out, argDiff{key: k, kind: "value_error", gold: g, pred: p, at: at})
 			}
 		case gok:
 			if ps == nil || !ps.hasDef || !valueEqual(ps, g, ps.def, matchRules) {
@@ -302,6 +319,58 @@ func valueEqual(s *schema, a, b any, r rules) bool {
 	return false
 }
 
+// firstDiff returns the path (from path) and values of the first element
+// on which gold value a and predicted value b, unequal under valueEqual,
+// differ: the first unequal element of arrays of one length, the first
+// unequal key of objects (in key order; a value absent on one side is
+// nil), else a and b themselves.
+func firstDiff(s *schema, a, b any, r rules, path string) (string, any, any) {
+	switch x := a.(type) {
+	case []any:
+		y, ok := b.([]any)
+		if !ok || len(x) != len(y) {
+			break
+		}
+		var is *schema
+		if s != nil {
+			is = s.items
+		}
+		for i := range x {
+			if !valueEqual(is, x[i], y[i], r) {
+				return firstDiff(is, x[i], y[i], r, indexPath(path, i))
+			}
+		}
+	case map[string]any:
+		y, ok := b.(map[string]any)
+		if !ok {
+			break
+		}
+		for _, k := range unionKeys(x, y) {
+			var ps *schema
+			if s != nil {
+				ps = s.props[k]
+			}
+			g, gok := present(x, k)
+			p, pok := present(y, k)
+			switch {
+			case gok && pok:
+				if !valueEqual(ps, g, p, r) {
+					return firstDiff(ps, g, p, r, joinPath(path, k))
+				}
+			case gok || pok:
+				v := g
+				if pok {
+					v = p
+				}
+				if ps == nil || !ps.hasDef || !valueEqual(ps, ps.def, v, r) {
+					return joinPath(path, k), g, p
+				}
+			}
+		}
+	}
+	return path, a, b
+}
+
 // scalarCoerced compares string str with the number or boolean v where the
 // schema (or r) allows writing that value as a string.
 func scalarCoerced(s *schema, str string, v any, r rules) bool {
@@ -325,18 +394,79 @@ func scalarCoerced(s *schema, str string, v any, r rules) bool {
 	return false
 }
 
+// numberEqual reports whether two numbers written in decimal (JSON
+// grammar, a leading + and surrounding space allowed) have the same value,
+// exactly: 5 equals 5.0 and 5e0, 12345678901234567890 does not equal
+// 12345678901234567891, nor 9007199254740993 equal 9007199254740992.0
+// (a float64 comparison took them for equal). Other spellings that
+// strconv.ParseFloat reads (hexadecimal) are compared as float64.
 func numberEqual(a, b json.Number) bool {
 	if a == b {
 		return true
 	}
-	ai, errA := strconv.ParseInt(string(a), 10, 64)
-	bi, errB := strconv.ParseInt(string(b), 10, 64)
-	if errA == nil && errB == nil {
-		return ai == bi
+	da, okA := decimalOf(string(a))
+	db, okB := decimalOf(string(b))
+	if okA && okB {
+		return da == db
 	}
-	af, errA := strconv.ParseFloat(string(a), 64)
-	bf, errB := strconv.ParseFloat(string(b), 64)
-	return errA == nil && errB == nil && af == bf && !math.IsNaN(af)
+	af, errA := strconv.ParseFloat(strings.TrimSpace(string(a)), 64)
+	bf, errB := strconv.ParseFloat(strings.TrimSpace(string(b)), 64)
+	return errA == nil && errB == nil && af == bf && !math.IsNaN(af) && !math.IsInf(af, 0)
+}
+
+// A decimal is a number's exact value: sign, significant digits (no
+// leading or trailing zeros) and the power of ten of the last one; zero
+// is the zero decimal whatever its sign.
+type decimal struct {
+	neg    bool
+	digits string
+	exp    int64
+}
+
+// decimalOf reads a decimal number: [+-]digits[.digits][(e|E)[+-]digits]
+// with at least one digit before or after the point, space around it
+// allowed; false for anything else, or an exponent beyond ±10^15.
+func decimalOf(s string) (decimal, bool) {
+	s = strings.TrimSpace(s)
+	var d decimal
+	if s != "" && (s[0] == '-' || s[0] == '+') {
+		d.neg = s[0] == '-'
+		s = s[1:]
+	}
+	mant, expText, hasExp := strings.Cut(strings.ToLower(s), "e")
+	intPart, frac, _ := strings.Cut(mant, ".")
+	if intPart == "" && frac == "" || !allDigits(intPart) || !allDigits(frac) {
+		return decimal{}, false
+	}
+	if hasExp {
+		t := strings.TrimPrefix(expText, "+")
+		if t == "" || t[0] == '-' && len(t) == 1 || !allDigits(strings.TrimPrefix(t, "-")) || len(t) > 16 {
+			return decimal{}, false
+		}
+		e, err := strconv.ParseInt(t, 10, 64)
+		if err != nil {
+			return decimal{}, false
+		}
+		d.exp = e
+	}
+	digits := strings.TrimLeft(intPart+frac, "0")
+	d.exp -= int64(len(frac))
+	trimmed := strings.TrimRight(digits, "0")
+	d.exp += int64(len(digits) - len(trimmed))
+	d.digits = trimmed
+	if d.digits == "" {
+		return decimal{}, true // zero
+	}
+	return d, true
+}
+
+func allDigits(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return true
 }
 
 func stringEqual(s *schema, a, b string, r rules) bool {

@@ -3,8 +3,11 @@ package verify
 import (
 	"encoding/json"
 	"fmt"
+	"math/big"
 	"slices"
+	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/augmentdata/augment/stages/record"
 )
@@ -50,7 +53,7 @@ func TestMatchCalls(t *testing.T) {
 		{"nested objects and arrays", []record.Call{call("get_weather", `{"city":"P","legs":[{"from":"A","to":"B"}]}`)}, []record.Call{call("get_weather", `{"city":"P","legs":[{"to":"b","from":"a"}]}`)},
 			true, [][2]int{{0, 0}}, nil},
 		{"array order matters", []record.Call{call("get_weather", `{"city":"P","tags":["a","b"]}`)}, []record.Call{call("get_weather", `{"city":"P","tags":["b","a"]}`)},
-			false, nil, []string{"value_error@pred[0].arguments.tags"}},
+			false, nil, []string{"value_error@pred[0].arguments.tags[0]"}},
 		{"parallel calls in another order", []record.Call{call("get_weather", `{"city":"Paris"}`), call("get_weather", `{"city":"Rome"}`), call("get_random_joke", `{}`)},
 			[]record.Call{call("get_random_joke", `{}`), call("get_weather", `{"city":"Rome"}`), call("get_weather", `{"city":"Paris"}`)},
 			true, [][2]int{{0, 2}, {1, 1}, {2, 0}}, nil},
@@ -110,9 +113,55 @@ func TestMatchCallsPrefersExactPairs(t *testing.T) {
 }
 
 func TestMatchCallsMessages(t *testing.T) {
-	m := MatchCalls(weatherTools, []record.Call{call("get_weather", `{"city":"Paris"}`)}, []record.Call{call("get_weather", `{"city":"London"}`)})
-	if got, want := m.Problems[0].Msg, `parameter "city" of "get_weather" is "London" where gold has "Paris"`; got != want {
-		t.Errorf("msg %q, want %q", got, want)
+	items := make([]string, 30)
+	for i := range items {
+		items[i] = fmt.Sprintf("item%d", i)
+	}
+	gold, _ := json.Marshal(items)
+	items[29] = "itemX"
+	pred, _ := json.Marshal(items)
+	note := "Please summarise the quarterly report for the board and highlight the revenue figures for Q3"
+	nfc, nfd := "Z\u00fcrich", "Zu\u0308rich"
+	tests := []struct {
+		name, gold, pred, path, msg string
+	}{
+		{"scalar", `{"city":"Paris"}`, `{"city":"London"}`, "pred[0].arguments.city",
+			`parameter "city" of "get_weather" is "London" where gold has "Paris"`},
+		// QA F4: both sides were clipped to the same 80 characters and the
+		// path named the top-level key only.
+		{"long array, last element", `{"city":"P","tags":` + string(gold) + `}`, `{"city":"P","tags":` + string(pred) + `}`,
+			"pred[0].arguments.tags[29]", `parameter "tags" of "get_weather" differs at tags[29]: "itemX" where gold has "item29"`},
+		{"long string, last character", `{"city":"` + note + `"}`, `{"city":"` + note[:len(note)-1] + `4"}`,
+			"pred[0].arguments.city", `parameter "city" of "get_weather" is …` + note[len(note)-78:len(note)-1] + `4" where gold has …` + note[len(note)-78:] + `"`},
+		{"nested object", `{"city":"P","legs":[{"from":"A","to":"B"},{"from":"B","to":"C"}]}`, `{"city":"P","legs":[{"from":"A","to":"B"},{"from":"B","to":"D"}]}`,
+			"pred[0].arguments.legs[1].to", `parameter "legs" of "get_weather" differs at legs[1].to: "D" where gold has "C"`},
+		{"absent nested key", `{"city":"P","legs":[{"from":"A","to":"B"}]}`, `{"city":"P","legs":[{"from":"A"}]}`,
+			"pred[0].arguments.legs[0].to", `parameter "legs" of "get_weather" differs at legs[0].to: absent where gold has "B"`},
+		{"key with a space", `{"city":"P","legs":[{"departure date":"2024-01-02"}]}`, `{"city":"P","legs":[{"departure date":"2024-01-03"}]}`,
+			`pred[0].arguments.legs[0]["departure date"]`, `parameter "legs" of "get_weather" differs at legs[0]["departure date"]: "2024-01-03" where gold has "2024-01-02"`},
+		{"Unicode normalisation", `{"city":"` + nfc + `"}`, `{"city":"` + nfd + `"}`, "pred[0].arguments.city",
+			"parameter \"city\" of \"get_weather\" is \"Zu\u0308rich\" where gold has \"Z\u00fcrich\" (the same text in another Unicode normalisation: NFD where gold is NFC)"},
+	}
+	// A difference in the middle of a long value shows on both sides,
+	// cut around it.
+	long := strings.Repeat("abcdefghij", 30)
+	m := MatchCalls(weatherTools, []record.Call{call("get_weather", `{"city":"`+long+`"}`)},
+		[]record.Call{call("get_weather", `{"city":"`+long[:150]+"#"+long[151:]+`"}`)})
+	if msg := m.Problems[0].Msg; !strings.Contains(msg, "ghij#bcd") || !strings.Contains(msg, "ghijabcd") || strings.Count(msg, "…") != 4 {
+		t.Errorf("middle difference: %s", msg)
+	}
+	for _, tt := range tests {
+		m := MatchCalls(weatherTools, []record.Call{call("get_weather", tt.gold)}, []record.Call{call("get_weather", tt.pred)})
+		if len(m.Problems) != 1 {
+			t.Errorf("%s: problems %v", tt.name, m.Problems)
+			continue
+		}
+		if p := m.Problems[0]; p.Path != tt.path || p.Msg != tt.msg {
+			t.Errorf("%s:\n got  %s: %s\n want %s: %s", tt.name, p.Path, p.Msg, tt.path, tt.msg)
+		}
+		if n := utf8.RuneCountInString(m.Problems[0].Msg); n > 300 {
+			t.Errorf("%s: message of %d characters", tt.name, n)
+		}
 	}
 }
 
@@ -145,4 +194,72 @@ func BenchmarkMatchCalls(b *testing.B) {
 			b.Fatal(m.Problems)
 		}
 	}
+}
+
+// Numbers compare exactly (QA F5: a float64 fallback took different
+// integers beyond 64 bits, or an integer and a float beyond 2^53, for
+// equal).
+func TestNumberEqual(t *testing.T) {
+	tests := []struct {
+		a, b string
+		eq   bool
+	}{
+		{"5", "5.0", true}, {"5", "5e0", true}, {"5", "0.5e1", true}, {"500", "5E2", true}, {"5", "5.000", true},
+		{"0", "-0", true}, {"0.0", "0e10", true}, {"-0.0", "0", true}, {"1.50", "1.5", true}, {"0.001", "1e-3", true},
+		{" 5", "5", true}, {"+5", "5", true}, {"05", "5", true},
+		{"12345678901234567890", "12345678901234567891", false},
+		{"12345678901234567890", "12345678901234567890.0", true},
+		{"9007199254740993", "9007199254740992.0", false},
+		{"9007199254740993", "9007199254740993.000", true},
+		{"0.1", "0.10000000000000001", false},
+		{"1e400", "1e400", true}, {"1e400", "1e401", false}, {"1e400", "10e399", true},
+		{"5", "-5", false}, {"1", "2", false}, {"1e999999999999999999", "1e999999999999999998", false},
+		{"0x1p4", "16", true}, {"NaN", "NaN", true}, {"NaN", "nan", false}, {"Inf", "inf", false}, {"", "0", false},
+	}
+	for _, tt := range tests {
+		if got := numberEqual(json.Number(tt.a), json.Number(tt.b)); got != tt.eq {
+			t.Errorf("numberEqual(%s, %s) = %v, want %v", tt.a, tt.b, got, tt.eq)
+		}
+		if got := numberEqual(json.Number(tt.b), json.Number(tt.a)); got != tt.eq {
+			t.Errorf("numberEqual(%s, %s) = %v, want %v", tt.b, tt.a, got, tt.eq)
+		}
+	}
+	big := func(arg string) []record.Call { return []record.Call{call("get_order", `{"order_id":`+arg+`}`)} }
+	if m := MatchCalls(nil, big("12345678901234567890"), big("12345678901234567891")); m.OK {
+		t.Error("MatchCalls: 12345678901234567890 matches 12345678901234567891")
+	}
+	if m := MatchCalls(nil, big("9007199254740993"), big("9007199254740992.0")); m.OK {
+		t.Error("MatchCalls: 9007199254740993 matches 9007199254740992.0")
+	}
+	if m := MatchCalls(nil, big("5"), big("5.0")); !m.OK {
+		t.Errorf("MatchCalls: 5 does not match 5.0: %v", m.Problems)
+	}
+}
+
+// FuzzDecimalOf: two spellings of a number decimalOf reads are equal
+// exactly when their values are, checked against big.Rat where the
+// exponent is small enough for it.
+func FuzzDecimalOf(f *testing.F) {
+	for _, s := range []string{"5", "5.0", "-0", "1e3", "0.001", "12345678901234567890", "+.5", "5.", "1e-400"} {
+		f.Add(s, "5")
+	}
+	f.Fuzz(func(t *testing.T, a, b string) {
+		da, okA := decimalOf(a)
+		db, okB := decimalOf(b)
+		smallExp := func(s string) bool { // big.Rat expands 1e-99999999 in full
+			_, e, ok := strings.Cut(strings.ToLower(s), "e")
+			return !ok || len(strings.TrimLeft(e, "+-0")) <= 3
+		}
+		if !okA || !okB || len(a) > 64 || len(b) > 64 || !smallExp(a) || !smallExp(b) {
+			return
+		}
+		ra, ok1 := new(big.Rat).SetString(strings.TrimPrefix(strings.TrimSpace(a), "+"))
+		rb, ok2 := new(big.Rat).SetString(strings.TrimPrefix(strings.TrimSpace(b), "+"))
+		if !ok1 || !ok2 {
+			return // a spelling big.Rat does not read ("5.", ".5e")
+		}
+		if (da == db) != (ra.Cmp(rb) == 0) {
+			t.Fatalf("%q vs %q: decimals %+v %+v, rationals %v %v", a, b, da, db, ra, rb)
+		}
+	})
 }

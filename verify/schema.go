@@ -297,10 +297,21 @@ func (c *callCheck) add(kind, path, format string, args ...any) {
 	c.out = append(c.out, Problem{Check: c.check, Kind: kind, Path: path, Msg: fmt.Sprintf(format, args...)})
 }
 
-// param names the argument at path for messages: `parameter "city"`,
-// `parameter "legs[0].date"`.
+// param names the argument at path for messages, its path written once:
+// `parameter "city"`, `parameter "legs[0].date"`, `parameter "departure
+// date"` (a top-level key), and a path holding a key that needs quotes as
+// it is, `parameter legs[0]["seat class"]` (quoting it again garbled it:
+// "[\"departure date\"]").
 func param(path string) string {
 	p := strings.TrimPrefix(strings.TrimPrefix(path, "arguments"), ".")
+	if strings.HasPrefix(p, "[") && strings.HasSuffix(p, "]") {
+		if k, err := strconv.Unquote(p[1 : len(p)-1]); err == nil && joinPath("", k) == p {
+			return "parameter " + strconv.Quote(k)
+		}
+	}
+	if strings.Contains(p, `"`) {
+		return "parameter " + p
+	}
 	return "parameter " + strconv.Quote(p)
 }
 

@@ -323,7 +323,8 @@ const (
 // RecordTokens counts a whole record as a chat model would see it, by
 // OpenAI's recipe: each message costs tokensPerMessage plus its role and its
 // text; the system message holds the system prompt followed by the tools as
-// a compact JSON list of {"name", "description", "parameters"}; an assistant
+// a compact JSON list of {"name", "description", "parameters"[, "response"]}
+// (the response schema when the tool has one, as the export writes it); an assistant
 // turn's text is its reasoning, content and each call as compact JSON
 // {"name", "arguments"}; a tool turn's text is its results' contents; the
 // reply primer adds tokensReply. Template-specific text (a tool format's
@@ -366,7 +367,7 @@ func recordTokens(r *record.Record, count func(string) int, system func(*record.
 // and tools (the fields systemText writes), so that a record whose tools
 // were seen before is neither written out nor looked up as text; a new
 // system message is counted tool by tool (systemCount), each tool's part
-// remembered under its name, description and parameters, since drawn tool
+// remembered under its name, description, parameters and response, since drawn tool
 // lists (meta_tool's) rarely repeat but their tools do; a call's text is
 // remembered under its name and arguments. Texts, tools and calls are
 // found by a hash of their bytes and compared whole: two with the same
@@ -391,7 +392,7 @@ type memoCall struct {
 // the last tool of the list and as one followed by another; -1 when not
 // counted yet, -2 when the part cannot be counted on its own.
 type memoTool struct {
-	tool record.Tool // Name, Description and Parameters only
+	tool record.Tool
 	n    [2]int
 }
 
@@ -402,7 +403,7 @@ type memoText struct {
 
 type memoSystem struct {
 	system string
-	tools  []record.Tool // Name, Description and Parameters only
+	tools  []record.Tool
 	n      int
 }
 
@@ -557,6 +558,7 @@ func toolPart(dst []byte, tool *record.Tool, last bool) []byte {
 	dst = jsonout.AppendString(dst, tool.Description)
 	dst = append(dst, `,"parameters":`...)
 	dst = appendRawOrString(dst, tool.Parameters)
+	dst = appendResponse(dst, tool.Response)
 	if last {
 		return append(dst, "}]"...)
 	}
@@ -574,6 +576,8 @@ func (t *TokenMemo) toolTokens(tool *record.Tool, last bool) int {
 	h.WriteString(tool.Description)
 	h.WriteByte(0)
 	h.Write(tool.Parameters)
+	h.WriteByte(0)
+	h.Write(tool.Response)
 	key := h.Sum64()
 	end := 0
 	if last {
@@ -581,21 +585,21 @@ func (t *TokenMemo) toolTokens(tool *record.Tool, last bool) int {
 	}
 	t.mu.Lock()
 	e := t.tools[key]
-	same := e != nil && e.tool.Name == tool.Name && e.tool.Description == tool.Description && bytes.Equal(e.tool.Parameters, tool.Parameters)
+	same := e != nil && e.tool.Equal(tool)
 	if same && e.n[end] != -1 {
 		n := e.n[end]
 		t.mu.Unlock()
 		return max(n, -1)
 	}
 	t.mu.Unlock()
-	part := toolPart(make([]byte, 0, len(tool.Name)+len(tool.Description)+len(tool.Parameters)+48), tool, last)
+	part := toolPart(make([]byte, 0, len(tool.Name)+len(tool.Description)+len(tool.Parameters)+len(tool.Response)+64), tool, last)
 	n := -2
 	if len(part) <= tokenChunk && utf8.Valid(part) {
 		n = countPieces(string(part))
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	switch size := len(tool.Name) + len(tool.Description) + len(tool.Parameters) + 64; {
+	switch size := len(tool.Name) + len(tool.Description) + len(tool.Parameters) + len(tool.Response) + 64; {
 	case same:
 		e.n[end] = n
 	case e == nil && t.used+size <= memoBudget:
@@ -603,8 +607,7 @@ func (t *TokenMemo) toolTokens(tool *record.Tool, last bool) int {
 			t.tools = map[uint64]*memoTool{}
 		}
 		if _, ok := t.tools[key]; !ok {
-			e := &memoTool{tool: record.Tool{Name: strings.Clone(tool.Name), Description: strings.Clone(tool.Description),
-				Parameters: slices.Clone(tool.Parameters)}, n: [2]int{-1, -1}}
+			e := &memoTool{tool: tool.Owned(), n: [2]int{-1, -1}}
 			e.n[end] = n
 			t.tools[key] = e
 			t.used += size
@@ -614,9 +617,8 @@ func (t *TokenMemo) toolTokens(tool *record.Tool, last bool) int {
 }
 
 // systemKey is the memo's key for a record's system text (a hash of the
-// system prompt and each tool's name, description and parameters) and the
-// bytes the memo keeps of the record (those fields and the tools'
-// responses, which sameTools compares too).
+// system prompt and each tool's name, description, parameters and
+// response) and the bytes the memo keeps of the record (those fields).
 func systemKey(r *record.Record) (key uint64, size int) {
 	var h maphash.Hash
 	h.SetSeed(memoSeed)
@@ -629,6 +631,8 @@ func systemKey(r *record.Record) (key uint64, size int) {
 		h.WriteString(tool.Description)
 		h.WriteByte(0)
 		h.Write(tool.Parameters)
+		h.WriteByte(0)
+		h.Write(tool.Response)
 		size += len(tool.Name) + len(tool.Description) + len(tool.Parameters) + len(tool.Response)
 	}
 	return h.Sum64(), size
@@ -641,7 +645,9 @@ func sameTools(a, b []record.Tool) bool {
 
 // systemText is the text of a record's system message as a chat template
 // shows it: the system prompt, then the tools as a compact JSON list of
-// {name, description, parameters}.
+// {name, description, parameters[, response]}, response (a tool's response
+// schema, e.g. from response_schema) when it has one, as the export writes
+// the tools (stages.toolsJSON): what the model reads counts.
 func systemText(r *record.Record) string {
 	if len(r.Tools) == 0 {
 		return r.System
@@ -661,9 +667,21 @@ func systemText(r *record.Record) string {
 		b = jsonout.AppendString(b, t.Description)
 		b = append(b, `,"parameters":`...)
 		b = appendRawOrString(b, t.Parameters)
+		b = appendResponse(b, t.Response)
 		b = append(b, '}')
 	}
 	return string(append(b, ']'))
+}
+
+// appendResponse appends `,"response":` and a tool's response schema
+// (compact; a JSON string if it is not JSON) when it has one: empty or
+// blank is none, as the export reads it.
+func appendResponse(dst, resp []byte) []byte {
+	resp = bytes.TrimSpace(resp)
+	if len(resp) == 0 {
+		return dst
+	}
+	return appendRawOrString(append(dst, `,"response":`...), resp)
 }
 
 // rawOrString keeps valid JSON as it is and turns anything else into a JSON

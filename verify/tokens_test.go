@@ -214,8 +214,8 @@ func TestTokenMemoCountsAsTokens(t *testing.T) {
 
 // TestTokenMemoSystems: records sharing a system prompt and tools share
 // one remembered count; a change in any field systemText writes (or a
-// tool more or less) counts anew; fields it does not write (Response) do
-// not matter; a hash shared with another text or tool list (made here by
+// tool more or less, or a response schema, which the export writes into
+// the tools: QA F8) counts anew; a hash shared with another text or tool list (made here by
 // hand) does not give the other's count.
 func TestTokenMemoSystems(t *testing.T) {
 	base := &record.Record{System: "You call tools.", Tools: []record.Tool{
@@ -231,6 +231,9 @@ func TestTokenMemoSystems(t *testing.T) {
 		func(r *record.Record) { r.Tools[1].Parameters = []byte(`{"type": "object"}`) },
 		func(r *record.Record) { r.Tools[1].Parameters = []byte(`{oops`) },
 		func(r *record.Record) { r.Tools[0].Response = []byte(`{"type":"string"}`) },
+		func(r *record.Record) {
+			r.Tools[1].Response = []byte(`{"type":"object","properties":{"id":{"type":"integer"}}}`)
+		},
 		func(r *record.Record) { r.Tools = r.Tools[:1] },
 		func(r *record.Record) { r.Tools = nil },
 		func(r *record.Record) { r.Tools, r.System = nil, "" },
@@ -246,8 +249,13 @@ func TestTokenMemoSystems(t *testing.T) {
 			}
 		}
 	}
-	if n := len(memo.systems); n != len(variants)-2 { // one without a system message; Response changes nothing
-		t.Errorf("memo holds %d system texts, want %d", n, len(variants)-2)
+	if n := len(memo.systems); n != len(variants)-1 { // one without a system message
+		t.Errorf("memo holds %d system texts, want %d", n, len(variants)-1)
+	}
+	withResponse := base.Clone()
+	withResponse.Tools[0].Response = []byte(`{"type":"object","properties":{"temperature":{"type":"number"}}}`)
+	if RecordTokens(withResponse) <= RecordTokens(base) {
+		t.Errorf("a response schema adds no tokens: %d vs %d", RecordTokens(withResponse), RecordTokens(base))
 	}
 
 	key, _ := systemKey(base)
@@ -286,6 +294,10 @@ func TestSystemCountAsTokens(t *testing.T) {
 		{Name: "empty", Description: "", Parameters: nil},
 		{Name: `"name`, Description: `{"name":"x"}`, Parameters: []byte(`{"type":"object","properties":{"name":{"type":"string"}}}`)},
 		{Name: "天气", Description: "查询城市的天气情况", Parameters: []byte(`{"type":"object","properties":{"城市":{"type":"string"}}}`)},
+		{Name: "resp", Description: "d", Parameters: []byte(`{}`), Response: []byte(`{"type":"array","items":{"type":"string"}}`)},
+		{Name: "resp2", Description: "d", Parameters: []byte(`{}`), Response: []byte(" { \"type\" : \"object\" }\n")},
+		{Name: "blankresp", Description: "d", Parameters: []byte(`{}`), Response: []byte("  ")},
+		{Name: "badresp", Description: "d", Parameters: []byte(`{}`), Response: []byte(`{oops "name`)},
 	}
 	var cases []*record.Record
 	for i, r := range recs {

@@ -6,8 +6,12 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"unicode"
+
+	"golang.org/x/text/unicode/norm"
 
 	"github.com/augmentdata/augment/clip"
+	"github.com/augmentdata/augment/jsonout"
 	"github.com/augmentdata/augment/stages/formats"
 	"github.com/augmentdata/augment/stages/record"
 )
@@ -160,5 +164,64 @@ func show(v any) string {
 }
 
 func showRaw(b []byte) string { return clip.Runes(strings.TrimSpace(string(b)), 80) }
+
+// showWidth is how many characters show and showPair keep of a value.
+const showWidth = 80
+
+// showPair renders two JSON values that differ for a message, each cut to
+// showWidth characters around the first character where they differ
+// (case aside), so that the difference shows even when they share a long
+// beginning; a nil value (absent) shows as "absent".
+func showPair(a, b any) (string, string) {
+	text := func(v any) []rune {
+		if v == nil {
+			return []rune("absent")
+		}
+		j, err := jsonout.Marshal(v)
+		if err != nil {
+			return []rune(fmt.Sprint(v))
+		}
+		return []rune(string(j))
+	}
+	ra, rb := text(a), text(b)
+	if len(ra) <= showWidth && len(rb) <= showWidth {
+		return string(ra), string(rb)
+	}
+	k := 0
+	for k < len(ra) && k < len(rb) && unicode.ToLower(ra[k]) == unicode.ToLower(rb[k]) {
+		k++
+	}
+	// Keep some context before the difference, and as much of it as fits
+	// when the difference is near the end.
+	start := max(0, min(k-showWidth/3, max(len(ra), len(rb))-showWidth+1))
+	cut := func(r []rune) string {
+		if start == 0 {
+			return clip.Runes(string(r), showWidth)
+		}
+		return "…" + clip.Runes(string(r[min(start, len(r)):]), showWidth-1)
+	}
+	return cut(ra), cut(rb)
+}
+
+// normalisationNote explains a difference that does not show: two strings
+// equal in Unicode normalisation form NFC but not byte for byte (é written
+// as one character or as e and a combining accent).
+func normalisationNote(pred, gold any) string {
+	p, ok1 := pred.(string)
+	g, ok2 := gold.(string)
+	if !ok1 || !ok2 || p == g || norm.NFC.String(p) != norm.NFC.String(g) {
+		return ""
+	}
+	form := func(s string) string {
+		switch {
+		case norm.NFC.IsNormalString(s):
+			return "NFC"
+		case norm.NFD.IsNormalString(s):
+			return "NFD"
+		}
+		return "neither NFC nor NFD"
+	}
+	return fmt.Sprintf(" (the same text in another Unicode normalisation: %s where gold is %s)", form(p), form(g))
+}
 
 // marshal writes v as compact JSON without HTML escaping.
