@@ -293,30 +293,35 @@ func valueEqual(s *schema, a, b any, r rules) bool {
 			return false
 		}
 		for _, k := range unionKeys(x, y) {
-			var ps *schema
-			if s != nil {
-				ps = s.props[k]
-			}
-			g, gok := present(x, k)
-			p, pok := present(y, k)
-			switch {
-			case gok && pok:
-				if !valueEqual(ps, g, p, r) {
-					return false
-				}
-			case gok || pok:
-				v := g
-				if pok {
-					v = p
-				}
-				if ps == nil || !ps.hasDef || !valueEqual(ps, ps.def, v, r) {
-					return false
-				}
+			if _, _, _, eq := memberEqual(s, x, y, k, r); !eq {
+				return false
 			}
 		}
 		return true
 	}
 	return false
+}
+
+// memberEqual compares key k of gold object x and predicted object y
+// under s (the objects' schema): present on both sides, the values must
+// be equal; on one side only (null counts as absent), the value must equal
+// the property's default. It returns the property's schema and both
+// values (nil where absent).
+func memberEqual(s *schema, x, y map[string]any, k string, r rules) (ps *schema, g, p any, eq bool) {
+	if s != nil {
+		ps = s.props[k]
+	}
+	g, gok := present(x, k)
+	p, pok := present(y, k)
+	switch {
+	case gok && pok:
+		return ps, g, p, valueEqual(ps, g, p, r)
+	case gok:
+		return ps, g, p, ps != nil && ps.hasDef && valueEqual(ps, ps.def, g, r)
+	case pok:
+		return ps, g, p, ps != nil && ps.hasDef && valueEqual(ps, ps.def, p, r)
+	}
+	return ps, g, p, true
 }
 
 // firstDiff returns the path (from path) and values of the first element
@@ -346,25 +351,13 @@ func firstDiff(s *schema, a, b any, r rules, path string) (string, any, any) {
 			break
 		}
 		for _, k := range unionKeys(x, y) {
-			var ps *schema
-			if s != nil {
-				ps = s.props[k]
-			}
-			g, gok := present(x, k)
-			p, pok := present(y, k)
+			ps, g, p, eq := memberEqual(s, x, y, k, r)
 			switch {
-			case gok && pok:
-				if !valueEqual(ps, g, p, r) {
-					return firstDiff(ps, g, p, r, joinPath(path, k))
-				}
-			case gok || pok:
-				v := g
-				if pok {
-					v = p
-				}
-				if ps == nil || !ps.hasDef || !valueEqual(ps, ps.def, v, r) {
-					return joinPath(path, k), g, p
-				}
+			case eq:
+			case g != nil && p != nil:
+				return firstDiff(ps, g, p, r, joinPath(path, k))
+			default:
+				return joinPath(path, k), g, p
 			}
 		}
 	}
