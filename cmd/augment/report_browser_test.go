@@ -382,3 +382,68 @@ func checkReportPage(t *testing.T, bctx context.Context, dir, name string) {
 		}
 	}
 }
+
+// TestReportRejectNoteWraps opens the reject sample of a report whose
+// reject has a long detail (a tool call's arguments of 600 characters,
+// quoted in the reason) in a 1300 px wide window: the page must not widen
+// past the window (the note under a sample's summary wraps instead of
+// inheriting the table cells' nowrap).
+func TestReportRejectNoteWraps(t *testing.T) {
+	exe := chromium(t)
+	dir := t.TempDir()
+	long := "{bad " + strings.Repeat("lorem ipsum dolor sit amet ", 24)
+	row := func(user, args string) string {
+		b, _ := json.Marshal(map[string]any{
+			"messages": []any{
+				map[string]any{"role": "user", "content": user},
+				map[string]any{"role": "assistant", "content": nil, "tool_calls": []any{map[string]any{"id": "c1", "type": "function",
+					"function": map[string]any{"name": "get_weather", "arguments": args}}}},
+			},
+			"tools": []any{map[string]any{"type": "function", "function": map[string]any{"name": "get_weather", "description": "Weather",
+				"parameters": map[string]any{"type": "object", "properties": map[string]any{"city": map[string]any{"type": "string"}}}}}},
+		})
+		return string(b) + "\n"
+	}
+	rows := row("weather in Paris?", `{"city": "Paris"}`) + row("weather in Rome?", long) + row(strings.Repeat("W", 3000), long+"x")
+	if err := os.WriteFile(filepath.Join(dir, "rows.jsonl"), []byte(rows), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	pipeline := "output: {dir: out}\nsources: [{name: rows, path: rows.jsonl, format: openai}]\nstages: [{verify: {checks: [roles]}}]\n"
+	if err := os.WriteFile(filepath.Join(dir, "p.yaml"), []byte(pipeline), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	e2eMustRun(t, dir, "run", "-quiet", "p.yaml")
+
+	opts := append(slices.Clone(chromedp.DefaultExecAllocatorOptions[:]),
+		chromedp.ExecPath(exe), chromedp.NoSandbox, chromedp.WindowSize(1300, 900),
+		chromedp.Flag("host-resolver-rules", "MAP * ~NOTFOUND"))
+	actx, cancel := chromedp.NewExecAllocator(context.Background(), opts...)
+	defer cancel()
+	ctx, cancel := chromedp.NewContext(actx)
+	defer cancel()
+	ctx, cancel = context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	url := "file://" + filepath.Join(dir, "out", report.HTMLFile)
+	if err := chromedp.Do(ctx, chromedp.Navigate(url), chromedp.WaitReady(chromedp.CSS("body"))); err != nil {
+		t.Fatal(err)
+	}
+	type widths struct {
+		Scroll, Client, Details int
+		Note                    string
+	}
+	got, err := chromedp.Run(ctx, chromedp.Evaluate[widths](`(() => {
+  const ds = document.querySelectorAll('details.reject');
+  for (const d of ds) d.open = true;
+  const e = document.documentElement, n = document.querySelector('details.reject p.note');
+  return {scroll: e.scrollWidth, client: e.clientWidth, details: ds.length, note: n ? n.textContent : ''};
+})()`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Details != 1 || !strings.Contains(got.Note, "lorem ipsum dolor") {
+		t.Fatalf("the report shows %d reject samples (want 1: one per stage and reason), the first note %.300q", got.Details, got.Note)
+	}
+	if got.Scroll > got.Client {
+		t.Errorf("with the reject samples open the page is %d px wide in a %d px window: a note does not wrap", got.Scroll, got.Client)
+	}
+}
