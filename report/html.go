@@ -72,9 +72,21 @@ type htmlPage struct {
 	TotalCost    string
 }
 
+// Name is how the report names the run: an output on object storage by
+// its URL as pipeline.yaml gave it (config.yaml's output.dir: s3://, gs://,
+// azblob://bucket/prefix), not by the name of its local copy (the run's
+// work dir, or a temporary one of `augment report`), so every report of
+// the same run names it alike; else the run directory's base name.
+func (r *Run) Name() string {
+	if d := strings.TrimRight(r.Config.Output.Dir, "/"); strings.Contains(d, "://") {
+		return d
+	}
+	return filepath.Base(r.Dir)
+}
+
 // HTML renders the report page.
 func (r *Run) HTML() ([]byte, error) {
-	p := &htmlPage{Title: "augment report: " + filepath.Base(r.Dir), Run: r}
+	p := &htmlPage{Title: "augment report: " + r.Name(), Run: r}
 	versions := map[string]bool{}
 	running := ""
 	var statuses, partial []string

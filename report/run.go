@@ -60,6 +60,12 @@ type Config struct {
 		Model    string `yaml:"model"`
 	} `yaml:"embedder"`
 	Stages []map[string]any `yaml:"stages"`
+
+	// Output.Dir is the run's output as pipeline.yaml gave it: a local
+	// path, or s3://, gs://, azblob://bucket/prefix (see Run.Name).
+	Output struct {
+		Dir string `yaml:"dir"`
+	} `yaml:"output"`
 }
 
 // SourceConfig is one source of config.yaml.
@@ -71,6 +77,10 @@ type SourceConfig struct {
 	Revision string  `yaml:"revision"`
 	Limit    int64   `yaml:"limit"`
 	Fraction float64 `yaml:"fraction"`
+
+	// With license: other, the license's name and a link to its text.
+	LicenseName string `yaml:"license_name"`
+	LicenseLink string `yaml:"license_link"`
 }
 
 // Stage states.

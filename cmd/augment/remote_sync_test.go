@@ -105,6 +105,7 @@ func TestRemoteOutputRerunUploadsReportAndCards(t *testing.T) {
 	inStep("first run")
 	e2eMustRun(t, dir, "run", "-quiet", "-set", "sources.1.limit=2", "r3.yaml")
 	inStep("rerun with fewer rows")
+	ran := object(t, c, "r3/report.html")
 
 	stale := []byte("<!DOCTYPE html>stale")
 	if _, err := c.PutObject(context.Background(), "runs", "r3/report.html", bytes.NewReader(stale), int64(len(stale)), minio.PutObjectOptions{}); err != nil {
@@ -116,6 +117,16 @@ func TestRemoteOutputRerunUploadsReportAndCards(t *testing.T) {
 	}
 	if got := object(t, c, "r3/report.html"); bytes.Equal(got, stale) || !bytes.HasPrefix(got, []byte("<!DOCTYPE html>")) {
 		t.Errorf("after augment report the bucket's report.html is %.60q", got)
+	}
+	// The report names the run by its output, not by the local copy it was
+	// written in (the work dir, a temporary dir of augment report), so every
+	// report of the run is the same file.
+	if got := object(t, c, "r3/report.html"); !bytes.Contains(got, []byte("<h1>augment report: s3://runs/r3</h1>")) || !bytes.Equal(got, ran) {
+		t.Errorf("augment report wrote another report.html than the run (title %q)", regexp.MustCompile(`<h1>[^<]*`).Find(got))
+	}
+	e2eMustRun(t, dir, "report", "s3://runs/r3/")
+	if got := object(t, c, "r3/report.html"); !bytes.Equal(got, ran) {
+		t.Errorf("augment report again wrote another report.html (title %q)", regexp.MustCompile(`<h1>[^<]*`).Find(got))
 	}
 
 	// A record not there is said to be missing from the prefix.
