@@ -35,6 +35,8 @@ type exportSettings struct {
 type cardMeta struct {
 	PrettyName      string       `yaml:"pretty_name"`
 	License         any          `yaml:"license"`
+	LicenseName     string       `yaml:"license_name,omitempty"`
+	LicenseLink     string       `yaml:"license_link,omitempty"`
 	Language        []string     `yaml:"language,omitempty"`
 	TaskCategories  []string     `yaml:"task_categories"`
 	SizeCategories  []string     `yaml:"size_categories"`
@@ -104,21 +106,74 @@ var stageTags = map[string]string{
 	"response_schema": "response-schema",
 }
 
-// Licenses returns the licenses declared by the sources, sorted and
-// distinct, with "unknown" for any source that declares none.
+// Licenses returns the Hub license ids of the sources' licenses, sorted
+// and distinct, with "unknown" for any source that declares none.
 func (r *Run) Licenses() []string {
 	seen := map[string]bool{}
 	for _, s := range r.Config.Sources {
-		l := strings.TrimSpace(s.License)
-		if l == "" {
-			l = "unknown"
-		}
-		seen[l] = true
+		seen[sourceLicense(s)] = true
 	}
 	if len(seen) == 0 {
 		seen["unknown"] = true
 	}
 	return slices.Sorted(keysOf(seen))
+}
+
+// sourceLicense is the Hub license id of a source's license: "unknown"
+// when it declares none, "other" for one that is not a Hub or SPDX id
+// (which a config.yaml written before pipeline files were checked for it
+// may hold).
+func sourceLicense(s SourceConfig) string {
+	if strings.TrimSpace(s.License) == "" {
+		return "unknown"
+	}
+	if id, ok := HubLicense(s.License); ok {
+		return id
+	}
+	return "other"
+}
+
+// otherLicense returns the license_name and license_link of the card's
+// front matter: those of the sources whose license is "other", when they
+// all give the same (the Hub takes one of each; the Sources table names
+// every source's).
+func (r *Run) otherLicense() (name, link string) {
+	first := true
+	for _, s := range r.Config.Sources {
+		if sourceLicense(s) != "other" {
+			continue
+		}
+		n, l := strings.TrimSpace(s.LicenseName), strings.TrimSpace(s.LicenseLink)
+		if !first && (n != name || l != link) {
+			return "", ""
+		}
+		name, link, first = n, l, false
+	}
+	return name, link
+}
+
+// licenseCell is a source's license in the card's Sources table: as
+// declared, with the Hub id the front matter has when that differs (and
+// the name and link of an "other" one).
+func licenseCell(s SourceConfig) string {
+	decl := strings.TrimSpace(s.License)
+	if decl == "" {
+		return "not declared"
+	}
+	id := sourceLicense(s)
+	cell := code(decl)
+	if id != decl {
+		cell += " (Hub: " + code(id) + ")"
+	}
+	if id == "other" {
+		if n := strings.TrimSpace(s.LicenseName); n != "" {
+			cell += ": " + code(n)
+		}
+		if l := strings.TrimSpace(s.LicenseLink); l != "" {
+			cell += ", " + code(l)
+		}
+	}
+	return cell
 }
 
 func keysOf[V any](m map[string]V) func(func(string) bool) {
@@ -193,6 +248,7 @@ func (r *Run) Card(i int) ([]byte, error) {
 	} else {
 		meta.License = lic
 	}
+	meta.LicenseName, meta.LicenseLink = r.otherLicense()
 	langs := map[string]bool{}
 	for l := range dist.Lang {
 		if l != "und" {
@@ -251,18 +307,13 @@ func (r *Run) cardProse(b *bytes.Buffer, i int, ex exportSettings, d *Dist, exam
 	perSource := r.sourceCounts()
 	for _, s := range r.Config.Sources {
 		c := perSource[s.Name]
-		lic := s.License
-		if lic == "" {
-			lic = "not declared"
-		}
-		rev := s.Revision
-		if rev == "" {
-			rev = "-"
-		}
-		w("| %s | %s | %s | %s | %s | %d | %d | %d |\n", s.Name, s.Format, lic, rev, code(c.sha), c.In, c.Out, manifests.Sum(c.Rejected))
+		w("| %s | %s | %s | %s | %s | %d | %d | %d |\n", s.Name, s.Format, licenseCell(s), code(strings.TrimSpace(s.Revision)), code(c.sha), c.In, c.Out, manifests.Sum(c.Rejected))
 	}
 	if slices.Contains(r.Licenses(), "unknown") {
-		w("\nA source without a declared license makes this card's license `unknown`: set `license:` (an SPDX-style id such as `apache-2.0`) on each source in pipeline.yaml.\n")
+		w("\nA source without a declared license makes this card's license `unknown`: set `license:` (a Hugging Face license id such as `apache-2.0`, or its SPDX id) on each source in pipeline.yaml.\n")
+	}
+	if n, _ := r.otherLicense(); n == "" && slices.Contains(r.Licenses(), "other") {
+		w("\nThe sources whose license the Hub does not list (`other`) name different licenses, or none: the table above gives each, the front matter none of them.\n")
 	}
 	w("\n")
 
@@ -459,13 +510,29 @@ func compactJSON(raw json.RawMessage) string {
 	return b.String()
 }
 
-// code renders s as a Markdown code span ("-" when empty).
+// code renders s as a Markdown code span ("-" when empty) that is safe in
+// a table cell: a line break becomes a space (it would end the row), "|"
+// is escaped (it would end the cell), and the span's fence is one backtick
+// longer than the longest run of them in s.
 func code(s string) string {
 	if s == "" {
 		return "-"
 	}
-	s = strings.ReplaceAll(s, "|", `\|`)
-	return "`" + s + "`"
+	s = strings.NewReplacer("\r\n", " ", "\n", " ", "\r", " ", "|", `\|`).Replace(s)
+	run, longest := 0, 0
+	for _, c := range s {
+		if c == '`' {
+			run++
+			longest = max(longest, run)
+		} else {
+			run = 0
+		}
+	}
+	fence := strings.Repeat("`", longest+1)
+	if longest > 0 && (s[0] == '`' || s[len(s)-1] == '`') {
+		s = " " + s + " " // CommonMark strips one space each side
+	}
+	return fence + s + fence
 }
 
 func pct(n, total int64) string {

@@ -211,21 +211,53 @@ func TestDemoCards(t *testing.T) {
 	}
 }
 
-// TestCardLicenses: the licenses declared on the sources reach the card.
+// TestCardLicenses: the licenses declared on the sources reach the card's
+// front matter as the Hub's ids (an SPDX id in any case is the Hub's), and
+// its Sources table as declared, one row a source whatever the text.
 func TestCardLicenses(t *testing.T) {
-	out := runPipeline(t, demo, "sources.0.license=apache-2.0", "sources.1.license=apache-2.0",
-		"sources.2.license=cc-by-4.0", "sources.2.revision=v1.0")
+	out := runPipeline(t, demo, "sources.0.license=Apache-2.0", "sources.1.license=apache-2.0",
+		"sources.2.license=CC-BY-4.0", "sources.2.revision=v1.0", `sources.0.revision="v1 | main\nsecond line"`)
 	c, body := readCard(t, filepath.Join(out, "06-mt_llama", report.CardFile))
 	lic, ok := c.License.([]any)
 	if !ok || len(lic) != 2 || lic[0] != "apache-2.0" || lic[1] != "cc-by-4.0" {
 		t.Errorf("license %v", c.License)
 	}
-	if !strings.Contains(body, "| xlam | xlam | cc-by-4.0 | v1.0 |") {
-		t.Error("the sources table lacks xlam's license and revision")
+	for _, want := range []string{"| xlam | xlam | `CC-BY-4.0` (Hub: `cc-by-4.0`) | `v1.0` |", "| glaive | glaive | `apache-2.0` | - |",
+		"| toolace | toolace | `Apache-2.0` (Hub: `apache-2.0`) | `v1 \\| main second line` |"} {
+		if !strings.Contains(body, want) {
+			t.Errorf("the sources table lacks %q", want)
+		}
 	}
-	out = runPipeline(t, demo, "sources.0.license=apache-2.0", "sources.1.license=apache-2.0", "sources.2.license=apache-2.0")
+	// Every row of the table has its 8 cells.
+	table := body[strings.Index(body, "| source | format |"):]
+	table = table[:strings.Index(table, "\n\n")]
+	for _, row := range strings.Split(table, "\n") {
+		if n := len(regexp.MustCompile(`(^|[^\\])\|`).FindAllString(row, -1)); n != 9 {
+			t.Errorf("sources table row with %d cells: %q", n-1, row)
+		}
+	}
+	out = runPipeline(t, demo, "sources.0.license=apache-2.0", "sources.1.license=APACHE-2.0", "sources.2.license=apache-2.0")
 	if c, _ := readCard(t, filepath.Join(out, "07-sharegpt", report.CardFile)); c.License != "apache-2.0" {
 		t.Errorf("one license for all sources: %v", c.License)
+	}
+	// A license the Hub does not list is other, with its name and link.
+	out = runPipeline(t, demo, "sources.0.license=GPL-3.0-or-later", "sources.1.license=other", "sources.1.license_name=acme-research",
+		"sources.1.license_link=https://acme.example/LICENSE", "sources.2.license=mit")
+	c, body = readCard(t, filepath.Join(out, "07-sharegpt", report.CardFile))
+	var front struct {
+		License     []string `yaml:"license"`
+		LicenseName string   `yaml:"license_name"`
+		LicenseLink string   `yaml:"license_link"`
+	}
+	b, _ := os.ReadFile(filepath.Join(out, "07-sharegpt", report.CardFile))
+	if err := yaml.Unmarshal(bytes.Split(b, []byte("\n---\n"))[0][4:], &front); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(front.License, []string{"gpl-3.0", "mit", "other"}) || front.LicenseName != "acme-research" || front.LicenseLink != "https://acme.example/LICENSE" {
+		t.Errorf("front matter license %+v", front)
+	}
+	if !strings.Contains(body, "| glaive | glaive | `other`: `acme-research`, `https://acme.example/LICENSE` |") {
+		t.Error("the sources table lacks glaive's other license")
 	}
 }
 

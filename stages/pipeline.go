@@ -24,10 +24,12 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"unicode"
 
 	"go.yaml.in/yaml/v3"
 
 	"github.com/augmentdata/augment/clip"
+	"github.com/augmentdata/augment/report"
 	"github.com/augmentdata/augment/stages/formats"
 	"github.com/augmentdata/augment/stages/llm"
 	"github.com/augmentdata/augment/stages/shard"
@@ -107,12 +109,19 @@ type Source struct {
 	// cannot be read (the manifest's "unread"); otherwise that fails the
 	// run. It does not change ingest's output, so it is not in its key.
 	AllowPartial bool `yaml:"allow_partial" json:"-"`
-	// License is the dump's license as its publisher declares it, as a
-	// Hugging Face license id (apache-2.0, cc-by-4.0, …); Revision names the
-	// dump's version (a dataset commit or release). Both go into the dataset
-	// card of every export and change no output, so no fingerprint has them.
-	License  string `yaml:"license" json:"-"`
-	Revision string `yaml:"revision" json:"-"`
+	// License is the dump's license as its publisher declares it: a
+	// Hugging Face license id (apache-2.0, cc-by-4.0, …) or an SPDX id,
+	// in any case (Apache-2.0, GPL-3.0-or-later), which the card writes as
+	// the Hub's id (report.HubLicense); anything else is a config error.
+	// A license the Hub does not list is "other", named by LicenseName
+	// (required then) and LicenseLink (its text: a URL). Revision names the
+	// dump's version (a dataset commit or release). They go into the
+	// dataset card of every export and change no output, so no fingerprint
+	// has them.
+	License     string `yaml:"license" json:"-"`
+	LicenseName string `yaml:"license_name,omitempty" json:"-"`
+	LicenseLink string `yaml:"license_link,omitempty" json:"-"`
+	Revision    string `yaml:"revision" json:"-"`
 }
 
 // A StageSpec is one entry of the stages list. Exactly one of the type
@@ -473,6 +482,9 @@ func Parse(path string, b []byte) (*Pipeline, error) {
 		if s.MaxRowBytes < 0 || s.MaxRowBytes > 1<<30 { // (issue 8, ingest)
 			at(keyLine(node, "max_row_bytes"), "source %q: max_row_bytes must be between 0 (default, 16 MiB) and 1 GiB", s.Name)
 		}
+		for _, msg := range licenseProblems(s) {
+			at(keyLine(node, msg.key), "source %q: %s", s.Name, msg.text)
+		}
 	}
 	if _, remote, err := storage.OutputLocation(p.Output.Dir); err != nil {
 		at(lineOf(&root, "output.dir"), "output.dir: %v", err)
@@ -586,6 +598,35 @@ func CheckName(name string) error {
 		return fmt.Errorf("%q starts with a dot; a name is a plain file name: letters, digits, '.', '_' and '-'", name)
 	}
 	return nil
+}
+
+// A keyProblem is a problem with the value of one key of a mapping.
+type keyProblem struct{ key, text string }
+
+// licenseProblems checks a source's license keys: the dataset card writes
+// license as the Hub's id (report.HubLicense), so anything the Hub's
+// metadata check would refuse is refused here, before the run.
+func licenseProblems(s Source) []keyProblem {
+	var probs []keyProblem
+	id, ok := report.HubLicense(s.License)
+	switch {
+	case strings.TrimSpace(s.License) == "":
+		id = ""
+	case !ok:
+		probs = append(probs, keyProblem{"license", fmt.Sprintf("license %q is not a license id the Hugging Face Hub lists (apache-2.0, mit, cc-by-4.0, gpl-3.0, …; SPDX ids such as Apache-2.0 are written as the Hub's): use one, or license: other with license_name (and license_link, a URL of its text)", clip.Bytes(s.License, 60))})
+	case id == "other" && strings.TrimSpace(s.LicenseName) == "":
+		probs = append(probs, keyProblem{"license", "license: other needs license_name, the license's name for the card (and license_link, a URL of its text)"})
+	}
+	for _, f := range []struct{ key, v string }{{"license_name", s.LicenseName}, {"license_link", s.LicenseLink}} {
+		switch {
+		case f.v == "":
+		case id != "other":
+			probs = append(probs, keyProblem{f.key, fmt.Sprintf("%s is for license: other (the license is %q)", f.key, s.License)})
+		case strings.ContainsFunc(f.v, unicode.IsControl):
+			probs = append(probs, keyProblem{f.key, fmt.Sprintf("%s %q holds a control character (a line break?): want one line", f.key, clip.Bytes(f.v, 60))})
+		}
+	}
+	return probs
 }
 
 // hasKey reports whether the mapping node holds key.
