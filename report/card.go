@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -325,7 +326,7 @@ func (r *Run) cardProse(b *bytes.Buffer, i int, ex exportSettings, d *Dist, exam
 			continue
 		}
 		c := s.Manifest.Totals
-		settings := code(compactJSON(s.Manifest.Config))
+		settings := code(publicSettings(s.Manifest.Config))
 		if s.Type == "ingest" {
 			settings = "the sources above"
 		}
@@ -502,14 +503,6 @@ func (r *Run) sourceCounts() map[string]*sourceCount {
 	return out
 }
 
-func compactJSON(raw json.RawMessage) string {
-	var b bytes.Buffer
-	if err := json.Compact(&b, raw); err != nil {
-		return string(raw)
-	}
-	return b.String()
-}
-
 // code renders s as a Markdown code span ("-" when empty) that is safe in
 // a table cell: a line break becomes a space (it would end the row), "|"
 // is escaped (it would end the cell), and the span's fence is one backtick
@@ -662,4 +655,99 @@ func (r *Run) inputsCurrent(st *Stage) bool {
 		}
 	}
 	return true
+}
+
+// settingsPathKeys are the keys of stage settings whose values are files
+// named in pipeline.yaml (a benchmark's path, prompt overrides, verify's
+// tokenizer, the export's model_name_or_path), besides every key ending in
+// "_prompt" and every value of a "prompts" map.
+var settingsPathKeys = []string{"path", "prompt", "tokenizer", "model"}
+
+// publicSettings is a stage's settings (its manifest's config) as the card
+// prints them: compact JSON, key order kept, with each file path written
+// by publicPath. Invalid JSON is printed as it is.
+func publicSettings(raw json.RawMessage) string {
+	type frame struct {
+		obj   bool
+		key   string // the key being read, in an object
+		n     int    // keys and values read, in an object; values, in a list
+		paths bool   // every string value is a path (a "prompts" map)
+	}
+	if !json.Valid(raw) {
+		return string(raw)
+	}
+	var stack []*frame
+	var b strings.Builder
+	enc := func(v any) {
+		e, _ := json.Marshal(v) // a string, number, bool or nil: no error
+		b.Write(e)
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	for {
+		t, err := dec.Token()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return string(raw)
+		}
+		var top *frame
+		if len(stack) > 0 {
+			top = stack[len(stack)-1]
+		}
+		if d, ok := t.(json.Delim); ok && (d == '}' || d == ']') {
+			b.WriteByte(byte(d))
+			stack = stack[:len(stack)-1]
+			continue
+		}
+		if top != nil && top.obj && top.n%2 == 0 { // a key
+			if top.n > 0 {
+				b.WriteByte(',')
+			}
+			top.key, _ = t.(string)
+			enc(top.key)
+			b.WriteByte(':')
+			top.n++
+			continue
+		}
+		isPath := false
+		if top != nil {
+			if !top.obj && top.n > 0 {
+				b.WriteByte(',')
+			}
+			top.n++
+			isPath = top.paths || top.obj && (slices.Contains(settingsPathKeys, top.key) || strings.HasSuffix(top.key, "_prompt"))
+		}
+		switch v := t.(type) {
+		case json.Delim:
+			b.WriteByte(byte(v))
+			stack = append(stack, &frame{obj: v == '{', paths: v == '{' && top != nil && top.obj && top.key == "prompts"})
+		case string:
+			if isPath {
+				v = publicPath(v)
+			}
+			enc(v)
+		default:
+			enc(v)
+		}
+	}
+	return b.String()
+}
+
+// publicPath is a file path from pipeline.yaml as a published card names
+// it: relative to pipeline.yaml's directory when it is written so and
+// stays inside it (benchmarks/bfcl.jsonl, or a Hub model id such as
+// Qwen/Qwen3-8B), a URL (s3://, hf://…) as it is, and anything else — an
+// absolute path, one leaving that directory, one from the home directory —
+// by its base name: never a path of the machine that made the run.
+func publicPath(p string) string {
+	switch {
+	case p == "" || strings.Contains(p, "://"):
+		return p
+	case filepath.IsAbs(p) || !filepath.IsLocal(p) || strings.HasPrefix(p, "~"),
+		strings.Contains(p, `\`) || len(p) > 1 && p[1] == ':': // Windows paths, wherever the card is made
+		return filepath.Base(strings.ReplaceAll(p, `\`, "/"))
+	}
+	return p
 }

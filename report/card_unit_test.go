@@ -1,6 +1,7 @@
 package report
 
 import (
+	"encoding/json"
 	"slices"
 	"strings"
 	"testing"
@@ -82,6 +83,49 @@ func TestCodeInTableCell(t *testing.T) {
 		}
 		if strings.ContainsAny(got, "\r\n") || strings.Count(got, "|") != strings.Count(got, `\|`) {
 			t.Errorf("code(%q) = %q breaks a table row", tt.in, got)
+		}
+	}
+}
+
+func TestPublicPath(t *testing.T) {
+	tests := []struct{ in, want string }{
+		{"", ""},
+		{"bfcl.jsonl", "bfcl.jsonl"},
+		{"benchmarks/bfcl.jsonl", "benchmarks/bfcl.jsonl"},
+		{"Qwen/Qwen3-8B", "Qwen/Qwen3-8B"},
+		{"/tmp/clientX/bfcl.jsonl", "bfcl.jsonl"},
+		{"/srv/models/qwen3-8b/", "qwen3-8b"},
+		{"../clientX/my_reason.tmpl", "my_reason.tmpl"},
+		{"prompts/../../x.tmpl", "x.tmpl"},
+		{"~/bench/bfcl.jsonl", "bfcl.jsonl"},
+		{`C:\Users\ann\bfcl.jsonl`, "bfcl.jsonl"},
+		{"hf://datasets/org/bench/bfcl.jsonl", "hf://datasets/org/bench/bfcl.jsonl"},
+		{"s3://bucket/bench/bfcl.jsonl", "s3://bucket/bench/bfcl.jsonl"},
+	}
+	for _, tt := range tests {
+		if got := publicPath(tt.in); got != tt.want {
+			t.Errorf("publicPath(%q) = %q, want %q", tt.in, got, tt.want)
+		}
+	}
+}
+
+func TestPublicSettings(t *testing.T) {
+	tests := []struct{ in, want string }{
+		{`{"benchmarks":[{"name":"bfcl","path":"/tmp/a/bfcl.jsonl","format":"bfcl"},{"name":"b","path":"b/x.jsonl"}],"ngram":13,"threshold":0.5,"fields":["user"]}`,
+			`{"benchmarks":[{"name":"bfcl","path":"bfcl.jsonl","format":"bfcl"},{"name":"b","path":"b/x.jsonl"}],"ngram":13,"threshold":0.5,"fields":["user"]}`},
+		{`{"style":"meta_tool","prompt":"/home/ann/p/my.tmpl","attempts":3}`, `{"style":"meta_tool","prompt":"my.tmpl","attempts":3}`},
+		{`{"try_prompt":"../t.tmpl","prompts":{"judge_correctness":"/x/j.tmpl"},"tokenizer":"/models/tokenizer.json","model":"/srv/qwen","name":"/not/a/path"}`,
+			`{"try_prompt":"t.tmpl","prompts":{"judge_correctness":"j.tmpl"},"tokenizer":"tokenizer.json","model":"qwen","name":"/not/a/path"}`},
+		{`{"a":[],"b":{},"c":null,"d":true,"e":[[1,2],{"path":"/p/q"}],"f":1e400}`, `{"a":[],"b":{},"c":null,"d":true,"e":[[1,2],{"path":"q"}],"f":1e400}`},
+		{`{"path":"/a/b"`, `{"path":"/a/b"`}, // not JSON: as it is
+	}
+	for _, tt := range tests {
+		got := publicSettings(json.RawMessage(tt.in))
+		if got != tt.want {
+			t.Errorf("publicSettings(%s)\n got %s\nwant %s", tt.in, got, tt.want)
+		}
+		if json.Valid([]byte(tt.in)) && !json.Valid([]byte(got)) {
+			t.Errorf("publicSettings(%s) = %s: not JSON", tt.in, got)
 		}
 	}
 }

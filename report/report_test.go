@@ -261,6 +261,51 @@ func TestCardLicenses(t *testing.T) {
 	}
 }
 
+// TestCardMachinePaths: a published card names the files pipeline.yaml
+// points at (a benchmark, a prompt override) by their path relative to
+// pipeline.yaml when it is inside its directory, else by their base name:
+// never a path of the machine that made it.
+func TestCardMachinePaths(t *testing.T) {
+	dir := t.TempDir()
+	client := filepath.Join(dir, "clientX")
+	for src, dst := range map[string]string{"../testdata/demo/dumps/xlam.json": "xlam.json", "../testdata/demo/benchmarks/bfcl.jsonl": "bfcl.jsonl",
+		"../prompts/reason_meta_tool.tmpl": "my_reason.tmpl"} {
+		b, err := os.ReadFile(src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range []string{client, filepath.Join(dir, "p", "bench")} {
+			os.MkdirAll(d, 0o755)
+			if err := os.WriteFile(filepath.Join(d, dst), b, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	y := `output: {dir: out}
+sources: [{name: xlam, path: ` + filepath.Join(client, "xlam.json") + `, format: xlam, license: apache-2.0}]
+stages:
+  - decontaminate: {benchmarks: [{name: bfcl, path: ` + filepath.Join(client, "bfcl.jsonl") + `, format: bfcl}, {name: b2, path: bench/bfcl.jsonl, format: bfcl}]}
+  - meta_tool: {}
+  - reason: {style: meta_tool, prompt: ../clientX/my_reason.tmpl}
+  - name: e
+    export: {template: qwen3, allow_offline: true}
+`
+	path := filepath.Join(dir, "p", "pipeline.yaml")
+	if err := os.WriteFile(path, []byte(y), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	rerun(t, path)
+	_, body := readCard(t, filepath.Join(dir, "p", "out", "04-e", report.CardFile))
+	if strings.Contains(body, dir) || strings.Contains(body, "../") {
+		t.Errorf("the card names a machine path:\n%s", regexp.MustCompile(`(?m)^\| 0[13].*$`).FindAllString(body, -1))
+	}
+	for _, want := range []string{`"path":"bfcl.jsonl"`, `"path":"bench/bfcl.jsonl"`, `"prompt":"my_reason.tmpl"`} {
+		if !strings.Contains(body, want) {
+			t.Errorf("the card's settings lack %s", want)
+		}
+	}
+}
+
 func stageDirs(t *testing.T, out string) []string {
 	ents, err := os.ReadDir(out)
 	if err != nil {
