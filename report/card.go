@@ -7,9 +7,11 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
@@ -451,16 +453,47 @@ func (r *Run) cardProse(b *bytes.Buffer, i int, ex exportSettings, d *Dist, exam
 		lora = []byte("# train_lora.yaml is missing: run the export again\n")
 	}
 	b.Write(lora)
-	w("```\n\nThe samples' p99 length is %d tokens (o200k estimate): a `cutoff_len` of %d keeps 99 %% of them whole.\n", t.P99, cutoff(t.P99))
+	w("```\n\n")
+	r.cutoffProse(b, st, examples, t.P99)
 }
 
-// cutoff suggests a cutoff_len that keeps at least 99 % of samples whole.
-func cutoff(p99 int) int {
-	n := 1024
-	for n < p99+64 {
-		n *= 2
+// counterCutoff + "<n>" are the export's counters of the measured samples
+// (a verify tokens tag) whose rendering needs a cutoff_len of n (the
+// export's counterCutoff); train_lora.yaml's cutoff_len is the largest n.
+const counterCutoff = "cutoff_len_"
+
+// cutoffProse says what train_lora.yaml's cutoff_len is, from the export's
+// own counters, the figure it was written from.
+func (r *Run) cutoffProse(b *bytes.Buffer, st *Stage, examples int64, p99 int) {
+	w := func(format string, args ...any) { fmt.Fprintf(b, format, args...) }
+	need := map[int]int64{}
+	var measured int64
+	for k, n := range st.Manifest.Totals.Counters {
+		if v, ok := strings.CutPrefix(k, counterCutoff); ok && n > 0 {
+			if c, err := strconv.Atoi(v); err == nil {
+				need[c] += n
+				measured += n
+			}
+		}
 	}
-	return n
+	if measured == 0 {
+		w("No sample's length was measured (no verify stage counted tokens before this export), so `train_lora.yaml` sets no `cutoff_len`: run a verify stage before the export to have one that keeps every sample whole. The p99 above, %d tokens, counts the record's texts, not LLaMA-Factory's rendering of them, which is longer.\n", p99)
+		return
+	}
+	sizes := slices.Sorted(maps.Keys(need))
+	w("The `cutoff_len` of `train_lora.yaml`, %d, is the export's measure of the samples as LLaMA-Factory renders them for the template (its framing and default system prompt, the tool format's text of every tool and call, each turn), in o200k tokens with a quarter to spare for the model's tokenizer, rounded up to a power of two: no measured sample is cut at it. Samples by the `cutoff_len` they need:", sizes[len(sizes)-1])
+	for i, c := range sizes {
+		sep := ","
+		if i == 0 {
+			sep = ""
+		}
+		w("%s %d: %d", sep, c, need[c])
+	}
+	w(".")
+	if measured < examples {
+		w(" Only %d of the %d samples were measured (those with verify's `tokens` tag): the others may be longer.", measured, examples)
+	}
+	w(" The p99 above, %d tokens, counts the record's texts, not the rendering, which is longer.\n", p99)
 }
 
 // usedTeacher reports whether a stage up to i asked the teacher.

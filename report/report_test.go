@@ -306,6 +306,37 @@ stages:
 	}
 }
 
+// TestCardCutoffLen: the card's account of cutoff_len is train_lora.yaml's,
+// with the export's counts of the samples by the cutoff_len they need.
+func TestCardCutoffLen(t *testing.T) {
+	out := runPipeline(t, demo)
+	for _, dir := range []string{"06-mt_llama", "07-sharegpt"} {
+		_, body := readCard(t, filepath.Join(out, dir, report.CardFile))
+		lora, err := os.ReadFile(filepath.Join(out, dir, "train_lora.yaml"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := regexp.MustCompile(`(?m)^cutoff_len: (\d+)$`).FindSubmatch(lora)
+		if m == nil {
+			t.Fatalf("%s: train_lora.yaml has no cutoff_len", dir)
+		}
+		want := "The `cutoff_len` of `train_lora.yaml`, " + string(m[1]) + ", is the export's measure"
+		if !strings.Contains(body, want) {
+			t.Errorf("%s: the card lacks %q:\n%s", dir, want, body[strings.LastIndex(body, "```"):])
+		}
+		sm, _ := manifests.Read[manifests.Stage](filepath.Join(out, dir, "manifest.json"))
+		if n := sm.Totals.Counters["cutoff_len_"+string(m[1])]; n == 0 || !strings.Contains(body, " "+string(m[1])+": "+strconv.FormatInt(n, 10)) {
+			t.Errorf("%s: the card does not count the %d samples that need a cutoff_len of %s", dir, n, m[1])
+		}
+	}
+	// Without a verify stage nothing is measured: the card says so.
+	out = runPipeline(t, demo, "stages.4.skip=true")
+	_, body := readCard(t, filepath.Join(out, "07-sharegpt", report.CardFile))
+	if !strings.Contains(body, "so `train_lora.yaml` sets no `cutoff_len`") || strings.Contains(body, "keeps 99 %") {
+		t.Errorf("without verify the card says:\n%s", body[strings.LastIndex(body, "```"):])
+	}
+}
+
 func stageDirs(t *testing.T, out string) []string {
 	ents, err := os.ReadDir(out)
 	if err != nil {
