@@ -2,13 +2,17 @@
 // decontaminate stages: normalised words, MinHash signatures with LSH bands
 // for near-duplicates, and word n-gram hashes for benchmark overlap.
 //
-// Normalisation (the same everywhere): text is lowercased, every run of
-// letters, digits and combining marks is a word, every Han, Hiragana,
-// Katakana or Hangul character is a word on its own (those scripts write no
-// spaces), and everything else (punctuation, symbols, white space) only
-// separates words. So "What's the weather, Paris?" and "whats the weather
-// paris" differ in one word ("what s" against "whats"), and "北京天气" is four
-// words.
+// Normalisation (the same everywhere): text is put in Unicode NFKC form
+// (compatibility characters folded: full-width "Ｐａｒｉｓ" is "Paris", a
+// decomposed "café" the composed one, "ﬁ" is "fi"; text that is all ASCII
+// is left as it is, NFKC would not change it), then lowercased; every run of
+// letters, digits and combining marks is a word, every Han, Hiragana or
+// Katakana character is a word on its own (those scripts write no spaces
+// between words; Hangul does, and a run of Hangul is a word like a run of
+// Latin letters), and everything else (punctuation, symbols, white space)
+// only separates words. So "What's the weather, Paris?" and "whats the
+// weather paris" differ in one word ("what s" against "whats"), and
+// "北京天气" is four words.
 //
 // Every hash is fixed by this package (FNV-1a over UTF-8, then a 64-bit
 // finaliser) and does not depend on the process, so fingerprints are the same
@@ -18,7 +22,14 @@ package near
 import (
 	"unicode"
 	"unicode/utf8"
+
+	"golang.org/x/text/unicode/norm"
 )
+
+// Version names the normalisation and the n-gram rule of this package:
+// a stage whose output depends on them includes it in its version, so a
+// change here reruns it.
+const Version = 2
 
 // Words collects the normalised words of one or more texts as 64-bit
 // hashes, and optionally their characters (for character n-grams). The zero
@@ -31,6 +42,14 @@ type Words struct {
 	hashes []uint64
 	runes  []rune
 	parts  int
+	// wide holds the positions in hashes of the words that are one Han or
+	// kana character (Grams weighs them less), ascending.
+	wide []int32
+
+	// scratch for Grams
+	flat  []uint64
+	flatW []bool
+	pow   []uint64
 }
 
 // Boundary is the word hash (and rune) that Break inserts between parts, so
@@ -42,7 +61,7 @@ const (
 
 // Reset empties w, keeping its memory.
 func (w *Words) Reset() {
-	w.hashes, w.runes, w.parts = w.hashes[:0], w.runes[:0], 0
+	w.hashes, w.runes, w.parts, w.wide = w.hashes[:0], w.runes[:0], 0, w.wide[:0]
 }
 
 // Hashes returns the word hashes in order, boundaries included. The slice is
@@ -106,6 +125,14 @@ func Mix(x uint64) uint64 {
 
 // Add appends the normalised words of s.
 func (w *Words) Add(s string) {
+	if !isASCII(s) {
+		s = norm.NFKC.String(s) // s itself when it is in NFKC already
+	}
+	w.add(s)
+}
+
+// add appends the words of s, in NFKC form.
+func (w *Words) add(s string) {
 	h, in := uint64(fnvOffset), false
 	flush := func() {
 		if in {
@@ -155,6 +182,7 @@ func (w *Words) Add(s string) {
 			for _, b := range buf[:n] {
 				h = (h ^ uint64(b)) * fnvPrime
 			}
+			w.wide = append(w.wide, int32(len(w.hashes)))
 			w.hashes = append(w.hashes, Mix(h))
 			h = fnvOffset
 			if w.Chars {
@@ -181,11 +209,59 @@ func (w *Words) Add(s string) {
 	flush()
 }
 
-// isIdeograph reports whether r belongs to a script written without spaces,
-// whose characters are words on their own here.
+// isIdeograph reports whether r belongs to a script written without spaces
+// between words, whose characters are words on their own here: Han and
+// kana. (Hangul puts spaces between words: its runs are words.)
 func isIdeograph(r rune) bool {
 	return unicode.Is(unicode.Han, r) || unicode.Is(unicode.Hiragana, r) ||
-		unicode.Is(unicode.Katakana, r) || unicode.Is(unicode.Hangul, r)
+		unicode.Is(unicode.Katakana, r)
+}
+
+// isASCII reports whether s is all ASCII, which NFKC leaves as it is. It
+// reads 8 bytes at a time (the compiler makes the shifts one load).
+func isASCII(s string) bool {
+	i := 0
+	for ; i+8 <= len(s); i += 8 {
+		x := uint64(s[i]) | uint64(s[i+1])<<8 | uint64(s[i+2])<<16 | uint64(s[i+3])<<24 |
+			uint64(s[i+4])<<32 | uint64(s[i+5])<<40 | uint64(s[i+6])<<48 | uint64(s[i+7])<<56
+		if x&0x8080808080808080 != 0 {
+			return false
+		}
+	}
+	for ; i < len(s); i++ {
+		if s[i] >= utf8.RuneSelf {
+			return false
+		}
+	}
+	return true
+}
+
+// Text returns the normalised text of the words at positions [from, to)
+// (boundaries not counted, as in Grams), separated by one space, none
+// between two Han or kana characters: "北京天气 today". It needs Chars.
+func (w *Words) Text(from, to int) string {
+	var out []rune
+	k, in := -1, false // k: position of the word being read
+	for _, r := range w.runes {
+		if r == ' ' || r == boundaryRune {
+			in = false
+			continue
+		}
+		if !in {
+			k++
+			in = true
+			if k >= from && k < to && len(out) > 0 && !(isIdeograph(out[len(out)-1]) && isIdeograph(r)) {
+				out = append(out, ' ')
+			}
+		}
+		if k >= to {
+			break
+		}
+		if k >= from {
+			out = append(out, r)
+		}
+	}
+	return string(out)
 }
 
 // Normalize returns s as Words sees it: lowercased words separated by single
