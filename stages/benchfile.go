@@ -29,8 +29,8 @@ var benchFormats = []string{BenchBFCL, BenchShareGPT, BenchOpenAI, BenchText}
 // has them, the calls that answer it.
 type benchItem struct {
 	ID    string
-	User  []string // the user turns
-	Calls []record.Call
+	User  []string        // the user turns
+	Calls [][]record.Call // the calls of each assistant turn with calls
 }
 
 // readBenchmark reads every item of a benchmark file. A file that cannot be
@@ -142,13 +142,17 @@ func readTextLines(r io.Reader, name string) ([]benchItem, error) {
 }
 
 // eachLine calls fn with every non-blank line (trimmed) and its 1-based
-// number; lines may be long. An error names the line.
+// number; lines may be long. A UTF-8 byte order mark starting the file is
+// skipped, as the dump readers skip it. An error names the line.
 func eachLine(r io.Reader, fn func(n int, line []byte) error) error {
 	br := bufio.NewReaderSize(r, 64<<10)
 	for n := 1; ; n++ {
 		line, err := br.ReadBytes('\n')
 		if err != nil && err != io.EOF {
 			return err
+		}
+		if n == 1 {
+			line = bytes.TrimPrefix(line, []byte("\xEF\xBB\xBF"))
 		}
 		if t := bytes.TrimSpace(line); len(t) > 0 {
 			if ferr := fn(n, t); ferr != nil {
@@ -188,13 +192,10 @@ func readChats(r io.Reader, name, format string) (items []benchItem, loose []str
 			bad = append(bad, fmt.Sprintf("item %d: %v", i, err))
 			continue
 		}
-		it := benchItem{ID: rec.ID}
+		it := benchItem{ID: rec.ID, Calls: turnCalls(rec.Messages)}
 		for _, m := range rec.Messages {
-			switch m.Role {
-			case record.RoleUser:
+			if m.Role == record.RoleUser {
 				it.User = append(it.User, m.Content)
-			case record.RoleAssistant:
-				it.Calls = append(it.Calls, m.Calls...)
 			}
 		}
 		items = append(items, it)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -143,8 +144,18 @@ func TestRunCleanPlanted(t *testing.T) {
 		if c["clusters"] != 3 || c["cluster_records"] != 6 || c["cluster_size.2"] != 3 || c["removed.exact"] != 2 || c["removed.near"] != 1 {
 			t.Errorf("dedup counters %v", c)
 		}
-		if m2 := readManifest(t, out, "02-decontaminate"); m2.Totals.Counters["hits.bfcl"] != 1 || m2.Totals.Counters["hits.short"] != 1 {
+		m2 := readManifest(t, out, "02-decontaminate")
+		if m2.Totals.Counters["hits.bfcl"] != 1 || m2.Totals.Counters["hits.short"] != 1 {
 			t.Errorf("decontaminate counters %v", m2.Totals.Counters)
+		}
+		// Each benchmark's item count: in the notes (stats shows them) and
+		// the config.
+		if want := []string{"benchmark bfcl: 3 items (bfcl.json)", "benchmark short: 2 items (short.txt)"}; !slices.Equal(m2.Notes, want) {
+			t.Errorf("decontaminate notes %q, want %q", m2.Notes, want)
+		}
+		var cfg DecontaminateConfig
+		if err := json.Unmarshal(m2.Config, &cfg); err != nil || len(cfg.Benchmarks) != 2 || cfg.Benchmarks[0].Items != 3 || cfg.Benchmarks[1].Items != 2 {
+			t.Errorf("decontaminate config %s: item counts 3 and 2 wanted (%v)", m2.Config, err)
 		}
 		all := fmt.Sprint(dd, dc)
 		if first == nil {
@@ -218,4 +229,56 @@ func runPipelineTB(tb testing.TB, path string) *Report {
 		tb.Fatal(err)
 	}
 	return rep
+}
+
+// TestDecontaminateDuckDB runs the README's query of the decontaminate
+// rejects with DuckDB (testdata/duckdb_query.mjs) over a real run's
+// rejects, and checks the hits it extracts. It needs node and a
+// node_modules dir holding @duckdb/node-api in AUGMENT_DUCKDB_NODE_MODULES.
+func TestDecontaminateDuckDB(t *testing.T) {
+	modules := os.Getenv("AUGMENT_DUCKDB_NODE_MODULES")
+	if modules == "" {
+		t.Skip("AUGMENT_DUCKDB_NODE_MODULES not set (a node_modules dir with @duckdb/node-api)")
+	}
+	node, err := exec.LookPath("node")
+	if err != nil {
+		t.Skip("node not found")
+	}
+	readme, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var query string
+	for line := range strings.Lines(string(readme)) {
+		if strings.HasPrefix(line, "SELECT id, unnest(from_json(substr(detail, ") {
+			query = strings.TrimSpace(line)
+		}
+	}
+	if !strings.Contains(query, "'out/x/02-decontaminate/rejects-*.jsonl'") {
+		t.Fatalf("README's decontaminate query not found: %q", query)
+	}
+	path := cleanPipeline(t, 100)
+	runPipeline(t, path)
+	dir := filepath.Dir(path)
+	script, _ := filepath.Abs(filepath.Join("testdata", "duckdb_query.mjs"))
+	cmd := exec.Command(node, script, strings.Replace(query, "out/x/", "out/", 1)+" ORDER BY id")
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "AUGMENT_DUCKDB_NODE_MODULES="+modules)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("duckdb_query.mjs: %v\n%s", err, stderr.String())
+	}
+	var rows []map[string]any
+	if err := json.Unmarshal(out, &rows); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	// planted:3 asks simple_1's question inside a longer query;
+	// planted:4 is short:1 exactly (TestRunCleanPlanted).
+	want := `[{"benchmark":"bfcl","id":"planted:3","item":"simple_1","kind":"ngram","ngram":"i am planning a trip and need the weather forecast for lisbon for","of":7,"shared":7},` +
+		`{"benchmark":"short","id":"planted:4","item":"short:1","kind":"exact","ngram":null,"of":null,"shared":null}]`
+	if got, _ := json.Marshal(rows); string(got) != want {
+		t.Errorf("DuckDB read\n%s\nwant\n%s", got, want)
+	}
 }

@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 
 	"github.com/augmentdata/augment/clip"
 	"github.com/augmentdata/augment/jsonout"
@@ -32,29 +33,35 @@ import (
 //	        - {name: heldout, path: bench/heldout.jsonl, format: sharegpt}
 //	      ngram: 13
 //
-// Texts are normalised as near.Words does (lowercase, punctuation dropped).
-// A record hits a benchmark item when
+// Texts are normalised as near.Words does (NFKC, lowercase, punctuation
+// dropped). A record hits a benchmark item when
 //
 //   - ngram overlap: the record's user turns (fields) and the item's user
-//     turns share word n-grams (13 by default, as GPT-3 and datatrove): at
-//     least one, or, with threshold > 0, at least that share of the item's
-//     distinct n-grams; items shorter than n words have no n-gram and are
-//     matched by the next rule only;
+//     turns share word n-grams (13 by default, as GPT-3 and datatrove; a
+//     Han or kana character counts as 2/3 of a word, so 20 such characters
+//     make a 13-gram: near.Words.Grams): at least one, or, with threshold
+//     > 0, at least that share of the item's distinct n-grams; items
+//     shorter than n words have no n-gram and are matched by the next rule
+//     only;
 //   - exact: the record's user text equals the item's and, when the item
 //     comes with calls (sharegpt, openai), the record's calls equal them
-//     too (name and arguments, keys sorted; the order of calls kept).
+//     too (name and arguments, keys sorted; turn by turn, the parallel
+//     calls of a turn in any order).
 //
-// A record with hits is rejected with reason "contaminated"; its detail
-// lists every hit as a JSON array of {benchmark, item, kind, shared, of}
-// (kind "ngram" or "exact"; shared of the item's n-grams), so the rejects
-// files are the report of every hit:
-//
-//	SELECT id, detail FROM read_json_auto('out/01-decontaminate/rejects-*.jsonl')
+// A record with hits is rejected with reason "contaminated"; its detail is
+// "contaminated: " and a JSON array with every hit, {benchmark, item, kind,
+// shared, of, ngram} (kind "ngram" or "exact"; shared of the item's
+// n-grams; ngram the normalised text of the first n-gram the record shares
+// with the item), so the rejects files are the report of every hit
+// (README: decontaminate has the DuckDB query, TestDecontaminateDuckDB
+// runs it).
 //
 // Counters: "contaminated" (records) and "hits.<benchmark>" (records hitting
-// that benchmark). The benchmark files' SHA-256 are part of the stage's
-// config hash, so editing one reruns the stage. Benchmark paths are relative
-// to pipeline.yaml; a file that cannot be read whole stops the run.
+// that benchmark). Each benchmark's item count is in the config the
+// manifest keeps (benchmarks[].items) and in the stage's notes. The
+// benchmark files' SHA-256 are part of the stage's config hash, so editing
+// one reruns the stage. Benchmark paths are relative to pipeline.yaml; a
+// file that cannot be read whole, or holds no item, stops the run.
 type DecontaminateConfig struct {
 	Benchmarks []BenchmarkFile `yaml:"benchmarks" json:"benchmarks"`
 	// NGram is the n-gram length in words; default 13.
@@ -75,6 +82,9 @@ type BenchmarkFile struct {
 	// SHA256 is the file's hash, filled in when the stage is built so that
 	// the config hash changes with the file.
 	SHA256 string `yaml:"-" json:"sha256,omitempty"`
+	// Items is the number of items read from the file, filled in with
+	// SHA256.
+	Items int `yaml:"-" json:"items,omitempty"`
 }
 
 // ReasonContaminated is the reject reason of the decontaminate stage.
@@ -123,7 +133,10 @@ func (c *DecontaminateConfig) validate() []string {
 	return probs
 }
 
-func (c *DecontaminateConfig) version() int { return 1 }
+// version 2: NFKC, Hangul runs as words, Han and kana characters as 2/3
+// of a word (near.Version 2); parallel calls in any order; the detail a
+// JSON array after the reason, with each hit's n-gram text.
+func (c *DecontaminateConfig) version() int { return near.Version }
 
 func (c *DecontaminateConfig) build(env *Env) (Stage, error) {
 	f, probs := parseTextFields(c.Fields)
@@ -137,10 +150,16 @@ func (c *DecontaminateConfig) build(env *Env) (Stage, error) {
 		if !filepath.IsAbs(path) {
 			path = filepath.Join(env.Dir, path)
 		}
-		sum, loose, mute, err := ix.addFile(path, b.Name, b.Format)
+		sum, items, loose, mute, err := ix.addFile(path, b.Name, b.Format)
 		if err != nil {
 			return nil, fmt.Errorf("benchmark %s: %w", b.Name, err)
 		}
+		if items == 0 {
+			// Checked against nothing, every record would pass: a
+			// truncated or wrongly exported file must not look clean.
+			return nil, fmt.Errorf("benchmark %s: %s: no item (an empty benchmark would decontaminate nothing)", b.Name, path)
+		}
+		ix.notes = append(ix.notes, fmt.Sprintf("benchmark %s: %d items (%s)", b.Name, items, b.Path))
 		if len(loose) > 0 && env.Log != nil {
 			env.Log.Warn("benchmark items the reader rejects are compared by their user turns alone",
 				"benchmark", b.Name, "items", len(loose), "first", clip.List(loose, 3))
@@ -149,7 +168,7 @@ func (c *DecontaminateConfig) build(env *Env) (Stage, error) {
 			env.Log.Warn("benchmark items without a user turn can match no record",
 				"benchmark", b.Name, "items", len(mute), "first", clip.List(mute, 3))
 		}
-		b.SHA256 = sum
+		b.SHA256, b.Items = sum, items
 	}
 	return ix, nil
 }
@@ -166,6 +185,11 @@ type benchIndex struct {
 	exact map[uint64][]int32 // exact key → items
 	// anyCalls: some item has calls, so records' calls are worth reading.
 	anyCalls bool
+	// notes give each benchmark's item count, noted once per shard: noted
+	// is the counters of the shard last noted (Process skips the notes
+	// while it is the same).
+	notes []string
+	noted atomic.Pointer[counters]
 }
 
 type indexedItem struct {
@@ -178,22 +202,22 @@ func newBenchIndex(n int, threshold float64, f textFields) *benchIndex {
 	return &benchIndex{n: n, threshold: threshold, fields: f, grams: map[uint64][]int32{}, exact: map[uint64][]int32{}}
 }
 
-// addFile indexes a benchmark file and returns its SHA-256, the items
-// indexed by their user turns alone (readChats) and the IDs of the items
-// without any user text, which can match nothing.
-func (ix *benchIndex) addFile(path, name, format string) (sum string, loose, mute []string, err error) {
+// addFile indexes a benchmark file and returns its SHA-256, its number of
+// items, the items indexed by their user turns alone (readChats) and the
+// IDs of the items without any user text, which can match nothing.
+func (ix *benchIndex) addFile(path, name, format string) (sum string, n int, loose, mute []string, err error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return "", nil, nil, err
+		return "", 0, nil, nil, err
 	}
 	defer f.Close()
 	h := sha256.New()
 	items, loose, err := readBenchmark(io.TeeReader(f, h), name, format)
 	if err != nil {
-		return "", nil, nil, fmt.Errorf("%s: %w", path, err)
+		return "", 0, nil, nil, fmt.Errorf("%s: %w", path, err)
 	}
 	if _, err := io.Copy(h, f); err != nil { // whatever the reader left unread
-		return "", nil, nil, err
+		return "", 0, nil, nil, err
 	}
 	for _, it := range items {
 		if strings.TrimSpace(strings.Join(it.User, "")) == "" {
@@ -201,7 +225,7 @@ func (ix *benchIndex) addFile(path, name, format string) (sum string, loose, mut
 		}
 		ix.add(name, it)
 	}
-	return hex.EncodeToString(h.Sum(nil)), loose, mute, nil
+	return hex.EncodeToString(h.Sum(nil)), len(items), loose, mute, nil
 }
 
 // add indexes one item.
@@ -212,7 +236,7 @@ func (ix *benchIndex) add(bench string, it benchItem) {
 		w.Add(u)
 	}
 	seen := map[uint64]bool{}
-	near.NGrams(w.Hashes(), ix.n, func(g uint64) {
+	w.Grams(ix.n, func(g uint64, _, _ int) {
 		if !seen[g] {
 			seen[g] = true
 			ix.grams[g] = append(ix.grams[g], k)
@@ -226,17 +250,39 @@ func (ix *benchIndex) add(bench string, it benchItem) {
 	}
 }
 
-// exactKey combines a user text's sum with its calls (none: the text alone).
-func exactKey(user uint64, calls []record.Call) uint64 {
-	if len(calls) == 0 {
+// exactKey combines a user text's sum with its calls, one list per
+// assistant turn (none: the text alone). The calls of a turn are parallel:
+// they are sorted by their text, as dedup does (addRecordText), so their
+// order does not count; the order of the turns does.
+func exactKey(user uint64, turns [][]record.Call) uint64 {
+	if len(turns) == 0 {
 		return user
 	}
 	var w near.Words
-	for _, c := range calls {
-		w.Add(callText(c))
-		w.Break()
+	for _, calls := range turns {
+		texts := make([]string, len(calls))
+		for i, c := range calls {
+			texts[i] = callText(c)
+		}
+		slices.Sort(texts)
+		for _, t := range texts {
+			w.Add(t)
+			w.Break()
+		}
 	}
 	return near.Mix(user ^ near.Mix(w.Sum()+1))
+}
+
+// turnCalls returns the calls of the assistant turns in m, one list per
+// turn with calls.
+func turnCalls(m []record.Message) [][]record.Call {
+	var turns [][]record.Call
+	for _, t := range m {
+		if t.Role == record.RoleAssistant && len(t.Calls) > 0 {
+			turns = append(turns, t.Calls)
+		}
+	}
+	return turns
 }
 
 // A benchHit is one record–item match, as listed in a reject's detail.
@@ -246,23 +292,46 @@ type benchHit struct {
 	Kind      string `json:"kind"` // ngram or exact
 	Shared    int    `json:"shared,omitempty"`
 	Of        int    `json:"of,omitempty"`
+	// NGram is the normalised text of the first n-gram of the record the
+	// item holds (ngram hits): a greeting both share, or the question.
+	NGram string `json:"ngram,omitempty"`
+
+	from, to int // the n-gram's words in the record (Words.Grams)
 }
 
 // hits returns every item r hits, in the order the items were indexed.
 func (ix *benchIndex) hits(r *record.Record) []benchHit {
 	var w near.Words
 	addRecordText(&w, r, ix.fields)
-	// n-grams run across turns, as over an item's turns: no boundaries.
-	hs := slices.DeleteFunc(slices.Clone(w.Hashes()), func(x uint64) bool { return x == near.Boundary })
-	return ix.match(hs, r)
+	hits := ix.match(&w, r)
+	if slices.ContainsFunc(hits, func(h benchHit) bool { return h.Kind == "ngram" }) {
+		// The n-grams' text, for the detail: the words again, as text.
+		t := near.Words{Chars: true}
+		addRecordText(&t, r, ix.fields)
+		for i := range hits {
+			if h := &hits[i]; h.Kind == "ngram" {
+				h.NGram = t.Text(h.from, h.to)
+			}
+		}
+	}
+	return hits
 }
 
-// match finds the items hit by a record whose compared words are hs.
-func (ix *benchIndex) match(hs []uint64, r *record.Record) []benchHit {
+// sharedGrams counts the n-grams a record shares with an item, and where
+// the first of them is in the record's words.
+type sharedGrams struct {
+	n        int
+	from, to int
+}
+
+// match finds the items hit by a record whose compared words are w.
+// N-grams run across turns, as over an item's turns (Grams skips the
+// boundaries).
+func (ix *benchIndex) match(w *near.Words, r *record.Record) []benchHit {
 	// Most n-grams hit nothing: keep only those that do, once each.
 	var hitGrams map[uint64]bool
-	var shared map[int32]int
-	near.NGrams(hs, ix.n, func(g uint64) {
+	var shared map[int32]*sharedGrams
+	w.Grams(ix.n, func(g uint64, from, to int) {
 		items := ix.grams[g]
 		if len(items) == 0 || hitGrams[g] {
 			return
@@ -272,10 +341,14 @@ func (ix *benchIndex) match(hs []uint64, r *record.Record) []benchHit {
 		}
 		hitGrams[g] = true
 		if shared == nil {
-			shared = map[int32]int{}
+			shared = map[int32]*sharedGrams{}
 		}
 		for _, k := range items {
-			shared[k]++
+			if s := shared[k]; s != nil {
+				s.n++
+			} else {
+				shared[k] = &sharedGrams{1, from, to}
+			}
 		}
 	})
 	type found struct {
@@ -286,21 +359,16 @@ func (ix *benchIndex) match(hs []uint64, r *record.Record) []benchHit {
 	for k, s := range shared {
 		it := ix.items[k]
 		need := max(1, int(math.Ceil(ix.threshold*float64(it.grams)-1e-9)))
-		if s >= need {
-			fs = append(fs, found{k, benchHit{Benchmark: it.bench, Item: it.id, Kind: "ngram", Shared: s, Of: int(it.grams)}})
+		if s.n >= need {
+			fs = append(fs, found{k, benchHit{Benchmark: it.bench, Item: it.id, Kind: "ngram", Shared: s.n, Of: int(it.grams), from: s.from, to: s.to}})
 		}
 	}
-	if len(hs) > 0 {
-		user := near.SumOf(hs)
-		var calls []record.Call
-		for _, m := range r.Messages {
-			if m.Role == record.RoleAssistant {
-				calls = append(calls, m.Calls...)
-			}
-		}
+	if w.Len() > 0 {
+		// The exact sum of the words without boundaries, as an item's.
+		user := near.SumOf(slices.DeleteFunc(slices.Clone(w.Hashes()), func(x uint64) bool { return x == near.Boundary }))
 		keys := []uint64{user}
-		if len(calls) > 0 && ix.anyCalls {
-			keys = append(keys, exactKey(user, calls))
+		if turns := turnCalls(r.Messages); len(turns) > 0 && ix.anyCalls {
+			keys = append(keys, exactKey(user, turns))
 		}
 		for _, key := range keys {
 			for _, k := range ix.exact[key] {
@@ -321,6 +389,12 @@ func (ix *benchIndex) match(hs []uint64, r *record.Record) []benchHit {
 
 // Process rejects records that hit a benchmark item.
 func (ix *benchIndex) Process(ctx context.Context, r *record.Record) ([]*record.Record, error) {
+	if c, _ := ctx.Value(countersKey{}).(*counters); c != nil && ix.noted.Load() != c {
+		ix.noted.Store(c)
+		for _, n := range ix.notes {
+			Note(ctx, "%s", n)
+		}
+	}
 	hits := ix.hits(r)
 	if len(hits) == 0 {
 		return []*record.Record{r}, nil
@@ -337,5 +411,5 @@ func (ix *benchIndex) Process(ctx context.Context, r *record.Record) ([]*record.
 	if err != nil {
 		return nil, err
 	}
-	return nil, &contract.Reject{Reason: ReasonContaminated, Detail: fmt.Sprintf("%d hit(s) in %s: %s", len(hits), strings.Join(benches, ", "), detail)}
+	return nil, &contract.Reject{Reason: ReasonContaminated, Detail: string(detail)}
 }

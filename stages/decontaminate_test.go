@@ -17,7 +17,9 @@ import (
 
 	"github.com/augmentdata/augment/internal/cputime"
 	"github.com/augmentdata/augment/stages/contract"
+	"github.com/augmentdata/augment/stages/near"
 	"github.com/augmentdata/augment/stages/record"
+	"golang.org/x/text/unicode/norm"
 )
 
 func TestReadBenchmark(t *testing.T) {
@@ -40,6 +42,15 @@ func TestReadBenchmark(t *testing.T) {
 		{"bfcl question of numbers", BenchBFCL, `{"id": "a", "question": [1]}`, "", "line 1: question"},
 		{"bfcl too deep", BenchBFCL, `{"id": "a", "question": [[[["x"]]]]}`, "", "deeper"},
 		{"text", BenchText, "first line\n\n  second line  \n", "b:1=first line;b:3=second line", ""},
+		// A UTF-8 byte order mark starts files written on Windows.
+		{"bfcl with a byte order mark", BenchBFCL,
+			"\xEF\xBB\xBF{\"id\": \"simple_0\", \"question\": [[{\"role\": \"user\", \"content\": \"What is the weather like in Paris today?\"}]]}\n",
+			"simple_0=What is the weather like in Paris today?", ""},
+		{"text with a byte order mark", BenchText, "\xEF\xBB\xBFfirst\nsecond\n", "b:1=first;b:2=second", ""},
+		{"a byte order mark inside is no mark", BenchBFCL, "{\"id\": 1, \"question\": \"Q\"}\n\xEF\xBB\xBF{\"id\": 2, \"question\": \"R\"}\n", "", "line 2"},
+		{"sharegpt parallel calls are one turn", BenchShareGPT,
+			`{"conversations": [{"from": "human", "value": "Weather and time?"}, {"from": "function_call", "value": "[{\"name\": \"w\", \"arguments\": {}}, {\"name\": \"t\", \"arguments\": {}}]"}, {"from": "observation", "value": "[{}, {}]"}, {"from": "gpt", "value": "ok"}, {"from": "human", "value": "Again"}, {"from": "function_call", "value": "{\"name\": \"t\", \"arguments\": {}}"}, {"from": "observation", "value": "{}"}, {"from": "gpt", "value": "ok"}], "tools": "[{\"name\": \"w\", \"description\": \"d\", \"parameters\": {\"type\": \"object\", \"properties\": {}}}, {\"name\": \"t\", \"description\": \"d\", \"parameters\": {\"type\": \"object\", \"properties\": {}}}]"}`,
+			"b:0=Weather and time?|Again+w+t;+t", ""},
 		{"sharegpt", BenchShareGPT,
 			`{"conversations": [{"from": "human", "value": "Weather in Paris?"}, {"from": "function_call", "value": "{\"name\": \"w\", \"arguments\": {\"city\": \"Paris\"}}"}, {"from": "observation", "value": "{}"}, {"from": "gpt", "value": "Sunny."}], "tools": "[{\"name\": \"w\", \"description\": \"d\", \"parameters\": {\"type\": \"object\", \"properties\": {\"city\": {\"type\": \"string\"}}}}]"}`,
 			"b:0=Weather in Paris?+w", ""},
@@ -71,8 +82,13 @@ func TestReadBenchmark(t *testing.T) {
 			var got []string
 			for _, it := range items {
 				s := it.ID + "=" + strings.Join(it.User, "|")
-				for _, c := range it.Calls {
-					s += "+" + c.Name
+				for i, turn := range it.Calls {
+					if i > 0 {
+						s += ";"
+					}
+					for _, c := range turn {
+						s += "+" + c.Name
+					}
 				}
 				got = append(got, s)
 			}
@@ -188,9 +204,8 @@ func deconRun(t testing.TB, ix *benchIndex, recs []*record.Record) map[string][]
 		_, err := ix.Process(context.Background(), r)
 		var rj *contract.Reject
 		if errors.As(err, &rj) {
-			_, js, _ := strings.Cut(rj.Detail, ": ")
 			var hits []benchHit
-			if err := json.Unmarshal([]byte(js), &hits); err != nil {
+			if err := json.Unmarshal([]byte(rj.Detail), &hits); err != nil {
 				t.Fatalf("%s: detail %q: %v", r.ID, rj.Detail, err)
 			}
 			got[r.ID] = hits
@@ -208,10 +223,19 @@ func TestDecontaminatePlanted(t *testing.T) {
 	ix := buildDecon(t, DecontaminateConfig{Benchmarks: []BenchmarkFile{
 		{Name: "bfcl", Path: "bfcl.json", Format: BenchBFCL}, {Name: "text", Path: "short.txt", Format: BenchText}}}, dir)
 	got := deconRun(t, ix, recs)
-	for id, item := range want {
-		hits := got[id]
+	for _, r := range recs {
+		item, ok := want[r.ID]
+		if !ok {
+			continue
+		}
+		hits := got[r.ID]
 		if len(hits) != 1 || hits[0].Item != item {
-			t.Errorf("%s: hits %+v, want %s", id, hits, item)
+			t.Errorf("%s: hits %+v, want %s", r.ID, hits, item)
+			continue
+		}
+		// An n-gram hit names the record's first n-gram the item holds.
+		if h := hits[0]; h.Kind == "ngram" && (len(strings.Fields(h.NGram)) != 13 || !strings.Contains(near.Normalize(r.Messages[0].Content), h.NGram)) {
+			t.Errorf("%s: n-gram %q is not 13 words of %q", r.ID, h.NGram, r.Messages[0].Content)
 		}
 	}
 	for id, hits := range got {
@@ -275,8 +299,8 @@ func TestDecontaminateConfig(t *testing.T) {
 	os.WriteFile(filepath.Join(dir, "b.txt"), []byte("hello world\n"), 0o644)
 	c = DecontaminateConfig{Benchmarks: []BenchmarkFile{{Path: "b.txt", Format: "text"}}}
 	c.defaults()
-	if _, err := c.build(&Env{Dir: dir}); err != nil || c.Benchmarks[0].SHA256 == "" {
-		t.Errorf("build: %v, sha %q", err, c.Benchmarks[0].SHA256)
+	if _, err := c.build(&Env{Dir: dir}); err != nil || c.Benchmarks[0].SHA256 == "" || c.Benchmarks[0].Items != 1 {
+		t.Errorf("build: %v, sha %q, items %d", err, c.Benchmarks[0].SHA256, c.Benchmarks[0].Items)
 	}
 	c.Benchmarks[0].Path = "missing.txt"
 	// The runner puts `stage "NAME":` in front; the error names the
@@ -313,5 +337,128 @@ func BenchmarkDecontaminate(b *testing.B) {
 		}
 		b.ReportMetric(float64(n)/time.Since(start).Seconds(), "records/s")
 		b.ReportMetric(float64(n)/(cputime.Process()-cpu0).Seconds(), "records/cpu-s")
+	}
+}
+
+// TestDecontaminateScripts: Chinese is compared in 20-character n-grams
+// (a character is 2/3 of a word), Korean word by word, every text in NFKC:
+// a shared greeting and request does not make two questions one, a copied
+// question does, whatever its width, composition or punctuation.
+func TestDecontaminateScripts(t *testing.T) {
+	dir := t.TempDir()
+	en := "Please book a table for four people at seven at the Italian café near the central station tonight"
+	zh := "你能帮我找到最新的美国体育新闻和今天北京的天气预报吗？"
+	bench := []string{
+		"你好，我想请你帮我查一下今天美元兑人民币的汇率是多少？",
+		"안녕하세요, 저는 오늘 서울의 날짜와 요일을 알고 싶어요.",
+		en,
+		zh,
+		"東京から大阪までの新幹線の時刻表を教えてください。",
+	}
+	os.WriteFile(filepath.Join(dir, "t.txt"), []byte(strings.Join(bench, "\n")+"\n"), 0o644)
+	fullWidth := func(s string) string {
+		return strings.Map(func(r rune) rune {
+			switch {
+			case r == ' ':
+				return '\u3000'
+			case '!' <= r && r <= '~':
+				return r + 0xFEE0
+			}
+			return r
+		}, s)
+	}
+	rec := func(id string, user ...string) *record.Record {
+		r := &record.Record{ID: id}
+		for _, u := range user {
+			r.Messages = append(r.Messages, record.Message{Role: record.RoleUser, Content: u}, record.Message{Role: record.RoleAssistant, Content: "ok"})
+		}
+		return r
+	}
+	recs := []*record.Record{
+		// 13 characters in common with item t:1, a greeting and a request.
+		rec("zh-greeting", "你好，我想请你帮我查一下今天北京的天气怎么样？"),
+		// 3 words in common with t:2 (안녕하세요 … 오늘 서울의).
+		rec("ko-greeting", "안녕하세요, 저는 오늘 서울의 날씨를 알고 싶어요."),
+		rec("ko-copy", "안녕하세요 저는 오늘 서울의 날짜와 요일을 알고 싶어요"),
+		rec("zh-inside", "谢谢你的帮助！", strings.NewReplacer("，", ",", "？", "?").Replace(zh)+" 还有别的吗"),
+		rec("zh-spaced", "请问 "+strings.Join(strings.Split(zh, ""), " ")),
+		rec("zh-fullwidth-ascii", "Hi! "+strings.ReplaceAll(zh, "？", "?")),
+		rec("ja-copy", "質問です。東京から大阪までの新幹線の時刻表を教えてください"),
+		rec("en-nfd", norm.NFD.String(en)),
+		rec("en-fullwidth", fullWidth(en)),
+		rec("en-upper", strings.ToUpper(en)+"!!"),
+		rec("en-12-words", strings.Join(strings.Fields(en)[:12], " ")),
+	}
+	got := deconRun(t, buildDecon(t, DecontaminateConfig{Benchmarks: []BenchmarkFile{{Name: "t", Path: "t.txt", Format: BenchText}}}, dir), recs)
+	want := map[string]string{
+		"ko-copy":            "t:2 exact",
+		"zh-inside":          "t:4 ngram 你能帮我找到最新的美国体育新闻和今天北京",
+		"zh-spaced":          "t:4 ngram 你能帮我找到最新的美国体育新闻和今天北京",
+		"zh-fullwidth-ascii": "t:4 ngram 你能帮我找到最新的美国体育新闻和今天北京",
+		"ja-copy":            "t:5 ngram 東京から大阪までの新幹線の時刻表を教えて",
+		"en-nfd":             "t:3 ngram please book a table for four people at seven at the italian café",
+		"en-fullwidth":       "t:3 ngram please book a table for four people at seven at the italian café",
+		"en-upper":           "t:3 ngram please book a table for four people at seven at the italian café",
+	}
+	for _, r := range recs {
+		var g []string
+		for _, h := range got[r.ID] {
+			g = append(g, strings.TrimSpace(h.Item+" "+h.Kind+" "+h.NGram))
+		}
+		if s := strings.Join(g, "; "); s != want[r.ID] {
+			t.Errorf("%s: hits %q, want %q", r.ID, s, want[r.ID])
+		}
+	}
+}
+
+// TestDecontaminateParallelCalls: the exact rule reads the parallel calls
+// of a turn in any order, as dedup does; the turns keep theirs.
+func TestDecontaminateParallelCalls(t *testing.T) {
+	dir := t.TempDir()
+	tools := `[{"type": "function", "function": {"name": "w", "parameters": {"type": "object", "properties": {"city": {"type": "string"}, "unit": {"type": "string"}}}}}, {"type": "function", "function": {"name": "t", "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}}]`
+	call := func(name, args string) string {
+		return fmt.Sprintf(`{"type": "function", "function": {"name": %q, "arguments": %q}}`, name, args)
+	}
+	w, tm := call("w", `{"city": "Paris", "unit": "c"}`), call("t", `{"city": "Paris"}`)
+	item := `{"messages": [{"role": "user", "content": "Weather and time in Paris?"}, {"role": "assistant", "content": "", "tool_calls": [` + w + `, ` + tm + `]}], "tools": ` + tools + `}`
+	os.WriteFile(filepath.Join(dir, "o.jsonl"), []byte(item+"\n"), 0o644)
+	rec := func(id string, turns ...[]record.Call) *record.Record {
+		r := &record.Record{ID: id, Messages: []record.Message{{Role: record.RoleUser, Content: "Weather and time in Paris?"}}}
+		for _, c := range turns {
+			r.Messages = append(r.Messages, record.Message{Role: record.RoleAssistant, Calls: c})
+		}
+		return r
+	}
+	cw := record.Call{Name: "w", Arguments: json.RawMessage(`{"unit": "c", "city": "Paris"}`)}
+	ct := record.Call{Name: "t", Arguments: json.RawMessage(`{"city": "Paris"}`)}
+	cl := record.Call{Name: "t", Arguments: json.RawMessage(`{"city": "Lyon"}`)}
+	recs := []*record.Record{
+		rec("same", []record.Call{cw, ct}),
+		rec("swapped", []record.Call{ct, cw}),
+		rec("other-args", []record.Call{cl, cw}),
+		rec("one-call", []record.Call{cw}),
+	}
+	got := deconRun(t, buildDecon(t, DecontaminateConfig{Benchmarks: []BenchmarkFile{{Name: "o", Path: "o.jsonl", Format: BenchOpenAI}}}, dir), recs)
+	if k := strings.Join(slices.Sorted(maps.Keys(got)), ","); k != "same,swapped" {
+		t.Errorf("hits %s, want same,swapped", k)
+	}
+}
+
+// TestDecontaminateEmptyBenchmark: a benchmark without items stops the
+// build (exit 2 in a run), naming the file, as a missing one does.
+func TestDecontaminateEmptyBenchmark(t *testing.T) {
+	dir := t.TempDir()
+	for _, tc := range []struct{ name, format, data string }{
+		{"empty.jsonl", BenchBFCL, ""},
+		{"blank.txt", BenchText, "\xEF\xBB\xBF\n  \n\n"},
+		{"none.json", BenchShareGPT, "[]"},
+	} {
+		os.WriteFile(filepath.Join(dir, tc.name), []byte(tc.data), 0o644)
+		c := DecontaminateConfig{Benchmarks: []BenchmarkFile{{Path: tc.name, Format: tc.format}}}
+		c.defaults()
+		_, err := c.build(&Env{Dir: dir})
+		if err == nil || !strings.Contains(err.Error(), filepath.Join(dir, tc.name)) || !strings.Contains(err.Error(), "no item") {
+			t.Errorf("%s: %v", tc.name, err)
+		}
 	}
 }
