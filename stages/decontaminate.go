@@ -364,8 +364,7 @@ func (ix *benchIndex) match(w *near.Words, r *record.Record) []benchHit {
 		}
 	}
 	if w.Len() > 0 {
-		// The exact sum of the words without boundaries, as an item's.
-		user := near.SumOf(slices.DeleteFunc(slices.Clone(w.Hashes()), func(x uint64) bool { return x == near.Boundary }))
+		user := w.WordSum() // without boundaries, as an item's
 		keys := []uint64{user}
 		if turns := turnCalls(r.Messages); len(turns) > 0 && ix.anyCalls {
 			keys = append(keys, exactKey(user, turns))

@@ -336,6 +336,7 @@ func FuzzWords(f *testing.F) {
 	f.Add("What's the weather, Paris?", "北京天气 today")
 	f.Add("Ｐａｒｉｓ cafe\u0301", "안녕하세요 ｶﾀｶﾅ ①")
 	f.Add("\x1f \uFEFF", "a\x1fb")
+	f.Add("你好，我想请你帮我查一下今天北京的天气怎么样？", "谢谢 thanks 東京の天気")
 	f.Fuzz(func(t *testing.T, a, b string) {
 		w := &Words{Chars: true}
 		w.Add(a)
@@ -352,7 +353,52 @@ func FuzzWords(f *testing.F) {
 			}
 			last = from
 		})
+		for _, n := range []int{1, 2, 3, 13} {
+			if got, want := fmt.Sprint(grams(w, n)), fmt.Sprint(refGrams(w, n)); got != want {
+				t.Fatalf("n=%d: Grams %s, want %s", n, got, want)
+			}
+		}
+		flat := slices.DeleteFunc(slices.Clone(w.Hashes()), func(x uint64) bool { return x == Boundary })
+		if w.WordSum() != SumOf(flat) {
+			t.Fatal("WordSum is not SumOf the words")
+		}
 	})
+}
+
+// refGrams is Grams written plainly: the words without boundaries, each
+// window summed from its start, its hash the polynomial over its words.
+func refGrams(w *Words, n int) []gram {
+	type word struct {
+		h    uint64
+		wide bool
+	}
+	var ws []word
+	for i, x := range w.Hashes() {
+		wide := slices.Contains(w.wide, int32(i))
+		if x != Boundary || wide {
+			ws = append(ws, word{x, wide})
+		}
+	}
+	var gs []gram
+	for i := range ws {
+		units, j := 0, i
+		for j < len(ws) && units < 3*n {
+			units += 3
+			if ws[j].wide {
+				units--
+			}
+			j++
+		}
+		if units < 3*n {
+			break
+		}
+		var h uint64
+		for _, x := range ws[i:j] {
+			h = h*0x100000001b3 + x.h
+		}
+		gs = append(gs, gram{Mix(h ^ uint64(j-i)), i, j, w.Text(i, j)})
+	}
+	return gs
 }
 
 func BenchmarkAdd(b *testing.B) {

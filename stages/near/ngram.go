@@ -44,52 +44,66 @@ const (
 // position that weighs n words, a Han or kana character weighing 2/3 of a
 // word: n words of English, ⌈3n/2⌉ characters of Chinese (20 for n = 13),
 // or a mix. Text weighing less than n words has no n-gram. For text
-// without Han or kana the hashes are NGrams' over the same words.
+// without Han or kana the hashes are NGrams' over the same words. It
+// allocates nothing for n up to len(powers).
 func (w *Words) Grams(n int, fn func(h uint64, from, to int)) {
 	if n < 1 {
 		return
 	}
-	hs, wide := w.flat[:0], w.flatW[:0]
-	k := 0 // next position in w.wide
-	for i, x := range w.hashes {
-		if k < len(w.wide) && int(w.wide[k]) == i {
-			k++
-			hs, wide = append(hs, x), append(wide, true)
-			continue
-		}
-		if x != Boundary {
-			hs, wide = append(hs, x), append(wide, false)
-		}
-	}
-	w.flat, w.flatW = hs, wide
+	hs, wide := w.hashes, w.wide
 	need := n * wordUnits
-	longest := (need + wideUnits - 1) / wideUnits
-	if len(w.pow) < longest {
-		w.pow = make([]uint64, longest)
-		w.pow[0] = 1
+	pow := powers[:]
+	if longest := (need + wideUnits - 1) / wideUnits; longest > len(pow) {
+		pow = make([]uint64, longest)
+		pow[0] = 1
 		for i := 1; i < longest; i++ {
-			w.pow[i] = w.pow[i-1] * gramPrime
+			pow[i] = pow[i-1] * gramPrime
 		}
 	}
-	units := func(i int) int {
-		if wide[i] {
-			return wideUnits
-		}
-		return wordUnits
-	}
+	// The window is the words of hs[i:j] (boundaries skipped): from and to
+	// count them, total weighs them; ki and kj are the next positions in
+	// wide at or after i and j.
 	var h uint64
-	j, total := 0, 0
-	for i := range hs {
+	i, j, from, to, total, ki, kj := 0, 0, 0, 0, 0, 0, 0
+	for {
 		for j < len(hs) && total < need {
+			if kj < len(wide) && int(wide[kj]) == j {
+				kj++
+				total += wideUnits
+			} else if hs[j] == Boundary {
+				j++
+				continue
+			} else {
+				total += wordUnits
+			}
 			h = h*gramPrime + hs[j]
-			total += units(j)
 			j++
+			to++
 		}
 		if total < need {
 			return
 		}
-		fn(Mix(h^uint64(j-i)), i, j)
-		h -= hs[i] * w.pow[j-1-i]
-		total -= units(i)
+		for hs[i] == Boundary && !(ki < len(wide) && int(wide[ki]) == i) {
+			i++
+		}
+		fn(Mix(h^uint64(to-from)), from, to)
+		h -= hs[i] * pow[to-from-1]
+		if ki < len(wide) && int(wide[ki]) == i {
+			ki++
+			total -= wideUnits
+		} else {
+			total -= wordUnits
+		}
+		i++
+		from++
 	}
 }
+
+// powers are gramPrime's powers, for Grams.
+var powers = func() (p [256]uint64) {
+	p[0] = 1
+	for i := 1; i < len(p); i++ {
+		p[i] = p[i-1] * gramPrime
+	}
+	return p
+}()

@@ -45,11 +45,6 @@ type Words struct {
 	// wide holds the positions in hashes of the words that are one Han or
 	// kana character (Grams weighs them less), ascending.
 	wide []int32
-
-	// scratch for Grams
-	flat  []uint64
-	flatW []bool
-	pow   []uint64
 }
 
 // Boundary is the word hash (and rune) that Break inserts between parts, so
@@ -96,6 +91,18 @@ func (w *Words) Sum() uint64 {
 		hs = hs[:n-1]
 	}
 	return SumOf(hs)
+}
+
+// WordSum is SumOf the word hashes without the boundaries: equal for
+// texts with the same words, however they were split into parts.
+func (w *Words) WordSum() uint64 {
+	h := uint64(w.Len())
+	for _, x := range w.hashes {
+		if x != Boundary {
+			h = Mix(h ^ x)
+		}
+	}
+	return h
 }
 
 // SumOf hashes a sequence of word hashes.
