@@ -209,8 +209,9 @@ func (c *DedupConfig) warnings() []string {
 }
 
 // version 2: the exact key keeps the calls' JSON types and case, and a
-// cluster keeps a record whose calls fit its tools first.
-func (c *DedupConfig) version() int { return 2 }
+// cluster keeps a record whose calls fit its tools first. Above 2, the
+// words' rules (near.Version: 2 brought NFKC and Hangul words).
+func (c *DedupConfig) version() int { return 2 + near.Version - 1 }
 
 func (c *DedupConfig) build(env *Env) (Stage, error) {
 	f, probs := parseTextFields(c.Fields)
