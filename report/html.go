@@ -42,13 +42,13 @@ type htmlChart struct {
 }
 
 type htmlLLM struct {
-	Dir                                        string
-	Requests, CacheHits, Sent, Retries, Failed int64
-	TokensIn, TokensOut                        int64
-	P50, P90, P99, Max                         string
-	Cost                                       string
-	Errors                                     string
-	Unrecorded                                 string // UnrecordedNote, for a merge that lacks a killed worker's traffic
+	Dir                                               string
+	Requests, CacheHits, Batch, Sent, Retries, Failed int64
+	TokensIn, TokensOut                               int64
+	P50, P90, P99, Max                                string
+	Cost                                              string
+	Errors                                            string
+	Unrecorded                                        string // UnrecordedNote, for a merge that lacks a killed worker's traffic
 }
 
 type htmlPage struct {
@@ -70,6 +70,7 @@ type htmlPage struct {
 	LLM          []htmlLLM
 	TeacherChart []htmlChart
 	TotalCost    string
+	Terms        string // TrafficTerms
 }
 
 // HTML renders the report page.
@@ -117,7 +118,23 @@ func (r *Run) HTML() ([]byte, error) {
 	if len(unmerged) > 0 {
 		p.Status += "; " + unmergedNote(unmerged)
 	}
-	if running != "" {
+	for i := range r.Stages {
+		s := &r.Stages[i]
+		if len(s.Retry) > 0 {
+			ids, err := r.retryIDs(s, retryShown)
+			if err != nil {
+				return nil, err
+			}
+			p.Status += "; " + RetryNote(s.Dir, s.Retry, s.RetryRejected, ids)
+		}
+		if s.Status == StatusWaiting {
+			p.Status += "; " + WaitingNote(s.Dir, s.BatchOpen(), s.LLM)
+		}
+	}
+	switch {
+	case running != "" && r.LiveKnown:
+		p.Status += "; " + running + " is running now (a process holds the run's lock)"
+	case running != "":
 		p.Status += "; " + running + " has no finish time (running now, or stopped part way: rerun to resume)"
 	}
 	p.Versions = strings.Join(slices.Sorted(keysOf(versions)), ", ")
@@ -235,7 +252,7 @@ func (r *Run) HTML() ([]byte, error) {
 			continue
 		}
 		l := s.LLM
-		h := htmlLLM{Dir: s.Dir, Requests: l.Requests, CacheHits: l.CacheHits, Sent: l.Sent, Retries: l.Retries, Failed: l.Failed,
+		h := htmlLLM{Dir: s.Dir, Requests: l.Requests, CacheHits: l.CacheHits, Batch: l.Pending, Sent: l.Sent, Retries: l.Retries, Failed: l.Failed,
 			TokensIn: l.TokensIn, TokensOut: l.TokensOut, Cost: fmt.Sprintf("%.4f", l.Cost),
 			P50: num(l.Latency.P50), P90: num(l.Latency.P90), P99: num(l.Latency.P99), Max: num(l.Latency.Max)}
 		h.Errors = manifests.FormatCounts(l.Errors)
@@ -243,9 +260,11 @@ func (r *Run) HTML() ([]byte, error) {
 			h.Unrecorded = UnrecordedNote(s.Manifest.LLMUnrecorded)
 		}
 		p.LLM = append(p.LLM, h)
+		online := max(l.Requests-l.CacheHits-l.Pending, 0)
 		reqBars = append(reqBars, bar{Label: s.Dir, Value: float64(l.Requests),
-			Parts: []float64{float64(l.Requests - l.CacheHits), float64(l.CacheHits)},
-			Title: fmt.Sprintf("%s: %d requests, %d answered from the cache", s.Dir, l.Requests, l.CacheHits)})
+			Parts: []float64{float64(online), float64(l.CacheHits), float64(l.Pending)},
+			Title: fmt.Sprintf("%s: %d requests: %d asked online (%d HTTP attempts, retries included), %d answered from the cache, %d in batch files",
+				s.Dir, l.Requests, online, l.Sent, l.CacheHits, l.Pending)})
 		if l.Latency.Count > 0 {
 			latBars = append(latBars, bar{Label: s.Dir, Value: l.Latency.P99,
 				Parts: []float64{l.Latency.P50, l.Latency.P90 - l.Latency.P50, l.Latency.P99 - l.Latency.P90},
@@ -263,7 +282,11 @@ func (r *Run) HTML() ([]byte, error) {
 			costPts = append(costPts, point{X: float64(m.Started.UnixMilli()), Y: 0, Label: s.Dir + " started: 0"})
 		}
 		cum += l.Cost
-		costPts = append(costPts, point{X: float64(end.UnixMilli()), Y: cum, Label: fmt.Sprintf("%s done: %.4f so far", s.Dir, cum)})
+		at := "done"
+		if s.Status != StatusDone {
+			at = s.Status + ", as last recorded"
+		}
+		costPts = append(costPts, point{X: float64(end.UnixMilli()), Y: cum, Label: fmt.Sprintf("%s %s: %.4f so far", s.Dir, at, cum)})
 	}
 	for i := range costPts {
 		costPts[i].X = (costPts[i].X - float64(t0.UnixMilli())) / 1000
@@ -271,8 +294,10 @@ func (r *Run) HTML() ([]byte, error) {
 	if len(p.LLM) > 0 {
 		total, _ := r.Teacher()
 		p.TotalCost = fmt.Sprintf("%.4f", total.Cost)
+		p.Terms = TrafficTerms
 		p.TeacherChart = append(p.TeacherChart,
-			htmlChart{Title: "Requests: sent (dark) and answered from the cache (light)", SVG: hbars("requests", reqBars, "")},
+			htmlChart{Title: "Requests: asked online (dark), answered from the cache (light), in batch files (grey)",
+				Note: "a bar is the stage's requests; sent (the table) counts HTTP attempts, retries included", SVG: hbars("requests", reqBars, "")},
 			htmlChart{Title: "Latency p50 / p90 / p99 (ms)", Note: "answered HTTP attempts; none for the offline stand-in", SVG: hbars("latency", latBars, " ms")})
 		costNote := "cumulative cost at the end of each teacher stage"
 		if total.Cost == 0 {
@@ -383,11 +408,12 @@ Teacher: {{.Run.Config.Teacher.Provider}}{{with .Models}} ({{.}}){{end}}.{{else}
 
 <h2 id="teacher">Teacher</h2>
 {{if .LLM}}<table id="llm">
-<tr><th>stage</th><th>requests</th><th>cache hits</th><th>sent</th><th>retries</th><th>failed</th><th>tokens in</th><th>tokens out</th><th>p50 ms</th><th>p90 ms</th><th>p99 ms</th><th>cost</th><th class="l">errors</th></tr>
-{{range .LLM}}<tr data-stage="{{.Dir}}"><td>{{.Dir}}</td><td data-field="requests">{{.Requests}}</td><td data-field="cache_hits">{{.CacheHits}}</td><td>{{.Sent}}</td><td>{{.Retries}}</td><td data-field="failed">{{.Failed}}</td><td>{{.TokensIn}}</td><td>{{.TokensOut}}</td><td>{{.P50}}</td><td>{{.P90}}</td><td>{{.P99}}</td><td data-field="cost">{{.Cost}}</td><td class="l">{{.Errors}}</td></tr>
+<tr><th>stage</th><th>requests</th><th>cache hits</th><th>in batch</th><th>sent</th><th>retries</th><th>failed</th><th>tokens in</th><th>tokens out</th><th>p50 ms</th><th>p90 ms</th><th>p99 ms</th><th>cost</th><th class="l">errors</th></tr>
+{{range .LLM}}<tr data-stage="{{.Dir}}"><td>{{.Dir}}</td><td data-field="requests">{{.Requests}}</td><td data-field="cache_hits">{{.CacheHits}}</td><td data-field="batch">{{.Batch}}</td><td data-field="sent">{{.Sent}}</td><td>{{.Retries}}</td><td data-field="failed">{{.Failed}}</td><td>{{.TokensIn}}</td><td>{{.TokensOut}}</td><td>{{.P50}}</td><td>{{.P90}}</td><td>{{.P99}}</td><td data-field="cost">{{.Cost}}</td><td class="l">{{.Errors}}</td></tr>
 {{end}}</table>
 {{range .LLM}}{{if .Unrecorded}}<p class="note" data-stage="{{.Dir}}">{{.Dir}}: {{.Unrecorded}}.</p>
-{{end}}{{end}}<p class="meta">Total cost {{.TotalCost}}. Each stage's traffic is that of the run that last wrote its manifest.</p>
+{{end}}{{end}}<p class="note">{{.Terms}}.</p>
+<p class="meta">Total cost {{.TotalCost}}. Each stage's traffic is that of the run that last wrote its manifest.</p>
 <div class="charts">{{range .TeacherChart}}<div><h3>{{.Title}}</h3>{{with .Note}}<p class="note">{{.}}</p>{{end}}{{.SVG}}</div>
 {{end}}</div>{{else}}<p class="empty">No stage has asked the teacher.</p>{{end}}
 </body>

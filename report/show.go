@@ -15,6 +15,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/augmentdata/augment/clip"
+	"github.com/augmentdata/augment/stages/llm"
 	"github.com/augmentdata/augment/stages/record"
 	"github.com/augmentdata/augment/stages/shard"
 )
@@ -46,6 +47,10 @@ type Step struct {
 	Shard  string         `json:"shard,omitempty"`
 	Record *record.Record `json:"record,omitempty"`
 	Reject *RejectLine    `json:"reject,omitempty"`
+	// Retry: the reject's reason is a teacher failure that may pass
+	// (timeout, 429, 5xx, …): its shard is recorded without its key, and
+	// the next run asks the record again.
+	Retry bool `json:"retry,omitempty"`
 	// Changes say how the record differs from the previous stage's.
 	Changes []string `json:"changes,omitempty"`
 	// Added lists the records the stage derived from this one (IDs
@@ -155,7 +160,7 @@ func (r *Run) Journey(id string) (*Journey, error) {
 				return nil, err
 			}
 			if rj != nil {
-				step.Status, step.Reject, prev = StepRejected, rj, nil
+				step.Status, step.Reject, step.Retry, prev = StepRejected, rj, llm.Transient(rj.Reason), nil
 			} else if prev != nil && prev.rec != nil {
 				step.Status = StepNotKept
 			} else {
@@ -187,7 +192,7 @@ func (r *Run) Journey(id string) (*Journey, error) {
 			}
 			switch {
 			case rj != nil:
-				step.Status, step.Reject = StepRejected, rj
+				step.Status, step.Reject, step.Retry = StepRejected, rj, llm.Transient(rj.Reason)
 			case prev != nil && prev.rec != nil:
 				sh, _ := st.Manifest.Shard(prev.shard)
 				step.Status, step.Filtered = StepFiltered, Counts(sh.Filtered).Keys()
@@ -224,7 +229,7 @@ func (r *Run) exportStep(st *Stage, id string, prev *found, step *Step) error {
 		return err
 	}
 	if rj != nil {
-		step.Status, step.Reject = StepRejected, rj
+		step.Status, step.Reject, step.Retry = StepRejected, rj, llm.Transient(rj.Reason)
 		return nil
 	}
 	if prev == nil || prev.rec == nil {
@@ -470,6 +475,9 @@ func PrintJourney(w io.Writer, j *Journey) {
 			// reason already.
 			detail := strings.TrimPrefix(s.Reject.Detail, s.Reject.Reason+": ")
 			head += " " + s.Reject.Reason + ": " + printable(clip.Runes(oneLine(detail), 160))
+			if s.Retry {
+				head += " (asked again by the next run)"
+			}
 		case StepFiltered:
 			if len(s.Filtered) > 0 {
 				head += " by the stage's filter (" + strings.Join(s.Filtered, ", ") + ")"

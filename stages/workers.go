@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/augmentdata/augment/atomicfs"
+	"github.com/augmentdata/augment/internal/flock"
 	"github.com/augmentdata/augment/manifests"
 	"github.com/augmentdata/augment/stages/llm"
 )
@@ -773,7 +774,7 @@ func (r *Runner) lockWorker(root *atomicfs.Root) (io.Closer, error) {
 	if err != nil {
 		return nil, err
 	}
-	held, err := tryLock(f)
+	held, err := flock.Exclusive(f)
 	if err != nil {
 		f.Close()
 		return nil, err
@@ -787,7 +788,7 @@ func (r *Runner) lockWorker(root *atomicfs.Root) (io.Closer, error) {
 		f.Close()
 		return nil, err
 	}
-	if held, err = tryLockShared(run); err != nil || held {
+	if held, err = flock.Shared(run); err != nil || held {
 		b, _ := io.ReadAll(io.LimitReader(run, 200))
 		f.Close()
 		run.Close()
@@ -833,7 +834,7 @@ func runningWorkers(root *atomicfs.Root) string {
 		if err != nil {
 			continue
 		}
-		if held, err := tryLockShared(f); err == nil && held {
+		if held, err := flock.Shared(f); err == nil && held {
 			names = append(names, fmt.Sprintf("worker %d/%d", i, n))
 		}
 		f.Close()
