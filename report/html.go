@@ -87,8 +87,9 @@ func (r *Run) HTML() ([]byte, error) {
 			c := m.Totals
 			hs.Shards, hs.In, hs.Out, hs.Added = len(m.Shards), c.In, c.Out, c.Added
 			hs.Rejected, hs.Filtered = manifests.Sum(c.Rejected), manifests.Sum(c.Filtered)
-			hs.Seconds = fmt.Sprintf("%.1f", m.Seconds)
-			hs.Started = m.Started.UTC().Format(time.DateTime)
+			started, secs := m.Work() // a merge's: the workers' too
+			hs.Seconds = fmt.Sprintf("%.1f", secs)
+			hs.Started = started.UTC().Format(time.DateTime)
 			versions[m.Tool] = true
 			funnel = append(funnel, bar{Label: s.Dir, Value: float64(c.In + c.Added),
 				Parts: []float64{float64(c.Out), float64(hs.Rejected), float64(hs.Filtered)},

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/augmentdata/augment/manifests"
 	"github.com/augmentdata/augment/stages/llm"
@@ -34,6 +35,10 @@ type StageStats struct {
 	Status string `json:"status"`
 	Shards int    `json:"shards"`
 	manifests.Counts
+	// Started and Seconds are when the stage's work started and the
+	// seconds it took (manifests.Stage.Work): after a merge, the earliest
+	// worker's start and the workers' and the merge's seconds summed.
+	Started time.Time  `json:"started,omitzero"`
 	Seconds float64    `json:"seconds"`
 	LLM     *llm.Stats `json:"llm,omitempty"`
 	// NotKept: the stage kept no Parquet shards, or not all (keep: false).
@@ -66,7 +71,8 @@ func (r *Run) Stats() (*Stats, error) {
 		ss := StageStats{Dir: st.Dir, Name: st.Name, Type: st.Type, Status: st.Status, Counts: st.Totals(), LLM: st.LLM, NotKept: st.NotKept(), Unmerged: st.Unmerged,
 			RetryShards: st.Retry, RetryRejected: st.RetryRejected, BatchOpen: st.BatchOpen()}
 		if st.Manifest != nil {
-			ss.Shards, ss.Seconds, ss.Notes = len(st.Manifest.Shards), st.Manifest.Seconds, st.Manifest.Notes
+			ss.Started, ss.Seconds = st.Manifest.Work() // a merge's: the workers' too
+			ss.Shards, ss.Notes = len(st.Manifest.Shards), st.Manifest.Notes
 			ss.LLMUnrecorded = st.Manifest.LLMUnrecorded
 		}
 		if len(st.Retry) > 0 {

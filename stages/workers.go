@@ -383,6 +383,34 @@ func (r *Runner) unmergedWorkers() (bool, error) {
 	return false, nil
 }
 
+// workTime is the time processes spent on a stage: the earliest start,
+// and their seconds summed.
+type workTime struct {
+	started time.Time
+	seconds float64
+}
+
+// workersTime is the time the workers' parts of stage sr made under
+// settings fp spent on it, of every worker count, as sumLLM adds up their
+// traffic (zero for none).
+func (r *Runner) workersTime(sr stageRun, fp string) (workTime, error) {
+	parts, err := r.workerParts(sr.rel, 0)
+	if err != nil {
+		return workTime{}, err
+	}
+	var w workTime
+	for _, p := range parts {
+		if p.m.ConfigHash != fp {
+			continue
+		}
+		if w.started.IsZero() || p.m.Started.Before(w.started) {
+			w.started = p.m.Started
+		}
+		w.seconds += p.m.Seconds
+	}
+	return w, nil
+}
+
 // workersLLM is the teacher accounting of the workers' parts of stage sr
 // made under settings fp (sumLLM), nil for none.
 func (r *Runner) workersLLM(sr stageRun, fp string) (json.RawMessage, []string, error) {
