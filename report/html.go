@@ -61,6 +61,7 @@ type htmlPage struct {
 	Funnel       template.HTML
 	RejectChart  template.HTML
 	Rejects      []htmlReject
+	Filtered     []htmlReject // by stage and reason; no sample (a filtered record is written nowhere)
 	DistStage    string
 	DistPartial  bool // DistStage is partial: the records of the shards it did
 	DistRecords  int64
@@ -165,6 +166,13 @@ func (r *Run) HTML() ([]byte, error) {
 		}
 	}
 	p.RejectChart = hbars("rejects", rbars, "")
+	for i := range r.Stages {
+		s := &r.Stages[i]
+		filtered := s.Totals().Filtered
+		for _, reason := range Counts(filtered).Keys() {
+			p.Filtered = append(p.Filtered, htmlReject{Stage: s.Dir, Reason: reason, Count: filtered[reason]})
+		}
+	}
 
 	// Distributions of the last stage's records.
 	if fs := r.Final(); fs != nil {
@@ -396,6 +404,12 @@ Teacher: {{.Run.Config.Teacher.Provider}}{{with .Models}} ({{.}}){{end}}.{{else}
 {{range .Rejects}}<tr data-stage="{{.Stage}}" data-reason="{{.Reason}}"><td>{{.Stage}}</td><td class="l"><code>{{.Reason}}</code></td><td data-field="count">{{.Count}}</td>
 <td class="l">{{if .Sample}}<details class="reject"><summary>{{.ID}}</summary><p class="note">{{.Detail}}</p><pre class="record">{{.Sample}}{{if .Clipped}}
 … (cut; the whole reject is in the stage's rejects-*.jsonl){{end}}</pre></details>{{end}}</td></tr>
+{{end}}</table>{{end}}
+{{if .Filtered}}<h3 id="filtered">Filtered records</h3>
+<p class="note">Dropped on purpose (sample quotas, dedup…), by stage and reason; they are written nowhere.</p>
+<table id="filtered-table">
+<tr><th>stage</th><th class="l">reason</th><th>records</th></tr>
+{{range .Filtered}}<tr data-stage="{{.Stage}}" data-reason="{{.Reason}}"><td>{{.Stage}}</td><td class="l"><code>{{.Reason}}</code></td><td data-field="count">{{.Count}}</td></tr>
 {{end}}</table>{{end}}
 
 <h2 id="distributions">Distributions</h2>

@@ -27,8 +27,12 @@ const (
 	StepFiltered = "filtered" // dropped on purpose (not written anywhere)
 	StepExported = "exported" // written by an export
 	StepAbsent   = "absent"   // not there, and not there before either
-	StepNotRun   = "not run"  // the stage is pending or skipped
-	StepNotKept  = "not kept" // the stage kept no records (keep: false), nor rejected this one
+	StepNotRun   = "not run"  // the stage is pending (no manifest, no workers' parts)
+	StepSkipped  = "skipped"  // skip: true in the pipeline: the record goes on as the stage before had it
+	// StepNotMerged: the stage has no manifest yet, only workers' parts
+	// not merged (augment merge reads them).
+	StepNotMerged = "not merged"
+	StepNotKept   = "not kept" // the stage kept no records (keep: false), nor rejected this one
 	// StepNotProcessed: the stage has not done the record's shard (a run
 	// stopped before it did; the stage is partial).
 	StepNotProcessed = "not processed"
@@ -38,6 +42,9 @@ const (
 type Journey struct {
 	ID    string `json:"id"`
 	Steps []Step `json:"steps"`
+	// Unmerged names the stages with workers' parts not merged yet: the
+	// steps show them as the last merge (or none) left them.
+	Unmerged []string `json:"unmerged,omitempty"`
 }
 
 // A Step is the record at one stage.
@@ -143,7 +150,14 @@ func (r *Run) Journey(id string) (*Journey, error) {
 	for i := range r.Stages {
 		st := &r.Stages[i]
 		step := Step{Stage: st.Dir}
+		if st.Unmerged > 0 {
+			j.Unmerged = append(j.Unmerged, st.Dir)
+		}
 		switch {
+		case st.Status == StatusSkipped:
+			step.Status = StepSkipped
+		case st.Manifest == nil && st.Unmerged > 0:
+			step.Status = StepNotMerged
 		case st.Manifest == nil:
 			step.Status = StepNotRun
 		case unprocessed(st, prev):
@@ -204,7 +218,7 @@ func (r *Run) Journey(id string) (*Journey, error) {
 		j.Steps = append(j.Steps, step)
 	}
 	for _, s := range j.Steps {
-		if s.Status != StepAbsent && s.Status != StepNotRun {
+		if s.Status != StepAbsent && s.Status != StepNotRun && s.Status != StepSkipped && s.Status != StepNotMerged {
 			return j, nil
 		}
 	}
@@ -486,6 +500,10 @@ func PrintJourney(w io.Writer, j *Journey) {
 			}
 		case StepNotProcessed:
 			head += " (shard " + s.Shard + ": the run stopped before this stage did it; rerun to resume)"
+		case StepSkipped:
+			head += " (skip: true: the record goes on as the stage before had it)"
+		case StepNotMerged:
+			head += " (workers' parts not merged yet: run augment merge)"
 		case StepExported:
 			if s.Line > 0 {
 				head += fmt.Sprintf(" %s line %d", s.File, s.Line)
@@ -511,6 +529,9 @@ func PrintJourney(w io.Writer, j *Journey) {
 		if len(s.Sample) > 0 {
 			fmt.Fprintf(w, "%15s %s\n", "", printable(clip.Runes(string(s.Sample), 300)))
 		}
+	}
+	if len(j.Unmerged) > 0 {
+		fmt.Fprintln(w, unmergedNote(j.Unmerged))
 	}
 }
 
