@@ -70,6 +70,23 @@ type Stage struct {
 	Started  time.Time `json:"started"`
 	Finished time.Time `json:"finished,omitzero"`
 	Seconds  float64   `json:"seconds"`
+	// WorkStarted and WorkSeconds, in a merge's manifest (Started and
+	// Seconds are the merge's own), are the time the workers and the
+	// merge spent on the stage: the earliest start of the workers' parts
+	// it adopted and its own, and all their seconds summed (process time,
+	// not the span). Zero in other manifests: see Work.
+	WorkStarted time.Time `json:"work_started,omitzero"`
+	WorkSeconds float64   `json:"work_seconds,omitempty"`
+}
+
+// Work returns when the work of the stage started and the seconds it
+// took: WorkStarted and WorkSeconds in a merge's manifest, else Started
+// and Seconds.
+func (m *Stage) Work() (time.Time, float64) {
+	if !m.WorkStarted.IsZero() {
+		return m.WorkStarted, m.WorkSeconds
+	}
+	return m.Started, m.Seconds
 }
 
 // A Shard is one unit of resume: some input files turned into some outputs.

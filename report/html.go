@@ -42,13 +42,13 @@ type htmlChart struct {
 }
 
 type htmlLLM struct {
-	Dir                                        string
-	Requests, CacheHits, Sent, Retries, Failed int64
-	TokensIn, TokensOut                        int64
-	P50, P90, P99, Max                         string
-	Cost                                       string
-	Errors                                     string
-	Unrecorded                                 string // UnrecordedNote, for a merge that lacks a killed worker's traffic
+	Dir                                               string
+	Requests, CacheHits, Batch, Sent, Retries, Failed int64
+	TokensIn, TokensOut                               int64
+	P50, P90, P99, Max                                string
+	Cost                                              string
+	Errors                                            string
+	Unrecorded                                        string // UnrecordedNote, for a merge that lacks a killed worker's traffic
 }
 
 type htmlPage struct {
@@ -61,6 +61,7 @@ type htmlPage struct {
 	Funnel       template.HTML
 	RejectChart  template.HTML
 	Rejects      []htmlReject
+	Filtered     []htmlReject // by stage and reason; no sample (a filtered record is written nowhere)
 	DistStage    string
 	DistPartial  bool // DistStage is partial: the records of the shards it did
 	DistRecords  int64
@@ -70,6 +71,7 @@ type htmlPage struct {
 	LLM          []htmlLLM
 	TeacherChart []htmlChart
 	TotalCost    string
+	Terms        string // TrafficTerms
 }
 
 // Name is how the report names the run: an output on object storage by
@@ -98,8 +100,9 @@ func (r *Run) HTML() ([]byte, error) {
 			c := m.Totals
 			hs.Shards, hs.In, hs.Out, hs.Added = len(m.Shards), c.In, c.Out, c.Added
 			hs.Rejected, hs.Filtered = manifests.Sum(c.Rejected), manifests.Sum(c.Filtered)
-			hs.Seconds = fmt.Sprintf("%.1f", m.Seconds)
-			hs.Started = m.Started.UTC().Format(time.DateTime)
+			started, secs := m.Work() // a merge's: the workers' too
+			hs.Seconds = fmt.Sprintf("%.1f", secs)
+			hs.Started = started.UTC().Format(time.DateTime)
 			versions[m.Tool] = true
 			funnel = append(funnel, bar{Label: s.Dir, Value: float64(c.In + c.Added),
 				Parts: []float64{float64(c.Out), float64(hs.Rejected), float64(hs.Filtered)},
@@ -129,7 +132,23 @@ func (r *Run) HTML() ([]byte, error) {
 	if len(unmerged) > 0 {
 		p.Status += "; " + unmergedNote(unmerged)
 	}
-	if running != "" {
+	for i := range r.Stages {
+		s := &r.Stages[i]
+		if len(s.Retry) > 0 {
+			ids, err := r.retryIDs(s, retryShown)
+			if err != nil {
+				return nil, err
+			}
+			p.Status += "; " + RetryNote(s.Dir, s.Retry, s.RetryRejected, ids)
+		}
+		if s.Status == StatusWaiting {
+			p.Status += "; " + WaitingNote(s.Dir, s.BatchOpen(), s.LLM)
+		}
+	}
+	switch {
+	case running != "" && r.LiveKnown:
+		p.Status += "; " + running + " is running now (a process holds the run's lock)"
+	case running != "":
 		p.Status += "; " + running + " has no finish time (running now, or stopped part way: rerun to resume)"
 	}
 	p.Versions = strings.Join(slices.Sorted(keysOf(versions)), ", ")
@@ -159,6 +178,13 @@ func (r *Run) HTML() ([]byte, error) {
 		}
 	}
 	p.RejectChart = hbars("rejects", rbars, "")
+	for i := range r.Stages {
+		s := &r.Stages[i]
+		filtered := s.Totals().Filtered
+		for _, reason := range Counts(filtered).Keys() {
+			p.Filtered = append(p.Filtered, htmlReject{Stage: s.Dir, Reason: reason, Count: filtered[reason]})
+		}
+	}
 
 	// Distributions of the last stage's records.
 	if fs := r.Final(); fs != nil {
@@ -247,7 +273,7 @@ func (r *Run) HTML() ([]byte, error) {
 			continue
 		}
 		l := s.LLM
-		h := htmlLLM{Dir: s.Dir, Requests: l.Requests, CacheHits: l.CacheHits, Sent: l.Sent, Retries: l.Retries, Failed: l.Failed,
+		h := htmlLLM{Dir: s.Dir, Requests: l.Requests, CacheHits: l.CacheHits, Batch: l.Pending, Sent: l.Sent, Retries: l.Retries, Failed: l.Failed,
 			TokensIn: l.TokensIn, TokensOut: l.TokensOut, Cost: fmt.Sprintf("%.4f", l.Cost),
 			P50: num(l.Latency.P50), P90: num(l.Latency.P90), P99: num(l.Latency.P99), Max: num(l.Latency.Max)}
 		h.Errors = manifests.FormatCounts(l.Errors)
@@ -255,9 +281,11 @@ func (r *Run) HTML() ([]byte, error) {
 			h.Unrecorded = UnrecordedNote(s.Manifest.LLMUnrecorded)
 		}
 		p.LLM = append(p.LLM, h)
+		online := max(l.Requests-l.CacheHits-l.Pending, 0)
 		reqBars = append(reqBars, bar{Label: s.Dir, Value: float64(l.Requests),
-			Parts: []float64{float64(l.Requests - l.CacheHits), float64(l.CacheHits)},
-			Title: fmt.Sprintf("%s: %d requests, %d answered from the cache", s.Dir, l.Requests, l.CacheHits)})
+			Parts: []float64{float64(online), float64(l.CacheHits), float64(l.Pending)},
+			Title: fmt.Sprintf("%s: %d requests: %d asked online (%d HTTP attempts, retries included), %d answered from the cache, %d in batch files",
+				s.Dir, l.Requests, online, l.Sent, l.CacheHits, l.Pending)})
 		if l.Latency.Count > 0 {
 			latBars = append(latBars, bar{Label: s.Dir, Value: l.Latency.P99,
 				Parts: []float64{l.Latency.P50, l.Latency.P90 - l.Latency.P50, l.Latency.P99 - l.Latency.P90},
@@ -275,7 +303,11 @@ func (r *Run) HTML() ([]byte, error) {
 			costPts = append(costPts, point{X: float64(m.Started.UnixMilli()), Y: 0, Label: s.Dir + " started: 0"})
 		}
 		cum += l.Cost
-		costPts = append(costPts, point{X: float64(end.UnixMilli()), Y: cum, Label: fmt.Sprintf("%s done: %.4f so far", s.Dir, cum)})
+		at := "done"
+		if s.Status != StatusDone {
+			at = s.Status + ", as last recorded"
+		}
+		costPts = append(costPts, point{X: float64(end.UnixMilli()), Y: cum, Label: fmt.Sprintf("%s %s: %.4f so far", s.Dir, at, cum)})
 	}
 	for i := range costPts {
 		costPts[i].X = (costPts[i].X - float64(t0.UnixMilli())) / 1000
@@ -283,8 +315,10 @@ func (r *Run) HTML() ([]byte, error) {
 	if len(p.LLM) > 0 {
 		total, _ := r.Teacher()
 		p.TotalCost = fmt.Sprintf("%.4f", total.Cost)
+		p.Terms = TrafficTerms
 		p.TeacherChart = append(p.TeacherChart,
-			htmlChart{Title: "Requests: sent (dark) and answered from the cache (light)", SVG: hbars("requests", reqBars, "")},
+			htmlChart{Title: "Requests: asked online (dark), answered from the cache (light), in batch files (grey)",
+				Note: "a bar is the stage's requests; sent (the table) counts HTTP attempts, retries included", SVG: hbars("requests", reqBars, "")},
 			htmlChart{Title: "Latency p50 / p90 / p99 (ms)", Note: "answered HTTP attempts; none for the offline stand-in", SVG: hbars("latency", latBars, " ms")})
 		costNote := "cumulative cost at the end of each teacher stage"
 		if total.Cost == 0 {
@@ -383,6 +417,12 @@ Teacher: {{.Run.Config.Teacher.Provider}}{{with .Models}} ({{.}}){{end}}.{{else}
 <td class="l">{{if .Sample}}<details class="reject"><summary>{{.ID}}</summary><p class="note">{{.Detail}}</p><pre class="record">{{.Sample}}{{if .Clipped}}
 … (cut; the whole reject is in the stage's rejects-*.jsonl){{end}}</pre></details>{{end}}</td></tr>
 {{end}}</table>{{end}}
+{{if .Filtered}}<h3 id="filtered">Filtered records</h3>
+<p class="note">Dropped on purpose (sample quotas, dedup…), by stage and reason; they are written nowhere.</p>
+<table id="filtered-table">
+<tr><th>stage</th><th class="l">reason</th><th>records</th></tr>
+{{range .Filtered}}<tr data-stage="{{.Stage}}" data-reason="{{.Reason}}"><td>{{.Stage}}</td><td class="l"><code>{{.Reason}}</code></td><td data-field="count">{{.Count}}</td></tr>
+{{end}}</table>{{end}}
 
 <h2 id="distributions">Distributions</h2>
 {{if .DistStage}}<p class="meta" id="dist-records">Over the {{.DistRecords}} records of <code>{{.DistStage}}</code>, the input of the exports{{if .DistPartial}}: those of the shards it did (it is partial){{end}}.</p>
@@ -395,11 +435,12 @@ Teacher: {{.Run.Config.Teacher.Provider}}{{with .Models}} ({{.}}){{end}}.{{else}
 
 <h2 id="teacher">Teacher</h2>
 {{if .LLM}}<table id="llm">
-<tr><th>stage</th><th>requests</th><th>cache hits</th><th>sent</th><th>retries</th><th>failed</th><th>tokens in</th><th>tokens out</th><th>p50 ms</th><th>p90 ms</th><th>p99 ms</th><th>cost</th><th class="l">errors</th></tr>
-{{range .LLM}}<tr data-stage="{{.Dir}}"><td>{{.Dir}}</td><td data-field="requests">{{.Requests}}</td><td data-field="cache_hits">{{.CacheHits}}</td><td>{{.Sent}}</td><td>{{.Retries}}</td><td data-field="failed">{{.Failed}}</td><td>{{.TokensIn}}</td><td>{{.TokensOut}}</td><td>{{.P50}}</td><td>{{.P90}}</td><td>{{.P99}}</td><td data-field="cost">{{.Cost}}</td><td class="l">{{.Errors}}</td></tr>
+<tr><th>stage</th><th>requests</th><th>cache hits</th><th>in batch</th><th>sent</th><th>retries</th><th>failed</th><th>tokens in</th><th>tokens out</th><th>p50 ms</th><th>p90 ms</th><th>p99 ms</th><th>cost</th><th class="l">errors</th></tr>
+{{range .LLM}}<tr data-stage="{{.Dir}}"><td>{{.Dir}}</td><td data-field="requests">{{.Requests}}</td><td data-field="cache_hits">{{.CacheHits}}</td><td data-field="batch">{{.Batch}}</td><td data-field="sent">{{.Sent}}</td><td>{{.Retries}}</td><td data-field="failed">{{.Failed}}</td><td>{{.TokensIn}}</td><td>{{.TokensOut}}</td><td>{{.P50}}</td><td>{{.P90}}</td><td>{{.P99}}</td><td data-field="cost">{{.Cost}}</td><td class="l">{{.Errors}}</td></tr>
 {{end}}</table>
 {{range .LLM}}{{if .Unrecorded}}<p class="note" data-stage="{{.Dir}}">{{.Dir}}: {{.Unrecorded}}.</p>
-{{end}}{{end}}<p class="meta">Total cost {{.TotalCost}}. Each stage's traffic is that of the run that last wrote its manifest.</p>
+{{end}}{{end}}<p class="note">{{.Terms}}.</p>
+<p class="meta">Total cost {{.TotalCost}}. Each stage's traffic is that of the run that last wrote its manifest.</p>
 <div class="charts">{{range .TeacherChart}}<div><h3>{{.Title}}</h3>{{with .Note}}<p class="note">{{.}}</p>{{end}}{{.SVG}}</div>
 {{end}}</div>{{else}}<p class="empty">No stage has asked the teacher.</p>{{end}}
 </body>

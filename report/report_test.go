@@ -14,6 +14,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/augmentdata/augment/internal/flock"
 	"github.com/augmentdata/augment/manifests"
 	"github.com/augmentdata/augment/report"
 )
@@ -378,6 +379,15 @@ func TestRunInProgress(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// A process holds the run's lock (a run is under way): the stage
+	// without a finish time is running.
+	lock, err := os.Open(filepath.Join(out, filepath.FromSlash(report.LockFile)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if held, err := flock.Exclusive(lock); err != nil || held {
+		t.Fatalf("lock: held %v, %v", held, err)
+	}
 	run, err := report.Load(out)
 	if err != nil {
 		t.Fatal(err)
@@ -395,10 +405,26 @@ func TestRunInProgress(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"6 of 8 stages done", "06-mt_llama has no finish time", `class="l status-pending">pending`} {
+	for _, want := range []string{"6 of 8 stages done", "06-mt_llama is running now", `class="l status-pending">pending`} {
 		if !bytes.Contains(b, []byte(want)) {
 			t.Errorf("report lacks %q", want)
 		}
+	}
+	// Nothing holds it: the run stopped in the stage, which is partial.
+	lock.Close()
+	run, err = report.Load(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := run.Stages[6].Status; s != report.StatusPartial {
+		t.Errorf("06 after the run stopped: %s", s)
+	}
+	b, err = run.HTML()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bytes.Contains(b, []byte(`status-running">`)) || bytes.Contains(b, []byte("running now")) || !bytes.Contains(b, []byte("6 of 8 stages done; partial")) {
+		t.Errorf("report of a stopped run: %s", b[:min(len(b), 2000)])
 	}
 
 	// An export whose input shard was rewritten since gets no card.
@@ -422,4 +448,57 @@ func writeJSON(path string, v any) error {
 		return err
 	}
 	return os.WriteFile(path, b, 0o644)
+}
+
+// TestRetryShardsPartial: a stage whose manifest records a shard without
+// its key (records rejected for a teacher failure that may pass, asked
+// again by the next run) is partial, and so is every stage after it; the
+// exports get no card, and the card an earlier run left is stale.
+func TestRetryShardsPartial(t *testing.T) {
+	out := runPipeline(t, demo)
+	mpath := filepath.Join(out, "03-noise", "manifest.json")
+	m, err := manifests.Read[manifests.Stage](mpath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Shards[1].Key = ""
+	m.Shards[1].Rejected = map[string]int64{"llm_error_server": 2, "noise_invalid_json": 1}
+	if err := writeJSON(mpath, m); err != nil {
+		t.Fatal(err)
+	}
+	run, err := report.Load(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, st := range run.Stages {
+		want := report.StatusDone
+		if i >= 3 {
+			want = report.StatusPartial
+		}
+		if st.Status != want {
+			t.Errorf("%s: %s, want %s", st.Dir, st.Status, want)
+		}
+	}
+	noise := run.Stages[3]
+	if !slices.Equal(noise.Retry, []string{m.Shards[1].Name}) || noise.RetryRejected["llm_error_server"] != 2 || len(noise.RetryRejected) != 1 {
+		t.Errorf("retry: %v %v", noise.Retry, noise.RetryRejected)
+	}
+	if cards, err := run.WriteCards(); err != nil || len(cards) != 0 {
+		t.Errorf("cards: %v %v", cards, err)
+	}
+	if stale, err := run.StaleCards(); err != nil || len(stale) != 2 {
+		t.Errorf("stale cards: %v %v", stale, err)
+	}
+	st, err := run.Stats()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	st.Print(&buf)
+	for _, want := range []string{"run " + out + ": 3 of 8 stages done",
+		"03-noise: 2 record(s) rejected for a teacher failure that may pass (llm_error_server=2) in shard(s) " + m.Shards[1].Name + ": the next run asks them again"} {
+		if !strings.Contains(buf.String(), want) {
+			t.Errorf("stats lack %q:\n%s", want, buf.String())
+		}
+	}
 }

@@ -25,6 +25,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/augmentdata/augment/atomicfs"
+	"github.com/augmentdata/augment/internal/flock"
 	"github.com/augmentdata/augment/manifests"
 	"github.com/augmentdata/augment/stages/llm"
 	"github.com/augmentdata/augment/verify"
@@ -33,6 +34,10 @@ import (
 // A Run is a run directory as read from disk.
 type Run struct {
 	Dir string
+	// Live: a process may be running the stages without a finish time
+	// (it holds the run's lock, or that cannot be told: LiveKnown is
+	// false; see Load).
+	Live, LiveKnown bool
 	// Config is the effective config.yaml; ConfigHash its sha256 (hex).
 	// Both are zero when the directory has no config.yaml.
 	Config     Config
@@ -85,16 +90,42 @@ type SourceConfig struct {
 
 // Stage states.
 const (
-	StatusDone    = "done"    // the manifest says the stage finished
-	StatusRunning = "running" // a manifest without a finish time: running now, or stopped part way
-	// StatusPartial: a manifest with a finish time that does not cover all
-	// of the stage's input as its input stage has it now, or whose input
-	// stage is not done: a failed or interrupted run ended the stage before
-	// it did every shard (a rerun resumes it).
+	StatusDone = "done" // the manifest says the stage finished, and it did all of its input for good
+	// StatusRunning: a manifest without a finish time while a process
+	// holds the run's lock (LockFile), or when that cannot be told (no
+	// lock file: a copy from object storage): running now, or stopped
+	// part way.
+	StatusRunning = "running"
+	// StatusPartial: not done, and no run is making it now (a rerun
+	// resumes it): a manifest without a finish time and no process
+	// holding the run's lock (the run stopped: exit 1, 3, 130, or killed);
+	// or a finished one that does not cover all of the stage's input as
+	// its input stage has it now, or whose input stage is not done; or one
+	// with shards recorded without their key, some of whose records were
+	// rejected for a teacher failure that may pass (Stage.Retry): the
+	// next run asks those again.
 	StatusPartial = "partial"
+	// StatusWaiting: a manifest that records batch jobs still open
+	// (teacher.mode batch, exit 4), and no process holds the run's lock:
+	// a rerun once they are done takes their answers in.
+	StatusWaiting = "waiting"
 	StatusPending = "pending" // no manifest yet
 	StatusSkipped = "skipped" // skip: true in pipeline.yaml
 )
+
+// LockFile is the run's lock file in the output directory: a plain run
+// and a merge hold it exclusively, workers shared, for as long as they
+// run; the kernel releases it when the process ends, killed or not.
+const LockFile = ".augment/lock"
+
+// RunLive reports whether a process holds the lock of the run directory
+// dir (a run, merge or worker is under way); known is false when that
+// cannot be told: no lock file (a copy of a run from object storage, or
+// one that never ran here) or no file locks on this system.
+func RunLive(dir string) (live, known bool) {
+	live, known, err := flock.Held(filepath.Join(dir, filepath.FromSlash(LockFile)))
+	return live, known && err == nil
+}
 
 // A Stage is one stage directory of a run.
 type Stage struct {
@@ -108,6 +139,43 @@ type Stage struct {
 	// plain run) adopted yet: newer than its manifest.json, or with none.
 	// Its figures here leave them out until `augment merge`.
 	Unmerged int
+	// Retry names the shards the manifest records without their key:
+	// some of their records were rejected for a teacher failure that may
+	// pass (timeout, 429, 5xx, …), RetryRejected counts those by reason.
+	// The next run makes those shards again and asks those records
+	// again, the other answers from the cache; the stage is partial.
+	Retry         []string
+	RetryRejected map[string]int64
+}
+
+// Retry lists the shards the stage manifest m records without their key
+// (Stage.Retry) and counts their records rejected for a teacher failure
+// that may pass, by reason.
+func Retry(m *manifests.Stage) (shards []string, rejected map[string]int64) {
+	for _, sh := range m.Shards {
+		if sh.Key != "" {
+			continue
+		}
+		shards = append(shards, sh.Name)
+		for reason, n := range sh.Rejected {
+			if llm.Transient(reason) {
+				if rejected == nil {
+					rejected = map[string]int64{}
+				}
+				rejected[reason] += n
+			}
+		}
+	}
+	return shards, rejected
+}
+
+// BatchOpen is the number of the stage's batch jobs still open as its
+// manifest records them (0 without teacher.mode batch).
+func (s *Stage) BatchOpen() int {
+	if s.LLM == nil || s.LLM.Batch == nil {
+		return 0
+	}
+	return s.LLM.Batch.Open
 }
 
 // workersDir holds the workers' parts of the stage manifests, one
@@ -152,8 +220,21 @@ var stageDir = regexp.MustCompile(`^([0-9]{2})-(.+)$`)
 
 // Load reads the run directory dir. Stages come from config.yaml when it is
 // there (so stages not started yet are listed as pending), else from the
-// numbered directories holding a manifest.
+// numbered directories holding a manifest. A stage without a finish time
+// is running while a process holds the run's lock (RunLive), else partial
+// (or waiting for its batch jobs).
 func Load(dir string) (*Run, error) {
+	live, known := RunLive(dir)
+	return load(dir, live, known)
+}
+
+// LoadEnded is Load for the run that holds the directory's lock itself and
+// is ending: no stage of it runs any more.
+func LoadEnded(dir string) (*Run, error) { return load(dir, false, true) }
+
+// load is Load; live says a process holds the run's lock, known that this
+// could be told.
+func load(dir string, live, known bool) (*Run, error) {
 	fi, err := os.Stat(dir)
 	if err != nil {
 		return nil, err
@@ -161,7 +242,7 @@ func Load(dir string) (*Run, error) {
 	if !fi.IsDir() {
 		return nil, fmt.Errorf("%s is not a directory", dir)
 	}
-	run := &Run{Dir: dir}
+	run := &Run{Dir: dir, Live: live || !known, LiveKnown: known}
 	b, err := os.ReadFile(filepath.Join(dir, "config.yaml"))
 	switch {
 	case err == nil:
@@ -212,14 +293,9 @@ func Load(dir string) (*Run, error) {
 		}
 		st.Manifest = m
 		st.Unmerged = unmergedParts(dir, st.Dir, m)
-		switch {
-		case m == nil:
+		if m == nil {
 			st.Status = StatusPending
 			continue
-		case m.Finished.IsZero():
-			st.Status = StatusRunning
-		default:
-			st.Status = StatusDone
 		}
 		if st.Type == "" {
 			st.Type = m.Type
@@ -229,6 +305,17 @@ func Load(dir string) (*Run, error) {
 			if err := json.Unmarshal(m.LLM, &s); err == nil {
 				st.LLM = &s
 			}
+		}
+		st.Retry, st.RetryRejected = Retry(m)
+		switch {
+		case m.Finished.IsZero() && run.Live:
+			st.Status = StatusRunning
+		case st.BatchOpen() > 0 && !run.Live:
+			st.Status = StatusWaiting
+		case m.Finished.IsZero(), len(st.Retry) > 0:
+			st.Status = StatusPartial
+		default:
+			st.Status = StatusDone
 		}
 	}
 	for i := 1; i < len(run.Stages); i++ {
@@ -421,6 +508,7 @@ func (r *Run) Teacher() (total llm.Stats, ok bool) {
 		total.TokensOut += s.LLM.TokensOut
 		total.Cost += s.LLM.Cost
 		total.NoUsage += s.LLM.NoUsage
+		total.Pending += s.LLM.Pending
 		for k, v := range s.LLM.Errors {
 			if total.Errors == nil {
 				total.Errors = map[string]int64{}

@@ -15,6 +15,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/augmentdata/augment/clip"
+	"github.com/augmentdata/augment/stages/llm"
 	"github.com/augmentdata/augment/stages/record"
 	"github.com/augmentdata/augment/stages/shard"
 )
@@ -26,8 +27,12 @@ const (
 	StepFiltered = "filtered" // dropped on purpose (not written anywhere)
 	StepExported = "exported" // written by an export
 	StepAbsent   = "absent"   // not there, and not there before either
-	StepNotRun   = "not run"  // the stage is pending or skipped
-	StepNotKept  = "not kept" // the stage kept no records (keep: false), nor rejected this one
+	StepNotRun   = "not run"  // the stage is pending (no manifest, no workers' parts)
+	StepSkipped  = "skipped"  // skip: true in the pipeline: the record goes on as the stage before had it
+	// StepNotMerged: the stage has no manifest yet, only workers' parts
+	// not merged (augment merge reads them).
+	StepNotMerged = "not merged"
+	StepNotKept   = "not kept" // the stage kept no records (keep: false), nor rejected this one
 	// StepNotProcessed: the stage has not done the record's shard (a run
 	// stopped before it did; the stage is partial).
 	StepNotProcessed = "not processed"
@@ -37,6 +42,9 @@ const (
 type Journey struct {
 	ID    string `json:"id"`
 	Steps []Step `json:"steps"`
+	// Unmerged names the stages with workers' parts not merged yet: the
+	// steps show them as the last merge (or none) left them.
+	Unmerged []string `json:"unmerged,omitempty"`
 }
 
 // A Step is the record at one stage.
@@ -46,6 +54,10 @@ type Step struct {
 	Shard  string         `json:"shard,omitempty"`
 	Record *record.Record `json:"record,omitempty"`
 	Reject *RejectLine    `json:"reject,omitempty"`
+	// Retry: the reject's reason is a teacher failure that may pass
+	// (timeout, 429, 5xx, …): its shard is recorded without its key, and
+	// the next run asks the record again.
+	Retry bool `json:"retry,omitempty"`
 	// Changes say how the record differs from the previous stage's.
 	Changes []string `json:"changes,omitempty"`
 	// Added lists the records the stage derived from this one (IDs
@@ -138,7 +150,14 @@ func (r *Run) Journey(id string) (*Journey, error) {
 	for i := range r.Stages {
 		st := &r.Stages[i]
 		step := Step{Stage: st.Dir}
+		if st.Unmerged > 0 {
+			j.Unmerged = append(j.Unmerged, st.Dir)
+		}
 		switch {
+		case st.Status == StatusSkipped:
+			step.Status = StepSkipped
+		case st.Manifest == nil && st.Unmerged > 0:
+			step.Status = StepNotMerged
 		case st.Manifest == nil:
 			step.Status = StepNotRun
 		case unprocessed(st, prev):
@@ -155,7 +174,7 @@ func (r *Run) Journey(id string) (*Journey, error) {
 				return nil, err
 			}
 			if rj != nil {
-				step.Status, step.Reject, prev = StepRejected, rj, nil
+				step.Status, step.Reject, step.Retry, prev = StepRejected, rj, llm.Transient(rj.Reason), nil
 			} else if prev != nil && prev.rec != nil {
 				step.Status = StepNotKept
 			} else {
@@ -187,7 +206,7 @@ func (r *Run) Journey(id string) (*Journey, error) {
 			}
 			switch {
 			case rj != nil:
-				step.Status, step.Reject = StepRejected, rj
+				step.Status, step.Reject, step.Retry = StepRejected, rj, llm.Transient(rj.Reason)
 			case prev != nil && prev.rec != nil:
 				sh, _ := st.Manifest.Shard(prev.shard)
 				step.Status, step.Filtered = StepFiltered, Counts(sh.Filtered).Keys()
@@ -199,7 +218,7 @@ func (r *Run) Journey(id string) (*Journey, error) {
 		j.Steps = append(j.Steps, step)
 	}
 	for _, s := range j.Steps {
-		if s.Status != StepAbsent && s.Status != StepNotRun {
+		if s.Status != StepAbsent && s.Status != StepNotRun && s.Status != StepSkipped && s.Status != StepNotMerged {
 			return j, nil
 		}
 	}
@@ -224,7 +243,7 @@ func (r *Run) exportStep(st *Stage, id string, prev *found, step *Step) error {
 		return err
 	}
 	if rj != nil {
-		step.Status, step.Reject = StepRejected, rj
+		step.Status, step.Reject, step.Retry = StepRejected, rj, llm.Transient(rj.Reason)
 		return nil
 	}
 	if prev == nil || prev.rec == nil {
@@ -470,6 +489,9 @@ func PrintJourney(w io.Writer, j *Journey) {
 			// reason already.
 			detail := strings.TrimPrefix(s.Reject.Detail, s.Reject.Reason+": ")
 			head += " " + s.Reject.Reason + ": " + printable(clip.Runes(oneLine(detail), 160))
+			if s.Retry {
+				head += " (asked again by the next run)"
+			}
 		case StepFiltered:
 			if len(s.Filtered) > 0 {
 				head += " by the stage's filter (" + strings.Join(s.Filtered, ", ") + ")"
@@ -478,6 +500,10 @@ func PrintJourney(w io.Writer, j *Journey) {
 			}
 		case StepNotProcessed:
 			head += " (shard " + s.Shard + ": the run stopped before this stage did it; rerun to resume)"
+		case StepSkipped:
+			head += " (skip: true: the record goes on as the stage before had it)"
+		case StepNotMerged:
+			head += " (workers' parts not merged yet: run augment merge)"
 		case StepExported:
 			if s.Line > 0 {
 				head += fmt.Sprintf(" %s line %d", s.File, s.Line)
@@ -503,6 +529,9 @@ func PrintJourney(w io.Writer, j *Journey) {
 		if len(s.Sample) > 0 {
 			fmt.Fprintf(w, "%15s %s\n", "", printable(clip.Runes(string(s.Sample), 300)))
 		}
+	}
+	if len(j.Unmerged) > 0 {
+		fmt.Fprintln(w, unmergedNote(j.Unmerged))
 	}
 }
 

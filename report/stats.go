@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/augmentdata/augment/manifests"
 	"github.com/augmentdata/augment/stages/llm"
@@ -34,6 +35,10 @@ type StageStats struct {
 	Status string `json:"status"`
 	Shards int    `json:"shards"`
 	manifests.Counts
+	// Started and Seconds are when the stage's work started and the
+	// seconds it took (manifests.Stage.Work): after a merge, the earliest
+	// worker's start and the workers' and the merge's seconds summed.
+	Started time.Time  `json:"started,omitzero"`
 	Seconds float64    `json:"seconds"`
 	LLM     *llm.Stats `json:"llm,omitempty"`
 	// NotKept: the stage kept no Parquet shards, or not all (keep: false).
@@ -47,6 +52,15 @@ type StageStats struct {
 	// Unmerged counts the workers' parts not merged yet (Stage.Unmerged):
 	// the figures above leave them out.
 	Unmerged int `json:"unmerged_worker_parts,omitempty"`
+	// RetryShards, RetryRejected: the shards recorded without their key
+	// and their records rejected for a teacher failure that may pass, by
+	// reason (Stage.Retry); RetryIDs the first retryShown of those
+	// records. The next run asks them again.
+	RetryShards   []string         `json:"retry_shards,omitempty"`
+	RetryRejected map[string]int64 `json:"retry_rejected,omitempty"`
+	RetryIDs      []string         `json:"retry_ids,omitempty"`
+	// BatchOpen counts the stage's batch jobs still open (Stage.BatchOpen).
+	BatchOpen int `json:"batch_jobs_open,omitempty"`
 }
 
 // Stats reads the counts of every stage and the distributions of the final
@@ -54,10 +68,19 @@ type StageStats struct {
 func (r *Run) Stats() (*Stats, error) {
 	s := &Stats{Dir: r.Dir, ConfigSHA256: r.ConfigHash, Seed: r.Config.Seed}
 	for _, st := range r.Stages {
-		ss := StageStats{Dir: st.Dir, Name: st.Name, Type: st.Type, Status: st.Status, Counts: st.Totals(), LLM: st.LLM, NotKept: st.NotKept(), Unmerged: st.Unmerged}
+		ss := StageStats{Dir: st.Dir, Name: st.Name, Type: st.Type, Status: st.Status, Counts: st.Totals(), LLM: st.LLM, NotKept: st.NotKept(), Unmerged: st.Unmerged,
+			RetryShards: st.Retry, RetryRejected: st.RetryRejected, BatchOpen: st.BatchOpen()}
 		if st.Manifest != nil {
-			ss.Shards, ss.Seconds, ss.Notes = len(st.Manifest.Shards), st.Manifest.Seconds, st.Manifest.Notes
+			ss.Started, ss.Seconds = st.Manifest.Work() // a merge's: the workers' too
+			ss.Shards, ss.Notes = len(st.Manifest.Shards), st.Manifest.Notes
 			ss.LLMUnrecorded = st.Manifest.LLMUnrecorded
+		}
+		if len(st.Retry) > 0 {
+			ids, err := r.retryIDs(&st, retryShown)
+			if err != nil {
+				return nil, err
+			}
+			ss.RetryIDs = ids
 		}
 		s.Stages = append(s.Stages, ss)
 	}
@@ -114,6 +137,14 @@ func (s *Stats) Print(w io.Writer) {
 	if len(partial) > 0 {
 		fmt.Fprintln(w, partialNote(partial))
 	}
+	for _, st := range s.Stages {
+		if len(st.RetryShards) > 0 {
+			fmt.Fprintln(w, "  "+RetryNote(st.Dir, st.RetryShards, st.RetryRejected, st.RetryIDs))
+		}
+		if st.Status == StatusWaiting {
+			fmt.Fprintln(w, WaitingNote(st.Dir, st.BatchOpen, st.LLM))
+		}
+	}
 	var unmerged []string
 	for _, st := range s.Stages {
 		if st.Unmerged > 0 {
@@ -162,8 +193,8 @@ func (s *Stats) Print(w io.Writer) {
 
 	if d := s.Records; d != nil {
 		fmt.Fprintf(w, "\nrecords of %s: %d", s.Final, d.Records)
-		if slices.Contains(partial, s.Final) {
-			fmt.Fprint(w, " (of the shards it did: it is partial)")
+		if i := slices.IndexFunc(s.Stages, func(st StageStats) bool { return st.Dir == s.Final }); i >= 0 && s.Stages[i].Status != StatusDone {
+			fmt.Fprintf(w, " (of the shards it did: it is %s)", s.Stages[i].Status)
 		}
 		fmt.Fprintln(w)
 		for _, mix := range []struct {
@@ -211,15 +242,16 @@ func (s *Stats) Print(w io.Writer) {
 	if len(llmRows) > 0 {
 		fmt.Fprintf(w, "\nteacher (%s)\n", s.Teacher.Provider)
 		tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
-		fmt.Fprintln(tw, "stage\trequests\tcache hits\tfailed\tretries\ttokens in\ttokens out\tp50 ms\tp99 ms\tcost\t")
+		fmt.Fprintln(tw, "stage\trequests\tcache hits\tin batch\tsent\tretries\tfailed\ttokens in\ttokens out\tp50 ms\tp99 ms\tcost\t")
 		for _, st := range llmRows {
 			l := st.LLM
-			fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%s\t%.4f\t\n", st.Dir, l.Requests, l.CacheHits, l.Failed, l.Retries,
+			fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%s\t%.4f\t\n", st.Dir, l.Requests, l.CacheHits, l.Pending, l.Sent, l.Retries, l.Failed,
 				l.TokensIn, l.TokensOut, num(l.Latency.P50), num(l.Latency.P99), l.Cost)
 		}
 		t := s.Teacher
-		fmt.Fprintf(tw, "total\t%d\t%d\t%d\t%d\t%d\t%d\t\t\t%.4f\t\n", t.Requests, t.CacheHits, t.Failed, t.Retries, t.TokensIn, t.TokensOut, t.Cost)
+		fmt.Fprintf(tw, "total\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t\t\t%.4f\t\n", t.Requests, t.CacheHits, t.Pending, t.Sent, t.Retries, t.Failed, t.TokensIn, t.TokensOut, t.Cost)
 		tw.Flush()
+		fmt.Fprintln(w, "  "+TrafficTerms)
 		for _, st := range llmRows {
 			if st.LLM.NoUsage > 0 {
 				fmt.Fprintf(w, "  %s: cost unknown for %d answer(s): the server reported no usage; tokens and cost above count only the others\n", st.Dir, st.LLM.NoUsage)
@@ -272,8 +304,62 @@ func doneSummary(statuses []string) string {
 
 // partialNote names the partial stages dirs and says what partial means.
 func partialNote(dirs []string) string {
-	return "partial (a run stopped before they did every shard of their input, or their input changed since; rerun to resume): " +
+	return "partial (a run stopped before they did every shard of their input, or their input changed since, or records wait to be asked again; rerun to resume): " +
 		strings.Join(dirs, ", ")
+}
+
+// TrafficTerms says what the teacher traffic columns count, as the
+// manifests' "llm" sections do.
+const TrafficTerms = "requests: asked of the teacher, cache hits and batch included; cache hits: answered without sending; " +
+	"in batch: written to batch files; sent: HTTP attempts, retries included"
+
+// retryShown is how many of the records a stage asks again RetryNote names.
+const retryShown = 3
+
+// RetryNote says which records of the stage dir the next run asks the
+// teacher again: those rejected for a teacher failure that may pass, by
+// reason, in the shards recorded without their key; ids are the first of
+// them.
+func RetryNote(dir string, shards []string, rejected map[string]int64, ids []string) string {
+	n := manifests.Sum(rejected)
+	s := fmt.Sprintf("%s: %d record(s) rejected for a teacher failure that may pass (%s) in shard(s) %s: the next run asks them again",
+		dir, n, manifests.FormatCounts(rejected), strings.Join(shards, ", "))
+	if len(ids) > 0 {
+		s += " (" + strings.Join(ids, ", ")
+		if int64(len(ids)) < n {
+			s += ", …"
+		}
+		s += ")"
+	}
+	return s
+}
+
+// WaitingNote says what the stage dir waits for: its open batch jobs.
+func WaitingNote(dir string, open int, l *llm.Stats) string {
+	reqs := ""
+	if l != nil && l.Batch != nil {
+		reqs = fmt.Sprintf(" (%d requests)", l.Batch.Requests)
+	}
+	return fmt.Sprintf("%s: waiting for %d open batch job(s)%s; `augment batch status` shows them; run the same command again when they are done", dir, open, reqs)
+}
+
+// retryIDs returns the IDs of the first n records the stage rejected for
+// a teacher failure that may pass.
+func (r *Run) retryIDs(st *Stage, n int) ([]string, error) {
+	var ids []string
+	err := ScanRejects(r.Dir, st, func(rl RejectLine) error {
+		if llm.Transient(rl.Reason) {
+			ids = append(ids, rl.ID)
+			if len(ids) == n {
+				return errStop
+			}
+		}
+		return nil
+	})
+	if err == errStop {
+		err = nil
+	}
+	return ids, err
 }
 
 // unmergedNote names the stages whose workers' parts are not merged yet

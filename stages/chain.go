@@ -66,6 +66,9 @@ type pass struct {
 	// llmBase is the teacher accounting a merge adds its own to: the
 	// workers' (workers.go); nil in other runs.
 	llmBase *llm.Stats
+	// workers is the time the workers' parts a merge adopts spent on the
+	// stage (workersTime); zero in other runs.
+	workers workTime
 	res     stageResult
 	// inputs are the stage's input shards in order, at their index in at.
 	// An empty ref Path marks a shard the stage before remakes in this run:

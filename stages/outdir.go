@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/augmentdata/augment/atomicfs"
+	"github.com/augmentdata/augment/internal/flock"
 	"github.com/augmentdata/augment/report"
 	"github.com/augmentdata/augment/stages/llm"
 	"github.com/augmentdata/augment/storage"
@@ -23,7 +24,7 @@ import (
 const (
 	stateDir   = ".augment"            // augment's own bookkeeping in the output directory
 	markerFile = ".augment/output-dir" // says augment made (or adopted) the directory
-	lockFile   = ".augment/lock"       // locked by the run that holds the directory
+	lockFile   = report.LockFile       // locked by the run that holds the directory
 )
 
 const markerText = "This directory is an augment output directory (see README, \"Output and how to query it\").\n" +
@@ -322,7 +323,7 @@ func lockOutput(root *atomicfs.Root) (io.Closer, error) {
 	if err != nil {
 		return nil, err
 	}
-	held, err := tryLock(f)
+	held, err := flock.Exclusive(f)
 	if err != nil {
 		f.Close()
 		return nil, err

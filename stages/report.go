@@ -15,21 +15,23 @@ import (
 )
 
 // PrintReport writes a run's summary: one line per stage with its shards and
-// record counts, then the rejects by reason.
+// record counts and its teacher traffic in the manifests' terms (requests:
+// asked, cache hits included; cache hits; sent: HTTP attempts, retries
+// included), then the rejects by reason.
 func PrintReport(w io.Writer, rep *Report) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "stage\tshards run\tskipped\tin\tout\trejected\tfiltered\tadded\trequests\tcache hits\t")
+	fmt.Fprintln(tw, "stage\tshards run\tskipped\tin\tout\trejected\tfiltered\tadded\trequests\tcache hits\tsent\t")
 	for _, s := range rep.Stages {
 		c := s.Counts
-		req, hits := "-", "-"
+		req, hits, sent := "-", "-", "-"
 		if s.LLM != nil {
-			req, hits = fmt.Sprint(s.LLM.Requests-s.LLM.CacheHits), fmt.Sprint(s.LLM.CacheHits)
+			req, hits, sent = fmt.Sprint(s.LLM.Requests), fmt.Sprint(s.LLM.CacheHits), fmt.Sprint(s.LLM.Sent)
 			if s.LLM.Provider == "offline" {
-				req += " offline" // answered by the stand-ins, nothing sent
+				sent = "offline" // answered by the stand-ins, nothing sent
 			}
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%s\t\n", s.Dir, s.Ran, s.Skipped, c.In, c.Out,
-			manifests.Sum(c.Rejected), manifests.Sum(c.Filtered), c.Added, req, hits)
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%s\t%s\t\n", s.Dir, s.Ran, s.Skipped, c.In, c.Out,
+			manifests.Sum(c.Rejected), manifests.Sum(c.Filtered), c.Added, req, hits, sent)
 	}
 	tw.Flush()
 	for _, s := range rep.Stages {
@@ -72,7 +74,8 @@ func shownDir(dir string) string {
 // only logged.
 func (r *Runner) writeReport(runErr error) error {
 	err := func() error {
-		run, err := report.Load(r.dir)
+		// This run holds the lock, and its stages are over.
+		run, err := report.LoadEnded(r.dir)
 		if err != nil {
 			return err
 		}

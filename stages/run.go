@@ -584,6 +584,11 @@ func (r *Runner) openPass(ctx context.Context, sr stageRun, env *Env, st Stage, 
 		}),
 	}
 	p.m = m
+	if r.o.Merge { // workers.go: the workers' time on the stage
+		if p.workers, err = r.workersTime(sr, fp); err != nil {
+			return p, err
+		}
+	}
 	if r.o.Merge && old != nil && old.ConfigHash == fp { // workers.go: the workers' teacher accounting
 		baseLLM, unrecorded := old.LLM, old.LLMUnrecorded
 		if len(todo) > 0 {
@@ -684,6 +689,13 @@ func (r *Runner) savePass(p *pass) error {
 	// resume ends with a clean run's notes and dataset card).
 	m.Notes = m.ShardNotes(m.FinishNotes)
 	m.Seconds = time.Since(m.Started).Seconds()
+	if !p.workers.started.IsZero() { // workers.go: a merge's
+		m.WorkStarted = p.workers.started
+		if m.Started.Before(m.WorkStarted) {
+			m.WorkStarted = m.Started
+		}
+		m.WorkSeconds = p.workers.seconds + m.Seconds
+	}
 	return r.saveStage(p.sr, m) // workers.go: manifest.json, or this worker's part
 }
 

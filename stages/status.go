@@ -2,6 +2,7 @@ package stages
 
 import (
 	"cmp"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/augmentdata/augment/manifests"
 	"github.com/augmentdata/augment/report"
+	"github.com/augmentdata/augment/stages/llm"
 )
 
 // A StageStatus is how far one stage of an output directory is, over every
@@ -29,14 +31,26 @@ type StageStatus struct {
 	// Merged says manifest.json is the stage's newest record (a run as one
 	// process, or augment merge after the workers).
 	Merged bool
-	// Running says that record is of a run still under way (or stopped
-	// before the stage ended): its manifest is not finished.
+	// Running says that record is of a run still under way: its manifest
+	// is not finished and a process holds the run's lock (or that cannot
+	// be told: report.RunLive).
 	Running bool
-	// Partial says that record is finished but does not cover every
+	// Partial says the stage is not done and no run is making it
+	// (report.StatusPartial): its record is not finished and no process
+	// holds the run's lock (the run stopped), or it does not cover every
 	// shard of the stage's input as that stage has it now, or its input
-	// stage is not done (report.StatusPartial): a run stopped before the
-	// stage did them all.
+	// stage is not done, or it holds shards to make again (Retry).
 	Partial bool
+	// Waiting: its record has BatchOpen batch jobs open and no process
+	// holds the run's lock (exit 4).
+	Waiting   bool
+	BatchOpen int
+	// Retry names the shards the record lists without their key, and
+	// RetryRejected counts their records rejected for a teacher failure
+	// that may pass, by reason: the next run asks those again
+	// (report.Stage.Retry).
+	Retry         []string
+	RetryRejected map[string]int64
 	// Pending: the run's config.yaml lists the stage, which has not
 	// started (no directory yet, or one without a manifest or a worker's
 	// part); Skipped: it is marked skip.
@@ -91,6 +105,8 @@ func Status(dir string) ([]StageStatus, error) {
 	if len(stageDirs) == 0 {
 		return nil, fmt.Errorf("%s %w: no stage directories (not an augment output dir, or nothing ran yet)", dir, manifests.ErrNoRun)
 	}
+	live, known := report.RunLive(dir)
+	live = live || !known
 	total := 0
 	if ing, err := manifests.Read[manifests.Stage](filepath.Join(dir, "00-ingest", manifestFile)); err == nil && ing != nil {
 		total = len(ing.Shards)
@@ -109,6 +125,13 @@ func Status(dir string) ([]StageStatus, error) {
 		}
 		if rel == "00-ingest" && st.Pending && marked {
 			st.Started = startedWorkers(dir)
+		}
+		switch {
+		case live:
+		case st.Merged && st.BatchOpen > 0: // the run stopped to wait for its batches
+			st.Running, st.Waiting = false, true
+		case st.Running: // the run stopped
+			st.Running, st.Partial = false, true
 		}
 		st.Shards = total
 		out = append(out, st)
@@ -147,10 +170,13 @@ func markPartial(sts []StageStatus) {
 		if st.Skipped {
 			continue
 		}
-		done := st.Merged && !st.Running
+		ended := st.Merged && !st.Running && !st.Waiting
+		done := ended && !st.Partial && len(st.Retry) == 0
 		if st.Dir != "00-ingest" && done {
 			covered, total := report.Covers(st.merged, in)
 			done = inDone && covered == total
+		}
+		if ended {
 			st.Partial = !done
 		}
 		if st.merged == nil || st.merged.Type != "export" {
@@ -218,6 +244,11 @@ func stageStatus(dir, rel string) (StageStatus, error) {
 		st.Running = mj.Finished.IsZero()
 		st.merged = mj
 		recs = append(recs, mj)
+		st.Retry, st.RetryRejected = report.Retry(mj)
+		var ls llm.Stats
+		if len(mj.LLM) > 0 && json.Unmarshal(mj.LLM, &ls) == nil && ls.Batch != nil {
+			st.BatchOpen = ls.Batch.Open
+		}
 	} else if newest >= 0 {
 		n, fp := parts[newest].count, parts[newest].m.ConfigHash
 		var others []WorkerStatus
@@ -280,6 +311,8 @@ func PrintStatus(w io.Writer, sts []StageStatus) {
 			state = " skipped"
 		case s.Running:
 			state = " running"
+		case s.Waiting:
+			state = " waiting (batch)"
 		case s.Partial:
 			state = " partial"
 		case !s.Merged:
@@ -304,6 +337,12 @@ func PrintStatus(w io.Writer, sts []StageStatus) {
 	}
 	tw.Flush()
 	for _, s := range sts {
+		if len(s.Retry) > 0 {
+			fmt.Fprintln(w, report.RetryNote(s.Dir, s.Retry, s.RetryRejected, nil))
+		}
+		if s.Waiting {
+			fmt.Fprintln(w, report.WaitingNote(s.Dir, s.BatchOpen, nil))
+		}
 		if len(s.Started) > 0 {
 			fmt.Fprintf(w, "workers started on this dir (their lock files; running or not): %s; no ingest is recorded yet: worker 0 ingests, the others wait for it\n",
 				strings.Join(s.Started, ", "))

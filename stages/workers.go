@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/augmentdata/augment/atomicfs"
+	"github.com/augmentdata/augment/internal/flock"
 	"github.com/augmentdata/augment/manifests"
 	"github.com/augmentdata/augment/stages/llm"
 )
@@ -380,6 +381,34 @@ func (r *Runner) unmergedWorkers() (bool, error) {
 		}
 	}
 	return false, nil
+}
+
+// workTime is the time processes spent on a stage: the earliest start,
+// and their seconds summed.
+type workTime struct {
+	started time.Time
+	seconds float64
+}
+
+// workersTime is the time the workers' parts of stage sr made under
+// settings fp spent on it, of every worker count, as sumLLM adds up their
+// traffic (zero for none).
+func (r *Runner) workersTime(sr stageRun, fp string) (workTime, error) {
+	parts, err := r.workerParts(sr.rel, 0)
+	if err != nil {
+		return workTime{}, err
+	}
+	var w workTime
+	for _, p := range parts {
+		if p.m.ConfigHash != fp {
+			continue
+		}
+		if w.started.IsZero() || p.m.Started.Before(w.started) {
+			w.started = p.m.Started
+		}
+		w.seconds += p.m.Seconds
+	}
+	return w, nil
 }
 
 // workersLLM is the teacher accounting of the workers' parts of stage sr
@@ -773,7 +802,7 @@ func (r *Runner) lockWorker(root *atomicfs.Root) (io.Closer, error) {
 	if err != nil {
 		return nil, err
 	}
-	held, err := tryLock(f)
+	held, err := flock.Exclusive(f)
 	if err != nil {
 		f.Close()
 		return nil, err
@@ -787,7 +816,7 @@ func (r *Runner) lockWorker(root *atomicfs.Root) (io.Closer, error) {
 		f.Close()
 		return nil, err
 	}
-	if held, err = tryLockShared(run); err != nil || held {
+	if held, err = flock.Shared(run); err != nil || held {
 		b, _ := io.ReadAll(io.LimitReader(run, 200))
 		f.Close()
 		run.Close()
@@ -833,7 +862,7 @@ func runningWorkers(root *atomicfs.Root) string {
 		if err != nil {
 			continue
 		}
-		if held, err := tryLockShared(f); err == nil && held {
+		if held, err := flock.Shared(f); err == nil && held {
 			names = append(names, fmt.Sprintf("worker %d/%d", i, n))
 		}
 		f.Close()

@@ -81,6 +81,17 @@ func cmdShow(ctx context.Context, args []string, stdout, stderr io.Writer) (err 
 	if st.Sink() {
 		return usageError{fmt.Sprintf("show: %s is an export (no records of its own); show the ID without -stage to find its sample", st.Dir)}
 	}
+	if st.Status == report.StatusSkipped {
+		from := "ingest's input"
+		for i := range run.Stages {
+			if &run.Stages[i] == st {
+				if in := run.RecordStage(i); in != nil {
+					from = in.Dir
+				}
+			}
+		}
+		return fmt.Errorf("%s is skipped (skip: true in the pipeline): it holds no records of its own, they go on as %s has them (augment show -stage %s)", st.Dir, from, from)
+	}
 	// Records are JSON Lines: one compact object a line, for jq -c and
 	// pandas' read_json(lines=True).
 	lines := json.NewEncoder(stdout)

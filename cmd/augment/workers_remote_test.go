@@ -226,7 +226,7 @@ func readCommandsOnS3(t *testing.T, one, w *workerRun, c *minio.Client, url stri
 	// The same figures as the local run's, but for timings, the dir, the
 	// config hash (it records output.dir) and the prefix share of the
 	// teacher accounting (merged over workers, weighted).
-	seconds := regexp.MustCompile(`"(seconds|dir|config_sha256|prefix_share)": [^,\n]*`)
+	seconds := regexp.MustCompile(`"(seconds|started|dir|config_sha256|prefix_share)": [^,\n]*`)
 	for _, args := range [][]string{{"stats", "-json"}, {"show", "-stage", "01-sample", "-n", "2"}, {"show", "toolace:3"}} {
 		want, err := one.cmd(nil, append(args, "out")...).CombinedOutput()
 		if err != nil {

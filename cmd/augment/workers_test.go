@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"maps"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -361,6 +362,75 @@ func TestWorkersRerunKeepsAccounting(t *testing.T) {
 	}
 }
 
+// TestWorkersMergeTimings: after the merge, stats gives each stage the
+// workers' time, not the merge's own: started is the earliest worker's
+// start, seconds the workers' and the merge's seconds summed.
+func TestWorkersMergeTimings(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the CLI and runs many processes")
+	}
+	w := newWorkerRun(t, "workers")
+	envs, extra := engineEnvs("kubernetes", 2)
+	w.finishWorkers(envs, extra...)
+	w.must(w.cmd(nil, w.args("merge")...))
+	cmd := w.cmd(nil, "stats", "-json", "out")
+	b, err := cmd.Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st struct {
+		Stages []struct {
+			Dir     string
+			Started time.Time
+			Seconds float64
+		}
+	}
+	if err := json.Unmarshal(b, &st); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range st.Stages {
+		if s.Dir != "03-noise" && s.Dir != "04-reason" {
+			continue
+		}
+		var merged struct {
+			Started time.Time
+			Seconds float64
+		}
+		readJSON(t, filepath.Join(w.dir, "out", s.Dir, "manifest.json"), &merged)
+		parts, _ := filepath.Glob(filepath.Join(w.dir, "out", ".augment", "workers", s.Dir, "*-of-2.json"))
+		if len(parts) != 2 {
+			t.Fatalf("%s: parts %v", s.Dir, parts)
+		}
+		first, sum := merged.Started, merged.Seconds
+		for _, p := range parts {
+			var part struct {
+				Started time.Time
+				Seconds float64
+			}
+			readJSON(t, p, &part)
+			if part.Started.Before(first) {
+				first = part.Started
+			}
+			sum += part.Seconds
+		}
+		if !s.Started.Equal(first) || math.Abs(s.Seconds-sum) > 1e-6 {
+			t.Errorf("%s: stats started %v, %.6f s; want the workers' %v, %.6f s (the merge's own: %v, %.6f s)",
+				s.Dir, s.Started, s.Seconds, first, sum, merged.Started, merged.Seconds)
+		}
+	}
+}
+
+func readJSON(t *testing.T, path string, v any) {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err == nil {
+		err = json.Unmarshal(b, v)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
 // llmRequests reads the teacher requests a stage manifest (rel, in the
 // output directory) records.
 func (w *workerRun) llmRequests(rel string) int64 {
@@ -491,6 +561,8 @@ func withoutTimings(t *testing.T, name string, b []byte) []byte {
 	delete(m, "started")
 	delete(m, "finished")
 	delete(m, "seconds")
+	delete(m, "work_started") // a merge's (the workers' time)
+	delete(m, "work_seconds")
 	delete(m, "llm")
 	if shards, ok := m["shards"].([]any); ok {
 		for _, s := range shards {
@@ -681,7 +753,7 @@ func TestWorkersMergeAddsAccounting(t *testing.T) {
 	if err != nil {
 		t.Fatalf("merge: %v\n%s", err, out)
 	}
-	own := regexp.MustCompile(`(?m)^ *04-reason +([1-9][0-9]*) +[0-9]+ +[0-9]+ +[0-9]+ +[0-9]+ +[0-9]+ +[0-9]+ +([0-9]+) offline`).FindSubmatch(out)
+	own := regexp.MustCompile(`(?m)^ *04-reason +([1-9][0-9]*) +[0-9]+ +[0-9]+ +[0-9]+ +[0-9]+ +[0-9]+ +[0-9]+ +([0-9]+) +[0-9]+ +offline`).FindSubmatch(out)
 	if own == nil {
 		t.Fatalf("the merge ran no reason shard:\n%s", out)
 	}
