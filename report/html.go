@@ -387,7 +387,7 @@ svg .bar{fill:#3b6fd4}svg .bar2{fill:#e0703a}svg .bar3{fill:#b9c3d3}svg .label{f
 svg .axis{stroke:#9aa5b5;stroke-width:1}svg .line{fill:none;stroke:#3b6fd4;stroke-width:2}
 .legend span{display:inline-block;width:10px;height:10px;margin:0 4px 0 12px;vertical-align:middle}
 details{margin:2px 0}summary{cursor:pointer;color:#3b6fd4}details.reject p.note{white-space:normal;overflow-wrap:anywhere}pre.record{background:#f6f8fa;border:1px solid #dde2ea;padding:8px;max-height:420px;overflow:auto;font-size:12px;white-space:pre-wrap;word-break:break-word;text-align:left}
-.status-done{color:#237a3b}.status-running,.status-partial{color:#b86e00}.status-pending,.status-skipped{color:#8a93a3}
+.status-done{color:#237a3b}.status-running,.status-partial,.status-waiting{color:#b86e00}.status-pending,.status-skipped{color:#8a93a3}
 .empty{color:#8a93a3;font-style:italic}
 </style>
 </head>
