@@ -737,7 +737,7 @@ func (e *exporter) inlineSystemText(r *record.Record, s *sample) error {
 		return nil
 	}
 	d := inlineSystem{System: s.System, Tools: spacedList(s.tools)}
-	if record.ToolIndex(r.Tools, verify.GetUserInput) >= 0 {
+	if asksUser(r) {
 		d.GetUserInput = verify.GetUserInput
 	}
 	if r.Tag(DecisionTokensTag) == "on" {

@@ -195,6 +195,9 @@ func TestExportInlineSystemText(t *testing.T) {
 	asksTokens.Messages[1].Content = "<|use_tool|>"
 	asksTokens.Messages[3].Content = "<|answer|>" + asksTokens.Messages[3].Content
 	asksTokens.SetTag(DecisionTokensTag, "on")
+	// A source row that lists get_user_input but answers in plain text.
+	listsOnly := single.Clone()
+	listsOnly.Tools = append(listsOnly.Tools, verify.GetUserInputDef())
 	const plainText = "answer in plain text"
 	tests := []struct {
 		name      string
@@ -215,6 +218,14 @@ func TestExportInlineSystemText(t *testing.T) {
 		rec:  asks,
 		want: []string{traffic, `then call get_user_input with no parameters: <|python_tag|>[{"name": "get_user_input", "parameters": {}}].`},
 		not:  []string{plainText},
+	}, {
+		// Listing get_user_input is not answering with it: the plain
+		// answers keep the plain-text instruction.
+		name: "llama3 listing get_user_input, answering in plain text",
+		cfg:  ExportConfig{Style: "inline", Template: "llama3"},
+		rec:  listsOnly,
+		want: []string{"When no call is needed, answer in plain text."},
+		not:  []string{"then call get_user_input"},
 	}, {
 		name: "decision with tokens and get_user_input",
 		cfg:  ExportConfig{Style: "inline", Surface: "decision", Template: "breeze", decision: &DecisionTokensConfig{AnswerToken: DefaultAnswerToken, UseToolToken: DefaultUseToolToken}},
@@ -343,8 +354,9 @@ func TestExportInlinePrompt(t *testing.T) {
 		t.Errorf("system text\n got %q\nwant %q", got, want)
 	}
 	r.Tools = append(r.Tools, verify.GetUserInputDef())
+	r.SetTag("world", "closed") // as meta_tool made it: its answers are get_user_input calls
 	if got := exportOne(t, e, r).System; !strings.HasSuffix(got, `]|<|act|>|<|say|>|get_user_input`) {
-		t.Errorf("system text of a record listing get_user_input: %q", got)
+		t.Errorf("system text of a record answering with get_user_input: %q", got)
 	}
 	for name, wantErr := range map[string]string{"user.tmpl": "want one system section", "two.tmpl": "want one system section", "field.tmpl": "Functions",
 		"notools.tmpl": "notools.tmpl: its system section does not always render {{.Tools}}", "empty.tmpl": "does not always render {{.Tools}}",

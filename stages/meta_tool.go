@@ -1069,6 +1069,27 @@ func getUserInputCalls() []record.Call {
 	return []record.Call{{Name: verify.GetUserInput, Arguments: json.RawMessage(`{}`)}}
 }
 
+// asksUser reports whether r's plain answers are get_user_input calls, so
+// that a reply added to it (negatives) and its system text (the inline
+// export) take that form: r lists get_user_input and either meta_tool made
+// it (its world tag; meta_tool refuses input that lists get_user_input) or
+// one of its assistant turns is such a call. A source row that lists
+// get_user_input and answers in plain text keeps plain answers.
+func asksUser(r *record.Record) bool {
+	if record.ToolIndex(r.Tools, verify.GetUserInput) < 0 {
+		return false
+	}
+	if r.Tag("world") != "" {
+		return true
+	}
+	for _, m := range r.Messages {
+		if m.Role == record.RoleAssistant && verify.Reply(m.Calls) {
+			return true
+		}
+	}
+	return false
+}
+
 // distractors draws need irrelevant tools from the library (see
 // MetaToolConfig for what may not be drawn), seeded by the record, and
 // returns their library indexes and the library. ml and ix are loaded when

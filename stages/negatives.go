@@ -307,7 +307,7 @@ func (s *negatives) negative(ctx context.Context, r *record.Record, k int) (*rec
 		answer, provider, model = text, resp.Provider, resp.Model
 	}
 	reply := record.Message{Role: record.RoleAssistant, Content: answer}
-	if s.tmpl != nil && record.ToolIndex(neg.Tools, verify.GetUserInput) >= 0 {
+	if s.tmpl != nil && asksUser(r) {
 		// The record's plain answers are get_user_input calls keeping
 		// their text (meta_tool's get_user_input: true): the reply is
 		// written as they are, not in a second form.

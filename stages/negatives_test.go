@@ -55,11 +55,11 @@ func checkNegatives(t *testing.T, in *record.Record, out []*record.Record, wantT
 			t.Errorf("%s: dialogue is not the parent's first %d messages plus the answer", neg.ID, k)
 		}
 		last := neg.Messages[k]
-		// A direct answer: text alone, or, when the negative lists
-		// get_user_input and the answer is a reply (not the token), the
-		// text with the one call get_user_input({}), as meta_tool writes
-		// the record's other answers.
-		asks := wantToken == "" && slices.Contains(toolNames(neg.Tools), verify.GetUserInput)
+		// A direct answer: text alone, or, when the parent's answers are
+		// get_user_input calls and the answer is a reply (not the token),
+		// the text with the one call get_user_input({}), as meta_tool
+		// writes the record's other answers.
+		asks := wantToken == "" && asksUser(in)
 		if last.Role != record.RoleAssistant || last.Reasoning != "" || last.Content == "" ||
 			(!asks && len(last.Calls) != 0) || (asks && !equalJSON(t, last.Calls, askUser("").Calls)) {
 			t.Errorf("%s: last turn %+v is not a direct answer", neg.ID, last)
@@ -381,6 +381,21 @@ func TestNegativesGetUserInputReply(t *testing.T) {
 	}
 	if want := "I'm sorry, but I can't do that for you here: the tools I have (get_stock_price) are not meant for this request. If you tell me more about what you need, I can try to help in another way."; last.Content != want {
 		t.Errorf("reply %q, want %q", last.Content, want)
+	}
+	// A row that lists get_user_input but answers in plain text gets a
+	// plain reply: its answers have that one form.
+	plain := askUserRecord()
+	for i, m := range plain.Messages {
+		if verify.Reply(m.Calls) {
+			plain.Messages[i].Calls = nil
+		}
+	}
+	out, err = teacher.Process(context.Background(), plain)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if negs := checkNegatives(t, plain, out, ""); len(negs) != 1 || negs[0].Messages[3].Calls != nil {
+		t.Errorf("plain answers: %+v, want a plain reply", negs)
 	}
 	token := buildNegatives(t, NegativesConfig{Ratio: 1}, nil)
 	out, err = token.Process(context.Background(), in)
