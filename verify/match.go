@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"math/big"
 	"slices"
 	"strconv"
 	"strings"
@@ -408,17 +409,18 @@ func numberEqual(a, b json.Number) bool {
 }
 
 // A decimal is a number's exact value: sign, significant digits (no
-// leading or trailing zeros) and the power of ten of the last one; zero
-// is the zero decimal whatever its sign.
+// leading or trailing zeros) and the power of ten of the last one, in
+// decimal (an exponent may have any number of digits); zero is the zero
+// decimal whatever its sign.
 type decimal struct {
 	neg    bool
 	digits string
-	exp    int64
+	exp    string
 }
 
 // decimalOf reads a decimal number: [+-]digits[.digits][(e|E)[+-]digits]
 // with at least one digit before or after the point, space around it
-// allowed; false for anything else, or an exponent beyond ±10^15.
+// allowed; false for anything else.
 func decimalOf(s string) (decimal, bool) {
 	s = strings.TrimSpace(s)
 	var d decimal
@@ -431,25 +433,24 @@ func decimalOf(s string) (decimal, bool) {
 	if intPart == "" && frac == "" || !allDigits(intPart) || !allDigits(frac) {
 		return decimal{}, false
 	}
+	e := new(big.Int)
 	if hasExp {
-		t := strings.TrimPrefix(expText, "+")
-		if t == "" || t[0] == '-' && len(t) == 1 || !allDigits(strings.TrimPrefix(t, "-")) || len(t) > 16 {
+		t := expText
+		if t != "" && (t[0] == '+' || t[0] == '-') {
+			t = t[1:]
+		}
+		if t == "" || !allDigits(t) {
 			return decimal{}, false
 		}
-		e, err := strconv.ParseInt(t, 10, 64)
-		if err != nil {
-			return decimal{}, false
-		}
-		d.exp = e
+		e.SetString(expText, 10) // digits with one sign: always read
 	}
 	digits := strings.TrimLeft(intPart+frac, "0")
-	d.exp -= int64(len(frac))
 	trimmed := strings.TrimRight(digits, "0")
-	d.exp += int64(len(digits) - len(trimmed))
-	d.digits = trimmed
-	if d.digits == "" {
+	if trimmed == "" {
 		return decimal{}, true // zero
 	}
+	e.Add(e, big.NewInt(int64(len(digits)-len(trimmed)-len(frac))))
+	d.digits, d.exp = trimmed, e.String()
 	return d, true
 }
 

@@ -214,6 +214,12 @@ func TestNumberEqual(t *testing.T) {
 		{"0.1", "0.10000000000000001", false},
 		{"1e400", "1e400", true}, {"1e400", "1e401", false}, {"1e400", "10e399", true},
 		{"5", "-5", false}, {"1", "2", false}, {"1e999999999999999999", "1e999999999999999998", false},
+		// Exponents of any length are exact (QA: past 16 characters they
+		// went to float64, which took 1e-99999999999999999 for 0), and an
+		// exponent has one sign.
+		{"1e-99999999999999999", "0", false}, {"1e-99999999999999999", "2e-99999999999999999", false},
+		{"1e-99999999999999999", "10e-100000000000000000", true}, {"1e+0000000000000000000005", "100000", true},
+		{"1e+-5", "0.00001", false}, {"1e-+5", "0.00001", false},
 		{"0x1p4", "16", true}, {"NaN", "NaN", true}, {"NaN", "nan", false}, {"Inf", "inf", false}, {"", "0", false},
 	}
 	for _, tt := range tests {
