@@ -11,6 +11,7 @@ import (
 	"io/fs"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/augmentdata/augment/atomicfs"
@@ -74,43 +75,60 @@ func parseBatchOutput(line []byte, model string) (batchResult, error) {
 		r.resp = resp
 		return r, nil
 	}
-	var code, msg string
+	var code, kind, msg string
 	if hasErr {
-		code, msg = errorCodeMessage(l.Error)
+		code, kind, msg = errorCodeMessage(l.Error)
 	} else if l.Response != nil {
 		var body struct {
 			Error json.RawMessage `json:"error"`
 		}
 		if json.Unmarshal(l.Response.Body, &body) == nil && len(body.Error) > 0 {
-			code, msg = errorCodeMessage(body.Error)
+			code, kind, msg = errorCodeMessage(body.Error)
 		}
 	}
 	r.class = batchFailureClass(status, code)
 	r.message = msg
+	if kind != "" && kind != code && msg != "" {
+		r.message = kind + ": " + msg // the server's class, as vLLM's NotFoundError
+	}
 	if r.message == "" {
 		r.message = fmt.Sprintf("status %d", status)
 	}
 	return r, nil
 }
 
-// errorCodeMessage reads {code, message} (code a string or a number) or a
-// bare string.
-func errorCodeMessage(raw json.RawMessage) (code, msg string) {
-	var e struct {
+// errorCodeMessage reads an error object: {code, message, type} (code a
+// string or a number), the same wrapped in {"error": …} (vLLM's
+// ErrorResponse, which run-batch writes as a line's error), or a bare
+// string. kind is the object's type ("NotFoundError",
+// "invalid_request_error"), "" if none.
+func errorCodeMessage(raw json.RawMessage) (code, kind, msg string) {
+	type errorInfo struct {
 		Code    json.RawMessage `json:"code"`
 		Message string          `json:"message"`
+		Type    string          `json:"type"`
+		Error   json.RawMessage `json:"error"`
 	}
+	var e errorInfo
 	if json.Unmarshal(raw, &e) == nil {
-		if json.Unmarshal(e.Code, &code) != nil {
+		if len(e.Code) == 0 && e.Message == "" && e.Type == "" && len(e.Error) > 0 {
+			var inner errorInfo
+			if json.Unmarshal(e.Error, &inner) == nil {
+				e = inner
+			} else if json.Unmarshal(e.Error, &e.Message) != nil {
+				e.Message = string(e.Error)
+			}
+		}
+		if json.Unmarshal(e.Code, &code) != nil && string(e.Code) != "null" {
 			code = string(bytes.Trim(e.Code, `"`))
 		}
-		return code, clip.Bytes(e.Message, 400)
+		return code, clip.Bytes(e.Type, 80), clip.Bytes(e.Message, 400)
 	}
 	var s string
 	if json.Unmarshal(raw, &s) == nil {
-		return "", clip.Bytes(s, 400)
+		return "", "", clip.Bytes(s, 400)
 	}
-	return "", clip.Bytes(string(raw), 400)
+	return "", "", clip.Bytes(string(raw), 400)
 }
 
 // Failure classes only batches have; "llm_error_" + class is the reject
@@ -138,6 +156,11 @@ func batchOnly(class string) bool {
 func batchFailureClass(status int, code string) string {
 	if class := statusClass(status); class != "" {
 		return class
+	}
+	if n, err := strconv.Atoi(code); err == nil && status == 0 {
+		if class := statusClass(n); class != "" {
+			return class // a status given as the error's code (vLLM's ErrorInfo)
+		}
 	}
 	switch code {
 	case "batch_expired":

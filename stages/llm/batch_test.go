@@ -536,6 +536,11 @@ func TestParseBatchOutput(t *testing.T) {
 		{"status 500", `{"custom_id":"` + id + `","response":{"status_code":500,"body":{"error":{"message":"boom"}}},"error":null}`, classServer, "", false},
 		{"status 400", `{"custom_id":"` + id + `","response":{"status_code":400,"body":{"error":{"message":"bad"}}}}`, classBadRequest, "", false},
 		{"vLLM error with number code", `{"custom_id":"` + id + `","response":{"status_code":400,"body":null},"error":{"code":400,"message":"bad"}}`, classBadRequest, "", false},
+		// vLLM's run-batch writes an ErrorResponse, {"error": ErrorInfo}.
+		{"vLLM ErrorResponse 404", `{"id":"vllm-1","custom_id":"` + id + `","response":{"status_code":404,"request_id":"r","body":null},"error":{"error":{"message":"The model ` + "`m`" + ` does not exist.","type":"NotFoundError","param":"model","code":404}}}`, classNotFound, "", false},
+		{"vLLM ErrorResponse 400", `{"custom_id":"` + id + `","response":{"status_code":400,"body":null},"error":{"error":{"message":"'max_tokens' is too large: 512.","type":"BadRequestError","param":null,"code":400}}}`, classBadRequest, "", false},
+		{"vLLM ErrorResponse without a status", `{"custom_id":"` + id + `","response":null,"error":{"error":{"message":"EngineCore encountered an issue.","type":"InternalServerError","param":null,"code":500}}}`, classServer, "", false},
+		{"vLLM plain string error", `{"custom_id":"` + id + `","response":{"status_code":400,"body":null},"error":"This model's maximum context length is 4096 tokens."}`, classBadRequest, "", false},
 		{"unknown error code", `{"custom_id":"` + id + `","error":"something"}`, classBatchError, "", false},
 		{"200 that is no completion", `{"custom_id":"` + id + `","response":{"status_code":200,"body":{"choices":[]}}}`, classInvalid, "", false},
 		{"foreign custom_id", `{"custom_id":"request-1","response":{"status_code":200,"body":{}}}`, "", "", true},
@@ -554,7 +559,23 @@ func TestParseBatchOutput(t *testing.T) {
 		if r.class != tt.class || r.resp.Content != tt.content || (tt.class != "" && r.message == "") {
 			t.Errorf("%s: got %+v", tt.name, r)
 		}
+		if want := wantBatchMessages[tt.name]; want != "" && r.message != want {
+			t.Errorf("%s: message %q, want %q", tt.name, r.message, want)
+		}
 	}
+}
+
+// wantBatchMessages: what TestParseBatchOutput's failures say, the
+// server's message after its type.
+var wantBatchMessages = map[string]string{
+	"error object (expired)":              "window ended",
+	"status 500":                          "boom",
+	"vLLM error with number code":         "bad",
+	"vLLM ErrorResponse 404":              "NotFoundError: The model `m` does not exist.",
+	"vLLM ErrorResponse 400":              "BadRequestError: 'max_tokens' is too large: 512.",
+	"vLLM ErrorResponse without a status": "InternalServerError: EngineCore encountered an issue.",
+	"vLLM plain string error":             "This model's maximum context length is 4096 tokens.",
+	"unknown error code":                  "something",
 }
 
 func FuzzParseBatchOutput(f *testing.F) {
@@ -562,6 +583,9 @@ func FuzzParseBatchOutput(f *testing.F) {
 	f.Add(`{"custom_id":"` + id + `","response":{"status_code":200,"body":{"choices":[{"message":{"content":"x"}}]}}}`)
 	f.Add(`{"custom_id":"` + id + `","error":{"code":"batch_expired","message":"m"}}`)
 	f.Add(`{"custom_id":"` + id + `","response":{"status_code":429}}`)
+	f.Add(`{"custom_id":"` + id + `","response":{"status_code":404,"body":null},"error":{"error":{"message":"The model does not exist.","type":"NotFoundError","param":"model","code":404}}}`)
+	f.Add(`{"custom_id":"` + id + `","response":null,"error":{"error":{"message":"m","type":"BadRequestError","code":"400"}}}`)
+	f.Add(`{"custom_id":"` + id + `","response":{"status_code":400,"body":null},"error":{"error":"nested string"}}`)
 	f.Fuzz(func(t *testing.T, line string) {
 		r, err := parseBatchOutput([]byte(line), "m")
 		if err != nil {
