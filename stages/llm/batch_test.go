@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -1027,6 +1028,34 @@ func TestBatchPassing(t *testing.T) {
 	} {
 		if got := BatchPassing(tt.err); got != tt.want {
 			t.Errorf("BatchPassing(%v) = %v", tt.err, got)
+		}
+	}
+}
+
+// shellQuote leaves plain words as they are and quotes the rest so that a
+// POSIX shell reads each back as the same one word.
+func TestShellQuote(t *testing.T) {
+	for _, tt := range []struct{ in, want string }{
+		{"out/batch/s-0001.input.jsonl", "out/batch/s-0001.input.jsonl"},
+		{"Qwen/Qwen3-8B", "Qwen/Qwen3-8B"},
+		{"my out/batch/x", "'my out/batch/x'"},
+		{"it's", `'it'\''s'`},
+		{"", "''"},
+		{"$HOME/x", "'$HOME/x'"},
+		{"~/x", "'~/x'"},
+		{"a;b&&c`d`", "'a;b&&c`d`'"},
+	} {
+		got := shellQuote(tt.in)
+		if got != tt.want {
+			t.Errorf("shellQuote(%q) = %s, want %s", tt.in, got, tt.want)
+		}
+		sh, err := exec.LookPath("sh")
+		if err != nil {
+			continue
+		}
+		out, err := exec.Command(sh, "-c", "printf '%s|' "+got).Output()
+		if err != nil || string(out) != tt.in+"|" {
+			t.Errorf("sh reads %s as %q (%v), want %q", got, out, err, tt.in)
 		}
 	}
 }
