@@ -178,13 +178,19 @@ func batchFailureClass(status int, code string) string {
 }
 
 // batchRetryable reports whether a request that failed with class may be
-// answered by another batch.
+// answered by another batch of the stage's epoch: not one the server
+// refused (a 400 is final for the epoch, as online for the run).
 func batchRetryable(class string) bool {
-	switch class {
-	case classBadRequest, classAuth, classNotFound:
-		return false
-	}
-	return true
+	return class != classBadRequest
+}
+
+// batchFatal reports whether an error line of class stops the run, as the
+// same answer does online: the server does not serve teacher.model (404;
+// vLLM's answer when it serves another name) or refused the credentials
+// (401, 403). Such a line is no failure of its request: nothing is
+// rejected for it, and the next run asks the request again.
+func batchFatal(class string) bool {
+	return class == classNotFound || class == classAuth
 }
 
 // batchHeld reports whether a request that failed with class waits for
@@ -370,6 +376,7 @@ func (t *Teacher) ingest(job *BatchJob) error {
 		}
 	}
 	var out bytes.Buffer
+	var fatal []failedLine // error lines that stop the run
 	for _, k := range keys {
 		pos := idx[k]
 		fl, ok := failed[k]
@@ -382,6 +389,9 @@ func (t *Teacher) ingest(job *BatchJob) error {
 		}
 		line, _ := jsonout.Marshal(fl)
 		out.Write(append(line, '\n'))
+		if batchFatal(fl.Class) {
+			fatal = append(fatal, fl)
+		}
 		b.addFailure(k, fl, job.Epoch)
 	}
 	if _, err := b.store.root.WriteFile(job.FailedFile(), out.Bytes()); err != nil {
@@ -403,7 +413,32 @@ func (t *Teacher) ingest(job *BatchJob) error {
 	if msg := heldMessage(job); msg != "" {
 		t.log.Warn(msg)
 	}
+	if len(fatal) > 0 {
+		return t.stop(t.batchFatalError(job, fatal))
+	}
 	return nil
+}
+
+// batchFatalError is the stop of a run whose job holds error lines that
+// stop it (batchFatal): the online run's reason and message, with what
+// differs in batch mode. The job's answers are kept; the requests of those
+// lines are not rejected and go into new batches in the next run.
+func (t *Teacher) batchFatalError(job *BatchJob, lines []failedLine) *FatalError {
+	again := fmt.Sprintf("%d request(s) of batch job %s (stage %s) got this answer; nothing is rejected for them: fix the cause and run again, which asks them in new batches",
+		len(lines), job.ID, job.Stage)
+	err := errors.New(lines[0].Message)
+	for _, l := range lines {
+		if l.Class == classAuth {
+			return &FatalError{Reason: "llm_auth", Err: err,
+				Msg: "the teacher refused the credentials (HTTP 401/403); check the key in the environment variable named by teacher.api_key_env; " + again}
+		}
+	}
+	msg := fmt.Sprintf("the teacher answered 404 for model %q; check teacher.model and the endpoints' base_url (usually ending in /v1)", t.cfg.Model)
+	if job.Provider == BatchFiles {
+		msg = fmt.Sprintf("the batch runner answered 404 for model %q: it serves another model name (vllm run-batch --model /path/to/weights serves the path); check teacher.model, or start the runner with --served-model-name %s",
+			t.cfg.Model, shellQuote(t.cfg.Model))
+	}
+	return &FatalError{Reason: "llm_model_not_found", Err: err, Msg: msg + "; " + again}
 }
 
 // heldMessage says, for a job that ended failed or cancelled at the
@@ -453,6 +488,9 @@ func (b *batchRun) loadFailures() error {
 // addFailure records a failure of a request in a job of the stage's
 // epoch epoch; failures count per epoch (jobs come in epoch order).
 func (b *batchRun) addFailure(key [32]byte, fl failedLine, epoch int) {
+	if batchFatal(fl.Class) {
+		return // stopped the run that read it; asked again (batchFatal)
+	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	f := b.failures[key]
