@@ -177,9 +177,33 @@ func printBatchJobs(w io.Writer, dir string, jobs []llm.BatchJob) {
 	}
 	for _, j := range jobs {
 		if j.Open() && j.Provider == llm.BatchFiles {
-			fmt.Fprintf(w, "waiting for %s (write it when the runner is done with %s)\n",
-				filepath.Join(dir, j.OutputFile()), filepath.Join(dir, j.InputFile()))
+			fmt.Fprintln(w, filesJobStatus(dir, j))
 		}
 	}
 	fmt.Fprintf(w, "%d job(s), %d open\n", len(jobs), open)
+}
+
+// filesJobStatus says where an open files-mode job stands: waiting for the
+// runner's output file, or that file present (to be taken in by the next
+// run or poll; a downloaded job's too), in the way (a directory,
+// unreadable) or gone after it was found.
+func filesJobStatus(dir string, j llm.BatchJob) string {
+	out := filepath.Join(dir, j.OutputFile())
+	fi, err := os.Stat(out)
+	switch {
+	case errors.Is(err, fs.ErrNotExist) && j.State == llm.JobDownloaded:
+		return fmt.Sprintf("%s: the output %s was taken as complete but is gone: the next run counts the job's requests missing and asks them again", j.ID, out)
+	case errors.Is(err, fs.ErrNotExist):
+		return fmt.Sprintf("waiting for %s (write it when the runner is done with %s)", out, filepath.Join(dir, j.InputFile()))
+	case err != nil:
+		return fmt.Sprintf("%s: the output %s cannot be read: %v", j.ID, out, err)
+	case fi.IsDir():
+		return fmt.Sprintf("%s: the output %s is a directory, not the runner's output file: move it away and write the file there", j.ID, out)
+	}
+	f, err := os.Open(out)
+	if err != nil {
+		return fmt.Sprintf("%s: the output %s cannot be read: %v", j.ID, out, err)
+	}
+	f.Close()
+	return fmt.Sprintf("%s: output present: run augment (or augment batch poll) to take it in (%s)", j.ID, out)
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"strings"
 
 	"github.com/augmentdata/augment/atomicfs"
 )
@@ -55,12 +56,23 @@ func (p filesProvider) hint(jobs []BatchJob) string {
 	if len(jobs) == 0 {
 		return ""
 	}
-	in := p.root.Path(jobs[0].InputFile())
-	out := p.root.Path(jobs[0].OutputFile())
+	in := shellQuote(p.root.Path(jobs[0].InputFile()))
+	part := shellQuote(p.root.Path(jobs[0].OutputFile()) + ".part")
+	out := shellQuote(p.root.Path(jobs[0].OutputFile()))
 	more := ""
 	if len(jobs) > 1 {
 		more = fmt.Sprintf(" (and likewise for the other %d input files)", len(jobs)-1)
 	}
-	return fmt.Sprintf("run each input file with a batch runner, writing the output beside it, e.g. `vllm run-batch -i %s -o %s.part --model %s && mv %s.part %s`%s; then run augment again",
-		in, out, p.model, out, out, more)
+	return fmt.Sprintf("run each input file with a batch runner, writing the output beside it, e.g. `vllm run-batch -i %s -o %s --model %s && mv %s %s`%s; then run augment again",
+		in, part, shellQuote(p.model), part, out, more)
+}
+
+// shellQuote makes s one word of a POSIX shell command: as it is when it
+// holds only characters no shell treats specially, else in single quotes
+// (a single quote in s written as '\”).
+func shellQuote(s string) string {
+	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789@%+=:,./_-") == "" {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }

@@ -11,6 +11,7 @@ import (
 	"io/fs"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/augmentdata/augment/atomicfs"
@@ -74,43 +75,60 @@ func parseBatchOutput(line []byte, model string) (batchResult, error) {
 		r.resp = resp
 		return r, nil
 	}
-	var code, msg string
+	var code, kind, msg string
 	if hasErr {
-		code, msg = errorCodeMessage(l.Error)
+		code, kind, msg = errorCodeMessage(l.Error)
 	} else if l.Response != nil {
 		var body struct {
 			Error json.RawMessage `json:"error"`
 		}
 		if json.Unmarshal(l.Response.Body, &body) == nil && len(body.Error) > 0 {
-			code, msg = errorCodeMessage(body.Error)
+			code, kind, msg = errorCodeMessage(body.Error)
 		}
 	}
 	r.class = batchFailureClass(status, code)
 	r.message = msg
+	if kind != "" && kind != code && msg != "" {
+		r.message = kind + ": " + msg // the server's class, as vLLM's NotFoundError
+	}
 	if r.message == "" {
 		r.message = fmt.Sprintf("status %d", status)
 	}
 	return r, nil
 }
 
-// errorCodeMessage reads {code, message} (code a string or a number) or a
-// bare string.
-func errorCodeMessage(raw json.RawMessage) (code, msg string) {
-	var e struct {
+// errorCodeMessage reads an error object: {code, message, type} (code a
+// string or a number), the same wrapped in {"error": …} (vLLM's
+// ErrorResponse, which run-batch writes as a line's error), or a bare
+// string. kind is the object's type ("NotFoundError",
+// "invalid_request_error"), "" if none.
+func errorCodeMessage(raw json.RawMessage) (code, kind, msg string) {
+	type errorInfo struct {
 		Code    json.RawMessage `json:"code"`
 		Message string          `json:"message"`
+		Type    string          `json:"type"`
+		Error   json.RawMessage `json:"error"`
 	}
+	var e errorInfo
 	if json.Unmarshal(raw, &e) == nil {
-		if json.Unmarshal(e.Code, &code) != nil {
+		if len(e.Code) == 0 && e.Message == "" && e.Type == "" && len(e.Error) > 0 {
+			var inner errorInfo
+			if json.Unmarshal(e.Error, &inner) == nil {
+				e = inner
+			} else if json.Unmarshal(e.Error, &e.Message) != nil {
+				e.Message = string(e.Error)
+			}
+		}
+		if json.Unmarshal(e.Code, &code) != nil && string(e.Code) != "null" {
 			code = string(bytes.Trim(e.Code, `"`))
 		}
-		return code, clip.Bytes(e.Message, 400)
+		return code, clip.Bytes(e.Type, 80), clip.Bytes(e.Message, 400)
 	}
 	var s string
 	if json.Unmarshal(raw, &s) == nil {
-		return "", clip.Bytes(s, 400)
+		return "", "", clip.Bytes(s, 400)
 	}
-	return "", clip.Bytes(string(raw), 400)
+	return "", "", clip.Bytes(string(raw), 400)
 }
 
 // Failure classes only batches have; "llm_error_" + class is the reject
@@ -139,6 +157,11 @@ func batchFailureClass(status int, code string) string {
 	if class := statusClass(status); class != "" {
 		return class
 	}
+	if n, err := strconv.Atoi(code); err == nil && status == 0 {
+		if class := statusClass(n); class != "" {
+			return class // a status given as the error's code (vLLM's ErrorInfo)
+		}
+	}
 	switch code {
 	case "batch_expired":
 		return classExpired
@@ -155,13 +178,19 @@ func batchFailureClass(status int, code string) string {
 }
 
 // batchRetryable reports whether a request that failed with class may be
-// answered by another batch.
+// answered by another batch of the stage's epoch: not one the server
+// refused (a 400 is final for the epoch, as online for the run).
 func batchRetryable(class string) bool {
-	switch class {
-	case classBadRequest, classAuth, classNotFound:
-		return false
-	}
-	return true
+	return class != classBadRequest
+}
+
+// batchFatal reports whether an error line of class stops the run, as the
+// same answer does online: the server does not serve teacher.model (404;
+// vLLM's answer when it serves another name) or refused the credentials
+// (401, 403). Such a line is no failure of its request: nothing is
+// rejected for it, and the next run asks the request again.
+func batchFatal(class string) bool {
+	return class == classNotFound || class == classAuth
 }
 
 // batchHeld reports whether a request that failed with class waits for
@@ -347,6 +376,7 @@ func (t *Teacher) ingest(job *BatchJob) error {
 		}
 	}
 	var out bytes.Buffer
+	var fatal []failedLine // error lines that stop the run
 	for _, k := range keys {
 		pos := idx[k]
 		fl, ok := failed[k]
@@ -359,6 +389,9 @@ func (t *Teacher) ingest(job *BatchJob) error {
 		}
 		line, _ := jsonout.Marshal(fl)
 		out.Write(append(line, '\n'))
+		if batchFatal(fl.Class) {
+			fatal = append(fatal, fl)
+		}
 		b.addFailure(k, fl, job.Epoch)
 	}
 	if _, err := b.store.root.WriteFile(job.FailedFile(), out.Bytes()); err != nil {
@@ -380,7 +413,32 @@ func (t *Teacher) ingest(job *BatchJob) error {
 	if msg := heldMessage(job); msg != "" {
 		t.log.Warn(msg)
 	}
+	if len(fatal) > 0 {
+		return t.stop(t.batchFatalError(job, fatal))
+	}
 	return nil
+}
+
+// batchFatalError is the stop of a run whose job holds error lines that
+// stop it (batchFatal): the online run's reason and message, with what
+// differs in batch mode. The job's answers are kept; the requests of those
+// lines are not rejected and go into new batches in the next run.
+func (t *Teacher) batchFatalError(job *BatchJob, lines []failedLine) *FatalError {
+	again := fmt.Sprintf("%d request(s) of batch job %s (stage %s) got this answer; nothing is rejected for them: fix the cause and run again, which asks them in new batches",
+		len(lines), job.ID, job.Stage)
+	err := errors.New(lines[0].Message)
+	for _, l := range lines {
+		if l.Class == classAuth {
+			return &FatalError{Reason: "llm_auth", Err: err,
+				Msg: "the teacher refused the credentials (HTTP 401/403); check the key in the environment variable named by teacher.api_key_env; " + again}
+		}
+	}
+	msg := fmt.Sprintf("the teacher answered 404 for model %q; check teacher.model and the endpoints' base_url (usually ending in /v1)", t.cfg.Model)
+	if job.Provider == BatchFiles {
+		msg = fmt.Sprintf("the batch runner answered 404 for model %q: it serves another model name (vllm run-batch --model /path/to/weights serves the path); check teacher.model, or start the runner with --served-model-name %s",
+			t.cfg.Model, shellQuote(t.cfg.Model))
+	}
+	return &FatalError{Reason: "llm_model_not_found", Err: err, Msg: msg + "; " + again}
 }
 
 // heldMessage says, for a job that ended failed or cancelled at the
@@ -430,6 +488,9 @@ func (b *batchRun) loadFailures() error {
 // addFailure records a failure of a request in a job of the stage's
 // epoch epoch; failures count per epoch (jobs come in epoch order).
 func (b *batchRun) addFailure(key [32]byte, fl failedLine, epoch int) {
+	if batchFatal(fl.Class) {
+		return // stopped the run that read it; asked again (batchFatal)
+	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	f := b.failures[key]

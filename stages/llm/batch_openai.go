@@ -262,7 +262,7 @@ func (p *openaiProvider) upload(ctx context.Context, local, name string) (string
 		return "", err
 	}
 	if resp.StatusCode/100 != 2 {
-		code, msg := errorCodeMessage(extractError(body))
+		code, _, msg := errorCodeMessage(extractError(body))
 		return "", &statusError{status: resp.StatusCode, msg: strings.TrimSpace(code + " " + msg)}
 	}
 	var file openai.File

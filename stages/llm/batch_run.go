@@ -90,11 +90,14 @@ func (b *batchRun) checkProviders() error {
 // BatchMode reports whether cache misses become batch requests.
 func (t *Teacher) BatchMode() bool { return t.batch != nil }
 
-// enqueue answers a cache miss in batch mode: a request the server
-// refused, or that failed in max_attempts batches of the stage's open
-// epoch, or whose batch the provider refused or someone cancelled in that
-// epoch (batchHeld), is rejected (*AnswerError) without being sent; any
-// other goes into the stage pass's batch files (*PendingError).
+// enqueue answers a cache miss in batch mode: a request that, in the
+// stage's open epoch, the server refused (400), or that failed in
+// max_attempts batches, or whose batch the provider refused or someone
+// cancelled (batchHeld), is rejected (*AnswerError) without being sent;
+// any other goes into the stage pass's batch files (*PendingError). A
+// failure of an earlier epoch rejects nothing: a run that makes the
+// stage's records again asks again, as online (lines that stop the run,
+// batchFatal, are no failures at all).
 //
 // Attempts count per epoch, as online they count per run: the pass that
 // rejects a request for its last attempt completes the stage and closes
@@ -102,7 +105,7 @@ func (t *Teacher) BatchMode() bool { return t.batch != nil }
 // which the request has max_attempts batches again.
 func (s *StageClient) enqueue(req Request, canon, key []byte) error {
 	t, b := s.t, s.t.batch
-	if f, ok := b.failure(key); ok && (!batchRetryable(f.class) || (f.n >= b.cfg.MaxAttempts || batchHeld(f.class)) && f.epoch == b.openEpoch(s.name)) {
+	if f, ok := b.failure(key); ok && f.epoch == b.openEpoch(s.name) && (!batchRetryable(f.class) || f.n >= b.cfg.MaxAttempts || batchHeld(f.class)) {
 		s.st.hits.Add(1) // answered by what the batch directory holds: nothing sent
 		return &AnswerError{Reason: "llm_error_" + f.class, Stage: req.Stage, Slot: req.Slot, Attempts: f.n,
 			Err: fmt.Errorf("no answer in %d batch(es): %s", f.n, f.message)}

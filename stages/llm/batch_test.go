@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -536,6 +537,11 @@ func TestParseBatchOutput(t *testing.T) {
 		{"status 500", `{"custom_id":"` + id + `","response":{"status_code":500,"body":{"error":{"message":"boom"}}},"error":null}`, classServer, "", false},
 		{"status 400", `{"custom_id":"` + id + `","response":{"status_code":400,"body":{"error":{"message":"bad"}}}}`, classBadRequest, "", false},
 		{"vLLM error with number code", `{"custom_id":"` + id + `","response":{"status_code":400,"body":null},"error":{"code":400,"message":"bad"}}`, classBadRequest, "", false},
+		// vLLM's run-batch writes an ErrorResponse, {"error": ErrorInfo}.
+		{"vLLM ErrorResponse 404", `{"id":"vllm-1","custom_id":"` + id + `","response":{"status_code":404,"request_id":"r","body":null},"error":{"error":{"message":"The model ` + "`m`" + ` does not exist.","type":"NotFoundError","param":"model","code":404}}}`, classNotFound, "", false},
+		{"vLLM ErrorResponse 400", `{"custom_id":"` + id + `","response":{"status_code":400,"body":null},"error":{"error":{"message":"'max_tokens' is too large: 512.","type":"BadRequestError","param":null,"code":400}}}`, classBadRequest, "", false},
+		{"vLLM ErrorResponse without a status", `{"custom_id":"` + id + `","response":null,"error":{"error":{"message":"EngineCore encountered an issue.","type":"InternalServerError","param":null,"code":500}}}`, classServer, "", false},
+		{"vLLM plain string error", `{"custom_id":"` + id + `","response":{"status_code":400,"body":null},"error":"This model's maximum context length is 4096 tokens."}`, classBadRequest, "", false},
 		{"unknown error code", `{"custom_id":"` + id + `","error":"something"}`, classBatchError, "", false},
 		{"200 that is no completion", `{"custom_id":"` + id + `","response":{"status_code":200,"body":{"choices":[]}}}`, classInvalid, "", false},
 		{"foreign custom_id", `{"custom_id":"request-1","response":{"status_code":200,"body":{}}}`, "", "", true},
@@ -554,7 +560,23 @@ func TestParseBatchOutput(t *testing.T) {
 		if r.class != tt.class || r.resp.Content != tt.content || (tt.class != "" && r.message == "") {
 			t.Errorf("%s: got %+v", tt.name, r)
 		}
+		if want := wantBatchMessages[tt.name]; want != "" && r.message != want {
+			t.Errorf("%s: message %q, want %q", tt.name, r.message, want)
+		}
 	}
+}
+
+// wantBatchMessages: what TestParseBatchOutput's failures say, the
+// server's message after its type.
+var wantBatchMessages = map[string]string{
+	"error object (expired)":              "window ended",
+	"status 500":                          "boom",
+	"vLLM error with number code":         "bad",
+	"vLLM ErrorResponse 404":              "NotFoundError: The model `m` does not exist.",
+	"vLLM ErrorResponse 400":              "BadRequestError: 'max_tokens' is too large: 512.",
+	"vLLM ErrorResponse without a status": "InternalServerError: EngineCore encountered an issue.",
+	"vLLM plain string error":             "This model's maximum context length is 4096 tokens.",
+	"unknown error code":                  "something",
 }
 
 func FuzzParseBatchOutput(f *testing.F) {
@@ -562,6 +584,9 @@ func FuzzParseBatchOutput(f *testing.F) {
 	f.Add(`{"custom_id":"` + id + `","response":{"status_code":200,"body":{"choices":[{"message":{"content":"x"}}]}}}`)
 	f.Add(`{"custom_id":"` + id + `","error":{"code":"batch_expired","message":"m"}}`)
 	f.Add(`{"custom_id":"` + id + `","response":{"status_code":429}}`)
+	f.Add(`{"custom_id":"` + id + `","response":{"status_code":404,"body":null},"error":{"error":{"message":"The model does not exist.","type":"NotFoundError","param":"model","code":404}}}`)
+	f.Add(`{"custom_id":"` + id + `","response":null,"error":{"error":{"message":"m","type":"BadRequestError","code":"400"}}}`)
+	f.Add(`{"custom_id":"` + id + `","response":{"status_code":400,"body":null},"error":{"error":"nested string"}}`)
 	f.Fuzz(func(t *testing.T, line string) {
 		r, err := parseBatchOutput([]byte(line), "m")
 		if err != nil {
@@ -1003,6 +1028,179 @@ func TestBatchPassing(t *testing.T) {
 	} {
 		if got := BatchPassing(tt.err); got != tt.want {
 			t.Errorf("BatchPassing(%v) = %v", tt.err, got)
+		}
+	}
+}
+
+// An error line that online would stop the run (404: the runner serves
+// another model name, as `vllm run-batch --model /path` without
+// --served-model-name does; 401/403: credentials refused) stops the run
+// that reads it with the online reason, and rejects nothing: the answers
+// of the job are kept, and the next run asks those requests again in new
+// batches, which a fixed runner answers.
+func TestBatchFatalErrorLinesStop(t *testing.T) {
+	tests := []struct {
+		name, provider, line, reason string
+		says                         []string
+	}{
+		{"vLLM 404 model not served", BatchFiles,
+			`{"id":"vllm-1","custom_id":"%s","response":{"status_code":404,"request_id":"r","body":null},"error":{"error":{"message":"The model ` + "`fake-model`" + ` does not exist.","type":"NotFoundError","param":"model","code":404}}}`,
+			"llm_model_not_found", []string{`the batch runner answered 404 for model "`, "--served-model-name ", "NotFoundError: The model `fake-model` does not exist.", "nothing is rejected"}},
+		{"401 error line", BatchFiles,
+			`{"custom_id":"%s","response":{"status_code":401,"body":{"error":{"message":"invalid key","type":"auth_error"}}},"error":null}`,
+			"llm_auth", []string{"refused the credentials", "teacher.api_key_env", "invalid key"}},
+		{"403 error line", BatchFiles,
+			`{"custom_id":"%s","response":{"status_code":403,"body":null},"error":{"error":{"message":"forbidden","type":"PermissionError","code":403}}}`,
+			"llm_auth", []string{"refused the credentials", "PermissionError: forbidden"}},
+		{"404 at the Batch API", BatchOpenAI,
+			`{"custom_id":"%s","response":{"status_code":404,"body":{"error":{"message":"no such model","type":"invalid_request_error","code":"model_not_found"}}},"error":null}`,
+			"llm_model_not_found", []string{`the teacher answered 404 for model "`, "teacher.model"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			fake, url := batchFake(t, fakellm.BatchConfig{})
+			rig := newBatchRig(t, url, BatchFiles)
+			reqs := questions(6)
+			if res := rig.pass(t, reqs); !IsWaiting(res.wait) {
+				t.Fatalf("first pass: %v", res.wait)
+			}
+			if tt.provider == BatchOpenAI {
+				rewriteJob(t, rig.o.BatchRoot, func(j *BatchJob) { j.Provider = BatchOpenAI; j.State = JobDownloaded })
+			}
+			// The runner answers every other request with the error line.
+			job := rig.jobs(t)[0]
+			in, err := os.Open(filepath.Join(rig.batchDir, job.InputFile()))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var answers bytes.Buffer
+			err = fake.RunBatch(in, &answers)
+			in.Close()
+			if err != nil {
+				t.Fatal(err)
+			}
+			var out bytes.Buffer
+			for i, line := range bytes.SplitAfter(answers.Bytes(), []byte("\n")) {
+				if i%2 == 1 && len(line) > 0 {
+					var l struct {
+						CustomID string `json:"custom_id"`
+					}
+					if err := json.Unmarshal(line, &l); err != nil {
+						t.Fatal(err)
+					}
+					line = fmt.Appendf(nil, tt.line+"\n", l.CustomID)
+				}
+				out.Write(line)
+			}
+			if _, err := rig.o.BatchRoot.WriteFile(job.OutputFile(), out.Bytes()); err != nil {
+				t.Fatal(err)
+			}
+
+			teacher, err := NewTeacher(rig.cfg, rig.o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = teacher.BatchStart(context.Background(), "s")
+			teacher.Close()
+			fe, ok := errors.AsType[*FatalError](err)
+			if !ok || fe.Reason != tt.reason {
+				t.Fatalf("BatchStart: %v, want a stop with %s", err, tt.reason)
+			}
+			for _, s := range tt.says {
+				if !strings.Contains(err.Error(), s) {
+					t.Fatalf("stop message %q does not say %q", err, s)
+				}
+			}
+			if !strings.Contains(err.Error(), "3 request(s) of batch job s-0001") {
+				t.Fatalf("stop message %q does not count the requests", err)
+			}
+
+			// Nothing rejected: the next run asks the 3 again, and a
+			// fixed runner answers them.
+			res := rig.pass(t, reqs)
+			var w *WaitError
+			if !errors.As(res.wait, &w) || w.Requests != 3 {
+				t.Fatalf("run after the stop: %v", res.wait)
+			}
+			for i, err := range res.errs {
+				if (i%2 == 1) != IsPending(err) || i%2 == 0 && err != nil {
+					t.Fatalf("run after the stop: request %d: %v", i, err)
+				}
+			}
+			rig.runFilesJobs(t, fake)
+			res = rig.pass(t, reqs)
+			if res.wait != nil {
+				t.Fatalf("after the fixed runner: %v", res.wait)
+			}
+			for i, err := range res.errs {
+				if err != nil || res.resps[i].Content != fmt.Sprintf("answer to %d", i) {
+					t.Fatalf("answer %d: %+v %v", i, res.resps[i], err)
+				}
+			}
+		})
+	}
+}
+
+// A request the server refuses (a 400 error line) is rejected for the rest
+// of its stage's epoch without being asked again, as online for the rest of
+// the run; a later run that makes the stage's records again (their output
+// deleted, settings changed) asks it again, as online, and only it: the
+// answered requests come from the cache.
+func TestBatchBadRequestFinalPerEpoch(t *testing.T) {
+	fake, url := batchFake(t, fakellm.BatchConfig{BadRequest: "question 3"})
+	rig := newBatchRig(t, url, BatchFiles)
+	reqs := questions(6)
+	if res := rig.pass(t, reqs); !IsWaiting(res.wait) {
+		t.Fatalf("first pass: %v", res.wait)
+	}
+	rig.runFilesJobs(t, fake)
+	res := rig.pass(t, reqs)
+	if res.wait != nil || res.rejects(t)["llm_error_bad_request"] != 1 || res.errs[3] == nil {
+		t.Fatalf("after the runner: wait %v, rejects %v", res.wait, res.rejects(t))
+	}
+	if msg := res.errs[3].Error(); !strings.Contains(msg, "the fake refuses requests containing") {
+		t.Fatalf("reject does not quote the server: %s", msg)
+	}
+	// The stage's pass completed; a later run makes it again.
+	res = rig.pass(t, reqs)
+	var w *WaitError
+	if !errors.As(res.wait, &w) || w.Requests != 1 {
+		t.Fatalf("a later run of the stage: wait %v, rejects %v; want the refused request asked again", res.wait, res.rejects(t))
+	}
+	rig.runFilesJobs(t, fake)
+	res = rig.pass(t, reqs)
+	if res.wait != nil || res.rejects(t)["llm_error_bad_request"] != 1 {
+		t.Fatalf("after the runner again: wait %v, rejects %v", res.wait, res.rejects(t))
+	}
+	if jobs := rig.jobs(t); len(jobs) != 2 || jobs[1].Epoch != 2 || jobs[1].Requests != 1 {
+		t.Fatalf("jobs %+v", jobs)
+	}
+}
+
+// shellQuote leaves plain words as they are and quotes the rest so that a
+// POSIX shell reads each back as the same one word.
+func TestShellQuote(t *testing.T) {
+	for _, tt := range []struct{ in, want string }{
+		{"out/batch/s-0001.input.jsonl", "out/batch/s-0001.input.jsonl"},
+		{"Qwen/Qwen3-8B", "Qwen/Qwen3-8B"},
+		{"my out/batch/x", "'my out/batch/x'"},
+		{"it's", `'it'\''s'`},
+		{"", "''"},
+		{"$HOME/x", "'$HOME/x'"},
+		{"~/x", "'~/x'"},
+		{"a;b&&c`d`", "'a;b&&c`d`'"},
+	} {
+		got := shellQuote(tt.in)
+		if got != tt.want {
+			t.Errorf("shellQuote(%q) = %s, want %s", tt.in, got, tt.want)
+		}
+		sh, err := exec.LookPath("sh")
+		if err != nil {
+			continue
+		}
+		out, err := exec.Command(sh, "-c", "printf '%s|' "+got).Output()
+		if err != nil || string(out) != tt.in+"|" {
+			t.Errorf("sh reads %s as %q (%v), want %q", got, out, err, tt.in)
 		}
 	}
 }

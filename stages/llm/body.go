@@ -202,7 +202,7 @@ func (e *bodyError) Error() string { return e.msg }
 
 // errorInPlaceOfChoices is the bodyError of raw, the answer's error object.
 func errorInPlaceOfChoices(raw json.RawMessage) error {
-	code, msg := errorCodeMessage(raw)
+	code, _, msg := errorCodeMessage(raw)
 	if msg == "" {
 		msg = clip.Bytes(string(raw), 400)
 	}
