@@ -298,7 +298,7 @@ func (s *azureStore) azureError(loc Location, resp *http.Response) error {
 	case resp.StatusCode == http.StatusNotFound:
 		return &NotFoundError{Loc: loc.String(), Detail: "not found"}
 	}
-	err := fmt.Errorf("%s: Azure answered %s %s: %s", loc, resp.Status, code, msg)
+	err := fmt.Errorf("%s: Azure answered %s %s: %s", loc, resp.Status, code, answerDetail(resp, msg))
 	if passingStatus(resp.StatusCode) { // after rest.do's retries: no config problem
 		return &UnavailableError{Err: err}
 	}

@@ -147,7 +147,7 @@ func gcsError(loc Location, resp *http.Response) error {
 	case http.StatusUnauthorized, http.StatusForbidden:
 		return &AuthError{Loc: loc.String(), Detail: fmt.Sprintf("%s (%s): set GOOGLE_APPLICATION_CREDENTIALS to a service account key file that may use it (or sign in with gcloud auth application-default login)", resp.Status, msg)}
 	}
-	err := fmt.Errorf("%s: GCS answered %s: %s", loc, resp.Status, msg)
+	err := fmt.Errorf("%s: GCS answered %s: %s", loc, resp.Status, answerDetail(resp, msg))
 	if passingStatus(resp.StatusCode) { // after rest.do's retries: no config problem
 		return &UnavailableError{Err: err}
 	}

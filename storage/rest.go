@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -115,6 +116,27 @@ func (c *rest) do(ctx context.Context, mk func() (*http.Request, error)) (*http.
 			return resp, err
 		}
 	}
+}
+
+// answerDetail is what an error answer's message msg says for a user:
+// "no message" for an empty one, and for a passing status (which rest.do
+// has retried) that it held through the retries, with the wait its last
+// Retry-After asked for.
+func answerDetail(resp *http.Response, msg string) string {
+	if msg == "" {
+		msg = "no message"
+	}
+	if !passingStatus(resp.StatusCode) {
+		return msg
+	}
+	msg += fmt.Sprintf("; so after augment's retries (at most %d tries and %v of waiting per request)", restTries, restBudget)
+	if ra := strings.TrimSpace(resp.Header.Get("Retry-After")); ra != "" {
+		if _, err := strconv.Atoi(ra); err == nil {
+			ra += " s"
+		}
+		msg += fmt.Sprintf(", the last answer asking to wait %s", ra)
+	}
+	return msg
 }
 
 // readError reads an error answer's body (at most 4 KiB) and closes it.

@@ -106,6 +106,11 @@ func testCloudRetries(t *testing.T, c cloud) {
 	if !IsUnavailable(err) || b.reqs.Load() != 1 || len(pauses) != 0 {
 		t.Errorf("Retry-After beyond %v: %v after %d requests; want the answer at once", restBudget, err, b.reqs.Load())
 	}
+	// The message says why augment stopped asking (QA: it ended in the
+	// server's empty text, a bare colon).
+	if msg := fmt.Sprint(err); !strings.Contains(msg, "so after augment's retries (at most 10 tries and 30s of waiting per request), the last answer asking to wait 31 s") {
+		t.Errorf("Retry-After beyond the budget: message %q does not say why the tries ended", msg)
+	}
 
 	// Retry-After: 20 each time: the second would go past the budget.
 	b.every = true
