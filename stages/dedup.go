@@ -188,7 +188,7 @@ func (c *DedupConfig) warnings() []string {
 		return nil
 	}
 	msg := fmt.Sprintf("threshold %.2f is below the similarity LSH finds with bands %d × rows %d: "+
-		"a pair becomes a candidate with probability 1-(1-J^rows)^bands, %.0f %% at J = %.2f and 50 %% at J = %.2f, "+
+		"a pair becomes a candidate with probability 1-(1-J^rows)^bands, %.0f %% at J = %.2f and 50 %% at J = %.3f, "+
 		"so most pairs near the threshold are never compared",
 		c.Threshold, c.Bands, c.Rows, 100*mh.Candidate(c.Threshold), c.Threshold, mh.Threshold())
 	// Advice: the most rows (the fewest false candidates) that find a pair
@@ -200,7 +200,7 @@ func (c *DedupConfig) warnings() []string {
 			break
 		}
 		if alt, err := near.NewMinHash(c.Shingle, c.NGram, bands, rows, 0); err == nil && alt.Candidate(c.Threshold) >= 0.9 {
-			msg += fmt.Sprintf("; bands: %d, rows: %d find one at J = %.2f with probability %.0f %% (50 %% at J = %.2f)",
+			msg += fmt.Sprintf("; bands: %d, rows: %d find one at J = %.2f with probability %.0f %% (50 %% at J = %.3f)",
 				bands, rows, c.Threshold, 100*alt.Candidate(c.Threshold), alt.Threshold())
 			break
 		}

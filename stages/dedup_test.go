@@ -326,8 +326,11 @@ func TestDedupThresholdWarning(t *testing.T) {
 		{DedupConfig{}, ""},
 		{DedupConfig{Threshold: 0.7}, ""}, // 57 %
 		{DedupConfig{Threshold: 0.6, Mode: DedupExact}, ""},
-		{DedupConfig{Threshold: 0.6}, "21 % at J = 0.60 and 50 % at J = 0.68, so most pairs near the threshold are never compared; bands: 28, rows: 4 find one at J = 0.60 with probability 98 % (50 % at J = 0.40)"},
-		{DedupConfig{Threshold: 0.8, Bands: 3, Rows: 8}, "bands 3 × rows 8: a pair becomes a candidate with probability 1-(1-J^rows)^bands, 42 % at J = 0.80 and 50 % at J = 0.82, so most pairs near the threshold are never compared; bands: 6, rows: 4 find one"},
+		// The 50 % point to three places: at 0.68 the warning read "48 %
+		// at J = 0.68 and 50 % at J = 0.68" (QA).
+		{DedupConfig{Threshold: 0.68}, "48 % at J = 0.68 and 50 % at J = 0.685"},
+		{DedupConfig{Threshold: 0.6}, "21 % at J = 0.60 and 50 % at J = 0.685, so most pairs near the threshold are never compared; bands: 28, rows: 4 find one at J = 0.60 with probability 98 % (50 % at J = 0.395)"},
+		{DedupConfig{Threshold: 0.8, Bands: 3, Rows: 8}, "bands 3 × rows 8: a pair becomes a candidate with probability 1-(1-J^rows)^bands, 42 % at J = 0.80 and 50 % at J = 0.821, so most pairs near the threshold are never compared; bands: 6, rows: 4 find one"},
 		{DedupConfig{Threshold: 0.1}, "are never compared"}, // no bands and rows within 64 bands
 	} {
 		tc.cfg.defaults()
