@@ -339,13 +339,18 @@ func applySets(b []byte, sets []string) ([]byte, error) {
 }
 
 // newPath returns the value a set adds where its path leaves the document:
-// val itself, or mappings down the rest of the path to it.
+// val itself, or containers down the rest of the path to it: a list where
+// the next key is 0 (a list the file does not have yet, its first item),
+// else a mapping.
 func newPath(rest []string, val *yaml.Node) (*yaml.Node, error) {
 	if len(rest) == 0 {
 		return val, nil
 	}
-	m := &yaml.Node{Kind: yaml.MappingNode, Tag: "!!map"}
-	return m, setPath(m, rest, val)
+	n := &yaml.Node{Kind: yaml.MappingNode, Tag: "!!map"}
+	if rest[0] == "0" {
+		n = &yaml.Node{Kind: yaml.SequenceNode, Tag: "!!seq"}
+	}
+	return n, setPath(n, rest, val)
 }
 
 func setPath(n *yaml.Node, keys []string, val *yaml.Node) error {

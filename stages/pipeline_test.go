@@ -219,7 +219,16 @@ func TestLoadSets(t *testing.T) {
 		len(p.Sources) != 2 || p.Sources[1].Format != "glaive" {
 		t.Errorf("items not added: %+v %+v", p.Stages, p.Sources)
 	}
-	for _, bad := range []string{"nothing", "sources.9.limit=1", "sources.2.limit=1", "sources.-1.limit=1", "seed.x=1", "sources.0.limt=1"} {
+	// A list the file does not have yet: index 0 makes it (it became a
+	// mapping, and the error blamed the value).
+	p, err = Load(path, `teacher.endpoints.0={base_url: "http://127.0.0.1:1/v1"}`, "teacher.endpoints.1.base_url=http://127.0.0.1:2/v1", "teacher.provider=openai", "teacher.model=m")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(p.Teacher.Endpoints) != 2 || p.Teacher.Endpoints[0].BaseURL != "http://127.0.0.1:1/v1" || p.Teacher.Endpoints[1].BaseURL != "http://127.0.0.1:2/v1" {
+		t.Errorf("endpoints not made: %+v", p.Teacher.Endpoints)
+	}
+	for _, bad := range []string{"nothing", "sources.9.limit=1", "teacher.endpoints.1.base_url=x", "sources.2.limit=1", "sources.-1.limit=1", "seed.x=1", "sources.0.limt=1"} {
 		if _, err := Load(path, bad); err == nil {
 			t.Errorf("-set %s: no error", bad)
 		}

@@ -303,7 +303,7 @@ func PrintStatus(w io.Writer, sts []StageStatus) {
 		if s.Shards > 0 {
 			total = strconv.Itoa(s.Shards)
 		}
-		state := " merged"
+		state := " done"
 		switch {
 		case s.Pending:
 			state = " pending"
@@ -312,7 +312,7 @@ func PrintStatus(w io.Writer, sts []StageStatus) {
 		case s.Running:
 			state = " running"
 		case s.Waiting:
-			state = " waiting (batch)"
+			state = " waiting"
 		case s.Partial:
 			state = " partial"
 		case !s.Merged:

@@ -203,7 +203,7 @@ func cloudWorkers(t *testing.T, scheme string, srv cloudServer) {
 	sameConfig(t, filepath.Join(one.dir, "out"), got)
 	sameOutputs(t, filepath.Join(one.dir, "out"), got)
 	st, err := w.cmd(nil, "status", url).CombinedOutput()
-	if err != nil || !regexp.MustCompile(`07-sharegpt +15/15 +12 +12 .* merged`).Match(st) {
+	if err != nil || !regexp.MustCompile(`07-sharegpt +15/15 +12 +12 .* done`).Match(st) {
 		t.Errorf("status %s: %v\n%s", url, err, st)
 	}
 }

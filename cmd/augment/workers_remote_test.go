@@ -217,7 +217,7 @@ func TestWorkersOnS3SameBytes(t *testing.T) {
 func readCommandsOnS3(t *testing.T, one, w *workerRun, c *minio.Client, url string) {
 	t.Helper()
 	st, err := w.cmd(nil, "status", url).CombinedOutput()
-	if err != nil || !regexp.MustCompile(`07-sharegpt +15/15 +12 +12 .* merged`).Match(st) {
+	if err != nil || !regexp.MustCompile(`07-sharegpt +15/15 +12 +12 .* done`).Match(st) {
 		t.Errorf("status %s: %v\n%s", url, err, st)
 	}
 	if got, err := w.cmd(nil, "stats", url).CombinedOutput(); err != nil || !strings.Contains(string(got), "run "+url+": 8 of 8 stages done") {

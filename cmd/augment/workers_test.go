@@ -222,7 +222,7 @@ func TestWorkersSameBytes(t *testing.T) {
 			}
 			sameOutputs(t, filepath.Join(one.dir, "out"), filepath.Join(w.dir, "out"))
 			st, err := w.cmd(nil, "status", "out").CombinedOutput()
-			if err != nil || !regexp.MustCompile(`09-sharegpt +15/15 +[0-9]+ +[0-9]+ .* merged`).Match(st) {
+			if err != nil || !regexp.MustCompile(`09-sharegpt +15/15 +[0-9]+ +[0-9]+ .* done`).Match(st) {
 				t.Fatalf("status: %v\n%s", err, st)
 			}
 		})
