@@ -150,6 +150,10 @@ func (c *BatchConfig) validate() []error {
 type PendingError struct {
 	Stage string // request's stage, "name@version"
 	Slot  string // request's slot, if any
+	// Shared says an identical request of the pass is already in its batch
+	// files: this one is answered with it, counted as a cache hit (as an
+	// identical request in flight online), not again as a batch request.
+	Shared bool
 }
 
 func (e *PendingError) Error() string {
@@ -169,6 +173,13 @@ func IsPending(err error) bool {
 	}
 	var p *PendingError
 	return errors.As(err, &p)
+}
+
+// sharedPending reports whether err is, or wraps, a *PendingError whose
+// request shares another's batch line (Shared).
+func sharedPending(err error) bool {
+	var p *PendingError
+	return errors.As(err, &p) && p.Shared
 }
 
 // A WaitError stops a run in batch mode until batches finish: it names the

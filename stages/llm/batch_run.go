@@ -118,10 +118,11 @@ func (s *StageClient) enqueue(req Request, canon, key []byte) error {
 	if err != nil {
 		return err
 	}
-	if err := sp.add(req, key, canon, body, max(req.MaxTokens, req.MaxCompletionTokens)); err != nil {
+	wrote, err := sp.add(req, key, canon, body, max(req.MaxTokens, req.MaxCompletionTokens))
+	if err != nil {
 		return err
 	}
-	return &PendingError{Stage: req.Stage, Slot: req.Slot}
+	return &PendingError{Stage: req.Stage, Slot: req.Slot, Shared: !wrote}
 }
 
 // openEpoch returns the stage's epoch whose rounds are under way, 0 if

@@ -77,53 +77,55 @@ type batchMeta struct {
 	Canon    json.RawMessage `json:"canon"`
 }
 
-// add writes one request unless the pass already wrote it. maxOut is its
-// output token limit (0: none), for the cost estimate.
-func (sp *spool) add(req Request, key, canon, body []byte, maxOut int) error {
+// add writes one request unless the pass already wrote it, and says
+// whether it wrote it: a request the pass already holds is an identical
+// request in flight (its answer comes with the first copy's). maxOut is
+// its output token limit (0: none), for the cost estimate.
+func (sp *spool) add(req Request, key, canon, body []byte, maxOut int) (bool, error) {
 	line := batchLine(key, body)
 	if int64(len(line)) > sp.maxBytes {
-		return &AnswerError{Reason: "llm_batch_request_too_large", Stage: req.Stage, Slot: req.Slot, Attempts: 0,
+		return false, &AnswerError{Reason: "llm_batch_request_too_large", Stage: req.Stage, Slot: req.Slot, Attempts: 0,
 			Err: fmt.Errorf("the batch line is %d bytes, more than teacher.batch.max_bytes %d", len(line), sp.maxBytes)}
 	}
 	meta, err := json.Marshal(batchMeta{CustomID: hex.EncodeToString(key), Stage: req.Stage, Slot: req.Slot, Attempt: req.Attempt, Canon: canon})
 	if err != nil {
-		return err
+		return false, err
 	}
 	meta = append(meta, '\n')
 	sp.mu.Lock()
 	defer sp.mu.Unlock()
 	if sp.err != nil {
-		return sp.err
+		return false, sp.err
 	}
 	// A collision of the first 8 key bytes drops a request from this
 	// pass's files; it misses again in the next pass and goes then.
 	h := binary.LittleEndian.Uint64(key)
 	if _, dup := sp.seen[h]; dup {
-		return nil
+		return false, nil
 	}
 	if sp.cur != nil && (sp.cur.requests+1 > sp.maxRequests || sp.cur.bytes+int64(len(line)) > sp.maxBytes) {
 		if err := sp.sealLocked(); err != nil {
-			return err
+			return false, err
 		}
 	}
 	if sp.cur == nil {
 		if err := sp.startLocked(); err != nil {
-			return err
+			return false, err
 		}
 	}
 	p := sp.cur
 	if _, err := p.inW.Write(line); err != nil {
-		return sp.fail(err)
+		return false, sp.fail(err)
 	}
 	if _, err := p.metaW.Write(meta); err != nil {
-		return sp.fail(err)
+		return false, sp.fail(err)
 	}
 	sp.seen[h] = struct{}{}
 	p.requests++
 	p.bytes += int64(len(line))
 	p.estTokens += int64(len(body)+3) / 4
 	p.maxOutToken += int64(maxOut)
-	return nil
+	return true, nil
 }
 
 func (sp *spool) fail(err error) error {

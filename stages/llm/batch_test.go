@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	openai "github.com/sashabaranov/go-openai"
@@ -158,7 +159,10 @@ func TestBatchRoundTripOpenAI(t *testing.T) {
 			t.Fatalf("request %d: %v", i, err)
 		}
 	}
-	if first.stats.Pending != 6 || first.stats.Failed != 0 || first.stats.Batch == nil || first.stats.Batch.Rounds != 1 {
+	// The repeat shares the first copy's line: a cache hit (an identical
+	// request in flight, as online), not a second request in batch.
+	if first.stats.Requests != 6 || first.stats.Pending != 5 || first.stats.CacheHits != 1 || first.stats.Failed != 0 ||
+		first.stats.Batch == nil || first.stats.Batch.Rounds != 1 {
 		t.Fatalf("stats: %+v %+v", first.stats, first.stats.Batch)
 	}
 	if c := fake.BatchCounters(); c.Uploads != 1 || c.Batches != 1 || c.Requests != 5 || fake.Counters().Chat != 0 {
@@ -219,6 +223,47 @@ func rewriteJob(t *testing.T, root *atomicfs.Root, edit func(j *BatchJob)) {
 
 // A run killed at any point of a job's life resumes it: never a second
 // upload or batch for the same job, every answer in the end.
+// Copies of one request asked at once in batch mode (sharing the leader's
+// lookup, or finding its line in the batch files) are one line and one
+// request in batch; the others are cache hits, as online.
+func TestBatchConcurrentCopiesOneRequest(t *testing.T) {
+	_, url := batchFake(t, fakellm.BatchConfig{})
+	rig := newBatchRig(t, url, BatchOpenAI)
+	teacher, err := NewTeacher(rig.cfg, rig.o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer teacher.Close()
+	ctx := context.Background()
+	if err := teacher.BatchStart(ctx, "s"); err != nil {
+		t.Fatal(err)
+	}
+	s := teacher.Stage("s")
+	const n = 8
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, errs[i] = s.Complete(ctx, userReq("s@1", fmt.Sprintf("r%d", i), "question 1"))
+		}()
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if !IsPending(err) {
+			t.Fatalf("copy %d: %v", i, err)
+		}
+	}
+	var w *WaitError
+	if err := teacher.BatchFinish(ctx, "s"); !errors.As(err, &w) || w.Requests != 1 {
+		t.Fatalf("BatchFinish: %v", err)
+	}
+	if st := s.Stats(); st.Requests != n || st.Pending != 1 || st.CacheHits != n-1 {
+		t.Fatalf("stats: requests %d, in batch %d, cache hits %d; want %d, 1, %d", st.Requests, st.Pending, st.CacheHits, n, n-1)
+	}
+}
+
 func TestBatchResumeAtEveryState(t *testing.T) {
 	zero := 0
 	reqs := questions(4)

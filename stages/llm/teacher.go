@@ -418,6 +418,8 @@ func (s *StageClient) Complete(ctx context.Context, req Request) (Response, erro
 	resp, err := s.complete(ctx, req)
 	s.st.requests.Add(1)
 	switch {
+	case IsPending(err) && sharedPending(err):
+		s.st.hits.Add(1) // an identical request in flight is in the batch files
 	case IsPending(err):
 		s.st.pending.Add(1)
 	case err != nil && ctx.Err() == nil:
@@ -472,6 +474,11 @@ func (s *StageClient) complete(ctx context.Context, req Request) (Response, erro
 		if err == nil && (resp.Cached || !leader) {
 			s.st.hits.Add(1)
 			resp.Cached = true
+		}
+		if !leader && IsPending(err) {
+			// The leader's copy is in the batch files: this
+			// copy shares it, in its own terms.
+			err = &PendingError{Stage: req.Stage, Slot: req.Slot, Shared: true}
 		}
 		var ae *AnswerError
 		if !leader && errors.As(err, &ae) && ae.Slot != req.Slot {
