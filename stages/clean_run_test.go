@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/augmentdata/augment/internal/cputime"
+	"github.com/augmentdata/augment/internal/nodetest"
 	"github.com/augmentdata/augment/manifests"
 	"github.com/augmentdata/augment/stages/record"
 	"github.com/augmentdata/augment/stages/shard"
@@ -236,14 +237,7 @@ func runPipelineTB(tb testing.TB, path string) *Report {
 // rejects, and checks the hits it extracts. It needs node and a
 // node_modules dir holding @duckdb/node-api in AUGMENT_DUCKDB_NODE_MODULES.
 func TestDecontaminateDuckDB(t *testing.T) {
-	modules := os.Getenv("AUGMENT_DUCKDB_NODE_MODULES")
-	if modules == "" {
-		t.Skip("AUGMENT_DUCKDB_NODE_MODULES not set (a node_modules dir with @duckdb/node-api)")
-	}
-	node, err := exec.LookPath("node")
-	if err != nil {
-		t.Skip("node not found")
-	}
+	node, modules := nodetest.Need(t, "AUGMENT_DUCKDB_NODE_MODULES", "@duckdb/node-api")
 	readme, err := os.ReadFile("../README.md")
 	if err != nil {
 		t.Fatal(err)

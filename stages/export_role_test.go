@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/augmentdata/augment/internal/nodetest"
 	"github.com/augmentdata/augment/manifests"
 	"github.com/augmentdata/augment/stages/record"
 )
@@ -72,14 +73,7 @@ func TestExportToolsRole(t *testing.T) {
 
 	// The template renders the prompt exactly as Fig 1(b), and the
 	// completion as Fig 1(g), with @huggingface/jinja when it is installed.
-	modules := os.Getenv("AUGMENT_JINJA_NODE_MODULES")
-	if modules == "" {
-		t.Skip("AUGMENT_JINJA_NODE_MODULES not set (a node_modules dir with @huggingface/jinja); the chat template is not rendered")
-	}
-	node, err := exec.LookPath("node")
-	if err != nil {
-		t.Skip("node not found")
-	}
+	node, modules := nodetest.Need(t, "AUGMENT_JINJA_NODE_MODULES", "@huggingface/jinja; the chat template is not rendered")
 	render := func(msgs []chatMessage, gen bool) string {
 		in, _ := json.Marshal(map[string]any{"template": string(tpl), "messages": msgs, "add_generation_prompt": gen, "bos_token": "<s>"})
 		cmd := exec.Command(node, filepath.Join("testdata", "jinja_render.mjs"))

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/augmentdata/augment/internal/nodetest"
 	"github.com/augmentdata/augment/stages/record"
 )
 
@@ -61,14 +62,7 @@ var duckdbTypes = map[string]string{
 // codec) with the records written. It needs node and a node_modules dir
 // holding @duckdb/node-api in AUGMENT_DUCKDB_NODE_MODULES.
 func TestDuckDB(t *testing.T) {
-	modules := os.Getenv("AUGMENT_DUCKDB_NODE_MODULES")
-	if modules == "" {
-		t.Skip("AUGMENT_DUCKDB_NODE_MODULES not set (a node_modules dir with @duckdb/node-api)")
-	}
-	node, err := exec.LookPath("node")
-	if err != nil {
-		t.Skip("node not found")
-	}
+	node, modules := nodetest.Need(t, "AUGMENT_DUCKDB_NODE_MODULES", "@duckdb/node-api")
 	script, err := filepath.Abs(filepath.Join("testdata", "duckdb_check.mjs"))
 	if err != nil {
 		t.Fatal(err)
