@@ -184,7 +184,9 @@ func (r *Root) Path(name string) string {
 func (r *Root) Base() string { return path.Base(r.Rel(".")) }
 
 // MkdirAll creates the folder name and its parents as needed.
-func (r *Root) MkdirAll(name string) error { return r.r.MkdirAll(r.Rel(name), 0o755) }
+func (r *Root) MkdirAll(name string) error {
+	return pathError("mkdir", r.Path(name), r.r.MkdirAll(r.Rel(name), 0o755))
+}
 
 // OpenFile opens name as os.OpenFile does, confined to the tree. It is for
 // files that are not written atomically (a lock file); data files go
@@ -213,7 +215,7 @@ func (r *Root) Lstat(name string) (fs.FileInfo, error) { return r.r.Lstat(r.Rel(
 // target).
 func (r *Root) Remove(name string) error {
 	if err := r.r.Remove(r.Rel(name)); err != nil {
-		return err
+		return pathError("remove", r.Path(name), err)
 	}
 	if r.obs != nil {
 		r.obs.Removed(r.Rel(name))
@@ -225,7 +227,7 @@ func (r *Root) Remove(name string) error {
 // their targets); a missing name is no error.
 func (r *Root) RemoveAll(name string) error {
 	if err := r.r.RemoveAll(r.Rel(name)); err != nil {
-		return err
+		return pathError("remove", r.Path(name), err)
 	}
 	if r.obs != nil {
 		r.obs.Removed(r.Rel(name))
@@ -237,10 +239,10 @@ func (r *Root) RemoveAll(name string) error {
 // file there) and syncs newname's folder, so the move survives a crash.
 func (r *Root) Rename(oldname, newname string) error {
 	if err := r.r.Rename(r.Rel(oldname), r.Rel(newname)); err != nil {
-		return err
+		return &os.LinkError{Op: "rename", Old: r.Path(oldname), New: r.Path(newname), Err: cause(err)}
 	}
 	if err := syncDir(r.r, path.Dir(r.Rel(newname))); err != nil {
-		return err
+		return pathError("sync", filepath.Dir(r.Path(newname)), err)
 	}
 	if r.obs != nil {
 		r.obs.Committed(r.Rel(newname))
@@ -276,14 +278,14 @@ type File struct {
 func (r *Root) Create(name string) (*File, error) {
 	rel := r.Rel(name)
 	if err := r.r.MkdirAll(path.Dir(rel), 0o755); err != nil {
-		return nil, err
+		return nil, pathError("create", r.Path(name), err)
 	}
 	var rnd [8]byte
 	rand.Read(rnd[:])
 	tmp := path.Join(path.Dir(rel), ".tmp-"+path.Base(rel)+"-"+hex.EncodeToString(rnd[:]))
 	f, err := r.r.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644)
 	if err != nil {
-		return nil, err
+		return nil, pathError("create", r.Path(name), err)
 	}
 	return &File{f: f, r: r.r, tmp: tmp, name: rel, path: r.Path(name), log: r.log, obs: r.obs, pend: r.pend, h: sha256.New()}, nil
 }
@@ -293,7 +295,7 @@ func (a *File) Write(p []byte) (int, error) {
 	n, err := a.f.Write(p)
 	a.h.Write(p[:n])
 	a.n += int64(n)
-	return n, err
+	return n, pathError("write", a.path, err)
 }
 
 // Size is the number of bytes written so far.
@@ -323,15 +325,15 @@ func (a *File) commit() error {
 	if err := a.f.Sync(); err != nil {
 		a.f.Close()
 		a.r.Remove(a.tmp)
-		return err
+		return pathError("write", a.path, err)
 	}
 	if err := a.f.Close(); err != nil {
 		a.r.Remove(a.tmp)
-		return err
+		return pathError("write", a.path, err)
 	}
 	if err := a.r.Rename(a.tmp, a.name); err != nil {
 		a.r.Remove(a.tmp)
-		return err
+		return pathError("write", a.path, err)
 	}
 	if a.log != nil {
 		a.log.mu.Lock()
@@ -339,7 +341,7 @@ func (a *File) commit() error {
 		a.log.mu.Unlock()
 	}
 	if err := syncDir(a.r, path.Dir(a.name)); err != nil {
-		return err
+		return pathError("sync", filepath.Dir(a.path), err)
 	}
 	if a.obs != nil {
 		a.obs.Committed(a.name)
@@ -495,6 +497,32 @@ func HashFile(path string) (string, error) {
 		return "", err
 	}
 	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// pathError is err (nil for nil) as a failure of op on the file at path,
+// its OS path: an os.Root's errors name files relative to the root, and a
+// File's its temporary name (".tmp-README.md-…"), neither of which tells
+// a reader which directory could not be written. errors.Is still finds
+// the cause (fs.ErrPermission, syscall.EROFS, …).
+func pathError(op, path string, err error) error {
+	if err == nil {
+		return nil
+	}
+	return &fs.PathError{Op: op, Path: path, Err: cause(err)}
+}
+
+// cause is the system's error inside an *fs.PathError or *os.LinkError,
+// or err itself.
+func cause(err error) error {
+	var pe *fs.PathError
+	var le *os.LinkError
+	switch {
+	case errors.As(err, &pe):
+		return pe.Err
+	case errors.As(err, &le):
+		return le.Err
+	}
+	return err
 }
 
 func syncDir(r *os.Root, dir string) error {

@@ -1,9 +1,13 @@
 package atomicfs
 
 import (
+	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -192,5 +196,50 @@ func TestDeferred(t *testing.T) {
 		if tmps, _ := filepath.Glob(filepath.Join(dir, pat)); len(tmps) != 0 {
 			t.Errorf("left %v", tmps)
 		}
+	}
+}
+
+// A failed write names the file by its OS path, below the directory the
+// Root was opened on, never by its temporary name or by a name relative to
+// the root (QA: "openat 06-mt_llama/.tmp-README.md-…: read-only file
+// system" named neither the run directory nor the file); errors.Is still
+// finds the cause.
+func TestWriteErrorsNameTheFile(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "run")
+	os.Mkdir(dir, 0o755)
+	r := openRoot(t, dir)
+	if err := os.WriteFile(filepath.Join(dir, "stage"), []byte("a file, not a folder"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(dir, "busy", "card.md", "x"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name  string
+		write func() error
+		path  string
+		cause error
+	}{
+		{"create below a file", func() error { _, err := r.Sub("stage").WriteFile("README.md", []byte("x")); return err },
+			filepath.Join(dir, "stage", "README.md"), nil}, // os.Root: EEXIST
+		{"commit onto a folder", func() error { _, err := r.WriteFile("busy/card.md", []byte("x")); return err },
+			filepath.Join(dir, "busy", "card.md"), nil},
+		{"mkdir below a file", func() error { return r.MkdirAll("stage/sub") }, filepath.Join(dir, "stage", "sub"), syscall.ENOTDIR},
+		{"remove a missing file", func() error { return r.Remove("gone.txt") }, filepath.Join(dir, "gone.txt"), fs.ErrNotExist},
+	} {
+		err := c.write()
+		if err == nil {
+			t.Errorf("%s: no error", c.name)
+			continue
+		}
+		if msg := err.Error(); !strings.Contains(msg, c.path+":") || strings.Contains(msg, ".tmp-") {
+			t.Errorf("%s: %q does not name %s (or names a temporary file)", c.name, msg, c.path)
+		}
+		if c.cause != nil && !errors.Is(err, c.cause) {
+			t.Errorf("%s: %v is not %v", c.name, err, c.cause)
+		}
+	}
+	if tmps, _ := filepath.Glob(filepath.Join(dir, "*", ".tmp-*")); len(tmps) != 0 {
+		t.Errorf("failed writes left %v", tmps)
 	}
 }

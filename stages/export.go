@@ -1636,7 +1636,11 @@ func (e *exporter) finishFiles(dir *atomicfs.Root, total manifests.Counts) ([]st
 	}
 	notes = append(notes, fmt.Sprintf("LLaMA-Factory: dataset_dir=%s dataset=%s template=%s; train with: cd %s && llamafactory-cli train %s",
 		dir.Base(), e.cfg.Dataset, e.cfg.Template, dir.Base(), TrainLoRAFile))
-	if st.measured < st.samples {
+	switch {
+	case st.measured == 0 && st.samples > 0:
+		// As train_lora.yaml and the card say: no cutoff_len at all.
+		notes = append(notes, "cutoff_len: not measured (no verify stage counted tokens before this export), so train_lora.yaml sets none: run a verify stage before the export to have one that keeps every sample whole")
+	case st.measured < st.samples:
 		notes = append(notes, fmt.Sprintf("cutoff_len: %d of %d samples have a measured token count (verify's tokens tag); train_lora.yaml's cutoff_len covers those only", st.measured, st.samples))
 	}
 	return notes, nil

@@ -13,6 +13,7 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -1507,5 +1508,62 @@ func TestEmptyExportNamesItsRejects(t *testing.T) {
 	want := "empty export: it rejected every one of the 106 samples that reached it (lf_template_no_call_text=106; see its rejects)"
 	if !slices.ContainsFunc(notes, func(n string) bool { return strings.HasPrefix(n, want) }) {
 		t.Errorf("notes %q, want one starting %q", notes, want)
+	}
+}
+
+// The export's cutoff_len note agrees with train_lora.yaml: with no sample
+// measured it says none is set (it said "0 of N samples have a measured
+// token count; train_lora.yaml's cutoff_len covers those only" over a file
+// with no cutoff_len), with some it says which, with all it says nothing.
+func TestExportCutoffNote(t *testing.T) {
+	for _, c := range []struct {
+		name     string
+		tokens   []string // verify's tokens tag of each sample, "" for none
+		note     string   // the prefix of the cutoff_len note, "" for none
+		cutoff   string   // what train_lora.yaml holds
+		noCutoff bool
+	}{
+		{"none measured", []string{"", ""}, "cutoff_len: not measured (no verify stage counted tokens before this export), so train_lora.yaml sets none", "# cutoff_len: not measured", true},
+		{"some measured", []string{"900", ""}, "cutoff_len: 1 of 2 samples have a measured token count", "cutoff_len: 2048\n", false},
+		{"all measured", []string{"900", "900"}, "", "cutoff_len: 2048\n", false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			e := buildExport(t, ExportConfig{})
+			ctx, ctr := withCounters()
+			for _, tok := range c.tokens {
+				r := fxSingle()
+				if tok != "" {
+					r.SetTag("tokens", tok)
+				}
+				if _, err := e.Process(ctx, r); err != nil {
+					t.Fatal(err)
+				}
+			}
+			dir, root := tempRoot(t)
+			n := int64(len(c.tokens))
+			notes, err := e.Finish(root, []manifests.Shard{{Counts: manifests.Counts{In: n, Out: n, Counters: ctr.m}}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			train, _ := os.ReadFile(filepath.Join(dir, TrainLoRAFile))
+			if !strings.Contains(string(train), c.cutoff) {
+				t.Errorf("train_lora.yaml lacks %q:\n%s", c.cutoff, train)
+			}
+			if set := regexp.MustCompile(`(?m)^cutoff_len:`).Match(train); set == c.noCutoff {
+				t.Errorf("train_lora.yaml sets cutoff_len: %v, want %v", set, !c.noCutoff)
+			}
+			var got []string
+			for _, n := range notes {
+				if strings.HasPrefix(n, "cutoff_len") {
+					got = append(got, n)
+				}
+			}
+			switch {
+			case c.note == "" && len(got) > 0:
+				t.Errorf("every sample measured, yet the notes say %q", got)
+			case c.note != "" && (len(got) != 1 || !strings.HasPrefix(got[0], c.note)):
+				t.Errorf("cutoff_len notes %q, want one starting %q", got, c.note)
+			}
+		})
 	}
 }

@@ -116,14 +116,14 @@ func pathProblems(p *Pipeline, src *storage.Opener) []string {
 	case err == nil && !fi.IsDir():
 		return append(probs, p.problem("output.dir", "output.dir %s is not a directory", dir))
 	case err == nil:
-		if msg := notWritable(dir); msg != "" {
+		if msg := NotWritable(dir); msg != "" {
 			probs = append(probs, p.problem("output.dir", "output.dir %s %s", dir, msg))
 		}
 	case errors.Is(err, fs.ErrNotExist), errors.Is(err, syscall.ENOTDIR):
 		parent := existingParent(dir)
 		if fi, err := os.Stat(parent); err != nil || !fi.IsDir() {
 			probs = append(probs, p.problem("output.dir", "output.dir %s cannot be created: %s is not a directory", dir, parent))
-		} else if msg := notWritable(parent); msg != "" {
+		} else if msg := NotWritable(parent); msg != "" {
 			probs = append(probs, p.problem("output.dir", "output.dir %s cannot be created: %s %s", dir, parent, msg))
 		}
 	default:

@@ -2,4 +2,6 @@
 
 package stages
 
-func notWritable(string) string { return "" }
+// NotWritable says why files cannot be made in a directory: here, never
+// known ahead ("").
+func NotWritable(string) string { return "" }

@@ -7,6 +7,7 @@ import (
 	"io"
 
 	"github.com/augmentdata/augment/report"
+	"github.com/augmentdata/augment/stages"
 )
 
 // cmdReport writes a run's report.html and the dataset card of each
@@ -29,6 +30,12 @@ func cmdReport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err != nil {
 		rd.close(false)
 		return rd.err(err)
+	}
+	// As run says of output.dir: a directory that takes no files is named
+	// before any write fails (a failing write names its file).
+	if msg := stages.NotWritable(rd.Dir); msg != "" {
+		rd.close(false)
+		return rd.err(fmt.Errorf("report: the run directory %s %s: report.html and the dataset cards are written there", rd.Dir, msg))
 	}
 	// The card of an export that gets none now describes data its
 	// directory no longer holds: it goes.

@@ -92,6 +92,11 @@ func cmdShow(ctx context.Context, args []string, stdout, stderr io.Writer) (err 
 		}
 		return fmt.Errorf("%s is skipped (skip: true in the pipeline): it holds no records of its own, they go on as %s has them (augment show -stage %s)", st.Dir, from, from)
 	}
+	if st.Manifest == nil && st.Unmerged > 0 {
+		// Its records are in workers' parts only: -stage reads what a
+		// merge made, as the plain show's step says.
+		return fmt.Errorf("%s not merged (workers' parts not merged yet: run augment merge %s, then show -stage %s again)", st.Dir, dir, st.Dir)
+	}
 	// Records are JSON Lines: one compact object a line, for jq -c and
 	// pandas' read_json(lines=True).
 	lines := json.NewEncoder(stdout)
@@ -125,10 +130,15 @@ func cmdShow(ctx context.Context, args []string, stdout, stderr io.Writer) (err 
 				return fmt.Errorf("record %q in %s does not have the tags asked for (%s)", id, st.Dir, strings.Join(tags, ", "))
 			}
 		}
-		if id != "" {
-			return fmt.Errorf("no record %q in %s (run augment show %s %s for where it went)", id, st.Dir, id, dir)
+		unmerged := ""
+		if st.Unmerged > 0 {
+			// Shown: what the last merge made; the parts since may hold it.
+			unmerged = fmt.Sprintf("; %s also has %d workers' part(s) not merged yet: run augment merge %s", st.Dir, st.Unmerged, dir)
 		}
-		return fmt.Errorf("no record in %s matches", st.Dir)
+		if id != "" {
+			return fmt.Errorf("no record %q in %s (run augment show %s %s for where it went)%s", id, st.Dir, id, dir, unmerged)
+		}
+		return fmt.Errorf("no record in %s matches%s", st.Dir, unmerged)
 	}
 	return nil
 }
