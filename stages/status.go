@@ -127,9 +127,10 @@ func Status(dir string) ([]StageStatus, error) {
 			st.Started = startedWorkers(dir)
 		}
 		switch {
-		case live:
-		case st.Merged && st.BatchOpen > 0: // the run stopped to wait for its batches
+		case live && st.Running:
+		case st.Merged && st.BatchOpen > 0: // the run stopped to wait for its batches, or a live `augment batch poll` waits
 			st.Running, st.Waiting = false, true
+		case live:
 		case st.Running: // the run stopped
 			st.Running, st.Partial = false, true
 		}
@@ -248,6 +249,9 @@ func stageStatus(dir, rel string) (StageStatus, error) {
 		var ls llm.Stats
 		if len(mj.LLM) > 0 && json.Unmarshal(mj.LLM, &ls) == nil && ls.Batch != nil {
 			st.BatchOpen = ls.Batch.Open
+			if n, ok := report.OpenBatchJobs(dir, mj.Name); ok && st.BatchOpen > 0 {
+				st.BatchOpen = min(st.BatchOpen, n)
+			}
 		}
 	} else if newest >= 0 {
 		n, fp := parts[newest].count, parts[newest].m.ConfigHash
