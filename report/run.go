@@ -169,8 +169,29 @@ func Retry(m *manifests.Stage) (shards []string, rejected map[string]int64) {
 	return shards, rejected
 }
 
+// OpenBatchJobs counts the batch jobs of the stage named stage (its
+// pipeline name, the manifest's Name) that the run directory dir's batch
+// state records open: a stage manifest says how many were open when it was
+// written, and a later run or `augment batch poll` that ingests them
+// without writing it again (a run stopped by an error line of a job, say)
+// leaves it stale. ok is false when the state cannot be read; a run
+// directory without a batch directory has none open.
+func OpenBatchJobs(dir, stage string) (n int, ok bool) {
+	jobs, err := llm.ReadBatchJobs(filepath.Join(dir, "batch"))
+	if err != nil {
+		return 0, false
+	}
+	for _, j := range jobs {
+		if j.Stage == stage && j.Open() {
+			n++
+		}
+	}
+	return n, true
+}
+
 // BatchOpen is the number of the stage's batch jobs still open as its
-// manifest records them (0 without teacher.mode batch).
+// manifest records them, confirmed against the batch directory by Load
+// (OpenBatchJobs; 0 without teacher.mode batch).
 func (s *Stage) BatchOpen() int {
 	if s.LLM == nil || s.LLM.Batch == nil {
 		return 0
@@ -304,13 +325,18 @@ func load(dir string, live, known bool) (*Run, error) {
 			var s llm.Stats
 			if err := json.Unmarshal(m.LLM, &s); err == nil {
 				st.LLM = &s
+				if b := s.Batch; b != nil && b.Open > 0 {
+					if n, ok := OpenBatchJobs(dir, m.Name); ok {
+						b.Open = min(b.Open, n)
+					}
+				}
 			}
 		}
 		st.Retry, st.RetryRejected = Retry(m)
 		switch {
 		case m.Finished.IsZero() && run.Live:
 			st.Status = StatusRunning
-		case st.BatchOpen() > 0 && !run.Live:
+		case st.BatchOpen() > 0: // stopped to wait, or a live `augment batch poll` waits
 			st.Status = StatusWaiting
 		case m.Finished.IsZero(), len(st.Retry) > 0:
 			st.Status = StatusPartial

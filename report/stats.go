@@ -20,6 +20,9 @@ type Stats struct {
 	ConfigSHA256 string       `json:"config_sha256,omitempty"`
 	Seed         uint64       `json:"seed"`
 	Stages       []StageStats `json:"stages"`
+	// LiveUnknown: whether a process holds the run's lock could not be
+	// told (Run.LiveKnown): a running stage may have stopped part way.
+	LiveUnknown bool `json:"live_unknown,omitempty"`
 	// Records are the distributions of the last stage with records (Final),
 	// the input of the exports.
 	Final   string     `json:"final,omitempty"`
@@ -66,7 +69,7 @@ type StageStats struct {
 // Stats reads the counts of every stage and the distributions of the final
 // stage's records.
 func (r *Run) Stats() (*Stats, error) {
-	s := &Stats{Dir: r.Dir, ConfigSHA256: r.ConfigHash, Seed: r.Config.Seed}
+	s := &Stats{Dir: r.Dir, ConfigSHA256: r.ConfigHash, Seed: r.Config.Seed, LiveUnknown: !r.LiveKnown}
 	for _, st := range r.Stages {
 		ss := StageStats{Dir: st.Dir, Name: st.Name, Type: st.Type, Status: st.Status, Counts: st.Totals(), LLM: st.LLM, NotKept: st.NotKept(), Unmerged: st.Unmerged,
 			RetryShards: st.Retry, RetryRejected: st.RetryRejected, BatchOpen: st.BatchOpen()}
@@ -143,6 +146,9 @@ func (s *Stats) Print(w io.Writer) {
 		}
 		if st.Status == StatusWaiting {
 			fmt.Fprintln(w, WaitingNote(st.Dir, st.BatchOpen, st.LLM))
+		}
+		if st.Status == StatusRunning && s.LiveUnknown {
+			fmt.Fprintln(w, UnknownLiveNote(st.Dir))
 		}
 	}
 	var unmerged []string
@@ -332,6 +338,13 @@ func RetryNote(dir string, shards []string, rejected map[string]int64, ids []str
 		s += ")"
 	}
 	return s
+}
+
+// UnknownLiveNote says of the stage dir, called running, that whether a
+// process is making it could not be told (no lock file to test, or no
+// lease that could be read on object storage).
+func UnknownLiveNote(dir string) string {
+	return dir + ": no finish time, and whether a process is making it cannot be told here (no run lock to test, or the output's leases could not be read): running now, or stopped part way (rerun to resume)"
 }
 
 // WaitingNote says what the stage dir waits for: its open batch jobs.

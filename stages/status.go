@@ -16,6 +16,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/augmentdata/augment/internal/flock"
 	"github.com/augmentdata/augment/manifests"
 	"github.com/augmentdata/augment/report"
 	"github.com/augmentdata/augment/stages/llm"
@@ -45,6 +46,9 @@ type StageStatus struct {
 	// holds the run's lock (exit 4).
 	Waiting   bool
 	BatchOpen int
+	// LiveUnknown: Running, but whether a process holds the run's lock
+	// could not be told (report.RunLive).
+	LiveUnknown bool
 	// Retry names the shards the record lists without their key, and
 	// RetryRejected counts their records rejected for a teacher failure
 	// that may pass, by reason: the next run asks those again
@@ -76,11 +80,18 @@ type WorkerStatus struct {
 	Done         int    // shards in its part
 	Finished     bool   // its part is final (the worker finished the stage)
 	Other        string // "", "other count" or "other settings" (see StageStatus.Workers)
+	// Stopped: its part is not final and no process holds the worker's
+	// lock file (.augment/lock-worker-I-of-N, tested as report.RunLive
+	// tests the run's): the worker was killed or failed; running it again
+	// resumes its part. Without a lock file to test it is not told.
+	Stopped bool
 }
 
 // Status reads the stage manifests and the workers' parts of the output
-// directory dir. It writes nothing and takes no lock, so it can watch a
-// running run; each file it reads is whole (they are replaced atomically).
+// directory dir. It writes nothing and holds no lock (it tests the run's
+// and the workers' locks for an instant, as report.RunLive does), so it
+// can watch a running run; each file it reads is whole (they are replaced
+// atomically).
 func Status(dir string) ([]StageStatus, error) {
 	ents, err := os.ReadDir(dir)
 	if err != nil {
@@ -106,7 +117,6 @@ func Status(dir string) ([]StageStatus, error) {
 		return nil, fmt.Errorf("%s %w: no stage directories (not an augment output dir, or nothing ran yet)", dir, manifests.ErrNoRun)
 	}
 	live, known := report.RunLive(dir)
-	live = live || !known
 	total := 0
 	if ing, err := manifests.Read[manifests.Stage](filepath.Join(dir, "00-ingest", manifestFile)); err == nil && ing != nil {
 		total = len(ing.Shards)
@@ -127,9 +137,12 @@ func Status(dir string) ([]StageStatus, error) {
 			st.Started = startedWorkers(dir)
 		}
 		switch {
-		case live:
-		case st.Merged && st.BatchOpen > 0: // the run stopped to wait for its batches
+		case !known && st.Running && !(st.Merged && st.BatchOpen > 0):
+			st.LiveUnknown = true
+		case live && st.Running:
+		case st.Merged && st.BatchOpen > 0: // the run stopped to wait for its batches, or a live `augment batch poll` waits
 			st.Running, st.Waiting = false, true
+		case live:
 		case st.Running: // the run stopped
 			st.Running, st.Partial = false, true
 		}
@@ -248,12 +261,19 @@ func stageStatus(dir, rel string) (StageStatus, error) {
 		var ls llm.Stats
 		if len(mj.LLM) > 0 && json.Unmarshal(mj.LLM, &ls) == nil && ls.Batch != nil {
 			st.BatchOpen = ls.Batch.Open
+			if n, ok := report.OpenBatchJobs(dir, mj.Name); ok && st.BatchOpen > 0 {
+				st.BatchOpen = min(st.BatchOpen, n)
+			}
 		}
 	} else if newest >= 0 {
 		n, fp := parts[newest].count, parts[newest].m.ConfigHash
 		var others []WorkerStatus
 		for _, p := range parts {
 			ws := WorkerStatus{Index: p.index, Count: p.count, Done: len(p.m.Shards), Finished: !p.m.Finished.IsZero()}
+			if !ws.Finished {
+				held, known, err := flock.Held(filepath.Join(dir, stateDir, workerLockName(p.index, p.count)))
+				ws.Stopped = known && err == nil && !held
+			}
 			switch {
 			case p.count != n:
 				ws.Other = "other count"
@@ -319,8 +339,11 @@ func PrintStatus(w io.Writer, sts []StageStatus) {
 			var ws []string
 			for _, p := range s.Workers {
 				mark := "…"
-				if p.Finished {
+				switch {
+				case p.Finished:
 					mark = " done"
+				case p.Stopped:
+					mark = " stopped"
 				}
 				if p.Other != "" {
 					mark += " (" + p.Other + ")"
@@ -342,6 +365,17 @@ func PrintStatus(w io.Writer, sts []StageStatus) {
 		}
 		if s.Waiting {
 			fmt.Fprintln(w, report.WaitingNote(s.Dir, s.BatchOpen, nil))
+		}
+		if s.Running && s.LiveUnknown {
+			fmt.Fprintln(w, report.UnknownLiveNote(s.Dir))
+		}
+		if !s.Merged && !s.Running && !s.Waiting && !s.Partial && !s.Pending && !s.Skipped {
+			for _, p := range s.Workers {
+				if p.Stopped && p.Other == "" {
+					fmt.Fprintf(w, "%s: worker %d/%d stopped part way (no process holds its lock file %s): run it again (augment run --worker %d/%d with the same pipeline) to resume its part\n",
+						s.Dir, p.Index, p.Count, stateDir+"/"+workerLockName(p.Index, p.Count), p.Index, p.Count)
+				}
+			}
 		}
 		if len(s.Started) > 0 {
 			fmt.Fprintf(w, "workers started on this dir (their lock files; running or not): %s; no ingest is recorded yet: worker 0 ingests, the others wait for it\n",

@@ -209,6 +209,29 @@ func (m *Mirror) readLease(ctx context.Context, key string) (leaseBody, string, 
 	return b, strings.Trim(obj.ETag, `"`), stale, nil
 }
 
+// LeaseLive reports whether a process holds a lease of the prefix, the
+// run's or a worker's: one that is there and not stale by the rule above
+// (renewed within leaseTTL, and not naming a gone process of this host).
+// An error says it cannot be told.
+func (m *Mirror) LeaseLive(ctx context.Context) (bool, error) {
+	lctx, cancel := context.WithCancel(ctx) // stops a listing left early
+	defer cancel()
+	for obj, err := range m.s.list(lctx, m.loc.Bucket, m.object(leasePrefix), 0) {
+		if err != nil {
+			return false, fmt.Errorf("listing the leases (%s*): %w", leasePrefix, err)
+		}
+		_, _, stale, err := m.readLease(ctx, obj.Key)
+		switch {
+		case errors.Is(err, errNoLease): // released since
+		case err != nil:
+			return false, err
+		case !stale:
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
 // renew rewrites the lease every leaseRenew until Close. A renewal whose
 // condition fails (taken over) or that cannot be made for leaseTTL fails
 // the mirror: it writes nothing more.

@@ -203,3 +203,51 @@ func TestLeaseOwnCreateAnswerLost(t *testing.T) {
 		t.Fatalf("a second process: %v, want the lease held", err)
 	}
 }
+
+// LeaseLive says a process holds a lease of the prefix only while one is
+// there and not stale: none, a released one, one of a gone process of this
+// host or one not renewed for leaseTTL is not; a held one, the run's or a
+// worker's, is.
+func TestLeaseLive(t *testing.T) {
+	_, o, put := s3Server(t)
+	ctx := context.Background()
+	reader := newTestMirror(t, o, "s3://data/out")
+	live := func(when string, want bool) {
+		t.Helper()
+		if got, err := reader.LeaseLive(ctx); err != nil || got != want {
+			t.Errorf("%s: LeaseLive %t, %v; want %t", when, got, err, want)
+		}
+	}
+	live("no lease", false)
+	m := newTestMirror(t, o, "s3://data/out")
+	if err := m.Lock(ctx, "worker-1-of-2", "run"); err != nil {
+		t.Fatal(err)
+	}
+	live("a worker holds its lease", true)
+	m.Close()
+	live("released", false)
+
+	dead := exec.Command("true")
+	if err := dead.Run(); err != nil {
+		t.Skip("no true(1):", err)
+	}
+	host, _ := os.Hostname()
+	put("out/.augment/lease-run.json", []byte(`{"name":"run","host":"`+host+`","pid":`+strconv.Itoa(dead.Process.Pid)+`,"started":"2026-01-01T00:00:00Z"}`))
+	live("a lease of a gone process of this host", false)
+	put("out/.augment/lease-run.json", []byte(`{"name":"run","host":"elsewhere","pid":1,"started":"2026-01-01T00:00:00Z"}`))
+	live("another host's lease, written now", true)
+
+	be := s3mem.New()
+	be.CreateBucket("data")
+	srv := httptest.NewServer(gofakes3.New(be).Server())
+	t.Cleanup(srv.Close)
+	then := time.Now().Add(-leaseTTL - time.Minute).UTC().Format(http.TimeFormat)
+	fresh := `{"name":"run","host":"elsewhere","pid":1,"started":"2026-01-01T00:00:00Z"}`
+	if _, err := be.PutObject("data", "out/.augment/lease-run.json", map[string]string{"Last-Modified": then}, strings.NewReader(fresh), int64(len(fresh)), nil); err != nil {
+		t.Fatal(err)
+	}
+	o2 := New(Options{S3: S3Config{Endpoint: srv.URL, Region: "us-east-1"}, Getenv: func(string) string { return "" }})
+	if got, err := newTestMirror(t, o2, "s3://data/out").LeaseLive(ctx); err != nil || got {
+		t.Errorf("a lease not renewed for its TTL: LeaseLive %t, %v", got, err)
+	}
+}

@@ -13,7 +13,9 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/augmentdata/augment/internal/flock"
 	"github.com/augmentdata/augment/manifests"
+	"github.com/augmentdata/augment/report"
 	"github.com/augmentdata/augment/storage"
 )
 
@@ -30,6 +32,7 @@ type runDir struct {
 	Name string // as the user gave it, for messages
 	m    *storage.Mirror
 	root *os.Root
+	lock *os.File // the copy's run lock, held while a lease of the output is
 }
 
 // Which objects a command reads: the manifests (and the workers' parts),
@@ -75,7 +78,41 @@ func openRunDir(ctx context.Context, arg string, keep func(string) bool, stderr 
 		rd.close(false)
 		return nil, fmt.Errorf("%s: %w", arg, err)
 	}
+	if err := rd.standForLease(ctx); err != nil {
+		rd.close(false)
+		return nil, err
+	}
 	return rd, nil
+}
+
+// standForLease gives the local copy the run lock the readers test
+// (report.RunLive): held by this process while a process holds a lease of
+// the output (storage.Mirror.LeaseLive), there and free when none does.
+// When the leases cannot be read there is no lock file, and the readers
+// say they cannot tell whether a stage without a finish time is running.
+func (rd *runDir) standForLease(ctx context.Context) error {
+	live, err := rd.m.LeaseLive(ctx)
+	if err != nil {
+		return nil
+	}
+	path := filepath.Join(rd.Dir, filepath.FromSlash(report.LockFile))
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return err
+	}
+	if !live {
+		return f.Close()
+	}
+	if held, err := flock.Exclusive(f); err != nil || held {
+		f.Close()
+		os.Remove(path) // cannot stand for it: cannot tell
+		return nil
+	}
+	rd.lock = f
+	return nil
 }
 
 // localRunDir refuses a local run directory that is not there or is not a
@@ -160,6 +197,9 @@ func (rd *runDir) close(upload bool) error {
 		return nil
 	}
 	var err error
+	if rd.lock != nil {
+		rd.lock.Close()
+	}
 	if rd.m != nil {
 		if upload {
 			err = rd.m.Close()
