@@ -169,24 +169,29 @@ func Retry(m *manifests.Stage) (shards []string, rejected map[string]int64) {
 	return shards, rejected
 }
 
-// OpenBatchJobs counts the batch jobs of the stage named stage (its
-// pipeline name, the manifest's Name) that the run directory dir's batch
-// state records open: a stage manifest says how many were open when it was
-// written, and a later run or `augment batch poll` that ingests them
-// without writing it again (a run stopped by an error line of a job, say)
-// leaves it stale. ok is false when the state cannot be read; a run
+// OpenBatchJobs is the number of the batch jobs of the stage named stage
+// (its pipeline name, the manifest's Name) still open: recorded, as its
+// manifest says, but no more than the run directory dir's batch state
+// records open. A manifest says how many were open when it was written,
+// and a later run or `augment batch poll` that ingests them without
+// writing it again (a run stopped by an error line of a job, say) leaves
+// it stale. Where the state cannot be read, recorded stands; a run
 // directory without a batch directory has none open.
-func OpenBatchJobs(dir, stage string) (n int, ok bool) {
+func OpenBatchJobs(dir, stage string, recorded int) int {
+	if recorded == 0 {
+		return 0
+	}
 	jobs, err := llm.ReadBatchJobs(filepath.Join(dir, "batch"))
 	if err != nil {
-		return 0, false
+		return recorded
 	}
+	n := 0
 	for _, j := range jobs {
 		if j.Stage == stage && j.Open() {
 			n++
 		}
 	}
-	return n, true
+	return min(recorded, n)
 }
 
 // BatchOpen is the number of the stage's batch jobs still open as its
@@ -325,10 +330,8 @@ func load(dir string, live, known bool) (*Run, error) {
 			var s llm.Stats
 			if err := json.Unmarshal(m.LLM, &s); err == nil {
 				st.LLM = &s
-				if b := s.Batch; b != nil && b.Open > 0 {
-					if n, ok := OpenBatchJobs(dir, m.Name); ok {
-						b.Open = min(b.Open, n)
-					}
+				if b := s.Batch; b != nil {
+					b.Open = OpenBatchJobs(dir, m.Name, b.Open)
 				}
 			}
 		}

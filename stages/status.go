@@ -260,10 +260,7 @@ func stageStatus(dir, rel string) (StageStatus, error) {
 		st.Retry, st.RetryRejected = report.Retry(mj)
 		var ls llm.Stats
 		if len(mj.LLM) > 0 && json.Unmarshal(mj.LLM, &ls) == nil && ls.Batch != nil {
-			st.BatchOpen = ls.Batch.Open
-			if n, ok := report.OpenBatchJobs(dir, mj.Name); ok && st.BatchOpen > 0 {
-				st.BatchOpen = min(st.BatchOpen, n)
-			}
+			st.BatchOpen = report.OpenBatchJobs(dir, mj.Name, ls.Batch.Open)
 		}
 	} else if newest >= 0 {
 		n, fp := parts[newest].count, parts[newest].m.ConfigHash
