@@ -113,6 +113,17 @@ func TestREADMENamesEveryReason(t *testing.T) {
 	}
 }
 
+// identName is the name e refers to: x for x and pkg.x, else "".
+func identName(e ast.Expr) string {
+	switch e := e.(type) {
+	case *ast.Ident:
+		return e.Name
+	case *ast.SelectorExpr:
+		return e.Sel.Name
+	}
+	return ""
+}
+
 // literalReason returns the reason a reject or filter is made with when it
 // is written as a string literal there: contract.Rejectf("r", …) (or a
 // package's rejectf), &contract.Reject{Reason: "r"}, &contract.Filter{…},
@@ -121,26 +132,12 @@ func literalReason(n ast.Node) (string, token.Pos, bool) {
 	var arg ast.Expr
 	switch n := n.(type) {
 	case *ast.CallExpr:
-		name := ""
-		switch f := n.Fun.(type) {
-		case *ast.Ident:
-			name = f.Name
-		case *ast.SelectorExpr:
-			name = f.Sel.Name
-		}
-		if !strings.EqualFold(name, "rejectf") || len(n.Args) == 0 {
+		if !strings.EqualFold(identName(n.Fun), "rejectf") || len(n.Args) == 0 {
 			return "", 0, false
 		}
 		arg = n.Args[0]
 	case *ast.CompositeLit:
-		typ := ""
-		switch f := n.Type.(type) {
-		case *ast.Ident:
-			typ = f.Name
-		case *ast.SelectorExpr:
-			typ = f.Sel.Name
-		}
-		if typ != "Reject" && typ != "Filter" && typ != "AnswerError" {
+		if typ := identName(n.Type); typ != "Reject" && typ != "Filter" && typ != "AnswerError" {
 			return "", 0, false
 		}
 		for _, e := range n.Elts {
