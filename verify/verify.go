@@ -160,10 +160,10 @@ func show(v any) string {
 	if err != nil {
 		return fmt.Sprint(v)
 	}
-	return clip.Runes(string(b), 80)
+	return clip.Runes(string(b), showWidth)
 }
 
-func showRaw(b []byte) string { return clip.Runes(strings.TrimSpace(string(b)), 80) }
+func showRaw(b []byte) string { return clip.Runes(strings.TrimSpace(string(b)), showWidth) }
 
 // showWidth is how many characters show and showPair keep of a value.
 const showWidth = 80
