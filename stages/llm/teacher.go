@@ -418,7 +418,7 @@ func (s *StageClient) Complete(ctx context.Context, req Request) (Response, erro
 	resp, err := s.complete(ctx, req)
 	s.st.requests.Add(1)
 	switch {
-	case IsPending(err) && sharedPending(err):
+	case sharedPending(err):
 		s.st.hits.Add(1) // an identical request in flight is in the batch files
 	case IsPending(err):
 		s.st.pending.Add(1)
