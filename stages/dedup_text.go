@@ -196,14 +196,11 @@ func callsKey(r *record.Record) uint64 {
 	return near.SumOf(hs)
 }
 
-// fnvMix is FNV-1a of s from an offset basis changed by seed, then
-// near.Mix: a hash fixed across processes and machines.
+// fnvMix is FNV-1a of s (fnvAdd) from an offset basis changed by seed,
+// then near.Mix: a hash fixed across processes and machines.
 func fnvMix(seed uint64, s string) uint64 {
-	h := uint64(14695981039346656037) ^ seed
-	for i := 0; i < len(s); i++ {
-		h = (h ^ uint64(s[i])) * 1099511628211
-	}
-	return near.Mix(h)
+	const offset = 14695981039346656037 // FNV-64a's
+	return near.Mix(fnvAdd(offset^seed, s))
 }
 
 // jsonText writes a JSON value as writeCall does, without building it: a
