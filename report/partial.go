@@ -51,6 +51,20 @@ func NewPartial(rows int64, memo *verify.TokenMemo) *Partial {
 	return p
 }
 
+// Narrow lowers the token sample's threshold to SampleBelow(rows) when
+// that is lower, leaving out the lengths counted above it: a partial
+// counted for fewer rows than rows (a superset of the sample) becomes the
+// one counted for rows, byte for byte.
+func (p *Partial) Narrow(rows int64) {
+	below := SampleBelow(rows)
+	for _, d := range []*Dist{p.written, p.rejected} {
+		if below < d.sampleBelow {
+			d.sampleBelow = below
+			d.sample = slices.DeleteFunc(d.sample, func(s sampled) bool { return !inSample(s.H, below) })
+		}
+	}
+}
+
 // AddWritten counts a record the export wrote.
 func (p *Partial) AddWritten(r *record.Record) { p.written.add(r) }
 

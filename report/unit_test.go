@@ -3,13 +3,17 @@ package report
 import (
 	"encoding/json"
 	"hash/fnv"
+	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"unicode"
 
+	"github.com/augmentdata/augment/atomicfs"
 	"github.com/augmentdata/augment/stages/record"
+	"github.com/augmentdata/augment/verify"
 )
 
 func TestPercentiles(t *testing.T) {
@@ -257,5 +261,54 @@ func TestMergeSampleThresholds(t *testing.T) {
 		if d.Records != 2000 || d.Tokens.Count != int64(want) {
 			t.Errorf("%d records, %d counted; want 2000 and the %d below the narrower threshold", d.Records, d.Tokens.Count, want)
 		}
+	}
+}
+
+// TestPartialNarrow counts a partial for fewer rows than the run's (a
+// larger sample), narrows it to the run's rows and checks that it writes
+// the bytes of the partial counted for the run's rows from the start.
+func TestPartialNarrow(t *testing.T) {
+	recs := make([]*record.Record, 3000)
+	for i := range recs {
+		recs[i] = &record.Record{ID: "src:" + strconv.Itoa(i), Source: "src", Messages: []record.Message{
+			{Role: record.RoleUser, Content: strings.Repeat("word ", i%50+1)}, {Role: record.RoleAssistant, Content: "ok"}}}
+	}
+	// write counts recs in p, narrows it to rows (as the runner does at
+	// commit) and returns the file p writes.
+	write := func(p *Partial, rows int64) string {
+		for _, r := range recs[:2000] {
+			p.AddWritten(r)
+		}
+		for _, r := range recs[2000:] {
+			p.AddRejected(r)
+		}
+		p.Narrow(rows)
+		dir := t.TempDir()
+		root, err := atomicfs.OpenRoot(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer root.Close()
+		if _, err := p.Write(root, "p.json"); err != nil {
+			t.Fatal(err)
+		}
+		b, err := os.ReadFile(filepath.Join(dir, "p.json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	var memo verify.TokenMemo
+	want := write(NewPartial(200_000, &memo), 200_000)
+	for _, early := range []int64{0, 6000, 150_000, 200_000} {
+		if got := write(NewPartial(early, &memo), 200_000); got != want {
+			t.Errorf("counted for %d rows and narrowed to 200000: the file differs from the one counted for 200000", early)
+		}
+	}
+	// A partial counted for more rows than the run's keeps its smaller sample.
+	p := NewPartial(400_000, &memo)
+	p.Narrow(200_000)
+	if p.written.sampleBelow != SampleBelow(400_000) {
+		t.Errorf("narrowed to more rows: threshold %d, want %d (kept)", p.written.sampleBelow, SampleBelow(400_000))
 	}
 }

@@ -172,9 +172,16 @@ type group struct {
 }
 
 // runGroup runs the opened passes of a group over their shards, then closes
-// them in stage order. Its error names the stage that failed.
+// them in stage order. Its error names the stage that failed. The first
+// group of a run whose ingest keeps no shards runs ingest beside its
+// chains (runFeed).
 func (r *Runner) runGroup(ctx context.Context, passes []*pass) error {
 	g := &group{passes: passes, lastSave: time.Now()}
+	feed := r.feed
+	r.feed = nil
+	if feed != nil {
+		r.planFeed(feed, g)
+	}
 	limit, active := 0, 0
 	for _, p := range passes {
 		if p.upToDate {
@@ -196,16 +203,29 @@ func (r *Runner) runGroup(ctx context.Context, passes []*pass) error {
 		limit = min(limit, runtime.NumCPU())
 	}
 	var err error
-	if limit > 0 {
-		eg, gctx := errgroup.WithContext(ctx)
-		eg.SetLimit(limit)
+	if limit > 0 || feed != nil {
+		fctx, cancel := context.WithCancelCause(ctx)
+		defer cancel(nil)
+		eg, gctx := errgroup.WithContext(fctx)
+		eg.SetLimit(max(limit, 1))
 		for _, in := range passes[0].inputs {
-			if !r.mine(in.name) { // workers.go
+			if !r.mine(in.name) || feed.streams(in.name) { // workers.go; runFeed starts it
 				continue
 			}
-			eg.Go(func() error { return r.runChain(gctx, g, in.name) })
+			eg.Go(func() error { return r.runChain(gctx, g, in.name, nil, feed.endWrite()) })
+		}
+		var ferr error
+		if feed != nil {
+			// Every chain runFeed starts is started once it returns:
+			// only then may eg be waited for.
+			if ferr = r.runFeed(gctx, g, feed, eg, max(limit, 1)); ferr != nil {
+				cancel(ferr)
+			}
 		}
 		err = eg.Wait()
+		if ferr != nil && (err == nil || errors.Is(err, context.Canceled)) {
+			err = ferr // the chains stopped for it
+		}
 		if serr := g.synced(); err == nil {
 			err = serr
 		}
@@ -213,6 +233,10 @@ func (r *Runner) runGroup(ctx context.Context, passes []*pass) error {
 			// Stopped while the last files synced: the chains had no
 			// more shard to refuse, but the run stops all the same.
 			err = ctx.Err()
+		}
+		if feed != nil {
+			feed.order(g)
+			r.sampleRows.Clear() // the later groups run with chainRows known
 		}
 	}
 	for _, p := range passes {
@@ -266,11 +290,24 @@ func (w *write) waitWritten() error {
 }
 
 // runChain takes shard name through every pass of the group in order.
-func (r *Runner) runChain(ctx context.Context, g *group, name string) (err error) {
-	var recs []*record.Record // the pass's input records, when the pass before handed them on
-	checked := false          // recs passed shard.Check (kept by a pass before, in memory, or read from a shard this process wrote)
-	var prev *write           // the last write started for this shard
-	var writes []*write       // every write started for this shard, in stage order
+// recs, when not nil, are the shard's input records, handed on by ingest
+// (runFeed). in, when not nil, is a write the chain's commits wait for:
+// ingest's write of the shard when ingest reads its source anew (committed
+// once every dump is read and hashed), or, for another shard of a run
+// where ingest reads some source anew, the end of ingest (the report's
+// token sample waits for its count of records: writePartial).
+func (r *Runner) runChain(ctx context.Context, g *group, name string, recs []*record.Record, in *write) (err error) {
+	// recs are the pass's input records, when the pass before handed them
+	// on; checked says they passed shard.Check (kept by a pass before, in
+	// memory, or read from a shard this process wrote; ingest's records by
+	// formats.Parse's contract).
+	checked := recs != nil
+	var prev *write     // the last write started for this shard
+	var writes []*write // every write started for this shard, in stage order
+	// fed: no pass of the chain waits for the commit of its input, which
+	// waits for the whole dump to be read, while the group's chain limit
+	// holds back the reading of the dump's other shards.
+	fed := in != nil
 	defer func() {
 		// The chain, and so its slot in the group, lasts until its
 		// writes' bytes are written: the CPUs and memory they take are
@@ -290,11 +327,11 @@ func (r *Runner) runChain(ctx context.Context, g *group, name string) (err error
 	}()
 	g.mu.Lock()
 	failed := g.failed
+	need := needs(g, name) // under the lock: runFeed adds shards to the passes' todo
 	g.mu.Unlock()
 	if failed != nil {
 		return failed
 	}
-	need := needs(g, name)
 	// done goes past pass i, whose shard is done, and sets the records it
 	// hands on: its shard made again without writing it when it keeps no
 	// shards and the pass after it needs them (replayShard, which counts
@@ -324,8 +361,10 @@ func (r *Runner) runChain(ctx context.Context, g *group, name string) (err error
 			continue
 		}
 		start := time.Now()
+		g.mu.Lock()
 		key, redo := p.todo[name]
-		if redo && key == "" && p.mayKeep(name) {
+		g.mu.Unlock()
+		if redo && key == "" && !fed && p.mayKeep(name) {
 			// Remade by the stage before: its hash decides, as it would
 			// have alone, whether this stage's earlier output still holds.
 			if err := prev.wait(); err != nil {
@@ -385,7 +424,11 @@ func (r *Runner) runChain(ctx context.Context, g *group, name string) (err error
 		} else {
 			recs, checked = nil, false
 		}
-		prev = r.startWrite(ctx, g, p, name, key, o, prev, start)
+		after := prev // the write whose commit this one's waits for
+		if after == nil {
+			after = in
+		}
+		prev = r.startWrite(ctx, g, p, name, key, o, after, start)
 		writes = append(writes, prev)
 	}
 	return nil
@@ -394,7 +437,8 @@ func (r *Runner) runChain(ctx context.Context, g *group, name string) (err error
 // needs reports, for each pass of g and one past the last, whether the
 // pass needs its input records of shard name: it makes the shard (or may),
 // or passes the records on to a pass that needs them (a sink passes its
-// input through; a pass that keeps no shards makes its shard again).
+// input through; a pass that keeps no shards makes its shard again). The
+// caller holds g's lock, or the group does not run yet.
 func needs(g *group, name string) []bool {
 	n := len(g.passes)
 	need := make([]bool, n+1)
@@ -486,6 +530,7 @@ func (r *Runner) runWrite(ctx context.Context, g *group, p *pass, name, key stri
 	out := sr.out.Deferred()
 	sr.out = out
 	sh, err := r.writeShard(ctx, sr, p.sink, o)
+	part := o.partial // written once the input is committed (writeShard)
 	if err != nil {
 		out.Discard()
 		w.werr = fmt.Errorf("stage %s: shard %s: %w", p.sr.name, name, err)
@@ -522,7 +567,14 @@ func (r *Runner) runWrite(ctx context.Context, g *group, p *pass, name, key stri
 		}
 		sh.Inputs = []manifests.FileRef{in.ref}
 		notKeptDigest(&sh, key)
-		err = r.commit(g, p, name, key, sh, start)
+		if part != nil {
+			if err = r.writePartial(p.sr, &sh, part); err != nil {
+				err = errors.Join(err, r.removeOwned(p.sr.rel, outputPaths(sh)))
+			}
+		}
+		if err == nil {
+			err = r.commit(g, p, name, key, sh, start)
+		}
 	}
 	if err != nil {
 		w.err = fmt.Errorf("stage %s: shard %s: %w", p.sr.name, name, err)
@@ -609,3 +661,234 @@ func normalized(rec *record.Record) bool {
 	}
 	return true
 }
+
+// An ingestFeed is ingest's run when it keeps no shards (ingest: {keep:
+// false}). It runs beside the first group of stages (runFeed): each shard
+// goes on to the group's chains as soon as it is parsed, and the chain
+// limit holds the reading back, so that a few shards are in memory at a
+// time. A shard's key needs the whole dump's hash: ingest commits its
+// shards (its writes, which the group's commits wait for, as for any
+// pass before) once every source is read and its manifest is written.
+//
+// A source is read when it is not up to date, or when a stage of the
+// group has a shard of it to make: ingest kept nothing to read it from.
+// The group's passes then process the shards of a source read anew at
+// once (they never wait for a commit to see whether an earlier output
+// still holds: see fed in runChain), so that a dump read anew is made
+// again by the whole group; shards of an up-to-date source keep their
+// keys, and what is done of them stays done.
+type ingestFeed struct {
+	in *ingestPass
+	// fresh: some source is read anew, its shards not known before it
+	// is read: no pass of the group is up to date as a whole (openPass).
+	fresh  bool
+	stream map[string]bool   // sources read in this run, by name (plan)
+	writes map[string]*write // ingest's writes of the shards of sources read anew, by shard name
+	// end, when fresh, is committed once ingest ends (its manifest is
+	// written): the chains of the other shards wait for it to commit.
+	end   *write
+	ended bool
+}
+
+func newIngestFeed(in *ingestPass) *ingestFeed {
+	f := &ingestFeed{in: in, stream: map[string]bool{}, writes: map[string]*write{}}
+	for _, s := range in.srcs {
+		if !s.current {
+			f.fresh = true
+			f.stream[s.src.Name] = true
+		}
+	}
+	if f.fresh {
+		f.end = &write{written: closedChan, done: make(chan struct{})}
+	}
+	return f
+}
+
+// endWrite returns the write the commits of a shard ingest does not read
+// anew wait for: f.end, nil when f is nil.
+func (f *ingestFeed) endWrite() *write {
+	if f == nil {
+		return nil
+	}
+	return f.end
+}
+
+// known returns the shards of the up-to-date sources, the group's inputs
+// as it opens.
+func (f *ingestFeed) known() []shardInput {
+	m := &manifests.Stage{}
+	for _, s := range f.in.srcs {
+		if s.current {
+			m.Shards = append(m.Shards, s.shards...)
+		}
+	}
+	return outputsOf(m, shardNames(m))
+}
+
+// plan adds to the sources read those up to date of which the first pass
+// of g, just opened, needs the records of a shard (to make it, or to hand
+// it on to a pass that does: needs). When a source is read anew, the
+// run's count of records is known at ingest's end only: every sink's
+// report partial waits for it, counted meanwhile for the records known
+// (r.sampleRows; partialOf).
+func (r *Runner) planFeed(f *ingestFeed, g *group) {
+	var known int64
+	for _, in := range g.passes[0].inputs {
+		if src, _, ok := cutShardIndex(in.name); ok && needs(g, in.name)[0] {
+			f.stream[src] = true
+		}
+		known += in.ref.Rows
+	}
+	if f.fresh {
+		for _, in := range g.passes[0].inputs {
+			r.sampleRows.Store(in.name, known)
+		}
+	}
+}
+
+// streams reports whether shard name is of a source read in this run:
+// its chain is started when ingest hands it on.
+func (f *ingestFeed) streams(name string) bool {
+	if f == nil {
+		return false
+	}
+	src, _, _ := cutShardIndex(name)
+	return f.stream[src]
+}
+
+// runFeed reads the sources to read, handing each shard on to a chain of
+// g as it is parsed (eg, of limit chains), then closes
+// ingest (its manifest) and commits the shards read anew, or fails their
+// writes. It returns ingest's error.
+func (r *Runner) runFeed(ctx context.Context, g *group, f *ingestFeed, eg *errgroup.Group, limit int) error {
+	in := f.in
+	// A shard in memory for each chain, and one more being read.
+	hand := &handOff{slots: make(chan struct{}, limit)}
+	hand.take = func(sh manifests.Shard, recs []*record.Record, sampleRows int64) error {
+		if recs == nil {
+			recs = []*record.Record{} // handed on, none
+		}
+		g.mu.Lock()
+		w := f.end // the shard's ref is known (its source is up to date)
+		if _, ok := g.passes[0].at[sh.Name]; !ok {
+			w = &write{written: closedChan, done: make(chan struct{})}
+			f.writes[sh.Name] = w
+			for _, p := range g.passes {
+				p.add(sh.Name, sh.Out)
+			}
+			r.sampleRows.Store(sh.Name, sampleRows)
+		}
+		g.mu.Unlock()
+		if err := ctx.Err(); err != nil {
+			hand.free()
+			f.commit(g, nil, err)
+			return err
+		}
+		eg.Go(func() error {
+			defer hand.free()
+			return r.runChain(ctx, g, sh.Name, recs, w)
+		})
+		return nil
+	}
+	var err error
+	for i, s := range in.srcs {
+		if f.stream[s.src.Name] {
+			if s.current {
+				r.o.Log.Info("read source again", "stage", in.sr.name, "source", s.src.Name,
+					"reason", "ingest keeps no shards, and a stage after it has shards of the source to make")
+			}
+			if err = r.readSource(ctx, in, i, hand); err != nil {
+				break
+			}
+		}
+	}
+	if err == nil {
+		err = r.closeIngest(in)
+	}
+	if err == nil && f.fresh {
+		r.chainRows = in.m.Totals.Out // read by writePartial, once f.end is committed
+	}
+	if err != nil {
+		err = fmt.Errorf("stage ingest: %w", err)
+	}
+	f.commit(g, in.m, err)
+	return err
+}
+
+// commit ends ingest's writes of the shards read anew, and f.end: on
+// failure (err), each fails with err; else each shard's ref, as m records
+// it, becomes the input of g's first pass, and the write is committed.
+func (f *ingestFeed) commit(g *group, m *manifests.Stage, err error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if f.end != nil && !f.ended {
+		f.end.err = err
+		close(f.end.done)
+		f.ended = true
+	}
+	p := g.passes[0]
+	for name, w := range f.writes {
+		if err == nil {
+			sh, _ := m.Shard(name)
+			p.inputs[p.at[name]].ref, _ = parquetOf(sh)
+		}
+		w.err = err
+		close(w.done)
+		delete(f.writes, name)
+	}
+}
+
+// order puts the inputs of every pass of g in the order of ingest's
+// manifest, once the chains are done: shards read anew were added as
+// they came.
+func (f *ingestFeed) order(g *group) {
+	rank := map[string]int{}
+	for i, s := range f.in.m.Shards {
+		rank[s.Name] = i
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for _, p := range g.passes {
+		slices.SortStableFunc(p.inputs, func(a, b shardInput) int {
+			ra, oka := rank[a.name]
+			rb, okb := rank[b.name]
+			switch {
+			case oka && okb:
+				return ra - rb
+			case oka:
+				return -1
+			case okb:
+				return 1
+			}
+			return 0
+		})
+		for i, in := range p.inputs {
+			p.at[in.name] = i
+		}
+	}
+}
+
+// add appends shard name, of a source ingest reads anew and hands on, to
+// p's inputs (rows estimates its records, for progress): p makes it, its
+// key waiting for the input's ref, as for a shard the stage before p
+// remakes. The caller holds the group's lock.
+func (p *pass) add(name string, rows int64) {
+	p.at[name] = len(p.inputs)
+	p.inputs = append(p.inputs, shardInput{name: name, ref: manifests.FileRef{Rows: rows}})
+	if p.upToDate {
+		return
+	}
+	p.todo[name] = ""
+	delete(p.done, name)
+	// As openPass does for each shard to redo: a rejects file a killed
+	// run left goes unless this run writes it again.
+	p.m.Superseded = append(p.m.Superseded, p.sr.rel+"/rejects-"+name+".jsonl")
+	p.m.Superseded = slices.Compact(slices.Sorted(slices.Values(p.m.Superseded)))
+}
+
+// closedChan is a closed channel: a write whose bytes are written.
+var closedChan = func() chan struct{} {
+	c := make(chan struct{})
+	close(c)
+	return c
+}()

@@ -119,7 +119,7 @@ func untimed(t *testing.T, path string, accounting bool) string {
 }
 
 // cancelOn is a log handler that cancels a run at its n-th "shard done"
-// line of stage.
+// line of stage (for ingest, its n-th "source done").
 type cancelOn struct {
 	stage  string
 	n      *atomic.Int64
@@ -128,7 +128,7 @@ type cancelOn struct {
 
 func (h cancelOn) Enabled(context.Context, slog.Level) bool { return true }
 func (h cancelOn) Handle(_ context.Context, rec slog.Record) error {
-	if rec.Message != "shard done" {
+	if rec.Message != "shard done" && rec.Message != "source done" {
 		return nil
 	}
 	rec.Attrs(func(a slog.Attr) bool {

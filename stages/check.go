@@ -107,7 +107,7 @@ func Check(ctx context.Context, p *Pipeline, o Options, w io.Writer) error {
 			}
 			cfg := ingestSettingsOf(p.Output, s)
 			sfp, _, _ := r.fingerprint("ingest", ingestVersion, cfg, nil, nil)
-			if allMatch(prev, sourceKey(sfp, path, sum), r) {
+			if allMatch(prev, sourceKey(sfp, path, sum), r, !p.Ingest.keeps() && !r.o.Merge) {
 				status = fmt.Sprintf("up to date (%d shards), would be skipped", len(prev))
 				for _, sh := range prev {
 					rows += sh.Out
@@ -127,6 +127,9 @@ func Check(ctx context.Context, p *Pipeline, o Options, w io.Writer) error {
 			allSourcesCurrent = false
 		}
 		fmt.Fprintf(w, "  %-16s %-8s %9s  %s\n", s.Name, s.Format, humanBytes(info.Size), status)
+	}
+	if !p.Ingest.keeps() {
+		fmt.Fprintln(w, "  ingest keeps no Parquet shards (ingest: {keep: false}): its records go on to the first stages as they are parsed")
 	}
 	if first == nil {
 		fmt.Fprintln(w, "\nno source has a parseable row in its first 1000: nothing to preview")
@@ -570,8 +573,14 @@ func stageProblems(p *Pipeline) []string {
 	var probs []string
 	// dropped is the last stage with keep: false while its records are
 	// what the stages after it read (an export passes its input on); took
-	// says a stage after it read them.
-	dropped, took := -1, false
+	// says a stage after it read them. ingest (-1) is the stage before
+	// the first; first says whether the stage is the first that runs, and
+	// group whether it is in the first group (no Planner before it).
+	const ingest = -1
+	dropped, took, first, group := -2, false, true, true
+	if !p.Ingest.keeps() {
+		dropped = ingest
+	}
 	for i := range p.Stages {
 		spec := &p.Stages[i]
 		if spec.Skip {
@@ -588,15 +597,26 @@ func stageProblems(p *Pipeline) []string {
 			probs = append(probs, p.problem(key, "stage %q: %v", spec.Name, err))
 		}
 		_, sink := st.(Sink)
-		if dropped >= 0 {
-			if _, planner := st.(Planner); planner {
-				probs = append(probs, p.problem(fmt.Sprintf("stages[%d].keep", dropped),
-					"stage %q: keep: false, but the stage %q after it reads its whole input before it starts, from the shards %q would not keep",
-					p.Stages[dropped].Name, spec.Name, p.Stages[dropped].Name))
-			}
+		_, planner := st.(Planner)
+		group = group && !(planner && !first)
+		if !p.Ingest.keeps() && group && readsLibrary(cfg) {
+			probs = append(probs, p.problem("ingest.keep",
+				"ingest: keep: false, but the stage %q runs on ingest's records as they are parsed and reads the tool library, known only once every dump is read",
+				spec.Name))
+		}
+		first = false
+		if dropped == ingest && planner {
+			probs = append(probs, p.problem("ingest.keep",
+				"ingest: keep: false, but the stage %q reads its whole input before it starts, from the shards ingest would not keep", spec.Name))
+		} else if dropped >= 0 && planner {
+			probs = append(probs, p.problem(fmt.Sprintf("stages[%d].keep", dropped),
+				"stage %q: keep: false, but the stage %q after it reads its whole input before it starts, from the shards %q would not keep",
+				p.Stages[dropped].Name, spec.Name, p.Stages[dropped].Name))
+		}
+		if dropped >= ingest {
 			took = true
 			if !sink {
-				dropped = -1
+				dropped = -2
 			}
 		}
 		if !spec.keeps() {
@@ -608,7 +628,10 @@ func stageProblems(p *Pipeline) []string {
 			dropped, took = i, false
 		}
 	}
-	if dropped >= 0 && !took {
+	switch {
+	case dropped == ingest && !took:
+		probs = append(probs, p.problem("ingest.keep", "ingest: keep: false, but no stage runs after ingest: its records would go nowhere"))
+	case dropped >= 0 && !took:
 		probs = append(probs, p.problem(fmt.Sprintf("stages[%d].keep", dropped),
 			"stage %q: keep: false on the last stage that runs: its records would go nowhere", p.Stages[dropped].Name))
 	}

@@ -59,11 +59,11 @@ func TestFlushFailureRemovesFiles(t *testing.T) {
 	sp.sink = lostFileSink{sp.sink}
 	g := &group{passes: []*pass{sp}, lastSave: time.Now()}
 	name := inputs[0].name
-	if err := r.runChain(ctx, g, name); err != nil {
+	if err := r.runChain(ctx, g, name, nil, nil); err != nil {
 		t.Fatalf("runChain: %v (the bytes were written; the Flush fails later)", err)
 	}
 	g.syncing[0].wait() // the chain's write, its Flush failed
-	if err := r.runChain(ctx, g, inputs[1].name); err == nil {
+	if err := r.runChain(ctx, g, inputs[1].name, nil, nil); err == nil {
 		t.Error("a chain started after a shard's files failed to commit: the group goes on")
 	}
 	if err := g.synced(); err == nil {

@@ -66,67 +66,136 @@ func ingestSettingsOf(o Output, s Source) ingestSettings {
 // run's tool library is built. A source whose dump and settings are
 // unchanged is skipped as a whole.
 func (r *Runner) ingest(ctx context.Context, sr stageRun) (stageResult, error) {
-	res := stageResult{report: StageReport{Name: sr.name, Type: sr.typ, Dir: sr.rel}}
+	in, err := r.openIngest(ctx, sr)
+	if err != nil {
+		return in.res, err
+	}
+	for i := range in.srcs {
+		if !in.srcs[i].current {
+			if err := r.readSource(ctx, in, i, nil); err != nil {
+				return in.res, err
+			}
+		}
+	}
+	return in.res, r.closeIngest(in)
+}
+
+// An ingestPass is ingest's pass over the sources: opened (openIngest), its
+// sources read (readSource), closed (closeIngest).
+type ingestPass struct {
+	sr      stageRun
+	old, m  *manifests.Stage
+	res     stageResult
+	changed bool // the manifest is written again
+	srcs    []sourceRead
+}
+
+// A sourceRead is one source of an ingestPass.
+type sourceRead struct {
+	src      Source
+	path, fp string
+	sum      string // the dump's SHA-256 when hashed before reading, else ""
+	current  bool   // its earlier shards are up to date
+	shards   []manifests.Shard
+}
+
+// openIngest hashes each source that has earlier shards and finds which
+// are up to date, whose shards it takes as they are.
+func (r *Runner) openIngest(ctx context.Context, sr stageRun) (*ingestPass, error) {
+	in := &ingestPass{sr: sr, res: stageResult{report: StageReport{Name: sr.name, Type: sr.typ, Dir: sr.rel}}}
 	old, err := r.prepareStageDir(sr)
 	if err != nil {
-		return res, err
+		return in, err
 	}
+	in.old = old
 	cfgs := make([]ingestSettings, len(r.p.Sources))
 	for i, s := range r.p.Sources {
 		cfgs[i] = ingestSettingsOf(r.p.Output, s)
 	}
 	fp, cfgJSON, err := r.fingerprint("ingest", ingestVersion, cfgs, nil, nil)
 	if err != nil {
-		return res, err
+		return in, err
 	}
-	m := &manifests.Stage{Name: sr.name, Type: sr.typ, Version: ingestVersion, Tool: r.o.Version,
+	in.m = &manifests.Stage{Name: sr.name, Type: sr.typ, Version: ingestVersion, Tool: r.o.Version,
 		ConfigHash: fp, Config: cfgJSON, Started: time.Now().UTC()}
-	changed := old == nil || old.ConfigHash != fp
-	var partial *PartialError // the first source with an unread part that does not allow it
+	in.changed = old == nil || old.ConfigHash != fp
 	for _, cfg := range cfgs {
 		src := cfg.Source
-		path := r.p.Resolve(src.Path)
-		sfp, _, err := r.fingerprint("ingest", ingestVersion, cfg, nil, nil)
-		if err != nil {
-			return res, err
+		s := sourceRead{src: src, path: r.p.Resolve(src.Path)}
+		if s.fp, _, err = r.fingerprint("ingest", ingestVersion, cfg, nil, nil); err != nil {
+			return in, err
 		}
 		// With earlier output the dump is hashed first, to skip it when
 		// unchanged; otherwise ingest hashes it while reading it.
-		sum := ""
 		if prev := r.sourceShards(old, src.Name); len(prev) > 0 {
-			if sum, err = r.sourceSum(ctx, path, prev); err != nil {
-				return res, fmt.Errorf("source %q: %w", src.Name, err)
+			if s.sum, err = r.sourceSum(ctx, s.path, prev); err != nil {
+				return in, fmt.Errorf("source %q: %w", src.Name, err)
 			}
-			if allMatch(prev, sourceKey(sfp, path, sum), r) {
+			if allMatch(prev, sourceKey(s.fp, s.path, s.sum), r, sr.drop) {
 				r.o.Log.Info("skip source", "stage", sr.name, "source", src.Name, "shards", len(prev), "reason", "up to date")
-				m.Shards = append(m.Shards, prev...)
-				res.report.Skipped += len(prev)
-				partial = r.checkSource(src, prev, partial)
-				continue
+				s.current, s.shards = true, prev
 			}
 		}
-		if r.o.Explain {
-			r.o.Log.Info("explain", "stage", sr.name, "source", src.Name, "why", "no earlier output, or the dump or its settings changed")
+		in.srcs = append(in.srcs, s)
+	}
+	return in, nil
+}
+
+// readSource reads source i of in. An up-to-date source is read again
+// only to hand its records on (runFeed): its shards must come out as
+// recorded. hand, when not nil, takes each shard's records as the shard is
+// written (see ingestRead).
+func (r *Runner) readSource(ctx context.Context, in *ingestPass, i int, hand *handOff) error {
+	s := &in.srcs[i]
+	if r.o.Explain && !s.current {
+		r.o.Log.Info("explain", "stage", in.sr.name, "source", s.src.Name, "why", "no earlier output, or the dump or its settings changed")
+	}
+	if !s.current {
+		in.changed = true
+		if err := r.forgetShards(in.sr, in.old, r.sourceShards(in.old, s.src.Name)); err != nil {
+			return err
 		}
-		changed = true
-		if err := r.forgetShards(sr, old, r.sourceShards(old, src.Name)); err != nil {
-			return res, err
+	}
+	start := time.Now()
+	shards, err := r.ingestSource(ctx, in.sr, s.src, s.path, s.fp, s.sum, hand)
+	if err != nil {
+		return fmt.Errorf("source %q: %w", s.src.Name, err)
+	}
+	if s.current {
+		for j, sh := range shards {
+			if j >= len(s.shards) || sh.Name != s.shards[j].Name || !sameCounts(sh.Counts, s.shards[j].Counts) {
+				return fmt.Errorf("source %q: read again to hand its records on, it gave other shards than ingest's manifest records: remove %s to make ingest again", s.src.Name, in.sr.rel)
+			}
 		}
-		start := time.Now()
-		shards, err := r.ingestSource(ctx, sr, src, path, sfp, sum)
-		if err != nil {
-			return res, fmt.Errorf("source %q: %w", src.Name, err)
+		if len(shards) != len(s.shards) {
+			return fmt.Errorf("source %q: read again to hand its records on, it gave %d shards, not the %d ingest's manifest records: remove %s to make ingest again", s.src.Name, len(shards), len(s.shards), in.sr.rel)
 		}
-		var c manifests.Counts
-		for _, s := range shards {
-			c.Add(s.Counts)
+		return nil
+	}
+	var c manifests.Counts
+	for _, sh := range shards {
+		c.Add(sh.Counts)
+	}
+	r.o.Log.Info("source done", "stage", in.sr.name, "source", s.src.Name, "shards", len(shards), "rows", c.In,
+		"records", c.Out, "rejected", manifests.Sum(c.Rejected), "filtered", manifests.Sum(c.Filtered),
+		"seconds", fmt.Sprintf("%.1f", time.Since(start).Seconds()))
+	s.shards = shards
+	return nil
+}
+
+// closeIngest logs and reports each source, and writes ingest's manifest
+// when a source was made again.
+func (r *Runner) closeIngest(in *ingestPass) error {
+	sr, m, res := in.sr, in.m, &in.res
+	var partial *PartialError // the first source with an unread part that does not allow it
+	for _, s := range in.srcs {
+		if s.current {
+			res.report.Skipped += len(s.shards)
+		} else {
+			res.report.Ran += len(s.shards)
 		}
-		r.o.Log.Info("source done", "stage", sr.name, "source", src.Name, "shards", len(shards), "rows", c.In,
-			"records", c.Out, "rejected", manifests.Sum(c.Rejected), "filtered", manifests.Sum(c.Filtered),
-			"seconds", fmt.Sprintf("%.1f", time.Since(start).Seconds()))
-		m.Shards = append(m.Shards, shards...)
-		res.report.Ran += len(shards)
-		partial = r.checkSource(src, shards, partial)
+		m.Shards = append(m.Shards, s.shards...)
+		partial = r.checkSource(s.src, s.shards, partial)
 	}
 	for _, s := range m.Shards {
 		m.Totals.Add(s.Counts)
@@ -138,8 +207,8 @@ func (r *Runner) ingest(ctx context.Context, sr stageRun) (stageResult, error) {
 	}
 	res.report.Counts = m.Totals
 	res.outputs = outputsOf(m, shardNames(m))
-	if !changed {
-		return res, partialErr(partial)
+	if !in.changed {
+		return partialErr(partial)
 	}
 	for _, s := range m.Shards {
 		if s.Unread != nil {
@@ -151,17 +220,17 @@ func (r *Runner) ingest(ctx context.Context, sr stageRun) (stageResult, error) {
 	m.Seconds = m.Finished.Sub(m.Started).Seconds()
 	// What the earlier manifest named and this one does not goes first: a
 	// kill in between leaves the old manifest, which the next run checks.
-	if old != nil {
+	if old := in.old; old != nil {
 		m.Superseded = superseded(old, func(string) bool { return false })
 		if err := r.removeReplaced(sr, m); err != nil {
-			return res, err
+			return err
 		}
 		m.Superseded = nil
 	}
 	if err := sr.out.WriteJSON(manifestFile, m); err != nil {
-		return res, err
+		return err
 	}
-	return res, partialErr(partial)
+	return partialErr(partial)
 }
 
 // forgetShards rewrites the earlier manifest old on disk without the shards
@@ -254,9 +323,11 @@ func cutShardIndex(shardName string) (string, string, bool) {
 	return shardName[:i], shardName[i+1:], true
 }
 
-func allMatch(shards []manifests.Shard, key string, r *Runner) bool {
+// allMatch reports whether every shard has key and its outputs (drop:
+// ingest keeps no shards in this run, see outputsExist).
+func allMatch(shards []manifests.Shard, key string, r *Runner, drop bool) bool {
 	for _, s := range shards {
-		if s.Key != key || !r.outputsExist(s, false) {
+		if s.Key != key || !r.outputsExist(s, drop) {
 			return false
 		}
 	}
@@ -330,10 +401,12 @@ var errFramingDoubt = errors.New("a row cut at the layout's separator is not one
 // rejects is then checked against the full scan (formats.Framed), and if it
 // is not the full scan's row the shards written are removed and the dump is
 // read again with the full scan, so the outputs are the full scan's.
+// A source whose records are handed on (hand, see ingestRead) is read with
+// the full scan: records handed on cannot be taken back.
 // sum is the dump's SHA-256 when the caller already hashed it, else "".
-func (r *Runner) ingestSource(ctx context.Context, sr stageRun, src Source, path, fingerprint, sum string) ([]manifests.Shard, error) {
-	quick := quickFraming && src.Fraction == 0 // a filtered row is never parsed, so never checked
-	shards, err := r.ingestRead(ctx, sr, src, path, fingerprint, sum, quick)
+func (r *Runner) ingestSource(ctx context.Context, sr stageRun, src Source, path, fingerprint, sum string, hand *handOff) ([]manifests.Shard, error) {
+	quick := quickFraming && src.Fraction == 0 && hand == nil // a filtered row is never parsed, so never checked
+	shards, err := r.ingestRead(ctx, sr, src, path, fingerprint, sum, quick, hand)
 	if !errors.Is(err, errFramingDoubt) {
 		return shards, err
 	}
@@ -341,7 +414,52 @@ func (r *Runner) ingestSource(ctx context.Context, sr stageRun, src Source, path
 	if err := r.removeOutputs(sr, shards); err != nil {
 		return nil, err
 	}
-	return r.ingestRead(ctx, sr, src, path, fingerprint, sum, false)
+	return r.ingestRead(ctx, sr, src, path, fingerprint, sum, false, nil)
+}
+
+// A handOff takes ingest's shards on as they are parsed, when ingest keeps
+// no shards (runFeed).
+type handOff struct {
+	// take takes the records of ingest's shard sh, as a read of its
+	// Parquet shard would give them, once the shard is written (before
+	// its key is known: the dump is not hashed yet). sampleRows estimates
+	// the records the shard's source hands on in all (shardSampleRows).
+	take func(sh manifests.Shard, recs []*record.Record, sampleRows int64) error
+	// slots holds a token for each shard being read, parsed or worked on
+	// after ingest: the reading of a shard starts once a token is free,
+	// and the stages after ingest free it when they are done with the
+	// shard. Its capacity bounds the shards in memory.
+	slots chan struct{}
+}
+
+// hold takes a slot for the next shard, waiting for a free one.
+func (h *handOff) hold(ctx context.Context) error {
+	select {
+	case h.slots <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// free frees a shard's slot.
+func (h *handOff) free() { <-h.slots }
+
+// shardSampleRows estimates, from shard sh of src alone, how many records
+// src's dump of size bytes hands on: its records for each of its rowBytes
+// bytes of rows, times size, less a fifth, and no more than the source's
+// limit allows. It is deterministic (the shard's own counts), and a low
+// estimate for a dump of rows of even length: the report's token sample
+// is drawn for a lower bound of the rows (see Runner.sampleRows).
+func shardSampleRows(src Source, size int64, sh manifests.Shard, rowBytes int64) int64 {
+	if rowBytes <= 0 || size <= 0 || sh.In == 0 {
+		return sh.Out
+	}
+	est := float64(sh.Out) * float64(size) / float64(rowBytes) * 0.8
+	if src.Limit > 0 {
+		est = min(est, float64(src.Limit)*float64(sh.Out)/float64(sh.In))
+	}
+	return max(sh.Out, int64(est))
 }
 
 // removeOutputs removes the files the shards' outputs name (the reading
@@ -369,7 +487,11 @@ func (r *Runner) removeOutputs(sr stageRun, shards []manifests.Shard) error {
 // CPU; the worker that parses a shard's last part writes the shard. With
 // quick, it returns errFramingDoubt and the shards written so far when a
 // quick row is not framed.
-func (r *Runner) ingestRead(ctx context.Context, sr stageRun, src Source, path, fingerprint, sum string, quick bool) ([]manifests.Shard, error) {
+//
+// With hand, each shard's records are handed on once the shard is written
+// (a shard of ingest not kept: sr.drop), in the form a read of the shard
+// gives them; see handOff.
+func (r *Runner) ingestRead(ctx context.Context, sr stageRun, src Source, path, fingerprint, sum string, quick bool, hand *handOff) ([]manifests.Shard, error) {
 	// The dump, wherever it is stored, decompressed; Parquet rows arrive
 	// as JSON Lines. Progress counts stored bytes.
 	f, err := r.src.Open(ctx, path)
@@ -407,7 +529,7 @@ func (r *Runner) ingestRead(ctx context.Context, sr stageRun, src Source, path, 
 	g.Go(func() error {
 		defer close(batches)
 		var err error
-		read, unread, err = r.readBatches(gctx, sc, src, batches, chunks)
+		read, unread, err = r.readBatches(gctx, sc, src, batches, chunks, hand)
 		r.loadTokens() // while the last parts are parsed and written
 		return err
 	})
@@ -434,6 +556,14 @@ func (r *Runner) ingestRead(ctx context.Context, sr stageRun, src Source, path, 
 				mu.Lock()
 				shards = append(shards, sh)
 				mu.Unlock()
+				if hand != nil {
+					for _, rec := range o.kept {
+						normalize(rec)
+					}
+					if err := hand.take(sh, o.kept, shardSampleRows(src, size, sh, o.rowBytes)); err != nil {
+						return err
+					}
+				}
 			}
 			return nil
 		})
@@ -469,6 +599,14 @@ func (r *Runner) ingestRead(ctx context.Context, sr stageRun, src Source, path, 
 			return nil, err
 		}
 		shards = append(shards, sh)
+		if hand != nil {
+			if err := hand.hold(ctx); err != nil {
+				return nil, err
+			}
+			if err := hand.take(sh, nil, 0); err != nil {
+				return nil, err
+			}
+		}
 	}
 	if unread != nil {
 		u := manifests.Unread{Offset: unread.Offset, Bytes: max(0, size-unread.Offset), Reason: unread.Msg}
@@ -481,6 +619,7 @@ func (r *Runner) ingestRead(ctx context.Context, sr stageRun, src Source, path, 
 	for i := range shards {
 		shards[i].Key = key
 		shards[i].Inputs = []manifests.FileRef{{Path: filepath.Base(path), SHA256: sum, Bytes: f.Size, Source: f.Pin}}
+		notKeptDigest(&shards[i], shardKey(key, shards[i].Name)) // a shard not kept (sr.drop): its hash stands for its records
 	}
 	lib := toollib.New(tools.Tools())
 	ref, err := shard.WriteJSONL(sr.out, "tools-"+src.Name+".jsonl", lib.Tools)
@@ -541,7 +680,9 @@ var partBytes = 4 * rowChunk
 // per row. It returns the rows
 // read and, when the scanner had to stop early, its *formats.ScanError
 // (the rest of the dump is unread).
-func (r *Runner) readBatches(ctx context.Context, sc *formats.Scanner, src Source, out chan<- rawBatch, chunks *rowChunks) (int64, *formats.ScanError, error) {
+//
+// With hand, a shard's reading starts once it holds a slot (handOff).
+func (r *Runner) readBatches(ctx context.Context, sc *formats.Scanner, src Source, out chan<- rawBatch, chunks *rowChunks, hand *handOff) (int64, *formats.ScanError, error) {
 	b := rawBatch{pool: chunks}
 	var free []byte       // the rest of the batch's last chunk
 	inShard, held := 0, 0 // rows of the current shard read; bytes of b's rows
@@ -601,6 +742,11 @@ func (r *Runner) readBatches(ctx context.Context, sc *formats.Scanner, src Sourc
 				return read, nil, err
 			}
 		}
+		if inShard == 0 && hand != nil {
+			if err := hand.hold(ctx); err != nil {
+				return read, nil, err
+			}
+		}
 		if len(b.rows) == 0 {
 			b.first = idx
 		}
@@ -638,6 +784,7 @@ func (r *Runner) parsePart(src Source, sr stageRun, b rawBatch) (*shardOut, *too
 	for i, rr := range b.rows {
 		row, raw := b.first+int64(i), rr.text
 		o.sh.In++
+		o.rowBytes += int64(len(raw))
 		if src.Fraction > 0 && !keepFraction(r.p.Seed, src.Name, row, src.Fraction) {
 			o.filter("fraction")
 			continue
@@ -736,6 +883,7 @@ func (sp *shardParts) add(b rawBatch, o *shardOut, start time.Time) (*shardOut, 
 	all.kept = make([]*record.Record, 0, n)
 	for _, q := range p.outs {
 		all.sh.Counts.Add(q.sh.Counts)
+		all.rowBytes += q.rowBytes
 		all.kept = append(all.kept, q.kept...)
 		all.rejects = append(all.rejects, q.rejects...)
 	}

@@ -39,6 +39,13 @@ var droppedDirs = []string{"01-meta_tool", "02-decision_tokens", "03-negatives",
 // dataset cards).
 func sameAsKept(t *testing.T, kept, dropped string) {
 	t.Helper()
+	sameAsKeptIn(t, kept, dropped, droppedDirs)
+}
+
+// sameAsKeptIn is sameAsKept for the stage directories droppedDirs that
+// keep no shards.
+func sameAsKeptIn(t *testing.T, kept, dropped string, droppedDirs []string) {
+	t.Helper()
 	tk, td := tree(t, kept), tree(t, dropped)
 	for name, sum := range tk {
 		dir, base := filepath.Split(name)

@@ -43,6 +43,9 @@ type Pipeline struct {
 	Seed    uint64   `yaml:"seed"`
 	Output  Output   `yaml:"output"`
 	Sources []Source `yaml:"sources"`
+	// Ingest holds the settings of the ingest stage itself (its sources are
+	// Sources); left out of the effective config while unset.
+	Ingest IngestSpec `yaml:"ingest,omitempty"`
 	// Teacher is the chat model used by LLM-backed stages; the default
 	// provider "offline" answers with deterministic rule-based stand-ins.
 	Teacher  llm.Config         `yaml:"teacher"`
@@ -161,6 +164,22 @@ type StageSpec struct {
 
 // keeps reports whether the stage keeps its Parquet shards (keep, default true).
 func (s *StageSpec) keeps() bool { return s.Keep == nil || *s.Keep }
+
+// IngestSpec is the ingest block of pipeline.yaml.
+type IngestSpec struct {
+	// Keep false writes no Parquet shard for ingest: each shard's records
+	// go on in memory, as they are parsed, to the stages of the first
+	// group (see streamIngest in ingest.go); ingest's manifest, rejects
+	// and tools-<source>.jsonl are written as usual. Refused when no stage
+	// follows, when the first stage reads its whole input before it starts
+	// (dedup, sample, response_schema) and when a stage of the first group
+	// reads the tool library (meta_tool, tool_dc): see stageProblems. A
+	// worker's, a merge's or a batch-mode run keeps ingest's shards.
+	Keep *bool `yaml:"keep,omitempty"`
+}
+
+// keeps reports whether ingest keeps its Parquet shards (keep, default true).
+func (s IngestSpec) keeps() bool { return s.Keep == nil || *s.Keep }
 
 // A stageConfig is the settings block of one stage type.
 type stageConfig interface {

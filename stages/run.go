@@ -124,8 +124,15 @@ type Runner struct {
 
 	// chainRows are the records ingest handed to the later stages: the
 	// token sample of the sinks' report partials (shardout.go) is drawn
-	// for that many; tokens remembers the partials' token counts.
+	// for that many; tokens remembers the partials' token counts. When
+	// ingest hands its shards on as it reads them (feed), chainRows is
+	// known once it ends: sampleRows then holds, by shard name, the lower
+	// estimate of it each shard read anew is sampled for (partialOf).
 	chainRows  int64
+	sampleRows sync.Map
+	// feed is ingest's run when it keeps no shards, until the first
+	// group of stages, which ingest runs beside, starts (runGroup).
+	feed       *ingestFeed
 	tokens     verify.TokenMemo
 	tokensOnce sync.Once // loadTokens
 
@@ -280,12 +287,28 @@ func (r *Runner) Run(ctx context.Context) (rep *Report, err error) {
 	}
 	rep = r.newReport()
 	runs := r.plan()
-	ing, err := r.ingest(ctx, runs[0])
-	rep.Stages = append(rep.Stages, ing.report)
-	if err != nil {
-		return rep, fmt.Errorf("stage ingest: %w", err)
+	var input []shardInput // ingest's shards
+	if r.streamsIngest() {
+		// ingest: {keep: false}: ingest runs beside the first group of
+		// stages, which takes its shards as they are parsed (runFeed).
+		runs[0].drop = true
+		in, err := r.openIngest(ctx, runs[0])
+		rep.Stages = append(rep.Stages, in.res.report)
+		if err != nil {
+			return rep, fmt.Errorf("stage ingest: %w", err)
+		}
+		r.feed = newIngestFeed(in)
+		input = r.feed.known()
+		defer func() { rep.Stages[0] = in.res.report }()
+	} else {
+		ing, err := r.ingest(ctx, runs[0])
+		rep.Stages = append(rep.Stages, ing.report)
+		if err != nil {
+			return rep, fmt.Errorf("stage ingest: %w", err)
+		}
+		input = ing.outputs
 	}
-	err = r.runStages(ctx, rep, runs, ing.outputs, func(_ int, _ stageRun, res stageResult, input []shardInput) ([]shardInput, error) {
+	err = r.runStages(ctx, rep, runs, input, func(_ int, _ stageRun, res stageResult, input []shardInput) ([]shardInput, error) {
 		if res.sink {
 			return input, nil
 		}
@@ -321,8 +344,8 @@ func (r *Runner) Run(ctx context.Context) (rep *Report, err error) {
 // batch mode (their barriers and stops are per stage).
 func (r *Runner) runStages(ctx context.Context, rep *Report, runs []stageRun, input []shardInput,
 	next func(i int, sr stageRun, res stageResult, input []shardInput) ([]shardInput, error)) error {
-	fuse := fuseGroups && r.o.Worker == nil && !r.o.Merge && !r.teacher.BatchMode() // workers.go, batch.go
-	if !fuse && slices.ContainsFunc(r.p.Stages, func(s StageSpec) bool { return !s.keeps() && !s.Skip }) {
+	fuse := r.fuses()
+	if !fuse && (!r.p.Ingest.keeps() || slices.ContainsFunc(r.p.Stages, func(s StageSpec) bool { return !s.keeps() && !s.Skip })) {
 		r.o.Log.Warn("keep: false has no effect in this run: a worker's run, a merge and a batch-mode run keep every stage's shards")
 	}
 	r.chainRows = totalRows(input)
@@ -387,6 +410,17 @@ func (r *Runner) runStages(ctx context.Context, rep *Report, runs []stageRun, in
 	}
 	return flush()
 }
+
+// fuses reports whether the run's stages run in groups (runStages): not in
+// a worker's run, a merge or a batch-mode run, whose barriers and stops
+// are per stage.
+func (r *Runner) fuses() bool {
+	return fuseGroups && r.o.Worker == nil && !r.o.Merge && !r.teacher.BatchMode() // workers.go, batch.go
+}
+
+// streamsIngest reports whether ingest keeps no shards in this run
+// (ingest: {keep: false} where the stages run in groups).
+func (r *Runner) streamsIngest() bool { return !r.p.Ingest.keeps() && r.fuses() }
 
 // rejectedIn reports whether this run rejected records of stage for a
 // teacher failure that may pass.
@@ -617,6 +651,7 @@ func (r *Runner) openPass(ctx context.Context, sr stageRun, env *Env, st Stage, 
 		}
 	}
 	if len(todo) == 0 && old != nil && r.o.Worker == nil && !r.o.Merge && // workers.go: they always write their manifest
+		(r.feed == nil || !r.feed.fresh) && // the shards of a dump read anew are not known yet
 		(!isSink || r.finishDone(old)) { // a run killed before the sink's Finish: run it now
 		if len(old.Superseded) > 0 {
 			// An earlier run recorded every shard but stopped before

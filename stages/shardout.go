@@ -22,6 +22,12 @@ type shardOut struct {
 	sh      manifests.Shard
 	kept    []*record.Record
 	rejects []shard.Reject
+	// rowBytes are the bytes of the raw rows ingest parsed into the shard
+	// (shardSampleRows).
+	rowBytes int64
+	// partial is a sink's report partial writeShard left to write once
+	// the run's rows are known (writePartial), else nil.
+	partial *report.Partial
 }
 
 // reject counts rj under its reason and keeps it for the rejects file.
@@ -68,11 +74,18 @@ func (r *Runner) writeShard(ctx context.Context, sr stageRun, sink Sink, o *shar
 		}
 		sh.Out -= int64(len(srejects))
 		sh.Outputs = append(sh.Outputs, refs...)
-		ref, err := p.Write(sr.out, report.PartialFile(sh.Name))
-		if err != nil {
-			return *sh, err
+		if _, early := r.sampleRows.Load(sh.Name); early {
+			// Counted before ingest ended: written at commit
+			// (writePartial); its ref holds the place.
+			o.partial = p
+			sh.Outputs = append(sh.Outputs, manifests.FileRef{Path: sr.out.Rel(report.PartialFile(sh.Name))})
+		} else {
+			ref, err := p.Write(sr.out, report.PartialFile(sh.Name))
+			if err != nil {
+				return *sh, err
+			}
+			sh.Outputs = append(sh.Outputs, ref)
 		}
-		sh.Outputs = append(sh.Outputs, ref)
 	} else if sr.drop {
 		sh.Outputs = append(sh.Outputs, manifests.FileRef{Path: sr.out.Rel("part-" + sh.Name + ".parquet"), Rows: sh.Out, NotKept: true})
 	} else {
@@ -98,8 +111,19 @@ func (r *Runner) writeShard(ctx context.Context, sr stageRun, sink Sink, o *shar
 // the report and the dataset cards need not read the records again. A
 // record is written unless its ID was rejected, as the report reads it.
 // It reads o and its records only.
+//
+// The token sample is drawn for r.chainRows, the records ingest handed
+// on; for a shard ingest handed on before it ended, when chainRows is not
+// known yet, for the shard's lower estimate of them (sampleRows), a
+// superset of the sample that writePartial narrows to chainRows's.
 func (r *Runner) partialOf(o *shardOut) *report.Partial {
-	p := report.NewPartial(r.chainRows, &r.tokens)
+	var rows int64
+	if v, early := r.sampleRows.Load(o.sh.Name); early {
+		rows = v.(int64)
+	} else {
+		rows = r.chainRows
+	}
+	p := report.NewPartial(rows, &r.tokens)
 	rejected := make(map[string]bool, len(o.rejects))
 	for _, rj := range o.rejects {
 		rejected[rj.ID] = true
@@ -114,6 +138,28 @@ func (r *Runner) partialOf(o *shardOut) *report.Partial {
 		p.Incomplete()
 	}
 	return p
+}
+
+// writePartial writes part, the report partial of sh that writeShard
+// counted before ingest ended, once r.chainRows is known: the sample is
+// narrowed to the one drawn for chainRows (report.Partial.Narrow), so
+// the file is the one a run that kept ingest's shards writes whenever the
+// shard's estimate was no more than chainRows; else it keeps the smaller
+// sample it counted (the report merges partials on their smallest
+// threshold), which depends on the dump only.
+func (r *Runner) writePartial(sr stageRun, sh *manifests.Shard, part *report.Partial) error {
+	part.Narrow(r.chainRows)
+	name := report.PartialFile(sh.Name)
+	ref, err := part.Write(sr.out, name)
+	if err != nil {
+		return err
+	}
+	for i, o := range sh.Outputs {
+		if o.Path == ref.Path {
+			sh.Outputs[i] = ref
+		}
+	}
+	return nil
 }
 
 // loadTokens loads the token counter's tables in the background, once, when

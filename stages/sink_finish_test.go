@@ -145,7 +145,7 @@ func TestSinkFinishAfterGroupFailed(t *testing.T) {
 	ctx := context.Background()
 	g := &group{passes: []*pass{sp}, lastSave: time.Now()}
 	for _, in := range inputs {
-		if err := r.runChain(ctx, g, in.name); err != nil {
+		if err := r.runChain(ctx, g, in.name, nil, nil); err != nil {
 			t.Fatal(err)
 		}
 	}

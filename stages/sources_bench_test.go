@@ -174,7 +174,7 @@ func BenchmarkReadBatches(b *testing.B) {
 			}
 			close(done)
 		}()
-		_, _, err := r.readBatches(context.Background(), formats.NewScanner(bytes.NewReader(dump)), Source{}, batches, chunks)
+		_, _, err := r.readBatches(context.Background(), formats.NewScanner(bytes.NewReader(dump)), Source{}, batches, chunks, nil)
 		close(batches)
 		<-done
 		if err != nil || rows != 30000 {

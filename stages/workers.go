@@ -653,7 +653,7 @@ func (r *Runner) waitIngest(ctx context.Context, sr stageRun) (stageResult, erro
 			if err != nil {
 				return false, fmt.Errorf("source %q: %w", s.Name, err)
 			}
-			if !allMatch(prev, sourceKey(sfps[i], r.p.Resolve(s.Path), h), r) {
+			if !allMatch(prev, sourceKey(sfps[i], r.p.Resolve(s.Path), h), r, false) {
 				mismatch = fmt.Sprintf("worker 0's ingest of source %q was made from other bytes than this worker's copy of %s (SHA-256 %.12s…)", s.Name, s.Path, h)
 				return false, r.otherRun(m, mismatch)
 			}
