@@ -345,6 +345,12 @@ func e2eIntact(t *testing.T, out string) int {
 			}
 			for _, sh := range m.Shards {
 				for _, o := range sh.Outputs {
+					if o.NotKept { // keep: false: named, never written
+						if _, err := os.Stat(filepath.Join(out, o.Path)); err == nil {
+							t.Errorf("%s names %s as not kept, but it is on disk", rel, o.Path)
+						}
+						continue
+					}
 					sum, err := atomicfs.HashFile(filepath.Join(out, o.Path))
 					fi, serr := os.Stat(filepath.Join(out, o.Path))
 					if err != nil || serr != nil || sum != o.SHA256 || fi.Size() != o.Bytes {
@@ -376,21 +382,34 @@ func errOr(a, b error) error {
 // the kill: the request cache keeps every answer received (it is logged
 // before the endpoint slot that fetched it is released), so only requests
 // holding a slot (at most max_in_flight) can be paid for twice.
-func TestKillDuringLLMStage(t *testing.T) {
+func TestKillDuringLLMStage(t *testing.T) { killDuringLLMStage(t) }
+
+// TestKillDuringLLMStageIngestNotKept is TestKillDuringLLMStage with
+// ingest keeping no shards: the reason stage takes ingest's records as
+// they are parsed, and the resumed run reads the dump again for the shards
+// it has left, their answers so far from the cache.
+func TestKillDuringLLMStageIngestNotKept(t *testing.T) {
+	killDuringLLMStage(t, "-set", "ingest.keep=false")
+}
+
+// killDuringLLMStage kills a run (run flags set) with SIGKILL halfway
+// through the reason stage and resumes it (see TestKillDuringLLMStage).
+func killDuringLLMStage(t *testing.T, set ...string) {
+	run := append(append([]string{"run", "-quiet"}, set...), "pipeline.yaml")
 	const rows = 1200
 	dump := e2eRows(rows)
 	cfg := fakellm.Config{Latency: fakellm.Duration(3 * time.Millisecond)}
 	pipe := e2ePipeline{MaxInFlight: 2, ShardSize: 50}
 
 	cleanFake, cleanDir := e2eSetup(t, cfg, pipe, dump)
-	e2eMustRun(t, cleanDir, "run", "-quiet", "pipeline.yaml")
+	e2eMustRun(t, cleanDir, run...)
 	clean := cleanFake.Counters()
 	if clean.Chat != rows {
 		t.Fatalf("clean run sent %d requests for %d rows", clean.Chat, rows)
 	}
 
 	fake, dir := e2eSetup(t, cfg, pipe, dump)
-	cmd, _ := e2eSignalAt(t, dir, fake, clean.Chat*2/5, syscall.SIGKILL, "run", "-quiet", "pipeline.yaml")
+	cmd, _ := e2eSignalAt(t, dir, fake, clean.Chat*2/5, syscall.SIGKILL, run...)
 	if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); !ok || !ws.Signaled() || ws.Signal() != syscall.SIGKILL {
 		t.Fatalf("augment was not killed: %v", cmd.ProcessState)
 	}
@@ -407,7 +426,7 @@ func TestKillDuringLLMStage(t *testing.T) {
 		t.Errorf("after the kill 01-reason has %d of %d shards; want some but not all", len(reasonParts), shards)
 	}
 
-	e2eMustRun(t, dir, "run", "-quiet", "pipeline.yaml")
+	e2eMustRun(t, dir, run...)
 	final := fake.Counters()
 	t.Logf("clean run: %d requests; killed run: %d sent, %d answered, %d shards done; resumed run: %d more requests",
 		clean.Chat, atKill.Chat, atKill.Answered, len(reasonParts), final.Chat-atKill.Chat)
