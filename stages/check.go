@@ -574,10 +574,11 @@ func stageProblems(p *Pipeline) []string {
 	// dropped is the last stage with keep: false while its records are
 	// what the stages after it read (an export passes its input on); took
 	// says a stage after it read them. ingest (-1) is the stage before
-	// the first; first says whether the stage is the first that runs, and
-	// group whether it is in the first group (no Planner before it).
+	// the first; group says whether the stage is in the first group, which
+	// takes ingest's records as they are parsed (no Planner up to it: a
+	// Planner first is refused on its own).
 	const ingest = -1
-	dropped, took, first, group := -2, false, true, true
+	dropped, took, group := -2, false, true
 	if !p.Ingest.keeps() {
 		dropped = ingest
 	}
@@ -598,13 +599,12 @@ func stageProblems(p *Pipeline) []string {
 		}
 		_, sink := st.(Sink)
 		_, planner := st.(Planner)
-		group = group && !(planner && !first)
+		group = group && !planner
 		if !p.Ingest.keeps() && group && readsLibrary(cfg) {
 			probs = append(probs, p.problem("ingest.keep",
 				"ingest: keep: false, but the stage %q runs on ingest's records as they are parsed and reads the tool library, known only once every dump is read",
 				spec.Name))
 		}
-		first = false
 		if dropped == ingest && planner {
 			probs = append(probs, p.problem("ingest.keep",
 				"ingest: keep: false, but the stage %q reads its whole input before it starts, from the shards ingest would not keep", spec.Name))

@@ -193,8 +193,17 @@ func TestIngestKeepFalseRefused(t *testing.T) {
 			t.Errorf("stages:\n%s→ %v, want a config error with %q", c.stages, err, c.want)
 		}
 	}
+	// A Planner first is refused for itself only: the library reader
+	// after it runs once ingest has ended.
+	p, err := Load(demoPipeline(t, "  - dedup: {}\n  - meta_tool: {}\n"+ingestNotKept))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err = NewRunner(p, Options{Version: "test"}); err == nil || strings.Contains(err.Error(), "tool library") {
+		t.Errorf("dedup then meta_tool: %v, want dedup refused, not meta_tool", err)
+	}
 	// After a Planner, the library is there: allowed.
-	p, err := Load(demoPipeline(t, "  - decision_tokens: {}\n  - dedup: {}\n  - meta_tool: {}\n"+ingestNotKept))
+	p, err = Load(demoPipeline(t, "  - decision_tokens: {}\n  - dedup: {}\n  - meta_tool: {}\n"+ingestNotKept))
 	if err != nil {
 		t.Fatal(err)
 	}
