@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/augmentdata/augment/stages/record"
 	"github.com/augmentdata/augment/verify"
@@ -88,33 +89,96 @@ type decisionTokens struct {
 }
 
 // Process prefixes every assistant turn of r with its decision token.
+// The new texts of a record are written one after another into a block
+// shared with the records processed before it (texts), not allocated one
+// by one: a separate string per turn was most of the stage's cost.
 func (s *decisionTokens) Process(_ context.Context, r *record.Record) ([]*record.Record, error) {
-	var out *record.Record
-	var list []*record.Record
-	for k, m := range r.Messages {
-		if m.Role != record.RoleAssistant {
+	size, first := 0, -1 // the bytes of the new texts, the first turn to change
+	for k := range r.Messages {
+		m := &r.Messages[k]
+		if want, other, ok := s.tokens(m); ok {
+			if first < 0 {
+				first = k
+			}
+			size += len(want) + len(strings.TrimPrefix(m.Content, other))
+		}
+	}
+	if first < 0 {
+		if r.Tag(DecisionTokensTag) == "on" {
+			return []*record.Record{r}, nil
+		}
+		out, list := relabelled(r, s.on)
+		s.steps.add(out, s.stage, "rule", "")
+		return list, nil
+	}
+	out, list := changed(r, s.on)
+	t := texts.Get().(*textRoom)
+	b := t.room(size)
+	for k := first; k < len(r.Messages); k++ {
+		m := &r.Messages[k]
+		want, other, ok := s.tokens(m)
+		if !ok {
 			continue
 		}
-		want, other := s.answer, s.useTool
-		if len(m.Calls) > 0 && !verify.Reply(m.Calls) {
-			want, other = s.useTool, s.answer
-		}
-		if strings.HasPrefix(m.Content, want) {
+		rest := strings.TrimPrefix(m.Content, other)
+		if rest == "" {
+			out.Messages[k].Content = want // as want + "" is: no copy
 			continue
 		}
-		if out == nil {
-			out, list = changed(r, s.on)
-		}
-		out.Messages[k].Content = want + strings.TrimPrefix(m.Content, other)
+		at := b.Len()
+		b.WriteString(want)
+		b.WriteString(rest)
+		out.Messages[k].Content = b.String()[at:]
 	}
-	if out == nil && r.Tag(DecisionTokensTag) == "on" {
-		return []*record.Record{r}, nil
-	}
-	if out == nil {
-		out, list = relabelled(r, s.on)
-	}
+	texts.Put(t)
 	s.steps.add(out, s.stage, "rule", "")
 	return list, nil
+}
+
+// tokens tells whether m is an assistant turn that does not start with
+// its decision token, want; other is the token to replace if it starts
+// with that one instead.
+func (s *decisionTokens) tokens(m *record.Message) (want, other string, ok bool) {
+	if m.Role != record.RoleAssistant {
+		return "", "", false
+	}
+	want, other = s.answer, s.useTool
+	if len(m.Calls) > 0 && !verify.Reply(m.Calls) {
+		want, other = s.useTool, s.answer
+	}
+	return want, other, !strings.HasPrefix(m.Content, want)
+}
+
+// textBlock is the size of the blocks the stage's new texts are written
+// into. A block lives as long as any text in it: the records of a shard
+// are made and dropped together, and memos keep copies of what they keep
+// ("Memos keep their own copies", testdata/bench/PERFORMANCE.md).
+const textBlock = 64 << 10
+
+// textRoom is the block being filled; what it holds was handed out and is
+// never written again (a strings.Builder only appends, and Grow gives a
+// block without clearing it first, as a string concatenation does).
+type textRoom struct{ b *strings.Builder }
+
+// texts holds textRooms between records; Process takes one, so no two
+// records write into one block at once.
+var texts = sync.Pool{New: func() any { return new(textRoom) }}
+
+// room returns a builder with room for n more bytes: t's block when it has
+// that room, else a new block, or the record's own one when its texts
+// alone would fill more than a quarter of a block.
+func (t *textRoom) room(n int) *strings.Builder {
+	if t.b != nil && t.b.Cap()-t.b.Len() >= n {
+		return t.b
+	}
+	b := new(strings.Builder)
+	if n > textBlock/4 {
+		b.Grow(n)
+		return b
+	}
+	b.Grow(textBlock)
+	t.b = b
+	return b
 }
 
 // changed copies what a rule stage changes of r — its list of messages

@@ -3,7 +3,9 @@ package stages
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/augmentdata/augment/stages/record"
@@ -170,5 +172,79 @@ func TestDecisionTokensAllocs(t *testing.T) {
 	ctx := context.Background()
 	if n := testing.AllocsPerRun(100, func() { st.Process(ctx, in) }); n != 3 {
 		t.Errorf("%v allocations a record, want 3", n)
+	}
+}
+
+// The stage writes the new texts of consecutive records into shared
+// blocks (texts): no text may be overwritten by a later record's, whether
+// the records are processed one after another or at once, with texts
+// that fill a block, texts larger than one, and turns left unchanged or
+// given the token alone.
+func TestDecisionTokensTextsKept(t *testing.T) {
+	st := buildDecisionTokens(t, DecisionTokensConfig{})
+	text := func(i int) string {
+		switch i % 7 {
+		case 0:
+			return ""
+		case 1:
+			return DefaultAnswerToken + "already " + strings.Repeat("a", i%50)
+		case 2:
+			return DefaultUseToolToken + "wrong token " + strings.Repeat("b", i%70)
+		case 3:
+			return strings.Repeat("long "+string(rune('a'+i%26)), textBlock/20+i%100) // over a quarter of a block: a record's own
+		case 4:
+			return strings.Repeat("huge", textBlock/3+i%10) // over a block
+		default:
+			return strings.Repeat(string(rune('A'+i%26)), 1+i%300)
+		}
+	}
+	const n = 3000
+	ins := make([]*record.Record, n)
+	for i := range ins {
+		call := fxCalls("get_weather", `{"location":"Paris"}`)
+		call.Content = text(i + 1)
+		ins[i] = fxRecord(fmt.Sprintf("fx:%d", i), []record.Tool{fxWeather}, fxUser("q"), fxSay(text(i)), call, fxSay(text(i+3)))
+	}
+	want := func(in *record.Record) []string {
+		var w []string
+		for _, m := range in.Messages {
+			switch {
+			case m.Role != record.RoleAssistant:
+				w = append(w, m.Content)
+			case len(m.Calls) > 0 && !strings.HasPrefix(m.Content, DefaultUseToolToken):
+				w = append(w, DefaultUseToolToken+strings.TrimPrefix(m.Content, DefaultAnswerToken))
+			case len(m.Calls) == 0 && !strings.HasPrefix(m.Content, DefaultAnswerToken):
+				w = append(w, DefaultAnswerToken+strings.TrimPrefix(m.Content, DefaultUseToolToken))
+			default:
+				w = append(w, m.Content)
+			}
+		}
+		return w
+	}
+	outs := make([]*record.Record, n)
+	var wg sync.WaitGroup
+	for g := range 4 {
+		wg.Go(func() {
+			for i := g; i < n; i += 4 {
+				out, err := st.Process(context.Background(), ins[i])
+				if err != nil || len(out) != 1 {
+					t.Errorf("%d: %v, %d records", i, err, len(out))
+					return
+				}
+				outs[i] = out[0]
+			}
+		})
+	}
+	wg.Wait()
+	for i, out := range outs {
+		if out == nil {
+			continue
+		}
+		w := want(ins[i])
+		for k, m := range out.Messages {
+			if m.Content != w[k] {
+				t.Fatalf("record %d turn %d: %.60q…, want %.60q…", i, k, m.Content, w[k])
+			}
+		}
 	}
 }

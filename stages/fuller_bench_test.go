@@ -249,6 +249,70 @@ func BenchmarkFullerChain(b *testing.B) {
 	}
 }
 
+// BenchmarkShortChain is the per-record work of the bench's short chain
+// after ingest (decision_tokens with the runner's check of its outputs,
+// then the export's Process, its jsonl lines hashed as the file hashes
+// them and the report's partial of the records written) over the glaive
+// and ToolACE demo rows repeated to a shard of 5,000 records (each
+// repeat under its own ID), read from
+// a shard as the chain reads them; an op is one pass over a copy.
+func BenchmarkShortChain(b *testing.B) {
+	for _, c := range []struct {
+		name string
+		d    []dump
+	}{
+		{"glaive+toolace", []dump{
+			{"derived/glaive_v2_format_glaive_toolcall_en_demo.json", "glaive"},
+			{"derived/glaive_v2_format_glaive_toolcall_zh_demo.json", "glaive"},
+			{"derived/toolace_format_glaive_toolcall_en_demo.json", "toolace"},
+			{"derived/toolace_format_glaive_toolcall_zh_demo.json", "toolace"}}},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			rows := sharedRecords(b, 500, c.d...)
+			var recs []*record.Record
+			for k := 0; len(recs) < 5000; k++ {
+				for _, r := range rows {
+					r = r.Clone()
+					r.ID = fmt.Sprintf("%s#%d", r.ID, k)
+					recs = append(recs, r)
+				}
+			}
+			copies := shardCopies(b, recs, 4)
+			ctx := context.Background()
+			dt := buildDecisionTokens(b, DecisionTokensConfig{})
+			ex := mustBuildExport(b, ExportConfig{})
+			var memo verify.TokenMemo
+			chain := func(in []*record.Record) int64 {
+				next := make([]*record.Record, 0, len(in))
+				for _, r := range in {
+					outs, err := dt.Process(ctx, r)
+					if err != nil {
+						continue
+					}
+					if unfit := checkOutputs(false, true, r, outs); unfit != nil {
+						b.Fatal(fmt.Sprint(unfit))
+					}
+					next = append(next, outs...)
+				}
+				out, n := exportHashed(b, ex, next)
+				p := report.NewPartial(40847, &memo) // the sample's share of the 100 MB glaive dump's rows
+				for _, r := range out {
+					p.AddWritten(r)
+				}
+				return n
+			}
+			b.SetBytes(chain(copies[0]))
+			b.ReportAllocs()
+			before := cputime.Process()
+			for i := 0; b.Loop(); i++ {
+				chain(copies[i%len(copies)])
+			}
+			cpu := cputime.Process() - before
+			b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N*len(recs)), "cpu-ns/record")
+		})
+	}
+}
+
 // shardCopies writes recs to a shard and reads it back n times: n copies
 // of the records as a stage reads them from its input shard (views of
 // their decoded columns), for benchmarks that go round the copies.
