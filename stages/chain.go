@@ -725,25 +725,28 @@ func (f *ingestFeed) known() []shardInput {
 	return outputsOf(m, shardNames(m))
 }
 
-// plan adds to the sources read those up to date of which the first pass
-// of g, just opened, needs the records of a shard (to make it, or to hand
-// it on to a pass that does: needs). When a source is read anew, the
-// run's count of records is known at ingest's end only: every sink's
-// report partial waits for it, counted meanwhile for the records known
-// (r.sampleRows; partialOf).
+// planFeed adds to the sources read those up to date of which the first
+// pass of g, just opened, needs the records of a shard (to make it, or to
+// hand it on to a pass that does: needs), or of which a sink of g has a
+// shard to make: a sink's report partial is counted for the estimate of
+// the run's records its shard gives (r.sampleRows), which only a reading
+// of the dump knows, so that a shard made again in a later run has the
+// bytes it had when ingest read its dump anew.
 func (r *Runner) planFeed(f *ingestFeed, g *group) {
-	var known int64
 	for _, in := range g.passes[0].inputs {
-		if src, _, ok := cutShardIndex(in.name); ok && needs(g, in.name)[0] {
+		if src, _, ok := cutShardIndex(in.name); ok && (needs(g, in.name)[0] || sinkMakes(g, in.name)) {
 			f.stream[src] = true
 		}
-		known += in.ref.Rows
 	}
-	if f.fresh {
-		for _, in := range g.passes[0].inputs {
-			r.sampleRows.Store(in.name, known)
-		}
-	}
+}
+
+// sinkMakes reports whether a sink of g makes shard name in this run. The
+// caller holds g's lock, or the group does not run yet.
+func sinkMakes(g *group, name string) bool {
+	return slices.ContainsFunc(g.passes, func(p *pass) bool {
+		_, redo := p.todo[name]
+		return p.sink != nil && !p.upToDate && redo
+	})
 }
 
 // streams reports whether shard name is of a source read in this run:
@@ -762,7 +765,8 @@ func (f *ingestFeed) streams(name string) bool {
 // writes. It returns ingest's error.
 func (r *Runner) runFeed(ctx context.Context, g *group, f *ingestFeed, eg *errgroup.Group, limit int) error {
 	in := f.in
-	// A shard in memory for each chain, and one more being read.
+	// At most limit shards in memory, from the first row read of each
+	// to the end of its chain.
 	hand := &handOff{slots: make(chan struct{}, limit)}
 	hand.take = func(sh manifests.Shard, recs []*record.Record, sampleRows int64) error {
 		if recs == nil {
@@ -776,8 +780,9 @@ func (r *Runner) runFeed(ctx context.Context, g *group, f *ingestFeed, eg *errgr
 			for _, p := range g.passes {
 				p.add(sh.Name, sh.Out)
 			}
-			r.sampleRows.Store(sh.Name, sampleRows)
 		}
+		// Read anew or again: the same estimate, the same partials.
+		r.sampleRows.Store(sh.Name, sampleRows)
 		g.mu.Unlock()
 		if err := ctx.Err(); err != nil {
 			hand.free()

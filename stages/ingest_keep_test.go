@@ -301,3 +301,66 @@ func TestShardSampleRows(t *testing.T) {
 		}
 	}
 }
+
+// TestIngestKeepFalseSampleRemade makes an export shard again in a rerun
+// (its file removed) over a dump whose first shard's rows are short, so
+// that the shard's estimate of the dump's records (shardSampleRows)
+// exceeds them and its report partial keeps the smaller sample: the
+// shard made again has the same partial, and the dataset card the same
+// bytes, as the run that made it while ingest read the dump; with the
+// export right after ingest and after a stage that keeps its shards.
+func TestIngestKeepFalseSampleRemade(t *testing.T) {
+	var b strings.Builder
+	for i := range 8000 {
+		text := fmt.Sprintf("question %d", i)
+		if i >= 2000 {
+			text += strings.Repeat(" x", 1000)
+		}
+		fmt.Fprintf(&b, "%s\n", oaRow(text))
+	}
+	for _, stages := range []string{"  - export: {}\n", "  - decision_tokens: {}\n  - export: {}\n"} {
+		dir := t.TempDir()
+		if err := os.WriteFile(filepath.Join(dir, "a.jsonl"), []byte(b.String()), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		y := "seed: 1\noutput: {dir: out, shard_size: 2000}\nsources:\n  - {name: a, path: a.jsonl, format: openai}\nstages:\n" +
+			stages + ingestNotKept
+		path := filepath.Join(dir, "pipeline.yaml")
+		if err := os.WriteFile(path, []byte(y), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		runPipeline(t, path)
+		out := filepath.Join(dir, "out")
+		exp := "01-export"
+		if strings.Contains(stages, "decision_tokens") {
+			exp = "02-export"
+		}
+		m := readManifest(t, out, exp)
+		var part string
+		for _, o := range m.Shards[0].Outputs {
+			if strings.HasSuffix(o.Path, ".jsonl") && !strings.Contains(filepath.Base(o.Path), "rejects-") {
+				part = o.Path
+			}
+		}
+		if part == "" {
+			t.Fatalf("%s: no records file among shard %s's outputs %+v", exp, m.Shards[0].Name, m.Shards[0].Outputs)
+		}
+		before := tree(t, out)
+		if err := os.Remove(filepath.Join(out, part)); err != nil {
+			t.Fatal(err)
+		}
+		rep := runPipeline(t, path)
+		if ran := rep.Stages[len(rep.Stages)-1].Ran; ran != 1 {
+			t.Fatalf("stages:\n%s→ the rerun made %d export shards, want 1", stages, ran)
+		}
+		after := tree(t, out)
+		for name, sum := range before {
+			if base := filepath.Base(name); base == manifestFile || base == "report.html" { // the stage's seconds
+				continue
+			}
+			if after[name] != sum {
+				t.Errorf("stages:\n%s→ %s differs once the export's shard %s is made again", stages, name, m.Shards[0].Name)
+			}
+		}
+	}
+}

@@ -169,7 +169,7 @@ func (s *StageSpec) keeps() bool { return s.Keep == nil || *s.Keep }
 type IngestSpec struct {
 	// Keep false writes no Parquet shard for ingest: each shard's records
 	// go on in memory, as they are parsed, to the stages of the first
-	// group (see streamIngest in ingest.go); ingest's manifest, rejects
+	// group (see runFeed in chain.go); ingest's manifest, rejects
 	// and tools-<source>.jsonl are written as usual. Refused when no stage
 	// follows, when the first stage reads its whole input before it starts
 	// (dedup, sample, response_schema) and when a stage of the first group

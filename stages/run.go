@@ -126,8 +126,9 @@ type Runner struct {
 	// token sample of the sinks' report partials (shardout.go) is drawn
 	// for that many; tokens remembers the partials' token counts. When
 	// ingest hands its shards on as it reads them (feed), chainRows is
-	// known once it ends: sampleRows then holds, by shard name, the lower
-	// estimate of it each shard read anew is sampled for (partialOf).
+	// known once it ends: sampleRows then holds, by shard name, the
+	// estimate of it each shard handed on is sampled for (partialOf,
+	// shardSampleRows), narrowed to chainRows at commit (writePartial).
 	chainRows  int64
 	sampleRows sync.Map
 	// feed is ingest's run when it keeps no shards, until the first

@@ -75,8 +75,9 @@ func (r *Runner) writeShard(ctx context.Context, sr stageRun, sink Sink, o *shar
 		sh.Out -= int64(len(srejects))
 		sh.Outputs = append(sh.Outputs, refs...)
 		if _, early := r.sampleRows.Load(sh.Name); early {
-			// Counted before ingest ended: written at commit
-			// (writePartial); its ref holds the place.
+			// Counted for the shard's estimate of chainRows, maybe
+			// before ingest ended: written at commit (writePartial);
+			// its ref holds the place.
 			o.partial = p
 			sh.Outputs = append(sh.Outputs, manifests.FileRef{Path: sr.out.Rel(report.PartialFile(sh.Name))})
 		} else {
@@ -113,9 +114,9 @@ func (r *Runner) writeShard(ctx context.Context, sr stageRun, sink Sink, o *shar
 // It reads o and its records only.
 //
 // The token sample is drawn for r.chainRows, the records ingest handed
-// on; for a shard ingest handed on before it ended, when chainRows is not
-// known yet, for the shard's lower estimate of them (sampleRows), a
-// superset of the sample that writePartial narrows to chainRows's.
+// on; for a shard ingest handed on as it read its dump (sampleRows), for
+// the shard's estimate of them, a superset of the sample when the
+// estimate is low, which writePartial narrows to chainRows's.
 func (r *Runner) partialOf(o *shardOut) *report.Partial {
 	var rows int64
 	if v, early := r.sampleRows.Load(o.sh.Name); early {
@@ -141,7 +142,8 @@ func (r *Runner) partialOf(o *shardOut) *report.Partial {
 }
 
 // writePartial writes part, the report partial of sh that writeShard
-// counted before ingest ended, once r.chainRows is known: the sample is
+// counted for the shard's estimate (sampleRows), once r.chainRows is
+// known (at commit, which waits for ingest's end): the sample is
 // narrowed to the one drawn for chainRows (report.Partial.Narrow), so
 // the file is the one a run that kept ingest's shards writes whenever the
 // shard's estimate was no more than chainRows; else it keeps the smaller
