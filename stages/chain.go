@@ -670,8 +670,9 @@ func normalized(rec *record.Record) bool {
 // shards (its writes, which the group's commits wait for, as for any
 // pass before) once every source is read and its manifest is written.
 //
-// A source is read when it is not up to date, or when a stage of the
-// group has a shard of it to make: ingest kept nothing to read it from.
+// A source is read when it is not up to date, or when the group needs
+// ingest's records of a shard of it, or a sink of the group makes one of
+// its shards (planFeed): ingest kept nothing to read them from.
 // The group's passes then process the shards of a source read anew at
 // once (they never wait for a commit to see whether an earlier output
 // still holds: see fed in runChain), so that a dump read anew is made
@@ -682,10 +683,10 @@ type ingestFeed struct {
 	// fresh: some source is read anew, its shards not known before it
 	// is read: no pass of the group is up to date as a whole (openPass).
 	fresh  bool
-	stream map[string]bool   // sources read in this run, by name (plan)
+	stream map[string]bool   // sources read in this run, by name (planFeed)
 	writes map[string]*write // ingest's writes of the shards of sources read anew, by shard name
 	// end, when fresh, is committed once ingest ends (its manifest is
-	// written): the chains of the other shards wait for it to commit.
+	// written): the commits of the other shards' chains wait for it.
 	end   *write
 	ended bool
 }
