@@ -1216,13 +1216,7 @@ func BenchmarkExportShard(b *testing.B) {
 	e := mustBuildExport(b, ExportConfig{})
 	_, n := exportHashed(b, e, copies[0])
 	b.SetBytes(n)
-	b.ReportAllocs()
-	before := cputime.Process()
-	for i := 0; b.Loop(); i++ {
-		exportHashed(b, e, copies[i%len(copies)])
-	}
-	cpu := cputime.Process() - before
-	b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N*len(recs)), "cpu-ns/record")
+	loopCPU(b, len(recs), func(i int) { exportHashed(b, e, copies[i%len(copies)]) })
 }
 
 // exportHashed exports in as the runner does (its records passed

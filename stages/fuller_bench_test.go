@@ -116,15 +116,11 @@ func BenchmarkExportLines(b *testing.B) {
 	recs, _ := fullerBenchRecords(b)
 	ex := &exportLines{e: mustBuildExport(b, ExportConfig{})}
 	ctx := context.Background()
-	b.ReportAllocs()
-	before := cputime.Process()
-	for b.Loop() {
+	loopCPU(b, len(recs), func(int) {
 		for _, r := range recs {
 			ex.Process(ctx, r)
 		}
-	}
-	cpu := cputime.Process() - before
-	b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N*len(recs)), "cpu-ns/record")
+	})
 }
 
 // BenchmarkCheckChanged is the runner's check of each fuller-chain stage's
@@ -159,17 +155,13 @@ func BenchmarkCheckChanged(b *testing.B) {
 		}
 		in = next
 		b.Run(s.name, func(b *testing.B) {
-			b.ReportAllocs()
-			before := cputime.Process()
-			for b.Loop() {
+			loopCPU(b, len(pairs), func(int) {
 				for _, p := range pairs {
 					if unfit := checkOutputs(false, true, p.in, p.outs); unfit != nil {
 						b.Fatal(fmt.Sprint(unfit))
 					}
 				}
-			}
-			cpu := cputime.Process() - before
-			b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N*len(pairs)), "cpu-ns/record")
+			})
 		})
 	}
 }
@@ -238,13 +230,7 @@ func BenchmarkFullerChain(b *testing.B) {
 				return n
 			}
 			b.SetBytes(chain(copies[0]))
-			b.ReportAllocs()
-			before := cputime.Process()
-			for i := 0; b.Loop(); i++ {
-				chain(copies[i%len(copies)])
-			}
-			cpu := cputime.Process() - before
-			b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N*len(recs)), "cpu-ns/record")
+			loopCPU(b, len(recs), func(i int) { chain(copies[i%len(copies)]) })
 		})
 	}
 }
@@ -302,15 +288,22 @@ func BenchmarkShortChain(b *testing.B) {
 				return n
 			}
 			b.SetBytes(chain(copies[0]))
-			b.ReportAllocs()
-			before := cputime.Process()
-			for i := 0; b.Loop(); i++ {
-				chain(copies[i%len(copies)])
-			}
-			cpu := cputime.Process() - before
-			b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N*len(recs)), "cpu-ns/record")
+			loopCPU(b, len(recs), func(i int) { chain(copies[i%len(copies)]) })
 		})
 	}
+}
+
+// loopCPU calls op(i), i counting the calls, until b is done, then
+// reports the process's CPU time (GC included, the fair figure on a
+// shared machine) per record, an op being over records records.
+func loopCPU(b *testing.B, records int, op func(i int)) {
+	b.ReportAllocs()
+	before := cputime.Process()
+	for i := 0; b.Loop(); i++ {
+		op(i)
+	}
+	cpu := cputime.Process() - before
+	b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N*records), "cpu-ns/record")
 }
 
 // shardCopies writes recs to a shard and reads it back n times: n copies
