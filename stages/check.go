@@ -107,7 +107,7 @@ func Check(ctx context.Context, p *Pipeline, o Options, w io.Writer) error {
 			}
 			cfg := ingestSettingsOf(p.Output, s)
 			sfp, _, _ := r.fingerprint("ingest", ingestVersion, cfg, nil, nil)
-			if allMatch(prev, sourceKey(sfp, path, sum), r, !p.Ingest.keeps() && !r.o.Merge) {
+			if allMatch(prev, sourceKey(sfp, path, sum), r, r.streamsIngest()) {
 				status = fmt.Sprintf("up to date (%d shards), would be skipped", len(prev))
 				for _, sh := range prev {
 					rows += sh.Out
@@ -128,8 +128,10 @@ func Check(ctx context.Context, p *Pipeline, o Options, w io.Writer) error {
 		}
 		fmt.Fprintf(w, "  %-16s %-8s %9s  %s\n", s.Name, s.Format, humanBytes(info.Size), status)
 	}
-	if !p.Ingest.keeps() {
+	if r.streamsIngest() {
 		fmt.Fprintln(w, "  ingest keeps no Parquet shards (ingest: {keep: false}): its records go on to the first stages as they are parsed")
+	} else if !p.Ingest.keeps() {
+		fmt.Fprintln(w, "  ingest keeps its Parquet shards in batch mode (ingest: {keep: false} has no effect)")
 	}
 	if first == nil {
 		fmt.Fprintln(w, "\nno source has a parseable row in its first 1000: nothing to preview")

@@ -1,6 +1,7 @@
 package stages
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/augmentdata/augment/manifests"
 	"github.com/augmentdata/augment/report"
+	"github.com/augmentdata/augment/stages/llm"
 )
 
 // ingestKeepStages keeps no shards of ingest and of the stages of the
@@ -362,5 +364,34 @@ func TestIngestKeepFalseSampleRemade(t *testing.T) {
 				t.Errorf("stages:\n%s→ %s differs once the export's shard %s is made again", stages, name, m.Shards[0].Name)
 			}
 		}
+	}
+}
+
+// TestIngestKeepFalseCheckBatchMode: a batch-mode run keeps ingest's
+// shards whatever ingest: {keep: false} says, so augment check, after a
+// run that kept none, says that ingest would read the dump again (the run
+// would: the shards it needs are not on disk), and does not say that
+// ingest keeps no shards.
+func TestIngestKeepFalseCheckBatchMode(t *testing.T) {
+	path := demoPipeline(t, "  - decision_tokens: {}\n  - export: {}\n"+ingestNotKept)
+	runPipeline(t, path)
+	p, err := Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out strings.Builder
+	if err := Check(context.Background(), p, Options{}, &out); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "would be skipped") || !strings.Contains(out.String(), "ingest keeps no Parquet shards") {
+		t.Fatalf("online: check says\n%s\nwant the sources up to date and ingest keeping no shards", out.String())
+	}
+	p.Teacher = llm.Config{Provider: "openai", Model: "m", Mode: llm.ModeBatch, Batch: llm.BatchConfig{Provider: llm.BatchFiles}}
+	out.Reset()
+	if err := Check(context.Background(), p, Options{}, &out); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(out.String(), "would be skipped") || strings.Contains(out.String(), "ingest keeps no Parquet shards") {
+		t.Errorf("batch mode: check says\n%s\nwant the sources ingested again, their shards kept", out.String())
 	}
 }

@@ -414,9 +414,11 @@ func (r *Runner) runStages(ctx context.Context, rep *Report, runs []stageRun, in
 
 // fuses reports whether the run's stages run in groups (runStages): not in
 // a worker's run, a merge or a batch-mode run, whose barriers and stops
-// are per stage.
+// are per stage. It reads the pipeline and the options only, so that
+// augment check (streamsIngest) answers as the run will: the teacher is
+// in batch mode when its config says so (llm.NewTeacher).
 func (r *Runner) fuses() bool {
-	return fuseGroups && r.o.Worker == nil && !r.o.Merge && !r.teacher.BatchMode() // workers.go, batch.go
+	return fuseGroups && r.o.Worker == nil && !r.o.Merge && r.p.Teacher.Mode != llm.ModeBatch // workers.go, batch.go
 }
 
 // streamsIngest reports whether ingest keeps no shards in this run
