@@ -884,6 +884,7 @@ func (p *pass) add(name string, rows int64) {
 	if p.upToDate {
 		return
 	}
+	p.prog.grow(rows)
 	p.todo[name] = ""
 	delete(p.done, name)
 	// As openPass does for each shard to redo: a rejects file a killed

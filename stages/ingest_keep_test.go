@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/augmentdata/augment/manifests"
 	"github.com/augmentdata/augment/report"
@@ -393,5 +394,25 @@ func TestIngestKeepFalseCheckBatchMode(t *testing.T) {
 	}
 	if strings.Contains(out.String(), "would be skipped") || strings.Contains(out.String(), "ingest keeps no Parquet shards") {
 		t.Errorf("batch mode: check says\n%s\nwant the sources ingested again, their shards kept", out.String())
+	}
+}
+
+// TestIngestKeepFalseProgressGrows: a shard ingest hands on as it reads
+// a dump read anew joins the pass's inputs after its progress started
+// (pass.add): it counts towards what the progress lines count up to.
+func TestIngestKeepFalseProgressGrows(t *testing.T) {
+	defer func(d time.Duration) { logEvery = d }(logEvery)
+	logEvery = 10 * time.Millisecond
+	var buf syncBuffer
+	r := &Runner{o: Options{Progress: &buf}}
+	p := &pass{at: map[string]int{}, todo: map[string]string{}, m: &manifests.Stage{}, prog: r.newProgress("decision_tokens", 0, nil)}
+	p.add("a-00000", 40)
+	p.prog.add(40)
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline) && !strings.Contains(buf.String(), "records=40/"); {
+		time.Sleep(5 * time.Millisecond)
+	}
+	p.prog.done()
+	if !strings.Contains(buf.String(), `progress stage="decision_tokens" records=40/40`) {
+		t.Errorf("progress output %q, want 40 of 40 records", buf.String())
 	}
 }

@@ -18,6 +18,7 @@ import (
 type progress struct {
 	bar   *progressbar.ProgressBar
 	n     atomic.Int64
+	total atomic.Int64 // what n counts up to (grow)
 	stop  chan struct{}
 	ended chan struct{}
 }
@@ -37,6 +38,7 @@ func (r *Runner) newProgressBytes(name string, size int64) *progress {
 
 func (r *Runner) startProgress(name string, total int64, unit string, env *Env) *progress {
 	p := &progress{stop: make(chan struct{}), ended: make(chan struct{})}
+	p.total.Store(total)
 	w := r.o.Progress
 	if w == nil {
 		close(p.ended)
@@ -74,7 +76,7 @@ func (r *Runner) startProgress(name string, total int64, unit string, env *Env) 
 			case <-p.stop:
 				return
 			case <-t.C:
-				n := p.n.Load()
+				n, total := p.n.Load(), p.total.Load()
 				extra := ""
 				if env != nil {
 					if s := env.stats(); s != nil {
@@ -97,6 +99,18 @@ func (r *Runner) startProgress(name string, total int64, unit string, env *Env) 
 		}
 	}()
 	return p
+}
+
+// grow adds n to what p counts up to: records known once p started (a
+// shard ingest hands on as it reads its dump, pass.add).
+func (p *progress) grow(n int64) {
+	if p == nil {
+		return
+	}
+	total := p.total.Add(n)
+	if p.bar != nil {
+		p.bar.ChangeMax64(total)
+	}
 }
 
 // add counts n records done; a nil progress (a stage skipped as a whole
