@@ -575,12 +575,12 @@ func stageProblems(p *Pipeline) []string {
 	var probs []string
 	// dropped is the last stage with keep: false while its records are
 	// what the stages after it read (an export passes its input on); took
-	// says a stage after it read them. ingest (-1) is the stage before
-	// the first; group says whether the stage is in the first group, which
+	// says a stage after it read them. ingest is the stage before the
+	// first, none no stage; group says whether the stage is in the first group, which
 	// takes ingest's records as they are parsed (no Planner up to it: a
 	// Planner first is refused on its own).
-	const ingest = -1
-	dropped, took, group := -2, false, true
+	const ingest, none = -1, -2
+	dropped, took, group := none, false, true
 	if !p.Ingest.keeps() {
 		dropped = ingest
 	}
@@ -618,7 +618,7 @@ func stageProblems(p *Pipeline) []string {
 		if dropped >= ingest {
 			took = true
 			if !sink {
-				dropped = -2
+				dropped = none
 			}
 		}
 		if !spec.keeps() {
