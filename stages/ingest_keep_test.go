@@ -416,3 +416,51 @@ func TestIngestKeepFalseProgressGrows(t *testing.T) {
 		t.Errorf("progress output %q, want 40 of 40 records", buf.String())
 	}
 }
+
+// TestIngestKeepFalsePartialStops: a dump read in part, without
+// allow_partial, stops a run whose ingest keeps no shards before any stage
+// records a shard, as it stops one that keeps them: in the run that reads
+// it, and in the next, where ingest is up to date and its stages are not.
+func TestIngestKeepFalsePartialStops(t *testing.T) {
+	dir := t.TempDir()
+	var rows []string
+	for i := range 6 {
+		rows = append(rows, oaRow(fmt.Sprintf("row %d", i)))
+	}
+	dump := "[" + strings.Join(rows[:3], ",") + "," + rows[3][:25]
+	if err := os.WriteFile(filepath.Join(dir, "dump.json"), []byte(dump), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	y := "seed: 1\noutput: {dir: out, shard_size: 2}\nsources:\n  - {name: src, path: dump.json, format: openai}\n" +
+		"stages:\n  - {decision_tokens: {}, keep: false}\n  - export: {}\n" + ingestNotKept
+	path := filepath.Join(dir, "pipeline.yaml")
+	if err := os.WriteFile(path, []byte(y), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for run := 1; run <= 2; run++ {
+		p, err := Load(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := NewRunner(p, Options{Version: "test"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = r.Run(context.Background())
+		r.Close()
+		if pe := (*PartialError)(nil); !errors.As(err, &pe) {
+			t.Fatalf("run %d: error %v, want a PartialError", run, err)
+		}
+		for _, stage := range []string{"01-decision_tokens", "02-export"} {
+			if b, err := os.ReadFile(filepath.Join(dir, "out", stage, manifestFile)); err == nil {
+				var m manifests.Stage
+				if err := json.Unmarshal(b, &m); err != nil {
+					t.Fatal(err)
+				}
+				if len(m.Shards) > 0 {
+					t.Errorf("run %d: %s recorded %d shards of a dump read in part without allow_partial", run, stage, len(m.Shards))
+				}
+			}
+		}
+	}
+}

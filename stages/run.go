@@ -298,6 +298,15 @@ func (r *Runner) Run(ctx context.Context) (rep *Report, err error) {
 		if err != nil {
 			return rep, fmt.Errorf("stage ingest: %w", err)
 		}
+		// An up-to-date source recorded as read in part without
+		// allow_partial stops the run before any stage, as ingest keeping
+		// its shards stops it (closeIngest): its shards would be made and
+		// recorded before ingest ends.
+		for _, s := range in.srcs {
+			if s.current && len(s.shards) > 0 && s.shards[0].Unread != nil && !s.src.AllowPartial {
+				return rep, fmt.Errorf("stage ingest: %w", r.checkSource(s.src, s.shards, nil))
+			}
+		}
 		r.feed = newIngestFeed(in)
 		input = r.feed.known()
 		defer func() { rep.Stages[0] = in.res.report }()
