@@ -3,6 +3,7 @@ package report
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -15,6 +16,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/augmentdata/augment/clip"
+	"github.com/augmentdata/augment/manifests"
 	"github.com/augmentdata/augment/stages/llm"
 	"github.com/augmentdata/augment/stages/record"
 	"github.com/augmentdata/augment/stages/shard"
@@ -147,12 +149,18 @@ func (r *Run) findReject(st *Stage, id string) (*RejectLine, error) {
 func (r *Run) Journey(id string) (*Journey, error) {
 	j := &Journey{ID: id}
 	var prev *found
+	// lost: a stage before rejected the record, or a stage that keeps its
+	// records did not have it. Until then, where no stage before kept the
+	// record (they kept none: keep: false), its shard is the one ingest
+	// read its row into (rowShard).
+	lost := false
 	for i := range r.Stages {
 		st := &r.Stages[i]
 		step := Step{Stage: st.Dir}
 		if st.Unmerged > 0 {
 			j.Unmerged = append(j.Unmerged, st.Dir)
 		}
+		at := r.shardAt(id, prev, lost)
 		switch {
 		case st.Status == StatusSkipped:
 			step.Status = StepSkipped
@@ -160,10 +168,10 @@ func (r *Run) Journey(id string) (*Journey, error) {
 			step.Status = StepNotMerged
 		case st.Manifest == nil:
 			step.Status = StepNotRun
-		case unprocessed(st, prev):
-			step.Status, step.Shard, prev = StepNotProcessed, prev.shard, nil
+		case unprocessed(st, at):
+			step.Status, step.Shard, prev, lost = StepNotProcessed, at, nil, true
 		case st.Sink():
-			if err := r.exportStep(st, id, prev, &step); err != nil {
+			if err := r.exportStep(st, id, prev, at, &step); err != nil {
 				return nil, err
 			}
 		case st.NotKept():
@@ -173,11 +181,12 @@ func (r *Run) Journey(id string) (*Journey, error) {
 			if err != nil {
 				return nil, err
 			}
-			if rj != nil {
-				step.Status, step.Reject, step.Retry, prev = StepRejected, rj, llm.Transient(rj.Reason), nil
-			} else if prev != nil && prev.rec != nil {
-				step.Status = StepNotKept
-			} else {
+			switch {
+			case rj != nil:
+				step.Status, step.Reject, step.Retry, prev, lost = StepRejected, rj, llm.Transient(rj.Reason), nil, true
+			case at != "" && notKeptShard(st, at):
+				step.Status, step.Shard = StepNotKept, at
+			default:
 				step.Status = StepAbsent
 			}
 		default:
@@ -207,13 +216,13 @@ func (r *Run) Journey(id string) (*Journey, error) {
 			switch {
 			case rj != nil:
 				step.Status, step.Reject, step.Retry = StepRejected, rj, llm.Transient(rj.Reason)
-			case prev != nil && prev.rec != nil:
-				sh, _ := st.Manifest.Shard(prev.shard)
+			case at != "":
+				sh, _ := st.Manifest.Shard(at)
 				step.Status, step.Filtered = StepFiltered, Counts(sh.Filtered).Keys()
 			default:
 				step.Status = StepAbsent
 			}
-			prev = nil
+			prev, lost = nil, true
 		}
 		j.Steps = append(j.Steps, step)
 	}
@@ -225,19 +234,80 @@ func (r *Run) Journey(id string) (*Journey, error) {
 	return j, fmt.Errorf("no record %q in any stage of %s", id, r.Dir)
 }
 
-// unprocessed reports whether the stage has not done the shard of the
-// record the stage before had (prev): its manifest does not list it.
-func unprocessed(st *Stage, prev *found) bool {
-	if prev == nil || prev.rec == nil {
+// shardAt names the shard the record id is in before the next stage: the
+// shard of the last stage that kept it (prev); else, unless it was lost,
+// the ingest shard its row was read into, as no stage before kept it
+// (rowShard); "" when not known.
+func (r *Run) shardAt(id string, prev *found, lost bool) string {
+	switch {
+	case prev != nil && prev.rec != nil:
+		return prev.shard
+	case lost || prev != nil:
+		return ""
+	}
+	return r.rowShard(id)
+}
+
+// rowShard names the ingest shard that read the row of id ("gl:3" → row 3
+// of source gl), from ingest's manifest: a source's shards, in the order of
+// their numbers, each read In rows of its dump, and a row's ID holds its
+// 0-based index in the dump. "" for a record a stage added ("gl:3/neg1":
+// its parent's shard does not say it exists), or a row no shard read.
+func (r *Run) rowShard(id string) string {
+	src, rest, ok := strings.Cut(id, ":")
+	row, err := strconv.ParseInt(rest, 10, 64)
+	if !ok || err != nil || row < 0 || len(r.Stages) == 0 || r.Stages[0].Type != "ingest" || r.Stages[0].Manifest == nil {
+		return ""
+	}
+	type part struct {
+		n    int64 // the shard's number
+		name string
+		in   int64
+	}
+	var parts []part
+	for _, sh := range r.Stages[0].Manifest.Shards {
+		num, ok := strings.CutPrefix(sh.Name, src+"-")
+		n, err := strconv.ParseInt(num, 10, 64)
+		if ok && err == nil {
+			parts = append(parts, part{n, sh.Name, sh.In})
+		}
+	}
+	slices.SortFunc(parts, func(a, b part) int { return cmp.Compare(a.n, b.n) })
+	first := int64(0)
+	for i, p := range parts {
+		if p.n != int64(i) { // a shard missing from the manifest: rows after it are not placed
+			return ""
+		}
+		if row < first+p.in {
+			return p.name
+		}
+		first += p.in
+	}
+	return ""
+}
+
+// notKeptShard reports whether the stage's manifest names the shard's
+// records as not kept.
+func notKeptShard(st *Stage, name string) bool {
+	sh, ok := st.Manifest.Shard(name)
+	return ok && slices.ContainsFunc(sh.Outputs, func(o manifests.FileRef) bool { return o.NotKept })
+}
+
+// unprocessed reports whether the stage has not done the shard the record
+// is in (at, shardAt): its manifest does not list it.
+func unprocessed(st *Stage, at string) bool {
+	if at == "" {
 		return false
 	}
-	_, ok := st.Manifest.Shard(prev.shard)
+	_, ok := st.Manifest.Shard(at)
 	return !ok
 }
 
 // exportStep locates id's sample in an export: the export writes its input
 // shard's records, less those it rejects, in order, to one file per shard.
-func (r *Run) exportStep(st *Stage, id string, prev *found, step *Step) error {
+// at is the shard the record is in (shardAt), prev the record where a stage
+// before kept it.
+func (r *Run) exportStep(st *Stage, id string, prev *found, at string, step *Step) error {
 	rj, err := r.findReject(st, id)
 	if err != nil {
 		return err
@@ -246,24 +316,24 @@ func (r *Run) exportStep(st *Stage, id string, prev *found, step *Step) error {
 		step.Status, step.Reject, step.Retry = StepRejected, rj, llm.Transient(rj.Reason)
 		return nil
 	}
-	if prev == nil || prev.rec == nil {
+	if at == "" {
 		step.Status = StepAbsent
+		return nil
+	}
+	sh, ok := st.Manifest.Shard(at)
+	if !ok || len(sh.Inputs) == 0 {
+		step.Status = StepAbsent
+		return nil
+	}
+	if sh.Inputs[0].NotKept || prev == nil {
+		// The export's input was not kept: which line holds the sample
+		// is not known.
+		step.Status, step.Shard = StepExported, at
 		return nil
 	}
 	rejected, err := rejectedIDs(r.Dir, st)
 	if err != nil {
 		return err
-	}
-	sh, ok := st.Manifest.Shard(prev.shard)
-	if !ok || len(sh.Inputs) == 0 {
-		step.Status = StepAbsent
-		return nil
-	}
-	if sh.Inputs[0].NotKept {
-		// The export's input was not kept: which line holds the sample
-		// is not known.
-		step.Status, step.Shard = StepExported, prev.shard
-		return nil
 	}
 	line := 0
 	err = shard.Scan(filepath.Join(r.Dir, sh.Inputs[0].Path), func(rec *record.Record) error {
@@ -279,7 +349,7 @@ func (r *Run) exportStep(st *Stage, id string, prev *found, step *Step) error {
 		return err
 	}
 	err = nil
-	step.Status, step.Shard, step.Line = StepExported, prev.shard, line
+	step.Status, step.Shard, step.Line = StepExported, at, line
 	for _, o := range sh.Outputs {
 		if strings.Contains(filepath.Base(o.Path), "part-") {
 			step.File = o.Path
