@@ -19,6 +19,7 @@ import (
 
 	"github.com/augmentdata/augment/internal/swar"
 	"github.com/augmentdata/augment/manifests"
+	"github.com/augmentdata/augment/stages/near"
 	"github.com/augmentdata/augment/stages/record"
 	"github.com/augmentdata/augment/stages/shard"
 	"github.com/augmentdata/augment/verify"
@@ -81,7 +82,7 @@ type sampled struct {
 const tokenSample = 5000
 
 // SampleBelow is the token sample's threshold for rows records: a record
-// without a tokens tag is counted when the FNV-64a hash of its ID is below
+// without a tokens tag is counted when the hash of its ID (idHash) is below
 // it, about tokenSample records of rows (all of them up to tokenSample).
 // The scan of an older run dir uses the rows it reads; a run uses the
 // records ingest handed to the chain, known before any shard of a later
@@ -97,14 +98,18 @@ func SampleBelow(rows int64) uint64 {
 // below.
 func inSample(h, below uint64) bool { return below == math.MaxUint64 || h < below }
 
-// idHash is the FNV-64a hash of id.
+// idHash is the FNV-64a hash of id through a 64-bit finaliser (near.Mix):
+// FNV alone differs little in its high bits between IDs that differ in
+// their last characters, so a threshold on it took runs of sequential IDs
+// ("glaive:0" …) together and left others out, a sample biased wherever the
+// rows' order means something (a dump sorted by length or topic).
 func idHash(id string) uint64 {
 	const offset, prime = 14695981039346656037, 1099511628211
 	h := uint64(offset)
 	for i := 0; i < len(id); i++ {
 		h = (h ^ uint64(id[i])) * prime
 	}
-	return h
+	return near.Mix(h)
 }
 
 // errNoTag stands for strconv's error on an absent tag.

@@ -26,8 +26,9 @@ import (
 func PartialFile(shard string) string { return "dist-" + shard + ".json" }
 
 // partialVersion is the layout of a partial file; a file of another
-// version is not read (the records are, as without one).
-const partialVersion = 1
+// version is not read (the records are, as without one). 2: the token
+// sample's ID hash is mixed (idHash); a partial of 1 sampled other records.
+const partialVersion = 2
 
 // A Partial counts the distributions of one export shard: the records the
 // export wrote, and the records of the shard's input the stage rejected (so

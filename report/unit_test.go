@@ -12,6 +12,7 @@ import (
 	"unicode"
 
 	"github.com/augmentdata/augment/atomicfs"
+	"github.com/augmentdata/augment/stages/near"
 	"github.com/augmentdata/augment/stages/record"
 	"github.com/augmentdata/augment/verify"
 )
@@ -117,12 +118,53 @@ func TestLetters(t *testing.T) {
 	}
 }
 
-func TestIDHashIsFNV(t *testing.T) {
+func TestIDHashIsMixedFNV(t *testing.T) {
 	for _, id := range []string{"", "a", "glaive:000123", "记录-7"} {
 		h := fnv.New64a()
 		h.Write([]byte(id))
-		if got := idHash(id); got != h.Sum64() {
-			t.Errorf("idHash(%q) = %x, want FNV-64a %x", id, got, h.Sum64())
+		if got := idHash(id); got != near.Mix(h.Sum64()) {
+			t.Errorf("idHash(%q) = %x, want FNV-64a mixed %x", id, got, near.Mix(h.Sum64()))
+		}
+	}
+}
+
+// TestTokenSampleUniform: the token sample of sequential IDs (a dump's
+// rows, "glaive:0" …) takes about as many records from each tenth and each
+// hundredth of the rows, and no long run of consecutive rows. FNV-64a
+// without a finaliser took 100 to 1100 per tenth of 40,000 rows (500
+// expected), in runs of consecutive rows.
+func TestTokenSampleUniform(t *testing.T) {
+	for _, prefix := range []string{"glaive:", "u:", "xlam-60k:"} {
+		const rows = 40_000
+		below := SampleBelow(rows) // about 5000 records: 1/8
+		var tenth [10]int
+		var hundredth [100]int
+		run, longest := 0, 0
+		for i := range rows {
+			if !inSample(idHash(prefix+strconv.Itoa(i)), below) {
+				run = 0
+				continue
+			}
+			tenth[i*10/rows]++
+			hundredth[i*100/rows]++
+			run++
+			longest = max(longest, run)
+		}
+		// Binomial(4000, 1/8): 500 ± 21 per tenth; (400, 1/8): 50 ± 6.6
+		// per hundredth. The bounds are 5 standard deviations and more.
+		for i, n := range tenth {
+			if n < 400 || n > 600 {
+				t.Errorf("%s: tenth %d of the rows has %d records in the sample, want 400..600 (%v)", prefix, i, n, tenth)
+			}
+		}
+		for i, n := range hundredth {
+			if n < 15 || n > 85 {
+				t.Errorf("%s: hundredth %d of the rows has %d records in the sample, want 15..85", prefix, i, n)
+			}
+		}
+		// P(a run of 10 somewhere) ≈ 40000 · 8^-10 < 1e-4.
+		if longest >= 10 {
+			t.Errorf("%s: %d consecutive rows all in the sample", prefix, longest)
 		}
 	}
 }
