@@ -665,6 +665,7 @@ func (r *Runner) openPass(ctx context.Context, sr stageRun, env *Env, st Stage, 
 	if len(todo) == 0 && old != nil && r.o.Worker == nil && !r.o.Merge && // workers.go: they always write their manifest
 		(r.feed == nil || !r.feed.fresh) && // the shards of a dump read anew are not known yet
 		(!isSink || r.finishDone(old)) { // a run killed before the sink's Finish: run it now
+		old.Superseded = append(old.Superseded, r.staleNotKept(old)...)
 		if len(old.Superseded) > 0 {
 			// An earlier run recorded every shard but stopped before
 			// deleting what it replaced.
@@ -1211,12 +1212,16 @@ func superseded(old *manifests.Stage, kept func(shard string) bool) []string {
 	return slices.Compact(slices.Sorted(slices.Values(files)))
 }
 
-// owned lists every file a stage manifest names as the stage's own.
+// owned lists every file a stage manifest names as the stage's own. A
+// shard the stage did not keep (NotKept) names no file: a file at its
+// path is an earlier run's, stale, and not among them.
 func owned(m *manifests.Stage) map[string]bool {
 	files := map[string]bool{}
 	for _, s := range m.Shards {
 		for _, o := range s.Outputs {
-			files[o.Path] = true
+			if !o.NotKept {
+				files[o.Path] = true
+			}
 		}
 	}
 	for _, f := range m.Files {
@@ -1228,6 +1233,24 @@ func owned(m *manifests.Stage) map[string]bool {
 			if dir, _, ok := strings.Cut(f, "/"); ok {
 				files[dir+"/"+report.CardFile] = true
 				break
+			}
+		}
+	}
+	return files
+}
+
+// staleNotKept lists the files on disk at the paths of m's shards not
+// kept: an earlier run kept them, and an augment before this one did not
+// delete them once the shard was recorded not kept (see owned).
+func (r *Runner) staleNotKept(m *manifests.Stage) []string {
+	var files []string
+	for _, s := range m.Shards {
+		for _, o := range s.Outputs {
+			if !o.NotKept {
+				continue
+			}
+			if _, err := r.root.Lstat(o.Path); err == nil {
+				files = append(files, o.Path)
 			}
 		}
 	}
@@ -1305,6 +1328,9 @@ func (r *Runner) sweepStale(runs []stageRun) error {
 		}
 		r.o.Log.Info("remove stale stage dir", "dir", e.Name())
 		files := append(slices.Sorted(maps.Keys(owned(m))), m.Superseded...)
+		for _, s := range m.Shards { // a stale file at a not-kept shard's path too
+			files = append(files, outputPaths(s)...)
+		}
 		if err := r.removeOwned(e.Name(), files); err != nil {
 			return err
 		}
