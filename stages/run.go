@@ -602,12 +602,14 @@ func (r *Runner) openPass(ctx context.Context, sr stageRun, env *Env, st Stage, 
 	}
 	known := slices.DeleteFunc(slices.Clone(inputs), func(in shardInput) bool { return in.ref.Path == "" })
 	todo := r.pending(sr, old, fp, plan, known)
+	gone := goneShards(old, inputs, r.mine)
 	// plan.go: a plan is computed once, saved, and loaded by workers and
 	// reruns. A Planner starts a group of its own (runStages): its inputs
 	// are all known here.
 	// A stage that keeps no shards may have to make a shard again for the
-	// stage after it (runChain), with its plan.
-	if planner, ok := st.(Planner); ok && (len(todo) > 0 || r.o.Worker != nil || r.o.Merge || sr.drop) { // workers.go: a worker cannot see others' todo
+	// stage after it (runChain), with its plan. A shard gone from the
+	// input (its source removed) changes the whole input the plan is of.
+	if planner, ok := st.(Planner); ok && (len(todo) > 0 || gone || r.o.Worker != nil || r.o.Merge || sr.drop) { // workers.go: a worker cannot see others' todo
 		if p.planned, err = r.stagePlan(ctx, sr, planner, typ, fp, inputs); err != nil {
 			return p, fmt.Errorf("plan: %w", err)
 		}
@@ -664,6 +666,7 @@ func (r *Runner) openPass(ctx context.Context, sr stageRun, env *Env, st Stage, 
 	}
 	if len(todo) == 0 && old != nil && r.o.Worker == nil && !r.o.Merge && // workers.go: they always write their manifest
 		(r.feed == nil || !r.feed.fresh) && // the shards of a dump read anew are not known yet
+		!gone && // the manifest drops them, their files go and a sink's Finish runs again (closePass)
 		(!isSink || r.finishDone(old)) { // a run killed before the sink's Finish: run it now
 		old.Superseded = append(old.Superseded, r.staleNotKept(old)...)
 		if len(old.Superseded) > 0 {
@@ -798,6 +801,22 @@ func (r *Runner) closePass(ctx context.Context, p *pass, failed error) error {
 		"seconds", fmt.Sprintf("%.1f", time.Since(m.Started).Seconds()))
 	res.outputs = outputsOf(m, p.inputs)
 	return nil
+}
+
+// goneShards reports whether the earlier manifest old records a shard
+// of this process (mine) that inputs no longer have: its source was
+// removed from pipeline.yaml, or its dump has fewer shards. The stage is
+// then not up to date as a whole, though no shard is to make: its
+// manifest, totals and a sink's Finish must be those of a run over inputs.
+func goneShards(old *manifests.Stage, inputs []shardInput, mine func(string) bool) bool {
+	if old == nil {
+		return false
+	}
+	names := make(map[string]bool, len(inputs))
+	for _, in := range inputs {
+		names[in.name] = true
+	}
+	return slices.ContainsFunc(old.Shards, func(s manifests.Shard) bool { return !names[s.Name] && mine(s.Name) })
 }
 
 // finishDone reports whether a sink's Finish completed in the run that
