@@ -208,6 +208,12 @@ func (r *Runner) closeIngest(in *ingestPass) error {
 	res.report.Counts = m.Totals
 	res.outputs = outputsOf(m, shardNames(m))
 	if !in.changed {
+		if stale := r.staleNotKept(in.old); len(stale) > 0 {
+			// Left by an augment that kept them (see owned).
+			if err := r.removeOwned(sr.rel, stale); err != nil {
+				return err
+			}
+		}
 		return partialErr(partial)
 	}
 	for _, s := range m.Shards {

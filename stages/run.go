@@ -602,12 +602,14 @@ func (r *Runner) openPass(ctx context.Context, sr stageRun, env *Env, st Stage, 
 	}
 	known := slices.DeleteFunc(slices.Clone(inputs), func(in shardInput) bool { return in.ref.Path == "" })
 	todo := r.pending(sr, old, fp, plan, known)
+	gone := goneShards(old, inputs, r.mine)
 	// plan.go: a plan is computed once, saved, and loaded by workers and
 	// reruns. A Planner starts a group of its own (runStages): its inputs
 	// are all known here.
 	// A stage that keeps no shards may have to make a shard again for the
-	// stage after it (runChain), with its plan.
-	if planner, ok := st.(Planner); ok && (len(todo) > 0 || r.o.Worker != nil || r.o.Merge || sr.drop) { // workers.go: a worker cannot see others' todo
+	// stage after it (runChain), with its plan. A shard gone from the
+	// input (its source removed) changes the whole input the plan is of.
+	if planner, ok := st.(Planner); ok && (len(todo) > 0 || gone || r.o.Worker != nil || r.o.Merge || sr.drop) { // workers.go: a worker cannot see others' todo
 		if p.planned, err = r.stagePlan(ctx, sr, planner, typ, fp, inputs); err != nil {
 			return p, fmt.Errorf("plan: %w", err)
 		}
@@ -664,7 +666,9 @@ func (r *Runner) openPass(ctx context.Context, sr stageRun, env *Env, st Stage, 
 	}
 	if len(todo) == 0 && old != nil && r.o.Worker == nil && !r.o.Merge && // workers.go: they always write their manifest
 		(r.feed == nil || !r.feed.fresh) && // the shards of a dump read anew are not known yet
+		!gone && // the manifest drops them, their files go and a sink's Finish runs again (closePass)
 		(!isSink || r.finishDone(old)) { // a run killed before the sink's Finish: run it now
+		old.Superseded = append(old.Superseded, r.staleNotKept(old)...)
 		if len(old.Superseded) > 0 {
 			// An earlier run recorded every shard but stopped before
 			// deleting what it replaced.
@@ -797,6 +801,22 @@ func (r *Runner) closePass(ctx context.Context, p *pass, failed error) error {
 		"seconds", fmt.Sprintf("%.1f", time.Since(m.Started).Seconds()))
 	res.outputs = outputsOf(m, p.inputs)
 	return nil
+}
+
+// goneShards reports whether the earlier manifest old records a shard
+// of this process (mine) that inputs no longer have: its source was
+// removed from pipeline.yaml, or its dump has fewer shards. The stage is
+// then not up to date as a whole, though no shard is to make: its
+// manifest, totals and a sink's Finish must be those of a run over inputs.
+func goneShards(old *manifests.Stage, inputs []shardInput, mine func(string) bool) bool {
+	if old == nil {
+		return false
+	}
+	names := make(map[string]bool, len(inputs))
+	for _, in := range inputs {
+		names[in.name] = true
+	}
+	return slices.ContainsFunc(old.Shards, func(s manifests.Shard) bool { return !names[s.Name] && mine(s.Name) })
 }
 
 // finishDone reports whether a sink's Finish completed in the run that
@@ -1211,12 +1231,16 @@ func superseded(old *manifests.Stage, kept func(shard string) bool) []string {
 	return slices.Compact(slices.Sorted(slices.Values(files)))
 }
 
-// owned lists every file a stage manifest names as the stage's own.
+// owned lists every file a stage manifest names as the stage's own. A
+// shard the stage did not keep (NotKept) names no file: a file at its
+// path is an earlier run's, stale, and not among them.
 func owned(m *manifests.Stage) map[string]bool {
 	files := map[string]bool{}
 	for _, s := range m.Shards {
 		for _, o := range s.Outputs {
-			files[o.Path] = true
+			if !o.NotKept {
+				files[o.Path] = true
+			}
 		}
 	}
 	for _, f := range m.Files {
@@ -1228,6 +1252,24 @@ func owned(m *manifests.Stage) map[string]bool {
 			if dir, _, ok := strings.Cut(f, "/"); ok {
 				files[dir+"/"+report.CardFile] = true
 				break
+			}
+		}
+	}
+	return files
+}
+
+// staleNotKept lists the files on disk at the paths of m's shards not
+// kept: an earlier run kept them, and an augment before this one did not
+// delete them once the shard was recorded not kept (see owned).
+func (r *Runner) staleNotKept(m *manifests.Stage) []string {
+	var files []string
+	for _, s := range m.Shards {
+		for _, o := range s.Outputs {
+			if !o.NotKept {
+				continue
+			}
+			if _, err := r.root.Lstat(o.Path); err == nil {
+				files = append(files, o.Path)
 			}
 		}
 	}
@@ -1305,6 +1347,9 @@ func (r *Runner) sweepStale(runs []stageRun) error {
 		}
 		r.o.Log.Info("remove stale stage dir", "dir", e.Name())
 		files := append(slices.Sorted(maps.Keys(owned(m))), m.Superseded...)
+		for _, s := range m.Shards { // a stale file at a not-kept shard's path too
+			files = append(files, outputPaths(s)...)
+		}
 		if err := r.removeOwned(e.Name(), files); err != nil {
 			return err
 		}

@@ -1,0 +1,181 @@
+package stages
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/augmentdata/augment/report"
+)
+
+// unlistedFiles returns the files of the stage directory stage of out
+// that its manifest does not name as a file on disk: a not-kept shard's
+// path names none.
+func unlistedFiles(t *testing.T, out, stage string) []string {
+	t.Helper()
+	m := readManifest(t, out, stage)
+	listed := map[string]bool{stage + "/" + manifestFile: true}
+	for _, f := range m.Files {
+		listed[f] = true
+	}
+	for _, sh := range m.Shards {
+		for _, o := range sh.Outputs {
+			if !o.NotKept {
+				listed[o.Path] = true
+			}
+		}
+	}
+	var left []string
+	err := filepath.WalkDir(filepath.Join(out, stage), func(path string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		rel, _ := filepath.Rel(out, path)
+		rel = filepath.ToSlash(rel)
+		if !listed[rel] && filepath.Base(rel) != report.CardFile {
+			left = append(left, rel)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return left
+}
+
+// editFile replaces old with new in the file at path, which must hold it.
+func editFile(t *testing.T, path, old, new string) {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(b), old) {
+		t.Fatalf("%s does not hold %q", path, old)
+	}
+	if err := os.WriteFile(path, []byte(strings.Replace(string(b), old, new, 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestNotKeptShardLeavesNoStaleFile turns ingest, then a stage, to keep:
+// false where their shards are made again: the Parquet shards the earlier
+// run kept at the same paths go with the manifest entries that named them
+// (a not-kept shard's path names no file), so that reading the stage's
+// folder never reads an earlier run's records.
+func TestNotKeptShardLeavesNoStaleFile(t *testing.T) {
+	path, out := dumpPipeline(t, map[string][]byte{"glaive": nil}, "  - decision_tokens: {}\n  - export: {}\n")
+	runPipeline(t, path)
+	// The dump loses its last rows: glaive's first shards are made again
+	// (not kept), its last are gone.
+	dump := filepath.Join(filepath.Dir(path), "glaive.json")
+	b, err := os.ReadFile(dump)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rows []json.RawMessage
+	if err := json.Unmarshal(b, &rows); err != nil || len(rows) < 6 {
+		t.Fatalf("the glaive dump: %d rows, %v", len(rows), err)
+	}
+	if b, err = json.Marshal(rows[:4]); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(dump, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.WriteString(ingestNotKept)
+	f.Close()
+	runPipeline(t, path)
+	m := readManifest(t, out, "00-ingest")
+	if len(m.Shards) != 2 || !notKept(m.Shards[0]) {
+		t.Fatalf("ingest recorded %d shards (the first not kept: %v), want 2 not kept", len(m.Shards), len(m.Shards) > 0 && notKept(m.Shards[0]))
+	}
+	for _, stage := range []string{"00-ingest", "01-decision_tokens"} {
+		if left := unlistedFiles(t, out, stage); len(left) > 0 {
+			t.Errorf("ingest turned to keep: false over a changed dump: %s holds files its manifest does not name: %v", stage, left)
+		}
+	}
+	// A stage turned to keep: false whose shards are made again.
+	editFile(t, path, "  - decision_tokens: {}", `  - {decision_tokens: {answer_token: "<|a|>"}, keep: false}`)
+	editFile(t, path, ingestNotKept, "")
+	runPipeline(t, path)
+	if m := readManifest(t, out, "01-decision_tokens"); len(m.Shards) != 2 || !notKept(m.Shards[0]) {
+		t.Fatalf("decision_tokens recorded %d shards, want 2 not kept", len(m.Shards))
+	}
+	for _, stage := range []string{"00-ingest", "01-decision_tokens", "02-export"} {
+		if left := unlistedFiles(t, out, stage); len(left) > 0 {
+			t.Errorf("decision_tokens turned to keep: false: %s holds files its manifest does not name: %v", stage, left)
+		}
+	}
+	rerunDoesNothing(t, path, out)
+	// A stale shard an earlier augment left at a not-kept shard's path
+	// (it deleted none there) goes at the next run, whose stages are up
+	// to date.
+	stale := filepath.Join(out, "00-ingest", "part-glaive-00000.parquet")
+	if err := os.Link(stale, filepath.Join(out, "01-decision_tokens", "part-glaive-00000.parquet")); err != nil {
+		t.Fatal(err)
+	}
+	runPipeline(t, path)
+	if left := unlistedFiles(t, out, "01-decision_tokens"); len(left) > 0 {
+		t.Errorf("an up-to-date stage kept a stale file at a not-kept shard's path: %v", left)
+	}
+}
+
+// removedSourceStages has, after its first group, a Planner whose quota
+// takes records of every source (a removed source's records leave room
+// for others') and a second export.
+const removedSourceStages = `  - decision_tokens: {}
+  - export: {}
+  - sample: {quotas: [{n: 6}]}
+  - {name: ex2, export: {}}
+`
+
+// TestRemovedSourceAsFreshRun removes a source from pipeline.yaml while
+// no stage has other work: every stage drops the source's shards and
+// their files, its totals follow, and the outputs (exports, dataset cards,
+// report partials) are the bytes of a fresh run over the other sources.
+func TestRemovedSourceAsFreshRun(t *testing.T) {
+	for _, ingest := range []string{"", ingestNotKept} {
+		name := "ingest kept"
+		if ingest != "" {
+			name = "ingest not kept"
+		}
+		t.Run(name, func(t *testing.T) {
+			path, out := dumpPipeline(t, map[string][]byte{"toolace": nil, "glaive": nil, "xlam": nil}, removedSourceStages+ingest)
+			runPipeline(t, path)
+			editFile(t, path, "  - {name: xlam, path: xlam.json, format: xlam}\n", "")
+			runPipeline(t, path)
+			freshPath, freshOut := dumpPipeline(t, map[string][]byte{"toolace": nil, "glaive": nil}, removedSourceStages+ingest)
+			runPipeline(t, freshPath)
+			got, want := tree(t, out), tree(t, freshOut)
+			for name, sum := range want {
+				switch base := filepath.Base(name); {
+				case base == "manifest.json", base == report.HTMLFile, base == "config.yaml":
+				case got[name] != sum:
+					t.Errorf("%s differs from a fresh run's", name)
+				}
+				delete(got, name)
+			}
+			for name := range got {
+				t.Errorf("%s: not in a fresh run", name)
+			}
+			for _, sr := range []string{"00-ingest", "01-decision_tokens", "02-export", "03-sample", "04-ex2"} {
+				m, fm := readManifest(t, out, sr), readManifest(t, freshOut, sr)
+				if g, w := shardNames(m), shardNames(fm); len(g) != len(w) || m.Totals.In != fm.Totals.In || m.Totals.Out != fm.Totals.Out {
+					t.Errorf("%s records %d shards, in %d, out %d; a fresh run %d, %d, %d", sr, len(g), m.Totals.In, m.Totals.Out, len(w), fm.Totals.In, fm.Totals.Out)
+				}
+				if strings.Join(m.Notes, "\n") != strings.Join(fm.Notes, "\n") {
+					t.Errorf("%s notes %q; a fresh run's %q", sr, m.Notes, fm.Notes)
+				}
+			}
+			stageOrder(t, out)
+			rerunDoesNothing(t, path, out)
+		})
+	}
+}
