@@ -3,8 +3,10 @@ package stages
 import (
 	"context"
 	"encoding/json"
+	"io"
 
 	"github.com/augmentdata/augment/prompts"
+	"github.com/augmentdata/augment/stages/record"
 	"github.com/augmentdata/augment/translate"
 	"github.com/augmentdata/augment/verify"
 )
@@ -105,16 +107,43 @@ func (c *TranslateConfig) build(env *Env) (Stage, error) {
 	if err != nil {
 		return nil, err // (translate's errors say "translate: …")
 	}
-	return &translator{Stage: translate.NewStage(t, env.Stage, env.Rand), env: env, teacher: cfg.Mode != translate.ModeConvert}, nil
+	tr := &translator{st: translate.NewStage(t, env.Stage, env.Rand), env: env, teacher: cfg.Mode != translate.ModeConvert}
+	if cfg.Count > 0 {
+		return countTranslator{tr}, nil
+	}
+	return tr, nil
 }
 
-// translator gives translate.Stage the teacher's concurrency.
+// translator gives translate.Stage the teacher's concurrency. Without
+// count it is no Planner: each record is drawn on its own (ratio, seeded by
+// its ID), so the stage reads nothing before it starts and runs in the
+// group of the stage before it (runStages), on the records of an ingest or
+// a stage that keeps no shards too (stageProblems). Its shards' keys have
+// no plan; those of an output dir made when it was a Planner hold the plan
+// "ratio=<ratio>", which openPass takes from the stage's manifest as long
+// as its settings stand, so they stay up to date.
 type translator struct {
-	*translate.Stage
+	st      *translate.Stage
 	env     *Env
 	teacher bool // teacher mode (convert mode asks no one)
+}
+
+func (t *translator) Process(ctx context.Context, r *record.Record) ([]*record.Record, error) {
+	return t.st.Process(ctx, r)
 }
 
 func (t *translator) usesModels() (teacher, embedder bool) { return t.teacher, false }
 
 func (t *translator) Concurrency() int { return max(1, t.env.Capacity) }
+
+// countTranslator is translate with count, a PlanSaver: its plan reads
+// the whole input to choose the count records with the smallest draws.
+type countTranslator struct{ *translator }
+
+func (t countTranslator) Plan(ctx context.Context, scan func(yield func(*record.Record) error) error) (string, error) {
+	return t.st.Plan(ctx, scan)
+}
+
+func (t countTranslator) SavePlan(w io.Writer) error { return t.st.SavePlan(w) }
+
+func (t countTranslator) LoadPlan(r io.Reader) error { return t.st.LoadPlan(r) }

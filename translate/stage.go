@@ -19,8 +19,10 @@ import (
 )
 
 // A Stage runs a Translator over a pipeline's records. It has the methods of
-// stages.Stage and stages.Planner; the package does not import stages, so
-// that the pipeline can embed Config.
+// stages.Stage and stages.PlanSaver; the package does not import stages, so
+// that the pipeline can embed Config. The pipeline runs it as a Planner only
+// when Count is set: with Ratio, Plan reads nothing and Process needs no
+// plan.
 type Stage struct {
 	t    *Translator
 	rand func(id string) *rand.Rand
