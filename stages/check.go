@@ -81,6 +81,11 @@ func Check(ctx context.Context, p *Pipeline, o Options, w io.Writer) error {
 		fmt.Fprintf(w, "warning: %s\n", msg)
 	}
 
+	merge, err := r.unmergedWorkers() // workers.go: a run merges them first
+	if err != nil {
+		return err
+	}
+
 	// Sources: do they exist, and would ingest redo them?
 	fmt.Fprintln(w, "\nsources:")
 	ingestDir := filepath.Join(dir, "00-ingest")
@@ -92,6 +97,11 @@ func Check(ctx context.Context, p *Pipeline, o Options, w io.Writer) error {
 	allSourcesCurrent := true
 	var first *record.Record
 	var sampleTools []record.Tool
+	// The lines wait for the first group's passes (firstGroup) when ingest
+	// keeps no shards: they say which up-to-date sources are read again.
+	type sourceLine struct{ name, format, size, status string }
+	var lines []sourceLine
+	current := &manifests.Stage{} // the shards of the up-to-date sources
 	for _, s := range p.Sources {
 		path := p.Resolve(s.Path)
 		info, err := r.src.Stat(ctx, path)
@@ -108,7 +118,8 @@ func Check(ctx context.Context, p *Pipeline, o Options, w io.Writer) error {
 			cfg := ingestSettingsOf(p.Output, s)
 			sfp, _, _ := r.fingerprint("ingest", ingestVersion, cfg, nil, nil)
 			if allMatch(prev, sourceKey(sfp, path, sum), r, r.streamsIngest()) {
-				status = fmt.Sprintf("up to date (%d shards), would be skipped", len(prev))
+				status = fmt.Sprintf("up to date (%d shards)", len(prev))
+				current.Shards = append(current.Shards, prev...)
 				for _, sh := range prev {
 					rows += sh.Out
 				}
@@ -126,7 +137,27 @@ func Check(ctx context.Context, p *Pipeline, o Options, w io.Writer) error {
 			rows += sourceRows(s, estimate)
 			allSourcesCurrent = false
 		}
-		fmt.Fprintf(w, "  %-16s %-8s %9s  %s\n", s.Name, s.Format, humanBytes(info.Size), status)
+		lines = append(lines, sourceLine{s.Name, s.Format, humanBytes(info.Size), status})
+	}
+	var fed *group // the run's first group, when ingest keeps no shards
+	if r.streamsIngest() && !merge {
+		if fed, err = r.firstGroup(p, current, !allSourcesCurrent); err != nil {
+			return err
+		}
+	}
+	again := &ingestFeed{stream: map[string]bool{}}
+	if fed != nil {
+		r.planFeed(again, fed)
+	}
+	for _, l := range lines {
+		switch {
+		case !strings.HasPrefix(l.status, "up to date"):
+		case again.stream[l.name]:
+			l.status += ", would be read again: ingest keeps no shards, and a stage after it has shards of the source to make"
+		default:
+			l.status += ", would be skipped"
+		}
+		fmt.Fprintf(w, "  %-16s %-8s %9s  %s\n", l.name, l.format, l.size, l.status)
 	}
 	if r.streamsIngest() {
 		fmt.Fprintln(w, "  ingest keeps no Parquet shards (ingest: {keep: false}): its records go on to the first stages as they are parsed")
@@ -152,10 +183,6 @@ func Check(ctx context.Context, p *Pipeline, o Options, w io.Writer) error {
 	}
 
 	fmt.Fprintf(w, "\nstages (previewed on record %s; about %d records enter the first stage):\n", first.ID, rows)
-	merge, err := r.unmergedWorkers() // workers.go: a run merges them first
-	if err != nil {
-		return err
-	}
 	if merge {
 		fmt.Fprintln(w, "  the output dir holds the workers' parts, not merged yet: a run merges them, as augment merge does")
 	}
@@ -227,6 +254,9 @@ func Check(ctx context.Context, p *Pipeline, o Options, w io.Writer) error {
 			status += "; keep: false has no effect in a merge: its shards are kept"
 		case !spec.keeps():
 			status += "; keeps no Parquet shards (keep: false)"
+			if n := remade(fed, spec.Name); n > 0 {
+				status += fmt.Sprintf("; makes %d of them again in memory for the stage after it, recording nothing", n)
+			}
 		}
 		fmt.Fprintf(w, ": %s\n", status)
 		if len(recs) == 0 {
@@ -274,6 +304,98 @@ func Check(ctx context.Context, p *Pipeline, o Options, w io.Writer) error {
 		recs = next
 	}
 	return nil
+}
+
+// firstGroup opens, as openPass would and without writing anything, the
+// passes of the first group of a run whose ingest keeps no shards: the
+// stages before the first Planner (runStages), over the shards of the
+// up-to-date sources that current lists, as ingest hands them on
+// (ingestFeed.known). fresh says some source is read anew: no pass is then
+// up to date as a whole. It returns nil when the first stage is a Planner
+// (refused: stageProblems). planFeed then tells the sources the run reads
+// again.
+func (r *Runner) firstGroup(p *Pipeline, current *manifests.Stage, fresh bool) (*group, error) {
+	g := &group{}
+	inputs := outputsOf(current, shardNames(current))
+	for i := range p.Stages {
+		spec := &p.Stages[i]
+		if spec.Skip {
+			continue
+		}
+		typ, cfg := spec.config()
+		env := previewEnv(p, spec.Name, cfg, &previewClient{}, toollib.New(nil))
+		st, err := cfg.build(env)
+		if err != nil {
+			return nil, fmt.Errorf("stage %s: %w", spec.Name, err)
+		}
+		if _, planner := st.(Planner); planner {
+			break
+		}
+		fp, _, err := r.fingerprint(typ, cfg.version(), cfg, env, st, r.libraryPart(cfg)...)
+		if err != nil {
+			return nil, err
+		}
+		sr := stageRun{name: spec.Name, rel: fmt.Sprintf("%02d-%s", i+1, spec.Name), drop: !spec.keeps()}
+		old, err := manifests.Read[manifests.Stage](filepath.Join(r.dir, sr.rel, "manifest.json"))
+		if err != nil {
+			return nil, err
+		}
+		ps := &pass{sr: sr, st: st, old: old, inputs: inputs, done: map[string]manifests.Shard{}}
+		ps.sink, _ = st.(Sink)
+		// As openPass decides what is done: the earlier plan (none in
+		// this group), the shards whose keys stand, and every shard the
+		// pass before makes again.
+		plan := ""
+		if old != nil && old.ConfigHash == fp {
+			plan = old.Plan
+		}
+		known := slices.DeleteFunc(slices.Clone(inputs), func(in shardInput) bool { return in.ref.Path == "" })
+		ps.todo = r.pending(sr, old, fp, plan, known)
+		for _, in := range inputs {
+			if in.ref.Path == "" {
+				ps.todo[in.name] = ""
+			}
+		}
+		ps.upToDate = len(ps.todo) == 0 && old != nil && !fresh && (ps.sink == nil || r.finishDone(old))
+		if old != nil {
+			for _, s := range old.Shards {
+				if _, redo := ps.todo[s.Name]; !redo {
+					ps.done[s.Name] = s
+				}
+			}
+			if ps.upToDate {
+				ps.res.outputs = outputsOf(old, inputs)
+			}
+		}
+		g.passes = append(g.passes, ps)
+		inputs = ps.handed()
+	}
+	if len(g.passes) == 0 {
+		return nil, nil
+	}
+	return g, nil
+}
+
+// remade counts the shards of the pass of g named stage, one that keeps no
+// shards, that it does not make in the run but makes again in memory
+// (replayShard) because the pass after it needs their records (needs).
+func remade(g *group, stage string) int {
+	if g == nil {
+		return 0
+	}
+	for k, p := range g.passes {
+		if p.sr.name != stage || !p.sr.drop {
+			continue
+		}
+		n := 0
+		for _, in := range p.inputs {
+			if _, redo := p.todo[in.name]; (p.upToDate || !redo) && needs(g, in.name)[k+1] {
+				n++
+			}
+		}
+		return n
+	}
+	return 0
 }
 
 // peekSource parses up to n rows and returns the first record that parsed,

@@ -3,6 +3,15 @@ package stages
 import (
 	"bytes"
 	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/augmentdata/augment/stages/llm"
@@ -38,5 +47,139 @@ func TestPreviewPrintsInSlotOrder(t *testing.T) {
 		if got := print(order...); got != want {
 			t.Errorf("asked in order %v, the preview reads\n%s\nwant\n%s", order, got, want)
 		}
+	}
+}
+
+// TestCheckSourcesReadAgain: with ingest: {keep: false}, a run reads an
+// up-to-date source again when a stage of the first group needs ingest's
+// records of a shard of it (the first stage, or one after stages that keep
+// no shards, has the shard to make) or an export of the group makes one of
+// its shards. augment check names exactly the sources the run then reads
+// again, and says the others would be skipped; of a stage that keeps no
+// shards before one with shards to make, it says it makes its shards again
+// in memory.
+func TestCheckSourcesReadAgain(t *testing.T) {
+	all := []string{"glaive", "toolace", "xlam"}
+	for _, c := range []struct {
+		name, stages string
+		change       func(t *testing.T, path, out string)
+		want         []string
+	}{
+		{"nothing changed", "  - verify: {checks: [roles]}\n  - decision_tokens: {}\n  - export: {}\n", nil, nil},
+		{"the first stage changed", "  - verify: {checks: [roles]}\n  - decision_tokens: {}\n  - export: {}\n", moreChecks, all},
+		{"a stage after one keeping no shards changed", "  - {decision_tokens: {}, keep: false}\n  - verify: {checks: [roles]}\n  - export: {}\n", moreChecks, all},
+		{"a stage after one keeping no shards lost a shard", "  - {decision_tokens: {}, keep: false}\n  - verify: {checks: [roles]}\n  - export: {}\n", func(t *testing.T, _, out string) {
+			if err := os.Remove(filepath.Join(out, "02-verify", "part-xlam-00001.parquet")); err != nil {
+				t.Fatal(err)
+			}
+		}, []string{"xlam"}},
+		// verify reads decision_tokens' shards; the export after it is in
+		// the next group (dedup's).
+		{"a stage after a kept one changed", "  - decision_tokens: {}\n  - verify: {checks: [roles]}\n  - dedup: {}\n  - export: {}\n", moreChecks, nil},
+		// The export has shards to make (verify makes its input again):
+		// the run reads the dumps for its token sample's estimate.
+		{"a stage after a kept one changed, before an export", "  - decision_tokens: {}\n  - verify: {checks: [roles]}\n  - export: {}\n", moreChecks, all},
+		{"the export changed", "  - decision_tokens: {}\n  - verify: {checks: [roles]}\n  - export: {}\n", func(t *testing.T, path, _ string) {
+			editFile(t, path, "  - export: {}", "  - export: {style: inline, surface: llama3}")
+		}, all},
+		{"a first-stage shard lost", "  - decision_tokens: {}\n  - verify: {checks: [roles]}\n  - export: {}\n", func(t *testing.T, _, out string) {
+			if err := os.Remove(filepath.Join(out, "01-decision_tokens", "part-glaive-00000.parquet")); err != nil {
+				t.Fatal(err)
+			}
+		}, []string{"glaive"}},
+		// xlam is read anew: the shards of the others stand.
+		{"a dump changed", "  - decision_tokens: {}\n  - verify: {checks: [roles]}\n  - export: {}\n", shorterXLAM, nil},
+		{"a dump changed and the first stage", "  - verify: {checks: [roles]}\n  - decision_tokens: {}\n  - export: {}\n", func(t *testing.T, path, out string) {
+			shorterXLAM(t, path, out)
+			moreChecks(t, path, out)
+		}, []string{"glaive", "toolace"}},
+		{"a stage after a Planner changed", "  - decision_tokens: {}\n  - dedup: {}\n  - verify: {checks: [roles]}\n  - export: {}\n", moreChecks, nil},
+	} {
+		t.Run(strings.ReplaceAll(c.name, " ", "_"), func(t *testing.T) {
+			path, out := dumpPipeline(t, map[string][]byte{"toolace": nil, "glaive": nil, "xlam": nil}, c.stages+ingestNotKept)
+			runPipeline(t, path)
+			if c.change != nil {
+				c.change(t, path, out)
+			}
+			p, err := Load(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var b strings.Builder
+			if err := Check(context.Background(), p, Options{}, &b); err != nil {
+				t.Fatal(err)
+			}
+			var checked []string
+			for _, src := range all {
+				line := regexp.MustCompile(`(?m)^  ` + src + ` .*$`).FindString(b.String())
+				switch {
+				case strings.Contains(line, "up to date") && strings.Contains(line, "would be read again: ingest keeps no shards, and a stage after it has shards of the source to make"):
+					checked = append(checked, src)
+				case !strings.Contains(line, "would be skipped") && !strings.Contains(line, "would ingest (dump or settings changed)"):
+					t.Errorf("source %s: check says %q, want it read anew, skipped or read again", src, line)
+				}
+			}
+			var log bytes.Buffer
+			r, err := NewRunner(p, Options{Version: "test", Log: slog.New(slog.NewTextHandler(&log, nil))})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer r.Close()
+			rep, err := r.Run(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			var ran []string
+			for _, m := range regexp.MustCompile(`msg="read source again" stage=ingest source=(\S+)`).FindAllStringSubmatch(log.String(), -1) {
+				ran = append(ran, m[1])
+			}
+			slices.Sort(ran)
+			if fmt.Sprint(checked) != fmt.Sprint(c.want) || fmt.Sprint(ran) != fmt.Sprint(c.want) {
+				t.Errorf("sources read again: check says %v, the run read %v, want %v; check:\n%s", checked, ran, c.want, b.String())
+			}
+			// decision_tokens, keeping no shards, makes again in memory
+			// the shards verify makes.
+			verified := 0
+			for _, s := range rep.Stages {
+				if s.Dir == "02-verify" {
+					verified = s.Ran
+				}
+			}
+			replayed := regexp.MustCompile(`01 decision_tokens \(decision_tokens\): up to date \((\d+) shards\), would be skipped; keeps no Parquet shards \(keep: false\); makes (\d+) of them again in memory for the stage after it, recording nothing`).FindStringSubmatch(b.String())
+			dropped := strings.Contains(c.stages, "{decision_tokens: {}, keep: false}")
+			switch {
+			case dropped && c.want != nil && (replayed == nil || replayed[2] != strconv.Itoa(verified)):
+				t.Errorf("decision_tokens, keeping no shards: check says %q, want it to make the %d shards verify made again in memory:\n%s", replayed, verified, b.String())
+			case (!dropped || c.want == nil) && strings.Contains(b.String(), "again in memory"):
+				t.Errorf("check says a stage makes shards again in memory:\n%s", b.String())
+			}
+		})
+	}
+}
+
+// moreChecks adds a check to the verify stage of the pipeline at path.
+func moreChecks(t *testing.T, path, _ string) {
+	t.Helper()
+	editFile(t, path, "checks: [roles]", "checks: [roles, calls_resolved]")
+}
+
+// shorterXLAM drops the last record of the xlam dump beside the pipeline
+// at path.
+func shorterXLAM(t *testing.T, path, _ string) {
+	t.Helper()
+	dump := filepath.Join(filepath.Dir(path), "xlam.json")
+	b, err := os.ReadFile(dump)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rows []json.RawMessage
+	if err := json.Unmarshal(b, &rows); err != nil || len(rows) < 2 {
+		t.Fatalf("%s: %d rows, %v", dump, len(rows), err)
+	}
+	if b, err = json.Marshal(rows[:len(rows)-1]); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(dump, b, 0o644); err != nil {
+		t.Fatal(err)
 	}
 }
