@@ -183,6 +183,21 @@ func (r *Runner) readSource(ctx context.Context, in *ingestPass, i int, hand *ha
 	return nil
 }
 
+// skippedReport is in's report when the run stops before any source is
+// read: the up-to-date sources, skipped, with their recorded counts.
+func (in *ingestPass) skippedReport() StageReport {
+	rep := in.res.report
+	for _, s := range in.srcs {
+		if s.current {
+			rep.Skipped += len(s.shards)
+			for _, sh := range s.shards {
+				rep.Counts.Add(sh.Counts)
+			}
+		}
+	}
+	return rep
+}
+
 // closeIngest logs and reports each source, and writes ingest's manifest
 // when a source was made again.
 func (r *Runner) closeIngest(in *ingestPass) error {

@@ -446,10 +446,15 @@ func TestIngestKeepFalsePartialStops(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		_, err = r.Run(context.Background())
+		rep, err := r.Run(context.Background())
 		r.Close()
 		if pe := (*PartialError)(nil); !errors.As(err, &pe) {
 			t.Fatalf("run %d: error %v, want a PartialError", run, err)
+		}
+		// The second run stops before reading: its summary shows what
+		// ingest recorded, skipped, as a run keeping ingest's shards does.
+		if ing := rep.Stages[0]; run == 2 && (ing.Skipped != 2 || ing.Counts.In != 3 || ing.Counts.Out != 3) {
+			t.Errorf("run 2: ingest reported skipped %d, in %d, out %d; want 2 shards skipped, 3 rows in and out", ing.Skipped, ing.Counts.In, ing.Counts.Out)
 		}
 		for _, stage := range []string{"01-decision_tokens", "02-export"} {
 			if b, err := os.ReadFile(filepath.Join(dir, "out", stage, manifestFile)); err == nil {

@@ -304,6 +304,7 @@ func (r *Runner) Run(ctx context.Context) (rep *Report, err error) {
 		// recorded before ingest ends.
 		for _, s := range in.srcs {
 			if s.current && len(s.shards) > 0 && s.shards[0].Unread != nil && !s.src.AllowPartial {
+				rep.Stages[0] = in.skippedReport()
 				return rep, fmt.Errorf("stage ingest: %w", r.checkSource(s.src, s.shards, nil))
 			}
 		}
