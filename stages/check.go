@@ -340,32 +340,14 @@ func (r *Runner) firstGroup(p *Pipeline, current *manifests.Stage, fresh bool) (
 		if err != nil {
 			return nil, err
 		}
-		ps := &pass{sr: sr, st: st, old: old, inputs: inputs, done: map[string]manifests.Shard{}}
+		ps := &pass{sr: sr, st: st, old: old, inputs: inputs}
 		ps.sink, _ = st.(Sink)
-		// As openPass decides what is done: the earlier plan (none in
-		// this group), the shards whose keys stand, and every shard the
-		// pass before makes again.
-		plan := ""
+		plan := "" // the earlier plan: none in this group, which has no Planner
 		if old != nil && old.ConfigHash == fp {
 			plan = old.Plan
 		}
-		known := slices.DeleteFunc(slices.Clone(inputs), func(in shardInput) bool { return in.ref.Path == "" })
-		ps.todo = r.pending(sr, old, fp, plan, known)
-		for _, in := range inputs {
-			if in.ref.Path == "" {
-				ps.todo[in.name] = ""
-			}
-		}
-		ps.upToDate = len(ps.todo) == 0 && old != nil && !fresh && (ps.sink == nil || r.finishDone(old))
-		if old != nil {
-			for _, s := range old.Shards {
-				if _, redo := ps.todo[s.Name]; !redo {
-					ps.done[s.Name] = s
-				}
-			}
-			if ps.upToDate {
-				ps.res.outputs = outputsOf(old, inputs)
-			}
+		if r.decide(ps, fp, plan, fresh); ps.upToDate {
+			ps.res.outputs = outputsOf(old, inputs)
 		}
 		g.passes = append(g.passes, ps)
 		inputs = ps.handed()

@@ -601,28 +601,22 @@ func (r *Runner) openPass(ctx context.Context, sr stageRun, env *Env, st Stage, 
 	if old != nil && old.ConfigHash == fp {
 		plan = old.Plan
 	}
-	known := slices.DeleteFunc(slices.Clone(inputs), func(in shardInput) bool { return in.ref.Path == "" })
-	todo := r.pending(sr, old, fp, plan, known)
-	gone := goneShards(old, inputs, r.mine)
+	fresh := r.feed != nil && r.feed.fresh // the shards of a dump read anew are not known yet
+	gone := r.decide(p, fp, plan, fresh) > 0
 	// plan.go: a plan is computed once, saved, and loaded by workers and
 	// reruns. A Planner starts a group of its own (runStages): its inputs
 	// are all known here.
 	// A stage that keeps no shards may have to make a shard again for the
 	// stage after it (runChain), with its plan. A shard gone from the
 	// input (its source removed) changes the whole input the plan is of.
-	if planner, ok := st.(Planner); ok && (len(todo) > 0 || gone || r.o.Worker != nil || r.o.Merge || sr.drop) { // workers.go: a worker cannot see others' todo
+	if planner, ok := st.(Planner); ok && (len(p.todo) > 0 || gone || r.o.Worker != nil || r.o.Merge || sr.drop) { // workers.go: a worker cannot see others' todo
 		if p.planned, err = r.stagePlan(ctx, sr, planner, typ, fp, inputs); err != nil {
 			return p, fmt.Errorf("plan: %w", err)
 		}
 		plan = p.planned.digest
-		todo = r.pending(sr, old, fp, plan, known)
+		r.decide(p, fp, plan, fresh)
 	}
-	for _, in := range inputs {
-		if in.ref.Path == "" && r.mine(in.name) { // remade upstream: the key waits for its ref
-			todo[in.name] = ""
-		}
-	}
-	p.todo = todo
+	todo := p.todo
 	res.fp, res.plan = fp, plan // workers.go
 	m := &manifests.Stage{
 		Name: sr.name, Type: typ, Version: cfg.version(), Tool: r.o.Version,
@@ -665,10 +659,7 @@ func (r *Runner) openPass(ctx context.Context, sr stageRun, env *Env, st Stage, 
 			p.llmBase, m.LLM, m.LLMUnrecorded = base, baseLLM, unrecorded
 		}
 	}
-	if len(todo) == 0 && old != nil && r.o.Worker == nil && !r.o.Merge && // workers.go: they always write their manifest
-		(r.feed == nil || !r.feed.fresh) && // the shards of a dump read anew are not known yet
-		!gone && // the manifest drops them, their files go and a sink's Finish runs again (closePass)
-		(!isSink || r.finishDone(old)) { // a run killed before the sink's Finish: run it now
+	if p.upToDate {
 		old.Superseded = append(old.Superseded, r.staleNotKept(old)...)
 		if len(old.Superseded) > 0 {
 			// An earlier run recorded every shard but stopped before
@@ -685,20 +676,12 @@ func (r *Runner) openPass(ctx context.Context, sr stageRun, env *Env, st Stage, 
 		res.report.Skipped = len(inputs)
 		res.report.Counts = old.Totals
 		res.outputs = outputsOf(old, inputs)
-		p.upToDate = true
 		return p, nil
 	}
 	if err := r.teacherReady(ctx, sr, st); err != nil { // batch.go
 		return p, err
 	}
 	p.prog = r.newProgress(sr.name, totalRows(inputs), env)
-	if old != nil {
-		for _, s := range old.Shards {
-			if _, redo := todo[s.Name]; !redo && r.mine(s.Name) { // workers.go
-				p.done[s.Name] = s
-			}
-		}
-	}
 	// Before any shard is written, the manifest on disk drops the shards
 	// to redo: a run killed after a shard's rename and before the next save
 	// must not leave the manifest naming bytes that are gone (a redone
@@ -804,20 +787,63 @@ func (r *Runner) closePass(ctx context.Context, p *pass, failed error) error {
 	return nil
 }
 
-// goneShards reports whether the earlier manifest old records a shard
-// of this process (mine) that inputs no longer have: its source was
-// removed from pipeline.yaml, or its dump has fewer shards. The stage is
+// decide sets what of the pass p is done as it opens, from its earlier
+// manifest p.old, its fingerprint fp and plan (the digest of its plan, or
+// of the earlier one): p.todo, the shards of this process (mine) to
+// (re)make with their new keys (pending, over the inputs whose refs are
+// known, and every input whose ref is still empty: the stage before
+// remakes it in the same group, and its key waits for the ref); p.done,
+// the earlier shards that stand; and p.upToDate, the pass skipped as a
+// whole: nothing to make, no earlier shard gone from the inputs
+// (goneShards), no dump read anew (fresh: its shards are not known yet),
+// a sink's Finish done (a run killed before it runs it now), and not a
+// worker's pass or a merge's (they always write their manifest). It
+// returns the number of gone shards. openPass decides with it, and
+// augment check's firstGroup as openPass would.
+func (r *Runner) decide(p *pass, fp, plan string, fresh bool) (gone int) {
+	old := p.old
+	known := slices.DeleteFunc(slices.Clone(p.inputs), func(in shardInput) bool { return in.ref.Path == "" })
+	p.todo = r.pending(p.sr, old, fp, plan, known)
+	for _, in := range p.inputs {
+		if in.ref.Path == "" && r.mine(in.name) {
+			p.todo[in.name] = ""
+		}
+	}
+	gone = goneShards(old, p.inputs, r.mine)
+	p.upToDate = len(p.todo) == 0 && old != nil && r.o.Worker == nil && !r.o.Merge && // workers.go
+		!fresh && gone == 0 && (p.sink == nil || r.finishDone(old))
+	p.done = map[string]manifests.Shard{}
+	if old != nil {
+		for _, s := range old.Shards {
+			if _, redo := p.todo[s.Name]; !redo && r.mine(s.Name) { // workers.go
+				p.done[s.Name] = s
+			}
+		}
+	}
+	return gone
+}
+
+// goneShards counts the shards of this process (mine) the earlier
+// manifest old records and inputs no longer have: their source was
+// removed from pipeline.yaml, or their dump has fewer shards. The stage is
 // then not up to date as a whole, though no shard is to make: its
-// manifest, totals and a sink's Finish must be those of a run over inputs.
-func goneShards(old *manifests.Stage, inputs []shardInput, mine func(string) bool) bool {
+// manifest drops them, their files go, and its totals and a sink's Finish
+// are those of a run over inputs (closePass).
+func goneShards(old *manifests.Stage, inputs []shardInput, mine func(string) bool) int {
 	if old == nil {
-		return false
+		return 0
 	}
 	names := make(map[string]bool, len(inputs))
 	for _, in := range inputs {
 		names[in.name] = true
 	}
-	return slices.ContainsFunc(old.Shards, func(s manifests.Shard) bool { return !names[s.Name] && mine(s.Name) })
+	n := 0
+	for _, s := range old.Shards {
+		if !names[s.Name] && mine(s.Name) {
+			n++
+		}
+	}
+	return n
 }
 
 // finishDone reports whether a sink's Finish completed in the run that
