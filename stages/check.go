@@ -188,9 +188,11 @@ func Check(ctx context.Context, p *Pipeline, o Options, w io.Writer) error {
 	}
 	recs := []*record.Record{first}
 	upToDate := old != nil && allSourcesCurrent
-	var inputs []shardInput // what the earlier run gave the stage, as a run would see it
+	// What the stage is given, as a run would see it: the shards of the
+	// sources in pipeline.yaml (those of a removed source are gone).
+	var inputs []shardInput
 	if old != nil {
-		inputs = outputsOf(old, shardNames(old))
+		inputs = outputsOf(current, shardNames(current))
 	}
 	for i := range p.Stages {
 		spec := &p.Stages[i]
@@ -219,19 +221,38 @@ func Check(ctx context.Context, p *Pipeline, o Options, w io.Writer) error {
 		if err != nil {
 			return err
 		}
-		todo := 0 // shards a run would make of a stage whose settings and input stand
+		todo, gone := 0, 0 // shards a run would make of a stage whose settings and input stand, and drop
 		if sm != nil && sm.ConfigHash == fp && upToDate {
 			todo = len(r.pending(stageRun{name: spec.Name, drop: !spec.keeps() && !merge}, sm, fp, sm.Plan, inputs))
 		}
+		if sm != nil && old != nil && allSourcesCurrent { // the names of its input shards are known
+			gone = goneShards(sm, inputs, r.mine)
+		}
+		_, planner := st.(Planner)
+		dropped := fmt.Sprintf("would drop %d shards whose input is gone (a source removed, or a dump with fewer shards)", gone)
 		switch {
 		case sm == nil:
 		case sm.ConfigHash != fp:
 			status, upToDate = "would run (settings, prompts or teacher changed)", false
 		case !upToDate:
 			status = "would run where its input changes"
+			if gone > 0 {
+				status += ", and " + dropped
+			}
 		case todo > 0:
 			status = fmt.Sprintf("would run %d of %d shards (%d done; the rest never ran or lost their outputs)", todo, len(inputs), len(inputs)-todo)
+			if gone > 0 {
+				status += "; " + dropped
+			}
 			upToDate = false
+		case gone > 0 && planner:
+			// Its plan is made again over the shards left, and may
+			// change what each of them gives.
+			status, upToDate = dropped+", and would plan again over the rest", false
+		case gone > 0 && sink:
+			status = dropped + ", and would write the files of the whole export again"
+		case gone > 0:
+			status = dropped + fmt.Sprintf("; the other %d up to date", len(sm.Shards)-gone)
 		case merge && sink:
 			status = fmt.Sprintf("would finish (%d shards done by the workers; the merge writes the files of the whole export)", len(sm.Shards))
 		case merge:
@@ -241,13 +262,15 @@ func Check(ctx context.Context, p *Pipeline, o Options, w io.Writer) error {
 		default:
 			status = fmt.Sprintf("up to date (%d shards), would be skipped", len(sm.Shards))
 		}
-		if sm != nil {
+		switch {
+		case sink: // a sink passes its input through (pass.handed)
+		case sm != nil:
 			inputs = outputsOf(sm, inputs)
-		} else {
+		default:
 			inputs = nil
 		}
-		if !sink && !strings.HasPrefix(status, "up to date") && !strings.HasPrefix(status, "done by the workers") {
-			upToDate = false
+		if !sink && !strings.HasPrefix(status, "up to date") && !strings.HasPrefix(status, "done by the workers") && !strings.HasPrefix(status, "would drop") {
+			upToDate = false // a stage that only drops shards gives the rest unchanged
 		}
 		switch {
 		case !spec.keeps() && merge:

@@ -183,3 +183,45 @@ func shorterXLAM(t *testing.T, path, _ string) {
 		t.Fatal(err)
 	}
 }
+
+// TestCheckRemovedSource: once a source is removed from pipeline.yaml, a
+// run drops its shards from every later stage, even one with nothing else
+// to make (goneShards). augment check says so of each stage, with the
+// number of shards the run then drops, instead of "would be skipped".
+func TestCheckRemovedSource(t *testing.T) {
+	stages := []string{"01-decision_tokens", "02-export", "03-sample", "04-ex2"}
+	for _, ingest := range []string{"", ingestNotKept} {
+		name := "ingest kept"
+		if ingest != "" {
+			name = "ingest not kept"
+		}
+		t.Run(name, func(t *testing.T) {
+			path, out := dumpPipeline(t, map[string][]byte{"toolace": nil, "glaive": nil, "xlam": nil}, removedSourceStages+ingest)
+			runPipeline(t, path)
+			before := map[string]int{}
+			for _, sr := range stages {
+				before[sr] = len(readManifest(t, out, sr).Shards)
+			}
+			editFile(t, path, "  - {name: xlam, path: xlam.json, format: xlam}\n", "")
+			p, err := Load(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var b strings.Builder
+			if err := Check(context.Background(), p, Options{}, &b); err != nil {
+				t.Fatal(err)
+			}
+			runPipeline(t, path)
+			for _, sr := range stages {
+				dropped := before[sr] - len(readManifest(t, out, sr).Shards)
+				line := regexp.MustCompile(`(?m)^  ` + sr[:2] + ` ` + sr[3:] + ` .*$`).FindString(b.String())
+				if dropped == 0 {
+					t.Fatalf("%s: the run dropped no shard of the removed source", sr)
+				}
+				if want := fmt.Sprintf("would drop %d shards whose input is gone", dropped); !strings.Contains(line, want) || strings.Contains(line, "would be skipped") {
+					t.Errorf("check says %q; the run dropped %d shards (want %q)", line, dropped, want)
+				}
+			}
+		})
+	}
+}
