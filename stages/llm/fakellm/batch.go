@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/augmentdata/augment/stages/near"
 )
 
 // The Files and Batches endpoints of the OpenAI API, in memory: upload a
@@ -479,7 +481,7 @@ func (s *Server) answerBatchLine(customID string, body []byte, auth string) (int
 	if share := s.cfg.Batch.ErrorShare; share > 0 {
 		c := fnv.New64a()
 		io.WriteString(c, customID)
-		if float64(mix(c.Sum64())>>11)/(1<<53) < share {
+		if float64(near.Mix(c.Sum64())>>11)/(1<<53) < share { // FNV of short, similar strings differs little in its high bits
 			var b bytes.Buffer
 			msg := "the fake failed this request"
 			if s.cfg.Batch.EchoAuth {
@@ -543,14 +545,4 @@ func (s *Server) RunBatch(in io.Reader, out io.Writer) error {
 	s.mu.Unlock()
 	_, err = out.Write(buf.Bytes())
 	return err
-}
-
-// mix is splitmix64's finaliser: FNV of short, similar strings differs
-// little in its high bits.
-func mix(x uint64) uint64 {
-	x ^= x >> 30
-	x *= 0xbf58476d1ce4e5b9
-	x ^= x >> 27
-	x *= 0x94d049bb133111eb
-	return x ^ x>>31
 }
