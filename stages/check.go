@@ -346,8 +346,7 @@ func (r *Runner) firstGroup(p *Pipeline, current *manifests.Stage, fresh bool) (
 			continue
 		}
 		typ, cfg := spec.config()
-		env := previewEnv(p, spec.Name, cfg, &previewClient{}, toollib.New(nil))
-		st, err := cfg.build(env)
+		env, st, err := bareStage(p, spec, cfg)
 		if err != nil {
 			return nil, fmt.Errorf("stage %s: %w", spec.Name, err)
 		}
@@ -546,6 +545,15 @@ func (c *previewClient) print(w io.Writer, previewed int, rows int64) {
 	fmt.Fprintf(w, "     longest prompt: about %d tokens; with teacher.max_tokens it must fit the served context (max_model_len), which a run checks for every prompt before sending it\n", longest)
 }
 
+// bareStage builds the stage of spec, of config cfg, as check's preview
+// does with a stand-in teacher and an empty tool library: enough to tell
+// what it is (a Planner, a Sink) and its fingerprint.
+func bareStage(p *Pipeline, spec *StageSpec, cfg stageConfig) (*Env, Stage, error) {
+	env := previewEnv(p, spec.Name, cfg, &previewClient{}, toollib.New(nil))
+	st, err := cfg.build(env)
+	return env, st, err
+}
+
 // previewEnv is the Env of stage name when nothing is sent: augment check
 // and config validation build stages with it. The teacher is a previewClient
 // (the offline stand-ins), the embedder the offline one, the library lib
@@ -663,7 +671,7 @@ func offlineExportWarnings(p *Pipeline) []string {
 			continue
 		}
 		_, cfg := spec.config()
-		st, err := cfg.build(previewEnv(p, spec.Name, cfg, &previewClient{}, toollib.New(nil)))
+		_, st, err := bareStage(p, spec, cfg)
 		if tw, ok := st.(teacherWriter); err == nil && ok && tw.writesTeacherText() {
 			writer = spec.Name
 		}
@@ -717,8 +725,7 @@ func stageProblems(p *Pipeline) []string {
 			continue
 		}
 		typ, cfg := spec.config()
-		env := previewEnv(p, spec.Name, cfg, &previewClient{}, toollib.New(nil))
-		st, err := cfg.build(env)
+		_, st, err := bareStage(p, spec, cfg)
 		if err != nil {
 			key := fmt.Sprintf("stages[%d]", i)
 			if ke := (*keyError)(nil); errors.As(err, &ke) {

@@ -105,13 +105,10 @@ func TestCheckSourcesReadAgain(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			var b strings.Builder
-			if err := Check(context.Background(), p, Options{}, &b); err != nil {
-				t.Fatal(err)
-			}
+			b := checkSays(t, p)
 			var checked []string
 			for _, src := range all {
-				line := regexp.MustCompile(`(?m)^  ` + src + ` .*$`).FindString(b.String())
+				line := regexp.MustCompile(`(?m)^  ` + src + ` .*$`).FindString(b)
 				switch {
 				case strings.Contains(line, "up to date") && strings.Contains(line, "would be read again: ingest keeps no shards, and a stage after it has shards of the source to make"):
 					checked = append(checked, src)
@@ -135,7 +132,7 @@ func TestCheckSourcesReadAgain(t *testing.T) {
 			}
 			slices.Sort(ran)
 			if fmt.Sprint(checked) != fmt.Sprint(c.want) || fmt.Sprint(ran) != fmt.Sprint(c.want) {
-				t.Errorf("sources read again: check says %v, the run read %v, want %v; check:\n%s", checked, ran, c.want, b.String())
+				t.Errorf("sources read again: check says %v, the run read %v, want %v; check:\n%s", checked, ran, c.want, b)
 			}
 			// decision_tokens, keeping no shards, makes again in memory
 			// the shards verify makes.
@@ -145,13 +142,13 @@ func TestCheckSourcesReadAgain(t *testing.T) {
 					verified = s.Ran
 				}
 			}
-			replayed := regexp.MustCompile(`01 decision_tokens \(decision_tokens\): up to date \((\d+) shards\), would be skipped; keeps no Parquet shards \(keep: false\); makes (\d+) of them again in memory for the stage after it, recording nothing`).FindStringSubmatch(b.String())
+			replayed := regexp.MustCompile(`01 decision_tokens \(decision_tokens\): up to date \((\d+) shards\), would be skipped; keeps no Parquet shards \(keep: false\); makes (\d+) of them again in memory for the stage after it, recording nothing`).FindStringSubmatch(b)
 			dropped := strings.Contains(c.stages, "{decision_tokens: {}, keep: false}")
 			switch {
 			case dropped && c.want != nil && (replayed == nil || replayed[2] != strconv.Itoa(verified)):
-				t.Errorf("decision_tokens, keeping no shards: check says %q, want it to make the %d shards verify made again in memory:\n%s", replayed, verified, b.String())
-			case (!dropped || c.want == nil) && strings.Contains(b.String(), "again in memory"):
-				t.Errorf("check says a stage makes shards again in memory:\n%s", b.String())
+				t.Errorf("decision_tokens, keeping no shards: check says %q, want it to make the %d shards verify made again in memory:\n%s", replayed, verified, b)
+			case (!dropped || c.want == nil) && strings.Contains(b, "again in memory"):
+				t.Errorf("check says a stage makes shards again in memory:\n%s", b)
 			}
 		})
 	}
@@ -207,14 +204,11 @@ func TestCheckRemovedSource(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			var b strings.Builder
-			if err := Check(context.Background(), p, Options{}, &b); err != nil {
-				t.Fatal(err)
-			}
+			b := checkSays(t, p)
 			runPipeline(t, path)
 			for _, sr := range stages {
 				dropped := before[sr] - len(readManifest(t, out, sr).Shards)
-				line := regexp.MustCompile(`(?m)^  ` + sr[:2] + ` ` + sr[3:] + ` .*$`).FindString(b.String())
+				line := regexp.MustCompile(`(?m)^  ` + sr[:2] + ` ` + sr[3:] + ` .*$`).FindString(b)
 				if dropped == 0 {
 					t.Fatalf("%s: the run dropped no shard of the removed source", sr)
 				}
@@ -224,4 +218,14 @@ func TestCheckRemovedSource(t *testing.T) {
 			}
 		})
 	}
+}
+
+// checkSays returns what augment check prints of p.
+func checkSays(t testing.TB, p *Pipeline) string {
+	t.Helper()
+	var b strings.Builder
+	if err := Check(context.Background(), p, Options{}, &b); err != nil {
+		t.Fatal(err)
+	}
+	return b.String()
 }

@@ -1,7 +1,6 @@
 package stages
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -186,15 +185,7 @@ func TestIngestKeepFalseRefused(t *testing.T) {
 		{"  - decision_tokens: {}\n  - meta_tool: {}\n  - export: {}\n", `ingest: keep: false, but the stage "meta_tool" runs on ingest's records as they are parsed and reads the tool library`},
 		{"  - tool_dc: {}\n  - export: {}\n", `the stage "tool_dc" runs on ingest's records as they are parsed and reads the tool library`},
 	} {
-		p, err := Load(demoPipeline(t, c.stages+ingestNotKept))
-		if err != nil {
-			t.Fatal(err)
-		}
-		_, err = NewRunner(p, Options{Version: "test"})
-		var cfg *ConfigError
-		if !errors.As(err, &cfg) || !strings.Contains(err.Error(), c.want) {
-			t.Errorf("stages:\n%s→ %v, want a config error with %q", c.stages, err, c.want)
-		}
+		configRefused(t, c.stages+ingestNotKept, c.want)
 	}
 	// A Planner first is refused for itself only: the library reader
 	// after it runs once ingest has ended.
@@ -380,20 +371,14 @@ func TestIngestKeepFalseCheckBatchMode(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var out strings.Builder
-	if err := Check(context.Background(), p, Options{}, &out); err != nil {
-		t.Fatal(err)
-	}
-	if !strings.Contains(out.String(), "would be skipped") || !strings.Contains(out.String(), "ingest keeps no Parquet shards") {
-		t.Fatalf("online: check says\n%s\nwant the sources up to date and ingest keeping no shards", out.String())
+	out := checkSays(t, p)
+	if !strings.Contains(out, "would be skipped") || !strings.Contains(out, "ingest keeps no Parquet shards") {
+		t.Fatalf("online: check says\n%s\nwant the sources up to date and ingest keeping no shards", out)
 	}
 	p.Teacher = llm.Config{Provider: "openai", Model: "m", Mode: llm.ModeBatch, Batch: llm.BatchConfig{Provider: llm.BatchFiles}}
-	out.Reset()
-	if err := Check(context.Background(), p, Options{}, &out); err != nil {
-		t.Fatal(err)
-	}
-	if strings.Contains(out.String(), "would be skipped") || strings.Contains(out.String(), "ingest keeps no Parquet shards") {
-		t.Errorf("batch mode: check says\n%s\nwant the sources ingested again, their shards kept", out.String())
+	out = checkSays(t, p)
+	if strings.Contains(out, "would be skipped") || strings.Contains(out, "ingest keeps no Parquet shards") {
+		t.Errorf("batch mode: check says\n%s\nwant the sources ingested again, their shards kept", out)
 	}
 }
 
@@ -438,16 +423,7 @@ func TestIngestKeepFalsePartialStops(t *testing.T) {
 		t.Fatal(err)
 	}
 	for run := 1; run <= 2; run++ {
-		p, err := Load(path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		r, err := NewRunner(p, Options{Version: "test"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		rep, err := r.Run(context.Background())
-		r.Close()
+		rep, err := tryPipeline(t, path)
 		if pe := (*PartialError)(nil); !errors.As(err, &pe) {
 			t.Fatalf("run %d: error %v, want a PartialError", run, err)
 		}

@@ -215,15 +215,21 @@ func TestKeepFalseRefused(t *testing.T) {
 		{"  - {decision_tokens: {}, keep: false}\n  - dedup: {}\n", `stage "decision_tokens": keep: false, but the stage "dedup" after it reads its whole input`},
 		{"  - {decision_tokens: {}, keep: false}\n  - export: {}\n  - sample: {quotas: [{n: 3}]}\n", `stage "decision_tokens": keep: false, but the stage "sample" after it reads its whole input`},
 	} {
-		p, err := Load(demoPipeline(t, c.stages))
-		if err != nil {
-			t.Fatal(err)
-		}
-		_, err = NewRunner(p, Options{Version: "test"})
-		var cfg *ConfigError
-		if !errors.As(err, &cfg) || !strings.Contains(err.Error(), c.want) {
-			t.Errorf("stages:\n%s→ %v, want a config error with %q", c.stages, err, c.want)
-		}
+		configRefused(t, c.stages, c.want)
+	}
+}
+
+// configRefused fails t unless NewRunner refuses the demo pipeline with
+// these stages with a config error that says want.
+func configRefused(t *testing.T, stages, want string) {
+	t.Helper()
+	p, err := Load(demoPipeline(t, stages))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = NewRunner(p, Options{Version: "test"})
+	if ce := (*ConfigError)(nil); !errors.As(err, &ce) || !strings.Contains(err.Error(), want) {
+		t.Errorf("stages:\n%s→ %v, want a config error with %q", stages, err, want)
 	}
 }
 

@@ -220,12 +220,9 @@ func TestCheckEstimateHonoursLimit(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		var out bytes.Buffer
-		if err := Check(context.Background(), p, Options{}, &out); err != nil {
-			t.Fatal(err)
-		}
-		if !regexp.MustCompile(tc.want).MatchString(out.String()) {
-			t.Errorf("%s: want %q in\n%s", tc.source, tc.want, out.String())
+		out := checkSays(t, p)
+		if !regexp.MustCompile(tc.want).MatchString(out) {
+			t.Errorf("%s: want %q in\n%s", tc.source, tc.want, out)
 		}
 	}
 }

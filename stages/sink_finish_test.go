@@ -62,12 +62,9 @@ func TestSinkFinishAfterKill(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		var check strings.Builder
-		if err := Check(context.Background(), p, Options{}, &check); err != nil {
-			t.Fatal(err)
-		}
-		if !strings.Contains(check.String(), "02 export (export): would finish (6 shards up to date;") {
-			t.Errorf("%s: check says\n%s\nwant the export would finish", step, check.String())
+		check := checkSays(t, p)
+		if !strings.Contains(check, "02 export (export): would finish (6 shards up to date;") {
+			t.Errorf("%s: check says\n%s\nwant the export would finish", step, check)
 		}
 		rep := runPipeline(t, path)
 		for _, s := range rep.Stages {
