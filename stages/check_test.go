@@ -187,37 +187,31 @@ func shorterXLAM(t *testing.T, path, _ string) {
 // number of shards the run then drops, instead of "would be skipped".
 func TestCheckRemovedSource(t *testing.T) {
 	stages := []string{"01-decision_tokens", "02-export", "03-sample", "04-ex2"}
-	for _, ingest := range []string{"", ingestNotKept} {
-		name := "ingest kept"
-		if ingest != "" {
-			name = "ingest not kept"
+	bothIngests(t, func(t *testing.T, ingest string) {
+		path, out := dumpPipeline(t, map[string][]byte{"toolace": nil, "glaive": nil, "xlam": nil}, removedSourceStages+ingest)
+		runPipeline(t, path)
+		before := map[string]int{}
+		for _, sr := range stages {
+			before[sr] = len(readManifest(t, out, sr).Shards)
 		}
-		t.Run(name, func(t *testing.T) {
-			path, out := dumpPipeline(t, map[string][]byte{"toolace": nil, "glaive": nil, "xlam": nil}, removedSourceStages+ingest)
-			runPipeline(t, path)
-			before := map[string]int{}
-			for _, sr := range stages {
-				before[sr] = len(readManifest(t, out, sr).Shards)
+		editFile(t, path, "  - {name: xlam, path: xlam.json, format: xlam}\n", "")
+		p, err := Load(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b := checkSays(t, p)
+		runPipeline(t, path)
+		for _, sr := range stages {
+			dropped := before[sr] - len(readManifest(t, out, sr).Shards)
+			line := regexp.MustCompile(`(?m)^  ` + sr[:2] + ` ` + sr[3:] + ` .*$`).FindString(b)
+			if dropped == 0 {
+				t.Fatalf("%s: the run dropped no shard of the removed source", sr)
 			}
-			editFile(t, path, "  - {name: xlam, path: xlam.json, format: xlam}\n", "")
-			p, err := Load(path)
-			if err != nil {
-				t.Fatal(err)
+			if want := fmt.Sprintf("would drop %d shards whose input is gone", dropped); !strings.Contains(line, want) || strings.Contains(line, "would be skipped") {
+				t.Errorf("check says %q; the run dropped %d shards (want %q)", line, dropped, want)
 			}
-			b := checkSays(t, p)
-			runPipeline(t, path)
-			for _, sr := range stages {
-				dropped := before[sr] - len(readManifest(t, out, sr).Shards)
-				line := regexp.MustCompile(`(?m)^  ` + sr[:2] + ` ` + sr[3:] + ` .*$`).FindString(b)
-				if dropped == 0 {
-					t.Fatalf("%s: the run dropped no shard of the removed source", sr)
-				}
-				if want := fmt.Sprintf("would drop %d shards whose input is gone", dropped); !strings.Contains(line, want) || strings.Contains(line, "would be skipped") {
-					t.Errorf("check says %q; the run dropped %d shards (want %q)", line, dropped, want)
-				}
-			}
-		})
-	}
+		}
+	})
 }
 
 // checkSays returns what augment check prints of p.

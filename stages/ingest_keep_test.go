@@ -33,6 +33,19 @@ const ingestKeepStages = `  - {decision_tokens: {}, keep: false}
 // ingestNotKept is the pipeline line that makes ingest keep no shards.
 const ingestNotKept = "ingest: {keep: false}\n"
 
+// bothIngests runs test as the subtests "ingest kept" and "ingest not
+// kept", given the pipeline line of each ("" or ingestNotKept).
+func bothIngests(t *testing.T, test func(t *testing.T, ingest string)) {
+	t.Helper()
+	for _, ingest := range []string{"", ingestNotKept} {
+		name := "ingest kept"
+		if ingest != "" {
+			name = "ingest not kept"
+		}
+		t.Run(name, func(t *testing.T) { test(t, ingest) })
+	}
+}
+
 // ingestDroppedDirs are the stage directories of ingestKeepStages with
 // ingestNotKept that keep no shards.
 var ingestDroppedDirs = []string{"00-ingest", "01-decision_tokens", "02-negatives", "03-verify", "06-dedup"}

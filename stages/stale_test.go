@@ -141,41 +141,35 @@ const removedSourceStages = `  - decision_tokens: {}
 // their files, its totals follow, and the outputs (exports, dataset cards,
 // report partials) are the bytes of a fresh run over the other sources.
 func TestRemovedSourceAsFreshRun(t *testing.T) {
-	for _, ingest := range []string{"", ingestNotKept} {
-		name := "ingest kept"
-		if ingest != "" {
-			name = "ingest not kept"
+	bothIngests(t, func(t *testing.T, ingest string) {
+		path, out := dumpPipeline(t, map[string][]byte{"toolace": nil, "glaive": nil, "xlam": nil}, removedSourceStages+ingest)
+		runPipeline(t, path)
+		editFile(t, path, "  - {name: xlam, path: xlam.json, format: xlam}\n", "")
+		runPipeline(t, path)
+		freshPath, freshOut := dumpPipeline(t, map[string][]byte{"toolace": nil, "glaive": nil}, removedSourceStages+ingest)
+		runPipeline(t, freshPath)
+		got, want := tree(t, out), tree(t, freshOut)
+		for name, sum := range want {
+			switch base := filepath.Base(name); {
+			case base == "manifest.json", base == report.HTMLFile, base == "config.yaml":
+			case got[name] != sum:
+				t.Errorf("%s differs from a fresh run's", name)
+			}
+			delete(got, name)
 		}
-		t.Run(name, func(t *testing.T) {
-			path, out := dumpPipeline(t, map[string][]byte{"toolace": nil, "glaive": nil, "xlam": nil}, removedSourceStages+ingest)
-			runPipeline(t, path)
-			editFile(t, path, "  - {name: xlam, path: xlam.json, format: xlam}\n", "")
-			runPipeline(t, path)
-			freshPath, freshOut := dumpPipeline(t, map[string][]byte{"toolace": nil, "glaive": nil}, removedSourceStages+ingest)
-			runPipeline(t, freshPath)
-			got, want := tree(t, out), tree(t, freshOut)
-			for name, sum := range want {
-				switch base := filepath.Base(name); {
-				case base == "manifest.json", base == report.HTMLFile, base == "config.yaml":
-				case got[name] != sum:
-					t.Errorf("%s differs from a fresh run's", name)
-				}
-				delete(got, name)
+		for name := range got {
+			t.Errorf("%s: not in a fresh run", name)
+		}
+		for _, sr := range []string{"00-ingest", "01-decision_tokens", "02-export", "03-sample", "04-ex2"} {
+			m, fm := readManifest(t, out, sr), readManifest(t, freshOut, sr)
+			if g, w := shardNames(m), shardNames(fm); len(g) != len(w) || m.Totals.In != fm.Totals.In || m.Totals.Out != fm.Totals.Out {
+				t.Errorf("%s records %d shards, in %d, out %d; a fresh run %d, %d, %d", sr, len(g), m.Totals.In, m.Totals.Out, len(w), fm.Totals.In, fm.Totals.Out)
 			}
-			for name := range got {
-				t.Errorf("%s: not in a fresh run", name)
+			if strings.Join(m.Notes, "\n") != strings.Join(fm.Notes, "\n") {
+				t.Errorf("%s notes %q; a fresh run's %q", sr, m.Notes, fm.Notes)
 			}
-			for _, sr := range []string{"00-ingest", "01-decision_tokens", "02-export", "03-sample", "04-ex2"} {
-				m, fm := readManifest(t, out, sr), readManifest(t, freshOut, sr)
-				if g, w := shardNames(m), shardNames(fm); len(g) != len(w) || m.Totals.In != fm.Totals.In || m.Totals.Out != fm.Totals.Out {
-					t.Errorf("%s records %d shards, in %d, out %d; a fresh run %d, %d, %d", sr, len(g), m.Totals.In, m.Totals.Out, len(w), fm.Totals.In, fm.Totals.Out)
-				}
-				if strings.Join(m.Notes, "\n") != strings.Join(fm.Notes, "\n") {
-					t.Errorf("%s notes %q; a fresh run's %q", sr, m.Notes, fm.Notes)
-				}
-			}
-			stageOrder(t, out)
-			rerunDoesNothing(t, path, out)
-		})
-	}
+		}
+		stageOrder(t, out)
+		rerunDoesNothing(t, path, out)
+	})
 }
