@@ -164,16 +164,23 @@ func moreChecks(t *testing.T, path, _ string) {
 // at path.
 func shorterXLAM(t *testing.T, path, _ string) {
 	t.Helper()
-	dump := filepath.Join(filepath.Dir(path), "xlam.json")
+	editRows(t, path, "xlam", 2, func(rows []json.RawMessage) []json.RawMessage { return rows[:len(rows)-1] })
+}
+
+// editRows rewrites the JSON-array dump name.json beside the pipeline at
+// path with what edit makes of its rows: it fails t when there are fewer than least.
+func editRows(t *testing.T, path, name string, least int, edit func([]json.RawMessage) []json.RawMessage) {
+	t.Helper()
+	dump := filepath.Join(filepath.Dir(path), name+".json")
 	b, err := os.ReadFile(dump)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var rows []json.RawMessage
-	if err := json.Unmarshal(b, &rows); err != nil || len(rows) < 2 {
-		t.Fatalf("%s: %d rows, %v", dump, len(rows), err)
+	if err := json.Unmarshal(b, &rows); err != nil || len(rows) < least {
+		t.Fatalf("%s: %d rows, want %d; %v", dump, len(rows), least, err)
 	}
-	if b, err = json.Marshal(rows[:len(rows)-1]); err != nil {
+	if b, err = json.Marshal(edit(rows)); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.WriteFile(dump, b, 0o644); err != nil {

@@ -70,21 +70,7 @@ func TestNotKeptShardLeavesNoStaleFile(t *testing.T) {
 	runPipeline(t, path)
 	// The dump loses its last rows: glaive's first shards are made again
 	// (not kept), its last are gone.
-	dump := filepath.Join(filepath.Dir(path), "glaive.json")
-	b, err := os.ReadFile(dump)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var rows []json.RawMessage
-	if err := json.Unmarshal(b, &rows); err != nil || len(rows) < 6 {
-		t.Fatalf("the glaive dump: %d rows, %v", len(rows), err)
-	}
-	if b, err = json.Marshal(rows[:4]); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(dump, b, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	editRows(t, path, "glaive", 6, func(rows []json.RawMessage) []json.RawMessage { return rows[:4] })
 	f, err := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
 	if err != nil {
 		t.Fatal(err)
