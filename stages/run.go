@@ -477,12 +477,20 @@ type stageResult struct {
 	fp, plan string // the stage's fingerprint and plan digest (workers.go: the barrier checks keys)
 }
 
+// wiredConfig is a stage config that Pipeline.defaults gives settings of
+// other stages, in unexported fields its JSON leaves out; wiredParts lists
+// those that change its output, each a line of its fingerprint.
+type wiredConfig interface {
+	wiredParts() []string
+}
+
 // fingerprint hashes everything about a stage, except its input, that can
 // change its output: for st, the built stage, the prompts it loaded into
 // env and the models it asks (modelUser), and output.jsonl when it is on
 // for a stage that writes Parquet shards (its .jsonl mirrors are outputs
-// too; written only when on, so runs without mirrors keep their keys).
-// Ingest has neither (nil, nil): its settings hold output.jsonl.
+// too; written only when on, so runs without mirrors keep their keys),
+// and what a wiredConfig takes from other stages. Ingest has neither
+// (nil, nil): its settings hold output.jsonl.
 func (r *Runner) fingerprint(typ string, version int, cfg any, env *Env, st Stage, extra ...string) (string, json.RawMessage, error) {
 	cfgJSON, err := json.Marshal(cfg)
 	if err != nil {
@@ -506,6 +514,9 @@ func (r *Runner) fingerprint(typ string, version int, cfg any, env *Env, st Stag
 		if embedder {
 			fmt.Fprintf(h, "embedder=%s\n", r.p.Embedder.Fingerprint())
 		}
+	}
+	if w, ok := cfg.(wiredConfig); ok {
+		extra = append(slices.Clip(extra), w.wiredParts()...)
 	}
 	for _, e := range extra {
 		fmt.Fprintf(h, "%s\n", e)

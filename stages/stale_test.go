@@ -159,3 +159,28 @@ func TestRemovedSourceAsFreshRun(t *testing.T) {
 		rerunDoesNothing(t, path, out)
 	})
 }
+
+// Changing decision_tokens' tokens remakes the inline export's samples
+// that name them, also those of shards whose records decision_tokens
+// passes on unchanged (xlam's: no text-answer turn), so the output is a
+// fresh run's.
+func TestDecisionTokensChangeRemakesExport(t *testing.T) {
+	const stages = "  - decision_tokens: {}\n  - name: ex\n    export: {style: inline, surface: decision}\n"
+	const changed = "  - decision_tokens: {answer_token: '<|ans|>'}\n  - name: ex\n    export: {style: inline, surface: decision}\n"
+	dumps := map[string][]byte{"glaive": nil, "xlam": nil}
+	path, out := dumpPipeline(t, dumps, stages)
+	runPipeline(t, path)
+	editFile(t, path, stages, changed)
+	runPipeline(t, path)
+	freshPath, freshOut := dumpPipeline(t, dumps, changed)
+	runPipeline(t, freshPath)
+	got, want := tree(t, out), tree(t, freshOut)
+	for name, sum := range want {
+		switch base := filepath.Base(name); {
+		case base == "manifest.json", base == report.HTMLFile, base == "config.yaml":
+		case got[name] != sum:
+			t.Errorf("%s differs from a fresh run's", name)
+		}
+	}
+	rerunDoesNothing(t, path, out)
+}
