@@ -660,6 +660,14 @@ func (r *Runner) openPass(ctx context.Context, sr stageRun, env *Env, st Stage, 
 			m.LLM, m.LLMUnrecorded = baseLLM, unrecorded
 		}
 	}
+	if !r.o.Merge && r.o.Worker == nil && old != nil && old.ConfigHash == fp {
+		// A rerun keeps the earlier run's teacher accounting unless it
+		// asks the teacher itself (savePass replaces it then): one that
+		// remakes only shards needing no request, or only drops gone
+		// shards, must not make the stage look as if no teacher wrote
+		// the shards it keeps (the dataset card's offline warning).
+		m.LLM, m.LLMUnrecorded = old.LLM, old.LLMUnrecorded
+	}
 	if r.o.Worker != nil { // workers.go: which worker made the plan
 		m.PlanSource = p.planned.source
 		if len(todo) == 0 { // as one process keeps its manifest, the part keeps its accounting
@@ -727,8 +735,9 @@ func (r *Runner) savePass(p *pass) error {
 	}
 	if stats := env.stats(); stats != nil && p.llmBase != nil {
 		m.LLM = statsJSON(addStats(p.llmBase, stats)) // workers.go: a merge adds its own to the workers'
-	} else if stats != nil {
+	} else if stats != nil { // this pass's requests replace an earlier run's (a resume's cache hits count them again)
 		m.LLM, _ = json.Marshal(stats)
+		m.LLMUnrecorded = nil
 	}
 	// The notes of the shards listed, and of this run's Finish once it
 	// ran: nothing an earlier run said outlives what it was said of (a

@@ -184,3 +184,36 @@ func TestDecisionTokensChangeRemakesExport(t *testing.T) {
 	}
 	rerunDoesNothing(t, path, out)
 }
+
+// A rerun that asks the teacher nothing (it only drops the shards of
+// rows gone from a dump, or remakes shards that need no request) keeps the
+// LLM stage's teacher accounting of the shards it keeps, so the dataset
+// card still says an offline stand-in wrote them, as a fresh run's does.
+func TestRerunWithoutRequestsKeepsAccounting(t *testing.T) {
+	const stages = "  - reason: {style: mediatek}\n  - name: ex\n    export: {style: inline, surface: decision, allow_offline: true}\n"
+	const warning = "Teacher: offline stand-in"
+	path, out := dumpPipeline(t, map[string][]byte{"glaive": nil, "xlam": nil}, stages)
+	editFile(t, path, "seed: 7\n", "seed: 7\nteacher: {provider: offline}\n")
+	runPipeline(t, path)
+	first := readManifest(t, out, "01-reason").LLM
+	if len(first) == 0 {
+		t.Fatal("01-reason: no llm accounting after the first run")
+	}
+	editRows(t, path, "glaive", 3, func(rows []json.RawMessage) []json.RawMessage { return rows[:len(rows)-2] })
+	for _, s := range runPipeline(t, path).Stages {
+		if s.Name == "reason" && s.LLM != nil {
+			t.Fatalf("the rerun asked the teacher %d times: not the case this test is of", s.LLM.Requests)
+		}
+	}
+	if got := readManifest(t, out, "01-reason").LLM; string(got) != string(first) {
+		t.Errorf("01-reason llm after a rerun that asked nothing:\n%s\nwant the earlier run's\n%s", got, first)
+	}
+	card, err := os.ReadFile(filepath.Join(out, "02-ex", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(card), warning) {
+		t.Errorf("the card after the rerun lacks %q", warning)
+	}
+	rerunDoesNothing(t, path, out)
+}
