@@ -119,9 +119,21 @@ type ExportConfig struct {
 	// export (Pipeline.defaults), nil where none does: its tokens are the
 	// ones the system text of an inline sample names when its record
 	// carries the decision_tokens tag, whichever of them the record's own
-	// turns start with. No fingerprint needs them: they change what that
-	// stage writes, the export's input.
+	// turns start with. They are in the export's fingerprint (wiredParts):
+	// a shard whose records decision_tokens passes on unchanged (no
+	// text-answer turn) keeps its input digest when they change.
 	decision *DecisionTokensConfig
+}
+
+// wiredParts is what the export writes from other stages' settings, which
+// its JSON config leaves out: the decision tokens its inline system text
+// names (style inline, tools_placement system), nothing otherwise, so that
+// exports without them keep their keys.
+func (c *ExportConfig) wiredParts() []string {
+	if c.decision == nil || c.Style != "inline" || c.ToolsPlacement != "system" {
+		return nil
+	}
+	return []string{fmt.Sprintf("decision_tokens answer=%q use_tool=%q", c.decision.AnswerToken, c.decision.UseToolToken)}
 }
 
 func (c *ExportConfig) defaults() {

@@ -477,12 +477,20 @@ type stageResult struct {
 	fp, plan string // the stage's fingerprint and plan digest (workers.go: the barrier checks keys)
 }
 
+// wiredConfig is a stage config that Pipeline.defaults gives settings of
+// other stages, in unexported fields its JSON leaves out; wiredParts lists
+// those that change its output, each a line of its fingerprint.
+type wiredConfig interface {
+	wiredParts() []string
+}
+
 // fingerprint hashes everything about a stage, except its input, that can
 // change its output: for st, the built stage, the prompts it loaded into
 // env and the models it asks (modelUser), and output.jsonl when it is on
 // for a stage that writes Parquet shards (its .jsonl mirrors are outputs
-// too; written only when on, so runs without mirrors keep their keys).
-// Ingest has neither (nil, nil): its settings hold output.jsonl.
+// too; written only when on, so runs without mirrors keep their keys),
+// and what a wiredConfig takes from other stages. Ingest has neither
+// (nil, nil): its settings hold output.jsonl.
 func (r *Runner) fingerprint(typ string, version int, cfg any, env *Env, st Stage, extra ...string) (string, json.RawMessage, error) {
 	cfgJSON, err := json.Marshal(cfg)
 	if err != nil {
@@ -506,6 +514,9 @@ func (r *Runner) fingerprint(typ string, version int, cfg any, env *Env, st Stag
 		if embedder {
 			fmt.Fprintf(h, "embedder=%s\n", r.p.Embedder.Fingerprint())
 		}
+	}
+	if w, ok := cfg.(wiredConfig); ok {
+		extra = append(slices.Clip(extra), w.wiredParts()...)
 	}
 	for _, e := range extra {
 		fmt.Fprintf(h, "%s\n", e)
@@ -649,6 +660,14 @@ func (r *Runner) openPass(ctx context.Context, sr stageRun, env *Env, st Stage, 
 			m.LLM, m.LLMUnrecorded = baseLLM, unrecorded
 		}
 	}
+	if !r.o.Merge && r.o.Worker == nil && old != nil && old.ConfigHash == fp {
+		// A rerun keeps the earlier run's teacher accounting unless it
+		// asks the teacher itself (savePass replaces it then): one that
+		// remakes only shards needing no request, or only drops gone
+		// shards, must not make the stage look as if no teacher wrote
+		// the shards it keeps (the dataset card's offline warning).
+		m.LLM, m.LLMUnrecorded = old.LLM, old.LLMUnrecorded
+	}
 	if r.o.Worker != nil { // workers.go: which worker made the plan
 		m.PlanSource = p.planned.source
 		if len(todo) == 0 { // as one process keeps its manifest, the part keeps its accounting
@@ -716,8 +735,9 @@ func (r *Runner) savePass(p *pass) error {
 	}
 	if stats := env.stats(); stats != nil && p.llmBase != nil {
 		m.LLM = statsJSON(addStats(p.llmBase, stats)) // workers.go: a merge adds its own to the workers'
-	} else if stats != nil {
+	} else if stats != nil { // this pass's requests replace an earlier run's (a resume's cache hits count them again)
 		m.LLM, _ = json.Marshal(stats)
+		m.LLMUnrecorded = nil
 	}
 	// The notes of the shards listed, and of this run's Finish once it
 	// ran: nothing an earlier run said outlives what it was said of (a

@@ -159,3 +159,61 @@ func TestRemovedSourceAsFreshRun(t *testing.T) {
 		rerunDoesNothing(t, path, out)
 	})
 }
+
+// Changing decision_tokens' tokens remakes the inline export's samples
+// that name them, also those of shards whose records decision_tokens
+// passes on unchanged (xlam's: no text-answer turn), so the output is a
+// fresh run's.
+func TestDecisionTokensChangeRemakesExport(t *testing.T) {
+	const stages = "  - decision_tokens: {}\n  - name: ex\n    export: {style: inline, surface: decision}\n"
+	const changed = "  - decision_tokens: {answer_token: '<|ans|>'}\n  - name: ex\n    export: {style: inline, surface: decision}\n"
+	dumps := map[string][]byte{"glaive": nil, "xlam": nil}
+	path, out := dumpPipeline(t, dumps, stages)
+	runPipeline(t, path)
+	editFile(t, path, stages, changed)
+	runPipeline(t, path)
+	freshPath, freshOut := dumpPipeline(t, dumps, changed)
+	runPipeline(t, freshPath)
+	got, want := tree(t, out), tree(t, freshOut)
+	for name, sum := range want {
+		switch base := filepath.Base(name); {
+		case base == "manifest.json", base == report.HTMLFile, base == "config.yaml":
+		case got[name] != sum:
+			t.Errorf("%s differs from a fresh run's", name)
+		}
+	}
+	rerunDoesNothing(t, path, out)
+}
+
+// A rerun that asks the teacher nothing (it only drops the shards of
+// rows gone from a dump, or remakes shards that need no request) keeps the
+// LLM stage's teacher accounting of the shards it keeps, so the dataset
+// card still says an offline stand-in wrote them, as a fresh run's does.
+func TestRerunWithoutRequestsKeepsAccounting(t *testing.T) {
+	const stages = "  - reason: {style: mediatek}\n  - name: ex\n    export: {style: inline, surface: decision, allow_offline: true}\n"
+	const warning = "Teacher: offline stand-in"
+	path, out := dumpPipeline(t, map[string][]byte{"glaive": nil, "xlam": nil}, stages)
+	editFile(t, path, "seed: 7\n", "seed: 7\nteacher: {provider: offline}\n")
+	runPipeline(t, path)
+	first := readManifest(t, out, "01-reason").LLM
+	if len(first) == 0 {
+		t.Fatal("01-reason: no llm accounting after the first run")
+	}
+	editRows(t, path, "glaive", 3, func(rows []json.RawMessage) []json.RawMessage { return rows[:len(rows)-2] })
+	for _, s := range runPipeline(t, path).Stages {
+		if s.Name == "reason" && s.LLM != nil {
+			t.Fatalf("the rerun asked the teacher %d times: not the case this test is of", s.LLM.Requests)
+		}
+	}
+	if got := readManifest(t, out, "01-reason").LLM; string(got) != string(first) {
+		t.Errorf("01-reason llm after a rerun that asked nothing:\n%s\nwant the earlier run's\n%s", got, first)
+	}
+	card, err := os.ReadFile(filepath.Join(out, "02-ex", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(card), warning) {
+		t.Errorf("the card after the rerun lacks %q", warning)
+	}
+	rerunDoesNothing(t, path, out)
+}
