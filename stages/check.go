@@ -230,6 +230,10 @@ func Check(ctx context.Context, p *Pipeline, o Options, w io.Writer) error {
 		}
 		_, planner := st.(Planner)
 		dropped := fmt.Sprintf("would drop %d shards whose input is gone (a source removed, or a dump with fewer shards)", gone)
+		// A sink passes its input through (pass.handed): the stage after
+		// it reads the sink's input, as current as it was whatever the
+		// sink has to do.
+		inputCurrent := upToDate
 		switch {
 		case sm == nil:
 		case sm.ConfigHash != fp:
@@ -264,6 +268,7 @@ func Check(ctx context.Context, p *Pipeline, o Options, w io.Writer) error {
 		}
 		switch {
 		case sink: // a sink passes its input through (pass.handed)
+			upToDate = inputCurrent
 		case sm != nil:
 			inputs = outputsOf(sm, inputs)
 		default:

@@ -230,3 +230,67 @@ func checkSays(t testing.TB, p *Pipeline) string {
 	}
 	return b.String()
 }
+
+// TestCheckAfterSink: a sink passes its input through (pass.handed), so
+// the stage after an export reads what the export read, unchanged when
+// only the export has work (its settings changed, one of its files lost).
+// augment check says of each stage exactly what the run then does: the
+// export runs, the stages after it are skipped (regression QA: check said
+// they "would run where its input changes").
+func TestCheckAfterSink(t *testing.T) {
+	const stages = "  - verify: {checks: [roles]}\n  - name: ex1\n    export: {template: qwen3}\n" +
+		"  - decision_tokens: {}\n  - name: ex2\n    export: {style: inline, surface: decision}\n"
+	for _, c := range []struct {
+		name   string
+		change func(t *testing.T, path, out string)
+	}{
+		{"export settings changed", func(t *testing.T, path, _ string) {
+			editFile(t, path, "template: qwen3}", "template: qwen3, thoughts: true}")
+		}},
+		{"export file lost", func(t *testing.T, _, out string) {
+			files, err := filepath.Glob(filepath.Join(out, "02-ex1", "*", "part-*.jsonl"))
+			if err != nil || len(files) < 2 {
+				t.Fatalf("export files %v (%v), want 2 or more", files, err)
+			}
+			if err := os.Remove(files[0]); err != nil {
+				t.Fatal(err)
+			}
+		}},
+	} {
+		t.Run(strings.ReplaceAll(c.name, " ", "_"), func(t *testing.T) {
+			bothIngests(t, func(t *testing.T, ingest string) {
+				path, out := dumpPipeline(t, map[string][]byte{"toolace": nil, "glaive": nil, "xlam": nil}, stages+ingest)
+				runPipeline(t, path)
+				c.change(t, path, out)
+				p, err := Load(path)
+				if err != nil {
+					t.Fatal(err)
+				}
+				b := checkSays(t, p)
+				rep := runPipeline(t, path)
+				says := map[string]string{}
+				for _, m := range regexp.MustCompile(`(?m)^  (\d\d) (\S+) \(\S+\): (.*)$`).FindAllStringSubmatch(b, -1) {
+					says[m[1]+"-"+m[2]] = m[3]
+				}
+				for _, s := range rep.Stages {
+					if s.Dir == "00-ingest" {
+						continue
+					}
+					line, ok := says[s.Dir]
+					switch {
+					case !ok:
+						t.Errorf("check has no line for %s:\n%s", s.Dir, b)
+					case s.Dir == "02-ex1" && s.Ran == 0:
+						t.Errorf("the run made no shard of ex1: the change gave it nothing to do")
+					case s.Ran == 0 && !strings.HasPrefix(line, "up to date"):
+						t.Errorf("%s: check says %q, the run skipped it", s.Dir, line)
+					case s.Ran > 0 && strings.HasPrefix(line, "up to date"):
+						t.Errorf("%s: check says %q, the run made %d shards", s.Dir, line, s.Ran)
+					case strings.HasPrefix(line, "would run ") && strings.Contains(line, " of ") && !strings.HasPrefix(line, fmt.Sprintf("would run %d of ", s.Ran)):
+						t.Errorf("%s: check says %q, the run made %d shards", s.Dir, line, s.Ran)
+					}
+				}
+			})
+		})
+	}
+}
