@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -12,6 +13,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/augmentdata/augment/stages/llm"
@@ -293,4 +295,63 @@ func TestCheckAfterSink(t *testing.T) {
 			})
 		})
 	}
+}
+
+// TestCheckSourceAfterStoppedReingest: a run that ingests a changed dump
+// again first drops the dump's earlier shards from ingest's manifest
+// (forgetShards); stopped before it records new ones, it leaves a manifest
+// without them that names their files as superseded. augment check then
+// says so of the source, not "no earlier run" (regression QA, after a
+// kill -9 of a run whose ingest keeps no shards).
+func TestCheckSourceAfterStoppedReingest(t *testing.T) {
+	bothIngests(t, func(t *testing.T, ingest string) {
+		path, out := dumpPipeline(t, map[string][]byte{"glaive": nil, "xlam": nil}, "  - decision_tokens: {}\n  - export: {}\n"+ingest)
+		runPipeline(t, path)
+		// Both dumps change; xlam, read second, has hundreds of shards
+		// to write: the stop comes before their end.
+		editRows(t, path, "glaive", 2, func(rows []json.RawMessage) []json.RawMessage { return rows[1:] })
+		editRows(t, path, "xlam", 2, func(rows []json.RawMessage) []json.RawMessage {
+			var more []json.RawMessage
+			for range 300 {
+				more = append(more, rows...)
+			}
+			return more
+		})
+		p, err := Load(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Stopped once the first source is read: ingest's manifest
+		// loses the shards of both sources, whose new ones it records
+		// only at its end.
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		n := &atomic.Int64{}
+		n.Store(1)
+		r, err := NewRunner(p, Options{Version: "test", Log: slog.New(cancelOn{stage: "ingest", n: n, cancel: cancel})})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = r.Run(ctx)
+		r.Close()
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("stopped run: %v, want context.Canceled", err)
+		}
+		m := readManifest(t, out, "00-ingest")
+		b := checkSays(t, p)
+		dropped := 0
+		for _, src := range []string{"glaive", "xlam"} {
+			line := regexp.MustCompile(`(?m)^  ` + src + ` .*$`).FindString(b)
+			if len(r.sourceShards(m, src)) > 0 {
+				continue
+			}
+			dropped++
+			if !strings.HasSuffix(line, "would ingest (a run stopped while ingesting it again, after dropping its earlier shards)") {
+				t.Errorf("ingest's manifest has no shard of %s and supersedes %v; check says %q", src, m.Superseded, line)
+			}
+		}
+		if dropped != 2 {
+			t.Fatalf("the stopped run left ingest's manifest with the shards of %d of its 2 sources, want none:\n%s", 2-dropped, b)
+		}
+	})
 }
