@@ -109,6 +109,9 @@ func Check(ctx context.Context, p *Pipeline, o Options, w io.Writer) error {
 			return fmt.Errorf("source %q: %w", s.Name, err)
 		}
 		status := "would ingest (no earlier run)"
+		if old != nil && supersedes(old, s.Name) {
+			status = "would ingest (a run stopped while ingesting it again, after dropping its earlier shards)"
+		}
 		if prev := r.sourceShards(old, s.Name); len(prev) > 0 {
 			status = "would ingest (dump or settings changed)"
 			sum, err := r.sourceSum(ctx, path, prev)
@@ -230,6 +233,10 @@ func Check(ctx context.Context, p *Pipeline, o Options, w io.Writer) error {
 		}
 		_, planner := st.(Planner)
 		dropped := fmt.Sprintf("would drop %d shards whose input is gone (a source removed, or a dump with fewer shards)", gone)
+		// A sink passes its input through (pass.handed): the stage after
+		// it reads the sink's input, as current as it was whatever the
+		// sink has to do.
+		inputCurrent := upToDate
 		switch {
 		case sm == nil:
 		case sm.ConfigHash != fp:
@@ -264,6 +271,7 @@ func Check(ctx context.Context, p *Pipeline, o Options, w io.Writer) error {
 		}
 		switch {
 		case sink: // a sink passes its input through (pass.handed)
+			upToDate = inputCurrent
 		case sm != nil:
 			inputs = outputsOf(sm, inputs)
 		default:
@@ -378,6 +386,21 @@ func (r *Runner) firstGroup(p *Pipeline, current *manifests.Stage, fresh bool) (
 		return nil, nil
 	}
 	return g, nil
+}
+
+// supersedes reports whether the ingest manifest m names files of source
+// among those it supersedes: a run that ingested the source again dropped
+// its shards first (forgetShards) and stopped before recording new ones.
+func supersedes(m *manifests.Stage, source string) bool {
+	return slices.ContainsFunc(m.Superseded, func(path string) bool {
+		base := filepath.Base(path)
+		if base == "tools-"+source+".jsonl" {
+			return true
+		}
+		shard, ok := strings.CutPrefix(base, "part-")
+		name, _, ok2 := cutShardIndex(strings.TrimSuffix(shard, ".parquet"))
+		return ok && ok2 && name == source
+	})
 }
 
 // remade counts the shards of the pass of g named stage, one that keeps no

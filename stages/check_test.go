@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -12,6 +13,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/augmentdata/augment/stages/llm"
@@ -229,4 +231,127 @@ func checkSays(t testing.TB, p *Pipeline) string {
 		t.Fatal(err)
 	}
 	return b.String()
+}
+
+// TestCheckAfterSink: a sink passes its input through (pass.handed), so
+// the stage after an export reads what the export read, unchanged when
+// only the export has work (its settings changed, one of its files lost).
+// augment check says of each stage exactly what the run then does: the
+// export runs, the stages after it are skipped (regression QA: check said
+// they "would run where its input changes").
+func TestCheckAfterSink(t *testing.T) {
+	const stages = "  - verify: {checks: [roles]}\n  - name: ex1\n    export: {template: qwen3}\n" +
+		"  - decision_tokens: {}\n  - name: ex2\n    export: {style: inline, surface: decision}\n"
+	for _, c := range []struct {
+		name   string
+		change func(t *testing.T, path, out string)
+	}{
+		{"export settings changed", func(t *testing.T, path, _ string) {
+			editFile(t, path, "template: qwen3}", "template: qwen3, thoughts: true}")
+		}},
+		{"export file lost", func(t *testing.T, _, out string) {
+			files, err := filepath.Glob(filepath.Join(out, "02-ex1", "*", "part-*.jsonl"))
+			if err != nil || len(files) < 2 {
+				t.Fatalf("export files %v (%v), want 2 or more", files, err)
+			}
+			if err := os.Remove(files[0]); err != nil {
+				t.Fatal(err)
+			}
+		}},
+	} {
+		t.Run(strings.ReplaceAll(c.name, " ", "_"), func(t *testing.T) {
+			bothIngests(t, func(t *testing.T, ingest string) {
+				path, out := dumpPipeline(t, map[string][]byte{"toolace": nil, "glaive": nil, "xlam": nil}, stages+ingest)
+				runPipeline(t, path)
+				c.change(t, path, out)
+				p, err := Load(path)
+				if err != nil {
+					t.Fatal(err)
+				}
+				b := checkSays(t, p)
+				rep := runPipeline(t, path)
+				says := map[string]string{}
+				for _, m := range regexp.MustCompile(`(?m)^  (\d\d) (\S+) \(\S+\): (.*)$`).FindAllStringSubmatch(b, -1) {
+					says[m[1]+"-"+m[2]] = m[3]
+				}
+				for _, s := range rep.Stages {
+					if s.Dir == "00-ingest" {
+						continue
+					}
+					line, ok := says[s.Dir]
+					switch {
+					case !ok:
+						t.Errorf("check has no line for %s:\n%s", s.Dir, b)
+					case s.Dir == "02-ex1" && s.Ran == 0:
+						t.Errorf("the run made no shard of ex1: the change gave it nothing to do")
+					case s.Ran == 0 && !strings.HasPrefix(line, "up to date"):
+						t.Errorf("%s: check says %q, the run skipped it", s.Dir, line)
+					case s.Ran > 0 && strings.HasPrefix(line, "up to date"):
+						t.Errorf("%s: check says %q, the run made %d shards", s.Dir, line, s.Ran)
+					case strings.HasPrefix(line, "would run ") && strings.Contains(line, " of ") && !strings.HasPrefix(line, fmt.Sprintf("would run %d of ", s.Ran)):
+						t.Errorf("%s: check says %q, the run made %d shards", s.Dir, line, s.Ran)
+					}
+				}
+			})
+		})
+	}
+}
+
+// TestCheckSourceAfterStoppedReingest: a run that ingests a changed dump
+// again first drops the dump's earlier shards from ingest's manifest
+// (forgetShards); stopped before it records new ones, it leaves a manifest
+// without them that names their files as superseded. augment check then
+// says so of the source, not "no earlier run" (regression QA, after a
+// kill -9 of a run whose ingest keeps no shards).
+func TestCheckSourceAfterStoppedReingest(t *testing.T) {
+	bothIngests(t, func(t *testing.T, ingest string) {
+		path, out := dumpPipeline(t, map[string][]byte{"glaive": nil, "xlam": nil}, "  - decision_tokens: {}\n  - export: {}\n"+ingest)
+		runPipeline(t, path)
+		// Both dumps change; xlam, read second, has hundreds of shards
+		// to write: the stop comes before their end.
+		editRows(t, path, "glaive", 2, func(rows []json.RawMessage) []json.RawMessage { return rows[1:] })
+		editRows(t, path, "xlam", 2, func(rows []json.RawMessage) []json.RawMessage {
+			var more []json.RawMessage
+			for range 300 {
+				more = append(more, rows...)
+			}
+			return more
+		})
+		p, err := Load(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Stopped once the first source is read: ingest's manifest
+		// loses the shards of both sources, whose new ones it records
+		// only at its end.
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		n := &atomic.Int64{}
+		n.Store(1)
+		r, err := NewRunner(p, Options{Version: "test", Log: slog.New(cancelOn{stage: "ingest", n: n, cancel: cancel})})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = r.Run(ctx)
+		r.Close()
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("stopped run: %v, want context.Canceled", err)
+		}
+		m := readManifest(t, out, "00-ingest")
+		b := checkSays(t, p)
+		dropped := 0
+		for _, src := range []string{"glaive", "xlam"} {
+			line := regexp.MustCompile(`(?m)^  ` + src + ` .*$`).FindString(b)
+			if len(r.sourceShards(m, src)) > 0 {
+				continue
+			}
+			dropped++
+			if !strings.HasSuffix(line, "would ingest (a run stopped while ingesting it again, after dropping its earlier shards)") {
+				t.Errorf("ingest's manifest has no shard of %s and supersedes %v; check says %q", src, m.Superseded, line)
+			}
+		}
+		if dropped != 2 {
+			t.Fatalf("the stopped run left ingest's manifest with the shards of %d of its 2 sources, want none:\n%s", 2-dropped, b)
+		}
+	})
 }
