@@ -169,25 +169,32 @@ func killedResumesToCleanRun(t *testing.T, stages string, kills []killAt) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			ctx, cancel := context.WithCancel(context.Background())
-			defer cancel()
-			n := &atomic.Int64{}
-			n.Store(at.n)
-			r, err := NewRunner(p, Options{Version: "test", Log: slog.New(cancelOn{stage: at.stage, n: n, cancel: cancel})})
-			if err != nil {
-				t.Fatal(err)
-			}
-			_, err = r.Run(ctx)
-			r.Close()
-			if !errors.Is(err, context.Canceled) {
-				t.Fatalf("stopped run: %v, want context.Canceled", err)
-			}
+			stopRun(t, p, at)
 			out := filepath.Join(filepath.Dir(killed), "out")
 			stageOrder(t, out)
 			runPipeline(t, killed)
 			// A resumed run's teacher accounting covers its own requests.
 			sameOutputs(t, filepath.Join(filepath.Dir(clean), "out"), out, false)
 		})
+	}
+}
+
+// stopRun runs p and stops it as at says (cancelOn): the run must end
+// with context.Canceled.
+func stopRun(t *testing.T, p *Pipeline, at killAt) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	n := &atomic.Int64{}
+	n.Store(at.n)
+	r, err := NewRunner(p, Options{Version: "test", Log: slog.New(cancelOn{stage: at.stage, n: n, cancel: cancel})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = r.Run(ctx)
+	r.Close()
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("stopped run: %v, want context.Canceled", err)
 	}
 }
 
