@@ -301,10 +301,17 @@ func (r *Runner) checkSource(src Source, shards []manifests.Shard, partial *Part
 	u := *shards[0].Unread
 	r.o.Log.Warn(fmt.Sprintf("source %s: the dump could not be read to its end", src.Name), "path", src.Path,
 		"unread_bytes", u.Bytes, "unread_rows_estimated", u.Rows, "offset", u.Offset, "reason", u.Reason, "allow_partial", src.AllowPartial)
-	if partial == nil && !src.AllowPartial {
+	if partial == nil && unreadRefused(src, shards) {
 		partial = &PartialError{Source: src.Name, Unread: u}
 	}
 	return partial
+}
+
+// unreadRefused reports whether a source's shards record a part of its
+// dump left unread, which the source does not allow (allow_partial): the
+// run stops (checkSource's PartialError).
+func unreadRefused(src Source, shards []manifests.Shard) bool {
+	return len(shards) > 0 && shards[0].Unread != nil && !src.AllowPartial
 }
 
 // sourceKey is the key of every shard of a source: its ingest settings and

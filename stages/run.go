@@ -303,7 +303,7 @@ func (r *Runner) Run(ctx context.Context) (rep *Report, err error) {
 		// its shards stops it (closeIngest): its shards would be made and
 		// recorded before ingest ends.
 		for _, s := range in.srcs {
-			if s.current && len(s.shards) > 0 && s.shards[0].Unread != nil && !s.src.AllowPartial {
+			if s.current && unreadRefused(s.src, s.shards) {
 				rep.Stages[0] = in.skippedReport()
 				return rep, fmt.Errorf("stage ingest: %w", r.checkSource(s.src, s.shards, nil))
 			}
